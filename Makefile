@@ -1,0 +1,110 @@
+# saelite - one Makefile for everything. `make` builds ./saelite, `make test` runs the tests,
+# `make bench` the benchmarks, `make demo` the whole pipeline. Missing Debian packages are
+# installed by tools/deps.sh the first time (see build/flags.mk below).
+
+BUILD   ?= build
+OPT     ?= -O2
+ARCH    ?= -march=native
+SAN     ?=
+# Never -ffast-math: the numerical tests compare against references to 1e-4 and rely on IEEE
+# semantics (NaN checks, -inf masks).
+CFLAGS  ?= $(OPT) -g $(ARCH)
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+           -fno-fast-math -pthread -I. -I$(BUILD)/gen $(SAN)
+LDFLAGS += -pthread $(SAN)
+
+PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo
+
+ifeq ($(filter clean distclean,$(MAKECMDGOALS)),)
+# Installing packages and asking pkg-config happens once; flags.mk is remade (and make restarts)
+# when the dependency script changes.
+include build/flags.mk
+endif
+
+build/flags.mk: tools/deps.sh
+	@mkdir -p build
+	@bash tools/deps.sh
+	@echo "PKG_CFLAGS := $$(pkg-config --cflags $(PKGS))" > $@.tmp
+	@echo "PKG_LIBS := $$(pkg-config --libs $(PKGS)) -Wl,-rpath,$$(pkg-config --variable=libdir openblas) -lm" >> $@.tmp
+	@mv $@.tmp $@
+
+# Library modules (everything but cli/). Each directory is one module with one public header.
+MODULES  := common model extract store sae analysis reports
+LIB_SRC  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC  := $(wildcard cli/*.c)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_SH  := $(sort $(wildcard tests/test_*.sh))
+BENCH_SRC:= $(wildcard bench/bench_*.c)
+BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+SQL_SRC  := $(wildcard store/*.sql)
+GEN      := $(BUILD)/gen/commands.h $(SQL_SRC:store/%.sql=$(BUILD)/gen/%_sql.h)
+
+.PHONY: all test bench demo data clean distclean test-asan fuzz
+all: saelite
+
+saelite: $(CLI_OBJ) $(BUILD)/libsaelite.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsaelite.a $(PKG_LIBS)
+
+$(BUILD)/libsaelite.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%.o: %.c | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
+
+# The command table: every `CLI_COMMAND(id, ...)` line in cli/cmd_*.c, sorted.
+$(BUILD)/gen/commands.h: $(wildcard cli/cmd_*.c)
+	@mkdir -p $(dir $@)
+	@grep -ho '^CLI_COMMAND([a-z0-9_]*' /dev/null $^ | sed 's/CLI_COMMAND(\(.*\)/X(\1)/' | sort > $@.tmp
+	@mv $@.tmp $@
+
+# SQL files are embedded as NUL-terminated strings: store/schema.sql -> schema_sql[].
+$(BUILD)/gen/%_sql.h: store/%.sql
+	@mkdir -p $(dir $@)
+	@{ echo "static const char $*_sql[] = {"; xxd -i < $<; echo ", 0x00};"; } > $@.tmp
+	@mv $@.tmp $@
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libsaelite.a | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libsaelite.a $(PKG_LIBS) $(LDFLAGS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libsaelite.a | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libsaelite.a $(PKG_LIBS) $(LDFLAGS)
+
+test: saelite $(TEST_BIN)
+	@tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
+
+bench: saelite $(BENCH_BIN)
+	@bash tools/run-bench.sh $(BENCH_BIN)
+
+# AddressSanitizer + UBSan build of the library and tests in build/asan (see issue: reliability).
+test-asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
+	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    build/asan/saelite-asan asan-run
+
+build/asan/saelite-asan: $(CLI_OBJ) $(BUILD)/libsaelite.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsaelite.a $(PKG_LIBS)
+
+asan-run: $(TEST_BIN)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    SAELITE_BIN=build/asan/saelite-asan tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
+
+data:
+	@bash tools/fetch-data.sh
+
+demo: saelite
+	@bash tools/demo.sh
+
+clean:
+	rm -rf build saelite
+
+distclean: clean
+	rm -rf data runs demo
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)

@@ -1,0 +1,216 @@
+#include "common/npy.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+
+enum npy_kind { NPY_F4, NPY_F2, NPY_F8, NPY_I4, NPY_I8 };
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, f;
+    if (exp == 0) {
+        if (man == 0) f = sign;
+        else { /* subnormal: normalise */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400)) { man <<= 1; exp--; }
+            man &= 0x3ff;
+            f = sign | (exp << 23) | (man << 13);
+        }
+    } else if (exp == 31) f = sign | 0x7f800000u | (man << 13);
+    else f = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    float out;
+    memcpy(&out, &f, 4);
+    return out;
+}
+
+/* Find `'key':` in the header dict and return a pointer just past the colon. */
+static const char *dict_value(const char *hdr, const char *key)
+{
+    char pat[32];
+    snprintf(pat, sizeof pat, "'%s'", key);
+    const char *p = strstr(hdr, pat);
+    if (!p) return NULL;
+    p += strlen(pat);
+    while (*p == ' ') p++;
+    if (*p != ':') return NULL;
+    p++;
+    while (*p == ' ') p++;
+    return p;
+}
+
+/* Parse the header; leaves f positioned at the data. */
+static int npy_open(const char *path, FILE **fp, enum npy_kind *kind, int *ndim, int64_t *shape,
+                    int64_t *count)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    unsigned char pre[10];
+    if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        fclose(f);
+        return err_set(ERR_FORMAT, "%s: not a .npy file (bad magic)", path);
+    }
+    uint32_t hlen;
+    if (pre[6] == 1) hlen = pre[8] | (uint32_t)pre[9] << 8;
+    else if (pre[6] == 2 || pre[6] == 3) {
+        unsigned char ext[2];
+        if (fread(ext, 1, 2, f) != 2) { fclose(f); return err_set(ERR_FORMAT, "%s: truncated .npy header", path); }
+        hlen = pre[8] | (uint32_t)pre[9] << 8 | (uint32_t)ext[0] << 16 | (uint32_t)ext[1] << 24;
+    } else {
+        fclose(f);
+        return err_set(ERR_VERSION, "%s: unsupported .npy version %d", path, pre[6]);
+    }
+    if (hlen > (1u << 20)) { fclose(f); return err_set(ERR_FORMAT, "%s: .npy header too long", path); }
+    char *hdr = mem_alloc(hlen + 1);
+    if (!hdr) { fclose(f); return err_set(ERR_NOMEM, "%s: out of memory", path); }
+    if (fread(hdr, 1, hlen, f) != hlen) {
+        mem_free(hdr); fclose(f);
+        return err_set(ERR_FORMAT, "%s: truncated .npy header", path);
+    }
+    hdr[hlen] = 0;
+    int rc = OK;
+    const char *d = dict_value(hdr, "descr"), *fo = dict_value(hdr, "fortran_order"),
+               *sh = dict_value(hdr, "shape");
+    if (!d || !fo || !sh) { rc = err_set(ERR_FORMAT, "%s: .npy header lacks descr/fortran_order/shape", path); goto out; }
+    if (!strncmp(d, "'<f4'", 5)) *kind = NPY_F4;
+    else if (!strncmp(d, "'<f2'", 5)) *kind = NPY_F2;
+    else if (!strncmp(d, "'<f8'", 5)) *kind = NPY_F8;
+    else if (!strncmp(d, "'<i4'", 5)) *kind = NPY_I4;
+    else if (!strncmp(d, "'<i8'", 5)) *kind = NPY_I8;
+    else { rc = err_set(ERR_FORMAT, "%s: unsupported .npy dtype %.8s (want <f4, <f2, <f8, <i4 or <i8)", path, d); goto out; }
+    if (strncmp(fo, "False", 5) != 0) { rc = err_set(ERR_FORMAT, "%s: Fortran-order .npy arrays are not supported", path); goto out; }
+    if (*sh != '(') { rc = err_set(ERR_FORMAT, "%s: bad shape in .npy header", path); goto out; }
+    sh++;
+    *ndim = 0;
+    int64_t n = 1;
+    for (;;) {
+        while (*sh == ' ' || *sh == ',') sh++;
+        if (*sh == ')') break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(sh, &end, 10);
+        if (end == sh || v < 0 || errno || *ndim >= NPY_MAX_DIMS) { rc = err_set(ERR_FORMAT, "%s: bad shape in .npy header", path); goto out; }
+        shape[(*ndim)++] = v;
+        if (v > 0 && n > INT64_MAX / 8 / v) { rc = err_set(ERR_FORMAT, "%s: .npy array too large", path); goto out; }
+        n *= v;
+        sh = end;
+    }
+    *count = n;
+    *fp = f;
+out:
+    mem_free(hdr);
+    if (rc) fclose(f);
+    return rc;
+}
+
+static int elem_size(enum npy_kind k)
+{
+    return k == NPY_F2 ? 2 : (k == NPY_F4 || k == NPY_I4) ? 4 : 8;
+}
+
+static int npy_load(const char *path, void **out, int want_float, int *ndim, int64_t *shape)
+{
+    FILE *f;
+    enum npy_kind kind;
+    int64_t n;
+    int rc = npy_open(path, &f, &kind, ndim, shape, &n);
+    if (rc) return rc;
+    size_t es = (size_t)elem_size(kind);
+    unsigned char *raw = mem_alloc((size_t)n * es);
+    void *res = mem_alloc((size_t)n * (want_float ? 4 : 8));
+    if (!raw || !res) { rc = err_set(ERR_NOMEM, "%s: out of memory for %lld elements", path, (long long)n); goto out; }
+    if (fread(raw, es, (size_t)n, f) != (size_t)n) {
+        rc = err_set(ERR_FORMAT, "%s: truncated .npy data (expected %lld elements)", path, (long long)n);
+        goto out;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const unsigned char *p = raw + (size_t)i * es;
+        double v = 0;
+        int64_t iv = 0;
+        switch (kind) {
+        case NPY_F4: { float x; memcpy(&x, p, 4); v = x; break; }
+        case NPY_F2: { uint16_t h; memcpy(&h, p, 2); v = half_to_float(h); break; }
+        case NPY_F8: { memcpy(&v, p, 8); break; }
+        case NPY_I4: { int32_t x; memcpy(&x, p, 4); iv = x; v = x; break; }
+        case NPY_I8: { memcpy(&iv, p, 8); v = (double)iv; break; }
+        }
+        if (want_float) ((float *)res)[i] = (float)v;
+        else {
+            if (kind != NPY_I4 && kind != NPY_I8) {
+                if (v != floor(v) || !isfinite(v)) { rc = err_set(ERR_FORMAT, "%s: element %lld is not an integer", path, (long long)i); goto out; }
+                iv = (int64_t)v;
+            }
+            ((int64_t *)res)[i] = iv;
+        }
+    }
+    *out = res;
+    res = NULL;
+out:
+    mem_free(raw);
+    mem_free(res);
+    fclose(f);
+    return rc;
+}
+
+int npy_read(const char *path, float **data, int *ndim, int64_t shape[NPY_MAX_DIMS])
+{
+    return npy_load(path, (void **)data, 1, ndim, shape);
+}
+
+int npy_read_i64(const char *path, int64_t **data, int *ndim, int64_t shape[NPY_MAX_DIMS])
+{
+    return npy_load(path, (void **)data, 0, ndim, shape);
+}
+
+static int npy_save(const char *path, const void *data, const char *descr, int ndim,
+                    const int64_t *shape)
+{
+    char hdr[256], shp[160] = "";
+    size_t n = 1, used = 0;
+    for (int i = 0; i < ndim; i++) {
+        used += (size_t)snprintf(shp + used, sizeof shp - used, "%lld,%s", (long long)shape[i],
+                                 (i + 1 < ndim) ? " " : "");
+        n *= (size_t)shape[i];
+        if (used >= sizeof shp) return err_set(ERR_ARG, "%s: too many dimensions", path);
+    }
+    if (ndim > 1) shp[used - 1] = 0; /* "(3, 4)" not "(3, 4,)"; 1-d keeps "(3,)" */
+    int len = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
+                       descr, shp);
+    int total = 10 + len + 1;
+    int pad = (64 - total % 64) % 64;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    uint16_t hl = (uint16_t)(len + pad + 1);
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff),
+                             (unsigned char)(hl >> 8)};
+    int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, (size_t)len, f) == (size_t)len;
+    for (int i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
+    ok = ok && fputc('\n', f) != EOF;
+    ok = ok && (n == 0 || fwrite(data, 4, n, f) == n);
+    ok = (fflush(f) == 0) && ok;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(ERR_IO, "%s: write failed: %s", path, strerror(e));
+    }
+    return OK;
+}
+
+int npy_write(const char *path, const float *data, int ndim, const int64_t *shape)
+{
+    return npy_save(path, data, "<f4", ndim, shape);
+}
+
+int npy_write_i32(const char *path, const int32_t *data, int ndim, const int64_t *shape)
+{
+    return npy_save(path, data, "<i4", ndim, shape);
+}

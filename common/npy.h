@@ -1,0 +1,20 @@
+/* npy.h - NumPy .npy files (format version 1.0/2.0/3.0 read, 1.0 write).
+ *
+ * Reads little-endian float32 ('<f4'), float16 ('<f2'), float64 ('<f8'), int32 ('<i4') and
+ * int64 ('<i8') arrays in C order; data is converted to float32 (npy_read) or int64
+ * (npy_read_i64). Fortran order, big-endian and object arrays are refused with ERR_FORMAT.
+ * Writes float32 or int32 C-order arrays atomically (temp file + rename).
+ * The caller owns *data and frees it with mem_free.
+ */
+#ifndef SAELITE_NPY_H
+#define SAELITE_NPY_H
+#include <stdint.h>
+
+#define NPY_MAX_DIMS 8
+
+int npy_read(const char *path, float **data, int *ndim, int64_t shape[NPY_MAX_DIMS]);
+int npy_read_i64(const char *path, int64_t **data, int *ndim, int64_t shape[NPY_MAX_DIMS]);
+int npy_write(const char *path, const float *data, int ndim, const int64_t *shape);
+int npy_write_i32(const char *path, const int32_t *data, int ndim, const int64_t *shape);
+
+#endif

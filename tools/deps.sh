@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install the Debian packages saelite needs to build and test, when any is missing.
+# Uses apt-get as root, sudo otherwise; says clearly what to do when neither works.
+# Usage: tools/deps.sh [extra-package ...]
+set -euo pipefail
+pkgs=(gcc make pkg-config libopenblas-dev libsqlite3-dev libpng-dev libpcre2-dev libcjson-dev
+      libcairo2-dev fonts-dejavu-core sqlite3 xxd "$@")
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node and npm fetch the corpus and run the reference JS tokenizer; any install of them will do
+# (Debian's nodejs/npm, or a NodeSource nodejs that bundles npm).
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "deps: installing missing Debian packages: ${missing[*]}" >&2
+if [ "$(id -u)" -eq 0 ]; then sudo=""
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo"
+else
+    echo "deps: missing packages ${missing[*]}; run as root or install them with:" >&2
+    echo "      sudo apt-get install ${missing[*]}" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >&2 || true
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

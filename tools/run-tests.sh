@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Run every test binary (and tests/*.sh scripts) given as arguments; sum their
+# "name: N passed, N failed[, N skipped]" lines; a crash or a missing tally counts as a failure.
+# Prints "total: N passed, N failed[, N skipped]" last and exits non-zero on any failure.
+set -u
+pass=0; fail=0; skip=0
+for t in "$@"; do
+    name=$(basename "$t")
+    start=$(date +%s.%N)
+    if [[ "$t" == *.sh ]]; then out=$(bash "$t" 2>&1); rc=$?
+    else out=$("$t" 2>&1); rc=$?; fi
+    secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+    line=$(printf '%s\n' "$out" | grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed' | tail -n 1)
+    if [ -z "$line" ]; then
+        printf '%s\n' "$out" | tail -n 30
+        echo "$name: no tally (exit $rc) after ${secs}s"
+        fail=$((fail + 1)); continue
+    fi
+    p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+    s=0; [[ "$line" == *skipped* ]] && s=$(sed -E 's/.* ([0-9]+) skipped.*/\1/' <<<"$line")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    if [ "$f" -ne 0 ]; then printf '%s\n' "$out" | grep -E 'FAIL|error|Error' | head -n 40; fi
+    echo "$line  (${secs}s)"
+    pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+done
+if [ "$skip" -gt 0 ]; then echo "total: $pass passed, $fail failed, $skip skipped"
+else echo "total: $pass passed, $fail failed"; fi
+[ "$fail" -eq 0 ]
