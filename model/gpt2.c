@@ -77,6 +77,7 @@ struct gpt2_model {
     size_t targets_cap;
     int logits_valid;
     int lastB, lastT;
+    int layers_run; /* blocks computed by the last forward (tests check early stop) */
 };
 
 /* ---- RNG -------------------------------------------------------------------------------- */
@@ -660,11 +661,12 @@ static int fire(gpt2_model *m, int id, float *data, int ndim, int64_t a, int64_t
     t.shape[3] = ndim > 3 ? d : 1;
     tensor_set_contiguous(&t);
     for (int i = 0; i < h->ncb; i++) {
+        err_clear();
         int r = h->cbs[i].fn(&t, h->cbs[i].user);
         if (r) {
-            if (r == ERR_ABORTED || r < 0 || r >= ERR__COUNT)
-                return err_set(ERR_ABORTED, "forward stopped by the hook on %s", h->name);
-            return r; /* the hook recorded its own error */
+            /* a hook that recorded its own error with err_set keeps code and message */
+            if (r > 0 && r < ERR__COUNT && err_msg()[0]) return r;
+            return err_set(ERR_ABORTED, "forward stopped by the hook on %s", h->name);
         }
     }
     return OK;
@@ -728,6 +730,7 @@ static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_
     float eps = c->ln_eps;
     int rc;
     m->logits_valid = 0;
+    m->layers_run = 0;
     if ((rc = alloc_acts(m, B, T, do_logits))) return rc;
     m->lastB = B;
     m->lastT = T;
@@ -755,6 +758,7 @@ static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_
         float *ln2 = m->ln2.p + s * NC, *ln2m = m->ln2m.p + s * N, *ln2r = m->ln2r.p + s * N;
         float *pre = m->pre.p + s * NF, *post = m->post.p + s * NF;
         int id = HP_BLOCK(l, 0);
+        m->layers_run = l + 1;
 #define HK(k) HOOKED(id + (k))
         /* --- attention sublayer --- */
         if (HK(HK_RESID_PRE)) {
@@ -810,12 +814,12 @@ static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_
         if (HK(HK_MLP_POST) && (rc = fire(m, id + HK_MLP_POST, post, 3, B, T, F, 1))) return rc;
         if (HK(HK_MLP_OUT)) {
             float *mo = m->mlp_out.p;
-            op_matmul_forward(mo, C, post, p->fcprojw, F, p->fcprojb, N, F, C, 0.0f);
+            op_matmul_forward(mo, C, post, p->fcprojw, C, p->fcprojb, N, F, C, 0.0f);
             if ((rc = fire(m, id + HK_MLP_OUT, mo, 3, B, T, C, 1))) return rc;
             op_residual_forward(rpost, rmid, mo, NC);
         } else {
             if (rpost != rmid) memcpy(rpost, rmid, sizeof(float) * NC);
-            op_matmul_forward(rpost, C, post, p->fcprojw, F, NULL, N, F, C, 1.0f);
+            op_matmul_forward(rpost, C, post, p->fcprojw, C, NULL, N, F, C, 1.0f);
             pending_bias = p->fcprojb;
         }
         if (HK(HK_RESID_POST) || l == run_to) {
@@ -843,12 +847,14 @@ int gpt2_forward(gpt2_model *m, const int *tokens, int B, int T, int want_logits
     int L = m->cfg.n_layer;
     if (want_logits) return forward_impl(m, tokens, B, T, L - 1, 1, 1);
     int last = m->last_hook_layer;
+    m->layers_run = 0;
     if (last == -2) return OK;
     if (last >= L) return forward_impl(m, tokens, B, T, L - 1, 1, 0);
     return forward_impl(m, tokens, B, T, last, 0, 0);
 }
 
 const float *gpt2_logits(const gpt2_model *m) { return m->logits_valid ? m->logits.p : NULL; }
+int gpt2_layers_run(const gpt2_model *m) { return m->layers_run; }
 
 static int check_targets(const gpt2_model *m, const int *targets, size_t n)
 {

@@ -90,6 +90,7 @@ const char *gpt2_hook_name(const gpt2_model *m, int i);
  * needs (nothing runs without hooks). A hook returning non-zero stops the pass (ERR_ABORTED). */
 int gpt2_forward(gpt2_model *m, const int *tokens, int B, int T, int want_logits);
 const float *gpt2_logits(const gpt2_model *m); /* [B,T,V] of the last forward with logits */
+int gpt2_layers_run(const gpt2_model *m); /* blocks the last forward computed (early stop) */
 /* Forward with logits (hooks fire) and per-token cross-entropy of targets [B,T] (target < 0 =
  * ignored). loss_per_token [B,T] may be NULL; *mean over counted targets (0 when none). */
 int gpt2_loss(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
