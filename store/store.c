@@ -385,10 +385,9 @@ int store_model_add(store *s, const char *name, const char *path, const char *co
                     const char *checksum, int64_t *id)
 {
     sqlite3_stmt *st;
-    int rc = store_prepare(s, "SELECT id FROM models WHERE checksum = ?1 AND path = ?2", &st);
+    int rc = store_prepare(s, "SELECT id FROM models WHERE checksum = ?1 ORDER BY id LIMIT 1", &st);
     if (rc) return rc;
     sqlite3_bind_text(st, 1, checksum, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
     int r = sqlite3_step(st);
     if (r == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
     else if (r != SQLITE_DONE) rc = store_sql_error(s, r, "reading models");
@@ -483,8 +482,9 @@ int store_doc_add(store *s, const char *source, int64_t ordinal, const char *nam
 }
 
 int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *ids, int T,
-                  int64_t *id)
+                  int64_t *id, int *inserted)
 {
+    if (inserted) *inserted = 0;
     sqlite3_stmt *st;
     int rc = q_get(s, Q_SEQ_FIND, &st);
     if (rc) return rc;
@@ -497,7 +497,7 @@ int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *i
         *id = sqlite3_column_int64(st, 0);
         const void *b = sqlite3_column_blob(st, 1);
         int nb = sqlite3_column_bytes(st, 1);
-        if (nb != T * 4 || !b || memcmp(b, ids, (size_t)T * 4))
+        if (!ids ? nb != 0 : nb != T * 4 || !b || memcmp(b, ids, (size_t)T * 4))
             rc = err_set(ERR_FORMAT, "%s: sequence %lld holds other tokens than this run produced "
                          "(different tokenizer or corpus?)", s->path, (long long)*id);
         sqlite3_reset(st);
@@ -510,9 +510,10 @@ int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *i
     sqlite3_bind_int64(st, 2, start);
     sqlite3_bind_int(st, 3, T);
     sqlite3_bind_int(st, 4, bos);
-    sqlite3_bind_blob(st, 5, ids, T * 4, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 5, ids ? (const void *)ids : "", ids ? T * 4 : 0, SQLITE_STATIC);
     if ((rc = step_done(s, st, "adding a sequence"))) return rc;
     *id = sqlite3_last_insert_rowid(s->db);
+    if (inserted) *inserted = 1;
     return OK;
 }
 
@@ -527,9 +528,12 @@ int store_seq_tokens(store *s, int64_t seq_id, int *ids, int *T)
         int n = sqlite3_column_int(st, 0);
         const void *b = sqlite3_column_blob(st, 1);
         int nb = sqlite3_column_bytes(st, 1);
-        if (nb != n * 4 || (n && !b))
-            rc = nb == 0 && n ? store_sql_error(s, SQLITE_NOMEM, "reading sequences")
-                              : err_set(ERR_FORMAT, "%s: sequence %lld: token blob has %d bytes, "
+        if (nb == 0 && n > 0)
+            rc = err_set(ERR_NOTFOUND, "%s: sequence %lld has no token ids (imported without "
+                         "--tokens)", s->path, (long long)seq_id);
+        else if (nb != n * 4 || (n && !b))
+            rc = !b && n ? store_sql_error(s, SQLITE_NOMEM, "reading sequences")
+                         : err_set(ERR_FORMAT, "%s: sequence %lld: token blob has %d bytes, "
                                         "want %d", s->path, (long long)seq_id, nb, n * 4);
         else if (ids && n > *T)
             rc = err_set(ERR_SHAPE, "sequence %lld has %d tokens, buffer holds %d",
@@ -1179,5 +1183,46 @@ int store_summary_get(store *s, store_summary *o)
     if (!rc) rc = store_query_i64(s, "PRAGMA user_version", &v);
     o->file_bytes = pc * ps;
     o->version = (int)v;
+    return rc;
+}
+
+int store_count_source_acts(store *s, int64_t hook_id, const char *source, int64_t *n)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT count(*) FROM activations a JOIN sequences q ON q.id = "
+                              "a.sequence_id JOIN documents d ON d.id = q.document_id WHERE "
+                              "a.hook_id = ?1 AND d.source = ?2", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    sqlite3_bind_text(st, 2, source, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    *n = 0;
+    if (r == SQLITE_ROW) *n = sqlite3_column_int64(st, 0);
+    else rc = store_sql_error(s, r, "counting activations");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_part_list(store *s, char (*names)[64], int *versions, int cap, int *n)
+{
+    *n = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT name, version FROM schema_parts ORDER BY name", &st);
+    if (rc) return rc;
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW)
+        if (*n < cap) {
+            copy_text(names[*n], 64, sqlite3_column_text(st, 0));
+            versions[(*n)++] = sqlite3_column_int(st, 1);
+        }
+    if (r != SQLITE_DONE) rc = store_sql_error(s, r, "reading schema_parts");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_run_counts(store *s, int64_t *done, int64_t *running)
+{
+    int rc = store_query_i64(s, "SELECT count(*) FROM runs WHERE status = 'done'", done);
+    if (!rc) rc = store_query_i64(s, "SELECT count(*) FROM runs WHERE status <> 'done'", running);
     return rc;
 }

@@ -51,7 +51,7 @@ int store_dtype_size(int dtype);
 
 /* ---- models, documents, sequences, tokens ------------------------------------------------ */
 typedef struct { int64_t id; char name[128]; char path[512]; char checksum[32]; } store_model;
-/* Returns the id of the model row with this checksum, inserting it when absent. */
+/* Returns the id of the (first) model row with this checksum, inserting it when absent. */
 int store_model_add(store *s, const char *name, const char *path, const char *config_json,
                     const char *checksum, int64_t *id);
 /* All models, ordered by id. */
@@ -62,12 +62,14 @@ int store_model_list(store *s, store_model **models, size_t *n);
 int store_doc_add(store *s, const char *source, int64_t ordinal, const char *name,
                   const char *genre, const char *text, size_t len, int64_t *id);
 
-/* Finds the sequence (document, start, T, bos) or inserts it with its token ids. An existing one
- * whose ids differ is ERR_FORMAT. */
+/* Finds the sequence (document, start, T, bos) or inserts it with its token ids (*inserted = 1;
+ * inserted may be NULL). ids NULL: unknown ids (imports), stored as an empty blob. An existing
+ * one whose ids differ is ERR_FORMAT. */
 int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *ids, int T,
-                  int64_t *id);
+                  int64_t *id, int *inserted);
 /* Token ids of a sequence into ids[T] (T <= *T on input is required; ERR_SHAPE otherwise);
- * ERR_NOTFOUND when the sequence does not exist. Pass ids == NULL to ask T only. */
+ * ERR_NOTFOUND when the sequence does not exist or has no ids (an import without token ids).
+ * Pass ids == NULL to ask T only. */
 int store_seq_tokens(store *s, int64_t seq_id, int *ids, int *T);
 
 /* Per-token rows for SQL users. text[i] may be NULL; byte_start/byte_end < 0 store NULL;
@@ -100,11 +102,13 @@ int store_seq_is_val(int64_t seq_id, double val_frac);
 
 /* Writes (or replaces) the activations x[T * width] of (hook, sequence). */
 int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, int T);
-/* 1 if activations of (hook, sequence) exist, 0 if not, negative never; errors as codes via rc. */
+/* *exists = 1 when activations of (hook, sequence) are stored. */
 int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists);
 /* Reads activations into out[T * width]; *T is set. out must hold hook seq_len * width floats.
  * ERR_NOTFOUND when absent. Uses incremental blob I/O. */
 int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T);
+/* Activation rows of a hook whose sequences come from documents of this source (corpus path). */
+int store_count_source_acts(store *s, int64_t hook_id, const char *source, int64_t *n);
 
 /* ---- training iterator -------------------------------------------------------------------- */
 /* Streams the activation blobs of one hook in a random (seeded) order of sequences, restricted
@@ -152,6 +156,10 @@ typedef struct {
     int version;
 } store_summary;
 int store_summary_get(store *s, store_summary *out);
+
+/* Extension parts recorded (name, version), at most cap. */
+int store_part_list(store *s, char (*names)[64], int *versions, int cap, int *n);
+int store_run_counts(store *s, int64_t *done, int64_t *running);
 
 /* Hash helper (FNV-1a 64) used for checksums; exposed for extract's model checksum. */
 uint64_t store_hash64(uint64_t h, const void *data, size_t n);

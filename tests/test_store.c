@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "extract/extract.h"
 #include "model/safetensors.h"
 #include "store/store.h"
 #include "store/store_internal.h"
@@ -72,7 +73,7 @@ static int fill(store *s, const char *hook, int dtype, int ndoc, int64_t *hook_i
                 be[t] = t + 1;
             }
             int64_t seq;
-            rc = store_seq_add(s, doc, k * T, 0, ids, n, &seq);
+            rc = store_seq_add(s, doc, k * T, 0, ids, n, &seq, NULL);
             if (!rc) rc = store_tokens_add(s, seq, n, ids, tx, bs, be, NULL);
             float x[T * W];
             for (int t = 0; t < n; t++)
@@ -264,9 +265,10 @@ static void test_versions(void)
     CHECK(store_doc_add(s, "c", 0, "a", NULL, "abd", 3, &d2) == ERR_FORMAT);
     int ids[3] = {1, 2, 3}, ids2[3] = {1, 2, 4};
     int64_t s1, s2;
-    CHECK(store_seq_add(s, d1, 0, 1, ids, 3, &s1) == OK && store_seq_add(s, d1, 0, 1, ids, 3, &s2) == OK &&
-          s1 == s2);
-    CHECK(store_seq_add(s, d1, 0, 1, ids2, 3, &s2) == ERR_FORMAT);
+    int ins1 = 0, ins2 = 1;
+    CHECK(store_seq_add(s, d1, 0, 1, ids, 3, &s1, &ins1) == OK &&
+          store_seq_add(s, d1, 0, 1, ids, 3, &s2, &ins2) == OK && s1 == s2 && ins1 && !ins2);
+    CHECK(store_seq_add(s, d1, 0, 1, ids2, 3, &s2, NULL) == ERR_FORMAT);
     store_close(s);
 }
 
@@ -317,6 +319,27 @@ static void test_oom(void)
           failures, bad, completed, n);
 }
 
+/* Extraction bookkeeping that needs no model. */
+static void test_extract_plan(void)
+{
+    int64_t st[8];
+    int len[8];
+    CHECK(ext_windows(10, 4, 0, st, len, 8) == 3 && st[2] == 8 && len[0] == 4 && len[2] == 2);
+    CHECK(ext_windows(10, 4, 1, st, len, 8) == 4 && st[1] == 3 && len[0] == 4 && len[3] == 2,
+          "bos windows hold ctx-1 document tokens");
+    CHECK(ext_windows(0, 4, 1, st, len, 8) == 0 && ext_windows(5, 1, 1, NULL, NULL, 0) == 0);
+    CHECK(ext_windows(12, 4, 0, NULL, NULL, 0) == 3, "exact multiple, counting only");
+    char out[64];
+    size_t n = ext_utf8_clean("a\xff\xc3\xa9\xe2\x82", 6, out, sizeof out);
+    CHECK(n == 12 && !strcmp(out, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"), "clean: %s", out);
+    int64_t fb = 0;
+    CHECK(ext_free_bytes(tmp("nothere.db"), &fb) == OK && fb > 0);
+    CHECK(ext_free_bytes("/nonexistent_dir_x/y.db", &fb) == ERR_IO);
+    char js[64];
+    ext_json_str(js, sizeof js, "a\"b\\c\n");
+    CHECK(!strcmp(js, "\"a\\\"b\\\\c\\u000a\""), "json: %s", js);
+}
+
 int main(void)
 {
     if (access("/dev/shm", W_OK) != 0) snprintf(dir, sizeof dir, "/tmp/saelite_test_storeXXXXXX");
@@ -330,6 +353,7 @@ int main(void)
     test_iter();
     test_versions();
     test_oom();
+    test_extract_plan();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
