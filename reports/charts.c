@@ -107,7 +107,7 @@ static void fmt_tick(const axis *a, double v, char *buf, size_t cap)
 {
     if (a->log) {
         double l = log10(v);
-        if (fabs(l - round(l)) < 1e-9 && (l < -3 || l > 4)) {
+        if (fabs(l - round(l)) < 1e-9 && (l < -3 || l >= 4)) {
             snprintf(buf, cap, "1e%d", (int)round(l));
             return;
         }
@@ -132,7 +132,11 @@ static void frame_draw(rep_canvas *c, double x, double y, double w, double h, co
     rep_font title = rep_font_make(14, 1, rep_rgb(INK), REP_LEFT, REP_TOP);
     rep_font lab = rep_font_make(12, 0, rep_rgb(INK), REP_CENTER, REP_TOP);
     rep_font tick = rep_font_make(11, 0, rep_rgb(MUTED), REP_CENTER, REP_TOP);
-    double lw = legend_row(c, x + w - 10, y + 2, w * 0.6, names, cols, nnames, 0);
+    /* The legend may use what the title leaves (the title keeps at least 40% of the width). */
+    double ttw = ax->title ? rep_text_width(c, ax->title, &title) : 0;
+    if (ttw > w * 0.4) ttw = w * 0.4;
+    double lmax = w - 30 - ttw;
+    double lw = legend_row(c, x + w - 10, y + 2, lmax, names, cols, nnames, 0);
     double top = y + ((ax->title && *ax->title) || lw > 0 ? 24 : 8);
     double left = x + (ax->ylabel && *ax->ylabel ? 20 : 4);
     /* y tick labels decide the left margin */
@@ -160,7 +164,7 @@ static void frame_draw(rep_canvas *c, double x, double y, double w, double h, co
     fr->Y.p1 = fr->py;
 
     if (ax->title) rep_text(c, x + 4, y + 2, ax->title, &title, w - 16 - lw);
-    legend_row(c, x + w - 10, y + 2, w * 0.6, names, cols, nnames, 1);
+    legend_row(c, x + w - 10, y + 2, lmax, names, cols, nnames, 1);
     rep_rect(c, fr->px, fr->py, fr->pw, fr->ph, rep_rgb(0xffffff));
     tick.halign = REP_RIGHT;
     tick.valign = REP_MIDDLE;

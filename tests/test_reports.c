@@ -11,9 +11,12 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "harness.h"
+#include "reports/dashboard.h"
 #include "reports/report.h"
 
 static char tmpdir[] = "/tmp/saelite_test_reportsXXXXXX";
+
+#define NCTX_MAX 20
 
 static const uint8_t *px(const rep_image *im, int x, int y) { return im->rgba + ((size_t)y * im->width + x) * 4; }
 
@@ -267,6 +270,156 @@ static void test_token_rows(void)
     rep_canvas_free(c);
 }
 
+
+/* A synthetic feature that fires on " cat" tokens; the max is in context 0 at position 9. */
+static const char *words[] = {" the", " cat", " sat", " on", " mat", ".", "\n", " a", " dog",
+                              " and", " caf\xc3\xa9", "\xff", " happily", " under", " tree"};
+#define NW (int)(sizeof words / sizeof words[0])
+
+typedef struct {
+    const char *tok[NCTX_MAX][48];
+    float act[NCTX_MAX][48];
+    rep_context ctx[NCTX_MAX];
+} ctx_store;
+
+static void make_contexts(ctx_store *cs, int n, double scale, unsigned seed)
+{
+    for (int i = 0; i < n; i++) {
+        int mark = 9 + (i * 7) % 30;
+        for (int j = 0; j < 48; j++) {
+            unsigned r = (seed + 31u * i + 17u * j) * 2654435761u;
+            cs->tok[i][j] = words[(r >> 7) % NW];
+            cs->act[i][j] = (r >> 20) % 5 == 0 ? (float)(0.1 * scale * ((r >> 12) % 4)) : 0.f;
+        }
+        cs->tok[i][mark] = " cat";
+        cs->act[i][mark] = (float)(scale * (1.0 - 0.02 * i));
+        cs->ctx[i] = (rep_context){cs->tok[i], cs->act[i], 48, mark};
+    }
+}
+
+static void test_dashboard(const char *dir)
+{
+    static ctx_store top, iv[3];
+    make_contexts(&top, 20, 8.0, 1);
+    rep_interval ivs[3];
+    for (int k = 0; k < 3; k++) {
+        double hi = 8.0 * (0.75 - 0.25 * k), lo = hi - 2.0;
+        make_contexts(&iv[k], 3, hi, 100 + k);
+        ivs[k] = (rep_interval){lo, hi, iv[k].ctx, 3};
+    }
+    double edges[31], counts[30];
+    for (int i = 0; i <= 30; i++) edges[i] = 8.0 * i / 30;
+    for (int i = 0; i < 30; i++) counts[i] = floor(5000 * exp(-i / 4.0));
+    const char *lp[10] = {" cats", " kitten", " feline", " Cat", " kitty", " purr", " meow",
+                          " whiskers", " paws", " a-very-long-token-that-must-be-cut-short"};
+    double lpv[10] = {2.1, 1.9, 1.7, 1.5, 1.2, 1.0, 0.9, 0.8, 0.7, 0.6};
+    const char *ln[10] = {" dog", " the", "\n", " of", " and", "\xe2\x80\x94", " in", " to", " it", " was"};
+    double lnv[10] = {-1.8, -1.5, -1.2, -1.0, -0.9, -0.8, -0.7, -0.6, -0.5, -0.4};
+    const char *tags[5] = {"NN", "NNS", "JJ", "VB", "IN"};
+    double tf[5] = {0.82, 0.1, 0.04, 0.03, 0.01};
+    rep_feature f = {.feature = 1234, .sae = "sae 1 (blocks.0.hook_resid_pre, d_sae 4096)",
+                     .density = 0.0012, .max_act = 8.0, .mean_act = 1.3, .best_tag = "NN",
+                     .best_tag_precision = 0.82, .nearest = 77, .nearest_cos = 0.41,
+                     .top = top.ctx, .ntop = 20, .intervals = ivs, .nintervals = 3,
+                     .hist_edges = edges, .hist_counts = counts, .hist_bins = 30,
+                     .logit_pos = lp, .logit_pos_val = lpv, .nlogit_pos = 10,
+                     .logit_neg = ln, .logit_neg_val = lnv, .nlogit_neg = 10,
+                     .tags = tags, .tag_frac = tf, .ntags = 5};
+    char path[300];
+    snprintf(path, sizeof path, "%s/feature_1234.png", dir);
+    rep_kv kv[3] = {{"feature", "1234"}, {"sae", "1"}, {"saelite-version", "test"}};
+    CHECK(rep_feature_dashboard(&f, path, kv, 3) == OK, "%s", err_msg());
+    rep_image im;
+    CHECK(rep_png_read(path, &im) == OK, "%s", err_msg());
+    CHECK(im.width == 1240 && im.height > 700 && im.height < 2000, "%dx%d", im.width, im.height);
+    CHECK(rep_image_meta(&im, "feature") && !strcmp(rep_image_meta(&im, "feature"), "1234"));
+    CHECK(non_white(&im) > 50000, "%ld", non_white(&im));
+    /* The most saturated (orange) pixel of the activation map is the max colour, and it lies in
+     * the first top-activation row (rows start at y = 90). */
+    rep_color maxc = rep_cmap(REP_CMAP_ACT, 1.0);
+    int best = -1, by = -1;
+    for (int y = 60; y < im.height; y++)
+        for (int x = 0; x < 790; x++) {
+            const uint8_t *p = px(&im, x, y);
+            int sat = p[0] - p[2];
+            if (sat > best) { best = sat; by = y; }
+        }
+    CHECK(best >= (int)lround((maxc.r - maxc.b) * 255) - 2, "max colour present (%d)", best);
+    CHECK(by >= 90 && by < 90 + 22, "in the first row: y=%d", by);
+    rep_image_free(&im);
+
+    /* A feature with nothing: still a readable picture, no crash. */
+    rep_feature empty = {.feature = 5, .density = 0, .max_act = NAN, .mean_act = NAN, .nearest = -1};
+    snprintf(path, sizeof path, "%s/feature_5.png", dir);
+    CHECK(rep_feature_dashboard(&empty, path, NULL, 0) == OK, "%s", err_msg());
+
+    /* Global pictures */
+    enum { NF = 2000 };
+    static double dens[NF], mc[NF], prec_a[NF], prec_b[512], tok[50], mse[50], ev[50], l0[50], dead[50];
+    for (int i = 0; i < NF; i++) {
+        unsigned r = (unsigned)i * 2654435761u;
+        dens[i] = i < 40 ? 0 : pow(10, -5 + 4.5 * ((r >> 8) % 1000) / 1000.0);
+        mc[i] = 0.2 + 0.6 * ((r >> 4) % 1000) / 1000.0;
+        prec_a[i] = 0.3 + 0.6 * ((r >> 10) % 1000) / 1000.0;
+    }
+    for (int i = 0; i < 512; i++) prec_b[i] = 0.1 + 0.4 * ((i * 37) % 512) / 512.0;
+    for (int i = 0; i < 50; i++) {
+        tok[i] = (i + 1) * 20000.0;
+        mse[i] = 1.0 / (1 + i);
+        ev[i] = 1 - 0.5 / (1 + i);
+        l0[i] = 200 * exp(-i / 10.0) + 30;
+        dead[i] = 0.02 * i / 50;
+    }
+    snprintf(path, sizeof path, "%s/density.png", dir);
+    CHECK(rep_plot_density(path, NULL, 0, NULL, dens, NF, 1e-6, 0.1) == OK, "%s", err_msg());
+    double ae[41], ac[40];
+    for (int i = 0; i <= 40; i++) ae[i] = -1 + 2.0 * i / 40;
+    for (int i = 0; i < 40; i++) {
+        double x = (ae[i] + ae[i + 1]) / 2;
+        ac[i] = floor(1e6 * exp(-x * x * 64 / 2 / 0.25));
+    }
+    snprintf(path, sizeof path, "%s/decoder_angles.png", dir);
+    CHECK(rep_plot_decoder_angles(path, NULL, 0, NULL, ae, ac, NULL, 40, 64, mc, NF) == OK, "%s", err_msg());
+    CHECK(rep_png_read(path, &im) == OK);
+    /* The random reference (orange, exact density for d=64) is drawn near cos 0. */
+    int orange = 0;
+    for (long i = 0; i < (long)im.width * im.height; i++) {
+        const uint8_t *p = im.rgba + i * 4;
+        orange += p[0] > 200 && p[1] > 100 && p[1] < 200 && p[2] < 120;
+    }
+    CHECK(orange > 500, "random-vector histogram drawn (%d px)", orange);
+    rep_image_free(&im);
+    snprintf(path, sizeof path, "%s/training.png", dir);
+    CHECK(rep_plot_training(path, NULL, 0, NULL, tok, mse, ev, l0, dead, 50) == OK, "%s", err_msg());
+    static double cosm[16 * 24], bestc[16];
+    for (int i = 0; i < 16; i++) {
+        bestc[i] = 0;
+        for (int j = 0; j < 24; j++) {
+            double v = (j == (i * 5) % 24) ? 0.95 - 0.02 * i : 0.1 * sin(i * 3 + j);
+            cosm[i * 24 + j] = v;
+            if (fabs(v) > bestc[i]) bestc[i] = fabs(v);
+        }
+    }
+    snprintf(path, sizeof path, "%s/recovery.png", dir);
+    CHECK(rep_plot_recovery(path, NULL, 0, NULL, cosm, 16, 24, bestc) == OK, "%s", err_msg());
+    snprintf(path, sizeof path, "%s/pos_precision.png", dir);
+    CHECK(rep_plot_pos_compare(path, NULL, 0, NULL, prec_a, NF, prec_b, 512) == OK, "%s", err_msg());
+    rep_index_entry e[3] = {{"density.png", "Feature density <all>"}, {"feature_1234.png", "Feature 1234"},
+                            {"training.png", "Training & curves"}};
+    CHECK(rep_write_index(dir, "Report \"x\"", "intro", e, 3) == OK, "%s", err_msg());
+    snprintf(path, sizeof path, "%s/index.html", dir);
+    FILE *fh = fopen(path, "r");
+    char html[8192] = {0};
+    if (fh) {
+        size_t got = fread(html, 1, sizeof html - 1, fh);
+        html[got] = 0;
+        fclose(fh);
+    }
+    CHECK(strstr(html, "<img loading=\"lazy\" src=\"density.png\"") != NULL);
+    CHECK(strstr(html, "Feature density &lt;all&gt;") != NULL);
+    CHECK(strstr(html, "Report &quot;x&quot;") != NULL);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -277,6 +430,24 @@ int main(void)
     test_text();
     test_charts();
     test_token_rows();
+    /* SAELITE_KEEP_PICTURES=DIR keeps the dashboard pictures there for a person to look at. */
+    const char *keep = getenv("SAELITE_KEEP_PICTURES");
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/pics", tmpdir);
+    if (keep) snprintf(dir, sizeof dir, "%s", keep);
+    else mkdir(dir, 0777);
+    test_dashboard(dir);
+    if (!keep) {
+        const char *files[] = {"feature_1234.png", "feature_5.png", "density.png", "decoder_angles.png",
+                               "training.png", "recovery.png", "pos_precision.png", "index.html"};
+        char p[400];
+        for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+            snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+            CHECK(unlink(p) == 0, "%s written", files[i]);
+        }
+        CHECK(count_files(dir) == 0, "nothing else left in %s", dir);
+        rmdir(dir);
+    }
     rmdir(tmpdir);
     return harness_report("test_reports");
 }
