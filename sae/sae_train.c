@@ -72,6 +72,19 @@ void sae_train_defaults(sae_train_config *c)
     c->adam_eps = 1e-8;
 }
 
+int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
+{
+    return a->arch == b->arch && a->d_in == b->d_in && a->d_sae == b->d_sae && a->k == b->k &&
+           a->k_aux == b->k_aux && a->aux_coef == b->aux_coef && a->l1 == b->l1 &&
+           a->lr == b->lr && a->batch == b->batch && a->total_tokens == b->total_tokens &&
+           a->seed == b->seed && a->warmup_frac == b->warmup_frac &&
+           a->decay_frac == b->decay_frac && a->l1_warmup_frac == b->l1_warmup_frac &&
+           a->dead_window == b->dead_window && a->bdec_init == b->bdec_init &&
+           a->normalize == b->normalize && a->jr_bandwidth == b->jr_bandwidth &&
+           a->jr_init_threshold == b->jr_init_threshold && a->adam_b1 == b->adam_b1 &&
+           a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps;
+}
+
 /* ---- trainer -------------------------------------------------------------------------- */
 struct sae_trainer {
     sae_train_config c;
@@ -398,6 +411,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     memset(t->fired, 0, S);
     double coef = sparsity_coef(t), sparsity_loss = 0, aux_loss = 0, ev = 0;
     int64_t active = 0;
+    double recon_loss = 0;
     if (is_sparse(t->c.arch)) {
         int nd = 0;
         if (t->c.aux_coef > 0)
@@ -433,7 +447,8 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             }
         sae_k_decode_sparse(t->xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, B, D);
         double sse = recon_error(t, &ev);
-        st->mse = sse / B;
+        st->mse = sse / ((double)B * D);
+        recon_loss = sse / B;
         colsum_add(G->b_dec, t->dxhat, B, D);
         sae_k_decode_sparse_backward(G->W_dec, t->dval, t->dxhat, t->ptr, t->idx, t->val,
                                      P->W_dec, B, D);
@@ -476,7 +491,8 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, f, S, P->W_dec, D,
                     1.0f, t->xhat, D);
         double sse = recon_error(t, &ev);
-        st->mse = sse / B;
+        st->mse = sse / ((double)B * D);
+        recon_loss = sse / B;
         colsum_add(G->b_dec, t->dxhat, B, D);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->dxhat, D,
                     1.0f, G->W_dec, D);
@@ -529,7 +545,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     st->l0 = (double)active / B;
     st->sparsity_coef = coef;
     st->aux_loss = aux_loss;
-    st->loss = st->mse + sparsity_loss + aux_loss;
+    st->loss = recon_loss + sparsity_loss + aux_loss;
     return OK;
 }
 
@@ -697,7 +713,6 @@ typedef struct {
 
 static void shuffle(mem_src *m)
 {
-    for (int64_t i = 0; i < m->n; i++) m->perm[i] = i;
     for (int64_t i = m->n - 1; i > 0; i--) {
         int64_t j = (int64_t)(sae_rng_u64(&m->rng) % (uint64_t)(i + 1));
         int64_t tmp = m->perm[i];
@@ -727,7 +742,8 @@ static void mem_close(sae_source *s)
     mem_free(s);
 }
 
-int sae_source_mem(sae_source **out, const float *x, int64_t n, int d_in, uint64_t seed)
+int sae_source_mem_rows(sae_source **out, const float *x, const int64_t *rows, int64_t n,
+                        int d_in, uint64_t seed)
 {
     *out = NULL;
     if (n < 1 || d_in < 1) return err_set(ERR_ARG, "activation source: no rows");
@@ -740,6 +756,7 @@ int sae_source_mem(sae_source **out, const float *x, int64_t n, int d_in, uint64
         mem_free(perm);
         return err_set(ERR_NOMEM, "activation source: out of memory");
     }
+    for (int64_t i = 0; i < n; i++) perm[i] = rows ? rows[i] : i;
     m->x = x;
     m->n = n;
     m->perm = perm;
@@ -752,6 +769,16 @@ int sae_source_mem(sae_source **out, const float *x, int64_t n, int d_in, uint64
     s->impl = m;
     *out = s;
     return OK;
+}
+
+int sae_source_mem(sae_source **out, const float *x, int64_t n, int d_in, uint64_t seed)
+{
+    return sae_source_mem_rows(out, x, NULL, n, d_in, seed);
+}
+
+void sae_source_adopt(sae_source *s, float *data)
+{
+    ((mem_src *)s->impl)->owned = data;
 }
 
 int sae_source_npy(sae_source **out, const char *path, uint64_t seed)
@@ -771,7 +798,7 @@ int sae_source_npy(sae_source **out, const char *path, uint64_t seed)
         mem_free(data);
         return rc;
     }
-    ((mem_src *)(*out)->impl)->owned = data;
+    sae_source_adopt(*out, data);
     return OK;
 }
 

@@ -52,10 +52,12 @@ typedef struct {
 } sae_train_config;
 
 void sae_train_defaults(sae_train_config *c);
+/* Field-by-field equality (resume checks the flags against the checkpoint's run). */
+int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b);
 
 typedef struct {
     int64_t step, tokens;
-    double mse;       /* mean over tokens of sum_i (x - xhat)_i^2, normalised space */
+    double mse;       /* per element: sum (x - xhat)^2 / (batch d_in), normalised space */
     double ev;        /* explained variance of the batch */
     double l0;        /* mean active latents per token */
     double dead_frac; /* dead latents / d_sae after the step */
@@ -107,6 +109,11 @@ struct sae_source {
 int sae_source_npy(sae_source **out, const char *path, uint64_t seed);
 /* In-memory rows (borrowed; must outlive the source), shuffled the same way. */
 int sae_source_mem(sae_source **out, const float *x, int64_t n, int d_in, uint64_t seed);
+/* Only the listed rows of x (rows copied; NULL = 0..n-1). */
+int sae_source_mem_rows(sae_source **out, const float *x, const int64_t *rows, int64_t n,
+                        int d_in, uint64_t seed);
+/* Hand x's ownership (mem_alloc'd) to a memory source: freed when it closes. */
+void sae_source_adopt(sae_source *s, float *data);
 int sae_source_skip(sae_source *s, int64_t rows, int B);
 void sae_source_close(sae_source *s);
 
