@@ -147,3 +147,4 @@ CREATE TABLE IF NOT EXISTS ana_vocab (
     token    INTEGER PRIMARY KEY,
     text     BLOB NOT NULL
 );
+CREATE INDEX IF NOT EXISTS ana_vocab_text ON ana_vocab(text);
