@@ -45,6 +45,12 @@ GEN      := $(BUILD)/gen/commands.h $(SQL_SRC:store/%.sql=$(BUILD)/gen/%_sql.h)
 
 .PHONY: all test bench demo data clean distclean test-asan fuzz
 all: saelite
+all: saelite.so
+test: saelite.so
+
+# The SQL functions of store/sqlfuncs.c as a loadable SQLite extension: sqlite3 db ".load ./saelite"
+saelite.so: store/sqlfuncs.c store/sqlfuncs.h build/flags.mk
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -fPIC -shared -DSAELITE_SQLITE_EXT -o $@ store/sqlfuncs.c $(LDFLAGS) -lm
 
 saelite: $(CLI_OBJ) $(BUILD)/libsaelite.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsaelite.a $(PKG_LIBS)
