@@ -67,5 +67,8 @@ int cmd_params(int argc, char **argv)
            commas(a, c.by_category[PARAMS_MATRIX]), commas(b, c.by_category[PARAMS_BIAS]),
            commas(d, c.by_category[PARAMS_NORM]), commas((char[32]){0}, c.by_category[PARAMS_POS]));
     printf("total parameters: %s\n", commas(a, c.total));
+    if (s.stored >= 0)
+        printf("model.safetensors stores %s parameters (%s)\n", commas(a, s.stored),
+               s.stored == c.total ? "matches" : "DIFFERS from the count above");
     return 0;
 }

@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "model/safetensors.h"
 
 const char *const params_presets[] = {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3",
                                       NULL};
@@ -38,6 +40,7 @@ int params_preset(const char *name, params_shape *out)
         out->vocab = presets[i].V;
         out->n_ctx = presets[i].N;
         out->tied = presets[i].tied;
+        out->stored = -1;
         return OK;
     }
     return err_set(ERR_NOTFOUND,
@@ -56,6 +59,36 @@ static int get_int(const cJSON *root, const char *path, const char *key, const c
         v->valuedouble != (double)(int64_t)v->valuedouble)
         return err_set(ERR_FORMAT, "%s: \"%s\" must be a positive integer", path, key);
     *out = (int64_t)v->valuedouble;
+    return OK;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The loader ties the unembedding unless the checkpoint has lm_head.weight, so the checkpoint
+ * decides over config.json when it exists. */
+static int scan_checkpoint(const char *dir, params_shape *out)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (access(path, F_OK) != 0) return OK;
+    st_file *f;
+    int rc = st_open(&f, path);
+    if (rc) return rc;
+    int64_t n = 0;
+    int lm_head = 0;
+    for (int i = 0; i < st_count(f); i++) {
+        const st_tensor *t = st_at(f, i);
+        if (ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias")) continue;
+        if (ends_with(t->name, "lm_head.weight")) lm_head = 1;
+        n += st_numel(t);
+    }
+    st_close(f);
+    out->tied = !lm_head;
+    out->stored = n;
     return OK;
 }
 
@@ -110,12 +143,14 @@ int params_from_dir(const char *dir, params_shape *out)
     else if ((rc = get_int(root, path, "n_inner", NULL, &out->n_inner))) goto done;
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     out->tied = !tie || cJSON_IsTrue(tie);
+    out->stored = -1;
     if (out->n_embd % out->n_head)
         rc = err_set(ERR_FORMAT, "%s: n_embd %lld is not a multiple of n_head %lld", path,
                      (long long)out->n_embd, (long long)out->n_head);
 done:
     cJSON_Delete(root);
-    return rc;
+    if (rc) return rc;
+    return scan_checkpoint(dir, out);
 }
 
 static void add(params_count *o, const char *label, int64_t rows, int64_t cols, int64_t layers,

@@ -3,7 +3,8 @@
  * A shape (layers, d_model, heads, d_mlp, vocab, context, tied unembedding) comes from a
  * preset (gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3) or a model directory's config.json
  * (Hugging Face GPT-2 keys; n_inner null = 4 * n_embd; tie_word_embeddings defaults to true,
- * and when DIR/model.safetensors exists the presence of lm_head.weight decides instead).
+ * and when DIR/model.safetensors exists the presence of lm_head.weight decides instead, as in
+ * the loader; its stored parameter count is reported for comparison).
  * params_count breaks the count down into rows (one per kind of tensor, with the per-layer
  * count and the total over layers) and totals by category:
  *   weight matrices: embedding, W_Q, W_K, W_V, W_O, MLP up, MLP down, unembedding (when not
@@ -22,6 +23,9 @@ typedef struct {
     char name[64];
     int64_t n_layer, n_embd, n_head, n_inner, vocab, n_ctx;
     int tied; /* unembedding shares the embedding matrix */
+    /* From a directory with model.safetensors: the number of parameters stored in it (buffers
+     * such as attn.bias / attn.masked_bias excluded), else -1. */
+    int64_t stored;
 } params_shape;
 
 enum { PARAMS_MATRIX, PARAMS_BIAS, PARAMS_NORM, PARAMS_POS, PARAMS_NCAT };

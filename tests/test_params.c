@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "harness.h"
 #include "model/params.h"
+#include "model/safetensors.h"
 
 static void test_presets(void)
 {
@@ -65,6 +66,28 @@ static void test_dir(void)
     long long w = 2LL * 4096 * 128 + 4LL * 128 * 128 + 2LL * 128 * 512;
     CHECK(c.by_category[PARAMS_MATRIX] == w && s.n_ctx == 128 && !s.tied, "%lld vs %lld",
           (long long)c.by_category[PARAMS_MATRIX], w);
+    /* a checkpoint with lm_head.weight is untied whatever config.json says; buffers are not
+     * parameters; names may carry the transformer. prefix */
+    write_file(cfg, "{\"n_layer\": 1, \"n_embd\": 4, \"n_head\": 2, \"n_ctx\": 3,"
+                    " \"vocab_size\": 5, \"n_inner\": 8}");
+    static float zeros[64];
+    char stp[256];
+    snprintf(stp, sizeof stp, "%s/model.safetensors", dir);
+    st_out t[] = {
+        {"transformer.wte.weight", ST_F32, 2, {5, 4}, zeros},
+        {"transformer.wpe.weight", ST_F32, 2, {3, 4}, zeros},
+        {"transformer.h.0.attn.bias", ST_F32, 4, {1, 1, 3, 3}, zeros},
+        {"transformer.h.0.attn.c_attn.weight", ST_F32, 2, {4, 12}, zeros},
+        {"transformer.h.0.attn.c_attn.bias", ST_F32, 1, {12}, zeros},
+        {"lm_head.weight", ST_F32, 2, {5, 4}, zeros},
+    };
+    CHECK(st_write(stp, t, 6, NULL) == OK, "%s", err_msg());
+    CHECK(params_from_dir(dir, &s) == OK, "%s", err_msg());
+    CHECK(!s.tied && s.stored == 20 + 12 + 48 + 12 + 20, "tied %d stored %lld", s.tied,
+          (long long)s.stored);
+    CHECK(st_write(stp, t, 5, NULL) == OK, "%s", err_msg());
+    CHECK(params_from_dir(dir, &s) == OK && s.tied && s.stored == 92, "%s", err_msg());
+    unlink(stp);
     write_file(cfg, "{\"n_layer\": 2, \"n_embd\": 64}");
     CHECK(params_from_dir(dir, &s) == ERR_FORMAT && strstr(err_msg(), "n_head"), "%s", err_msg());
     write_file(cfg, "{\"n_layer\": -2, \"n_embd\": 64, \"n_head\": 4, \"n_ctx\": 8, \"vocab_size\": 9}");
