@@ -85,7 +85,7 @@ bench: saelite $(BENCH_BIN)
 # AddressSanitizer + UBSan build of the library and tests in build/asan (see issue: reliability).
 test-asan:
 	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
-	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    SAN="-fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=undefined,float-cast-overflow" \
 	    build/asan/saelite-asan asan-run
 
 build/asan/saelite-asan: $(CLI_OBJ) $(BUILD)/libsaelite.a
