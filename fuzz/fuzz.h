@@ -60,21 +60,31 @@ static inline int fuzz_memfd(const uint8_t *data, size_t n, char path[64])
     return fd;
 }
 
-static char fuzz_dir[128];
+static char fuzz_dir[128], fuzz_dir_copy[128];
 static void fuzz_rmdir(void) { rmdir(fuzz_dir); } /* targets unlink what they write */
+
+/* The scratch path is kept twice, in separate globals: if a stray write changes one (seen once
+ * in a long safetensors run: the path lost a byte), fuzz_guard() reports it at the end of the
+ * input that did it instead of an unrelated failure later. */
+static inline void fuzz_guard(void)
+{
+    if (strcmp(fuzz_dir, fuzz_dir_copy))
+        fuzz_fail("memory corruption: scratch path '%s' became '%s'", fuzz_dir_copy, fuzz_dir);
+}
 
 /* A private scratch directory for targets that must write real files (atomic renames); removed
  * at exit. */
 static inline const char *fuzz_tmpdir(void)
 {
-    char *dir = fuzz_dir;
-    if (!dir[0]) {
+    if (!fuzz_dir[0]) {
         const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-        snprintf(dir, sizeof dir, "%s/saelite-fuzz-%d", base, (int)getpid());
-        if (mkdir(dir, 0700) != 0 && access(dir, W_OK) != 0) { perror(dir); abort(); }
+        snprintf(fuzz_dir, sizeof fuzz_dir, "%s/saelite-fuzz-%d", base, (int)getpid());
+        if (mkdir(fuzz_dir, 0700) != 0 && access(fuzz_dir, W_OK) != 0) { perror(fuzz_dir); abort(); }
+        memcpy(fuzz_dir_copy, fuzz_dir, sizeof fuzz_dir);
         atexit(fuzz_rmdir);
     }
-    return dir;
+    fuzz_guard();
+    return fuzz_dir;
 }
 
 #endif

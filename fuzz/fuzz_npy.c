@@ -40,6 +40,7 @@ static int fuzz_npy(const uint8_t *data, size_t n)
     }
     mem_free(x);
     mem_free(iv);
+    fuzz_guard();
     return 0;
 }
 

@@ -15,7 +15,7 @@ static int fuzz_safetensors(const uint8_t *data, size_t n)
     st_file *f = NULL;
     int rc = st_open(&f, path);
     fuzz_check_err(rc, "st_open");
-    if (rc) { close(fd); return 0; }
+    if (rc) { close(fd); fuzz_guard(); return 0; }
     int count = st_count(f), all_float = 1;
     float **vals = calloc((size_t)count + 1, sizeof *vals);
     st_out *outs = calloc((size_t)count + 1, sizeof *outs);
@@ -69,6 +69,7 @@ static int fuzz_safetensors(const uint8_t *data, size_t n)
     free(outs);
     st_close(f);
     close(fd);
+    fuzz_guard();
     return 0;
 }
 
