@@ -92,7 +92,7 @@ bench: saelite $(BENCH_BIN)
 # AddressSanitizer + UBSan build of the library and tests in build/asan (see issue: reliability).
 test-asan:
 	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
-	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    SAN="-fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=undefined,float-cast-overflow" \
 	    build/asan/saelite-asan asan-run
 
 build/asan/saelite-asan: $(CLI_OBJ) $(BUILD)/libsaelite.a
@@ -115,3 +115,19 @@ distclean: clean
 	rm -rf data runs demo
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
+
+# libFuzzer targets fuzz/fuzz_<t>.c (clang; the library is rebuilt in build/fuzz with coverage and
+# ASan+UBSan). `make fuzz FUZZ_SECONDS=N` runs each target N seconds (default 60) from its
+# committed seed corpus fuzz/corpus/<t>/; findings land in build/fuzz/crashes/<t>/ (see
+# docs/reliability.md). `make fuzz FUZZ_TARGETS="npy"` runs a subset.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang OPT=-O1 \
+	    SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" \
+	    $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+	@bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(BUILD)/libsaelite.a | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(BUILD)/libsaelite.a $(PKG_LIBS) $(LDFLAGS) -fsanitize=fuzzer
