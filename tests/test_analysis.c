@@ -333,34 +333,8 @@ static void test_loss(void)
 }
 
 
-static void test_recon(void)
-{
-    /* x rows (1,0), (3,0); xhat (1,0), (2,1); f with 1 and 2 active */
-    float x[4] = {1, 0, 3, 0}, xh[4] = {1, 0, 2, 1}, f[6] = {1, 0, 0, 2, 3, 0};
-    ana_recon r;
-    CHECK(ana_recon_init(&r, 2) == OK);
-    ana_recon_add(&r, x, xh, f, 1, 3);
-    ana_recon_add(&r, x + 2, xh + 2, f + 3, 1, 3);
-    ana_recon_metrics m;
-    ana_recon_result(&r, &m);
-    CHECK_NEAR(m.mse, 2.0 / 4, 1e-12);                 /* errors 0 and (1 + 1) over 4 elements */
-    CHECK_NEAR(m.explained_variance, 1 - 2.0 / 2, 1e-12); /* mean (2,0): SST = 1 + 1 */
-    CHECK_NEAR(m.cosine, (1 + 6 / (3 * sqrt(5))) / 2, 1e-12);
-    CHECK_NEAR(m.l2_ratio, (1 + sqrt(5) / 3) / 2, 1e-12);
-    CHECK_NEAR(m.l0, 1.5, 1e-12);
-    ana_recon_free(&r);
-    /* perfect reconstruction */
-    CHECK(ana_recon_init(&r, 2) == OK);
-    ana_recon_add(&r, x, x, NULL, 2, 0);
-    ana_recon_result(&r, &m);
-    CHECK(m.mse == 0 && m.explained_variance == 1 && fabs(m.cosine - 1) < 1e-12);
-    ana_recon_free(&r);
-    CHECK(ana_recon_init(&r, 0) == ERR_ARG);
-}
-
 int main(void)
 {
-    test_recon();
     test_hist();
     test_feat_acc();
     test_geometry();
