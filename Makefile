@@ -83,7 +83,8 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libsaelite.a | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libsaelite.a $(PKG_LIBS) $(LDFLAGS)
 
-test: saelite $(TEST_BIN)
+# Tests use the real corpus and GPT-2 tokenizer files when present, so fetch them first.
+test: saelite $(TEST_BIN) data
 	@tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
 
 bench: saelite $(BENCH_BIN)
