@@ -20,7 +20,7 @@
 #include "store/store_ana.h"
 
 CLI_COMMAND(analyze, "Evaluate an SAE or the neuron basis: metrics, feature tables, POS alignment",
-            "saelite analyze --db FILE (--sae DIR [--neurons] | --neurons --hook NAME) [--all] "
+            "saelite analyze --db FILE (--sae DIR [--neurons] | --neurons) [--hook NAME] [--all] "
             "[--all-acts] [--model DIR | --no-model] [--top N] [--ce-seqs N]")
 
 typedef struct {
@@ -222,7 +222,7 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
             gpt2_hook_clear(m);
             sp.mode = mode;
             sp.rc = 0;
-            if ((rc = gpt2_hook_add(m, d->sae ? d->sae->cfg.hook_name : sh->hook.name, splice_hook, &sp)))
+            if ((rc = gpt2_hook_add(m, sh->hook.name, splice_hook, &sp)))
                 break;
             rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean);
             if (sp.rc) rc = sp.rc;
@@ -612,7 +612,7 @@ int cmd_analyze(int argc, char **argv)
         {"--db", ARG_STR, &o.db, "database with stored activations (written: analysis tables)"},
         {"--sae", ARG_STR, &o.sae_dir, "SAE directory (SAELens layout)"},
         {"--neurons", ARG_FLAG, &o.neurons, "also (or only) analyse the hook's neuron basis"},
-        {"--hook", ARG_STR, &o.hook, "hook for --neurons without --sae"},
+        {"--hook", ARG_STR, &o.hook, "hook (needed for --neurons alone, or an SAE without hook_name)"},
         {"--all", ARG_FLAG, &o.all, "use every stored sequence, not the validation split"},
         {"--val-frac", ARG_FLOAT, &o.val_frac, "validation fraction of the split (default 0.1)"},
         {"--all-acts", ARG_FLAG, &o.all_acts, "store every non-zero activation (size printed first)"},
@@ -648,14 +648,22 @@ int cmd_analyze(int argc, char **argv)
         sd.d_in = sd.sae->cfg.d_in;
         sd.d_sae = sd.sae->cfg.d_sae;
         sd.W_dec = sd.sae->W_dec;
-        snprintf(sd.name, sizeof sd.name, "%s", o.sae_dir);
-        if (o.hook && strcmp(o.hook, sd.sae->cfg.hook_name)) {
+        /* the absolute path keys the analysis: ./sae and sae are the same SAE */
+        char *abs = realpath(o.sae_dir, NULL);
+        snprintf(sd.name, sizeof sd.name, "%s", abs ? abs : o.sae_dir);
+        free(abs);
+        if (o.hook && sd.sae->cfg.hook_name[0] && strcmp(o.hook, sd.sae->cfg.hook_name)) {
             rc = err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o.sae_dir,
                          sd.sae->cfg.hook_name, o.hook);
             goto out;
         }
     }
-    const char *hook = o.sae_dir ? sd.sae->cfg.hook_name : o.hook;
+    /* an SAE trained from an exported .npy may not name its hook: then --hook says it */
+    const char *hook = o.sae_dir && sd.sae->cfg.hook_name[0] ? sd.sae->cfg.hook_name : o.hook;
+    if (!hook) {
+        rc = err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name; give --hook NAME", o.sae_dir);
+        goto out;
+    }
     if ((rc = store_open(&sh.s, o.db, 0))) goto out;
     if ((rc = store_ana_init(sh.s))) goto out;
     if ((rc = store_hook_find(sh.s, hook, &sh.hook))) goto out;

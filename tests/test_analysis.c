@@ -572,10 +572,23 @@ static void test_analyze_e2e(void)
     CHECK(make_sae(bad_sae, E_C, "blocks.1.hook_resid_post", 5) == OK);
     snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, bad_sae);
     CHECK(run_cli(args, logp) == 1, "unknown hook refused");
-    snprintf(args, sizeof args, "analyze --db %s --sae %s/missing --all", db, root);
-    CHECK(run_cli(args, logp) == 1, "missing SAE refused");
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 2 && q1(db, "SELECT count(*) FROM ana_acts") == nrows,
           "failed runs modified nothing");
+    /* an SAE trained from an exported .npy names no hook: --hook supplies it */
+    snprintf(bad_sae, sizeof bad_sae, "%s/sae_nohook", root);
+    CHECK(make_sae(bad_sae, E_C, "", 6) == OK);
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, bad_sae);
+    CHECK(run_cli(args, logp) == 2 || run_cli(args, logp) == 1, "SAE without hook_name needs --hook");
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model --hook blocks.0.hook_resid_post", db, bad_sae);
+    CHECK(run_cli(args, logp) == 0, "--hook names the SAE's hook");
+    CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a second SAE on the same hook is kept apart");
+    CHECK(q1(db, "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name LIKE '%/sae_nohook' AND m.name = 'ce_clean'") == 0 && q1(db, "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name LIKE '%/sae_nohook' AND m.name = 'l0'") == 1,
+          "--no-model: no downstream metrics");
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --neurons --all --ce-seqs 8 --top 5", db, sae);
+    CHECK(run_cli(args, logp) == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 3, "rerun replaces");
+    snprintf(args, sizeof args, "analyze --db %s --sae %s/missing --all", db, root);
+    CHECK(run_cli(args, logp) == 1, "missing SAE refused");
+    CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a missing SAE modified nothing");
     snprintf(args, sizeof args, "rm -rf %s", root);
     if (!harness_fail && !getenv("SAELITE_KEEP")) CHECK(system(args) == 0);
 }
