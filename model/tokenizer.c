@@ -315,7 +315,7 @@ typedef struct {
 static int strmap_find(const strmap *m, const tok_tokenizer *t, const char *s, size_t n)
 {
     uint64_t h = fnv(s, n);
-    for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
+    for (size_t i = (h >> 1) & m->mask;; i = (i + 1) & m->mask) {
         if (!m->h[i]) return -1;
         int id = m->id[i];
         if (m->h[i] == h && t->tlen[id] == n && !memcmp(t->pool + t->toff[id], s, n)) return id;
@@ -390,7 +390,7 @@ static int load_vocab(tok_tokenizer *t, const char *path, const int *inv, strmap
         if (!strcmp(e->string, SPECIAL_EOT)) t->eot = id;
         if (special || strmap_find(m, t, t->pool + t->toff[id], (size_t)k) >= 0) continue;
         uint64_t h = fnv(t->pool + t->toff[id], (size_t)k);
-        size_t i = h & m->mask;
+        size_t i = (h >> 1) & m->mask;
         while (m->h[i]) i = (i + 1) & m->mask;
         m->h[i] = h;
         m->id[i] = id;
@@ -510,7 +510,7 @@ int tok_load(tok_tokenizer **out, const char *dir)
     mem_free(m.id);
     if (!rc) rc = tok_splitter_new(&t->sp);
     if (!rc) {
-        size_t cap = CACHE_MAX_ENTRIES * 2;
+        size_t cap = 1u << 14; /* grows with use: a small table stays in cache */
         t->ctab = mem_calloc(cap, sizeof *t->ctab);
         t->cmask = cap - 1;
         if (!t->ctab) rc = err_set(ERR_NOMEM, "out of memory");
@@ -615,6 +615,24 @@ static void cache_clear(tok_tokenizer *t)
     t->cvlen = 0;
 }
 
+/* Double the cache table (load factor <= 1/2); on failure the old table stays. */
+static int cache_grow(tok_tokenizer *t)
+{
+    size_t cap = (t->cmask + 1) * 2;
+    cache_ent *nt = mem_calloc(cap, sizeof *nt);
+    if (!nt) return ERR_NOMEM;
+    for (size_t i = 0; i <= t->cmask; i++) {
+        if (!t->ctab[i].h) continue;
+        size_t j = (t->ctab[i].h >> 1) & (cap - 1);
+        while (nt[j].h) j = (j + 1) & (cap - 1);
+        nt[j] = t->ctab[i];
+    }
+    mem_free(t->ctab);
+    t->ctab = nt;
+    t->cmask = cap - 1;
+    return OK;
+}
+
 static int on_piece(const char *p, size_t n, int raw, void *user)
 {
     enc_ctx *c = user;
@@ -630,7 +648,7 @@ static int on_piece(const char *p, size_t n, int raw, void *user)
     size_t slot = 0;
     if (n <= CACHE_MAX_WORD) {
         h = fnv(p, n);
-        for (slot = h & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {
+        for (slot = (h >> 1) & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {
             cache_ent *e = &t->ctab[slot];
             if (e->h == h && e->klen == n && !memcmp(t->ckeys + e->kpos, p, n)) {
                 if (emit_reserve(c, e->vlen)) return ERR_NOMEM;
@@ -646,7 +664,9 @@ static int on_piece(const char *p, size_t n, int raw, void *user)
     if (n > CACHE_MAX_WORD) return OK;
     if (t->ccount >= CACHE_MAX_ENTRIES) { /* bounded memory: start over */
         cache_clear(t);
-        for (slot = h & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {}
+        for (slot = (h >> 1) & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {}
+    } else if ((t->ccount + 1) * 2 > t->cmask + 1 && cache_grow(t) == OK) {
+        for (slot = (h >> 1) & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {}
     }
     if (t->cklen + n > t->ckcap) {
         size_t nc = (t->cklen + n) * 2 + 4096;
