@@ -82,6 +82,12 @@ rnd = random.Random(1234)
 lines.append(u("a" * 3000))
 lines.append(u("1" * 2000))
 lines.append(u(" " * 1500 + "end"))
+# single long pieces (the tokenizer's O(n log n) merge path): letters, digits, punctuation
+lines.append(u("".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(1500))))
+lines.append(u(" " + "".join(rnd.choice("etaoinshrdluETAOIN") for _ in range(1200))))
+lines.append(u("".join(rnd.choice("0123456789") for _ in range(1000))))
+lines.append(u("".join(rnd.choice("!\"#$%&()*+,-./:;<=>?@[]^_`{|}~") for _ in range(1000))))
+lines.append(u("".join(rnd.choice("aéßжλ漢字かな한") for _ in range(800))))
 lines.append(u("".join(rnd.choice(["the ", "a", " ", "1", "é", "'s", "😀", "\t", "ab", "Z", "."]) for _ in range(2000))))
 
 with open("tests/data/tok_hostile.txt", "wb") as f:
