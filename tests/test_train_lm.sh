@@ -28,6 +28,10 @@ done
 # the output loads as a model: forward on it works
 $BIN forward --model "$tmp/a" --tokens 1,2,3 --logits --npy "$tmp/l.npy" >/dev/null 2>&1
 ok test $? -eq 0
+# --text uses the tokenizer files copied next to the model
+out2=$($BIN forward --model "$tmp/a" --text "The cat sat" --hook blocks.0.mlp.hook_post --npy "$tmp/h.npy" 2>&1)
+ok test $? -eq 0
+ok grep -q "blocks.0.mlp.hook_post \[[0-9]*, 128\]" <<<"$out2"
 # loss went down from the initial ~log(300)
 first=$(grep -m1 '^step' <<<"$out" | awk '{print $6}')
 last=$(grep '^step' <<<"$out" | tail -1 | awk '{print $6}')
