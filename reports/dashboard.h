@@ -23,8 +23,10 @@ typedef struct {
     int mark;
 } rep_context;
 
-/* Contexts sampled from an activation interval [lo, hi] (absolute activation values). */
+/* Contexts sampled from an activation interval [lo, hi] (absolute activation values); name
+ * (may be NULL) heads the section, e.g. "quantile band 3 of 5". */
 typedef struct {
+    const char *name;
     double lo, hi;
     const rep_context *ctx;
     int nctx;
@@ -68,13 +70,14 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
 int rep_plot_density(const char *path, const rep_kv *meta, int nmeta, const char *title,
                      const double *density, int n, double dead_below, double dense_above);
 
-/* Decoder geometry: histogram of pairwise decoder cosines (edges[nbins+1] over [-1,1],
- * counts[nbins]) against random unit vectors in dimension d_in (rand_counts, or NULL: the
- * exact density of the cosine of two random unit vectors, (1-c^2)^((d-3)/2), scaled to the
- * same total), and max |cos| per feature (maxcos[n], NULL to omit) sorted. */
+/* Decoder geometry: histogram of pairwise decoder angles (degrees != 0: edges[nbins+1] in
+ * degrees over [0,180]; else cosines over [-1,1]; counts[nbins]) against random unit vectors in
+ * dimension d_in (rand_counts, or NULL: the exact distribution for two random unit vectors,
+ * density (1-c^2)^((d-3)/2) in cosine, sin^(d-2) in angle, scaled to the same total), and max
+ * |cos| per feature (maxcos[n], NULL to omit) sorted. */
 int rep_plot_decoder_angles(const char *path, const rep_kv *meta, int nmeta, const char *title,
                             const double *edges, const double *counts, const double *rand_counts,
-                            int nbins, int d_in, const double *maxcos, int n);
+                            int nbins, int degrees, int d_in, const double *maxcos, int n);
 
 /* Training curves against tokens seen: MSE, explained variance, L0, dead fraction (any array
  * may be NULL and its panel says "no data"). */

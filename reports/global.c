@@ -81,7 +81,7 @@ int rep_plot_density(const char *path, const rep_kv *meta, int nmeta, const char
 
 int rep_plot_decoder_angles(const char *path, const rep_kv *meta, int nmeta, const char *title,
                             const double *edges, const double *counts, const double *rand_counts,
-                            int nbins, int d_in, const double *maxcos, int n)
+                            int nbins, int degrees, int d_in, const double *maxcos, int n)
 {
     rep_canvas *c;
     int rc = rep_canvas_new(&c, 1200, 480, rep_rgb(0xffffff));
@@ -101,8 +101,14 @@ int rep_plot_decoder_angles(const char *path, const rep_kv *meta, int nmeta, con
         for (int i = 0; i < nbins; i++) {
             double s = 0;
             for (int k = 0; k <= 16; k++) {
-                double x = edges[i] + (edges[i + 1] - edges[i]) * k / 16.0, q = 1 - x * x;
-                double fx = q > 0 ? exp(0.5 * (d_in - 3) * log(q)) : (d_in == 3 ? 1 : 0);
+                double x = edges[i] + (edges[i + 1] - edges[i]) * k / 16.0, fx;
+                if (degrees) { /* angle density: sin^(d-2) */
+                    double sn = sin(x * M_PI / 180.0);
+                    fx = sn > 0 ? exp((d_in - 2) * log(sn)) : (d_in == 2 ? 1 : 0);
+                } else {
+                    double q = 1 - x * x;
+                    fx = q > 0 ? exp(0.5 * (d_in - 3) * log(q)) : (d_in == 3 ? 1 : 0);
+                }
                 s += (k == 0 || k == 16 ? 1 : k % 2 ? 4 : 2) * fx;
             }
             rnd[i] = s * (edges[i + 1] - edges[i]) / 48.0;
@@ -115,8 +121,8 @@ int rep_plot_decoder_angles(const char *path, const rep_kv *meta, int nmeta, con
     snprintf(rname, sizeof rname, "random unit vectors (d=%d)", d_in);
     rep_hist_series hs[2] = {{"SAE decoder pairs", counts, rep_rgb(0x1f77b4)},
                              {rname, rand_counts, rep_rgb(0xff7f0e)}};
-    rep_axes ax = rep_axes_make(title ? title : "Pairwise decoder cosine", "cosine between decoder directions",
-                                "pairs (log)");
+    rep_axes ax = rep_axes_make(title ? title : "Pairwise angles between decoder directions",
+                                degrees ? "angle (degrees)" : "cosine", "pairs (log)");
     ax.log_y = 1;
     ax.ymin = 0.5; /* the random density's far tails are astronomically small: cut below one pair */
     rc = rep_histogram(c, 0, 0, maxcos ? 700 : 1200, 480, &ax, edges, counts ? nbins : 0, hs,

@@ -305,7 +305,7 @@ static void test_dashboard(const char *dir)
     for (int k = 0; k < 3; k++) {
         double hi = 8.0 * (0.75 - 0.25 * k), lo = hi - 2.0;
         make_contexts(&iv[k], 3, hi, 100 + k);
-        ivs[k] = (rep_interval){lo, hi, iv[k].ctx, 3};
+        ivs[k] = (rep_interval){k == 0 ? "quantile band 3 of 3" : NULL, lo, hi, iv[k].ctx, 3};
     }
     double edges[31], counts[30];
     for (int i = 0; i <= 30; i++) edges[i] = 8.0 * i / 30;
@@ -379,7 +379,7 @@ static void test_dashboard(const char *dir)
         ac[i] = floor(1e6 * exp(-x * x * 64 / 2 / 0.25));
     }
     snprintf(path, sizeof path, "%s/decoder_angles.png", dir);
-    CHECK(rep_plot_decoder_angles(path, NULL, 0, NULL, ae, ac, NULL, 40, 64, mc, NF) == OK, "%s", err_msg());
+    CHECK(rep_plot_decoder_angles(path, NULL, 0, NULL, ae, ac, NULL, 40, 0, 64, mc, NF) == OK, "%s", err_msg());
     CHECK(rep_png_read(path, &im) == OK);
     /* The random reference (orange, exact density for d=64) is drawn near cos 0. */
     int orange = 0;
