@@ -2,6 +2,7 @@
 # `make bench` the benchmarks, `make demo` the whole pipeline. Missing Debian packages are
 # installed by tools/deps.sh the first time (see build/flags.mk below).
 
+.DEFAULT_GOAL := all
 BUILD   ?= build
 OPT     ?= -O2
 ARCH    ?= -march=native
