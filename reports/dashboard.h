@@ -86,9 +86,11 @@ int rep_plot_training(const char *path, const rep_kv *meta, int nmeta, const cha
                       const double *l0, const double *dead_frac, int n);
 
 /* Synthetic data: cos[n_true * n_sae] (row-major; NULL to omit the heat map) between true and
- * recovered features, and best_cos[n_true] (best |cos| of each true feature) drawn sorted. */
+ * recovered features (pass a subset: a heat map wider than ~200 cells is unreadable), and
+ * best_cos[n_best] (best |cos| of every true feature) drawn sorted. */
 int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const char *title,
-                      const double *cos, int n_true, int n_sae, const double *best_cos);
+                      const double *cos, int n_true, int n_sae, const double *best_cos,
+                      int n_best);
 
 /* Best-tag precision of SAE features vs raw neurons: overlaid histograms and sorted curves. */
 int rep_plot_pos_compare(const char *path, const rep_kv *meta, int nmeta, const char *title,

@@ -166,7 +166,8 @@ int rep_plot_training(const char *path, const rep_kv *meta, int nmeta, const cha
 }
 
 int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const char *title,
-                      const double *cos, int n_true, int n_sae, const double *best_cos)
+                      const double *cos, int n_true, int n_sae, const double *best_cos,
+                      int n_best)
 {
     rep_canvas *c;
     int rc = rep_canvas_new(&c, 1200, 560, rep_rgb(0xffffff));
@@ -206,7 +207,7 @@ int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const cha
     }
     if (rc == OK) {
         int k = 0;
-        double *s = best_cos ? sorted_desc(best_cos, n_true, &k) : NULL;
+        double *s = best_cos ? sorted_desc(best_cos, n_best, &k) : NULL;
         if (best_cos && !s) rc = err_set(ERR_NOMEM, "%s: out of memory", path);
         else {
             int good = 0;
