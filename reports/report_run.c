@@ -377,16 +377,31 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
     for (size_t i = 0; i < nf; i++)
         if (isfinite(fs[i].nearest_cos)) w[nmc++] = fabs(fs[i].nearest_cos);
     if (!rc && (nd || nmc)) {
-        double *edges = mem_alloc(sizeof(double) * (nd + 1));
+        /* Both sources share one grid of equal-width bins, but empty bins may be missing:
+         * rebuild the full grid from the bin width and place each stored row in it. */
+        double width = nd ? dhi[0] - dlo[0] : 1, start = INFINITY, stop = -INFINITY;
+        for (size_t i = 0; i < nd; i++) { start = fmin(start, dlo[i]); stop = fmax(stop, dhi[i]); }
+        for (size_t i = 0; i < nr; i++) { start = fmin(start, rlo[i]); stop = fmax(stop, rhi[i]); }
+        int ng = nd && width > 0 ? (int)lround((stop - start) / width) : 0;
+        if (ng > 100000) ng = 0;
+        double *edges = mem_alloc(sizeof(double) * (size_t)(3 * ng + 1));
         if (!edges) rc = err_set(ERR_NOMEM, "out of memory");
         else {
-            for (size_t i = 0; i < nd; i++) edges[i] = dlo[i];
-            if (nd) edges[nd] = dhi[nd - 1];
+            double *gd = edges + ng + 1, *gr = gd + ng;
+            for (int i = 0; i <= ng; i++) edges[i] = start + width * i;
+            for (int i = 0; i < ng; i++) gd[i] = gr[i] = 0;
+            for (size_t i = 0; i < nd; i++) {
+                long b = lround((dlo[i] - start) / width);
+                if (b >= 0 && b < ng) gd[b] += dc[i];
+            }
+            for (size_t i = 0; i < nr; i++) {
+                long b = lround((rlo[i] - start) / width);
+                if (b >= 0 && b < ng) gr[b] += rcnt[i];
+            }
             snprintf(path, sizeof path, "%s/decoder_angles.png", o->out_dir);
-            snprintf(title, sizeof title, "Pairwise angles between decoder directions: %s", dict->name);
-            rc = rep_plot_decoder_angles(path, meta, 6, title, nd ? edges : NULL, nd ? dc : NULL,
-                                         nr == nd && nr ? rcnt : NULL, (int)nd, 1, dict->d_in,
-                                         nmc ? w : NULL, nmc);
+            snprintf(title, sizeof title, "Decoder angles: %s", dict->name);
+            rc = rep_plot_decoder_angles(path, meta, 6, title, ng ? edges : NULL, ng ? gd : NULL,
+                                         nr ? gr : NULL, ng, 1, dict->d_in, nmc ? w : NULL, nmc);
             mem_free(edges);
             if (!rc) {
                 double m = 0;
@@ -394,7 +409,7 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
                 idx[*nidx].file = "decoder_angles.png";
                 snprintf(cap[*nidx], 256, "Angles between decoder directions against random unit vectors "
                          "in %d dimensions (%s), and each feature's max |cos| to another feature "
-                         "(mean %.3f).", dict->d_in, nr == nd && nr ? "measured" : "exact distribution",
+                         "(mean %.3f).", dict->d_in, nr ? "measured by analyze" : "exact distribution",
                          nmc ? m / nmc : NAN);
                 idx[*nidx].caption = cap[*nidx];
                 (*nidx)++;
@@ -427,7 +442,7 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
         }
         err_clear();
         snprintf(path, sizeof path, "%s/pos_precision.png", o->out_dir);
-        rc = rep_plot_pos_compare(path, meta, 6, "Best POS-tag precision over the top activations",
+        rc = rep_plot_pos_compare(path, meta, 6, "Best POS-tag precision",
                                   v, np, nnp ? nv : NULL, nnp);
         mem_free(nfs);
         mem_free(nv);
@@ -496,7 +511,7 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
             for (int i = 0; i < rows; i++)
                 for (int k = 0; k < rows; k++) sub[(size_t)i * rows + k] = C[(size_t)i * ns + cols[k]];
             snprintf(path, sizeof path, "%s/recovery.png", o->out_dir);
-            rc = rep_plot_recovery(path, meta, 6, "Best |cos| of each true feature with an SAE feature",
+            rc = rep_plot_recovery(path, meta, 6, "Best |cos| per true feature",
                                    sub, rows, rows, best, nt);
             if (!rc) {
                 idx[*nidx].file = "recovery.png";
