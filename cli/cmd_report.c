@@ -29,6 +29,7 @@ int cmd_report(int argc, char **argv)
         {"--per-interval", ARG_INT, &o.per_interval, "rows per quantile band (default 3)"},
         {"--threads", ARG_INT, &o.threads, "rendering threads (default 2)"},
         {"--ground-truth", ARG_STR, &o.ground_truth, "true directions .npy [n, d_in] (synthetic data): recovery picture"},
+        {"--training-log", ARG_STR, &o.training_log, "sae-train's training_log.csv (default: the SAE directory's)"},
         {"--no-global", ARG_FLAG, &no_global, "only the feature dashboards, not the SAE-wide pictures"},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);

@@ -335,10 +335,82 @@ static int cmp_rank(const void *a, const void *b)
     return x->feature < y->feature ? -1 : x->feature > y->feature;
 }
 
+/* ---- training log ------------------------------------------------------------------------ */
+/* sae-train's training_log.csv: a header naming the columns (step,tokens,mse,explained_variance,
+ * l0,dead_frac,...) then one row per log step. A resumed run appends rows again from its
+ * checkpoint: a row whose tokens do not increase replaces the rows it overlaps. */
+typedef struct { double *tok, *mse, *ev, *l0, *dead; int n; } train_log;
+
+static void train_log_free(train_log *t)
+{
+    mem_free(t->tok);
+    memset(t, 0, sizeof *t);
+}
+
+static int train_log_read(const char *path, train_log *t)
+{
+    memset(t, 0, sizeof *t);
+    FILE *f = fopen(path, "r");
+    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char line[4096];
+    int col[5] = {-1, -1, -1, -1, -1}, ncol = 0, rc = OK, cap = 0, lineno = 1;
+    static const char *const names[5] = {"tokens", "mse", "explained_variance", "l0", "dead_frac"};
+    if (!fgets(line, sizeof line, f)) {
+        fclose(f);
+        return err_set(ERR_FORMAT, "%s: empty training log", path);
+    }
+    for (char *tok = strtok(line, ",\r\n"); tok; tok = strtok(NULL, ",\r\n"), ncol++)
+        for (int k = 0; k < 5; k++)
+            if (!strcmp(tok, names[k])) col[k] = ncol;
+    if (col[0] < 0) {
+        fclose(f);
+        return err_set(ERR_FORMAT, "%s: line 1: no 'tokens' column", path);
+    }
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        double v[64];
+        int nv = 0;
+        char *p = line;
+        while (nv < 64) {
+            char *end;
+            v[nv++] = strtod(p, &end);
+            if (end == p) v[nv - 1] = NAN;
+            p = strchr(end, ',');
+            if (!p) break;
+            p++;
+        }
+        if (nv <= col[0] || !isfinite(v[col[0]])) {
+            if (line[0] == '\n' || line[0] == 0) continue;
+            rc = err_set(ERR_FORMAT, "%s: line %d: no tokens value", path, lineno);
+            break;
+        }
+        while (t->n > 0 && t->tok[t->n - 1] >= v[col[0]]) t->n--; /* resumed: replace */
+        if (t->n == cap) {
+            int nc = cap ? cap * 2 : 256;
+            double *nb = mem_alloc(sizeof(double) * (size_t)nc * 5);
+            if (!nb) { rc = err_set(ERR_NOMEM, "out of memory"); break; }
+            for (int k = 0; k < 5 && t->tok; k++) memcpy(nb + (size_t)k * nc, t->tok + (size_t)k * cap, sizeof(double) * (size_t)t->n);
+            mem_free(t->tok);
+            t->tok = nb;
+            cap = nc;
+            t->mse = nb + nc;
+            t->ev = nb + 2 * (size_t)nc;
+            t->l0 = nb + 3 * (size_t)nc;
+            t->dead = nb + 4 * (size_t)nc;
+        }
+        double *dst[5] = {t->tok, t->mse, t->ev, t->l0, t->dead};
+        for (int k = 0; k < 5; k++) dst[k][t->n] = col[k] >= 0 && col[k] < nv ? v[col[k]] : NAN;
+        t->n++;
+    }
+    fclose(f);
+    if (rc) train_log_free(t);
+    return rc;
+}
+
 /* ---- pictures of the whole dictionary ---------------------------------------------------- */
 static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict *dict,
                            const store_rep_feature *fs, size_t nf, rep_index_entry *idx, int *nidx,
-                           char (*cap)[256])
+                           char (*cap)[512])
 {
     char path[4096];
     char sid[32];
@@ -362,7 +434,7 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
     snprintf(title, sizeof title, "Feature density: %s", dict->name);
     if ((rc = rep_plot_density(path, meta, 6, title, v, (int)nf, 0, 0.1))) goto out;
     idx[*nidx].file = "density.png";
-    snprintf(cap[*nidx], 256, "Feature density (log10) of %zu features: %d dead (never active on the "
+    snprintf(cap[*nidx], 512, "Feature density (log10) of %zu features: %d dead (never active on the "
              "%lld analysed tokens), %d dense (active on more than 10%% of tokens).", nf, dead,
              (long long)dict->n_tokens, dense);
     idx[*nidx].caption = cap[*nidx];
@@ -407,7 +479,7 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
                 double m = 0;
                 for (int i = 0; i < nmc; i++) m += w[i];
                 idx[*nidx].file = "decoder_angles.png";
-                snprintf(cap[*nidx], 256, "Angles between decoder directions against random unit vectors "
+                snprintf(cap[*nidx], 512, "Angles between decoder directions against random unit vectors "
                          "in %d dimensions (%s), and each feature's max |cos| to another feature "
                          "(mean %.3f).", dict->d_in, nr ? "measured by analyze" : "exact distribution",
                          nmc ? m / nmc : NAN);
@@ -448,7 +520,7 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
         mem_free(nv);
         if (rc) goto out;
         idx[*nidx].file = "pos_precision.png";
-        snprintf(cap[*nidx], 256, "Best part-of-speech tag precision: %d SAE features%s.", np,
+        snprintf(cap[*nidx], 512, "Best part-of-speech tag precision: %d SAE features%s.", np,
                  nnp ? " against the model's neurons at the same hook" : " (no neuron-basis analysis "
                        "in the database: run analyze --neurons for the comparison)");
         idx[*nidx].caption = cap[*nidx];
@@ -515,7 +587,7 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
                                    sub, rows, rows, best, nt);
             if (!rc) {
                 idx[*nidx].file = "recovery.png";
-                snprintf(cap[*nidx], 256, "Synthetic ground truth (%s): MMCS %.3f, %d of %d true features "
+                snprintf(cap[*nidx], 512, "Synthetic ground truth (%.300s): MMCS %.3f, %d of %d true features "
                          "recovered at cos > 0.9. Left: the first %d true features against their best SAE "
                          "features.", o->ground_truth, nt ? mmcs / nt : NAN, good, nt, rows);
                 idx[*nidx].caption = cap[*nidx];
@@ -523,6 +595,32 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
             }
         }
         mem_free(T); mem_free(D); mem_free(C); mem_free(best); mem_free(arg); mem_free(cols); mem_free(sub);
+    }
+    /* training curves */
+    {
+        char lp[4096];
+        const char *log = o->training_log;
+        struct stat sb;
+        if (!log) {
+            snprintf(lp, sizeof lp, "%s/training_log.csv", dict->name);
+            if (stat(lp, &sb) == 0) log = lp;
+        }
+        if (log) {
+            train_log t;
+            if ((rc = train_log_read(log, &t))) goto out;
+            snprintf(path, sizeof path, "%s/training.png", o->out_dir);
+            snprintf(title, sizeof title, "Training curves: %s", dict->name);
+            rc = rep_plot_training(path, meta, 6, title, t.tok, t.mse, t.ev, t.l0, t.dead, t.n);
+            if (!rc) {
+                idx[*nidx].file = "training.png";
+                snprintf(cap[*nidx], 512, "Training curves from %.300s (%d log rows): MSE, explained variance, "
+                         "L0 and dead fraction against tokens seen; last explained variance %.3f, L0 %.1f.",
+                         log, t.n, t.n ? t.ev[t.n - 1] : NAN, t.n ? t.l0[t.n - 1] : NAN);
+                idx[*nidx].caption = cap[*nidx];
+                (*nidx)++;
+            }
+            train_log_free(&t);
+        }
     }
 out:
     mem_free(v);
@@ -547,7 +645,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     char **vocab = NULL;
     int nvocab = 0;
     rep_index_entry *idx = NULL;
-    char(*cap)[256] = NULL;
+    char(*cap)[512] = NULL;
     int nidx = 0, nglobal = 0; /* idx[nglobal..nidx) hold mem_strdup'd file names */
     if ((rc = store_rep_dict_find(s, o->sae, o->hook, o->split, &dict))) goto out;
     snprintf(res->dict_name, sizeof res->dict_name, "%s", dict.name);
@@ -659,7 +757,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         char *fcopy = mem_strdup(file);
         if (!fcopy) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
         idx[nidx].file = fcopy;
-        snprintf(cap[nidx], 256, "Feature %lld: density %.3g, max activation %.3g%s%s%s%s", (long long)sel[i],
+        snprintf(cap[nidx], 512, "Feature %lld: density %.3g, max activation %.3g%s%s%s%s", (long long)sel[i],
                  f ? f->density : NAN, f ? f->max_act : NAN, f && f->best_tag[0] ? ", best POS " : "",
                  f && f->best_tag[0] ? f->best_tag : "", o->features ? "" : "; ranked by ",
                  o->features ? "" : byname[o->by < 0 || o->by > 2 ? 0 : o->by]);

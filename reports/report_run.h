@@ -26,6 +26,8 @@ typedef struct {
     int threads;               /* dashboard threads (default 2) */
     int global;                /* also write the SAE-wide pictures (default 1) */
     const char *ground_truth;  /* optional .npy [n_true, d_in] of true directions (synthetic data) */
+    const char *training_log;  /* sae-train's training_log.csv; NULL: <SAE directory>/training_log.csv
+                                  when the analysed SAE's name is a directory that has one */
     const char *version;       /* written into the PNG metadata */
     volatile int *stop;        /* optional: non-zero asks the run to stop early (Ctrl-C) */
 } rep_run_opts;

@@ -475,15 +475,27 @@ static void test_run_db(void)
     int64_t shape[2] = {FIX_DIN, FIX_DIN};
     CHECK(npy_write(npy, eye, 2, shape) == OK);
     o.ground_truth = npy;
+    /* a training log as sae-train writes it, resumed at step 30: rows 30..39 come twice */
+    char logp[300];
+    snprintf(logp, sizeof logp, "%s/training_log.csv", tmpdir);
+    FILE *lf = fopen(logp, "w");
+    fprintf(lf, "step,tokens,mse,explained_variance,l0,dead_frac,lr,loss\n");
+    for (int st = 1; st <= 40; st++)
+        fprintf(lf, "%d,%d,%g,%g,%g,%g,0.001,1\n", st, st * 1000, 1.0 / st, 1 - 1.0 / st, 100.0 / st, 0.01);
+    for (int st = 30; st <= 50; st++)
+        fprintf(lf, "%d,%d,%g,%g,%g,%g,0.001,1\n", st, st * 1000, 1.0 / st, 1 - 1.0 / st, 100.0 / st, 0.01);
+    fclose(lf);
+    o.training_log = logp;
     rep_run_result res;
     CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
-    CHECK(res.dashboards == 3 && res.pictures == 4, "%d dashboards (duplicate 1 drawn once), %d pictures",
+    CHECK(res.dashboards == 3 && res.pictures == 5, "%d dashboards (duplicate 1 drawn once), %d pictures",
           res.dashboards, res.pictures);
     const char *files[] = {"feature_0.png", "feature_1.png", "feature_5.png", "density.png",
-                           "decoder_angles.png", "pos_precision.png", "recovery.png", "index.html"};
+                           "decoder_angles.png", "pos_precision.png", "recovery.png", "training.png",
+                           "index.html"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++)
         CHECK(file_exists(out, files[i]), "%s written", files[i]);
-    CHECK(count_files(out) == 8, "nothing else in the output (%d files)", count_files(out));
+    CHECK(count_files(out) == 9, "nothing else in the output (%d files)", count_files(out));
     char path[400];
     snprintf(path, sizeof path, "%s/feature_1.png", out);
     rep_image im;
@@ -514,6 +526,13 @@ static void test_run_db(void)
     CHECK(strstr(html, "src=\"feature_5.png\"") && strstr(html, "src=\"recovery.png\""));
     CHECK(strstr(html, "MMCS 0.99") || strstr(html, "MMCS 1.00"), "recovery caption states MMCS");
     CHECK(strstr(html, "16 of 16 true features"), "all 16 recovered");
+    CHECK(strstr(html, "(50 log rows)"), "resumed rows replace the overlapped ones");
+    /* a malformed log is a clear error */
+    lf = fopen(logp, "w");
+    fprintf(lf, "step,mse\n1,2\n");
+    fclose(lf);
+    CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), "no 'tokens' column"), "%s", err_msg());
+    unlink(logp);
 
     /* --top 5 --by max, no global pictures: features 0,1,2,4,5 (3 is dead) */
     rep_run_defaults(&o);
