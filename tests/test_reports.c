@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -533,6 +534,37 @@ static void test_run_db(void)
     fclose(lf);
     CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), "no 'tokens' column"), "%s", err_msg());
     unlink(logp);
+
+    /* The command line, through the binary (SAELITE_BIN for the ASan build). */
+    const char *bin = getenv("SAELITE_BIN") ? getenv("SAELITE_BIN") : "./saelite";
+    if (access(bin, X_OK) == 0) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae demo-sae --features 2,4-5 --no-global --out %s "
+                 ">%s/stdout.txt 2>&1", bin, db, out2, tmpdir);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        CHECK(file_exists(out2, "feature_2.png") && file_exists(out2, "feature_4.png") &&
+              file_exists(out2, "feature_5.png") && file_exists(out2, "index.html") && count_files(out2) == 4);
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 1 --top 3 --by size --out %s >/dev/null 2>&1", bin, db, out2);
+        CHECK(WEXITSTATUS(system(cmd)) == 2, "bad --by is a usage error");
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 1 --top 3 --features 1 --out %s >/dev/null 2>&1", bin, db, out2);
+        CHECK(WEXITSTATUS(system(cmd)) == 2, "--top with --features is a usage error");
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 1 --bogus --out %s >/dev/null 2>&1", bin, db, out2);
+        CHECK(WEXITSTATUS(system(cmd)) == 2, "unknown flag");
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 42 --features 1 --out %s >%s/stdout.txt 2>&1", bin,
+                 db, out2, tmpdir);
+        CHECK(WEXITSTATUS(system(cmd)) == 1, "unknown SAE fails");
+        char msg[2048] = {0};
+        snprintf(cmd, sizeof cmd, "%s/stdout.txt", tmpdir);
+        FILE *mf = fopen(cmd, "r");
+        if (mf) {
+            msg[fread(msg, 1, sizeof msg - 1, mf)] = 0;
+            fclose(mf);
+        }
+        CHECK(strstr(msg, "saelite report: ") && strstr(msg, "no analysis of SAE '42'") && !strchr(strchr(msg, '\n') + 1, '\n'),
+              "one-line error: %s", msg);
+        unlink(cmd);
+        rm_dir(out2);
+    } else SKIP("no ./saelite binary to drive");
 
     /* --top 5 --by max, no global pictures: features 0,1,2,4,5 (3 is dead) */
     rep_run_defaults(&o);
