@@ -160,7 +160,9 @@ int cmd_pack(int argc, char **argv)
             err_set(ERR_IO, "%s: write failed: %s", path, strerror(errno));
             goto fail;
         }
-        printf("wrote %s/vectors.npy, %s/angles.csv\n", out, out);
+        snprintf(path, sizeof path, "%s/angles.png", out);
+        if (pack_render(path, count, dim, hr, ho, NBINS, lo, hi)) goto fail;
+        printf("wrote %s/vectors.npy, %s/angles.csv, %s/angles.png\n", out, out, out);
     }
     rc = 0;
     goto done;
