@@ -1,5 +1,4 @@
 /* cmd_generate.c - `saelite generate`: sample a continuation of a prompt, streamed. */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +13,27 @@
 CLI_COMMAND(generate, "Generate text from a prompt (temperature, top-k; T=0 is greedy)",
             "saelite generate --model DIR --prompt STR [--tokenizer DIR] [--temperature T] "
             "[--top-k K] [--max-tokens N] [--seed S]")
+
+typedef struct {
+    tok_tokenizer *tok;
+    int eot, no_stop, made, stopped;
+} stream;
+
+/* Print each token's bytes as it comes (a character split over tokens completes later). */
+static int on_token(int id, void *user)
+{
+    stream *s = user;
+    s->made++;
+    if (id == s->eot && !s->no_stop) {
+        s->stopped = 1;
+        return 0;
+    }
+    size_t bl;
+    const char *b = tok_token_bytes(s->tok, id, &bl);
+    if (b) fwrite(b, 1, bl, stdout);
+    fflush(stdout);
+    return cli_interrupted();
+}
 
 int cmd_generate(int argc, char **argv)
 {
@@ -44,7 +64,6 @@ int cmd_generate(int argc, char **argv)
     gpt2_model *m = NULL;
     tok_tokenizer *tok = NULL;
     int *ids = NULL, *ctx = NULL;
-    float *work = NULL;
     size_t n = 0;
     if (gpt2_load(&m, model) || tok_load(&tok, tokdir ? tokdir : model)) goto fail;
     const gpt2_config *cfg = gpt2_cfg(m);
@@ -58,8 +77,7 @@ int cmd_generate(int argc, char **argv)
     /* the running sequence: prompt (or <|endoftext|>) then the generated tokens */
     size_t cap = n + (size_t)max_tokens + 1;
     ctx = mem_alloc(sizeof(int) * cap);
-    work = mem_alloc(sizeof(float) * (size_t)V);
-    if (!ctx || !work) {
+    if (!ctx) {
         err_set(ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -83,28 +101,14 @@ int cmd_generate(int argc, char **argv)
     smp_rng rng;
     smp_seed(&rng, (uint64_t)seed);
     double t0 = now_seconds();
-    int made = 0, stopped = 0;
-    for (; made < max_tokens && !cli_interrupted(); made++) {
-        /* no KV cache: each step reruns the last n_ctx tokens (fine for small models) */
-        size_t T = len < (size_t)cfg->n_ctx ? len : (size_t)cfg->n_ctx;
-        if (gpt2_forward(m, ctx + len - T, 1, (int)T, 1)) goto fail;
-        const float *logits = gpt2_logits(m) + (T - 1) * (size_t)V;
-        int next;
-        /* only ids the tokenizer can decode (a model may pad its vocabulary) */
-        if (smp_pick(logits, Vt, temperature, top_k, &rng, work, &next)) goto fail;
-        ctx[len++] = next;
-        if (next == eot && !no_stop) {
-            stopped = 1;
-            made++;
-            break;
-        }
-        size_t bl;
-        const char *b = tok_token_bytes(tok, next, &bl);
-        if (b) fwrite(b, 1, bl, stdout);
-        fflush(stdout);
-    }
+    stream st = {tok, eot, no_stop, 0, 0};
+    if (smp_generate(m, ctx, &len, max_tokens, temperature, top_k, Vt, no_stop ? -1 : eot, &rng,
+                     on_token, &st))
+        goto fail;
+    int made = st.made, stopped = st.stopped;
     double secs = now_seconds() - t0;
     printf("\n");
+    fflush(stdout);
     fprintf(stderr, "generated %d token%s in %.2f s (%.1f tok/s)%s\n", made, made == 1 ? "" : "s",
             secs, secs > 0 ? made / secs : 0.0, stopped ? ", stopped at <|endoftext|>" : "");
     rc = cli_interrupted() ? 130 : 0;
@@ -114,7 +118,6 @@ fail:
 done:
     mem_free(ids);
     mem_free(ctx);
-    mem_free(work);
     tok_free(tok);
     gpt2_free(m);
     return rc;
