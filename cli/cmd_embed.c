@@ -1,7 +1,6 @@
 /* cmd_embed.c - `saelite embed`: nearest tokens to an arithmetic expression of embeddings. */
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -9,6 +8,7 @@
 #include "common/mem.h"
 #include "model/gpt2.h"
 #include "model/tokenizer.h"
+#include "toy/toy.h"
 
 CLI_COMMAND(embed, "Nearest tokens (cosine) to an expression like \"king - man + woman\"",
             "saelite embed --model DIR [--tokenizer DIR] [--unembed] [--top N] [--no-space] "
@@ -86,18 +86,6 @@ static void print_token(const tok_tokenizer *tok, int id)
     putchar('\'');
 }
 
-typedef struct {
-    float cos;
-    int id;
-} scored;
-
-static int by_cos(const void *a, const void *b)
-{
-    const scored *x = a, *y = b;
-    if (x->cos != y->cos) return x->cos < y->cos ? 1 : -1;
-    return x->id - y->id;
-}
-
 int cmd_embed(int argc, char **argv)
 {
     const char *model = NULL, *tokdir = NULL, *pos[1];
@@ -123,8 +111,9 @@ int cmd_embed(int argc, char **argv)
     gpt2_model *m = NULL;
     tok_tokenizer *tok = NULL;
     float *q = NULL;
-    char *excl = NULL;
-    scored *sc = NULL;
+    unsigned char *excl = NULL;
+    int *nid = NULL;
+    float *ncos = NULL;
     if (gpt2_load(&m, model) || tok_load(&tok, tokdir ? tokdir : model)) goto fail;
     int nd;
     int64_t sh[2];
@@ -137,8 +126,9 @@ int cmd_embed(int argc, char **argv)
     if (Vt < V) V = Vt; /* rows past the tokenizer's ids have no text */
     q = mem_calloc((size_t)C, sizeof(float));
     excl = mem_calloc((size_t)V, 1);
-    sc = mem_alloc(sizeof(scored) * (size_t)V);
-    if (!q || !excl || !sc) {
+    nid = mem_alloc(sizeof(int) * (size_t)top);
+    ncos = mem_alloc(sizeof(float) * (size_t)top);
+    if (!q || !excl || !nid || !ncos) {
         err_set(ERR_NOMEM, "out of memory");
         goto fail;
     }
@@ -187,23 +177,12 @@ int cmd_embed(int argc, char **argv)
         err_set(ERR_ARG, "the expression's vector is zero (terms cancel)");
         goto fail;
     }
-    int ns = 0;
-    for (int v = 0; v < V; v++) {
-        if (excl[v]) continue;
-        const float *e = E + (size_t)v * C;
-        double d = 0, en = 0;
-        for (int j = 0; j < C; j++) {
-            d += (double)e[j] * q[j];
-            en += (double)e[j] * e[j];
-        }
-        sc[ns].cos = en > 0 ? (float)(d / (sqrt(en) * qn)) : 0.0f;
-        sc[ns++].id = v;
-    }
-    qsort(sc, (size_t)ns, sizeof *sc, by_cos);
+    int found;
+    if (toy_nearest(E, V, C, q, excl, top, nid, ncos, &found)) goto fail;
     printf("%4s %7s %8s  %s\n", "rank", "id", "cosine", "token");
-    for (int i = 0; i < top && i < ns; i++) {
-        printf("%4d %7d %8.4f  ", i + 1, sc[i].id, sc[i].cos);
-        print_token(tok, sc[i].id);
+    for (int i = 0; i < found; i++) {
+        printf("%4d %7d %8.4f  ", i + 1, nid[i], ncos[i]);
+        print_token(tok, nid[i]);
         printf("\n");
     }
     rc = 0;
@@ -213,7 +192,8 @@ fail:
 done:
     mem_free(q);
     mem_free(excl);
-    mem_free(sc);
+    mem_free(nid);
+    mem_free(ncos);
     tok_free(tok);
     gpt2_free(m);
     return rc;

@@ -104,6 +104,13 @@ double pack_jl_eps(int count, int dim);
 /* Dimensions that guarantee reaches |cos| <= eps for count random vectors: 4 ln(count) / eps^2. */
 double pack_jl_dim(int count, double eps);
 
+/* ---- embedding arithmetic (nearest.c) ----------------------------------------------------- */
+/* The `top` rows of E[V,C] with the largest cosine to q[C], best first (ties: lower id),
+ * skipping rows v with exclude[v] != 0 (exclude may be NULL). Writes ids[top], cos[top] and the
+ * number found (<= top) to *nout. ERR_ARG when q is zero; ERR_NOMEM. */
+int toy_nearest(const float *E, int V, int C, const float *q, const unsigned char *exclude,
+                int top, int *ids, float *cos, int *nout);
+
 /* ---- pictures (render.c, through reports/report.h), written atomically as PNG ---------- */
 /* One row per sparsity: W^T W heat map, bias, norm bars coloured by superposition, and for
  * m == 2 the feature directions in the plane. */
