@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analysis/ana.h"
 #include "cli/cli.h"
@@ -342,12 +343,14 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
     progress_end(&pr);
     if (rc) goto done;
 
+    double t_pass = now_seconds();
     /* 2. downstream loss (SAEs only: the identity dictionary reproduces the clean pass) */
     if (d->sae && sh->model) {
         if ((rc = run_downstream(sh, d, o, &ds))) goto done;
         have_ds = 1;
     }
 
+    double t_ds = now_seconds();
     /* 3. geometry: decoder directions and as many random unit vectors of the same width */
     if ((rc = ana_geometry(d->W_dec, D, d_in, o->geom_bins, geo, nearest, ncos))) goto done;
     {
@@ -359,6 +362,7 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
         if (rc) goto done;
     }
 
+    double t_geo = now_seconds();
     /* 4. write everything in one transaction */
     if ((rc = store_begin(sh->s))) goto done;
     tx = 1;
@@ -544,6 +548,8 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
         printf("  geometry: mean max|cos| %.4f (random %.4f), %d features over %.2f (random %d)\n",
                nmac ? mac / nmac : NAN, D > 1 ? rmac / D : NAN, over, o->cos_threshold, rover);
         if (prec_n) printf("  POS: mean best-tag precision %.4f over %d features\n", prec_sum / prec_n, prec_n);
+        printf("  time: pass %.1f s, downstream %.1f s, geometry %.1f s, logit effects and writing %.1f s\n",
+               t_pass - t0, t_ds - t_pass, t_geo - t_ds, t0 + secs - t_geo);
         if (sh->model && !logit_ok)
             printf("  logit effects skipped: %s is not on a linear direct path to the logits\n",
                    sh->hook.name);
@@ -590,6 +596,18 @@ static int open_model(shared *sh, const opts *o)
             mem_free(ms);
             return err_set(ERR_NOTFOUND, "%s: no model recorded for hook %s; give --model DIR or "
                            "--no-model", o->db, sh->hook.name);
+        }
+    }
+    /* a relative path recorded by extract is relative to where extract ran; when it does not
+       resolve from here, try it relative to the database's directory */
+    char alt[4096];
+    if (!o->model_dir && dir[0] != '/') {
+        char probe[4096];
+        snprintf(probe, sizeof probe, "%s/config.json", dir);
+        const char *slash = strrchr(o->db, '/');
+        if (access(probe, R_OK) != 0 && slash) {
+            snprintf(alt, sizeof alt, "%.*s/%s", (int)(slash - o->db), o->db, dir);
+            dir = alt;
         }
     }
     sh->model_path = mem_strdup(dir);
