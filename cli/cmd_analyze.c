@@ -202,10 +202,12 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
     splice sp = {.d = d, .cap_rows = T_max};
     int *targets = mem_alloc((size_t)T_max * sizeof *targets);
     float *clean = mem_alloc((size_t)T_max * V * sizeof *clean);
+    float *probs = mem_alloc((size_t)T_max * V * sizeof *probs); /* softmax of clean, reused */
+    double *lse = mem_alloc((size_t)T_max * sizeof *lse);
     sp.f = mem_alloc((size_t)T_max * d->d_sae * sizeof *sp.f);
     sp.xhat = mem_alloc((size_t)T_max * d->d_in * sizeof *sp.xhat);
     int rc = OK;
-    if (!targets || !clean || !sp.f || !sp.xhat) rc = err_set(ERR_NOMEM, "analyze: out of memory for logits");
+    if (!targets || !clean || !probs || !lse || !sp.f || !sp.xhat) rc = err_set(ERR_NOMEM, "analyze: out of memory for logits");
     double sums[4] = {0}, kls[3] = {0};
     progress pr;
     progress_begin(&pr, "downstream", (double)nuse, "seq");
@@ -218,6 +220,8 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
         gpt2_hook_clear(m);
         if ((rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean))) break;
         memcpy(clean, gpt2_logits(m), (size_t)T * V * sizeof *clean);
+        for (int t = 0; t + 1 < T; t++)
+            ana_softmax(probs + (size_t)t * V, clean + (size_t)t * V, V, &lse[t]);
         sums[0] += mean * (T - 1);
         for (int mode = SPLICE_SAE; mode <= SPLICE_ERR && !rc; mode++) {
             gpt2_hook_clear(m);
@@ -231,7 +235,8 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
             sums[1 + mode] += mean * (T - 1);
             const float *lg = gpt2_logits(m);
             for (int t = 0; t + 1 < T; t++)
-                kls[mode] += ana_kl_logits(clean + (size_t)t * V, lg + (size_t)t * V, V);
+                kls[mode] += ana_kl_prepared(clean + (size_t)t * V, probs + (size_t)t * V, lse[t],
+                                             lg + (size_t)t * V, V);
         }
         out->n += T - 1;
         if (cli_interrupted()) rc = err_set(ERR_ABORTED, "analyze: interrupted");
@@ -252,6 +257,8 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
     }
     mem_free(targets);
     mem_free(clean);
+    mem_free(probs);
+    mem_free(lse);
     mem_free(sp.f);
     mem_free(sp.xhat);
     return rc;

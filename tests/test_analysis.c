@@ -326,6 +326,22 @@ static void test_loss(void)
     float far[2] = {0, -2000}; /* exp underflow must not give NaN */
     double kl = ana_kl_logits(far, r, 2);
     CHECK(isfinite(kl) && fabs(kl - log(2)) < 1e-9, "kl %g", kl);
+    /* the prepared form agrees with the direct one */
+    enum { KV = 1000 };
+    static float lp[KV], lq[KV], pp[KV];
+    for (int i = 0; i < KV; i++) {
+        lp[i] = (float)(urand() * 20 - 10);
+        lq[i] = lp[i] + (float)(urand() - 0.5);
+    }
+    lp[3] = -3000; /* a probability that underflows */
+    double lse;
+    ana_softmax(pp, lp, KV, &lse);
+    double direct = ana_kl_logits(lp, lq, KV), prep = ana_kl_prepared(lp, pp, lse, lq, KV);
+    CHECK(direct > 0 && fabs(prep - direct) < 1e-6 * (1 + direct), "prepared KL %.9g vs %.9g", prep, direct);
+    CHECK_NEAR(ana_kl_prepared(lp, pp, lse, lp, KV), 0, 1e-7);
+    double psum = 0;
+    for (int i = 0; i < KV; i++) psum += pp[i];
+    CHECK_NEAR(psum, 1.0, 1e-5);
     CHECK_NEAR(ana_score(4.0, 3.0, 2.0), 0.5, 1e-15); /* ce_loss_score */
     CHECK_NEAR(ana_score(4.0, 2.0, 2.0), 1.0, 1e-15); /* perfect reconstruction */
     CHECK_NEAR(ana_score(0.8, 0.2, 0.0), 0.75, 1e-15); /* kl_score */
