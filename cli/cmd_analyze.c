@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "analysis/ana.h"
@@ -669,6 +670,13 @@ int cmd_analyze(int argc, char **argv)
     shared sh = {0};
     dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};
     if (o.sae_dir) {
+        struct stat stt;
+        if (stat(o.sae_dir, &stt) != 0 && o.sae_dir[0] && strspn(o.sae_dir, "0123456789") == strlen(o.sae_dir)) {
+            /* looks like a registry id: the SAE registry (store_sae.h) is not wired in yet */
+            rc = err_set(ERR_NOTFOUND, "%s: no such SAE directory (SAE registry ids are not supported "
+                         "by analyze yet; give the SAE's directory)", o.sae_dir);
+            goto out;
+        }
         if ((rc = sae_load(&sd.sae, o.sae_dir))) goto out;
         sd.d_in = sd.sae->cfg.d_in;
         sd.d_sae = sd.sae->cfg.d_sae;
