@@ -681,10 +681,8 @@ int cmd_analyze(int argc, char **argv)
         sd.d_in = sd.sae->cfg.d_in;
         sd.d_sae = sd.sae->cfg.d_sae;
         sd.W_dec = sd.sae->W_dec;
-        /* the absolute path keys the analysis: ./sae and sae are the same SAE */
-        char *abs = realpath(o.sae_dir, NULL);
-        snprintf(sd.name, sizeof sd.name, "%s", abs ? abs : o.sae_dir);
-        free(abs);
+        /* the directory as given names the analysis (report --sae finds it by that name) */
+        snprintf(sd.name, sizeof sd.name, "%s", o.sae_dir);
         if (o.hook && sd.sae->cfg.hook_name[0] && strcmp(o.hook, sd.sae->cfg.hook_name)) {
             rc = err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o.sae_dir,
                          sd.sae->cfg.hook_name, o.hook);

@@ -602,6 +602,10 @@ static void test_analyze_e2e(void)
           "--no-model: no downstream metrics");
     snprintf(args, sizeof args, "analyze --db %s --sae %s --neurons --all --ce-seqs 8 --top 5", db, sae);
     CHECK(run_cli(args, logp) == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 3, "rerun replaces");
+    CHECK(q1(db, "SELECT count(*) FROM sae_metrics_view WHERE basis = 'sae' AND metric = 'l0'") == 2,
+          "the metrics view lists both SAEs");
+    CHECK(q1(db, "SELECT count(*) FROM feature_pos WHERE basis = 'neurons'") ==
+          q1(db, "SELECT count(*) FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE d.kind = 'neurons' AND best_tag IS NOT NULL"));
     snprintf(args, sizeof args, "analyze --db %s --sae %s/missing --all", db, root);
     CHECK(run_cli(args, logp) == 1, "missing SAE refused");
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a missing SAE modified nothing");
