@@ -602,6 +602,13 @@ static void test_analyze_e2e(void)
           "--no-model: no downstream metrics");
     snprintf(args, sizeof args, "analyze --db %s --sae %s --neurons --all --ce-seqs 8 --top 5", db, sae);
     CHECK(run_cli(args, logp) == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 3, "rerun replaces");
+    /* --all-acts stores every non-zero: as many rows as the features' n_active add up to */
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model --hook blocks.0.hook_resid_post --all-acts", db, bad_sae);
+    CHECK(run_cli(args, logp) == 0, "--all-acts run");
+    CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN ana_dicts d ON d.id = a.dict_id WHERE d.name LIKE '%/sae_nohook' AND a.kind = 'all'") ==
+          q1(db, "SELECT sum(n_active) FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE d.name LIKE '%/sae_nohook'"),
+          "--all-acts rows = sum of n_active");
+    CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN ana_dicts d ON d.id = a.dict_id WHERE d.name LIKE '%/sae_nohook' AND a.kind = 'all' AND a.value <= 0") == 0);
     CHECK(q1(db, "SELECT count(*) FROM sae_metrics_view WHERE basis = 'sae' AND metric = 'l0'") == 2,
           "the metrics view lists both SAEs");
     CHECK(q1(db, "SELECT count(*) FROM feature_pos WHERE basis = 'neurons'") ==
