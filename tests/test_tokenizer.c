@@ -348,6 +348,68 @@ static void test_bpe_train(void)
     tok_free(t);
 }
 
+/* Every allocation failure is reported as ERR_NOMEM and cleaned up (ASan build: no leaks). */
+static void test_oom(void)
+{
+    char p[600], dir[400];
+    snprintf(p, sizeof p, "%s/oom.txt", tmpdir);
+    spit(p, "aaab ab ab ab cd cd\n\nab \xff caf\xc3\xa9", 31);
+    const char *paths[] = {p};
+    bpe_train_opts o = {.vocab_size = 300, .min_freq = 1};
+    bpe_train_stats st;
+    bpe_merge *m = NULL;
+    size_t nm = 0;
+    int bad = 0, k, rc = -1;
+    for (k = 1; k < 5000; k++) {
+        mem_fail_at(k);
+        rc = bpe_train(paths, 1, &o, &m, &nm, &st);
+        mem_fail_at(0);
+        if (rc == OK) break;
+        if (rc != ERR_NOMEM) bad++;
+    }
+    CHECK(rc == OK && bad == 0, "bpe_train under OOM: rc %d, %d wrong codes after %d tries", rc, bad, k);
+    snprintf(dir, sizeof dir, "%s/oomtok", tmpdir);
+    for (k = 1, bad = 0; k < 5000; k++) {
+        mem_fail_at(k);
+        rc = bpe_write(dir, m, nm);
+        mem_fail_at(0);
+        if (rc == OK) break;
+        if (rc != ERR_NOMEM) bad++;
+    }
+    CHECK(rc == OK && bad == 0, "bpe_write under OOM: rc %d after %d tries", rc, k);
+    bpe_merges_free(m, nm);
+    tok_tokenizer *t = NULL;
+    for (k = 1, bad = 0; k < 5000; k++) {
+        mem_fail_at(k);
+        rc = tok_load(&t, dir);
+        mem_fail_at(0);
+        if (rc == OK) break;
+        if (rc != ERR_NOMEM || t) bad++;
+    }
+    CHECK(rc == OK && bad == 0, "tok_load under OOM: rc %d after %d tries", rc, k);
+    if (!t) return;
+    const char *text = "ab ab cd caf\xc3\xa9 \xff<|endoftext|> aaab aaab";
+    for (k = 1, bad = 0; k < 5000; k++) {
+        int *ids;
+        size_t *offs, n;
+        mem_fail_at(k);
+        rc = tok_encode(t, text, strlen(text), 1, &ids, &offs, &n);
+        mem_fail_at(0);
+        if (rc == OK) {
+            char *d;
+            size_t dl;
+            CHECK(tok_decode(t, ids, n, &d, &dl) == 0 && dl == strlen(text) && !memcmp(d, text, dl));
+            mem_free(d);
+            mem_free(ids);
+            mem_free(offs);
+            break;
+        }
+        if (rc != ERR_NOMEM) bad++;
+    }
+    CHECK(rc == OK && bad == 0, "tok_encode under OOM: rc %d after %d tries", rc, k);
+    tok_free(t);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/saelite-test-tok.%d", (int)getpid());
@@ -362,6 +424,7 @@ int main(void)
     }
     test_load_errors();
     test_bpe_train();
+    test_oom();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
