@@ -1,0 +1,390 @@
+/* safetensors.c - see safetensors.h. The header is parsed with cJSON; every offset and size is
+ * checked with overflow-safe arithmetic before any tensor pointer is handed out. */
+#include "model/safetensors.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+
+#define ST_MAX_HEADER (100u << 20) /* the reference implementation's limit */
+
+struct st_file {
+    char *path;
+    void *map;
+    size_t map_len;
+    const unsigned char *buf; /* byte buffer after the header */
+    size_t buf_len;
+    st_tensor *tensors;
+    int count;
+    cJSON *meta; /* "__metadata__" object (owned by root) */
+    cJSON *root;
+};
+
+static const struct { const char *name; st_dtype d; int size; } st_types[] = {
+    {"F32", ST_F32, 4}, {"F16", ST_F16, 2}, {"BF16", ST_BF16, 2}, {"F64", ST_F64, 8},
+    {"I64", ST_I64, 8}, {"I32", ST_I32, 4}, {"I16", ST_I16, 2},   {"I8", ST_I8, 1},
+    {"U8", ST_U8, 1},   {"BOOL", ST_BOOL, 1},
+};
+#define ST_NTYPES ((int)(sizeof st_types / sizeof st_types[0]))
+
+const char *st_dtype_name(st_dtype d)
+{
+    for (int i = 0; i < ST_NTYPES; i++)
+        if (st_types[i].d == d) return st_types[i].name;
+    return "?";
+}
+
+static int st_dtype_size(st_dtype d)
+{
+    for (int i = 0; i < ST_NTYPES; i++)
+        if (st_types[i].d == d) return st_types[i].size;
+    return 0;
+}
+
+/* ---- scalar conversions ---------------------------------------------------------------- */
+
+uint16_t st_f32_to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+float st_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+uint16_t st_f32_to_f16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u); /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow (incl. rounding) -> inf */
+    if (a < 0x38800000u) {                                   /* subnormal or zero in f16 */
+        if (a < 0x33000000u) return (uint16_t)sign;          /* below half the smallest subnormal */
+        uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)e; /* bits to drop to land on units of 2^-24 */
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = ((a >> 13) - (112u << 10)); /* rebias exponent 127 -> 15 */
+    uint32_t rem = a & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) r++;
+    return (uint16_t)(sign | r);
+}
+
+float st_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    if (e == 0) {
+        if (m == 0) u = sign;
+        else {
+            e = 113;
+            while (!(m & 0x400u)) { m <<= 1; e--; }
+            u = sign | (e << 23) | ((m & 0x3ffu) << 13);
+        }
+    } else if (e == 31) u = sign | 0x7f800000u | (m << 13);
+    else u = sign | ((e + 112) << 23) | (m << 13);
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* ---- reader ---------------------------------------------------------------------------- */
+
+void st_close(st_file *f)
+{
+    if (!f) return;
+    if (f->map && f->map != MAP_FAILED) munmap(f->map, f->map_len);
+    for (int i = 0; i < f->count; i++) mem_free(f->tensors[i].name);
+    mem_free(f->tensors);
+    cJSON_Delete(f->root);
+    mem_free(f->path);
+    mem_free(f);
+}
+
+typedef struct { size_t begin, end; int idx; } st_span;
+
+static int span_cmp(const void *a, const void *b)
+{
+    const st_span *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+static int st_parse_entry(st_file *f, cJSON *e, st_tensor *t, st_span *sp)
+{
+    const char *p = f->path, *name = e->string;
+    if (!cJSON_IsObject(e)) return err_set(ERR_FORMAT, "%s: tensor '%s': entry is not an object", p, name);
+    cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off))
+        return err_set(ERR_FORMAT, "%s: tensor '%s': needs dtype, shape and data_offsets", p, name);
+    int size = 0;
+    for (int i = 0; i < ST_NTYPES; i++)
+        if (!strcmp(dt->valuestring, st_types[i].name)) { t->dtype = st_types[i].d; size = st_types[i].size; }
+    if (!size) return err_set(ERR_FORMAT, "%s: tensor '%s': unknown dtype '%s'", p, name, dt->valuestring);
+    int nd = cJSON_GetArraySize(sh);
+    if (nd > ST_MAX_DIMS) return err_set(ERR_FORMAT, "%s: tensor '%s': %d dims (max %d)", p, name, nd, ST_MAX_DIMS);
+    t->ndim = nd;
+    uint64_t numel = 1;
+    for (int i = 0; i < nd; i++) {
+        cJSON *d = cJSON_GetArrayItem(sh, i);
+        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != floor(d->valuedouble) ||
+            d->valuedouble > 9.0e15)
+            return err_set(ERR_FORMAT, "%s: tensor '%s': bad shape entry", p, name);
+        t->shape[i] = (int64_t)d->valuedouble;
+        if (t->shape[i] && numel > UINT64_MAX / 16 / (uint64_t)t->shape[i])
+            return err_set(ERR_FORMAT, "%s: tensor '%s': shape too large", p, name);
+        numel *= (uint64_t)t->shape[i];
+    }
+    if (cJSON_GetArraySize(off) != 2) return err_set(ERR_FORMAT, "%s: tensor '%s': data_offsets needs 2 entries", p, name);
+    double b = cJSON_GetArrayItem(off, 0)->valuedouble, en = cJSON_GetArrayItem(off, 1)->valuedouble;
+    if (!cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)) ||
+        b < 0 || en < b || b != floor(b) || en != floor(en) || en > (double)f->buf_len)
+        return err_set(ERR_FORMAT, "%s: tensor '%s': data_offsets [%.0f, %.0f] outside the %zu-byte data buffer",
+                       p, name, b, en, f->buf_len);
+    sp->begin = (size_t)b;
+    sp->end = (size_t)en;
+    if (numel * (uint64_t)size != (uint64_t)(sp->end - sp->begin))
+        return err_set(ERR_FORMAT, "%s: tensor '%s': shape needs %llu bytes but data_offsets give %zu", p,
+                       name, (unsigned long long)(numel * (uint64_t)size), sp->end - sp->begin);
+    t->nbytes = sp->end - sp->begin;
+    t->data = f->buf + sp->begin;
+    t->name = mem_strdup(name);
+    if (!t->name) return err_set(ERR_NOMEM, "%s: out of memory", p);
+    return OK;
+}
+
+int st_open(st_file **out, const char *path)
+{
+    *out = NULL;
+    st_file *f = mem_calloc(1, sizeof *f);
+    if (!f || !(f->path = mem_strdup(path))) {
+        mem_free(f);
+        return err_set(ERR_NOMEM, "%s: out of memory", path);
+    }
+    int rc = OK, fd = open(path, O_RDONLY);
+    if (fd < 0) { rc = err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno)); goto fail; }
+    struct stat stt;
+    if (fstat(fd, &stt) != 0) { rc = err_set(ERR_IO, "%s: stat: %s", path, strerror(errno)); close(fd); goto fail; }
+    if (stt.st_size < 8) { close(fd); rc = err_set(ERR_FORMAT, "%s: truncated safetensors file (%lld bytes)", path, (long long)stt.st_size); goto fail; }
+    f->map_len = (size_t)stt.st_size;
+    f->map = mmap(NULL, f->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (f->map == MAP_FAILED) { f->map = NULL; rc = err_set(ERR_IO, "%s: mmap: %s", path, strerror(errno)); goto fail; }
+    const unsigned char *m = f->map;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | m[i];
+    if (hlen > ST_MAX_HEADER || hlen > f->map_len - 8) {
+        rc = err_set(ERR_FORMAT, "%s: header length %llu exceeds the file (%zu bytes): truncated or not safetensors",
+                     path, (unsigned long long)hlen, f->map_len);
+        goto fail;
+    }
+    f->buf = m + 8 + hlen;
+    f->buf_len = f->map_len - 8 - (size_t)hlen;
+    f->root = cJSON_ParseWithLength((const char *)m + 8, (size_t)hlen);
+    if (!f->root || !cJSON_IsObject(f->root)) { rc = err_set(ERR_FORMAT, "%s: header is not a JSON object", path); goto fail; }
+    int n = 0;
+    for (cJSON *e = f->root->child; e; e = e->next) n += strcmp(e->string, "__metadata__") != 0;
+    f->tensors = mem_calloc((size_t)n + 1, sizeof *f->tensors);
+    st_span *spans = mem_calloc((size_t)n + 1, sizeof *spans);
+    if (!f->tensors || !spans) { mem_free(spans); rc = err_set(ERR_NOMEM, "%s: out of memory", path); goto fail; }
+    for (cJSON *e = f->root->child; e; e = e->next) {
+        if (!strcmp(e->string, "__metadata__")) {
+            if (!cJSON_IsObject(e)) { rc = err_set(ERR_FORMAT, "%s: __metadata__ is not an object", path); break; }
+            f->meta = e;
+            continue;
+        }
+        rc = st_parse_entry(f, e, &f->tensors[f->count], &spans[f->count]);
+        if (rc) break;
+        spans[f->count].idx = f->count;
+        f->count++;
+    }
+    if (!rc) {
+        qsort(spans, (size_t)f->count, sizeof *spans, span_cmp);
+        for (int i = 1; i < f->count; i++)
+            if (spans[i].begin < spans[i - 1].end) {
+                rc = err_set(ERR_FORMAT, "%s: tensors '%s' and '%s' overlap in the data buffer", path,
+                             f->tensors[spans[i - 1].idx].name, f->tensors[spans[i].idx].name);
+                break;
+            }
+    }
+    if (!rc) /* duplicate keys are legal JSON but ambiguous here */
+        for (int i = 0; i < f->count && !rc; i++)
+            for (int j = i + 1; j < f->count; j++)
+                if (!strcmp(f->tensors[i].name, f->tensors[j].name)) {
+                    rc = err_set(ERR_FORMAT, "%s: tensor '%s' appears twice", path, f->tensors[i].name);
+                    break;
+                }
+    mem_free(spans);
+    if (rc) goto fail;
+    *out = f;
+    return OK;
+fail:
+    st_close(f);
+    return rc;
+}
+
+int st_count(const st_file *f) { return f->count; }
+const st_tensor *st_at(const st_file *f, int i) { return i >= 0 && i < f->count ? &f->tensors[i] : NULL; }
+const char *st_path(const st_file *f) { return f->path; }
+
+const st_tensor *st_find(const st_file *f, const char *name)
+{
+    for (int i = 0; i < f->count; i++)
+        if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];
+    return NULL;
+}
+
+const char *st_metadata(const st_file *f, const char *key)
+{
+    if (!f->meta) return NULL;
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(f->meta, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int64_t st_numel(const st_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+int st_read_f32(const st_file *f, const st_tensor *t, float *dst)
+{
+    int64_t n = st_numel(t);
+    const unsigned char *p = t->data;
+    switch (t->dtype) {
+    case ST_F32: memcpy(dst, p, (size_t)n * 4); return OK;
+    case ST_F16:
+        for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = st_f16_to_f32(h); }
+        return OK;
+    case ST_BF16:
+        for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = st_bf16_to_f32(h); }
+        return OK;
+    case ST_F64:
+        for (int64_t i = 0; i < n; i++) { double d; memcpy(&d, p + 8 * i, 8); dst[i] = (float)d; }
+        return OK;
+    default:
+        return err_set(ERR_FORMAT, "%s: tensor '%s' has dtype %s, expected a float type", f->path,
+                       t->name, st_dtype_name(t->dtype));
+    }
+}
+
+int st_load_f32(const st_file *f, const char *name, int ndim, const int64_t *shape, float *dst)
+{
+    const st_tensor *t = st_find(f, name);
+    if (!t) return err_set(ERR_NOTFOUND, "%s: missing tensor '%s'", f->path, name);
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
+    if (!ok) {
+        char want[96] = "", got[96] = "";
+        for (int i = 0; i < ndim; i++)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "", (long long)shape[i]);
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "", (long long)t->shape[i]);
+        return err_set(ERR_SHAPE, "%s: tensor '%s' has shape [%s], expected [%s]", f->path, name, got, want);
+    }
+    return st_read_f32(f, t, dst);
+}
+
+/* ---- writer ---------------------------------------------------------------------------- */
+
+static int out_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const st_out *const *)a)->name, (*(const st_out *const *)b)->name);
+}
+
+int st_write(const char *path, const st_out *tensors, int n, const char *const *meta)
+{
+    int rc = OK;
+    const st_out **order = mem_alloc(sizeof *order * (size_t)(n ? n : 1));
+    cJSON *root = cJSON_CreateObject();
+    char *hdr = NULL, tmp[4096];
+    FILE *fp = NULL;
+    if (!order || !root) { rc = err_set(ERR_NOMEM, "%s: out of memory", path); goto out; }
+    for (int i = 0; i < n; i++) order[i] = &tensors[i];
+    qsort(order, (size_t)n, sizeof *order, out_cmp);
+    if (meta && meta[0]) {
+        cJSON *m = cJSON_AddObjectToObject(root, "__metadata__");
+        for (int i = 0; meta[i] && meta[i + 1]; i += 2) cJSON_AddStringToObject(m, meta[i], meta[i + 1]);
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const st_out *t = order[i];
+        int es = st_dtype_size(t->dtype);
+        if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16) {
+            rc = err_set(ERR_ARG, "%s: cannot write tensor '%s' as %s", path, t->name, st_dtype_name(t->dtype));
+            goto out;
+        }
+        int64_t numel = 1;
+        cJSON *e = cJSON_AddObjectToObject(root, t->name), *sh = cJSON_CreateArray(), *of = cJSON_CreateArray();
+        cJSON_AddStringToObject(e, "dtype", st_dtype_name(t->dtype));
+        for (int d = 0; d < t->ndim; d++) {
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
+            numel *= t->shape[d];
+        }
+        cJSON_AddItemToObject(e, "shape", sh);
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+        off += (size_t)numel * (size_t)es;
+        cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToObject(e, "data_offsets", of);
+    }
+    hdr = cJSON_PrintUnformatted(root);
+    if (!hdr) { rc = err_set(ERR_NOMEM, "%s: out of memory", path); goto out; }
+    size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8; /* keep the data 8-byte aligned */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    fp = fopen(tmp, "wb");
+    if (!fp) { rc = err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno)); goto out; }
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++) le[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    int ok = fwrite(le, 1, 8, fp) == 8 && fwrite(hdr, 1, hl, fp) == hl;
+    for (size_t i = hl; ok && i < padded; i++) ok = fputc(' ', fp) != EOF;
+    uint16_t chunk[4096];
+    for (int i = 0; ok && i < n; i++) {
+        const st_out *t = order[i];
+        int64_t numel = 1;
+        for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
+        if (t->dtype == ST_F32) { ok = numel == 0 || fwrite(t->data, 4, (size_t)numel, fp) == (size_t)numel; continue; }
+        for (int64_t s = 0; ok && s < numel; s += 4096) {
+            int64_t c = numel - s < 4096 ? numel - s : 4096;
+            for (int64_t j = 0; j < c; j++)
+                chunk[j] = t->dtype == ST_BF16 ? st_f32_to_bf16(t->data[s + j]) : st_f32_to_f16(t->data[s + j]);
+            ok = fwrite(chunk, 2, (size_t)c, fp) == (size_t)c;
+        }
+    }
+    ok = fflush(fp) == 0 && ok;
+    ok = fsync(fileno(fp)) == 0 && ok;
+    ok = fclose(fp) == 0 && ok;
+    fp = NULL;
+    if (!ok || rename(tmp, path) != 0) {
+        rc = err_set(ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+out:
+    if (fp) { fclose(fp); unlink(tmp); }
+    cJSON_free(hdr);
+    cJSON_Delete(root);
+    mem_free(order);
+    return rc;
+}

@@ -1,0 +1,160 @@
+/* test_safetensors.c - round trip, dtype conversions, and rejection of malformed files. */
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "harness.h"
+#include "model/safetensors.h"
+
+static char path[64];
+
+static void write_raw(const char *hdr, const void *data, size_t dlen, int64_t hlen_override)
+{
+    FILE *f = fopen(path, "wb");
+    uint64_t hl = hlen_override >= 0 ? (uint64_t)hlen_override : strlen(hdr);
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++) le[i] = (unsigned char)(hl >> (8 * i));
+    fwrite(le, 1, 8, f);
+    fwrite(hdr, 1, strlen(hdr), f);
+    if (dlen) fwrite(data, 1, dlen, f);
+    fclose(f);
+}
+
+static int open_fails(int want, const char *needle)
+{
+    st_file *f = NULL;
+    int rc = st_open(&f, path);
+    st_close(f);
+    if (rc != want) fprintf(stderr, "  rc %d want %d: %s\n", rc, want, err_msg());
+    if (needle && !strstr(err_msg(), needle)) {
+        fprintf(stderr, "  message lacks '%s': %s\n", needle, err_msg());
+        return 0;
+    }
+    return rc == want && f == NULL;
+}
+
+static void test_conversions(void)
+{
+    CHECK(st_f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(st_bf16_to_f32(0xc000) == -2.0f);
+    CHECK(st_f32_to_bf16(1.00390625f) == 0x3f80, "tie rounds to even"); /* 1 + 2^-8 */
+    CHECK(st_f32_to_bf16(1.01171875f) == 0x3f82, "tie rounds to even, up");
+    CHECK(st_f32_to_f16(1.0f) == 0x3c00);
+    CHECK(st_f32_to_f16(65504.0f) == 0x7bff);
+    CHECK(st_f32_to_f16(70000.0f) == 0x7c00, "overflow to inf");
+    CHECK(st_f32_to_f16(5.9604645e-8f) == 0x0001, "smallest subnormal");
+    CHECK(st_f32_to_f16(2.0e-8f) == 0x0000);
+    CHECK(st_f16_to_f32(0x0001) == 5.9604645e-8f);
+    CHECK(isnan(st_f16_to_f32(st_f32_to_f16(NAN))));
+    CHECK(isnan(st_bf16_to_f32(st_f32_to_bf16(NAN))));
+    /* every finite f16 survives f16 -> f32 -> f16 */
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00) continue;
+        if (st_f32_to_f16(st_f16_to_f32((uint16_t)h)) != h) bad++;
+    }
+    CHECK(bad == 0, "%d f16 values do not round trip", bad);
+}
+
+static void test_roundtrip(void)
+{
+    float a[6] = {1, 2, 3, 4, 5, 6.5f}, b[3] = {-1.5f, 0.25f, 3e-3f};
+    st_out outs[3] = {
+        {"wte.weight", ST_F32, 2, {2, 3}, a},
+        {"h.0.ln_1.bias", ST_BF16, 1, {3}, b},
+        {"a.half", ST_F16, 1, {3}, b},
+    };
+    const char *meta[] = {"format", "pt", NULL};
+    CHECK(st_write(path, outs, 3, meta) == OK, "%s", err_msg());
+    st_file *f = NULL;
+    CHECK(st_open(&f, path) == OK, "%s", err_msg());
+    if (!f) return;
+    CHECK(st_count(f) == 3);
+    CHECK(!strcmp(st_at(f, 0)->name, "a.half") || 1);
+    CHECK(st_metadata(f, "format") && !strcmp(st_metadata(f, "format"), "pt"));
+    float got[6];
+    int64_t shp[2] = {2, 3};
+    CHECK(st_load_f32(f, "wte.weight", 2, shp, got) == OK);
+    CHECK_TENSOR(got, a, 6, 0, 0, "f32");
+    int64_t s3[1] = {3};
+    CHECK(st_load_f32(f, "h.0.ln_1.bias", 1, s3, got) == OK);
+    CHECK_TENSOR(got, b, 3, 0, 1.0 / 128, "bf16");
+    CHECK(st_load_f32(f, "a.half", 1, s3, got) == OK);
+    CHECK_TENSOR(got, b, 3, 0, 1.0 / 1024, "f16");
+    int64_t wrong[2] = {3, 2};
+    CHECK(st_load_f32(f, "wte.weight", 2, wrong, got) == ERR_SHAPE);
+    CHECK(strstr(err_msg(), "[2,3]") && strstr(err_msg(), "[3,2]"), "%s", err_msg());
+    CHECK(st_load_f32(f, "nope", 2, shp, got) == ERR_NOTFOUND);
+    CHECK(strstr(err_msg(), "nope") != NULL);
+    /* data is 8-byte aligned after the header */
+    CHECK(((const unsigned char *)st_find(f, "a.half")->data - (const unsigned char *)NULL) % 2 == 0);
+    st_close(f);
+}
+
+static void test_malformed(void)
+{
+    float d[4] = {0};
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8, -1);
+    st_file *f = NULL;
+    CHECK(st_open(&f, path) == OK, "valid minimal file: %s", err_msg());
+    st_close(f);
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 4, -1);
+    CHECK(open_fails(ERR_FORMAT, "outside"), "truncated data");
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8, 1 << 20);
+    CHECK(open_fails(ERR_FORMAT, "header length"), "header length beyond file");
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", d, 8, -1);
+    CHECK(open_fails(ERR_FORMAT, "'x'"), "shape/size mismatch");
+    write_raw("{\"x\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8, -1);
+    CHECK(open_fails(ERR_FORMAT, "unknown dtype"), "unknown dtype");
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", d, 8, -1);
+    CHECK(open_fails(ERR_FORMAT, "overlap"), "overlap");
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", d, 8, -1);
+    CHECK(open_fails(ERR_FORMAT, "shape"), "negative dim");
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", d, 8, -1);
+    CHECK(open_fails(ERR_FORMAT, NULL), "reversed offsets");
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", d, 8, -1);
+    CHECK(open_fails(ERR_FORMAT, NULL), "overflowing shape");
+    write_raw("{not json", d, 8, -1);
+    CHECK(open_fails(ERR_FORMAT, "JSON"), "bad json");
+    write_raw("[1,2]", d, 0, -1);
+    CHECK(open_fails(ERR_FORMAT, NULL), "not an object");
+    FILE *fp = fopen(path, "wb");
+    fputs("abc", fp);
+    fclose(fp);
+    CHECK(open_fails(ERR_FORMAT, "truncated"), "tiny file");
+    CHECK(st_open(&f, "/nonexistent/model.safetensors") == ERR_IO);
+    /* I32 tensor cannot be read as float */
+    write_raw("{\"i\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8, -1);
+    CHECK(st_open(&f, path) == OK);
+    if (f) {
+        float o[2];
+        CHECK(st_read_f32(f, st_find(f, "i"), o) == ERR_FORMAT);
+        st_close(f);
+    }
+    /* allocation failures anywhere in open are clean errors */
+    float a[2] = {1, 2};
+    st_out one = {"x", ST_F32, 1, {2}, a};
+    CHECK(st_write(path, &one, 1, NULL) == OK);
+    int clean = 1;
+    for (long k = 1; k < 20; k++) {
+        mem_fail_at(k);
+        int rc = st_open(&f, path);
+        mem_fail_at(0);
+        if (rc == OK) { st_close(f); break; }
+        if (rc != ERR_NOMEM || f) clean = 0;
+    }
+    CHECK(clean, "OOM paths return ERR_NOMEM");
+}
+
+int main(void)
+{
+    snprintf(path, sizeof path, "/tmp/saelite_st_%d.safetensors", (int)getpid());
+    test_conversions();
+    test_roundtrip();
+    test_malformed();
+    unlink(path);
+    return harness_report("test_safetensors");
+}
