@@ -128,6 +128,9 @@ static void test_tags(void)
     p = write_tmp("t2.jsonl", "{\"id\":\"a\",\"text\":\"Hello\"}\n");
     CHECK(read_all(p, bad, d) < 0);
     CHECK(strstr(err_msg(), "bad.tags.jsonl:1") != NULL, "msg '%s'", err_msg());
+    bad = write_tmp("bad2.tags.jsonl", "\n{\"id\":\"a\",\"spans\":[[2,4,\"nn\",\"nn\"],[3,5,\"nn\",\"nn\"]]}\n");
+    CHECK(read_all(p, bad, d) < 0);
+    CHECK(strstr(err_msg(), "bad2.tags.jsonl:2: span 1") != NULL, "msg '%s'", err_msg());
 }
 
 static void test_brown_small(void)
