@@ -246,6 +246,42 @@ static void test_random_roundtrip(tok_tokenizer *t)
     CHECK(fails == 0, "%d of 3000 random byte strings did not round-trip", fails);
 }
 
+/* Hugging Face layout: vocab.json + merges.txt (here GPT-2's files renamed, CRLF merges). */
+static void test_hf_layout(const char *gpt2dir, tok_tokenizer *ref)
+{
+    char dir[400], a[600], b[600];
+    snprintf(dir, sizeof dir, "%s/hf", tmpdir);
+    mkdir(dir, 0777);
+    size_t n;
+    snprintf(a, sizeof a, "%s/encoder.json", gpt2dir);
+    char *enc = slurp(a, &n);
+    snprintf(b, sizeof b, "%s/vocab.json", dir);
+    spit(b, enc, n);
+    free(enc);
+    snprintf(a, sizeof a, "%s/vocab.bpe", gpt2dir);
+    char *mer = slurp(a, &n);
+    snprintf(b, sizeof b, "%s/merges.txt", dir);
+    FILE *f = fopen(b, "wb");
+    for (size_t i = 0; i < n; i++) {
+        if (mer[i] == '\n') fputc('\r', f);
+        fputc(mer[i], f);
+    }
+    fclose(f);
+    free(mer);
+    tok_tokenizer *t;
+    int rc = tok_load(&t, dir);
+    CHECK(rc == 0, "HF layout: %s", err_msg());
+    if (rc) return;
+    const char *s = "Hugging Face's layout, CRLF merges: same ids.";
+    int *x, *y;
+    size_t nx, ny;
+    CHECK(tok_encode(t, s, strlen(s), 0, &x, NULL, &nx) == 0 && tok_encode(ref, s, strlen(s), 0, &y, NULL, &ny) == 0);
+    CHECK(nx == ny && !memcmp(x, y, nx * sizeof *x) && nx > 5);
+    mem_free(x);
+    mem_free(y);
+    tok_free(t);
+}
+
 static void test_load_errors(void)
 {
     tok_tokenizer *t;
@@ -420,6 +456,7 @@ int main(void)
         test_reference(t);
         test_basics(t);
         test_random_roundtrip(t);
+        test_hf_layout(dir, t);
         tok_free(t);
     }
     test_load_errors();
