@@ -82,12 +82,13 @@ int cmd_extract(int argc, char **argv)
     rc = ext_run(j, &st, on_batch, &ps);
     progress_end(&ps.p);
     ext_close(j);
-    double other = st.t_total - st.t_forward - st.t_store - st.t_tokenize;
+    double other = st.t_total - st.t_forward - st.t_store - st.t_tokenize - st.t_corpus;
     printf("extract: %lld windows, %lld tokens in %.1f s (%.0f tok/s); %lld of %lld batches already "
-           "stored; time: forward %.1f s, storage %.1f s, tokenizer %.1f s, other %.1f s\n",
+           "stored; time: forward %.1f s, storage %.1f s, tokenizer %.1f s, corpus reading %.1f s, "
+           "other %.1f s\n",
            (long long)st.windows, (long long)st.tokens, st.t_total,
            st.t_total > 0 ? (double)st.tokens / st.t_total : 0.0, (long long)st.batches_skipped,
-           (long long)st.batches, st.t_forward, st.t_store, st.t_tokenize, other);
+           (long long)st.batches, st.t_forward, st.t_store, st.t_tokenize, st.t_corpus, other);
     if (rc) return cli_fail(argv[0]);
     return 0;
 }

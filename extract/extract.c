@@ -154,10 +154,11 @@ static int cap_len(const ext_job *j, int64_t total, int len)
     return len;
 }
 
+/* Counts windows and tokens (tags are not needed to count; the run pass checks them). */
 static int count_pass(ext_job *j)
 {
     corpus_reader *r;
-    int rc = corpus_open(&r, j->o.corpus, j->o.tags);
+    int rc = corpus_open(&r, j->o.corpus, NULL);
     if (rc) return rc;
     int64_t total = 0, windows = 0, docs = 0;
     int done = 0;
@@ -481,13 +482,17 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     double t0 = secs();
     corpus_reader *r;
     int rc = corpus_open(&r, j->o.corpus, j->o.tags);
+    st->t_corpus += secs() - t0;
     if (rc) return rc;
     int in_tx = 0, done = 0, C = j->ctx, per = C - (j->o.bos ? 1 : 0);
     int64_t total = 0, ordinal = 0;
     j->nwin = 0;
     while (!rc && !done) {
         corpus_doc *d;
-        if ((rc = corpus_next(r, &d)) || !d) break;
+        double tc = secs();
+        rc = corpus_next(r, &d);
+        st->t_corpus += secs() - tc;
+        if (rc || !d) break;
         double tt = secs();
         ext_doc x;
         rc = doc_tokenize(j, d, &x, 1);

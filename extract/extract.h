@@ -59,7 +59,7 @@ typedef struct {
 
 typedef struct {
     int64_t batches, batches_skipped, windows, tokens;
-    double t_tokenize, t_forward, t_store, t_total; /* seconds */
+    double t_corpus, t_tokenize, t_forward, t_store, t_total; /* seconds (wall clock) */
 } ext_stats;
 
 typedef struct ext_job ext_job;
