@@ -114,15 +114,23 @@ int store_sql_error(store *s, int rc, const char *what)
     default: code = ERR_SQL;
     }
     if (prim == SQLITE_FULL) m = "disk full (database or filesystem)";
+    int sys = s && s->db && (prim == SQLITE_IOERR || prim == SQLITE_FULL || prim == SQLITE_CANTOPEN)
+                  ? sqlite3_system_errno(s->db) : 0;
+    if (!sys && (rc == SQLITE_IOERR_WRITE || rc == SQLITE_IOERR_FSYNC || rc == SQLITE_IOERR_TRUNCATE))
+        m = "disk I/O error while writing (disk full, quota or file size limit?)";
+    if (sys)
+        return err_set(code, "%s: %s: %s (%s)", s->path ? s->path : "database", what, m, strerror(sys));
     return err_set(code, "%s: %s: %s", s && s->path ? s->path : "database", what, m);
 }
 
-int store_exec(store *s, const char *sql)
+static int exec_what(store *s, const char *sql, const char *what)
 {
     int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
-    if (rc != SQLITE_OK) return store_sql_error(s, rc, "executing SQL");
+    if (rc != SQLITE_OK) return store_sql_error(s, rc, what);
     return OK;
 }
+
+int store_exec(store *s, const char *sql) { return exec_what(s, sql, "executing SQL"); }
 
 int store_prepare(store *s, const char *sql, sqlite3_stmt **st)
 {
@@ -305,7 +313,7 @@ void store_close(store *s)
 int store_begin(store *s)
 {
     blob_drop(s);
-    int rc = store_exec(s, "BEGIN IMMEDIATE");
+    int rc = exec_what(s, "BEGIN IMMEDIATE", "starting a transaction");
     if (!rc) s->in_tx = 1;
     return rc;
 }
@@ -313,7 +321,7 @@ int store_begin(store *s)
 int store_commit(store *s)
 {
     blob_drop(s);
-    int rc = store_exec(s, "COMMIT");
+    int rc = exec_what(s, "COMMIT", "committing");
     if (!rc) s->in_tx = 0;
     else if (sqlite3_get_autocommit(s->db)) s->in_tx = 0; /* SQLite rolled back itself */
     return rc;

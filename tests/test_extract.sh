@@ -206,6 +206,26 @@ check 'one_line_fail ex --db "$T/junk.db"' "junk database"
 EXPECT="cannot"
 check 'one_line_fail ex --db "/proc/saelite_test.db"' "unwritable database path"
 check '[ "$(dbhash "$T/a.db")" = "$before" ]' "failed runs leave the database as it was"
+# a full disk (simulated with a file size limit) fails cleanly; stored rows stay; a rerun finishes
+ex --db "$T/q.db" --max-tokens 200 >/dev/null 2>&1
+n0=$(acts "$T/q.db")
+qrows() { sqlite3 "$T/q.db" "SELECT id, sequence_id, hex(data) FROM activations WHERE id <= $n0 ORDER BY id" | md5sum; }
+q0=$(qrows)
+out=$(trap '' XFSZ; ulimit -f 1500; ex --db "$T/q.db" 2>&1 >/dev/null); rc=$?
+check '[ $rc -eq 1 ] && [[ "$out" == *"q.db"*"disk"* ]] && [ $(printf "%s\n" "$out" | wc -l) -eq 1 ]' "file size limit: rc $rc: $out"
+check '[ "$(sqlite3 "$T/q.db" "PRAGMA integrity_check")" = ok ]' "integrity after a full disk"
+check '[ "$n0" -gt 0 ] && [ "$(qrows)" = "$q0" ]' "rows stored before the full disk are unchanged"
+ex --db "$T/q.db" >/dev/null 2>&1
+check '[ $? -eq 0 ] && [ "$(sqlite3 "$T/q.db" "SELECT count(*) FROM runs WHERE status = '"'done'"'")" = 2 ]' "rerun after a full disk completes"
+# the free-space check refuses up front (needs a small filesystem: a tmpfs mount as root)
+mkdir -p "$T/small"
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=3m tmpfs "$T/small" 2>/dev/null; then
+    out=$(ex --db "$T/small/s.db" 2>&1); rc=$?
+    check '[ $rc -eq 1 ] && [[ "$out" == *"needs about"*"are free"*"--force"* ]]' "free-space check: $out"
+    umount "$T/small"
+else
+    echo "SKIP: free-space check (cannot mount a small tmpfs here)"
+fi
 out=$(ex --db "$T/x.db" --batch 0 2>&1)
 check '[ $? -eq 2 ]' "--batch 0 is a usage error"
 fi
