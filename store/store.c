@@ -197,7 +197,6 @@ static int create_schema(store *s)
     int rc;
     snprintf(sql, sizeof sql, "PRAGMA page_size = %d", STORE_PAGE_SIZE);
     if ((rc = store_exec(s, sql))) return rc;
-    if ((rc = store_exec(s, "PRAGMA journal_mode = WAL"))) return rc;
     if ((rc = store_exec(s, "BEGIN IMMEDIATE"))) return rc;
     /* Someone else may have created it between our check and the lock. */
     int64_t ntab = 0;
@@ -284,8 +283,12 @@ int store_open(store **out, const char *path, int flags)
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, 10000);
     rc = check_schema(s, flags);
-    if (!rc && !s->readonly)
-        rc = store_exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL");
+    if (!rc && !s->readonly) {
+        /* Rollback journal (see the header); a database left in WAL mode by an older build is
+         * switched back when nobody else has it open (else it stays WAL, which works too). */
+        sqlite3_exec(s->db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
+        rc = store_exec(s, "PRAGMA synchronous = NORMAL");
+    }
     if (!rc) rc = store_exec(s, "PRAGMA foreign_keys = ON; PRAGMA cache_size = -4096; "
                                "PRAGMA temp_store = MEMORY");
     if (rc) {

@@ -9,9 +9,11 @@
  * (none exist yet). Extension schema parts of other modules are versioned by name
  * (store_schema_part).
  *
- * Durability: writes happen inside store_begin/store_commit transactions; journal_mode=WAL with
- * synchronous=NORMAL (chosen by measurement, docs/store.md), so a kill -9 at any moment leaves
- * the last committed state. Page size 65536 for new databases (blob-heavy).
+ * Durability: writes happen inside store_begin/store_commit transactions; rollback journal
+ * (journal_mode=DELETE) with synchronous=NORMAL, so a kill -9 at any moment leaves the last
+ * committed state. Page size 65536 for new databases (blob-heavy), 4 MiB page cache. Chosen by
+ * measurement (bench/bench_store.c, docs/store.md): with large transactions (~32 MB) bulk blob
+ * appends run at dd speed, where WAL writes every byte twice.
  *
  * Activations: one blob per (hook, sequence) of T x width values, row-major, little-endian, in
  * the hook's dtype (STORE_F32/F16/BF16). Reads and writes take and return float32; f16/bf16 are

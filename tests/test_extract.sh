@@ -106,7 +106,8 @@ PY
 $BIN init-model --layers 2 --d-model 32 --heads 2 --ctx 32 --vocab 259 --seed 3 -o "$T/m" >/dev/null 2>&1
 $BIN init-model --layers 2 --d-model 32 --heads 2 --ctx 32 --vocab 259 --seed 4 -o "$T/m_other" >/dev/null 2>&1
 HOOKS=blocks.0.mlp.hook_post,blocks.1.hook_resid_post
-EX=($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook $HOOKS --ctx 16 --batch 2)
+# --commit-mb 0.1: a commit every ~5 batches, so kills land between commits
+EX=($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook $HOOKS --ctx 16 --batch 2 --commit-mb 0.1)
 ex() { "${EX[@]}" "$@"; }
 dbhash() { sqlite3 "$1" "SELECT 'd', id, source, ordinal, name, genre, checksum, text FROM documents ORDER BY id;
   SELECT 's', id, document_id, start, n_tokens, bos, hex(tokens) FROM sequences ORDER BY id;
@@ -115,7 +116,7 @@ dbhash() { sqlite3 "$1" "SELECT 'd', id, source, ordinal, name, genre, checksum,
   SELECT 'a', id, hook_id, sequence_id, n_tokens, hex(data) FROM activations ORDER BY id;
   SELECT 'm', id, name, path, config, checksum FROM models ORDER BY id;
   SELECT 'r', id, kind, params, status FROM runs ORDER BY id;" | md5sum | cut -c1-32; }
-acts() { sqlite3 "$1" "SELECT count(*) FROM activations" 2>/dev/null || echo 0; }
+acts() { sqlite3 -cmd ".timeout 5000" "$1" "SELECT count(*) FROM activations" 2>/dev/null || echo 0; }
 
 t0=$(date +%s%N)
 out=$(ex --db "$T/a.db" 2>&1)
@@ -155,6 +156,7 @@ check '[ $killed -ge 2 ]' "killed only $killed of 4 runs (too fast to interrupt?
 "${EX[@]}" --db "$T/c.db" > "$T/int.out" 2>&1 & pid=$!
 while kill -0 $pid 2>/dev/null && [ "$(acts "$T/c.db")" -lt $((nacts / 3)) ]; do sleep 0.02; done
 kill -INT $pid 2>/dev/null; wait $pid; rc=$?
+echo "SIGINT: exit $rc, $(acts "$T/c.db") of $nacts activation rows stored"
 if [ $rc -eq 1 ]; then
     check 'grep -q "interrupted after .* run the same command again to resume" "$T/int.out"' "SIGINT message: $(cat "$T/int.out")"
     check '[ "$(sqlite3 "$T/c.db" "SELECT status FROM runs")" = running ]' "interrupted run stays 'running'"
