@@ -75,7 +75,8 @@ int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *i
 int store_seq_tokens(store *s, int64_t seq_id, int *ids, int *T);
 
 /* Per-token rows for SQL users. text[i] may be NULL; byte_start/byte_end < 0 store NULL;
- * tags may be NULL (no tags) or hold NULL entries. Existing rows are replaced. */
+ * tags may be NULL (no tags) or hold NULL entries. Rows must not exist yet (add them when
+ * store_seq_add reports the sequence as inserted); ERR_SQL otherwise. */
 int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char *const *text,
                      const int64_t *byte_start, const int64_t *byte_end, const char *const *tags);
 
