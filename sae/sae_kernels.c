@@ -160,8 +160,16 @@ void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat
             float v = val[e];
             const float *w = W_dec + (int64_t)idx[e] * D;
             float *dw = dW_dec + (int64_t)idx[e] * D;
-            float dot = 0;
-            for (int i = 0; i < D; i++) {
+            /* 8 partial sums so the dot product vectorises without reassociation flags */
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int i = 0;
+            for (; i + 8 <= D; i += 8)
+                for (int q = 0; q < 8; q++) {
+                    acc[q] += g[i + q] * w[i + q];
+                    dw[i + q] += v * g[i + q];
+                }
+            float dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            for (; i < D; i++) {
                 dot += g[i] * w[i];
                 dw[i] += v * g[i];
             }
