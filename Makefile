@@ -2,6 +2,7 @@
 # `make bench` the benchmarks, `make demo` the whole pipeline. Missing Debian packages are
 # installed by tools/deps.sh the first time (see build/flags.mk below).
 
+.DEFAULT_GOAL := all
 BUILD   ?= build
 OPT     ?= -O2
 ARCH    ?= -march=native
@@ -14,6 +15,8 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missi
 LDFLAGS += -pthread $(SAN)
 
 PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo
+# `make` alone builds ./saelite (the flags.mk rule below would otherwise be the default goal).
+.DEFAULT_GOAL := all
 
 ifeq ($(filter clean distclean,$(MAKECMDGOALS)),)
 # Installing packages and asking pkg-config happens once; flags.mk is remade (and make restarts)
@@ -44,6 +47,12 @@ GEN      := $(BUILD)/gen/commands.h $(SQL_SRC:store/%.sql=$(BUILD)/gen/%_sql.h)
 
 .PHONY: all test bench demo data clean distclean test-asan fuzz
 all: saelite
+all: saelite.so
+test: saelite.so
+
+# The SQL functions of store/sqlfuncs.c as a loadable SQLite extension: sqlite3 db ".load ./saelite"
+saelite.so: store/sqlfuncs.c store/sqlfuncs.h build/flags.mk
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -fPIC -shared -DSAELITE_SQLITE_EXT -o $@ store/sqlfuncs.c $(LDFLAGS) -lm
 
 saelite: $(CLI_OBJ) $(BUILD)/libsaelite.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsaelite.a $(PKG_LIBS)
@@ -76,7 +85,8 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libsaelite.a | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libsaelite.a $(PKG_LIBS) $(LDFLAGS)
 
-test: saelite $(TEST_BIN)
+# Tests use the real corpus and GPT-2 tokenizer files when present, so fetch them first.
+test: saelite $(TEST_BIN) data
 	@tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
 
 bench: saelite $(BENCH_BIN)
@@ -85,7 +95,7 @@ bench: saelite $(BENCH_BIN)
 # AddressSanitizer + UBSan build of the library and tests in build/asan (see issue: reliability).
 test-asan:
 	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
-	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	    SAN="-fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=undefined,float-cast-overflow" \
 	    build/asan/saelite-asan asan-run
 
 build/asan/saelite-asan: $(CLI_OBJ) $(BUILD)/libsaelite.a
@@ -108,3 +118,19 @@ distclean: clean
 	rm -rf data runs demo
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_BIN:=.d) $(BENCH_BIN:=.d)
+
+# libFuzzer targets fuzz/fuzz_<t>.c (clang; the library is rebuilt in build/fuzz with coverage and
+# ASan+UBSan). `make fuzz FUZZ_SECONDS=N` runs each target N seconds (default 60) from its
+# committed seed corpus fuzz/corpus/<t>/; findings land in build/fuzz/crashes/<t>/ (see
+# docs/reliability.md). `make fuzz FUZZ_TARGETS="npy"` runs a subset.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang OPT=-O1 \
+	    SAN="-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" \
+	    $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+	@bash fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+build/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(BUILD)/libsaelite.a | $(GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -o $@ $< $(BUILD)/libsaelite.a $(PKG_LIBS) $(LDFLAGS) -fsanitize=fuzzer

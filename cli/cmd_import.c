@@ -1,0 +1,40 @@
+/* cmd_import.c - `saelite import`: a [tokens, width] .npy of activations into a store. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "extract/extract.h"
+#include "store/store.h"
+
+CLI_COMMAND(import, "Import activations computed elsewhere (.npy) into a database",
+            "saelite import --npy ACTS.npy --db FILE --hook NAME [--seq-len T] [--tokens IDS.npy] "
+            "[--dtype f32|f16|bf16]")
+
+int cmd_import(int argc, char **argv)
+{
+    const char *db = NULL, *hook = NULL, *npy = NULL, *ids = NULL, *dtype = "f32";
+    int seq_len = 0;
+    arg_spec spec[] = {
+        {"--npy", ARG_STR, &npy, "[tokens, width] array (float32/float16/float64)"},
+        {"--db", ARG_STR, &db, "database (created when missing)"},
+        {"--hook", ARG_STR, &hook, "name to store the activations under"},
+        {"--seq-len", ARG_INT, &seq_len, "tokens per sequence (default 128)"},
+        {"--tokens", ARG_STR, &ids, "token ids [tokens] (int32/int64 .npy)"},
+        {"--dtype", ARG_STR, &dtype, "storage dtype f32, f16 or bf16 (default f32)"},
+        {NULL, 0, NULL, NULL}};
+    int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
+    if (rc) return rc;
+    if (!db || !hook || !npy) return cli_usage_error(argv[0], "--npy, --db and --hook are required");
+    if (seq_len < 0) return cli_usage_error(argv[0], "--seq-len must be positive");
+    int dt;
+    if (store_dtype_parse(dtype, &dt)) return cli_usage_error(argv[0], "%s", err_msg());
+    store *s;
+    if (store_open(&s, db, STORE_CREATE)) return cli_fail(argv[0]);
+    int64_t rows = 0, seqs = 0;
+    rc = ext_import_npy(s, npy, ids, hook, seq_len, dt, &rows, &seqs);
+    store_close(s);
+    if (rc) return cli_fail(argv[0]);
+    printf("imported %s into %s: %lld tokens in %lld sequences as hook %s (%s)\n", npy, db,
+           (long long)rows, (long long)seqs, hook, dtype);
+    return 0;
+}

@@ -1,0 +1,65 @@
+/* cmd_info.c - `saelite info`: what a database holds. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "store/store.h"
+
+CLI_COMMAND(info, "Summarize a database (models, hooks, tokens, sizes)", "saelite info --db FILE")
+
+static const char *mb(char *buf, int64_t bytes)
+{
+    snprintf(buf, 32, "%.1f MB", (double)bytes / 1e6);
+    return buf;
+}
+
+int cmd_info(int argc, char **argv)
+{
+    const char *db = NULL;
+    const char *pos[1];
+    int npos = 0;
+    arg_spec spec[] = {{"--db", ARG_STR, &db, "database file"}, {NULL, 0, NULL, NULL}};
+    int rc = args_parse(argv[0], argc, argv, spec, pos, 1, &npos);
+    if (rc) return rc;
+    if (!db && npos) db = pos[0];
+    if (!db) return cli_usage_error(argv[0], "--db is required");
+    store *s;
+    if (store_open(&s, db, STORE_READONLY)) return cli_fail(argv[0]);
+    store_summary sm;
+    store_model *ms = NULL;
+    store_hook *hs = NULL;
+    size_t nm = 0, nh = 0;
+    char parts[32][64];
+    int vers[32], np = 0;
+    int64_t runs_done = 0, runs_open = 0;
+    rc = store_summary_get(s, &sm);
+    if (!rc) rc = store_model_list(s, &ms, &nm);
+    if (!rc) rc = store_hook_list(s, &hs, &nh);
+    if (!rc) rc = store_part_list(s, parts, vers, 32, &np);
+    if (!rc) rc = store_run_counts(s, &runs_done, &runs_open);
+    if (!rc) {
+        char b1[32], b2[32];
+        printf("%s: saelite store, schema version %d, %s on disk (%s of activations)\n", db,
+               sm.version, mb(b1, sm.file_bytes), mb(b2, sm.act_bytes));
+        printf("documents %lld, sequences %lld, tokens %lld\n", (long long)sm.n_documents,
+               (long long)sm.n_sequences, (long long)sm.n_tokens);
+        for (size_t i = 0; i < nm; i++)
+            printf("model %lld: %s (%s)%s%s\n", (long long)ms[i].id, ms[i].name, ms[i].path,
+                   ms[i].checksum[0] ? ", checksum " : "", ms[i].checksum);
+        for (size_t i = 0; i < nh; i++) {
+            int64_t bytes = hs[i].n_tokens * hs[i].width * store_dtype_size(hs[i].dtype);
+            printf("hook %lld: %s (model %lld), width %d, %s, seq_len %d: %lld sequences, %lld "
+                   "tokens, %s\n", (long long)hs[i].id, hs[i].name, (long long)hs[i].model_id,
+                   hs[i].width, store_dtype_name(hs[i].dtype), hs[i].seq_len,
+                   (long long)hs[i].n_seqs, (long long)hs[i].n_tokens, mb(b1, bytes));
+        }
+        printf("runs: %lld finished, %lld unfinished%s\n", (long long)runs_done,
+               (long long)runs_open, runs_open ? " (rerun the same extract command to resume)" : "");
+        for (int i = 0; i < np; i++) printf("schema part %s: version %d\n", parts[i], vers[i]);
+    }
+    mem_free(ms);
+    mem_free(hs);
+    store_close(s);
+    return rc ? cli_fail(argv[0]) : 0;
+}

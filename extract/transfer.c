@@ -1,0 +1,210 @@
+/* transfer.c - `saelite export` / `saelite import`: activations between the store and .npy files
+ * (see extract.h: ext_export_npy, ext_import_npy). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/npy.h"
+#include "extract/extract.h"
+#include "store/store.h"
+
+/* npy 1.0 header for a C-order array, padded so the data starts at a multiple of 64. */
+static int npy_header(FILE *f, const char *descr, int64_t rows, int64_t cols, int ndim)
+{
+    char dict[200];
+    int n = ndim == 1 ? snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, "
+                                 "'shape': (%lld,), }", descr, (long long)rows)
+                      : snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, "
+                                 "'shape': (%lld, %lld), }", descr, (long long)rows, (long long)cols);
+    int total = 10 + n + 1;
+    int pad = (64 - total % 64) % 64;
+    unsigned hl = (unsigned)(n + pad + 1);
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff),
+                             (unsigned char)(hl >> 8)};
+    if (fwrite(pre, 1, 10, f) != 10 || fwrite(dict, 1, (size_t)n, f) != (size_t)n) return -1;
+    for (int i = 0; i < pad; i++)
+        if (fputc(' ', f) == EOF) return -1;
+    return fputc('\n', f) == EOF ? -1 : 0;
+}
+
+/* Streams rows into path.tmp, renamed over path at the end. */
+typedef struct {
+    FILE *f;
+    char path[4096], tmp[4120];
+} npy_out;
+
+static int out_open(npy_out *o, const char *path, const char *descr, int64_t rows, int64_t cols,
+                    int ndim)
+{
+    snprintf(o->path, sizeof o->path, "%s", path);
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", path, (int)getpid());
+    o->f = fopen(o->tmp, "wb");
+    if (!o->f) return err_set(ERR_IO, "%s: cannot create: %s", o->tmp, strerror(errno));
+    if (npy_header(o->f, descr, rows, cols, ndim)) {
+        int e = errno;
+        fclose(o->f);
+        unlink(o->tmp);
+        o->f = NULL;
+        return err_set(ERR_IO, "%s: write error: %s", o->tmp, strerror(e));
+    }
+    return OK;
+}
+
+static int out_close(npy_out *o, int ok)
+{
+    if (!o->f) return OK;
+    int bad = ferror(o->f);
+    int e = errno;
+    if (fclose(o->f) != 0) {
+        bad = 1;
+        e = errno;
+    }
+    o->f = NULL;
+    if (ok && !bad && rename(o->tmp, o->path) == 0) return OK;
+    if (ok && !bad) e = errno;
+    unlink(o->tmp);
+    return ok ? err_set(ERR_IO, "%s: write failed: %s", o->path, strerror(e)) : OK;
+}
+
+int ext_export_npy(store *s, const char *hook, const char *npy, const char *tokens_npy,
+                   int64_t limit, int64_t *rows_out, int *width_out)
+{
+    store_hook h;
+    int rc = store_hook_find(s, hook, &h);
+    if (rc) return rc;
+    int64_t *seqs;
+    size_t n;
+    if ((rc = store_seq_list(s, h.id, STORE_SPLIT_ALL, 0, &seqs, &n))) return rc;
+    int64_t rows = h.n_tokens;
+    if (limit > 0 && limit < rows) rows = limit;
+    float *buf = mem_alloc((size_t)h.seq_len * (size_t)h.width * sizeof(float));
+    int *ids = mem_alloc((size_t)h.seq_len * sizeof(int));
+    npy_out a = {0}, t = {0};
+    if (!buf || !ids) rc = err_set(ERR_NOMEM, "out of memory");
+    if (!rc) rc = out_open(&a, npy, "<f4", rows, h.width, 2);
+    if (!rc && tokens_npy) rc = out_open(&t, tokens_npy, "<i4", rows, 0, 1);
+    int64_t done = 0;
+    for (size_t i = 0; !rc && i < n && done < rows; i++) {
+        int T = 0;
+        if ((rc = store_act_read(s, h.id, seqs[i], buf, &T))) break;
+        int64_t take = rows - done < T ? rows - done : T;
+        if (fwrite(buf, sizeof(float) * (size_t)h.width, (size_t)take, a.f) != (size_t)take)
+            rc = err_set(ERR_IO, "%s: write error: %s", npy, strerror(errno));
+        if (!rc && tokens_npy) {
+            int tn = h.seq_len;
+            rc = store_seq_tokens(s, seqs[i], ids, &tn);
+            if (!rc && tn != T)
+                rc = err_set(ERR_FORMAT, "sequence %lld: %d token ids for %d activation rows",
+                             (long long)seqs[i], tn, T);
+            if (rc == ERR_NOTFOUND)
+                rc = err_wrap(rc, "--tokens-npy: the store has no token ids for hook %s", hook);
+            if (!rc && fwrite(ids, sizeof(int), (size_t)take, t.f) != (size_t)take)
+                rc = err_set(ERR_IO, "%s: write error: %s", tokens_npy, strerror(errno));
+        }
+        done += take;
+    }
+    if (!rc && done != rows)
+        rc = err_set(ERR_FORMAT, "%s: hook %s: found %lld activation rows, expected %lld",
+                     store_path(s), hook, (long long)done, (long long)rows);
+    int rc2 = out_close(&a, !rc);
+    if (!rc) rc = rc2;
+    rc2 = out_close(&t, !rc);
+    if (!rc) rc = rc2;
+    if (rc) unlink(npy); /* an earlier rename of the activations must not stay without its ids */
+    mem_free(buf);
+    mem_free(ids);
+    mem_free(seqs);
+    if (!rc) {
+        *rows_out = rows;
+        *width_out = h.width;
+    }
+    return rc;
+}
+
+int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char *hook,
+                   int seq_len, int dtype, int64_t *rows_out, int64_t *seqs_out)
+{
+    float *x = NULL;
+    int64_t *tok = NULL;
+    int nd = 0, tnd = 0;
+    int64_t shape[NPY_MAX_DIMS], tshape[NPY_MAX_DIMS];
+    int rc = npy_read(npy, &x, &nd, shape);
+    if (rc) return rc;
+    if (nd != 2 || shape[0] < 1 || shape[1] < 1 || shape[1] > (1 << 24)) {
+        mem_free(x);
+        return err_set(ERR_SHAPE, "%s: want a [tokens, width] array, got %d dims", npy, nd);
+    }
+    int64_t N = shape[0];
+    int W = (int)shape[1];
+    if (seq_len < 1) seq_len = N < 128 ? (int)N : 128;
+    if (tokens_npy) {
+        rc = npy_read_i64(tokens_npy, &tok, &tnd, tshape);
+        int64_t tn = 1;
+        for (int i = 0; !rc && i < tnd; i++) tn *= tshape[i];
+        if (!rc && tn != N)
+            rc = err_set(ERR_SHAPE, "%s: %lld token ids for %lld activation rows in %s", tokens_npy,
+                         (long long)tn, (long long)N, npy);
+        for (int64_t i = 0; !rc && i < N; i++)
+            if (tok[i] < 0 || tok[i] > 0x7fffffff)
+                rc = err_set(ERR_FORMAT, "%s: token id %lld at %lld out of range", tokens_npy,
+                             (long long)tok[i], (long long)i);
+    }
+    for (int64_t i = 0; !rc && i < N * W; i++)
+        if (x[i] != x[i] || x[i] - x[i] != 0)
+            rc = err_set(ERR_FORMAT, "%s: non-finite value at row %lld", npy, (long long)(i / W));
+    int *ids = rc ? NULL : mem_alloc((size_t)seq_len * sizeof(int));
+    if (!rc && !ids) rc = err_set(ERR_NOMEM, "out of memory");
+    if (!rc) rc = store_begin(s);
+    int64_t model_id = 0, doc_id = 0, nseq = 0;
+    store_hook h;
+    if (!rc) {
+        /* A name that already holds extracted activations stays theirs. */
+        store_hook *hs = NULL;
+        size_t nh = 0;
+        rc = store_hook_list(s, &hs, &nh);
+        if (!rc) rc = store_model_add(s, "import", "(imported .npy)", "{}", "", &model_id);
+        for (size_t i = 0; !rc && i < nh; i++)
+            if (!strcmp(hs[i].name, hook) && hs[i].model_id != model_id)
+                rc = err_set(ERR_ARG, "%s: hook %s already holds extracted activations; import "
+                             "under another --hook name", store_path(s), hook);
+        mem_free(hs);
+    }
+    if (!rc) rc = store_hook_add(s, model_id, hook, -1, W, dtype, seq_len, &h);
+    if (!rc) {
+        const char *base = strrchr(npy, '/');
+        rc = store_doc_add(s, npy, 0, base ? base + 1 : npy, NULL, NULL, 0, &doc_id);
+    }
+    for (int64_t start = 0; !rc && start < N; start += seq_len, nseq++) {
+        int T = (int)(N - start < seq_len ? N - start : seq_len);
+        int64_t seq;
+        int ins = 0;
+        for (int t = 0; t < T; t++) ids[t] = tok ? (int)tok[start + t] : 0;
+        rc = store_seq_add(s, doc_id, start, 0, tok ? ids : NULL, T, &seq, &ins);
+        if (!rc && ins && tok) rc = store_tokens_add(s, seq, T, ids, NULL, NULL, NULL, NULL);
+        if (!rc) rc = store_act_write(s, h.id, seq, x + start * W, T);
+    }
+    if (!rc) {
+        char params[9000], a[4200], b[300];
+        ext_json_str(a, sizeof a, npy);
+        ext_json_str(b, sizeof b, hook);
+        snprintf(params, sizeof params, "{\"npy\": %s, \"hook\": %s, \"seq_len\": %d, \"dtype\": \"%s\"}",
+                 a, b, seq_len, store_dtype_name(dtype));
+        int64_t run;
+        int was;
+        rc = store_run_begin(s, "import", params, &run, &was);
+        if (!rc) rc = store_run_done(s, run);
+    }
+    if (!rc) rc = store_commit(s);
+    if (rc) store_rollback(s);
+    mem_free(ids);
+    mem_free(x);
+    mem_free(tok);
+    if (!rc) {
+        *rows_out = N;
+        *seqs_out = nseq;
+    }
+    return rc;
+}

@@ -1,0 +1,984 @@
+/* gpt2.c - GPT-2 loading, hooked forward, backward (see gpt2.h). */
+#include "model/gpt2.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "model/ops.h"
+
+/* per-block hook kinds, in firing order */
+enum {
+    HK_RESID_PRE, HK_LN1, HK_Q, HK_K, HK_V, HK_SCORES, HK_PATTERN, HK_Z, HK_ATTN_OUT, HK_RESID_MID,
+    HK_LN2, HK_MLP_PRE, HK_MLP_POST, HK_MLP_OUT, HK_RESID_POST, HK_PER_BLOCK
+};
+static const char *const hk_suffix[HK_PER_BLOCK] = {
+    "hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k", "attn.hook_v",
+    "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "hook_attn_out",
+    "hook_resid_mid", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_post", "hook_mlp_out",
+    "hook_resid_post"};
+#define HP_EMBED 0
+#define HP_POS 1
+#define HP_BLOCK(l, k) (2 + (l) * HK_PER_BLOCK + (k))
+#define HP_LNF(L) (2 + (L) * HK_PER_BLOCK)
+
+typedef struct {
+    gpt2_hook_fn fn;
+    void *user;
+} hook_cb;
+
+typedef struct {
+    char name[64];
+    int layer, width;
+    hook_cb *cbs;
+    int ncb;
+} hook_point;
+
+/* per-layer parameter pointers */
+typedef struct {
+    float *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw,
+        *fcprojb;
+} layer_params;
+
+typedef struct {
+    float *p;
+    size_t cap;
+} buf;
+
+struct gpt2_model {
+    gpt2_config cfg;
+    int gelu;
+    int tied;
+    float *params, *grads;
+    size_t nparams;
+    gpt2_tensor *tab;
+    int ntab;
+    float *wte, *wpe, *lnfw, *lnfb, *lm_head;
+    layer_params *lp;
+
+    hook_point *hp;
+    int nhp;
+    int last_hook_layer; /* -2 none, -1 embeddings only, l, or n_layer for ln_final */
+
+    int train;
+    /* activations; in training mode the per-layer ones hold n_layer slices */
+    buf embed, pos, resid, mid, ln1, ln1m, ln1r, q, k, v, att, z, attn_out, ln2, ln2m, ln2r, pre,
+        post, mlp_out, lnf, lnfm, lnfr, logits;
+    /* backward scratch */
+    buf dres, dln, dq, dk, dv, datt, dz, dpre, dpost;
+    int *targets_copy;
+    size_t targets_cap;
+    int logits_valid;
+    int lastB, lastT;
+    int layers_run; /* blocks computed by the last forward (tests check early stop) */
+};
+
+/* ---- RNG -------------------------------------------------------------------------------- */
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+void gpt2_rng_seed(gpt2_rng *r, uint64_t seed)
+{
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&seed);
+}
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+uint64_t gpt2_rng_next(gpt2_rng *r)
+{
+    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+double gpt2_rng_uniform(gpt2_rng *r) { return (double)(gpt2_rng_next(r) >> 11) * 0x1.0p-53; }
+double gpt2_rng_normal(gpt2_rng *r)
+{
+    double u1 = gpt2_rng_uniform(r), u2 = gpt2_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* ---- buffers ---------------------------------------------------------------------------- */
+static int buf_need(buf *b, size_t n)
+{
+    if (b->cap >= n) return OK;
+    mem_free_aligned(b->p);
+    b->p = mem_alloc_aligned(sizeof(float) * (n ? n : 1));
+    if (!b->p) {
+        b->cap = 0;
+        return err_set(ERR_NOMEM, "out of memory for %zu activations", n);
+    }
+    b->cap = n;
+    return OK;
+}
+
+static void free_bufs(gpt2_model *m)
+{
+    buf *all[] = {&m->embed, &m->pos, &m->resid, &m->mid, &m->ln1, &m->ln1m, &m->ln1r, &m->q,
+                  &m->k, &m->v, &m->att, &m->z, &m->attn_out, &m->ln2, &m->ln2m, &m->ln2r,
+                  &m->pre, &m->post, &m->mlp_out, &m->lnf, &m->lnfm, &m->lnfr, &m->logits,
+                  &m->dres, &m->dln, &m->dq, &m->dk, &m->dv, &m->datt, &m->dz, &m->dpre,
+                  &m->dpost};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        mem_free_aligned(all[i]->p);
+        all[i]->p = NULL;
+        all[i]->cap = 0;
+    }
+}
+
+/* ---- parameter table -------------------------------------------------------------------- */
+static void tab_add(gpt2_model *m, size_t *off, const char *name, int ndim, int64_t a, int64_t b)
+{
+    gpt2_tensor *t = &m->tab[m->ntab++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->shape[0] = a;
+    t->shape[1] = ndim > 1 ? b : 1;
+    t->numel = (size_t)a * (ndim > 1 ? (size_t)b : 1);
+    t->offset = *off;
+    t->decay = ndim == 2;
+    *off += t->numel;
+}
+
+static float *tab_ptr(gpt2_model *m, int i) { return m->params + m->tab[i].offset; }
+
+static int check_cfg(const gpt2_config *c, const char *where)
+{
+    if (c->n_layer < 1 || c->n_layer > 1000 || c->n_head < 1 || c->n_embd < 1 ||
+        c->n_embd > 65536 || c->n_embd % c->n_head || c->n_ctx < 1 || c->n_ctx > 1 << 20 ||
+        c->vocab_size < 1 || c->vocab_size > 1 << 24 || c->n_inner < 1 || c->n_inner > 1 << 20 ||
+        !(c->ln_eps > 0 && c->ln_eps < 1))
+        return err_set(ERR_FORMAT,
+                       "%s: invalid model shape (n_layer %d, n_head %d, n_embd %d, n_positions %d, "
+                       "vocab_size %d, n_inner %d, eps %g): n_embd must be a multiple of n_head and "
+                       "all sizes positive",
+                       where, c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size, c->n_inner,
+                       (double)c->ln_eps);
+    return OK;
+}
+
+static int model_alloc(gpt2_model **out, const gpt2_config *cfg, int tied, int gelu)
+{
+    gpt2_model *m = mem_calloc(1, sizeof *m);
+    if (!m) return err_set(ERR_NOMEM, "out of memory");
+    m->cfg = *cfg;
+    m->tied = tied;
+    m->gelu = gelu;
+    int L = cfg->n_layer, C = cfg->n_embd, F = cfg->n_inner, V = cfg->vocab_size, N = cfg->n_ctx;
+    m->tab = mem_calloc((size_t)(L * 12 + 5), sizeof *m->tab);
+    m->lp = mem_calloc((size_t)L, sizeof *m->lp);
+    m->nhp = 2 + L * HK_PER_BLOCK + 1;
+    m->hp = mem_calloc((size_t)m->nhp, sizeof *m->hp);
+    if (!m->tab || !m->lp || !m->hp) goto nomem;
+    size_t off = 0;
+    char nm[64];
+    tab_add(m, &off, "wte.weight", 2, V, C);
+    tab_add(m, &off, "wpe.weight", 2, N, C);
+    for (int l = 0; l < L; l++) {
+#define ADD(suffix, nd, a, b)                                                                  \
+    snprintf(nm, sizeof nm, "h.%d.%s", l, suffix);                                             \
+    tab_add(m, &off, nm, nd, a, b)
+        ADD("ln_1.weight", 1, C, 0);
+        ADD("ln_1.bias", 1, C, 0);
+        ADD("attn.c_attn.weight", 2, C, 3 * C);
+        ADD("attn.c_attn.bias", 1, 3 * C, 0);
+        ADD("attn.c_proj.weight", 2, C, C);
+        ADD("attn.c_proj.bias", 1, C, 0);
+        ADD("ln_2.weight", 1, C, 0);
+        ADD("ln_2.bias", 1, C, 0);
+        ADD("mlp.c_fc.weight", 2, C, F);
+        ADD("mlp.c_fc.bias", 1, F, 0);
+        ADD("mlp.c_proj.weight", 2, F, C);
+        ADD("mlp.c_proj.bias", 1, C, 0);
+#undef ADD
+    }
+    tab_add(m, &off, "ln_f.weight", 1, C, 0);
+    tab_add(m, &off, "ln_f.bias", 1, C, 0);
+    if (!tied) tab_add(m, &off, "lm_head.weight", 2, V, C);
+    m->nparams = off;
+    m->params = mem_alloc_aligned(sizeof(float) * off);
+    if (!m->params) goto nomem;
+    m->wte = tab_ptr(m, 0);
+    m->wpe = tab_ptr(m, 1);
+    for (int l = 0; l < L; l++) {
+        layer_params *p = &m->lp[l];
+        int b = 2 + 12 * l;
+        p->ln1w = tab_ptr(m, b + 0);
+        p->ln1b = tab_ptr(m, b + 1);
+        p->qkvw = tab_ptr(m, b + 2);
+        p->qkvb = tab_ptr(m, b + 3);
+        p->attprojw = tab_ptr(m, b + 4);
+        p->attprojb = tab_ptr(m, b + 5);
+        p->ln2w = tab_ptr(m, b + 6);
+        p->ln2b = tab_ptr(m, b + 7);
+        p->fcw = tab_ptr(m, b + 8);
+        p->fcb = tab_ptr(m, b + 9);
+        p->fcprojw = tab_ptr(m, b + 10);
+        p->fcprojb = tab_ptr(m, b + 11);
+    }
+    m->lnfw = tab_ptr(m, 2 + 12 * L);
+    m->lnfb = tab_ptr(m, 3 + 12 * L);
+    m->lm_head = tied ? m->wte : tab_ptr(m, 4 + 12 * L);
+    /* hook points */
+    snprintf(m->hp[HP_EMBED].name, 64, "hook_embed");
+    snprintf(m->hp[HP_POS].name, 64, "hook_pos_embed");
+    m->hp[HP_EMBED].layer = m->hp[HP_POS].layer = -1;
+    m->hp[HP_EMBED].width = m->hp[HP_POS].width = C;
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < HK_PER_BLOCK; k++) {
+            hook_point *h = &m->hp[HP_BLOCK(l, k)];
+            snprintf(h->name, sizeof h->name, "blocks.%d.%s", l, hk_suffix[k]);
+            h->layer = l;
+            h->width = (k == HK_MLP_PRE || k == HK_MLP_POST) ? F
+                     : (k == HK_SCORES || k == HK_PATTERN) ? cfg->n_head : C;
+        }
+    snprintf(m->hp[HP_LNF(L)].name, 64, "ln_final.hook_normalized");
+    m->hp[HP_LNF(L)].layer = -1;
+    m->hp[HP_LNF(L)].width = C;
+    m->last_hook_layer = -2;
+    *out = m;
+    return OK;
+nomem:
+    gpt2_free(m);
+    return err_set(ERR_NOMEM, "out of memory for a %d-layer model", L);
+}
+
+void gpt2_free(gpt2_model *m)
+{
+    if (!m) return;
+    free_bufs(m);
+    if (m->hp)
+        for (int i = 0; i < m->nhp; i++) mem_free(m->hp[i].cbs);
+    mem_free(m->hp);
+    mem_free(m->tab);
+    mem_free(m->lp);
+    mem_free_aligned(m->params);
+    mem_free_aligned(m->grads);
+    mem_free(m->targets_copy);
+    mem_free(m);
+}
+
+const gpt2_config *gpt2_cfg(const gpt2_model *m) { return &m->cfg; }
+int gpt2_tied(const gpt2_model *m) { return m->tied; }
+const gpt2_tensor *gpt2_param_table(const gpt2_model *m, int *n)
+{
+    *n = m->ntab;
+    return m->tab;
+}
+float *gpt2_params(gpt2_model *m, size_t *n)
+{
+    if (n) *n = m->nparams;
+    return m->params;
+}
+float *gpt2_grads(gpt2_model *m) { return m->grads; }
+
+const float *gpt2_param(const gpt2_model *m, const char *name, int *ndim, int64_t shape[2])
+{
+    const char *nm = name;
+    if (m->tied && !strcmp(name, "lm_head.weight")) nm = "wte.weight";
+    for (int i = 0; i < m->ntab; i++)
+        if (!strcmp(m->tab[i].name, nm)) {
+            if (ndim) *ndim = m->tab[i].ndim;
+            if (shape) {
+                shape[0] = m->tab[i].shape[0];
+                shape[1] = m->tab[i].shape[1];
+            }
+            return m->params + m->tab[i].offset;
+        }
+    return NULL;
+}
+
+/* ---- create / save ---------------------------------------------------------------------- */
+int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
+{
+    int rc = check_cfg(cfg, "init-model");
+    if (rc) return rc;
+    gpt2_model *m;
+    if ((rc = model_alloc(&m, cfg, 1, OP_GELU_TANH))) return rc;
+    gpt2_rng r;
+    gpt2_rng_seed(&r, seed);
+    double proj_std = 0.02 / sqrt(2.0 * cfg->n_layer);
+    for (int i = 0; i < m->ntab; i++) {
+        gpt2_tensor *t = &m->tab[i];
+        float *p = m->params + t->offset;
+        const char *n = t->name;
+        if (t->ndim == 2) {
+            double sd = strstr(n, "c_proj.weight") ? proj_std : 0.02;
+            /* Box-Muller pairs: both outputs used (GPT-2-small has 124M parameters) */
+            for (size_t j = 0; j < t->numel; j += 2) {
+                double u1 = gpt2_rng_uniform(&r), u2 = gpt2_rng_uniform(&r);
+                if (u1 < 1e-300) u1 = 1e-300;
+                double rad = sd * sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
+                p[j] = (float)(rad * cos(th));
+                if (j + 1 < t->numel) p[j + 1] = (float)(rad * sin(th));
+            }
+        } else {
+            float v = strstr(n, "ln_") && strstr(n, ".weight") ? 1.0f : 0.0f;
+            for (size_t j = 0; j < t->numel; j++) p[j] = v;
+        }
+    }
+    *out = m;
+    return OK;
+}
+
+static int write_text_atomic(const char *path, const char *text)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    size_t n = strlen(text);
+    int bad = fwrite(text, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        unlink(tmp);
+        return err_set(ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path)) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
+    }
+    return OK;
+}
+
+static const char *gelu_name(int g) { return g == OP_GELU_ERF ? "gelu" : "gelu_new"; }
+
+int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
+{
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return err_set(ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    const gpt2_config *c = &m->cfg;
+    char json[2048];
+    snprintf(json, sizeof json,
+             "{\n  \"model_type\": \"gpt2\",\n  \"architectures\": [\"GPT2LMHeadModel\"],\n"
+             "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n  \"n_positions\": %d,\n"
+             "  \"n_ctx\": %d,\n  \"vocab_size\": %d,\n  \"n_inner\": %d,\n"
+             "  \"layer_norm_epsilon\": %.9g,\n  \"activation_function\": \"%s\",\n"
+             "  \"tie_word_embeddings\": %s\n}\n",
+             c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->n_ctx, c->vocab_size, c->n_inner,
+             (double)c->ln_eps, gelu_name(m->gelu), m->tied ? "true" : "false");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = write_text_atomic(path, json);
+    if (rc) return rc;
+    st_out *outs = mem_calloc((size_t)m->ntab, sizeof *outs);
+    char(*names)[80] = mem_calloc((size_t)m->ntab, sizeof *names);
+    if (!outs || !names) {
+        mem_free(outs);
+        mem_free(names);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < m->ntab; i++) {
+        const gpt2_tensor *t = &m->tab[i];
+        int top = !strcmp(t->name, "lm_head.weight"); /* HF keeps lm_head outside transformer. */
+        snprintf(names[i], sizeof names[i], "%s%s", prefix && !top ? "transformer." : "", t->name);
+        outs[i].name = names[i];
+        outs[i].dtype = dtype;
+        outs[i].ndim = t->ndim;
+        outs[i].shape[0] = t->shape[0];
+        outs[i].shape[1] = t->shape[1];
+        outs[i].data = m->params + t->offset;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    const char *meta[] = {"format", "pt", NULL};
+    rc = st_write(path, outs, m->ntab, meta);
+    mem_free(outs);
+    mem_free(names);
+    return rc;
+}
+
+/* ---- load ------------------------------------------------------------------------------- */
+static int json_int(const cJSON *root, const char *key, const char *alt, int *out, int dflt,
+                    const char *path)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!it && alt) it = cJSON_GetObjectItemCaseSensitive(root, alt);
+    if (!it || cJSON_IsNull(it)) {
+        if (dflt >= 0) {
+            *out = dflt;
+            return OK;
+        }
+        return err_set(ERR_FORMAT, "%s: missing \"%s\"", path, key);
+    }
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+        fabs(it->valuedouble) > 2e9)
+        return err_set(ERR_FORMAT, "%s: \"%s\" must be an integer", path, key);
+    *out = (int)it->valuedouble;
+    return OK;
+}
+
+static int read_file_all(const char *path, char **out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) || ftell(f) < 0) {
+        fclose(f);
+        return err_set(ERR_IO, "%s: cannot seek", path);
+    }
+    long n = ftell(f);
+    rewind(f);
+    if (n > 1 << 24) {
+        fclose(f);
+        return err_set(ERR_FORMAT, "%s: too large for a config (%ld bytes)", path, n);
+    }
+    char *s = mem_alloc((size_t)n + 1);
+    if (!s) {
+        fclose(f);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    if (fread(s, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        mem_free(s);
+        return err_set(ERR_IO, "%s: read failed", path);
+    }
+    fclose(f);
+    s[n] = 0;
+    *out = s;
+    return OK;
+}
+
+static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = NULL;
+    int rc = read_file_all(path, &text);
+    if (rc) return rc;
+    cJSON *root = cJSON_Parse(text);
+    mem_free(text);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return err_set(ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    memset(c, 0, sizeof *c);
+    if ((rc = json_int(root, "n_layer", NULL, &c->n_layer, -1, path)) ||
+        (rc = json_int(root, "n_head", NULL, &c->n_head, -1, path)) ||
+        (rc = json_int(root, "n_embd", NULL, &c->n_embd, -1, path)) ||
+        (rc = json_int(root, "n_positions", "n_ctx", &c->n_ctx, -1, path)) ||
+        (rc = json_int(root, "vocab_size", NULL, &c->vocab_size, -1, path)) ||
+        (rc = json_int(root, "n_inner", NULL, &c->n_inner, 0, path)))
+        goto out;
+    if (c->n_inner == 0) c->n_inner = 4 * c->n_embd;
+    c->ln_eps = 1e-5f;
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
+    if (e && !cJSON_IsNull(e)) {
+        if (!cJSON_IsNumber(e)) {
+            rc = err_set(ERR_FORMAT, "%s: \"layer_norm_epsilon\" must be a number", path);
+            goto out;
+        }
+        c->ln_eps = (float)e->valuedouble;
+    }
+    *gelu = OP_GELU_TANH;
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
+    if (a && cJSON_IsString(a)) {
+        if (!strcmp(a->valuestring, "gelu_new") || !strcmp(a->valuestring, "gelu_pytorch_tanh"))
+            *gelu = OP_GELU_TANH;
+        else if (!strcmp(a->valuestring, "gelu")) *gelu = OP_GELU_ERF;
+        else {
+            rc = err_set(ERR_FORMAT,
+                         "%s: activation_function \"%s\" is not supported (gelu_new, "
+                         "gelu_pytorch_tanh, gelu)",
+                         path, a->valuestring);
+            goto out;
+        }
+    }
+    *tie_flag = 1;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (t && cJSON_IsFalse(t)) *tie_flag = 0;
+    rc = check_cfg(c, path);
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+static int is_buffer_name(const char *n)
+{
+    size_t len = strlen(n);
+    return (len >= 10 && !strcmp(n + len - 10, ".attn.bias")) ||
+           (len >= 17 && !strcmp(n + len - 17, ".attn.masked_bias"));
+}
+
+int gpt2_load(gpt2_model **out, const char *dir)
+{
+    gpt2_config cfg;
+    int gelu = OP_GELU_TANH, tie_flag = 1, rc;
+    if ((rc = load_config(dir, &cfg, &gelu, &tie_flag))) return rc;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    st_file *f;
+    if ((rc = st_open(&f, path))) return rc;
+    const char *pre = st_find(f, "transformer.wte.weight") ? "transformer." : "";
+    int has_head = st_find(f, "lm_head.weight") || st_find(f, "transformer.lm_head.weight");
+    if (!has_head && !tie_flag) {
+        st_close(f);
+        return err_set(ERR_FORMAT,
+                       "%s: missing tensor 'lm_head.weight' (config says tie_word_embeddings "
+                       "false)",
+                       path);
+    }
+    gpt2_model *m;
+    if ((rc = model_alloc(&m, &cfg, !has_head, gelu))) {
+        st_close(f);
+        return rc;
+    }
+    /* every tensor in the file must be known (catches configs that do not fit the file) */
+    size_t plen = strlen(pre);
+    for (int i = 0; i < st_count(f); i++) {
+        const char *n = st_at(f, i)->name;
+        if (plen && !strncmp(n, pre, plen)) n += plen;
+        if (is_buffer_name(n)) continue;
+        int known = 0;
+        for (int j = 0; j < m->ntab && !known; j++) known = !strcmp(m->tab[j].name, n);
+        if (!known) {
+            rc = err_set(ERR_FORMAT,
+                         "%s: unexpected tensor '%s' for a %d-layer GPT-2 (wrong config.json?)",
+                         path, st_at(f, i)->name, cfg.n_layer);
+            goto fail;
+        }
+    }
+    for (int j = 0; j < m->ntab; j++) {
+        char nm[160];
+        const gpt2_tensor *t = &m->tab[j];
+        if (!strcmp(t->name, "lm_head.weight") && st_find(f, "lm_head.weight"))
+            snprintf(nm, sizeof nm, "lm_head.weight");
+        else snprintf(nm, sizeof nm, "%s%s", pre, t->name);
+        if ((rc = st_load_f32(f, nm, t->ndim, t->shape, m->params + t->offset))) {
+            if (rc == ERR_SHAPE)
+                err_wrap(rc, "config.json (n_layer %d, n_embd %d, n_inner %d, vocab %d, ctx %d) "
+                             "does not fit: ",
+                         cfg.n_layer, cfg.n_embd, cfg.n_inner, cfg.vocab_size, cfg.n_ctx);
+            if (rc == ERR_NOTFOUND) rc = ERR_FORMAT;
+            goto fail;
+        }
+    }
+    st_close(f);
+    *out = m;
+    return OK;
+fail:
+    st_close(f);
+    gpt2_free(m);
+    return rc;
+}
+
+/* ---- hooks ------------------------------------------------------------------------------ */
+static void update_last_hook_layer(gpt2_model *m)
+{
+    int L = m->cfg.n_layer, last = -2;
+    for (int i = 0; i < m->nhp; i++) {
+        if (!m->hp[i].ncb) continue;
+        int l = i < 2 ? -1 : i == HP_LNF(L) ? L : m->hp[i].layer;
+        if (l > last) last = l;
+    }
+    m->last_hook_layer = last;
+}
+
+static int pattern_match(const char *pat, const char *name)
+{
+    size_t n = strlen(pat);
+    if (n && pat[n - 1] == '*') return !strncmp(pat, name, n - 1);
+    return !strcmp(pat, name);
+}
+
+int gpt2_hook_add(gpt2_model *m, const char *pattern, gpt2_hook_fn fn, void *user)
+{
+    int matched = 0;
+    for (int i = 0; i < m->nhp; i++) {
+        if (!pattern_match(pattern, m->hp[i].name)) continue;
+        hook_point *h = &m->hp[i];
+        hook_cb *nc = mem_realloc(h->cbs, sizeof *nc * (size_t)(h->ncb + 1));
+        if (!nc) return err_set(ERR_NOMEM, "out of memory");
+        h->cbs = nc;
+        h->cbs[h->ncb].fn = fn;
+        h->cbs[h->ncb].user = user;
+        h->ncb++;
+        matched++;
+    }
+    if (!matched) {
+        int L = m->cfg.n_layer;
+        return err_set(ERR_NOTFOUND,
+                       "no hook point matches '%s'; valid: hook_embed, hook_pos_embed, "
+                       "blocks.{0..%d}.{hook_resid_pre, ln1.hook_normalized, attn.hook_q, "
+                       "attn.hook_k, attn.hook_v, attn.hook_attn_scores, attn.hook_pattern, "
+                       "attn.hook_z, hook_attn_out, hook_resid_mid, ln2.hook_normalized, "
+                       "mlp.hook_pre, mlp.hook_post, hook_mlp_out, hook_resid_post}, "
+                       "ln_final.hook_normalized (or a prefix ending in '*')",
+                       pattern, L - 1);
+    }
+    update_last_hook_layer(m);
+    return OK;
+}
+
+void gpt2_hook_clear(gpt2_model *m)
+{
+    for (int i = 0; i < m->nhp; i++) {
+        mem_free(m->hp[i].cbs);
+        m->hp[i].cbs = NULL;
+        m->hp[i].ncb = 0;
+    }
+    m->last_hook_layer = -2;
+}
+
+int gpt2_hook_count(const gpt2_model *m) { return m->nhp; }
+const char *gpt2_hook_name(const gpt2_model *m, int i)
+{
+    return i >= 0 && i < m->nhp ? m->hp[i].name : NULL;
+}
+
+int gpt2_hook_info(const gpt2_model *m, const char *name, int *layer, int *width)
+{
+    for (int i = 0; i < m->nhp; i++)
+        if (!strcmp(m->hp[i].name, name)) {
+            if (layer) *layer = m->hp[i].layer;
+            if (width) *width = m->hp[i].width;
+            return OK;
+        }
+    return err_set(ERR_NOTFOUND, "unknown hook point '%s' (e.g. blocks.0.hook_resid_post; %d blocks)",
+                   name, m->cfg.n_layer);
+}
+
+/* Fire the callbacks of point id on data with the given shape. */
+static int fire(gpt2_model *m, int id, float *data, int ndim, int64_t a, int64_t b, int64_t c,
+                int64_t d)
+{
+    hook_point *h = &m->hp[id];
+    tensor_view t;
+    memset(&t, 0, sizeof t);
+    t.name = h->name;
+    t.layer = h->layer;
+    t.data = data;
+    t.ndim = ndim;
+    t.shape[0] = a;
+    t.shape[1] = b;
+    t.shape[2] = c;
+    t.shape[3] = ndim > 3 ? d : 1;
+    tensor_set_contiguous(&t);
+    for (int i = 0; i < h->ncb; i++) {
+        err_clear();
+        int r = h->cbs[i].fn(&t, h->cbs[i].user);
+        if (r) {
+            /* a hook that recorded its own error with err_set keeps code and message */
+            if (r > 0 && r < ERR__COUNT && err_msg()[0]) return r;
+            return err_set(ERR_ABORTED, "forward stopped by the hook on %s", h->name);
+        }
+    }
+    return OK;
+}
+
+#define HOOKED(id) (m->hp[id].ncb > 0)
+
+/* ---- forward ---------------------------------------------------------------------------- */
+static int alloc_acts(gpt2_model *m, int B, int T, int logits)
+{
+    const gpt2_config *c = &m->cfg;
+    size_t N = (size_t)B * T, C = c->n_embd, F = c->n_inner, H = c->n_head;
+    size_t Ls = m->train ? (size_t)c->n_layer : 1;
+    int rc = OK;
+    rc |= buf_need(&m->embed, N * C);
+    rc |= buf_need(&m->pos, N * C);
+    rc |= buf_need(&m->resid, (m->train ? Ls + 1 : 1) * N * C);
+    rc |= buf_need(&m->mid, m->train ? Ls * N * C : 1);
+    rc |= buf_need(&m->ln1, Ls * N * C);
+    rc |= buf_need(&m->ln1m, Ls * N);
+    rc |= buf_need(&m->ln1r, Ls * N);
+    rc |= buf_need(&m->q, Ls * N * C);
+    rc |= buf_need(&m->k, Ls * N * C);
+    rc |= buf_need(&m->v, Ls * N * C);
+    rc |= buf_need(&m->att, Ls * (size_t)B * H * T * T);
+    rc |= buf_need(&m->z, Ls * N * C);
+    rc |= buf_need(&m->attn_out, N * C);
+    rc |= buf_need(&m->ln2, Ls * N * C);
+    rc |= buf_need(&m->ln2m, Ls * N);
+    rc |= buf_need(&m->ln2r, Ls * N);
+    rc |= buf_need(&m->pre, Ls * N * F);
+    rc |= buf_need(&m->post, Ls * N * F);
+    rc |= buf_need(&m->mlp_out, N * C);
+    rc |= buf_need(&m->lnf, N * C);
+    rc |= buf_need(&m->lnfm, N);
+    rc |= buf_need(&m->lnfr, N);
+    if (logits) rc |= buf_need(&m->logits, N * (size_t)c->vocab_size);
+    return rc ? err_set(ERR_NOMEM, "out of memory for activations of %d x %d tokens", B, T) : OK;
+}
+
+static int check_tokens(const gpt2_model *m, const int *tokens, int B, int T)
+{
+    if (B < 1 || T < 1) return err_set(ERR_ARG, "empty batch (%d x %d)", B, T);
+    if (T > m->cfg.n_ctx)
+        return err_set(ERR_ARG, "sequence of %d tokens exceeds the model context of %d", T,
+                       m->cfg.n_ctx);
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
+            return err_set(ERR_ARG, "token id %d at position %zu is outside the vocabulary (0..%d)",
+                           tokens[i], i, m->cfg.vocab_size - 1);
+    return OK;
+}
+
+/* The core pass. run_to: last layer to run (n_layer-1 for all); lnf: apply ln_final; logits. */
+static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_to, int do_lnf,
+                        int do_logits)
+{
+    const gpt2_config *c = &m->cfg;
+    int L = c->n_layer, C = c->n_embd, F = c->n_inner, H = c->n_head, V = c->vocab_size;
+    int N = B * T, dh = C / H;
+    float eps = c->ln_eps;
+    int rc;
+    m->logits_valid = 0;
+    m->layers_run = 0;
+    if ((rc = alloc_acts(m, B, T, do_logits))) return rc;
+    m->lastB = B;
+    m->lastT = T;
+    size_t NC = (size_t)N * C, NF = (size_t)N * F, BHTT = (size_t)B * H * T * T;
+    int tr = m->train;
+    float *R = m->resid.p;
+    int he = HOOKED(HP_EMBED), hpz = HOOKED(HP_POS);
+    if (he || hpz) {
+        op_embed_forward(R, m->embed.p, m->pos.p, tokens, m->wte, m->wpe, B, T, C);
+        if (he && (rc = fire(m, HP_EMBED, m->embed.p, 3, B, T, C, 1))) return rc;
+        if (hpz && (rc = fire(m, HP_POS, m->pos.p, 3, B, T, C, 1))) return rc;
+        op_residual_forward(R, m->embed.p, m->pos.p, NC); /* the hooks may have edited them */
+    } else
+        op_embed_forward(R, NULL, NULL, tokens, m->wte, m->wpe, B, T, C);
+    const float *pending_bias = NULL; /* mlp c_proj bias not yet added to the residual */
+    for (int l = 0; l <= run_to; l++) {
+        layer_params *p = &m->lp[l];
+        size_t s = tr ? (size_t)l : 0;
+        float *rpre = tr ? R + (size_t)l * NC : R;
+        float *rmid = tr ? m->mid.p + (size_t)l * NC : R;
+        float *rpost = tr ? R + (size_t)(l + 1) * NC : R;
+        float *ln1 = m->ln1.p + s * NC, *ln1m = m->ln1m.p + s * N, *ln1r = m->ln1r.p + s * N;
+        float *q = m->q.p + s * NC, *k = m->k.p + s * NC, *v = m->v.p + s * NC;
+        float *att = m->att.p + s * BHTT, *z = m->z.p + s * NC;
+        float *ln2 = m->ln2.p + s * NC, *ln2m = m->ln2m.p + s * N, *ln2r = m->ln2r.p + s * N;
+        float *pre = m->pre.p + s * NF, *post = m->post.p + s * NF;
+        int id = HP_BLOCK(l, 0);
+        m->layers_run = l + 1;
+#define HK(k) HOOKED(id + (k))
+        /* --- attention sublayer --- */
+        if (HK(HK_RESID_PRE)) {
+            if (pending_bias) op_add_bias(rpre, pending_bias, N, C);
+            pending_bias = NULL;
+            if ((rc = fire(m, id + HK_RESID_PRE, rpre, 3, B, T, C, 1))) return rc;
+        }
+        op_residual_layernorm_forward(ln1, ln1m, ln1r, rpre, NULL, pending_bias, p->ln1w, p->ln1b,
+                                      eps, N, C);
+        pending_bias = NULL;
+        if (HK(HK_LN1) && (rc = fire(m, id + HK_LN1, ln1, 3, B, T, C, 1))) return rc;
+        op_matmul_forward(q, C, ln1, p->qkvw, 3 * C, p->qkvb, N, C, C, 0.0f);
+        op_matmul_forward(k, C, ln1, p->qkvw + C, 3 * C, p->qkvb + C, N, C, C, 0.0f);
+        op_matmul_forward(v, C, ln1, p->qkvw + 2 * C, 3 * C, p->qkvb + 2 * C, N, C, C, 0.0f);
+        if (HK(HK_Q) && (rc = fire(m, id + HK_Q, q, 4, B, T, H, dh))) return rc;
+        if (HK(HK_K) && (rc = fire(m, id + HK_K, k, 4, B, T, H, dh))) return rc;
+        if (HK(HK_V) && (rc = fire(m, id + HK_V, v, 4, B, T, H, dh))) return rc;
+        op_attention_scores(att, q, k, B, T, C, H);
+        if (HK(HK_SCORES) && (rc = fire(m, id + HK_SCORES, att, 4, B, H, T, T))) return rc;
+        op_attention_softmax(att, B, T, H);
+        if (HK(HK_PATTERN) && (rc = fire(m, id + HK_PATTERN, att, 4, B, H, T, T))) return rc;
+        op_attention_values(z, att, v, B, T, C, H);
+        if (HK(HK_Z) && (rc = fire(m, id + HK_Z, z, 4, B, T, H, dh))) return rc;
+        if (HK(HK_ATTN_OUT)) {
+            float *ao = m->attn_out.p;
+            op_matmul_forward(ao, C, z, p->attprojw, C, p->attprojb, N, C, C, 0.0f);
+            if ((rc = fire(m, id + HK_ATTN_OUT, ao, 3, B, T, C, 1))) return rc;
+            op_residual_forward(rmid, rpre, ao, NC);
+            if (HK(HK_RESID_MID) && (rc = fire(m, id + HK_RESID_MID, rmid, 3, B, T, C, 1)))
+                return rc;
+            op_layernorm_forward(ln2, ln2m, ln2r, rmid, p->ln2w, p->ln2b, eps, N, C);
+        } else {
+            /* accumulate the projection straight into the residual stream */
+            if (rmid != rpre) memcpy(rmid, rpre, sizeof(float) * NC);
+            op_matmul_forward(rmid, C, z, p->attprojw, C, NULL, N, C, C, 1.0f);
+            if (HK(HK_RESID_MID)) {
+                op_add_bias(rmid, p->attprojb, N, C);
+                if ((rc = fire(m, id + HK_RESID_MID, rmid, 3, B, T, C, 1))) return rc;
+                op_layernorm_forward(ln2, ln2m, ln2r, rmid, p->ln2w, p->ln2b, eps, N, C);
+            } else
+                op_residual_layernorm_forward(ln2, ln2m, ln2r, rmid, NULL, p->attprojb, p->ln2w,
+                                              p->ln2b, eps, N, C);
+        }
+        /* --- MLP sublayer --- */
+        if (HK(HK_LN2) && (rc = fire(m, id + HK_LN2, ln2, 3, B, T, C, 1))) return rc;
+        op_matmul_forward(pre, F, ln2, p->fcw, F, NULL, N, C, F, 0.0f);
+        op_bias_gelu_forward(post, pre, p->fcb, N, F, m->gelu);
+        if (HK(HK_MLP_PRE)) {
+            if ((rc = fire(m, id + HK_MLP_PRE, pre, 3, B, T, F, 1))) return rc;
+            /* the hook may have changed pre: recompute post from it */
+            op_bias_gelu_forward(post, pre, NULL, N, F, m->gelu);
+        }
+        if (HK(HK_MLP_POST) && (rc = fire(m, id + HK_MLP_POST, post, 3, B, T, F, 1))) return rc;
+        if (HK(HK_MLP_OUT)) {
+            float *mo = m->mlp_out.p;
+            op_matmul_forward(mo, C, post, p->fcprojw, C, p->fcprojb, N, F, C, 0.0f);
+            if ((rc = fire(m, id + HK_MLP_OUT, mo, 3, B, T, C, 1))) return rc;
+            op_residual_forward(rpost, rmid, mo, NC);
+        } else {
+            if (rpost != rmid) memcpy(rpost, rmid, sizeof(float) * NC);
+            op_matmul_forward(rpost, C, post, p->fcprojw, C, NULL, N, F, C, 1.0f);
+            pending_bias = p->fcprojb;
+        }
+        if (HK(HK_RESID_POST) || l == run_to) {
+            if (pending_bias) op_add_bias(rpost, pending_bias, N, C);
+            pending_bias = NULL;
+            if (HK(HK_RESID_POST) && (rc = fire(m, id + HK_RESID_POST, rpost, 3, B, T, C, 1)))
+                return rc;
+        }
+#undef HK
+    }
+    if (!do_lnf) return OK;
+    float *rlast = tr ? R + (size_t)L * NC : R;
+    op_layernorm_forward(m->lnf.p, m->lnfm.p, m->lnfr.p, rlast, m->lnfw, m->lnfb, eps, N, C);
+    if (HOOKED(HP_LNF(L)) && (rc = fire(m, HP_LNF(L), m->lnf.p, 3, B, T, C, 1))) return rc;
+    if (!do_logits) return OK;
+    op_logits_forward(m->logits.p, m->lnf.p, m->lm_head, N, C, V);
+    m->logits_valid = 1;
+    return OK;
+}
+
+int gpt2_forward(gpt2_model *m, const int *tokens, int B, int T, int want_logits)
+{
+    int rc = check_tokens(m, tokens, B, T);
+    if (rc) return rc;
+    int L = m->cfg.n_layer;
+    if (want_logits) return forward_impl(m, tokens, B, T, L - 1, 1, 1);
+    int last = m->last_hook_layer;
+    m->layers_run = 0;
+    if (last == -2) return OK;
+    if (last >= L) return forward_impl(m, tokens, B, T, L - 1, 1, 0);
+    return forward_impl(m, tokens, B, T, last, 0, 0);
+}
+
+const float *gpt2_logits(const gpt2_model *m) { return m->logits_valid ? m->logits.p : NULL; }
+int gpt2_layers_run(const gpt2_model *m) { return m->layers_run; }
+
+static int check_targets(const gpt2_model *m, const int *targets, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (targets[i] >= m->cfg.vocab_size)
+            return err_set(ERR_ARG, "target id %d at position %zu is outside the vocabulary (0..%d)",
+                           targets[i], i, m->cfg.vocab_size - 1);
+    return OK;
+}
+
+int gpt2_loss(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
+              float *loss_per_token, double *mean)
+{
+    int rc = check_tokens(m, tokens, B, T);
+    if (rc) return rc;
+    if ((rc = check_targets(m, targets, (size_t)B * T))) return rc;
+    if ((rc = forward_impl(m, tokens, B, T, m->cfg.n_layer - 1, 1, 1))) return rc;
+    long cnt;
+    double sum = op_crossentropy(m->logits.p, loss_per_token, targets, B * T, m->cfg.vocab_size,
+                                 0.0f, &cnt);
+    if (mean) *mean = cnt ? sum / (double)cnt : 0.0;
+    return OK;
+}
+
+/* ---- training ---------------------------------------------------------------------------- */
+int gpt2_train_enable(gpt2_model *m)
+{
+    if (m->train) return OK;
+    m->grads = mem_alloc_aligned(sizeof(float) * m->nparams);
+    if (!m->grads) return err_set(ERR_NOMEM, "out of memory for gradients");
+    memset(m->grads, 0, sizeof(float) * m->nparams);
+    free_bufs(m); /* inference buffers are laid out for one layer */
+    m->train = 1;
+    return OK;
+}
+
+int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
+                          double *mean)
+{
+    if (!m->train) return err_set(ERR_ARG, "gpt2_forward_backward needs gpt2_train_enable first");
+    int rc = check_tokens(m, tokens, B, T);
+    if (rc) return rc;
+    if ((rc = check_targets(m, targets, (size_t)B * T))) return rc;
+    const gpt2_config *c = &m->cfg;
+    int L = c->n_layer, C = c->n_embd, F = c->n_inner, H = c->n_head, V = c->vocab_size;
+    int N = B * T;
+    size_t NC = (size_t)N * C, NF = (size_t)N * F, BHTT = (size_t)B * H * T * T;
+    if ((rc = forward_impl(m, tokens, B, T, L - 1, 1, 1))) return rc;
+    long cnt = 0;
+    for (int i = 0; i < N; i++) cnt += targets[i] >= 0;
+    float scale = cnt ? 1.0f / (float)cnt : 0.0f;
+    double sum = op_crossentropy(m->logits.p, NULL, targets, N, V, cnt ? scale : 0.0f, &cnt);
+    if (mean) *mean = cnt ? sum / (double)cnt : 0.0;
+    m->logits_valid = 0; /* overwritten by dlogits */
+    memset(m->grads, 0, sizeof(float) * m->nparams);
+    if (!cnt) return OK;
+    if (buf_need(&m->dres, NC) || buf_need(&m->dln, NC) || buf_need(&m->dq, NC) ||
+        buf_need(&m->dk, NC) || buf_need(&m->dv, NC) || buf_need(&m->dz, NC) ||
+        buf_need(&m->datt, (size_t)B * H * T * T) || buf_need(&m->dpre, NF) ||
+        buf_need(&m->dpost, NF))
+        return err_set(ERR_NOMEM, "out of memory for the backward pass");
+    float *G = m->grads;
+#define GR(ptr) (G + ((ptr) - m->params))
+    float *dres = m->dres.p, *dln = m->dln.p;
+    memset(dres, 0, sizeof(float) * NC);
+    memset(dln, 0, sizeof(float) * NC);
+    op_logits_backward(dln, GR(m->lm_head), m->logits.p, m->lnf.p, m->lm_head, N, C, V);
+    float *R = m->resid.p;
+    op_layernorm_backward(dres, GR(m->lnfw), GR(m->lnfb), dln, R + (size_t)L * NC, m->lnfw,
+                          m->lnfm.p, m->lnfr.p, N, C);
+    for (int l = L - 1; l >= 0; l--) {
+        layer_params *p = &m->lp[l];
+        float *rpre = R + (size_t)l * NC, *rmid = m->mid.p + (size_t)l * NC;
+        float *ln1 = m->ln1.p + l * NC, *ln1m = m->ln1m.p + (size_t)l * N,
+              *ln1r = m->ln1r.p + (size_t)l * N;
+        float *q = m->q.p + l * NC, *k = m->k.p + l * NC, *v = m->v.p + l * NC;
+        float *att = m->att.p + l * BHTT, *z = m->z.p + l * NC;
+        float *ln2 = m->ln2.p + l * NC, *ln2m = m->ln2m.p + (size_t)l * N,
+              *ln2r = m->ln2r.p + (size_t)l * N;
+        float *pre = m->pre.p + l * NF, *post = m->post.p + l * NF;
+        /* MLP: resid_post = mid + post @ Wp + bp (scratch gradients are overwritten, not
+         * zeroed and accumulated: that saved ~7% of a small-model step in memsets) */
+        op_matmul_backward(m->dpost.p, 0.0f, GR(p->fcprojw), C, GR(p->fcprojb), dres, C, post,
+                           p->fcprojw, N, F, C);
+        op_gelu_backward(m->dpre.p, pre, m->dpost.p, NF, m->gelu);
+        op_matmul_backward(dln, 0.0f, GR(p->fcw), F, GR(p->fcb), m->dpre.p, F, ln2, p->fcw, N, C,
+                           F);
+        op_layernorm_backward(dres, GR(p->ln2w), GR(p->ln2b), dln, rmid, p->ln2w, ln2m, ln2r, N, C);
+        /* attention: mid = pre + z @ Wo + bo */
+        op_matmul_backward(m->dz.p, 0.0f, GR(p->attprojw), C, GR(p->attprojb), dres, C, z,
+                           p->attprojw, N, C, C);
+        op_attention_backward(m->dq.p, m->dk.p, m->dv.p, m->datt.p, m->dz.p, q, k, v, att, B, T, C,
+                              H);
+        float *gw = GR(p->qkvw), *gb = GR(p->qkvb);
+        op_matmul_backward(dln, 0.0f, gw, 3 * C, gb, m->dq.p, C, ln1, p->qkvw, N, C, C);
+        op_matmul_backward(dln, 1.0f, gw + C, 3 * C, gb + C, m->dk.p, C, ln1, p->qkvw + C, N, C, C);
+        op_matmul_backward(dln, 1.0f, gw + 2 * C, 3 * C, gb + 2 * C, m->dv.p, C, ln1,
+                           p->qkvw + 2 * C, N, C, C);
+        op_layernorm_backward(dres, GR(p->ln1w), GR(p->ln1b), dln, rpre, p->ln1w, ln1m, ln1r, N, C);
+    }
+    op_embed_backward(GR(m->wte), GR(m->wpe), dres, tokens, B, T, C);
+#undef GR
+    return OK;
+}
+
+int gpt2_untie(gpt2_model *m)
+{
+    if (!m->tied) return OK;
+    gpt2_model *n;
+    int rc = model_alloc(&n, &m->cfg, 0, m->gelu);
+    if (rc) return rc;
+    /* the untied layout is the tied one plus lm_head.weight at the end */
+    memcpy(n->params, m->params, sizeof(float) * m->nparams);
+    memcpy(n->lm_head, m->wte, sizeof(float) * (size_t)m->cfg.vocab_size * m->cfg.n_embd);
+    gpt2_model tmp = *m;
+    *m = *n;
+    *n = tmp;
+    gpt2_free(n);
+    return OK;
+}

@@ -1,0 +1,115 @@
+/* gpt2.h - GPT-2 model: Hugging Face checkpoint loading, hooked batched forward, training.
+ *
+ * Checkpoint: a directory with config.json (n_layer, n_head, n_embd, n_positions, vocab_size,
+ * n_inner (null = 4*n_embd), layer_norm_epsilon, activation_function gelu_new|gelu_pytorch_tanh|
+ * gelu) and model.safetensors with the hub's GPT-2 tensor names (optionally prefixed
+ * "transformer."), F32/F16/BF16, converted to float32 on load. lm_head.weight is optional (absent:
+ * tied to wte). Buffers h.{i}.attn.bias / h.{i}.attn.masked_bias are skipped; any other unknown
+ * tensor, a missing tensor or a shape that does not fit the config is ERR_FORMAT/ERR_SHAPE with
+ * the file and tensor named.
+ *
+ * Parameters live in one float32 buffer (HF Conv1D layout, y = x W + b) so the optimizer sees a
+ * flat vector; gpt2_param_table() lists the tensors in that buffer.
+ *
+ * Hook points (TransformerLens names, fired in this order):
+ *   hook_embed [B,T,C], hook_pos_embed [B,T,C], then per block l:
+ *   blocks.l.hook_resid_pre, blocks.l.ln1.hook_normalized, blocks.l.attn.hook_q/_k/_v [B,T,H,dh],
+ *   blocks.l.attn.hook_attn_scores [B,H,T,T] (scaled, masked entries -inf),
+ *   blocks.l.attn.hook_pattern [B,H,T,T], blocks.l.attn.hook_z [B,T,H,dh],
+ *   blocks.l.hook_attn_out, blocks.l.hook_resid_mid, blocks.l.ln2.hook_normalized,
+ *   blocks.l.mlp.hook_pre [B,T,F], blocks.l.mlp.hook_post [B,T,F], blocks.l.hook_mlp_out,
+ *   blocks.l.hook_resid_post, and ln_final.hook_normalized.  (LayerNorm hook_normalized is the
+ *   LayerNorm output including its weight and bias, as TransformerLens without fold_ln.)
+ * Views are contiguous row-major float32 owned by the model, valid during the callback; a hook may
+ * overwrite the data and later computation uses the new values.
+ *
+ * Thread safety: a gpt2_model is used by one thread at a time (it owns its activation buffers).
+ * Buffers persist across calls and grow to the largest B*T seen.
+ */
+#ifndef SAELITE_GPT2_H
+#define SAELITE_GPT2_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/tensor.h"
+#include "model/safetensors.h"
+
+typedef struct {
+    int n_layer, n_head, n_embd, n_ctx, vocab_size, n_inner;
+    float ln_eps;
+} gpt2_config;
+
+typedef struct gpt2_model gpt2_model;
+
+int gpt2_load(gpt2_model **out, const char *dir); /* HF layout: config.json + model.safetensors */
+void gpt2_free(gpt2_model *m);
+const gpt2_config *gpt2_cfg(const gpt2_model *m);
+
+/* Random GPT-2 initialisation (normal std 0.02, residual projections 0.02/sqrt(2L), biases 0,
+ * LayerNorm 1/0), tied unembedding, GELU tanh. Deterministic for a seed. */
+int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed);
+/* Write config.json + model.safetensors into dir (created if missing), each atomically.
+ * dtype ST_F32/ST_F16/ST_BF16; prefix != 0 names tensors "transformer.*". */
+int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix);
+
+/* float32 parameter by HF name without prefix; "lm_head.weight" gives wte when tied.
+ * NULL when unknown. Shapes in HF layout. */
+const float *gpt2_param(const gpt2_model *m, const char *name, int *ndim, int64_t shape[2]);
+
+typedef struct {
+    char name[64];
+    size_t offset, numel; /* into the flat parameter buffer */
+    int ndim;
+    int64_t shape[2];
+    int decay; /* 1 for matrices (weight decay applies), 0 for biases and LayerNorm */
+} gpt2_tensor;
+/* The parameter tensors in buffer order; *n receives the count. */
+const gpt2_tensor *gpt2_param_table(const gpt2_model *m, int *n);
+float *gpt2_params(gpt2_model *m, size_t *n); /* the flat buffer (writable) */
+int gpt2_tied(const gpt2_model *m);
+/* Give a tied model its own lm_head.weight (a copy of wte). Call before adding hooks or
+ * enabling training (those are reset). */
+int gpt2_untie(gpt2_model *m);
+
+/* ---- hooks ------------------------------------------------------------------------------ */
+typedef int (*gpt2_hook_fn)(const tensor_view *t, void *user); /* read or overwrite t->data; !=0 aborts */
+/* pattern: exact name or a prefix ending in '*'. ERR_NOTFOUND (listing valid names) if nothing
+ * matches. Several hooks may share a point; they run in the order added. */
+int gpt2_hook_add(gpt2_model *m, const char *pattern, gpt2_hook_fn fn, void *user);
+void gpt2_hook_clear(gpt2_model *m);
+/* layer (-1 outside blocks) and per-token width: n_embd for resid/ln/attn_out/mlp_out/embed,
+ * n_inner for mlp pre/post, n_head*d_head for q/k/v/z, n_head for attn_scores/pattern (whose
+ * tensor is [B,H,T,T]). ERR_NOTFOUND for unknown names. */
+int gpt2_hook_info(const gpt2_model *m, const char *name, int *layer, int *width);
+/* Number of hook points and the i-th name, in firing order. */
+int gpt2_hook_count(const gpt2_model *m);
+const char *gpt2_hook_name(const gpt2_model *m, int i);
+
+/* ---- forward ---------------------------------------------------------------------------- */
+/* tokens [B,T], T <= n_ctx, ids in [0, vocab). want_logits 0: stop after the last layer a hook
+ * needs (nothing runs without hooks). A hook returning non-zero stops the pass (ERR_ABORTED). */
+int gpt2_forward(gpt2_model *m, const int *tokens, int B, int T, int want_logits);
+const float *gpt2_logits(const gpt2_model *m); /* [B,T,V] of the last forward with logits */
+int gpt2_layers_run(const gpt2_model *m); /* blocks the last forward computed (early stop) */
+/* Forward with logits (hooks fire) and per-token cross-entropy of targets [B,T] (target < 0 =
+ * ignored). loss_per_token [B,T] may be NULL; *mean over counted targets (0 when none). */
+int gpt2_loss(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
+              float *loss_per_token, double *mean);
+
+/* ---- training --------------------------------------------------------------------------- */
+/* Allocate gradients and per-layer activation storage (forward then keeps what backward needs). */
+int gpt2_train_enable(gpt2_model *m);
+/* Forward + mean cross-entropy + backward: gradients (gpt2_grads) are overwritten with
+ * d(mean loss)/d(params). Needs gpt2_train_enable. */
+int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
+                          double *mean);
+float *gpt2_grads(gpt2_model *m); /* same layout as gpt2_params; NULL before train_enable */
+
+/* ---- deterministic RNG (xoshiro256**), shared by init, sampling and tests -------------- */
+typedef struct { uint64_t s[4]; } gpt2_rng;
+void gpt2_rng_seed(gpt2_rng *r, uint64_t seed);
+uint64_t gpt2_rng_next(gpt2_rng *r);
+double gpt2_rng_uniform(gpt2_rng *r); /* [0,1) */
+double gpt2_rng_normal(gpt2_rng *r);
+
+#endif

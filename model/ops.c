@@ -1,0 +1,478 @@
+/* ops.c - GPT-2 kernels (see ops.h). */
+#include "model/ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define OPS_AVX2 1
+#endif
+
+/* ---- exp and tanh without libm calls in the hot loops ------------------------------------
+ * expf via range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 polynomial (relative
+ * error ~2e-7, same as the AVX2 path which uses the identical coefficients and operation order
+ * up to FMA contraction). Inputs below -87 give 0, which softmax and GELU need. */
+#define EXP_HI 88.3762626647949f
+#define EXP_LO -87.0f
+static const float c_log2e = 1.44269504088896341f, c_ln2hi = 0.693359375f,
+                   c_ln2lo = -2.12194440e-4f;
+static const float ep[7] = {1.0f, 1.0f, 0.5f, 1.6666665e-1f, 4.1666519e-2f, 8.3333880e-3f,
+                            1.3981999e-3f};
+
+static inline float exp_s(float x)
+{
+    if (x < EXP_LO) return 0.0f;
+    if (x > EXP_HI) x = EXP_HI;
+    float n = nearbyintf(x * c_log2e);
+    float r = x - n * c_ln2hi;
+    r = r - n * c_ln2lo;
+    float p = ep[6];
+    p = p * r + ep[5];
+    p = p * r + ep[4];
+    p = p * r + ep[3];
+    p = p * r + ep[2];
+    p = p * r + ep[1];
+    p = p * r + ep[0];
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &bits, 4);
+    return p * s;
+}
+
+#ifdef OPS_AVX2
+static inline __m256 exp_v(__m256 x)
+{
+    __m256 lo_mask = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_LO), _CMP_LT_OQ);
+    x = _mm256_min_ps(x, _mm256_set1_ps(EXP_HI));
+    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_LO - 1.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(c_log2e)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(c_ln2hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(c_ln2lo), r);
+    __m256 p = _mm256_set1_ps(ep[6]);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ep[5]));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ep[4]));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ep[3]));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ep[2]));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ep[1]));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ep[0]));
+    __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+    return _mm256_andnot_ps(lo_mask, res);
+}
+#endif
+
+/* tanh(u) = sign(u) (1 - e) / (1 + e), e = exp(-2|u|): no cancellation problem for small |u|
+ * beyond ~1e-7 absolute, which is what GELU needs (it multiplies by 0.5 x). */
+static inline float tanh_s(float u)
+{
+    float a = fabsf(u), e = exp_s(-2.0f * a), t = (1.0f - e) / (1.0f + e);
+    return u < 0 ? -t : t;
+}
+
+#define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_C 0.044715f
+
+/* ---- embeddings ----------------------------------------------------------------------- */
+void op_embed_forward(float *out, float *embed, float *pos, const int *tokens, const float *wte,
+                      const float *wpe, int B, int T, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t n = (size_t)b * T + t;
+            const float *we = wte + (size_t)tokens[n] * C, *pe = wpe + (size_t)t * C;
+            float *o = out + n * C;
+            if (embed) memcpy(embed + n * C, we, sizeof(float) * C);
+            if (pos) memcpy(pos + n * C, pe, sizeof(float) * C);
+            for (int i = 0; i < C; i++) o[i] = we[i] + pe[i];
+        }
+}
+
+void op_embed_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T,
+                       int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t n = (size_t)b * T + t;
+            const float *d = dout + n * C;
+            float *dw = dwte + (size_t)tokens[n] * C, *dp = dwpe + (size_t)t * C;
+            for (int i = 0; i < C; i++) {
+                dw[i] += d[i];
+                dp[i] += d[i];
+            }
+        }
+}
+
+/* ---- LayerNorm ------------------------------------------------------------------------ */
+static inline void ln_row(float *o, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, float eps, int C)
+{
+    /* two-pass mean/variance in float: rows are short (C <= a few thousand) */
+    float m = 0;
+    for (int i = 0; i < C; i++) m += x[i];
+    m /= (float)C;
+    float v = 0;
+    for (int i = 0; i < C; i++) {
+        float d = x[i] - m;
+        v += d * d;
+    }
+    v /= (float)C;
+    float s = 1.0f / sqrtf(v + eps);
+    for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * w[i] + b[i];
+    if (mean) *mean = m;
+    if (rstd) *rstd = s;
+}
+
+void op_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, float eps, int N, int C)
+{
+    for (int n = 0; n < N; n++)
+        ln_row(out + (size_t)n * C, mean ? mean + n : NULL, rstd ? rstd + n : NULL,
+               x + (size_t)n * C, w, b, eps, C);
+}
+
+void op_residual_layernorm_forward(float *out, float *mean, float *rstd, float *res,
+                                   const float *add, const float *add_bias, const float *w,
+                                   const float *b, float eps, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        float *r = res + (size_t)n * C;
+        if (add) {
+            const float *a = add + (size_t)n * C;
+            if (add_bias)
+                for (int i = 0; i < C; i++) r[i] += a[i] + add_bias[i];
+            else
+                for (int i = 0; i < C; i++) r[i] += a[i];
+        } else if (add_bias)
+            for (int i = 0; i < C; i++) r[i] += add_bias[i];
+        ln_row(out + (size_t)n * C, mean ? mean + n : NULL, rstd ? rstd + n : NULL, r, w, b, eps, C);
+    }
+}
+
+void op_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                           const float *w, const float *mean, const float *rstd, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * C, *xi = x + (size_t)n * C;
+        float *dxi = dx + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        float dnorm_mean = 0, dnorm_norm_mean = 0;
+        for (int i = 0; i < C; i++) {
+            float norm = (xi[i] - m) * s, dnorm = w[i] * d[i];
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * norm;
+        }
+        dnorm_mean /= (float)C;
+        dnorm_norm_mean /= (float)C;
+        for (int i = 0; i < C; i++) {
+            float norm = (xi[i] - m) * s, dnorm = w[i] * d[i];
+            db[i] += d[i];
+            dw[i] += norm * d[i];
+            dxi[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+        }
+    }
+}
+
+/* ---- linear layers -------------------------------------------------------------------- */
+void op_add_bias(float *x, const float *bias, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        float *r = x + (size_t)n * C;
+        for (int i = 0; i < C; i++) r[i] += bias[i];
+    }
+}
+
+void op_matmul_forward(float *out, int ldo, const float *x, const float *W, int ldw,
+                       const float *bias, int N, int C, int OC, float beta)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f, x, C, W, ldw, beta, out,
+                ldo);
+    if (bias)
+        for (int n = 0; n < N; n++) {
+            float *r = out + (size_t)n * ldo;
+            for (int i = 0; i < OC; i++) r[i] += bias[i];
+        }
+}
+
+void op_matmul_backward(float *dx, float dx_beta, float *dW, int ldw, float *dbias,
+                        const float *dout, int ldd, const float *x, const float *W, int N, int C,
+                        int OC)
+{
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f, dout, ldd, W, ldw,
+                    dx_beta, dx, C);
+    if (dW)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, x, C, dout, ldd, 1.0f,
+                    dW, ldw);
+    if (dbias)
+        for (int n = 0; n < N; n++) {
+            const float *d = dout + (size_t)n * ldd;
+            for (int i = 0; i < OC; i++) dbias[i] += d[i];
+        }
+}
+
+/* ---- GELU ----------------------------------------------------------------------------- */
+static inline float gelu_s(float x, int kind)
+{
+    if (kind == OP_GELU_ERF) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    return 0.5f * x * (1.0f + tanh_s(GELU_S * (x + GELU_C * x * x * x)));
+}
+
+void op_bias_gelu_forward(float *post, float *pre, const float *bias, int N, int F, int kind)
+{
+    for (int n = 0; n < N; n++) {
+        float *p = pre + (size_t)n * F, *o = post + (size_t)n * F;
+        int i = 0;
+#ifdef OPS_AVX2
+        if (kind == OP_GELU_TANH) {
+            const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f),
+                         s = _mm256_set1_ps(GELU_S), c = _mm256_set1_ps(GELU_C),
+                         m2 = _mm256_set1_ps(-2.0f), sign = _mm256_set1_ps(-0.0f);
+            for (; i + 8 <= F; i += 8) {
+                __m256 x = _mm256_loadu_ps(p + i);
+                if (bias) x = _mm256_add_ps(x, _mm256_loadu_ps(bias + i));
+                _mm256_storeu_ps(p + i, x);
+                __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+                __m256 u = _mm256_mul_ps(s, _mm256_fmadd_ps(c, x3, x));
+                __m256 a = _mm256_andnot_ps(sign, u);
+                __m256 e = exp_v(_mm256_mul_ps(m2, a));
+                __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+                t = _mm256_or_ps(t, _mm256_and_ps(sign, u)); /* copy sign of u */
+                _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, t)));
+            }
+        }
+#endif
+        for (; i < F; i++) {
+            float x = p[i] + (bias ? bias[i] : 0.0f);
+            p[i] = x;
+            o[i] = gelu_s(x, kind);
+        }
+    }
+}
+
+void op_gelu_backward(float *dpre, const float *pre, const float *dpost, size_t n, int kind)
+{
+    size_t i = 0;
+#ifdef OPS_AVX2
+    if (kind == OP_GELU_TANH) {
+        const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f),
+                     s = _mm256_set1_ps(GELU_S), c = _mm256_set1_ps(GELU_C),
+                     c3 = _mm256_set1_ps(3.0f * GELU_C), m2 = _mm256_set1_ps(-2.0f),
+                     sign = _mm256_set1_ps(-0.0f);
+        for (; i + 8 <= n; i += 8) {
+            __m256 x = _mm256_loadu_ps(pre + i), x2 = _mm256_mul_ps(x, x);
+            __m256 u = _mm256_mul_ps(s, _mm256_fmadd_ps(_mm256_mul_ps(c, x2), x, x));
+            __m256 e = exp_v(_mm256_mul_ps(m2, _mm256_andnot_ps(sign, u)));
+            __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+            t = _mm256_or_ps(t, _mm256_and_ps(sign, u));
+            __m256 sech2 = _mm256_fnmadd_ps(t, t, one);
+            __m256 du = _mm256_mul_ps(s, _mm256_fmadd_ps(c3, x2, one));
+            __m256 g = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(half, x), sech2), du,
+                                       _mm256_mul_ps(half, _mm256_add_ps(one, t)));
+            _mm256_storeu_ps(dpre + i, _mm256_mul_ps(g, _mm256_loadu_ps(dpost + i)));
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        float x = pre[i], g;
+        if (kind == OP_GELU_ERF) {
+            float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
+            float pdf = 0.3989422804014327f * exp_s(-0.5f * x * x);
+            g = cdf + x * pdf;
+        } else {
+            float u = GELU_S * (x + GELU_C * x * x * x);
+            float t = tanh_s(u);
+            float sech2 = 1.0f - t * t;
+            g = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_S * (1.0f + 3.0f * GELU_C * x * x);
+        }
+        dpre[i] = g * dpost[i];
+    }
+}
+
+void op_residual_forward(float *out, const float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* ---- attention ------------------------------------------------------------------------ */
+void op_attention_scores(float *att, const float *q, const float *k, int B, int T, int C, int H)
+{
+    int dh = C / H;
+    float scale = 1.0f / sqrtf((float)dh);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            float *a = att + ((size_t)b * H + h) * T * T;
+            const float *qb = q + (size_t)b * T * C + h * dh, *kb = k + (size_t)b * T * C + h * dh;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, scale, qb, C, kb, C,
+                        0.0f, a, T);
+            for (int t = 0; t < T; t++)
+                for (int u = t + 1; u < T; u++) a[(size_t)t * T + u] = -INFINITY;
+        }
+}
+
+void op_attention_softmax(float *att, int B, int T, int H)
+{
+    size_t rows = (size_t)B * H * T;
+    for (size_t r = 0; r < rows; r++) {
+        float *a = att + r * T;
+        int t = (int)(r % (size_t)T); /* row index inside its [T,T] block: valid cols 0..t */
+        float mx = -INFINITY;
+        for (int u = 0; u <= t; u++)
+            if (a[u] > mx) mx = a[u];
+        if (mx == -INFINITY) mx = 0; /* a hook masked the whole row: all zeros below */
+        float sum = 0;
+        int u = 0;
+#ifdef OPS_AVX2
+        __m256 vm = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
+        for (; u + 8 <= t + 1; u += 8) {
+            __m256 e = exp_v(_mm256_sub_ps(_mm256_loadu_ps(a + u), vm));
+            _mm256_storeu_ps(a + u, e);
+            vs = _mm256_add_ps(vs, e);
+        }
+        float tmp[8];
+        _mm256_storeu_ps(tmp, vs);
+        for (int i = 0; i < 8; i++) sum += tmp[i];
+#endif
+        for (; u <= t; u++) {
+            a[u] = exp_s(a[u] - mx);
+            sum += a[u];
+        }
+        float inv = sum > 0 ? 1.0f / sum : 0.0f;
+        for (u = 0; u <= t; u++) a[u] *= inv;
+        for (u = t + 1; u < T; u++) a[u] = 0.0f;
+    }
+}
+
+void op_attention_values(float *z, const float *att, const float *v, int B, int T, int C, int H)
+{
+    int dh = C / H;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *a = att + ((size_t)b * H + h) * T * T;
+            const float *vb = v + (size_t)b * T * C + h * dh;
+            float *zb = z + (size_t)b * T * C + h * dh;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, T, 1.0f, a, T, vb, C,
+                        0.0f, zb, C);
+        }
+}
+
+void op_attention_backward(float *dq, float *dk, float *dv, float *datt, const float *dz,
+                           const float *q, const float *k, const float *v, const float *att,
+                           int B, int T, int C, int H)
+{
+    int dh = C / H;
+    float scale = 1.0f / sqrtf((float)dh);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off = (size_t)b * T * C + h * dh;
+            const float *a = att + ((size_t)b * H + h) * T * T;
+            float *da = datt + ((size_t)b * H + h) * T * T;
+            /* z = a v: da = dz v^T, dv += a^T dz */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, 1.0f, dz + off, C,
+                        v + off, C, 0.0f, da, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dh, T, 1.0f, a, T, dz + off, C,
+                        0.0f, dv + off, C);
+            /* softmax backward; masked entries have a == 0 so their gradient is 0 */
+            for (int t = 0; t < T; t++) {
+                float *dr = da + (size_t)t * T;
+                const float *ar = a + (size_t)t * T;
+                float dot = 0;
+                for (int u = 0; u <= t; u++) dot += ar[u] * dr[u];
+                for (int u = 0; u <= t; u++) dr[u] = ar[u] * (dr[u] - dot) * scale;
+                for (int u = t + 1; u < T; u++) dr[u] = 0;
+            }
+            /* s = q k^T * scale: dq += ds k, dk += ds^T q (scale folded into ds above) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, T, 1.0f, da, T, k + off, C,
+                        0.0f, dq + off, C);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dh, T, 1.0f, da, T, q + off, C,
+                        0.0f, dk + off, C);
+        }
+}
+
+/* ---- unembedding and loss ------------------------------------------------------------- */
+void op_logits_forward(float *logits, const float *x, const float *wte, int N, int C, int V)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, x, C, wte, C, 0.0f, logits,
+                V);
+}
+
+void op_logits_backward(float *dx, float *dwte, const float *dlogits, const float *x,
+                        const float *wte, int N, int C, int V)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, V, 1.0f, dlogits, V, wte, C, 1.0f,
+                dx, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, dlogits, V, x, C, 1.0f,
+                dwte, C);
+}
+
+/* max of a row, vectorised (exact: max is order-independent) */
+static float row_max(const float *l, int V)
+{
+    float mx = -INFINITY;
+    int i = 0;
+#ifdef OPS_AVX2
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= V; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(l + i));
+    float tmp[8];
+    _mm256_storeu_ps(tmp, vm);
+    for (int j = 0; j < 8; j++) mx = tmp[j] > mx ? tmp[j] : mx;
+#endif
+    for (; i < V; i++) mx = l[i] > mx ? l[i] : mx;
+    return mx;
+}
+
+/* out[i] = exp(l[i] - mx) * scale (out may alias l); returns the sum of exp(l[i] - mx) */
+static double row_exp(float *out, const float *l, int V, float mx, float scale, int store)
+{
+    double sum = 0;
+    int i = 0;
+#ifdef OPS_AVX2
+    __m256 vm = _mm256_set1_ps(mx), vs = _mm256_set1_ps(scale), acc = _mm256_setzero_ps();
+    for (; i + 8 <= V; i += 8) {
+        __m256 e = exp_v(_mm256_sub_ps(_mm256_loadu_ps(l + i), vm));
+        acc = _mm256_add_ps(acc, e);
+        if (store) _mm256_storeu_ps(out + i, _mm256_mul_ps(e, vs));
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, acc);
+    for (int j = 0; j < 8; j++) sum += tmp[j];
+#endif
+    for (; i < V; i++) {
+        float e = exp_s(l[i] - mx);
+        sum += e;
+        if (store) out[i] = e * scale;
+    }
+    return sum;
+}
+
+double op_crossentropy(float *logits, float *losses, const int *targets, int N, int V,
+                       float dlogits_scale, long *count)
+{
+    double total = 0;
+    long cnt = 0;
+    for (int n = 0; n < N; n++) {
+        float *l = logits + (size_t)n * V;
+        int tg = targets[n];
+        if (tg < 0) {
+            if (losses) losses[n] = 0;
+            if (dlogits_scale != 0) memset(l, 0, sizeof(float) * V);
+            continue;
+        }
+        float mx = row_max(l, V);
+        double sum = row_exp(NULL, l, V, mx, 1.0f, 0);
+        float lt = l[tg];
+        float loss = (float)((double)mx + log(sum) - (double)lt);
+        if (losses) losses[n] = loss;
+        total += loss;
+        cnt++;
+        if (dlogits_scale != 0) {
+            row_exp(l, l, V, mx, (float)(1.0 / sum) * dlogits_scale, 1);
+            l[tg] -= dlogits_scale;
+        }
+    }
+    if (count) *count = cnt;
+    return total;
+}

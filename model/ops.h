@@ -1,0 +1,80 @@
+/* ops.h - the GPT-2 kernels, forward and backward (llm.c style).
+ *
+ * Plain functions over float32 buffers: outputs first, then inputs, then sizes. Every matrix is
+ * row-major; weights are in Hugging Face Conv1D layout W[in, out] so a linear layer is
+ * y[N,out] = x[N,in] @ W[in,out] + b. Large matmuls go through OpenBLAS cblas_sgemm.
+ * Backward functions ACCUMULATE into their gradient outputs (the caller zeroes them once per
+ * step), except where a comment says "overwrites". Scratch buffers are passed in; nothing here
+ * allocates. No function is thread-unsafe beyond writing its outputs; OpenBLAS threads itself.
+ */
+#ifndef SAELITE_OPS_H
+#define SAELITE_OPS_H
+#include <stddef.h>
+
+/* out[N,C] = wte[tokens[n]] + wpe[n % T]  (N = B*T). embed/pos (may be NULL) receive the two
+ * terms separately for the hook points. */
+void op_embed_forward(float *out, float *embed, float *pos, const int *tokens, const float *wte,
+                      const float *wpe, int B, int T, int C);
+void op_embed_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T,
+                       int C);
+
+/* out[N,C] = (x - mean) * rstd * w + b; mean/rstd [N] saved for backward (may be NULL). */
+void op_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, float eps, int N, int C);
+/* Fused residual + LayerNorm: res[N,C] += add[N,C] (+ add_bias[C] when non-NULL), then
+ * out = LN(res). add may be NULL (only the bias is added). */
+void op_residual_layernorm_forward(float *out, float *mean, float *rstd, float *res,
+                                   const float *add, const float *add_bias, const float *w,
+                                   const float *b, float eps, int N, int C);
+void op_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                           const float *w, const float *mean, const float *rstd, int N, int C);
+
+/* out[N, OC] (row stride ldo) = x[N,C] @ W[C,OC] (row stride ldw) + bias[OC] (NULL: none).
+ * beta 0 overwrites out, 1 accumulates into it. */
+void op_matmul_forward(float *out, int ldo, const float *x, const float *W, int ldw,
+                       const float *bias, int N, int C, int OC, float beta);
+/* dx[N,C] = dx_beta * dx + dout @ W^T (dx_beta 0 overwrites, 1 accumulates);
+ * dW[C,OC] (row stride ldw) += x^T @ dout; dbias[OC] += sum_n dout.
+ * dout has row stride ldd. Any of dx, dW, dbias may be NULL to skip it. */
+void op_matmul_backward(float *dx, float dx_beta, float *dW, int ldw, float *dbias,
+                        const float *dout, int ldd, const float *x, const float *W, int N, int C,
+                        int OC);
+
+/* GELU variants: 0 = tanh approximation ("gelu_new"), 1 = exact erf ("gelu"). */
+enum { OP_GELU_TANH = 0, OP_GELU_ERF = 1 };
+/* pre[N,F] += bias[F] (bias may be NULL), then post = gelu(pre). */
+void op_bias_gelu_forward(float *post, float *pre, const float *bias, int N, int F, int kind);
+/* dpre[n] = gelu'(pre[n]) * dpost[n]  (overwrites) */
+void op_gelu_backward(float *dpre, const float *pre, const float *dpost, size_t n, int kind);
+
+/* out[n] = a[n] + b[n] (aliasing out with a or b is fine) */
+void op_residual_forward(float *out, const float *a, const float *b, size_t n);
+/* x[N,C] += bias[C] */
+void op_add_bias(float *x, const float *bias, int N, int C);
+
+/* Causal self-attention, q/k/v/z in [B,T,H,dh] = [B,T,C] layout, att [B,H,T,T].
+ * scores: att = q k^T / sqrt(dh), entries above the diagonal set to -inf.
+ * softmax: att = softmax over the last axis in place (masked entries become exactly 0).
+ * values: z = att @ v. */
+void op_attention_scores(float *att, const float *q, const float *k, int B, int T, int C, int H);
+void op_attention_softmax(float *att, int B, int T, int H);
+void op_attention_values(float *z, const float *att, const float *v, int B, int T, int C, int H);
+/* Backward of the three above. datt [B,H,T,T] is scratch. dq/dk/dv are overwritten. */
+void op_attention_backward(float *dq, float *dk, float *dv, float *datt, const float *dz,
+                           const float *q, const float *k, const float *v, const float *att,
+                           int B, int T, int C, int H);
+
+/* logits[N,V] = x[N,C] @ wte^T (wte [V,C]) */
+void op_logits_forward(float *logits, const float *x, const float *wte, int N, int C, int V);
+/* dx[N,C] += dlogits @ wte; dwte[V,C] += dlogits^T @ x */
+void op_logits_backward(float *dx, float *dwte, const float *dlogits, const float *x,
+                        const float *wte, int N, int C, int V);
+
+/* Per-row softmax cross-entropy. losses[N] (may be NULL) = -log softmax(logits)[target], 0 for
+ * target < 0. Returns the sum over counted rows and sets *count. When dlogits_scale != 0 the
+ * logits are overwritten by dlogits = (softmax - onehot) * dlogits_scale (rows with target < 0
+ * become 0). Targets outside [0,V) must be rejected by the caller. */
+double op_crossentropy(float *logits, float *losses, const int *targets, int N, int V,
+                       float dlogits_scale, long *count);
+
+#endif

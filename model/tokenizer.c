@@ -1,0 +1,840 @@
+/* tokenizer.c - GPT-2 byte-level BPE: pre-tokenizer (PCRE2 JIT), merges by rank, word cache. */
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "model/tokenizer.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <pcre2.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+
+/* JavaScript's \s (ECMA-262 WhiteSpace + LineTerminator), which the reference encoder uses. */
+#define WS "\\t\\n\\x0B\\f\\r\\p{Zs}\\x{2028}\\x{2029}\\x{FEFF}"
+const char tok_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
+                           "|[" WS "]+(?![^" WS "])|[" WS "]+";
+
+#define SPECIAL_EOT "<|endoftext|>"
+#define CACHE_MAX_WORD 128      /* longer pieces are not cached */
+#define CACHE_MAX_ENTRIES (1u << 17)
+#ifndef BPE_LONG
+#define BPE_LONG 128 /* longer pieces use the heap version of the merge loop */
+#endif
+
+/* ---- byte <-> unicode alphabet ---------------------------------------------------------- */
+
+unsigned tok_byte_to_unicode(unsigned char b)
+{
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return b;
+    /* the other 68 bytes map to 256.. in byte order */
+    unsigned n = 0;
+    for (unsigned c = 0; c < b; c++)
+        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174)) n++;
+    return 256 + n;
+}
+
+/* ---- UTF-8 ------------------------------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at p (n bytes available), 0 if invalid. Same rules as
+ * PCRE2 and WHATWG: no overlongs, no surrogates, nothing above U+10FFFF. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return n >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
+    if (c < 0xF0) {
+        if (n < 3) return 0;
+        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 ? 3 : 0;
+    }
+    if (c < 0xF5) {
+        if (n < 4) return 0;
+        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 ? 4 : 0;
+    }
+    return 0;
+}
+
+static size_t valid_prefix(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (p[i] < 0x80) { i++; continue; }
+        size_t k = utf8_len(p + i, n - i);
+        if (!k) break;
+        i += k;
+    }
+    return i;
+}
+
+/* ---- pre-tokenizer ---------------------------------------------------------------------- */
+
+struct tok_splitter {
+    pcre2_code *re;
+    pcre2_match_data *md;
+    pcre2_match_context *mc;
+    pcre2_jit_stack *js;
+    int jit;
+};
+
+void tok_splitter_free(tok_splitter *s)
+{
+    if (!s) return;
+    pcre2_match_data_free(s->md);
+    pcre2_match_context_free(s->mc);
+    pcre2_jit_stack_free(s->js);
+    pcre2_code_free(s->re);
+    mem_free(s);
+}
+
+int tok_splitter_new(tok_splitter **out)
+{
+    *out = NULL;
+    tok_splitter *s = mem_calloc(1, sizeof *s);
+    if (!s) return err_set(ERR_NOMEM, "out of memory");
+    int ec;
+    PCRE2_SIZE eo;
+    s->re = pcre2_compile((PCRE2_SPTR)tok_pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
+                          &ec, &eo, NULL);
+    if (!s->re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(ec, msg, sizeof msg);
+        tok_splitter_free(s);
+        return err_set(ERR_FORMAT, "PCRE2 cannot compile the GPT-2 pattern at %zu: %s", (size_t)eo,
+                       (char *)msg);
+    }
+    s->md = pcre2_match_data_create_from_pattern(s->re, NULL);
+    s->mc = pcre2_match_context_create(NULL);
+    if (!s->md || !s->mc) {
+        tok_splitter_free(s);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    /* JIT when available (about 3x faster); the interpreter is the fallback. The pattern needs
+     * little stack, but a larger JIT stack keeps very long runs safe. */
+    if (pcre2_jit_compile(s->re, PCRE2_JIT_COMPLETE) == 0) {
+        s->js = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, NULL);
+        if (s->js) {
+            pcre2_jit_stack_assign(s->mc, NULL, s->js);
+            s->jit = 1;
+        }
+    }
+    *out = s;
+    return OK;
+}
+
+int tok_split(tok_splitter *s, const char *text, size_t len, tok_piece_fn fn, void *user)
+{
+    const unsigned char *u = (const unsigned char *)text;
+    size_t pos = 0;
+    while (pos < len) {
+        size_t v = valid_prefix(u + pos, len - pos);
+        /* Each valid run is matched as a subject of its own, so an invalid byte acts like the
+         * end of the text (the pattern has no lookbehind; (?!\S) succeeds at the end). */
+        size_t off = 0;
+        while (off < v) {
+            int rc = s->jit ? pcre2_jit_match(s->re, u + pos, v, off, 0, s->md, s->mc)
+                            : pcre2_match(s->re, u + pos, v, off, PCRE2_NO_UTF_CHECK, s->md, s->mc);
+            if (rc <= 0) {
+                PCRE2_UCHAR msg[256];
+                pcre2_get_error_message(rc, msg, sizeof msg);
+                return err_set(ERR_FORMAT, "pre-tokenizer failed at byte %zu: %s", pos + off,
+                               (char *)msg);
+            }
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
+            /* every character matches some alternative, so matches are contiguous */
+            if (ov[0] != off || ov[1] <= off)
+                return err_set(ERR_FORMAT, "pre-tokenizer: unexpected match at byte %zu", pos + off);
+            int r = fn(text + pos + off, ov[1] - off, 0, user);
+            if (r) return r;
+            off = ov[1];
+        }
+        pos += v;
+        while (pos < len && !utf8_len(u + pos, len - pos)) {
+            int r = fn(text + pos, 1, 1, user);
+            if (r) return r;
+            pos++;
+        }
+    }
+    return OK;
+}
+
+/* ---- tokenizer ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t h;
+    uint32_t kpos, klen, vpos, vlen;
+} cache_ent;
+
+struct tok_tokenizer {
+    int nvocab;
+    char *pool;          /* token bytes */
+    size_t *toff;        /* [nvocab] offset into pool */
+    uint32_t *tlen;      /* [nvocab] */
+    unsigned char *used; /* [nvocab] id present in the vocabulary */
+    int byte_id[256];
+    int eot;
+    /* merges: open addressing on (a << 32 | b) */
+    uint64_t *mkey;
+    int32_t *mrank, *mres;
+    size_t mmask;
+    tok_splitter *sp;
+    /* word cache: piece bytes -> ids */
+    cache_ent *ctab;
+    size_t cmask, ccount;
+    char *ckeys;
+    size_t cklen, ckcap;
+    int *cids;
+    size_t cvlen, cvcap;
+    /* BPE scratch */
+    int *sym, *tmp, *rk;
+    size_t scap;
+};
+
+#define MKEY_EMPTY UINT64_MAX
+
+static inline size_t mhash(uint64_t k, size_t mask)
+{
+    return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+}
+
+static inline int merge_find(const tok_tokenizer *t, int a, int b, int *res)
+{
+    uint64_t k = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    for (size_t i = mhash(k, t->mmask);; i = (i + 1) & t->mmask) {
+        if (t->mkey[i] == k) {
+            *res = t->mres[i];
+            return t->mrank[i];
+        }
+        if (t->mkey[i] == MKEY_EMPTY) return INT_MAX;
+    }
+}
+
+static uint64_t fnv(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h | 1; /* 0 marks an empty cache slot */
+}
+
+void tok_free(tok_tokenizer *t)
+{
+    if (!t) return;
+    mem_free(t->pool);
+    mem_free(t->toff);
+    mem_free(t->tlen);
+    mem_free(t->used);
+    mem_free(t->mkey);
+    mem_free(t->mrank);
+    mem_free(t->mres);
+    tok_splitter_free(t->sp);
+    mem_free(t->ctab);
+    mem_free(t->ckeys);
+    mem_free(t->cids);
+    mem_free(t->sym);
+    mem_free(t->tmp);
+    mem_free(t->rk);
+    mem_free(t);
+}
+
+int tok_vocab_size(const tok_tokenizer *t) { return t->nvocab; }
+int tok_eot(const tok_tokenizer *t) { return t->eot; }
+
+const char *tok_token_bytes(const tok_tokenizer *t, int id, size_t *len)
+{
+    if (id < 0 || id >= t->nvocab || !t->used[id]) return NULL;
+    if (len) *len = t->tlen[id];
+    return t->pool + t->toff[id];
+}
+
+/* ---- loading ----------------------------------------------------------------------------- */
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
+                           strerror(errno));
+    char *b = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            cap = (n + 65536 + 1) * 2;
+            char *nb = mem_realloc(b, cap);
+            if (!nb) {
+                mem_free(b);
+                fclose(f);
+                return err_set(ERR_NOMEM, "out of memory reading %s", path);
+            }
+            b = nb;
+        }
+        size_t k = fread(b + n, 1, 65536, f);
+        n += k;
+        if (k < 65536) break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        mem_free(b);
+        return err_set(ERR_IO, "%s: read error", path);
+    }
+    b[n] = 0;
+    *out = b;
+    *len = n;
+    return OK;
+}
+
+/* Token text in the byte alphabet -> raw bytes (into out, returns length), -1 if some
+ * character is outside the alphabet or the text is not UTF-8. */
+static long unalphabet(const int *inv, const char *s, size_t n, char *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    long o = 0;
+    while (i < n) {
+        size_t k = utf8_len(u + i, n - i);
+        if (!k) return -1;
+        unsigned cp = k == 1 ? u[i] : k == 2 ? (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu)
+                    : k == 3 ? (u[i] & 0x0Fu) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu)
+                             : 0x110000;
+        if (cp >= 324 || inv[cp] < 0) return -1;
+        out[o++] = (char)inv[cp];
+        i += k;
+    }
+    return o;
+}
+
+/* bytes -> id map used while loading merges */
+typedef struct {
+    uint64_t *h;
+    int *id;
+    size_t mask;
+} strmap;
+
+static int strmap_find(const strmap *m, const tok_tokenizer *t, const char *s, size_t n)
+{
+    uint64_t h = fnv(s, n);
+    for (size_t i = (h >> 1) & m->mask;; i = (i + 1) & m->mask) {
+        if (!m->h[i]) return -1;
+        int id = m->id[i];
+        if (m->h[i] == h && t->tlen[id] == n && !memcmp(t->pool + t->toff[id], s, n)) return id;
+    }
+}
+
+static int load_vocab(tok_tokenizer *t, const char *path, const int *inv, strmap *m)
+{
+    char *js;
+    size_t jn;
+    int rc = read_file(path, &js, &jn);
+    if (rc) return rc;
+    cJSON *root = cJSON_ParseWithLength(js, jn);
+    mem_free(js);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return err_set(ERR_FORMAT, "%s: not a JSON object of token -> id", path);
+    }
+    int maxid = -1, count = 0;
+    size_t bytes = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, root)
+    {
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e7 ||
+            e->valuedouble != (double)(int)e->valuedouble) {
+            cJSON_Delete(root);
+            return err_set(ERR_FORMAT, "%s: token '%.40s' has no valid integer id", path, e->string);
+        }
+        if (e->valueint > maxid) maxid = e->valueint;
+        bytes += strlen(e->string);
+        count++;
+    }
+    if (count < 256) {
+        cJSON_Delete(root);
+        return err_set(ERR_FORMAT, "%s: only %d tokens (a byte-level BPE needs the 256 byte tokens)",
+                       path, count);
+    }
+    t->nvocab = maxid + 1;
+    t->pool = mem_alloc(bytes + 1);
+    t->toff = mem_calloc((size_t)t->nvocab, sizeof *t->toff);
+    t->tlen = mem_calloc((size_t)t->nvocab, sizeof *t->tlen);
+    t->used = mem_calloc((size_t)t->nvocab, 1);
+    size_t cap = 1;
+    while (cap < (size_t)count * 2) cap <<= 1;
+    m->h = mem_calloc(cap, sizeof *m->h);
+    m->id = mem_calloc(cap, sizeof *m->id);
+    m->mask = cap - 1;
+    if (!t->pool || !t->toff || !t->tlen || !t->used || !m->h || !m->id) {
+        cJSON_Delete(root);
+        return err_set(ERR_NOMEM, "out of memory loading %s", path);
+    }
+    size_t p = 0;
+    rc = OK;
+    cJSON_ArrayForEach(e, root)
+    {
+        int id = e->valueint;
+        size_t n = strlen(e->string);
+        if (t->used[id]) {
+            rc = err_set(ERR_FORMAT, "%s: id %d is used twice", path, id);
+            break;
+        }
+        long k = unalphabet(inv, e->string, n, t->pool + p);
+        int special = k < 0 || !strcmp(e->string, SPECIAL_EOT);
+        if (special) {
+            memcpy(t->pool + p, e->string, n); /* added tokens decode to their own text */
+            k = (long)n;
+        }
+        t->toff[id] = p;
+        t->tlen[id] = (uint32_t)k;
+        t->used[id] = 1;
+        p += (size_t)k;
+        if (!strcmp(e->string, SPECIAL_EOT)) t->eot = id;
+        if (special || strmap_find(m, t, t->pool + t->toff[id], (size_t)k) >= 0) continue;
+        uint64_t h = fnv(t->pool + t->toff[id], (size_t)k);
+        size_t i = (h >> 1) & m->mask;
+        while (m->h[i]) i = (i + 1) & m->mask;
+        m->h[i] = h;
+        m->id[i] = id;
+        if (k == 1) t->byte_id[(unsigned char)t->pool[t->toff[id]]] = id;
+    }
+    cJSON_Delete(root);
+    if (rc) return rc;
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] < 0)
+            return err_set(ERR_FORMAT, "%s: no token for byte 0x%02x (not a byte-level BPE vocabulary)",
+                           path, b);
+    return OK;
+}
+
+static int load_merges(tok_tokenizer *t, const char *path, const int *inv, const strmap *m)
+{
+    char *txt;
+    size_t tn;
+    int rc = read_file(path, &txt, &tn);
+    if (rc) return rc;
+    size_t nlines = 1;
+    for (size_t i = 0; i < tn; i++) nlines += txt[i] == '\n';
+    size_t cap = 1;
+    while (cap < nlines * 2) cap <<= 1;
+    t->mkey = mem_alloc(cap * sizeof *t->mkey);
+    t->mrank = mem_alloc(cap * sizeof *t->mrank);
+    t->mres = mem_alloc(cap * sizeof *t->mres);
+    char *buf = mem_alloc(tn + 1);
+    if (!t->mkey || !t->mrank || !t->mres || !buf) {
+        mem_free(txt);
+        mem_free(buf);
+        return err_set(ERR_NOMEM, "out of memory loading %s", path);
+    }
+    memset(t->mkey, 0xff, cap * sizeof *t->mkey);
+    t->mmask = cap - 1;
+    size_t pos = 0;
+    long lineno = 0, rank = 0;
+    while (pos < tn && !rc) {
+        size_t e = pos;
+        while (e < tn && txt[e] != '\n') e++;
+        char *line = txt + pos;
+        size_t ln = e - pos;
+        pos = e + 1;
+        lineno++;
+        if (ln && line[ln - 1] == '\r') ln--;
+        if (lineno == 1 && ln >= 8 && !memcmp(line, "#version", 8)) continue;
+        /* the reference ranks merges by line, so a blank line still takes a rank */
+        long r = rank++;
+        size_t a0 = 0;
+        while (a0 < ln && (line[a0] == ' ' || line[a0] == '\t')) a0++;
+        if (a0 == ln) continue;
+        size_t a1 = a0;
+        while (a1 < ln && line[a1] != ' ' && line[a1] != '\t') a1++;
+        size_t b0 = a1;
+        while (b0 < ln && (line[b0] == ' ' || line[b0] == '\t')) b0++;
+        size_t b1 = b0;
+        while (b1 < ln && line[b1] != ' ' && line[b1] != '\t') b1++;
+        size_t z = b1;
+        while (z < ln && (line[z] == ' ' || line[z] == '\t')) z++;
+        if (b0 == b1 || z != ln) {
+            rc = err_set(ERR_FORMAT, "%s:%ld: expected two tokens separated by a space", path, lineno);
+            break;
+        }
+        long ka = unalphabet(inv, line + a0, a1 - a0, buf);
+        long kb = ka < 0 ? -1 : unalphabet(inv, line + b0, b1 - b0, buf + ka);
+        int ia = ka < 0 ? -1 : strmap_find(m, t, buf, (size_t)ka);
+        int ib = kb < 0 ? -1 : strmap_find(m, t, buf + ka, (size_t)kb);
+        int ir = ia < 0 || ib < 0 ? -1 : strmap_find(m, t, buf, (size_t)(ka + kb));
+        if (ir < 0) {
+            rc = err_set(ERR_FORMAT, "%s:%ld: merge '%.*s' uses or makes a token missing from the "
+                         "vocabulary", path, lineno, (int)(ln > 60 ? 60 : ln), line);
+            break;
+        }
+        uint64_t k = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
+        size_t i = mhash(k, t->mmask);
+        while (t->mkey[i] != MKEY_EMPTY && t->mkey[i] != k) i = (i + 1) & t->mmask;
+        /* a repeated merge takes its later rank, as in the reference (dict of pairs -> rank) */
+        t->mkey[i] = k;
+        t->mrank[i] = (int32_t)r;
+        t->mres[i] = ir;
+    }
+    mem_free(txt);
+    mem_free(buf);
+    return rc;
+}
+
+static int file_exists(const char *dir, const char *name, char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fclose(f);
+    return 1;
+}
+
+int tok_load(tok_tokenizer **out, const char *dir)
+{
+    *out = NULL;
+    char vpath[4096], mpath[4096];
+    if (!(file_exists(dir, "encoder.json", vpath, sizeof vpath) &&
+          file_exists(dir, "vocab.bpe", mpath, sizeof mpath)) &&
+        !(file_exists(dir, "vocab.json", vpath, sizeof vpath) &&
+          file_exists(dir, "merges.txt", mpath, sizeof mpath)))
+        return err_set(ERR_NOTFOUND, "%s: no tokenizer files (want encoder.json + vocab.bpe, or "
+                       "vocab.json + merges.txt)", dir);
+    tok_tokenizer *t = mem_calloc(1, sizeof *t);
+    if (!t) return err_set(ERR_NOMEM, "out of memory");
+    t->eot = -1;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
+    int inv[324];
+    for (int i = 0; i < 324; i++) inv[i] = -1;
+    for (int b = 0; b < 256; b++) inv[tok_byte_to_unicode((unsigned char)b)] = b;
+    strmap m = {0};
+    int rc = load_vocab(t, vpath, inv, &m);
+    if (!rc) rc = load_merges(t, mpath, inv, &m);
+    mem_free(m.h);
+    mem_free(m.id);
+    if (!rc) rc = tok_splitter_new(&t->sp);
+    if (!rc) {
+        size_t cap = 1u << 14; /* grows with use: a small table stays in cache */
+        t->ctab = mem_calloc(cap, sizeof *t->ctab);
+        t->cmask = cap - 1;
+        if (!t->ctab) rc = err_set(ERR_NOMEM, "out of memory");
+    }
+    if (rc) {
+        tok_free(t);
+        return rc;
+    }
+    *out = t;
+    return OK;
+}
+
+/* ---- encoding ---------------------------------------------------------------------------- */
+
+typedef struct {
+    tok_tokenizer *t;
+    const char *base;
+    int *ids;
+    size_t *offs;
+    size_t n, cap;
+    int want_offs;
+} enc_ctx;
+
+static int emit_reserve(enc_ctx *c, size_t k)
+{
+    if (c->n + k <= c->cap) return OK;
+    size_t nc = (c->n + k) * 2 + 64;
+    int *ni = mem_realloc(c->ids, nc * sizeof *ni);
+    if (!ni) return err_set(ERR_NOMEM, "out of memory");
+    c->ids = ni;
+    if (c->want_offs) {
+        size_t *no = mem_realloc(c->offs, nc * sizeof *no);
+        if (!no) return err_set(ERR_NOMEM, "out of memory");
+        c->offs = no;
+    }
+    c->cap = nc;
+    return OK;
+}
+
+static void emit(enc_ctx *c, const int *ids, size_t k, size_t off)
+{
+    memcpy(c->ids + c->n, ids, k * sizeof *ids);
+    if (c->want_offs)
+        for (size_t i = 0; i < k; i++) {
+            c->offs[c->n + i] = off;
+            off += c->t->tlen[ids[i]];
+        }
+    c->n += k;
+}
+
+static int scratch(tok_tokenizer *t, size_t n)
+{
+    if (n <= t->scap) return OK;
+    size_t nc = n * 2;
+    mem_free(t->sym);
+    mem_free(t->tmp);
+    mem_free(t->rk);
+    t->sym = mem_alloc(nc * sizeof *t->sym);
+    t->tmp = mem_alloc(nc * sizeof *t->tmp);
+    t->rk = mem_alloc(nc * sizeof *t->rk);
+    t->scap = t->sym && t->tmp && t->rk ? nc : 0;
+    return t->scap ? OK : err_set(ERR_NOMEM, "out of memory");
+}
+
+/* Merge the bytes of one piece by rank into t->sym; returns the number of symbols.
+ * Each round takes the lowest-ranked adjacent pair and merges all its occurrences left to
+ * right, exactly as the reference bpe() does. */
+static size_t bpe(tok_tokenizer *t, const unsigned char *w, size_t n)
+{
+    int *s = t->sym, *rk = t->rk;
+    for (size_t i = 0; i < n; i++) s[i] = t->byte_id[w[i]];
+    size_t m = n;
+    int dummy;
+    for (size_t i = 0; i + 1 < m; i++) rk[i] = merge_find(t, s[i], s[i + 1], &dummy);
+    while (m > 1) {
+        int best = INT_MAX;
+        size_t bi = 0;
+        for (size_t i = 0; i + 1 < m; i++)
+            if (rk[i] < best) { best = rk[i]; bi = i; }
+        if (best == INT_MAX) break;
+        int a = s[bi], b = s[bi + 1], res = -1;
+        merge_find(t, a, b, &res);
+        size_t j = 0;
+        for (size_t i = 0; i < m;) {
+            if (i + 1 < m && s[i] == a && s[i + 1] == b) {
+                s[j++] = res;
+                i += 2;
+            } else s[j++] = s[i++];
+        }
+        m = j;
+        /* pairs left of the first merge are unchanged; from there on positions shifted */
+        for (size_t i = bi ? bi - 1 : 0; i + 1 < m; i++) rk[i] = merge_find(t, s[i], s[i + 1], &dummy);
+    }
+    return m;
+}
+
+/* Long pieces (a minified file, a base64 blob): the same merges with a min-heap of
+ * (rank, position) over a linked list, O(n log n) instead of O(n * merges). For merge lists
+ * where every merge's parts are made by earlier merges (GPT-2's and bpe-train's are) this gives
+ * exactly the ids of bpe(): equal ranks are the same pair, taken left to right. The hostile test
+ * file has long pieces checked against the reference. Returns 0 when out of memory. */
+typedef struct {
+    int rank, pos, a, b;
+} bpe_hent;
+
+static int hent_less(const bpe_hent *x, const bpe_hent *y)
+{
+    return x->rank != y->rank ? x->rank < y->rank : x->pos < y->pos;
+}
+
+static void hpush(bpe_hent *h, size_t *n, bpe_hent e)
+{
+    size_t i = (*n)++;
+    while (i > 0 && hent_less(&e, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+}
+
+static bpe_hent hpop(bpe_hent *h, size_t *n)
+{
+    bpe_hent top = h[0], e = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && hent_less(&h[c + 1], &h[c])) c++;
+        if (!hent_less(&h[c], &e)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = e;
+    return top;
+}
+
+static size_t bpe_long(tok_tokenizer *t, const unsigned char *w, size_t n)
+{
+    int *s = t->sym;
+    int *nx = mem_alloc(n * sizeof *nx), *pv = mem_alloc(n * sizeof *pv);
+    bpe_hent *h = mem_alloc(3 * n * sizeof *h); /* n - 1 initial pairs + 2 per merge */
+    size_t hn = 0, m = 0;
+    int res = -1;
+    if (!nx || !pv || !h) goto out;
+    for (size_t i = 0; i < n; i++) {
+        s[i] = t->byte_id[w[i]];
+        nx[i] = i + 1 < n ? (int)i + 1 : -1;
+        pv[i] = (int)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        int r = merge_find(t, s[i], s[i + 1], &res);
+        if (r != INT_MAX) hpush(h, &hn, (bpe_hent){r, (int)i, s[i], s[i + 1]});
+    }
+    while (hn) {
+        bpe_hent e = hpop(h, &hn);
+        int p = e.pos, q = nx[p];
+        if (s[p] != e.a || q < 0 || s[q] != e.b) continue; /* stale */
+        merge_find(t, e.a, e.b, &res);
+        s[p] = res;
+        s[q] = -1;
+        nx[p] = nx[q];
+        if (nx[q] >= 0) pv[nx[q]] = p;
+        int r;
+        if (pv[p] >= 0 && (r = merge_find(t, s[pv[p]], s[p], &res)) != INT_MAX)
+            hpush(h, &hn, (bpe_hent){r, pv[p], s[pv[p]], s[p]});
+        if (nx[p] >= 0 && (r = merge_find(t, s[p], s[nx[p]], &res)) != INT_MAX)
+            hpush(h, &hn, (bpe_hent){r, p, s[p], s[nx[p]]});
+    }
+    for (int i = 0; i >= 0; i = nx[i]) s[m++] = s[i];
+out:
+    mem_free(nx);
+    mem_free(pv);
+    mem_free(h);
+    return m;
+}
+
+static void cache_clear(tok_tokenizer *t)
+{
+    memset(t->ctab, 0, (t->cmask + 1) * sizeof *t->ctab);
+    t->ccount = 0;
+    t->cklen = 0;
+    t->cvlen = 0;
+}
+
+/* Double the cache table (load factor <= 1/2); on failure the old table stays. */
+static int cache_grow(tok_tokenizer *t)
+{
+    size_t cap = (t->cmask + 1) * 2;
+    cache_ent *nt = mem_calloc(cap, sizeof *nt);
+    if (!nt) return ERR_NOMEM;
+    for (size_t i = 0; i <= t->cmask; i++) {
+        if (!t->ctab[i].h) continue;
+        size_t j = (t->ctab[i].h >> 1) & (cap - 1);
+        while (nt[j].h) j = (j + 1) & (cap - 1);
+        nt[j] = t->ctab[i];
+    }
+    mem_free(t->ctab);
+    t->ctab = nt;
+    t->cmask = cap - 1;
+    return OK;
+}
+
+static int on_piece(const char *p, size_t n, int raw, void *user)
+{
+    enc_ctx *c = user;
+    tok_tokenizer *t = c->t;
+    size_t off = (size_t)(p - c->base);
+    const unsigned char *u = (const unsigned char *)p;
+    if (raw || n == 1) {
+        if (emit_reserve(c, 1)) return ERR_NOMEM;
+        emit(c, &t->byte_id[u[0]], 1, off);
+        return OK;
+    }
+    uint64_t h = 0;
+    size_t slot = 0;
+    if (n <= CACHE_MAX_WORD) {
+        h = fnv(p, n);
+        for (slot = (h >> 1) & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {
+            cache_ent *e = &t->ctab[slot];
+            if (e->h == h && e->klen == n && !memcmp(t->ckeys + e->kpos, p, n)) {
+                if (emit_reserve(c, e->vlen)) return ERR_NOMEM;
+                emit(c, t->cids + e->vpos, e->vlen, off);
+                return OK;
+            }
+        }
+    }
+    if (scratch(t, n)) return ERR_NOMEM;
+    size_t m = n > BPE_LONG ? bpe_long(t, u, n) : 0;
+    if (!m) m = bpe(t, u, n);
+    if (emit_reserve(c, m)) return ERR_NOMEM;
+    emit(c, t->sym, m, off);
+    if (n > CACHE_MAX_WORD) return OK;
+    if (t->ccount >= CACHE_MAX_ENTRIES) { /* bounded memory: start over */
+        cache_clear(t);
+        for (slot = (h >> 1) & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {}
+    } else if ((t->ccount + 1) * 2 > t->cmask + 1 && cache_grow(t) == OK) {
+        for (slot = (h >> 1) & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {}
+    }
+    if (t->cklen + n > t->ckcap) {
+        size_t nc = (t->cklen + n) * 2 + 4096;
+        char *nk = mem_realloc(t->ckeys, nc);
+        if (!nk) return OK; /* the cache is an optimisation only */
+        t->ckeys = nk;
+        t->ckcap = nc;
+    }
+    if (t->cvlen + m > t->cvcap) {
+        size_t nc = (t->cvlen + m) * 2 + 4096;
+        int *nv = mem_realloc(t->cids, nc * sizeof *nv);
+        if (!nv) return OK;
+        t->cids = nv;
+        t->cvcap = nc;
+    }
+    cache_ent *e = &t->ctab[slot];
+    e->h = h;
+    e->kpos = (uint32_t)t->cklen;
+    e->klen = (uint32_t)n;
+    e->vpos = (uint32_t)t->cvlen;
+    e->vlen = (uint32_t)m;
+    memcpy(t->ckeys + t->cklen, p, n);
+    memcpy(t->cids + t->cvlen, t->sym, m * sizeof *t->sym);
+    t->cklen += n;
+    t->cvlen += m;
+    t->ccount++;
+    return OK;
+}
+
+int tok_encode(tok_tokenizer *t, const char *text, size_t len, int allow_special, int **ids,
+               size_t **offsets, size_t *n)
+{
+    *ids = NULL;
+    if (offsets) *offsets = NULL;
+    *n = 0;
+    enc_ctx c = {.t = t, .base = text, .want_offs = offsets != NULL};
+    int rc = emit_reserve(&c, len / 3 + 16);
+    size_t pos = 0;
+    const size_t sl = sizeof SPECIAL_EOT - 1;
+    while (!rc && pos < len) {
+        size_t end = len;
+        const char *sp = NULL;
+        if (allow_special && t->eot >= 0) {
+            sp = memmem(text + pos, len - pos, SPECIAL_EOT, sl);
+            if (sp) end = (size_t)(sp - text);
+        }
+        rc = tok_split(t->sp, text + pos, end - pos, on_piece, &c);
+        if (rc == ERR_NOMEM) rc = err_set(ERR_NOMEM, "out of memory encoding %zu bytes", len);
+        if (rc || !sp) break;
+        rc = emit_reserve(&c, 1);
+        if (!rc) emit(&c, &t->eot, 1, end);
+        pos = end + sl;
+    }
+    if (rc) {
+        mem_free(c.ids);
+        mem_free(c.offs);
+        return rc;
+    }
+    *ids = c.ids;
+    if (offsets) *offsets = c.offs;
+    *n = c.n;
+    return OK;
+}
+
+int tok_decode(const tok_tokenizer *t, const int *ids, size_t n, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= t->nvocab || !t->used[ids[i]])
+            return err_set(ERR_ARG, "token id %d at position %zu is not in the vocabulary (0..%d)",
+                           ids[i], i, t->nvocab - 1);
+        total += t->tlen[ids[i]];
+    }
+    char *b = mem_alloc(total + 1);
+    if (!b) return err_set(ERR_NOMEM, "out of memory decoding %zu tokens", n);
+    size_t p = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(b + p, t->pool + t->toff[ids[i]], t->tlen[ids[i]]);
+        p += t->tlen[ids[i]];
+    }
+    b[p] = 0;
+    *out = b;
+    *len = p;
+    return OK;
+}

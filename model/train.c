@@ -1,0 +1,332 @@
+/* train.c - data windows, AdamW, schedule, checkpoints (see train.h). */
+#include "model/train.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "model/safetensors.h"
+
+/* ---- data -------------------------------------------------------------------------------- */
+void train_data_init(train_data *d, int eot, double val_frac, uint64_t seed)
+{
+    memset(d, 0, sizeof *d);
+    d->eot = eot;
+    d->val_frac = val_frac;
+    d->seed = seed;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int append(int **buf, size_t *n, size_t *cap, const int *ids, size_t k)
+{
+    if (*n + k > *cap) {
+        size_t nc = *cap ? *cap : 1 << 16;
+        while (nc < *n + k) nc *= 2;
+        int *nb = mem_realloc(*buf, nc * sizeof(int));
+        if (!nb) return err_set(ERR_NOMEM, "out of memory for %zu tokens", nc);
+        *buf = nb;
+        *cap = nc;
+    }
+    memcpy(*buf + *n, ids, k * sizeof(int));
+    *n += k;
+    return OK;
+}
+
+int train_data_add(train_data *d, const int *ids, size_t n)
+{
+    double u = (double)(mix64(d->ndocs ^ mix64(d->seed)) >> 11) * 0x1.0p-53;
+    int val = u < d->val_frac;
+    d->ndocs++;
+    d->ndocs_val += val;
+    int **b = val ? &d->val : &d->train;
+    size_t *bn = val ? &d->nval : &d->ntrain, *bc = val ? &d->cap_val : &d->cap_train;
+    int rc = append(b, bn, bc, ids, n);
+    if (!rc && d->eot >= 0) rc = append(b, bn, bc, &d->eot, 1);
+    return rc;
+}
+
+void train_data_free(train_data *d)
+{
+    mem_free(d->train);
+    mem_free(d->val);
+    memset(d, 0, sizeof *d);
+}
+
+double train_unigram_entropy(const train_data *d, int V)
+{
+    double *cnt = calloc((size_t)V, sizeof *cnt);
+    if (!cnt) return NAN;
+    double tot = 0;
+    for (size_t i = 0; i < d->ntrain; i++)
+        if (d->train[i] >= 0 && d->train[i] < V) cnt[d->train[i]]++, tot++;
+    for (size_t i = 0; i < d->nval; i++)
+        if (d->val[i] >= 0 && d->val[i] < V) cnt[d->val[i]]++, tot++;
+    double h = 0;
+    for (int i = 0; i < V; i++)
+        if (cnt[i] > 0) h -= cnt[i] / tot * log(cnt[i] / tot);
+    free(cnt);
+    return h;
+}
+
+/* ---- options, schedule ------------------------------------------------------------------- */
+void train_opts_default(train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->batch = 32;
+    o->seq = 128;
+    o->steps = 1000;
+    o->warmup = 50;
+    o->lr = 3e-3;
+    o->min_lr_frac = 0.1;
+    o->weight_decay = 0.1;
+    o->beta1 = 0.9;
+    o->beta2 = 0.95;
+    o->eps = 1e-8;
+    o->clip = 1.0;
+    o->seed = 1;
+}
+
+double train_lr(const train_opts *o, int64_t s)
+{
+    if (o->warmup > 0 && s < o->warmup) return o->lr * (double)(s + 1) / o->warmup;
+    double lo = o->lr * o->min_lr_frac;
+    int64_t span = o->steps - o->warmup;
+    if (span <= 0) return o->lr;
+    double p = (double)(s - o->warmup) / (double)span;
+    if (p > 1) p = 1;
+    return lo + 0.5 * (o->lr - lo) * (1.0 + cos(M_PI * p));
+}
+
+/* ---- state ------------------------------------------------------------------------------- */
+int train_init(train_state *s, gpt2_model *m, const train_opts *o)
+{
+    memset(s, 0, sizeof *s);
+    if (o->batch < 1 || o->seq < 1 || o->seq > gpt2_cfg(m)->n_ctx || o->steps < 1)
+        return err_set(ERR_ARG, "bad training shape: batch %d, seq %d (context %d), steps %d",
+                       o->batch, o->seq, gpt2_cfg(m)->n_ctx, o->steps);
+    int rc = gpt2_train_enable(m);
+    if (rc) return rc;
+    size_t n;
+    gpt2_params(m, &n);
+    s->m = m;
+    s->o = *o;
+    s->mom = mem_calloc(n, sizeof(float));
+    s->var = mem_calloc(n, sizeof(float));
+    s->tok = mem_alloc(sizeof(int) * (size_t)o->batch * o->seq);
+    s->tgt = mem_alloc(sizeof(int) * (size_t)o->batch * o->seq);
+    if (!s->mom || !s->var || !s->tok || !s->tgt) {
+        train_free(s);
+        return err_set(ERR_NOMEM, "out of memory for the optimizer state");
+    }
+    /* the sampling stream differs from the init stream of the same seed */
+    gpt2_rng_seed(&s->rng, o->seed ^ 0x5eed5a3b1e5ull);
+    return OK;
+}
+
+void train_free(train_state *s)
+{
+    mem_free(s->mom);
+    mem_free(s->var);
+    mem_free(s->tok);
+    mem_free(s->tgt);
+    memset(s, 0, sizeof *s);
+}
+
+double train_clip(float *g, size_t n, double clip)
+{
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += (double)g[i] * g[i];
+    double norm = sqrt(ss);
+    if (clip > 0 && norm > clip) {
+        float sc = (float)(clip / norm);
+        for (size_t i = 0; i < n; i++) g[i] *= sc;
+    }
+    return norm;
+}
+
+void train_adamw(train_state *s, double lr)
+{
+    int nt;
+    const gpt2_tensor *tab = gpt2_param_table(s->m, &nt);
+    float *p = gpt2_params(s->m, NULL), *g = gpt2_grads(s->m);
+    const train_opts *o = &s->o;
+    double t = (double)(s->step + 1);
+    float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
+    float c1 = (float)(1.0 / (1.0 - pow(o->beta1, t))), c2 = (float)(1.0 / (1.0 - pow(o->beta2, t)));
+    float flr = (float)lr;
+    for (int i = 0; i < nt; i++) {
+        float wd = tab[i].decay ? (float)o->weight_decay : 0.0f;
+        size_t a = tab[i].offset, e = a + tab[i].numel;
+        for (size_t j = a; j < e; j++) {
+            float mj = b1 * s->mom[j] + (1.0f - b1) * g[j];
+            float vj = b2 * s->var[j] + (1.0f - b2) * g[j] * g[j];
+            s->mom[j] = mj;
+            s->var[j] = vj;
+            float mh = mj * c1, vh = vj * c2;
+            p[j] -= flr * (mh / (sqrtf(vh) + eps) + wd * p[j]);
+        }
+    }
+}
+
+static void sample_batch(train_state *s, const train_data *d)
+{
+    int B = s->o.batch, T = s->o.seq;
+    uint64_t span = (uint64_t)(d->ntrain - (size_t)T); /* start in [0, ntrain - T - 1] */
+    for (int b = 0; b < B; b++) {
+        size_t st = (size_t)(gpt2_rng_next(&s->rng) % span);
+        memcpy(s->tok + (size_t)b * T, d->train + st, sizeof(int) * (size_t)T);
+        memcpy(s->tgt + (size_t)b * T, d->train + st + 1, sizeof(int) * (size_t)T);
+    }
+}
+
+int train_step(train_state *s, const train_data *d, double *loss, double *grad_norm, double *lr)
+{
+    if (d->ntrain < (size_t)s->o.seq + 2)
+        return err_set(ERR_ARG, "training stream has %zu tokens, fewer than one window of %d",
+                       d->ntrain, s->o.seq + 1);
+    sample_batch(s, d);
+    double l;
+    int rc = gpt2_forward_backward(s->m, s->tok, s->tgt, s->o.batch, s->o.seq, &l);
+    if (rc) return rc;
+    size_t n;
+    gpt2_params(s->m, &n);
+    double norm = train_clip(gpt2_grads(s->m), n, s->o.clip);
+    double r = train_lr(&s->o, s->step);
+    train_adamw(s, r);
+    s->step++;
+    if (loss) *loss = l;
+    if (grad_norm) *grad_norm = norm;
+    if (lr) *lr = r;
+    if (!isfinite(l)) return err_set(ERR_ARG, "loss became %g at step %" PRId64 " (lower --lr?)", l, s->step);
+    return OK;
+}
+
+int train_eval(train_state *s, const train_data *d, int max_windows, double *val_loss,
+               long *ntokens)
+{
+    int B = s->o.batch, T = s->o.seq;
+    if (d->nval < 2) return err_set(ERR_ARG, "held-out stream is empty (raise --val-frac?)");
+    double sum = 0;
+    long cnt = 0;
+    size_t pos = 0;
+    int w = 0;
+    float *lpt = mem_alloc(sizeof(float) * (size_t)B * T);
+    if (!lpt) return err_set(ERR_NOMEM, "out of memory");
+    while (w < max_windows && pos + 1 < d->nval) {
+        int b = 0;
+        for (; b < B && w < max_windows && pos + 1 < d->nval; b++, w++) {
+            size_t len = d->nval - 1 - pos;
+            if (len > (size_t)T) len = (size_t)T;
+            for (int t = 0; t < T; t++) {
+                int in = (size_t)t < len;
+                s->tok[(size_t)b * T + t] = in ? d->val[pos + t] : 0;
+                s->tgt[(size_t)b * T + t] = in ? d->val[pos + t + 1] : -1;
+            }
+            pos += len;
+        }
+        double mean;
+        int rc = gpt2_loss(s->m, s->tok, s->tgt, b, T, lpt, &mean);
+        if (rc) {
+            mem_free(lpt);
+            return rc;
+        }
+        for (size_t i = 0; i < (size_t)b * T; i++)
+            if (s->tgt[i] >= 0) {
+                sum += lpt[i];
+                cnt++;
+            }
+    }
+    mem_free(lpt);
+    *val_loss = cnt ? sum / (double)cnt : 0;
+    if (ntokens) *ntokens = cnt;
+    return OK;
+}
+
+/* ---- checkpoints -------------------------------------------------------------------------- */
+static void opts_string(const train_opts *o, char *buf, size_t n)
+{
+    snprintf(buf, n, "batch=%d seq=%d steps=%d warmup=%d lr=%.17g min_lr_frac=%.17g wd=%.17g "
+             "b1=%.17g b2=%.17g eps=%.17g clip=%.17g seed=%" PRIu64,
+             o->batch, o->seq, o->steps, o->warmup, o->lr, o->min_lr_frac, o->weight_decay,
+             o->beta1, o->beta2, o->eps, o->clip, o->seed);
+}
+
+int train_save(const train_state *s, const char *dir)
+{
+    int rc = gpt2_save(s->m, dir, ST_F32, 0);
+    if (rc) return rc;
+    size_t n;
+    float *p = gpt2_params(s->m, &n);
+    st_out outs[3] = {{"params", ST_F32, 1, {(int64_t)n}, p},
+                      {"adam_m", ST_F32, 1, {(int64_t)n}, s->mom},
+                      {"adam_v", ST_F32, 1, {(int64_t)n}, s->var}};
+    char step[32], rng[80], opts[512];
+    snprintf(step, sizeof step, "%" PRId64, s->step);
+    snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
+             s->rng.s[0], s->rng.s[1], s->rng.s[2], s->rng.s[3]);
+    opts_string(&s->o, opts, sizeof opts);
+    const char *meta[] = {"step", step, "rng", rng, "opts", opts, NULL};
+    char path[4096];
+    snprintf(path, sizeof path, "%s/train_state.safetensors", dir);
+    return st_write(path, outs, 3, meta);
+}
+
+int train_resume(train_state *s, const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/train_state.safetensors", dir);
+    st_file *f;
+    int rc = st_open(&f, path);
+    if (rc) return rc;
+    size_t n;
+    float *p = gpt2_params(s->m, &n);
+    int64_t shp[1] = {(int64_t)n};
+    const char *step = st_metadata(f, "step"), *rng = st_metadata(f, "rng"),
+               *opts = st_metadata(f, "opts");
+    char want[512];
+    opts_string(&s->o, want, sizeof want);
+    if (!step || !rng || !opts || strlen(rng) != 64) {
+        rc = err_set(ERR_FORMAT, "%s: missing step/rng/opts metadata", path);
+        goto out;
+    }
+    if (strcmp(opts, want)) {
+        rc = err_set(ERR_ARG, "%s: the run was started with different options (%s; now %s)", path,
+                     opts, want);
+        goto out;
+    }
+    if ((rc = st_load_f32(f, "params", 1, shp, p)) || (rc = st_load_f32(f, "adam_m", 1, shp, s->mom)) ||
+        (rc = st_load_f32(f, "adam_v", 1, shp, s->var)))
+        goto out;
+    char *end;
+    s->step = strtoll(step, &end, 10);
+    if (*end || s->step < 0) {
+        rc = err_set(ERR_FORMAT, "%s: bad step '%s'", path, step);
+        goto out;
+    }
+    for (int i = 0; i < 4; i++) {
+        char part[17];
+        memcpy(part, rng + 16 * i, 16);
+        part[16] = 0;
+        s->rng.s[i] = strtoull(part, &end, 16);
+        if (*end) {
+            rc = err_set(ERR_FORMAT, "%s: bad rng state", path);
+            goto out;
+        }
+    }
+out:
+    st_close(f);
+    return rc;
+}

@@ -1,0 +1,79 @@
+/* train.h - language-model training for gpt2_model: data windows, AdamW, schedule, checkpoints.
+ *
+ * Data: documents (token id arrays) are concatenated into a training and a held-out stream, each
+ * document followed by the end-of-text id when there is one. A document goes to the held-out
+ * stream when a hash of (its index, seed) falls below val_frac, so the split is deterministic.
+ * Training batches are B windows of T+1 tokens at uniformly random offsets (inputs = first T,
+ * targets = last T); validation uses fixed consecutive windows of the held-out stream.
+ *
+ * Optimisation: AdamW (decoupled weight decay on matrices only, not on biases or LayerNorm),
+ * linear warm-up then cosine decay to min_lr_frac * lr, global-norm gradient clipping.
+ *
+ * Checkpoint: DIR/config.json + DIR/model.safetensors (Hugging Face layout, float32, for users
+ * and the loader) and DIR/train_state.safetensors (parameters, Adam moments, step, RNG state,
+ * options in metadata) written atomically; resuming from the state file continues bit-identically
+ * (same thread count: OpenBLAS partitions deterministically for a fixed count).
+ * Not thread-safe; one trainer per model.
+ */
+#ifndef SAELITE_TRAIN_H
+#define SAELITE_TRAIN_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/gpt2.h"
+
+typedef struct {
+    int *train, *val;
+    size_t ntrain, nval, cap_train, cap_val;
+    size_t ndocs, ndocs_val;
+    int eot;         /* appended after each document, -1 for none */
+    double val_frac; /* fraction of documents held out */
+    uint64_t seed;
+} train_data;
+
+void train_data_init(train_data *d, int eot, double val_frac, uint64_t seed);
+int train_data_add(train_data *d, const int *ids, size_t n); /* one document */
+void train_data_free(train_data *d);
+/* Unigram entropy (nats) of the token distribution of both streams together (end-of-text
+ * markers included), over a vocabulary of V ids. */
+double train_unigram_entropy(const train_data *d, int V);
+
+typedef struct {
+    int batch, seq, steps, warmup;
+    double lr, min_lr_frac, weight_decay, beta1, beta2, eps, clip;
+    uint64_t seed;
+} train_opts;
+void train_opts_default(train_opts *o); /* batch 32, seq 128, AdamW 3e-3 (0.9, 0.95), wd 0.1, clip 1 */
+
+/* Learning rate at step s (0-based). */
+double train_lr(const train_opts *o, int64_t s);
+
+typedef struct {
+    gpt2_model *m; /* borrowed */
+    train_opts o;
+    float *mom, *var;
+    int64_t step; /* steps done */
+    gpt2_rng rng;
+    int *tok, *tgt; /* [B*T] batch buffers */
+} train_state;
+
+/* Needs gpt2_train_enable(m) (done here). */
+int train_init(train_state *s, gpt2_model *m, const train_opts *o);
+void train_free(train_state *s);
+/* One optimisation step on a fresh random batch; outputs may be NULL. */
+int train_step(train_state *s, const train_data *d, double *loss, double *grad_norm, double *lr);
+/* Mean loss over up to max_windows consecutive held-out windows of seq tokens (the last one may
+ * be shorter), evaluated in batches of `batch`. ERR_ARG when the held-out stream is too short. */
+int train_eval(train_state *s, const train_data *d, int max_windows, double *val_loss,
+               long *ntokens);
+/* AdamW update of the model parameters from its gradients (already clipped), exposed for tests. */
+void train_adamw(train_state *s, double lr);
+/* Scale gradients to global norm <= clip (clip <= 0: no clipping); returns the norm before. */
+double train_clip(float *g, size_t n, double clip);
+
+/* Checkpoint to dir (see above) / restore from dir/train_state.safetensors into a state whose
+ * model has the same shape; options that change the trajectory must match (ERR_ARG otherwise). */
+int train_save(const train_state *s, const char *dir);
+int train_resume(train_state *s, const char *dir);
+
+#endif

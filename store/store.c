@@ -1,0 +1,1229 @@
+/* store.c - the SQLite store (see store.h for the contract, schema.sql for the tables). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "model/safetensors.h"
+#include "store/store_internal.h"
+
+#include "schema_sql.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "store.c stores little-endian blobs by copying host floats; add byte swapping for this host"
+#endif
+
+#define STORE_APP_ID 0x5341454c /* 'SAEL' */
+#define STORE_PAGE_SIZE 65536
+
+/* Hot statements, prepared once per handle. */
+enum {
+    Q_ACT_FIND, Q_ACT_WRITE, Q_HOOK_BY_ID, Q_SEQ_FIND, Q_SEQ_ADD, Q_SEQ_TOKENS, Q_TOK_ADD,
+    Q_DOC_FIND, Q_DOC_ADD, Q__COUNT
+};
+static const char *const q_sql[Q__COUNT] = {
+    [Q_ACT_FIND] = "SELECT id, n_tokens FROM activations WHERE hook_id = ?1 AND sequence_id = ?2",
+    [Q_ACT_WRITE] = "INSERT INTO activations (hook_id, sequence_id, n_tokens, data) "
+                    "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (hook_id, sequence_id) DO UPDATE SET "
+                    "n_tokens = excluded.n_tokens, data = excluded.data",
+    [Q_HOOK_BY_ID] = "SELECT id, model_id, name, layer, width, dtype, seq_len FROM hooks WHERE id = ?1",
+    [Q_SEQ_FIND] = "SELECT id, tokens FROM sequences WHERE document_id = ?1 AND start = ?2 "
+                   "AND n_tokens = ?3 AND bos = ?4",
+    [Q_SEQ_ADD] = "INSERT INTO sequences (document_id, start, n_tokens, bos, tokens) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5)",
+    [Q_SEQ_TOKENS] = "SELECT n_tokens, tokens FROM sequences WHERE id = ?1",
+    [Q_TOK_ADD] = "INSERT OR REPLACE INTO tokens (sequence_id, position, token_id, text, "
+                  "byte_start, byte_end, pos_tag) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [Q_DOC_FIND] = "SELECT id, checksum FROM documents WHERE source = ?1 AND ordinal = ?2",
+    [Q_DOC_ADD] = "INSERT INTO documents (source, ordinal, name, genre, text, checksum) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+};
+
+#define HOOK_CACHE 16
+
+struct store {
+    sqlite3 *db;
+    char *path;
+    int readonly, in_tx;
+    sqlite3_stmt *q[Q__COUNT];
+    sqlite3_blob *blob; /* cached read handle on activations.data */
+    void *scratch;      /* conversion buffer for f16/bf16 */
+    size_t scratch_cap;
+    store_hook hooks[HOOK_CACHE];
+    int n_hooks;
+};
+
+/* ---- SQLite allocations through mem_alloc, so tests can inject out-of-memory --------------- */
+/* A 16-byte header keeps the size (xSize) and SQLite's 8-byte alignment. */
+static void *sq_malloc(int n)
+{
+    size_t *p = mem_alloc((size_t)n + 16);
+    if (!p) return NULL;
+    p[0] = (size_t)n;
+    return (char *)p + 16;
+}
+static void sq_free(void *p)
+{
+    if (p) mem_free((char *)p - 16);
+}
+static void *sq_realloc(void *p, int n)
+{
+    if (!p) return sq_malloc(n);
+    size_t *q = mem_realloc((char *)p - 16, (size_t)n + 16);
+    if (!q) return NULL;
+    q[0] = (size_t)n;
+    return (char *)q + 16;
+}
+static int sq_size(void *p) { return p ? (int)*(size_t *)((char *)p - 16) : 0; }
+static int sq_roundup(int n) { return (n + 7) & ~7; }
+static int sq_init(void *u) { (void)u; return SQLITE_OK; }
+static void sq_shutdown(void *u) { (void)u; }
+
+static pthread_once_t sq_once = PTHREAD_ONCE_INIT;
+static int sq_init_rc;
+static void sq_setup(void)
+{
+    static const sqlite3_mem_methods m = {sq_malloc, sq_free,  sq_realloc, sq_size,
+                                          sq_roundup, sq_init, sq_shutdown, NULL};
+    sqlite3_config(SQLITE_CONFIG_MALLOC, &m); /* fails harmlessly if SQLite was initialised */
+    sq_init_rc = sqlite3_initialize();
+}
+
+/* ---- errors and small helpers ------------------------------------------------------------- */
+sqlite3 *store_db(store *s) { return s->db; }
+int store_readonly(const store *s) { return s->readonly; }
+const char *store_path(const store *s) { return s->path; }
+
+int store_sql_error(store *s, int rc, const char *what)
+{
+    int prim = rc & 0xff, code;
+    const char *m = s && s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
+    if (prim == SQLITE_NOMEM) m = "out of memory";
+    else if (s && s->db && (sqlite3_errcode(s->db) & 0xff) != prim) m = sqlite3_errstr(rc);
+    switch (prim) {
+    case SQLITE_NOMEM: code = ERR_NOMEM; break;
+    case SQLITE_IOERR: case SQLITE_FULL: case SQLITE_READONLY: case SQLITE_CANTOPEN:
+    case SQLITE_PERM: case SQLITE_BUSY: case SQLITE_LOCKED:
+        code = ERR_IO; break;
+    case SQLITE_CORRUPT: case SQLITE_NOTADB: code = ERR_FORMAT; break;
+    default: code = ERR_SQL;
+    }
+    if (prim == SQLITE_FULL) m = "disk full (database or filesystem)";
+    return err_set(code, "%s: %s: %s", s && s->path ? s->path : "database", what, m);
+}
+
+int store_exec(store *s, const char *sql)
+{
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, NULL);
+    if (rc != SQLITE_OK) return store_sql_error(s, rc, "executing SQL");
+    return OK;
+}
+
+int store_prepare(store *s, const char *sql, sqlite3_stmt **st)
+{
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, st, NULL);
+    if (rc != SQLITE_OK) {
+        *st = NULL;
+        return store_sql_error(s, rc, "preparing a query");
+    }
+    return OK;
+}
+
+int store_query_i64(store *s, const char *sql, int64_t *v)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, sql, &st);
+    if (rc) return rc;
+    *v = 0;
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) *v = sqlite3_column_int64(st, 0);
+    else if (r != SQLITE_DONE) rc = store_sql_error(s, r, "reading");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* A cached statement, reset and unbound, ready for binding. */
+static int q_get(store *s, int which, sqlite3_stmt **st)
+{
+    if (!s->q[which]) {
+        int rc = sqlite3_prepare_v3(s->db, q_sql[which], -1, SQLITE_PREPARE_PERSISTENT,
+                                    &s->q[which], NULL);
+        if (rc != SQLITE_OK) {
+            s->q[which] = NULL;
+            return store_sql_error(s, rc, "preparing a query");
+        }
+    }
+    *st = s->q[which];
+    sqlite3_reset(*st);
+    sqlite3_clear_bindings(*st);
+    return OK;
+}
+
+static void blob_drop(store *s)
+{
+    if (s->blob) sqlite3_blob_close(s->blob);
+    s->blob = NULL;
+}
+
+uint64_t store_hash64(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static void hex64(char out[17], uint64_t h) { snprintf(out, 17, "%016llx", (unsigned long long)h); }
+
+/* ---- open / close / transactions ---------------------------------------------------------- */
+static int create_schema(store *s)
+{
+    char sql[128];
+    int rc;
+    snprintf(sql, sizeof sql, "PRAGMA page_size = %d", STORE_PAGE_SIZE);
+    if ((rc = store_exec(s, sql))) return rc;
+    if ((rc = store_exec(s, "PRAGMA journal_mode = WAL"))) return rc;
+    if ((rc = store_exec(s, "BEGIN IMMEDIATE"))) return rc;
+    /* Someone else may have created it between our check and the lock. */
+    int64_t ntab = 0;
+    rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master", &ntab);
+    if (!rc && ntab == 0) {
+        rc = store_exec(s, schema_sql);
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d; PRAGMA application_id = %d",
+                 STORE_SCHEMA_VERSION, STORE_APP_ID);
+        if (!rc) rc = store_exec(s, sql);
+    }
+    if (!rc) rc = store_exec(s, "COMMIT");
+    if (rc) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+/* Older schema versions would be upgraded here, one step per version, inside one transaction. */
+static int migrate(store *s, int64_t from)
+{
+    return err_set(ERR_VERSION, "%s: schema version %lld is not supported (this saelite reads %d)",
+                   s->path, (long long)from, STORE_SCHEMA_VERSION);
+}
+
+static int check_schema(store *s, int flags)
+{
+    int64_t ver = 0, app = 0, ntab = 0;
+    int rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master", &ntab);
+    if (rc == ERR_FORMAT)
+        return err_set(ERR_FORMAT, "%s: not a database (not an SQLite file, or damaged)", s->path);
+    if (rc) return rc;
+    if ((rc = store_query_i64(s, "PRAGMA user_version", &ver))) return rc;
+    if ((rc = store_query_i64(s, "PRAGMA application_id", &app))) return rc;
+    if (ntab == 0 && ver == 0) {
+        if (s->readonly || !(flags & STORE_CREATE))
+            return err_set(ERR_FORMAT, "%s: empty database (no saelite tables)", s->path);
+        if ((rc = create_schema(s))) return rc;
+        ver = STORE_SCHEMA_VERSION;
+        app = STORE_APP_ID;
+    }
+    if (app != STORE_APP_ID)
+        return err_set(ERR_FORMAT, "%s: an SQLite database, but not a saelite store", s->path);
+    if (ver > STORE_SCHEMA_VERSION)
+        return err_set(ERR_VERSION,
+                       "%s: written by a newer saelite (schema version %lld; this one reads up to %d)",
+                       s->path, (long long)ver, STORE_SCHEMA_VERSION);
+    if (ver < STORE_SCHEMA_VERSION) {
+        if (s->readonly)
+            return err_set(ERR_VERSION, "%s: old schema version %lld; open it writable to upgrade",
+                           s->path, (long long)ver);
+        return migrate(s, ver);
+    }
+    return OK;
+}
+
+int store_open(store **out, const char *path, int flags)
+{
+    *out = NULL;
+    pthread_once(&sq_once, sq_setup);
+    if (sq_init_rc != SQLITE_OK)
+        return err_set(ERR_SQL, "%s: cannot initialise SQLite: %s", path, sqlite3_errstr(sq_init_rc));
+    struct stat stt;
+    if (stat(path, &stt) != 0) {
+        if (errno != ENOENT || !(flags & STORE_CREATE) || (flags & STORE_READONLY))
+            return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
+                           strerror(errno));
+    } else if (!S_ISREG(stt.st_mode))
+        return err_set(ERR_IO, "%s: not a regular file", path);
+    store *s = mem_calloc(1, sizeof *s);
+    if (!s) return err_set(ERR_NOMEM, "%s: out of memory", path);
+    s->path = mem_strdup(path);
+    if (!s->path) {
+        mem_free(s);
+        return err_set(ERR_NOMEM, "%s: out of memory", path);
+    }
+    s->readonly = (flags & STORE_READONLY) != 0;
+    int oflags = s->readonly ? SQLITE_OPEN_READONLY
+                             : SQLITE_OPEN_READWRITE | ((flags & STORE_CREATE) ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        if (!s->db) rc = err_set(ERR_NOMEM, "%s: out of memory", path);
+        else rc = store_sql_error(s, rc, "cannot open");
+        store_close(s);
+        return rc;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, 10000);
+    rc = check_schema(s, flags);
+    if (!rc && !s->readonly)
+        rc = store_exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL");
+    if (!rc) rc = store_exec(s, "PRAGMA foreign_keys = ON; PRAGMA cache_size = -32768; "
+                               "PRAGMA temp_store = MEMORY");
+    if (rc) {
+        store_close(s);
+        return rc;
+    }
+    *out = s;
+    return OK;
+}
+
+void store_close(store *s)
+{
+    if (!s) return;
+    blob_drop(s);
+    for (int i = 0; i < Q__COUNT; i++) sqlite3_finalize(s->q[i]);
+    if (s->db) {
+        if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_close_v2(s->db);
+    }
+    mem_free(s->scratch);
+    mem_free(s->path);
+    mem_free(s);
+}
+
+int store_begin(store *s)
+{
+    blob_drop(s);
+    int rc = store_exec(s, "BEGIN IMMEDIATE");
+    if (!rc) s->in_tx = 1;
+    return rc;
+}
+
+int store_commit(store *s)
+{
+    blob_drop(s);
+    int rc = store_exec(s, "COMMIT");
+    if (!rc) s->in_tx = 0;
+    else if (sqlite3_get_autocommit(s->db)) s->in_tx = 0; /* SQLite rolled back itself */
+    return rc;
+}
+
+int store_rollback(store *s)
+{
+    blob_drop(s);
+    s->n_hooks = 0; /* cached hook rows may have been rolled back */
+    if (sqlite3_get_autocommit(s->db)) {
+        s->in_tx = 0;
+        return OK;
+    }
+    int rc = sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->in_tx = 0;
+    return rc == SQLITE_OK ? OK : store_sql_error(s, rc, "rollback");
+}
+
+int store_check(store *s)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "PRAGMA integrity_check", &st);
+    if (rc) return rc;
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        if (!t || strcmp(t, "ok"))
+            rc = err_set(ERR_FORMAT, "%s: integrity check failed: %s", s->path, t ? t : "?");
+    } else rc = store_sql_error(s, r, "integrity check");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- dtypes ------------------------------------------------------------------------------- */
+static const char *const dtype_names[] = {"f32", "f16", "bf16"};
+
+const char *store_dtype_name(int d) { return d >= 0 && d <= 2 ? dtype_names[d] : "?"; }
+int store_dtype_size(int d) { return d == STORE_F32 ? 4 : 2; }
+
+int store_dtype_parse(const char *name, int *dtype)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, dtype_names[i])) {
+            *dtype = i;
+            return OK;
+        }
+    return err_set(ERR_ARG, "unknown dtype '%s' (want f32, f16 or bf16)", name);
+}
+
+static int scratch_reserve(store *s, size_t n)
+{
+    if (s->scratch_cap >= n) return OK;
+    void *p = mem_realloc(s->scratch, n);
+    if (!p) return err_set(ERR_NOMEM, "%s: out of memory (%zu bytes)", s->path, n);
+    s->scratch = p;
+    s->scratch_cap = n;
+    return OK;
+}
+
+/* ---- models, documents, sequences, tokens ------------------------------------------------- */
+static int step_done(store *s, sqlite3_stmt *st, const char *what)
+{
+    int r = sqlite3_step(st);
+    int rc = r == SQLITE_DONE || r == SQLITE_ROW ? OK : store_sql_error(s, r, what);
+    sqlite3_reset(st);
+    return rc;
+}
+
+int store_model_add(store *s, const char *name, const char *path, const char *config_json,
+                    const char *checksum, int64_t *id)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT id FROM models WHERE checksum = ?1 ORDER BY id LIMIT 1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, checksum, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
+    else if (r != SQLITE_DONE) rc = store_sql_error(s, r, "reading models");
+    sqlite3_finalize(st);
+    if (rc || r == SQLITE_ROW) return rc;
+    if ((rc = store_prepare(s, "INSERT INTO models (name, path, config, checksum) VALUES (?1, ?2, ?3, ?4)",
+                            &st)))
+        return rc;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, config_json, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, checksum, -1, SQLITE_STATIC);
+    rc = step_done(s, st, "adding a model");
+    sqlite3_finalize(st);
+    if (!rc) *id = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+static void copy_text(char *dst, size_t cap, const unsigned char *src)
+{
+    snprintf(dst, cap, "%s", src ? (const char *)src : "");
+}
+
+int store_model_list(store *s, store_model **models, size_t *n)
+{
+    *models = NULL;
+    *n = 0;
+    int64_t cnt;
+    int rc = store_query_i64(s, "SELECT count(*) FROM models", &cnt);
+    if (rc) return rc;
+    store_model *m = mem_calloc((size_t)cnt + 1, sizeof *m);
+    if (!m) return err_set(ERR_NOMEM, "%s: out of memory", s->path);
+    sqlite3_stmt *st;
+    if ((rc = store_prepare(s, "SELECT id, name, path, checksum FROM models ORDER BY id", &st))) {
+        mem_free(m);
+        return rc;
+    }
+    size_t k = 0;
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW && k < (size_t)cnt) {
+        m[k].id = sqlite3_column_int64(st, 0);
+        copy_text(m[k].name, sizeof m[k].name, sqlite3_column_text(st, 1));
+        copy_text(m[k].path, sizeof m[k].path, sqlite3_column_text(st, 2));
+        copy_text(m[k].checksum, sizeof m[k].checksum, sqlite3_column_text(st, 3));
+        k++;
+    }
+    if (r != SQLITE_DONE && r != SQLITE_ROW) rc = store_sql_error(s, r, "reading models");
+    sqlite3_finalize(st);
+    if (rc) {
+        mem_free(m);
+        return rc;
+    }
+    *models = m;
+    *n = k;
+    return OK;
+}
+
+int store_doc_add(store *s, const char *source, int64_t ordinal, const char *name,
+                  const char *genre, const char *text, size_t len, int64_t *id)
+{
+    char sum[17];
+    hex64(sum, text ? store_hash64(STORE_HASH_INIT, text, len) : 0);
+    sqlite3_stmt *st;
+    int rc = q_get(s, Q_DOC_FIND, &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, source, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, ordinal);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        const char *old = (const char *)sqlite3_column_text(st, 1);
+        if (!old) rc = store_sql_error(s, SQLITE_NOMEM, "reading documents");
+        else if (strcmp(old, sum))
+            rc = err_set(ERR_FORMAT,
+                         "%s: document %lld of %s differs from the one stored (the corpus changed; "
+                         "use a new --db)", s->path, (long long)ordinal, source);
+        sqlite3_reset(st);
+        return rc;
+    }
+    sqlite3_reset(st);
+    if (r != SQLITE_DONE) return store_sql_error(s, r, "reading documents");
+    if ((rc = q_get(s, Q_DOC_ADD, &st))) return rc;
+    sqlite3_bind_text(st, 1, source, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, ordinal);
+    sqlite3_bind_text(st, 3, name, -1, SQLITE_STATIC);
+    if (genre && genre[0]) sqlite3_bind_text(st, 4, genre, -1, SQLITE_STATIC);
+    if (text) sqlite3_bind_text64(st, 5, text, len, SQLITE_STATIC, SQLITE_UTF8);
+    sqlite3_bind_text(st, 6, sum, -1, SQLITE_TRANSIENT);
+    if ((rc = step_done(s, st, "adding a document"))) return rc;
+    *id = sqlite3_last_insert_rowid(s->db);
+    return OK;
+}
+
+int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *ids, int T,
+                  int64_t *id, int *inserted)
+{
+    if (inserted) *inserted = 0;
+    sqlite3_stmt *st;
+    int rc = q_get(s, Q_SEQ_FIND, &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, doc_id);
+    sqlite3_bind_int64(st, 2, start);
+    sqlite3_bind_int(st, 3, T);
+    sqlite3_bind_int(st, 4, bos);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        const void *b = sqlite3_column_blob(st, 1);
+        int nb = sqlite3_column_bytes(st, 1);
+        if (!ids ? nb != 0 : nb != T * 4 || !b || memcmp(b, ids, (size_t)T * 4))
+            rc = err_set(ERR_FORMAT, "%s: sequence %lld holds other tokens than this run produced "
+                         "(different tokenizer or corpus?)", s->path, (long long)*id);
+        sqlite3_reset(st);
+        return rc;
+    }
+    sqlite3_reset(st);
+    if (r != SQLITE_DONE) return store_sql_error(s, r, "reading sequences");
+    if ((rc = q_get(s, Q_SEQ_ADD, &st))) return rc;
+    sqlite3_bind_int64(st, 1, doc_id);
+    sqlite3_bind_int64(st, 2, start);
+    sqlite3_bind_int(st, 3, T);
+    sqlite3_bind_int(st, 4, bos);
+    sqlite3_bind_blob(st, 5, ids ? (const void *)ids : "", ids ? T * 4 : 0, SQLITE_STATIC);
+    if ((rc = step_done(s, st, "adding a sequence"))) return rc;
+    *id = sqlite3_last_insert_rowid(s->db);
+    if (inserted) *inserted = 1;
+    return OK;
+}
+
+int store_seq_tokens(store *s, int64_t seq_id, int *ids, int *T)
+{
+    sqlite3_stmt *st;
+    int rc = q_get(s, Q_SEQ_TOKENS, &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, seq_id);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        int n = sqlite3_column_int(st, 0);
+        const void *b = sqlite3_column_blob(st, 1);
+        int nb = sqlite3_column_bytes(st, 1);
+        if (nb == 0 && n > 0)
+            rc = err_set(ERR_NOTFOUND, "%s: sequence %lld has no token ids (imported without "
+                         "--tokens)", s->path, (long long)seq_id);
+        else if (nb != n * 4 || (n && !b))
+            rc = !b && n ? store_sql_error(s, SQLITE_NOMEM, "reading sequences")
+                         : err_set(ERR_FORMAT, "%s: sequence %lld: token blob has %d bytes, "
+                                        "want %d", s->path, (long long)seq_id, nb, n * 4);
+        else if (ids && n > *T)
+            rc = err_set(ERR_SHAPE, "sequence %lld has %d tokens, buffer holds %d",
+                         (long long)seq_id, n, *T);
+        else {
+            if (ids) memcpy(ids, b, (size_t)n * 4);
+            *T = n;
+        }
+    } else if (r == SQLITE_DONE)
+        rc = err_set(ERR_NOTFOUND, "%s: no sequence %lld", s->path, (long long)seq_id);
+    else rc = store_sql_error(s, r, "reading sequences");
+    sqlite3_reset(st);
+    return rc;
+}
+
+int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char *const *text,
+                     const int64_t *byte_start, const int64_t *byte_end, const char *const *tags)
+{
+    sqlite3_stmt *st;
+    int rc = q_get(s, Q_TOK_ADD, &st);
+    if (rc) return rc;
+    for (int i = 0; i < T; i++) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        sqlite3_bind_int64(st, 1, seq_id);
+        sqlite3_bind_int(st, 2, i);
+        sqlite3_bind_int(st, 3, ids[i]);
+        if (text && text[i]) sqlite3_bind_text(st, 4, text[i], -1, SQLITE_STATIC);
+        if (byte_start && byte_start[i] >= 0) sqlite3_bind_int64(st, 5, byte_start[i]);
+        if (byte_end && byte_end[i] >= 0) sqlite3_bind_int64(st, 6, byte_end[i]);
+        if (tags && tags[i]) sqlite3_bind_text(st, 7, tags[i], -1, SQLITE_STATIC);
+        if ((rc = step_done(s, st, "adding tokens"))) return rc;
+    }
+    return OK;
+}
+
+/* ---- hooks -------------------------------------------------------------------------------- */
+static void hook_row(sqlite3_stmt *st, store_hook *h)
+{
+    memset(h, 0, sizeof *h);
+    h->id = sqlite3_column_int64(st, 0);
+    h->model_id = sqlite3_column_int64(st, 1);
+    copy_text(h->name, sizeof h->name, sqlite3_column_text(st, 2));
+    h->layer = sqlite3_column_int(st, 3);
+    h->width = sqlite3_column_int(st, 4);
+    const char *dt = (const char *)sqlite3_column_text(st, 5);
+    h->dtype = STORE_F32;
+    if (dt) store_dtype_parse(dt, &h->dtype);
+    h->seq_len = sqlite3_column_int(st, 6);
+}
+
+static int hook_counts(store *s, store_hook *h)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT count(*), coalesce(sum(n_tokens), 0) FROM activations "
+                              "WHERE hook_id = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, h->id);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        h->n_seqs = sqlite3_column_int64(st, 0);
+        h->n_tokens = sqlite3_column_int64(st, 1);
+    } else rc = store_sql_error(s, r, "counting activations");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Hook row by id, cached (width/dtype are needed on every activation read/write). */
+static int hook_get(store *s, int64_t hook_id, store_hook **out)
+{
+    for (int i = 0; i < s->n_hooks; i++)
+        if (s->hooks[i].id == hook_id) {
+            *out = &s->hooks[i];
+            return OK;
+        }
+    sqlite3_stmt *st;
+    int rc = q_get(s, Q_HOOK_BY_ID, &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    int r = sqlite3_step(st);
+    store_hook h;
+    if (r == SQLITE_ROW) hook_row(st, &h);
+    sqlite3_reset(st);
+    if (r == SQLITE_DONE) return err_set(ERR_NOTFOUND, "%s: no hook with id %lld", s->path, (long long)hook_id);
+    if (r != SQLITE_ROW) return store_sql_error(s, r, "reading hooks");
+    if (s->n_hooks == HOOK_CACHE) s->n_hooks = 0;
+    s->hooks[s->n_hooks] = h;
+    *out = &s->hooks[s->n_hooks++];
+    return OK;
+}
+
+int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int width, int dtype,
+                   int seq_len, store_hook *out)
+{
+    if (strlen(name) >= sizeof out->name)
+        return err_set(ERR_ARG, "hook name too long: %s", name);
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT id, model_id, name, layer, width, dtype, seq_len FROM hooks "
+                              "WHERE model_id = ?1 AND name = ?2", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) hook_row(st, out);
+    sqlite3_finalize(st);
+    if (r == SQLITE_ROW) {
+        if (out->width != width)
+            return err_set(ERR_SHAPE, "%s: hook %s is stored with width %d, not %d (a different "
+                           "model?)", s->path, name, out->width, width);
+        if (out->dtype != dtype)
+            return err_set(ERR_SHAPE, "%s: hook %s is stored as %s, not %s (use the same --dtype "
+                           "or a new --db)", s->path, name, store_dtype_name(out->dtype),
+                           store_dtype_name(dtype));
+        if (out->seq_len != seq_len)
+            return err_set(ERR_SHAPE, "%s: hook %s is stored with sequence length %d, not %d (use "
+                           "the same --ctx or a new --db)", s->path, name, out->seq_len, seq_len);
+        return hook_counts(s, out);
+    }
+    if (r != SQLITE_DONE) return store_sql_error(s, r, "reading hooks");
+    if ((rc = store_prepare(s, "INSERT INTO hooks (model_id, name, layer, width, dtype, seq_len) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5, ?6)", &st)))
+        return rc;
+    sqlite3_bind_int64(st, 1, model_id);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, layer);
+    sqlite3_bind_int(st, 4, width);
+    sqlite3_bind_text(st, 5, store_dtype_name(dtype), -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 6, seq_len);
+    rc = step_done(s, st, "adding a hook");
+    sqlite3_finalize(st);
+    if (rc) return rc;
+    memset(out, 0, sizeof *out);
+    out->id = sqlite3_last_insert_rowid(s->db);
+    out->model_id = model_id;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->layer = layer;
+    out->width = width;
+    out->dtype = dtype;
+    out->seq_len = seq_len;
+    return OK;
+}
+
+int store_hook_list(store *s, store_hook **hooks, size_t *n)
+{
+    *hooks = NULL;
+    *n = 0;
+    int64_t cnt;
+    int rc = store_query_i64(s, "SELECT count(*) FROM hooks", &cnt);
+    if (rc) return rc;
+    store_hook *h = mem_calloc((size_t)cnt + 1, sizeof *h);
+    if (!h) return err_set(ERR_NOMEM, "%s: out of memory", s->path);
+    sqlite3_stmt *st;
+    if ((rc = store_prepare(s, "SELECT id, model_id, name, layer, width, dtype, seq_len FROM hooks "
+                               "ORDER BY id", &st))) {
+        mem_free(h);
+        return rc;
+    }
+    size_t k = 0;
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW && k < (size_t)cnt) hook_row(st, &h[k++]);
+    if (r != SQLITE_DONE && r != SQLITE_ROW) rc = store_sql_error(s, r, "reading hooks");
+    sqlite3_finalize(st);
+    for (size_t i = 0; !rc && i < k; i++) rc = hook_counts(s, &h[i]);
+    if (rc) {
+        mem_free(h);
+        return rc;
+    }
+    *hooks = h;
+    *n = k;
+    return OK;
+}
+
+int store_hook_find(store *s, const char *name, store_hook *out)
+{
+    store_hook *h;
+    size_t n;
+    int rc = store_hook_list(s, &h, &n);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(h[i].name, name)) {
+            *out = h[i];
+            mem_free(h);
+            return OK;
+        }
+    char list[512] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < n && len + 1 < sizeof list; i++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", h[i].name);
+    mem_free(h);
+    return err_set(ERR_NOTFOUND, "%s: no hook '%s' (stored hooks: %s)", s->path, name,
+                   n ? list : "none");
+}
+
+/* ---- activations -------------------------------------------------------------------------- */
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+int store_seq_is_val(int64_t seq_id, double val_frac)
+{
+    uint64_t x = (uint64_t)seq_id ^ 0x5ae11e5ae11eULL;
+    double u = (double)(splitmix64(&x) >> 11) * 0x1.0p-53;
+    return u < val_frac;
+}
+
+static int in_split(int64_t seq, int split, double val_frac)
+{
+    if (split == STORE_SPLIT_ALL) return 1;
+    int v = store_seq_is_val(seq, val_frac);
+    return split == STORE_SPLIT_VAL ? v : !v;
+}
+
+int store_seq_list(store *s, int64_t hook_id, int split, double val_frac, int64_t **ids,
+                   size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT sequence_id FROM activations WHERE hook_id = ?1 "
+                              "ORDER BY sequence_id", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    size_t cap = 0, k = 0;
+    int64_t *v = NULL;
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        if (!in_split(id, split, val_frac)) continue;
+        if (k == cap) {
+            cap = cap ? cap * 2 : 256;
+            int64_t *nv = mem_realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = err_set(ERR_NOMEM, "%s: out of memory", s->path);
+                break;
+            }
+            v = nv;
+        }
+        v[k++] = id;
+    }
+    if (!rc && r != SQLITE_DONE) rc = store_sql_error(s, r, "listing sequences");
+    sqlite3_finalize(st);
+    if (rc) {
+        mem_free(v);
+        return rc;
+    }
+    *ids = v;
+    *n = k;
+    return OK;
+}
+
+int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, int T)
+{
+    store_hook *h;
+    int rc = hook_get(s, hook_id, &h);
+    if (rc) return rc;
+    if (T <= 0 || T > h->seq_len)
+        return err_set(ERR_SHAPE, "%s: %d tokens for hook %s (sequence length %d)", s->path, T,
+                       h->name, h->seq_len);
+    size_t n = (size_t)T * (size_t)h->width;
+    int dtype = h->dtype, width = h->width;
+    const void *data = x;
+    size_t nbytes = n * (size_t)store_dtype_size(dtype);
+    if (dtype != STORE_F32) {
+        if ((rc = scratch_reserve(s, nbytes))) return rc;
+        uint16_t *o = s->scratch;
+        if (dtype == STORE_F16)
+            for (size_t i = 0; i < n; i++) o[i] = st_f32_to_f16(x[i]);
+        else
+            for (size_t i = 0; i < n; i++) o[i] = st_f32_to_bf16(x[i]);
+        data = o;
+    }
+    (void)width;
+    blob_drop(s);
+    sqlite3_stmt *st;
+    if ((rc = q_get(s, Q_ACT_WRITE, &st))) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    sqlite3_bind_int64(st, 2, seq_id);
+    sqlite3_bind_int(st, 3, T);
+    sqlite3_bind_blob64(st, 4, data, nbytes, SQLITE_STATIC);
+    rc = step_done(s, st, "writing activations");
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists)
+{
+    sqlite3_stmt *st;
+    int rc = q_get(s, Q_ACT_FIND, &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    sqlite3_bind_int64(st, 2, seq_id);
+    int r = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading activations");
+    *exists = r == SQLITE_ROW;
+    return OK;
+}
+
+/* Reads row `rowid` of activations.data (T x width in the hook's dtype) into out as float32. */
+static int blob_read(store *s, sqlite3_blob **bp, const store_hook *h, int64_t rowid, int T,
+                     float *out)
+{
+    int r;
+    if (*bp) {
+        r = sqlite3_blob_reopen(*bp, rowid);
+        if (r != SQLITE_OK) {
+            sqlite3_blob_close(*bp);
+            *bp = NULL;
+        }
+    }
+    if (!*bp) {
+        r = sqlite3_blob_open(s->db, "main", "activations", "data", rowid, 0, bp);
+        if (r != SQLITE_OK) {
+            int rc = store_sql_error(s, r, "opening an activation blob");
+            if (*bp) sqlite3_blob_close(*bp);
+            *bp = NULL;
+            return rc;
+        }
+    }
+    size_t n = (size_t)T * (size_t)h->width;
+    size_t nbytes = n * (size_t)store_dtype_size(h->dtype);
+    if ((size_t)sqlite3_blob_bytes(*bp) != nbytes)
+        return err_set(ERR_FORMAT, "%s: activation row %lld has %d bytes, want %zu (%d x %d %s)",
+                       s->path, (long long)rowid, sqlite3_blob_bytes(*bp), nbytes, T, h->width,
+                       store_dtype_name(h->dtype));
+    if (h->dtype == STORE_F32) {
+        r = sqlite3_blob_read(*bp, out, (int)nbytes, 0);
+        if (r != SQLITE_OK) return store_sql_error(s, r, "reading an activation blob");
+        return OK;
+    }
+    /* Convert in place from the back: the 2-byte values sit in the first half of out. */
+    uint16_t *half = (uint16_t *)out;
+    r = sqlite3_blob_read(*bp, half, (int)nbytes, 0);
+    if (r != SQLITE_OK) return store_sql_error(s, r, "reading an activation blob");
+    if (h->dtype == STORE_F16)
+        for (size_t i = n; i-- > 0;) out[i] = st_f16_to_f32(half[i]);
+    else
+        for (size_t i = n; i-- > 0;) out[i] = st_bf16_to_f32(half[i]);
+    return OK;
+}
+
+int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T)
+{
+    store_hook *h;
+    int rc = hook_get(s, hook_id, &h);
+    if (rc) return rc;
+    sqlite3_stmt *st;
+    if ((rc = q_get(s, Q_ACT_FIND, &st))) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    sqlite3_bind_int64(st, 2, seq_id);
+    int r = sqlite3_step(st);
+    int64_t rowid = 0;
+    int n = 0;
+    if (r == SQLITE_ROW) {
+        rowid = sqlite3_column_int64(st, 0);
+        n = sqlite3_column_int(st, 1);
+    }
+    sqlite3_reset(st);
+    if (r == SQLITE_DONE)
+        return err_set(ERR_NOTFOUND, "%s: no activations of hook %s for sequence %lld", s->path,
+                       h->name, (long long)seq_id);
+    if (r != SQLITE_ROW) return store_sql_error(s, r, "reading activations");
+    if (n <= 0 || n > h->seq_len)
+        return err_set(ERR_FORMAT, "%s: activation row %lld has %d tokens (sequence length %d)",
+                       s->path, (long long)rowid, n, h->seq_len);
+    store_hook hc = *h; /* the cache slot could move if blob_read's errors re-enter hook_get */
+    if ((rc = blob_read(s, &s->blob, &hc, rowid, n, out))) return rc;
+    *T = n;
+    return OK;
+}
+
+/* ---- training iterator -------------------------------------------------------------------- */
+typedef struct { int64_t rowid, seq; int T; } iter_row;
+
+struct store_iter {
+    store *s;
+    store_hook h;
+    iter_row *rows;
+    size_t n, pos, *order;
+    int64_t tokens;
+    sqlite3_blob *blob;
+};
+
+int store_iter_open(store_iter **out, store *s, int64_t hook_id, int split, double val_frac,
+                    uint64_t seed)
+{
+    *out = NULL;
+    store_hook *h;
+    int rc = hook_get(s, hook_id, &h);
+    if (rc) return rc;
+    store_iter *it = mem_calloc(1, sizeof *it);
+    if (!it) return err_set(ERR_NOMEM, "%s: out of memory", s->path);
+    it->s = s;
+    it->h = *h;
+    sqlite3_stmt *st;
+    if ((rc = store_prepare(s, "SELECT id, sequence_id, n_tokens FROM activations WHERE hook_id = ?1 "
+                               "ORDER BY sequence_id", &st))) {
+        mem_free(it);
+        return rc;
+    }
+    sqlite3_bind_int64(st, 1, hook_id);
+    size_t cap = 0;
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        iter_row row = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                        sqlite3_column_int(st, 2)};
+        if (!in_split(row.seq, split, val_frac)) continue;
+        if (row.T <= 0 || row.T > it->h.seq_len) {
+            rc = err_set(ERR_FORMAT, "%s: activation row %lld has %d tokens (sequence length %d)",
+                         s->path, (long long)row.rowid, row.T, it->h.seq_len);
+            break;
+        }
+        if (it->n == cap) {
+            cap = cap ? cap * 2 : 256;
+            iter_row *nr = mem_realloc(it->rows, cap * sizeof *nr);
+            if (!nr) {
+                rc = err_set(ERR_NOMEM, "%s: out of memory", s->path);
+                break;
+            }
+            it->rows = nr;
+        }
+        it->rows[it->n++] = row;
+        it->tokens += row.T;
+    }
+    if (!rc && r != SQLITE_DONE) rc = store_sql_error(s, r, "listing activations");
+    sqlite3_finalize(st);
+    if (!rc && !(it->order = mem_alloc((it->n + 1) * sizeof *it->order)))
+        rc = err_set(ERR_NOMEM, "%s: out of memory", s->path);
+    if (rc) {
+        store_iter_close(it);
+        return rc;
+    }
+    store_iter_shuffle(it, seed);
+    *out = it;
+    return OK;
+}
+
+void store_iter_shuffle(store_iter *it, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (size_t i = 0; i < it->n; i++) it->order[i] = i;
+    for (size_t i = it->n; i > 1; i--) {
+        size_t j = (size_t)(splitmix64(&x) % i);
+        size_t t = it->order[i - 1];
+        it->order[i - 1] = it->order[j];
+        it->order[j] = t;
+    }
+    it->pos = 0;
+}
+
+int store_iter_next(store_iter *it, float *out, int *T, int64_t *seq_id)
+{
+    *T = 0;
+    if (it->pos >= it->n) return OK;
+    const iter_row *row = &it->rows[it->order[it->pos]];
+    int rc = blob_read(it->s, &it->blob, &it->h, row->rowid, row->T, out);
+    if (rc) return rc;
+    it->pos++;
+    *T = row->T;
+    if (seq_id) *seq_id = row->seq;
+    return OK;
+}
+
+size_t store_iter_count(const store_iter *it) { return it->n; }
+int64_t store_iter_tokens(const store_iter *it) { return it->tokens; }
+
+void store_iter_close(store_iter *it)
+{
+    if (!it) return;
+    if (it->blob) sqlite3_blob_close(it->blob);
+    mem_free(it->rows);
+    mem_free(it->order);
+    mem_free(it);
+}
+
+/* ---- context ------------------------------------------------------------------------------ */
+void store_context_free(store_context *c)
+{
+    if (!c) return;
+    if (c->text)
+        for (int i = 0; i < c->n; i++) mem_free(c->text[i]);
+    mem_free(c->text);
+    mem_free(c->ids);
+    memset(c, 0, sizeof *c);
+}
+
+int store_context_get(store *s, int64_t seq_id, int pos, int before, int after,
+                      store_context *out)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT n_tokens, tokens, document_id, start, bos FROM sequences "
+                              "WHERE id = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, seq_id);
+    int r = sqlite3_step(st);
+    if (r != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        if (r == SQLITE_DONE)
+            return err_set(ERR_NOTFOUND, "%s: no sequence %lld", s->path, (long long)seq_id);
+        return store_sql_error(s, r, "reading sequences");
+    }
+    int T = sqlite3_column_int(st, 0);
+    const int *ids = sqlite3_column_blob(st, 1);
+    int nb = sqlite3_column_bytes(st, 1);
+    if (pos < 0 || pos >= T || before < 0 || after < 0 || nb != T * 4 || !ids) {
+        sqlite3_finalize(st);
+        if (nb != T * 4 || !ids)
+            return err_set(ERR_FORMAT, "%s: sequence %lld: bad token blob", s->path, (long long)seq_id);
+        return err_set(ERR_ARG, "%s: position %d outside sequence %lld of %d tokens", s->path,
+                       pos, (long long)seq_id, T);
+    }
+    int lo = pos - before < 0 ? 0 : pos - before;
+    int hi = pos + after >= T ? T - 1 : pos + after;
+    out->n = hi - lo + 1;
+    out->center = pos - lo;
+    out->document_id = sqlite3_column_int64(st, 2);
+    out->doc_start = sqlite3_column_int64(st, 3);
+    out->bos = sqlite3_column_int(st, 4);
+    out->ids = mem_alloc((size_t)out->n * sizeof *out->ids);
+    out->text = mem_calloc((size_t)out->n, sizeof *out->text);
+    if (!out->ids || !out->text) {
+        sqlite3_finalize(st);
+        store_context_free(out);
+        return err_set(ERR_NOMEM, "%s: out of memory", s->path);
+    }
+    memcpy(out->ids, ids + lo, (size_t)out->n * sizeof *out->ids);
+    sqlite3_finalize(st);
+    if ((rc = store_prepare(s, "SELECT position, text FROM tokens WHERE sequence_id = ?1 AND "
+                               "position BETWEEN ?2 AND ?3", &st))) {
+        store_context_free(out);
+        return rc;
+    }
+    sqlite3_bind_int64(st, 1, seq_id);
+    sqlite3_bind_int(st, 2, lo);
+    sqlite3_bind_int(st, 3, hi);
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        int p = sqlite3_column_int(st, 0);
+        const char *t = (const char *)sqlite3_column_text(st, 1);
+        if (!t || p < lo || p > hi) continue;
+        if (!(out->text[p - lo] = mem_strdup(t))) {
+            rc = err_set(ERR_NOMEM, "%s: out of memory", s->path);
+            break;
+        }
+    }
+    if (!rc && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading tokens");
+    sqlite3_finalize(st);
+    if (rc) store_context_free(out);
+    return rc;
+}
+
+/* ---- runs, schema parts, summary ---------------------------------------------------------- */
+int store_run_begin(store *s, const char *kind, const char *params, int64_t *run_id, int *was_done)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT id, status FROM runs WHERE kind = ?1 AND params = ?2 "
+                              "ORDER BY id LIMIT 1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, params, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        *run_id = sqlite3_column_int64(st, 0);
+        const char *status = (const char *)sqlite3_column_text(st, 1);
+        *was_done = status && !strcmp(status, "done");
+    } else if (r != SQLITE_DONE) rc = store_sql_error(s, r, "reading runs");
+    sqlite3_finalize(st);
+    if (rc || r == SQLITE_ROW) return rc;
+    if ((rc = store_prepare(s, "INSERT INTO runs (kind, params, status) VALUES (?1, ?2, 'running')", &st)))
+        return rc;
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, params, -1, SQLITE_STATIC);
+    rc = step_done(s, st, "adding a run");
+    sqlite3_finalize(st);
+    if (rc) return rc;
+    *run_id = sqlite3_last_insert_rowid(s->db);
+    *was_done = 0;
+    return OK;
+}
+
+int store_run_done(store *s, int64_t run_id)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "UPDATE runs SET status = 'done', finished = datetime('now') "
+                              "WHERE id = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    rc = step_done(s, st, "finishing a run");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_schema_part(store *s, const char *part, int version, const char *sql)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT version FROM schema_parts WHERE name = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, part, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    int64_t have = -1;
+    if (r == SQLITE_ROW) have = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading schema_parts");
+    if (have > version)
+        return err_set(ERR_VERSION, "%s: the '%s' tables were written by a newer saelite (version "
+                       "%lld; this one knows %d)", s->path, part, (long long)have, version);
+    if (s->readonly || have == version) return OK;
+    int own_tx = sqlite3_get_autocommit(s->db);
+    if (own_tx && (rc = store_exec(s, "BEGIN IMMEDIATE"))) return rc;
+    rc = store_exec(s, sql);
+    if (!rc) rc = store_prepare(s, "INSERT INTO schema_parts (name, version) VALUES (?1, ?2) "
+                                   "ON CONFLICT (name) DO UPDATE SET version = excluded.version", &st);
+    if (!rc) {
+        sqlite3_bind_text(st, 1, part, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 2, version);
+        rc = step_done(s, st, "recording a schema part");
+        sqlite3_finalize(st);
+    }
+    if (own_tx) {
+        if (!rc) rc = store_exec(s, "COMMIT");
+        if (rc) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    if (rc) err_wrap(rc, "creating the '%s' tables", part);
+    return rc;
+}
+
+int store_summary_get(store *s, store_summary *o)
+{
+    memset(o, 0, sizeof *o);
+    static const char *const q[] = {
+        "SELECT count(*) FROM models", "SELECT count(*) FROM documents",
+        "SELECT count(*) FROM sequences", "SELECT coalesce(sum(n_tokens), 0) FROM sequences",
+        "SELECT count(*) FROM hooks", "SELECT count(*) FROM activations",
+        "SELECT coalesce(sum(length(data)), 0) FROM activations",
+    };
+    int64_t *dst[] = {&o->n_models, &o->n_documents, &o->n_sequences, &o->n_tokens,
+                      &o->n_hooks, &o->n_activations, &o->act_bytes};
+    int rc = OK;
+    for (size_t i = 0; !rc && i < sizeof q / sizeof q[0]; i++) rc = store_query_i64(s, q[i], dst[i]);
+    int64_t pc = 0, ps = 0, v = 0;
+    if (!rc) rc = store_query_i64(s, "PRAGMA page_count", &pc);
+    if (!rc) rc = store_query_i64(s, "PRAGMA page_size", &ps);
+    if (!rc) rc = store_query_i64(s, "PRAGMA user_version", &v);
+    o->file_bytes = pc * ps;
+    o->version = (int)v;
+    return rc;
+}
+
+int store_count_source_acts(store *s, int64_t hook_id, const char *source, int64_t *n)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT count(*) FROM activations a JOIN sequences q ON q.id = "
+                              "a.sequence_id JOIN documents d ON d.id = q.document_id WHERE "
+                              "a.hook_id = ?1 AND d.source = ?2", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    sqlite3_bind_text(st, 2, source, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    *n = 0;
+    if (r == SQLITE_ROW) *n = sqlite3_column_int64(st, 0);
+    else rc = store_sql_error(s, r, "counting activations");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_part_list(store *s, char (*names)[64], int *versions, int cap, int *n)
+{
+    *n = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT name, version FROM schema_parts ORDER BY name", &st);
+    if (rc) return rc;
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW)
+        if (*n < cap) {
+            copy_text(names[*n], 64, sqlite3_column_text(st, 0));
+            versions[(*n)++] = sqlite3_column_int(st, 1);
+        }
+    if (r != SQLITE_DONE) rc = store_sql_error(s, r, "reading schema_parts");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_run_counts(store *s, int64_t *done, int64_t *running)
+{
+    int rc = store_query_i64(s, "SELECT count(*) FROM runs WHERE status = 'done'", done);
+    if (!rc) rc = store_query_i64(s, "SELECT count(*) FROM runs WHERE status <> 'done'", running);
+    return rc;
+}

@@ -1,0 +1,168 @@
+/* store.h - the SQLite store: tokens, documents and hooked activations in one database file.
+ *
+ * Purpose: the one database every later command reads. The schema is store/schema.sql
+ * (documented there and in docs/store.md); this module is the only code that includes sqlite3.h.
+ *
+ * Versioning: PRAGMA user_version holds STORE_SCHEMA_VERSION and PRAGMA application_id the magic
+ * 0x5341454c ('SAEL'). store_open refuses (ERR_VERSION) a database written by a newer saelite,
+ * refuses (ERR_FORMAT) an SQLite file that is not a saelite store, and migrates older versions
+ * (none exist yet). Extension schema parts of other modules are versioned by name
+ * (store_schema_part).
+ *
+ * Durability: writes happen inside store_begin/store_commit transactions; journal_mode=WAL with
+ * synchronous=NORMAL (chosen by measurement, docs/store.md), so a kill -9 at any moment leaves
+ * the last committed state. Page size 65536 for new databases (blob-heavy).
+ *
+ * Activations: one blob per (hook, sequence) of T x width values, row-major, little-endian, in
+ * the hook's dtype (STORE_F32/F16/BF16). Reads and writes take and return float32; f16/bf16 are
+ * converted with round-to-nearest-even.
+ *
+ * Ownership: arrays returned through pointer-to-pointer arguments are mem_alloc'd and owned by
+ * the caller (mem_free). Errors: int codes from common/err.h with a message naming the database.
+ * Thread safety: one store handle per thread; handles are not shared.
+ */
+#ifndef SAELITE_STORE_H
+#define SAELITE_STORE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define STORE_SCHEMA_VERSION 1
+
+typedef struct store store;
+
+enum { STORE_READONLY = 1, STORE_CREATE = 2 };
+enum { STORE_F32 = 0, STORE_F16 = 1, STORE_BF16 = 2 };
+enum { STORE_SPLIT_ALL = 0, STORE_SPLIT_TRAIN = 1, STORE_SPLIT_VAL = 2 };
+
+/* Opens (and with STORE_CREATE creates) a database; creates or checks the schema version. */
+int store_open(store **out, const char *path, int flags);
+void store_close(store *s);
+const char *store_path(const store *s);
+int store_begin(store *s);
+int store_commit(store *s);
+int store_rollback(store *s); /* no-op when no transaction is open */
+/* PRAGMA integrity_check; ERR_FORMAT with the first problem when the file is damaged. */
+int store_check(store *s);
+
+/* dtype helpers: name "f32"/"f16"/"bf16" <-> STORE_*; bytes per value. */
+const char *store_dtype_name(int dtype);
+int store_dtype_parse(const char *name, int *dtype); /* ERR_ARG for unknown names */
+int store_dtype_size(int dtype);
+
+/* ---- models, documents, sequences, tokens ------------------------------------------------ */
+typedef struct { int64_t id; char name[128]; char path[512]; char checksum[32]; } store_model;
+/* Returns the id of the (first) model row with this checksum, inserting it when absent. */
+int store_model_add(store *s, const char *name, const char *path, const char *config_json,
+                    const char *checksum, int64_t *id);
+/* All models, ordered by id. */
+int store_model_list(store *s, store_model **models, size_t *n);
+
+/* Returns the document (source, ordinal); inserts it when absent. When present with a different
+ * checksum, ERR_FORMAT ("the corpus changed since ..."). text may be NULL. */
+int store_doc_add(store *s, const char *source, int64_t ordinal, const char *name,
+                  const char *genre, const char *text, size_t len, int64_t *id);
+
+/* Finds the sequence (document, start, T, bos) or inserts it with its token ids (*inserted = 1;
+ * inserted may be NULL). ids NULL: unknown ids (imports), stored as an empty blob. An existing
+ * one whose ids differ is ERR_FORMAT. */
+int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *ids, int T,
+                  int64_t *id, int *inserted);
+/* Token ids of a sequence into ids[T] (T <= *T on input is required; ERR_SHAPE otherwise);
+ * ERR_NOTFOUND when the sequence does not exist or has no ids (an import without token ids).
+ * Pass ids == NULL to ask T only. */
+int store_seq_tokens(store *s, int64_t seq_id, int *ids, int *T);
+
+/* Per-token rows for SQL users. text[i] may be NULL; byte_start/byte_end < 0 store NULL;
+ * tags may be NULL (no tags) or hold NULL entries. Existing rows are replaced. */
+int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char *const *text,
+                     const int64_t *byte_start, const int64_t *byte_end, const char *const *tags);
+
+/* ---- hooks and activations ---------------------------------------------------------------- */
+typedef struct {
+    int64_t id, model_id;
+    char name[128];
+    int layer, width, dtype, seq_len;
+    int64_t n_seqs, n_tokens; /* activations stored so far */
+} store_hook;
+
+/* Returns the hook (model_id, name), creating it when absent. An existing hook with a different
+ * width, dtype or seq_len is ERR_SHAPE with a message saying what differs. */
+int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int width, int dtype,
+                   int seq_len, store_hook *out);
+/* By name (when several models have it, the first); ERR_NOTFOUND lists the hooks there are. */
+int store_hook_find(store *s, const char *name, store_hook *out);
+int store_hook_list(store *s, store_hook **hooks, size_t *n);
+
+/* Sequence ids having activations for a hook, ascending; split by a deterministic hash of the
+ * sequence id: a sequence is in the validation split when hash(id) < val_frac. */
+int store_seq_list(store *s, int64_t hook_id, int split, double val_frac, int64_t **ids,
+                   size_t *n);
+/* 1 when the sequence belongs to the validation split for val_frac. */
+int store_seq_is_val(int64_t seq_id, double val_frac);
+
+/* Writes (or replaces) the activations x[T * width] of (hook, sequence). */
+int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, int T);
+/* *exists = 1 when activations of (hook, sequence) are stored. */
+int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists);
+/* Reads activations into out[T * width]; *T is set. out must hold hook seq_len * width floats.
+ * ERR_NOTFOUND when absent. Uses incremental blob I/O. */
+int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T);
+/* Activation rows of a hook whose sequences come from documents of this source (corpus path). */
+int store_count_source_acts(store *s, int64_t hook_id, const char *source, int64_t *n);
+
+/* ---- training iterator -------------------------------------------------------------------- */
+/* Streams the activation blobs of one hook in a random (seeded) order of sequences, restricted
+ * to a split. Each pass visits every sequence once; store_iter_next returns OK with *T = 0 at
+ * the end of a pass; store_iter_shuffle starts a new pass with a new order. */
+typedef struct store_iter store_iter;
+int store_iter_open(store_iter **out, store *s, int64_t hook_id, int split, double val_frac,
+                    uint64_t seed);
+/* out must hold seq_len * width floats; *T tokens were written; seq_id may be NULL. */
+int store_iter_next(store_iter *it, float *out, int *T, int64_t *seq_id);
+void store_iter_shuffle(store_iter *it, uint64_t seed);
+size_t store_iter_count(const store_iter *it); /* sequences per pass */
+int64_t store_iter_tokens(const store_iter *it); /* tokens per pass */
+void store_iter_close(store_iter *it);
+
+/* ---- context ------------------------------------------------------------------------------ */
+/* Tokens [pos - before, pos + after] of a sequence, clipped to it. text entries are owned by the
+ * context (NULL when the store has no token text: imports without a tokenizer). */
+typedef struct {
+    int n, center;      /* center: index of pos within the arrays */
+    int *ids;
+    char **text;
+    int64_t document_id;
+    int64_t doc_start;  /* document token index of sequence position 0 (after BOS) */
+    int bos;
+} store_context;
+int store_context_get(store *s, int64_t seq_id, int pos, int before, int after,
+                      store_context *out);
+void store_context_free(store_context *c);
+
+/* ---- runs, extension parts, summary ------------------------------------------------------- */
+/* Finds a run of this kind with exactly these params (JSON text) or inserts one ('running'). */
+int store_run_begin(store *s, const char *kind, const char *params, int64_t *run_id,
+                    int *was_done);
+int store_run_done(store *s, int64_t run_id);
+
+/* Extension tables (see api.md): runs sql (CREATE TABLE IF NOT EXISTS ...) and records the
+ * part version; a newer recorded version than `version` is ERR_VERSION. On a read-only store
+ * only the version check is done. */
+int store_schema_part(store *s, const char *part, int version, const char *sql);
+
+typedef struct {
+    int64_t n_models, n_documents, n_sequences, n_tokens, n_hooks, n_activations;
+    int64_t act_bytes, file_bytes;
+    int version;
+} store_summary;
+int store_summary_get(store *s, store_summary *out);
+
+/* Extension parts recorded (name, version), at most cap. */
+int store_part_list(store *s, char (*names)[64], int *versions, int cap, int *n);
+int store_run_counts(store *s, int64_t *done, int64_t *running);
+
+/* Hash helper (FNV-1a 64) used for checksums; exposed for extract's model checksum. */
+uint64_t store_hash64(uint64_t h, const void *data, size_t n);
+#define STORE_HASH_INIT 0xcbf29ce484222325ULL
+
+#endif

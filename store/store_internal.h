@@ -1,0 +1,24 @@
+/* store_internal.h - for the store module's own .c files only (SAE registry, analysis tables): the SQLite handle
+ * of a store and the conversion of SQLite result codes to err.h codes.
+ *
+ * store_sql_error(s, rc, what) records "<db path>: <what>: <sqlite message>" with the matching
+ * code (ERR_NOMEM for SQLITE_NOMEM, ERR_IO for I/O, disk full, read-only and cannot-open errors,
+ * ERR_FORMAT for a damaged or non-database file, ERR_SQL otherwise) and returns it.
+ * store_exec runs SQL without results (several statements allowed).
+ * store_prepare prepares one statement; on failure it records the error and returns the code.
+ */
+#ifndef SAELITE_STORE_INTERNAL_H
+#define SAELITE_STORE_INTERNAL_H
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+sqlite3 *store_db(store *s);
+int store_sql_error(store *s, int rc, const char *what);
+int store_exec(store *s, const char *sql);
+int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
+/* Runs a prepared statement that yields at most one row with one integer; *v = 0 when no row. */
+int store_query_i64(store *s, const char *sql, int64_t *v);
+int store_readonly(const store *s);
+
+#endif

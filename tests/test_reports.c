@@ -1,0 +1,664 @@
+/* test_reports.c - drawing API, charts and PNG files: decode what we write with libpng and
+ * check sizes, metadata, that pictures are not blank, and specific pixels. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "harness.h"
+#include "common/npy.h"
+#include "report_fixture.h"
+#include "reports/dashboard.h"
+#include "reports/report_run.h"
+#include "reports/report.h"
+
+static char tmpdir[] = "/tmp/saelite_test_reportsXXXXXX";
+
+#define NCTX_MAX 20
+
+static const uint8_t *px(const rep_image *im, int x, int y) { return im->rgba + ((size_t)y * im->width + x) * 4; }
+
+/* Count of pixels differing from white. */
+static long non_white(const rep_image *im)
+{
+    long n = 0;
+    for (long i = 0; i < (long)im->width * im->height; i++) {
+        const uint8_t *p = im->rgba + i * 4;
+        n += p[0] < 250 || p[1] < 250 || p[2] < 250;
+    }
+    return n;
+}
+
+static int near_rgb(const uint8_t *p, rep_color c, int tol)
+{
+    return abs(p[0] - (int)lround(c.r * 255)) <= tol && abs(p[1] - (int)lround(c.g * 255)) <= tol &&
+           abs(p[2] - (int)lround(c.b * 255)) <= tol;
+}
+
+static int count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_png_roundtrip(void)
+{
+    rep_canvas *c;
+    CHECK(rep_canvas_new(&c, 64, 40, rep_rgb(0xffffff)) == OK);
+    rep_rect(c, 10, 10, 20, 10, rep_rgb(0xff0000));
+    rep_rect(c, 40, 0, 24, 40, rep_rgb(0x0000ff));
+    char path[256];
+    snprintf(path, sizeof path, "%s/a.png", tmpdir);
+    rep_kv kv[3] = {{"feature", "17"}, {"sae", "caf\xc3\xa9 sae"}, {"Software", "saelite"}};
+    CHECK(rep_png_write(c, path, kv, 3) == OK, "%s", err_msg());
+    rep_image im;
+    CHECK(rep_png_read(path, &im) == OK, "%s", err_msg());
+    CHECK(im.width == 64 && im.height == 40, "%dx%d", im.width, im.height);
+    CHECK(im.nmeta == 3);
+    CHECK(rep_image_meta(&im, "feature") && !strcmp(rep_image_meta(&im, "feature"), "17"));
+    CHECK(rep_image_meta(&im, "sae") && !strcmp(rep_image_meta(&im, "sae"), "caf\xc3\xa9 sae"),
+          "UTF-8 value goes through iTXt");
+    CHECK(rep_image_meta(&im, "nope") == NULL);
+    CHECK(near_rgb(px(&im, 15, 15), rep_rgb(0xff0000), 0));
+    CHECK(near_rgb(px(&im, 5, 5), rep_rgb(0xffffff), 0));
+    CHECK(near_rgb(px(&im, 50, 30), rep_rgb(0x0000ff), 0));
+    CHECK(px(&im, 50, 30)[3] == 255);
+    uint8_t p[4];
+    rep_canvas_pixel(c, 15, 15, p);
+    CHECK(p[0] == 255 && p[1] == 0 && p[2] == 0 && p[3] == 255);
+    rep_image_free(&im);
+    /* Transparent canvas -> RGBA file with alpha kept */
+    rep_canvas *t;
+    CHECK(rep_canvas_new(&t, 8, 8, rep_rgba(0x000000, 0)) == OK);
+    rep_rect(t, 0, 0, 4, 8, rep_rgba(0x00ff00, 0.5));
+    CHECK(rep_png_write(t, path, NULL, 0) == OK, "%s", err_msg());
+    CHECK(rep_png_read(path, &im) == OK);
+    CHECK(px(&im, 1, 1)[3] >= 126 && px(&im, 1, 1)[3] <= 129 && px(&im, 1, 1)[1] >= 250,
+          "alpha %d g %d", px(&im, 1, 1)[3], px(&im, 1, 1)[1]);
+    CHECK(px(&im, 6, 1)[3] == 0);
+    rep_image_free(&im);
+    rep_canvas_free(t);
+
+    /* Errors: missing directory -> ERR_IO, nothing written; bad key -> ERR_ARG; not a PNG. */
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/x.png", tmpdir);
+    CHECK(rep_png_write(c, bad, kv, 1) == ERR_IO);
+    CHECK(strstr(err_msg(), "no/such/dir") != NULL, "%s", err_msg());
+    rep_kv badkv = {"", "x"};
+    CHECK(rep_png_write(c, path, &badkv, 1) == ERR_ARG);
+    FILE *f = fopen(path, "wb");
+    fputs("not a png at all", f);
+    fclose(f);
+    CHECK(rep_png_read(path, &im) == ERR_FORMAT, "%s", err_msg());
+    /* Truncated PNG: a clean error, not a crash. */
+    CHECK(rep_png_write(c, path, kv, 3) == OK);
+    struct stat st;
+    stat(path, &st);
+    CHECK(truncate(path, st.st_size / 2) == 0);
+    CHECK(rep_png_read(path, &im) == ERR_FORMAT, "%s", err_msg());
+    CHECK(rep_canvas_new(&t, 0, 5, rep_rgb(0)) == ERR_ARG && t == NULL);
+    unlink(path);
+    CHECK(count_files(tmpdir) == 0, "no temporary files left behind");
+    rep_canvas_free(c);
+}
+
+static void test_text(void)
+{
+    rep_canvas *c;
+    CHECK(rep_canvas_new(&c, 300, 60, rep_rgb(0xffffff)) == OK);
+    char buf[64];
+    /* invalid UTF-8, control characters, overlong encoding, surrogate */
+    const char in[] = "a\xff" "b\n\t\x01" "\xc0\xaf" "\xed\xa0\x80" "\xc3\xa9";
+    size_t n = rep_utf8_sanitize(in, sizeof in - 1, buf, sizeof buf);
+    CHECK(!strcmp(buf, "a\xef\xbf\xbd" "b\xe2\x86\xb5\xe2\x87\xa5\xe2\x90\x81"
+                       "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" /* 2 + 3 */
+                       "\xc3\xa9"),
+          "got %s", buf);
+    CHECK(n == strlen(buf));
+    /* capacity cut on a character boundary */
+    n = rep_utf8_sanitize("\xc3\xa9\xc3\xa9\xc3\xa9", 6, buf, 4);
+    CHECK(n == 2 && !strcmp(buf, "\xc3\xa9"));
+
+    rep_font f = rep_font_make(14, 0, rep_rgb(0x000000), REP_LEFT, REP_TOP);
+    const char *longs = "a very long string that cannot possibly fit in eighty pixels \xe6\x97\xa5";
+    char *fit = NULL;
+    CHECK(rep_text_fit(c, longs, &f, 80, &fit) == OK);
+    size_t fl = strlen(fit);
+    CHECK(fl > 3 && !strcmp(fit + fl - 3, "\xe2\x80\xa6"), "ends with an ellipsis: %s", fit);
+    CHECK(rep_text_width(c, fit, &f) <= 80.0, "fits: %g", rep_text_width(c, fit, &f));
+    CHECK(!strncmp(fit, "a very", 6));
+    mem_free(fit);
+    CHECK(rep_text_fit(c, "short", &f, 80, &fit) == OK && !strcmp(fit, "short"));
+    mem_free(fit);
+    CHECK(rep_text_fit(c, "wide", &f, 1, &fit) == OK && fit[0] == 0, "nothing fits in 1 px");
+    mem_free(fit);
+    /* Drawn text stays inside its box: nothing right of x + max_w. */
+    double wd = rep_text(c, 10, 10, longs, &f, 100);
+    CHECK(wd > 50 && wd <= 100, "%g", wd);
+    double w2 = rep_text(c, 10, 35, "bad\xff\xfe utf8 \x01\n", &f, 0);
+    CHECK(w2 > 20);
+    CHECK(rep_canvas_status(c) == OK, "invalid UTF-8 must not break cairo: %s", err_msg());
+    int ink_outside = 0, ink_inside = 0;
+    for (int y = 0; y < 30; y++)
+        for (int x = 0; x < 300; x++) {
+            uint8_t p[4];
+            rep_canvas_pixel(c, x, y, p);
+            if (p[0] < 200) {
+                if (x > 111) ink_outside++;
+                else ink_inside++;
+            }
+        }
+    CHECK(ink_outside == 0 && ink_inside > 50, "outside %d inside %d", ink_outside, ink_inside);
+    rep_canvas_free(c);
+}
+
+static void test_charts(void)
+{
+    rep_canvas *c;
+    CHECK(rep_canvas_new(&c, 900, 700, rep_rgb(0xffffff)) == OK);
+    /* histogram with log bins */
+    double v[1000], e[21], cnt[20];
+    for (int i = 0; i < 1000; i++) v[i] = pow(10, -4 + 4.0 * i / 1000);
+    CHECK(rep_bin(v, 1000, 1e-4, 1, 20, 1, e, cnt) == 1000);
+    CHECK_NEAR(e[0], 1e-4, 1e-12);
+    CHECK_NEAR(e[20], 1.0, 1e-9);
+    CHECK_NEAR(cnt[0], 50, 1);
+    double vl[4] = {0.5, 1.5, 2.5, NAN}, el[4], cl[3];
+    CHECK(rep_bin(vl, 4, 0, 3, 3, 0, el, cl) == 3 && cl[0] == 1 && cl[2] == 1);
+    rep_axes ax = rep_axes_make("Density", "density", "count");
+    ax.log_x = 1;
+    rep_hist_series hs = {"all", cnt, rep_rgb(0x1f77b4)};
+    rep_marker mk = {1e-3, "dead", rep_rgb(0xd62728)};
+    CHECK(rep_histogram(c, 0, 0, 450, 300, &ax, e, 20, &hs, 1, &mk, 1) == OK);
+    /* bars: positive bar right of the zero line in pos colour, negative left */
+    const char *labels[3] = {" the", "\n", "\xff"};
+    double vals[3] = {2, 1, -2};
+    rep_color pos = rep_rgb(0x2b7bba), neg = rep_rgb(0xd6604d);
+    CHECK(rep_barh(c, 450, 0, 450, 300, "Logits", labels, vals, 3, pos, neg, "%+.1f") == OK);
+    /* heat map 2x2 with known colours at known places */
+    double hm[4] = {-1, 1, 0, 1};
+    const char *rl[2] = {"r0", "r1"}, *cl2[2] = {"c0", "c1"};
+    CHECK(rep_heatmap(c, 0, 300, 450, 300, "Heat", hm, 2, 2, rl, cl2, -1, 1, REP_CMAP_DIVERGING,
+                      "cos") == OK);
+    double xs[3] = {1, 2, 3}, ys[3] = {1, 4, 9};
+    rep_series s = {"y", xs, ys, 3, rep_palette(2), 0};
+    rep_axes la = rep_axes_make("Line", "x", "y");
+    CHECK(rep_lineplot(c, 450, 300, 450, 200, &la, &s, 1) == OK);
+    /* Empty inputs draw a frame with "no data" and succeed. */
+    CHECK(rep_lineplot(c, 450, 500, 225, 200, &la, NULL, 0) == OK);
+    CHECK(rep_scatter(c, 675, 500, 225, 200, &la, &s, 1, 3, 1) == OK);
+    CHECK(rep_histogram(c, 0, 600, 200, 100, &ax, NULL, 0, NULL, 0, NULL, 0) == OK);
+    CHECK(rep_barh(c, 200, 600, 200, 100, "none", NULL, NULL, 0, pos, neg, NULL) == OK);
+    CHECK(rep_heatmap(c, 400, 600, 200, 100, "none", NULL, 0, 0, NULL, NULL, NAN, NAN, 0, NULL) == OK);
+    CHECK(rep_barh(c, 0, 0, 10, 10, "x", NULL, NULL, -1, pos, neg, NULL) == ERR_ARG);
+    CHECK(rep_canvas_status(c) == OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/charts.png", tmpdir);
+    CHECK(rep_png_write(c, path, NULL, 0) == OK, "%s", err_msg());
+    rep_image im;
+    CHECK(rep_png_read(path, &im) == OK);
+    CHECK(non_white(&im) > 20000, "charts drew something: %ld", non_white(&im));
+    /* Bars: find pixels of the bar colours in the bar panel, positive right of negative. */
+    int pos_minx = 10000, neg_maxx = -1;
+    for (int y = 0; y < 300; y++)
+        for (int x = 450; x < 900; x++) {
+            if (near_rgb(px(&im, x, y), pos, 2) && x < pos_minx) pos_minx = x;
+            if (near_rgb(px(&im, x, y), neg, 2) && x > neg_maxx) neg_maxx = x;
+        }
+    CHECK(neg_maxx >= 0 && pos_minx < 10000 && neg_maxx <= pos_minx + 1, "neg %d pos %d", neg_maxx,
+          pos_minx);
+    /* Heat map: the top-left cell (-1) is the diverging map's blue end, top-right (1) red,
+     * bottom-left (0) white. Find the grid by scanning for the blue. */
+    int bx = -1, by = -1;
+    for (int y = 300; y < 600 && bx < 0; y++)
+        for (int x = 0; x < 450; x++)
+            if (near_rgb(px(&im, x, y), rep_cmap(REP_CMAP_DIVERGING, 0), 2)) {
+                bx = x;
+                by = y;
+                break;
+            }
+    CHECK(bx >= 0, "blue cell found");
+    if (bx >= 0) {
+        int rx = -1;
+        for (int x = bx; x < 450; x++)
+            if (near_rgb(px(&im, x, by + 5), rep_cmap(REP_CMAP_DIVERGING, 1), 2)) { rx = x; break; }
+        CHECK(rx > bx + 20, "red cell right of the blue one (%d vs %d)", rx, bx);
+        int wy = -1;
+        for (int y = by + 5; y < 600; y++)
+            if (near_rgb(px(&im, bx + 5, y), rep_cmap(REP_CMAP_DIVERGING, 0.5), 2)) { wy = y; break; }
+        CHECK(wy > by + 20, "white cell below the blue one");
+    }
+    rep_image_free(&im);
+    rep_canvas_free(c);
+    unlink(path);
+}
+
+static void test_token_rows(void)
+{
+    rep_canvas *c;
+    CHECK(rep_canvas_new(&c, 600, 80, rep_rgb(0xffffff)) == OK);
+    const char *toks[40];
+    float acts[40];
+    for (int i = 0; i < 40; i++) {
+        toks[i] = (i % 7 == 3) ? "\n" : (i % 5 == 0 ? " something" : " a");
+        acts[i] = (float)(i % 4) * 0.3f;
+    }
+    acts[30] = 3.0f; /* the max, far right: the row must scroll to show it */
+    rep_token_row rows[2] = {{toks, acts, 40, 30, "3.00"}, {toks, acts, 10, -1, "0.9"}};
+    CHECK(rep_token_rows(c, 0, 10, 600, 24, 40, rows, 2, 3.0) == OK);
+    /* The most saturated pixel in row 0 has the max colour and sits in the marked cell. */
+    rep_color top = rep_cmap(REP_CMAP_ACT, 1.0);
+    int found = 0, best_sat = -1, bx = -1;
+    for (int x = 0; x < 600; x++) {
+        uint8_t p[4];
+        rep_canvas_pixel(c, x, 14, p);
+        int sat = p[0] - p[2];
+        if (sat > best_sat) { best_sat = sat; bx = x; }
+        if (abs(p[0] - (int)lround(top.r * 255)) <= 2 && abs(p[1] - (int)lround(top.g * 255)) <= 2 &&
+            abs(p[2] - (int)lround(top.b * 255)) <= 2)
+            found++;
+    }
+    CHECK(found > 5, "max-activation colour drawn (%d px)", found);
+    CHECK(bx > 60 && bx < 600, "max cell visible after scrolling: x=%d", bx);
+    CHECK(rep_canvas_status(c) == OK);
+    rep_canvas_free(c);
+}
+
+
+/* A synthetic feature that fires on " cat" tokens; the max is in context 0 at position 9. */
+static const char *words[] = {" the", " cat", " sat", " on", " mat", ".", "\n", " a", " dog",
+                              " and", " caf\xc3\xa9", "\xff", " happily", " under", " tree"};
+#define NW (int)(sizeof words / sizeof words[0])
+
+typedef struct {
+    const char *tok[NCTX_MAX][48];
+    float act[NCTX_MAX][48];
+    rep_context ctx[NCTX_MAX];
+} ctx_store;
+
+static void make_contexts(ctx_store *cs, int n, double scale, unsigned seed)
+{
+    for (int i = 0; i < n; i++) {
+        int mark = 9 + (i * 7) % 30;
+        for (int j = 0; j < 48; j++) {
+            unsigned r = (seed + 31u * i + 17u * j) * 2654435761u;
+            cs->tok[i][j] = words[(r >> 7) % NW];
+            cs->act[i][j] = (r >> 20) % 5 == 0 ? (float)(0.1 * scale * ((r >> 12) % 4)) : 0.f;
+        }
+        cs->tok[i][mark] = " cat";
+        cs->act[i][mark] = (float)(scale * (1.0 - 0.02 * i));
+        cs->ctx[i] = (rep_context){cs->tok[i], cs->act[i], 48, mark};
+    }
+}
+
+static void test_dashboard(const char *dir)
+{
+    static ctx_store top, iv[3];
+    make_contexts(&top, 20, 8.0, 1);
+    rep_interval ivs[3];
+    for (int k = 0; k < 3; k++) {
+        double hi = 8.0 * (0.75 - 0.25 * k), lo = hi - 2.0;
+        make_contexts(&iv[k], 3, hi, 100 + k);
+        ivs[k] = (rep_interval){k == 0 ? "quantile band 3 of 3" : NULL, lo, hi, iv[k].ctx, 3};
+    }
+    double edges[31], counts[30];
+    for (int i = 0; i <= 30; i++) edges[i] = 8.0 * i / 30;
+    for (int i = 0; i < 30; i++) counts[i] = floor(5000 * exp(-i / 4.0));
+    const char *lp[10] = {" cats", " kitten", " feline", " Cat", " kitty", " purr", " meow",
+                          " whiskers", " paws", " a-very-long-token-that-must-be-cut-short"};
+    double lpv[10] = {2.1, 1.9, 1.7, 1.5, 1.2, 1.0, 0.9, 0.8, 0.7, 0.6};
+    const char *ln[10] = {" dog", " the", "\n", " of", " and", "\xe2\x80\x94", " in", " to", " it", " was"};
+    double lnv[10] = {-1.8, -1.5, -1.2, -1.0, -0.9, -0.8, -0.7, -0.6, -0.5, -0.4};
+    const char *tags[5] = {"NN", "NNS", "JJ", "VB", "IN"};
+    double tf[5] = {0.82, 0.1, 0.04, 0.03, 0.01};
+    rep_feature f = {.feature = 1234, .sae = "sae 1 (blocks.0.hook_resid_pre, d_sae 4096)",
+                     .density = 0.0012, .max_act = 8.0, .mean_act = 1.3, .best_tag = "NN",
+                     .best_tag_precision = 0.82, .nearest = 77, .nearest_cos = 0.41,
+                     .top = top.ctx, .ntop = 20, .intervals = ivs, .nintervals = 3,
+                     .hist_edges = edges, .hist_counts = counts, .hist_bins = 30,
+                     .logit_pos = lp, .logit_pos_val = lpv, .nlogit_pos = 10,
+                     .logit_neg = ln, .logit_neg_val = lnv, .nlogit_neg = 10,
+                     .tags = tags, .tag_frac = tf, .ntags = 5};
+    char path[300];
+    snprintf(path, sizeof path, "%s/feature_1234.png", dir);
+    rep_kv kv[3] = {{"feature", "1234"}, {"sae", "1"}, {"saelite-version", "test"}};
+    CHECK(rep_feature_dashboard(&f, path, kv, 3) == OK, "%s", err_msg());
+    rep_image im;
+    CHECK(rep_png_read(path, &im) == OK, "%s", err_msg());
+    CHECK(im.width == 1240 && im.height > 700 && im.height < 2000, "%dx%d", im.width, im.height);
+    CHECK(rep_image_meta(&im, "feature") && !strcmp(rep_image_meta(&im, "feature"), "1234"));
+    CHECK(non_white(&im) > 50000, "%ld", non_white(&im));
+    /* The most saturated (orange) pixel of the activation map is the max colour, and it lies in
+     * the first top-activation row (rows start at y = 90). */
+    rep_color maxc = rep_cmap(REP_CMAP_ACT, 1.0);
+    int best = -1, by = -1;
+    for (int y = 60; y < im.height; y++)
+        for (int x = 0; x < 790; x++) {
+            const uint8_t *p = px(&im, x, y);
+            int sat = p[0] - p[2];
+            if (sat > best) { best = sat; by = y; }
+        }
+    CHECK(best >= (int)lround((maxc.r - maxc.b) * 255) - 2, "max colour present (%d)", best);
+    CHECK(by >= 90 && by < 90 + 22, "in the first row: y=%d", by);
+    rep_image_free(&im);
+
+    /* A feature with nothing: still a readable picture, no crash. */
+    rep_feature empty = {.feature = 5, .density = 0, .max_act = NAN, .mean_act = NAN, .nearest = -1};
+    snprintf(path, sizeof path, "%s/feature_5.png", dir);
+    CHECK(rep_feature_dashboard(&empty, path, NULL, 0) == OK, "%s", err_msg());
+
+    /* Global pictures */
+    enum { NF = 2000 };
+    static double dens[NF], mc[NF], prec_a[NF], prec_b[512], tok[50], mse[50], ev[50], l0[50], dead[50];
+    for (int i = 0; i < NF; i++) {
+        unsigned r = (unsigned)i * 2654435761u;
+        dens[i] = i < 40 ? 0 : pow(10, -5 + 4.5 * ((r >> 8) % 1000) / 1000.0);
+        mc[i] = 0.2 + 0.6 * ((r >> 4) % 1000) / 1000.0;
+        prec_a[i] = 0.3 + 0.6 * ((r >> 10) % 1000) / 1000.0;
+    }
+    for (int i = 0; i < 512; i++) prec_b[i] = 0.1 + 0.4 * ((i * 37) % 512) / 512.0;
+    for (int i = 0; i < 50; i++) {
+        tok[i] = (i + 1) * 20000.0;
+        mse[i] = 1.0 / (1 + i);
+        ev[i] = 1 - 0.5 / (1 + i);
+        l0[i] = 200 * exp(-i / 10.0) + 30;
+        dead[i] = 0.02 * i / 50;
+    }
+    snprintf(path, sizeof path, "%s/density.png", dir);
+    CHECK(rep_plot_density(path, NULL, 0, NULL, dens, NF, 1e-6, 0.1) == OK, "%s", err_msg());
+    double ae[41], ac[40];
+    for (int i = 0; i <= 40; i++) ae[i] = -1 + 2.0 * i / 40;
+    for (int i = 0; i < 40; i++) {
+        double x = (ae[i] + ae[i + 1]) / 2;
+        ac[i] = floor(1e6 * exp(-x * x * 64 / 2 / 0.25));
+    }
+    snprintf(path, sizeof path, "%s/decoder_angles.png", dir);
+    CHECK(rep_plot_decoder_angles(path, NULL, 0, NULL, ae, ac, NULL, 40, 0, 64, mc, NF) == OK, "%s", err_msg());
+    CHECK(rep_png_read(path, &im) == OK);
+    /* The random reference (orange, exact density for d=64) is drawn near cos 0. */
+    int orange = 0;
+    for (long i = 0; i < (long)im.width * im.height; i++) {
+        const uint8_t *p = im.rgba + i * 4;
+        orange += p[0] > 200 && p[1] > 100 && p[1] < 200 && p[2] < 120;
+    }
+    CHECK(orange > 500, "random-vector histogram drawn (%d px)", orange);
+    rep_image_free(&im);
+    snprintf(path, sizeof path, "%s/training.png", dir);
+    CHECK(rep_plot_training(path, NULL, 0, NULL, tok, mse, ev, l0, dead, 50) == OK, "%s", err_msg());
+    static double cosm[16 * 24], bestc[16];
+    for (int i = 0; i < 16; i++) {
+        bestc[i] = 0;
+        for (int j = 0; j < 24; j++) {
+            double v = (j == (i * 5) % 24) ? 0.95 - 0.02 * i : 0.1 * sin(i * 3 + j);
+            cosm[i * 24 + j] = v;
+            if (fabs(v) > bestc[i]) bestc[i] = fabs(v);
+        }
+    }
+    snprintf(path, sizeof path, "%s/recovery.png", dir);
+    CHECK(rep_plot_recovery(path, NULL, 0, NULL, cosm, 16, 24, bestc, 16) == OK, "%s", err_msg());
+    snprintf(path, sizeof path, "%s/pos_precision.png", dir);
+    CHECK(rep_plot_pos_compare(path, NULL, 0, NULL, prec_a, NF, prec_b, 512) == OK, "%s", err_msg());
+    rep_index_entry e[3] = {{"density.png", "Feature density <all>"}, {"feature_1234.png", "Feature 1234"},
+                            {"training.png", "Training & curves"}};
+    CHECK(rep_write_index(dir, "Report \"x\"", "intro", e, 3) == OK, "%s", err_msg());
+    snprintf(path, sizeof path, "%s/index.html", dir);
+    FILE *fh = fopen(path, "r");
+    char html[8192] = {0};
+    if (fh) {
+        size_t got = fread(html, 1, sizeof html - 1, fh);
+        html[got] = 0;
+        fclose(fh);
+    }
+    CHECK(strstr(html, "<img loading=\"lazy\" src=\"density.png\"") != NULL);
+    CHECK(strstr(html, "Feature density &lt;all&gt;") != NULL);
+    CHECK(strstr(html, "Report &quot;x&quot;") != NULL);
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    struct stat st;
+    return stat(p, &st) == 0 && st.st_size > 0;
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[600];
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* The whole path from the database: a synthetic analysed store (report_fixture.h). */
+static void test_run_db(void)
+{
+    const char *sql = "store/schema_analysis.sql";
+    if (access(sql, R_OK) != 0) {
+        SKIP("store/schema_analysis.sql not in this tree (the analysis part has not been merged)");
+        return;
+    }
+    char db[300], out[300], out2[300], npy[300];
+    snprintf(db, sizeof db, "%s/fix.db", tmpdir);
+    snprintf(out, sizeof out, "%s/out", tmpdir);
+    snprintf(out2, sizeof out2, "%s/out2", tmpdir);
+    snprintf(npy, sizeof npy, "%s/true.npy", tmpdir);
+    CHECK(fix_make_db(db, 64, 40, sql) == OK, "%s", err_msg());
+
+    rep_run_opts o;
+    rep_run_defaults(&o);
+    int feats[4] = {0, 1, 5, 1};
+    o.db = db;
+    o.sae = "1";
+    o.out_dir = out;
+    o.features = feats;
+    o.nfeatures = 4;
+    o.version = "test";
+    float eye[FIX_DIN * FIX_DIN] = {0};
+    for (int i = 0; i < FIX_DIN; i++) eye[i * FIX_DIN + i] = 1;
+    int64_t shape[2] = {FIX_DIN, FIX_DIN};
+    CHECK(npy_write(npy, eye, 2, shape) == OK);
+    o.ground_truth = npy;
+    /* a training log as sae-train writes it, resumed at step 30: rows 30..39 come twice */
+    char logp[300];
+    snprintf(logp, sizeof logp, "%s/training_log.csv", tmpdir);
+    FILE *lf = fopen(logp, "w");
+    fprintf(lf, "step,tokens,mse,explained_variance,l0,dead_frac,lr,loss\n");
+    for (int st = 1; st <= 40; st++)
+        fprintf(lf, "%d,%d,%g,%g,%g,%g,0.001,1\n", st, st * 1000, 1.0 / st, 1 - 1.0 / st, 100.0 / st, 0.01);
+    for (int st = 30; st <= 50; st++)
+        fprintf(lf, "%d,%d,%g,%g,%g,%g,0.001,1\n", st, st * 1000, 1.0 / st, 1 - 1.0 / st, 100.0 / st, 0.01);
+    fclose(lf);
+    o.training_log = logp;
+    rep_run_result res;
+    CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+    CHECK(res.dashboards == 3 && res.pictures == 5, "%d dashboards (duplicate 1 drawn once), %d pictures",
+          res.dashboards, res.pictures);
+    const char *files[] = {"feature_0.png", "feature_1.png", "feature_5.png", "density.png",
+                           "decoder_angles.png", "pos_precision.png", "recovery.png", "training.png",
+                           "index.html"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        CHECK(file_exists(out, files[i]), "%s written", files[i]);
+    CHECK(count_files(out) == 9, "nothing else in the output (%d files)", count_files(out));
+    char path[400];
+    snprintf(path, sizeof path, "%s/feature_1.png", out);
+    rep_image im;
+    CHECK(rep_png_read(path, &im) == OK, "%s", err_msg());
+    CHECK(im.width == 1240 && im.height > 600, "%dx%d", im.width, im.height);
+    CHECK(rep_image_meta(&im, "feature") && !strcmp(rep_image_meta(&im, "feature"), "1"));
+    CHECK(rep_image_meta(&im, "sae") && !strcmp(rep_image_meta(&im, "sae"), "demo-sae"));
+    CHECK(rep_image_meta(&im, "database") && !strcmp(rep_image_meta(&im, "database"), db));
+    CHECK(rep_image_meta(&im, "saelite-version") && !strcmp(rep_image_meta(&im, "saelite-version"), "test"));
+    CHECK(non_white(&im) > 40000, "%ld", non_white(&im));
+    /* the most saturated pixel of the activation map is the max colour, in the first row */
+    int best = -1, by = -1;
+    for (int y = 60; y < im.height; y++)
+        for (int x = 0; x < 790; x++) {
+            const uint8_t *q = px(&im, x, y);
+            if (q[0] - q[2] > best) { best = q[0] - q[2]; by = y; }
+        }
+    rep_color maxc = rep_cmap(REP_CMAP_ACT, 1.0);
+    CHECK(best >= (int)lround((maxc.r - maxc.b) * 255) - 2 && by >= 90 && by < 112, "sat %d at y %d", best, by);
+    rep_image_free(&im);
+    snprintf(path, sizeof path, "%s/index.html", out);
+    FILE *fh = fopen(path, "r");
+    char html[16384] = {0};
+    if (fh) {
+        html[fread(html, 1, sizeof html - 1, fh)] = 0;
+        fclose(fh);
+    }
+    CHECK(strstr(html, "src=\"feature_5.png\"") && strstr(html, "src=\"recovery.png\""));
+    CHECK(strstr(html, "MMCS 0.99") || strstr(html, "MMCS 1.00"), "recovery caption states MMCS");
+    CHECK(strstr(html, "16 of 16 true features"), "all 16 recovered");
+    CHECK(strstr(html, "(50 log rows)"), "resumed rows replace the overlapped ones");
+    /* a malformed log is a clear error */
+    lf = fopen(logp, "w");
+    fprintf(lf, "step,mse\n1,2\n");
+    fclose(lf);
+    CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), "no 'tokens' column"), "%s", err_msg());
+    unlink(logp);
+
+    /* The command line, through the binary (SAELITE_BIN for the ASan build). */
+    const char *bin = getenv("SAELITE_BIN") ? getenv("SAELITE_BIN") : "./saelite";
+    if (access(bin, X_OK) == 0) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae demo-sae --features 2,4-5 --no-global --out %s "
+                 ">%s/stdout.txt 2>&1", bin, db, out2, tmpdir);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        CHECK(file_exists(out2, "feature_2.png") && file_exists(out2, "feature_4.png") &&
+              file_exists(out2, "feature_5.png") && file_exists(out2, "index.html") && count_files(out2) == 4);
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 1 --top 3 --by size --out %s >/dev/null 2>&1", bin, db, out2);
+        CHECK(WEXITSTATUS(system(cmd)) == 2, "bad --by is a usage error");
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 1 --top 3 --features 1 --out %s >/dev/null 2>&1", bin, db, out2);
+        CHECK(WEXITSTATUS(system(cmd)) == 2, "--top with --features is a usage error");
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 1 --bogus --out %s >/dev/null 2>&1", bin, db, out2);
+        CHECK(WEXITSTATUS(system(cmd)) == 2, "unknown flag");
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 42 --features 1 --out %s >%s/stdout.txt 2>&1", bin,
+                 db, out2, tmpdir);
+        CHECK(WEXITSTATUS(system(cmd)) == 1, "unknown SAE fails");
+        char msg[2048] = {0};
+        snprintf(cmd, sizeof cmd, "%s/stdout.txt", tmpdir);
+        FILE *mf = fopen(cmd, "r");
+        if (mf) {
+            msg[fread(msg, 1, sizeof msg - 1, mf)] = 0;
+            fclose(mf);
+        }
+        CHECK(strstr(msg, "saelite report: ") && strstr(msg, "no analysis of SAE '42'") && !strchr(strchr(msg, '\n') + 1, '\n'),
+              "one-line error: %s", msg);
+        unlink(cmd);
+        rm_dir(out2);
+    } else SKIP("no ./saelite binary to drive");
+
+    /* --top 5 --by max, no global pictures: features 0,1,2,4,5 (3 is dead) */
+    rep_run_defaults(&o);
+    o.db = db;
+    o.sae = "demo-sae";
+    o.out_dir = out2;
+    o.top = 5;
+    o.by = REP_BY_MAX;
+    o.global = 0;
+    o.threads = 2;
+    CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+    CHECK(res.dashboards == 5 && res.pictures == 0);
+    CHECK(file_exists(out2, "feature_4.png") && !file_exists(out2, "feature_3.png") &&
+          !file_exists(out2, "density.png"));
+    rm_dir(out2);
+    /* --by alignment over the neuron basis works too */
+    o.sae = "neurons";
+    o.by = REP_BY_ALIGNMENT;
+    o.top = 2;
+    CHECK(rep_run(&o, &res) == OK && res.dashboards == 2, "%s", err_msg());
+    rm_dir(out2);
+
+    /* Bad input: clear errors, nothing written. */
+    o.sae = "9";
+    CHECK(rep_run(&o, &res) == ERR_NOTFOUND);
+    CHECK(strstr(err_msg(), "no analysis of SAE '9'") && strstr(err_msg(), "demo-sae"), "%s", err_msg());
+    int bad[1] = {64};
+    o.sae = "1";
+    o.features = bad;
+    o.nfeatures = 1;
+    CHECK(rep_run(&o, &res) == ERR_NOTFOUND);
+    CHECK(strstr(err_msg(), "feature 64") != NULL, "%s", err_msg());
+    CHECK(access(out2, F_OK) != 0, "no output directory created on a bad feature");
+    o.ground_truth = npy;
+    o.features = feats;
+    o.global = 1;
+    float wrong[3 * 5] = {0};
+    int64_t ws[2] = {3, 5};
+    CHECK(npy_write(npy, wrong, 2, ws) == OK);
+    CHECK(rep_run(&o, &res) == ERR_SHAPE, "%s", err_msg());
+    rm_dir(out2);
+    o.ground_truth = NULL;
+    snprintf(path, sizeof path, "%s/plain.db", tmpdir);
+    store *s;
+    CHECK(store_open(&s, path, STORE_CREATE) == OK);
+    store_close(s);
+    o.db = path;
+    CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), "saelite analyze"), "%s", err_msg());
+    o.db = "/nonexistent/x.db";
+    CHECK(rep_run(&o, &res) != OK);
+    unlink(path);
+    rm_dir(out);
+    unlink(db);
+    unlink(npy);
+    char side[400];
+    snprintf(side, sizeof side, "%s-wal", db);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", db);
+    unlink(side);
+    snprintf(side, sizeof side, "%s/plain.db-wal", tmpdir);
+    unlink(side);
+    snprintf(side, sizeof side, "%s/plain.db-shm", tmpdir);
+    unlink(side);
+}
+
+int main(void)
+{
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_png_roundtrip();
+    test_text();
+    test_charts();
+    test_token_rows();
+    /* SAELITE_KEEP_PICTURES=DIR keeps the dashboard pictures there for a person to look at. */
+    const char *keep = getenv("SAELITE_KEEP_PICTURES");
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/pics", tmpdir);
+    if (keep) snprintf(dir, sizeof dir, "%s", keep);
+    else mkdir(dir, 0777);
+    test_dashboard(dir);
+    test_run_db();
+    if (!keep) {
+        const char *files[] = {"feature_1234.png", "feature_5.png", "density.png", "decoder_angles.png",
+                               "training.png", "recovery.png", "pos_precision.png", "index.html"};
+        char p[400];
+        for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+            snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+            CHECK(unlink(p) == 0, "%s written", files[i]);
+        }
+        CHECK(count_files(dir) == 0, "nothing else left in %s", dir);
+        rmdir(dir);
+    }
+    CHECK(rmdir(tmpdir) == 0, "temporary directory left clean");
+    return harness_report("test_reports");
+}

@@ -1,0 +1,361 @@
+/* test_store.c - the SQLite store: schema versioning, round trips in every dtype, transactions,
+ * the training iterator and its split, context, extension parts, OOM injection. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "extract/extract.h"
+#include "model/safetensors.h"
+#include "store/store.h"
+#include "store/store_internal.h"
+#include "harness.h"
+
+/* tmpfs when there is one: the OOM sweep creates thousands of databases and fsync dominates. */
+static char dir[64] = "/dev/shm/saelite_test_storeXXXXXX";
+
+static const char *tmp(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static void rm_db(const char *p)
+{
+    char b[600];
+    unlink(p);
+    snprintf(b, sizeof b, "%s-wal", p);
+    unlink(b);
+    snprintf(b, sizeof b, "%s-shm", p);
+    unlink(b);
+    snprintf(b, sizeof b, "%s-journal", p);
+    unlink(b);
+}
+
+static float val(int64_t seq, int t, int c)
+{
+    return (float)((seq * 131 + t * 7 + c) % 1000) * 0.013f - 6.5f;
+}
+
+enum { T = 8, W = 12 };
+
+/* ndoc documents with 2 sequences each (the second one T-3 tokens long), one hook, all in one
+ * transaction. Values depend on the sequence *ordinal* so a rerun writes the same data. */
+static int fill(store *s, const char *hook, int dtype, int ndoc, int64_t *hook_id)
+{
+    int64_t model;
+    int rc = store_begin(s);
+    if (rc) return rc;
+    rc = store_model_add(s, "tiny", "/models/tiny", "{\"n_layer\":1}", "0123", &model);
+    store_hook h;
+    if (!rc) rc = store_hook_add(s, model, hook, 0, W, dtype, T, &h);
+    if (!rc) *hook_id = h.id;
+    int ord = 0;
+    for (int d = 0; !rc && d < ndoc; d++) {
+        char name[32], text[64];
+        snprintf(name, sizeof name, "doc%d", d);
+        snprintf(text, sizeof text, "text of document %d", d);
+        int64_t doc;
+        rc = store_doc_add(s, "corpus.txt", d, name, d % 2 ? "news" : NULL, text, strlen(text), &doc);
+        for (int k = 0; !rc && k < 2; k++, ord++) {
+            int n = k ? T - 3 : T, ids[T];
+            const char *tx[T];
+            int64_t bs[T], be[T];
+            for (int t = 0; t < n; t++) {
+                ids[t] = 100 * d + 10 * k + t;
+                tx[t] = t % 2 ? " tok" : "x";
+                bs[t] = t;
+                be[t] = t + 1;
+            }
+            int64_t seq;
+            rc = store_seq_add(s, doc, k * T, 0, ids, n, &seq, NULL);
+            if (!rc) rc = store_tokens_add(s, seq, n, ids, tx, bs, be, NULL);
+            float x[T * W];
+            for (int t = 0; t < n; t++)
+                for (int c = 0; c < W; c++) x[t * W + c] = val(ord, t, c);
+            if (!rc) rc = store_act_write(s, h.id, seq, x, n);
+        }
+    }
+    if (rc) {
+        store_rollback(s);
+        return rc;
+    }
+    return store_commit(s);
+}
+
+static void test_roundtrip(int dtype)
+{
+    const char *p = tmp("rt.db");
+    rm_db(p);
+    store *s;
+    int rc = store_open(&s, p, STORE_CREATE);
+    CHECK(rc == OK, "%s", err_msg());
+    if (rc) return;
+    int64_t hid = 0;
+    rc = fill(s, "blocks.0.mlp.hook_post", dtype, 5, &hid);
+    CHECK(rc == OK, "fill: %s", err_msg());
+    store_close(s);
+    CHECK(store_open(&s, p, STORE_READONLY) == OK, "%s", err_msg());
+    store_hook h;
+    CHECK(store_hook_find(s, "blocks.0.mlp.hook_post", &h) == OK, "%s", err_msg());
+    CHECK(h.width == W && h.dtype == dtype && h.seq_len == T && h.n_seqs == 10 &&
+          h.n_tokens == 5 * (2 * T - 3), "hook %d %d %d %lld %lld", h.width, h.dtype, h.seq_len,
+          (long long)h.n_seqs, (long long)h.n_tokens);
+    rc = store_hook_find(s, "blocks.1.mlp.hook_post", &h);
+    CHECK(rc == ERR_NOTFOUND && strstr(err_msg(), "blocks.0.mlp.hook_post"), "%s", err_msg());
+    int64_t *ids;
+    size_t n;
+    CHECK(store_seq_list(s, hid, STORE_SPLIT_ALL, 0, &ids, &n) == OK && n == 10);
+    /* Read back in the hook's dtype rounding. */
+    double maxerr = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x[T * W];
+        int got = 0;
+        rc = store_act_read(s, hid, ids[i], x, &got);
+        CHECK(rc == OK && got == (i % 2 ? T - 3 : T), "read %zu: %s", i, err_msg());
+        for (int t = 0; t < got; t++)
+            for (int c = 0; c < W; c++) {
+                float want = val((int64_t)i, t, c);
+                if (dtype == STORE_F16) want = st_f16_to_f32(st_f32_to_f16(want));
+                if (dtype == STORE_BF16) want = st_bf16_to_f32(st_f32_to_bf16(want));
+                double e = fabs((double)x[t * W + c] - want);
+                if (e > maxerr) maxerr = e;
+            }
+        int tok[T], tn = T;
+        CHECK(store_seq_tokens(s, ids[i], tok, &tn) == OK && tn == got &&
+              tok[1] == (int)(100 * (i / 2) + 10 * (i % 2) + 1));
+    }
+    CHECK(maxerr == 0, "dtype %s: max error %g after rounding", store_dtype_name(dtype), maxerr);
+    mem_free(ids);
+    float x[T * W];
+    int got;
+    CHECK(store_act_read(s, hid, 999, x, &got) == ERR_NOTFOUND);
+    int tn = T;
+    CHECK(store_seq_tokens(s, 999, NULL, &tn) == ERR_NOTFOUND);
+    /* Writes on a read-only handle fail cleanly. */
+    rc = store_act_write(s, hid, 1, x, T);
+    CHECK(rc == ERR_IO, "readonly write rc %d: %s", rc, err_msg());
+    CHECK(store_check(s) == OK, "%s", err_msg());
+    store_close(s);
+}
+
+static void test_iter(void)
+{
+    const char *p = tmp("it.db");
+    rm_db(p);
+    store *s;
+    if (store_open(&s, p, STORE_CREATE)) {
+        CHECK(0, "%s", err_msg());
+        return;
+    }
+    int64_t hid;
+    CHECK(fill(s, "h", STORE_F32, 40, &hid) == OK, "%s", err_msg());
+    int64_t *tr, *va;
+    size_t ntr, nva;
+    CHECK(store_seq_list(s, hid, STORE_SPLIT_TRAIN, 0.25, &tr, &ntr) == OK);
+    CHECK(store_seq_list(s, hid, STORE_SPLIT_VAL, 0.25, &va, &nva) == OK);
+    CHECK(ntr + nva == 80 && nva > 5 && nva < 40, "split %zu/%zu", ntr, nva);
+    int overlap = 0;
+    for (size_t i = 0; i < ntr; i++)
+        for (size_t j = 0; j < nva; j++) overlap += tr[i] == va[j];
+    CHECK(overlap == 0);
+    for (size_t j = 0; j < nva; j++) CHECK(store_seq_is_val(va[j], 0.25) == 1);
+    store_iter *it;
+    CHECK(store_iter_open(&it, s, hid, STORE_SPLIT_TRAIN, 0.25, 7) == OK, "%s", err_msg());
+    CHECK(store_iter_count(it) == ntr);
+    int64_t order1[80], order2[80];
+    size_t k = 0;
+    int bad = 0;
+    for (;;) {
+        float x[T * W];
+        int got;
+        int64_t seq;
+        if (store_iter_next(it, x, &got, &seq) != OK || got == 0) break;
+        int64_t ord = seq - 1; /* sequence ids are 1.. in insertion order */
+        for (int c = 0; c < W; c++) bad += x[(got - 1) * W + c] != val(ord, got - 1, c);
+        if (k < 80) order1[k++] = seq;
+    }
+    CHECK(k == ntr && bad == 0, "iterated %zu of %zu, %d wrong values", k, ntr, bad);
+    store_iter_shuffle(it, 8);
+    size_t k2 = 0;
+    for (;;) {
+        float x[T * W];
+        int got;
+        int64_t seq;
+        if (store_iter_next(it, x, &got, &seq) != OK || got == 0) break;
+        if (k2 < 80) order2[k2++] = seq;
+    }
+    int same = 1, sorted = 1;
+    for (size_t i = 0; i < k && i < k2; i++) same &= order1[i] == order2[i];
+    for (size_t i = 1; i < k; i++) sorted &= order1[i] > order1[i - 1];
+    CHECK(k2 == ntr && !same && !sorted, "a new seed gives another random order");
+    store_iter_close(it);
+    mem_free(tr);
+    mem_free(va);
+
+    store_context c;
+    CHECK(store_context_get(s, 3, 4, 2, 10, &c) == OK, "%s", err_msg());
+    CHECK(c.n == 6 && c.center == 2 && c.ids[2] == 100 + 4 && c.text[2] &&
+          !strcmp(c.text[2], "x") && !strcmp(c.text[1], " tok"), "context n=%d", c.n);
+    store_context_free(&c);
+    CHECK(store_context_get(s, 3, T, 1, 1, &c) == ERR_ARG);
+    store_close(s);
+}
+
+static void test_versions(void)
+{
+    const char *p = tmp("v.db");
+    rm_db(p);
+    store *s;
+    CHECK(store_open(&s, p, STORE_READONLY) == ERR_NOTFOUND, "missing file");
+    CHECK(store_open(&s, p, 0) == ERR_NOTFOUND, "missing file without CREATE");
+    CHECK(store_open(&s, p, STORE_CREATE) == OK, "%s", err_msg());
+    CHECK(store_schema_part(s, "sae", 1, "CREATE TABLE IF NOT EXISTS saes (id INTEGER PRIMARY KEY)") == OK,
+          "%s", err_msg());
+    CHECK(store_schema_part(s, "sae", 2, "CREATE TABLE IF NOT EXISTS saes (id INTEGER PRIMARY KEY); "
+                                         "CREATE TABLE IF NOT EXISTS sae_log (x)") == OK, "%s", err_msg());
+    CHECK(store_schema_part(s, "sae", 1, "SELECT 1") == ERR_VERSION, "older code refuses newer part");
+    CHECK(store_schema_part(s, "bad", 1, "CREATE TABLE nonsense (") == ERR_SQL);
+    int64_t v;
+    CHECK(store_query_i64(s, "SELECT count(*) FROM schema_parts WHERE name = 'bad'", &v) == OK && v == 0);
+    /* A rolled back transaction leaves nothing. */
+    int64_t mid;
+    CHECK(store_begin(s) == OK && store_model_add(s, "m", "p", "{}", "1", &mid) == OK);
+    CHECK(store_rollback(s) == OK);
+    CHECK(store_query_i64(s, "SELECT count(*) FROM models", &v) == OK && v == 0);
+    /* Width mismatch on an existing hook. */
+    store_hook h;
+    CHECK(store_model_add(s, "m", "p", "{}", "1", &mid) == OK);
+    CHECK(store_hook_add(s, mid, "hk", 0, 16, STORE_F32, 8, &h) == OK);
+    int rc = store_hook_add(s, mid, "hk", 0, 32, STORE_F32, 8, &h);
+    CHECK(rc == ERR_SHAPE && strstr(err_msg(), "width 16"), "%s", err_msg());
+    CHECK(store_hook_add(s, mid, "hk", 0, 16, STORE_BF16, 8, &h) == ERR_SHAPE);
+    CHECK(store_exec(s, "PRAGMA user_version = 99") == OK);
+    store_close(s);
+    rc = store_open(&s, p, 0);
+    CHECK(rc == ERR_VERSION && strstr(err_msg(), "newer"), "rc %d: %s", rc, err_msg());
+    /* An SQLite file that is not ours. */
+    const char *q = tmp("other.db");
+    rm_db(q);
+    CHECK(store_open(&s, q, STORE_CREATE) == OK);
+    CHECK(store_exec(s, "PRAGMA application_id = 7") == OK);
+    store_close(s);
+    rc = store_open(&s, q, 0);
+    CHECK(rc == ERR_FORMAT && strstr(err_msg(), "not a saelite store"), "%s", err_msg());
+    /* Not a database at all. */
+    const char *g = tmp("garbage.db");
+    FILE *f = fopen(g, "wb");
+    for (int i = 0; i < 5000; i++) fputc("garbage!"[i % 8], f);
+    fclose(f);
+    rc = store_open(&s, g, 0);
+    CHECK(rc == ERR_FORMAT && strstr(err_msg(), "garbage.db"), "rc %d: %s", rc, err_msg());
+    rc = store_open(&s, dir, 0);
+    CHECK(rc == ERR_IO, "a directory: %s", err_msg());
+    /* A changed document is detected. */
+    rm_db(p);
+    CHECK(store_open(&s, p, STORE_CREATE) == OK);
+    int64_t d1, d2;
+    CHECK(store_doc_add(s, "c", 0, "a", NULL, "abc", 3, &d1) == OK);
+    CHECK(store_doc_add(s, "c", 0, "a", NULL, "abc", 3, &d2) == OK && d1 == d2);
+    CHECK(store_doc_add(s, "c", 0, "a", NULL, "abd", 3, &d2) == ERR_FORMAT);
+    int ids[3] = {1, 2, 3}, ids2[3] = {1, 2, 4};
+    int64_t s1, s2;
+    int ins1 = 0, ins2 = 1;
+    CHECK(store_seq_add(s, d1, 0, 1, ids, 3, &s1, &ins1) == OK &&
+          store_seq_add(s, d1, 0, 1, ids, 3, &s2, &ins2) == OK && s1 == s2 && ins1 && !ins2);
+    CHECK(store_seq_add(s, d1, 0, 1, ids2, 3, &s2, NULL) == ERR_FORMAT);
+    store_close(s);
+}
+
+/* Every allocation (ours and SQLite's, routed through mem_alloc) fails once in turn: each
+ * attempt must fail cleanly or succeed, and the database afterwards holds all or nothing. */
+static void test_oom(void)
+{
+    const char *p = tmp("oom.db");
+    int completed = 0, failures = 0, bad = 0;
+    long n;
+    for (n = 1; n < 20000 && !completed; n += (n < 200 ? 1 : 9)) {
+        rm_db(p);
+        mem_fail_at(n);
+        store *s = NULL;
+        int64_t hid;
+        int rc = store_open(&s, p, STORE_CREATE);
+        if (!rc) rc = fill(s, "h", STORE_BF16, 3, &hid);
+        float x[T * W];
+        int got;
+        if (!rc) rc = store_act_read(s, hid, 2, x, &got);
+        store_close(s);
+        long used = mem_alloc_count();
+        mem_fail_at(0);
+        if (rc == OK) {
+            if (used < n) completed = 1;
+        } else {
+            failures++;
+            if (rc != ERR_NOMEM && rc != ERR_SQL && rc != ERR_IO) {
+                bad++;
+                fprintf(stderr, "oom at %ld: unexpected rc %d: %s\n", n, rc, err_msg());
+            }
+        }
+        /* Whatever happened, the file opens, is intact and holds all rows or none. */
+        if (access(p, F_OK) == 0 && store_open(&s, p, 0) == OK) {
+            int64_t acts = -1;
+            if (store_check(s) != OK ||
+                store_query_i64(s, "SELECT count(*) FROM activations", &acts) != OK ||
+                (acts != 0 && acts != 6)) {
+                bad++;
+                fprintf(stderr, "oom at %ld: damaged or partial database (%lld rows): %s\n", n,
+                        (long long)acts, err_msg());
+            }
+            store_close(s);
+        }
+    }
+    fprintf(stderr, "oom sweep: %d failures, completed at %ld\n", failures, n);
+    CHECK(completed && failures > 50 && bad == 0, "OOM sweep: %d failures, %d bad, completed %d at %ld",
+          failures, bad, completed, n);
+}
+
+/* Extraction bookkeeping that needs no model. */
+static void test_extract_plan(void)
+{
+    int64_t st[8];
+    int len[8];
+    CHECK(ext_windows(10, 4, 0, st, len, 8) == 3 && st[2] == 8 && len[0] == 4 && len[2] == 2);
+    CHECK(ext_windows(10, 4, 1, st, len, 8) == 4 && st[1] == 3 && len[0] == 4 && len[3] == 2,
+          "bos windows hold ctx-1 document tokens");
+    CHECK(ext_windows(0, 4, 1, st, len, 8) == 0 && ext_windows(5, 1, 1, NULL, NULL, 0) == 0);
+    CHECK(ext_windows(12, 4, 0, NULL, NULL, 0) == 3, "exact multiple, counting only");
+    char out[64];
+    size_t n = ext_utf8_clean("a\xff\xc3\xa9\xe2\x82", 6, out, sizeof out);
+    CHECK(n == 12 && !strcmp(out, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"), "clean: %s", out);
+    int64_t fb = 0;
+    CHECK(ext_free_bytes(tmp("nothere.db"), &fb) == OK && fb > 0);
+    CHECK(ext_free_bytes("/nonexistent_dir_x/y.db", &fb) == ERR_IO);
+    char js[64];
+    ext_json_str(js, sizeof js, "a\"b\\c\n");
+    CHECK(!strcmp(js, "\"a\\\"b\\\\c\\u000a\""), "json: %s", js);
+}
+
+int main(void)
+{
+    if (access("/dev/shm", W_OK) != 0) snprintf(dir, sizeof dir, "/tmp/saelite_test_storeXXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_roundtrip(STORE_F32);
+    test_roundtrip(STORE_F16);
+    test_roundtrip(STORE_BF16);
+    test_iter();
+    test_versions();
+    test_oom();
+    test_extract_plan();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return harness_report("test_store");
+}
