@@ -40,6 +40,12 @@ ok "sae-eval on a missing SAE fails cleanly" '[ $rc -eq 1 ] && grep -q "cfg.json
 $BIN sae-eval --sae $T/full --ground-truth $T/acts.npy --max-tokens 5 >/dev/null 2>&1
 ok "sae-eval accepts any [F,d] array as truth" '[ $? -eq 0 ]'
 
+# the sparse kernels' thread split must not change any bit
+targs="--npy $T/acts.npy --d-sae 128 --k 16 --tokens 20480 --batch 4096 --val-frac 0"
+SAELITE_THREADS=1 $BIN sae-train $targs --out $T/th1 >/dev/null 2>&1
+SAELITE_THREADS=3 $BIN sae-train $targs --out $T/th3 >/dev/null 2>&1
+ok "thread count does not change results" '[ -s $T/th1/sae_weights.safetensors ] && cmp -s $T/th1/sae_weights.safetensors $T/th3/sae_weights.safetensors'
+
 # the store path: synth --db, sae-train --db --hook, registry + log, resume bit-identical
 $BIN synth --d 32 --features 64 --active 4 --tokens 20000 --out $T/s2.npy --truth $T/s2_truth.npy --db $T/syn.db >$T/s2.out 2>&1
 ok "synth --db stores the activations" 'grep -q "as hook synth" $T/s2.out'
