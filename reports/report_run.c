@@ -63,8 +63,9 @@ static void ctx_free(ctx_buf *c)
     memset(c, 0, sizeof *c);
 }
 
-static int ctx_build(job *j, store *s, store_rep *r, int64_t feature, const store_rep_act *a,
-                     const store_rep_act *all, size_t nall, ctx_buf *c, rep_context *out)
+static int ctx_build(job *j, store *s, store_rep *r, int64_t feature, int has_all,
+                     const store_rep_act *a, const store_rep_act *all, size_t nall, ctx_buf *c,
+                     rep_context *out)
 {
     int center = 0;
     memset(c, 0, sizeof *c);
@@ -102,7 +103,7 @@ static int ctx_build(job *j, store *s, store_rep *r, int64_t feature, const stor
     for (size_t k = 0; k < nall; k++)
         if (all[k].seq_id == a->seq_id && all[k].pos >= c->lo && all[k].pos < c->lo + c->n)
             c->act[all[k].pos - c->lo] = all[k].value;
-    if (store_rep_has_all(r)) {
+    if (has_all) {
         int pos[256], m = 0;
         float val[256];
         if ((rc = store_rep_seq_acts(r, feature, a->seq_id, c->lo, c->lo + c->n - 1, pos, val, 256, &m)))
@@ -165,7 +166,9 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
     memset(&d, 0, sizeof d);
     rep_feature f;
     memset(&f, 0, sizeof f);
+    int has_all = 0;
     if ((rc = store_rep_acts(r, feature, &d.acts, &d.nacts))) goto out;
+    if ((rc = store_rep_has_all(r, feature, &has_all))) goto out;
 
     /* Which samples become rows: the top ranks, then per quantile band (highest band first)
      * the first per_interval ranks. Acts come ordered by kind, interval, rank. */
@@ -181,7 +184,8 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
     if (!d.cb || !d.ctx) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
     for (size_t k = 0; k < d.nacts && d.nctx < ntop && !rc; k++)
         if (d.acts[k].kind == STORE_REP_TOP) {
-            rc = ctx_build(j, s, r, feature, &d.acts[k], d.acts, d.nacts, &d.cb[d.nctx], &d.ctx[d.nctx]);
+            rc = ctx_build(j, s, r, feature, has_all, &d.acts[k], d.acts, d.nacts, &d.cb[d.nctx],
+                           &d.ctx[d.nctx]);
             d.nctx++;
         }
     int niv = 0;
@@ -196,7 +200,7 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
             if (a->value < iv->lo) iv->lo = a->value;
             if (a->value > iv->hi) iv->hi = a->value;
             if (taken < o->per_interval) {
-                rc = ctx_build(j, s, r, feature, a, d.acts, d.nacts, &d.cb[d.nctx], &d.ctx[d.nctx]);
+                rc = ctx_build(j, s, r, feature, has_all, a, d.acts, d.nacts, &d.cb[d.nctx], &d.ctx[d.nctx]);
                 d.nctx++;
                 taken++;
             }

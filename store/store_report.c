@@ -178,12 +178,11 @@ int store_rep_features(store *s, int64_t dict_id, store_rep_feature **out, size_
 }
 
 /* ---- per-feature reader -------------------------------------------------------------------- */
-enum { Q_FEAT, Q_ACTS, Q_HIST, Q_LOGITS, Q_POS, Q_SEQ, Q_SEQACTS, Q__N };
+enum { Q_FEAT, Q_ACTS, Q_HIST, Q_LOGITS, Q_POS, Q_SEQ, Q_SEQACTS, Q_HASALL, Q__N };
 
 struct store_rep {
     store *s;
     int64_t dict;
-    int has_all;
     sqlite3_stmt *q[Q__N];
 };
 
@@ -198,6 +197,7 @@ static const char *const rep_sql[Q__N] = {
     "SELECT n_tokens, tokens FROM sequences WHERE id = ?1",
     "SELECT pos, value FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND seq_id = ?3 AND "
     "kind = 'all' AND pos BETWEEN ?4 AND ?5",
+    "SELECT EXISTS (SELECT 1 FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND kind = 'all')",
 };
 
 void store_rep_close(store_rep *r)
@@ -217,14 +217,6 @@ int store_rep_open(store_rep **out, store *s, int64_t dict_id)
     r->s = s;
     r->dict = dict_id;
     for (int i = 0; i < Q__N && !rc; i++) rc = store_prepare(s, rep_sql[i], &r->q[i]);
-    if (!rc) {
-        int64_t v = 0;
-        char q[160];
-        snprintf(q, sizeof q, "SELECT EXISTS (SELECT 1 FROM ana_acts WHERE dict_id = %lld AND kind = 'all')",
-                 (long long)dict_id);
-        rc = store_query_i64(s, q, &v);
-        r->has_all = v != 0;
-    }
     if (rc) {
         store_rep_close(r);
         return rc;
@@ -233,7 +225,6 @@ int store_rep_open(store_rep **out, store *s, int64_t dict_id)
     return OK;
 }
 
-int store_rep_has_all(const store_rep *r) { return r->has_all; }
 
 static sqlite3_stmt *bind2(store_rep *r, int q, int64_t feature)
 {
@@ -243,6 +234,16 @@ static sqlite3_stmt *bind2(store_rep *r, int q, int64_t feature)
     sqlite3_bind_int64(st, 1, r->dict);
     sqlite3_bind_int64(st, 2, feature);
     return st;
+}
+
+int store_rep_has_all(store_rep *r, int64_t feature, int *has)
+{
+    sqlite3_stmt *st = bind2(r, Q_HASALL, feature);
+    int x = sqlite3_step(st);
+    *has = x == SQLITE_ROW && sqlite3_column_int(st, 0);
+    sqlite3_reset(st);
+    if (x != SQLITE_ROW) return store_sql_error(r->s, x, "reading ana_acts");
+    return OK;
 }
 
 int store_rep_feature_get(store_rep *r, int64_t feature, store_rep_feature *out)

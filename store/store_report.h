@@ -59,8 +59,9 @@ typedef struct {
     float value;
 } store_rep_act;
 int store_rep_acts(store_rep *r, int64_t feature, store_rep_act **out, size_t *n);
-/* 1 when the dictionary was analysed with --all-acts (ana_acts has kind 'all' rows). */
-int store_rep_has_all(const store_rep *r);
+/* 1 when ana_acts holds the feature's complete non-zeros (kind 'all', analyze --all-acts).
+ * Walks only that feature's rows (index ana_acts_feature). */
+int store_rep_has_all(store_rep *r, int64_t feature, int *has);
 /* Every stored non-zero ('all') activation of a feature in sequence positions [lo, hi]:
  * pos[*n], val[*n] into caller arrays of capacity cap. */
 int store_rep_seq_acts(store_rep *r, int64_t feature, int64_t seq_id, int lo, int hi, int *pos,

@@ -517,6 +517,18 @@ static void test_run_db(void)
     rep_color maxc = rep_cmap(REP_CMAP_ACT, 1.0);
     CHECK(best >= (int)lround((maxc.r - maxc.b) * 255) - 2 && by >= 90 && by < 112, "sat %d at y %d", best, by);
     rep_image_free(&im);
+    /* feature 0 has its complete non-zeros stored (kind 'all', 0.3 x max around each top
+     * token): its first row shows that colour, feature 1's does not */
+    int c03[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/feature_%d.png", out, k);
+        if (rep_png_read(path, &im) != OK) continue;
+        rep_color c = rep_cmap(REP_CMAP_ACT, 0.3);
+        for (int y = 90; y < 112; y++)
+            for (int x = 0; x < 790; x++) c03[k] += near_rgb(px(&im, x, y), c, 3);
+        rep_image_free(&im);
+    }
+    CHECK(c03[0] > 300 && c03[1] < 50, "'all' activations coloured: %d vs %d px", c03[0], c03[1]);
     snprintf(path, sizeof path, "%s/index.html", out);
     FILE *fh = fopen(path, "r");
     char html[16384] = {0};
