@@ -27,6 +27,7 @@ int cmd_report(int argc, char **argv)
         {"--split", ARG_STR, &o.split, "analysed split (val|all) when both exist; default: latest"},
         {"--contexts", ARG_INT, &o.contexts, "top-activation rows per dashboard (default 20)"},
         {"--per-interval", ARG_INT, &o.per_interval, "rows per quantile band (default 3)"},
+        {"--bands", ARG_INT, &o.bands, "quantile bands shown, evenly spread from the highest (default 5)"},
         {"--threads", ARG_INT, &o.threads, "rendering threads (default 2)"},
         {"--ground-truth", ARG_STR, &o.ground_truth, "true directions .npy [n, d_in] (synthetic data): recovery picture"},
         {"--training-log", ARG_STR, &o.training_log, "sae-train's training_log.csv (default: the SAE directory's)"},

@@ -24,6 +24,7 @@ void rep_run_defaults(rep_run_opts *o)
     memset(o, 0, sizeof *o);
     o->contexts = 20;
     o->per_interval = 3;
+    o->bands = 5;
     o->threads = 2;
     o->global = 1;
     o->by = REP_BY_DENSITY;
@@ -178,7 +179,12 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
         else if (d.acts[k].interval > maxband) maxband = d.acts[k].interval;
     }
     if (ntop > o->contexts) ntop = o->contexts;
-    int nb = maxband + 1 > 16 ? 16 : maxband + 1;
+    /* analyze samples 10 bands by default: show `bands` of them, evenly spread, highest first */
+    int nb = maxband + 1 < o->bands ? maxband + 1 : o->bands;
+    if (nb > 16) nb = 16;
+    int pick[16];
+    for (int i = 0; i < nb; i++)
+        pick[i] = nb > 1 ? maxband - (int)lround((double)i * maxband / (nb - 1)) : maxband;
     d.cb = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.cb);
     d.ctx = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.ctx);
     if (!d.cb || !d.ctx) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
@@ -189,7 +195,8 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
             d.nctx++;
         }
     int niv = 0;
-    for (int band = maxband; band >= 0 && !rc && niv < 16; band--) {
+    for (int pi = 0; pi < nb && !rc; pi++) {
+        int band = pick[pi];
         rep_interval *iv = &d.iv[niv];
         iv->lo = INFINITY;
         iv->hi = -INFINITY;
@@ -636,8 +643,9 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     memset(res, 0, sizeof *res);
     double t0 = now_seconds();
     if (!o->db || !o->sae || !o->out_dir) return err_set(ERR_ARG, "report: --db, --sae and --out are required");
-    if (o->contexts < 1 || o->contexts > 200 || o->per_interval < 0 || o->per_interval > 50)
-        return err_set(ERR_ARG, "report: contexts must be 1..200 and rows per interval 0..50");
+    if (o->contexts < 1 || o->contexts > 200 || o->per_interval < 0 || o->per_interval > 50 ||
+        o->bands < 0 || o->bands > 16)
+        return err_set(ERR_ARG, "report: contexts must be 1..200, rows per interval 0..50, bands 0..16");
     store *s = NULL;
     int rc = store_open(&s, o->db, STORE_READONLY);
     if (rc) return rc;
