@@ -15,6 +15,8 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missi
 LDFLAGS += -pthread $(SAN)
 
 PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo
+# `make` alone builds ./saelite (the flags.mk rule below would otherwise be the default goal).
+.DEFAULT_GOAL := all
 
 ifeq ($(filter clean distclean,$(MAKECMDGOALS)),)
 # Installing packages and asking pkg-config happens once; flags.mk is remade (and make restarts)

@@ -196,6 +196,10 @@ int cmd_superpose(int argc, char **argv)
             fprintf(f, "%.6g,%.8f,%.6f,%d\n", S[k], models[k]->final_loss,
                     sup_dims_per_feature(models[k]), sup_represented(models[k]));
         if (close_rename(f, tmp, path)) goto fail;
+        snprintf(path, sizeof path, "%s/superpose.png", out);
+        if (sup_render(path, models, S, ns, imp)) goto fail;
+        snprintf(path, sizeof path, "%s/dimensionality.png", out);
+        if (sup_render_dimensionality(path, models, S, ns)) goto fail;
     }
     printf("\ntrained %d model%s in %.1f s%s%s\n", ns, ns == 1 ? "" : "s", now_seconds() - t0,
            out ? "; wrote " : "", out ? out : "");

@@ -5,6 +5,8 @@
 #include <stddef.h>
 
 #include "common/err.h"
+#include "common/mem.h"
+#include "model/gpt2.h"
 
 static uint64_t splitmix64(uint64_t *x)
 {
@@ -124,4 +126,31 @@ int smp_pick(const float *logits, int V, double temperature, int top_k, smp_rng 
     }
     *token = last; /* rounding left u just above the running sum */
     return OK;
+}
+
+int smp_generate(gpt2_model *m, int *seq, size_t *len, int max_new, double temperature,
+                 int top_k, int vocab_limit, int stop_id, smp_rng *rng, smp_token_fn on_token,
+                 void *user)
+{
+    const gpt2_config *cfg = gpt2_cfg(m);
+    int V = cfg->vocab_size, Vs = vocab_limit > 0 && vocab_limit < V ? vocab_limit : V;
+    if (*len == 0) return err_set(ERR_ARG, "generate: empty context (give at least one token)");
+    for (size_t i = 0; i < *len; i++)
+        if (seq[i] < 0 || seq[i] >= V)
+            return err_set(ERR_ARG, "generate: token %d is outside the vocabulary (%d)", seq[i], V);
+    float *work = mem_alloc(sizeof(float) * (size_t)V);
+    if (!work) return err_set(ERR_NOMEM, "generate: out of memory");
+    int rc = OK;
+    for (int k = 0; k < max_new; k++) {
+        size_t T = *len < (size_t)cfg->n_ctx ? *len : (size_t)cfg->n_ctx;
+        if ((rc = gpt2_forward(m, seq + *len - T, 1, (int)T, 1))) break;
+        const float *logits = gpt2_logits(m) + (T - 1) * (size_t)V;
+        int next;
+        if ((rc = smp_pick(logits, Vs, temperature, top_k, rng, work, &next))) break;
+        seq[(*len)++] = next;
+        if (on_token && on_token(next, user)) break;
+        if (next == stop_id) break;
+    }
+    mem_free(work);
+    return rc;
 }

@@ -234,8 +234,29 @@ static void test_pack_measure(void)
     mem_free(V);
 }
 
+/* king - man + woman = queen on hand-made 3-d embeddings; inputs excluded; ties by id. */
+static void test_nearest(void)
+{
+    /* rows: 0 king, 1 man, 2 woman, 3 queen, 4 apple, 5 zero row, 6 = queen again */
+    float E[7 * 3] = {1, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 1, 1, -1, 0, 0, 0, 0, 0, 2, 2};
+    float q[3];
+    for (int j = 0; j < 3; j++) q[j] = E[0 * 3 + j] - E[1 * 3 + j] + E[2 * 3 + j];
+    unsigned char ex[7] = {1, 1, 1, 0, 0, 0, 0};
+    int ids[7], n;
+    float cs[7];
+    CHECK(toy_nearest(E, 7, 3, q, ex, 3, ids, cs, &n) == OK && n == 3);
+    CHECK(ids[0] == 3 && ids[1] == 6 && fabs(cs[0] - 1) < 1e-6 && fabs(cs[1] - 1) < 1e-6,
+          "%d %d %.4f", ids[0], ids[1], cs[0]);
+    CHECK(ids[2] == 5 && cs[2] == 0, "zero row has cosine 0: %d %.3f", ids[2], cs[2]);
+    CHECK(toy_nearest(E, 7, 3, q, NULL, 10, ids, cs, &n) == OK && n == 7);
+    CHECK(ids[6] == 4 && fabs(cs[6] - (-1.0 / 2)) < 1e-6, "apple last %d %.4f", ids[6], cs[6]);
+    float z[3] = {0, 0, 0};
+    CHECK(toy_nearest(E, 7, 3, z, NULL, 3, ids, cs, &n) == ERR_ARG);
+}
+
 int main(void)
 {
+    test_nearest();
     test_five_in_two();
     test_antipodal();
     test_twenty_in_five();

@@ -132,25 +132,25 @@ static void grad_pass(const float *V, int count, int dim, int bs, float *C, floa
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, count, dim, 1.0f,
                     V + (size_t)r0 * dim, dim, V, dim, 0.0f, C, count);
         long nnz = 0;
+        const float fb = (float)beta, fs = (float)s;
         for (int i = 0; i < nr; i++) {
             float *ci = C + (size_t)i * count;
+            ci[r0 + i] = 0; /* no self pair */
+            float rm = 0;
             for (int j = 0; j < count; j++) {
-                float c = ci[j];
-                if (j == r0 + i) {
+                float a = fabsf(ci[j]);
+                rm = a > rm ? a : rm;
+                float e = fb * (a - fs);
+                if (e < -25.0f) { /* weight below 1.4e-11 of the maximum's: nothing */
                     ci[j] = 0;
                     continue;
                 }
-                double a = fabs(c);
-                if (a > m) m = a;
-                double e = beta * (a - s);
-                if (e < -25) { /* weight below 1.4e-11 of the maximum's: nothing */
-                    ci[j] = 0;
-                    continue;
-                }
-                if (e > 60) e = 60;
-                ci[j] = (float)(c > 0 ? exp(e) : -exp(e));
+                float w = expf(e < 60.0f ? e : 60.0f);
+                ci[j] = ci[j] > 0 ? w : -w;
                 nnz++;
             }
+            ci[r0 + i] = 0;
+            if (rm > m) m = rm;
         }
         float *Gb = G + (size_t)r0 * dim;
         if (nnz > (long)nr * count / 16) {

@@ -104,4 +104,24 @@ double pack_jl_eps(int count, int dim);
 /* Dimensions that guarantee reaches |cos| <= eps for count random vectors: 4 ln(count) / eps^2. */
 double pack_jl_dim(int count, double eps);
 
+/* ---- embedding arithmetic (nearest.c) ----------------------------------------------------- */
+/* The `top` rows of E[V,C] with the largest cosine to q[C], best first (ties: lower id),
+ * skipping rows v with exclude[v] != 0 (exclude may be NULL). Writes ids[top], cos[top] and the
+ * number found (<= top) to *nout. ERR_ARG when q is zero; ERR_NOMEM. */
+int toy_nearest(const float *E, int V, int C, const float *q, const unsigned char *exclude,
+                int top, int *ids, float *cos, int *nout);
+
+/* ---- pictures (render.c, through reports/report.h), written atomically as PNG ---------- */
+/* One row per sparsity: W^T W heat map, bias, norm bars coloured by superposition, and for
+ * m == 2 the feature directions in the plane. */
+int sup_render(const char *path, sup_model *const *models, const double *sparsity, int ns,
+               double importance_decay);
+/* D_i of represented features and m / ||W||_F^2 against 1/(1-S). */
+int sup_render_dimensionality(const char *path, sup_model *const *models, const double *sparsity,
+                              int ns);
+/* Overlaid histograms of pair angles (bins of hist_*[nbins] over [0,180] degrees), with the
+ * range [range_lo, range_hi] and the Welch angles marked. */
+int pack_render(const char *path, int count, int dim, const int64_t *hist_random,
+                const int64_t *hist_opt, int nbins, double range_lo, double range_hi);
+
 #endif
