@@ -68,9 +68,12 @@ static void list_dicts(store *s, char *buf, size_t cap)
         const char *hook = (const char *)sqlite3_column_text(st, 3);
         const char *split = (const char *)sqlite3_column_text(st, 4);
         int w;
-        if (kind && !strcmp(kind, "sae"))
+        if (kind && !strcmp(kind, "sae") && id >= 0)
             w = snprintf(buf + o, cap - o, "%ssae %lld '%s' at %s (%s)", k ? ", " : "", id,
                          name ? name : "", hook ? hook : "", split ? split : "");
+        else if (kind && !strcmp(kind, "sae"))
+            w = snprintf(buf + o, cap - o, "%ssae '%s' at %s (%s)", k ? ", " : "", name ? name : "",
+                         hook ? hook : "", split ? split : "");
         else
             w = snprintf(buf + o, cap - o, "%sneurons at %s (%s)", k ? ", " : "", hook ? hook : "",
                          split ? split : "");
@@ -115,6 +118,18 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
     int r = sqlite3_step(st);
     if (r == SQLITE_ROW) read_dict(st, out);
     sqlite3_finalize(st);
+    if (r == SQLITE_DONE && numeric) {
+        /* not a registry id: the analysis id analyze prints ("dict id N") */
+        if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE id = ?1 AND "
+                                   "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3)", &st)))
+            return rc;
+        sqlite3_bind_int64(st, 1, id);
+        if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
+        if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
+        r = sqlite3_step(st);
+        if (r == SQLITE_ROW) read_dict(st, out);
+        sqlite3_finalize(st);
+    }
     if (r == SQLITE_ROW) return OK;
     if (r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");
     char list[1024];

@@ -24,9 +24,10 @@ typedef struct {
     int64_t n_seqs, n_tokens;
 } store_rep_dict;
 
-/* Finds the analysed dictionary for `sae`: an SAE registry id ("3"), a name or directory as
- * stored in ana_dicts.name, or "neurons" / "neurons@HOOK" for the neuron basis. hook and split
- * may be NULL (any); among several matches the most recent analysis wins. */
+/* Finds the analysed dictionary for `sae`: an SAE registry id ("3", else the analysis id
+ * ana_dicts.id that analyze prints as "dict id N"), a name or directory as stored in
+ * ana_dicts.name, or "neurons" / "neurons@HOOK" for the neuron basis. hook and split may be
+ * NULL (any); among several matches the most recent analysis wins. */
 int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,
                     store_rep_dict *out);
 /* The neuron-basis dictionary analysed at the same hook and split as d, or ERR_NOTFOUND. */

@@ -598,6 +598,11 @@ static void test_run_db(void)
     o.top = 2;
     CHECK(rep_run(&o, &res) == OK && res.dashboards == 2, "%s", err_msg());
     rm_dir(out2);
+    /* a number that is no registry id falls back to the analysis id: 2 is the neuron basis */
+    o.sae = "2";
+    CHECK(rep_run(&o, &res) == OK && !strcmp(res.dict_name, "neurons@blocks.0.hook_resid_pre"), "%s %s",
+          err_msg(), res.dict_name);
+    rm_dir(out2);
 
     /* Bad input: clear errors, nothing written. */
     o.sae = "9";
