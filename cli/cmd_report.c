@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/mem.h"
+#include "reports/report.h"
 #include "reports/report_run.h"
 
 CLI_COMMAND(report, "Render feature dashboards and SAE pictures (PNG + index.html)",
@@ -59,6 +60,7 @@ int cmd_report(int argc, char **argv)
     rep_run_result res;
     rc = rep_run(&o, &res);
     mem_free(list);
+    rep_cleanup();
     if (rc) return cli_fail(argv[0]);
     printf("report: %d feature dashboards and %d SAE pictures of '%s' in %s/ (index.html), %.2f s; "
            "dashboards %.1f/s on %d threads\n",

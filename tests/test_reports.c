@@ -677,5 +677,6 @@ int main(void)
         rmdir(dir);
     }
     CHECK(rmdir(tmpdir) == 0, "temporary directory left clean");
+    rep_cleanup();
     return harness_report("test_reports");
 }
