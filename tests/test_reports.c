@@ -604,6 +604,46 @@ static void test_run_db(void)
           err_msg(), res.dict_name);
     rm_dir(out2);
 
+    /* Every allocation failing in turn: a clean ERR_NOMEM (or success), never a crash or a
+     * leak (the ASan build checks leaks), and never a half-written picture. */
+    {
+        rep_run_opts m;
+        rep_run_defaults(&m);
+        int one[1] = {0};
+        m.db = db;
+        m.sae = "1";
+        m.out_dir = out2;
+        m.features = one;
+        m.nfeatures = 1;
+        m.threads = 1; /* fault injection is not thread-safe */
+        m.ground_truth = NULL;
+        mem_fail_at(0);
+        (void)mem_alloc_count();
+        mem_fail_at(1000000000L); /* counts without failing */
+        CHECK(rep_run(&m, &res) == OK, "%s", err_msg());
+        long total = mem_alloc_count();
+        mem_fail_at(0);
+        int bad_rc = 0, ok = 0, nomem = 0;
+        long step = total > 100 ? total / 100 : 1; /* ~100 runs keep the test within seconds */
+        for (long n = 1; n <= total; n += step) {
+            mem_fail_at(n);
+            int r = rep_run(&m, &res);
+            mem_fail_at(0);
+            if (r == OK) ok++;
+            else if (r == ERR_NOMEM) nomem++;
+            else bad_rc++;
+        }
+        CHECK(bad_rc == 0 && nomem > 0, "%ld allocations: %d ok, %d ERR_NOMEM, %d other codes", total, ok,
+              nomem, bad_rc);
+        DIR *dd = opendir(out2);
+        struct dirent *e;
+        int tmpfiles = 0;
+        while (dd && (e = readdir(dd))) tmpfiles += strstr(e->d_name, ".tmp.") != NULL;
+        if (dd) closedir(dd);
+        CHECK(tmpfiles == 0, "no temporary files after failed runs (%d)", tmpfiles);
+        rm_dir(out2);
+    }
+
     /* Bad input: clear errors, nothing written. */
     o.sae = "9";
     CHECK(rep_run(&o, &res) == ERR_NOTFOUND);
