@@ -84,6 +84,10 @@ static int ctx_build(job *j, store *s, store_rep *r, int64_t feature, int has_al
             c->tok[i] = j->vocab[id];
             continue;
         }
+        if (id < 0) { /* imported activations without token ids: one dot per position */
+            c->tok[i] = "\xc2\xb7";
+            continue;
+        }
         /* No ana_vocab row: the core tokens table's text, else the id itself. */
         if (!fallback && (rc = store_rep_token_text(s, a->seq_id, c->lo, c->lo + c->n - 1, &fallback)))
             return rc;

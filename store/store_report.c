@@ -464,7 +464,9 @@ int store_rep_seq_window(store_rep *r, int64_t seq_id, int pos, int before, int 
     int T = sqlite3_column_int(st, 0);
     const unsigned char *blob = sqlite3_column_blob(st, 1);
     int nb = sqlite3_column_bytes(st, 1);
-    if (!blob || nb != T * 4 || pos < 0 || pos >= T) {
+    /* `saelite import` without --tokens stores sequences with no token ids (empty blob). */
+    int no_ids = nb == 0;
+    if ((!no_ids && (!blob || nb != T * 4)) || pos < 0 || pos >= T) {
         rc = err_set(ERR_FORMAT, "%s: sequence %lld: %s", store_path(r->s), (long long)seq_id,
                      pos >= 0 && pos < T ? "bad token blob" : "stored position outside the sequence");
     } else {
@@ -475,6 +477,10 @@ int store_rep_seq_window(store_rep *r, int64_t seq_id, int pos, int before, int 
         if (!*ids) rc = err_set(ERR_NOMEM, "out of memory");
         else
             for (int i = 0; i < *n; i++) { /* little-endian int32, whatever the host */
+                if (no_ids) {
+                    (*ids)[i] = -1;
+                    continue;
+                }
                 const unsigned char *b = blob + 4 * (size_t)(lo + i);
                 (*ids)[i] = (int)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
                                   (uint32_t)b[3] << 24);

@@ -77,7 +77,8 @@ int store_rep_logits(store_rep *r, int64_t feature, int sign, int **tokens, doub
 /* POS tag counts over a feature's top activations, largest first; tags[n][16]. */
 int store_rep_pos(store_rep *r, int64_t feature, char (**tags)[16], double **count, size_t *n);
 /* Token ids of sequence positions [pos - before, pos + after] (clipped): ids[*n], and the index
- * of pos in them (*center). ERR_NOTFOUND for an unknown sequence. */
+ * of pos in them (*center); -1 for sequences imported without token ids. ERR_NOTFOUND for an
+ * unknown sequence. */
 int store_rep_seq_window(store_rep *r, int64_t seq_id, int pos, int before, int after,
                          int **ids, int *n, int *center);
 

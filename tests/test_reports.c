@@ -644,6 +644,25 @@ static void test_run_db(void)
         rm_dir(out2);
     }
 
+    /* Activations imported without token ids (empty token blobs): dots instead of text. */
+    {
+        store *sw;
+        CHECK(store_open(&sw, db, 0) == OK);
+        CHECK(store_exec(sw, "UPDATE sequences SET tokens = zeroblob(0)") == OK, "%s", err_msg());
+        store_close(sw);
+        rep_run_opts m;
+        rep_run_defaults(&m);
+        int one[1] = {1};
+        m.db = db;
+        m.sae = "1";
+        m.out_dir = out2;
+        m.features = one;
+        m.nfeatures = 1;
+        m.global = 0;
+        CHECK(rep_run(&m, &res) == OK && res.dashboards == 1, "%s", err_msg());
+        rm_dir(out2);
+    }
+
     /* Bad input: clear errors, nothing written. */
     o.sae = "9";
     CHECK(rep_run(&o, &res) == ERR_NOTFOUND);
