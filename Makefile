@@ -15,6 +15,8 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missi
 LDFLAGS += -pthread $(SAN)
 
 PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo
+# `make` alone builds ./saelite (the flags.mk rule below would otherwise be the default goal).
+.DEFAULT_GOAL := all
 
 ifeq ($(filter clean distclean,$(MAKECMDGOALS)),)
 # Installing packages and asking pkg-config happens once; flags.mk is remade (and make restarts)
@@ -83,7 +85,8 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libsaelite.a | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libsaelite.a $(PKG_LIBS) $(LDFLAGS)
 
-test: saelite $(TEST_BIN)
+# Tests use the real corpus and GPT-2 tokenizer files when present, so fetch them first.
+test: saelite $(TEST_BIN) data
 	@tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
 
 bench: saelite $(BENCH_BIN)

@@ -103,24 +103,4 @@ double ana_ce_logits(const float *logits /*[V]*/, int V, int target);
  * ce_clean), kl_score = ana_score(kl_zero, kl_sae, 0). NaN when base == ref. */
 double ana_score(double base, double patched, double ref);
 
-/* ---- reconstruction metrics ----------------------------------------------------------- */
-/* Accumulated over token rows (double sums):
- *   mse                mean over elements of (x - xhat)^2
- *   explained_variance 1 - sum ||x - xhat||^2 / sum ||x - mean(x)||^2   (mean over all rows)
- *   cosine             mean over rows of cos(x, xhat) (rows with a zero vector skipped)
- *   l2_ratio           mean over rows of ||xhat|| / ||x|| (rows with x == 0 skipped)
- *   l0                 mean number of features > 0 per row */
-typedef struct {
-    int d;
-    int64_t n, n_cos, n_ratio;
-    double sse, sumsq, cos_sum, ratio_sum, l0_sum;
-    double *sum_x; /* [d] */
-} ana_recon;
-typedef struct { double mse, explained_variance, cosine, l2_ratio, l0; } ana_recon_metrics;
-int ana_recon_init(ana_recon *r, int d_in);
-void ana_recon_free(ana_recon *r);
-/* x, xhat [N,d_in]; f [N,d_sae] (may be NULL: l0 not counted). */
-void ana_recon_add(ana_recon *r, const float *x, const float *xhat, const float *f, int N, int d_sae);
-void ana_recon_result(const ana_recon *r, ana_recon_metrics *m);
-
 #endif

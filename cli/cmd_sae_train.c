@@ -56,8 +56,8 @@ int cmd_sae_train(int argc, char **argv)
     const char *hook = "", *model = "", *truth_out = NULL;
     int synth = 0, d_sae = 0, k = 32, k_aux = 0, batch = 4096, resume = 0, no_norm = 0;
     int ckpt_every = 0, log_every = 0, context = 0, syn_d = 256, syn_f = 512;
-    double expansion = 8, l1 = 0, lr = 0, aux_coef = 1.0 / 32, val_frac = 0.05, syn_active = 5;
-    int64_t tokens = 10000000, seed = 42, dead_window = 0, eval_tokens = 65536, syn_seed = 1;
+    double jr_bw = 0, jr_th = 0, expansion = 8, l1 = 0, lr = 0, aux_coef = 1.0 / 32, val_frac = 0.05, syn_active = 5;
+    int64_t max_steps = 0, tokens = 10000000, seed = 42, dead_window = 0, eval_tokens = 65536, syn_seed = 1;
     arg_spec spec[] = {
         {"--npy", ARG_STR, &npy, "activations [tokens, d_in] (float .npy)"},
         {"--synth", ARG_FLAG, &synth, "train on generated synthetic superposition data"},
@@ -75,6 +75,8 @@ int cmd_sae_train(int argc, char **argv)
         {"--k-aux", ARG_INT, &k_aux, "AuxK latents (d_in/2)"},
         {"--aux-coef", ARG_FLOAT, &aux_coef, "AuxK coefficient (1/32)"},
         {"--l1", ARG_FLOAT, &l1, "relu: L1 coefficient (5); jumprelu: L0 coefficient (0.01)"},
+        {"--jr-bandwidth", ARG_FLOAT, &jr_bw, "jumprelu: STE kernel width, normalised units"},
+        {"--jr-threshold", ARG_FLOAT, &jr_th, "jumprelu: initial threshold, normalised units"},
         {"--lr", ARG_FLOAT, &lr, "learning rate (2e-4 / sqrt(d_sae / 16384))"},
         {"--batch", ARG_INT, &batch, "tokens per step (4096)"},
         {"--tokens", ARG_I64, &tokens, "training tokens (10M)"},
@@ -86,6 +88,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--eval-tokens", ARG_I64, &eval_tokens, "tokens for the final evaluation (65536)"},
         {"--checkpoint-every", ARG_INT, &ckpt_every, "steps between checkpoints (0 = end only)"},
         {"--log-every", ARG_INT, &log_every, "steps between log rows (auto: ~100 rows)"},
+        {"--max-steps", ARG_I64, &max_steps, "stop (with a checkpoint) after N steps this run"},
         {"--resume", ARG_FLAG, &resume, "continue from DIR/checkpoint.bin (same flags)"},
         {"--hook", ARG_STR, &hook, "metadata: hook name"},
         {"--model-name", ARG_STR, &model, "metadata: model name"},
@@ -179,6 +182,8 @@ int cmd_sae_train(int argc, char **argv)
     c.seed = (uint64_t)seed;
     c.normalize = !no_norm;
     c.dead_window = dead_window;
+    if (jr_bw > 0) c.jr_bandwidth = jr_bw;
+    if (jr_th > 0) c.jr_init_threshold = jr_th;
     if (c.arch == SAE_RELU || c.arch == SAE_JUMPRELU) c.k = 0;
 
     struct stat sb;
@@ -251,7 +256,10 @@ int cmd_sae_train(int argc, char **argv)
                     st.mse, st.ev, st.l0, st.dead_frac, st.lr, st.loss);
         progress_update(&pr, (double)st.tokens, "step %" PRId64 " mse %.4g ev %.3f L0 %.1f dead %.1f%%",
                         s, st.mse, st.ev, st.l0, 100 * st.dead_frac);
-        if ((ckpt_every > 0 && s % ckpt_every == 0) || s == T) rc = sae_trainer_checkpoint(t, ckpt);
+        int stop = max_steps > 0 && s - s0 >= max_steps && s < T;
+        if ((ckpt_every > 0 && s % ckpt_every == 0) || s == T || stop)
+            rc = sae_trainer_checkpoint(t, ckpt);
+        if (!rc && stop) break;
         if (!rc && cli_interrupted()) {
             rc = sae_trainer_checkpoint(t, ckpt);
             if (!rc) rc = err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint %s "

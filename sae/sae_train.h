@@ -35,7 +35,7 @@ typedef struct {
     int d_in, d_sae, k;
     int k_aux;            /* AuxK latents; 0 = d_in/2 */
     double aux_coef;      /* default 1/32 */
-    double l1;            /* relu: L1 coefficient; jumprelu: L0 coefficient */
+    double l1;            /* relu: L1 coefficient (5); jumprelu: L0 coefficient (1) */
     double lr;            /* 0 = 2e-4 / sqrt(d_sae / 16384) */
     int batch;            /* tokens per step */
     int64_t total_tokens; /* sets the number of steps (schedule) */
@@ -46,8 +46,8 @@ typedef struct {
     int64_t dead_window;   /* tokens; 0 = clamp(total/10, 100k, 10M) */
     int bdec_init;         /* SAE_BDEC_*; default median */
     int normalize;         /* 1 (default): scale inputs to mean norm sqrt(d_in) */
-    double jr_bandwidth;   /* default 0.001 (normalised units) */
-    double jr_init_threshold; /* default 0.001 */
+    double jr_bandwidth;   /* default 0.5 (normalised units) */
+    double jr_init_threshold; /* default 0.5 */
     double adam_b1, adam_b2, adam_eps; /* 0.9, 0.999, 1e-8 */
 } sae_train_config;
 
@@ -91,7 +91,7 @@ typedef struct {
     float *W_encT, *W_dec, *b_enc, *b_dec, *log_threshold;
 } sae_params;
 void sae_trainer_params(sae_trainer *t, sae_params *p, sae_params *grad);
-int sae_trainer_loss_grad(sae_trainer *t, const float *x, double *loss);
+int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st);
 
 /* ---- batch sources -------------------------------------------------------------------- */
 /* A source yields batches of raw activation rows. next() fills x [B,d_in]; it loops over its data

@@ -333,34 +333,256 @@ static void test_loss(void)
 }
 
 
-static void test_recon(void)
+/* ---- end to end: `saelite analyze` on a tiny random model, store and SAE ------------------- */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/gpt2.h"
+#include "model/tokenizer.h"
+#include "sae/sae.h"
+#include "store/sqlfuncs.h"
+#include "store/store.h"
+
+enum { E_T = 16, E_SEQS = 24, E_C = 16, E_V = 64, E_DSAE = 32 };
+
+typedef struct { float *buf; } capture;
+static int capture_hook(const tensor_view *t, void *user)
 {
-    /* x rows (1,0), (3,0); xhat (1,0), (2,1); f with 1 and 2 active */
-    float x[4] = {1, 0, 3, 0}, xh[4] = {1, 0, 2, 1}, f[6] = {1, 0, 0, 2, 3, 0};
-    ana_recon r;
-    CHECK(ana_recon_init(&r, 2) == OK);
-    ana_recon_add(&r, x, xh, f, 1, 3);
-    ana_recon_add(&r, x + 2, xh + 2, f + 3, 1, 3);
-    ana_recon_metrics m;
-    ana_recon_result(&r, &m);
-    CHECK_NEAR(m.mse, 2.0 / 4, 1e-12);                 /* errors 0 and (1 + 1) over 4 elements */
-    CHECK_NEAR(m.explained_variance, 1 - 2.0 / 2, 1e-12); /* mean (2,0): SST = 1 + 1 */
-    CHECK_NEAR(m.cosine, (1 + 6 / (3 * sqrt(5))) / 2, 1e-12);
-    CHECK_NEAR(m.l2_ratio, (1 + sqrt(5) / 3) / 2, 1e-12);
-    CHECK_NEAR(m.l0, 1.5, 1e-12);
-    ana_recon_free(&r);
-    /* perfect reconstruction */
-    CHECK(ana_recon_init(&r, 2) == OK);
-    ana_recon_add(&r, x, x, NULL, 2, 0);
-    ana_recon_result(&r, &m);
-    CHECK(m.mse == 0 && m.explained_variance == 1 && fabs(m.cosine - 1) < 1e-12);
-    ana_recon_free(&r);
-    CHECK(ana_recon_init(&r, 0) == ERR_ARG);
+    memcpy(((capture *)user)->buf, t->data, (size_t)tensor_numel(t) * sizeof(float));
+    return 0;
+}
+
+/* First column of the first row of a query, as a double (NAN when NULL or no row). */
+typedef struct { double v; int rows; } one;
+static int one_row(void *u, int k, int nc, const char *const *names, const char *const *vals,
+                   const int *types)
+{
+    one *o = u;
+    if (!vals) return 0;
+    if (o->rows++ == 0) o->v = vals[0] ? atof(vals[0]) : NAN;
+    return 0;
+}
+static double q1(const char *db, const char *sql)
+{
+    one o = {NAN, 0};
+    if (store_ro_query(db, sql, one_row, &o) != OK) {
+        fprintf(stderr, "query failed: %s: %s\n", sql, err_msg());
+        return NAN;
+    }
+    return o.v;
+}
+
+static int make_sae(const char *dir, int d_in, const char *hook, uint64_t seed)
+{
+    sae_config cfg = {.arch = SAE_RELU, .d_in = d_in, .d_sae = E_DSAE, .context_size = E_T};
+    snprintf(cfg.hook_name, sizeof cfg.hook_name, "%s", hook);
+    snprintf(cfg.model_name, sizeof cfg.model_name, "tiny");
+    sae_model *s;
+    int rc = sae_model_new(&s, &cfg);
+    if (rc) return rc;
+    rs = seed;
+    for (int j = 0; j < E_DSAE; j++) {
+        double n = 0;
+        for (int k = 0; k < d_in; k++) {
+            float v = (float)(urand() * 2 - 1);
+            s->W_dec[j * d_in + k] = v;
+            n += (double)v * v;
+        }
+        for (int k = 0; k < d_in; k++) {
+            s->W_dec[j * d_in + k] /= (float)sqrt(n);
+            s->W_enc[k * E_DSAE + j] = s->W_dec[j * d_in + k];
+        }
+        s->b_enc[j] = -0.002f;
+    }
+    rc = sae_save(s, dir);
+    sae_free(s);
+    return rc;
+}
+
+static int build_fixture(const char *root, char *db, char *model_dir, char *sae_dir)
+{
+    sprintf(db, "%s/a.db", root);
+    sprintf(model_dir, "%s/model", root);
+    sprintf(sae_dir, "%s/sae", root);
+    gpt2_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = E_C, .n_ctx = 32, .vocab_size = E_V,
+                       .n_inner = 4 * E_C, .ln_eps = 1e-5f};
+    gpt2_model *m = NULL;
+    store *s = NULL;
+    int rc = gpt2_create(&m, &cfg, 1);
+    if (!rc) rc = gpt2_save(m, model_dir, ST_F32, 0);
+    /* a tokenizer in the model directory: the 256 byte tokens, id = byte value, no merges */
+    if (!rc) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/encoder.json", model_dir);
+        FILE *fp = fopen(p, "w");
+        if (!fp) return err_set(ERR_IO, "%s", p);
+        fputc('{', fp);
+        for (int i = 0; i < 256; i++)
+            fprintf(fp, "%s\"\\u%04x\": %d", i ? ", " : "", tok_byte_to_unicode((unsigned char)i), i);
+        fputs("}\n", fp);
+        fclose(fp);
+        snprintf(p, sizeof p, "%s/vocab.bpe", model_dir);
+        if (!(fp = fopen(p, "w"))) return err_set(ERR_IO, "%s", p);
+        fputs("#version: 0.2\n", fp);
+        fclose(fp);
+    }
+    if (!rc) rc = store_open(&s, db, STORE_CREATE);
+    int64_t mid = 0;
+    store_hook h;
+    if (!rc) rc = store_model_add(s, "tiny", model_dir, "{}", "0", &mid);
+    if (!rc) rc = store_hook_add(s, mid, "blocks.0.hook_resid_post", 0, E_C, STORE_F32, E_T, &h);
+    float acts[E_T * E_C];
+    capture cap = {acts};
+    if (!rc) rc = gpt2_hook_add(m, "blocks.0.hook_resid_post", capture_hook, &cap);
+    if (!rc) rc = store_begin(s);
+    rs = 12345;
+    for (int q = 0; q < E_SEQS && !rc; q++) {
+        int ids[E_T];
+        const char *text[E_T], *tags[E_T];
+        char buf[E_T][8];
+        for (int t = 0; t < E_T; t++) {
+            ids[t] = (int)(urand() * E_V);
+            snprintf(buf[t], 8, " t%d", ids[t]);
+            text[t] = buf[t];
+            tags[t] = ids[t] % 3 == 0 ? "NN" : ids[t] % 3 == 1 ? "VB" : NULL;
+        }
+        int64_t doc, seq;
+        rc = store_doc_add(s, "synthetic", q, "doc", NULL, NULL, 0, &doc);
+        if (!rc) rc = store_seq_add(s, doc, 0, 0, ids, E_T, &seq, NULL);
+        if (!rc) rc = store_tokens_add(s, seq, E_T, ids, text, NULL, NULL, tags);
+        if (!rc) rc = gpt2_forward(m, ids, 1, E_T, 0);
+        if (!rc) rc = store_act_write(s, h.id, seq, acts, E_T);
+    }
+    if (!rc) rc = store_commit(s);
+    store_close(s);
+    gpt2_free(m);
+    if (!rc) rc = make_sae(sae_dir, E_C, "blocks.0.hook_resid_post", 99);
+    return rc;
+}
+
+static int run_cli(const char *args, const char *log)
+{
+    const char *bin = getenv("SAELITE_BIN") ? getenv("SAELITE_BIN") : "./saelite";
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", bin, args, log);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_analyze_e2e(void)
+{
+    char root[] = "/tmp/saelite_analyze_XXXXXX";
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char db[256], model[256], sae[256], args[1024], logp[300], sql[512];
+    snprintf(logp, sizeof logp, "%s/log", root);
+    int rc = build_fixture(root, db, model, sae);
+    CHECK(rc == OK, "fixture: %s", err_msg());
+    if (rc) return;
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --neurons --all --ce-seqs 8 --top 5", db, sae);
+    rc = run_cli(args, logp);
+    CHECK(rc == 0, "analyze exit %d (log %s)", rc, logp);
+    if (rc) return;
+    CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 2);
+    double clean = q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='ce_clean'");
+    double err = q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='ce_sae_err'");
+    double sae_ce = q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='ce_sae'");
+    double zero = q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='ce_zero'");
+    double score = q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='ce_loss_score'");
+    double klerr = q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='kl_sae_err'");
+    double klsae = q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='kl_sae'");
+    /* the sanity check: reconstruction + error term gives back the clean model */
+    CHECK(isfinite(clean) && fabs(err - clean) < 1e-4, "ce with error term %.8f vs clean %.8f", err, clean);
+    CHECK(klerr >= 0 && klerr < 1e-6, "KL with error term %g", klerr);
+    CHECK(klsae > 1e-6, "the spliced SAE changes the output (KL %g)", klsae);
+    CHECK(fabs(score - (zero - sae_ce) / (zero - clean)) < 1e-9, "ce_loss_score formula");
+    CHECK(fabs(clean - log(E_V)) < 0.5, "clean CE %.4f near log V for a random model", clean);
+
+    /* per-feature statistics against a direct recomputation */
+    sae_model *sm;
+    store *s;
+    CHECK(sae_load(&sm, sae) == OK && store_open(&s, db, STORE_READONLY) == OK);
+    store_hook h;
+    CHECK(store_hook_find(s, "blocks.0.hook_resid_post", &h) == OK);
+    int64_t *ids;
+    size_t n;
+    CHECK(store_seq_list(s, h.id, STORE_SPLIT_ALL, 0.1, &ids, &n) == OK && n == E_SEQS);
+    int64_t active[E_DSAE] = {0};
+    float maxv[E_DSAE] = {0};
+    double l0 = 0;
+    for (size_t i = 0; i < n; i++) {
+        float x[E_T * E_C], f[E_T * E_DSAE];
+        int T = E_T;
+        CHECK(store_act_read(s, h.id, ids[i], x, &T) == OK && T == E_T);
+        sae_encode(sm, x, T, f);
+        for (int k = 0; k < T * E_DSAE; k++)
+            if (f[k] > 0) {
+                active[k % E_DSAE]++;
+                l0 += 1.0 / (E_SEQS * E_T);
+                if (f[k] > maxv[k % E_DSAE]) maxv[k % E_DSAE] = f[k];
+            }
+    }
+    mem_free(ids);
+    store_close(s);
+    sae_free(sm);
+    int bad = 0;
+    for (int j = 0; j < E_DSAE; j++) {
+        snprintf(sql, sizeof sql, "SELECT n_active FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE kind='sae' AND feature=%d", j);
+        if (q1(db, sql) != active[j]) bad++;
+        snprintf(sql, sizeof sql, "SELECT max_act FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE kind='sae' AND feature=%d", j);
+        double mx = q1(db, sql);
+        if (active[j] ? fabs(mx - maxv[j]) > 1e-5 * (1 + maxv[j]) : !isnan(mx)) bad++;
+    }
+    CHECK(bad == 0, "%d per-feature counts/maxima differ from a direct recomputation", bad);
+    CHECK_NEAR(q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='l0'"), l0, 1e-9);
+    CHECK(q1(db, "SELECT count(*) FROM (SELECT f.feature FROM ana_features f JOIN ana_hist h USING (dict_id, feature) GROUP BY f.dict_id, f.feature HAVING sum(h.count) != max(f.n_active))") == 0,
+          "histograms sum to n_active");
+    CHECK(q1(db, "SELECT count(*) FROM ana_features f JOIN ana_acts a USING (dict_id, feature) WHERE a.kind='top' AND a.rank=0 AND a.value != f.max_act") == 0,
+          "the first top activation is the maximum");
+    CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN tokens t ON t.sequence_id = a.seq_id AND t.position = a.pos WHERE a.token != t.token_id") == 0,
+          "stored token ids match the store");
+    CHECK(q1(db, "SELECT count(*) FROM ana_acts WHERE kind='quantile'") > 0);
+    CHECK(q1(db, "SELECT count(*) FROM ana_geometry g JOIN ana_dicts d ON d.id = g.dict_id WHERE kind='sae' AND source='decoder'") == 90);
+    CHECK(q1(db, "SELECT sum(count) FROM ana_geometry g JOIN ana_dicts d ON d.id = g.dict_id WHERE kind='sae' AND source='random'") == E_DSAE * (E_DSAE - 1) / 2);
+    CHECK(q1(db, "SELECT sum(count) FROM ana_geometry g JOIN ana_dicts d ON d.id = g.dict_id WHERE kind='neurons' AND source='decoder' AND lo_deg <= 90 AND hi_deg > 90") == E_C * (E_C - 1) / 2,
+          "neuron basis: all pairs orthogonal");
+    CHECK(q1(db, "SELECT count(*) FROM ana_logits l JOIN ana_dicts d ON d.id = l.dict_id WHERE kind='sae'") == E_DSAE * 2 * 10);
+    CHECK(q1(db, "SELECT count(*) FROM ana_decoder d1 JOIN ana_decoder d2 ON d1.dict_id = d2.dict_id AND d2.feature = (SELECT nearest FROM ana_features f WHERE f.dict_id = d1.dict_id AND f.feature = d1.feature) JOIN ana_features f ON f.dict_id = d1.dict_id AND f.feature = d1.feature WHERE abs(vec_cos(d1.vec, d2.vec) - f.nearest_cos) > 1e-5") == 0,
+          "nearest_cos agrees with vec_cos of the stored decoder rows");
+    CHECK(q1(db, "SELECT count(*) FROM ana_vocab") == 256, "vocabulary from the model's tokenizer");
+    CHECK(q1(db, "SELECT count(*) FROM ana_logits WHERE tok_text(token) IS NULL") == 0);
+    CHECK(q1(db, "SELECT tok_id('(')") == 40 && q1(db, "SELECT count(*) WHERE tok_text(40) = '('") == 1);
+    double prec = q1(db, "SELECT min(best_tag_precision) FROM ana_features WHERE best_tag IS NOT NULL");
+    CHECK(prec > 0 && prec <= 1, "best-tag precision %g", prec);
+    CHECK(q1(db, "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='neurons' AND m.name='pos_precision_mean'") == 1);
+    CHECK(q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='neurons' AND m.name='explained_variance'") == 1);
+
+    /* rerun replaces; bad inputs leave the database as it was */
+    rc = run_cli(args, logp);
+    CHECK(rc == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 2, "rerun replaces the analysis");
+    double nrows = q1(db, "SELECT count(*) FROM ana_acts");
+    char bad_sae[300];
+    snprintf(bad_sae, sizeof bad_sae, "%s/sae_narrow", root);
+    CHECK(make_sae(bad_sae, 8, "blocks.0.hook_resid_post", 5) == OK);
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, bad_sae);
+    CHECK(run_cli(args, logp) == 1, "width mismatch refused");
+    snprintf(bad_sae, sizeof bad_sae, "%s/sae_otherhook", root);
+    CHECK(make_sae(bad_sae, E_C, "blocks.1.hook_resid_post", 5) == OK);
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, bad_sae);
+    CHECK(run_cli(args, logp) == 1, "unknown hook refused");
+    snprintf(args, sizeof args, "analyze --db %s --sae %s/missing --all", db, root);
+    CHECK(run_cli(args, logp) == 1, "missing SAE refused");
+    CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 2 && q1(db, "SELECT count(*) FROM ana_acts") == nrows,
+          "failed runs modified nothing");
+    snprintf(args, sizeof args, "rm -rf %s", root);
+    if (!harness_fail && !getenv("SAELITE_KEEP")) CHECK(system(args) == 0);
 }
 
 int main(void)
 {
-    test_recon();
+    test_analyze_e2e();
     test_hist();
     test_feat_acc();
     test_geometry();

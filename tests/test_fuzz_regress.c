@@ -65,7 +65,7 @@ static int replay_dir(const char *tname, fuzz_fn fn, const char *kind)
         int st = replay(fn, path, strcmp(kind, "open") ? 60 : 3);
         count++;
         if (!strcmp(kind, "open")) {
-            char why[600];
+            char why[700];
             snprintf(why, sizeof why, "open finding %s: %s", path,
                      st == 0 ? "runs clean in this build (some findings show only under sanitizers or make fuzz limits)"
                      : WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? "still fails (timed out)"
