@@ -2,6 +2,7 @@
 # `make bench` the benchmarks, `make demo` the whole pipeline. Missing Debian packages are
 # installed by tools/deps.sh the first time (see build/flags.mk below).
 
+.DEFAULT_GOAL := all
 BUILD   ?= build
 OPT     ?= -O2
 ARCH    ?= -march=native
@@ -46,6 +47,12 @@ GEN      := $(BUILD)/gen/commands.h $(SQL_SRC:store/%.sql=$(BUILD)/gen/%_sql.h)
 
 .PHONY: all test bench demo data clean distclean test-asan fuzz
 all: saelite
+all: saelite.so
+test: saelite.so
+
+# The SQL functions of store/sqlfuncs.c as a loadable SQLite extension: sqlite3 db ".load ./saelite"
+saelite.so: store/sqlfuncs.c store/sqlfuncs.h build/flags.mk
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) -fPIC -shared -DSAELITE_SQLITE_EXT -o $@ store/sqlfuncs.c $(LDFLAGS) -lm
 
 saelite: $(CLI_OBJ) $(BUILD)/libsaelite.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsaelite.a $(PKG_LIBS)
@@ -78,7 +85,8 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libsaelite.a | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -o $@ $< $(BUILD)/libsaelite.a $(PKG_LIBS) $(LDFLAGS)
 
-test: saelite $(TEST_BIN)
+# Tests use the real corpus and GPT-2 tokenizer files when present, so fetch them first.
+test: saelite $(TEST_BIN) data
 	@tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
 
 bench: saelite $(BENCH_BIN)

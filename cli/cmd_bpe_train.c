@@ -1,5 +1,6 @@
 /* cmd_bpe_train.c - `saelite bpe-train`: learn a byte-level BPE vocabulary in GPT-2 format. */
 #include <stdio.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
@@ -37,13 +38,15 @@ int cmd_bpe_train(int argc, char **argv)
     size_t nm;
     bpe_train_stats st;
     if (bpe_train(pos, np, &opt, &m, &nm, &st)) return cli_fail("bpe-train");
+    struct timespec cpu;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu); /* steadier than wall time on a busy machine */
     rc = bpe_write(out, m, nm);
     bpe_merges_free(m, nm);
     if (rc) return cli_fail("bpe-train");
     printf("bpe-train: %ld documents, %zu bytes, %zu pieces (%zu distinct) read in %.2fs; "
-           "%zu merges in %.2fs (last pair count %ld) -> %s/encoder.json, %s/vocab.bpe\n",
+           "%zu merges in %.2fs (last pair count %ld); %.2fs CPU in all -> %s/encoder.json, %s/vocab.bpe\n",
            st.docs, st.bytes, st.pieces, st.distinct_pieces, st.read_s, st.merges, st.train_s,
-           st.last_count, out, out);
+           st.last_count, (double)cpu.tv_sec + 1e-9 * (double)cpu.tv_nsec, out, out);
     if ((int)st.merges < vocab - 257)
         printf("bpe-train: stopped early: no pair occurs --min-freq %ld times\n", (long)min_freq);
     return 0;

@@ -7,9 +7,11 @@
 #include "common/mem.h"
 #include "common/npy.h"
 #include "model/gpt2.h"
+#include "model/tokenizer.h"
 
 CLI_COMMAND(forward, "Run the model on one sequence and save a hook point or the logits as .npy",
-            "saelite forward --model DIR --tokens 1,2,3 (--hook NAME | --logits) --npy OUT.npy")
+            "saelite forward --model DIR (--text STR [--tokenizer DIR] | --tokens 1,2,3) "
+            "(--hook NAME | --logits) --npy OUT.npy")
 
 typedef struct {
     float *copy;
@@ -32,10 +34,13 @@ static int grab(const tensor_view *t, void *user)
 
 int cmd_forward(int argc, char **argv)
 {
-    const char *model = NULL, *toks = NULL, *hook = NULL, *npy = NULL;
+    const char *model = NULL, *toks = NULL, *hook = NULL, *npy = NULL, *text = NULL,
+               *tokdir = NULL;
     int logits = 0;
     arg_spec spec[] = {
         {"--model", ARG_STR, &model, "model directory (config.json + model.safetensors)"},
+        {"--text", ARG_STR, &text, "text to tokenize (tokenizer from --tokenizer or the model dir)"},
+        {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory (default: the model directory)"},
         {"--tokens", ARG_STR, &toks, "token ids, e.g. 464,2068,7586"},
         {"--hook", ARG_STR, &hook, "hook point name, e.g. blocks.0.hook_resid_post"},
         {"--logits", ARG_FLAG, &logits, "write the logits [T,V] instead of a hook"},
@@ -44,13 +49,26 @@ int cmd_forward(int argc, char **argv)
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
     if (!model) return cli_usage_error(argv[0], "--model DIR is required");
-    if (!toks) return cli_usage_error(argv[0], "--tokens is required");
+    if (!toks == !text) return cli_usage_error(argv[0], "give exactly one of --text or --tokens");
     if (!npy) return cli_usage_error(argv[0], "--npy OUT.npy is required");
     if (!hook == !logits) return cli_usage_error(argv[0], "give exactly one of --hook NAME or --logits");
     int *ids = NULL, n = 0;
-    if (args_int_list(toks, &ids, &n)) return cli_usage_error(argv[0], "%s", err_msg());
+    if (toks && args_int_list(toks, &ids, &n)) return cli_usage_error(argv[0], "%s", err_msg());
     gpt2_model *m = NULL;
     capture cap = {0};
+    if (text) {
+        tok_tokenizer *tk;
+        size_t nt = 0;
+        if (tok_load(&tk, tokdir ? tokdir : model)) goto fail;
+        rc = tok_encode(tk, text, strlen(text), 1, &ids, NULL, &nt);
+        tok_free(tk);
+        if (rc) goto fail;
+        if (nt == 0) {
+            err_set(ERR_ARG, "--text encodes to no tokens");
+            goto fail;
+        }
+        n = (int)nt;
+    }
     if (gpt2_load(&m, model)) goto fail;
     if (hook && gpt2_hook_add(m, hook, grab, &cap)) goto fail;
     if (hook && strchr(hook, '*')) {

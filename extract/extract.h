@@ -32,7 +32,7 @@ typedef struct {
     const char *model_dir, *tokenizer_dir; /* tokenizer_dir NULL: see ext_default_tokenizer */
     const char *corpus, *tags, *db;
     const char *hooks;          /* comma-separated hook names */
-    int ctx;                    /* 0 = the model's n_ctx */
+    int ctx;                    /* 0 = 128, or the model's n_ctx when smaller */
     int batch;                  /* windows per forward pass (>= 1) */
     int dtype;                  /* STORE_F32/F16/BF16 */
     int bos;                    /* prepend <|endoftext|> to every window */
@@ -48,7 +48,7 @@ typedef struct {
 
 typedef struct {
     int64_t n_docs, n_windows, n_tokens;     /* what the run covers */
-    int nhooks;
+    int ctx, nhooks;
     ext_hook_plan hooks[EXT_MAX_HOOKS];
     int64_t act_bytes, other_bytes;          /* activations; tokens/sequences/documents */
     int64_t stored_windows;                  /* windows already complete in the database */

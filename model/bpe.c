@@ -80,7 +80,7 @@ static int sm_init(strmap *m, size_t cap)
 
 static size_t sm_slot(const strmap *m, const char *s, size_t n, uint64_t h)
 {
-    size_t i = h & m->mask;
+    size_t i = (h >> 1) & m->mask;
     while (m->h[i] && !(m->h[i] == h && m->len[i] == n && !memcmp(m->keys.p + m->off[i], s, n)))
         i = (i + 1) & m->mask;
     return i;
@@ -102,7 +102,7 @@ static int sm_get_or_add(strmap *m, const char *s, size_t n, int val, int *out, 
         g.keys = m->keys;
         for (size_t k = 0; k <= m->mask; k++) {
             if (!m->h[k]) continue;
-            size_t j = m->h[k] & g.mask;
+            size_t j = (m->h[k] >> 1) & g.mask;
             while (g.h[j]) j = (j + 1) & g.mask;
             g.h[j] = m->h[k];
             g.off[j] = m->off[k];

@@ -197,12 +197,13 @@ void op_matmul_forward(float *out, int ldo, const float *x, const float *W, int 
         }
 }
 
-void op_matmul_backward(float *dx, float *dW, int ldw, float *dbias, const float *dout, int ldd,
-                        const float *x, const float *W, int N, int C, int OC)
+void op_matmul_backward(float *dx, float dx_beta, float *dW, int ldw, float *dbias,
+                        const float *dout, int ldd, const float *x, const float *W, int N, int C,
+                        int OC)
 {
     if (dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f, dout, ldd, W, ldw,
-                    1.0f, dx, C);
+                    dx_beta, dx, C);
     if (dW)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, C, OC, N, 1.0f, x, C, dout, ldd, 1.0f,
                     dW, ldw);
@@ -254,7 +255,28 @@ void op_bias_gelu_forward(float *post, float *pre, const float *bias, int N, int
 
 void op_gelu_backward(float *dpre, const float *pre, const float *dpost, size_t n, int kind)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+#ifdef OPS_AVX2
+    if (kind == OP_GELU_TANH) {
+        const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f),
+                     s = _mm256_set1_ps(GELU_S), c = _mm256_set1_ps(GELU_C),
+                     c3 = _mm256_set1_ps(3.0f * GELU_C), m2 = _mm256_set1_ps(-2.0f),
+                     sign = _mm256_set1_ps(-0.0f);
+        for (; i + 8 <= n; i += 8) {
+            __m256 x = _mm256_loadu_ps(pre + i), x2 = _mm256_mul_ps(x, x);
+            __m256 u = _mm256_mul_ps(s, _mm256_fmadd_ps(_mm256_mul_ps(c, x2), x, x));
+            __m256 e = exp_v(_mm256_mul_ps(m2, _mm256_andnot_ps(sign, u)));
+            __m256 t = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+            t = _mm256_or_ps(t, _mm256_and_ps(sign, u));
+            __m256 sech2 = _mm256_fnmadd_ps(t, t, one);
+            __m256 du = _mm256_mul_ps(s, _mm256_fmadd_ps(c3, x2, one));
+            __m256 g = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(half, x), sech2), du,
+                                       _mm256_mul_ps(half, _mm256_add_ps(one, t)));
+            _mm256_storeu_ps(dpre + i, _mm256_mul_ps(g, _mm256_loadu_ps(dpost + i)));
+        }
+    }
+#endif
+    for (; i < n; i++) {
         float x = pre[i], g;
         if (kind == OP_GELU_ERF) {
             float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
@@ -266,7 +288,7 @@ void op_gelu_backward(float *dpre, const float *pre, const float *dpost, size_t 
             float sech2 = 1.0f - t * t;
             g = 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_S * (1.0f + 3.0f * GELU_C * x * x);
         }
-        dpre[i] += g * dpost[i];
+        dpre[i] = g * dpost[i];
     }
 }
 
@@ -352,7 +374,7 @@ void op_attention_backward(float *dq, float *dk, float *dv, float *datt, const f
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, 1.0f, dz + off, C,
                         v + off, C, 0.0f, da, T);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dh, T, 1.0f, a, T, dz + off, C,
-                        1.0f, dv + off, C);
+                        0.0f, dv + off, C);
             /* softmax backward; masked entries have a == 0 so their gradient is 0 */
             for (int t = 0; t < T; t++) {
                 float *dr = da + (size_t)t * T;
@@ -364,9 +386,9 @@ void op_attention_backward(float *dq, float *dk, float *dv, float *datt, const f
             }
             /* s = q k^T * scale: dq += ds k, dk += ds^T q (scale folded into ds above) */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, T, 1.0f, da, T, k + off, C,
-                        1.0f, dq + off, C);
+                        0.0f, dq + off, C);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, dh, T, 1.0f, da, T, q + off, C,
-                        1.0f, dk + off, C);
+                        0.0f, dk + off, C);
         }
 }
 
@@ -386,6 +408,46 @@ void op_logits_backward(float *dx, float *dwte, const float *dlogits, const floa
                 dwte, C);
 }
 
+/* max of a row, vectorised (exact: max is order-independent) */
+static float row_max(const float *l, int V)
+{
+    float mx = -INFINITY;
+    int i = 0;
+#ifdef OPS_AVX2
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= V; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(l + i));
+    float tmp[8];
+    _mm256_storeu_ps(tmp, vm);
+    for (int j = 0; j < 8; j++) mx = tmp[j] > mx ? tmp[j] : mx;
+#endif
+    for (; i < V; i++) mx = l[i] > mx ? l[i] : mx;
+    return mx;
+}
+
+/* out[i] = exp(l[i] - mx) * scale (out may alias l); returns the sum of exp(l[i] - mx) */
+static double row_exp(float *out, const float *l, int V, float mx, float scale, int store)
+{
+    double sum = 0;
+    int i = 0;
+#ifdef OPS_AVX2
+    __m256 vm = _mm256_set1_ps(mx), vs = _mm256_set1_ps(scale), acc = _mm256_setzero_ps();
+    for (; i + 8 <= V; i += 8) {
+        __m256 e = exp_v(_mm256_sub_ps(_mm256_loadu_ps(l + i), vm));
+        acc = _mm256_add_ps(acc, e);
+        if (store) _mm256_storeu_ps(out + i, _mm256_mul_ps(e, vs));
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, acc);
+    for (int j = 0; j < 8; j++) sum += tmp[j];
+#endif
+    for (; i < V; i++) {
+        float e = exp_s(l[i] - mx);
+        sum += e;
+        if (store) out[i] = e * scale;
+    }
+    return sum;
+}
+
 double op_crossentropy(float *logits, float *losses, const int *targets, int N, int V,
                        float dlogits_scale, long *count)
 {
@@ -399,19 +461,15 @@ double op_crossentropy(float *logits, float *losses, const int *targets, int N, 
             if (dlogits_scale != 0) memset(l, 0, sizeof(float) * V);
             continue;
         }
-        float mx = -INFINITY;
-        for (int i = 0; i < V; i++)
-            if (l[i] > mx) mx = l[i];
-        double sum = 0;
-        for (int i = 0; i < V; i++) sum += exp_s(l[i] - mx);
-        float lse = mx + (float)log(sum);
-        float loss = lse - l[tg];
+        float mx = row_max(l, V);
+        double sum = row_exp(NULL, l, V, mx, 1.0f, 0);
+        float lt = l[tg];
+        float loss = (float)((double)mx + log(sum) - (double)lt);
         if (losses) losses[n] = loss;
         total += loss;
         cnt++;
         if (dlogits_scale != 0) {
-            float inv = (float)(1.0 / sum);
-            for (int i = 0; i < V; i++) l[i] = exp_s(l[i] - mx) * inv * dlogits_scale;
+            row_exp(l, l, V, mx, (float)(1.0 / sum) * dlogits_scale, 1);
             l[tg] -= dlogits_scale;
         }
     }

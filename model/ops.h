@@ -33,16 +33,18 @@ void op_layernorm_backward(float *dx, float *dw, float *db, const float *dout, c
  * beta 0 overwrites out, 1 accumulates into it. */
 void op_matmul_forward(float *out, int ldo, const float *x, const float *W, int ldw,
                        const float *bias, int N, int C, int OC, float beta);
-/* dx[N,C] += dout @ W^T; dW[C,OC] (row stride ldw) += x^T @ dout; dbias[OC] += sum_n dout.
+/* dx[N,C] = dx_beta * dx + dout @ W^T (dx_beta 0 overwrites, 1 accumulates);
+ * dW[C,OC] (row stride ldw) += x^T @ dout; dbias[OC] += sum_n dout.
  * dout has row stride ldd. Any of dx, dW, dbias may be NULL to skip it. */
-void op_matmul_backward(float *dx, float *dW, int ldw, float *dbias, const float *dout, int ldd,
-                        const float *x, const float *W, int N, int C, int OC);
+void op_matmul_backward(float *dx, float dx_beta, float *dW, int ldw, float *dbias,
+                        const float *dout, int ldd, const float *x, const float *W, int N, int C,
+                        int OC);
 
 /* GELU variants: 0 = tanh approximation ("gelu_new"), 1 = exact erf ("gelu"). */
 enum { OP_GELU_TANH = 0, OP_GELU_ERF = 1 };
 /* pre[N,F] += bias[F] (bias may be NULL), then post = gelu(pre). */
 void op_bias_gelu_forward(float *post, float *pre, const float *bias, int N, int F, int kind);
-/* dpre[n] += gelu'(pre[n]) * dpost[n] */
+/* dpre[n] = gelu'(pre[n]) * dpost[n]  (overwrites) */
 void op_gelu_backward(float *dpre, const float *pre, const float *dpost, size_t n, int kind);
 
 /* out[n] = a[n] + b[n] (aliasing out with a or b is fine) */
@@ -57,7 +59,7 @@ void op_add_bias(float *x, const float *bias, int N, int C);
 void op_attention_scores(float *att, const float *q, const float *k, int B, int T, int C, int H);
 void op_attention_softmax(float *att, int B, int T, int H);
 void op_attention_values(float *z, const float *att, const float *v, int B, int T, int C, int H);
-/* Backward of the three above. datt [B,H,T,T] is scratch (overwritten). dq/dk/dv accumulate. */
+/* Backward of the three above. datt [B,H,T,T] is scratch. dq/dk/dv are overwritten. */
 void op_attention_backward(float *dq, float *dk, float *dv, float *datt, const float *dz,
                            const float *q, const float *k, const float *v, const float *att,
                            int B, int T, int C, int H);

@@ -22,6 +22,9 @@ const char tok_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS
 #define SPECIAL_EOT "<|endoftext|>"
 #define CACHE_MAX_WORD 128      /* longer pieces are not cached */
 #define CACHE_MAX_ENTRIES (1u << 17)
+#ifndef BPE_LONG
+#define BPE_LONG 128 /* longer pieces use the heap version of the merge loop */
+#endif
 
 /* ---- byte <-> unicode alphabet ---------------------------------------------------------- */
 
@@ -315,7 +318,7 @@ typedef struct {
 static int strmap_find(const strmap *m, const tok_tokenizer *t, const char *s, size_t n)
 {
     uint64_t h = fnv(s, n);
-    for (size_t i = h & m->mask;; i = (i + 1) & m->mask) {
+    for (size_t i = (h >> 1) & m->mask;; i = (i + 1) & m->mask) {
         if (!m->h[i]) return -1;
         int id = m->id[i];
         if (m->h[i] == h && t->tlen[id] == n && !memcmp(t->pool + t->toff[id], s, n)) return id;
@@ -390,7 +393,7 @@ static int load_vocab(tok_tokenizer *t, const char *path, const int *inv, strmap
         if (!strcmp(e->string, SPECIAL_EOT)) t->eot = id;
         if (special || strmap_find(m, t, t->pool + t->toff[id], (size_t)k) >= 0) continue;
         uint64_t h = fnv(t->pool + t->toff[id], (size_t)k);
-        size_t i = h & m->mask;
+        size_t i = (h >> 1) & m->mask;
         while (m->h[i]) i = (i + 1) & m->mask;
         m->h[i] = h;
         m->id[i] = id;
@@ -510,7 +513,7 @@ int tok_load(tok_tokenizer **out, const char *dir)
     mem_free(m.id);
     if (!rc) rc = tok_splitter_new(&t->sp);
     if (!rc) {
-        size_t cap = CACHE_MAX_ENTRIES * 2;
+        size_t cap = 1u << 14; /* grows with use: a small table stays in cache */
         t->ctab = mem_calloc(cap, sizeof *t->ctab);
         t->cmask = cap - 1;
         if (!t->ctab) rc = err_set(ERR_NOMEM, "out of memory");
@@ -607,12 +610,110 @@ static size_t bpe(tok_tokenizer *t, const unsigned char *w, size_t n)
     return m;
 }
 
+/* Long pieces (a minified file, a base64 blob): the same merges with a min-heap of
+ * (rank, position) over a linked list, O(n log n) instead of O(n * merges). For merge lists
+ * where every merge's parts are made by earlier merges (GPT-2's and bpe-train's are) this gives
+ * exactly the ids of bpe(): equal ranks are the same pair, taken left to right. The hostile test
+ * file has long pieces checked against the reference. Returns 0 when out of memory. */
+typedef struct {
+    int rank, pos, a, b;
+} bpe_hent;
+
+static int hent_less(const bpe_hent *x, const bpe_hent *y)
+{
+    return x->rank != y->rank ? x->rank < y->rank : x->pos < y->pos;
+}
+
+static void hpush(bpe_hent *h, size_t *n, bpe_hent e)
+{
+    size_t i = (*n)++;
+    while (i > 0 && hent_less(&e, &h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+}
+
+static bpe_hent hpop(bpe_hent *h, size_t *n)
+{
+    bpe_hent top = h[0], e = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && hent_less(&h[c + 1], &h[c])) c++;
+        if (!hent_less(&h[c], &e)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = e;
+    return top;
+}
+
+static size_t bpe_long(tok_tokenizer *t, const unsigned char *w, size_t n)
+{
+    int *s = t->sym;
+    int *nx = mem_alloc(n * sizeof *nx), *pv = mem_alloc(n * sizeof *pv);
+    bpe_hent *h = mem_alloc(3 * n * sizeof *h); /* n - 1 initial pairs + 2 per merge */
+    size_t hn = 0, m = 0;
+    int res = -1;
+    if (!nx || !pv || !h) goto out;
+    for (size_t i = 0; i < n; i++) {
+        s[i] = t->byte_id[w[i]];
+        nx[i] = i + 1 < n ? (int)i + 1 : -1;
+        pv[i] = (int)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        int r = merge_find(t, s[i], s[i + 1], &res);
+        if (r != INT_MAX) hpush(h, &hn, (bpe_hent){r, (int)i, s[i], s[i + 1]});
+    }
+    while (hn) {
+        bpe_hent e = hpop(h, &hn);
+        int p = e.pos, q = nx[p];
+        if (s[p] != e.a || q < 0 || s[q] != e.b) continue; /* stale */
+        merge_find(t, e.a, e.b, &res);
+        s[p] = res;
+        s[q] = -1;
+        nx[p] = nx[q];
+        if (nx[q] >= 0) pv[nx[q]] = p;
+        int r;
+        if (pv[p] >= 0 && (r = merge_find(t, s[pv[p]], s[p], &res)) != INT_MAX)
+            hpush(h, &hn, (bpe_hent){r, pv[p], s[pv[p]], s[p]});
+        if (nx[p] >= 0 && (r = merge_find(t, s[p], s[nx[p]], &res)) != INT_MAX)
+            hpush(h, &hn, (bpe_hent){r, p, s[p], s[nx[p]]});
+    }
+    for (int i = 0; i >= 0; i = nx[i]) s[m++] = s[i];
+out:
+    mem_free(nx);
+    mem_free(pv);
+    mem_free(h);
+    return m;
+}
+
 static void cache_clear(tok_tokenizer *t)
 {
     memset(t->ctab, 0, (t->cmask + 1) * sizeof *t->ctab);
     t->ccount = 0;
     t->cklen = 0;
     t->cvlen = 0;
+}
+
+/* Double the cache table (load factor <= 1/2); on failure the old table stays. */
+static int cache_grow(tok_tokenizer *t)
+{
+    size_t cap = (t->cmask + 1) * 2;
+    cache_ent *nt = mem_calloc(cap, sizeof *nt);
+    if (!nt) return ERR_NOMEM;
+    for (size_t i = 0; i <= t->cmask; i++) {
+        if (!t->ctab[i].h) continue;
+        size_t j = (t->ctab[i].h >> 1) & (cap - 1);
+        while (nt[j].h) j = (j + 1) & (cap - 1);
+        nt[j] = t->ctab[i];
+    }
+    mem_free(t->ctab);
+    t->ctab = nt;
+    t->cmask = cap - 1;
+    return OK;
 }
 
 static int on_piece(const char *p, size_t n, int raw, void *user)
@@ -630,7 +731,7 @@ static int on_piece(const char *p, size_t n, int raw, void *user)
     size_t slot = 0;
     if (n <= CACHE_MAX_WORD) {
         h = fnv(p, n);
-        for (slot = h & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {
+        for (slot = (h >> 1) & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {
             cache_ent *e = &t->ctab[slot];
             if (e->h == h && e->klen == n && !memcmp(t->ckeys + e->kpos, p, n)) {
                 if (emit_reserve(c, e->vlen)) return ERR_NOMEM;
@@ -640,13 +741,16 @@ static int on_piece(const char *p, size_t n, int raw, void *user)
         }
     }
     if (scratch(t, n)) return ERR_NOMEM;
-    size_t m = bpe(t, u, n);
+    size_t m = n > BPE_LONG ? bpe_long(t, u, n) : 0;
+    if (!m) m = bpe(t, u, n);
     if (emit_reserve(c, m)) return ERR_NOMEM;
     emit(c, t->sym, m, off);
     if (n > CACHE_MAX_WORD) return OK;
     if (t->ccount >= CACHE_MAX_ENTRIES) { /* bounded memory: start over */
         cache_clear(t);
-        for (slot = h & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {}
+        for (slot = (h >> 1) & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {}
+    } else if ((t->ccount + 1) * 2 > t->cmask + 1 && cache_grow(t) == OK) {
+        for (slot = (h >> 1) & t->cmask; t->ctab[slot].h; slot = (slot + 1) & t->cmask) {}
     }
     if (t->cklen + n > t->ckcap) {
         size_t nc = (t->cklen + n) * 2 + 4096;

@@ -121,10 +121,13 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
     for (int i = 0; rc == OK && i < f->nintervals; i++) {
         const rep_interval *iv = &f->intervals[i];
         y += 6;
+        char nm[80];
+        rep_utf8_sanitize(iv->name ? iv->name : "Interval", strlen(iv->name ? iv->name : "Interval"),
+                          nm, sizeof nm);
         if (act_max > 0)
-            snprintf(buf, sizeof buf, "Interval %.3g \xe2\x80\x93 %.3g  (%.0f\xe2\x80\x93%.0f%% of max)",
-                     iv->lo, iv->hi, 100 * iv->lo / act_max, 100 * iv->hi / act_max);
-        else snprintf(buf, sizeof buf, "Interval %.3g \xe2\x80\x93 %.3g", iv->lo, iv->hi);
+            snprintf(buf, sizeof buf, "%s: activations %.3g \xe2\x80\x93 %.3g  (%.0f\xe2\x80\x93%.0f%% of max)",
+                     nm, iv->lo, iv->hi, 100 * iv->lo / act_max, 100 * iv->hi / act_max);
+        else snprintf(buf, sizeof buf, "%s: activations %.3g \xe2\x80\x93 %.3g", nm, iv->lo, iv->hi);
         rep_text(c, 8, y, buf, &sub, LEFT_W - 16);
         y += 24;
         rc = draw_contexts(c, 0, y, LEFT_W - 8, iv->ctx, iv->nctx, act_max);

@@ -23,8 +23,10 @@ typedef struct {
     int mark;
 } rep_context;
 
-/* Contexts sampled from an activation interval [lo, hi] (absolute activation values). */
+/* Contexts sampled from an activation interval [lo, hi] (absolute activation values); name
+ * (may be NULL) heads the section, e.g. "quantile band 3 of 5". */
 typedef struct {
+    const char *name;
     double lo, hi;
     const rep_context *ctx;
     int nctx;
@@ -68,13 +70,14 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
 int rep_plot_density(const char *path, const rep_kv *meta, int nmeta, const char *title,
                      const double *density, int n, double dead_below, double dense_above);
 
-/* Decoder geometry: histogram of pairwise decoder cosines (edges[nbins+1] over [-1,1],
- * counts[nbins]) against random unit vectors in dimension d_in (rand_counts, or NULL: the
- * exact density of the cosine of two random unit vectors, (1-c^2)^((d-3)/2), scaled to the
- * same total), and max |cos| per feature (maxcos[n], NULL to omit) sorted. */
+/* Decoder geometry: histogram of pairwise decoder angles (degrees != 0: edges[nbins+1] in
+ * degrees over [0,180]; else cosines over [-1,1]; counts[nbins]) against random unit vectors in
+ * dimension d_in (rand_counts, or NULL: the exact distribution for two random unit vectors,
+ * density (1-c^2)^((d-3)/2) in cosine, sin^(d-2) in angle, scaled to the same total), and max
+ * |cos| per feature (maxcos[n], NULL to omit) sorted. */
 int rep_plot_decoder_angles(const char *path, const rep_kv *meta, int nmeta, const char *title,
                             const double *edges, const double *counts, const double *rand_counts,
-                            int nbins, int d_in, const double *maxcos, int n);
+                            int nbins, int degrees, int d_in, const double *maxcos, int n);
 
 /* Training curves against tokens seen: MSE, explained variance, L0, dead fraction (any array
  * may be NULL and its panel says "no data"). */
@@ -83,9 +86,11 @@ int rep_plot_training(const char *path, const rep_kv *meta, int nmeta, const cha
                       const double *l0, const double *dead_frac, int n);
 
 /* Synthetic data: cos[n_true * n_sae] (row-major; NULL to omit the heat map) between true and
- * recovered features, and best_cos[n_true] (best |cos| of each true feature) drawn sorted. */
+ * recovered features (pass a subset: a heat map wider than ~200 cells is unreadable), and
+ * best_cos[n_best] (best |cos| of every true feature) drawn sorted. */
 int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const char *title,
-                      const double *cos, int n_true, int n_sae, const double *best_cos);
+                      const double *cos, int n_true, int n_sae, const double *best_cos,
+                      int n_best);
 
 /* Best-tag precision of SAE features vs raw neurons: overlaid histograms and sorted curves. */
 int rep_plot_pos_compare(const char *path, const rep_kv *meta, int nmeta, const char *title,

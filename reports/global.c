@@ -57,6 +57,7 @@ int rep_plot_density(const char *path, const rep_kv *meta, int nmeta, const char
     }
     if (!isfinite(lo)) lo = 1e-6;
     double a = pow(10, floor(log10(lo))), edges[61], counts[60];
+    if (lo < a * 1.5) a /= 10; /* keep the rarest features off the axis edge, where "dead" is */
     if (a > 1e-1) a = 1e-1;
     double *vals = mem_alloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
     if (!vals) {
@@ -73,15 +74,18 @@ int rep_plot_density(const char *path, const rep_kv *meta, int nmeta, const char
                                 "features");
     ax.log_x = 1;
     rep_hist_series hs = {name, counts, rep_rgb(0x1f77b4)};
-    rep_marker mk[2] = {{dead_below > 0 ? dead_below : a, "dead", rep_rgb(0xd62728)},
-                        {dense_above, "dense", rep_rgb(0x9467bd)}};
+    char dl[64], hl[64];
+    snprintf(dl, sizeof dl, dead_below > 0 ? "%d dead" : "%d dead (density 0: left edge)", dead);
+    snprintf(hl, sizeof hl, "%d dense", dense);
+    rep_marker mk[2] = {{dead_below > 0 ? dead_below : a, dl, rep_rgb(0xd62728)},
+                        {dense_above, hl, rep_rgb(0x9467bd)}};
     rc = rep_histogram(c, 0, 0, 900, 480, &ax, edges, 60, &hs, 1, mk, 2);
     return finish(c, rc, path, meta, nmeta);
 }
 
 int rep_plot_decoder_angles(const char *path, const rep_kv *meta, int nmeta, const char *title,
                             const double *edges, const double *counts, const double *rand_counts,
-                            int nbins, int d_in, const double *maxcos, int n)
+                            int nbins, int degrees, int d_in, const double *maxcos, int n)
 {
     rep_canvas *c;
     int rc = rep_canvas_new(&c, 1200, 480, rep_rgb(0xffffff));
@@ -101,8 +105,14 @@ int rep_plot_decoder_angles(const char *path, const rep_kv *meta, int nmeta, con
         for (int i = 0; i < nbins; i++) {
             double s = 0;
             for (int k = 0; k <= 16; k++) {
-                double x = edges[i] + (edges[i + 1] - edges[i]) * k / 16.0, q = 1 - x * x;
-                double fx = q > 0 ? exp(0.5 * (d_in - 3) * log(q)) : (d_in == 3 ? 1 : 0);
+                double x = edges[i] + (edges[i + 1] - edges[i]) * k / 16.0, fx;
+                if (degrees) { /* angle density: sin^(d-2) */
+                    double sn = sin(x * M_PI / 180.0);
+                    fx = sn > 0 ? exp((d_in - 2) * log(sn)) : (d_in == 2 ? 1 : 0);
+                } else {
+                    double q = 1 - x * x;
+                    fx = q > 0 ? exp(0.5 * (d_in - 3) * log(q)) : (d_in == 3 ? 1 : 0);
+                }
                 s += (k == 0 || k == 16 ? 1 : k % 2 ? 4 : 2) * fx;
             }
             rnd[i] = s * (edges[i + 1] - edges[i]) / 48.0;
@@ -115,8 +125,8 @@ int rep_plot_decoder_angles(const char *path, const rep_kv *meta, int nmeta, con
     snprintf(rname, sizeof rname, "random unit vectors (d=%d)", d_in);
     rep_hist_series hs[2] = {{"SAE decoder pairs", counts, rep_rgb(0x1f77b4)},
                              {rname, rand_counts, rep_rgb(0xff7f0e)}};
-    rep_axes ax = rep_axes_make(title ? title : "Pairwise decoder cosine", "cosine between decoder directions",
-                                "pairs (log)");
+    rep_axes ax = rep_axes_make(title ? title : "Pairwise angles between decoder directions",
+                                degrees ? "angle (degrees)" : "cosine", "pairs (log)");
     ax.log_y = 1;
     ax.ymin = 0.5; /* the random density's far tails are astronomically small: cut below one pair */
     rc = rep_histogram(c, 0, 0, maxcos ? 700 : 1200, 480, &ax, edges, counts ? nbins : 0, hs,
@@ -160,7 +170,8 @@ int rep_plot_training(const char *path, const rep_kv *meta, int nmeta, const cha
 }
 
 int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const char *title,
-                      const double *cos, int n_true, int n_sae, const double *best_cos)
+                      const double *cos, int n_true, int n_sae, const double *best_cos,
+                      int n_best)
 {
     rep_canvas *c;
     int rc = rep_canvas_new(&c, 1200, 560, rep_rgb(0xffffff));
@@ -200,13 +211,13 @@ int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const cha
     }
     if (rc == OK) {
         int k = 0;
-        double *s = best_cos ? sorted_desc(best_cos, n_true, &k) : NULL;
+        double *s = best_cos ? sorted_desc(best_cos, n_best, &k) : NULL;
         if (best_cos && !s) rc = err_set(ERR_NOMEM, "%s: out of memory", path);
         else {
             int good = 0;
-            for (int i = 0; i < k; i++) good += s[i] >= 0.9;
+            for (int i = 0; i < k; i++) good += s[i] > 0.9;
             char name[96];
-            snprintf(name, sizeof name, "%d of %d true features recovered at cos >= 0.9", good, k);
+            snprintf(name, sizeof name, "%d of %d true features recovered at cos > 0.9", good, k);
             rep_series se = {name, NULL, s, k, rep_rgb(0x2ca02c), 0};
             rep_axes ax = rep_axes_make(title ? title : "Recovered vs true features", "true features, sorted",
                                         "best |cos| with an SAE feature");
@@ -240,8 +251,8 @@ int rep_plot_pos_compare(const char *path, const rep_kv *meta, int nmeta, const 
     double *sb = neuron_prec ? sorted_desc(neuron_prec, n_neuron, &kb) : NULL;
     double meda = ka ? sa[ka / 2] : NAN, medb = kb ? sb[kb / 2] : NAN;
     char na[96], nb[96];
-    snprintf(na, sizeof na, "SAE features (n=%d, median %.2f)", ka, meda);
-    snprintf(nb, sizeof nb, "neurons (n=%d, median %.2f)", kb, medb);
+    snprintf(na, sizeof na, "SAE (%d, median %.2f)", ka, meda);
+    snprintf(nb, sizeof nb, "neurons (%d, median %.2f)", kb, medb);
     rep_hist_series hs[2] = {{na, ca, rep_rgb(0x1f77b4)}, {nb, cb, rep_rgb(0xff7f0e)}};
     rep_axes ax = rep_axes_make(title ? title : "Best POS-tag precision", "precision of the best tag",
                                 "fraction of units");

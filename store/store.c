@@ -278,7 +278,8 @@ int store_open(store **out, const char *path, int flags)
     rc = check_schema(s, flags);
     if (!rc && !s->readonly)
         rc = store_exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL");
-    if (!rc) rc = store_exec(s, "PRAGMA foreign_keys = ON; PRAGMA cache_size = -32768");
+    if (!rc) rc = store_exec(s, "PRAGMA foreign_keys = ON; PRAGMA cache_size = -32768; "
+                               "PRAGMA temp_store = MEMORY");
     if (rc) {
         store_close(s);
         return rc;

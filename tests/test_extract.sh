@@ -4,6 +4,8 @@
 # tokenizer commands are built in.
 set -u
 BIN=${SAELITE_BIN:-./saelite}
+# The test models are tiny: one BLAS thread avoids spinning workers on a busy machine.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 PY=/usr/bin/python3
 pass=0; fail=0
 ok() { pass=$((pass + 1)); }
@@ -30,10 +32,17 @@ check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.arg
     "export of an import gives back the same array and ids"
 $BIN export --db "$T/i.db" --hook resid --npy "$T/lim.npy" --limit 70 >/dev/null 2>&1
 check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); sys.exit(0 if a.shape==(70,24) and (a==b[:70]).all() else 1)" "$T/lim.npy" "$T/acts.npy"' "--limit 70"
-# bf16 storage rounds like torch's bfloat16
+# f16/bf16 storage rounds to nearest even (numpy's float16; bf16 by the usual bit formula)
+ROUND='import sys, numpy as np
+def rnd(a, dt):
+    if dt == "f16": return a.astype(np.float16).astype(np.float32)
+    if dt == "bf16":
+        u = a.view(np.uint32).astype(np.uint64)
+        return (((u + 0x7fff + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+    return a' 
 $BIN import --npy "$T/acts.npy" --db "$T/b.db" --hook r16 --dtype bf16 >/dev/null 2>&1
 $BIN export --db "$T/b.db" --hook r16 --npy "$T/b16.npy" >/dev/null 2>&1
-check '$PY -c "import numpy as np,torch,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); w=torch.from_numpy(a).to(torch.bfloat16).float().numpy(); sys.exit(0 if (w==b).all() else 1)" "$T/acts.npy" "$T/b16.npy"' "bf16 round trip equals torch rounding"
+check '$PY -c "$ROUND; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); sys.exit(0 if (rnd(a, \"bf16\")==b).all() else 1)" "$T/acts.npy" "$T/b16.npy"' "bf16 round trip equals round-to-nearest-even"
 out=$($BIN info --db "$T/i.db" 2>&1)
 check '[[ "$out" == *"hook 1: resid"*"width 24"*"5 sequences, 300 tokens"* ]]' "info: $out"
 # bad input: one line, non-zero, database unchanged
@@ -58,6 +67,148 @@ out=$($BIN info --db "$T/i.db" 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"newer saelite"* ]]' "newer schema refused: $out"
 out=$($BIN export --db "$T/i.db" 2>&1)
 check '[ $? -eq 2 ]' "missing flags are a usage error"
+
+# ---- extract (needs the model and tokenizer modules) -----------------------------------------
+if ! $BIN help 2>/dev/null | grep -q '^  extract '; then
+    echo "SKIP: saelite has no extract command in this build"
+else
+# A self-contained byte-level tokenizer (256 byte tokens, 2 merges, <|endoftext|>) and a tiny
+# random model over its 259 ids, so the test needs nothing from data/.
+$PY - "$T" <<'PY'
+import json, os, random, sys
+d = sys.argv[1]
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+cs = bs[:]
+n = 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+b2u = {b: chr(c) for b, c in zip(bs, cs)}
+enc = {b2u[b]: i for i, b in enumerate(range(256))}
+enc["Ġt"] = 256; enc["he"] = 257; enc["<|endoftext|>"] = 258
+os.makedirs(d + "/tok")
+json.dump(enc, open(d + "/tok/encoder.json", "w"))
+open(d + "/tok/vocab.bpe", "w").write("#version: 0.2\nĠ t\nh e\n")
+r = random.Random(1)
+words = ("the of and to in is was he for it with as his on be at by had are but from or have an "
+         "they which one you were her all she there would their we him been has when who will").split()
+docs = []
+for i in range(40):
+    docs.append(" ".join(r.choice(words) for _ in range(r.randint(3, 60))).capitalize() + ".")
+docs[7] = "caf\u00e9 na\u00efve \u2014 \U0001F600 emoji"
+open(d + "/corpus.txt", "w").write("\n\n".join(docs) + "\n")
+open(d + "/empty.txt", "w").write("\n\n\n")
+with open(d + "/corpus.jsonl", "w") as f:
+    for i, t in enumerate(docs[:10]):
+        f.write(json.dumps({"text": t, "id": "d%d" % i, "genre": "news" if i % 2 else "fiction"}) + "\n")
+open(d + "/bad.txt", "wb").write(b"valid start \xff\xfe\xc3 broken \xe2\x82 end\n\nsecond")
+PY
+$BIN init-model --layers 2 --d-model 32 --heads 2 --ctx 32 --vocab 259 --seed 3 -o "$T/m" >/dev/null 2>&1
+$BIN init-model --layers 2 --d-model 32 --heads 2 --ctx 32 --vocab 259 --seed 4 -o "$T/m_other" >/dev/null 2>&1
+HOOKS=blocks.0.mlp.hook_post,blocks.1.hook_resid_post
+EX=($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook $HOOKS --ctx 16 --batch 2)
+ex() { "${EX[@]}" "$@"; }
+dbhash() { sqlite3 "$1" "SELECT 'd', id, source, ordinal, name, genre, checksum, text FROM documents ORDER BY id;
+  SELECT 's', id, document_id, start, n_tokens, bos, hex(tokens) FROM sequences ORDER BY id;
+  SELECT 't', * FROM tokens ORDER BY sequence_id, position;
+  SELECT 'h', * FROM hooks ORDER BY id;
+  SELECT 'a', id, hook_id, sequence_id, n_tokens, hex(data) FROM activations ORDER BY id;
+  SELECT 'm', id, name, path, config, checksum FROM models ORDER BY id;
+  SELECT 'r', id, kind, params, status FROM runs ORDER BY id;" | md5sum | cut -c1-32; }
+acts() { sqlite3 "$1" "SELECT count(*) FROM activations" 2>/dev/null || echo 0; }
+
+t0=$(date +%s%N)
+out=$(ex --db "$T/a.db" 2>&1)
+rc=$?
+run_ms=$((($(date +%s%N) - t0) / 1000000))
+check '[ $rc -eq 0 ] && [[ "$out" == *"blocks.0.mlp.hook_post: "*" x 128 x 4 bytes"* ]]' "extract: $out"
+ref=$(dbhash "$T/a.db")
+nacts=$(acts "$T/a.db")
+check '[ "$nacts" -gt 100 ]' "extract stored $nacts activation rows"
+check '[ "$(sqlite3 "$T/a.db" "PRAGMA integrity_check")" = ok ]' "integrity after extract"
+# the documented schema answers SQL: every token row has text; BOS rows have no byte span
+check '[ "$(sqlite3 "$T/a.db" "SELECT count(*) FROM tokens WHERE text IS NULL OR (position > 0 AND byte_start IS NULL)")" = 0 ]' "token rows complete"
+check '[ "$(sqlite3 "$T/a.db" "SELECT t.text FROM tokens t JOIN sequences s ON s.id = t.sequence_id JOIN documents d ON d.id = s.document_id WHERE d.ordinal = 7 AND s.start = 0 AND t.position BETWEEN 1 AND 3" | tr -d "\n")" = "caf" ]' "token text of document 7"
+# rerunning a finished run changes nothing
+ex --db "$T/a.db" >/dev/null 2>&1
+check '[ "$(dbhash "$T/a.db")" = "$ref" ]' "rerun of a finished extract is a no-op"
+
+# kill -9 at random moments of a run (uniform over the time an uninterrupted run took), then
+# resume: the final database must equal the uninterrupted one. Trial 3 is killed twice.
+killed=0
+for trial in 1 2 3; do
+    rm -f "$T/k.db" "$T/k.db-wal" "$T/k.db-shm"
+    for k in 1 $([ $trial -eq 3 ] && echo 2); do
+        ms=$((RANDOM % (run_ms + 1)))
+        "${EX[@]}" --db "$T/k.db" >/dev/null 2>&1 & pid=$!  # $! is saelite itself, not a subshell
+        sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+        kill -9 $pid 2>/dev/null && killed=$((killed + 1))
+        wait $pid 2>/dev/null
+        echo "trial $trial: kill -9 at ${ms} ms of ${run_ms}: $(acts "$T/k.db") of $nacts activation rows stored"
+        [ -e "$T/k.db" ] && [ "$(sqlite3 "$T/k.db" "PRAGMA integrity_check")" != ok ] && bad "integrity after kill (trial $trial)"
+    done
+    ex --db "$T/k.db" >/dev/null 2>&1
+    check '[ $? -eq 0 ] && [ "$(dbhash "$T/k.db")" = "$ref" ]' "trial $trial: resume after kill -9 equals the uninterrupted run"
+done
+check '[ $killed -ge 2 ]' "killed only $killed of 4 runs (too fast to interrupt?)"
+# Ctrl-C stops cleanly after a batch with a message, and a rerun completes
+"${EX[@]}" --db "$T/c.db" > "$T/int.out" 2>&1 & pid=$!
+while kill -0 $pid 2>/dev/null && [ "$(acts "$T/c.db")" -lt $((nacts / 3)) ]; do sleep 0.02; done
+kill -INT $pid 2>/dev/null; wait $pid; rc=$?
+if [ $rc -eq 1 ]; then
+    check 'grep -q "interrupted after .* run the same command again to resume" "$T/int.out"' "SIGINT message: $(cat "$T/int.out")"
+    check '[ "$(sqlite3 "$T/c.db" "SELECT status FROM runs")" = running ]' "interrupted run stays 'running'"
+else
+    check '[ $rc -eq 0 ]' "SIGINT run: exit $rc"
+fi
+ex --db "$T/c.db" >/dev/null 2>&1
+check '[ "$(dbhash "$T/c.db")" = "$ref" ]' "resume after SIGINT equals the uninterrupted run"
+
+# export equals `saelite forward` on the same tokens (second sequence: one batch with the first)
+$BIN export --db "$T/a.db" --hook blocks.0.mlp.hook_post --npy "$T/e.npy" --tokens-npy "$T/e_ids.npy" --limit 32 >/dev/null 2>&1
+ids=$($PY -c "import numpy as np,sys; print(','.join(map(str, np.load(sys.argv[1])[16:32])))" "$T/e_ids.npy")
+$BIN forward --model "$T/m" --tokens "$ids" --hook blocks.0.mlp.hook_post --npy "$T/f.npy" >/dev/null 2>&1
+check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1])[16:32]; b=np.load(sys.argv[2]).reshape(16,-1); sys.exit(0 if np.abs(a-b).max() <= 1e-6 else 1)" "$T/e.npy" "$T/f.npy"' "export equals forward"
+# f16 and bf16 stores round the f32 values
+# (same windows and batches as the f32 run they are compared with: --max-tokens 64 cuts the last)
+for dt in f32 f16 bf16; do
+    ex --db "$T/$dt.db" --dtype $dt --max-tokens 64 >/dev/null 2>&1
+    $BIN export --db "$T/$dt.db" --hook blocks.0.mlp.hook_post --npy "$T/$dt.npy" >/dev/null 2>&1
+    check '$PY -c "$ROUND; a=np.load(sys.argv[1])[:64]; b=np.load(sys.argv[2]); sys.exit(0 if b.shape==(64,128) and (rnd(a, sys.argv[3])==b).all() else 1)" "$T/f32.npy" "$T/$dt.npy" $dt' "$dt extraction equals rounded f32"
+done
+check '[ "$(sqlite3 "$T/f16.db" "SELECT sum(n_tokens) FROM sequences")" = 64 ]' "--max-tokens 64 stores 64 tokens"
+# JSONL with ids and genres, --no-bos
+$BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.jsonl" --hook blocks.0.hook_resid_pre --db "$T/j.db" --ctx 8 --no-bos >/dev/null 2>&1
+check '[ "$(sqlite3 "$T/j.db" "SELECT name || genre FROM documents WHERE ordinal = 1")" = d1news ] && [ "$(sqlite3 "$T/j.db" "SELECT count(*) FROM sequences WHERE bos = 1")" = 0 ]' "JSONL ids/genres and --no-bos"
+# invalid UTF-8 is kept as byte tokens; text stays valid UTF-8 in the tokens table
+$BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/bad.txt" --hook blocks.0.hook_resid_pre --db "$T/u.db" --ctx 8 >/dev/null 2>&1
+check '[ $? -eq 0 ] && [ "$(sqlite3 "$T/u.db" "SELECT count(*) FROM tokens WHERE text = char(65533)")" -ge 3 ]' "invalid UTF-8 corpus"
+
+# bad input: one line, exit 1, stored data untouched
+before=$(dbhash "$T/a.db")
+one_line_fail() { local out rc; out=$("$@" 2>&1); rc=$?; [ $rc -eq 1 ] && [ $(printf "%s\n" "$out" | grep -c .) -le 6 ] && printf "%s\n" "$out" | tail -n 1 | grep -q "$EXPECT" || { echo "  got rc $rc: $out"; return 1; }; }
+EXPECT="unknown hook 'blocks.9.nope'.*blocks.L.mlp.hook_post"
+check 'one_line_fail $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook blocks.9.nope --db "$T/a.db"' "unknown hook"
+EXPECT="exceeds the context"
+check 'one_line_fail ex --db "$T/a.db" --ctx 64' "--ctx beyond n_ctx"
+EXPECT="missing.txt"
+check 'one_line_fail $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/missing.txt" --hook $HOOKS --db "$T/a.db"' "missing corpus"
+EXPECT="no text"
+check 'one_line_fail $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/empty.txt" --hook $HOOKS --db "$T/a.db"' "empty corpus"
+EXPECT="another model"
+check 'one_line_fail $BIN extract --model "$T/m_other" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook $HOOKS --db "$T/a.db" --ctx 16' "different model"
+EXPECT="sequence length 16"
+check 'one_line_fail ex --db "$T/a.db" --ctx 8' "other --ctx for stored hooks"
+EXPECT="stored as f32, not bf16"
+check 'one_line_fail ex --db "$T/a.db" --dtype bf16' "other --dtype for stored hooks"
+EXPECT="not a database"
+check 'one_line_fail ex --db "$T/junk.db"' "junk database"
+EXPECT="cannot"
+check 'one_line_fail ex --db "/proc/saelite_test.db"' "unwritable database path"
+check '[ "$(dbhash "$T/a.db")" = "$before" ]' "failed runs leave the database as it was"
+out=$(ex --db "$T/x.db" --batch 0 2>&1)
+check '[ $? -eq 2 ]' "--batch 0 is a usage error"
+fi
 
 echo "test_extract: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

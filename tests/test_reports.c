@@ -6,12 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/err.h"
 #include "common/mem.h"
 #include "harness.h"
+#include "common/npy.h"
+#include "report_fixture.h"
 #include "reports/dashboard.h"
+#include "reports/report_run.h"
 #include "reports/report.h"
 
 static char tmpdir[] = "/tmp/saelite_test_reportsXXXXXX";
@@ -237,6 +241,7 @@ static void test_charts(void)
     }
     rep_image_free(&im);
     rep_canvas_free(c);
+    unlink(path);
 }
 
 static void test_token_rows(void)
@@ -305,7 +310,7 @@ static void test_dashboard(const char *dir)
     for (int k = 0; k < 3; k++) {
         double hi = 8.0 * (0.75 - 0.25 * k), lo = hi - 2.0;
         make_contexts(&iv[k], 3, hi, 100 + k);
-        ivs[k] = (rep_interval){lo, hi, iv[k].ctx, 3};
+        ivs[k] = (rep_interval){k == 0 ? "quantile band 3 of 3" : NULL, lo, hi, iv[k].ctx, 3};
     }
     double edges[31], counts[30];
     for (int i = 0; i <= 30; i++) edges[i] = 8.0 * i / 30;
@@ -379,7 +384,7 @@ static void test_dashboard(const char *dir)
         ac[i] = floor(1e6 * exp(-x * x * 64 / 2 / 0.25));
     }
     snprintf(path, sizeof path, "%s/decoder_angles.png", dir);
-    CHECK(rep_plot_decoder_angles(path, NULL, 0, NULL, ae, ac, NULL, 40, 64, mc, NF) == OK, "%s", err_msg());
+    CHECK(rep_plot_decoder_angles(path, NULL, 0, NULL, ae, ac, NULL, 40, 0, 64, mc, NF) == OK, "%s", err_msg());
     CHECK(rep_png_read(path, &im) == OK);
     /* The random reference (orange, exact density for d=64) is drawn near cos 0. */
     int orange = 0;
@@ -401,7 +406,7 @@ static void test_dashboard(const char *dir)
         }
     }
     snprintf(path, sizeof path, "%s/recovery.png", dir);
-    CHECK(rep_plot_recovery(path, NULL, 0, NULL, cosm, 16, 24, bestc) == OK, "%s", err_msg());
+    CHECK(rep_plot_recovery(path, NULL, 0, NULL, cosm, 16, 24, bestc, 16) == OK, "%s", err_msg());
     snprintf(path, sizeof path, "%s/pos_precision.png", dir);
     CHECK(rep_plot_pos_compare(path, NULL, 0, NULL, prec_a, NF, prec_b, 512) == OK, "%s", err_msg());
     rep_index_entry e[3] = {{"density.png", "Feature density <all>"}, {"feature_1234.png", "Feature 1234"},
@@ -418,6 +423,211 @@ static void test_dashboard(const char *dir)
     CHECK(strstr(html, "<img loading=\"lazy\" src=\"density.png\"") != NULL);
     CHECK(strstr(html, "Feature density &lt;all&gt;") != NULL);
     CHECK(strstr(html, "Report &quot;x&quot;") != NULL);
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    struct stat st;
+    return stat(p, &st) == 0 && st.st_size > 0;
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[600];
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+/* The whole path from the database: a synthetic analysed store (report_fixture.h). */
+static void test_run_db(void)
+{
+    const char *sql = "store/schema_analysis.sql";
+    if (access(sql, R_OK) != 0) {
+        SKIP("store/schema_analysis.sql not in this tree (the analysis part has not been merged)");
+        return;
+    }
+    char db[300], out[300], out2[300], npy[300];
+    snprintf(db, sizeof db, "%s/fix.db", tmpdir);
+    snprintf(out, sizeof out, "%s/out", tmpdir);
+    snprintf(out2, sizeof out2, "%s/out2", tmpdir);
+    snprintf(npy, sizeof npy, "%s/true.npy", tmpdir);
+    CHECK(fix_make_db(db, 64, 40, sql) == OK, "%s", err_msg());
+
+    rep_run_opts o;
+    rep_run_defaults(&o);
+    int feats[4] = {0, 1, 5, 1};
+    o.db = db;
+    o.sae = "1";
+    o.out_dir = out;
+    o.features = feats;
+    o.nfeatures = 4;
+    o.version = "test";
+    float eye[FIX_DIN * FIX_DIN] = {0};
+    for (int i = 0; i < FIX_DIN; i++) eye[i * FIX_DIN + i] = 1;
+    int64_t shape[2] = {FIX_DIN, FIX_DIN};
+    CHECK(npy_write(npy, eye, 2, shape) == OK);
+    o.ground_truth = npy;
+    /* a training log as sae-train writes it, resumed at step 30: rows 30..39 come twice */
+    char logp[300];
+    snprintf(logp, sizeof logp, "%s/training_log.csv", tmpdir);
+    FILE *lf = fopen(logp, "w");
+    fprintf(lf, "step,tokens,mse,explained_variance,l0,dead_frac,lr,loss\n");
+    for (int st = 1; st <= 40; st++)
+        fprintf(lf, "%d,%d,%g,%g,%g,%g,0.001,1\n", st, st * 1000, 1.0 / st, 1 - 1.0 / st, 100.0 / st, 0.01);
+    for (int st = 30; st <= 50; st++)
+        fprintf(lf, "%d,%d,%g,%g,%g,%g,0.001,1\n", st, st * 1000, 1.0 / st, 1 - 1.0 / st, 100.0 / st, 0.01);
+    fclose(lf);
+    o.training_log = logp;
+    rep_run_result res;
+    CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+    CHECK(res.dashboards == 3 && res.pictures == 5, "%d dashboards (duplicate 1 drawn once), %d pictures",
+          res.dashboards, res.pictures);
+    const char *files[] = {"feature_0.png", "feature_1.png", "feature_5.png", "density.png",
+                           "decoder_angles.png", "pos_precision.png", "recovery.png", "training.png",
+                           "index.html"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+        CHECK(file_exists(out, files[i]), "%s written", files[i]);
+    CHECK(count_files(out) == 9, "nothing else in the output (%d files)", count_files(out));
+    char path[400];
+    snprintf(path, sizeof path, "%s/feature_1.png", out);
+    rep_image im;
+    CHECK(rep_png_read(path, &im) == OK, "%s", err_msg());
+    CHECK(im.width == 1240 && im.height > 600, "%dx%d", im.width, im.height);
+    CHECK(rep_image_meta(&im, "feature") && !strcmp(rep_image_meta(&im, "feature"), "1"));
+    CHECK(rep_image_meta(&im, "sae") && !strcmp(rep_image_meta(&im, "sae"), "demo-sae"));
+    CHECK(rep_image_meta(&im, "database") && !strcmp(rep_image_meta(&im, "database"), db));
+    CHECK(rep_image_meta(&im, "saelite-version") && !strcmp(rep_image_meta(&im, "saelite-version"), "test"));
+    CHECK(non_white(&im) > 40000, "%ld", non_white(&im));
+    /* the most saturated pixel of the activation map is the max colour, in the first row */
+    int best = -1, by = -1;
+    for (int y = 60; y < im.height; y++)
+        for (int x = 0; x < 790; x++) {
+            const uint8_t *q = px(&im, x, y);
+            if (q[0] - q[2] > best) { best = q[0] - q[2]; by = y; }
+        }
+    rep_color maxc = rep_cmap(REP_CMAP_ACT, 1.0);
+    CHECK(best >= (int)lround((maxc.r - maxc.b) * 255) - 2 && by >= 90 && by < 112, "sat %d at y %d", best, by);
+    rep_image_free(&im);
+    snprintf(path, sizeof path, "%s/index.html", out);
+    FILE *fh = fopen(path, "r");
+    char html[16384] = {0};
+    if (fh) {
+        html[fread(html, 1, sizeof html - 1, fh)] = 0;
+        fclose(fh);
+    }
+    CHECK(strstr(html, "src=\"feature_5.png\"") && strstr(html, "src=\"recovery.png\""));
+    CHECK(strstr(html, "MMCS 0.99") || strstr(html, "MMCS 1.00"), "recovery caption states MMCS");
+    CHECK(strstr(html, "16 of 16 true features"), "all 16 recovered");
+    CHECK(strstr(html, "(50 log rows)"), "resumed rows replace the overlapped ones");
+    /* a malformed log is a clear error */
+    lf = fopen(logp, "w");
+    fprintf(lf, "step,mse\n1,2\n");
+    fclose(lf);
+    CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), "no 'tokens' column"), "%s", err_msg());
+    unlink(logp);
+
+    /* The command line, through the binary (SAELITE_BIN for the ASan build). */
+    const char *bin = getenv("SAELITE_BIN") ? getenv("SAELITE_BIN") : "./saelite";
+    if (access(bin, X_OK) == 0) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae demo-sae --features 2,4-5 --no-global --out %s "
+                 ">%s/stdout.txt 2>&1", bin, db, out2, tmpdir);
+        CHECK(system(cmd) == 0, "%s", cmd);
+        CHECK(file_exists(out2, "feature_2.png") && file_exists(out2, "feature_4.png") &&
+              file_exists(out2, "feature_5.png") && file_exists(out2, "index.html") && count_files(out2) == 4);
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 1 --top 3 --by size --out %s >/dev/null 2>&1", bin, db, out2);
+        CHECK(WEXITSTATUS(system(cmd)) == 2, "bad --by is a usage error");
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 1 --top 3 --features 1 --out %s >/dev/null 2>&1", bin, db, out2);
+        CHECK(WEXITSTATUS(system(cmd)) == 2, "--top with --features is a usage error");
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 1 --bogus --out %s >/dev/null 2>&1", bin, db, out2);
+        CHECK(WEXITSTATUS(system(cmd)) == 2, "unknown flag");
+        snprintf(cmd, sizeof cmd, "%s report --db %s --sae 42 --features 1 --out %s >%s/stdout.txt 2>&1", bin,
+                 db, out2, tmpdir);
+        CHECK(WEXITSTATUS(system(cmd)) == 1, "unknown SAE fails");
+        char msg[2048] = {0};
+        snprintf(cmd, sizeof cmd, "%s/stdout.txt", tmpdir);
+        FILE *mf = fopen(cmd, "r");
+        if (mf) {
+            msg[fread(msg, 1, sizeof msg - 1, mf)] = 0;
+            fclose(mf);
+        }
+        CHECK(strstr(msg, "saelite report: ") && strstr(msg, "no analysis of SAE '42'") && !strchr(strchr(msg, '\n') + 1, '\n'),
+              "one-line error: %s", msg);
+        unlink(cmd);
+        rm_dir(out2);
+    } else SKIP("no ./saelite binary to drive");
+
+    /* --top 5 --by max, no global pictures: features 0,1,2,4,5 (3 is dead) */
+    rep_run_defaults(&o);
+    o.db = db;
+    o.sae = "demo-sae";
+    o.out_dir = out2;
+    o.top = 5;
+    o.by = REP_BY_MAX;
+    o.global = 0;
+    o.threads = 2;
+    CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+    CHECK(res.dashboards == 5 && res.pictures == 0);
+    CHECK(file_exists(out2, "feature_4.png") && !file_exists(out2, "feature_3.png") &&
+          !file_exists(out2, "density.png"));
+    rm_dir(out2);
+    /* --by alignment over the neuron basis works too */
+    o.sae = "neurons";
+    o.by = REP_BY_ALIGNMENT;
+    o.top = 2;
+    CHECK(rep_run(&o, &res) == OK && res.dashboards == 2, "%s", err_msg());
+    rm_dir(out2);
+
+    /* Bad input: clear errors, nothing written. */
+    o.sae = "9";
+    CHECK(rep_run(&o, &res) == ERR_NOTFOUND);
+    CHECK(strstr(err_msg(), "no analysis of SAE '9'") && strstr(err_msg(), "demo-sae"), "%s", err_msg());
+    int bad[1] = {64};
+    o.sae = "1";
+    o.features = bad;
+    o.nfeatures = 1;
+    CHECK(rep_run(&o, &res) == ERR_NOTFOUND);
+    CHECK(strstr(err_msg(), "feature 64") != NULL, "%s", err_msg());
+    CHECK(access(out2, F_OK) != 0, "no output directory created on a bad feature");
+    o.ground_truth = npy;
+    o.features = feats;
+    o.global = 1;
+    float wrong[3 * 5] = {0};
+    int64_t ws[2] = {3, 5};
+    CHECK(npy_write(npy, wrong, 2, ws) == OK);
+    CHECK(rep_run(&o, &res) == ERR_SHAPE, "%s", err_msg());
+    rm_dir(out2);
+    o.ground_truth = NULL;
+    snprintf(path, sizeof path, "%s/plain.db", tmpdir);
+    store *s;
+    CHECK(store_open(&s, path, STORE_CREATE) == OK);
+    store_close(s);
+    o.db = path;
+    CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), "saelite analyze"), "%s", err_msg());
+    o.db = "/nonexistent/x.db";
+    CHECK(rep_run(&o, &res) != OK);
+    unlink(path);
+    rm_dir(out);
+    unlink(db);
+    unlink(npy);
+    char side[400];
+    snprintf(side, sizeof side, "%s-wal", db);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", db);
+    unlink(side);
+    snprintf(side, sizeof side, "%s/plain.db-wal", tmpdir);
+    unlink(side);
+    snprintf(side, sizeof side, "%s/plain.db-shm", tmpdir);
+    unlink(side);
 }
 
 int main(void)
@@ -437,6 +647,7 @@ int main(void)
     if (keep) snprintf(dir, sizeof dir, "%s", keep);
     else mkdir(dir, 0777);
     test_dashboard(dir);
+    test_run_db();
     if (!keep) {
         const char *files[] = {"feature_1234.png", "feature_5.png", "density.png", "decoder_angles.png",
                                "training.png", "recovery.png", "pos_precision.png", "index.html"};
@@ -448,6 +659,6 @@ int main(void)
         CHECK(count_files(dir) == 0, "nothing else left in %s", dir);
         rmdir(dir);
     }
-    rmdir(tmpdir);
+    CHECK(rmdir(tmpdir) == 0, "temporary directory left clean");
     return harness_report("test_reports");
 }

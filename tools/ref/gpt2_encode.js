@@ -6,7 +6,8 @@
 // The JS encoder works on JS strings, so it cannot see invalid UTF-8 bytes. Following saelite's
 // documented rule, each line is cut at invalid bytes: every maximal valid run is encoded by the
 // JS encoder on its own and every invalid byte becomes its single-byte token. --time prints the
-// encoder's throughput (over the encode() calls only) to stderr.
+// encoder's throughput over the encode() calls only, by wall clock and by CPU time (the process'
+// user+system time, which includes garbage collection on other threads), to stderr.
 const fs = require('fs');
 const path = require('path');
 const dir = path.resolve(process.argv[2]);
@@ -50,7 +51,7 @@ function utf8Len(buf, i) {
 
 const data = fs.readFileSync(process.argv[3]);
 const dec = new TextDecoder('utf-8', { fatal: true });
-let encTime = 0n, bytes = 0;
+let encTime = 0n, cpuUs = 0, bytes = 0;
 const out = [];
 let start = 0;
 while (start < data.length) {
@@ -65,9 +66,10 @@ while (start < data.length) {
     while (j < line.length) { const k = utf8Len(line, j); if (!k) break; j += k; }
     if (j > i) {
       const s = dec.decode(line.subarray(i, j));
-      const t0 = process.hrtime.bigint();
+      const t0 = process.hrtime.bigint(), c0 = timing ? process.cpuUsage() : null;
       const r = encode(s);
       encTime += process.hrtime.bigint() - t0;
+      if (timing) { const c = process.cpuUsage(c0); cpuUs += c.user + c.system; }
       for (const x of r) ids.push(x);
     }
     while (j < line.length && !utf8Len(line, j)) { ids.push(encoder[alpha[line[j]]]); j++; }
@@ -79,6 +81,7 @@ while (start < data.length) {
 }
 process.stdout.write(out.length ? out.join('\n') + '\n' : '');
 if (timing) {
-  const s = Number(encTime) / 1e9;
-  process.stderr.write(`js encoder: ${bytes} bytes in ${s.toFixed(3)} s = ${(bytes / 1e6 / s).toFixed(3)} MB/s\n`);
+  const s = Number(encTime) / 1e9, cs = cpuUs / 1e6;
+  process.stderr.write(`js encoder: ${bytes} bytes in ${s.toFixed(3)} s = ${(bytes / 1e6 / s).toFixed(3)} MB/s` +
+                       `  cpu ${cs.toFixed(3)} s = ${(bytes / 1e6 / cs).toFixed(3)} MB/s\n`);
 }

@@ -1,0 +1,37 @@
+/* loss.c - downstream metrics: cross-entropy, KL between two logit rows, recovered fraction. */
+#include <math.h>
+
+#include "analysis/ana.h"
+
+static double logsumexp(const float *x, int V)
+{
+    double m = -INFINITY;
+    for (int i = 0; i < V; i++)
+        if (x[i] > m) m = x[i];
+    double s = 0;
+    for (int i = 0; i < V; i++) s += exp((double)x[i] - m);
+    return m + log(s);
+}
+
+double ana_kl_logits(const float *p, const float *q, int V)
+{
+    double lp = logsumexp(p, V), lq = logsumexp(q, V), kl = 0;
+    for (int i = 0; i < V; i++) {
+        double a = (double)p[i] - lp; /* log p_i */
+        if (a < -745) continue;       /* p_i underflows to 0: contributes 0 */
+        kl += exp(a) * (a - ((double)q[i] - lq));
+    }
+    return kl > 0 ? kl : 0.0; /* rounding can give -1e-17 for identical rows */
+}
+
+double ana_ce_logits(const float *logits, int V, int target)
+{
+    return logsumexp(logits, V) - (double)logits[target];
+}
+
+double ana_score(double base, double patched, double ref)
+{
+    double den = base - ref;
+    if (den == 0) return NAN;
+    return (base - patched) / den;
+}

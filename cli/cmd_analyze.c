@@ -1,0 +1,693 @@
+/* cmd_analyze.c - `saelite analyze`: run an SAE (or the identity "neurons" dictionary) over the
+ * stored activations of its hook and write metrics, per-feature statistics, stored activations,
+ * logit effects, decoder geometry and POS alignment into the database (schema_analysis.sql).
+ * The downstream metrics splice the SAE into the model's forward pass through a hook. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/ana.h"
+#include "cli/cli.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/progress.h"
+#include "model/gpt2.h"
+#include "model/tokenizer.h"
+#include "sae/metrics.h"
+#include "sae/sae.h"
+#include "store/store.h"
+#include "store/store_ana.h"
+
+CLI_COMMAND(analyze, "Evaluate an SAE or the neuron basis: metrics, feature tables, POS alignment",
+            "saelite analyze --db FILE (--sae DIR [--neurons] | --neurons --hook NAME) [--all] "
+            "[--all-acts] [--model DIR | --no-model] [--top N] [--ce-seqs N]")
+
+typedef struct {
+    const char *db, *sae_dir, *hook, *model_dir, *tok_dir;
+    int all, all_acts, neurons, no_model;
+    int top_n, n_intervals, per_interval, reservoir, nbins, geom_bins, logit_k, ce_seqs, max_seqs;
+    double val_frac, cos_threshold, hist_lo, hist_hi;
+} opts;
+
+/* Everything read once from the store and shared by the dictionaries of one run. */
+typedef struct {
+    store *s;
+    store_hook hook;
+    int64_t *seq;     /* [nseq] ascending */
+    size_t nseq;
+    int64_t *off;     /* [nseq+1] token offsets into tok/tag */
+    int *tok;         /* [ntok] */
+    short *tag;       /* [ntok] index into tag_names, -1 untagged */
+    char (*tag_names)[16];
+    int ntags, any_tags;
+    gpt2_model *model; /* NULL with --no-model */
+    tok_tokenizer *bpe; /* NULL when no tokenizer was found: ana_vocab is not filled */
+    const char *model_path;
+    int vocab_done;
+} shared;
+
+/* One dictionary: an SAE or the identity over the hook's neurons. */
+typedef struct {
+    const char *kind; /* "sae" / "neurons" */
+    char name[256];
+    sae_model *sae;   /* NULL for neurons */
+    int d_in, d_sae;
+    float *W_dec;     /* [d_sae,d_in]: the SAE's, or an owned identity */
+    int own_dec;
+} dict;
+
+static void dict_codes(const dict *d, const float *x, int N, float *f, float *xhat, int *rc)
+{
+    if (d->sae) {
+        if (!*rc) *rc = sae_encode(d->sae, x, N, f);
+        if (!*rc && xhat) *rc = sae_decode(d->sae, f, N, xhat);
+    } else {
+        memcpy(f, x, (size_t)N * d->d_in * sizeof *f);
+        if (xhat) memcpy(xhat, x, (size_t)N * d->d_in * sizeof *f);
+    }
+}
+
+/* ---- shared inputs -------------------------------------------------------------------------- */
+static int tag_index(shared *sh, const char *t)
+{
+    for (int i = 0; i < sh->ntags; i++)
+        if (!strcmp(sh->tag_names[i], t)) return i;
+    if (sh->ntags >= 512) return -1; /* far more than any tag set; ignore the rest */
+    snprintf(sh->tag_names[sh->ntags], 16, "%s", t);
+    return sh->ntags++;
+}
+
+static int load_shared(shared *sh, const opts *o)
+{
+    int rc = store_seq_list(sh->s, sh->hook.id, o->all ? STORE_SPLIT_ALL : STORE_SPLIT_VAL,
+                            o->val_frac, &sh->seq, &sh->nseq);
+    if (rc) return rc;
+    if (o->max_seqs > 0 && sh->nseq > (size_t)o->max_seqs) sh->nseq = (size_t)o->max_seqs;
+    if (sh->nseq == 0)
+        return err_set(ERR_NOTFOUND, "%s: hook %s has no stored activations in the %s split "
+                       "(try --all)", o->db, sh->hook.name, o->all ? "whole" : "validation");
+    size_t cap = sh->nseq * (size_t)sh->hook.seq_len;
+    sh->off = mem_alloc((sh->nseq + 1) * sizeof *sh->off);
+    sh->tok = mem_alloc((cap + 1) * sizeof *sh->tok);
+    sh->tag = mem_alloc((cap + 1) * sizeof *sh->tag);
+    sh->tag_names = mem_calloc(512, sizeof *sh->tag_names);
+    char (*tags)[16] = mem_alloc((size_t)sh->hook.seq_len * sizeof *tags);
+    if (!sh->off || !sh->tok || !sh->tag || !sh->tag_names || !tags) {
+        mem_free(tags);
+        return err_set(ERR_NOMEM, "analyze: out of memory for %zu sequences", sh->nseq);
+    }
+    int64_t n = 0;
+    for (size_t i = 0; i < sh->nseq && !rc; i++) {
+        int T = sh->hook.seq_len, any = 0;
+        sh->off[i] = n;
+        rc = store_seq_tokens(sh->s, sh->seq[i], sh->tok + n, &T);
+        if (rc == ERR_NOTFOUND) { /* imported activations without token ids: positions only */
+            rc = OK;
+            T = sh->hook.seq_len;
+            for (int t = 0; t < T; t++) sh->tok[n + t] = -1;
+        }
+        if (!rc) rc = store_ana_seq_tags(sh->s, sh->seq[i], T, tags, &any);
+        for (int t = 0; !rc && t < T; t++) sh->tag[n + t] = (short)(tags[t][0] ? tag_index(sh, tags[t]) : -1);
+        if (any) sh->any_tags = 1;
+        n += T;
+    }
+    sh->off[sh->nseq] = n;
+    mem_free(tags);
+    return rc;
+}
+
+static void free_shared(shared *sh)
+{
+    mem_free(sh->seq);
+    mem_free(sh->off);
+    mem_free(sh->tok);
+    mem_free(sh->tag);
+    mem_free(sh->tag_names);
+    gpt2_free(sh->model);
+    tok_free(sh->bpe);
+    mem_free((void *)sh->model_path);
+}
+
+/* index of seq_id in sh->seq (ascending), or -1 */
+static long seq_index(const shared *sh, int64_t id)
+{
+    size_t lo = 0, hi = sh->nseq;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (sh->seq[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < sh->nseq && sh->seq[lo] == id ? (long)lo : -1;
+}
+
+static int token_at(const shared *sh, int64_t seq, int pos, int *tag)
+{
+    long i = seq_index(sh, seq);
+    if (i < 0 || sh->off[i] + pos >= sh->off[i + 1]) {
+        if (tag) *tag = -1;
+        return -1;
+    }
+    if (tag) *tag = sh->tag[sh->off[i] + pos];
+    return sh->tok[sh->off[i] + pos];
+}
+
+/* ---- downstream loss with the SAE spliced in ---------------------------------------------- */
+enum { SPLICE_SAE, SPLICE_ZERO, SPLICE_ERR };
+
+typedef struct {
+    const dict *d;
+    int mode, rc;
+    float *f, *xhat; /* scratch [rows, d_sae], [rows, d_in] */
+    int cap_rows;
+} splice;
+
+static int splice_hook(const tensor_view *t, void *user)
+{
+    splice *sp = user;
+    int d_in = sp->d->d_in;
+    int64_t numel = tensor_numel(t);
+    int rows = (int)(numel / d_in);
+    if (numel % d_in || rows > sp->cap_rows) {
+        sp->rc = err_set(ERR_SHAPE, "analyze: hook %s gives %lld values, not rows of %d", t->name,
+                         (long long)numel, d_in);
+        return 1;
+    }
+    float *x = t->data; /* hook views are contiguous */
+    if (sp->mode == SPLICE_ZERO) {
+        memset(x, 0, (size_t)numel * sizeof *x);
+        return 0;
+    }
+    int rc = 0;
+    dict_codes(sp->d, x, rows, sp->f, sp->xhat, &rc);
+    if (rc) {
+        sp->rc = rc;
+        return 1;
+    }
+    for (int64_t i = 0; i < numel; i++)
+        x[i] = sp->mode == SPLICE_SAE ? sp->xhat[i] : sp->xhat[i] + (x[i] - sp->xhat[i]);
+    return 0;
+}
+
+typedef struct { double ce_clean, ce_sae, ce_zero, ce_err, kl_sae, kl_zero, kl_err; int64_t n; } downstream;
+
+static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *out)
+{
+    memset(out, 0, sizeof *out);
+    gpt2_model *m = sh->model;
+    const gpt2_config *cfg = gpt2_cfg(m);
+    int T_max = sh->hook.seq_len, V = cfg->vocab_size;
+    size_t nuse = sh->nseq < (size_t)o->ce_seqs ? sh->nseq : (size_t)o->ce_seqs;
+    splice sp = {.d = d, .cap_rows = T_max};
+    int *targets = mem_alloc((size_t)T_max * sizeof *targets);
+    float *clean = mem_alloc((size_t)T_max * V * sizeof *clean);
+    sp.f = mem_alloc((size_t)T_max * d->d_sae * sizeof *sp.f);
+    sp.xhat = mem_alloc((size_t)T_max * d->d_in * sizeof *sp.xhat);
+    int rc = OK;
+    if (!targets || !clean || !sp.f || !sp.xhat) rc = err_set(ERR_NOMEM, "analyze: out of memory for logits");
+    double sums[4] = {0}, kls[3] = {0};
+    progress pr;
+    progress_begin(&pr, "downstream", (double)nuse, "seq");
+    for (size_t i = 0; i < nuse && !rc; i++) {
+        const int *tok = sh->tok + sh->off[i];
+        int T = (int)(sh->off[i + 1] - sh->off[i]);
+        if (T < 2 || tok[0] < 0) continue; /* no token ids (an import): nothing to run */
+        for (int t = 0; t < T; t++) targets[t] = t + 1 < T ? tok[t + 1] : -1;
+        double mean;
+        gpt2_hook_clear(m);
+        if ((rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean))) break;
+        memcpy(clean, gpt2_logits(m), (size_t)T * V * sizeof *clean);
+        sums[0] += mean * (T - 1);
+        for (int mode = SPLICE_SAE; mode <= SPLICE_ERR && !rc; mode++) {
+            gpt2_hook_clear(m);
+            sp.mode = mode;
+            sp.rc = 0;
+            if ((rc = gpt2_hook_add(m, d->sae ? d->sae->cfg.hook_name : sh->hook.name, splice_hook, &sp)))
+                break;
+            rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean);
+            if (sp.rc) rc = sp.rc;
+            if (rc) break;
+            sums[1 + mode] += mean * (T - 1);
+            const float *lg = gpt2_logits(m);
+            for (int t = 0; t + 1 < T; t++)
+                kls[mode] += ana_kl_logits(clean + (size_t)t * V, lg + (size_t)t * V, V);
+        }
+        out->n += T - 1;
+        if (cli_interrupted()) rc = err_set(ERR_ABORTED, "analyze: interrupted");
+        progress_update(&pr, (double)(i + 1), NULL);
+    }
+    progress_end(&pr);
+    gpt2_hook_clear(m);
+    if (!rc && out->n == 0) rc = err_set(ERR_ARG, "analyze: no sequence has 2 or more tokens for the loss");
+    if (!rc) {
+        double n = (double)out->n;
+        out->ce_clean = sums[0] / n;
+        out->ce_sae = sums[1] / n;
+        out->ce_zero = sums[2] / n;
+        out->ce_err = sums[3] / n;
+        out->kl_sae = kls[0] / n;
+        out->kl_zero = kls[1] / n;
+        out->kl_err = kls[2] / n;
+    }
+    mem_free(targets);
+    mem_free(clean);
+    mem_free(sp.f);
+    mem_free(sp.xhat);
+    return rc;
+}
+
+/* The linear map from the hook's space to the residual stream along the direct path, by hook
+ * name: NULL for residual-space points; c_proj for mlp.hook_post and attn.hook_z. *ok = 0 when
+ * the hook is not on a linear direct path (e.g. mlp.hook_pre: a GELU follows). */
+static const float *direct_proj(gpt2_model *m, const char *hook, int d_in, int *ok)
+{
+    const gpt2_config *cfg = gpt2_cfg(m);
+    int layer = -1, n = 0;
+    char rest[96] = "";
+    *ok = 0;
+    if (!strcmp(hook, "hook_embed") || !strcmp(hook, "hook_pos_embed")) {
+        *ok = d_in == cfg->n_embd;
+        return NULL;
+    }
+    if (sscanf(hook, "blocks.%d.%95s%n", &layer, rest, &n) != 2) return NULL;
+    if (!strcmp(rest, "hook_resid_pre") || !strcmp(rest, "hook_resid_mid") ||
+        !strcmp(rest, "hook_resid_post") || !strcmp(rest, "hook_attn_out") ||
+        !strcmp(rest, "hook_mlp_out")) {
+        *ok = d_in == cfg->n_embd;
+        return NULL;
+    }
+    char name[96];
+    if (!strcmp(rest, "mlp.hook_post")) snprintf(name, sizeof name, "h.%d.mlp.c_proj.weight", layer);
+    else if (!strcmp(rest, "attn.hook_z")) snprintf(name, sizeof name, "h.%d.attn.c_proj.weight", layer);
+    else return NULL;
+    int nd;
+    int64_t shp[2];
+    const float *p = gpt2_param(m, name, &nd, shp);
+    *ok = p && nd == 2 && shp[0] == d_in && shp[1] == cfg->n_embd;
+    return *ok ? p : NULL;
+}
+
+/* ---- one dictionary ------------------------------------------------------------------------ */
+static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
+{
+    double t0 = now_seconds();
+    const int d_in = d->d_in, D = d->d_sae, Tm = sh->hook.seq_len;
+    int rc = OK;
+    double *edges = mem_alloc((size_t)(o->nbins + 1) * sizeof *edges);
+    float *x = mem_alloc((size_t)Tm * d_in * sizeof *x);
+    float *xhat = mem_alloc((size_t)Tm * d_in * sizeof *xhat);
+    float *f = mem_alloc((size_t)Tm * D * sizeof *f);
+    ana_feat_acc *acc = NULL;
+    sae_metrics rec = {0};
+    int64_t *geo = mem_calloc((size_t)o->geom_bins, sizeof *geo);
+    int64_t *geo_rand = mem_calloc((size_t)o->geom_bins, sizeof *geo_rand);
+    int *nearest = mem_alloc((size_t)D * sizeof *nearest);
+    float *ncos = mem_alloc((size_t)D * sizeof *ncos);
+    int *rnear = mem_alloc((size_t)D * sizeof *rnear);
+    float *rcos = mem_alloc((size_t)D * sizeof *rcos);
+    int *best_tag = mem_alloc((size_t)D * sizeof *best_tag);
+    double *best_prec = mem_alloc((size_t)D * sizeof *best_prec);
+    int64_t *tag_counts = mem_alloc((size_t)D * (sh->ntags + 1) * sizeof *tag_counts);
+    ana_act *acts = mem_alloc((size_t)(o->top_n + o->n_intervals * o->per_interval + 1) * sizeof *acts);
+    int *ivl = mem_alloc((size_t)(o->n_intervals * o->per_interval + 1) * sizeof *ivl);
+    int *tags = mem_alloc((size_t)(o->top_n + 1) * sizeof *tags);
+    float *logits = NULL;
+    int *lidx = mem_alloc((size_t)o->logit_k * sizeof *lidx);
+    float *lval = mem_alloc((size_t)o->logit_k * sizeof *lval);
+    store_ana_writer *w = NULL;
+    downstream ds = {0};
+    int have_ds = 0, tx = 0;
+    if (!edges || !x || !xhat || !f || !geo || !geo_rand || !nearest || !ncos || !rnear || !rcos ||
+        !best_tag || !best_prec || !tag_counts || !acts || !ivl || !tags || !lidx || !lval) {
+        rc = err_set(ERR_NOMEM, "analyze: out of memory for %d features", D);
+        goto done;
+    }
+    if ((rc = ana_log_edges(edges, o->nbins, o->hist_lo, o->hist_hi))) goto done;
+    if ((rc = ana_feat_acc_new(&acc, D, o->top_n, o->reservoir, edges, o->nbins, 0x5ae1u))) goto done;
+    if ((rc = sae_metrics_init(&rec, d_in, D))) goto done;
+
+    /* 1. the pass over the stored activations */
+    progress pr;
+    progress_begin(&pr, d->kind, (double)sh->nseq, "seq");
+    for (size_t i = 0; i < sh->nseq && !rc; i++) {
+        int T = Tm;
+        if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], x, &T))) break;
+        dict_codes(d, x, T, f, xhat, &rc);
+        if (rc) break;
+        sae_metrics_add(&rec, x, xhat, f, T);
+        ana_feat_acc_add(acc, f, T, sh->seq[i]);
+        if (cli_interrupted()) rc = err_set(ERR_ABORTED, "analyze: interrupted");
+        progress_update(&pr, (double)(i + 1), NULL);
+    }
+    progress_end(&pr);
+    if (rc) goto done;
+
+    /* 2. downstream loss (SAEs only: the identity dictionary reproduces the clean pass) */
+    if (d->sae && sh->model) {
+        if ((rc = run_downstream(sh, d, o, &ds))) goto done;
+        have_ds = 1;
+    }
+
+    /* 3. geometry: decoder directions and as many random unit vectors of the same width */
+    if ((rc = ana_geometry(d->W_dec, D, d_in, o->geom_bins, geo, nearest, ncos))) goto done;
+    {
+        float *R = mem_alloc((size_t)D * d_in * sizeof *R);
+        if (!R) rc = err_set(ERR_NOMEM, "analyze: out of memory for random directions");
+        if (!rc) rc = ana_random_unit(R, D, d_in, 0xd1ec7u);
+        if (!rc) rc = ana_geometry(R, D, d_in, o->geom_bins, geo_rand, rnear, rcos);
+        mem_free(R);
+        if (rc) goto done;
+    }
+
+    /* 4. write everything in one transaction */
+    if ((rc = store_begin(sh->s))) goto done;
+    tx = 1;
+    if ((rc = store_ana_writer_open(&w, sh->s))) goto done;
+    int64_t id;
+    int64_t ntok = ana_feat_tokens(acc);
+    store_ana_dict dd = {.kind = d->kind, .sae_id = sae_id, .name = d->name,
+                         .hook_name = sh->hook.name, .split = o->all ? "all" : "val",
+                         .d_in = d_in, .d_sae = D, .top_n = o->top_n,
+                         .n_seqs = (int64_t)sh->nseq, .n_tokens = ntok};
+    if ((rc = store_ana_dict_begin(w, &dd, &id))) goto done;
+    /* the whole vocabulary, so tok_text() names logit-effect tokens absent from the corpus */
+    if (sh->bpe && !sh->vocab_done) {
+        int V = tok_vocab_size(sh->bpe);
+        for (int t = 0; t < V && !rc; t++) {
+            size_t len;
+            const char *b = tok_token_bytes(sh->bpe, t, &len);
+            if (b) rc = store_ana_vocab(w, t, b, len);
+        }
+        if (rc) goto done;
+    }
+
+    /* per-feature rows, activations, POS */
+    double prec_sum = 0;
+    int prec_n = 0, dead = 0, dense = 0;
+    for (int j = 0; j < D && !rc; j++) {
+        int64_t na = ana_feat_active(acc, j);
+        double density = ntok ? (double)na / (double)ntok : 0;
+        dead += na == 0;
+        dense += density > 0.1;
+        int nt = ana_feat_top(acc, j, acts);
+        for (int r = 0; r < nt && !rc; r++) {
+            int tk = token_at(sh, acts[r].seq, acts[r].pos, &tags[r]);
+            rc = store_ana_act(w, id, j, "top", -1, r, acts[r].seq, acts[r].pos, tk, acts[r].value);
+        }
+        best_tag[j] = -1;
+        best_prec[j] = NAN;
+        if (!rc && sh->any_tags && nt > 0) {
+            int64_t *cnt = tag_counts + (size_t)j * (sh->ntags + 1);
+            double p;
+            best_tag[j] = ana_tag_dist(cnt, sh->ntags, tags, nt, &p);
+            if (best_tag[j] >= 0) {
+                best_prec[j] = p;
+                prec_sum += p;
+                prec_n++;
+                for (int t = 0; t < sh->ntags && !rc; t++)
+                    if (cnt[t]) rc = store_ana_pos(w, id, j, sh->tag_names[t], cnt[t]);
+            }
+        }
+        int nq = rc ? 0 : ana_feat_quantiles(acc, j, o->n_intervals, o->per_interval, acts, ivl);
+        int rank = 0;
+        for (int q = 0; q < nq && !rc; q++) {
+            rank = q > 0 && ivl[q] == ivl[q - 1] ? rank + 1 : 0;
+            int tk = token_at(sh, acts[q].seq, acts[q].pos, NULL);
+            rc = store_ana_act(w, id, j, "quantile", ivl[q], rank, acts[q].seq, acts[q].pos, tk,
+                               acts[q].value);
+        }
+        const int64_t *h = ana_feat_hist(acc, j);
+        for (int b = 0; b < o->nbins && !rc; b++)
+            if (h[b]) rc = store_ana_hist(w, id, j, b, edges[b], edges[b + 1], h[b]);
+        if (!rc)
+            rc = store_ana_feature(w, id, j, na, density, na ? ana_feat_sum(acc, j) / (double)na : NAN,
+                                   na ? (double)ana_feat_max(acc, j) : NAN, nearest[j], ncos[j],
+                                   best_tag[j] >= 0 ? sh->tag_names[best_tag[j]] : NULL, best_prec[j]);
+        if (!rc) rc = store_ana_decoder(w, id, j, d->W_dec + (size_t)j * d_in, d_in);
+    }
+    if (rc) goto done;
+
+    /* --all-acts: every non-zero, in a second pass now that the count is known */
+    if (o->all_acts) {
+        int64_t total = 0;
+        for (int j = 0; j < D; j++) total += ana_feat_active(acc, j);
+        fprintf(stderr, "analyze: --all-acts writes %lld activation rows (about %.0f MB)\n",
+                (long long)total, total * 40.0 / 1e6);
+        progress_begin(&pr, "all-acts", (double)sh->nseq, "seq");
+        for (size_t i = 0; i < sh->nseq && !rc; i++) {
+            int T = Tm;
+            if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], x, &T))) break;
+            dict_codes(d, x, T, f, NULL, &rc);
+            for (int t = 0; t < T && !rc; t++)
+                for (int j = 0; j < D && !rc; j++) {
+                    float v = f[(size_t)t * D + j];
+                    if (v > 0)
+                        rc = store_ana_act(w, id, j, "all", -1, -1, sh->seq[i], t,
+                                           sh->tok[sh->off[i] + t], v);
+                }
+            if (!rc && cli_interrupted()) rc = err_set(ERR_ABORTED, "analyze: interrupted");
+            progress_update(&pr, (double)(i + 1), NULL);
+        }
+        progress_end(&pr);
+        if (rc) goto done;
+    }
+
+    /* geometry histograms and summary */
+    double mac = 0, rmac = 0;
+    int over = 0, rover = 0, nmac = 0;
+    for (int j = 0; j < D; j++) {
+        if (nearest[j] >= 0) {
+            mac += fabs(ncos[j]);
+            nmac++;
+            over += fabs(ncos[j]) > o->cos_threshold;
+        }
+        if (rnear[j] >= 0) {
+            rmac += fabs(rcos[j]);
+            rover += fabs(rcos[j]) > o->cos_threshold;
+        }
+    }
+    for (int b = 0; b < o->geom_bins && !rc; b++) {
+        double lo = 180.0 * b / o->geom_bins, hi = 180.0 * (b + 1) / o->geom_bins;
+        rc = store_ana_geometry(w, id, "decoder", b, lo, hi, geo[b]);
+        if (!rc) rc = store_ana_geometry(w, id, "random", b, lo, hi, geo_rand[b]);
+    }
+
+    /* logit effects along the direct path */
+    int logit_ok = 0;
+    if (!rc && sh->model) {
+        const gpt2_config *cfg = gpt2_cfg(sh->model);
+        const float *proj = direct_proj(sh->model, sh->hook.name, d_in, &logit_ok);
+        int nd;
+        int64_t shp[2];
+        const float *WU = gpt2_param(sh->model, "lm_head.weight", &nd, shp);
+        const float *gamma = gpt2_param(sh->model, "ln_f.weight", &nd, shp);
+        if (logit_ok && WU && gamma) {
+            int V = cfg->vocab_size, blk = 128, k = o->logit_k < V ? o->logit_k : V;
+            logits = mem_alloc((size_t)blk * V * sizeof *logits);
+            if (!logits) rc = err_set(ERR_NOMEM, "analyze: out of memory for logit effects");
+            for (int j0 = 0; j0 < D && !rc; j0 += blk) {
+                int nb = D - j0 < blk ? D - j0 : blk;
+                rc = ana_logit_effects(logits, d->W_dec + (size_t)j0 * d_in, nb, d_in, proj,
+                                       cfg->n_embd, gamma, WU, V);
+                for (int a = 0; a < nb && !rc; a++) {
+                    for (int sign = 1; sign >= -1 && !rc; sign -= 2) {
+                        int n = ana_topk(lidx, lval, logits + (size_t)a * V, V, k, sign > 0);
+                        for (int r = 0; r < n && !rc; r++)
+                            rc = store_ana_logit(w, id, j0 + a, sign, r, lidx[r], lval[r]);
+                    }
+                }
+            }
+        } else logit_ok = 0;
+    }
+    if (rc) goto done;
+
+    /* metrics */
+    sae_metrics_summary rm;
+    sae_metrics_summarize(&rec, &rm);
+    struct { const char *name; double v; } M[] = {
+        {"mse", rm.mse}, {"explained_variance", rm.ev}, {"cosine", rm.cos},
+        {"l2_ratio", rm.l2_ratio}, {"l0", rm.l0}, {"dead_frac", rm.dead_frac},
+        {"dense_frac", rm.dense_frac},
+        {"geom_max_abs_cos_mean", nmac ? mac / nmac : NAN},
+        {"geom_random_max_abs_cos_mean", D > 1 ? rmac / D : NAN},
+        {"geom_threshold", o->cos_threshold}, {"geom_n_over", over}, {"geom_random_n_over", rover},
+    };
+    for (size_t i = 0; i < sizeof M / sizeof M[0] && !rc; i++) rc = store_ana_metric(w, id, M[i].name, M[i].v);
+    if (!rc && prec_n) rc = store_ana_metric(w, id, "pos_precision_mean", prec_sum / prec_n);
+    if (!rc && prec_n) rc = store_ana_metric(w, id, "pos_n_features", prec_n);
+    if (!rc && have_ds) {
+        struct { const char *name; double v; } C[] = {
+            {"ce_clean", ds.ce_clean}, {"ce_sae", ds.ce_sae}, {"ce_zero", ds.ce_zero},
+            {"ce_sae_err", ds.ce_err}, {"ce_loss_score", ana_score(ds.ce_zero, ds.ce_sae, ds.ce_clean)},
+            {"kl_sae", ds.kl_sae}, {"kl_zero", ds.kl_zero}, {"kl_sae_err", ds.kl_err},
+            {"kl_score", ana_score(ds.kl_zero, ds.kl_sae, 0)}, {"ce_tokens", (double)ds.n},
+        };
+        for (size_t i = 0; i < sizeof C / sizeof C[0] && !rc; i++) rc = store_ana_metric(w, id, C[i].name, C[i].v);
+    }
+    double secs = now_seconds() - t0;
+    if (!rc) rc = store_ana_dict_seconds(w, id, secs);
+    store_ana_writer_close(w);
+    w = NULL;
+    if (!rc) rc = store_commit(sh->s);
+    if (!rc) {
+        tx = 0;
+        if (sh->bpe) sh->vocab_done = 1;
+        printf("analyze: %s %s at %s: %zu sequences, %lld tokens, %d features in %.1f s (dict id %lld)\n",
+               d->kind, d->name, sh->hook.name, sh->nseq, (long long)ntok, D, secs, (long long)id);
+        printf("  l0 %.2f  explained variance %.4f  mse %.6g  dead %d  dense %d\n", rm.l0,
+               rm.ev, rm.mse, dead, dense);
+        if (have_ds)
+            printf("  CE clean %.4f  sae %.4f  zero %.4f  sae+error %.4f  ce_loss_score %.4f  "
+                   "KL sae %.4f  kl_score %.4f\n", ds.ce_clean, ds.ce_sae, ds.ce_zero, ds.ce_err,
+                   ana_score(ds.ce_zero, ds.ce_sae, ds.ce_clean), ds.kl_sae,
+                   ana_score(ds.kl_zero, ds.kl_sae, 0));
+        printf("  geometry: mean max|cos| %.4f (random %.4f), %d features over %.2f (random %d)\n",
+               nmac ? mac / nmac : NAN, D > 1 ? rmac / D : NAN, over, o->cos_threshold, rover);
+        if (prec_n) printf("  POS: mean best-tag precision %.4f over %d features\n", prec_sum / prec_n, prec_n);
+        if (sh->model && !logit_ok)
+            printf("  logit effects skipped: %s is not on a linear direct path to the logits\n",
+                   sh->hook.name);
+    }
+done:
+    store_ana_writer_close(w);
+    if (tx) store_rollback(sh->s);
+    ana_feat_acc_free(acc);
+    sae_metrics_free(&rec);
+    mem_free(edges);
+    mem_free(x);
+    mem_free(xhat);
+    mem_free(f);
+    mem_free(geo);
+    mem_free(geo_rand);
+    mem_free(nearest);
+    mem_free(ncos);
+    mem_free(rnear);
+    mem_free(rcos);
+    mem_free(best_tag);
+    mem_free(best_prec);
+    mem_free(tag_counts);
+    mem_free(acts);
+    mem_free(ivl);
+    mem_free(tags);
+    mem_free(logits);
+    mem_free(lidx);
+    mem_free(lval);
+    return rc;
+}
+
+/* The model directory: --model, else the path the database recorded for the hook's model. */
+static int open_model(shared *sh, const opts *o)
+{
+    const char *dir = o->model_dir;
+    store_model *ms = NULL;
+    size_t nm = 0;
+    int rc = OK;
+    if (!dir) {
+        if ((rc = store_model_list(sh->s, &ms, &nm))) return rc;
+        for (size_t i = 0; i < nm; i++)
+            if (ms[i].id == sh->hook.model_id) dir = ms[i].path;
+        if (!dir) {
+            mem_free(ms);
+            return err_set(ERR_NOTFOUND, "%s: no model recorded for hook %s; give --model DIR or "
+                           "--no-model", o->db, sh->hook.name);
+        }
+    }
+    sh->model_path = mem_strdup(dir);
+    rc = gpt2_load(&sh->model, dir);
+    if (rc) err_wrap(rc, "loading the model for the downstream metrics (--no-model skips them)");
+    int layer, width;
+    if (!rc && gpt2_hook_info(sh->model, sh->hook.name, &layer, &width) == OK && width != sh->hook.width)
+        rc = err_set(ERR_SHAPE, "%s: hook %s is %d wide in the model but %d in %s", dir,
+                     sh->hook.name, width, sh->hook.width, o->db);
+    mem_free(ms);
+    return rc;
+}
+
+int cmd_analyze(int argc, char **argv)
+{
+    opts o = {.top_n = 20, .n_intervals = 10, .per_interval = 5, .reservoir = 256, .nbins = 40,
+              .geom_bins = 90, .logit_k = 10, .ce_seqs = 16, .val_frac = 0.1,
+              .cos_threshold = 0.5, .hist_lo = 1e-3, .hist_hi = 1e3};
+    arg_spec spec[] = {
+        {"--db", ARG_STR, &o.db, "database with stored activations (written: analysis tables)"},
+        {"--sae", ARG_STR, &o.sae_dir, "SAE directory (SAELens layout)"},
+        {"--neurons", ARG_FLAG, &o.neurons, "also (or only) analyse the hook's neuron basis"},
+        {"--hook", ARG_STR, &o.hook, "hook for --neurons without --sae"},
+        {"--all", ARG_FLAG, &o.all, "use every stored sequence, not the validation split"},
+        {"--val-frac", ARG_FLOAT, &o.val_frac, "validation fraction of the split (default 0.1)"},
+        {"--all-acts", ARG_FLAG, &o.all_acts, "store every non-zero activation (size printed first)"},
+        {"--model", ARG_STR, &o.model_dir, "model directory (default: the one the database recorded)"},
+        {"--tokenizer", ARG_STR, &o.tok_dir, "tokenizer directory for token texts (default: the model's)"},
+        {"--no-model", ARG_FLAG, &o.no_model, "skip the downstream loss metrics and logit effects"},
+        {"--top", ARG_INT, &o.top_n, "top activations kept per feature (default 20)"},
+        {"--quantiles", ARG_INT, &o.n_intervals, "quantile intervals sampled per feature (default 10)"},
+        {"--per-quantile", ARG_INT, &o.per_interval, "samples per quantile interval (default 5)"},
+        {"--bins", ARG_INT, &o.nbins, "log-spaced activation histogram bins (default 40)"},
+        {"--logit-k", ARG_INT, &o.logit_k, "top positive/negative logit tokens kept (default 10)"},
+        {"--ce-seqs", ARG_INT, &o.ce_seqs, "sequences for the downstream loss (default 16)"},
+        {"--max-seqs", ARG_INT, &o.max_seqs, "analyse at most N sequences (0: all)"},
+        {"--cos-threshold", ARG_FLOAT, &o.cos_threshold, "geometry: count max|cos| above this (0.5)"},
+        {NULL, 0, NULL, NULL},
+    };
+    const char *pos[1];
+    int npos = 0;
+    int rc = args_parse("analyze", argc, argv, spec, pos, 0, &npos);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!o.db) return cli_usage_error("analyze", "--db FILE is required");
+    if (!o.sae_dir && !o.neurons) return cli_usage_error("analyze", "give --sae DIR and/or --neurons");
+    if (!o.sae_dir && !o.hook) return cli_usage_error("analyze", "--neurons without --sae needs --hook NAME");
+    if (o.top_n < 1 || o.n_intervals < 1 || o.per_interval < 1 || o.nbins < 1 || o.logit_k < 1 ||
+        o.ce_seqs < 1 || o.max_seqs < 0 || !(o.val_frac > 0 && o.val_frac < 1))
+        return cli_usage_error("analyze", "counts must be >= 1 and --val-frac in (0, 1)");
+    cli_catch_signals();
+
+    shared sh = {0};
+    dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};
+    if (o.sae_dir) {
+        if ((rc = sae_load(&sd.sae, o.sae_dir))) goto out;
+        sd.d_in = sd.sae->cfg.d_in;
+        sd.d_sae = sd.sae->cfg.d_sae;
+        sd.W_dec = sd.sae->W_dec;
+        snprintf(sd.name, sizeof sd.name, "%s", o.sae_dir);
+        if (o.hook && strcmp(o.hook, sd.sae->cfg.hook_name)) {
+            rc = err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o.sae_dir,
+                         sd.sae->cfg.hook_name, o.hook);
+            goto out;
+        }
+    }
+    const char *hook = o.sae_dir ? sd.sae->cfg.hook_name : o.hook;
+    if ((rc = store_open(&sh.s, o.db, 0))) goto out;
+    if ((rc = store_ana_init(sh.s))) goto out;
+    if ((rc = store_hook_find(sh.s, hook, &sh.hook))) goto out;
+    if (sd.sae && sd.d_in != sh.hook.width) {
+        rc = err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",
+                     o.sae_dir, sd.d_in, o.db, sh.hook.width, hook);
+        goto out;
+    }
+    if ((rc = load_shared(&sh, &o))) goto out;
+    if (!o.no_model && (rc = open_model(&sh, &o))) goto out;
+    if (o.tok_dir) {
+        if ((rc = tok_load(&sh.bpe, o.tok_dir))) goto out;
+    } else if (sh.model_path && tok_load(&sh.bpe, sh.model_path) != OK) {
+        sh.bpe = NULL; /* optional: token texts then come from the store's tokens table */
+        err_clear();
+    }
+    if (sd.sae && (rc = analyze_dict(&sh, &sd, &o, -1))) goto out;
+    if (o.neurons) {
+        nd.d_in = nd.d_sae = sh.hook.width;
+        snprintf(nd.name, sizeof nd.name, "neurons@%s", sh.hook.name);
+        nd.W_dec = mem_calloc((size_t)nd.d_in * nd.d_in, sizeof *nd.W_dec);
+        if (!nd.W_dec) {
+            rc = err_set(ERR_NOMEM, "analyze: out of memory for the identity dictionary");
+            goto out;
+        }
+        for (int i = 0; i < nd.d_in; i++) nd.W_dec[(size_t)i * nd.d_in + i] = 1;
+        rc = analyze_dict(&sh, &nd, &o, -1);
+    }
+out:
+    mem_free(nd.W_dec);
+    sae_free(sd.sae);
+    free_shared(&sh);
+    store_close(sh.s);
+    return rc ? cli_fail("analyze") : 0;
+}

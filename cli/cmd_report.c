@@ -1,0 +1,67 @@
+/* cmd_report.c - `saelite report`: PNG dashboards and pictures from the analysis tables. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "reports/report_run.h"
+
+CLI_COMMAND(report, "Render feature dashboards and SAE pictures (PNG + index.html)",
+            "saelite report --db FILE --sae ID|DIR (--features 0,5,7-9 | --top N [--by density|max|alignment]) --out DIR")
+
+int cmd_report(int argc, char **argv)
+{
+    rep_run_opts o;
+    rep_run_defaults(&o);
+    const char *features = NULL, *by = "density";
+    int no_global = 0;
+    arg_spec spec[] = {
+        {"--db", ARG_STR, &o.db, "database written by extract + analyze"},
+        {"--sae", ARG_STR, &o.sae, "SAE registry id, SAE name/directory, or 'neurons[@HOOK]'"},
+        {"--features", ARG_STR, &features, "features to draw, e.g. 0,5,7-9"},
+        {"--top", ARG_INT, &o.top, "draw the top N features (default 20) ranked by --by"},
+        {"--by", ARG_STR, &by, "ranking for --top: density (default), max, alignment (POS precision)"},
+        {"--out", ARG_STR, &o.out_dir, "output directory (created; index.html lists everything)"},
+        {"--hook", ARG_STR, &o.hook, "hook, when the SAE was analysed at several"},
+        {"--split", ARG_STR, &o.split, "analysed split (val|all) when both exist; default: latest"},
+        {"--contexts", ARG_INT, &o.contexts, "top-activation rows per dashboard (default 20)"},
+        {"--per-interval", ARG_INT, &o.per_interval, "rows per quantile band (default 3)"},
+        {"--threads", ARG_INT, &o.threads, "rendering threads (default 2)"},
+        {"--ground-truth", ARG_STR, &o.ground_truth, "true directions .npy [n, d_in] (synthetic data): recovery picture"},
+        {"--training-log", ARG_STR, &o.training_log, "sae-train's training_log.csv (default: the SAE directory's)"},
+        {"--no-global", ARG_FLAG, &no_global, "only the feature dashboards, not the SAE-wide pictures"},
+        {NULL, 0, NULL, NULL}};
+    int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
+    if (rc) return rc;
+    if (!o.db) return cli_usage_error(argv[0], "--db is required");
+    if (!o.sae) return cli_usage_error(argv[0], "--sae is required");
+    if (!o.out_dir) return cli_usage_error(argv[0], "--out is required");
+    if (features && o.top) return cli_usage_error(argv[0], "give either --features or --top, not both");
+    if (o.top < 0 || o.top > 1000000) return cli_usage_error(argv[0], "--top must be 1..1000000");
+    if (o.threads < 1 || o.threads > 64) return cli_usage_error(argv[0], "--threads must be 1..64");
+    if (!strcmp(by, "density")) o.by = REP_BY_DENSITY;
+    else if (!strcmp(by, "max")) o.by = REP_BY_MAX;
+    else if (!strcmp(by, "alignment")) o.by = REP_BY_ALIGNMENT;
+    else return cli_usage_error(argv[0], "--by must be density, max or alignment, not '%s'", by);
+    int *list = NULL, nlist = 0;
+    if (features) {
+        if (args_int_list(features, &list, &nlist))
+            return cli_usage_error(argv[0], "--features: %s", err_msg());
+        o.features = list;
+        o.nfeatures = nlist;
+    }
+    o.global = !no_global;
+    o.version = SAELITE_VERSION;
+    o.stop = &cli_stop_flag;
+    cli_catch_signals();
+    rep_run_result res;
+    rc = rep_run(&o, &res);
+    mem_free(list);
+    if (rc) return cli_fail(argv[0]);
+    printf("report: %d feature dashboards and %d SAE pictures of '%s' in %s/ (index.html), %.2f s; "
+           "dashboards %.1f/s on %d threads\n",
+           res.dashboards, res.pictures, res.dict_name, o.out_dir, res.seconds,
+           res.dashboard_seconds > 0 ? res.dashboards / res.dashboard_seconds : 0.0, o.threads);
+    return 0;
+}

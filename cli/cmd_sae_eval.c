@@ -1,0 +1,94 @@
+/* cmd_sae_eval.c - `saelite sae-eval`: ground-truth recovery and reconstruction metrics. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/npy.h"
+#include "sae/metrics.h"
+#include "sae/sae.h"
+
+CLI_COMMAND(sae_eval, "Evaluate an SAE: ground-truth MMCS and/or reconstruction metrics",
+            "saelite sae-eval --sae DIR [--ground-truth TRUE.npy] [--npy ACTS.npy] "
+            "[--max-tokens N]")
+
+int cmd_sae_eval(int argc, char **argv)
+{
+    const char *cmd = "sae-eval", *dir = NULL, *truth = NULL, *acts = NULL;
+    double thr = 0.9;
+    int64_t max_tokens = 0;
+    arg_spec spec[] = {
+        {"--sae", ARG_STR, &dir, "SAE directory (SAELens layout)"},
+        {"--ground-truth", ARG_STR, &truth, "true directions [features, d_in] .npy"},
+        {"--threshold", ARG_FLOAT, &thr, "cosine for 'recovered' (0.9)"},
+        {"--npy", ARG_STR, &acts, "activations [tokens, d_in] .npy for reconstruction metrics"},
+        {"--max-tokens", ARG_I64, &max_tokens, "use at most N rows of --npy (0 = all)"},
+        {NULL, 0, NULL, NULL},
+    };
+    int np = 0;
+    int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
+    if (prc) return prc < 0 ? 0 : prc;
+    if (!dir) return cli_usage_error(cmd, "--sae DIR is required");
+    if (!truth && !acts) return cli_usage_error(cmd, "give --ground-truth and/or --npy");
+    sae_model *m;
+    if (sae_load(&m, dir)) return cli_fail(cmd);
+    int D = m->cfg.d_in, S = m->cfg.d_sae, rc = OK;
+    float *data = NULL;
+    int nd;
+    int64_t sh[NPY_MAX_DIMS];
+    printf("sae %s: %s d_in %d d_sae %d", dir, sae_arch_name(m->cfg.arch), D, S);
+    if (m->cfg.k) printf(" k %d", m->cfg.k);
+    printf("\n");
+    if (truth) {
+        rc = npy_read(truth, &data, &nd, sh);
+        if (!rc && (nd != 2 || sh[1] != D))
+            rc = err_set(ERR_SHAPE, "%s: expected [features, %d], got %d dims", truth, D, nd);
+        double mm, rec;
+        if (!rc) rc = sae_mmcs(data, (int)sh[0], m->W_dec, S, D, thr, &mm, &rec, NULL);
+        if (!rc)
+            printf("ground truth %s: %" PRId64 " features, MMCS %.4f, recovered (cos > %.2f) %.1f%%\n",
+                   truth, sh[0], mm, thr, 100 * rec);
+        mem_free(data);
+        data = NULL;
+    }
+    if (!rc && acts) {
+        rc = npy_read(acts, &data, &nd, sh);
+        if (!rc && (nd != 2 || sh[1] != D))
+            rc = err_set(ERR_SHAPE, "%s: expected [tokens, %d], got %d dims", acts, D, nd);
+        int64_t n = !rc ? sh[0] : 0;
+        if (max_tokens > 0 && n > max_tokens) n = max_tokens;
+        sae_metrics acc;
+        memset(&acc, 0, sizeof acc);
+        enum { CH = 512 };
+        float *f = NULL, *xh = NULL;
+        if (!rc) rc = sae_metrics_init(&acc, D, S);
+        if (!rc) {
+            f = mem_alloc(sizeof(float) * (size_t)CH * S);
+            xh = mem_alloc(sizeof(float) * (size_t)CH * D);
+            if (!f || !xh) rc = err_set(ERR_NOMEM, "sae-eval: out of memory");
+        }
+        for (int64_t r0 = 0; !rc && r0 < n; r0 += CH) {
+            int nb = n - r0 < CH ? (int)(n - r0) : CH;
+            const float *x = data + r0 * D;
+            rc = sae_encode(m, x, nb, f);
+            if (!rc) rc = sae_decode(m, f, nb, xh);
+            if (!rc) sae_metrics_add(&acc, x, xh, f, nb);
+        }
+        if (!rc) {
+            sae_metrics_summary s;
+            sae_metrics_summarize(&acc, &s);
+            printf("reconstruction on %" PRId64 " tokens of %s: mse %.5g  explained variance %.4f  "
+                   "cos %.4f  l2 ratio %.3f  L0 %.2f  dead %.1f%%  dense %.1f%%\n",
+                   s.n, acts, s.mse, s.ev, s.cos, s.l2_ratio, s.l0, 100 * s.dead_frac,
+                   100 * s.dense_frac);
+        }
+        sae_metrics_free(&acc);
+        mem_free(f);
+        mem_free(xh);
+        mem_free(data);
+    }
+    sae_free(m);
+    return rc ? cli_fail(cmd) : 0;
+}

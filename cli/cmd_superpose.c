@@ -1,0 +1,215 @@
+/* cmd_superpose.c - `saelite superpose`: Toy Models of Superposition, swept over sparsity. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/npy.h"
+#include "common/progress.h"
+#include "toy/toy.h"
+
+CLI_COMMAND(superpose, "Toy models of superposition: n sparse features in m dimensions",
+            "saelite superpose [--n 20 --m 5] [--sparsity 0,0.7,0.9,...] [--importance R] "
+            "[--steps N] [-o DIR]")
+
+#define MAX_SPARSITIES 64
+
+/* "0,0.7,0.9" -> values in [0,1) */
+static int parse_list(const char *s, double *v, int max, int *n)
+{
+    int k = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno || !(x >= 0 && x < 1) || k == max) return -1;
+        v[k++] = x;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) return -1;
+    }
+    *n = k;
+    return k ? 0 : -1;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return err_set(ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return err_set(ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+    return OK;
+}
+
+/* Open path.tmp for writing; close_rename finishes it atomically. */
+static FILE *open_tmp(const char *path, char *tmp, size_t cap)
+{
+    snprintf(tmp, cap, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    return f;
+}
+
+static int close_rename(FILE *f, const char *tmp, const char *path)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        unlink(tmp);
+        return err_set(ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path) != 0) {
+        unlink(tmp);
+        return err_set(ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
+    }
+    return OK;
+}
+
+typedef struct {
+    progress p;
+    double S;
+} prog_state;
+
+static int on_step(int step, int total, double loss, void *user)
+{
+    prog_state *ps = user;
+    if (step % 50 == 0 || step == total)
+        progress_update(&ps->p, step, "S=%.4g loss %.5f", ps->S, loss);
+    return cli_interrupted();
+}
+
+int cmd_superpose(int argc, char **argv)
+{
+    int n = 20, m = 5, steps = 10000, batch = 1024, instances = 1;
+    int64_t seed = 0;
+    double imp = 0.7, lr = 1e-3;
+    const char *sp = "0,0.7,0.9,0.97,0.99,0.997,0.999", *out = NULL;
+    arg_spec spec[] = {
+        {"--n", ARG_INT, &n, "number of features (default 20)"},
+        {"--m", ARG_INT, &m, "hidden dimensions (default 5)"},
+        {"--sparsity", ARG_STR, &sp, "comma-separated S values in [0,1) (default 0,0.7,...,0.999)"},
+        {"--importance", ARG_FLOAT, &imp, "importance decay r: I_i = r^i (default 0.7)"},
+        {"--steps", ARG_INT, &steps, "Adam steps per model (default 10000)"},
+        {"--batch", ARG_INT, &batch, "batch size (default 1024)"},
+        {"--lr", ARG_FLOAT, &lr, "Adam learning rate (default 1e-3)"},
+        {"--instances", ARG_INT, &instances, "runs per sparsity, lowest loss kept (default 1)"},
+        {"--seed", ARG_I64, &seed, "random seed (default 0)"},
+        {"-o", ARG_STR, &out, "output directory for .npy/.csv (and pictures)"},
+        {"--out", ARG_STR, &out, "same as -o"},
+        {NULL},
+    };
+    int rc = args_parse("superpose", argc, argv, spec, NULL, 0, NULL);
+    if (rc) return rc;
+    double S[MAX_SPARSITIES];
+    int ns;
+    if (parse_list(sp, S, MAX_SPARSITIES, &ns))
+        return cli_usage_error("superpose", "--sparsity wants up to %d comma-separated values in "
+                                            "[0,1), got '%s'", MAX_SPARSITIES, sp);
+    if (n < 1 || m < 1 || n > 10000 || m > 10000)
+        return cli_usage_error("superpose", "--n and --m must be in 1..10000");
+    if (out && mkdir_p(out)) return cli_fail("superpose");
+    cli_catch_signals();
+
+    sup_model **models = mem_calloc((size_t)ns, sizeof *models);
+    sup_feature *feat = mem_alloc(sizeof *feat * (size_t)n * ns);
+    float *G = mem_alloc(sizeof(float) * (size_t)n * n);
+    if (!models || !feat || !G) {
+        err_set(ERR_NOMEM, "out of memory");
+        rc = cli_fail("superpose");
+        goto done;
+    }
+    printf("toy model: %d features (importance %g^i) in %d dimensions, %d steps x batch %d, "
+           "lr %g, %d instance%s, seed %lld\n\n",
+           n, imp, m, steps, batch, lr, instances, instances == 1 ? "" : "s", (long long)seed);
+    printf("%-9s %9s %11s %14s %12s %s\n", "sparsity", "1/(1-S)", "loss", "dims/feature",
+           "represented", "dimensionality of represented features");
+    double t0 = now_seconds();
+    for (int k = 0; k < ns; k++) {
+        sup_config c;
+        sup_config_default(&c, n, m);
+        c.sparsity = S[k];
+        c.importance_decay = imp;
+        c.steps = steps;
+        c.batch = batch;
+        c.lr = lr;
+        c.instances = instances;
+        c.seed = (uint64_t)seed;
+        prog_state ps = {.S = S[k]};
+        progress_begin(&ps.p, "superpose", (double)steps * instances, "step");
+        int e = sup_train(&c, &models[k], on_step, &ps);
+        progress_end(&ps.p);
+        if (e) {
+            rc = cli_fail("superpose");
+            goto done;
+        }
+        sup_model *s = models[k];
+        sup_feature *f = feat + (size_t)k * n;
+        sup_features(s, f);
+        printf("%-9.4g %9.4g %11.6f %14.3f %9d/%-3d", S[k], 1 / (1 - S[k]), s->final_loss,
+               sup_dims_per_feature(s), sup_represented(s), n);
+        for (int i = 0, shown = 0; i < n; i++)
+            if (f[i].norm > 0.5 && shown++ < 12) printf("%s%.2f", shown > 1 ? " " : "  ", f[i].dimensionality);
+        printf("\n");
+        fflush(stdout);
+    }
+    if (out) {
+        char path[4096], tmp[4200];
+        for (int k = 0; k < ns; k++) {
+            sup_model *s = models[k];
+            int64_t shw[2] = {n, m}, shb[1] = {n}, shg[2] = {n, n};
+            sup_gram(s, G);
+            snprintf(path, sizeof path, "%s/W_S%.4g.npy", out, S[k]);
+            if (npy_write(path, s->W, 2, shw)) goto fail;
+            snprintf(path, sizeof path, "%s/b_S%.4g.npy", out, S[k]);
+            if (npy_write(path, s->b, 1, shb)) goto fail;
+            snprintf(path, sizeof path, "%s/gram_S%.4g.npy", out, S[k]);
+            if (npy_write(path, G, 2, shg)) goto fail;
+        }
+        snprintf(path, sizeof path, "%s/features.csv", out);
+        FILE *f = open_tmp(path, tmp, sizeof tmp);
+        if (!f) goto fail;
+        fprintf(f, "sparsity,feature,importance,norm,superposition,dimensionality,bias\n");
+        for (int k = 0; k < ns; k++)
+            for (int i = 0; i < n; i++) {
+                const sup_feature *x = &feat[(size_t)k * n + i];
+                fprintf(f, "%.6g,%d,%.6g,%.6f,%.6f,%.6f,%.6f\n", S[k], i, pow(imp, i), x->norm,
+                        x->superposition, x->dimensionality, models[k]->b[i]);
+            }
+        if (close_rename(f, tmp, path)) goto fail;
+        snprintf(path, sizeof path, "%s/summary.csv", out);
+        if (!(f = open_tmp(path, tmp, sizeof tmp))) goto fail;
+        fprintf(f, "sparsity,loss,dims_per_feature,represented\n");
+        for (int k = 0; k < ns; k++)
+            fprintf(f, "%.6g,%.8f,%.6f,%d\n", S[k], models[k]->final_loss,
+                    sup_dims_per_feature(models[k]), sup_represented(models[k]));
+        if (close_rename(f, tmp, path)) goto fail;
+        snprintf(path, sizeof path, "%s/superpose.png", out);
+        if (sup_render(path, models, S, ns, imp)) goto fail;
+        snprintf(path, sizeof path, "%s/dimensionality.png", out);
+        if (sup_render_dimensionality(path, models, S, ns)) goto fail;
+    }
+    printf("\ntrained %d model%s in %.1f s%s%s\n", ns, ns == 1 ? "" : "s", now_seconds() - t0,
+           out ? "; wrote " : "", out ? out : "");
+    goto done;
+fail:
+    rc = cli_fail("superpose");
+done:
+    for (int k = 0; models && k < ns; k++) sup_model_free(models[k]);
+    mem_free(models);
+    mem_free(feat);
+    mem_free(G);
+    return rc;
+}

@@ -1,0 +1,564 @@
+/* extract.c - the extraction runner (see extract.h): corpus -> tokens -> windows -> batches ->
+ * hooked forward -> one store transaction per batch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/progress.h"
+#include "extract/corpus.h"
+#include "extract/extract.h"
+#include "model/gpt2.h"
+#include "model/tokenizer.h"
+#include "store/store.h"
+
+typedef struct {
+    char name[128];
+    int layer, width;
+    store_hook sh;
+    float *buf;    /* [batch, ctx, width] of the last forward */
+    int B, T;      /* shape the hook saw */
+    int fired;
+} ext_hook;
+
+/* A pending window of the current batch (document tokens copied, so the document may go). */
+typedef struct {
+    int64_t doc_id, start;
+    int T;
+} ext_win;
+
+struct ext_job {
+    ext_opts o;
+    char tokdir[4096], checksum[17];
+    gpt2_model *m;
+    tok_tokenizer *tok;
+    store *s;
+    int ctx, eot, nh;
+    ext_hook h[EXT_MAX_HOOKS];
+    int64_t model_id, run_id;
+    ext_plan plan;
+    /* batch buffers */
+    ext_win *win;
+    int nwin;
+    int *ids;            /* [batch, ctx] */
+    int64_t *bstart, *bend; /* [batch, ctx] byte spans (-1 for BOS) */
+    char (*tags)[16];    /* [batch, ctx] */
+    int64_t *seq_ids;    /* [batch] */
+    unsigned char *have; /* [nh, batch] activations already stored */
+};
+
+static double secs(void) { return now_seconds(); }
+
+/* ---- options and validation ---------------------------------------------------------------- */
+static int hook_list_msg(const gpt2_model *m, const char *bad)
+{
+    /* Names of layer 0 stand for every layer; the list stays short for deep models. */
+    char list[900] = "";
+    size_t len = 0;
+    int n = gpt2_hook_count(m);
+    for (int i = 0; i < n && len + 40 < sizeof list; i++) {
+        const char *nm = gpt2_hook_name(m, i);
+        if (!strncmp(nm, "blocks.", 7) && strncmp(nm, "blocks.0.", 9)) continue;
+        if (strstr(nm, "attn_scores") || strstr(nm, "hook_pattern")) continue;
+        if (!strncmp(nm, "blocks.0.", 9))
+            len += (size_t)snprintf(list + len, sizeof list - len, "%sblocks.L.%s", len ? ", " : "", nm + 9);
+        else len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", nm);
+    }
+    return err_set(ERR_NOTFOUND, "unknown hook '%s' (valid, L = 0..%d: %s)", bad,
+                   gpt2_cfg(m)->n_layer - 1, list);
+}
+
+static int hook_cb(const tensor_view *t, void *user)
+{
+    ext_hook *h = user;
+    int64_t per = t->ndim >= 3 ? t->shape[0] * t->shape[1] : 0;
+    if (per <= 0 || tensor_numel(t) != per * h->width) return 1;
+    memcpy(h->buf, t->data, (size_t)tensor_numel(t) * sizeof(float));
+    h->B = (int)t->shape[0];
+    h->T = (int)t->shape[1];
+    h->fired = 1;
+    return 0;
+}
+
+static int parse_hooks(ext_job *j)
+{
+    const char *p = j->o.hooks;
+    if (!p || !*p) return err_set(ERR_ARG, "no hook given (--hook NAME[,NAME...])");
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 0 || n >= sizeof j->h[0].name)
+            return err_set(ERR_ARG, "bad hook list '%s'", j->o.hooks);
+        if (j->nh == EXT_MAX_HOOKS) return err_set(ERR_ARG, "more than %d hooks", EXT_MAX_HOOKS);
+        ext_hook *h = &j->h[j->nh];
+        memcpy(h->name, p, n);
+        h->name[n] = 0;
+        for (int i = 0; i < j->nh; i++)
+            if (!strcmp(j->h[i].name, h->name)) return err_set(ERR_ARG, "hook %s given twice", h->name);
+        if (strstr(h->name, "attn_scores") || strstr(h->name, "hook_pattern"))
+            return err_set(ERR_ARG, "hook %s is [B,H,T,T], not per token; extract stores per-token "
+                           "points only", h->name);
+        if (gpt2_hook_info(j->m, h->name, &h->layer, &h->width)) return hook_list_msg(j->m, h->name);
+        j->nh++;
+        p += n;
+        if (*p == ',') p++;
+    }
+    return OK;
+}
+
+/* ---- corpus passes ------------------------------------------------------------------------- */
+typedef struct {
+    corpus_doc *d;
+    int *ids;
+    size_t *off;
+    size_t n;
+    const char **tag; /* [n] POS tag per token or NULL */
+} ext_doc;
+
+static void doc_free(ext_doc *x)
+{
+    corpus_doc_free(x->d);
+    mem_free(x->ids);
+    mem_free(x->off);
+    mem_free(x->tag);
+    memset(x, 0, sizeof *x);
+}
+
+static int doc_tokenize(ext_job *j, corpus_doc *d, ext_doc *x, int want_detail)
+{
+    memset(x, 0, sizeof *x);
+    x->d = d;
+    int rc = tok_encode(j->tok, d->text, d->len, 0, &x->ids, want_detail ? &x->off : NULL, &x->n);
+    if (rc) return err_wrap(rc, "%s: document %s", j->o.corpus, d->id);
+    if (!want_detail || !d->tags || !x->n) return OK;
+    if (!(x->tag = mem_calloc(x->n, sizeof *x->tag))) return err_set(ERR_NOMEM, "out of memory");
+    /* Tag of the word holding the token's first non-space byte; tags are in text order. */
+    size_t ti = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        size_t b = x->off[i], e = i + 1 < x->n ? x->off[i + 1] : d->len;
+        while (b < e && (d->text[b] == ' ' || d->text[b] == '\n' || d->text[b] == '\t')) b++;
+        if (b >= e) continue;
+        while (ti < d->ntags && d->tags[ti].end <= b) ti++;
+        if (ti < d->ntags && d->tags[ti].start <= b) x->tag[i] = d->tags[ti].tag;
+    }
+    return OK;
+}
+
+/* Window lengths after the --max-tokens cap; returns 0 when the cap is reached. */
+static int cap_len(const ext_job *j, int64_t total, int len)
+{
+    if (j->o.max_tokens <= 0) return len;
+    int64_t left = j->o.max_tokens - total;
+    if (left < len) len = (int)(left < 0 ? 0 : left);
+    if (j->o.bos && len < 2) len = 0;
+    return len;
+}
+
+static int count_pass(ext_job *j)
+{
+    corpus_reader *r;
+    int rc = corpus_open(&r, j->o.corpus, j->o.tags);
+    if (rc) return rc;
+    int64_t total = 0, windows = 0, docs = 0;
+    int done = 0;
+    for (;;) {
+        corpus_doc *d;
+        if ((rc = corpus_next(r, &d)) || !d) break;
+        docs++;
+        ext_doc x;
+        rc = doc_tokenize(j, d, &x, 0);
+        int64_t nw = rc ? 0 : ext_windows((int64_t)x.n, j->ctx, j->o.bos, NULL, NULL, 0);
+        int per = j->ctx - (j->o.bos ? 1 : 0);
+        for (int64_t w = 0; !rc && w < nw && !done; w++) {
+            int64_t left = (int64_t)x.n - w * per;
+            int len = cap_len(j, total, (int)(left < per ? left : per) + (j->o.bos ? 1 : 0));
+            if (len == 0) done = 1;
+            else {
+                total += len;
+                windows++;
+            }
+        }
+        doc_free(&x);
+        if (rc || done) break;
+    }
+    corpus_close(r);
+    if (rc) return rc;
+    if (total == 0)
+        return err_set(ERR_FORMAT, "%s: the corpus holds no text (0 tokens in %lld documents)",
+                       j->o.corpus, (long long)docs);
+    j->plan.n_docs = docs;
+    j->plan.n_windows = windows;
+    j->plan.n_tokens = total;
+    return OK;
+}
+
+/* ---- open ---------------------------------------------------------------------------------- */
+static int read_small(const char *path, char **out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(ERR_IO, "%s: cannot open", path);
+    char *buf = mem_alloc(1 << 16);
+    if (!buf) {
+        fclose(f);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    *out = buf;
+    return OK;
+}
+
+static int open_db(ext_job *j)
+{
+    int rc = store_open(&j->s, j->o.db, STORE_CREATE);
+    if (rc) return rc;
+    store_model *ms;
+    size_t nm;
+    if ((rc = store_model_list(j->s, &ms, &nm))) return rc;
+    for (size_t i = 0; i < nm; i++)
+        if (ms[i].checksum[0] && strcmp(ms[i].checksum, j->checksum)) {
+            rc = err_set(ERR_ARG, "%s: holds activations of another model (%s, checksum %s), not "
+                         "%s (%s); use another --db", j->o.db, ms[i].path, ms[i].checksum,
+                         j->o.model_dir, j->checksum);
+            break;
+        }
+    mem_free(ms);
+    if (rc) return rc;
+    char cfgpath[4200], *cfg = NULL;
+    snprintf(cfgpath, sizeof cfgpath, "%s/config.json", j->o.model_dir);
+    if ((rc = read_small(cfgpath, &cfg))) return rc;
+    const char *base = strrchr(j->o.model_dir, '/');
+    base = base && base[1] ? base + 1 : j->o.model_dir;
+    if ((rc = store_begin(j->s))) {
+        mem_free(cfg);
+        return rc;
+    }
+    rc = store_model_add(j->s, base, j->o.model_dir, cfg, j->checksum, &j->model_id);
+    mem_free(cfg);
+    for (int i = 0; !rc && i < j->nh; i++)
+        rc = store_hook_add(j->s, j->model_id, j->h[i].name, j->h[i].layer, j->h[i].width,
+                            j->o.dtype, j->ctx, &j->h[i].sh);
+    /* The run's identity: everything that changes what gets stored. */
+    char params[24000], a[4200], b[4200], c[4200], d[4200], e[1200];
+    if (!rc) {
+        ext_json_str(a, sizeof a, j->o.model_dir);
+        ext_json_str(b, sizeof b, j->o.corpus);
+        ext_json_str(c, sizeof c, j->o.tags ? j->o.tags : "");
+        ext_json_str(d, sizeof d, j->tokdir);
+        ext_json_str(e, sizeof e, j->o.hooks);
+        snprintf(params, sizeof params,
+                 "{\"model\": %s, \"checksum\": \"%s\", \"corpus\": %s, \"tags\": %s, "
+                 "\"tokenizer\": %s, \"hooks\": %s, \"ctx\": %d, \"bos\": %d, \"dtype\": \"%s\", "
+                 "\"batch\": %d, \"max_tokens\": %lld}",
+                 a, j->checksum, b, c, d, e, j->ctx, j->o.bos, store_dtype_name(j->o.dtype),
+                 j->o.batch, (long long)j->o.max_tokens);
+        rc = store_run_begin(j->s, "extract", params, &j->run_id, &j->plan.done_before);
+    }
+    if (!rc) rc = store_commit(j->s);
+    if (rc) store_rollback(j->s);
+    return rc;
+}
+
+int ext_open(ext_job **out, const ext_opts *o)
+{
+    *out = NULL;
+    if (o->batch < 1) return err_set(ERR_ARG, "--batch must be >= 1, got %d", o->batch);
+    if (o->ctx < 0) return err_set(ERR_ARG, "--ctx must be positive, got %d", o->ctx);
+    if (o->max_tokens < 0) return err_set(ERR_ARG, "--max-tokens must be >= 0");
+    if (!o->model_dir || !o->corpus || !o->db) return err_set(ERR_ARG, "--model, --corpus and --db are required");
+    ext_job *j = mem_calloc(1, sizeof *j);
+    if (!j) return err_set(ERR_NOMEM, "out of memory");
+    j->o = *o;
+    int rc = gpt2_load(&j->m, o->model_dir);
+    if (!rc) rc = ext_model_checksum(o->model_dir, j->checksum);
+    if (!rc) {
+        const gpt2_config *cfg = gpt2_cfg(j->m);
+        j->ctx = o->ctx ? o->ctx : cfg->n_ctx < 128 ? cfg->n_ctx : 128;
+        if (j->ctx > cfg->n_ctx)
+            rc = err_set(ERR_ARG, "--ctx %d exceeds the context of %s (n_ctx %d)", j->ctx,
+                         o->model_dir, cfg->n_ctx);
+        else if (o->bos && j->ctx < 2)
+            rc = err_set(ERR_ARG, "--ctx must be >= 2 with --bos");
+    }
+    if (!rc) rc = parse_hooks(j);
+    if (!rc) {
+        if (o->tokenizer_dir) snprintf(j->tokdir, sizeof j->tokdir, "%s", o->tokenizer_dir);
+        else ext_default_tokenizer(o->model_dir, j->tokdir, sizeof j->tokdir);
+        rc = tok_load(&j->tok, j->tokdir);
+    }
+    if (!rc) {
+        j->eot = tok_eot(j->tok);
+        if (o->bos && j->eot < 0)
+            rc = err_set(ERR_ARG, "%s: the tokenizer has no <|endoftext|>; use --no-bos", j->tokdir);
+        else if (tok_vocab_size(j->tok) > gpt2_cfg(j->m)->vocab_size)
+            rc = err_set(ERR_SHAPE, "tokenizer %s has %d ids but model %s only %d", j->tokdir,
+                         tok_vocab_size(j->tok), o->model_dir, gpt2_cfg(j->m)->vocab_size);
+    }
+    if (!rc) rc = count_pass(j);
+    if (!rc) rc = open_db(j);
+    if (!rc) {
+        ext_plan *p = &j->plan;
+        p->nhooks = j->nh;
+        p->ctx = j->ctx;
+        int64_t stored = -1;
+        for (int i = 0; i < j->nh; i++) {
+            ext_hook_plan *hp = &p->hooks[i];
+            snprintf(hp->name, sizeof hp->name, "%s", j->h[i].name);
+            hp->layer = j->h[i].layer;
+            hp->width = j->h[i].width;
+            hp->bytes = p->n_tokens * hp->width * store_dtype_size(o->dtype);
+            p->act_bytes += hp->bytes;
+            int64_t n = 0;
+            if (!rc) rc = store_count_source_acts(j->s, j->h[i].sh.id, o->corpus, &n);
+            if (stored < 0 || n < stored) stored = n;
+        }
+        /* ids blob + one tokens row (~40 bytes) per token; documents' text once. */
+        p->other_bytes = p->n_tokens * 48;
+        p->stored_windows = stored < 0 ? 0 : stored > p->n_windows ? p->n_windows : stored;
+        p->resumed = p->stored_windows > 0;
+        if (!rc) rc = ext_free_bytes(o->db, &p->free_bytes);
+    }
+    if (!rc) {
+        size_t B = (size_t)o->batch, C = (size_t)j->ctx;
+        j->win = mem_calloc(B, sizeof *j->win);
+        j->ids = mem_alloc(B * C * sizeof *j->ids);
+        j->bstart = mem_alloc(B * C * sizeof *j->bstart);
+        j->bend = mem_alloc(B * C * sizeof *j->bend);
+        j->tags = mem_alloc(B * C * sizeof *j->tags);
+        j->seq_ids = mem_alloc(B * sizeof *j->seq_ids);
+        j->have = mem_alloc((size_t)j->nh * B + 1);
+        if (!j->win || !j->ids || !j->bstart || !j->bend || !j->tags || !j->seq_ids || !j->have)
+            rc = err_set(ERR_NOMEM, "out of memory for batch buffers");
+        for (int i = 0; !rc && i < j->nh; i++) {
+            size_t n = B * C * (size_t)j->h[i].width;
+            if (!(j->h[i].buf = mem_alloc_aligned(n * sizeof(float))))
+                rc = err_set(ERR_NOMEM, "out of memory (%zu MB for hook %s)", n * 4 >> 20, j->h[i].name);
+            else rc = gpt2_hook_add(j->m, j->h[i].name, hook_cb, &j->h[i]);
+        }
+    }
+    if (rc) {
+        ext_close(j);
+        return rc;
+    }
+    *out = j;
+    return OK;
+}
+
+const ext_plan *ext_get_plan(const ext_job *j) { return &j->plan; }
+
+int ext_check_space(const ext_job *j)
+{
+    const ext_plan *p = &j->plan;
+    double left = p->n_windows ? 1.0 - (double)p->stored_windows / (double)p->n_windows : 0;
+    int64_t need = (int64_t)((double)(p->act_bytes + p->other_bytes) * left);
+    if (need > p->free_bytes)
+        return err_set(ERR_IO, "%s: needs about %.1f MB but only %.1f MB are free on its filesystem "
+                       "(--force to try anyway)", j->o.db, (double)need / 1e6,
+                       (double)p->free_bytes / 1e6);
+    return OK;
+}
+
+void ext_close(ext_job *j)
+{
+    if (!j) return;
+    if (j->m) gpt2_hook_clear(j->m);
+    for (int i = 0; i < j->nh; i++) mem_free_aligned(j->h[i].buf);
+    gpt2_free(j->m);
+    tok_free(j->tok);
+    store_close(j->s);
+    mem_free(j->win);
+    mem_free(j->ids);
+    mem_free(j->bstart);
+    mem_free(j->bend);
+    mem_free(j->tags);
+    mem_free(j->seq_ids);
+    mem_free(j->have);
+    mem_free(j);
+}
+
+/* ---- run ----------------------------------------------------------------------------------- */
+static int ensure_tx(ext_job *j, int *in_tx)
+{
+    if (*in_tx) return OK;
+    int rc = store_begin(j->s);
+    if (!rc) *in_tx = 1;
+    return rc;
+}
+
+/* Stores the pending batch (sequences, tokens, missing activations) and commits. */
+static int flush(ext_job *j, ext_stats *st, int *in_tx)
+{
+    if (j->nwin == 0) return OK;
+    int B = j->nwin, T = j->win[0].T, C = j->ctx, rc = ensure_tx(j, in_tx);
+    double t0 = secs();
+    int missing = 0;
+    char textbuf[256];
+    for (int b = 0; !rc && b < B; b++) {
+        int ins = 0;
+        int *ids = j->ids + (size_t)b * C;
+        rc = store_seq_add(j->s, j->win[b].doc_id, j->win[b].start, j->o.bos, ids, T,
+                           &j->seq_ids[b], &ins);
+        if (!rc && ins) {
+            /* Token rows: text (valid UTF-8), byte span, POS tag. */
+            char *tx[T], store_txt[T][64];
+            const char *tg[T];
+            for (int t = 0; t < T; t++) {
+                size_t blen = 0;
+                const char *bytes = tok_token_bytes(j->tok, ids[t], &blen);
+                size_t l = bytes ? ext_utf8_clean(bytes, blen, textbuf, sizeof textbuf) : 0;
+                if (l < sizeof store_txt[t]) {
+                    memcpy(store_txt[t], textbuf, l + 1);
+                    tx[t] = store_txt[t];
+                } else tx[t] = NULL;
+                const char *tag = j->tags[(size_t)b * C + t];
+                tg[t] = tag[0] ? tag : NULL;
+            }
+            /* Rare long tokens (> 63 bytes) are stored via a heap copy. */
+            char *heap[T];
+            for (int t = 0; t < T; t++) {
+                heap[t] = NULL;
+                if (tx[t]) continue;
+                size_t blen = 0;
+                const char *bytes = tok_token_bytes(j->tok, ids[t], &blen);
+                if (!bytes) continue;
+                if (!(heap[t] = mem_alloc(3 * blen + 1))) rc = err_set(ERR_NOMEM, "out of memory");
+                else ext_utf8_clean(bytes, blen, heap[t], 3 * blen + 1);
+                tx[t] = heap[t];
+            }
+            if (!rc)
+                rc = store_tokens_add(j->s, j->seq_ids[b], T, ids, (const char *const *)tx,
+                                      j->bstart + (size_t)b * C, j->bend + (size_t)b * C, tg);
+            for (int t = 0; t < T; t++) mem_free(heap[t]);
+        }
+        for (int h = 0; !rc && h < j->nh; h++) {
+            int ex = 0;
+            rc = store_act_exists(j->s, j->h[h].sh.id, j->seq_ids[b], &ex);
+            j->have[h * B + b] = (unsigned char)ex;
+            missing += !ex;
+        }
+    }
+    st->t_store += secs() - t0;
+    if (!rc && missing) {
+        /* Windows are laid out [B, ctx] in the buffers; the model wants [B, T] contiguous. */
+        if (T != C)
+            for (int b = 1; b < B; b++)
+                memmove(j->ids + (size_t)b * T, j->ids + (size_t)b * C, (size_t)T * sizeof(int));
+        double t1 = secs();
+        for (int h = 0; h < j->nh; h++) j->h[h].fired = 0;
+        rc = gpt2_forward(j->m, j->ids, B, T, 0);
+        st->t_forward += secs() - t1;
+        for (int h = 0; !rc && h < j->nh; h++)
+            if (!j->h[h].fired || j->h[h].B != B || j->h[h].T != T)
+                rc = err_set(ERR_SHAPE, "hook %s did not deliver [%d, %d, %d]", j->h[h].name, B, T,
+                             j->h[h].width);
+        double t2 = secs();
+        for (int h = 0; !rc && h < j->nh; h++)
+            for (int b = 0; !rc && b < B; b++)
+                if (!j->have[h * B + b])
+                    rc = store_act_write(j->s, j->h[h].sh.id, j->seq_ids[b],
+                                         j->h[h].buf + (size_t)b * T * j->h[h].width, T);
+        st->t_store += secs() - t2;
+    }
+    double t3 = secs();
+    if (!rc) {
+        rc = store_commit(j->s);
+        if (!rc) *in_tx = 0;
+    }
+    st->t_store += secs() - t3;
+    if (rc) return rc;
+    st->batches++;
+    st->batches_skipped += !missing;
+    st->windows += B;
+    st->tokens += (int64_t)B * T;
+    j->nwin = 0;
+    return OK;
+}
+
+int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u), void *u)
+{
+    memset(st, 0, sizeof *st);
+    double t0 = secs();
+    corpus_reader *r;
+    int rc = corpus_open(&r, j->o.corpus, j->o.tags);
+    if (rc) return rc;
+    int in_tx = 0, done = 0, C = j->ctx, per = C - (j->o.bos ? 1 : 0);
+    int64_t total = 0, ordinal = 0;
+    j->nwin = 0;
+    while (!rc && !done) {
+        corpus_doc *d;
+        if ((rc = corpus_next(r, &d)) || !d) break;
+        double tt = secs();
+        ext_doc x;
+        rc = doc_tokenize(j, d, &x, 1);
+        st->t_tokenize += secs() - tt;
+        int64_t doc_id = 0;
+        if (!rc) rc = ensure_tx(j, &in_tx);
+        if (!rc) {
+            double ts = secs();
+            char name[32];
+            snprintf(name, sizeof name, "doc%lld", (long long)ordinal);
+            rc = store_doc_add(j->s, j->o.corpus, ordinal, d->id && d->id[0] ? d->id : name,
+                               d->genre, d->text, d->len, &doc_id);
+            st->t_store += secs() - ts;
+        }
+        ordinal++;
+        for (int64_t s0 = 0; !rc && s0 < (int64_t)x.n; s0 += per) {
+            int n = (int)((int64_t)x.n - s0 < per ? (int64_t)x.n - s0 : per);
+            int len = cap_len(j, total, n + (j->o.bos ? 1 : 0));
+            if (len == 0) {
+                done = 1;
+                break;
+            }
+            n = len - (j->o.bos ? 1 : 0);
+            if (j->nwin && (j->nwin == j->o.batch || j->win[0].T != len)) {
+                rc = flush(j, st, &in_tx);
+                if (!rc && progress) progress(st, u);
+                if (!rc && j->o.stop && *j->o.stop) {
+                    done = 2;
+                    break;
+                }
+                if (!rc) rc = ensure_tx(j, &in_tx);
+                if (rc) break;
+            }
+            int b = j->nwin++;
+            j->win[b].doc_id = doc_id;
+            j->win[b].start = s0;
+            j->win[b].T = len;
+            size_t o = (size_t)b * C;
+            int t = 0;
+            if (j->o.bos) {
+                j->ids[o] = j->eot;
+                j->bstart[o] = j->bend[o] = -1;
+                j->tags[o][0] = 0;
+                t = 1;
+            }
+            for (int i = 0; i < n; i++, t++) {
+                size_t k = (size_t)(s0 + i);
+                j->ids[o + t] = x.ids[k];
+                j->bstart[o + t] = (int64_t)x.off[k];
+                j->bend[o + t] = k + 1 < x.n ? (int64_t)x.off[k + 1] : (int64_t)d->len;
+                snprintf(j->tags[o + t], sizeof j->tags[0], "%s", x.tag && x.tag[k] ? x.tag[k] : "");
+            }
+            total += len;
+        }
+        doc_free(&x);
+    }
+    corpus_close(r);
+    if (!rc && done != 2) {
+        rc = flush(j, st, &in_tx);
+        if (!rc && progress) progress(st, u);
+    }
+    if (!rc && done != 2) {
+        rc = ensure_tx(j, &in_tx);
+        if (!rc) rc = store_run_done(j->s, j->run_id);
+        if (!rc) rc = store_commit(j->s);
+        if (!rc) in_tx = 0;
+    }
+    if (in_tx) store_rollback(j->s);
+    st->t_total = secs() - t0;
+    if (!rc && done == 2)
+        rc = err_set(ERR_ABORTED, "interrupted after %lld windows; the database holds every "
+                     "finished batch; run the same command again to resume", (long long)st->windows);
+    return rc;
+}

@@ -1,0 +1,190 @@
+/* params.c - parameter counting by matrix (see params.h). */
+#include "model/params.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "model/safetensors.h"
+
+const char *const params_presets[] = {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "gpt3",
+                                      NULL};
+
+static const struct {
+    const char *name, *title;
+    int64_t L, C, H, V, N;
+    int tied;
+} presets[] = {
+    {"gpt2", "GPT-2 small (124M)", 12, 768, 12, 50257, 1024, 1},
+    {"gpt2-medium", "GPT-2 medium (355M)", 24, 1024, 16, 50257, 1024, 1},
+    {"gpt2-large", "GPT-2 large (774M)", 36, 1280, 20, 50257, 1024, 1},
+    {"gpt2-xl", "GPT-2 XL (1.5B)", 48, 1600, 25, 50257, 1024, 1},
+    /* GPT-3 175B (Brown et al. 2020, table 2.1); untied as in the usual 175,181,291,520 count */
+    {"gpt3", "GPT-3 175B", 96, 12288, 96, 50257, 2048, 0},
+};
+
+int params_preset(const char *name, params_shape *out)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        if (strcmp(presets[i].name, name)) continue;
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s", presets[i].title);
+        out->n_layer = presets[i].L;
+        out->n_embd = presets[i].C;
+        out->n_head = presets[i].H;
+        out->n_inner = 4 * presets[i].C;
+        out->vocab = presets[i].V;
+        out->n_ctx = presets[i].N;
+        out->tied = presets[i].tied;
+        out->stored = -1;
+        return OK;
+    }
+    return err_set(ERR_NOTFOUND,
+                   "unknown preset '%s' (presets: gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3)",
+                   name);
+}
+
+/* Positive integer key; `alt` is an older spelling (n_ctx for n_positions). */
+static int get_int(const cJSON *root, const char *path, const char *key, const char *alt,
+                   int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v && alt) v = cJSON_GetObjectItemCaseSensitive(root, alt);
+    if (!v) return err_set(ERR_FORMAT, "%s: missing key \"%s\"", path, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9 ||
+        v->valuedouble != (double)(int64_t)v->valuedouble)
+        return err_set(ERR_FORMAT, "%s: \"%s\" must be a positive integer", path, key);
+    *out = (int64_t)v->valuedouble;
+    return OK;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The loader ties the unembedding unless the checkpoint has lm_head.weight, so the checkpoint
+ * decides over config.json when it exists. */
+static int scan_checkpoint(const char *dir, params_shape *out)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (access(path, F_OK) != 0) return OK;
+    st_file *f;
+    int rc = st_open(&f, path);
+    if (rc) return rc;
+    int64_t n = 0;
+    int lm_head = 0;
+    for (int i = 0; i < st_count(f); i++) {
+        const st_tensor *t = st_at(f, i);
+        if (ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias")) continue;
+        if (ends_with(t->name, "lm_head.weight")) lm_head = 1;
+        n += st_numel(t);
+    }
+    st_close(f);
+    out->tied = !lm_head;
+    out->stored = n;
+    return OK;
+}
+
+int params_from_dir(const char *dir, params_shape *out)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = OK;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 16384;
+            char *nb = cap > (64u << 20) ? NULL : mem_realloc(buf, cap);
+            if (!nb) {
+                rc = err_set(cap > (64u << 20) ? ERR_FORMAT : ERR_NOMEM, "%s: %s", path,
+                             cap > (64u << 20) ? "larger than 64 MB" : "out of memory");
+                break;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, 4096, f);
+        len += got;
+        if (got < 4096) {
+            if (ferror(f)) rc = err_set(ERR_IO, "%s: read error", path);
+            break;
+        }
+    }
+    fclose(f);
+    if (rc) {
+        mem_free(buf);
+        return rc;
+    }
+    cJSON *root = cJSON_ParseWithLength(buf, len);
+    mem_free(buf);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return err_set(ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", dir);
+    if ((rc = get_int(root, path, "n_layer", NULL, &out->n_layer)) ||
+        (rc = get_int(root, path, "n_embd", NULL, &out->n_embd)) ||
+        (rc = get_int(root, path, "n_head", NULL, &out->n_head)) ||
+        (rc = get_int(root, path, "vocab_size", NULL, &out->vocab)) ||
+        (rc = get_int(root, path, "n_positions", "n_ctx", &out->n_ctx)))
+        goto done;
+    const cJSON *inner = cJSON_GetObjectItemCaseSensitive(root, "n_inner");
+    if (!inner || cJSON_IsNull(inner)) out->n_inner = 4 * out->n_embd;
+    else if ((rc = get_int(root, path, "n_inner", NULL, &out->n_inner))) goto done;
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    out->tied = !tie || cJSON_IsTrue(tie);
+    out->stored = -1;
+    if (out->n_embd % out->n_head)
+        rc = err_set(ERR_FORMAT, "%s: n_embd %lld is not a multiple of n_head %lld", path,
+                     (long long)out->n_embd, (long long)out->n_head);
+done:
+    cJSON_Delete(root);
+    if (rc) return rc;
+    return scan_checkpoint(dir, out);
+}
+
+static void add(params_count *o, const char *label, int64_t rows, int64_t cols, int64_t layers,
+                int cat)
+{
+    params_row *r = &o->rows[o->nrows++];
+    r->label = label;
+    r->rows = rows;
+    r->cols = cols;
+    r->per_layer = layers ? rows * cols : 0;
+    r->total = rows * cols * (layers ? layers : 1);
+    r->category = cat;
+    o->by_category[cat] += r->total;
+    o->total += r->total;
+}
+
+void params_compute(const params_shape *s, params_count *o)
+{
+    memset(o, 0, sizeof *o);
+    int64_t L = s->n_layer, C = s->n_embd, F = s->n_inner, V = s->vocab, N = s->n_ctx;
+    add(o, "token embedding (wte)", V, C, 0, PARAMS_MATRIX);
+    add(o, "attention query W_Q", C, C, L, PARAMS_MATRIX);
+    add(o, "attention key W_K", C, C, L, PARAMS_MATRIX);
+    add(o, "attention value W_V", C, C, L, PARAMS_MATRIX);
+    add(o, "attention output W_O", C, C, L, PARAMS_MATRIX);
+    add(o, "MLP up (c_fc)", C, F, L, PARAMS_MATRIX);
+    add(o, "MLP down (c_proj)", F, C, L, PARAMS_MATRIX);
+    if (!s->tied) add(o, "unembedding (lm_head)", C, V, 0, PARAMS_MATRIX);
+    add(o, "attention q,k,v biases", 3 * C, 1, L, PARAMS_BIAS);
+    add(o, "attention output bias", C, 1, L, PARAMS_BIAS);
+    add(o, "MLP up bias", F, 1, L, PARAMS_BIAS);
+    add(o, "MLP down bias", C, 1, L, PARAMS_BIAS);
+    add(o, "LayerNorm ln_1 gain+bias", 2 * C, 1, L, PARAMS_NORM);
+    add(o, "LayerNorm ln_2 gain+bias", 2 * C, 1, L, PARAMS_NORM);
+    add(o, "final LayerNorm ln_f", 2 * C, 1, 0, PARAMS_NORM);
+    add(o, "position embedding (wpe)", N, C, 0, PARAMS_POS);
+}

@@ -1,0 +1,784 @@
+/* report_run.c - drive the dashboards and pictures of `saelite report` from the database. */
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/npy.h"
+#include "common/progress.h"
+#include "reports/dashboard.h"
+#include "reports/report_run.h"
+#include "store/store_report.h"
+
+#define CTX_BEFORE 20
+#define CTX_AFTER 12
+
+void rep_run_defaults(rep_run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->contexts = 20;
+    o->per_interval = 3;
+    o->threads = 2;
+    o->global = 1;
+    o->by = REP_BY_DENSITY;
+    o->version = "?";
+}
+
+typedef struct {
+    const rep_run_opts *o;
+    const store_rep_dict *dict;
+    char **vocab;
+    int nvocab;
+    const int64_t *feats;
+    int nfeats;
+    int next, done;
+    pthread_mutex_t mu;
+    int rc;
+    char msg[1024];
+} job;
+
+/* One context being assembled: token ids of the window, their text and activations. */
+typedef struct {
+    int n, lo;        /* window length, sequence position of its first token */
+    int *ids;
+    const char **tok;
+    char **own;       /* strings this context owns (fallback text), entries may be NULL */
+    float *act;
+} ctx_buf;
+
+static void ctx_free(ctx_buf *c)
+{
+    if (c->own)
+        for (int i = 0; i < c->n; i++) mem_free(c->own[i]);
+    mem_free(c->own);
+    mem_free(c->ids);
+    mem_free(c->tok);
+    mem_free(c->act);
+    memset(c, 0, sizeof *c);
+}
+
+static int ctx_build(job *j, store *s, store_rep *r, int64_t feature, const store_rep_act *a,
+                     const store_rep_act *all, size_t nall, ctx_buf *c, rep_context *out)
+{
+    int center = 0;
+    memset(c, 0, sizeof *c);
+    int rc = store_rep_seq_window(r, a->seq_id, a->pos, CTX_BEFORE, CTX_AFTER, &c->ids, &c->n, &center);
+    if (rc) return rc;
+    c->lo = a->pos - center;
+    c->tok = mem_calloc((size_t)c->n, sizeof *c->tok);
+    c->own = mem_calloc((size_t)c->n, sizeof *c->own);
+    c->act = mem_calloc((size_t)c->n, sizeof *c->act);
+    if (!c->tok || !c->own || !c->act) return err_set(ERR_NOMEM, "out of memory");
+    char **fallback = NULL;
+    for (int i = 0; i < c->n; i++) {
+        int id = c->ids[i];
+        if (id >= 0 && id < j->nvocab && j->vocab[id]) {
+            c->tok[i] = j->vocab[id];
+            continue;
+        }
+        /* No ana_vocab row: the core tokens table's text, else the id itself. */
+        if (!fallback && (rc = store_rep_token_text(s, a->seq_id, c->lo, c->lo + c->n - 1, &fallback)))
+            return rc;
+        if (fallback && fallback[i]) {
+            c->own[i] = fallback[i];
+            fallback[i] = NULL;
+        } else {
+            char b[24];
+            snprintf(b, sizeof b, "<%d>", id);
+            if (!(c->own[i] = mem_strdup(b))) rc = err_set(ERR_NOMEM, "out of memory");
+        }
+        c->tok[i] = c->own[i];
+    }
+    if (fallback) store_rep_vocab_free(fallback, c->n);
+    if (rc) return rc;
+    /* Activations we know at the window's positions: every stored sample of this feature in
+     * the same sequence, plus the complete non-zeros when analyze kept them (--all-acts). */
+    for (size_t k = 0; k < nall; k++)
+        if (all[k].seq_id == a->seq_id && all[k].pos >= c->lo && all[k].pos < c->lo + c->n)
+            c->act[all[k].pos - c->lo] = all[k].value;
+    if (store_rep_has_all(r)) {
+        int pos[256], m = 0;
+        float val[256];
+        if ((rc = store_rep_seq_acts(r, feature, a->seq_id, c->lo, c->lo + c->n - 1, pos, val, 256, &m)))
+            return rc;
+        for (int k = 0; k < m; k++) c->act[pos[k] - c->lo] = val[k];
+    }
+    c->act[center] = a->value;
+    *out = (rep_context){c->tok, c->act, c->n, center};
+    return OK;
+}
+
+static const char *vocab_text(job *j, int id, char (*buf)[24], int k)
+{
+    if (id >= 0 && id < j->nvocab && j->vocab[id]) return j->vocab[id];
+    snprintf(buf[k], 24, "<%d>", id);
+    return buf[k];
+}
+
+/* Everything one dashboard needs, freed by dash_free. */
+typedef struct {
+    store_rep_act *acts;
+    size_t nacts;
+    ctx_buf *cb;
+    rep_context *ctx;
+    int nctx;
+    rep_interval iv[16];
+    char ivname[16][48];
+    double *hlo, *hhi, *hcnt, *edges, *counts;
+    size_t nh;
+    int *lpt, *lnt;
+    double *lpv, *lnv;
+    size_t nlp, nln;
+    const char *lp_txt[10], *ln_txt[10];
+    char lbuf[20][24];
+    char (*tags)[16];
+    double *tagn;
+    size_t ntags;
+    const char *tagp[12];
+    double tagf[12];
+} dash;
+
+static void dash_free(dash *d)
+{
+    for (int i = 0; i < d->nctx; i++) ctx_free(&d->cb[i]);
+    mem_free(d->cb);
+    mem_free(d->ctx);
+    mem_free(d->acts);
+    mem_free(d->hlo); mem_free(d->hhi); mem_free(d->hcnt); mem_free(d->edges); mem_free(d->counts);
+    mem_free(d->lpt); mem_free(d->lnt); mem_free(d->lpv); mem_free(d->lnv);
+    mem_free(d->tags); mem_free(d->tagn);
+}
+
+static int render_one(job *j, store *s, store_rep *r, int64_t feature)
+{
+    const rep_run_opts *o = j->o;
+    store_rep_feature st;
+    int rc = store_rep_feature_get(r, feature, &st);
+    if (rc) return rc;
+    dash d;
+    memset(&d, 0, sizeof d);
+    rep_feature f;
+    memset(&f, 0, sizeof f);
+    if ((rc = store_rep_acts(r, feature, &d.acts, &d.nacts))) goto out;
+
+    /* Which samples become rows: the top ranks, then per quantile band (highest band first)
+     * the first per_interval ranks. Acts come ordered by kind, interval, rank. */
+    int ntop = 0, maxband = -1;
+    for (size_t k = 0; k < d.nacts; k++) {
+        if (d.acts[k].kind == STORE_REP_TOP) ntop++;
+        else if (d.acts[k].interval > maxband) maxband = d.acts[k].interval;
+    }
+    if (ntop > o->contexts) ntop = o->contexts;
+    int nb = maxband + 1 > 16 ? 16 : maxband + 1;
+    d.cb = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.cb);
+    d.ctx = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.ctx);
+    if (!d.cb || !d.ctx) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
+    for (size_t k = 0; k < d.nacts && d.nctx < ntop && !rc; k++)
+        if (d.acts[k].kind == STORE_REP_TOP) {
+            rc = ctx_build(j, s, r, feature, &d.acts[k], d.acts, d.nacts, &d.cb[d.nctx], &d.ctx[d.nctx]);
+            d.nctx++;
+        }
+    int niv = 0;
+    for (int band = maxband; band >= 0 && !rc && niv < 16; band--) {
+        rep_interval *iv = &d.iv[niv];
+        iv->lo = INFINITY;
+        iv->hi = -INFINITY;
+        int first = d.nctx, taken = 0;
+        for (size_t k = 0; k < d.nacts && !rc; k++) {
+            const store_rep_act *a = &d.acts[k];
+            if (a->kind != STORE_REP_QUANTILE || a->interval != band) continue;
+            if (a->value < iv->lo) iv->lo = a->value;
+            if (a->value > iv->hi) iv->hi = a->value;
+            if (taken < o->per_interval) {
+                rc = ctx_build(j, s, r, feature, a, d.acts, d.nacts, &d.cb[d.nctx], &d.ctx[d.nctx]);
+                d.nctx++;
+                taken++;
+            }
+        }
+        if (!taken) continue;
+        snprintf(d.ivname[niv], sizeof d.ivname[niv], "Quantile band %d of %d", band + 1, maxband + 1);
+        iv->name = d.ivname[niv];
+        iv->ctx = &d.ctx[first];
+        iv->nctx = taken;
+        niv++;
+    }
+    if (rc) goto out;
+
+    /* Histogram: stored bins are the non-empty ones of a shared log-spaced grid; put zero bins
+     * in the gaps so the edges are contiguous. */
+    if ((rc = store_rep_hist(r, feature, &d.hlo, &d.hhi, &d.hcnt, &d.nh))) goto out;
+    int nbins = 0;
+    if (d.nh) {
+        d.edges = mem_alloc(sizeof(double) * (2 * d.nh + 1));
+        d.counts = mem_alloc(sizeof(double) * (2 * d.nh));
+        if (!d.edges || !d.counts) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
+        d.edges[0] = d.hlo[0];
+        for (size_t k = 0; k < d.nh; k++) {
+            if (d.hlo[k] > d.edges[nbins] * (1 + 1e-9)) { /* gap */
+                d.counts[nbins++] = 0;
+                d.edges[nbins] = d.hlo[k];
+            }
+            d.counts[nbins++] = d.hcnt[k];
+            d.edges[nbins] = d.hhi[k] > d.edges[nbins - 1] ? d.hhi[k] : d.edges[nbins - 1] * 1.0001;
+        }
+    }
+    if ((rc = store_rep_logits(r, feature, 1, &d.lpt, &d.lpv, &d.nlp))) goto out;
+    if ((rc = store_rep_logits(r, feature, -1, &d.lnt, &d.lnv, &d.nln))) goto out;
+    if (d.nlp > 10) d.nlp = 10;
+    if (d.nln > 10) d.nln = 10;
+    for (size_t k = 0; k < d.nlp; k++) d.lp_txt[k] = vocab_text(j, d.lpt[k], d.lbuf, (int)k);
+    for (size_t k = 0; k < d.nln; k++) d.ln_txt[k] = vocab_text(j, d.lnt[k], d.lbuf, 10 + (int)k);
+    if ((rc = store_rep_pos(r, feature, &d.tags, &d.tagn, &d.ntags))) goto out;
+    double tot = 0;
+    for (size_t k = 0; k < d.ntags; k++) tot += d.tagn[k];
+    int nt = d.ntags > 12 ? 12 : (int)d.ntags;
+    for (int k = 0; k < nt; k++) {
+        d.tagp[k] = d.tags[k];
+        d.tagf[k] = tot > 0 ? d.tagn[k] / tot : 0;
+    }
+
+    char sae[512];
+    snprintf(sae, sizeof sae, "%s %s at %s, %s split, %lld tokens", j->dict->kind, j->dict->name,
+             j->dict->hook_name, j->dict->split, (long long)j->dict->n_tokens);
+    f.feature = feature;
+    f.sae = sae;
+    f.density = st.density;
+    f.max_act = st.max_act;
+    f.mean_act = st.mean_act;
+    f.best_tag = st.best_tag[0] ? st.best_tag : NULL;
+    f.best_tag_precision = st.best_tag_precision;
+    f.nearest = st.nearest;
+    f.nearest_cos = st.nearest_cos;
+    f.top = d.ctx;
+    f.ntop = ntop < d.nctx ? ntop : d.nctx;
+    f.intervals = d.iv;
+    f.nintervals = niv;
+    f.hist_edges = d.edges;
+    f.hist_counts = d.counts;
+    f.hist_bins = nbins;
+    f.hist_log_x = 1;
+    f.logit_pos = d.lp_txt;
+    f.logit_pos_val = d.lpv;
+    f.nlogit_pos = (int)d.nlp;
+    f.logit_neg = d.ln_txt;
+    f.logit_neg_val = d.lnv;
+    f.nlogit_neg = (int)d.nln;
+    f.tags = d.tagp;
+    f.tag_frac = d.tagf;
+    f.ntags = nt;
+
+    char path[4096], fid[32], sid[32];
+    snprintf(path, sizeof path, "%s/feature_%lld.png", o->out_dir, (long long)feature);
+    snprintf(fid, sizeof fid, "%lld", (long long)feature);
+    snprintf(sid, sizeof sid, "%lld", (long long)j->dict->sae_id);
+    rep_kv meta[7] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"feature", fid},
+                      {"sae", j->dict->name}, {"sae-id", sid}, {"hook", j->dict->hook_name},
+                      {"database", o->db}};
+    rc = rep_feature_dashboard(&f, path, meta, 7);
+out:
+    dash_free(&d);
+    if (rc) err_wrap(rc, "feature %lld", (long long)feature);
+    return rc;
+}
+
+static void *worker(void *arg)
+{
+    job *j = arg;
+    store *s = NULL;
+    store_rep *r = NULL;
+    int rc = store_open(&s, j->o->db, STORE_READONLY);
+    if (!rc) rc = store_rep_open(&r, s, j->dict->id);
+    while (!rc) {
+        pthread_mutex_lock(&j->mu);
+        int i = j->rc || (j->o->stop && *j->o->stop) ? j->nfeats : j->next++;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->nfeats) break;
+        rc = render_one(j, s, r, j->feats[i]);
+        pthread_mutex_lock(&j->mu);
+        if (!rc) j->done++;
+        pthread_mutex_unlock(&j->mu);
+    }
+    if (rc) {
+        pthread_mutex_lock(&j->mu);
+        if (!j->rc) { /* keep the first error; err_msg() is per thread */
+            j->rc = rc;
+            snprintf(j->msg, sizeof j->msg, "%s", err_msg());
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    store_rep_close(r);
+    store_close(s);
+    return NULL;
+}
+
+/* ---- feature selection ------------------------------------------------------------------- */
+typedef struct { double key; int64_t n_active, feature; } rank_item;
+
+static double rank_key(const store_rep_feature *f, int by)
+{
+    double v = by == REP_BY_MAX ? f->max_act : by == REP_BY_ALIGNMENT ? f->best_tag_precision : f->density;
+    return isfinite(v) ? v : -INFINITY;
+}
+
+/* Descending key; ties: more active first, then lower index. */
+static int cmp_rank(const void *a, const void *b)
+{
+    const rank_item *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? 1 : -1;
+    if (x->n_active != y->n_active) return x->n_active < y->n_active ? 1 : -1;
+    return x->feature < y->feature ? -1 : x->feature > y->feature;
+}
+
+/* ---- training log ------------------------------------------------------------------------ */
+/* sae-train's training_log.csv: a header naming the columns (step,tokens,mse,explained_variance,
+ * l0,dead_frac,...) then one row per log step. A resumed run appends rows again from its
+ * checkpoint: a row whose tokens do not increase replaces the rows it overlaps. */
+typedef struct { double *tok, *mse, *ev, *l0, *dead; int n; } train_log;
+
+static void train_log_free(train_log *t)
+{
+    mem_free(t->tok);
+    memset(t, 0, sizeof *t);
+}
+
+static int train_log_read(const char *path, train_log *t)
+{
+    memset(t, 0, sizeof *t);
+    FILE *f = fopen(path, "r");
+    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    char line[4096];
+    int col[5] = {-1, -1, -1, -1, -1}, ncol = 0, rc = OK, cap = 0, lineno = 1;
+    static const char *const names[5] = {"tokens", "mse", "explained_variance", "l0", "dead_frac"};
+    if (!fgets(line, sizeof line, f)) {
+        fclose(f);
+        return err_set(ERR_FORMAT, "%s: empty training log", path);
+    }
+    for (char *tok = strtok(line, ",\r\n"); tok; tok = strtok(NULL, ",\r\n"), ncol++)
+        for (int k = 0; k < 5; k++)
+            if (!strcmp(tok, names[k])) col[k] = ncol;
+    if (col[0] < 0) {
+        fclose(f);
+        return err_set(ERR_FORMAT, "%s: line 1: no 'tokens' column", path);
+    }
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        double v[64];
+        int nv = 0;
+        char *p = line;
+        while (nv < 64) {
+            char *end;
+            v[nv++] = strtod(p, &end);
+            if (end == p) v[nv - 1] = NAN;
+            p = strchr(end, ',');
+            if (!p) break;
+            p++;
+        }
+        if (nv <= col[0] || !isfinite(v[col[0]])) {
+            if (line[0] == '\n' || line[0] == 0) continue;
+            rc = err_set(ERR_FORMAT, "%s: line %d: no tokens value", path, lineno);
+            break;
+        }
+        while (t->n > 0 && t->tok[t->n - 1] >= v[col[0]]) t->n--; /* resumed: replace */
+        if (t->n == cap) {
+            int nc = cap ? cap * 2 : 256;
+            double *nb = mem_alloc(sizeof(double) * (size_t)nc * 5);
+            if (!nb) { rc = err_set(ERR_NOMEM, "out of memory"); break; }
+            for (int k = 0; k < 5 && t->tok; k++) memcpy(nb + (size_t)k * nc, t->tok + (size_t)k * cap, sizeof(double) * (size_t)t->n);
+            mem_free(t->tok);
+            t->tok = nb;
+            cap = nc;
+            t->mse = nb + nc;
+            t->ev = nb + 2 * (size_t)nc;
+            t->l0 = nb + 3 * (size_t)nc;
+            t->dead = nb + 4 * (size_t)nc;
+        }
+        double *dst[5] = {t->tok, t->mse, t->ev, t->l0, t->dead};
+        for (int k = 0; k < 5; k++) dst[k][t->n] = col[k] >= 0 && col[k] < nv ? v[col[k]] : NAN;
+        t->n++;
+    }
+    fclose(f);
+    if (rc) train_log_free(t);
+    return rc;
+}
+
+/* ---- pictures of the whole dictionary ---------------------------------------------------- */
+static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict *dict,
+                           const store_rep_feature *fs, size_t nf, rep_index_entry *idx, int *nidx,
+                           char (*cap)[512])
+{
+    char path[4096];
+    char sid[32];
+    snprintf(sid, sizeof sid, "%lld", (long long)dict->sae_id);
+    rep_kv meta[6] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"sae", dict->name},
+                      {"sae-id", sid}, {"hook", dict->hook_name}, {"database", o->db}};
+    int rc = OK;
+    double *v = mem_alloc(sizeof(double) * (nf ? nf : 1) * 2);
+    if (!v) return err_set(ERR_NOMEM, "out of memory");
+    double *w = v + nf;
+
+    /* density */
+    int dead = 0, dense = 0;
+    for (size_t i = 0; i < nf; i++) {
+        v[i] = fs[i].density;
+        dead += !(fs[i].density > 0);
+        dense += fs[i].density > 0.1;
+    }
+    snprintf(path, sizeof path, "%s/density.png", o->out_dir);
+    char title[384];
+    snprintf(title, sizeof title, "Feature density: %s", dict->name);
+    if ((rc = rep_plot_density(path, meta, 6, title, v, (int)nf, 0, 0.1))) goto out;
+    idx[*nidx].file = "density.png";
+    snprintf(cap[*nidx], 512, "Feature density (log10) of %zu features: %d dead (never active on the "
+             "%lld analysed tokens), %d dense (active on more than 10%% of tokens).", nf, dead,
+             (long long)dict->n_tokens, dense);
+    idx[*nidx].caption = cap[*nidx];
+    (*nidx)++;
+
+    /* decoder geometry */
+    double *dlo = NULL, *dhi = NULL, *dc = NULL, *rlo = NULL, *rhi = NULL, *rcnt = NULL;
+    size_t nd = 0, nr = 0;
+    if ((rc = store_rep_geometry(s, dict->id, "decoder", &dlo, &dhi, &dc, &nd))) goto out;
+    rc = store_rep_geometry(s, dict->id, "random", &rlo, &rhi, &rcnt, &nr);
+    int nmc = 0;
+    for (size_t i = 0; i < nf; i++)
+        if (isfinite(fs[i].nearest_cos)) w[nmc++] = fabs(fs[i].nearest_cos);
+    if (!rc && (nd || nmc)) {
+        /* Both sources share one grid of equal-width bins, but empty bins may be missing:
+         * rebuild the full grid from the bin width and place each stored row in it. */
+        double width = nd ? dhi[0] - dlo[0] : 1, start = INFINITY, stop = -INFINITY;
+        for (size_t i = 0; i < nd; i++) { start = fmin(start, dlo[i]); stop = fmax(stop, dhi[i]); }
+        for (size_t i = 0; i < nr; i++) { start = fmin(start, rlo[i]); stop = fmax(stop, rhi[i]); }
+        int ng = nd && width > 0 ? (int)lround((stop - start) / width) : 0;
+        if (ng > 100000) ng = 0;
+        double *edges = mem_alloc(sizeof(double) * (size_t)(3 * ng + 1));
+        if (!edges) rc = err_set(ERR_NOMEM, "out of memory");
+        else {
+            double *gd = edges + ng + 1, *gr = gd + ng;
+            for (int i = 0; i <= ng; i++) edges[i] = start + width * i;
+            for (int i = 0; i < ng; i++) gd[i] = gr[i] = 0;
+            for (size_t i = 0; i < nd; i++) {
+                long b = lround((dlo[i] - start) / width);
+                if (b >= 0 && b < ng) gd[b] += dc[i];
+            }
+            for (size_t i = 0; i < nr; i++) {
+                long b = lround((rlo[i] - start) / width);
+                if (b >= 0 && b < ng) gr[b] += rcnt[i];
+            }
+            snprintf(path, sizeof path, "%s/decoder_angles.png", o->out_dir);
+            snprintf(title, sizeof title, "Decoder angles: %s", dict->name);
+            rc = rep_plot_decoder_angles(path, meta, 6, title, ng ? edges : NULL, ng ? gd : NULL,
+                                         nr ? gr : NULL, ng, 1, dict->d_in, nmc ? w : NULL, nmc);
+            mem_free(edges);
+            if (!rc) {
+                double m = 0;
+                for (int i = 0; i < nmc; i++) m += w[i];
+                idx[*nidx].file = "decoder_angles.png";
+                snprintf(cap[*nidx], 512, "Angles between decoder directions against random unit vectors "
+                         "in %d dimensions (%s), and each feature's max |cos| to another feature "
+                         "(mean %.3f).", dict->d_in, nr ? "measured by analyze" : "exact distribution",
+                         nmc ? m / nmc : NAN);
+                idx[*nidx].caption = cap[*nidx];
+                (*nidx)++;
+            }
+        }
+    }
+    mem_free(dlo); mem_free(dhi); mem_free(dc); mem_free(rlo); mem_free(rhi); mem_free(rcnt);
+    if (rc) goto out;
+
+    /* POS precision: SAE features vs the neuron basis at the same hook */
+    int np = 0;
+    for (size_t i = 0; i < nf; i++)
+        if (fs[i].best_tag[0] && isfinite(fs[i].best_tag_precision)) v[np++] = fs[i].best_tag_precision;
+    if (np > 0 && strcmp(dict->kind, "neurons")) {
+        store_rep_dict nd2;
+        store_rep_feature *nfs = NULL;
+        size_t nn = 0;
+        double *nv = NULL;
+        int nnp = 0;
+        if (store_rep_dict_neurons_for(s, dict, &nd2) == OK) {
+            if ((rc = store_rep_features(s, nd2.id, &nfs, &nn))) goto out;
+            nv = mem_alloc(sizeof(double) * (nn ? nn : 1));
+            if (!nv) {
+                mem_free(nfs);
+                rc = err_set(ERR_NOMEM, "out of memory");
+                goto out;
+            }
+            for (size_t i = 0; i < nn; i++)
+                if (nfs[i].best_tag[0] && isfinite(nfs[i].best_tag_precision)) nv[nnp++] = nfs[i].best_tag_precision;
+        }
+        err_clear();
+        snprintf(path, sizeof path, "%s/pos_precision.png", o->out_dir);
+        rc = rep_plot_pos_compare(path, meta, 6, "Best POS-tag precision",
+                                  v, np, nnp ? nv : NULL, nnp);
+        mem_free(nfs);
+        mem_free(nv);
+        if (rc) goto out;
+        idx[*nidx].file = "pos_precision.png";
+        snprintf(cap[*nidx], 512, "Best part-of-speech tag precision: %d SAE features%s.", np,
+                 nnp ? " against the model's neurons at the same hook" : " (no neuron-basis analysis "
+                       "in the database: run analyze --neurons for the comparison)");
+        idx[*nidx].caption = cap[*nidx];
+        (*nidx)++;
+    }
+
+    /* recovered vs true features (synthetic data) */
+    if (o->ground_truth) {
+        float *T = NULL, *D = NULL, *C = NULL;
+        int nd3 = 0;
+        int64_t sh[NPY_MAX_DIMS];
+        if ((rc = npy_read(o->ground_truth, &T, &nd3, sh))) goto out;
+        int nt = (int)sh[0], din = nd3 == 2 ? (int)sh[1] : -1;
+        if (nd3 != 2 || din != dict->d_in) {
+            mem_free(T);
+            rc = err_set(ERR_SHAPE, "%s: ground truth must be [n_features, %d], got %d dims (width %d)",
+                         o->ground_truth, dict->d_in, nd3, din);
+            goto out;
+        }
+        if ((rc = store_rep_decoder(s, dict->id, dict->d_sae, dict->d_in, &D))) {
+            mem_free(T);
+            goto out;
+        }
+        int ns = dict->d_sae;
+        C = mem_alloc(sizeof(float) * (size_t)nt * ns);
+        double *best = mem_alloc(sizeof(double) * (size_t)(nt > 0 ? nt : 1));
+        int *arg = mem_alloc(sizeof(int) * (size_t)(nt > 0 ? nt : 1));
+        int rows = nt < 48 ? nt : 48;
+        int *cols = mem_alloc(sizeof(int) * (size_t)(rows > 0 ? rows : 1));
+        double *sub = mem_alloc(sizeof(double) * (size_t)(rows > 0 ? rows : 1) * (rows > 0 ? rows : 1));
+        if (!C || !best || !arg || !cols || !sub) rc = err_set(ERR_NOMEM, "out of memory");
+        else {
+            /* normalise rows, then C[nt, ns] = T D^T */
+            for (int pass = 0; pass < 2; pass++) {
+                float *M = pass ? D : T;
+                int n = pass ? ns : nt;
+                for (int i = 0; i < n; i++) {
+                    double q = 0;
+                    for (int k = 0; k < din; k++) q += (double)M[(size_t)i * din + k] * M[(size_t)i * din + k];
+                    float inv = q > 0 ? (float)(1 / sqrt(q)) : 0;
+                    for (int k = 0; k < din; k++) M[(size_t)i * din + k] *= inv;
+                }
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, ns, din, 1.0f, T, din, D, din,
+                        0.0f, C, ns);
+            int good = 0;
+            double mmcs = 0;
+            for (int i = 0; i < nt; i++) {
+                best[i] = -1;
+                arg[i] = 0;
+                for (int k = 0; k < ns; k++) {
+                    double a = fabs(C[(size_t)i * ns + k]);
+                    if (a > best[i]) { best[i] = a; arg[i] = k; }
+                }
+                mmcs += best[i];
+                good += best[i] > 0.9;
+            }
+            /* heat map: the first `rows` true features against their best SAE features */
+            for (int i = 0; i < rows; i++) cols[i] = arg[i];
+            for (int i = 0; i < rows; i++)
+                for (int k = 0; k < rows; k++) sub[(size_t)i * rows + k] = C[(size_t)i * ns + cols[k]];
+            snprintf(path, sizeof path, "%s/recovery.png", o->out_dir);
+            rc = rep_plot_recovery(path, meta, 6, "Best |cos| per true feature",
+                                   sub, rows, rows, best, nt);
+            if (!rc) {
+                idx[*nidx].file = "recovery.png";
+                snprintf(cap[*nidx], 512, "Synthetic ground truth (%.300s): MMCS %.3f, %d of %d true features "
+                         "recovered at cos > 0.9. Left: the first %d true features against their best SAE "
+                         "features.", o->ground_truth, nt ? mmcs / nt : NAN, good, nt, rows);
+                idx[*nidx].caption = cap[*nidx];
+                (*nidx)++;
+            }
+        }
+        mem_free(T); mem_free(D); mem_free(C); mem_free(best); mem_free(arg); mem_free(cols); mem_free(sub);
+    }
+    /* training curves */
+    {
+        char lp[4096];
+        const char *log = o->training_log;
+        struct stat sb;
+        if (!log) {
+            snprintf(lp, sizeof lp, "%s/training_log.csv", dict->name);
+            if (stat(lp, &sb) == 0) log = lp;
+        }
+        if (log) {
+            train_log t;
+            if ((rc = train_log_read(log, &t))) goto out;
+            snprintf(path, sizeof path, "%s/training.png", o->out_dir);
+            snprintf(title, sizeof title, "Training curves: %s", dict->name);
+            rc = rep_plot_training(path, meta, 6, title, t.tok, t.mse, t.ev, t.l0, t.dead, t.n);
+            if (!rc) {
+                idx[*nidx].file = "training.png";
+                snprintf(cap[*nidx], 512, "Training curves from %.300s (%d log rows): MSE, explained variance, "
+                         "L0 and dead fraction against tokens seen; last explained variance %.3f, L0 %.1f.",
+                         log, t.n, t.n ? t.ev[t.n - 1] : NAN, t.n ? t.l0[t.n - 1] : NAN);
+                idx[*nidx].caption = cap[*nidx];
+                (*nidx)++;
+            }
+            train_log_free(&t);
+        }
+    }
+out:
+    mem_free(v);
+    return rc;
+}
+
+int rep_run(const rep_run_opts *o, rep_run_result *res)
+{
+    memset(res, 0, sizeof *res);
+    double t0 = now_seconds();
+    if (!o->db || !o->sae || !o->out_dir) return err_set(ERR_ARG, "report: --db, --sae and --out are required");
+    if (o->contexts < 1 || o->contexts > 200 || o->per_interval < 0 || o->per_interval > 50)
+        return err_set(ERR_ARG, "report: contexts must be 1..200 and rows per interval 0..50");
+    store *s = NULL;
+    int rc = store_open(&s, o->db, STORE_READONLY);
+    if (rc) return rc;
+    store_rep_dict dict;
+    store_rep_feature *fs = NULL;
+    size_t nf = 0;
+    int64_t *sel = NULL;
+    int nsel = 0;
+    char **vocab = NULL;
+    int nvocab = 0;
+    rep_index_entry *idx = NULL;
+    char(*cap)[512] = NULL;
+    int nidx = 0, nglobal = 0; /* idx[nglobal..nidx) hold mem_strdup'd file names */
+    if ((rc = store_rep_dict_find(s, o->sae, o->hook, o->split, &dict))) goto out;
+    snprintf(res->dict_name, sizeof res->dict_name, "%s", dict.name);
+    if ((rc = store_rep_features(s, dict.id, &fs, &nf))) goto out;
+    if (nf == 0) {
+        rc = err_set(ERR_FORMAT, "%s: the analysis of '%s' has no feature rows", o->db, dict.name);
+        goto out;
+    }
+    /* Feature selection: explicit list (each must exist) or the top N by a statistic. */
+    if (o->features) {
+        sel = mem_alloc(sizeof(int64_t) * (size_t)(o->nfeatures > 0 ? o->nfeatures : 1));
+        if (!sel) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
+        for (int i = 0; i < o->nfeatures; i++) {
+            int f = o->features[i];
+            /* features are stored for every index 0..d_sae-1, ordered */
+            size_t lo = 0, hi = nf;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (fs[mid].feature < f) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo >= nf || fs[lo].feature != f) {
+                rc = err_set(ERR_NOTFOUND, "%s: feature %d is not in the analysis of '%s' (features 0..%lld)",
+                             o->db, f, dict.name, (long long)fs[nf - 1].feature);
+                goto out;
+            }
+            int dup = 0;
+            for (int k = 0; k < nsel; k++) dup |= sel[k] == f;
+            if (!dup) sel[nsel++] = f;
+        }
+    } else {
+        int n = o->top > 0 ? o->top : 20;
+        sel = mem_alloc(sizeof(int64_t) * nf);
+        rank_item *ri = mem_alloc(sizeof(rank_item) * nf);
+        if (!sel || !ri) {
+            mem_free(ri);
+            rc = err_set(ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < nf; i++)
+            ri[i] = (rank_item){rank_key(&fs[i], o->by), fs[i].n_active, fs[i].feature};
+        qsort(ri, nf, sizeof *ri, cmp_rank);
+        nsel = n < (int)nf ? n : (int)nf;
+        /* ranking by max or alignment leaves out features that have no value for it */
+        while (nsel > 0 && !isfinite(ri[nsel - 1].key)) nsel--;
+        for (int i = 0; i < nsel; i++) sel[i] = ri[i].feature;
+        mem_free(ri);
+    }
+    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
+        rc = err_set(ERR_IO, "%s: cannot create the output directory: %s", o->out_dir, strerror(errno));
+        goto out;
+    }
+    struct stat sb;
+    if (stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        rc = err_set(ERR_IO, "%s: not a directory", o->out_dir);
+        goto out;
+    }
+    if ((rc = store_rep_vocab(s, &vocab, &nvocab))) goto out;
+
+    int nidx_cap = nsel + 8;
+    idx = mem_calloc((size_t)nidx_cap, sizeof *idx);
+    cap = mem_calloc((size_t)nidx_cap, sizeof *cap);
+    if (!idx || !cap) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
+    if (o->global) {
+        rc = global_pictures(o, s, &dict, fs, nf, idx, &nidx, cap);
+        res->pictures = nglobal = nidx; /* their file names are literals */
+        if (rc) goto out;
+    }
+
+    /* Dashboards */
+    double t1 = now_seconds();
+    job j;
+    memset(&j, 0, sizeof j);
+    j.o = o;
+    j.dict = &dict;
+    j.vocab = vocab;
+    j.nvocab = nvocab;
+    j.feats = sel;
+    j.nfeats = nsel;
+    pthread_mutex_init(&j.mu, NULL);
+    int nth = o->threads < 1 ? 1 : o->threads > 64 ? 64 : o->threads;
+    if (nth > nsel) nth = nsel > 0 ? nsel : 1;
+    pthread_t th[64];
+    int started = 0;
+    for (int i = 1; i < nth; i++) {
+        if (pthread_create(&th[i], NULL, worker, &j) != 0) break;
+        started++;
+    }
+    worker(&j); /* the calling thread works too */
+    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+    res->dashboards = j.done;
+    res->dashboard_seconds = now_seconds() - t1;
+    if (j.rc) {
+        rc = err_set(j.rc, "%s", j.msg);
+        goto out;
+    }
+    if (o->stop && *o->stop) {
+        rc = err_set(ERR_ABORTED, "report: interrupted after %d dashboards", j.done);
+        goto out;
+    }
+    for (int i = 0; i < nsel; i++) {
+        static const char *const byname[] = {"density", "max activation", "POS alignment"};
+        char file[64];
+        snprintf(file, sizeof file, "feature_%lld.png", (long long)sel[i]);
+        const store_rep_feature *f = NULL;
+        for (size_t k = 0; k < nf && !f; k++)
+            if (fs[k].feature == sel[i]) f = &fs[k];
+        char *fcopy = mem_strdup(file);
+        if (!fcopy) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
+        idx[nidx].file = fcopy;
+        snprintf(cap[nidx], 512, "Feature %lld: density %.3g, max activation %.3g%s%s%s%s", (long long)sel[i],
+                 f ? f->density : NAN, f ? f->max_act : NAN, f && f->best_tag[0] ? ", best POS " : "",
+                 f && f->best_tag[0] ? f->best_tag : "", o->features ? "" : "; ranked by ",
+                 o->features ? "" : byname[o->by < 0 || o->by > 2 ? 0 : o->by]);
+        idx[nidx].caption = cap[nidx];
+        nidx++;
+    }
+    char title[400], intro[600];
+    snprintf(title, sizeof title, "saelite report: %s", dict.name);
+    snprintf(intro, sizeof intro, "%s dictionary '%s' at %s: %d features, d_in %d, analysed on the %s split "
+             "(%lld sequences, %lld tokens) of %s. Click a picture for full size.", dict.kind, dict.name,
+             dict.hook_name, dict.d_sae, dict.d_in, dict.split, (long long)dict.n_seqs,
+             (long long)dict.n_tokens, o->db);
+    rc = rep_write_index(o->out_dir, title, intro, idx, nidx);
+out:
+    for (int i = nglobal; idx && i < nidx; i++) mem_free((char *)idx[i].file);
+    res->seconds = now_seconds() - t0;
+    mem_free(idx);
+    mem_free(cap);
+    store_rep_vocab_free(vocab, nvocab);
+    mem_free(sel);
+    mem_free(fs);
+    store_close(s);
+    return rc;
+}

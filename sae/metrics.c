@@ -1,0 +1,157 @@
+/* metrics.c - see metrics.h. */
+#include "sae/metrics.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+
+int sae_metrics_init(sae_metrics *m, int d_in, int d_sae)
+{
+    memset(m, 0, sizeof *m);
+    m->d_in = d_in;
+    m->d_sae = d_sae;
+    m->sum_x = mem_calloc(d_in, sizeof(double));
+    m->fires = mem_calloc(d_sae > 0 ? d_sae : 1, sizeof(int64_t));
+    if (!m->sum_x || !m->fires) {
+        sae_metrics_free(m);
+        return err_set(ERR_NOMEM, "metrics: out of memory");
+    }
+    return OK;
+}
+
+void sae_metrics_free(sae_metrics *m)
+{
+    mem_free(m->sum_x);
+    mem_free(m->fires);
+    m->sum_x = NULL;
+    m->fires = NULL;
+}
+
+void sae_metrics_add(sae_metrics *m, const float *x, const float *xhat, const float *f, int N)
+{
+    int D = m->d_in, S = m->d_sae;
+    for (int b = 0; b < N; b++) {
+        const float *xr = x + (int64_t)b * D, *hr = xhat + (int64_t)b * D;
+        double se = 0, xx = 0, hh = 0, xh = 0;
+        for (int i = 0; i < D; i++) {
+            double d = (double)xr[i] - hr[i];
+            se += d * d;
+            xx += (double)xr[i] * xr[i];
+            hh += (double)hr[i] * hr[i];
+            xh += (double)xr[i] * hr[i];
+            m->sum_x[i] += xr[i];
+        }
+        m->sse += se;
+        m->sum_sq += xx;
+        if (xx > 0 && hh > 0) m->cos_sum += xh / sqrt(xx * hh);
+        if (xx > 0) {
+            m->l2r_sum += sqrt(hh / xx);
+            m->n_nonzero++;
+        }
+        if (f) {
+            const float *fr = f + (int64_t)b * S;
+            int64_t l0 = 0;
+            for (int j = 0; j < S; j++)
+                if (fr[j] > 0) {
+                    l0++;
+                    m->fires[j]++;
+                }
+            m->l0_sum += (double)l0;
+        }
+    }
+    m->n += N;
+}
+
+void sae_metrics_merge(sae_metrics *into, const sae_metrics *from)
+{
+    into->n += from->n;
+    into->n_nonzero += from->n_nonzero;
+    into->sse += from->sse;
+    into->sum_sq += from->sum_sq;
+    into->cos_sum += from->cos_sum;
+    into->l2r_sum += from->l2r_sum;
+    into->l0_sum += from->l0_sum;
+    for (int i = 0; i < into->d_in; i++) into->sum_x[i] += from->sum_x[i];
+    for (int j = 0; j < into->d_sae; j++) into->fires[j] += from->fires[j];
+}
+
+void sae_metrics_summarize(const sae_metrics *m, sae_metrics_summary *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n = m->n;
+    if (m->n == 0) return;
+    double n = (double)m->n, msq = 0;
+    for (int i = 0; i < m->d_in; i++) msq += (m->sum_x[i] / n) * (m->sum_x[i] / n);
+    double var = m->sum_sq - n * msq;
+    o->mse = m->sse / (n * m->d_in);
+    o->ev = var > 0 ? 1.0 - m->sse / var : 0;
+    o->cos = m->cos_sum / n;
+    o->l2_ratio = m->n_nonzero ? m->l2r_sum / (double)m->n_nonzero : 0;
+    o->l0 = m->l0_sum / n;
+    int64_t dead = 0, dense = 0;
+    for (int j = 0; j < m->d_sae; j++) {
+        double d = m->fires[j] / n;
+        dead += m->fires[j] == 0;
+        dense += d > 0.1;
+    }
+    o->dead_frac = m->d_sae ? (double)dead / m->d_sae : 0;
+    o->dense_frac = m->d_sae ? (double)dense / m->d_sae : 0;
+}
+
+void sae_metrics_log10_density(const sae_metrics *m, float *out)
+{
+    double n = m->n > 0 ? (double)m->n : 1;
+    for (int j = 0; j < m->d_sae; j++) out[j] = (float)log10(m->fires[j] / n + 1e-10);
+}
+
+static float *unit_rows(const float *W, int R, int d)
+{
+    float *o = mem_alloc(sizeof(float) * (size_t)R * d);
+    if (!o) return NULL;
+    for (int r = 0; r < R; r++) {
+        double ss = 0;
+        for (int i = 0; i < d; i++) ss += (double)W[(int64_t)r * d + i] * W[(int64_t)r * d + i];
+        float inv = ss > 0 ? (float)(1 / sqrt(ss)) : 0;
+        for (int i = 0; i < d; i++) o[(int64_t)r * d + i] = W[(int64_t)r * d + i] * inv;
+    }
+    return o;
+}
+
+int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr, double *mmcs,
+             double *recovered, float *best)
+{
+    if (F < 1 || S < 1 || d < 1) return err_set(ERR_SHAPE, "mmcs: empty dictionary");
+    float *T = unit_rows(truth, F, d), *L = unit_rows(W, S, d);
+    enum { CH = 256 };
+    float *cs = mem_alloc(sizeof(float) * (size_t)CH * S);
+    if (!T || !L || !cs) {
+        mem_free(T);
+        mem_free(L);
+        mem_free(cs);
+        return err_set(ERR_NOMEM, "mmcs: out of memory");
+    }
+    double sum = 0;
+    int64_t rec = 0;
+    for (int r0 = 0; r0 < F; r0 += CH) {
+        int n = F - r0 < CH ? F - r0 : CH;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, S, d, 1.0f, T + (int64_t)r0 * d,
+                    d, L, d, 0.0f, cs, S);
+        for (int r = 0; r < n; r++) {
+            float mx = -2;
+            for (int j = 0; j < S; j++)
+                if (cs[(int64_t)r * S + j] > mx) mx = cs[(int64_t)r * S + j];
+            sum += mx;
+            rec += mx > thr;
+            if (best) best[r0 + r] = mx;
+        }
+    }
+    *mmcs = sum / F;
+    *recovered = (double)rec / F;
+    mem_free(T);
+    mem_free(L);
+    mem_free(cs);
+    return OK;
+}

@@ -1,0 +1,47 @@
+/* metrics.h - SAE quality metrics, defined once (used by sae-train, sae-eval and analyze).
+ *
+ * An accumulator over an evaluated set of N tokens (x raw activations, xhat reconstructions,
+ * f latent activations):
+ *   mse        = sum ||x - xhat||^2 / (N d_in)            (per element)
+ *   ev         = 1 - sum ||x - xhat||^2 / sum ||x - mean(x)||^2   (mean over the set)
+ *   cos        = mean over tokens of cos(x, xhat)   (tokens with a zero vector count as 0)
+ *   l2_ratio   = mean over tokens of ||xhat|| / ||x||   (tokens with ||x|| = 0 skipped)
+ *   l0         = mean number of latents with f > 0 per token
+ *   density_j  = fraction of tokens with f_j > 0; log10 density uses log10(density + 1e-10)
+ *   dead_frac  = fraction of latents with density 0;  dense_frac = fraction with density > 0.1
+ * Sums are in double. Ownership: the accumulator owns its arrays (sae_metrics_free).
+ * Thread safety: one accumulator per thread (merge with sae_metrics_merge).
+ */
+#ifndef SAELITE_METRICS_H
+#define SAELITE_METRICS_H
+#include <stdint.h>
+
+typedef struct {
+    int d_in, d_sae;
+    int64_t n, n_nonzero;
+    double sse, sum_sq, cos_sum, l2r_sum, l0_sum;
+    double *sum_x;   /* [d_in] */
+    int64_t *fires;  /* [d_sae] */
+} sae_metrics;
+
+typedef struct {
+    int64_t n;
+    double mse, ev, cos, l2_ratio, l0, dead_frac, dense_frac;
+} sae_metrics_summary;
+
+int sae_metrics_init(sae_metrics *m, int d_in, int d_sae);
+void sae_metrics_free(sae_metrics *m);
+/* f may be NULL (then l0/density are not counted for these rows). */
+void sae_metrics_add(sae_metrics *m, const float *x /*[N,d_in]*/, const float *xhat /*[N,d_in]*/,
+                     const float *f /*[N,d_sae] or NULL*/, int N);
+void sae_metrics_merge(sae_metrics *into, const sae_metrics *from);
+void sae_metrics_summarize(const sae_metrics *m, sae_metrics_summary *out);
+void sae_metrics_log10_density(const sae_metrics *m, float *out /*[d_sae]*/);
+
+/* Ground-truth recovery: for each true direction (rows of truth [F,d]) the best cosine with any
+ * learned direction (rows of W [S,d]); mmcs = mean of those, *recovered = fraction > thr.
+ * best [F] may be NULL. */
+int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr, double *mmcs,
+             double *recovered, float *best);
+
+#endif

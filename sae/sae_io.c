@@ -1,0 +1,276 @@
+/* sae_io.c - SAELens-layout files: sae_weights.safetensors, cfg.json, sparsity.safetensors. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "model/safetensors.h"
+#include "sae/sae.h"
+
+static int write_text_atomic(const char *path, const char *text)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    size_t n = strlen(text);
+    int ok = fwrite(text, 1, n, fp) == n;
+    ok = (fclose(fp) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    }
+    return OK;
+}
+
+static int make_dir(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: exists and is not a directory", dir);
+        return OK;
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return err_set(ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    return OK;
+}
+
+int sae_save(const sae_model *s, const char *dir) { return sae_save_ex(s, dir, NULL, NULL); }
+
+int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
+                const float *log10_density)
+{
+    const sae_config *c = &s->cfg;
+    int rc = make_dir(dir);
+    if (rc) return rc;
+    char path[4096];
+    int64_t D = c->d_in, S = c->d_sae;
+    st_out t[5] = {
+        {"W_enc", ST_F32, 2, {D, S}, s->W_enc},
+        {"b_enc", ST_F32, 1, {S}, s->b_enc},
+        {"W_dec", ST_F32, 2, {S, D}, s->W_dec},
+        {"b_dec", ST_F32, 1, {D}, s->b_dec},
+        {"threshold", ST_F32, 1, {S}, s->threshold},
+    };
+    snprintf(path, sizeof path, "%s/sae_weights.safetensors", dir);
+    rc = st_write(path, t, s->threshold ? 5 : 4, NULL);
+    if (rc) return rc;
+    if (log10_density) {
+        st_out sp = {"sparsity", ST_F32, 1, {S}, log10_density};
+        snprintf(path, sizeof path, "%s/sparsity.safetensors", dir);
+        rc = st_write(path, &sp, 1, NULL);
+        if (rc) return rc;
+    }
+    /* BatchTopK is saved for inference as JumpReLU with its global threshold (as SAELens does) */
+    const char *arch = c->arch == SAE_RELU       ? "standard"
+                       : c->arch == SAE_TOPK     ? "topk"
+                                                 : "jumprelu";
+    cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "architecture", arch);
+    cJSON_AddNumberToObject(root, "d_in", c->d_in);
+    cJSON_AddNumberToObject(root, "d_sae", c->d_sae);
+    if (c->arch == SAE_TOPK) cJSON_AddNumberToObject(root, "k", c->k);
+    cJSON_AddStringToObject(root, "dtype", "float32");
+    cJSON_AddStringToObject(root, "device", "cpu");
+    cJSON_AddBoolToObject(root, "apply_b_dec_to_input", 1);
+    cJSON_AddStringToObject(root, "normalize_activations", "none");
+    cJSON_AddStringToObject(meta, "hook_name", c->hook_name);
+    cJSON_AddStringToObject(meta, "model_name", c->model_name);
+    cJSON_AddNumberToObject(meta, "context_size", c->context_size);
+    cJSON_AddNumberToObject(meta, "hook_head_index", -1);
+    cJSON_ReplaceItemInObject(meta, "hook_head_index", cJSON_CreateNull());
+    cJSON_AddBoolToObject(meta, "prepend_bos", 1);
+    cJSON_AddStringToObject(meta, "sae_lens_training_version", "saelite");
+    cJSON_AddItemToObject(root, "metadata", meta);
+    /* older SAELens readers look for these at the top level */
+    cJSON_AddStringToObject(root, "hook_name", c->hook_name);
+    cJSON_AddStringToObject(root, "model_name", c->model_name);
+    cJSON_AddNumberToObject(root, "context_size", c->context_size);
+    if (train_json) {
+        cJSON *tr = cJSON_Parse(train_json);
+        if (!tr || !cJSON_IsObject(tr)) {
+            cJSON_Delete(tr);
+            cJSON_Delete(root);
+            return err_set(ERR_ARG, "%s: training config is not a JSON object", dir);
+        }
+        cJSON_AddItemToObject(root, "training", tr);
+    }
+    char *txt = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!txt) return err_set(ERR_NOMEM, "%s: cannot format cfg.json", dir);
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    rc = write_text_atomic(path, txt);
+    cJSON_free(txt);
+    return rc;
+}
+
+static char *read_text(const char *path, int *rc)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        *rc = err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
+                      strerror(errno));
+        return NULL;
+    }
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *buf = n >= 0 && n < (64L << 20) ? mem_alloc((size_t)n + 1) : NULL;
+    if (!buf || fread(buf, 1, (size_t)n, fp) != (size_t)n) {
+        fclose(fp);
+        mem_free(buf);
+        *rc = err_set(ERR_IO, "%s: cannot read", path);
+        return NULL;
+    }
+    fclose(fp);
+    buf[n] = 0;
+    *rc = OK;
+    return buf;
+}
+
+/* key from metadata{} first, then the top level (older SAELens), then an alternative name. */
+static const cJSON *cfg_get(const cJSON *root, const char *key, const char *alt)
+{
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata"), *v = NULL;
+    if (cJSON_IsObject(meta)) v = cJSON_GetObjectItemCaseSensitive(meta, key);
+    if (!v || cJSON_IsNull(v)) v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if ((!v || cJSON_IsNull(v)) && alt) v = cJSON_GetObjectItemCaseSensitive(root, alt);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int get_int(const cJSON *root, const char *key, const char *path, int *out)
+{
+    const cJSON *v = cfg_get(root, key, NULL);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+        v->valuedouble > 1e8)
+        return err_set(ERR_FORMAT, "%s: '%s' missing or not a positive integer", path, key);
+    *out = (int)v->valuedouble;
+    return OK;
+}
+
+int sae_load(sae_model **out, const char *dir)
+{
+    *out = NULL;
+    char path[4096], wpath[4096];
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    int rc;
+    char *txt = read_text(path, &rc);
+    if (!txt) return rc;
+    cJSON *root = cJSON_Parse(txt);
+    mem_free(txt);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return err_set(ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    sae_config c;
+    memset(&c, 0, sizeof c);
+    const cJSON *a = cfg_get(root, "architecture", NULL);
+    const char *arch = cJSON_IsString(a) ? a->valuestring : NULL;
+    if (!arch) { /* older SAELens: activation_fn_str */
+        const cJSON *af = cfg_get(root, "activation_fn_str", NULL);
+        arch = cJSON_IsString(af) ? af->valuestring : "standard";
+        if (!strcmp(arch, "relu")) arch = "standard";
+    }
+    sae_arch ar;
+    if (sae_arch_parse(arch, &ar)) {
+        cJSON_Delete(root);
+        return err_set(ERR_FORMAT, "%s: unsupported architecture '%s'", path, arch);
+    }
+    c.arch = ar;
+    rc = get_int(root, "d_in", path, &c.d_in);
+    if (!rc) rc = get_int(root, "d_sae", path, &c.d_sae);
+    if (!rc && (ar == SAE_TOPK || ar == SAE_BATCHTOPK)) {
+        const cJSON *k = cfg_get(root, "k", NULL);
+        if (!k) {
+            const cJSON *kw = cfg_get(root, "activation_fn_kwargs", NULL);
+            if (cJSON_IsObject(kw)) k = cJSON_GetObjectItemCaseSensitive(kw, "k");
+        }
+        if (!cJSON_IsNumber(k) || k->valuedouble < 1 || k->valuedouble > c.d_sae)
+            rc = err_set(ERR_FORMAT, "%s: %s SAE without a valid 'k'", path, arch);
+        else c.k = (int)k->valuedouble;
+    }
+    const cJSON *na = cfg_get(root, "normalize_activations", NULL);
+    if (!rc && na && !(cJSON_IsString(na) && !strcmp(na->valuestring, "none")))
+        rc = err_set(ERR_FORMAT,
+                     "%s: normalize_activations '%s' is not supported (fold the scaling into the "
+                     "weights and save with \"none\")",
+                     path, cJSON_IsString(na) ? na->valuestring : "?");
+    const cJSON *ab = cfg_get(root, "apply_b_dec_to_input", NULL);
+    int apply_b_dec = !cJSON_IsFalse(ab);
+    const cJSON *v;
+    if ((v = cfg_get(root, "hook_name", "hook_point")) && cJSON_IsString(v))
+        snprintf(c.hook_name, sizeof c.hook_name, "%s", v->valuestring);
+    if ((v = cfg_get(root, "model_name", NULL)) && cJSON_IsString(v))
+        snprintf(c.model_name, sizeof c.model_name, "%s", v->valuestring);
+    if ((v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v))
+        c.context_size = (int)v->valuedouble;
+    cJSON_Delete(root);
+    if (rc) return rc;
+    snprintf(wpath, sizeof wpath, "%s/sae_weights.safetensors", dir);
+    st_file *f;
+    if ((rc = st_open(&f, wpath))) return rc;
+    /* a BatchTopK file with a threshold is used as JumpReLU would be; without one, as TopK */
+    if (ar == SAE_BATCHTOPK && !st_find(f, "threshold")) c.arch = SAE_TOPK;
+    sae_model *s;
+    if ((rc = sae_model_new(&s, &c))) {
+        st_close(f);
+        return rc;
+    }
+    int64_t D = c.d_in, S = c.d_sae, sh[2];
+    sh[0] = D, sh[1] = S;
+    rc = st_load_f32(f, "W_enc", 2, sh, s->W_enc);
+    sh[0] = S, sh[1] = D;
+    if (!rc) rc = st_load_f32(f, "W_dec", 2, sh, s->W_dec);
+    if (!rc) rc = st_load_f32(f, "b_enc", 1, &S, s->b_enc);
+    if (!rc) rc = st_load_f32(f, "b_dec", 1, &D, s->b_dec);
+    if (!rc && s->threshold) {
+        if (st_find(f, "threshold")) rc = st_load_f32(f, "threshold", 1, &S, s->threshold);
+        else if (st_find(f, "log_threshold")) {
+            rc = st_load_f32(f, "log_threshold", 1, &S, s->threshold);
+            for (int64_t j = 0; !rc && j < S; j++) s->threshold[j] = expf(s->threshold[j]);
+        } else rc = err_set(ERR_FORMAT, "%s: jumprelu SAE without 'threshold'", wpath);
+    }
+    st_close(f);
+    if (!rc && !apply_b_dec) {
+        /* pre = x W_enc + b_enc == (x - b_dec) W_enc + (b_enc + b_dec W_enc) */
+        for (int64_t i = 0; i < D; i++)
+            for (int64_t j = 0; j < S; j++) s->b_enc[j] += s->b_dec[i] * s->W_enc[i * S + j];
+    }
+    for (int64_t e = 0; !rc && e < D * S; e++)
+        if (!isfinite(s->W_enc[e]) || !isfinite(s->W_dec[e]))
+            rc = err_set(ERR_FORMAT, "%s: non-finite weights", wpath);
+    if (rc) {
+        sae_free(s);
+        return rc;
+    }
+    *out = s;
+    return OK;
+}
+
+int sae_load_sparsity(const char *dir, int d_sae, float **out)
+{
+    *out = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sparsity.safetensors", dir);
+    if (access(path, F_OK) != 0) return err_set(ERR_NOTFOUND, "%s: no sparsity file", path);
+    st_file *f;
+    int rc = st_open(&f, path);
+    if (rc) return rc;
+    float *d = mem_alloc(sizeof(float) * (size_t)d_sae);
+    int64_t S = d_sae;
+    if (!d) rc = err_set(ERR_NOMEM, "%s: out of memory", path);
+    else rc = st_load_f32(f, "sparsity", 1, &S, d);
+    st_close(f);
+    if (rc) {
+        mem_free(d);
+        return rc;
+    }
+    *out = d;
+    return OK;
+}

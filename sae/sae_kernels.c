@@ -1,0 +1,231 @@
+/* sae_kernels.c - see sae_kernels.h. */
+#include "sae/sae_kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, const float *b_enc,
+                  const float *b_dec, int B, int D, int S)
+{
+    for (int b = 0; b < B; b++) {
+        const float *xr = x + (int64_t)b * D;
+        float *cr = xc + (int64_t)b * D;
+        for (int i = 0; i < D; i++) cr[i] = xr[i] - b_dec[i];
+        float *pr = pre + (int64_t)b * S;
+        memcpy(pr, b_enc, sizeof(float) * S);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, xc, D, W_encT, D, 1.0f,
+                pre, S);
+}
+
+/* Min-heap on value; among equal values the larger index is "smaller" so it is evicted first,
+ * which keeps the lower index on ties. */
+static inline int heap_less(float va, int ia, float vb, int ib)
+{
+    return va < vb || (va == vb && ia > ib);
+}
+
+static void heap_down(float *hv, int *hi, int k, int pos)
+{
+    for (;;) {
+        int l = 2 * pos + 1, r = l + 1, m = pos;
+        if (l < k && heap_less(hv[l], hi[l], hv[m], hi[m])) m = l;
+        if (r < k && heap_less(hv[r], hi[r], hv[m], hi[m])) m = r;
+        if (m == pos) return;
+        float tv = hv[m];
+        hv[m] = hv[pos];
+        hv[pos] = tv;
+        int ti = hi[m];
+        hi[m] = hi[pos];
+        hi[pos] = ti;
+        pos = m;
+    }
+}
+
+void sae_k_topk(int *idx, float *val, const float *pre, int B, int S, int k, const int *cand,
+                int ncand)
+{
+    int n = cand ? ncand : S;
+    for (int b = 0; b < B; b++) {
+        const float *pr = pre + (int64_t)b * S;
+        float *hv = val + (int64_t)b * k;
+        int *hi = idx + (int64_t)b * k;
+        for (int e = 0; e < k; e++) {
+            int j = cand ? cand[e] : e;
+            hv[e] = pr[j];
+            hi[e] = j;
+        }
+        for (int e = k / 2 - 1; e >= 0; e--) heap_down(hv, hi, k, e);
+        for (int e = k; e < n; e++) {
+            int j = cand ? cand[e] : e;
+            float v = pr[j];
+            /* candidates come in increasing index order, so a tie never displaces */
+            if (v > hv[0]) {
+                hv[0] = v;
+                hi[0] = j;
+                heap_down(hv, hi, k, 0);
+            }
+        }
+        for (int e = 0; e < k; e++)
+            if (!(hv[e] > 0)) hv[e] = 0; /* ReLU after selection */
+    }
+}
+
+/* k-th smallest (0-based) of a[0..n) by quickselect; reorders a. */
+static float select_kth(float *a, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        /* median of three as pivot */
+        float x = a[lo], y = a[mid], z = a[hi];
+        float piv = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < piv) i++;
+            while (a[j] > piv) j--;
+            if (i <= j) {
+                float t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else return a[k];
+    }
+    return a[k];
+}
+
+int64_t sae_k_batchtopk(int64_t *ptr, int *idx, float *val, int64_t cap, float *thr,
+                        const float *pre, int B, int S, int64_t kB, float *scratch)
+{
+    int64_t npos = 0, total = (int64_t)B * S;
+    for (int64_t i = 0; i < total; i++)
+        if (pre[i] > 0) scratch[npos++] = pre[i];
+    float t;
+    if (npos == 0) {
+        t = INFINITY;
+    } else if (npos <= kB) {
+        t = 0; /* keep every positive entry */
+    } else {
+        t = select_kth(scratch, npos, npos - kB);
+    }
+    int64_t nnz = 0;
+    float minkept = INFINITY;
+    ptr[0] = 0;
+    for (int b = 0; b < B; b++) {
+        const float *pr = pre + (int64_t)b * S;
+        for (int j = 0; j < S; j++) {
+            float v = pr[j];
+            if (v > 0 && v >= t && nnz < cap) {
+                idx[nnz] = j;
+                val[nnz] = v;
+                nnz++;
+                if (v < minkept) minkept = v;
+            }
+        }
+        ptr[b + 1] = nnz;
+    }
+    *thr = nnz ? minkept : 0;
+    return nnz;
+}
+
+void sae_k_decode_sparse(float *xhat, const int64_t *ptr, const int *idx, const float *val,
+                         const float *W_dec, const float *b_dec, int B, int D)
+{
+    for (int b = 0; b < B; b++) {
+        float *o = xhat + (int64_t)b * D;
+        if (b_dec) memcpy(o, b_dec, sizeof(float) * D);
+        else memset(o, 0, sizeof(float) * D);
+        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
+            float v = val[e];
+            if (v == 0) continue;
+            const float *w = W_dec + (int64_t)idx[e] * D;
+            for (int i = 0; i < D; i++) o[i] += v * w[i];
+        }
+    }
+}
+
+void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat,
+                                  const int64_t *ptr, const int *idx, const float *val,
+                                  const float *W_dec, int B, int D)
+{
+    for (int b = 0; b < B; b++) {
+        const float *g = dxhat + (int64_t)b * D;
+        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
+            float v = val[e];
+            const float *w = W_dec + (int64_t)idx[e] * D;
+            float *dw = dW_dec + (int64_t)idx[e] * D;
+            float dot = 0;
+            for (int i = 0; i < D; i++) {
+                dot += g[i] * w[i];
+                dw[i] += v * g[i];
+            }
+            dval[e] = dot;
+        }
+    }
+}
+
+void sae_k_encode_sparse_backward(float *dW_encT, float *db_enc, const float *dpre,
+                                  const int64_t *ptr, const int *idx, const float *xc, int B, int D)
+{
+    for (int b = 0; b < B; b++) {
+        const float *c = xc + (int64_t)b * D;
+        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
+            float g = dpre[e];
+            if (g == 0) continue;
+            int j = idx[e];
+            float *dw = dW_encT + (int64_t)j * D;
+            for (int i = 0; i < D; i++) dw[i] += g * c[i];
+            db_enc[j] += g;
+        }
+    }
+}
+
+void sae_k_bdec_from_enc(float *db_dec, const float *g, const float *W_encT, int D, int S)
+{
+    cblas_sgemv(CblasRowMajor, CblasTrans, S, D, -1.0f, W_encT, D, g, 1, 1.0f, db_dec, 1);
+}
+
+void sae_k_remove_parallel(float *dW, const float *W, int S, int D)
+{
+    for (int j = 0; j < S; j++) {
+        float *g = dW + (int64_t)j * D;
+        const float *w = W + (int64_t)j * D;
+        float dot = 0;
+        for (int i = 0; i < D; i++) dot += g[i] * w[i];
+        for (int i = 0; i < D; i++) g[i] -= dot * w[i];
+    }
+}
+
+void sae_k_normalize_rows(float *W, int S, int D)
+{
+    for (int j = 0; j < S; j++) {
+        float *w = W + (int64_t)j * D;
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += (double)w[i] * w[i];
+        if (ss <= 0) continue;
+        float inv = (float)(1.0 / sqrt(ss));
+        for (int i = 0; i < D; i++) w[i] *= inv;
+    }
+}
+
+void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
+                float eps, int64_t t)
+{
+    float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
+    float step = lr / bc1, ib2 = 1.0f / bc2;
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float mi = b1 * m[i] + (1 - b1) * gi;
+        float vi = b2 * v[i] + (1 - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        p[i] -= step * mi / (sqrtf(vi * ib2) + eps);
+        g[i] = 0;
+    }
+}

@@ -1,0 +1,70 @@
+/* sae_kernels.h - forward/backward kernels of the sparse-autoencoder trainer.
+ *
+ * Plain functions over float buffers in the style of llm.c: outputs first, one shape comment per
+ * argument, backward kernels ACCUMULATE into their gradient outputs (the caller zeroes them).
+ * Layouts (row-major): the encoder is kept transposed, W_encT [S,D] (row j = latent j's encoder
+ * direction), so that the sparse encoder gradient touches contiguous rows; W_dec [S,D];
+ * D = d_in, S = d_sae, B = tokens in the batch.
+ * Sparse activations are in CSR form: row b's active latents are idx[ptr[b]..ptr[b+1]) with values
+ * val[...]; a value of 0 (ReLU clipped a selected pre-activation) passes no gradient.
+ * The only dense matmuls are cblas_sgemm calls (encoder pre-activations; the dense decoder of the
+ * ReLU/JumpReLU paths). No allocation, no errors: shapes are the caller's contract.
+ * Thread safety: pure functions of their arguments.
+ */
+#ifndef SAELITE_SAE_KERNELS_H
+#define SAELITE_SAE_KERNELS_H
+#include <stdint.h>
+
+/* xc[B,D] = x - b_dec; pre[B,S] = xc @ W_encT^T + b_enc (one sgemm). */
+void sae_k_encode(float *pre /*[B,S]*/, float *xc /*[B,D]*/, const float *x /*[B,D]*/,
+                  const float *W_encT /*[S,D]*/, const float *b_enc /*[S]*/,
+                  const float *b_dec /*[D]*/, int B, int D, int S);
+
+/* Per row: the k largest pre-activations (ties: lower index first), ReLU applied; rows get
+ * exactly k entries (ptr[b] = b*k), sorted by descending value. cand: optional candidate list
+ * (ncand latents, e.g. the dead ones for AuxK); NULL = all S latents. k <= S (k <= ncand). */
+void sae_k_topk(int *idx /*[B*k]*/, float *val /*[B*k]*/, const float *pre /*[B,S]*/, int B, int S,
+                int k, const int *cand /*[ncand] or NULL*/, int ncand);
+
+/* Global top (kB) of relu(pre) over the whole batch (BatchTopK). Writes CSR (ptr[B+1], idx, val of
+ * capacity cap) of entries >= the selected threshold and > 0; returns the number of entries (ties
+ * can add a few beyond kB; never more than cap) and the threshold (smallest kept value, 0 if
+ * none) in *thr. scratch: B*S floats. */
+int64_t sae_k_batchtopk(int64_t *ptr /*[B+1]*/, int *idx, float *val, int64_t cap, float *thr,
+                        const float *pre /*[B,S]*/, int B, int S, int64_t kB, float *scratch);
+
+/* xhat[B,D] = (b_dec or 0) + sum over active (j, v) of v * W_dec[j]. */
+void sae_k_decode_sparse(float *xhat /*[B,D]*/, const int64_t *ptr /*[B+1]*/, const int *idx,
+                         const float *val, const float *W_dec /*[S,D]*/,
+                         const float *b_dec /*[D] or NULL*/, int B, int D);
+
+/* Backward of the sparse decoder given dxhat: dW_dec[j] += v * dxhat[b] for each active entry,
+ * dval[e] = dxhat[b] . W_dec[j] (overwritten, not accumulated). */
+void sae_k_decode_sparse_backward(float *dW_dec /*[S,D]*/, float *dval /*[nnz]*/,
+                                  const float *dxhat /*[B,D]*/, const int64_t *ptr, const int *idx,
+                                  const float *val, const float *W_dec /*[S,D]*/, int B, int D);
+
+/* Backward of the encoder for sparse dpre (the same CSR pattern): dW_encT[j] += dpre * xc[b],
+ * db_enc[j] += dpre. (The b_dec gradient through xc = x - b_dec is -db_enc_step @ W_encT; the
+ * trainer computes it with one gemv, see sae_k_bdec_from_enc.) */
+void sae_k_encode_sparse_backward(float *dW_encT /*[S,D]*/, float *db_enc /*[S]*/,
+                                  const float *dpre /*[nnz]*/, const int64_t *ptr, const int *idx,
+                                  const float *xc /*[B,D]*/, int B, int D);
+
+/* db_dec[D] -= g[S] @ W_encT[S,D]: the gradient through xc = x - b_dec given g = sum_b dpre[b]. */
+void sae_k_bdec_from_enc(float *db_dec /*[D]*/, const float *g /*[S]*/, const float *W_encT,
+                         int D, int S);
+
+/* Remove from each decoder-row gradient its component parallel to the (unit-norm) row:
+ * dW[j] -= (dW[j] . W[j]) W[j]. */
+void sae_k_remove_parallel(float *dW /*[S,D]*/, const float *W /*[S,D]*/, int S, int D);
+
+/* Scale each row of W to unit L2 norm (rows of norm 0 are left alone). */
+void sae_k_normalize_rows(float *W /*[S,D]*/, int S, int D);
+
+/* One Adam step on n parameters with bias correction for step t (1-based); the gradient is
+ * zeroed afterwards (so the next step's backward can accumulate into it). */
+void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
+                float eps, int64_t t);
+
+#endif

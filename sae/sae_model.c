@@ -1,0 +1,130 @@
+/* sae_model.c - sae_model allocation and inference (see sae.h). */
+#include "sae/sae.h"
+
+#include <cblas.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "sae/sae_kernels.h"
+
+static const char *arch_names[] = {"relu", "topk", "batchtopk", "jumprelu"};
+
+const char *sae_arch_name(sae_arch a)
+{
+    return (unsigned)a < 4 ? arch_names[a] : "?";
+}
+
+int sae_arch_parse(const char *s, sae_arch *out)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, arch_names[i])) {
+            *out = (sae_arch)i;
+            return OK;
+        }
+    if (!strcmp(s, "standard")) {
+        *out = SAE_RELU;
+        return OK;
+    }
+    return err_set(ERR_ARG, "unknown SAE architecture '%s' (relu, topk, batchtopk, jumprelu)", s);
+}
+
+void sae_free(sae_model *s)
+{
+    if (!s) return;
+    mem_free(s->W_enc);
+    mem_free(s->b_enc);
+    mem_free(s->W_dec);
+    mem_free(s->b_dec);
+    mem_free(s->threshold);
+    mem_free(s);
+}
+
+int sae_model_new(sae_model **out, const sae_config *cfg)
+{
+    *out = NULL;
+    if (cfg->d_in <= 0 || cfg->d_sae <= 0)
+        return err_set(ERR_ARG, "SAE shape d_in %d d_sae %d must be positive", cfg->d_in,
+                       cfg->d_sae);
+    if ((cfg->arch == SAE_TOPK || cfg->arch == SAE_BATCHTOPK) &&
+        (cfg->k <= 0 || cfg->k > cfg->d_sae))
+        return err_set(ERR_ARG, "SAE k %d must be in 1..d_sae (%d)", cfg->k, cfg->d_sae);
+    sae_model *s = mem_calloc(1, sizeof *s);
+    if (!s) return err_set(ERR_NOMEM, "SAE model: out of memory");
+    s->cfg = *cfg;
+    size_t D = cfg->d_in, S = cfg->d_sae;
+    s->W_enc = mem_calloc(D * S, sizeof(float));
+    s->W_dec = mem_calloc(D * S, sizeof(float));
+    s->b_enc = mem_calloc(S, sizeof(float));
+    s->b_dec = mem_calloc(D, sizeof(float));
+    int thr = cfg->arch == SAE_JUMPRELU || cfg->arch == SAE_BATCHTOPK;
+    if (thr) s->threshold = mem_calloc(S, sizeof(float));
+    if (!s->W_enc || !s->W_dec || !s->b_enc || !s->b_dec || (thr && !s->threshold)) {
+        sae_free(s);
+        return err_set(ERR_NOMEM, "SAE model %dx%d: out of memory", cfg->d_in, cfg->d_sae);
+    }
+    *out = s;
+    return OK;
+}
+
+/* Rows per chunk so that the scratch stays small whatever N is. */
+#define ENC_CHUNK 256
+
+int sae_encode(const sae_model *s, const float *x, int N, float *f)
+{
+    int D = s->cfg.d_in, S = s->cfg.d_sae, k = s->cfg.k;
+    float *xc = mem_alloc(sizeof(float) * (size_t)ENC_CHUNK * D);
+    int *idx = NULL;
+    float *val = NULL;
+    int topk = s->cfg.arch == SAE_TOPK || (s->cfg.arch == SAE_BATCHTOPK && !s->threshold);
+    if (topk) {
+        idx = mem_alloc(sizeof(int) * (size_t)ENC_CHUNK * k);
+        val = mem_alloc(sizeof(float) * (size_t)ENC_CHUNK * k);
+    }
+    if (!xc || (topk && (!idx || !val))) {
+        mem_free(xc);
+        mem_free(idx);
+        mem_free(val);
+        return err_set(ERR_NOMEM, "sae_encode: out of memory");
+    }
+    for (int r0 = 0; r0 < N; r0 += ENC_CHUNK) {
+        int n = N - r0 < ENC_CHUNK ? N - r0 : ENC_CHUNK;
+        float *fr = f + (int64_t)r0 * S;
+        for (int b = 0; b < n; b++) {
+            const float *xr = x + (int64_t)(r0 + b) * D;
+            for (int i = 0; i < D; i++) xc[(int64_t)b * D + i] = xr[i] - s->b_dec[i];
+            memcpy(fr + (int64_t)b * S, s->b_enc, sizeof(float) * S);
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, S, D, 1.0f, xc, D, s->W_enc, S,
+                    1.0f, fr, S);
+        if (topk) {
+            sae_k_topk(idx, val, fr, n, S, k, NULL, 0);
+            for (int b = 0; b < n; b++) {
+                float *row = fr + (int64_t)b * S;
+                memset(row, 0, sizeof(float) * S);
+                for (int e = 0; e < k; e++) row[idx[b * k + e]] = val[b * k + e];
+            }
+        } else if (s->threshold) {
+            for (int64_t e = 0; e < (int64_t)n * S; e++) {
+                float t = s->threshold[e % S];
+                if (!(fr[e] > t && fr[e] > 0)) fr[e] = 0;
+            }
+        } else {
+            for (int64_t e = 0; e < (int64_t)n * S; e++)
+                if (!(fr[e] > 0)) fr[e] = 0;
+        }
+    }
+    mem_free(xc);
+    mem_free(idx);
+    mem_free(val);
+    return OK;
+}
+
+int sae_decode(const sae_model *s, const float *f, int N, float *xhat)
+{
+    int D = s->cfg.d_in, S = s->cfg.d_sae;
+    for (int b = 0; b < N; b++) memcpy(xhat + (int64_t)b * D, s->b_dec, sizeof(float) * D);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, D, S, 1.0f, f, S, s->W_dec, D, 1.0f,
+                xhat, D);
+    return OK;
+}

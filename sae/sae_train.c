@@ -1,0 +1,821 @@
+/* sae_train.c - the SAE trainer (see sae_train.h). */
+#include "sae/sae_train.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/npy.h"
+#include "sae/sae_kernels.h"
+
+/* ---- RNG ------------------------------------------------------------------------------ */
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void sae_rng_seed(sae_rng *r, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t sae_rng_u64(sae_rng *r)
+{
+    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+double sae_rng_uniform(sae_rng *r) { return (sae_rng_u64(r) >> 11) * 0x1.0p-53; }
+
+double sae_rng_normal(sae_rng *r)
+{
+    double u = 1.0 - sae_rng_uniform(r), v = sae_rng_uniform(r); /* u in (0,1] */
+    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+
+/* ---- config --------------------------------------------------------------------------- */
+void sae_train_defaults(sae_train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->arch = SAE_TOPK;
+    c->k = 32;
+    c->aux_coef = 1.0 / 32;
+    c->batch = 4096;
+    c->total_tokens = 10000000;
+    c->seed = 42;
+    c->warmup_frac = 0.01;
+    c->decay_frac = 0.2;
+    c->l1_warmup_frac = 0.05;
+    c->bdec_init = SAE_BDEC_MEDIAN;
+    c->normalize = 1;
+    /* in normalised units (mean input norm sqrt(d_in)); the papers' 0.001 moves the threshold
+       too slowly for runs of a few thousand steps (measured on synthetic data, docs/sae.md) */
+    c->jr_bandwidth = 0.5;
+    c->jr_init_threshold = 0.5;
+    c->adam_b1 = 0.9;
+    c->adam_b2 = 0.999;
+    c->adam_eps = 1e-8;
+}
+
+int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
+{
+    return a->arch == b->arch && a->d_in == b->d_in && a->d_sae == b->d_sae && a->k == b->k &&
+           a->k_aux == b->k_aux && a->aux_coef == b->aux_coef && a->l1 == b->l1 &&
+           a->lr == b->lr && a->batch == b->batch && a->total_tokens == b->total_tokens &&
+           a->seed == b->seed && a->warmup_frac == b->warmup_frac &&
+           a->decay_frac == b->decay_frac && a->l1_warmup_frac == b->l1_warmup_frac &&
+           a->dead_window == b->dead_window && a->bdec_init == b->bdec_init &&
+           a->normalize == b->normalize && a->jr_bandwidth == b->jr_bandwidth &&
+           a->jr_init_threshold == b->jr_init_threshold && a->adam_b1 == b->adam_b1 &&
+           a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps;
+}
+
+/* ---- trainer -------------------------------------------------------------------------- */
+struct sae_trainer {
+    sae_train_config c;
+    int D, S, B, kaux;
+    int64_t total_steps, step, tokens, dead_window;
+    double scale;
+    float thr_run; /* BatchTopK: running mean of the batch threshold (normalised units) */
+    int64_t np;
+    float *p, *g, *m, *v;
+    sae_params P, G;
+    int64_t *since;
+    /* per-step buffers */
+    int chunk;
+    float *xs, *xc, *xhat, *dxhat, *ehat, *pre, *fbuf, *scratch;
+    int64_t *ptr, *aptr, cap, acap;
+    int *idx, *aidx, *dead;
+    float *val, *dval, *aval, *adval, *nrm;
+    unsigned char *fired;
+};
+
+static int is_sparse(sae_arch a) { return a == SAE_TOPK || a == SAE_BATCHTOPK; }
+
+void sae_trainer_free(sae_trainer *t)
+{
+    if (!t) return;
+    mem_free_aligned(t->p);
+    mem_free_aligned(t->g);
+    mem_free_aligned(t->m);
+    mem_free_aligned(t->v);
+    mem_free(t->since);
+    mem_free_aligned(t->xs);
+    mem_free_aligned(t->xc);
+    mem_free_aligned(t->xhat);
+    mem_free_aligned(t->dxhat);
+    mem_free_aligned(t->ehat);
+    mem_free_aligned(t->pre);
+    mem_free_aligned(t->fbuf);
+    mem_free_aligned(t->scratch);
+    mem_free(t->ptr);
+    mem_free(t->aptr);
+    mem_free(t->idx);
+    mem_free(t->aidx);
+    mem_free(t->dead);
+    mem_free(t->val);
+    mem_free(t->dval);
+    mem_free(t->aval);
+    mem_free(t->adval);
+    mem_free(t->fired);
+    mem_free(t->nrm);
+    mem_free(t);
+}
+
+static float *zalloc(int64_t n)
+{
+    float *p = mem_alloc_aligned(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    if (p) memset(p, 0, sizeof(float) * (size_t)(n > 0 ? n : 1));
+    return p;
+}
+
+static void set_views(sae_trainer *t, float *base, sae_params *v)
+{
+    int64_t SD = (int64_t)t->S * t->D;
+    v->W_encT = base;
+    v->W_dec = base + SD;
+    v->b_enc = base + 2 * SD;
+    v->b_dec = v->b_enc + t->S;
+    v->log_threshold = t->c.arch == SAE_JUMPRELU ? v->b_dec + t->D : NULL;
+}
+
+/* Allocate a trainer for config c with zero parameters (no init). */
+static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
+{
+    *out = NULL;
+    sae_train_config c = *cin;
+    if (c.d_in <= 0 || c.d_sae <= 0 || c.batch <= 0)
+        return err_set(ERR_ARG, "sae-train: d_in %d, d_sae %d and batch %d must be positive",
+                       c.d_in, c.d_sae, c.batch);
+    if (is_sparse(c.arch) && (c.k <= 0 || c.k > c.d_sae))
+        return err_set(ERR_ARG, "sae-train: k %d must be in 1..d_sae (%d)", c.k, c.d_sae);
+    if (c.total_tokens < c.batch)
+        return err_set(ERR_ARG, "sae-train: --tokens %lld is less than one batch (%d)",
+                       (long long)c.total_tokens, c.batch);
+    if ((c.arch == SAE_RELU || c.arch == SAE_JUMPRELU) && (int64_t)c.batch * c.d_sae > (1LL << 31))
+        return err_set(ERR_ARG, "sae-train: batch x d_sae too large for the dense %s path",
+                       sae_arch_name(c.arch));
+    if (c.lr <= 0) c.lr = 2e-4 / sqrt(c.d_sae / 16384.0);
+    if (c.k_aux <= 0) c.k_aux = c.d_in / 2 > 0 ? c.d_in / 2 : 1;
+    if (c.k_aux > c.d_sae) c.k_aux = c.d_sae;
+    if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
+    if (c.l1 <= 0 && c.arch == SAE_JUMPRELU) c.l1 = 1.0;
+    sae_trainer *t = mem_calloc(1, sizeof *t);
+    if (!t) return err_set(ERR_NOMEM, "sae-train: out of memory");
+    t->c = c;
+    t->D = c.d_in;
+    t->S = c.d_sae;
+    t->B = c.batch;
+    t->kaux = c.k_aux;
+    t->total_steps = c.total_tokens / c.batch;
+    t->dead_window = c.dead_window;
+    if (t->dead_window <= 0) {
+        int64_t w = c.total_tokens / 10;
+        t->dead_window = w < 100000 ? 100000 : w > 10000000 ? 10000000 : w;
+    }
+    t->scale = 1;
+    int64_t D = t->D, S = t->S, B = t->B, SD = S * D;
+    t->np = 2 * SD + S + D + (c.arch == SAE_JUMPRELU ? S : 0);
+    t->p = zalloc(t->np);
+    t->g = zalloc(t->np);
+    t->m = zalloc(t->np);
+    t->v = zalloc(t->np);
+    t->since = mem_calloc(S, sizeof(int64_t));
+    t->fired = mem_calloc(S, 1);
+    t->dead = mem_alloc(sizeof(int) * S);
+    t->nrm = mem_alloc(sizeof(float) * S);
+    t->xs = zalloc(B * D);
+    t->xc = zalloc(B * D);
+    t->xhat = zalloc(B * D);
+    t->dxhat = zalloc(B * D);
+    t->ptr = mem_alloc(sizeof(int64_t) * (B + 1));
+    int ok = t->p && t->g && t->m && t->v && t->since && t->fired && t->dead && t->nrm && t->xs && t->xc &&
+             t->xhat && t->dxhat && t->ptr;
+    if (c.arch == SAE_TOPK) {
+        /* pre-activations in row chunks of at most 16M floats */
+        int64_t ch = ((int64_t)1 << 24) / S;
+        t->chunk = (int)(ch >= B ? B : ch < 64 ? 64 : ch);
+        if (t->chunk > B) t->chunk = B;
+        t->pre = zalloc((int64_t)t->chunk * S);
+        t->cap = B * (int64_t)c.k;
+    } else {
+        t->chunk = (int)B;
+        t->pre = zalloc(B * S);
+        if (c.arch == SAE_BATCHTOPK) {
+            t->scratch = zalloc(B * S);
+            t->cap = B * (int64_t)c.k + B; /* a little room for ties */
+            ok = ok && t->scratch;
+        } else {
+            t->fbuf = zalloc(B * S);
+            ok = ok && t->fbuf;
+        }
+    }
+    ok = ok && t->pre;
+    if (is_sparse(c.arch)) {
+        t->acap = B * (int64_t)t->kaux;
+        t->idx = mem_alloc(sizeof(int) * t->cap);
+        t->val = mem_alloc(sizeof(float) * t->cap);
+        t->dval = mem_alloc(sizeof(float) * t->cap);
+        t->aptr = mem_alloc(sizeof(int64_t) * (B + 1));
+        t->aidx = mem_alloc(sizeof(int) * t->acap);
+        t->aval = mem_alloc(sizeof(float) * t->acap);
+        t->adval = mem_alloc(sizeof(float) * t->acap);
+        t->ehat = zalloc(B * D);
+        ok = ok && t->idx && t->val && t->dval && t->aptr && t->aidx && t->aval && t->adval &&
+             t->ehat;
+    }
+    if (!ok) {
+        sae_trainer_free(t);
+        return err_set(ERR_NOMEM, "sae-train: out of memory for d_in %d, d_sae %d, batch %d",
+                       c.d_in, c.d_sae, c.batch);
+    }
+    set_views(t, t->p, &t->P);
+    set_views(t, t->g, &t->G);
+    *out = t;
+    return OK;
+}
+
+int sae_geometric_median(float *out, const float *x, int64_t n, int d, int iters)
+{
+    double *y = mem_calloc(d, sizeof(double)), *acc = mem_calloc(d, sizeof(double));
+    if (!y || !acc) {
+        mem_free(y);
+        mem_free(acc);
+        return err_set(ERR_NOMEM, "geometric median: out of memory");
+    }
+    for (int64_t r = 0; r < n; r++)
+        for (int i = 0; i < d; i++) y[i] += x[r * d + i];
+    for (int i = 0; i < d; i++) y[i] /= (double)n;
+    for (int it = 0; it < iters; it++) {
+        double wsum = 0;
+        memset(acc, 0, sizeof(double) * d);
+        for (int64_t r = 0; r < n; r++) {
+            const float *xr = x + r * d;
+            double dist = 0;
+            for (int i = 0; i < d; i++) dist += (xr[i] - y[i]) * (xr[i] - y[i]);
+            double w = 1.0 / fmax(sqrt(dist), 1e-8);
+            wsum += w;
+            for (int i = 0; i < d; i++) acc[i] += w * xr[i];
+        }
+        double move = 0;
+        for (int i = 0; i < d; i++) {
+            double ny = acc[i] / wsum;
+            move += (ny - y[i]) * (ny - y[i]);
+            y[i] = ny;
+        }
+        if (move < 1e-12) break;
+    }
+    for (int i = 0; i < d; i++) out[i] = (float)y[i];
+    mem_free(y);
+    mem_free(acc);
+    return OK;
+}
+
+int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *sample, int64_t n)
+{
+    *out = NULL;
+    if (n < 1) return err_set(ERR_ARG, "sae-train: empty initialisation sample");
+    sae_trainer *t;
+    int rc = trainer_alloc(&t, c);
+    if (rc) return rc;
+    int D = t->D, S = t->S;
+    double normsum = 0;
+    for (int64_t r = 0; r < n; r++) {
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += (double)sample[r * D + i] * sample[r * D + i];
+        normsum += sqrt(ss);
+    }
+    if (t->c.normalize) {
+        if (!(normsum > 0) || !isfinite(normsum)) {
+            sae_trainer_free(t);
+            return err_set(ERR_ARG, "sae-train: sample activations have zero or non-finite norm");
+        }
+        t->scale = sqrt((double)D) / (normsum / (double)n);
+    }
+    sae_rng rng;
+    sae_rng_seed(&rng, t->c.seed);
+    float rownorm = t->c.arch == SAE_RELU ? 0.1f : 1.0f; /* Anthropic's ReLU recipe: 0.1 */
+    for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] = (float)sae_rng_normal(&rng);
+    sae_k_normalize_rows(t->P.W_dec, S, D);
+    for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] *= rownorm;
+    memcpy(t->P.W_encT, t->P.W_dec, sizeof(float) * (size_t)S * D);
+    if (t->P.log_threshold)
+        for (int j = 0; j < S; j++) t->P.log_threshold[j] = (float)log(t->c.jr_init_threshold);
+    if (t->c.bdec_init != SAE_BDEC_ZERO) {
+        int64_t m = n < 16384 ? n : 16384;
+        float *xs = mem_alloc(sizeof(float) * (size_t)m * D);
+        if (!xs) {
+            sae_trainer_free(t);
+            return err_set(ERR_NOMEM, "sae-train: out of memory");
+        }
+        for (int64_t e = 0; e < m * D; e++) xs[e] = (float)(sample[e] * t->scale);
+        if (t->c.bdec_init == SAE_BDEC_MEDIAN) rc = sae_geometric_median(t->P.b_dec, xs, m, D, 100);
+        else rc = sae_geometric_median(t->P.b_dec, xs, m, D, 0);
+        mem_free(xs);
+        if (rc) {
+            sae_trainer_free(t);
+            return rc;
+        }
+    }
+    *out = t;
+    return OK;
+}
+
+const sae_train_config *sae_trainer_cfg(const sae_trainer *t) { return &t->c; }
+int64_t sae_trainer_total_steps(const sae_trainer *t) { return t->total_steps; }
+int64_t sae_trainer_step_index(const sae_trainer *t) { return t->step; }
+double sae_trainer_scale(const sae_trainer *t) { return t->scale; }
+const int64_t *sae_trainer_since_fired(const sae_trainer *t) { return t->since; }
+
+void sae_trainer_params(sae_trainer *t, sae_params *p, sae_params *grad)
+{
+    if (p) *p = t->P;
+    if (grad) *grad = t->G;
+}
+
+static double sparsity_coef(const sae_trainer *t)
+{
+    double w = t->c.l1_warmup_frac * t->total_steps;
+    double f = w >= 1 ? fmin(1.0, (t->step + 1) / w) : 1.0;
+    return t->c.l1 * f;
+}
+
+static double lr_at(const sae_trainer *t)
+{
+    double T = (double)t->total_steps, s = (double)t->step;
+    double warm = fmin(1000.0, t->c.warmup_frac * T);
+    double lr = t->c.lr;
+    if (warm >= 1 && s < warm) lr *= (s + 1) / warm;
+    double dstart = T - t->c.decay_frac * T;
+    if (t->c.decay_frac > 0 && s >= dstart) lr *= (T - s) / (T - dstart);
+    return lr;
+}
+
+/* Reconstruction error of the batch: fills dxhat = 2/B (xhat - xs), returns sse; *ev. */
+static double recon_error(sae_trainer *t, double *ev)
+{
+    int B = t->B, D = t->D;
+    double sse = 0, ss = 0;
+    double *mean = NULL;
+    float scale = 2.0f / B;
+    for (int64_t e = 0; e < (int64_t)B * D; e++) {
+        float d = t->xhat[e] - t->xs[e];
+        sse += (double)d * d;
+        ss += (double)t->xs[e] * t->xs[e];
+        t->dxhat[e] = scale * d;
+    }
+    /* sum ||x - mean||^2 = sum ||x||^2 - B ||mean||^2 */
+    mean = mem_calloc(D, sizeof(double));
+    double msq = 0;
+    if (mean) {
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < D; i++) mean[i] += t->xs[(int64_t)b * D + i];
+        for (int i = 0; i < D; i++) msq += (mean[i] / B) * (mean[i] / B);
+        mem_free(mean);
+    }
+    double var = ss - B * msq;
+    *ev = var > 0 ? 1.0 - sse / var : 0;
+    return sse;
+}
+
+static void colsum_add(float *out /*[C]*/, const float *a /*[R,C]*/, int R, int C)
+{
+    for (int r = 0; r < R; r++) {
+        const float *row = a + (int64_t)r * C;
+        for (int c = 0; c < C; c++) out[c] += row[c];
+    }
+}
+
+/* Forward + backward into t->g (which must be zero). Fills t->fired and stats. */
+static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
+{
+    int B = t->B, D = t->D, S = t->S, k = t->c.k;
+    const sae_params *P = &t->P, *G = &t->G;
+    float sc = (float)t->scale;
+    for (int64_t e = 0; e < (int64_t)B * D; e++) t->xs[e] = x[e] * sc;
+    memset(t->fired, 0, S);
+    double coef = sparsity_coef(t), sparsity_loss = 0, aux_loss = 0, ev = 0;
+    int64_t active = 0;
+    double recon_loss = 0;
+    if (is_sparse(t->c.arch)) {
+        int nd = 0;
+        if (t->c.aux_coef > 0)
+            for (int j = 0; j < S; j++)
+                if (t->since[j] >= t->dead_window) t->dead[nd++] = j;
+        int ka = nd < t->kaux ? nd : t->kaux;
+        if (t->c.arch == SAE_TOPK) {
+            for (int r0 = 0; r0 < B; r0 += t->chunk) {
+                int n = B - r0 < t->chunk ? B - r0 : t->chunk;
+                sae_k_encode(t->pre, t->xc + (int64_t)r0 * D, t->xs + (int64_t)r0 * D, P->W_encT,
+                             P->b_enc, P->b_dec, n, D, S);
+                sae_k_topk(t->idx + (int64_t)r0 * k, t->val + (int64_t)r0 * k, t->pre, n, S, k,
+                           NULL, 0);
+                if (ka)
+                    sae_k_topk(t->aidx + (int64_t)r0 * ka, t->aval + (int64_t)r0 * ka, t->pre, n,
+                               S, ka, t->dead, nd);
+            }
+            for (int b = 0; b <= B; b++) t->ptr[b] = (int64_t)b * k;
+        } else {
+            sae_k_encode(t->pre, t->xc, t->xs, P->W_encT, P->b_enc, P->b_dec, B, D, S);
+            float thr;
+            sae_k_batchtopk(t->ptr, t->idx, t->val, t->cap, &thr, t->pre, B, S, (int64_t)k * B,
+                            t->scratch);
+            t->thr_run = t->step == 0 ? thr : 0.99f * t->thr_run + 0.01f * thr;
+            if (ka) sae_k_topk(t->aidx, t->aval, t->pre, B, S, ka, t->dead, nd);
+        }
+        for (int b = 0; b <= B; b++) t->aptr[b] = (int64_t)b * ka;
+        int64_t nnz = t->ptr[B];
+        for (int64_t e = 0; e < nnz; e++)
+            if (t->val[e] > 0) {
+                t->fired[t->idx[e]] = 1;
+                active++;
+            }
+        sae_k_decode_sparse(t->xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, B, D);
+        double sse = recon_error(t, &ev);
+        st->mse = sse / ((double)B * D);
+        recon_loss = sse / B;
+        colsum_add(G->b_dec, t->dxhat, B, D);
+        sae_k_decode_sparse_backward(G->W_dec, t->dval, t->dxhat, t->ptr, t->idx, t->val,
+                                     P->W_dec, B, D);
+        for (int64_t e = 0; e < nnz; e++)
+            if (!(t->val[e] > 0)) t->dval[e] = 0;
+        sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->ptr, t->idx, t->xc, B, D);
+        if (ka) {
+            /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
+            float ca = (float)(t->c.aux_coef * fmin(1.0, (double)nd / t->kaux));
+            sae_k_decode_sparse(t->ehat, t->aptr, t->aidx, t->aval, P->W_dec, NULL, B, D);
+            double asse = 0;
+            for (int64_t e = 0; e < (int64_t)B * D; e++) {
+                float d = t->ehat[e] - (t->xs[e] - t->xhat[e]);
+                asse += (double)d * d;
+                t->ehat[e] = 2.0f * ca / B * d;
+            }
+            aux_loss = ca * asse / B;
+            sae_k_decode_sparse_backward(G->W_dec, t->adval, t->ehat, t->aptr, t->aidx, t->aval,
+                                         P->W_dec, B, D);
+            int64_t an = t->aptr[B];
+            for (int64_t e = 0; e < an; e++)
+                if (!(t->aval[e] > 0)) t->adval[e] = 0;
+            sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->adval, t->aptr, t->aidx, t->xc,
+                                         B, D);
+        }
+    } else {
+        float *pre = t->pre, *f = t->fbuf;
+        int64_t BS = (int64_t)B * S;
+        sae_k_encode(pre, t->xc, t->xs, P->W_encT, P->b_enc, P->b_dec, B, D, S);
+        const float *lt = P->log_threshold;
+        for (int64_t e = 0; e < BS; e++) {
+            float v = pre[e], th = lt ? expf(lt[e % S]) : 0;
+            f[e] = (v > th && v > 0) ? v : 0;
+            if (f[e] > 0) {
+                active++;
+                t->fired[e % S] = 1;
+            }
+        }
+        for (int b = 0; b < B; b++) memcpy(t->xhat + (int64_t)b * D, P->b_dec, sizeof(float) * D);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, f, S, P->W_dec, D,
+                    1.0f, t->xhat, D);
+        double sse = recon_error(t, &ev);
+        st->mse = sse / ((double)B * D);
+        recon_loss = sse / B;
+        colsum_add(G->b_dec, t->dxhat, B, D);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->dxhat, D,
+                    1.0f, G->W_dec, D);
+        float cB = (float)(coef / B);
+        if (t->c.arch == SAE_RELU) {
+            /* L1 weighted by decoder norms: coef/B * sum_b sum_j f_bj ||W_dec,j|| */
+            for (int j = 0; j < S; j++) {
+                const float *w = P->W_dec + (int64_t)j * D;
+                double nn = 0, fsum = 0;
+                for (int i = 0; i < D; i++) nn += (double)w[i] * w[i];
+                nn = sqrt(nn);
+                for (int b = 0; b < B; b++) fsum += f[(int64_t)b * S + j];
+                sparsity_loss += coef / B * fsum * nn;
+                if (nn > 0) {
+                    float gsc = (float)(coef / B * fsum / nn);
+                    float *gw = G->W_dec + (int64_t)j * D;
+                    for (int i = 0; i < D; i++) gw[i] += gsc * w[i];
+                }
+                t->nrm[j] = (float)nn;
+            }
+        }
+        /* df = dxhat @ W_dec^T, overwriting f */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, t->dxhat, D, P->W_dec,
+                    D, 0.0f, f, S);
+        if (t->c.arch == SAE_RELU) {
+            for (int64_t e = 0; e < BS; e++) {
+                f[e] = pre[e] > 0 ? f[e] + cB * t->nrm[e % S] : 0;
+            }
+        } else {
+            /* JumpReLU straight-through estimators (rectangle kernel of width eps):
+               d f / d theta := -(theta/eps) K, d H / d theta := -(1/eps) K; log-parametrised. */
+            float eps = (float)t->c.jr_bandwidth;
+            for (int64_t e = 0; e < BS; e++) {
+                int j = (int)(e % S);
+                float th = expf(lt[j]), v = pre[e];
+                if (v > th) sparsity_loss += coef / B;
+                if (fabsf((v - th) / eps) < 0.5f)
+                    G->log_threshold[j] += th * (f[e] * (-th / eps) + cB * (-1.0f / eps));
+                f[e] = v > th ? f[e] : 0;
+            }
+        }
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->xc, D, 1.0f,
+                    G->W_encT, D);
+        colsum_add(G->b_enc, f, B, S);
+    }
+    /* gradient through xc = x - b_dec: db_dec -= (sum_b dpre_b) @ W_encT (g is zero on entry,
+       so G->b_enc holds exactly this step's sum) */
+    sae_k_bdec_from_enc(G->b_dec, G->b_enc, P->W_encT, D, S);
+    st->ev = ev;
+    st->l0 = (double)active / B;
+    st->sparsity_coef = coef;
+    st->aux_loss = aux_loss;
+    st->loss = recon_loss + sparsity_loss + aux_loss;
+    return OK;
+}
+
+int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    return forward_backward(t, x, st);
+}
+
+int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
+{
+    sae_step_stats st;
+    memset(&st, 0, sizeof st);
+    int rc = forward_backward(t, x, &st);
+    if (rc) return rc;
+    if (!isfinite(st.loss))
+        return err_set(ERR_ARG, "sae-train: loss became %g at step %lld (lower --lr?)", st.loss,
+                       (long long)t->step);
+    int constrained = t->c.arch != SAE_RELU;
+    if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->D);
+    double lr = lr_at(t);
+    sae_k_adam(t->p, t->g, t->m, t->v, t->np, (float)lr, (float)t->c.adam_b1,
+               (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
+    if (constrained) sae_k_normalize_rows(t->P.W_dec, t->S, t->D);
+    int64_t ndead = 0;
+    for (int j = 0; j < t->S; j++) {
+        t->since[j] = t->fired[j] ? 0 : t->since[j] + t->B;
+        if (t->since[j] >= t->dead_window) ndead++;
+    }
+    t->step++;
+    t->tokens += t->B;
+    st.step = t->step;
+    st.tokens = t->tokens;
+    st.lr = lr;
+    st.dead_frac = (double)ndead / t->S;
+    if (stp) *stp = st;
+    return OK;
+}
+
+int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model **out)
+{
+    sae_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (meta) cfg = *meta;
+    cfg.arch = t->c.arch;
+    cfg.d_in = t->D;
+    cfg.d_sae = t->S;
+    cfg.k = is_sparse(t->c.arch) ? t->c.k : 0;
+    sae_model *s;
+    int rc = sae_model_new(&s, &cfg);
+    if (rc) return rc;
+    int D = t->D, S = t->S;
+    float inv = (float)(1.0 / t->scale);
+    for (int j = 0; j < S; j++) {
+        const float *wd = t->P.W_dec + (int64_t)j * D, *we = t->P.W_encT + (int64_t)j * D;
+        double nn = 0;
+        for (int i = 0; i < D; i++) nn += (double)wd[i] * wd[i];
+        nn = sqrt(nn);
+        float n = nn > 0 ? (float)nn : 1.0f;
+        for (int i = 0; i < D; i++) {
+            s->W_dec[(int64_t)j * D + i] = wd[i] / n;
+            s->W_enc[(int64_t)i * S + j] = we[i] * n;
+        }
+        s->b_enc[j] = t->P.b_enc[j] * n * inv;
+        if (t->c.arch == SAE_JUMPRELU) s->threshold[j] = expf(t->P.log_threshold[j]) * n * inv;
+        if (t->c.arch == SAE_BATCHTOPK) s->threshold[j] = t->thr_run * n * inv;
+    }
+    for (int i = 0; i < D; i++) s->b_dec[i] = t->P.b_dec[i] * inv;
+    *out = s;
+    return OK;
+}
+
+/* ---- checkpoints ---------------------------------------------------------------------- */
+#define CKPT_MAGIC "SAECKPT1"
+
+typedef struct {
+    char magic[8];
+    uint32_t cfg_size, pad;
+    int64_t step, tokens, np, S;
+    double scale;
+    float thr_run, pad2;
+} ckpt_header;
+
+int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    ckpt_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CKPT_MAGIC, 8);
+    h.cfg_size = sizeof(sae_train_config);
+    h.step = t->step;
+    h.tokens = t->tokens;
+    h.np = t->np;
+    h.S = t->S;
+    h.scale = t->scale;
+    h.thr_run = t->thr_run;
+    int ok = fwrite(&h, sizeof h, 1, fp) == 1 && fwrite(&t->c, sizeof t->c, 1, fp) == 1 &&
+             fwrite(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
+             fwrite(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
+             fwrite(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
+             fwrite(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S;
+    ok = (fflush(fp) == 0) && ok;
+    ok = (fclose(fp) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(ERR_IO, "%s: cannot write checkpoint: %s", path, strerror(e));
+    }
+    return OK;
+}
+
+int sae_trainer_resume(sae_trainer **out, const char *path)
+{
+    *out = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return err_set(ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    ckpt_header h;
+    sae_train_config c;
+    if (fread(&h, sizeof h, 1, fp) != 1 || memcmp(h.magic, CKPT_MAGIC, 8) ||
+        h.cfg_size != sizeof c || fread(&c, sizeof c, 1, fp) != 1) {
+        fclose(fp);
+        return err_set(ERR_FORMAT, "%s: not a saelite checkpoint of this version", path);
+    }
+    sae_trainer *t;
+    int rc = trainer_alloc(&t, &c);
+    if (rc) {
+        fclose(fp);
+        return err_wrap(rc, "%s", path);
+    }
+    if (h.np != t->np || h.S != t->S || h.step < 0 || h.step > t->total_steps) {
+        fclose(fp);
+        sae_trainer_free(t);
+        return err_set(ERR_FORMAT, "%s: checkpoint sizes do not match its config", path);
+    }
+    int ok = fread(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
+             fread(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
+             fread(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
+             fread(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S;
+    fclose(fp);
+    if (!ok) {
+        sae_trainer_free(t);
+        return err_set(ERR_FORMAT, "%s: checkpoint is truncated", path);
+    }
+    t->step = h.step;
+    t->tokens = h.tokens;
+    t->scale = h.scale;
+    t->thr_run = h.thr_run;
+    *out = t;
+    return OK;
+}
+
+/* ---- sources -------------------------------------------------------------------------- */
+typedef struct {
+    const float *x;
+    float *owned;
+    int64_t n, pos, *perm;
+    sae_rng rng;
+} mem_src;
+
+static void shuffle(mem_src *m)
+{
+    for (int64_t i = m->n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(sae_rng_u64(&m->rng) % (uint64_t)(i + 1));
+        int64_t tmp = m->perm[i];
+        m->perm[i] = m->perm[j];
+        m->perm[j] = tmp;
+    }
+    m->pos = 0;
+}
+
+static int mem_next(sae_source *s, float *x, int B)
+{
+    mem_src *m = s->impl;
+    for (int b = 0; b < B; b++) {
+        if (m->pos == m->n) shuffle(m);
+        memcpy(x + (int64_t)b * s->d_in, m->x + m->perm[m->pos++] * s->d_in,
+               sizeof(float) * s->d_in);
+    }
+    return OK;
+}
+
+static void mem_close(sae_source *s)
+{
+    mem_src *m = s->impl;
+    mem_free(m->owned);
+    mem_free(m->perm);
+    mem_free(m);
+    mem_free(s);
+}
+
+int sae_source_mem_rows(sae_source **out, const float *x, const int64_t *rows, int64_t n,
+                        int d_in, uint64_t seed)
+{
+    *out = NULL;
+    if (n < 1 || d_in < 1) return err_set(ERR_ARG, "activation source: no rows");
+    sae_source *s = mem_calloc(1, sizeof *s);
+    mem_src *m = mem_calloc(1, sizeof *m);
+    int64_t *perm = mem_alloc(sizeof(int64_t) * n);
+    if (!s || !m || !perm) {
+        mem_free(s);
+        mem_free(m);
+        mem_free(perm);
+        return err_set(ERR_NOMEM, "activation source: out of memory");
+    }
+    for (int64_t i = 0; i < n; i++) perm[i] = rows ? rows[i] : i;
+    m->x = x;
+    m->n = n;
+    m->perm = perm;
+    sae_rng_seed(&m->rng, seed ^ 0x5eed5eedULL);
+    shuffle(m);
+    s->d_in = d_in;
+    s->n_rows = n;
+    s->next = mem_next;
+    s->close = mem_close;
+    s->impl = m;
+    *out = s;
+    return OK;
+}
+
+int sae_source_mem(sae_source **out, const float *x, int64_t n, int d_in, uint64_t seed)
+{
+    return sae_source_mem_rows(out, x, NULL, n, d_in, seed);
+}
+
+void sae_source_adopt(sae_source *s, float *data)
+{
+    ((mem_src *)s->impl)->owned = data;
+}
+
+int sae_source_npy(sae_source **out, const char *path, uint64_t seed)
+{
+    float *data;
+    int nd;
+    int64_t shape[8];
+    int rc = npy_read(path, &data, &nd, shape);
+    if (rc) return rc;
+    if (nd != 2 || shape[0] < 1 || shape[1] < 1) {
+        mem_free(data);
+        return err_set(ERR_SHAPE, "%s: expected a 2-D array [tokens, d_in], got %d dims", path,
+                       nd);
+    }
+    rc = sae_source_mem(out, data, shape[0], (int)shape[1], seed);
+    if (rc) {
+        mem_free(data);
+        return rc;
+    }
+    sae_source_adopt(*out, data);
+    return OK;
+}
+
+int sae_source_skip(sae_source *s, int64_t rows, int B)
+{
+    float *buf = mem_alloc(sizeof(float) * (size_t)B * s->d_in);
+    if (!buf) return err_set(ERR_NOMEM, "activation source: out of memory");
+    int rc = OK;
+    while (rows > 0 && !rc) {
+        int n = rows < B ? (int)rows : B;
+        rc = s->next(s, buf, n);
+        rows -= n;
+    }
+    mem_free(buf);
+    return rc;
+}
+
+void sae_source_close(sae_source *s)
+{
+    if (s && s->close) s->close(s);
+}

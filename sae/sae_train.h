@@ -1,0 +1,130 @@
+/* sae_train.h - training sparse autoencoders (ReLU+L1, TopK+AuxK, BatchTopK, JumpReLU).
+ *
+ * The trainer works in a normalised space: inputs are multiplied by a constant scale chosen so
+ * the mean input norm of a sample is sqrt(d_in) (SAELens' "expected_average_only_in"); the
+ * scale is folded into the weights by sae_trainer_export. Recipe (see docs/sae.md):
+ *   loss = sum_i (x - xhat)_i^2 averaged over the batch
+ *        + relu:      l1 * sum_j f_j ||W_dec,j||          (decoder unconstrained, norms folded)
+ *        + jumprelu:  l1 * sum_j H(pre_j - theta_j)       (L0, straight-through estimators with a
+ *                                                          rectangle kernel of width bandwidth)
+ *        + topk/batchtopk: aux_coef * min(1, n_dead/k_aux) * ||e - ehat_aux||^2 (AuxK on the top
+ *                     k_aux dead latents, e = x - xhat detached)
+ *   Adam; lr warm-up over warmup_frac of the steps, linear decay to 0 over the last decay_frac;
+ *   sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu) with
+ *   the gradient component parallel to each row removed before the step; W_enc = W_dec^T at
+ *   init; b_dec = geometric median (or mean) of the sample. A latent is dead when it has not
+ *   fired for dead_window tokens.
+ * The TopK path does one dense sgemm per step (encoder pre-activations, in row chunks); decoder,
+ * decoder gradient and encoder gradient touch only the k selected latents per token.
+ * Determinism: a step is a pure function of the trainer state and the batch (single-threaded
+ * kernels, OpenBLAS deterministic for a fixed thread count), so checkpoint + resume reproduces an
+ * uninterrupted run bit for bit.
+ * Ownership: the trainer owns all its buffers; sources own theirs. Errors: err.h codes.
+ * Thread safety: one trainer or source per thread.
+ */
+#ifndef SAELITE_SAE_TRAIN_H
+#define SAELITE_SAE_TRAIN_H
+#include <stdint.h>
+
+#include "sae/sae.h"
+
+enum { SAE_BDEC_ZERO, SAE_BDEC_MEAN, SAE_BDEC_MEDIAN };
+
+typedef struct {
+    sae_arch arch;
+    int d_in, d_sae, k;
+    int k_aux;            /* AuxK latents; 0 = d_in/2 */
+    double aux_coef;      /* default 1/32 */
+    double l1;            /* relu: L1 coefficient (5); jumprelu: L0 coefficient (1) */
+    double lr;            /* 0 = 2e-4 / sqrt(d_sae / 16384) */
+    int batch;            /* tokens per step */
+    int64_t total_tokens; /* sets the number of steps (schedule) */
+    uint64_t seed;
+    double warmup_frac;    /* default 0.01 of the steps (at most 1000 steps) */
+    double decay_frac;     /* default 0.2 */
+    double l1_warmup_frac; /* default 0.05 */
+    int64_t dead_window;   /* tokens; 0 = clamp(total/10, 100k, 10M) */
+    int bdec_init;         /* SAE_BDEC_*; default median */
+    int normalize;         /* 1 (default): scale inputs to mean norm sqrt(d_in) */
+    double jr_bandwidth;   /* default 0.5 (normalised units) */
+    double jr_init_threshold; /* default 0.5 */
+    double adam_b1, adam_b2, adam_eps; /* 0.9, 0.999, 1e-8 */
+} sae_train_config;
+
+void sae_train_defaults(sae_train_config *c);
+/* Field-by-field equality (resume checks the flags against the checkpoint's run). */
+int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b);
+
+typedef struct {
+    int64_t step, tokens;
+    double mse;       /* per element: sum (x - xhat)^2 / (batch d_in), normalised space */
+    double ev;        /* explained variance of the batch */
+    double l0;        /* mean active latents per token */
+    double dead_frac; /* dead latents / d_sae after the step */
+    double lr, sparsity_coef, aux_loss, loss;
+} sae_step_stats;
+
+typedef struct sae_trainer sae_trainer;
+
+/* sample [n,d_in] raw activations for the input scale and the b_dec init (n >= 1). */
+int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *sample, int64_t n);
+void sae_trainer_free(sae_trainer *t);
+const sae_train_config *sae_trainer_cfg(const sae_trainer *t);
+int64_t sae_trainer_total_steps(const sae_trainer *t);
+int64_t sae_trainer_step_index(const sae_trainer *t); /* steps done */
+double sae_trainer_scale(const sae_trainer *t);
+/* One step on x [batch, d_in] raw activations. st may be NULL. */
+int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *st);
+/* Current weights in raw units, normalisation and (relu) decoder norms folded in. meta supplies
+ * hook_name/model_name/context_size (may be NULL). */
+int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model **out);
+/* Fires per latent over the last dead_window tokens is not kept; this is tokens since each
+ * latent last fired [d_sae] (read-only view). */
+const int64_t *sae_trainer_since_fired(const sae_trainer *t);
+/* Whole trainer state to one file, atomically (temp + rename); resume reads it back. */
+int sae_trainer_checkpoint(const sae_trainer *t, const char *path);
+int sae_trainer_resume(sae_trainer **out, const char *path);
+/* Trainer internals for the gradient tests: the normalised-space parameters (W_encT [S,D],
+ * W_dec [S,D], b_enc [S], b_dec [D], log_threshold [S] or NULL) and their gradients after
+ * sae_trainer_loss_grad, which computes loss and gradients without an optimiser step. */
+typedef struct {
+    float *W_encT, *W_dec, *b_enc, *b_dec, *log_threshold;
+} sae_params;
+void sae_trainer_params(sae_trainer *t, sae_params *p, sae_params *grad);
+int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st);
+
+/* ---- batch sources -------------------------------------------------------------------- */
+/* A source yields batches of raw activation rows. next() fills x [B,d_in]; it loops over its data
+ * forever (new shuffle each pass) or generates. Deterministic for a given seed, so a resumed run
+ * replays it with sae_source_skip. */
+typedef struct sae_source sae_source;
+struct sae_source {
+    int d_in;
+    int64_t n_rows; /* rows available (-1 = generated, unbounded) */
+    int (*next)(sae_source *s, float *x, int B);
+    void (*close)(sae_source *s);
+    void *impl;
+};
+/* All rows of a 2-D float .npy file (held in memory), in a fresh random order every pass. */
+int sae_source_npy(sae_source **out, const char *path, uint64_t seed);
+/* In-memory rows (borrowed; must outlive the source), shuffled the same way. */
+int sae_source_mem(sae_source **out, const float *x, int64_t n, int d_in, uint64_t seed);
+/* Only the listed rows of x (rows copied; NULL = 0..n-1). */
+int sae_source_mem_rows(sae_source **out, const float *x, const int64_t *rows, int64_t n,
+                        int d_in, uint64_t seed);
+/* Hand x's ownership (mem_alloc'd) to a memory source: freed when it closes. */
+void sae_source_adopt(sae_source *s, float *data);
+int sae_source_skip(sae_source *s, int64_t rows, int B);
+void sae_source_close(sae_source *s);
+
+/* Small deterministic RNG (xoshiro256**), shared by trainer, sources and synth. */
+typedef struct { uint64_t s[4]; } sae_rng;
+void sae_rng_seed(sae_rng *r, uint64_t seed);
+uint64_t sae_rng_u64(sae_rng *r);
+double sae_rng_uniform(sae_rng *r); /* [0,1) */
+double sae_rng_normal(sae_rng *r);
+
+/* Geometric median (Weiszfeld iterations) of x [n,d] into out [d]. */
+int sae_geometric_median(float *out, const float *x, int64_t n, int d, int iters);
+
+#endif

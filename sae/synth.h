@@ -1,0 +1,41 @@
+/* synth.h - synthetic superposition data with known ground-truth features.
+ *
+ * Follows the toy setup of Sharkey, Braun & Millidge (2022, "Taking features out of superposition
+ * with sparse autoencoders"): n_features random unit directions in R^d; feature i fires with
+ * probability p_i proportional to decay^i, scaled so that on average `active` features fire per
+ * sample; firing is correlated through a Gaussian copula: feature i fires when z_i < Phi^-1(p_i)
+ * with z ~ N(0, C), C = A A^T + diag(1 - |a_i|^2) a random correlation matrix (A [n_features,
+ * rank] with random signs, |a_i|^2 ~ U(0, corr)); a firing feature gets magnitude U(0,1)*U(0,1);
+ * x = sum_i c_i d_i. Marginal firing probabilities are exactly p_i.
+ * Deterministic for a seed. Ownership: the generator owns its arrays. Errors: err.h codes.
+ * Thread safety: one generator per thread.
+ */
+#ifndef SAELITE_SYNTH_H
+#define SAELITE_SYNTH_H
+#include <stdint.h>
+
+#include "sae/sae_train.h"
+
+typedef struct {
+    int d, n_features;
+    double active; /* expected firing features per sample */
+    double decay;  /* 0.99 */
+    int rank;      /* rank of the correlation factor (default 8; 0 = independent) */
+    double corr;   /* max |a_i|^2 (default 0.5) */
+    uint64_t seed;        /* dictionary and sample stream */
+    uint64_t sample_seed; /* 0: samples follow seed; else an independent stream, same features */
+} synth_config;
+
+void synth_defaults(synth_config *c);
+
+typedef struct sae_synth sae_synth;
+int sae_synth_new(sae_synth **out, const synth_config *c);
+void sae_synth_free(sae_synth *s);
+const float *sae_synth_directions(const sae_synth *s); /* [n_features, d], unit rows */
+const double *sae_synth_probs(const sae_synth *s);     /* [n_features] */
+/* Next N samples into x [N,d]; active (may be NULL) receives the firing count per sample. */
+int sae_synth_sample(sae_synth *s, float *x, int N, int *active);
+/* A batch source generating samples forever (owns a generator with config c). */
+int sae_source_synth(sae_source **out, const synth_config *c);
+
+#endif

@@ -1,0 +1,276 @@
+/* store_ana.c - writing the analysis tables (see store_ana.h, schema_analysis.sql). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "store/store_ana.h"
+#include "store/store_internal.h"
+
+#include "schema_analysis_sql.h" /* generated from store/schema_analysis.sql */
+
+int store_ana_init(store *s)
+{
+    return store_schema_part(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
+}
+
+enum { Q_METRIC, Q_FEATURE, Q_HIST, Q_ACT, Q_LOGIT, Q_GEOM, Q_DEC, Q_POS, Q_VOCAB, Q__N };
+
+static const char *const SQL[Q__N] = {
+    "INSERT OR REPLACE INTO ana_metrics (dict_id, name, value) VALUES (?1, ?2, ?3)",
+    "INSERT INTO ana_features (dict_id, feature, n_active, density, mean_act, max_act, nearest, "
+    "nearest_cos, best_tag, best_tag_precision) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    "INSERT INTO ana_hist (dict_id, feature, bin, lo, hi, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    "INSERT INTO ana_acts (dict_id, feature, kind, interval, rank, seq_id, pos, token, value) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    "INSERT INTO ana_logits (dict_id, feature, sign, rank, token, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    "INSERT INTO ana_geometry (dict_id, source, bin, lo_deg, hi_deg, count) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    "INSERT INTO ana_decoder (dict_id, feature, vec) VALUES (?1, ?2, ?3)",
+    "INSERT INTO ana_pos (dict_id, feature, tag, n) VALUES (?1, ?2, ?3, ?4)",
+    "INSERT OR REPLACE INTO ana_vocab (token, text) VALUES (?1, ?2)",
+};
+
+struct store_ana_writer {
+    store *s;
+    sqlite3_stmt *q[Q__N];
+};
+
+void store_ana_writer_close(store_ana_writer *w)
+{
+    if (!w) return;
+    for (int i = 0; i < Q__N; i++) sqlite3_finalize(w->q[i]);
+    mem_free(w);
+}
+
+int store_ana_writer_open(store_ana_writer **out, store *s)
+{
+    *out = NULL;
+    store_ana_writer *w = mem_calloc(1, sizeof *w);
+    if (!w) return err_set(ERR_NOMEM, "analysis writer: out of memory");
+    w->s = s;
+    for (int i = 0; i < Q__N; i++) {
+        int rc = store_prepare(s, SQL[i], &w->q[i]);
+        if (rc) {
+            store_ana_writer_close(w);
+            return rc;
+        }
+    }
+    *out = w;
+    return OK;
+}
+
+/* Steps a statement whose parameters are bound, then resets it for the next row. */
+static int run(store_ana_writer *w, int q, const char *what)
+{
+    sqlite3_stmt *st = w->q[q];
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? OK : store_sql_error(w->s, rc, what);
+}
+
+static void bind_real_or_null(sqlite3_stmt *st, int i, double v)
+{
+    if (isfinite(v)) sqlite3_bind_double(st, i, v);
+    else sqlite3_bind_null(st, i);
+}
+
+int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id)
+{
+    static const char *const tables[] = {"ana_metrics", "ana_features", "ana_hist", "ana_acts",
+                                         "ana_logits", "ana_geometry", "ana_decoder", "ana_pos"};
+    sqlite3_stmt *st;
+    int rc = store_prepare(w->s, "SELECT id FROM ana_dicts WHERE kind = ?1 AND ifnull(sae_id, -1) = ?2 "
+                                 "AND hook_name = ?3 AND split = ?4", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, d->sae_id < 0 ? -1 : d->sae_id);
+    sqlite3_bind_text(st, 3, d->hook_name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, d->split, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    int64_t old = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(w->s, r, "finding an earlier analysis");
+    if (old >= 0) { /* explicit deletes: do not depend on PRAGMA foreign_keys for the cascade */
+        for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+            char sql[128];
+            snprintf(sql, sizeof sql, "DELETE FROM %s WHERE dict_id = %lld", tables[i], (long long)old);
+            if ((rc = store_exec(w->s, sql))) return rc;
+        }
+        char sql[96];
+        snprintf(sql, sizeof sql, "DELETE FROM ana_dicts WHERE id = %lld", (long long)old);
+        if ((rc = store_exec(w->s, sql))) return rc;
+    }
+    rc = store_prepare(w->s, "INSERT INTO ana_dicts (kind, sae_id, name, hook_name, d_in, d_sae, "
+                             "split, n_seqs, n_tokens, top_n) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);
+    if (d->sae_id >= 0) sqlite3_bind_int64(st, 2, d->sae_id);
+    sqlite3_bind_text(st, 3, d->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, d->hook_name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 5, d->d_in);
+    sqlite3_bind_int(st, 6, d->d_sae);
+    sqlite3_bind_text(st, 7, d->split, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 8, d->n_seqs);
+    sqlite3_bind_int64(st, 9, d->n_tokens);
+    sqlite3_bind_int(st, 10, d->top_n);
+    r = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (r != SQLITE_DONE) return store_sql_error(w->s, r, "recording the analysed dictionary");
+    *dict_id = sqlite3_last_insert_rowid(store_db(w->s));
+    return OK;
+}
+
+int store_ana_dict_seconds(store_ana_writer *w, int64_t dict_id, double seconds)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(w->s, "UPDATE ana_dicts SET seconds = ?2 WHERE id = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_double(st, 2, seconds);
+    int r = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return r == SQLITE_DONE ? OK : store_sql_error(w->s, r, "recording the analysis time");
+}
+
+int store_ana_metric(store_ana_writer *w, int64_t dict_id, const char *name, double value)
+{
+    sqlite3_stmt *st = w->q[Q_METRIC];
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    bind_real_or_null(st, 3, value);
+    return run(w, Q_METRIC, "writing a metric");
+}
+
+int store_ana_feature(store_ana_writer *w, int64_t dict_id, int feature, int64_t n_active,
+                      double density, double mean_act, double max_act, int nearest,
+                      double nearest_cos, const char *best_tag, double best_tag_precision)
+{
+    sqlite3_stmt *st = w->q[Q_FEATURE];
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_int(st, 2, feature);
+    sqlite3_bind_int64(st, 3, n_active);
+    sqlite3_bind_double(st, 4, density);
+    bind_real_or_null(st, 5, mean_act);
+    bind_real_or_null(st, 6, max_act);
+    if (nearest >= 0) sqlite3_bind_int(st, 7, nearest);
+    bind_real_or_null(st, 8, nearest >= 0 ? nearest_cos : NAN);
+    if (best_tag) sqlite3_bind_text(st, 9, best_tag, -1, SQLITE_STATIC);
+    bind_real_or_null(st, 10, best_tag ? best_tag_precision : NAN);
+    return run(w, Q_FEATURE, "writing feature statistics");
+}
+
+int store_ana_hist(store_ana_writer *w, int64_t dict_id, int feature, int bin, double lo,
+                   double hi, int64_t count)
+{
+    sqlite3_stmt *st = w->q[Q_HIST];
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_int(st, 2, feature);
+    sqlite3_bind_int(st, 3, bin);
+    sqlite3_bind_double(st, 4, lo);
+    sqlite3_bind_double(st, 5, hi);
+    sqlite3_bind_int64(st, 6, count);
+    return run(w, Q_HIST, "writing a histogram");
+}
+
+int store_ana_act(store_ana_writer *w, int64_t dict_id, int feature, const char *kind,
+                  int interval, int rank, int64_t seq_id, int pos, int token, double value)
+{
+    sqlite3_stmt *st = w->q[Q_ACT];
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_int(st, 2, feature);
+    sqlite3_bind_text(st, 3, kind, -1, SQLITE_STATIC);
+    if (interval >= 0) sqlite3_bind_int(st, 4, interval);
+    if (rank >= 0) sqlite3_bind_int(st, 5, rank);
+    sqlite3_bind_int64(st, 6, seq_id);
+    sqlite3_bind_int(st, 7, pos);
+    sqlite3_bind_int(st, 8, token);
+    sqlite3_bind_double(st, 9, value);
+    return run(w, Q_ACT, "writing an activation");
+}
+
+int store_ana_logit(store_ana_writer *w, int64_t dict_id, int feature, int sign, int rank,
+                    int token, double value)
+{
+    sqlite3_stmt *st = w->q[Q_LOGIT];
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_int(st, 2, feature);
+    sqlite3_bind_int(st, 3, sign);
+    sqlite3_bind_int(st, 4, rank);
+    sqlite3_bind_int(st, 5, token);
+    sqlite3_bind_double(st, 6, value);
+    return run(w, Q_LOGIT, "writing a logit effect");
+}
+
+int store_ana_geometry(store_ana_writer *w, int64_t dict_id, const char *source, int bin,
+                       double lo_deg, double hi_deg, int64_t count)
+{
+    sqlite3_stmt *st = w->q[Q_GEOM];
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_text(st, 2, source, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, bin);
+    sqlite3_bind_double(st, 4, lo_deg);
+    sqlite3_bind_double(st, 5, hi_deg);
+    sqlite3_bind_int64(st, 6, count);
+    return run(w, Q_GEOM, "writing the geometry histogram");
+}
+
+int store_ana_decoder(store_ana_writer *w, int64_t dict_id, int feature, const float *vec, int d)
+{
+    sqlite3_stmt *st = w->q[Q_DEC];
+    unsigned char *b = mem_alloc((size_t)d * 4);
+    if (!b) return err_set(ERR_NOMEM, "analysis writer: out of memory");
+    for (int i = 0; i < d; i++) { /* little-endian on every host */
+        uint32_t u;
+        memcpy(&u, &vec[i], 4);
+        b[4 * i] = (unsigned char)u;
+        b[4 * i + 1] = (unsigned char)(u >> 8);
+        b[4 * i + 2] = (unsigned char)(u >> 16);
+        b[4 * i + 3] = (unsigned char)(u >> 24);
+    }
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_int(st, 2, feature);
+    sqlite3_bind_blob(st, 3, b, d * 4, SQLITE_TRANSIENT);
+    mem_free(b);
+    return run(w, Q_DEC, "writing a decoder row");
+}
+
+int store_ana_pos(store_ana_writer *w, int64_t dict_id, int feature, const char *tag, int64_t n)
+{
+    sqlite3_stmt *st = w->q[Q_POS];
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_int(st, 2, feature);
+    sqlite3_bind_text(st, 3, tag, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, n);
+    return run(w, Q_POS, "writing a POS count");
+}
+
+int store_ana_vocab(store_ana_writer *w, int token, const char *bytes, size_t len)
+{
+    sqlite3_stmt *st = w->q[Q_VOCAB];
+    sqlite3_bind_int(st, 1, token);
+    sqlite3_bind_blob(st, 2, bytes, (int)len, SQLITE_STATIC);
+    return run(w, Q_VOCAB, "writing the vocabulary");
+}
+
+int store_ana_seq_tags(store *s, int64_t seq_id, int T, char (*tags)[16], int *any)
+{
+    sqlite3_stmt *st;
+    *any = 0;
+    for (int i = 0; i < T; i++) tags[i][0] = 0;
+    int rc = store_prepare(s, "SELECT position, pos_tag FROM tokens WHERE sequence_id = ?1 "
+                              "AND pos_tag IS NOT NULL", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, seq_id);
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        int p = sqlite3_column_int(st, 0);
+        const char *t = (const char *)sqlite3_column_text(st, 1);
+        if (p < 0 || p >= T || !t || !*t) continue;
+        snprintf(tags[p], 16, "%s", t);
+        *any = 1;
+    }
+    sqlite3_finalize(st);
+    return r == SQLITE_DONE ? OK : store_sql_error(s, r, "reading POS tags");
+}

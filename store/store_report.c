@@ -1,0 +1,650 @@
+/* store_report.c - read-only queries over the analysis tables for `saelite report`. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "store/store_internal.h"
+#include "store/store_report.h"
+
+static double col_real(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+static void col_str(sqlite3_stmt *st, int i, char *buf, size_t cap)
+{
+    const char *t = (const char *)sqlite3_column_text(st, i);
+    snprintf(buf, cap, "%s", t ? t : "");
+}
+
+/* ERR_FORMAT with a hint when the analysis tables are missing. */
+static int need_tables(store *s)
+{
+    int64_t n = 0;
+    int rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                "name IN ('ana_dicts', 'ana_features', 'ana_acts')", &n);
+    if (rc) return rc;
+    if (n < 3)
+        return err_set(ERR_FORMAT, "%s: no analysis tables; run 'saelite analyze' on it first",
+                       store_path(s));
+    return OK;
+}
+
+#define DICT_COLS "id, kind, ifnull(sae_id, -1), name, hook_name, split, d_in, d_sae, top_n, n_seqs, n_tokens"
+
+static void read_dict(sqlite3_stmt *st, store_rep_dict *d)
+{
+    memset(d, 0, sizeof *d);
+    d->id = sqlite3_column_int64(st, 0);
+    col_str(st, 1, d->kind, sizeof d->kind);
+    d->sae_id = sqlite3_column_int64(st, 2);
+    col_str(st, 3, d->name, sizeof d->name);
+    col_str(st, 4, d->hook_name, sizeof d->hook_name);
+    col_str(st, 5, d->split, sizeof d->split);
+    d->d_in = sqlite3_column_int(st, 6);
+    d->d_sae = sqlite3_column_int(st, 7);
+    d->top_n = sqlite3_column_int(st, 8);
+    d->n_seqs = sqlite3_column_int64(st, 9);
+    d->n_tokens = sqlite3_column_int64(st, 10);
+}
+
+/* The list of analysed dictionaries, for "not found" messages. */
+static void list_dicts(store *s, char *buf, size_t cap)
+{
+    sqlite3_stmt *st;
+    buf[0] = 0;
+    if (store_prepare(s, "SELECT kind, ifnull(sae_id, -1), name, hook_name, split FROM ana_dicts "
+                         "ORDER BY id", &st))
+        return;
+    size_t o = 0;
+    int k = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && o + 1 < cap) {
+        const char *kind = (const char *)sqlite3_column_text(st, 0);
+        long long id = sqlite3_column_int64(st, 1);
+        const char *name = (const char *)sqlite3_column_text(st, 2);
+        const char *hook = (const char *)sqlite3_column_text(st, 3);
+        const char *split = (const char *)sqlite3_column_text(st, 4);
+        int w;
+        if (kind && !strcmp(kind, "sae"))
+            w = snprintf(buf + o, cap - o, "%ssae %lld '%s' at %s (%s)", k ? ", " : "", id,
+                         name ? name : "", hook ? hook : "", split ? split : "");
+        else
+            w = snprintf(buf + o, cap - o, "%sneurons at %s (%s)", k ? ", " : "", hook ? hook : "",
+                         split ? split : "");
+        if (w < 0) break;
+        o += (size_t)w < cap - o ? (size_t)w : cap - o - 1;
+        k++;
+    }
+    sqlite3_finalize(st);
+    if (!k) snprintf(buf, cap, "none; run 'saelite analyze' first");
+}
+
+int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,
+                        store_rep_dict *out)
+{
+    int rc = need_tables(s);
+    if (rc) return rc;
+    char *end;
+    long long id = strtoll(sae, &end, 10);
+    int numeric = *sae && !*end;
+    const char *nhook = NULL;
+    int neurons = !strcmp(sae, "neurons");
+    if (!strncmp(sae, "neurons@", 8)) {
+        neurons = 1;
+        nhook = sae + 8;
+    }
+    if (nhook && !hook) hook = nhook;
+    sqlite3_stmt *st;
+    const char *sql =
+        numeric ? "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'sae' AND sae_id = ?1 AND "
+                  "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY id DESC LIMIT 1"
+        : neurons ? "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'neurons' AND "
+                    "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY id DESC LIMIT 1"
+                  /* a directory matches with or without a trailing slash */
+                  : "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'sae' AND (name = ?4 OR "
+                    "rtrim(name, '/') = rtrim(?4, '/')) AND (?2 IS NULL OR hook_name = ?2) AND "
+                    "(?3 IS NULL OR split = ?3) ORDER BY id DESC LIMIT 1";
+    if ((rc = store_prepare(s, sql, &st))) return rc;
+    if (numeric) sqlite3_bind_int64(st, 1, id);
+    if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
+    if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
+    if (!numeric && !neurons) sqlite3_bind_text(st, 4, sae, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) read_dict(st, out);
+    sqlite3_finalize(st);
+    if (r == SQLITE_ROW) return OK;
+    if (r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");
+    char list[1024];
+    list_dicts(s, list, sizeof list);
+    return err_set(ERR_NOTFOUND, "%s: no analysis of SAE '%s'%s%s%s%s; analysed: %s", store_path(s),
+                   sae, hook ? " at " : "", hook ? hook : "", split ? " split " : "",
+                   split ? split : "", list);
+}
+
+int store_rep_dict_neurons_for(store *s, const store_rep_dict *d, store_rep_dict *out)
+{
+    char spec[160];
+    snprintf(spec, sizeof spec, "neurons@%s", d->hook_name);
+    return store_rep_dict_find(s, spec, NULL, d->split, out);
+}
+
+#define FEAT_COLS "feature, n_active, density, mean_act, max_act, ifnull(nearest, -1), nearest_cos, " \
+                  "best_tag, best_tag_precision"
+
+static void read_feature(sqlite3_stmt *st, store_rep_feature *f)
+{
+    f->feature = sqlite3_column_int64(st, 0);
+    f->n_active = sqlite3_column_int64(st, 1);
+    f->density = col_real(st, 2);
+    f->mean_act = col_real(st, 3);
+    f->max_act = col_real(st, 4);
+    f->nearest = sqlite3_column_int64(st, 5);
+    f->nearest_cos = col_real(st, 6);
+    col_str(st, 7, f->best_tag, sizeof f->best_tag);
+    f->best_tag_precision = col_real(st, 8);
+}
+
+int store_rep_features(store *s, int64_t dict_id, store_rep_feature **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    int64_t cnt = 0;
+    char q[128];
+    snprintf(q, sizeof q, "SELECT count(*) FROM ana_features WHERE dict_id = %lld", (long long)dict_id);
+    int rc = store_query_i64(s, q, &cnt);
+    if (rc) return rc;
+    store_rep_feature *f = mem_calloc((size_t)(cnt > 0 ? cnt : 1), sizeof *f);
+    if (!f) return err_set(ERR_NOMEM, "%s: out of memory for %lld features", store_path(s), (long long)cnt);
+    if ((rc = store_prepare(s, "SELECT " FEAT_COLS " FROM ana_features WHERE dict_id = ?1 ORDER BY feature", &st))) {
+        mem_free(f);
+        return rc;
+    }
+    sqlite3_bind_int64(st, 1, dict_id);
+    size_t k = 0;
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW && k < (size_t)cnt) read_feature(st, &f[k++]);
+    sqlite3_finalize(st);
+    if (r != SQLITE_DONE && r != SQLITE_ROW) {
+        mem_free(f);
+        return store_sql_error(s, r, "reading ana_features");
+    }
+    *out = f;
+    *n = k;
+    return OK;
+}
+
+/* ---- per-feature reader -------------------------------------------------------------------- */
+enum { Q_FEAT, Q_ACTS, Q_HIST, Q_LOGITS, Q_POS, Q_SEQ, Q_SEQACTS, Q__N };
+
+struct store_rep {
+    store *s;
+    int64_t dict;
+    int has_all;
+    sqlite3_stmt *q[Q__N];
+};
+
+static const char *const rep_sql[Q__N] = {
+    "SELECT " FEAT_COLS " FROM ana_features WHERE dict_id = ?1 AND feature = ?2",
+    "SELECT kind, ifnull(interval, -1), ifnull(rank, -1), seq_id, pos, token, value FROM ana_acts "
+    "WHERE dict_id = ?1 AND feature = ?2 AND kind IN ('top', 'quantile') ORDER BY kind = 'quantile', "
+    "interval, rank",
+    "SELECT lo, hi, count FROM ana_hist WHERE dict_id = ?1 AND feature = ?2 ORDER BY bin",
+    "SELECT token, value FROM ana_logits WHERE dict_id = ?1 AND feature = ?2 AND sign = ?3 ORDER BY rank",
+    "SELECT tag, n FROM ana_pos WHERE dict_id = ?1 AND feature = ?2 ORDER BY n DESC, tag",
+    "SELECT n_tokens, tokens FROM sequences WHERE id = ?1",
+    "SELECT pos, value FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND seq_id = ?3 AND "
+    "kind = 'all' AND pos BETWEEN ?4 AND ?5",
+};
+
+void store_rep_close(store_rep *r)
+{
+    if (!r) return;
+    for (int i = 0; i < Q__N; i++) sqlite3_finalize(r->q[i]);
+    mem_free(r);
+}
+
+int store_rep_open(store_rep **out, store *s, int64_t dict_id)
+{
+    *out = NULL;
+    int rc = need_tables(s);
+    if (rc) return rc;
+    store_rep *r = mem_calloc(1, sizeof *r);
+    if (!r) return err_set(ERR_NOMEM, "out of memory");
+    r->s = s;
+    r->dict = dict_id;
+    for (int i = 0; i < Q__N && !rc; i++) rc = store_prepare(s, rep_sql[i], &r->q[i]);
+    if (!rc) {
+        int64_t v = 0;
+        char q[160];
+        snprintf(q, sizeof q, "SELECT EXISTS (SELECT 1 FROM ana_acts WHERE dict_id = %lld AND kind = 'all')",
+                 (long long)dict_id);
+        rc = store_query_i64(s, q, &v);
+        r->has_all = v != 0;
+    }
+    if (rc) {
+        store_rep_close(r);
+        return rc;
+    }
+    *out = r;
+    return OK;
+}
+
+int store_rep_has_all(const store_rep *r) { return r->has_all; }
+
+static sqlite3_stmt *bind2(store_rep *r, int q, int64_t feature)
+{
+    sqlite3_stmt *st = r->q[q];
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    sqlite3_bind_int64(st, 1, r->dict);
+    sqlite3_bind_int64(st, 2, feature);
+    return st;
+}
+
+int store_rep_feature_get(store_rep *r, int64_t feature, store_rep_feature *out)
+{
+    sqlite3_stmt *st = bind2(r, Q_FEAT, feature);
+    int x = sqlite3_step(st);
+    if (x == SQLITE_ROW) {
+        read_feature(st, out);
+        sqlite3_reset(st);
+        return OK;
+    }
+    sqlite3_reset(st);
+    if (x == SQLITE_DONE)
+        return err_set(ERR_NOTFOUND, "%s: feature %lld was not analysed (see ana_features)",
+                       store_path(r->s), (long long)feature);
+    return store_sql_error(r->s, x, "reading ana_features");
+}
+
+/* Growable array helper. */
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return OK;
+    size_t nc = *cap ? *cap * 2 : 64;
+    while (nc < need) nc *= 2;
+    void *np = mem_realloc(*p, nc * elem);
+    if (!np) return err_set(ERR_NOMEM, "out of memory");
+    *p = np;
+    *cap = nc;
+    return OK;
+}
+
+int store_rep_acts(store_rep *r, int64_t feature, store_rep_act **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st = bind2(r, Q_ACTS, feature);
+    store_rep_act *a = NULL;
+    size_t cap = 0, k = 0;
+    int x, rc = OK;
+    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((rc = grow((void **)&a, &cap, k + 1, sizeof *a))) break;
+        const char *kind = (const char *)sqlite3_column_text(st, 0);
+        a[k].kind = kind && !strcmp(kind, "top") ? STORE_REP_TOP : STORE_REP_QUANTILE;
+        a[k].interval = sqlite3_column_int(st, 1);
+        a[k].rank = sqlite3_column_int(st, 2);
+        a[k].seq_id = sqlite3_column_int64(st, 3);
+        a[k].pos = sqlite3_column_int(st, 4);
+        a[k].token = sqlite3_column_int(st, 5);
+        a[k].value = (float)sqlite3_column_double(st, 6);
+        k++;
+    }
+    if (!rc && x != SQLITE_DONE) rc = store_sql_error(r->s, x, "reading ana_acts");
+    sqlite3_reset(st);
+    if (rc) {
+        mem_free(a);
+        return rc;
+    }
+    *out = a;
+    *n = k;
+    return OK;
+}
+
+int store_rep_seq_acts(store_rep *r, int64_t feature, int64_t seq_id, int lo, int hi, int *pos,
+                       float *val, int cap, int *n)
+{
+    *n = 0;
+    sqlite3_stmt *st = bind2(r, Q_SEQACTS, feature);
+    sqlite3_bind_int64(st, 3, seq_id);
+    sqlite3_bind_int(st, 4, lo);
+    sqlite3_bind_int(st, 5, hi);
+    int x;
+    while ((x = sqlite3_step(st)) == SQLITE_ROW && *n < cap) {
+        pos[*n] = sqlite3_column_int(st, 0);
+        val[*n] = (float)sqlite3_column_double(st, 1);
+        (*n)++;
+    }
+    sqlite3_reset(st);
+    if (x != SQLITE_DONE && x != SQLITE_ROW) return store_sql_error(r->s, x, "reading ana_acts");
+    return OK;
+}
+
+int store_rep_hist(store_rep *r, int64_t feature, double **lo, double **hi, double **count,
+                   size_t *n)
+{
+    *lo = *hi = *count = NULL;
+    *n = 0;
+    sqlite3_stmt *st = bind2(r, Q_HIST, feature);
+    double *a = NULL;
+    size_t cap = 0, k = 0;
+    int x, rc = OK;
+    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((rc = grow((void **)&a, &cap, 3 * (k + 1), sizeof *a))) break;
+        a[3 * k] = sqlite3_column_double(st, 0);
+        a[3 * k + 1] = sqlite3_column_double(st, 1);
+        a[3 * k + 2] = sqlite3_column_double(st, 2);
+        k++;
+    }
+    if (!rc && x != SQLITE_DONE) rc = store_sql_error(r->s, x, "reading ana_hist");
+    sqlite3_reset(st);
+    double *l = NULL, *h = NULL, *c = NULL;
+    if (!rc && k) {
+        l = mem_alloc(sizeof(double) * k);
+        h = mem_alloc(sizeof(double) * k);
+        c = mem_alloc(sizeof(double) * k);
+        if (!l || !h || !c) rc = err_set(ERR_NOMEM, "out of memory");
+        else
+            for (size_t i = 0; i < k; i++) {
+                l[i] = a[3 * i];
+                h[i] = a[3 * i + 1];
+                c[i] = a[3 * i + 2];
+            }
+    }
+    mem_free(a);
+    if (rc) {
+        mem_free(l); mem_free(h); mem_free(c);
+        return rc;
+    }
+    *lo = l;
+    *hi = h;
+    *count = c;
+    *n = k;
+    return OK;
+}
+
+int store_rep_logits(store_rep *r, int64_t feature, int sign, int **tokens, double **values,
+                     size_t *n)
+{
+    *tokens = NULL;
+    *values = NULL;
+    *n = 0;
+    sqlite3_stmt *st = bind2(r, Q_LOGITS, feature);
+    sqlite3_bind_int(st, 3, sign);
+    int *t = NULL;
+    double *v = NULL;
+    size_t ct = 0, cv = 0, k = 0;
+    int x, rc = OK;
+    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((rc = grow((void **)&t, &ct, k + 1, sizeof *t)) || (rc = grow((void **)&v, &cv, k + 1, sizeof *v)))
+            break;
+        t[k] = sqlite3_column_int(st, 0);
+        v[k] = sqlite3_column_double(st, 1);
+        k++;
+    }
+    if (!rc && x != SQLITE_DONE) rc = store_sql_error(r->s, x, "reading ana_logits");
+    sqlite3_reset(st);
+    if (rc) {
+        mem_free(t);
+        mem_free(v);
+        return rc;
+    }
+    *tokens = t;
+    *values = v;
+    *n = k;
+    return OK;
+}
+
+int store_rep_pos(store_rep *r, int64_t feature, char (**tags)[16], double **count, size_t *n)
+{
+    *tags = NULL;
+    *count = NULL;
+    *n = 0;
+    sqlite3_stmt *st = bind2(r, Q_POS, feature);
+    char(*t)[16] = NULL;
+    double *v = NULL;
+    size_t ct = 0, cv = 0, k = 0;
+    int x, rc = OK;
+    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((rc = grow((void **)&t, &ct, k + 1, sizeof *t)) || (rc = grow((void **)&v, &cv, k + 1, sizeof *v)))
+            break;
+        col_str(st, 0, t[k], sizeof t[k]);
+        v[k] = sqlite3_column_double(st, 1);
+        k++;
+    }
+    if (!rc && x != SQLITE_DONE) rc = store_sql_error(r->s, x, "reading ana_pos");
+    sqlite3_reset(st);
+    if (rc) {
+        mem_free(t);
+        mem_free(v);
+        return rc;
+    }
+    *tags = t;
+    *count = v;
+    *n = k;
+    return OK;
+}
+
+int store_rep_seq_window(store_rep *r, int64_t seq_id, int pos, int before, int after, int **ids,
+                         int *n, int *center)
+{
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *st = r->q[Q_SEQ];
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, seq_id);
+    int x = sqlite3_step(st), rc = OK;
+    if (x != SQLITE_ROW) {
+        sqlite3_reset(st);
+        if (x == SQLITE_DONE)
+            return err_set(ERR_NOTFOUND, "%s: no sequence %lld (referenced by ana_acts)",
+                           store_path(r->s), (long long)seq_id);
+        return store_sql_error(r->s, x, "reading sequences");
+    }
+    int T = sqlite3_column_int(st, 0);
+    const unsigned char *blob = sqlite3_column_blob(st, 1);
+    int nb = sqlite3_column_bytes(st, 1);
+    if (!blob || nb != T * 4 || pos < 0 || pos >= T) {
+        rc = err_set(ERR_FORMAT, "%s: sequence %lld: %s", store_path(r->s), (long long)seq_id,
+                     pos >= 0 && pos < T ? "bad token blob" : "stored position outside the sequence");
+    } else {
+        int lo = pos - before < 0 ? 0 : pos - before, hi = pos + after >= T ? T - 1 : pos + after;
+        *n = hi - lo + 1;
+        *center = pos - lo;
+        *ids = mem_alloc(sizeof(int) * (size_t)*n);
+        if (!*ids) rc = err_set(ERR_NOMEM, "out of memory");
+        else
+            for (int i = 0; i < *n; i++) { /* little-endian int32, whatever the host */
+                const unsigned char *b = blob + 4 * (size_t)(lo + i);
+                (*ids)[i] = (int)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                                  (uint32_t)b[3] << 24);
+            }
+        if (rc) *n = 0;
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* ---- whole-dictionary queries --------------------------------------------------------------- */
+void store_rep_vocab_free(char **text, int n)
+{
+    if (!text) return;
+    for (int i = 0; i < n; i++) mem_free(text[i]);
+    mem_free(text);
+}
+
+int store_rep_vocab(store *s, char ***text, int *n)
+{
+    *text = NULL;
+    *n = 0;
+    int64_t mx = -1;
+    int rc = store_query_i64(s, "SELECT ifnull(max(token), -1) FROM ana_vocab", &mx);
+    if (rc) return rc;
+    if (mx < 0) return OK;
+    if (mx > 10000000) return err_set(ERR_FORMAT, "%s: ana_vocab: token id %lld too large", store_path(s), (long long)mx);
+    char **t = mem_calloc((size_t)mx + 1, sizeof *t);
+    if (!t) return err_set(ERR_NOMEM, "out of memory for the vocabulary");
+    sqlite3_stmt *st;
+    if ((rc = store_prepare(s, "SELECT token, text FROM ana_vocab WHERE token >= 0", &st))) {
+        mem_free(t);
+        return rc;
+    }
+    int x;
+    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        const void *b = sqlite3_column_blob(st, 1);
+        int nb = sqlite3_column_bytes(st, 1);
+        if (id > mx) continue;
+        char *c = mem_alloc((size_t)nb + 1);
+        if (!c) { rc = err_set(ERR_NOMEM, "out of memory for the vocabulary"); break; }
+        if (nb) memcpy(c, b, (size_t)nb);
+        c[nb] = 0; /* a NUL inside a token cuts its display short; harmless */
+        mem_free(t[id]);
+        t[id] = c;
+    }
+    if (!rc && x != SQLITE_DONE) rc = store_sql_error(s, x, "reading ana_vocab");
+    sqlite3_finalize(st);
+    if (rc) {
+        store_rep_vocab_free(t, (int)mx + 1);
+        return rc;
+    }
+    *text = t;
+    *n = (int)mx + 1;
+    return OK;
+}
+
+int store_rep_token_text(store *s, int64_t seq_id, int lo, int hi, char ***text)
+{
+    *text = NULL;
+    if (hi < lo) return OK;
+    char **t = mem_calloc((size_t)(hi - lo + 1), sizeof *t);
+    if (!t) return err_set(ERR_NOMEM, "out of memory");
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT position, text FROM tokens WHERE sequence_id = ?1 AND "
+                              "position BETWEEN ?2 AND ?3", &st);
+    if (rc) {
+        mem_free(t);
+        return rc;
+    }
+    sqlite3_bind_int64(st, 1, seq_id);
+    sqlite3_bind_int(st, 2, lo);
+    sqlite3_bind_int(st, 3, hi);
+    int x;
+    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
+        int p = sqlite3_column_int(st, 0);
+        const char *v = (const char *)sqlite3_column_text(st, 1);
+        if (!v || p < lo || p > hi) continue;
+        if (!(t[p - lo] = mem_strdup(v))) { rc = err_set(ERR_NOMEM, "out of memory"); break; }
+    }
+    if (!rc && x != SQLITE_DONE) rc = store_sql_error(s, x, "reading tokens");
+    sqlite3_finalize(st);
+    if (rc) {
+        store_rep_vocab_free(t, hi - lo + 1);
+        return rc;
+    }
+    *text = t;
+    return OK;
+}
+
+int store_rep_geometry(store *s, int64_t dict_id, const char *source, double **lo_deg,
+                       double **hi_deg, double **count, size_t *n)
+{
+    *lo_deg = *hi_deg = *count = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT lo_deg, hi_deg, count FROM ana_geometry WHERE dict_id = ?1 AND "
+                              "source = ?2 ORDER BY bin", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_text(st, 2, source, -1, SQLITE_STATIC);
+    double *a = NULL;
+    size_t cap = 0, k = 0;
+    int x;
+    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
+        if ((rc = grow((void **)&a, &cap, 3 * (k + 1), sizeof *a))) break;
+        for (int j = 0; j < 3; j++) a[3 * k + j] = sqlite3_column_double(st, j);
+        k++;
+    }
+    if (!rc && x != SQLITE_DONE) rc = store_sql_error(s, x, "reading ana_geometry");
+    sqlite3_finalize(st);
+    double *l = NULL, *h = NULL, *c = NULL;
+    if (!rc && k) {
+        l = mem_alloc(sizeof(double) * k);
+        h = mem_alloc(sizeof(double) * k);
+        c = mem_alloc(sizeof(double) * k);
+        if (!l || !h || !c) rc = err_set(ERR_NOMEM, "out of memory");
+        else
+            for (size_t i = 0; i < k; i++) {
+                l[i] = a[3 * i];
+                h[i] = a[3 * i + 1];
+                c[i] = a[3 * i + 2];
+            }
+    }
+    mem_free(a);
+    if (rc) {
+        mem_free(l); mem_free(h); mem_free(c);
+        return rc;
+    }
+    *lo_deg = l;
+    *hi_deg = h;
+    *count = c;
+    *n = k;
+    return OK;
+}
+
+int store_rep_decoder(store *s, int64_t dict_id, int d_sae, int d_in, float **out)
+{
+    *out = NULL;
+    if (d_sae <= 0 || d_in <= 0) return err_set(ERR_ARG, "decoder: bad shape %dx%d", d_sae, d_in);
+    float *w = mem_calloc((size_t)d_sae * d_in, sizeof(float));
+    if (!w) return err_set(ERR_NOMEM, "out of memory for a %dx%d decoder", d_sae, d_in);
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT feature, vec FROM ana_decoder WHERE dict_id = ?1", &st);
+    if (rc) {
+        mem_free(w);
+        return rc;
+    }
+    sqlite3_bind_int64(st, 1, dict_id);
+    int x, rows = 0;
+    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t f = sqlite3_column_int64(st, 0);
+        const void *b = sqlite3_column_blob(st, 1);
+        int nb = sqlite3_column_bytes(st, 1);
+        if (f < 0 || f >= d_sae || nb != d_in * 4 || !b) {
+            rc = err_set(ERR_FORMAT, "%s: ana_decoder: feature %lld: %d bytes, want %d", store_path(s),
+                         (long long)f, nb, d_in * 4);
+            break;
+        }
+        memcpy(w + (size_t)f * d_in, b, (size_t)nb); /* float32 little-endian; x86/arm hosts */
+        rows++;
+    }
+    if (!rc && x != SQLITE_DONE) rc = store_sql_error(s, x, "reading ana_decoder");
+    sqlite3_finalize(st);
+    if (!rc && rows == 0)
+        rc = err_set(ERR_NOTFOUND, "%s: no decoder rows stored for this dictionary", store_path(s));
+    if (rc) {
+        mem_free(w);
+        return rc;
+    }
+    *out = w;
+    return OK;
+}
+
+int store_rep_metric(store *s, int64_t dict_id, const char *name, double *value)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT value FROM ana_metrics WHERE dict_id = ?1 AND name = ?2", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    int x = sqlite3_step(st);
+    if (x == SQLITE_ROW) *value = col_real(st, 0);
+    sqlite3_finalize(st);
+    if (x == SQLITE_ROW) return OK;
+    if (x == SQLITE_DONE) return err_set(ERR_NOTFOUND, "%s: no metric '%s'", store_path(s), name);
+    return store_sql_error(s, x, "reading ana_metrics");
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# test_explore.sh - superpose, pack, params, generate, embed and attention through the binary:
+# exit codes, outputs and pictures, and that failures leave no files behind.
+set -u
+BIN=${SAELITE_BIN:-./saelite}
+pass=0; fail=0
+ok() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $*"; fi; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# ---- params
+out=$($BIN params --preset gpt3 2>&1); ok test $? -eq 0
+ok grep -q "^weight matrices *175,181,291,520$" <<<"$out"
+ok grep -q "total parameters: 175,221,817,344" <<<"$out"
+out=$($BIN params --preset gpt2 2>&1); ok grep -q "total parameters: 124,439,808" <<<"$out"
+$BIN params --preset gpt5 >/dev/null 2>&1; ok test $? -eq 1
+$BIN params >/dev/null 2>&1; ok test $? -eq 2
+
+# ---- superpose: pentagon at S=0.9 for 5 features in 2 dimensions
+out=$($BIN superpose --n 5 --m 2 --importance 0.9 --sparsity 0,0.9 --steps 3000 --instances 3 \
+      -o "$tmp/sup" 2>&1); ok test $? -eq 0
+ok grep -Eq "^0\.9 .* 5/5 +0\.[34][0-9] 0\.[34]" <<<"$out"
+ok grep -Eq "^0 .* 2/5 " <<<"$out"
+for f in superpose.png dimensionality.png features.csv summary.csv W_S0.9.npy gram_S0.9.npy; do
+    ok test -s "$tmp/sup/$f"
+done
+ok test "$(wc -l < "$tmp/sup/features.csv")" -eq 11
+$BIN superpose --sparsity 1.5 -o "$tmp/bad" >/dev/null 2>&1; ok test $? -eq 2
+ok test ! -e "$tmp/bad"
+
+# ---- pack: the optimizer beats random vectors; 6 lines in R^3 reach 1/sqrt(5)
+out=$($BIN pack --dim 3 --count 6 --steps 300 2>&1); ok test $? -eq 0
+ok grep -Eq "^optimized +0\.447[23] " <<<"$out"
+out=$($BIN pack --dim 16 --count 100 --steps 200 -o "$tmp/pk" 2>&1); ok test $? -eq 0
+r=$(awk '$1 == "random" {print $2}' <<<"$out"); o=$(awk '$1 == "optimized" {print $2}' <<<"$out")
+ok awk -v r="$r" -v o="$o" 'BEGIN { exit !(o < 0.65 * r) }'
+ok test -s "$tmp/pk/angles.png" -a -s "$tmp/pk/angles.csv" -a -s "$tmp/pk/vectors.npy"
+$BIN pack --dim 0 --count 5 >/dev/null 2>&1; ok test $? -eq 2
+$BIN pack --dim 4 --count 5 --range 91,89 >/dev/null 2>&1; ok test $? -eq 2
+
+# ---- a tiny tokenizer and random model for generate / embed / attention
+printf 'the cat sat on the mat.\n\nthe dog sat on the log. the cat and the dog.\n' > "$tmp/t.txt"
+$BIN bpe-train --vocab 280 "$tmp/t.txt" -o "$tmp/m" >/dev/null 2>&1; ok test $? -eq 0
+$BIN init-model --layers 2 --d-model 32 --heads 4 --vocab 300 --ctx 16 --seed 5 -o "$tmp/m" \
+    >/dev/null 2>&1; ok test $? -eq 0
+
+g1=$($BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 2>/dev/null)
+ok test $? -eq 0
+g2=$($BIN generate --model "$tmp/m" --prompt "the cat" --top-k 1 --seed 9 --max-tokens 24 2>/dev/null)
+ok test "$g1" = "$g2"                        # top-k 1 is greedy; context slides past 16 tokens
+ok test "${g1:0:7}" = "the cat"              # the prompt is echoed, then the continuation
+s1=$($BIN generate --model "$tmp/m" --prompt "the" --seed 4 --max-tokens 10 2>/dev/null)
+s2=$($BIN generate --model "$tmp/m" --prompt "the" --seed 4 --max-tokens 10 2>/dev/null)
+ok test "$s1" = "$s2"
+err=$($BIN generate --model "$tmp/m" --prompt "the" --max-tokens 3 2>&1 >/dev/null)
+ok grep -q "generated 3 tokens" <<<"$err"
+$BIN generate --model "$tmp/m" --prompt "x" --temperature -1 >/dev/null 2>&1; ok test $? -eq 2
+$BIN generate --model "$tmp/nope" --prompt "x" >/dev/null 2>&1; ok test $? -eq 1
+
+out=$($BIN embed --model "$tmp/m" --top 3 "the - cat + dog" 2>&1); ok test $? -eq 0
+ok test "$(grep -cE '^ +[0-9]+ +[0-9]+ +-?[01]\.[0-9]{4}  ' <<<"$out")" -eq 3
+err=$($BIN embed --model "$tmp/m" "dog - dog" 2>&1); ok test $? -eq 1
+ok grep -q "cancel" <<<"$err"
+
+out=$($BIN attention --model "$tmp/m" --text "the cat sat on the mat" --layer 1 \
+      --out "$tmp/att.png" --npy "$tmp/att.npy" 2>&1); ok test $? -eq 0
+ok test -s "$tmp/att.png"
+ok grep -aq "'shape': (4, " "$tmp/att.npy"
+$BIN attention --model "$tmp/m" --text "the cat" --layer 2 --out "$tmp/x.png" >/dev/null 2>&1
+ok test $? -eq 1
+ok test ! -e "$tmp/x.png"
+
+echo "test_explore: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

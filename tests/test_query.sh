@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# test_query.sh - `saelite query` (read-only SQL, table/CSV/JSON), the SQL functions, the
+# loadable extension ./saelite.so, and the index behind the top-activations query.
+set -u
+BIN=${SAELITE_BIN:-./saelite}
+T=$(mktemp -d /tmp/saelite_query.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0; skip=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+check() { local what=$1; shift; if "$@"; then ok; else bad "$what"; fi; }
+
+DB=$T/a.db
+# A store made from the store's own schema (tokens as extract writes them) plus the analysis tables.
+{
+cat store/schema.sql
+cat <<'SQL'
+INSERT INTO tokens VALUES (7,0,464,'The',0,3,'AT'),(7,1,3290,' dog',3,7,'NN'),
+  (7,2,4966,' ran',7,11,'VBD'),(7,3,13,'.',11,12,'.');
+SQL
+cat store/schema_analysis.sql
+cat <<'SQL'
+INSERT INTO ana_dicts(id, kind, sae_id, name, hook_name, d_in, d_sae, split, n_seqs, n_tokens, top_n)
+  VALUES (1, 'sae', 1, 'demo', 'blocks.0.hook_resid_pre', 2, 200, 'val', 1, 4, 20);
+INSERT INTO ana_vocab VALUES (3290, CAST(' dog' AS BLOB)), (4966, CAST(' ran' AS BLOB));
+INSERT INTO ana_decoder VALUES (1, 0, x'0000803f00000000'), (1, 1, x'0000803f0000803f');
+-- 200 features x 100 activations each, so the planner has a real choice to make
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 19999)
+INSERT INTO ana_acts(dict_id, feature, kind, interval, rank, seq_id, pos, token, value)
+  SELECT 1, i % 200, 'top', NULL, i / 200, 7, i % 4, 464, (i * 7919 % 1000) / 100.0 FROM n;
+INSERT INTO ana_metrics VALUES (1, 'ce_loss_score', 0.875), (1, 'l0', 31.5);
+SQL
+} | sqlite3 "$DB" || { echo "cannot build the test database"; echo "test_query: 0 passed, 1 failed"; exit 1; }
+SUM0=$(md5sum "$DB" | cut -d' ' -f1)
+
+# --- functions and the aligned table
+out=$("$BIN" query --db "$DB" "SELECT tok_text(3290) AS t, tok_id(' ran') AS i, context(7, 1) AS c, context(7, 3, 1, 0) AS c2")
+check "table header" grep -q '^t  *i  *c  *c2' <<<"$out"
+check "tok_text/tok_id/context" grep -q ' dog  4966  The« dog» ran\.   ran«\.»' <<<"$out"
+check "row count line" grep -qx '(1 row)' <<<"$out"
+out=$("$BIN" query --db "$DB" "SELECT tok_text(464), tok_id(' nothing'), context(7, 99), context(99, 0)")
+check "fallback to tokens table and NULLs" grep -q '^The  *NULL  *NULL  *NULL$' <<<"$out"
+out=$("$BIN" query --db "$DB" "SELECT vec_dot(a.vec, b.vec) d, round(vec_cos(a.vec, b.vec), 6) c, vec_norm(b.vec) n, vec_at(b.vec, 1) e, vec_at(b.vec, 2) o, vec_len(b.vec) l FROM ana_decoder a, ana_decoder b WHERE a.feature = 0 AND b.feature = 1")
+check "vector functions" grep -q '^1\.0  0\.707107  1\.4142135623731  1\.0  NULL  2$' <<<"$out"
+out=$("$BIN" query --db "$DB" "SELECT vec_at(x'003c00c0', 1, 'f16') h, vec_at(x'803f', 0, 'bf16') b, vec_len(x'003c00c0', 'f16') l")
+check "f16/bf16 elements" grep -q '^-2\.0  1\.0  2$' <<<"$out"
+
+# --- CSV and JSON
+out=$("$BIN" query --db "$DB" --csv "SELECT 1 AS a, 'x,y' AS b, NULL AS c, 'q\"' AS d")
+check "csv" test "$out" = $'a,b,c,d\n1,"x,y",,"q"""'
+out=$("$BIN" query --db "$DB" --json "SELECT name, value FROM ana_metrics ORDER BY name; SELECT x'00ff' AS blob, NULL AS n")
+check "json parses" /usr/bin/python3 -c '
+import json, sys
+text = sys.stdin.read()
+dec = json.JSONDecoder(); i = 0; arrays = []
+while i < len(text):
+    while i < len(text) and text[i].isspace(): i += 1
+    if i >= len(text): break
+    v, i = dec.raw_decode(text, i); arrays.append(v)
+assert arrays[0] == [{"name": "ce_loss_score", "value": 0.875}, {"name": "l0", "value": 31.5}], arrays
+assert arrays[1] == [{"blob": "<blob 2 bytes>", "n": None}], arrays
+' <<<"$out"
+
+# --- bad input: writes refused, nothing modified; malformed SQL; usage errors
+for sql in "DELETE FROM ana_acts" "INSERT INTO ana_metrics VALUES (1, 'x', 1)" \
+           "UPDATE ana_dicts SET name = 'x'" "DROP TABLE ana_acts" "CREATE TABLE t(x)" \
+           "SELECT 1; DELETE FROM ana_metrics" "PRAGMA user_version = 9" "VACUUM"; do
+    out=$("$BIN" query --db "$DB" "$sql" 2>"$T/err"); rc=$?
+    check "write refused: $sql (rc $rc)" test "$rc" -eq 1
+    check "no output before the refusal: $sql" test -z "$out"
+    check "error names the refusal: $sql" grep -qE 'read-only|readonly|refusing' "$T/err"
+done
+check "database untouched" test "$(md5sum "$DB" | cut -d' ' -f1)" = "$SUM0"
+"$BIN" query --db "$DB" "SELEC 1" >/dev/null 2>"$T/err"; rc=$?
+check "malformed SQL exit 1" test "$rc" -eq 1
+check "malformed SQL message" grep -q 'syntax error' "$T/err"
+"$BIN" query --db "$T/missing.db" "SELECT 1" >/dev/null 2>"$T/err"; rc=$?
+check "missing database exit 1" test "$rc" -eq 1
+check "missing database not created" test ! -e "$T/missing.db"
+"$BIN" query "SELECT 1" >/dev/null 2>&1; rc=$?
+check "no --db is a usage error" test "$rc" -eq 2
+"$BIN" query --db "$DB" --csv --json "SELECT 1" >/dev/null 2>&1; rc=$?
+check "--csv with --json is a usage error" test "$rc" -eq 2
+"$BIN" query --db "$DB" "SELECT vec_dot(x'00', x'0000')" >/dev/null 2>"$T/err"; rc=$?
+check "function error reported" test "$rc" -eq 1 && grep -q 'float32' "$T/err"
+
+# --- the top-activations query walks the index (no full scan, no sort)
+plan=$("$BIN" query --db "$DB" --max-width 0 "EXPLAIN QUERY PLAN SELECT seq_id, pos, value FROM ana_acts WHERE dict_id = 1 AND feature = 5 ORDER BY value DESC LIMIT 20")
+echo "$plan" | sed 's/^/    /'
+check "plan uses ana_acts_feature" grep -q 'USING INDEX ana_acts_feature' <<<"$plan"
+check "plan needs no sort" bash -c '! grep -q "TEMP B-TREE" <<<"$1"' _ "$plan"
+out=$("$BIN" query --db "$DB" --csv "SELECT value FROM ana_acts WHERE dict_id = 1 AND feature = 5 ORDER BY value DESC LIMIT 3")
+want=$(sqlite3 -csv "$DB" "SELECT value FROM ana_acts WHERE dict_id = 1 AND feature = 5 ORDER BY value DESC LIMIT 3")
+check "top activations in order" test "$out" = "value"$'\n'"$want"
+
+# --- the loadable extension
+if [ -f ./saelite.so ]; then
+    out=$(sqlite3 "$DB" ".load ./saelite" "SELECT tok_text(3290), context(7, 2), vec_dot(x'0000803f', x'00004040');")
+    check "extension functions ($out)" test "$out" = " dog|The dog« ran».|3.0"
+else
+    skip=$((skip + 1)); echo "SKIP: ./saelite.so not built (make all)" >&2
+fi
+
+if [ "$skip" -gt 0 ]; then echo "test_query: $pass passed, $fail failed, $skip skipped"
+else echo "test_query: $pass passed, $fail failed"; fi
+[ "$fail" -eq 0 ]

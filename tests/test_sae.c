@@ -1,0 +1,536 @@
+/* test_sae.c - SAE kernels (against brute force), finite-difference gradient checks of all four
+ * architectures, training on synthetic ground truth, checkpoint/resume bit-identity, SAELens
+ * layout round trip, metrics. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "harness.h"
+#include "sae/sae.h"
+#include "sae/sae_kernels.h"
+#include "sae/sae_train.h"
+#include "sae/metrics.h"
+#include "sae/synth.h"
+
+static void fill_normal(float *x, int64_t n, sae_rng *r, float sd)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(sae_rng_normal(r) * sd);
+}
+
+/* ---- kernels ------------------------------------------------------------------------- */
+static void test_topk(void)
+{
+    enum { B = 7, S = 50, K = 5 };
+    sae_rng r;
+    sae_rng_seed(&r, 1);
+    float pre[B * S], val[B * K];
+    int idx[B * K];
+    fill_normal(pre, B * S, &r, 1);
+    pre[3 * S + 10] = pre[3 * S + 11] = 9; /* tie: both must be kept (k=5) */
+    sae_k_topk(idx, val, pre, B, S, K, NULL, 0);
+    int bad = 0;
+    for (int b = 0; b < B; b++) {
+        /* brute force: an entry is in the top-k iff fewer than k entries beat it */
+        for (int j = 0; j < S; j++) {
+            int beat = 0;
+            for (int i = 0; i < S; i++)
+                beat += pre[b * S + i] > pre[b * S + j] || (pre[b * S + i] == pre[b * S + j] && i < j);
+            int in = 0;
+            for (int e = 0; e < K; e++) in |= idx[b * K + e] == j;
+            if (in != (beat < K)) bad++;
+        }
+        for (int e = 0; e < K; e++) {
+            float want = pre[b * S + idx[b * K + e]];
+            if (val[b * K + e] != (want > 0 ? want : 0)) bad++;
+        }
+    }
+    CHECK(bad == 0, "top-k selection differs from brute force in %d places", bad);
+    /* candidate-restricted selection (AuxK over dead latents) */
+    int cand[] = {1, 4, 9, 16, 25, 36, 49};
+    sae_k_topk(idx, val, pre, B, S, 3, cand, 7);
+    bad = 0;
+    for (int b = 0; b < B; b++)
+        for (int e = 0; e < 3; e++) {
+            int j = idx[b * 3 + e], ok = 0;
+            for (int c = 0; c < 7; c++) ok |= cand[c] == j;
+            if (!ok) bad++;
+        }
+    CHECK(bad == 0, "candidate top-k picked a non-candidate");
+}
+
+static void test_batchtopk(void)
+{
+    enum { B = 6, S = 40, K = 3 };
+    sae_rng r;
+    sae_rng_seed(&r, 2);
+    float pre[B * S], scratch[B * S], val[B * K + B], thr;
+    int idx[B * K + B];
+    int64_t ptr[B + 1];
+    fill_normal(pre, B * S, &r, 1);
+    int64_t nnz = sae_k_batchtopk(ptr, idx, val, B * K + B, &thr, pre, B, S, B * K, scratch);
+    CHECK(nnz == B * K, "nnz %lld", (long long)nnz);
+    int above = 0;
+    for (int i = 0; i < B * S; i++) above += pre[i] >= thr && pre[i] > 0;
+    CHECK(above == B * K, "%d entries >= threshold %g", above, thr);
+    CHECK(ptr[B] == nnz);
+}
+
+static void test_decode_sparse(void)
+{
+    enum { B = 4, S = 12, D = 9, K = 3 };
+    sae_rng r;
+    sae_rng_seed(&r, 3);
+    float W[S * D], pre[B * S], val[B * K], xhat[B * D], want[B * D], bd[D];
+    int idx[B * K];
+    int64_t ptr[B + 1];
+    fill_normal(W, S * D, &r, 1);
+    fill_normal(pre, B * S, &r, 1);
+    fill_normal(bd, D, &r, 1);
+    sae_k_topk(idx, val, pre, B, S, K, NULL, 0);
+    for (int b = 0; b <= B; b++) ptr[b] = b * K;
+    sae_k_decode_sparse(xhat, ptr, idx, val, W, bd, B, D);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < D; i++) {
+            double s = bd[i];
+            for (int j = 0; j < S; j++) {
+                float f = 0;
+                for (int e = 0; e < K; e++)
+                    if (idx[b * K + e] == j) f = val[b * K + e];
+                s += f * W[j * D + i];
+            }
+            want[b * D + i] = (float)s;
+        }
+    CHECK_TENSOR(xhat, want, B * D, 1e-5, 1e-5, "sparse decode");
+    /* backward: L = sum(R .* xhat) => dW[j] = sum_b f_bj R_b, dval = R_b . W_j */
+    float R[B * D], dW[S * D], dWw[S * D], dval[B * K], dvalw[B * K];
+    fill_normal(R, B * D, &r, 1);
+    memset(dW, 0, sizeof dW);
+    memset(dWw, 0, sizeof dWw);
+    sae_k_decode_sparse_backward(dW, dval, R, ptr, idx, val, W, B, D);
+    for (int b = 0; b < B; b++)
+        for (int e = 0; e < K; e++) {
+            int j = idx[b * K + e];
+            double dot = 0;
+            for (int i = 0; i < D; i++) {
+                dWw[j * D + i] += val[b * K + e] * R[b * D + i];
+                dot += R[b * D + i] * W[j * D + i];
+            }
+            dvalw[b * K + e] = (float)dot;
+        }
+    CHECK_TENSOR(dW, dWw, S * D, 1e-5, 1e-5, "sparse decode dW");
+    CHECK_TENSOR(dval, dvalw, B * K, 1e-5, 1e-5, "sparse decode dval");
+}
+
+static void test_adam_and_norms(void)
+{
+    float p[3] = {1, 2, 3}, g[3] = {0.5f, -1, 0}, m[3] = {0}, v[3] = {0};
+    sae_k_adam(p, g, m, v, 3, 0.1f, 0.9f, 0.999f, 1e-8f, 1);
+    /* first Adam step moves by lr * sign(g) */
+    CHECK_NEAR(p[0], 0.9, 1e-5);
+    CHECK_NEAR(p[1], 2.1, 1e-5);
+    CHECK_NEAR(p[2], 3.0, 1e-6);
+    CHECK(g[0] == 0 && g[1] == 0, "Adam must zero the gradient");
+    float W[2 * 3] = {3, 0, 4, 0, 0, 2}, dW[2 * 3] = {1, 1, 1, 1, 1, 1};
+    sae_k_normalize_rows(W, 2, 3);
+    CHECK_NEAR(W[0], 0.6, 1e-6);
+    CHECK_NEAR(W[5], 1.0, 1e-6);
+    sae_k_remove_parallel(dW, W, 2, 3);
+    CHECK_NEAR(dW[0] * W[0] + dW[1] * W[1] + dW[2] * W[2], 0, 1e-6);
+    CHECK_NEAR(dW[5], 0, 1e-6);
+}
+
+/* ---- finite-difference gradients of the trainer ---------------------------------------- */
+static void zero_grad(const sae_params *G, int S, int D)
+{
+    memset(G->W_encT, 0, sizeof(float) * S * D);
+    memset(G->W_dec, 0, sizeof(float) * S * D);
+    memset(G->b_enc, 0, sizeof(float) * S);
+    memset(G->b_dec, 0, sizeof(float) * D);
+    if (G->log_threshold) memset(G->log_threshold, 0, sizeof(float) * S);
+}
+
+static void fd_check(sae_arch arch, const char *label)
+{
+    enum { D = 8, S = 24, B = 10 };
+    sae_train_config c;
+    sae_train_defaults(&c);
+    c.arch = arch;
+    c.d_in = D;
+    c.d_sae = S;
+    c.k = 4;
+    c.batch = B;
+    c.total_tokens = 100 * B;
+    c.aux_coef = 0; /* AuxK's target is detached: not a gradient of the total loss */
+    c.l1 = arch == SAE_RELU ? 0.3 : 0.05;
+    c.l1_warmup_frac = 0;
+    c.jr_init_threshold = 0.05;
+    sae_rng r;
+    sae_rng_seed(&r, 7);
+    float x[B * D];
+    fill_normal(x, B * D, &r, 2);
+    sae_trainer *t;
+    int rc = sae_trainer_new(&t, &c, x, B);
+    CHECK(rc == OK, "%s", err_msg());
+    if (rc) return;
+    sae_params P, G;
+    sae_trainer_params(t, &P, &G);
+    /* move away from the symmetric init so b_enc and decoder norms matter */
+    for (int j = 0; j < S; j++) P.b_enc[j] = (float)(sae_rng_normal(&r) * 0.3);
+    if (arch == SAE_RELU)
+        for (int e = 0; e < S * D; e++) P.W_dec[e] *= 3.0f + (e % 5);
+    sae_step_stats st;
+    sae_trainer_loss_grad(t, x, &st);
+    double L0 = st.loss;
+    static float ga[2 * S * D + S + D];
+    float *groups[4] = {G.W_encT, G.W_dec, G.b_enc, G.b_dec};
+    float *params[4] = {P.W_encT, P.W_dec, P.b_enc, P.b_dec};
+    int sizes[4] = {S * D, S * D, S, D};
+    const char *names[4] = {"W_enc", "W_dec", "b_enc", "b_dec"};
+    int off = 0;
+    for (int q = 0; q < 4; q++) {
+        memcpy(ga + off, groups[q], sizeof(float) * sizes[q]);
+        off += sizes[q];
+    }
+    off = 0;
+    for (int q = 0; q < 4; q++) {
+        int bad = 0, tried = 0;
+        double worst = 0;
+        for (int e = 0; e < sizes[q]; e += (q < 2 ? 7 : 1)) {
+            float keep = params[q][e];
+            const float h = 1e-2f;
+            double Lp, Lm;
+            params[q][e] = keep + h;
+            zero_grad(&G, S, D);
+            sae_trainer_loss_grad(t, x, &st);
+            Lp = st.loss;
+            params[q][e] = keep - h;
+            zero_grad(&G, S, D);
+            sae_trainer_loss_grad(t, x, &st);
+            Lm = st.loss;
+            params[q][e] = keep;
+            double fd = (Lp - Lm) / (2 * h), an = ga[off + e];
+            double err = fabs(fd - an) / (1e-2 + fabs(fd) + fabs(an));
+            /* a selection change or a ReLU/jump crossed inside [-h, h] makes the difference
+               meaningless there; smooth losses give the same central difference at h and h/2 */
+            double Lp2, Lm2;
+            params[q][e] = keep + h / 2;
+            zero_grad(&G, S, D);
+            sae_trainer_loss_grad(t, x, &st);
+            Lp2 = st.loss;
+            params[q][e] = keep - h / 2;
+            zero_grad(&G, S, D);
+            sae_trainer_loss_grad(t, x, &st);
+            Lm2 = st.loss;
+            params[q][e] = keep;
+            double fd2 = (Lp2 - Lm2) / h;
+            if (fabs(fd2 - fd) > 0.003 * (1 + fabs(fd))) continue;
+            tried++;
+            if (err > worst) worst = err;
+            if (err > 2e-2) { bad++; fprintf(stderr, "  %s %s[%d]: fd %.6g analytic %.6g (L %.6g)\n", label, names[q], e, fd, an, L0); }
+        }
+        CHECK(bad == 0 && tried > 0, "%s %s: %d of %d finite-difference checks off (worst %.3g)",
+              label, names[q], bad, tried, worst);
+        off += sizes[q];
+    }
+    zero_grad(&G, S, D);
+    sae_trainer_free(t);
+}
+
+
+/* ---- training ------------------------------------------------------------------------- */
+static sae_train_config small_cfg(sae_arch arch)
+{
+    sae_train_config c;
+    sae_train_defaults(&c);
+    c.arch = arch;
+    c.d_in = 64;
+    c.d_sae = 256;
+    c.k = 5;
+    c.batch = 1024;
+    c.total_tokens = 300000;
+    c.lr = 0.002;
+    return c;
+}
+
+static synth_config small_synth(void)
+{
+    synth_config sc;
+    synth_defaults(&sc);
+    sc.d = 64;
+    sc.n_features = 128;
+    sc.active = 5;
+    sc.seed = 11;
+    return sc;
+}
+
+/* Train c on the small synthetic set; returns the exported model, mmcs and rec vs the truth, and
+   held-out metrics. */
+static sae_model *train_synth(sae_train_config c, double *mmcs, double *rec,
+                              sae_metrics_summary *ms, int64_t stop_at, const char *ckpt)
+{
+    synth_config sc = small_synth();
+    sae_source *src;
+    sae_synth *g;
+    if (sae_source_synth(&src, &sc) || sae_synth_new(&g, &sc)) return NULL;
+    float *x = mem_alloc(sizeof(float) * 16384 * c.d_in);
+    src->next(src, x, 16384);
+    sae_trainer *t = NULL;
+    int rc;
+    if (ckpt && stop_at < 0) { /* resume */
+        rc = sae_trainer_resume(&t, ckpt);
+        if (!rc) rc = sae_source_skip(src, sae_trainer_step_index(t) * (int64_t)c.batch, c.batch);
+    } else rc = sae_trainer_new(&t, &c, x, 16384);
+    CHECK(rc == OK, "%s", err_msg());
+    sae_step_stats st;
+    while (!rc && sae_trainer_step_index(t) < sae_trainer_total_steps(t)) {
+        src->next(src, x, c.batch);
+        rc = sae_trainer_step(t, x, &st);
+        if (stop_at > 0 && sae_trainer_step_index(t) == stop_at) {
+            rc = sae_trainer_checkpoint(t, ckpt);
+            break;
+        }
+    }
+    CHECK(rc == OK, "%s", err_msg());
+    sae_model *m = NULL;
+    if (!rc) rc = sae_trainer_export(t, NULL, &m);
+    if (m && mmcs) sae_mmcs(sae_synth_directions(g), sc.n_features, m->W_dec, c.d_sae, c.d_in, 0.9,
+                            mmcs, rec, NULL);
+    if (m && ms) {
+        sae_metrics acc;
+        sae_metrics_init(&acc, c.d_in, c.d_sae);
+        float *f = mem_alloc(sizeof(float) * 4096 * c.d_sae), *xh = mem_alloc(sizeof(float) * 4096 * c.d_in);
+        sae_synth_sample(g, x, 4096, NULL); /* unseen samples */
+        sae_encode(m, x, 4096, f);
+        sae_decode(m, f, 4096, xh);
+        sae_metrics_add(&acc, x, xh, f, 4096);
+        sae_metrics_summarize(&acc, ms);
+        sae_metrics_free(&acc);
+        mem_free(f);
+        mem_free(xh);
+    }
+    mem_free(x);
+    sae_trainer_free(t);
+    sae_synth_free(g);
+    sae_source_close(src);
+    return m;
+}
+
+static void test_ground_truth_small(void)
+{
+    double mm = 0, rec = 0;
+    sae_metrics_summary ms;
+    sae_model *m = train_synth(small_cfg(SAE_TOPK), &mm, &rec, &ms, 0, NULL);
+    CHECK(m != NULL);
+    CHECK(mm >= 0.95 && rec >= 0.9, "topk small ground truth: MMCS %.4f, recovered %.3f", mm, rec);
+    CHECK(ms.ev > 0.85 && ms.l0 <= 5.0 && ms.l0 > 3, "topk: ev %.3f L0 %.2f", ms.ev, ms.l0);
+    fprintf(stderr, "topk small ground truth: MMCS %.4f recovered %.3f ev %.3f\n", mm, rec, ms.ev);
+    sae_free(m);
+}
+
+static void test_archs_train(void)
+{
+    sae_arch archs[3] = {SAE_RELU, SAE_BATCHTOPK, SAE_JUMPRELU};
+    const char *names[3] = {"relu", "batchtopk", "jumprelu"};
+    for (int a = 0; a < 3; a++) {
+        sae_train_config c = small_cfg(archs[a]);
+        if (archs[a] == SAE_JUMPRELU) c.total_tokens = 600000;
+        double mm = 0, rec = 0;
+        sae_metrics_summary ms;
+        sae_model *m = train_synth(c, &mm, &rec, &ms, 0, NULL);
+        CHECK(m != NULL);
+        if (!m) continue;
+        fprintf(stderr, "%s: MMCS %.3f recovered %.3f ev %.3f L0 %.2f\n", names[a], mm, rec, ms.ev,
+                ms.l0);
+        CHECK(ms.ev > (archs[a] == SAE_RELU ? 0.6 : 0.7) && ms.l0 > 1 && ms.l0 < 20 && mm > 0.6,
+              "%s trains badly: ev %.3f L0 %.2f MMCS %.3f", names[a], ms.ev, ms.l0, mm);
+        sae_free(m);
+    }
+}
+
+static int same_model(const sae_model *a, const sae_model *b)
+{
+    int64_t SD = (int64_t)a->cfg.d_in * a->cfg.d_sae;
+    return !memcmp(a->W_enc, b->W_enc, SD * 4) && !memcmp(a->W_dec, b->W_dec, SD * 4) &&
+           !memcmp(a->b_enc, b->b_enc, a->cfg.d_sae * 4) &&
+           !memcmp(a->b_dec, b->b_dec, a->cfg.d_in * 4) &&
+           (!a->threshold || !memcmp(a->threshold, b->threshold, a->cfg.d_sae * 4));
+}
+
+static void test_resume_bit_identical(void)
+{
+    const char *ckpt = "build/tests/test_sae_ckpt.bin";
+    sae_arch archs[2] = {SAE_TOPK, SAE_BATCHTOPK};
+    for (int a = 0; a < 2; a++) {
+        sae_train_config c = small_cfg(archs[a]);
+        c.total_tokens = 60 * 1024;
+        c.dead_window = 4096; /* so AuxK is active during the test */
+        sae_model *full = train_synth(c, NULL, NULL, NULL, 0, NULL);
+        sae_model *part = train_synth(c, NULL, NULL, NULL, 23, ckpt);
+        sae_model *resumed = train_synth(c, NULL, NULL, NULL, -1, ckpt);
+        CHECK(full && part && resumed);
+        if (full && resumed) {
+            CHECK(same_model(full, resumed), "%s: resumed run differs from the uninterrupted one",
+                  sae_arch_name(archs[a]));
+            CHECK(!same_model(full, part), "interrupted model should differ");
+        }
+        sae_free(full);
+        sae_free(part);
+        sae_free(resumed);
+    }
+    unlink(ckpt);
+}
+
+/* Folding: the exported raw-unit model reconstructs x/scale-consistently with the trainer. */
+static void test_export_fold(void)
+{
+    sae_arch archs[4] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU};
+    for (int a = 0; a < 4; a++) {
+        sae_train_config c = small_cfg(archs[a]);
+        c.total_tokens = 20 * 1024;
+        c.aux_coef = 0;
+        synth_config sc = small_synth();
+        sae_source *src;
+        sae_source_synth(&src, &sc);
+        float *x = mem_alloc(sizeof(float) * 1024 * 64);
+        src->next(src, x, 1024);
+        sae_trainer *t;
+        sae_trainer_new(&t, &c, x, 1024);
+        sae_step_stats st;
+        for (int s = 0; s < 15; s++) {
+            src->next(src, x, 1024);
+            sae_trainer_step(t, x, &st);
+        }
+        sae_params P, G;
+        sae_trainer_params(t, &P, &G);
+        if (archs[a] == SAE_RELU) /* unequal decoder norms exercise the norm folding */
+            for (int e = 0; e < 256 * 64; e++) P.W_dec[e] *= 1.0f + (e / 64) % 3;
+        sae_trainer_loss_grad(t, x, &st);
+        memset(G.W_encT, 0, sizeof(float) * 256 * 64); /* keep gradients zero for hygiene */
+        memset(G.W_dec, 0, sizeof(float) * 256 * 64);
+        memset(G.b_enc, 0, sizeof(float) * 256);
+        memset(G.b_dec, 0, sizeof(float) * 64);
+        if (G.log_threshold) memset(G.log_threshold, 0, sizeof(float) * 256);
+        sae_model *m;
+        sae_trainer_export(t, NULL, &m);
+        float *f = mem_alloc(sizeof(float) * 1024 * 256), *xh = mem_alloc(sizeof(float) * 1024 * 64);
+        sae_encode(m, x, 1024, f);
+        sae_decode(m, f, 1024, xh);
+        double sse = 0, s2 = sae_trainer_scale(t) * sae_trainer_scale(t);
+        for (int e = 0; e < 1024 * 64; e++) sse += (double)(x[e] - xh[e]) * (x[e] - xh[e]);
+        double mse_raw = sse * s2 / (1024.0 * 64);
+        if (archs[a] == SAE_BATCHTOPK) /* inference uses the running threshold, not the batch's */
+            CHECK(fabs(mse_raw - st.mse) < 0.5 * st.mse, "batchtopk fold: %g vs %g", mse_raw, st.mse);
+        else
+            CHECK(fabs(mse_raw - st.mse) < 1e-3 * st.mse + 1e-6, "%s fold: exported mse %g, trainer %g",
+                  sae_arch_name(archs[a]), mse_raw, st.mse);
+        for (int j = 0; j < 256; j++) {
+            double nn = 0;
+            for (int i = 0; i < 64; i++) nn += m->W_dec[j * 64 + i] * m->W_dec[j * 64 + i];
+            if (fabs(nn - 1) > 1e-4) {
+                CHECK(0, "%s: exported decoder row %d has norm^2 %g", sae_arch_name(archs[a]), j, nn);
+                break;
+            }
+        }
+        /* SAELens layout round trip */
+        char dir[64];
+        snprintf(dir, sizeof dir, "build/tests/test_sae_rt_%d", a);
+        float dens[256];
+        for (int j = 0; j < 256; j++) dens[j] = -(float)j / 100;
+        int rc = sae_save_ex(m, dir, "{\"note\":\"test\"}", dens);
+        CHECK(rc == OK, "%s", err_msg());
+        sae_model *l = NULL;
+        rc = sae_load(&l, dir);
+        CHECK(rc == OK, "%s", err_msg());
+        if (l) {
+            CHECK(same_model(m, l), "%s: weights differ after save/load", sae_arch_name(archs[a]));
+            sae_arch want = archs[a] == SAE_BATCHTOPK ? SAE_JUMPRELU : archs[a];
+            CHECK(l->cfg.arch == want && l->cfg.d_in == 64 && l->cfg.d_sae == 256 &&
+                      l->cfg.k == (want == SAE_TOPK ? 5 : 0),
+                  "cfg after load: %s k %d", sae_arch_name(l->cfg.arch), l->cfg.k);
+            float *f2 = mem_alloc(sizeof(float) * 1024 * 256);
+            sae_encode(l, x, 1024, f2);
+            CHECK(!memcmp(f, f2, sizeof(float) * 1024 * 256), "%s: loaded SAE encodes differently",
+                  sae_arch_name(archs[a]));
+            mem_free(f2);
+            float *sp = NULL;
+            CHECK(sae_load_sparsity(dir, 256, &sp) == OK && sp && sp[7] == dens[7]);
+            mem_free(sp);
+        }
+        sae_free(l);
+        mem_free(f);
+        mem_free(xh);
+        sae_free(m);
+        sae_trainer_free(t);
+        sae_source_close(src);
+        mem_free(x);
+    }
+}
+
+static void test_load_errors(void)
+{
+    const char *dir = "build/tests/test_sae_bad";
+    mkdir(dir, 0755);
+    FILE *fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    fputs("{\"architecture\":\"topk\",\"d_in\":4,\"d_sae\":8}", fp);
+    fclose(fp);
+    sae_model *m = NULL;
+    CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "'k'"), "%s", err_msg());
+    fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,"
+          "\"normalize_activations\":\"expected_average_only_in\"}", fp);
+    fclose(fp);
+    CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "normalize_activations"), "%s",
+          err_msg());
+    fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8}", fp);
+    fclose(fp);
+    CHECK(sae_load(&m, dir) != OK && strstr(err_msg(), "sae_weights.safetensors"), "%s", err_msg());
+    CHECK(m == NULL);
+}
+
+static void test_metrics(void)
+{
+    sae_metrics acc;
+    sae_metrics_init(&acc, 2, 3);
+    float x[4] = {1, 0, 0, 2}, xh[4] = {1, 0, 0, 1}, f[6] = {1, 0, 0, 2, 0, 0};
+    sae_metrics_add(&acc, x, xh, f, 2);
+    sae_metrics_summary s;
+    sae_metrics_summarize(&acc, &s);
+    /* sse 1; mean (0.5, 1); sum ||x - mean||^2 = 0.25*2 + 1*2 = 2.5 */
+    CHECK_NEAR(s.mse, 0.25, 1e-12);
+    CHECK_NEAR(s.ev, 1 - 1 / 2.5, 1e-12);
+    CHECK_NEAR(s.cos, 1.0, 1e-12);
+    CHECK_NEAR(s.l2_ratio, 0.75, 1e-12);
+    CHECK_NEAR(s.l0, 1.0, 1e-12);
+    CHECK_NEAR(s.dead_frac, 2.0 / 3, 1e-12);
+    CHECK_NEAR(s.dense_frac, 1.0 / 3, 1e-12);
+    sae_metrics_free(&acc);
+    float T[4] = {1, 0, 0, 1}, W[6] = {0.6f, 0.8f, 2, 0, 0, -1};
+    double mm, rec;
+    sae_mmcs(T, 2, W, 3, 2, 0.9, &mm, &rec, NULL);
+    CHECK_NEAR(mm, (1.0 + 0.8) / 2, 1e-6);
+    CHECK_NEAR(rec, 0.5, 1e-12);
+}
+
+int main(void)
+{
+    test_topk();
+    test_batchtopk();
+    test_decode_sparse();
+    test_adam_and_norms();
+    fd_check(SAE_RELU, "relu");
+    fd_check(SAE_TOPK, "topk");
+    fd_check(SAE_BATCHTOPK, "batchtopk");
+    fd_check(SAE_JUMPRELU, "jumprelu");
+    test_metrics();
+    test_load_errors();
+    test_export_fold();
+    test_resume_bit_identical();
+    test_ground_truth_small();
+    test_archs_train();
+    return harness_report("test_sae");
+}

