@@ -108,8 +108,7 @@ asan-run: $(TEST_BIN)
 data:
 	@bash tools/fetch-data.sh
 
-demo: saelite
-	@bash tools/demo.sh
+include demo.mk
 
 clean:
 	rm -rf build saelite

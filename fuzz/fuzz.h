@@ -79,11 +79,12 @@ static inline const char *fuzz_tmpdir(void)
     if (!fuzz_dir[0]) {
         const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
         snprintf(fuzz_dir, sizeof fuzz_dir, "%s/saelite-fuzz-%d", base, (int)getpid());
-        if (mkdir(fuzz_dir, 0700) != 0 && access(fuzz_dir, W_OK) != 0) { perror(fuzz_dir); abort(); }
         memcpy(fuzz_dir_copy, fuzz_dir, sizeof fuzz_dir);
         atexit(fuzz_rmdir);
     }
     fuzz_guard();
+    /* (Re)made on every call: a forked replay child's exit may have removed it. */
+    if (mkdir(fuzz_dir, 0700) != 0 && access(fuzz_dir, W_OK) != 0) { perror(fuzz_dir); abort(); }
     return fuzz_dir;
 }
 

@@ -24,6 +24,7 @@ for t in "$@"; do
     echo "fuzz: $t for ${secs}s"
     before=$(ls "$crashes" | wc -l)
     # -fork=1 with -ignore_*: a finding is saved and the run goes on (one child at a time).
+    # A target with a slow start (the GPT-2 vocabulary) says -fork=0 in fuzz/<t>.flags.
     # malloc_limit_mb: a reader that believes a header and allocates gigabytes is a finding.
     nice -n 19 "$bin" -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
         -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -malloc_limit_mb=1024 \

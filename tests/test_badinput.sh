@@ -15,32 +15,34 @@ BIN=${SAELITE_BIN:-./saelite}
 [[ "$BIN" == /* ]] || BIN="$ROOT/$BIN"
 W=$(mktemp -d "${TMPDIR:-/tmp}/saelite-badinput.XXXXXX")
 trap 'chmod -R u+w "$W" 2>/dev/null; rm -rf "$W"' EXIT
-pass=0; fail=0
+pass=0; fail=0; skip=0
+# KNOWN="finding" before a case marks a reported, unfixed bug in another module: the case still
+# runs; failing it counts as skipped (XFAIL, printed), passing it prints XPASS (remove the mark).
+KNOWN=""; LAST=""
 
-# Fingerprint of the scratch directory: path + hash of each file; a database by integrity_check
-# and a hash of its .dump (rows, not bytes: SQLite may rewrite pages without changing content).
+# Fingerprint of the scratch directory: path, size and mtime of every file (one `find`; SQLite
+# side files excluded), plus PRAGMA integrity_check and a hash of the .dump (the rows) of each
+# database in DBS, the ones a failing command may open for writing.
+DBS="good.db seq0.db"
 state() {
-    (cd "$W" && find . -type f ! -name '*-shm' ! -name '*-wal' ! -name '*-journal' | LC_ALL=C sort |
-        while IFS= read -r f; do
-            if [[ "$f" == *.db ]]; then
-                printf '%s %s %s\n' "$f" "$(sqlite3 "$f" 'PRAGMA integrity_check' 2>&1 | tr '\n' ' ')" \
-                    "$(sqlite3 "$f" .dump 2>&1 | sha256sum | cut -c1-16)"
-            else
-                printf '%s %s\n' "$f" "$(sha256sum < "$f" | cut -c1-16)"
-            fi
-        done)
+    (cd "$W" && find . -type f ! -name '*-shm' ! -name '*-wal' ! -name '*-journal' \
+        -printf '%p %s %T@\n' | LC_ALL=C sort
+     for db in $DBS; do
+         [ -f "$db" ] && printf '%s %s\n' "$db" \
+             "$(sqlite3 "$db" 'PRAGMA integrity_check' .dump 2>&1 | sha256sum | cut -c1-16)"
+     done)
 }
 
 # bad NAME REGEX CMD [ARGS...]: run `saelite CMD ARGS` in $W and check the contract above.
 bad() {
     local name=$1 re=$2; shift 2
     local before after rc err lines why=""
-    before=$(state)
+    before=${LAST:-$(state)} # the previous case's final state, when nothing ran in between
     (cd "$W" && exec "$BIN" "$@") > "$W.out" 2> "$W.err"
     rc=$?
     err=$(cat "$W.err")
     lines=$(grep -c . "$W.err")
-    after=$(state)
+    after=$(state); LAST=$after
     if [ $rc -eq 0 ]; then why="exit 0 (should fail)"
     elif [ $rc -ne 1 ] && [ $rc -ne 2 ]; then why="exit $rc (crash or signal?)"
     elif grep -qE 'Sanitizer|runtime error|Segmentation|Aborted' "$W.err"; then why="sanitizer report"
@@ -49,19 +51,157 @@ bad() {
     elif [ "$before" != "$after" ]; then
         why="files changed: $(diff <(echo "$before") <(echo "$after") | grep '^[<>]' | head -n 4 | tr '\n' ';')"
     fi
-    if [ -z "$why" ]; then pass=$((pass + 1)); echo "ok   $name"
+    if [ -n "$KNOWN" ]; then
+        if [ -z "$why" ]; then pass=$((pass + 1)); echo "XPASS $name (known finding fixed? drop KNOWN: $KNOWN)"
+        else skip=$((skip + 1)); echo "XFAIL $name: $why (known finding: $KNOWN)"; fi
+    elif [ -z "$why" ]; then pass=$((pass + 1)); echo "ok   $name"
     else
         fail=$((fail + 1)); echo "FAIL $name: $why"
         printf '     $ saelite %s\n' "$*"; head -n 5 "$W.err" | sed 's/^/     | /'
     fi
     rm -f "$W.out" "$W.err"
+    KNOWN=""
 }
 
 has() { "$BIN" help "$1" > /dev/null 2>&1; } # a command exists on this build
 
-# ---- the dispatcher --------------------------------------------------------------------------
+# ---- fixtures (made with saelite itself; no Python needed) ------------------------------------
+setup() { # run a fixture command; a failure here fails the whole script
+    if ! (cd "$W" && "$BIN" "$@") > /dev/null 2> "$W.err"; then
+        echo "FAIL fixture: saelite $*"; sed 's/^/     | /' "$W.err"; fail=$((fail + 1))
+        echo "test_badinput: $pass passed, $fail failed, $skip skipped"; exit 1
+    fi
+}
+H=blocks.0.hook_resid_post
+# put_f32 FILE ROW COL VALUE_HEX: overwrite one float32 of a [rows, 8] .npy made by saelite.
+put_f32() {
+    local size off
+    size=$(stat -c %s "$W/$1"); off=$((size - ROWS * 8 * 4 + ($2 * 8 + $3) * 4))
+    printf "$4" | dd of="$W/$1" bs=1 seek="$off" conv=notrunc status=none
+}
+ROWS=16
+# ids_npy FILE N: an int32 .npy [N] holding 1..N (token ids), written byte by byte.
+ids_npy() {
+    local hdr="{'descr': '<i4', 'fortran_order': False, 'shape': ($2,), }" i
+    while [ $(( (10 + ${#hdr} + 1) % 64 )) -ne 0 ]; do hdr="$hdr "; done
+    { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $(( ${#hdr} + 1 )))\\x00"
+      printf '%s\n' "$hdr"; for ((i = 1; i <= $2; i++)); do printf "\\x$(printf %02x $i)\\x00\\x00\\x00"; done
+    } > "$W/$1"
+}
+setup init-model --layers 1 --d-model 8 --heads 2 --ctx 16 --vocab 64 -o model
+setup forward --model model --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --hook $H --npy acts.npy
+setup import --npy acts.npy --db good.db --hook $H --seq-len 4
+setup forward --model model --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --hook blocks.0.mlp.hook_post --npy wide.npy
+ids_npy ids5.npy 5
+ids_npy ids16.npy 16
+printf 'the cat sat on the mat. the dog sat on the log.\n\nanother doc here with the cat.\n' > "$W/small.txt"
+setup bpe-train --vocab 270 small.txt -o tok
+cp "$W/acts.npy" "$W/nan.npy"; put_f32 nan.npy 3 2 '\x00\x00\xc0\x7f'
+cp "$W/acts.npy" "$W/inf.npy"; put_f32 inf.npy 9 7 '\x00\x00\x80\xff'
+: > "$W/empty.npy"
+head -c 100 "$W/acts.npy" > "$W/trunc_header.npy"
+head -c 300 "$W/acts.npy" > "$W/trunc_data.npy"
+echo "hello" > "$W/text.npy"
+echo "not a database" > "$W/text.db"
+head -c 5000 "$W/good.db" > "$W/trunc.db"
+cp "$W/good.db" "$W/seq0.db"
+cp "$W/good.db" "$W/newer.db"; sqlite3 "$W/newer.db" 'PRAGMA user_version = 999'
+mkdir -p "$W/m_emptycfg" "$W/m_badjson" "$W/m_trunc" "$W/m_mismatch" "$W/m_nosafet"
+cp "$W/model/model.safetensors" "$W/m_emptycfg/"; : > "$W/m_emptycfg/config.json"
+cp "$W/model/model.safetensors" "$W/m_badjson/"; echo 'n_layer: 1' > "$W/m_badjson/config.json"
+cp "$W/model/config.json" "$W/m_trunc/"; head -c 3000 "$W/model/model.safetensors" > "$W/m_trunc/model.safetensors"
+cp "$W/model/model.safetensors" "$W/m_mismatch/"
+sed 's/"n_embd": 8/"n_embd": 16/' "$W/model/config.json" > "$W/m_mismatch/config.json"
+cp "$W/model/config.json" "$W/m_nosafet/"
+mkdir -p "$W/tok_bad" "$W/tok_trunc"
+echo '{"a": 1' > "$W/tok_bad/encoder.json"; cp "$W/tok/vocab.bpe" "$W/tok_bad/"
+head -c 500 "$W/tok/encoder.json" > "$W/tok_trunc/encoder.json"; cp "$W/tok/vocab.bpe" "$W/tok_trunc/"
+mkdir -p "$W/brown_bad"; printf 'ca01 news\n' > "$W/brown_bad/cats.txt"; printf '\n\n\tThe/at cat\n' > "$W/brown_bad/ca01"
+# Read-only output: permissions do not stop root, /proc does.
+RO=/proc/saelite-badinput; [ "$(id -u)" -ne 0 ] && { mkdir -p "$W/ro"; chmod 555 "$W/ro"; RO=ro; }
+
+# ---- the dispatcher and flag parsing ------------------------------------------------------
 bad "unknown command" "unknown command 'frobnicate'" frobnicate
 bad "help for an unknown command" "unknown command 'nosuch'" help nosuch
+bad "unknown flag" "unknown option '--bogus'" init-model --layers 1 --d-model 8 --heads 2 --bogus -o m2
+bad "non-numeric size" "--layers expects an integer, got 'abc'" init-model --layers abc --d-model 8 --heads 2 -o m2
 
-echo "test_badinput: $pass passed, $fail failed"
+# ---- init-model ------------------------------------------------------------------------------
+bad "zero layers" "--layers.*positive" init-model --layers 0 --d-model 8 --heads 2 -o m2
+bad "negative layers" "--layers.*positive" init-model --layers -1 --d-model 8 --heads 2 -o m2
+bad "heads do not divide d-model" "not a multiple of --heads 3" init-model --layers 1 --d-model 10 --heads 3 -o m2
+bad "unknown dtype" "--dtype must be f32, f16 or bf16, got 'f8'" init-model --layers 1 --d-model 8 --heads 2 --dtype f8 -o m2
+bad "zero context" "n_positions 0" init-model --layers 1 --d-model 8 --heads 2 --ctx 0 -o m2
+bad "negative vocabulary" "vocab_size -3" init-model --layers 1 --d-model 8 --heads 2 --vocab -3 -o m2
+bad "output under a regular file" "acts.npy/m2.*Not a directory" init-model --layers 1 --d-model 8 --heads 2 -o acts.npy/m2
+bad "read-only output" "$RO/m2" init-model --layers 1 --d-model 8 --heads 2 -o $RO/m2
+
+# ---- forward (model loading) -----------------------------------------------------------------
+F=(--tokens 1,2 --hook $H --npy o.npy)
+bad "missing model directory" "nosuch/config.json: cannot open" forward --model nosuch "${F[@]}"
+bad "empty config.json" "m_emptycfg/config.json: not a JSON object" forward --model m_emptycfg "${F[@]}"
+bad "config.json not JSON" "m_badjson/config.json: not a JSON object" forward --model m_badjson "${F[@]}"
+bad "truncated safetensors" "m_trunc/model.safetensors:.*outside" forward --model m_trunc "${F[@]}"
+bad "missing safetensors" "m_nosafet/model.safetensors" forward --model m_nosafet "${F[@]}"
+bad "config does not fit the weights" "wte.weight' has shape \[64,8\], expected \[64,16\]" forward --model m_mismatch "${F[@]}"
+bad "unknown hook" "no hook point matches 'blocks.0.hook_nosuch'" forward --model model --tokens 1,2 --hook blocks.0.hook_nosuch --npy o.npy
+bad "hook of a layer the model lacks" "blocks.5.hook_resid_post" forward --model model --tokens 1,2 --hook blocks.5.hook_resid_post --npy o.npy
+bad "token id outside the vocabulary" "token id 64 .*outside the vocabulary" forward --model model --tokens 1,64 --hook $H --npy o.npy
+bad "negative token id" "bad list '1,-2'" forward --model model --tokens 1,-2 --hook $H --npy o.npy
+bad "sequence longer than the context" "17 tokens exceeds the model context of 16" forward --model model --tokens 1-17 --hook $H --npy o.npy
+bad "forward output under a regular file" "acts.npy/o.npy.*Not a directory" forward --model model --tokens 1,2 --hook $H --npy acts.npy/o.npy
+
+# ---- import (.npy into a database) ------------------------------------------------------------
+I=(--db good.db --hook x.new)
+bad "missing .npy" "nosuch.npy: cannot open" import --npy nosuch.npy "${I[@]}"
+bad "empty .npy" "empty.npy: not a .npy file" import --npy empty.npy "${I[@]}"
+bad "truncated .npy header" "trunc_header.npy: truncated" import --npy trunc_header.npy "${I[@]}"
+bad "truncated .npy data" "trunc_data.npy: truncated" import --npy trunc_data.npy "${I[@]}"
+bad "text file as .npy" "text.npy: not a .npy file" import --npy text.npy "${I[@]}"
+bad "NaN activation" "nan.npy: non-finite value at row 3" import --npy nan.npy "${I[@]}"
+bad "Inf activation" "inf.npy: non-finite value at row 9" import --npy inf.npy "${I[@]}"
+bad "width differs from the stored hook" "width 8, not 32" import --npy wide.npy --db good.db --hook $H
+bad "negative seq-len" "--seq-len must be positive" import --npy acts.npy "${I[@]}" --seq-len -5
+KNOWN="cli/cmd_import.c: --seq-len 0 is taken as 'default 128' and the import succeeds"
+bad "zero seq-len" "--seq-len" import --npy acts.npy --db seq0.db --hook x.new --seq-len 0
+bad "unknown storage dtype" "unknown dtype 'f8'" import --npy acts.npy "${I[@]}" --dtype f8
+bad "text file as database" "text.db: not a database" import --npy acts.npy --db text.db --hook x.new
+bad "truncated database" "trunc.db: not a database" import --npy acts.npy --db trunc.db --hook x.new
+bad "newer schema database" "newer.db: written by a newer saelite \(schema version 999" import --npy acts.npy --db newer.db --hook x.new
+bad "database in a missing directory" "nodir/new.db: cannot open" import --npy acts.npy --db nodir/new.db --hook x.new
+KNOWN="cli/cmd_import.c: store_open(STORE_CREATE) runs before the inputs are read, so a failed import leaves a new empty database"
+bad "token ids of the wrong length (new db)" "ids5.npy: 5 token ids for 16 activation rows" import --npy acts.npy --db new.db --hook x.new --tokens ids5.npy
+bad "NaN activation (new db)" "nan.npy: non-finite" import --npy nan.npy --db new.db --hook x.new
+bad "float token ids" "acts.npy: element 0 is not an integer" import --npy acts.npy --db good.db --hook x.new --tokens acts.npy
+
+# ---- export / info (reading a database) --------------------------------------------------------
+bad "export of an unknown hook" "no hook 'nosuch'" export --db good.db --hook nosuch --npy o.npy
+bad "export from a missing database" "missing.db: cannot open" export --db missing.db --hook $H --npy o.npy
+bad "export negative limit" "--limit must be >= 0" export --db good.db --hook $H --npy o.npy --limit -1
+bad "export under a regular file" "acts.npy/o.npy.*Not a directory" export --db good.db --hook $H --npy acts.npy/o.npy
+bad "export to read-only output" "$RO/o.npy" export --db good.db --hook $H --npy $RO/o.npy
+bad "export from a truncated database" "trunc.db: not a database" export --db trunc.db --hook $H --npy o.npy
+bad "info on a missing database" "missing.db: cannot open" info --db missing.db
+bad "info on a newer schema" "written by a newer saelite" info --db newer.db
+bad "info on a text file" "text.db: not a database" info --db text.db
+bad "info on an empty file" "empty.npy: empty database" info --db empty.npy
+
+# ---- tokenizer, corpus, bpe-train --------------------------------------------------------------
+bad "missing tokenizer" "nosuch: no tokenizer files" tokenize --tokenizer nosuch small.txt
+bad "malformed encoder.json" "tok_bad/encoder.json: not a JSON object" tokenize --tokenizer tok_bad small.txt
+bad "truncated encoder.json" "tok_trunc/encoder.json" tokenize --tokenizer tok_trunc small.txt
+bad "missing text file" "nosuch.txt: cannot open" tokenize --tokenizer tok nosuch.txt
+printf '1 2 99999\n' > "$W.in"
+bad "decode an id outside the vocabulary" "token id 99999 .*not in the vocabulary" tokenize --tokenizer tok --decode "$W.in"
+printf '1 x 2\n' > "$W.in"
+bad "decode a non-number" "'x 2' is not a token id" tokenize --tokenizer tok --decode "$W.in"
+rm -f "$W.in"
+bad "corpus: unknown converter" "expected 'brown DIR'" corpus frob x -o out
+bad "corpus: missing Brown directory" "nosuch/cats.txt: cannot open" corpus brown nosuch -o out
+bad "corpus: malformed Brown file" "brown_bad/ca01:3: token 'cat' is not word/tag" corpus brown brown_bad -o out
+bad "bpe-train: vocabulary too small" "--vocab must be between 257" bpe-train --vocab 100 small.txt -o tok2
+bad "bpe-train: zero min-freq" "--min-freq must be >= 1" bpe-train --vocab 300 --min-freq 0 small.txt -o tok2
+bad "bpe-train: missing input" "nosuch.txt: cannot open" bpe-train --vocab 300 nosuch.txt -o tok2
+
+echo "test_badinput: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

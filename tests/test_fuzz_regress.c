@@ -7,8 +7,14 @@
  *                    its fix lands. Every input runs in a forked child so a crash is one failure.
  */
 #define FUZZ_NO_MAIN
+#include "fuzz/fuzz_brown.c"
+#include "fuzz/fuzz_config.c"
+#include "fuzz/fuzz_corpus.c"
 #include "fuzz/fuzz_npy.c"
+#include "fuzz/fuzz_saecfg.c"
 #include "fuzz/fuzz_safetensors.c"
+#include "fuzz/fuzz_tokenizer.c"
+#include "fuzz/fuzz_tokload.c"
 
 #include <dirent.h>
 #include <signal.h>
@@ -19,8 +25,9 @@
 typedef int (*fuzz_fn)(const uint8_t *, size_t);
 
 static const struct { const char *name; fuzz_fn fn; } targets[] = {
-    {"npy", fuzz_npy},
-    {"safetensors", fuzz_safetensors},
+    {"brown", fuzz_brown},         {"config", fuzz_config},           {"corpus", fuzz_corpus},
+    {"npy", fuzz_npy},             {"saecfg", fuzz_saecfg},           {"safetensors", fuzz_safetensors},
+    {"tokenizer", fuzz_tokenizer}, {"tokload", fuzz_tokload},
 };
 
 /* Run fn on the file's bytes in a child killed after secs seconds (a hang is a failure);
@@ -41,7 +48,7 @@ static int replay(fuzz_fn fn, const char *path, unsigned secs)
         alarm(secs);
         fn(buf, got);
         free(buf);
-        _exit(0);
+        exit(0); /* atexit cleanups of the targets run (scratch model files) */
     }
     free(buf);
     int st = -1;

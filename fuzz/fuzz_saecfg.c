@@ -1,0 +1,79 @@
+/* fuzz_saecfg - sae_load on a directory whose cfg.json is the fuzz input, next to tiny valid
+ * weights (JumpReLU, d_in 4, d_sae 8: W_enc, b_enc, W_dec, b_dec and threshold, by sae_save).
+ * Invariants: no crash or sanitizer report; errors carry a one-line message; an SAE that loads
+ * has positive sizes and encodes and decodes two rows. */
+#include "common/mem.h"
+#include "fuzz/fuzz.h"
+#include "sae/sae.h"
+
+static const char *saecfg_dir(void)
+{
+    static char dir[256];
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "%s/sae", fuzz_tmpdir());
+        sae_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.arch = SAE_JUMPRELU;
+        cfg.d_in = 4;
+        cfg.d_sae = 8;
+        cfg.context_size = 16;
+        snprintf(cfg.hook_name, sizeof cfg.hook_name, "blocks.0.hook_resid_post");
+        snprintf(cfg.model_name, sizeof cfg.model_name, "tiny");
+        sae_model *s = NULL;
+        if (sae_model_new(&s, &cfg)) fuzz_fail("sae_model_new: %s", err_msg());
+        for (int i = 0; i < 32; i++) { s->W_enc[i] = (float)(i % 7) - 3; s->W_dec[i] = (float)(i % 5) - 2; }
+        for (int i = 0; i < 8; i++) s->threshold[i] = 0.5f;
+        if (sae_save(s, dir)) fuzz_fail("cannot write the tiny SAE: %s", err_msg());
+        sae_free(s);
+    }
+    return dir;
+}
+
+static void saecfg_cleanup(void)
+{
+    static const char *names[] = {"cfg.json", "sae_weights.safetensors", "sparsity.safetensors"};
+    char p[300];
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", saecfg_dir(), names[i]);
+        unlink(p);
+    }
+    rmdir(saecfg_dir());
+}
+
+static int fuzz_saecfg(const uint8_t *data, size_t n)
+{
+    static int registered;
+    const char *dir = saecfg_dir();
+    if (!registered) { atexit(saecfg_cleanup); registered = 1; }
+    char path[300];
+    snprintf(path, sizeof path, "%s/cfg.json", dir);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) fuzz_fail("cannot write %s", path);
+    sae_model *s = NULL;
+    int rc = sae_load(&s, dir);
+    fuzz_check_err(rc, "sae_load");
+    if (!rc) {
+        const sae_config *c = &s->cfg;
+        if (c->d_in < 1 || c->d_sae < 1) fuzz_fail("loaded an SAE with a non-positive size");
+        if ((c->arch == SAE_TOPK || c->arch == SAE_BATCHTOPK) && (c->k < 1 || c->k > c->d_sae))
+            fuzz_fail("loaded a TopK SAE with k %d of %d latents", c->k, c->d_sae);
+        if (!memchr(c->hook_name, 0, sizeof c->hook_name) || !memchr(c->model_name, 0, sizeof c->model_name))
+            fuzz_fail("hook or model name not NUL-terminated");
+        float x[2 * 4] = {1, -2, 3, 0.5f, 0, 0, 0, 0};
+        float *fe = calloc((size_t)2 * (size_t)c->d_sae, sizeof *fe), *xh = calloc(2 * (size_t)c->d_in, sizeof *xh);
+        if (c->d_in == 4) {
+            rc = sae_encode(s, x, 2, fe);
+            if (!rc) rc = sae_decode(s, fe, 2, xh);
+            if (rc) fuzz_fail("encode/decode on a loaded SAE failed: %s", err_msg());
+        }
+        free(fe);
+        free(xh);
+        sae_free(s);
+    }
+    fuzz_guard();
+    return 0;
+}
+
+#ifndef FUZZ_NO_MAIN
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) { return fuzz_saecfg(data, n); }
+#endif

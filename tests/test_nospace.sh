@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# test_nospace.sh - running out of space fails cleanly (issue 9). A file-size limit (`ulimit -f`)
+# stands in for a full disk: with SIGXFSZ ignored a write past the limit fails with EFBIG, as a
+# full filesystem fails with ENOSPC. Each case checks: non-zero exit, one line on stderr naming
+# the file, no partial output files, the database passes integrity_check and keeps its previous
+# rows; and that the job, rerun with space, completes to the same result as an unlimited run.
+# Also without SIGXFSZ ignored (the default: the kernel kills the process): the database survives.
+# Usage: tests/test_nospace.sh   (SAELITE_BIN=path overrides ./saelite)
+set -u
+ROOT=$(pwd)
+BIN=${SAELITE_BIN:-./saelite}
+[[ "$BIN" == /* ]] || BIN="$ROOT/$BIN"
+W=$(mktemp -d "${TMPDIR:-/tmp}/saelite-nospace.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W" || exit 1
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+
+"$BIN" init-model --layers 2 --d-model 16 --heads 2 --ctx 16 --vocab 270 -o model > /dev/null &&
+"$BIN" bpe-train --vocab 270 "$ROOT/README.md" -o tok > /dev/null 2>&1 &&
+head -c 6000 "$ROOT/README.md" > corpus.txt || { echo "FAIL fixtures"; echo "test_nospace: 0 passed, 1 failed"; exit 1; }
+H0=blocks.0.hook_resid_post H1=blocks.1.mlp.hook_post
+EXT=("$BIN" extract --model model --tokenizer tok --corpus corpus.txt --ctx 16 --batch 2)
+ext() { "${EXT[@]}" --hook "$1" --db "$2"; }
+db_rows() { # every row but run bookkeeping
+    sqlite3 "$1" "SELECT * FROM documents ORDER BY id; SELECT id, document_id, start, n_tokens, bos, hex(tokens) FROM sequences ORDER BY id;
+        SELECT * FROM tokens ORDER BY sequence_id, position; SELECT id, model_id, name, width, dtype, seq_len FROM hooks ORDER BY id;
+        SELECT id, hook_id, sequence_id, hex(data) FROM activations ORDER BY id;" 2>&1 | sha256sum
+}
+intact() { [ "$(sqlite3 "$1" 'PRAGMA integrity_check' 2>&1)" = ok ]; }
+ext "$H0,$H1" ref.db > /dev/null 2>&1 || bad "fixture: unlimited extract failed"
+ext "$H0" ref0.db > /dev/null 2>&1 || bad "fixture: unlimited extract (one hook) failed"
+cp ref0.db ref01.db; ext "$H1" ref01.db > /dev/null 2>&1 || bad "fixture: unlimited extract (second hook) failed"
+
+# limited KB CMD...: run CMD with a KB file-size limit and SIGXFSZ ignored; sets rc and err.
+limited() {
+    local kb=$1; shift
+    (trap '' XFSZ; ulimit -f "$kb"; exec "$@") > /dev/null 2> err.txt
+    rc=$?; err=$(cat err.txt)
+}
+# clean NAME FILE-RE: the last `limited` run failed cleanly with one line naming FILE-RE.
+clean() {
+    if [ $rc -ne 1 ] && [ $rc -ne 2 ]; then bad "$1: exit $rc (want 1): $err"
+    elif [ "$(grep -c . err.txt)" -ne 1 ]; then bad "$1: $(grep -c . err.txt) lines on stderr: $err"
+    elif ! grep -Eq -- "$2" err.txt; then bad "$1: message does not name $2: $err"
+    else ok "$1: clean failure: $err"; fi
+}
+
+# 1. extract into a new database hits the limit; then, with space, the rerun completes.
+limited 200 "${EXT[@]}" --hook "$H0,$H1" --db new.db; clean "extract, new database" "new.db"
+intact new.db && ok "extract, new database: integrity_check ok" || bad "extract, new database: integrity_check fails"
+ext "$H0,$H1" new.db > /dev/null 2>&1 || bad "extract, new database: rerun with space failed"
+[ "$(db_rows new.db)" = "$(db_rows ref.db)" ] && ok "extract, new database: rerun equals an unlimited run" ||
+    bad "extract, new database: rerun differs from an unlimited run"
+
+# 2. extract extending a database that holds another hook: the old rows survive the failure.
+# (SQLite in WAL mode appends to DB-wal first: a limit below the new data makes that fail.)
+hook1() { sqlite3 "$1" "SELECT id, document_id, start, hex(tokens) FROM sequences ORDER BY id;
+    SELECT * FROM tokens ORDER BY sequence_id, position; SELECT sequence_id, hex(data) FROM activations WHERE hook_id = 1 ORDER BY id" | sha256sum; }
+cp ref0.db ext.db; before=$(hook1 ext.db)
+limited 100 "${EXT[@]}" --hook "$H1" --db ext.db; clean "extract, extending a database" "ext.db"
+intact ext.db && [ "$(hook1 ext.db)" = "$before" ] && ok "extract, extending: database intact, previous rows unchanged" ||
+    bad "extract, extending: database damaged or previous rows changed"
+ext "$H1" ext.db > /dev/null 2>&1 || bad "extract, extending: rerun with space failed"
+[ "$(db_rows ext.db)" = "$(db_rows ref01.db)" ] && ok "extract, extending: rerun equals an unlimited run" ||
+    bad "extract, extending: rerun differs from an unlimited run"
+
+# 3. import into an existing database: one transaction, nothing of it stays.
+"$BIN" export --db ref.db --hook $H1 --npy acts.npy > /dev/null 2>&1 || bad "fixture: export failed"
+cp ref.db imp.db; before=$(db_rows imp.db)
+limited 100 "$BIN" import --npy acts.npy --db imp.db --hook x.imported --seq-len 16; clean "import into a database" "imp.db"
+intact imp.db && [ "$(db_rows imp.db)" = "$before" ] && ok "import: database intact and unchanged" ||
+    bad "import: database damaged or changed"
+
+# 4. export to .npy: no partial output file (written to a temp name, removed on failure).
+limited 100 "$BIN" export --db ref.db --hook $H1 --npy out.npy; clean "export to .npy" "out.npy"
+left=$(ls | grep -E '^out\.npy' | tr '\n' ' ')
+[ -z "$left" ] && ok "export: no partial output" || bad "export: partial output left: $left"
+
+# 5. sae-train writing its weights: no partial weights file.
+limited 24 "$BIN" sae-train --npy acts.npy --out sae --arch topk --k 4 --d-sae 256 --tokens 2048 --batch 256 --eval-tokens 256
+clean "sae-train output" "sae"
+left=$(find sae -name '*.safetensors*' 2> /dev/null | tr '\n' ' ')
+[ -z "$left" ] && ok "sae-train: no partial weights" || bad "sae-train: partial weights left: $left"
+
+# 6. The default SIGXFSZ kills the process mid-write: the database must still be valid and resumable.
+{ (ulimit -f 300; exec "${EXT[@]}" --hook "$H0,$H1" --db kill.db) > /dev/null 2>&1; rc=$?; } 2> /dev/null
+[ $rc -ne 0 ] && ok "extract under SIGXFSZ: stopped (exit $rc)" || bad "extract under SIGXFSZ: did not stop"
+intact kill.db && ok "extract under SIGXFSZ: integrity_check ok" || bad "extract under SIGXFSZ: database damaged"
+ext "$H0,$H1" kill.db > /dev/null 2>&1 || bad "extract under SIGXFSZ: rerun with space failed"
+[ "$(db_rows kill.db)" = "$(db_rows ref.db)" ] && ok "extract under SIGXFSZ: rerun equals an unlimited run" ||
+    bad "extract under SIGXFSZ: rerun differs from an unlimited run"
+
+echo "test_nospace: $pass passed, $fail failed"
+[ $fail -eq 0 ]
