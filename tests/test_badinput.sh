@@ -239,6 +239,20 @@ bad "query: SQL syntax error" "near \"SELEC\": syntax error" query --db ex.db "S
 bad "query: a statement that writes" "refusing a statement that would modify" query --db ex.db "DELETE FROM tokens"
 bad "query: missing database" "missing.db: cannot open" query --db missing.db "SELECT 1"
 
+# ---- generate / attention / params / synth ----------------------------------------------------
+G=(generate --model model --tokenizer tok --prompt the)
+bad "generate: missing model" "nosuch/config.json: cannot open" generate --model nosuch --prompt x
+bad "generate: NaN temperature" "--temperature expects a finite number, got 'nan'" "${G[@]}" --temperature nan
+bad "generate: negative temperature" "--temperature must be >= 0" "${G[@]}" --temperature -1
+bad "generate: negative max-tokens" "--max-tokens must be >= 0" "${G[@]}" --max-tokens -3
+bad "generate: negative top-k" "--top-k must be >= 0" "${G[@]}" --top-k -1
+bad "attention: layer the model lacks" "--layer 5: the model has layers 0..0" attention --model model --tokenizer tok --layer 5 --text "the cat" --out a.png
+bad "attention: head the model lacks" "--head 9: the model has heads 0..1" attention --model model --tokenizer tok --layer 0 --head 9 --text "the cat" --out a.png
+bad "attention: output under a regular file" "acts.npy/a.png" attention --model model --tokenizer tok --layer 0 --text "the cat" --out acts.npy/a.png
+bad "params: missing model" "nosuch/config.json: cannot open" params nosuch
+bad "synth: zero dimension" "need d >= 1" synth --d 0 --out s.npy --truth t.npy
+bad "synth: negative features" "features >= 1" synth --features -1 --out s.npy --truth t.npy
+
 # ---- tokenizer, corpus, bpe-train --------------------------------------------------------------
 bad "missing tokenizer" "nosuch: no tokenizer files" tokenize --tokenizer nosuch small.txt
 bad "malformed encoder.json" "tok_bad/encoder.json: not a JSON object" tokenize --tokenizer tok_bad small.txt
