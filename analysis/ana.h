@@ -97,6 +97,11 @@ int ana_tag_dist(int64_t *counts /*[ntags]*/, int ntags, const int *tags, int n,
 /* KL(p || q) in nats between softmax(logits_p) and softmax(logits_q), one row of V logits,
  * computed in double with log-sum-exp. */
 double ana_kl_logits(const float *logits_p /*[V]*/, const float *logits_q /*[V]*/, int V);
+/* The same KL with the clean side prepared once per position and reused for several patched
+ * rows: probs_p = softmax(logits_p) and lse_p = logsumexp(logits_p) from ana_softmax. */
+void ana_softmax(float *probs /*[V]*/, const float *logits /*[V]*/, int V, double *lse);
+double ana_kl_prepared(const float *logits_p /*[V]*/, const float *probs_p /*[V]*/, double lse_p,
+                       const float *logits_q /*[V]*/, int V);
 /* Cross-entropy (nats) of target under softmax(logits). */
 double ana_ce_logits(const float *logits /*[V]*/, int V, int target);
 /* Recovered fraction (base - patched) / (base - ref): ce_loss_score = ana_score(ce_zero, ce_sae,

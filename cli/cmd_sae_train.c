@@ -16,9 +16,11 @@
 #include "sae/sae.h"
 #include "sae/sae_train.h"
 #include "sae/synth.h"
+#include "store/store.h"
+#include "store/store_sae.h"
 
 CLI_COMMAND(sae_train, "Train a sparse autoencoder (relu, topk, batchtopk, jumprelu)",
-            "saelite sae-train (--npy ACTS.npy | --synth) --out DIR [--arch topk] [--k 32] "
+            "saelite sae-train (--db FILE --hook NAME | --npy ACTS.npy | --synth) --out DIR [--arch topk] [--k 32] "
             "[--expansion 8 | --d-sae N] [--tokens N] [--batch 4096] [--lr X] [--resume]")
 
 /* Rows of an in-memory array go to validation when a hash of the row index falls below frac. */
@@ -52,13 +54,16 @@ static int eval_model(const sae_model *m, sae_source *src, int64_t n, sae_metric
 int cmd_sae_train(int argc, char **argv)
 {
     const char *cmd = "sae-train";
-    const char *npy = NULL, *out = NULL, *arch_s = "topk", *bdec_s = "median", *truth = NULL;
+    const char *db = NULL, *npy = NULL, *out = NULL, *arch_s = "topk", *bdec_s = "median", *truth = NULL;
     const char *hook = "", *model = "", *truth_out = NULL;
-    int synth = 0, d_sae = 0, k = 32, k_aux = 0, batch = 4096, resume = 0, no_norm = 0;
+    int keep_bos = 0, synth = 0, d_sae = 0, k = 32, k_aux = 0, batch = 4096, resume = 0, no_norm = 0;
     int ckpt_every = 0, log_every = 0, context = 0, syn_d = 256, syn_f = 512;
     double jr_bw = 0, jr_th = 0, expansion = 8, l1 = 0, lr = 0, aux_coef = 1.0 / 32, val_frac = 0.05, syn_active = 5;
-    int64_t max_steps = 0, tokens = 10000000, seed = 42, dead_window = 0, eval_tokens = 65536, syn_seed = 1;
+    int64_t shuffle_tokens = 65536, max_steps = 0, tokens = 10000000, seed = 42, dead_window = 0, eval_tokens = 65536, syn_seed = 1;
     arg_spec spec[] = {
+        {"--db", ARG_STR, &db, "store with the activations of --hook"},
+        {"--shuffle-buffer", ARG_I64, &shuffle_tokens, "store: token shuffle buffer (65536)"},
+        {"--keep-bos", ARG_FLAG, &keep_bos, "store: keep BOS positions (dropped by default)"},
         {"--npy", ARG_STR, &npy, "activations [tokens, d_in] (float .npy)"},
         {"--synth", ARG_FLAG, &synth, "train on generated synthetic superposition data"},
         {"--synth-d", ARG_INT, &syn_d, "synthetic: dimension (256)"},
@@ -84,13 +89,13 @@ int cmd_sae_train(int argc, char **argv)
         {"--bdec-init", ARG_STR, &bdec_s, "median | mean | zero (median)"},
         {"--no-normalize", ARG_FLAG, &no_norm, "do not scale inputs to mean norm sqrt(d_in)"},
         {"--dead-window", ARG_I64, &dead_window, "tokens without firing = dead (auto)"},
-        {"--val-frac", ARG_FLOAT, &val_frac, "held-out fraction of --npy rows (0.05)"},
+        {"--val-frac", ARG_FLOAT, &val_frac, "held-out fraction of sequences / --npy rows (0.05)"},
         {"--eval-tokens", ARG_I64, &eval_tokens, "tokens for the final evaluation (65536)"},
         {"--checkpoint-every", ARG_INT, &ckpt_every, "steps between checkpoints (0 = end only)"},
         {"--log-every", ARG_INT, &log_every, "steps between log rows (auto: ~100 rows)"},
         {"--max-steps", ARG_I64, &max_steps, "stop (with a checkpoint) after N steps this run"},
         {"--resume", ARG_FLAG, &resume, "continue from DIR/checkpoint.bin (same flags)"},
-        {"--hook", ARG_STR, &hook, "metadata: hook name"},
+        {"--hook", ARG_STR, &hook, "hook name (with --db: which activations; else metadata)"},
         {"--model-name", ARG_STR, &model, "metadata: model name"},
         {"--context-size", ARG_INT, &context, "metadata: context size"},
         {NULL, 0, NULL, NULL},
@@ -99,7 +104,9 @@ int cmd_sae_train(int argc, char **argv)
     int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
     if (prc) return prc < 0 ? 0 : prc;
     if (!out) return cli_usage_error(cmd, "--out DIR is required");
-    if (!!npy + synth != 1) return cli_usage_error(cmd, "give exactly one of --npy, --synth");
+    if (!!db + !!npy + synth != 1)
+        return cli_usage_error(cmd, "give exactly one of --db, --npy, --synth");
+    if (db && !hook[0]) return cli_usage_error(cmd, "--db needs --hook NAME");
     sae_train_config c;
     sae_train_defaults(&c);
     if (sae_arch_parse(arch_s, &c.arch)) return cli_usage_error(cmd, "%s", err_msg());
@@ -116,7 +123,24 @@ int cmd_sae_train(int argc, char **argv)
     sae_source *src = NULL, *val = NULL;
     float *data = NULL;
     int rc;
-    if (npy) {
+    sae_store_info sinfo;
+    memset(&sinfo, 0, sizeof sinfo);
+    sinfo.hook_id = -1;
+    if (db) {
+        rc = sae_source_store(&src, db, hook, val_frac > 0 ? STORE_SPLIT_TRAIN : STORE_SPLIT_ALL,
+                              val_frac, (uint64_t)seed, shuffle_tokens, !keep_bos, &sinfo);
+        if (rc) return cli_fail(cmd);
+        if (val_frac > 0 && sae_source_store(&val, db, hook, STORE_SPLIT_VAL, val_frac,
+                                             (uint64_t)seed + 1, 8192, !keep_bos, NULL)) {
+            err_clear(); /* no validation sequences: evaluate nothing */
+            val = NULL;
+        }
+        if (!val) eval_tokens = 0;
+        else if (eval_tokens > val->n_rows) eval_tokens = val->n_rows;
+        c.d_in = sinfo.width;
+        if (!model[0]) model = sinfo.model_name;
+        if (!context) context = sinfo.seq_len;
+    } else if (npy) {
         int nd;
         int64_t shape[NPY_MAX_DIMS];
         if ((rc = npy_read(npy, &data, &nd, shape))) return cli_fail(cmd);
@@ -222,6 +246,8 @@ int cmd_sae_train(int argc, char **argv)
         } else rc = sae_trainer_new(&t, &c, x, n_init);
     }
     FILE *logf = NULL;
+    store_sae_log_row *logrows = NULL;
+    size_t nlog = 0, caplog = 0;
     if (!rc) {
         logf = fopen(logp, resume ? "a" : "w");
         if (!logf) rc = err_set(ERR_IO, "%s: cannot open: %s", logp, strerror(errno));
@@ -252,8 +278,21 @@ int cmd_sae_train(int argc, char **argv)
         if (rc) break;
         int64_t s = st.step;
         if (s % log_every == 0 || s == T)
+        {
             fprintf(logf, "%" PRId64 ",%" PRId64 ",%.6g,%.6g,%.4g,%.4g,%.4g,%.6g\n", s, st.tokens,
                     st.mse, st.ev, st.l0, st.dead_frac, st.lr, st.loss);
+            if (nlog == caplog) {
+                caplog = caplog ? 2 * caplog : 256;
+                store_sae_log_row *p = mem_realloc(logrows, caplog * sizeof *p);
+                if (!p) {
+                    rc = err_set(ERR_NOMEM, "training log: out of memory");
+                    break;
+                }
+                logrows = p;
+            }
+            logrows[nlog++] = (store_sae_log_row){s, st.tokens, st.mse, st.ev, st.l0,
+                                                  st.dead_frac, st.lr, st.loss};
+        }
         progress_update(&pr, (double)st.tokens, "step %" PRId64 " mse %.4g ev %.3f L0 %.1f dead %.1f%%",
                         s, st.mse, st.ev, st.l0, 100 * st.dead_frac);
         int stop = max_steps > 0 && s - s0 >= max_steps && s < T;
@@ -300,7 +339,7 @@ int cmd_sae_train(int argc, char **argv)
                  "\"l0\":%.6g,\"dead_frac\":%.6g,\"dense_frac\":%.6g}",
                  sae_arch_name(tc->arch), tc->k, tc->k_aux, tc->aux_coef, tc->l1, tc->lr,
                  tc->batch, tc->total_tokens, tc->seed, tc->normalize, sae_trainer_scale(t),
-                 npy ? "npy" : "synth", eval_tokens, sum.mse, sum.ev, sum.cos, sum.l2_ratio,
+                 db ? "store" : npy ? "npy" : "synth", eval_tokens, sum.mse, sum.ev, sum.cos, sum.l2_ratio,
                  sum.l0, sum.dead_frac, sum.dense_frac);
         rc = sae_save_ex(m, out, js, dens);
     }
@@ -315,7 +354,38 @@ int cmd_sae_train(int argc, char **argv)
         if (!rc) rc = sae_mmcs(tr, (int)sh[0], m->W_dec, m->cfg.d_sae, c.d_in, 0.9, &mm, &rec, NULL);
         mem_free(tr);
     }
-    int64_t steps = sae_trainer_step_index(t) - s0;
+    int64_t steps = sae_trainer_step_index(t) - s0, sae_id = -1;
+    int64_t step_now = sae_trainer_step_index(t);
+    int finished = step_now == T;
+    if (!rc && db && finished) {
+        /* register the SAE and this invocation's log rows (a resumed run appends its rows) */
+        store *sd = NULL;
+        const sae_train_config *tc = sae_trainer_cfg(t);
+        char cj[512];
+        snprintf(cj, sizeof cj,
+                 "{\"architecture\":\"%s\",\"k\":%d,\"l1\":%g,\"lr\":%g,\"batch\":%d,"
+                 "\"tokens\":%" PRId64 ",\"seed\":%" PRIu64 ",\"shuffle_buffer\":%" PRId64 ","
+                 "\"keep_bos\":%d,\"val_frac\":%g}",
+                 sae_arch_name(tc->arch), tc->k, tc->l1, tc->lr, tc->batch, tc->total_tokens,
+                 tc->seed, shuffle_tokens, keep_bos, val_frac);
+        store_sae_row row = {.dir = out, .architecture = sae_arch_name(tc->arch),
+                             .hook_name = hook, .model_name = model, .config_json = cj,
+                             .d_in = c.d_in, .d_sae = c.d_sae, .k = tc->k, .hook_id = sinfo.hook_id,
+                             .tokens = tc->total_tokens, .eval_tokens = eval_tokens,
+                             .eval_mse = sum.mse, .eval_ev = sum.ev, .eval_cos = sum.cos,
+                             .eval_l2_ratio = sum.l2_ratio, .eval_l0 = sum.l0,
+                             .eval_dead = sum.dead_frac, .eval_dense = sum.dense_frac,
+                             .seconds = secs};
+        rc = store_open(&sd, db, 0);
+        if (!rc) rc = store_sae_init(sd);
+        if (!rc) rc = store_begin(sd);
+        if (!rc) rc = store_sae_register(sd, &row, &sae_id);
+        if (!rc) rc = store_sae_log(sd, sae_id, logrows, nlog);
+        if (!rc) rc = store_commit(sd);
+        else if (sd) store_rollback(sd);
+        store_close(sd);
+    }
+    mem_free(logrows);
     sae_metrics_free(&acc);
     mem_free(dens);
     sae_free(m);
@@ -333,5 +403,9 @@ int cmd_sae_train(int argc, char **argv)
                sum.n, sum.mse, sum.ev, sum.cos, sum.l2_ratio, sum.l0, 100 * sum.dead_frac,
                100 * sum.dense_frac);
     if (mm >= 0) printf("ground truth: MMCS %.4f, recovered (cos > 0.9) %.1f%%\n", mm, 100 * rec);
+    if (sae_id >= 0) printf("registered in %s as SAE id %" PRId64 "\n", db, sae_id);
+    if (!finished)
+        printf("stopped at step %" PRId64 " of %" PRId64 "; continue with --resume\n",
+               step_now, T);
     return 0;
 }

@@ -7,15 +7,18 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "extract/extract.h"
 #include "sae/synth.h"
+#include "store/store.h"
 
 CLI_COMMAND(synth, "Generate synthetic superposition activations with known true features",
-            "saelite synth --out ACTS.npy --truth TRUE.npy [--d 256] [--features 512] "
+            "saelite synth --out ACTS.npy --truth TRUE.npy [--db FILE [--hook synth]] [--d 256] [--features 512] "
             "[--active 5] [--tokens N] [--seed 1]")
 
 int cmd_synth(int argc, char **argv)
 {
-    const char *cmd = "synth", *out = NULL, *truth = NULL;
+    const char *cmd = "synth", *out = NULL, *truth = NULL, *db = NULL, *hook = "synth";
+    int seq_len = 128;
     synth_config c;
     synth_defaults(&c);
     int64_t tokens = 100000, seed = 1;
@@ -23,6 +26,9 @@ int cmd_synth(int argc, char **argv)
     arg_spec spec[] = {
         {"--out", ARG_STR, &out, "activations [tokens, d] float32 .npy"},
         {"--truth", ARG_STR, &truth, "true feature directions [features, d] .npy"},
+        {"--db", ARG_STR, &db, "also store the activations in this store (model 'import')"},
+        {"--hook", ARG_STR, &hook, "hook name in the store (synth)"},
+        {"--seq-len", ARG_INT, &seq_len, "tokens per stored sequence (128)"},
         {"--d", ARG_INT, &c.d, "dimension (256)"},
         {"--features", ARG_INT, &c.n_features, "number of true features (512)"},
         {"--active", ARG_FLOAT, &c.active, "mean active features per sample (5)"},
@@ -58,7 +64,18 @@ int cmd_synth(int argc, char **argv)
     mem_free(x);
     mem_free(act);
     sae_synth_free(g);
+    int64_t rows = 0, seqs = 0;
+    if (!rc && db) {
+        store *st;
+        rc = store_open(&st, db, STORE_CREATE);
+        if (!rc) {
+            rc = ext_import_npy(st, out, NULL, hook, seq_len, STORE_F32, &rows, &seqs);
+            store_close(st);
+        }
+    }
     if (rc) return cli_fail(cmd);
+    if (db) printf("synth: stored %" PRId64 " tokens in %" PRId64 " sequences as hook %s in %s\n",
+                   rows, seqs, hook, db);
     printf("synth: %" PRId64 " samples of d %d from %d features (mean %.2f active) -> %s, truth -> %s\n",
            tokens, c.d, c.n_features, mean_active / tokens, out, truth);
     return 0;

@@ -178,6 +178,12 @@ int cmd_train_lm(int argc, char **argv)
                 d.ntrain, ctx + 1);
         goto fail;
     }
+    if (d.nval < 2) {
+        err_set(ERR_ARG, "%s: no held-out documents among %zu (--val-frac %g); give more documents "
+                         "or a larger --val-frac",
+                corpus, d.ndocs, val_frac);
+        goto fail;
+    }
     char statep[4096];
     snprintf(statep, sizeof statep, "%s/train_state.safetensors", out);
     int resuming = resume && access(statep, R_OK) == 0;

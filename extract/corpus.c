@@ -253,9 +253,9 @@ static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal)
         const cJSON *tg = cJSON_GetArrayItem(s, 2), *ft = cJSON_GetArrayItem(s, 3);
         if (!cJSON_IsArray(s) || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !cJSON_IsString(tg) ||
             (ft && !cJSON_IsString(ft)) || a->valuedouble < 0 || b->valuedouble <= a->valuedouble ||
-            b->valuedouble > (double)d->len) {
+            b->valuedouble > (double)d->len || (k && a->valuedouble < (double)d->tags[k - 1].end)) {
             rc = err_set(ERR_FORMAT, "%s:%ld: span %zu of document '%s' is not [start,end,\"tag\","
-                         "\"full_tag\"] within its %zu-byte text", r->tpath, t->lineno, k, d->id, d->len);
+                         "\"full_tag\"] within its %zu-byte text, after the previous span", r->tpath, t->lineno, k, d->id, d->len);
             goto done;
         }
         corpus_tag *ct = &d->tags[k++];

@@ -11,9 +11,10 @@
  *
  * Tags (optional): the JSONL tags file written by `saelite corpus brown`, one line per document:
  *   {"id": "ca01", "doc": 1, "spans": [[start, end, "tag", "full_tag"], ...]}
- * start/end are byte offsets into that document's text (end exclusive). A document is given the
+ * start/end are byte offsets into that document's text (end exclusive); spans are in text order
+ * and do not overlap (callers walk them with one cursor). A document is given the
  * tags line with the same id; failing that, the line whose "doc" equals its ordinal. Spans are
- * checked against the text (in bounds, start < end); a bad tags file is ERR_FORMAT.
+ * checked (in bounds, start < end, ordered); a bad tags file is ERR_FORMAT.
  *
  * Ownership: corpus_next hands out a doc the caller frees with corpus_doc_free. Tag strings
  * longer than the fixed fields are truncated (Brown's longest full tag is 11 bytes).

@@ -6,8 +6,9 @@
  * document may be shorter. --max-tokens caps the total stored tokens (BOS included): the last
  * window is cut to fit.
  * Batching: consecutive windows of equal length form a batch of up to `batch` windows; a batch
- * is also closed when the length changes. Every batch is one transaction (documents, sequences,
- * tokens, activations), so the database always holds whole batches.
+ * is also closed when the length changes. Whole batches (documents, sequences, tokens,
+ * activations) are grouped into transactions of commit_mb MiB of activations or 2 s, so the
+ * database always holds whole batches.
  * Resume: a rerun walks the same windows and batches (both depend only on the corpus and the
  * options), skips batches whose activations are all stored and computes the rest, so the final
  * database equals an uninterrupted run (sequence ids included: rows are inserted in the same
@@ -37,6 +38,7 @@ typedef struct {
     int dtype;                  /* STORE_F32/F16/BF16 */
     int bos;                    /* prepend <|endoftext|> to every window */
     int64_t max_tokens;         /* 0 = no cap */
+    double commit_mb;           /* transaction size in MiB of activations (0 = 32); at most 2 s */
     volatile int *stop;         /* polled between batches; may be NULL */
 } ext_opts;
 
@@ -59,7 +61,7 @@ typedef struct {
 
 typedef struct {
     int64_t batches, batches_skipped, windows, tokens;
-    double t_tokenize, t_forward, t_store, t_total; /* seconds */
+    double t_corpus, t_tokenize, t_forward, t_store, t_total; /* seconds (wall clock) */
 } ext_stats;
 
 typedef struct ext_job ext_job;

@@ -408,9 +408,15 @@ static hent heap_pop(trainer *T)
     return top;
 }
 
+/* murmur3's finaliser: every bit of both ids reaches the low bits used as the slot */
 static inline size_t phash(uint64_t k, size_t mask)
 {
-    return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 17) & mask;
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return (size_t)k & mask;
 }
 
 static int pair_grow(trainer *T)

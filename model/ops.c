@@ -107,21 +107,54 @@ void op_embed_backward(float *dwte, float *dwpe, const float *dout, const int *t
 }
 
 /* ---- LayerNorm ------------------------------------------------------------------------ */
+#ifdef OPS_AVX2
+static inline float hsum8(__m256 v)
+{
+    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
+    a = _mm_add_ss(a, _mm_movehdup_ps(a));
+    return _mm_cvtss_f32(a);
+}
+#endif
+
 static inline void ln_row(float *o, float *mean, float *rstd, const float *x, const float *w,
                           const float *b, float eps, int C)
 {
     /* two-pass mean/variance in float: rows are short (C <= a few thousand) */
-    float m = 0;
-    for (int i = 0; i < C; i++) m += x[i];
+    float m = 0, v = 0;
+    int i = 0;
+#ifdef OPS_AVX2
+    __m256 acc = _mm256_setzero_ps();
+    for (; i + 8 <= C; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
+    m = hsum8(acc);
+#endif
+    for (; i < C; i++) m += x[i];
     m /= (float)C;
-    float v = 0;
-    for (int i = 0; i < C; i++) {
+    i = 0;
+#ifdef OPS_AVX2
+    __m256 vm = _mm256_set1_ps(m);
+    acc = _mm256_setzero_ps();
+    for (; i + 8 <= C; i += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        acc = _mm256_fmadd_ps(d, d, acc);
+    }
+    v = hsum8(acc);
+#endif
+    for (; i < C; i++) {
         float d = x[i] - m;
         v += d * d;
     }
     v /= (float)C;
     float s = 1.0f / sqrtf(v + eps);
-    for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * w[i] + b[i];
+    i = 0;
+#ifdef OPS_AVX2
+    __m256 vs = _mm256_set1_ps(s);
+    for (; i + 8 <= C; i += 8) {
+        __m256 n = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vs);
+        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(n, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i)));
+    }
+#endif
+    for (; i < C; i++) o[i] = (x[i] - m) * s * w[i] + b[i];
     if (mean) *mean = m;
     if (rstd) *rstd = s;
 }
@@ -134,20 +167,27 @@ void op_layernorm_forward(float *out, float *mean, float *rstd, const float *x, 
                x + (size_t)n * C, w, b, eps, C);
 }
 
+static inline void add_rows(float *r, const float *a, const float *bias, int C)
+{
+    int i = 0;
+#ifdef OPS_AVX2
+    for (; i + 8 <= C; i += 8) {
+        __m256 x = _mm256_loadu_ps(r + i);
+        if (a) x = _mm256_add_ps(x, _mm256_loadu_ps(a + i));
+        if (bias) x = _mm256_add_ps(x, _mm256_loadu_ps(bias + i));
+        _mm256_storeu_ps(r + i, x);
+    }
+#endif
+    for (; i < C; i++) r[i] = r[i] + (a ? a[i] : 0.0f) + (bias ? bias[i] : 0.0f);
+}
+
 void op_residual_layernorm_forward(float *out, float *mean, float *rstd, float *res,
                                    const float *add, const float *add_bias, const float *w,
                                    const float *b, float eps, int N, int C)
 {
     for (int n = 0; n < N; n++) {
         float *r = res + (size_t)n * C;
-        if (add) {
-            const float *a = add + (size_t)n * C;
-            if (add_bias)
-                for (int i = 0; i < C; i++) r[i] += a[i] + add_bias[i];
-            else
-                for (int i = 0; i < C; i++) r[i] += a[i];
-        } else if (add_bias)
-            for (int i = 0; i < C; i++) r[i] += add_bias[i];
+        if (add || add_bias) add_rows(r, add ? add + (size_t)n * C : NULL, add_bias, C);
         ln_row(out + (size_t)n * C, mean ? mean + n : NULL, rstd ? rstd + n : NULL, r, w, b, eps, C);
     }
 }
@@ -179,10 +219,7 @@ void op_layernorm_backward(float *dx, float *dw, float *db, const float *dout, c
 /* ---- linear layers -------------------------------------------------------------------- */
 void op_add_bias(float *x, const float *bias, int N, int C)
 {
-    for (int n = 0; n < N; n++) {
-        float *r = x + (size_t)n * C;
-        for (int i = 0; i < C; i++) r[i] += bias[i];
-    }
+    for (int n = 0; n < N; n++) add_rows(x + (size_t)n * C, NULL, bias, C);
 }
 
 void op_matmul_forward(float *out, int ldo, const float *x, const float *W, int ldw,
@@ -191,10 +228,7 @@ void op_matmul_forward(float *out, int ldo, const float *x, const float *W, int 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f, x, C, W, ldw, beta, out,
                 ldo);
     if (bias)
-        for (int n = 0; n < N; n++) {
-            float *r = out + (size_t)n * ldo;
-            for (int i = 0; i < OC; i++) r[i] += bias[i];
-        }
+        for (int n = 0; n < N; n++) add_rows(out + (size_t)n * ldo, NULL, bias, OC);
 }
 
 void op_matmul_backward(float *dx, float dx_beta, float *dW, int ldw, float *dbias,
@@ -297,6 +331,46 @@ void op_residual_forward(float *out, const float *a, const float *b, size_t n)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+/* max of a row, vectorised (exact: max is order-independent) */
+static float row_max(const float *l, int V)
+{
+    float mx = -INFINITY;
+    int i = 0;
+#ifdef OPS_AVX2
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; i + 8 <= V; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(l + i));
+    float tmp[8];
+    _mm256_storeu_ps(tmp, vm);
+    for (int j = 0; j < 8; j++) mx = tmp[j] > mx ? tmp[j] : mx;
+#endif
+    for (; i < V; i++) mx = l[i] > mx ? l[i] : mx;
+    return mx;
+}
+
+/* out[i] = exp(l[i] - mx) * scale (out may alias l); returns the sum of exp(l[i] - mx) */
+static double row_exp(float *out, const float *l, int V, float mx, float scale, int store)
+{
+    double sum = 0;
+    int i = 0;
+#ifdef OPS_AVX2
+    __m256 vm = _mm256_set1_ps(mx), vs = _mm256_set1_ps(scale), acc = _mm256_setzero_ps();
+    for (; i + 8 <= V; i += 8) {
+        __m256 e = exp_v(_mm256_sub_ps(_mm256_loadu_ps(l + i), vm));
+        acc = _mm256_add_ps(acc, e);
+        if (store) _mm256_storeu_ps(out + i, _mm256_mul_ps(e, vs));
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, acc);
+    for (int j = 0; j < 8; j++) sum += tmp[j];
+#endif
+    for (; i < V; i++) {
+        float e = exp_s(l[i] - mx);
+        sum += e;
+        if (store) out[i] = e * scale;
+    }
+    return sum;
+}
+
 /* ---- attention ------------------------------------------------------------------------ */
 void op_attention_scores(float *att, const float *q, const float *k, int B, int T, int C, int H)
 {
@@ -319,30 +393,17 @@ void op_attention_softmax(float *att, int B, int T, int H)
     for (size_t r = 0; r < rows; r++) {
         float *a = att + r * T;
         int t = (int)(r % (size_t)T); /* row index inside its [T,T] block: valid cols 0..t */
-        float mx = -INFINITY;
-        for (int u = 0; u <= t; u++)
-            if (a[u] > mx) mx = a[u];
+        float mx = row_max(a, t + 1);
         if (mx == -INFINITY) mx = 0; /* a hook masked the whole row: all zeros below */
-        float sum = 0;
+        double sum = row_exp(a, a, t + 1, mx, 1.0f, 1);
+        float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
         int u = 0;
 #ifdef OPS_AVX2
-        __m256 vm = _mm256_set1_ps(mx), vs = _mm256_setzero_ps();
-        for (; u + 8 <= t + 1; u += 8) {
-            __m256 e = exp_v(_mm256_sub_ps(_mm256_loadu_ps(a + u), vm));
-            _mm256_storeu_ps(a + u, e);
-            vs = _mm256_add_ps(vs, e);
-        }
-        float tmp[8];
-        _mm256_storeu_ps(tmp, vs);
-        for (int i = 0; i < 8; i++) sum += tmp[i];
+        __m256 vi = _mm256_set1_ps(inv);
+        for (; u + 8 <= t + 1; u += 8) _mm256_storeu_ps(a + u, _mm256_mul_ps(_mm256_loadu_ps(a + u), vi));
 #endif
-        for (; u <= t; u++) {
-            a[u] = exp_s(a[u] - mx);
-            sum += a[u];
-        }
-        float inv = sum > 0 ? 1.0f / sum : 0.0f;
-        for (u = 0; u <= t; u++) a[u] *= inv;
-        for (u = t + 1; u < T; u++) a[u] = 0.0f;
+        for (; u <= t; u++) a[u] *= inv;
+        if (t + 1 < T) memset(a + t + 1, 0, sizeof(float) * (size_t)(T - t - 1));
     }
 }
 
@@ -406,46 +467,6 @@ void op_logits_backward(float *dx, float *dwte, const float *dlogits, const floa
                 dx, C);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, N, 1.0f, dlogits, V, x, C, 1.0f,
                 dwte, C);
-}
-
-/* max of a row, vectorised (exact: max is order-independent) */
-static float row_max(const float *l, int V)
-{
-    float mx = -INFINITY;
-    int i = 0;
-#ifdef OPS_AVX2
-    __m256 vm = _mm256_set1_ps(-INFINITY);
-    for (; i + 8 <= V; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(l + i));
-    float tmp[8];
-    _mm256_storeu_ps(tmp, vm);
-    for (int j = 0; j < 8; j++) mx = tmp[j] > mx ? tmp[j] : mx;
-#endif
-    for (; i < V; i++) mx = l[i] > mx ? l[i] : mx;
-    return mx;
-}
-
-/* out[i] = exp(l[i] - mx) * scale (out may alias l); returns the sum of exp(l[i] - mx) */
-static double row_exp(float *out, const float *l, int V, float mx, float scale, int store)
-{
-    double sum = 0;
-    int i = 0;
-#ifdef OPS_AVX2
-    __m256 vm = _mm256_set1_ps(mx), vs = _mm256_set1_ps(scale), acc = _mm256_setzero_ps();
-    for (; i + 8 <= V; i += 8) {
-        __m256 e = exp_v(_mm256_sub_ps(_mm256_loadu_ps(l + i), vm));
-        acc = _mm256_add_ps(acc, e);
-        if (store) _mm256_storeu_ps(out + i, _mm256_mul_ps(e, vs));
-    }
-    float tmp[8];
-    _mm256_storeu_ps(tmp, acc);
-    for (int j = 0; j < 8; j++) sum += tmp[j];
-#endif
-    for (; i < V; i++) {
-        float e = exp_s(l[i] - mx);
-        sum += e;
-        if (store) out[i] = e * scale;
-    }
-    return sum;
 }
 
 double op_crossentropy(float *logits, float *losses, const int *targets, int N, int V,

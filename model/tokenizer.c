@@ -198,9 +198,15 @@ struct tok_tokenizer {
 
 #define MKEY_EMPTY UINT64_MAX
 
+/* murmur3's finaliser: every bit of both ids reaches the low bits used as the slot */
 static inline size_t mhash(uint64_t k, size_t mask)
 {
-    return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 20) & mask;
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return (size_t)k & mask;
 }
 
 static inline int merge_find(const tok_tokenizer *t, int a, int b, int *res)

@@ -626,7 +626,9 @@ int rep_token_rows(rep_canvas *c, double x, double y, double w, double row_h, do
                                 REP_LEFT, REP_MIDDLE);
     rep_font ef = tf;
     ef.color = rep_rgb(0x999999);
-    double pad = 2, x0 = x + label_w + 6, avail = x + w - x0;
+    /* Tokens sit edge to edge (a word break is the token's own leading space), so sub-word
+     * pieces read as one word; 0.5 px keeps neighbouring glyphs apart. */
+    double pad = 0.5, x0 = x + label_w + 6, avail = x + w - x0;
     if (avail < 20) return OK;
     double ell_w = rep_text_width(c, "\xe2\x80\xa6", &ef) + 3;
     double *tw = NULL;

@@ -24,6 +24,7 @@ void rep_run_defaults(rep_run_opts *o)
     memset(o, 0, sizeof *o);
     o->contexts = 20;
     o->per_interval = 3;
+    o->bands = 5;
     o->threads = 2;
     o->global = 1;
     o->by = REP_BY_DENSITY;
@@ -63,8 +64,9 @@ static void ctx_free(ctx_buf *c)
     memset(c, 0, sizeof *c);
 }
 
-static int ctx_build(job *j, store *s, store_rep *r, int64_t feature, const store_rep_act *a,
-                     const store_rep_act *all, size_t nall, ctx_buf *c, rep_context *out)
+static int ctx_build(job *j, store *s, store_rep *r, int64_t feature, int has_all,
+                     const store_rep_act *a, const store_rep_act *all, size_t nall, ctx_buf *c,
+                     rep_context *out)
 {
     int center = 0;
     memset(c, 0, sizeof *c);
@@ -80,6 +82,10 @@ static int ctx_build(job *j, store *s, store_rep *r, int64_t feature, const stor
         int id = c->ids[i];
         if (id >= 0 && id < j->nvocab && j->vocab[id]) {
             c->tok[i] = j->vocab[id];
+            continue;
+        }
+        if (id < 0) { /* imported activations without token ids: one dot per position */
+            c->tok[i] = "\xc2\xb7";
             continue;
         }
         /* No ana_vocab row: the core tokens table's text, else the id itself. */
@@ -102,7 +108,7 @@ static int ctx_build(job *j, store *s, store_rep *r, int64_t feature, const stor
     for (size_t k = 0; k < nall; k++)
         if (all[k].seq_id == a->seq_id && all[k].pos >= c->lo && all[k].pos < c->lo + c->n)
             c->act[all[k].pos - c->lo] = all[k].value;
-    if (store_rep_has_all(r)) {
+    if (has_all) {
         int pos[256], m = 0;
         float val[256];
         if ((rc = store_rep_seq_acts(r, feature, a->seq_id, c->lo, c->lo + c->n - 1, pos, val, 256, &m)))
@@ -165,7 +171,9 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
     memset(&d, 0, sizeof d);
     rep_feature f;
     memset(&f, 0, sizeof f);
+    int has_all = 0;
     if ((rc = store_rep_acts(r, feature, &d.acts, &d.nacts))) goto out;
+    if ((rc = store_rep_has_all(r, feature, &has_all))) goto out;
 
     /* Which samples become rows: the top ranks, then per quantile band (highest band first)
      * the first per_interval ranks. Acts come ordered by kind, interval, rank. */
@@ -175,17 +183,24 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
         else if (d.acts[k].interval > maxband) maxband = d.acts[k].interval;
     }
     if (ntop > o->contexts) ntop = o->contexts;
-    int nb = maxband + 1 > 16 ? 16 : maxband + 1;
+    /* analyze samples 10 bands by default: show `bands` of them, evenly spread, highest first */
+    int nb = maxband + 1 < o->bands ? maxband + 1 : o->bands;
+    if (nb > 16) nb = 16;
+    int pick[16];
+    for (int i = 0; i < nb; i++)
+        pick[i] = nb > 1 ? maxband - (int)lround((double)i * maxband / (nb - 1)) : maxband;
     d.cb = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.cb);
     d.ctx = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.ctx);
     if (!d.cb || !d.ctx) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
     for (size_t k = 0; k < d.nacts && d.nctx < ntop && !rc; k++)
         if (d.acts[k].kind == STORE_REP_TOP) {
-            rc = ctx_build(j, s, r, feature, &d.acts[k], d.acts, d.nacts, &d.cb[d.nctx], &d.ctx[d.nctx]);
+            rc = ctx_build(j, s, r, feature, has_all, &d.acts[k], d.acts, d.nacts, &d.cb[d.nctx],
+                           &d.ctx[d.nctx]);
             d.nctx++;
         }
     int niv = 0;
-    for (int band = maxband; band >= 0 && !rc && niv < 16; band--) {
+    for (int pi = 0; pi < nb && !rc; pi++) {
+        int band = pick[pi];
         rep_interval *iv = &d.iv[niv];
         iv->lo = INFINITY;
         iv->hi = -INFINITY;
@@ -196,7 +211,7 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
             if (a->value < iv->lo) iv->lo = a->value;
             if (a->value > iv->hi) iv->hi = a->value;
             if (taken < o->per_interval) {
-                rc = ctx_build(j, s, r, feature, a, d.acts, d.nacts, &d.cb[d.nctx], &d.ctx[d.nctx]);
+                rc = ctx_build(j, s, r, feature, has_all, a, d.acts, d.nacts, &d.cb[d.nctx], &d.ctx[d.nctx]);
                 d.nctx++;
                 taken++;
             }
@@ -632,8 +647,9 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     memset(res, 0, sizeof *res);
     double t0 = now_seconds();
     if (!o->db || !o->sae || !o->out_dir) return err_set(ERR_ARG, "report: --db, --sae and --out are required");
-    if (o->contexts < 1 || o->contexts > 200 || o->per_interval < 0 || o->per_interval > 50)
-        return err_set(ERR_ARG, "report: contexts must be 1..200 and rows per interval 0..50");
+    if (o->contexts < 1 || o->contexts > 200 || o->per_interval < 0 || o->per_interval > 50 ||
+        o->bands < 0 || o->bands > 16)
+        return err_set(ERR_ARG, "report: contexts must be 1..200, rows per interval 0..50, bands 0..16");
     store *s = NULL;
     int rc = store_open(&s, o->db, STORE_READONLY);
     if (rc) return rc;

@@ -23,6 +23,7 @@ typedef struct {
     int top, by;               /* --top N features ranked by REP_BY_* */
     int contexts;              /* top-activation rows per dashboard (default 20) */
     int per_interval;          /* rows per quantile interval (default 3) */
+    int bands;                 /* quantile intervals shown, evenly spread from the highest (default 5) */
     int threads;               /* dashboard threads (default 2) */
     int global;                /* also write the SAE-wide pictures (default 1) */
     const char *ground_truth;  /* optional .npy [n_true, d_in] of true directions (synthetic data) */

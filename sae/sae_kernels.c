@@ -3,7 +3,10 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, const float *b_enc,
                   const float *b_dec, int B, int D, int S)
@@ -134,18 +137,113 @@ int64_t sae_k_batchtopk(int64_t *ptr, int *idx, float *val, int64_t cap, float *
     return nnz;
 }
 
+/* ---- threads for the sparse kernels ----
+ * OpenBLAS spreads the sgemm over all cores; the gather/scatter kernels would otherwise run on
+ * one. Work is split so that results do not depend on the thread count: decode by token rows,
+ * the two gradient scatters by latent ownership (latent j belongs to thread j % nt, which does
+ * every update of row j in the serial order), so runs stay bit-identical. */
+typedef struct {
+    void (*fn)(void *arg, int tid, int nt);
+    void *arg;
+    int tid, nt;
+} job;
+
+static void *job_main(void *p)
+{
+    job *j = p;
+    j->fn(j->arg, j->tid, j->nt);
+    return NULL;
+}
+
+static int n_threads(int64_t work)
+{
+    static int nt = 0;
+    if (!nt) {
+        const char *e = getenv("SAELITE_THREADS");
+        long n = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+        nt = n < 1 ? 1 : n > 16 ? 16 : (int)n;
+    }
+    return work < (1 << 20) ? 1 : nt; /* small problems: thread start-up would dominate */
+}
+
+static void run_parallel(void (*fn)(void *, int, int), void *arg, int nt)
+{
+    job jobs[16];
+    pthread_t th[16];
+    int started = 0;
+    for (int t = 1; t < nt; t++) {
+        jobs[t] = (job){fn, arg, t, nt};
+        if (pthread_create(&th[t], NULL, job_main, &jobs[t]) != 0) break;
+        started = t;
+    }
+    if (started < nt - 1) { /* could not start them all: do everything here, serially */
+        for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+        fn(arg, 0, 1);
+        return;
+    }
+    fn(arg, 0, nt);
+    for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
+}
+
+typedef struct {
+    float *out, *dW, *dval, *db;
+    const float *in, *val, *W, *b_dec;
+    const int64_t *ptr;
+    const int *idx;
+    int B, D;
+} sp_args;
+
+static void decode_part(void *p, int tid, int nt)
+{
+    sp_args *a = p;
+    int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt), D = a->D;
+    for (int b = b0; b < b1; b++) {
+        float *o = a->out + (int64_t)b * D;
+        if (a->b_dec) memcpy(o, a->b_dec, sizeof(float) * D);
+        else memset(o, 0, sizeof(float) * D);
+        for (int64_t e = a->ptr[b]; e < a->ptr[b + 1]; e++) {
+            float v = a->val[e];
+            if (v == 0) continue;
+            const float *w = a->W + (int64_t)a->idx[e] * D;
+            for (int i = 0; i < D; i++) o[i] += v * w[i];
+        }
+    }
+}
+
 void sae_k_decode_sparse(float *xhat, const int64_t *ptr, const int *idx, const float *val,
                          const float *W_dec, const float *b_dec, int B, int D)
 {
-    for (int b = 0; b < B; b++) {
-        float *o = xhat + (int64_t)b * D;
-        if (b_dec) memcpy(o, b_dec, sizeof(float) * D);
-        else memset(o, 0, sizeof(float) * D);
-        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
-            float v = val[e];
-            if (v == 0) continue;
-            const float *w = W_dec + (int64_t)idx[e] * D;
-            for (int i = 0; i < D; i++) o[i] += v * w[i];
+    sp_args a = {.out = xhat, .val = val, .W = W_dec, .b_dec = b_dec, .ptr = ptr, .idx = idx,
+                 .B = B, .D = D};
+    run_parallel(decode_part, &a, n_threads(ptr[B] * (int64_t)D));
+}
+
+static void decode_bwd_part(void *p, int tid, int nt)
+{
+    sp_args *a = p;
+    int D = a->D;
+    for (int b = 0; b < a->B; b++) {
+        const float *g = a->in + (int64_t)b * D;
+        for (int64_t e = a->ptr[b]; e < a->ptr[b + 1]; e++) {
+            int j = a->idx[e];
+            if (j % nt != tid) continue;
+            float v = a->val[e];
+            const float *w = a->W + (int64_t)j * D;
+            float *dw = a->dW + (int64_t)j * D;
+            /* 8 partial sums so the dot product vectorises without reassociation flags */
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            int i = 0;
+            for (; i + 8 <= D; i += 8)
+                for (int q = 0; q < 8; q++) {
+                    acc[q] += g[i + q] * w[i + q];
+                    dw[i + q] += v * g[i + q];
+                }
+            float dot = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            for (; i < D; i++) {
+                dot += g[i] * w[i];
+                dw[i] += v * g[i];
+            }
+            a->dval[e] = dot;
         }
     }
 }
@@ -154,18 +252,25 @@ void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat
                                   const int64_t *ptr, const int *idx, const float *val,
                                   const float *W_dec, int B, int D)
 {
-    for (int b = 0; b < B; b++) {
-        const float *g = dxhat + (int64_t)b * D;
-        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
-            float v = val[e];
-            const float *w = W_dec + (int64_t)idx[e] * D;
-            float *dw = dW_dec + (int64_t)idx[e] * D;
-            float dot = 0;
-            for (int i = 0; i < D; i++) {
-                dot += g[i] * w[i];
-                dw[i] += v * g[i];
-            }
-            dval[e] = dot;
+    sp_args a = {.dW = dW_dec, .dval = dval, .in = dxhat, .val = val, .W = W_dec, .ptr = ptr,
+                 .idx = idx, .B = B, .D = D};
+    run_parallel(decode_bwd_part, &a, n_threads(ptr[B] * (int64_t)D));
+}
+
+static void encode_bwd_part(void *p, int tid, int nt)
+{
+    sp_args *a = p;
+    int D = a->D;
+    for (int b = 0; b < a->B; b++) {
+        const float *c = a->in + (int64_t)b * D;
+        for (int64_t e = a->ptr[b]; e < a->ptr[b + 1]; e++) {
+            int j = a->idx[e];
+            if (j % nt != tid) continue;
+            float g = a->val[e];
+            if (g == 0) continue;
+            float *dw = a->dW + (int64_t)j * D;
+            for (int i = 0; i < D; i++) dw[i] += g * c[i];
+            a->db[j] += g;
         }
     }
 }
@@ -173,17 +278,9 @@ void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat
 void sae_k_encode_sparse_backward(float *dW_encT, float *db_enc, const float *dpre,
                                   const int64_t *ptr, const int *idx, const float *xc, int B, int D)
 {
-    for (int b = 0; b < B; b++) {
-        const float *c = xc + (int64_t)b * D;
-        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
-            float g = dpre[e];
-            if (g == 0) continue;
-            int j = idx[e];
-            float *dw = dW_encT + (int64_t)j * D;
-            for (int i = 0; i < D; i++) dw[i] += g * c[i];
-            db_enc[j] += g;
-        }
-    }
+    sp_args a = {.dW = dW_encT, .db = db_enc, .in = xc, .val = dpre, .ptr = ptr, .idx = idx,
+                 .B = B, .D = D};
+    run_parallel(encode_bwd_part, &a, n_threads(ptr[B] * (int64_t)D));
 }
 
 void sae_k_bdec_from_enc(float *db_dec, const float *g, const float *W_encT, int D, int S)

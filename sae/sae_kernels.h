@@ -9,6 +9,8 @@
  * val[...]; a value of 0 (ReLU clipped a selected pre-activation) passes no gradient.
  * The only dense matmuls are cblas_sgemm calls (encoder pre-activations; the dense decoder of the
  * ReLU/JumpReLU paths). No allocation, no errors: shapes are the caller's contract.
+ * Threads: the sparse kernels split large problems over SAELITE_THREADS (default: online cores)
+ * threads in a way that leaves every result bit-identical to the serial order.
  * Thread safety: pure functions of their arguments.
  */
 #ifndef SAELITE_SAE_KERNELS_H

@@ -114,6 +114,22 @@ int sae_source_mem_rows(sae_source **out, const float *x, const int64_t *rows, i
                         int d_in, uint64_t seed);
 /* Hand x's ownership (mem_alloc'd) to a memory source: freed when it closes. */
 void sae_source_adopt(sae_source *s, float *data);
+/* Activations of `hook` in the store db (opened read-only, owned by the source), split
+ * STORE_SPLIT_TRAIN/VAL/ALL by store_seq_list's hash with val_frac. Sequences come in a seeded
+ * random order (a new one each pass); their tokens go through a buffer of shuffle_tokens rows
+ * from which each output row is drawn uniformly at random and replaced by the next streamed token.
+ * A batch thus mixes tokens of roughly shuffle_tokens / seq_len sequences; tokens of one sequence
+ * stay in the buffer for ~shuffle_tokens draws, so two neighbouring tokens land in the same batch
+ * with probability ~batch / shuffle_tokens. skip_bos drops position 0 of sequences that start
+ * with BOS. info (may be NULL) receives the hook's id/width/seq_len/model name. */
+typedef struct {
+    int64_t hook_id, tokens, seqs;
+    int width, seq_len;
+    char model_name[128];
+} sae_store_info;
+int sae_source_store(sae_source **out, const char *db, const char *hook, int split,
+                     double val_frac, uint64_t seed, int64_t shuffle_tokens, int skip_bos,
+                     sae_store_info *info);
 int sae_source_skip(sae_source *s, int64_t rows, int B);
 void sae_source_close(sae_source *s);
 

@@ -3,7 +3,7 @@
 -- Created with CREATE TABLE IF NOT EXISTS through store_schema_part(s, "analysis", 1, ...).
 -- Every analysis result hangs off one row of ana_dicts: one analysed dictionary (an SAE from the
 -- registry, or the identity "neurons" dictionary of a hook) over one split of the stored
--- activations. Re-running analyze for the same (kind, sae_id, hook_name, split) replaces that row
+-- activations. Re-running analyze for the same (kind, sae_id, name, hook_name, split) replaces that row
 -- and, through ON DELETE CASCADE, everything hanging off it, in one transaction.
 -- Feature indices are 0-based latent indices (for kind 'neurons', the neuron index at the hook).
 -- Activation values are float32 values stored as REAL. Token ids are GPT-2 vocabulary ids.
@@ -14,7 +14,7 @@ CREATE TABLE IF NOT EXISTS ana_dicts (
     id          INTEGER PRIMARY KEY,
     kind        TEXT NOT NULL CHECK (kind IN ('sae', 'neurons')),
     sae_id      INTEGER,            -- SAE registry id (store_sae.h); NULL for kind 'neurons'
-    name        TEXT NOT NULL,      -- display name: the SAE's name/directory, or 'neurons@<hook>'
+    name        TEXT NOT NULL,      -- the SAE directory (absolute path), or 'neurons@<hook>'
     hook_name   TEXT NOT NULL,      -- TransformerLens hook name, e.g. 'blocks.6.hook_resid_pre'
     d_in        INTEGER NOT NULL,   -- activation width at the hook
     d_sae       INTEGER NOT NULL,   -- number of features (== d_in for 'neurons')
@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS ana_dicts (
     created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
     seconds     REAL                -- wall time analyze took
 );
-CREATE UNIQUE INDEX IF NOT EXISTS ana_dicts_key ON ana_dicts(kind, ifnull(sae_id, -1), hook_name, split);
+CREATE UNIQUE INDEX IF NOT EXISTS ana_dicts_key ON ana_dicts(kind, ifnull(sae_id, -1), name, hook_name, split);
 
 -- Scalar metrics of a dictionary, one row per (dict, name). Names (all REAL):
 --   mse, explained_variance, cosine, l2_ratio, l0, dead_frac, dense_frac  (sae/metrics.h set)

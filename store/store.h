@@ -9,9 +9,11 @@
  * (none exist yet). Extension schema parts of other modules are versioned by name
  * (store_schema_part).
  *
- * Durability: writes happen inside store_begin/store_commit transactions; journal_mode=WAL with
- * synchronous=NORMAL (chosen by measurement, docs/store.md), so a kill -9 at any moment leaves
- * the last committed state. Page size 65536 for new databases (blob-heavy).
+ * Durability: writes happen inside store_begin/store_commit transactions; rollback journal
+ * (journal_mode=DELETE) with synchronous=NORMAL, so a kill -9 at any moment leaves the last
+ * committed state. Page size 65536 for new databases (blob-heavy), 4 MiB page cache. Chosen by
+ * measurement (bench/bench_store.c, docs/store.md): with large transactions (~32 MB) bulk blob
+ * appends run at dd speed, where WAL writes every byte twice.
  *
  * Activations: one blob per (hook, sequence) of T x width values, row-major, little-endian, in
  * the hook's dtype (STORE_F32/F16/BF16). Reads and writes take and return float32; f16/bf16 are
@@ -73,7 +75,8 @@ int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *i
 int store_seq_tokens(store *s, int64_t seq_id, int *ids, int *T);
 
 /* Per-token rows for SQL users. text[i] may be NULL; byte_start/byte_end < 0 store NULL;
- * tags may be NULL (no tags) or hold NULL entries. Existing rows are replaced. */
+ * tags may be NULL (no tags) or hold NULL entries. Rows must not exist yet (add them when
+ * store_seq_add reports the sequence as inserted); ERR_SQL otherwise. */
 int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char *const *text,
                      const int64_t *byte_start, const int64_t *byte_end, const char *const *tags);
 

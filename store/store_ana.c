@@ -82,12 +82,13 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
                                          "ana_logits", "ana_geometry", "ana_decoder", "ana_pos"};
     sqlite3_stmt *st;
     int rc = store_prepare(w->s, "SELECT id FROM ana_dicts WHERE kind = ?1 AND ifnull(sae_id, -1) = ?2 "
-                                 "AND hook_name = ?3 AND split = ?4", &st);
+                                 "AND hook_name = ?3 AND split = ?4 AND name = ?5", &st);
     if (rc) return rc;
     sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, d->sae_id < 0 ? -1 : d->sae_id);
     sqlite3_bind_text(st, 3, d->hook_name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, d->split, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, d->name, -1, SQLITE_STATIC);
     int r = sqlite3_step(st);
     int64_t old = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
     sqlite3_finalize(st);

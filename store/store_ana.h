@@ -32,7 +32,7 @@ typedef struct {
 typedef struct store_ana_writer store_ana_writer;
 int store_ana_writer_open(store_ana_writer **out, store *s);
 void store_ana_writer_close(store_ana_writer *w);
-/* Deletes any analysis with the same (kind, sae_id, hook_name, split) and inserts d. */
+/* Deletes any analysis with the same (kind, sae_id, name, hook_name, split) and inserts d. */
 int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id);
 int store_ana_dict_seconds(store_ana_writer *w, int64_t dict_id, double seconds);
 int store_ana_metric(store_ana_writer *w, int64_t dict_id, const char *name, double value);

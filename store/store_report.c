@@ -68,9 +68,12 @@ static void list_dicts(store *s, char *buf, size_t cap)
         const char *hook = (const char *)sqlite3_column_text(st, 3);
         const char *split = (const char *)sqlite3_column_text(st, 4);
         int w;
-        if (kind && !strcmp(kind, "sae"))
+        if (kind && !strcmp(kind, "sae") && id >= 0)
             w = snprintf(buf + o, cap - o, "%ssae %lld '%s' at %s (%s)", k ? ", " : "", id,
                          name ? name : "", hook ? hook : "", split ? split : "");
+        else if (kind && !strcmp(kind, "sae"))
+            w = snprintf(buf + o, cap - o, "%ssae '%s' at %s (%s)", k ? ", " : "", name ? name : "",
+                         hook ? hook : "", split ? split : "");
         else
             w = snprintf(buf + o, cap - o, "%sneurons at %s (%s)", k ? ", " : "", hook ? hook : "",
                          split ? split : "");
@@ -115,6 +118,18 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
     int r = sqlite3_step(st);
     if (r == SQLITE_ROW) read_dict(st, out);
     sqlite3_finalize(st);
+    if (r == SQLITE_DONE && numeric) {
+        /* not a registry id: the analysis id analyze prints ("dict id N") */
+        if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE id = ?1 AND "
+                                   "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3)", &st)))
+            return rc;
+        sqlite3_bind_int64(st, 1, id);
+        if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
+        if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
+        r = sqlite3_step(st);
+        if (r == SQLITE_ROW) read_dict(st, out);
+        sqlite3_finalize(st);
+    }
     if (r == SQLITE_ROW) return OK;
     if (r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");
     char list[1024];
@@ -178,12 +193,11 @@ int store_rep_features(store *s, int64_t dict_id, store_rep_feature **out, size_
 }
 
 /* ---- per-feature reader -------------------------------------------------------------------- */
-enum { Q_FEAT, Q_ACTS, Q_HIST, Q_LOGITS, Q_POS, Q_SEQ, Q_SEQACTS, Q__N };
+enum { Q_FEAT, Q_ACTS, Q_HIST, Q_LOGITS, Q_POS, Q_SEQ, Q_SEQACTS, Q_HASALL, Q__N };
 
 struct store_rep {
     store *s;
     int64_t dict;
-    int has_all;
     sqlite3_stmt *q[Q__N];
 };
 
@@ -198,6 +212,7 @@ static const char *const rep_sql[Q__N] = {
     "SELECT n_tokens, tokens FROM sequences WHERE id = ?1",
     "SELECT pos, value FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND seq_id = ?3 AND "
     "kind = 'all' AND pos BETWEEN ?4 AND ?5",
+    "SELECT EXISTS (SELECT 1 FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND kind = 'all')",
 };
 
 void store_rep_close(store_rep *r)
@@ -217,14 +232,6 @@ int store_rep_open(store_rep **out, store *s, int64_t dict_id)
     r->s = s;
     r->dict = dict_id;
     for (int i = 0; i < Q__N && !rc; i++) rc = store_prepare(s, rep_sql[i], &r->q[i]);
-    if (!rc) {
-        int64_t v = 0;
-        char q[160];
-        snprintf(q, sizeof q, "SELECT EXISTS (SELECT 1 FROM ana_acts WHERE dict_id = %lld AND kind = 'all')",
-                 (long long)dict_id);
-        rc = store_query_i64(s, q, &v);
-        r->has_all = v != 0;
-    }
     if (rc) {
         store_rep_close(r);
         return rc;
@@ -233,7 +240,6 @@ int store_rep_open(store_rep **out, store *s, int64_t dict_id)
     return OK;
 }
 
-int store_rep_has_all(const store_rep *r) { return r->has_all; }
 
 static sqlite3_stmt *bind2(store_rep *r, int q, int64_t feature)
 {
@@ -243,6 +249,16 @@ static sqlite3_stmt *bind2(store_rep *r, int q, int64_t feature)
     sqlite3_bind_int64(st, 1, r->dict);
     sqlite3_bind_int64(st, 2, feature);
     return st;
+}
+
+int store_rep_has_all(store_rep *r, int64_t feature, int *has)
+{
+    sqlite3_stmt *st = bind2(r, Q_HASALL, feature);
+    int x = sqlite3_step(st);
+    *has = x == SQLITE_ROW && sqlite3_column_int(st, 0);
+    sqlite3_reset(st);
+    if (x != SQLITE_ROW) return store_sql_error(r->s, x, "reading ana_acts");
+    return OK;
 }
 
 int store_rep_feature_get(store_rep *r, int64_t feature, store_rep_feature *out)
@@ -448,7 +464,9 @@ int store_rep_seq_window(store_rep *r, int64_t seq_id, int pos, int before, int 
     int T = sqlite3_column_int(st, 0);
     const unsigned char *blob = sqlite3_column_blob(st, 1);
     int nb = sqlite3_column_bytes(st, 1);
-    if (!blob || nb != T * 4 || pos < 0 || pos >= T) {
+    /* `saelite import` without --tokens stores sequences with no token ids (empty blob). */
+    int no_ids = nb == 0;
+    if ((!no_ids && (!blob || nb != T * 4)) || pos < 0 || pos >= T) {
         rc = err_set(ERR_FORMAT, "%s: sequence %lld: %s", store_path(r->s), (long long)seq_id,
                      pos >= 0 && pos < T ? "bad token blob" : "stored position outside the sequence");
     } else {
@@ -459,6 +477,10 @@ int store_rep_seq_window(store_rep *r, int64_t seq_id, int pos, int before, int 
         if (!*ids) rc = err_set(ERR_NOMEM, "out of memory");
         else
             for (int i = 0; i < *n; i++) { /* little-endian int32, whatever the host */
+                if (no_ids) {
+                    (*ids)[i] = -1;
+                    continue;
+                }
                 const unsigned char *b = blob + 4 * (size_t)(lo + i);
                 (*ids)[i] = (int)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
                                   (uint32_t)b[3] << 24);

@@ -24,9 +24,10 @@ typedef struct {
     int64_t n_seqs, n_tokens;
 } store_rep_dict;
 
-/* Finds the analysed dictionary for `sae`: an SAE registry id ("3"), a name or directory as
- * stored in ana_dicts.name, or "neurons" / "neurons@HOOK" for the neuron basis. hook and split
- * may be NULL (any); among several matches the most recent analysis wins. */
+/* Finds the analysed dictionary for `sae`: an SAE registry id ("3", else the analysis id
+ * ana_dicts.id that analyze prints as "dict id N"), a name or directory as stored in
+ * ana_dicts.name, or "neurons" / "neurons@HOOK" for the neuron basis. hook and split may be
+ * NULL (any); among several matches the most recent analysis wins. */
 int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,
                     store_rep_dict *out);
 /* The neuron-basis dictionary analysed at the same hook and split as d, or ERR_NOTFOUND. */
@@ -59,8 +60,9 @@ typedef struct {
     float value;
 } store_rep_act;
 int store_rep_acts(store_rep *r, int64_t feature, store_rep_act **out, size_t *n);
-/* 1 when the dictionary was analysed with --all-acts (ana_acts has kind 'all' rows). */
-int store_rep_has_all(const store_rep *r);
+/* 1 when ana_acts holds the feature's complete non-zeros (kind 'all', analyze --all-acts).
+ * Walks only that feature's rows (index ana_acts_feature). */
+int store_rep_has_all(store_rep *r, int64_t feature, int *has);
 /* Every stored non-zero ('all') activation of a feature in sequence positions [lo, hi]:
  * pos[*n], val[*n] into caller arrays of capacity cap. */
 int store_rep_seq_acts(store_rep *r, int64_t feature, int64_t seq_id, int lo, int hi, int *pos,
@@ -75,7 +77,8 @@ int store_rep_logits(store_rep *r, int64_t feature, int sign, int **tokens, doub
 /* POS tag counts over a feature's top activations, largest first; tags[n][16]. */
 int store_rep_pos(store_rep *r, int64_t feature, char (**tags)[16], double **count, size_t *n);
 /* Token ids of sequence positions [pos - before, pos + after] (clipped): ids[*n], and the index
- * of pos in them (*center). ERR_NOTFOUND for an unknown sequence. */
+ * of pos in them (*center); -1 for sequences imported without token ids. ERR_NOTFOUND for an
+ * unknown sequence. */
 int store_rep_seq_window(store_rep *r, int64_t seq_id, int pos, int before, int after,
                          int **ids, int *n, int *center);
 

@@ -6,6 +6,7 @@
  * neurons), filled the way `saelite analyze` fills them: feature f fires most on the word
  * fix_word(f), top-20 and 4 quantile bands x 5 samples, log histogram, logits, POS counts,
  * geometry and decoder rows. Features 3 and 7 are dead (no rows besides ana_features).
+ * Feature 0 also has kind 'all' rows (0.3 x max) at the 3 tokens either side of its top ones.
  * Writes SQL through store_exec (store/store_internal.h): test code only.
  */
 #ifndef SAELITE_REPORT_FIXTURE_H
@@ -124,6 +125,12 @@ static int fix_make_db(const char *path, int nfeat, int nseq, const char *sql_pa
                     if (ids[q % 1024][t] == w && (q * 31 + t + ft) % 3 == 0) {
                         fix_add(&b, "%s(1, %d, 'top', NULL, %d, %lld, %d, %d, %.4f)", k ? ", " : "", ft, k,
                                 (long long)seq[q], t, w, maxv * (1 - 0.02 * k));
+                        /* feature 0 was "analysed with --all-acts": complete non-zeros
+                         * around its top activations, 0.3 of the max */
+                        for (int u = t - 3; ft == 0 && u <= t + 3; u++)
+                            if (u >= 0 && u < FIX_T && u != t && u != t + 1)
+                                fix_add(&b, ", (1, 0, 'all', NULL, NULL, %lld, %d, %d, %.4f)", (long long)seq[q],
+                                        u, ids[q % 1024][u], maxv * 0.3);
                         /* a weaker activation on the next token, in the same sequence */
                         if (t + 1 < FIX_T)
                             fix_add(&b, ", (1, %d, 'quantile', 0, %d, %lld, %d, %d, %.4f)", ft, 100 + k,

@@ -326,6 +326,22 @@ static void test_loss(void)
     float far[2] = {0, -2000}; /* exp underflow must not give NaN */
     double kl = ana_kl_logits(far, r, 2);
     CHECK(isfinite(kl) && fabs(kl - log(2)) < 1e-9, "kl %g", kl);
+    /* the prepared form agrees with the direct one */
+    enum { KV = 1000 };
+    static float lp[KV], lq[KV], pp[KV];
+    for (int i = 0; i < KV; i++) {
+        lp[i] = (float)(urand() * 20 - 10);
+        lq[i] = lp[i] + (float)(urand() - 0.5);
+    }
+    lp[3] = -3000; /* a probability that underflows */
+    double lse;
+    ana_softmax(pp, lp, KV, &lse);
+    double direct = ana_kl_logits(lp, lq, KV), prep = ana_kl_prepared(lp, pp, lse, lq, KV);
+    CHECK(direct > 0 && fabs(prep - direct) < 1e-6 * (1 + direct), "prepared KL %.9g vs %.9g", prep, direct);
+    CHECK_NEAR(ana_kl_prepared(lp, pp, lse, lp, KV), 0, 1e-7);
+    double psum = 0;
+    for (int i = 0; i < KV; i++) psum += pp[i];
+    CHECK_NEAR(psum, 1.0, 1e-5);
     CHECK_NEAR(ana_score(4.0, 3.0, 2.0), 0.5, 1e-15); /* ce_loss_score */
     CHECK_NEAR(ana_score(4.0, 2.0, 2.0), 1.0, 1e-15); /* perfect reconstruction */
     CHECK_NEAR(ana_score(0.8, 0.2, 0.0), 0.75, 1e-15); /* kl_score */
@@ -572,10 +588,23 @@ static void test_analyze_e2e(void)
     CHECK(make_sae(bad_sae, E_C, "blocks.1.hook_resid_post", 5) == OK);
     snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, bad_sae);
     CHECK(run_cli(args, logp) == 1, "unknown hook refused");
-    snprintf(args, sizeof args, "analyze --db %s --sae %s/missing --all", db, root);
-    CHECK(run_cli(args, logp) == 1, "missing SAE refused");
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 2 && q1(db, "SELECT count(*) FROM ana_acts") == nrows,
           "failed runs modified nothing");
+    /* an SAE trained from an exported .npy names no hook: --hook supplies it */
+    snprintf(bad_sae, sizeof bad_sae, "%s/sae_nohook", root);
+    CHECK(make_sae(bad_sae, E_C, "", 6) == OK);
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, bad_sae);
+    CHECK(run_cli(args, logp) == 2 || run_cli(args, logp) == 1, "SAE without hook_name needs --hook");
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model --hook blocks.0.hook_resid_post", db, bad_sae);
+    CHECK(run_cli(args, logp) == 0, "--hook names the SAE's hook");
+    CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a second SAE on the same hook is kept apart");
+    CHECK(q1(db, "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name LIKE '%/sae_nohook' AND m.name = 'ce_clean'") == 0 && q1(db, "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name LIKE '%/sae_nohook' AND m.name = 'l0'") == 1,
+          "--no-model: no downstream metrics");
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --neurons --all --ce-seqs 8 --top 5", db, sae);
+    CHECK(run_cli(args, logp) == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 3, "rerun replaces");
+    snprintf(args, sizeof args, "analyze --db %s --sae %s/missing --all", db, root);
+    CHECK(run_cli(args, logp) == 1, "missing SAE refused");
+    CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a missing SAE modified nothing");
     snprintf(args, sizeof args, "rm -rf %s", root);
     if (!harness_fail && !getenv("SAELITE_KEEP")) CHECK(system(args) == 0);
 }

@@ -35,6 +35,7 @@ static int read_all(const char *path, const char *tags, corpus_doc **docs)
         corpus_doc *d;
         if (corpus_next(r, &d)) {
             corpus_close(r);
+            for (int i = 0; i < n && i < 8; i++) corpus_doc_free(docs[i]);
             return -1;
         }
         if (!d) break;
@@ -127,6 +128,9 @@ static void test_tags(void)
     p = write_tmp("t2.jsonl", "{\"id\":\"a\",\"text\":\"Hello\"}\n");
     CHECK(read_all(p, bad, d) < 0);
     CHECK(strstr(err_msg(), "bad.tags.jsonl:1") != NULL, "msg '%s'", err_msg());
+    bad = write_tmp("bad2.tags.jsonl", "\n{\"id\":\"a\",\"spans\":[[2,4,\"nn\",\"nn\"],[3,5,\"nn\",\"nn\"]]}\n");
+    CHECK(read_all(p, bad, d) < 0);
+    CHECK(strstr(err_msg(), "bad2.tags.jsonl:2: span 1") != NULL, "msg '%s'", err_msg());
 }
 
 static void test_brown_small(void)
@@ -215,6 +219,31 @@ static void test_brown_real(void)
     CHECK(docs == 500 && words == 1161192 && bad == 0, "docs %ld words %ld bad %ld", docs, words, bad);
 }
 
+/* Allocation failures while reading (with tags) give ERR_NOMEM and leak nothing. */
+static void test_oom(void)
+{
+    const char *tags = write_tmp("oom.tags.jsonl",
+        "{\"id\":\"a\",\"doc\":1,\"spans\":[[0,5,\"uh\",\"uh-hl\"]]}\n");
+    const char *paths[2] = {write_tmp("oom.jsonl", "{\"id\":\"a\",\"text\":\"Hello\"}\n{\"text\":\"x\"}\n"),
+                            write_tmp("oom.txt", "Hello\nthere\n\nsecond\n")};
+    for (int f = 0; f < 2; f++) {
+        int k, n = -1, bad = 0;
+        for (k = 1; k < 1000; k++) {
+            corpus_doc *d[8];
+            mem_fail_at(k);
+            n = read_all(paths[f], tags, d);
+            mem_fail_at(0);
+            if (n >= 0) {
+                free_docs(d, n);
+                break;
+            }
+            if (!strstr(err_msg(), "memory")) bad++;
+        }
+        CHECK(n == 2 && bad == 0, "file %d: n %d, %d non-OOM errors after %d tries (%s)", f, n, bad, k,
+              err_msg());
+    }
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/saelite-test-corpus.%d", (int)getpid());
@@ -223,6 +252,7 @@ int main(void)
     test_jsonl();
     test_tags();
     test_brown_small();
+    test_oom();
     test_brown_real();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

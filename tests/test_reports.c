@@ -517,6 +517,18 @@ static void test_run_db(void)
     rep_color maxc = rep_cmap(REP_CMAP_ACT, 1.0);
     CHECK(best >= (int)lround((maxc.r - maxc.b) * 255) - 2 && by >= 90 && by < 112, "sat %d at y %d", best, by);
     rep_image_free(&im);
+    /* feature 0 has its complete non-zeros stored (kind 'all', 0.3 x max around each top
+     * token): its first row shows that colour, feature 1's does not */
+    int c03[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/feature_%d.png", out, k);
+        if (rep_png_read(path, &im) != OK) continue;
+        rep_color c = rep_cmap(REP_CMAP_ACT, 0.3);
+        for (int y = 90; y < 112; y++)
+            for (int x = 0; x < 790; x++) c03[k] += near_rgb(px(&im, x, y), c, 3);
+        rep_image_free(&im);
+    }
+    CHECK(c03[0] > 300 && c03[1] < 50, "'all' activations coloured: %d vs %d px", c03[0], c03[1]);
     snprintf(path, sizeof path, "%s/index.html", out);
     FILE *fh = fopen(path, "r");
     char html[16384] = {0};
@@ -586,6 +598,70 @@ static void test_run_db(void)
     o.top = 2;
     CHECK(rep_run(&o, &res) == OK && res.dashboards == 2, "%s", err_msg());
     rm_dir(out2);
+    /* a number that is no registry id falls back to the analysis id: 2 is the neuron basis */
+    o.sae = "2";
+    CHECK(rep_run(&o, &res) == OK && !strcmp(res.dict_name, "neurons@blocks.0.hook_resid_pre"), "%s %s",
+          err_msg(), res.dict_name);
+    rm_dir(out2);
+
+    /* Every allocation failing in turn: a clean ERR_NOMEM (or success), never a crash or a
+     * leak (the ASan build checks leaks), and never a half-written picture. */
+    {
+        rep_run_opts m;
+        rep_run_defaults(&m);
+        int one[1] = {0};
+        m.db = db;
+        m.sae = "1";
+        m.out_dir = out2;
+        m.features = one;
+        m.nfeatures = 1;
+        m.threads = 1; /* fault injection is not thread-safe */
+        m.ground_truth = NULL;
+        mem_fail_at(0);
+        (void)mem_alloc_count();
+        mem_fail_at(1000000000L); /* counts without failing */
+        CHECK(rep_run(&m, &res) == OK, "%s", err_msg());
+        long total = mem_alloc_count();
+        mem_fail_at(0);
+        int bad_rc = 0, ok = 0, nomem = 0;
+        long step = total > 100 ? total / 100 : 1; /* ~100 runs keep the test within seconds */
+        for (long n = 1; n <= total; n += step) {
+            mem_fail_at(n);
+            int r = rep_run(&m, &res);
+            mem_fail_at(0);
+            if (r == OK) ok++;
+            else if (r == ERR_NOMEM) nomem++;
+            else bad_rc++;
+        }
+        CHECK(bad_rc == 0 && nomem > 0, "%ld allocations: %d ok, %d ERR_NOMEM, %d other codes", total, ok,
+              nomem, bad_rc);
+        DIR *dd = opendir(out2);
+        struct dirent *e;
+        int tmpfiles = 0;
+        while (dd && (e = readdir(dd))) tmpfiles += strstr(e->d_name, ".tmp.") != NULL;
+        if (dd) closedir(dd);
+        CHECK(tmpfiles == 0, "no temporary files after failed runs (%d)", tmpfiles);
+        rm_dir(out2);
+    }
+
+    /* Activations imported without token ids (empty token blobs): dots instead of text. */
+    {
+        store *sw;
+        CHECK(store_open(&sw, db, 0) == OK);
+        CHECK(store_exec(sw, "UPDATE sequences SET tokens = zeroblob(0)") == OK, "%s", err_msg());
+        store_close(sw);
+        rep_run_opts m;
+        rep_run_defaults(&m);
+        int one[1] = {1};
+        m.db = db;
+        m.sae = "1";
+        m.out_dir = out2;
+        m.features = one;
+        m.nfeatures = 1;
+        m.global = 0;
+        CHECK(rep_run(&m, &res) == OK && res.dashboards == 1, "%s", err_msg());
+        rm_dir(out2);
+    }
 
     /* Bad input: clear errors, nothing written. */
     o.sae = "9";
@@ -660,5 +736,6 @@ int main(void)
         rmdir(dir);
     }
     CHECK(rmdir(tmpdir) == 0, "temporary directory left clean");
+    rep_cleanup();
     return harness_report("test_reports");
 }

@@ -40,5 +40,24 @@ ok "sae-eval on a missing SAE fails cleanly" '[ $rc -eq 1 ] && grep -q "cfg.json
 $BIN sae-eval --sae $T/full --ground-truth $T/acts.npy --max-tokens 5 >/dev/null 2>&1
 ok "sae-eval accepts any [F,d] array as truth" '[ $? -eq 0 ]'
 
+# the sparse kernels' thread split must not change any bit
+targs="--npy $T/acts.npy --d-sae 128 --k 16 --tokens 20480 --batch 4096 --val-frac 0"
+SAELITE_THREADS=1 $BIN sae-train $targs --out $T/th1 >/dev/null 2>&1
+SAELITE_THREADS=3 $BIN sae-train $targs --out $T/th3 >/dev/null 2>&1
+ok "thread count does not change results" '[ -s $T/th1/sae_weights.safetensors ] && cmp -s $T/th1/sae_weights.safetensors $T/th3/sae_weights.safetensors'
+
+# the store path: synth --db, sae-train --db --hook, registry + log, resume bit-identical
+$BIN synth --d 32 --features 64 --active 4 --tokens 20000 --out $T/s2.npy --truth $T/s2_truth.npy --db $T/syn.db >$T/s2.out 2>&1
+ok "synth --db stores the activations" 'grep -q "as hook synth" $T/s2.out'
+sargs="--db $T/syn.db --hook synth --d-sae 128 --k 4 --tokens 30720 --batch 512 --lr 0.002 --shuffle-buffer 4096"
+$BIN sae-train $sargs --out $T/sfull --truth $T/s2_truth.npy >$T/sfull.out 2>&1
+ok "sae-train from the store" 'grep -q "registered in" $T/sfull.out && grep -q "ground truth: MMCS" $T/sfull.out'
+ok "registry row and log in the db" '[ "$(sqlite3 $T/syn.db "select count(*) from sae_registry where dir = '"'"'$T/sfull'"'"' and hook_name = '"'"'synth'"'"' and eval_ev > 0.5")" = 1 ] && [ "$(sqlite3 $T/syn.db "select count(*) > 10 from sae_training_log")" = 1 ]'
+$BIN sae-train $sargs --out $T/spart --max-steps 21 >/dev/null 2>&1
+$BIN sae-train $sargs --out $T/spart --resume >$T/sres.out 2>&1
+ok "store-sourced resume bit-identical" 'cmp -s $T/sfull/sae_weights.safetensors $T/spart/sae_weights.safetensors'
+$BIN sae-train --db $T/syn.db --hook nope --out $T/x >$T/e5.out 2>&1; rc=$?
+ok "unknown hook: exit 1 listing hooks" '[ $rc -eq 1 ] && grep -q "synth" $T/e5.out'
+
 echo "test_sae_cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]

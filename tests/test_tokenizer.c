@@ -246,6 +246,42 @@ static void test_random_roundtrip(tok_tokenizer *t)
     CHECK(fails == 0, "%d of 3000 random byte strings did not round-trip", fails);
 }
 
+/* Hugging Face layout: vocab.json + merges.txt (here GPT-2's files renamed, CRLF merges). */
+static void test_hf_layout(const char *gpt2dir, tok_tokenizer *ref)
+{
+    char dir[400], a[600], b[600];
+    snprintf(dir, sizeof dir, "%s/hf", tmpdir);
+    mkdir(dir, 0777);
+    size_t n;
+    snprintf(a, sizeof a, "%s/encoder.json", gpt2dir);
+    char *enc = slurp(a, &n);
+    snprintf(b, sizeof b, "%s/vocab.json", dir);
+    spit(b, enc, n);
+    free(enc);
+    snprintf(a, sizeof a, "%s/vocab.bpe", gpt2dir);
+    char *mer = slurp(a, &n);
+    snprintf(b, sizeof b, "%s/merges.txt", dir);
+    FILE *f = fopen(b, "wb");
+    for (size_t i = 0; i < n; i++) {
+        if (mer[i] == '\n') fputc('\r', f);
+        fputc(mer[i], f);
+    }
+    fclose(f);
+    free(mer);
+    tok_tokenizer *t;
+    int rc = tok_load(&t, dir);
+    CHECK(rc == 0, "HF layout: %s", err_msg());
+    if (rc) return;
+    const char *s = "Hugging Face's layout, CRLF merges: same ids.";
+    int *x, *y;
+    size_t nx, ny;
+    CHECK(tok_encode(t, s, strlen(s), 0, &x, NULL, &nx) == 0 && tok_encode(ref, s, strlen(s), 0, &y, NULL, &ny) == 0);
+    CHECK(nx == ny && !memcmp(x, y, nx * sizeof *x) && nx > 5);
+    mem_free(x);
+    mem_free(y);
+    tok_free(t);
+}
+
 static void test_load_errors(void)
 {
     tok_tokenizer *t;
@@ -348,6 +384,68 @@ static void test_bpe_train(void)
     tok_free(t);
 }
 
+/* Every allocation failure is reported as ERR_NOMEM and cleaned up (ASan build: no leaks). */
+static void test_oom(void)
+{
+    char p[600], dir[400];
+    snprintf(p, sizeof p, "%s/oom.txt", tmpdir);
+    spit(p, "aaab ab ab ab cd cd\n\nab \xff caf\xc3\xa9", 31);
+    const char *paths[] = {p};
+    bpe_train_opts o = {.vocab_size = 300, .min_freq = 1};
+    bpe_train_stats st;
+    bpe_merge *m = NULL;
+    size_t nm = 0;
+    int bad = 0, k, rc = -1;
+    for (k = 1; k < 5000; k++) {
+        mem_fail_at(k);
+        rc = bpe_train(paths, 1, &o, &m, &nm, &st);
+        mem_fail_at(0);
+        if (rc == OK) break;
+        if (rc != ERR_NOMEM) bad++;
+    }
+    CHECK(rc == OK && bad == 0, "bpe_train under OOM: rc %d, %d wrong codes after %d tries", rc, bad, k);
+    snprintf(dir, sizeof dir, "%s/oomtok", tmpdir);
+    for (k = 1, bad = 0; k < 5000; k++) {
+        mem_fail_at(k);
+        rc = bpe_write(dir, m, nm);
+        mem_fail_at(0);
+        if (rc == OK) break;
+        if (rc != ERR_NOMEM) bad++;
+    }
+    CHECK(rc == OK && bad == 0, "bpe_write under OOM: rc %d after %d tries", rc, k);
+    bpe_merges_free(m, nm);
+    tok_tokenizer *t = NULL;
+    for (k = 1, bad = 0; k < 5000; k++) {
+        mem_fail_at(k);
+        rc = tok_load(&t, dir);
+        mem_fail_at(0);
+        if (rc == OK) break;
+        if (rc != ERR_NOMEM || t) bad++;
+    }
+    CHECK(rc == OK && bad == 0, "tok_load under OOM: rc %d after %d tries", rc, k);
+    if (!t) return;
+    const char *text = "ab ab cd caf\xc3\xa9 \xff<|endoftext|> aaab aaab";
+    for (k = 1, bad = 0; k < 5000; k++) {
+        int *ids;
+        size_t *offs, n;
+        mem_fail_at(k);
+        rc = tok_encode(t, text, strlen(text), 1, &ids, &offs, &n);
+        mem_fail_at(0);
+        if (rc == OK) {
+            char *d;
+            size_t dl;
+            CHECK(tok_decode(t, ids, n, &d, &dl) == 0 && dl == strlen(text) && !memcmp(d, text, dl));
+            mem_free(d);
+            mem_free(ids);
+            mem_free(offs);
+            break;
+        }
+        if (rc != ERR_NOMEM) bad++;
+    }
+    CHECK(rc == OK && bad == 0, "tok_encode under OOM: rc %d after %d tries", rc, k);
+    tok_free(t);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/saelite-test-tok.%d", (int)getpid());
@@ -358,10 +456,12 @@ int main(void)
         test_reference(t);
         test_basics(t);
         test_random_roundtrip(t);
+        test_hf_layout(dir, t);
         tok_free(t);
     }
     test_load_errors();
     test_bpe_train();
+    test_oom();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

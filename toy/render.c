@@ -25,7 +25,7 @@ static void norm_bars(rep_canvas *c, double x, double y, double w, double h, con
 {
     rep_font tf = rep_font_make(14, 1, rep_rgb(INK), REP_LEFT, REP_TOP);
     rep_font lf = rep_font_make(10, 0, rep_rgb(INK), REP_RIGHT, REP_MIDDLE);
-    rep_text(c, x + 4, y + 2, "||W_i||, colour = superposition", &tf, w - 8);
+    rep_text(c, x + 4, y + 2, "||W_i||; dark: dedicated, yellow: shared", &tf, w - 8);
     double top = y + 26, bh = (h - 30) / n, lw = 34, maxn = 1.2;
     for (int i = 0; i < n; i++)
         if (f[i].norm > maxn) maxn = f[i].norm;
@@ -146,7 +146,7 @@ int sup_render_dimensionality(const char *path, sup_model *const *models, const 
     if (rc == OK) {
         char title[160];
         snprintf(title, sizeof title,
-                 "Feature dimensionality D_i vs sparsity (%d features in %d dims)", n, m);
+                 "Feature dimensionality, %d features in %d dims", n, m);
         rep_axes ax = rep_axes_make(title, "1/(1-S)  (log scale)", "dimensions per feature");
         ax.log_x = 1;
         ax.ymin = 0;
@@ -160,13 +160,13 @@ int sup_render_dimensionality(const char *path, sup_model *const *models, const 
             for (int r = 0; r < 4; r++) lev[r][i] = val[r];
         }
         rep_series s[6] = {
-            {"1 (dedicated), 1/2 (antipodal), 2/5 (pentagon), 1/3", fx, lev[0], ND,
+            {"1, 1/2, 2/5, 1/3", fx, lev[0], ND,
              rep_rgb(0xaaaaaa), 0},
             {NULL, fx, lev[1], ND, rep_rgb(0xaaaaaa), 0},
             {NULL, fx, lev[2], ND, rep_rgb(0xaaaaaa), 0},
             {NULL, fx, lev[3], ND, rep_rgb(0xaaaaaa), 0},
-            {"D_i of represented features", xs, ys, np, rep_palette(0), 0},
-            {"m / ||W||_F^2 (dimensions per feature)", lx, ly, ns, rep_palette(3), 0},
+            {"D_i (represented)", xs, ys, np, rep_palette(0), 0},
+            {"m / ||W||_F^2", lx, ly, ns, rep_palette(3), 0},
         };
         rc = rep_scatter(c, 0, 0, 900, 520, &ax, s, 6, 3, 0);
     }

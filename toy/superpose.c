@@ -251,11 +251,11 @@ double sup_dims_per_feature(const sup_model *s)
 
 int sup_represented(const sup_model *s)
 {
-    sup_feature *f = mem_alloc(sizeof *f * s->n);
-    if (!f) return -1;
-    sup_features(s, f);
     int k = 0;
-    for (int i = 0; i < s->n; i++) k += f[i].norm > 0.5f;
-    mem_free(f);
+    for (int i = 0; i < s->n; i++) {
+        double nn = 0;
+        for (int j = 0; j < s->m; j++) nn += (double)s->W[(size_t)i * s->m + j] * s->W[(size_t)i * s->m + j];
+        k += nn > 0.25; /* ||W_i|| > 0.5 */
+    }
     return k;
 }

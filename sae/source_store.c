@@ -1,0 +1,138 @@
+/* source_store.c - sae_source over the activations of one hook in the store: random sequence
+ * order (store_iter) plus a token shuffle buffer (see sae_train.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "sae/sae_train.h"
+#include "store/store.h"
+#include "store/store_sae.h"
+
+typedef struct {
+    store *s;
+    store_iter *it;
+    int width, seq_len, skip_bos;
+    float *seq;       /* [seq_len, width] the sequence being drained */
+    int seq_T, seq_pos;
+    float *buf;       /* [cap, width] */
+    int64_t cap, fill;
+    int64_t *bos;     /* sorted ids of sequences starting with BOS */
+    size_t nbos;
+    sae_rng rng;
+} store_src;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Next token row from the sequence stream into dst; new passes reshuffle the sequence order. */
+static int stream_next(store_src *m, float *dst)
+{
+    int passes = 0;
+    while (m->seq_pos >= m->seq_T) {
+        int64_t sid;
+        int rc = store_iter_next(m->it, m->seq, &m->seq_T, &sid);
+        if (rc) return rc;
+        if (m->seq_T == 0) {
+            if (++passes > 1) return err_set(ERR_NOTFOUND, "activation source: the split is empty");
+            store_iter_shuffle(m->it, sae_rng_u64(&m->rng));
+            continue;
+        }
+        m->seq_pos = 0;
+        if (m->skip_bos && bsearch(&sid, m->bos, m->nbos, sizeof *m->bos, cmp_i64)) m->seq_pos = 1;
+    }
+    memcpy(dst, m->seq + (int64_t)m->seq_pos * m->width, sizeof(float) * m->width);
+    m->seq_pos++;
+    return OK;
+}
+
+static int store_next(sae_source *src, float *x, int B)
+{
+    store_src *m = src->impl;
+    int rc = OK;
+    while (m->fill < m->cap && !rc) rc = stream_next(m, m->buf + m->fill++ * m->width);
+    for (int b = 0; b < B && !rc; b++) {
+        /* emit a random buffered token and put the next streamed token in its place */
+        int64_t r = (int64_t)(sae_rng_u64(&m->rng) % (uint64_t)m->fill);
+        float *row = m->buf + r * m->width;
+        memcpy(x + (int64_t)b * m->width, row, sizeof(float) * m->width);
+        rc = stream_next(m, row);
+    }
+    return rc;
+}
+
+static void store_src_close(sae_source *src)
+{
+    store_src *m = src->impl;
+    store_iter_close(m->it);
+    store_close(m->s);
+    mem_free(m->seq);
+    mem_free(m->buf);
+    mem_free(m->bos);
+    mem_free(m);
+    mem_free(src);
+}
+
+int sae_source_store(sae_source **out, const char *db, const char *hook, int split,
+                     double val_frac, uint64_t seed, int64_t shuffle_tokens, int skip_bos,
+                     sae_store_info *info)
+{
+    *out = NULL;
+    store_src *m = mem_calloc(1, sizeof *m);
+    sae_source *src = mem_calloc(1, sizeof *src);
+    if (!m || !src) {
+        mem_free(m);
+        mem_free(src);
+        return err_set(ERR_NOMEM, "activation source: out of memory");
+    }
+    src->impl = m;
+    src->next = store_next;
+    src->close = store_src_close;
+    store_hook h;
+    int rc = store_open(&m->s, db, STORE_READONLY);
+    if (!rc) rc = store_hook_find(m->s, hook, &h);
+    if (!rc) rc = store_iter_open(&m->it, m->s, h.id, split, val_frac, seed);
+    if (!rc && skip_bos) rc = store_sae_bos_seqs(m->s, &m->bos, &m->nbos);
+    if (!rc) {
+        m->width = h.width;
+        m->seq_len = h.seq_len;
+        m->skip_bos = skip_bos;
+        int64_t avail = store_iter_tokens(m->it);
+        if (avail <= (skip_bos ? (int64_t)store_iter_count(m->it) : 0))
+            rc = err_set(ERR_NOTFOUND, "%s: hook %s has no activations in the %s split", db, hook,
+                         split == STORE_SPLIT_VAL ? "validation" : "training");
+        m->cap = shuffle_tokens < 1 ? 1 : shuffle_tokens;
+        if (!rc && m->cap > avail) m->cap = avail; /* a small store fits in the buffer whole */
+        sae_rng_seed(&m->rng, seed ^ 0xb0ffe4ULL);
+        m->seq = mem_alloc(sizeof(float) * (size_t)h.seq_len * h.width);
+        m->buf = mem_alloc(sizeof(float) * (size_t)m->cap * h.width);
+        if (!rc && (!m->seq || !m->buf)) rc = err_set(ERR_NOMEM, "%s: shuffle buffer of %lld tokens: out of memory", db, (long long)m->cap);
+        if (!rc && info) {
+            memset(info, 0, sizeof *info);
+            info->hook_id = h.id;
+            info->width = h.width;
+            info->seq_len = h.seq_len;
+            info->tokens = avail;
+            info->seqs = (int64_t)store_iter_count(m->it);
+            store_model *models = NULL;
+            size_t nm = 0;
+            if (store_model_list(m->s, &models, &nm) == OK)
+                for (size_t i = 0; i < nm; i++)
+                    if (models[i].id == h.model_id)
+                        snprintf(info->model_name, sizeof info->model_name, "%s", models[i].name);
+            mem_free(models);
+        }
+    }
+    if (rc) {
+        store_src_close(src);
+        return rc;
+    }
+    src->d_in = h.width;
+    src->n_rows = store_iter_tokens(m->it);
+    *out = src;
+    return OK;
+}

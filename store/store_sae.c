@@ -1,0 +1,144 @@
+/* store_sae.c - the SAE registry and training log (see store_sae.h, schema_sae.sql). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "store/store_internal.h"
+#include "store/store_sae.h"
+
+#include "schema_sae_sql.h" /* generated from store/schema_sae.sql */
+
+int store_sae_init(store *s) { return store_schema_part(s, "sae", STORE_SAE_VERSION, schema_sae_sql); }
+
+static int step_done(store *s, sqlite3_stmt *st, const char *what)
+{
+    int r = sqlite3_step(st);
+    return r == SQLITE_DONE ? OK : store_sql_error(s, r, what);
+}
+
+int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
+{
+    sqlite3_stmt *st;
+    /* the log rows of an earlier registration of this directory go too (explicitly, so this
+       works whether or not foreign keys are enforced on the connection) */
+    int rc = store_prepare(s, "DELETE FROM sae_training_log WHERE sae_id IN "
+                              "(SELECT id FROM sae_registry WHERE dir = ?1)", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
+    rc = step_done(s, st, "replacing an SAE's training log");
+    sqlite3_finalize(st);
+    if (rc) return rc;
+    if ((rc = store_prepare(s, "DELETE FROM sae_registry WHERE dir = ?1", &st))) return rc;
+    sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
+    rc = step_done(s, st, "replacing an SAE");
+    sqlite3_finalize(st);
+    if (rc) return rc;
+    rc = store_prepare(s,
+                       "INSERT INTO sae_registry (dir, architecture, d_in, d_sae, k, hook_name, "
+                       "model_name, hook_id, tokens, config, eval_tokens, eval_mse, eval_ev, "
+                       "eval_cos, eval_l2_ratio, eval_l0, eval_dead, eval_dense, seconds) VALUES "
+                       "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19)",
+                       &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, r->architecture, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, r->d_in);
+    sqlite3_bind_int(st, 4, r->d_sae);
+    if (r->k > 0) sqlite3_bind_int(st, 5, r->k);
+    sqlite3_bind_text(st, 6, r->hook_name ? r->hook_name : "", -1, SQLITE_STATIC);
+    if (r->model_name) sqlite3_bind_text(st, 7, r->model_name, -1, SQLITE_STATIC);
+    if (r->hook_id >= 0) sqlite3_bind_int64(st, 8, r->hook_id);
+    sqlite3_bind_int64(st, 9, r->tokens);
+    sqlite3_bind_text(st, 10, r->config_json ? r->config_json : "{}", -1, SQLITE_STATIC);
+    if (r->eval_tokens > 0) {
+        sqlite3_bind_int64(st, 11, r->eval_tokens);
+        sqlite3_bind_double(st, 12, r->eval_mse);
+        sqlite3_bind_double(st, 13, r->eval_ev);
+        sqlite3_bind_double(st, 14, r->eval_cos);
+        sqlite3_bind_double(st, 15, r->eval_l2_ratio);
+        sqlite3_bind_double(st, 16, r->eval_l0);
+        sqlite3_bind_double(st, 17, r->eval_dead);
+        sqlite3_bind_double(st, 18, r->eval_dense);
+    }
+    sqlite3_bind_double(st, 19, r->seconds);
+    rc = step_done(s, st, "registering an SAE");
+    sqlite3_finalize(st);
+    if (rc) return rc;
+    *id = sqlite3_last_insert_rowid(store_db(s));
+    return OK;
+}
+
+int store_sae_log(store *s, int64_t sae_id, const store_sae_log_row *rows, size_t n)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "INSERT OR REPLACE INTO sae_training_log (sae_id, step, tokens, mse, "
+                              "ev, l0, dead_frac, lr, loss) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+                           &st);
+    if (rc) return rc;
+    for (size_t i = 0; !rc && i < n; i++) {
+        const store_sae_log_row *r = &rows[i];
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, sae_id);
+        sqlite3_bind_int64(st, 2, r->step);
+        sqlite3_bind_int64(st, 3, r->tokens);
+        sqlite3_bind_double(st, 4, r->mse);
+        sqlite3_bind_double(st, 5, r->ev);
+        sqlite3_bind_double(st, 6, r->l0);
+        sqlite3_bind_double(st, 7, r->dead_frac);
+        sqlite3_bind_double(st, 8, r->lr);
+        sqlite3_bind_double(st, 9, r->loss);
+        rc = step_done(s, st, "writing the SAE training log");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_sae_dir(store *s, int64_t id, char *dir, size_t cap)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT dir FROM sae_registry WHERE id = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, id);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) snprintf(dir, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+    else if (r == SQLITE_DONE)
+        rc = err_set(ERR_NOTFOUND, "%s: no SAE with id %lld in the registry", store_path(s),
+                     (long long)id);
+    else rc = store_sql_error(s, r, "reading the SAE registry");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_sae_bos_seqs(store *s, int64_t **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT id FROM sequences WHERE bos != 0 ORDER BY id", &st);
+    if (rc) return rc;
+    size_t cap = 0;
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            int64_t *p = mem_realloc(*ids, cap * sizeof *p);
+            if (!p) {
+                sqlite3_finalize(st);
+                mem_free(*ids);
+                *ids = NULL;
+                return err_set(ERR_NOMEM, "%s: out of memory", store_path(s));
+            }
+            *ids = p;
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+    }
+    if (r != SQLITE_DONE) {
+        rc = store_sql_error(s, r, "reading sequences");
+        mem_free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}

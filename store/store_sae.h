@@ -1,0 +1,40 @@
+/* store_sae.h - the SAE registry and training log (store/schema_sae.sql, schema part "sae").
+ *
+ * Usage: store_sae_init once per open store; store_sae_register inside a transaction replaces
+ * any earlier row for the same directory (its log goes with it) and returns the new id;
+ * store_sae_log adds training-log rows. store_sae_dir resolves an id to its directory.
+ * Ownership: strings are copied by SQLite. Errors: err.h codes naming the database.
+ * Thread safety: like the store, one thread per handle.
+ */
+#ifndef SAELITE_STORE_SAE_H
+#define SAELITE_STORE_SAE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/store.h"
+
+#define STORE_SAE_VERSION 1
+
+typedef struct {
+    const char *dir, *architecture, *hook_name, *model_name, *config_json;
+    int d_in, d_sae, k;   /* k <= 0 stores NULL */
+    int64_t hook_id;      /* < 0 stores NULL */
+    int64_t tokens, eval_tokens;
+    double eval_mse, eval_ev, eval_cos, eval_l2_ratio, eval_l0, eval_dead, eval_dense, seconds;
+} store_sae_row;
+
+typedef struct {
+    int64_t step, tokens;
+    double mse, ev, l0, dead_frac, lr, loss;
+} store_sae_log_row;
+
+int store_sae_init(store *s);
+int store_sae_register(store *s, const store_sae_row *r, int64_t *id);
+int store_sae_log(store *s, int64_t sae_id, const store_sae_log_row *rows, size_t n);
+/* Directory of SAE id into dir[cap]; ERR_NOTFOUND when there is no such id. */
+int store_sae_dir(store *s, int64_t id, char *dir, size_t cap);
+
+/* Ids of the sequences whose position 0 is a BOS token, ascending (mem_alloc'd). */
+int store_sae_bos_seqs(store *s, int64_t **ids, size_t *n);
+
+#endif
