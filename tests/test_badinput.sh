@@ -20,17 +20,20 @@ pass=0; fail=0; skip=0
 # runs; failing it counts as skipped (XFAIL, printed), passing it prints XPASS (remove the mark).
 KNOWN=""; LAST=""
 
-# Fingerprint of the scratch directory: path, size and mtime of every file (one `find`; SQLite
-# side files excluded), plus PRAGMA integrity_check and a hash of the .dump (the rows) of each
-# database in DBS, the ones a failing command may open for writing.
-DBS="good.db seq0.db"
+# Fingerprint of the scratch directory: path, size and mtime of every file, one `find`. SQLite
+# side files are left out except a non-empty DB-wal (uncheckpointed writes); any write to a
+# database changes its size/mtime or leaves such a WAL, so an unchanged listing means unchanged
+# databases. deep() adds PRAGMA integrity_check and a .dump hash (the rows) of every database:
+# run at the start and the end (a database must still pass and hold the same rows).
 state() {
-    (cd "$W" && find . -type f ! -name '*-shm' ! -name '*-wal' ! -name '*-journal' \
-        -printf '%p %s %T@\n' | LC_ALL=C sort
-     for db in $DBS; do
-         [ -f "$db" ] && printf '%s %s\n' "$db" \
-             "$(sqlite3 "$db" 'PRAGMA integrity_check' .dump 2>&1 | sha256sum | cut -c1-16)"
-     done)
+    (cd "$W" && find . -type f ! -name '*-shm' ! -name '*-journal' \( ! -name '*-wal' -o -size +0 \) \
+        -printf '%p %s %T@\n' | LC_ALL=C sort)
+}
+deep() {
+    (cd "$W" && for db in *.db; do
+        printf '%s %s %s\n' "$db" "$(sqlite3 "$db" 'PRAGMA integrity_check' 2>&1 | head -n 1)" \
+            "$(sqlite3 "$db" .dump 2>&1 | sha256sum | cut -c1-16)"
+    done)
 }
 
 # bad NAME REGEX CMD [ARGS...]: run `saelite CMD ARGS` in $W and check the contract above.
@@ -88,7 +91,7 @@ ids_npy() {
       printf '%s\n' "$hdr"; for ((i = 1; i <= $2; i++)); do printf "\\x$(printf %02x $i)\\x00\\x00\\x00"; done
     } > "$W/$1"
 }
-setup init-model --layers 1 --d-model 8 --heads 2 --ctx 16 --vocab 64 -o model
+setup init-model --layers 1 --d-model 8 --heads 2 --ctx 16 --vocab 270 -o model
 setup forward --model model --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --hook $H --npy acts.npy
 setup import --npy acts.npy --db good.db --hook $H --seq-len 4
 setup forward --model model --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --hook blocks.0.mlp.hook_post --npy wide.npy
@@ -96,6 +99,9 @@ ids_npy ids5.npy 5
 ids_npy ids16.npy 16
 printf 'the cat sat on the mat. the dog sat on the log.\n\nanother doc here with the cat.\n' > "$W/small.txt"
 setup bpe-train --vocab 270 small.txt -o tok
+setup extract --model model --tokenizer tok --corpus small.txt --hook $H --db ex.db --ctx 8
+setup sae-train --npy acts.npy --out sae8 --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --hook $H
+setup sae-train --npy wide.npy --out sae32 --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --hook $H
 cp "$W/acts.npy" "$W/nan.npy"; put_f32 nan.npy 3 2 '\x00\x00\xc0\x7f'
 cp "$W/acts.npy" "$W/inf.npy"; put_f32 inf.npy 9 7 '\x00\x00\x80\xff'
 : > "$W/empty.npy"
@@ -114,11 +120,14 @@ cp "$W/model/model.safetensors" "$W/m_mismatch/"
 sed 's/"n_embd": 8/"n_embd": 16/' "$W/model/config.json" > "$W/m_mismatch/config.json"
 cp "$W/model/config.json" "$W/m_nosafet/"
 mkdir -p "$W/tok_bad" "$W/tok_trunc"
+setup init-model --layers 1 --d-model 8 --heads 2 --ctx 16 --vocab 64 -o m_small
 echo '{"a": 1' > "$W/tok_bad/encoder.json"; cp "$W/tok/vocab.bpe" "$W/tok_bad/"
 head -c 500 "$W/tok/encoder.json" > "$W/tok_trunc/encoder.json"; cp "$W/tok/vocab.bpe" "$W/tok_trunc/"
 mkdir -p "$W/brown_bad"; printf 'ca01 news\n' > "$W/brown_bad/cats.txt"; printf '\n\n\tThe/at cat\n' > "$W/brown_bad/ca01"
 # Read-only output: permissions do not stop root, /proc does.
 RO=/proc/saelite-badinput; [ "$(id -u)" -ne 0 ] && { mkdir -p "$W/ro"; chmod 555 "$W/ro"; RO=ro; }
+
+DEEP_BEFORE=$(deep)
 
 # ---- the dispatcher and flag parsing ------------------------------------------------------
 bad "unknown command" "unknown command 'frobnicate'" frobnicate
@@ -143,10 +152,10 @@ bad "empty config.json" "m_emptycfg/config.json: not a JSON object" forward --mo
 bad "config.json not JSON" "m_badjson/config.json: not a JSON object" forward --model m_badjson "${F[@]}"
 bad "truncated safetensors" "m_trunc/model.safetensors:.*outside" forward --model m_trunc "${F[@]}"
 bad "missing safetensors" "m_nosafet/model.safetensors" forward --model m_nosafet "${F[@]}"
-bad "config does not fit the weights" "wte.weight' has shape \[64,8\], expected \[64,16\]" forward --model m_mismatch "${F[@]}"
+bad "config does not fit the weights" "wte.weight' has shape \[270,8\], expected \[270,16\]" forward --model m_mismatch "${F[@]}"
 bad "unknown hook" "no hook point matches 'blocks.0.hook_nosuch'" forward --model model --tokens 1,2 --hook blocks.0.hook_nosuch --npy o.npy
 bad "hook of a layer the model lacks" "blocks.5.hook_resid_post" forward --model model --tokens 1,2 --hook blocks.5.hook_resid_post --npy o.npy
-bad "token id outside the vocabulary" "token id 64 .*outside the vocabulary" forward --model model --tokens 1,64 --hook $H --npy o.npy
+bad "token id outside the vocabulary" "token id 270 .*outside the vocabulary" forward --model model --tokens 1,270 --hook $H --npy o.npy
 bad "negative token id" "bad list '1,-2'" forward --model model --tokens 1,-2 --hook $H --npy o.npy
 bad "sequence longer than the context" "17 tokens exceeds the model context of 16" forward --model model --tokens 1-17 --hook $H --npy o.npy
 bad "forward output under a regular file" "acts.npy/o.npy.*Not a directory" forward --model model --tokens 1,2 --hook $H --npy acts.npy/o.npy
@@ -186,6 +195,64 @@ bad "info on a newer schema" "written by a newer saelite" info --db newer.db
 bad "info on a text file" "text.db: not a database" info --db text.db
 bad "info on an empty file" "empty.npy: empty database" info --db empty.npy
 
+# ---- extract -----------------------------------------------------------------------------------
+E=(extract --model model --tokenizer tok --corpus small.txt)
+bad "extract: unknown hook" "unknown hook 'blocks.0.nosuch'" "${E[@]}" --hook blocks.0.nosuch --db new.db
+bad "extract: negative ctx" "--ctx must be positive" "${E[@]}" --hook $H --db new.db --ctx -3
+bad "extract: zero batch" "--batch must be positive" "${E[@]}" --hook $H --db new.db --batch 0
+bad "extract: ctx beyond the model" "--ctx 100 exceeds the context" "${E[@]}" --hook $H --db new.db --ctx 100
+bad "extract: missing corpus" "nosuch.txt: cannot open" extract --model model --tokenizer tok --corpus nosuch.txt --hook $H --db new.db
+bad "extract: empty corpus" "empty.npy: the corpus holds no text" extract --model model --tokenizer tok --corpus empty.npy --hook $H --db new.db
+bad "extract: tokenizer larger than the model" "tokenizer tok has 269 ids but model m_small only" extract --model m_small --tokenizer tok --corpus small.txt --hook $H --db new.db
+bad "extract: malformed tokenizer" "tok_bad/encoder.json" extract --model model --tokenizer tok_bad --corpus small.txt --hook $H --db new.db
+bad "extract: newer schema database" "newer.db: written by a newer saelite" "${E[@]}" --hook $H --db newer.db
+bad "extract: different ctx than stored" "stored with sequence length 8, not 4" "${E[@]}" --hook $H --db ex.db --ctx 4
+
+# ---- sae-train / sae-eval / analyze / report / query ------------------------------------------
+T=(sae-train --npy acts.npy --out s1 --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16)
+bad "sae-train: NaN learning rate" "--lr expects a finite number, got 'nan'" "${T[@]}" --lr nan
+bad "sae-train: infinite learning rate" "--lr expects a finite number" "${T[@]}" --lr inf
+KNOWN="cli/cmd_sae_train.c: a negative --lr is accepted and training runs"
+bad "sae-train: negative learning rate" "--lr" "${T[@]}" --lr -1 --out s_neg
+bad "sae-train: zero k" "must be positive" "${T[@]}" --k 0
+bad "sae-train: k above d-sae" "k 32 must be in 1..d_sae \(16\)" "${T[@]}" --k 32
+bad "sae-train: negative tokens" "must be positive" "${T[@]}" --tokens -5
+bad "sae-train: unknown architecture" "unknown SAE architecture 'foo'" "${T[@]}" --arch foo
+bad "sae-train: NaN activations" "non-finite" "${T[@]/acts.npy/nan.npy}"
+bad "sae-train: 1-d activations" "ids16.npy: expected \[tokens, d_in\]" "${T[@]/acts.npy/ids16.npy}"
+bad "sae-train: missing activations" "nosuch.npy: cannot open" "${T[@]/acts.npy/nosuch.npy}"
+bad "sae-train: resume without a checkpoint" "s_none/checkpoint.bin" "${T[@]}" --out s_none --resume
+bad "sae-eval: activations of another width" "wide.npy" sae-eval --sae sae8 --npy wide.npy
+KNOWN="cli/cmd_sae_eval.c: NaN activations are not rejected; prints 'mse nan' and exits 0"
+bad "sae-eval: NaN activations" "nan.npy" sae-eval --sae sae8 --npy nan.npy
+bad "analyze: missing SAE" "nosuch/cfg.json: cannot open" analyze --db ex.db --sae nosuch --no-model
+KNOWN="analyze: the analysis schema part (ana_* tables, schema_parts row) is created before the SAE is checked against the database, so a failing first analyze changes the database"
+bad "analyze: SAE width differs from the database (mismatched SAE)" "reads 32 values per token but ex.db stores 8" analyze --db ex.db --sae sae32 --no-model
+bad "analyze: SAE of another hook" "trained on $H, not --hook blocks.0.hook_attn_out" analyze --db ex.db --sae sae8 --hook blocks.0.hook_attn_out --no-model
+bad "analyze: unknown hook for neurons" "no hook 'blocks.0.nosuch'" analyze --db ex.db --neurons --hook blocks.0.nosuch --no-model
+bad "analyze: zero top" "counts must be >= 1" analyze --db ex.db --sae sae8 --no-model --top 0
+bad "analyze: validation fraction above 1" "--val-frac in \(0, 1\)" analyze --db ex.db --sae sae8 --no-model --val-frac 2
+bad "analyze: newer schema database" "written by a newer saelite" analyze --db newer.db --neurons --hook $H --no-model
+bad "report: SAE never analysed" "no analysis of SAE '999'" report --db ex.db --sae 999 --out rep
+bad "report: bad feature list" "bad list '1,x'" report --db ex.db --sae sae8 --features 1,x --out rep
+bad "query: SQL syntax error" "near \"SELEC\": syntax error" query --db ex.db "SELEC 1"
+bad "query: a statement that writes" "refusing a statement that would modify" query --db ex.db "DELETE FROM tokens"
+bad "query: missing database" "missing.db: cannot open" query --db missing.db "SELECT 1"
+
+# ---- generate / attention / params / synth ----------------------------------------------------
+G=(generate --model model --tokenizer tok --prompt the)
+bad "generate: missing model" "nosuch/config.json: cannot open" generate --model nosuch --prompt x
+bad "generate: NaN temperature" "--temperature expects a finite number, got 'nan'" "${G[@]}" --temperature nan
+bad "generate: negative temperature" "--temperature must be >= 0" "${G[@]}" --temperature -1
+bad "generate: negative max-tokens" "--max-tokens must be >= 0" "${G[@]}" --max-tokens -3
+bad "generate: negative top-k" "--top-k must be >= 0" "${G[@]}" --top-k -1
+bad "attention: layer the model lacks" "--layer 5: the model has layers 0..0" attention --model model --tokenizer tok --layer 5 --text "the cat" --out a.png
+bad "attention: head the model lacks" "--head 9: the model has heads 0..1" attention --model model --tokenizer tok --layer 0 --head 9 --text "the cat" --out a.png
+bad "attention: output under a regular file" "acts.npy/a.png" attention --model model --tokenizer tok --layer 0 --text "the cat" --out acts.npy/a.png
+bad "params: missing model" "nosuch/config.json: cannot open" params nosuch
+bad "synth: zero dimension" "need d >= 1" synth --d 0 --out s.npy --truth t.npy
+bad "synth: negative features" "features >= 1" synth --features -1 --out s.npy --truth t.npy
+
 # ---- tokenizer, corpus, bpe-train --------------------------------------------------------------
 bad "missing tokenizer" "nosuch: no tokenizer files" tokenize --tokenizer nosuch small.txt
 bad "malformed encoder.json" "tok_bad/encoder.json: not a JSON object" tokenize --tokenizer tok_bad small.txt
@@ -202,6 +269,16 @@ bad "corpus: malformed Brown file" "brown_bad/ca01:3: token 'cat' is not word/ta
 bad "bpe-train: vocabulary too small" "--vocab must be between 257" bpe-train --vocab 100 small.txt -o tok2
 bad "bpe-train: zero min-freq" "--min-freq must be >= 1" bpe-train --vocab 300 --min-freq 0 small.txt -o tok2
 bad "bpe-train: missing input" "nosuch.txt: cannot open" bpe-train --vocab 300 nosuch.txt -o tok2
+
+# Every database still passes integrity_check and holds its rows (the known findings above that
+# write to a database are the exceptions: those databases are left out here).
+after=$(deep | grep -vE '^(seq0|ex|new)\.db ')
+before=$(echo "$DEEP_BEFORE" | grep -vE '^(seq0|ex|new)\.db ')
+if [ "$before" = "$after" ] && ! grep -qv ' ok ' <<< "$(echo "$after" | grep -E '^(good|ex|seq0)\.db')"; then
+    pass=$((pass + 1)); echo "ok   databases intact with unchanged rows: $(echo "$after" | cut -d' ' -f1 | tr '\n' ' ')"
+else
+    fail=$((fail + 1)); echo "FAIL databases changed or damaged:"; diff <(echo "$before") <(echo "$after") | sed 's/^/     /'
+fi
 
 echo "test_badinput: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -89,6 +89,7 @@ static int replay_dir(const char *tname, fuzz_fn fn, const char *kind)
 int main(void)
 {
     (void)fuzz_tmpdir(); /* one scratch dir, made before forking, shared by the children */
+    tokenizer_load();    /* the GPT-2 vocabulary once, not once per child */
     for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
         int seeds = replay_dir(targets[i].name, targets[i].fn, "corpus");
         CHECK(seeds > 0, "no seed corpus in fuzz/corpus/%s", targets[i].name);
