@@ -11,7 +11,7 @@
 DEMO      ?= runs/demo
 HOOK      ?= blocks.0.mlp.hook_post
 LM_STEPS  ?= 2400
-LM_BATCH  ?= 16
+LM_BATCH  ?= 32
 SAE_K     ?= 32
 SAE_TOKENS?= 8M
 SAE_EXP   ?= 8
@@ -44,7 +44,8 @@ $(DEMO)/.extract.done: $(DEMO)/model/model.safetensors | saelite
 
 $(DEMO)/sae/sae_weights.safetensors: $(DEMO)/.extract.done | saelite
 	$(SAELITE) sae-train --db $(DEMO)/brown.db --hook $(HOOK) --arch topk --k $(SAE_K) \
-	    --expansion $(SAE_EXP) --tokens $(SAE_TOKENS) --seed 42 --resume --out $(DEMO)/sae
+	    --expansion $(SAE_EXP) --tokens $(SAE_TOKENS) --seed 42 \
+	    $(if $(wildcard $(DEMO)/sae/checkpoint.bin),--resume) --out $(DEMO)/sae
 
 $(DEMO)/.analyze.done: $(DEMO)/sae/sae_weights.safetensors | saelite
 	$(SAELITE) analyze --db $(DEMO)/brown.db --sae $(DEMO)/sae --neurons
