@@ -147,7 +147,7 @@ static int bench_api(int dtype, double *wr, double *rd)
     snprintf(p, sizeof p, "%s/api.db", dir);
     rm_db(p);
     store *s;
-    int rc = store_open(&s, p, STORE_CREATE);
+    int rc = store_open(&s, p, STORE_CREATE | STORE_BULK);
     float *x = malloc(sizeof(float) * T * W);
     int ids[T];
     for (int t = 0; t < T; t++) ids[t] = t;

@@ -29,7 +29,7 @@ int cmd_import(int argc, char **argv)
     int dt;
     if (store_dtype_parse(dtype, &dt)) return cli_usage_error(argv[0], "%s", err_msg());
     store *s;
-    if (store_open(&s, db, STORE_CREATE)) return cli_fail(argv[0]);
+    if (store_open(&s, db, STORE_CREATE | STORE_BULK)) return cli_fail(argv[0]);
     int64_t rows = 0, seqs = 0;
     rc = ext_import_npy(s, npy, ids, hook, seq_len, dt, &rows, &seqs);
     store_close(s);

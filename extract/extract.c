@@ -217,7 +217,7 @@ static int read_small(const char *path, char **out)
 
 static int open_db(ext_job *j)
 {
-    int rc = store_open(&j->s, j->o.db, STORE_CREATE);
+    int rc = store_open(&j->s, j->o.db, STORE_CREATE | STORE_BULK);
     if (rc) return rc;
     store_model *ms;
     size_t nm;

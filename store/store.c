@@ -49,7 +49,7 @@ static const char *const q_sql[Q__COUNT] = {
 struct store {
     sqlite3 *db;
     char *path;
-    int readonly, in_tx;
+    int readonly, in_tx, bulk;
     sqlite3_stmt *q[Q__COUNT];
     sqlite3_blob *blob; /* cached read handle on activations.data */
     void *scratch;      /* conversion buffer for f16/bf16 */
@@ -286,9 +286,16 @@ int store_open(store **out, const char *path, int flags)
     sqlite3_busy_timeout(s->db, 10000);
     rc = check_schema(s, flags);
     if (!rc && !s->readonly) {
-        /* Rollback journal (see the header); a database left in WAL mode by an older build is
-         * switched back when nobody else has it open (else it stays WAL, which works too). */
-        sqlite3_exec(s->db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
+        /* Bulk writers (extract, import) use a rollback journal: appended pages are written once
+         * (WAL writes them twice). Everyone else uses WAL, where readers never block a writer
+         * (e.g. sae-train reads activations on one handle and registers the SAE on another);
+         * store_close of a bulk handle switches the file back to WAL. Best effort: the switch
+         * needs the file to itself. */
+        s->bulk = (flags & STORE_BULK) != 0;
+        sqlite3_busy_timeout(s->db, 0);
+        sqlite3_exec(s->db, s->bulk ? "PRAGMA journal_mode = DELETE" : "PRAGMA journal_mode = WAL",
+                     NULL, NULL, NULL);
+        sqlite3_busy_timeout(s->db, 10000);
         rc = store_exec(s, "PRAGMA synchronous = NORMAL");
     }
     /* foreign_keys stays off: the REFERENCES clauses document the schema, this module keeps them,
@@ -309,6 +316,10 @@ void store_close(store *s)
     for (int i = 0; i < Q__COUNT; i++) sqlite3_finalize(s->q[i]);
     if (s->db) {
         if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        if (s->bulk) {
+            sqlite3_busy_timeout(s->db, 0);
+            sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
+        }
         sqlite3_close_v2(s->db);
     }
     mem_free(s->scratch);

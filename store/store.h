@@ -11,11 +11,13 @@
  *
  * Foreign keys are not enforced (PRAGMA foreign_keys stays off: per-row cost); REFERENCES clauses
  * document the schema, and code that deletes rows deletes dependent rows itself.
- * Durability: writes happen inside store_begin/store_commit transactions; rollback journal
- * (journal_mode=DELETE) with synchronous=NORMAL, so a kill -9 at any moment leaves the last
- * committed state. Page size 65536 for new databases (blob-heavy), 4 MiB page cache. Chosen by
- * measurement (bench/bench_store.c, docs/store.md): with large transactions (~32 MB) bulk blob
- * appends run at dd speed, where WAL writes every byte twice.
+ * Durability: writes happen inside store_begin/store_commit transactions with synchronous=NORMAL,
+ * so a kill -9 at any moment leaves the last committed state. Journal: WAL, so readers never
+ * block writers (several handles on one file work); a STORE_BULK handle (extract, import) uses
+ * a rollback journal while open and switches the file back to WAL on close: with large
+ * transactions (~32 MB) bulk blob appends then run at dd speed, where WAL writes every byte
+ * twice (bench/bench_store.c, docs/store.md). While a bulk writer has the file, other handles
+ * block its commits. Page size 65536 for new databases (blob-heavy), 4 MiB page cache.
  *
  * Activations: one blob per (hook, sequence) of T x width values, row-major, little-endian, in
  * the hook's dtype (STORE_F32/F16/BF16). Reads and writes take and return float32; f16/bf16 are
@@ -34,7 +36,8 @@
 
 typedef struct store store;
 
-enum { STORE_READONLY = 1, STORE_CREATE = 2 };
+/* STORE_BULK: a writer of large transactions (extract, import): rollback journal while open. */
+enum { STORE_READONLY = 1, STORE_CREATE = 2, STORE_BULK = 4 };
 enum { STORE_F32 = 0, STORE_F16 = 1, STORE_BF16 = 2 };
 enum { STORE_SPLIT_ALL = 0, STORE_SPLIT_TRAIN = 1, STORE_SPLIT_VAL = 2 };
 
