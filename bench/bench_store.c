@@ -147,7 +147,8 @@ static int bench_api(int dtype, double *wr, double *rd)
     snprintf(p, sizeof p, "%s/api.db", dir);
     rm_db(p);
     store *s;
-    int rc = store_open(&s, p, STORE_CREATE | STORE_BULK);
+    int rc = store_open(&s, p, STORE_CREATE);
+    if (!rc) rc = store_set_bulk(s);
     float *x = malloc(sizeof(float) * T * W);
     int ids[T];
     for (int t = 0; t < T; t++) ids[t] = t;

@@ -286,15 +286,12 @@ int store_open(store **out, const char *path, int flags)
     sqlite3_busy_timeout(s->db, 10000);
     rc = check_schema(s, flags);
     if (!rc && !s->readonly) {
-        /* Bulk writers (extract, import) use a rollback journal: appended pages are written once
-         * (WAL writes them twice). Everyone else uses WAL, where readers never block a writer
-         * (e.g. sae-train reads activations on one handle and registers the SAE on another);
-         * store_close of a bulk handle switches the file back to WAL. Best effort: the switch
-         * needs the file to itself. */
-        s->bulk = (flags & STORE_BULK) != 0;
+        /* WAL: readers never block a writer (e.g. sae-train reads activations on one handle and
+         * registers the SAE on another). A no-op when the file is in WAL mode already; a file
+         * left in rollback mode by a killed bulk writer is switched back when nobody else has
+         * it open (best effort, no waiting). */
         sqlite3_busy_timeout(s->db, 0);
-        sqlite3_exec(s->db, s->bulk ? "PRAGMA journal_mode = DELETE" : "PRAGMA journal_mode = WAL",
-                     NULL, NULL, NULL);
+        sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
         sqlite3_busy_timeout(s->db, 10000);
         rc = store_exec(s, "PRAGMA synchronous = NORMAL");
     }
@@ -325,6 +322,24 @@ void store_close(store *s)
     mem_free(s->scratch);
     mem_free(s->path);
     mem_free(s);
+}
+
+int store_set_bulk(store *s)
+{
+    if (s->readonly || s->bulk) return OK;
+    if (s->in_tx) return err_set(ERR_ARG, "%s: store_set_bulk inside a transaction", s->path);
+    blob_drop(s);
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "PRAGMA journal_mode = DELETE", &st);
+    if (rc) return rc;
+    int r = sqlite3_step(st);
+    const char *mode = r == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    int ok = mode && !strcmp(mode, "delete");
+    sqlite3_finalize(st);
+    if (r != SQLITE_ROW) return store_sql_error(s, r, "switching to the rollback journal");
+    /* Another handle has the file open: stay in WAL (slower appends, still correct). */
+    s->bulk = ok;
+    return OK;
 }
 
 int store_begin(store *s)

@@ -13,8 +13,8 @@
  * document the schema, and code that deletes rows deletes dependent rows itself.
  * Durability: writes happen inside store_begin/store_commit transactions with synchronous=NORMAL,
  * so a kill -9 at any moment leaves the last committed state. Journal: WAL, so readers never
- * block writers (several handles on one file work); a STORE_BULK handle (extract, import) uses
- * a rollback journal while open and switches the file back to WAL on close: with large
+ * block writers (several handles on one file work); after store_set_bulk (extract) a handle uses
+ * a rollback journal until it closes and switches the file back to WAL: with large
  * transactions (~32 MB) bulk blob appends then run at dd speed, where WAL writes every byte
  * twice (bench/bench_store.c, docs/store.md). While a bulk writer has the file, other handles
  * block its commits. Page size 65536 for new databases (blob-heavy), 4 MiB page cache.
@@ -36,8 +36,7 @@
 
 typedef struct store store;
 
-/* STORE_BULK: a writer of large transactions (extract, import): rollback journal while open. */
-enum { STORE_READONLY = 1, STORE_CREATE = 2, STORE_BULK = 4 };
+enum { STORE_READONLY = 1, STORE_CREATE = 2 };
 enum { STORE_F32 = 0, STORE_F16 = 1, STORE_BF16 = 2 };
 enum { STORE_SPLIT_ALL = 0, STORE_SPLIT_TRAIN = 1, STORE_SPLIT_VAL = 2 };
 
@@ -48,6 +47,10 @@ const char *store_path(const store *s);
 int store_begin(store *s);
 int store_commit(store *s);
 int store_rollback(store *s); /* no-op when no transaction is open */
+/* For writers of large transactions: rollback journal until store_close (see above). Call
+ * outside a transaction, after validation (it writes the file header). When another handle has
+ * the file open, the file stays in WAL mode (correct, slower). */
+int store_set_bulk(store *s);
 /* PRAGMA integrity_check; ERR_FORMAT with the first problem when the file is damaged. */
 int store_check(store *s);
 
