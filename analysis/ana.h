@@ -33,9 +33,10 @@ typedef struct ana_feat_acc ana_feat_acc;
 int ana_feat_acc_new(ana_feat_acc **out, int d, int top_n, int reservoir, const double *edges,
                      int nbins, uint64_t seed);
 void ana_feat_acc_free(ana_feat_acc *a);
-/* Feed the feature activations of one sequence: f [T,d], position t of sequence seq. Only
- * values > 0 count as active (SAE latents are non-negative; for raw neurons this means "fires"). */
-void ana_feat_acc_add(ana_feat_acc *a, const float *f /*[T,d]*/, int T, int64_t seq);
+/* Feed the feature activations of T positions of sequence seq: row t of f [T,d] is position
+ * pos0 + t. Only values > 0 count as active (SAE latents are non-negative; for raw neurons this
+ * means "fires"). */
+void ana_feat_acc_add(ana_feat_acc *a, const float *f /*[T,d]*/, int T, int64_t seq, int pos0);
 int64_t ana_feat_tokens(const ana_feat_acc *a);              /* positions fed so far */
 int64_t ana_feat_active(const ana_feat_acc *a, int feature); /* positions with value > 0 */
 double ana_feat_sum(const ana_feat_acc *a, int feature);     /* sum of active values */

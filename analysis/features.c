@@ -144,7 +144,7 @@ static void heap_push(ana_act *h, int *n, ana_act x)
     }
 }
 
-void ana_feat_acc_add(ana_feat_acc *a, const float *f, int T, int64_t seq)
+void ana_feat_acc_add(ana_feat_acc *a, const float *f, int T, int64_t seq, int pos0)
 {
     const int d = a->d, K = a->top_n, R = a->res_cap;
     for (int t = 0; t < T; t++) {
@@ -156,7 +156,7 @@ void ana_feat_acc_add(ana_feat_acc *a, const float *f, int T, int64_t seq)
             a->sum[j] += v;
             if (v > a->max[j]) a->max[j] = v;
             a->hist[(size_t)j * a->nbins + ana_bin_index(a->edges, a->nbins, v)]++;
-            ana_act x = {v, t, seq};
+            ana_act x = {v, pos0 + t, seq};
             ana_act *h = a->top + (size_t)j * K;
             if (a->n_top[j] < K) heap_push(h, &a->n_top[j], x);
             else if (v > h[0].value) {

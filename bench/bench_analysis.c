@@ -93,7 +93,7 @@ int main(void)
         ana_feat_acc *acc;
         if (ana_feat_acc_new(&acc, N, 20, 256, edges, 40, 7)) return 1;
         double t0 = now_seconds();
-        for (int q = 0; q < TOK / 64; q++) ana_feat_acc_add(acc, f + (size_t)q * 64 * N, 64, q);
+        for (int q = 0; q < TOK / 64; q++) ana_feat_acc_add(acc, f + (size_t)q * 64 * N, 64, q, 0);
         double t1 = now_seconds();
         ana_feat_acc_free(acc);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, TOK, N, D, 1.0f, x, D, W, N, 0.0f,

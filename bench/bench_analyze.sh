@@ -6,7 +6,7 @@
 # Prints tokens/s and the phases' share of the wall time as analyze reports them.
 set -u
 BIN=${SAELITE_BIN:-./saelite}
-DB=${SAELITE_BENCH_DB:-runs/demo/demo.db}
+DB=${SAELITE_BENCH_DB:-runs/demo/brown.db}
 SAE=${SAELITE_BENCH_SAE:-runs/demo/sae}
 if [ ! -f "$DB" ] || [ ! -f "$SAE/cfg.json" ]; then
     echo "bench_analyze: skipped (no $DB or $SAE/cfg.json; set SAELITE_BENCH_DB / SAELITE_BENCH_SAE)"

@@ -27,7 +27,7 @@ CLI_COMMAND(analyze, "Evaluate an SAE or the neuron basis: metrics, feature tabl
 
 typedef struct {
     const char *db, *sae_dir, *hook, *model_dir, *tok_dir;
-    int all, all_acts, neurons, no_model;
+    int all, all_acts, neurons, no_model, keep_bos;
     int top_n, n_intervals, per_interval, reservoir, nbins, geom_bins, logit_k, ce_seqs, max_seqs;
     double val_frac, cos_threshold, hist_lo, hist_hi;
 } opts;
@@ -43,6 +43,7 @@ typedef struct {
     short *tag;       /* [ntok] index into tag_names, -1 untagged */
     char (*tag_names)[16];
     int ntags, any_tags;
+    unsigned char *bos; /* [nseq] 1 when position 0 is a prepended <|endoftext|> */
     gpt2_model *model; /* NULL with --no-model */
     tok_tokenizer *bpe; /* NULL when no tokenizer was found: ana_vocab is not filled */
     const char *model_path;
@@ -94,8 +95,9 @@ static int load_shared(shared *sh, const opts *o)
     sh->tok = mem_alloc((cap + 1) * sizeof *sh->tok);
     sh->tag = mem_alloc((cap + 1) * sizeof *sh->tag);
     sh->tag_names = mem_calloc(512, sizeof *sh->tag_names);
+    sh->bos = mem_calloc(sh->nseq + 1, 1);
     char (*tags)[16] = mem_alloc((size_t)sh->hook.seq_len * sizeof *tags);
-    if (!sh->off || !sh->tok || !sh->tag || !sh->tag_names || !tags) {
+    if (!sh->off || !sh->tok || !sh->tag || !sh->tag_names || !sh->bos || !tags) {
         mem_free(tags);
         return err_set(ERR_NOMEM, "analyze: out of memory for %zu sequences", sh->nseq);
     }
@@ -110,6 +112,12 @@ static int load_shared(shared *sh, const opts *o)
             for (int t = 0; t < T; t++) sh->tok[n + t] = -1;
         }
         if (!rc) rc = store_ana_seq_tags(sh->s, sh->seq[i], T, tags, &any);
+        store_context c;
+        if (!rc && store_context_get(sh->s, sh->seq[i], 0, 0, 0, &c) == OK) {
+            sh->bos[i] = (unsigned char)(c.bos != 0);
+            store_context_free(&c);
+        }
+        err_clear();
         for (int t = 0; !rc && t < T; t++) sh->tag[n + t] = (short)(tags[t][0] ? tag_index(sh, tags[t]) : -1);
         if (any) sh->any_tags = 1;
         n += T;
@@ -126,6 +134,7 @@ static void free_shared(shared *sh)
     mem_free(sh->tok);
     mem_free(sh->tag);
     mem_free(sh->tag_names);
+    mem_free(sh->bos);
     gpt2_free(sh->model);
     tok_free(sh->bpe);
     mem_free((void *)sh->model_path);
@@ -343,8 +352,11 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
         if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], x, &T))) break;
         dict_codes(d, x, T, f, xhat, &rc);
         if (rc) break;
-        sae_metrics_add(&rec, x, xhat, f, T);
-        ana_feat_acc_add(acc, f, T, sh->seq[i]);
+        /* the prepended <|endoftext|> is not text: its (often huge) activation would dominate
+           the metrics and the top lists, so it is left out unless --keep-bos */
+        int b0 = sh->bos[i] && !o->keep_bos && T > 0;
+        sae_metrics_add(&rec, x + (size_t)b0 * d_in, xhat + (size_t)b0 * d_in, f + (size_t)b0 * D, T - b0);
+        ana_feat_acc_add(acc, f + (size_t)b0 * D, T - b0, sh->seq[i], b0);
         if (cli_interrupted()) rc = err_set(ERR_ABORTED, "analyze: interrupted");
         progress_update(&pr, (double)(i + 1), NULL);
     }
@@ -450,7 +462,7 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
             int T = Tm;
             if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], x, &T))) break;
             dict_codes(d, x, T, f, NULL, &rc);
-            for (int t = 0; t < T && !rc; t++)
+            for (int t = sh->bos[i] && !o->keep_bos; t < T && !rc; t++)
                 for (int j = 0; j < D && !rc; j++) {
                     float v = f[(size_t)t * D + j];
                     if (v > 0)
@@ -641,6 +653,7 @@ int cmd_analyze(int argc, char **argv)
         {"--hook", ARG_STR, &o.hook, "hook (needed for --neurons alone, or an SAE without hook_name)"},
         {"--all", ARG_FLAG, &o.all, "use every stored sequence, not the validation split"},
         {"--val-frac", ARG_FLOAT, &o.val_frac, "validation fraction of the split (default 0.1)"},
+        {"--keep-bos", ARG_FLAG, &o.keep_bos, "count the prepended <|endoftext|> positions in the statistics"},
         {"--all-acts", ARG_FLAG, &o.all_acts, "store every non-zero activation (size printed first)"},
         {"--model", ARG_STR, &o.model_dir, "model directory (default: the one the database recorded)"},
         {"--tokenizer", ARG_STR, &o.tok_dir, "tokenizer directory for token texts (default: the model's)"},
@@ -681,10 +694,8 @@ int cmd_analyze(int argc, char **argv)
         sd.d_in = sd.sae->cfg.d_in;
         sd.d_sae = sd.sae->cfg.d_sae;
         sd.W_dec = sd.sae->W_dec;
-        /* the absolute path keys the analysis: ./sae and sae are the same SAE */
-        char *abs = realpath(o.sae_dir, NULL);
-        snprintf(sd.name, sizeof sd.name, "%s", abs ? abs : o.sae_dir);
-        free(abs);
+        /* the directory as given names the analysis (report --sae finds it by that name) */
+        snprintf(sd.name, sizeof sd.name, "%s", o.sae_dir);
         if (o.hook && sd.sae->cfg.hook_name[0] && strcmp(o.hook, sd.sae->cfg.hook_name)) {
             rc = err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o.sae_dir,
                          sd.sae->cfg.hook_name, o.hook);

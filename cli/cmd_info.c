@@ -57,6 +57,11 @@ int cmd_info(int argc, char **argv)
         printf("runs: %lld finished, %lld unfinished%s\n", (long long)runs_done,
                (long long)runs_open, runs_open ? " (rerun the same extract command to resume)" : "");
         for (int i = 0; i < np; i++) printf("schema part %s: version %d\n", parts[i], vers[i]);
+        int64_t nsae = -1, ndict = -1;
+        if (!store_count_rows(s, "sae_registry", &nsae) && nsae >= 0)
+            printf("SAEs registered: %lld\n", (long long)nsae);
+        if (!store_count_rows(s, "ana_dicts", &ndict) && ndict >= 0)
+            printf("analyses stored: %lld\n", (long long)ndict);
     }
     mem_free(ms);
     mem_free(hs);

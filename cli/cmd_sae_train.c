@@ -357,6 +357,11 @@ int cmd_sae_train(int argc, char **argv)
     int64_t steps = sae_trainer_step_index(t) - s0, sae_id = -1;
     int64_t step_now = sae_trainer_step_index(t);
     int finished = step_now == T;
+    /* The sources hold read transactions on the database; with its rollback journal a writer
+     * would wait on them, so they are closed before the registry is written. */
+    sae_source_close(src);
+    sae_source_close(val);
+    src = val = NULL;
     if (!rc && db && finished) {
         /* register the SAE and this invocation's log rows (a resumed run appends its rows) */
         store *sd = NULL;

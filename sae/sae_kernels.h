@@ -40,18 +40,27 @@ void sae_k_decode_sparse(float *xhat /*[B,D]*/, const int64_t *ptr /*[B+1]*/, co
                          const float *val, const float *W_dec /*[S,D]*/,
                          const float *b_dec /*[D] or NULL*/, int B, int D);
 
-/* Backward of the sparse decoder given dxhat: dW_dec[j] += v * dxhat[b] for each active entry,
- * dval[e] = dxhat[b] . W_dec[j] (overwritten, not accumulated). */
-void sae_k_decode_sparse_backward(float *dW_dec /*[S,D]*/, float *dval /*[nnz]*/,
-                                  const float *dxhat /*[B,D]*/, const int64_t *ptr, const int *idx,
-                                  const float *val, const float *W_dec /*[S,D]*/, int B, int D);
+/* Transpose of a CSR pattern, grouped by latent: the entries of latent j are
+ * tent[tptr[j]..tptr[j+1]) (indices into idx/val), in token order, with their token in ttok.
+ * The gradient scatters walk this form so each gradient row is read and written once per step
+ * instead of once per selecting token. */
+void sae_k_csr_transpose(int64_t *tptr /*[S+1]*/, int64_t *tent /*[nnz]*/, int *ttok /*[nnz]*/,
+                         const int64_t *ptr /*[B+1]*/, const int *idx, int B, int S);
 
-/* Backward of the encoder for sparse dpre (the same CSR pattern): dW_encT[j] += dpre * xc[b],
- * db_enc[j] += dpre. (The b_dec gradient through xc = x - b_dec is -db_enc_step @ W_encT; the
- * trainer computes it with one gemv, see sae_k_bdec_from_enc.) */
+/* Backward of the sparse decoder given dxhat: dW_dec[j] += v * dxhat[b] for each active entry,
+ * dval[e] = dxhat[b] . W_dec[j] (overwritten, not accumulated). Pattern in transposed form. */
+void sae_k_decode_sparse_backward(float *dW_dec /*[S,D]*/, float *dval /*[nnz]*/,
+                                  const float *dxhat /*[B,D]*/, const int64_t *tptr,
+                                  const int64_t *tent, const int *ttok, const float *val /*[nnz]*/,
+                                  const float *W_dec /*[S,D]*/, int S, int D);
+
+/* Backward of the encoder for sparse dpre (the same pattern, transposed): dW_encT[j] += dpre *
+ * xc[b], db_enc[j] += dpre. (The b_dec gradient through xc = x - b_dec is -db_enc_step @ W_encT;
+ * the trainer computes it with one gemv, see sae_k_bdec_from_enc.) */
 void sae_k_encode_sparse_backward(float *dW_encT /*[S,D]*/, float *db_enc /*[S]*/,
-                                  const float *dpre /*[nnz]*/, const int64_t *ptr, const int *idx,
-                                  const float *xc /*[B,D]*/, int B, int D);
+                                  const float *dpre /*[nnz]*/, const int64_t *tptr,
+                                  const int64_t *tent, const int *ttok, const float *xc /*[B,D]*/,
+                                  int S, int D);
 
 /* db_dec[D] -= g[S] @ W_encT[S,D]: the gradient through xc = x - b_dec given g = sum_b dpre[b]. */
 void sae_k_bdec_from_enc(float *db_dec /*[D]*/, const float *g /*[S]*/, const float *W_encT,

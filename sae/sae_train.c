@@ -102,7 +102,8 @@ struct sae_trainer {
     int chunk;
     float *xs, *xc, *xhat, *dxhat, *ehat, *pre, *fbuf, *scratch;
     int64_t *ptr, *aptr, cap, acap;
-    int *idx, *aidx, *dead;
+    int *idx, *aidx, *dead, *ttok, *attok;
+    int64_t *tptr, *tent, *atptr, *atent;
     float *val, *dval, *aval, *adval, *nrm;
     unsigned char *fired;
 };
@@ -136,6 +137,12 @@ void sae_trainer_free(sae_trainer *t)
     mem_free(t->adval);
     mem_free(t->fired);
     mem_free(t->nrm);
+    mem_free(t->ttok);
+    mem_free(t->attok);
+    mem_free(t->tptr);
+    mem_free(t->tent);
+    mem_free(t->atptr);
+    mem_free(t->atent);
     mem_free(t);
 }
 
@@ -238,7 +245,13 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         t->aval = mem_alloc(sizeof(float) * t->acap);
         t->adval = mem_alloc(sizeof(float) * t->acap);
         t->ehat = zalloc(B * D);
-        ok = ok && t->idx && t->val && t->dval && t->aptr && t->aidx && t->aval && t->adval &&
+        t->tptr = mem_alloc(sizeof(int64_t) * (S + 1));
+        t->atptr = mem_alloc(sizeof(int64_t) * (S + 1));
+        t->tent = mem_alloc(sizeof(int64_t) * t->cap);
+        t->atent = mem_alloc(sizeof(int64_t) * t->acap);
+        t->ttok = mem_alloc(sizeof(int) * t->cap);
+        t->attok = mem_alloc(sizeof(int) * t->acap);
+        ok = ok && t->tptr && t->atptr && t->tent && t->atent && t->ttok && t->attok && t->idx && t->val && t->dval && t->aptr && t->aidx && t->aval && t->adval &&
              t->ehat;
     }
     if (!ok) {
@@ -452,11 +465,13 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
         st->mse = sse / ((double)B * D);
         recon_loss = sse / B;
         colsum_add(G->b_dec, t->dxhat, B, D);
-        sae_k_decode_sparse_backward(G->W_dec, t->dval, t->dxhat, t->ptr, t->idx, t->val,
-                                     P->W_dec, B, D);
+        sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, B, S);
+        sae_k_decode_sparse_backward(G->W_dec, t->dval, t->dxhat, t->tptr, t->tent, t->ttok,
+                                     t->val, P->W_dec, S, D);
         for (int64_t e = 0; e < nnz; e++)
             if (!(t->val[e] > 0)) t->dval[e] = 0;
-        sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->ptr, t->idx, t->xc, B, D);
+        sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok,
+                                     t->xc, S, D);
         if (ka) {
             /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
             float ca = (float)(t->c.aux_coef * fmin(1.0, (double)nd / t->kaux));
@@ -468,13 +483,14 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
                 t->ehat[e] = 2.0f * ca / B * d;
             }
             aux_loss = ca * asse / B;
-            sae_k_decode_sparse_backward(G->W_dec, t->adval, t->ehat, t->aptr, t->aidx, t->aval,
-                                         P->W_dec, B, D);
+            sae_k_csr_transpose(t->atptr, t->atent, t->attok, t->aptr, t->aidx, B, S);
+            sae_k_decode_sparse_backward(G->W_dec, t->adval, t->ehat, t->atptr, t->atent,
+                                         t->attok, t->aval, P->W_dec, S, D);
             int64_t an = t->aptr[B];
             for (int64_t e = 0; e < an; e++)
                 if (!(t->aval[e] > 0)) t->adval[e] = 0;
-            sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->adval, t->aptr, t->aidx, t->xc,
-                                         B, D);
+            sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->adval, t->atptr, t->atent,
+                                         t->attok, t->xc, S, D);
         }
     } else {
         float *pre = t->pre, *f = t->fbuf;

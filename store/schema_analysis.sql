@@ -1,4 +1,5 @@
--- schema_analysis.sql - tables written by `saelite analyze` (schema part "analysis", version 1).
+-- schema_analysis.sql - tables written by `saelite analyze` (schema part "analysis", version 2;
+-- version 2 added the two convenience views at the end and the name column to ana_dicts_key).
 --
 -- Created with CREATE TABLE IF NOT EXISTS through store_schema_part(s, "analysis", 1, ...).
 -- Every analysis result hangs off one row of ana_dicts: one analysed dictionary (an SAE from the
@@ -14,7 +15,7 @@ CREATE TABLE IF NOT EXISTS ana_dicts (
     id          INTEGER PRIMARY KEY,
     kind        TEXT NOT NULL CHECK (kind IN ('sae', 'neurons')),
     sae_id      INTEGER,            -- SAE registry id (store_sae.h); NULL for kind 'neurons'
-    name        TEXT NOT NULL,      -- the SAE directory (absolute path), or 'neurons@<hook>'
+    name        TEXT NOT NULL,      -- the SAE directory as given to analyze, or 'neurons@<hook>'
     hook_name   TEXT NOT NULL,      -- TransformerLens hook name, e.g. 'blocks.6.hook_resid_pre'
     d_in        INTEGER NOT NULL,   -- activation width at the hook
     d_sae       INTEGER NOT NULL,   -- number of features (== d_in for 'neurons')
@@ -25,7 +26,9 @@ CREATE TABLE IF NOT EXISTS ana_dicts (
     created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
     seconds     REAL                -- wall time analyze took
 );
-CREATE UNIQUE INDEX IF NOT EXISTS ana_dicts_key ON ana_dicts(kind, ifnull(sae_id, -1), name, hook_name, split);
+-- (dropped and recreated: version 1 databases had it without name)
+DROP INDEX IF EXISTS ana_dicts_key;
+CREATE UNIQUE INDEX ana_dicts_key ON ana_dicts(kind, ifnull(sae_id, -1), name, hook_name, split);
 
 -- Scalar metrics of a dictionary, one row per (dict, name). Names (all REAL):
 --   mse, explained_variance, cosine, l2_ratio, l0, dead_frac, dense_frac  (sae/metrics.h set)
@@ -148,3 +151,16 @@ CREATE TABLE IF NOT EXISTS ana_vocab (
     text     BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS ana_vocab_text ON ana_vocab(text);
+
+-- Convenience views for queries (read-only):
+-- every metric with its dictionary, one row per (dictionary, metric); basis is ana_dicts.kind.
+CREATE VIEW IF NOT EXISTS sae_metrics_view AS
+    SELECT d.id AS dict_id, d.kind AS basis, d.name AS dictionary, d.hook_name, d.split,
+           m.name AS metric, m.value
+    FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id;
+-- per-feature POS alignment (features with at least one tagged top activation).
+CREATE VIEW IF NOT EXISTS feature_pos AS
+    SELECT d.id AS dict_id, d.kind AS basis, d.name AS dictionary, f.feature, f.best_tag,
+           f.best_tag_precision AS best_precision, f.n_active
+    FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id
+    WHERE f.best_tag IS NOT NULL;

@@ -1241,3 +1241,22 @@ int store_run_counts(store *s, int64_t *done, int64_t *running)
     if (!rc) rc = store_query_i64(s, "SELECT count(*) FROM runs WHERE status <> 'done'", running);
     return rc;
 }
+
+int store_count_rows(store *s, const char *table, int64_t *n)
+{
+    *n = -1;
+    for (const char *c = table; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_'))
+            return err_set(ERR_ARG, "bad table name '%s'", table);
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st), exists = r == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+    if (r != SQLITE_ROW) rc = store_sql_error(s, r, "reading the schema");
+    sqlite3_finalize(st);
+    if (rc || !exists) return rc;
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM \"%s\"", table);
+    return store_query_i64(s, sql, n);
+}

@@ -9,6 +9,8 @@
  * (none exist yet). Extension schema parts of other modules are versioned by name
  * (store_schema_part).
  *
+ * Foreign keys are not enforced (PRAGMA foreign_keys stays off: per-row cost); REFERENCES clauses
+ * document the schema, and code that deletes rows deletes dependent rows itself.
  * Durability: writes happen inside store_begin/store_commit transactions; rollback journal
  * (journal_mode=DELETE) with synchronous=NORMAL, so a kill -9 at any moment leaves the last
  * committed state. Page size 65536 for new databases (blob-heavy), 4 MiB page cache. Chosen by
@@ -163,6 +165,8 @@ int store_summary_get(store *s, store_summary *out);
 /* Extension parts recorded (name, version), at most cap. */
 int store_part_list(store *s, char (*names)[64], int *versions, int cap, int *n);
 int store_run_counts(store *s, int64_t *done, int64_t *running);
+/* Rows of a table, or *n = -1 when the table does not exist (e.g. an extension part's). */
+int store_count_rows(store *s, const char *table, int64_t *n);
 
 /* Hash helper (FNV-1a 64) used for checksums; exposed for extract's model checksum. */
 uint64_t store_hash64(uint64_t h, const void *data, size_t n);

@@ -1,5 +1,7 @@
 /* store_ana.h - the analysis tables (store/schema_analysis.sql, schema part "analysis"):
  * writing the results of `saelite analyze` and reading the per-token POS tags it needs.
+ * Version 2 (views sae_metrics_view and feature_pos; ana_dicts_key includes name) upgrades a
+ * version 1 database in place when analyze opens it.
  *
  * Usage: store_ana_init once per open store (creates/checks the tables); inside one
  * store_begin/store_commit transaction: store_ana_writer_open -> store_ana_dict_begin (removes an
@@ -16,7 +18,7 @@
 
 #include "store/store.h"
 
-#define STORE_ANA_VERSION 1
+#define STORE_ANA_VERSION 2
 
 /* Creates (or checks the version of) the analysis tables. */
 int store_ana_init(store *s);

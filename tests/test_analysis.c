@@ -75,7 +75,7 @@ static void test_feat_acc(void)
                 if (j == 0 && s == 3 && t == 7) all[s][t][j] = 100; /* a clear top example */
                 if (j == 1) all[s][t][j] = -all[s][t][j]; /* negatives never count as active */
             }
-    for (int s = 0; s < S; s++) ana_feat_acc_add(a, &all[s][0][0], T, 100 + s);
+    for (int s = 0; s < S; s++) ana_feat_acc_add(a, &all[s][0][0], T, 100 + s, 0);
     CHECK(ana_feat_tokens(a) == S * T);
     for (int j = 0; j < D; j++) {
         int64_t n = 0;
@@ -132,8 +132,8 @@ static void test_feat_acc(void)
     ana_feat_acc *b;
     CHECK(ana_feat_acc_new(&b, 1, 2, 0, edges, 10, 1) == OK);
     float ones[4] = {1, 1, 1, 1};
-    ana_feat_acc_add(b, ones, 4, 9);
-    CHECK(ana_feat_top(b, 0, top) == 2 && top[0].pos == 0 && top[1].pos == 1);
+    ana_feat_acc_add(b, ones, 4, 9, 3); /* positions 3..6 */
+    CHECK(ana_feat_top(b, 0, top) == 2 && top[0].pos == 3 && top[1].pos == 4);
     CHECK(ana_feat_quantiles(b, 0, 3, 2, top, NULL) == 0); /* no reservoir */
     ana_feat_acc_free(b);
     CHECK(ana_feat_acc_new(&b, 0, 2, 0, edges, 10, 1) == ERR_ARG && b == NULL);
@@ -462,9 +462,14 @@ static int build_fixture(const char *root, char *db, char *model_dir, char *sae_
             text[t] = buf[t];
             tags[t] = ids[t] % 3 == 0 ? "NN" : ids[t] % 3 == 1 ? "VB" : NULL;
         }
+        int bos = q % 2; /* odd sequences start with a prepended end-of-text token */
+        if (bos) {
+            ids[0] = E_V - 1;
+            tags[0] = NULL;
+        }
         int64_t doc, seq;
         rc = store_doc_add(s, "synthetic", q, "doc", NULL, NULL, 0, &doc);
-        if (!rc) rc = store_seq_add(s, doc, 0, 0, ids, E_T, &seq, NULL);
+        if (!rc) rc = store_seq_add(s, doc, 0, bos, ids, E_T, &seq, NULL);
         if (!rc) rc = store_tokens_add(s, seq, E_T, ids, text, NULL, NULL, tags);
         if (!rc) rc = gpt2_forward(m, ids, 1, E_T, 0);
         if (!rc) rc = store_act_write(s, h.id, seq, acts, E_T);
@@ -533,10 +538,11 @@ static void test_analyze_e2e(void)
         int T = E_T;
         CHECK(store_act_read(s, h.id, ids[i], x, &T) == OK && T == E_T);
         sae_encode(sm, x, T, f);
-        for (int k = 0; k < T * E_DSAE; k++)
+        int b0 = (int)(i % 2); /* the BOS position is left out of the statistics */
+        for (int k = b0 * E_DSAE; k < T * E_DSAE; k++)
             if (f[k] > 0) {
                 active[k % E_DSAE]++;
-                l0 += 1.0 / (E_SEQS * E_T);
+                l0 += 1.0 / (E_SEQS * E_T - E_SEQS / 2);
                 if (f[k] > maxv[k % E_DSAE]) maxv[k % E_DSAE] = f[k];
             }
     }
@@ -560,6 +566,9 @@ static void test_analyze_e2e(void)
     CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN tokens t ON t.sequence_id = a.seq_id AND t.position = a.pos WHERE a.token != t.token_id") == 0,
           "stored token ids match the store");
     CHECK(q1(db, "SELECT count(*) FROM ana_acts WHERE kind='quantile'") > 0);
+    CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN sequences s ON s.id = a.seq_id WHERE s.bos = 1 AND a.pos = 0") == 0,
+          "BOS positions are not in the statistics");
+    CHECK(q1(db, "SELECT n_tokens FROM ana_dicts WHERE kind = 'neurons'") == E_SEQS * E_T - E_SEQS / 2);
     CHECK(q1(db, "SELECT count(*) FROM ana_geometry g JOIN ana_dicts d ON d.id = g.dict_id WHERE kind='sae' AND source='decoder'") == 90);
     CHECK(q1(db, "SELECT sum(count) FROM ana_geometry g JOIN ana_dicts d ON d.id = g.dict_id WHERE kind='sae' AND source='random'") == E_DSAE * (E_DSAE - 1) / 2);
     CHECK(q1(db, "SELECT sum(count) FROM ana_geometry g JOIN ana_dicts d ON d.id = g.dict_id WHERE kind='neurons' AND source='decoder' AND lo_deg <= 90 AND hi_deg > 90") == E_C * (E_C - 1) / 2,
@@ -602,9 +611,23 @@ static void test_analyze_e2e(void)
           "--no-model: no downstream metrics");
     snprintf(args, sizeof args, "analyze --db %s --sae %s --neurons --all --ce-seqs 8 --top 5", db, sae);
     CHECK(run_cli(args, logp) == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 3, "rerun replaces");
+    /* --all-acts stores every non-zero: as many rows as the features' n_active add up to */
+    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model --hook blocks.0.hook_resid_post --all-acts", db, bad_sae);
+    CHECK(run_cli(args, logp) == 0, "--all-acts run");
+    CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN ana_dicts d ON d.id = a.dict_id WHERE d.name LIKE '%/sae_nohook' AND a.kind = 'all'") ==
+          q1(db, "SELECT sum(n_active) FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE d.name LIKE '%/sae_nohook'"),
+          "--all-acts rows = sum of n_active");
+    CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN ana_dicts d ON d.id = a.dict_id WHERE d.name LIKE '%/sae_nohook' AND a.kind = 'all' AND a.value <= 0") == 0);
+    CHECK(q1(db, "SELECT count(*) FROM sae_metrics_view WHERE basis = 'sae' AND metric = 'l0'") == 2,
+          "the metrics view lists both SAEs");
+    CHECK(q1(db, "SELECT count(*) FROM feature_pos WHERE basis = 'neurons'") ==
+          q1(db, "SELECT count(*) FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE d.kind = 'neurons' AND best_tag IS NOT NULL"));
     snprintf(args, sizeof args, "analyze --db %s --sae %s/missing --all", db, root);
     CHECK(run_cli(args, logp) == 1, "missing SAE refused");
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a missing SAE modified nothing");
+    snprintf(args, sizeof args, "analyze --db %s --neurons --hook blocks.0.hook_resid_post --all --no-model --keep-bos", db);
+    CHECK(run_cli(args, logp) == 0 && q1(db, "SELECT n_tokens FROM ana_dicts WHERE kind = 'neurons'") == E_SEQS * E_T,
+          "--keep-bos counts every position");
     snprintf(args, sizeof args, "rm -rf %s", root);
     if (!harness_fail && !getenv("SAELITE_KEEP")) CHECK(system(args) == 0);
 }

@@ -12,7 +12,7 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 check() { if eval "$1"; then ok; else bad "$2"; fi; }
 T=$(mktemp -d /tmp/saelite_test_extract.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap 'umount "$T/small" 2>/dev/null; rm -rf "$T"' EXIT
 
 # ---- import / export / info ----------------------------------------------------------------
 $PY - "$T" <<'PY'

@@ -110,7 +110,11 @@ static void test_decode_sparse(void)
     fill_normal(R, B * D, &r, 1);
     memset(dW, 0, sizeof dW);
     memset(dWw, 0, sizeof dWw);
-    sae_k_decode_sparse_backward(dW, dval, R, ptr, idx, val, W, B, D);
+    int64_t tptr[S + 1], tent[B * K];
+    int ttok[B * K];
+    sae_k_csr_transpose(tptr, tent, ttok, ptr, idx, B, S);
+    CHECK(tptr[S] == B * K);
+    sae_k_decode_sparse_backward(dW, dval, R, tptr, tent, ttok, val, W, S, D);
     for (int b = 0; b < B; b++)
         for (int e = 0; e < K; e++) {
             int j = idx[b * K + e];

@@ -220,6 +220,10 @@ static void test_versions(void)
     CHECK(store_schema_part(s, "sae", 2, "CREATE TABLE IF NOT EXISTS saes (id INTEGER PRIMARY KEY); "
                                          "CREATE TABLE IF NOT EXISTS sae_log (x)") == OK, "%s", err_msg());
     CHECK(store_schema_part(s, "sae", 1, "SELECT 1") == ERR_VERSION, "older code refuses newer part");
+    int64_t cnt = 0;
+    CHECK(store_count_rows(s, "saes", &cnt) == OK && cnt == 0);
+    CHECK(store_count_rows(s, "no_such_table", &cnt) == OK && cnt == -1);
+    CHECK(store_count_rows(s, "x; DROP TABLE models", &cnt) == ERR_ARG);
     CHECK(store_schema_part(s, "bad", 1, "CREATE TABLE nonsense (") == ERR_SQL);
     int64_t v;
     CHECK(store_query_i64(s, "SELECT count(*) FROM schema_parts WHERE name = 'bad'", &v) == OK && v == 0);

@@ -15,6 +15,7 @@ static sup_model *train(int n, int m, double S, double r, int steps)
     c.sparsity = S;
     c.importance_decay = r;
     c.steps = steps;
+    c.batch = 512; /* half the paper's batch keeps the test fast; same asserted geometry */
     c.instances = n <= 5 ? 8 : 1; /* best of several: tiny models have local minima */
     c.seed = 0;
     sup_model *s = NULL;
@@ -34,7 +35,7 @@ static int cmp_double(const void *a, const void *b)
  * loss, hence the best of 8); at S=0.9 all five form a pentagon. */
 static void test_five_in_two(void)
 {
-    sup_model *s = train(5, 2, 0.0, 0.9, 4000);
+    sup_model *s = train(5, 2, 0.0, 0.9, 3000);
     if (!s) return;
     sup_feature f[5];
     sup_features(s, f);
@@ -47,7 +48,7 @@ static void test_five_in_two(void)
     CHECK_NEAR(sup_dims_per_feature(s), 1.0, 0.05);
     sup_model_free(s);
 
-    s = train(5, 2, 0.8, 0.9, 4000);
+    s = train(5, 2, 0.8, 0.9, 3000);
     if (!s) return;
     sup_features(s, f);
     CHECK(sup_represented(s) == 4, "S=0.8: %d represented, want 4 (antipodal pairs)",
@@ -58,7 +59,7 @@ static void test_five_in_two(void)
                   f[i].dimensionality);
     sup_model_free(s);
 
-    s = train(5, 2, 0.9, 0.9, 4000);
+    s = train(5, 2, 0.9, 0.9, 3000);
     if (!s) return;
     sup_features(s, f);
     CHECK(sup_represented(s) == 5, "S=0.9: %d represented, want 5", sup_represented(s));
@@ -80,7 +81,7 @@ static void test_five_in_two(void)
 /* n=2, m=1: sparse features share the one dimension as an antipodal pair. */
 static void test_antipodal(void)
 {
-    sup_model *s = train(2, 1, 0.9, 0.9, 4000);
+    sup_model *s = train(2, 1, 0.9, 0.9, 3000);
     if (!s) return;
     sup_feature f[2];
     sup_features(s, f);
