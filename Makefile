@@ -103,7 +103,7 @@ build/asan/saelite-asan: $(CLI_OBJ) $(BUILD)/libsaelite.a
 
 asan-run: $(TEST_BIN)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	    SAELITE_BIN=build/asan/saelite-asan tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
 
 data:
