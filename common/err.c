@@ -20,23 +20,50 @@ static const char *const err_names[ERR__COUNT] = {
     [ERR_VERSION] = "unsupported version",
 };
 
+/* Copy src into dst (capacity cap) with control characters escaped, so a message quoting a
+ * name read from a file (a tensor name with a newline, say) stays one line and cannot forge
+ * log lines. Backslashes are kept as they are: paths stay readable. */
+static void escape_into(char *dst, size_t cap, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+        char e[5];
+        size_t k = 0;
+        if (*p == '\n') { e[0] = '\\'; e[1] = 'n'; k = 2; }
+        else if (*p == '\r') { e[0] = '\\'; e[1] = 'r'; k = 2; }
+        else if (*p == '\t') { e[0] = '\\'; e[1] = 't'; k = 2; }
+        else if (*p < 0x20 || *p == 0x7f) {
+            e[0] = '\\'; e[1] = 'x'; e[2] = hex[*p >> 4]; e[3] = hex[*p & 15]; k = 4;
+        } else { e[0] = (char)*p; k = 1; }
+        if (o + k >= cap) break; /* truncate, never split an escape */
+        memcpy(dst + o, e, k);
+        o += k;
+    }
+    dst[o] = 0;
+}
+
 int err_set(int code, const char *fmt, ...)
 {
+    char raw[sizeof err_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    escape_into(err_buf, sizeof err_buf, raw);
     return code;
 }
 
 int err_wrap(int code, const char *fmt, ...)
 {
-    char old[sizeof err_buf], prefix[512];
+    /* the old message is already escaped; only the new prefix needs it */
+    char old[sizeof err_buf], raw[512], prefix[512];
     va_list ap;
     memcpy(old, err_buf, sizeof old);
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    escape_into(prefix, sizeof prefix, raw);
     snprintf(err_buf, sizeof err_buf, "%s: %s", prefix, old[0] ? old : err_str(code));
     return code;
 }

@@ -25,7 +25,9 @@ enum err_code {
     ERR__COUNT
 };
 
-/* Record a printf-style message and return code. Message is truncated to 1 KiB. */
+/* Record a printf-style message and return code. Message is truncated to 1 KiB. Control
+ * characters (< 0x20, 0x7f) in the formatted text are escaped (\n, \r, \t, \xHH), so a message
+ * quoting a name read from a file stays one line; err_wrap escapes its prefix likewise. */
 int err_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prepend context to the current message ("loading X: <old message>"), return code. */
 int err_wrap(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -116,12 +117,26 @@ static int elem_size(enum npy_kind k)
 
 static int npy_load(const char *path, void **out, int want_float, int *ndim, int64_t *shape)
 {
-    FILE *f;
-    enum npy_kind kind;
-    int64_t n;
+    FILE *f = NULL;
+    enum npy_kind kind = NPY_F4;
+    int64_t n = 0;
     int rc = npy_open(path, &f, &kind, ndim, shape, &n);
     if (rc) return rc;
     size_t es = (size_t)elem_size(kind);
+    /* The header's shape is untrusted: check it against the bytes actually left in the file
+     * before allocating, so a tiny file claiming billions of elements says "truncated". */
+    struct stat st;
+    long pos = ftell(f);
+    if (pos >= 0 && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+        int64_t left = (int64_t)st.st_size - pos;
+        if (left < 0 || n > left / (int64_t)es) {
+            fclose(f);
+            return err_set(ERR_FORMAT,
+                           "%s: truncated .npy data (header says %lld elements of %zu bytes, file "
+                           "has %lld bytes of data)",
+                           path, (long long)n, es, (long long)(left < 0 ? 0 : left));
+        }
+    }
     unsigned char *raw = mem_alloc((size_t)n * es);
     void *res = mem_alloc((size_t)n * (want_float ? 4 : 8));
     if (!raw || !res) { rc = err_set(ERR_NOMEM, "%s: out of memory for %lld elements", path, (long long)n); goto out; }
@@ -144,6 +159,8 @@ static int npy_load(const char *path, void **out, int want_float, int *ndim, int
         else {
             if (kind != NPY_I4 && kind != NPY_I8) {
                 if (v != floor(v) || !isfinite(v)) { rc = err_set(ERR_FORMAT, "%s: element %lld is not an integer", path, (long long)i); goto out; }
+                /* casting a double outside the int64 range is undefined behaviour */
+                if (!(fabs(v) < 9.2e18)) { rc = err_set(ERR_FORMAT, "%s: element %lld (%g) is outside the int64 range", path, (long long)i, v); goto out; }
                 iv = (int64_t)v;
             }
             ((int64_t *)res)[i] = iv;

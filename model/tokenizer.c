@@ -350,8 +350,10 @@ static int load_vocab(tok_tokenizer *t, const char *path, const int *inv, strmap
     {
         if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e7 ||
             e->valuedouble != (double)(int)e->valuedouble) {
+            /* e->string belongs to root: format the message before freeing it */
+            rc = err_set(ERR_FORMAT, "%s: token '%.40s' has no valid integer id", path, e->string);
             cJSON_Delete(root);
-            return err_set(ERR_FORMAT, "%s: token '%.40s' has no valid integer id", path, e->string);
+            return rc;
         }
         if (e->valueint > maxid) maxid = e->valueint;
         bytes += strlen(e->string);

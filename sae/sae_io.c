@@ -179,8 +179,10 @@ int sae_load(sae_model **out, const char *dir)
     }
     sae_arch ar;
     if (sae_arch_parse(arch, &ar)) {
+        /* arch points into root: format the message before freeing it */
+        rc = err_set(ERR_FORMAT, "%s: unsupported architecture '%s'", path, arch);
         cJSON_Delete(root);
-        return err_set(ERR_FORMAT, "%s: unsupported architecture '%s'", path, arch);
+        return rc;
     }
     c.arch = ar;
     rc = get_int(root, "d_in", path, &c.d_in);

@@ -46,7 +46,7 @@ static int stream_next(store_src *m, float *dst)
             continue;
         }
         m->seq_pos = 0;
-        if (m->skip_bos && bsearch(&sid, m->bos, m->nbos, sizeof *m->bos, cmp_i64)) m->seq_pos = 1;
+        if (m->skip_bos && m->nbos && bsearch(&sid, m->bos, m->nbos, sizeof *m->bos, cmp_i64)) m->seq_pos = 1;
     }
     memcpy(dst, m->seq + (int64_t)m->seq_pos * m->width, sizeof(float) * m->width);
     m->seq_pos++;

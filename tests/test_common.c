@@ -18,6 +18,26 @@ static void test_err(void)
     CHECK(!strcmp(err_msg(), "loading model: open x.db: No such file"), "%s", err_msg());
     CHECK(!strcmp(err_str(ERR_SQL), "database error"));
     CHECK(!strcmp(err_str(999), "unknown error"));
+    /* control characters from file contents are escaped: every message stays one line (finding 3) */
+    err_set(ERR_FORMAT, "f: tensor '%s' bad", "a\nb\rc\td\x01" "e\x7f\x1b");
+    CHECK(!strcmp(err_msg(), "f: tensor 'a\\nb\\rc\\td\\x01e\\x7f\\x1b' bad"), "%s", err_msg());
+    err_wrap(ERR_FORMAT, "loading %s", "x\ny");
+    CHECK(!strcmp(err_msg(), "loading x\\ny: f: tensor 'a\\nb\\rc\\td\\x01e\\x7f\\x1b' bad"), "%s",
+          err_msg());
+    /* re-setting a message from err_msg() does not escape twice; UTF-8 and backslashes pass */
+    char copy[1100];
+    snprintf(copy, sizeof copy, "%s", err_msg());
+    err_set(ERR_FORMAT, "%s", copy);
+    CHECK(!strcmp(err_msg(), copy), "%s", err_msg());
+    err_set(ERR_FORMAT, "C:\\dir \xc3\xa9");
+    CHECK(!strcmp(err_msg(), "C:\\dir \xc3\xa9"), "%s", err_msg());
+    /* a long message of newlines is truncated without splitting an escape */
+    char many[1500];
+    memset(many, '\n', sizeof many - 1);
+    many[sizeof many - 1] = 0;
+    err_set(ERR_FORMAT, "%s", many);
+    size_t ml = strlen(err_msg());
+    CHECK(ml > 1000 && ml < 1024 && ml % 2 == 0 && !strchr(err_msg(), '\n'), "%zu", ml);
 }
 
 static void test_mem(void)
@@ -32,6 +52,17 @@ static void test_mem(void)
     void *p = mem_alloc_aligned(100);
     CHECK(p && ((uintptr_t)p % 64) == 0);
     mem_free_aligned(p);
+}
+
+/* A version-1 .npy header around dict (for hand-made malformed files). */
+static void put_npy_header(FILE *f, const char *dict)
+{
+    size_t n = strlen(dict) + 1;
+    fwrite("\x93NUMPY\x01\x00", 1, 8, f);
+    fputc((int)(n & 255), f);
+    fputc((int)(n >> 8), f);
+    fputs(dict, f);
+    fputc('\n', f);
 }
 
 static void test_npy(void)
@@ -75,6 +106,25 @@ static void test_npy(void)
     CHECK(npy_read(path, &y, &nd, got_shape) == ERR_FORMAT);
     CHECK(strstr(err_msg(), path) != NULL, "message names the file: %s", err_msg());
     CHECK(npy_read("/nonexistent/x.npy", &y, &nd, got_shape) == ERR_IO);
+    /* a header claiming 1.8e9 doubles in a tiny file: "truncated" before any data allocation
+     * (finding 2: it used to allocate 2 x 14 GB first) */
+    f = fopen(path, "wb");
+    put_npy_header(f, "{'descr': '<f8', 'fortran_order': False, 'shape': (1800000000,), }");
+    fputs("12345678", f);
+    fclose(f);
+    mem_fail_at(0);
+    int64_t *li = NULL;
+    CHECK(npy_read_i64(path, &li, &nd, got_shape) == ERR_FORMAT && strstr(err_msg(), "truncated") &&
+          strstr(err_msg(), path), "%s", err_msg());
+    CHECK(mem_alloc_count() == 1, "only the header is allocated, got %ld", mem_alloc_count());
+    /* a float element outside the int64 range is refused, not cast (finding 1: UB) */
+    double big[2] = {3, 1e30};
+    f = fopen(path, "wb");
+    put_npy_header(f, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }");
+    fwrite(big, 8, 2, f);
+    fclose(f);
+    CHECK(npy_read_i64(path, &li, &nd, got_shape) == ERR_FORMAT && strstr(err_msg(), "int64 range"),
+          "%s", err_msg());
     unlink(path);
 }
 

@@ -494,6 +494,12 @@ static void test_load_errors(void)
     fclose(fp);
     CHECK(sae_load(&m, dir) != OK && strstr(err_msg(), "sae_weights.safetensors"), "%s", err_msg());
     CHECK(m == NULL);
+    /* the message quotes the architecture (was read after freeing the JSON, finding B) */
+    fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    fputs("{\"architecture\":\"foo\",\"d_in\":4,\"d_sae\":8}", fp);
+    fclose(fp);
+    CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "unsupported architecture 'foo'"),
+          "%s", err_msg());
 }
 
 static void test_metrics(void)

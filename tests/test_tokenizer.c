@@ -301,6 +301,11 @@ static void test_load_errors(void)
     CHECK(tok_load(&t, dir) == ERR_FORMAT && strstr(err_msg(), "vocab.bpe:3"), "%s", err_msg());
     spit(p, "#version: 0.2\na b c\n", 20);
     CHECK(tok_load(&t, dir) == ERR_FORMAT && strstr(err_msg(), "vocab.bpe:2"), "%s", err_msg());
+    /* an invalid id: the message quotes the token (was read after freeing the JSON, finding A) */
+    snprintf(p, sizeof p, "%s/encoder.json", dir);
+    spit(p, "{\"a\": 1, \"bq\": -1}", 18);
+    CHECK(tok_load(&t, dir) == ERR_FORMAT && strstr(err_msg(), "token 'bq' has no valid integer id"),
+          "%s", err_msg());
 }
 
 static int train_file(const char *path, int vocab, long min_freq, bpe_merge **m, size_t *nm)
