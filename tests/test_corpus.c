@@ -135,7 +135,7 @@ static void test_tags(void)
 
 static void test_brown_small(void)
 {
-    char dir[512], out[512];
+    char dir[512], out[512], p2[600];
     snprintf(dir, sizeof dir, "%s/brown", tmpdir);
     snprintf(out, sizeof out, "%s/brown-out", tmpdir);
     mkdir(dir, 0777);
@@ -181,6 +181,40 @@ static void test_brown_small(void)
     write_tmp("brown/cx02", "\n\tHa/uh nontag !/.\n");
     rc = corpus_brown_convert(dir, out, &st);
     CHECK(rc == ERR_FORMAT && strstr(err_msg(), "cx02:2") != NULL, "msg '%s'", err_msg());
+
+    /* a word starting with a NUL byte used to become an empty span the reader refuses (finding
+     * D): now an error naming file:line, and the new output directory is not created */
+    char nout[600], deep[700], probe[800];
+    snprintf(nout, sizeof nout, "%s/brown-new", tmpdir);
+    snprintf(p2, sizeof p2, "%s/brown/cx02", tmpdir);
+    FILE *f = fopen(p2, "wb");
+    static const char nulsrc[] = "\n\tHa/uh\n \0x/nn !/.\n";
+    fwrite(nulsrc, 1, sizeof nulsrc - 1, f);
+    fclose(f);
+    rc = corpus_brown_convert(dir, nout, &st);
+    CHECK(rc == ERR_FORMAT && strstr(err_msg(), "cx02:3: NUL byte"), "msg '%s'", err_msg());
+    CHECK(access(nout, F_OK) != 0, "failed conversion left %s behind", nout);
+    /* -o with missing parents works (mkdir -p) */
+    write_tmp("brown/cx02", "\n\tHa/uh !/.\n");
+    snprintf(deep, sizeof deep, "%s/a/b/c", nout);
+    rc = corpus_brown_convert(dir, deep, &st);
+    snprintf(probe, sizeof probe, "%s/brown.tags.jsonl", deep);
+    CHECK(rc == 0 && access(probe, R_OK) == 0, "deep -o: %s", err_msg());
+    /* a directory under a regular file cannot be created: an error, nothing left behind */
+    snprintf(deep, sizeof deep, "%s/a/b/c/brown.txt/sub/dir", nout);
+    rc = corpus_brown_convert(dir, deep, &st);
+    CHECK(rc == ERR_IO && strstr(err_msg(), "cannot create directory"), "msg '%s'", err_msg());
+    /* a failing write removes the outputs this run already renamed into place */
+    snprintf(probe, sizeof probe, "%s/a/brown.jsonl", nout);
+    mkdir(probe, 0777);
+    snprintf(probe, sizeof probe, "%s/a/brown.jsonl/keep", nout);
+    f = fopen(probe, "w");
+    if (f) fclose(f);
+    snprintf(deep, sizeof deep, "%s/a", nout);
+    rc = corpus_brown_convert(dir, deep, &st);
+    snprintf(probe, sizeof probe, "%s/a/brown.txt", nout);
+    CHECK(rc == ERR_IO && strstr(err_msg(), "brown.jsonl"), "msg '%s'", err_msg());
+    CHECK(access(probe, F_OK) != 0, "brown.txt written before the failure was not removed");
 }
 
 /* The real corpus, when `make data` has run: every tag span is in bounds and ascending. */
