@@ -99,7 +99,7 @@ static int load_shared(shared *sh, const opts *o)
     char (*tags)[16] = mem_alloc((size_t)sh->hook.seq_len * sizeof *tags);
     if (!sh->off || !sh->tok || !sh->tag || !sh->tag_names || !sh->bos || !tags) {
         mem_free(tags);
-        return err_set(ERR_NOMEM, "analyze: out of memory for %zu sequences", sh->nseq);
+        return err_set(ERR_NOMEM, "out of memory for %zu sequences", sh->nseq);
     }
     int64_t n = 0;
     for (size_t i = 0; i < sh->nseq && !rc; i++) {
@@ -180,7 +180,7 @@ static int splice_hook(const tensor_view *t, void *user)
     int64_t numel = tensor_numel(t);
     int rows = (int)(numel / d_in);
     if (numel % d_in || rows > sp->cap_rows) {
-        sp->rc = err_set(ERR_SHAPE, "analyze: hook %s gives %lld values, not rows of %d", t->name,
+        sp->rc = err_set(ERR_SHAPE, "hook %s gives %lld values, not rows of %d", t->name,
                          (long long)numel, d_in);
         return 1;
     }
@@ -217,7 +217,7 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
     sp.f = mem_alloc((size_t)T_max * d->d_sae * sizeof *sp.f);
     sp.xhat = mem_alloc((size_t)T_max * d->d_in * sizeof *sp.xhat);
     int rc = OK;
-    if (!targets || !clean || !probs || !lse || !sp.f || !sp.xhat) rc = err_set(ERR_NOMEM, "analyze: out of memory for logits");
+    if (!targets || !clean || !probs || !lse || !sp.f || !sp.xhat) rc = err_set(ERR_NOMEM, "out of memory for logits");
     double sums[4] = {0}, kls[3] = {0};
     progress pr;
     progress_begin(&pr, "downstream", (double)nuse, "seq");
@@ -249,12 +249,12 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
                                              lg + (size_t)t * V, V);
         }
         out->n += T - 1;
-        if (cli_interrupted()) rc = err_set(ERR_ABORTED, "analyze: interrupted");
+        if (cli_interrupted()) rc = err_set(ERR_ABORTED, "interrupted");
         progress_update(&pr, (double)(i + 1), NULL);
     }
     progress_end(&pr);
     gpt2_hook_clear(m);
-    if (!rc && out->n == 0) rc = err_set(ERR_ARG, "analyze: no sequence has 2 or more tokens for the loss");
+    if (!rc && out->n == 0) rc = err_set(ERR_ARG, "no sequence has 2 or more tokens for the loss");
     if (!rc) {
         double n = (double)out->n;
         out->ce_clean = sums[0] / n;
@@ -337,7 +337,7 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
     int have_ds = 0, tx = 0;
     if (!edges || !x || !xhat || !f || !geo || !geo_rand || !nearest || !ncos || !rnear || !rcos ||
         !best_tag || !best_prec || !tag_counts || !acts || !ivl || !tags || !lidx || !lval) {
-        rc = err_set(ERR_NOMEM, "analyze: out of memory for %d features", D);
+        rc = err_set(ERR_NOMEM, "out of memory for %d features", D);
         goto done;
     }
     if ((rc = ana_log_edges(edges, o->nbins, o->hist_lo, o->hist_hi))) goto done;
@@ -357,7 +357,7 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
         int b0 = sh->bos[i] && !o->keep_bos && T > 0;
         sae_metrics_add(&rec, x + (size_t)b0 * d_in, xhat + (size_t)b0 * d_in, f + (size_t)b0 * D, T - b0);
         ana_feat_acc_add(acc, f + (size_t)b0 * D, T - b0, sh->seq[i], b0);
-        if (cli_interrupted()) rc = err_set(ERR_ABORTED, "analyze: interrupted");
+        if (cli_interrupted()) rc = err_set(ERR_ABORTED, "interrupted");
         progress_update(&pr, (double)(i + 1), NULL);
     }
     progress_end(&pr);
@@ -375,7 +375,7 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
     if ((rc = ana_geometry(d->W_dec, D, d_in, o->geom_bins, geo, nearest, ncos))) goto done;
     {
         float *R = mem_alloc((size_t)D * d_in * sizeof *R);
-        if (!R) rc = err_set(ERR_NOMEM, "analyze: out of memory for random directions");
+        if (!R) rc = err_set(ERR_NOMEM, "out of memory for random directions");
         if (!rc) rc = ana_random_unit(R, D, d_in, 0xd1ec7u);
         if (!rc) rc = ana_geometry(R, D, d_in, o->geom_bins, geo_rand, rnear, rcos);
         mem_free(R);
@@ -469,7 +469,7 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
                         rc = store_ana_act(w, id, j, "all", -1, -1, sh->seq[i], t,
                                            sh->tok[sh->off[i] + t], v);
                 }
-            if (!rc && cli_interrupted()) rc = err_set(ERR_ABORTED, "analyze: interrupted");
+            if (!rc && cli_interrupted()) rc = err_set(ERR_ABORTED, "interrupted");
             progress_update(&pr, (double)(i + 1), NULL);
         }
         progress_end(&pr);
@@ -508,7 +508,7 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
         if (logit_ok && WU && gamma) {
             int V = cfg->vocab_size, blk = 128, k = o->logit_k < V ? o->logit_k : V;
             logits = mem_alloc((size_t)blk * V * sizeof *logits);
-            if (!logits) rc = err_set(ERR_NOMEM, "analyze: out of memory for logit effects");
+            if (!logits) rc = err_set(ERR_NOMEM, "out of memory for logit effects");
             for (int j0 = 0; j0 < D && !rc; j0 += blk) {
                 int nb = D - j0 < blk ? D - j0 : blk;
                 rc = ana_logit_effects(logits, d->W_dec + (size_t)j0 * d_in, nb, d_in, proj,
@@ -709,13 +709,14 @@ int cmd_analyze(int argc, char **argv)
         goto out;
     }
     if ((rc = store_open(&sh.s, o.db, 0))) goto out;
-    if ((rc = store_ana_init(sh.s))) goto out;
     if ((rc = store_hook_find(sh.s, hook, &sh.hook))) goto out;
     if (sd.sae && sd.d_in != sh.hook.width) {
         rc = err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",
                      o.sae_dir, sd.d_in, o.db, sh.hook.width, hook);
         goto out;
     }
+    /* only once the SAE fits the database: a failing analyze leaves the database untouched */
+    if ((rc = store_ana_init(sh.s))) goto out;
     if ((rc = load_shared(&sh, &o))) goto out;
     if (!o.no_model && (rc = open_model(&sh, &o))) goto out;
     if (o.tok_dir) {
@@ -730,7 +731,7 @@ int cmd_analyze(int argc, char **argv)
         snprintf(nd.name, sizeof nd.name, "neurons@%s", sh.hook.name);
         nd.W_dec = mem_calloc((size_t)nd.d_in * nd.d_in, sizeof *nd.W_dec);
         if (!nd.W_dec) {
-            rc = err_set(ERR_NOMEM, "analyze: out of memory for the identity dictionary");
+            rc = err_set(ERR_NOMEM, "out of memory for the identity dictionary");
             goto out;
         }
         for (int i = 0; i < nd.d_in; i++) nd.W_dec[(size_t)i * nd.d_in + i] = 1;

@@ -1,5 +1,6 @@
 /* cmd_sae_eval.c - `saelite sae-eval`: ground-truth recovery and reconstruction metrics. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +14,22 @@
 CLI_COMMAND(sae_eval, "Evaluate an SAE: ground-truth MMCS and/or reconstruction metrics",
             "saelite sae-eval --sae DIR [--ground-truth TRUE.npy] [--npy ACTS.npy] "
             "[--max-tokens N]")
+
+/* A [rows, D] float array whose first n rows are finite (NaN/Inf would only print 'mse nan'). */
+static int check_array(const char *path, const char *rows, const float *x, int nd,
+                       const int64_t *sh, int D, int64_t n)
+{
+    if (nd != 2)
+        return err_set(ERR_SHAPE, "%s: expected a 2-D array [%s, %d], got %d dims", path, rows, D, nd);
+    if (sh[1] != D)
+        return err_set(ERR_SHAPE, "%s: expected [%s, %d], got [%lld, %lld] (the SAE's d_in is %d)",
+                       path, rows, D, (long long)sh[0], (long long)sh[1], D);
+    for (int64_t i = 0; i < n * D; i++)
+        if (!isfinite(x[i]))
+            return err_set(ERR_FORMAT, "%s: non-finite value (%g) at row %lld, column %lld", path,
+                           (double)x[i], (long long)(i / D), (long long)(i % D));
+    return OK;
+}
 
 int cmd_sae_eval(int argc, char **argv)
 {
@@ -43,8 +60,7 @@ int cmd_sae_eval(int argc, char **argv)
     printf("\n");
     if (truth) {
         rc = npy_read(truth, &data, &nd, sh);
-        if (!rc && (nd != 2 || sh[1] != D))
-            rc = err_set(ERR_SHAPE, "%s: expected [features, %d], got %d dims", truth, D, nd);
+        if (!rc) rc = check_array(truth, "features", data, nd, sh, D, sh[0]);
         double mm, rec;
         if (!rc) rc = sae_mmcs(data, (int)sh[0], m->W_dec, S, D, thr, &mm, &rec, NULL);
         if (!rc)
@@ -55,10 +71,9 @@ int cmd_sae_eval(int argc, char **argv)
     }
     if (!rc && acts) {
         rc = npy_read(acts, &data, &nd, sh);
-        if (!rc && (nd != 2 || sh[1] != D))
-            rc = err_set(ERR_SHAPE, "%s: expected [tokens, %d], got %d dims", acts, D, nd);
-        int64_t n = !rc ? sh[0] : 0;
+        int64_t n = !rc && nd == 2 ? sh[0] : 0;
         if (max_tokens > 0 && n > max_tokens) n = max_tokens;
+        if (!rc) rc = check_array(acts, "tokens", data, nd, sh, D, n);
         sae_metrics acc;
         memset(&acc, 0, sizeof acc);
         enum { CH = 512 };
@@ -67,7 +82,7 @@ int cmd_sae_eval(int argc, char **argv)
         if (!rc) {
             f = mem_alloc(sizeof(float) * (size_t)CH * S);
             xh = mem_alloc(sizeof(float) * (size_t)CH * D);
-            if (!f || !xh) rc = err_set(ERR_NOMEM, "sae-eval: out of memory");
+            if (!f || !xh) rc = err_set(ERR_NOMEM, "out of memory");
         }
         for (int64_t r0 = 0; !rc && r0 < n; r0 += CH) {
             int nb = n - r0 < CH ? (int)(n - r0) : CH;

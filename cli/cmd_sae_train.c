@@ -58,7 +58,7 @@ int cmd_sae_train(int argc, char **argv)
     const char *hook = "", *model = "", *truth_out = NULL;
     int keep_bos = 0, synth = 0, d_sae = 0, k = 32, k_aux = 0, batch = 4096, resume = 0, no_norm = 0;
     int ckpt_every = 0, log_every = 0, context = 0, syn_d = 256, syn_f = 512;
-    double max_norm = 0, jr_bw = 0, jr_th = 0, expansion = 8, l1 = 0, lr = 0, aux_coef = 1.0 / 32, val_frac = 0.05, syn_active = 5;
+    double max_norm = 0, jr_bw = 0, jr_th = 0, expansion = 8, l1 = 0, lr = NAN, aux_coef = 1.0 / 32, val_frac = 0.05, syn_active = 5;
     int64_t shuffle_tokens = 65536, max_steps = 0, tokens = 10000000, seed = 42, dead_window = 0, eval_tokens = 65536, syn_seed = 1;
     arg_spec spec[] = {
         {"--db", ARG_STR, &db, "store with the activations of --hook"},
@@ -121,6 +121,15 @@ int cmd_sae_train(int argc, char **argv)
     if (val_frac < 0 || val_frac >= 1) return cli_usage_error(cmd, "--val-frac must be in [0,1)");
     if (batch < 1 || tokens < 1 || k < 1 || expansion <= 0 || eval_tokens < 0)
         return cli_usage_error(cmd, "--batch, --tokens, --k, --expansion must be positive");
+    /* lr starts as NaN = "not given" (args_parse refuses NaN): a given rate must be positive */
+    if (!isnan(lr) && !(lr > 0)) return cli_usage_error(cmd, "--lr must be positive, got %g", lr);
+    if (d_sae < 0 || k_aux < 0 || shuffle_tokens < 1 || syn_d < 1 || syn_f < 1 || !(syn_active > 0) ||
+        ckpt_every < 0 || log_every < 0 || max_steps < 0 || dead_window < 0 || context < 0)
+        return cli_usage_error(cmd, "--d-sae, --k-aux, --shuffle-buffer, --synth-d, --synth-features, "
+                                    "--synth-active must be positive; --checkpoint-every, "
+                                    "--log-every, --max-steps, --dead-window, --context-size >= 0");
+    if (l1 < 0 || aux_coef < 0 || jr_bw < 0 || jr_th < 0)
+        return cli_usage_error(cmd, "--l1, --aux-coef, --jr-bandwidth, --jr-threshold must be >= 0");
 
     /* data */
     sae_source *src = NULL, *val = NULL;
@@ -205,7 +214,7 @@ int cmd_sae_train(int argc, char **argv)
     c.k_aux = k_aux;
     c.aux_coef = aux_coef;
     c.l1 = l1;
-    c.lr = lr;
+    c.lr = isnan(lr) ? 0 : lr; /* 0: the trainer's default */
     c.batch = batch;
     c.total_tokens = tokens;
     c.seed = (uint64_t)seed;

@@ -169,15 +169,15 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     *out = NULL;
     sae_train_config c = *cin;
     if (c.d_in <= 0 || c.d_sae <= 0 || c.batch <= 0)
-        return err_set(ERR_ARG, "sae-train: d_in %d, d_sae %d and batch %d must be positive",
+        return err_set(ERR_ARG, "d_in %d, d_sae %d and batch %d must be positive",
                        c.d_in, c.d_sae, c.batch);
     if (is_sparse(c.arch) && (c.k <= 0 || c.k > c.d_sae))
-        return err_set(ERR_ARG, "sae-train: k %d must be in 1..d_sae (%d)", c.k, c.d_sae);
+        return err_set(ERR_ARG, "k %d must be in 1..d_sae (%d)", c.k, c.d_sae);
     if (c.total_tokens < c.batch)
-        return err_set(ERR_ARG, "sae-train: --tokens %lld is less than one batch (%d)",
+        return err_set(ERR_ARG, "--tokens %lld is less than one batch (%d)",
                        (long long)c.total_tokens, c.batch);
     if ((c.arch == SAE_RELU || c.arch == SAE_JUMPRELU) && (int64_t)c.batch * c.d_sae > (1LL << 31))
-        return err_set(ERR_ARG, "sae-train: batch x d_sae too large for the dense %s path",
+        return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
                        sae_arch_name(c.arch));
     if (c.lr <= 0) c.lr = 2e-4 / sqrt(c.d_sae / 16384.0);
     if (c.k_aux <= 0) c.k_aux = c.d_in / 2 > 0 ? c.d_in / 2 : 1;
@@ -185,7 +185,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
     if (c.l1 <= 0 && c.arch == SAE_JUMPRELU) c.l1 = 1.0;
     sae_trainer *t = mem_calloc(1, sizeof *t);
-    if (!t) return err_set(ERR_NOMEM, "sae-train: out of memory");
+    if (!t) return err_set(ERR_NOMEM, "SAE trainer: out of memory");
     t->c = c;
     t->D = c.d_in;
     t->S = c.d_sae;
@@ -256,7 +256,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     }
     if (!ok) {
         sae_trainer_free(t);
-        return err_set(ERR_NOMEM, "sae-train: out of memory for d_in %d, d_sae %d, batch %d",
+        return err_set(ERR_NOMEM, "SAE trainer: out of memory for d_in %d, d_sae %d, batch %d",
                        c.d_in, c.d_sae, c.batch);
     }
     set_views(t, t->p, &t->P);
@@ -304,7 +304,7 @@ int sae_geometric_median(float *out, const float *x, int64_t n, int d, int iters
 int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *sample, int64_t n)
 {
     *out = NULL;
-    if (n < 1) return err_set(ERR_ARG, "sae-train: empty initialisation sample");
+    if (n < 1) return err_set(ERR_ARG, "empty initialisation sample");
     sae_trainer *t;
     int rc = trainer_alloc(&t, c);
     if (rc) return rc;
@@ -318,7 +318,7 @@ int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *s
     if (t->c.normalize) {
         if (!(normsum > 0) || !isfinite(normsum)) {
             sae_trainer_free(t);
-            return err_set(ERR_ARG, "sae-train: sample activations have zero or non-finite norm");
+            return err_set(ERR_ARG, "sample activations have zero or non-finite norm");
         }
         t->scale = sqrt((double)D) / (normsum / (double)n);
     }
@@ -336,7 +336,7 @@ int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *s
         float *xs = mem_alloc(sizeof(float) * (size_t)m * D);
         if (!xs) {
             sae_trainer_free(t);
-            return err_set(ERR_NOMEM, "sae-train: out of memory");
+            return err_set(ERR_NOMEM, "SAE trainer: out of memory");
         }
         for (int64_t e = 0; e < m * D; e++) xs[e] = (float)(sample[e] * t->scale);
         if (t->c.bdec_init == SAE_BDEC_MEDIAN) rc = sae_geometric_median(t->P.b_dec, xs, m, D, 100);
@@ -580,7 +580,7 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     int rc = forward_backward(t, x, &st);
     if (rc) return rc;
     if (!isfinite(st.loss))
-        return err_set(ERR_ARG, "sae-train: loss became %g at step %lld (lower --lr?)", st.loss,
+        return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
     int constrained = t->c.arch != SAE_RELU;
     if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->D);

@@ -502,6 +502,19 @@ static void test_analyze_e2e(void)
     int rc = build_fixture(root, db, model, sae);
     CHECK(rc == OK, "fixture: %s", err_msg());
     if (rc) return;
+    /* finding 8: the first analyze of a database failing on an SAE of another width leaves the
+     * database byte-identical (the analysis schema part used to be created first) */
+    {
+        char first_sae[300], cmp[1200];
+        snprintf(first_sae, sizeof first_sae, "%s/sae_first_narrow", root);
+        CHECK(make_sae(first_sae, 8, "blocks.0.hook_resid_post", 4) == OK);
+        snprintf(cmp, sizeof cmp, "cp %s %s.orig", db, db);
+        CHECK(system(cmp) == 0);
+        snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, first_sae);
+        CHECK(run_cli(args, logp) == 1, "width mismatch refused");
+        snprintf(cmp, sizeof cmp, "cmp -s %s %s.orig && ! grep -q 'analyze: analyze:' %s", db, db, logp);
+        CHECK(system(cmp) == 0, "a failed first analyze changed the database (or doubled prefix)");
+    }
     snprintf(args, sizeof args, "analyze --db %s --sae %s --neurons --all --ce-seqs 8 --top 5", db, sae);
     rc = run_cli(args, logp);
     CHECK(rc == 0, "analyze exit %d (log %s)", rc, logp);

@@ -40,6 +40,23 @@ ok "sae-eval on a missing SAE fails cleanly" '[ $rc -eq 1 ] && grep -q "cfg.json
 $BIN sae-eval --sae $T/full --ground-truth $T/acts.npy --max-tokens 5 >/dev/null 2>&1
 ok "sae-eval accepts any [F,d] array as truth" '[ $? -eq 0 ]'
 
+# finding 6: non-positive learning rates and sizes are usage errors; nothing is created
+for f in "--lr -1" "--lr 0" "--d-sae -4" "--shuffle-buffer 0" "--synth-active 0"; do
+    $BIN sae-train --npy $T/acts.npy --out $T/neg --k 4 --tokens 1024 --batch 512 $f >$T/e6.out 2>&1; rc=$?
+    ok "sae-train $f refused" '[ $rc -eq 2 ] && [ "$(wc -l < $T/e6.out)" = 1 ] && grep -q -- "${f%% *}" $T/e6.out && [ ! -e $T/neg ]'
+done
+# finding 11: library messages are not prefixed with the command a second time
+$BIN sae-train --npy $T/acts.npy --out $T/bigk --d-sae 16 --k 32 --tokens 1024 --batch 512 >$T/e7.out 2>&1; rc=$?
+ok "k above d_sae: one prefix" '[ $rc -ne 0 ] && grep -q "^saelite sae-train: k 32 must be in 1..d_sae (16)" $T/e7.out'
+# finding 7: sae-eval refuses NaN activations with one line naming the file
+cp $T/acts.npy $T/nan.npy
+printf '\000\000\300\177' | dd of=$T/nan.npy bs=1 seek=$(( $(stat -c %s $T/nan.npy) - 4 )) conv=notrunc 2>/dev/null
+$BIN sae-eval --sae $T/full --npy $T/nan.npy >$T/e8.out 2>$T/e8.err; rc=$?
+ok "sae-eval refuses NaN activations" '[ $rc -eq 1 ] && [ "$(wc -l < $T/e8.err)" = 1 ] && grep -q "nan.npy: non-finite value (nan) at row 19999, column 31" $T/e8.err'
+$BIN synth --d 16 --features 32 --tokens 64 --out $T/w16.npy --truth $T/w16t.npy >/dev/null 2>&1
+$BIN sae-eval --sae $T/full --npy $T/w16.npy >/dev/null 2>$T/e9.err; rc=$?
+ok "sae-eval: another width names the shape" '[ $rc -eq 1 ] && grep -q "w16.npy: expected \[tokens, 32\], got \[64, 16\]" $T/e9.err'
+
 # the sparse kernels' thread split must not change any bit
 targs="--npy $T/acts.npy --d-sae 128 --k 16 --tokens 20480 --batch 4096 --val-frac 0"
 SAELITE_THREADS=1 $BIN sae-train $targs --out $T/th1 >/dev/null 2>&1
