@@ -59,10 +59,10 @@ static int bench_speed(int D, int S, int k, int B, int steps)
     c.batch = B;
     c.total_tokens = (int64_t)B * 1000;
     c.dead_window = (int64_t)B * 2; /* AuxK becomes active from the 3rd step: include its cost */
-    sae_rng r;
-    sae_rng_seed(&r, 3);
+    rng_state r;
+    rng_seed(&r, 3);
     float *x = mem_alloc(sizeof(float) * (size_t)B * D);
-    for (int64_t i = 0; i < (int64_t)B * D; i++) x[i] = (float)sae_rng_normal(&r);
+    for (int64_t i = 0; i < (int64_t)B * D; i++) x[i] = (float)rng_normal_alt(&r);
     sae_trainer *t;
     if (sae_trainer_new(&t, &c, x, B)) {
         fprintf(stderr, "bench_sae: %s\n", err_msg());

@@ -98,8 +98,8 @@ int cmd_generate(int argc, char **argv)
     }
     fwrite(prompt, 1, strlen(prompt), stdout);
     fflush(stdout);
-    smp_rng rng;
-    smp_seed(&rng, (uint64_t)seed);
+    rng_state rng;
+    rng_seed(&rng, (uint64_t)seed);
     double t0 = now_seconds();
     stream st = {tok, eot, no_stop, 0, 0};
     if (smp_generate(m, ctx, &len, max_tokens, temperature, top_k, Vt, no_stop ? -1 : eot, &rng,

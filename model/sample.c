@@ -1,4 +1,4 @@
-/* sample.c - xoshiro256** RNG and temperature / top-k sampling (see sample.h). */
+/* sample.c - temperature / top-k sampling (see sample.h; the RNG is common/rng.h). */
 #include "model/sample.h"
 
 #include <math.h>
@@ -7,54 +7,6 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "model/gpt2.h"
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-void smp_seed(smp_rng *r, uint64_t seed)
-{
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t smp_next(smp_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double smp_uniform(smp_rng *r) { return (double)(smp_next(r) >> 11) * 0x1.0p-53; }
-
-double smp_normal(smp_rng *r)
-{
-    double u1 = smp_uniform(r), u2 = smp_uniform(r);
-    if (u1 < 1e-300) u1 = 1e-300; /* log(0) guard; probability 2^-53 */
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
-uint64_t smp_below(smp_rng *r, uint64_t n)
-{
-    /* Rejection sampling: values in the incomplete top bucket are redrawn. */
-    uint64_t lim = UINT64_MAX - UINT64_MAX % n;
-    uint64_t x;
-    do x = smp_next(r);
-    while (x >= lim);
-    return x % n;
-}
 
 /* k-th largest value (1-based k) of a[0..n) by quickselect; a is reordered. */
 static float kth_largest(float *a, int n, int k)
@@ -81,7 +33,7 @@ static float kth_largest(float *a, int n, int k)
     return a[want];
 }
 
-int smp_pick(const float *logits, int V, double temperature, int top_k, smp_rng *rng,
+int smp_pick(const float *logits, int V, double temperature, int top_k, rng_state *rng,
              float *work, int *token)
 {
     if (V < 1) return err_set(ERR_ARG, "sampling: vocabulary size %d", V);
@@ -113,7 +65,7 @@ int smp_pick(const float *logits, int V, double temperature, int top_k, smp_rng 
         work[i] = (float)p;
         sum += work[i]; /* the float value, so the scan below sees the same total */
     }
-    double u = smp_uniform(rng) * sum, acc = 0;
+    double u = rng_uniform(rng) * sum, acc = 0;
     int last = best;
     for (int i = 0; i < V; i++) {
         if (work[i] <= 0) continue;
@@ -129,7 +81,7 @@ int smp_pick(const float *logits, int V, double temperature, int top_k, smp_rng 
 }
 
 int smp_generate(gpt2_model *m, int *seq, size_t *len, int max_new, double temperature,
-                 int top_k, int vocab_limit, int stop_id, smp_rng *rng, smp_token_fn on_token,
+                 int top_k, int vocab_limit, int stop_id, rng_state *rng, smp_token_fn on_token,
                  void *user)
 {
     const gpt2_config *cfg = gpt2_cfg(m);

@@ -1,8 +1,7 @@
 /* sample.h - a seeded random number generator and next-token sampling.
  *
- * smp_rng is xoshiro256** seeded through splitmix64: the same seed gives the same stream on
- * every platform (no libc rand). It is a plain value type; copy it to fork a stream. Not
- * thread-safe per instance (use one per thread).
+ * Randomness comes from common/rng.h (rng_state: xoshiro256** seeded through splitmix64, the
+ * same stream on every platform).
  *
  * smp_pick chooses a token from logits[V] (left unmodified):
  *   temperature <= 0 -> greedy argmax (lowest index on ties), no random number is drawn;
@@ -17,22 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/rng.h"
 #include "model/gpt2.h"
 
-typedef struct {
-    uint64_t s[4];
-} smp_rng;
-
-void smp_seed(smp_rng *r, uint64_t seed);
-uint64_t smp_next(smp_rng *r);
-/* Uniform in [0, 1) with 53 random bits. */
-double smp_uniform(smp_rng *r);
-/* Standard normal (Box-Muller; one value per call, deterministic for a seed). */
-double smp_normal(smp_rng *r);
-/* Uniform integer in [0, n), n >= 1, without modulo bias. */
-uint64_t smp_below(smp_rng *r, uint64_t n);
-
-int smp_pick(const float *logits, int V, double temperature, int top_k, smp_rng *rng,
+int smp_pick(const float *logits, int V, double temperature, int top_k, rng_state *rng,
              float *work /*[V]*/, int *token);
 
 /* Autoregressive generation with a gpt2 model (no KV cache: each step reruns the last n_ctx
@@ -45,7 +32,7 @@ int smp_pick(const float *logits, int V, double temperature, int top_k, smp_rng 
  * Errors: ERR_ARG (empty context, bad ids), and whatever the forward pass reports. */
 typedef int (*smp_token_fn)(int token, void *user);
 int smp_generate(gpt2_model *m, int *seq, size_t *len, int max_new, double temperature,
-                 int top_k, int vocab_limit, int stop_id, smp_rng *rng, smp_token_fn on_token,
+                 int top_k, int vocab_limit, int stop_id, rng_state *rng, smp_token_fn on_token,
                  void *user);
 
 #endif

@@ -13,43 +13,6 @@
 #include "common/npy.h"
 #include "sae/sae_kernels.h"
 
-/* ---- RNG ------------------------------------------------------------------------------ */
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-void sae_rng_seed(sae_rng *r, uint64_t seed)
-{
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&x);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t sae_rng_u64(sae_rng *r)
-{
-    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
-
-double sae_rng_uniform(sae_rng *r) { return (sae_rng_u64(r) >> 11) * 0x1.0p-53; }
-
-double sae_rng_normal(sae_rng *r)
-{
-    double u = 1.0 - sae_rng_uniform(r), v = sae_rng_uniform(r); /* u in (0,1] */
-    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
-}
-
 /* ---- config --------------------------------------------------------------------------- */
 void sae_train_defaults(sae_train_config *c)
 {
@@ -322,10 +285,10 @@ int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *s
         }
         t->scale = sqrt((double)D) / (normsum / (double)n);
     }
-    sae_rng rng;
-    sae_rng_seed(&rng, t->c.seed);
+    rng_state rng;
+    rng_seed(&rng, t->c.seed);
     float rownorm = t->c.arch == SAE_RELU ? 0.1f : 1.0f; /* Anthropic's ReLU recipe: 0.1 */
-    for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] = (float)sae_rng_normal(&rng);
+    for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] = (float)rng_normal_alt(&rng);
     sae_k_normalize_rows(t->P.W_dec, S, D);
     for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] *= rownorm;
     memcpy(t->P.W_encT, t->P.W_dec, sizeof(float) * (size_t)S * D);
@@ -723,13 +686,13 @@ typedef struct {
     const float *x;
     float *owned;
     int64_t n, pos, *perm;
-    sae_rng rng;
+    rng_state rng;
 } mem_src;
 
 static void shuffle(mem_src *m)
 {
     for (int64_t i = m->n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(sae_rng_u64(&m->rng) % (uint64_t)(i + 1));
+        int64_t j = (int64_t)(rng_next(&m->rng) % (uint64_t)(i + 1));
         int64_t tmp = m->perm[i];
         m->perm[i] = m->perm[j];
         m->perm[j] = tmp;
@@ -775,7 +738,7 @@ int sae_source_mem_rows(sae_source **out, const float *x, const int64_t *rows, i
     m->x = x;
     m->n = n;
     m->perm = perm;
-    sae_rng_seed(&m->rng, seed ^ 0x5eed5eedULL);
+    rng_seed(&m->rng, seed ^ 0x5eed5eedULL);
     shuffle(m);
     s->d_in = d_in;
     s->n_rows = n;

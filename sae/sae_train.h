@@ -26,6 +26,8 @@
 #define SAELITE_SAE_TRAIN_H
 #include <stdint.h>
 
+#include "common/rng.h"
+
 #include "sae/sae.h"
 
 enum { SAE_BDEC_ZERO, SAE_BDEC_MEAN, SAE_BDEC_MEDIAN };
@@ -137,12 +139,7 @@ int64_t sae_source_store_dropped(const sae_source *src);
 int sae_source_skip(sae_source *s, int64_t rows, int B);
 void sae_source_close(sae_source *s);
 
-/* Small deterministic RNG (xoshiro256**), shared by trainer, sources and synth. */
-typedef struct { uint64_t s[4]; } sae_rng;
-void sae_rng_seed(sae_rng *r, uint64_t seed);
-uint64_t sae_rng_u64(sae_rng *r);
-double sae_rng_uniform(sae_rng *r); /* [0,1) */
-double sae_rng_normal(sae_rng *r);
+/* The trainer, sources and synth draw from common/rng.h (rng_normal_alt for normals). */
 
 /* Geometric median (Weiszfeld iterations) of x [n,d] into out [d]. */
 int sae_geometric_median(float *out, const float *x, int64_t n, int d, int iters);

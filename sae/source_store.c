@@ -23,7 +23,7 @@ typedef struct {
     size_t nbos;
     double max_ratio, norm_cap; /* drop tokens with norm > norm_cap (= max_ratio * mean norm) */
     int64_t dropped;
-    sae_rng rng;
+    rng_state rng;
 } store_src;
 
 static int cmp_i64(const void *a, const void *b)
@@ -42,7 +42,7 @@ static int stream_next(store_src *m, float *dst)
         if (rc) return rc;
         if (m->seq_T == 0) {
             if (++passes > 1) return err_set(ERR_NOTFOUND, "activation source: the split is empty");
-            store_iter_shuffle(m->it, sae_rng_u64(&m->rng));
+            store_iter_shuffle(m->it, rng_next(&m->rng));
             continue;
         }
         m->seq_pos = 0;
@@ -91,7 +91,7 @@ static int store_next(sae_source *src, float *x, int B)
     }
     for (int b = 0; b < B && !rc; b++) {
         /* emit a random buffered token and put the next streamed token in its place */
-        int64_t r = (int64_t)(sae_rng_u64(&m->rng) % (uint64_t)m->fill);
+        int64_t r = (int64_t)(rng_next(&m->rng) % (uint64_t)m->fill);
         float *row = m->buf + r * m->width;
         memcpy(x + (int64_t)b * m->width, row, sizeof(float) * m->width);
         rc = stream_next_kept(m, row);
@@ -147,7 +147,7 @@ int sae_source_store(sae_source **out, const char *db, const char *hook, int spl
                          split == STORE_SPLIT_VAL ? "validation" : "training");
         m->cap = shuffle_tokens < 1 ? 1 : shuffle_tokens;
         if (!rc && m->cap > avail) m->cap = avail; /* a small store fits in the buffer whole */
-        sae_rng_seed(&m->rng, seed ^ 0xb0ffe4ULL);
+        rng_seed(&m->rng, seed ^ 0xb0ffe4ULL);
         m->seq = mem_alloc(sizeof(float) * (size_t)h.seq_len * h.width);
         m->buf = mem_alloc(sizeof(float) * (size_t)m->cap * h.width);
         if (!rc && (!m->seq || !m->buf)) rc = err_set(ERR_NOMEM, "%s: shuffle buffer of %lld tokens: out of memory", db, (long long)m->cap);

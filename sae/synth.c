@@ -22,7 +22,7 @@ struct sae_synth {
     float *isd;   /* [F] 1/sqrt(1 - |a_i|^2) */
     float *g, *z; /* [CHUNK,r], [CHUNK,F] */
     float phi[PHI_N + 1];
-    sae_rng rng;
+    rng_state rng;
 };
 
 void synth_defaults(synth_config *c)
@@ -86,12 +86,12 @@ int sae_synth_new(sae_synth **out, const synth_config *c)
         sae_synth_free(s);
         return err_set(ERR_NOMEM, "synth: out of memory for %d features", F);
     }
-    sae_rng_seed(&s->rng, c->seed);
+    rng_seed(&s->rng, c->seed);
     for (int i = 0; i < F; i++) {
         float *v = s->dirs + (int64_t)i * d;
         double ss = 0;
         for (int j = 0; j < d; j++) {
-            v[j] = (float)sae_rng_normal(&s->rng);
+            v[j] = (float)rng_normal_alt(&s->rng);
             ss += (double)v[j] * v[j];
         }
         float inv = (float)(1 / sqrt(ss));
@@ -108,17 +108,17 @@ int sae_synth_new(sae_synth **out, const synth_config *c)
     }
     for (int i = 0; i < F; i++) s->p[i] = fmin(1.0, 0.5 * (lo + hi) * pow(c->decay, i));
     for (int i = 0; i < F; i++) {
-        double a2 = r ? sae_rng_uniform(&s->rng) * c->corr : 0, nn = 0;
+        double a2 = r ? rng_uniform(&s->rng) * c->corr : 0, nn = 0;
         float *a = s->A + (int64_t)i * r;
         for (int q = 0; q < r; q++) {
-            a[q] = (float)sae_rng_normal(&s->rng);
+            a[q] = (float)rng_normal_alt(&s->rng);
             nn += (double)a[q] * a[q];
         }
         for (int q = 0; q < r; q++) a[q] = (float)(a[q] * sqrt(a2 / nn));
         s->isd[i] = (float)(1 / sqrt(1 - a2));
         s->thr[i] = s->p[i] >= 1 ? INFINITY : (float)Phi_inv(s->p[i]);
     }
-    if (c->sample_seed) sae_rng_seed(&s->rng, c->sample_seed);
+    if (c->sample_seed) rng_seed(&s->rng, c->sample_seed);
     for (int e = 0; e <= PHI_N; e++) s->phi[e] = (float)Phi(PHI_LO + (PHI_HI - PHI_LO) * e / PHI_N);
     *out = s;
     return OK;
@@ -144,7 +144,7 @@ int sae_synth_sample(sae_synth *s, float *x, int N, int *active)
         int n = N - r0 < CHUNK ? N - r0 : CHUNK;
         /* z = g A^T: the shared part of the copula variables */
         if (r) {
-            for (int64_t e = 0; e < (int64_t)n * r; e++) s->g[e] = (float)sae_rng_normal(&s->rng);
+            for (int64_t e = 0; e < (int64_t)n * r; e++) s->g[e] = (float)rng_normal_alt(&s->rng);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, F, r, 1.0f, s->g, r, s->A, r,
                         0.0f, s->z, F);
         } else memset(s->z, 0, sizeof(float) * (size_t)n * F);
@@ -158,8 +158,8 @@ int sae_synth_sample(sae_synth *s, float *x, int N, int *active)
                    Phi((thr_i - a_i.g) / sqrt(1 - |a_i|^2)) */
                 float q = s->thr[i] == INFINITY ? 1.0f
                                                 : phi_lookup(s->phi, (s->thr[i] - zr[i]) * s->isd[i]);
-                if ((float)sae_rng_uniform(&s->rng) >= q) continue;
-                float mag = (float)(sae_rng_uniform(&s->rng) * sae_rng_uniform(&s->rng));
+                if ((float)rng_uniform(&s->rng) >= q) continue;
+                float mag = (float)(rng_uniform(&s->rng) * rng_uniform(&s->rng));
                 const float *v = s->dirs + (int64_t)i * d;
                 for (int j = 0; j < d; j++) xr[j] += mag * v[j];
                 cnt++;

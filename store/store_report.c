@@ -89,6 +89,9 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
                         store_rep_dict *out)
 {
     int rc = need_tables(s);
+    if (rc == ERR_FORMAT) /* say which analysis was asked for, with the hint */
+        return err_set(ERR_FORMAT, "%s: no analysis of SAE '%s' (no analysis tables; run "
+                       "'saelite analyze' on it first)", store_path(s), sae);
     if (rc) return rc;
     char *end;
     long long id = strtoll(sae, &end, 10);

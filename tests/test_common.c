@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "common/rng.h"
 #include "common/tensor.h"
 #include "harness.h"
 
@@ -128,6 +129,25 @@ static void test_npy(void)
     unlink(path);
 }
 
+/* The shared RNG keeps the streams of the copies it replaced (committed fixtures depend on it). */
+static void test_rng(void)
+{
+    rng_state a, b;
+    rng_seed(&a, 0);
+    CHECK(rng_next(&a) == 0x99ec5f36cb75f2b4ULL);
+    CHECK(rng_next(&a) == 0xbf6e1f784956452aULL);
+    rng_seed(&a, 42);
+    b = a;
+    double u = 1.0 - rng_uniform(&b), v = rng_uniform(&b);
+    CHECK(rng_normal_alt(&a) == sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v));
+    b = a;
+    u = rng_uniform(&b), v = rng_uniform(&b);
+    CHECK(rng_normal(&a) == sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v));
+    int ok = 1;
+    for (int i = 0; i < 1000; i++) ok &= rng_below(&a, 3) < 3 && rng_uniform(&a) < 1.0;
+    CHECK(ok);
+}
+
 static void test_tensor(void)
 {
     tensor_view t = {.ndim = 3, .shape = {2, 3, 4}};
@@ -141,6 +161,7 @@ int main(void)
     test_err();
     test_mem();
     test_npy();
+    test_rng();
     test_tensor();
     return harness_report("test_common");
 }

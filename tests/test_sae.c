@@ -16,17 +16,17 @@
 #include "sae/metrics.h"
 #include "sae/synth.h"
 
-static void fill_normal(float *x, int64_t n, sae_rng *r, float sd)
+static void fill_normal(float *x, int64_t n, rng_state *r, float sd)
 {
-    for (int64_t i = 0; i < n; i++) x[i] = (float)(sae_rng_normal(r) * sd);
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(rng_normal_alt(r) * sd);
 }
 
 /* ---- kernels ------------------------------------------------------------------------- */
 static void test_topk(void)
 {
     enum { B = 7, S = 50, K = 5 };
-    sae_rng r;
-    sae_rng_seed(&r, 1);
+    rng_state r;
+    rng_seed(&r, 1);
     float pre[B * S], val[B * K];
     int idx[B * K];
     fill_normal(pre, B * S, &r, 1);
@@ -65,8 +65,8 @@ static void test_topk(void)
 static void test_batchtopk(void)
 {
     enum { B = 6, S = 40, K = 3 };
-    sae_rng r;
-    sae_rng_seed(&r, 2);
+    rng_state r;
+    rng_seed(&r, 2);
     float pre[B * S], scratch[B * S], val[B * K + B], thr;
     int idx[B * K + B];
     int64_t ptr[B + 1];
@@ -82,8 +82,8 @@ static void test_batchtopk(void)
 static void test_decode_sparse(void)
 {
     enum { B = 4, S = 12, D = 9, K = 3 };
-    sae_rng r;
-    sae_rng_seed(&r, 3);
+    rng_state r;
+    rng_seed(&r, 3);
     float W[S * D], pre[B * S], val[B * K], xhat[B * D], want[B * D], bd[D];
     int idx[B * K];
     int64_t ptr[B + 1];
@@ -172,8 +172,8 @@ static void fd_check(sae_arch arch, const char *label)
     c.l1 = arch == SAE_RELU ? 0.3 : 0.05;
     c.l1_warmup_frac = 0;
     c.jr_init_threshold = 0.05;
-    sae_rng r;
-    sae_rng_seed(&r, 7);
+    rng_state r;
+    rng_seed(&r, 7);
     float x[B * D];
     fill_normal(x, B * D, &r, 2);
     sae_trainer *t;
@@ -183,7 +183,7 @@ static void fd_check(sae_arch arch, const char *label)
     sae_params P, G;
     sae_trainer_params(t, &P, &G);
     /* move away from the symmetric init so b_enc and decoder norms matter */
-    for (int j = 0; j < S; j++) P.b_enc[j] = (float)(sae_rng_normal(&r) * 0.3);
+    for (int j = 0; j < S; j++) P.b_enc[j] = (float)(rng_normal_alt(&r) * 0.3);
     if (arch == SAE_RELU)
         for (int e = 0; e < S * D; e++) P.W_dec[e] *= 3.0f + (e % 5);
     sae_step_stats st;

@@ -8,35 +8,35 @@
 
 static void test_rng(void)
 {
-    smp_rng a, b, c;
-    smp_seed(&a, 42);
-    smp_seed(&b, 42);
-    smp_seed(&c, 43);
+    rng_state a, b, c;
+    rng_seed(&a, 42);
+    rng_seed(&b, 42);
+    rng_seed(&c, 43);
     int same = 1, diff = 0;
     for (int i = 0; i < 100; i++) {
-        uint64_t x = smp_next(&a), y = smp_next(&b), z = smp_next(&c);
+        uint64_t x = rng_next(&a), y = rng_next(&b), z = rng_next(&c);
         same &= x == y;
         diff += x != z;
     }
     CHECK(same && diff == 100);
     /* xoshiro256** seeded by splitmix64(0) (whose first output is the published
      * 0xe220a8397b1dcdaf); values from an independent Python transcription */
-    smp_seed(&a, 0);
+    rng_seed(&a, 0);
     CHECK(a.s[0] == 0xe220a8397b1dcdafULL);
-    CHECK(smp_next(&a) == 0x99ec5f36cb75f2b4ULL);
-    CHECK(smp_next(&a) == 0xbf6e1f784956452aULL);
-    CHECK(smp_next(&a) == 0x1a5f849d4933e6e0ULL);
+    CHECK(rng_next(&a) == 0x99ec5f36cb75f2b4ULL);
+    CHECK(rng_next(&a) == 0xbf6e1f784956452aULL);
+    CHECK(rng_next(&a) == 0x1a5f849d4933e6e0ULL);
     double s = 0, s2 = 0, ns = 0, ns2 = 0, mn = 1, mx = 0;
     int n = 200000, below_ok = 1;
     for (int i = 0; i < n; i++) {
-        double u = smp_uniform(&a), g = smp_normal(&a);
+        double u = rng_uniform(&a), g = rng_normal(&a);
         if (u < mn) mn = u;
         if (u > mx) mx = u;
         s += u;
         s2 += u * u;
         ns += g;
         ns2 += g * g;
-        below_ok &= smp_below(&a, 7) < 7;
+        below_ok &= rng_below(&a, 7) < 7;
     }
     CHECK(mn >= 0 && mx < 1 && below_ok);
     CHECK_NEAR(s / n, 0.5, 0.005);
@@ -47,8 +47,8 @@ static void test_rng(void)
 
 static void test_pick(void)
 {
-    smp_rng r, r0;
-    smp_seed(&r, 7);
+    rng_state r, r0;
+    rng_seed(&r, 7);
     float work[8];
     float logits[5] = {0.5f, 2.0f, 2.0f, -1.0f, 1.0f};
     int tok = -1;
@@ -90,9 +90,9 @@ static void test_pick(void)
     CHECK(c4[2] == 0 && c4[3] == 0 && c4[0] > 800 && c4[1] > 800, "%d %d %d %d", c4[0], c4[1],
           c4[2], c4[3]);
     /* same seed -> same sequence */
-    smp_rng a, b;
-    smp_seed(&a, 5);
-    smp_seed(&b, 5);
+    rng_state a, b;
+    rng_seed(&a, 5);
+    rng_seed(&b, 5);
     int same = 1;
     for (int i = 0; i < 50; i++) {
         int x, y;
@@ -128,8 +128,8 @@ static void test_generate(void)
     }
     int seq[32] = {3, 1, 4}, ref[32] = {3, 1, 4};
     size_t len = 3;
-    smp_rng r;
-    smp_seed(&r, 1);
+    rng_state r;
+    rng_seed(&r, 1);
     int seen = 0;
     CHECK(smp_generate(m, seq, &len, 12, 0.0, 0, 0, -1, &r, count_tokens, &seen) == OK, "%s",
           err_msg());
@@ -161,9 +161,9 @@ static void test_generate(void)
     /* sampling: same seed, same text; vocab_limit keeps ids below it */
     int a[32] = {3}, b[32] = {3};
     size_t la = 1, lb = 1;
-    smp_rng ra, rb;
-    smp_seed(&ra, 9);
-    smp_seed(&rb, 9);
+    rng_state ra, rb;
+    rng_seed(&ra, 9);
+    rng_seed(&rb, 9);
     CHECK(smp_generate(m, a, &la, 20, 1.5, 0, 10, -1, &ra, NULL, NULL) == OK);
     CHECK(smp_generate(m, b, &lb, 20, 1.5, 0, 10, -1, &rb, NULL, NULL) == OK);
     int below = 1;

@@ -44,9 +44,9 @@ static void normalize_rows(float *V, int count, int dim)
 
 void pack_random(float *V, int count, int dim, uint64_t seed)
 {
-    smp_rng r;
-    smp_seed(&r, seed);
-    for (size_t i = 0; i < (size_t)count * dim; i++) V[i] = (float)smp_normal(&r);
+    rng_state r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < (size_t)count * dim; i++) V[i] = (float)rng_normal(&r);
     normalize_rows(V, count, dim);
 }
 

@@ -39,10 +39,10 @@ static int check_config(const sup_config *c)
 
 /* x[B,n]: each feature 0 with probability S, else uniform in [0,1). One draw per entry:
  * u in [S,1) rescaled is uniform given that it is non-zero. */
-static void sample_batch(smp_rng *r, float *x, int B, int n, double S)
+static void sample_batch(rng_state *r, float *x, int B, int n, double S)
 {
     for (long i = 0; i < (long)B * n; i++) {
-        double u = smp_uniform(r);
+        double u = rng_uniform(r);
         x[i] = u < S ? 0.0f : (float)((u - S) / (1.0 - S));
     }
 }
@@ -107,8 +107,8 @@ int sup_eval(const sup_model *s, const sup_config *c, int samples, uint64_t seed
           *z = mem_alloc(sizeof(float) * B * n);
     int rc = OK;
     if (!imp || !x || !h || !z) rc = err_set(ERR_NOMEM, "superpose: out of memory");
-    smp_rng r;
-    smp_seed(&r, seed);
+    rng_state r;
+    rng_seed(&r, seed);
     double total = 0;
     for (int done = 0; rc == OK && done < samples; done += B) {
         int nb = samples - done < B ? samples - done : B;
@@ -148,11 +148,11 @@ static int train_one(const sup_config *c, uint64_t seed, sup_model **out, toy_pr
         goto done;
     }
     float *gb = gw + nw, *mw = gb + n, *mb = mw + nw, *vw = mb + n, *vb = vw + nw;
-    smp_rng r;
-    smp_seed(&r, seed);
+    rng_state r;
+    rng_seed(&r, seed);
     /* Xavier normal, as torch.nn.init.xavier_normal_ on the paper's [m,n] W */
     double sd = sqrt(2.0 / (n + m));
-    for (size_t i = 0; i < nw; i++) s->W[i] = (float)(sd * smp_normal(&r));
+    for (size_t i = 0; i < nw; i++) s->W[i] = (float)(sd * rng_normal(&r));
     for (int t = 1; t <= c->steps; t++) {
         sample_batch(&r, x, B, n, c->sparsity);
         double loss = forward(s->W, s->b, imp, x, B, n, m, h, z, dz) / B;
