@@ -224,6 +224,6 @@ int cmd_query(int argc, char **argv)
         }
     }
     if (q.mode == OUT_JSON && q.stmt) printf("\n]\n");
-    if (fflush(stdout) != 0 && rc == OK) rc = err_set(ERR_IO, "query: cannot write the output");
+    if (fflush(stdout) != 0 && rc == OK) rc = err_set(ERR_IO, "cannot write the output");
     return rc == OK ? 0 : cli_fail("query");
 }

@@ -54,7 +54,7 @@ int cmd_synth(int argc, char **argv)
     if (sae_synth_new(&g, &c)) return cli_fail(cmd);
     float *x = mem_alloc(sizeof(float) * (size_t)tokens * c.d);
     int *act = mem_alloc(sizeof(int) * (size_t)tokens);
-    int rc = x && act ? OK : err_set(ERR_NOMEM, "synth: out of memory for %" PRId64 " tokens", tokens);
+    int rc = x && act ? OK : err_set(ERR_NOMEM, "out of memory for %" PRId64 " tokens", tokens);
     if (!rc) rc = sae_synth_sample(g, x, (int)tokens, act);
     int64_t sh[2] = {tokens, c.d}, tsh[2] = {c.n_features, c.d};
     if (!rc) rc = npy_write(truth, sae_synth_directions(g), 2, tsh);

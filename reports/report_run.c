@@ -646,10 +646,10 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
 {
     memset(res, 0, sizeof *res);
     double t0 = now_seconds();
-    if (!o->db || !o->sae || !o->out_dir) return err_set(ERR_ARG, "report: --db, --sae and --out are required");
+    if (!o->db || !o->sae || !o->out_dir) return err_set(ERR_ARG, "--db, --sae and --out are required");
     if (o->contexts < 1 || o->contexts > 200 || o->per_interval < 0 || o->per_interval > 50 ||
         o->bands < 0 || o->bands > 16)
-        return err_set(ERR_ARG, "report: contexts must be 1..200, rows per interval 0..50, bands 0..16");
+        return err_set(ERR_ARG, "contexts must be 1..200, rows per interval 0..50, bands 0..16");
     store *s = NULL;
     int rc = store_open(&s, o->db, STORE_READONLY);
     if (rc) return rc;
@@ -760,7 +760,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         goto out;
     }
     if (o->stop && *o->stop) {
-        rc = err_set(ERR_ABORTED, "report: interrupted after %d dashboards", j.done);
+        rc = err_set(ERR_ABORTED, "interrupted after %d dashboards", j.done);
         goto out;
     }
     for (int i = 0; i < nsel; i++) {

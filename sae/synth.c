@@ -73,7 +73,7 @@ int sae_synth_new(sae_synth **out, const synth_config *c)
                        "synth: need d >= 1, features >= 1, 0 < active <= features, 0 < decay <= "
                        "1, 0 <= corr < 1");
     sae_synth *s = mem_calloc(1, sizeof *s);
-    if (!s) return err_set(ERR_NOMEM, "synth: out of memory");
+    if (!s) return err_set(ERR_NOMEM, "synthetic data: out of memory");
     s->c = *c;
     s->dirs = mem_alloc(sizeof(float) * (size_t)F * d);
     s->p = mem_alloc(sizeof(double) * F);
@@ -84,7 +84,7 @@ int sae_synth_new(sae_synth **out, const synth_config *c)
     s->z = mem_alloc(sizeof(float) * (size_t)CHUNK * F);
     if (!s->dirs || !s->p || !s->A || !s->thr || !s->isd || !s->g || !s->z) {
         sae_synth_free(s);
-        return err_set(ERR_NOMEM, "synth: out of memory for %d features", F);
+        return err_set(ERR_NOMEM, "synthetic data: out of memory for %d features", F);
     }
     rng_seed(&s->rng, c->seed);
     for (int i = 0; i < F; i++) {
@@ -190,7 +190,7 @@ int sae_source_synth(sae_source **out, const synth_config *c)
     sae_source *s = mem_calloc(1, sizeof *s);
     if (!s) {
         sae_synth_free(g);
-        return err_set(ERR_NOMEM, "synth: out of memory");
+        return err_set(ERR_NOMEM, "synthetic data: out of memory");
     }
     s->d_in = c->d;
     s->n_rows = -1;

@@ -345,14 +345,14 @@ int store_ro_query(const char *db_path, const char *sql, store_row_fn row_fn, vo
         const char **vals = mem_calloc((size_t)nc + 1, sizeof *vals);
         int *types = mem_calloc((size_t)nc + 1, sizeof *types);
         char **blobtxt = mem_calloc((size_t)nc + 1, sizeof *blobtxt);
-        if (!names || !vals || !types || !blobtxt) ret = err_set(ERR_NOMEM, "query: out of memory");
+        if (!names || !vals || !types || !blobtxt) ret = err_set(ERR_NOMEM, "out of memory");
         for (int c = 0; c < nc && ret == OK; c++) {
             names[c] = sqlite3_column_name(st[k], c);
             blobtxt[c] = mem_alloc(48);
-            if (!blobtxt[c]) ret = err_set(ERR_NOMEM, "query: out of memory");
+            if (!blobtxt[c]) ret = err_set(ERR_NOMEM, "out of memory");
         }
         if (ret == OK && row_fn(user, k, nc, names, NULL, NULL))
-            ret = err_set(ERR_ABORTED, "query: output stopped");
+            ret = err_set(ERR_ABORTED, "output stopped");
         while (ret == OK && (rc = sqlite3_step(st[k])) == SQLITE_ROW) {
             for (int c = 0; c < nc; c++) {
                 switch (sqlite3_column_type(st[k], c)) {
@@ -369,7 +369,7 @@ int store_ro_query(const char *db_path, const char *sql, store_row_fn row_fn, vo
                 else vals[c] = (const char *)sqlite3_column_text(st[k], c);
             }
             if (row_fn(user, k, nc, names, vals, types))
-                ret = err_set(ERR_ABORTED, "query: output stopped");
+                ret = err_set(ERR_ABORTED, "output stopped");
         }
         if (ret == OK && rc != SQLITE_DONE)
             ret = err_set(ERR_SQL, "%s: SQL error: %s", db_path, sqlite3_errmsg(db));
