@@ -1,8 +1,6 @@
 /* cmd_corpus.c - `saelite corpus brown DIR -o OUT`: Brown Corpus -> text + tags files. */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
