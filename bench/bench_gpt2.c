@@ -162,6 +162,7 @@ static void bench_train(const char *label, gpt2_model *m, int B, int T, int reps
 
 int main(void)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* figures appear as measured, also in logs */
     int quick = getenv("SAELITE_BENCH_QUICK") != NULL;
     int reps = quick ? 2 : 5;
     printf("bench_gpt2: OpenBLAS %d threads; best of %d\n", openblas_get_num_threads(), reps);
@@ -191,14 +192,17 @@ int main(void)
     double t = now_seconds();
     if (gpt2_create(&gm, &gc, 1)) return 1;
     printf("(gpt2-small random init %.1fs)\n", now_seconds() - t);
-    bench_forward("gpt2-small fwd to blocks.5.mlp.hook_post B=8", gm, 8, 128, "blocks.5.mlp.hook_post", 0, reps);
+    /* fewer repetitions for the big shape: on the shared 2-core machine one full forward with
+     * logits takes ~10 s and a training step ~25 s */
+    int greps = quick ? 2 : 3;
+    bench_forward("gpt2-small fwd to blocks.5.mlp.hook_post B=8", gm, 8, 128, "blocks.5.mlp.hook_post", 0, greps);
     if (nt > 1) {
         openblas_set_num_threads(1);
         bench_forward("gpt2-small fwd to blocks.5.mlp.hook_post (1 thr)", gm, 8, 128, "blocks.5.mlp.hook_post", 0, quick ? 1 : 2);
         openblas_set_num_threads(nt);
     }
-    bench_forward("gpt2-small fwd + logits B=8", gm, 8, 128, NULL, 1, reps);
-    if (!quick) bench_train("gpt2-small train step B=4 T=128", gm, 4, 128, 2);
+    bench_forward("gpt2-small fwd + logits B=8", gm, 8, 128, NULL, 1, greps);
+    if (!quick) bench_train("gpt2-small train step B=4 T=128", gm, 4, 128, 1);
     gpt2_free(gm);
     return 0;
 }

@@ -148,6 +148,7 @@ static int bench_api(int dtype, double *wr, double *rd)
     rm_db(p);
     store *s;
     int rc = store_open(&s, p, STORE_CREATE);
+    if (!rc) rc = store_set_bulk(s);
     float *x = malloc(sizeof(float) * T * W);
     int ids[T];
     for (int t = 0; t < T; t++) ids[t] = t;

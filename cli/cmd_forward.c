@@ -70,11 +70,11 @@ int cmd_forward(int argc, char **argv)
         n = (int)nt;
     }
     if (gpt2_load(&m, model)) goto fail;
-    if (hook && gpt2_hook_add(m, hook, grab, &cap)) goto fail;
     if (hook && strchr(hook, '*')) {
         err_set(ERR_ARG, "--hook takes one exact name, not a pattern");
         goto fail;
     }
+    if (hook && gpt2_hook_add(m, hook, grab, &cap)) goto fail;
     if (gpt2_forward(m, ids, 1, n, logits)) goto fail;
     if (logits) {
         int64_t shape[2] = {n, gpt2_cfg(m)->vocab_size};

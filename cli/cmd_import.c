@@ -13,7 +13,7 @@ CLI_COMMAND(import, "Import activations computed elsewhere (.npy) into a databas
 int cmd_import(int argc, char **argv)
 {
     const char *db = NULL, *hook = NULL, *npy = NULL, *ids = NULL, *dtype = "f32";
-    int seq_len = 0;
+    int seq_len = -1; /* not given */
     arg_spec spec[] = {
         {"--npy", ARG_STR, &npy, "[tokens, width] array (float32/float16/float64)"},
         {"--db", ARG_STR, &db, "database (created when missing)"},
@@ -25,14 +25,12 @@ int cmd_import(int argc, char **argv)
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
     if (!db || !hook || !npy) return cli_usage_error(argv[0], "--npy, --db and --hook are required");
-    if (seq_len < 0) return cli_usage_error(argv[0], "--seq-len must be positive");
+    if (seq_len == 0 || seq_len < -1) return cli_usage_error(argv[0], "--seq-len must be positive");
+    if (seq_len < 0) seq_len = 0; /* the default */
     int dt;
     if (store_dtype_parse(dtype, &dt)) return cli_usage_error(argv[0], "%s", err_msg());
-    store *s;
-    if (store_open(&s, db, STORE_CREATE)) return cli_fail(argv[0]);
     int64_t rows = 0, seqs = 0;
-    rc = ext_import_npy(s, npy, ids, hook, seq_len, dt, &rows, &seqs);
-    store_close(s);
+    rc = ext_import_npy_db(db, npy, ids, hook, seq_len, dt, &rows, &seqs);
     if (rc) return cli_fail(argv[0]);
     printf("imported %s into %s: %lld tokens in %lld sequences as hook %s (%s)\n", npy, db,
            (long long)rows, (long long)seqs, hook, dtype);

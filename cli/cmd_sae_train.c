@@ -58,12 +58,14 @@ int cmd_sae_train(int argc, char **argv)
     const char *hook = "", *model = "", *truth_out = NULL;
     int keep_bos = 0, synth = 0, d_sae = 0, k = 32, k_aux = 0, batch = 4096, resume = 0, no_norm = 0;
     int ckpt_every = 0, log_every = 0, context = 0, syn_d = 256, syn_f = 512;
-    double jr_bw = 0, jr_th = 0, expansion = 8, l1 = 0, lr = 0, aux_coef = 1.0 / 32, val_frac = 0.05, syn_active = 5;
+    double max_norm = 0, jr_bw = 0, jr_th = 0, expansion = 8, l1 = 0, lr = 0, aux_coef = 1.0 / 32, val_frac = 0.05, syn_active = 5;
     int64_t shuffle_tokens = 65536, max_steps = 0, tokens = 10000000, seed = 42, dead_window = 0, eval_tokens = 65536, syn_seed = 1;
     arg_spec spec[] = {
         {"--db", ARG_STR, &db, "store with the activations of --hook"},
         {"--shuffle-buffer", ARG_I64, &shuffle_tokens, "store: token shuffle buffer (65536)"},
         {"--keep-bos", ARG_FLAG, &keep_bos, "store: keep BOS positions (dropped by default)"},
+        {"--max-norm-ratio", ARG_FLOAT, &max_norm,
+         "store: drop tokens with norm > R x the mean token norm (0 = off)"},
         {"--npy", ARG_STR, &npy, "activations [tokens, d_in] (float .npy)"},
         {"--synth", ARG_FLAG, &synth, "train on generated synthetic superposition data"},
         {"--synth-d", ARG_INT, &syn_d, "synthetic: dimension (256)"},
@@ -115,6 +117,7 @@ int cmd_sae_train(int argc, char **argv)
                   : !strcmp(bdec_s, "zero") ? SAE_BDEC_ZERO
                                             : -1;
     if (c.bdec_init < 0) return cli_usage_error(cmd, "--bdec-init must be median, mean or zero");
+    if (max_norm < 0) return cli_usage_error(cmd, "--max-norm-ratio must be >= 0");
     if (val_frac < 0 || val_frac >= 1) return cli_usage_error(cmd, "--val-frac must be in [0,1)");
     if (batch < 1 || tokens < 1 || k < 1 || expansion <= 0 || eval_tokens < 0)
         return cli_usage_error(cmd, "--batch, --tokens, --k, --expansion must be positive");
@@ -128,10 +131,12 @@ int cmd_sae_train(int argc, char **argv)
     sinfo.hook_id = -1;
     if (db) {
         rc = sae_source_store(&src, db, hook, val_frac > 0 ? STORE_SPLIT_TRAIN : STORE_SPLIT_ALL,
-                              val_frac, (uint64_t)seed, shuffle_tokens, !keep_bos, &sinfo);
+                              val_frac, (uint64_t)seed, shuffle_tokens, !keep_bos, max_norm,
+                              &sinfo);
         if (rc) return cli_fail(cmd);
         if (val_frac > 0 && sae_source_store(&val, db, hook, STORE_SPLIT_VAL, val_frac,
-                                             (uint64_t)seed + 1, 8192, !keep_bos, NULL)) {
+                                             (uint64_t)seed + 1, 8192, !keep_bos, max_norm,
+                                             NULL)) {
             err_clear(); /* no validation sequences: evaluate nothing */
             val = NULL;
         }
@@ -354,6 +359,12 @@ int cmd_sae_train(int argc, char **argv)
         if (!rc) rc = sae_mmcs(tr, (int)sh[0], m->W_dec, m->cfg.d_sae, c.d_in, 0.9, &mm, &rec, NULL);
         mem_free(tr);
     }
+    /* the sources hold read transactions on the store: close them before writing to it
+       (rollback-journal databases refuse a writer while readers are open) */
+    int64_t dropped = db ? sae_source_store_dropped(src) : 0;
+    sae_source_close(src);
+    sae_source_close(val);
+    src = val = NULL;
     int64_t steps = sae_trainer_step_index(t) - s0, sae_id = -1;
     int64_t step_now = sae_trainer_step_index(t);
     int finished = step_now == T;
@@ -395,9 +406,10 @@ int cmd_sae_train(int argc, char **argv)
     mem_free(dens);
     sae_free(m);
     sae_trainer_free(t);
-    sae_source_close(src);
-    sae_source_close(val);
     if (rc) return cli_fail(cmd);
+    if (max_norm > 0)
+        printf("dropped %" PRId64 " training tokens above %.2f x the mean token norm\n", dropped,
+               max_norm);
     printf("sae-train: %s d_in %d d_sae %d, %" PRId64 " steps in %.1fs (%.0f tok/s, reading %.0f%%) "
            "-> %s\n",
            sae_arch_name(c.arch), c.d_in, c.d_sae, steps, secs,

@@ -501,7 +501,9 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     memset(st, 0, sizeof *st);
     double t0 = secs();
     corpus_reader *r;
-    int rc = corpus_open(&r, j->o.corpus, j->o.tags);
+    int rc = store_set_bulk(j->s); /* after every check of ext_open: failures leave the file as is */
+    if (rc) return rc;
+    rc = corpus_open(&r, j->o.corpus, j->o.tags);
     st->t_corpus += secs() - t0;
     if (rc) return rc;
     int in_tx = 0, done = 0, C = j->ctx, per = C - (j->o.bos ? 1 : 0);

@@ -104,5 +104,9 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
  * file again replaces the values. */
 int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char *hook,
                    int seq_len, int dtype, int64_t *rows, int64_t *seqs);
+/* The same into database db, which is opened (created when missing) only after the inputs were
+ * read and checked, so a failed import leaves no new file behind. */
+int ext_import_npy_db(const char *db, const char *npy, const char *tokens_npy, const char *hook,
+                      int seq_len, int dtype, int64_t *rows, int64_t *seqs);
 
 #endif

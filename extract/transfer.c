@@ -124,9 +124,12 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
     return rc;
 }
 
-int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char *hook,
-                   int seq_len, int dtype, int64_t *rows_out, int64_t *seqs_out)
+/* Into the open store s, or (s == NULL) into db, opened once the inputs are checked. */
+static int import_npy(store *s_open, const char *db, const char *npy, const char *tokens_npy,
+                      const char *hook, int seq_len, int dtype, int64_t *rows_out,
+                      int64_t *seqs_out)
 {
+    store *s = s_open;
     float *x = NULL;
     int64_t *tok = NULL;
     int nd = 0, tnd = 0;
@@ -157,6 +160,8 @@ int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char
             rc = err_set(ERR_FORMAT, "%s: non-finite value at row %lld", npy, (long long)(i / W));
     int *ids = rc ? NULL : mem_alloc((size_t)seq_len * sizeof(int));
     if (!rc && !ids) rc = err_set(ERR_NOMEM, "out of memory");
+    /* The database is opened (and created) only once the inputs are known to be good. */
+    if (!rc && !s) rc = store_open(&s, db, STORE_CREATE);
     if (!rc) rc = store_begin(s);
     int64_t model_id = 0, doc_id = 0, nseq = 0;
     store_hook h;
@@ -198,7 +203,8 @@ int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char
         if (!rc) rc = store_run_done(s, run);
     }
     if (!rc) rc = store_commit(s);
-    if (rc) store_rollback(s);
+    if (rc && s) store_rollback(s);
+    if (s != s_open) store_close(s);
     mem_free(ids);
     mem_free(x);
     mem_free(tok);
@@ -207,4 +213,16 @@ int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char
         *seqs_out = nseq;
     }
     return rc;
+}
+
+int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char *hook,
+                   int seq_len, int dtype, int64_t *rows, int64_t *seqs)
+{
+    return import_npy(s, NULL, npy, tokens_npy, hook, seq_len, dtype, rows, seqs);
+}
+
+int ext_import_npy_db(const char *db, const char *npy, const char *tokens_npy, const char *hook,
+                      int seq_len, int dtype, int64_t *rows, int64_t *seqs)
+{
+    return import_npy(NULL, db, npy, tokens_npy, hook, seq_len, dtype, rows, seqs);
 }

@@ -121,7 +121,9 @@ void sae_source_adopt(sae_source *s, float *data);
  * A batch thus mixes tokens of roughly shuffle_tokens / seq_len sequences; tokens of one sequence
  * stay in the buffer for ~shuffle_tokens draws, so two neighbouring tokens land in the same batch
  * with probability ~batch / shuffle_tokens. skip_bos drops position 0 of sequences that start
- * with BOS. info (may be NULL) receives the hook's id/width/seq_len/model name. */
+ * with BOS. max_norm_ratio > 0 also drops tokens whose norm exceeds that multiple of the mean
+ * token norm of the first full buffer (other high-norm outliers). info (may be NULL) receives the
+ * hook's id/width/seq_len/model name. */
 typedef struct {
     int64_t hook_id, tokens, seqs;
     int width, seq_len;
@@ -129,7 +131,9 @@ typedef struct {
 } sae_store_info;
 int sae_source_store(sae_source **out, const char *db, const char *hook, int split,
                      double val_frac, uint64_t seed, int64_t shuffle_tokens, int skip_bos,
-                     sae_store_info *info);
+                     double max_norm_ratio, sae_store_info *info);
+/* Tokens a store source has dropped for their norm so far. */
+int64_t sae_source_store_dropped(const sae_source *src);
 int sae_source_skip(sae_source *s, int64_t rows, int B);
 void sae_source_close(sae_source *s);
 

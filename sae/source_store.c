@@ -1,6 +1,7 @@
 /* source_store.c - sae_source over the activations of one hook in the store: random sequence
  * order (store_iter) plus a token shuffle buffer (see sae_train.h). */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,8 @@ typedef struct {
     int64_t cap, fill;
     int64_t *bos;     /* sorted ids of sequences starting with BOS */
     size_t nbos;
+    double max_ratio, norm_cap; /* drop tokens with norm > norm_cap (= max_ratio * mean norm) */
+    int64_t dropped;
     sae_rng rng;
 } store_src;
 
@@ -50,17 +53,48 @@ static int stream_next(store_src *m, float *dst)
     return OK;
 }
 
+static double row_norm(const float *x, int w)
+{
+    double ss = 0;
+    for (int i = 0; i < w; i++) ss += (double)x[i] * x[i];
+    return sqrt(ss);
+}
+
+/* stream_next, skipping tokens above the norm cap once it is known */
+static int stream_next_kept(store_src *m, float *dst)
+{
+    for (int64_t tries = 0;; tries++) {
+        int rc = stream_next(m, dst);
+        if (rc || m->norm_cap <= 0 || row_norm(dst, m->width) <= m->norm_cap) return rc;
+        m->dropped++;
+        if (tries > 1000000)
+            return err_set(ERR_ARG, "activation source: no token below the norm cap %g", m->norm_cap);
+    }
+}
+
 static int store_next(sae_source *src, float *x, int B)
 {
     store_src *m = src->impl;
     int rc = OK;
     while (m->fill < m->cap && !rc) rc = stream_next(m, m->buf + m->fill++ * m->width);
+    if (!rc && m->max_ratio > 0 && m->norm_cap <= 0) {
+        /* the cap comes from the first full buffer: ratio x its mean token norm; buffered tokens
+           above it are replaced */
+        double sum = 0;
+        for (int64_t r = 0; r < m->fill; r++) sum += row_norm(m->buf + r * m->width, m->width);
+        m->norm_cap = m->max_ratio * sum / (double)m->fill;
+        for (int64_t r = 0; r < m->fill && !rc; r++)
+            if (row_norm(m->buf + r * m->width, m->width) > m->norm_cap) {
+                m->dropped++;
+                rc = stream_next_kept(m, m->buf + r * m->width);
+            }
+    }
     for (int b = 0; b < B && !rc; b++) {
         /* emit a random buffered token and put the next streamed token in its place */
         int64_t r = (int64_t)(sae_rng_u64(&m->rng) % (uint64_t)m->fill);
         float *row = m->buf + r * m->width;
         memcpy(x + (int64_t)b * m->width, row, sizeof(float) * m->width);
-        rc = stream_next(m, row);
+        rc = stream_next_kept(m, row);
     }
     return rc;
 }
@@ -77,9 +111,14 @@ static void store_src_close(sae_source *src)
     mem_free(src);
 }
 
+int64_t sae_source_store_dropped(const sae_source *src)
+{
+    return ((const store_src *)src->impl)->dropped;
+}
+
 int sae_source_store(sae_source **out, const char *db, const char *hook, int split,
                      double val_frac, uint64_t seed, int64_t shuffle_tokens, int skip_bos,
-                     sae_store_info *info)
+                     double max_norm_ratio, sae_store_info *info)
 {
     *out = NULL;
     store_src *m = mem_calloc(1, sizeof *m);
@@ -101,6 +140,7 @@ int sae_source_store(sae_source **out, const char *db, const char *hook, int spl
         m->width = h.width;
         m->seq_len = h.seq_len;
         m->skip_bos = skip_bos;
+        m->max_ratio = max_norm_ratio;
         int64_t avail = store_iter_tokens(m->it);
         if (avail <= (skip_bos ? (int64_t)store_iter_count(m->it) : 0))
             rc = err_set(ERR_NOTFOUND, "%s: hook %s has no activations in the %s split", db, hook,

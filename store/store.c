@@ -49,7 +49,7 @@ static const char *const q_sql[Q__COUNT] = {
 struct store {
     sqlite3 *db;
     char *path;
-    int readonly, in_tx;
+    int readonly, in_tx, bulk;
     sqlite3_stmt *q[Q__COUNT];
     sqlite3_blob *blob; /* cached read handle on activations.data */
     void *scratch;      /* conversion buffer for f16/bf16 */
@@ -286,9 +286,13 @@ int store_open(store **out, const char *path, int flags)
     sqlite3_busy_timeout(s->db, 10000);
     rc = check_schema(s, flags);
     if (!rc && !s->readonly) {
-        /* Rollback journal (see the header); a database left in WAL mode by an older build is
-         * switched back when nobody else has it open (else it stays WAL, which works too). */
-        sqlite3_exec(s->db, "PRAGMA journal_mode = DELETE", NULL, NULL, NULL);
+        /* WAL: readers never block a writer (e.g. sae-train reads activations on one handle and
+         * registers the SAE on another). A no-op when the file is in WAL mode already; a file
+         * left in rollback mode by a killed bulk writer is switched back when nobody else has
+         * it open (best effort, no waiting). */
+        sqlite3_busy_timeout(s->db, 0);
+        sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
+        sqlite3_busy_timeout(s->db, 10000);
         rc = store_exec(s, "PRAGMA synchronous = NORMAL");
     }
     /* foreign_keys stays off: the REFERENCES clauses document the schema, this module keeps them,
@@ -309,11 +313,33 @@ void store_close(store *s)
     for (int i = 0; i < Q__COUNT; i++) sqlite3_finalize(s->q[i]);
     if (s->db) {
         if (s->in_tx) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        if (s->bulk) {
+            sqlite3_busy_timeout(s->db, 0);
+            sqlite3_exec(s->db, "PRAGMA journal_mode = WAL", NULL, NULL, NULL);
+        }
         sqlite3_close_v2(s->db);
     }
     mem_free(s->scratch);
     mem_free(s->path);
     mem_free(s);
+}
+
+int store_set_bulk(store *s)
+{
+    if (s->readonly || s->bulk) return OK;
+    if (s->in_tx) return err_set(ERR_ARG, "%s: store_set_bulk inside a transaction", s->path);
+    blob_drop(s);
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "PRAGMA journal_mode = DELETE", &st);
+    if (rc) return rc;
+    int r = sqlite3_step(st);
+    const char *mode = r == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    int ok = mode && !strcmp(mode, "delete");
+    sqlite3_finalize(st);
+    if (r != SQLITE_ROW) return store_sql_error(s, r, "switching to the rollback journal");
+    /* Another handle has the file open: stay in WAL (slower appends, still correct). */
+    s->bulk = ok;
+    return OK;
 }
 
 int store_begin(store *s)

@@ -11,11 +11,13 @@
  *
  * Foreign keys are not enforced (PRAGMA foreign_keys stays off: per-row cost); REFERENCES clauses
  * document the schema, and code that deletes rows deletes dependent rows itself.
- * Durability: writes happen inside store_begin/store_commit transactions; rollback journal
- * (journal_mode=DELETE) with synchronous=NORMAL, so a kill -9 at any moment leaves the last
- * committed state. Page size 65536 for new databases (blob-heavy), 4 MiB page cache. Chosen by
- * measurement (bench/bench_store.c, docs/store.md): with large transactions (~32 MB) bulk blob
- * appends run at dd speed, where WAL writes every byte twice.
+ * Durability: writes happen inside store_begin/store_commit transactions with synchronous=NORMAL,
+ * so a kill -9 at any moment leaves the last committed state. Journal: WAL, so readers never
+ * block writers (several handles on one file work); after store_set_bulk (extract) a handle uses
+ * a rollback journal until it closes and switches the file back to WAL: with large
+ * transactions (~32 MB) bulk blob appends then run at dd speed, where WAL writes every byte
+ * twice (bench/bench_store.c, docs/store.md). While a bulk writer has the file, other handles
+ * block its commits. Page size 65536 for new databases (blob-heavy), 4 MiB page cache.
  *
  * Activations: one blob per (hook, sequence) of T x width values, row-major, little-endian, in
  * the hook's dtype (STORE_F32/F16/BF16). Reads and writes take and return float32; f16/bf16 are
@@ -45,6 +47,10 @@ const char *store_path(const store *s);
 int store_begin(store *s);
 int store_commit(store *s);
 int store_rollback(store *s); /* no-op when no transaction is open */
+/* For writers of large transactions: rollback journal until store_close (see above). Call
+ * outside a transaction, after validation (it writes the file header). When another handle has
+ * the file open, the file stays in WAL mode (correct, slower). */
+int store_set_bulk(store *s);
 /* PRAGMA integrity_check; ERR_FORMAT with the first problem when the file is damaged. */
 int store_check(store *s);
 

@@ -56,6 +56,8 @@ ok "registry row and log in the db" '[ "$(sqlite3 $T/syn.db "select count(*) fro
 $BIN sae-train $sargs --out $T/spart --max-steps 21 >/dev/null 2>&1
 $BIN sae-train $sargs --out $T/spart --resume >$T/sres.out 2>&1
 ok "store-sourced resume bit-identical" 'cmp -s $T/sfull/sae_weights.safetensors $T/spart/sae_weights.safetensors'
+$BIN sae-train $sargs --out $T/snorm --max-norm-ratio 1.5 >$T/snorm.out 2>&1
+ok "--max-norm-ratio drops high-norm tokens" 'grep -Eq "^dropped [1-9][0-9]* training tokens" $T/snorm.out && grep -q "^eval" $T/snorm.out'
 $BIN sae-train --db $T/syn.db --hook nope --out $T/x >$T/e5.out 2>&1; rc=$?
 ok "unknown hook: exit 1 listing hooks" '[ $rc -eq 1 ] && grep -q "synth" $T/e5.out'
 
