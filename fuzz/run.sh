@@ -40,4 +40,8 @@ for t in "$@"; do
             sort | uniq -c | head -n 8
     fi
 done
+# Inputs that crashed a fork-mode child leave its scratch dir behind (atexit never ran).
+for d in /dev/shm/saelite-fuzz-* /tmp/saelite-fuzz-*; do
+    [ -d "$d" ] && ! kill -0 "${d##*-}" 2> /dev/null && rm -rf "$d"
+done
 if [ $found -eq 0 ]; then echo "fuzz: no findings"; else echo "fuzz: findings (above)"; exit 1; fi
