@@ -12,7 +12,7 @@ found=0
 # so a long run goes on to find new ones: UBSan suppressions in fuzz/open.supp, fuzz-target
 # invariants named in FUZZ_IGNORE. detect_leaks: a leak on an error path is a finding too.
 supp=""; [ -s fuzz/open.supp ] && supp=":suppressions=fuzz/open.supp"
-export FUZZ_IGNORE=${FUZZ_IGNORE-msg-newline,brown-nul,sae-arch}
+export FUZZ_IGNORE=${FUZZ_IGNORE-}
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1$supp
 for t in "$@"; do

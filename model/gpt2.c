@@ -473,7 +473,8 @@ static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag
         (rc = json_int(root, "vocab_size", NULL, &c->vocab_size, -1, path)) ||
         (rc = json_int(root, "n_inner", NULL, &c->n_inner, 0, path)))
         goto out;
-    if (c->n_inner == 0) c->n_inner = 4 * c->n_embd;
+    /* null n_inner means 4*n_embd; an n_embd too large for that is left to the range check */
+    if (c->n_inner == 0) c->n_inner = c->n_embd > 0 && c->n_embd <= (1 << 28) ? 4 * c->n_embd : -1;
     c->ln_eps = 1e-5f;
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
     if (e && !cJSON_IsNull(e)) {
