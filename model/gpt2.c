@@ -80,37 +80,6 @@ struct gpt2_model {
     int layers_run; /* blocks computed by the last forward (tests check early stop) */
 };
 
-/* ---- RNG -------------------------------------------------------------------------------- */
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-void gpt2_rng_seed(gpt2_rng *r, uint64_t seed)
-{
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&seed);
-}
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-uint64_t gpt2_rng_next(gpt2_rng *r)
-{
-    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
-double gpt2_rng_uniform(gpt2_rng *r) { return (double)(gpt2_rng_next(r) >> 11) * 0x1.0p-53; }
-double gpt2_rng_normal(gpt2_rng *r)
-{
-    double u1 = gpt2_rng_uniform(r), u2 = gpt2_rng_uniform(r);
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 /* ---- buffers ---------------------------------------------------------------------------- */
 static int buf_need(buf *b, size_t n)
@@ -309,8 +278,8 @@ int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
     if (rc) return rc;
     gpt2_model *m;
     if ((rc = model_alloc(&m, cfg, 1, OP_GELU_TANH))) return rc;
-    gpt2_rng r;
-    gpt2_rng_seed(&r, seed);
+    rng_state r;
+    rng_seed(&r, seed);
     double proj_std = 0.02 / sqrt(2.0 * cfg->n_layer);
     for (int i = 0; i < m->ntab; i++) {
         gpt2_tensor *t = &m->tab[i];
@@ -320,7 +289,7 @@ int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
             double sd = strstr(n, "c_proj.weight") ? proj_std : 0.02;
             /* Box-Muller pairs: both outputs used (GPT-2-small has 124M parameters) */
             for (size_t j = 0; j < t->numel; j += 2) {
-                double u1 = gpt2_rng_uniform(&r), u2 = gpt2_rng_uniform(&r);
+                double u1 = rng_uniform(&r), u2 = rng_uniform(&r);
                 if (u1 < 1e-300) u1 = 1e-300;
                 double rad = sd * sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
                 p[j] = (float)(rad * cos(th));

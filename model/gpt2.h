@@ -31,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/rng.h" /* rng_state: init and training data order */
 #include "common/tensor.h"
 #include "model/safetensors.h"
 
@@ -104,12 +105,5 @@ int gpt2_train_enable(gpt2_model *m);
 int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
                           double *mean);
 float *gpt2_grads(gpt2_model *m); /* same layout as gpt2_params; NULL before train_enable */
-
-/* ---- deterministic RNG (xoshiro256**), shared by init, sampling and tests -------------- */
-typedef struct { uint64_t s[4]; } gpt2_rng;
-void gpt2_rng_seed(gpt2_rng *r, uint64_t seed);
-uint64_t gpt2_rng_next(gpt2_rng *r);
-double gpt2_rng_uniform(gpt2_rng *r); /* [0,1) */
-double gpt2_rng_normal(gpt2_rng *r);
 
 #endif

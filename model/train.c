@@ -132,7 +132,7 @@ int train_init(train_state *s, gpt2_model *m, const train_opts *o)
         return err_set(ERR_NOMEM, "out of memory for the optimizer state");
     }
     /* the sampling stream differs from the init stream of the same seed */
-    gpt2_rng_seed(&s->rng, o->seed ^ 0x5eed5a3b1e5ull);
+    rng_seed(&s->rng, o->seed ^ 0x5eed5a3b1e5ull);
     return OK;
 }
 
@@ -186,7 +186,7 @@ static void sample_batch(train_state *s, const train_data *d)
     int B = s->o.batch, T = s->o.seq;
     uint64_t span = (uint64_t)(d->ntrain - (size_t)T); /* start in [0, ntrain - T - 1] */
     for (int b = 0; b < B; b++) {
-        size_t st = (size_t)(gpt2_rng_next(&s->rng) % span);
+        size_t st = (size_t)(rng_next(&s->rng) % span);
         memcpy(s->tok + (size_t)b * T, d->train + st, sizeof(int) * (size_t)T);
         memcpy(s->tgt + (size_t)b * T, d->train + st + 1, sizeof(int) * (size_t)T);
     }

@@ -53,7 +53,7 @@ typedef struct {
     train_opts o;
     float *mom, *var;
     int64_t step; /* steps done */
-    gpt2_rng rng;
+    rng_state rng;
     int *tok, *tgt; /* [B*T] batch buffers */
 } train_state;
 

@@ -377,11 +377,11 @@ static void test_finite_differences(const char *dir)
     const gpt2_config *c = gpt2_cfg(m);
     int B = 2, T = 7, V = c->vocab_size;
     int tok[14], tg[14];
-    gpt2_rng r;
-    gpt2_rng_seed(&r, 5);
+    rng_state r;
+    rng_seed(&r, 5);
     for (int i = 0; i < B * T; i++) {
-        tok[i] = (int)(gpt2_rng_next(&r) % (uint64_t)V);
-        tg[i] = (int)(gpt2_rng_next(&r) % (uint64_t)V);
+        tok[i] = (int)(rng_next(&r) % (uint64_t)V);
+        tg[i] = (int)(rng_next(&r) % (uint64_t)V);
     }
     tg[3] = -1;
     CHECK(gpt2_train_enable(m) == OK);
