@@ -44,6 +44,9 @@ BENCH_SRC:= $(wildcard bench/bench_*.c)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 SQL_SRC  := $(wildcard store/*.sql)
 GEN      := $(BUILD)/gen/commands.h $(SQL_SRC:store/%.sql=$(BUILD)/gen/%_sql.h)
+# Generated headers are real inputs of the objects (-MMD records them): never delete them as
+# intermediates, or the next make recompiles the store.
+.SECONDARY: $(GEN)
 
 .PHONY: all test bench demo data clean distclean test-asan fuzz
 all: saelite
