@@ -1,4 +1,5 @@
 /* cmd_train_lm.c - `saelite train-lm`: train a GPT-2-style model on a corpus. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -65,6 +66,25 @@ static int copy_tokenizer(const char *tokdir, const char *out)
     }
     return err_set(ERR_NOTFOUND, "%s: no encoder.json+vocab.bpe or vocab.json+merges.txt to copy",
                    tokdir);
+}
+
+/* A run killed inside an atomic write leaves its temp file (NAME.tmp.PID) behind; the renamed
+ * files are intact, so the leftovers are only clutter: remove them when the directory is reused. */
+static void remove_stale_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *t = strstr(e->d_name, ".tmp.");
+        if (!t || (strncmp(e->d_name, "model.safetensors", 17) && strncmp(e->d_name, "train_state", 11) &&
+                   strncmp(e->d_name, "config.json", 11)))
+            continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
 }
 
 static int mkdir_p(const char *dir)
@@ -208,6 +228,7 @@ int cmd_train_lm(int argc, char **argv)
         printf("resumed at step %lld\n", (long long)s.step);
     }
     if (mkdir_p(out)) goto fail;
+    remove_stale_temps(out);
     if (copy_tokenizer(tokdir, out)) goto fail;
     size_t nparams;
     gpt2_params(m, &nparams);
