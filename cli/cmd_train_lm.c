@@ -76,10 +76,15 @@ static void remove_stale_temps(const char *dir)
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        const char *t = strstr(e->d_name, ".tmp.");
-        if (!t || (strncmp(e->d_name, "model.safetensors", 17) && strncmp(e->d_name, "train_state", 11) &&
-                   strncmp(e->d_name, "config.json", 11)))
-            continue;
+        static const char *const outputs[] = {"model.safetensors", "train_state.safetensors",
+                                              "config.json", "encoder.json", "vocab.bpe",
+                                              "vocab.json", "merges.txt"};
+        int ours = 0;
+        for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++) {
+            size_t n = strlen(outputs[i]);
+            ours |= !strncmp(e->d_name, outputs[i], n) && !strncmp(e->d_name + n, ".tmp.", 5);
+        }
+        if (!ours) continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         unlink(path);
