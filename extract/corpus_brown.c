@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "extract/corpus.h"
 
@@ -170,22 +171,6 @@ static int convert_doc(const char *path, const char *src, size_t n, buf *text, b
     return rc;
 }
 
-static int write_atomic(const char *path, const buf *b)
-{
-    char tmp[4240];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    int ok = fwrite(b->p, 1, b->n, f) == b->n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-    return OK;
-}
-
 /* Remove dir and its parents up to and including top (the outermost one a run created);
  * rmdir only removes empty directories, so nothing else can be lost. */
 static void rmdir_created(const char *dir, const char *top)
@@ -307,7 +292,7 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
         char o[4200];
         for (; !rc && written < 3; written++) {
             snprintf(o, sizeof o, "%s/%s", out_dir, names[written]);
-            rc = write_atomic(o, bufs[written]);
+            rc = file_write_atomic(o, bufs[written]->p, bufs[written]->n);
             if (rc) break;
         }
         if (rc) { /* leave no half set of outputs and no directory this run created */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/progress.h"
 #include "extract/corpus.h"
@@ -158,22 +159,6 @@ static int put_alpha(sbuf *b, const char *s, size_t n, int json)
     return OK;
 }
 
-static int write_atomic(const char *path, const sbuf *b)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    int ok = fwrite(b->p, 1, b->n, f) == b->n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-    return OK;
-}
-
 int bpe_write(const char *dir, const bpe_merge *merges, size_t n)
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
@@ -216,9 +201,9 @@ int bpe_write(const char *dir, const bpe_merge *merges, size_t n)
     if (!rc) rc = sb_put(&enc, num, strlen(num));
     char path[4200];
     snprintf(path, sizeof path, "%s/vocab.bpe", dir);
-    if (!rc) rc = write_atomic(path, &voc);
+    if (!rc) rc = file_write_atomic(path, voc.p, voc.n);
     snprintf(path, sizeof path, "%s/encoder.json", dir);
-    if (!rc) rc = write_atomic(path, &enc);
+    if (!rc) rc = file_write_atomic(path, enc.p, enc.n);
     sm_free(&seen);
     mem_free(voc.p);
     mem_free(enc.p);
