@@ -343,47 +343,41 @@ int store_rep_seq_acts(store_rep *r, int64_t feature, int64_t seq_id, int lo, in
     return OK;
 }
 
+/* Step st to the end and split its first three (REAL) columns into three arrays of *n values
+ * (NULL when there are no rows; the caller resets or finalizes st). */
+static int read_columns3(store *s, sqlite3_stmt *st, const char *what, double **c0, double **c1,
+                         double **c2, size_t *n)
+{
+    double *v[3] = {NULL, NULL, NULL};
+    size_t cap[3] = {0, 0, 0}, k = 0;
+    int x = SQLITE_DONE, rc = OK;
+    while (!rc && (x = sqlite3_step(st)) == SQLITE_ROW) {
+        for (int j = 0; j < 3 && !rc; j++)
+            if (!(rc = grow((void **)&v[j], &cap[j], k + 1, sizeof(double))))
+                v[j][k] = sqlite3_column_double(st, j);
+        k++;
+    }
+    if (!rc && x != SQLITE_DONE) rc = store_sql_error(s, x, what);
+    if (rc) {
+        for (int j = 0; j < 3; j++) mem_free(v[j]);
+        return rc;
+    }
+    *c0 = v[0];
+    *c1 = v[1];
+    *c2 = v[2];
+    *n = k;
+    return OK;
+}
+
 int store_rep_hist(store_rep *r, int64_t feature, double **lo, double **hi, double **count,
                    size_t *n)
 {
     *lo = *hi = *count = NULL;
     *n = 0;
     sqlite3_stmt *st = bind2(r, Q_HIST, feature);
-    double *a = NULL;
-    size_t cap = 0, k = 0;
-    int x, rc = OK;
-    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&a, &cap, 3 * (k + 1), sizeof *a))) break;
-        a[3 * k] = sqlite3_column_double(st, 0);
-        a[3 * k + 1] = sqlite3_column_double(st, 1);
-        a[3 * k + 2] = sqlite3_column_double(st, 2);
-        k++;
-    }
-    if (!rc && x != SQLITE_DONE) rc = store_sql_error(r->s, x, "reading ana_hist");
+    int rc = read_columns3(r->s, st, "reading ana_hist", lo, hi, count, n);
     sqlite3_reset(st);
-    double *l = NULL, *h = NULL, *c = NULL;
-    if (!rc && k) {
-        l = mem_alloc(sizeof(double) * k);
-        h = mem_alloc(sizeof(double) * k);
-        c = mem_alloc(sizeof(double) * k);
-        if (!l || !h || !c) rc = err_set(ERR_NOMEM, "out of memory");
-        else
-            for (size_t i = 0; i < k; i++) {
-                l[i] = a[3 * i];
-                h[i] = a[3 * i + 1];
-                c[i] = a[3 * i + 2];
-            }
-    }
-    mem_free(a);
-    if (rc) {
-        mem_free(l); mem_free(h); mem_free(c);
-        return rc;
-    }
-    *lo = l;
-    *hi = h;
-    *count = c;
-    *n = k;
-    return OK;
+    return rc;
 }
 
 int store_rep_logits(store_rep *r, int64_t feature, int sign, int **tokens, double **values,
@@ -586,39 +580,9 @@ int store_rep_geometry(store *s, int64_t dict_id, const char *source, double **l
     if (rc) return rc;
     sqlite3_bind_int64(st, 1, dict_id);
     sqlite3_bind_text(st, 2, source, -1, SQLITE_STATIC);
-    double *a = NULL;
-    size_t cap = 0, k = 0;
-    int x;
-    while ((x = sqlite3_step(st)) == SQLITE_ROW) {
-        if ((rc = grow((void **)&a, &cap, 3 * (k + 1), sizeof *a))) break;
-        for (int j = 0; j < 3; j++) a[3 * k + j] = sqlite3_column_double(st, j);
-        k++;
-    }
-    if (!rc && x != SQLITE_DONE) rc = store_sql_error(s, x, "reading ana_geometry");
+    rc = read_columns3(s, st, "reading ana_geometry", lo_deg, hi_deg, count, n);
     sqlite3_finalize(st);
-    double *l = NULL, *h = NULL, *c = NULL;
-    if (!rc && k) {
-        l = mem_alloc(sizeof(double) * k);
-        h = mem_alloc(sizeof(double) * k);
-        c = mem_alloc(sizeof(double) * k);
-        if (!l || !h || !c) rc = err_set(ERR_NOMEM, "out of memory");
-        else
-            for (size_t i = 0; i < k; i++) {
-                l[i] = a[3 * i];
-                h[i] = a[3 * i + 1];
-                c[i] = a[3 * i + 2];
-            }
-    }
-    mem_free(a);
-    if (rc) {
-        mem_free(l); mem_free(h); mem_free(c);
-        return rc;
-    }
-    *lo_deg = l;
-    *hi_deg = h;
-    *count = c;
-    *n = k;
-    return OK;
+    return rc;
 }
 
 int store_rep_decoder(store *s, int64_t dict_id, int d_sae, int d_in, float **out)
