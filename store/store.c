@@ -332,12 +332,18 @@ int store_set_bulk(store *s)
     sqlite3_stmt *st;
     int rc = store_prepare(s, "PRAGMA journal_mode = DELETE", &st);
     if (rc) return rc;
+    /* a short wait: a reader polling the file finishes in milliseconds; a long one keeps us in WAL */
+    sqlite3_busy_timeout(s->db, 1000);
     int r = sqlite3_step(st);
+    sqlite3_busy_timeout(s->db, 10000);
     const char *mode = r == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
     int ok = mode && !strcmp(mode, "delete");
     sqlite3_finalize(st);
+    /* Another handle has the file open (a reader polling the database, sae-train's second
+     * handle): SQLite refuses the switch with BUSY, or answers "wal". Stay in WAL then: slower
+     * appends, still correct. */
+    if ((r & 0xff) == SQLITE_BUSY || (r & 0xff) == SQLITE_LOCKED) return OK;
     if (r != SQLITE_ROW) return store_sql_error(s, r, "switching to the rollback journal");
-    /* Another handle has the file open: stay in WAL (slower appends, still correct). */
     s->bulk = ok;
     return OK;
 }

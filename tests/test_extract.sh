@@ -156,7 +156,7 @@ check '[ $killed -ge 2 ]' "killed only $killed of 4 runs (too fast to interrupt?
 # run can finish before the signal lands)
 interrupted=0
 for try in 1 2 3; do
-    rm -f "$T/c.db" "$T/c.db-journal"
+    rm -f "$T/c.db" "$T/c.db-journal" "$T/c.db-wal" "$T/c.db-shm"
     "${EX[@]}" --db "$T/c.db" > "$T/int.out" 2>&1 & pid=$!
     while kill -0 $pid 2>/dev/null && [ "$(acts "$T/c.db")" -eq 0 ]; do sleep 0.01; done
     kill -INT $pid 2>/dev/null; wait $pid; rc=$?

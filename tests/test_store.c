@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -344,6 +345,41 @@ static void test_extract_plan(void)
     CHECK(!strcmp(js, "\"a\\\"b\\\\c\\u000a\""), "json: %s", js);
 }
 
+/* store_set_bulk while another handle reads the file (a user polling with sqlite3 during an
+ * extract): the writer stays in WAL and keeps working instead of failing with "locked". */
+static void test_bulk_shared(void)
+{
+    const char *p = tmp("bulk.db");
+    rm_db(p);
+    store *a = NULL, *b = NULL;
+    CHECK(store_open(&a, p, STORE_CREATE) == OK, "%s", err_msg());
+    CHECK(store_open(&b, p, STORE_READONLY) == OK, "%s", err_msg());
+    if (!a || !b) goto out;
+    sqlite3_stmt *st = NULL;
+    /* an open read transaction on b, as a running SELECT has */
+    CHECK(sqlite3_exec(store_db(b), "BEGIN", NULL, NULL, NULL) == SQLITE_OK);
+    CHECK(sqlite3_prepare_v2(store_db(b), "SELECT count(*) FROM runs", -1, &st, NULL) == SQLITE_OK);
+    CHECK(sqlite3_step(st) == SQLITE_ROW);
+    CHECK(store_set_bulk(a) == OK, "%s", err_msg());
+    char mode[16] = "";
+    sqlite3_stmt *jm = NULL;
+    if (sqlite3_prepare_v2(store_db(a), "PRAGMA journal_mode", -1, &jm, NULL) == SQLITE_OK &&
+        sqlite3_step(jm) == SQLITE_ROW)
+        snprintf(mode, sizeof mode, "%s", (const char *)sqlite3_column_text(jm, 0));
+    sqlite3_finalize(jm);
+    CHECK(!strcmp(mode, "wal"), "stays in WAL while another handle reads: %s", mode);
+    int64_t hook;
+    CHECK(fill(a, "blocks.0.hook_resid_pre", STORE_F32, 2, &hook) == OK, "%s", err_msg());
+    sqlite3_finalize(st);
+    sqlite3_exec(store_db(b), "COMMIT", NULL, NULL, NULL);
+    int64_t n = 0;
+    CHECK(store_count_rows(b, "activations", &n) == OK && n == 4, "n %lld: %s", (long long)n,
+          err_msg());
+out:
+    store_close(b);
+    store_close(a);
+}
+
 int main(void)
 {
     if (access("/dev/shm", W_OK) != 0) snprintf(dir, sizeof dir, "/tmp/saelite_test_storeXXXXXX");
@@ -358,6 +394,7 @@ int main(void)
     test_versions();
     test_oom();
     test_extract_plan();
+    test_bulk_shared();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
