@@ -154,13 +154,18 @@ done
 check '[ $killed -ge 2 ]' "killed only $killed of 4 runs (too fast to interrupt?)"
 # Ctrl-C stops cleanly after a batch with a message, and a rerun completes (up to 3 tries: a
 # run can finish before the signal lands)
+# The corpus 12 times over, so that the run outlasts the polling below even on a fast machine.
+for i in $(seq 12); do cat "$T/corpus.txt"; echo; done > "$T/big.txt"
+EXB=("${EX[@]/"$T/corpus.txt"/"$T/big.txt"}")
+"${EXB[@]}" --db "$T/big.db" >/dev/null 2>&1
+bigref=$(dbhash "$T/big.db")
 interrupted=0
 for try in 1 2 3; do
     rm -f "$T/c.db" "$T/c.db-journal" "$T/c.db-wal" "$T/c.db-shm"
-    "${EX[@]}" --db "$T/c.db" > "$T/int.out" 2>&1 & pid=$!
+    "${EXB[@]}" --db "$T/c.db" > "$T/int.out" 2>&1 & pid=$!
     while kill -0 $pid 2>/dev/null && [ "$(acts "$T/c.db")" -eq 0 ]; do sleep 0.01; done
     kill -INT $pid 2>/dev/null; wait $pid; rc=$?
-    echo "SIGINT try $try: exit $rc, $(acts "$T/c.db") of $nacts activation rows stored"
+    echo "SIGINT try $try: exit $rc, $(acts "$T/c.db") activation rows stored"
     [ $rc -eq 0 ] && continue
     interrupted=1
     check '[ $rc -eq 1 ] && grep -q "interrupted after .* run the same command again to resume" "$T/int.out"' "SIGINT: exit $rc: $(cat "$T/int.out")"
@@ -168,8 +173,8 @@ for try in 1 2 3; do
     break
 done
 check '[ $interrupted -eq 1 ]' "SIGINT never landed before the run finished"
-ex --db "$T/c.db" >/dev/null 2>&1
-check '[ "$(dbhash "$T/c.db")" = "$ref" ]' "resume after SIGINT equals the uninterrupted run"
+"${EXB[@]}" --db "$T/c.db" >/dev/null 2>&1
+check '[ "$(dbhash "$T/c.db")" = "$bigref" ]' "resume after SIGINT equals the uninterrupted run"
 
 # export equals `saelite forward` on the same tokens (second sequence: one batch with the first)
 $BIN export --db "$T/a.db" --hook blocks.0.mlp.hook_post --npy "$T/e.npy" --tokens-npy "$T/e_ids.npy" --limit 32 >/dev/null 2>&1
