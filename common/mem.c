@@ -1,15 +1,19 @@
 #include "common/mem.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static long mem_countdown; /* 0 = disarmed */
-static long mem_counted;
+/* Atomic: worker threads (extract's compute thread, SAE kernels, report writers) allocate too. */
+static _Atomic long mem_countdown; /* 0 = disarmed */
+static _Atomic long mem_counted;
 
 static int mem_should_fail(void)
 {
-    mem_counted++;
-    if (mem_countdown > 0 && --mem_countdown == 0) return 1;
+    atomic_fetch_add_explicit(&mem_counted, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&mem_countdown, memory_order_relaxed) > 0 &&
+        atomic_fetch_sub_explicit(&mem_countdown, 1, memory_order_relaxed) == 1)
+        return 1;
     return 0;
 }
 

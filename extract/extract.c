@@ -1,5 +1,6 @@
 /* extract.c - the extraction runner (see extract.h): corpus -> tokens -> windows -> batches ->
  * hooked forward -> one store transaction per batch. */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,7 +17,7 @@ typedef struct {
     char name[128];
     int layer, width;
     store_hook sh;
-    float *buf;    /* [batch, ctx, width] of the last forward */
+    float *buf;    /* where the running forward writes: the hbuf of its batch */
     int B, T;      /* shape the hook saw */
     int fired;
 } ext_hook;
@@ -26,6 +27,19 @@ typedef struct {
     int64_t doc_id, start;
     int T;
 } ext_win;
+
+/* One batch in flight. Two of them alternate: while the forward pass of one runs on the compute
+ * thread, the main thread stores the previous one's activations and builds the next. */
+typedef struct {
+    ext_win *win;
+    int nwin, T, missing;
+    int *ids;               /* [batch, ctx]; [B, T] contiguous once prepared */
+    int64_t *bstart, *bend; /* [batch, ctx] byte spans (-1 for BOS) */
+    char (*tags)[16];       /* [batch, ctx] */
+    int64_t *seq_ids;       /* [batch] */
+    unsigned char *have;    /* [nh, batch] activations already stored */
+    float *hbuf[EXT_MAX_HOOKS]; /* [batch, ctx, width] per hook, filled by the forward */
+} ext_batch;
 
 struct ext_job {
     ext_opts o;
@@ -37,14 +51,16 @@ struct ext_job {
     ext_hook h[EXT_MAX_HOOKS];
     int64_t model_id, run_id;
     ext_plan plan;
-    /* batch buffers */
-    ext_win *win;
-    int nwin;
-    int *ids;            /* [batch, ctx] */
-    int64_t *bstart, *bend; /* [batch, ctx] byte spans (-1 for BOS) */
-    char (*tags)[16];    /* [batch, ctx] */
-    int64_t *seq_ids;    /* [batch] */
-    unsigned char *have; /* [nh, batch] activations already stored */
+    ext_batch bt[2];
+    int cur;              /* bt[cur] is being filled; bt[!cur] may await its activations */
+    int prev_pending;     /* bt[!cur] was prepared and its forward launched (or not needed) */
+    /* the compute thread (one per forward pass: a batch costs far more than a thread start) */
+    pthread_t fwd_thread;
+    ext_batch *fwd_bt;    /* the batch it computes */
+    int fwd_running, fwd_rc;
+    double fwd_secs;
+    char fwd_msg[1024];
+    int64_t dry_seq;      /* dry run: sequence ids handed out */
     int64_t pending_bytes; /* activation bytes written since the last commit */
     int64_t commit_bytes;  /* commit once this many are pending */
     double last_commit;
@@ -272,7 +288,8 @@ int ext_open(ext_job **out, const ext_opts *o)
     if (o->batch < 1) return err_set(ERR_ARG, "--batch must be >= 1, got %d", o->batch);
     if (o->ctx < 0) return err_set(ERR_ARG, "--ctx must be positive, got %d", o->ctx);
     if (o->max_tokens < 0) return err_set(ERR_ARG, "--max-tokens must be >= 0");
-    if (!o->model_dir || !o->corpus || !o->db) return err_set(ERR_ARG, "--model, --corpus and --db are required");
+    if (!o->model_dir || !o->corpus || (!o->db && !o->dry_run))
+        return err_set(ERR_ARG, "--model, --corpus and --db are required");
     ext_job *j = mem_calloc(1, sizeof *j);
     if (!j) return err_set(ERR_NOMEM, "out of memory");
     j->o = *o;
@@ -303,7 +320,7 @@ int ext_open(ext_job **out, const ext_opts *o)
                          tok_vocab_size(j->tok), o->model_dir, gpt2_cfg(j->m)->vocab_size);
     }
     if (!rc) rc = count_pass(j);
-    if (!rc) rc = open_db(j);
+    if (!rc && !o->dry_run) rc = open_db(j);
     if (!rc) {
         ext_plan *p = &j->plan;
         p->nhooks = j->nh;
@@ -317,32 +334,37 @@ int ext_open(ext_job **out, const ext_opts *o)
             hp->bytes = p->n_tokens * hp->width * store_dtype_size(o->dtype);
             p->act_bytes += hp->bytes;
             int64_t n = 0;
-            if (!rc) rc = store_count_source_acts(j->s, j->h[i].sh.id, o->corpus, &n);
+            if (!rc && j->s) rc = store_count_source_acts(j->s, j->h[i].sh.id, o->corpus, &n);
             if (stored < 0 || n < stored) stored = n;
         }
         /* ids blob + one tokens row (~40 bytes) per token; documents' text once. */
         p->other_bytes = p->n_tokens * 48;
         p->stored_windows = stored < 0 ? 0 : stored > p->n_windows ? p->n_windows : stored;
         p->resumed = p->stored_windows > 0;
-        if (!rc) rc = ext_free_bytes(o->db, &p->free_bytes);
+        if (!rc && j->s) rc = ext_free_bytes(o->db, &p->free_bytes);
     }
     if (!rc) {
         size_t B = (size_t)o->batch, C = (size_t)j->ctx;
-        j->win = mem_calloc(B, sizeof *j->win);
-        j->ids = mem_alloc(B * C * sizeof *j->ids);
-        j->bstart = mem_alloc(B * C * sizeof *j->bstart);
-        j->bend = mem_alloc(B * C * sizeof *j->bend);
-        j->tags = mem_alloc(B * C * sizeof *j->tags);
-        j->seq_ids = mem_alloc(B * sizeof *j->seq_ids);
-        j->have = mem_alloc((size_t)j->nh * B + 1);
-        if (!j->win || !j->ids || !j->bstart || !j->bend || !j->tags || !j->seq_ids || !j->have)
-            rc = err_set(ERR_NOMEM, "out of memory for batch buffers");
-        for (int i = 0; !rc && i < j->nh; i++) {
-            size_t n = B * C * (size_t)j->h[i].width;
-            if (!(j->h[i].buf = mem_alloc_aligned(n * sizeof(float))))
-                rc = err_set(ERR_NOMEM, "out of memory (%zu MB for hook %s)", n * 4 >> 20, j->h[i].name);
-            else rc = gpt2_hook_add(j->m, j->h[i].name, hook_cb, &j->h[i]);
+        for (int k = 0; k < 2 && !rc; k++) {
+            ext_batch *bt = &j->bt[k];
+            bt->win = mem_calloc(B, sizeof *bt->win);
+            bt->ids = mem_alloc(B * C * sizeof *bt->ids);
+            bt->bstart = mem_alloc(B * C * sizeof *bt->bstart);
+            bt->bend = mem_alloc(B * C * sizeof *bt->bend);
+            bt->tags = mem_alloc(B * C * sizeof *bt->tags);
+            bt->seq_ids = mem_alloc(B * sizeof *bt->seq_ids);
+            bt->have = mem_alloc((size_t)j->nh * B + 1);
+            if (!bt->win || !bt->ids || !bt->bstart || !bt->bend || !bt->tags || !bt->seq_ids ||
+                !bt->have)
+                rc = err_set(ERR_NOMEM, "out of memory for batch buffers");
+            for (int i = 0; !rc && i < j->nh; i++) {
+                size_t n = B * C * (size_t)j->h[i].width;
+                if (!(bt->hbuf[i] = mem_alloc_aligned(n * sizeof(float))))
+                    rc = err_set(ERR_NOMEM, "out of memory (%zu MB for hook %s)", n * 4 >> 20,
+                                 j->h[i].name);
+            }
         }
+        for (int i = 0; !rc && i < j->nh; i++) rc = gpt2_hook_add(j->m, j->h[i].name, hook_cb, &j->h[i]);
     }
     if (rc) {
         ext_close(j);
@@ -357,6 +379,7 @@ const ext_plan *ext_get_plan(const ext_job *j) { return &j->plan; }
 int ext_check_space(const ext_job *j)
 {
     const ext_plan *p = &j->plan;
+    if (!j->s) return OK;
     double left = p->n_windows ? 1.0 - (double)p->stored_windows / (double)p->n_windows : 0;
     int64_t need = (int64_t)((double)(p->act_bytes + p->other_bytes) * left);
     if (need > p->free_bytes)
@@ -370,24 +393,28 @@ void ext_close(ext_job *j)
 {
     if (!j) return;
     if (j->m) gpt2_hook_clear(j->m);
-    for (int i = 0; i < j->nh; i++) mem_free_aligned(j->h[i].buf);
+    if (j->fwd_running) pthread_join(j->fwd_thread, NULL);
     gpt2_free(j->m);
     tok_free(j->tok);
     store_close(j->s);
-    mem_free(j->win);
-    mem_free(j->ids);
-    mem_free(j->bstart);
-    mem_free(j->bend);
-    mem_free(j->tags);
-    mem_free(j->seq_ids);
-    mem_free(j->have);
+    for (int k = 0; k < 2; k++) {
+        ext_batch *bt = &j->bt[k];
+        for (int i = 0; i < j->nh; i++) mem_free_aligned(bt->hbuf[i]);
+        mem_free(bt->win);
+        mem_free(bt->ids);
+        mem_free(bt->bstart);
+        mem_free(bt->bend);
+        mem_free(bt->tags);
+        mem_free(bt->seq_ids);
+        mem_free(bt->have);
+    }
     mem_free(j);
 }
 
 /* ---- run ----------------------------------------------------------------------------------- */
 static int ensure_tx(ext_job *j, int *in_tx)
 {
-    if (*in_tx) return OK;
+    if (*in_tx || !j->s) return OK;
     int rc = store_begin(j->s);
     if (!rc) *in_tx = 1;
     return rc;
@@ -403,97 +430,179 @@ static int commit(ext_job *j, int *in_tx)
     return rc;
 }
 
-/* Stores the pending batch (sequences, tokens, missing activations); commits now and then. */
-static int flush(ext_job *j, ext_stats *st, int *in_tx)
+/* Token rows of window b: text (valid UTF-8), byte span, POS tag. */
+static int store_window_tokens(ext_job *j, ext_batch *bt, int b)
 {
-    if (j->nwin == 0) return OK;
-    int B = j->nwin, T = j->win[0].T, C = j->ctx, rc = ensure_tx(j, in_tx);
-    double t0 = secs();
-    int missing = 0;
+    int T = bt->T, C = j->ctx, rc = OK;
+    int *ids = bt->ids + (size_t)b * C;
     char textbuf[256];
+    char *tx[T], store_txt[T][64];
+    const char *tg[T];
+    for (int t = 0; t < T; t++) {
+        size_t blen = 0;
+        const char *bytes = tok_token_bytes(j->tok, ids[t], &blen);
+        size_t l = bytes ? ext_utf8_clean(bytes, blen, textbuf, sizeof textbuf) : 0;
+        if (l < sizeof store_txt[t]) {
+            memcpy(store_txt[t], textbuf, l + 1);
+            tx[t] = store_txt[t];
+        } else tx[t] = NULL;
+        const char *tag = bt->tags[(size_t)b * C + t];
+        tg[t] = tag[0] ? tag : NULL;
+    }
+    /* Rare long tokens (> 63 bytes) are stored via a heap copy. */
+    char *heap[T];
+    for (int t = 0; t < T; t++) {
+        heap[t] = NULL;
+        if (tx[t]) continue;
+        size_t blen = 0;
+        const char *bytes = tok_token_bytes(j->tok, ids[t], &blen);
+        if (!bytes) continue;
+        if (!(heap[t] = mem_alloc(3 * blen + 1))) rc = err_set(ERR_NOMEM, "out of memory");
+        else ext_utf8_clean(bytes, blen, heap[t], 3 * blen + 1);
+        tx[t] = heap[t];
+    }
+    if (!rc)
+        rc = store_tokens_add(j->s, bt->seq_ids[b], T, ids, (const char *const *)tx,
+                              bt->bstart + (size_t)b * C, bt->bend + (size_t)b * C, tg);
+    for (int t = 0; t < T; t++) mem_free(heap[t]);
+    return rc;
+}
+
+/* Sequences and token rows of a full batch; which activations are missing. */
+static int batch_prepare(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
+{
+    int B = bt->nwin, T = bt->win[0].T, C = j->ctx, rc = ensure_tx(j, in_tx);
+    double t0 = secs();
+    bt->T = T;
+    bt->missing = 0;
     for (int b = 0; !rc && b < B; b++) {
         int ins = 0;
-        int *ids = j->ids + (size_t)b * C;
-        rc = store_seq_add(j->s, j->win[b].doc_id, j->win[b].start, j->o.bos, ids, T,
-                           &j->seq_ids[b], &ins);
-        if (!rc && ins) {
-            /* Token rows: text (valid UTF-8), byte span, POS tag. */
-            char *tx[T], store_txt[T][64];
-            const char *tg[T];
-            for (int t = 0; t < T; t++) {
-                size_t blen = 0;
-                const char *bytes = tok_token_bytes(j->tok, ids[t], &blen);
-                size_t l = bytes ? ext_utf8_clean(bytes, blen, textbuf, sizeof textbuf) : 0;
-                if (l < sizeof store_txt[t]) {
-                    memcpy(store_txt[t], textbuf, l + 1);
-                    tx[t] = store_txt[t];
-                } else tx[t] = NULL;
-                const char *tag = j->tags[(size_t)b * C + t];
-                tg[t] = tag[0] ? tag : NULL;
-            }
-            /* Rare long tokens (> 63 bytes) are stored via a heap copy. */
-            char *heap[T];
-            for (int t = 0; t < T; t++) {
-                heap[t] = NULL;
-                if (tx[t]) continue;
-                size_t blen = 0;
-                const char *bytes = tok_token_bytes(j->tok, ids[t], &blen);
-                if (!bytes) continue;
-                if (!(heap[t] = mem_alloc(3 * blen + 1))) rc = err_set(ERR_NOMEM, "out of memory");
-                else ext_utf8_clean(bytes, blen, heap[t], 3 * blen + 1);
-                tx[t] = heap[t];
-            }
-            if (!rc)
-                rc = store_tokens_add(j->s, j->seq_ids[b], T, ids, (const char *const *)tx,
-                                      j->bstart + (size_t)b * C, j->bend + (size_t)b * C, tg);
-            for (int t = 0; t < T; t++) mem_free(heap[t]);
+        if (!j->s) {
+            bt->seq_ids[b] = ++j->dry_seq;
+        } else {
+            rc = store_seq_add(j->s, bt->win[b].doc_id, bt->win[b].start, j->o.bos,
+                               bt->ids + (size_t)b * C, T, &bt->seq_ids[b], &ins);
+            if (!rc && ins) rc = store_window_tokens(j, bt, b);
         }
         for (int h = 0; !rc && h < j->nh; h++) {
             int ex = 0;
-            rc = store_act_exists(j->s, j->h[h].sh.id, j->seq_ids[b], &ex);
-            j->have[h * B + b] = (unsigned char)ex;
-            missing += !ex;
+            if (j->s) rc = store_act_exists(j->s, j->h[h].sh.id, bt->seq_ids[b], &ex);
+            bt->have[h * B + b] = (unsigned char)ex;
+            bt->missing += !ex;
         }
     }
+    /* Windows are laid out [B, ctx] in the buffers; the model wants [B, T] contiguous. */
+    if (!rc && bt->missing && T != C)
+        for (int b = 1; b < B; b++)
+            memmove(bt->ids + (size_t)b * T, bt->ids + (size_t)b * C, (size_t)T * sizeof(int));
     st->t_store += secs() - t0;
-    if (!rc && missing) {
-        /* Windows are laid out [B, ctx] in the buffers; the model wants [B, T] contiguous. */
-        if (T != C)
-            for (int b = 1; b < B; b++)
-                memmove(j->ids + (size_t)b * T, j->ids + (size_t)b * C, (size_t)T * sizeof(int));
-        double t1 = secs();
-        for (int h = 0; h < j->nh; h++) j->h[h].fired = 0;
-        rc = gpt2_forward(j->m, j->ids, B, T, 0);
-        st->t_forward += secs() - t1;
-        for (int h = 0; !rc && h < j->nh; h++)
-            if (!j->h[h].fired || j->h[h].B != B || j->h[h].T != T)
-                rc = err_set(ERR_SHAPE, "hook %s did not deliver [%d, %d, %d]", j->h[h].name, B, T,
-                             j->h[h].width);
-        double t2 = secs();
-        for (int h = 0; !rc && h < j->nh; h++)
-            for (int b = 0; !rc && b < B; b++)
-                if (!j->have[h * B + b])
-                    rc = store_act_write(j->s, j->h[h].sh.id, j->seq_ids[b],
-                                         j->h[h].buf + (size_t)b * T * j->h[h].width, T);
-        st->t_store += secs() - t2;
+    return rc;
+}
+
+static void *fwd_main(void *arg)
+{
+    ext_job *j = arg;
+    ext_batch *bt = j->fwd_bt; /* not bt[cur]: the main thread moves on meanwhile */
+    double t0 = secs();
+    j->fwd_rc = gpt2_forward(j->m, bt->ids, bt->nwin, bt->T, 0);
+    if (j->fwd_rc) snprintf(j->fwd_msg, sizeof j->fwd_msg, "%s", err_msg());
+    j->fwd_secs = secs() - t0;
+    return NULL;
+}
+
+/* Starts the forward pass of bt[cur] on the compute thread (when any activation is missing). */
+static void fwd_start(ext_job *j)
+{
+    ext_batch *bt = &j->bt[j->cur];
+    if (!bt->missing) return;
+    for (int h = 0; h < j->nh; h++) {
+        j->h[h].fired = 0;
+        j->h[h].buf = bt->hbuf[h];
     }
+    j->fwd_rc = OK;
+    j->fwd_bt = bt;
+    if (pthread_create(&j->fwd_thread, NULL, fwd_main, j) != 0) fwd_main(j); /* no thread: here */
+    else j->fwd_running = 1;
+}
+
+/* Waits for the running forward pass (if any) and checks what its hooks delivered. */
+static int fwd_wait(ext_job *j, ext_batch *bt, ext_stats *st)
+{
+    if (j->fwd_running) {
+        double t0 = secs();
+        pthread_join(j->fwd_thread, NULL);
+        j->fwd_running = 0;
+        st->t_wait += secs() - t0;
+    } else if (!bt->missing) return OK;
+    st->t_forward += j->fwd_secs;
+    j->fwd_secs = 0;
+    if (j->fwd_rc) return err_set(j->fwd_rc, "%s", j->fwd_msg);
+    for (int h = 0; h < j->nh; h++)
+        if (!j->h[h].fired || j->h[h].B != bt->nwin || j->h[h].T != bt->T)
+            return err_set(ERR_SHAPE, "hook %s did not deliver [%d, %d, %d]", j->h[h].name,
+                           bt->nwin, bt->T, j->h[h].width);
+    return OK;
+}
+
+/* Stores the activations of a batch whose forward is done; commits now and then. */
+static int batch_finish(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
+{
+    int B = bt->nwin, T = bt->T, rc = OK;
+    double t0 = secs();
     for (int h = 0; !rc && h < j->nh; h++)
-        for (int b = 0; b < B; b++)
-            if (!j->have[h * B + b])
+        for (int b = 0; !rc && b < B; b++)
+            if (!bt->have[h * B + b]) {
+                if (j->s)
+                    rc = store_act_write(j->s, j->h[h].sh.id, bt->seq_ids[b],
+                                         bt->hbuf[h] + (size_t)b * T * j->h[h].width, T);
                 j->pending_bytes += (int64_t)T * j->h[h].width * store_dtype_size(j->o.dtype);
+            }
     /* Batches are grouped into transactions of ~32 MB (or 2 s): bulk appends in rollback-journal
      * mode then run at dd speed (docs/store.md). Resume does not depend on where commits fall. */
-    double t3 = secs();
-    if (!rc && (j->pending_bytes >= j->commit_bytes || t3 - j->last_commit >= EXT_COMMIT_SECS))
+    if (!rc && (j->pending_bytes >= j->commit_bytes || secs() - j->last_commit >= EXT_COMMIT_SECS))
         rc = commit(j, in_tx);
-    st->t_store += secs() - t3;
+    st->t_store += secs() - t0;
     if (rc) return rc;
     st->batches++;
-    st->batches_skipped += !missing;
+    st->batches_skipped += !bt->missing;
     st->windows += B;
     st->tokens += (int64_t)B * T;
-    j->nwin = 0;
+    bt->nwin = 0;
     return OK;
+}
+
+/* The filled batch bt[cur] goes in: its rows are stored while the previous forward runs, then its
+ * own forward starts and the previous batch's activations are written meanwhile. */
+static int flush(ext_job *j, ext_stats *st, int *in_tx)
+{
+    ext_batch *bt = &j->bt[j->cur], *prev = &j->bt[!j->cur];
+    if (bt->nwin == 0) return OK;
+    int rc = batch_prepare(j, bt, st, in_tx);
+    if (!rc && j->prev_pending) rc = fwd_wait(j, prev, st);
+    if (rc) return rc; /* drain() joins a forward still running */
+    fwd_start(j);
+    if (j->prev_pending) rc = batch_finish(j, prev, st, in_tx);
+    j->prev_pending = 1; /* bt is in flight now, whatever happened to prev */
+    j->cur = !j->cur;
+    return rc;
+}
+
+/* Finishes the batch still in flight (at the end, or when stopped). After an error (rc) it only
+ * joins the compute thread, keeping the error's message. */
+static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc)
+{
+    if (rc) {
+        if (j->fwd_running) pthread_join(j->fwd_thread, NULL);
+        j->fwd_running = 0;
+        j->prev_pending = 0;
+        return rc;
+    }
+    if (!j->prev_pending) return OK;
+    ext_batch *prev = &j->bt[!j->cur];
+    j->prev_pending = 0;
+    rc = fwd_wait(j, prev, st);
+    if (!rc) rc = batch_finish(j, prev, st, in_tx);
+    return rc;
 }
 
 int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u), void *u)
@@ -501,14 +610,18 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     memset(st, 0, sizeof *st);
     double t0 = secs();
     corpus_reader *r;
-    int rc = store_set_bulk(j->s); /* after every check of ext_open: failures leave the file as is */
+    /* after every check of ext_open: failures leave the file as is */
+    int rc = j->s ? store_set_bulk(j->s) : OK;
     if (rc) return rc;
     rc = corpus_open(&r, j->o.corpus, j->o.tags);
     st->t_corpus += secs() - t0;
     if (rc) return rc;
     int in_tx = 0, done = 0, C = j->ctx, per = C - (j->o.bos ? 1 : 0);
     int64_t total = 0, ordinal = 0;
-    j->nwin = 0;
+    j->cur = 0;
+    j->prev_pending = 0;
+    j->bt[0].nwin = j->bt[1].nwin = 0;
+    j->dry_seq = 0;
     j->pending_bytes = 0;
     j->last_commit = secs();
     while (!rc && !done) {
@@ -521,9 +634,9 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
         ext_doc x;
         rc = doc_tokenize(j, d, &x, 1);
         st->t_tokenize += secs() - tt;
-        int64_t doc_id = 0;
+        int64_t doc_id = ordinal + 1;
         if (!rc) rc = ensure_tx(j, &in_tx);
-        if (!rc) {
+        if (!rc && j->s) {
             double ts = secs();
             char name[32];
             snprintf(name, sizeof name, "doc%lld", (long long)ordinal);
@@ -540,7 +653,8 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
                 break;
             }
             n = len - (j->o.bos ? 1 : 0);
-            if (j->nwin && (j->nwin == j->o.batch || j->win[0].T != len)) {
+            ext_batch *bt = &j->bt[j->cur];
+            if (bt->nwin && (bt->nwin == j->o.batch || bt->win[0].T != len)) {
                 rc = flush(j, st, &in_tx);
                 if (!rc && progress) progress(st, u);
                 if (!rc && j->o.stop && *j->o.stop) {
@@ -549,36 +663,36 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
                 }
                 if (!rc) rc = ensure_tx(j, &in_tx);
                 if (rc) break;
+                bt = &j->bt[j->cur];
             }
-            int b = j->nwin++;
-            j->win[b].doc_id = doc_id;
-            j->win[b].start = s0;
-            j->win[b].T = len;
+            int b = bt->nwin++;
+            bt->win[b].doc_id = doc_id;
+            bt->win[b].start = s0;
+            bt->win[b].T = len;
             size_t o = (size_t)b * C;
             int t = 0;
             if (j->o.bos) {
-                j->ids[o] = j->eot;
-                j->bstart[o] = j->bend[o] = -1;
-                j->tags[o][0] = 0;
+                bt->ids[o] = j->eot;
+                bt->bstart[o] = bt->bend[o] = -1;
+                bt->tags[o][0] = 0;
                 t = 1;
             }
             for (int i = 0; i < n; i++, t++) {
                 size_t k = (size_t)(s0 + i);
-                j->ids[o + t] = x.ids[k];
-                j->bstart[o + t] = (int64_t)x.off[k];
-                j->bend[o + t] = k + 1 < x.n ? (int64_t)x.off[k + 1] : (int64_t)d->len;
-                snprintf(j->tags[o + t], sizeof j->tags[0], "%s", x.tag && x.tag[k] ? x.tag[k] : "");
+                bt->ids[o + t] = x.ids[k];
+                bt->bstart[o + t] = (int64_t)x.off[k];
+                bt->bend[o + t] = k + 1 < x.n ? (int64_t)x.off[k + 1] : (int64_t)d->len;
+                snprintf(bt->tags[o + t], sizeof bt->tags[0], "%s", x.tag && x.tag[k] ? x.tag[k] : "");
             }
             total += len;
         }
         doc_free(&x);
     }
     corpus_close(r);
-    if (!rc && done != 2) {
-        rc = flush(j, st, &in_tx);
-        if (!rc && progress) progress(st, u);
-    }
-    if (!rc && done != 2) {
+    if (!rc && done != 2) rc = flush(j, st, &in_tx);
+    rc = drain(j, st, &in_tx, rc); /* also after an error: the compute thread must be joined */
+    if (!rc && progress) progress(st, u);
+    if (!rc && done != 2 && j->s) {
         rc = ensure_tx(j, &in_tx);
         if (!rc) rc = store_run_done(j->s, j->run_id);
     }

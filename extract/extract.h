@@ -13,12 +13,15 @@
  * options), skips batches whose activations are all stored and computes the rest, so the final
  * database equals an uninterrupted run (sequence ids included: rows are inserted in the same
  * order and rolled back batches leave no ids behind).
+ * Pipeline: the forward pass of batch i runs on a second thread while the main thread stores
+ * batch i-1's activations and reads, tokenizes and stores the rows of batch i+1; SQLite is only
+ * ever used from the main thread. Rows land in the same order as without the overlap.
  * Space: ext_open counts the tokens (one tokenizer pass) and plans the bytes per hook;
  * ext_check_space refuses when the filesystem of the database has less free space.
  *
  * Ownership: an ext_job owns the model, tokenizer and store it opens; ext_close frees them.
  * Errors: err.h codes with one-line messages naming the file and the problem; ERR_ABORTED when
- * *stop became non-zero (the batches done so far are committed). Not thread-safe.
+ * *stop became non-zero (the batches done so far are committed). One job per thread.
  */
 #ifndef SAELITE_EXTRACT_H
 #define SAELITE_EXTRACT_H
@@ -40,6 +43,7 @@ typedef struct {
     int64_t max_tokens;         /* 0 = no cap */
     double commit_mb;           /* transaction size in MiB of activations (0 = 32); at most 2 s */
     volatile int *stop;         /* polled between batches; may be NULL */
+    int dry_run;                /* tokenize and run the model, store nothing (db unused) */
 } ext_opts;
 
 typedef struct {
@@ -61,7 +65,10 @@ typedef struct {
 
 typedef struct {
     int64_t batches, batches_skipped, windows, tokens;
-    double t_corpus, t_tokenize, t_forward, t_store, t_total; /* seconds (wall clock) */
+    /* seconds (wall clock). The forward passes run on a compute thread, overlapped with the
+     * main thread's corpus reading, tokenizing and storage; t_wait is the main thread's time
+     * blocked waiting for them (so t_total ~ t_corpus + t_tokenize + t_store + t_wait). */
+    double t_corpus, t_tokenize, t_forward, t_store, t_wait, t_total;
 } ext_stats;
 
 typedef struct ext_job ext_job;
