@@ -132,11 +132,12 @@ static int check_cfg(const gpt2_config *c, const char *where)
         c->vocab_size < 1 || c->vocab_size > 1 << 24 || c->n_inner < 1 || c->n_inner > 1 << 20 ||
         !(c->ln_eps > 0 && c->ln_eps < 1))
         return err_set(ERR_FORMAT,
-                       "%s: invalid model shape (n_layer %d, n_head %d, n_embd %d, n_positions %d, "
-                       "vocab_size %d, n_inner %d, eps %g): n_embd must be a multiple of n_head and "
-                       "all sizes positive",
-                       where, c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->vocab_size, c->n_inner,
-                       (double)c->ln_eps);
+                       "%s%sinvalid model shape (n_layer %d, n_head %d, n_embd %d, n_positions %d, "
+                       "vocab_size %d, n_inner %d, eps %g): n_embd must be a multiple of n_head; "
+                       "limits: n_layer 1..1000, n_embd 1..65536, n_positions 1..1048576, "
+                       "vocab_size 1..16777216, n_inner 1..1048576, 0 < eps < 1",
+                       where ? where : "", where ? ": " : "", c->n_layer, c->n_head, c->n_embd,
+                       c->n_ctx, c->vocab_size, c->n_inner, (double)c->ln_eps);
     return OK;
 }
 
@@ -274,7 +275,7 @@ const float *gpt2_param(const gpt2_model *m, const char *name, int *ndim, int64_
 /* ---- create / save ---------------------------------------------------------------------- */
 int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
 {
-    int rc = check_cfg(cfg, "init-model");
+    int rc = check_cfg(cfg, NULL); /* the caller knows where the shape came from */
     if (rc) return rc;
     gpt2_model *m;
     if ((rc = model_alloc(&m, cfg, 1, OP_GELU_TANH))) return rc;
@@ -530,7 +531,7 @@ int gpt2_load(gpt2_model **out, const char *dir)
         if ((rc = st_load_f32(f, nm, t->ndim, t->shape, m->params + t->offset))) {
             if (rc == ERR_SHAPE)
                 err_wrap(rc, "config.json (n_layer %d, n_embd %d, n_inner %d, vocab %d, ctx %d) "
-                             "does not fit: ",
+                             "does not fit",
                          cfg.n_layer, cfg.n_embd, cfg.n_inner, cfg.vocab_size, cfg.n_ctx);
             if (rc == ERR_NOTFOUND) rc = ERR_FORMAT;
             goto fail;
