@@ -23,8 +23,9 @@ void sae_k_encode(float *pre /*[B,S]*/, float *xc /*[B,D]*/, const float *x /*[B
                   const float *b_dec /*[D]*/, int B, int D, int S);
 
 /* Per row: the k largest pre-activations (ties: lower index first), ReLU applied; rows get
- * exactly k entries (ptr[b] = b*k), sorted by descending value. cand: optional candidate list
- * (ncand latents, e.g. the dead ones for AuxK); NULL = all S latents. k <= S (k <= ncand). */
+ * exactly k entries (ptr[b] = b*k), in no particular order (a deterministic function of the
+ * row). cand: optional candidate list in increasing order (ncand latents, e.g. the dead ones
+ * for AuxK); NULL = all S latents. k <= S (k <= ncand). Rows are split over threads. */
 void sae_k_topk(int *idx /*[B*k]*/, float *val /*[B*k]*/, const float *pre /*[B,S]*/, int B, int S,
                 int k, const int *cand /*[ncand] or NULL*/, int ncand);
 

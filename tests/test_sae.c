@@ -62,6 +62,37 @@ static void test_topk(void)
     CHECK(bad == 0, "candidate top-k picked a non-candidate");
 }
 
+/* Long rows take the block-bound path: the same selection as brute force, ties included. */
+static void test_topk_long(void)
+{
+    enum { B = 5, S = 4096 + 7, K = 32 };
+    rng_state r;
+    rng_seed(&r, 11);
+    float *pre = malloc(sizeof(float) * B * S), val[B * K];
+    int idx[B * K];
+    fill_normal(pre, (int64_t)B * S, &r, 1);
+    for (int j = 0; j < S; j++) pre[1 * S + j] = 0.5f;           /* all equal: lowest indices */
+    for (int j = 0; j < 40; j++) pre[2 * S + 100 + 50 * j] = 7;   /* 40 ties above the rest */
+    pre[3 * S + S - 1] = 99;                                      /* the tail past the blocks */
+    pre[4 * S + 5] = NAN;
+    sae_k_topk(idx, val, pre, B, S, K, NULL, 0);
+    int bad = 0;
+    for (int b = 0; b < B; b++) {
+        const float *p = pre + (int64_t)b * S;
+        for (int e = 0; e < K; e++) {
+            int j = idx[b * K + e], beat = 0;
+            for (int i = 0; i < S; i++) beat += p[i] > p[j] || (p[i] == p[j] && i < j);
+            if (beat >= K || val[b * K + e] != (p[j] > 0 ? p[j] : 0)) bad++;
+            for (int f = 0; f < e; f++) bad += idx[b * K + f] == j;
+        }
+    }
+    CHECK(bad == 0, "long-row top-k differs from brute force in %d places", bad);
+    int has_tail = 0;
+    for (int e = 0; e < K; e++) has_tail |= idx[3 * K + e] == S - 1;
+    CHECK(has_tail, "entry past the last full block selected");
+    free(pre);
+}
+
 static void test_batchtopk(void)
 {
     enum { B = 6, S = 40, K = 3 };
@@ -529,6 +560,7 @@ static void test_metrics(void)
 int main(void)
 {
     test_topk();
+    test_topk_long();
     test_batchtopk();
     test_decode_sparse();
     test_adam_and_norms();
