@@ -81,7 +81,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--k", ARG_INT, &k, "active latents per token, topk/batchtopk (32)"},
         {"--k-aux", ARG_INT, &k_aux, "AuxK latents (d_in/2)"},
         {"--aux-coef", ARG_FLOAT, &aux_coef, "AuxK coefficient (1/32)"},
-        {"--l1", ARG_FLOAT, &l1, "relu: L1 coefficient (5); jumprelu: L0 coefficient (0.01)"},
+        {"--l1", ARG_FLOAT, &l1, "relu: L1 coefficient (5); jumprelu: L0 coefficient (1)"},
         {"--jr-bandwidth", ARG_FLOAT, &jr_bw, "jumprelu: STE kernel width, normalised units"},
         {"--jr-threshold", ARG_FLOAT, &jr_th, "jumprelu: initial threshold, normalised units"},
         {"--lr", ARG_FLOAT, &lr, "learning rate (2e-4 / sqrt(d_sae / 16384))"},
