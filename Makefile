@@ -64,13 +64,6 @@ $(BUILD)/libsaelite.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# The SAE gather/scatter kernels: GCC's -O2 vectorises only loops whose trip count it knows
-# ("very cheap" cost model); these run over d_in and vectorised the decoder-gradient kernel is
-# 4x faster (-O3 on model/ops.c made no measurable difference). -O3 changes no result here: no
-# reassociation, no fast-math.
-KERNEL_OBJ := $(BUILD)/sae/sae_kernels.o
-$(KERNEL_OBJ): OPT := $(if $(filter -O2,$(OPT)),-O3,$(OPT))
-
 $(BUILD)/%.o: %.c | $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
