@@ -58,7 +58,7 @@ int cmd_sae_train(int argc, char **argv)
     const char *hook = "", *model = "", *truth_out = NULL;
     int keep_bos = 0, synth = 0, d_sae = 0, k = 32, k_aux = 0, batch = 4096, resume = 0, no_norm = 0;
     int ckpt_every = 0, log_every = 0, context = 0, syn_d = 256, syn_f = 512;
-    double max_norm = 0, jr_bw = 0, jr_th = 0, expansion = 8, l1 = 0, lr = NAN, aux_coef = 1.0 / 32, val_frac = 0.05, syn_active = 5;
+    double max_norm = 0, jr_bw = 0, jr_th = 0, jr_lrm = 0, expansion = 8, l1 = 0, lr = NAN, aux_coef = 1.0 / 32, val_frac = 0.05, syn_active = 5;
     int64_t shuffle_tokens = 65536, max_steps = 0, tokens = 10000000, seed = 42, dead_window = 0, eval_tokens = 65536, syn_seed = 1;
     arg_spec spec[] = {
         {"--db", ARG_STR, &db, "store with the activations of --hook"},
@@ -84,6 +84,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--l1", ARG_FLOAT, &l1, "relu: L1 coefficient (5); jumprelu: L0 coefficient (1)"},
         {"--jr-bandwidth", ARG_FLOAT, &jr_bw, "jumprelu: STE kernel width, normalised units"},
         {"--jr-threshold", ARG_FLOAT, &jr_th, "jumprelu: initial threshold, normalised units"},
+        {"--jr-lr-mult", ARG_FLOAT, &jr_lrm, "jumprelu: learning-rate multiplier of the thresholds (10)"},
         {"--lr", ARG_FLOAT, &lr, "learning rate (2e-4 / sqrt(d_sae / 16384))"},
         {"--batch", ARG_INT, &batch, "tokens per step (4096)"},
         {"--tokens", ARG_I64, &tokens, "training tokens (10M)"},
@@ -128,8 +129,9 @@ int cmd_sae_train(int argc, char **argv)
         return cli_usage_error(cmd, "--d-sae, --k-aux, --shuffle-buffer, --synth-d, --synth-features, "
                                     "--synth-active must be positive; --checkpoint-every, "
                                     "--log-every, --max-steps, --dead-window, --context-size >= 0");
-    if (l1 < 0 || aux_coef < 0 || jr_bw < 0 || jr_th < 0)
-        return cli_usage_error(cmd, "--l1, --aux-coef, --jr-bandwidth, --jr-threshold must be >= 0");
+    if (l1 < 0 || aux_coef < 0 || jr_bw < 0 || jr_th < 0 || jr_lrm < 0)
+        return cli_usage_error(cmd, "--l1, --aux-coef, --jr-bandwidth, --jr-threshold, --jr-lr-mult "
+                                    "must be >= 0");
 
     /* data */
     sae_source *src = NULL, *val = NULL;
@@ -222,6 +224,7 @@ int cmd_sae_train(int argc, char **argv)
     c.dead_window = dead_window;
     if (jr_bw > 0) c.jr_bandwidth = jr_bw;
     if (jr_th > 0) c.jr_init_threshold = jr_th;
+    if (jr_lrm > 0) c.jr_lr_mult = jr_lrm;
     if (c.arch == SAE_RELU || c.arch == SAE_JUMPRELU) c.k = 0;
 
     struct stat sb;
@@ -348,12 +351,13 @@ int cmd_sae_train(int argc, char **argv)
         snprintf(js, sizeof js,
                  "{\"architecture\":\"%s\",\"k\":%d,\"k_aux\":%d,\"aux_coef\":%g,\"l1\":%g,"
                  "\"lr\":%g,\"batch\":%d,\"tokens\":%" PRId64 ",\"seed\":%" PRIu64 ","
-                 "\"normalize\":%d,\"scale\":%.9g,\"source\":\"%s\",\"eval_tokens\":%" PRId64 ","
+                 "\"normalize\":%d,\"scale\":%.9g,\"jr_bandwidth\":%g,\"jr_init_threshold\":%g,"
+                 "\"jr_lr_mult\":%g,\"source\":\"%s\",\"eval_tokens\":%" PRId64 ","
                  "\"mse\":%.6g,\"explained_variance\":%.6g,\"cos\":%.6g,\"l2_ratio\":%.6g,"
                  "\"l0\":%.6g,\"dead_frac\":%.6g,\"dense_frac\":%.6g}",
                  sae_arch_name(tc->arch), tc->k, tc->k_aux, tc->aux_coef, tc->l1, tc->lr,
                  tc->batch, tc->total_tokens, tc->seed, tc->normalize, sae_trainer_scale(t),
-                 db ? "store" : npy ? "npy" : "synth", eval_tokens, sum.mse, sum.ev, sum.cos, sum.l2_ratio,
+                 tc->jr_bandwidth, tc->jr_init_threshold, tc->jr_lr_mult, db ? "store" : npy ? "npy" : "synth", eval_tokens, sum.mse, sum.ev, sum.cos, sum.l2_ratio,
                  sum.l0, sum.dead_frac, sum.dense_frac);
         rc = sae_save_ex(m, out, js, dens);
     }

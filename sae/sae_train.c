@@ -32,6 +32,9 @@ void sae_train_defaults(sae_train_config *c)
        too slowly for runs of a few thousand steps (measured on synthetic data, docs/sae.md) */
     c->jr_bandwidth = 0.5;
     c->jr_init_threshold = 0.5;
+    /* Adam moves a log-threshold by at most ~lr per step: at 4e-4 and the 500-2500 steps of a
+       run here, thresholds could not grow by more than a few tens of percent (docs/sae.md) */
+    c->jr_lr_mult = 10;
     c->adam_b1 = 0.9;
     c->adam_b2 = 0.999;
     c->adam_eps = 1e-8;
@@ -46,7 +49,8 @@ int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
            a->decay_frac == b->decay_frac && a->l1_warmup_frac == b->l1_warmup_frac &&
            a->dead_window == b->dead_window && a->bdec_init == b->bdec_init &&
            a->normalize == b->normalize && a->jr_bandwidth == b->jr_bandwidth &&
-           a->jr_init_threshold == b->jr_init_threshold && a->adam_b1 == b->adam_b1 &&
+           a->jr_init_threshold == b->jr_init_threshold && a->jr_lr_mult == b->jr_lr_mult &&
+           a->adam_b1 == b->adam_b1 &&
            a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps;
 }
 
@@ -56,7 +60,7 @@ struct sae_trainer {
     int D, S, B, kaux;
     int64_t total_steps, step, tokens, dead_window;
     double scale;
-    float thr_run; /* BatchTopK: running mean of the batch threshold (normalised units) */
+    float thr_run; /* BatchTopK: running mean (rate 0.1) of the batch threshold (normalised units) */
     int64_t np;
     float *p, *g, *m, *v;
     sae_params P, G;
@@ -413,7 +417,10 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             float thr;
             sae_k_batchtopk(t->ptr, t->idx, t->val, t->cap, &thr, t->pre, B, S, (int64_t)k * B,
                             t->scratch);
-            t->thr_run = t->step == 0 ? thr : 0.99f * t->thr_run + 0.01f * thr;
+            /* rate 0.1, not SAELens' 0.01: the batch threshold keeps falling all through a run
+               of 10^3 steps, and a 100-step average lagged enough to give L0 26 instead of k 32
+               at inference (docs/sae.md); one batch's k*B-th value is already a tight estimate */
+            t->thr_run = t->step == 0 ? thr : 0.9f * t->thr_run + 0.1f * thr;
             if (ka) sae_k_topk(t->aidx, t->aval, t->pre, B, S, ka, t->dead, nd);
         }
         for (int b = 0; b <= B; b++) t->aptr[b] = (int64_t)b * ka;
@@ -548,8 +555,14 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     int constrained = t->c.arch != SAE_RELU;
     if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->D);
     double lr = lr_at(t);
-    sae_k_adam(t->p, t->g, t->m, t->v, t->np, (float)lr, (float)t->c.adam_b1,
+    /* the JumpReLU thresholds are the last S parameters; they get their own learning rate */
+    int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth;
+    sae_k_adam(t->p, t->g, t->m, t->v, nmain, (float)lr, (float)t->c.adam_b1,
                (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
+    if (nth)
+        sae_k_adam(t->p + nmain, t->g + nmain, t->m + nmain, t->v + nmain, nth,
+                   (float)(lr * t->c.jr_lr_mult), (float)t->c.adam_b1, (float)t->c.adam_b2,
+                   (float)t->c.adam_eps, t->step + 1);
     if (constrained) sae_k_normalize_rows(t->P.W_dec, t->S, t->D);
     int64_t ndead = 0;
     for (int j = 0; j < t->S; j++) {

@@ -50,6 +50,7 @@ typedef struct {
     int normalize;         /* 1 (default): scale inputs to mean norm sqrt(d_in) */
     double jr_bandwidth;   /* default 0.5 (normalised units) */
     double jr_init_threshold; /* default 0.5 */
+    double jr_lr_mult;     /* jumprelu: learning-rate multiplier of the thresholds (default 10) */
     double adam_b1, adam_b2, adam_eps; /* 0.9, 0.999, 1e-8 */
 } sae_train_config;
 
