@@ -30,16 +30,23 @@ db=$W/extract.db
 rm -f "$db" "$db-wal" "$db-shm"
 EXA=(extract --model "$M" --corpus data/brown/brown.jsonl --tags data/brown/brown.tags.jsonl
      --hook blocks.0.mlp.hook_post --max-tokens "$N" --batch 8)
-# the forward passes alone on the same windows and batches: a dry run stores nothing
-dry=$($BIN "${EXA[@]}" --dry-run 2>&1 | tail -n 1)
-echo "dry run: $dry"
+# The forward passes alone on the same windows and batches: a dry run stores nothing. Extract
+# gives OpenBLAS all cores but one unless told otherwise; the dry run also with every core, and
+# the faster of the two is the reference.
+dry1=$($BIN "${EXA[@]}" --dry-run 2>&1 | tail -n 1)
+dry2=$(OPENBLAS_NUM_THREADS=$(nproc) $BIN "${EXA[@]}" --dry-run 2>&1 | tail -n 1)
+echo "dry run: $dry1"
+echo "dry run, OPENBLAS_NUM_THREADS=$(nproc): $dry2"
 out=$($BIN "${EXA[@]}" --db "$db" 2>&1 | tail -n 1)
 echo "$out"
-awk -v dry="$dry" -v out="$out" 'BEGIN {
-    match(dry, /forward [0-9.]+/); fw = substr(dry, RSTART + 8, RLENGTH - 8) + 0
-    match(out, /in [0-9.]+ s/); total = substr(out, RSTART + 3, RLENGTH - 5) + 0
-    if (fw <= 0 || total <= 0) { print "bench_extract: could not parse the dry run"; exit 1 }
-    printf "extract end to end vs the forward passes alone on the same tokens: %.1f s vs %.1f s = ratio %.2f (target 0.9)\n", total, fw, fw / total
+awk -v d1="$dry1" -v d2="$dry2" -v out="$out" 'function fw(s) { match(s, /forward [0-9.]+/); return substr(s, RSTART + 8, RLENGTH - 8) + 0 }
+function wall(s) { match(s, /in [0-9.]+ s/); return substr(s, RSTART + 3, RLENGTH - 5) + 0 }
+BEGIN {
+    f = fw(d1); if (fw(d2) > 0 && fw(d2) < f) f = fw(d2)
+    w = wall(d1); if (wall(d2) > 0 && wall(d2) < w) w = wall(d2)
+    total = wall(out)
+    if (f <= 0 || total <= 0) { print "bench_extract: could not parse the dry runs"; exit 1 }
+    printf "extract end to end vs the forward passes alone on the same tokens: %.2f s vs %.2f s = ratio %.2f (target 0.9); vs the dry run (corpus, tokenizer and forward, nothing stored) %.2f s = %.2f\n", total, f, f / total, w, w / total
 }'
 bytes=$(sqlite3 "$db" "SELECT sum(length(data)) FROM activations")
 rm -f "$db" "$db-wal" "$db-shm"

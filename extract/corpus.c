@@ -29,8 +29,10 @@ struct corpus_reader {
     long pending_lineno;
     FILE *tf;
     char *tpath;
-    tag_index *tix;
+    tag_index *tix;   /* built on first need: only when the tags are not in corpus order */
     size_t ntix, tcur;
+    int indexed;
+    long seq_off, seq_lineno; /* the next line in file order, for the in-order fast path */
     char *tline;
     size_t tcap;
 };
@@ -89,6 +91,9 @@ static int build_tag_index(corpus_reader *r)
 {
     size_t cap = 0;
     long lineno = 0;
+    r->indexed = 1;
+    if (fseek(r->tf, 0, SEEK_SET) != 0)
+        return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
     for (;;) {
         long off = ftell(r->tf);
         errno = 0;
@@ -169,7 +174,6 @@ int corpus_open(corpus_reader **out, const char *path, const char *tags_path)
             rc = err_set(ERR_IO, "%s: cannot open: %s", tags_path, strerror(errno));
             goto fail;
         }
-        if ((rc = build_tag_index(r))) goto fail;
     }
     *out = r;
     return OK;
@@ -226,20 +230,70 @@ static tag_index *find_tags(corpus_reader *r, const corpus_doc *d, long ordinal)
     return NULL;
 }
 
+/* In-order fast path: the next non-blank tags line after the last one used, when its "id" is the
+ * document's; *j stays NULL otherwise (or at the end of the file). */
+static int next_tags_in_order(corpus_reader *r, const corpus_doc *d, cJSON **j, long *lineno)
+{
+    *j = NULL;
+    if (fseek(r->tf, r->seq_off, SEEK_SET) != 0)
+        return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
+    long ln = r->seq_lineno;
+    ssize_t n;
+    for (;;) {
+        errno = 0;
+        n = getline(&r->tline, &r->tcap, r->tf);
+        if (n < 0) {
+            if (ferror(r->tf))
+                return err_set(ERR_IO, "%s: read error: %s", r->tpath, strerror(errno ? errno : EIO));
+            return OK;
+        }
+        ln++;
+        if (!is_blank(r->tline, (size_t)n)) break;
+    }
+    cJSON *x = cJSON_ParseWithLength(r->tline, (size_t)n);
+    if (!x || !cJSON_IsObject(x)) {
+        cJSON_Delete(x);
+        return err_set(ERR_FORMAT, "%s:%ld: not a JSON object", r->tpath, ln);
+    }
+    char *id = NULL;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, "id");
+    int rc = v ? json_id(v, &id) : ERR_FORMAT;
+    if (rc == ERR_NOMEM) {
+        cJSON_Delete(x);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    if (!rc && d->id && !strcmp(id, d->id)) {
+        *j = x;
+        *lineno = ln;
+        r->seq_off = ftell(r->tf);
+        r->seq_lineno = ln;
+    } else cJSON_Delete(x);
+    mem_free(id);
+    return OK;
+}
+
 static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal)
 {
-    tag_index *t = find_tags(r, d, ordinal);
-    if (!t) return OK;
-    if (fseek(r->tf, t->off, SEEK_SET) != 0)
-        return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
-    ssize_t n = getline(&r->tline, &r->tcap, r->tf);
-    if (n < 0) return err_set(ERR_IO, "%s:%ld: cannot re-read line", r->tpath, t->lineno);
-    cJSON *j = cJSON_ParseWithLength(r->tline, (size_t)n);
-    if (!j) return err_set(ERR_FORMAT, "%s:%ld: not JSON", r->tpath, t->lineno);
-    int rc = OK;
+    cJSON *j = NULL;
+    long lineno = 0;
+    int rc = r->indexed ? OK : next_tags_in_order(r, d, &j, &lineno);
+    if (rc) return rc;
+    if (!j) {
+        /* out of order, missing or numbered by ordinal: look it up in an index of the file */
+        if (!r->indexed && (rc = build_tag_index(r))) return rc;
+        tag_index *t = find_tags(r, d, ordinal);
+        if (!t) return OK;
+        if (fseek(r->tf, t->off, SEEK_SET) != 0)
+            return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
+        ssize_t n = getline(&r->tline, &r->tcap, r->tf);
+        if (n < 0) return err_set(ERR_IO, "%s:%ld: cannot re-read line", r->tpath, t->lineno);
+        lineno = t->lineno;
+        j = cJSON_ParseWithLength(r->tline, (size_t)n);
+        if (!j) return err_set(ERR_FORMAT, "%s:%ld: not JSON", r->tpath, lineno);
+    }
     const cJSON *spans = cJSON_GetObjectItemCaseSensitive(j, "spans");
     if (!cJSON_IsArray(spans)) {
-        rc = err_set(ERR_FORMAT, "%s:%ld: missing \"spans\" array", r->tpath, t->lineno);
+        rc = err_set(ERR_FORMAT, "%s:%ld: missing \"spans\" array", r->tpath, lineno);
         goto done;
     }
     int ns = cJSON_GetArraySize(spans);
@@ -255,7 +309,7 @@ static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal)
             (ft && !cJSON_IsString(ft)) || a->valuedouble < 0 || b->valuedouble <= a->valuedouble ||
             b->valuedouble > (double)d->len || (k && a->valuedouble < (double)d->tags[k - 1].end)) {
             rc = err_set(ERR_FORMAT, "%s:%ld: span %zu of document '%s' is not [start,end,\"tag\","
-                         "\"full_tag\"] within its %zu-byte text, after the previous span", r->tpath, t->lineno, k, d->id, d->len);
+                         "\"full_tag\"] within its %zu-byte text, after the previous span", r->tpath, lineno, k, d->id, d->len);
             goto done;
         }
         corpus_tag *ct = &d->tags[k++];

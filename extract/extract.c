@@ -1,8 +1,11 @@
 /* extract.c - the extraction runner (see extract.h): corpus -> tokens -> windows -> batches ->
  * hooked forward -> one store transaction per batch. */
+#include <cblas.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/mem.h"
@@ -28,8 +31,8 @@ typedef struct {
     int T;
 } ext_win;
 
-/* One batch in flight. Two of them alternate: while the forward pass of one runs on the compute
- * thread, the main thread stores the previous one's activations and builds the next. */
+/* One batch in flight. A ring of them: while the compute thread runs the forward passes of the
+ * queued ones, the main thread writes the activations of computed ones and fills the next. */
 typedef struct {
     ext_win *win;
     int nwin, T, missing;
@@ -39,7 +42,16 @@ typedef struct {
     int64_t *seq_ids;       /* [batch] */
     unsigned char *have;    /* [nh, batch] activations already stored */
     float *hbuf[EXT_MAX_HOOKS]; /* [batch, ctx, width] per hook, filled by the forward */
+    int fwd_rc;             /* set by the compute thread */
+    double fwd_secs;
+    char fwd_msg[512];
 } ext_batch;
+
+/* Batches in flight: filling, queued for the forward, computed but not yet written. Eight absorb
+ * the main thread's uneven work (a commit's fsync of 32 MB takes ~30 ms, a new document to read
+ * and tokenize) so the compute thread rarely waits for it (four let it idle 0.7 s in a 3 s run;
+ * sixteen were no better than eight). */
+#define EXT_RING 8
 
 struct ext_job {
     ext_opts o;
@@ -51,15 +63,14 @@ struct ext_job {
     ext_hook h[EXT_MAX_HOOKS];
     int64_t model_id, run_id;
     ext_plan plan;
-    ext_batch bt[2];
-    int cur;              /* bt[cur] is being filled; bt[!cur] may await its activations */
-    int prev_pending;     /* bt[!cur] was prepared and its forward launched (or not needed) */
-    /* the compute thread (one per forward pass: a batch costs far more than a thread start) */
-    pthread_t fwd_thread;
-    ext_batch *fwd_bt;    /* the batch it computes */
-    int fwd_running, fwd_rc;
-    double fwd_secs;
-    char fwd_msg[1024];
+    ext_batch bt[EXT_RING];
+    /* Batch numbers (slot = number % EXT_RING): n_fill is being filled; batches below n_ready
+     * are queued, below n_fwd computed, below n_write written. mu/cv guard n_ready, n_fwd, quit. */
+    int64_t n_fill, n_ready, n_fwd, n_write;
+    pthread_t worker;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int worker_on, quit;
     int64_t dry_seq;      /* dry run: sequence ids handed out */
     int64_t pending_bytes; /* activation bytes written since the last commit */
     int64_t commit_bytes;  /* commit once this many are pending */
@@ -345,7 +356,7 @@ int ext_open(ext_job **out, const ext_opts *o)
     }
     if (!rc) {
         size_t B = (size_t)o->batch, C = (size_t)j->ctx;
-        for (int k = 0; k < 2 && !rc; k++) {
+        for (int k = 0; k < EXT_RING && !rc; k++) {
             ext_batch *bt = &j->bt[k];
             bt->win = mem_calloc(B, sizeof *bt->win);
             bt->ids = mem_alloc(B * C * sizeof *bt->ids);
@@ -393,11 +404,10 @@ void ext_close(ext_job *j)
 {
     if (!j) return;
     if (j->m) gpt2_hook_clear(j->m);
-    if (j->fwd_running) pthread_join(j->fwd_thread, NULL);
     gpt2_free(j->m);
     tok_free(j->tok);
     store_close(j->s);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < EXT_RING; k++) {
         ext_batch *bt = &j->bt[k];
         for (int i = 0; i < j->nh; i++) mem_free_aligned(bt->hbuf[i]);
         mem_free(bt->win);
@@ -499,51 +509,6 @@ static int batch_prepare(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
     return rc;
 }
 
-static void *fwd_main(void *arg)
-{
-    ext_job *j = arg;
-    ext_batch *bt = j->fwd_bt; /* not bt[cur]: the main thread moves on meanwhile */
-    double t0 = secs();
-    j->fwd_rc = gpt2_forward(j->m, bt->ids, bt->nwin, bt->T, 0);
-    if (j->fwd_rc) snprintf(j->fwd_msg, sizeof j->fwd_msg, "%s", err_msg());
-    j->fwd_secs = secs() - t0;
-    return NULL;
-}
-
-/* Starts the forward pass of bt[cur] on the compute thread (when any activation is missing). */
-static void fwd_start(ext_job *j)
-{
-    ext_batch *bt = &j->bt[j->cur];
-    if (!bt->missing) return;
-    for (int h = 0; h < j->nh; h++) {
-        j->h[h].fired = 0;
-        j->h[h].buf = bt->hbuf[h];
-    }
-    j->fwd_rc = OK;
-    j->fwd_bt = bt;
-    if (pthread_create(&j->fwd_thread, NULL, fwd_main, j) != 0) fwd_main(j); /* no thread: here */
-    else j->fwd_running = 1;
-}
-
-/* Waits for the running forward pass (if any) and checks what its hooks delivered. */
-static int fwd_wait(ext_job *j, ext_batch *bt, ext_stats *st)
-{
-    if (j->fwd_running) {
-        double t0 = secs();
-        pthread_join(j->fwd_thread, NULL);
-        j->fwd_running = 0;
-        st->t_wait += secs() - t0;
-    } else if (!bt->missing) return OK;
-    st->t_forward += j->fwd_secs;
-    j->fwd_secs = 0;
-    if (j->fwd_rc) return err_set(j->fwd_rc, "%s", j->fwd_msg);
-    for (int h = 0; h < j->nh; h++)
-        if (!j->h[h].fired || j->h[h].B != bt->nwin || j->h[h].T != bt->T)
-            return err_set(ERR_SHAPE, "hook %s did not deliver [%d, %d, %d]", j->h[h].name,
-                           bt->nwin, bt->T, j->h[h].width);
-    return OK;
-}
-
 /* Stores the activations of a batch whose forward is done; commits now and then. */
 static int batch_finish(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
 {
@@ -571,37 +536,147 @@ static int batch_finish(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
     return OK;
 }
 
-/* The filled batch bt[cur] goes in: its rows are stored while the previous forward runs, then its
- * own forward starts and the previous batch's activations are written meanwhile. */
-static int flush(ext_job *j, ext_stats *st, int *in_tx)
+/* The forward pass of one prepared batch, on the compute thread; checks what the hooks got. */
+static void compute(ext_job *j, ext_batch *bt)
 {
-    ext_batch *bt = &j->bt[j->cur], *prev = &j->bt[!j->cur];
-    if (bt->nwin == 0) return OK;
-    int rc = batch_prepare(j, bt, st, in_tx);
-    if (!rc && j->prev_pending) rc = fwd_wait(j, prev, st);
-    if (rc) return rc; /* drain() joins a forward still running */
-    fwd_start(j);
-    if (j->prev_pending) rc = batch_finish(j, prev, st, in_tx);
-    j->prev_pending = 1; /* bt is in flight now, whatever happened to prev */
-    j->cur = !j->cur;
+    bt->fwd_rc = OK;
+    bt->fwd_secs = 0;
+    if (!bt->missing) return;
+    double t0 = secs();
+    for (int h = 0; h < j->nh; h++) {
+        j->h[h].fired = 0;
+        j->h[h].buf = bt->hbuf[h];
+    }
+    int rc = gpt2_forward(j->m, bt->ids, bt->nwin, bt->T, 0);
+    for (int h = 0; !rc && h < j->nh; h++)
+        if (!j->h[h].fired || j->h[h].B != bt->nwin || j->h[h].T != bt->T)
+            rc = err_set(ERR_SHAPE, "hook %s did not deliver [%d, %d, %d]", j->h[h].name,
+                         bt->nwin, bt->T, j->h[h].width);
+    if (rc) snprintf(bt->fwd_msg, sizeof bt->fwd_msg, "%s", err_msg());
+    bt->fwd_rc = rc;
+    bt->fwd_secs = secs() - t0;
+}
+
+static void *worker_main(void *arg)
+{
+    ext_job *j = arg;
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        while (j->n_fwd == j->n_ready && !j->quit) pthread_cond_wait(&j->cv, &j->mu);
+        if (j->n_fwd == j->n_ready) break; /* quit, and nothing queued */
+        ext_batch *bt = &j->bt[j->n_fwd % EXT_RING];
+        pthread_mutex_unlock(&j->mu);
+        compute(j, bt);
+        pthread_mutex_lock(&j->mu);
+        j->n_fwd++;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* The main thread needs a core of its own, or it and OpenBLAS's pool take turns on the same
+ * cores: unless the user chose a thread count, the forward gets all cores but one while extract
+ * runs (on 2 cores the 1-layer d_model-128 model's forward is as fast on one thread as on two,
+ * and the run took 4.2 s with two, 3.3 s with one; bench/README.md). Returns the count to restore,
+ * or 0. */
+static int blas_threads_for_pipeline(void)
+{
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("GOTO_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
+        return 0;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    int before = openblas_get_num_threads();
+    if (n < 2 || before <= 1) return 0;
+    int want = (int)(n - 1) < before ? (int)(n - 1) : before;
+    openblas_set_num_threads(want);
+    return before;
+}
+
+static void worker_start(ext_job *j)
+{
+    j->n_fill = j->n_ready = j->n_fwd = j->n_write = 0;
+    j->quit = 0;
+    j->worker_on = pthread_mutex_init(&j->mu, NULL) == 0;
+    if (j->worker_on && pthread_cond_init(&j->cv, NULL) != 0) {
+        pthread_mutex_destroy(&j->mu);
+        j->worker_on = 0;
+    }
+    if (j->worker_on && pthread_create(&j->worker, NULL, worker_main, j) != 0) {
+        pthread_cond_destroy(&j->cv);
+        pthread_mutex_destroy(&j->mu);
+        j->worker_on = 0; /* no thread to be had: forward passes run on the main thread */
+    }
+}
+
+/* Lets the compute thread finish what is queued, then joins it. */
+static void worker_stop(ext_job *j)
+{
+    if (!j->worker_on) return;
+    pthread_mutex_lock(&j->mu);
+    j->quit = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    pthread_join(j->worker, NULL);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
+    j->worker_on = 0;
+}
+
+/* Writes the oldest unwritten batch once it is computed (waiting for it when block). */
+static int write_next(ext_job *j, ext_stats *st, int *in_tx, int block, int *wrote)
+{
+    *wrote = 0;
+    if (j->n_write == j->n_ready) return OK;
+    if (j->worker_on) {
+        double t0 = secs();
+        pthread_mutex_lock(&j->mu);
+        if (block)
+            while (j->n_fwd == j->n_write) pthread_cond_wait(&j->cv, &j->mu);
+        int ready = j->n_fwd > j->n_write;
+        pthread_mutex_unlock(&j->mu);
+        st->t_wait += secs() - t0;
+        if (!ready) return OK;
+    }
+    ext_batch *bt = &j->bt[j->n_write % EXT_RING];
+    st->t_forward += bt->fwd_secs;
+    int rc = bt->fwd_rc ? err_set(bt->fwd_rc, "%s", bt->fwd_msg) : batch_finish(j, bt, st, in_tx);
+    j->n_write++;
+    *wrote = 1;
     return rc;
 }
 
-/* Finishes the batch still in flight (at the end, or when stopped). After an error (rc) it only
- * joins the compute thread, keeping the error's message. */
+/* The filled batch goes in: its rows are stored and it is queued for the compute thread; computed
+ * batches are written meanwhile, and the next slot is freed for filling. */
+static int flush(ext_job *j, ext_stats *st, int *in_tx)
+{
+    ext_batch *bt = &j->bt[j->n_fill % EXT_RING];
+    if (bt->nwin == 0) return OK;
+    int rc = batch_prepare(j, bt, st, in_tx), wrote;
+    if (rc) return rc;
+    j->n_fill++;
+    if (j->worker_on) {
+        pthread_mutex_lock(&j->mu);
+        j->n_ready = j->n_fill;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+    } else {
+        compute(j, bt);
+        j->n_ready = j->n_fwd = j->n_fill;
+    }
+    do rc = write_next(j, st, in_tx, 0, &wrote); /* whatever is computed already */
+    while (!rc && wrote);
+    while (!rc && j->n_fill - j->n_write >= EXT_RING) rc = write_next(j, st, in_tx, 1, &wrote);
+    j->bt[j->n_fill % EXT_RING].nwin = 0;
+    return rc;
+}
+
+/* Writes every queued batch (at the end, or when stopped) and stops the compute thread. After an
+ * error (rc) it only stops the thread, keeping the error's message. */
 static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc)
 {
-    if (rc) {
-        if (j->fwd_running) pthread_join(j->fwd_thread, NULL);
-        j->fwd_running = 0;
-        j->prev_pending = 0;
-        return rc;
-    }
-    if (!j->prev_pending) return OK;
-    ext_batch *prev = &j->bt[!j->cur];
-    j->prev_pending = 0;
-    rc = fwd_wait(j, prev, st);
-    if (!rc) rc = batch_finish(j, prev, st, in_tx);
+    int wrote = 1;
+    while (!rc && j->n_write < j->n_ready) rc = write_next(j, st, in_tx, 1, &wrote);
+    worker_stop(j);
     return rc;
 }
 
@@ -618,9 +693,9 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     if (rc) return rc;
     int in_tx = 0, done = 0, C = j->ctx, per = C - (j->o.bos ? 1 : 0);
     int64_t total = 0, ordinal = 0;
-    j->cur = 0;
-    j->prev_pending = 0;
-    j->bt[0].nwin = j->bt[1].nwin = 0;
+    for (int k = 0; k < EXT_RING; k++) j->bt[k].nwin = 0;
+    worker_start(j);
+    int blas_before = j->worker_on ? blas_threads_for_pipeline() : 0;
     j->dry_seq = 0;
     j->pending_bytes = 0;
     j->last_commit = secs();
@@ -653,7 +728,7 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
                 break;
             }
             n = len - (j->o.bos ? 1 : 0);
-            ext_batch *bt = &j->bt[j->cur];
+            ext_batch *bt = &j->bt[j->n_fill % EXT_RING];
             if (bt->nwin && (bt->nwin == j->o.batch || bt->win[0].T != len)) {
                 rc = flush(j, st, &in_tx);
                 if (!rc && progress) progress(st, u);
@@ -663,7 +738,7 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
                 }
                 if (!rc) rc = ensure_tx(j, &in_tx);
                 if (rc) break;
-                bt = &j->bt[j->cur];
+                bt = &j->bt[j->n_fill % EXT_RING];
             }
             int b = bt->nwin++;
             bt->win[b].doc_id = doc_id;
@@ -690,7 +765,8 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     }
     corpus_close(r);
     if (!rc && done != 2) rc = flush(j, st, &in_tx);
-    rc = drain(j, st, &in_tx, rc); /* also after an error: the compute thread must be joined */
+    rc = drain(j, st, &in_tx, rc); /* also after an error: the compute thread must stop */
+    if (blas_before) openblas_set_num_threads(blas_before);
     if (!rc && progress) progress(st, u);
     if (!rc && done != 2 && j->s) {
         rc = ensure_tx(j, &in_tx);

@@ -64,5 +64,10 @@ uint16_t st_f32_to_bf16(float x);
 float st_bf16_to_f32(uint16_t h);
 uint16_t st_f32_to_f16(float x);
 float st_f16_to_f32(uint16_t h);
+/* The same over arrays of n values (vectorised where the compiler can). */
+void st_f32_to_bf16_n(uint16_t *out, const float *in, size_t n);
+void st_bf16_to_f32_n(float *out, const uint16_t *in, size_t n);
+void st_f32_to_f16_n(uint16_t *out, const float *in, size_t n);
+void st_f16_to_f32_n(float *out, const uint16_t *in, size_t n);
 
 #endif

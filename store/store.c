@@ -850,10 +850,8 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
     if (dtype != STORE_F32) {
         if ((rc = scratch_reserve(s, nbytes))) return rc;
         uint16_t *o = s->scratch;
-        if (dtype == STORE_F16)
-            for (size_t i = 0; i < n; i++) o[i] = st_f32_to_f16(x[i]);
-        else
-            for (size_t i = 0; i < n; i++) o[i] = st_f32_to_bf16(x[i]);
+        if (dtype == STORE_F16) st_f32_to_f16_n(o, x, n);
+        else st_f32_to_bf16_n(o, x, n);
         data = o;
     }
     (void)width;

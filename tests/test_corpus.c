@@ -123,6 +123,19 @@ static void test_tags(void)
         CHECK(d[0]->ntags == 1 && d[1]->ntags == 2);
         free_docs(d, n);
     }
+    /* in order with a gap: the in-order path, then the index for the rest */
+    const char *tags3 = write_tmp("t3.tags.jsonl",
+        "{\"id\":\"a\",\"spans\":[[0,5,\"uh\",\"uh\"]]}\n\n"
+        "{\"id\":\"c\",\"spans\":[[0,3,\"nn\",\"nn\"]]}\n");
+    p = write_tmp("t3.jsonl", "{\"id\":\"a\",\"text\":\"Hello\"}\n{\"id\":\"b\",\"text\":\"No tags\"}\n"
+                              "{\"id\":\"c\",\"text\":\"Cat\"}\n");
+    n = read_all(p, tags3, d);
+    CHECK(n == 3);
+    if (n == 3) {
+        CHECK(d[0]->ntags == 1 && d[1]->ntags == 0 && d[2]->ntags == 1 &&
+              !strcmp(d[2]->tags[0].tag, "nn"));
+        free_docs(d, n);
+    }
     /* a span past the text is an error naming the tags file */
     const char *bad = write_tmp("bad.tags.jsonl", "{\"id\":\"a\",\"spans\":[[0,9,\"nn\",\"nn\"]]}\n");
     p = write_tmp("t2.jsonl", "{\"id\":\"a\",\"text\":\"Hello\"}\n");

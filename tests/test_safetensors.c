@@ -1,6 +1,7 @@
 /* test_safetensors.c - round trip, dtype conversions, and rejection of malformed files. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -56,6 +57,43 @@ static void test_conversions(void)
         if (st_f32_to_f16(st_f16_to_f32((uint16_t)h)) != h) bad++;
     }
     CHECK(bad == 0, "%d f16 values do not round trip", bad);
+}
+
+/* The array conversions equal the scalar ones bit for bit: every f16/bf16 pattern back to f32,
+ * and f32 patterns covering both formats' rounding, subnormal, overflow and NaN ranges. */
+static void test_array_conversions(void)
+{
+    enum { N = 65536 + 2 * 4096 + 13 };
+    static float f[N], back[N];
+    static uint16_t h[N], a16[N], b16[N];
+    uint32_t z = 12345;
+    for (int i = 0; i < N; i++) {
+        uint32_t u;
+        if (i < 65536) u = (uint32_t)i << 16 | (uint32_t)(i * 7919u & 0xffffu); /* every exponent */
+        else {
+            z = z * 1664525u + 1013904223u;
+            u = z;
+        }
+        memcpy(&f[i], &u, 4);
+    }
+    int bad = 0;
+    st_f32_to_bf16_n(a16, f, N);
+    st_f32_to_f16_n(b16, f, N);
+    for (int i = 0; i < N; i++) bad += a16[i] != st_f32_to_bf16(f[i]) || b16[i] != st_f32_to_f16(f[i]);
+    CHECK(bad == 0, "f32 -> f16/bf16 arrays differ from the scalar code in %d places", bad);
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    bad = 0;
+    st_bf16_to_f32_n(back, h, 65536);
+    for (int i = 0; i < 65536; i++) {
+        float w = st_bf16_to_f32(h[i]);
+        bad += memcmp(&w, &back[i], 4) != 0;
+    }
+    st_f16_to_f32_n(back, h, 65536);
+    for (int i = 0; i < 65536; i++) {
+        float w = st_f16_to_f32(h[i]);
+        bad += memcmp(&w, &back[i], 4) != 0;
+    }
+    CHECK(bad == 0, "f16/bf16 -> f32 arrays differ from the scalar code in %d places", bad);
 }
 
 static void test_roundtrip(void)
@@ -153,6 +191,7 @@ int main(void)
 {
     snprintf(path, sizeof path, "/tmp/saelite_st_%d.safetensors", (int)getpid());
     test_conversions();
+    test_array_conversions();
     test_roundtrip();
     test_malformed();
     unlink(path);
