@@ -70,7 +70,7 @@ struct ext_job {
     pthread_t worker;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int worker_on, quit;
+    int worker_on, quit, abandon; /* abandon: stop after the current forward, skip the queue */
     int64_t dry_seq;      /* dry run: sequence ids handed out */
     int64_t pending_bytes; /* activation bytes written since the last commit */
     int64_t commit_bytes;  /* commit once this many are pending */
@@ -563,7 +563,7 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&j->mu);
     for (;;) {
         while (j->n_fwd == j->n_ready && !j->quit) pthread_cond_wait(&j->cv, &j->mu);
-        if (j->n_fwd == j->n_ready) break; /* quit, and nothing queued */
+        if (j->n_fwd == j->n_ready || j->abandon) break; /* quit, and nothing (wanted) queued */
         ext_batch *bt = &j->bt[j->n_fwd % EXT_RING];
         pthread_mutex_unlock(&j->mu);
         compute(j, bt);
@@ -595,7 +595,7 @@ static int blas_threads_for_pipeline(void)
 static void worker_start(ext_job *j)
 {
     j->n_fill = j->n_ready = j->n_fwd = j->n_write = 0;
-    j->quit = 0;
+    j->quit = j->abandon = 0;
     j->worker_on = pthread_mutex_init(&j->mu, NULL) == 0;
     if (j->worker_on && pthread_cond_init(&j->cv, NULL) != 0) {
         pthread_mutex_destroy(&j->mu);
@@ -608,12 +608,14 @@ static void worker_start(ext_job *j)
     }
 }
 
-/* Lets the compute thread finish what is queued, then joins it. */
-static void worker_stop(ext_job *j)
+/* Lets the compute thread finish what is queued (or, abandon, only its current batch), then
+ * joins it. */
+static void worker_stop(ext_job *j, int abandon)
 {
     if (!j->worker_on) return;
     pthread_mutex_lock(&j->mu);
     j->quit = 1;
+    j->abandon = abandon;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     pthread_join(j->worker, NULL);
@@ -670,13 +672,19 @@ static int flush(ext_job *j, ext_stats *st, int *in_tx)
     return rc;
 }
 
-/* Writes every queued batch (at the end, or when stopped) and stops the compute thread. After an
- * error (rc) it only stops the thread, keeping the error's message. */
-static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc)
+/* At the end: writes every queued batch and stops the compute thread. When stopped (Ctrl-C) it
+ * writes only the batches already computed, so stopping takes at most one more forward pass (the
+ * rows of the others stay without activations, which a resume computes). After an error (rc) it
+ * only stops the thread, keeping the error's message. */
+static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc, int stopped)
 {
     int wrote = 1;
+    if (rc || stopped) {
+        worker_stop(j, 1);
+        if (!rc) j->n_ready = j->n_fwd; /* forget the abandoned ones */
+    }
     while (!rc && j->n_write < j->n_ready) rc = write_next(j, st, in_tx, 1, &wrote);
-    worker_stop(j);
+    worker_stop(j, 0);
     return rc;
 }
 
@@ -765,7 +773,7 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     }
     corpus_close(r);
     if (!rc && done != 2) rc = flush(j, st, &in_tx);
-    rc = drain(j, st, &in_tx, rc); /* also after an error: the compute thread must stop */
+    rc = drain(j, st, &in_tx, rc, done == 2); /* also after an error: the thread must stop */
     if (blas_before) openblas_set_num_threads(blas_before);
     if (!rc && progress) progress(st, u);
     if (!rc && done != 2 && j->s) {
