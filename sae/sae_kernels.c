@@ -16,18 +16,45 @@
 #include <string.h>
 #include <unistd.h>
 
+typedef struct {
+    float *pre, *xc;
+    const float *x, *W_encT, *b_enc, *b_dec;
+    int B, D, S;
+} enc_args;
+
+static void encode_part(void *p, int tid, int nt)
+{
+    enc_args *a = p;
+    int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt);
+    int D = a->D, S = a->S;
+    for (int b = b0; b < b1; b++) {
+        const float *xr = a->x + (int64_t)b * D;
+        float *cr = a->xc + (int64_t)b * D;
+        for (int i = 0; i < D; i++) cr[i] = xr[i] - a->b_dec[i];
+        memcpy(a->pre + (int64_t)b * S, a->b_enc, sizeof(float) * S);
+    }
+    if (b1 > b0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b1 - b0, S, D, 1.0f,
+                    a->xc + (int64_t)b0 * D, D, a->W_encT, D, 1.0f, a->pre + (int64_t)b0 * S, S);
+}
+
+static int n_threads(int64_t work);
+static void run_parallel(void (*fn)(void *, int, int), void *arg, int nt);
+
+/* The GEMM is split by rows over our own threads, each calling a single-threaded sgemm, rather
+ * than handed to OpenBLAS's pool: the pool's idle workers spin (sched_yield) for a while after
+ * each call and took ~15% of the CPU from the sparse kernels that follow; this way a TopK step
+ * ran 10-13% faster (docs/sae.md). A row's values do not depend on how the rows are split. */
 void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, const float *b_enc,
                   const float *b_dec, int B, int D, int S)
 {
-    for (int b = 0; b < B; b++) {
-        const float *xr = x + (int64_t)b * D;
-        float *cr = xc + (int64_t)b * D;
-        for (int i = 0; i < D; i++) cr[i] = xr[i] - b_dec[i];
-        float *pr = pre + (int64_t)b * S;
-        memcpy(pr, b_enc, sizeof(float) * S);
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, xc, D, W_encT, D, 1.0f,
-                pre, S);
+    enc_args a = {.pre = pre, .xc = xc, .x = x, .W_encT = W_encT, .b_enc = b_enc, .b_dec = b_dec,
+                  .B = B, .D = D, .S = S};
+    int nt = n_threads((int64_t)B * S), nb = openblas_get_num_threads();
+    if (nt > B) nt = B > 0 ? B : 1;
+    if (nt > 1 && nb > 1) openblas_set_num_threads(1);
+    run_parallel(encode_part, &a, nt);
+    if (nt > 1 && nb > 1) openblas_set_num_threads(nb);
 }
 
 /* Min-heap on value; among equal values the larger index is "smaller" so it is evicted first,
