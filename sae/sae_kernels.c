@@ -22,7 +22,14 @@ typedef struct {
     int B, D, S;
 } enc_args;
 
-static void encode_part(void *p, int tid, int nt)
+/* The GEMM is cut into blocks of a fixed number of latents, whatever the thread count: OpenBLAS's
+ * result for an entry can depend on the shape of the call, so blocks that depend only on d_sae
+ * keep a run bit-identical across thread counts. Column blocks, not row blocks: each call packs
+ * its slice of W_enc once (row blocks re-packed all of W_enc per block: 25% slower at d_sae
+ * 24576). */
+enum { ENC_COLS = 2048 };
+
+static void encode_rows(void *p, int tid, int nt)
 {
     enc_args *a = p;
     int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt);
@@ -33,28 +40,38 @@ static void encode_part(void *p, int tid, int nt)
         for (int i = 0; i < D; i++) cr[i] = xr[i] - a->b_dec[i];
         memcpy(a->pre + (int64_t)b * S, a->b_enc, sizeof(float) * S);
     }
-    if (b1 > b0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b1 - b0, S, D, 1.0f,
-                    a->xc + (int64_t)b0 * D, D, a->W_encT, D, 1.0f, a->pre + (int64_t)b0 * S, S);
+}
+
+static void encode_cols(void *p, int tid, int nt)
+{
+    enc_args *a = p;
+    int nblk = (a->S + ENC_COLS - 1) / ENC_COLS;
+    int q0 = (int)((int64_t)nblk * tid / nt), q1 = (int)((int64_t)nblk * (tid + 1) / nt);
+    for (int q = q0; q < q1; q++) {
+        int s0 = q * ENC_COLS, s1 = s0 + ENC_COLS < a->S ? s0 + ENC_COLS : a->S;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->B, s1 - s0, a->D, 1.0f, a->xc,
+                    a->D, a->W_encT + (int64_t)s0 * a->D, a->D, 1.0f, a->pre + s0, a->S);
+    }
 }
 
 static int n_threads(int64_t work);
 static void run_parallel(void (*fn)(void *, int, int), void *arg, int nt);
 
-/* The GEMM is split by rows over our own threads, each calling a single-threaded sgemm, rather
- * than handed to OpenBLAS's pool: the pool's idle workers spin (sched_yield) for a while after
+/* The GEMM is split over our own threads, each calling a single-threaded sgemm, rather than
+ * handed to OpenBLAS's pool: the pool's idle workers spin (sched_yield) for a while after
  * each call and took ~15% of the CPU from the sparse kernels that follow; this way a TopK step
- * ran 10-13% faster (docs/sae.md). A row's values do not depend on how the rows are split. */
+ * ran 10-13% faster (docs/sae.md). */
 void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, const float *b_enc,
                   const float *b_dec, int B, int D, int S)
 {
     enc_args a = {.pre = pre, .xc = xc, .x = x, .W_encT = W_encT, .b_enc = b_enc, .b_dec = b_dec,
                   .B = B, .D = D, .S = S};
     int nt = n_threads((int64_t)B * S), nb = openblas_get_num_threads();
-    if (nt > B) nt = B > 0 ? B : 1;
-    if (nt > 1 && nb > 1) openblas_set_num_threads(1);
-    run_parallel(encode_part, &a, nt);
-    if (nt > 1 && nb > 1) openblas_set_num_threads(nb);
+    int nblk = (S + ENC_COLS - 1) / ENC_COLS;
+    run_parallel(encode_rows, &a, nt < B ? nt : 1);
+    if (nb > 1) openblas_set_num_threads(1); /* also with one thread of ours: same bits */
+    run_parallel(encode_cols, &a, nt < nblk ? nt : nblk);
+    if (nb > 1) openblas_set_num_threads(nb);
 }
 
 /* Min-heap on value; among equal values the larger index is "smaller" so it is evicted first,

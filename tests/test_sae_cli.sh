@@ -23,6 +23,12 @@ ok "training log continues" '[ "$(grep -c . $T/part/training_log.csv)" = "$(grep
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 40960 --batch 512 --out $T/part --resume >$T/bad.out 2>&1
 ok "resume with other flags refused" '[ $? -ne 0 ] && grep -q "differ from the checkpoint" $T/bad.out'
 
+# the same weights whatever the thread counts (batch x d_sae >= 1M, so the kernels do split)
+targs="--npy $T/acts.npy --d-sae 2048 --k 4 --tokens 4096 --batch 1024 --seed 5"
+SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 $BIN sae-train $targs --out $T/th1 >/dev/null 2>&1
+SAELITE_THREADS=2 OPENBLAS_NUM_THREADS=2 $BIN sae-train $targs --out $T/th2 >/dev/null 2>&1
+ok "weights independent of the thread counts" '[ -s $T/th1/sae_weights.safetensors ] && cmp -s $T/th1/sae_weights.safetensors $T/th2/sae_weights.safetensors'
+
 $BIN sae-eval --sae $T/full --ground-truth $T/truth.npy --npy $T/acts.npy >$T/eval.out 2>&1
 ok "sae-eval reports MMCS and metrics" 'grep -q "MMCS" $T/eval.out && grep -q "explained variance" $T/eval.out'
 
