@@ -913,14 +913,13 @@ static int blob_read(store *s, sqlite3_blob **bp, const store_hook *h, int64_t r
         if (r != SQLITE_OK) return store_sql_error(s, r, "reading an activation blob");
         return OK;
     }
-    /* Convert in place from the back: the 2-byte values sit in the first half of out. */
-    uint16_t *half = (uint16_t *)out;
+    int rc = scratch_reserve(s, nbytes);
+    if (rc) return rc;
+    uint16_t *half = s->scratch;
     r = sqlite3_blob_read(*bp, half, (int)nbytes, 0);
     if (r != SQLITE_OK) return store_sql_error(s, r, "reading an activation blob");
-    if (h->dtype == STORE_F16)
-        for (size_t i = n; i-- > 0;) out[i] = st_f16_to_f32(half[i]);
-    else
-        for (size_t i = n; i-- > 0;) out[i] = st_bf16_to_f32(half[i]);
+    if (h->dtype == STORE_F16) st_f16_to_f32_n(out, half, n);
+    else st_bf16_to_f32_n(out, half, n);
     return OK;
 }
 
