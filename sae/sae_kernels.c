@@ -16,6 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The thread helpers (defined with the sparse kernels below). */
+static int n_threads(int64_t work);
+static void run_parallel(void (*fn)(void *, int, int), void *arg, int nt);
+
 typedef struct {
     float *pre, *xc;
     const float *x, *W_encT, *b_enc, *b_dec;
@@ -54,13 +58,11 @@ static void encode_cols(void *p, int tid, int nt)
     }
 }
 
-static int n_threads(int64_t work);
-static void run_parallel(void (*fn)(void *, int, int), void *arg, int nt);
 
 /* The GEMM is split over our own threads, each calling a single-threaded sgemm, rather than
  * handed to OpenBLAS's pool: the pool's idle workers spin (sched_yield) for a while after
- * each call and took ~15% of the CPU from the sparse kernels that follow; this way a TopK step
- * ran 10-13% faster (docs/sae.md). */
+ * each call and took 19% of a 2-thread profile from the sparse kernels that follow; this way
+ * a TopK step ran 10-13% faster (docs/sae.md). */
 void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, const float *b_enc,
                   const float *b_dec, int B, int D, int S)
 {
@@ -127,9 +129,8 @@ static float select_kth(float *a, int64_t n, int64_t k)
 }
 
 /* Heap selection over the candidates (all S latents when cand is NULL) of one row. */
-static void topk_heap(int *hi, float *hv, const float *pr, int S, int k, const int *cand, int n)
+static void topk_heap(int *hi, float *hv, const float *pr, int k, const int *cand, int n)
 {
-    (void)S;
     for (int e = 0; e < k; e++) {
         int j = cand ? cand[e] : e;
         hv[e] = pr[j];
@@ -167,8 +168,8 @@ static void topk_row(int *hi, float *hv, const float *pr, int S, int k, int *can
     int n = 0;
     for (int j = 0; j < S; j++)
         if (pr[j] >= t) cand[n++] = j;
-    if (n < k) topk_heap(hi, hv, pr, S, k, NULL, S); /* NaNs: fewer comparable entries than k */
-    else topk_heap(hi, hv, pr, S, k, cand, n);
+    if (n < k) topk_heap(hi, hv, pr, k, NULL, S); /* NaNs: fewer comparable entries than k */
+    else topk_heap(hi, hv, pr, k, cand, n);
 }
 
 typedef struct {
@@ -190,16 +191,14 @@ static void topk_part(void *p, int tid, int nt)
         const float *pr = a->pre + (int64_t)b * S;
         float *hv = a->val + (int64_t)b * k;
         int *hi = a->idx + (int64_t)b * k;
-        if (a->cand) topk_heap(hi, hv, pr, S, k, a->cand, a->ncand);
+        if (a->cand) topk_heap(hi, hv, pr, k, a->cand, a->ncand);
         else if (cand) topk_row(hi, hv, pr, S, k, cand, (float *)(cand + S));
-        else topk_heap(hi, hv, pr, S, k, NULL, S);
+        else topk_heap(hi, hv, pr, k, NULL, S);
         for (int e = 0; e < k; e++)
             if (!(hv[e] > 0)) hv[e] = 0; /* ReLU after selection */
     }
 }
 
-static int n_threads(int64_t work);
-static void run_parallel(void (*fn)(void *, int, int), void *arg, int nt);
 
 void sae_k_topk(int *idx, float *val, const float *pre, int B, int S, int k, const int *cand,
                 int ncand)
