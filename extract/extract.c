@@ -668,8 +668,7 @@ static int flush(ext_job *j, ext_stats *st, int *in_tx)
     do rc = write_next(j, st, in_tx, 0, &wrote); /* whatever is computed already */
     while (!rc && wrote);
     while (!rc && j->n_fill - j->n_write >= EXT_RING) rc = write_next(j, st, in_tx, 1, &wrote);
-    j->bt[j->n_fill % EXT_RING].nwin = 0;
-    return rc;
+    return rc; /* the next slot to fill was emptied when it was written (batch_finish) */
 }
 
 /* At the end: writes every queued batch and stops the compute thread. When stopped (Ctrl-C) it
