@@ -87,6 +87,33 @@ static int json_id(const cJSON *v, char **out)
     return *out ? OK : ERR_NOMEM;
 }
 
+/* The next non-blank line of the tags file from the current position, parsed as a JSON object
+ * (*x NULL at the end of the file). *lineno counts every line read; *off is where it starts. */
+static int next_tags_line(corpus_reader *r, long *lineno, long *off, cJSON **x)
+{
+    *x = NULL;
+    ssize_t n;
+    for (;;) {
+        *off = ftell(r->tf);
+        errno = 0;
+        n = getline(&r->tline, &r->tcap, r->tf);
+        if (n < 0) {
+            if (ferror(r->tf))
+                return err_set(ERR_IO, "%s: read error: %s", r->tpath, strerror(errno ? errno : EIO));
+            return OK;
+        }
+        ++*lineno;
+        if (!is_blank(r->tline, (size_t)n)) break;
+    }
+    *x = cJSON_ParseWithLength(r->tline, (size_t)n);
+    if (!*x || !cJSON_IsObject(*x)) {
+        cJSON_Delete(*x);
+        *x = NULL;
+        return err_set(ERR_FORMAT, "%s:%ld: not a JSON object", r->tpath, *lineno);
+    }
+    return OK;
+}
+
 static int build_tag_index(corpus_reader *r)
 {
     size_t cap = 0;
@@ -95,21 +122,10 @@ static int build_tag_index(corpus_reader *r)
     if (fseek(r->tf, 0, SEEK_SET) != 0)
         return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
     for (;;) {
-        long off = ftell(r->tf);
-        errno = 0;
-        ssize_t n = getline(&r->tline, &r->tcap, r->tf);
-        if (n < 0) {
-            if (ferror(r->tf))
-                return err_set(ERR_IO, "%s: read error: %s", r->tpath, strerror(errno ? errno : EIO));
-            return OK;
-        }
-        lineno++;
-        if (is_blank(r->tline, (size_t)n)) continue;
-        cJSON *j = cJSON_ParseWithLength(r->tline, (size_t)n);
-        if (!j || !cJSON_IsObject(j)) {
-            cJSON_Delete(j);
-            return err_set(ERR_FORMAT, "%s:%ld: not a JSON object", r->tpath, lineno);
-        }
+        long off;
+        cJSON *j;
+        int rc = next_tags_line(r, &lineno, &off, &j);
+        if (rc || !j) return rc;
         if (r->ntix == cap) {
             size_t nc = cap ? cap * 2 : 256;
             tag_index *t = mem_realloc(r->tix, nc * sizeof *t);
@@ -124,7 +140,6 @@ static int build_tag_index(corpus_reader *r)
         memset(ti, 0, sizeof *ti);
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
         const cJSON *doc = cJSON_GetObjectItemCaseSensitive(j, "doc");
-        int rc = OK;
         if (id) rc = json_id(id, &ti->id);
         ti->doc = cJSON_IsNumber(doc) ? (long)doc->valuedouble : -1;
         ti->off = off;
@@ -237,27 +252,13 @@ static int next_tags_in_order(corpus_reader *r, const corpus_doc *d, cJSON **j, 
     *j = NULL;
     if (fseek(r->tf, r->seq_off, SEEK_SET) != 0)
         return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
-    long ln = r->seq_lineno;
-    ssize_t n;
-    for (;;) {
-        errno = 0;
-        n = getline(&r->tline, &r->tcap, r->tf);
-        if (n < 0) {
-            if (ferror(r->tf))
-                return err_set(ERR_IO, "%s: read error: %s", r->tpath, strerror(errno ? errno : EIO));
-            return OK;
-        }
-        ln++;
-        if (!is_blank(r->tline, (size_t)n)) break;
-    }
-    cJSON *x = cJSON_ParseWithLength(r->tline, (size_t)n);
-    if (!x || !cJSON_IsObject(x)) {
-        cJSON_Delete(x);
-        return err_set(ERR_FORMAT, "%s:%ld: not a JSON object", r->tpath, ln);
-    }
+    long ln = r->seq_lineno, off;
+    cJSON *x;
+    int rc = next_tags_line(r, &ln, &off, &x);
+    if (rc || !x) return rc;
     char *id = NULL;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, "id");
-    int rc = v ? json_id(v, &id) : ERR_FORMAT;
+    rc = v ? json_id(v, &id) : ERR_FORMAT;
     if (rc == ERR_NOMEM) {
         cJSON_Delete(x);
         return err_set(ERR_NOMEM, "out of memory");
