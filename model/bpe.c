@@ -11,6 +11,7 @@
 
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "common/progress.h"
 #include "extract/corpus.h"
@@ -393,16 +394,6 @@ static hent heap_pop(trainer *T)
     return top;
 }
 
-/* murmur3's finaliser: every bit of both ids reaches the low bits used as the slot */
-static inline size_t phash(uint64_t k, size_t mask)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return (size_t)k & mask;
-}
 
 static int pair_grow(trainer *T)
 {
@@ -417,7 +408,7 @@ static int pair_grow(trainer *T)
     memset(k, 0xff, cap * sizeof *k);
     for (size_t i = 0; i <= T->pmask; i++) {
         if (T->pkey[i] == UINT64_MAX) continue;
-        size_t j = phash(T->pkey[i], cap - 1);
+        size_t j = hash_slot(T->pkey[i], cap - 1);
         while (k[j] != UINT64_MAX) j = (j + 1) & (cap - 1);
         k[j] = T->pkey[i];
         ix[j] = T->pidx[i];
@@ -434,7 +425,7 @@ static int pair_grow(trainer *T)
 static int pair_get(trainer *T, int a, int b)
 {
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    size_t i = phash(key, T->pmask);
+    size_t i = hash_slot(key, T->pmask);
     while (T->pkey[i] != UINT64_MAX) {
         if (T->pkey[i] == key) return T->pidx[i];
         i = (i + 1) & T->pmask;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/mem.h"
 
 /* JavaScript's \s (ECMA-262 WhiteSpace + LineTerminator), which the reference encoder uses. */
@@ -198,21 +199,11 @@ struct tok_tokenizer {
 
 #define MKEY_EMPTY UINT64_MAX
 
-/* murmur3's finaliser: every bit of both ids reaches the low bits used as the slot */
-static inline size_t mhash(uint64_t k, size_t mask)
-{
-    k ^= k >> 33;
-    k *= 0xff51afd7ed558ccdull;
-    k ^= k >> 33;
-    k *= 0xc4ceb9fe1a85ec53ull;
-    k ^= k >> 33;
-    return (size_t)k & mask;
-}
 
 static inline int merge_find(const tok_tokenizer *t, int a, int b, int *res)
 {
     uint64_t k = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    for (size_t i = mhash(k, t->mmask);; i = (i + 1) & t->mmask) {
+    for (size_t i = hash_slot(k, t->mmask);; i = (i + 1) & t->mmask) {
         if (t->mkey[i] == k) {
             *res = t->mres[i];
             return t->mrank[i];
@@ -476,7 +467,7 @@ static int load_merges(tok_tokenizer *t, const char *path, const int *inv, const
             break;
         }
         uint64_t k = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
-        size_t i = mhash(k, t->mmask);
+        size_t i = hash_slot(k, t->mmask);
         while (t->mkey[i] != MKEY_EMPTY && t->mkey[i] != k) i = (i + 1) & t->mmask;
         /* a repeated merge takes its later rank, as in the reference (dict of pairs -> rank) */
         t->mkey[i] = k;
