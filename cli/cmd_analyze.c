@@ -274,37 +274,6 @@ static int run_downstream(shared *sh, const dict *d, const opts *o, downstream *
     return rc;
 }
 
-/* The linear map from the hook's space to the residual stream along the direct path, by hook
- * name: NULL for residual-space points; c_proj for mlp.hook_post and attn.hook_z. *ok = 0 when
- * the hook is not on a linear direct path (e.g. mlp.hook_pre: a GELU follows). */
-static const float *direct_proj(gpt2_model *m, const char *hook, int d_in, int *ok)
-{
-    const gpt2_config *cfg = gpt2_cfg(m);
-    int layer = -1, n = 0;
-    char rest[96] = "";
-    *ok = 0;
-    if (!strcmp(hook, "hook_embed") || !strcmp(hook, "hook_pos_embed")) {
-        *ok = d_in == cfg->n_embd;
-        return NULL;
-    }
-    if (sscanf(hook, "blocks.%d.%95s%n", &layer, rest, &n) != 2) return NULL;
-    if (!strcmp(rest, "hook_resid_pre") || !strcmp(rest, "hook_resid_mid") ||
-        !strcmp(rest, "hook_resid_post") || !strcmp(rest, "hook_attn_out") ||
-        !strcmp(rest, "hook_mlp_out")) {
-        *ok = d_in == cfg->n_embd;
-        return NULL;
-    }
-    char name[96];
-    if (!strcmp(rest, "mlp.hook_post")) snprintf(name, sizeof name, "h.%d.mlp.c_proj.weight", layer);
-    else if (!strcmp(rest, "attn.hook_z")) snprintf(name, sizeof name, "h.%d.attn.c_proj.weight", layer);
-    else return NULL;
-    int nd;
-    int64_t shp[2];
-    const float *p = gpt2_param(m, name, &nd, shp);
-    *ok = p && nd == 2 && shp[0] == d_in && shp[1] == cfg->n_embd;
-    return *ok ? p : NULL;
-}
-
 /* ---- one dictionary ------------------------------------------------------------------------ */
 static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
 {
@@ -500,7 +469,7 @@ static int analyze_dict(shared *sh, dict *d, const opts *o, int64_t sae_id)
     int logit_ok = 0;
     if (!rc && sh->model) {
         const gpt2_config *cfg = gpt2_cfg(sh->model);
-        const float *proj = direct_proj(sh->model, sh->hook.name, d_in, &logit_ok);
+        const float *proj = gpt2_hook_direct_proj(sh->model, sh->hook.name, d_in, &logit_ok);
         int nd;
         int64_t shp[2];
         const float *WU = gpt2_param(sh->model, "lm_head.weight", &nd, shp);

@@ -622,6 +622,34 @@ int gpt2_hook_info(const gpt2_model *m, const char *name, int *layer, int *width
                    name, m->cfg.n_layer);
 }
 
+const float *gpt2_hook_direct_proj(const gpt2_model *m, const char *hook, int d_in, int *ok)
+{
+    const gpt2_config *cfg = &m->cfg;
+    int layer = -1, n = 0;
+    char rest[96] = "";
+    *ok = 0;
+    if (!strcmp(hook, "hook_embed") || !strcmp(hook, "hook_pos_embed")) {
+        *ok = d_in == cfg->n_embd;
+        return NULL;
+    }
+    if (sscanf(hook, "blocks.%d.%95s%n", &layer, rest, &n) != 2) return NULL;
+    if (!strcmp(rest, "hook_resid_pre") || !strcmp(rest, "hook_resid_mid") ||
+        !strcmp(rest, "hook_resid_post") || !strcmp(rest, "hook_attn_out") ||
+        !strcmp(rest, "hook_mlp_out")) {
+        *ok = d_in == cfg->n_embd;
+        return NULL;
+    }
+    char name[96];
+    if (!strcmp(rest, "mlp.hook_post")) snprintf(name, sizeof name, "h.%d.mlp.c_proj.weight", layer);
+    else if (!strcmp(rest, "attn.hook_z")) snprintf(name, sizeof name, "h.%d.attn.c_proj.weight", layer);
+    else return NULL;
+    int nd;
+    int64_t shp[2];
+    const float *p = gpt2_param(m, name, &nd, shp);
+    *ok = p && nd == 2 && shp[0] == d_in && shp[1] == cfg->n_embd;
+    return *ok ? p : NULL;
+}
+
 /* Fire the callbacks of point id on data with the given shape. */
 static int fire(gpt2_model *m, int id, float *data, int ndim, int64_t a, int64_t b, int64_t c,
                 int64_t d)

@@ -82,6 +82,13 @@ void gpt2_hook_clear(gpt2_model *m);
  * n_inner for mlp pre/post, n_head*d_head for q/k/v/z, n_head for attn_scores/pattern (whose
  * tensor is [B,H,T,T]). ERR_NOTFOUND for unknown names. */
 int gpt2_hook_info(const gpt2_model *m, const char *name, int *layer, int *width);
+/* The linear map from a hook's space to the residual stream along the direct path (what the
+ * logit-effect analysis multiplies a dictionary direction by before ln_f and lm_head): NULL with
+ * *ok = 1 for residual-space points (hook_embed, hook_pos_embed, resid_pre/mid/post, attn_out,
+ * mlp_out) when d_in == n_embd; the block's c_proj weight [d_in, n_embd] for mlp.hook_post and
+ * attn.hook_z; NULL with *ok = 0 when the hook is not on a linear direct path (e.g.
+ * mlp.hook_pre: a GELU follows) or the widths do not match. */
+const float *gpt2_hook_direct_proj(const gpt2_model *m, const char *hook, int d_in, int *ok);
 /* Number of hook points and the i-th name, in firing order. */
 int gpt2_hook_count(const gpt2_model *m);
 const char *gpt2_hook_name(const gpt2_model *m, int i);

@@ -420,8 +420,30 @@ static void test_finite_differences(const char *dir)
     gpt2_free(m);
 }
 
+/* Which parameters carry a hook's space to the residual stream (the logit-effect analysis). */
+static void test_direct_proj(void)
+{
+    gpt2_config c = {2, 2, 8, 4, 10, 32, 1e-5f};
+    gpt2_model *g;
+    CHECK(gpt2_create(&g, &c, 3) == OK);
+    int ok, nd;
+    int64_t shp[2];
+    const float *p = gpt2_hook_direct_proj(g, "blocks.1.mlp.hook_post", 32, &ok);
+    CHECK(ok && p == gpt2_param(g, "h.1.mlp.c_proj.weight", &nd, shp) && shp[0] == 32 && shp[1] == 8);
+    p = gpt2_hook_direct_proj(g, "blocks.0.attn.hook_z", 8, &ok);
+    CHECK(ok && p == gpt2_param(g, "h.0.attn.c_proj.weight", &nd, shp));
+    CHECK(gpt2_hook_direct_proj(g, "blocks.0.hook_resid_post", 8, &ok) == NULL && ok, "residual: identity");
+    CHECK(gpt2_hook_direct_proj(g, "hook_embed", 8, &ok) == NULL && ok);
+    CHECK(gpt2_hook_direct_proj(g, "blocks.0.hook_resid_pre", 7, &ok) == NULL && !ok, "width mismatch");
+    CHECK(gpt2_hook_direct_proj(g, "blocks.0.mlp.hook_pre", 32, &ok) == NULL && !ok, "a GELU follows");
+    CHECK(gpt2_hook_direct_proj(g, "blocks.0.mlp.hook_post", 8, &ok) == NULL && !ok, "c_proj is [32,8]");
+    CHECK(gpt2_hook_direct_proj(g, "blocks.5.mlp.hook_post", 32, &ok) == NULL && !ok, "no such block");
+    gpt2_free(g);
+}
+
 int main(void)
 {
+    test_direct_proj();
     test_fixture("tests/data/gpt2_tiny_f32");
     test_fixture("tests/data/gpt2_tiny_bf16");
     test_fixture("tests/data/gpt2_tiny_f16");
