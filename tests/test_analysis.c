@@ -353,6 +353,7 @@ static void test_loss(void)
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analysis/ana_run.h"
 #include "model/gpt2.h"
 #include "model/tokenizer.h"
 #include "sae/sae.h"
@@ -481,13 +482,28 @@ static int build_fixture(const char *root, char *db, char *model_dir, char *sae_
     return rc;
 }
 
-static int run_cli(const char *args, const char *log)
+/* ana_run as `saelite analyze --db DB [--sae SAE] --all` with the defaults, then `set` applied. */
+typedef struct { const char *hook; int neurons, no_model, keep_bos, all_acts, ce_seqs, top; volatile int *stop; } ana_flags;
+
+static int analyze(const char *db, const char *sae, ana_flags fl)
 {
-    const char *bin = getenv("SAELITE_BIN") ? getenv("SAELITE_BIN") : "./saelite";
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", bin, args, log);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    ana_run_opts o;
+    ana_run_defaults(&o);
+    o.db = db;
+    o.sae_dir = sae;
+    o.all = 1;
+    o.hook = fl.hook;
+    o.neurons = fl.neurons;
+    o.no_model = fl.no_model;
+    o.keep_bos = fl.keep_bos;
+    o.all_acts = fl.all_acts;
+    if (fl.ce_seqs) o.ce_seqs = fl.ce_seqs;
+    if (fl.top) o.top_n = fl.top;
+    o.stop = fl.stop;
+    ana_run_result res;
+    int rc = ana_run(&o, &res);
+    if (!rc) CHECK(res.n_dicts == (sae != NULL) + fl.neurons, "one result per dictionary");
+    return rc;
 }
 
 static void test_analyze_e2e(void)
@@ -497,8 +513,7 @@ static void test_analyze_e2e(void)
         CHECK(0, "mkdtemp");
         return;
     }
-    char db[256], model[256], sae[256], args[1024], logp[300], sql[512];
-    snprintf(logp, sizeof logp, "%s/log", root);
+    char db[256], model[256], sae[256], args[1024], sql[512];
     int rc = build_fixture(root, db, model, sae);
     CHECK(rc == OK, "fixture: %s", err_msg());
     if (rc) return;
@@ -510,14 +525,14 @@ static void test_analyze_e2e(void)
         CHECK(make_sae(first_sae, 8, "blocks.0.hook_resid_post", 4) == OK);
         snprintf(cmp, sizeof cmp, "cp %s %s.orig", db, db);
         CHECK(system(cmp) == 0);
-        snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, first_sae);
-        CHECK(run_cli(args, logp) == 1, "width mismatch refused");
-        snprintf(cmp, sizeof cmp, "cmp -s %s %s.orig && ! grep -q 'analyze: analyze:' %s", db, db, logp);
-        CHECK(system(cmp) == 0, "a failed first analyze changed the database (or doubled prefix)");
+        CHECK(analyze(db, first_sae, (ana_flags){.no_model = 1}) == ERR_SHAPE, "width mismatch refused");
+        CHECK(!strstr(err_msg(), "analyze: analyze:") && strstr(err_msg(), first_sae), "%s", err_msg());
+        snprintf(cmp, sizeof cmp, "cmp -s %s %s.orig", db, db);
+        CHECK(system(cmp) == 0, "a failed first analyze changed the database");
     }
-    snprintf(args, sizeof args, "analyze --db %s --sae %s --neurons --all --ce-seqs 8 --top 5", db, sae);
-    rc = run_cli(args, logp);
-    CHECK(rc == 0, "analyze exit %d (log %s)", rc, logp);
+    const ana_flags full = {.neurons = 1, .ce_seqs = 8, .top = 5};
+    rc = analyze(db, sae, full);
+    CHECK(rc == 0, "analyze: %s", err_msg());
     if (rc) return;
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 2);
     double clean = q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='ce_clean'");
@@ -598,35 +613,40 @@ static void test_analyze_e2e(void)
     CHECK(q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='neurons' AND m.name='explained_variance'") == 1);
 
     /* rerun replaces; bad inputs leave the database as it was */
-    rc = run_cli(args, logp);
+    rc = analyze(db, sae, full);
     CHECK(rc == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 2, "rerun replaces the analysis");
     double nrows = q1(db, "SELECT count(*) FROM ana_acts");
+    /* a raised stop flag aborts and rolls the dictionary in progress back */
+    volatile int stop = 1;
+    ana_flags stopped = full;
+    stopped.stop = &stop;
+    CHECK(analyze(db, sae, stopped) == ERR_ABORTED, "stop flag: %s", err_msg());
+    CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 2 && q1(db, "SELECT count(*) FROM ana_acts") == nrows,
+          "an interrupted analyze keeps the previous rows");
     char bad_sae[300];
     snprintf(bad_sae, sizeof bad_sae, "%s/sae_narrow", root);
     CHECK(make_sae(bad_sae, 8, "blocks.0.hook_resid_post", 5) == OK);
-    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, bad_sae);
-    CHECK(run_cli(args, logp) == 1, "width mismatch refused");
+    CHECK(analyze(db, bad_sae, (ana_flags){.no_model = 1}) == ERR_SHAPE, "width mismatch refused");
     snprintf(bad_sae, sizeof bad_sae, "%s/sae_otherhook", root);
     CHECK(make_sae(bad_sae, E_C, "blocks.1.hook_resid_post", 5) == OK);
-    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, bad_sae);
-    CHECK(run_cli(args, logp) == 1, "unknown hook refused");
+    CHECK(analyze(db, bad_sae, (ana_flags){.no_model = 1}) == ERR_NOTFOUND, "unknown hook refused");
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 2 && q1(db, "SELECT count(*) FROM ana_acts") == nrows,
           "failed runs modified nothing");
     /* an SAE trained from an exported .npy names no hook: --hook supplies it */
     snprintf(bad_sae, sizeof bad_sae, "%s/sae_nohook", root);
     CHECK(make_sae(bad_sae, E_C, "", 6) == OK);
-    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model", db, bad_sae);
-    CHECK(run_cli(args, logp) == 2 || run_cli(args, logp) == 1, "SAE without hook_name needs --hook");
-    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model --hook blocks.0.hook_resid_post", db, bad_sae);
-    CHECK(run_cli(args, logp) == 0, "--hook names the SAE's hook");
+    CHECK(analyze(db, bad_sae, (ana_flags){.no_model = 1}) == ERR_ARG && strstr(err_msg(), "hook_name"),
+          "SAE without hook_name needs --hook: %s", err_msg());
+    const ana_flags nohook = {.hook = "blocks.0.hook_resid_post", .no_model = 1};
+    CHECK(analyze(db, bad_sae, nohook) == 0, "--hook names the SAE's hook");
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a second SAE on the same hook is kept apart");
     CHECK(q1(db, "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name LIKE '%/sae_nohook' AND m.name = 'ce_clean'") == 0 && q1(db, "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name LIKE '%/sae_nohook' AND m.name = 'l0'") == 1,
           "--no-model: no downstream metrics");
-    snprintf(args, sizeof args, "analyze --db %s --sae %s --neurons --all --ce-seqs 8 --top 5", db, sae);
-    CHECK(run_cli(args, logp) == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 3, "rerun replaces");
+    CHECK(analyze(db, sae, full) == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 3, "rerun replaces");
     /* --all-acts stores every non-zero: as many rows as the features' n_active add up to */
-    snprintf(args, sizeof args, "analyze --db %s --sae %s --all --no-model --hook blocks.0.hook_resid_post --all-acts", db, bad_sae);
-    CHECK(run_cli(args, logp) == 0, "--all-acts run");
+    ana_flags allacts = nohook;
+    allacts.all_acts = 1;
+    CHECK(analyze(db, bad_sae, allacts) == 0, "--all-acts run");
     CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN ana_dicts d ON d.id = a.dict_id WHERE d.name LIKE '%/sae_nohook' AND a.kind = 'all'") ==
           q1(db, "SELECT sum(n_active) FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE d.name LIKE '%/sae_nohook'"),
           "--all-acts rows = sum of n_active");
@@ -635,11 +655,10 @@ static void test_analyze_e2e(void)
           "the metrics view lists both SAEs");
     CHECK(q1(db, "SELECT count(*) FROM feature_pos WHERE basis = 'neurons'") ==
           q1(db, "SELECT count(*) FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE d.kind = 'neurons' AND best_tag IS NOT NULL"));
-    snprintf(args, sizeof args, "analyze --db %s --sae %s/missing --all", db, root);
-    CHECK(run_cli(args, logp) == 1, "missing SAE refused");
+    snprintf(bad_sae, sizeof bad_sae, "%s/missing", root);
+    CHECK(analyze(db, bad_sae, (ana_flags){0}) != OK, "missing SAE refused");
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a missing SAE modified nothing");
-    snprintf(args, sizeof args, "analyze --db %s --neurons --hook blocks.0.hook_resid_post --all --no-model --keep-bos", db);
-    CHECK(run_cli(args, logp) == 0 && q1(db, "SELECT n_tokens FROM ana_dicts WHERE kind = 'neurons'") == E_SEQS * E_T,
+    CHECK(analyze(db, NULL, (ana_flags){.hook = "blocks.0.hook_resid_post", .neurons = 1, .no_model = 1, .keep_bos = 1}) == 0 && q1(db, "SELECT n_tokens FROM ana_dicts WHERE kind = 'neurons'") == E_SEQS * E_T,
           "--keep-bos counts every position");
     snprintf(args, sizeof args, "rm -rf %s", root);
     if (!harness_fail && !getenv("SAELITE_KEEP")) CHECK(system(args) == 0);

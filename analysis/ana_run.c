@@ -1,0 +1,757 @@
+/* ana_run.c - the analyze pipeline (ana_run.h): shared inputs, the per-dictionary pass,
+ * downstream loss with the SAE spliced in through a hook, geometry, logit effects, POS alignment
+ * and the writing transaction. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analysis/ana.h"
+#include "analysis/ana_run.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/progress.h"
+#include "model/gpt2.h"
+#include "model/tokenizer.h"
+#include "sae/metrics.h"
+#include "sae/sae.h"
+#include "store/store.h"
+#include "store/store_ana.h"
+
+void ana_run_defaults(ana_run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->top_n = 20;
+    o->n_intervals = 10;
+    o->per_interval = 5;
+    o->reservoir = 256;
+    o->nbins = 40;
+    o->geom_bins = 90;
+    o->logit_k = 10;
+    o->ce_seqs = 16;
+    o->val_frac = 0.1;
+    o->cos_threshold = 0.5;
+    o->hist_lo = 1e-3;
+    o->hist_hi = 1e3;
+}
+
+static int stopped(const ana_run_opts *o) { return o->stop && *o->stop; }
+
+/* Everything read once from the store and shared by the dictionaries of one run. */
+typedef struct {
+    store *s;
+    store_hook hook;
+    int64_t *seq;     /* [nseq] ascending */
+    size_t nseq;
+    int64_t *off;     /* [nseq+1] token offsets into tok/tag */
+    int *tok;         /* [ntok] */
+    short *tag;       /* [ntok] index into tag_names, -1 untagged */
+    char (*tag_names)[16];
+    int ntags, any_tags;
+    unsigned char *bos; /* [nseq] 1 when position 0 is a prepended <|endoftext|> */
+    gpt2_model *model; /* NULL with --no-model */
+    tok_tokenizer *bpe; /* NULL when no tokenizer was found: ana_vocab is not filled */
+    const char *model_path;
+    int vocab_done;
+} shared;
+
+/* One dictionary: an SAE or the identity over the hook's neurons. */
+typedef struct {
+    const char *kind; /* "sae" / "neurons" */
+    char name[256];
+    sae_model *sae;   /* NULL for neurons */
+    int d_in, d_sae;
+    float *W_dec;     /* [d_sae,d_in]: the SAE's, or an owned identity */
+    int own_dec;
+} dict;
+
+static void dict_codes(const dict *d, const float *x, int N, float *f, float *xhat, int *rc)
+{
+    if (d->sae) {
+        if (!*rc) *rc = sae_encode(d->sae, x, N, f);
+        if (!*rc && xhat) *rc = sae_decode(d->sae, f, N, xhat);
+    } else {
+        memcpy(f, x, (size_t)N * d->d_in * sizeof *f);
+        if (xhat) memcpy(xhat, x, (size_t)N * d->d_in * sizeof *f);
+    }
+}
+
+/* ---- shared inputs -------------------------------------------------------------------------- */
+static int tag_index(shared *sh, const char *t)
+{
+    for (int i = 0; i < sh->ntags; i++)
+        if (!strcmp(sh->tag_names[i], t)) return i;
+    if (sh->ntags >= 512) return -1; /* far more than any tag set; ignore the rest */
+    snprintf(sh->tag_names[sh->ntags], 16, "%s", t);
+    return sh->ntags++;
+}
+
+static int load_shared(shared *sh, const ana_run_opts *o)
+{
+    int rc = store_seq_list(sh->s, sh->hook.id, o->all ? STORE_SPLIT_ALL : STORE_SPLIT_VAL,
+                            o->val_frac, &sh->seq, &sh->nseq);
+    if (rc) return rc;
+    if (o->max_seqs > 0 && sh->nseq > (size_t)o->max_seqs) sh->nseq = (size_t)o->max_seqs;
+    if (sh->nseq == 0)
+        return err_set(ERR_NOTFOUND, "%s: hook %s has no stored activations in the %s split "
+                       "(try --all)", o->db, sh->hook.name, o->all ? "whole" : "validation");
+    size_t cap = sh->nseq * (size_t)sh->hook.seq_len;
+    sh->off = mem_alloc((sh->nseq + 1) * sizeof *sh->off);
+    sh->tok = mem_alloc((cap + 1) * sizeof *sh->tok);
+    sh->tag = mem_alloc((cap + 1) * sizeof *sh->tag);
+    sh->tag_names = mem_calloc(512, sizeof *sh->tag_names);
+    sh->bos = mem_calloc(sh->nseq + 1, 1);
+    char (*tags)[16] = mem_alloc((size_t)sh->hook.seq_len * sizeof *tags);
+    if (!sh->off || !sh->tok || !sh->tag || !sh->tag_names || !sh->bos || !tags) {
+        mem_free(tags);
+        return err_set(ERR_NOMEM, "out of memory for %zu sequences", sh->nseq);
+    }
+    int64_t n = 0;
+    for (size_t i = 0; i < sh->nseq && !rc; i++) {
+        int T = sh->hook.seq_len, any = 0;
+        sh->off[i] = n;
+        rc = store_seq_tokens(sh->s, sh->seq[i], sh->tok + n, &T);
+        if (rc == ERR_NOTFOUND) { /* imported activations without token ids: positions only */
+            rc = OK;
+            T = sh->hook.seq_len;
+            for (int t = 0; t < T; t++) sh->tok[n + t] = -1;
+        }
+        if (!rc) rc = store_ana_seq_tags(sh->s, sh->seq[i], T, tags, &any);
+        store_context c;
+        if (!rc && store_context_get(sh->s, sh->seq[i], 0, 0, 0, &c) == OK) {
+            sh->bos[i] = (unsigned char)(c.bos != 0);
+            store_context_free(&c);
+        }
+        err_clear();
+        for (int t = 0; !rc && t < T; t++) sh->tag[n + t] = (short)(tags[t][0] ? tag_index(sh, tags[t]) : -1);
+        if (any) sh->any_tags = 1;
+        n += T;
+    }
+    sh->off[sh->nseq] = n;
+    mem_free(tags);
+    return rc;
+}
+
+static void free_shared(shared *sh)
+{
+    mem_free(sh->seq);
+    mem_free(sh->off);
+    mem_free(sh->tok);
+    mem_free(sh->tag);
+    mem_free(sh->tag_names);
+    mem_free(sh->bos);
+    gpt2_free(sh->model);
+    tok_free(sh->bpe);
+    mem_free((void *)sh->model_path);
+}
+
+/* index of seq_id in sh->seq (ascending), or -1 */
+static long seq_index(const shared *sh, int64_t id)
+{
+    size_t lo = 0, hi = sh->nseq;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (sh->seq[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < sh->nseq && sh->seq[lo] == id ? (long)lo : -1;
+}
+
+static int token_at(const shared *sh, int64_t seq, int pos, int *tag)
+{
+    long i = seq_index(sh, seq);
+    if (i < 0 || sh->off[i] + pos >= sh->off[i + 1]) {
+        if (tag) *tag = -1;
+        return -1;
+    }
+    if (tag) *tag = sh->tag[sh->off[i] + pos];
+    return sh->tok[sh->off[i] + pos];
+}
+
+/* ---- downstream loss with the SAE spliced in ---------------------------------------------- */
+enum { SPLICE_SAE, SPLICE_ZERO, SPLICE_ERR };
+
+typedef struct {
+    const dict *d;
+    int mode, rc;
+    float *f, *xhat; /* scratch [rows, d_sae], [rows, d_in] */
+    int cap_rows;
+} splice;
+
+static int splice_hook(const tensor_view *t, void *user)
+{
+    splice *sp = user;
+    int d_in = sp->d->d_in;
+    int64_t numel = tensor_numel(t);
+    int rows = (int)(numel / d_in);
+    if (numel % d_in || rows > sp->cap_rows) {
+        sp->rc = err_set(ERR_SHAPE, "hook %s gives %lld values, not rows of %d", t->name,
+                         (long long)numel, d_in);
+        return 1;
+    }
+    float *x = t->data; /* hook views are contiguous */
+    if (sp->mode == SPLICE_ZERO) {
+        memset(x, 0, (size_t)numel * sizeof *x);
+        return 0;
+    }
+    int rc = 0;
+    dict_codes(sp->d, x, rows, sp->f, sp->xhat, &rc);
+    if (rc) {
+        sp->rc = rc;
+        return 1;
+    }
+    for (int64_t i = 0; i < numel; i++)
+        x[i] = sp->mode == SPLICE_SAE ? sp->xhat[i] : sp->xhat[i] + (x[i] - sp->xhat[i]);
+    return 0;
+}
+
+static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_downstream *out)
+{
+    memset(out, 0, sizeof *out);
+    gpt2_model *m = sh->model;
+    const gpt2_config *cfg = gpt2_cfg(m);
+    int T_max = sh->hook.seq_len, V = cfg->vocab_size;
+    size_t nuse = sh->nseq < (size_t)o->ce_seqs ? sh->nseq : (size_t)o->ce_seqs;
+    splice sp = {.d = d, .cap_rows = T_max};
+    int *targets = mem_alloc((size_t)T_max * sizeof *targets);
+    float *clean = mem_alloc((size_t)T_max * V * sizeof *clean);
+    float *probs = mem_alloc((size_t)T_max * V * sizeof *probs); /* softmax of clean, reused */
+    double *lse = mem_alloc((size_t)T_max * sizeof *lse);
+    sp.f = mem_alloc((size_t)T_max * d->d_sae * sizeof *sp.f);
+    sp.xhat = mem_alloc((size_t)T_max * d->d_in * sizeof *sp.xhat);
+    int rc = OK;
+    if (!targets || !clean || !probs || !lse || !sp.f || !sp.xhat) rc = err_set(ERR_NOMEM, "out of memory for logits");
+    double sums[4] = {0}, kls[3] = {0};
+    progress pr;
+    progress_begin(&pr, "downstream", (double)nuse, "seq");
+    for (size_t i = 0; i < nuse && !rc; i++) {
+        const int *tok = sh->tok + sh->off[i];
+        int T = (int)(sh->off[i + 1] - sh->off[i]);
+        if (T < 2 || tok[0] < 0) continue; /* no token ids (an import): nothing to run */
+        for (int t = 0; t < T; t++) targets[t] = t + 1 < T ? tok[t + 1] : -1;
+        double mean;
+        gpt2_hook_clear(m);
+        if ((rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean))) break;
+        memcpy(clean, gpt2_logits(m), (size_t)T * V * sizeof *clean);
+        for (int t = 0; t + 1 < T; t++)
+            ana_softmax(probs + (size_t)t * V, clean + (size_t)t * V, V, &lse[t]);
+        sums[0] += mean * (T - 1);
+        for (int mode = SPLICE_SAE; mode <= SPLICE_ERR && !rc; mode++) {
+            gpt2_hook_clear(m);
+            sp.mode = mode;
+            sp.rc = 0;
+            if ((rc = gpt2_hook_add(m, sh->hook.name, splice_hook, &sp)))
+                break;
+            rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean);
+            if (sp.rc) rc = sp.rc;
+            if (rc) break;
+            sums[1 + mode] += mean * (T - 1);
+            const float *lg = gpt2_logits(m);
+            for (int t = 0; t + 1 < T; t++)
+                kls[mode] += ana_kl_prepared(clean + (size_t)t * V, probs + (size_t)t * V, lse[t],
+                                             lg + (size_t)t * V, V);
+        }
+        out->n += T - 1;
+        if (stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
+        progress_update(&pr, (double)(i + 1), NULL);
+    }
+    progress_end(&pr);
+    gpt2_hook_clear(m);
+    if (!rc && out->n == 0) rc = err_set(ERR_ARG, "no sequence has 2 or more tokens for the loss");
+    if (!rc) {
+        double n = (double)out->n;
+        out->ce_clean = sums[0] / n;
+        out->ce_sae = sums[1] / n;
+        out->ce_zero = sums[2] / n;
+        out->ce_err = sums[3] / n;
+        out->kl_sae = kls[0] / n;
+        out->kl_zero = kls[1] / n;
+        out->kl_err = kls[2] / n;
+        out->ce_score = ana_score(out->ce_zero, out->ce_sae, out->ce_clean);
+        out->kl_score = ana_score(out->kl_zero, out->kl_sae, 0);
+    }
+    mem_free(targets);
+    mem_free(clean);
+    mem_free(probs);
+    mem_free(lse);
+    mem_free(sp.f);
+    mem_free(sp.xhat);
+    return rc;
+}
+
+/* ---- one dictionary ------------------------------------------------------------------------ */
+/* What the pass and the geometry leave for the writers. */
+typedef struct {
+    double *edges;           /* [nbins+1] histogram edges */
+    ana_feat_acc *acc;       /* per-feature statistics and samples */
+    sae_metrics rec;         /* reconstruction metrics */
+    int64_t *geo, *geo_rand; /* [geom_bins] angle histograms: decoder, random directions */
+    int *nearest, *rnear;    /* [D] nearest other direction (-1: none) */
+    float *ncos, *rcos;      /* [D] its signed cosine */
+} dict_work;
+
+static void dict_work_free(dict_work *w)
+{
+    ana_feat_acc_free(w->acc);
+    sae_metrics_free(&w->rec);
+    mem_free(w->edges);
+    mem_free(w->geo);
+    mem_free(w->geo_rand);
+    mem_free(w->nearest);
+    mem_free(w->rnear);
+    mem_free(w->ncos);
+    mem_free(w->rcos);
+}
+
+static int dict_work_init(dict_work *w, const dict *d, const ana_run_opts *o)
+{
+    const int D = d->d_sae;
+    memset(w, 0, sizeof *w);
+    w->edges = mem_alloc((size_t)(o->nbins + 1) * sizeof *w->edges);
+    w->geo = mem_calloc((size_t)o->geom_bins, sizeof *w->geo);
+    w->geo_rand = mem_calloc((size_t)o->geom_bins, sizeof *w->geo_rand);
+    w->nearest = mem_alloc((size_t)D * sizeof *w->nearest);
+    w->rnear = mem_alloc((size_t)D * sizeof *w->rnear);
+    w->ncos = mem_alloc((size_t)D * sizeof *w->ncos);
+    w->rcos = mem_alloc((size_t)D * sizeof *w->rcos);
+    if (!w->edges || !w->geo || !w->geo_rand || !w->nearest || !w->rnear || !w->ncos || !w->rcos)
+        return err_set(ERR_NOMEM, "out of memory for %d features", D);
+    int rc = ana_log_edges(w->edges, o->nbins, o->hist_lo, o->hist_hi);
+    if (!rc) rc = ana_feat_acc_new(&w->acc, D, o->top_n, o->reservoir, w->edges, o->nbins, 0x5ae1u);
+    if (!rc) rc = sae_metrics_init(&w->rec, d->d_in, D);
+    return rc;
+}
+
+/* 1. the pass over the stored activations: metrics and per-feature statistics */
+static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work *w)
+{
+    const int d_in = d->d_in, D = d->d_sae, Tm = sh->hook.seq_len;
+    float *x = mem_alloc((size_t)Tm * d_in * sizeof *x);
+    float *xhat = mem_alloc((size_t)Tm * d_in * sizeof *xhat);
+    float *f = mem_alloc((size_t)Tm * D * sizeof *f);
+    int rc = !x || !xhat || !f ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
+    progress pr;
+    progress_begin(&pr, d->kind, (double)sh->nseq, "seq");
+    for (size_t i = 0; i < sh->nseq && !rc; i++) {
+        int T = Tm;
+        if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], x, &T))) break;
+        dict_codes(d, x, T, f, xhat, &rc);
+        if (rc) break;
+        /* the prepended <|endoftext|> is not text: its (often huge) activation would dominate
+           the metrics and the top lists, so it is left out unless keep_bos */
+        int b0 = sh->bos[i] && !o->keep_bos && T > 0;
+        sae_metrics_add(&w->rec, x + (size_t)b0 * d_in, xhat + (size_t)b0 * d_in, f + (size_t)b0 * D, T - b0);
+        ana_feat_acc_add(w->acc, f + (size_t)b0 * D, T - b0, sh->seq[i], b0);
+        if (stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
+        progress_update(&pr, (double)(i + 1), NULL);
+    }
+    progress_end(&pr);
+    mem_free(x);
+    mem_free(xhat);
+    mem_free(f);
+    return rc;
+}
+
+/* 3. geometry: decoder directions and as many random unit vectors of the same width */
+static int dict_geometry(const dict *d, const ana_run_opts *o, dict_work *w)
+{
+    const int D = d->d_sae, d_in = d->d_in;
+    int rc = ana_geometry(d->W_dec, D, d_in, o->geom_bins, w->geo, w->nearest, w->ncos);
+    if (rc) return rc;
+    float *R = mem_alloc((size_t)D * d_in * sizeof *R);
+    if (!R) return err_set(ERR_NOMEM, "out of memory for random directions");
+    rc = ana_random_unit(R, D, d_in, 0xd1ec7u);
+    if (!rc) rc = ana_geometry(R, D, d_in, o->geom_bins, w->geo_rand, w->rnear, w->rcos);
+    mem_free(R);
+    return rc;
+}
+
+/* The whole vocabulary, so tok_text() names logit-effect tokens absent from the corpus. */
+static int write_vocab(const shared *sh, store_ana_writer *w)
+{
+    int V = tok_vocab_size(sh->bpe), rc = OK;
+    for (int t = 0; t < V && !rc; t++) {
+        size_t len;
+        const char *b = tok_token_bytes(sh->bpe, t, &len);
+        if (b) rc = store_ana_vocab(w, t, b, len);
+    }
+    return rc;
+}
+
+/* Per-feature rows: top and quantile activations, POS counts, histogram, statistics, decoder
+ * row. Fills the dead/dense counts and the POS summary of dr. */
+static int write_features(const shared *sh, const dict *d, const ana_run_opts *o,
+                          const dict_work *dw, store_ana_writer *w, int64_t id, ana_dict_result *dr)
+{
+    const int D = d->d_sae, d_in = d->d_in;
+    int64_t *tag_counts = mem_alloc((size_t)D * (sh->ntags + 1) * sizeof *tag_counts);
+    ana_act *acts = mem_alloc((size_t)(o->top_n + o->n_intervals * o->per_interval + 1) * sizeof *acts);
+    int *ivl = mem_alloc((size_t)(o->n_intervals * o->per_interval + 1) * sizeof *ivl);
+    int *tags = mem_alloc((size_t)(o->top_n + 1) * sizeof *tags);
+    int rc = !tag_counts || !acts || !ivl || !tags ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
+    int64_t ntok = ana_feat_tokens(dw->acc);
+    double prec_sum = 0;
+    for (int j = 0; j < D && !rc; j++) {
+        int64_t na = ana_feat_active(dw->acc, j);
+        double density = ntok ? (double)na / (double)ntok : 0;
+        dr->dead += na == 0;
+        dr->dense += density > 0.1;
+        int nt = ana_feat_top(dw->acc, j, acts);
+        for (int r = 0; r < nt && !rc; r++) {
+            int tk = token_at(sh, acts[r].seq, acts[r].pos, &tags[r]);
+            rc = store_ana_act(w, id, j, "top", -1, r, acts[r].seq, acts[r].pos, tk, acts[r].value);
+        }
+        int best_tag = -1;
+        double best_prec = NAN;
+        if (!rc && sh->any_tags && nt > 0) {
+            int64_t *cnt = tag_counts + (size_t)j * (sh->ntags + 1);
+            double p;
+            best_tag = ana_tag_dist(cnt, sh->ntags, tags, nt, &p);
+            if (best_tag >= 0) {
+                best_prec = p;
+                prec_sum += p;
+                dr->pos_n++;
+                for (int t = 0; t < sh->ntags && !rc; t++)
+                    if (cnt[t]) rc = store_ana_pos(w, id, j, sh->tag_names[t], cnt[t]);
+            }
+        }
+        int nq = rc ? 0 : ana_feat_quantiles(dw->acc, j, o->n_intervals, o->per_interval, acts, ivl);
+        int rank = 0;
+        for (int q = 0; q < nq && !rc; q++) {
+            rank = q > 0 && ivl[q] == ivl[q - 1] ? rank + 1 : 0;
+            int tk = token_at(sh, acts[q].seq, acts[q].pos, NULL);
+            rc = store_ana_act(w, id, j, "quantile", ivl[q], rank, acts[q].seq, acts[q].pos, tk,
+                               acts[q].value);
+        }
+        const int64_t *h = ana_feat_hist(dw->acc, j);
+        for (int b = 0; b < o->nbins && !rc; b++)
+            if (h[b]) rc = store_ana_hist(w, id, j, b, dw->edges[b], dw->edges[b + 1], h[b]);
+        if (!rc)
+            rc = store_ana_feature(w, id, j, na, density, na ? ana_feat_sum(dw->acc, j) / (double)na : NAN,
+                                   na ? (double)ana_feat_max(dw->acc, j) : NAN, dw->nearest[j],
+                                   dw->ncos[j], best_tag >= 0 ? sh->tag_names[best_tag] : NULL,
+                                   best_prec);
+        if (!rc) rc = store_ana_decoder(w, id, j, d->W_dec + (size_t)j * d_in, d_in);
+    }
+    dr->pos_mean = dr->pos_n ? prec_sum / dr->pos_n : NAN;
+    mem_free(tag_counts);
+    mem_free(acts);
+    mem_free(ivl);
+    mem_free(tags);
+    return rc;
+}
+
+/* all_acts: every non-zero, in a second pass now that the count is known */
+static int write_all_acts(const shared *sh, const dict *d, const ana_run_opts *o,
+                          const dict_work *dw, store_ana_writer *w, int64_t id, ana_dict_result *dr)
+{
+    const int D = d->d_sae, Tm = sh->hook.seq_len;
+    int64_t total = 0;
+    for (int j = 0; j < D; j++) total += ana_feat_active(dw->acc, j);
+    dr->all_acts_rows = total;
+    if (o->notice) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "--all-acts writes %lld activation rows (about %.0f MB)",
+                 (long long)total, total * 40.0 / 1e6);
+        o->notice(msg, o->user);
+    }
+    float *x = mem_alloc((size_t)Tm * d->d_in * sizeof *x);
+    float *f = mem_alloc((size_t)Tm * D * sizeof *f);
+    int rc = !x || !f ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
+    progress pr;
+    progress_begin(&pr, "all-acts", (double)sh->nseq, "seq");
+    for (size_t i = 0; i < sh->nseq && !rc; i++) {
+        int T = Tm;
+        if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], x, &T))) break;
+        dict_codes(d, x, T, f, NULL, &rc);
+        for (int t = sh->bos[i] && !o->keep_bos; t < T && !rc; t++)
+            for (int j = 0; j < D && !rc; j++) {
+                float v = f[(size_t)t * D + j];
+                if (v > 0)
+                    rc = store_ana_act(w, id, j, "all", -1, -1, sh->seq[i], t,
+                                       sh->tok[sh->off[i] + t], v);
+            }
+        if (!rc && stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
+        progress_update(&pr, (double)(i + 1), NULL);
+    }
+    progress_end(&pr);
+    mem_free(x);
+    mem_free(f);
+    return rc;
+}
+
+/* Geometry histograms, and the mean max|cos| / counts over the threshold into dr. */
+static int write_geometry(const ana_run_opts *o, const dict_work *dw, int D, store_ana_writer *w,
+                          int64_t id, ana_dict_result *dr)
+{
+    double mac = 0, rmac = 0;
+    int nmac = 0, rc = OK;
+    for (int j = 0; j < D; j++) {
+        if (dw->nearest[j] >= 0) {
+            mac += fabs(dw->ncos[j]);
+            nmac++;
+            dr->geom_over += fabs(dw->ncos[j]) > o->cos_threshold;
+        }
+        if (dw->rnear[j] >= 0) {
+            rmac += fabs(dw->rcos[j]);
+            dr->geom_random_over += fabs(dw->rcos[j]) > o->cos_threshold;
+        }
+    }
+    dr->geom_mean = nmac ? mac / nmac : NAN;
+    dr->geom_random_mean = D > 1 ? rmac / D : NAN;
+    for (int b = 0; b < o->geom_bins && !rc; b++) {
+        double lo = 180.0 * b / o->geom_bins, hi = 180.0 * (b + 1) / o->geom_bins;
+        rc = store_ana_geometry(w, id, "decoder", b, lo, hi, dw->geo[b]);
+        if (!rc) rc = store_ana_geometry(w, id, "random", b, lo, hi, dw->geo_rand[b]);
+    }
+    return rc;
+}
+
+/* Logit effects along the direct path: top and bottom logit_k tokens per feature. Sets
+ * dr->logit_skipped when the hook has no linear direct path to the logits. */
+static int write_logit_effects(const shared *sh, const dict *d, const ana_run_opts *o,
+                               store_ana_writer *w, int64_t id, ana_dict_result *dr)
+{
+    const gpt2_config *cfg = gpt2_cfg(sh->model);
+    const int D = d->d_sae, d_in = d->d_in;
+    int ok, nd;
+    int64_t shp[2];
+    const float *proj = gpt2_hook_direct_proj(sh->model, sh->hook.name, d_in, &ok);
+    const float *WU = gpt2_param(sh->model, "lm_head.weight", &nd, shp);
+    const float *gamma = gpt2_param(sh->model, "ln_f.weight", &nd, shp);
+    if (!ok || !WU || !gamma) {
+        dr->logit_skipped = 1;
+        return OK;
+    }
+    int V = cfg->vocab_size, blk = 128, k = o->logit_k < V ? o->logit_k : V;
+    float *logits = mem_alloc((size_t)blk * V * sizeof *logits);
+    int *lidx = mem_alloc((size_t)k * sizeof *lidx);
+    float *lval = mem_alloc((size_t)k * sizeof *lval);
+    int rc = !logits || !lidx || !lval ? err_set(ERR_NOMEM, "out of memory for logit effects") : OK;
+    for (int j0 = 0; j0 < D && !rc; j0 += blk) {
+        int nb = D - j0 < blk ? D - j0 : blk;
+        rc = ana_logit_effects(logits, d->W_dec + (size_t)j0 * d_in, nb, d_in, proj, cfg->n_embd,
+                               gamma, WU, V);
+        for (int a = 0; a < nb && !rc; a++)
+            for (int sign = 1; sign >= -1 && !rc; sign -= 2) {
+                int n = ana_topk(lidx, lval, logits + (size_t)a * V, V, k, sign > 0);
+                for (int r = 0; r < n && !rc; r++)
+                    rc = store_ana_logit(w, id, j0 + a, sign, r, lidx[r], lval[r]);
+            }
+    }
+    mem_free(logits);
+    mem_free(lidx);
+    mem_free(lval);
+    return rc;
+}
+
+static int write_metrics(const ana_run_opts *o, const ana_dict_result *dr, store_ana_writer *w, int64_t id)
+{
+    const sae_metrics_summary *rm = &dr->rec;
+    const ana_downstream *ds = &dr->ds;
+    struct { const char *name; double v; } M[] = {
+        {"mse", rm->mse}, {"explained_variance", rm->ev}, {"cosine", rm->cos},
+        {"l2_ratio", rm->l2_ratio}, {"l0", rm->l0}, {"dead_frac", rm->dead_frac},
+        {"dense_frac", rm->dense_frac},
+        {"geom_max_abs_cos_mean", dr->geom_mean},
+        {"geom_random_max_abs_cos_mean", dr->geom_random_mean},
+        {"geom_threshold", o->cos_threshold}, {"geom_n_over", dr->geom_over},
+        {"geom_random_n_over", dr->geom_random_over},
+    };
+    int rc = OK;
+    for (size_t i = 0; i < sizeof M / sizeof M[0] && !rc; i++) rc = store_ana_metric(w, id, M[i].name, M[i].v);
+    if (!rc && dr->pos_n) rc = store_ana_metric(w, id, "pos_precision_mean", dr->pos_mean);
+    if (!rc && dr->pos_n) rc = store_ana_metric(w, id, "pos_n_features", dr->pos_n);
+    if (!rc && dr->have_downstream) {
+        struct { const char *name; double v; } C[] = {
+            {"ce_clean", ds->ce_clean}, {"ce_sae", ds->ce_sae}, {"ce_zero", ds->ce_zero},
+            {"ce_sae_err", ds->ce_err}, {"ce_loss_score", ds->ce_score},
+            {"kl_sae", ds->kl_sae}, {"kl_zero", ds->kl_zero}, {"kl_sae_err", ds->kl_err},
+            {"kl_score", ds->kl_score}, {"ce_tokens", (double)ds->n},
+        };
+        for (size_t i = 0; i < sizeof C / sizeof C[0] && !rc; i++) rc = store_ana_metric(w, id, C[i].name, C[i].v);
+    }
+    return rc;
+}
+
+/* Everything about one dictionary, written in one transaction (rolled back on failure). */
+static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_id, ana_dict_result *dr)
+{
+    memset(dr, 0, sizeof *dr);
+    double t0 = now_seconds();
+    dict_work dw;
+    store_ana_writer *w = NULL;
+    int tx = 0;
+    int rc = dict_work_init(&dw, d, o);
+    if (!rc) rc = dict_pass(sh, d, o, &dw);
+    double t_pass = now_seconds();
+    /* 2. downstream loss (SAEs only: the identity dictionary reproduces the clean pass) */
+    if (!rc && d->sae && sh->model) {
+        rc = run_downstream(sh, d, o, &dr->ds);
+        dr->have_downstream = !rc;
+    }
+    double t_ds = now_seconds();
+    if (!rc) rc = dict_geometry(d, o, &dw);
+    double t_geo = now_seconds();
+    sae_metrics_summarize(&dw.rec, &dr->rec);
+
+    /* 4. write everything in one transaction */
+    int64_t id = 0, ntok = dw.acc ? ana_feat_tokens(dw.acc) : 0;
+    if (!rc && !(rc = store_begin(sh->s))) tx = 1;
+    if (!rc) rc = store_ana_writer_open(&w, sh->s);
+    store_ana_dict dd = {.kind = d->kind, .sae_id = sae_id, .name = d->name,
+                         .hook_name = sh->hook.name, .split = o->all ? "all" : "val",
+                         .d_in = d->d_in, .d_sae = d->d_sae, .top_n = o->top_n,
+                         .n_seqs = (int64_t)sh->nseq, .n_tokens = ntok};
+    if (!rc) rc = store_ana_dict_begin(w, &dd, &id);
+    if (!rc && sh->bpe && !sh->vocab_done) rc = write_vocab(sh, w);
+    if (!rc) rc = write_features(sh, d, o, &dw, w, id, dr);
+    if (!rc && o->all_acts) rc = write_all_acts(sh, d, o, &dw, w, id, dr);
+    if (!rc) rc = write_geometry(o, &dw, d->d_sae, w, id, dr);
+    if (!rc && sh->model) rc = write_logit_effects(sh, d, o, w, id, dr);
+    if (!rc) rc = write_metrics(o, dr, w, id);
+    double secs = now_seconds() - t0;
+    if (!rc) rc = store_ana_dict_seconds(w, id, secs);
+    store_ana_writer_close(w);
+    if (!rc) rc = store_commit(sh->s);
+    if (rc && tx) store_rollback(sh->s);
+    if (!rc) {
+        if (sh->bpe) sh->vocab_done = 1;
+        dr->kind = d->kind;
+        snprintf(dr->name, sizeof dr->name, "%s", d->name);
+        dr->dict_id = id;
+        dr->n_seqs = sh->nseq;
+        dr->n_tokens = ntok;
+        dr->d_sae = d->d_sae;
+        dr->seconds = secs;
+        dr->t_pass = t_pass - t0;
+        dr->t_downstream = t_ds - t_pass;
+        dr->t_geometry = t_geo - t_ds;
+        dr->t_write = t0 + secs - t_geo;
+    }
+    dict_work_free(&dw);
+    return rc;
+}
+
+/* The model directory: --model, else the path the database recorded for the hook's model. */
+static int open_model(shared *sh, const ana_run_opts *o)
+{
+    const char *dir = o->model_dir;
+    store_model *ms = NULL;
+    size_t nm = 0;
+    int rc = OK;
+    if (!dir) {
+        if ((rc = store_model_list(sh->s, &ms, &nm))) return rc;
+        for (size_t i = 0; i < nm; i++)
+            if (ms[i].id == sh->hook.model_id) dir = ms[i].path;
+        if (!dir) {
+            mem_free(ms);
+            return err_set(ERR_NOTFOUND, "%s: no model recorded for hook %s; give --model DIR or "
+                           "--no-model", o->db, sh->hook.name);
+        }
+    }
+    /* a relative path recorded by extract is relative to where extract ran; when it does not
+       resolve from here, try it relative to the database's directory */
+    char alt[4096];
+    if (!o->model_dir && dir[0] != '/') {
+        char probe[4096];
+        snprintf(probe, sizeof probe, "%s/config.json", dir);
+        const char *slash = strrchr(o->db, '/');
+        if (access(probe, R_OK) != 0 && slash) {
+            snprintf(alt, sizeof alt, "%.*s/%s", (int)(slash - o->db), o->db, dir);
+            dir = alt;
+        }
+    }
+    sh->model_path = mem_strdup(dir);
+    rc = gpt2_load(&sh->model, dir);
+    if (rc) err_wrap(rc, "loading the model for the downstream metrics (--no-model skips them)");
+    int layer, width;
+    if (!rc && gpt2_hook_info(sh->model, sh->hook.name, &layer, &width) == OK && width != sh->hook.width)
+        rc = err_set(ERR_SHAPE, "%s: hook %s is %d wide in the model but %d in %s", dir,
+                     sh->hook.name, width, sh->hook.width, o->db);
+    mem_free(ms);
+    return rc;
+}
+
+int ana_run(const ana_run_opts *opts, ana_run_result *res)
+{
+    ana_run_opts o = *opts;
+    int rc = OK;
+    memset(res, 0, sizeof *res);
+    if (!o.db) return err_set(ERR_ARG, "analyze: no database given");
+    if (!o.sae_dir && !o.neurons) return err_set(ERR_ARG, "analyze: give an SAE directory and/or neurons");
+    if (!o.sae_dir && !o.hook) return err_set(ERR_ARG, "analyze: the neuron basis alone needs a hook name");
+    if (o.top_n < 1 || o.n_intervals < 1 || o.per_interval < 1 || o.reservoir < 1 || o.nbins < 1 ||
+        o.geom_bins < 1 || o.logit_k < 1 || o.ce_seqs < 1 || o.max_seqs < 0 ||
+        !(o.val_frac > 0 && o.val_frac < 1) || !(o.hist_lo > 0 && o.hist_lo < o.hist_hi))
+        return err_set(ERR_ARG, "analyze: counts must be >= 1, val_frac in (0, 1), 0 < hist_lo < hist_hi");
+
+    shared sh = {0};
+    dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};
+    if (o.sae_dir) {
+        struct stat stt;
+        if (stat(o.sae_dir, &stt) != 0 && o.sae_dir[0] && strspn(o.sae_dir, "0123456789") == strlen(o.sae_dir)) {
+            /* looks like a registry id: the SAE registry (store_sae.h) is not wired in yet */
+            rc = err_set(ERR_NOTFOUND, "%s: no such SAE directory (SAE registry ids are not supported "
+                         "by analyze yet; give the SAE's directory)", o.sae_dir);
+            goto out;
+        }
+        if ((rc = sae_load(&sd.sae, o.sae_dir))) goto out;
+        sd.d_in = sd.sae->cfg.d_in;
+        sd.d_sae = sd.sae->cfg.d_sae;
+        sd.W_dec = sd.sae->W_dec;
+        /* the directory as given names the analysis (report --sae finds it by that name) */
+        snprintf(sd.name, sizeof sd.name, "%s", o.sae_dir);
+        if (o.hook && sd.sae->cfg.hook_name[0] && strcmp(o.hook, sd.sae->cfg.hook_name)) {
+            rc = err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o.sae_dir,
+                         sd.sae->cfg.hook_name, o.hook);
+            goto out;
+        }
+    }
+    /* an SAE trained from an exported .npy may not name its hook: then --hook says it */
+    const char *hook = o.sae_dir && sd.sae->cfg.hook_name[0] ? sd.sae->cfg.hook_name : o.hook;
+    if (!hook) {
+        rc = err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name; give --hook NAME", o.sae_dir);
+        goto out;
+    }
+    if ((rc = store_open(&sh.s, o.db, 0))) goto out;
+    if ((rc = store_hook_find(sh.s, hook, &sh.hook))) goto out;
+    snprintf(res->hook, sizeof res->hook, "%s", sh.hook.name);
+    if (sd.sae && sd.d_in != sh.hook.width) {
+        rc = err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",
+                     o.sae_dir, sd.d_in, o.db, sh.hook.width, hook);
+        goto out;
+    }
+    /* only once the SAE fits the database: a failing analyze leaves the database untouched */
+    if ((rc = store_ana_init(sh.s))) goto out;
+    if ((rc = load_shared(&sh, &o))) goto out;
+    if (!o.no_model && (rc = open_model(&sh, &o))) goto out;
+    if (o.tok_dir) {
+        if ((rc = tok_load(&sh.bpe, o.tok_dir))) goto out;
+    } else if (sh.model_path && tok_load(&sh.bpe, sh.model_path) != OK) {
+        sh.bpe = NULL; /* optional: token texts then come from the store's tokens table */
+        err_clear();
+    }
+    if (sd.sae && (rc = analyze_dict(&sh, &sd, &o, -1, &res->dict[0]))) goto out;
+    if (sd.sae) res->n_dicts = 1;
+    if (o.neurons) {
+        nd.d_in = nd.d_sae = sh.hook.width;
+        snprintf(nd.name, sizeof nd.name, "neurons@%s", sh.hook.name);
+        nd.W_dec = mem_calloc((size_t)nd.d_in * nd.d_in, sizeof *nd.W_dec);
+        if (!nd.W_dec) {
+            rc = err_set(ERR_NOMEM, "out of memory for the identity dictionary");
+            goto out;
+        }
+        for (int i = 0; i < nd.d_in; i++) nd.W_dec[(size_t)i * nd.d_in + i] = 1;
+        rc = analyze_dict(&sh, &nd, &o, -1, &res->dict[res->n_dicts]);
+        if (!rc) res->n_dicts++;
+    }
+out:
+    mem_free(nd.W_dec);
+    sae_free(sd.sae);
+    free_shared(&sh);
+    store_close(sh.s);
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* ana_run.h - the `analyze` pipeline as a library runner: an SAE (or the identity "neurons"
+ * dictionary of its hook) over the stored activations, results into the database.
+ *
+ * ana_run loads the inputs every dictionary shares once (the split's sequences, token ids, POS
+ * tags, BOS flags, the model and tokenizer when available), then per dictionary: one pass over
+ * the stored activations (sae_metrics + per-feature statistics, top and quantile samples,
+ * histograms), the downstream CE/KL pass with the SAE spliced into the model at its hook, decoder
+ * geometry against as many random directions, logit effects along the direct path
+ * (gpt2_hook_direct_proj) and POS alignment, all written in one transaction per dictionary
+ * (schema_analysis.sql; a rerun of the same dictionary replaces its rows). Nothing is written
+ * before the SAE is known to fit the database, and a failing dictionary rolls back.
+ * Ownership: opts strings are borrowed; the result is plain data (no pointers to free).
+ * Errors: err.h codes with a message naming the file (ERR_ARG, ERR_NOTFOUND, ERR_SHAPE, ERR_IO,
+ * ERR_NOMEM; ERR_ABORTED when *stop became non-zero: the dictionary in progress is rolled back,
+ * the ones finished stay).
+ * Threads: one run per store file at a time; the kernels below use OpenBLAS and sae/'s threads.
+ * Progress: common/progress.h lines on stderr (terminal or timed), nothing on stdout.
+ */
+#ifndef SAELITE_ANA_RUN_H
+#define SAELITE_ANA_RUN_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sae/metrics.h"
+
+typedef struct {
+    const char *db;        /* store with the activations; written: ana_* tables */
+    const char *sae_dir;   /* SAE directory (SAELens layout), or NULL */
+    const char *hook;      /* needed with neurons alone, or for an SAE without hook_name */
+    const char *model_dir; /* NULL: the model path the database recorded for the hook */
+    const char *tok_dir;   /* NULL: the model's directory, if it holds a tokenizer */
+    int neurons;           /* also (or only) the identity dictionary of the hook's neurons */
+    int all;               /* every stored sequence, not the validation split */
+    int all_acts;          /* store every non-zero activation */
+    int no_model;          /* skip downstream loss and logit effects */
+    int keep_bos;          /* count prepended <|endoftext|> positions */
+    int top_n, n_intervals, per_interval, reservoir, nbins, geom_bins, logit_k, ce_seqs, max_seqs;
+    double val_frac, cos_threshold, hist_lo, hist_hi;
+    volatile int *stop;    /* polled per sequence; may be NULL */
+    /* called with a one-line notice (e.g. the size --all-acts is about to write); may be NULL */
+    void (*notice)(const char *msg, void *user);
+    void *user;
+} ana_run_opts;
+
+/* The defaults `saelite analyze` documents (top 20, 10 quantiles x 5, 40 bins, ...). */
+void ana_run_defaults(ana_run_opts *o);
+
+typedef struct {
+    double ce_clean, ce_sae, ce_zero, ce_err; /* mean next-token CE: clean, SAE, zero, SAE+error */
+    double kl_sae, kl_zero, kl_err;           /* mean KL(clean || patched) in nats */
+    double ce_score, kl_score;                /* ana_score: 1 = as clean, 0 = as zero-ablated */
+    int64_t n;                                /* predicted tokens */
+} ana_downstream;
+
+typedef struct {
+    const char *kind;       /* "sae" / "neurons" (static strings) */
+    char name[256];         /* the SAE directory as given, or neurons@HOOK */
+    int64_t dict_id;        /* ana_dicts.id */
+    size_t n_seqs;
+    int64_t n_tokens;       /* positions in the statistics (BOS left out unless keep_bos) */
+    int d_sae;
+    sae_metrics_summary rec;
+    int dead, dense;        /* features never active / active on > 10% of tokens */
+    int have_downstream;    /* SAEs with a model only */
+    ana_downstream ds;
+    double geom_mean, geom_random_mean; /* mean max|cos| of the decoder and of random directions */
+    int geom_over, geom_random_over;    /* features with max|cos| > cos_threshold */
+    int pos_n;              /* features with a best tag */
+    double pos_mean;        /* their mean best-tag precision (NaN when pos_n == 0) */
+    int64_t all_acts_rows;  /* rows written by all_acts */
+    int logit_skipped;      /* a model was loaded but the hook has no linear direct path */
+    double seconds, t_pass, t_downstream, t_geometry, t_write;
+} ana_dict_result;
+
+typedef struct {
+    char hook[128];
+    int n_dicts;            /* 1 or 2: the SAE first, then the neurons */
+    ana_dict_result dict[2];
+} ana_run_result;
+
+int ana_run(const ana_run_opts *o, ana_run_result *res);
+
+#endif
