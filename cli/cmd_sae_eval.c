@@ -76,21 +76,8 @@ int cmd_sae_eval(int argc, char **argv)
         if (!rc) rc = check_array(acts, "tokens", data, nd, sh, D, n);
         sae_metrics acc;
         memset(&acc, 0, sizeof acc);
-        enum { CH = 512 };
-        float *f = NULL, *xh = NULL;
         if (!rc) rc = sae_metrics_init(&acc, D, S);
-        if (!rc) {
-            f = mem_alloc(sizeof(float) * (size_t)CH * S);
-            xh = mem_alloc(sizeof(float) * (size_t)CH * D);
-            if (!f || !xh) rc = err_set(ERR_NOMEM, "out of memory");
-        }
-        for (int64_t r0 = 0; !rc && r0 < n; r0 += CH) {
-            int nb = n - r0 < CH ? (int)(n - r0) : CH;
-            const float *x = data + r0 * D;
-            rc = sae_encode(m, x, nb, f);
-            if (!rc) rc = sae_decode(m, f, nb, xh);
-            if (!rc) sae_metrics_add(&acc, x, xh, f, nb);
-        }
+        if (!rc) rc = sae_metrics_eval(&acc, m, data, n, NULL, NULL);
         if (!rc) {
             sae_metrics_summary s;
             sae_metrics_summarize(&acc, &s);
@@ -100,8 +87,6 @@ int cmd_sae_eval(int argc, char **argv)
                    100 * s.dense_frac);
         }
         sae_metrics_free(&acc);
-        mem_free(f);
-        mem_free(xh);
         mem_free(data);
     }
     sae_free(m);

@@ -155,3 +155,25 @@ int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr
     mem_free(cs);
     return OK;
 }
+
+int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64_t n,
+                     int (*next)(void *user, float *buf, int rows), void *user)
+{
+    const int D = m->cfg.d_in, S = m->cfg.d_sae, CH = SAE_EVAL_CHUNK;
+    float *buf = x ? NULL : mem_alloc(sizeof(float) * (size_t)CH * D);
+    float *xh = mem_alloc(sizeof(float) * (size_t)CH * D);
+    float *f = mem_alloc(sizeof(float) * (size_t)CH * S);
+    int rc = (!x && !buf) || !xh || !f ? err_set(ERR_NOMEM, "evaluation: out of memory") : OK;
+    for (int64_t r0 = 0; !rc && r0 < n; r0 += CH) {
+        int nb = n - r0 < CH ? (int)(n - r0) : CH;
+        const float *xc = x ? x + r0 * D : buf;
+        if (!x) rc = next(user, buf, nb);
+        if (!rc) rc = sae_encode(m, xc, nb, f);
+        if (!rc) rc = sae_decode(m, f, nb, xh);
+        if (!rc) sae_metrics_add(acc, xc, xh, f, nb);
+    }
+    mem_free(buf);
+    mem_free(xh);
+    mem_free(f);
+    return rc;
+}

@@ -16,6 +16,8 @@
 #define SAELITE_METRICS_H
 #include <stdint.h>
 
+#include "sae/sae.h"
+
 typedef struct {
     int d_in, d_sae;
     int64_t n, n_nonzero;
@@ -37,6 +39,14 @@ void sae_metrics_add(sae_metrics *m, const float *x /*[N,d_in]*/, const float *x
 void sae_metrics_merge(sae_metrics *into, const sae_metrics *from);
 void sae_metrics_summarize(const sae_metrics *m, sae_metrics_summary *out);
 void sae_metrics_log10_density(const sae_metrics *m, float *out /*[d_sae]*/);
+
+/* The evaluation loop every command shares: n rows are encoded and decoded by the SAE in chunks
+ * of SAE_EVAL_CHUNK rows and added to acc (initialised for the SAE's shape). Rows come from
+ * x [n,d_in] when x is not NULL, else from next(user, buf, rows), which fills buf [rows,d_in]
+ * (e.g. an sae_source). Returns the first error of next, encode or decode. */
+enum { SAE_EVAL_CHUNK = 512 };
+int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64_t n,
+                     int (*next)(void *user, float *buf, int rows), void *user);
 
 /* Ground-truth recovery: for each true direction (rows of truth [F,d]) the best cosine with any
  * learned direction (rows of W [S,d]); mmcs = mean of those, *recovered = fraction > thr.

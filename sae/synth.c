@@ -200,3 +200,8 @@ int sae_source_synth(sae_source **out, const synth_config *c)
     *out = s;
     return OK;
 }
+
+const float *sae_source_synth_directions(const sae_source *s)
+{
+    return s && s->next == synth_next ? sae_synth_directions(s->impl) : NULL;
+}

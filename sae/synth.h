@@ -37,5 +37,8 @@ const double *sae_synth_probs(const sae_synth *s);     /* [n_features] */
 int sae_synth_sample(sae_synth *s, float *x, int N, int *active);
 /* A batch source generating samples forever (owns a generator with config c). */
 int sae_source_synth(sae_source **out, const synth_config *c);
+/* The true directions [n_features, d] of a source made by sae_source_synth (NULL for any other
+ * source): what `sae-train --synth --truth-out` writes. */
+const float *sae_source_synth_directions(const sae_source *s);
 
 #endif

@@ -12,6 +12,7 @@
 #include "harness.h"
 #include "sae/sae.h"
 #include "sae/sae_kernels.h"
+#include "sae/sae_run.h"
 #include "sae/sae_train.h"
 #include "sae/metrics.h"
 #include "sae/synth.h"
@@ -557,6 +558,120 @@ static void test_metrics(void)
     CHECK_NEAR(rec, 0.5, 1e-12);
 }
 
+/* sae_metrics_eval over an array and over a callback gives what encode + decode + add gives. */
+static int rows_next(void *user, float *buf, int rows)
+{
+    const float **p = user;
+    memcpy(buf, *p, sizeof(float) * (size_t)rows * 6);
+    *p += (size_t)rows * 6;
+    return OK;
+}
+
+static void test_metrics_eval(void)
+{
+    sae_config cfg = {.arch = SAE_TOPK, .d_in = 6, .d_sae = 12, .k = 3};
+    sae_model *m;
+    CHECK(sae_model_new(&m, &cfg) == OK);
+    rng_state r;
+    rng_seed(&r, 5);
+    for (int i = 0; i < 6 * 12; i++) m->W_enc[i] = (float)rng_normal(&r), m->W_dec[i] = (float)rng_normal(&r);
+    enum { N = 1100 }; /* more than two chunks */
+    float *x = mem_alloc(sizeof(float) * N * 6), *f = mem_alloc(sizeof(float) * N * 12),
+          *xh = mem_alloc(sizeof(float) * N * 6);
+    for (int i = 0; i < N * 6; i++) x[i] = (float)rng_normal(&r);
+    sae_metrics a, b, c;
+    sae_metrics_init(&a, 6, 12);
+    sae_metrics_init(&b, 6, 12);
+    sae_metrics_init(&c, 6, 12);
+    CHECK(sae_encode(m, x, N, f) == OK && sae_decode(m, f, N, xh) == OK);
+    sae_metrics_add(&a, x, xh, f, N);
+    CHECK(sae_metrics_eval(&b, m, x, N, NULL, NULL) == OK);
+    const float *p = x;
+    CHECK(sae_metrics_eval(&c, m, NULL, N, rows_next, &p) == OK && p == x + N * 6);
+    sae_metrics_summary sa, sb, sc;
+    sae_metrics_summarize(&a, &sa);
+    sae_metrics_summarize(&b, &sb);
+    sae_metrics_summarize(&c, &sc);
+    CHECK(sa.n == N && sb.n == N && sc.n == N);
+    CHECK_NEAR(sb.mse, sa.mse, 1e-9 * sa.mse);
+    CHECK_NEAR(sc.ev, sa.ev, 1e-9);
+    CHECK(sb.l0 == sa.l0 && sc.l0 == sa.l0 && sa.l0 > 2);
+    sae_metrics_free(&a);
+    sae_metrics_free(&b);
+    sae_metrics_free(&c);
+    mem_free(x);
+    mem_free(f);
+    mem_free(xh);
+    sae_free(m);
+}
+
+/* The sae-train runner: a run stopped by max_steps or by the stop flag and resumed writes the
+ * weights an uninterrupted run writes; bad source combinations are refused. */
+static int files_equal(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) same = 0;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+static void test_train_run(void)
+{
+    char root[] = "/tmp/saelite_sae_run_XXXXXX";
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char full[300], part[300], trp[300], a[400], b[400];
+    snprintf(full, sizeof full, "%s/full", root);
+    snprintf(part, sizeof part, "%s/part", root);
+    snprintf(trp, sizeof trp, "%s/truth.npy", root);
+    sae_run_opts o;
+    sae_run_defaults(&o);
+    o.synth = 1;
+    o.synth_cfg.d = 16;
+    o.synth_cfg.n_features = 32;
+    o.synth_cfg.active = 3;
+    o.train.k = 4;
+    o.train.batch = 512;
+    o.train.total_tokens = 512 * 24;
+    o.expansion = 2;
+    o.eval_tokens = 2048;
+    o.out = full;
+    o.truth_out = trp;
+    sae_run_result r;
+    CHECK(sae_train_run(&o, &r) == OK, "%s", err_msg());
+    CHECK(r.finished && r.steps == 24 && r.d_sae == 32 && r.eval_tokens == 2048 && r.sae_id == -1);
+    o.truth_out = NULL;
+    o.truth = trp;
+    o.out = part;
+    o.max_steps = 10;
+    CHECK(sae_train_run(&o, &r) == OK && !r.finished && r.step == 10, "%s", err_msg());
+    CHECK(r.mmcs > 0 && r.mmcs <= 1 && r.recovered >= 0 && r.recovered <= 1, "MMCS %g", r.mmcs);
+    volatile int stop = 1;
+    o.max_steps = 0;
+    o.resume = 1;
+    o.stop = &stop;
+    CHECK(sae_train_run(&o, &r) == ERR_ABORTED && r.step == 11, "stop flag: %s", err_msg());
+    o.stop = NULL;
+    CHECK(sae_train_run(&o, &r) == OK && r.finished && r.steps == 13, "%s", err_msg());
+    snprintf(a, sizeof a, "%s/sae_weights.safetensors", full);
+    snprintf(b, sizeof b, "%s/sae_weights.safetensors", part);
+    CHECK(files_equal(a, b), "stopped twice and resumed = uninterrupted");
+    o.train.k = 5;
+    CHECK(sae_train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "differ"), "resume with other settings: %s", err_msg());
+    o.npy = trp;
+    CHECK(sae_train_run(&o, &r) == ERR_ARG, "two sources refused");
+    snprintf(a, sizeof a, "rm -rf %s", root);
+    if (!harness_fail) CHECK(system(a) == 0);
+}
+
 int main(void)
 {
     test_topk();
@@ -574,5 +689,7 @@ int main(void)
     test_resume_bit_identical();
     test_ground_truth_small();
     test_archs_train();
+    test_metrics_eval();
+    test_train_run();
     return harness_report("test_sae");
 }

@@ -1,0 +1,368 @@
+/* sae_run.c - the sae-train pipeline (sae_run.h): data sources, the step loop with log rows,
+ * checkpoints and stops, evaluation, the SAE files and the store's registry. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/npy.h"
+#include "common/progress.h"
+#include "sae/sae_run.h"
+#include "store/store.h"
+#include "store/store_sae.h"
+
+void sae_run_defaults(sae_run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->shuffle_tokens = 65536;
+    synth_defaults(&o->synth_cfg);
+    o->synth_cfg.d = 256;
+    o->synth_cfg.n_features = 512;
+    o->synth_cfg.active = 5;
+    o->synth_cfg.seed = 1;
+    o->val_frac = 0.05;
+    o->eval_tokens = 65536;
+    sae_train_defaults(&o->train);
+    o->train.k = 32;
+    o->train.batch = 4096;
+    o->train.total_tokens = 10000000;
+    o->train.seed = 42;
+    o->expansion = 8;
+}
+
+static int source_next(void *user, float *x, int rows)
+{
+    sae_source *s = user;
+    return s->next(s, x, rows);
+}
+
+int sae_eval_source(const sae_model *m, sae_source *src, int64_t n, sae_metrics *acc)
+{
+    return sae_metrics_eval(acc, m, NULL, n, source_next, src);
+}
+
+/* Rows of an in-memory array go to validation when a hash of the row index falls below frac. */
+static int is_val_row(int64_t i, double frac)
+{
+    uint64_t z = (uint64_t)i * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
+    z ^= z >> 29;
+    return (double)(z >> 11) * 0x1.0p-53 < frac;
+}
+
+/* Everything one run holds; freed in one place (run_free). */
+typedef struct {
+    sae_source *src, *val;
+    sae_store_info sinfo;
+    int64_t eval_tokens;
+    sae_train_config c;
+    sae_trainer *t;
+    float *x;                 /* [max(batch, n_init), d_in] */
+    FILE *logf;
+    store_sae_log_row *logrows;
+    size_t nlog, caplog;
+    sae_model *m;
+    sae_metrics acc;
+    float *dens;
+    char ckpt[4096], logp[4096];
+} run;
+
+static void run_free(run *r)
+{
+    sae_source_close(r->src);
+    sae_source_close(r->val);
+    mem_free(r->x);
+    sae_trainer_free(r->t);
+    if (r->logf) fclose(r->logf);
+    mem_free(r->logrows);
+    sae_free(r->m);
+    sae_metrics_free(&r->acc);
+    mem_free(r->dens);
+}
+
+static int open_store(run *r, const sae_run_opts *o)
+{
+    double vf = o->val_frac;
+    int rc = sae_source_store(&r->src, o->db, o->hook, vf > 0 ? STORE_SPLIT_TRAIN : STORE_SPLIT_ALL,
+                              vf, r->c.seed, o->shuffle_tokens, !o->keep_bos, o->max_norm_ratio,
+                              &r->sinfo);
+    if (rc) return rc;
+    if (vf > 0 && sae_source_store(&r->val, o->db, o->hook, STORE_SPLIT_VAL, vf, r->c.seed + 1,
+                                   8192, !o->keep_bos, o->max_norm_ratio, NULL)) {
+        err_clear(); /* no validation sequences: evaluate nothing */
+        r->val = NULL;
+    }
+    r->c.d_in = r->sinfo.width;
+    return OK;
+}
+
+static int open_npy(run *r, const sae_run_opts *o)
+{
+    float *data = NULL;
+    int nd;
+    int64_t shape[NPY_MAX_DIMS];
+    int rc = npy_read(o->npy, &data, &nd, shape);
+    if (rc) return rc;
+    if (nd != 2) {
+        mem_free(data);
+        return err_set(ERR_SHAPE, "%s: expected [tokens, d_in], got %d dims", o->npy, nd);
+    }
+    int64_t n = shape[0], nv = 0, nt = 0;
+    int64_t *rows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    int64_t *vrows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; rows && vrows && i < n; i++) {
+        if (is_val_row(i, o->val_frac)) vrows[nv++] = i;
+        else rows[nt++] = i;
+    }
+    r->c.d_in = (int)shape[1];
+    rc = rows && vrows ? sae_source_mem_rows(&r->src, data, rows, nt, r->c.d_in, r->c.seed)
+                       : err_set(ERR_NOMEM, "out of memory");
+    if (!rc && nv) rc = sae_source_mem_rows(&r->val, data, vrows, nv, r->c.d_in, r->c.seed + 1);
+    mem_free(rows);
+    mem_free(vrows);
+    if (rc) mem_free(data);
+    else sae_source_adopt(r->src, data);
+    return rc;
+}
+
+static int open_synth(run *r, const sae_run_opts *o)
+{
+    synth_config sc = o->synth_cfg;
+    int rc = sae_source_synth(&r->src, &sc);
+    if (rc) return rc;
+    sc.sample_seed = sc.seed + 1000003; /* held-out samples, same features */
+    if ((rc = sae_source_synth(&r->val, &sc))) return rc;
+    r->c.d_in = sc.d;
+    if (o->truth_out) {
+        int64_t sh[2] = {sc.n_features, sc.d};
+        rc = npy_write(o->truth_out, sae_source_synth_directions(r->src), 2, sh);
+    }
+    return rc;
+}
+
+/* Data sources, the trainer's shape and the output paths. */
+static int run_open(run *r, const sae_run_opts *o)
+{
+    int rc = o->db ? open_store(r, o) : o->npy ? open_npy(r, o) : open_synth(r, o);
+    if (rc) return rc;
+    int64_t avail = !r->val ? 0 : r->val->n_rows < 0 ? INT64_MAX : r->val->n_rows;
+    r->eval_tokens = o->eval_tokens < avail ? o->eval_tokens : avail;
+    sae_train_config *c = &r->c;
+    if (!c->d_sae) c->d_sae = (int)lround(o->expansion * c->d_in);
+    if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU) c->k = 0;
+    struct stat sb;
+    if (stat(o->out, &sb) != 0 && mkdir(o->out, 0755) != 0)
+        return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
+    snprintf(r->ckpt, sizeof r->ckpt, "%s/checkpoint.bin", o->out);
+    snprintf(r->logp, sizeof r->logp, "%s/training_log.csv", o->out);
+    return OK;
+}
+
+/* The first rows of the stream initialise scale and b_dec; a resumed run instead checks that
+ * the checkpoint's run had the same settings and replays the stream to where it stopped. */
+static int run_trainer(run *r, const sae_run_opts *o)
+{
+    int batch = r->c.batch;
+    int64_t n_init = batch < 16384 ? 16384 : batch;
+    r->x = mem_alloc(sizeof(float) * (size_t)n_init * r->c.d_in);
+    int rc = r->x ? r->src->next(r->src, r->x, (int)n_init) : err_set(ERR_NOMEM, "out of memory");
+    if (rc) return rc;
+    if (!o->resume) return sae_trainer_new(&r->t, &r->c, r->x, n_init);
+    if ((rc = sae_trainer_resume(&r->t, r->ckpt))) return rc;
+    /* compare the settings that define the run (defaults filled in identically) */
+    sae_trainer *probe = NULL;
+    if ((rc = sae_trainer_new(&probe, &r->c, r->x, 1))) return rc;
+    int same = sae_train_config_equal(sae_trainer_cfg(r->t), sae_trainer_cfg(probe));
+    sae_trainer_free(probe);
+    if (!same)
+        return err_set(ERR_ARG, "%s: the flags differ from the checkpoint's run; resume with the "
+                                "same flags", r->ckpt);
+    return sae_source_skip(r->src, sae_trainer_step_index(r->t) * (int64_t)batch, batch);
+}
+
+static int log_row(run *r, const sae_step_stats *st)
+{
+    fprintf(r->logf, "%" PRId64 ",%" PRId64 ",%.6g,%.6g,%.4g,%.4g,%.4g,%.6g\n", st->step,
+            st->tokens, st->mse, st->ev, st->l0, st->dead_frac, st->lr, st->loss);
+    if (r->nlog == r->caplog) {
+        size_t cap = r->caplog ? 2 * r->caplog : 256;
+        store_sae_log_row *p = mem_realloc(r->logrows, cap * sizeof *p);
+        if (!p) return err_set(ERR_NOMEM, "training log: out of memory");
+        r->logrows = p;
+        r->caplog = cap;
+    }
+    r->logrows[r->nlog++] = (store_sae_log_row){st->step, st->tokens, st->mse, st->ev, st->l0,
+                                                st->dead_frac, st->lr, st->loss};
+    return OK;
+}
+
+/* The step loop: log rows, checkpoints, max_steps and *stop. */
+static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
+{
+    const int batch = r->c.batch;
+    r->logf = fopen(r->logp, o->resume ? "a" : "w");
+    if (!r->logf) return err_set(ERR_IO, "%s: cannot open: %s", r->logp, strerror(errno));
+    if (!o->resume) fprintf(r->logf, "step,tokens,mse,explained_variance,l0,dead_frac,lr,loss\n");
+    int64_t T = sae_trainer_total_steps(r->t), s0 = sae_trainer_step_index(r->t);
+    int log_every = o->log_every > 0 ? o->log_every : T / 100 > 0 ? (int)(T / 100) : 1;
+    progress pr;
+    progress_begin(&pr, "sae-train", (double)T * batch, "tok");
+    sae_step_stats st;
+    memset(&st, 0, sizeof st);
+    double t0 = now_seconds();
+    int rc = OK;
+    while (!rc && sae_trainer_step_index(r->t) < T) {
+        double ta = now_seconds();
+        rc = r->src->next(r->src, r->x, batch);
+        res->read_seconds += now_seconds() - ta;
+        if (!rc) rc = sae_trainer_step(r->t, r->x, &st);
+        if (rc) break;
+        int64_t s = st.step;
+        if ((s % log_every == 0 || s == T) && (rc = log_row(r, &st))) break;
+        progress_update(&pr, (double)st.tokens, "step %" PRId64 " mse %.4g ev %.3f L0 %.1f dead %.1f%%",
+                        s, st.mse, st.ev, st.l0, 100 * st.dead_frac);
+        int max_stop = o->max_steps > 0 && s - s0 >= o->max_steps && s < T;
+        if ((o->checkpoint_every > 0 && s % o->checkpoint_every == 0) || s == T || max_stop)
+            rc = sae_trainer_checkpoint(r->t, r->ckpt);
+        if (!rc && max_stop) break;
+        if (!rc && o->stop && *o->stop) {
+            rc = sae_trainer_checkpoint(r->t, r->ckpt);
+            if (!rc) rc = err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint %s "
+                                               "(continue with --resume)", s, r->ckpt);
+        }
+    }
+    res->seconds = now_seconds() - t0;
+    progress_end(&pr);
+    if (fclose(r->logf) && !rc) rc = err_set(ERR_IO, "%s: cannot write", r->logp);
+    r->logf = NULL;
+    res->steps = sae_trainer_step_index(r->t) - s0;
+    return rc;
+}
+
+/* Export, held-out evaluation and the SAE files. */
+static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
+{
+    sae_config meta;
+    memset(&meta, 0, sizeof meta);
+    snprintf(meta.hook_name, sizeof meta.hook_name, "%s", o->hook ? o->hook : "");
+    snprintf(meta.model_name, sizeof meta.model_name, "%s", o->model_name && o->model_name[0]
+             ? o->model_name : r->sinfo.model_name);
+    meta.context_size = o->context_size ? o->context_size : r->sinfo.seq_len;
+    int rc = sae_trainer_export(r->t, &meta, &r->m);
+    if (!rc) rc = sae_metrics_init(&r->acc, r->c.d_in, r->m->cfg.d_sae);
+    if (!rc && r->eval_tokens > 0) rc = sae_eval_source(r->m, r->val, r->eval_tokens, &r->acc);
+    sae_metrics_summary *sum = &res->eval;
+    if (!rc && r->eval_tokens > 0) {
+        sae_metrics_summarize(&r->acc, sum);
+        r->dens = mem_alloc(sizeof(float) * r->m->cfg.d_sae);
+        if (r->dens) sae_metrics_log10_density(&r->acc, r->dens);
+    }
+    if (rc) return rc;
+    const sae_train_config *tc = sae_trainer_cfg(r->t);
+    char js[2048];
+    snprintf(js, sizeof js,
+             "{\"architecture\":\"%s\",\"k\":%d,\"k_aux\":%d,\"aux_coef\":%g,\"l1\":%g,"
+             "\"lr\":%g,\"batch\":%d,\"tokens\":%" PRId64 ",\"seed\":%" PRIu64 ","
+             "\"normalize\":%d,\"scale\":%.9g,\"jr_bandwidth\":%g,\"jr_init_threshold\":%g,"
+             "\"jr_lr_mult\":%g,\"source\":\"%s\",\"eval_tokens\":%" PRId64 ","
+             "\"mse\":%.6g,\"explained_variance\":%.6g,\"cos\":%.6g,\"l2_ratio\":%.6g,"
+             "\"l0\":%.6g,\"dead_frac\":%.6g,\"dense_frac\":%.6g}",
+             sae_arch_name(tc->arch), tc->k, tc->k_aux, tc->aux_coef, tc->l1, tc->lr,
+             tc->batch, tc->total_tokens, tc->seed, tc->normalize, sae_trainer_scale(r->t),
+             tc->jr_bandwidth, tc->jr_init_threshold, tc->jr_lr_mult,
+             o->db ? "store" : o->npy ? "npy" : "synth", r->eval_tokens, sum->mse, sum->ev,
+             sum->cos, sum->l2_ratio, sum->l0, sum->dead_frac, sum->dense_frac);
+    return sae_save_ex(r->m, o->out, js, r->dens);
+}
+
+static int run_truth(run *r, const sae_run_opts *o, sae_run_result *res)
+{
+    float *tr = NULL;
+    int nd;
+    int64_t sh[NPY_MAX_DIMS];
+    int rc = npy_read(o->truth, &tr, &nd, sh);
+    if (!rc && (nd != 2 || sh[1] != r->c.d_in))
+        rc = err_set(ERR_SHAPE, "%s: expected [features, %d]", o->truth, r->c.d_in);
+    if (!rc)
+        rc = sae_mmcs(tr, (int)sh[0], r->m->W_dec, r->m->cfg.d_sae, r->c.d_in, 0.9, &res->mmcs,
+                      &res->recovered, NULL);
+    mem_free(tr);
+    return rc;
+}
+
+/* Register the SAE and this invocation's log rows (a resumed run appends its rows). */
+static int run_register(run *r, const sae_run_opts *o, sae_run_result *res)
+{
+    const sae_train_config *tc = sae_trainer_cfg(r->t);
+    const sae_metrics_summary *sum = &res->eval;
+    char cj[512];
+    snprintf(cj, sizeof cj,
+             "{\"architecture\":\"%s\",\"k\":%d,\"l1\":%g,\"lr\":%g,\"batch\":%d,"
+             "\"tokens\":%" PRId64 ",\"seed\":%" PRIu64 ",\"shuffle_buffer\":%" PRId64 ","
+             "\"keep_bos\":%d,\"val_frac\":%g}",
+             sae_arch_name(tc->arch), tc->k, tc->l1, tc->lr, tc->batch, tc->total_tokens,
+             tc->seed, o->shuffle_tokens, o->keep_bos, o->val_frac);
+    store_sae_row row = {.dir = o->out, .architecture = sae_arch_name(tc->arch),
+                         .hook_name = o->hook,
+                         .model_name = o->model_name && o->model_name[0] ? o->model_name
+                                                                        : r->sinfo.model_name,
+                         .config_json = cj, .d_in = r->c.d_in, .d_sae = r->c.d_sae, .k = tc->k,
+                         .hook_id = r->sinfo.hook_id, .tokens = tc->total_tokens,
+                         .eval_tokens = r->eval_tokens, .eval_mse = sum->mse, .eval_ev = sum->ev,
+                         .eval_cos = sum->cos, .eval_l2_ratio = sum->l2_ratio, .eval_l0 = sum->l0,
+                         .eval_dead = sum->dead_frac, .eval_dense = sum->dense_frac,
+                         .seconds = res->seconds};
+    store *sd = NULL;
+    int rc = store_open(&sd, o->db, 0);
+    if (!rc) rc = store_sae_init(sd);
+    if (!rc) rc = store_begin(sd);
+    if (!rc) rc = store_sae_register(sd, &row, &res->sae_id);
+    if (!rc) rc = store_sae_log(sd, res->sae_id, r->logrows, r->nlog);
+    if (!rc) rc = store_commit(sd);
+    else if (sd) store_rollback(sd);
+    store_close(sd);
+    return rc;
+}
+
+int sae_train_run(const sae_run_opts *o, sae_run_result *res)
+{
+    memset(res, 0, sizeof *res);
+    res->mmcs = res->recovered = -1;
+    res->sae_id = -1;
+    if (!o->out) return err_set(ERR_ARG, "sae-train: no output directory given");
+    if (!!o->db + !!o->npy + !!o->synth != 1)
+        return err_set(ERR_ARG, "sae-train: give exactly one data source (store, .npy or synthetic)");
+    if (o->db && !(o->hook && o->hook[0])) return err_set(ERR_ARG, "sae-train: a store source needs a hook");
+    run r;
+    memset(&r, 0, sizeof r);
+    r.sinfo.hook_id = -1;
+    r.c = o->train;
+    int rc = run_open(&r, o);
+    if (!rc) rc = run_trainer(&r, o);
+    if (!rc) rc = run_steps(&r, o, res);
+    if (!rc) rc = run_save(&r, o, res);
+    if (!rc && o->truth) rc = run_truth(&r, o, res);
+    res->arch = r.c.arch;
+    res->d_in = r.c.d_in;
+    res->d_sae = r.c.d_sae;
+    res->batch = r.c.batch;
+    res->eval_tokens = r.eval_tokens;
+    if (r.t) {
+        res->step = sae_trainer_step_index(r.t);
+        res->total_steps = sae_trainer_total_steps(r.t);
+        res->finished = res->step == res->total_steps;
+    }
+    /* the sources hold read transactions on the store: with its rollback journal a writer would
+       wait on them, so they are closed before the registry is written */
+    if (o->db) res->dropped = r.src ? sae_source_store_dropped(r.src) : 0;
+    sae_source_close(r.src);
+    sae_source_close(r.val);
+    r.src = r.val = NULL;
+    if (!rc && o->db && res->finished) rc = run_register(&r, o, res);
+    run_free(&r);
+    return rc;
+}

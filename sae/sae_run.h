@@ -1,0 +1,77 @@
+/* sae_run.h - the `sae-train` pipeline as a library runner.
+ *
+ * sae_train_run opens the data source (activations of a hook in a store, a 2-D .npy array held
+ * in memory, or generated synthetic superposition data) and its held-out counterpart, initialises
+ * the trainer from the first rows of the stream (or resumes OUT/checkpoint.bin, refusing a
+ * checkpoint whose run had other settings), runs the step / log / checkpoint / stop loop, then
+ * evaluates on held-out rows, writes the SAE (SAELens layout: sae_weights.safetensors, cfg.json
+ * with a "training" object, sparsity.safetensors), optionally measures ground-truth recovery, and
+ * for a store source registers the SAE and this invocation's training-log rows in the store.
+ * Files in OUT: checkpoint.bin (atomic), training_log.csv (the log rows as CSV, an export for
+ * plotting tools; the store's sae_training_log table holds the same rows).
+ * Data order and initialisation depend only on the settings and the seed, so a run stopped
+ * (max_steps or *stop) and resumed gives the SAE an uninterrupted run gives, bit for bit.
+ * Ownership: opts strings are borrowed; the result is plain data.
+ * Errors: err.h codes naming the file; ERR_ABORTED when *stop became non-zero (a checkpoint was
+ * written first, the message says how to continue).
+ * Threads: one run per output directory; the kernels use sae/'s thread pool (SAELITE_THREADS).
+ * Progress: common/progress.h lines on stderr; nothing on stdout.
+ */
+#ifndef SAELITE_SAE_RUN_H
+#define SAELITE_SAE_RUN_H
+#include <stdint.h>
+
+#include "sae/metrics.h"
+#include "sae/sae_train.h"
+#include "sae/synth.h"
+
+typedef struct {
+    /* data: exactly one of db (with hook), npy, synth */
+    const char *db;
+    const char *npy;
+    int synth;
+    const char *hook;          /* with db: which activations; otherwise metadata only */
+    int64_t shuffle_tokens;    /* store: token shuffle buffer */
+    int keep_bos;              /* store: keep BOS positions */
+    double max_norm_ratio;     /* store: drop tokens above this x the mean norm (0 = off) */
+    synth_config synth_cfg;    /* synth: the generator (its seed draws the training stream) */
+    double val_frac;           /* held-out fraction of sequences / rows */
+    int64_t eval_tokens;       /* held-out tokens for the final evaluation (capped by the data) */
+    const char *truth;         /* ground-truth directions [F, d_in] .npy: measure MMCS */
+    const char *truth_out;     /* synth: write the true directions here */
+    const char *out;           /* output directory (created) */
+    sae_train_config train;    /* d_in is set from the data; d_sae 0: lround(expansion * d_in) */
+    double expansion;
+    int checkpoint_every;      /* steps; 0 = at the end only */
+    int log_every;             /* steps between log rows; 0 = about 100 rows per run */
+    int64_t max_steps;         /* stop with a checkpoint after this many steps (0 = no limit) */
+    int resume;                /* continue from out/checkpoint.bin */
+    const char *model_name;    /* metadata; NULL/"" = the store's model */
+    int context_size;          /* metadata; 0 = the store's sequence length */
+    volatile int *stop;        /* polled after every step; may be NULL */
+} sae_run_opts;
+
+/* The defaults `saelite sae-train` documents (topk, k 32, 8x, 10M tokens, batch 4096, ...). */
+void sae_run_defaults(sae_run_opts *o);
+
+typedef struct {
+    sae_arch arch;
+    int d_in, d_sae, batch;
+    int64_t steps;             /* steps this invocation ran */
+    int64_t step, total_steps; /* where the run stands / its schedule */
+    int finished;              /* step == total_steps (then registered); a max_steps stop also
+                                  writes the SAE of the step reached */
+    double seconds, read_seconds;
+    int64_t eval_tokens;       /* 0: no held-out data, eval is not filled */
+    sae_metrics_summary eval;
+    double mmcs, recovered;    /* -1 without truth */
+    int64_t dropped;           /* store: tokens dropped for their norm */
+    int64_t sae_id;            /* registry id in the store, -1 when not registered */
+} sae_run_result;
+
+int sae_train_run(const sae_run_opts *o, sae_run_result *res);
+
+/* Evaluate an SAE on n rows from a source (sae_metrics_eval over src->next). */
+int sae_eval_source(const sae_model *m, sae_source *src, int64_t n, sae_metrics *acc);
+
+#endif
