@@ -32,7 +32,7 @@ build/flags.mk: tools/deps.sh
 	@mv $@.tmp $@
 
 # Library modules (everything but cli/). Each directory is one module with one public header.
-MODULES  := common model extract store sae analysis reports toy
+MODULES  := common corpus model extract store sae analysis reports toy
 LIB_SRC  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(wildcard cli/*.c)
