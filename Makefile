@@ -48,7 +48,7 @@ GEN      := $(BUILD)/gen/commands.h $(SQL_SRC:store/%.sql=$(BUILD)/gen/%_sql.h)
 # intermediates, or the next make recompiles the store.
 .SECONDARY: $(GEN)
 
-.PHONY: all test bench demo data clean distclean test-asan fuzz
+.PHONY: all test bench demo data clean distclean test-asan fuzz lint
 all: saelite
 all: saelite.so
 test: saelite.so
@@ -91,6 +91,10 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libsaelite.a | $(GEN)
 # Tests use the real corpus and GPT-2 tokenizer files when present, so fetch them first.
 test: saelite $(TEST_BIN) data
 	@tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
+
+# The include check (docs/architecture.md); tests/test_layering.sh also runs it in `make test`.
+lint:
+	@tools/check-layering.sh
 
 bench: saelite $(BENCH_BIN)
 	@bash tools/run-bench.sh $(BENCH_BIN)
