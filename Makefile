@@ -31,7 +31,9 @@ build/flags.mk: tools/deps.sh
 	@echo "PKG_LIBS := $$(pkg-config --libs $(PKGS)) -Wl,-rpath,$$(pkg-config --variable=libdir openblas) -lm" >> $@.tmp
 	@mv $@.tmp $@
 
-# Library modules (everything but cli/). Each directory is one module with one public header.
+# Library modules (everything but cli/), one directory each. A module has one or more public
+# headers (store/ has store.h, store_ana.h, store_sae.h, ...), each opening with its contract;
+# docs/architecture.md says which module may include which, and `make lint` checks it.
 MODULES  := common corpus model extract store sae analysis reports toy
 LIB_SRC  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
