@@ -31,8 +31,10 @@ build/flags.mk: tools/deps.sh
 	@echo "PKG_LIBS := $$(pkg-config --libs $(PKGS)) -Wl,-rpath,$$(pkg-config --variable=libdir openblas) -lm" >> $@.tmp
 	@mv $@.tmp $@
 
-# Library modules (everything but cli/). Each directory is one module with one public header.
-MODULES  := common model extract store sae analysis reports toy
+# Library modules (everything but cli/), one directory each. A module has one or more public
+# headers (store/ has store.h, store_ana.h, store_sae.h, ...), each opening with its contract;
+# docs/architecture.md says which module may include which, and `make lint` checks it.
+MODULES  := common corpus model extract store sae analysis reports toy
 LIB_SRC  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(wildcard cli/*.c)
@@ -48,7 +50,7 @@ GEN      := $(BUILD)/gen/commands.h $(SQL_SRC:store/%.sql=$(BUILD)/gen/%_sql.h)
 # intermediates, or the next make recompiles the store.
 .SECONDARY: $(GEN)
 
-.PHONY: all test bench demo data clean distclean test-asan fuzz
+.PHONY: all test bench demo data clean distclean test-asan fuzz lint
 all: saelite
 all: saelite.so
 test: saelite.so
@@ -91,6 +93,10 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libsaelite.a | $(GEN)
 # Tests use the real corpus and GPT-2 tokenizer files when present, so fetch them first.
 test: saelite $(TEST_BIN) data
 	@tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
+
+# The include check (docs/architecture.md); tests/test_layering.sh also runs it in `make test`.
+lint:
+	@tools/check-layering.sh
 
 bench: saelite $(BENCH_BIN)
 	@bash tools/run-bench.sh $(BENCH_BIN)

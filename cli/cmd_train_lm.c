@@ -11,7 +11,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/progress.h"
-#include "extract/corpus.h"
+#include "corpus/corpus.h"
 #include "model/gpt2.h"
 #include "model/tokenizer.h"
 #include "model/train.h"

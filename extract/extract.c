@@ -10,7 +10,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/progress.h"
-#include "extract/corpus.h"
+#include "corpus/corpus.h"
 #include "extract/extract.h"
 #include "model/gpt2.h"
 #include "model/tokenizer.h"

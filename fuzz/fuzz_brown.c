@@ -7,7 +7,7 @@
 #include <dirent.h>
 
 #include "common/mem.h"
-#include "extract/corpus.h"
+#include "corpus/corpus.h"
 #include "fuzz/fuzz.h"
 
 static void put_file(const char *dir, const char *name, const uint8_t *p, size_t n)

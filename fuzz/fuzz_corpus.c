@@ -3,7 +3,7 @@
  * Invariants: no crash or sanitizer report; errors carry a one-line message; every document has
  * id, genre and text (text[len] == 0), and its tag spans lie inside the text with start < end. */
 #include "common/mem.h"
-#include "extract/corpus.h"
+#include "corpus/corpus.h"
 #include "fuzz/fuzz.h"
 
 static int fuzz_corpus(const uint8_t *data, size_t n)

@@ -14,7 +14,7 @@
 #include "common/hash.h"
 #include "common/mem.h"
 #include "common/progress.h"
-#include "extract/corpus.h"
+#include "corpus/corpus.h"
 #include "model/tokenizer.h"
 
 /* ---- growable byte buffer ---------------------------------------------------------------- */

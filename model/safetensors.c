@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/half.h"
 #include "common/mem.h"
 
 #define ST_MAX_HEADER (100u << 20) /* the reference implementation's limit */
@@ -50,119 +51,6 @@ static int st_dtype_size(st_dtype d)
         if (st_types[i].d == d) return st_types[i].size;
     return 0;
 }
-
-/* ---- scalar conversions ---------------------------------------------------------------- */
-
-/* Branch-free so that the array loops below vectorise. */
-static inline uint16_t bf16_from_bits(uint32_t u)
-{
-    uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-    uint32_t quiet = (u >> 16) | 0x40u;                /* quiet NaN */
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* round to nearest even */
-    return (uint16_t)(nan ? quiet : r);
-}
-
-uint16_t st_f32_to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return bf16_from_bits(u);
-}
-
-float st_bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-static inline uint16_t f16_from_bits(uint32_t u);
-
-uint16_t st_f32_to_f16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return f16_from_bits(u);
-}
-
-static inline uint16_t f16_from_bits(uint32_t u)
-{
-    uint32_t sign = (u >> 16) & 0x8000u;
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u); /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* overflow (incl. rounding) -> inf */
-    if (a < 0x38800000u) {                                   /* subnormal or zero in f16 */
-        if (a < 0x33000000u) return (uint16_t)sign;          /* below half the smallest subnormal */
-        uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-        int shift = 126 - (int)e; /* bits to drop to land on units of 2^-24 */
-        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (r & 1))) r++;
-        return (uint16_t)(sign | r);
-    }
-    uint32_t r = ((a >> 13) - (112u << 10)); /* rebias exponent 127 -> 15 */
-    uint32_t rem = a & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (r & 1))) r++;
-    return (uint16_t)(sign | r);
-}
-
-float st_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-    if (e == 0) {
-        if (m == 0) u = sign;
-        else {
-            e = 113;
-            while (!(m & 0x400u)) { m <<= 1; e--; }
-            u = sign | (e << 23) | ((m & 0x3ffu) << 13);
-        }
-    } else if (e == 31) u = sign | 0x7f800000u | (m << 13);
-    else u = sign | ((e + 112) << 23) | (m << 13);
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-/* ---- array conversions (stores of f16/bf16 activations convert millions of values a second):
- * the scalar code inlined, and O3 so that GCC vectorises the loops (-O2 leaves loops of unknown
- * trip count scalar); results are identical to the scalar functions. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("O3")
-#endif
-void st_f32_to_bf16_n(uint16_t *out, const float *in, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &in[i], 4);
-        out[i] = bf16_from_bits(u);
-    }
-}
-
-void st_bf16_to_f32_n(float *out, const uint16_t *in, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)in[i] << 16;
-        memcpy(&out[i], &u, 4);
-    }
-}
-
-void st_f32_to_f16_n(uint16_t *out, const float *in, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &in[i], 4);
-        out[i] = f16_from_bits(u);
-    }
-}
-
-void st_f16_to_f32_n(float *out, const uint16_t *in, size_t n)
-{
-    for (size_t i = 0; i < n; i++) out[i] = st_f16_to_f32(in[i]);
-}
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
 
 /* ---- reader ---------------------------------------------------------------------------- */
 
@@ -332,10 +220,10 @@ int st_read_f32(const st_file *f, const st_tensor *t, float *dst)
     switch (t->dtype) {
     case ST_F32: memcpy(dst, p, (size_t)n * 4); return OK;
     case ST_F16:
-        for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = st_f16_to_f32(h); }
+        for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = half_f16_to_f32(h); }
         return OK;
     case ST_BF16:
-        for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = st_bf16_to_f32(h); }
+        for (int64_t i = 0; i < n; i++) { uint16_t h; memcpy(&h, p + 2 * i, 2); dst[i] = half_bf16_to_f32(h); }
         return OK;
     case ST_F64:
         for (int64_t i = 0; i < n; i++) { double d; memcpy(&d, p + 8 * i, 8); dst[i] = (float)d; }
@@ -424,7 +312,7 @@ int st_write(const char *path, const st_out *tensors, int n, const char *const *
         for (int64_t s = 0; ok && s < numel; s += 4096) {
             int64_t c = numel - s < 4096 ? numel - s : 4096;
             for (int64_t j = 0; j < c; j++)
-                chunk[j] = t->dtype == ST_BF16 ? st_f32_to_bf16(t->data[s + j]) : st_f32_to_f16(t->data[s + j]);
+                chunk[j] = t->dtype == ST_BF16 ? half_f32_to_bf16(t->data[s + j]) : half_f32_to_f16(t->data[s + j]);
             ok = fwrite(chunk, 2, (size_t)c, fp) == (size_t)c;
         }
     }

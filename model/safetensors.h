@@ -11,7 +11,7 @@
  * ERR_IO) with a message naming the file and the offending tensor. Tensor data pointers stay
  * valid until st_close. Lookups never read out of bounds on any input.
  * Writer: st_write takes float32 source data and stores each tensor in the requested dtype
- * (F32, F16 or BF16, round-to-nearest-even), tensors sorted by name as the reference writer
+ * (F32, F16 or BF16, round-to-nearest-even by common/half.h), tensors sorted by name as the reference writer
  * does, written to a temp file and renamed into place (atomic).
  */
 #ifndef SAELITE_SAFETENSORS_H
@@ -58,16 +58,5 @@ typedef struct {
 
 /* meta: NULL or alternating key, value strings ending with NULL. */
 int st_write(const char *path, const st_out *tensors, int n, const char *const *meta);
-
-/* Scalar conversions, exposed for kernels and stores that keep f16/bf16 blobs. */
-uint16_t st_f32_to_bf16(float x);
-float st_bf16_to_f32(uint16_t h);
-uint16_t st_f32_to_f16(float x);
-float st_f16_to_f32(uint16_t h);
-/* The same over arrays of n values (vectorised where the compiler can). */
-void st_f32_to_bf16_n(uint16_t *out, const float *in, size_t n);
-void st_bf16_to_f32_n(float *out, const uint16_t *in, size_t n);
-void st_f32_to_f16_n(uint16_t *out, const float *in, size_t n);
-void st_f16_to_f32_n(float *out, const uint16_t *in, size_t n);
 
 #endif

@@ -1,4 +1,4 @@
-/* sample.h - a seeded random number generator and next-token sampling.
+/* sample.h - next-token sampling and autoregressive generation.
  *
  * Randomness comes from common/rng.h (rng_state: xoshiro256** seeded through splitmix64, the
  * same stream on every platform).

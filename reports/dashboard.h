@@ -2,9 +2,10 @@
  * whole SAE, and the index.html that links them. Built on reports/report.h.
  *
  * Everything takes plain structs and arrays (no database types), so tests and other commands
- * can render from synthetic data; cli/cmd_report.c fills them from store/store_report.h.
- * Each function writes one PNG atomically (see rep_png_write) with the caller's key/value
- * metadata (feature id, SAE, database, saelite version) and returns OK or an err.h code.
+ * can render from synthetic data; rep_run (reports/report_run.c) fills them from
+ * store/store_report.h. Each picture function writes one PNG atomically (see rep_png_write) with
+ * the caller's key/value metadata (feature id, SAE, database, saelite version), rep_write_index
+ * the HTML page; all return OK or an err.h code.
  * Pointers are borrowed for the duration of the call only. Thread safety: independent calls
  * may run concurrently from different threads.
  */

@@ -9,9 +9,12 @@
  * val[...]; a value of 0 (ReLU clipped a selected pre-activation) passes no gradient.
  * The only dense matmuls are cblas_sgemm calls (encoder pre-activations; the dense decoder of the
  * ReLU/JumpReLU paths). No allocation, no errors: shapes are the caller's contract.
- * Threads: the sparse kernels split large problems over SAELITE_THREADS (default: online cores)
- * threads in a way that leaves every result bit-identical to the serial order.
- * Thread safety: pure functions of their arguments.
+ * Threads: sae_k_encode (its GEMM in fixed blocks of 2048 latents, one single-threaded sgemm
+ * each), sae_k_topk, the sparse kernels and sae_k_adam split large problems over
+ * SAELITE_THREADS (default: online cores) threads in a way that leaves every result bit-identical
+ * to the serial order.
+ * Thread safety: pure functions of their arguments, except that sae_k_encode sets OpenBLAS's
+ * process-wide thread count to 1 while it runs (and restores it).
  */
 #ifndef SAELITE_SAE_KERNELS_H
 #define SAELITE_SAE_KERNELS_H

@@ -14,13 +14,25 @@
  *   the gradient component parallel to each row removed before the step; W_enc = W_dec^T at
  *   init; b_dec = geometric median (or mean) of the sample. A latent is dead when it has not
  *   fired for dead_window tokens.
- * The TopK path does one dense sgemm per step (encoder pre-activations, in row chunks); decoder,
- * decoder gradient and encoder gradient touch only the k selected latents per token.
- * Determinism: a step is a pure function of the trainer state and the batch (single-threaded
- * kernels, OpenBLAS deterministic for a fixed thread count), so checkpoint + resume reproduces an
- * uninterrupted run bit for bit.
+ * Every architecture computes the encoder pre-activations with one dense GEMM (sae_k_encode; the
+ * TopK path in row chunks of the batch). TopK and BatchTopK then touch only the selected latents
+ * (decoder, decoder gradient, encoder gradient: sparse kernels); relu and jumprelu do the decoder
+ * and the gradients as dense cblas_sgemm calls.
+ * Threads (sae/sae_kernels.c): within a step, the encoder GEMM (fixed blocks of 2048 latents, one
+ * single-threaded sgemm each), the per-row top-k, the sparse kernels and Adam are split over
+ * saelite's own threads (SAELITE_THREADS, default the online cores, at most 16, read once per
+ * process); the other BLAS calls (relu/jumprelu's dense GEMMs, the GEMV of the b_dec gradient)
+ * use OpenBLAS's threads.
+ * Determinism: a step is a pure function of the trainer state and the batch. The splits over
+ * saelite's threads do not depend on their number (results are bit-identical for any
+ * SAELITE_THREADS), and OpenBLAS is deterministic for a fixed OpenBLAS thread count, so
+ * checkpoint + resume reproduces an uninterrupted run bit for bit.
  * Ownership: the trainer owns all its buffers; sources own theirs. Errors: err.h codes.
- * Thread safety: one trainer or source per thread.
+ * Thread safety: a trainer or source is used by one thread at a time (its calls start and join
+ * their worker threads before returning). Distinct trainers may run on different threads, but
+ * sae_k_encode sets OpenBLAS's process-wide thread count to 1 around its GEMM, so concurrent
+ * trainers can change each other's OpenBLAS thread count (results stay correct but are then not
+ * guaranteed bit for bit).
  */
 #ifndef SAELITE_SAE_TRAIN_H
 #define SAELITE_SAE_TRAIN_H

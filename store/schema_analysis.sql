@@ -1,11 +1,12 @@
 -- schema_analysis.sql - tables written by `saelite analyze` (schema part "analysis", version 2;
 -- version 2 added the two convenience views at the end and the name column to ana_dicts_key).
 --
--- Created with CREATE TABLE IF NOT EXISTS through store_schema_part(s, "analysis", 1, ...).
+-- Created with CREATE TABLE IF NOT EXISTS through store_schema_part(s, "analysis", 2, ...).
 -- Every analysis result hangs off one row of ana_dicts: one analysed dictionary (an SAE from the
 -- registry, or the identity "neurons" dictionary of a hook) over one split of the stored
 -- activations. Re-running analyze for the same (kind, sae_id, name, hook_name, split) replaces that row
--- and, through ON DELETE CASCADE, everything hanging off it, in one transaction.
+-- and everything hanging off it, in one transaction (store_ana_dict_begin deletes the dependent rows
+-- itself: foreign keys are not enforced, so the ON DELETE CASCADE clauses only document).
 -- Feature indices are 0-based latent indices (for kind 'neurons', the neuron index at the hook).
 -- Activation values are float32 values stored as REAL. Token ids are GPT-2 vocabulary ids.
 -- Positions are 0-based token positions within a stored sequence (seq_id of the store core).

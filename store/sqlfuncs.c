@@ -1,6 +1,7 @@
 /* sqlfuncs.c - SQL functions (token text, context, vector helpers), the read-only query runner,
  * and, compiled with -DSAELITE_SQLITE_EXT, the loadable extension saelite.so. The function part
- * depends on SQLite only, so the extension needs nothing else from the library. */
+ * depends on SQLite and the header-only conversions of common/half.h, so the extension needs
+ * nothing else from the library. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@ SQLITE_EXTENSION_INIT1
 #include "common/mem.h"
 #endif
 
+#include "common/half.h"
 #include "store/sqlfuncs.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -139,16 +141,6 @@ static int dtype_arg(sqlite3_context *ctx, sqlite3_value *v, int *dt)
     return 1;
 }
 
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023;
-    float f;
-    if (e == 0) f = ldexpf((float)m, -24); /* zero and subnormals */
-    else if (e == 31) f = m ? NAN : INFINITY;
-    else f = ldexpf((float)(m | 1024), (int)e - 25);
-    return sign ? -f : f;
-}
-
 static float load_value(const unsigned char *p, int dt)
 {
     if (dt == DT_F32) {
@@ -158,11 +150,7 @@ static float load_value(const unsigned char *p, int dt)
         return f;
     }
     uint16_t h = (uint16_t)(p[0] | p[1] << 8);
-    if (dt == DT_F16) return half_to_float(h);
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return dt == DT_F16 ? half_f16_to_f32(h) : half_bf16_to_f32(h);
 }
 
 static int dt_size(int dt) { return dt == DT_F32 ? 4 : 2; }

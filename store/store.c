@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/half.h"
 #include "common/mem.h"
-#include "model/safetensors.h"
 #include "store/store_internal.h"
 
 #include "schema_sql.h"
@@ -850,8 +850,8 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
     if (dtype != STORE_F32) {
         if ((rc = scratch_reserve(s, nbytes))) return rc;
         uint16_t *o = s->scratch;
-        if (dtype == STORE_F16) st_f32_to_f16_n(o, x, n);
-        else st_f32_to_bf16_n(o, x, n);
+        if (dtype == STORE_F16) half_f32_to_f16_n(o, x, n);
+        else half_f32_to_bf16_n(o, x, n);
         data = o;
     }
     (void)width;
@@ -918,8 +918,8 @@ static int blob_read(store *s, sqlite3_blob **bp, const store_hook *h, int64_t r
     uint16_t *half = s->scratch;
     r = sqlite3_blob_read(*bp, half, (int)nbytes, 0);
     if (r != SQLITE_OK) return store_sql_error(s, r, "reading an activation blob");
-    if (h->dtype == STORE_F16) st_f16_to_f32_n(out, half, n);
-    else st_bf16_to_f32_n(out, half, n);
+    if (h->dtype == STORE_F16) half_f16_to_f32_n(out, half, n);
+    else half_bf16_to_f32_n(out, half, n);
     return OK;
 }
 

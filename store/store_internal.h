@@ -1,5 +1,6 @@
-/* store_internal.h - for the store module's own .c files only (SAE registry, analysis tables): the SQLite handle
- * of a store and the conversion of SQLite result codes to err.h codes.
+/* store_internal.h - for the store module's own .c files (core, SAE registry, analysis and report
+ * tables) and for the tests and benchmarks that reach into a handle (docs/architecture.md): the
+ * SQLite handle of a store and the conversion of SQLite result codes to err.h codes.
  *
  * store_sql_error(s, rc, what) records "<db path>: <what>: <sqlite message>" with the matching
  * code (ERR_NOMEM for SQLITE_NOMEM, ERR_IO for I/O, disk full, read-only and cannot-open errors,

@@ -1,9 +1,11 @@
-/* test_common.c - err, mem fault injection, npy round trip, tensor helpers. */
+/* test_common.c - err, mem fault injection, npy round trip, rng, f16/bf16, tensor helpers. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/half.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/rng.h"
@@ -148,6 +150,67 @@ static void test_rng(void)
     CHECK(ok);
 }
 
+/* f32 <-> f16/bf16 (common/half.h): rounding, overflow, subnormals, NaN. */
+static void test_half(void)
+{
+    CHECK(half_f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(half_bf16_to_f32(0xc000) == -2.0f);
+    CHECK(half_f32_to_bf16(1.00390625f) == 0x3f80, "tie rounds to even"); /* 1 + 2^-8 */
+    CHECK(half_f32_to_bf16(1.01171875f) == 0x3f82, "tie rounds to even, up");
+    CHECK(half_f32_to_f16(1.0f) == 0x3c00);
+    CHECK(half_f32_to_f16(65504.0f) == 0x7bff);
+    CHECK(half_f32_to_f16(70000.0f) == 0x7c00, "overflow to inf");
+    CHECK(half_f32_to_f16(5.9604645e-8f) == 0x0001, "smallest subnormal");
+    CHECK(half_f32_to_f16(2.0e-8f) == 0x0000);
+    CHECK(half_f16_to_f32(0x0001) == 5.9604645e-8f);
+    CHECK(isnan(half_f16_to_f32(half_f32_to_f16(NAN))));
+    CHECK(isnan(half_bf16_to_f32(half_f32_to_bf16(NAN))));
+    /* every finite f16 survives f16 -> f32 -> f16 */
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00) continue;
+        if (half_f32_to_f16(half_f16_to_f32((uint16_t)h)) != h) bad++;
+    }
+    CHECK(bad == 0, "%d f16 values do not round trip", bad);
+}
+
+/* The array conversions equal the scalar ones bit for bit: every f16/bf16 pattern back to f32,
+ * and f32 patterns covering both formats' rounding, subnormal, overflow and NaN ranges. */
+static void test_half_arrays(void)
+{
+    enum { N = 65536 + 2 * 4096 + 13 };
+    static float f[N], back[N];
+    static uint16_t h[N], a16[N], b16[N];
+    uint32_t z = 12345;
+    for (int i = 0; i < N; i++) {
+        uint32_t u;
+        if (i < 65536) u = (uint32_t)i << 16 | (uint32_t)(i * 7919u & 0xffffu); /* every exponent */
+        else {
+            z = z * 1664525u + 1013904223u;
+            u = z;
+        }
+        memcpy(&f[i], &u, 4);
+    }
+    int bad = 0;
+    half_f32_to_bf16_n(a16, f, N);
+    half_f32_to_f16_n(b16, f, N);
+    for (int i = 0; i < N; i++) bad += a16[i] != half_f32_to_bf16(f[i]) || b16[i] != half_f32_to_f16(f[i]);
+    CHECK(bad == 0, "f32 -> f16/bf16 arrays differ from the scalar code in %d places", bad);
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    bad = 0;
+    half_bf16_to_f32_n(back, h, 65536);
+    for (int i = 0; i < 65536; i++) {
+        float w = half_bf16_to_f32(h[i]);
+        bad += memcmp(&w, &back[i], 4) != 0;
+    }
+    half_f16_to_f32_n(back, h, 65536);
+    for (int i = 0; i < 65536; i++) {
+        float w = half_f16_to_f32(h[i]);
+        bad += memcmp(&w, &back[i], 4) != 0;
+    }
+    CHECK(bad == 0, "f16/bf16 -> f32 arrays differ from the scalar code in %d places", bad);
+}
+
 static void test_tensor(void)
 {
     tensor_view t = {.ndim = 3, .shape = {2, 3, 4}};
@@ -162,6 +225,8 @@ int main(void)
     test_mem();
     test_npy();
     test_rng();
+    test_half();
+    test_half_arrays();
     test_tensor();
     return harness_report("test_common");
 }

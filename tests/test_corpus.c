@@ -8,7 +8,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
-#include "extract/corpus.h"
+#include "corpus/corpus.h"
 #include "tests/harness.h"
 
 static char tmpdir[256];

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/half.h"
 #include "common/mem.h"
 #include "harness.h"
 #include "model/gpt2.h"
@@ -349,7 +350,7 @@ static void test_load_errors(void)
         size_t n1, n2;
         const float *a = gpt2_params(g2, &n1), *b = gpt2_params(m, &n2);
         int same = n1 == n2;
-        for (size_t i = 0; same && i < n1; i++) same = b[i] == st_bf16_to_f32(st_f32_to_bf16(a[i]));
+        for (size_t i = 0; same && i < n1; i++) same = b[i] == half_bf16_to_f32(half_f32_to_bf16(a[i]));
         CHECK(same, "bf16 round trip");
         gpt2_free(m);
     }

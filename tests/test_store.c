@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/half.h"
 #include "common/mem.h"
 #include "extract/extract.h"
-#include "model/safetensors.h"
 #include "store/store.h"
 #include "store/store_internal.h"
 #include "harness.h"
@@ -122,8 +122,8 @@ static void test_roundtrip(int dtype)
         for (int t = 0; t < got; t++)
             for (int c = 0; c < W; c++) {
                 float want = val((int64_t)i, t, c);
-                if (dtype == STORE_F16) want = st_f16_to_f32(st_f32_to_f16(want));
-                if (dtype == STORE_BF16) want = st_bf16_to_f32(st_f32_to_bf16(want));
+                if (dtype == STORE_F16) want = half_f16_to_f32(half_f32_to_f16(want));
+                if (dtype == STORE_BF16) want = half_bf16_to_f32(half_f32_to_bf16(want));
                 double e = fabs((double)x[t * W + c] - want);
                 if (e > maxerr) maxerr = e;
             }

@@ -13,7 +13,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
-#include "model/sample.h"
+#include "common/rng.h"
 #include "toy/toy.h"
 
 void pack_config_default(pack_config *c, int dim, int count)

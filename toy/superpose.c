@@ -5,7 +5,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
-#include "model/sample.h"
+#include "common/rng.h"
 #include "toy/toy.h"
 
 void sup_config_default(sup_config *c, int n, int m)

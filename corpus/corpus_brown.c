@@ -10,7 +10,7 @@
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
-#include "extract/corpus.h"
+#include "corpus/corpus.h"
 
 typedef struct {
     char *p;

@@ -1,5 +1,5 @@
 /* corpus.c - corpus reader (JSONL or blank-line separated text, optional tags file). */
-#include "extract/corpus.h"
+#include "corpus/corpus.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
