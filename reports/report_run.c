@@ -1,5 +1,4 @@
 /* report_run.c - drive the dashboards and pictures of `saelite report` from the database. */
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -14,6 +13,7 @@
 #include "common/progress.h"
 #include "reports/dashboard.h"
 #include "reports/report_run.h"
+#include "sae/metrics.h"
 #include "store/store_report.h"
 
 #define CTX_BEFORE 20
@@ -560,56 +560,44 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
             goto out;
         }
         int ns = dict->d_sae;
-        C = mem_alloc(sizeof(float) * (size_t)nt * ns);
+        int rows = nt < 48 ? nt : 48;
+        float *bestf = mem_alloc(sizeof(float) * (size_t)(nt > 0 ? nt : 1));
         double *best = mem_alloc(sizeof(double) * (size_t)(nt > 0 ? nt : 1));
         int *arg = mem_alloc(sizeof(int) * (size_t)(nt > 0 ? nt : 1));
-        int rows = nt < 48 ? nt : 48;
-        int *cols = mem_alloc(sizeof(int) * (size_t)(rows > 0 ? rows : 1));
+        float *Dm = mem_alloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * din);
+        C = mem_alloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * (rows > 0 ? rows : 1));
         double *sub = mem_alloc(sizeof(double) * (size_t)(rows > 0 ? rows : 1) * (rows > 0 ? rows : 1));
-        if (!C || !best || !arg || !cols || !sub) rc = err_set(ERR_NOMEM, "out of memory");
-        else {
-            /* normalise rows, then C[nt, ns] = T D^T */
-            for (int pass = 0; pass < 2; pass++) {
-                float *M = pass ? D : T;
-                int n = pass ? ns : nt;
-                for (int i = 0; i < n; i++) {
-                    double q = 0;
-                    for (int k = 0; k < din; k++) q += (double)M[(size_t)i * din + k] * M[(size_t)i * din + k];
-                    float inv = q > 0 ? (float)(1 / sqrt(q)) : 0;
-                    for (int k = 0; k < din; k++) M[(size_t)i * din + k] *= inv;
-                }
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, ns, din, 1.0f, T, din, D, din,
-                        0.0f, C, ns);
+        double mmcs = NAN, frac = 0;
+        if (!bestf || !best || !arg || !Dm || !C || !sub) rc = err_set(ERR_NOMEM, "out of memory");
+        /* MMCS and each true feature's best SAE feature: the one definition (sae/metrics.h) */
+        else rc = sae_mmcs_match(T, nt, D, ns, din, 0.9, &mmcs, &frac, bestf, arg);
+        /* heat map: the first `rows` true features against their best SAE features */
+        if (!rc && rows > 0) {
+            for (int k = 0; k < rows; k++)
+                memcpy(Dm + (size_t)k * din, D + (size_t)arg[k] * din, sizeof(float) * (size_t)din);
+            rc = sae_cosines(T, rows, Dm, rows, din, C);
+        }
+        if (!rc) {
             int good = 0;
-            double mmcs = 0;
             for (int i = 0; i < nt; i++) {
-                best[i] = -1;
-                arg[i] = 0;
-                for (int k = 0; k < ns; k++) {
-                    double a = fabs(C[(size_t)i * ns + k]);
-                    if (a > best[i]) { best[i] = a; arg[i] = k; }
-                }
-                mmcs += best[i];
-                good += best[i] > 0.9;
+                best[i] = bestf[i];
+                good += bestf[i] > 0.9; /* as sae_mmcs counts *recovered */
             }
-            /* heat map: the first `rows` true features against their best SAE features */
-            for (int i = 0; i < rows; i++) cols[i] = arg[i];
-            for (int i = 0; i < rows; i++)
-                for (int k = 0; k < rows; k++) sub[(size_t)i * rows + k] = C[(size_t)i * ns + cols[k]];
+            for (size_t i = 0; i < (size_t)rows * rows; i++) sub[i] = C[i];
             snprintf(path, sizeof path, "%s/recovery.png", o->out_dir);
-            rc = rep_plot_recovery(path, meta, 6, "Best |cos| per true feature",
+            rc = rep_plot_recovery(path, meta, 6, "Best cos per true feature",
                                    sub, rows, rows, best, nt);
             if (!rc) {
                 idx[*nidx].file = "recovery.png";
                 snprintf(cap[*nidx], 512, "Synthetic ground truth (%.300s): MMCS %.3f, %d of %d true features "
                          "recovered at cos > 0.9. Left: the first %d true features against their best SAE "
-                         "features.", o->ground_truth, nt ? mmcs / nt : NAN, good, nt, rows);
+                         "features.", o->ground_truth, mmcs, good, nt, rows);
                 idx[*nidx].caption = cap[*nidx];
                 (*nidx)++;
             }
         }
-        mem_free(T); mem_free(D); mem_free(C); mem_free(best); mem_free(arg); mem_free(cols); mem_free(sub);
+        mem_free(bestf); mem_free(Dm);
+        mem_free(T); mem_free(D); mem_free(C); mem_free(best); mem_free(arg); mem_free(sub);
     }
     /* training curves */
     {

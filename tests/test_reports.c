@@ -17,6 +17,8 @@
 #include "reports/dashboard.h"
 #include "reports/report_run.h"
 #include "reports/report.h"
+#include "sae/metrics.h"
+#include "store/store_report.h"
 
 static char tmpdir[] = "/tmp/saelite_test_reportsXXXXXX";
 
@@ -546,6 +548,38 @@ static void test_run_db(void)
     fclose(lf);
     CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), "no 'tokens' column"), "%s", err_msg());
     unlink(logp);
+
+    /* MMCS has one definition (sae/metrics.h, signed cosine): half of the true directions
+     * flipped are not recovered by decoder rows pointing the other way, and the caption gives
+     * the value sae_mmcs gives for the stored decoder rows. */
+    for (int i = 0; i < FIX_DIN / 2; i++) eye[i * FIX_DIN + i] = -1;
+    CHECK(npy_write(npy, eye, 2, shape) == OK);
+    o.training_log = NULL;
+    rm_dir(out);
+    CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+    {
+        store *sd = NULL;
+        float *dec = NULL;
+        double mm = -9, rec = -9;
+        CHECK(store_open(&sd, db, STORE_READONLY) == OK, "%s", err_msg());
+        CHECK(store_rep_decoder(sd, 1, 64, FIX_DIN, &dec) == OK, "%s", err_msg());
+        CHECK(sae_mmcs(eye, FIX_DIN, dec, 64, FIX_DIN, 0.9, &mm, &rec, NULL) == OK, "%s", err_msg());
+        store_close(sd);
+        mem_free(dec);
+        char want[64];
+        snprintf(want, sizeof want, "MMCS %.3f, 8 of 16 true features", mm);
+        snprintf(path, sizeof path, "%s/index.html", out);
+        fh = fopen(path, "r");
+        memset(html, 0, sizeof html);
+        if (fh) {
+            html[fread(html, 1, sizeof html - 1, fh)] = 0;
+            fclose(fh);
+        }
+        CHECK(rec == 0.5 && mm < 0.75 && strstr(html, want), "signed MMCS %.4f, %.2f recovered; want '%s'",
+              mm, rec, want);
+    }
+    for (int i = 0; i < FIX_DIN / 2; i++) eye[i * FIX_DIN + i] = 1;
+    CHECK(npy_write(npy, eye, 2, shape) == OK);
 
     /* The command line, through the binary (SAELITE_BIN for the ASan build). */
     const char *bin = getenv("SAELITE_BIN") ? getenv("SAELITE_BIN") : "./saelite";
