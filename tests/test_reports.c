@@ -19,6 +19,7 @@
 #include "reports/report.h"
 #include "sae/metrics.h"
 #include "store/store_report.h"
+#include "store/store_sae.h"
 
 static char tmpdir[] = "/tmp/saelite_test_reportsXXXXXX";
 
@@ -580,6 +581,65 @@ static void test_run_db(void)
     }
     for (int i = 0; i < FIX_DIN / 2; i++) eye[i * FIX_DIN + i] = 1;
     CHECK(npy_write(npy, eye, 2, shape) == OK);
+
+    /* The training curve comes from the registry's sae_training_log (what sae-train --db
+     * writes), found by the SAE's directory; the same rows exported as sae-train's CSV and read
+     * with --training-log draw the same picture byte for byte. */
+    {
+        store *sw = NULL;
+        CHECK(store_open(&sw, db, 0) == OK, "%s", err_msg());
+        CHECK(store_sae_init(sw) == OK, "%s", err_msg());
+        store_sae_row reg = {.dir = "demo-sae/", .architecture = "topk", .hook_name = "blocks.0.hook_resid_pre",
+                             .d_in = FIX_DIN, .d_sae = 64, .k = 4, .hook_id = -1, .tokens = 60000};
+        store_sae_log_row lrows[60];
+        int nl = 0;
+        for (int st = 1; st <= 60; st++, nl++)
+            lrows[nl] = (store_sae_log_row){st, st * 1000, 1.0 / (st + 0.123456789), 1 - 1.0 / (st + 0.3),
+                                            100.0 / (st + 0.7), st == 7 ? NAN : 0.01 * st / 3, 1e-3, 1};
+        int64_t sid = -1;
+        CHECK(store_sae_register(sw, &reg, &sid) == OK && store_sae_log(sw, sid, lrows, (size_t)nl) == OK,
+              "%s", err_msg());
+        store_close(sw);
+        rm_dir(out);
+        CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+        snprintf(path, sizeof path, "%s/index.html", out);
+        fh = fopen(path, "r");
+        memset(html, 0, sizeof html);
+        if (fh) {
+            html[fread(html, 1, sizeof html - 1, fh)] = 0;
+            fclose(fh);
+        }
+        char want[600];
+        snprintf(want, sizeof want, "Training curves from %s (sae_training_log of SAE id %lld) (60 log rows)", db,
+                 (long long)sid);
+        CHECK(strstr(html, want) != NULL, "caption names the table: want '%s'", want);
+        char png1[400], png2[400];
+        snprintf(png1, sizeof png1, "%s/training.png", out);
+        snprintf(png2, sizeof png2, "%s/training_db.png", tmpdir);
+        CHECK(rename(png1, png2) == 0);
+        lf = fopen(logp, "w");
+        fprintf(lf, "step,tokens,mse,explained_variance,l0,dead_frac,lr,loss\n");
+        for (int i = 0; i < nl; i++)
+            fprintf(lf, "%lld,%lld,%.6g,%.6g,%.4g,%.4g,%.4g,%.6g\n", (long long)lrows[i].step,
+                    (long long)lrows[i].tokens, lrows[i].mse, lrows[i].ev, lrows[i].l0, lrows[i].dead_frac,
+                    lrows[i].lr, lrows[i].loss);
+        fclose(lf);
+        o.training_log = logp;
+        CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+        FILE *a = fopen(png1, "rb"), *b = fopen(png2, "rb");
+        int same = a && b;
+        while (same) {
+            int ca = fgetc(a), cb = fgetc(b);
+            if (ca != cb) same = 0;
+            if (ca == EOF) break;
+        }
+        if (a) fclose(a);
+        if (b) fclose(b);
+        CHECK(same, "training.png from the table and from its CSV export are the same bytes");
+        unlink(png2);
+        unlink(logp);
+        o.training_log = NULL;
+    }
 
     /* The command line, through the binary (SAELITE_BIN for the ASan build). */
     const char *bin = getenv("SAELITE_BIN") ? getenv("SAELITE_BIN") : "./saelite";
