@@ -14,6 +14,7 @@
 #include "common/err.h"
 #include "common/hash.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 
 /* JavaScript's \s (ECMA-262 WhiteSpace + LineTerminator), which the reference encoder uses. */
 #define WS "\\t\\n\\x0B\\f\\r\\p{Zs}\\x{2028}\\x{2029}\\x{FEFF}"
@@ -37,41 +38,6 @@ unsigned tok_byte_to_unicode(unsigned char b)
     for (unsigned c = 0; c < b; c++)
         if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174)) n++;
     return 256 + n;
-}
-
-/* ---- UTF-8 ------------------------------------------------------------------------------ */
-
-/* Length of the valid UTF-8 sequence at p (n bytes available), 0 if invalid. Same rules as
- * PCRE2 and WHATWG: no overlongs, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned c = p[0];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) return n >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c < 0xF0) {
-        if (n < 3) return 0;
-        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 ? 3 : 0;
-    }
-    if (c < 0xF5) {
-        if (n < 4) return 0;
-        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 ? 4 : 0;
-    }
-    return 0;
-}
-
-static size_t valid_prefix(const unsigned char *p, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        if (p[i] < 0x80) { i++; continue; }
-        size_t k = utf8_len(p + i, n - i);
-        if (!k) break;
-        i += k;
-    }
-    return i;
 }
 
 /* ---- pre-tokenizer ---------------------------------------------------------------------- */
@@ -134,7 +100,7 @@ int tok_split(tok_splitter *s, const char *text, size_t len, tok_piece_fn fn, vo
     const unsigned char *u = (const unsigned char *)text;
     size_t pos = 0;
     while (pos < len) {
-        size_t v = valid_prefix(u + pos, len - pos);
+        size_t v = utf8_valid_prefix(u + pos, len - pos);
         /* Each valid run is matched as a subject of its own, so an invalid byte acts like the
          * end of the text (the pattern has no lookbehind; (?!\S) succeeds at the end). */
         size_t off = 0;
@@ -293,11 +259,9 @@ static long unalphabet(const int *inv, const char *s, size_t n, char *out)
     size_t i = 0;
     long o = 0;
     while (i < n) {
-        size_t k = utf8_len(u + i, n - i);
+        uint32_t cp;
+        size_t k = utf8_decode(u + i, n - i, &cp);
         if (!k) return -1;
-        unsigned cp = k == 1 ? u[i] : k == 2 ? (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu)
-                    : k == 3 ? (u[i] & 0x0Fu) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu)
-                             : 0x110000;
         if (cp >= 324 || inv[cp] < 0) return -1;
         out[o++] = (char)inv[cp];
         i += k;

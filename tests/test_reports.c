@@ -13,6 +13,7 @@
 #include "common/mem.h"
 #include "harness.h"
 #include "common/npy.h"
+#include "common/utf8.h"
 #include "report_fixture.h"
 #include "reports/dashboard.h"
 #include "reports/report_run.h"
@@ -123,14 +124,14 @@ static void test_text(void)
     char buf[64];
     /* invalid UTF-8, control characters, overlong encoding, surrogate */
     const char in[] = "a\xff" "b\n\t\x01" "\xc0\xaf" "\xed\xa0\x80" "\xc3\xa9";
-    size_t n = rep_utf8_sanitize(in, sizeof in - 1, buf, sizeof buf);
+    size_t n = utf8_for_display(in, sizeof in - 1, buf, sizeof buf);
     CHECK(!strcmp(buf, "a\xef\xbf\xbd" "b\xe2\x86\xb5\xe2\x87\xa5\xe2\x90\x81"
                        "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" /* 2 + 3 */
                        "\xc3\xa9"),
           "got %s", buf);
     CHECK(n == strlen(buf));
     /* capacity cut on a character boundary */
-    n = rep_utf8_sanitize("\xc3\xa9\xc3\xa9\xc3\xa9", 6, buf, 4);
+    n = utf8_for_display("\xc3\xa9\xc3\xa9\xc3\xa9", 6, buf, 4);
     CHECK(n == 2 && !strcmp(buf, "\xc3\xa9"));
 
     rep_font f = rep_font_make(14, 0, rep_rgb(0x000000), REP_LEFT, REP_TOP);

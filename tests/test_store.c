@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 #include "extract/extract.h"
 #include "model/safetensors.h"
 #include "store/store.h"
@@ -337,7 +338,7 @@ static void test_extract_plan(void)
     CHECK(ext_windows(0, 4, 1, st, len, 8) == 0 && ext_windows(5, 1, 1, NULL, NULL, 0) == 0);
     CHECK(ext_windows(12, 4, 0, NULL, NULL, 0) == 3, "exact multiple, counting only");
     char out[64];
-    size_t n = ext_utf8_clean("a\xff\xc3\xa9\xe2\x82", 6, out, sizeof out);
+    size_t n = utf8_clean("a\xff\xc3\xa9\xe2\x82", 6, out, sizeof out);
     CHECK(n == 12 && !strcmp(out, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"), "clean: %s", out);
     int64_t fb = 0;
     CHECK(ext_free_bytes(tmp("nothere.db"), &fb) == OK && fb > 0);
