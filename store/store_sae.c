@@ -122,11 +122,11 @@ int store_sae_log_find(store *s, int64_t id, const char *dir, int64_t *sae_id,
     *rows = NULL;
     *n = 0;
     *sae_id = -1;
-    int64_t have = 0;
-    int rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                                "name IN ('sae_registry', 'sae_training_log')", &have);
+    int64_t nreg = -1, nlog = -1;
+    int rc = store_count_rows(s, "sae_registry", &nreg);
+    if (!rc) rc = store_count_rows(s, "sae_training_log", &nlog);
     if (rc) return rc;
-    if (have < 2)
+    if (nreg < 0 || nlog < 0)
         return err_set(ERR_NOTFOUND, "%s: no SAE registry (no SAE was trained with --db on it)",
                        store_path(s));
     sqlite3_stmt *st;
