@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 #include "model/gpt2.h"
 #include "model/tokenizer.h"
 #include "toy/toy.h"
@@ -51,16 +52,6 @@ static int parse_expr(const char *s, term *t, int *nt)
     if (n == 0) return err_set(ERR_ARG, "expression '%s' has no terms", s);
     *nt = n;
     return OK;
-}
-
-/* Length of the valid UTF-8 sequence at b[0..n), 0 if invalid. */
-static size_t utf8_len(const unsigned char *b, size_t n)
-{
-    size_t k = b[0] < 0x80 ? 1 : (b[0] >> 5) == 6 ? 2 : (b[0] >> 4) == 14 ? 3 : (b[0] >> 3) == 30 ? 4 : 0;
-    if (k == 0 || k > n) return 0;
-    for (size_t i = 1; i < k; i++)
-        if ((b[i] & 0xc0) != 0x80) return 0;
-    return k;
 }
 
 /* Token bytes as a printable quoted string: escapes for control bytes and for bytes that are

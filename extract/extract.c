@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/progress.h"
+#include "common/utf8.h"
 #include "corpus/corpus.h"
 #include "extract/extract.h"
 #include "model/gpt2.h"
@@ -451,7 +452,7 @@ static int store_window_tokens(ext_job *j, ext_batch *bt, int b)
     for (int t = 0; t < T; t++) {
         size_t blen = 0;
         const char *bytes = tok_token_bytes(j->tok, ids[t], &blen);
-        size_t l = bytes ? ext_utf8_clean(bytes, blen, textbuf, sizeof textbuf) : 0;
+        size_t l = bytes ? utf8_clean(bytes, blen, textbuf, sizeof textbuf) : 0;
         if (l < sizeof store_txt[t]) {
             memcpy(store_txt[t], textbuf, l + 1);
             tx[t] = store_txt[t];
@@ -468,7 +469,7 @@ static int store_window_tokens(ext_job *j, ext_batch *bt, int b)
         const char *bytes = tok_token_bytes(j->tok, ids[t], &blen);
         if (!bytes) continue;
         if (!(heap[t] = mem_alloc(3 * blen + 1))) rc = err_set(ERR_NOMEM, "out of memory");
-        else ext_utf8_clean(bytes, blen, heap[t], 3 * blen + 1);
+        else utf8_clean(bytes, blen, heap[t], 3 * blen + 1);
         tx[t] = heap[t];
     }
     if (!rc)

@@ -96,8 +96,6 @@ int ext_model_checksum(const char *dir, char out[17]);
 const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap);
 /* s as a JSON string literal with quotes (truncated to fit cap). */
 void ext_json_str(char *out, size_t cap, const char *s);
-/* Make bytes valid UTF-8 (invalid sequences become U+FFFD) into out (cap >= 3*len+1). */
-size_t ext_utf8_clean(const char *in, size_t len, char *out, size_t cap);
 
 /* ---- export / import ------------------------------------------------------------------------ */
 /* Writes the activations of hook (sequences in id order, tokens in order) as a float32 .npy

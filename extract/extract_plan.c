@@ -92,49 +92,6 @@ const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap)
     return buf;
 }
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 when invalid/truncated. */
-static int utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned c = p[0];
-    int len;
-    unsigned min;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) len = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef) len = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4) len = 4, min = 0x10000;
-    else return 0;
-    if ((size_t)len > n) return 0;
-    unsigned cp = c & (0xff >> (len + 1));
-    for (int i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
-}
-
-size_t ext_utf8_clean(const char *in, size_t len, char *out, size_t cap)
-{
-    const unsigned char *p = (const unsigned char *)in;
-    size_t o = 0;
-    for (size_t i = 0; i < len;) {
-        int l = utf8_len(p + i, len - i);
-        if (l == 0 || p[i] == 0) {
-            if (o + 4 > cap) break;
-            memcpy(out + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        } else {
-            if (o + (size_t)l + 1 > cap) break;
-            memcpy(out + o, p + i, (size_t)l);
-            o += (size_t)l;
-            i += (size_t)l;
-        }
-    }
-    if (cap) out[o < cap ? o : cap - 1] = 0;
-    return o;
-}
-
 void ext_json_str(char *out, size_t cap, const char *s)
 {
     size_t o = 0;

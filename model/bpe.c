@@ -131,17 +131,6 @@ static int sm_get_or_add(strmap *m, const char *s, size_t n, int val, int *out, 
 
 /* ---- GPT-2 alphabet and files -------------------------------------------------------------- */
 
-/* GPT-2's order of the 256 byte tokens: printable Latin-1 bytes first, then the rest. */
-static void gpt2_byte_order(unsigned char order[256])
-{
-    int k = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int b = 0; b < 256; b++) {
-            int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-            if (printable == !pass) order[k++] = (unsigned char)b;
-        }
-}
-
 /* Token bytes in the alphabet, UTF-8 (json = 0) or as a JSON string body with \uXXXX (json = 1). */
 static int put_alpha(sbuf *b, const char *s, size_t n, int json)
 {
@@ -169,7 +158,7 @@ int bpe_write(const char *dir, const bpe_merge *merges, size_t n)
     int rc = sm_init(&seen, 1024);
     if (rc) return rc;
     unsigned char order[256];
-    gpt2_byte_order(order);
+    tok_byte_order(order);
     int id = 0, dummy, added;
     char num[32];
     rc = sb_put(&enc, "{", 1);
@@ -238,61 +227,36 @@ static int add_merge(bpe_merge **ms, size_t *n, size_t *cap, const char *a, size
     return OK;
 }
 
-static long from_alpha(const int *inv, const char *s, size_t n, char *out)
+typedef struct {
+    bpe_merge **ms;
+    size_t *n, cap;
+    char *buf;
+    size_t bcap;
+} merge_list;
+
+static int list_merge(void *user, const char *path, long lineno, long rank, const char *a,
+                      size_t alen, const char *b, size_t blen)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    long o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned cp;
-        if (u[i] < 0x80) cp = u[i++];
-        else if ((u[i] & 0xE0) == 0xC0 && i + 1 < n && (u[i + 1] & 0xC0) == 0x80) {
-            cp = (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu);
-            i += 2;
-        } else return -1;
-        if (cp >= 324 || inv[cp] < 0) return -1;
-        out[o++] = (char)inv[cp];
+    merge_list *L = user;
+    if (alen + blen > L->bcap) { /* the raw bytes are never longer than the alphabet text */
+        mem_free(L->buf);
+        L->bcap = (alen + blen) * 2 + 16;
+        if (!(L->buf = mem_alloc(L->bcap))) return err_set(ERR_NOMEM, "out of memory");
     }
-    return o;
+    long ka = tok_alphabet_decode(a, alen, L->buf);
+    long kb = ka > 0 ? tok_alphabet_decode(b, blen, L->buf + ka) : -1;
+    if (ka <= 0 || kb <= 0)
+        return err_set(ERR_FORMAT, "%s:%ld: a token outside GPT-2's byte alphabet", path, lineno);
+    return add_merge(L->ms, L->n, &L->cap, L->buf, (size_t)ka, L->buf + ka, (size_t)kb);
 }
 
 int bpe_read_merges(const char *path, bpe_merge **merges, size_t *nm)
 {
     *merges = NULL;
     *nm = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    int inv[324];
-    for (int i = 0; i < 324; i++) inv[i] = -1;
-    for (int b = 0; b < 256; b++) inv[tok_byte_to_unicode((unsigned char)b)] = b;
-    char *line = NULL, *buf = NULL;
-    size_t cap = 0, mcap = 0, bcap = 0;
-    ssize_t n;
-    long lineno = 0;
-    int rc = OK;
-    while ((n = getline(&line, &cap, f)) >= 0) {
-        lineno++;
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
-        if (lineno == 1 && !strncmp(line, "#version", 8)) continue;
-        if (n == 0) continue;
-        if ((size_t)n + 1 > bcap) {
-            mem_free(buf);
-            bcap = (size_t)n * 2 + 16;
-            if (!(buf = mem_alloc(bcap))) { rc = err_set(ERR_NOMEM, "out of memory"); break; }
-        }
-        char *sp = strchr(line, ' ');
-        long ka = sp ? from_alpha(inv, line, (size_t)(sp - line), buf) : -1;
-        long kb = ka > 0 ? from_alpha(inv, sp + 1, strlen(sp + 1), buf + ka) : -1;
-        if (ka <= 0 || kb <= 0) {
-            rc = err_set(ERR_FORMAT, "%s:%ld: expected two GPT-2 alphabet tokens separated by one space",
-                         path, lineno);
-            break;
-        }
-        if ((rc = add_merge(merges, nm, &mcap, buf, (size_t)ka, buf + ka, (size_t)kb))) break;
-    }
-    if (!rc && ferror(f)) rc = err_set(ERR_IO, "%s: read error", path);
-    fclose(f);
-    free(line);
-    mem_free(buf);
+    merge_list L = {merges, nm, 0, NULL, 0};
+    int rc = tok_merges_read(path, list_merge, &L);
+    mem_free(L.buf);
     if (rc) {
         bpe_merges_free(*merges, *nm);
         *merges = NULL;

@@ -48,7 +48,8 @@ int bpe_train(const char *const *paths, int npaths, const bpe_train_opts *opt, b
               size_t *nmerges, bpe_train_stats *st);
 /* Write dir/encoder.json and dir/vocab.bpe (dir created if missing; atomic per file). */
 int bpe_write(const char *dir, const bpe_merge *merges, size_t n);
-/* Read the merges of a vocab.bpe / merges.txt file. */
+/* Read the merges of a vocab.bpe / merges.txt file, in file order (tok_merges_read's rules,
+ * tokenizer.h: the same reader tok_load uses). */
 int bpe_read_merges(const char *path, bpe_merge **merges, size_t *n);
 void bpe_merges_free(bpe_merge *merges, size_t n);
 

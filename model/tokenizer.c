@@ -14,6 +14,7 @@
 #include "common/err.h"
 #include "common/hash.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 
 /* JavaScript's \s (ECMA-262 WhiteSpace + LineTerminator), which the reference encoder uses. */
 #define WS "\\t\\n\\x0B\\f\\r\\p{Zs}\\x{2028}\\x{2029}\\x{FEFF}"
@@ -28,50 +29,47 @@ const char tok_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS
 #endif
 
 /* ---- byte <-> unicode alphabet ---------------------------------------------------------- */
+/* GPT-2's bytes_to_unicode: the 188 printable Latin-1 bytes (33..126, 161..172, 174..255) stand
+ * for themselves; the other 68 (0..32, 127..160, 173) map to U+0100.. in byte order. */
+
+static int printable(unsigned b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
 
 unsigned tok_byte_to_unicode(unsigned char b)
 {
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return b;
-    /* the other 68 bytes map to 256.. in byte order */
-    unsigned n = 0;
-    for (unsigned c = 0; c < b; c++)
-        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174)) n++;
-    return 256 + n;
+    if (printable(b)) return b;
+    return 256 + (b <= 32 ? b : b <= 160 ? 33 + (b - 127u) : 67u);
 }
 
-/* ---- UTF-8 ------------------------------------------------------------------------------ */
-
-/* Length of the valid UTF-8 sequence at p (n bytes available), 0 if invalid. Same rules as
- * PCRE2 and WHATWG: no overlongs, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_len(const unsigned char *p, size_t n)
+int tok_unicode_to_byte(uint32_t cp)
 {
-    unsigned c = p[0];
-    if (c < 0x80) return 1;
-    if (c < 0xC2) return 0;
-    if (c < 0xE0) return n >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
-    if (c < 0xF0) {
-        if (n < 3) return 0;
-        unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 ? 3 : 0;
-    }
-    if (c < 0xF5) {
-        if (n < 4) return 0;
-        unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        return p[1] >= lo && p[1] <= hi && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 ? 4 : 0;
-    }
-    return 0;
+    if (cp < 256) return printable(cp) ? (int)cp : -1;
+    if (cp >= 256 + 68) return -1;
+    unsigned i = cp - 256;
+    return i < 33 ? (int)i : i < 67 ? (int)(127 + i - 33) : 173;
 }
 
-static size_t valid_prefix(const unsigned char *p, size_t n)
+void tok_byte_order(unsigned char order[256])
 {
+    int k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (unsigned b = 0; b < 256; b++)
+            if (printable(b) == !pass) order[k++] = (unsigned char)b;
+}
+
+long tok_alphabet_decode(const char *s, size_t n, char *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
+    long o = 0;
     while (i < n) {
-        if (p[i] < 0x80) { i++; continue; }
-        size_t k = utf8_len(p + i, n - i);
-        if (!k) break;
+        uint32_t cp;
+        size_t k = utf8_decode(u + i, n - i, &cp);
+        int b = k ? tok_unicode_to_byte(cp) : -1;
+        if (b < 0) return -1;
+        out[o++] = (char)b;
         i += k;
     }
-    return i;
+    return o;
 }
 
 /* ---- pre-tokenizer ---------------------------------------------------------------------- */
@@ -134,7 +132,7 @@ int tok_split(tok_splitter *s, const char *text, size_t len, tok_piece_fn fn, vo
     const unsigned char *u = (const unsigned char *)text;
     size_t pos = 0;
     while (pos < len) {
-        size_t v = valid_prefix(u + pos, len - pos);
+        size_t v = utf8_valid_prefix(u + pos, len - pos);
         /* Each valid run is matched as a subject of its own, so an invalid byte acts like the
          * end of the text (the pattern has no lookbehind; (?!\S) succeeds at the end). */
         size_t off = 0;
@@ -285,26 +283,6 @@ static int read_file(const char *path, char **out, size_t *len)
     return OK;
 }
 
-/* Token text in the byte alphabet -> raw bytes (into out, returns length), -1 if some
- * character is outside the alphabet or the text is not UTF-8. */
-static long unalphabet(const int *inv, const char *s, size_t n, char *out)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    long o = 0;
-    while (i < n) {
-        size_t k = utf8_len(u + i, n - i);
-        if (!k) return -1;
-        unsigned cp = k == 1 ? u[i] : k == 2 ? (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu)
-                    : k == 3 ? (u[i] & 0x0Fu) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu)
-                             : 0x110000;
-        if (cp >= 324 || inv[cp] < 0) return -1;
-        out[o++] = (char)inv[cp];
-        i += k;
-    }
-    return o;
-}
-
 /* bytes -> id map used while loading merges */
 typedef struct {
     uint64_t *h;
@@ -322,7 +300,7 @@ static int strmap_find(const strmap *m, const tok_tokenizer *t, const char *s, s
     }
 }
 
-static int load_vocab(tok_tokenizer *t, const char *path, const int *inv, strmap *m)
+static int load_vocab(tok_tokenizer *t, const char *path, strmap *m)
 {
     char *js;
     size_t jn;
@@ -379,7 +357,7 @@ static int load_vocab(tok_tokenizer *t, const char *path, const int *inv, strmap
             rc = err_set(ERR_FORMAT, "%s: id %d is used twice", path, id);
             break;
         }
-        long k = unalphabet(inv, e->string, n, t->pool + p);
+        long k = tok_alphabet_decode(e->string, n, t->pool + p);
         int special = k < 0 || !strcmp(e->string, SPECIAL_EOT);
         if (special) {
             memcpy(t->pool + p, e->string, n); /* added tokens decode to their own text */
@@ -407,33 +385,15 @@ static int load_vocab(tok_tokenizer *t, const char *path, const int *inv, strmap
     return OK;
 }
 
-static int load_merges(tok_tokenizer *t, const char *path, const int *inv, const strmap *m)
+int tok_merges_parse(const char *txt, size_t tn, const char *path, tok_merge_fn fn, void *user)
 {
-    char *txt;
-    size_t tn;
-    int rc = read_file(path, &txt, &tn);
-    if (rc) return rc;
-    size_t nlines = 1;
-    for (size_t i = 0; i < tn; i++) nlines += txt[i] == '\n';
-    size_t cap = 1;
-    while (cap < nlines * 2) cap <<= 1;
-    t->mkey = mem_alloc(cap * sizeof *t->mkey);
-    t->mrank = mem_alloc(cap * sizeof *t->mrank);
-    t->mres = mem_alloc(cap * sizeof *t->mres);
-    char *buf = mem_alloc(tn + 1);
-    if (!t->mkey || !t->mrank || !t->mres || !buf) {
-        mem_free(txt);
-        mem_free(buf);
-        return err_set(ERR_NOMEM, "out of memory loading %s", path);
-    }
-    memset(t->mkey, 0xff, cap * sizeof *t->mkey);
-    t->mmask = cap - 1;
+    int rc = OK;
     size_t pos = 0;
     long lineno = 0, rank = 0;
     while (pos < tn && !rc) {
         size_t e = pos;
         while (e < tn && txt[e] != '\n') e++;
-        char *line = txt + pos;
+        const char *line = txt + pos;
         size_t ln = e - pos;
         pos = e + 1;
         lineno++;
@@ -456,26 +416,80 @@ static int load_merges(tok_tokenizer *t, const char *path, const int *inv, const
             rc = err_set(ERR_FORMAT, "%s:%ld: expected two tokens separated by a space", path, lineno);
             break;
         }
-        long ka = unalphabet(inv, line + a0, a1 - a0, buf);
-        long kb = ka < 0 ? -1 : unalphabet(inv, line + b0, b1 - b0, buf + ka);
-        int ia = ka < 0 ? -1 : strmap_find(m, t, buf, (size_t)ka);
-        int ib = kb < 0 ? -1 : strmap_find(m, t, buf + ka, (size_t)kb);
-        int ir = ia < 0 || ib < 0 ? -1 : strmap_find(m, t, buf, (size_t)(ka + kb));
-        if (ir < 0) {
-            rc = err_set(ERR_FORMAT, "%s:%ld: merge '%.*s' uses or makes a token missing from the "
-                         "vocabulary", path, lineno, (int)(ln > 60 ? 60 : ln), line);
-            break;
-        }
-        uint64_t k = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
-        size_t i = hash_slot(k, t->mmask);
-        while (t->mkey[i] != MKEY_EMPTY && t->mkey[i] != k) i = (i + 1) & t->mmask;
-        /* a repeated merge takes its later rank, as in the reference (dict of pairs -> rank) */
-        t->mkey[i] = k;
-        t->mrank[i] = (int32_t)r;
-        t->mres[i] = ir;
+        rc = fn(user, path, lineno, r, line + a0, a1 - a0, line + b0, b1 - b0);
     }
+    return rc;
+}
+
+int tok_merges_read(const char *path, tok_merge_fn fn, void *user)
+{
+    char *txt;
+    size_t tn;
+    int rc = read_file(path, &txt, &tn);
+    if (rc) return rc;
+    rc = tok_merges_parse(txt, tn, path, fn, user);
     mem_free(txt);
-    mem_free(buf);
+    return rc;
+}
+
+typedef struct {
+    tok_tokenizer *t;
+    const strmap *m;
+    char *buf; /* room for the bytes of any line */
+} merge_load;
+
+static int add_merge_rank(void *user, const char *path, long lineno, long r, const char *a,
+                          size_t alen, const char *b, size_t blen)
+{
+    merge_load *L = user;
+    tok_tokenizer *t = L->t;
+    const strmap *m = L->m;
+    char *buf = L->buf;
+    long ka = tok_alphabet_decode(a, alen, buf);
+    long kb = ka < 0 ? -1 : tok_alphabet_decode(b, blen, buf + ka);
+    int ia = ka < 0 ? -1 : strmap_find(m, t, buf, (size_t)ka);
+    int ib = kb < 0 ? -1 : strmap_find(m, t, buf + ka, (size_t)kb);
+    int ir = ia < 0 || ib < 0 ? -1 : strmap_find(m, t, buf, (size_t)(ka + kb));
+    if (ir < 0) {
+        size_t ln = (size_t)(b + blen - a);
+        return err_set(ERR_FORMAT, "%s:%ld: merge '%.*s' uses or makes a token missing from the "
+                       "vocabulary", path, lineno, (int)(ln > 60 ? 60 : ln), a);
+    }
+    uint64_t k = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
+    size_t i = hash_slot(k, t->mmask);
+    while (t->mkey[i] != MKEY_EMPTY && t->mkey[i] != k) i = (i + 1) & t->mmask;
+    /* a repeated merge takes its later rank, as in the reference (dict of pairs -> rank) */
+    t->mkey[i] = k;
+    t->mrank[i] = (int32_t)r;
+    t->mres[i] = ir;
+    return OK;
+}
+
+/* The merge table from path: one slot per line at most (a power of two, half full). */
+static int load_merges(tok_tokenizer *t, const char *path, const strmap *m)
+{
+    char *txt;
+    size_t tn;
+    int rc = read_file(path, &txt, &tn);
+    if (rc) return rc;
+    size_t nlines = 1;
+    for (size_t i = 0; i < tn; i++) nlines += txt[i] == '\n';
+    size_t cap = 1;
+    while (cap < nlines * 2) cap <<= 1;
+    t->mkey = mem_alloc(cap * sizeof *t->mkey);
+    t->mrank = mem_alloc(cap * sizeof *t->mrank);
+    t->mres = mem_alloc(cap * sizeof *t->mres);
+    merge_load L = {t, m, mem_alloc(tn + 1)};
+    if (!t->mkey || !t->mrank || !t->mres || !L.buf) {
+        mem_free(txt);
+        mem_free(L.buf);
+        return err_set(ERR_NOMEM, "out of memory loading %s", path);
+    }
+    memset(t->mkey, 0xff, cap * sizeof *t->mkey);
+    t->mmask = cap - 1;
+    rc = tok_merges_parse(txt, tn, path, add_merge_rank, &L);
+    mem_free(txt);
+    mem_free(L.buf);
     return rc;
 }
 
@@ -502,12 +516,9 @@ int tok_load(tok_tokenizer **out, const char *dir)
     if (!t) return err_set(ERR_NOMEM, "out of memory");
     t->eot = -1;
     for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
-    int inv[324];
-    for (int i = 0; i < 324; i++) inv[i] = -1;
-    for (int b = 0; b < 256; b++) inv[tok_byte_to_unicode((unsigned char)b)] = b;
     strmap m = {0};
-    int rc = load_vocab(t, vpath, inv, &m);
-    if (!rc) rc = load_merges(t, mpath, inv, &m);
+    int rc = load_vocab(t, vpath, &m);
+    if (!rc) rc = load_merges(t, mpath, &m);
     mem_free(m.h);
     mem_free(m.id);
     if (!rc) rc = tok_splitter_new(&t->sp);

@@ -3,8 +3,8 @@
  *
  * Files: dir/encoder.json + dir/vocab.bpe (OpenAI / npm layout) or dir/vocab.json +
  * dir/merges.txt (Hugging Face layout); both map tokens written in GPT-2's byte->unicode alphabet
- * to ids, merges in rank order (first line "#version..." skipped). `saelite bpe-train` writes the
- * same format. A token whose text is not in the byte alphabet (e.g. "<|endoftext|>") is special:
+ * to ids, merges in rank order (read by tok_merges_read, rules below). `saelite bpe-train`
+ * writes the same format. A token whose text is not in the byte alphabet (e.g. "<|endoftext|>") is special:
  * never produced by BPE; "<|endoftext|>" is produced only when allow_special is set.
  *
  * Encoding: the text is pre-tokenized with the GPT-2 pattern
@@ -25,6 +25,7 @@
 #ifndef SAELITE_TOKENIZER_H
 #define SAELITE_TOKENIZER_H
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct tok_tokenizer tok_tokenizer;
 
@@ -42,8 +43,37 @@ int tok_decode(const tok_tokenizer *t, const int *ids, size_t n, char **out, siz
 /* Raw bytes of one token; NULL for an id outside the vocabulary or unused. */
 const char *tok_token_bytes(const tok_tokenizer *t, int id, size_t *len);
 
-/* GPT-2's byte -> unicode alphabet (shared with bpe-train): code point of byte b. */
+/* GPT-2's byte <-> unicode alphabet (bytes_to_unicode in OpenAI's encoder.py), the one copy
+ * (bpe-train writes with it): the 188 printable Latin-1 bytes 33..126, 161..172, 174..255 stand
+ * for themselves, the other 68 (0..32, 127..160, 173) are U+0100..U+0143 in byte order (so a
+ * space is U+0120 'Ġ', a newline U+010A 'Ċ').
+ * tok_byte_to_unicode: code point of byte b. tok_unicode_to_byte: its inverse, -1 for a code
+ * point outside the alphabet. tok_byte_order: the 256 bytes in the order of encoder.json's first
+ * 256 ids (the printable ones first, then the rest). tok_alphabet_decode: raw bytes (into out,
+ * at most n) of a token written in the alphabet as UTF-8 (common/utf8.h's validity); returns
+ * their count, or -1 when the text is not UTF-8 or a character is outside the alphabet. */
 unsigned tok_byte_to_unicode(unsigned char b);
+int tok_unicode_to_byte(uint32_t cp);
+void tok_byte_order(unsigned char order[256]);
+long tok_alphabet_decode(const char *s, size_t n, char *out);
+
+/* The one reader of merge files (vocab.bpe, merges.txt), used by tok_load and bpe_read_merges.
+ * Rules (those of OpenAI's encoder.py, which ranks merges by line and splits on whitespace):
+ *   - lines end at '\n'; a '\r' before it is dropped (CRLF files read the same);
+ *   - a first line starting with "#version" is a header, skipped and not ranked;
+ *   - every other line takes the next rank (0, 1, ...), blank ones too; a line that is empty or
+ *     only spaces/tabs is then skipped, so it leaves a gap in the ranks (order is what counts);
+ *   - a merge line is two tokens separated by one or more spaces or tabs, with optional spaces
+ *     or tabs around them; anything else (one token, three) is ERR_FORMAT "path:line: expected
+ *     two tokens separated by a space". (The byte alphabet has no space or tab, so no token
+ *     contains one.)
+ * fn gets each merge's two tokens as alphabet text (not NUL-terminated; decode them with
+ * tok_alphabet_decode) with its 1-based line and its rank; a non-zero return stops the reading
+ * and is returned. tok_merges_parse reads txt[0..n) (path is only for messages). */
+typedef int (*tok_merge_fn)(void *user, const char *path, long lineno, long rank, const char *a,
+                            size_t alen, const char *b, size_t blen);
+int tok_merges_parse(const char *txt, size_t n, const char *path, tok_merge_fn fn, void *user);
+int tok_merges_read(const char *path, tok_merge_fn fn, void *user);
 /* The pre-tokenization pattern (PCRE2 syntax) described above. */
 extern const char tok_pattern[];
 

@@ -5,6 +5,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 #include "reports/rep_internal.h"
 
 /* ---- colours ---------------------------------------------------------------------------- */
@@ -213,71 +214,6 @@ void rep__set_font(cairo_t *cr, const rep_font *f)
     cairo_set_font_size(cr, f->size > 0 ? f->size : 12);
 }
 
-/* Decode one UTF-8 sequence at s[0..len); returns its length (>= 1) and the code point, or
- * -1 in *cp for an invalid sequence (length 1: skip one byte). Rejects overlong forms,
- * surrogates and values above U+10FFFF, as cairo does. */
-static size_t utf8_next(const unsigned char *s, size_t len, long *cp)
-{
-    unsigned c = s[0];
-    size_t n;
-    long v, min;
-    if (c < 0x80) { *cp = c; return 1; }
-    else if ((c & 0xe0) == 0xc0) { n = 2; v = c & 0x1f; min = 0x80; }
-    else if ((c & 0xf0) == 0xe0) { n = 3; v = c & 0x0f; min = 0x800; }
-    else if ((c & 0xf8) == 0xf0) { n = 4; v = c & 0x07; min = 0x10000; }
-    else { *cp = -1; return 1; }
-    if (n > len) { *cp = -1; return 1; }
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) { *cp = -1; return 1; }
-        v = (v << 6) | (s[i] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) { *cp = -1; return 1; }
-    *cp = v;
-    return n;
-}
-
-static size_t utf8_put(long cp, char *o)
-{
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-size_t rep_utf8_sanitize(const char *s, size_t len, char *out, size_t cap)
-{
-    size_t o = 0;
-    if (cap == 0) return 0;
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < len;) {
-        long cp;
-        size_t n = utf8_next(u + i, len - i, &cp);
-        i += n;
-        if (cp < 0) cp = 0xfffd;
-        else if (cp == '\n') cp = 0x21b5;                 /* ↵ */
-        else if (cp == '\t') cp = 0x21e5;                 /* ⇥ */
-        else if (cp < 0x20) cp = 0x2400 + cp;             /* control pictures */
-        else if (cp == 0x7f) cp = 0x2421;
-        else if (cp >= 0x80 && cp < 0xa0) cp = 0xfffd;    /* C1 controls */
-        char buf[4];
-        size_t k = utf8_put(cp, buf);
-        if (o + k + 1 > cap) break;
-        memcpy(out + o, buf, k);
-        o += k;
-    }
-    out[o] = 0;
-    return o;
-}
-
 static double advance(cairo_t *cr, const char *s)
 {
     cairo_text_extents_t e;
@@ -292,7 +228,7 @@ static char *fit(cairo_t *cr, const char *s, double max_w, double *wout)
     size_t len = strlen(s), cap = len * 3 + 8; /* worst case: every byte -> 3-byte symbol */
     char *t = mem_alloc(cap);
     if (!t) return NULL;
-    size_t tl = rep_utf8_sanitize(s, len, t, cap);
+    size_t tl = utf8_for_display(s, len, t, cap);
     double w = advance(cr, t);
     if (max_w > 0 && w > max_w) {
         static const char ell[] = "\xe2\x80\xa6"; /* … */
@@ -306,8 +242,8 @@ static char *fit(cairo_t *cr, const char *s, double max_w, double *wout)
         size_t nb = 0;
         for (size_t i = 0; i < tl;) {
             bounds[nb++] = i;
-            long cp;
-            i += utf8_next((const unsigned char *)t + i, tl - i, &cp);
+            size_t k = utf8_len((const unsigned char *)t + i, tl - i);
+            i += k ? k : 1; /* t is sanitised: k > 0 */
         }
         /* bounds[k] = byte offset of character k; prefix of k characters ends at bounds[k]. */
         bounds[nb] = tl;

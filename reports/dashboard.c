@@ -5,6 +5,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 #include "reports/dashboard.h"
 
 #define W 1240
@@ -99,7 +100,7 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
     } else snprintf(m, sizeof m, "max act ?");
     if (f->best_tag) {
         char tag[40];
-        rep_utf8_sanitize(f->best_tag, strlen(f->best_tag), tag, sizeof tag);
+        utf8_for_display(f->best_tag, strlen(f->best_tag), tag, sizeof tag);
         snprintf(p, sizeof p, "best POS %s (precision %.2f)", tag, f->best_tag_precision);
     } else snprintf(p, sizeof p, "POS: no tags");
     if (f->nearest >= 0) snprintf(nb, sizeof nb, "nearest #%lld (cos %.2f)", (long long)f->nearest, f->nearest_cos);
@@ -122,7 +123,7 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
         const rep_interval *iv = &f->intervals[i];
         y += 6;
         char nm[80];
-        rep_utf8_sanitize(iv->name ? iv->name : "Interval", strlen(iv->name ? iv->name : "Interval"),
+        utf8_for_display(iv->name ? iv->name : "Interval", strlen(iv->name ? iv->name : "Interval"),
                           nm, sizeof nm);
         if (act_max > 0)
             snprintf(buf, sizeof buf, "%s: activations %.3g \xe2\x80\x93 %.3g  (%.0f\xe2\x80\x93%.0f%% of max)",

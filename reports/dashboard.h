@@ -88,7 +88,7 @@ int rep_plot_training(const char *path, const rep_kv *meta, int nmeta, const cha
 
 /* Synthetic data: cos[n_true * n_sae] (row-major; NULL to omit the heat map) between true and
  * recovered features (pass a subset: a heat map wider than ~200 cells is unreadable), and
- * best_cos[n_best] (best |cos| of every true feature) drawn sorted. */
+ * best_cos[n_best] (best signed cos of every true feature, sae/metrics.h's MMCS) drawn sorted. */
 int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const char *title,
                       const double *cos, int n_true, int n_sae, const double *best_cos,
                       int n_best);

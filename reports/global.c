@@ -178,8 +178,8 @@ int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const cha
     if (rc) return rc;
     double split = cos ? 640 : 0;
     if (cos) {
-        /* Order SAE columns by the true feature they match best, so a good recovery shows as a
-         * diagonal. */
+        /* Order SAE columns by the true feature they match best (the largest signed cosine, as
+         * in sae/metrics.h's MMCS), so a good recovery shows as a diagonal. */
         int *order = mem_alloc(sizeof(int) * (size_t)(n_sae > 0 ? n_sae : 1));
         double *v = mem_alloc(sizeof(double) * (size_t)n_true * n_sae + 1);
         double *key = mem_alloc(sizeof(double) * (size_t)(n_sae > 0 ? n_sae : 1));
@@ -187,9 +187,9 @@ int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const cha
         else {
             for (int j = 0; j < n_sae; j++) {
                 int bi = 0;
-                double bv = -1;
+                double bv = -2;
                 for (int i = 0; i < n_true; i++) {
-                    double a = fabs(cos[(size_t)i * n_sae + j]);
+                    double a = cos[(size_t)i * n_sae + j];
                     if (a > bv) { bv = a; bi = i; }
                 }
                 key[j] = bi - bv * 0.5; /* by best true feature, stronger matches first */
@@ -220,7 +220,7 @@ int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const cha
             snprintf(name, sizeof name, "%d of %d true features recovered at cos > 0.9", good, k);
             rep_series se = {name, NULL, s, k, rep_rgb(0x2ca02c), 0};
             rep_axes ax = rep_axes_make(title ? title : "Recovered vs true features", "true features, sorted",
-                                        "best |cos| with an SAE feature");
+                                        "best cos with an SAE feature");
             ax.ymin = 0;
             ax.ymax = 1.02;
             rc = rep_lineplot(c, split, 0, 1200 - split, 560, &ax, &se, 1);

@@ -89,9 +89,7 @@ double rep_text(rep_canvas *c, double x, double y, const char *s, const rep_font
 double rep_text_width(rep_canvas *c, const char *s, const rep_font *f);
 /* The displayed form of s: sanitised and ellipsised to max_w, into a mem_alloc'd string. */
 int rep_text_fit(rep_canvas *c, const char *s, const rep_font *f, double max_w, char **out);
-/* Sanitise without measuring: invalid UTF-8 -> U+FFFD, control characters -> visible symbols.
- * Writes at most cap bytes including the NUL (cut on a character boundary); returns length. */
-size_t rep_utf8_sanitize(const char *s, size_t len, char *out, size_t cap);
+/* (Text is sanitised for display with utf8_for_display, common/utf8.h.) */
 
 /* ---- charts ----------------------------------------------------------------------------- */
 /* Axes of a chart. NaN limits (or min >= max) mean automatic from the data. Log axes skip

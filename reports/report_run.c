@@ -1,5 +1,4 @@
 /* report_run.c - drive the dashboards and pictures of `saelite report` from the database. */
-#include <cblas.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -14,7 +13,9 @@
 #include "common/progress.h"
 #include "reports/dashboard.h"
 #include "reports/report_run.h"
+#include "sae/metrics.h"
 #include "store/store_report.h"
+#include "store/store_sae.h"
 
 #define CTX_BEFORE 20
 #define CTX_AFTER 12
@@ -351,15 +352,63 @@ static int cmp_rank(const void *a, const void *b)
 }
 
 /* ---- training log ------------------------------------------------------------------------ */
-/* sae-train's training_log.csv: a header naming the columns (step,tokens,mse,explained_variance,
- * l0,dead_frac,...) then one row per log step. A resumed run appends rows again from its
- * checkpoint: a row whose tokens do not increase replaces the rows it overlaps. */
+/* The training curve: tokens, mse, explained variance, l0 and dead fraction per log step, as
+ * five arrays in one allocation. Its one source is the sae_training_log table that sae-train
+ * --db writes (store_sae_log_find). A CSV is read only when asked for (--training-log FILE) or
+ * when the SAE is not registered in this database (trained without --db, or on another one, then
+ * analysed here): sae-train's training_log.csv, a header naming the columns
+ * (step,tokens,mse,explained_variance,l0,dead_frac,...) then one row per log step. A resumed run
+ * appends rows again from its checkpoint: a row whose tokens do not increase replaces the rows it
+ * overlaps. */
 typedef struct { double *tok, *mse, *ev, *l0, *dead; int n; } train_log;
 
 static void train_log_free(train_log *t)
 {
     mem_free(t->tok);
     memset(t, 0, sizeof *t);
+}
+
+/* Grows t to hold cap rows, keeping its t->n rows. */
+static int train_log_grow(train_log *t, int cap)
+{
+    double *nb = mem_alloc(sizeof(double) * (size_t)cap * 5);
+    if (!nb) return err_set(ERR_NOMEM, "out of memory");
+    double *old[5] = {t->tok, t->mse, t->ev, t->l0, t->dead};
+    for (int k = 0; k < 5 && t->tok; k++) memcpy(nb + (size_t)k * cap, old[k], sizeof(double) * (size_t)t->n);
+    mem_free(t->tok);
+    t->tok = nb;
+    t->mse = nb + cap;
+    t->ev = nb + 2 * (size_t)cap;
+    t->l0 = nb + 3 * (size_t)cap;
+    t->dead = nb + 4 * (size_t)cap;
+    return OK;
+}
+
+/* v as the training_log.csv export prints it (%.*g) and train_log_read parses it back: the
+ * curve is drawn at that precision (far below a pixel), so the table and a CSV of the same run
+ * give the same picture byte for byte. */
+static double csv_digits(double v, int digits)
+{
+    char b[40];
+    snprintf(b, sizeof b, "%.*g", digits, v);
+    return strtod(b, NULL);
+}
+
+/* Rows of the table at the export's precision: mse and ev %.6g, l0 and dead_frac %.4g. */
+static int train_log_from_rows(const store_sae_log_row *r, size_t n, train_log *t)
+{
+    memset(t, 0, sizeof *t);
+    if (n > (size_t)INT32_MAX) return err_set(ERR_SHAPE, "training log: %zu rows", n);
+    int rc = train_log_grow(t, n > 0 ? (int)n : 1);
+    for (size_t i = 0; !rc && i < n; i++) {
+        t->tok[i] = (double)r[i].tokens;
+        t->mse[i] = csv_digits(r[i].mse, 6);
+        t->ev[i] = csv_digits(r[i].ev, 6);
+        t->l0[i] = csv_digits(r[i].l0, 4);
+        t->dead[i] = csv_digits(r[i].dead_frac, 4);
+    }
+    if (!rc) t->n = (int)n;
+    return rc;
 }
 
 static int train_log_read(const char *path, train_log *t)
@@ -401,17 +450,8 @@ static int train_log_read(const char *path, train_log *t)
         }
         while (t->n > 0 && t->tok[t->n - 1] >= v[col[0]]) t->n--; /* resumed: replace */
         if (t->n == cap) {
-            int nc = cap ? cap * 2 : 256;
-            double *nb = mem_alloc(sizeof(double) * (size_t)nc * 5);
-            if (!nb) { rc = err_set(ERR_NOMEM, "out of memory"); break; }
-            for (int k = 0; k < 5 && t->tok; k++) memcpy(nb + (size_t)k * nc, t->tok + (size_t)k * cap, sizeof(double) * (size_t)t->n);
-            mem_free(t->tok);
-            t->tok = nb;
-            cap = nc;
-            t->mse = nb + nc;
-            t->ev = nb + 2 * (size_t)nc;
-            t->l0 = nb + 3 * (size_t)nc;
-            t->dead = nb + 4 * (size_t)nc;
+            if ((rc = train_log_grow(t, cap ? cap * 2 : 256))) break;
+            cap = cap ? cap * 2 : 256;
         }
         double *dst[5] = {t->tok, t->mse, t->ev, t->l0, t->dead};
         for (int k = 0; k < 5; k++) dst[k][t->n] = col[k] >= 0 && col[k] < nv ? v[col[k]] : NAN;
@@ -420,6 +460,43 @@ static int train_log_read(const char *path, train_log *t)
     fclose(f);
     if (rc) train_log_free(t);
     return rc;
+}
+
+/* The training curve of dict into *t and where it came from into from[cap] ("" and an empty
+ * *t: none found): the registry's table, else the CSV named by --training-log or in the SAE's
+ * directory (see above). */
+static int train_log_load(const rep_run_opts *o, store *s, const store_rep_dict *dict, train_log *t,
+                          char *from, size_t cap)
+{
+    memset(t, 0, sizeof *t);
+    from[0] = 0;
+    if (!o->training_log) {
+        int64_t sid = -1;
+        store_sae_log_row *rows = NULL;
+        size_t n = 0;
+        int rc = store_sae_log_find(s, dict->sae_id, dict->name, &sid, &rows, &n);
+        if (rc == ERR_NOTFOUND && dict->sae_id >= 0) /* registered elsewhere: by directory */
+            rc = store_sae_log_find(s, -1, dict->name, &sid, &rows, &n);
+        if (rc == OK && n > 0) {
+            rc = train_log_from_rows(rows, n, t);
+            mem_free(rows);
+            snprintf(from, cap, "%.300s (sae_training_log of SAE id %lld)", store_path(s), (long long)sid);
+            return rc;
+        }
+        mem_free(rows);
+        if (rc != OK && rc != ERR_NOTFOUND) return rc;
+        err_clear();
+    }
+    char lp[4096];
+    const char *log = o->training_log;
+    struct stat sb;
+    if (!log) {
+        snprintf(lp, sizeof lp, "%s/training_log.csv", dict->name);
+        if (stat(lp, &sb) != 0) return OK;
+        log = lp;
+    }
+    snprintf(from, cap, "%.300s", log);
+    return train_log_read(log, t);
 }
 
 /* ---- pictures of the whole dictionary ---------------------------------------------------- */
@@ -560,77 +637,59 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
             goto out;
         }
         int ns = dict->d_sae;
-        C = mem_alloc(sizeof(float) * (size_t)nt * ns);
+        int rows = nt < 48 ? nt : 48;
+        float *bestf = mem_alloc(sizeof(float) * (size_t)(nt > 0 ? nt : 1));
         double *best = mem_alloc(sizeof(double) * (size_t)(nt > 0 ? nt : 1));
         int *arg = mem_alloc(sizeof(int) * (size_t)(nt > 0 ? nt : 1));
-        int rows = nt < 48 ? nt : 48;
-        int *cols = mem_alloc(sizeof(int) * (size_t)(rows > 0 ? rows : 1));
+        float *Dm = mem_alloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * din);
+        C = mem_alloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * (rows > 0 ? rows : 1));
         double *sub = mem_alloc(sizeof(double) * (size_t)(rows > 0 ? rows : 1) * (rows > 0 ? rows : 1));
-        if (!C || !best || !arg || !cols || !sub) rc = err_set(ERR_NOMEM, "out of memory");
-        else {
-            /* normalise rows, then C[nt, ns] = T D^T */
-            for (int pass = 0; pass < 2; pass++) {
-                float *M = pass ? D : T;
-                int n = pass ? ns : nt;
-                for (int i = 0; i < n; i++) {
-                    double q = 0;
-                    for (int k = 0; k < din; k++) q += (double)M[(size_t)i * din + k] * M[(size_t)i * din + k];
-                    float inv = q > 0 ? (float)(1 / sqrt(q)) : 0;
-                    for (int k = 0; k < din; k++) M[(size_t)i * din + k] *= inv;
-                }
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, ns, din, 1.0f, T, din, D, din,
-                        0.0f, C, ns);
+        double mmcs = NAN, frac = 0;
+        if (!bestf || !best || !arg || !Dm || !C || !sub) rc = err_set(ERR_NOMEM, "out of memory");
+        /* MMCS and each true feature's best SAE feature: the one definition (sae/metrics.h) */
+        else rc = sae_mmcs_match(T, nt, D, ns, din, 0.9, &mmcs, &frac, bestf, arg);
+        /* heat map: the first `rows` true features against their best SAE features */
+        if (!rc && rows > 0) {
+            for (int k = 0; k < rows; k++)
+                memcpy(Dm + (size_t)k * din, D + (size_t)arg[k] * din, sizeof(float) * (size_t)din);
+            rc = sae_cosines(T, rows, Dm, rows, din, C);
+        }
+        if (!rc) {
             int good = 0;
-            double mmcs = 0;
             for (int i = 0; i < nt; i++) {
-                best[i] = -1;
-                arg[i] = 0;
-                for (int k = 0; k < ns; k++) {
-                    double a = fabs(C[(size_t)i * ns + k]);
-                    if (a > best[i]) { best[i] = a; arg[i] = k; }
-                }
-                mmcs += best[i];
-                good += best[i] > 0.9;
+                best[i] = bestf[i];
+                good += bestf[i] > 0.9; /* as sae_mmcs counts *recovered */
             }
-            /* heat map: the first `rows` true features against their best SAE features */
-            for (int i = 0; i < rows; i++) cols[i] = arg[i];
-            for (int i = 0; i < rows; i++)
-                for (int k = 0; k < rows; k++) sub[(size_t)i * rows + k] = C[(size_t)i * ns + cols[k]];
+            for (size_t i = 0; i < (size_t)rows * rows; i++) sub[i] = C[i];
             snprintf(path, sizeof path, "%s/recovery.png", o->out_dir);
-            rc = rep_plot_recovery(path, meta, 6, "Best |cos| per true feature",
+            rc = rep_plot_recovery(path, meta, 6, "Best cos per true feature",
                                    sub, rows, rows, best, nt);
             if (!rc) {
                 idx[*nidx].file = "recovery.png";
                 snprintf(cap[*nidx], 512, "Synthetic ground truth (%.300s): MMCS %.3f, %d of %d true features "
                          "recovered at cos > 0.9. Left: the first %d true features against their best SAE "
-                         "features.", o->ground_truth, nt ? mmcs / nt : NAN, good, nt, rows);
+                         "features.", o->ground_truth, mmcs, good, nt, rows);
                 idx[*nidx].caption = cap[*nidx];
                 (*nidx)++;
             }
         }
-        mem_free(T); mem_free(D); mem_free(C); mem_free(best); mem_free(arg); mem_free(cols); mem_free(sub);
+        mem_free(bestf); mem_free(Dm);
+        mem_free(T); mem_free(D); mem_free(C); mem_free(best); mem_free(arg); mem_free(sub);
     }
     /* training curves */
     {
-        char lp[4096];
-        const char *log = o->training_log;
-        struct stat sb;
-        if (!log) {
-            snprintf(lp, sizeof lp, "%s/training_log.csv", dict->name);
-            if (stat(lp, &sb) == 0) log = lp;
-        }
-        if (log) {
-            train_log t;
-            if ((rc = train_log_read(log, &t))) goto out;
+        train_log t;
+        char from[512];
+        if ((rc = train_log_load(o, s, dict, &t, from, sizeof from))) goto out;
+        if (from[0]) {
             snprintf(path, sizeof path, "%s/training.png", o->out_dir);
             snprintf(title, sizeof title, "Training curves: %s", dict->name);
             rc = rep_plot_training(path, meta, 6, title, t.tok, t.mse, t.ev, t.l0, t.dead, t.n);
             if (!rc) {
                 idx[*nidx].file = "training.png";
-                snprintf(cap[*nidx], 512, "Training curves from %.300s (%d log rows): MSE, explained variance, "
+                snprintf(cap[*nidx], 512, "Training curves from %.320s (%d log rows): MSE, explained variance, "
                          "L0 and dead fraction against tokens seen; last explained variance %.3f, L0 %.1f.",
-                         log, t.n, t.n ? t.ev[t.n - 1] : NAN, t.n ? t.l0[t.n - 1] : NAN);
+                         from, t.n, t.n ? t.ev[t.n - 1] : NAN, t.n ? t.l0[t.n - 1] : NAN);
                 idx[*nidx].caption = cap[*nidx];
                 (*nidx)++;
             }

@@ -120,10 +120,27 @@ static float *unit_rows(const float *W, int R, int d)
     return o;
 }
 
-int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr, double *mmcs,
-             double *recovered, float *best)
+int sae_cosines(const float *A, int na, const float *B, int nb, int d, float *C)
 {
-    if (F < 1 || S < 1 || d < 1) return err_set(ERR_SHAPE, "mmcs: empty dictionary");
+    if (na < 1 || nb < 1 || d < 1) return err_set(ERR_SHAPE, "cosines: empty matrix");
+    float *U = unit_rows(A, na, d), *V = unit_rows(B, nb, d);
+    if (!U || !V) {
+        mem_free(U);
+        mem_free(V);
+        return err_set(ERR_NOMEM, "cosines: out of memory");
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, na, nb, d, 1.0f, U, d, V, d, 0.0f, C, nb);
+    mem_free(U);
+    mem_free(V);
+    return OK;
+}
+
+int sae_mmcs_match(const float *truth, int F, const float *W, int S, int d, double thr,
+                   double *mmcs, double *recovered, float *best, int *match)
+{
+    if (F < 1 || S < 1 || d < 1)
+        return err_set(ERR_SHAPE, "mmcs: empty input (%d true directions, %d learned, width %d)", F,
+                       S, d);
     float *T = unit_rows(truth, F, d), *L = unit_rows(W, S, d);
     enum { CH = 256 };
     float *cs = mem_alloc(sizeof(float) * (size_t)CH * S);
@@ -141,11 +158,16 @@ int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr
                     d, L, d, 0.0f, cs, S);
         for (int r = 0; r < n; r++) {
             float mx = -2;
+            int arg = 0;
             for (int j = 0; j < S; j++)
-                if (cs[(int64_t)r * S + j] > mx) mx = cs[(int64_t)r * S + j];
+                if (cs[(int64_t)r * S + j] > mx) {
+                    mx = cs[(int64_t)r * S + j];
+                    arg = j;
+                }
             sum += mx;
             rec += mx > thr;
             if (best) best[r0 + r] = mx;
+            if (match) match[r0 + r] = arg;
         }
     }
     *mmcs = sum / F;
@@ -154,6 +176,12 @@ int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr
     mem_free(L);
     mem_free(cs);
     return OK;
+}
+
+int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr, double *mmcs,
+             double *recovered, float *best)
+{
+    return sae_mmcs_match(truth, F, W, S, d, thr, mmcs, recovered, best, NULL);
 }
 
 int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64_t n,

@@ -1,4 +1,4 @@
-/* metrics.h - SAE quality metrics, defined once (used by sae-train, sae-eval and analyze).
+/* metrics.h - SAE quality metrics, defined once (used by sae-train, sae-eval, analyze, report).
  *
  * An accumulator over an evaluated set of N tokens (x raw activations, xhat reconstructions,
  * f latent activations):
@@ -48,10 +48,21 @@ enum { SAE_EVAL_CHUNK = 512 };
 int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64_t n,
                      int (*next)(void *user, float *buf, int rows), void *user);
 
-/* Ground-truth recovery: for each true direction (rows of truth [F,d]) the best cosine with any
- * learned direction (rows of W [S,d]); mmcs = mean of those, *recovered = fraction > thr.
- * best [F] may be NULL. */
+/* Ground-truth recovery (MMCS, Sharkey, Braun & Millidge 2022), the one definition every command
+ * uses (sae-train --truth, sae-eval --ground-truth, report --ground-truth):
+ *   best_i    = max over learned directions j of cos(truth_i, W_j)   -- the SIGNED cosine
+ *   mmcs      = mean over i of best_i;  *recovered = fraction of i with best_i > thr
+ * Signed, not |cos|: an SAE's latents are non-negative (ReLU/TopK/JumpReLU), so a decoder row
+ * pointing at -truth_i can only add -truth_i and cannot reconstruct a feature that fires
+ * positively; it is not a recovery. Rows are normalised in double and compared in float (sgemm);
+ * a zero row has cosine 0 with everything. truth [F,d], W [S,d]; best [F] and match [F] (the
+ * index j of best_i, the first on ties) may be NULL. ERR_SHAPE when F, S or d < 1. */
 int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr, double *mmcs,
              double *recovered, float *best);
+int sae_mmcs_match(const float *truth, int F, const float *W, int S, int d, double thr,
+                   double *mmcs, double *recovered, float *best /*[F] or NULL*/,
+                   int *match /*[F] or NULL*/);
+/* C[na, nb] = cosines of the rows of A [na,d] with the rows of B [nb,d], normalised as above. */
+int sae_cosines(const float *A, int na, const float *B, int nb, int d, float *C);
 
 #endif

@@ -1,4 +1,5 @@
 /* store_sae.c - the SAE registry and training log (see store_sae.h, schema_sae.sql). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,6 +108,78 @@ int store_sae_dir(store *s, int64_t id, char *dir, size_t cap)
                      (long long)id);
     else rc = store_sql_error(s, r, "reading the SAE registry");
     sqlite3_finalize(st);
+    return rc;
+}
+
+static double col_real_or_nan(sqlite3_stmt *st, int c)
+{
+    return sqlite3_column_type(st, c) == SQLITE_NULL ? NAN : sqlite3_column_double(st, c);
+}
+
+int store_sae_log_find(store *s, int64_t id, const char *dir, int64_t *sae_id,
+                       store_sae_log_row **rows, size_t *n)
+{
+    *rows = NULL;
+    *n = 0;
+    *sae_id = -1;
+    int64_t nreg = -1, nlog = -1;
+    int rc = store_count_rows(s, "sae_registry", &nreg);
+    if (!rc) rc = store_count_rows(s, "sae_training_log", &nlog);
+    if (rc) return rc;
+    if (nreg < 0 || nlog < 0)
+        return err_set(ERR_NOTFOUND, "%s: no SAE registry (no SAE was trained with --db on it)",
+                       store_path(s));
+    sqlite3_stmt *st;
+    /* a directory matches with or without a trailing slash; the latest registration wins */
+    if ((rc = store_prepare(s, "SELECT id FROM sae_registry WHERE (?1 >= 0 AND id = ?1) OR "
+                               "(?1 < 0 AND (dir = ?2 OR rtrim(dir, '/') = rtrim(?2, '/'))) "
+                               "ORDER BY id DESC LIMIT 1", &st)))
+        return rc;
+    sqlite3_bind_int64(st, 1, id);
+    if (dir) sqlite3_bind_text(st, 2, dir, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) *sae_id = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (r == SQLITE_DONE) {
+        if (id >= 0)
+            return err_set(ERR_NOTFOUND, "%s: no SAE with id %lld in the registry", store_path(s),
+                           (long long)id);
+        return err_set(ERR_NOTFOUND, "%s: no SAE registered for directory '%s'", store_path(s),
+                       dir ? dir : "");
+    }
+    if (r != SQLITE_ROW) return store_sql_error(s, r, "reading the SAE registry");
+    if ((rc = store_prepare(s, "SELECT step, tokens, mse, ev, l0, dead_frac, lr, loss FROM "
+                               "sae_training_log WHERE sae_id = ?1 ORDER BY step", &st)))
+        return rc;
+    sqlite3_bind_int64(st, 1, *sae_id);
+    size_t cap = 0;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 256;
+            store_sae_log_row *p = mem_realloc(*rows, cap * sizeof *p);
+            if (!p) {
+                rc = err_set(ERR_NOMEM, "%s: out of memory", store_path(s));
+                break;
+            }
+            *rows = p;
+        }
+        store_sae_log_row *o = &(*rows)[(*n)++];
+        o->step = sqlite3_column_int64(st, 0);
+        o->tokens = sqlite3_column_int64(st, 1);
+        o->mse = col_real_or_nan(st, 2);
+        o->ev = col_real_or_nan(st, 3);
+        o->l0 = col_real_or_nan(st, 4);
+        o->dead_frac = col_real_or_nan(st, 5);
+        o->lr = col_real_or_nan(st, 6);
+        o->loss = col_real_or_nan(st, 7);
+    }
+    if (!rc && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading the SAE training log");
+    sqlite3_finalize(st);
+    if (rc) {
+        mem_free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
     return rc;
 }
 

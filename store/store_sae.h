@@ -2,7 +2,9 @@
  *
  * Usage: store_sae_init once per open store; store_sae_register inside a transaction replaces
  * any earlier row for the same directory (its log goes with it) and returns the new id;
- * store_sae_log adds training-log rows. store_sae_dir resolves an id to its directory.
+ * store_sae_log adds training-log rows; store_sae_log_find reads them back (the one reader of
+ * the training curve: `report` draws it from here). store_sae_dir resolves an id to its
+ * directory.
  * Ownership: strings are copied by SQLite. Errors: err.h codes naming the database.
  * Thread safety: like the store, one thread per handle.
  */
@@ -31,6 +33,12 @@ typedef struct {
 int store_sae_init(store *s);
 int store_sae_register(store *s, const store_sae_row *r, int64_t *id);
 int store_sae_log(store *s, int64_t sae_id, const store_sae_log_row *rows, size_t n);
+/* The training log of registry id `id` (id >= 0), else of the latest SAE registered for
+ * directory `dir` (a trailing '/' on either side is ignored): *sae_id, and *rows [*n] in step
+ * order (mem_alloc'd; NULL values read as NaN; *n may be 0). ERR_NOTFOUND when no such SAE is
+ * registered or the database has no SAE tables. */
+int store_sae_log_find(store *s, int64_t id, const char *dir, int64_t *sae_id,
+                       store_sae_log_row **rows, size_t *n);
 /* Directory of SAE id into dir[cap]; ERR_NOTFOUND when there is no such id. */
 int store_sae_dir(store *s, int64_t id, char *dir, size_t cap);
 

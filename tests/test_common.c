@@ -1,4 +1,4 @@
-/* test_common.c - err, mem fault injection, npy round trip, rng, f16/bf16, tensor helpers. */
+/* test_common.c - err, mem fault injection, npy round trip, rng, f16/bf16, tensor helpers, UTF-8. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +10,7 @@
 #include "common/npy.h"
 #include "common/rng.h"
 #include "common/tensor.h"
+#include "common/utf8.h"
 #include "harness.h"
 
 static void test_err(void)
@@ -219,6 +220,119 @@ static void test_tensor(void)
     CHECK(tensor_numel(&t) == 24);
 }
 
+/* UTF-8 (RFC 3629): the valid boundaries, and every kind of hostile sequence. */
+static void test_utf8(void)
+{
+    static const struct {
+        const char *s;
+        size_t n, len; /* bytes given, valid length (0: invalid) */
+        uint32_t cp;
+    } cases[] = {
+        {"a", 1, 1, 0x61},
+        {"\x00", 1, 1, 0},
+        {"\x7f", 1, 1, 0x7F},
+        {"\xc2\x80", 2, 2, 0x80},                 /* smallest 2-byte */
+        {"\xdf\xbf", 2, 2, 0x7FF},
+        {"\xe0\xa0\x80", 3, 3, 0x800},            /* smallest 3-byte */
+        {"\xed\x9f\xbf", 3, 3, 0xD7FF},           /* just below the surrogates */
+        {"\xee\x80\x80", 3, 3, 0xE000},           /* just above */
+        {"\xef\xbf\xbd", 3, 3, 0xFFFD},
+        {"\xef\xbf\xbf", 3, 3, 0xFFFF},
+        {"\xf0\x90\x80\x80", 4, 4, 0x10000},      /* smallest 4-byte */
+        {"\xf4\x8f\xbf\xbf", 4, 4, 0x10FFFF},     /* largest code point */
+        {"\xc0\x80", 2, 0, 0},                    /* overlong NUL */
+        {"\xc0\xaf", 2, 0, 0},                    /* overlong '/' */
+        {"\xc1\xbf", 2, 0, 0},                    /* overlong U+7F */
+        {"\xe0\x80\xaf", 3, 0, 0},                /* overlong 3-byte '/' */
+        {"\xe0\x9f\xbf", 3, 0, 0},                /* overlong U+7FF */
+        {"\xf0\x80\x80\xaf", 4, 0, 0},            /* overlong 4-byte '/' */
+        {"\xf0\x8f\xbf\xbf", 4, 0, 0},            /* overlong U+FFFF */
+        {"\xed\xa0\x80", 3, 0, 0},                /* U+D800, high surrogate */
+        {"\xed\xbf\xbf", 3, 0, 0},                /* U+DFFF, low surrogate */
+        {"\xed\xa0\xbd\xed\xb8\x80", 6, 0, 0},    /* a CESU-8 surrogate pair */
+        {"\xf4\x90\x80\x80", 4, 0, 0},            /* U+110000 */
+        {"\xf5\x80\x80\x80", 4, 0, 0},            /* F5: above U+10FFFF */
+        {"\xf7\xbf\xbf\xbf", 4, 0, 0},            /* U+1FFFFF */
+        {"\xf8\x88\x80\x80\x80", 5, 0, 0},        /* old 5-byte form */
+        {"\xfc\x84\x80\x80\x80\x80", 6, 0, 0},    /* old 6-byte form */
+        {"\xfe", 1, 0, 0},
+        {"\xff", 1, 0, 0},
+        {"\x80", 1, 0, 0},                        /* lone continuation */
+        {"\xbf", 1, 0, 0},
+        {"\xc3", 1, 0, 0},                        /* truncated 2-byte */
+        {"\xe2\x82", 2, 0, 0},                    /* truncated 3-byte */
+        {"\xf0\x9f\x98", 3, 0, 0},                /* truncated 4-byte */
+        {"\xc3\x28", 2, 0, 0},                    /* bad continuation */
+        {"\xe2\x28\xa1", 3, 0, 0},
+        {"\xe2\x82\x28", 3, 0, 0},
+        {"\xf0\x9f\x98\x28", 4, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint32_t cp = 0xDEADBEEF;
+        size_t k = utf8_decode((const unsigned char *)cases[i].s, cases[i].n, &cp);
+        CHECK(k == cases[i].len && (!k || cp == cases[i].cp), "case %zu: length %zu (want %zu), U+%04X",
+              i, k, cases[i].len, (unsigned)cp);
+        CHECK(utf8_len((const unsigned char *)cases[i].s, cases[i].n) == cases[i].len, "utf8_len case %zu", i);
+        CHECK(k || cp == 0xDEADBEEF, "case %zu: *cp untouched when invalid", i);
+        char e[4];
+        if (k) CHECK(utf8_encode(cp, e) == k && !memcmp(e, cases[i].s, k), "case %zu encodes back", i);
+    }
+    CHECK(utf8_len((const unsigned char *)"", 0) == 0, "nothing to read");
+    /* a valid sequence cut short by n */
+    CHECK(utf8_len((const unsigned char *)"\xf0\x9f\x98\x80", 3) == 0 &&
+          utf8_len((const unsigned char *)"\xf0\x9f\x98\x80", 4) == 4);
+    char e[4];
+    CHECK(utf8_encode(0xD800, e) == 0 && utf8_encode(0xDFFF, e) == 0 && utf8_encode(0x110000, e) == 0,
+          "no surrogates or values above U+10FFFF");
+    /* every code point round-trips through encode/decode */
+    int bad = 0;
+    for (uint32_t c = 0; c <= 0x10FFFF; c++) {
+        if (c == 0xD800) c = 0xE000;
+        uint32_t back = 0;
+        size_t k = utf8_encode(c, e);
+        if (!k || utf8_decode((const unsigned char *)e, k, &back) != k || back != c) bad++;
+    }
+    CHECK(bad == 0, "%d code points do not round-trip", bad);
+    /* every 2-byte and 3-byte string: valid iff the canonical ranges (no overlong, no surrogate) */
+    int wrong = 0;
+    for (unsigned a = 0x80; a < 0x100; a++)
+        for (unsigned b = 0; b < 0x100; b++) {
+            unsigned char s2[2] = {(unsigned char)a, (unsigned char)b};
+            int want = a >= 0xC2 && a <= 0xDF && (b & 0xC0) == 0x80;
+            wrong += (utf8_len(s2, 2) == 2) != want;
+            for (unsigned c = 0x80; c < 0xC0 && a >= 0xE0 && a < 0xF0; c += 0x3F) {
+                unsigned char s3[3] = {(unsigned char)a, (unsigned char)b, (unsigned char)c};
+                uint32_t v = (a & 0x0F) << 12 | (b & 0x3F) << 6 | (c & 0x3F);
+                int w3 = (b & 0xC0) == 0x80 && v >= 0x800 && !(v >= 0xD800 && v <= 0xDFFF);
+                wrong += (utf8_len(s3, 3) == 3) != w3;
+            }
+        }
+    CHECK(wrong == 0, "%d 2/3-byte strings classified wrongly", wrong);
+    CHECK(utf8_valid_prefix((const unsigned char *)"ab\xc3\xa9\xed\xa0\x80z", 8) == 4);
+    CHECK(utf8_valid_prefix((const unsigned char *)"ab\xc3\xa9", 4) == 4);
+    CHECK(utf8_valid_prefix((const unsigned char *)"\xe2\x82", 2) == 0);
+
+    /* sanitisers: one U+FFFD per byte that starts no valid sequence */
+    char out[128];
+    const char hostile[] = "a\xc0\xaf" "\xed\xa0\x80" "\xf4\x90\x80\x80" "\xf8\x88\x80\x80\x80" "\x00" "\xe2\x82";
+    size_t n = utf8_clean(hostile, sizeof hostile - 1, out, sizeof out);
+    int repl = 0;
+    for (size_t i = 0; i + 2 < n; i++) repl += !memcmp(out + i, "\xef\xbf\xbd", 3);
+    CHECK(out[0] == 'a' && repl == 2 + 3 + 4 + 5 + 1 + 2 && n == 1 + 3 * (size_t)repl && strlen(out) == n,
+          "clean: %d replacements, %zu bytes", repl, n);
+    n = utf8_clean("\xc3\xa9\xc3\xa9", 4, out, 4); /* room for one character and the NUL */
+    CHECK(n == 2 && !strcmp(out, "\xc3\xa9"), "clean cuts on a character boundary");
+    n = utf8_clean("\xff", 1, out, 3);
+    CHECK(n == 0 && out[0] == 0, "no room for U+FFFD: nothing");
+    CHECK(utf8_clean("abc", 3, out, 0) == 0, "cap 0 writes nothing");
+    n = utf8_for_display("a\n\t\x01\x7f" "\xc2\x85" "\xed\xa0\x80" "\xc3\xa9", 12, out, sizeof out);
+    CHECK(!strcmp(out, "a\xe2\x86\xb5\xe2\x87\xa5\xe2\x90\x81\xe2\x90\xa1\xef\xbf\xbd"
+                       "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9") && n == strlen(out),
+          "display: controls as pictures, C1 and invalid as U+FFFD");
+    n = utf8_for_display("\x00x", 2, out, sizeof out);
+    CHECK(n == 4 && !strcmp(out, "\xe2\x90\x80x"), "NUL shown as U+2400");
+}
+
 int main(void)
 {
     test_err();
@@ -228,5 +342,6 @@ int main(void)
     test_half();
     test_half_arrays();
     test_tensor();
+    test_utf8();
     return harness_report("test_common");
 }

@@ -13,10 +13,14 @@
 #include "common/mem.h"
 #include "harness.h"
 #include "common/npy.h"
+#include "common/utf8.h"
 #include "report_fixture.h"
 #include "reports/dashboard.h"
 #include "reports/report_run.h"
 #include "reports/report.h"
+#include "sae/metrics.h"
+#include "store/store_report.h"
+#include "store/store_sae.h"
 
 static char tmpdir[] = "/tmp/saelite_test_reportsXXXXXX";
 
@@ -120,14 +124,14 @@ static void test_text(void)
     char buf[64];
     /* invalid UTF-8, control characters, overlong encoding, surrogate */
     const char in[] = "a\xff" "b\n\t\x01" "\xc0\xaf" "\xed\xa0\x80" "\xc3\xa9";
-    size_t n = rep_utf8_sanitize(in, sizeof in - 1, buf, sizeof buf);
+    size_t n = utf8_for_display(in, sizeof in - 1, buf, sizeof buf);
     CHECK(!strcmp(buf, "a\xef\xbf\xbd" "b\xe2\x86\xb5\xe2\x87\xa5\xe2\x90\x81"
                        "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" /* 2 + 3 */
                        "\xc3\xa9"),
           "got %s", buf);
     CHECK(n == strlen(buf));
     /* capacity cut on a character boundary */
-    n = rep_utf8_sanitize("\xc3\xa9\xc3\xa9\xc3\xa9", 6, buf, 4);
+    n = utf8_for_display("\xc3\xa9\xc3\xa9\xc3\xa9", 6, buf, 4);
     CHECK(n == 2 && !strcmp(buf, "\xc3\xa9"));
 
     rep_font f = rep_font_make(14, 0, rep_rgb(0x000000), REP_LEFT, REP_TOP);
@@ -546,6 +550,97 @@ static void test_run_db(void)
     fclose(lf);
     CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), "no 'tokens' column"), "%s", err_msg());
     unlink(logp);
+
+    /* MMCS has one definition (sae/metrics.h, signed cosine): half of the true directions
+     * flipped are not recovered by decoder rows pointing the other way, and the caption gives
+     * the value sae_mmcs gives for the stored decoder rows. */
+    for (int i = 0; i < FIX_DIN / 2; i++) eye[i * FIX_DIN + i] = -1;
+    CHECK(npy_write(npy, eye, 2, shape) == OK);
+    o.training_log = NULL;
+    rm_dir(out);
+    CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+    {
+        store *sd = NULL;
+        float *dec = NULL;
+        double mm = -9, rec = -9;
+        CHECK(store_open(&sd, db, STORE_READONLY) == OK, "%s", err_msg());
+        CHECK(store_rep_decoder(sd, 1, 64, FIX_DIN, &dec) == OK, "%s", err_msg());
+        CHECK(sae_mmcs(eye, FIX_DIN, dec, 64, FIX_DIN, 0.9, &mm, &rec, NULL) == OK, "%s", err_msg());
+        store_close(sd);
+        mem_free(dec);
+        char want[64];
+        snprintf(want, sizeof want, "MMCS %.3f, 8 of 16 true features", mm);
+        snprintf(path, sizeof path, "%s/index.html", out);
+        fh = fopen(path, "r");
+        memset(html, 0, sizeof html);
+        if (fh) {
+            html[fread(html, 1, sizeof html - 1, fh)] = 0;
+            fclose(fh);
+        }
+        CHECK(rec == 0.5 && mm < 0.75 && strstr(html, want), "signed MMCS %.4f, %.2f recovered; want '%s'",
+              mm, rec, want);
+    }
+    for (int i = 0; i < FIX_DIN / 2; i++) eye[i * FIX_DIN + i] = 1;
+    CHECK(npy_write(npy, eye, 2, shape) == OK);
+
+    /* The training curve comes from the registry's sae_training_log (what sae-train --db
+     * writes), found by the SAE's directory; the same rows exported as sae-train's CSV and read
+     * with --training-log draw the same picture byte for byte. */
+    {
+        store *sw = NULL;
+        CHECK(store_open(&sw, db, 0) == OK, "%s", err_msg());
+        CHECK(store_sae_init(sw) == OK, "%s", err_msg());
+        store_sae_row reg = {.dir = "demo-sae/", .architecture = "topk", .hook_name = "blocks.0.hook_resid_pre",
+                             .d_in = FIX_DIN, .d_sae = 64, .k = 4, .hook_id = -1, .tokens = 60000};
+        store_sae_log_row lrows[60];
+        int nl = 0;
+        for (int st = 1; st <= 60; st++, nl++)
+            lrows[nl] = (store_sae_log_row){st, st * 1000, 1.0 / (st + 0.123456789), 1 - 1.0 / (st + 0.3),
+                                            100.0 / (st + 0.7), st == 7 ? NAN : 0.01 * st / 3, 1e-3, 1};
+        int64_t sid = -1;
+        CHECK(store_sae_register(sw, &reg, &sid) == OK && store_sae_log(sw, sid, lrows, (size_t)nl) == OK,
+              "%s", err_msg());
+        store_close(sw);
+        rm_dir(out);
+        CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+        snprintf(path, sizeof path, "%s/index.html", out);
+        fh = fopen(path, "r");
+        memset(html, 0, sizeof html);
+        if (fh) {
+            html[fread(html, 1, sizeof html - 1, fh)] = 0;
+            fclose(fh);
+        }
+        char want[600];
+        snprintf(want, sizeof want, "Training curves from %s (sae_training_log of SAE id %lld) (60 log rows)", db,
+                 (long long)sid);
+        CHECK(strstr(html, want) != NULL, "caption names the table: want '%s'", want);
+        char png1[400], png2[400];
+        snprintf(png1, sizeof png1, "%s/training.png", out);
+        snprintf(png2, sizeof png2, "%s/training_db.png", tmpdir);
+        CHECK(rename(png1, png2) == 0);
+        lf = fopen(logp, "w");
+        fprintf(lf, "step,tokens,mse,explained_variance,l0,dead_frac,lr,loss\n");
+        for (int i = 0; i < nl; i++)
+            fprintf(lf, "%lld,%lld,%.6g,%.6g,%.4g,%.4g,%.4g,%.6g\n", (long long)lrows[i].step,
+                    (long long)lrows[i].tokens, lrows[i].mse, lrows[i].ev, lrows[i].l0, lrows[i].dead_frac,
+                    lrows[i].lr, lrows[i].loss);
+        fclose(lf);
+        o.training_log = logp;
+        CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+        FILE *a = fopen(png1, "rb"), *b = fopen(png2, "rb");
+        int same = a && b;
+        while (same) {
+            int ca = fgetc(a), cb = fgetc(b);
+            if (ca != cb) same = 0;
+            if (ca == EOF) break;
+        }
+        if (a) fclose(a);
+        if (b) fclose(b);
+        CHECK(same, "training.png from the table and from its CSV export are the same bytes");
+        unlink(png2);
+        unlink(logp);
+        o.training_log = NULL;
+    }
 
     /* The command line, through the binary (SAELITE_BIN for the ASan build). */
     const char *bin = getenv("SAELITE_BIN") ? getenv("SAELITE_BIN") : "./saelite";

@@ -556,6 +556,17 @@ static void test_metrics(void)
     sae_mmcs(T, 2, W, 3, 2, 0.9, &mm, &rec, NULL);
     CHECK_NEAR(mm, (1.0 + 0.8) / 2, 1e-6);
     CHECK_NEAR(rec, 0.5, 1e-12);
+    /* signed: e2's best is row 0 (0.8), not row 2 (-1); the matches and the cosine matrix agree */
+    float bst[2];
+    int match[2] = {-1, -1};
+    CHECK(sae_mmcs_match(T, 2, W, 3, 2, 0.9, &mm, &rec, bst, match) == OK);
+    CHECK(match[0] == 1 && match[1] == 0, "matches %d %d", match[0], match[1]);
+    CHECK_NEAR(bst[1], 0.8, 1e-6);
+    float C[6];
+    CHECK(sae_cosines(T, 2, W, 3, 2, C) == OK);
+    CHECK_NEAR(C[1], 1.0, 1e-6);
+    CHECK_NEAR(C[5], -1.0, 1e-6);
+    CHECK(sae_mmcs(T, 0, W, 3, 2, 0.9, &mm, &rec, NULL) == ERR_SHAPE);
 }
 
 /* sae_metrics_eval over an array and over a callback gives what encode + decode + add gives. */

@@ -1,5 +1,6 @@
 /* test_store.c - the SQLite store: schema versioning, round trips in every dtype, transactions,
  * the training iterator and its split, context, extension parts, OOM injection. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +10,11 @@
 #include "common/err.h"
 #include "common/half.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 #include "extract/extract.h"
 #include "store/store.h"
 #include "store/store_internal.h"
+#include "store/store_sae.h"
 #include "harness.h"
 
 /* tmpfs when there is one: the OOM sweep creates thousands of databases and fsync dominates. */
@@ -335,7 +338,7 @@ static void test_extract_plan(void)
     CHECK(ext_windows(0, 4, 1, st, len, 8) == 0 && ext_windows(5, 1, 1, NULL, NULL, 0) == 0);
     CHECK(ext_windows(12, 4, 0, NULL, NULL, 0) == 3, "exact multiple, counting only");
     char out[64];
-    size_t n = ext_utf8_clean("a\xff\xc3\xa9\xe2\x82", 6, out, sizeof out);
+    size_t n = utf8_clean("a\xff\xc3\xa9\xe2\x82", 6, out, sizeof out);
     CHECK(n == 12 && !strcmp(out, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"), "clean: %s", out);
     int64_t fb = 0;
     CHECK(ext_free_bytes(tmp("nothere.db"), &fb) == OK && fb > 0);
@@ -380,6 +383,44 @@ out:
     store_close(a);
 }
 
+/* The SAE registry and its training log: written by sae-train --db, read back by the report. */
+static void test_sae_log(void)
+{
+    const char *p = tmp("sae.db");
+    rm_db(p);
+    store *s;
+    CHECK(store_open(&s, p, STORE_CREATE) == OK, "%s", err_msg());
+    int64_t sid = -1;
+    store_sae_log_row *rows = NULL;
+    size_t n = 9;
+    CHECK(store_sae_log_find(s, -1, "x", &sid, &rows, &n) == ERR_NOTFOUND && !rows && n == 0,
+          "no SAE tables yet");
+    CHECK(store_sae_init(s) == OK, "%s", err_msg());
+    store_sae_row r = {.dir = "runs/a", .architecture = "topk", .d_in = 4, .d_sae = 8, .hook_id = -1};
+    store_sae_log_row lg[3] = {{10, 100, 0.5, 0.1, 3, 0, 1e-3, 1}, {20, 200, 0.25, NAN, 2, 0.5, 1e-3, 1},
+                               {5, 50, 1, 0, 4, 0, 1e-3, 1}};
+    int64_t a = -1, b = -1;
+    CHECK(store_sae_register(s, &r, &a) == OK && store_sae_log(s, a, lg, 3) == OK, "%s", err_msg());
+    r.dir = "runs/b";
+    CHECK(store_sae_register(s, &r, &b) == OK && store_sae_log(s, b, lg, 1) == OK, "%s", err_msg());
+    CHECK(store_sae_log_find(s, -1, "runs/a/", &sid, &rows, &n) == OK, "%s", err_msg());
+    CHECK(sid == a && n == 3 && rows[0].step == 5 && rows[2].tokens == 200 && isnan(rows[2].ev) &&
+          rows[1].mse == 0.5, "by directory, in step order, NULL as NaN");
+    mem_free(rows);
+    CHECK(store_sae_log_find(s, b, NULL, &sid, &rows, &n) == OK && sid == b && n == 1, "%s", err_msg());
+    mem_free(rows);
+    CHECK(store_sae_log_find(s, -1, "runs/c", &sid, &rows, &n) == ERR_NOTFOUND &&
+          strstr(err_msg(), "runs/c"), "%s", err_msg());
+    CHECK(store_sae_log_find(s, 99, NULL, &sid, &rows, &n) == ERR_NOTFOUND);
+    /* registering the directory again replaces its log */
+    r.dir = "runs/a";
+    CHECK(store_sae_register(s, &r, &a) == OK && store_sae_log(s, a, lg + 2, 1) == OK, "%s", err_msg());
+    CHECK(store_sae_log_find(s, -1, "runs/a", &sid, &rows, &n) == OK && sid == a && n == 1, "%s", err_msg());
+    mem_free(rows);
+    store_close(s);
+    rm_db(p);
+}
+
 int main(void)
 {
     if (access("/dev/shm", W_OK) != 0) snprintf(dir, sizeof dir, "/tmp/saelite_test_storeXXXXXX");
@@ -395,6 +436,7 @@ int main(void)
     test_oom();
     test_extract_plan();
     test_bulk_shared();
+    test_sae_log();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -451,6 +451,105 @@ static void test_oom(void)
     tok_free(t);
 }
 
+/* GPT-2's byte alphabet: the definition of encoder.py's bytes_to_unicode, written out. */
+static void test_alphabet(void)
+{
+    int bad = 0, n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        unsigned want = printable ? (unsigned)b : 256u + (unsigned)n++;
+        bad += tok_byte_to_unicode((unsigned char)b) != want || tok_unicode_to_byte(want) != b;
+    }
+    CHECK(bad == 0 && n == 68, "%d bytes map wrongly (%d unprintable)", bad, n);
+    CHECK(tok_byte_to_unicode(' ') == 0x120 && tok_byte_to_unicode('\n') == 0x10A &&
+          tok_byte_to_unicode(0xAD) == 0x143);
+    CHECK(tok_unicode_to_byte(0x20) == -1 && tok_unicode_to_byte(0xAD) == -1 &&
+          tok_unicode_to_byte(0x144) == -1 && tok_unicode_to_byte(0x10FFFF) == -1, "outside the alphabet");
+    unsigned char order[256];
+    tok_byte_order(order);
+    CHECK(order[0] == '!' && order[93] == '~' && order[94] == 0xA1 && order[188] == 0 && order[255] == 0xAD);
+    char out[16];
+    CHECK(tok_alphabet_decode("\xc4\xa0the", 5, out) == 4 && !memcmp(out, " the", 4), "'Ġthe' is ' the'");
+    CHECK(tok_alphabet_decode("a b", 3, out) == -1, "a space is not in the alphabet");
+    CHECK(tok_alphabet_decode("\xc1\xa1", 2, out) == -1, "an overlong 'a' is not UTF-8");
+    CHECK(tok_alphabet_decode("\xc4", 1, out) == -1, "a truncated character");
+}
+
+typedef struct {
+    int n;
+    long line[8], rank[8];
+    char a[8][16], b[8][16];
+} seen_merges;
+
+static int note_merge(void *user, const char *path, long lineno, long rank, const char *a, size_t alen,
+                      const char *b, size_t blen)
+{
+    seen_merges *s = user;
+    if (s->n == 8) return ERR_ARG;
+    s->line[s->n] = lineno;
+    s->rank[s->n] = rank;
+    snprintf(s->a[s->n], 16, "%.*s", (int)alen, a);
+    snprintf(s->b[s->n], 16, "%.*s", (int)blen, b);
+    s->n++;
+    return OK;
+}
+
+/* The one merge-file reader: its rules (tokenizer.h) and both of its users on the same file. */
+static void test_merges_reader(void)
+{
+    const char txt[] = "#version: 0.2\r\n"
+                       "\xc4\xa0 t\r\n"  /* 'Ġ t': ' ' + 't', CRLF */
+                       "\n"              /* blank: takes rank 1 */
+                       " \t \n"          /* spaces only: takes rank 2 */
+                       "h\te \n"         /* a tab between, a trailing space */
+                       "  \xc4\xa0t he"; /* leading spaces, no final newline */
+    seen_merges sm = {0};
+    CHECK(tok_merges_parse(txt, sizeof txt - 1, "m", note_merge, &sm) == OK, "%s", err_msg());
+    CHECK(sm.n == 3 && sm.line[0] == 2 && sm.rank[0] == 0 && !strcmp(sm.a[0], "\xc4\xa0") &&
+          !strcmp(sm.b[0], "t") && sm.line[1] == 5 && sm.rank[1] == 3 && !strcmp(sm.a[1], "h") &&
+          !strcmp(sm.b[1], "e") && sm.rank[2] == 4 && !strcmp(sm.a[2], "\xc4\xa0t") && !strcmp(sm.b[2], "he"),
+          "%d merges; ranks %ld %ld %ld", sm.n, sm.rank[0], sm.rank[1], sm.rank[2]);
+    /* "#version" only counts on line 1; elsewhere it is a merge line like any other */
+    memset(&sm, 0, sizeof sm);
+    CHECK(tok_merges_parse("a b\n#version x\n", 15, "m", note_merge, &sm) == OK && sm.n == 2 &&
+          sm.rank[1] == 1 && !strcmp(sm.a[1], "#version"));
+    CHECK(tok_merges_parse("a b\na b c\n", 10, "m.bpe", note_merge, &sm) == ERR_FORMAT &&
+          strstr(err_msg(), "m.bpe:2: expected two tokens"), "%s", err_msg());
+    CHECK(tok_merges_parse("ab\n", 3, "m.bpe", note_merge, &sm) == ERR_FORMAT &&
+          strstr(err_msg(), "m.bpe:1:"), "%s", err_msg());
+
+    /* bpe_read_merges and tok_load read the same file the same way */
+    char dir[300], p[400];
+    snprintf(dir, sizeof dir, "%s/reader", tmpdir);
+    mkdir(dir, 0777);
+    snprintf(p, sizeof p, "%s/vocab.bpe", dir);
+    spit(p, txt, sizeof txt - 1);
+    bpe_merge *m = NULL;
+    size_t nm = 0;
+    CHECK(bpe_read_merges(p, &m, &nm) == OK, "%s", err_msg());
+    CHECK(nm == 3 && m[0].alen == 1 && m[0].a[0] == ' ' && m[0].blen == 1 && m[0].b[0] == 't' &&
+          m[2].alen == 2 && !memcmp(m[2].a, " t", 2), "%zu merges, raw bytes", nm);
+    if (nm == 3) {
+        CHECK(bpe_write(dir, m, nm) == OK, "%s", err_msg()); /* encoder.json for these merges */
+        spit(p, txt, sizeof txt - 1);                          /* and the hostile file again */
+        tok_tokenizer *t = NULL;
+        CHECK(tok_load(&t, dir) == OK, "%s", err_msg());
+        int *ids = NULL;
+        size_t n = 0;
+        if (t) CHECK(tok_encode(t, " the", 4, 0, &ids, NULL, &n) == OK && n == 1 && ids[0] == 258,
+                     "' the' is one token (%zu)", n);
+        mem_free(ids);
+        tok_free(t);
+    }
+    bpe_merges_free(m, nm);
+    /* outside the alphabet: an overlong 'a', a control byte */
+    spit(p, "#version: 0.2\n\xc1\xa1 b\n", 20);
+    CHECK(bpe_read_merges(p, &m, &nm) == ERR_FORMAT && strstr(err_msg(), ":2: a token outside"), "%s",
+          err_msg());
+    spit(p, "a \x01\n", 4);
+    CHECK(bpe_read_merges(p, &m, &nm) == ERR_FORMAT && strstr(err_msg(), ":1:"), "%s", err_msg());
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/saelite-test-tok.%d", (int)getpid());
@@ -465,6 +564,8 @@ int main(void)
         tok_free(t);
     }
     test_load_errors();
+    test_alphabet();
+    test_merges_reader();
     test_bpe_train();
     test_oom();
     char cmd[400];
