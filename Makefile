@@ -118,6 +118,27 @@ asan-run: $(TEST_BIN)
 data:
 	@bash tools/fetch-data.sh
 
+# `make install` (PREFIX, DESTDIR as usual): the binary, the SQLite extension and the man page,
+# which is generated from the command and flag tables (`saelite help --man`), never hand-written.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib/saelite
+MANDIR  ?= $(PREFIX)/share/man/man1
+.PHONY: man install uninstall
+man: $(BUILD)/saelite.1
+$(BUILD)/saelite.1: saelite
+	@mkdir -p $(dir $@)
+	./saelite help --man > $@.tmp
+	@mv $@.tmp $@
+install: saelite saelite.so $(BUILD)/saelite.1
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(MANDIR)
+	install -m 755 saelite $(DESTDIR)$(BINDIR)/saelite
+	install -m 644 saelite.so $(DESTDIR)$(LIBDIR)/saelite.so
+	install -m 644 $(BUILD)/saelite.1 $(DESTDIR)$(MANDIR)/saelite.1
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/saelite $(DESTDIR)$(LIBDIR)/saelite.so $(DESTDIR)$(MANDIR)/saelite.1
+	rmdir $(DESTDIR)$(LIBDIR) 2>/dev/null || true
+
 include demo.mk
 
 clean:

@@ -37,47 +37,201 @@ int cli_fail(const char *cmd)
 {
     const char *m = err_msg();
     fprintf(stderr, "saelite %s: %s\n", cmd, m[0] ? m : "failed");
-    return 1;
+    return cli_stop_flag ? 130 : 1;
+}
+
+static void vusage(const char *cmd, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "saelite %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see 'saelite %s --help')\n", cmd);
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "saelite %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vusage(cmd, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see 'saelite %s --help')\n", cmd);
     return 2;
+}
+
+/* ---- help ------------------------------------------------------------------------------ */
+
+static int help_roff;
+
+void args_help_roff(int on) { help_roff = on; }
+
+void args_roff_text(const char *s)
+{
+    if (*s == '.' || *s == '\'') fputs("\\&", stdout);
+    for (; *s; s++) {
+        if (*s == '\\') fputs("\\e", stdout);
+        else if (*s == '-') fputs("\\-", stdout);
+        else if (*s == '\n') fputs("\n.br\n", stdout);
+        else putchar(*s);
+    }
+}
+
+/* The bound of a number flag as text: ">= 1", "< 1", "in 1..64", "in (0, 1)"; "" if none. */
+static void range_text(const arg_spec *s, char *buf, size_t cap)
+{
+    if (s->lo_kind && s->hi_kind) {
+        if (s->lo_kind == 1 && s->hi_kind == 1 && s->kind != ARG_FLOAT)
+            snprintf(buf, cap, "in %.17g..%.17g", s->lo, s->hi);
+        else
+            snprintf(buf, cap, "in %c%.17g, %.17g%c", s->lo_kind == 1 ? '[' : '(', s->lo, s->hi,
+                     s->hi_kind == 1 ? ']' : ')');
+    } else if (s->lo_kind) snprintf(buf, cap, "%s %.17g", s->lo_kind == 1 ? ">=" : ">", s->lo);
+    else if (s->hi_kind) snprintf(buf, cap, "%s %.17g", s->hi_kind == 1 ? "<=" : "<", s->hi);
+    else buf[0] = 0;
+}
+
+/* The default --help shows: ARG_DEFAULT text, else the current value; "" when there is none
+ * (required flags, unset strings, flags that are off). */
+static void default_text(const arg_spec *s, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (s->required) return;
+    if (s->def) {
+        snprintf(buf, cap, "%s", s->def);
+        return;
+    }
+    switch (s->kind) {
+    case ARG_STR: {
+        const char *v = *(const char *const *)s->dst;
+        if (v) snprintf(buf, cap, "%s", v[0] ? v : "\"\"");
+        break;
+    }
+    case ARG_INT: snprintf(buf, cap, "%d", *(const int *)s->dst); break;
+    case ARG_I64: {
+        long long v = (long long)*(const int64_t *)s->dst;
+        if (v && v % 1000000000 == 0) snprintf(buf, cap, "%lldG", v / 1000000000);
+        else if (v && v % 1000000 == 0) snprintf(buf, cap, "%lldM", v / 1000000);
+        else snprintf(buf, cap, "%lld", v);
+        break;
+    }
+    case ARG_FLOAT: snprintf(buf, cap, "%g", *(const double *)s->dst); break;
+    case ARG_FLAG:
+        if (*(const int *)s->dst) snprintf(buf, cap, "on");
+        break;
+    }
+}
+
+/* The facts in parentheses after a flag's help: "(required)", "(>= 1, default: 8)". */
+static void facts_text(const arg_spec *spec, const arg_spec *s, char *buf, size_t cap)
+{
+    char r[96], d[160];
+    int alias = 0; /* a second spelling: the first one carries the facts */
+    for (const arg_spec *t = spec; t < s; t++)
+        if (t->dst == s->dst) alias = 1;
+    range_text(s, r, sizeof r);
+    if (alias) d[0] = 0;
+    else default_text(s, d, sizeof d);
+    const char *parts[3] = {s->required ? "required" : "", r, d};
+    size_t o = 0;
+    buf[0] = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!parts[k][0] || o >= cap) continue;
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s%s", o ? ", " : "(", k == 2 ? "default: " : "",
+                              parts[k]);
+    }
+    if (o && o < cap) snprintf(buf + o, cap - o, ")");
+}
+
+static const char *meta_of(const arg_spec *s)
+{
+    if (s->choices) return s->choices;
+    return s->kind == ARG_FLAG ? "" : s->kind == ARG_STR ? "STR" : s->kind == ARG_FLOAT ? "X" : "N";
+}
+
+static void help_roff_print(const char *usage, const arg_spec *spec)
+{
+    printf(".PP\n");
+    args_roff_text(usage);
+    printf("\n");
+    for (const arg_spec *s = spec; s && s->name; s++) {
+        char facts[400];
+        facts_text(spec, s, facts, sizeof facts);
+        printf(".TP\n\\fB");
+        args_roff_text(s->name);
+        printf("\\fR");
+        if (s->kind != ARG_FLAG) {
+            printf(" \\fI");
+            args_roff_text(meta_of(s));
+            printf("\\fR");
+        }
+        printf("\n");
+        args_roff_text(s->help ? s->help : "");
+        if (facts[0]) {
+            printf("%s", s->help && s->help[0] ? " " : "");
+            args_roff_text(facts);
+        }
+        printf("\n");
+    }
 }
 
 void args_help(const char *cmd, const arg_spec *spec)
 {
     const char *u = cli_usage_of(cmd);
+    if (help_roff) {
+        help_roff_print(u ? u : cmd, spec);
+        return;
+    }
     printf("usage: %s\n", u ? u : cmd);
     if (spec && spec[0].name) printf("\noptions:\n");
     for (const arg_spec *s = spec; s && s->name; s++) {
-        const char *meta = s->kind == ARG_FLAG ? "" : s->kind == ARG_STR ? " STR"
-                         : s->kind == ARG_FLOAT ? " X" : " N";
-        char left[64];
-        snprintf(left, sizeof left, "%s%s", s->name, meta);
-        printf("  %-22s %s\n", left, s->help ? s->help : "");
+        const char *meta = meta_of(s);
+        char left[96], facts[400];
+        snprintf(left, sizeof left, "%s%s%s", s->name, meta[0] ? " " : "", meta);
+        facts_text(spec, s, facts, sizeof facts);
+        const char *h = s->help ? s->help : "";
+        if (strlen(left) > 22) printf("  %s\n  %-22s", left, ""); /* long choices: own line */
+        else printf("  %-22s", left);
+        printf(" %s%s%s\n", h, h[0] && facts[0] ? " " : "", facts);
     }
 }
 
-static int parse_value(const char *cmd, const arg_spec *s, const char *v)
+/* ---- parsing --------------------------------------------------------------------------- */
+
+/* The declared bound of a number, or 0. */
+static int check_range(const char *cmd, const arg_spec *s, double x, const char *v)
+{
+    int lo_bad = s->lo_kind == 1 ? !(x >= s->lo) : s->lo_kind == 2 ? !(x > s->lo) : 0;
+    int hi_bad = s->hi_kind == 1 ? !(x <= s->hi) : s->hi_kind == 2 ? !(x < s->hi) : 0;
+    if (!lo_bad && !hi_bad) return 0;
+    char r[96];
+    range_text(s, r, sizeof r);
+    return cli_usage_error(cmd, "%s must be %s, got %s", s->name, r, v);
+}
+
+/* Parse (and check) one value; write it to s->dst only when apply is set. */
+static int parse_value(const char *cmd, const arg_spec *s, const char *v, int apply)
 {
     char *end;
     errno = 0;
     switch (s->kind) {
     case ARG_STR:
-        *(const char **)s->dst = v;
+        if (s->choices) {
+            size_t n = strlen(v);
+            const char *c = s->choices;
+            int found = 0;
+            while (*c && !found) {
+                size_t k = strcspn(c, "|");
+                found = k == n && !strncmp(c, v, n);
+                c += k + (c[k] == '|');
+            }
+            if (!found)
+                return cli_usage_error(cmd, "%s must be one of %s, got '%s'", s->name, s->choices, v);
+        }
+        if (apply) *(const char **)s->dst = v;
         return 0;
     case ARG_INT: {
         long x = strtol(v, &end, 10);
         if (end == v || *end || errno || x < -2147483647L || x > 2147483647L)
             return cli_usage_error(cmd, "%s expects an integer, got '%s'", s->name, v);
-        *(int *)s->dst = (int)x;
+        if (check_range(cmd, s, (double)x, v)) return 2;
+        if (apply) *(int *)s->dst = (int)x;
         return 0;
     }
     case ARG_I64: {
@@ -90,14 +244,16 @@ static int parse_value(const char *cmd, const arg_spec *s, const char *v)
         x *= mul;
         if (end == v || *end || errno || !isfinite(x) || x != floor(x) || fabs(x) > 9e18)
             return cli_usage_error(cmd, "%s expects an integer, got '%s'", s->name, v);
-        *(int64_t *)s->dst = (int64_t)x;
+        if (check_range(cmd, s, x, v)) return 2;
+        if (apply) *(int64_t *)s->dst = (int64_t)x;
         return 0;
     }
     case ARG_FLOAT: {
         double x = strtod(v, &end);
         if (end == v || *end || errno || !isfinite(x))
             return cli_usage_error(cmd, "%s expects a finite number, got '%s'", s->name, v);
-        *(double *)s->dst = x;
+        if (check_range(cmd, s, x, v)) return 2;
+        if (apply) *(double *)s->dst = x;
         return 0;
     }
     case ARG_FLAG:
@@ -106,8 +262,12 @@ static int parse_value(const char *cmd, const arg_spec *s, const char *v)
     return cli_usage_error(cmd, "%s takes no value", s->name);
 }
 
-int args_parse(const char *cmd, int argc, char **argv, const arg_spec *spec, const char **pos,
-               int max_pos, int *npos)
+#define MAX_SPECS 128
+
+/* One walk over argv. apply = 0 checks everything (and answers --help) without writing;
+ * apply = 1 writes the values. seen[k] is set for spec entries that were given. */
+static int walk(const char *cmd, int argc, char **argv, const arg_spec *spec, const char **pos,
+                int max_pos, int *npos, unsigned char *seen, int apply)
 {
     int np = 0, only_pos = 0;
     for (int i = 1; i < argc; i++) {
@@ -133,20 +293,39 @@ int args_parse(const char *cmd, int argc, char **argv, const arg_spec *spec, con
                 !strncmp(t->name + 2, a + 5, nl - 5)) { s = t; negate = 1; break; }
         }
         if (!s) return cli_usage_error(cmd, "unknown option '%.*s'", (int)nl, a);
+        seen[s - spec] = 1;
         if (s->kind == ARG_FLAG) {
             if (eq) return cli_usage_error(cmd, "%s takes no value", s->name);
-            *(int *)s->dst = !negate;
+            if (apply) *(int *)s->dst = !negate;
             continue;
         }
         const char *v;
         if (eq) v = eq + 1;
         else if (i + 1 < argc) v = argv[++i];
         else return cli_usage_error(cmd, "%s needs a value", s->name);
-        int rc = parse_value(cmd, s, v);
+        int rc = parse_value(cmd, s, v, apply);
         if (rc) return rc;
     }
     if (npos) *npos = np;
     return 0;
+}
+
+int args_parse(const char *cmd, int argc, char **argv, const arg_spec *spec, const char **pos,
+               int max_pos, int *npos)
+{
+    unsigned char seen[MAX_SPECS] = {0};
+    int n = 0;
+    while (spec && spec[n].name) n++;
+    if (n > MAX_SPECS) return cli_usage_error(cmd, "internal: more than %d flags", MAX_SPECS);
+    int rc = walk(cmd, argc, argv, spec, pos, max_pos, npos, seen, 0);
+    if (rc) return rc;
+    for (int k = 0; k < n; k++) {
+        if (!spec[k].required) continue;
+        int given = 0;
+        for (int t = 0; t < n && !given; t++) given = seen[t] && spec[t].dst == spec[k].dst;
+        if (!given) return cli_usage_error(cmd, "%s is required", spec[k].name);
+    }
+    return walk(cmd, argc, argv, spec, pos, max_pos, npos, seen, 1);
 }
 
 int args_int_list(const char *s, int **out, int *n)

@@ -38,20 +38,18 @@ int cmd_attention(int argc, char **argv)
     const char *model = NULL, *tokdir = NULL, *text = NULL, *out = NULL, *npy = NULL;
     int layer = -1, head = -1;
     arg_spec spec[] = {
-        {"--model", ARG_STR, &model, "model directory"},
-        {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory (default: the model directory)"},
-        {"--text", ARG_STR, &text, "the text to run"},
-        {"--layer", ARG_INT, &layer, "block index"},
-        {"--head", ARG_INT, &head, "only this head (default: all heads in a grid)"},
-        {"--out", ARG_STR, &out, "output PNG"},
+        {"--model", ARG_STR, &model, "model directory", ARG_REQUIRED},
+        {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory", ARG_DEFAULT("the model directory")},
+        {"--text", ARG_STR, &text, "the text to run", ARG_REQUIRED},
+        {"--layer", ARG_INT, &layer, "block index", ARG_REQUIRED, ARG_MIN(0)},
+        {"--head", ARG_INT, &head, "only this head", ARG_DEFAULT("all heads, in a grid")},
+        {"--out", ARG_STR, &out, "output PNG", ARG_REQUIRED},
         {"-o", ARG_STR, &out, "same as --out"},
         {"--npy", ARG_STR, &npy, "also write the pattern [H,T,T] as .npy"},
         {NULL},
     };
     int rc = args_parse("attention", argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    if (!model || !text || !out || layer < 0)
-        return cli_usage_error("attention", "--model, --text, --layer and --out are required");
     gpt2_model *m = NULL;
     tok_tokenizer *tok = NULL;
     int *ids = NULL;

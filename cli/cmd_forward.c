@@ -38,19 +38,18 @@ int cmd_forward(int argc, char **argv)
                *tokdir = NULL;
     int logits = 0;
     arg_spec spec[] = {
-        {"--model", ARG_STR, &model, "model directory (config.json + model.safetensors)"},
+        {"--model", ARG_STR, &model, "model directory (config.json + model.safetensors)",
+         ARG_REQUIRED},
         {"--text", ARG_STR, &text, "text to tokenize (tokenizer from --tokenizer or the model dir)"},
-        {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory (default: the model directory)"},
+        {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory", ARG_DEFAULT("the model directory")},
         {"--tokens", ARG_STR, &toks, "token ids, e.g. 464,2068,7586"},
         {"--hook", ARG_STR, &hook, "hook point name, e.g. blocks.0.hook_resid_post"},
         {"--logits", ARG_FLAG, &logits, "write the logits [T,V] instead of a hook"},
-        {"--npy", ARG_STR, &npy, "output .npy file"},
+        {"--npy", ARG_STR, &npy, "output .npy file", ARG_REQUIRED},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    if (!model) return cli_usage_error(argv[0], "--model DIR is required");
     if (!toks == !text) return cli_usage_error(argv[0], "give exactly one of --text or --tokens");
-    if (!npy) return cli_usage_error(argv[0], "--npy OUT.npy is required");
     if (!hook == !logits) return cli_usage_error(argv[0], "give exactly one of --hook NAME or --logits");
     int *ids = NULL, n = 0;
     if (toks && args_int_list(toks, &ids, &n)) return cli_usage_error(argv[0], "%s", err_msg());

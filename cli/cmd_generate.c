@@ -42,23 +42,19 @@ int cmd_generate(int argc, char **argv)
     int top_k = 0, max_tokens = 50, no_stop = 0;
     int64_t seed = 0;
     arg_spec spec[] = {
-        {"--model", ARG_STR, &model, "model directory (config.json + model.safetensors)"},
-        {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory (default: the model directory)"},
-        {"--prompt", ARG_STR, &prompt, "prompt text (\"\" starts from <|endoftext|>)"},
-        {"--temperature", ARG_FLOAT, &temperature, "softmax temperature; 0 = greedy (default 1)"},
-        {"--top-k", ARG_INT, &top_k, "sample among the K most likely tokens (default 0 = all)"},
-        {"--max-tokens", ARG_INT, &max_tokens, "tokens to generate (default 50)"},
-        {"--seed", ARG_I64, &seed, "random seed (default 0)"},
+        {"--model", ARG_STR, &model, "model directory (config.json + model.safetensors)",
+         ARG_REQUIRED},
+        {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory", ARG_DEFAULT("the model directory")},
+        {"--prompt", ARG_STR, &prompt, "prompt text (\"\" starts from <|endoftext|>)", ARG_REQUIRED},
+        {"--temperature", ARG_FLOAT, &temperature, "softmax temperature; 0 = greedy", ARG_MIN(0)},
+        {"--top-k", ARG_INT, &top_k, "sample among the K most likely tokens (0: all)", ARG_MIN(0)},
+        {"--max-tokens", ARG_INT, &max_tokens, "tokens to generate", ARG_MIN(0)},
+        {"--seed", ARG_I64, &seed, "random seed"},
         {"--no-stop", ARG_FLAG, &no_stop, "keep going after <|endoftext|>"},
         {NULL},
     };
     int rc = args_parse("generate", argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    if (!model) return cli_usage_error("generate", "--model DIR is required");
-    if (!prompt) return cli_usage_error("generate", "--prompt STR is required");
-    if (temperature < 0) return cli_usage_error("generate", "--temperature must be >= 0");
-    if (top_k < 0) return cli_usage_error("generate", "--top-k must be >= 0");
-    if (max_tokens < 0) return cli_usage_error("generate", "--max-tokens must be >= 0");
     cli_catch_signals();
 
     gpt2_model *m = NULL;

@@ -13,20 +13,18 @@ CLI_COMMAND(import, "Import activations computed elsewhere (.npy) into a databas
 int cmd_import(int argc, char **argv)
 {
     const char *db = NULL, *hook = NULL, *npy = NULL, *ids = NULL, *dtype = "f32";
-    int seq_len = -1; /* not given */
+    int seq_len = 0; /* 0: the library's default */
     arg_spec spec[] = {
-        {"--npy", ARG_STR, &npy, "[tokens, width] array (float32/float16/float64)"},
-        {"--db", ARG_STR, &db, "database (created when missing)"},
-        {"--hook", ARG_STR, &hook, "name to store the activations under"},
-        {"--seq-len", ARG_INT, &seq_len, "tokens per sequence (default 128)"},
+        {"--npy", ARG_STR, &npy, "[tokens, width] array (float32/float16/float64)", ARG_REQUIRED},
+        {"--db", ARG_STR, &db, "database (created when missing)", ARG_REQUIRED},
+        {"--hook", ARG_STR, &hook, "name to store the activations under", ARG_REQUIRED},
+        {"--seq-len", ARG_INT, &seq_len, "tokens per sequence", ARG_MIN(1),
+         ARG_DEFAULT("128, or the row count when smaller")},
         {"--tokens", ARG_STR, &ids, "token ids [tokens] (int32/int64 .npy)"},
-        {"--dtype", ARG_STR, &dtype, "storage dtype f32, f16 or bf16 (default f32)"},
+        {"--dtype", ARG_STR, &dtype, "storage dtype", ARG_CHOICES("f32|f16|bf16")},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    if (!db || !hook || !npy) return cli_usage_error(argv[0], "--npy, --db and --hook are required");
-    if (seq_len == 0 || seq_len < -1) return cli_usage_error(argv[0], "--seq-len must be positive");
-    if (seq_len < 0) seq_len = 0; /* the default */
     int dt;
     if (store_dtype_parse(dtype, &dt)) return cli_usage_error(argv[0], "%s", err_msg());
     int64_t rows = 0, seqs = 0;

@@ -19,7 +19,8 @@ int cmd_info(int argc, char **argv)
     const char *db = NULL;
     const char *pos[1];
     int npos = 0;
-    arg_spec spec[] = {{"--db", ARG_STR, &db, "database file"}, {NULL, 0, NULL, NULL}};
+    arg_spec spec[] = {{"--db", ARG_STR, &db, "database file (or give it as the argument)"},
+                       {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, pos, 1, &npos);
     if (rc) return rc;
     if (!db && npos) db = pos[0];

@@ -17,31 +17,25 @@ int cmd_init_model(int argc, char **argv)
     int64_t seed = 0;
     const char *dtype = "f32", *out = NULL;
     arg_spec spec[] = {
-        {"--layers", ARG_INT, &layers, "number of transformer blocks"},
-        {"--d-model", ARG_INT, &dmodel, "residual width (n_embd)"},
-        {"--heads", ARG_INT, &heads, "attention heads (must divide d-model)"},
-        {"--d-mlp", ARG_INT, &dmlp, "MLP width (default 4*d-model)"},
-        {"--ctx", ARG_INT, &ctx, "context length / positions (default 128)"},
-        {"--vocab", ARG_INT, &vocab, "vocabulary size (default 50257)"},
-        {"--seed", ARG_I64, &seed, "random seed (default 0)"},
-        {"--dtype", ARG_STR, &dtype, "f32, f16 or bf16 storage (default f32)"},
+        {"--layers", ARG_INT, &layers, "number of transformer blocks", ARG_REQUIRED, ARG_MIN(1)},
+        {"--d-model", ARG_INT, &dmodel, "residual width (n_embd)", ARG_REQUIRED, ARG_MIN(1)},
+        {"--heads", ARG_INT, &heads, "attention heads (must divide d-model)", ARG_REQUIRED,
+         ARG_MIN(1)},
+        {"--d-mlp", ARG_INT, &dmlp, "MLP width", ARG_DEFAULT("4 x d-model")},
+        {"--ctx", ARG_INT, &ctx, "context length / positions"},
+        {"--vocab", ARG_INT, &vocab, "vocabulary size"},
+        {"--seed", ARG_I64, &seed, "random seed"},
+        {"--dtype", ARG_STR, &dtype, "storage dtype", ARG_CHOICES("f32|f16|bf16")},
         {"--prefix", ARG_FLAG, &prefix, "name tensors transformer.* as GPT2LMHeadModel does"},
         {"--untied", ARG_FLAG, &untied, "store a separate lm_head.weight"},
-        {"-o", ARG_STR, &out, "output directory"},
-        {"--out", ARG_STR, &out, "output directory"},
+        {"-o", ARG_STR, &out, "output directory", ARG_REQUIRED},
+        {"--out", ARG_STR, &out, "same as -o"},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    if (!out) return cli_usage_error(argv[0], "-o DIR is required");
-    if (layers < 1 || dmodel < 1 || heads < 1)
-        return cli_usage_error(argv[0], "--layers, --d-model and --heads are required (positive)");
     if (dmodel % heads)
         return cli_usage_error(argv[0], "--d-model %d is not a multiple of --heads %d", dmodel, heads);
-    st_dtype dt;
-    if (!strcmp(dtype, "f32")) dt = ST_F32;
-    else if (!strcmp(dtype, "f16")) dt = ST_F16;
-    else if (!strcmp(dtype, "bf16")) dt = ST_BF16;
-    else return cli_usage_error(argv[0], "--dtype must be f32, f16 or bf16, got '%s'", dtype);
+    st_dtype dt = !strcmp(dtype, "f16") ? ST_F16 : !strcmp(dtype, "bf16") ? ST_BF16 : ST_F32;
     gpt2_config cfg = {layers, heads, dmodel, ctx, vocab, dmlp ? dmlp : 4 * dmodel, 1e-5f};
     gpt2_model *m;
     if (gpt2_create(&m, &cfg, (uint64_t)seed)) return cli_fail(argv[0]);

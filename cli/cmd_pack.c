@@ -64,13 +64,13 @@ int cmd_pack(int argc, char **argv)
     int64_t seed = 0;
     const char *range = "89,91", *out = NULL;
     arg_spec spec[] = {
-        {"--dim", ARG_INT, &dim, "dimensions D"},
-        {"--count", ARG_INT, &count, "number of vectors N"},
-        {"--steps", ARG_INT, &c.steps, "optimizer steps (default 300)"},
-        {"--lr", ARG_FLOAT, &c.lr, "initial step in radians (default 0.2, decays to 0.1%)"},
-        {"--sharpness", ARG_FLOAT, &c.sharpness, "soft-max sharpness (default 20)"},
-        {"--seed", ARG_I64, &seed, "random seed (default 0)"},
-        {"--range", ARG_STR, &range, "angle range LO,HI in degrees to report (default 89,91)"},
+        {"--dim", ARG_INT, &dim, "dimensions D", ARG_REQUIRED, ARG_MIN(1)},
+        {"--count", ARG_INT, &count, "number of vectors N", ARG_REQUIRED, ARG_MIN(2)},
+        {"--steps", ARG_INT, &c.steps, "optimizer steps", ARG_MIN(0)},
+        {"--lr", ARG_FLOAT, &c.lr, "initial step in radians (decays to 0.1% of it)", ARG_ABOVE(0)},
+        {"--sharpness", ARG_FLOAT, &c.sharpness, "soft-max sharpness", ARG_ABOVE(0)},
+        {"--seed", ARG_I64, &seed, "random seed"},
+        {"--range", ARG_STR, &range, "angle range LO,HI in degrees to report (0 <= LO < HI <= 180)"},
         {"-o", ARG_STR, &out, "output directory: histogram CSV, vectors .npy (and picture)"},
         {"--out", ARG_STR, &out, "same as -o"},
         {NULL},
@@ -82,8 +82,6 @@ int cmd_pack(int argc, char **argv)
     if (sscanf(range, "%lf,%lf%c", &lo, &hi, &tail) != 2 || !(lo >= 0 && lo < hi && hi <= 180))
         return cli_usage_error("pack", "--range wants LO,HI with 0 <= LO < HI <= 180, got '%s'",
                                range);
-    if (dim < 1 || count < 2)
-        return cli_usage_error("pack", "--dim >= 1 and --count >= 2 are required");
     if ((int64_t)dim * count > (1L << 30))
         return cli_usage_error("pack", "--dim x --count must be at most 2^30");
     c.dim = dim;

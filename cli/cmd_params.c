@@ -28,8 +28,13 @@ int cmd_params(int argc, char **argv)
 {
     const char *preset = NULL, *pos[1];
     int npos = 0;
+    char names[256] = ""; /* "gpt2|gpt2-medium|...", from the library's list */
+    for (int i = 0; params_presets[i]; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "|" : "",
+                 params_presets[i]);
     arg_spec spec[] = {
-        {"--preset", ARG_STR, &preset, "gpt2, gpt2-medium, gpt2-large, gpt2-xl or gpt3"},
+        {"--preset", ARG_STR, &preset, "a published model's shape",
+         ARG_CHOICES(names)},
         {NULL},
     };
     int rc = args_parse("params", argc, argv, spec, pos, 1, &npos);

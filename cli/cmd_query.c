@@ -201,18 +201,16 @@ int cmd_query(int argc, char **argv)
     const char *db = NULL, *pos[1];
     int csv = 0, json = 0, npos = 0, max_width = 60;
     arg_spec spec[] = {
-        {"--db", ARG_STR, &db, "database file (opened read-only)"},
+        {"--db", ARG_STR, &db, "database file (opened read-only)", ARG_REQUIRED},
         {"--csv", ARG_FLAG, &csv, "print CSV (RFC 4180; NULL is an empty field)"},
         {"--json", ARG_FLAG, &json, "print a JSON array of row objects per statement"},
-        {"--max-width", ARG_INT, &max_width, "cut table cells to N characters (0: never; default 60)"},
+        {"--max-width", ARG_INT, &max_width, "cut table cells to N characters (0: never)", ARG_MIN(0)},
         {NULL, 0, NULL, NULL},
     };
     int rc = args_parse("query", argc, argv, spec, pos, 1, &npos);
     if (rc) return rc < 0 ? 0 : rc;
-    if (!db) return cli_usage_error("query", "--db FILE is required");
     if (npos != 1) return cli_usage_error("query", "give the SQL as one argument");
     if (csv && json) return cli_usage_error("query", "--csv and --json exclude each other");
-    if (max_width < 0) return cli_usage_error("query", "--max-width must be >= 0");
     qout q = {.mode = csv ? OUT_CSV : json ? OUT_JSON : OUT_TABLE, .max_width = max_width};
     rc = store_ro_query(db, pos[0], on_row, &q);
     if (q.mode == OUT_TABLE) {

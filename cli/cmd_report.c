@@ -18,34 +18,34 @@ int cmd_report(int argc, char **argv)
     const char *features = NULL, *by = "density";
     int no_global = 0;
     arg_spec spec[] = {
-        {"--db", ARG_STR, &o.db, "database written by extract + analyze"},
-        {"--sae", ARG_STR, &o.sae, "SAE registry id, SAE name/directory, or 'neurons[@HOOK]'"},
+        {"--db", ARG_STR, &o.db, "database written by extract + analyze", ARG_REQUIRED},
+        {"--sae", ARG_STR, &o.sae, "SAE registry id, SAE name/directory, or 'neurons[@HOOK]'",
+         ARG_REQUIRED},
         {"--features", ARG_STR, &features, "features to draw, e.g. 0,5,7-9"},
-        {"--top", ARG_INT, &o.top, "draw the top N features (default 20) ranked by --by"},
-        {"--by", ARG_STR, &by, "ranking for --top: density (default), max, alignment (POS precision)"},
-        {"--out", ARG_STR, &o.out_dir, "output directory (created; index.html lists everything)"},
+        {"--top", ARG_INT, &o.top, "draw the top N features ranked by --by", ARG_RANGE(1, 1000000),
+         ARG_DEFAULT("20")},
+        {"--by", ARG_STR, &by, "ranking for --top (alignment: POS precision)",
+         ARG_CHOICES("density|max|alignment")},
+        {"--out", ARG_STR, &o.out_dir, "output directory (created; index.html lists everything)",
+         ARG_REQUIRED},
         {"--hook", ARG_STR, &o.hook, "hook, when the SAE was analysed at several"},
-        {"--split", ARG_STR, &o.split, "analysed split (val|all) when both exist; default: latest"},
-        {"--contexts", ARG_INT, &o.contexts, "top-activation rows per dashboard (default 20)"},
-        {"--per-interval", ARG_INT, &o.per_interval, "rows per quantile band (default 3)"},
-        {"--bands", ARG_INT, &o.bands, "quantile bands shown, evenly spread from the highest (default 5)"},
-        {"--threads", ARG_INT, &o.threads, "rendering threads (default 2)"},
+        {"--split", ARG_STR, &o.split, "analysed split (val|all) when both exist",
+         ARG_DEFAULT("the latest")},
+        {"--contexts", ARG_INT, &o.contexts, "top-activation rows per dashboard", ARG_RANGE(1, 200)},
+        {"--per-interval", ARG_INT, &o.per_interval, "rows per quantile band", ARG_RANGE(0, 50)},
+        {"--bands", ARG_INT, &o.bands, "quantile bands shown, evenly spread from the highest",
+         ARG_RANGE(0, 16)},
+        {"--threads", ARG_INT, &o.threads, "rendering threads", ARG_RANGE(1, 64)},
         {"--ground-truth", ARG_STR, &o.ground_truth, "true directions .npy [n, d_in] (synthetic data): recovery picture"},
-        {"--training-log", ARG_STR, &o.training_log, "sae-train's training_log.csv (default: the SAE directory's)"},
+        {"--training-log", ARG_STR, &o.training_log, "sae-train's training_log.csv",
+         ARG_DEFAULT("the SAE directory's")},
         {"--no-global", ARG_FLAG, &no_global, "only the feature dashboards, not the SAE-wide pictures"},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    if (!o.db) return cli_usage_error(argv[0], "--db is required");
-    if (!o.sae) return cli_usage_error(argv[0], "--sae is required");
-    if (!o.out_dir) return cli_usage_error(argv[0], "--out is required");
     if (features && o.top) return cli_usage_error(argv[0], "give either --features or --top, not both");
-    if (o.top < 0 || o.top > 1000000) return cli_usage_error(argv[0], "--top must be 1..1000000");
-    if (o.threads < 1 || o.threads > 64) return cli_usage_error(argv[0], "--threads must be 1..64");
-    if (!strcmp(by, "density")) o.by = REP_BY_DENSITY;
-    else if (!strcmp(by, "max")) o.by = REP_BY_MAX;
-    else if (!strcmp(by, "alignment")) o.by = REP_BY_ALIGNMENT;
-    else return cli_usage_error(argv[0], "--by must be density, max or alignment, not '%s'", by);
+    o.by = !strcmp(by, "max") ? REP_BY_MAX : !strcmp(by, "alignment") ? REP_BY_ALIGNMENT
+                                                                      : REP_BY_DENSITY;
     int *list = NULL, nlist = 0;
     if (features) {
         if (args_int_list(features, &list, &nlist))

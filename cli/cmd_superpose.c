@@ -98,15 +98,15 @@ int cmd_superpose(int argc, char **argv)
     double imp = 0.7, lr = 1e-3;
     const char *sp = "0,0.7,0.9,0.97,0.99,0.997,0.999", *out = NULL;
     arg_spec spec[] = {
-        {"--n", ARG_INT, &n, "number of features (default 20)"},
-        {"--m", ARG_INT, &m, "hidden dimensions (default 5)"},
-        {"--sparsity", ARG_STR, &sp, "comma-separated S values in [0,1) (default 0,0.7,...,0.999)"},
-        {"--importance", ARG_FLOAT, &imp, "importance decay r: I_i = r^i (default 0.7)"},
-        {"--steps", ARG_INT, &steps, "Adam steps per model (default 10000)"},
-        {"--batch", ARG_INT, &batch, "batch size (default 1024)"},
-        {"--lr", ARG_FLOAT, &lr, "Adam learning rate (default 1e-3)"},
-        {"--instances", ARG_INT, &instances, "runs per sparsity, lowest loss kept (default 1)"},
-        {"--seed", ARG_I64, &seed, "random seed (default 0)"},
+        {"--n", ARG_INT, &n, "number of features", ARG_RANGE(1, 10000)},
+        {"--m", ARG_INT, &m, "hidden dimensions", ARG_RANGE(1, 10000)},
+        {"--sparsity", ARG_STR, &sp, "comma-separated S values in [0,1)"},
+        {"--importance", ARG_FLOAT, &imp, "importance decay r: I_i = r^i", ARG_ABOVE(0), ARG_MAX(1)},
+        {"--steps", ARG_INT, &steps, "Adam steps per model", ARG_MIN(0)},
+        {"--batch", ARG_INT, &batch, "batch size", ARG_MIN(1)},
+        {"--lr", ARG_FLOAT, &lr, "Adam learning rate", ARG_ABOVE(0)},
+        {"--instances", ARG_INT, &instances, "runs per sparsity, lowest loss kept", ARG_MIN(1)},
+        {"--seed", ARG_I64, &seed, "random seed"},
         {"-o", ARG_STR, &out, "output directory for .npy/.csv (and pictures)"},
         {"--out", ARG_STR, &out, "same as -o"},
         {NULL},
@@ -118,8 +118,6 @@ int cmd_superpose(int argc, char **argv)
     if (parse_list(sp, S, MAX_SPARSITIES, &ns))
         return cli_usage_error("superpose", "--sparsity wants up to %d comma-separated values in "
                                             "[0,1), got '%s'", MAX_SPARSITIES, sp);
-    if (n < 1 || m < 1 || n > 10000 || m > 10000)
-        return cli_usage_error("superpose", "--n and --m must be in 1..10000");
     if (out && mkdir_p(out)) return cli_fail("superpose");
     cli_catch_signals();
 

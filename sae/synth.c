@@ -70,7 +70,7 @@ int sae_synth_new(sae_synth **out, const synth_config *c)
     if (d < 1 || F < 1 || r < 0 || !(c->active > 0) || c->active > F || !(c->decay > 0) ||
         c->decay > 1 || c->corr < 0 || c->corr >= 1)
         return err_set(ERR_ARG,
-                       "synth: need d >= 1, features >= 1, 0 < active <= features, 0 < decay <= "
+                       "synthetic data: need d >= 1, features >= 1, 0 < active <= features, 0 < decay <= "
                        "1, 0 <= corr < 1");
     sae_synth *s = mem_calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "synthetic data: out of memory");

@@ -18,7 +18,8 @@ trap 'chmod -R u+w "$W" 2>/dev/null; rm -rf "$W" "$W.err"' EXIT
 pass=0; fail=0; skip=0
 # KNOWN="finding" before a case marks a reported, unfixed bug in another module: the case still
 # runs; failing it counts as skipped (XFAIL, printed), passing it prints XPASS (remove the mark).
-KNOWN=""; LAST=""
+# EXACT="line" before a case: a usage error, exit 2, and the stderr line exactly this.
+KNOWN=""; EXACT=""; LAST=""
 
 # Fingerprint of the scratch directory: path, size and mtime of every file, one `find`. SQLite
 # side files are left out except a non-empty DB-wal (uncheckpointed writes); any write to a
@@ -53,6 +54,8 @@ bad() {
     elif [[ $text =~ Sanitizer|runtime\ error|Segmentation|Aborted ]]; then why="sanitizer report"
     elif [ "$lines" -ne 1 ]; then why="$lines lines on stderr (want one)"
     elif ! [[ $text =~ $re ]]; then why="message does not match /$re/"
+    elif [ -n "$EXACT" ] && [ "$text" != "$EXACT"$'\n' ]; then why="message is not exactly: $EXACT"
+    elif [ -n "$EXACT" ] && [ $rc -ne 2 ]; then why="exit $rc (a usage error exits 2)"
     elif [ "$before" != "$after" ]; then
         why="files changed: $(diff <(echo "$before") <(echo "$after") | grep '^[<>]' | head -n 4 | tr '\n' ';')"
     fi
@@ -65,7 +68,7 @@ bad() {
         fail=$((fail + 1)); echo "FAIL $name: $why"
         printf '     $ saelite %s\n' "$*"; head -n 5 "$W.err" | sed 's/^/     | /'
     fi
-    KNOWN=""
+    KNOWN=""; EXACT=""
 }
 
 has() { "$BIN" help "$1" > /dev/null 2>&1; } # a command exists on this build
@@ -137,11 +140,48 @@ bad "help for an unknown command" "unknown command 'nosuch'" help nosuch
 bad "unknown flag" "unknown option '--bogus'" init-model --layers 1 --d-model 8 --heads 2 --bogus -o m2
 bad "non-numeric size" "--layers expects an integer, got 'abc'" init-model --layers abc --d-model 8 --heads 2 -o m2
 
+# ---- declared flag checks (cli/args.c): one message format, exit 2 ------------------------
+EXACT="saelite extract: --hook is required (see 'saelite extract --help')"
+bad "required flag missing" "--hook is required" extract --model model --corpus small.txt --db new.db
+EXACT="saelite bpe-train: -o is required (see 'saelite bpe-train --help')"
+bad "required flag missing (either spelling)" "-o is required" bpe-train --vocab 300 small.txt
+EXACT="saelite extract: --batch must be >= 1, got 0 (see 'saelite extract --help')"
+bad "out-of-range value" "--batch must be >= 1" extract --model model --corpus small.txt --hook $H --db new.db --batch 0
+EXACT="saelite report: --threads must be in 1..64, got 65 (see 'saelite report --help')"
+bad "out-of-range value (two bounds)" "--threads must be in 1..64" report --db ex.db --sae sae8 --out rep --threads 65
+EXACT="saelite synth: --corr must be in [0, 1), got 1 (see 'saelite synth --help')"
+bad "out-of-range value (open bound)" "--corr must be in" synth --out s.npy --truth t.npy --corr 1
+EXACT="saelite pack: --lr must be > 0, got 0 (see 'saelite pack --help')"
+bad "out-of-range value (exclusive)" "--lr must be > 0" pack --dim 4 --count 8 --lr 0
+EXACT="saelite extract: --dtype must be one of f32|f16|bf16, got 'f8' (see 'saelite extract --help')"
+bad "bad enum value" "--dtype must be one of" extract --model model --corpus small.txt --hook $H --db new.db --dtype f8
+EXACT="saelite report: --by must be one of density|max|alignment, got 'size' (see 'saelite report --help')"
+bad "bad enum value (report --by)" "--by must be one of" report --db ex.db --sae sae8 --out rep --by size
+EXACT="saelite params: --preset must be one of gpt2|gpt2-medium|gpt2-large|gpt2-xl|gpt3, got 'gpt5' (see 'saelite params --help')"
+bad "bad enum value (choices from the library's list)" "--preset must be one of" params --preset gpt5
+# --help prints the default from the variable's initial value, and the declarations
+help_has() { # help_has NAME LINE CMD...: `saelite CMD --help` has exactly this line
+    local name=$1 want=$2; shift 2
+    if "$BIN" "$@" --help | grep -qxF -- "$want"; then pass=$((pass + 1)); echo "ok   $name"
+    else fail=$((fail + 1)); echo "FAIL $name: no line '$want' in saelite $* --help"; fi
+}
+help_has "--help: default from the initial value" \
+    "  --batch N              windows per forward pass (>= 1, default: 8)" extract
+help_has "--help: default of a later flag unaffected by given values" \
+    "  --batch N              windows per forward pass (>= 1, default: 8)" extract --batch 3
+help_has "--help: required flag marked" \
+    "  --model STR            model directory (config.json + model.safetensors) (required)" extract
+help_has "--help: choices shown" "  --dtype f32|f16|bf16   storage dtype (default: f32)" extract
+help_has "--help: default stated where the value is a sentinel" \
+    "  --d-mlp N              MLP width (default: 4 x d-model)" init-model
+help_has "--help: a flag that is on by default" \
+    "  --bos                  prepend <|endoftext|> to every window (--no-bos: do not) (default: on)" extract
+
 # ---- init-model ------------------------------------------------------------------------------
-bad "zero layers" "--layers.*positive" init-model --layers 0 --d-model 8 --heads 2 -o m2
-bad "negative layers" "--layers.*positive" init-model --layers -1 --d-model 8 --heads 2 -o m2
+bad "zero layers" "--layers must be >= 1, got 0" init-model --layers 0 --d-model 8 --heads 2 -o m2
+bad "negative layers" "--layers must be >= 1, got -1" init-model --layers -1 --d-model 8 --heads 2 -o m2
 bad "heads do not divide d-model" "not a multiple of --heads 3" init-model --layers 1 --d-model 10 --heads 3 -o m2
-bad "unknown dtype" "--dtype must be f32, f16 or bf16, got 'f8'" init-model --layers 1 --d-model 8 --heads 2 --dtype f8 -o m2
+bad "unknown dtype" "--dtype must be one of f32\|f16\|bf16, got 'f8'" init-model --layers 1 --d-model 8 --heads 2 --dtype f8 -o m2
 bad "zero context" "n_positions 0" init-model --layers 1 --d-model 8 --heads 2 --ctx 0 -o m2
 bad "negative vocabulary" "vocab_size -3" init-model --layers 1 --d-model 8 --heads 2 --vocab -3 -o m2
 bad "output under a regular file" "acts.npy/m2.*Not a directory" init-model --layers 1 --d-model 8 --heads 2 -o acts.npy/m2
@@ -172,9 +212,9 @@ bad "text file as .npy" "text.npy: not a .npy file" import --npy text.npy "${I[@
 bad "NaN activation" "nan.npy: non-finite value at row 3" import --npy nan.npy "${I[@]}"
 bad "Inf activation" "inf.npy: non-finite value at row 9" import --npy inf.npy "${I[@]}"
 bad "width differs from the stored hook" "width 8, not 32" import --npy wide.npy --db good.db --hook $H
-bad "negative seq-len" "--seq-len must be positive" import --npy acts.npy "${I[@]}" --seq-len -5
+bad "negative seq-len" "--seq-len must be >= 1, got -5" import --npy acts.npy "${I[@]}" --seq-len -5
 bad "zero seq-len" "--seq-len" import --npy acts.npy --db seq0.db --hook x.new --seq-len 0
-bad "unknown storage dtype" "unknown dtype 'f8'" import --npy acts.npy "${I[@]}" --dtype f8
+bad "unknown storage dtype" "--dtype must be one of f32\|f16\|bf16, got 'f8'" import --npy acts.npy "${I[@]}" --dtype f8
 bad "text file as database" "text.db: not a database" import --npy acts.npy --db text.db --hook x.new
 bad "truncated database" "trunc.db: not a database" import --npy acts.npy --db trunc.db --hook x.new
 bad "newer schema database" "newer.db: written by a newer saelite \(schema version 999" import --npy acts.npy --db newer.db --hook x.new
@@ -198,8 +238,8 @@ bad "info on an empty file" "empty.npy: empty database" info --db empty.npy
 # ---- extract -----------------------------------------------------------------------------------
 E=(extract --model model --tokenizer tok --corpus small.txt)
 bad "extract: unknown hook" "unknown hook 'blocks.0.nosuch'" "${E[@]}" --hook blocks.0.nosuch --db new.db
-bad "extract: negative ctx" "--ctx must be positive" "${E[@]}" --hook $H --db new.db --ctx -3
-bad "extract: zero batch" "--batch must be positive" "${E[@]}" --hook $H --db new.db --batch 0
+bad "extract: negative ctx" "--ctx must be >= 0, got -3" "${E[@]}" --hook $H --db new.db --ctx -3
+bad "extract: zero batch" "--batch must be >= 1, got 0" "${E[@]}" --hook $H --db new.db --batch 0
 bad "extract: ctx beyond the model" "--ctx 100 exceeds the context" "${E[@]}" --hook $H --db new.db --ctx 100
 bad "extract: missing corpus" "nosuch.txt: cannot open" extract --model model --tokenizer tok --corpus nosuch.txt --hook $H --db new.db
 bad "extract: empty corpus" "empty.npy: the corpus holds no text" extract --model model --tokenizer tok --corpus empty.npy --hook $H --db new.db
@@ -247,8 +287,8 @@ bad "attention: layer the model lacks" "--layer 5: the model has layers 0..0" at
 bad "attention: head the model lacks" "--head 9: the model has heads 0..1" attention --model model --tokenizer tok --layer 0 --head 9 --text "the cat" --out a.png
 bad "attention: output under a regular file" "acts.npy/a.png" attention --model model --tokenizer tok --layer 0 --text "the cat" --out acts.npy/a.png
 bad "params: missing model" "nosuch/config.json: cannot open" params nosuch
-bad "synth: zero dimension" "need d >= 1" synth --d 0 --out s.npy --truth t.npy
-bad "synth: negative features" "features >= 1" synth --features -1 --out s.npy --truth t.npy
+bad "synth: zero dimension" "--d must be >= 1, got 0" synth --d 0 --out s.npy --truth t.npy
+bad "synth: negative features" "--features must be >= 1, got -1" synth --features -1 --out s.npy --truth t.npy
 
 # ---- tokenizer, corpus, bpe-train --------------------------------------------------------------
 bad "missing tokenizer" "nosuch: no tokenizer files" tokenize --tokenizer nosuch small.txt
@@ -263,7 +303,7 @@ rm -f "$W.in"
 bad "corpus: unknown converter" "expected 'brown DIR'" corpus frob x -o out
 bad "corpus: missing Brown directory" "nosuch/cats.txt: cannot open" corpus brown nosuch -o out
 bad "corpus: malformed Brown file" "brown_bad/ca01:3: token 'cat' is not word/tag" corpus brown brown_bad -o out
-bad "bpe-train: vocabulary too small" "--vocab must be between 257" bpe-train --vocab 100 small.txt -o tok2
+bad "bpe-train: vocabulary too small" "--vocab must be in 257..1000000, got 100" bpe-train --vocab 100 small.txt -o tok2
 bad "bpe-train: zero min-freq" "--min-freq must be >= 1" bpe-train --vocab 300 --min-freq 0 small.txt -o tok2
 bad "bpe-train: missing input" "nosuch.txt: cannot open" bpe-train --vocab 300 nosuch.txt -o tok2
 

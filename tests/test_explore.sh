@@ -12,7 +12,7 @@ out=$($BIN params --preset gpt3 2>&1); ok test $? -eq 0
 ok grep -q "^weight matrices *175,181,291,520$" <<<"$out"
 ok grep -q "total parameters: 175,221,817,344" <<<"$out"
 out=$($BIN params --preset gpt2 2>&1); ok grep -q "total parameters: 124,439,808" <<<"$out"
-$BIN params --preset gpt5 >/dev/null 2>&1; ok test $? -eq 1
+$BIN params --preset gpt5 >/dev/null 2>&1; ok test $? -eq 2
 $BIN params >/dev/null 2>&1; ok test $? -eq 2
 
 # ---- superpose: pentagon at S=0.9 for 5 features in 2 dimensions

@@ -176,7 +176,7 @@ for try in 1 2 3; do
     echo "SIGINT try $try: exit $rc, $(acts "$T/c.db") activation rows stored"
     [ $rc -eq 0 ] && continue
     interrupted=1
-    check '[ $rc -eq 1 ] && grep -q "interrupted after .* run the same command again to resume" "$T/int.out"' "SIGINT: exit $rc: $(cat "$T/int.out")"
+    check '[ $rc -eq 130 ] && grep -q "interrupted after .* run the same command again to resume" "$T/int.out"' "SIGINT: exit $rc: $(cat "$T/int.out")"
     check '[ "$(sqlite3 "$T/c.db" "SELECT status FROM runs")" = running ]' "interrupted run stays 'running'"
     break
 done

@@ -72,7 +72,7 @@ double pack_jl_dim(int count, double eps) { return 4.0 * log((double)count) / (e
 static int check(int count, int dim)
 {
     if (dim < 1 || count < 2 || (int64_t)count * dim > (1L << 30))
-        return err_set(ERR_ARG, "pack: need dim >= 1 and count >= 2 and count * dim <= 2^30 (got dim=%d, count=%d)",
+        return err_set(ERR_ARG, "need dim >= 1 and count >= 2 and count * dim <= 2^30 (got dim=%d, count=%d)",
                        dim, count);
     return OK;
 }
@@ -83,7 +83,7 @@ int pack_measure(const float *V, int count, int dim, pack_stats *st, int64_t *hi
     if (rc) return rc;
     int bs = block_rows(count);
     float *C = mem_alloc(sizeof(float) * (size_t)bs * count);
-    if (!C) return err_set(ERR_NOMEM, "pack: out of memory for %d x %d cosines", bs, count);
+    if (!C) return err_set(ERR_NOMEM, "out of memory for %d x %d cosines", bs, count);
     if (hist) memset(hist, 0, sizeof(int64_t) * nbins);
     double mx = 0, sum = 0, sum2 = 0, cmin = 1, cmax = -1;
     for (int r0 = 0; r0 < count; r0 += bs) {
@@ -174,7 +174,7 @@ int pack_optimize(const pack_config *c, float *V, int init, toy_progress_fn cb, 
     int rc = check(count, dim);
     if (rc) return rc;
     if (c->steps < 0 || !(c->lr > 0) || !(c->sharpness > 0))
-        return err_set(ERR_ARG, "pack: need steps >= 0, lr > 0, sharpness > 0");
+        return err_set(ERR_ARG, "need steps >= 0, lr > 0, sharpness > 0");
     if (init) normalize_rows(V, count, dim);
     else pack_random(V, count, dim, c->seed);
     int bs = block_rows(count);
@@ -182,7 +182,7 @@ int pack_optimize(const pack_config *c, float *V, int init, toy_progress_fn cb, 
     float *C = mem_alloc(sizeof(float) * (size_t)bs * count);
     float *G = mem_alloc(sizeof(float) * nv), *best = mem_alloc(sizeof(float) * nv);
     if (!C || !G || !best) {
-        rc = err_set(ERR_NOMEM, "pack: out of memory (count=%d, dim=%d)", count, dim);
+        rc = err_set(ERR_NOMEM, "out of memory (count=%d, dim=%d)", count, dim);
         goto done;
     }
     memcpy(best, V, sizeof(float) * nv);
@@ -211,7 +211,7 @@ int pack_optimize(const pack_config *c, float *V, int init, toy_progress_fn cb, 
         cblas_saxpy((int)nv, (float)(-lr / sqrt(gmax)), G, 1, V, 1);
         normalize_rows(V, count, dim);
         if (cb && cb(t + 1, c->steps, best_max, user)) {
-            rc = err_set(ERR_ABORTED, "pack: interrupted at step %d", t + 1);
+            rc = err_set(ERR_ABORTED, "interrupted at step %d", t + 1);
             goto done;
         }
     }

@@ -25,15 +25,15 @@ void sup_config_default(sup_config *c, int n, int m)
 static int check_config(const sup_config *c)
 {
     if (c->n_features < 1 || c->n_hidden < 1 || c->n_features > 100000 || c->n_hidden > 100000)
-        return err_set(ERR_ARG, "superpose: need 1 <= m, n <= 100000 (got n=%d, m=%d)",
+        return err_set(ERR_ARG, "need 1 <= m, n <= 100000 (got n=%d, m=%d)",
                        c->n_features, c->n_hidden);
     if (!(c->sparsity >= 0 && c->sparsity < 1))
-        return err_set(ERR_ARG, "superpose: sparsity must be in [0,1), got %g", c->sparsity);
+        return err_set(ERR_ARG, "sparsity must be in [0,1), got %g", c->sparsity);
     if (!(c->importance_decay > 0 && c->importance_decay <= 1))
-        return err_set(ERR_ARG, "superpose: importance decay must be in (0,1], got %g",
+        return err_set(ERR_ARG, "importance decay must be in (0,1], got %g",
                        c->importance_decay);
     if (c->steps < 0 || c->batch < 1 || !(c->lr > 0) || c->instances < 1)
-        return err_set(ERR_ARG, "superpose: need steps >= 0, batch >= 1, lr > 0, instances >= 1");
+        return err_set(ERR_ARG, "need steps >= 0, batch >= 1, lr > 0, instances >= 1");
     return OK;
 }
 
@@ -106,7 +106,7 @@ int sup_eval(const sup_model *s, const sup_config *c, int samples, uint64_t seed
     float *x = mem_alloc(sizeof(float) * B * n), *h = mem_alloc(sizeof(float) * B * m),
           *z = mem_alloc(sizeof(float) * B * n);
     int rc = OK;
-    if (!imp || !x || !h || !z) rc = err_set(ERR_NOMEM, "superpose: out of memory");
+    if (!imp || !x || !h || !z) rc = err_set(ERR_NOMEM, "out of memory");
     rng_state r;
     rng_seed(&r, seed);
     double total = 0;
@@ -144,7 +144,7 @@ static int train_one(const sup_config *c, uint64_t seed, sup_model **out, toy_pr
         s->b = mem_calloc(n, sizeof(float));
     }
     if (!s || !imp || !gw || !x || !h || !z || !dz || !dh || !s->W || !s->b) {
-        rc = err_set(ERR_NOMEM, "superpose: out of memory (n=%d, m=%d, batch=%d)", n, m, B);
+        rc = err_set(ERR_NOMEM, "out of memory (n=%d, m=%d, batch=%d)", n, m, B);
         goto done;
     }
     float *gb = gw + nw, *mw = gb + n, *mb = mw + nw, *vw = mb + n, *vb = vw + nw;
@@ -169,11 +169,11 @@ static int train_one(const sup_config *c, uint64_t seed, sup_model **out, toy_pr
         adam(s->W, gw, mw, vw, (long)nw, c->lr, t);
         adam(s->b, gb, mb, vb, n, c->lr, t);
         if (!isfinite(loss)) {
-            rc = err_set(ERR_ARG, "superpose: loss diverged at step %d (lower --lr)", t);
+            rc = err_set(ERR_ARG, "loss diverged at step %d (lower --lr)", t);
             goto done;
         }
         if (cb && cb(base + t, total, loss, user)) {
-            rc = err_set(ERR_ABORTED, "superpose: interrupted at step %d", t);
+            rc = err_set(ERR_ABORTED, "interrupted at step %d", t);
             goto done;
         }
     }
