@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "extract/extract.h"
 #include "store/store.h"
@@ -57,7 +58,7 @@ static int hash_file(const char *path, uint64_t *h)
         return err_set(ERR_NOMEM, "out of memory");
     }
     size_t n;
-    while ((n = fread(buf, 1, CH, f)) > 0) *h = store_hash64(*h, buf, n);
+    while ((n = fread(buf, 1, CH, f)) > 0) *h = hash_fnv1a(*h, buf, n);
     int bad = ferror(f);
     mem_free(buf);
     fclose(f);
@@ -68,7 +69,7 @@ static int hash_file(const char *path, uint64_t *h)
 int ext_model_checksum(const char *dir, char out[17])
 {
     char p[4096];
-    uint64_t h = STORE_HASH_INIT;
+    uint64_t h = HASH_FNV1A_INIT;
     snprintf(p, sizeof p, "%s/config.json", dir);
     int rc = hash_file(p, &h);
     if (rc) return rc;

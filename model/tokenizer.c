@@ -214,9 +214,7 @@ static inline int merge_find(const tok_tokenizer *t, int a, int b, int *res)
 
 static uint64_t fnv(const char *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h | 1; /* 0 marks an empty cache slot */
+    return hash_fnv1a(HASH_FNV1A_INIT_TOK, p, n) | 1; /* 0 marks an empty cache slot */
 }
 
 void tok_free(tok_tokenizer *t)
