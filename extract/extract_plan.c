@@ -136,20 +136,3 @@ size_t ext_utf8_clean(const char *in, size_t len, char *out, size_t cap)
     return o;
 }
 
-void ext_json_str(char *out, size_t cap, const char *s)
-{
-    size_t o = 0;
-    if (cap < 3) {
-        if (cap) out[0] = 0;
-        return;
-    }
-    out[o++] = '"';
-    for (; s && *s && o + 8 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') o += (size_t)snprintf(out + o, cap - o, "\\%c", c);
-        else if (c < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-        else out[o++] = (char)c;
-    }
-    out[o++] = '"';
-    out[o] = 0;
-}

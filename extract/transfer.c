@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/npy.h"
@@ -192,15 +193,19 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
         if (!rc) rc = store_act_write(s, h.id, seq, x + start * W, T);
     }
     if (!rc) {
-        char params[9000], a[4200], b[300];
-        ext_json_str(a, sizeof a, npy);
-        ext_json_str(b, sizeof b, hook);
-        snprintf(params, sizeof params, "{\"npy\": %s, \"hook\": %s, \"seq_len\": %d, \"dtype\": \"%s\"}",
-                 a, b, seq_len, store_dtype_name(dtype));
+        buf params = {0}; /* control bytes as \u00XX, as stored before (BUF_JSON_CTRL_U) */
+        rc = buf_str(&params, "{\"npy\": ");
+        if (!rc) rc = buf_json(&params, npy, strlen(npy), BUF_JSON_CTRL_U);
+        if (!rc) rc = buf_str(&params, ", \"hook\": ");
+        if (!rc) rc = buf_json(&params, hook, strlen(hook), BUF_JSON_CTRL_U);
+        if (!rc)
+            rc = buf_printf(&params, ", \"seq_len\": %d, \"dtype\": \"%s\"}", seq_len,
+                            store_dtype_name(dtype));
         int64_t run;
         int was;
-        rc = store_run_begin(s, "import", params, &run, &was);
+        if (!rc) rc = store_run_begin(s, "import", params.p, &run, &was);
         if (!rc) rc = store_run_done(s, run);
+        buf_free(&params);
     }
     if (!rc) rc = store_commit(s);
     if (rc && s) store_rollback(s);
