@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "model/ops.h"
 
@@ -305,27 +306,6 @@ int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
     return OK;
 }
 
-static int write_text_atomic(const char *path, const char *text)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    }
-    if (rename(tmp, path)) {
-        int e = errno;
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
-    }
-    return OK;
-}
-
 static const char *gelu_name(int g) { return g == OP_GELU_ERF ? "gelu" : "gelu_new"; }
 
 int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
@@ -344,7 +324,7 @@ int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
              (double)c->ln_eps, gelu_name(m->gelu), m->tied ? "true" : "false");
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = write_text_atomic(path, json);
+    int rc = file_write_atomic(path, json, strlen(json));
     if (rc) return rc;
     st_out *outs = mem_calloc((size_t)m->ntab, sizeof *outs);
     char(*names)[80] = mem_calloc((size_t)m->ntab, sizeof *names);

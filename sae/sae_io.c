@@ -8,26 +8,10 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "model/safetensors.h"
 #include "sae/sae.h"
-
-static int write_text_atomic(const char *path, const char *text)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, fp) == n;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-    return OK;
-}
 
 static int make_dir(const char *dir)
 {
@@ -105,7 +89,7 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
     cJSON_Delete(root);
     if (!txt) return err_set(ERR_NOMEM, "%s: cannot format cfg.json", dir);
     snprintf(path, sizeof path, "%s/cfg.json", dir);
-    rc = write_text_atomic(path, txt);
+    rc = file_write_atomic(path, txt, strlen(txt));
     cJSON_free(txt);
     return rc;
 }
