@@ -1,6 +1,7 @@
 /* test_common.c - err, mem fault injection, npy round trip, tensor helpers, files and paths,
  * hashes, quickselect, byte buffers, progress lines. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "common/hash.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "common/progress.h"
 #include "common/rng.h"
 #include "common/select.h"
 #include "common/tensor.h"
@@ -388,6 +390,68 @@ static void test_buf(void)
     CHECK(!b.p && !b.n && !b.cap);
 }
 
+/* Run a reporter for `secs` seconds with stderr sent to a file; returns what it wrote. */
+static char *progress_capture(const char *mode, const char *every, double secs, double total)
+{
+    static char out[8192];
+    const char *path = tpath("progress.txt");
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    setenv("SAELITE_PROGRESS", mode, 1);
+    if (every) setenv("SAELITE_PROGRESS_EVERY", every, 1);
+    else unsetenv("SAELITE_PROGRESS_EVERY");
+    progress p;
+    progress_begin(&p, "demo", total, "step");
+    double t0 = now_seconds();
+    int i = 0;
+    while (now_seconds() - t0 < secs) {
+        progress_update(&p, ++i, "loss %.3f", 1.5);
+        usleep(2000);
+    }
+    progress_end(&p);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    unsetenv("SAELITE_PROGRESS");
+    unsetenv("SAELITE_PROGRESS_EVERY");
+    size_t n;
+    char *got = slurp(path, &n);
+    snprintf(out, sizeof out, "%s", got ? got : "");
+    return out;
+}
+
+static void test_progress(void)
+{
+    /* not a terminal: plain lines every interval, each a whole line without \r or escapes */
+    char *got = progress_capture("lines", "0.05", 0.33, 1e9);
+    int lines = 0, ok = 1;
+    for (char *l = got; *l; lines++) {
+        char *nl = strchr(l, '\n');
+        if (!nl) { ok = 0; break; }
+        ok &= !strncmp(l, "demo ", 5) && memchr(l, '%', (size_t)(nl - l)) &&
+              strstr(l, " step ") && strstr(l, "/s  ETA ") && nl[-1] != ' ';
+        l = nl + 1;
+    }
+    CHECK(ok && lines >= 3 && lines <= 8 && !strchr(got, '\r') && !strchr(got, '\033'),
+          "%d lines: '%s'", lines, got);
+    CHECK(strstr(got, "loss 1.500\n"), "the caller's status ends the line: '%s'", got);
+    /* unknown total: elapsed instead of ETA */
+    got = progress_capture("lines", "0.05", 0.12, 0);
+    CHECK(strstr(got, "elapsed") && !strstr(got, "ETA"), "'%s'", got);
+    /* the default interval (5 s): a short command prints nothing */
+    got = progress_capture("lines", NULL, 0.1, 100);
+    CHECK(got[0] == 0, "'%s'", got);
+    /* off prints nothing; the forced terminal mode redraws in place and clears at the end */
+    got = progress_capture("0", "0.01", 0.05, 100);
+    CHECK(got[0] == 0, "'%s'", got);
+    got = progress_capture("1", NULL, 0.05, 100);
+    size_t n = strlen(got);
+    CHECK(!strncmp(got, "\r\033[Kdemo ", 8) && !strchr(got, '\n') && n >= 4 &&
+          !strcmp(got + n - 4, "\r\033[K"), "'%s'", got);
+}
+
 static void test_tensor(void)
 {
     tensor_view t = {.ndim = 3, .shape = {2, 3, 4}};
@@ -414,6 +478,7 @@ int main(void)
     test_hash();
     test_select();
     test_buf();
+    test_progress();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tdir);
