@@ -9,6 +9,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/progress.h"
 #include "extract/corpus.h"
@@ -260,7 +261,7 @@ static int open_db(ext_job *j)
     mem_free(ms);
     if (rc) return rc;
     char cfgpath[4200], *cfg = NULL;
-    snprintf(cfgpath, sizeof cfgpath, "%s/config.json", j->o.model_dir);
+    if ((rc = path_join(cfgpath, sizeof cfgpath, j->o.model_dir, "config.json"))) return rc;
     if ((rc = read_small(cfgpath, &cfg))) return rc;
     const char *base = strrchr(j->o.model_dir, '/');
     base = base && base[1] ? base + 1 : j->o.model_dir;
@@ -326,9 +327,9 @@ int ext_open(ext_job **out, const ext_opts *o)
     }
     if (!rc) rc = parse_hooks(j);
     if (!rc) {
-        if (o->tokenizer_dir) snprintf(j->tokdir, sizeof j->tokdir, "%s", o->tokenizer_dir);
+        if (o->tokenizer_dir) rc = path_fmt(j->tokdir, sizeof j->tokdir, "%s", o->tokenizer_dir);
         else ext_default_tokenizer(o->model_dir, j->tokdir, sizeof j->tokdir);
-        rc = tok_load(&j->tok, j->tokdir);
+        if (!rc) rc = tok_load(&j->tok, j->tokdir);
     }
     if (!rc) {
         j->eot = tok_eot(j->tok);

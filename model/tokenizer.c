@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/hash.h"
 #include "common/mem.h"
 
@@ -479,7 +480,7 @@ static int load_merges(tok_tokenizer *t, const char *path, const int *inv, const
 
 static int file_exists(const char *dir, const char *name, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/%s", dir, name);
+    if (path_join(path, cap, dir, name)) return 0; /* too long to name an existing file */
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     fclose(f);

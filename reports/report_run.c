@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
@@ -289,7 +290,8 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
     f.ntags = nt;
 
     char path[4096], fid[32], sid[32];
-    snprintf(path, sizeof path, "%s/feature_%lld.png", o->out_dir, (long long)feature);
+    if ((rc = path_fmt(path, sizeof path, "%s/feature_%lld.png", o->out_dir, (long long)feature)))
+        goto out;
     snprintf(fid, sizeof fid, "%lld", (long long)feature);
     snprintf(sid, sizeof sid, "%lld", (long long)j->dict->sae_id);
     rep_kv meta[7] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"feature", fid},
@@ -444,7 +446,7 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
         dead += !(fs[i].density > 0);
         dense += fs[i].density > 0.1;
     }
-    snprintf(path, sizeof path, "%s/density.png", o->out_dir);
+    if ((rc = path_join(path, sizeof path, o->out_dir, "density.png"))) goto out;
     char title[384];
     snprintf(title, sizeof title, "Feature density: %s", dict->name);
     if ((rc = rep_plot_density(path, meta, 6, title, v, (int)nf, 0, 0.1))) goto out;
@@ -485,9 +487,9 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
                 long b = lround((rlo[i] - start) / width);
                 if (b >= 0 && b < ng) gr[b] += rcnt[i];
             }
-            snprintf(path, sizeof path, "%s/decoder_angles.png", o->out_dir);
+            rc = path_join(path, sizeof path, o->out_dir, "decoder_angles.png");
             snprintf(title, sizeof title, "Decoder angles: %s", dict->name);
-            rc = rep_plot_decoder_angles(path, meta, 6, title, ng ? edges : NULL, ng ? gd : NULL,
+            if (!rc) rc = rep_plot_decoder_angles(path, meta, 6, title, ng ? edges : NULL, ng ? gd : NULL,
                                          nr ? gr : NULL, ng, 1, dict->d_in, nmc ? w : NULL, nmc);
             mem_free(edges);
             if (!rc) {
@@ -528,8 +530,8 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
                 if (nfs[i].best_tag[0] && isfinite(nfs[i].best_tag_precision)) nv[nnp++] = nfs[i].best_tag_precision;
         }
         err_clear();
-        snprintf(path, sizeof path, "%s/pos_precision.png", o->out_dir);
-        rc = rep_plot_pos_compare(path, meta, 6, "Best POS-tag precision",
+        rc = path_join(path, sizeof path, o->out_dir, "pos_precision.png");
+        if (!rc) rc = rep_plot_pos_compare(path, meta, 6, "Best POS-tag precision",
                                   v, np, nnp ? nv : NULL, nnp);
         mem_free(nfs);
         mem_free(nv);
@@ -597,8 +599,8 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
             for (int i = 0; i < rows; i++) cols[i] = arg[i];
             for (int i = 0; i < rows; i++)
                 for (int k = 0; k < rows; k++) sub[(size_t)i * rows + k] = C[(size_t)i * ns + cols[k]];
-            snprintf(path, sizeof path, "%s/recovery.png", o->out_dir);
-            rc = rep_plot_recovery(path, meta, 6, "Best |cos| per true feature",
+            rc = path_join(path, sizeof path, o->out_dir, "recovery.png");
+            if (!rc) rc = rep_plot_recovery(path, meta, 6, "Best |cos| per true feature",
                                    sub, rows, rows, best, nt);
             if (!rc) {
                 idx[*nidx].file = "recovery.png";
@@ -617,15 +619,15 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
         const char *log = o->training_log;
         struct stat sb;
         if (!log) {
-            snprintf(lp, sizeof lp, "%s/training_log.csv", dict->name);
-            if (stat(lp, &sb) == 0) log = lp;
+            if (path_join(lp, sizeof lp, dict->name, "training_log.csv") == OK && stat(lp, &sb) == 0)
+                log = lp;
         }
         if (log) {
             train_log t;
             if ((rc = train_log_read(log, &t))) goto out;
-            snprintf(path, sizeof path, "%s/training.png", o->out_dir);
+            rc = path_join(path, sizeof path, o->out_dir, "training.png");
             snprintf(title, sizeof title, "Training curves: %s", dict->name);
-            rc = rep_plot_training(path, meta, 6, title, t.tok, t.mse, t.ev, t.l0, t.dead, t.n);
+            if (!rc) rc = rep_plot_training(path, meta, 6, title, t.tok, t.mse, t.ev, t.l0, t.dead, t.n);
             if (!rc) {
                 idx[*nidx].file = "training.png";
                 snprintf(cap[*nidx], 512, "Training curves from %.300s (%d log rows): MSE, explained variance, "
