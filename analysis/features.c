@@ -7,6 +7,7 @@
 #include "analysis/ana.h"
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/rng.h"
 
 int ana_log_edges(double *edges, int nbins, double lo, double hi)
 {
@@ -96,16 +97,6 @@ int ana_feat_acc_new(ana_feat_acc **out, int d, int top_n, int reservoir, const 
     return OK;
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
 /* Min-heap on value; among equal values the later example is "smaller", so earlier examples
  * survive ties. Examples arrive in (seq, pos) order, so a plain value comparison suffices for
  * insertion (replace only when strictly larger). */
@@ -167,7 +158,7 @@ void ana_feat_acc_add(ana_feat_acc *a, const float *f, int T, int64_t seq, int p
                 ana_act *r = a->res + (size_t)j * R;
                 if (a->n_res[j] < R) r[a->n_res[j]++] = x;
                 else {
-                    uint64_t k = rng_next(&a->rng) % (uint64_t)n;
+                    uint64_t k = rng_xorshift64s(&a->rng) % (uint64_t)n;
                     if (k < (uint64_t)R) r[k] = x;
                 }
             }

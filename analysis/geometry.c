@@ -6,6 +6,7 @@
 #include "analysis/ana.h"
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/rng.h"
 
 #define GEOM_BLOCK 512 /* rows per sgemm block: 512 x n floats of scratch */
 
@@ -72,19 +73,9 @@ int ana_geometry(const float *W, int n, int d, int nbins, int64_t *hist, int *ne
     return OK;
 }
 
-static uint64_t rng_next(uint64_t *s)
+static double uniform_open01(uint64_t *s) /* (0, 1), xorshift64* */
 {
-    uint64_t x = *s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1Dull;
-}
-
-static double rng_uniform(uint64_t *s) /* (0, 1) */
-{
-    return ((rng_next(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    return ((rng_xorshift64s(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
 int ana_random_unit(float *W, int n, int d, uint64_t seed)
@@ -95,7 +86,7 @@ int ana_random_unit(float *W, int n, int d, uint64_t seed)
         float *w = W + (size_t)i * d;
         double ss = 0;
         for (int k = 0; k < d; k += 2) { /* Box-Muller: two normals per draw */
-            double u1 = rng_uniform(&s), u2 = rng_uniform(&s);
+            double u1 = uniform_open01(&s), u2 = uniform_open01(&s);
             double r = sqrt(-2.0 * log(u1));
             w[k] = (float)(r * cos(2 * M_PI * u2));
             if (k + 1 < d) w[k + 1] = (float)(r * sin(2 * M_PI * u2));

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
@@ -17,22 +18,6 @@ CLI_COMMAND(pack, "Pack N nearly orthogonal unit vectors in D dimensions, compar
             "saelite pack --dim D --count N [--steps 300] [--range 89,91] [-o DIR]")
 
 #define NBINS 1800 /* 0.1 degree bins over [0, 180] */
-
-static int mkdir_p(const char *dir)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return err_set(ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return err_set(ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-    return OK;
-}
 
 static int on_step(int step, int total, double best, void *user)
 {
@@ -87,7 +72,7 @@ int cmd_pack(int argc, char **argv)
     c.dim = dim;
     c.count = count;
     c.seed = (uint64_t)seed;
-    if (out && mkdir_p(out)) return cli_fail("pack");
+    if (out && file_mkdir_p(out)) return cli_fail("pack");
     cli_catch_signals();
     size_t nv = (size_t)dim * count;
     float *R = mem_alloc(sizeof(float) * nv), *V = mem_alloc(sizeof(float) * nv);
@@ -136,30 +121,22 @@ int cmd_pack(int argc, char **argv)
                "within %g..%g degrees (|cos| <= %.4f)\n",
                ceil(pack_jl_dim(count, eps)), count, lo, hi, eps);
     if (out) {
-        char path[4096], tmp[4200];
+        char path[4096];
         int64_t sh[2] = {count, dim};
-        snprintf(path, sizeof path, "%s/vectors.npy", out);
-        if (npy_write(path, V, 2, sh)) goto fail;
-        snprintf(path, sizeof path, "%s/angles.csv", out);
-        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f) {
-            err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        if (path_join(path, sizeof path, out, "vectors.npy") || npy_write(path, V, 2, sh))
             goto fail;
-        }
-        fprintf(f, "angle_lo_deg,angle_hi_deg,random_pairs,optimized_pairs\n");
+        file_atomic a;
+        if (path_join(path, sizeof path, out, "angles.csv") || file_atomic_open(&a, path))
+            goto fail;
+        fprintf(a.f, "angle_lo_deg,angle_hi_deg,random_pairs,optimized_pairs\n");
         for (int b = 0; b < NBINS; b++)
             if (hr[b] || ho[b])
-                fprintf(f, "%.1f,%.1f,%lld,%lld\n", b * 0.1, (b + 1) * 0.1, (long long)hr[b],
+                fprintf(a.f, "%.1f,%.1f,%lld,%lld\n", b * 0.1, (b + 1) * 0.1, (long long)hr[b],
                         (long long)ho[b]);
-        int bad = ferror(f);
-        if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-            unlink(tmp);
-            err_set(ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        if (file_atomic_commit(&a)) goto fail;
+        if (path_join(path, sizeof path, out, "angles.png") ||
+            pack_render(path, count, dim, hr, ho, NBINS, lo, hi))
             goto fail;
-        }
-        snprintf(path, sizeof path, "%s/angles.png", out);
-        if (pack_render(path, count, dim, hr, ho, NBINS, lo, hi)) goto fail;
         printf("wrote %s/vectors.npy, %s/angles.csv, %s/angles.png\n", out, out, out);
     }
     rc = 0;

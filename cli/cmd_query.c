@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/mem.h"
 #include "store/sqlfuncs.h"
@@ -111,18 +112,14 @@ static void csv_field(const char *v)
     putchar('"');
 }
 
-static void json_string(const char *v)
+/* v as a JSON string literal on stdout (common/buf.h's escaping). ERR_NOMEM (message set). */
+static int json_string(const char *v)
 {
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-        if (*p == '"' || *p == '\\') printf("\\%c", *p);
-        else if (*p == '\n') fputs("\\n", stdout);
-        else if (*p == '\t') fputs("\\t", stdout);
-        else if (*p == '\r') fputs("\\r", stdout);
-        else if (*p < 0x20) printf("\\u%04x", *p);
-        else putchar(*p);
-    }
-    putchar('"');
+    buf b = {0};
+    int rc = buf_json(&b, v, strlen(v), 0);
+    if (!rc) fwrite(b.p, 1, b.n, stdout);
+    buf_free(&b);
+    return rc;
 }
 
 static int json_number_ok(const char *v)
@@ -155,12 +152,12 @@ static int on_row(void *user, int stmt, int nc, const char *const *names, const 
         printf(q->json_rows++ ? ",\n  {" : "\n  {");
         for (int c = 0; c < nc; c++) {
             if (c) printf(", ");
-            json_string(names[c]);
+            if (json_string(names[c])) return 1;
             printf(": ");
             if (types[c] == STORE_Q_NULL) printf("null");
             else if (types[c] == STORE_Q_INT || types[c] == STORE_Q_FLOAT)
                 fputs(json_number_ok(vals[c]) ? vals[c] : "null", stdout);
-            else json_string(vals[c]);
+            else if (json_string(vals[c])) return 1;
         }
         putchar('}');
         return ferror(stdout) ? 1 : 0;

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
@@ -37,45 +38,6 @@ static int parse_list(const char *s, double *v, int max, int *n)
     }
     *n = k;
     return k ? 0 : -1;
-}
-
-static int mkdir_p(const char *dir)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return err_set(ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return err_set(ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-    return OK;
-}
-
-/* Open path.tmp for writing; close_rename finishes it atomically. */
-static FILE *open_tmp(const char *path, char *tmp, size_t cap)
-{
-    snprintf(tmp, cap, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    return f;
-}
-
-static int close_rename(FILE *f, const char *tmp, const char *path)
-{
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    }
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-    }
-    return OK;
 }
 
 typedef struct {
@@ -118,7 +80,7 @@ int cmd_superpose(int argc, char **argv)
     if (parse_list(sp, S, MAX_SPARSITIES, &ns))
         return cli_usage_error("superpose", "--sparsity wants up to %d comma-separated values in "
                                             "[0,1), got '%s'", MAX_SPARSITIES, sp);
-    if (out && mkdir_p(out)) return cli_fail("superpose");
+    if (out && file_mkdir_p(out)) return cli_fail("superpose");
     cli_catch_signals();
 
     sup_model **models = mem_calloc((size_t)ns, sizeof *models);
@@ -164,40 +126,45 @@ int cmd_superpose(int argc, char **argv)
         fflush(stdout);
     }
     if (out) {
-        char path[4096], tmp[4200];
+        char path[4096];
         for (int k = 0; k < ns; k++) {
             sup_model *s = models[k];
             int64_t shw[2] = {n, m}, shb[1] = {n}, shg[2] = {n, n};
             sup_gram(s, G);
-            snprintf(path, sizeof path, "%s/W_S%.4g.npy", out, S[k]);
-            if (npy_write(path, s->W, 2, shw)) goto fail;
-            snprintf(path, sizeof path, "%s/b_S%.4g.npy", out, S[k]);
-            if (npy_write(path, s->b, 1, shb)) goto fail;
-            snprintf(path, sizeof path, "%s/gram_S%.4g.npy", out, S[k]);
-            if (npy_write(path, G, 2, shg)) goto fail;
+            if (path_fmt(path, sizeof path, "%s/W_S%.4g.npy", out, S[k]) ||
+                npy_write(path, s->W, 2, shw))
+                goto fail;
+            if (path_fmt(path, sizeof path, "%s/b_S%.4g.npy", out, S[k]) ||
+                npy_write(path, s->b, 1, shb))
+                goto fail;
+            if (path_fmt(path, sizeof path, "%s/gram_S%.4g.npy", out, S[k]) ||
+                npy_write(path, G, 2, shg))
+                goto fail;
         }
-        snprintf(path, sizeof path, "%s/features.csv", out);
-        FILE *f = open_tmp(path, tmp, sizeof tmp);
-        if (!f) goto fail;
-        fprintf(f, "sparsity,feature,importance,norm,superposition,dimensionality,bias\n");
+        file_atomic a;
+        if (path_join(path, sizeof path, out, "features.csv") || file_atomic_open(&a, path))
+            goto fail;
+        fprintf(a.f, "sparsity,feature,importance,norm,superposition,dimensionality,bias\n");
         for (int k = 0; k < ns; k++)
             for (int i = 0; i < n; i++) {
                 const sup_feature *x = &feat[(size_t)k * n + i];
-                fprintf(f, "%.6g,%d,%.6g,%.6f,%.6f,%.6f,%.6f\n", S[k], i, pow(imp, i), x->norm,
+                fprintf(a.f, "%.6g,%d,%.6g,%.6f,%.6f,%.6f,%.6f\n", S[k], i, pow(imp, i), x->norm,
                         x->superposition, x->dimensionality, models[k]->b[i]);
             }
-        if (close_rename(f, tmp, path)) goto fail;
-        snprintf(path, sizeof path, "%s/summary.csv", out);
-        if (!(f = open_tmp(path, tmp, sizeof tmp))) goto fail;
-        fprintf(f, "sparsity,loss,dims_per_feature,represented\n");
+        if (file_atomic_commit(&a)) goto fail;
+        if (path_join(path, sizeof path, out, "summary.csv") || file_atomic_open(&a, path))
+            goto fail;
+        fprintf(a.f, "sparsity,loss,dims_per_feature,represented\n");
         for (int k = 0; k < ns; k++)
-            fprintf(f, "%.6g,%.8f,%.6f,%d\n", S[k], models[k]->final_loss,
+            fprintf(a.f, "%.6g,%.8f,%.6f,%d\n", S[k], models[k]->final_loss,
                     sup_dims_per_feature(models[k]), sup_represented(models[k]));
-        if (close_rename(f, tmp, path)) goto fail;
-        snprintf(path, sizeof path, "%s/superpose.png", out);
-        if (sup_render(path, models, S, ns, imp)) goto fail;
-        snprintf(path, sizeof path, "%s/dimensionality.png", out);
-        if (sup_render_dimensionality(path, models, S, ns)) goto fail;
+        if (file_atomic_commit(&a)) goto fail;
+        if (path_join(path, sizeof path, out, "superpose.png") ||
+            sup_render(path, models, S, ns, imp))
+            goto fail;
+        if (path_join(path, sizeof path, out, "dimensionality.png") ||
+            sup_render_dimensionality(path, models, S, ns))
+            goto fail;
     }
     printf("\ntrained %d model%s in %.1f s%s%s\n", ns, ns == 1 ? "" : "s", now_seconds() - t0,
            out ? "; wrote " : "", out ? out : "");

@@ -1,24 +1,209 @@
+/* fileio.c - atomic writes, copies, mkdir -p and checked path building (see fileio.h). */
 #include "common/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
-#include <stdio.h>
+#include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/mem.h"
+
+/* ---- paths -------------------------------------------------------------------------------- */
+
+int path_fmt(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    /* the message quotes the cut text, so format once more into a scratch copy on overflow */
+    char head[256];
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+    int rc = OK;
+    if (n < 0 || (size_t)n >= cap) {
+        vsnprintf(head, sizeof head, fmt, ap2);
+        if (cap) out[0] = 0;
+        rc = err_set(ERR_ARG, "path too long (%d bytes, at most %zu): %.200s...", n,
+                     cap ? cap - 1 : 0, head);
+    }
+    va_end(ap2);
+    return rc;
+}
+
+int path_join(char *out, size_t cap, const char *dir, const char *name)
+{
+    if (!dir || !*dir) return path_fmt(out, cap, "%s", name);
+    return path_fmt(out, cap, "%s/%s", dir, name);
+}
+
+/* ---- directories -------------------------------------------------------------------------- */
+
+void file_rmdir_upto(const char *dir, const char *top)
+{
+    char *p = mem_strdup(dir);
+    if (!p) return;
+    size_t n = strlen(p), tn = strlen(top);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    while (n >= tn) {
+        if (rmdir(p) != 0) break;
+        while (n > 0 && p[n - 1] != '/') n--;
+        while (n > 1 && p[n - 1] == '/') n--;
+        p[n] = 0;
+    }
+    mem_free(p);
+}
+
+int file_mkdir_p_created(const char *dir, char *created, size_t cap)
+{
+    if (created && cap) created[0] = 0;
+    size_t n = dir ? strlen(dir) : 0;
+    if (n == 0) return err_set(ERR_ARG, "directory '': empty path");
+    char *p = mem_strdup(dir), *top = NULL;
+    if (!p) return err_set(ERR_NOMEM, "%s: out of memory", dir);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    int rc = OK;
+    size_t last = 0; /* length of the deepest component this call created */
+    for (size_t i = 1; i <= n && !rc; i++) {
+        if (i < n && p[i] != '/') continue;
+        char c = p[i];
+        p[i] = 0;
+        if (mkdir(p, 0777) == 0) {
+            last = i;
+            if (!top && !(top = mem_strdup(p))) rc = err_set(ERR_NOMEM, "%s: out of memory", dir);
+        } else if (errno != EEXIST) {
+            rc = err_set(ERR_IO, "%s: cannot create directory: %s", p, strerror(errno));
+        }
+        p[i] = c;
+    }
+    struct stat sb;
+    if (!rc && (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        rc = err_set(ERR_IO, "%s: not a directory", dir);
+    if (rc && top) {
+        p[last] = 0;
+        file_rmdir_upto(p, top);
+    }
+    else if (top && created && cap) snprintf(created, cap, "%s", top);
+    mem_free(top);
+    mem_free(p);
+    return rc;
+}
+
+int file_mkdir_p(const char *dir) { return file_mkdir_p_created(dir, NULL, 0); }
+
+/* ---- atomic writes ------------------------------------------------------------------------ */
+
+static void atomic_clear(file_atomic *a)
+{
+    mem_free(a->path);
+    a->path = a->tmp = NULL;
+    a->f = NULL;
+    a->sync = 0;
+}
+
+int file_atomic_open(file_atomic *a, const char *path)
+{
+    memset(a, 0, sizeof *a);
+    size_t pl = strlen(path), cap = 2 * pl + 32;
+    a->path = mem_alloc(cap);
+    if (!a->path) return err_set(ERR_NOMEM, "%s: out of memory", path);
+    memcpy(a->path, path, pl + 1);
+    a->tmp = a->path + pl + 1;
+    snprintf(a->tmp, cap - pl - 1, "%s.tmp.%ld", path, (long)getpid());
+    a->f = fopen(a->tmp, "wb");
+    if (!a->f) {
+        int rc = err_set(ERR_IO, "%s: cannot create: %s", a->tmp, strerror(errno));
+        atomic_clear(a);
+        return rc;
+    }
+    return OK;
+}
+
+int file_atomic_commit(file_atomic *a)
+{
+    if (!a->f) return err_set(ERR_IO, "atomic write: file not open");
+    int e = 0;
+    if (ferror(a->f)) e = errno ? errno : EIO;
+    if (fflush(a->f) != 0 && !e) e = errno;
+    if (a->sync && !e && fsync(fileno(a->f)) != 0) e = errno;
+    if (fclose(a->f) != 0 && !e) e = errno;
+    a->f = NULL;
+    if (!e && rename(a->tmp, a->path) != 0) e = errno;
+    int rc = OK;
+    if (e) {
+        unlink(a->tmp);
+        rc = err_set(ERR_IO, "%s: write failed: %s", a->path, strerror(e));
+    }
+    atomic_clear(a);
+    return rc;
+}
+
+void file_atomic_abort(file_atomic *a)
+{
+    if (a->f) {
+        fclose(a->f);
+        unlink(a->tmp);
+    }
+    atomic_clear(a);
+}
 
 int file_write_atomic(const char *path, const void *data, size_t n)
 {
-    char tmp[4240];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    int ok = n == 0 || fwrite(data, 1, n, f) == n;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    file_atomic a;
+    int rc = file_atomic_open(&a, path);
+    if (rc) return rc;
+    if (n && fwrite(data, 1, n, a.f) != n) {
         int e = errno;
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: cannot write: %s", path, strerror(e));
+        file_atomic_abort(&a);
+        return err_set(ERR_IO, "%s: write failed: %s", path, strerror(e));
     }
-    return OK;
+    return file_atomic_commit(&a);
+}
+
+int file_copy_atomic(const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb");
+    if (!in) return err_set(ERR_IO, "%s: cannot open: %s", src, strerror(errno));
+    file_atomic a;
+    int rc = file_atomic_open(&a, dst);
+    if (rc) {
+        fclose(in);
+        return rc;
+    }
+    char buf[1 << 16];
+    size_t k;
+    int bad = 0;
+    while (!bad && (k = fread(buf, 1, sizeof buf, in)) > 0) bad = fwrite(buf, 1, k, a.f) != k;
+    int rbad = ferror(in);
+    fclose(in);
+    if (rbad) {
+        file_atomic_abort(&a);
+        return err_set(ERR_IO, "%s: read error", src);
+    }
+    if (bad) {
+        int e = errno;
+        file_atomic_abort(&a);
+        return err_set(ERR_IO, "%s: write failed: %s", dst, strerror(e));
+    }
+    return file_atomic_commit(&a);
+}
+
+void file_remove_temps(const char *dir, const char *const *names, size_t n)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int ours = 0;
+        for (size_t i = 0; i < n && !ours; i++) {
+            size_t l = strlen(names[i]);
+            ours = !strncmp(e->d_name, names[i], l) && !strncmp(e->d_name + l, ".tmp.", 5);
+        }
+        char path[4096];
+        if (ours && path_join(path, sizeof path, dir, e->d_name) == OK) unlink(path);
+    }
+    closedir(d);
 }

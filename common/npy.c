@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 
 enum npy_kind { NPY_F4, NPY_F2, NPY_F8, NPY_I4, NPY_I8 };
@@ -201,10 +202,10 @@ static int npy_save(const char *path, const void *data, const char *descr, int n
                        descr, shp);
     int total = 10 + len + 1;
     int pad = (64 - total % 64) % 64;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    file_atomic a;
+    int rc = file_atomic_open(&a, path);
+    if (rc) return rc;
+    FILE *f = a.f;
     uint16_t hl = (uint16_t)(len + pad + 1);
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff),
                              (unsigned char)(hl >> 8)};
@@ -212,14 +213,12 @@ static int npy_save(const char *path, const void *data, const char *descr, int n
     for (int i = 0; ok && i < pad; i++) ok = fputc(' ', f) != EOF;
     ok = ok && fputc('\n', f) != EOF;
     ok = ok && (n == 0 || fwrite(data, 4, n, f) == n);
-    ok = (fflush(f) == 0) && ok;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
         int e = errno;
-        unlink(tmp);
+        file_atomic_abort(&a);
         return err_set(ERR_IO, "%s: write failed: %s", path, strerror(e));
     }
-    return OK;
+    return file_atomic_commit(&a);
 }
 
 int npy_write(const char *path, const float *data, int ndim, const int64_t *shape)

@@ -40,9 +40,14 @@ void progress_begin(progress *p, const char *label, double total, const char *un
     p->unit = unit ? unit : "";
     p->total = total;
     p->start = now_seconds();
+    p->interval = 5;
+    const char *every = getenv("SAELITE_PROGRESS_EVERY");
+    if (every && atof(every) > 0) p->interval = atof(every);
     const char *force = getenv("SAELITE_PROGRESS");
-    if (force && *force) p->enabled = atoi(force) != 0;
-    else p->enabled = isatty(STDERR_FILENO);
+    if (force && !strcmp(force, "lines")) p->enabled = PROGRESS_LINES;
+    else if (force && *force) p->enabled = atoi(force) != 0 ? PROGRESS_TTY : PROGRESS_OFF;
+    else p->enabled = isatty(STDERR_FILENO) ? PROGRESS_TTY : PROGRESS_LINES;
+    if (p->enabled == PROGRESS_LINES) p->last_draw = p->start; /* first line after interval */
 }
 
 void progress_update(progress *p, double done, const char *status, ...)
@@ -50,7 +55,11 @@ void progress_update(progress *p, double done, const char *status, ...)
     p->done = done;
     if (!p->enabled) return;
     double t = now_seconds();
-    if (t - p->last_draw < 0.125 && (p->total <= 0 || done < p->total)) return;
+    if (p->enabled == PROGRESS_LINES) {
+        if (t - p->last_draw < p->interval) return;
+    } else if (t - p->last_draw < 0.125 && (p->total <= 0 || done < p->total)) {
+        return;
+    }
     p->last_draw = t;
     double el = t - p->start;
     double rate = el > 0 ? done / el : 0;
@@ -61,22 +70,31 @@ void progress_update(progress *p, double done, const char *status, ...)
         vsnprintf(extra, sizeof extra, status, ap);
         va_end(ap);
     }
+    /* the same text in both modes: redrawn after \r\033[K on a terminal, one line otherwise */
+    char line[512];
     if (p->total > 0) {
         fmt_eta(eta, sizeof eta, rate > 0 ? (p->total - done) / rate : -1);
-        fprintf(stderr, "\r\033[K%s %5.1f%% %s/%s %s  %s %s/s  ETA %s  %s", p->label,
-                100.0 * done / p->total, fmt_si(a, done), fmt_si(b, p->total), p->unit,
-                "", fmt_si(r, rate), eta, extra);
+        snprintf(line, sizeof line, "%s %5.1f%% %s/%s %s  %s %s/s  ETA %s  %s", p->label,
+                 100.0 * done / p->total, fmt_si(a, done), fmt_si(b, p->total), p->unit, "",
+                 fmt_si(r, rate), eta, extra);
     } else {
         fmt_eta(eta, sizeof eta, el);
-        fprintf(stderr, "\r\033[K%s %s %s  %s %s/s  elapsed %s  %s", p->label, fmt_si(a, done),
-                p->unit, "", fmt_si(r, rate), eta, extra);
+        snprintf(line, sizeof line, "%s %s %s  %s %s/s  elapsed %s  %s", p->label,
+                 fmt_si(a, done), p->unit, "", fmt_si(r, rate), eta, extra);
+    }
+    if (p->enabled == PROGRESS_TTY) {
+        fprintf(stderr, "\r\033[K%s", line);
+    } else {
+        size_t n = strlen(line);
+        while (n && line[n - 1] == ' ') line[--n] = 0;
+        fprintf(stderr, "%s\n", line);
     }
     fflush(stderr);
 }
 
 double progress_end(progress *p)
 {
-    if (p->enabled) {
+    if (p->enabled == PROGRESS_TTY) {
         fprintf(stderr, "\r\033[K");
         fflush(stderr);
     }

@@ -1,13 +1,23 @@
 /* progress.h - progress reporting for long commands.
  *
  * A progress line (label, done/total, rate, ETA, and a caller-supplied status such as the
- * current loss) is redrawn on stderr at most ~8 times a second, and only when stderr is a
- * terminal, so logs and pipes stay clean. progress_end() clears the line; the command then
- * prints its own summary. Set SAELITE_PROGRESS=1 to force the line on (e.g. under `script`),
- * =0 to force it off. Not thread-safe: one reporter per thread.
+ * current loss) goes to stderr in one of three modes, chosen by progress_begin:
+ *   PROGRESS_TTY    stderr is a terminal: the line is redrawn in place (\r) at most ~8 times a
+ *                   second; progress_end() clears it and the command prints its own summary.
+ *   PROGRESS_LINES  stderr is a file or pipe: one plain line (no \r, no escapes) every
+ *                   `interval` seconds (5 by default), the first one interval seconds after
+ *                   begin, so `make demo > log 2>&1` shows progress and a short command prints
+ *                   nothing; progress_end() prints nothing.
+ *   PROGRESS_OFF    nothing.
+ * SAELITE_PROGRESS=1 forces the redrawn line (e.g. under `script`), =lines the plain lines,
+ * =0 turns it off (the test runner does: its checks read stderr). SAELITE_PROGRESS_EVERY=S sets
+ * the plain lines' interval in seconds. stdout is never touched. Not thread-safe: one reporter
+ * per thread.
  */
 #ifndef SAELITE_PROGRESS_H
 #define SAELITE_PROGRESS_H
+
+enum { PROGRESS_OFF = 0, PROGRESS_TTY = 1, PROGRESS_LINES = 2 };
 
 typedef struct {
     const char *label; /* e.g. "extract" */
@@ -16,14 +26,15 @@ typedef struct {
     double start;      /* monotonic seconds at begin */
     double last_draw;
     double done;
-    int enabled;
+    int enabled;       /* PROGRESS_OFF, _TTY or _LINES */
+    double interval;   /* seconds between plain lines (PROGRESS_LINES); may be set after begin */
 } progress;
 
 void progress_begin(progress *p, const char *label, double total, const char *unit);
 /* done: absolute count so far. status: optional printf-style extra text (may be NULL). */
 void progress_update(progress *p, double done, const char *status, ...)
     __attribute__((format(printf, 3, 4)));
-/* Clear the line. Returns elapsed seconds. */
+/* Clear the line (PROGRESS_TTY). Returns elapsed seconds. */
 double progress_end(progress *p);
 
 /* Monotonic wall clock in seconds. */

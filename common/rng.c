@@ -3,18 +3,12 @@
 
 #include <math.h>
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
+#include "common/hash.h"
 
 void rng_seed(rng_state *r, uint64_t seed)
 {
     uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++) r->s[i] = hash_splitmix64(&x);
 }
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -55,4 +49,14 @@ double rng_normal_alt(rng_state *r)
 {
     double u = 1.0 - rng_uniform(r), v = rng_uniform(r); /* u in (0,1] */
     return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+
+uint64_t rng_xorshift64s(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
 }

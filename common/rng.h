@@ -8,6 +8,10 @@
  * Two normal samplers exist because two historical copies drew them differently and changing
  * either would change saved results: rng_normal (u1 = uniform clamped away from 0; sampling,
  * toy models) and rng_normal_alt (u = 1 - uniform in (0, 1]; SAE init, synthetic data).
+ *
+ * rng_xorshift64s is a second, one-word generator (xorshift64*, Vigna 2014) kept because the
+ * analysis module's reservoir sampling and random directions were drawn with it; its state
+ * must be nonzero. The splitmix64 stream itself is hash_splitmix64 in common/hash.h.
  */
 #ifndef SAELITE_RNG_H
 #define SAELITE_RNG_H
@@ -30,5 +34,8 @@ double rng_normal(rng_state *r);
 /* Standard normal, Box-Muller with u = 1 - uniform (in (0, 1]) then v = uniform: a different
  * stream from rng_normal for the same state. */
 double rng_normal_alt(rng_state *r);
+
+/* xorshift64*: next 64 bits of the one-word stream *s (nonzero), advancing it. */
+uint64_t rng_xorshift64s(uint64_t *s);
 
 #endif

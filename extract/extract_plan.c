@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "extract/extract.h"
 #include "store/store.h"
@@ -32,7 +34,8 @@ int ext_free_bytes(const char *path, int64_t *free_bytes)
     struct statvfs v;
     const char *p = path;
     if (access(path, F_OK) != 0) {
-        snprintf(dir, sizeof dir, "%s", path);
+        int rc = path_fmt(dir, sizeof dir, "%s", path);
+        if (rc) return rc;
         char *slash = strrchr(dir, '/');
         if (!slash) snprintf(dir, sizeof dir, ".");
         else if (slash == dir) dir[1] = 0;
@@ -57,7 +60,7 @@ static int hash_file(const char *path, uint64_t *h)
         return err_set(ERR_NOMEM, "out of memory");
     }
     size_t n;
-    while ((n = fread(buf, 1, CH, f)) > 0) *h = store_hash64(*h, buf, n);
+    while ((n = fread(buf, 1, CH, f)) > 0) *h = hash_fnv1a(*h, buf, n);
     int bad = ferror(f);
     mem_free(buf);
     fclose(f);
@@ -68,11 +71,11 @@ static int hash_file(const char *path, uint64_t *h)
 int ext_model_checksum(const char *dir, char out[17])
 {
     char p[4096];
-    uint64_t h = STORE_HASH_INIT;
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    int rc = hash_file(p, &h);
+    uint64_t h = HASH_FNV1A_INIT;
+    int rc = path_join(p, sizeof p, dir, "config.json");
+    if (!rc) rc = hash_file(p, &h);
     if (rc) return rc;
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    if ((rc = path_join(p, sizeof p, dir, "model.safetensors"))) return rc;
     if ((rc = hash_file(p, &h))) return rc;
     snprintf(out, 17, "%016llx", (unsigned long long)h);
     return OK;
@@ -82,8 +85,7 @@ const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap)
 {
     static const char *const files[] = {"encoder.json", "vocab.json"};
     for (int i = 0; i < 2; i++) {
-        snprintf(buf, cap, "%s/%s", model_dir, files[i]);
-        if (access(buf, R_OK) == 0) {
+        if (path_join(buf, cap, model_dir, files[i]) == OK && access(buf, R_OK) == 0) {
             snprintf(buf, cap, "%s", model_dir);
             return buf;
         }
@@ -92,20 +94,3 @@ const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap)
     return buf;
 }
 
-void ext_json_str(char *out, size_t cap, const char *s)
-{
-    size_t o = 0;
-    if (cap < 3) {
-        if (cap) out[0] = 0;
-        return;
-    }
-    out[o++] = '"';
-    for (; s && *s && o + 8 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') o += (size_t)snprintf(out + o, cap - o, "\\%c", c);
-        else if (c < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-        else out[o++] = (char)c;
-    }
-    out[o++] = '"';
-    out[o] = 0;
-}

@@ -5,7 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "extract/extract.h"
@@ -30,43 +32,27 @@ static int npy_header(FILE *f, const char *descr, int64_t rows, int64_t cols, in
     return fputc('\n', f) == EOF ? -1 : 0;
 }
 
-/* Streams rows into path.tmp, renamed over path at the end. */
-typedef struct {
-    FILE *f;
-    char path[4096], tmp[4120];
-} npy_out;
-
-static int out_open(npy_out *o, const char *path, const char *descr, int64_t rows, int64_t cols,
-                    int ndim)
+/* An .npy file streamed through common/fileio.h's atomic writer: header now, rows later. */
+static int out_open(file_atomic *o, const char *path, const char *descr, int64_t rows,
+                    int64_t cols, int ndim)
 {
-    snprintf(o->path, sizeof o->path, "%s", path);
-    snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", path, (int)getpid());
-    o->f = fopen(o->tmp, "wb");
-    if (!o->f) return err_set(ERR_IO, "%s: cannot create: %s", o->tmp, strerror(errno));
+    int rc = file_atomic_open(o, path);
+    if (rc) return rc;
     if (npy_header(o->f, descr, rows, cols, ndim)) {
         int e = errno;
-        fclose(o->f);
-        unlink(o->tmp);
-        o->f = NULL;
-        return err_set(ERR_IO, "%s: write error: %s", o->tmp, strerror(e));
+        rc = err_set(ERR_IO, "%s: write error: %s", o->tmp, strerror(e));
+        file_atomic_abort(o);
     }
-    return OK;
+    return rc;
 }
 
-static int out_close(npy_out *o, int ok)
+/* ok: commit (renamed into place); else drop the temp file. A never-opened o is fine. */
+static int out_close(file_atomic *o, int ok)
 {
     if (!o->f) return OK;
-    int bad = ferror(o->f);
-    int e = errno;
-    if (fclose(o->f) != 0) {
-        bad = 1;
-        e = errno;
-    }
-    o->f = NULL;
-    if (ok && !bad && rename(o->tmp, o->path) == 0) return OK;
-    if (ok && !bad) e = errno;
-    unlink(o->tmp);
-    return ok ? err_set(ERR_IO, "%s: write failed: %s", o->path, strerror(e)) : OK;
+    if (ok) return file_atomic_commit(o);
+    file_atomic_abort(o);
+    return OK;
 }
 
 int ext_export_npy(store *s, const char *hook, const char *npy, const char *tokens_npy,
@@ -82,7 +68,7 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
     if (limit > 0 && limit < rows) rows = limit;
     float *buf = mem_alloc((size_t)h.seq_len * (size_t)h.width * sizeof(float));
     int *ids = mem_alloc((size_t)h.seq_len * sizeof(int));
-    npy_out a = {0}, t = {0};
+    file_atomic a = {0}, t = {0};
     if (!buf || !ids) rc = err_set(ERR_NOMEM, "out of memory");
     if (!rc) rc = out_open(&a, npy, "<f4", rows, h.width, 2);
     if (!rc && tokens_npy) rc = out_open(&t, tokens_npy, "<i4", rows, 0, 1);
@@ -192,15 +178,19 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
         if (!rc) rc = store_act_write(s, h.id, seq, x + start * W, T);
     }
     if (!rc) {
-        char params[9000], a[4200], b[300];
-        ext_json_str(a, sizeof a, npy);
-        ext_json_str(b, sizeof b, hook);
-        snprintf(params, sizeof params, "{\"npy\": %s, \"hook\": %s, \"seq_len\": %d, \"dtype\": \"%s\"}",
-                 a, b, seq_len, store_dtype_name(dtype));
+        buf params = {0}; /* control bytes as \u00XX, as stored before (BUF_JSON_CTRL_U) */
+        rc = buf_str(&params, "{\"npy\": ");
+        if (!rc) rc = buf_json(&params, npy, strlen(npy), BUF_JSON_CTRL_U);
+        if (!rc) rc = buf_str(&params, ", \"hook\": ");
+        if (!rc) rc = buf_json(&params, hook, strlen(hook), BUF_JSON_CTRL_U);
+        if (!rc)
+            rc = buf_printf(&params, ", \"seq_len\": %d, \"dtype\": \"%s\"}", seq_len,
+                            store_dtype_name(dtype));
         int64_t run;
         int was;
-        rc = store_run_begin(s, "import", params, &run, &was);
+        if (!rc) rc = store_run_begin(s, "import", params.p, &run, &was);
         if (!rc) rc = store_run_done(s, run);
+        buf_free(&params);
     }
     if (!rc) rc = store_commit(s);
     if (rc && s) store_rollback(s);

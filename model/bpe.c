@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/hash.h"
@@ -17,34 +18,7 @@
 #include "corpus/corpus.h"
 #include "model/tokenizer.h"
 
-/* ---- growable byte buffer ---------------------------------------------------------------- */
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-} sbuf;
-
-static int sb_put(sbuf *b, const void *s, size_t n)
-{
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = (b->n + n + 1) * 2 + 256;
-        char *q = mem_realloc(b->p, nc);
-        if (!q) return err_set(ERR_NOMEM, "out of memory");
-        b->p = q;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return OK;
-}
-
-static uint64_t fnv(const char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h | 1;
-}
+static uint64_t fnv(const char *p, size_t n) { return hash_fnv1a(HASH_FNV1A_INIT_TOK, p, n) | 1; }
 
 /* A set of byte strings -> int, open addressing, strings kept in an arena. */
 typedef struct {
@@ -52,7 +26,7 @@ typedef struct {
     uint32_t *off, *len;
     int *val;
     size_t mask, count;
-    sbuf keys;
+    buf keys;
 } strmap;
 
 static void sm_free(strmap *m)
@@ -122,7 +96,7 @@ static int sm_get_or_add(strmap *m, const char *s, size_t n, int val, int *out, 
     m->off[i] = (uint32_t)m->keys.n;
     m->len[i] = (uint32_t)n;
     m->val[i] = val;
-    if (sb_put(&m->keys, s, n)) return ERR_NOMEM;
+    if (buf_put(&m->keys, s, n)) return ERR_NOMEM;
     m->count++;
     *out = val;
     *added = 1;
@@ -132,7 +106,7 @@ static int sm_get_or_add(strmap *m, const char *s, size_t n, int val, int *out, 
 /* ---- GPT-2 alphabet and files -------------------------------------------------------------- */
 
 /* Token bytes in the alphabet, UTF-8 (json = 0) or as a JSON string body with \uXXXX (json = 1). */
-static int put_alpha(sbuf *b, const char *s, size_t n, int json)
+static int put_alpha(buf *b, const char *s, size_t n, int json)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned cp = tok_byte_to_unicode((unsigned char)s[i]);
@@ -144,7 +118,7 @@ static int put_alpha(sbuf *b, const char *s, size_t n, int json)
             else k = (size_t)snprintf(u, sizeof u, "\\u%04x", cp);
         } else if (cp < 0x80) { u[0] = (char)cp; k = 1; }
         else { u[0] = (char)(0xC0 | cp >> 6); u[1] = (char)(0x80 | (cp & 0x3F)); k = 2; }
-        if (sb_put(b, u, k)) return ERR_NOMEM;
+        if (buf_put(b, u, k)) return ERR_NOMEM;
     }
     return OK;
 }
@@ -153,7 +127,7 @@ int bpe_write(const char *dir, const bpe_merge *merges, size_t n)
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return err_set(ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
-    sbuf voc = {0}, enc = {0}, tokb = {0};
+    buf voc = {0}, enc = {0}, tokb = {0};
     strmap seen;
     int rc = sm_init(&seen, 1024);
     if (rc) return rc;
@@ -161,43 +135,43 @@ int bpe_write(const char *dir, const bpe_merge *merges, size_t n)
     tok_byte_order(order);
     int id = 0, dummy, added;
     char num[32];
-    rc = sb_put(&enc, "{", 1);
+    rc = buf_put(&enc, "{", 1);
     for (int k = 0; k < 256 && !rc; k++) {
         char c = (char)order[k];
         rc = sm_get_or_add(&seen, &c, 1, id, &dummy, &added);
-        if (!rc) rc = sb_put(&enc, k ? ", \"" : "\"", k ? 3 : 1);
+        if (!rc) rc = buf_put(&enc, k ? ", \"" : "\"", k ? 3 : 1);
         if (!rc) rc = put_alpha(&enc, &c, 1, 1);
         snprintf(num, sizeof num, "\": %d", id++);
-        if (!rc) rc = sb_put(&enc, num, strlen(num));
+        if (!rc) rc = buf_put(&enc, num, strlen(num));
     }
-    if (!rc) rc = sb_put(&voc, "#version: 0.2\n", 14);
+    if (!rc) rc = buf_put(&voc, "#version: 0.2\n", 14);
     for (size_t i = 0; i < n && !rc; i++) {
         const bpe_merge *m = &merges[i];
         rc = put_alpha(&voc, m->a, m->alen, 0);
-        if (!rc) rc = sb_put(&voc, " ", 1);
+        if (!rc) rc = buf_put(&voc, " ", 1);
         if (!rc) rc = put_alpha(&voc, m->b, m->blen, 0);
-        if (!rc) rc = sb_put(&voc, "\n", 1);
+        if (!rc) rc = buf_put(&voc, "\n", 1);
         tokb.n = 0;
-        if (!rc) rc = sb_put(&tokb, m->a, m->alen);
-        if (!rc) rc = sb_put(&tokb, m->b, m->blen);
+        if (!rc) rc = buf_put(&tokb, m->a, m->alen);
+        if (!rc) rc = buf_put(&tokb, m->b, m->blen);
         if (!rc) rc = sm_get_or_add(&seen, tokb.p, tokb.n, id, &dummy, &added);
         if (rc || !added) continue; /* a merge that recreates an existing token adds none */
-        rc = sb_put(&enc, ", \"", 3);
+        rc = buf_put(&enc, ", \"", 3);
         if (!rc) rc = put_alpha(&enc, tokb.p, tokb.n, 1);
         snprintf(num, sizeof num, "\": %d", id++);
-        if (!rc) rc = sb_put(&enc, num, strlen(num));
+        if (!rc) rc = buf_put(&enc, num, strlen(num));
     }
     snprintf(num, sizeof num, ", \"<|endoftext|>\": %d}", id);
-    if (!rc) rc = sb_put(&enc, num, strlen(num));
+    if (!rc) rc = buf_put(&enc, num, strlen(num));
     char path[4200];
-    snprintf(path, sizeof path, "%s/vocab.bpe", dir);
+    if (!rc) rc = path_join(path, sizeof path, dir, "vocab.bpe");
     if (!rc) rc = file_write_atomic(path, voc.p, voc.n);
-    snprintf(path, sizeof path, "%s/encoder.json", dir);
+    if (!rc) rc = path_join(path, sizeof path, dir, "encoder.json");
     if (!rc) rc = file_write_atomic(path, enc.p, enc.n);
     sm_free(&seen);
-    mem_free(voc.p);
-    mem_free(enc.p);
-    mem_free(tokb.p);
+    buf_free(&voc);
+    buf_free(&enc);
+    buf_free(&tokb);
     return rc;
 }
 
@@ -308,7 +282,7 @@ typedef struct {
     hent *heap;
     size_t nheap, hcap;
     /* tokens */
-    sbuf tbytes;
+    buf tbytes;
     size_t *toff;
     int *tlen;
     int ntok, tcap;
@@ -443,7 +417,7 @@ static int add_token(trainer *T, const char *s, size_t n)
     T->toff[T->ntok] = T->tbytes.n;
     T->tlen[T->ntok] = (int)n;
     T->ntok++;
-    return sb_put(&T->tbytes, s, n);
+    return buf_put(&T->tbytes, s, n);
 }
 
 static void trainer_free(trainer *T)
@@ -606,7 +580,7 @@ int bpe_train(const char *const *paths, int npaths, const bpe_train_opts *opt, b
     int target_tokens = opt->vocab_size - 1; /* <|endoftext|> comes last */
     int stamp = 0;
     progress_begin(&pr, "bpe-train: merging", target_tokens - 256, "merge");
-    sbuf nb = {0};
+    buf nb = {0};
     while (T.ntok < target_tokens && T.nheap && !rc) {
         hent e = heap_pop(&T);
         int p = pair_get(&T, e.a, e.b);
@@ -615,8 +589,8 @@ int bpe_train(const char *const *paths, int npaths, const bpe_train_opts *opt, b
         if (e.count < opt->min_freq) break;
         int A = e.a, B = e.b;
         nb.n = 0;
-        rc = sb_put(&nb, T.tbytes.p + T.toff[A], (size_t)T.tlen[A]);
-        if (!rc) rc = sb_put(&nb, T.tbytes.p + T.toff[B], (size_t)T.tlen[B]);
+        rc = buf_put(&nb, T.tbytes.p + T.toff[A], (size_t)T.tlen[A]);
+        if (!rc) rc = buf_put(&nb, T.tbytes.p + T.toff[B], (size_t)T.tlen[B]);
         int C, added;
         if (!rc) rc = sm_get_or_add(&toks, nb.p, nb.n, T.ntok, &C, &added);
         if (!rc && added) rc = add_token(&T, nb.p, nb.n);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "model/ops.h"
 
@@ -305,27 +306,6 @@ int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
     return OK;
 }
 
-static int write_text_atomic(const char *path, const char *text)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    size_t n = strlen(text);
-    int bad = fwrite(text, 1, n, f) != n;
-    bad |= fclose(f) != 0;
-    if (bad) {
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    }
-    if (rename(tmp, path)) {
-        int e = errno;
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: cannot rename into place: %s", path, strerror(e));
-    }
-    return OK;
-}
-
 static const char *gelu_name(int g) { return g == OP_GELU_ERF ? "gelu" : "gelu_new"; }
 
 int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
@@ -343,8 +323,8 @@ int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
              c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->n_ctx, c->vocab_size, c->n_inner,
              (double)c->ln_eps, gelu_name(m->gelu), m->tied ? "true" : "false");
     char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    int rc = write_text_atomic(path, json);
+    int rc = path_join(path, sizeof path, dir, "config.json");
+    if (!rc) rc = file_write_atomic(path, json, strlen(json));
     if (rc) return rc;
     st_out *outs = mem_calloc((size_t)m->ntab, sizeof *outs);
     char(*names)[80] = mem_calloc((size_t)m->ntab, sizeof *names);
@@ -364,9 +344,9 @@ int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
         outs[i].shape[1] = t->shape[1];
         outs[i].data = m->params + t->offset;
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
     const char *meta[] = {"format", "pt", NULL};
-    rc = st_write(path, outs, m->ntab, meta);
+    rc = path_join(path, sizeof path, dir, "model.safetensors");
+    if (!rc) rc = st_write(path, outs, m->ntab, meta);
     mem_free(outs);
     mem_free(names);
     return rc;
@@ -425,9 +405,9 @@ static int read_file_all(const char *path, char **out)
 static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
     char *text = NULL;
-    int rc = read_file_all(path, &text);
+    int rc = path_join(path, sizeof path, dir, "config.json");
+    if (!rc) rc = read_file_all(path, &text);
     if (rc) return rc;
     cJSON *root = cJSON_Parse(text);
     mem_free(text);
@@ -490,8 +470,8 @@ int gpt2_load(gpt2_model **out, const char *dir)
     int gelu = OP_GELU_TANH, tie_flag = 1, rc;
     if ((rc = load_config(dir, &cfg, &gelu, &tie_flag))) return rc;
     char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
     st_file *f;
+    if ((rc = path_join(path, sizeof path, dir, "model.safetensors"))) return rc;
     if ((rc = st_open(&f, path))) return rc;
     const char *pre = st_find(f, "transformer.wte.weight") ? "transformer." : "";
     int has_head = st_find(f, "lm_head.weight") || st_find(f, "transformer.lm_head.weight");

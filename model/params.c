@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "model/safetensors.h"
 
@@ -73,7 +74,8 @@ static int ends_with(const char *s, const char *suffix)
 static int scan_checkpoint(const char *dir, params_shape *out)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    int prc = path_join(path, sizeof path, dir, "model.safetensors");
+    if (prc) return prc;
     if (access(path, F_OK) != 0) return OK;
     st_file *f;
     int rc = st_open(&f, path);
@@ -95,7 +97,8 @@ static int scan_checkpoint(const char *dir, params_shape *out)
 int params_from_dir(const char *dir, params_shape *out)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+    int prc = path_join(path, sizeof path, dir, "config.json");
+    if (prc) return prc;
     FILE *f = fopen(path, "rb");
     if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     char *buf = NULL;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/half.h"
 #include "common/mem.h"
 
@@ -263,8 +264,8 @@ int st_write(const char *path, const st_out *tensors, int n, const char *const *
     int rc = OK;
     const st_out **order = mem_alloc(sizeof *order * (size_t)(n ? n : 1));
     cJSON *root = cJSON_CreateObject();
-    char *hdr = NULL, tmp[4096];
-    FILE *fp = NULL;
+    char *hdr = NULL;
+    file_atomic out = {0};
     if (!order || !root) { rc = err_set(ERR_NOMEM, "%s: out of memory", path); goto out; }
     for (int i = 0; i < n; i++) order[i] = &tensors[i];
     qsort(order, (size_t)n, sizeof *order, out_cmp);
@@ -296,9 +297,8 @@ int st_write(const char *path, const st_out *tensors, int n, const char *const *
     hdr = cJSON_PrintUnformatted(root);
     if (!hdr) { rc = err_set(ERR_NOMEM, "%s: out of memory", path); goto out; }
     size_t hl = strlen(hdr), padded = (hl + 7) / 8 * 8; /* keep the data 8-byte aligned */
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    fp = fopen(tmp, "wb");
-    if (!fp) { rc = err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno)); goto out; }
+    if ((rc = file_atomic_open(&out, path))) goto out;
+    FILE *fp = out.f;
     unsigned char le[8];
     for (int i = 0; i < 8; i++) le[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     int ok = fwrite(le, 1, 8, fp) == 8 && fwrite(hdr, 1, hl, fp) == hl;
@@ -316,16 +316,14 @@ int st_write(const char *path, const st_out *tensors, int n, const char *const *
             ok = fwrite(chunk, 2, (size_t)c, fp) == (size_t)c;
         }
     }
-    ok = fflush(fp) == 0 && ok;
-    ok = fsync(fileno(fp)) == 0 && ok;
-    ok = fclose(fp) == 0 && ok;
-    fp = NULL;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
         rc = err_set(ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        unlink(tmp);
+        goto out;
     }
+    out.sync = 1; /* checkpoints and SAE weights must survive a crash right after the rename */
+    rc = file_atomic_commit(&out);
 out:
-    if (fp) { fclose(fp); unlink(tmp); }
+    file_atomic_abort(&out); /* nothing to do after a commit */
     cJSON_free(hdr);
     cJSON_Delete(root);
     mem_free(order);

@@ -6,32 +6,8 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/select.h"
 #include "model/gpt2.h"
-
-/* k-th largest value (1-based k) of a[0..n) by quickselect; a is reordered. */
-static float kth_largest(float *a, int n, int k)
-{
-    int lo = 0, hi = n - 1, want = k - 1;
-    while (lo < hi) {
-        float p = a[lo + (hi - lo) / 2];
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] > p) i++;
-            while (a[j] < p) j--;
-            if (i <= j) {
-                float t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (want <= j) hi = j;
-        else if (want >= i) lo = i;
-        else return a[want];
-    }
-    return a[want];
-}
 
 int smp_pick(const float *logits, int V, double temperature, int top_k, rng_state *rng,
              float *work, int *token)
@@ -51,7 +27,7 @@ int smp_pick(const float *logits, int V, double temperature, int top_k, rng_stat
     int extra = V;
     if (top_k > 0 && top_k < V) {
         for (int i = 0; i < V; i++) work[i] = logits[i];
-        thr = kth_largest(work, V, top_k);
+        thr = sel_kth_smallest(work, V, V - top_k); /* the top_k-th largest */
         int greater = 0;
         for (int i = 0; i < V; i++) greater += logits[i] > thr;
         extra = top_k - greater;

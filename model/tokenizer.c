@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/hash.h"
 #include "common/mem.h"
 #include "common/utf8.h"
@@ -212,9 +213,7 @@ static inline int merge_find(const tok_tokenizer *t, int a, int b, int *res)
 
 static uint64_t fnv(const char *p, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h | 1; /* 0 marks an empty cache slot */
+    return hash_fnv1a(HASH_FNV1A_INIT_TOK, p, n) | 1; /* 0 marks an empty cache slot */
 }
 
 void tok_free(tok_tokenizer *t)
@@ -495,7 +494,7 @@ static int load_merges(tok_tokenizer *t, const char *path, const strmap *m)
 
 static int file_exists(const char *dir, const char *name, char *path, size_t cap)
 {
-    snprintf(path, cap, "%s/%s", dir, name);
+    if (path_join(path, cap, dir, name)) return 0; /* too long to name an existing file */
     FILE *f = fopen(path, "rb");
     if (!f) return 0;
     fclose(f);

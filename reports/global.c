@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "reports/dashboard.h"
 
@@ -300,26 +301,14 @@ int rep_write_index(const char *dir, const char *title, const char *intro,
                     const rep_index_entry *e, int n)
 {
     size_t dl = strlen(dir);
-    char *path = mem_alloc(dl + 32), *tmp = mem_alloc(dl + 48);
-    if (!path || !tmp) {
-        mem_free(path);
-        mem_free(tmp);
-        return err_set(ERR_NOMEM, "out of memory");
-    }
+    char *path = mem_alloc(dl + 32);
+    if (!path) return err_set(ERR_NOMEM, "out of memory");
     snprintf(path, dl + 32, "%s/index.html", dir);
-    snprintf(tmp, dl + 48, "%s/.index.html.tmp.XXXXXX", dir);
-    int fd = mkstemp(tmp), rc = OK;
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        rc = err_set(ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        if (fd >= 0) { close(fd); unlink(tmp); }
-        mem_free(path);
-        mem_free(tmp);
-        return rc;
-    }
-    mode_t um = umask(0);
-    umask(um);
-    fchmod(fd, 0666 & ~um);
+    file_atomic out;
+    int rc = file_atomic_open(&out, path);
+    mem_free(path);
+    if (rc) return rc;
+    FILE *f = out.f;
     fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>", f);
     html_esc(f, title);
     fputs("</title>\n<style>body{font-family:'DejaVu Sans',sans-serif;margin:2em;color:#222}"
@@ -344,11 +333,5 @@ int rep_write_index(const char *dir, const char *title, const char *intro,
         fputs("</figcaption></figure>\n", f);
     }
     fputs("</body></html>\n", f);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) rc = err_set(ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    else if (rename(tmp, path) != 0) rc = err_set(ERR_IO, "%s: rename failed: %s", path, strerror(errno));
-    if (rc) unlink(tmp);
-    mem_free(path);
-    mem_free(tmp);
-    return rc;
+    return file_atomic_commit(&out);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "reports/rep_internal.h"
 
@@ -55,32 +56,18 @@ int rep_png_write(const rep_canvas *c, const char *path, const rep_kv *meta, int
     }
     int ch = opaque ? 3 : 4;
 
-    size_t plen = strlen(path);
-    char *tmp = mem_alloc(plen + 16);
     unsigned char *rowbuf = mem_alloc((size_t)w * 4);
     png_text *texts = mem_calloc((size_t)(nmeta > 0 ? nmeta : 1), sizeof(png_text));
-    if (!tmp || !rowbuf || !texts) {
-        mem_free(tmp); mem_free(rowbuf); mem_free(texts);
+    if (!rowbuf || !texts) {
+        mem_free(rowbuf); mem_free(texts);
         return err_set(ERR_NOMEM, "%s: out of memory", path);
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        rc = err_set(ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
-        mem_free(tmp); mem_free(rowbuf); mem_free(texts);
+    file_atomic out;
+    if ((rc = file_atomic_open(&out, path))) {
+        mem_free(rowbuf); mem_free(texts);
         return rc;
     }
-    mode_t um = umask(0);
-    umask(um);
-    fchmod(fd, 0666 & ~um); /* mkstemp makes 0600; a picture is as readable as any output */
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        rc = err_set(ERR_IO, "%s: %s", tmp, strerror(errno));
-        close(fd); unlink(tmp);
-        mem_free(tmp); mem_free(rowbuf); mem_free(texts);
-        return rc;
-    }
+    FILE *f = out.f;
 
     png_errctx ectx = {{0}};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &ectx, on_png_error,
@@ -88,15 +75,15 @@ int rep_png_write(const rep_canvas *c, const char *path, const rep_kv *meta, int
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!png || !info) {
         png_destroy_write_struct(&png, &info);
-        fclose(f); unlink(tmp);
-        mem_free(tmp); mem_free(rowbuf); mem_free(texts);
+        file_atomic_abort(&out);
+        mem_free(rowbuf); mem_free(texts);
         return err_set(ERR_NOMEM, "%s: libpng: out of memory", path);
     }
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_write_struct(&png, &info);
-        fclose(f); unlink(tmp);
+        file_atomic_abort(&out);
         rc = err_set(ERR_PNG, "%s: libpng: %s", path, ectx.msg[0] ? ectx.msg : "write failed");
-        mem_free(tmp); mem_free(rowbuf); mem_free(texts);
+        mem_free(rowbuf); mem_free(texts);
         return rc;
     }
     png_init_io(png, f);
@@ -145,21 +132,7 @@ int rep_png_write(const rep_canvas *c, const char *path, const rep_kv *meta, int
     png_destroy_write_struct(&png, &info);
     mem_free(rowbuf);
     mem_free(texts);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        rc = err_set(ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        unlink(tmp);
-        mem_free(tmp);
-        return rc;
-    }
-    if (rename(tmp, path) != 0) {
-        rc = err_set(ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-        unlink(tmp);
-        mem_free(tmp);
-        return rc;
-    }
-    mem_free(tmp);
-    return OK;
+    return file_atomic_commit(&out);
 }
 
 void rep_image_free(rep_image *img)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
@@ -290,7 +291,8 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
     f.ntags = nt;
 
     char path[4096], fid[32], sid[32];
-    snprintf(path, sizeof path, "%s/feature_%lld.png", o->out_dir, (long long)feature);
+    if ((rc = path_fmt(path, sizeof path, "%s/feature_%lld.png", o->out_dir, (long long)feature)))
+        goto out;
     snprintf(fid, sizeof fid, "%lld", (long long)feature);
     snprintf(sid, sizeof sid, "%lld", (long long)j->dict->sae_id);
     rep_kv meta[7] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"feature", fid},
@@ -521,7 +523,7 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
         dead += !(fs[i].density > 0);
         dense += fs[i].density > 0.1;
     }
-    snprintf(path, sizeof path, "%s/density.png", o->out_dir);
+    if ((rc = path_join(path, sizeof path, o->out_dir, "density.png"))) goto out;
     char title[384];
     snprintf(title, sizeof title, "Feature density: %s", dict->name);
     if ((rc = rep_plot_density(path, meta, 6, title, v, (int)nf, 0, 0.1))) goto out;
@@ -562,9 +564,9 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
                 long b = lround((rlo[i] - start) / width);
                 if (b >= 0 && b < ng) gr[b] += rcnt[i];
             }
-            snprintf(path, sizeof path, "%s/decoder_angles.png", o->out_dir);
+            rc = path_join(path, sizeof path, o->out_dir, "decoder_angles.png");
             snprintf(title, sizeof title, "Decoder angles: %s", dict->name);
-            rc = rep_plot_decoder_angles(path, meta, 6, title, ng ? edges : NULL, ng ? gd : NULL,
+            if (!rc) rc = rep_plot_decoder_angles(path, meta, 6, title, ng ? edges : NULL, ng ? gd : NULL,
                                          nr ? gr : NULL, ng, 1, dict->d_in, nmc ? w : NULL, nmc);
             mem_free(edges);
             if (!rc) {
@@ -605,8 +607,8 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
                 if (nfs[i].best_tag[0] && isfinite(nfs[i].best_tag_precision)) nv[nnp++] = nfs[i].best_tag_precision;
         }
         err_clear();
-        snprintf(path, sizeof path, "%s/pos_precision.png", o->out_dir);
-        rc = rep_plot_pos_compare(path, meta, 6, "Best POS-tag precision",
+        rc = path_join(path, sizeof path, o->out_dir, "pos_precision.png");
+        if (!rc) rc = rep_plot_pos_compare(path, meta, 6, "Best POS-tag precision",
                                   v, np, nnp ? nv : NULL, nnp);
         mem_free(nfs);
         mem_free(nv);
@@ -661,8 +663,8 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
                 good += bestf[i] > 0.9; /* as sae_mmcs counts *recovered */
             }
             for (size_t i = 0; i < (size_t)rows * rows; i++) sub[i] = C[i];
-            snprintf(path, sizeof path, "%s/recovery.png", o->out_dir);
-            rc = rep_plot_recovery(path, meta, 6, "Best cos per true feature",
+            rc = path_join(path, sizeof path, o->out_dir, "recovery.png");
+            if (!rc) rc = rep_plot_recovery(path, meta, 6, "Best cos per true feature",
                                    sub, rows, rows, best, nt);
             if (!rc) {
                 idx[*nidx].file = "recovery.png";
@@ -682,9 +684,9 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
         char from[512];
         if ((rc = train_log_load(o, s, dict, &t, from, sizeof from))) goto out;
         if (from[0]) {
-            snprintf(path, sizeof path, "%s/training.png", o->out_dir);
+            rc = path_join(path, sizeof path, o->out_dir, "training.png");
             snprintf(title, sizeof title, "Training curves: %s", dict->name);
-            rc = rep_plot_training(path, meta, 6, title, t.tok, t.mse, t.ev, t.l0, t.dead, t.n);
+            if (!rc) rc = rep_plot_training(path, meta, 6, title, t.tok, t.mse, t.ev, t.l0, t.dead, t.n);
             if (!rc) {
                 idx[*nidx].file = "training.png";
                 snprintf(cap[*nidx], 512, "Training curves from %.320s (%d log rows): MSE, explained variance, "

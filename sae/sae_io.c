@@ -8,26 +8,10 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "model/safetensors.h"
 #include "sae/sae.h"
-
-static int write_text_atomic(const char *path, const char *text)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-    size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, fp) == n;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return err_set(ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    }
-    return OK;
-}
 
 static int make_dir(const char *dir)
 {
@@ -58,12 +42,12 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
         {"b_dec", ST_F32, 1, {D}, s->b_dec},
         {"threshold", ST_F32, 1, {S}, s->threshold},
     };
-    snprintf(path, sizeof path, "%s/sae_weights.safetensors", dir);
+    if ((rc = path_join(path, sizeof path, dir, "sae_weights.safetensors"))) return rc;
     rc = st_write(path, t, s->threshold ? 5 : 4, NULL);
     if (rc) return rc;
     if (log10_density) {
         st_out sp = {"sparsity", ST_F32, 1, {S}, log10_density};
-        snprintf(path, sizeof path, "%s/sparsity.safetensors", dir);
+        if ((rc = path_join(path, sizeof path, dir, "sparsity.safetensors"))) return rc;
         rc = st_write(path, &sp, 1, NULL);
         if (rc) return rc;
     }
@@ -104,8 +88,8 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
     char *txt = cJSON_Print(root);
     cJSON_Delete(root);
     if (!txt) return err_set(ERR_NOMEM, "%s: cannot format cfg.json", dir);
-    snprintf(path, sizeof path, "%s/cfg.json", dir);
-    rc = write_text_atomic(path, txt);
+    rc = path_join(path, sizeof path, dir, "cfg.json");
+    if (!rc) rc = file_write_atomic(path, txt, strlen(txt));
     cJSON_free(txt);
     return rc;
 }
@@ -158,8 +142,8 @@ int sae_load(sae_model **out, const char *dir)
 {
     *out = NULL;
     char path[4096], wpath[4096];
-    snprintf(path, sizeof path, "%s/cfg.json", dir);
-    int rc;
+    int rc = path_join(path, sizeof path, dir, "cfg.json");
+    if (rc) return rc;
     char *txt = read_text(path, &rc);
     if (!txt) return rc;
     cJSON *root = cJSON_Parse(txt);
@@ -214,7 +198,7 @@ int sae_load(sae_model **out, const char *dir)
         c.context_size = (int)v->valuedouble;
     cJSON_Delete(root);
     if (rc) return rc;
-    snprintf(wpath, sizeof wpath, "%s/sae_weights.safetensors", dir);
+    if ((rc = path_join(wpath, sizeof wpath, dir, "sae_weights.safetensors"))) return rc;
     st_file *f;
     if ((rc = st_open(&f, wpath))) return rc;
     /* a BatchTopK file with a threshold is used as JumpReLU would be; without one, as TopK */
@@ -259,11 +243,11 @@ int sae_load_sparsity(const char *dir, int d_sae, float **out)
 {
     *out = NULL;
     char path[4096];
-    snprintf(path, sizeof path, "%s/sparsity.safetensors", dir);
+    int rc = path_join(path, sizeof path, dir, "sparsity.safetensors");
+    if (rc) return rc;
     if (access(path, F_OK) != 0) return err_set(ERR_NOTFOUND, "%s: no sparsity file", path);
     st_file *f;
-    int rc = st_open(&f, path);
-    if (rc) return rc;
+    if ((rc = st_open(&f, path))) return rc;
     float *d = mem_alloc(sizeof(float) * (size_t)d_sae);
     int64_t S = d_sae;
     if (!d) rc = err_set(ERR_NOMEM, "%s: out of memory", path);

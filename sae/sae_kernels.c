@@ -8,6 +8,7 @@
 #include "sae/sae_kernels.h"
 
 #include "common/mem.h"
+#include "common/select.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -100,34 +101,6 @@ static void heap_down(float *hv, int *hi, int k, int pos)
     }
 }
 
-/* k-th smallest (0-based) of a[0..n) by quickselect; reorders a. */
-static float select_kth(float *a, int64_t n, int64_t k)
-{
-    int64_t lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        /* median of three as pivot */
-        float x = a[lo], y = a[mid], z = a[hi];
-        float piv = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
-        int64_t i = lo, j = hi;
-        while (i <= j) {
-            while (a[i] < piv) i++;
-            while (a[j] > piv) j--;
-            if (i <= j) {
-                float t = a[i];
-                a[i] = a[j];
-                a[j] = t;
-                i++;
-                j--;
-            }
-        }
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else return a[k];
-    }
-    return a[k];
-}
-
 /* Heap selection over the candidates (all S latents when cand is NULL) of one row. */
 static void topk_heap(int *hi, float *hv, const float *pr, int k, const int *cand, int n)
 {
@@ -164,7 +137,7 @@ static void topk_row(int *hi, float *hv, const float *pr, int S, int k, int *can
         for (int i = 0; i < TOPK_BLOCK; i++) m = p[i] > m ? p[i] : m; /* NaN never wins */
         bm[q] = m;
     }
-    float t = select_kth(bm, nb, nb - k);
+    float t = sel_kth_smallest(bm, nb, nb - k);
     int n = 0;
     for (int j = 0; j < S; j++)
         if (pr[j] >= t) cand[n++] = j;
@@ -226,7 +199,7 @@ int64_t sae_k_batchtopk(int64_t *ptr, int *idx, float *val, int64_t cap, float *
     } else if (npos <= kB) {
         t = 0; /* keep every positive entry */
     } else {
-        t = select_kth(scratch, npos, npos - kB);
+        t = sel_kth_smallest(scratch, npos, npos - kB);
     }
     int64_t nnz = 0;
     float minkept = INFINITY;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "sae/sae_kernels.h"
@@ -625,10 +626,10 @@ typedef struct {
 
 int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) return err_set(ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    file_atomic out;
+    int rc = file_atomic_open(&out, path);
+    if (rc) return rc;
+    FILE *fp = out.f;
     ckpt_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CKPT_MAGIC, 8);
@@ -644,14 +645,12 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
              fwrite(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S;
-    ok = (fflush(fp) == 0) && ok;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
         int e = errno;
-        unlink(tmp);
+        file_atomic_abort(&out);
         return err_set(ERR_IO, "%s: cannot write checkpoint: %s", path, strerror(e));
     }
-    return OK;
+    return file_atomic_commit(&out);
 }
 
 int sae_trainer_resume(sae_trainer **out, const char *path)

@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/half.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "store/store_internal.h"
 
@@ -178,16 +179,6 @@ static void blob_drop(store *s)
 {
     if (s->blob) sqlite3_blob_close(s->blob);
     s->blob = NULL;
-}
-
-uint64_t store_hash64(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
 }
 
 static void hex64(char out[17], uint64_t h) { snprintf(out, 17, "%016llx", (unsigned long long)h); }
@@ -496,7 +487,7 @@ int store_doc_add(store *s, const char *source, int64_t ordinal, const char *nam
                   const char *genre, const char *text, size_t len, int64_t *id)
 {
     char sum[17];
-    hex64(sum, text ? store_hash64(STORE_HASH_INIT, text, len) : 0);
+    hex64(sum, text ? hash_fnv1a(HASH_FNV1A_INIT, text, len) : 0);
     sqlite3_stmt *st;
     int rc = q_get(s, Q_DOC_FIND, &st);
     if (rc) return rc;
@@ -775,18 +766,10 @@ int store_hook_find(store *s, const char *name, store_hook *out)
 }
 
 /* ---- activations -------------------------------------------------------------------------- */
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 int store_seq_is_val(int64_t seq_id, double val_frac)
 {
     uint64_t x = (uint64_t)seq_id ^ 0x5ae11e5ae11eULL;
-    double u = (double)(splitmix64(&x) >> 11) * 0x1.0p-53;
+    double u = (double)(hash_splitmix64(&x) >> 11) * 0x1.0p-53;
     return u < val_frac;
 }
 
@@ -1024,7 +1007,7 @@ void store_iter_shuffle(store_iter *it, uint64_t seed)
     uint64_t x = seed;
     for (size_t i = 0; i < it->n; i++) it->order[i] = i;
     for (size_t i = it->n; i > 1; i--) {
-        size_t j = (size_t)(splitmix64(&x) % i);
+        size_t j = (size_t)(hash_splitmix64(&x) % i);
         size_t t = it->order[i - 1];
         it->order[i - 1] = it->order[j];
         it->order[j] = t;

@@ -174,8 +174,4 @@ int store_run_counts(store *s, int64_t *done, int64_t *running);
 /* Rows of a table, or *n = -1 when the table does not exist (e.g. an extension part's). */
 int store_count_rows(store *s, const char *table, int64_t *n);
 
-/* Hash helper (FNV-1a 64) used for checksums; exposed for extract's model checksum. */
-uint64_t store_hash64(uint64_t h, const void *data, size_t n);
-#define STORE_HASH_INIT 0xcbf29ce484222325ULL
-
 #endif

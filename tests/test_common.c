@@ -1,14 +1,24 @@
-/* test_common.c - err, mem fault injection, npy round trip, rng, f16/bf16, tensor helpers, UTF-8. */
+/* test_common.c - err, mem fault injection, npy round trip, rng, f16/bf16, tensor helpers,
+ * UTF-8, files and paths, hashes, quickselect, byte buffers, progress lines. */
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/half.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "common/progress.h"
 #include "common/rng.h"
+#include "common/select.h"
 #include "common/tensor.h"
 #include "common/utf8.h"
 #include "harness.h"
@@ -212,6 +222,300 @@ static void test_half_arrays(void)
     CHECK(bad == 0, "f16/bf16 -> f32 arrays differ from the scalar code in %d places", bad);
 }
 
+static char tdir[256];
+
+static const char *tpath(const char *name)
+{
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", tdir, name);
+    return p[k];
+}
+
+static int count_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) n += strstr(e->d_name, ".tmp.") != NULL;
+    if (d) closedir(d);
+    return n;
+}
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char b[4096];
+    *n = fread(b, 1, sizeof b - 1, f);
+    b[*n] = 0;
+    fclose(f);
+    return b;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static void test_paths(void)
+{
+    char out[16];
+    CHECK(path_join(out, sizeof out, "ab", "cd") == OK && !strcmp(out, "ab/cd"), "%s", out);
+    CHECK(path_join(out, sizeof out, "", "cd") == OK && !strcmp(out, "cd"), "%s", out);
+    CHECK(path_join(out, sizeof out, NULL, "cd") == OK && !strcmp(out, "cd"), "%s", out);
+    /* 15 characters fit in 16 bytes, 16 do not: an error naming the path, never a cut path */
+    CHECK(path_join(out, sizeof out, "0123456", "89abcde") == OK && strlen(out) == 15);
+    err_clear();
+    int rc = path_join(out, sizeof out, "0123456", "89abcdef");
+    CHECK(rc == ERR_ARG && strstr(err_msg(), "path too long") && strstr(err_msg(), "0123456/89abcde"),
+          "%d %s", rc, err_msg());
+    CHECK(out[0] == 0, "a failed join leaves an empty string, not a prefix: '%s'", out);
+    CHECK(path_fmt(out, sizeof out, "%s/x_%d.png", "d", 7) == OK && !strcmp(out, "d/x_7.png"));
+    CHECK(path_fmt(out, sizeof out, "%s/%0*d", "d", 20, 1) == ERR_ARG);
+}
+
+static void test_mkdir_p(void)
+{
+    char deep[600], created[600];
+    snprintf(deep, sizeof deep, "%s/a/b//c/", tdir);
+    CHECK(file_mkdir_p(deep) == OK && is_dir(tpath("a/b/c")), "%s", err_msg());
+    CHECK(file_mkdir_p(deep) == OK, "existing directories are fine: %s", err_msg());
+    /* created names the outermost new directory */
+    snprintf(deep, sizeof deep, "%s/a/n1/n2", tdir);
+    CHECK(file_mkdir_p_created(deep, created, sizeof created) == OK &&
+              !strcmp(created, tpath("a/n1")), "created '%s'", created);
+    CHECK(file_mkdir_p_created(deep, created, sizeof created) == OK && created[0] == 0);
+    file_rmdir_upto(deep, tpath("a/n1"));
+    CHECK(!is_dir(tpath("a/n1")) && is_dir(tpath("a")), "rmdir_upto removes n2 and n1 only");
+    /* a component that is a file: ERR_IO naming that component; nothing new is left behind */
+    FILE *f = fopen(tpath("a/file"), "w");
+    if (f) fclose(f);
+    snprintf(deep, sizeof deep, "%s/a/new/x", tdir);
+    CHECK(file_mkdir_p(deep) == OK);
+    snprintf(deep, sizeof deep, "%s/a/m1/m2/../../file/sub", tdir);
+    int rc = file_mkdir_p_created(deep, created, sizeof created);
+    CHECK(rc == ERR_IO && strstr(err_msg(), "cannot create directory") &&
+              strstr(err_msg(), "a/m1/m2/../../file/sub"), "%d %s", rc, err_msg());
+    CHECK(!is_dir(tpath("a/m1")) && created[0] == 0, "the failed call removed what it created");
+    CHECK(file_mkdir_p(tpath("a/file")) == ERR_IO && strstr(err_msg(), "not a directory"),
+          "%s", err_msg());
+    CHECK(file_mkdir_p("") == ERR_ARG);
+}
+
+static void test_atomic(void)
+{
+    size_t n;
+    const char *p = tpath("out.txt");
+    CHECK(file_write_atomic(p, "old", 3) == OK);
+    file_atomic a;
+    CHECK(file_atomic_open(&a, p) == OK && a.f);
+    fputs("new ", a.f);
+    fprintf(a.f, "%d", 42);
+    CHECK(count_temps(tdir) == 1, "the temp file exists while writing");
+    char *got = slurp(p, &n);
+    CHECK(got && !strcmp(got, "old"), "readers see the old file until commit");
+    a.sync = 1;
+    CHECK(file_atomic_commit(&a) == OK && !a.f && !a.path, "%s", err_msg());
+    got = slurp(p, &n);
+    CHECK(got && !strcmp(got, "new 42") && count_temps(tdir) == 0, "commit: '%s'", got);
+    /* abort leaves the old file and no temp file; abort twice (or on a zeroed struct) is fine */
+    CHECK(file_atomic_open(&a, p) == OK);
+    fputs("discarded", a.f);
+    file_atomic_abort(&a);
+    file_atomic_abort(&a);
+    file_atomic z = {0};
+    file_atomic_abort(&z);
+    got = slurp(p, &n);
+    CHECK(got && !strcmp(got, "new 42") && count_temps(tdir) == 0, "abort: '%s'", got);
+    /* the temp name is PATH.tmp.PID */
+    CHECK(file_atomic_open(&a, p) == OK);
+    char want[600];
+    snprintf(want, sizeof want, "%s.tmp.%ld", p, (long)getpid());
+    CHECK(!strcmp(a.tmp, want) && access(want, F_OK) == 0, "%s", a.tmp);
+    file_atomic_abort(&a);
+    /* a commit whose rename fails (target is a non-empty directory): ERR_IO, no temp left */
+    CHECK(file_mkdir_p(tpath("isdir/sub")) == OK);
+    CHECK(file_atomic_open(&a, tpath("isdir")) == OK);
+    fputs("x", a.f);
+    int rc = file_atomic_commit(&a);
+    CHECK(rc == ERR_IO && strstr(err_msg(), "write failed") && count_temps(tdir) == 0, "%d %s", rc,
+          err_msg());
+    /* open in a missing directory: ERR_IO naming the temp file */
+    rc = file_atomic_open(&a, tpath("nodir/x"));
+    CHECK(rc == ERR_IO && strstr(err_msg(), "nodir/x.tmp.") && !a.f, "%s", err_msg());
+    CHECK(file_write_atomic(tpath("nodir/x"), "a", 1) == ERR_IO);
+    /* copies: content, atomic, errors name the file */
+    char big[3000];
+    for (size_t i = 0; i < sizeof big; i++) big[i] = (char)('a' + i % 26);
+    CHECK(file_write_atomic(tpath("src.bin"), big, sizeof big) == OK);
+    CHECK(file_copy_atomic(tpath("src.bin"), tpath("dst.bin")) == OK);
+    got = slurp(tpath("dst.bin"), &n);
+    CHECK(got && n == sizeof big && !memcmp(got, big, n) && count_temps(tdir) == 0);
+    CHECK(file_copy_atomic(tpath("missing"), tpath("dst.bin")) == ERR_IO &&
+          strstr(err_msg(), "missing: cannot open"), "%s", err_msg());
+    got = slurp(tpath("dst.bin"), &n);
+    CHECK(got && n == sizeof big, "a failed copy keeps the old destination");
+    /* leftovers NAME.tmp.* of the listed names go; other files stay */
+    const char *const names[] = {"model.safetensors", "config.json"};
+    const char *junk[] = {"model.safetensors.tmp.123", "config.json.tmp.9", "other.tmp.5",
+                          "model.safetensors.bak", "config.json"};
+    for (int i = 0; i < 5; i++) file_write_atomic(tpath(junk[i]), "j", 1);
+    file_remove_temps(tdir, names, 2);
+    CHECK(access(tpath(junk[0]), F_OK) != 0 && access(tpath(junk[1]), F_OK) != 0);
+    CHECK(access(tpath(junk[2]), F_OK) == 0 && access(tpath(junk[3]), F_OK) == 0 &&
+          access(tpath(junk[4]), F_OK) == 0, "unlisted names and finished files stay");
+    unlink(tpath(junk[2]));
+    file_remove_temps(tpath("nodir"), names, 2); /* a missing directory is ignored */
+}
+
+/* Each replaced copy's values, computed with the old code (store_seq_is_val's split hash,
+ * store_iter_shuffle's stream, train.c's mix64, analysis' xorshift64*, the tokenizer's FNV and
+ * the store's checksum FNV): stored splits, shuffles and checksums depend on them. */
+static void test_hash(void)
+{
+    uint64_t x = 0x5ae11e5ae11eULL ^ 42;
+    CHECK(hash_splitmix64(&x) == 0xd337d25b62aab21eULL);
+    x = 7;
+    CHECK(hash_splitmix64(&x) == 0x63cbe1e459320dd7ULL);
+    CHECK(hash_splitmix64(&x) == 0x044c3cd7f43c661cULL);
+    CHECK(hash_splitmix64(&x) == 0xe6984080bab12a02ULL);
+    CHECK(hash_mix64(12345) == 0x22118258a9d111a0ULL);
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    CHECK(rng_xorshift64s(&s) == 0x0d83b3e29a21487aULL);
+    CHECK(rng_xorshift64s(&s) == 0x54c44c79f1fe9d67ULL);
+    CHECK(rng_xorshift64s(&s) == 0xa845f342007a0e78ULL);
+    CHECK((hash_fnv1a(HASH_FNV1A_INIT_TOK, "hello", 5) | 1) == 0x005a0d15131ec7a1ULL);
+    CHECK(hash_fnv1a(HASH_FNV1A_INIT, "hello", 5) == 0xa430d84680aabd0bULL, "published value");
+    CHECK(hash_fnv1a(HASH_FNV1A_INIT, "", 0) == HASH_FNV1A_INIT);
+    CHECK(hash_fnv1a(hash_fnv1a(HASH_FNV1A_INIT, "he", 2), "llo", 3) == 0xa430d84680aabd0bULL,
+          "chunks continue the hash");
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_select(void)
+{
+    rng_state r;
+    rng_seed(&r, 3);
+    float a[257], sorted[257];
+    int ok = 1;
+    for (int trial = 0; trial < 200; trial++) {
+        int n = 1 + (int)rng_below(&r, 257);
+        for (int i = 0; i < n; i++) /* many ties: values from a small set, and -inf */
+            a[i] = trial % 3 ? (float)rng_below(&r, 7) - 3 : (float)rng_uniform(&r);
+        if (n > 3) a[n / 2] = -INFINITY;
+        memcpy(sorted, a, sizeof(float) * (size_t)n);
+        qsort(sorted, (size_t)n, sizeof(float), cmp_float);
+        int64_t k = (int64_t)rng_below(&r, (uint64_t)n);
+        ok &= sel_kth_smallest(a, n, k) == sorted[k];
+    }
+    CHECK(ok, "quickselect agrees with sorting");
+}
+
+static void test_buf(void)
+{
+    buf b = {0};
+    CHECK(buf_put(&b, "", 0) == OK && b.p && b.p[0] == 0 && b.n == 0);
+    CHECK(buf_str(&b, "ab") == OK && buf_put(&b, "c\0d", 3) == OK && b.n == 5 &&
+          !memcmp(b.p, "abc\0d", 6));
+    buf_reset(&b);
+    CHECK(b.n == 0 && b.p[0] == 0);
+    char big[600];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    CHECK(buf_printf(&b, "%d-%s", 12, "z") == OK && !strcmp(b.p, "12-z"));
+    CHECK(buf_printf(&b, "[%s]", big) == OK && b.n == 4 + 601 && b.p[b.n] == 0 &&
+          b.p[b.n - 1] == ']', "long printf-append");
+    buf_reset(&b);
+    /* JSON: the corpus/query form (short \n \t \r) and the stored run-parameter form (\u00XX) */
+    const char s[] = "a\"b\\c\n\t\r\x01\x1f \xc3\xa9";
+    CHECK(buf_json(&b, s, sizeof s - 1, 0) == OK &&
+          !strcmp(b.p, "\"a\\\"b\\\\c\\n\\t\\r\\u0001\\u001f \xc3\xa9\""), "%s", b.p);
+    buf_reset(&b);
+    CHECK(buf_json(&b, s, sizeof s - 1, BUF_JSON_CTRL_U) == OK &&
+          !strcmp(b.p, "\"a\\\"b\\\\c\\u000a\\u0009\\u000d\\u0001\\u001f \xc3\xa9\""), "%s", b.p);
+    buf_reset(&b);
+    CHECK(buf_json(&b, "x\0y", 3, 0) == OK && !memcmp(b.p, "\"x\\u0000y\"", 11), "NUL inside");
+    /* out of memory: an error and the buffer as it was */
+    buf_free(&b);
+    buf_str(&b, "keep");
+    mem_fail_at(1);
+    int rc = buf_json(&b, big, strlen(big), 0);
+    mem_fail_at(0);
+    CHECK(rc == ERR_NOMEM && b.n == 4 && !strcmp(b.p, "keep"), "%d %s", rc, b.p);
+    buf_free(&b);
+    CHECK(!b.p && !b.n && !b.cap);
+}
+
+/* Run a reporter for `secs` seconds with stderr sent to a file; returns what it wrote. */
+static char *progress_capture(const char *mode, const char *every, double secs, double total)
+{
+    static char out[8192];
+    const char *path = tpath("progress.txt");
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+    setenv("SAELITE_PROGRESS", mode, 1);
+    if (every) setenv("SAELITE_PROGRESS_EVERY", every, 1);
+    else unsetenv("SAELITE_PROGRESS_EVERY");
+    progress p;
+    progress_begin(&p, "demo", total, "step");
+    double t0 = now_seconds();
+    int i = 0;
+    while (now_seconds() - t0 < secs) {
+        progress_update(&p, ++i, "loss %.3f", 1.5);
+        usleep(2000);
+    }
+    progress_end(&p);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    unsetenv("SAELITE_PROGRESS");
+    unsetenv("SAELITE_PROGRESS_EVERY");
+    size_t n;
+    char *got = slurp(path, &n);
+    snprintf(out, sizeof out, "%s", got ? got : "");
+    return out;
+}
+
+static void test_progress(void)
+{
+    /* not a terminal: plain lines every interval, each a whole line without \r or escapes */
+    char *got = progress_capture("lines", "0.05", 0.33, 1e9);
+    int lines = 0, ok = 1;
+    for (char *l = got; *l; lines++) {
+        char *nl = strchr(l, '\n');
+        if (!nl) { ok = 0; break; }
+        ok &= !strncmp(l, "demo ", 5) && memchr(l, '%', (size_t)(nl - l)) &&
+              strstr(l, " step ") && strstr(l, "/s  ETA ") && nl[-1] != ' ';
+        l = nl + 1;
+    }
+    CHECK(ok && lines >= 3 && lines <= 8 && !strchr(got, '\r') && !strchr(got, '\033'),
+          "%d lines: '%s'", lines, got);
+    CHECK(strstr(got, "loss 1.500\n"), "the caller's status ends the line: '%s'", got);
+    /* unknown total: elapsed instead of ETA */
+    got = progress_capture("lines", "0.05", 0.12, 0);
+    CHECK(strstr(got, "elapsed") && !strstr(got, "ETA"), "'%s'", got);
+    /* the default interval (5 s): a short command prints nothing */
+    got = progress_capture("lines", NULL, 0.1, 100);
+    CHECK(got[0] == 0, "'%s'", got);
+    /* off prints nothing; the forced terminal mode redraws in place and clears at the end */
+    got = progress_capture("0", "0.01", 0.05, 100);
+    CHECK(got[0] == 0, "'%s'", got);
+    got = progress_capture("1", NULL, 0.05, 100);
+    size_t n = strlen(got);
+    CHECK(!strncmp(got, "\r\033[Kdemo ", 8) && !strchr(got, '\n') && n >= 4 &&
+          !strcmp(got + n - 4, "\r\033[K"), "'%s'", got);
+}
+
 static void test_tensor(void)
 {
     tensor_view t = {.ndim = 3, .shape = {2, 3, 4}};
@@ -343,5 +647,20 @@ int main(void)
     test_half_arrays();
     test_tensor();
     test_utf8();
+    snprintf(tdir, sizeof tdir, "/tmp/saelite_test_common_%d", (int)getpid());
+    if (file_mkdir_p(tdir)) {
+        fprintf(stderr, "cannot create %s: %s\n", tdir, err_msg());
+        return 1;
+    }
+    test_paths();
+    test_mkdir_p();
+    test_atomic();
+    test_hash();
+    test_select();
+    test_buf();
+    test_progress();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tdir);
     return harness_report("test_common");
 }

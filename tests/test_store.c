@@ -343,9 +343,6 @@ static void test_extract_plan(void)
     int64_t fb = 0;
     CHECK(ext_free_bytes(tmp("nothere.db"), &fb) == OK && fb > 0);
     CHECK(ext_free_bytes("/nonexistent_dir_x/y.db", &fb) == ERR_IO);
-    char js[64];
-    ext_json_str(js, sizeof js, "a\"b\\c\n");
-    CHECK(!strcmp(js, "\"a\\\"b\\\\c\\u000a\""), "json: %s", js);
 }
 
 /* store_set_bulk while another handle reads the file (a user polling with sqlite3 during an

@@ -3,6 +3,9 @@
 # "name: N passed, N failed[, N skipped]" lines; a crash or a missing tally counts as a failure.
 # Prints "total: N passed, N failed[, N skipped]" last and exits non-zero on any failure.
 set -u
+# Tests read the commands' stderr: keep progress lines out of it unless asked for
+# (test_common checks the progress modes itself).
+export SAELITE_PROGRESS="${SAELITE_PROGRESS-0}"
 pass=0; fail=0; skip=0
 for t in "$@"; do
     name=$(basename "$t")

@@ -1,0 +1,91 @@
+/* buf.c - growable byte buffer (see buf.h). */
+#include "common/buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+
+static int grow(buf *b, size_t extra)
+{
+    if (b->n + extra + 1 <= b->cap) return OK;
+    if (extra > ((size_t)-1 - 256) / 2 - b->n - 1) return err_set(ERR_NOMEM, "buffer too large");
+    size_t nc = (b->n + extra + 1) * 2 + 256;
+    char *q = mem_realloc(b->p, nc);
+    if (!q) return err_set(ERR_NOMEM, "out of memory for a %zu-byte buffer", nc);
+    b->p = q;
+    b->cap = nc;
+    return OK;
+}
+
+int buf_put(buf *b, const void *s, size_t n)
+{
+    if (grow(b, n)) return ERR_NOMEM;
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return OK;
+}
+
+int buf_str(buf *b, const char *s) { return buf_put(b, s, strlen(s)); }
+
+int buf_printf(buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char small[256];
+    int k = vsnprintf(small, sizeof small, fmt, ap);
+    va_end(ap);
+    if (k < 0) return err_set(ERR_ARG, "buf_printf: bad format '%s'", fmt);
+    if ((size_t)k < sizeof small) return buf_put(b, small, (size_t)k);
+    if (grow(b, (size_t)k)) return ERR_NOMEM;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
+    va_end(ap);
+    b->n += (size_t)k;
+    return OK;
+}
+
+int buf_json(buf *b, const char *s, size_t n, int flags)
+{
+    size_t n0 = b->n;
+    int rc = buf_put(b, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') continue;
+        rc = buf_put(b, s + run, i - run);
+        char e[8];
+        int shortform = !(flags & BUF_JSON_CTRL_U);
+        if (c == '"') strcpy(e, "\\\"");
+        else if (c == '\\') strcpy(e, "\\\\");
+        else if (shortform && c == '\n') strcpy(e, "\\n");
+        else if (shortform && c == '\t') strcpy(e, "\\t");
+        else if (shortform && c == '\r') strcpy(e, "\\r");
+        else snprintf(e, sizeof e, "\\u%04x", c);
+        if (!rc) rc = buf_str(b, e);
+        run = i + 1;
+    }
+    if (!rc) rc = buf_put(b, s + run, n - run);
+    if (!rc) rc = buf_put(b, "\"", 1);
+    if (rc) { /* all or nothing */
+        b->n = n0;
+        if (b->p) b->p[n0] = 0;
+    }
+    return rc;
+}
+
+void buf_reset(buf *b)
+{
+    b->n = 0;
+    if (b->p) b->p[0] = 0;
+}
+
+void buf_free(buf *b)
+{
+    mem_free(b->p);
+    b->p = NULL;
+    b->n = b->cap = 0;
+}

@@ -1,0 +1,33 @@
+/* buf.h - a growable byte buffer, for text and files assembled in memory.
+ *
+ * buf holds n bytes at p, always followed by a NUL (so p is a C string when the bytes hold no
+ * NUL), in a mem_alloc'd block of cap bytes. A zeroed buf is empty and valid; the owner frees
+ * it with buf_free (p may be taken over instead: it is mem_free'd). Appends return OK or
+ * ERR_NOMEM (message set) and leave the buffer unchanged on failure. Not thread-safe per buf.
+ *
+ * buf_json appends s as a JSON string literal with quotes: '"' and '\\' backslashed, \n \t \r
+ * as those escapes and other bytes < 0x20 as \u00XX (BUF_JSON_CTRL_U: every byte < 0x20 as
+ * \u00XX, the form extract's stored run parameters use); bytes >= 0x20, UTF-8 included, pass
+ * through unchanged.
+ */
+#ifndef SAELITE_BUF_H
+#define SAELITE_BUF_H
+#include <stddef.h>
+
+typedef struct {
+    char *p;    /* the bytes, NUL-terminated (NULL while empty and never grown) */
+    size_t n;   /* bytes used, without the NUL */
+    size_t cap; /* bytes allocated */
+} buf;
+
+#define BUF_JSON_CTRL_U 1
+
+int buf_put(buf *b, const void *s, size_t n);
+int buf_str(buf *b, const char *s);
+int buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int buf_json(buf *b, const char *s, size_t n, int flags);
+/* Empty the buffer, keeping its memory. */
+void buf_reset(buf *b);
+void buf_free(buf *b);
+
+#endif
