@@ -76,4 +76,54 @@ double train_clip(float *g, size_t n, double clip);
 int train_save(const train_state *s, const char *dir);
 int train_resume(train_state *s, const char *dir);
 
+/* ---- the train-lm pipeline ---------------------------------------------------------------- */
+/* train_run tokenizes a corpus (corpus_open: JSONL or blank-line separated text) with the
+ * tokenizer in tok_dir, splits its documents, creates the model (or resumes out/ when resume is
+ * set and out/train_state.safetensors exists, refusing other shapes), copies the tokenizer files
+ * into out/ (so the directory is self-contained), then trains with validation every eval_every
+ * steps and checkpoints every checkpoint_every steps, at the end, at max_seconds and when *stop
+ * becomes non-zero (then it returns OK with stopped set: the checkpoint is the result). Temp files
+ * a killed run left in out/ are removed. The callback, when given, sees the result as it fills:
+ * TRAIN_EV_CORPUS after tokenizing, TRAIN_EV_READY before the first step, TRAIN_EV_EVAL after
+ * every validation. */
+typedef struct {
+    const char *corpus, *tok_dir, *out;
+    int layers, d_model, heads, d_mlp, ctx; /* d_mlp 0 = 4 * d_model; ctx is the window */
+    train_opts train;                         /* seq is set from ctx */
+    double val_frac;
+    int eval_every, eval_windows, checkpoint_every;
+    double max_seconds;                       /* 0 = no limit */
+    int resume;
+    volatile int *stop;                       /* polled after every step; may be NULL */
+    void (*on_event)(int event, const void *result, void *user);
+    void *user;
+} train_run_opts;
+
+enum { TRAIN_EV_CORPUS, TRAIN_EV_READY, TRAIN_EV_EVAL };
+
+typedef struct {
+    /* corpus */
+    size_t ndocs, ndocs_val, ntrain, nval;
+    int vocab;
+    double unigram, tokenize_seconds;
+    /* model */
+    int resume_missing;       /* resume was asked but out/ has no checkpoint: fresh start */
+    int64_t resumed_step;     /* -1 for a fresh model */
+    size_t nparams;
+    int d_mlp;
+    /* progress, at the latest validation */
+    int64_t step;
+    double loss, val_loss, lr, grad_norm, tok_per_s, elapsed, eta;
+    /* end */
+    int stopped;              /* by *stop or max_seconds, with a checkpoint */
+    int interrupted;          /* by *stop */
+    int64_t steps_run;
+    double seconds;
+} train_run_result;
+
+/* Defaults of `saelite train-lm`: 1 layer, d_model 128, 4 heads, ctx 128, eval every 100 steps on
+ * 128 windows, checkpoint every 500, val_frac 0.05, train_opts_default. */
+void train_run_defaults(train_run_opts *o);
+int train_run(const train_run_opts *o, train_run_result *r);
+
 #endif

@@ -3,12 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
 #include "common/mem.h"
 #include "harness.h"
 #include "model/gpt2.h"
+#include "model/tokenizer.h"
 #include "model/train.h"
 
 static void test_schedule(void)
@@ -183,8 +185,104 @@ static void test_learning_and_resume(void)
     train_data_free(&d);
 }
 
+/* The train-lm runner on a tiny byte-level tokenizer: events, a stop and a resume that give the
+ * uninterrupted run's weights, refused shapes. */
+typedef struct { int corpus, ready, eval; volatile int *stop; int stop_at_ready; } events;
+
+static void count_event(int ev, const void *result, void *user)
+{
+    events *e = user;
+    (void)result;
+    e->corpus += ev == TRAIN_EV_CORPUS;
+    e->ready += ev == TRAIN_EV_READY;
+    e->eval += ev == TRAIN_EV_EVAL;
+    if (ev == TRAIN_EV_READY && e->stop_at_ready) *e->stop = 1;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
+    return system(cmd) == 0;
+}
+
+static void test_train_run(void)
+{
+    char root[] = "/tmp/saelite_train_run_XXXXXX";
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char tok[300], corpus[300], a[300], b[300], p[400], q[400];
+    snprintf(tok, sizeof tok, "%s/tok", root);
+    snprintf(corpus, sizeof corpus, "%s/corpus.txt", root);
+    snprintf(a, sizeof a, "%s/a", root);
+    snprintf(b, sizeof b, "%s/b", root);
+    CHECK(mkdir(tok, 0755) == 0);
+    snprintf(p, sizeof p, "%s/encoder.json", tok);
+    FILE *f = fopen(p, "w");
+    fputc('{', f);
+    for (int i = 0; i < 256; i++)
+        fprintf(f, "%s\"\\u%04x\": %d", i ? ", " : "", tok_byte_to_unicode((unsigned char)i), i);
+    fputs("}\n", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/vocab.bpe", tok);
+    f = fopen(p, "w");
+    fputs("#version: 0.2\n", f);
+    fclose(f);
+    f = fopen(corpus, "w");
+    for (int d = 0; d < 40; d++)
+        fprintf(f, "document %d: the cat sat on the mat and the dog sat on the log.\n\n", d);
+    fclose(f);
+    train_run_opts o;
+    train_run_defaults(&o);
+    o.corpus = corpus;
+    o.tok_dir = tok;
+    o.out = a;
+    o.layers = 1;
+    o.d_model = 16;
+    o.heads = 2;
+    o.ctx = 16;
+    o.train.batch = 4;
+    o.train.steps = 9;
+    o.eval_every = 3;
+    o.eval_windows = 4;
+    o.val_frac = 0.2;
+    events e = {0};
+    o.on_event = count_event;
+    o.user = &e;
+    train_run_result r;
+    CHECK(train_run(&o, &r) == OK, "%s", err_msg());
+    CHECK(e.corpus == 1 && e.ready == 1 && e.eval == 3, "events %d %d %d", e.corpus, e.ready, e.eval);
+    CHECK(r.steps_run == 9 && !r.stopped && r.vocab == 256 && r.ndocs == 40 && r.resumed_step == -1);
+    CHECK(isfinite(r.val_loss) && r.val_loss < log(256.0), "held-out loss %g", r.val_loss);
+    snprintf(p, sizeof p, "%s/vocab.bpe", a);
+    CHECK(access(p, R_OK) == 0, "the tokenizer is copied next to the model");
+    /* stopped after its first step, then resumed */
+    volatile int stop = 0;
+    events e2 = {.stop = &stop, .stop_at_ready = 1};
+    o.stop = &stop;
+    o.user = &e2;
+    o.out = b;
+    CHECK(train_run(&o, &r) == OK && r.stopped && r.interrupted && r.step == 1, "%s", err_msg());
+    stop = 0;
+    e2.stop_at_ready = 0;
+    o.resume = 1;
+    CHECK(train_run(&o, &r) == OK && !r.stopped && r.resumed_step == 1 && r.steps_run == 8, "%s", err_msg());
+    snprintf(p, sizeof p, "%s/model.safetensors", a);
+    snprintf(q, sizeof q, "%s/model.safetensors", b);
+    CHECK(same_file(p, q), "stopped + resumed = uninterrupted");
+    o.d_model = 32;
+    CHECK(train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "differs"), "resume with another shape: %s", err_msg());
+    o.d_model = 15;
+    CHECK(train_run(&o, &r) == ERR_ARG, "d_model not a multiple of heads");
+    snprintf(p, sizeof p, "rm -rf %s", root);
+    if (!harness_fail) CHECK(system(p) == 0);
+}
+
 int main(void)
 {
+    test_train_run();
     test_schedule();
     test_clip();
     test_adamw();

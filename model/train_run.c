@@ -1,0 +1,224 @@
+/* train_run.c - the train-lm pipeline (train.h): corpus, model, tokenizer copy, the step loop
+ * with validation, checkpoints, a time limit and a stop flag. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/fileio.h"
+#include "common/mem.h"
+#include "common/progress.h"
+#include "corpus/corpus.h"
+#include "model/gpt2.h"
+#include "model/tokenizer.h"
+#include "model/train.h"
+
+void train_run_defaults(train_run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->layers = 1;
+    o->d_model = 128;
+    o->heads = 4;
+    o->ctx = 128;
+    train_opts_default(&o->train);
+    o->val_frac = 0.05;
+    o->eval_every = 100;
+    o->eval_windows = 128;
+    o->checkpoint_every = 500;
+}
+
+/* Copy the tokenizer files next to the model so the output directory is self-contained. */
+static int copy_tokenizer(const char *tokdir, const char *out)
+{
+    const char *pairs[2][2] = {{"encoder.json", "vocab.bpe"}, {"vocab.json", "merges.txt"}};
+    for (int i = 0; i < 2; i++) {
+        char a[4096], b[4096];
+        int rc = path_join(a, sizeof a, tokdir, pairs[i][0]);
+        if (!rc) rc = path_join(b, sizeof b, tokdir, pairs[i][1]);
+        if (rc) return rc;
+        if (access(a, R_OK) || access(b, R_OK)) continue;
+        for (int j = 0; j < 2; j++) {
+            char s[4096], d[4096];
+            rc = path_join(s, sizeof s, tokdir, pairs[i][j]);
+            if (!rc) rc = path_join(d, sizeof d, out, pairs[i][j]);
+            if (!rc && strcmp(s, d)) rc = file_copy_atomic(s, d);
+            if (rc) return rc;
+        }
+        return OK;
+    }
+    return err_set(ERR_NOTFOUND, "%s: no encoder.json+vocab.bpe or vocab.json+merges.txt to copy",
+                   tokdir);
+}
+
+static int load_corpus(train_data *d, const char *path, tok_tokenizer *tok)
+{
+    corpus_reader *r;
+    int rc = corpus_open(&r, path, NULL);
+    if (rc) return rc;
+    corpus_doc *doc;
+    progress pg;
+    progress_begin(&pg, "tokenize", 0, "doc");
+    while ((rc = corpus_next(r, &doc)) == OK && doc) {
+        int *ids = NULL;
+        size_t n = 0;
+        rc = tok_encode(tok, doc->text, doc->len, 0, &ids, NULL, &n);
+        corpus_doc_free(doc);
+        if (!rc && n) rc = train_data_add(d, ids, n);
+        mem_free(ids);
+        if (rc) break;
+        progress_update(&pg, (double)d->ndocs, NULL);
+    }
+    progress_end(&pg);
+    corpus_close(r);
+    return rc;
+}
+
+static void emit(const train_run_opts *o, int ev, const train_run_result *r)
+{
+    if (o->on_event) o->on_event(ev, r, o->user);
+}
+
+/* A fresh model of the requested shape, or the checkpoint in out/ when resuming (same shape). */
+static int open_model(const train_run_opts *o, int V, gpt2_model **m, int *resuming,
+                      train_run_result *r)
+{
+    char statep[4096];
+    int rc = path_join(statep, sizeof statep, o->out, "train_state.safetensors");
+    if (rc) return rc;
+    *resuming = o->resume && access(statep, R_OK) == 0;
+    r->resume_missing = o->resume && !*resuming;
+    if (!*resuming) {
+        gpt2_config c = {o->layers, o->heads, o->d_model, o->ctx, V, r->d_mlp, 1e-5f};
+        return gpt2_create(m, &c, o->train.seed);
+    }
+    if ((rc = gpt2_load(m, o->out))) return rc;
+    const gpt2_config *c = gpt2_cfg(*m);
+    if (c->n_layer != o->layers || c->n_embd != o->d_model || c->n_head != o->heads ||
+        c->n_ctx != o->ctx || c->n_inner != r->d_mlp || c->vocab_size != V)
+        return err_set(ERR_ARG, "%s: checkpoint shape (layers %d, d-model %d, heads %d, d-mlp %d, "
+                                "ctx %d, vocab %d) differs from the flags",
+                       o->out, c->n_layer, c->n_embd, c->n_head, c->n_inner, c->n_ctx, c->vocab_size);
+    return OK;
+}
+
+/* The step loop: validation, checkpoints, time limit and stop flag. */
+static int run_steps(const train_run_opts *o, train_state *s, const train_data *d,
+                     train_run_result *r)
+{
+    const int steps = o->train.steps;
+    progress pg;
+    progress_begin(&pg, "train-lm", (double)steps, "step");
+    double start = now_seconds(), train_time = 0, val = NAN, last_loss = NAN;
+    long tokens_done = 0;
+    int64_t first = s->step;
+    int rc = OK;
+    while (!rc && s->step < steps) {
+        double ts = now_seconds(), loss, gn, lr;
+        if ((rc = train_step(s, d, &loss, &gn, &lr))) break;
+        train_time += now_seconds() - ts;
+        tokens_done += (long)o->train.batch * o->ctx;
+        last_loss = loss;
+        double tps = tokens_done / (train_time > 0 ? train_time : 1e-9);
+        int last = s->step == steps;
+        if (s->step % o->eval_every == 0 || last) {
+            if ((rc = train_eval(s, d, o->eval_windows, &val, NULL))) break;
+            double el = now_seconds() - start;
+            r->step = s->step;
+            r->loss = loss;
+            r->val_loss = val;
+            r->lr = lr;
+            r->grad_norm = gn;
+            r->tok_per_s = tps;
+            r->elapsed = el;
+            r->eta = el / (double)(s->step - first) * (double)(steps - s->step);
+            emit(o, TRAIN_EV_EVAL, r);
+        }
+        progress_update(&pg, (double)(s->step - first), "loss %.3f val %.3f %.0f tok/s", loss, val, tps);
+        int interrupted = o->stop && *o->stop;
+        int timeout = o->max_seconds > 0 && now_seconds() - start >= o->max_seconds;
+        if (s->step % o->checkpoint_every == 0 || last || interrupted || timeout)
+            rc = train_save(s, o->out);
+        if (!rc && (interrupted || timeout)) {
+            r->stopped = 1;
+            r->interrupted = interrupted;
+            break;
+        }
+    }
+    progress_end(&pg);
+    r->seconds = now_seconds() - start;
+    r->steps_run = s->step - first;
+    r->loss = last_loss;
+    r->tok_per_s = tokens_done / (train_time > 0 ? train_time : 1e-9);
+    r->step = s->step;
+    /* a stop between validations: the held-out loss of the checkpoint that was written */
+    if (!rc && r->stopped) rc = train_eval(s, d, o->eval_windows, &val, NULL);
+    r->val_loss = val;
+    return rc;
+}
+
+int train_run(const train_run_opts *o, train_run_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->resumed_step = -1;
+    if (!o->corpus || !o->tok_dir || !o->out)
+        return err_set(ERR_ARG, "train-lm: a corpus, a tokenizer and an output directory are needed");
+    if (o->layers < 1 || o->d_model < 1 || o->heads < 1 || o->d_model % o->heads || o->ctx < 2 ||
+        o->d_mlp < 0 || o->eval_every < 1 || o->checkpoint_every < 1 || o->eval_windows < 1 ||
+        !(o->val_frac > 0 && o->val_frac < 1))
+        return err_set(ERR_ARG, "train-lm: bad shape or schedule");
+    train_opts to = o->train;
+    to.seq = o->ctx;
+    r->d_mlp = o->d_mlp ? o->d_mlp : 4 * o->d_model;
+    tok_tokenizer *tok = NULL;
+    gpt2_model *m = NULL;
+    train_data d;
+    train_state s;
+    memset(&s, 0, sizeof s);
+    train_data_init(&d, -1, o->val_frac, to.seed);
+    int rc = tok_load(&tok, o->tok_dir), resuming = 0;
+    if (rc) goto out;
+    r->vocab = tok_vocab_size(tok);
+    d.eot = tok_eot(tok);
+    double t0 = now_seconds();
+    if ((rc = load_corpus(&d, o->corpus, tok))) goto out;
+    r->tokenize_seconds = now_seconds() - t0;
+    r->unigram = train_unigram_entropy(&d, r->vocab);
+    r->ndocs = d.ndocs;
+    r->ndocs_val = d.ndocs_val;
+    r->ntrain = d.ntrain;
+    r->nval = d.nval;
+    emit(o, TRAIN_EV_CORPUS, r);
+    if (d.ntrain < (size_t)o->ctx + 2) {
+        rc = err_set(ERR_ARG, "%s: only %zu training tokens, fewer than one window of %d", o->corpus,
+                     d.ntrain, o->ctx + 1);
+        goto out;
+    }
+    if (d.nval < 2) {
+        rc = err_set(ERR_ARG, "%s: no held-out documents among %zu (--val-frac %g); give more "
+                              "documents or a larger --val-frac", o->corpus, d.ndocs, o->val_frac);
+        goto out;
+    }
+    if ((rc = open_model(o, r->vocab, &m, &resuming, r))) goto out;
+    if ((rc = train_init(&s, m, &to))) goto out;
+    if (resuming && (rc = train_resume(&s, o->out))) goto out;
+    if (resuming) r->resumed_step = s.step;
+    if ((rc = file_mkdir_p(o->out))) goto out;
+    static const char *const outputs[] = {"model.safetensors", "train_state.safetensors",
+                                          "config.json", "encoder.json", "vocab.bpe",
+                                          "vocab.json", "merges.txt"};
+    file_remove_temps(o->out, outputs, sizeof outputs / sizeof *outputs);
+    if ((rc = copy_tokenizer(o->tok_dir, o->out))) goto out;
+    gpt2_params(m, &r->nparams);
+    emit(o, TRAIN_EV_READY, r);
+    rc = run_steps(o, &s, &d, r);
+out:
+    train_free(&s);
+    gpt2_free(m);
+    train_data_free(&d);
+    tok_free(tok);
+    return rc;
+}
