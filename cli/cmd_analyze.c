@@ -12,7 +12,7 @@ CLI_COMMAND(analyze, "Evaluate an SAE or the neuron basis: metrics, feature tabl
 static void notice(const char *msg, void *user)
 {
     (void)user;
-    fprintf(stderr, "analyze: %s\n", msg);
+    fprintf(stderr, "saelite analyze: %s\n", msg);
 }
 
 static void print_dict(const ana_dict_result *r, const char *hook, double cos_threshold)
@@ -40,37 +40,37 @@ int cmd_analyze(int argc, char **argv)
     ana_run_opts o;
     ana_run_defaults(&o);
     arg_spec spec[] = {
-        {"--db", ARG_STR, &o.db, "database with stored activations (written: analysis tables)"},
+        {"--db", ARG_STR, &o.db, "database with stored activations (written: analysis tables)",
+         ARG_REQUIRED},
         {"--sae", ARG_STR, &o.sae_dir, "SAE directory (SAELens layout)"},
         {"--neurons", ARG_FLAG, &o.neurons, "also (or only) analyse the hook's neuron basis"},
         {"--hook", ARG_STR, &o.hook, "hook (needed for --neurons alone, or an SAE without hook_name)"},
         {"--all", ARG_FLAG, &o.all, "use every stored sequence, not the validation split"},
-        {"--val-frac", ARG_FLOAT, &o.val_frac, "validation fraction of the split (default 0.1)"},
+        {"--val-frac", ARG_FLOAT, &o.val_frac, "validation fraction of the split", ARG_ABOVE(0),
+         ARG_BELOW(1)},
         {"--keep-bos", ARG_FLAG, &o.keep_bos, "count the prepended <|endoftext|> positions in the statistics"},
         {"--all-acts", ARG_FLAG, &o.all_acts, "store every non-zero activation (size printed first)"},
-        {"--model", ARG_STR, &o.model_dir, "model directory (default: the one the database recorded)"},
-        {"--tokenizer", ARG_STR, &o.tok_dir, "tokenizer directory for token texts (default: the model's)"},
+        {"--model", ARG_STR, &o.model_dir, "model directory",
+         ARG_DEFAULT("the one the database recorded")},
+        {"--tokenizer", ARG_STR, &o.tok_dir, "tokenizer directory for token texts",
+         ARG_DEFAULT("the model's")},
         {"--no-model", ARG_FLAG, &o.no_model, "skip the downstream loss metrics and logit effects"},
-        {"--top", ARG_INT, &o.top_n, "top activations kept per feature (default 20)"},
-        {"--quantiles", ARG_INT, &o.n_intervals, "quantile intervals sampled per feature (default 10)"},
-        {"--per-quantile", ARG_INT, &o.per_interval, "samples per quantile interval (default 5)"},
-        {"--bins", ARG_INT, &o.nbins, "log-spaced activation histogram bins (default 40)"},
-        {"--logit-k", ARG_INT, &o.logit_k, "top positive/negative logit tokens kept (default 10)"},
-        {"--ce-seqs", ARG_INT, &o.ce_seqs, "sequences for the downstream loss (default 16)"},
-        {"--max-seqs", ARG_INT, &o.max_seqs, "analyse at most N sequences (0: all)"},
-        {"--cos-threshold", ARG_FLOAT, &o.cos_threshold, "geometry: count max|cos| above this (0.5)"},
+        {"--top", ARG_INT, &o.top_n, "top activations kept per feature", ARG_MIN(1)},
+        {"--quantiles", ARG_INT, &o.n_intervals, "quantile intervals sampled per feature", ARG_MIN(1)},
+        {"--per-quantile", ARG_INT, &o.per_interval, "samples per quantile interval", ARG_MIN(1)},
+        {"--bins", ARG_INT, &o.nbins, "log-spaced activation histogram bins", ARG_MIN(1)},
+        {"--logit-k", ARG_INT, &o.logit_k, "top positive/negative logit tokens kept", ARG_MIN(1)},
+        {"--ce-seqs", ARG_INT, &o.ce_seqs, "sequences for the downstream loss", ARG_MIN(1)},
+        {"--max-seqs", ARG_INT, &o.max_seqs, "analyse at most N sequences (0: all)", ARG_MIN(0)},
+        {"--cos-threshold", ARG_FLOAT, &o.cos_threshold, "geometry: count max|cos| above this"},
         {NULL, 0, NULL, NULL},
     };
     const char *pos[1];
     int npos = 0;
     int rc = args_parse("analyze", argc, argv, spec, pos, 0, &npos);
     if (rc) return rc < 0 ? 0 : rc;
-    if (!o.db) return cli_usage_error("analyze", "--db FILE is required");
     if (!o.sae_dir && !o.neurons) return cli_usage_error("analyze", "give --sae DIR and/or --neurons");
     if (!o.sae_dir && !o.hook) return cli_usage_error("analyze", "--neurons without --sae needs --hook NAME");
-    if (o.top_n < 1 || o.n_intervals < 1 || o.per_interval < 1 || o.nbins < 1 || o.logit_k < 1 ||
-        o.ce_seqs < 1 || o.max_seqs < 0 || !(o.val_frac > 0 && o.val_frac < 1))
-        return cli_usage_error("analyze", "counts must be >= 1 and --val-frac in (0, 1)");
     cli_catch_signals();
     o.stop = &cli_stop_flag;
     o.notice = notice;

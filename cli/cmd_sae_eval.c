@@ -37,17 +37,16 @@ int cmd_sae_eval(int argc, char **argv)
     double thr = 0.9;
     int64_t max_tokens = 0;
     arg_spec spec[] = {
-        {"--sae", ARG_STR, &dir, "SAE directory (SAELens layout)"},
+        {"--sae", ARG_STR, &dir, "SAE directory (SAELens layout)", ARG_REQUIRED},
         {"--ground-truth", ARG_STR, &truth, "true directions [features, d_in] .npy"},
-        {"--threshold", ARG_FLOAT, &thr, "cosine for 'recovered' (0.9)"},
+        {"--threshold", ARG_FLOAT, &thr, "cosine for 'recovered'"},
         {"--npy", ARG_STR, &acts, "activations [tokens, d_in] .npy for reconstruction metrics"},
-        {"--max-tokens", ARG_I64, &max_tokens, "use at most N rows of --npy (0 = all)"},
+        {"--max-tokens", ARG_I64, &max_tokens, "use at most N rows of --npy (0: all)"},
         {NULL, 0, NULL, NULL},
     };
     int np = 0;
     int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
     if (prc) return prc < 0 ? 0 : prc;
-    if (!dir) return cli_usage_error(cmd, "--sae DIR is required");
     if (!truth && !acts) return cli_usage_error(cmd, "give --ground-truth and/or --npy");
     sae_model *m;
     if (sae_load(&m, dir)) return cli_fail(cmd);

@@ -45,80 +45,77 @@ int cmd_sae_train(int argc, char **argv)
     sae_train_config *c = &o.train;
     const char *arch_s = "topk", *bdec_s = "median";
     int d_sae = 0, k = 32, k_aux = 0, batch = 4096, no_norm = 0, syn_d = 256, syn_f = 512;
-    double jr_bw = 0, jr_th = 0, jr_lrm = 0, l1 = 0, lr = NAN, aux_coef = 1.0 / 32, syn_active = 5;
+    double jr_bw = c->jr_bandwidth, jr_th = c->jr_init_threshold, jr_lrm = c->jr_lr_mult, l1 = 0, lr = NAN, aux_coef = 1.0 / 32, syn_active = 5;
     int64_t tokens = 10000000, seed = 42, dead_window = 0, syn_seed = 1;
     o.hook = "";
     o.model_name = "";
     arg_spec spec[] = {
         {"--db", ARG_STR, &o.db, "store with the activations of --hook"},
-        {"--shuffle-buffer", ARG_I64, &o.shuffle_tokens, "store: token shuffle buffer (65536)"},
+        {"--shuffle-buffer", ARG_I64, &o.shuffle_tokens, "store: token shuffle buffer", ARG_MIN(1)},
         {"--keep-bos", ARG_FLAG, &o.keep_bos, "store: keep BOS positions (dropped by default)"},
         {"--max-norm-ratio", ARG_FLOAT, &o.max_norm_ratio,
-         "store: drop tokens with norm > R x the mean token norm (0 = off)"},
+         "store: drop tokens with norm > R x the mean token norm (0: off)", ARG_MIN(0)},
         {"--npy", ARG_STR, &o.npy, "activations [tokens, d_in] (float .npy)"},
         {"--synth", ARG_FLAG, &o.synth, "train on generated synthetic superposition data"},
-        {"--synth-d", ARG_INT, &syn_d, "synthetic: dimension (256)"},
-        {"--synth-features", ARG_INT, &syn_f, "synthetic: true features (512)"},
-        {"--synth-active", ARG_FLOAT, &syn_active, "synthetic: mean active features (5)"},
-        {"--synth-seed", ARG_I64, &syn_seed, "synthetic: generator seed (1)"},
+        {"--synth-d", ARG_INT, &syn_d, "synthetic: dimension", ARG_MIN(1)},
+        {"--synth-features", ARG_INT, &syn_f, "synthetic: true features", ARG_MIN(1)},
+        {"--synth-active", ARG_FLOAT, &syn_active, "synthetic: mean active features", ARG_ABOVE(0)},
+        {"--synth-seed", ARG_I64, &syn_seed, "synthetic: generator seed"},
         {"--truth", ARG_STR, &o.truth, "ground-truth directions [F, d_in] .npy: report MMCS"},
         {"--truth-out", ARG_STR, &o.truth_out, "synthetic: write the true directions here"},
-        {"--out", ARG_STR, &o.out, "output directory (SAELens layout)"},
-        {"--arch", ARG_STR, &arch_s, "relu | topk | batchtopk | jumprelu (topk)"},
-        {"--expansion", ARG_FLOAT, &o.expansion, "d_sae = expansion * d_in (8)"},
-        {"--d-sae", ARG_INT, &d_sae, "latents (overrides --expansion)"},
-        {"--k", ARG_INT, &k, "active latents per token, topk/batchtopk (32)"},
-        {"--k-aux", ARG_INT, &k_aux, "AuxK latents (d_in/2)"},
-        {"--aux-coef", ARG_FLOAT, &aux_coef, "AuxK coefficient (1/32)"},
-        {"--l1", ARG_FLOAT, &l1, "relu: L1 coefficient (5); jumprelu: L0 coefficient (1)"},
-        {"--jr-bandwidth", ARG_FLOAT, &jr_bw, "jumprelu: STE kernel width, normalised units"},
-        {"--jr-threshold", ARG_FLOAT, &jr_th, "jumprelu: initial threshold, normalised units"},
-        {"--jr-lr-mult", ARG_FLOAT, &jr_lrm, "jumprelu: learning-rate multiplier of the thresholds (10)"},
-        {"--lr", ARG_FLOAT, &lr, "learning rate (2e-4 / sqrt(d_sae / 16384))"},
-        {"--batch", ARG_INT, &batch, "tokens per step (4096)"},
-        {"--tokens", ARG_I64, &tokens, "training tokens (10M)"},
-        {"--seed", ARG_I64, &seed, "seed for init and data order (42)"},
-        {"--bdec-init", ARG_STR, &bdec_s, "median | mean | zero (median)"},
+        {"--out", ARG_STR, &o.out, "output directory (SAELens layout)", ARG_REQUIRED},
+        {"--arch", ARG_STR, &arch_s, "SAE architecture", ARG_CHOICES("relu|topk|batchtopk|jumprelu")},
+        {"--expansion", ARG_FLOAT, &o.expansion, "d_sae = expansion * d_in", ARG_ABOVE(0)},
+        {"--d-sae", ARG_INT, &d_sae, "latents (overrides --expansion)", ARG_MIN(0),
+         ARG_DEFAULT("expansion x d_in")},
+        {"--k", ARG_INT, &k, "active latents per token, topk/batchtopk", ARG_MIN(1)},
+        {"--k-aux", ARG_INT, &k_aux, "AuxK latents", ARG_MIN(0), ARG_DEFAULT("d_in/2")},
+        {"--aux-coef", ARG_FLOAT, &aux_coef, "AuxK coefficient", ARG_MIN(0)},
+        {"--l1", ARG_FLOAT, &l1, "relu: L1 coefficient; jumprelu: L0 coefficient", ARG_MIN(0),
+         ARG_DEFAULT("5 for relu, 1 for jumprelu")},
+        {"--jr-bandwidth", ARG_FLOAT, &jr_bw, "jumprelu: STE kernel width, normalised units",
+         ARG_MIN(0)},
+        {"--jr-threshold", ARG_FLOAT, &jr_th, "jumprelu: initial threshold, normalised units",
+         ARG_MIN(0)},
+        {"--jr-lr-mult", ARG_FLOAT, &jr_lrm, "jumprelu: learning-rate multiplier of the thresholds",
+         ARG_MIN(0)},
+        {"--lr", ARG_FLOAT, &lr, "learning rate", ARG_ABOVE(0),
+         ARG_DEFAULT("2e-4 / sqrt(d_sae / 16384)")},
+        {"--batch", ARG_INT, &batch, "tokens per step", ARG_MIN(1)},
+        {"--tokens", ARG_I64, &tokens, "training tokens", ARG_MIN(1)},
+        {"--seed", ARG_I64, &seed, "seed for init and data order"},
+        {"--bdec-init", ARG_STR, &bdec_s, "decoder bias initialisation", ARG_CHOICES("median|mean|zero")},
         {"--no-normalize", ARG_FLAG, &no_norm, "do not scale inputs to mean norm sqrt(d_in)"},
-        {"--dead-window", ARG_I64, &dead_window, "tokens without firing = dead (auto)"},
-        {"--val-frac", ARG_FLOAT, &o.val_frac, "held-out fraction of sequences / --npy rows (0.05)"},
-        {"--eval-tokens", ARG_I64, &o.eval_tokens, "tokens for the final evaluation (65536)"},
-        {"--checkpoint-every", ARG_INT, &o.checkpoint_every, "steps between checkpoints (0 = end only)"},
-        {"--log-every", ARG_INT, &o.log_every, "steps between log rows (auto: ~100 rows)"},
-        {"--max-steps", ARG_I64, &o.max_steps, "stop (with a checkpoint) after N steps this run"},
+        {"--dead-window", ARG_I64, &dead_window, "tokens without firing = dead", ARG_MIN(0),
+         ARG_DEFAULT("auto")},
+        {"--val-frac", ARG_FLOAT, &o.val_frac, "held-out fraction of sequences / --npy rows",
+         ARG_MIN(0), ARG_BELOW(1)},
+        {"--eval-tokens", ARG_I64, &o.eval_tokens, "tokens for the final evaluation", ARG_MIN(0)},
+        {"--checkpoint-every", ARG_INT, &o.checkpoint_every, "steps between checkpoints (0: at the end only)",
+         ARG_MIN(0)},
+        {"--log-every", ARG_INT, &o.log_every, "steps between log rows", ARG_MIN(0),
+         ARG_DEFAULT("about 100 rows in all")},
+        {"--max-steps", ARG_I64, &o.max_steps, "stop (with a checkpoint) after N steps this run (0: no limit)",
+         ARG_MIN(0)},
         {"--resume", ARG_FLAG, &o.resume, "continue from DIR/checkpoint.bin (same flags)"},
-        {"--hook", ARG_STR, &o.hook, "hook name (with --db: which activations; else metadata)"},
-        {"--model-name", ARG_STR, &o.model_name, "metadata: model name"},
-        {"--context-size", ARG_INT, &o.context_size, "metadata: context size"},
+        {"--hook", ARG_STR, &o.hook, "hook name (with --db: which activations; else metadata)",
+         ARG_DEFAULT("")},
+        {"--model-name", ARG_STR, &o.model_name, "metadata: model name", ARG_DEFAULT("")},
+        {"--context-size", ARG_INT, &o.context_size, "metadata: context size", ARG_MIN(0)},
         {NULL, 0, NULL, NULL},
     };
     int np = 0;
     int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
     if (prc) return prc < 0 ? 0 : prc;
-    if (!o.out) return cli_usage_error(cmd, "--out DIR is required");
     if (!!o.db + !!o.npy + o.synth != 1)
         return cli_usage_error(cmd, "give exactly one of --db, --npy, --synth");
     if (o.db && !o.hook[0]) return cli_usage_error(cmd, "--db needs --hook NAME");
+    /* the choices are declared, so these cannot fail */
     if (sae_arch_parse(arch_s, &c->arch)) return cli_usage_error(cmd, "%s", err_msg());
-    c->bdec_init = !strcmp(bdec_s, "median") ? SAE_BDEC_MEDIAN
-                   : !strcmp(bdec_s, "mean") ? SAE_BDEC_MEAN
+    c->bdec_init = !strcmp(bdec_s, "mean") ? SAE_BDEC_MEAN
                    : !strcmp(bdec_s, "zero") ? SAE_BDEC_ZERO
-                                             : -1;
-    if (c->bdec_init < 0) return cli_usage_error(cmd, "--bdec-init must be median, mean or zero");
-    if (o.max_norm_ratio < 0) return cli_usage_error(cmd, "--max-norm-ratio must be >= 0");
-    if (o.val_frac < 0 || o.val_frac >= 1) return cli_usage_error(cmd, "--val-frac must be in [0,1)");
-    if (batch < 1 || tokens < 1 || k < 1 || o.expansion <= 0 || o.eval_tokens < 0)
-        return cli_usage_error(cmd, "--batch, --tokens, --k, --expansion must be positive");
-    /* lr starts as NaN = "not given" (args_parse refuses NaN): a given rate must be positive */
-    if (!isnan(lr) && !(lr > 0)) return cli_usage_error(cmd, "--lr must be positive, got %g", lr);
-    if (d_sae < 0 || k_aux < 0 || o.shuffle_tokens < 1 || syn_d < 1 || syn_f < 1 || !(syn_active > 0) ||
-        o.checkpoint_every < 0 || o.log_every < 0 || o.max_steps < 0 || dead_window < 0 || o.context_size < 0)
-        return cli_usage_error(cmd, "--d-sae, --k-aux, --shuffle-buffer, --synth-d, --synth-features, "
-                                    "--synth-active must be positive; --checkpoint-every, "
-                                    "--log-every, --max-steps, --dead-window, --context-size >= 0");
-    if (l1 < 0 || aux_coef < 0 || jr_bw < 0 || jr_th < 0 || jr_lrm < 0)
-        return cli_usage_error(cmd, "--l1, --aux-coef, --jr-bandwidth, --jr-threshold, --jr-lr-mult "
-                                    "must be >= 0");
+                                             : SAE_BDEC_MEDIAN;
+    /* lr stays NaN when not given (a given one is checked > 0 by args_parse) */
 
     o.synth_cfg.d = syn_d;
     o.synth_cfg.n_features = syn_f;

@@ -253,10 +253,10 @@ T=(sae-train --npy acts.npy --out s1 --d-sae 16 --k 2 --tokens 256 --batch 16 --
 bad "sae-train: NaN learning rate" "--lr expects a finite number, got 'nan'" "${T[@]}" --lr nan
 bad "sae-train: infinite learning rate" "--lr expects a finite number" "${T[@]}" --lr inf
 bad "sae-train: negative learning rate" "--lr" "${T[@]}" --lr -1 --out s_neg
-bad "sae-train: zero k" "must be positive" "${T[@]}" --k 0
+bad "sae-train: zero k" "--k must be >= 1, got 0" "${T[@]}" --k 0
 bad "sae-train: k above d-sae" "k 32 must be in 1..d_sae \(16\)" "${T[@]}" --k 32
-bad "sae-train: negative tokens" "must be positive" "${T[@]}" --tokens -5
-bad "sae-train: unknown architecture" "unknown SAE architecture 'foo'" "${T[@]}" --arch foo
+bad "sae-train: negative tokens" "--tokens must be >= 1, got -5" "${T[@]}" --tokens -5
+bad "sae-train: unknown architecture" "--arch must be one of relu\|topk\|batchtopk\|jumprelu, got 'foo'" "${T[@]}" --arch foo
 bad "sae-train: NaN activations" "non-finite" "${T[@]/acts.npy/nan.npy}"
 bad "sae-train: 1-d activations" "ids16.npy: expected \[tokens, d_in\]" "${T[@]/acts.npy/ids16.npy}"
 bad "sae-train: missing activations" "nosuch.npy: cannot open" "${T[@]/acts.npy/nosuch.npy}"
@@ -267,8 +267,8 @@ bad "analyze: missing SAE" "nosuch/cfg.json: cannot open" analyze --db ex.db --s
 bad "analyze: SAE width differs from the database (mismatched SAE)" "reads 32 values per token but ex.db stores 8" analyze --db ex.db --sae sae32 --no-model
 bad "analyze: SAE of another hook" "trained on $H, not --hook blocks.0.hook_attn_out" analyze --db ex.db --sae sae8 --hook blocks.0.hook_attn_out --no-model
 bad "analyze: unknown hook for neurons" "no hook 'blocks.0.nosuch'" analyze --db ex.db --neurons --hook blocks.0.nosuch --no-model
-bad "analyze: zero top" "counts must be >= 1" analyze --db ex.db --sae sae8 --no-model --top 0
-bad "analyze: validation fraction above 1" "--val-frac in \(0, 1\)" analyze --db ex.db --sae sae8 --no-model --val-frac 2
+bad "analyze: zero top" "--top must be >= 1, got 0" analyze --db ex.db --sae sae8 --no-model --top 0
+bad "analyze: validation fraction above 1" "--val-frac must be in \(0, 1\), got 2" analyze --db ex.db --sae sae8 --no-model --val-frac 2
 bad "analyze: newer schema database" "written by a newer saelite" analyze --db newer.db --neurons --hook $H --no-model
 bad "report: SAE never analysed" "no analysis of SAE '999'" report --db ex.db --sae 999 --out rep
 bad "report: bad feature list" "bad list '1,x'" report --db ex.db --sae sae8 --features 1,x --out rep
