@@ -389,14 +389,7 @@ static int train_log_grow(train_log *t, int cap)
 /* v as the training_log.csv export prints it (%.*g) and train_log_read parses it back: the
  * curve is drawn at that precision (far below a pixel), so the table and a CSV of the same run
  * give the same picture byte for byte. */
-static double csv_digits(double v, int digits)
-{
-    char b[40];
-    snprintf(b, sizeof b, "%.*g", digits, v);
-    return strtod(b, NULL);
-}
-
-/* Rows of the table at the export's precision: mse and ev %.6g, l0 and dead_frac %.4g. */
+/* Rows of the table at the precision of their CSV export (store_sae_log_round). */
 static int train_log_from_rows(const store_sae_log_row *r, size_t n, train_log *t)
 {
     memset(t, 0, sizeof *t);
@@ -404,10 +397,12 @@ static int train_log_from_rows(const store_sae_log_row *r, size_t n, train_log *
     int rc = train_log_grow(t, n > 0 ? (int)n : 1);
     for (size_t i = 0; !rc && i < n; i++) {
         t->tok[i] = (double)r[i].tokens;
-        t->mse[i] = csv_digits(r[i].mse, 6);
-        t->ev[i] = csv_digits(r[i].ev, 6);
-        t->l0[i] = csv_digits(r[i].l0, 4);
-        t->dead[i] = csv_digits(r[i].dead_frac, 4);
+        store_sae_log_row q = r[i];
+        store_sae_log_round(&q);
+        t->mse[i] = q.mse;
+        t->ev[i] = q.ev;
+        t->l0[i] = q.l0;
+        t->dead[i] = q.dead_frac;
     }
     if (!rc) t->n = (int)n;
     return rc;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
@@ -68,7 +69,7 @@ typedef struct {
     sae_model *m;
     sae_metrics acc;
     float *dens;
-    char ckpt[4096], logp[4096];
+    char ckpt[4096], logp[4096], logbin[4096];
 } run;
 
 static void run_free(run *r)
@@ -157,9 +158,10 @@ static int run_open(run *r, const sae_run_opts *o)
     struct stat sb;
     if (stat(o->out, &sb) != 0 && mkdir(o->out, 0755) != 0)
         return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
-    snprintf(r->ckpt, sizeof r->ckpt, "%s/checkpoint.bin", o->out);
-    snprintf(r->logp, sizeof r->logp, "%s/training_log.csv", o->out);
-    return OK;
+    int rc2 = path_join(r->ckpt, sizeof r->ckpt, o->out, "checkpoint.bin");
+    if (!rc2) rc2 = path_join(r->logp, sizeof r->logp, o->out, "training_log.csv");
+    if (!rc2) rc2 = path_join(r->logbin, sizeof r->logbin, o->out, "checkpoint_log.bin");
+    return rc2;
 }
 
 /* The first rows of the stream initialise scale and b_dec; a resumed run instead checks that
@@ -184,10 +186,14 @@ static int run_trainer(run *r, const sae_run_opts *o)
     return sae_source_skip(r->src, sae_trainer_step_index(r->t) * (int64_t)batch, batch);
 }
 
-static int log_row(run *r, const sae_step_stats *st)
+/* The log rows of the whole run so far go beside the checkpoint (OUT/checkpoint_log.bin: magic,
+ * count, rows), so a resumed run registers the complete curve and its CSV export loses no rows
+ * and repeats none. Written before the checkpoint: rows past the checkpoint's step are dropped on
+ * resume. */
+static const char LOG_MAGIC[8] = "SAELOG01";
+
+static int log_push(run *r, const store_sae_log_row *row)
 {
-    fprintf(r->logf, "%" PRId64 ",%" PRId64 ",%.6g,%.6g,%.4g,%.4g,%.4g,%.6g\n", st->step,
-            st->tokens, st->mse, st->ev, st->l0, st->dead_frac, st->lr, st->loss);
     if (r->nlog == r->caplog) {
         size_t cap = r->caplog ? 2 * r->caplog : 256;
         store_sae_log_row *p = mem_realloc(r->logrows, cap * sizeof *p);
@@ -195,18 +201,80 @@ static int log_row(run *r, const sae_step_stats *st)
         r->logrows = p;
         r->caplog = cap;
     }
-    r->logrows[r->nlog++] = (store_sae_log_row){st->step, st->tokens, st->mse, st->ev, st->l0,
-                                                st->dead_frac, st->lr, st->loss};
+    r->logrows[r->nlog++] = *row;
     return OK;
+}
+
+static int run_checkpoint(run *r)
+{
+    size_t n = 16 + r->nlog * sizeof *r->logrows;
+    unsigned char *b = mem_alloc(n);
+    if (!b) return err_set(ERR_NOMEM, "training log: out of memory");
+    int64_t cnt = (int64_t)r->nlog;
+    memcpy(b, LOG_MAGIC, 8);
+    memcpy(b + 8, &cnt, 8);
+    if (r->nlog) memcpy(b + 16, r->logrows, r->nlog * sizeof *r->logrows);
+    int rc = file_write_atomic(r->logbin, b, n);
+    mem_free(b);
+    return rc ? rc : sae_trainer_checkpoint(r->t, r->ckpt);
+}
+
+/* The rows of the checkpointed run up to its step (none for a checkpoint without a log file). */
+static int log_restore(run *r, int64_t step)
+{
+    FILE *f = fopen(r->logbin, "rb");
+    if (!f) return OK;
+    char magic[8];
+    int64_t cnt = 0;
+    int rc = fread(magic, 8, 1, f) == 1 && !memcmp(magic, LOG_MAGIC, 8) && fread(&cnt, 8, 1, f) == 1 &&
+             cnt >= 0 ? OK : err_set(ERR_FORMAT, "%s: not a training-log file", r->logbin);
+    for (int64_t i = 0; !rc && i < cnt; i++) {
+        store_sae_log_row row;
+        if (fread(&row, sizeof row, 1, f) != 1) rc = err_set(ERR_FORMAT, "%s: truncated", r->logbin);
+        else if (row.step <= step) rc = log_push(r, &row);
+    }
+    fclose(f);
+    return rc;
+}
+
+/* The CSV export, rewritten from the rows so far (a resumed run then appends to it). */
+static int log_open_csv(run *r)
+{
+    file_atomic a;
+    char line[256];
+    int rc = file_atomic_open(&a, r->logp);
+    if (rc) return rc;
+    fputs(store_sae_log_csv_header, a.f);
+    for (size_t i = 0; !rc && i < r->nlog; i++) {
+        rc = store_sae_log_csv_row(line, sizeof line, &r->logrows[i]);
+        if (!rc) fputs(line, a.f);
+    }
+    if (rc) file_atomic_abort(&a);
+    else rc = file_atomic_commit(&a);
+    if (!rc) {
+        r->logf = fopen(r->logp, "a");
+        if (!r->logf) rc = err_set(ERR_IO, "%s: cannot open: %s", r->logp, strerror(errno));
+    }
+    return rc;
+}
+
+static int log_row(run *r, const sae_step_stats *st)
+{
+    store_sae_log_row row = {st->step, st->tokens, st->mse, st->ev, st->l0, st->dead_frac, st->lr,
+                             st->loss};
+    char line[256];
+    int rc = store_sae_log_csv_row(line, sizeof line, &row);
+    if (!rc) fputs(line, r->logf);
+    return rc ? rc : log_push(r, &row);
 }
 
 /* The step loop: log rows, checkpoints, max_steps and *stop. */
 static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
 {
     const int batch = r->c.batch;
-    r->logf = fopen(r->logp, o->resume ? "a" : "w");
-    if (!r->logf) return err_set(ERR_IO, "%s: cannot open: %s", r->logp, strerror(errno));
-    if (!o->resume) fprintf(r->logf, "step,tokens,mse,explained_variance,l0,dead_frac,lr,loss\n");
+    int rc = o->resume ? log_restore(r, sae_trainer_step_index(r->t)) : OK;
+    if (!rc) rc = log_open_csv(r);
+    if (rc) return rc;
     int64_t T = sae_trainer_total_steps(r->t), s0 = sae_trainer_step_index(r->t);
     int log_every = o->log_every > 0 ? o->log_every : T / 100 > 0 ? (int)(T / 100) : 1;
     progress pr;
@@ -214,7 +282,6 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
     sae_step_stats st;
     memset(&st, 0, sizeof st);
     double t0 = now_seconds();
-    int rc = OK;
     while (!rc && sae_trainer_step_index(r->t) < T) {
         double ta = now_seconds();
         rc = r->src->next(r->src, r->x, batch);
@@ -227,10 +294,10 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
                         s, st.mse, st.ev, st.l0, 100 * st.dead_frac);
         int max_stop = o->max_steps > 0 && s - s0 >= o->max_steps && s < T;
         if ((o->checkpoint_every > 0 && s % o->checkpoint_every == 0) || s == T || max_stop)
-            rc = sae_trainer_checkpoint(r->t, r->ckpt);
+            rc = run_checkpoint(r);
         if (!rc && max_stop) break;
         if (!rc && o->stop && *o->stop) {
-            rc = sae_trainer_checkpoint(r->t, r->ckpt);
+            rc = run_checkpoint(r);
             if (!rc) rc = err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint %s "
                                                "(continue with --resume)", s, r->ckpt);
         }

@@ -1,6 +1,8 @@
 /* store_sae.c - the SAE registry and training log (see store_sae.h, schema_sae.sql). */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -214,4 +216,27 @@ int store_sae_bos_seqs(store *s, int64_t **ids, size_t *n)
     }
     sqlite3_finalize(st);
     return rc;
+}
+
+const char store_sae_log_csv_header[] = "step,tokens,mse,explained_variance,l0,dead_frac,lr,loss\n";
+
+int store_sae_log_csv_row(char *buf, size_t cap, const store_sae_log_row *r)
+{
+    int n = snprintf(buf, cap, "%" PRId64 ",%" PRId64 ",%.6g,%.6g,%.4g,%.4g,%.4g,%.6g\n", r->step,
+                     r->tokens, r->mse, r->ev, r->l0, r->dead_frac, r->lr, r->loss);
+    if (n < 0 || (size_t)n >= cap) return err_set(ERR_ARG, "training log row does not fit %zu bytes", cap);
+    return OK;
+}
+
+void store_sae_log_round(store_sae_log_row *r)
+{
+    char b[256];
+    if (store_sae_log_csv_row(b, sizeof b, r)) return;
+    double *f[6] = {&r->mse, &r->ev, &r->l0, &r->dead_frac, &r->lr, &r->loss};
+    char *p = strchr(b, ',');
+    p = p ? strchr(p + 1, ',') : NULL;
+    for (int i = 0; i < 6 && p; i++) {
+        *f[i] = strtod(p + 1, &p);
+        if (*p != ',') break;
+    }
 }

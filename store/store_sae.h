@@ -39,6 +39,13 @@ int store_sae_log(store *s, int64_t sae_id, const store_sae_log_row *rows, size_
  * registered or the database has no SAE tables. */
 int store_sae_log_find(store *s, int64_t id, const char *dir, int64_t *sae_id,
                        store_sae_log_row **rows, size_t *n);
+/* The training log's CSV export (sae-train's OUT/training_log.csv), defined once: the header
+ * line, one row per call (into buf[cap], NUL-terminated; ERR_ARG when it does not fit), and a row
+ * rounded to the precision the export prints (what a reader of the CSV sees: the report draws the
+ * table's rows through it, so a curve from the table equals one from the CSV). */
+extern const char store_sae_log_csv_header[];
+int store_sae_log_csv_row(char *buf, size_t cap, const store_sae_log_row *r);
+void store_sae_log_round(store_sae_log_row *r);
 /* Directory of SAE id into dir[cap]; ERR_NOTFOUND when there is no such id. */
 int store_sae_dir(store *s, int64_t id, char *dir, size_t cap);
 

@@ -95,7 +95,7 @@ cmd_for() { sae_cmd sae_crash; }
 after_kill() { :; }
 run_killed sae-train "$KILLS" "$sae_ms"
 cmd_for; "${CMD[@]}" > /dev/null 2> err.txt || bad "sae-train: resumed run failed: $(head -n 1 err.txt)"
-for f in sae_weights.safetensors sparsity.safetensors; do
+for f in sae_weights.safetensors sparsity.safetensors training_log.csv; do
     if cmp -s "sae_ref/$f" "sae_crash/$f"; then ok "sae-train: resumed $f equals the uninterrupted one"
     else bad "sae-train: resumed $f differs from the uninterrupted one"; fi
 done

@@ -675,6 +675,9 @@ static void test_train_run(void)
     snprintf(a, sizeof a, "%s/sae_weights.safetensors", full);
     snprintf(b, sizeof b, "%s/sae_weights.safetensors", part);
     CHECK(files_equal(a, b), "stopped twice and resumed = uninterrupted");
+    snprintf(a, sizeof a, "%s/training_log.csv", full);
+    snprintf(b, sizeof b, "%s/training_log.csv", part);
+    CHECK(files_equal(a, b), "the resumed run's log export has every row once");
     o.train.k = 5;
     CHECK(sae_train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "differ"), "resume with other settings: %s", err_msg());
     o.npy = trp;

@@ -23,6 +23,17 @@ ok "training log continues" '[ "$(grep -c . $T/part/training_log.csv)" = "$(grep
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 40960 --batch 512 --out $T/part --resume >$T/bad.out 2>&1
 ok "resume with other flags refused" '[ $? -ne 0 ] && grep -q "differ from the checkpoint" $T/bad.out'
 
+# a store-backed run stopped and resumed registers the whole training curve, as an uninterrupted one
+$BIN import --npy $T/acts.npy --db $T/acts.db --hook synth.acts --seq-len 64 >/dev/null 2>&1
+dargs="--db $T/acts.db --hook synth.acts --d-sae 128 --k 4 --tokens 40960 --batch 512 --checkpoint-every 20"
+$BIN sae-train $dargs --out $T/dfull >$T/dfull.out 2>&1
+$BIN sae-train $dargs --out $T/dpart --max-steps 33 >/dev/null 2>&1
+$BIN sae-train $dargs --out $T/dpart --resume >$T/dpart.out 2>&1
+q() { sqlite3 $T/acts.db "SELECT count(*) || ',' || max(step) FROM sae_training_log l JOIN sae_registry r ON r.id = l.sae_id WHERE r.dir = '$1'"; }
+ok "store run registered" 'grep -q "registered in" $T/dfull.out && grep -q "registered in" $T/dpart.out'
+ok "resumed store run registers every log row" '[ "$(q $T/dpart)" = "$(q $T/dfull)" ] && [ "$(q $T/dfull)" = "80,80" ]'
+ok "resumed CSV export equals the uninterrupted one" 'cmp -s $T/dfull/training_log.csv $T/dpart/training_log.csv'
+
 # the same weights whatever the thread counts (batch x d_sae >= 1M, so the kernels do split)
 targs="--npy $T/acts.npy --d-sae 2048 --k 4 --tokens 4096 --batch 1024 --seed 5"
 SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 $BIN sae-train $targs --out $T/th1 >/dev/null 2>&1
