@@ -337,13 +337,17 @@ static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work
     for (size_t i = 0; i < sh->nseq && !rc; i++) {
         int T = Tm;
         if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], x, &T))) break;
-        dict_codes(d, x, T, f, xhat, &rc);
-        if (rc) break;
         /* the prepended <|endoftext|> is not text: its (often huge) activation would dominate
            the metrics and the top lists, so it is left out unless keep_bos */
         int b0 = sh->bos[i] && !o->keep_bos && T > 0;
-        sae_metrics_add(&w->rec, x + (size_t)b0 * d_in, xhat + (size_t)b0 * d_in, f + (size_t)b0 * D, T - b0);
-        ana_feat_acc_add(w->acc, f + (size_t)b0 * D, T - b0, sh->seq[i], b0);
+        const float *xs = x + (size_t)b0 * d_in, *fs = xs;
+        if (d->sae) {
+            if ((rc = sae_metrics_eval_rows(&w->rec, d->sae, xs, T - b0, f, xhat))) break;
+            fs = f;
+        } else {
+            sae_metrics_add(&w->rec, xs, xs, xs, T - b0); /* the identity: codes = input */
+        }
+        ana_feat_acc_add(w->acc, fs, T - b0, sh->seq[i], b0);
         if (stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
         progress_update(&pr, (double)(i + 1), NULL);
     }

@@ -184,6 +184,15 @@ int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr
     return sae_mmcs_match(truth, F, W, S, d, thr, mmcs, recovered, best, NULL);
 }
 
+int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, int n, float *f,
+                          float *xhat)
+{
+    int rc = sae_encode(m, x, n, f);
+    if (!rc) rc = sae_decode(m, f, n, xhat);
+    if (!rc) sae_metrics_add(acc, x, xhat, f, n);
+    return rc;
+}
+
 int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64_t n,
                      int (*next)(void *user, float *buf, int rows), void *user)
 {
@@ -196,9 +205,7 @@ int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64
         int nb = n - r0 < CH ? (int)(n - r0) : CH;
         const float *xc = x ? x + r0 * D : buf;
         if (!x) rc = next(user, buf, nb);
-        if (!rc) rc = sae_encode(m, xc, nb, f);
-        if (!rc) rc = sae_decode(m, f, nb, xh);
-        if (!rc) sae_metrics_add(acc, xc, xh, f, nb);
+        if (!rc) rc = sae_metrics_eval_rows(acc, m, xc, nb, f, xh);
     }
     mem_free(buf);
     mem_free(xh);

@@ -47,6 +47,10 @@ void sae_metrics_log10_density(const sae_metrics *m, float *out /*[d_sae]*/);
 enum { SAE_EVAL_CHUNK = 512 };
 int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64_t n,
                      int (*next)(void *user, float *buf, int rows), void *user);
+/* One step of that loop, for callers that also want the codes (analyze): encode x [n,d_in] into
+ * f [n,d_sae], decode into xhat [n,d_in], add the rows to acc. */
+int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, int n, float *f,
+                          float *xhat);
 
 /* Ground-truth recovery (MMCS, Sharkey, Braun & Millidge 2022), the one definition every command
  * uses (sae-train --truth, sae-eval --ground-truth, report --ground-truth):
