@@ -11,6 +11,7 @@
 #include "analysis/ana.h"
 #include "analysis/ana_run.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/progress.h"
 #include "model/gpt2.h"
@@ -661,11 +662,15 @@ static int open_model(shared *sh, const ana_run_opts *o)
     char alt[4096];
     if (!o->model_dir && dir[0] != '/') {
         char probe[4096];
-        snprintf(probe, sizeof probe, "%s/config.json", dir);
         const char *slash = strrchr(o->db, '/');
-        if (access(probe, R_OK) != 0 && slash) {
-            snprintf(alt, sizeof alt, "%.*s/%s", (int)(slash - o->db), o->db, dir);
+        rc = path_join(probe, sizeof probe, dir, "config.json");
+        if (!rc && access(probe, R_OK) != 0 && slash) {
+            rc = path_fmt(alt, sizeof alt, "%.*s/%s", (int)(slash - o->db), o->db, dir);
             dir = alt;
+        }
+        if (rc) {
+            mem_free(ms);
+            return rc;
         }
     }
     sh->model_path = mem_strdup(dir);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "model/safetensors.h"
 
@@ -22,13 +23,6 @@ void train_data_init(train_data *d, int eot, double val_frac, uint64_t seed)
     d->seed = seed;
 }
 
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static int append(int **buf, size_t *n, size_t *cap, const int *ids, size_t k)
 {
@@ -47,7 +41,7 @@ static int append(int **buf, size_t *n, size_t *cap, const int *ids, size_t k)
 
 int train_data_add(train_data *d, const int *ids, size_t n)
 {
-    double u = (double)(mix64(d->ndocs ^ mix64(d->seed)) >> 11) * 0x1.0p-53;
+    double u = (double)(hash_mix64(d->ndocs ^ hash_mix64(d->seed)) >> 11) * 0x1.0p-53;
     int val = u < d->val_frac;
     d->ndocs++;
     d->ndocs_val += val;
