@@ -1,7 +1,7 @@
 /* ana.h - analysis kernels: pure functions over arrays used by `saelite analyze`.
  *
- * Nothing here touches files or the database; the CLI reads activations, runs the SAE and hands
- * the arrays in. Layouts are row-major float32 unless stated; shapes are given per argument.
+ * Nothing here touches files or the database; ana_run (ana_run.h) reads the activations, runs
+ * the SAE and hands the arrays in. Layouts are row-major float32 unless stated; shapes are given per argument.
  * Ownership: callers own every buffer; ana_feat_acc owns its own storage (ana_feat_acc_free).
  * Errors: fallible functions return err.h codes (ERR_ARG for bad sizes, ERR_NOMEM).
  * Thread safety: functions are reentrant; one ana_feat_acc must not be used by two threads.
