@@ -23,19 +23,9 @@
 
 void ana_run_defaults(ana_run_opts *o)
 {
-    memset(o, 0, sizeof *o);
-    o->top_n = 20;
-    o->n_intervals = 10;
-    o->per_interval = 5;
-    o->reservoir = 256;
-    o->nbins = 40;
-    o->geom_bins = 90;
-    o->logit_k = 10;
-    o->ce_seqs = 16;
-    o->val_frac = 0.1;
-    o->cos_threshold = 0.5;
-    o->hist_lo = 1e-3;
-    o->hist_hi = 1e3;
+    *o = (ana_run_opts){.top_n = 20, .n_intervals = 10, .per_interval = 5, .reservoir = 256,
+                        .nbins = 40, .geom_bins = 90, .logit_k = 10, .ce_seqs = 16,
+                        .val_frac = 0.1, .cos_threshold = 0.5, .hist_lo = 1e-3, .hist_hi = 1e3};
 }
 
 static int stopped(const ana_run_opts *o) { return o->stop && *o->stop; }

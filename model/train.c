@@ -78,19 +78,9 @@ double train_unigram_entropy(const train_data *d, int V)
 /* ---- options, schedule ------------------------------------------------------------------- */
 void train_opts_default(train_opts *o)
 {
-    memset(o, 0, sizeof *o);
-    o->batch = 32;
-    o->seq = 128;
-    o->steps = 1000;
-    o->warmup = 50;
-    o->lr = 3e-3;
-    o->min_lr_frac = 0.1;
-    o->weight_decay = 0.1;
-    o->beta1 = 0.9;
-    o->beta2 = 0.95;
-    o->eps = 1e-8;
-    o->clip = 1.0;
-    o->seed = 1;
+    *o = (train_opts){.batch = 32, .seq = 128, .steps = 1000, .warmup = 50, .lr = 3e-3,
+                      .min_lr_frac = 0.1, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95,
+                      .eps = 1e-8, .clip = 1.0, .seed = 1};
 }
 
 double train_lr(const train_opts *o, int64_t s)

@@ -19,16 +19,9 @@
 
 void train_run_defaults(train_run_opts *o)
 {
-    memset(o, 0, sizeof *o);
-    o->layers = 1;
-    o->d_model = 128;
-    o->heads = 4;
-    o->ctx = 128;
+    *o = (train_run_opts){.layers = 1, .d_model = 128, .heads = 4, .ctx = 128, .val_frac = 0.05,
+                          .eval_every = 100, .eval_windows = 128, .checkpoint_every = 500};
     train_opts_default(&o->train);
-    o->val_frac = 0.05;
-    o->eval_every = 100;
-    o->eval_windows = 128;
-    o->checkpoint_every = 500;
 }
 
 /* Copy the tokenizer files next to the model so the output directory is self-contained. */

@@ -18,21 +18,9 @@
 
 void sae_run_defaults(sae_run_opts *o)
 {
-    memset(o, 0, sizeof *o);
-    o->shuffle_tokens = 65536;
-    synth_defaults(&o->synth_cfg);
-    o->synth_cfg.d = 256;
-    o->synth_cfg.n_features = 512;
-    o->synth_cfg.active = 5;
-    o->synth_cfg.seed = 1;
-    o->val_frac = 0.05;
-    o->eval_tokens = 65536;
-    sae_train_defaults(&o->train);
-    o->train.k = 32;
-    o->train.batch = 4096;
-    o->train.total_tokens = 10000000;
-    o->train.seed = 42;
-    o->expansion = 8;
+    *o = (sae_run_opts){.shuffle_tokens = 65536, .val_frac = 0.05, .eval_tokens = 65536, .expansion = 8};
+    synth_defaults(&o->synth_cfg); /* d 256, 512 features, 5 active, seed 1 */
+    sae_train_defaults(&o->train); /* topk, k 32, batch 4096, 10M tokens, seed 42 */
 }
 
 static int source_next(void *user, float *x, int rows)

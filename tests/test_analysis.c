@@ -9,6 +9,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "harness.h"
+#include "tok_fixture.h"
 
 static uint64_t rs = 88172645463325252ull;
 static double urand(void)
@@ -428,21 +429,7 @@ static int build_fixture(const char *root, char *db, char *model_dir, char *sae_
     int rc = gpt2_create(&m, &cfg, 1);
     if (!rc) rc = gpt2_save(m, model_dir, ST_F32, 0);
     /* a tokenizer in the model directory: the 256 byte tokens, id = byte value, no merges */
-    if (!rc) {
-        char p[300];
-        snprintf(p, sizeof p, "%s/encoder.json", model_dir);
-        FILE *fp = fopen(p, "w");
-        if (!fp) return err_set(ERR_IO, "%s", p);
-        fputc('{', fp);
-        for (int i = 0; i < 256; i++)
-            fprintf(fp, "%s\"\\u%04x\": %d", i ? ", " : "", tok_byte_to_unicode((unsigned char)i), i);
-        fputs("}\n", fp);
-        fclose(fp);
-        snprintf(p, sizeof p, "%s/vocab.bpe", model_dir);
-        if (!(fp = fopen(p, "w"))) return err_set(ERR_IO, "%s", p);
-        fputs("#version: 0.2\n", fp);
-        fclose(fp);
-    }
+    if (!rc) rc = fixture_byte_tokenizer(model_dir);
     if (!rc) rc = store_open(&s, db, STORE_CREATE);
     int64_t mid = 0;
     store_hook h;

@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "harness.h"
+#include "tok_fixture.h"
 #include "sae/sae.h"
 #include "sae/sae_kernels.h"
 #include "sae/sae_run.h"
@@ -618,20 +619,6 @@ static void test_metrics_eval(void)
 
 /* The sae-train runner: a run stopped by max_steps or by the stop flag and resumed writes the
  * weights an uninterrupted run writes; bad source combinations are refused. */
-static int files_equal(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int same = fa && fb;
-    while (same) {
-        int ca = fgetc(fa), cb = fgetc(fb);
-        if (ca != cb) same = 0;
-        if (ca == EOF || cb == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
-
 static void test_train_run(void)
 {
     char root[] = "/tmp/saelite_sae_run_XXXXXX";
@@ -674,10 +661,10 @@ static void test_train_run(void)
     CHECK(sae_train_run(&o, &r) == OK && r.finished && r.steps == 13, "%s", err_msg());
     snprintf(a, sizeof a, "%s/sae_weights.safetensors", full);
     snprintf(b, sizeof b, "%s/sae_weights.safetensors", part);
-    CHECK(files_equal(a, b), "stopped twice and resumed = uninterrupted");
+    CHECK(fixture_files_equal(a, b), "stopped twice and resumed = uninterrupted");
     snprintf(a, sizeof a, "%s/training_log.csv", full);
     snprintf(b, sizeof b, "%s/training_log.csv", part);
-    CHECK(files_equal(a, b), "the resumed run's log export has every row once");
+    CHECK(fixture_files_equal(a, b), "the resumed run's log export has every row once");
     o.train.k = 5;
     CHECK(sae_train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "differ"), "resume with other settings: %s", err_msg());
     o.npy = trp;

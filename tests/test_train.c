@@ -9,6 +9,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "harness.h"
+#include "tok_fixture.h"
 #include "model/gpt2.h"
 #include "model/tokenizer.h"
 #include "model/train.h"
@@ -199,12 +200,6 @@ static void count_event(int ev, const void *result, void *user)
     if (ev == TRAIN_EV_READY && e->stop_at_ready) *e->stop = 1;
 }
 
-static int same_file(const char *a, const char *b)
-{
-    char cmd[900];
-    snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
-    return system(cmd) == 0;
-}
 
 static void test_train_run(void)
 {
@@ -219,17 +214,8 @@ static void test_train_run(void)
     snprintf(a, sizeof a, "%s/a", root);
     snprintf(b, sizeof b, "%s/b", root);
     CHECK(mkdir(tok, 0755) == 0);
-    snprintf(p, sizeof p, "%s/encoder.json", tok);
-    FILE *f = fopen(p, "w");
-    fputc('{', f);
-    for (int i = 0; i < 256; i++)
-        fprintf(f, "%s\"\\u%04x\": %d", i ? ", " : "", tok_byte_to_unicode((unsigned char)i), i);
-    fputs("}\n", f);
-    fclose(f);
-    snprintf(p, sizeof p, "%s/vocab.bpe", tok);
-    f = fopen(p, "w");
-    fputs("#version: 0.2\n", f);
-    fclose(f);
+    CHECK(fixture_byte_tokenizer(tok) == OK, "%s", err_msg());
+    FILE *f;
     f = fopen(corpus, "w");
     for (int d = 0; d < 40; d++)
         fprintf(f, "document %d: the cat sat on the mat and the dog sat on the log.\n\n", d);
@@ -271,7 +257,7 @@ static void test_train_run(void)
     CHECK(train_run(&o, &r) == OK && !r.stopped && r.resumed_step == 1 && r.steps_run == 8, "%s", err_msg());
     snprintf(p, sizeof p, "%s/model.safetensors", a);
     snprintf(q, sizeof q, "%s/model.safetensors", b);
-    CHECK(same_file(p, q), "stopped + resumed = uninterrupted");
+    CHECK(fixture_files_equal(p, q), "stopped + resumed = uninterrupted");
     o.d_model = 32;
     CHECK(train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "differs"), "resume with another shape: %s", err_msg());
     o.d_model = 15;
