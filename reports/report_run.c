@@ -744,6 +744,135 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
     return rc;
 }
 
+/* The features to draw into *sel[*nsel] (the caller frees *sel, also on an error): the explicit
+ * --features list (each must exist, duplicates drawn once) or the top N by o->by. */
+static int select_features(const rep_run_opts *o, const store_rep_dict *dict, const store_rep_feature *fs,
+                           size_t nf, int64_t **sel, int *nsel)
+{
+    *nsel = 0;
+    if (o->features) {
+        int64_t *sl = *sel = mem_alloc(sizeof(int64_t) * (size_t)(o->nfeatures > 0 ? o->nfeatures : 1));
+        if (!sl) return err_set(ERR_NOMEM, "out of memory");
+        for (int i = 0; i < o->nfeatures; i++) {
+            int f = o->features[i];
+            /* features are stored for every index 0..d_sae-1, ordered */
+            size_t lo = 0, hi = nf;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (fs[mid].feature < f) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo >= nf || fs[lo].feature != f)
+                return err_set(ERR_NOTFOUND, "%s: feature %d is not in the analysis of '%s' (features 0..%lld)",
+                               o->db, f, dict->name, (long long)fs[nf - 1].feature);
+            int dup = 0;
+            for (int k = 0; k < *nsel; k++) dup |= sl[k] == f;
+            if (!dup) sl[(*nsel)++] = f;
+        }
+        return OK;
+    }
+    int n = o->top > 0 ? o->top : 20;
+    int64_t *sl = *sel = mem_alloc(sizeof(int64_t) * nf);
+    rank_item *ri = mem_alloc(sizeof(rank_item) * nf);
+    if (!sl || !ri) {
+        mem_free(ri);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nf; i++)
+        ri[i] = (rank_item){rank_key(&fs[i], o->by), fs[i].n_active, fs[i].feature};
+    qsort(ri, nf, sizeof *ri, cmp_rank);
+    int m = n < (int)nf ? n : (int)nf;
+    /* ranking by max or alignment leaves out features that have no value for it */
+    while (m > 0 && !isfinite(ri[m - 1].key)) m--;
+    for (int i = 0; i < m; i++) sl[i] = ri[i].feature;
+    *nsel = m;
+    mem_free(ri);
+    return OK;
+}
+
+/* Create the output directory (an existing one is fine) and check it is one. */
+static int make_out_dir(const char *dir)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return err_set(ERR_IO, "%s: cannot create the output directory: %s", dir, strerror(errno));
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: not a directory", dir);
+    return OK;
+}
+
+/* Draw the dashboards of sel[nsel] on o->threads threads (the calling one included); counts
+ * and time into res. */
+static int run_dashboards(const rep_run_opts *o, const store_rep_dict *dict, char **vocab, int nvocab,
+                          const int64_t *sel, int nsel, rep_run_result *res)
+{
+    double t1 = now_seconds();
+    job j;
+    memset(&j, 0, sizeof j);
+    j.o = o;
+    j.dict = dict;
+    j.vocab = vocab;
+    j.nvocab = nvocab;
+    j.feats = sel;
+    j.nfeats = nsel;
+    pthread_mutex_init(&j.mu, NULL);
+    int nth = o->threads < 1 ? 1 : o->threads > 64 ? 64 : o->threads;
+    if (nth > nsel) nth = nsel > 0 ? nsel : 1;
+    pthread_t th[64];
+    int started = 0;
+    for (int i = 1; i < nth; i++) {
+        if (pthread_create(&th[i], NULL, worker, &j) != 0) break;
+        started++;
+    }
+    worker(&j); /* the calling thread works too */
+    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+    res->dashboards = j.done;
+    res->dashboard_seconds = now_seconds() - t1;
+    if (j.rc) return err_set(j.rc, "%s", j.msg);
+    if (o->stop && *o->stop) return err_set(ERR_ABORTED, "interrupted after %d dashboards", j.done);
+    return OK;
+}
+
+/* Index entries for the dashboards of sel[nsel] at idx[*nidx..]; their file names are
+ * mem_strdup'd (the caller frees them). */
+static int dashboard_entries(const rep_run_opts *o, const store_rep_feature *fs, size_t nf,
+                             const int64_t *sel, int nsel, rep_index_entry *idx, char (*cap)[512], int *nidx)
+{
+    for (int i = 0; i < nsel; i++) {
+        static const char *const byname[] = {"density", "max activation", "POS alignment"};
+        char file[64];
+        snprintf(file, sizeof file, "feature_%lld.png", (long long)sel[i]);
+        const store_rep_feature *f = NULL;
+        for (size_t k = 0; k < nf && !f; k++)
+            if (fs[k].feature == sel[i]) f = &fs[k];
+        char *fcopy = mem_strdup(file);
+        if (!fcopy) return err_set(ERR_NOMEM, "out of memory");
+        int n = *nidx;
+        idx[n].file = fcopy;
+        snprintf(cap[n], 512, "Feature %lld: density %.3g, max activation %.3g%s%s%s%s", (long long)sel[i],
+                 f ? f->density : NAN, f ? f->max_act : NAN, f && f->best_tag[0] ? ", best POS " : "",
+                 f && f->best_tag[0] ? f->best_tag : "", o->features ? "" : "; ranked by ",
+                 o->features ? "" : byname[o->by < 0 || o->by > 2 ? 0 : o->by]);
+        idx[n].caption = cap[n];
+        (*nidx)++;
+    }
+    return OK;
+}
+
+/* index.html: the title and introduction of dict, then every entry. */
+static int write_index(const rep_run_opts *o, const store_rep_dict *dict, const rep_index_entry *idx, int nidx)
+{
+    char title[400], intro[600];
+    snprintf(title, sizeof title, "saelite report: %s", dict->name);
+    snprintf(intro, sizeof intro, "%s dictionary '%s' at %s: %d features, d_in %d, analysed on the %s split "
+             "(%lld sequences, %lld tokens) of %s. Click a picture for full size.", dict->kind, dict->name,
+             dict->hook_name, dict->d_sae, dict->d_in, dict->split, (long long)dict->n_seqs,
+             (long long)dict->n_tokens, o->db);
+    return rep_write_index(o->out_dir, title, intro, idx, nidx);
+}
+
+/* The phases: open the database, find the dictionary and its features, select the features to
+ * draw, make the output directory, the global pictures, the dashboards, index.html. */
 int rep_run(const rep_run_opts *o, rep_run_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -772,55 +901,8 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         rc = err_set(ERR_FORMAT, "%s: the analysis of '%s' has no feature rows", o->db, dict.name);
         goto out;
     }
-    /* Feature selection: explicit list (each must exist) or the top N by a statistic. */
-    if (o->features) {
-        sel = mem_alloc(sizeof(int64_t) * (size_t)(o->nfeatures > 0 ? o->nfeatures : 1));
-        if (!sel) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
-        for (int i = 0; i < o->nfeatures; i++) {
-            int f = o->features[i];
-            /* features are stored for every index 0..d_sae-1, ordered */
-            size_t lo = 0, hi = nf;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (fs[mid].feature < f) lo = mid + 1;
-                else hi = mid;
-            }
-            if (lo >= nf || fs[lo].feature != f) {
-                rc = err_set(ERR_NOTFOUND, "%s: feature %d is not in the analysis of '%s' (features 0..%lld)",
-                             o->db, f, dict.name, (long long)fs[nf - 1].feature);
-                goto out;
-            }
-            int dup = 0;
-            for (int k = 0; k < nsel; k++) dup |= sel[k] == f;
-            if (!dup) sel[nsel++] = f;
-        }
-    } else {
-        int n = o->top > 0 ? o->top : 20;
-        sel = mem_alloc(sizeof(int64_t) * nf);
-        rank_item *ri = mem_alloc(sizeof(rank_item) * nf);
-        if (!sel || !ri) {
-            mem_free(ri);
-            rc = err_set(ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        for (size_t i = 0; i < nf; i++)
-            ri[i] = (rank_item){rank_key(&fs[i], o->by), fs[i].n_active, fs[i].feature};
-        qsort(ri, nf, sizeof *ri, cmp_rank);
-        nsel = n < (int)nf ? n : (int)nf;
-        /* ranking by max or alignment leaves out features that have no value for it */
-        while (nsel > 0 && !isfinite(ri[nsel - 1].key)) nsel--;
-        for (int i = 0; i < nsel; i++) sel[i] = ri[i].feature;
-        mem_free(ri);
-    }
-    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
-        rc = err_set(ERR_IO, "%s: cannot create the output directory: %s", o->out_dir, strerror(errno));
-        goto out;
-    }
-    struct stat sb;
-    if (stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        rc = err_set(ERR_IO, "%s: not a directory", o->out_dir);
-        goto out;
-    }
+    if ((rc = select_features(o, &dict, fs, nf, &sel, &nsel))) goto out;
+    if ((rc = make_out_dir(o->out_dir))) goto out;
     if ((rc = store_rep_vocab(s, &vocab, &nvocab))) goto out;
 
     int nidx_cap = nsel + 8;
@@ -832,63 +914,9 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         res->pictures = nglobal = nidx; /* their file names are literals */
         if (rc) goto out;
     }
-
-    /* Dashboards */
-    double t1 = now_seconds();
-    job j;
-    memset(&j, 0, sizeof j);
-    j.o = o;
-    j.dict = &dict;
-    j.vocab = vocab;
-    j.nvocab = nvocab;
-    j.feats = sel;
-    j.nfeats = nsel;
-    pthread_mutex_init(&j.mu, NULL);
-    int nth = o->threads < 1 ? 1 : o->threads > 64 ? 64 : o->threads;
-    if (nth > nsel) nth = nsel > 0 ? nsel : 1;
-    pthread_t th[64];
-    int started = 0;
-    for (int i = 1; i < nth; i++) {
-        if (pthread_create(&th[i], NULL, worker, &j) != 0) break;
-        started++;
-    }
-    worker(&j); /* the calling thread works too */
-    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
-    pthread_mutex_destroy(&j.mu);
-    res->dashboards = j.done;
-    res->dashboard_seconds = now_seconds() - t1;
-    if (j.rc) {
-        rc = err_set(j.rc, "%s", j.msg);
-        goto out;
-    }
-    if (o->stop && *o->stop) {
-        rc = err_set(ERR_ABORTED, "interrupted after %d dashboards", j.done);
-        goto out;
-    }
-    for (int i = 0; i < nsel; i++) {
-        static const char *const byname[] = {"density", "max activation", "POS alignment"};
-        char file[64];
-        snprintf(file, sizeof file, "feature_%lld.png", (long long)sel[i]);
-        const store_rep_feature *f = NULL;
-        for (size_t k = 0; k < nf && !f; k++)
-            if (fs[k].feature == sel[i]) f = &fs[k];
-        char *fcopy = mem_strdup(file);
-        if (!fcopy) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
-        idx[nidx].file = fcopy;
-        snprintf(cap[nidx], 512, "Feature %lld: density %.3g, max activation %.3g%s%s%s%s", (long long)sel[i],
-                 f ? f->density : NAN, f ? f->max_act : NAN, f && f->best_tag[0] ? ", best POS " : "",
-                 f && f->best_tag[0] ? f->best_tag : "", o->features ? "" : "; ranked by ",
-                 o->features ? "" : byname[o->by < 0 || o->by > 2 ? 0 : o->by]);
-        idx[nidx].caption = cap[nidx];
-        nidx++;
-    }
-    char title[400], intro[600];
-    snprintf(title, sizeof title, "saelite report: %s", dict.name);
-    snprintf(intro, sizeof intro, "%s dictionary '%s' at %s: %d features, d_in %d, analysed on the %s split "
-             "(%lld sequences, %lld tokens) of %s. Click a picture for full size.", dict.kind, dict.name,
-             dict.hook_name, dict.d_sae, dict.d_in, dict.split, (long long)dict.n_seqs,
-             (long long)dict.n_tokens, o->db);
-    rc = rep_write_index(o->out_dir, title, intro, idx, nidx);
+    if ((rc = run_dashboards(o, &dict, vocab, nvocab, sel, nsel, res))) goto out;
+    if ((rc = dashboard_entries(o, fs, nf, sel, nsel, idx, cap, &nidx))) goto out;
+    rc = write_index(o, &dict, idx, nidx);
 out:
     for (int i = nglobal; idx && i < nidx; i++) mem_free((char *)idx[i].file);
     res->seconds = now_seconds() - t0;
