@@ -479,6 +479,177 @@ static inline int touch(trainer *T, int p, int stamp, ivec *touched)
     return iv_push(touched, p);
 }
 
+/* Reading: every document of paths[npaths] split into pieces, the distinct pieces (words) and
+ * their counts into *cc (the caller frees it, also on an error); counts into *st. */
+static int count_corpus(const char *const *paths, int npaths, count_ctx *cc, bpe_train_stats *st)
+{
+    tok_splitter *sp = NULL;
+    int rc = sm_init(&cc->words, 1 << 16);
+    if (!rc) rc = tok_splitter_new(&sp);
+    progress pr;
+    progress_begin(&pr, "bpe-train: reading", 0, "doc");
+    for (int f = 0; f < npaths && !rc; f++) {
+        corpus_reader *r;
+        if ((rc = corpus_open(&r, paths[f], NULL))) break;
+        corpus_doc *d;
+        while (!(rc = corpus_next(r, &d)) && d) {
+            st->docs++;
+            st->bytes += d->len;
+            rc = tok_split(sp, d->text, d->len, count_piece, cc);
+            corpus_doc_free(d);
+            if (rc) {
+                if (rc == ERR_NOMEM) err_set(ERR_NOMEM, "out of memory counting pieces");
+                break;
+            }
+            progress_update(&pr, (double)st->docs, "%zu pieces", cc->pieces);
+        }
+        corpus_close(r);
+    }
+    progress_end(&pr);
+    tok_splitter_free(sp);
+    st->pieces = cc->pieces;
+    st->distinct_pieces = cc->words.count;
+    return rc;
+}
+
+/* The trainer's start from the counted words: each word's symbols (its bytes), the 256 byte
+ * tokens, *toks (token text -> id; the caller frees it unless this fails), every adjacent pair's
+ * count and the words holding it, and the heap of pairs. */
+static int trainer_init(trainer *T, const count_ctx *cc, strmap *toks)
+{
+    /* words: symbols are token ids; ids 0..255 are the bytes themselves */
+    T->nwords = cc->words.count;
+    size_t total = cc->words.keys.n;
+    T->woff = mem_alloc((T->nwords + 1) * sizeof *T->woff);
+    T->wlen = mem_alloc((T->nwords + 1) * sizeof *T->wlen);
+    T->wcount = mem_alloc((T->nwords + 1) * sizeof *T->wcount);
+    T->wstamp = mem_calloc(T->nwords + 1, sizeof *T->wstamp);
+    T->sym = mem_alloc((total + 1) * sizeof *T->sym);
+    T->pkey = mem_alloc(4096 * sizeof *T->pkey);
+    T->pidx = mem_alloc(4096 * sizeof *T->pidx);
+    if (!T->woff || !T->wlen || !T->wcount || !T->wstamp || !T->sym || !T->pkey || !T->pidx)
+        return err_set(ERR_NOMEM, "out of memory");
+    memset(T->pkey, 0xff, 4096 * sizeof *T->pkey);
+    T->pmask = 4095;
+    for (size_t i = 0; i <= cc->words.mask; i++) {
+        if (!cc->words.h[i]) continue;
+        int w = cc->words.val[i];
+        T->woff[w] = cc->words.off[i];
+        T->wlen[w] = (int)cc->words.len[i];
+        T->wcount[w] = cc->counts[w];
+        const unsigned char *s = (const unsigned char *)cc->words.keys.p + cc->words.off[i];
+        for (uint32_t k = 0; k < cc->words.len[i]; k++) T->sym[T->woff[w] + k] = s[k];
+    }
+    int rc = OK;
+    for (int b = 0; b < 256 && !rc; b++) {
+        char c = (char)b;
+        rc = add_token(T, &c, 1);
+    }
+    if (!rc) rc = sm_init(toks, 1 << 14);
+    if (rc) return rc;
+    for (int b = 0; b < 256 && !rc; b++) {
+        char c = (char)b;
+        int dummy, added;
+        rc = sm_get_or_add(toks, &c, 1, b, &dummy, &added);
+    }
+    /* initial pair counts */
+    for (size_t w = 0; w < T->nwords && !rc; w++) {
+        const int *s = T->sym + T->woff[w];
+        for (int i = 0; i + 1 < T->wlen[w]; i++) {
+            int p = pair_get(T, s[i], s[i + 1]);
+            if (p < 0) { rc = ERR_NOMEM; break; }
+            T->pcount[p] += T->wcount[w];
+            ivec *pw = &T->pwords[p];
+            if (!(pw->n && pw->v[pw->n - 1] == (int)w) && (rc = iv_push(pw, (int)w))) break;
+        }
+    }
+    for (size_t q = 0; q < T->npairs && !rc; q++) rc = heap_push(T, T->pcount[q], T->pa[q], T->pb[q]);
+    if (rc) sm_free(toks);
+    return rc;
+}
+
+/* The merge loop: pop the most frequent pair, add its token and merge, rewrite the words that
+ * hold it and re-count their pairs, until opt->vocab_size - 1 tokens, a pair count below
+ * min_freq or no pairs. The merges so far are in *ms[*nm] (the caller frees them), also on an
+ * error. */
+static int merge_loop(trainer *T, strmap *toks, const bpe_train_opts *opt, bpe_merge **ms, size_t *nm,
+                      bpe_train_stats *st)
+{
+    int target_tokens = opt->vocab_size - 1; /* <|endoftext|> comes last */
+    int stamp = 0, rc = OK;
+    size_t mcap = 0;
+    ivec touched = {0};
+    progress pr;
+    progress_begin(&pr, "bpe-train: merging", target_tokens - 256, "merge");
+    buf nb = {0};
+    while (T->ntok < target_tokens && T->nheap && !rc) {
+        hent e = heap_pop(T);
+        int p = pair_get(T, e.a, e.b);
+        if (p < 0) { rc = ERR_NOMEM; break; }
+        if (T->pcount[p] != e.count || e.count <= 0) continue; /* stale heap entry */
+        if (e.count < opt->min_freq) break;
+        int A = e.a, B = e.b;
+        nb.n = 0;
+        rc = buf_put(&nb, T->tbytes.p + T->toff[A], (size_t)T->tlen[A]);
+        if (!rc) rc = buf_put(&nb, T->tbytes.p + T->toff[B], (size_t)T->tlen[B]);
+        int C, added;
+        if (!rc) rc = sm_get_or_add(toks, nb.p, nb.n, T->ntok, &C, &added);
+        if (!rc && added) rc = add_token(T, nb.p, nb.n);
+        if (!rc) rc = add_merge(ms, nm, &mcap, T->tbytes.p + T->toff[A], (size_t)T->tlen[A],
+                                T->tbytes.p + T->toff[B], (size_t)T->tlen[B]);
+        if (rc) break;
+        st->last_count = e.count;
+        stamp++;
+        touched.n = 0;
+        ivec list = T->pwords[p];
+        T->pwords[p] = (ivec){0};
+        for (int li = 0; li < list.n && !rc; li++) {
+            int w = list.v[li];
+            if (T->wstamp[w] == stamp) continue;
+            T->wstamp[w] = stamp;
+            int *s = T->sym + T->woff[w];
+            int n = T->wlen[w];
+            int has = 0;
+            for (int i = 0; i + 1 < n; i++)
+                if (s[i] == A && s[i + 1] == B) { has = 1; break; }
+            if (!has) continue; /* stale: the word lost this pair to an earlier merge */
+            long wc = T->wcount[w];
+            for (int i = 0; i + 1 < n && !rc; i++) {
+                int q = pair_get(T, s[i], s[i + 1]);
+                if (q < 0 || touch(T, q, stamp, &touched)) { rc = ERR_NOMEM; break; }
+                T->pcount[q] -= wc;
+            }
+            int j = 0;
+            for (int i = 0; i < n;) {
+                if (i + 1 < n && s[i] == A && s[i + 1] == B) { s[j++] = C; i += 2; }
+                else s[j++] = s[i++];
+            }
+            T->wlen[w] = n = j;
+            for (int i = 0; i + 1 < n && !rc; i++) {
+                int q = pair_get(T, s[i], s[i + 1]);
+                if (q < 0 || touch(T, q, stamp, &touched)) { rc = ERR_NOMEM; break; }
+                T->pcount[q] += wc;
+                ivec *pw = &T->pwords[q];
+                if ((s[i] == C || s[i + 1] == C) && !(pw->n && pw->v[pw->n - 1] == w))
+                    rc = iv_push(pw, w);
+            }
+        }
+        mem_free(list.v);
+        for (int k = 0; k < touched.n && !rc; k++) {
+            int q = touched.v[k];
+            if (T->pcount[q] != T->pold[q] && T->pcount[q] > 0)
+                rc = heap_push(T, T->pcount[q], T->pa[q], T->pb[q]);
+        }
+        if (rc) break;
+        progress_update(&pr, (double)(T->ntok - 256), "count %ld", e.count);
+    }
+    progress_end(&pr);
+    mem_free(nb.p);
+    mem_free(touched.v);
+    return rc;
+}
+
+/* The phases: count_corpus (read_s), trainer_init and merge_loop (train_s). */
 int bpe_train(const char *const *paths, int npaths, const bpe_train_opts *opt, bpe_merge **merges,
               size_t *nmerges, bpe_train_stats *st)
 {
@@ -491,162 +662,18 @@ int bpe_train(const char *const *paths, int npaths, const bpe_train_opts *opt, b
     if (opt->min_freq < 1) return err_set(ERR_ARG, "min-freq must be >= 1");
     double t0 = now_seconds();
     count_ctx cc = {0};
-    tok_splitter *sp = NULL;
-    int rc = sm_init(&cc.words, 1 << 16);
-    if (!rc) rc = tok_splitter_new(&sp);
-    progress pr;
-    progress_begin(&pr, "bpe-train: reading", 0, "doc");
-    for (int f = 0; f < npaths && !rc; f++) {
-        corpus_reader *r;
-        if ((rc = corpus_open(&r, paths[f], NULL))) break;
-        corpus_doc *d;
-        while (!(rc = corpus_next(r, &d)) && d) {
-            st->docs++;
-            st->bytes += d->len;
-            rc = tok_split(sp, d->text, d->len, count_piece, &cc);
-            corpus_doc_free(d);
-            if (rc) {
-                if (rc == ERR_NOMEM) err_set(ERR_NOMEM, "out of memory counting pieces");
-                break;
-            }
-            progress_update(&pr, (double)st->docs, "%zu pieces", cc.pieces);
-        }
-        corpus_close(r);
-    }
-    progress_end(&pr);
-    tok_splitter_free(sp);
-    st->pieces = cc.pieces;
-    st->distinct_pieces = cc.words.count;
+    int rc = count_corpus(paths, npaths, &cc, st);
     st->read_s = now_seconds() - t0;
     t0 = now_seconds();
 
     trainer T = {0};
     bpe_merge *ms = NULL;
-    size_t nm = 0, mcap = 0;
-    ivec touched = {0};
-    if (rc) goto done;
-
-    /* words: symbols are token ids; ids 0..255 are the bytes themselves */
-    T.nwords = cc.words.count;
-    size_t total = cc.words.keys.n;
-    T.woff = mem_alloc((T.nwords + 1) * sizeof *T.woff);
-    T.wlen = mem_alloc((T.nwords + 1) * sizeof *T.wlen);
-    T.wcount = mem_alloc((T.nwords + 1) * sizeof *T.wcount);
-    T.wstamp = mem_calloc(T.nwords + 1, sizeof *T.wstamp);
-    T.sym = mem_alloc((total + 1) * sizeof *T.sym);
-    T.pkey = mem_alloc(4096 * sizeof *T.pkey);
-    T.pidx = mem_alloc(4096 * sizeof *T.pidx);
-    if (!T.woff || !T.wlen || !T.wcount || !T.wstamp || !T.sym || !T.pkey || !T.pidx) {
-        rc = err_set(ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    memset(T.pkey, 0xff, 4096 * sizeof *T.pkey);
-    T.pmask = 4095;
-    for (size_t i = 0; i <= cc.words.mask; i++) {
-        if (!cc.words.h[i]) continue;
-        int w = cc.words.val[i];
-        T.woff[w] = cc.words.off[i];
-        T.wlen[w] = (int)cc.words.len[i];
-        T.wcount[w] = cc.counts[w];
-        const unsigned char *s = (const unsigned char *)cc.words.keys.p + cc.words.off[i];
-        for (uint32_t k = 0; k < cc.words.len[i]; k++) T.sym[T.woff[w] + k] = s[k];
-    }
-    for (int b = 0; b < 256 && !rc; b++) {
-        char c = (char)b;
-        rc = add_token(&T, &c, 1);
-    }
+    size_t nm = 0;
     strmap toks;
-    if (!rc) rc = sm_init(&toks, 1 << 14);
-    if (rc) goto done;
-    for (int b = 0; b < 256 && !rc; b++) {
-        char c = (char)b;
-        int dummy, added;
-        rc = sm_get_or_add(&toks, &c, 1, b, &dummy, &added);
+    if (!rc && !(rc = trainer_init(&T, &cc, &toks))) {
+        rc = merge_loop(&T, &toks, opt, &ms, &nm, st);
+        sm_free(&toks);
     }
-    /* initial pair counts */
-    for (size_t w = 0; w < T.nwords && !rc; w++) {
-        const int *s = T.sym + T.woff[w];
-        for (int i = 0; i + 1 < T.wlen[w]; i++) {
-            int p = pair_get(&T, s[i], s[i + 1]);
-            if (p < 0) { rc = ERR_NOMEM; break; }
-            T.pcount[p] += T.wcount[w];
-            ivec *pw = &T.pwords[p];
-            if (!(pw->n && pw->v[pw->n - 1] == (int)w) && (rc = iv_push(pw, (int)w))) break;
-        }
-    }
-    for (size_t q = 0; q < T.npairs && !rc; q++) rc = heap_push(&T, T.pcount[q], T.pa[q], T.pb[q]);
-    if (rc) { sm_free(&toks); goto done; }
-
-    int target_tokens = opt->vocab_size - 1; /* <|endoftext|> comes last */
-    int stamp = 0;
-    progress_begin(&pr, "bpe-train: merging", target_tokens - 256, "merge");
-    buf nb = {0};
-    while (T.ntok < target_tokens && T.nheap && !rc) {
-        hent e = heap_pop(&T);
-        int p = pair_get(&T, e.a, e.b);
-        if (p < 0) { rc = ERR_NOMEM; break; }
-        if (T.pcount[p] != e.count || e.count <= 0) continue; /* stale heap entry */
-        if (e.count < opt->min_freq) break;
-        int A = e.a, B = e.b;
-        nb.n = 0;
-        rc = buf_put(&nb, T.tbytes.p + T.toff[A], (size_t)T.tlen[A]);
-        if (!rc) rc = buf_put(&nb, T.tbytes.p + T.toff[B], (size_t)T.tlen[B]);
-        int C, added;
-        if (!rc) rc = sm_get_or_add(&toks, nb.p, nb.n, T.ntok, &C, &added);
-        if (!rc && added) rc = add_token(&T, nb.p, nb.n);
-        if (!rc) rc = add_merge(&ms, &nm, &mcap, T.tbytes.p + T.toff[A], (size_t)T.tlen[A],
-                                T.tbytes.p + T.toff[B], (size_t)T.tlen[B]);
-        if (rc) break;
-        st->last_count = e.count;
-        stamp++;
-        touched.n = 0;
-        ivec list = T.pwords[p];
-        T.pwords[p] = (ivec){0};
-        for (int li = 0; li < list.n && !rc; li++) {
-            int w = list.v[li];
-            if (T.wstamp[w] == stamp) continue;
-            T.wstamp[w] = stamp;
-            int *s = T.sym + T.woff[w];
-            int n = T.wlen[w];
-            int has = 0;
-            for (int i = 0; i + 1 < n; i++)
-                if (s[i] == A && s[i + 1] == B) { has = 1; break; }
-            if (!has) continue; /* stale: the word lost this pair to an earlier merge */
-            long wc = T.wcount[w];
-            for (int i = 0; i + 1 < n && !rc; i++) {
-                int q = pair_get(&T, s[i], s[i + 1]);
-                if (q < 0 || touch(&T, q, stamp, &touched)) { rc = ERR_NOMEM; break; }
-                T.pcount[q] -= wc;
-            }
-            int j = 0;
-            for (int i = 0; i < n;) {
-                if (i + 1 < n && s[i] == A && s[i + 1] == B) { s[j++] = C; i += 2; }
-                else s[j++] = s[i++];
-            }
-            T.wlen[w] = n = j;
-            for (int i = 0; i + 1 < n && !rc; i++) {
-                int q = pair_get(&T, s[i], s[i + 1]);
-                if (q < 0 || touch(&T, q, stamp, &touched)) { rc = ERR_NOMEM; break; }
-                T.pcount[q] += wc;
-                ivec *pw = &T.pwords[q];
-                if ((s[i] == C || s[i + 1] == C) && !(pw->n && pw->v[pw->n - 1] == w))
-                    rc = iv_push(pw, w);
-            }
-        }
-        mem_free(list.v);
-        for (int k = 0; k < touched.n && !rc; k++) {
-            int q = touched.v[k];
-            if (T.pcount[q] != T.pold[q] && T.pcount[q] > 0)
-                rc = heap_push(&T, T.pcount[q], T.pa[q], T.pb[q]);
-        }
-        if (rc) break;
-        progress_update(&pr, (double)(T.ntok - 256), "count %ld", e.count);
-    }
-    progress_end(&pr);
-    mem_free(nb.p);
-    sm_free(&toks);
-done:
-    mem_free(touched.v);
     trainer_free(&T);
     sm_free(&cc.words);
     mem_free(cc.counts);

@@ -497,46 +497,65 @@ static int train_log_load(const rep_run_opts *o, store *s, const store_rep_dict 
 }
 
 /* ---- pictures of the whole dictionary ---------------------------------------------------- */
-static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict *dict,
-                           const store_rep_feature *fs, size_t nf, rep_index_entry *idx, int *nidx,
-                           char (*cap)[512])
+/* What every global picture shares: the options, the database and dictionary, the PNG text
+ * chunks, the feature rows, two scratch arrays of nf doubles and the index being filled. */
+typedef struct {
+    const rep_run_opts *o;
+    store *s;
+    const store_rep_dict *dict;
+    const store_rep_feature *fs;
+    size_t nf;
+    rep_kv meta[6];
+    double *v, *w;         /* scratch, nf each */
+    rep_index_entry *idx;
+    int *nidx;
+    char (*cap)[512];
+} global_ctx;
+
+/* Add file to the index; returns its caption buffer (512 bytes) for the caller to fill. */
+static char *global_entry(global_ctx *g, const char *file)
 {
-    char path[4096];
-    char sid[32];
-    snprintf(sid, sizeof sid, "%lld", (long long)dict->sae_id);
-    rep_kv meta[6] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"sae", dict->name},
-                      {"sae-id", sid}, {"hook", dict->hook_name}, {"database", o->db}};
-    int rc = OK;
-    double *v = mem_alloc(sizeof(double) * (nf ? nf : 1) * 2);
-    if (!v) return err_set(ERR_NOMEM, "out of memory");
-    double *w = v + nf;
+    int i = (*g->nidx)++;
+    g->idx[i].file = file;
+    g->idx[i].caption = g->cap[i];
+    return g->cap[i];
+}
 
-    /* density */
-    int dead = 0, dense = 0;
-    for (size_t i = 0; i < nf; i++) {
-        v[i] = fs[i].density;
-        dead += !(fs[i].density > 0);
-        dense += fs[i].density > 0.1;
+/* density.png: the log10 density histogram of every feature. */
+static int picture_density(global_ctx *g)
+{
+    const store_rep_dict *dict = g->dict;
+    char path[4096], title[384];
+    int dead = 0, dense = 0, rc;
+    for (size_t i = 0; i < g->nf; i++) {
+        g->v[i] = g->fs[i].density;
+        dead += !(g->fs[i].density > 0);
+        dense += g->fs[i].density > 0.1;
     }
-    if ((rc = path_join(path, sizeof path, o->out_dir, "density.png"))) goto out;
-    char title[384];
+    if ((rc = path_join(path, sizeof path, g->o->out_dir, "density.png"))) return rc;
     snprintf(title, sizeof title, "Feature density: %s", dict->name);
-    if ((rc = rep_plot_density(path, meta, 6, title, v, (int)nf, 0, 0.1))) goto out;
-    idx[*nidx].file = "density.png";
-    snprintf(cap[*nidx], 512, "Feature density (log10) of %zu features: %d dead (never active on the "
-             "%lld analysed tokens), %d dense (active on more than 10%% of tokens).", nf, dead,
-             (long long)dict->n_tokens, dense);
-    idx[*nidx].caption = cap[*nidx];
-    (*nidx)++;
+    if ((rc = rep_plot_density(path, g->meta, 6, title, g->v, (int)g->nf, 0, 0.1))) return rc;
+    snprintf(global_entry(g, "density.png"), 512, "Feature density (log10) of %zu features: %d dead "
+             "(never active on the %lld analysed tokens), %d dense (active on more than 10%% of tokens).",
+             g->nf, dead, (long long)dict->n_tokens, dense);
+    return OK;
+}
 
-    /* decoder geometry */
+/* decoder_angles.png: the decoder geometry analyze stored (decoder against random directions)
+ * and each feature's max |cos| to another feature. */
+static int picture_decoder_angles(global_ctx *g)
+{
+    const store_rep_dict *dict = g->dict;
+    char path[4096], title[384];
+    double *w = g->w;
     double *dlo = NULL, *dhi = NULL, *dc = NULL, *rlo = NULL, *rhi = NULL, *rcnt = NULL;
     size_t nd = 0, nr = 0;
-    if ((rc = store_rep_geometry(s, dict->id, "decoder", &dlo, &dhi, &dc, &nd))) goto out;
-    rc = store_rep_geometry(s, dict->id, "random", &rlo, &rhi, &rcnt, &nr);
+    int rc;
+    if ((rc = store_rep_geometry(g->s, dict->id, "decoder", &dlo, &dhi, &dc, &nd))) return rc;
+    rc = store_rep_geometry(g->s, dict->id, "random", &rlo, &rhi, &rcnt, &nr);
     int nmc = 0;
-    for (size_t i = 0; i < nf; i++)
-        if (isfinite(fs[i].nearest_cos)) w[nmc++] = fabs(fs[i].nearest_cos);
+    for (size_t i = 0; i < g->nf; i++)
+        if (isfinite(g->fs[i].nearest_cos)) w[nmc++] = fabs(g->fs[i].nearest_cos);
     if (!rc && (nd || nmc)) {
         /* Both sources share one grid of equal-width bins, but empty bins may be missing:
          * rebuild the full grid from the bin width and place each stored row in it. */
@@ -559,145 +578,296 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
                 long b = lround((rlo[i] - start) / width);
                 if (b >= 0 && b < ng) gr[b] += rcnt[i];
             }
-            rc = path_join(path, sizeof path, o->out_dir, "decoder_angles.png");
+            rc = path_join(path, sizeof path, g->o->out_dir, "decoder_angles.png");
             snprintf(title, sizeof title, "Decoder angles: %s", dict->name);
-            if (!rc) rc = rep_plot_decoder_angles(path, meta, 6, title, ng ? edges : NULL, ng ? gd : NULL,
+            if (!rc) rc = rep_plot_decoder_angles(path, g->meta, 6, title, ng ? edges : NULL, ng ? gd : NULL,
                                          nr ? gr : NULL, ng, 1, dict->d_in, nmc ? w : NULL, nmc);
             mem_free(edges);
             if (!rc) {
                 double m = 0;
                 for (int i = 0; i < nmc; i++) m += w[i];
-                idx[*nidx].file = "decoder_angles.png";
-                snprintf(cap[*nidx], 512, "Angles between decoder directions against random unit vectors "
-                         "in %d dimensions (%s), and each feature's max |cos| to another feature "
-                         "(mean %.3f).", dict->d_in, nr ? "measured by analyze" : "exact distribution",
-                         nmc ? m / nmc : NAN);
-                idx[*nidx].caption = cap[*nidx];
-                (*nidx)++;
+                snprintf(global_entry(g, "decoder_angles.png"), 512, "Angles between decoder directions "
+                         "against random unit vectors in %d dimensions (%s), and each feature's max |cos| "
+                         "to another feature (mean %.3f).", dict->d_in,
+                         nr ? "measured by analyze" : "exact distribution", nmc ? m / nmc : NAN);
             }
         }
     }
     mem_free(dlo); mem_free(dhi); mem_free(dc); mem_free(rlo); mem_free(rhi); mem_free(rcnt);
-    if (rc) goto out;
-
-    /* POS precision: SAE features vs the neuron basis at the same hook */
-    int np = 0;
-    for (size_t i = 0; i < nf; i++)
-        if (fs[i].best_tag[0] && isfinite(fs[i].best_tag_precision)) v[np++] = fs[i].best_tag_precision;
-    if (np > 0 && strcmp(dict->kind, "neurons")) {
-        store_rep_dict nd2;
-        store_rep_feature *nfs = NULL;
-        size_t nn = 0;
-        double *nv = NULL;
-        int nnp = 0;
-        if (store_rep_dict_neurons_for(s, dict, &nd2) == OK) {
-            if ((rc = store_rep_features(s, nd2.id, &nfs, &nn))) goto out;
-            nv = mem_alloc(sizeof(double) * (nn ? nn : 1));
-            if (!nv) {
-                mem_free(nfs);
-                rc = err_set(ERR_NOMEM, "out of memory");
-                goto out;
-            }
-            for (size_t i = 0; i < nn; i++)
-                if (nfs[i].best_tag[0] && isfinite(nfs[i].best_tag_precision)) nv[nnp++] = nfs[i].best_tag_precision;
-        }
-        err_clear();
-        rc = path_join(path, sizeof path, o->out_dir, "pos_precision.png");
-        if (!rc) rc = rep_plot_pos_compare(path, meta, 6, "Best POS-tag precision",
-                                  v, np, nnp ? nv : NULL, nnp);
-        mem_free(nfs);
-        mem_free(nv);
-        if (rc) goto out;
-        idx[*nidx].file = "pos_precision.png";
-        snprintf(cap[*nidx], 512, "Best part-of-speech tag precision: %d SAE features%s.", np,
-                 nnp ? " against the model's neurons at the same hook" : " (no neuron-basis analysis "
-                       "in the database: run analyze --neurons for the comparison)");
-        idx[*nidx].caption = cap[*nidx];
-        (*nidx)++;
-    }
-
-    /* recovered vs true features (synthetic data) */
-    if (o->ground_truth) {
-        float *T = NULL, *D = NULL, *C = NULL;
-        int nd3 = 0;
-        int64_t sh[NPY_MAX_DIMS];
-        if ((rc = npy_read(o->ground_truth, &T, &nd3, sh))) goto out;
-        int nt = (int)sh[0], din = nd3 == 2 ? (int)sh[1] : -1;
-        if (nd3 != 2 || din != dict->d_in) {
-            mem_free(T);
-            rc = err_set(ERR_SHAPE, "%s: ground truth must be [n_features, %d], got %d dims (width %d)",
-                         o->ground_truth, dict->d_in, nd3, din);
-            goto out;
-        }
-        if ((rc = store_rep_decoder(s, dict->id, dict->d_sae, dict->d_in, &D))) {
-            mem_free(T);
-            goto out;
-        }
-        int ns = dict->d_sae;
-        int rows = nt < 48 ? nt : 48;
-        float *bestf = mem_alloc(sizeof(float) * (size_t)(nt > 0 ? nt : 1));
-        double *best = mem_alloc(sizeof(double) * (size_t)(nt > 0 ? nt : 1));
-        int *arg = mem_alloc(sizeof(int) * (size_t)(nt > 0 ? nt : 1));
-        float *Dm = mem_alloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * din);
-        C = mem_alloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * (rows > 0 ? rows : 1));
-        double *sub = mem_alloc(sizeof(double) * (size_t)(rows > 0 ? rows : 1) * (rows > 0 ? rows : 1));
-        double mmcs = NAN, frac = 0;
-        if (!bestf || !best || !arg || !Dm || !C || !sub) rc = err_set(ERR_NOMEM, "out of memory");
-        /* MMCS and each true feature's best SAE feature: the one definition (sae/metrics.h) */
-        else rc = sae_mmcs_match(T, nt, D, ns, din, 0.9, &mmcs, &frac, bestf, arg);
-        /* heat map: the first `rows` true features against their best SAE features */
-        if (!rc && rows > 0) {
-            for (int k = 0; k < rows; k++)
-                memcpy(Dm + (size_t)k * din, D + (size_t)arg[k] * din, sizeof(float) * (size_t)din);
-            rc = sae_cosines(T, rows, Dm, rows, din, C);
-        }
-        if (!rc) {
-            int good = 0;
-            for (int i = 0; i < nt; i++) {
-                best[i] = bestf[i];
-                good += bestf[i] > 0.9; /* as sae_mmcs counts *recovered */
-            }
-            for (size_t i = 0; i < (size_t)rows * rows; i++) sub[i] = C[i];
-            rc = path_join(path, sizeof path, o->out_dir, "recovery.png");
-            if (!rc) rc = rep_plot_recovery(path, meta, 6, "Best cos per true feature",
-                                   sub, rows, rows, best, nt);
-            if (!rc) {
-                idx[*nidx].file = "recovery.png";
-                snprintf(cap[*nidx], 512, "Synthetic ground truth (%.300s): MMCS %.3f, %d of %d true features "
-                         "recovered at cos > 0.9. Left: the first %d true features against their best SAE "
-                         "features.", o->ground_truth, mmcs, good, nt, rows);
-                idx[*nidx].caption = cap[*nidx];
-                (*nidx)++;
-            }
-        }
-        mem_free(bestf); mem_free(Dm);
-        mem_free(T); mem_free(D); mem_free(C); mem_free(best); mem_free(arg); mem_free(sub);
-    }
-    /* training curves */
-    {
-        train_log t;
-        char from[512];
-        if ((rc = train_log_load(o, s, dict, &t, from, sizeof from))) goto out;
-        if (from[0]) {
-            rc = path_join(path, sizeof path, o->out_dir, "training.png");
-            snprintf(title, sizeof title, "Training curves: %s", dict->name);
-            if (!rc) rc = rep_plot_training(path, meta, 6, title, t.tok, t.mse, t.ev, t.l0, t.dead, t.n);
-            if (!rc) {
-                idx[*nidx].file = "training.png";
-                snprintf(cap[*nidx], 512, "Training curves from %.320s (%d log rows): MSE, explained variance, "
-                         "L0 and dead fraction against tokens seen; last explained variance %.3f, L0 %.1f.",
-                         from, t.n, t.n ? t.ev[t.n - 1] : NAN, t.n ? t.l0[t.n - 1] : NAN);
-                idx[*nidx].caption = cap[*nidx];
-                (*nidx)++;
-            }
-            train_log_free(&t);
-        }
-    }
-out:
-    mem_free(v);
     return rc;
 }
 
+/* pos_precision.png: SAE features' best POS-tag precision against the neuron basis at the same
+ * hook (when analyze --neurons stored it). Nothing for a neuron dictionary or without tags. */
+static int picture_pos_precision(global_ctx *g)
+{
+    const store_rep_dict *dict = g->dict;
+    char path[4096];
+    double *v = g->v;
+    int np = 0, rc;
+    for (size_t i = 0; i < g->nf; i++)
+        if (g->fs[i].best_tag[0] && isfinite(g->fs[i].best_tag_precision)) v[np++] = g->fs[i].best_tag_precision;
+    if (np == 0 || !strcmp(dict->kind, "neurons")) return OK;
+    store_rep_dict nd2;
+    store_rep_feature *nfs = NULL;
+    size_t nn = 0;
+    double *nv = NULL;
+    int nnp = 0;
+    if (store_rep_dict_neurons_for(g->s, dict, &nd2) == OK) {
+        if ((rc = store_rep_features(g->s, nd2.id, &nfs, &nn))) return rc;
+        nv = mem_alloc(sizeof(double) * (nn ? nn : 1));
+        if (!nv) {
+            mem_free(nfs);
+            return err_set(ERR_NOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < nn; i++)
+            if (nfs[i].best_tag[0] && isfinite(nfs[i].best_tag_precision)) nv[nnp++] = nfs[i].best_tag_precision;
+    }
+    err_clear();
+    rc = path_join(path, sizeof path, g->o->out_dir, "pos_precision.png");
+    if (!rc) rc = rep_plot_pos_compare(path, g->meta, 6, "Best POS-tag precision",
+                              v, np, nnp ? nv : NULL, nnp);
+    mem_free(nfs);
+    mem_free(nv);
+    if (rc) return rc;
+    snprintf(global_entry(g, "pos_precision.png"), 512, "Best part-of-speech tag precision: %d SAE features%s.",
+             np, nnp ? " against the model's neurons at the same hook" : " (no neuron-basis analysis "
+                   "in the database: run analyze --neurons for the comparison)");
+    return OK;
+}
+
+/* recovery.png: recovered against true features (synthetic data, --ground-truth). */
+static int picture_recovery(global_ctx *g)
+{
+    const rep_run_opts *o = g->o;
+    const store_rep_dict *dict = g->dict;
+    char path[4096];
+    float *T = NULL, *D = NULL, *C = NULL;
+    int nd3 = 0, rc;
+    int64_t sh[NPY_MAX_DIMS];
+    if ((rc = npy_read(o->ground_truth, &T, &nd3, sh))) return rc;
+    int nt = (int)sh[0], din = nd3 == 2 ? (int)sh[1] : -1;
+    if (nd3 != 2 || din != dict->d_in) {
+        mem_free(T);
+        return err_set(ERR_SHAPE, "%s: ground truth must be [n_features, %d], got %d dims (width %d)",
+                       o->ground_truth, dict->d_in, nd3, din);
+    }
+    if ((rc = store_rep_decoder(g->s, dict->id, dict->d_sae, dict->d_in, &D))) {
+        mem_free(T);
+        return rc;
+    }
+    int ns = dict->d_sae;
+    int rows = nt < 48 ? nt : 48;
+    float *bestf = mem_alloc(sizeof(float) * (size_t)(nt > 0 ? nt : 1));
+    double *best = mem_alloc(sizeof(double) * (size_t)(nt > 0 ? nt : 1));
+    int *arg = mem_alloc(sizeof(int) * (size_t)(nt > 0 ? nt : 1));
+    float *Dm = mem_alloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * din);
+    C = mem_alloc(sizeof(float) * (size_t)(rows > 0 ? rows : 1) * (rows > 0 ? rows : 1));
+    double *sub = mem_alloc(sizeof(double) * (size_t)(rows > 0 ? rows : 1) * (rows > 0 ? rows : 1));
+    double mmcs = NAN, frac = 0;
+    if (!bestf || !best || !arg || !Dm || !C || !sub) rc = err_set(ERR_NOMEM, "out of memory");
+    /* MMCS and each true feature's best SAE feature: the one definition (sae/metrics.h) */
+    else rc = sae_mmcs_match(T, nt, D, ns, din, 0.9, &mmcs, &frac, bestf, arg);
+    /* heat map: the first `rows` true features against their best SAE features */
+    if (!rc && rows > 0) {
+        for (int k = 0; k < rows; k++)
+            memcpy(Dm + (size_t)k * din, D + (size_t)arg[k] * din, sizeof(float) * (size_t)din);
+        rc = sae_cosines(T, rows, Dm, rows, din, C);
+    }
+    if (!rc) {
+        int good = 0;
+        for (int i = 0; i < nt; i++) {
+            best[i] = bestf[i];
+            good += bestf[i] > 0.9; /* as sae_mmcs counts *recovered */
+        }
+        for (size_t i = 0; i < (size_t)rows * rows; i++) sub[i] = C[i];
+        rc = path_join(path, sizeof path, o->out_dir, "recovery.png");
+        if (!rc) rc = rep_plot_recovery(path, g->meta, 6, "Best cos per true feature",
+                               sub, rows, rows, best, nt);
+        if (!rc)
+            snprintf(global_entry(g, "recovery.png"), 512, "Synthetic ground truth (%.300s): MMCS %.3f, %d of "
+                     "%d true features recovered at cos > 0.9. Left: the first %d true features against "
+                     "their best SAE features.", o->ground_truth, mmcs, good, nt, rows);
+    }
+    mem_free(bestf); mem_free(Dm);
+    mem_free(T); mem_free(D); mem_free(C); mem_free(best); mem_free(arg); mem_free(sub);
+    return rc;
+}
+
+/* training.png: the training curves, when a training log is found (train_log_load). */
+static int picture_training(global_ctx *g)
+{
+    const store_rep_dict *dict = g->dict;
+    char path[4096], title[384];
+    train_log t;
+    char from[512];
+    int rc;
+    if ((rc = train_log_load(g->o, g->s, dict, &t, from, sizeof from))) return rc;
+    if (!from[0]) return OK;
+    rc = path_join(path, sizeof path, g->o->out_dir, "training.png");
+    snprintf(title, sizeof title, "Training curves: %s", dict->name);
+    if (!rc) rc = rep_plot_training(path, g->meta, 6, title, t.tok, t.mse, t.ev, t.l0, t.dead, t.n);
+    if (!rc)
+        snprintf(global_entry(g, "training.png"), 512, "Training curves from %.320s (%d log rows): MSE, "
+                 "explained variance, L0 and dead fraction against tokens seen; last explained variance "
+                 "%.3f, L0 %.1f.", from, t.n, t.n ? t.ev[t.n - 1] : NAN, t.n ? t.l0[t.n - 1] : NAN);
+    train_log_free(&t);
+    return rc;
+}
+
+/* The pictures of the whole dictionary, in this order (each added to idx[*nidx..] with its
+ * caption in cap[]): density, decoder angles, POS precision, recovery, training curves. */
+static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict *dict,
+                           const store_rep_feature *fs, size_t nf, rep_index_entry *idx, int *nidx,
+                           char (*cap)[512])
+{
+    char sid[32];
+    snprintf(sid, sizeof sid, "%lld", (long long)dict->sae_id);
+    global_ctx g = {o, s, dict, fs, nf,
+                    {{"Software", "saelite"}, {"saelite-version", o->version}, {"sae", dict->name},
+                     {"sae-id", sid}, {"hook", dict->hook_name}, {"database", o->db}},
+                    NULL, NULL, idx, nidx, cap};
+    g.v = mem_alloc(sizeof(double) * (nf ? nf : 1) * 2);
+    if (!g.v) return err_set(ERR_NOMEM, "out of memory");
+    g.w = g.v + nf;
+    int rc = picture_density(&g);
+    if (!rc) rc = picture_decoder_angles(&g);
+    if (!rc) rc = picture_pos_precision(&g);
+    if (!rc && o->ground_truth) rc = picture_recovery(&g);
+    if (!rc) rc = picture_training(&g);
+    mem_free(g.v);
+    return rc;
+}
+
+/* The features to draw into *sel[*nsel] (the caller frees *sel, also on an error): the explicit
+ * --features list (each must exist, duplicates drawn once) or the top N by o->by. */
+static int select_features(const rep_run_opts *o, const store_rep_dict *dict, const store_rep_feature *fs,
+                           size_t nf, int64_t **sel, int *nsel)
+{
+    *nsel = 0;
+    if (o->features) {
+        int64_t *sl = *sel = mem_alloc(sizeof(int64_t) * (size_t)(o->nfeatures > 0 ? o->nfeatures : 1));
+        if (!sl) return err_set(ERR_NOMEM, "out of memory");
+        for (int i = 0; i < o->nfeatures; i++) {
+            int f = o->features[i];
+            /* features are stored for every index 0..d_sae-1, ordered */
+            size_t lo = 0, hi = nf;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (fs[mid].feature < f) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo >= nf || fs[lo].feature != f)
+                return err_set(ERR_NOTFOUND, "%s: feature %d is not in the analysis of '%s' (features 0..%lld)",
+                               o->db, f, dict->name, (long long)fs[nf - 1].feature);
+            int dup = 0;
+            for (int k = 0; k < *nsel; k++) dup |= sl[k] == f;
+            if (!dup) sl[(*nsel)++] = f;
+        }
+        return OK;
+    }
+    int n = o->top > 0 ? o->top : 20;
+    int64_t *sl = *sel = mem_alloc(sizeof(int64_t) * nf);
+    rank_item *ri = mem_alloc(sizeof(rank_item) * nf);
+    if (!sl || !ri) {
+        mem_free(ri);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < nf; i++)
+        ri[i] = (rank_item){rank_key(&fs[i], o->by), fs[i].n_active, fs[i].feature};
+    qsort(ri, nf, sizeof *ri, cmp_rank);
+    int m = n < (int)nf ? n : (int)nf;
+    /* ranking by max or alignment leaves out features that have no value for it */
+    while (m > 0 && !isfinite(ri[m - 1].key)) m--;
+    for (int i = 0; i < m; i++) sl[i] = ri[i].feature;
+    *nsel = m;
+    mem_free(ri);
+    return OK;
+}
+
+/* Create the output directory (an existing one is fine) and check it is one. */
+static int make_out_dir(const char *dir)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return err_set(ERR_IO, "%s: cannot create the output directory: %s", dir, strerror(errno));
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: not a directory", dir);
+    return OK;
+}
+
+/* Draw the dashboards of sel[nsel] on o->threads threads (the calling one included); counts
+ * and time into res. */
+static int run_dashboards(const rep_run_opts *o, const store_rep_dict *dict, char **vocab, int nvocab,
+                          const int64_t *sel, int nsel, rep_run_result *res)
+{
+    double t1 = now_seconds();
+    job j;
+    memset(&j, 0, sizeof j);
+    j.o = o;
+    j.dict = dict;
+    j.vocab = vocab;
+    j.nvocab = nvocab;
+    j.feats = sel;
+    j.nfeats = nsel;
+    pthread_mutex_init(&j.mu, NULL);
+    int nth = o->threads < 1 ? 1 : o->threads > 64 ? 64 : o->threads;
+    if (nth > nsel) nth = nsel > 0 ? nsel : 1;
+    pthread_t th[64];
+    int started = 0;
+    for (int i = 1; i < nth; i++) {
+        if (pthread_create(&th[i], NULL, worker, &j) != 0) break;
+        started++;
+    }
+    worker(&j); /* the calling thread works too */
+    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&j.mu);
+    res->dashboards = j.done;
+    res->dashboard_seconds = now_seconds() - t1;
+    if (j.rc) return err_set(j.rc, "%s", j.msg);
+    if (o->stop && *o->stop) return err_set(ERR_ABORTED, "interrupted after %d dashboards", j.done);
+    return OK;
+}
+
+/* Index entries for the dashboards of sel[nsel] at idx[*nidx..]; their file names are
+ * mem_strdup'd (the caller frees them). */
+static int dashboard_entries(const rep_run_opts *o, const store_rep_feature *fs, size_t nf,
+                             const int64_t *sel, int nsel, rep_index_entry *idx, char (*cap)[512], int *nidx)
+{
+    for (int i = 0; i < nsel; i++) {
+        static const char *const byname[] = {"density", "max activation", "POS alignment"};
+        char file[64];
+        snprintf(file, sizeof file, "feature_%lld.png", (long long)sel[i]);
+        const store_rep_feature *f = NULL;
+        for (size_t k = 0; k < nf && !f; k++)
+            if (fs[k].feature == sel[i]) f = &fs[k];
+        char *fcopy = mem_strdup(file);
+        if (!fcopy) return err_set(ERR_NOMEM, "out of memory");
+        int n = *nidx;
+        idx[n].file = fcopy;
+        snprintf(cap[n], 512, "Feature %lld: density %.3g, max activation %.3g%s%s%s%s", (long long)sel[i],
+                 f ? f->density : NAN, f ? f->max_act : NAN, f && f->best_tag[0] ? ", best POS " : "",
+                 f && f->best_tag[0] ? f->best_tag : "", o->features ? "" : "; ranked by ",
+                 o->features ? "" : byname[o->by < 0 || o->by > 2 ? 0 : o->by]);
+        idx[n].caption = cap[n];
+        (*nidx)++;
+    }
+    return OK;
+}
+
+/* index.html: the title and introduction of dict, then every entry. */
+static int write_index(const rep_run_opts *o, const store_rep_dict *dict, const rep_index_entry *idx, int nidx)
+{
+    char title[400], intro[600];
+    snprintf(title, sizeof title, "saelite report: %s", dict->name);
+    snprintf(intro, sizeof intro, "%s dictionary '%s' at %s: %d features, d_in %d, analysed on the %s split "
+             "(%lld sequences, %lld tokens) of %s. Click a picture for full size.", dict->kind, dict->name,
+             dict->hook_name, dict->d_sae, dict->d_in, dict->split, (long long)dict->n_seqs,
+             (long long)dict->n_tokens, o->db);
+    return rep_write_index(o->out_dir, title, intro, idx, nidx);
+}
+
+/* The phases: open the database, find the dictionary and its features, select the features to
+ * draw, make the output directory, the global pictures, the dashboards, index.html. */
 int rep_run(const rep_run_opts *o, rep_run_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -726,55 +896,8 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         rc = err_set(ERR_FORMAT, "%s: the analysis of '%s' has no feature rows", o->db, dict.name);
         goto out;
     }
-    /* Feature selection: explicit list (each must exist) or the top N by a statistic. */
-    if (o->features) {
-        sel = mem_alloc(sizeof(int64_t) * (size_t)(o->nfeatures > 0 ? o->nfeatures : 1));
-        if (!sel) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
-        for (int i = 0; i < o->nfeatures; i++) {
-            int f = o->features[i];
-            /* features are stored for every index 0..d_sae-1, ordered */
-            size_t lo = 0, hi = nf;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (fs[mid].feature < f) lo = mid + 1;
-                else hi = mid;
-            }
-            if (lo >= nf || fs[lo].feature != f) {
-                rc = err_set(ERR_NOTFOUND, "%s: feature %d is not in the analysis of '%s' (features 0..%lld)",
-                             o->db, f, dict.name, (long long)fs[nf - 1].feature);
-                goto out;
-            }
-            int dup = 0;
-            for (int k = 0; k < nsel; k++) dup |= sel[k] == f;
-            if (!dup) sel[nsel++] = f;
-        }
-    } else {
-        int n = o->top > 0 ? o->top : 20;
-        sel = mem_alloc(sizeof(int64_t) * nf);
-        rank_item *ri = mem_alloc(sizeof(rank_item) * nf);
-        if (!sel || !ri) {
-            mem_free(ri);
-            rc = err_set(ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        for (size_t i = 0; i < nf; i++)
-            ri[i] = (rank_item){rank_key(&fs[i], o->by), fs[i].n_active, fs[i].feature};
-        qsort(ri, nf, sizeof *ri, cmp_rank);
-        nsel = n < (int)nf ? n : (int)nf;
-        /* ranking by max or alignment leaves out features that have no value for it */
-        while (nsel > 0 && !isfinite(ri[nsel - 1].key)) nsel--;
-        for (int i = 0; i < nsel; i++) sel[i] = ri[i].feature;
-        mem_free(ri);
-    }
-    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
-        rc = err_set(ERR_IO, "%s: cannot create the output directory: %s", o->out_dir, strerror(errno));
-        goto out;
-    }
-    struct stat sb;
-    if (stat(o->out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        rc = err_set(ERR_IO, "%s: not a directory", o->out_dir);
-        goto out;
-    }
+    if ((rc = select_features(o, &dict, fs, nf, &sel, &nsel))) goto out;
+    if ((rc = make_out_dir(o->out_dir))) goto out;
     if ((rc = store_rep_vocab(s, &vocab, &nvocab))) goto out;
 
     int nidx_cap = nsel + 8;
@@ -786,63 +909,9 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         res->pictures = nglobal = nidx; /* their file names are literals */
         if (rc) goto out;
     }
-
-    /* Dashboards */
-    double t1 = now_seconds();
-    job j;
-    memset(&j, 0, sizeof j);
-    j.o = o;
-    j.dict = &dict;
-    j.vocab = vocab;
-    j.nvocab = nvocab;
-    j.feats = sel;
-    j.nfeats = nsel;
-    pthread_mutex_init(&j.mu, NULL);
-    int nth = o->threads < 1 ? 1 : o->threads > 64 ? 64 : o->threads;
-    if (nth > nsel) nth = nsel > 0 ? nsel : 1;
-    pthread_t th[64];
-    int started = 0;
-    for (int i = 1; i < nth; i++) {
-        if (pthread_create(&th[i], NULL, worker, &j) != 0) break;
-        started++;
-    }
-    worker(&j); /* the calling thread works too */
-    for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
-    pthread_mutex_destroy(&j.mu);
-    res->dashboards = j.done;
-    res->dashboard_seconds = now_seconds() - t1;
-    if (j.rc) {
-        rc = err_set(j.rc, "%s", j.msg);
-        goto out;
-    }
-    if (o->stop && *o->stop) {
-        rc = err_set(ERR_ABORTED, "interrupted after %d dashboards", j.done);
-        goto out;
-    }
-    for (int i = 0; i < nsel; i++) {
-        static const char *const byname[] = {"density", "max activation", "POS alignment"};
-        char file[64];
-        snprintf(file, sizeof file, "feature_%lld.png", (long long)sel[i]);
-        const store_rep_feature *f = NULL;
-        for (size_t k = 0; k < nf && !f; k++)
-            if (fs[k].feature == sel[i]) f = &fs[k];
-        char *fcopy = mem_strdup(file);
-        if (!fcopy) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
-        idx[nidx].file = fcopy;
-        snprintf(cap[nidx], 512, "Feature %lld: density %.3g, max activation %.3g%s%s%s%s", (long long)sel[i],
-                 f ? f->density : NAN, f ? f->max_act : NAN, f && f->best_tag[0] ? ", best POS " : "",
-                 f && f->best_tag[0] ? f->best_tag : "", o->features ? "" : "; ranked by ",
-                 o->features ? "" : byname[o->by < 0 || o->by > 2 ? 0 : o->by]);
-        idx[nidx].caption = cap[nidx];
-        nidx++;
-    }
-    char title[400], intro[600];
-    snprintf(title, sizeof title, "saelite report: %s", dict.name);
-    snprintf(intro, sizeof intro, "%s dictionary '%s' at %s: %d features, d_in %d, analysed on the %s split "
-             "(%lld sequences, %lld tokens) of %s. Click a picture for full size.", dict.kind, dict.name,
-             dict.hook_name, dict.d_sae, dict.d_in, dict.split, (long long)dict.n_seqs,
-             (long long)dict.n_tokens, o->db);
-    rc = rep_write_index(o->out_dir, title, intro, idx, nidx);
+    if ((rc = run_dashboards(o, &dict, vocab, nvocab, sel, nsel, res))) goto out;
+    if ((rc = dashboard_entries(o, fs, nf, sel, nsel, idx, cap, &nidx))) goto out;
+    rc = write_index(o, &dict, idx, nidx);
 out:
     for (int i = nglobal; idx && i < nidx; i++) mem_free((char *)idx[i].file);
     res->seconds = now_seconds() - t0;
