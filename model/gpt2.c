@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -514,6 +515,13 @@ int gpt2_load(gpt2_model **out, const char *dir)
                              "does not fit",
                          cfg.n_layer, cfg.n_embd, cfg.n_inner, cfg.vocab_size, cfg.n_ctx);
             if (rc == ERR_NOTFOUND) rc = ERR_FORMAT;
+            goto fail;
+        }
+        /* a NaN or Inf weight would only show as an all-NaN output much later */
+        int64_t bad = ck_first_nonfinite(m->params + t->offset, (int64_t)t->numel);
+        if (bad >= 0) {
+            rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
+                         path, nm, (double)m->params[t->offset + (size_t)bad], (long long)bad);
             goto fail;
         }
     }
