@@ -1,4 +1,5 @@
 /* report_run.c - drive the dashboards and pictures of `saelite report` from the database. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -6,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/fileio.h"
@@ -698,8 +700,25 @@ out:
     return rc;
 }
 
+/* A report that failed in a directory it created leaves nothing: everything in it is this
+ * run's (pictures, pages; no subdirectories), so its files and then the directory go. */
+static void remove_made_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[4200];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            path_join(p, sizeof p, dir, e->d_name) == OK)
+            unlink(p);
+    closedir(d);
+    rmdir(dir);
+}
+
 int rep_run(const rep_run_opts *o, rep_run_result *res)
 {
+    int made_dir = 0; /* this run created out_dir */
     memset(res, 0, sizeof *res);
     double t0 = now_seconds();
     if (!o->db || !o->sae || !o->out_dir) return err_set(ERR_ARG, "--db, --sae and --out are required");
@@ -766,7 +785,8 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         for (int i = 0; i < nsel; i++) sel[i] = ri[i].feature;
         mem_free(ri);
     }
-    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
+    if (mkdir(o->out_dir, 0777) == 0) made_dir = 1;
+    else if (errno != EEXIST) {
         rc = err_set(ERR_IO, "%s: cannot create the output directory: %s", o->out_dir, strerror(errno));
         goto out;
     }
@@ -852,5 +872,6 @@ out:
     mem_free(sel);
     mem_free(fs);
     store_close(s);
+    if (rc && made_dir) remove_made_dir(o->out_dir);
     return rc;
 }
