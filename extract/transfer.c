@@ -123,8 +123,14 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
     int rc = npy_read(npy, &x, &nd, shape);
     if (rc) return rc;
     if (nd != 2 || shape[0] < 1 || shape[1] < 1 || shape[1] > (1 << 24)) {
+        char sh[200];
+        npy_shape_str(sh, sizeof sh, nd, shape);
         mem_free(x);
-        return err_set(ERR_SHAPE, "%s: want a [tokens, width] array, got %d dims", npy, nd);
+        if (nd != 2)
+            return err_set(ERR_SHAPE, "%s: want a [tokens, width] array, got %d dims (shape %s)",
+                           npy, nd, sh);
+        return err_set(ERR_SHAPE, "%s: want a [tokens, width] array with at least one token and "
+                                  "a width of 1..%d, got shape %s", npy, 1 << 24, sh);
     }
     int64_t N = shape[0];
     int W = (int)shape[1];

@@ -366,9 +366,11 @@ static int json_int(const cJSON *root, const char *key, const char *alt, int *ou
         }
         return err_set(ERR_FORMAT, "%s: missing \"%s\"", path, key);
     }
-    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
-        fabs(it->valuedouble) > 2e9)
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble))
         return err_set(ERR_FORMAT, "%s: \"%s\" must be an integer", path, key);
+    if (fabs(it->valuedouble) > 2e9)
+        return err_set(ERR_FORMAT, "%s: \"%s\" is %g, outside the int range", path, key,
+                       it->valuedouble);
     *out = (int)it->valuedouble;
     return OK;
 }

@@ -625,10 +625,12 @@ static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict
         int64_t sh[NPY_MAX_DIMS];
         if ((rc = npy_read(o->ground_truth, &T, &nd3, sh))) goto out;
         int nt = (int)sh[0], din = nd3 == 2 ? (int)sh[1] : -1;
-        if (nd3 != 2 || din != dict->d_in) {
+        if (nd3 != 2 || din != dict->d_in || nt < 1) {
+            char shs[200];
+            npy_shape_str(shs, sizeof shs, nd3, sh);
             mem_free(T);
-            rc = err_set(ERR_SHAPE, "%s: ground truth must be [n_features, %d], got %d dims (width %d)",
-                         o->ground_truth, dict->d_in, nd3, din);
+            rc = err_set(ERR_SHAPE, "%s: ground truth must be [n_features >= 1, %d], got shape %s",
+                         o->ground_truth, dict->d_in, shs);
             goto out;
         }
         if ((rc = store_rep_decoder(s, dict->id, dict->d_sae, dict->d_in, &D))) {

@@ -132,9 +132,12 @@ static const cJSON *cfg_get(const cJSON *root, const char *key, const char *alt)
 static int get_int(const cJSON *root, const char *key, const char *path, int *out)
 {
     const cJSON *v = cfg_get(root, key, NULL);
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
-        v->valuedouble > 1e8)
-        return err_set(ERR_FORMAT, "%s: '%s' missing or not a positive integer", path, key);
+    if (!v) return err_set(ERR_FORMAT, "%s: '%s' is missing", path, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1)
+        return err_set(ERR_FORMAT, "%s: '%s' must be a positive integer", path, key);
+    if (v->valuedouble > 1e8)
+        return err_set(ERR_FORMAT, "%s: '%s' is %g, above the limit of 1e8", path, key,
+                       v->valuedouble);
     *out = (int)v->valuedouble;
     return OK;
 }
@@ -178,8 +181,11 @@ int sae_load(sae_model **out, const char *dir)
             const cJSON *kw = cfg_get(root, "activation_fn_kwargs", NULL);
             if (cJSON_IsObject(kw)) k = cJSON_GetObjectItemCaseSensitive(kw, "k");
         }
-        if (!cJSON_IsNumber(k) || k->valuedouble < 1 || k->valuedouble > c.d_sae)
-            rc = err_set(ERR_FORMAT, "%s: %s SAE without a valid 'k'", path, arch);
+        if (!k) rc = err_set(ERR_FORMAT, "%s: %s SAE without 'k'", path, arch);
+        else if (!cJSON_IsNumber(k) || k->valuedouble != floor(k->valuedouble) ||
+                 k->valuedouble < 1 || k->valuedouble > c.d_sae)
+            rc = err_set(ERR_FORMAT, "%s: %s SAE: 'k' must be an integer in 1..d_sae (%d)", path,
+                         arch, c.d_sae);
         else c.k = (int)k->valuedouble;
     }
     const cJSON *na = cfg_get(root, "normalize_activations", NULL);

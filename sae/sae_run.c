@@ -112,9 +112,14 @@ static int open_npy(run *r, const sae_run_opts *o)
     int64_t shape[NPY_MAX_DIMS];
     int rc = npy_read(o->npy, &data, &nd, shape);
     if (rc) return rc;
-    if (nd != 2) {
+    if (nd != 2 || shape[0] < 1 || shape[1] < 1) {
+        char sh[200];
+        npy_shape_str(sh, sizeof sh, nd, shape);
         mem_free(data);
-        return err_set(ERR_SHAPE, "%s: expected [tokens, d_in], got %d dims", o->npy, nd);
+        return nd != 2 ? err_set(ERR_SHAPE, "%s: expected [tokens, d_in], got %d dims (shape %s)",
+                                 o->npy, nd, sh)
+                       : err_set(ERR_SHAPE, "%s: expected [tokens, d_in] with tokens and d_in >= 1, "
+                                            "got shape %s (an empty array)", o->npy, sh);
     }
     int64_t n = shape[0], nv = 0, nt = 0;
     int64_t *rows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
