@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -368,7 +369,14 @@ int ext_open(ext_job **out, const ext_opts *o)
         if (!rc && j->s) rc = ext_free_bytes(o->db, &p->free_bytes);
     }
     if (!rc) {
-        size_t B = (size_t)o->batch, C = (size_t)j->ctx;
+        size_t B = (size_t)o->batch, C = (size_t)j->ctx, bytes;
+        /* --batch is a flag without an upper bound: its buffer sizes are checked products */
+        for (int i = 0; i < j->nh && !rc; i++)
+            if (ck_mul_size(B, C, &bytes) || ck_mul_size(bytes, (size_t)j->h[i].width, &bytes) ||
+                ck_mul_size(bytes, sizeof(float), &bytes) || ck_mul_size(bytes, EXT_RING, &bytes))
+                rc = err_set(ERR_ARG, "--batch %d x ctx %d x width %d of hook %s: the buffers' "
+                                      "size overflows", o->batch, j->ctx, j->h[i].width,
+                             j->h[i].name);
         for (int k = 0; k < EXT_RING && !rc; k++) {
             ext_batch *bt = &j->bt[k];
             bt->win = mem_calloc(B, sizeof *bt->win);
