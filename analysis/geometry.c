@@ -57,7 +57,7 @@ int ana_geometry(const float *W, int n, int d, int nbins, int64_t *hist, int *ne
                     best = j;
                     bestc = c;
                 }
-                if (j > i) { /* each unordered pair once */
+                if (j > i && c == c) { /* each unordered pair once; NaN has no bin */
                     double cc = c > 1 ? 1 : c < -1 ? -1 : c;
                     int b = (int)(acos(cc) * to_bin);
                     hist[b >= nbins ? nbins - 1 : b]++;

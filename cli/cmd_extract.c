@@ -40,7 +40,7 @@ int cmd_extract(int argc, char **argv)
         {"--tags", ARG_STR, &o.tags, "tags file from 'saelite corpus brown' (POS tags)"},
         {"--hook", ARG_STR, &o.hooks, "hook point(s), comma-separated", ARG_REQUIRED},
         {"--db", ARG_STR, &o.db, "database to create or extend (required unless --dry-run)"},
-        {"--ctx", ARG_INT, &o.ctx, "tokens per window", ARG_MIN(0),
+        {"--ctx", ARG_INT, &o.ctx, "tokens per window", ARG_MIN(1),
          ARG_DEFAULT("128, or n_ctx when smaller")},
         {"--batch", ARG_INT, &o.batch, "windows per forward pass", ARG_MIN(1)},
         {"--dtype", ARG_STR, &dtype, "storage dtype", ARG_CHOICES("f32|f16|bf16")},

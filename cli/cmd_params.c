@@ -44,7 +44,7 @@ int cmd_params(int argc, char **argv)
     params_shape s;
     if (preset ? params_preset(preset, &s) : params_from_dir(pos[0], &s)) return cli_fail("params");
     params_count c;
-    params_compute(&s, &c);
+    if (params_compute(&s, &c)) return cli_fail("params");
     char a[32], b[32], d[32];
     printf("%s: %lld layers, d_model %lld, %lld heads of %lld, d_mlp %lld, vocab %lld, "
            "context %lld, unembedding %s\n\n",

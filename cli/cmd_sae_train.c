@@ -11,7 +11,7 @@
 
 CLI_COMMAND(sae_train, "Train a sparse autoencoder (relu, topk, batchtopk, jumprelu)",
             "saelite sae-train (--db FILE --hook NAME | --npy ACTS.npy | --synth) --out DIR [--arch topk] [--k 32] "
-            "[--expansion 8 | --d-sae N] [--tokens N] [--batch 4096] [--lr X] [--resume]")
+            "[--expansion 8 | --d-sae N] [--tokens N] [--batch 4096] [--lr X] [--resume | --force]")
 
 static void print_result(const sae_run_opts *o, const sae_run_result *r)
 {
@@ -98,6 +98,8 @@ int cmd_sae_train(int argc, char **argv)
         {"--max-steps", ARG_I64, &o.max_steps, "stop (with a checkpoint) after N steps this run (0: no limit)",
          ARG_MIN(0)},
         {"--resume", ARG_FLAG, &o.resume, "continue from DIR/checkpoint.bin (same flags)"},
+        {"--force", ARG_FLAG, &o.force, "start over in a DIR that holds an SAE or a checkpoint "
+                                        "(else refused)"},
         {"--hook", ARG_STR, &o.hook, "hook name (with --db: which activations; else metadata)",
          ARG_DEFAULT("")},
         {"--model-name", ARG_STR, &o.model_name, "metadata: model name", ARG_DEFAULT("")},

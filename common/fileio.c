@@ -3,7 +3,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -99,23 +101,92 @@ int file_mkdir_p(const char *dir) { return file_mkdir_p_created(dir, NULL, 0); }
 static void atomic_clear(file_atomic *a)
 {
     mem_free(a->path);
-    a->path = a->tmp = NULL;
+    mem_free(a->real);
+    a->path = a->tmp = a->real = NULL;
     a->f = NULL;
     a->sync = 0;
+    a->direct = 0;
+}
+
+/* What a write to path means (the rule in fileio.h): 0 atomic replace of *target (path itself,
+ * or the regular file or missing name a symlink chain ends at), 1 write through (a character
+ * device or FIFO), or an error naming path and the reason. *target is owned by the caller. */
+static int atomic_target(const char *path, char **target, int *direct)
+{
+    *target = NULL;
+    *direct = 0;
+    struct stat lb, sb;
+    if (lstat(path, &lb) != 0) {
+        if (errno == ENOENT) return OK; /* a new file (a missing directory fails at create) */
+        return err_set(ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    const char *what = path;
+    if (S_ISLNK(lb.st_mode)) {
+        if (stat(path, &sb) != 0) {
+            if (errno == ENOENT)
+                return err_set(ERR_IO, "%s: symlink to a missing file; not writing through a "
+                                       "dangling link (remove it or point it at a file)", path);
+            return err_set(ERR_IO, "%s: cannot follow symlink: %s", path, strerror(errno));
+        }
+        if (S_ISREG(sb.st_mode)) {
+            /* replace the final target in its own directory, so the link stays a link */
+            if (!(*target = realpath(path, NULL)))
+                return err_set(ERR_IO, "%s: cannot resolve symlink: %s", path, strerror(errno));
+            return OK;
+        }
+    } else {
+        sb = lb;
+    }
+    if (S_ISREG(sb.st_mode)) return OK;
+    if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)) {
+        *direct = 1;
+        return OK;
+    }
+    const char *kind = S_ISDIR(sb.st_mode)    ? "a directory"
+                       : S_ISBLK(sb.st_mode)  ? "a block device"
+                       : S_ISSOCK(sb.st_mode) ? "a socket"
+                                              : "not a regular file";
+    return err_set(ERR_IO, "%s: is %s%s; refusing to write over it", what, kind,
+                   S_ISLNK(lb.st_mode) ? " (through a symlink)" : "");
 }
 
 int file_atomic_open(file_atomic *a, const char *path)
 {
     memset(a, 0, sizeof *a);
-    size_t pl = strlen(path), cap = 2 * pl + 32;
+    char *real = NULL;
+    int direct = 0, rc = atomic_target(path, &real, &direct);
+    if (rc) return rc;
+    /* real comes from realpath (malloc); keep our own copy so mem_free owns it */
+    if (real) {
+        a->real = mem_strdup(real);
+        free(real);
+        if (!a->real) return err_set(ERR_NOMEM, "%s: out of memory", path);
+    }
+    const char *dst = a->real ? a->real : path;
+    size_t pl = strlen(path), dl = strlen(dst), cap = pl + dl + 34;
     a->path = mem_alloc(cap);
-    if (!a->path) return err_set(ERR_NOMEM, "%s: out of memory", path);
+    if (!a->path) {
+        atomic_clear(a);
+        return err_set(ERR_NOMEM, "%s: out of memory", path);
+    }
     memcpy(a->path, path, pl + 1);
     a->tmp = a->path + pl + 1;
-    snprintf(a->tmp, cap - pl - 1, "%s.tmp.%ld", path, (long)getpid());
+    a->direct = direct;
+    if (direct) {
+        /* a device or FIFO: no temp file, no rename; the "temp" name is the path itself */
+        memcpy(a->tmp, path, pl + 1);
+        a->f = fopen(path, "wb");
+        if (!a->f) {
+            rc = err_set(ERR_IO, "%s: cannot open for writing: %s", path, strerror(errno));
+            atomic_clear(a);
+            return rc;
+        }
+        return OK;
+    }
+    snprintf(a->tmp, cap - pl - 1, "%s.tmp.%ld", dst, (long)getpid());
     a->f = fopen(a->tmp, "wb");
     if (!a->f) {
-        int rc = err_set(ERR_IO, "%s: cannot create: %s", a->tmp, strerror(errno));
+        rc = err_set(ERR_IO, "%s: cannot create: %s", a->tmp, strerror(errno));
         atomic_clear(a);
         return rc;
     }
@@ -128,13 +199,15 @@ int file_atomic_commit(file_atomic *a)
     int e = 0;
     if (ferror(a->f)) e = errno ? errno : EIO;
     if (fflush(a->f) != 0 && !e) e = errno;
-    if (a->sync && !e && fsync(fileno(a->f)) != 0) e = errno;
+    /* fsync of a device or FIFO means nothing (and fails with EINVAL on some) */
+    if (a->sync && !a->direct && !e && fsync(fileno(a->f)) != 0) e = errno;
     if (fclose(a->f) != 0 && !e) e = errno;
     a->f = NULL;
-    if (!e && rename(a->tmp, a->path) != 0) e = errno;
+    const char *dst = a->real ? a->real : a->path;
+    if (!e && !a->direct && rename(a->tmp, dst) != 0) e = errno;
     int rc = OK;
     if (e) {
-        unlink(a->tmp);
+        if (!a->direct) unlink(a->tmp);
         rc = err_set(ERR_IO, "%s: write failed: %s", a->path, strerror(e));
     }
     atomic_clear(a);
@@ -145,7 +218,7 @@ void file_atomic_abort(file_atomic *a)
 {
     if (a->f) {
         fclose(a->f);
-        unlink(a->tmp);
+        if (!a->direct) unlink(a->tmp);
     }
     atomic_clear(a);
 }

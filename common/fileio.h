@@ -10,6 +10,19 @@
  *   file_copy_atomic    a stream copy of src.
  * On failure the temp file is removed and ERR_IO, naming the file, is recorded with err_set.
  *
+ * What an output path may be (decided once, at open, for every writer above):
+ *   missing or a regular file   atomic replace: temp file in the same directory, then rename.
+ *   a symlink                   followed (the whole chain) to a regular file, whose final path
+ *                               is replaced atomically in the target's own directory; the link
+ *                               stays a link. A dangling link is refused (as GNU cp does): we
+ *                               do not create files wherever a link points.
+ *   a character device or FIFO  written through directly (no temp file, no rename, no fsync):
+ *                               /dev/null and pipes work, /dev/full reports ENOSPC as a write
+ *                               failure at write or commit. Opening a FIFO blocks until it has a
+ *                               reader. abort cannot take back what a device already received.
+ *   anything else               (a directory, block device, socket, also through a symlink)
+ *                               refused at open with ERR_IO naming the path and its type.
+ *
  * Paths: path_join and path_fmt fill a caller's buffer and return ERR_ARG (message naming the
  * path) when it does not fit, never a silently truncated path. file_mkdir_p is `mkdir -p`.
  * No global state; thread-safe apart from the one-writer-per-path rule.
@@ -26,11 +39,15 @@ int file_write_atomic(const char *path, const void *data, size_t n);
 typedef struct {
     FILE *f;    /* the temp file, opened "wb" */
     int sync;   /* set to 1 after open to fsync before the rename (durable checkpoints) */
-    char *path; /* owned: the final path, then the temp path after its NUL */
-    char *tmp;
+    char *path; /* owned: the path as given, then the temp path after its NUL */
+    char *tmp;  /* TARGET.tmp.PID (TARGET: path, or the file a symlink resolves to); for a
+                 * direct write the path itself */
+    char *real; /* owned: the resolved target of a symlink, else NULL */
+    int direct; /* 1: a device or FIFO written through (no temp file) */
 } file_atomic;
 
-/* Create PATH.tmp.PID. ERR_IO (naming the temp file) or ERR_NOMEM; *a is then closed. */
+/* Create TARGET.tmp.PID, or open a device/FIFO directly (the rule above). ERR_IO (naming the
+ * temp file, or the path and why it is refused) or ERR_NOMEM; *a is then closed. */
 int file_atomic_open(file_atomic *a, const char *path);
 /* Finish: a write error on f, a failed flush/fsync/close or rename gives ERR_IO naming the path
  * (the temp file is removed). *a is closed afterwards either way. */

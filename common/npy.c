@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -45,6 +46,34 @@ static const char *dict_value(const char *hdr, const char *key)
     p++;
     while (*p == ' ') p++;
     return p;
+}
+
+/* The descr value as written ('>f4', '|O', or a structured dtype's list), and what is wrong
+ * with it: the message quotes the whole value, never a cut fragment of the header. */
+static int bad_dtype(const char *path, const char *d)
+{
+    char q = *d;
+    const char *why = "want <f4, <f2, <f8, <i4 or <i8";
+    if (q == '\'' || q == '"') {
+        const char *e = strchr(d + 1, q);
+        int n = e ? (int)(e - d - 1) : -1;
+        if (n < 0 || n > 64)
+            return err_set(ERR_FORMAT, "%s: malformed dtype in the .npy header", path);
+        if (n >= 2 && d[1] == '>') why = "big-endian; want little-endian <f4, <f2, <f8, <i4 or <i8";
+        else if (n >= 2 && d[2] == 'O') why = "an object array; want <f4, <f2, <f8, <i4 or <i8";
+        return err_set(ERR_FORMAT, "%s: unsupported .npy dtype '%.*s' (%s)", path, n, d + 1, why);
+    }
+    if (q == '[')
+        return err_set(ERR_FORMAT, "%s: structured .npy dtype (a record array; %s)", path, why);
+    return err_set(ERR_FORMAT, "%s: malformed dtype in the .npy header", path);
+}
+
+void npy_shape_str(char *out, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t u = (size_t)snprintf(out, cap, "(");
+    for (int i = 0; i < ndim && u < cap; i++)
+        u += (size_t)snprintf(out + u, cap - u, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (u < cap) snprintf(out + u, cap - u, ndim == 1 ? ",)" : ")");
 }
 
 /* Parse the header; leaves f positioned at the data. */
@@ -85,7 +114,7 @@ static int npy_open(const char *path, FILE **fp, enum npy_kind *kind, int *ndim,
     else if (!strncmp(d, "'<f8'", 5)) *kind = NPY_F8;
     else if (!strncmp(d, "'<i4'", 5)) *kind = NPY_I4;
     else if (!strncmp(d, "'<i8'", 5)) *kind = NPY_I8;
-    else { rc = err_set(ERR_FORMAT, "%s: unsupported .npy dtype %.8s (want <f4, <f2, <f8, <i4 or <i8)", path, d); goto out; }
+    else { rc = bad_dtype(path, d); goto out; }
     if (strncmp(fo, "False", 5) != 0) { rc = err_set(ERR_FORMAT, "%s: Fortran-order .npy arrays are not supported", path); goto out; }
     if (*sh != '(') { rc = err_set(ERR_FORMAT, "%s: bad shape in .npy header", path); goto out; }
     sh++;
@@ -99,8 +128,12 @@ static int npy_open(const char *path, FILE **fp, enum npy_kind *kind, int *ndim,
         long long v = strtoll(sh, &end, 10);
         if (end == sh || v < 0 || errno || *ndim >= NPY_MAX_DIMS) { rc = err_set(ERR_FORMAT, "%s: bad shape in .npy header", path); goto out; }
         shape[(*ndim)++] = v;
-        if (v > 0 && n > INT64_MAX / 8 / v) { rc = err_set(ERR_FORMAT, "%s: .npy array too large", path); goto out; }
-        n *= v;
+        /* the byte count (8-byte elements at most) must fit in int64 */
+        if (ck_mul_i64(n, v, &n) || n > INT64_MAX / 8) {
+            rc = err_set(ERR_FORMAT, "%s: .npy shape too large (its element count overflows 64 bits at "
+                                     "dimension %d)", path, *ndim - 1);
+            goto out;
+        }
         sh = end;
     }
     *count = n;
@@ -130,12 +163,21 @@ static int npy_load(const char *path, void **out, int want_float, int *ndim, int
     long pos = ftell(f);
     if (pos >= 0 && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
         int64_t left = (int64_t)st.st_size - pos;
+        char sh[200];
+        npy_shape_str(sh, sizeof sh, *ndim, shape);
         if (left < 0 || n > left / (int64_t)es) {
             fclose(f);
             return err_set(ERR_FORMAT,
-                           "%s: truncated .npy data (header says %lld elements of %zu bytes, file "
-                           "has %lld bytes of data)",
-                           path, (long long)n, es, (long long)(left < 0 ? 0 : left));
+                           "%s: truncated .npy data (shape %s needs %lld elements of %zu bytes, "
+                           "file has %lld bytes of data)",
+                           path, sh, (long long)n, es, (long long)(left < 0 ? 0 : left));
+        }
+        if (left > n * (int64_t)es) {
+            fclose(f);
+            return err_set(ERR_FORMAT,
+                           "%s: %lld bytes after the .npy data (shape %s needs %lld bytes): not one "
+                           "array, or the header's shape is wrong",
+                           path, (long long)(left - n * (int64_t)es), sh, (long long)(n * (int64_t)es));
         }
     }
     unsigned char *raw = mem_alloc((size_t)n * es);
@@ -143,6 +185,11 @@ static int npy_load(const char *path, void **out, int want_float, int *ndim, int
     if (!raw || !res) { rc = err_set(ERR_NOMEM, "%s: out of memory for %lld elements", path, (long long)n); goto out; }
     if (fread(raw, es, (size_t)n, f) != (size_t)n) {
         rc = err_set(ERR_FORMAT, "%s: truncated .npy data (expected %lld elements)", path, (long long)n);
+        goto out;
+    }
+    if (fgetc(f) != EOF) { /* a pipe or device: the stat check above could not see this */
+        rc = err_set(ERR_FORMAT, "%s: bytes after the .npy data (shape needs %lld elements)", path,
+                     (long long)n);
         goto out;
     }
     for (int64_t i = 0; i < n; i++) {
@@ -194,7 +241,9 @@ static int npy_save(const char *path, const void *data, const char *descr, int n
     for (int i = 0; i < ndim; i++) {
         used += (size_t)snprintf(shp + used, sizeof shp - used, "%lld,%s", (long long)shape[i],
                                  (i + 1 < ndim) ? " " : "");
-        n *= (size_t)shape[i];
+        if (shape[i] < 0 || ck_mul_size(n, (size_t)shape[i], &n) || n > SIZE_MAX / 4)
+            return err_set(ERR_ARG, "%s: bad or too large shape (dimension %d: %lld)", path, i,
+                           (long long)shape[i]);
         if (used >= sizeof shp) return err_set(ERR_ARG, "%s: too many dimensions", path);
     }
     if (ndim > 1) shp[used - 1] = 0; /* "(3, 4)" not "(3, 4,)"; 1-d keeps "(3,)" */

@@ -3,11 +3,14 @@
  * Reads little-endian float32 ('<f4'), float16 ('<f2'), float64 ('<f8'), int32 ('<i4') and
  * int64 ('<i8') arrays in C order; data is converted to float32 (npy_read) or int64
  * (npy_read_i64). Fortran order, big-endian and object arrays are refused with ERR_FORMAT.
+ * The data must be exactly what the shape needs: a short file is "truncated", extra bytes after
+ * the data are refused (naming the count); a dtype error quotes the whole descr value.
  * Writes float32 or int32 C-order arrays atomically (temp file + rename).
  * The caller owns *data and frees it with mem_free.
  */
 #ifndef SAELITE_NPY_H
 #define SAELITE_NPY_H
+#include <stddef.h>
 #include <stdint.h>
 
 #define NPY_MAX_DIMS 8
@@ -15,6 +18,8 @@
 int npy_read(const char *path, float **data, int *ndim, int64_t shape[NPY_MAX_DIMS]);
 int npy_read_i64(const char *path, int64_t **data, int *ndim, int64_t shape[NPY_MAX_DIMS]);
 int npy_write(const char *path, const float *data, int ndim, const int64_t *shape);
+/* "(0, 16)" / "(5,)" / "()": a shape as NumPy prints it, for messages (cut to cap). */
+void npy_shape_str(char *out, size_t cap, int ndim, const int64_t *shape);
 int npy_write_i32(const char *path, const int32_t *data, int ndim, const int64_t *shape);
 
 #endif

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -78,6 +79,8 @@ struct ext_job {
     int64_t pending_bytes; /* activation bytes written since the last commit */
     int64_t commit_bytes;  /* commit once this many are pending */
     double last_commit;
+    int made_db; /* ext_open created the database file */
+    int ran;     /* ext_run was called (from then on the database is kept, for resuming) */
 };
 
 #define EXT_COMMIT_SECS 2.0
@@ -247,6 +250,7 @@ static int read_small(const char *path, char **out)
 
 static int open_db(ext_job *j)
 {
+    j->made_db = access(j->o.db, F_OK) != 0;
     int rc = store_open(&j->s, j->o.db, STORE_CREATE);
     if (rc) return rc;
     store_model *ms;
@@ -307,7 +311,7 @@ int ext_open(ext_job **out, const ext_opts *o)
 {
     *out = NULL;
     if (o->batch < 1) return err_set(ERR_ARG, "--batch must be >= 1, got %d", o->batch);
-    if (o->ctx < 0) return err_set(ERR_ARG, "--ctx must be positive, got %d", o->ctx);
+    if (o->ctx < 0) return err_set(ERR_ARG, "ctx must be >= 1 (0: the default), got %d", o->ctx);
     if (o->max_tokens < 0) return err_set(ERR_ARG, "--max-tokens must be >= 0");
     if (!o->model_dir || !o->corpus || (!o->db && !o->dry_run))
         return err_set(ERR_ARG, "--model, --corpus and --db are required");
@@ -365,7 +369,14 @@ int ext_open(ext_job **out, const ext_opts *o)
         if (!rc && j->s) rc = ext_free_bytes(o->db, &p->free_bytes);
     }
     if (!rc) {
-        size_t B = (size_t)o->batch, C = (size_t)j->ctx;
+        size_t B = (size_t)o->batch, C = (size_t)j->ctx, bytes;
+        /* --batch is a flag without an upper bound: its buffer sizes are checked products */
+        for (int i = 0; i < j->nh && !rc; i++)
+            if (ck_mul_size(B, C, &bytes) || ck_mul_size(bytes, (size_t)j->h[i].width, &bytes) ||
+                ck_mul_size(bytes, sizeof(float), &bytes) || ck_mul_size(bytes, EXT_RING, &bytes))
+                rc = err_set(ERR_ARG, "--batch %d x ctx %d x width %d of hook %s: the buffers' "
+                                      "size overflows", o->batch, j->ctx, j->h[i].width,
+                             j->h[i].name);
         for (int k = 0; k < EXT_RING && !rc; k++) {
             ext_batch *bt = &j->bt[k];
             bt->win = mem_calloc(B, sizeof *bt->win);
@@ -417,6 +428,14 @@ void ext_close(ext_job *j)
     gpt2_free(j->m);
     tok_free(j->tok);
     store_close(j->s);
+    if (j->made_db && !j->ran) {
+        /* refused after the database was created (ext_open failed late, or ext_check_space):
+         * nothing was stored, so the new file and its side files go */
+        static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+        char p[4200];
+        for (int i = 0; i < 4; i++)
+            if (path_fmt(p, sizeof p, "%s%s", j->o.db, side[i]) == OK) unlink(p);
+    }
     for (int k = 0; k < EXT_RING; k++) {
         ext_batch *bt = &j->bt[k];
         for (int i = 0; i < j->nh; i++) mem_free_aligned(bt->hbuf[i]);
@@ -700,6 +719,7 @@ static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc, int stopped)
 int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u), void *u)
 {
     memset(st, 0, sizeof *st);
+    j->ran = 1;
     double t0 = secs();
     corpus_reader *r;
     /* after every check of ext_open: failures leave the file as is */

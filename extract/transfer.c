@@ -95,11 +95,17 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
     if (!rc && done != rows)
         rc = err_set(ERR_FORMAT, "%s: hook %s: found %lld activation rows, expected %lld",
                      store_path(s), hook, (long long)done, (long long)rows);
+    /* the file the activations' rename replaces (a symlink's target); none for a device/FIFO */
+    char *target = !rc && a.f && !a.direct ? mem_strdup(a.real ? a.real : a.path) : NULL;
     int rc2 = out_close(&a, !rc);
+    int committed = !rc && !rc2;
     if (!rc) rc = rc2;
     rc2 = out_close(&t, !rc);
     if (!rc) rc = rc2;
-    if (rc) unlink(npy); /* an earlier rename of the activations must not stay without its ids */
+    /* activations renamed into place must not stay without their ids; a failure before that
+     * rename left the old file as it was, so nothing is removed then */
+    if (rc && committed && target) unlink(target);
+    mem_free(target);
     mem_free(buf);
     mem_free(ids);
     mem_free(seqs);
@@ -123,8 +129,14 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
     int rc = npy_read(npy, &x, &nd, shape);
     if (rc) return rc;
     if (nd != 2 || shape[0] < 1 || shape[1] < 1 || shape[1] > (1 << 24)) {
+        char sh[200];
+        npy_shape_str(sh, sizeof sh, nd, shape);
         mem_free(x);
-        return err_set(ERR_SHAPE, "%s: want a [tokens, width] array, got %d dims", npy, nd);
+        if (nd != 2)
+            return err_set(ERR_SHAPE, "%s: want a [tokens, width] array, got %d dims (shape %s)",
+                           npy, nd, sh);
+        return err_set(ERR_SHAPE, "%s: want a [tokens, width] array with at least one token and "
+                                  "a width of 1..%d, got shape %s", npy, 1 << 24, sh);
     }
     int64_t N = shape[0];
     int W = (int)shape[1];

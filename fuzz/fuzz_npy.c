@@ -1,6 +1,8 @@
 /* fuzz_npy - npy_read and npy_read_i64 on arbitrary bytes.
  * Invariants: no crash or sanitizer report; errors carry a one-line message; a float array that
- * reads back is written with npy_write and read again bit-identically (shape and values). */
+ * reads back is written with npy_write and read again bit-identically (shape and values); the
+ * same bytes with one byte appended are refused (the data must be exactly what the shape needs),
+ * naming the problem rather than a fragment of the header. */
 #include "common/mem.h"
 #include "common/npy.h"
 #include "fuzz/fuzz.h"
@@ -17,6 +19,23 @@ static int fuzz_npy(const uint8_t *data, size_t n)
     int rc2 = npy_read_i64(path, &iv, &ndim2, shape2);
     fuzz_check_err(rc2, "npy_read_i64");
     close(fd);
+    if (!rc) {
+        uint8_t *more = malloc(n + 1);
+        if (!more) abort();
+        memcpy(more, data, n);
+        more[n] = 0;
+        char p2[64];
+        int fd2 = fuzz_memfd(more, n + 1, p2);
+        float *z = NULL;
+        int64_t s4[NPY_MAX_DIMS];
+        int nd4 = 0, rc4 = npy_read(p2, &z, &nd4, s4);
+        close(fd2);
+        free(more);
+        mem_free(z);
+        if (!rc4) fuzz_fail("a trailing byte after the data was accepted");
+        if (!strstr(err_msg(), "after the .npy data"))
+            fuzz_fail("a trailing byte is reported as: %s", err_msg());
+    }
     if (!rc) {
         int64_t numel = 1;
         for (int i = 0; i < ndim; i++) numel *= shape[i];

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -365,9 +366,11 @@ static int json_int(const cJSON *root, const char *key, const char *alt, int *ou
         }
         return err_set(ERR_FORMAT, "%s: missing \"%s\"", path, key);
     }
-    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
-        fabs(it->valuedouble) > 2e9)
+    if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble))
         return err_set(ERR_FORMAT, "%s: \"%s\" must be an integer", path, key);
+    if (fabs(it->valuedouble) > 2e9)
+        return err_set(ERR_FORMAT, "%s: \"%s\" is %g, outside the int range", path, key,
+                       it->valuedouble);
     *out = (int)it->valuedouble;
     return OK;
 }
@@ -514,6 +517,13 @@ int gpt2_load(gpt2_model **out, const char *dir)
                              "does not fit",
                          cfg.n_layer, cfg.n_embd, cfg.n_inner, cfg.vocab_size, cfg.n_ctx);
             if (rc == ERR_NOTFOUND) rc = ERR_FORMAT;
+            goto fail;
+        }
+        /* a NaN or Inf weight would only show as an all-NaN output much later */
+        int64_t bad = ck_first_nonfinite(m->params + t->offset, (int64_t)t->numel);
+        if (bad >= 0) {
+            rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
+                         path, nm, (double)m->params[t->offset + (size_t)bad], (long long)bad);
             goto fail;
         }
     }

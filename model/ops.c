@@ -25,7 +25,11 @@ static const float ep[7] = {1.0f, 1.0f, 0.5f, 1.6666665e-1f, 4.1666519e-2f, 8.33
 static inline float exp_s(float x)
 {
     if (x < EXP_LO) return 0.0f;
-    if (x > EXP_HI) x = EXP_HI;
+    if (!(x <= EXP_HI)) {
+        /* NaN propagates: converting nearbyintf(NaN) to int32 below would be undefined */
+        if (x != x) return x;
+        x = EXP_HI;
+    }
     float n = nearbyintf(x * c_log2e);
     float r = x - n * c_ln2hi;
     r = r - n * c_ln2lo;

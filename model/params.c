@@ -3,10 +3,12 @@
 
 #include <cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -56,12 +58,16 @@ static int get_int(const cJSON *root, const char *path, const char *key, const c
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v && alt) v = cJSON_GetObjectItemCaseSensitive(root, alt);
     if (!v) return err_set(ERR_FORMAT, "%s: missing key \"%s\"", path, key);
-    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9 ||
-        v->valuedouble != (double)(int64_t)v->valuedouble)
+    if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble != floor(v->valuedouble))
         return err_set(ERR_FORMAT, "%s: \"%s\" must be a positive integer", path, key);
+    if (v->valuedouble > 1e9)
+        return err_set(ERR_FORMAT, "%s: \"%s\" is %g, above the limit of 1e9", path, key,
+                       v->valuedouble);
     *out = (int64_t)v->valuedouble;
     return OK;
 }
+
+static int compute(const params_shape *s, params_count *o, const char *name);
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -150,44 +156,63 @@ int params_from_dir(const char *dir, params_shape *out)
     if (out->n_embd % out->n_head)
         rc = err_set(ERR_FORMAT, "%s: n_embd %lld is not a multiple of n_head %lld", path,
                      (long long)out->n_embd, (long long)out->n_head);
+    /* the loader's limits do not apply here (params sizes hypothetical models), but every
+     * count must fit: refuse the config, naming it, rather than print a wrapped total */
+    params_count probe;
+    if (!rc) rc = compute(out, &probe, path);
 done:
     cJSON_Delete(root);
     if (rc) return rc;
     return scan_checkpoint(dir, out);
 }
 
-static void add(params_count *o, const char *label, int64_t rows, int64_t cols, int64_t layers,
-                int cat)
+/* One row; 1 when its count (or a running total) does not fit in int64. */
+static int add(params_count *o, const char *label, int64_t rows, int64_t cols, int64_t layers,
+               int cat)
 {
     params_row *r = &o->rows[o->nrows++];
     r->label = label;
     r->rows = rows;
     r->cols = cols;
-    r->per_layer = layers ? rows * cols : 0;
-    r->total = rows * cols * (layers ? layers : 1);
+    int64_t one, total;
+    if (ck_mul_i64(rows, cols, &one) || ck_mul_i64(one, layers ? layers : 1, &total) ||
+        ck_add_i64(o->by_category[cat], total, &o->by_category[cat]) ||
+        ck_add_i64(o->total, total, &o->total)) {
+        err_set(ERR_FORMAT,
+                "%s: the parameter count does not fit in 64 bits (%s: %lld x %lld x %lld "
+                "layers)",
+                o->name, label, (long long)rows, (long long)cols, (long long)(layers ? layers : 1));
+        return 1;
+    }
+    r->per_layer = layers ? one : 0;
+    r->total = total;
     r->category = cat;
-    o->by_category[cat] += r->total;
-    o->total += r->total;
+    return 0;
 }
 
-void params_compute(const params_shape *s, params_count *o)
+static int compute(const params_shape *s, params_count *o, const char *name)
 {
     memset(o, 0, sizeof *o);
+    o->name = name;
     int64_t L = s->n_layer, C = s->n_embd, F = s->n_inner, V = s->vocab, N = s->n_ctx;
-    add(o, "token embedding (wte)", V, C, 0, PARAMS_MATRIX);
-    add(o, "attention query W_Q", C, C, L, PARAMS_MATRIX);
-    add(o, "attention key W_K", C, C, L, PARAMS_MATRIX);
-    add(o, "attention value W_V", C, C, L, PARAMS_MATRIX);
-    add(o, "attention output W_O", C, C, L, PARAMS_MATRIX);
-    add(o, "MLP up (c_fc)", C, F, L, PARAMS_MATRIX);
-    add(o, "MLP down (c_proj)", F, C, L, PARAMS_MATRIX);
-    if (!s->tied) add(o, "unembedding (lm_head)", C, V, 0, PARAMS_MATRIX);
-    add(o, "attention q,k,v biases", 3 * C, 1, L, PARAMS_BIAS);
-    add(o, "attention output bias", C, 1, L, PARAMS_BIAS);
-    add(o, "MLP up bias", F, 1, L, PARAMS_BIAS);
-    add(o, "MLP down bias", C, 1, L, PARAMS_BIAS);
-    add(o, "LayerNorm ln_1 gain+bias", 2 * C, 1, L, PARAMS_NORM);
-    add(o, "LayerNorm ln_2 gain+bias", 2 * C, 1, L, PARAMS_NORM);
-    add(o, "final LayerNorm ln_f", 2 * C, 1, 0, PARAMS_NORM);
-    add(o, "position embedding (wpe)", N, C, 0, PARAMS_POS);
+    /* fields are >= 1 and <= 1e9 (presets and get_int), so 2 * C and 3 * C cannot overflow */
+    int bad = add(o, "token embedding (wte)", V, C, 0, PARAMS_MATRIX) ||
+              add(o, "attention query W_Q", C, C, L, PARAMS_MATRIX) ||
+              add(o, "attention key W_K", C, C, L, PARAMS_MATRIX) ||
+              add(o, "attention value W_V", C, C, L, PARAMS_MATRIX) ||
+              add(o, "attention output W_O", C, C, L, PARAMS_MATRIX) ||
+              add(o, "MLP up (c_fc)", C, F, L, PARAMS_MATRIX) ||
+              add(o, "MLP down (c_proj)", F, C, L, PARAMS_MATRIX) ||
+              (!s->tied && add(o, "unembedding (lm_head)", C, V, 0, PARAMS_MATRIX)) ||
+              add(o, "attention q,k,v biases", 3 * C, 1, L, PARAMS_BIAS) ||
+              add(o, "attention output bias", C, 1, L, PARAMS_BIAS) ||
+              add(o, "MLP up bias", F, 1, L, PARAMS_BIAS) ||
+              add(o, "MLP down bias", C, 1, L, PARAMS_BIAS) ||
+              add(o, "LayerNorm ln_1 gain+bias", 2 * C, 1, L, PARAMS_NORM) ||
+              add(o, "LayerNorm ln_2 gain+bias", 2 * C, 1, L, PARAMS_NORM) ||
+              add(o, "final LayerNorm ln_f", 2 * C, 1, 0, PARAMS_NORM) ||
+              add(o, "position embedding (wpe)", N, C, 0, PARAMS_POS);
+    return bad ? ERR_FORMAT : OK;
 }
+
+int params_compute(const params_shape *s, params_count *o) { return compute(s, o, s->name); }

@@ -13,7 +13,9 @@
  * The GPT-3 175B preset follows the usual breakdown, which counts embedding and unembedding
  * as two matrices: weight matrices = 2 V C + 12 L C^2 = 175,181,291,520.
  * Errors: ERR_NOTFOUND (unknown preset; message lists the presets), ERR_IO/ERR_FORMAT for
- * config files (message names the file and the key). No global state.
+ * config files (message names the file and the key; a config whose counts overflow int64 is
+ * refused by params_from_dir, naming the file, its sizes and the first row that overflows).
+ * No global state.
  */
 #ifndef SAELITE_PARAMS_H
 #define SAELITE_PARAMS_H
@@ -41,6 +43,7 @@ typedef struct {
 #define PARAMS_MAX_ROWS 24
 
 typedef struct {
+    const char *name; /* the shape's name (borrowed), for messages */
     params_row rows[PARAMS_MAX_ROWS];
     int nrows;
     int64_t by_category[PARAMS_NCAT];
@@ -51,6 +54,7 @@ typedef struct {
 extern const char *const params_presets[];
 int params_preset(const char *name, params_shape *out);
 int params_from_dir(const char *dir, params_shape *out);
-void params_compute(const params_shape *s, params_count *out);
+/* ERR_FORMAT (message naming the shape and the row) when a count does not fit in int64. */
+int params_compute(const params_shape *s, params_count *out);
 
 #endif

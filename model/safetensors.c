@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/half.h"
@@ -90,21 +91,33 @@ static int st_parse_entry(st_file *f, cJSON *e, st_tensor *t, st_span *sp)
     int nd = cJSON_GetArraySize(sh);
     if (nd > ST_MAX_DIMS) return err_set(ERR_FORMAT, "%s: tensor '%s': %d dims (max %d)", p, name, nd, ST_MAX_DIMS);
     t->ndim = nd;
-    uint64_t numel = 1;
     for (int i = 0; i < nd; i++) {
         cJSON *d = cJSON_GetArrayItem(sh, i);
-        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != floor(d->valuedouble) ||
-            d->valuedouble > 9.0e15)
-            return err_set(ERR_FORMAT, "%s: tensor '%s': bad shape entry", p, name);
+        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != floor(d->valuedouble))
+            return err_set(ERR_FORMAT, "%s: tensor '%s': shape entry %d is not a non-negative "
+                                       "integer", p, name, i);
+        if (d->valuedouble > 9.0e15)
+            return err_set(ERR_FORMAT, "%s: tensor '%s': shape entry %d (%g) is too large", p,
+                           name, i, d->valuedouble);
         t->shape[i] = (int64_t)d->valuedouble;
-        if (t->shape[i] && numel > UINT64_MAX / 16 / (uint64_t)t->shape[i])
-            return err_set(ERR_FORMAT, "%s: tensor '%s': shape too large", p, name);
-        numel *= (uint64_t)t->shape[i];
     }
+    /* the byte count must fit (it is compared with data_offsets below, which the file bounds) */
+    int64_t nb;
+    if (ck_numel(t->shape, nd, size, INT64_MAX, &nb))
+        return err_set(ERR_FORMAT, "%s: tensor '%s': shape too large (its byte count overflows 64 "
+                                   "bits)", p, name);
+    uint64_t numel = (uint64_t)nb / (uint64_t)size;
     if (cJSON_GetArraySize(off) != 2) return err_set(ERR_FORMAT, "%s: tensor '%s': data_offsets needs 2 entries", p, name);
+    if (!cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)))
+        return err_set(ERR_FORMAT, "%s: tensor '%s': data_offsets must be two numbers", p, name);
     double b = cJSON_GetArrayItem(off, 0)->valuedouble, en = cJSON_GetArrayItem(off, 1)->valuedouble;
-    if (!cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)) ||
-        b < 0 || en < b || b != floor(b) || en != floor(en) || en > (double)f->buf_len)
+    if (b != floor(b) || en != floor(en))
+        return err_set(ERR_FORMAT, "%s: tensor '%s': data_offsets [%g, %g] are not integers", p,
+                       name, b, en);
+    if (en < b)
+        return err_set(ERR_FORMAT, "%s: tensor '%s': data_offsets [%.0f, %.0f] end before they "
+                                   "begin", p, name, b, en);
+    if (b < 0 || en > (double)f->buf_len)
         return err_set(ERR_FORMAT, "%s: tensor '%s': data_offsets [%.0f, %.0f] outside the %zu-byte data buffer",
                        p, name, b, en, f->buf_len);
     sp->begin = (size_t)b;

@@ -153,6 +153,11 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
     return rc;
 }
 
+/* What train-lm writes in OUT (the checkpoint, the config and the tokenizer copies). */
+static const char *const outputs[] = {"model.safetensors", "train_state.safetensors",
+                                      "config.json", "encoder.json", "vocab.bpe", "vocab.json",
+                                      "merges.txt"};
+
 int train_run(const train_run_opts *o, train_run_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -172,6 +177,7 @@ int train_run(const train_run_opts *o, train_run_result *r)
     train_state s;
     memset(&s, 0, sizeof s);
     train_data_init(&d, -1, o->val_frac, to.seed);
+    char made[4096] = ""; /* the outermost directory of OUT this run created */
     int rc = tok_load(&tok, o->tok_dir), resuming = 0;
     if (rc) goto out;
     r->vocab = tok_vocab_size(tok);
@@ -199,16 +205,23 @@ int train_run(const train_run_opts *o, train_run_result *r)
     if ((rc = train_init(&s, m, &to))) goto out;
     if (resuming && (rc = train_resume(&s, o->out))) goto out;
     if (resuming) r->resumed_step = s.step;
-    if ((rc = file_mkdir_p(o->out))) goto out;
-    static const char *const outputs[] = {"model.safetensors", "train_state.safetensors",
-                                          "config.json", "encoder.json", "vocab.bpe",
-                                          "vocab.json", "merges.txt"};
+    if ((rc = file_mkdir_p_created(o->out, made, sizeof made))) goto out;
     file_remove_temps(o->out, outputs, sizeof outputs / sizeof *outputs);
     if ((rc = copy_tokenizer(o->tok_dir, o->out))) goto out;
     gpt2_params(m, &r->nparams);
     emit(o, TRAIN_EV_READY, r);
     rc = run_steps(o, &s, &d, r);
 out:
+    if (rc && !resuming && made[0]) {
+        /* failed before its first checkpoint (no model.safetensors): nothing to resume from, so
+         * the directory this run created goes, with the tokenizer copies in it */
+        char p[4096];
+        if (path_join(p, sizeof p, o->out, "model.safetensors") == OK && access(p, F_OK) != 0) {
+            for (size_t i = 0; i < sizeof outputs / sizeof *outputs; i++)
+                if (path_join(p, sizeof p, o->out, outputs[i]) == OK) unlink(p);
+            file_rmdir_upto(o->out, made);
+        }
+    }
     train_free(&s);
     gpt2_free(m);
     train_data_free(&d);

@@ -1,4 +1,5 @@
 /* report_run.c - drive the dashboards and pictures of `saelite report` from the database. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -6,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/fileio.h"
@@ -647,10 +649,12 @@ static int picture_recovery(global_ctx *g)
     int64_t sh[NPY_MAX_DIMS];
     if ((rc = npy_read(o->ground_truth, &T, &nd3, sh))) return rc;
     int nt = (int)sh[0], din = nd3 == 2 ? (int)sh[1] : -1;
-    if (nd3 != 2 || din != dict->d_in) {
+    if (nd3 != 2 || din != dict->d_in || nt < 1) {
+        char shs[200];
+        npy_shape_str(shs, sizeof shs, nd3, sh);
         mem_free(T);
-        return err_set(ERR_SHAPE, "%s: ground truth must be [n_features, %d], got %d dims (width %d)",
-                       o->ground_truth, dict->d_in, nd3, din);
+        return err_set(ERR_SHAPE, "%s: ground truth must be [n_features >= 1, %d], got shape %s",
+                       o->ground_truth, dict->d_in, shs);
     }
     if ((rc = store_rep_decoder(g->s, dict->id, dict->d_sae, dict->d_in, &D))) {
         mem_free(T);
@@ -786,9 +790,27 @@ static int select_features(const rep_run_opts *o, const store_rep_dict *dict, co
 }
 
 /* Create the output directory (an existing one is fine) and check it is one. */
-static int make_out_dir(const char *dir)
+/* A report that failed in a directory it created leaves nothing: everything in it is this
+ * run's (pictures, pages; no subdirectories), so its files and then the directory go. */
+static void remove_made_dir(const char *dir)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char p[4200];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            path_join(p, sizeof p, dir, e->d_name) == OK)
+            unlink(p);
+    closedir(d);
+    rmdir(dir);
+}
+
+/* The output directory; *made = 1 when this run created it. */
+static int make_out_dir(const char *dir, int *made)
+{
+    if (mkdir(dir, 0777) == 0) *made = 1;
+    else if (errno != EEXIST)
         return err_set(ERR_IO, "%s: cannot create the output directory: %s", dir, strerror(errno));
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: not a directory", dir);
@@ -870,6 +892,7 @@ static int write_index(const rep_run_opts *o, const store_rep_dict *dict, const 
  * draw, make the output directory, the global pictures, the dashboards, index.html. */
 int rep_run(const rep_run_opts *o, rep_run_result *res)
 {
+    int made_dir = 0; /* this run created out_dir */
     memset(res, 0, sizeof *res);
     double t0 = now_seconds();
     if (!o->db || !o->sae || !o->out_dir) return err_set(ERR_ARG, "--db, --sae and --out are required");
@@ -897,7 +920,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         goto out;
     }
     if ((rc = select_features(o, &dict, fs, nf, &sel, &nsel))) goto out;
-    if ((rc = make_out_dir(o->out_dir))) goto out;
+    if ((rc = make_out_dir(o->out_dir, &made_dir))) goto out;
     if ((rc = store_rep_vocab(s, &vocab, &nvocab))) goto out;
 
     int nidx_cap = nsel + 8;
@@ -921,5 +944,6 @@ out:
     mem_free(sel);
     mem_free(fs);
     store_close(s);
+    if (rc && made_dir) remove_made_dir(o->out_dir);
     return rc;
 }

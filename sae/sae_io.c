@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -131,9 +132,12 @@ static const cJSON *cfg_get(const cJSON *root, const char *key, const char *alt)
 static int get_int(const cJSON *root, const char *key, const char *path, int *out)
 {
     const cJSON *v = cfg_get(root, key, NULL);
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
-        v->valuedouble > 1e8)
-        return err_set(ERR_FORMAT, "%s: '%s' missing or not a positive integer", path, key);
+    if (!v) return err_set(ERR_FORMAT, "%s: '%s' is missing", path, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1)
+        return err_set(ERR_FORMAT, "%s: '%s' must be a positive integer", path, key);
+    if (v->valuedouble > 1e8)
+        return err_set(ERR_FORMAT, "%s: '%s' is %g, above the limit of 1e8", path, key,
+                       v->valuedouble);
     *out = (int)v->valuedouble;
     return OK;
 }
@@ -177,8 +181,11 @@ int sae_load(sae_model **out, const char *dir)
             const cJSON *kw = cfg_get(root, "activation_fn_kwargs", NULL);
             if (cJSON_IsObject(kw)) k = cJSON_GetObjectItemCaseSensitive(kw, "k");
         }
-        if (!cJSON_IsNumber(k) || k->valuedouble < 1 || k->valuedouble > c.d_sae)
-            rc = err_set(ERR_FORMAT, "%s: %s SAE without a valid 'k'", path, arch);
+        if (!k) rc = err_set(ERR_FORMAT, "%s: %s SAE without 'k'", path, arch);
+        else if (!cJSON_IsNumber(k) || k->valuedouble != floor(k->valuedouble) ||
+                 k->valuedouble < 1 || k->valuedouble > c.d_sae)
+            rc = err_set(ERR_FORMAT, "%s: %s SAE: 'k' must be an integer in 1..d_sae (%d)", path,
+                         arch, c.d_sae);
         else c.k = (int)k->valuedouble;
     }
     const cJSON *na = cfg_get(root, "normalize_activations", NULL);
@@ -203,12 +210,24 @@ int sae_load(sae_model **out, const char *dir)
     if ((rc = st_open(&f, wpath))) return rc;
     /* a BatchTopK file with a threshold is used as JumpReLU would be; without one, as TopK */
     if (ar == SAE_BATCHTOPK && !st_find(f, "threshold")) c.arch = SAE_TOPK;
+    /* check W_enc's shape before allocating d_in * d_sae floats, so a cfg.json with huge sizes
+     * is a mismatch with the file (whose size bounds the tensors), not an out-of-memory */
+    const st_tensor *we = st_find(f, "W_enc");
+    if (we && (we->ndim != 2 || we->shape[0] != c.d_in || we->shape[1] != c.d_sae)) {
+        rc = err_set(ERR_SHAPE, "%s: tensor 'W_enc' has shape [%lld, %lld] but %s says d_in %d, "
+                                "d_sae %d",
+                     wpath, (long long)we->shape[0], (long long)(we->ndim > 1 ? we->shape[1] : 1),
+                     path, c.d_in, c.d_sae);
+        st_close(f);
+        return rc;
+    }
     sae_model *s;
     if ((rc = sae_model_new(&s, &c))) {
         st_close(f);
         return rc;
     }
     int64_t D = c.d_in, S = c.d_sae, sh[2];
+    int from_log = 0;
     sh[0] = D, sh[1] = S;
     rc = st_load_f32(f, "W_enc", 2, sh, s->W_enc);
     sh[0] = S, sh[1] = D;
@@ -218,19 +237,28 @@ int sae_load(sae_model **out, const char *dir)
     if (!rc && s->threshold) {
         if (st_find(f, "threshold")) rc = st_load_f32(f, "threshold", 1, &S, s->threshold);
         else if (st_find(f, "log_threshold")) {
+            from_log = 1;
             rc = st_load_f32(f, "log_threshold", 1, &S, s->threshold);
             for (int64_t j = 0; !rc && j < S; j++) s->threshold[j] = expf(s->threshold[j]);
         } else rc = err_set(ERR_FORMAT, "%s: jumprelu SAE without 'threshold'", wpath);
     }
     st_close(f);
+    /* NaN/Inf weights are refused, naming the tensor and the first bad index */
+    struct { const char *name; const float *p; int64_t n; } ten[] = {
+        {"W_enc", s->W_enc, D * S}, {"W_dec", s->W_dec, D * S}, {"b_enc", s->b_enc, S},
+        {"b_dec", s->b_dec, D},     {"threshold", s->threshold, s->threshold ? S : 0}};
+    for (size_t i = 0; !rc && i < sizeof ten / sizeof ten[0]; i++) {
+        int64_t bad = ck_first_nonfinite(ten[i].p, ten[i].n);
+        if (bad >= 0)
+            rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
+                         wpath, i == 4 && from_log ? "exp(log_threshold)" : ten[i].name,
+                         (double)ten[i].p[bad], (long long)bad);
+    }
     if (!rc && !apply_b_dec) {
         /* pre = x W_enc + b_enc == (x - b_dec) W_enc + (b_enc + b_dec W_enc) */
         for (int64_t i = 0; i < D; i++)
             for (int64_t j = 0; j < S; j++) s->b_enc[j] += s->b_dec[i] * s->W_enc[i * S + j];
     }
-    for (int64_t e = 0; !rc && e < D * S; e++)
-        if (!isfinite(s->W_enc[e]) || !isfinite(s->W_dec[e]))
-            rc = err_set(ERR_FORMAT, "%s: non-finite weights", wpath);
     if (rc) {
         sae_free(s);
         return rc;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/fileio.h"
@@ -58,6 +59,9 @@ typedef struct {
     sae_metrics acc;
     float *dens;
     char ckpt[4096], logp[4096], logbin[4096];
+    int made_out;   /* this run created OUT */
+    int made_truth; /* this run created truth_out */
+    int64_t ckpts;  /* checkpoints this run wrote (then what it leaves is resumable) */
 } run;
 
 static void run_free(run *r)
@@ -96,9 +100,14 @@ static int open_npy(run *r, const sae_run_opts *o)
     int64_t shape[NPY_MAX_DIMS];
     int rc = npy_read(o->npy, &data, &nd, shape);
     if (rc) return rc;
-    if (nd != 2) {
+    if (nd != 2 || shape[0] < 1 || shape[1] < 1) {
+        char sh[200];
+        npy_shape_str(sh, sizeof sh, nd, shape);
         mem_free(data);
-        return err_set(ERR_SHAPE, "%s: expected [tokens, d_in], got %d dims", o->npy, nd);
+        return nd != 2 ? err_set(ERR_SHAPE, "%s: expected [tokens, d_in], got %d dims (shape %s)",
+                                 o->npy, nd, sh)
+                       : err_set(ERR_SHAPE, "%s: expected [tokens, d_in] with tokens and d_in >= 1, "
+                                            "got shape %s (an empty array)", o->npy, sh);
     }
     int64_t n = shape[0], nv = 0, nt = 0;
     int64_t *rows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
@@ -128,6 +137,7 @@ static int open_synth(run *r, const sae_run_opts *o)
     r->c.d_in = sc.d;
     if (o->truth_out) {
         int64_t sh[2] = {sc.n_features, sc.d};
+        r->made_truth = access(o->truth_out, F_OK) != 0;
         rc = npy_write(o->truth_out, sae_source_synth_directions(r->src), 2, sh);
     }
     return rc;
@@ -144,8 +154,11 @@ static int run_open(run *r, const sae_run_opts *o)
     if (!c->d_sae) c->d_sae = (int)lround(o->expansion * c->d_in);
     if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU) c->k = 0;
     struct stat sb;
-    if (stat(o->out, &sb) != 0 && mkdir(o->out, 0755) != 0)
-        return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
+    if (stat(o->out, &sb) != 0) {
+        if (mkdir(o->out, 0755) != 0)
+            return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
+        r->made_out = 1;
+    }
     int rc2 = path_join(r->ckpt, sizeof r->ckpt, o->out, "checkpoint.bin");
     if (!rc2) rc2 = path_join(r->logp, sizeof r->logp, o->out, "training_log.csv");
     if (!rc2) rc2 = path_join(r->logbin, sizeof r->logbin, o->out, "checkpoint_log.bin");
@@ -204,7 +217,9 @@ static int run_checkpoint(run *r)
     if (r->nlog) memcpy(b + 16, r->logrows, r->nlog * sizeof *r->logrows);
     int rc = file_write_atomic(r->logbin, b, n);
     mem_free(b);
-    return rc ? rc : sae_trainer_checkpoint(r->t, r->ckpt);
+    if (!rc) rc = sae_trainer_checkpoint(r->t, r->ckpt);
+    if (!rc) r->ckpts++;
+    return rc;
 }
 
 /* The rows of the checkpointed run up to its step (none for a checkpoint without a log file). */
@@ -383,6 +398,45 @@ static int run_register(run *r, const sae_run_opts *o, sae_run_result *res)
     return rc;
 }
 
+/* Before anything is opened or created: OUT must be a directory or missing; --resume needs its
+ * checkpoint; without --resume an OUT holding an SAE or a checkpoint is refused unless force. */
+static int check_out(const sae_run_opts *o)
+{
+    struct stat sb;
+    char p[4096];
+    if (stat(o->out, &sb) != 0) {
+        if (!o->resume) return OK;
+        int rc = path_join(p, sizeof p, o->out, "checkpoint.bin");
+        return rc ? rc : err_set(ERR_NOTFOUND, "%s: no checkpoint to --resume (run without "
+                                               "--resume to start)", p);
+    }
+    if (!S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: exists and is not a directory", o->out);
+    static const char *const held[] = {"sae_weights.safetensors", "cfg.json", "checkpoint.bin"};
+    for (int i = 0; i < 3; i++) {
+        int rc = path_join(p, sizeof p, o->out, held[i]);
+        if (rc) return rc;
+        int there = access(p, F_OK) == 0;
+        if (o->resume && i == 2 && !there)
+            return err_set(ERR_NOTFOUND, "%s: no checkpoint to --resume (run without --resume to "
+                                         "start)", p);
+        if (!o->resume && !o->force && there)
+            return err_set(ERR_ARG, "%s already holds %s (%s): --resume continues its run, --force "
+                                    "overwrites it",
+                           o->out, i == 2 ? "a training checkpoint" : "a trained SAE", held[i]);
+    }
+    return OK;
+}
+
+/* A run that failed before its first checkpoint leaves nothing that can be resumed: remove the
+ * files it wrote and OUT itself when it created it (rmdir: only when empty). */
+static void run_discard(run *r, const sae_run_opts *o)
+{
+    if (r->ckpts || o->resume) return;
+    if (r->logp[0]) unlink(r->logp);
+    if (r->made_truth) unlink(o->truth_out);
+    if (r->made_out) rmdir(o->out);
+}
+
 int sae_train_run(const sae_run_opts *o, sae_run_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -396,7 +450,8 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     memset(&r, 0, sizeof r);
     r.sinfo.hook_id = -1;
     r.c = o->train;
-    int rc = run_open(&r, o);
+    int rc = check_out(o);
+    if (!rc) rc = run_open(&r, o);
     if (!rc) rc = run_trainer(&r, o);
     if (!rc) rc = run_steps(&r, o, res);
     if (!rc) rc = run_save(&r, o, res);
@@ -419,5 +474,6 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     r.src = r.val = NULL;
     if (!rc && o->db && res->finished) rc = run_register(&r, o, res);
     run_free(&r);
+    if (rc) run_discard(&r, o);
     return rc;
 }

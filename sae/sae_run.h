@@ -13,7 +13,11 @@
  * (max_steps or *stop) and resumed gives the SAE an uninterrupted run gives, bit for bit.
  * Ownership: opts strings are borrowed; the result is plain data.
  * Errors: err.h codes naming the file; ERR_ABORTED when *stop became non-zero (a checkpoint was
- * written first, the message says how to continue).
+ * written first, the message says how to continue). Without resume, an OUT that holds an SAE
+ * (cfg.json, sae_weights.safetensors) or a checkpoint is refused (ERR_ARG) unless force; resume
+ * needs OUT/checkpoint.bin; both are checked before anything is opened or created. A run that
+ * fails before its first checkpoint removes what it wrote (training_log.csv, truth_out, OUT when
+ * it created it); after a checkpoint what is there is kept, for --resume.
  * Threads: one run per output directory; the kernels use sae/'s thread pool (SAELITE_THREADS).
  * Progress: common/progress.h lines on stderr; nothing on stdout.
  */
@@ -46,6 +50,7 @@ typedef struct {
     int log_every;             /* steps between log rows; 0 = about 100 rows per run */
     int64_t max_steps;         /* stop with a checkpoint after this many steps (0 = no limit) */
     int resume;                /* continue from out/checkpoint.bin */
+    int force;                 /* without resume: overwrite an OUT holding an SAE or checkpoint */
     const char *model_name;    /* metadata; NULL/"" = the store's model */
     int context_size;          /* metadata; 0 = the store's sequence length */
     volatile int *stop;        /* polled after every step; may be NULL */

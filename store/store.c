@@ -535,7 +535,7 @@ int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *i
         *id = sqlite3_column_int64(st, 0);
         const void *b = sqlite3_column_blob(st, 1);
         int nb = sqlite3_column_bytes(st, 1);
-        if (!ids ? nb != 0 : nb != T * 4 || !b || memcmp(b, ids, (size_t)T * 4))
+        if (!ids ? nb != 0 : nb != (int64_t)T * 4 || !b || memcmp(b, ids, (size_t)T * 4))
             rc = err_set(ERR_FORMAT, "%s: sequence %lld holds other tokens than this run produced "
                          "(different tokenizer or corpus?)", s->path, (long long)*id);
         sqlite3_reset(st);
@@ -569,10 +569,11 @@ int store_seq_tokens(store *s, int64_t seq_id, int *ids, int *T)
         if (nb == 0 && n > 0)
             rc = err_set(ERR_NOTFOUND, "%s: sequence %lld has no token ids (imported without "
                          "--tokens)", s->path, (long long)seq_id);
-        else if (nb != n * 4 || (n && !b))
+        else if (nb != (int64_t)n * 4 || (n && !b)) /* n comes from the file: no int overflow */
             rc = !b && n ? store_sql_error(s, SQLITE_NOMEM, "reading sequences")
                          : err_set(ERR_FORMAT, "%s: sequence %lld: token blob has %d bytes, "
-                                        "want %d", s->path, (long long)seq_id, nb, n * 4);
+                                        "want %lld", s->path, (long long)seq_id, nb,
+                                        (long long)n * 4);
         else if (ids && n > *T)
             rc = err_set(ERR_SHAPE, "sequence %lld has %d tokens, buffer holds %d",
                          (long long)seq_id, n, *T);
@@ -1070,9 +1071,9 @@ int store_context_get(store *s, int64_t seq_id, int pos, int before, int after,
     int T = sqlite3_column_int(st, 0);
     const int *ids = sqlite3_column_blob(st, 1);
     int nb = sqlite3_column_bytes(st, 1);
-    if (pos < 0 || pos >= T || before < 0 || after < 0 || nb != T * 4 || !ids) {
+    if (pos < 0 || pos >= T || before < 0 || after < 0 || nb != (int64_t)T * 4 || !ids) {
         sqlite3_finalize(st);
-        if (nb != T * 4 || !ids)
+        if (nb != (int64_t)T * 4 || !ids)
             return err_set(ERR_FORMAT, "%s: sequence %lld: bad token blob", s->path, (long long)seq_id);
         return err_set(ERR_ARG, "%s: position %d outside sequence %lld of %d tokens", s->path,
                        pos, (long long)seq_id, T);

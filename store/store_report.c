@@ -463,7 +463,7 @@ int store_rep_seq_window(store_rep *r, int64_t seq_id, int pos, int before, int 
     int nb = sqlite3_column_bytes(st, 1);
     /* `saelite import` without --tokens stores sequences with no token ids (empty blob). */
     int no_ids = nb == 0;
-    if ((!no_ids && (!blob || nb != T * 4)) || pos < 0 || pos >= T) {
+    if ((!no_ids && (!blob || nb != (int64_t)T * 4)) || pos < 0 || pos >= T) {
         rc = err_set(ERR_FORMAT, "%s: sequence %lld: %s", store_path(r->s), (long long)seq_id,
                      pos >= 0 && pos < T ? "bad token blob" : "stored position outside the sequence");
     } else {
@@ -603,9 +603,9 @@ int store_rep_decoder(store *s, int64_t dict_id, int d_sae, int d_in, float **ou
         int64_t f = sqlite3_column_int64(st, 0);
         const void *b = sqlite3_column_blob(st, 1);
         int nb = sqlite3_column_bytes(st, 1);
-        if (f < 0 || f >= d_sae || nb != d_in * 4 || !b) {
-            rc = err_set(ERR_FORMAT, "%s: ana_decoder: feature %lld: %d bytes, want %d", store_path(s),
-                         (long long)f, nb, d_in * 4);
+        if (f < 0 || f >= d_sae || nb != (int64_t)d_in * 4 || !b) {
+            rc = err_set(ERR_FORMAT, "%s: ana_decoder: feature %lld: %d bytes, want %lld",
+                         store_path(s), (long long)f, nb, (long long)d_in * 4);
             break;
         }
         memcpy(w + (size_t)f * d_in, b, (size_t)nb); /* float32 little-endian; x86/arm hosts */

@@ -238,7 +238,7 @@ bad "info on an empty file" "empty.npy: empty database" info --db empty.npy
 # ---- extract -----------------------------------------------------------------------------------
 E=(extract --model model --tokenizer tok --corpus small.txt)
 bad "extract: unknown hook" "unknown hook 'blocks.0.nosuch'" "${E[@]}" --hook blocks.0.nosuch --db new.db
-bad "extract: negative ctx" "--ctx must be >= 0, got -3" "${E[@]}" --hook $H --db new.db --ctx -3
+bad "extract: negative ctx" "--ctx must be >= 1, got -3" "${E[@]}" --hook $H --db new.db --ctx -3
 bad "extract: zero batch" "--batch must be >= 1, got 0" "${E[@]}" --hook $H --db new.db --batch 0
 bad "extract: ctx beyond the model" "--ctx 100 exceeds the context" "${E[@]}" --hook $H --db new.db --ctx 100
 bad "extract: missing corpus" "nosuch.txt: cannot open" extract --model model --tokenizer tok --corpus nosuch.txt --hook $H --db new.db
@@ -306,6 +306,158 @@ bad "corpus: malformed Brown file" "brown_bad/ca01:3: token 'cat' is not word/ta
 bad "bpe-train: vocabulary too small" "--vocab must be in 257..1000000, got 100" bpe-train --vocab 100 small.txt -o tok2
 bad "bpe-train: zero min-freq" "--min-freq must be >= 1" bpe-train --vocab 300 --min-freq 0 small.txt -o tok2
 bad "bpe-train: missing input" "nosuch.txt: cannot open" bpe-train --vocab 300 nosuch.txt -o tok2
+
+# ==== Round two: numbers, special files, half-written outputs, messages (issue 20) ==============
+# Fixtures of this section live in $W/r2 (databases there are outside deep()'s *.db); LAST=""
+# after making them, so the next case takes a fresh fingerprint.
+check() { # check NAME 'CONDITION': an extra assertion, eval'ed (e.g. a directory that must not be)
+    local name=$1; shift
+    if eval "$1"; then pass=$((pass + 1)); echo "ok   $name"; else fail=$((fail + 1)); echo "FAIL $name"; fi
+}
+absent() { [ ! -e "$W/$1" ] && [ ! -L "$W/$1" ]; }
+# npy_raw FILE HEADER-DICT [DATA-PRINTF]: a version-1 .npy with this header dict, byte by byte
+npy_raw() {
+    local hdr=$2
+    while [ $(( (10 + ${#hdr} + 1) % 64 )) -ne 0 ]; do hdr="$hdr "; done
+    { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $(( ${#hdr} + 1 )))\\x00"
+      printf '%s\n' "$hdr"; [ -n "${3:-}" ] && printf "$3"; } > "$W/$1"
+}
+# st_raw FILE HEADER-JSON [DATA-PRINTF]: a safetensors file (8-byte little-endian header length)
+st_raw() {
+    local j=$2 n=${#2}
+    { printf "\\x$(printf %02x $((n & 255)))\\x$(printf %02x $((n >> 8)))\\x00\\x00\\x00\\x00\\x00\\x00"
+      printf '%s' "$j"; [ -n "${3:-}" ] && printf "$3"; } > "$W/$1"
+}
+# last_f32 FILE HEX: overwrite the last float32 of a file (the last tensor's last element)
+last_f32() { printf "$2" | dd of="$W/$1" bs=1 seek=$(( $(stat -c %s "$W/$1") - 4 )) conv=notrunc status=none; }
+mkdir -p "$W/r2"
+R=r2
+
+# -- integer arguments at the extremes: every size product from a file is checked --
+mkdir -p "$W/$R/huge" "$W/$R/big1" "$W/$R/frac"
+echo '{"n_layer": 1000000000, "n_embd": 1000000000, "n_head": 1, "vocab_size": 50257, "n_positions": 1024}' > "$W/$R/huge/config.json"
+echo '{"n_layer": 10000000000, "n_embd": 8, "n_head": 1, "vocab_size": 50257, "n_positions": 1024}' > "$W/$R/big1/config.json"
+echo '{"n_layer": 1.5, "n_embd": 8, "n_head": 1, "vocab_size": 50257, "n_positions": 1024}' > "$W/$R/frac/config.json"
+for m in st_over st_neg st_offstr st_offrev; do mkdir -p "$W/$R/$m"; cp "$W/model/config.json" "$W/$R/$m/"; done
+st_raw $R/st_over/model.safetensors '{"a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,4]}}' '\0\0\0\0'
+st_raw $R/st_neg/model.safetensors '{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}' '\0\0\0\0'
+st_raw $R/st_offstr/model.safetensors '{"a":{"dtype":"F32","shape":[1],"data_offsets":["0","4"]}}' '\0\0\0\0'
+st_raw $R/st_offrev/model.safetensors '{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}}' '\0\0\0\0'
+npy_raw $R/over.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }"
+npy_raw $R/over2.npy "{'descr': '<f8', 'fortran_order': False, 'shape': (2000000000000000000,), }"
+cp -r "$W/sae8" "$W/$R/sae_big"; cp -r "$W/sae8" "$W/$R/sae_huge"; cp -r "$W/sae8" "$W/$R/sae_nok"
+sed -i -E 's/"d_in":[[:space:]]*[0-9]+/"d_in": 100000000/; s/"d_sae":[[:space:]]*[0-9]+/"d_sae": 100000000/' "$W/$R/sae_big/cfg.json"
+sed -i -E 's/"d_in":[[:space:]]*[0-9]+/"d_in": 1000000000000/' "$W/$R/sae_huge/cfg.json"
+sed -i -E '/"k":/d' "$W/$R/sae_nok/cfg.json"
+LAST=""
+bad "params: sizes whose count overflows int64" "huge/config.json: the parameter count does not fit in 64 bits \(token embedding|attention query" params $R/huge
+bad "params: a size above the limit" "big1/config.json: \"n_layer\" is 1e\+10, above the limit of 1e9" params $R/big1
+bad "params: a fractional size" "frac/config.json: \"n_layer\" must be a positive integer" params $R/frac
+bad "safetensors: shape whose byte count overflows" "tensor 'a': shape too large \(its byte count overflows 64 bits\)" params $R/st_over
+bad "safetensors: negative shape entry" "tensor 'a': shape entry 0 is not a non-negative integer" params $R/st_neg
+bad "safetensors: data_offsets that are strings" "tensor 'a': data_offsets must be two numbers" params $R/st_offstr
+bad "safetensors: data_offsets reversed" "tensor 'a': data_offsets \[4, 0\] end before they begin" params $R/st_offrev
+bad "npy: shape whose element count overflows" "over.npy: .npy shape too large \(its element count overflows 64 bits at dimension 1\)" import --npy $R/over.npy --db $R/x.db --hook $H
+bad "npy: 8-byte elements whose byte count overflows" "over2.npy: .npy shape too large" sae-train --npy $R/over2.npy --out $R/s_over
+bad "sae cfg.json: d_in x d_sae far beyond the weights file" "W_enc' has shape \[8, 16\] but .*sae_big/cfg.json says d_in 100000000, d_sae 100000000" sae-eval --sae $R/sae_big --npy acts.npy
+bad "sae cfg.json: d_in above the limit" "sae_huge/cfg.json: 'd_in' is 1e\+12, above the limit of 1e8" sae-eval --sae $R/sae_huge --npy acts.npy
+bad "sae cfg.json: topk without k" "sae_nok/cfg.json: topk SAE without 'k'" sae-eval --sae $R/sae_nok --npy acts.npy
+
+# -- NaN and Inf in weights: refused at load, naming the tensor and the index --
+cp -r "$W/model" "$W/$R/m_nan"; last_f32 $R/m_nan/model.safetensors '\x00\x00\xc0\x7f'
+cp -r "$W/model" "$W/$R/m_inf"; last_f32 $R/m_inf/model.safetensors '\x00\x00\x80\xff'
+cp -r "$W/sae8" "$W/$R/sae_nan"; last_f32 $R/sae_nan/sae_weights.safetensors '\x00\x00\xc0\x7f'
+cp -r "$W/sae8" "$W/$R/sae_inf"; last_f32 $R/sae_inf/sae_weights.safetensors '\x00\x00\x80\x7f'
+cp "$W/ex.db" "$W/$R/ex_nan.db"
+LAST=""
+bad "model: a NaN weight (forward)" "m_nan/model.safetensors: tensor '[a-z0-9_.]+' has a non-finite value \(nan\) at index [0-9]+" forward --model $R/m_nan --tokens 1,2,3 --hook $H --npy $R/o.npy
+bad "model: a -Inf weight (forward)" "m_inf/model.safetensors: tensor '[a-z0-9_.]+' has a non-finite value \(-inf\) at index" forward --model $R/m_inf --tokens 1,2,3 --hook $H --npy $R/o.npy
+bad "model: a NaN weight (generate)" "m_nan/model.safetensors: tensor .* non-finite" generate --model $R/m_nan --tokenizer tok --prompt the
+bad "model: a NaN weight (extract: no database made)" "m_nan/model.safetensors: tensor .* non-finite" extract --model $R/m_nan --tokenizer tok --corpus small.txt --hook $H --db $R/nan_ex.db --ctx 8
+bad "SAE: a NaN weight (sae-eval)" "sae_nan/sae_weights.safetensors: tensor '(W_enc|W_dec|b_enc|b_dec)' has a non-finite value \(nan\) at index [0-9]+" sae-eval --sae $R/sae_nan --npy acts.npy
+bad "SAE: an Inf weight (sae-eval)" "sae_inf/sae_weights.safetensors: tensor .* non-finite value \(inf\)" sae-eval --sae $R/sae_inf --npy acts.npy
+bad "SAE: a NaN weight (analyze)" "sae_nan/sae_weights.safetensors: tensor .* non-finite" analyze --db $R/ex_nan.db --sae $R/sae_nan --no-model
+bad "sae-train: loss inf on the first step (absurd --lr)" "loss became .*nan|inf" "${T[@]}" --out $R/s_lr --lr 1e30
+check "sae-train: the failed run leaves no output directory" "absent $R/s_lr"
+mkdir -p "$W/$R/lmcorp"; printf 'the cat sat on the mat.\n\nthe dog sat on the log.\n\nanother doc with the cat.\n\na fourth one.\n' > "$W/$R/lmcorp/c.txt"
+LAST=""
+bad "train-lm: loss non-finite at step 2 (absurd --lr)" "loss became .* at step 2" train-lm --corpus $R/lmcorp/c.txt --tokenizer tok --layers 1 --d-model 8 --heads 2 --ctx 4 --batch 2 --steps 5 --lr 1e30 --val-frac 0.5 --warmup 0 -o $R/lm_bad
+check "train-lm: the failed run leaves no output directory" "absent $R/lm_bad"
+
+# -- outputs that are not regular files (the rule of common/fileio.h); the real /dev/full and
+#    /dev/null are never touched: stand-ins are made with mknod in $W/r2 --
+E=(export --db good.db --hook $H)
+(cd "$W" && "$BIN" "${E[@]}" --npy $R/ref.npy > /dev/null 2>&1)
+mkdir -p "$W/$R/outdir" "$W/$R/real"; : > "$W/$R/real/t.npy"
+ln -s nowhere/missing.npy "$W/$R/dangle.npy"; ln -s outdir "$W/$R/ldir.npy"
+ln -s real/t.npy "$W/$R/l1.npy"; ln -s l1.npy "$W/$R/l2.npy"
+LAST=""
+bad "export: output is a directory" "outdir: is a directory; refusing" "${E[@]}" --npy $R/outdir
+bad "export: output is a dangling symlink" "dangle.npy: symlink to a missing file" "${E[@]}" --npy $R/dangle.npy
+check "export: the dangling link is still a link, its target not created" '[ -L "$W/$R/dangle.npy" ] && [ ! -e "$W/$R/nowhere" ]'
+bad "export: output is a symlink to a directory" "ldir.npy: is a directory \(through a symlink\)" "${E[@]}" --npy $R/ldir.npy
+(cd "$W" && "$BIN" "${E[@]}" --npy $R/l2.npy > /dev/null 2>&1)
+check "export through a symlink chain writes the final target" 'cmp -s "$W/$R/ref.npy" "$W/$R/real/t.npy"'
+check "  ... and both links are still links" '[ -L "$W/$R/l1.npy" ] && [ -L "$W/$R/l2.npy" ]'
+mkfifo "$W/$R/fifo"
+cat "$W/$R/fifo" > "$W/$R/from_fifo" & rd=$!
+(cd "$W" && "$BIN" "${E[@]}" --npy $R/fifo > /dev/null 2>&1); frc=$?
+wait $rd
+check "export to a FIFO writes through to its reader" '[ $frc -eq 0 ] && [ -p "$W/$R/fifo" ]'
+check "  ... the reader got the whole array" 'cmp -s "$W/$R/ref.npy" "$W/$R/from_fifo"'
+LAST=""
+if mknod "$W/$R/full" c 1 7 2> /dev/null && mknod "$W/$R/null" c 1 3 2> /dev/null; then
+    LAST=""
+    bad "export to a full device (stand-in 1,7): ENOSPC reported" "full: write failed: No space left on device" "${E[@]}" --npy $R/full
+    check "  ... the device node is still a character device" '[ -c "$W/$R/full" ]'
+    bad "export --tokens-npy to a full device (the activations file is not left alone)" "full: write failed: No space left on device" export --db ex.db --hook $H --npy $R/o2.npy --tokens-npy $R/full
+    bad "synth --truth to a full device" "full: write failed: No space left on device" synth --d 4 --features 8 --tokens 16 --out $R/null --truth $R/full
+    check "  ... /dev/null stand-in still a device after a write" '[ -c "$W/$R/null" ] && [ -c "$W/$R/full" ]'
+    ln -s full "$W/$R/lfull"; LAST=""
+    bad "export to a symlink to a full device" "lfull: write failed: No space left on device" "${E[@]}" --npy $R/lfull
+else
+    skip=$((skip + 1)); echo "SKIP full-device cases: mknod refused (not root)"
+fi
+
+# -- nothing half-written after a failure --
+LAST=""
+bad "sae-train over a trained SAE without --resume" "sae8 already holds a trained SAE \(sae_weights.safetensors\): --resume continues its run, --force overwrites it" "${T[@]}" --out sae8
+bad "sae-train --resume into a missing directory" "s_nores/checkpoint.bin: no checkpoint to --resume" "${T[@]}" --out $R/s_nores --resume
+check "  ... and creates no directory" "absent $R/s_nores"
+bad "sae-train: k above d-sae leaves no directory" "k 32 must be in 1..d_sae" "${T[@]}" --k 32 --out $R/s_k
+check "  ... none" "absent $R/s_k"
+bad "sae-train: output under a regular file" "acts.npy: exists and is not a directory|acts.npy/x" "${T[@]}" --out acts.npy
+mkdir -p "$W/$R/rep"; cp "$W/ex.db" "$W/$R/rep/ex.db"
+(cd "$W" && "$BIN" analyze --db $R/rep/ex.db --sae sae8 --no-model --all > /dev/null 2>&1)
+LAST=""
+bad "report: ground truth of the wrong shape (after the directory was made)" "ids16.npy: ground truth must be \[n_features >= 1, 8\], got shape \(16,\)" report --db $R/rep/ex.db --sae sae8 --ground-truth ids16.npy --out $R/rep/out
+check "  ... the report directory it created is gone" "absent $R/rep/out"
+bad "train-lm: no held-out documents (refused before creating -o)" "no held-out documents" train-lm --corpus small.txt --tokenizer tok --layers 1 --d-model 8 --heads 2 --ctx 4 --steps 2 -o $R/lm_noval
+check "  ... no directory" "absent $R/lm_noval"
+
+# -- messages that name the file and the real problem --
+npy_raw $R/be.npy "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 8), }"
+npy_raw $R/obj.npy "{'descr': '|O', 'fortran_order': False, 'shape': (1,), }" '\0\0\0\0\0\0\0\0'
+npy_raw $R/rec.npy "{'descr': [('a', '<f4'), ('b', '<f4')], 'fortran_order': False, 'shape': (1,), }" '\0\0\0\0\0\0\0\0'
+npy_raw $R/u1.npy "{'descr': '|u1', 'fortran_order': False, 'shape': (1,), }" '\0'
+npy_raw $R/empty.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 16), }"
+npy_raw $R/nocols.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 0), }"
+npy_raw $R/trail.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }" '\0\0\x80\x3f\0\0\0\x40XYZ'
+npy_raw $R/short.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }" '\0\0\x80\x3f'
+LAST=""
+bad "npy: big-endian dtype, quoted whole" "be.npy: unsupported .npy dtype '>f4' \(big-endian" sae-train --npy $R/be.npy --out $R/s_m
+bad "npy: object dtype" "obj.npy: unsupported .npy dtype '\|O' \(an object array" sae-train --npy $R/obj.npy --out $R/s_m
+bad "npy: structured dtype" "rec.npy: structured .npy dtype \(a record array" sae-train --npy $R/rec.npy --out $R/s_m
+bad "npy: uint8 dtype" "u1.npy: unsupported .npy dtype '\|u1' \(want <f4" import --npy $R/u1.npy --db $R/x.db --hook $H
+bad "npy: a [0, 16] array is empty, not 'got 2 dims' (sae-train)" "empty.npy: expected \[tokens, d_in\] with tokens and d_in >= 1, got shape \(0, 16\) \(an empty array\)" sae-train --npy $R/empty.npy --out $R/s_m
+bad "npy: a [0, 16] array (import)" "empty.npy: want a \[tokens, width\] array with at least one token .* got shape \(0, 16\)" import --npy $R/empty.npy --db $R/x.db --hook $H
+bad "npy: a [4, 0] array (sae-train)" "nocols.npy: .* got shape \(4, 0\) \(an empty array\)" sae-train --npy $R/nocols.npy --out $R/s_m
+bad "npy: 1-d array names its shape" "ids16.npy: expected \[tokens, d_in\], got 1 dims \(shape \(16,\)\)" sae-train --npy ids16.npy --out $R/s_m
+bad "npy: trailing bytes after the data" "trail.npy: 3 bytes after the .npy data \(shape \(1, 2\) needs 8 bytes\)" sae-train --npy $R/trail.npy --out $R/s_m
+bad "npy: trailing bytes (import)" "trail.npy: 3 bytes after the .npy data" import --npy $R/trail.npy --db $R/x.db --hook $H
+bad "npy: truncated data names the shape" "short.npy: truncated .npy data \(shape \(2, 2\) needs 4 elements" sae-train --npy $R/short.npy --out $R/s_m
+check "  ... none of the refusals above made an output directory" "absent $R/s_m"
+bad "extract: --ctx 0 is refused (its check says positive)" "--ctx must be >= 1, got 0" extract --model model --tokenizer tok --corpus small.txt --hook $H --db $R/c0.db --ctx 0
 
 # Every database still passes integrity_check and holds its rows (the known findings above that
 # write to a database are the exceptions: those databases are left out here).

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -336,11 +338,16 @@ static void test_atomic(void)
     snprintf(want, sizeof want, "%s.tmp.%ld", p, (long)getpid());
     CHECK(!strcmp(a.tmp, want) && access(want, F_OK) == 0, "%s", a.tmp);
     file_atomic_abort(&a);
-    /* a commit whose rename fails (target is a non-empty directory): ERR_IO, no temp left */
+    /* a directory is refused at open (it used to fail only at the rename): ERR_IO, no temp */
     CHECK(file_mkdir_p(tpath("isdir/sub")) == OK);
-    CHECK(file_atomic_open(&a, tpath("isdir")) == OK);
+    int rc = file_atomic_open(&a, tpath("isdir"));
+    CHECK(rc == ERR_IO && strstr(err_msg(), "isdir: is a directory") && !a.f &&
+              count_temps(tdir) == 0, "%d %s", rc, err_msg());
+    /* a commit whose rename fails (the directory appeared after open): ERR_IO, no temp left */
+    CHECK(file_atomic_open(&a, tpath("late")) == OK);
+    CHECK(file_mkdir_p(tpath("late/sub")) == OK);
     fputs("x", a.f);
-    int rc = file_atomic_commit(&a);
+    rc = file_atomic_commit(&a);
     CHECK(rc == ERR_IO && strstr(err_msg(), "write failed") && count_temps(tdir) == 0, "%d %s", rc,
           err_msg());
     /* open in a missing directory: ERR_IO naming the temp file */
@@ -369,6 +376,97 @@ static void test_atomic(void)
           access(tpath(junk[4]), F_OK) == 0, "unlisted names and finished files stay");
     unlink(tpath(junk[2]));
     file_remove_temps(tpath("nodir"), names, 2); /* a missing directory is ignored */
+}
+
+static int is_symlink(const char *p)
+{
+    struct stat sb;
+    return lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode);
+}
+
+/* The output rule of fileio.h: symlinks followed to a regular file, devices and FIFOs written
+ * through, dangling links and other types refused. The real /dev/full and /dev/null are never
+ * touched: a stand-in character device 1,7 (the full device) is made inside tdir. */
+static void test_atomic_special(void)
+{
+    size_t n;
+    char *got;
+    /* a symlink to a file: the target is replaced, the link stays a link */
+    CHECK(file_write_atomic(tpath("t1.txt"), "old", 3) == OK);
+    CHECK(symlink("t1.txt", tpath("l1")) == 0);
+    CHECK(file_write_atomic(tpath("l1"), "via link", 8) == OK, "%s", err_msg());
+    got = slurp(tpath("t1.txt"), &n);
+    CHECK(got && n == 8 && !memcmp(got, "via link", 8), "target written through the link");
+    CHECK(is_symlink(tpath("l1")) && count_temps(tdir) == 0, "the link is still a link");
+    /* a chain l3 -> l2 -> sub/t2 (relative links, the last into another directory): the temp
+     * file lives next to the final target, so the rename stays within one directory */
+    CHECK(file_mkdir_p(tpath("chain")) == OK);
+    CHECK(file_write_atomic(tpath("chain/t2"), "o", 1) == OK);
+    CHECK(symlink("chain/t2", tpath("l2")) == 0 && symlink("l2", tpath("l3")) == 0);
+    file_atomic a;
+    CHECK(file_atomic_open(&a, tpath("l3")) == OK, "%s", err_msg());
+    CHECK(a.f && strstr(a.tmp, "/chain/t2.tmp."), "temp beside the target: %s", a.tmp);
+    fputs("chained", a.f);
+    CHECK(file_atomic_commit(&a) == OK, "%s", err_msg());
+    got = slurp(tpath("chain/t2"), &n);
+    CHECK(got && n == 7 && !memcmp(got, "chained", 7) && is_symlink(tpath("l2")) &&
+              is_symlink(tpath("l3")), "the chain's file written, both links kept");
+    CHECK(file_copy_atomic(tpath("t1.txt"), tpath("l3")) == OK, "%s", err_msg());
+    got = slurp(tpath("chain/t2"), &n);
+    CHECK(got && n == 8 && is_symlink(tpath("l3")), "copies follow the chain too");
+    /* a dangling link is refused, nothing created at its target */
+    CHECK(symlink("nowhere/missing", tpath("dangle")) == 0);
+    int rc = file_write_atomic(tpath("dangle"), "x", 1);
+    CHECK(rc == ERR_IO && strstr(err_msg(), "dangle: symlink to a missing file"), "%s",
+          err_msg());
+    CHECK(is_symlink(tpath("dangle")) && count_temps(tdir) == 0);
+    /* a link to a directory is refused as a directory */
+    CHECK(symlink("isdir", tpath("ldir")) == 0);
+    rc = file_write_atomic(tpath("ldir"), "x", 1);
+    CHECK(rc == ERR_IO && strstr(err_msg(), "is a directory (through a symlink)"), "%s",
+          err_msg());
+    /* a FIFO: written through to a reader (a child), not replaced by a regular file */
+    CHECK(mkfifo(tpath("fifo"), 0600) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(tpath("fifo"), O_RDONLY);
+        char b[64];
+        ssize_t k = fd >= 0 ? read(fd, b, sizeof b) : -1;
+        _exit(k == 9 && !memcmp(b, "to a fifo", 9) ? 0 : 1);
+    }
+    CHECK(pid > 0 && file_write_atomic(tpath("fifo"), "to a fifo", 9) == OK, "%s", err_msg());
+    int st = -1;
+    if (pid > 0) waitpid(pid, &st, 0);
+    struct stat sb;
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the reader got the bytes");
+    CHECK(lstat(tpath("fifo"), &sb) == 0 && S_ISFIFO(sb.st_mode) && count_temps(tdir) == 0,
+          "the FIFO is still a FIFO");
+    /* a full device (stand-in char device 1,7 made here; needs root): ENOSPC is an error, and
+     * the device node stays a device; a symlink to it is written through as well */
+    if (mknod(tpath("full"), S_IFCHR | 0600, makedev(1, 7)) != 0) {
+        SKIP("mknod of a stand-in full device refused (not root?)");
+    } else {
+        char big[100000];
+        memset(big, 'x', sizeof big);
+        rc = file_write_atomic(tpath("full"), big, sizeof big);
+        CHECK(rc == ERR_IO && strstr(err_msg(), "No space left on device"), "%d %s", rc,
+              err_msg());
+        CHECK(file_atomic_open(&a, tpath("full")) == OK && a.direct, "%s", err_msg());
+        fputs("small", a.f); /* buffered: the error shows at commit */
+        rc = file_atomic_commit(&a);
+        CHECK(rc == ERR_IO && strstr(err_msg(), "full: write failed: No space left"), "%s",
+              err_msg());
+        CHECK(symlink("full", tpath("lfull")) == 0);
+        CHECK(file_write_atomic(tpath("lfull"), "x", 1) == ERR_IO);
+        CHECK(file_copy_atomic(tpath("t1.txt"), tpath("full")) == ERR_IO);
+        CHECK(lstat(tpath("full"), &sb) == 0 && S_ISCHR(sb.st_mode) && count_temps(tdir) == 0,
+              "the device node is still a device");
+        /* the stand-in /dev/null (1,3) takes anything */
+        CHECK(mknod(tpath("null"), S_IFCHR | 0600, makedev(1, 3)) == 0);
+        CHECK(file_write_atomic(tpath("null"), big, sizeof big) == OK, "%s", err_msg());
+        CHECK(lstat(tpath("null"), &sb) == 0 && S_ISCHR(sb.st_mode));
+    }
 }
 
 /* Each replaced copy's values, computed with the old code (store_seq_is_val's split hash,
@@ -655,6 +753,7 @@ int main(void)
     test_paths();
     test_mkdir_p();
     test_atomic();
+    test_atomic_special();
     test_hash();
     test_select();
     test_buf();

@@ -13,6 +13,7 @@
 #include "common/mem.h"
 #include "harness.h"
 #include "model/gpt2.h"
+#include "model/ops.h"
 #include "model/safetensors.h"
 
 /* max |got - want| <= tol * max|want| over finite entries; non-finite entries must match exactly */
@@ -442,6 +443,24 @@ static void test_direct_proj(void)
     gpt2_free(g);
 }
 
+/* The kernels on NaN/Inf inputs (issue 20): no undefined behaviour (exp_s converted
+ * nearbyintf(NaN) to int32; the ASan/UBSan build aborts on that), NaN propagates, the widths
+ * below 8 take the scalar path. */
+static void test_nan_kernels(void)
+{
+    float pre[3] = {NAN, INFINITY, -INFINITY}, post[3];
+    op_bias_gelu_forward(post, pre, NULL, 1, 3, OP_GELU_TANH);
+    CHECK(isnan(post[0]) && post[1] == INFINITY, "%g %g", post[0], post[1]); /* -inf: 0 * -inf */
+    float pre2[3] = {NAN, 1.0f, -1.0f};
+    op_bias_gelu_forward(post, pre2, NULL, 1, 3, OP_GELU_ERF);
+    CHECK(isnan(post[0]) && isfinite(post[1]), "%g %g", post[0], post[1]);
+    float logits[3] = {0.5f, NAN, 1.0f}, loss = 0;
+    int target = 0;
+    long count = 0;
+    double sum = op_crossentropy(logits, &loss, &target, 1, 3, 0.0f, &count);
+    CHECK(isnan(sum) && isnan(loss) && count == 1, "loss %g", loss);
+}
+
 int main(void)
 {
     test_direct_proj();
@@ -450,6 +469,7 @@ int main(void)
     test_fixture("tests/data/gpt2_tiny_f16");
     test_hooks();
     test_load_errors();
+    test_nan_kernels();
     test_finite_differences("tests/data/gpt2_tiny_bf16");
     test_finite_differences("tests/data/gpt2_tiny_f16");
     return harness_report("test_gpt2");

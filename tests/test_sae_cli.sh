@@ -76,7 +76,7 @@ ok "sae-eval: another width names the shape" '[ $rc -eq 1 ] && grep -q "w16.npy:
 
 # the sparse kernels' thread split must not change any bit
 targs="--npy $T/acts.npy --d-sae 128 --k 16 --tokens 20480 --batch 4096 --val-frac 0"
-SAELITE_THREADS=1 $BIN sae-train $targs --out $T/th1 >/dev/null 2>&1
+SAELITE_THREADS=1 $BIN sae-train $targs --out $T/th1 --force >/dev/null 2>&1
 SAELITE_THREADS=3 $BIN sae-train $targs --out $T/th3 >/dev/null 2>&1
 ok "thread count does not change results" '[ -s $T/th1/sae_weights.safetensors ] && cmp -s $T/th1/sae_weights.safetensors $T/th3/sae_weights.safetensors'
 

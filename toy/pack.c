@@ -102,7 +102,7 @@ int pack_measure(const float *V, int count, int dim, pack_stats *st, int64_t *hi
                 sum2 += c * c;
                 if (c < cmin) cmin = c;
                 if (c > cmax) cmax = c;
-                if (hist) {
+                if (hist && c == c) { /* a NaN cosine has no bin (and (int)NaN is UB) */
                     int b = (int)(acos(c) * (180.0 / M_PI) / 180.0 * nbins);
                     hist[b < 0 ? 0 : b >= nbins ? nbins - 1 : b]++;
                 }
