@@ -11,6 +11,7 @@
 #include "common/half.h"
 #include "common/hash.h"
 #include "common/mem.h"
+#include "store/sqlfuncs.h"
 #include "store/store_internal.h"
 
 #include "schema_sql.h"
@@ -205,6 +206,78 @@ static int create_schema(store *s)
     return rc;
 }
 
+/* ---- the schema a database really has ----------------------------------------------------- */
+/* A database is input: another program (or damage) may have dropped a table, replaced it by a
+ * view, changed its columns or added triggers that run on our writes. Every open compares the
+ * core tables, and store_schema_part the part's tables, with a reference made from the same SQL
+ * in memory: each table must be a real table with each reference column and its declared type
+ * (extra columns are allowed). ERR_FORMAT names the file and the first difference. */
+static int verify_tables(store *s, const char *ref_sql, const char *part)
+{
+    sqlite3 *ref = NULL;
+    sqlite3_stmt *st = NULL;
+    char why[256] = "", what[96] = "";
+    if (part) snprintf(what, sizeof what, "'%s' tables", part);
+    else snprintf(what, sizeof what, "core tables");
+    int rc = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(ref, ref_sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(ref, "SELECT m.name, p.name, p.type FROM sqlite_schema m, "
+                                     "pragma_table_info(m.name) p WHERE m.type = 'table' "
+                                     "ORDER BY m.rowid, p.cid", -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        int ret = (rc & 0xff) == SQLITE_NOMEM || !ref
+                      ? err_set(ERR_NOMEM, "%s: out of memory", s->path)
+                      : err_set(ERR_SQL, "%s: checking the schema: %s", s->path, sqlite3_errmsg(ref));
+        sqlite3_close(ref);
+        return ret;
+    }
+    char table[128];
+    const char *cols[3] = {NULL, NULL, NULL};
+    int bad = 0, r;
+    while (!bad && (r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        cols[0] = (const char *)sqlite3_column_text(st, 1);
+        cols[1] = (const char *)sqlite3_column_text(st, 2);
+        if (!t || !cols[0] || !cols[1]) {
+            r = SQLITE_NOMEM;
+            break;
+        }
+        snprintf(table, sizeof table, "%s", t);
+        int c = store_sqlfuncs_table_check(s->db, table, cols, why, sizeof why);
+        if (c == 1) snprintf(why, sizeof why, "no table '%s'", table);
+        if (c == -2) {
+            sqlite3_finalize(st);
+            sqlite3_close(ref);
+            return store_sql_error(s, sqlite3_extended_errcode(s->db), "checking the schema");
+        }
+        bad = c != 0;
+    }
+    int ret = OK;
+    if (bad)
+        ret = err_set(ERR_FORMAT, "%s: the %s do not match saelite's schema: %s (damaged, or changed "
+                      "by another program?)", s->path, what, why);
+    else if (r != SQLITE_DONE)
+        ret = (r & 0xff) == SQLITE_NOMEM ? err_set(ERR_NOMEM, "%s: out of memory", s->path)
+                                         : err_set(ERR_SQL, "%s: checking the schema: %s", s->path,
+                                                   sqlite3_errmsg(ref));
+    sqlite3_finalize(st);
+    sqlite3_close(ref);
+    if (ret || part) return ret;
+    /* saelite makes no triggers; one would run its SQL inside our writes */
+    if ((rc = store_prepare(s, "SELECT name, tbl_name FROM main.sqlite_schema WHERE type = 'trigger' "
+                               "LIMIT 1", &st)))
+        return rc;
+    r = sqlite3_step(st);
+    if (r == SQLITE_ROW)
+        ret = err_set(ERR_FORMAT, "%s: has a trigger '%s' on '%s', which saelite never creates "
+                      "(changed by another program?)", s->path, sqlite3_column_text(st, 0),
+                      sqlite3_column_text(st, 1));
+    else if (r != SQLITE_DONE) ret = store_sql_error(s, r, "reading the schema");
+    sqlite3_finalize(st);
+    return ret;
+}
+
 /* Older schema versions would be upgraded here, one step per version, inside one transaction. */
 static int migrate(store *s, int64_t from)
 {
@@ -240,7 +313,7 @@ static int check_schema(store *s, int flags)
                            s->path, (long long)ver);
         return migrate(s, ver);
     }
-    return OK;
+    return verify_tables(s, schema_sql, NULL);
 }
 
 int store_open(store **out, const char *path, int flags)
@@ -275,6 +348,10 @@ int store_open(store **out, const char *path, int flags)
     }
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, 10000);
+    /* the file's schema is input: views and triggers may call innocuous functions only, and
+     * defensive mode refuses schema tampering through our connection */
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)0);
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
     rc = check_schema(s, flags);
     if (!rc && !s->readonly) {
         /* WAL: readers never block a writer (e.g. sae-train reads activations on one handle and
@@ -1070,15 +1147,16 @@ int store_context_get(store *s, int64_t seq_id, int pos, int before, int after,
     int T = sqlite3_column_int(st, 0);
     const int *ids = sqlite3_column_blob(st, 1);
     int nb = sqlite3_column_bytes(st, 1);
-    if (pos < 0 || pos >= T || before < 0 || after < 0 || nb != T * 4 || !ids) {
+    int blob_ok = T > 0 && ids && (int64_t)nb == (int64_t)T * 4; /* T comes from the file */
+    if (pos < 0 || pos >= T || before < 0 || after < 0 || !blob_ok) {
         sqlite3_finalize(st);
-        if (nb != T * 4 || !ids)
+        if (!blob_ok)
             return err_set(ERR_FORMAT, "%s: sequence %lld: bad token blob", s->path, (long long)seq_id);
         return err_set(ERR_ARG, "%s: position %d outside sequence %lld of %d tokens", s->path,
                        pos, (long long)seq_id, T);
     }
-    int lo = pos - before < 0 ? 0 : pos - before;
-    int hi = pos + after >= T ? T - 1 : pos + after;
+    int lo = before >= pos ? 0 : pos - before; /* no int overflow for any before, after >= 0 */
+    int hi = after >= T - 1 - pos ? T - 1 : pos + after;
     out->n = hi - lo + 1;
     out->center = pos - lo;
     out->document_id = sqlite3_column_int64(st, 2);
@@ -1171,7 +1249,8 @@ int store_schema_part(store *s, const char *part, int version, const char *sql)
     if (have > version)
         return err_set(ERR_VERSION, "%s: the '%s' tables were written by a newer saelite (version "
                        "%lld; this one knows %d)", s->path, part, (long long)have, version);
-    if (s->readonly || have == version) return OK;
+    if (have == version) return verify_tables(s, sql, part);
+    if (s->readonly) return OK; /* absent (readers see no tables) or older (readers cope) */
     int own_tx = sqlite3_get_autocommit(s->db);
     if (own_tx && (rc = store_exec(s, "BEGIN IMMEDIATE"))) return rc;
     rc = store_exec(s, sql);
@@ -1188,7 +1267,8 @@ int store_schema_part(store *s, const char *part, int version, const char *sql)
         if (rc) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     }
     if (rc) err_wrap(rc, "creating the '%s' tables", part);
-    return rc;
+    /* CREATE TABLE IF NOT EXISTS keeps whatever has the name: check it is ours */
+    return rc ? rc : verify_tables(s, sql, part);
 }
 
 int store_summary_get(store *s, store_summary *o)
