@@ -366,6 +366,9 @@ int store_open(store **out, const char *path, int flags)
     /* foreign_keys stays off: the REFERENCES clauses document the schema, this module keeps them,
      * and enforcing them costs a lookup and a statement journal per inserted row. */
     if (!rc) rc = store_exec(s, "PRAGMA cache_size = -4096; PRAGMA temp_store = MEMORY");
+    /* the extension parts recorded in the file, so every command checks what it may read */
+    if (!rc) rc = store_sae_verify(s);
+    if (!rc) rc = store_ana_verify(s);
     if (rc) {
         store_close(s);
         return rc;
@@ -1249,8 +1252,7 @@ int store_schema_part(store *s, const char *part, int version, const char *sql)
     if (have > version)
         return err_set(ERR_VERSION, "%s: the '%s' tables were written by a newer saelite (version "
                        "%lld; this one knows %d)", s->path, part, (long long)have, version);
-    if (have == version) return verify_tables(s, sql, part);
-    if (s->readonly) return OK; /* absent (readers see no tables) or older (readers cope) */
+    if (s->readonly || have == version) return OK; /* store_open verified a recorded part */
     int own_tx = sqlite3_get_autocommit(s->db);
     if (own_tx && (rc = store_exec(s, "BEGIN IMMEDIATE"))) return rc;
     rc = store_exec(s, sql);
@@ -1262,13 +1264,30 @@ int store_schema_part(store *s, const char *part, int version, const char *sql)
         rc = step_done(s, st, "recording a schema part");
         sqlite3_finalize(st);
     }
+    /* CREATE TABLE IF NOT EXISTS keeps whatever has the name: check it is ours before commit */
+    int vrc = rc ? OK : verify_tables(s, sql, part);
+    if (vrc) rc = vrc;
     if (own_tx) {
         if (!rc) rc = store_exec(s, "COMMIT");
         if (rc) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     }
-    if (rc) err_wrap(rc, "creating the '%s' tables", part);
-    /* CREATE TABLE IF NOT EXISTS keeps whatever has the name: check it is ours */
-    return rc ? rc : verify_tables(s, sql, part);
+    if (rc && !vrc) err_wrap(rc, "creating the '%s' tables", part);
+    return rc;
+}
+
+int store_schema_part_verify(store *s, const char *part, int version, const char *sql)
+{
+    int64_t have = -1;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT version FROM schema_parts WHERE name = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, part, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) have = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading schema_parts");
+    /* absent: readers find no tables; older or newer: the part's own open upgrades or refuses */
+    return have == version ? verify_tables(s, sql, part) : OK;
 }
 
 int store_summary_get(store *s, store_summary *o)
