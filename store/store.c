@@ -689,18 +689,27 @@ int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char
 }
 
 /* ---- hooks -------------------------------------------------------------------------------- */
-static void hook_row(sqlite3_stmt *st, store_hook *h)
+/* A hooks row; ERR_FORMAT when its sizes are outside what saelite writes (the file is input:
+ * callers size buffers from width and seq_len). */
+#define STORE_MAX_DIM (1 << 24)
+static int hook_row(store *s, sqlite3_stmt *st, store_hook *h)
 {
     memset(h, 0, sizeof *h);
     h->id = sqlite3_column_int64(st, 0);
     h->model_id = sqlite3_column_int64(st, 1);
     copy_text(h->name, sizeof h->name, sqlite3_column_text(st, 2));
     h->layer = sqlite3_column_int(st, 3);
-    h->width = sqlite3_column_int(st, 4);
     const char *dt = (const char *)sqlite3_column_text(st, 5);
-    h->dtype = STORE_F32;
-    if (dt) store_dtype_parse(dt, &h->dtype);
-    h->seq_len = sqlite3_column_int(st, 6);
+    int64_t width = sqlite3_column_int64(st, 4), seq_len = sqlite3_column_int64(st, 6);
+    if (width < 1 || width > STORE_MAX_DIM || seq_len < 1 || seq_len > STORE_MAX_DIM || !dt ||
+        store_dtype_parse(dt, &h->dtype))
+        return err_set(ERR_FORMAT, "%s: hook %lld ('%s') has width %lld, seq_len %lld, dtype '%s' "
+                       "(want 1..%d, 1..%d, f32|f16|bf16: damaged?)", s->path, (long long)h->id,
+                       h->name, (long long)width, (long long)seq_len, dt ? dt : "", STORE_MAX_DIM,
+                       STORE_MAX_DIM);
+    h->width = (int)width;
+    h->seq_len = (int)seq_len;
+    return OK;
 }
 
 static int hook_counts(store *s, store_hook *h)
@@ -733,8 +742,9 @@ static int hook_get(store *s, int64_t hook_id, store_hook **out)
     sqlite3_bind_int64(st, 1, hook_id);
     int r = sqlite3_step(st);
     store_hook h;
-    if (r == SQLITE_ROW) hook_row(st, &h);
+    int hr = r == SQLITE_ROW ? hook_row(s, st, &h) : OK;
     sqlite3_reset(st);
+    if (hr) return hr;
     if (r == SQLITE_DONE) return err_set(ERR_NOTFOUND, "%s: no hook with id %lld", s->path, (long long)hook_id);
     if (r != SQLITE_ROW) return store_sql_error(s, r, "reading hooks");
     if (s->n_hooks == HOOK_CACHE) s->n_hooks = 0;
@@ -755,8 +765,9 @@ int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int 
     sqlite3_bind_int64(st, 1, model_id);
     sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
     int r = sqlite3_step(st);
-    if (r == SQLITE_ROW) hook_row(st, out);
+    int hr = r == SQLITE_ROW ? hook_row(s, st, out) : OK;
     sqlite3_finalize(st);
+    if (hr) return hr;
     if (r == SQLITE_ROW) {
         if (out->width != width)
             return err_set(ERR_SHAPE, "%s: hook %s is stored with width %d, not %d (a different "
@@ -811,8 +822,8 @@ int store_hook_list(store *s, store_hook **hooks, size_t *n)
     }
     size_t k = 0;
     int r;
-    while ((r = sqlite3_step(st)) == SQLITE_ROW && k < (size_t)cnt) hook_row(st, &h[k++]);
-    if (r != SQLITE_DONE && r != SQLITE_ROW) rc = store_sql_error(s, r, "reading hooks");
+    while (!rc && (r = sqlite3_step(st)) == SQLITE_ROW && k < (size_t)cnt) rc = hook_row(s, st, &h[k++]);
+    if (!rc && r != SQLITE_DONE && r != SQLITE_ROW) rc = store_sql_error(s, r, "reading hooks");
     sqlite3_finalize(st);
     for (size_t i = 0; !rc && i < k; i++) rc = hook_counts(s, &h[i]);
     if (rc) {

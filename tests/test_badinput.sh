@@ -145,6 +145,8 @@ hostile h_vtab.db "DROP TABLE tokens; CREATE VIRTUAL TABLE tokens USING fts5(seq
 hostile h_trig.db "CREATE TRIGGER t_ctx AFTER INSERT ON tokens BEGIN SELECT context(1, 1); END"
 hostile h_trig2.db "CREATE TRIGGER t_del AFTER INSERT ON activations BEGIN DELETE FROM documents; END"
 hostile h_hooks.db "DROP TABLE hooks; CREATE VIEW hooks AS SELECT 1 AS id"
+hostile h_width.db "UPDATE hooks SET width = -3"
+hostile h_ntok.db "UPDATE activations SET n_tokens = 9223372036854775807"
 hostile h_loop.db "CREATE VIEW forever AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
 hostile h_ana.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_parts VALUES ('analysis', 2);
   DROP TABLE ana_vocab; CREATE VIEW ana_vocab(token, text) AS SELECT 1, tok_text(1)"
@@ -322,6 +324,10 @@ bad "info: saelite's id on another program's tables" "h_fake.db: the core tables
 bad "info: a damaged table page" "h_page.db: .*malformed" info h_page.db
 bad "info: a damaged schema page" "h_head.db: not a database" info h_head.db
 bad "info: a directory" "adir: not a regular file" info adir
+bad "info: a hook of negative width" "h_width.db: hook 1 .* has width -3" info h_width.db
+bad "export: a hook of negative width" "h_width.db: hook 1 .* has width -3" export --db h_width.db --hook $H --npy o.npy
+bad "info: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" info h_ntok.db
+bad "export: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" export --db h_ntok.db --hook $H --npy o.npy
 bad "export: tokens table dropped" "h_drop.db: the core tables" export --db h_drop.db --hook $H --npy o.npy
 bad "export: a damaged table page" "h_page.db: .*malformed" export --db h_page.db --hook $H --npy o.npy
 bad "analyze: tokens is a view" "h_view.db: the core tables" analyze --db h_view.db --neurons --hook $H --no-model
