@@ -8,9 +8,9 @@
 
 CLI_COMMAND(info, "Summarize a database (models, hooks, tokens, sizes)", "saelite info --db FILE")
 
-static const char *mb(char *buf, int64_t bytes)
+static const char *mb(char *buf, double bytes)
 {
-    snprintf(buf, 32, "%.1f MB", (double)bytes / 1e6);
+    snprintf(buf, 32, "%.1f MB", bytes / 1e6);
     return buf;
 }
 
@@ -42,14 +42,15 @@ int cmd_info(int argc, char **argv)
     if (!rc) {
         char b1[32], b2[32];
         printf("%s: saelite store, schema version %d, %s on disk (%s of activations)\n", db,
-               sm.version, mb(b1, sm.file_bytes), mb(b2, sm.act_bytes));
+               sm.version, mb(b1, (double)sm.file_bytes), mb(b2, (double)sm.act_bytes));
         printf("documents %lld, sequences %lld, tokens %lld\n", (long long)sm.n_documents,
                (long long)sm.n_sequences, (long long)sm.n_tokens);
         for (size_t i = 0; i < nm; i++)
             printf("model %lld: %s (%s)%s%s\n", (long long)ms[i].id, ms[i].name, ms[i].path,
                    ms[i].checksum[0] ? ", checksum " : "", ms[i].checksum);
         for (size_t i = 0; i < nh; i++) {
-            int64_t bytes = hs[i].n_tokens * hs[i].width * store_dtype_size(hs[i].dtype);
+            /* in double: n_tokens is a sum over rows of the file (no int64 overflow) */
+            double bytes = (double)hs[i].n_tokens * hs[i].width * store_dtype_size(hs[i].dtype);
             printf("hook %lld: %s (model %lld), width %d, %s, seq_len %d: %lld sequences, %lld "
                    "tokens, %s\n", (long long)hs[i].id, hs[i].name, (long long)hs[i].model_id,
                    hs[i].width, store_dtype_name(hs[i].dtype), hs[i].seq_len,

@@ -10,7 +10,7 @@
 #include "store/sqlfuncs.h"
 
 CLI_COMMAND(query, "Run read-only SQL on a database (table, CSV or JSON output)",
-            "saelite query --db FILE [--csv | --json] [--max-width N] \"SQL\"")
+            "saelite query --db FILE [--csv | --json] [--max-width N] [--timeout S] [--max-rows N] \"SQL\"")
 
 enum { OUT_TABLE, OUT_CSV, OUT_JSON };
 
@@ -128,6 +128,15 @@ static int json_number_ok(const char *v)
     return v && strpbrk(v, "0123456789") && !strpbrk(v, "IiNn");
 }
 
+static int out_error(void)
+{
+    return err_set(ERR_IO, "cannot write the output");
+}
+
+static int nomem(void) { return err_set(ERR_NOMEM, "out of memory (buffering the table: try --csv)"); }
+
+/* Prints one header (vals NULL) or row; OK, or ERR_IO (stdout failed) / ERR_NOMEM with the
+ * message set, which stops the query (store_ro_query_limited returns it). */
 static int on_row(void *user, int stmt, int nc, const char *const *names, const char *const *vals,
                   const int *types)
 {
@@ -139,7 +148,7 @@ static int on_row(void *user, int stmt, int nc, const char *const *names, const 
             csv_field(vals ? vals[c] : names[c]);
         }
         putchar('\n');
-        return ferror(stdout) ? 1 : 0;
+        return ferror(stdout) ? out_error() : OK;
     }
     if (q->mode == OUT_JSON) {
         if (!vals) {
@@ -152,15 +161,15 @@ static int on_row(void *user, int stmt, int nc, const char *const *names, const 
         printf(q->json_rows++ ? ",\n  {" : "\n  {");
         for (int c = 0; c < nc; c++) {
             if (c) printf(", ");
-            if (json_string(names[c])) return 1;
+            if (json_string(names[c])) return ERR_NOMEM;
             printf(": ");
             if (types[c] == STORE_Q_NULL) printf("null");
             else if (types[c] == STORE_Q_INT || types[c] == STORE_Q_FLOAT)
                 fputs(json_number_ok(vals[c]) ? vals[c] : "null", stdout);
-            else if (json_string(vals[c])) return 1;
+            else if (json_string(vals[c])) return ERR_NOMEM;
         }
         putchar('}');
-        return ferror(stdout) ? 1 : 0;
+        return ferror(stdout) ? out_error() : OK;
     }
     /* table */
     if (!vals) {
@@ -170,16 +179,16 @@ static int on_row(void *user, int stmt, int nc, const char *const *names, const 
         q->cap = 64;
         q->cells = mem_calloc(q->cap * (size_t)(nc ? nc : 1), sizeof *q->cells);
         q->right = mem_calloc((size_t)nc + 1, sizeof *q->right);
-        if (!q->cells || !q->right) return 1;
+        if (!q->cells || !q->right) return nomem();
         for (int c = 0; c < nc; c++) q->right[c] = 1;
         for (int c = 0; c < nc; c++)
-            if (!(q->cells[c] = table_cell(names[c], 0))) return 1;
-        return 0;
+            if (!(q->cells[c] = table_cell(names[c], 0))) return nomem();
+        return ferror(stdout) ? out_error() : OK;
     }
     if (q->nrows + 2 > q->cap) {
         size_t ncap = q->cap * 2;
         char **nc2 = mem_realloc(q->cells, ncap * (size_t)nc * sizeof *nc2);
-        if (!nc2) return 1;
+        if (!nc2) return nomem();
         q->cells = nc2;
         q->cap = ncap;
     }
@@ -188,20 +197,25 @@ static int on_row(void *user, int stmt, int nc, const char *const *names, const 
         /* a column is right-aligned when every non-NULL value in it is a number */
         if (types[c] != STORE_Q_INT && types[c] != STORE_Q_FLOAT && types[c] != STORE_Q_NULL)
             q->right[c] = 0;
-        if (!(q->cells[q->nrows * nc + c] = table_cell(vals[c], q->max_width))) return 1;
+        if (!(q->cells[q->nrows * nc + c] = table_cell(vals[c], q->max_width))) return nomem();
     }
-    return 0;
+    return OK;
 }
 
 int cmd_query(int argc, char **argv)
 {
     const char *db = NULL, *pos[1];
     int csv = 0, json = 0, npos = 0, max_width = 60;
+    double timeout = 60;
+    int64_t max_rows = 0;
     arg_spec spec[] = {
         {"--db", ARG_STR, &db, "database file (opened read-only)", ARG_REQUIRED},
         {"--csv", ARG_FLAG, &csv, "print CSV (RFC 4180; NULL is an empty field)"},
         {"--json", ARG_FLAG, &json, "print a JSON array of row objects per statement"},
         {"--max-width", ARG_INT, &max_width, "cut table cells to N characters (0: never)", ARG_MIN(0)},
+        {"--timeout", ARG_FLOAT, &timeout, "stop the query after S seconds (0: no limit)", ARG_MIN(0)},
+        {"--max-rows", ARG_I64, &max_rows, "stop when a query yields more than N rows (0: no limit)",
+         ARG_MIN(0)},
         {NULL, 0, NULL, NULL},
     };
     int rc = args_parse("query", argc, argv, spec, pos, 1, &npos);
@@ -209,9 +223,11 @@ int cmd_query(int argc, char **argv)
     if (npos != 1) return cli_usage_error("query", "give the SQL as one argument");
     if (csv && json) return cli_usage_error("query", "--csv and --json exclude each other");
     qout q = {.mode = csv ? OUT_CSV : json ? OUT_JSON : OUT_TABLE, .max_width = max_width};
-    rc = store_ro_query(db, pos[0], on_row, &q);
+    store_query_limits lim = {.timeout_s = timeout, .max_rows = max_rows};
+    rc = store_ro_query_limited(db, pos[0], &lim, on_row, &q);
     if (q.mode == OUT_TABLE) {
-        if (rc == OK) table_flush(&q);
+        /* a limit keeps the complete rows before it (as CSV and JSON have printed them) */
+        if (rc == OK || lim.hit) table_flush(&q);
         else { /* drop the partial statement's rows */
             for (size_t i = 0; q.cells && i < (q.nrows + 1) * (size_t)q.ncols; i++) mem_free(q.cells[i]);
             mem_free(q.cells);

@@ -162,6 +162,11 @@ static int run_open(run *r, const sae_run_opts *o)
     int rc2 = path_join(r->ckpt, sizeof r->ckpt, o->out, "checkpoint.bin");
     if (!rc2) rc2 = path_join(r->logp, sizeof r->logp, o->out, "training_log.csv");
     if (!rc2) rc2 = path_join(r->logbin, sizeof r->logbin, o->out, "checkpoint_log.bin");
+    /* a run killed inside an atomic write leaves its NAME.tmp.PID; the renamed files are intact */
+    static const char *const outputs[] = {"checkpoint.bin", "checkpoint_log.bin", "training_log.csv",
+                                          "cfg.json", "sae_weights.safetensors",
+                                          "sparsity.safetensors"};
+    if (!rc2) file_remove_temps(o->out, outputs, sizeof outputs / sizeof *outputs);
     return rc2;
 }
 

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #ifdef SAELITE_SQLITE_EXT
 #include <sqlite3ext.h>
@@ -22,17 +24,93 @@ SQLITE_EXTENSION_INIT1
 #include "store/sqlfuncs.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
-static int table_exists(sqlite3 *db, const char *name)
+/* Thread-local nesting depth of the table-reading functions. Their own statements call no
+ * functions, so a nested call can only come from the database's schema (a view or trigger named
+ * like our tables); SQLITE_DIRECTONLY already refuses those, this is the second line. */
+static _Thread_local int fn_depth;
+
+const char *const store_sqlfuncs_tokens_cols[] = {"sequence_id", "INTEGER", "position", "INTEGER",
+                                                 "token_id", "INTEGER", "text", "TEXT", NULL};
+const char *const store_sqlfuncs_vocab_cols[] = {"token", "INTEGER", "text", "BLOB", NULL};
+
+int store_sqlfuncs_table_check(sqlite3 *db, const char *table, const char *const *cols, char *why,
+                               int cap)
 {
     sqlite3_stmt *st;
-    int yes = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?", -1,
-                           &st, NULL) != SQLITE_OK)
-        return 0;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    yes = sqlite3_step(st) == SQLITE_ROW;
+    int rc = sqlite3_prepare_v2(db, "SELECT type, sql LIKE 'CREATE VIRTUAL%' FROM main.sqlite_schema "
+                                    "WHERE name = ?1 COLLATE NOCASE AND type IN ('table', 'view')",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        snprintf(why, (size_t)cap, "cannot read the schema: %s", sqlite3_errmsg(db));
+        return -2;
+    }
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    int found = rc == SQLITE_ROW, ret = 0;
+    const char *type = found ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    if (!found && rc != SQLITE_DONE) {
+        snprintf(why, (size_t)cap, "cannot read the schema: %s", sqlite3_errmsg(db));
+        ret = -2;
+    } else if (!found) ret = 1;
+    else if (!type) {
+        snprintf(why, (size_t)cap, "out of memory");
+        ret = -2;
+    } else if (strcmp(type, "table")) {
+        snprintf(why, (size_t)cap, "'%s' is a %s, not a table", table, type);
+        ret = -1;
+    } else if (sqlite3_column_int(st, 1)) {
+        snprintf(why, (size_t)cap, "'%s' is a virtual table", table);
+        ret = -1;
+    }
     sqlite3_finalize(st);
-    return yes;
+    for (int i = 0; ret == 0 && cols[i]; i += 2) {
+        const char *decl = NULL;
+        rc = sqlite3_table_column_metadata(db, "main", table, cols[i], &decl, NULL, NULL, NULL, NULL);
+        if (rc == SQLITE_ERROR) {
+            snprintf(why, (size_t)cap, "table '%s' has no column '%s'", table, cols[i]);
+            ret = -1;
+        } else if (rc != SQLITE_OK) {
+            snprintf(why, (size_t)cap, "cannot read the schema: %s", sqlite3_errmsg(db));
+            ret = -2;
+        } else if (sqlite3_stricmp(decl ? decl : "", cols[i + 1])) {
+            snprintf(why, (size_t)cap, "column %s.%s is declared '%s', not '%s'", table, cols[i],
+                     decl ? decl : "", cols[i + 1]);
+            ret = -1;
+        }
+    }
+    return ret;
+}
+
+/* For the table-reading functions: 1 when main.<table> is ours, 0 when absent, -1 with the
+ * result set to an error when it is something else. */
+static int our_table(sqlite3_context *ctx, const char *fn, const char *table, const char *const *cols)
+{
+    char why[200], msg[300];
+    int r = store_sqlfuncs_table_check(sqlite3_context_db_handle(ctx), table, cols, why, sizeof why);
+    if (r == -2 && (sqlite3_errcode(sqlite3_context_db_handle(ctx)) & 0xff) == SQLITE_NOMEM) {
+        sqlite3_result_error_nomem(ctx);
+        return -1;
+    }
+    if (r < 0) {
+        snprintf(msg, sizeof msg, "%s(): %s %s table: %s", fn, r == -1 ? "not saelite's" : "reading the",
+                 table, why);
+        sqlite3_result_error(ctx, msg, -1);
+        return -1;
+    }
+    return r == 0;
+}
+
+static int enter(sqlite3_context *ctx, const char *fn)
+{
+    if (fn_depth > 0) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s(): called from inside a saelite function (a view or "
+                                  "trigger in the database?)", fn);
+        sqlite3_result_error(ctx, msg, -1);
+        return 0;
+    }
+    fn_depth++;
+    return 1;
 }
 
 /* Runs a one-row lookup and hands column 0 to the result (NULL when no row). */
@@ -48,37 +126,46 @@ static void lookup(sqlite3_context *ctx, const char *sql, sqlite3_value *arg)
     int rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) sqlite3_result_value(ctx, sqlite3_column_value(st, 0));
     else if (rc == SQLITE_DONE) sqlite3_result_null(ctx);
+    else if ((rc & 0xff) == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
     else sqlite3_result_error(ctx, sqlite3_errmsg(db), -1);
     sqlite3_finalize(st);
 }
 
 /* ---- token functions ---------------------------------------------------------------------- */
 /* ana_vocab (the whole vocabulary, written by analyze) first, then the store's tokens table
- * (only tokens that occur in the corpus). */
+ * (only tokens that occur in the corpus). Tables are read from main only (never a temp table
+ * of the same name) and only when they have saelite's layout. */
+static void tok_lookup(sqlite3_context *ctx, const char *fn, sqlite3_value *arg, const char *both,
+                       const char *vocab, const char *tokens)
+{
+    if (sqlite3_value_type(arg) == SQLITE_NULL) return sqlite3_result_null(ctx);
+    if (!enter(ctx, fn)) return;
+    int v = our_table(ctx, fn, "ana_vocab", store_sqlfuncs_vocab_cols);
+    int t = v < 0 ? -1 : our_table(ctx, fn, "tokens", store_sqlfuncs_tokens_cols);
+    if (v < 0 || t < 0) ; /* error set */
+    else if (v && t) lookup(ctx, both, arg);
+    else if (v) lookup(ctx, vocab, arg);
+    else if (t) lookup(ctx, tokens, arg);
+    else sqlite3_result_null(ctx);
+    fn_depth--;
+}
+
 static void fn_tok_text(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return sqlite3_result_null(ctx);
-    sqlite3 *db = sqlite3_context_db_handle(ctx);
-    int v = table_exists(db, "ana_vocab"), t = table_exists(db, "tokens");
-    if (v && t)
-        lookup(ctx, "SELECT coalesce((SELECT CAST(text AS TEXT) FROM ana_vocab WHERE token = ?1), "
-                    "(SELECT text FROM tokens WHERE token_id = ?1 LIMIT 1))", argv[0]);
-    else if (v) lookup(ctx, "SELECT CAST(text AS TEXT) FROM ana_vocab WHERE token = ?1", argv[0]);
-    else if (t) lookup(ctx, "SELECT text FROM tokens WHERE token_id = ?1 LIMIT 1", argv[0]);
-    else sqlite3_result_null(ctx);
+    tok_lookup(ctx, "tok_text", argv[0],
+               "SELECT coalesce((SELECT CAST(text AS TEXT) FROM main.ana_vocab WHERE token = ?1), "
+               "(SELECT text FROM main.tokens WHERE token_id = ?1 LIMIT 1))",
+               "SELECT CAST(text AS TEXT) FROM main.ana_vocab WHERE token = ?1",
+               "SELECT text FROM main.tokens WHERE token_id = ?1 LIMIT 1");
 }
 
 static void fn_tok_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return sqlite3_result_null(ctx);
-    sqlite3 *db = sqlite3_context_db_handle(ctx);
-    int v = table_exists(db, "ana_vocab"), t = table_exists(db, "tokens");
-    if (v && t)
-        lookup(ctx, "SELECT coalesce((SELECT min(token) FROM ana_vocab WHERE text = CAST(?1 AS BLOB)), "
-                    "(SELECT token_id FROM tokens WHERE text = ?1 LIMIT 1))", argv[0]);
-    else if (v) lookup(ctx, "SELECT min(token) FROM ana_vocab WHERE text = CAST(?1 AS BLOB)", argv[0]);
-    else if (t) lookup(ctx, "SELECT token_id FROM tokens WHERE text = ?1 LIMIT 1", argv[0]);
-    else sqlite3_result_null(ctx);
+    tok_lookup(ctx, "tok_id", argv[0],
+               "SELECT coalesce((SELECT min(token) FROM main.ana_vocab WHERE text = CAST(?1 AS BLOB)), "
+               "(SELECT token_id FROM main.tokens WHERE text = ?1 LIMIT 1))",
+               "SELECT min(token) FROM main.ana_vocab WHERE text = CAST(?1 AS BLOB)",
+               "SELECT token_id FROM main.tokens WHERE text = ?1 LIMIT 1");
 }
 
 static void fn_context(sqlite3_context *ctx, int argc, sqlite3_value **argv)
@@ -90,18 +177,31 @@ static void fn_context(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_int64 after = argc > 3 ? sqlite3_value_int64(argv[3]) : 4;
     if (before < 0 || after < 0 || before > 100000 || after > 100000)
         return sqlite3_result_error(ctx, "context(): before/after must be in 0..100000", -1);
-    sqlite3 *db = sqlite3_context_db_handle(ctx);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT position, text, token_id FROM tokens WHERE sequence_id = ?1 "
-                           "AND position BETWEEN ?2 AND ?3 ORDER BY position",
-                           -1, &st, NULL) != SQLITE_OK) {
-        sqlite3_result_error(ctx, "context(): the database has no tokens table", -1);
+    if (!enter(ctx, "context")) return;
+    int t = our_table(ctx, "context", "tokens", store_sqlfuncs_tokens_cols);
+    if (t <= 0) {
+        if (t == 0) sqlite3_result_error(ctx, "context(): the database has no tokens table", -1);
+        fn_depth--;
         return;
     }
+    sqlite3 *db = sqlite3_context_db_handle(ctx);
+    sqlite3_stmt *st;
+    int prc = sqlite3_prepare_v2(db,
+                                 "SELECT position, text, token_id FROM main.tokens WHERE "
+                                 "sequence_id = ?1 AND position BETWEEN ?2 AND ?3 ORDER BY position",
+                                 -1, &st, NULL);
+    if (prc != SQLITE_OK) {
+        if ((prc & 0xff) == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
+        else sqlite3_result_error(ctx, sqlite3_errmsg(db), -1);
+        fn_depth--;
+        return;
+    }
+    /* [pos - before, pos + after] clamped to the int64 range (0 <= before, after <= 100000) */
+    sqlite3_int64 lo = pos < INT64_MIN + before ? INT64_MIN : pos - before;
+    sqlite3_int64 hi = pos > INT64_MAX - after ? INT64_MAX : pos + after;
     sqlite3_bind_int64(st, 1, seq);
-    sqlite3_bind_int64(st, 2, pos - before);
-    sqlite3_bind_int64(st, 3, pos + after);
+    sqlite3_bind_int64(st, 2, lo);
+    sqlite3_bind_int64(st, 3, hi);
     sqlite3_str *s = sqlite3_str_new(db);
     int rc, found = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -114,8 +214,12 @@ static void fn_context(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         if (p == pos) sqlite3_str_appendall(s, "\xc2\xbb"); /* » */
     }
     sqlite3_finalize(st);
+    fn_depth--;
+    int serr = sqlite3_str_errcode(s);
     char *out = sqlite3_str_finish(s);
-    if (rc != SQLITE_DONE) sqlite3_result_error(ctx, sqlite3_errmsg(db), -1);
+    if ((rc & 0xff) == SQLITE_NOMEM || serr == SQLITE_NOMEM) sqlite3_result_error_nomem(ctx);
+    else if (serr == SQLITE_TOOBIG) sqlite3_result_error_toobig(ctx);
+    else if (rc != SQLITE_DONE) sqlite3_result_error(ctx, sqlite3_errmsg(db), -1);
     else if (!found) sqlite3_result_null(ctx);
     else if (!out) sqlite3_result_error_nomem(ctx);
     else {
@@ -258,8 +362,13 @@ int store_sqlfuncs_register(sqlite3 *db)
         {"vec_at", 2, 1, fn_vec_at},      {"vec_at", 3, 1, fn_vec_at},
     };
     for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
-        /* the table lookups read the database, so only the vector ones are deterministic */
-        int flags = SQLITE_UTF8 | (F[i].det ? SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS : 0);
+        /* The table lookups read the database: DIRECTONLY, so no view, trigger, CHECK, DEFAULT,
+         * index or generated column of a database's schema can run them (a view 'tokens'
+         * calling context() would recurse; a trigger would run them on the writer's
+         * connection). The vector functions are pure functions of their arguments, so they are
+         * DETERMINISTIC and INNOCUOUS (SQLite's advice for side-effect-free functions): a
+         * user's own view over vec_cos keeps working with trusted_schema off. */
+        int flags = SQLITE_UTF8 | (F[i].det ? SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS : SQLITE_DIRECTONLY);
         int rc = sqlite3_create_function(db, F[i].name, F[i].nargs, flags, NULL, F[i].fn, NULL, NULL);
         if (rc != SQLITE_OK) return rc;
     }
@@ -279,23 +388,74 @@ int sqlite3_saelite_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routine
 }
 #else
 /* ---- the read-only query runner ----------------------------------------------------------- */
+typedef struct {
+    struct timespec t0;
+    double limit; /* seconds, 0: none */
+    int hit;
+} qclock;
+
+static double q_elapsed(const qclock *c)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - c->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - c->t0.tv_nsec);
+}
+
+/* SQLite's progress handler (every few thousand VM steps): non-zero interrupts the statement. */
+static int q_progress(void *u)
+{
+    qclock *c = u;
+    if (c->limit > 0 && q_elapsed(c) > c->limit) c->hit = 1;
+    return c->hit;
+}
+
+/* An SQLite failure of the query as an err.h code with a message naming the database. */
+static int q_fail(const char *path, sqlite3 *db, int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_NOMEM: return err_set(ERR_NOMEM, "%s: out of memory running the query", path);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return err_set(ERR_FORMAT, "%s: %s", path, sqlite3_errmsg(db));
+    default: return err_set(ERR_SQL, "%s: SQL error: %s", path, sqlite3_errmsg(db));
+    }
+}
+
 int store_ro_query(const char *db_path, const char *sql, store_row_fn row_fn, void *user)
+{
+    return store_ro_query_limited(db_path, sql, NULL, row_fn, user);
+}
+
+int store_ro_query_limited(const char *db_path, const char *sql, store_query_limits *lim,
+                           store_row_fn row_fn, void *user)
 {
     sqlite3 *db = NULL;
     enum { MAXST = 256 };
     sqlite3_stmt *st[MAXST];
     int nst = 0, ret = OK;
+    long long rows = 0, max_rows = lim && lim->max_rows > 0 ? lim->max_rows : 0;
+    qclock clk = {.limit = lim && lim->timeout_s > 0 ? lim->timeout_s : 0};
+    clock_gettime(CLOCK_MONOTONIC, &clk.t0);
+    if (lim) lim->hit = 0;
+    struct stat sb;
+    if (stat(db_path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return err_set(ERR_IO, "%s: cannot open: not a regular file", db_path);
     int rc = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        ret = err_set(ERR_IO, "%s: cannot open: %s", db_path, db ? sqlite3_errmsg(db) : "out of memory");
+        ret = err_set(db ? ERR_IO : ERR_NOMEM, "%s: cannot open: %s", db_path,
+                      db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
         return ret;
     }
     sqlite3_busy_timeout(db, 5000);
+    /* The schema is the database's, not ours: views and triggers may only call innocuous
+     * functions (ours that read tables are DIRECTONLY anyway), and defensive mode refuses schema tampering. */
+    sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)0);
+    sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
+    if (clk.limit > 0) sqlite3_progress_handler(db, 1000, q_progress, &clk);
     /* query_only blocks writes even where the read-only open would not (e.g. temp tables) */
     if ((rc = sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL)) != SQLITE_OK ||
         (rc = store_sqlfuncs_register(db)) != SQLITE_OK) {
-        ret = err_set(ERR_SQL, "%s: %s", db_path, sqlite3_errmsg(db));
+        ret = q_fail(db_path, db, rc);
         goto done;
     }
     /* Prepare everything first: a write anywhere refuses the whole input before anything runs. */
@@ -305,7 +465,7 @@ int store_ro_query(const char *db_path, const char *sql, store_row_fn row_fn, vo
         const char *tail = NULL;
         rc = sqlite3_prepare_v2(db, p, -1, &s, &tail);
         if (rc != SQLITE_OK) {
-            ret = err_set(ERR_SQL, "%s: SQL error: %s", db_path, sqlite3_errmsg(db));
+            ret = q_fail(db_path, db, rc);
             goto done;
         }
         p = tail;
@@ -337,11 +497,17 @@ int store_ro_query(const char *db_path, const char *sql, store_row_fn row_fn, vo
         for (int c = 0; c < nc && ret == OK; c++) {
             names[c] = sqlite3_column_name(st[k], c);
             blobtxt[c] = mem_alloc(48);
-            if (!blobtxt[c]) ret = err_set(ERR_NOMEM, "out of memory");
+            if (!names[c] || !blobtxt[c]) ret = err_set(ERR_NOMEM, "out of memory");
         }
-        if (ret == OK && row_fn(user, k, nc, names, NULL, NULL))
-            ret = err_set(ERR_ABORTED, "output stopped");
+        if (ret == OK) ret = row_fn(user, k, nc, names, NULL, NULL);
         while (ret == OK && (rc = sqlite3_step(st[k])) == SQLITE_ROW) {
+            if (max_rows && rows == max_rows) {
+                if (lim) lim->hit = STORE_Q_HIT_ROWS;
+                ret = err_set(ERR_ABORTED, "%s: query stopped after %lld rows (--max-rows)", db_path,
+                              rows);
+                break;
+            }
+            rows++;
             for (int c = 0; c < nc; c++) {
                 switch (sqlite3_column_type(st[k], c)) {
                 case SQLITE_INTEGER: types[c] = STORE_Q_INT; break;
@@ -354,13 +520,20 @@ int store_ro_query(const char *db_path, const char *sql, store_row_fn row_fn, vo
                     snprintf(blobtxt[c], 48, "<blob %d bytes>", sqlite3_column_bytes(st[k], c));
                     vals[c] = blobtxt[c];
                 } else if (types[c] == STORE_Q_NULL) vals[c] = NULL;
-                else vals[c] = (const char *)sqlite3_column_text(st[k], c);
+                else if (!(vals[c] = (const char *)sqlite3_column_text(st[k], c))) {
+                    ret = err_set(ERR_NOMEM, "%s: out of memory running the query", db_path);
+                    break;
+                }
             }
-            if (row_fn(user, k, nc, names, vals, types))
-                ret = err_set(ERR_ABORTED, "output stopped");
+            if (ret == OK) ret = row_fn(user, k, nc, names, vals, types);
         }
-        if (ret == OK && rc != SQLITE_DONE)
-            ret = err_set(ERR_SQL, "%s: SQL error: %s", db_path, sqlite3_errmsg(db));
+        if (ret == OK && rc != SQLITE_DONE) {
+            if (clk.hit) {
+                if (lim) lim->hit = STORE_Q_HIT_TIME;
+                ret = err_set(ERR_ABORTED, "%s: query stopped after %g s (--timeout)", db_path,
+                              clk.limit);
+            } else ret = q_fail(db_path, db, rc);
+        }
         if (blobtxt)
             for (int c = 0; c < nc; c++) mem_free(blobtxt[c]);
         mem_free(blobtxt);

@@ -11,6 +11,7 @@
 #include "common/half.h"
 #include "common/hash.h"
 #include "common/mem.h"
+#include "store/sqlfuncs.h"
 #include "store/store_internal.h"
 
 #include "schema_sql.h"
@@ -205,6 +206,78 @@ static int create_schema(store *s)
     return rc;
 }
 
+/* ---- the schema a database really has ----------------------------------------------------- */
+/* A database is input: another program (or damage) may have dropped a table, replaced it by a
+ * view, changed its columns or added triggers that run on our writes. Every open compares the
+ * core tables, and store_schema_part the part's tables, with a reference made from the same SQL
+ * in memory: each table must be a real table with each reference column and its declared type
+ * (extra columns are allowed). ERR_FORMAT names the file and the first difference. */
+static int verify_tables(store *s, const char *ref_sql, const char *part)
+{
+    sqlite3 *ref = NULL;
+    sqlite3_stmt *st = NULL;
+    char why[256] = "", what[96] = "";
+    if (part) snprintf(what, sizeof what, "'%s' tables", part);
+    else snprintf(what, sizeof what, "core tables");
+    int rc = sqlite3_open_v2(":memory:", &ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(ref, ref_sql, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(ref, "SELECT m.name, p.name, p.type FROM sqlite_schema m, "
+                                     "pragma_table_info(m.name) p WHERE m.type = 'table' "
+                                     "ORDER BY m.rowid, p.cid", -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        int ret = (rc & 0xff) == SQLITE_NOMEM || !ref
+                      ? err_set(ERR_NOMEM, "%s: out of memory", s->path)
+                      : err_set(ERR_SQL, "%s: checking the schema: %s", s->path, sqlite3_errmsg(ref));
+        sqlite3_close(ref);
+        return ret;
+    }
+    char table[128];
+    const char *cols[3] = {NULL, NULL, NULL};
+    int bad = 0, r;
+    while (!bad && (r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        cols[0] = (const char *)sqlite3_column_text(st, 1);
+        cols[1] = (const char *)sqlite3_column_text(st, 2);
+        if (!t || !cols[0] || !cols[1]) {
+            r = SQLITE_NOMEM;
+            break;
+        }
+        snprintf(table, sizeof table, "%s", t);
+        int c = store_sqlfuncs_table_check(s->db, table, cols, why, sizeof why);
+        if (c == 1) snprintf(why, sizeof why, "no table '%s'", table);
+        if (c == -2) {
+            sqlite3_finalize(st);
+            sqlite3_close(ref);
+            return store_sql_error(s, sqlite3_extended_errcode(s->db), "checking the schema");
+        }
+        bad = c != 0;
+    }
+    int ret = OK;
+    if (bad)
+        ret = err_set(ERR_FORMAT, "%s: the %s do not match saelite's schema: %s (damaged, or changed "
+                      "by another program?)", s->path, what, why);
+    else if (r != SQLITE_DONE)
+        ret = (r & 0xff) == SQLITE_NOMEM ? err_set(ERR_NOMEM, "%s: out of memory", s->path)
+                                         : err_set(ERR_SQL, "%s: checking the schema: %s", s->path,
+                                                   sqlite3_errmsg(ref));
+    sqlite3_finalize(st);
+    sqlite3_close(ref);
+    if (ret || part) return ret;
+    /* saelite makes no triggers; one would run its SQL inside our writes */
+    if ((rc = store_prepare(s, "SELECT name, tbl_name FROM main.sqlite_schema WHERE type = 'trigger' "
+                               "LIMIT 1", &st)))
+        return rc;
+    r = sqlite3_step(st);
+    if (r == SQLITE_ROW)
+        ret = err_set(ERR_FORMAT, "%s: has a trigger '%s' on '%s', which saelite never creates "
+                      "(changed by another program?)", s->path, sqlite3_column_text(st, 0),
+                      sqlite3_column_text(st, 1));
+    else if (r != SQLITE_DONE) ret = store_sql_error(s, r, "reading the schema");
+    sqlite3_finalize(st);
+    return ret;
+}
+
 /* Older schema versions would be upgraded here, one step per version, inside one transaction. */
 static int migrate(store *s, int64_t from)
 {
@@ -240,7 +313,7 @@ static int check_schema(store *s, int flags)
                            s->path, (long long)ver);
         return migrate(s, ver);
     }
-    return OK;
+    return verify_tables(s, schema_sql, NULL);
 }
 
 int store_open(store **out, const char *path, int flags)
@@ -275,6 +348,10 @@ int store_open(store **out, const char *path, int flags)
     }
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, 10000);
+    /* the file's schema is input: views and triggers may call innocuous functions only, and
+     * defensive mode refuses schema tampering through our connection */
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)0);
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
     rc = check_schema(s, flags);
     if (!rc && !s->readonly) {
         /* WAL: readers never block a writer (e.g. sae-train reads activations on one handle and
@@ -289,6 +366,9 @@ int store_open(store **out, const char *path, int flags)
     /* foreign_keys stays off: the REFERENCES clauses document the schema, this module keeps them,
      * and enforcing them costs a lookup and a statement journal per inserted row. */
     if (!rc) rc = store_exec(s, "PRAGMA cache_size = -4096; PRAGMA temp_store = MEMORY");
+    /* the extension parts recorded in the file, so every command checks what it may read */
+    if (!rc) rc = store_sae_verify(s);
+    if (!rc) rc = store_ana_verify(s);
     if (rc) {
         store_close(s);
         return rc;
@@ -610,18 +690,27 @@ int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char
 }
 
 /* ---- hooks -------------------------------------------------------------------------------- */
-static void hook_row(sqlite3_stmt *st, store_hook *h)
+/* A hooks row; ERR_FORMAT when its sizes are outside what saelite writes (the file is input:
+ * callers size buffers from width and seq_len). */
+#define STORE_MAX_DIM (1 << 24)
+static int hook_row(store *s, sqlite3_stmt *st, store_hook *h)
 {
     memset(h, 0, sizeof *h);
     h->id = sqlite3_column_int64(st, 0);
     h->model_id = sqlite3_column_int64(st, 1);
     copy_text(h->name, sizeof h->name, sqlite3_column_text(st, 2));
     h->layer = sqlite3_column_int(st, 3);
-    h->width = sqlite3_column_int(st, 4);
     const char *dt = (const char *)sqlite3_column_text(st, 5);
-    h->dtype = STORE_F32;
-    if (dt) store_dtype_parse(dt, &h->dtype);
-    h->seq_len = sqlite3_column_int(st, 6);
+    int64_t width = sqlite3_column_int64(st, 4), seq_len = sqlite3_column_int64(st, 6);
+    if (width < 1 || width > STORE_MAX_DIM || seq_len < 1 || seq_len > STORE_MAX_DIM || !dt ||
+        store_dtype_parse(dt, &h->dtype))
+        return err_set(ERR_FORMAT, "%s: hook %lld ('%s') has width %lld, seq_len %lld, dtype '%s' "
+                       "(want 1..%d, 1..%d, f32|f16|bf16: damaged?)", s->path, (long long)h->id,
+                       h->name, (long long)width, (long long)seq_len, dt ? dt : "", STORE_MAX_DIM,
+                       STORE_MAX_DIM);
+    h->width = (int)width;
+    h->seq_len = (int)seq_len;
+    return OK;
 }
 
 static int hook_counts(store *s, store_hook *h)
@@ -654,8 +743,9 @@ static int hook_get(store *s, int64_t hook_id, store_hook **out)
     sqlite3_bind_int64(st, 1, hook_id);
     int r = sqlite3_step(st);
     store_hook h;
-    if (r == SQLITE_ROW) hook_row(st, &h);
+    int hr = r == SQLITE_ROW ? hook_row(s, st, &h) : OK;
     sqlite3_reset(st);
+    if (hr) return hr;
     if (r == SQLITE_DONE) return err_set(ERR_NOTFOUND, "%s: no hook with id %lld", s->path, (long long)hook_id);
     if (r != SQLITE_ROW) return store_sql_error(s, r, "reading hooks");
     if (s->n_hooks == HOOK_CACHE) s->n_hooks = 0;
@@ -676,8 +766,9 @@ int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int 
     sqlite3_bind_int64(st, 1, model_id);
     sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
     int r = sqlite3_step(st);
-    if (r == SQLITE_ROW) hook_row(st, out);
+    int hr = r == SQLITE_ROW ? hook_row(s, st, out) : OK;
     sqlite3_finalize(st);
+    if (hr) return hr;
     if (r == SQLITE_ROW) {
         if (out->width != width)
             return err_set(ERR_SHAPE, "%s: hook %s is stored with width %d, not %d (a different "
@@ -732,8 +823,8 @@ int store_hook_list(store *s, store_hook **hooks, size_t *n)
     }
     size_t k = 0;
     int r;
-    while ((r = sqlite3_step(st)) == SQLITE_ROW && k < (size_t)cnt) hook_row(st, &h[k++]);
-    if (r != SQLITE_DONE && r != SQLITE_ROW) rc = store_sql_error(s, r, "reading hooks");
+    while (!rc && (r = sqlite3_step(st)) == SQLITE_ROW && k < (size_t)cnt) rc = hook_row(s, st, &h[k++]);
+    if (!rc && r != SQLITE_DONE && r != SQLITE_ROW) rc = store_sql_error(s, r, "reading hooks");
     sqlite3_finalize(st);
     for (size_t i = 0; !rc && i < k; i++) rc = hook_counts(s, &h[i]);
     if (rc) {
@@ -1071,15 +1162,16 @@ int store_context_get(store *s, int64_t seq_id, int pos, int before, int after,
     int T = sqlite3_column_int(st, 0);
     const int *ids = sqlite3_column_blob(st, 1);
     int nb = sqlite3_column_bytes(st, 1);
-    if (pos < 0 || pos >= T || before < 0 || after < 0 || nb != (int64_t)T * 4 || !ids) {
+    int blob_ok = T > 0 && ids && (int64_t)nb == (int64_t)T * 4; /* T comes from the file */
+    if (pos < 0 || pos >= T || before < 0 || after < 0 || !blob_ok) {
         sqlite3_finalize(st);
-        if (nb != (int64_t)T * 4 || !ids)
+        if (!blob_ok)
             return err_set(ERR_FORMAT, "%s: sequence %lld: bad token blob", s->path, (long long)seq_id);
         return err_set(ERR_ARG, "%s: position %d outside sequence %lld of %d tokens", s->path,
                        pos, (long long)seq_id, T);
     }
-    int lo = pos - before < 0 ? 0 : pos - before;
-    int hi = pos + after >= T ? T - 1 : pos + after;
+    int lo = before >= pos ? 0 : pos - before; /* no int overflow for any before, after >= 0 */
+    int hi = after >= T - 1 - pos ? T - 1 : pos + after;
     out->n = hi - lo + 1;
     out->center = pos - lo;
     out->document_id = sqlite3_column_int64(st, 2);
@@ -1172,7 +1264,7 @@ int store_schema_part(store *s, const char *part, int version, const char *sql)
     if (have > version)
         return err_set(ERR_VERSION, "%s: the '%s' tables were written by a newer saelite (version "
                        "%lld; this one knows %d)", s->path, part, (long long)have, version);
-    if (s->readonly || have == version) return OK;
+    if (s->readonly || have == version) return OK; /* store_open verified a recorded part */
     int own_tx = sqlite3_get_autocommit(s->db);
     if (own_tx && (rc = store_exec(s, "BEGIN IMMEDIATE"))) return rc;
     rc = store_exec(s, sql);
@@ -1184,12 +1276,30 @@ int store_schema_part(store *s, const char *part, int version, const char *sql)
         rc = step_done(s, st, "recording a schema part");
         sqlite3_finalize(st);
     }
+    /* CREATE TABLE IF NOT EXISTS keeps whatever has the name: check it is ours before commit */
+    int vrc = rc ? OK : verify_tables(s, sql, part);
+    if (vrc) rc = vrc;
     if (own_tx) {
         if (!rc) rc = store_exec(s, "COMMIT");
         if (rc) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     }
-    if (rc) err_wrap(rc, "creating the '%s' tables", part);
+    if (rc && !vrc) err_wrap(rc, "creating the '%s' tables", part);
     return rc;
+}
+
+int store_schema_part_verify(store *s, const char *part, int version, const char *sql)
+{
+    int64_t have = -1;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT version FROM schema_parts WHERE name = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, part, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) have = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading schema_parts");
+    /* absent: readers find no tables; older or newer: the part's own open upgrades or refuses */
+    return have == version ? verify_tables(s, sql, part) : OK;
 }
 
 int store_summary_get(store *s, store_summary *o)

@@ -7,7 +7,10 @@
  * 0x5341454c ('SAEL'). store_open refuses (ERR_VERSION) a database written by a newer saelite,
  * refuses (ERR_FORMAT) an SQLite file that is not a saelite store, and migrates older versions
  * (none exist yet). Extension schema parts of other modules are versioned by name
- * (store_schema_part).
+ * (store_schema_part). A database is input: store_open also refuses (ERR_FORMAT, one line naming
+ * the file and the first difference) core tables, or tables of a recorded sae/analysis part, that
+ * differ from the schema SQL (missing, a view or virtual table, a missing column or another
+ * declared type) and any trigger; connections do not trust the file's schema (trusted_schema off).
  *
  * Foreign keys are not enforced (PRAGMA foreign_keys stays off: per-row cost); REFERENCES clauses
  * document the schema, and code that deletes rows deletes dependent rows itself.

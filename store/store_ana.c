@@ -15,6 +15,11 @@ int store_ana_init(store *s)
     return store_schema_part(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
 }
 
+int store_ana_verify(store *s)
+{
+    return store_schema_part_verify(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
+}
+
 enum { Q_METRIC, Q_FEATURE, Q_HIST, Q_ACT, Q_LOGIT, Q_GEOM, Q_DEC, Q_POS, Q_VOCAB, Q__N };
 
 static const char *const SQL[Q__N] = {

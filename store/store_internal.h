@@ -7,6 +7,9 @@
  * ERR_FORMAT for a damaged or non-database file, ERR_SQL otherwise) and returns it.
  * store_exec runs SQL without results (several statements allowed).
  * store_prepare prepares one statement; on failure it records the error and returns the code.
+ * A database is input: store_open compares the core tables (and those of each recorded part)
+ * with the schema SQL (real tables, every column, declared types; no triggers) and refuses a
+ * database that differs (ERR_FORMAT, one line naming the file and the difference).
  */
 #ifndef SAELITE_STORE_INTERNAL_H
 #define SAELITE_STORE_INTERNAL_H
@@ -21,5 +24,11 @@ int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
 /* Runs a prepared statement that yields at most one row with one integer; *v = 0 when no row. */
 int store_query_i64(store *s, const char *sql, int64_t *v);
 int store_readonly(const store *s);
+/* When the part is recorded at exactly this version, checks that its tables (made by sql) are
+ * there with their columns and types (ERR_FORMAT naming the first difference); else OK.
+ * store_open runs it for the parts below (store_sae.c, store_ana.c). */
+int store_schema_part_verify(store *s, const char *part, int version, const char *sql);
+int store_sae_verify(store *s);
+int store_ana_verify(store *s);
 
 #endif

@@ -13,6 +13,10 @@
 #include "schema_sae_sql.h" /* generated from store/schema_sae.sql */
 
 int store_sae_init(store *s) { return store_schema_part(s, "sae", STORE_SAE_VERSION, schema_sae_sql); }
+int store_sae_verify(store *s)
+{
+    return store_schema_part_verify(s, "sae", STORE_SAE_VERSION, schema_sae_sql);
+}
 
 static int step_done(store *s, sqlite3_stmt *st, const char *what)
 {

@@ -132,6 +132,37 @@ mkdir -p "$W/brown_bad"; printf 'ca01 news\n' > "$W/brown_bad/cats.txt"; printf 
 # Read-only output: permissions do not stop root, /proc does.
 RO=/proc/saelite-badinput; [ "$(id -u)" -ne 0 ] && { mkdir -p "$W/ro"; chmod 555 "$W/ro"; RO=ro; }
 
+# Hostile databases (issue 20): copies of ex.db changed the way another program (or damage) could.
+hostile() { cp "$W/ex.db" "$W/$1"; sqlite3 "$W/$1" <<< "$2" || { echo "FAIL fixture: $1"; fail=$((fail + 1)); }; }
+TOKS='sequence_id INTEGER, position INTEGER, token_id INTEGER, text TEXT, byte_start INTEGER, byte_end INTEGER, pos_tag TEXT'
+hostile h_view.db "DROP TABLE tokens; CREATE VIEW tokens(sequence_id, position, token_id, text) AS
+  SELECT 1, 1, 1, context(1, 1); CREATE VIEW v_text AS SELECT tok_text(1); CREATE VIEW v_vec AS
+  SELECT vec_len(x'00000000') AS n"
+hostile h_drop.db "DROP TABLE tokens"
+hostile h_cols.db "ALTER TABLE tokens RENAME COLUMN position TO pos"
+hostile h_type.db "DROP TABLE tokens; CREATE TABLE tokens (${TOKS/text TEXT/text BLOB})"
+hostile h_vtab.db "DROP TABLE tokens; CREATE VIRTUAL TABLE tokens USING fts5(sequence_id, position, token_id, text)"
+hostile h_trig.db "CREATE TRIGGER t_ctx AFTER INSERT ON tokens BEGIN SELECT context(1, 1); END"
+hostile h_trig2.db "CREATE TRIGGER t_del AFTER INSERT ON activations BEGIN DELETE FROM documents; END"
+hostile h_hooks.db "DROP TABLE hooks; CREATE VIEW hooks AS SELECT 1 AS id"
+hostile h_width.db "UPDATE hooks SET width = -3"
+hostile h_ntok.db "UPDATE activations SET n_tokens = 9223372036854775807"
+hostile h_loop.db "CREATE VIEW forever AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
+hostile h_ana.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_parts VALUES ('analysis', 2);
+  DROP TABLE ana_vocab; CREATE VIEW ana_vocab(token, text) AS SELECT 1, tok_text(1)"
+hostile h_ana2.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_parts VALUES ('analysis', 2); DROP TABLE ana_acts"
+hostile h_sae.db "$(cat "$ROOT/store/schema_sae.sql"); INSERT INTO schema_parts VALUES ('sae', 1);
+  ALTER TABLE sae_registry RENAME TO sae_old; CREATE TABLE sae_registry (id INTEGER PRIMARY KEY)"
+sqlite3 "$W/h_other.db" "CREATE TABLE t (x); INSERT INTO t VALUES (1)"                   # another program's
+sqlite3 "$W/h_fake.db" "PRAGMA application_id = 1396786508; PRAGMA user_version = 1; CREATE TABLE models (id)"
+cp "$W/ex.db" "$W/h_page.db"   # damaged table pages (models and hooks: pages 2 and 8 of 64 KiB)
+for off in 65536 458752; do
+    head -c 64 /dev/zero | tr '\0' '\377' | dd of="$W/h_page.db" bs=1 seek=$off conv=notrunc status=none
+done
+cp "$W/ex.db" "$W/h_head.db"   # the schema page's b-tree header overwritten
+head -c 64 /dev/zero | tr '\0' '\377' | dd of="$W/h_head.db" bs=1 seek=100 conv=notrunc status=none
+mkdir -p "$W/adir"
+
 DEEP_BEFORE=$(deep)
 
 # ---- the dispatcher and flag parsing ------------------------------------------------------
@@ -275,6 +306,64 @@ bad "report: bad feature list" "bad list '1,x'" report --db ex.db --sae sae8 --f
 bad "query: SQL syntax error" "near \"SELEC\": syntax error" query --db ex.db "SELEC 1"
 bad "query: a statement that writes" "refusing a statement that would modify" query --db ex.db "DELETE FROM tokens"
 bad "query: missing database" "missing.db: cannot open" query --db missing.db "SELECT 1"
+
+# ---- hostile and damaged databases (issue 20): every opener checks the schema it relies on ------
+NOTOURS="do not match saelite's schema"
+bad "info: tokens is a view calling context()" "h_view.db: the core tables $NOTOURS: 'tokens' is a view" info h_view.db
+bad "info: tokens table dropped" "h_drop.db: the core tables $NOTOURS: no table 'tokens'" info h_drop.db
+bad "info: tokens column renamed" "h_cols.db: .*table 'tokens' has no column 'position'" info h_cols.db
+bad "info: tokens column of another type" "h_type.db: .*tokens.text is declared 'BLOB', not 'TEXT'" info h_type.db
+bad "info: tokens is a virtual table" "h_vtab.db: .*'tokens' is a virtual table" info h_vtab.db
+bad "info: a trigger calling context()" "h_trig.db: has a trigger 't_ctx' on 'tokens'" info h_trig.db
+bad "info: hooks is a view" "h_hooks.db: .*'hooks' is a view" info h_hooks.db
+bad "info: analysis part with ana_vocab a view" "h_ana.db: the 'analysis' tables $NOTOURS: 'ana_vocab' is a view" info h_ana.db
+bad "info: analysis part with a table dropped" "h_ana2.db: the 'analysis' tables $NOTOURS: no table 'ana_acts'" info h_ana2.db
+bad "info: sae part with other columns" "h_sae.db: the 'sae' tables $NOTOURS: table 'sae_registry' has no column" info h_sae.db
+bad "info: another program's SQLite file" "h_other.db: an SQLite database, but not a saelite store" info h_other.db
+bad "info: saelite's id on another program's tables" "h_fake.db: the core tables $NOTOURS: column models.id is declared ''" info h_fake.db
+bad "info: a damaged table page" "h_page.db: .*malformed" info h_page.db
+bad "info: a damaged schema page" "h_head.db: not a database" info h_head.db
+bad "info: a directory" "adir: not a regular file" info adir
+bad "info: a hook of negative width" "h_width.db: hook 1 .* has width -3" info h_width.db
+bad "export: a hook of negative width" "h_width.db: hook 1 .* has width -3" export --db h_width.db --hook $H --npy o.npy
+bad "info: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" info h_ntok.db
+bad "export: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" export --db h_ntok.db --hook $H --npy o.npy
+bad "export: tokens table dropped" "h_drop.db: the core tables" export --db h_drop.db --hook $H --npy o.npy
+bad "export: a damaged table page" "h_page.db: .*malformed" export --db h_page.db --hook $H --npy o.npy
+bad "analyze: tokens is a view" "h_view.db: the core tables" analyze --db h_view.db --neurons --hook $H --no-model
+bad "analyze: ana_vocab is a view" "h_ana.db: the 'analysis' tables" analyze --db h_ana.db --neurons --hook $H --no-model
+bad "report: analysis table dropped" "h_ana2.db: the 'analysis' tables" report --db h_ana2.db --sae 1 --out rep
+bad "sae-train: tokens column renamed" "h_cols.db: the core tables" sae-train --db h_cols.db --hook $H --out s_h --arch topk --k 2 --d-sae 16 --tokens 64 --batch 16
+bad "extract into a database with a trigger" "h_trig.db: has a trigger" extract --model model --tokenizer tok --corpus small.txt --hook $H --db h_trig.db --ctx 8
+bad "import into a database with a trigger" "h_trig2.db: has a trigger 't_del' on 'activations'" import --npy acts.npy --db h_trig2.db --hook x.new
+bad "import into another program's tables" "h_fake.db: .*models" import --npy acts.npy --db h_fake.db --hook x.new
+# the SQL functions: never run by the schema, never read a table that is not ours, never recurse
+bad "query: view tokens calling context() (was a stack overflow)" "unsafe use of context\(\)" query --db h_view.db "SELECT * FROM tokens"
+bad "query: a view calling tok_text()" "unsafe use of tok_text\(\)" query --db h_view.db "SELECT * FROM v_text"
+bad "query: context() over a view tokens" "context\(\): not saelite's tokens table: 'tokens' is a view" query --db h_view.db "SELECT context(1, 1)"
+bad "query: tok_text() over a view ana_vocab" "tok_text\(\): not saelite's ana_vocab table: 'ana_vocab' is a view" query --db h_ana.db "SELECT tok_text(1)"
+bad "query: a view ana_vocab calling tok_text()" "unsafe use of tok_text\(\)" query --db h_ana.db "SELECT * FROM ana_vocab"
+bad "query: context() without a tokens table" "context\(\): the database has no tokens table" query --db h_drop.db "SELECT context(1, 1)"
+bad "query: tok_text() over renamed columns" "tok_text\(\): not saelite's tokens table: table 'tokens' has no column 'position'" query --db h_cols.db "SELECT tok_text(1)"
+bad "query: context() over another column type" "context\(\): .*declared 'BLOB'" query --db h_type.db "SELECT context(1, 1)"
+bad "query: tok_id() over a virtual tokens table" "tok_id\(\): .*virtual table" query --db h_vtab.db "SELECT tok_id('x')"
+# integer arguments at the extremes (INT64_MIN/MAX positions are valid and give NULL: test_query.sh)
+bad "query: context() before = INT64_MAX" "context\(\): before/after must be in 0..100000" query --db ex.db "SELECT context(1, 1, 9223372036854775807)"
+bad "query: context() after = INT64_MIN" "context\(\): before/after must be in 0..100000" query --db ex.db "SELECT context(1, -9223372036854775808, 0, -9223372036854775808)"
+bad "query: context() negative before" "before/after must be in 0..100000" query --db ex.db "SELECT context(1, 1, -1)"
+bad "query: vec_at() with an unknown dtype" "dtype must be 'f32', 'f16' or 'bf16'" query --db ex.db "SELECT vec_at(x'00000000', 9223372036854775807, 'f64')"
+# damaged files and limits
+bad "query: a damaged table page" "h_page.db: database disk image is malformed" query --db h_page.db "SELECT * FROM models"
+bad "query: a text file" "text.db: file is not a database" query --db text.db "SELECT * FROM sqlite_schema"
+bad "query: a directory" "adir: cannot open: not a regular file" query --db adir "SELECT 1"
+bad "query: an endless recursive CTE stops at --timeout" "ex.db: query stopped after 0.3 s \(--timeout\)" query --db ex.db --timeout 0.3 "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+bad "query: an endless view stops at --timeout" "h_loop.db: query stopped after 0.3 s \(--timeout\)" query --db h_loop.db --timeout 0.3 "SELECT max(x) FROM forever"
+bad "query: rows beyond --max-rows" "ex.db: query stopped after 5 rows \(--max-rows\)" query --db ex.db --csv --max-rows 5 "SELECT * FROM tokens"
+bad "query: --max-rows counts every statement" "query stopped after 3 rows" query --db ex.db --max-rows 3 "SELECT 1; SELECT 2; SELECT 3; SELECT 4"
+EXACT="saelite query: --timeout must be >= 0, got -1 (see 'saelite query --help')"
+bad "query: negative --timeout" "--timeout must be >= 0" query --db ex.db --timeout -1 "SELECT 1"
+EXACT="saelite query: --max-rows must be >= 0, got -5 (see 'saelite query --help')"
+bad "query: negative --max-rows" "--max-rows must be >= 0" query --db ex.db --max-rows -5 "SELECT 1"
 
 # ---- generate / attention / params / synth ----------------------------------------------------
 G=(generate --model model --tokenizer tok --prompt the)

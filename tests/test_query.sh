@@ -84,6 +84,37 @@ check "--csv with --json is a usage error" test "$rc" -eq 2
 "$BIN" query --db "$DB" "SELECT vec_dot(x'00', x'0000')" >/dev/null 2>"$T/err"; rc=$?
 check "function error reported" test "$rc" -eq 1 && grep -q 'float32' "$T/err"
 
+# --- integer arguments at the extremes (issue 20: context() was signed overflow at INT64_MIN/MAX)
+out=$("$BIN" query --db "$DB" --csv "SELECT quote(context(7, 9223372036854775807, 100000, 100000)), quote(context(7, -9223372036854775808, 100000, 100000)), quote(context(-9223372036854775808, 1)), quote(context(9223372036854775807, 1, 0, 0)), quote(vec_at(x'0000803f', 9223372036854775807)), quote(vec_at(x'0000803f', -9223372036854775808, 'bf16')), quote(tok_text(-9223372036854775808)), context(7, 1, 100000, 100000)" 2>"$T/err")
+check "INT64 extremes give NULL, no overflow ($(head -c 200 "$T/err"))" test "$(tail -n 1 <<<"$out")" = 'NULL,NULL,NULL,NULL,NULL,NULL,NULL,The« dog» ran.'
+
+# --- limits: --timeout (default 60 s) and --max-rows
+out=$("$BIN" query --db "$DB" --csv --max-rows 4 "SELECT position FROM tokens ORDER BY position" 2>"$T/err"); rc=$?
+check "exactly --max-rows rows is no error (rc $rc)" test "$rc" -eq 0 -a "$out" = $'position\n0\n1\n2\n3'
+out=$("$BIN" query --db "$DB" --max-rows 3 "SELECT position FROM tokens ORDER BY position" 2>"$T/err"); rc=$?
+check "rows before --max-rows are printed (table)" test "$rc" -eq 1 -a "$(tail -n 1 <<<"$out")" = "(3 rows)"
+check "--max-rows message" grep -qx "saelite query: $DB: query stopped after 3 rows (--max-rows)" "$T/err"
+start=$(date +%s%N)
+out=$("$BIN" query --db "$DB" --csv --timeout 0.5 "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c" 2>"$T/err" | tail -n 1); rc=${PIPESTATUS[0]}
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+check "an endless recursive CTE stops at --timeout (${ms} ms)" test "$ms" -lt 20000
+check "--timeout message" grep -qx "saelite query: $DB: query stopped after 0.5 s (--timeout)" "$T/err"
+check "rows streamed before the timeout are complete ($out)" grep -qxE '[0-9]+' <<<"$out"
+out=$("$BIN" query --db "$DB" --timeout 0 --max-rows 0 "SELECT count(*) FROM ana_acts" 2>&1)
+check "--timeout 0 / --max-rows 0: no limits" grep -qx ' *20000' <<<"$out"
+check "--help states the timeout default" bash -c '"$1" query --help | grep -q -- "--timeout.*default: 60"' _ "$BIN"
+
+# --- out of memory is reported as such (not as "output stopped"); ulimit -v breaks ASan's shadow
+case "$BIN" in
+*asan*) skip=$((skip + 1)); echo "SKIP: out-of-memory checks under ASan" >&2 ;;
+*)
+    (ulimit -v 400000; "$BIN" query --db "$DB" "SELECT length(randomblob(900000000))") >/dev/null 2>"$T/err"; rc=$?
+    check "SQLite out of memory (rc $rc: $(cat "$T/err"))" grep -qx "saelite query: $DB: out of memory running the query" "$T/err"
+    (ulimit -v 300000; "$BIN" query --db "$DB" "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 3000000) SELECT x, printf('%.50c', 'y') FROM c") >/dev/null 2>"$T/err"; rc=$?
+    check "table buffer out of memory (rc $rc: $(cat "$T/err"))" grep -q "out of memory (buffering the table" "$T/err"
+    ;;
+esac
+
 # --- the top-activations query walks the index (no full scan, no sort)
 plan=$("$BIN" query --db "$DB" --max-width 0 "EXPLAIN QUERY PLAN SELECT seq_id, pos, value FROM ana_acts WHERE dict_id = 1 AND feature = 5 ORDER BY value DESC LIMIT 20")
 echo "$plan" | sed 's/^/    /'

@@ -13,6 +13,7 @@
 #include "common/utf8.h"
 #include "extract/extract.h"
 #include "store/store.h"
+#include "store/sqlfuncs.h"
 #include "store/store_internal.h"
 #include "store/store_sae.h"
 #include "harness.h"
@@ -208,6 +209,10 @@ static void test_iter(void)
           !strcmp(c.text[2], "x") && !strcmp(c.text[1], " tok"), "context n=%d", c.n);
     store_context_free(&c);
     CHECK(store_context_get(s, 3, T, 1, 1, &c) == ERR_ARG);
+    /* before/after at INT_MAX clip to the sequence (no int overflow, UBSan in test-asan) */
+    CHECK(store_context_get(s, 3, 4, 2147483647, 2147483647, &c) == OK && c.n == T && c.center == 4,
+          "context INT_MAX: %s", err_msg());
+    store_context_free(&c);
     store_close(s);
 }
 
@@ -277,6 +282,102 @@ static void test_versions(void)
     CHECK(store_seq_add(s, d1, 0, 1, ids, 3, &s1, &ins1) == OK &&
           store_seq_add(s, d1, 0, 1, ids, 3, &s2, &ins2) == OK && s1 == s2 && ins1 && !ins2);
     CHECK(store_seq_add(s, d1, 0, 1, ids2, 3, &s2, NULL) == ERR_FORMAT);
+    store_close(s);
+}
+
+/* A database is input (issue 20): each way another program can change the schema under our
+ * tables is refused at open with one message naming the file and the difference. */
+static int reopen_fails(const char *p, const char *change, const char *want)
+{
+    store *s;
+    rm_db(p);
+    if (store_open(&s, p, STORE_CREATE) != OK) return 0;
+    int rc = store_sae_init(s);
+    if (!rc) rc = store_exec(s, change);
+    store_close(s);
+    if (rc) {
+        fprintf(stderr, "change '%s': %s\n", change, err_msg());
+        return 0;
+    }
+    rc = store_open(&s, p, STORE_READONLY);
+    if (rc == OK) store_close(s);
+    int ok = rc == ERR_FORMAT && strstr(err_msg(), want) && strstr(err_msg(), p) && !strchr(err_msg(), '\n');
+    if (!ok) fprintf(stderr, "change '%s': rc %d: %s (want '%s')\n", change, rc, err_msg(), want);
+    return ok;
+}
+
+static void test_hostile(void)
+{
+    const char *p = tmp("h.db");
+    CHECK(reopen_fails(p, "DROP TABLE tokens", "no table 'tokens'"));
+    CHECK(reopen_fails(p, "DROP TABLE tokens; CREATE VIEW tokens AS SELECT 1 AS sequence_id",
+                       "'tokens' is a view, not a table"));
+    CHECK(reopen_fails(p, "ALTER TABLE hooks RENAME COLUMN width TO w", "table 'hooks' has no column 'width'"));
+    CHECK(reopen_fails(p, "DROP TABLE runs; CREATE TABLE runs (id INTEGER PRIMARY KEY, kind BLOB, "
+                          "params TEXT, status TEXT, started TEXT, finished TEXT)",
+                       "runs.kind is declared 'BLOB', not 'TEXT'"));
+    CHECK(reopen_fails(p, "CREATE TRIGGER tr AFTER INSERT ON models BEGIN DELETE FROM documents; END",
+                       "trigger 'tr' on 'models'"));
+    CHECK(reopen_fails(p, "DROP TABLE sae_training_log", "'sae' tables do not match saelite's schema: no "
+                          "table 'sae_training_log'"));
+    /* extra columns are allowed (a newer saelite may add some without a version step) */
+    store *s;
+    rm_db(p);
+    CHECK(store_open(&s, p, STORE_CREATE) == OK);
+    CHECK(store_exec(s, "ALTER TABLE tokens ADD COLUMN note TEXT") == OK);
+    store_close(s);
+    CHECK(store_open(&s, p, STORE_READONLY) == OK, "extra column: %s", err_msg());
+    store_close(s);
+    /* creating a part over a view of its name fails and records nothing */
+    CHECK(store_open(&s, p, 0) == OK);
+    CHECK(store_exec(s, "CREATE VIEW sae_registry AS SELECT 1 AS id") == OK);
+    int rc = store_sae_init(s);
+    CHECK(rc == ERR_FORMAT && strstr(err_msg(), "'sae_registry' is a view"), "rc %d: %s", rc, err_msg());
+    int64_t v = -1;
+    CHECK(store_query_i64(s, "SELECT count(*) FROM schema_parts WHERE name = 'sae'", &v) == OK && v == 0,
+          "part not recorded (%lld)", (long long)v);
+    store_close(s);
+
+    /* the SQL functions on a store handle: extremes, a view that recurses, tables not ours */
+    rm_db(p);
+    CHECK(store_open(&s, p, STORE_CREATE) == OK);
+    sqlite3 *db = store_db(s);
+    CHECK(store_sqlfuncs_register(db) == SQLITE_OK);
+    CHECK(store_exec(s, "INSERT INTO tokens (sequence_id, position, token_id, text) VALUES "
+                        "(1, 9223372036854775807, 5, 'max'), (1, -9223372036854775808, 6, 'min'), "
+                        "(1, 0, 7, 'zero')") == OK);
+    static const struct { const char *sql, *want; } Q[] = {
+        {"SELECT context(1, 9223372036854775807, 100000, 100000)", "\xc2\xabmax\xc2\xbb"},
+        {"SELECT context(1, -9223372036854775808, 100000, 100000)", "\xc2\xabmin\xc2\xbb"},
+        {"SELECT context(1, 9223372036854775806, 0, 100000)", NULL},
+        {"SELECT context(-9223372036854775808, 0)", NULL},
+        {"SELECT context(1, 0, 100000, 100000)", "\xc2\xabzero\xc2\xbb"},
+        {"SELECT vec_at(x'0000803f', 9223372036854775807)", NULL},
+        {"SELECT vec_at(x'0000803f', -9223372036854775808, 'f16')", NULL},
+        {"SELECT tok_text(9223372036854775807)", NULL},
+    };
+    for (size_t i = 0; i < sizeof Q / sizeof Q[0]; i++) {
+        sqlite3_stmt *st = NULL;
+        int r = sqlite3_prepare_v2(db, Q[i].sql, -1, &st, NULL) == SQLITE_OK ? sqlite3_step(st) : -1;
+        const char *t = r == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+        CHECK(r == SQLITE_ROW && (Q[i].want ? t && !strcmp(t, Q[i].want) : !t), "%s: rc %d, got '%s'",
+              Q[i].sql, r, t ? t : "NULL");
+        sqlite3_finalize(st);
+    }
+    /* a view 'tokens' calling context() was infinite recursion (SIGSEGV); now the schema cannot
+     * call our functions, and called directly they refuse a view */
+    CHECK(store_exec(s, "DROP TABLE tokens; CREATE VIEW tokens (sequence_id, position, token_id, text) "
+                        "AS SELECT 1, 0, 1, context(1, 0)") == OK);
+    rc = store_query_i64(s, "SELECT count(*) FROM tokens", &v);
+    CHECK(rc == ERR_SQL && strstr(err_msg(), "unsafe use of context()"), "rc %d: %s", rc, err_msg());
+    rc = store_query_i64(s, "SELECT context(1, 0) IS NULL", &v);
+    CHECK(rc == ERR_SQL && strstr(err_msg(), "not saelite's tokens table: 'tokens' is a view"), "rc %d: %s",
+          rc, err_msg());
+    char why[200];
+    CHECK(store_sqlfuncs_table_check(db, "tokens", store_sqlfuncs_tokens_cols, why, sizeof why) == -1);
+    CHECK(store_sqlfuncs_table_check(db, "no_such", store_sqlfuncs_tokens_cols, why, sizeof why) == 1);
+    CHECK(store_sqlfuncs_table_check(db, "HOOKS", (const char *const[]){"WIDTH", "integer", NULL}, why,
+                                     sizeof why) == 0, "names and types compare without case: %s", why);
     store_close(s);
 }
 
@@ -430,6 +531,7 @@ int main(void)
     test_roundtrip(STORE_BF16);
     test_iter();
     test_versions();
+    test_hostile();
     test_oom();
     test_extract_plan();
     test_bulk_shared();
