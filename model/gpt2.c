@@ -630,6 +630,15 @@ const float *gpt2_hook_direct_proj(const gpt2_model *m, const char *hook, int d_
     return *ok ? p : NULL;
 }
 
+int gpt2_hook_position_local(const gpt2_model *m, const char *hook)
+{
+    int L = m->cfg.n_layer;
+    if (!strcmp(hook, "ln_final.hook_normalized")) return 1;
+    for (int k = HK_Z; k < HK_PER_BLOCK; k++) /* after the last block's attention mix */
+        if (!strcmp(hook, m->hp[HP_BLOCK(L - 1, k)].name)) return 1;
+    return 0;
+}
+
 /* Fire the callbacks of point id on data with the given shape. */
 static int fire(gpt2_model *m, int id, float *data, int ndim, int64_t a, int64_t b, int64_t c,
                 int64_t d)

@@ -89,6 +89,10 @@ int gpt2_hook_info(const gpt2_model *m, const char *name, int *layer, int *width
  * attn.hook_z; NULL with *ok = 0 when the hook is not on a linear direct path (e.g.
  * mlp.hook_pre: a GELU follows) or the widths do not match. */
 const float *gpt2_hook_direct_proj(const gpt2_model *m, const char *hook, int d_in, int *ok);
+/* 1 when a change at position t of this hook can only change the outputs (logits) at position t:
+ * the point comes after the last block's attention mixes positions (that block's attn.hook_z
+ * and later, and ln_final). 0 for earlier or unknown points. */
+int gpt2_hook_position_local(const gpt2_model *m, const char *hook);
 /* Number of hook points and the i-th name, in firing order. */
 int gpt2_hook_count(const gpt2_model *m);
 const char *gpt2_hook_name(const gpt2_model *m, int i);

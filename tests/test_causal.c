@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analysis/ana.h"
+#include "analysis/effects.h"
 #include "analysis/steer.h"
 #include "common/err.h"
 #include "common/mem.h"
@@ -314,6 +315,131 @@ static void test_generate(void)
     gpt2_free(m);
 }
 
+
+/* ---- measured effects: the batched ablations against one forward per (feature, position) ---- */
+typedef struct { float *delta; } eff_cb;
+static int keep_delta(int j, int64_t n, const float *md, int nv, void *user)
+{
+    memcpy(((eff_cb *)user)->delta + (size_t)j * nv, md, (size_t)nv * sizeof *md);
+    return 0;
+}
+
+typedef struct { const sae_model *s; int t, j; float a; } one_abl;
+static int one_hook(const tensor_view *tv, void *user)
+{
+    const one_abl *o = user;
+    float *x = tv->data + (size_t)o->t * C;
+    for (int i = 0; i < C; i++) x[i] -= o->a * o->s->W_dec[o->j * C + i];
+    return 0;
+}
+
+static void lsm(const float *l, double *lp)
+{
+    double mx = l[0], s = 0;
+    for (int i = 1; i < V; i++) mx = l[i] > mx ? l[i] : mx;
+    for (int i = 0; i < V; i++) s += exp(l[i] - mx);
+    for (int i = 0; i < V; i++) lp[i] = l[i] - mx - log(s);
+}
+
+static void check_effects(const char *hook, int max_ctx, int want_local)
+{
+    enum { NS = 3 };
+    gpt2_model *m = tiny_model(2);
+    sae_model *s = tiny_sae(hook, 13);
+    CHECK(gpt2_hook_position_local(m, hook) == want_local, "%s position-local", hook);
+    int tok[NS * T];
+    int64_t off[NS + 1];
+    unsigned char bos[NS] = {0, 1, 0};
+    tokens(tok, NS * T, 77);
+    for (int i = 0; i <= NS; i++) off[i] = (int64_t)i * T;
+    int64_t n[D];
+    double act[D], kl[D], dl[D];
+    float *delta = mem_calloc((size_t)D * V, sizeof *delta);
+    ana_effects_out out = {n, act, kl, dl};
+    ana_effects_opts o = {.max_ctx = max_ctx, .batch = 3, .max_acc_bytes = 7 * V * sizeof(float)};
+    eff_cb cb = {delta};
+    int rc = ana_effects(m, s, hook, tok, off, bos, NS, &o, &out, keep_delta, &cb);
+    CHECK(rc == OK, "effects: %s", err_msg());
+    /* brute force */
+    int64_t bn[D] = {0};
+    double bact[D] = {0}, bkl[D] = {0}, bdl[D] = {0};
+    double *bdelta = calloc((size_t)D * V, sizeof *bdelta);
+    float x[T * C], f[T * D], clean[T * V];
+    for (int q = 0; q < NS; q++) {
+        const int *ids = tok + q * T;
+        grab g = {x};
+        gpt2_hook_clear(m);
+        gpt2_hook_add(m, hook, grab_hook, &g);
+        gpt2_forward(m, ids, 1, T, 1);
+        memcpy(clean, gpt2_logits(m), sizeof clean);
+        sae_encode(s, x, T, f);
+        for (int t = bos[q]; t + 1 < T; t++)
+            for (int j = 0; j < D; j++) {
+                if (!(f[t * D + j] > 0) || (max_ctx > 0 && bn[j] >= max_ctx)) continue;
+                one_abl a = {s, t, j, f[t * D + j]};
+                gpt2_hook_clear(m);
+                gpt2_hook_add(m, hook, one_hook, &a);
+                gpt2_forward(m, ids, 1, T, 1);
+                double lc[V], la[V], k = 0;
+                lsm(clean + t * V, lc);
+                lsm(gpt2_logits(m) + t * V, la);
+                for (int v = 0; v < V; v++) {
+                    k += exp(lc[v]) * (lc[v] - la[v]);
+                    bdelta[(size_t)j * V + v] += lc[v] - la[v];
+                }
+                bn[j]++;
+                bact[j] += a.a;
+                bkl[j] += k;
+                bdl[j] += lc[ids[t + 1]] - la[ids[t + 1]];
+            }
+    }
+    gpt2_hook_clear(m);
+    int bad = 0, used = 0;
+    double maxd = 0;
+    for (int j = 0; j < D; j++) {
+        if (n[j] != bn[j]) bad++;
+        if (!bn[j]) {
+            bad += !isnan(kl[j]);
+            continue;
+        }
+        used++;
+        bad += fabs(act[j] - bact[j] / bn[j]) > 1e-6 * (1 + fabs(act[j]));
+        bad += fabs(kl[j] - bkl[j] / bn[j]) > 1e-5 * (1 + bkl[j] / bn[j]);
+        bad += fabs(dl[j] - bdl[j] / bn[j]) > 1e-4;
+        for (int v = 0; v < V; v++)
+            maxd = fmax(maxd, fabs(delta[(size_t)j * V + v] - bdelta[(size_t)j * V + v] / bn[j]));
+    }
+    CHECK(bad == 0 && maxd < 1e-4, "%s: %d statistics differ from single ablations (delta max %g)", hook, bad, maxd);
+    CHECK(used > D / 2, "%d features measured", used);
+    if (max_ctx > 0) {
+        int over = 0;
+        for (int j = 0; j < D; j++) over += n[j] > max_ctx;
+        CHECK(over == 0);
+    }
+    /* the effects are not all zero, and the ablation of a promoting feature lowers those tokens */
+    double mk = 0;
+    for (int j = 0; j < D; j++) if (n[j]) mk = fmax(mk, kl[j]);
+    CHECK(mk > 1e-3, "largest mean KL %g", mk);
+    free(bdelta);
+    mem_free(delta);
+    sae_free(s);
+    gpt2_free(m);
+}
+
+static void test_effects(void)
+{
+    check_effects("blocks.1.hook_resid_post", 0, 1); /* position-local: packed rows */
+    check_effects("blocks.1.hook_resid_post", 5, 1);
+    check_effects("blocks.0.hook_resid_post", 4, 0); /* attention follows: one ablation a row */
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {2, 4, 5, 9, 10, 30}, c[6] = {6, 5, 4, 3, 2, 1};
+    float t[4] = {1, 1, 2, 3}, u[4] = {1, 2, 3, 4}, k[4] = {7, 7, 7, 7};
+    CHECK_NEAR(ana_spearman(a, b, 6), 1.0, 1e-12);
+    CHECK_NEAR(ana_spearman(a, c, 6), -1.0, 1e-12);
+    /* ties get average ranks: (1.5, 1.5, 3, 4) against (1, 2, 3, 4) */
+    CHECK_NEAR(ana_spearman(t, u, 4), 4.5 / sqrt(4.5 * 5.0), 1e-12);
+    CHECK(isnan(ana_spearman(k, u, 4)), "constant input");
+}
+
 int main(void)
 {
     test_parse();
@@ -321,5 +447,6 @@ int main(void)
     test_monotone();
     test_clamp();
     test_generate();
+    test_effects();
     return harness_report("causal");
 }
