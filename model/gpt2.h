@@ -116,5 +116,14 @@ int gpt2_train_enable(gpt2_model *m);
 int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
                           double *mean);
 float *gpt2_grads(gpt2_model *m); /* same layout as gpt2_params; NULL before train_enable */
+/* Gradient at a hook point of a metric linear in the logits: forward (hooks fire; a hook that
+ * overwrites its point is differentiated at the value it wrote), then dhook [B,T,width] =
+ * d(sum dlogits * logits)/d(activation at hook), through the ordinary backward pass (stopped
+ * once the hook is reached). logits_out [B,T,V] (may be NULL) receives the forward's logits.
+ * Supported hooks: blocks.l.hook_resid_pre/mid/post, attn.hook_z, hook_attn_out, mlp.hook_post,
+ * hook_mlp_out, ln_final.hook_normalized (ERR_ARG for the others). Needs gpt2_train_enable;
+ * clobbers gpt2_grads, and gpt2_logits is NULL afterwards. */
+int gpt2_hook_grad(gpt2_model *m, const int *tokens, int B, int T, const float *dlogits,
+                   const char *hook, float *dhook, float *logits_out);
 
 #endif

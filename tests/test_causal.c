@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analysis/ana.h"
+#include "analysis/attribute.h"
 #include "analysis/effects.h"
 #include "analysis/steer.h"
 #include "common/err.h"
@@ -440,6 +441,124 @@ static void test_effects(void)
     CHECK(isnan(ana_spearman(k, u, 4)), "constant input");
 }
 
+/* ---- gradients at hooks and attribution ------------------------------------------------------ */
+typedef struct { const float *u; double eps; } nudge;
+static int nudge_hook(const tensor_view *tv, void *user)
+{
+    const nudge *n = user;
+    for (int64_t i = 0; i < tensor_numel(tv); i++) tv->data[i] += (float)(n->eps * n->u[i]);
+    return 0;
+}
+
+/* M = logit[pos][a] - logit[pos][b] with the hook nudged by eps * u */
+static double metric_nudged(gpt2_model *m, const int *ids, const char *hook, const float *u,
+                            double eps, int pos, int a, int b)
+{
+    nudge n = {u, eps};
+    gpt2_hook_clear(m);
+    gpt2_hook_add(m, hook, nudge_hook, &n);
+    gpt2_forward(m, ids, 1, T, 1);
+    const float *l = gpt2_logits(m) + (size_t)pos * V;
+    double r = (double)l[a] - l[b];
+    gpt2_hook_clear(m);
+    return r;
+}
+
+static void test_hook_grad(void)
+{
+    gpt2_model *m = tiny_model(2);
+    CHECK(gpt2_train_enable(m) == OK);
+    int ids[T];
+    tokens(ids, T, 5);
+    const char *hooks[] = {"blocks.0.hook_resid_pre", "blocks.0.attn.hook_z", "blocks.0.hook_resid_mid",
+                           "blocks.0.mlp.hook_post", "blocks.0.hook_mlp_out", "blocks.1.hook_attn_out",
+                           "blocks.1.hook_resid_post", "ln_final.hook_normalized"};
+    const int pos = 7, a = 3, b = 40;
+    float *dl = mem_calloc((size_t)T * V, sizeof *dl);
+    dl[pos * V + a] = 1;
+    dl[pos * V + b] = -1;
+    for (size_t h = 0; h < sizeof hooks / sizeof hooks[0]; h++) {
+        int layer, w;
+        CHECK(gpt2_hook_info(m, hooks[h], &layer, &w) == OK);
+        float *g = mem_alloc(sizeof(float) * T * w), *u = mem_alloc(sizeof(float) * T * w);
+        float lg[T * V];
+        rs = 100 + h;
+        for (int i = 0; i < T * w; i++) u[i] = (float)(urand() * 2 - 1);
+        gpt2_hook_clear(m);
+        CHECK(gpt2_hook_grad(m, ids, 1, T, dl, hooks[h], g, lg) == OK, "%s: %s", hooks[h], err_msg());
+        double an = 0, fd, late = 0;
+        for (int i = 0; i < T * w; i++) an += (double)g[i] * u[i];
+        for (int i = (pos + 1) * w; i < T * w; i++) late += fabs(g[i]);
+        const double eps = 1e-2;
+        fd = (metric_nudged(m, ids, hooks[h], u, eps, pos, a, b) -
+              metric_nudged(m, ids, hooks[h], u, -eps, pos, a, b)) / (2 * eps);
+        CHECK(fabs(an - fd) <= 2e-3 * (1 + fabs(fd)), "%s: backward %.6f vs finite differences %.6f", hooks[h], an, fd);
+        CHECK(late == 0, "%s: positions after %d do not influence its logits (%g)", hooks[h], pos, late);
+        CHECK(fabs(lg[pos * V + a] - lg[pos * V + b] - metric_nudged(m, ids, hooks[h], u, 0, pos, a, b)) < 1e-5, "logits_out");
+        mem_free(g);
+        mem_free(u);
+    }
+    float g1[T * C];
+    CHECK(gpt2_hook_grad(m, ids, 1, T, dl, "blocks.0.attn.hook_q", g1, NULL) == ERR_ARG);
+    mem_free(dl);
+    gpt2_free(m);
+}
+
+static void test_attribute(void)
+{
+    gpt2_model *m = tiny_model(2);
+    const char *hook = "blocks.0.hook_resid_post";
+    sae_model *s = tiny_sae(hook, 17);
+    for (int i = 0; i < C; i++) s->b_dec[i] = 0.05f * (float)(i % 3); /* a non-trivial baseline */
+    int ids[T];
+    tokens(ids, T, 8);
+    ana_attr_opts o = {.tokens = ids, .T = T, .pos = -1, .target = 5, .target_b = 9};
+    ana_attr_result r;
+    CHECK(ana_attribute(m, s, &o, &r) == OK, "%s", err_msg());
+    if (!r.attr) return;
+    /* gradient x activation of the strongest node against finite differences on its activation */
+    int best = 0, nz = 0;
+    for (int i = 0; i < T * D; i++) {
+        if (fabsf(r.attr[i]) > fabsf(r.attr[best])) best = i;
+        nz += r.attr[i] != 0 && r.f[i] == 0;
+    }
+    CHECK(nz == 0, "inactive features get no attribution");
+    int bt = best / D, bi = best % D;
+    float *u = mem_calloc((size_t)T * C, sizeof *u);
+    for (int k = 0; k < C; k++) u[bt * C + k] = s->W_dec[bi * C + k];
+    const double eps = 1e-2;
+    double fd = (metric_nudged(m, ids, hook, u, eps, T - 1, 5, 9) -
+                 metric_nudged(m, ids, hook, u, -eps, T - 1, 5, 9)) / (2 * eps);
+    CHECK(fabs(r.attr[best] / r.f[best] - fd) < 2e-3 * (1 + fabs(fd)),
+          "d M / d f[%d,%d]: backward %.6f, finite differences %.6f", bt, bi, r.attr[best] / r.f[best], fd);
+    CHECK(fabs(r.metric - metric_nudged(m, ids, hook, u, 0, T - 1, 5, 9)) < 1e-4, "metric %.6f", r.metric);
+    CHECK(isnan(r.metric_base));
+    ana_attr_result_free(&r);
+    mem_free(u);
+    /* integrated gradients: attributions + error nodes = M(clean) - M(baseline), up to the
+       midpoint rule's O(1/N^2) (LayerNorm makes the path strongly curved near the baseline) */
+    double gap[2];
+    const int steps[2] = {64, 256};
+    for (int k = 0; k < 2; k++) {
+        o.ig_steps = steps[k];
+        CHECK(ana_attribute(m, s, &o, &r) == OK, "%s", err_msg());
+        gap[k] = fabs(r.total - (r.metric - r.metric_base));
+        if (k == 1)
+            CHECK(gap[1] < 1e-3 * (1 + fabs(r.metric - r.metric_base)),
+                  "completeness: sum %.6f vs change %.6f (%.6f -> %.6f)", r.total,
+                  r.metric - r.metric_base, r.metric_base, r.metric);
+        double e = 0;
+        for (int t = 0; t < T; t++) e += fabs(r.err[t]);
+        CHECK(e > 0, "error nodes carry attribution");
+        ana_attr_result_free(&r);
+    }
+    CHECK(gap[1] < gap[0] / 8, "4x the steps close the gap like 1/N^2 (%g -> %g)", gap[0], gap[1]);
+    o.pos = T;
+    CHECK(ana_attribute(m, s, &o, &r) == ERR_ARG);
+    sae_free(s);
+    gpt2_free(m);
+}
+
 int main(void)
 {
     test_parse();
@@ -448,5 +567,7 @@ int main(void)
     test_clamp();
     test_generate();
     test_effects();
+    test_hook_grad();
+    test_attribute();
     return harness_report("causal");
 }
