@@ -46,4 +46,35 @@ typedef struct {
 int ana_attribute(gpt2_model *m, const sae_model *s, const ana_attr_opts *o, ana_attr_result *r);
 void ana_attr_result_free(ana_attr_result *r);
 
+/* ---- `saelite attribute` as a runner -------------------------------------------------------- */
+/* Loads the model, tokenizer and SAE, encodes text (no <|endoftext|> prepended), resolves the
+ * target tokens (TOKEN: text that encodes to exactly one token, or "#ID"; none: the model's top
+ * prediction at pos), runs ana_attribute and writes csv (one row per active feature and position
+ * plus one error row per position: position,token,token_text,feature,activation,attribution;
+ * feature -1 = error node) and npy ([T, d_sae + 1] float32, the last column the error nodes),
+ * each when its path is given. Heat-map rows for the caller's picture: the top_rows features by
+ * sum over positions of |attribution|, then the error nodes. */
+typedef struct {
+    const char *model_dir, *sae_dir, *tok_dir; /* tok_dir NULL: the model directory */
+    const char *text, *target, *target_diff;   /* target_diff "A,B": M = logit[A] - logit[B] */
+    const char *hook;                          /* NULL: the SAE's hook_name */
+    int pos, ig_steps, top_rows;
+    const char *csv, *npy;                     /* outputs, may be NULL */
+} ana_attr_run_opts;
+
+typedef struct {
+    ana_attr_result r;
+    int T, target, target_b;
+    int *tokens;             /* [T] */
+    char **tok_text;         /* [T] token bytes as strings */
+    char target_text[64], target_b_text[64];
+    char hook[128];
+    int n_rows;              /* heat-map rows: top features then "error" */
+    int *row_feature;        /* [n_rows] feature id, -1 for the error row */
+    double *rows;            /* [n_rows, T] attributions */
+} ana_attr_run_result;
+
+int ana_attr_run(const ana_attr_run_opts *o, ana_attr_run_result *res);
+void ana_attr_run_free(ana_attr_run_result *res);
+
 #endif

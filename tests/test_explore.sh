@@ -79,6 +79,27 @@ ok test "$(grep -c "the cat" <<<"$out")" -eq 0   # nothing printed before the er
 $BIN "${G[@]}" --steer 3:1 >/dev/null 2>&1; ok test $? -eq 2
 $BIN "${G[@]}" --sae "$tmp/sae" --steer 3:1 --steer-method scale >/dev/null 2>&1; ok test $? -eq 2
 
+# ---- attribute: gradient x activation and integrated gradients over the same SAE
+A=(attribute --model "$tmp/m" --sae "$tmp/sae" --hook blocks.0.hook_resid_post --text "the cat sat on the")
+out=$($BIN "${A[@]}" --top 5 --csv "$tmp/a.csv" --npy "$tmp/a.npy" --png "$tmp/a.png" 2>/dev/null)
+ok test $? -eq 0
+ok grep -q '^metric: logit\[' <<<"$out"
+ok test "$(head -1 "$tmp/a.csv")" = "position,token,token_text,feature,activation,attribution"
+ok test "$(grep -c ',-1,,' "$tmp/a.csv")" -eq 5            # one error node per token
+ok grep -aq "'shape': (5, 65)" "$tmp/a.npy"                 # T x (d_sae + 1)
+ok test -s "$tmp/a.png"
+# the CSV's attributions plus error nodes add up to the printed sum
+sum=$(awk -F, 'NR > 1 {s += $NF} END {printf "%.9f", s}' "$tmp/a.csv")
+pr=$(sed -n 's/.*error nodes \(-\{0,1\}[0-9.]*\)$/\1/p' <<<"$out")
+ok awk -v a="$sum" -v b="$pr" 'BEGIN { d = a - b; exit !(b != "" && d < 2e-6 && d > -2e-6) }' 
+out=$($BIN "${A[@]}" --target "#7" --ig-steps 128 --top 0 2>/dev/null); ok test $? -eq 0
+ch=$(sed -n 's/.*change \(-\{0,1\}[0-9.]*\), sum.*/\1/p' <<<"$out")
+sm=$(sed -n 's/.*error nodes \(-\{0,1\}[0-9.]*\)$/\1/p' <<<"$out")
+ok awk -v a="$ch" -v b="$sm" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d < 1e-3 * (1 + (a < 0 ? -a : a))) }'
+$BIN "${A[@]}" --target x --target-diff a,b >/dev/null 2>&1; ok test $? -eq 2
+$BIN "${A[@]}" --target "#99999" >/dev/null 2>&1; ok test $? -eq 1
+$BIN "${A[@]}" --pos 9 >/dev/null 2>&1; ok test $? -eq 1
+
 out=$($BIN embed --model "$tmp/m" --top 3 "the - cat + dog" 2>&1); ok test $? -eq 0
 ok test "$(grep -cE '^ +[0-9]+ +[0-9]+ +-?[01]\.[0-9]{4}  ' <<<"$out")" -eq 3
 err=$($BIN embed --model "$tmp/m" "dog - dog" 2>&1); ok test $? -eq 1
