@@ -1,6 +1,8 @@
 /* effects.c - per-feature ablation effects, batched over positions (see effects.h). */
 #include "analysis/effects.h"
 
+#include "analysis/ana.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,17 +50,13 @@ static int effects_hook(const tensor_view *tv, void *user)
     return 0;
 }
 
-/* log-softmax of l [V] into lp (float), returns nothing; probabilities into p when not NULL */
+/* log-softmax of l [V] into lp, and (p != NULL) the probabilities (ana_softmax) */
 static void log_softmax(const float *l, int V, float *lp, float *p)
 {
-    double mx = l[0], s = 0;
-    for (int i = 1; i < V; i++) mx = l[i] > mx ? l[i] : mx;
-    for (int i = 0; i < V; i++) s += exp((double)l[i] - mx);
-    double lse = mx + log(s);
-    for (int i = 0; i < V; i++) {
-        lp[i] = (float)((double)l[i] - lse);
-        if (p) p[i] = (float)exp((double)l[i] - lse);
-    }
+    double lse;
+    if (p) ana_softmax(p, l, V, &lse);
+    else lse = ana_logsumexp(l, V);
+    for (int i = 0; i < V; i++) lp[i] = (float)((double)l[i] - lse);
 }
 
 int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *tok,

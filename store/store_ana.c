@@ -197,17 +197,24 @@ int store_ana_act(store_ana_writer *w, int64_t dict_id, int feature, const char 
     return run(w, Q_ACT, "writing an activation");
 }
 
-int store_ana_logit(store_ana_writer *w, int64_t dict_id, int feature, int sign, int rank,
-                    int token, double value)
+/* One (feature, sign, rank, token, value) row of ana_logits or ana_effect_logits. */
+static int token_row(store_ana_writer *w, int q, int64_t dict_id, int feature, int sign, int rank,
+                     int token, double value, const char *what)
 {
-    sqlite3_stmt *st = w->q[Q_LOGIT];
+    sqlite3_stmt *st = w->q[q];
     sqlite3_bind_int64(st, 1, dict_id);
     sqlite3_bind_int(st, 2, feature);
     sqlite3_bind_int(st, 3, sign);
     sqlite3_bind_int(st, 4, rank);
     sqlite3_bind_int(st, 5, token);
     sqlite3_bind_double(st, 6, value);
-    return run(w, Q_LOGIT, "writing a logit effect");
+    return run(w, q, what);
+}
+
+int store_ana_logit(store_ana_writer *w, int64_t dict_id, int feature, int sign, int rank,
+                    int token, double value)
+{
+    return token_row(w, Q_LOGIT, dict_id, feature, sign, rank, token, value, "writing a logit effect");
 }
 
 int store_ana_effect(store_ana_writer *w, int64_t dict_id, int feature, int64_t n_contexts,
@@ -227,14 +234,8 @@ int store_ana_effect(store_ana_writer *w, int64_t dict_id, int feature, int64_t 
 int store_ana_effect_logit(store_ana_writer *w, int64_t dict_id, int feature, int sign, int rank,
                            int token, double value)
 {
-    sqlite3_stmt *st = w->q[Q_EFFECT_LOGIT];
-    sqlite3_bind_int64(st, 1, dict_id);
-    sqlite3_bind_int(st, 2, feature);
-    sqlite3_bind_int(st, 3, sign);
-    sqlite3_bind_int(st, 4, rank);
-    sqlite3_bind_int(st, 5, token);
-    sqlite3_bind_double(st, 6, value);
-    return run(w, Q_EFFECT_LOGIT, "writing a measured token effect");
+    return token_row(w, Q_EFFECT_LOGIT, dict_id, feature, sign, rank, token, value,
+                     "writing a measured token effect");
 }
 
 int store_ana_geometry(store_ana_writer *w, int64_t dict_id, const char *source, int bin,
