@@ -270,6 +270,8 @@ bad "analyze: unknown hook for neurons" "no hook 'blocks.0.nosuch'" analyze --db
 bad "analyze: zero top" "--top must be >= 1, got 0" analyze --db ex.db --sae sae8 --no-model --top 0
 bad "analyze: validation fraction above 1" "--val-frac must be in \(0, 1\), got 2" analyze --db ex.db --sae sae8 --no-model --val-frac 2
 bad "analyze: newer schema database" "written by a newer saelite" analyze --db newer.db --neurons --hook $H --no-model
+bad "analyze: --effects without the model" "--effects needs --sae and the model" analyze --db ex.db --sae sae8 --no-model --effects
+bad "analyze: --effects with neurons only" "--effects needs --sae and the model" analyze --db ex.db --neurons --hook $H --effects
 bad "report: SAE never analysed" "no analysis of SAE '999'" report --db ex.db --sae 999 --out rep
 bad "report: bad feature list" "bad list '1,x'" report --db ex.db --sae sae8 --features 1,x --out rep
 bad "query: SQL syntax error" "near \"SELEC\": syntax error" query --db ex.db "SELEC 1"
