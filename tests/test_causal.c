@@ -569,5 +569,5 @@ int main(void)
     test_effects();
     test_hook_grad();
     test_attribute();
-    return harness_report("causal");
+    return harness_report("test_causal");
 }
