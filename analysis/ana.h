@@ -103,6 +103,8 @@ double ana_kl_logits(const float *logits_p /*[V]*/, const float *logits_q /*[V]*
 void ana_softmax(float *probs /*[V]*/, const float *logits /*[V]*/, int V, double *lse);
 double ana_kl_prepared(const float *logits_p /*[V]*/, const float *probs_p /*[V]*/, double lse_p,
                        const float *logits_q /*[V]*/, int V);
+/* log sum_i exp(x_i), in double with the maximum taken out. */
+double ana_logsumexp(const float *x /*[V]*/, int V);
 /* Cross-entropy (nats) of target under softmax(logits). */
 double ana_ce_logits(const float *logits /*[V]*/, int V, int target);
 /* Recovered fraction (base - patched) / (base - ref): ce_loss_score = ana_score(ce_zero, ce_sae,

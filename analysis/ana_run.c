@@ -10,6 +10,7 @@
 
 #include "analysis/ana.h"
 #include "analysis/ana_run.h"
+#include "analysis/effects.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -25,7 +26,8 @@ void ana_run_defaults(ana_run_opts *o)
 {
     *o = (ana_run_opts){.top_n = 20, .n_intervals = 10, .per_interval = 5, .reservoir = 256,
                         .nbins = 40, .geom_bins = 90, .logit_k = 10, .ce_seqs = 16,
-                        .val_frac = 0.1, .cos_threshold = 0.5, .hist_lo = 1e-3, .hist_hi = 1e3};
+                        .effects_ctx = 64, .val_frac = 0.1, .cos_threshold = 0.5, .hist_lo = 1e-3,
+                        .hist_hi = 1e3};
 }
 
 static int stopped(const ana_run_opts *o) { return o->stop && *o->stop; }
@@ -269,6 +271,123 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
     mem_free(lse);
     mem_free(sp.f);
     mem_free(sp.xhat);
+    return rc;
+}
+
+/* ---- measured effects (--effects) ------------------------------------------------------------ */
+typedef struct {
+    int64_t *n;
+    double *act, *kl, *dl, *corr; /* [D] */
+    int *idx;                     /* [D, 2, k] top tokens, sign +1 then -1 */
+    float *val;
+    int k, have_direct;
+    /* direct path of the hook, for the rank correlation */
+    const float *W_dec, *proj, *gamma, *WU;
+    int d_in, C;
+    float *direct;                /* [V] scratch */
+} effects_work;
+
+static void effects_work_free(effects_work *e)
+{
+    mem_free(e->n);
+    mem_free(e->act);
+    mem_free(e->kl);
+    mem_free(e->dl);
+    mem_free(e->corr);
+    mem_free(e->idx);
+    mem_free(e->val);
+    mem_free(e->direct);
+}
+
+static int effects_feature(int j, int64_t n, const float *md, int V, void *user)
+{
+    effects_work *e = user;
+    int *idx = e->idx + (size_t)j * 2 * e->k;
+    float *val = e->val + (size_t)j * 2 * e->k;
+    ana_topk(idx, val, md, V, e->k, 1);
+    ana_topk(idx + e->k, val + e->k, md, V, e->k, 0);
+    e->corr[j] = NAN;
+    if (!e->have_direct) return OK;
+    int rc = ana_logit_effects(e->direct, e->W_dec + (size_t)j * e->d_in, 1, e->d_in, e->proj,
+                               e->C, e->gamma, e->WU, V);
+    if (!rc) e->corr[j] = ana_spearman(e->direct, md, V);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, effects_work *e,
+                       ana_dict_result *dr)
+{
+    const gpt2_config *cfg = gpt2_cfg(sh->model);
+    const int D = d->d_sae, V = cfg->vocab_size;
+    memset(e, 0, sizeof *e);
+    e->k = o->logit_k < V ? o->logit_k : V;
+    e->n = mem_alloc((size_t)D * sizeof *e->n);
+    e->act = mem_alloc((size_t)D * sizeof *e->act);
+    e->kl = mem_alloc((size_t)D * sizeof *e->kl);
+    e->dl = mem_alloc((size_t)D * sizeof *e->dl);
+    e->corr = mem_alloc((size_t)D * sizeof *e->corr);
+    e->idx = mem_alloc((size_t)D * 2 * e->k * sizeof *e->idx);
+    e->val = mem_alloc((size_t)D * 2 * e->k * sizeof *e->val);
+    e->direct = mem_alloc((size_t)V * sizeof *e->direct);
+    if (!e->n || !e->act || !e->kl || !e->dl || !e->corr || !e->idx || !e->val || !e->direct)
+        return err_set(ERR_NOMEM, "out of memory for the effects of %d features", D);
+    for (int j = 0; j < D; j++) e->corr[j] = NAN;
+    int ok, nd;
+    int64_t shp[2];
+    e->proj = gpt2_hook_direct_proj(sh->model, sh->hook.name, d->d_in, &ok);
+    e->WU = gpt2_param(sh->model, "lm_head.weight", &nd, shp);
+    e->gamma = gpt2_param(sh->model, "ln_f.weight", &nd, shp);
+    e->have_direct = ok && e->WU && e->gamma;
+    e->W_dec = d->W_dec;
+    e->d_in = d->d_in;
+    e->C = cfg->n_embd;
+    size_t nseq = o->effects_seqs > 0 && (size_t)o->effects_seqs < sh->nseq ? (size_t)o->effects_seqs : sh->nseq;
+    ana_effects_opts eo = {.max_ctx = o->effects_ctx, .stop = o->stop};
+    ana_effects_out out = {e->n, e->act, e->kl, e->dl};
+    /* BOS positions are left out as in the statistics, unless keep_bos */
+    int rc = ana_effects(sh->model, d->sae, sh->hook.name, sh->tok, sh->off,
+                         o->keep_bos ? NULL : sh->bos, nseq, &eo, &out, effects_feature, e);
+    if (rc) return rc;
+    dr->have_effects = 1;
+    dr->effects_forwards = out.forwards;
+    dr->effects_local = gpt2_hook_position_local(sh->model, sh->hook.name);
+    double *c = mem_alloc((size_t)D * sizeof *c);
+    if (!c) return err_set(ERR_NOMEM, "out of memory");
+    int nc = 0;
+    double sum = 0;
+    for (int j = 0; j < D; j++) {
+        dr->effects_features += e->n[j] > 0;
+        dr->effects_contexts += e->n[j];
+        if (e->n[j] > 0 && isfinite(e->corr[j])) {
+            c[nc++] = e->corr[j];
+            sum += e->corr[j];
+        }
+    }
+    qsort(c, (size_t)nc, sizeof *c, cmp_double);
+    dr->effects_corr_mean = nc ? sum / nc : NAN;
+    dr->effects_corr_median = nc ? (nc % 2 ? c[nc / 2] : (c[nc / 2 - 1] + c[nc / 2]) / 2) : NAN;
+    mem_free(c);
+    return OK;
+}
+
+static int write_effects(const dict *d, const effects_work *e, store_ana_writer *w, int64_t id)
+{
+    int rc = OK;
+    for (int j = 0; j < d->d_sae && !rc; j++) {
+        if (!e->n[j]) continue;
+        rc = store_ana_effect(w, id, j, e->n[j], e->act[j], e->kl[j], e->dl[j], e->corr[j]);
+        for (int sgn = 0; sgn < 2 && !rc; sgn++)
+            for (int r = 0; r < e->k && !rc; r++) {
+                size_t at = ((size_t)j * 2 + sgn) * e->k + r;
+                rc = store_ana_effect_logit(w, id, j, sgn ? -1 : 1, r, e->idx[at], e->val[at]);
+            }
+    }
     return rc;
 }
 
@@ -588,6 +707,10 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
         dr->have_downstream = !rc;
     }
     double t_ds = now_seconds();
+    effects_work ew = {0};
+    if (!rc && o->effects && d->sae && sh->model) rc = run_effects(sh, d, o, &ew, dr);
+    double t_eff = now_seconds();
+    dr->t_effects = t_eff - t_ds;
     if (!rc) rc = dict_geometry(d, o, &dw);
     double t_geo = now_seconds();
     sae_metrics_summarize(&dw.rec, &dr->rec);
@@ -606,6 +729,7 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
     if (!rc && o->all_acts) rc = write_all_acts(sh, d, o, &dw, w, id, dr);
     if (!rc) rc = write_geometry(o, &dw, d->d_sae, w, id, dr);
     if (!rc && sh->model) rc = write_logit_effects(sh, d, o, w, id, dr);
+    if (!rc && dr->have_effects) rc = write_effects(d, &ew, w, id);
     if (!rc) rc = write_metrics(o, dr, w, id);
     double secs = now_seconds() - t0;
     if (!rc) rc = store_ana_dict_seconds(w, id, secs);
@@ -623,10 +747,11 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
         dr->seconds = secs;
         dr->t_pass = t_pass - t0;
         dr->t_downstream = t_ds - t_pass;
-        dr->t_geometry = t_geo - t_ds;
+        dr->t_geometry = t_geo - t_eff;
         dr->t_write = t0 + secs - t_geo;
     }
     dict_work_free(&dw);
+    effects_work_free(&ew);
     return rc;
 }
 

@@ -6,7 +6,8 @@
  * the stored activations (sae_metrics + per-feature statistics, top and quantile samples,
  * histograms), the downstream CE/KL pass with the SAE spliced into the model at its hook, decoder
  * geometry against as many random directions, logit effects along the direct path
- * (gpt2_hook_direct_proj) and POS alignment, all written in one transaction per dictionary
+ * (gpt2_hook_direct_proj), POS alignment, and with `effects` the measured ablation effects
+ * (analysis/effects.h) compared with the direct path, all written in one transaction per dictionary
  * (schema_analysis.sql; a rerun of the same dictionary replaces its rows). Nothing is written
  * before the SAE is known to fit the database, and a failing dictionary rolls back.
  * Ownership: opts strings are borrowed; the result is plain data (no pointers to free).
@@ -35,6 +36,9 @@ typedef struct {
     int no_model;          /* skip downstream loss and logit effects */
     int keep_bos;          /* count prepended <|endoftext|> positions */
     int top_n, n_intervals, per_interval, reservoir, nbins, geom_bins, logit_k, ce_seqs, max_seqs;
+    int effects;           /* also measure per-feature ablation effects (SAEs with a model) */
+    int effects_ctx;       /* contexts per feature for the effects (<= 0: all) */
+    int effects_seqs;      /* sequences of the split the effects use (<= 0: all) */
     double val_frac, cos_threshold, hist_lo, hist_hi;
     volatile int *stop;    /* polled per sequence; may be NULL */
     /* called with a one-line notice (e.g. the size --all-acts is about to write); may be NULL */
@@ -69,6 +73,12 @@ typedef struct {
     double pos_mean;        /* their mean best-tag precision (NaN when pos_n == 0) */
     int64_t all_acts_rows;  /* rows written by all_acts */
     int logit_skipped;      /* a model was loaded but the hook has no linear direct path */
+    int have_effects;       /* --effects ran: ana_effects / ana_effect_logits rows */
+    int effects_features;   /* features with at least one measured context */
+    int64_t effects_contexts, effects_forwards; /* (feature, position) ablations; forward passes */
+    int effects_local;      /* the hook is position-local: ablations packed across positions */
+    double effects_corr_mean, effects_corr_median; /* Spearman rank_corr over features (NaN: none) */
+    double t_effects;
     double seconds, t_pass, t_downstream, t_geometry, t_write;
 } ana_dict_result;
 

@@ -3,7 +3,7 @@
 
 #include "analysis/ana.h"
 
-static double logsumexp(const float *x, int V)
+double ana_logsumexp(const float *x, int V)
 {
     double m = -INFINITY;
     for (int i = 0; i < V; i++)
@@ -15,7 +15,7 @@ static double logsumexp(const float *x, int V)
 
 double ana_kl_logits(const float *p, const float *q, int V)
 {
-    double lp = logsumexp(p, V), lq = logsumexp(q, V), kl = 0;
+    double lp = ana_logsumexp(p, V), lq = ana_logsumexp(q, V), kl = 0;
     for (int i = 0; i < V; i++) {
         double a = (double)p[i] - lp; /* log p_i */
         if (a < -745) continue;       /* p_i underflows to 0: contributes 0 */
@@ -26,7 +26,7 @@ double ana_kl_logits(const float *p, const float *q, int V)
 
 void ana_softmax(float *probs, const float *logits, int V, double *lse)
 {
-    double l = logsumexp(logits, V);
+    double l = ana_logsumexp(logits, V);
     for (int i = 0; i < V; i++) probs[i] = (float)exp((double)logits[i] - l);
     *lse = l;
 }
@@ -34,7 +34,7 @@ void ana_softmax(float *probs, const float *logits, int V, double *lse)
 double ana_kl_prepared(const float *logits_p, const float *probs_p, double lse_p,
                        const float *logits_q, int V)
 {
-    double lq = logsumexp(logits_q, V), kl = 0;
+    double lq = ana_logsumexp(logits_q, V), kl = 0;
     for (int i = 0; i < V; i++) {
         if (probs_p[i] == 0) continue; /* 0 log 0 = 0 */
         kl += (double)probs_p[i] * (((double)logits_p[i] - lse_p) - ((double)logits_q[i] - lq));
@@ -44,7 +44,7 @@ double ana_kl_prepared(const float *logits_p, const float *probs_p, double lse_p
 
 double ana_ce_logits(const float *logits, int V, int target)
 {
-    return logsumexp(logits, V) - (double)logits[target];
+    return ana_logsumexp(logits, V) - (double)logits[target];
 }
 
 double ana_score(double base, double patched, double ref)

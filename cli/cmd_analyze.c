@@ -7,7 +7,8 @@
 
 CLI_COMMAND(analyze, "Evaluate an SAE or the neuron basis: metrics, feature tables, POS alignment",
             "saelite analyze --db FILE (--sae DIR [--neurons] | --neurons) [--hook NAME] [--all] "
-            "[--all-acts] [--model DIR | --no-model] [--top N] [--ce-seqs N]")
+            "[--all-acts] [--model DIR | --no-model] [--top N] [--ce-seqs N] "
+            "[--effects [--effects-ctx N] [--effects-seqs N]]")
 
 static void notice(const char *msg, void *user)
 {
@@ -31,6 +32,12 @@ static void print_dict(const ana_dict_result *r, const char *hook, double cos_th
     if (r->pos_n) printf("  POS: mean best-tag precision %.4f over %d features\n", r->pos_mean, r->pos_n);
     printf("  time: pass %.1f s, downstream %.1f s, geometry %.1f s, logit effects and writing %.1f s\n",
            r->t_pass, r->t_downstream, r->t_geometry, r->t_write);
+    if (r->have_effects)
+        printf("  effects: %d features, %lld ablations in %lld forward passes (%s) in %.1f s; "
+               "rank correlation with the direct path: mean %.3f, median %.3f\n",
+               r->effects_features, (long long)r->effects_contexts, (long long)r->effects_forwards,
+               r->effects_local ? "packed across positions" : "one ablation per batch row",
+               r->t_effects, r->effects_corr_mean, r->effects_corr_median);
     if (r->logit_skipped)
         printf("  logit effects skipped: %s is not on a linear direct path to the logits\n", hook);
 }
@@ -62,6 +69,12 @@ int cmd_analyze(int argc, char **argv)
         {"--logit-k", ARG_INT, &o.logit_k, "top positive/negative logit tokens kept", ARG_MIN(1)},
         {"--ce-seqs", ARG_INT, &o.ce_seqs, "sequences for the downstream loss", ARG_MIN(1)},
         {"--max-seqs", ARG_INT, &o.max_seqs, "analyse at most N sequences (0: all)", ARG_MIN(0)},
+        {"--effects", ARG_FLAG, &o.effects,
+         "measure each feature's ablation effect where it fires (KL, loss, tokens; needs the model)"},
+        {"--effects-ctx", ARG_INT, &o.effects_ctx, "contexts per feature for --effects (0: all)",
+         ARG_MIN(0)},
+        {"--effects-seqs", ARG_INT, &o.effects_seqs, "sequences for --effects (0: all analysed)",
+         ARG_MIN(0)},
         {"--cos-threshold", ARG_FLOAT, &o.cos_threshold, "geometry: count max|cos| above this"},
         {NULL, 0, NULL, NULL},
     };
@@ -71,6 +84,8 @@ int cmd_analyze(int argc, char **argv)
     if (rc) return rc < 0 ? 0 : rc;
     if (!o.sae_dir && !o.neurons) return cli_usage_error("analyze", "give --sae DIR and/or --neurons");
     if (!o.sae_dir && !o.hook) return cli_usage_error("analyze", "--neurons without --sae needs --hook NAME");
+    if (o.effects && (!o.sae_dir || o.no_model))
+        return cli_usage_error("analyze", "--effects needs --sae and the model (not --no-model)");
     cli_catch_signals();
     o.stop = &cli_stop_flag;
     o.notice = notice;

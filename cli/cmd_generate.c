@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/steer.h"
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/mem.h"
@@ -9,10 +10,12 @@
 #include "model/gpt2.h"
 #include "model/sample.h"
 #include "model/tokenizer.h"
+#include "sae/sae.h"
 
 CLI_COMMAND(generate, "Generate text from a prompt (temperature, top-k; T=0 is greedy)",
             "saelite generate --model DIR --prompt STR [--tokenizer DIR] [--temperature T] "
-            "[--top-k K] [--max-tokens N] [--seed S]")
+            "[--top-k K] [--max-tokens N] [--seed S] [--sae DIR [--hook NAME] --steer F:S[,F:S...] "
+            "[--steer-method add|clamp|ortho|cap] [--compare]]")
 
 typedef struct {
     tok_tokenizer *tok;
@@ -37,9 +40,11 @@ static int on_token(int id, void *user)
 
 int cmd_generate(int argc, char **argv)
 {
-    const char *model = NULL, *tokdir = NULL, *prompt = NULL;
+    const char *model = NULL, *tokdir = NULL, *prompt = NULL, *sae_dir = NULL, *steer = NULL;
+    const char *hook = NULL;
+    const char *method_name = "add";
     double temperature = 1.0;
-    int top_k = 0, max_tokens = 50, no_stop = 0;
+    int top_k = 0, max_tokens = 50, no_stop = 0, compare = 0;
     int64_t seed = 0;
     arg_spec spec[] = {
         {"--model", ARG_STR, &model, "model directory (config.json + model.safetensors)",
@@ -51,17 +56,37 @@ int cmd_generate(int argc, char **argv)
         {"--max-tokens", ARG_INT, &max_tokens, "tokens to generate", ARG_MIN(0)},
         {"--seed", ARG_I64, &seed, "random seed"},
         {"--no-stop", ARG_FLAG, &no_stop, "keep going after <|endoftext|>"},
+        {"--sae", ARG_STR, &sae_dir, "SAE directory whose features --steer names (steered at its hook)"},
+        {"--hook", ARG_STR, &hook, "hook to steer at", ARG_DEFAULT("the SAE's hook_name")},
+        {"--steer", ARG_STR, &steer, "FEATURE:STRENGTH[,FEATURE:STRENGTH...] (needs --sae)"},
+        {"--steer-method", ARG_STR, &method_name,
+         "add: + S*W_dec[F]; clamp: set the feature to S keeping the SAE error (0 ablates); "
+         "ortho: scale the component along W_dec[F] by S; cap: projection on W_dec[F] at most S",
+         ARG_CHOICES("add|clamp|ortho|cap")},
+        {"--compare", ARG_FLAG, &compare, "print the steered and the unsteered continuation (same seed)"},
         {NULL},
     };
     int rc = args_parse("generate", argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
+    if (!!sae_dir != !!steer) return cli_usage_error("generate", "--sae and --steer go together");
+    if (compare && !steer) return cli_usage_error("generate", "--compare needs --sae and --steer");
     cli_catch_signals();
 
     gpt2_model *m = NULL;
     tok_tokenizer *tok = NULL;
-    int *ids = NULL, *ctx = NULL;
+    sae_model *sae = NULL;
+    ana_steer *st = NULL;
+    ana_steer_term *terms = NULL;
+    int *ids = NULL, *ctx = NULL, nterms = 0;
+    ana_steer_method method = ANA_STEER_ADD;
     size_t n = 0;
     if (gpt2_load(&m, model) || tok_load(&tok, tokdir ? tokdir : model)) goto fail;
+    if (sae_dir) {
+        if (sae_load(&sae, sae_dir) || ana_steer_method_parse(method_name, &method) ||
+            ana_steer_parse(steer, sae->cfg.d_sae, &terms, &nterms) ||
+            ana_steer_new(&st, sae, method, terms, nterms))
+            goto fail;
+    }
     const gpt2_config *cfg = gpt2_cfg(m);
     int V = cfg->vocab_size, Vt = tok_vocab_size(tok), eot = tok_eot(tok);
     if (Vt > V) {
@@ -92,21 +117,37 @@ int cmd_generate(int argc, char **argv)
         }
         ctx[len++] = ids[i];
     }
-    fwrite(prompt, 1, strlen(prompt), stdout);
-    fflush(stdout);
-    rng_state rng;
-    rng_seed(&rng, (uint64_t)seed);
-    double t0 = now_seconds();
-    stream st = {tok, eot, no_stop, 0, 0};
-    if (smp_generate(m, ctx, &len, max_tokens, temperature, top_k, Vt, no_stop ? -1 : eot, &rng,
-                     on_token, &st))
-        goto fail;
-    int made = st.made, stopped = st.stopped;
-    double secs = now_seconds() - t0;
-    printf("\n");
-    fflush(stdout);
-    fprintf(stderr, "generated %d token%s in %.2f s (%.1f tok/s)%s\n", made, made == 1 ? "" : "s",
-            secs, secs > 0 ? made / secs : 0.0, stopped ? ", stopped at <|endoftext|>" : "");
+    if (st) { /* the hook must exist and fit before anything is printed */
+        int arc = ana_steer_attach(st, m, hook);
+        gpt2_hook_clear(m);
+        if (arc) goto fail;
+    }
+    /* one run, or with --compare the steered run then the unsteered one from the same seed */
+    size_t len0 = len;
+    for (int pass = 0; pass < 1 + compare && !cli_interrupted(); pass++) {
+        int steered = st && pass == 0;
+        if (compare) {
+            printf("%s=== %s", pass ? "\n" : "", steered ? "steered (" : "unsteered ===\n");
+            for (int k = 0; steered && k < nterms; k++)
+                printf("%s%d:%g", k ? "," : "", terms[k].feature, terms[k].value);
+            if (steered) printf(", %s) ===\n", ana_steer_method_name(method));
+        }
+        fwrite(prompt, 1, strlen(prompt), stdout);
+        fflush(stdout);
+        len = len0;
+        double t0 = now_seconds();
+        stream ss = {tok, eot, no_stop, 0, 0};
+        ana_gen_opts go = {.max_new = max_tokens, .top_k = top_k, .vocab_limit = Vt,
+                           .stop_id = no_stop ? -1 : eot, .temperature = temperature,
+                           .seed = (uint64_t)seed, .hook = hook, .on_token = on_token, .user = &ss};
+        if (ana_steer_generate(m, st, steered, &go, ctx, &len)) goto fail;
+        int made = ss.made, stopped = ss.stopped;
+        double secs = now_seconds() - t0;
+        printf("\n");
+        fflush(stdout);
+        fprintf(stderr, "generated %d token%s in %.2f s (%.1f tok/s)%s\n", made, made == 1 ? "" : "s",
+                secs, secs > 0 ? made / secs : 0.0, stopped ? ", stopped at <|endoftext|>" : "");
+    }
     rc = cli_interrupted() ? 130 : 0;
     goto done;
 fail:
@@ -114,6 +155,9 @@ fail:
 done:
     mem_free(ids);
     mem_free(ctx);
+    mem_free(terms);
+    ana_steer_free(st);
+    sae_free(sae);
     tok_free(tok);
     gpt2_free(m);
     return rc;

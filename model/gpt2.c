@@ -640,6 +640,15 @@ const float *gpt2_hook_direct_proj(const gpt2_model *m, const char *hook, int d_
     return *ok ? p : NULL;
 }
 
+int gpt2_hook_position_local(const gpt2_model *m, const char *hook)
+{
+    int L = m->cfg.n_layer;
+    if (!strcmp(hook, "ln_final.hook_normalized")) return 1;
+    for (int k = HK_Z; k < HK_PER_BLOCK; k++) /* after the last block's attention mix */
+        if (!strcmp(hook, m->hp[HP_BLOCK(L - 1, k)].name)) return 1;
+    return 0;
+}
+
 /* Fire the callbacks of point id on data with the given shape. */
 static int fire(gpt2_model *m, int id, float *data, int ndim, int64_t a, int64_t b, int64_t c,
                 int64_t d)
@@ -887,26 +896,18 @@ int gpt2_train_enable(gpt2_model *m)
     return OK;
 }
 
-int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
-                          double *mean)
+/* Backward from the dlogits in m->logits.p (the last forward, in train mode): parameter
+ * gradients into m->grads (zeroed first). grab >= 0: stop once the gradient at hook point grab
+ * is known and copy it to grab_out ([N, width] of that point). */
+static int backward_impl(gpt2_model *m, const int *tokens, int B, int T, int grab,
+                         float *grab_out)
 {
-    if (!m->train) return err_set(ERR_ARG, "gpt2_forward_backward needs gpt2_train_enable first");
-    int rc = check_tokens(m, tokens, B, T);
-    if (rc) return rc;
-    if ((rc = check_targets(m, targets, (size_t)B * T))) return rc;
     const gpt2_config *c = &m->cfg;
     int L = c->n_layer, C = c->n_embd, F = c->n_inner, H = c->n_head, V = c->vocab_size;
     int N = B * T;
     size_t NC = (size_t)N * C, NF = (size_t)N * F, BHTT = (size_t)B * H * T * T;
-    if ((rc = forward_impl(m, tokens, B, T, L - 1, 1, 1))) return rc;
-    long cnt = 0;
-    for (int i = 0; i < N; i++) cnt += targets[i] >= 0;
-    float scale = cnt ? 1.0f / (float)cnt : 0.0f;
-    double sum = op_crossentropy(m->logits.p, NULL, targets, N, V, cnt ? scale : 0.0f, &cnt);
-    if (mean) *mean = cnt ? sum / (double)cnt : 0.0;
     m->logits_valid = 0; /* overwritten by dlogits */
     memset(m->grads, 0, sizeof(float) * m->nparams);
-    if (!cnt) return OK;
     if (buf_need(&m->dres, NC) || buf_need(&m->dln, NC) || buf_need(&m->dq, NC) ||
         buf_need(&m->dk, NC) || buf_need(&m->dv, NC) || buf_need(&m->dz, NC) ||
         buf_need(&m->datt, (size_t)B * H * T * T) || buf_need(&m->dpre, NF) ||
@@ -914,10 +915,18 @@ int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, 
         return err_set(ERR_NOMEM, "out of memory for the backward pass");
     float *G = m->grads;
 #define GR(ptr) (G + ((ptr) - m->params))
+#define GRAB(id, src, n)                                                                      \
+    do {                                                                                      \
+        if (grab == (id)) {                                                                   \
+            memcpy(grab_out, (src), sizeof(float) * (n));                                     \
+            return OK;                                                                        \
+        }                                                                                     \
+    } while (0)
     float *dres = m->dres.p, *dln = m->dln.p;
     memset(dres, 0, sizeof(float) * NC);
     memset(dln, 0, sizeof(float) * NC);
     op_logits_backward(dln, GR(m->lm_head), m->logits.p, m->lnf.p, m->lm_head, N, C, V);
+    GRAB(HP_LNF(L), dln, NC);
     float *R = m->resid.p;
     op_layernorm_backward(dres, GR(m->lnfw), GR(m->lnfb), dln, R + (size_t)L * NC, m->lnfw,
                           m->lnfm.p, m->lnfr.p, N, C);
@@ -931,17 +940,24 @@ int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, 
         float *ln2 = m->ln2.p + l * NC, *ln2m = m->ln2m.p + (size_t)l * N,
               *ln2r = m->ln2r.p + (size_t)l * N;
         float *pre = m->pre.p + l * NF, *post = m->post.p + l * NF;
+        int id = HP_BLOCK(l, 0);
+        GRAB(id + HK_RESID_POST, dres, NC); /* resid_post = mid + mlp_out */
+        GRAB(id + HK_MLP_OUT, dres, NC);
         /* MLP: resid_post = mid + post @ Wp + bp (scratch gradients are overwritten, not
          * zeroed and accumulated: that saved ~7% of a small-model step in memsets) */
         op_matmul_backward(m->dpost.p, 0.0f, GR(p->fcprojw), C, GR(p->fcprojb), dres, C, post,
                            p->fcprojw, N, F, C);
+        GRAB(id + HK_MLP_POST, m->dpost.p, NF);
         op_gelu_backward(m->dpre.p, pre, m->dpost.p, NF, m->gelu);
         op_matmul_backward(dln, 0.0f, GR(p->fcw), F, GR(p->fcb), m->dpre.p, F, ln2, p->fcw, N, C,
                            F);
         op_layernorm_backward(dres, GR(p->ln2w), GR(p->ln2b), dln, rmid, p->ln2w, ln2m, ln2r, N, C);
+        GRAB(id + HK_RESID_MID, dres, NC); /* resid_mid = pre + attn_out */
+        GRAB(id + HK_ATTN_OUT, dres, NC);
         /* attention: mid = pre + z @ Wo + bo */
         op_matmul_backward(m->dz.p, 0.0f, GR(p->attprojw), C, GR(p->attprojb), dres, C, z,
                            p->attprojw, N, C, C);
+        GRAB(id + HK_Z, m->dz.p, NC);
         op_attention_backward(m->dq.p, m->dk.p, m->dv.p, m->datt.p, m->dz.p, q, k, v, att, B, T, C,
                               H);
         float *gw = GR(p->qkvw), *gb = GR(p->qkvb);
@@ -950,10 +966,56 @@ int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, 
         op_matmul_backward(dln, 1.0f, gw + 2 * C, 3 * C, gb + 2 * C, m->dv.p, C, ln1,
                            p->qkvw + 2 * C, N, C, C);
         op_layernorm_backward(dres, GR(p->ln1w), GR(p->ln1b), dln, rpre, p->ln1w, ln1m, ln1r, N, C);
+        GRAB(id + HK_RESID_PRE, dres, NC);
     }
     op_embed_backward(GR(m->wte), GR(m->wpe), dres, tokens, B, T, C);
+#undef GRAB
 #undef GR
     return OK;
+}
+
+int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
+                          double *mean)
+{
+    if (!m->train) return err_set(ERR_ARG, "gpt2_forward_backward needs gpt2_train_enable first");
+    int rc = check_tokens(m, tokens, B, T);
+    if (rc) return rc;
+    if ((rc = check_targets(m, targets, (size_t)B * T))) return rc;
+    int L = m->cfg.n_layer, V = m->cfg.vocab_size, N = B * T;
+    if ((rc = forward_impl(m, tokens, B, T, L - 1, 1, 1))) return rc;
+    long cnt = 0;
+    for (int i = 0; i < N; i++) cnt += targets[i] >= 0;
+    float scale = cnt ? 1.0f / (float)cnt : 0.0f;
+    double sum = op_crossentropy(m->logits.p, NULL, targets, N, V, cnt ? scale : 0.0f, &cnt);
+    if (mean) *mean = cnt ? sum / (double)cnt : 0.0;
+    if (!cnt) {
+        m->logits_valid = 0;
+        memset(m->grads, 0, sizeof(float) * m->nparams);
+        return OK;
+    }
+    return backward_impl(m, tokens, B, T, -1, NULL);
+}
+
+int gpt2_hook_grad(gpt2_model *m, const int *tokens, int B, int T, const float *dlogits,
+                   const char *hook, float *dhook, float *logits_out)
+{
+    if (!m->train) return err_set(ERR_ARG, "gpt2_hook_grad needs gpt2_train_enable first");
+    int id = -1;
+    for (int i = 0; i < m->nhp; i++)
+        if (!strcmp(m->hp[i].name, hook)) id = i;
+    if (id < 0) return gpt2_hook_info(m, hook, NULL, NULL); /* the unknown-name message */
+    int k = id >= 2 && id < HP_LNF(m->cfg.n_layer) ? (id - 2) % HK_PER_BLOCK : -1;
+    if (id != HP_LNF(m->cfg.n_layer) && k != HK_RESID_PRE && k != HK_Z && k != HK_ATTN_OUT &&
+        k != HK_RESID_MID && k != HK_MLP_POST && k != HK_MLP_OUT && k != HK_RESID_POST)
+        return err_set(ERR_ARG, "no gradient at hook %s (supported: resid_pre/mid/post, attn.hook_z, "
+                       "hook_attn_out, mlp.hook_post, hook_mlp_out, ln_final.hook_normalized)", hook);
+    int rc = check_tokens(m, tokens, B, T);
+    if (rc) return rc;
+    size_t NV = (size_t)B * T * m->cfg.vocab_size;
+    if ((rc = forward_impl(m, tokens, B, T, m->cfg.n_layer - 1, 1, 1))) return rc;
+    if (logits_out) memcpy(logits_out, m->logits.p, sizeof(float) * NV);
+    memcpy(m->logits.p, dlogits, sizeof(float) * NV);
+    return backward_impl(m, tokens, B, T, id, dhook);
 }
 
 int gpt2_untie(gpt2_model *m)

@@ -89,6 +89,10 @@ int gpt2_hook_info(const gpt2_model *m, const char *name, int *layer, int *width
  * attn.hook_z; NULL with *ok = 0 when the hook is not on a linear direct path (e.g.
  * mlp.hook_pre: a GELU follows) or the widths do not match. */
 const float *gpt2_hook_direct_proj(const gpt2_model *m, const char *hook, int d_in, int *ok);
+/* 1 when a change at position t of this hook can only change the outputs (logits) at position t:
+ * the point comes after the last block's attention mixes positions (that block's attn.hook_z
+ * and later, and ln_final). 0 for earlier or unknown points. */
+int gpt2_hook_position_local(const gpt2_model *m, const char *hook);
 /* Number of hook points and the i-th name, in firing order. */
 int gpt2_hook_count(const gpt2_model *m);
 const char *gpt2_hook_name(const gpt2_model *m, int i);
@@ -112,5 +116,14 @@ int gpt2_train_enable(gpt2_model *m);
 int gpt2_forward_backward(gpt2_model *m, const int *tokens, const int *targets, int B, int T,
                           double *mean);
 float *gpt2_grads(gpt2_model *m); /* same layout as gpt2_params; NULL before train_enable */
+/* Gradient at a hook point of a metric linear in the logits: forward (hooks fire; a hook that
+ * overwrites its point is differentiated at the value it wrote), then dhook [B,T,width] =
+ * d(sum dlogits * logits)/d(activation at hook), through the ordinary backward pass (stopped
+ * once the hook is reached). logits_out [B,T,V] (may be NULL) receives the forward's logits.
+ * Supported hooks: blocks.l.hook_resid_pre/mid/post, attn.hook_z, hook_attn_out, mlp.hook_post,
+ * hook_mlp_out, ln_final.hook_normalized (ERR_ARG for the others). Needs gpt2_train_enable;
+ * clobbers gpt2_grads, and gpt2_logits is NULL afterwards. */
+int gpt2_hook_grad(gpt2_model *m, const int *tokens, int B, int T, const float *dlogits,
+                   const char *hook, float *dhook, float *logits_out);
 
 #endif

@@ -98,6 +98,13 @@ int rep_plot_pos_compare(const char *path, const rep_kv *meta, int nmeta, const 
                          const double *sae_prec, int n_sae, const double *neuron_prec,
                          int n_neuron);
 
+/* Attribution heat map (`saelite attribute`): v[rows*cols] row-major, one row per node (feature
+ * or error), one column per token; diverging colours symmetric about 0 (red: raises the metric,
+ * blue: lowers it), row and column labels drawn when they fit. */
+int rep_plot_attribution(const char *path, const rep_kv *meta, int nmeta, const char *title,
+                         const double *v, int rows, int cols, const char *const *row_labels,
+                         const char *const *col_labels);
+
 /* index.html in dir linking every picture (file names relative to dir) with its caption,
  * written atomically; text is HTML-escaped. */
 typedef struct { const char *file, *caption; } rep_index_entry;

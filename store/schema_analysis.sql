@@ -1,7 +1,9 @@
--- schema_analysis.sql - tables written by `saelite analyze` (schema part "analysis", version 2;
--- version 2 added the two convenience views at the end and the name column to ana_dicts_key).
+-- schema_analysis.sql - tables written by `saelite analyze` (schema part "analysis", version 3;
+-- version 2 added the two convenience views at the end and the name column to ana_dicts_key;
+-- version 3 added ana_effects and ana_effect_logits, written by `analyze --effects`).
 --
--- Created with CREATE TABLE IF NOT EXISTS through store_schema_part(s, "analysis", 2, ...).
+-- Created with CREATE TABLE IF NOT EXISTS through store_schema_part(s, "analysis", 3, ...); an
+-- older database is upgraded by running this file again (every statement is idempotent).
 -- Every analysis result hangs off one row of ana_dicts: one analysed dictionary (an SAE from the
 -- registry, or the identity "neurons" dictionary of a hook) over one split of the stored
 -- activations. Re-running analyze for the same (kind, sae_id, name, hook_name, split) replaces that row
@@ -106,6 +108,38 @@ CREATE INDEX IF NOT EXISTS ana_acts_seq ON ana_acts(seq_id, pos);
 -- final-LayerNorm approximation): the top positive (sign +1) and most negative (sign -1) tokens.
 -- value is in logit units per unit of feature activation, up to the final LayerNorm's 1/sigma.
 CREATE TABLE IF NOT EXISTS ana_logits (
+    dict_id  INTEGER NOT NULL REFERENCES ana_dicts(id) ON DELETE CASCADE,
+    feature  INTEGER NOT NULL,
+    sign     INTEGER NOT NULL CHECK (sign IN (1, -1)),
+    rank     INTEGER NOT NULL,      -- 0 = strongest
+    token    INTEGER NOT NULL,
+    value    REAL NOT NULL,
+    PRIMARY KEY (dict_id, feature, sign, rank)
+) WITHOUT ROWID;
+
+-- Measured causal effects (`analyze --effects`, analysis/effects.h): for each feature, over the
+-- contexts (sequence, position) where it fires (at most --effects-ctx of them, in sequence
+-- order), the hook row is ablated in the delta form x - f*W_dec[feature] (the SAE error term is
+-- kept) and the next-token distribution at that position is compared with the clean one.
+-- Features that never fired have no row.
+CREATE TABLE IF NOT EXISTS ana_effects (
+    dict_id     INTEGER NOT NULL REFERENCES ana_dicts(id) ON DELETE CASCADE,
+    feature     INTEGER NOT NULL,
+    n_contexts  INTEGER NOT NULL,   -- contexts measured
+    mean_act    REAL NOT NULL,      -- mean activation of the feature over them
+    mean_kl     REAL NOT NULL,      -- mean KL(p_clean || p_ablated), nats
+    mean_dloss  REAL NOT NULL,      -- mean CE_ablated - CE_clean of the actual next token, nats
+    rank_corr   REAL,               -- Spearman correlation over the vocabulary between the
+                                    -- direct-path logit effects (ana_logits' source) and the
+                                    -- measured mean log-probability change (NULL: no direct path)
+    PRIMARY KEY (dict_id, feature)
+) WITHOUT ROWID;
+
+-- The tokens whose log-probability the feature raises most (sign +1) and lowers most (sign -1),
+-- measured: value = mean over its contexts of log p_clean(token) - log p_ablated(token), i.e. what
+-- the feature adds (the orientation of ana_logits, so the two tables join on dict_id, feature,
+-- sign, token).
+CREATE TABLE IF NOT EXISTS ana_effect_logits (
     dict_id  INTEGER NOT NULL REFERENCES ana_dicts(id) ON DELETE CASCADE,
     feature  INTEGER NOT NULL,
     sign     INTEGER NOT NULL CHECK (sign IN (1, -1)),

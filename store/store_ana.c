@@ -20,7 +20,8 @@ int store_ana_verify(store *s)
     return store_schema_part_verify(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
 }
 
-enum { Q_METRIC, Q_FEATURE, Q_HIST, Q_ACT, Q_LOGIT, Q_GEOM, Q_DEC, Q_POS, Q_VOCAB, Q__N };
+enum { Q_METRIC, Q_FEATURE, Q_HIST, Q_ACT, Q_LOGIT, Q_GEOM, Q_DEC, Q_POS, Q_VOCAB, Q_EFFECT,
+       Q_EFFECT_LOGIT, Q__N };
 
 static const char *const SQL[Q__N] = {
     "INSERT OR REPLACE INTO ana_metrics (dict_id, name, value) VALUES (?1, ?2, ?3)",
@@ -34,6 +35,10 @@ static const char *const SQL[Q__N] = {
     "INSERT INTO ana_decoder (dict_id, feature, vec) VALUES (?1, ?2, ?3)",
     "INSERT INTO ana_pos (dict_id, feature, tag, n) VALUES (?1, ?2, ?3, ?4)",
     "INSERT OR REPLACE INTO ana_vocab (token, text) VALUES (?1, ?2)",
+    "INSERT INTO ana_effects (dict_id, feature, n_contexts, mean_act, mean_kl, mean_dloss, "
+    "rank_corr) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    "INSERT INTO ana_effect_logits (dict_id, feature, sign, rank, token, value) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 };
 
 struct store_ana_writer {
@@ -84,7 +89,8 @@ static void bind_real_or_null(sqlite3_stmt *st, int i, double v)
 int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id)
 {
     static const char *const tables[] = {"ana_metrics", "ana_features", "ana_hist", "ana_acts",
-                                         "ana_logits", "ana_geometry", "ana_decoder", "ana_pos"};
+                                         "ana_logits", "ana_geometry", "ana_decoder", "ana_pos",
+                                         "ana_effects", "ana_effect_logits"};
     sqlite3_stmt *st;
     int rc = store_prepare(w->s, "SELECT id FROM ana_dicts WHERE kind = ?1 AND ifnull(sae_id, -1) = ?2 "
                                  "AND hook_name = ?3 AND split = ?4 AND name = ?5", &st);
@@ -196,17 +202,45 @@ int store_ana_act(store_ana_writer *w, int64_t dict_id, int feature, const char 
     return run(w, Q_ACT, "writing an activation");
 }
 
-int store_ana_logit(store_ana_writer *w, int64_t dict_id, int feature, int sign, int rank,
-                    int token, double value)
+/* One (feature, sign, rank, token, value) row of ana_logits or ana_effect_logits. */
+static int token_row(store_ana_writer *w, int q, int64_t dict_id, int feature, int sign, int rank,
+                     int token, double value, const char *what)
 {
-    sqlite3_stmt *st = w->q[Q_LOGIT];
+    sqlite3_stmt *st = w->q[q];
     sqlite3_bind_int64(st, 1, dict_id);
     sqlite3_bind_int(st, 2, feature);
     sqlite3_bind_int(st, 3, sign);
     sqlite3_bind_int(st, 4, rank);
     sqlite3_bind_int(st, 5, token);
     sqlite3_bind_double(st, 6, value);
-    return run(w, Q_LOGIT, "writing a logit effect");
+    return run(w, q, what);
+}
+
+int store_ana_logit(store_ana_writer *w, int64_t dict_id, int feature, int sign, int rank,
+                    int token, double value)
+{
+    return token_row(w, Q_LOGIT, dict_id, feature, sign, rank, token, value, "writing a logit effect");
+}
+
+int store_ana_effect(store_ana_writer *w, int64_t dict_id, int feature, int64_t n_contexts,
+                     double mean_act, double mean_kl, double mean_dloss, double rank_corr)
+{
+    sqlite3_stmt *st = w->q[Q_EFFECT];
+    sqlite3_bind_int64(st, 1, dict_id);
+    sqlite3_bind_int(st, 2, feature);
+    sqlite3_bind_int64(st, 3, n_contexts);
+    sqlite3_bind_double(st, 4, mean_act);
+    sqlite3_bind_double(st, 5, mean_kl);
+    sqlite3_bind_double(st, 6, mean_dloss);
+    bind_real_or_null(st, 7, rank_corr);
+    return run(w, Q_EFFECT, "writing a measured effect");
+}
+
+int store_ana_effect_logit(store_ana_writer *w, int64_t dict_id, int feature, int sign, int rank,
+                           int token, double value)
+{
+    return token_row(w, Q_EFFECT_LOGIT, dict_id, feature, sign, rank, token, value,
+                     "writing a measured token effect");
 }
 
 int store_ana_geometry(store_ana_writer *w, int64_t dict_id, const char *source, int bin,

@@ -1,7 +1,7 @@
 /* store_ana.h - the analysis tables (store/schema_analysis.sql, schema part "analysis"):
  * writing the results of `saelite analyze` and reading the per-token POS tags it needs.
- * Version 2 (views sae_metrics_view and feature_pos; ana_dicts_key includes name) upgrades a
- * version 1 database in place when analyze opens it.
+ * Version 2 (views sae_metrics_view and feature_pos; ana_dicts_key includes name) and version 3
+ * (ana_effects, ana_effect_logits) upgrade an older database in place when analyze opens it.
  *
  * Usage: store_ana_init once per open store (creates/checks the tables); inside one
  * store_begin/store_commit transaction: store_ana_writer_open -> store_ana_dict_begin (removes an
@@ -18,7 +18,7 @@
 
 #include "store/store.h"
 
-#define STORE_ANA_VERSION 2
+#define STORE_ANA_VERSION 3
 
 /* Creates (or checks the version of) the analysis tables. */
 int store_ana_init(store *s);
@@ -50,6 +50,11 @@ int store_ana_act(store_ana_writer *w, int64_t dict_id, int feature, const char 
                   int interval, int rank, int64_t seq_id, int pos, int token, double value);
 int store_ana_logit(store_ana_writer *w, int64_t dict_id, int feature, int sign, int rank,
                     int token, double value);
+/* ana_effects row; rank_corr NAN stores NULL. */
+int store_ana_effect(store_ana_writer *w, int64_t dict_id, int feature, int64_t n_contexts,
+                     double mean_act, double mean_kl, double mean_dloss, double rank_corr);
+int store_ana_effect_logit(store_ana_writer *w, int64_t dict_id, int feature, int sign, int rank,
+                           int token, double value);
 int store_ana_geometry(store_ana_writer *w, int64_t dict_id, const char *source, int bin,
                        double lo_deg, double hi_deg, int64_t count);
 int store_ana_decoder(store_ana_writer *w, int64_t dict_id, int feature, const float *vec, int d);

@@ -360,6 +360,8 @@ static void test_loss(void)
 #include "sae/sae.h"
 #include "store/sqlfuncs.h"
 #include "store/store.h"
+#include "store/store_ana.h"
+#include "store/store_internal.h"
 
 enum { E_T = 16, E_SEQS = 24, E_C = 16, E_V = 64, E_DSAE = 32 };
 
@@ -470,7 +472,7 @@ static int build_fixture(const char *root, char *db, char *model_dir, char *sae_
 }
 
 /* ana_run as `saelite analyze --db DB [--sae SAE] --all` with the defaults, then `set` applied. */
-typedef struct { const char *hook; int neurons, no_model, keep_bos, all_acts, ce_seqs, top; volatile int *stop; } ana_flags;
+typedef struct { const char *hook; int neurons, no_model, keep_bos, all_acts, ce_seqs, top, effects; volatile int *stop; } ana_flags;
 
 static int analyze(const char *db, const char *sae, ana_flags fl)
 {
@@ -484,6 +486,8 @@ static int analyze(const char *db, const char *sae, ana_flags fl)
     o.no_model = fl.no_model;
     o.keep_bos = fl.keep_bos;
     o.all_acts = fl.all_acts;
+    o.effects = fl.effects;
+    o.effects_ctx = 5;
     if (fl.ce_seqs) o.ce_seqs = fl.ce_seqs;
     if (fl.top) o.top_n = fl.top;
     o.stop = fl.stop;
@@ -599,6 +603,29 @@ static void test_analyze_e2e(void)
     CHECK(q1(db, "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='neurons' AND m.name='pos_precision_mean'") == 1);
     CHECK(q1(db, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='neurons' AND m.name='explained_variance'") == 1);
 
+    /* --effects: measured ablation effects beside the direct-path logits */
+    CHECK(q1(db, "SELECT count(*) FROM ana_effects") == 0, "no effects without --effects");
+    ana_flags eff = full;
+    eff.effects = 1;
+    CHECK(analyze(db, sae, eff) == 0, "analyze --effects: %s", err_msg());
+    double ne = q1(db, "SELECT count(*) FROM ana_effects");
+    CHECK(ne > E_DSAE / 2 && ne <= E_DSAE, "%g features with effects", ne);
+    CHECK(q1(db, "SELECT count(*) FROM ana_effects e JOIN ana_features f USING (dict_id, feature) WHERE e.n_contexts > min(5, f.n_active) OR e.n_contexts < 1") == 0,
+          "at most --effects-ctx contexts, only where the feature fires");
+    CHECK(q1(db, "SELECT count(*) FROM ana_effects WHERE mean_kl < 0 OR rank_corr IS NULL OR rank_corr < -1 OR rank_corr > 1 OR mean_act <= 0") == 0);
+    CHECK(q1(db, "SELECT count(*) FROM ana_effect_logits") == ne * 2 * 10);
+    CHECK(q1(db, "SELECT count(*) FROM ana_effect_logits WHERE sign * value < 0") == 0, "raised tokens rise, lowered fall");
+    CHECK(q1(db, "SELECT max(mean_kl) FROM ana_effects") > 1e-6);
+    /* the schema upgrade: a version 2 database gets the effects tables */
+    {
+        store *s2;
+        CHECK(store_open(&s2, db, 0) == OK);
+        CHECK(store_exec(s2, "DROP TABLE ana_effects; DROP TABLE ana_effect_logits; UPDATE schema_parts SET version = 2 WHERE name = 'analysis'") == OK);
+        CHECK(store_ana_init(s2) == OK, "%s", err_msg());
+        store_close(s2);
+        CHECK(q1(db, "SELECT version FROM schema_parts WHERE name = 'analysis'") == STORE_ANA_VERSION && STORE_ANA_VERSION == 3);
+        CHECK(q1(db, "SELECT count(*) FROM ana_effects") == 0, "ana_effects recreated");
+    }
     /* rerun replaces; bad inputs leave the database as it was */
     rc = analyze(db, sae, full);
     CHECK(rc == 0 && q1(db, "SELECT count(*) FROM ana_dicts") == 2, "rerun replaces the analysis");

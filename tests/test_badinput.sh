@@ -148,9 +148,10 @@ hostile h_hooks.db "DROP TABLE hooks; CREATE VIEW hooks AS SELECT 1 AS id"
 hostile h_width.db "UPDATE hooks SET width = -3"
 hostile h_ntok.db "UPDATE activations SET n_tokens = 9223372036854775807"
 hostile h_loop.db "CREATE VIEW forever AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
-hostile h_ana.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_parts VALUES ('analysis', 2);
+ANA_V=$(sed -n 's/^#define STORE_ANA_VERSION //p' "$ROOT/store/store_ana.h")
+hostile h_ana.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_parts VALUES ('analysis', $ANA_V);
   DROP TABLE ana_vocab; CREATE VIEW ana_vocab(token, text) AS SELECT 1, tok_text(1)"
-hostile h_ana2.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_parts VALUES ('analysis', 2); DROP TABLE ana_acts"
+hostile h_ana2.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_parts VALUES ('analysis', $ANA_V); DROP TABLE ana_acts"
 hostile h_sae.db "$(cat "$ROOT/store/schema_sae.sql"); INSERT INTO schema_parts VALUES ('sae', 1);
   ALTER TABLE sae_registry RENAME TO sae_old; CREATE TABLE sae_registry (id INTEGER PRIMARY KEY)"
 sqlite3 "$W/h_other.db" "CREATE TABLE t (x); INSERT INTO t VALUES (1)"                   # another program's
@@ -301,6 +302,8 @@ bad "analyze: unknown hook for neurons" "no hook 'blocks.0.nosuch'" analyze --db
 bad "analyze: zero top" "--top must be >= 1, got 0" analyze --db ex.db --sae sae8 --no-model --top 0
 bad "analyze: validation fraction above 1" "--val-frac must be in \(0, 1\), got 2" analyze --db ex.db --sae sae8 --no-model --val-frac 2
 bad "analyze: newer schema database" "written by a newer saelite" analyze --db newer.db --neurons --hook $H --no-model
+bad "analyze: --effects without the model" "--effects needs --sae and the model" analyze --db ex.db --sae sae8 --no-model --effects
+bad "analyze: --effects with neurons only" "--effects needs --sae and the model" analyze --db ex.db --neurons --hook $H --effects
 bad "report: SAE never analysed" "no analysis of SAE '999'" report --db ex.db --sae 999 --out rep
 bad "report: bad feature list" "bad list '1,x'" report --db ex.db --sae sae8 --features 1,x --out rep
 bad "query: SQL syntax error" "near \"SELEC\": syntax error" query --db ex.db "SELEC 1"

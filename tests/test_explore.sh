@@ -56,6 +56,50 @@ ok grep -q "generated 3 tokens" <<<"$err"
 $BIN generate --model "$tmp/m" --prompt "x" --temperature -1 >/dev/null 2>&1; ok test $? -eq 2
 $BIN generate --model "$tmp/nope" --prompt "x" >/dev/null 2>&1; ok test $? -eq 1
 
+# ---- generate --steer: an SAE over the 32-wide residual (no hook_name: --hook names it)
+$BIN sae-train --synth --synth-d 32 --synth-features 64 --tokens 20k --k 4 --expansion 2 \
+    --out "$tmp/sae" >/dev/null 2>&1; ok test $? -eq 0
+G=(generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 12)
+plain=$($BIN "${G[@]}" 2>/dev/null)
+cmp=$($BIN "${G[@]}" --sae "$tmp/sae" --hook blocks.1.hook_resid_post --steer 3:20,5:-4 --compare 2>/dev/null)
+ok test $? -eq 0
+ok grep -q "^=== steered (3:20,5:-4, add) ===$" <<<"$cmp"
+ok test "$(sed -n '/^=== unsteered ===$/,$p' <<<"$cmp" | tail -n +2)" = "$plain"   # same seed, no hook
+steered=$(sed -n '2,/^=== unsteered/p' <<<"$cmp" | head -n -2)
+ok test "$steered" != "$plain"
+for m in clamp ortho cap; do
+    $BIN "${G[@]}" --sae "$tmp/sae" --hook blocks.1.hook_resid_post --steer 3:0 --steer-method $m \
+        >/dev/null 2>&1; ok test $? -eq 0
+done
+err=$($BIN "${G[@]}" --sae "$tmp/sae" --steer 3:1 2>&1 >/dev/null); ok test $? -eq 1
+ok grep -q "names no hook" <<<"$err"
+out=$($BIN "${G[@]}" --sae "$tmp/sae" --hook blocks.1.hook_resid_post --steer 999:1 2>&1); ok test $? -eq 1
+ok grep -q "out of range" <<<"$out"
+ok test "$(grep -c "the cat" <<<"$out")" -eq 0   # nothing printed before the error
+$BIN "${G[@]}" --steer 3:1 >/dev/null 2>&1; ok test $? -eq 2
+$BIN "${G[@]}" --sae "$tmp/sae" --steer 3:1 --steer-method scale >/dev/null 2>&1; ok test $? -eq 2
+
+# ---- attribute: gradient x activation and integrated gradients over the same SAE
+A=(attribute --model "$tmp/m" --sae "$tmp/sae" --hook blocks.0.hook_resid_post --text "the cat sat on the")
+out=$($BIN "${A[@]}" --top 5 --csv "$tmp/a.csv" --npy "$tmp/a.npy" --png "$tmp/a.png" 2>/dev/null)
+ok test $? -eq 0
+ok grep -q '^metric: logit\[' <<<"$out"
+ok test "$(head -1 "$tmp/a.csv")" = "position,token,token_text,feature,activation,attribution"
+ok test "$(grep -c ',-1,,' "$tmp/a.csv")" -eq 5            # one error node per token
+ok grep -aq "'shape': (5, 65)" "$tmp/a.npy"                 # T x (d_sae + 1)
+ok test -s "$tmp/a.png"
+# the CSV's attributions plus error nodes add up to the printed sum
+sum=$(awk -F, 'NR > 1 {s += $NF} END {printf "%.9f", s}' "$tmp/a.csv")
+pr=$(sed -n 's/.*error nodes \(-\{0,1\}[0-9.]*\)$/\1/p' <<<"$out")
+ok awk -v a="$sum" -v b="$pr" 'BEGIN { d = a - b; exit !(b != "" && d < 2e-6 && d > -2e-6) }' 
+out=$($BIN "${A[@]}" --target "#7" --ig-steps 128 --top 0 2>/dev/null); ok test $? -eq 0
+ch=$(sed -n 's/.*change \(-\{0,1\}[0-9.]*\), sum.*/\1/p' <<<"$out")
+sm=$(sed -n 's/.*error nodes \(-\{0,1\}[0-9.]*\)$/\1/p' <<<"$out")
+ok awk -v a="$ch" -v b="$sm" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d < 1e-3 * (1 + (a < 0 ? -a : a))) }'
+$BIN "${A[@]}" --target x --target-diff a,b >/dev/null 2>&1; ok test $? -eq 2
+$BIN "${A[@]}" --target "#99999" >/dev/null 2>&1; ok test $? -eq 1
+$BIN "${A[@]}" --pos 9 >/dev/null 2>&1; ok test $? -eq 1
+
 out=$($BIN embed --model "$tmp/m" --top 3 "the - cat + dog" 2>&1); ok test $? -eq 0
 ok test "$(grep -cE '^ +[0-9]+ +[0-9]+ +-?[01]\.[0-9]{4}  ' <<<"$out")" -eq 3
 err=$($BIN embed --model "$tmp/m" "dog - dog" 2>&1); ok test $? -eq 1

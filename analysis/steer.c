@@ -1,0 +1,220 @@
+/* steer.c - steering, delta clamping and steered generation at an SAE's hook (see steer.h). */
+#include "analysis/steer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/rng.h"
+
+static const char *const NAMES[] = {"add", "clamp", "ortho", "cap"};
+
+const char *ana_steer_method_name(ana_steer_method m)
+{
+    return (unsigned)m < 4 ? NAMES[m] : "?";
+}
+
+int ana_steer_method_parse(const char *s, ana_steer_method *out)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, NAMES[i])) {
+            *out = (ana_steer_method)i;
+            return OK;
+        }
+    return err_set(ERR_ARG, "unknown steering method '%s' (add, clamp, ortho, cap)", s);
+}
+
+int ana_steer_parse(const char *spec, int d_sae, ana_steer_term **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    int cap = 1;
+    for (const char *p = spec; *p; p++) cap += *p == ',';
+    ana_steer_term *t = mem_alloc((size_t)cap * sizeof *t);
+    if (!t) return err_set(ERR_NOMEM, "out of memory");
+    const char *p = spec;
+    int k = 0;
+    while (1) {
+        char *end;
+        errno = 0;
+        long f = strtol(p, &end, 10);
+        if (end == p || *end != ':' || errno || f < 0 || f > INT32_MAX) goto bad;
+        p = end + 1;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v) || (*end && *end != ',')) goto bad;
+        if (d_sae > 0 && f >= d_sae) {
+            mem_free(t);
+            return err_set(ERR_ARG, "steering: feature %ld is out of range (the SAE has %d)", f, d_sae);
+        }
+        t[k].feature = (int)f;
+        t[k].value = (float)v;
+        k++;
+        if (!*end) break;
+        p = end + 1;
+    }
+    *out = t;
+    *n = k;
+    return OK;
+bad:
+    mem_free(t);
+    return err_set(ERR_ARG, "steering: '%s' is not FEATURE:STRENGTH[,FEATURE:STRENGTH...]", spec);
+}
+
+static double dot(const float *a, const float *b, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+int ana_steer_rows(const sae_model *s, ana_steer_method m, const ana_steer_term *t, int n,
+                   float *x, int N, float *f)
+{
+    const int d = s->cfg.d_in, D = s->cfg.d_sae;
+    for (int k = 0; k < n; k++)
+        if (t[k].feature < 0 || t[k].feature >= D)
+            return err_set(ERR_ARG, "steering: feature %d is out of range (the SAE has %d)",
+                           t[k].feature, D);
+    if (n == 0 || N == 0) return OK;
+    if (m == ANA_STEER_CLAMP) {
+        if (!f) return err_set(ERR_ARG, "steering: clamping needs code scratch");
+        int rc = sae_encode(s, x, N, f); /* codes of the unmodified rows, read by every term */
+        if (rc) return rc;
+        for (int r = 0; r < N; r++) {
+            float *xr = x + (size_t)r * d;
+            const float *fr = f + (size_t)r * D;
+            for (int k = 0; k < n; k++) {
+                float delta = t[k].value - fr[t[k].feature];
+                if (delta == 0) continue;
+                const float *v = s->W_dec + (size_t)t[k].feature * d;
+                for (int i = 0; i < d; i++) xr[i] += delta * v[i];
+            }
+        }
+        return OK;
+    }
+    for (int k = 0; k < n; k++) {
+        const float *v = s->W_dec + (size_t)t[k].feature * d;
+        const double S = t[k].value, vv = dot(v, v, d);
+        if (m != ANA_STEER_ADD && !(vv > 0)) continue; /* a zero direction has no projection */
+        for (int r = 0; r < N; r++) {
+            float *xr = x + (size_t)r * d;
+            double c; /* coefficient of v in the change */
+            if (m == ANA_STEER_ADD) c = S;
+            else {
+                double p = dot(xr, v, d) / vv; /* x = p v + (orthogonal part) */
+                if (m == ANA_STEER_ORTHO) c = (S - 1) * p;
+                else { /* cap: the projection on u is p |v|; keep it at most S */
+                    double norm = sqrt(vv), over = p * norm - S;
+                    c = over > 0 ? -over / norm : 0;
+                }
+            }
+            if (c == 0) continue;
+            float cf = (float)c;
+            for (int i = 0; i < d; i++) xr[i] += cf * v[i];
+        }
+    }
+    return OK;
+}
+
+struct ana_steer {
+    const sae_model *sae;
+    ana_steer_method method;
+    ana_steer_term *terms;
+    int n, rc;
+    float *f; /* [cap_rows, d_sae] clamp scratch */
+    int cap_rows;
+};
+
+int ana_steer_new(ana_steer **out, const sae_model *s, ana_steer_method m,
+                  const ana_steer_term *t, int n)
+{
+    *out = NULL;
+    for (int k = 0; k < n; k++)
+        if (t[k].feature < 0 || t[k].feature >= s->cfg.d_sae)
+            return err_set(ERR_ARG, "steering: feature %d is out of range (the SAE has %d)",
+                           t[k].feature, s->cfg.d_sae);
+    ana_steer *st = mem_calloc(1, sizeof *st);
+    if (!st) return err_set(ERR_NOMEM, "out of memory");
+    st->terms = mem_alloc((size_t)(n > 0 ? n : 1) * sizeof *st->terms);
+    if (!st->terms) {
+        mem_free(st);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    if (n) memcpy(st->terms, t, (size_t)n * sizeof *t);
+    st->sae = s;
+    st->method = m;
+    st->n = n;
+    *out = st;
+    return OK;
+}
+
+void ana_steer_free(ana_steer *st)
+{
+    if (!st) return;
+    mem_free(st->terms);
+    mem_free(st->f);
+    mem_free(st);
+}
+
+static int steer_hook(const tensor_view *tv, void *user)
+{
+    ana_steer *st = user;
+    const int d = st->sae->cfg.d_in;
+    int64_t numel = tensor_numel(tv);
+    if (numel % d) {
+        st->rc = err_set(ERR_SHAPE, "hook %s gives %lld values, not rows of the SAE's %d", tv->name,
+                         (long long)numel, d);
+        return 1;
+    }
+    int rows = (int)(numel / d);
+    if (st->method == ANA_STEER_CLAMP && rows > st->cap_rows) {
+        float *f = mem_realloc(st->f, (size_t)rows * st->sae->cfg.d_sae * sizeof *f);
+        if (!f) {
+            st->rc = err_set(ERR_NOMEM, "out of memory for the codes of %d rows", rows);
+            return 1;
+        }
+        st->f = f;
+        st->cap_rows = rows;
+    }
+    int rc = ana_steer_rows(st->sae, st->method, st->terms, st->n, tv->data, rows, st->f);
+    if (rc) {
+        st->rc = rc;
+        return 1;
+    }
+    return 0;
+}
+
+int ana_steer_attach(ana_steer *st, gpt2_model *m, const char *hook)
+{
+    const char *h = hook ? hook : st->sae->cfg.hook_name;
+    if (!h[0]) return err_set(ERR_ARG, "steering: the SAE names no hook (cfg.json hook_name)");
+    int layer, width;
+    int rc = gpt2_hook_info(m, h, &layer, &width);
+    if (rc) return rc;
+    if (width != st->sae->cfg.d_in)
+        return err_set(ERR_SHAPE, "steering: %s is %d wide but the SAE reads %d", h, width,
+                       st->sae->cfg.d_in);
+    st->rc = OK;
+    return gpt2_hook_add(m, h, steer_hook, st);
+}
+
+int ana_steer_error(const ana_steer *st) { return st->rc; }
+
+int ana_steer_generate(gpt2_model *m, ana_steer *st, int steered, const ana_gen_opts *o,
+                       int *seq, size_t *len)
+{
+    gpt2_hook_clear(m);
+    int rc = steered ? ana_steer_attach(st, m, o->hook) : OK;
+    rng_state rng;
+    rng_seed(&rng, o->seed);
+    if (!rc)
+        rc = smp_generate(m, seq, len, o->max_new, o->temperature, o->top_k, o->vocab_limit,
+                          o->stop_id, &rng, o->on_token, o->user);
+    if (steered && st->rc) rc = st->rc;
+    gpt2_hook_clear(m);
+    return rc;
+}

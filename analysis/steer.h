@@ -1,0 +1,77 @@
+/* steer.h - interventions on SAE features at the SAE's hook: steering, clamping, ablation, and
+ * steered generation.
+ *
+ * All methods act on the hook's rows x [N, d_in] in place, with v = W_dec[F] (the decoder row,
+ * not renormalised) and u = v / |v|:
+ *   ANA_STEER_ADD    x += S * v                              (SAELens / Neuronpedia SIMPLE_ADDITIVE)
+ *   ANA_STEER_CLAMP  x += (S - f_F(x)) * v                   the delta clamp: the SAE's error term
+ *                    x - xhat is kept, S = 0 ablates the feature, S = f_F(x) changes nothing;
+ *                    f_F(x) is the SAE's own encoding of the unmodified row (every term of one
+ *                    call reads the same codes)
+ *   ANA_STEER_ORTHO  x += (S - 1) * (x.u) u                  Neuronpedia ORTHOGONAL_DECOMP:
+ *                    (I - P) x + S P x with P = v v^T / |v|^2 (S = 1: unchanged, S = 0: the
+ *                    component along v is removed)
+ *   ANA_STEER_CAP    x -= max(0, x.u - S) u                  projection cap: x.u <= S afterwards
+ * Several terms of add/ortho/cap apply one after the other in the order given. Every change is a
+ * delta added to x, so with no terms (or S = f_F for clamp) the row is bit-for-bit unchanged:
+ * this is "the SAE spliced in with its error term" without the rounding of xhat + (x - xhat).
+ * Positions: every row the hook sees. The generation loop (model/sample.h) reruns the whole
+ * window each step (no KV cache), so prompt and generated positions are all steered, unlike a
+ * cached loop that steers only the prompt.
+ * Ownership: ana_steer borrows the SAE and copies the terms; it owns its code scratch.
+ * Errors: ERR_ARG (bad spec, feature out of range), ERR_SHAPE (hook width), ERR_NOMEM.
+ * Threads: one ana_steer per model (it owns scratch).
+ */
+#ifndef SAELITE_ANA_STEER_H
+#define SAELITE_ANA_STEER_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/gpt2.h"
+#include "model/sample.h"
+#include "sae/sae.h"
+
+typedef enum { ANA_STEER_ADD, ANA_STEER_CLAMP, ANA_STEER_ORTHO, ANA_STEER_CAP } ana_steer_method;
+
+typedef struct {
+    int feature; /* latent index in [0, d_sae) */
+    float value; /* S */
+} ana_steer_term;
+
+const char *ana_steer_method_name(ana_steer_method m); /* "add", "clamp", "ortho", "cap" */
+int ana_steer_method_parse(const char *s, ana_steer_method *out); /* ERR_ARG for others */
+/* "F:S[,F:S...]" into *out (mem_alloc'd, *n terms); features must be < d_sae (d_sae <= 0: not
+ * checked). */
+int ana_steer_parse(const char *spec, int d_sae, ana_steer_term **out, int *n);
+
+/* Apply the terms to rows x [N, d_in]. f [N, d_sae] is scratch for the codes (needed for clamp
+ * only; may be NULL otherwise). */
+int ana_steer_rows(const sae_model *s, ana_steer_method m, const ana_steer_term *t, int n,
+                   float *x /*[N,d_in]*/, int N, float *f /*[N,d_sae] or NULL*/);
+
+/* A hook that steers every row at the SAE's hook (cfg.hook_name, or `hook` when given). */
+typedef struct ana_steer ana_steer;
+int ana_steer_new(ana_steer **out, const sae_model *s, ana_steer_method m,
+                  const ana_steer_term *t, int n);
+void ana_steer_free(ana_steer *st);
+/* gpt2_hook_add at hook (NULL: the SAE's hook_name). A failure inside the hook aborts the
+ * forward pass; ana_steer_error returns its code (OK when none). */
+int ana_steer_attach(ana_steer *st, gpt2_model *m, const char *hook);
+int ana_steer_error(const ana_steer *st);
+
+/* Generation with the hook attached (steered != 0) or without (the unsteered baseline): the
+ * model's hooks are cleared first and after. rng is seeded from seed for each call, so a steered
+ * and an unsteered call with the same seed draw the same random numbers. seq/len/max_new/...: as
+ * smp_generate. */
+typedef struct {
+    int max_new, top_k, vocab_limit, stop_id;
+    double temperature;
+    uint64_t seed;
+    const char *hook;      /* NULL: the SAE's hook_name */
+    smp_token_fn on_token; /* may be NULL */
+    void *user;
+} ana_gen_opts;
+int ana_steer_generate(gpt2_model *m, ana_steer *st, int steered, const ana_gen_opts *o,
+                       int *seq, size_t *len);
+
+#endif
