@@ -65,8 +65,9 @@ async function viewIndex(params) {
   const go = (patch) => {
     const n = Object.assign({}, st, patch);
     const u = new URLSearchParams();
+    const dflt = {q: '', tag: '', sort: 'density', order: 'desc', offset: 0, token: ''};
     for (const k of ['dict', 'q', 'tag', 'sort', 'order', 'offset', 'token'])
-      if (n[k] !== '' && !(k === 'offset' && !n[k])) u.set(k, n[k]);
+      if (n[k] !== dflt[k] && String(n[k]) !== String(dflt[k])) u.set(k, n[k]);
     navigate('/?' + u.toString());
   };
   const sel = el('select', {id: 'dict', onchange: (e) => go({dict: e.target.value, offset: 0})},
@@ -218,6 +219,7 @@ async function viewTest(params) {
           t.features.map(([f, v]) => r.dict_id >= 0 ? el('a', {href: `/feature/${r.dict_id}/${f}`, title: `activation ${v.toFixed(4)}`, text: `#${f} ${v.toFixed(2)}`})
             : el('span', {text: `#${f} ${v.toFixed(2)}`}))))));
     } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
+    document.body.dataset.ready = '1';
   };
   main.append(el('p', {class: 'muted', text: `SAE ${info.test_sae}; each token shows its top 5 features (click one to open it).`}), ta,
     el('div', {class: 'controls'}, el('button', {id: 'run', type: 'button', text: 'Run', onclick: run}), el('span', {class: 'keys', text: 'Ctrl-Enter runs'})), out);
@@ -239,6 +241,7 @@ async function viewSql(params) {
         el('table', {id: 'sql-table'}, el('tr', {}, r.columns.map((c) => el('th', {text: c}))),
           r.rows.map((row) => el('tr', {}, row.map((v) => el('td', {class: typeof v === 'number' ? 'num' : null, text: v === null ? 'NULL' : typeof v === 'number' ? fmt(v, 4) : v}))))));
     } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
+    document.body.dataset.ready = '1';
   };
   main.replaceChildren(el('h1', {id: 'title', text: 'SQL'}),
     el('p', {class: 'muted', text: `Read-only, one statement, at most ${info.sql_max_rows} rows and ${info.sql_timeout_ms / 1000} s; the saelite functions tok_text, context, vec_cos, … are there (docs/analysis.md).`}),
