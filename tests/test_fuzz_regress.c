@@ -13,6 +13,7 @@
 #include "fuzz/fuzz_npy.c"
 #include "fuzz/fuzz_saecfg.c"
 #include "fuzz/fuzz_safetensors.c"
+#include "fuzz/fuzz_serve.c"
 #include "fuzz/fuzz_tokenizer.c"
 #include "fuzz/fuzz_tokload.c"
 
@@ -26,7 +27,7 @@ typedef int (*fuzz_fn)(const uint8_t *, size_t);
 
 static const struct { const char *name; fuzz_fn fn; } targets[] = {
     {"brown", fuzz_brown},         {"config", fuzz_config},           {"corpus", fuzz_corpus},
-    {"npy", fuzz_npy},             {"saecfg", fuzz_saecfg},           {"safetensors", fuzz_safetensors},
+    {"npy", fuzz_npy},             {"saecfg", fuzz_saecfg},           {"safetensors", fuzz_safetensors}, {"serve", fuzz_serve},
     {"tokenizer", fuzz_tokenizer}, {"tokload", fuzz_tokload},
 };
 
