@@ -9,9 +9,11 @@
 CLI_COMMAND(serve, "Browse a database's features in a web browser (HTTP server)",
             "saelite serve --db FILE [--sae DIR|ID] [--model DIR] [--host 127.0.0.1] [--port 8080]")
 
-static void ready(void *user, const char *url)
+static void ready(void *user, const char *url, const srv_result *res)
 {
     (void)user;
+    fprintf(stderr, "serve: search index (%s) built in %.2f s\n", res->fts5 ? "FTS5" : "LIKE",
+            res->index_seconds);
     printf("serve: open %s in a browser (Ctrl-C stops)\n", url);
     fflush(stdout);
 }

@@ -161,8 +161,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
     conn *k = *req_cls;
     if (!k) return MHD_NO; /* out of memory in on_uri */
     if (!k->seen) {
+        /* headers only: answer on a later call, once any body is read (a response queued now
+           would make libmicrohttpd close the connection instead of keeping it alive) */
         k->seen = 1;
-        if (!strcmp(method, "POST")) return MHD_YES; /* the body follows */
+        return MHD_YES;
     }
     if (!strcmp(method, "POST") && *upload_size) {
         /* body chunks arrive before the final call */
@@ -228,7 +230,7 @@ int srv_run(const srv_opts *o, srv_result *res)
     res->port = info ? info->port : o->port;
     char url[128];
     snprintf(url, sizeof url, "http://%s:%d/", host, res->port);
-    if (o->on_ready) o->on_ready(o->user, url);
+    if (o->on_ready) o->on_ready(o->user, url, res);
     struct timespec tick = {0, 100 * 1000000L};
     while (!(o->stop && *o->stop)) nanosleep(&tick, NULL);
     MHD_stop_daemon(d);

@@ -31,6 +31,7 @@
 #define SRV_SQL_MS 2000           /* console time limit */
 #define SRV_TEST_CHARS 4000       /* "test your text": bytes of text */
 
+struct srv_result;
 typedef struct {
     const char *db;        /* database (required) */
     const char *sae;       /* SAE directory or registry id for "test your text" (NULL: the newest
@@ -40,12 +41,12 @@ typedef struct {
     int port;              /* default 8080; 0 picks a free port */
     int threads;           /* worker threads (default 4) */
     volatile int *stop;    /* polled; non-zero stops the server */
-    /* called once the server listens (the URL to open); may be NULL */
-    void (*on_ready)(void *user, const char *url);
+    /* called once the server listens (the URL to open; res so far); may be NULL */
+    void (*on_ready)(void *user, const char *url, const struct srv_result *res);
     void *user;
 } srv_opts;
 
-typedef struct {
+typedef struct srv_result {
     int port;              /* the port it listened on */
     int64_t requests;      /* requests answered */
     double index_seconds;  /* building the search index at startup */

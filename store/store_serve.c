@@ -12,19 +12,24 @@
 
 #include <sqlite3.h>
 
+/* Connections for the named queries: c[0] holds the temp search index (the queries that read
+ * it run there), the others serve the rest, so feature pages do not wait for each other. */
+#define NCONN 4
+typedef struct {
+    sqlite3 *db;
+    sqlite3_stmt *st[STORE_SRV_NQ]; /* prepared once; NULL where the query needs the index */
+    pthread_mutex_t mu;
+} srv_conn;
+
 struct store_srv {
     char path[1024];
-    sqlite3 *db, *con;          /* named queries (with the temp search index) / console */
-    pthread_mutex_t db_mu, con_mu;
+    srv_conn c[NCONN];
+    sqlite3 *con;               /* the console's connection */
+    pthread_mutex_t con_mu;
+    unsigned rr;                /* round robin when every connection is busy */
     int fts5;
-    sqlite3_stmt *st[STORE_SRV_NQ]; /* prepared once on db */
 };
 
-/* Context tokens and the other stored activations of the same feature at each of them. */
-#define ACT_COLS                                                                              \
-    "a.kind, a.interval, a.rank, a.seq_id, a.pos, a.value, t.position, t.text, "            \
-    "(SELECT max(b.value) FROM ana_acts b WHERE b.seq_id = t.sequence_id AND "               \
-    "b.pos = t.position AND b.dict_id = a.dict_id AND b.feature = a.feature) AS tok_value"
 
 /* The features table: filters ?2 min density, ?3 max density, ?4 best tag, ?5 search match;
  * ?6 sort key, ?7 'asc'|'desc', ?8 limit, ?9 offset. MATCH_FEATURE is the search predicate. */
@@ -119,11 +124,16 @@ static const struct {
         "ana_decoder me JOIN ana_decoder o ON o.dict_id = me.dict_id AND o.feature <> me.feature "
         "WHERE me.dict_id = ?1 AND me.feature = ?2) ORDER BY abs(cos) DESC, feature LIMIT ?3",
         NULL},
+    /* the example's context tokens, each with the largest activation of this feature stored
+       at it (mine: the feature's stored activations by position, one lookup per token) */
     [STORE_SRV_ACTS] = {"acts",
-        "SELECT " ACT_COLS " FROM ana_acts a JOIN tokens t ON t.sequence_id = a.seq_id AND "
-        "t.position BETWEEN a.pos - ?3 AND a.pos + ?4 WHERE a.dict_id = ?1 AND a.feature = ?2 "
-        "AND a.kind IN ('top', 'quantile') ORDER BY a.kind = 'quantile', a.interval DESC, "
-        "a.rank, t.position", NULL},
+        "WITH mine AS MATERIALIZED (SELECT seq_id, pos, max(value) AS v FROM ana_acts WHERE "
+        "dict_id = ?1 AND feature = ?2 GROUP BY seq_id, pos) SELECT a.kind, a.interval, a.rank, "
+        "a.seq_id, a.pos, a.value, t.position, t.text, m.v AS tok_value FROM ana_acts a JOIN "
+        "tokens t ON t.sequence_id = a.seq_id AND t.position BETWEEN a.pos - ?3 AND a.pos + ?4 "
+        "LEFT JOIN mine m ON m.seq_id = t.sequence_id AND m.pos = t.position WHERE a.dict_id = "
+        "?1 AND a.feature = ?2 AND a.kind IN ('top', 'quantile') ORDER BY a.kind = 'quantile', "
+        "a.interval DESC, a.rank, t.position", NULL},
     [STORE_SRV_DICT_BY_SAE] = {"dict_by_sae",
         "SELECT id FROM ana_dicts WHERE kind = 'sae' AND (name = ?1 OR sae_id = ?2) ORDER BY id "
         "DESC LIMIT 1", NULL},
@@ -200,25 +210,39 @@ static int open_conn(store_srv *s, sqlite3 **db)
     return OK;
 }
 
+/* The SAE registry stand-ins, where the database has none. */
+static int sae_standins(store_srv *s, sqlite3 *db)
+{
+    for (size_t i = 0; i < sizeof SAE_TEMP / sizeof *SAE_TEMP; i++) {
+        int yes;
+        if (table_exists(db, SAE_TEMP[i][0], &yes) != SQLITE_OK ||
+            (!yes && sqlite3_exec(db, SAE_TEMP[i][1], NULL, NULL, NULL) != SQLITE_OK))
+            return sqlerr(s, db, "SAE registry stand-in");
+    }
+    return OK;
+}
+
+static int needs_index(const char *sql) { return strstr(sql, "feature_fts") != NULL; }
+
 int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
 {
     *out = NULL;
     if (fts_seconds) *fts_seconds = 0;
     store_srv *s = mem_calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "out of memory");
-    pthread_mutex_init(&s->db_mu, NULL);
+    for (int i = 0; i < NCONN; i++) pthread_mutex_init(&s->c[i].mu, NULL);
     pthread_mutex_init(&s->con_mu, NULL);
     int rc = OK;
     if (snprintf(s->path, sizeof s->path, "%s", path) >= (int)sizeof s->path) {
         rc = err_set(ERR_ARG, "database path too long: %.80s...", path);
         goto fail;
     }
-    if ((rc = open_conn(s, &s->db)) || (rc = open_conn(s, &s->con))) goto fail;
+    if ((rc = open_conn(s, &s->c[0].db))) goto fail;
     /* a file that is not a database fails here, on the first read */
     for (size_t i = 0; i < sizeof ANA_TABLES / sizeof *ANA_TABLES; i++) {
         int yes;
-        if (table_exists(s->db, ANA_TABLES[i], &yes) != SQLITE_OK) {
-            rc = sqlerr(s, s->db, "reading the schema");
+        if (table_exists(s->c[0].db, ANA_TABLES[i], &yes) != SQLITE_OK) {
+            rc = sqlerr(s, s->c[0].db, "reading the schema");
             goto fail;
         }
         if (!yes) {
@@ -227,41 +251,40 @@ int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
             goto fail;
         }
     }
-    for (size_t i = 0; i < sizeof SAE_TEMP / sizeof *SAE_TEMP; i++) {
-        for (int c = 0; c < 2; c++) {
-            sqlite3 *db = c ? s->con : s->db;
-            int yes;
-            if (table_exists(db, SAE_TEMP[i][0], &yes) != SQLITE_OK ||
-                (!yes && sqlite3_exec(db, SAE_TEMP[i][1], NULL, NULL, NULL) != SQLITE_OK)) {
-                rc = sqlerr(s, db, "SAE registry stand-in");
-                goto fail;
-            }
-        }
-    }
+    for (int i = 1; i < NCONN && !rc; i++) rc = open_conn(s, &s->c[i].db);
+    if (!rc) rc = open_conn(s, &s->con);
+    for (int i = 0; i < NCONN && !rc; i++) rc = sae_standins(s, s->c[i].db);
+    if (!rc) rc = sae_standins(s, s->con);
+    if (rc) goto fail;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    s->fts5 = sqlite3_exec(s->db, FTS_CREATE, NULL, NULL, NULL) == SQLITE_OK;
-    if ((!s->fts5 && sqlite3_exec(s->db, LIKE_CREATE, NULL, NULL, NULL) != SQLITE_OK) ||
-        sqlite3_exec(s->db, FTS_FILL, NULL, NULL, NULL) != SQLITE_OK) {
-        rc = sqlerr(s, s->db, "building the search index");
+    sqlite3 *db0 = s->c[0].db;
+    s->fts5 = sqlite3_exec(db0, FTS_CREATE, NULL, NULL, NULL) == SQLITE_OK;
+    if ((!s->fts5 && sqlite3_exec(db0, LIKE_CREATE, NULL, NULL, NULL) != SQLITE_OK) ||
+        sqlite3_exec(db0, FTS_FILL, NULL, NULL, NULL) != SQLITE_OK) {
+        rc = sqlerr(s, db0, "building the search index");
         goto fail;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (fts_seconds) *fts_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     /* from here on nothing writes, not even the temp schema */
-    if (sqlite3_exec(s->db, "PRAGMA query_only = 1", NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_exec(s->con, "PRAGMA query_only = 1", NULL, NULL, NULL) != SQLITE_OK) {
-        rc = sqlerr(s, s->db, "query_only");
-        goto fail;
-    }
-    for (int q = 0; q < STORE_SRV_NQ; q++) {
-        if (sqlite3_prepare_v3(s->db, store_srv_sql(s, q), -1, SQLITE_PREPARE_PERSISTENT,
-                               &s->st[q], NULL) != SQLITE_OK) {
-            rc = err_set(ERR_SQL, "%s: preparing query %s: %s", s->path, Q[q].name,
-                         sqlite3_errmsg(s->db));
+    for (int i = 0; i <= NCONN; i++) {
+        sqlite3 *db = i < NCONN ? s->c[i].db : s->con;
+        if (sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL) != SQLITE_OK) {
+            rc = sqlerr(s, db, "query_only");
             goto fail;
         }
     }
+    for (int i = 0; i < NCONN; i++)
+        for (int q = 0; q < STORE_SRV_NQ; q++) {
+            if (i > 0 && needs_index(store_srv_sql(s, q))) continue;
+            if (sqlite3_prepare_v3(s->c[i].db, store_srv_sql(s, q), -1, SQLITE_PREPARE_PERSISTENT,
+                                   &s->c[i].st[q], NULL) != SQLITE_OK) {
+                rc = err_set(ERR_SQL, "%s: preparing query %s: %s", s->path, Q[q].name,
+                             sqlite3_errmsg(s->c[i].db));
+                goto fail;
+            }
+        }
     *out = s;
     return OK;
 fail:
@@ -272,10 +295,12 @@ fail:
 void store_srv_close(store_srv *s)
 {
     if (!s) return;
-    for (int q = 0; q < STORE_SRV_NQ; q++) sqlite3_finalize(s->st[q]);
-    sqlite3_close(s->db);
+    for (int i = 0; i < NCONN; i++) {
+        for (int q = 0; q < STORE_SRV_NQ; q++) sqlite3_finalize(s->c[i].st[q]);
+        sqlite3_close(s->c[i].db);
+        pthread_mutex_destroy(&s->c[i].mu);
+    }
     sqlite3_close(s->con);
-    pthread_mutex_destroy(&s->db_mu);
     pthread_mutex_destroy(&s->con_mu);
     mem_free(s);
 }
@@ -352,8 +377,20 @@ int store_srv_query(store_srv *s, int q, const store_val *params, int nparams,
                     store_srv_row_fn fn, void *user)
 {
     if (q < 0 || q >= STORE_SRV_NQ) return err_set(ERR_ARG, "no query %d", q);
-    pthread_mutex_lock(&s->db_mu);
-    sqlite3_stmt *st = s->st[q];
+    /* a free connection that has the statement; else wait for one */
+    srv_conn *c = NULL;
+    if (!s->c[1].st[q]) {
+        c = &s->c[0];
+        pthread_mutex_lock(&c->mu);
+    } else {
+        for (int i = 1; i <= NCONN && !c; i++)
+            if (!pthread_mutex_trylock(&s->c[i % NCONN].mu)) c = &s->c[i % NCONN];
+        if (!c) {
+            c = &s->c[1 + __atomic_fetch_add(&s->rr, 1, __ATOMIC_RELAXED) % (NCONN - 1)];
+            pthread_mutex_lock(&c->mu);
+        }
+    }
+    sqlite3_stmt *st = c->st[q];
     int rc = OK, rows;
     if (nparams > sqlite3_bind_parameter_count(st)) {
         rc = err_set(ERR_ARG, "query %s takes %d parameters, not %d", Q[q].name,
@@ -361,10 +398,10 @@ int store_srv_query(store_srv *s, int q, const store_val *params, int nparams,
     } else {
         sqlite3_clear_bindings(st);
         for (int i = 0; i < nparams; i++) bind_val(st, i + 1, &params[i]);
-        rc = run_rows(s, s->db, st, fn, user, -1, &rows);
+        rc = run_rows(s, c->db, st, fn, user, -1, &rows);
     }
     sqlite3_reset(st);
-    pthread_mutex_unlock(&s->db_mu);
+    pthread_mutex_unlock(&c->mu);
     return rc;
 }
 

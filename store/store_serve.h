@@ -5,11 +5,12 @@
  * tables (ana_*, tokens, sae_registry, sae_training_log) with the saelite SQL functions
  * (store/sqlfuncs.h). Nothing here writes the database.
  *
- * Opening: store_srv_open opens the file with SQLITE_OPEN_READONLY on two connections: one for
- * the named queries, one for the SQL console. At open, the query connection builds a full-text
- * index of every feature (its top-activation tokens, top contexts and logit tokens) in its temp
- * schema: FTS5 when SQLite has it (PRAGMA compile_options ENABLE_FTS5), else a plain temp table
- * searched with LIKE. Then both connections get PRAGMA query_only. A database without the
+ * Opening: store_srv_open opens the file with SQLITE_OPEN_READONLY on five connections: four for
+ * the named queries, one for the SQL console. At open, the first query connection builds a
+ * full-text index of every feature (its top-activation tokens, top contexts and logit tokens) in
+ * its temp schema: FTS5 when SQLite has it (PRAGMA compile_options ENABLE_FTS5), else a plain temp
+ * table searched with LIKE; the queries that read the index run on that connection, the others on
+ * whichever is free. Then every connection gets PRAGMA query_only. A database without the
  * analysis tables is ERR_NOTFOUND ("run saelite analyze"); missing SAE registry tables are
  * replaced by empty temp tables, so queries that join them still run.
  *
@@ -25,8 +26,7 @@
  *
  * Errors: err.h codes with messages naming the database (ERR_SQL for SQL errors, with SQLite's
  * message). Thread safety: one handle serves any number of threads; each connection is behind
- * its own mutex (the query connection is held during one store_srv_query, the console connection
- * during one store_srv_console).
+ * its own mutex, held during one store_srv_query or store_srv_console.
  */
 #ifndef SAELITE_STORE_SERVE_H
 #define SAELITE_STORE_SERVE_H
