@@ -45,15 +45,18 @@ struct store_srv {
     "WHEN 'mean_act' THEN f.mean_act WHEN 'n_active' THEN f.n_active "                       \
     "WHEN 'precision' THEN f.best_tag_precision WHEN 'nearest_cos' THEN abs(f.nearest_cos) " \
     "ELSE f.feature END)"
-#define FEATURE_COLS                                                                          \
-    "SELECT f.feature, f.n_active, f.density, f.mean_act, f.max_act, f.nearest, "           \
-    "f.nearest_cos, f.best_tag, f.best_tag_precision, "                                      \
-    "(SELECT group_concat(x, char(31)) FROM (SELECT tok_text(a.token) AS x FROM ana_acts a " \
-    "WHERE a.dict_id = f.dict_id AND a.feature = f.feature AND a.kind = 'top' "             \
-    "ORDER BY a.rank LIMIT 4)) AS top_tokens"
-#define FEATURE_ORDER                                                                         \
-    " ORDER BY " SORT_KEY " IS NULL, " SORT_KEY " * (CASE WHEN ?7 = 'asc' THEN 1 ELSE -1 END), " \
-    "f.feature LIMIT ?8 OFFSET ?9"
+/* The page of rows is chosen first (inner query, ordered and limited), then only those rows get
+ * their top tokens (the subquery would otherwise run for every feature before the sort). */
+#define FEATURE_PAGE(MATCH_FEATURE)                                                           \
+    "SELECT p.feature, p.n_active, p.density, p.mean_act, p.max_act, p.nearest, "            \
+    "p.nearest_cos, p.best_tag, p.best_tag_precision, "                                      \
+    "(SELECT group_concat(x, char(31)) FROM (SELECT (SELECT t.text FROM tokens t WHERE "     \
+    "t.sequence_id = a.seq_id AND t.position = a.pos) AS x FROM ana_acts a WHERE a.dict_id = " \
+    "p.dict_id AND a.feature = p.feature AND a.kind = 'top' ORDER BY a.rank LIMIT 4)) AS "   \
+    "top_tokens FROM (SELECT f.*, " SORT_KEY " AS k" FEATURE_WHERE(MATCH_FEATURE)            \
+    " ORDER BY " ORDER_BY("k", "f") " LIMIT ?8 OFFSET ?9) p ORDER BY " ORDER_BY("p.k", "p")
+/* never-active features (NULL keys) last, ties by feature number */
+#define ORDER_BY(K, T) K " IS NULL, " K " * (CASE WHEN ?7 = 'asc' THEN 1 ELSE -1 END), " T ".feature"
 
 static const struct {
     const char *name, *sql, *sql_like; /* sql_like: the variant without FTS5 (NULL: the same) */
@@ -84,8 +87,7 @@ static const struct {
         "ON r.id = d.sae_id OR (d.sae_id IS NULL AND d.kind = 'sae' AND r.dir = d.name) WHERE "
         "d.id = ?1 LIMIT 1) ORDER BY l.step", NULL},
     [STORE_SRV_FEATURES] = {"features",
-        FEATURE_COLS FEATURE_WHERE(FTS_MATCH) FEATURE_ORDER,
-        FEATURE_COLS FEATURE_WHERE(LIKE_MATCH) FEATURE_ORDER},
+        FEATURE_PAGE(FTS_MATCH), FEATURE_PAGE(LIKE_MATCH)},
     [STORE_SRV_FEATURES_COUNT] = {"features_count",
         "SELECT count(*) AS total" FEATURE_WHERE(FTS_MATCH),
         "SELECT count(*) AS total" FEATURE_WHERE(LIKE_MATCH)},
@@ -114,8 +116,9 @@ static const struct {
         "SELECT bin, lo, hi, count FROM ana_hist WHERE dict_id = ?1 AND feature = ?2 ORDER BY bin",
         NULL},
     [STORE_SRV_LOGITS] = {"logits",
-        "SELECT sign, rank, token, tok_text(token) AS text, value FROM ana_logits WHERE dict_id "
-        "= ?1 AND feature = ?2 ORDER BY sign DESC, rank", NULL},
+        "SELECT l.sign, l.rank, l.token, ifnull(CAST(v.text AS TEXT), tok_text(l.token)) AS "
+        "text, l.value FROM ana_logits l LEFT JOIN ana_vocab v ON v.token = l.token WHERE "
+        "l.dict_id = ?1 AND l.feature = ?2 ORDER BY l.sign DESC, l.rank", NULL},
     [STORE_SRV_POS] = {"pos",
         "SELECT tag, n FROM ana_pos WHERE dict_id = ?1 AND feature = ?2 ORDER BY n DESC, tag",
         NULL},
@@ -150,14 +153,16 @@ static const char LIKE_CREATE[] =
 static const char FTS_FILL[] =
     "INSERT INTO temp.feature_fts (dict_id, feature, tokens, contexts, logits) "
     "SELECT f.dict_id, f.feature, "
-    "ifnull((SELECT group_concat(x, ' ') FROM (SELECT DISTINCT tok_text(a.token) AS x FROM "
-    "ana_acts a WHERE a.dict_id = f.dict_id AND a.feature = f.feature AND a.kind = 'top')), ''), "
+    "ifnull((SELECT group_concat(x, ' ') FROM (SELECT DISTINCT (SELECT t.text FROM tokens t "
+    "WHERE t.sequence_id = a.seq_id AND t.position = a.pos) AS x FROM ana_acts a WHERE "
+    "a.dict_id = f.dict_id AND a.feature = f.feature AND a.kind = 'top')), ''), "
     "ifnull((SELECT group_concat(c, ' | ') FROM (SELECT (SELECT group_concat(t.text, '') FROM "
     "tokens t WHERE t.sequence_id = a.seq_id AND t.position BETWEEN a.pos - 4 AND a.pos + 2) AS c "
     "FROM ana_acts a WHERE a.dict_id = f.dict_id AND a.feature = f.feature AND a.kind = 'top' "
     "ORDER BY a.rank LIMIT 8)), ''), "
-    "ifnull((SELECT group_concat(tok_text(l.token), ' ') FROM ana_logits l WHERE l.dict_id = "
-    "f.dict_id AND l.feature = f.feature AND l.sign = 1), '') "
+    "ifnull((SELECT group_concat(ifnull(CAST(v.text AS TEXT), tok_text(l.token)), ' ') FROM "
+    "ana_logits l LEFT JOIN ana_vocab v ON v.token = l.token WHERE l.dict_id = f.dict_id AND "
+    "l.feature = f.feature AND l.sign = 1), '') "
     "FROM ana_features f WHERE f.n_active > 0";
 
 /* Stand-ins for the SAE registry tables of a database whose SAEs were trained without --db. */
