@@ -499,12 +499,53 @@ static int acts_cb(void *user, int nc, const char *const *names, const store_val
     return 0;
 }
 
+typedef struct { int *ids; int n, cap; } ids_acc;
+static int ids_cb(void *user, int nc, const char *const *names, const store_val *v)
+{
+    ids_acc *a = user;
+    if (a->n == a->cap) return 1;
+    a->ids[a->n++] = nc > 0 && v[0].type == STORE_Q_INT ? (int)v[0].i : -1;
+    return 0;
+}
+
+/* Adds each token's activation recomputed with the model (a 4th element) to one example:
+ * the stored sequence up to the window's last token goes through the model and the SAE. */
+static int live_example(srv_ctx *c, cJSON *ex, int64_t f)
+{
+    cJSON *toks = cJSON_GetObjectItem(ex, "tokens");
+    int n = cJSON_GetArraySize(toks), own = -1;
+    for (int i = 0; i < n; i++)
+        if (cJSON_IsTrue(cJSON_GetArrayItem(cJSON_GetArrayItem(toks, i), 2))) own = i;
+    int64_t seq = (int64_t)cJSON_GetObjectItem(ex, "seq")->valuedouble;
+    int64_t pos = (int64_t)cJSON_GetObjectItem(ex, "pos")->valuedouble;
+    if (own < 0 || n < 1) return OK;
+    int64_t last = pos - own + n - 1;
+    int cap = srv_model_ctx(c->model) + 2;
+    ids_acc a = {mem_alloc((size_t)cap * sizeof(int)), 0, cap};
+    float *act = mem_alloc((size_t)cap * sizeof(float));
+    int rc = a.ids && act ? OK : err_set(ERR_NOMEM, "out of memory");
+    store_val p[] = {V_INT(seq), V_INT(last)};
+    if (!rc) rc = store_srv_query(c->st, STORE_SRV_SEQ_TOKENS, p, 2, ids_cb, &a);
+    if (rc == ERR_ABORTED || (!rc && a.n != last + 1))
+        rc = err_set(ERR_ARG, "sequence %lld does not fit the model", (long long)seq);
+    if (!rc) rc = srv_model_feature(c->model, a.ids, a.n, (int)f, act);
+    for (int i = 0; !rc && i < n; i++)
+        cJSON_AddItemToArray(cJSON_GetArrayItem(toks, i), cJSON_CreateNumber(act[pos - own + i]));
+    mem_free(a.ids);
+    mem_free(act);
+    return rc;
+}
+
 static int api_feature(srv_ctx *c, const srv_request *rq, const char *rest, srv_response *out)
 {
-    int64_t d, f, before, after, top, nn;
+    int64_t d, f, before, after, top, nn, live;
     if (!path_dict_feature(rest, &d, &f))
         return srv_error(out, 400, "expected /api/feature/DICT/FEATURE with two non-negative integers");
-    if (!check_args(rq, "before|after|top|nearest", out)) return OK;
+    if (!check_args(rq, "before|after|top|nearest|live", out)) return OK;
+    if (!int_arg(rq, "live", 0, 1, 0, &live, out)) return OK;
+    if (live && (!c->model || c->test_dict != d))
+        return srv_error(out, 400, "live=1 needs serve --model with the SAE of dictionary %lld "
+                         "(--sae)", (long long)d);
     if (!int_arg(rq, "before", 0, 64, 10, &before, out) ||
         !int_arg(rq, "after", 0, 64, 4, &after, out) ||
         !int_arg(rq, "top", 0, 1000, 20, &top, out) ||
@@ -532,7 +573,15 @@ static int api_feature(srv_ctx *c, const srv_request *rq, const char *rest, srv_
                       .band_interval = -2};
         rc = a.top && a.bands ? store_srv_query(c->st, STORE_SRV_ACTS, p, 4, acts_cb, &a)
                               : err_set(ERR_NOMEM, "out of memory");
+        cJSON *ex;
+        if (live) {
+            cJSON_ArrayForEach(ex, a.top) if (!rc) rc = live_example(c, ex, f);
+            cJSON *b;
+            cJSON_ArrayForEach(b, a.bands) cJSON_ArrayForEach(ex, cJSON_GetObjectItem(b, "examples"))
+                if (!rc) rc = live_example(c, ex, f);
+        }
     }
+    if (!rc) cJSON_AddBoolToObject(j, "live", live != 0);
     if (rc) {
         cJSON_Delete(j);
         return fail(out, rc);

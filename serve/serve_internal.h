@@ -21,6 +21,9 @@ typedef struct srv_model srv_model;
 int srv_model_open(srv_model **out, const char *model_dir, const char *sae_dir);
 void srv_model_close(srv_model *m);
 int srv_model_test(srv_model *m, const char *text, int k, cJSON *out);
+/* Activations of one feature at every position of ids[0..T) (a stored sequence, BOS included as
+ * stored) into out[T]. ERR_ARG when T exceeds the model's context or an id its vocabulary. */
+int srv_model_feature(srv_model *m, const int *ids, int T, int feature, float *out);
 const char *srv_model_sae(const srv_model *m);
 int srv_model_ctx(const srv_model *m);
 

@@ -169,3 +169,24 @@ done:
     mem_free(offs);
     return rc;
 }
+
+int srv_model_feature(srv_model *m, const int *ids, int T, int feature, float *out)
+{
+    const gpt2_config *cfg = gpt2_cfg(m->gpt);
+    if (T < 1 || T > cfg->n_ctx)
+        return err_set(ERR_ARG, "a sequence of %d tokens does not fit the model's context (%d)", T,
+                       cfg->n_ctx);
+    if (feature < 0 || feature >= m->sae->cfg.d_sae)
+        return err_set(ERR_ARG, "feature %d is outside the SAE (%d)", feature, m->sae->cfg.d_sae);
+    for (int i = 0; i < T; i++)
+        if (ids[i] < 0 || ids[i] >= cfg->vocab_size)
+            return err_set(ERR_ARG, "token id %d is outside the model's vocabulary", ids[i]);
+    pthread_mutex_lock(&m->mu);
+    m->T = 0;
+    int rc = gpt2_forward(m->gpt, ids, 1, T, 0);
+    if (!rc && m->T != T) rc = err_set(ERR_SHAPE, "the hook did not fire");
+    if (!rc) rc = sae_encode(m->sae, m->x, T, m->f);
+    for (int t = 0; !rc && t < T; t++) out[t] = m->f[(size_t)t * m->sae->cfg.d_sae + feature];
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}

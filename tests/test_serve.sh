@@ -129,6 +129,13 @@ ok test "$(js "j['logits'][0]['text']")" = \
     "$(q "SELECT tok_text(token) FROM ana_logits WHERE dict_id = 1 AND feature = $F AND sign = 1 AND rank = 0")"
 ok test "$(js "sum(p['n'] for p in j['pos'])")" = "$(q "SELECT sum(n) FROM ana_pos WHERE dict_id = 1 AND feature = $F")"
 ok test "$(js "j['dict']['architecture'], j['dict']['k']")" = "topk 4"
+# live=1: every context token's activation recomputed with the model and the SAE; at the stored
+# activations it must give the stored values (analyze ran the same model, f32 store)
+req GET "/api/feature/1/$F?live=1"; ok test "$code" = 200
+ok test "$(js "j['live'] and all(len(t) == 4 for e in j['top'] for t in e['tokens'])")" = True
+okn "live activations equal the stored ones" test "$(js "max(abs(t[3] - t[1]) / t[1] for e in j['top'] + [x for b in j['bands'] for x in b['examples']] for t in e['tokens'] if t[1] > 0) < 1e-4")" = True
+ok test "$(js "sum(1 for e in j['top'] for t in e['tokens'] if t[3] > 0) > len(j['top'])")" = True  # more than the stored ones
+req GET "/api/feature/2/0?live=1"; ok test "$code" = 400; ok is_json_error
 req GET /api/dict/1; ok test "$code" = 200
 ok test "$(js "len(j['training_log'])")" = "$(q 'SELECT count(*) FROM sae_training_log WHERE sae_id = 1')"
 ok test "$(js "len(j['metrics'])")" = "$(q 'SELECT count(*) FROM ana_metrics WHERE dict_id = 1')"
@@ -145,7 +152,7 @@ ok test "$code" = 200
 ok test "$(js "sum(f['n'] for f in j['features'])")" = \
     "$(q "SELECT count(*) FROM ana_acts WHERE dict_id = 1 AND token IN (SELECT token FROM ana_vocab WHERE text IN (CAST('$TOK' AS BLOB), CAST(' $TOK' AS BLOB)))")"
 req GET /api/queries; ok test "$code" = 200
-ok test "$(js "len(j)")" = 17
+ok test "$(js "len(j)")" = 18
 # test your text
 req POST /api/test '{"text": "The big cat sat on the mat.", "k": 3}'; ok test "$code" = 200
 ok test "$(js "''.join(t['text'] for t in j['tokens'])")" = "The big cat sat on the mat."
@@ -208,6 +215,7 @@ GET /api/feature/x/y 400
 GET /api/feature/1 400
 GET /api/feature/1/2/3 400
 GET /api/feature/1/0?before=1000 400
+GET /api/feature/1/0?live=2 400
 GET /api/dict/99 404
 GET /api/search 400
 GET /api/search?q=%20%20 400

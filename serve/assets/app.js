@@ -118,15 +118,18 @@ async function viewIndex(params) {
 
 // ---- feature page ---------------------------------------------------------------------------
 function ctxLine(ex, maxv) {
-  // every token of the window; its stored activation for this feature (0 when none) as the hover
-  // value and the highlight strength
+  // every token of the window with its activation for this feature as the hover value and the
+  // highlight strength: recomputed with the model when the server has it (4th element), else
+  // the stored one (0 when none is stored at that token)
   return el('div', {class: 'ctx'}, el('span', {class: 'val', text: fmt(ex.value)}),
-    ex.tokens.map(([t, v, own]) => {
+    ex.tokens.map(([t, stored, own, live]) => {
+      const v = live === undefined ? stored : live;
       const a = maxv > 0 ? Math.min(1, v / maxv) : 0;
+      const how = live === undefined ? (v > 0 ? 'stored' : 'none stored') : 'recomputed with the model';
       return el('span', {
         class: 'tok' + (v > 0 ? ' hot' : '') + (own ? ' max' : ''),
         style: v > 0 ? `background: rgba(var(--hot), ${(0.15 + 0.75 * a).toFixed(3)})` : null,
-        title: `activation ${v > 0 ? v.toFixed(4) : '0 (not among the stored activations)'} · seq ${ex.seq} pos ${ex.pos}`,
+        title: `activation ${v > 0 ? v.toFixed(4) : '0'} (${how}) · seq ${ex.seq} pos ${ex.pos}`,
         'data-v': v, text: shown(t),
       });
     }));
@@ -141,7 +144,12 @@ function histogram(h) {
 }
 
 let keyHandler = null;
+let INFO = null;
 async function viewFeature(dict, feat) {
+  if (!INFO) INFO = await api('/api/info');
+  // the stored activations first; then, when the server runs this dictionary's SAE, every
+  // token's activation recomputed with the model replaces the shading (a slower request)
+  const live = INFO.test && INFO.test_dict === dict;
   const j = await api(`/api/feature/${dict}/${feat}`);
   const f = j.feature, d = j.dict;
   const maxv = f.max_act || 0;
@@ -156,9 +164,16 @@ async function viewFeature(dict, feat) {
     el('span', {}, 'density ', el('b', {text: pct(f.density)})), el('span', {}, 'active ', el('b', {text: `${fmt(f.n_active)} / ${fmt(f.n_tokens)}`})),
     el('span', {}, 'max ', el('b', {text: fmt(f.max_act)})), el('span', {}, 'mean ', el('b', {text: fmt(f.mean_act)})),
     f.best_tag ? el('span', {}, 'best POS ', el('b', {text: `${f.best_tag} ${pct(f.best_tag_precision)}`})) : null);
-  const top = el('div', {id: 'top'}, j.top.length ? j.top.map((ex) => ctxLine(ex, maxv)) : el('p', {class: 'muted', text: 'no stored activations'}));
-  const bands = el('div', {id: 'bands'}, j.bands.map((b) => el('div', {},
-    el('div', {class: 'muted', text: `quantile band ${b.interval} (${b.examples.length} samples)`}), b.examples.map((ex) => ctxLine(ex, maxv)))));
+  const note = el('div', {class: 'muted', id: 'live-note', text: live
+    ? 'Recomputing every token\'s activation with the model…'
+    : 'The example\'s own token and other stored activations of this feature are shaded (start serve with --model and this SAE for every token).'});
+  const top = el('div', {id: 'top'}), bands = el('div', {id: 'bands'});
+  const fill = (k) => {
+    top.replaceChildren(...(k.top.length ? k.top.map((ex) => ctxLine(ex, maxv)) : [el('p', {class: 'muted', text: 'no stored activations'})]));
+    bands.replaceChildren(...k.bands.map((b) => el('div', {},
+      el('div', {class: 'muted', text: `quantile band ${b.interval} (${b.examples.length} samples)`}), b.examples.map((ex) => ctxLine(ex, maxv)))));
+  };
+  fill(j);
   const lpos = j.logits.filter((l) => l.sign > 0), lneg = j.logits.filter((l) => l.sign < 0);
   const lmax = Math.max(1e-9, ...j.logits.map((l) => Math.abs(l.value)));
   const logitList = (ls, neg) => el('table', {}, ls.map((l) => el('tr', {},
@@ -176,7 +191,7 @@ async function viewFeature(dict, feat) {
     d.architecture ? el('span', {}, 'trained ', el('b', {text: `${d.architecture}${d.k ? ' k=' + d.k : ''}, ${fmt(d.train_tokens)} tokens`})) : null,
     d.eval_ev !== null && d.eval_ev !== undefined ? el('span', {}, 'eval EV ', el('b', {text: fmt(d.eval_ev, 4)})) : null);
   main.replaceChildren(el('h1', {id: 'title', text: `Feature #${feat}`}), el('div', {class: 'muted', text: dictName(d)}), nav, stats,
-    el('h2', {text: 'Top activations'}), top,
+    el('h2', {text: 'Top activations'}), note, top,
     el('div', {class: 'grid'},
       el('div', {}, el('h2', {text: 'Activation histogram'}), histogram(j.hist)),
       el('div', {}, el('h2', {text: 'Logit effects (direct path)'}), el('div', {class: 'grid', id: 'logits'}, logitList(lpos, false), logitList(lneg, true)))),
@@ -193,6 +208,15 @@ async function viewFeature(dict, feat) {
     else return;
     e.preventDefault();
   };
+  if (live) {
+    try {
+      const k = await api(`/api/feature/${dict}/${feat}?live=1`);
+      if (location.pathname === `/feature/${dict}/${feat}`) {
+        fill(k);
+        note.textContent = 'Every token shaded by its activation recomputed with the model and the SAE (hover for values).';
+      }
+    } catch (e) { note.textContent = 'Recomputing with the model failed: ' + e.message; }
+  }
 }
 
 // ---- test your text -------------------------------------------------------------------------
