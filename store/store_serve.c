@@ -212,8 +212,12 @@ static int open_conn(store_srv *s, sqlite3 **db)
                        *db ? sqlite3_errmsg(*db) : "out of memory");
     sqlite3_busy_timeout(*db, 2000);
     sqlite3_limit(*db, SQLITE_LIMIT_ATTACHED, 0);
-    /* extension loading stays off (the default); say so in case the library was built otherwise */
+    /* extension loading stays off (the default); say so in case the library was built otherwise.
+       The database is input: its schema (views, triggers) may not call non-innocuous functions,
+       and defensive mode keeps even a crafted statement from corrupting the file. */
     sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
     if (store_sqlfuncs_register(*db) != SQLITE_OK) return sqlerr(s, *db, "registering functions");
     return OK;
 }

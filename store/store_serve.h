@@ -22,7 +22,8 @@
  * (timeout_ms, a progress handler interrupts it: ERR_TIMEOUT-like ERR_ABORTED with "time limit")
  * and a row cap (rows past max_rows are not read; *truncated = 1). It refuses (ERR_ARG) writes,
  * ATTACH/DETACH, PRAGMA assignments and load_extension, through sqlite3_stmt_readonly and an
- * authorizer, with SQLITE_LIMIT_ATTACHED 0 as a second fence.
+ * authorizer, with SQLITE_LIMIT_ATTACHED 0 as a second fence. Every connection runs with
+ * SQLITE_DBCONFIG_TRUSTED_SCHEMA off and DEFENSIVE on (the database is input).
  *
  * Errors: err.h codes with messages naming the database (ERR_SQL for SQL errors, with SQLite's
  * message). Thread safety: one handle serves any number of threads; each connection is behind
