@@ -14,7 +14,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missi
            -fno-fast-math -pthread -I. -I$(BUILD)/gen $(SAN)
 LDFLAGS += -pthread $(SAN)
 
-PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo
+PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo libmicrohttpd
 # `make` alone builds ./saelite (the flags.mk rule below would otherwise be the default goal).
 .DEFAULT_GOAL := all
 
@@ -34,7 +34,7 @@ build/flags.mk: tools/deps.sh
 # Library modules (everything but cli/), one directory each. A module has one or more public
 # headers (store/ has store.h, store_ana.h, store_sae.h, ...), each opening with its contract;
 # docs/architecture.md says which module may include which, and `make lint` checks it.
-MODULES  := common corpus model extract store sae analysis reports toy
+MODULES  := common corpus model extract store sae analysis reports toy serve
 LIB_SRC  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(wildcard cli/*.c)
@@ -45,7 +45,8 @@ TEST_SH  := $(sort $(wildcard tests/test_*.sh))
 BENCH_SRC:= $(wildcard bench/bench_*.c)
 BENCH_BIN:= $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 SQL_SRC  := $(wildcard store/*.sql)
-GEN      := $(BUILD)/gen/commands.h $(SQL_SRC:store/%.sql=$(BUILD)/gen/%_sql.h)
+SERVE_ASSETS := $(sort $(wildcard serve/assets/*))
+GEN      := $(BUILD)/gen/commands.h $(SQL_SRC:store/%.sql=$(BUILD)/gen/%_sql.h) $(BUILD)/gen/serve_assets.h
 # Generated headers are real inputs of the objects (-MMD records them): never delete them as
 # intermediates, or the next make recompiles the store.
 .SECONDARY: $(GEN)
@@ -80,6 +81,14 @@ $(BUILD)/gen/commands.h: $(wildcard cli/cmd_*.c)
 $(BUILD)/gen/%_sql.h: store/%.sql
 	@mkdir -p $(dir $@)
 	@{ echo "static const char $*_sql[] = {"; xxd -i < $<; echo ", 0x00};"; } > $@.tmp
+	@mv $@.tmp $@
+
+# The browser's files (serve/assets/*) as byte arrays: app.js -> app_js[], app_js_len (xxd -i names
+# them after the file). The page needs no build step of its own and no network.
+$(BUILD)/gen/serve_assets.h: $(SERVE_ASSETS)
+	@mkdir -p $(dir $@)
+	@{ for f in $(SERVE_ASSETS); do (cd $$(dirname $$f) && xxd -i $$(basename $$f)) | \
+	    sed 's/^unsigned/static const unsigned/'; done; } > $@.tmp
 	@mv $@.tmp $@
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libsaelite.a | $(GEN)

@@ -14,6 +14,7 @@
 #include "fuzz/fuzz_saecfg.c"
 #include "fuzz/fuzz_storedb.c"
 #include "fuzz/fuzz_safetensors.c"
+#include "fuzz/fuzz_serve.c"
 #include "fuzz/fuzz_tokenizer.c"
 #include "fuzz/fuzz_tokload.c"
 
@@ -28,7 +29,8 @@ typedef int (*fuzz_fn)(const uint8_t *, size_t);
 static const struct { const char *name; fuzz_fn fn; } targets[] = {
     {"brown", fuzz_brown},         {"config", fuzz_config},           {"corpus", fuzz_corpus},
     {"npy", fuzz_npy},             {"saecfg", fuzz_saecfg},           {"safetensors", fuzz_safetensors},
-    {"tokenizer", fuzz_tokenizer}, {"tokload", fuzz_tokload},         {"storedb", fuzz_storedb},
+    {"serve", fuzz_serve},         {"tokenizer", fuzz_tokenizer},     {"tokload", fuzz_tokload},
+    {"storedb", fuzz_storedb},
 };
 
 /* Run fn on the file's bytes in a child killed after secs seconds (a hang is a failure);

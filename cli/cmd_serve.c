@@ -1,0 +1,46 @@
+/* cmd_serve.c - `saelite serve`: the feature browser over a database (serve/serve.h,
+ * docs/serve.md). Flags only; srv_run does the work. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "common/err.h"
+#include "serve/serve.h"
+
+CLI_COMMAND(serve, "Browse a database's features in a web browser (HTTP server)",
+            "saelite serve --db FILE [--sae DIR|ID] [--model DIR] [--host 127.0.0.1] [--port 8080]")
+
+static void ready(void *user, const char *url, const srv_result *res)
+{
+    (void)user;
+    fprintf(stderr, "serve: search index (%s) built in %.2f s\n", res->fts5 ? "FTS5" : "LIKE",
+            res->index_seconds);
+    printf("serve: open %s in a browser (Ctrl-C stops)\n", url);
+    fflush(stdout);
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    srv_opts o;
+    srv_defaults(&o);
+    arg_spec spec[] = {
+        {"--db", ARG_STR, &o.db, "database written by extract + analyze (opened read-only)",
+         ARG_REQUIRED},
+        {"--sae", ARG_STR, &o.sae, "SAE directory or registry id that \"test your text\" runs",
+         ARG_DEFAULT("the newest analysed SAE")},
+        {"--model", ARG_STR, &o.model_dir, "model directory: turns on \"test your text\""},
+        {"--host", ARG_STR, &o.host, "address to listen on", ARG_DEFAULT("127.0.0.1")},
+        {"--port", ARG_INT, &o.port, "port (0: any free one)", ARG_RANGE(0, 65535),
+         ARG_DEFAULT("8080")},
+        {"--threads", ARG_INT, &o.threads, "worker threads", ARG_RANGE(1, 64), ARG_DEFAULT("4")},
+        {NULL, 0, NULL, NULL}};
+    int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
+    if (rc) return rc;
+    o.stop = &cli_stop_flag;
+    o.on_ready = ready;
+    cli_catch_signals();
+    srv_result res;
+    rc = srv_run(&o, &res);
+    if (rc) return cli_fail(argv[0]);
+    printf("serve: stopped after %lld requests\n", (long long)res.requests);
+    return 0;
+}

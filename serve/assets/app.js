@@ -1,0 +1,316 @@
+// app.js - the saelite feature browser (served by `saelite serve`; API in docs/serve.md).
+// One page, four views chosen by the path: / (index), /feature/DICT/N, /test, /sql. Views read
+// their inputs from the URL (?dict=&q=&sort=..., ?text=, ?sql=), so every state is a link.
+// No framework, no network besides this server; text from the database only goes into the
+// page through textContent, never as HTML.
+'use strict';
+
+const main = document.getElementById('main');
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k === 'style') e.style.cssText = v; // CSSOM: allowed under the page's CSP
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of kids.flat()) if (c !== null && c !== undefined) e.append(c instanceof Node ? c : String(c));
+  return e;
+}
+
+async function api(path, opts) {
+  const r = await fetch(path, opts);
+  let j;
+  try { j = await r.json(); } catch (e) { throw new Error(`${path}: HTTP ${r.status}, not JSON`); }
+  if (!r.ok) throw new Error(j.error || `HTTP ${r.status}`);
+  return j;
+}
+
+function fmt(x, digits) {
+  if (x === null || x === undefined) return '–';
+  if (typeof x !== 'number') return String(x);
+  if (Number.isInteger(x)) return x.toLocaleString('en-US');
+  const a = Math.abs(x);
+  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return x.toExponential(2);
+  return x.toFixed(digits === undefined ? 3 : digits);
+}
+const pct = (x) => (x === null || x === undefined ? '–' : (100 * x).toFixed(x < 0.001 ? 3 : 2) + '%');
+// Token text as a person reads it: newlines and tabs visible, spaces kept.
+const shown = (t) => t.replace(/\n/g, '↵').replace(/\t/g, '⇥');
+
+function showError(e) {
+  main.replaceChildren(el('p', {class: 'error', id: 'error', text: String(e.message || e)}));
+}
+
+let DICTS = [];
+async function dicts() {
+  if (!DICTS.length) DICTS = (await api('/api/dicts')).dicts;
+  return DICTS;
+}
+const dictName = (d) => `${d.id}: ${d.kind === 'sae' ? 'SAE ' + d.name : d.name} (${d.d_sae} features)`;
+
+// ---- index ----------------------------------------------------------------------------------
+async function viewIndex(params) {
+  const ds = await dicts();
+  if (!ds.length) { main.replaceChildren(el('p', {text: 'No analysed dictionary in this database: run saelite analyze.'})); return; }
+  const dict = params.get('dict') || String(ds[0].id);
+  const st = {
+    dict, q: params.get('q') || '', tag: params.get('tag') || '', sort: params.get('sort') || 'density',
+    order: params.get('order') || 'desc', offset: +(params.get('offset') || 0), limit: 50,
+    token: params.get('token') || '',
+  };
+  const go = (patch) => {
+    const n = Object.assign({}, st, patch);
+    const u = new URLSearchParams();
+    const dflt = {q: '', tag: '', sort: 'density', order: 'desc', offset: 0, token: ''};
+    for (const k of ['dict', 'q', 'tag', 'sort', 'order', 'offset', 'token'])
+      if (n[k] !== dflt[k] && String(n[k]) !== String(dflt[k])) u.set(k, n[k]);
+    navigate('/?' + u.toString());
+  };
+  const sel = el('select', {id: 'dict', onchange: (e) => go({dict: e.target.value, offset: 0})},
+    ds.map((d) => el('option', {value: d.id, selected: String(d.id) === dict, text: dictName(d)})));
+  const q = el('input', {id: 'q', type: 'search', placeholder: 'search tokens, contexts, logits', value: st.q, size: 32});
+  const tag = el('input', {id: 'tag', placeholder: 'POS tag', value: st.tag, size: 6});
+  const tok = el('input', {id: 'token', placeholder: 'token, e.g. dog', value: st.token, size: 14});
+  const form = el('form', {class: 'controls', onsubmit: (e) => { e.preventDefault(); go({q: q.value.trim(), tag: tag.value.trim(), token: tok.value, offset: 0}); }},
+    el('label', {}, 'Dictionary ', sel), q, tag, el('span', {class: 'muted'}, 'fires on'), tok, el('button', {type: 'submit', text: 'Go'}));
+  const d = ds.find((x) => String(x.id) === dict);
+  const head = el('div', {class: 'stats'},
+    d ? [el('span', {}, 'hook ', el('b', {text: d.hook_name})), el('span', {}, 'tokens analysed ', el('b', {text: fmt(d.n_tokens)})),
+         el('span', {}, 'dead ', el('b', {text: fmt(d.dead)})), d.architecture ? el('span', {}, 'architecture ', el('b', {text: d.architecture + (d.k ? ' k=' + d.k : '')})) : null,
+         el('span', {}, el('a', {href: `/api/dict/${d.id}`, text: 'metrics (JSON)'}))] : []);
+  main.replaceChildren(el('h1', {id: 'title', text: 'Features'}), form, head);
+  if (st.token) {
+    const r = await api(`/api/token?dict=${enc(dict)}&text=${enc(st.token)}`);
+    main.append(el('h2', {text: `Features whose top activations fall on “${st.token}”`}),
+      r.features.length ? el('table', {id: 'token-table'}, el('tr', {}, ['feature', 'activations', 'max', 'density'].map((h) => el('th', {text: h}))),
+        r.features.map((f) => el('tr', {}, el('td', {}, el('a', {href: `/feature/${dict}/${f.feature}`, text: '#' + f.feature})),
+          el('td', {class: 'num', text: fmt(f.n)}), el('td', {class: 'num', text: fmt(f.max_value)}), el('td', {class: 'num', text: pct(f.density)}))))
+        : el('p', {class: 'muted', text: 'none among the stored activations'}));
+  }
+  const u = new URLSearchParams({dict, sort: st.sort, order: st.order, offset: st.offset, limit: st.limit});
+  if (st.q) u.set('q', st.q);
+  if (st.tag) u.set('tag', st.tag);
+  const r = await api('/api/features?' + u.toString());
+  const cols = [['feature', 'feature'], ['density', 'density'], ['max_act', 'max act'], ['mean_act', 'mean act'],
+                ['n_active', 'active'], ['precision', 'best POS (precision)'], ['nearest_cos', 'nearest (cos)'], [null, 'top tokens']];
+  const th = cols.map(([k, label]) => el('th', {
+    class: k ? 'sortable' + (k === st.sort ? ' sorted' + (st.order === 'asc' ? ' asc' : '') : '') : null, text: label,
+    onclick: k ? () => go({sort: k, order: k === st.sort && st.order === 'desc' ? 'asc' : 'desc', offset: 0}) : null,
+  }));
+  const rows = r.features.map((f) => el('tr', {'data-feature': f.feature},
+    el('td', {}, el('a', {href: `/feature/${dict}/${f.feature}`, text: '#' + f.feature})),
+    el('td', {class: 'num', text: pct(f.density)}), el('td', {class: 'num', text: fmt(f.max_act)}),
+    el('td', {class: 'num', text: fmt(f.mean_act)}), el('td', {class: 'num', text: fmt(f.n_active)}),
+    el('td', {text: f.best_tag ? `${f.best_tag} (${pct(f.best_tag_precision)})` : '–'}),
+    el('td', {}, f.nearest === null ? '–' : el('a', {href: `/feature/${dict}/${f.nearest}`, text: `#${f.nearest}`}), f.nearest === null ? '' : ` (${fmt(f.nearest_cos, 2)})`),
+    el('td', {}, (f.top_tokens || []).map((t) => el('span', {class: 'pill', text: shown(t)})))));
+  const last = Math.min(r.offset + r.limit, r.total);
+  const pager = el('div', {class: 'controls'},
+    el('span', {id: 'count', text: `${r.total ? r.offset + 1 : 0}–${last} of ${fmt(r.total)} features` + (st.q ? ` matching “${st.q}”` : '')}),
+    r.offset > 0 ? el('button', {type: 'button', id: 'prev', text: '← previous', onclick: () => go({offset: Math.max(0, r.offset - r.limit)})}) : null,
+    last < r.total ? el('button', {type: 'button', id: 'next', text: 'next →', onclick: () => go({offset: r.offset + r.limit})}) : null);
+  main.append(pager, el('table', {id: 'features'}, el('tr', {}, th), rows));
+}
+
+// ---- feature page ---------------------------------------------------------------------------
+function ctxLine(ex, maxv) {
+  // every token of the window with its activation for this feature as the hover value and the
+  // highlight strength: recomputed with the model when the server has it (4th element), else
+  // the stored one (0 when none is stored at that token)
+  return el('div', {class: 'ctx'}, el('span', {class: 'val', text: fmt(ex.value)}),
+    ex.tokens.map(([t, stored, own, live]) => {
+      const v = live === undefined ? stored : live;
+      const a = maxv > 0 ? Math.min(1, v / maxv) : 0;
+      const how = live === undefined ? (v > 0 ? 'stored' : 'none stored') : 'recomputed with the model';
+      return el('span', {
+        class: 'tok' + (v > 0 ? ' hot' : '') + (own ? ' max' : ''),
+        style: v > 0 ? `background: rgba(var(--hot), ${(0.15 + 0.75 * a).toFixed(3)})` : null,
+        title: `activation ${v > 0 ? v.toFixed(4) : '0'} (${how}) · seq ${ex.seq} pos ${ex.pos}`,
+        'data-v': v, text: shown(t),
+      });
+    }));
+}
+
+function histogram(h) {
+  if (!h.length) return el('p', {class: 'muted', text: 'never active'});
+  const m = Math.max(...h.map((b) => b.count));
+  return el('div', {},
+    el('div', {class: 'bars', id: 'hist'}, h.map((b) => el('div', {style: `height: ${(100 * b.count / m).toFixed(1)}%`, title: `[${fmt(b.lo)}, ${fmt(b.hi)}): ${b.count}`}))),
+    el('div', {class: 'muted'}, `${fmt(h[0].lo)} … ${fmt(h[h.length - 1].hi)} (log-spaced bins, active values only)`));
+}
+
+let keyHandler = null;
+let INFO = null;
+async function viewFeature(dict, feat) {
+  if (!INFO) INFO = await api('/api/info');
+  // the stored activations first; then, when the server runs this dictionary's SAE, every
+  // token's activation recomputed with the model replaces the shading (a slower request)
+  const live = INFO.test && INFO.test_dict === dict;
+  const j = await api(`/api/feature/${dict}/${feat}`);
+  const f = j.feature, d = j.dict;
+  const maxv = f.max_act || 0;
+  document.title = `#${feat} · ${d.name} · saelite`;
+  const nav = el('div', {class: 'controls'},
+    feat > 0 ? el('a', {id: 'prev-feature', href: `/feature/${dict}/${feat - 1}`, text: `← #${feat - 1}`}) : null,
+    feat + 1 < f.d_sae ? el('a', {id: 'next-feature', href: `/feature/${dict}/${feat + 1}`, text: `#${feat + 1} →`}) : null,
+    el('a', {href: `/?dict=${dict}`, text: 'all features'}),
+    el('a', {href: `/api/feature/${dict}/${feat}`, text: 'JSON'}),
+    el('span', {class: 'keys', text: '← → neighbours · n nearest'}));
+  const stats = el('div', {class: 'stats', id: 'stats'},
+    el('span', {}, 'density ', el('b', {text: pct(f.density)})), el('span', {}, 'active ', el('b', {text: `${fmt(f.n_active)} / ${fmt(f.n_tokens)}`})),
+    el('span', {}, 'max ', el('b', {text: fmt(f.max_act)})), el('span', {}, 'mean ', el('b', {text: fmt(f.mean_act)})),
+    f.best_tag ? el('span', {}, 'best POS ', el('b', {text: `${f.best_tag} ${pct(f.best_tag_precision)}`})) : null);
+  const note = el('div', {class: 'muted', id: 'live-note', text: live
+    ? 'Recomputing every token\'s activation with the model…'
+    : 'The example\'s own token and other stored activations of this feature are shaded (start serve with --model and this SAE for every token).'});
+  const top = el('div', {id: 'top'}), bands = el('div', {id: 'bands'});
+  const fill = (k) => {
+    top.replaceChildren(...(k.top.length ? k.top.map((ex) => ctxLine(ex, maxv)) : [el('p', {class: 'muted', text: 'no stored activations'})]));
+    bands.replaceChildren(...k.bands.map((b) => el('div', {},
+      el('div', {class: 'muted', text: `quantile band ${b.interval} (${b.examples.length} samples)`}), b.examples.map((ex) => ctxLine(ex, maxv)))));
+  };
+  fill(j);
+  const lpos = j.logits.filter((l) => l.sign > 0), lneg = j.logits.filter((l) => l.sign < 0);
+  const lmax = Math.max(1e-9, ...j.logits.map((l) => Math.abs(l.value)));
+  const logitList = (ls, neg) => el('table', {}, ls.map((l) => el('tr', {},
+    el('td', {}, el('span', {class: 'pill', text: shown(l.text || '#' + l.token)})),
+    el('td', {class: 'num'}, el('span', {class: 'hbar' + (neg ? ' neg' : ''), style: `width: ${(60 * Math.abs(l.value) / lmax).toFixed(0)}px`}), fmt(l.value)))));
+  const ptot = j.pos.reduce((s, p) => s + p.n, 0);
+  const pos = j.pos.length ? el('table', {id: 'pos'}, j.pos.map((p) => el('tr', {}, el('td', {text: p.tag}),
+    el('td', {}, el('span', {class: 'hbar', style: `width: ${(120 * p.n / ptot).toFixed(0)}px`}), `${p.n} (${pct(p.n / ptot)})`))))
+    : el('p', {class: 'muted', text: 'no POS tags stored for its top activations'});
+  const near = j.nearest.length ? el('div', {id: 'nearest'}, j.nearest.map((n) => el('a', {class: 'pill', href: `/feature/${dict}/${n.feature}`, text: `#${n.feature} ${fmt(n.cos, 3)}`})))
+    : el('p', {class: 'muted', text: 'no decoder directions stored'});
+  const metrics = el('table', {}, j.metrics.filter((m) => /^(mse|explained_variance|l0|dead_frac|ce_loss_score|kl_score)$/.test(m.name))
+    .map((m) => el('tr', {}, el('td', {text: m.name}), el('td', {class: 'num', text: fmt(m.value, 4)}))));
+  const run = el('div', {class: 'stats'}, el('span', {}, 'dictionary ', el('b', {text: d.name})), el('span', {}, 'hook ', el('b', {text: d.hook_name})),
+    d.architecture ? el('span', {}, 'trained ', el('b', {text: `${d.architecture}${d.k ? ' k=' + d.k : ''}, ${fmt(d.train_tokens)} tokens`})) : null,
+    d.eval_ev !== null && d.eval_ev !== undefined ? el('span', {}, 'eval EV ', el('b', {text: fmt(d.eval_ev, 4)})) : null);
+  main.replaceChildren(el('h1', {id: 'title', text: `Feature #${feat}`}), el('div', {class: 'muted', text: dictName(d)}), nav, stats,
+    el('h2', {text: 'Top activations'}), note, top,
+    el('div', {class: 'grid'},
+      el('div', {}, el('h2', {text: 'Activation histogram'}), histogram(j.hist)),
+      el('div', {}, el('h2', {text: 'Logit effects (direct path)'}), el('div', {class: 'grid', id: 'logits'}, logitList(lpos, false), logitList(lneg, true)))),
+    el('div', {class: 'grid'},
+      el('div', {}, el('h2', {text: 'POS tags of the top activations'}), pos),
+      el('div', {}, el('h2', {text: 'Nearest features (decoder cosine)'}), near)),
+    el('h2', {text: 'Quantile bands'}), bands,
+    el('h2', {text: 'Dictionary and training run'}), run, metrics);
+  keyHandler = (e) => {
+    if (e.target.closest('input, textarea, select')) return;
+    if (e.key === 'ArrowLeft' && feat > 0) navigate(`/feature/${dict}/${feat - 1}`);
+    else if (e.key === 'ArrowRight' && feat + 1 < f.d_sae) navigate(`/feature/${dict}/${feat + 1}`);
+    else if (e.key === 'n' && j.nearest.length) navigate(`/feature/${dict}/${j.nearest[0].feature}`);
+    else return;
+    e.preventDefault();
+  };
+  if (live) {
+    try {
+      const k = await api(`/api/feature/${dict}/${feat}?live=1`);
+      if (location.pathname === `/feature/${dict}/${feat}`) {
+        fill(k);
+        note.textContent = 'Every token shaded by its activation recomputed with the model and the SAE (hover for values).';
+      }
+    } catch (e) { note.textContent = 'Recomputing with the model failed: ' + e.message; }
+  }
+}
+
+// ---- test your text -------------------------------------------------------------------------
+async function viewTest(params) {
+  const info = await api('/api/info');
+  main.replaceChildren(el('h1', {id: 'title', text: 'Test your text'}));
+  if (!info.test) {
+    main.append(el('p', {class: 'muted', id: 'test-off', text: 'Start the server with --model DIR (and --sae) to run text through the model and the SAE.'}));
+    return;
+  }
+  const ta = el('textarea', {id: 'text', placeholder: 'Type a sentence…'});
+  ta.value = params.get('text') || '';
+  const out = el('div', {id: 'test-out'});
+  const run = async () => {
+    const text = ta.value;
+    if (!text.trim()) return;
+    history.replaceState(null, '', '/test?' + new URLSearchParams({text}).toString());
+    out.replaceChildren(el('p', {class: 'muted', text: 'running…'}));
+    try {
+      const r = await api('/api/test', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({text, k: 5})});
+      out.replaceChildren(
+        el('p', {class: 'muted', text: `${r.tokens.length} tokens through ${r.hook}` + (r.truncated ? ` (cut to ${info.test_max_tokens})` : '') + (r.dict_id < 0 ? ' — this SAE is not analysed in the database: no feature pages' : '')}),
+        el('div', {}, r.tokens.map((t) => el('span', {class: 'testtok'}, el('span', {class: 't', text: shown(t.text)}),
+          t.features.map(([f, v]) => r.dict_id >= 0 ? el('a', {href: `/feature/${r.dict_id}/${f}`, title: `activation ${v.toFixed(4)}`, text: `#${f} ${v.toFixed(2)}`})
+            : el('span', {text: `#${f} ${v.toFixed(2)}`}))))));
+    } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
+    document.body.dataset.ready = '1';
+  };
+  main.append(el('p', {class: 'muted', text: `SAE ${info.test_sae}; each token shows its top 5 features (click one to open it).`}), ta,
+    el('div', {class: 'controls'}, el('button', {id: 'run', type: 'button', text: 'Run', onclick: run}), el('span', {class: 'keys', text: 'Ctrl-Enter runs'})), out);
+  ta.addEventListener('keydown', (e) => { if (e.key === 'Enter' && e.ctrlKey) run(); });
+  if (ta.value) await run();
+}
+
+// ---- SQL console ----------------------------------------------------------------------------
+async function viewSql(params) {
+  const info = await api('/api/info');
+  const ta = el('textarea', {id: 'sql'});
+  ta.value = params.get('sql') || "SELECT dictionary, metric, value FROM sae_metrics_view LIMIT 20";
+  const out = el('div', {id: 'sql-out'});
+  const run = async () => {
+    history.replaceState(null, '', '/sql?' + new URLSearchParams({sql: ta.value}).toString());
+    try {
+      const r = await api('/api/sql', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({sql: ta.value})});
+      out.replaceChildren(el('p', {class: 'muted', id: 'sql-count', text: `${r.rows.length} rows` + (r.truncated ? ` (stopped at ${r.max_rows})` : '')}),
+        el('table', {id: 'sql-table'}, el('tr', {}, r.columns.map((c) => el('th', {text: c}))),
+          r.rows.map((row) => el('tr', {}, row.map((v) => el('td', {class: typeof v === 'number' ? 'num' : null, text: v === null ? 'NULL' : typeof v === 'number' ? fmt(v, 4) : v}))))));
+    } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
+    document.body.dataset.ready = '1';
+  };
+  main.replaceChildren(el('h1', {id: 'title', text: 'SQL'}),
+    el('p', {class: 'muted', text: `Read-only, one statement, at most ${info.sql_max_rows} rows and ${info.sql_timeout_ms / 1000} s; the saelite functions tok_text, context, vec_cos, … are there (docs/analysis.md).`}),
+    ta, el('div', {class: 'controls'}, el('button', {id: 'run', type: 'button', text: 'Run', onclick: run}), el('span', {class: 'keys', text: 'Ctrl-Enter runs'})), out);
+  ta.addEventListener('keydown', (e) => { if (e.key === 'Enter' && e.ctrlKey) run(); });
+  if (params.get('sql')) await run();
+}
+
+// ---- routing --------------------------------------------------------------------------------
+const enc = encodeURIComponent;
+function navigate(url) { history.pushState(null, '', url); route(); }
+
+async function route() {
+  keyHandler = null;
+  const p = location.pathname, params = new URLSearchParams(location.search);
+  for (const a of document.querySelectorAll('header nav a')) a.classList.toggle('active', a.getAttribute('href') === p);
+  try {
+    let m;
+    if ((m = p.match(/^\/feature\/(\d+)\/(\d+)$/))) await viewFeature(+m[1], +m[2]);
+    else if (p === '/test') await viewTest(params);
+    else if (p === '/sql') await viewSql(params);
+    else await viewIndex(params);
+    document.body.dataset.ready = '1';
+  } catch (e) { showError(e); document.body.dataset.ready = 'error'; }
+}
+
+document.addEventListener('click', (e) => {
+  const a = e.target.closest('a');
+  if (!a || e.ctrlKey || e.metaKey || e.shiftKey || a.target) return;
+  const u = new URL(a.href, location.href);
+  if (u.origin !== location.origin || u.pathname.startsWith('/api/')) return;
+  e.preventDefault();
+  navigate(u.pathname + u.search);
+});
+document.addEventListener('keydown', (e) => {
+  if (e.key === '/' && !e.target.closest('input, textarea')) {
+    const q = document.getElementById('q');
+    if (q) { e.preventDefault(); q.focus(); } else navigate('/');
+    return;
+  }
+  if (keyHandler) keyHandler(e);
+});
+window.addEventListener('popstate', route);
+
+api('/api/info').then((i) => {
+  document.getElementById('dbinfo').textContent = `${i.path} · ${i.db.dicts} dictionaries · search ${i.search}` + (i.test ? ' · test on' : '');
+}).catch(() => {});
+route();

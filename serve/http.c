@@ -1,0 +1,240 @@
+/* http.c - srv_run: GNU libmicrohttpd feeding srv_handle (serve.h), and srv_ctx_open.
+ *
+ * libmicrohttpd parses HTTP; the request target it receives is taken raw (the URI log callback)
+ * and split by srv_parse_target, so the fuzzed parser is the one in use. Each connection's state
+ * (its target and POST body) lives in a conn struct from the URI callback to the completion
+ * callback. */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "serve/serve.h"
+#include "serve/serve_internal.h"
+#include "store/store_serve.h"
+
+void srv_defaults(srv_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->port = 8080;
+    o->threads = 4;
+}
+
+/* The newest analysed SAE whose directory exists (for --model without --sae). */
+typedef struct { char dir[1024]; int64_t id; } first_sae;
+static int dicts_cb(void *user, int nc, const char *const *names, const store_val *v)
+{
+    first_sae *f = user;
+    struct stat st;
+    if (nc > 3 && v[1].type == STORE_Q_TEXT && !strcmp(v[1].s, "sae") && v[3].type == STORE_Q_TEXT &&
+        stat(v[3].s, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(f->dir, sizeof f->dir, "%s", v[3].s);
+        f->id = v[0].i;
+    }
+    return 0;
+}
+static int id_cb(void *user, int nc, const char *const *names, const store_val *v)
+{
+    if (nc > 0 && v[0].type == STORE_Q_INT) *(int64_t *)user = v[0].i;
+    return 0;
+}
+static int text_cb(void *user, int nc, const char *const *names, const store_val *v)
+{
+    if (nc > 0 && v[0].type == STORE_Q_TEXT) snprintf(user, 1024, "%s", v[0].s);
+    return 0;
+}
+
+int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
+{
+    *out = NULL;
+    srv_ctx *c = mem_calloc(1, sizeof *c);
+    if (!c) return err_set(ERR_NOMEM, "out of memory");
+    c->test_dict = -1;
+    int rc = store_srv_open(&c->st, o->db, res ? &res->index_seconds : NULL);
+    if (!rc && res) res->fts5 = store_srv_fts5(c->st);
+    if (!rc && o->model_dir) {
+        char dir[1024] = "";
+        int64_t id = -1;
+        struct stat st;
+        if (o->sae && stat(o->sae, &st) != 0 && srv_parse_int(o->sae, 0, INT32_MAX, &id)) {
+            /* a registry id */
+            store_val p[] = {{.type = STORE_Q_INT, .i = id}};
+            rc = store_srv_query(c->st, STORE_SRV_SAE_DIR, p, 1, text_cb, dir);
+            if (!rc && !dir[0])
+                rc = err_set(ERR_NOTFOUND, "%s: no SAE with registry id %lld", o->db, (long long)id);
+        } else if (o->sae) {
+            snprintf(dir, sizeof dir, "%s", o->sae);
+        } else {
+            first_sae f = {"", -1};
+            rc = store_srv_query(c->st, STORE_SRV_DICTS, NULL, 0, dicts_cb, &f);
+            if (!rc && !f.dir[0])
+                rc = err_set(ERR_NOTFOUND, "%s: no analysed SAE whose directory exists here; give "
+                             "--sae DIR", o->db);
+            snprintf(dir, sizeof dir, "%s", f.dir);
+        }
+        if (!rc) rc = srv_model_open(&c->model, o->model_dir, dir);
+        if (!rc) {
+            store_val p[] = {{.type = STORE_Q_TEXT, .s = dir, .n = strlen(dir)},
+                             {.type = STORE_Q_INT, .i = id}};
+            rc = store_srv_query(c->st, STORE_SRV_DICT_BY_SAE, p, 2, id_cb, &c->test_dict);
+        }
+    }
+    if (rc) {
+        srv_ctx_close(c);
+        return rc;
+    }
+    *out = c;
+    return OK;
+}
+
+void srv_ctx_close(srv_ctx *c)
+{
+    if (!c) return;
+    store_srv_close(c->st);
+    srv_model_close(c->model);
+    mem_free(c);
+}
+
+/* ---- libmicrohttpd ------------------------------------------------------------------------ */
+typedef struct {
+    char *target;   /* raw request target (mem_strdup) */
+    char *body;     /* POST body so far */
+    size_t n;
+    int too_big;    /* body above SRV_MAX_BODY: the rest is dropped, the answer is 413 */
+    int seen;       /* the first call (headers only) has happened */
+} conn;
+
+typedef struct {
+    srv_ctx *ctx;
+    volatile int64_t requests;
+} server;
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *con)
+{
+    (void)cls; (void)con;
+    conn *k = mem_calloc(1, sizeof *k);
+    if (k) k->target = mem_strdup(uri ? uri : "");
+    return k;
+}
+
+static void on_done(void *cls, struct MHD_Connection *con, void **req_cls,
+                    enum MHD_RequestTerminationCode toe)
+{
+    (void)cls; (void)con; (void)toe;
+    conn *k = *req_cls;
+    if (!k) return;
+    mem_free(k->target);
+    mem_free(k->body);
+    mem_free(k);
+    *req_cls = NULL;
+}
+
+static enum MHD_Result send_resp(struct MHD_Connection *con, const srv_response *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        r->len, (void *)r->data, r->owned ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", r->type ? r->type : "application/octet-stream");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Content-Security-Policy",
+                            "default-src 'self'; img-src 'self' data:; style-src 'self'; "
+                            "script-src 'self'; connect-src 'self'; frame-ancestors 'none'");
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    enum MHD_Result ret = MHD_queue_response(con, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_size, void **req_cls)
+{
+    (void)url; (void)version;
+    server *sv = cls;
+    conn *k = *req_cls;
+    if (!k) return MHD_NO; /* out of memory in on_uri */
+    if (!k->seen) {
+        /* headers only: answer on a later call, once any body is read (a response queued now
+           would make libmicrohttpd close the connection instead of keeping it alive) */
+        k->seen = 1;
+        return MHD_YES;
+    }
+    if (!strcmp(method, "POST") && *upload_size) {
+        /* body chunks arrive before the final call */
+        if (!k->too_big && k->n + *upload_size <= SRV_MAX_BODY) {
+            char *nb = mem_realloc(k->body, k->n + *upload_size + 1);
+            if (!nb) return MHD_NO;
+            memcpy(nb + k->n, upload_data, *upload_size);
+            k->body = nb;
+            k->n += *upload_size;
+            k->body[k->n] = 0;
+        } else {
+            k->too_big = 1;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    srv_response r;
+    srv_arg args[SRV_MAX_ARGS];
+    int nargs = 0;
+    const char *path = NULL;
+    int rc;
+    if (k->too_big) rc = srv_error(&r, 413, "request body above %d bytes", SRV_MAX_BODY);
+    else if (srv_parse_target(k->target, &path, args, &nargs))
+        rc = srv_error(&r, 400, "%s", err_msg());
+    else {
+        srv_request rq = {method, path, args, nargs, k->body, k->n};
+        rc = srv_handle(sv->ctx, &rq, &r);
+    }
+    if (rc) return MHD_NO;
+    __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
+    enum MHD_Result ret = send_resp(con, &r);
+    srv_response_free(&r);
+    return ret;
+}
+
+int srv_run(const srv_opts *o, srv_result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (!o->db) return err_set(ERR_ARG, "serve: no database given");
+    if (o->port < 0 || o->port > 65535) return err_set(ERR_ARG, "serve: port %d out of range", o->port);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
+    const char *host = o->host ? o->host : "127.0.0.1";
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return err_set(ERR_ARG, "serve: --host must be an IPv4 address, got '%s'", host);
+    server sv = {0};
+    int rc = srv_ctx_open(&sv.ctx, o, res);
+    if (rc) return rc;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, on_request, &sv,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o->threads > 0 ? o->threads : 1),
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_CONNECTION_LIMIT, 256u,
+        MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+        MHD_OPTION_END);
+    if (!d) {
+        srv_ctx_close(sv.ctx);
+        return err_set(ERR_IO, "serve: cannot listen on %s:%d (in use? try --port)", host, o->port);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    res->port = info ? info->port : o->port;
+    char url[128];
+    snprintf(url, sizeof url, "http://%s:%d/", host, res->port);
+    if (o->on_ready) o->on_ready(o->user, url, res);
+    struct timespec tick = {0, 100 * 1000000L};
+    while (!(o->stop && *o->stop)) nanosleep(&tick, NULL);
+    MHD_stop_daemon(d);
+    res->requests = sv.requests;
+    srv_ctx_close(sv.ctx);
+    return OK;
+}

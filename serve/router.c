@@ -1,0 +1,826 @@
+/* router.c - srv_handle: routing, argument checks and the JSON of every endpoint (serve.h,
+ * docs/serve.md). Each endpoint's numbers come from the named queries of store/store_serve.h. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/utf8.h"
+#include "serve/serve.h"
+#include "serve/serve_internal.h"
+#include "store/store_serve.h"
+
+#include "serve_assets.h" /* generated from serve/assets/ */
+
+static const struct {
+    const char *path, *type;
+    const unsigned char *data;
+    const unsigned int *len;
+} ASSETS[] = {
+    {"/app.js", "text/javascript; charset=utf-8", app_js, &app_js_len},
+    {"/app.css", "text/css; charset=utf-8", app_css, &app_css_len},
+    {"/favicon.svg", "image/svg+xml", favicon_svg, &favicon_svg_len},
+};
+
+/* ---- responses ---------------------------------------------------------------------------- */
+static int respond_text(srv_response *out, int status, const char *type, char *owned, size_t len)
+{
+    out->status = status;
+    out->type = type;
+    out->owned = owned;
+    out->data = (const unsigned char *)owned;
+    out->len = len;
+    return OK;
+}
+
+static int respond_json(srv_response *out, int status, cJSON *j)
+{
+    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!s) return ERR_NOMEM;
+    size_t n = strlen(s);
+    char *o = mem_alloc(n + 1);
+    if (!o) {
+        cJSON_free(s);
+        return ERR_NOMEM;
+    }
+    memcpy(o, s, n + 1);
+    cJSON_free(s);
+    return respond_text(out, status, "application/json; charset=utf-8", o, n);
+}
+
+int srv_error(srv_response *out, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char clean[3 * sizeof msg + 1];
+    utf8_clean(msg, strlen(msg), clean, sizeof clean);
+    cJSON *j = cJSON_CreateObject();
+    if (!j || !cJSON_AddStringToObject(j, "error", clean) ||
+        !cJSON_AddNumberToObject(j, "status", status)) {
+        cJSON_Delete(j);
+        /* the static fallback: still JSON */
+        static const char nomem[] = "{\"error\":\"out of memory\",\"status\":503}";
+        out->status = 503;
+        out->type = "application/json; charset=utf-8";
+        out->data = (const unsigned char *)nomem;
+        out->len = sizeof nomem - 1;
+        out->owned = NULL;
+        return OK;
+    }
+    return respond_json(out, status, j);
+}
+
+void srv_response_free(srv_response *r)
+{
+    if (r && r->owned) mem_free(r->owned);
+    if (r) r->owned = NULL;
+}
+
+/* A store or library error as JSON: 400 for bad input the store refused, 500 otherwise. */
+static int fail(srv_response *out, int rc)
+{
+    int status = rc == ERR_ARG ? 400 : rc == ERR_NOTFOUND ? 404 : rc == ERR_ABORTED ? 408
+               : rc == ERR_SQL ? 400 : 500;
+    return srv_error(out, status, "%s", err_msg());
+}
+
+/* ---- values and rows ---------------------------------------------------------------------- */
+/* Text as valid UTF-8 (token texts can hold any bytes): cJSON string, NULL on no memory. */
+cJSON *srv_json_str(const char *s, size_t n)
+{
+    char small[256];
+    char *o = 3 * n + 1 <= sizeof small ? small : mem_alloc(3 * n + 1);
+    if (!o) return NULL;
+    utf8_clean(s, n, o, 3 * n + 1);
+    cJSON *j = cJSON_CreateString(o);
+    if (o != small) mem_free(o);
+    return j;
+}
+
+static cJSON *val_json(const store_val *v)
+{
+    switch (v->type) {
+    case STORE_Q_INT: return cJSON_CreateNumber((double)v->i);
+    case STORE_Q_FLOAT: return isfinite(v->f) ? cJSON_CreateNumber(v->f) : cJSON_CreateNull();
+    case STORE_Q_TEXT: return srv_json_str(v->s, v->n);
+    case STORE_Q_BLOB: {
+        char t[64];
+        snprintf(t, sizeof t, "<blob %zu bytes>", v->n);
+        return cJSON_CreateString(t);
+    }
+    default: return cJSON_CreateNull();
+    }
+}
+
+/* A column joined with char(31) (top_tokens) as an array of strings. */
+static cJSON *split_json(const store_val *v)
+{
+    cJSON *a = cJSON_CreateArray();
+    if (!a || v->type != STORE_Q_TEXT) return a;
+    const char *p = v->s, *end = v->s + v->n;
+    while (p <= end) {
+        const char *q = memchr(p, 31, (size_t)(end - p));
+        if (!q) q = end;
+        cJSON *s = srv_json_str(p, (size_t)(q - p));
+        if (!s) break;
+        cJSON_AddItemToArray(a, s);
+        p = q + 1;
+    }
+    return a;
+}
+
+/* Row callback: one object per row appended to the array user points to. */
+static int rows_obj(void *user, int nc, const char *const *names, const store_val *v)
+{
+    cJSON *arr = user, *o = cJSON_CreateObject();
+    if (!o) return 1;
+    for (int c = 0; c < nc; c++) {
+        cJSON *x = !strcmp(names[c], "top_tokens") ? split_json(&v[c]) : val_json(&v[c]);
+        if (!x) {
+            cJSON_Delete(o);
+            return 1;
+        }
+        cJSON_AddItemToObject(o, names[c], x);
+    }
+    cJSON_AddItemToArray(arr, o);
+    return 0;
+}
+
+/* Runs query q into a new array added to parent under key. */
+static int query_into(srv_ctx *c, cJSON *parent, const char *key, int q, const store_val *p, int np)
+{
+    cJSON *arr = cJSON_AddArrayToObject(parent, key);
+    if (!arr) return err_set(ERR_NOMEM, "out of memory");
+    return store_srv_query(c->st, q, p, np, rows_obj, arr);
+}
+
+/* Query q's first row as an object under key (null when no row). *found = rows > 0. */
+static int query_one(srv_ctx *c, cJSON *parent, const char *key, int q, const store_val *p,
+                     int np, int *found)
+{
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr) return err_set(ERR_NOMEM, "out of memory");
+    int rc = store_srv_query(c->st, q, p, np, rows_obj, arr);
+    cJSON *first = cJSON_DetachItemFromArray(arr, 0);
+    cJSON_Delete(arr);
+    if (found) *found = first != NULL;
+    if (!first) first = cJSON_CreateNull();
+    cJSON_AddItemToObject(parent, key, first);
+    return rc;
+}
+
+static store_val V_INT(int64_t i) { return (store_val){.type = STORE_Q_INT, .i = i}; }
+static store_val V_F(double f) { return (store_val){.type = STORE_Q_FLOAT, .f = f}; }
+static store_val V_STR(const char *s) { return (store_val){.type = STORE_Q_TEXT, .s = s, .n = strlen(s)}; }
+static store_val V_NULL(void) { return (store_val){.type = STORE_Q_NULL}; }
+
+/* ---- arguments ---------------------------------------------------------------------------- */
+/* Every argument must be one the endpoint knows (allowed: "a|b|c"), and appear once. */
+static int check_args(const srv_request *rq, const char *allowed, srv_response *out)
+{
+    for (int i = 0; i < rq->nargs; i++) {
+        const char *k = rq->args[i].key;
+        size_t n = strlen(k);
+        int ok = 0;
+        for (const char *p = allowed; *p && n;) {
+            const char *e = strchr(p, '|');
+            size_t m = e ? (size_t)(e - p) : strlen(p);
+            if (m == n && !memcmp(p, k, n)) ok = 1;
+            if (!e) break;
+            p = e + 1;
+        }
+        if (!ok) {
+            srv_error(out, 400, "unknown argument '%.60s' (this endpoint takes %s)", k,
+                      *allowed ? allowed : "none");
+            return 0;
+        }
+        for (int j = 0; j < i; j++)
+            if (!strcmp(rq->args[j].key, k)) {
+                srv_error(out, 400, "argument '%.60s' given twice", k);
+                return 0;
+            }
+    }
+    return 1;
+}
+
+static const char *arg(const srv_request *rq, const char *key)
+{
+    for (int i = 0; i < rq->nargs; i++)
+        if (!strcmp(rq->args[i].key, key)) return rq->args[i].value;
+    return NULL;
+}
+
+int srv_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *v)
+{
+    if (!s || !*s || strlen(s) > 20) return 0;
+    errno = 0;
+    char *end;
+    long long x = strtoll(s, &end, 10);
+    if (errno || *end || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) || x < lo || x > hi) return 0;
+    *v = x;
+    return 1;
+}
+
+/* Integer argument key in [lo, hi], default def when absent. 0 (and a 400 in out) when bad. */
+static int int_arg(const srv_request *rq, const char *key, int64_t lo, int64_t hi, int64_t def,
+                   int64_t *v, srv_response *out)
+{
+    const char *s = arg(rq, key);
+    *v = def;
+    if (!s) return 1;
+    if (srv_parse_int(s, lo, hi, v)) return 1;
+    srv_error(out, 400, "argument '%s' must be an integer in %lld..%lld, got '%.40s'", key,
+              (long long)lo, (long long)hi, s);
+    return 0;
+}
+
+static int float_arg(const srv_request *rq, const char *key, store_val *v, srv_response *out)
+{
+    const char *s = arg(rq, key);
+    *v = V_NULL();
+    if (!s || !*s) return 1;
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (errno || *end || !isfinite(x) || strlen(s) > 40) {
+        srv_error(out, 400, "argument '%s' must be a finite number, got '%.40s'", key, s);
+        return 0;
+    }
+    *v = V_F(x);
+    return 1;
+}
+
+/* Path "/<prefix>/D/N" (D, N non-negative integers). */
+static int path_dict_feature(const char *rest, int64_t *d, int64_t *f)
+{
+    char a[24], b[24];
+    const char *slash = strchr(rest, '/');
+    if (!slash || (size_t)(slash - rest) >= sizeof a || strlen(slash + 1) >= sizeof b) return 0;
+    memcpy(a, rest, (size_t)(slash - rest));
+    a[slash - rest] = 0;
+    strcpy(b, slash + 1);
+    return a[0] != '-' && b[0] != '-' && srv_parse_int(a, 0, INT32_MAX, d) &&
+           srv_parse_int(b, 0, INT32_MAX, f);
+}
+
+/* ---- endpoints ------------------------------------------------------------------------------ */
+static int api_info(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    if (!check_args(rq, "", out)) return OK;
+    cJSON *j = cJSON_CreateObject();
+    int rc = j ? query_one(c, j, "db", STORE_SRV_INFO, NULL, 0, NULL) : ERR_NOMEM;
+    if (rc) {
+        cJSON_Delete(j);
+        return fail(out, rc);
+    }
+    cJSON_AddStringToObject(j, "path", store_srv_path(c->st));
+    cJSON_AddStringToObject(j, "search", store_srv_fts5(c->st) ? "fts5" : "like");
+    cJSON_AddBoolToObject(j, "test", c->model != NULL);
+    if (c->model) {
+        cJSON_AddNumberToObject(j, "test_dict", (double)c->test_dict);
+        cJSON_AddStringToObject(j, "test_sae", srv_model_sae(c->model));
+        cJSON_AddNumberToObject(j, "test_max_tokens", srv_model_ctx(c->model));
+    }
+    cJSON_AddBoolToObject(j, "steering", 0);
+    cJSON_AddNumberToObject(j, "sql_max_rows", SRV_SQL_ROWS);
+    cJSON_AddNumberToObject(j, "sql_timeout_ms", SRV_SQL_MS);
+    return respond_json(out, 200, j);
+}
+
+static int api_queries(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    if (!check_args(rq, "", out)) return OK;
+    cJSON *j = cJSON_CreateObject();
+    for (int q = 0; j && q < STORE_SRV_NQ; q++)
+        cJSON_AddStringToObject(j, store_srv_name(q), store_srv_sql(c->st, q));
+    return respond_json(out, 200, j);
+}
+
+static int api_dicts(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    if (!check_args(rq, "", out)) return OK;
+    cJSON *j = cJSON_CreateObject();
+    int rc = j ? query_into(c, j, "dicts", STORE_SRV_DICTS, NULL, 0) : ERR_NOMEM;
+    if (rc) {
+        cJSON_Delete(j);
+        return fail(out, rc);
+    }
+    return respond_json(out, 200, j);
+}
+
+static int api_dict(srv_ctx *c, const srv_request *rq, const char *rest, srv_response *out)
+{
+    int64_t d;
+    if (!srv_parse_int(rest, 0, INT32_MAX, &d) || rest[0] == '-')
+        return srv_error(out, 400, "expected /api/dict/DICT with DICT a dictionary id");
+    if (!check_args(rq, "", out)) return OK;
+    store_val p[] = {V_INT(d)};
+    cJSON *j = cJSON_CreateObject();
+    int found = 0;
+    int rc = j ? query_one(c, j, "dict", STORE_SRV_DICT, p, 1, &found) : ERR_NOMEM;
+    if (!rc && !found) {
+        cJSON_Delete(j);
+        return srv_error(out, 404, "no dictionary %lld", (long long)d);
+    }
+    if (!rc) rc = query_into(c, j, "metrics", STORE_SRV_DICT_METRICS, p, 1);
+    if (!rc) rc = query_into(c, j, "training_log", STORE_SRV_DICT_LOG, p, 1);
+    if (rc) {
+        cJSON_Delete(j);
+        return fail(out, rc);
+    }
+    return respond_json(out, 200, j);
+}
+
+static int count_cb(void *user, int nc, const char *const *names, const store_val *v)
+{
+    if (nc > 0 && v[0].type == STORE_Q_INT) *(int64_t *)user = v[0].i;
+    return 0;
+}
+
+static int api_features(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    if (!check_args(rq, "dict|sort|order|min_density|max_density|tag|q|offset|limit", out))
+        return OK;
+    int64_t d, offset, limit;
+    store_val lo, hi;
+    if (!int_arg(rq, "dict", 0, INT32_MAX, -1, &d, out) ||
+        !int_arg(rq, "offset", 0, 10000000, 0, &offset, out) ||
+        !int_arg(rq, "limit", 1, 1000, 50, &limit, out) || !float_arg(rq, "min_density", &lo, out) ||
+        !float_arg(rq, "max_density", &hi, out))
+        return OK;
+    if (d < 0) return srv_error(out, 400, "argument 'dict' is required");
+    static const char *const sorts[] = {"feature", "density", "max_act", "mean_act", "n_active",
+                                        "precision", "nearest_cos"};
+    const char *sort = arg(rq, "sort"), *order = arg(rq, "order"), *tag = arg(rq, "tag"),
+               *q = arg(rq, "q");
+    if (!sort) sort = "density";
+    int ok = 0;
+    for (size_t i = 0; i < sizeof sorts / sizeof *sorts; i++) ok |= !strcmp(sort, sorts[i]);
+    if (!ok)
+        return srv_error(out, 400, "argument 'sort' must be one of feature|density|max_act|"
+                                   "mean_act|n_active|precision|nearest_cos, got '%.40s'", sort);
+    if (!order) order = "desc";
+    if (strcmp(order, "asc") && strcmp(order, "desc"))
+        return srv_error(out, 400, "argument 'order' must be asc or desc, got '%.40s'", order);
+    char match[512];
+    store_val mv = V_NULL();
+    if (q && *q) {
+        if (store_srv_match(c->st, q, match, sizeof match)) return fail(out, ERR_ARG);
+        mv = V_STR(match);
+    }
+    store_val p[9] = {V_INT(d), lo, hi, tag && *tag ? V_STR(tag) : V_NULL(), mv, V_STR(sort),
+                      V_STR(order), V_INT(limit), V_INT(offset)};
+    int64_t total = 0;
+    int rc = store_srv_query(c->st, STORE_SRV_FEATURES_COUNT, p, 5, count_cb, &total);
+    cJSON *j = rc ? NULL : cJSON_CreateObject();
+    if (!rc && !j) rc = err_set(ERR_NOMEM, "out of memory");
+    if (!rc) {
+        cJSON_AddNumberToObject(j, "dict", (double)d);
+        cJSON_AddNumberToObject(j, "total", (double)total);
+        cJSON_AddNumberToObject(j, "offset", (double)offset);
+        cJSON_AddNumberToObject(j, "limit", (double)limit);
+        cJSON_AddStringToObject(j, "sort", sort);
+        cJSON_AddStringToObject(j, "order", order);
+        rc = query_into(c, j, "features", STORE_SRV_FEATURES, p, 9);
+    }
+    if (rc) {
+        cJSON_Delete(j);
+        return fail(out, rc);
+    }
+    return respond_json(out, 200, j);
+}
+
+static int api_search(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    if (!check_args(rq, "q|limit", out)) return OK;
+    int64_t limit;
+    if (!int_arg(rq, "limit", 1, 200, 20, &limit, out)) return OK;
+    const char *q = arg(rq, "q");
+    char match[512];
+    if (!q || !*q) return srv_error(out, 400, "argument 'q' is required");
+    if (store_srv_match(c->st, q, match, sizeof match)) return fail(out, ERR_ARG);
+    store_val p[] = {V_STR(match), V_INT(limit)};
+    cJSON *j = cJSON_CreateObject();
+    int rc = j ? query_into(c, j, "results", STORE_SRV_SEARCH, p, 2) : ERR_NOMEM;
+    if (rc) {
+        cJSON_Delete(j);
+        return fail(out, rc);
+    }
+    cJSON_AddStringToObject(j, "q", q);
+    return respond_json(out, 200, j);
+}
+
+static int api_token(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    if (!check_args(rq, "dict|text|limit", out)) return OK;
+    int64_t d, limit;
+    if (!int_arg(rq, "dict", 0, INT32_MAX, -1, &d, out) ||
+        !int_arg(rq, "limit", 1, 500, 50, &limit, out))
+        return OK;
+    const char *t = arg(rq, "text");
+    if (d < 0 || !t || !*t) return srv_error(out, 400, "arguments 'dict' and 'text' are required");
+    if (strlen(t) > 200) return srv_error(out, 400, "argument 'text': at most 200 bytes");
+    store_val p[] = {V_INT(d), V_STR(t), V_INT(limit)};
+    cJSON *j = cJSON_CreateObject();
+    int rc = j ? query_into(c, j, "features", STORE_SRV_TOKEN, p, 3) : ERR_NOMEM;
+    if (rc) {
+        cJSON_Delete(j);
+        return fail(out, rc);
+    }
+    cJSON_AddStringToObject(j, "text", t);
+    return respond_json(out, 200, j);
+}
+
+/* The activation rows of STORE_SRV_ACTS grouped into examples: one per (kind, interval, rank),
+ * each with its tokens. */
+typedef struct {
+    cJSON *top, *bands; /* arrays */
+    cJSON *cur, *cur_tokens;
+    const char *cur_kind;
+    int64_t cur_interval, cur_rank, cur_seq, cur_pos;
+    cJSON *band;       /* current band object */
+    int64_t band_interval;
+    int max_top;
+} acts_acc;
+
+static int acts_cb(void *user, int nc, const char *const *names, const store_val *v)
+{
+    acts_acc *a = user;
+    /* columns: kind interval rank seq_id pos value position text tok_value */
+    if (nc != 9) return 1;
+    const char *kind = v[0].type == STORE_Q_TEXT ? v[0].s : "";
+    int quant = !strcmp(kind, "quantile");
+    int64_t interval = v[1].type == STORE_Q_INT ? v[1].i : -1, rank = v[2].i;
+    if (!quant && rank >= a->max_top) return 0;
+    if (!a->cur || strcmp(a->cur_kind, quant ? "quantile" : "top") || a->cur_interval != interval ||
+        a->cur_rank != rank || a->cur_seq != v[3].i || a->cur_pos != v[4].i) {
+        a->cur = cJSON_CreateObject();
+        if (!a->cur) return 1;
+        cJSON_AddNumberToObject(a->cur, "seq", (double)v[3].i);
+        cJSON_AddNumberToObject(a->cur, "pos", (double)v[4].i);
+        cJSON_AddNumberToObject(a->cur, "value", v[5].type == STORE_Q_NULL ? 0 : v[5].f);
+        a->cur_tokens = cJSON_AddArrayToObject(a->cur, "tokens");
+        a->cur_kind = quant ? "quantile" : "top";
+        a->cur_interval = interval;
+        a->cur_rank = rank;
+        a->cur_seq = v[3].i;
+        a->cur_pos = v[4].i;
+        if (quant) {
+            if (!a->band || a->band_interval != interval) {
+                a->band = cJSON_CreateObject();
+                if (!a->band) return 1;
+                cJSON_AddNumberToObject(a->band, "interval", (double)interval);
+                cJSON_AddArrayToObject(a->band, "examples");
+                cJSON_AddItemToArray(a->bands, a->band);
+                a->band_interval = interval;
+            }
+            cJSON_AddItemToArray(cJSON_GetObjectItem(a->band, "examples"), a->cur);
+        } else {
+            cJSON_AddItemToArray(a->top, a->cur);
+        }
+    }
+    cJSON *t = cJSON_CreateArray();
+    if (!t) return 1;
+    /* [text, activation (0 when none stored), is the example's own position] */
+    cJSON_AddItemToArray(t, v[7].type == STORE_Q_TEXT ? srv_json_str(v[7].s, v[7].n)
+                                                      : cJSON_CreateString(""));
+    double tv = v[8].type == STORE_Q_FLOAT ? v[8].f : v[8].type == STORE_Q_INT ? (double)v[8].i : 0;
+    cJSON_AddItemToArray(t, cJSON_CreateNumber(isfinite(tv) ? tv : 0));
+    cJSON_AddItemToArray(t, cJSON_CreateBool(v[6].i == v[4].i));
+    cJSON_AddItemToArray(a->cur_tokens, t);
+    return 0;
+}
+
+typedef struct { int *ids; int n, cap; } ids_acc;
+static int ids_cb(void *user, int nc, const char *const *names, const store_val *v)
+{
+    ids_acc *a = user;
+    if (a->n == a->cap) return 1;
+    a->ids[a->n++] = nc > 0 && v[0].type == STORE_Q_INT ? (int)v[0].i : -1;
+    return 0;
+}
+
+/* Adds each token's activation recomputed with the model (a 4th element) to one example:
+ * the stored sequence up to the window's last token goes through the model and the SAE. */
+static int live_example(srv_ctx *c, cJSON *ex, int64_t f)
+{
+    cJSON *toks = cJSON_GetObjectItem(ex, "tokens");
+    int n = cJSON_GetArraySize(toks), own = -1;
+    for (int i = 0; i < n; i++)
+        if (cJSON_IsTrue(cJSON_GetArrayItem(cJSON_GetArrayItem(toks, i), 2))) own = i;
+    int64_t seq = (int64_t)cJSON_GetObjectItem(ex, "seq")->valuedouble;
+    int64_t pos = (int64_t)cJSON_GetObjectItem(ex, "pos")->valuedouble;
+    if (own < 0 || n < 1) return OK;
+    int64_t last = pos - own + n - 1;
+    int cap = srv_model_ctx(c->model) + 2;
+    ids_acc a = {mem_alloc((size_t)cap * sizeof(int)), 0, cap};
+    float *act = mem_alloc((size_t)cap * sizeof(float));
+    int rc = a.ids && act ? OK : err_set(ERR_NOMEM, "out of memory");
+    store_val p[] = {V_INT(seq), V_INT(last)};
+    if (!rc) rc = store_srv_query(c->st, STORE_SRV_SEQ_TOKENS, p, 2, ids_cb, &a);
+    if (rc == ERR_ABORTED || (!rc && a.n != last + 1))
+        rc = err_set(ERR_ARG, "sequence %lld does not fit the model", (long long)seq);
+    if (!rc) rc = srv_model_feature(c->model, a.ids, a.n, (int)f, act);
+    for (int i = 0; !rc && i < n; i++)
+        cJSON_AddItemToArray(cJSON_GetArrayItem(toks, i), cJSON_CreateNumber(act[pos - own + i]));
+    mem_free(a.ids);
+    mem_free(act);
+    return rc;
+}
+
+static int api_feature(srv_ctx *c, const srv_request *rq, const char *rest, srv_response *out)
+{
+    int64_t d, f, before, after, top, nn, live;
+    if (!path_dict_feature(rest, &d, &f))
+        return srv_error(out, 400, "expected /api/feature/DICT/FEATURE with two non-negative integers");
+    if (!check_args(rq, "before|after|top|nearest|live", out)) return OK;
+    if (!int_arg(rq, "live", 0, 1, 0, &live, out)) return OK;
+    if (live && (!c->model || c->test_dict != d))
+        return srv_error(out, 400, "live=1 needs serve --model with the SAE of dictionary %lld "
+                         "(--sae)", (long long)d);
+    if (!int_arg(rq, "before", 0, 64, 10, &before, out) ||
+        !int_arg(rq, "after", 0, 64, 4, &after, out) ||
+        !int_arg(rq, "top", 0, 1000, 20, &top, out) ||
+        !int_arg(rq, "nearest", 0, 100, 10, &nn, out))
+        return OK;
+    store_val p[] = {V_INT(d), V_INT(f), V_INT(before), V_INT(after)};
+    cJSON *j = cJSON_CreateObject();
+    int found = 0, rc = j ? query_one(c, j, "feature", STORE_SRV_FEATURE, p, 2, &found) : ERR_NOMEM;
+    if (!rc && !found) {
+        cJSON_Delete(j);
+        return srv_error(out, 404, "no feature %lld in dictionary %lld", (long long)f, (long long)d);
+    }
+    if (!rc) rc = query_one(c, j, "dict", STORE_SRV_DICT, p, 1, NULL);
+    if (!rc) rc = query_into(c, j, "metrics", STORE_SRV_DICT_METRICS, p, 1);
+    if (!rc) rc = query_into(c, j, "hist", STORE_SRV_HIST, p, 2);
+    if (!rc) rc = query_into(c, j, "logits", STORE_SRV_LOGITS, p, 2);
+    if (!rc) rc = query_into(c, j, "pos", STORE_SRV_POS, p, 2);
+    if (!rc) {
+        store_val pn[] = {V_INT(d), V_INT(f), V_INT(nn)};
+        rc = query_into(c, j, "nearest", STORE_SRV_NEAREST, pn, 3);
+    }
+    if (!rc) {
+        acts_acc a = {.top = cJSON_AddArrayToObject(j, "top"),
+                      .bands = cJSON_AddArrayToObject(j, "bands"), .max_top = (int)top,
+                      .band_interval = -2};
+        rc = a.top && a.bands ? store_srv_query(c->st, STORE_SRV_ACTS, p, 4, acts_cb, &a)
+                              : err_set(ERR_NOMEM, "out of memory");
+        cJSON *ex;
+        if (live) {
+            cJSON_ArrayForEach(ex, a.top) if (!rc) rc = live_example(c, ex, f);
+            cJSON *b;
+            cJSON_ArrayForEach(b, a.bands) cJSON_ArrayForEach(ex, cJSON_GetObjectItem(b, "examples"))
+                if (!rc) rc = live_example(c, ex, f);
+        }
+    }
+    if (!rc) cJSON_AddBoolToObject(j, "live", live != 0);
+    if (rc) {
+        cJSON_Delete(j);
+        return fail(out, rc);
+    }
+    cJSON_AddNumberToObject(j, "dict_id", (double)d);
+    return respond_json(out, 200, j);
+}
+
+/* POST bodies are JSON objects; GET takes the same keys as arguments. */
+static cJSON *body_json(const srv_request *rq, srv_response *out)
+{
+    if (rq->body_len > SRV_MAX_BODY) {
+        srv_error(out, 413, "request body above %d bytes", SRV_MAX_BODY);
+        return NULL;
+    }
+    cJSON *j = cJSON_ParseWithLength(rq->body ? rq->body : "", rq->body_len);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        srv_error(out, 400, "the body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+static const char *json_str_field(cJSON *j, const char *key)
+{
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+typedef struct {
+    cJSON *cols, *rows;
+    size_t bytes;
+} sql_acc;
+
+static int sql_cb(void *user, int nc, const char *const *names, const store_val *v)
+{
+    sql_acc *a = user;
+    if (!cJSON_GetArraySize(a->cols))
+        for (int c = 0; c < nc; c++) cJSON_AddItemToArray(a->cols, srv_json_str(names[c], strlen(names[c])));
+    cJSON *r = cJSON_CreateArray();
+    if (!r) return 1;
+    for (int c = 0; c < nc; c++) {
+        store_val x = v[c];
+        if (x.type == STORE_Q_TEXT && x.n > 2000) x.n = 2000; /* long cells cut (utf8_clean mends the end) */
+        a->bytes += x.type == STORE_Q_TEXT ? x.n : 16;
+        cJSON_AddItemToArray(r, val_json(&x));
+    }
+    cJSON_AddItemToArray(a->rows, r);
+    return a->bytes > 8u * 1024 * 1024; /* a response of at most ~8 MB */
+}
+
+static int api_sql(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    cJSON *body = NULL;
+    const char *sql;
+    if (!strcmp(rq->method, "POST")) {
+        if (!check_args(rq, "", out)) return OK;
+        if (!(body = body_json(rq, out))) return OK;
+        sql = json_str_field(body, "sql");
+    } else {
+        if (!check_args(rq, "q", out)) return OK;
+        sql = arg(rq, "q");
+    }
+    if (!sql || !*sql) {
+        cJSON_Delete(body);
+        return srv_error(out, 400, "no SQL given (POST {\"sql\": \"...\"} or GET ?q=...)");
+    }
+    if (strlen(sql) > 16384) {
+        cJSON_Delete(body);
+        return srv_error(out, 413, "SQL longer than 16384 bytes");
+    }
+    cJSON *j = cJSON_CreateObject();
+    sql_acc a = {cJSON_AddArrayToObject(j, "columns"), cJSON_AddArrayToObject(j, "rows"), 0};
+    int truncated = 0, rc = a.cols && a.rows ? OK : err_set(ERR_NOMEM, "out of memory");
+    if (!rc) rc = store_srv_console(c->st, sql, SRV_SQL_ROWS, SRV_SQL_MS, sql_cb, &a, &truncated);
+    cJSON_Delete(body);
+    if (rc == ERR_ABORTED && a.bytes > 8u * 1024 * 1024) {
+        rc = OK;
+        truncated = 1;
+    }
+    if (rc) {
+        cJSON_Delete(j);
+        return fail(out, rc);
+    }
+    cJSON_AddBoolToObject(j, "truncated", truncated);
+    cJSON_AddNumberToObject(j, "max_rows", SRV_SQL_ROWS);
+    return respond_json(out, 200, j);
+}
+
+static int api_test(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    cJSON *body = NULL;
+    const char *text;
+    int64_t k = 5;
+    if (!strcmp(rq->method, "POST")) {
+        if (!check_args(rq, "", out)) return OK;
+        if (!(body = body_json(rq, out))) return OK;
+        text = json_str_field(body, "text");
+        cJSON *kv = cJSON_GetObjectItemCaseSensitive(body, "k");
+        if (kv && (!cJSON_IsNumber(kv) || kv->valuedouble < 1 || kv->valuedouble > 32 ||
+                   kv->valuedouble != (double)(int)kv->valuedouble)) {
+            cJSON_Delete(body);
+            return srv_error(out, 400, "\"k\" must be an integer in 1..32");
+        }
+        if (kv) k = kv->valueint;
+    } else {
+        if (!check_args(rq, "text|k", out) || !int_arg(rq, "k", 1, 32, 5, &k, out)) return OK;
+        text = arg(rq, "text");
+    }
+    int rc = OK;
+    if (!c->model) rc = srv_error(out, 404, "test your text needs a model: start serve with --model DIR");
+    else if (!text || !*text) rc = srv_error(out, 400, "no text given");
+    else if (strlen(text) > SRV_TEST_CHARS)
+        rc = srv_error(out, 413, "text longer than %d bytes", SRV_TEST_CHARS);
+    else {
+        cJSON *j = cJSON_CreateObject();
+        rc = j ? srv_model_test(c->model, text, (int)k, j) : err_set(ERR_NOMEM, "out of memory");
+        if (rc) {
+            cJSON_Delete(j);
+            rc = fail(out, rc);
+        } else {
+            cJSON_AddNumberToObject(j, "dict_id", (double)c->test_dict);
+            rc = respond_json(out, 200, j);
+        }
+    }
+    cJSON_Delete(body);
+    return rc;
+}
+
+/* ---- routing -------------------------------------------------------------------------------- */
+static int is_page(const char *p)
+{
+    if (!strcmp(p, "/") || !strcmp(p, "/test") || !strcmp(p, "/sql") || !strcmp(p, "/index.html"))
+        return 1;
+    int64_t d, f;
+    return !strncmp(p, "/feature/", 9) && path_dict_feature(p + 9, &d, &f);
+}
+
+int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *m = rq->method ? rq->method : "";
+    const char *p = rq->path ? rq->path : "";
+    int get = !strcmp(m, "GET") || !strcmp(m, "HEAD"), post = !strcmp(m, "POST");
+    if (!get && !post) return srv_error(out, 405, "method %.16s not allowed (GET, HEAD, POST)", m);
+    if (p[0] != '/') return srv_error(out, 400, "the path must start with '/'");
+    if (strlen(p) > SRV_MAX_URL) return srv_error(out, 414, "path too long");
+    int api = !strncmp(p, "/api/", 5);
+    if (post && strcmp(p, "/api/sql") && strcmp(p, "/api/test"))
+        return srv_error(out, 405, "POST only to /api/sql and /api/test");
+    if (!api) {
+        for (size_t i = 0; i < sizeof ASSETS / sizeof *ASSETS; i++)
+            if (!strcmp(p, ASSETS[i].path)) {
+                if (!check_args(rq, "v", out)) return OK;
+                out->status = 200;
+                out->type = ASSETS[i].type;
+                out->data = ASSETS[i].data;
+                out->len = *ASSETS[i].len;
+                return OK;
+            }
+        if (is_page(p)) {
+            /* the page's own parameters (q, dict, text, sql) are read by app.js */
+            out->status = 200;
+            out->type = "text/html; charset=utf-8";
+            out->data = index_html;
+            out->len = index_html_len;
+            return OK;
+        }
+        return srv_error(out, 404, "no page %.200s", p);
+    }
+    const char *r = p + 5;
+    if (!c || !c->st) return srv_error(out, 503, "no database open");
+    if (!strcmp(r, "info")) return api_info(c, rq, out);
+    if (!strcmp(r, "queries")) return api_queries(c, rq, out);
+    if (!strcmp(r, "dicts")) return api_dicts(c, rq, out);
+    if (!strncmp(r, "dict/", 5)) return api_dict(c, rq, r + 5, out);
+    if (!strcmp(r, "features")) return api_features(c, rq, out);
+    if (!strcmp(r, "search")) return api_search(c, rq, out);
+    if (!strcmp(r, "token")) return api_token(c, rq, out);
+    if (!strncmp(r, "feature/", 8)) return api_feature(c, rq, r + 8, out);
+    if (!strcmp(r, "sql")) return api_sql(c, rq, out);
+    if (!strcmp(r, "test")) return api_test(c, rq, out);
+    return srv_error(out, 404, "no endpoint %.200s (see /api/queries and docs/serve.md)", p);
+}
+
+/* ---- request targets ------------------------------------------------------------------------ */
+static int hexval(int ch)
+{
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+         : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+/* Percent-decodes s in place ('+' is a space in the query only). 0 on a bad escape or a NUL. */
+static int pct_decode(char *s, int plus)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (*s == '%') {
+            int h = hexval((unsigned char)s[1]), l = h < 0 ? -1 : hexval((unsigned char)s[2]);
+            if (h < 0 || l < 0 || (h == 0 && l == 0)) return 0;
+            *o++ = (char)(h * 16 + l);
+            s += 2;
+        } else if (plus && *s == '+') *o++ = ' ';
+        else *o++ = *s;
+    }
+    *o = 0;
+    return 1;
+}
+
+int srv_parse_target(char *target, const char **path, srv_arg *args, int *nargs)
+{
+    *nargs = 0;
+    *path = NULL;
+    if (!target || target[0] != '/') return err_set(ERR_ARG, "the request target must start with '/'");
+    if (strlen(target) > SRV_MAX_URL) return err_set(ERR_ARG, "request target too long");
+    char *q = strchr(target, '?');
+    char *hash = strchr(target, '#');
+    if (hash) *hash = 0;
+    if (q) *q++ = 0;
+    if (!pct_decode(target, 0)) return err_set(ERR_ARG, "bad %%-escape in the path");
+    if (strstr(target, "/../") || strstr(target, "/./") || strstr(target, "//"))
+        return err_set(ERR_ARG, "the path has '..', '.' or empty segments");
+    *path = target;
+    while (q && *q) {
+        char *amp = strchr(q, '&');
+        if (amp) *amp = 0;
+        if (*q) {
+            if (*nargs == SRV_MAX_ARGS) return err_set(ERR_ARG, "more than %d arguments", SRV_MAX_ARGS);
+            char *eq = strchr(q, '=');
+            if (eq) *eq = 0;
+            if (!pct_decode(q, 1) || (eq && !pct_decode(eq + 1, 1)))
+                return err_set(ERR_ARG, "bad %%-escape in the query string");
+            if (!*q) return err_set(ERR_ARG, "an argument without a name");
+            args[*nargs].key = q;
+            args[*nargs].value = eq ? eq + 1 : "";
+            ++*nargs;
+        }
+        q = amp ? amp + 1 : NULL;
+    }
+    return OK;
+}

@@ -1,0 +1,43 @@
+/* serve_internal.h - for serve/'s own files: the handler context, the "test your text" model
+ * (serve/textmodel.c) and the JSON helpers shared by router.c and textmodel.c.
+ *
+ * srv_model owns a GPT-2 model, its tokenizer and an SAE; srv_model_test runs one text through
+ * the model (BOS first, at most n_ctx tokens), encodes the hook activations with the SAE and adds
+ * to out: "tokens": [{"text", "features": [[feature, activation], ...]}] (top k per token, by
+ * activation, only active ones) and "truncated". The model is not thread-safe: srv_model_test
+ * takes the model's mutex.
+ */
+#ifndef SAELITE_SERVE_INTERNAL_H
+#define SAELITE_SERVE_INTERNAL_H
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "serve/serve.h"
+#include "store/store_serve.h"
+
+typedef struct srv_model srv_model;
+
+int srv_model_open(srv_model **out, const char *model_dir, const char *sae_dir);
+void srv_model_close(srv_model *m);
+int srv_model_test(srv_model *m, const char *text, int k, cJSON *out);
+/* Activations of one feature at every position of ids[0..T) (a stored sequence, BOS included as
+ * stored) into out[T]. ERR_ARG when T exceeds the model's context or an id its vocabulary. */
+int srv_model_feature(srv_model *m, const int *ids, int T, int feature, float *out);
+const char *srv_model_sae(const srv_model *m);
+int srv_model_ctx(const srv_model *m);
+
+struct srv_ctx {
+    store_srv *st;
+    srv_model *model;   /* NULL without --model */
+    int64_t test_dict;  /* the ana_dicts id of the SAE the model runs (-1: not analysed) */
+};
+
+/* A JSON error response {"error": msg, "status": status}; returns OK. */
+int srv_error(srv_response *out, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* s[0..n) as a JSON string, invalid UTF-8 replaced (U+FFFD). NULL on no memory. */
+cJSON *srv_json_str(const char *s, size_t n);
+/* Strict decimal integer in [lo, hi]: 1 and *v, or 0. */
+int srv_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *v);
+
+#endif

@@ -1,0 +1,192 @@
+/* textmodel.c - "test your text": the model with the SAE at its hook on one posted text
+ * (serve_internal.h). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "model/gpt2.h"
+#include "model/tokenizer.h"
+#include "sae/sae.h"
+#include "serve/serve_internal.h"
+
+struct srv_model {
+    gpt2_model *gpt;
+    tok_tokenizer *tok;
+    sae_model *sae;
+    char sae_dir[1024];
+    pthread_mutex_t mu;
+    float *x; /* [n_ctx, d_in] hook activations of the last pass */
+    float *f; /* [n_ctx, d_sae] their codes */
+    int T;    /* rows in x of the last pass */
+};
+
+static int capture(const tensor_view *t, void *user)
+{
+    srv_model *m = user;
+    /* [B=1, T, d_in], contiguous */
+    int64_t T = t->shape[1], C = t->shape[t->ndim - 1];
+    if (t->ndim != 3 || C != m->sae->cfg.d_in || T > gpt2_cfg(m->gpt)->n_ctx)
+        return err_set(ERR_SHAPE, "hook %s: unexpected shape", m->sae->cfg.hook_name);
+    memcpy(m->x, t->data, (size_t)(T * C) * sizeof *m->x);
+    m->T = (int)T;
+    return 0;
+}
+
+int srv_model_open(srv_model **out, const char *model_dir, const char *sae_dir)
+{
+    *out = NULL;
+    srv_model *m = mem_calloc(1, sizeof *m);
+    if (!m) return err_set(ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&m->mu, NULL);
+    snprintf(m->sae_dir, sizeof m->sae_dir, "%s", sae_dir);
+    int rc = gpt2_load(&m->gpt, model_dir);
+    if (!rc) rc = tok_load(&m->tok, model_dir);
+    if (rc) err_wrap(rc, "--model %s (serve reads the tokenizer files next to the model)", model_dir);
+    if (!rc) rc = sae_load(&m->sae, sae_dir);
+    int layer, width;
+    if (!rc && !m->sae->cfg.hook_name[0])
+        rc = err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name", sae_dir);
+    if (!rc && (rc = gpt2_hook_info(m->gpt, m->sae->cfg.hook_name, &layer, &width)) == OK &&
+        width != m->sae->cfg.d_in)
+        rc = err_set(ERR_SHAPE, "%s: hook %s is %d wide in the model, the SAE reads %d", sae_dir,
+                     m->sae->cfg.hook_name, width, m->sae->cfg.d_in);
+    if (!rc) {
+        int n = gpt2_cfg(m->gpt)->n_ctx;
+        m->x = mem_alloc((size_t)n * m->sae->cfg.d_in * sizeof *m->x);
+        m->f = mem_alloc((size_t)n * m->sae->cfg.d_sae * sizeof *m->f);
+        if (!m->x || !m->f) rc = err_set(ERR_NOMEM, "out of memory for the test-your-text buffers");
+    }
+    if (!rc) rc = gpt2_hook_add(m->gpt, m->sae->cfg.hook_name, capture, m);
+    if (rc) {
+        srv_model_close(m);
+        return rc;
+    }
+    *out = m;
+    return OK;
+}
+
+void srv_model_close(srv_model *m)
+{
+    if (!m) return;
+    gpt2_free(m->gpt);
+    tok_free(m->tok);
+    sae_free(m->sae);
+    mem_free(m->x);
+    mem_free(m->f);
+    pthread_mutex_destroy(&m->mu);
+    mem_free(m);
+}
+
+const char *srv_model_sae(const srv_model *m) { return m->sae_dir; }
+int srv_model_ctx(const srv_model *m) { return gpt2_cfg(m->gpt)->n_ctx - (tok_eot(m->tok) >= 0); }
+
+int srv_model_test(srv_model *m, const char *text, int k, cJSON *out)
+{
+    int *ids = NULL;
+    size_t *offs = NULL, n = 0;
+    int rc = tok_encode(m->tok, text, strlen(text), 0, &ids, &offs, &n);
+    if (rc) return rc;
+    const gpt2_config *cfg = gpt2_cfg(m->gpt);
+    int bos = tok_eot(m->tok) >= 0 && tok_eot(m->tok) < cfg->vocab_size;
+    int T = (int)n + bos, truncated = 0;
+    if (T > cfg->n_ctx) {
+        T = cfg->n_ctx;
+        truncated = 1;
+    }
+    int *seq = mem_alloc((size_t)(T > 0 ? T : 1) * sizeof *seq);
+    if (!seq) {
+        rc = err_set(ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (bos) seq[0] = tok_eot(m->tok);
+    for (int i = bos; i < T; i++) {
+        seq[i] = ids[i - bos];
+        if (seq[i] < 0 || seq[i] >= cfg->vocab_size) {
+            rc = err_set(ERR_ARG, "token id %d is outside the model's vocabulary (%d)", seq[i],
+                         cfg->vocab_size);
+            goto done;
+        }
+    }
+    if (T == bos) {
+        rc = err_set(ERR_ARG, "the text has no tokens");
+        goto done;
+    }
+    pthread_mutex_lock(&m->mu);
+    m->T = 0;
+    rc = gpt2_forward(m->gpt, seq, 1, T, 0);
+    if (!rc && m->T != T) rc = err_set(ERR_SHAPE, "the hook did not fire");
+    if (!rc) rc = sae_encode(m->sae, m->x, T, m->f);
+    cJSON *toks = rc ? NULL : cJSON_AddArrayToObject(out, "tokens");
+    if (!rc && !toks) rc = err_set(ERR_NOMEM, "out of memory");
+    int d = m->sae->cfg.d_sae;
+    for (int t = bos; !rc && t < T; t++) {
+        cJSON *o = cJSON_CreateObject();
+        size_t len = 0;
+        const char *b = tok_token_bytes(m->tok, seq[t], &len);
+        cJSON *s = b ? srv_json_str(b, len) : cJSON_CreateString("");
+        cJSON *fa = o && s ? cJSON_CreateArray() : NULL;
+        if (!fa) {
+            cJSON_Delete(o);
+            cJSON_Delete(s);
+            rc = err_set(ERR_NOMEM, "out of memory");
+            break;
+        }
+        cJSON_AddItemToObject(o, "text", s);
+        cJSON_AddNumberToObject(o, "id", seq[t]);
+        cJSON_AddNumberToObject(o, "offset", (double)offs[t - bos]);
+        /* top k active features by activation (k is small: repeated selection) */
+        const float *row = m->f + (size_t)t * d;
+        int picked[32];
+        int np = 0;
+        for (int r = 0; r < k && r < 32; r++) {
+            int best = -1;
+            for (int j = 0; j < d; j++) {
+                if (!(row[j] > 0)) continue;
+                int used = 0;
+                for (int q = 0; q < np; q++) used |= picked[q] == j;
+                if (!used && (best < 0 || row[j] > row[best])) best = j;
+            }
+            if (best < 0) break;
+            picked[np++] = best;
+            cJSON *pair = cJSON_CreateArray();
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(best));
+            cJSON_AddItemToArray(pair, cJSON_CreateNumber(row[best]));
+            cJSON_AddItemToArray(fa, pair);
+        }
+        cJSON_AddItemToObject(o, "features", fa);
+        cJSON_AddItemToArray(toks, o);
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (!rc) {
+        cJSON_AddBoolToObject(out, "truncated", truncated);
+        cJSON_AddStringToObject(out, "hook", m->sae->cfg.hook_name);
+    }
+done:
+    mem_free(seq);
+    mem_free(ids);
+    mem_free(offs);
+    return rc;
+}
+
+int srv_model_feature(srv_model *m, const int *ids, int T, int feature, float *out)
+{
+    const gpt2_config *cfg = gpt2_cfg(m->gpt);
+    if (T < 1 || T > cfg->n_ctx)
+        return err_set(ERR_ARG, "a sequence of %d tokens does not fit the model's context (%d)", T,
+                       cfg->n_ctx);
+    if (feature < 0 || feature >= m->sae->cfg.d_sae)
+        return err_set(ERR_ARG, "feature %d is outside the SAE (%d)", feature, m->sae->cfg.d_sae);
+    for (int i = 0; i < T; i++)
+        if (ids[i] < 0 || ids[i] >= cfg->vocab_size)
+            return err_set(ERR_ARG, "token id %d is outside the model's vocabulary", ids[i]);
+    pthread_mutex_lock(&m->mu);
+    m->T = 0;
+    int rc = gpt2_forward(m->gpt, ids, 1, T, 0);
+    if (!rc && m->T != T) rc = err_set(ERR_SHAPE, "the hook did not fire");
+    if (!rc) rc = sae_encode(m->sae, m->x, T, m->f);
+    for (int t = 0; !rc && t < T; t++) out[t] = m->f[(size_t)t * m->sae->cfg.d_sae + feature];
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}

@@ -1,0 +1,548 @@
+/* store_serve.c - the named read-only queries of `saelite serve` and its SQL console
+ * (see store_serve.h; the endpoints that use them: docs/serve.md). */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "store/sqlfuncs.h"
+#include "store/store_serve.h"
+
+#include <sqlite3.h>
+
+/* Connections for the named queries: c[0] holds the temp search index (the queries that read
+ * it run there), the others serve the rest, so feature pages do not wait for each other. */
+#define NCONN 4
+typedef struct {
+    sqlite3 *db;
+    sqlite3_stmt *st[STORE_SRV_NQ]; /* prepared once; NULL where the query needs the index */
+    pthread_mutex_t mu;
+} srv_conn;
+
+struct store_srv {
+    char path[1024];
+    srv_conn c[NCONN];
+    sqlite3 *con;               /* the console's connection */
+    pthread_mutex_t con_mu;
+    unsigned rr;                /* round robin when every connection is busy */
+    int fts5;
+};
+
+
+/* The features table: filters ?2 min density, ?3 max density, ?4 best tag, ?5 search match;
+ * ?6 sort key, ?7 'asc'|'desc', ?8 limit, ?9 offset. MATCH_FEATURE is the search predicate. */
+#define FEATURE_WHERE(MATCH_FEATURE)                                                          \
+    " FROM ana_features f WHERE f.dict_id = ?1 AND (?2 IS NULL OR f.density >= ?2) AND "     \
+    "(?3 IS NULL OR f.density <= ?3) AND (?4 IS NULL OR f.best_tag = ?4) AND "               \
+    "(?5 IS NULL OR f.feature IN (SELECT s.feature FROM temp.feature_fts s WHERE "           \
+    MATCH_FEATURE " AND s.dict_id = ?1))"
+#define FTS_MATCH "feature_fts MATCH ?5"
+#define LIKE_MATCH "(s.tokens || ' ' || s.contexts || ' ' || s.logits) LIKE ?5"
+#define SORT_KEY                                                                              \
+    "(CASE ?6 WHEN 'density' THEN f.density WHEN 'max_act' THEN f.max_act "                 \
+    "WHEN 'mean_act' THEN f.mean_act WHEN 'n_active' THEN f.n_active "                       \
+    "WHEN 'precision' THEN f.best_tag_precision WHEN 'nearest_cos' THEN abs(f.nearest_cos) " \
+    "ELSE f.feature END)"
+/* The page of rows is chosen first (inner query, ordered and limited), then only those rows get
+ * their top tokens (the subquery would otherwise run for every feature before the sort). */
+#define FEATURE_PAGE(MATCH_FEATURE)                                                           \
+    "SELECT p.feature, p.n_active, p.density, p.mean_act, p.max_act, p.nearest, "            \
+    "p.nearest_cos, p.best_tag, p.best_tag_precision, "                                      \
+    "(SELECT group_concat(x, char(31)) FROM (SELECT (SELECT t.text FROM tokens t WHERE "     \
+    "t.sequence_id = a.seq_id AND t.position = a.pos) AS x FROM ana_acts a WHERE a.dict_id = " \
+    "p.dict_id AND a.feature = p.feature AND a.kind = 'top' ORDER BY a.rank LIMIT 4)) AS "   \
+    "top_tokens FROM (SELECT f.*, " SORT_KEY " AS k" FEATURE_WHERE(MATCH_FEATURE)            \
+    " ORDER BY " ORDER_BY("k", "f") " LIMIT ?8 OFFSET ?9) p ORDER BY " ORDER_BY("p.k", "p")
+/* never-active features (NULL keys) last, ties by feature number */
+#define ORDER_BY(K, T) K " IS NULL, " K " * (CASE WHEN ?7 = 'asc' THEN 1 ELSE -1 END), " T ".feature"
+
+static const struct {
+    const char *name, *sql, *sql_like; /* sql_like: the variant without FTS5 (NULL: the same) */
+} Q[STORE_SRV_NQ] = {
+    [STORE_SRV_INFO] = {"info",
+        "SELECT (SELECT count(*) FROM ana_dicts) AS dicts, (SELECT count(*) FROM documents) AS "
+        "documents, (SELECT count(*) FROM sequences) AS sequences, (SELECT count(*) FROM hooks) "
+        "AS hooks, (SELECT count(*) FROM sae_registry) AS saes, (SELECT group_concat(name, ', ') "
+        "FROM models) AS models", NULL},
+    [STORE_SRV_DICTS] = {"dicts",
+        "SELECT d.id, d.kind, d.sae_id, d.name, d.hook_name, d.d_in, d.d_sae, d.split, d.n_seqs, "
+        "d.n_tokens, d.top_n, d.created_at, d.seconds, r.id AS registry_id, r.architecture, r.k, "
+        "r.tokens AS train_tokens, (SELECT count(*) FROM ana_features f WHERE f.dict_id = d.id "
+        "AND f.n_active = 0) AS dead FROM ana_dicts d LEFT JOIN sae_registry r ON r.id = "
+        "d.sae_id OR (d.sae_id IS NULL AND d.kind = 'sae' AND r.dir = d.name) ORDER BY d.id", NULL},
+    [STORE_SRV_DICT] = {"dict",
+        "SELECT d.id, d.kind, d.sae_id, d.name, d.hook_name, d.d_in, d.d_sae, d.split, d.n_seqs, "
+        "d.n_tokens, d.top_n, d.created_at, d.seconds, r.id AS registry_id, r.dir, "
+        "r.architecture, r.k, r.model_name, r.tokens AS train_tokens, r.eval_mse, r.eval_ev, "
+        "r.eval_cos, r.eval_l0, r.eval_dead, r.seconds AS train_seconds FROM ana_dicts d LEFT "
+        "JOIN sae_registry r ON r.id = d.sae_id OR (d.sae_id IS NULL AND d.kind = 'sae' AND "
+        "r.dir = d.name) WHERE d.id = ?1 LIMIT 1", NULL},
+    [STORE_SRV_DICT_METRICS] = {"dict_metrics",
+        "SELECT name, value FROM ana_metrics WHERE dict_id = ?1 ORDER BY name", NULL},
+    [STORE_SRV_DICT_LOG] = {"dict_log",
+        "SELECT l.step, l.tokens, l.mse, l.ev, l.l0, l.dead_frac, l.lr, l.loss FROM "
+        "sae_training_log l WHERE l.sae_id = (SELECT r.id FROM ana_dicts d JOIN sae_registry r "
+        "ON r.id = d.sae_id OR (d.sae_id IS NULL AND d.kind = 'sae' AND r.dir = d.name) WHERE "
+        "d.id = ?1 LIMIT 1) ORDER BY l.step", NULL},
+    [STORE_SRV_FEATURES] = {"features",
+        FEATURE_PAGE(FTS_MATCH), FEATURE_PAGE(LIKE_MATCH)},
+    [STORE_SRV_FEATURES_COUNT] = {"features_count",
+        "SELECT count(*) AS total" FEATURE_WHERE(FTS_MATCH),
+        "SELECT count(*) AS total" FEATURE_WHERE(LIKE_MATCH)},
+    [STORE_SRV_SEARCH] = {"search",
+        "SELECT s.dict_id, s.feature, f.density, f.max_act, snippet(feature_fts, 2, char(2), "
+        "char(3), '…', 10) AS tokens, snippet(feature_fts, 3, char(2), char(3), '…', 12) AS "
+        "contexts, snippet(feature_fts, 4, char(2), char(3), '…', 10) AS logits FROM "
+        "temp.feature_fts s JOIN ana_features f ON f.dict_id = s.dict_id AND f.feature = "
+        "s.feature WHERE feature_fts MATCH ?1 ORDER BY rank LIMIT ?2",
+        "SELECT s.dict_id, s.feature, f.density, f.max_act, s.tokens, substr(s.contexts, 1, 200) "
+        "AS contexts, s.logits FROM temp.feature_fts s JOIN ana_features f ON f.dict_id = "
+        "s.dict_id AND f.feature = s.feature WHERE (s.tokens || ' ' || s.contexts || ' ' || "
+        "s.logits) LIKE ?1 ORDER BY f.max_act DESC LIMIT ?2"},
+    [STORE_SRV_TOKEN] = {"token",
+        "SELECT a.feature, count(*) AS n, max(a.value) AS max_value, f.density FROM ana_acts a "
+        "JOIN ana_features f ON f.dict_id = a.dict_id AND f.feature = a.feature WHERE "
+        "a.dict_id = ?1 AND a.token IN (SELECT token FROM ana_vocab WHERE text IN (CAST(?2 AS "
+        "BLOB), CAST(' ' || ?2 AS BLOB)) UNION SELECT token_id FROM tokens WHERE text IN (?2, ' "
+        "' || ?2) AND NOT EXISTS (SELECT 1 FROM ana_vocab)) GROUP BY a.feature ORDER BY "
+        "max_value DESC LIMIT ?3", NULL},
+    [STORE_SRV_FEATURE] = {"feature",
+        "SELECT f.feature, f.n_active, f.density, f.mean_act, f.max_act, f.nearest, "
+        "f.nearest_cos, f.best_tag, f.best_tag_precision, d.d_sae, d.n_tokens FROM ana_features "
+        "f JOIN ana_dicts d ON d.id = f.dict_id WHERE f.dict_id = ?1 AND f.feature = ?2", NULL},
+    [STORE_SRV_HIST] = {"hist",
+        "SELECT bin, lo, hi, count FROM ana_hist WHERE dict_id = ?1 AND feature = ?2 ORDER BY bin",
+        NULL},
+    [STORE_SRV_LOGITS] = {"logits",
+        "SELECT l.sign, l.rank, l.token, ifnull(CAST(v.text AS TEXT), tok_text(l.token)) AS "
+        "text, l.value FROM ana_logits l LEFT JOIN ana_vocab v ON v.token = l.token WHERE "
+        "l.dict_id = ?1 AND l.feature = ?2 ORDER BY l.sign DESC, l.rank", NULL},
+    [STORE_SRV_POS] = {"pos",
+        "SELECT tag, n FROM ana_pos WHERE dict_id = ?1 AND feature = ?2 ORDER BY n DESC, tag",
+        NULL},
+    [STORE_SRV_NEAREST] = {"nearest",
+        "SELECT feature, cos FROM (SELECT o.feature, vec_cos(o.vec, me.vec) AS cos FROM "
+        "ana_decoder me JOIN ana_decoder o ON o.dict_id = me.dict_id AND o.feature <> me.feature "
+        "WHERE me.dict_id = ?1 AND me.feature = ?2) ORDER BY abs(cos) DESC, feature LIMIT ?3",
+        NULL},
+    /* the example's context tokens, each with the largest activation of this feature stored
+       at it (mine: the feature's stored activations by position, one lookup per token) */
+    [STORE_SRV_ACTS] = {"acts",
+        "WITH mine AS MATERIALIZED (SELECT seq_id, pos, max(value) AS v FROM ana_acts WHERE "
+        "dict_id = ?1 AND feature = ?2 GROUP BY seq_id, pos) SELECT a.kind, a.interval, a.rank, "
+        "a.seq_id, a.pos, a.value, t.position, t.text, m.v AS tok_value FROM ana_acts a JOIN "
+        "tokens t ON t.sequence_id = a.seq_id AND t.position BETWEEN a.pos - ?3 AND a.pos + ?4 "
+        "LEFT JOIN mine m ON m.seq_id = t.sequence_id AND m.pos = t.position WHERE a.dict_id = "
+        "?1 AND a.feature = ?2 AND a.kind IN ('top', 'quantile') ORDER BY a.kind = 'quantile', "
+        "a.interval DESC, a.rank, t.position", NULL},
+    [STORE_SRV_DICT_BY_SAE] = {"dict_by_sae",
+        "SELECT id FROM ana_dicts WHERE kind = 'sae' AND (name = ?1 OR sae_id = ?2) ORDER BY id "
+        "DESC LIMIT 1", NULL},
+    [STORE_SRV_SAE_DIR] = {"sae_dir", "SELECT dir FROM sae_registry WHERE id = ?1", NULL},
+    [STORE_SRV_SEQ_TOKENS] = {"seq_tokens",
+        "SELECT token_id FROM tokens WHERE sequence_id = ?1 AND position <= ?2 ORDER BY position",
+        NULL},
+};
+
+/* The search index: one row per (dictionary, feature). */
+static const char FTS_CREATE[] =
+    "CREATE VIRTUAL TABLE temp.feature_fts USING fts5(dict_id UNINDEXED, feature UNINDEXED, "
+    "tokens, contexts, logits, tokenize = 'unicode61')";
+static const char LIKE_CREATE[] =
+    "CREATE TABLE temp.feature_fts (dict_id INTEGER, feature INTEGER, tokens TEXT, contexts "
+    "TEXT, logits TEXT)";
+static const char FTS_FILL[] =
+    "INSERT INTO temp.feature_fts (dict_id, feature, tokens, contexts, logits) "
+    "SELECT f.dict_id, f.feature, "
+    "ifnull((SELECT group_concat(x, ' ') FROM (SELECT DISTINCT (SELECT t.text FROM tokens t "
+    "WHERE t.sequence_id = a.seq_id AND t.position = a.pos) AS x FROM ana_acts a WHERE "
+    "a.dict_id = f.dict_id AND a.feature = f.feature AND a.kind = 'top')), ''), "
+    "ifnull((SELECT group_concat(c, ' | ') FROM (SELECT (SELECT group_concat(t.text, '') FROM "
+    "tokens t WHERE t.sequence_id = a.seq_id AND t.position BETWEEN a.pos - 4 AND a.pos + 2) AS c "
+    "FROM ana_acts a WHERE a.dict_id = f.dict_id AND a.feature = f.feature AND a.kind = 'top' "
+    "ORDER BY a.rank LIMIT 8)), ''), "
+    "ifnull((SELECT group_concat(ifnull(CAST(v.text AS TEXT), tok_text(l.token)), ' ') FROM "
+    "ana_logits l LEFT JOIN ana_vocab v ON v.token = l.token WHERE l.dict_id = f.dict_id AND "
+    "l.feature = f.feature AND l.sign = 1), '') "
+    "FROM ana_features f WHERE f.n_active > 0";
+
+/* Stand-ins for the SAE registry tables of a database whose SAEs were trained without --db. */
+static const char *const SAE_TEMP[][2] = {
+    {"sae_registry",
+     "CREATE TEMP TABLE sae_registry (id INTEGER PRIMARY KEY, dir TEXT, architecture TEXT, "
+     "d_in INTEGER, d_sae INTEGER, k INTEGER, hook_name TEXT, model_name TEXT, hook_id INTEGER, "
+     "tokens INTEGER, config TEXT, eval_tokens INTEGER, eval_mse REAL, eval_ev REAL, eval_cos "
+     "REAL, eval_l2_ratio REAL, eval_l0 REAL, eval_dead REAL, eval_dense REAL, seconds REAL, "
+     "created_at TEXT)"},
+    {"sae_training_log",
+     "CREATE TEMP TABLE sae_training_log (sae_id INTEGER, step INTEGER, tokens INTEGER, mse "
+     "REAL, ev REAL, l0 REAL, dead_frac REAL, lr REAL, loss REAL)"},
+};
+static const char *const ANA_TABLES[] = {"ana_dicts", "ana_features", "ana_hist", "ana_acts",
+                                         "ana_logits", "ana_decoder", "ana_pos", "ana_vocab",
+                                         "ana_metrics", "tokens", "models", "documents",
+                                         "sequences", "hooks"};
+
+static int sqlerr(store_srv *s, sqlite3 *db, const char *what)
+{
+    return err_set(ERR_SQL, "%s: %s: %s", s->path, what, sqlite3_errmsg(db));
+}
+
+static int table_exists(sqlite3 *db, const char *name, int *yes)
+{
+    sqlite3_stmt *st;
+    *yes = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type IN ('table', 'view') "
+                               "AND name = ?1", -1, &st, NULL) != SQLITE_OK)
+        return SQLITE_ERROR;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    *yes = rc == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int open_conn(store_srv *s, sqlite3 **db)
+{
+    int rc = sqlite3_open_v2(s->path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL);
+    if (rc != SQLITE_OK)
+        return err_set(ERR_IO, "%s: cannot open: %s", s->path,
+                       *db ? sqlite3_errmsg(*db) : "out of memory");
+    sqlite3_busy_timeout(*db, 2000);
+    sqlite3_limit(*db, SQLITE_LIMIT_ATTACHED, 0);
+    /* extension loading stays off (the default); say so in case the library was built otherwise.
+       The database is input: its schema (views, triggers) may not call non-innocuous functions,
+       and defensive mode keeps even a crafted statement from corrupting the file. */
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    if (store_sqlfuncs_register(*db) != SQLITE_OK) return sqlerr(s, *db, "registering functions");
+    return OK;
+}
+
+/* The SAE registry stand-ins, where the database has none. */
+static int sae_standins(store_srv *s, sqlite3 *db)
+{
+    for (size_t i = 0; i < sizeof SAE_TEMP / sizeof *SAE_TEMP; i++) {
+        int yes;
+        if (table_exists(db, SAE_TEMP[i][0], &yes) != SQLITE_OK ||
+            (!yes && sqlite3_exec(db, SAE_TEMP[i][1], NULL, NULL, NULL) != SQLITE_OK))
+            return sqlerr(s, db, "SAE registry stand-in");
+    }
+    return OK;
+}
+
+static int needs_index(const char *sql) { return strstr(sql, "feature_fts") != NULL; }
+
+int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
+{
+    *out = NULL;
+    if (fts_seconds) *fts_seconds = 0;
+    store_srv *s = mem_calloc(1, sizeof *s);
+    if (!s) return err_set(ERR_NOMEM, "out of memory");
+    for (int i = 0; i < NCONN; i++) pthread_mutex_init(&s->c[i].mu, NULL);
+    pthread_mutex_init(&s->con_mu, NULL);
+    int rc = OK;
+    if (snprintf(s->path, sizeof s->path, "%s", path) >= (int)sizeof s->path) {
+        rc = err_set(ERR_ARG, "database path too long: %.80s...", path);
+        goto fail;
+    }
+    if ((rc = open_conn(s, &s->c[0].db))) goto fail;
+    /* a file that is not a database fails here, on the first read */
+    for (size_t i = 0; i < sizeof ANA_TABLES / sizeof *ANA_TABLES; i++) {
+        int yes;
+        if (table_exists(s->c[0].db, ANA_TABLES[i], &yes) != SQLITE_OK) {
+            rc = sqlerr(s, s->c[0].db, "reading the schema");
+            goto fail;
+        }
+        if (!yes) {
+            rc = err_set(ERR_NOTFOUND, "%s: no table %s: serve browses analysed dictionaries "
+                         "(run saelite extract and saelite analyze first)", s->path, ANA_TABLES[i]);
+            goto fail;
+        }
+    }
+    for (int i = 1; i < NCONN && !rc; i++) rc = open_conn(s, &s->c[i].db);
+    if (!rc) rc = open_conn(s, &s->con);
+    for (int i = 0; i < NCONN && !rc; i++) rc = sae_standins(s, s->c[i].db);
+    if (!rc) rc = sae_standins(s, s->con);
+    if (rc) goto fail;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    sqlite3 *db0 = s->c[0].db;
+    s->fts5 = sqlite3_exec(db0, FTS_CREATE, NULL, NULL, NULL) == SQLITE_OK;
+    if ((!s->fts5 && sqlite3_exec(db0, LIKE_CREATE, NULL, NULL, NULL) != SQLITE_OK) ||
+        sqlite3_exec(db0, FTS_FILL, NULL, NULL, NULL) != SQLITE_OK) {
+        rc = sqlerr(s, db0, "building the search index");
+        goto fail;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (fts_seconds) *fts_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    /* from here on nothing writes, not even the temp schema */
+    for (int i = 0; i <= NCONN; i++) {
+        sqlite3 *db = i < NCONN ? s->c[i].db : s->con;
+        if (sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL) != SQLITE_OK) {
+            rc = sqlerr(s, db, "query_only");
+            goto fail;
+        }
+    }
+    for (int i = 0; i < NCONN; i++)
+        for (int q = 0; q < STORE_SRV_NQ; q++) {
+            if (i > 0 && needs_index(store_srv_sql(s, q))) continue;
+            if (sqlite3_prepare_v3(s->c[i].db, store_srv_sql(s, q), -1, SQLITE_PREPARE_PERSISTENT,
+                                   &s->c[i].st[q], NULL) != SQLITE_OK) {
+                rc = err_set(ERR_SQL, "%s: preparing query %s: %s", s->path, Q[q].name,
+                             sqlite3_errmsg(s->c[i].db));
+                goto fail;
+            }
+        }
+    *out = s;
+    return OK;
+fail:
+    store_srv_close(s);
+    return rc;
+}
+
+void store_srv_close(store_srv *s)
+{
+    if (!s) return;
+    for (int i = 0; i < NCONN; i++) {
+        for (int q = 0; q < STORE_SRV_NQ; q++) sqlite3_finalize(s->c[i].st[q]);
+        sqlite3_close(s->c[i].db);
+        pthread_mutex_destroy(&s->c[i].mu);
+    }
+    sqlite3_close(s->con);
+    pthread_mutex_destroy(&s->con_mu);
+    mem_free(s);
+}
+
+const char *store_srv_path(const store_srv *s) { return s->path; }
+int store_srv_fts5(const store_srv *s) { return s->fts5; }
+
+const char *store_srv_name(int q) { return q >= 0 && q < STORE_SRV_NQ ? Q[q].name : NULL; }
+
+const char *store_srv_sql(const store_srv *s, int q)
+{
+    if (q < 0 || q >= STORE_SRV_NQ) return NULL;
+    return !s->fts5 && Q[q].sql_like ? Q[q].sql_like : Q[q].sql;
+}
+
+static void get_val(sqlite3_stmt *st, int c, store_val *v)
+{
+    memset(v, 0, sizeof *v);
+    switch (sqlite3_column_type(st, c)) {
+    case SQLITE_INTEGER: v->type = STORE_Q_INT; v->i = sqlite3_column_int64(st, c); break;
+    case SQLITE_FLOAT: v->type = STORE_Q_FLOAT; v->f = sqlite3_column_double(st, c); break;
+    case SQLITE_TEXT:
+        v->type = STORE_Q_TEXT;
+        v->s = (const char *)sqlite3_column_text(st, c);
+        v->n = (size_t)sqlite3_column_bytes(st, c);
+        break;
+    case SQLITE_BLOB:
+        v->type = STORE_Q_BLOB;
+        v->s = sqlite3_column_blob(st, c);
+        v->n = (size_t)sqlite3_column_bytes(st, c);
+        break;
+    default: v->type = STORE_Q_NULL;
+    }
+}
+
+/* Steps st to the end, one callback per row; *rows counts them. max_rows < 0: no cap. */
+static int run_rows(store_srv *s, sqlite3 *db, sqlite3_stmt *st, store_srv_row_fn fn, void *user,
+                    int max_rows, int *rows)
+{
+    enum { MAXC = 64 };
+    int nc = sqlite3_column_count(st);
+    if (nc > MAXC) return err_set(ERR_ARG, "%s: more than %d result columns", s->path, MAXC);
+    const char *names[MAXC];
+    store_val vals[MAXC];
+    for (int c = 0; c < nc; c++) names[c] = sqlite3_column_name(st, c);
+    *rows = 0;
+    for (;;) {
+        if (max_rows >= 0 && *rows >= max_rows) return OK;
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE) return OK;
+        if (rc != SQLITE_ROW) {
+            if (rc == SQLITE_INTERRUPT)
+                return err_set(ERR_ABORTED, "%s: the query ran past its time limit", s->path);
+            return sqlerr(s, db, "query");
+        }
+        for (int c = 0; c < nc; c++) get_val(st, c, &vals[c]);
+        if (fn(user, nc, names, vals)) return err_set(ERR_ABORTED, "stopped by the caller");
+        ++*rows;
+    }
+}
+
+static void bind_val(sqlite3_stmt *st, int i, const store_val *v)
+{
+    switch (v->type) {
+    case STORE_Q_INT: sqlite3_bind_int64(st, i, v->i); break;
+    case STORE_Q_FLOAT: sqlite3_bind_double(st, i, v->f); break;
+    case STORE_Q_TEXT: sqlite3_bind_text(st, i, v->s, (int)v->n, SQLITE_TRANSIENT); break;
+    case STORE_Q_BLOB: sqlite3_bind_blob(st, i, v->s, (int)v->n, SQLITE_TRANSIENT); break;
+    default: sqlite3_bind_null(st, i);
+    }
+}
+
+int store_srv_query(store_srv *s, int q, const store_val *params, int nparams,
+                    store_srv_row_fn fn, void *user)
+{
+    if (q < 0 || q >= STORE_SRV_NQ) return err_set(ERR_ARG, "no query %d", q);
+    /* a free connection that has the statement; else wait for one */
+    srv_conn *c = NULL;
+    if (!s->c[1].st[q]) {
+        c = &s->c[0];
+        pthread_mutex_lock(&c->mu);
+    } else {
+        for (int i = 1; i <= NCONN && !c; i++)
+            if (!pthread_mutex_trylock(&s->c[i % NCONN].mu)) c = &s->c[i % NCONN];
+        if (!c) {
+            c = &s->c[1 + __atomic_fetch_add(&s->rr, 1, __ATOMIC_RELAXED) % (NCONN - 1)];
+            pthread_mutex_lock(&c->mu);
+        }
+    }
+    sqlite3_stmt *st = c->st[q];
+    int rc = OK, rows;
+    if (nparams > sqlite3_bind_parameter_count(st)) {
+        rc = err_set(ERR_ARG, "query %s takes %d parameters, not %d", Q[q].name,
+                     sqlite3_bind_parameter_count(st), nparams);
+    } else {
+        sqlite3_clear_bindings(st);
+        for (int i = 0; i < nparams; i++) bind_val(st, i + 1, &params[i]);
+        rc = run_rows(s, c->db, st, fn, user, -1, &rows);
+    }
+    sqlite3_reset(st);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int store_srv_match(const store_srv *s, const char *q, char *out, size_t cap)
+{
+    size_t k = 0, words = 0;
+    const char *p = q;
+    if (!s->fts5) {
+        while (*p == ' ') p++;
+        size_t n = strlen(p);
+        while (n && p[n - 1] == ' ') n--;
+        if (!n) return err_set(ERR_ARG, "search: no word given");
+        if (n + 3 > cap) return err_set(ERR_ARG, "search: query too long");
+        out[0] = '%';
+        memcpy(out + 1, p, n);
+        out[n + 1] = '%';
+        out[n + 2] = 0;
+        return OK;
+    }
+    /* FTS5: every run of non-space bytes becomes a quoted prefix term, quotes doubled, so no
+       input is FTS5 syntax (AND, NEAR, column filters, unbalanced quotes) */
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (!*p) break;
+        if (k + 4 > cap) return err_set(ERR_ARG, "search: query too long");
+        if (words) out[k++] = ' ';
+        out[k++] = '"';
+        for (; *p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r'; p++) {
+            if (k + 5 > cap) return err_set(ERR_ARG, "search: query too long");
+            if (*p == '"') out[k++] = '"';
+            out[k++] = *p;
+        }
+        out[k++] = '"';
+        out[k++] = '*';
+        words++;
+    }
+    if (!words) return err_set(ERR_ARG, "search: no word given");
+    out[k] = 0;
+    return OK;
+}
+
+/* ---- the console ------------------------------------------------------------------------- */
+typedef struct {
+    struct timespec deadline;
+} con_guard;
+
+static int con_progress(void *u)
+{
+    con_guard *g = u;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > g->deadline.tv_sec ||
+           (now.tv_sec == g->deadline.tv_sec && now.tv_nsec >= g->deadline.tv_nsec);
+}
+
+/* Reads only: no writes (also refused by stmt_readonly and query_only), no ATTACH/DETACH, no
+   PRAGMA that sets a value, no load_extension. */
+static int con_authorize(void *u, int action, const char *a, const char *b, const char *c,
+                         const char *d)
+{
+    (void)u; (void)c; (void)d;
+    switch (action) {
+    case SQLITE_SELECT: case SQLITE_READ: case SQLITE_RECURSIVE: return SQLITE_OK;
+    case SQLITE_FUNCTION:
+        return b && !sqlite3_stricmp(b, "load_extension") ? SQLITE_DENY : SQLITE_OK;
+    case SQLITE_PRAGMA: {
+        /* reading pragmas whose argument names a table or index; any other with a value sets */
+        static const char *const ro[] = {"table_info", "table_xinfo", "index_list", "index_info",
+                                         "index_xinfo", "foreign_key_list", "compile_options",
+                                         "table_list", "function_list"};
+        for (size_t i = 0; a && i < sizeof ro / sizeof *ro; i++)
+            if (!sqlite3_stricmp(a, ro[i])) return SQLITE_OK;
+        return b ? SQLITE_DENY : SQLITE_OK;
+    }
+    case SQLITE_TRANSACTION: case SQLITE_SAVEPOINT: return SQLITE_OK;
+    default: return SQLITE_DENY; /* ATTACH, DETACH, INSERT, UPDATE, DELETE, CREATE, DROP, ... */
+    }
+    (void)a;
+}
+
+int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_ms,
+                      store_srv_row_fn fn, void *user, int *truncated)
+{
+    *truncated = 0;
+    pthread_mutex_lock(&s->con_mu);
+    sqlite3_stmt *st = NULL;
+    const char *tail = NULL;
+    int rc = OK;
+    con_guard g;
+    clock_gettime(CLOCK_MONOTONIC, &g.deadline);
+    g.deadline.tv_sec += timeout_ms / 1000;
+    g.deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (g.deadline.tv_nsec >= 1000000000L) {
+        g.deadline.tv_sec++;
+        g.deadline.tv_nsec -= 1000000000L;
+    }
+    sqlite3_set_authorizer(s->con, con_authorize, NULL);
+    sqlite3_progress_handler(s->con, 1000, con_progress, &g);
+    int prc = sqlite3_prepare_v2(s->con, sql, -1, &st, &tail);
+    if (prc != SQLITE_OK) {
+        rc = sqlite3_errcode(s->con) == SQLITE_AUTH
+                 ? err_set(ERR_ARG, "refused: the console only reads (no writes, ATTACH, PRAGMA "
+                           "assignments or extensions): %s", sqlite3_errmsg(s->con))
+             : prc == SQLITE_INTERRUPT
+                 ? err_set(ERR_ABORTED, "%s: the query ran past its time limit", s->path)
+                 : err_set(ERR_SQL, "SQL error: %s", sqlite3_errmsg(s->con));
+        goto done;
+    }
+    if (!st) {
+        rc = err_set(ERR_ARG, "no SQL statement given");
+        goto done;
+    }
+    while (tail && (*tail == ' ' || *tail == '\n' || *tail == '\t' || *tail == '\r' || *tail == ';'))
+        tail++;
+    if (tail && *tail) {
+        rc = err_set(ERR_ARG, "one statement at a time (more SQL follows: %.40s)", tail);
+        goto done;
+    }
+    if (!sqlite3_stmt_readonly(st)) {
+        rc = err_set(ERR_ARG, "refused: the console only reads");
+        goto done;
+    }
+    int rows;
+    rc = run_rows(s, s->con, st, fn, user, max_rows, &rows);
+    if (!rc && rows >= max_rows && sqlite3_step(st) == SQLITE_ROW) *truncated = 1;
+done:
+    sqlite3_finalize(st);
+    sqlite3_progress_handler(s->con, 0, NULL, NULL);
+    sqlite3_set_authorizer(s->con, NULL, NULL);
+    pthread_mutex_unlock(&s->con_mu);
+    return rc;
+}

@@ -1,0 +1,96 @@
+/* store_serve.h - the read-only queries behind `saelite serve` (serve/serve.h, docs/serve.md).
+ *
+ * Purpose: every number the feature browser shows comes from one named SQL statement of this
+ * file's table (store_srv_sql lists them; GET /api/queries shows them), run over the existing
+ * tables (ana_*, tokens, sae_registry, sae_training_log) with the saelite SQL functions
+ * (store/sqlfuncs.h). Nothing here writes the database.
+ *
+ * Opening: store_srv_open opens the file with SQLITE_OPEN_READONLY on five connections: four for
+ * the named queries, one for the SQL console. At open, the first query connection builds a
+ * full-text index of every feature (its top-activation tokens, top contexts and logit tokens) in
+ * its temp schema: FTS5 when SQLite has it (PRAGMA compile_options ENABLE_FTS5), else a plain temp
+ * table searched with LIKE; the queries that read the index run on that connection, the others on
+ * whichever is free. Then every connection gets PRAGMA query_only. A database without the
+ * analysis tables is ERR_NOTFOUND ("run saelite analyze"); missing SAE registry tables are
+ * replaced by empty temp tables, so queries that join them still run.
+ *
+ * Values: rows come to a callback as store_val (type STORE_Q_* of store/sqlfuncs.h; text and
+ * blob pointers are valid during the call only). Params are store_val too (STORE_Q_NULL binds
+ * NULL). A non-zero return from the callback stops the query with ERR_ABORTED.
+ *
+ * Console: store_srv_console runs exactly one statement of user SQL with a deadline
+ * (timeout_ms, a progress handler interrupts it: ERR_TIMEOUT-like ERR_ABORTED with "time limit")
+ * and a row cap (rows past max_rows are not read; *truncated = 1). It refuses (ERR_ARG) writes,
+ * ATTACH/DETACH, PRAGMA assignments and load_extension, through sqlite3_stmt_readonly and an
+ * authorizer, with SQLITE_LIMIT_ATTACHED 0 as a second fence. Every connection runs with
+ * SQLITE_DBCONFIG_TRUSTED_SCHEMA off and DEFENSIVE on (the database is input).
+ *
+ * Errors: err.h codes with messages naming the database (ERR_SQL for SQL errors, with SQLite's
+ * message). Thread safety: one handle serves any number of threads; each connection is behind
+ * its own mutex, held during one store_srv_query or store_srv_console.
+ */
+#ifndef SAELITE_STORE_SERVE_H
+#define SAELITE_STORE_SERVE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store/sqlfuncs.h" /* STORE_Q_* value types */
+
+typedef struct store_srv store_srv;
+
+typedef struct {
+    int type;      /* STORE_Q_INT, _FLOAT, _TEXT, _BLOB, _NULL */
+    int64_t i;     /* STORE_Q_INT */
+    double f;      /* STORE_Q_FLOAT */
+    const char *s; /* STORE_Q_TEXT (NUL-terminated) / STORE_Q_BLOB */
+    size_t n;      /* bytes at s */
+} store_val;
+
+/* The named queries (docs/serve.md says which endpoint uses which). */
+enum {
+    STORE_SRV_INFO,          /* database summary: counts */
+    STORE_SRV_DICTS,         /* every analysed dictionary with its SAE registry row */
+    STORE_SRV_DICT,          /* one dictionary: ?1 dict id */
+    STORE_SRV_DICT_METRICS,  /* ana_metrics of ?1 */
+    STORE_SRV_DICT_LOG,      /* the training curve of ?1's SAE (sae_training_log) */
+    STORE_SRV_FEATURES,      /* features of ?1, filtered (?2..?5), sorted (?6, ?7), paged (?8, ?9) */
+    STORE_SRV_FEATURES_COUNT,/* how many rows STORE_SRV_FEATURES has without paging */
+    STORE_SRV_SEARCH,        /* full-text search over every dictionary: ?1 match, ?2 limit */
+    STORE_SRV_TOKEN,         /* features of ?1 whose stored activations fall on token text ?2 */
+    STORE_SRV_FEATURE,       /* one feature ?1, ?2 */
+    STORE_SRV_HIST,          /* its activation histogram */
+    STORE_SRV_LOGITS,        /* its logit effects */
+    STORE_SRV_POS,           /* its POS-tag counts */
+    STORE_SRV_NEAREST,       /* nearest features by decoder cosine: ?3 how many */
+    STORE_SRV_ACTS,          /* top and quantile activations with context tokens ?3 before, ?4 after */
+    STORE_SRV_DICT_BY_SAE,   /* newest kind 'sae' dictionary named ?1 or with sae_id ?2 */
+    STORE_SRV_SAE_DIR,       /* sae_registry.dir of id ?1 */
+    STORE_SRV_SEQ_TOKENS,    /* token ids of sequence ?1 up to position ?2 (live activations) */
+    STORE_SRV_NQ
+};
+
+/* path: database file. Builds the search index (see above); *fts_seconds (may be NULL) says how
+ * long that took. */
+int store_srv_open(store_srv **out, const char *path, double *fts_seconds);
+void store_srv_close(store_srv *s);
+const char *store_srv_path(const store_srv *s);
+/* 1 when the search index is FTS5, 0 when it is the LIKE fallback. */
+int store_srv_fts5(const store_srv *s);
+/* Name and SQL text of query q (NULL outside 0..STORE_SRV_NQ-1). */
+const char *store_srv_name(int q);
+const char *store_srv_sql(const store_srv *s, int q);
+
+typedef int (*store_srv_row_fn)(void *user, int ncols, const char *const *names,
+                                const store_val *vals);
+int store_srv_query(store_srv *s, int q, const store_val *params, int nparams,
+                    store_srv_row_fn fn, void *user);
+
+/* The match argument for STORE_SRV_SEARCH / STORE_SRV_FEATURES ?5 from a user's words: FTS5: each
+ * word as a quoted prefix term ("dog"* "ran"*), all required; LIKE fallback: '%words%'. Returns
+ * OK, or ERR_ARG when q has no word or does not fit cap. */
+int store_srv_match(const store_srv *s, const char *q, char *out, size_t cap);
+
+int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_ms,
+                      store_srv_row_fn fn, void *user, int *truncated);
+
+#endif

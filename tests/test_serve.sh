@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# test_serve.sh - `saelite serve` on a small analysed database: the JSON API against the SQL it
+# documents (sqlite3 with the saelite extension), the safety rules (4xx JSON for every malformed
+# request, read-only SQL console with its limits, only embedded files, 127.0.0.1, the database
+# untouched), Ctrl-C, and headless Chromium through the DevTools protocol (tests/serve_browser.py):
+# index, search, a feature page, typing into "test your text", the SQL console, no console errors.
+# Screenshots land in $SERVE_TEST_OUT (default build/test-serve/).
+# Usage: tests/test_serve.sh   (SAELITE_BIN=path overrides ./saelite)
+set -u
+ROOT=$(pwd)
+BIN=${SAELITE_BIN:-./saelite}
+[[ "$BIN" == /* ]] || BIN="$ROOT/$BIN"
+OUT=${SERVE_TEST_OUT:-$ROOT/build/test-serve}
+W=$(mktemp -d "${TMPDIR:-/tmp}/saelite-serve.XXXXXX")
+SPID=""
+cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null; rm -rf "$W"; }
+trap cleanup EXIT
+pass=0; fail=0; skip=0
+ok() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $*"; fi; }
+okn() { local name=$1; shift; if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $name"; fi; }
+mkdir -p "$OUT"
+
+# ---- fixture: a tagged Brown-format corpus of 4 documents -> BPE -> random 1-layer model ->
+# extract -> TopK SAE (--db) -> analyze (SAE and neurons). About a second.
+mkdir -p "$W/brown"; : > "$W/brown/cats.txt"
+for d in 1 2 3 4; do
+    echo "ca0$d news" >> "$W/brown/cats.txt"
+    awk -v seed=$d 'BEGIN {
+        split("cat dog bird horse farmer teacher river garden house window", N, " ")
+        split("sat ran slept walked looked waited", V, " ")
+        split("big small old green quiet happy", A, " "); split("on near under behind", P, " ")
+        s = seed * 7
+        for (i = 0; i < 120; i++) {
+            s = (s * 1103515245 + 12345) % 2147483648; n1 = 1 + int(s / 65536) % 10
+            s = (s * 1103515245 + 12345) % 2147483648; v = 1 + int(s / 65536) % 6
+            s = (s * 1103515245 + 12345) % 2147483648; a = 1 + int(s / 65536) % 6
+            s = (s * 1103515245 + 12345) % 2147483648; p = 1 + int(s / 65536) % 4
+            s = (s * 1103515245 + 12345) % 2147483648; n2 = 1 + int(s / 65536) % 10
+            if (i % 6 == 0) printf "\n\n\t"
+            printf "The/at %s/jj %s/nn %s/vbd %s/in the/at %s/nn ./. ", A[a], N[n1], V[v], P[p], N[n2]
+        }
+        printf "\n" }' > "$W/brown/ca0$d"
+done
+H=blocks.0.mlp.hook_post
+setup() { "$BIN" "$@" > "$W/setup.log" 2>&1 || { echo "FAIL: setup: saelite $*"; tail -3 "$W/setup.log"; echo "test_serve: $pass passed, 1 failed"; exit 1; }; }
+setup corpus brown "$W/brown" -o "$W/corpus"
+setup bpe-train --vocab 300 "$W/corpus/brown.jsonl" -o "$W/m"
+setup init-model --layers 1 --d-model 32 --heads 4 --vocab 300 --ctx 32 --seed 3 -o "$W/m"
+setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --tags "$W/corpus/brown.tags.jsonl" --hook $H --db "$W/fx.db"
+setup sae-train --db "$W/fx.db" --hook $H --arch topk --k 4 --expansion 2 --tokens 20k --seed 1 --out "$W/sae"
+setup analyze --db "$W/fx.db" --sae "$W/sae" --neurons
+DB="$W/fx.db"
+q() { sqlite3 -cmd ".load $ROOT/saelite" "$DB" "$@"; }  # the SQL the API documents, run by hand
+db_hash() { sha256sum "$DB" | cut -c1-16; }
+HASH0=$(db_hash)
+
+# ---- flags and startup errors
+"$BIN" serve --db "$DB" --port 70000 > /dev/null 2>&1; ok test $? -eq 2
+"$BIN" serve --port 1 > /dev/null 2>&1; ok test $? -eq 2
+err=$("$BIN" serve --db "$W/nosuch.db" --port 0 2>&1); ok test $? -eq 1
+ok grep -q "nosuch.db: cannot open" <<<"$err"
+setup init-model --layers 1 --d-model 8 --heads 2 --ctx 8 --vocab 300 -o "$W/m2"
+setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --hook $H --db "$W/plain.db" --max-tokens 64
+err=$("$BIN" serve --db "$W/plain.db" --port 0 2>&1); ok test $? -eq 1
+ok grep -q "run saelite extract and saelite analyze first" <<<"$err"
+err=$("$BIN" serve --db "$DB" --port 0 --host localhost 2>&1); ok test $? -eq 1
+ok grep -q "must be an IPv4 address" <<<"$err"
+err=$("$BIN" serve --db "$DB" --port 0 --model "$W/m" --sae 77 2>&1); ok test $? -eq 1
+ok grep -q "no SAE with registry id 77" <<<"$err"
+
+# ---- start it (any free port), with the model for "test your text"
+"$BIN" serve --db "$DB" --model "$W/m" --sae "$W/sae" --port 0 > "$W/serve.out" 2> "$W/serve.err" &
+SPID=$!
+URL=""
+for _ in $(seq 100); do
+    URL=$(sed -n 's/^serve: open \(http:[^ ]*\) in a browser.*/\1/p' "$W/serve.out")
+    [ -n "$URL" ] && break
+    kill -0 $SPID 2>/dev/null || break
+    sleep 0.1
+done
+okn "server printed its URL" test -n "$URL"
+if [ -z "$URL" ]; then cat "$W/serve.err"; echo "test_serve: $pass passed, $((fail + 1)) failed"; exit 1; fi
+URL=${URL%/}
+PORT=${URL##*:}
+okn "listens on 127.0.0.1 only" grep -q "127.0.0.1:$PORT " <(ss -ltnH 2>/dev/null)
+okn "not on any other address" test "$(ss -ltnH 2>/dev/null | grep -c ":$PORT ")" -eq 1
+
+# req METHOD PATH [BODY]: $code and $W/body (curl --path-as-is: the path reaches the server as is)
+req() {
+    local data=()
+    [ $# -ge 3 ] && data=(--data-binary "$3" -H 'Content-Type: application/json')
+    code=$(curl -s --path-as-is -o "$W/body" -w '%{http_code}' -X "$1" "${data[@]}" "$URL$2")
+}
+# feq A B: equal as float64 to 1e-12 relative (sqlite3 prints 15 digits, Python 17)
+feq() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-12 * max(1, abs(a)) else 1)" "$1" "$2"; }
+js() { python3 -c "import json,sys; j=json.load(open('$W/body')); print($1)"; }
+is_json_error() { python3 -c "import json,sys; j=json.load(open('$W/body')); sys.exit(0 if isinstance(j.get('error'), str) and j['error'] else 1)"; }
+
+# ---- the API against its SQL
+req GET /api/info; ok test "$code" = 200
+ok test "$(js "j['search'], j['test'], j['db']['dicts']")" = "fts5 True 2"
+req GET /api/dicts; ok test "$code" = 200
+ok test "$(js "[(d['id'], d['kind'], d['d_sae']) for d in j['dicts']]")" = "[(1, 'sae', 256), (2, 'neurons', 128)]"
+req GET "/api/features?dict=1&limit=5"
+ok test "$code" = 200
+ok test "$(js "j['total']")" = "$(q 'SELECT count(*) FROM ana_features WHERE dict_id = 1')"
+FIRST=$(q 'SELECT feature FROM ana_features WHERE dict_id = 1 ORDER BY density DESC, feature LIMIT 1')
+ok test "$(js "j['features'][0]['feature']")" = "$FIRST"
+req GET "/api/features?dict=1&sort=max_act&order=asc&limit=3&offset=2"
+ok test "$(js "' '.join(str(f['feature']) for f in j['features'])")" = \
+    "$(q 'SELECT feature FROM ana_features WHERE dict_id = 1 ORDER BY max_act IS NULL, max_act, feature LIMIT 3 OFFSET 2' | tr '\n' ' ' | sed 's/ $//')"
+req GET "/api/features?dict=1&tag=nn&limit=1000"
+ok test "$(js "j['total']")" = "$(q "SELECT count(*) FROM ana_features WHERE dict_id = 1 AND best_tag = 'nn'")"
+# the feature with the most stored top activations
+F=$(q "SELECT feature FROM ana_acts WHERE dict_id = 1 AND kind = 'top' GROUP BY feature ORDER BY count(*) DESC, feature LIMIT 1")
+req GET "/api/feature/1/$F"; ok test "$code" = 200
+ok feq "$(js "j['feature']['max_act']")" "$(q "SELECT max_act FROM ana_features WHERE dict_id = 1 AND feature = $F")"
+ok test "$(js "sum(b['count'] for b in j['hist']) == j['feature']['n_active']")" = True
+NTOP=$(q "SELECT min(20, count(*)) FROM ana_acts WHERE dict_id = 1 AND feature = $F AND kind = 'top'")
+ok test "$(js "len(j['top'])")" = "$NTOP"
+TOPV=$(q "SELECT value FROM ana_acts WHERE dict_id = 1 AND feature = $F AND kind = 'top' AND rank = 0")
+ok feq "$(js "j['top'][0]['value']")" "$TOPV"
+ok test "$(js "sum(1 for t in j['top'][0]['tokens'] if t[2])")" = 1     # one own position per example
+ok feq "$(js "j['top'][0]['tokens'][[t[2] for t in j['top'][0]['tokens']].index(True)][1]")" "$TOPV"
+ok test "$(js "len(j['bands']) > 0 and all(len(b['examples']) > 0 for b in j['bands'])")" = True
+ok test "$(js "j['nearest'][0]['feature']")" = \
+    "$(q "SELECT o.feature FROM ana_decoder me JOIN ana_decoder o ON o.dict_id = me.dict_id AND o.feature <> me.feature WHERE me.dict_id = 1 AND me.feature = $F ORDER BY abs(vec_cos(o.vec, me.vec)) DESC, o.feature LIMIT 1")"
+ok test "$(js "j['logits'][0]['text']")" = \
+    "$(q "SELECT tok_text(token) FROM ana_logits WHERE dict_id = 1 AND feature = $F AND sign = 1 AND rank = 0")"
+ok test "$(js "sum(p['n'] for p in j['pos'])")" = "$(q "SELECT sum(n) FROM ana_pos WHERE dict_id = 1 AND feature = $F")"
+ok test "$(js "j['dict']['architecture'], j['dict']['k']")" = "topk 4"
+# live=1: every context token's activation recomputed with the model and the SAE; at the stored
+# activations it must give the stored values (analyze ran the same model, f32 store)
+req GET "/api/feature/1/$F?live=1"; ok test "$code" = 200
+ok test "$(js "j['live'] and all(len(t) == 4 for e in j['top'] for t in e['tokens'])")" = True
+okn "live activations equal the stored ones" test "$(js "max(abs(t[3] - t[1]) / t[1] for e in j['top'] + [x for b in j['bands'] for x in b['examples']] for t in e['tokens'] if t[1] > 0) < 1e-4")" = True
+ok test "$(js "sum(1 for e in j['top'] for t in e['tokens'] if t[3] > 0) > len(j['top'])")" = True  # more than the stored ones
+req GET "/api/feature/2/0?live=1"; ok test "$code" = 400; ok is_json_error
+req GET /api/dict/1; ok test "$code" = 200
+ok test "$(js "len(j['training_log'])")" = "$(q 'SELECT count(*) FROM sae_training_log WHERE sae_id = 1')"
+ok test "$(js "len(j['metrics'])")" = "$(q 'SELECT count(*) FROM ana_metrics WHERE dict_id = 1')"
+# search and "fires on this token"
+req GET "/api/search?q=garden"; ok test "$code" = 200
+ok test "$(js "len(j['results']) > 0 and all('garden' in (r['contexts'] + r['tokens']).lower() for r in j['results'])")" = True
+req GET "/api/features?dict=1&q=garden&limit=1000"; ok test "$code" = 200
+NSEARCH=$(js "j['total']")
+ok test "$NSEARCH" -gt 0
+req GET "/api/features?dict=1&q=%22%20OR%20NEAR(&limit=5"; ok test "$code" = 200  # FTS syntax is only text
+TOK=$(q "SELECT tok_text(token) FROM ana_acts WHERE dict_id = 1 AND kind = 'top' GROUP BY token ORDER BY count(*) DESC LIMIT 1")
+req GET "/api/token?dict=1&text=$(python3 -c "import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))" "$TOK")"
+ok test "$code" = 200
+ok test "$(js "sum(f['n'] for f in j['features'])")" = \
+    "$(q "SELECT count(*) FROM ana_acts WHERE dict_id = 1 AND token IN (SELECT token FROM ana_vocab WHERE text IN (CAST('$TOK' AS BLOB), CAST(' $TOK' AS BLOB)))")"
+req GET /api/queries; ok test "$code" = 200
+ok test "$(js "len(j)")" = 18
+# test your text
+req POST /api/test '{"text": "The big cat sat on the mat.", "k": 3}'; ok test "$code" = 200
+ok test "$(js "''.join(t['text'] for t in j['tokens'])")" = "The big cat sat on the mat."
+ok test "$(js "all(1 <= len(t['features']) <= 3 for t in j['tokens'])")" = True
+ok test "$(js "all(a[1] >= b[1] > 0 for t in j['tokens'] for a, b in zip(t['features'], t['features'][1:]))")" = True
+ok test "$(js "j['dict_id']")" = 1
+NTEST=$(js "len(j['tokens'])")
+req GET "/api/test?text=The+big+cat+sat+on+the+mat.&k=5"; ok test "$code" = 200
+TESTF=$(js "[f[0] for f in j['tokens'][0]['features']]")
+
+# ---- the SQL console: read-only, one statement, a time limit, a row cap
+req POST /api/sql '{"sql": "SELECT count(*) AS n FROM ana_features"}'; ok test "$code" = 200
+ok test "$(js "j['rows'][0][0]")" = "$(q 'SELECT count(*) FROM ana_features')"
+req POST /api/sql '{"sql": "SELECT tok_text(token), vec_len(vec) FROM ana_decoder JOIN ana_vocab LIMIT 1"}'
+ok test "$code" = 200
+for s in "ATTACH '$W/x.db' AS x" "DELETE FROM ana_features" "PRAGMA query_only = 0" \
+         "SELECT load_extension('$ROOT/saelite')" "CREATE TEMP TABLE t (x)" "SELECT 1; DELETE FROM ana_acts" \
+         "VACUUM INTO '$W/copy.db'"; do
+    req POST /api/sql "$(python3 -c 'import json,sys; print(json.dumps({"sql": sys.argv[1]}))' "$s")"
+    okn "console refuses: $s" test "$code" = 400
+    okn "console refusal is a JSON error: $s" is_json_error
+done
+ok test ! -e "$W/x.db" -a ! -e "$W/copy.db"
+t0=$(date +%s.%N)
+req POST /api/sql '{"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"}'
+okn "a query that never ends is stopped (408)" test "$code" = 408
+okn "... within its time limit" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 5) }'
+req POST /api/sql '{"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"}'
+ok test "$code" = 200
+ok test "$(js "len(j['rows']), j['truncated']")" = "1000 True"
+req POST /api/sql '{"sql": "PRAGMA table_info(ana_dicts)"}'; ok test "$code" = 200
+
+# ---- malformed requests: a 4xx with a JSON error, never a crash, never a file
+while read -r method path want; do
+    req "$method" "$path"
+    okn "$method $path -> $want (got $code)" test "$code" = "$want"
+    okn "$method $path: JSON error body" is_json_error
+done <<'EOF'
+GET /nope 404
+GET /etc/passwd 404
+GET /../../etc/passwd 400
+GET /%2e%2e/%2e%2e/etc/passwd 400
+GET /app.js%00.html 400
+GET //app.js 400
+GET /api/nope 404
+GET /api/features 400
+GET /api/features?dict=abc 400
+GET /api/features?dict=1&dict=2 400
+GET /api/features?dict=1&limit=0 400
+GET /api/features?dict=1&limit=99999999999999999999999 400
+GET /api/features?dict=1&sort=evil 400
+GET /api/features?dict=1&order=sideways 400
+GET /api/features?dict=1&min_density=nan 400
+GET /api/features?dict=1&bogus=1 400
+GET /api/features?dict=1&%zz=1 400
+GET /api/features?dict=1&=x 400
+GET /api/feature/1/999999 404
+GET /api/feature/1/-1 400
+GET /api/feature/x/y 400
+GET /api/feature/1 400
+GET /api/feature/1/2/3 400
+GET /api/feature/1/0?before=1000 400
+GET /api/feature/1/0?live=2 400
+GET /api/dict/99 404
+GET /api/search 400
+GET /api/search?q=%20%20 400
+GET /api/token?dict=1 400
+GET /api/test 400
+GET /api/test?text=x&k=0 400
+DELETE / 405
+PUT /api/sql 405
+POST /api/features 405
+POST / 405
+EOF
+req POST /api/sql 'not json'; ok test "$code" = 400; ok is_json_error
+req POST /api/sql '[1, 2]'; ok test "$code" = 400; ok is_json_error
+req POST /api/test '{"text": "x", "k": 1.5}'; ok test "$code" = 400; ok is_json_error
+head -c 70000 /dev/zero | tr '\0' 'a' > "$W/big.txt"
+code=$(curl -s -o "$W/body" -w '%{http_code}' -X POST --data-binary @"$W/big.txt" "$URL/api/sql")
+okn "a body above 64 KiB is refused (413)" test "$code" = 413
+ok is_json_error
+code=$(curl -s -o "$W/body" -w '%{http_code}' "$URL/api/features?dict=1&$(head -c 3000 /dev/zero | tr '\0' 'x')=1")
+okn "a request target above 2 KiB is refused" test "$code" -ge 400 -a "$code" -lt 500
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 70000 /dev/zero | tr '\0' 'h')" "$URL/")
+okn "headers above the connection memory limit are refused (got $code)" test "$code" -ge 400 -a "$code" -lt 500
+# the embedded files, and only those
+req GET /app.js; ok test "$code" = 200
+ok cmp -s "$W/body" "$ROOT/serve/assets/app.js"
+req GET /feature/1/3; ok test "$code" = 200
+ok cmp -s "$W/body" "$ROOT/serve/assets/index.html"
+curl -s -D "$W/headers" -o /dev/null "$URL/"
+ok grep -qi "^content-security-policy: default-src 'self'" "$W/headers"
+kill -0 $SPID; okn "server still up after the bad requests" test $? -eq 0
+
+# ---- the browser
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROMIUM" ] && [ "${SERVE_TEST_BROWSER:-1}" != 0 ]; then
+    rm -f "$OUT"/*.png
+    NHIST=$(q "SELECT count(*) FROM ana_hist WHERE dict_id = 1 AND feature = $F")
+    NNEAR=$(q "SELECT min(10, count(*)) FROM ana_decoder WHERE dict_id = 1 AND feature <> $F")
+    NFEAT=$(q 'SELECT count(*) FROM ana_features WHERE dict_id = 1')
+    NSQL=$(q 'SELECT count(*) FROM ana_features')
+    EXPECT=$(python3 -c 'import json,sys; a=sys.argv[1:]; print(json.dumps({"dict": 1, "first_feature": int(a[0]), "n_features": int(a[1]),
+        "word": "garden", "search_total": int(a[2]), "feature": int(a[3]), "n_top": int(a[4]), "top_value": float(a[5]),
+        "n_hist": int(a[6]), "n_nearest": int(a[7]), "text": "The big cat sat on the mat.", "test_tokens": int(a[8]),
+        "test_first_features": json.loads(a[9]), "sql": "SELECT count(*) AS n FROM ana_features", "sql_value": f"{int(a[10]):,}"}))' \
+        "$FIRST" "$NFEAT" "$NSEARCH" "$F" "$NTOP" "$TOPV" "$NHIST" "$NNEAR" "$NTEST" "$TESTF" "$NSQL")
+    bout=$(timeout 120 python3 "$ROOT/tests/serve_browser.py" "$CHROMIUM" "$URL" "$OUT" "$EXPECT" 2>&1)
+    echo "$bout" | grep -v '^ok '
+    line=$(grep -E '^serve_browser: [0-9]+ passed, [0-9]+ failed' <<<"$bout")
+    if [ -n "$line" ]; then
+        pass=$((pass + $(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")))
+        fail=$((fail + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
+    else fail=$((fail + 1)); echo "FAIL: the browser test gave no tally"; fi
+    for f in index feature test; do okn "screenshot $f.png" test -s "$OUT/$f.png"; done
+else
+    skip=$((skip + 1)); echo "SKIP: no chromium (tools/deps.sh installs it): browser checks not run"
+fi
+
+# ---- Ctrl-C stops it cleanly; the database is as it was
+kill -INT $SPID
+for _ in $(seq 50); do kill -0 $SPID 2>/dev/null || break; sleep 0.1; done
+wait $SPID; rc=$?; SPID=""
+okn "SIGINT: exit 0" test $rc -eq 0
+ok grep -q "^serve: stopped after [0-9]* requests" "$W/serve.out"
+okn "the database is unchanged" test "$(db_hash)" = "$HASH0"
+ok test ! -s "$DB-wal"
+
+if [ $skip -gt 0 ]; then echo "test_serve: $pass passed, $fail failed, $skip skipped"
+else echo "test_serve: $pass passed, $fail failed"; fi
+[ "$fail" -eq 0 ]
