@@ -7,8 +7,12 @@
  *         relu(top-k of pre per row) SAE_TOPK
  *         pre * (pre > threshold)    SAE_JUMPRELU, and SAE_BATCHTOPK at inference (its learned
  *                                    global threshold is stored per latent, as SAELens does)
+ *         SAE_MATRYOSHKA as JumpReLU (saved with architecture "jumprelu", as SAELens saves it)
+ *   gated: u = (x - b_dec) @ W_enc; f = 1[u + b_gate > 0] * relu(exp(r_mag) * u + b_mag)
+ *          (b_enc holds b_gate; b_mag, r_mag [d_sae]; SAELens "gated" layout, no b_enc tensor)
  *   xhat = f @ W_dec + b_dec                     W_dec [d_sae,d_in], rows unit norm after training
- * Ownership: sae_model owns its five arrays (mem_alloc'd; threshold NULL for relu/topk);
+ * Ownership: sae_model owns its arrays (mem_alloc'd; threshold NULL for relu/topk/gated,
+ * b_mag/r_mag NULL except for gated);
  * sae_free releases everything.
  * Files (sae_save/sae_load, directory DIR): DIR/sae_weights.safetensors (W_enc, b_enc, W_dec,
  * b_dec[, threshold]), DIR/cfg.json, DIR/sparsity.safetensors (log10 feature density, when known).
@@ -21,14 +25,27 @@
 #define SAELITE_SAE_H
 #include <stdint.h>
 
-typedef enum { SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU } sae_arch;
+typedef enum {
+    SAE_RELU,
+    SAE_TOPK,
+    SAE_BATCHTOPK,
+    SAE_JUMPRELU,
+    SAE_GATED,      /* Rajamanoharan et al. 2024: gate and magnitude paths sharing W_enc */
+    SAE_MATRYOSHKA, /* Matryoshka BatchTopK: trains like BatchTopK with nested prefix losses,
+                       infers like JumpReLU (its global threshold per latent) */
+    SAE_NARCH
+} sae_arch;
+
+enum { SAE_MAX_WIDTHS = 16 };
 
 typedef struct {
     sae_arch arch;
-    int d_in, d_sae, k; /* k: TopK/BatchTopK only (0 otherwise) */
+    int d_in, d_sae, k; /* k: TopK/BatchTopK/Matryoshka only (0 otherwise) */
     char hook_name[128];
     char model_name[256];
     int context_size;
+    int n_widths;                /* matryoshka: nested prefix widths, increasing, last = d_sae */
+    int widths[SAE_MAX_WIDTHS];  /* (0 for the other architectures; kept in cfg.json) */
 } sae_config;
 
 typedef struct {
@@ -38,13 +55,17 @@ typedef struct {
     float *W_dec;     /* [d_sae,d_in] */
     float *b_dec;     /* [d_in] */
     float *threshold; /* [d_sae] or NULL */
+    float *b_mag;     /* gated: [d_sae], else NULL */
+    float *r_mag;     /* gated: [d_sae], else NULL */
 } sae_model;
 
-/* "relu", "topk", "batchtopk", "jumprelu" (SAELens also says "standard" for relu). */
+/* "relu", "topk", "batchtopk", "jumprelu", "gated", "matryoshka" (SAELens also says "standard"
+ * for relu and "matryoshka_batchtopk" for matryoshka). */
 const char *sae_arch_name(sae_arch a);
 int sae_arch_parse(const char *s, sae_arch *out); /* ERR_ARG for unknown names */
 
-/* Zero-filled model of cfg's shape (threshold allocated for JumpReLU/BatchTopK). */
+/* Zero-filled model of cfg's shape (threshold allocated for JumpReLU/BatchTopK/Matryoshka,
+ * b_mag and r_mag for gated). */
 int sae_model_new(sae_model **out, const sae_config *cfg);
 void sae_free(sae_model *s);
 

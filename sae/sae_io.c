@@ -35,15 +35,22 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
     if (rc) return rc;
     char path[4096];
     int64_t D = c->d_in, S = c->d_sae;
-    st_out t[5] = {
+    st_out t[6] = {
         {"W_enc", ST_F32, 2, {D, S}, s->W_enc},
         {"b_enc", ST_F32, 1, {S}, s->b_enc},
         {"W_dec", ST_F32, 2, {S, D}, s->W_dec},
         {"b_dec", ST_F32, 1, {D}, s->b_dec},
         {"threshold", ST_F32, 1, {S}, s->threshold},
     };
+    int nt = s->threshold ? 5 : 4;
+    if (c->arch == SAE_GATED) { /* SAELens "gated": b_gate, b_mag, r_mag and no b_enc */
+        t[1].name = "b_gate";
+        t[4] = (st_out){"b_mag", ST_F32, 1, {S}, s->b_mag};
+        t[5] = (st_out){"r_mag", ST_F32, 1, {S}, s->r_mag};
+        nt = 6;
+    }
     if ((rc = path_join(path, sizeof path, dir, "sae_weights.safetensors"))) return rc;
-    rc = st_write(path, t, s->threshold ? 5 : 4, NULL);
+    rc = st_write(path, t, nt, NULL);
     if (rc) return rc;
     if (log10_density) {
         st_out sp = {"sparsity", ST_F32, 1, {S}, log10_density};
@@ -51,15 +58,19 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
         rc = st_write(path, &sp, 1, NULL);
         if (rc) return rc;
     }
-    /* BatchTopK is saved for inference as JumpReLU with its global threshold (as SAELens does) */
+    /* BatchTopK and Matryoshka are saved for inference as JumpReLU with their global threshold
+       (as SAELens does) */
     const char *arch = c->arch == SAE_RELU       ? "standard"
                        : c->arch == SAE_TOPK     ? "topk"
+                       : c->arch == SAE_GATED    ? "gated"
                                                  : "jumprelu";
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "architecture", arch);
     cJSON_AddNumberToObject(root, "d_in", c->d_in);
     cJSON_AddNumberToObject(root, "d_sae", c->d_sae);
     if (c->arch == SAE_TOPK) cJSON_AddNumberToObject(root, "k", c->k);
+    if (c->arch == SAE_MATRYOSHKA && c->n_widths > 0)
+        cJSON_AddItemToObject(root, "matryoshka_widths", cJSON_CreateIntArray(c->widths, c->n_widths));
     cJSON_AddStringToObject(root, "dtype", "float32");
     cJSON_AddStringToObject(root, "device", "cpu");
     cJSON_AddBoolToObject(root, "apply_b_dec_to_input", 1);
@@ -181,6 +192,23 @@ int sae_load(sae_model **out, const char *dir)
             rc = err_set(ERR_FORMAT, "%s: %s SAE without a valid 'k'", path, arch);
         else c.k = (int)k->valuedouble;
     }
+    /* a JumpReLU file with matryoshka_widths is a Matryoshka BatchTopK SAE saved for inference */
+    const cJSON *mw = cfg_get(root, "matryoshka_widths", NULL);
+    if (!rc && cJSON_IsArray(mw) && (ar == SAE_JUMPRELU || ar == SAE_MATRYOSHKA)) {
+        int n = cJSON_GetArraySize(mw);
+        if (n < 1 || n > SAE_MAX_WIDTHS) rc = err_set(ERR_FORMAT, "%s: %d matryoshka_widths", path, n);
+        for (int i = 0; !rc && i < n; i++) {
+            const cJSON *w = cJSON_GetArrayItem(mw, i);
+            if (!cJSON_IsNumber(w) || w->valuedouble < 1 || w->valuedouble > c.d_sae ||
+                (i && w->valuedouble <= c.widths[i - 1]))
+                rc = err_set(ERR_FORMAT, "%s: matryoshka_widths must increase within 1..d_sae",
+                             path);
+            else c.widths[i] = (int)w->valuedouble;
+        }
+        c.n_widths = rc ? 0 : n;
+        c.arch = ar = SAE_MATRYOSHKA;
+    } else if (!rc && ar == SAE_MATRYOSHKA)
+        rc = err_set(ERR_FORMAT, "%s: matryoshka SAE without matryoshka_widths", path);
     const cJSON *na = cfg_get(root, "normalize_activations", NULL);
     if (!rc && na && !(cJSON_IsString(na) && !strcmp(na->valuestring, "none")))
         rc = err_set(ERR_FORMAT,
@@ -213,7 +241,11 @@ int sae_load(sae_model **out, const char *dir)
     rc = st_load_f32(f, "W_enc", 2, sh, s->W_enc);
     sh[0] = S, sh[1] = D;
     if (!rc) rc = st_load_f32(f, "W_dec", 2, sh, s->W_dec);
-    if (!rc) rc = st_load_f32(f, "b_enc", 1, &S, s->b_enc);
+    if (!rc && ar == SAE_GATED) {
+        rc = st_load_f32(f, "b_gate", 1, &S, s->b_enc);
+        if (!rc) rc = st_load_f32(f, "b_mag", 1, &S, s->b_mag);
+        if (!rc) rc = st_load_f32(f, "r_mag", 1, &S, s->r_mag);
+    } else if (!rc) rc = st_load_f32(f, "b_enc", 1, &S, s->b_enc);
     if (!rc) rc = st_load_f32(f, "b_dec", 1, &D, s->b_dec);
     if (!rc && s->threshold) {
         if (st_find(f, "threshold")) rc = st_load_f32(f, "threshold", 1, &S, s->threshold);
@@ -225,8 +257,16 @@ int sae_load(sae_model **out, const char *dir)
     st_close(f);
     if (!rc && !apply_b_dec) {
         /* pre = x W_enc + b_enc == (x - b_dec) W_enc + (b_enc + b_dec W_enc) */
-        for (int64_t i = 0; i < D; i++)
-            for (int64_t j = 0; j < S; j++) s->b_enc[j] += s->b_dec[i] * s->W_enc[i * S + j];
+        for (int64_t j = 0; j < S; j++) {
+            double cj = 0;
+            for (int64_t i = 0; i < D; i++) cj += (double)s->b_dec[i] * s->W_enc[i * S + j];
+            /* gated: the gate's bias and, scaled by exp(r_mag), the magnitude's */
+            if (ar == SAE_GATED) s->b_mag[j] += (float)(expf(s->r_mag[j]) * cj);
+            if (ar == SAE_GATED) s->b_enc[j] += (float)cj;
+        }
+        if (ar != SAE_GATED)
+            for (int64_t i = 0; i < D; i++)
+                for (int64_t j = 0; j < S; j++) s->b_enc[j] += s->b_dec[i] * s->W_enc[i * S + j];
     }
     for (int64_t e = 0; !rc && e < D * S; e++)
         if (!isfinite(s->W_enc[e]) || !isfinite(s->W_dec[e]))

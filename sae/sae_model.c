@@ -2,22 +2,28 @@
 #include "sae/sae.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
 
 #include "common/err.h"
 #include "common/mem.h"
 #include "sae/sae_kernels.h"
 
-static const char *arch_names[] = {"relu", "topk", "batchtopk", "jumprelu"};
+static const char *arch_names[SAE_NARCH] = {"relu",     "topk",  "batchtopk",
+                                             "jumprelu", "gated", "matryoshka"};
 
 const char *sae_arch_name(sae_arch a)
 {
-    return (unsigned)a < 4 ? arch_names[a] : "?";
+    return (unsigned)a < SAE_NARCH ? arch_names[a] : "?";
 }
 
 int sae_arch_parse(const char *s, sae_arch *out)
 {
-    for (int i = 0; i < 4; i++)
+    if (!strcmp(s, "matryoshka_batchtopk")) {
+        *out = SAE_MATRYOSHKA;
+        return OK;
+    }
+    for (int i = 0; i < SAE_NARCH; i++)
         if (!strcmp(s, arch_names[i])) {
             *out = (sae_arch)i;
             return OK;
@@ -26,7 +32,8 @@ int sae_arch_parse(const char *s, sae_arch *out)
         *out = SAE_RELU;
         return OK;
     }
-    return err_set(ERR_ARG, "unknown SAE architecture '%s' (relu, topk, batchtopk, jumprelu)", s);
+    return err_set(ERR_ARG, "unknown SAE architecture '%s' (relu, topk, batchtopk, jumprelu, gated, "
+                                "matryoshka)", s);
 }
 
 void sae_free(sae_model *s)
@@ -37,6 +44,8 @@ void sae_free(sae_model *s)
     mem_free(s->W_dec);
     mem_free(s->b_dec);
     mem_free(s->threshold);
+    mem_free(s->b_mag);
+    mem_free(s->r_mag);
     mem_free(s);
 }
 
@@ -57,9 +66,16 @@ int sae_model_new(sae_model **out, const sae_config *cfg)
     s->W_dec = mem_calloc(D * S, sizeof(float));
     s->b_enc = mem_calloc(S, sizeof(float));
     s->b_dec = mem_calloc(D, sizeof(float));
-    int thr = cfg->arch == SAE_JUMPRELU || cfg->arch == SAE_BATCHTOPK;
+    int thr = cfg->arch == SAE_JUMPRELU || cfg->arch == SAE_BATCHTOPK ||
+              cfg->arch == SAE_MATRYOSHKA;
+    int gated = cfg->arch == SAE_GATED;
     if (thr) s->threshold = mem_calloc(S, sizeof(float));
-    if (!s->W_enc || !s->W_dec || !s->b_enc || !s->b_dec || (thr && !s->threshold)) {
+    if (gated) {
+        s->b_mag = mem_calloc(S, sizeof(float));
+        s->r_mag = mem_calloc(S, sizeof(float));
+    }
+    if (!s->W_enc || !s->W_dec || !s->b_enc || !s->b_dec || (thr && !s->threshold) ||
+        (gated && (!s->b_mag || !s->r_mag))) {
         sae_free(s);
         return err_set(ERR_NOMEM, "SAE model %dx%d: out of memory", cfg->d_in, cfg->d_sae);
     }
@@ -77,6 +93,7 @@ int sae_encode(const sae_model *s, const float *x, int N, float *f)
     int *idx = NULL;
     float *val = NULL;
     int topk = s->cfg.arch == SAE_TOPK || (s->cfg.arch == SAE_BATCHTOPK && !s->threshold);
+    int gated = s->cfg.arch == SAE_GATED;
     if (topk) {
         idx = mem_alloc(sizeof(int) * (size_t)ENC_CHUNK * k);
         val = mem_alloc(sizeof(float) * (size_t)ENC_CHUNK * k);
@@ -93,11 +110,19 @@ int sae_encode(const sae_model *s, const float *x, int N, float *f)
         for (int b = 0; b < n; b++) {
             const float *xr = x + (int64_t)(r0 + b) * D;
             for (int i = 0; i < D; i++) xc[(int64_t)b * D + i] = xr[i] - s->b_dec[i];
-            memcpy(fr + (int64_t)b * S, s->b_enc, sizeof(float) * S);
+            if (gated) memset(fr + (int64_t)b * S, 0, sizeof(float) * S);
+            else memcpy(fr + (int64_t)b * S, s->b_enc, sizeof(float) * S);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, S, D, 1.0f, xc, D, s->W_enc, S,
                     1.0f, fr, S);
-        if (topk) {
+        if (gated) {
+            /* u = xc W_enc: gate u + b_gate > 0, magnitude relu(exp(r_mag) u + b_mag) */
+            for (int64_t e = 0; e < (int64_t)n * S; e++) {
+                int j = (int)(e % S);
+                float u = fr[e], mag = expf(s->r_mag[j]) * u + s->b_mag[j];
+                fr[e] = (u + s->b_enc[j] > 0 && mag > 0) ? mag : 0;
+            }
+        } else if (topk) {
             sae_k_topk(idx, val, fr, n, S, k, NULL, 0);
             for (int b = 0; b < n; b++) {
                 float *row = fr + (int64_t)b * S;

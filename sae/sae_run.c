@@ -154,7 +154,7 @@ static int run_open(run *r, const sae_run_opts *o)
     r->eval_tokens = o->eval_tokens < avail ? o->eval_tokens : avail;
     sae_train_config *c = &r->c;
     if (!c->d_sae) c->d_sae = (int)lround(o->expansion * c->d_in);
-    if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU) c->k = 0;
+    if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU || c->arch == SAE_GATED) c->k = 0;
     struct stat sb;
     if (stat(o->out, &sb) != 0 && mkdir(o->out, 0755) != 0)
         return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
@@ -343,6 +343,14 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
              tc->jr_bandwidth, tc->jr_init_threshold, tc->jr_lr_mult,
              o->db ? "store" : o->npy ? "npy" : "synth", r->eval_tokens, sum->mse, sum->ev,
              sum->cos, sum->l2_ratio, sum->l0, sum->dead_frac, sum->dense_frac);
+    size_t jl = strlen(js);
+    if (tc->arch == SAE_MATRYOSHKA && jl + 16 * 12 < sizeof js) { /* the widths, after the rest */
+        jl--; /* over the closing brace */
+        for (int i = 0; i < tc->n_widths; i++)
+            jl += (size_t)snprintf(js + jl, sizeof js - jl, "%s%d", i ? "," : ",\"widths\":[",
+                                   tc->widths[i]);
+        snprintf(js + jl, sizeof js - jl, "]}");
+    }
     return sae_save_ex(r->m, o->out, js, r->dens);
 }
 

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,7 +53,9 @@ int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
            a->normalize == b->normalize && a->jr_bandwidth == b->jr_bandwidth &&
            a->jr_init_threshold == b->jr_init_threshold && a->jr_lr_mult == b->jr_lr_mult &&
            a->adam_b1 == b->adam_b1 &&
-           a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps;
+           a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps &&
+           a->n_widths == b->n_widths &&
+           !memcmp(a->widths, b->widths, sizeof(int) * (a->n_widths > 0 ? a->n_widths : 0));
 }
 
 /* ---- trainer -------------------------------------------------------------------------- */
@@ -74,9 +77,22 @@ struct sae_trainer {
     int64_t *tptr, *tent, *atptr, *atent;
     float *val, *dval, *aval, *adval, *nrm;
     unsigned char *fired;
+    /* matryoshka: one inner level's BatchTopK (prefix pre-activations, CSR, its reconstruction) */
+    float *mpre, *lxhat, *lval, *ldval;
+    int64_t *lptr, *ltptr, *ltent;
+    int *lidx, *lttok;
+    /* gated: relu(pi) and its gradient [B,S], the via-gate reconstruction [B,D] */
+    float *gbuf, *xg, *gsum;
+    int gated_unfrozen; /* gradient tests only: the auxiliary loss also trains the decoder */
 };
 
-static int is_sparse(sae_arch a) { return a == SAE_TOPK || a == SAE_BATCHTOPK; }
+static int is_sparse(sae_arch a)
+{
+    return a == SAE_TOPK || a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA;
+}
+static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA; }
+/* relu and gated keep the decoder unconstrained (norms in the penalty, folded at export) */
+static int is_constrained(sae_arch a) { return a != SAE_RELU && a != SAE_GATED; }
 
 void sae_trainer_free(sae_trainer *t)
 {
@@ -111,6 +127,18 @@ void sae_trainer_free(sae_trainer *t)
     mem_free(t->tent);
     mem_free(t->atptr);
     mem_free(t->atent);
+    mem_free_aligned(t->mpre);
+    mem_free_aligned(t->lxhat);
+    mem_free(t->lval);
+    mem_free(t->ldval);
+    mem_free(t->lptr);
+    mem_free(t->ltptr);
+    mem_free(t->ltent);
+    mem_free(t->lidx);
+    mem_free(t->lttok);
+    mem_free_aligned(t->gbuf);
+    mem_free_aligned(t->xg);
+    mem_free(t->gsum);
     mem_free(t);
 }
 
@@ -129,6 +157,42 @@ static void set_views(sae_trainer *t, float *base, sae_params *v)
     v->b_enc = base + 2 * SD;
     v->b_dec = v->b_enc + t->S;
     v->log_threshold = t->c.arch == SAE_JUMPRELU ? v->b_dec + t->D : NULL;
+    v->r_mag = t->c.arch == SAE_GATED ? v->b_dec + t->D : NULL;
+    v->b_mag = t->c.arch == SAE_GATED ? v->r_mag + t->S : NULL;
+}
+
+/* Matryoshka widths: strictly increasing, the first >= k, d_sae appended when missing. */
+static int check_widths(sae_train_config *c)
+{
+    if (c->arch != SAE_MATRYOSHKA) {
+        c->n_widths = 0;
+        memset(c->widths, 0, sizeof c->widths);
+        return OK;
+    }
+    if (c->n_widths == 0) /* default: d_sae/8, d_sae/4, d_sae/2 (those >= k) */
+        for (int div = 8; div >= 2; div /= 2)
+            if (c->d_sae / div >= c->k && c->d_sae / div >= 1 &&
+                (!c->n_widths || c->d_sae / div > c->widths[c->n_widths - 1]))
+                c->widths[c->n_widths++] = c->d_sae / div;
+    if (c->n_widths < 0 || c->n_widths > SAE_MAX_WIDTHS)
+        return err_set(ERR_ARG, "matryoshka: %d widths (at most %d)", c->n_widths, SAE_MAX_WIDTHS);
+    for (int i = 0; i < c->n_widths; i++) {
+        if (c->widths[i] < 1 || c->widths[i] > c->d_sae)
+            return err_set(ERR_ARG, "matryoshka width %d is not in 1..d_sae (%d)", c->widths[i],
+                           c->d_sae);
+        if (i && c->widths[i] <= c->widths[i - 1])
+            return err_set(ERR_ARG, "matryoshka widths must be strictly increasing (%d after %d)",
+                           c->widths[i], c->widths[i - 1]);
+    }
+    if (!c->n_widths || c->widths[c->n_widths - 1] != c->d_sae) {
+        if (c->n_widths == SAE_MAX_WIDTHS)
+            return err_set(ERR_ARG, "matryoshka: at most %d widths with d_sae", SAE_MAX_WIDTHS);
+        c->widths[c->n_widths++] = c->d_sae;
+    }
+    if (c->widths[0] < c->k)
+        return err_set(ERR_ARG, "matryoshka: the smallest width %d is below k %d", c->widths[0],
+                       c->k);
+    return OK;
 }
 
 /* Allocate a trainer for config c with zero parameters (no init). */
@@ -144,7 +208,10 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     if (c.total_tokens < c.batch)
         return err_set(ERR_ARG, "--tokens %lld is less than one batch (%d)",
                        (long long)c.total_tokens, c.batch);
-    if ((c.arch == SAE_RELU || c.arch == SAE_JUMPRELU) && (int64_t)c.batch * c.d_sae > (1LL << 31))
+    int rcw = check_widths(&c);
+    if (rcw) return rcw;
+    if ((c.arch == SAE_RELU || c.arch == SAE_JUMPRELU || c.arch == SAE_GATED) &&
+        (int64_t)c.batch * c.d_sae > (1LL << 31))
         return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
                        sae_arch_name(c.arch));
     if (c.lr <= 0) c.lr = 2e-4 / sqrt(c.d_sae / 16384.0);
@@ -152,6 +219,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     if (c.k_aux > c.d_sae) c.k_aux = c.d_sae;
     if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
     if (c.l1 <= 0 && c.arch == SAE_JUMPRELU) c.l1 = 1.0;
+    if (c.l1 <= 0 && c.arch == SAE_GATED) c.l1 = 5.0;
     sae_trainer *t = mem_calloc(1, sizeof *t);
     if (!t) return err_set(ERR_NOMEM, "SAE trainer: out of memory");
     t->c = c;
@@ -167,7 +235,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     }
     t->scale = 1;
     int64_t D = t->D, S = t->S, B = t->B, SD = S * D;
-    t->np = 2 * SD + S + D + (c.arch == SAE_JUMPRELU ? S : 0);
+    t->np = 2 * SD + S + D + (c.arch == SAE_JUMPRELU ? S : c.arch == SAE_GATED ? 2 * S : 0);
     t->p = zalloc(t->np);
     t->g = zalloc(t->np);
     t->m = zalloc(t->np);
@@ -193,13 +261,32 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     } else {
         t->chunk = (int)B;
         t->pre = zalloc(B * S);
-        if (c.arch == SAE_BATCHTOPK) {
+        if (is_batchtopk(c.arch)) {
             t->scratch = zalloc(B * S);
             t->cap = B * (int64_t)c.k + B; /* a little room for ties */
             ok = ok && t->scratch;
         } else {
             t->fbuf = zalloc(B * S);
             ok = ok && t->fbuf;
+        }
+        if (c.arch == SAE_MATRYOSHKA && c.n_widths > 1) {
+            t->mpre = zalloc(B * (int64_t)c.widths[c.n_widths - 2]);
+            t->lxhat = zalloc(B * D);
+            t->lval = mem_alloc(sizeof(float) * t->cap);
+            t->ldval = mem_alloc(sizeof(float) * t->cap);
+            t->lidx = mem_alloc(sizeof(int) * t->cap);
+            t->lttok = mem_alloc(sizeof(int) * t->cap);
+            t->ltent = mem_alloc(sizeof(int64_t) * t->cap);
+            t->lptr = mem_alloc(sizeof(int64_t) * (B + 1));
+            t->ltptr = mem_alloc(sizeof(int64_t) * (S + 1));
+            ok = ok && t->mpre && t->lxhat && t->lval && t->ldval && t->lidx && t->lttok &&
+                 t->ltent && t->lptr && t->ltptr;
+        }
+        if (c.arch == SAE_GATED) {
+            t->gbuf = zalloc(B * S);
+            t->xg = zalloc(B * D);
+            t->gsum = mem_alloc(sizeof(float) * S);
+            ok = ok && t->gbuf && t->xg && t->gsum;
         }
     }
     ok = ok && t->pre;
@@ -292,7 +379,8 @@ int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *s
     }
     rng_state rng;
     rng_seed(&rng, t->c.seed);
-    float rownorm = t->c.arch == SAE_RELU ? 0.1f : 1.0f; /* Anthropic's ReLU recipe: 0.1 */
+    /* Anthropic's ReLU recipe: 0.1 (SAELens' decoder_init_norm, also for gated) */
+    float rownorm = t->c.arch == SAE_RELU || t->c.arch == SAE_GATED ? 0.1f : 1.0f;
     for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] = (float)rng_normal_alt(&rng);
     sae_k_normalize_rows(t->P.W_dec, S, D);
     for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] *= rownorm;
@@ -384,6 +472,135 @@ static void colsum_add(float *out /*[C]*/, const float *a /*[R,C]*/, int R, int 
     }
 }
 
+/* Matryoshka's inner levels (SAELens' definition): for each width m but the last, the prefix
+ * pre[:, :m] gets its own BatchTopK (k B entries over the batch), decoded by W_dec[:m] + b_dec;
+ * adds the gradient of sum_m ||x - xhat_m||^2 / B into t->g and returns that loss. Sparse
+ * throughout: the kernels of the full-width path on the prefix's entries. */
+static double matryoshka_levels(sae_trainer *t)
+{
+    int B = t->B, D = t->D, S = t->S;
+    const sae_params *P = &t->P, *G = &t->G;
+    double loss = 0;
+    float thr, gs = 2.0f / B;
+    for (int l = 0; l + 1 < t->c.n_widths; l++) {
+        int m = t->c.widths[l];
+        for (int b = 0; b < B; b++)
+            memcpy(t->mpre + (int64_t)b * m, t->pre + (int64_t)b * S, sizeof(float) * m);
+        sae_k_batchtopk(t->lptr, t->lidx, t->lval, t->cap, &thr, t->mpre, B, m,
+                        (int64_t)t->c.k * B, t->scratch);
+        sae_k_decode_sparse(t->lxhat, t->lptr, t->lidx, t->lval, P->W_dec, P->b_dec, B, D);
+        double sse = 0;
+        for (int64_t e = 0; e < (int64_t)B * D; e++) {
+            float d = t->lxhat[e] - t->xs[e];
+            sse += (double)d * d;
+            t->lxhat[e] = gs * d;
+        }
+        loss += sse / B;
+        colsum_add(G->b_dec, t->lxhat, B, D);
+        sae_k_csr_transpose(t->ltptr, t->ltent, t->lttok, t->lptr, t->lidx, B, m);
+        sae_k_decode_sparse_backward(G->W_dec, t->ldval, t->lxhat, t->ltptr, t->ltent, t->lttok,
+                                     t->lval, P->W_dec, m, D);
+        int64_t nnz = t->lptr[B];
+        for (int64_t e = 0; e < nnz; e++)
+            if (!(t->lval[e] > 0)) t->ldval[e] = 0;
+        sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->ldval, t->ltptr, t->ltent, t->lttok,
+                                     t->xc, m, D);
+    }
+    return loss;
+}
+
+/* Gated (Rajamanoharan et al. 2024, SAELens' losses): pi = xc W_enc + b_gate, u = pi - b_gate,
+ * mag = exp(r_mag) u + b_mag, f = 1[pi > 0] relu(mag). Loss = ||x - xhat||^2 / B
+ * + coef / B sum relu(pi)_j ||W_dec,j|| + ||x - (relu(pi) W_dec + b_dec)||^2 / B, the last with
+ * the decoder frozen (the paper's x_frozen: W_dec and b_dec get no gradient from it). The gate
+ * is a step function: f passes gradient only through the magnitude path, pi only through the
+ * penalty and the auxiliary loss. Dense like relu (cblas_sgemm). */
+static int gated_forward_backward(sae_trainer *t, sae_step_stats *st, double coef)
+{
+    int B = t->B, D = t->D, S = t->S;
+    const sae_params *P = &t->P, *G = &t->G;
+    int64_t BS = (int64_t)B * S, active = 0;
+    float *pre = t->pre, *f = t->fbuf, *a = t->gbuf;
+    sae_k_encode(pre, t->xc, t->xs, P->W_encT, P->b_enc, P->b_dec, B, D, S);
+    for (int64_t e = 0; e < BS; e++) {
+        int j = (int)(e % S);
+        float pi = pre[e], mag = expf(P->r_mag[j]) * (pi - P->b_enc[j]) + P->b_mag[j];
+        f[e] = (pi > 0 && mag > 0) ? mag : 0;
+        a[e] = pi > 0 ? pi : 0;
+        if (f[e] > 0) {
+            active++;
+            t->fired[j] = 1;
+        }
+    }
+    for (int b = 0; b < B; b++) {
+        memcpy(t->xhat + (int64_t)b * D, P->b_dec, sizeof(float) * D);
+        memcpy(t->xg + (int64_t)b * D, P->b_dec, sizeof(float) * D);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, f, S, P->W_dec, D, 1.0f,
+                t->xhat, D);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, a, S, P->W_dec, D, 1.0f,
+                t->xg, D);
+    double ev, sse = recon_error(t, &ev), asse = 0, sparsity_loss = 0;
+    float gs = 2.0f / B;
+    for (int64_t e = 0; e < (int64_t)B * D; e++) {
+        float d = t->xg[e] - t->xs[e];
+        asse += (double)d * d;
+        t->xg[e] = gs * d;
+    }
+    colsum_add(G->b_dec, t->dxhat, B, D);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->dxhat, D, 1.0f,
+                G->W_dec, D);
+    if (t->gated_unfrozen) {
+        colsum_add(G->b_dec, t->xg, B, D);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, a, S, t->xg, D, 1.0f,
+                    G->W_dec, D);
+    }
+    /* the penalty's decoder norms do get their gradient (as in SAELens) */
+    for (int j = 0; j < S; j++) {
+        const float *w = P->W_dec + (int64_t)j * D;
+        double nn = 0, asum = 0;
+        for (int i = 0; i < D; i++) nn += (double)w[i] * w[i];
+        nn = sqrt(nn);
+        for (int b = 0; b < B; b++) asum += a[(int64_t)b * S + j];
+        sparsity_loss += coef / B * asum * nn;
+        if (nn > 0) {
+            float gsc = (float)(coef / B * asum / nn);
+            float *gw = G->W_dec + (int64_t)j * D;
+            for (int i = 0; i < D; i++) gw[i] += gsc * w[i];
+        }
+        t->nrm[j] = (float)nn;
+    }
+    /* df = dxhat W_dec^T (over f), da = dxg W_dec^T (over a) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, t->dxhat, D, P->W_dec, D,
+                0.0f, f, S);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, t->xg, D, P->W_dec, D,
+                0.0f, a, S);
+    float cB = (float)(coef / B);
+    memset(t->gsum, 0, sizeof(float) * S);
+    for (int64_t e = 0; e < BS; e++) {
+        int j = (int)(e % S);
+        float pi = pre[e], er = expf(P->r_mag[j]), u = pi - P->b_enc[j];
+        float mag = er * u + P->b_mag[j];
+        float dmag = (pi > 0 && mag > 0) ? f[e] : 0;
+        float dpi = pi > 0 ? a[e] + cB * t->nrm[j] : 0;
+        G->r_mag[j] += dmag * er * u;
+        G->b_mag[j] += dmag;
+        G->b_enc[j] += dpi;
+        f[e] = dmag * er + dpi; /* d loss / d (xc . w_j) */
+        t->gsum[j] += f[e];
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->xc, D, 1.0f,
+                G->W_encT, D);
+    sae_k_bdec_from_enc(G->b_dec, t->gsum, P->W_encT, D, S);
+    st->mse = sse / ((double)B * D);
+    st->ev = ev;
+    st->l0 = (double)active / B;
+    st->sparsity_coef = coef;
+    st->aux_loss = asse / B;
+    st->loss = sse / B + sparsity_loss + asse / B;
+    return OK;
+}
+
 /* Forward + backward into t->g (which must be zero). Fills t->fired and stats. */
 static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
 {
@@ -395,6 +612,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     double coef = sparsity_coef(t), sparsity_loss = 0, aux_loss = 0, ev = 0;
     int64_t active = 0;
     double recon_loss = 0;
+    if (t->c.arch == SAE_GATED) return gated_forward_backward(t, st, coef);
     if (is_sparse(t->c.arch)) {
         int nd = 0;
         if (t->c.aux_coef > 0)
@@ -443,6 +661,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             if (!(t->val[e] > 0)) t->dval[e] = 0;
         sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok,
                                      t->xc, S, D);
+        if (t->c.arch == SAE_MATRYOSHKA) recon_loss += matryoshka_levels(t);
         if (ka) {
             /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
             float ca = (float)(t->c.aux_coef * fmin(1.0, (double)nd / t->kaux));
@@ -538,6 +757,8 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     return OK;
 }
 
+void sae_trainer_test_unfreeze(sae_trainer *t, int on) { t->gated_unfrozen = on; }
+
 int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st)
 {
     memset(st, 0, sizeof *st);
@@ -553,7 +774,7 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     if (!isfinite(st.loss))
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
-    int constrained = t->c.arch != SAE_RELU;
+    int constrained = is_constrained(t->c.arch);
     if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->D);
     double lr = lr_at(t);
     /* the JumpReLU thresholds are the last S parameters; they get their own learning rate */
@@ -589,6 +810,8 @@ int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model *
     cfg.d_in = t->D;
     cfg.d_sae = t->S;
     cfg.k = is_sparse(t->c.arch) ? t->c.k : 0;
+    cfg.n_widths = t->c.n_widths;
+    memcpy(cfg.widths, t->c.widths, sizeof cfg.widths);
     sae_model *s;
     int rc = sae_model_new(&s, &cfg);
     if (rc) return rc;
@@ -606,7 +829,11 @@ int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model *
         }
         s->b_enc[j] = t->P.b_enc[j] * n * inv;
         if (t->c.arch == SAE_JUMPRELU) s->threshold[j] = expf(t->P.log_threshold[j]) * n * inv;
-        if (t->c.arch == SAE_BATCHTOPK) s->threshold[j] = t->thr_run * n * inv;
+        if (is_batchtopk(t->c.arch)) s->threshold[j] = t->thr_run * n * inv;
+        if (t->c.arch == SAE_GATED) { /* exp(r_mag) scales W_enc, so r_mag needs no fold */
+            s->b_mag[j] = t->P.b_mag[j] * n * inv;
+            s->r_mag[j] = t->P.r_mag[j];
+        }
     }
     for (int i = 0; i < D; i++) s->b_dec[i] = t->P.b_dec[i] * inv;
     *out = s;
@@ -660,8 +887,11 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     if (!fp) return err_set(ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     ckpt_header h;
     sae_train_config c;
+    /* checkpoints written before the matryoshka fields hold the config up to n_widths */
+    memset(&c, 0, sizeof c);
     if (fread(&h, sizeof h, 1, fp) != 1 || memcmp(h.magic, CKPT_MAGIC, 8) ||
-        h.cfg_size != sizeof c || fread(&c, sizeof c, 1, fp) != 1) {
+        (h.cfg_size != sizeof c && h.cfg_size != offsetof(sae_train_config, n_widths)) ||
+        fread(&c, h.cfg_size, 1, fp) != 1) {
         fclose(fp);
         return err_set(ERR_FORMAT, "%s: not a saelite checkpoint of this version", path);
     }

@@ -1,4 +1,5 @@
-/* sae_train.h - training sparse autoencoders (ReLU+L1, TopK+AuxK, BatchTopK, JumpReLU).
+/* sae_train.h - training sparse autoencoders (ReLU+L1, TopK+AuxK, BatchTopK, JumpReLU, gated,
+ * Matryoshka BatchTopK).
  *
  * The trainer works in a normalised space: inputs are multiplied by a constant scale chosen so
  * the mean input norm of a sample is sqrt(d_in) (SAELens' "expected_average_only_in"); the
@@ -9,6 +10,13 @@
  *                                                          rectangle kernel of width bandwidth)
  *        + topk/batchtopk: aux_coef * min(1, n_dead/k_aux) * ||e - ehat_aux||^2 (AuxK on the top
  *                     k_aux dead latents, e = x - xhat detached)
+ *        + matryoshka: the batchtopk loss (full width, AuxK) + sum over the inner widths m of
+ *                     ||x - xhat_m||^2, xhat_m = BatchTopK(pre[:, :m]) W_dec[:m] + b_dec (SAELens:
+ *                     the prefix's pre-activations get their own BatchTopK with the same k B)
+ *        + gated:     l1 * sum_j relu(pi_j) ||W_dec,j|| + ||x - (relu(pi) W_dec' + b_dec')||^2, pi
+ *                     the gate pre-activations, W_dec'/b_dec' the decoder frozen (no gradient);
+ *                     f = 1[pi > 0] relu(exp(r_mag) (pi - b_gate) + b_mag), decoder unconstrained
+ *                     with norms folded at export (as relu)
  *   Adam; lr warm-up over warmup_frac of the steps, linear decay to 0 over the last decay_frac;
  *   sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu) with
  *   the gradient component parallel to each row removed before the step; W_enc = W_dec^T at
@@ -64,6 +72,9 @@ typedef struct {
     double jr_init_threshold; /* default 0.5 */
     double jr_lr_mult;     /* jumprelu: learning-rate multiplier of the thresholds (default 10) */
     double adam_b1, adam_b2, adam_eps; /* 0.9, 0.999, 1e-8 */
+    /* fields added after the first checkpoint version (older checkpoints read them as 0) */
+    int n_widths;                /* matryoshka: prefix widths (d_sae appended when missing) */
+    int widths[SAE_MAX_WIDTHS];
 } sae_train_config;
 
 void sae_train_defaults(sae_train_config *c);
@@ -104,9 +115,13 @@ int sae_trainer_resume(sae_trainer **out, const char *path);
  * sae_trainer_loss_grad, which computes loss and gradients without an optimiser step. */
 typedef struct {
     float *W_encT, *W_dec, *b_enc, *b_dec, *log_threshold;
+    float *r_mag, *b_mag; /* gated only (b_enc is b_gate), else NULL */
 } sae_params;
 void sae_trainer_params(sae_trainer *t, sae_params *p, sae_params *grad);
 int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st);
+/* Gated: on = 1 lets the auxiliary loss's gradient reach the decoder too (it is frozen in
+ * training), so the finite-difference test can check every gradient against the total loss. */
+void sae_trainer_test_unfreeze(sae_trainer *t, int on);
 
 /* ---- batch sources -------------------------------------------------------------------- */
 /* A source yields batches of raw activation rows. next() fills x [B,d_in]; it loops over its data

@@ -187,6 +187,8 @@ static void zero_grad(const sae_params *G, int S, int D)
     memset(G->b_enc, 0, sizeof(float) * S);
     memset(G->b_dec, 0, sizeof(float) * D);
     if (G->log_threshold) memset(G->log_threshold, 0, sizeof(float) * S);
+    if (G->r_mag) memset(G->r_mag, 0, sizeof(float) * S);
+    if (G->b_mag) memset(G->b_mag, 0, sizeof(float) * S);
 }
 
 static void fd_check(sae_arch arch, const char *label)
@@ -204,6 +206,11 @@ static void fd_check(sae_arch arch, const char *label)
     c.l1 = arch == SAE_RELU ? 0.3 : 0.05;
     c.l1_warmup_frac = 0;
     c.jr_init_threshold = 0.05;
+    if (arch == SAE_MATRYOSHKA) {
+        c.n_widths = 2;
+        c.widths[0] = 8;
+        c.widths[1] = 16;
+    }
     rng_state r;
     rng_seed(&r, 7);
     float x[B * D];
@@ -216,23 +223,32 @@ static void fd_check(sae_arch arch, const char *label)
     sae_trainer_params(t, &P, &G);
     /* move away from the symmetric init so b_enc and decoder norms matter */
     for (int j = 0; j < S; j++) P.b_enc[j] = (float)(rng_normal_alt(&r) * 0.3);
-    if (arch == SAE_RELU)
+    if (arch == SAE_RELU || arch == SAE_GATED)
         for (int e = 0; e < S * D; e++) P.W_dec[e] *= 3.0f + (e % 5);
+    if (arch == SAE_GATED)
+        for (int j = 0; j < S; j++) {
+            P.r_mag[j] = (float)(rng_normal_alt(&r) * 0.3);
+            P.b_mag[j] = (float)(rng_normal_alt(&r) * 0.3);
+        }
+    /* gated: the auxiliary loss's frozen decoder is no gradient of the total loss; the test
+       checks the unfrozen gradients (the frozen ones are checked below) */
+    if (arch == SAE_GATED) sae_trainer_test_unfreeze(t, 1);
     sae_step_stats st;
     sae_trainer_loss_grad(t, x, &st);
     double L0 = st.loss;
-    static float ga[2 * S * D + S + D];
-    float *groups[4] = {G.W_encT, G.W_dec, G.b_enc, G.b_dec};
-    float *params[4] = {P.W_encT, P.W_dec, P.b_enc, P.b_dec};
-    int sizes[4] = {S * D, S * D, S, D};
-    const char *names[4] = {"W_enc", "W_dec", "b_enc", "b_dec"};
+    static float ga[2 * S * D + 3 * S + D];
+    float *groups[6] = {G.W_encT, G.W_dec, G.b_enc, G.b_dec, G.r_mag, G.b_mag};
+    float *params[6] = {P.W_encT, P.W_dec, P.b_enc, P.b_dec, P.r_mag, P.b_mag};
+    int sizes[6] = {S * D, S * D, S, D, S, S};
+    const char *names[6] = {"W_enc", "W_dec", "b_enc", "b_dec", "r_mag", "b_mag"};
+    int ng = arch == SAE_GATED ? 6 : 4;
     int off = 0;
-    for (int q = 0; q < 4; q++) {
+    for (int q = 0; q < ng; q++) {
         memcpy(ga + off, groups[q], sizeof(float) * sizes[q]);
         off += sizes[q];
     }
     off = 0;
-    for (int q = 0; q < 4; q++) {
+    for (int q = 0; q < ng; q++) {
         int bad = 0, tried = 0;
         double worst = 0;
         for (int e = 0; e < sizes[q]; e += (q < 2 ? 7 : 1)) {
@@ -271,6 +287,28 @@ static void fd_check(sae_arch arch, const char *label)
         CHECK(bad == 0 && tried > 0, "%s %s: %d of %d finite-difference checks off (worst %.3g)",
               label, names[q], bad, tried, worst);
         off += sizes[q];
+    }
+    if (arch == SAE_GATED) {
+        /* frozen: W_dec's gradient is that of the loss without the auxiliary term */
+        sae_trainer_test_unfreeze(t, 0);
+        zero_grad(&G, S, D);
+        sae_trainer_loss_grad(t, x, &st);
+        memcpy(ga, G.W_dec, sizeof(float) * S * D);
+        int bad = 0;
+        for (int e = 3; e < S * D; e += 11) {
+            float keep = P.W_dec[e];
+            const float h = 1e-2f;
+            P.W_dec[e] = keep + h;
+            sae_trainer_loss_grad(t, x, &st);
+            double Lp = st.loss - st.aux_loss;
+            P.W_dec[e] = keep - h;
+            sae_trainer_loss_grad(t, x, &st);
+            double Lm = st.loss - st.aux_loss;
+            P.W_dec[e] = keep;
+            double fd = (Lp - Lm) / (2 * h);
+            if (fabs(fd - ga[e]) / (1e-2 + fabs(fd) + fabs(ga[e])) > 2e-2) bad++;
+        }
+        CHECK(bad == 0, "gated frozen W_dec: %d finite-difference checks off", bad);
     }
     zero_grad(&G, S, D);
     sae_trainer_free(t);
@@ -369,11 +407,16 @@ static void test_ground_truth_small(void)
 
 static void test_archs_train(void)
 {
-    sae_arch archs[3] = {SAE_RELU, SAE_BATCHTOPK, SAE_JUMPRELU};
-    const char *names[3] = {"relu", "batchtopk", "jumprelu"};
-    for (int a = 0; a < 3; a++) {
+    sae_arch archs[5] = {SAE_RELU, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA};
+    const char *names[5] = {"relu", "batchtopk", "jumprelu", "gated", "matryoshka"};
+    for (int a = 0; a < 5; a++) {
         sae_train_config c = small_cfg(archs[a]);
         if (archs[a] == SAE_JUMPRELU) c.total_tokens = 600000;
+        if (archs[a] == SAE_GATED) { /* slower to sparsify: the gate must outgrow the 0.1 decoder */
+            c.total_tokens = 600000;
+            c.lr = 0.005;
+            c.l1 = 12;
+        }
         double mm = 0, rec = 0;
         sae_metrics_summary ms;
         sae_model *m = train_synth(c, &mm, &rec, &ms, 0, NULL);
@@ -381,7 +424,8 @@ static void test_archs_train(void)
         if (!m) continue;
         fprintf(stderr, "%s: MMCS %.3f recovered %.3f ev %.3f L0 %.2f\n", names[a], mm, rec, ms.ev,
                 ms.l0);
-        CHECK(ms.ev > (archs[a] == SAE_RELU ? 0.6 : 0.7) && ms.l0 > 1 && ms.l0 < 20 && mm > 0.6,
+        CHECK(ms.ev > (archs[a] == SAE_RELU || archs[a] == SAE_GATED ? 0.6 : 0.7) && ms.l0 > 1 &&
+                  ms.l0 < 20 && mm > 0.6,
               "%s trains badly: ev %.3f L0 %.2f MMCS %.3f", names[a], ms.ev, ms.l0, mm);
         sae_free(m);
     }
@@ -393,14 +437,16 @@ static int same_model(const sae_model *a, const sae_model *b)
     return !memcmp(a->W_enc, b->W_enc, SD * 4) && !memcmp(a->W_dec, b->W_dec, SD * 4) &&
            !memcmp(a->b_enc, b->b_enc, a->cfg.d_sae * 4) &&
            !memcmp(a->b_dec, b->b_dec, a->cfg.d_in * 4) &&
-           (!a->threshold || !memcmp(a->threshold, b->threshold, a->cfg.d_sae * 4));
+           (!a->threshold || !memcmp(a->threshold, b->threshold, a->cfg.d_sae * 4)) &&
+           !a->b_mag == !b->b_mag && (!a->b_mag || !memcmp(a->b_mag, b->b_mag, a->cfg.d_sae * 4)) &&
+           !a->r_mag == !b->r_mag && (!a->r_mag || !memcmp(a->r_mag, b->r_mag, a->cfg.d_sae * 4));
 }
 
 static void test_resume_bit_identical(void)
 {
     const char *ckpt = "build/tests/test_sae_ckpt.bin";
-    sae_arch archs[2] = {SAE_TOPK, SAE_BATCHTOPK};
-    for (int a = 0; a < 2; a++) {
+    sae_arch archs[4] = {SAE_TOPK, SAE_BATCHTOPK, SAE_MATRYOSHKA, SAE_GATED};
+    for (int a = 0; a < 4; a++) {
         sae_train_config c = small_cfg(archs[a]);
         c.total_tokens = 60 * 1024;
         c.dead_window = 4096; /* so AuxK is active during the test */
@@ -423,8 +469,8 @@ static void test_resume_bit_identical(void)
 /* Folding: the exported raw-unit model reconstructs x/scale-consistently with the trainer. */
 static void test_export_fold(void)
 {
-    sae_arch archs[4] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU};
-    for (int a = 0; a < 4; a++) {
+    sae_arch archs[6] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA};
+    for (int a = 0; a < 6; a++) {
         sae_train_config c = small_cfg(archs[a]);
         c.total_tokens = 20 * 1024;
         c.aux_coef = 0;
@@ -442,7 +488,7 @@ static void test_export_fold(void)
         }
         sae_params P, G;
         sae_trainer_params(t, &P, &G);
-        if (archs[a] == SAE_RELU) /* unequal decoder norms exercise the norm folding */
+        if (archs[a] == SAE_RELU || archs[a] == SAE_GATED) /* unequal decoder norms exercise the norm folding */
             for (int e = 0; e < 256 * 64; e++) P.W_dec[e] *= 1.0f + (e / 64) % 3;
         sae_trainer_loss_grad(t, x, &st);
         memset(G.W_encT, 0, sizeof(float) * 256 * 64); /* keep gradients zero for hygiene */
@@ -450,6 +496,8 @@ static void test_export_fold(void)
         memset(G.b_enc, 0, sizeof(float) * 256);
         memset(G.b_dec, 0, sizeof(float) * 64);
         if (G.log_threshold) memset(G.log_threshold, 0, sizeof(float) * 256);
+        if (G.r_mag) memset(G.r_mag, 0, sizeof(float) * 256);
+        if (G.b_mag) memset(G.b_mag, 0, sizeof(float) * 256);
         sae_model *m;
         sae_trainer_export(t, NULL, &m);
         float *f = mem_alloc(sizeof(float) * 1024 * 256), *xh = mem_alloc(sizeof(float) * 1024 * 64);
@@ -458,8 +506,9 @@ static void test_export_fold(void)
         double sse = 0, s2 = sae_trainer_scale(t) * sae_trainer_scale(t);
         for (int e = 0; e < 1024 * 64; e++) sse += (double)(x[e] - xh[e]) * (x[e] - xh[e]);
         double mse_raw = sse * s2 / (1024.0 * 64);
-        if (archs[a] == SAE_BATCHTOPK) /* inference uses the running threshold, not the batch's */
-            CHECK(fabs(mse_raw - st.mse) < 0.5 * st.mse, "batchtopk fold: %g vs %g", mse_raw, st.mse);
+        if (archs[a] == SAE_BATCHTOPK || archs[a] == SAE_MATRYOSHKA) /* inference uses the running threshold, not the batch's */
+            CHECK(fabs(mse_raw - st.mse) < 0.5 * st.mse, "%s fold: %g vs %g",
+                  sae_arch_name(archs[a]), mse_raw, st.mse);
         else
             CHECK(fabs(mse_raw - st.mse) < 1e-3 * st.mse + 1e-6, "%s fold: exported mse %g, trainer %g",
                   sae_arch_name(archs[a]), mse_raw, st.mse);
@@ -487,6 +536,13 @@ static void test_export_fold(void)
             CHECK(l->cfg.arch == want && l->cfg.d_in == 64 && l->cfg.d_sae == 256 &&
                       l->cfg.k == (want == SAE_TOPK ? 5 : 0),
                   "cfg after load: %s k %d", sae_arch_name(l->cfg.arch), l->cfg.k);
+            CHECK(l->cfg.n_widths == m->cfg.n_widths &&
+                      !memcmp(l->cfg.widths, m->cfg.widths, sizeof l->cfg.widths),
+                  "%s: widths after load", sae_arch_name(archs[a]));
+            if (want == SAE_MATRYOSHKA)
+                CHECK(l->cfg.n_widths == 4 && l->cfg.widths[0] == 32 && l->cfg.widths[3] == 256,
+                      "matryoshka default widths: %d levels, first %d", l->cfg.n_widths,
+                      l->cfg.widths[0]);
             float *f2 = mem_alloc(sizeof(float) * 1024 * 256);
             sae_encode(l, x, 1024, f2);
             CHECK(!memcmp(f, f2, sizeof(float) * 1024 * 256), "%s: loaded SAE encodes differently",
@@ -697,6 +753,8 @@ int main(void)
     fd_check(SAE_TOPK, "topk");
     fd_check(SAE_BATCHTOPK, "batchtopk");
     fd_check(SAE_JUMPRELU, "jumprelu");
+    fd_check(SAE_GATED, "gated");
+    fd_check(SAE_MATRYOSHKA, "matryoshka");
     test_metrics();
     test_load_errors();
     test_export_fold();
