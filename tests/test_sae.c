@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/npy.h"
 #include "harness.h"
 #include "sae/sae.h"
 #include "sae/sae_kernels.h"
@@ -742,6 +743,58 @@ static void test_train_run(void)
     if (!harness_fail) CHECK(system(a) == 0);
 }
 
+/* SAELens' equations in numpy (tools/ref/sae_ref.py) on random weights and inputs: the committed
+   fixtures load with sae_load and encode/decode to the reference within 1e-5. */
+static void test_reference_fixtures(void)
+{
+    const char *cases[] = {"standard", "standard_nobdec", "topk", "jumprelu", "matryoshka", "gated",
+                           "gated_nobdec"};
+    const sae_arch want[] = {SAE_RELU, SAE_RELU, SAE_TOPK, SAE_JUMPRELU, SAE_MATRYOSHKA, SAE_GATED,
+                             SAE_GATED};
+    for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
+        char dir[256], p[300];
+        snprintf(dir, sizeof dir, "tests/data/sae_ref/%s", cases[c]);
+        sae_model *m = NULL;
+        int rc = sae_load(&m, dir);
+        CHECK(rc == OK, "%s: %s", cases[c], err_msg());
+        if (rc) continue;
+        CHECK(m->cfg.arch == want[c], "%s loads as %s", cases[c], sae_arch_name(m->cfg.arch));
+        float *x = NULL, *f = NULL, *xh = NULL;
+        int nd;
+        int64_t sx[NPY_MAX_DIMS], sf[NPY_MAX_DIMS], sh[NPY_MAX_DIMS];
+        snprintf(p, sizeof p, "%s/x.npy", dir);
+        rc = npy_read(p, &x, &nd, sx);
+        snprintf(p, sizeof p, "%s/f.npy", dir);
+        if (!rc) rc = npy_read(p, &f, &nd, sf);
+        snprintf(p, sizeof p, "%s/xhat.npy", dir);
+        if (!rc) rc = npy_read(p, &xh, &nd, sh);
+        CHECK(rc == OK && sf[1] == m->cfg.d_sae && sx[1] == m->cfg.d_in, "%s fixtures: %s",
+              cases[c], err_msg());
+        if (!rc) {
+            int N = (int)sx[0], S = m->cfg.d_sae, D = m->cfg.d_in;
+            float *f2 = mem_alloc(sizeof(float) * N * S), *x2 = mem_alloc(sizeof(float) * N * D);
+            sae_encode(m, x, N, f2);
+            sae_decode(m, f, N, x2);
+            double ef = 0, ex = 0;
+            int64_t nf = 0;
+            for (int e = 0; e < N * S; e++) {
+                ef = fmax(ef, fabs(f2[e] - f[e]) / (1 + fabs(f[e])));
+                nf += f[e] > 0;
+            }
+            for (int e = 0; e < N * D; e++) ex = fmax(ex, fabs(x2[e] - xh[e]) / (1 + fabs(xh[e])));
+            CHECK(ef <= 1e-5 && ex <= 1e-5 && nf > 0 && nf < N * S,
+                  "%s: encode off by %.3g, decode by %.3g (%lld active)", cases[c], ef, ex,
+                  (long long)nf);
+            mem_free(f2);
+            mem_free(x2);
+        }
+        mem_free(x);
+        mem_free(f);
+        mem_free(xh);
+        sae_free(m);
+    }
+}
+
 int main(void)
 {
     test_topk();
@@ -753,6 +806,7 @@ int main(void)
     fd_check(SAE_TOPK, "topk");
     fd_check(SAE_BATCHTOPK, "batchtopk");
     fd_check(SAE_JUMPRELU, "jumprelu");
+    test_reference_fixtures();
     fd_check(SAE_GATED, "gated");
     fd_check(SAE_MATRYOSHKA, "matryoshka");
     test_metrics();
