@@ -34,15 +34,16 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
     int rc = make_dir(dir);
     if (rc) return rc;
     char path[4096];
-    int64_t D = c->d_in, S = c->d_sae;
+    int64_t D = c->d_in, S = c->d_sae, Do = sae_out_dim(c);
     st_out t[6] = {
         {"W_enc", ST_F32, 2, {D, S}, s->W_enc},
         {"b_enc", ST_F32, 1, {S}, s->b_enc},
-        {"W_dec", ST_F32, 2, {S, D}, s->W_dec},
-        {"b_dec", ST_F32, 1, {D}, s->b_dec},
+        {"W_dec", ST_F32, 2, {S, Do}, s->W_dec},
+        {"b_dec", ST_F32, 1, {Do}, s->b_dec},
         {"threshold", ST_F32, 1, {S}, s->threshold},
     };
     int nt = s->threshold ? 5 : 4;
+    if (s->W_skip) t[nt++] = (st_out){"W_skip", ST_F32, 2, {Do, D}, s->W_skip};
     if (c->arch == SAE_GATED) { /* SAELens "gated": b_gate, b_mag, r_mag and no b_enc */
         t[1].name = "b_gate";
         t[4] = (st_out){"b_mag", ST_F32, 1, {S}, s->b_mag};
@@ -64,6 +65,10 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
                        : c->arch == SAE_TOPK     ? "topk"
                        : c->arch == SAE_GATED    ? "gated"
                                                  : "jumprelu";
+    /* transcoders: SAELens' three classes; the activation (when not what the class implies) in
+       activation_fn / activation_fn_kwargs, as older SAELens configs name it */
+    if (c->transcoder == SAE_SKIP_TRANSCODER) arch = "skip_transcoder";
+    else if (c->transcoder) arch = s->threshold ? "jumprelu_transcoder" : "transcoder";
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "architecture", arch);
     cJSON_AddNumberToObject(root, "d_in", c->d_in);
@@ -73,10 +78,22 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
         cJSON_AddItemToObject(root, "matryoshka_widths", cJSON_CreateIntArray(c->widths, c->n_widths));
     cJSON_AddStringToObject(root, "dtype", "float32");
     cJSON_AddStringToObject(root, "device", "cpu");
-    cJSON_AddBoolToObject(root, "apply_b_dec_to_input", 1);
+    cJSON_AddBoolToObject(root, "apply_b_dec_to_input", !c->transcoder);
+    if (c->transcoder) {
+        cJSON_AddNumberToObject(root, "d_out", c->d_out);
+        cJSON_AddStringToObject(root, "hook_name_out", c->hook_name_out);
+        const char *act = c->arch == SAE_TOPK ? "topk" : s->threshold ? "jumprelu" : "relu";
+        cJSON_AddStringToObject(root, "activation_fn", act);
+        if (c->arch == SAE_TOPK) {
+            cJSON *kw = cJSON_CreateObject();
+            cJSON_AddNumberToObject(kw, "k", c->k);
+            cJSON_AddItemToObject(root, "activation_fn_kwargs", kw);
+        }
+    }
     cJSON_AddStringToObject(root, "normalize_activations", "none");
     cJSON_AddStringToObject(meta, "hook_name", c->hook_name);
     cJSON_AddStringToObject(meta, "model_name", c->model_name);
+    if (c->transcoder) cJSON_AddStringToObject(meta, "hook_name_out", c->hook_name_out);
     cJSON_AddNumberToObject(meta, "context_size", c->context_size);
     cJSON_AddNumberToObject(meta, "hook_head_index", -1);
     cJSON_ReplaceItemInObject(meta, "hook_head_index", cJSON_CreateNull());
@@ -173,6 +190,23 @@ int sae_load(sae_model **out, const char *dir)
         if (!strcmp(arch, "relu")) arch = "standard";
     }
     sae_arch ar;
+    /* transcoders: the class names the output side; the activation is activation_fn's (relu by
+       default, jumprelu for jumprelu_transcoder) */
+    int tc = !strcmp(arch, "transcoder") ? SAE_TRANSCODER
+             : !strcmp(arch, "jumprelu_transcoder") ? SAE_TRANSCODER
+             : !strcmp(arch, "skip_transcoder") ? SAE_SKIP_TRANSCODER : SAE_NOT_TRANSCODER;
+    if (tc) {
+        const cJSON *af = cfg_get(root, "activation_fn", "activation_fn_str");
+        const char *act = !strcmp(arch, "jumprelu_transcoder") ? "jumprelu" : "relu";
+        if (cJSON_IsString(af)) act = af->valuestring;
+        arch = !strcmp(act, "relu") ? "standard" : act;
+    }
+    c.transcoder = tc;
+    if (tc && strcmp(arch, "standard") && strcmp(arch, "topk") && strcmp(arch, "jumprelu")) {
+        rc = err_set(ERR_FORMAT, "%s: transcoder activation '%s' is not supported", path, arch);
+        cJSON_Delete(root);
+        return rc;
+    }
     if (sae_arch_parse(arch, &ar)) {
         /* arch points into root: format the message before freeing it */
         rc = err_set(ERR_FORMAT, "%s: unsupported architecture '%s'", path, arch);
@@ -182,6 +216,7 @@ int sae_load(sae_model **out, const char *dir)
     c.arch = ar;
     rc = get_int(root, "d_in", path, &c.d_in);
     if (!rc) rc = get_int(root, "d_sae", path, &c.d_sae);
+    if (!rc && tc) rc = get_int(root, "d_out", path, &c.d_out);
     if (!rc && (ar == SAE_TOPK || ar == SAE_BATCHTOPK)) {
         const cJSON *k = cfg_get(root, "k", NULL);
         if (!k) {
@@ -216,10 +251,13 @@ int sae_load(sae_model **out, const char *dir)
                      "weights and save with \"none\")",
                      path, cJSON_IsString(na) ? na->valuestring : "?");
     const cJSON *ab = cfg_get(root, "apply_b_dec_to_input", NULL);
-    int apply_b_dec = !cJSON_IsFalse(ab);
+    /* SAELens' transcoders never subtract b_dec (it is d_out wide): nothing to fold */
+    int apply_b_dec = !cJSON_IsFalse(ab) || tc;
     const cJSON *v;
     if ((v = cfg_get(root, "hook_name", "hook_point")) && cJSON_IsString(v))
         snprintf(c.hook_name, sizeof c.hook_name, "%s", v->valuestring);
+    if ((v = cfg_get(root, "hook_name_out", NULL)) && cJSON_IsString(v))
+        snprintf(c.hook_name_out, sizeof c.hook_name_out, "%s", v->valuestring);
     if ((v = cfg_get(root, "model_name", NULL)) && cJSON_IsString(v))
         snprintf(c.model_name, sizeof c.model_name, "%s", v->valuestring);
     if ((v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v))
@@ -236,17 +274,19 @@ int sae_load(sae_model **out, const char *dir)
         st_close(f);
         return rc;
     }
-    int64_t D = c.d_in, S = c.d_sae, sh[2];
+    int64_t D = c.d_in, S = c.d_sae, Do = sae_out_dim(&c), sh[2];
     sh[0] = D, sh[1] = S;
     rc = st_load_f32(f, "W_enc", 2, sh, s->W_enc);
-    sh[0] = S, sh[1] = D;
+    sh[0] = S, sh[1] = Do;
     if (!rc) rc = st_load_f32(f, "W_dec", 2, sh, s->W_dec);
+    sh[0] = Do, sh[1] = D;
+    if (!rc && s->W_skip) rc = st_load_f32(f, "W_skip", 2, sh, s->W_skip);
     if (!rc && ar == SAE_GATED) {
         rc = st_load_f32(f, "b_gate", 1, &S, s->b_enc);
         if (!rc) rc = st_load_f32(f, "b_mag", 1, &S, s->b_mag);
         if (!rc) rc = st_load_f32(f, "r_mag", 1, &S, s->r_mag);
     } else if (!rc) rc = st_load_f32(f, "b_enc", 1, &S, s->b_enc);
-    if (!rc) rc = st_load_f32(f, "b_dec", 1, &D, s->b_dec);
+    if (!rc) rc = st_load_f32(f, "b_dec", 1, &Do, s->b_dec);
     if (!rc && s->threshold) {
         if (st_find(f, "threshold")) rc = st_load_f32(f, "threshold", 1, &S, s->threshold);
         else if (st_find(f, "log_threshold")) {
@@ -269,7 +309,10 @@ int sae_load(sae_model **out, const char *dir)
                 for (int64_t j = 0; j < S; j++) s->b_enc[j] += s->b_dec[i] * s->W_enc[i * S + j];
     }
     for (int64_t e = 0; !rc && e < D * S; e++)
-        if (!isfinite(s->W_enc[e]) || !isfinite(s->W_dec[e]))
+        if (!isfinite(s->W_enc[e]))
+            rc = err_set(ERR_FORMAT, "%s: non-finite weights", wpath);
+    for (int64_t e = 0; !rc && e < Do * S; e++)
+        if (!isfinite(s->W_dec[e]))
             rc = err_set(ERR_FORMAT, "%s: non-finite weights", wpath);
     if (rc) {
         sae_free(s);

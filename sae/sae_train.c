@@ -54,7 +54,7 @@ int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
            a->jr_init_threshold == b->jr_init_threshold && a->jr_lr_mult == b->jr_lr_mult &&
            a->adam_b1 == b->adam_b1 &&
            a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps &&
-           a->n_widths == b->n_widths &&
+           a->n_widths == b->n_widths && a->transcoder == b->transcoder && a->d_out == b->d_out &&
            !memcmp(a->widths, b->widths, sizeof(int) * (a->n_widths > 0 ? a->n_widths : 0));
 }
 
@@ -62,8 +62,10 @@ int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
 struct sae_trainer {
     sae_train_config c;
     int D, S, B, kaux;
+    int Do, tc;        /* output width (D for SAEs); transcoder kind (0 for SAEs) */
     int64_t total_steps, step, tokens, dead_window;
-    double scale;
+    double scale, scale_out; /* scale_out: transcoders' target scale (= scale for SAEs) */
+    float *ys, *zero_in; /* targets [B,Do] (= xs for SAEs); transcoders: D zeros */
     float thr_run; /* BatchTopK: running mean (rate 0.1) of the batch threshold (normalised units) */
     int64_t np;
     float *p, *g, *m, *v;
@@ -102,7 +104,6 @@ void sae_trainer_free(sae_trainer *t)
     mem_free_aligned(t->m);
     mem_free_aligned(t->v);
     mem_free(t->since);
-    mem_free_aligned(t->xs);
     mem_free_aligned(t->xc);
     mem_free_aligned(t->xhat);
     mem_free_aligned(t->dxhat);
@@ -139,6 +140,9 @@ void sae_trainer_free(sae_trainer *t)
     mem_free_aligned(t->gbuf);
     mem_free_aligned(t->xg);
     mem_free(t->gsum);
+    if (t->ys != t->xs) mem_free_aligned(t->ys);
+    mem_free(t->zero_in);
+    mem_free_aligned(t->xs);
     mem_free(t);
 }
 
@@ -151,13 +155,14 @@ static float *zalloc(int64_t n)
 
 static void set_views(sae_trainer *t, float *base, sae_params *v)
 {
-    int64_t SD = (int64_t)t->S * t->D;
+    int64_t S = t->S;
     v->W_encT = base;
-    v->W_dec = base + SD;
-    v->b_enc = base + 2 * SD;
+    v->W_dec = base + S * t->D;
+    v->b_enc = v->W_dec + S * t->Do;
     v->b_dec = v->b_enc + t->S;
-    v->log_threshold = t->c.arch == SAE_JUMPRELU ? v->b_dec + t->D : NULL;
-    v->r_mag = t->c.arch == SAE_GATED ? v->b_dec + t->D : NULL;
+    v->log_threshold = t->c.arch == SAE_JUMPRELU ? v->b_dec + t->Do : NULL;
+    v->r_mag = t->c.arch == SAE_GATED ? v->b_dec + t->Do : NULL;
+    v->W_skip = t->tc == SAE_SKIP_TRANSCODER ? base + t->np - (int64_t)t->Do * t->D : NULL;
     v->b_mag = t->c.arch == SAE_GATED ? v->r_mag + t->S : NULL;
 }
 
@@ -210,6 +215,10 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
                        (long long)c.total_tokens, c.batch);
     int rcw = check_widths(&c);
     if (rcw) return rcw;
+    if (!c.transcoder) c.d_out = 0;
+    if (c.transcoder && (c.d_out <= 0 || c.arch == SAE_GATED || c.arch == SAE_MATRYOSHKA))
+        return err_set(ERR_ARG, "a transcoder needs d_out > 0 (%d) and the relu, topk, batchtopk or "
+                       "jumprelu activation", c.d_out);
     if ((c.arch == SAE_RELU || c.arch == SAE_JUMPRELU || c.arch == SAE_GATED) &&
         (int64_t)c.batch * c.d_sae > (1LL << 31))
         return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
@@ -233,9 +242,12 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         int64_t w = c.total_tokens / 10;
         t->dead_window = w < 100000 ? 100000 : w > 10000000 ? 10000000 : w;
     }
-    t->scale = 1;
-    int64_t D = t->D, S = t->S, B = t->B, SD = S * D;
-    t->np = 2 * SD + S + D + (c.arch == SAE_JUMPRELU ? S : c.arch == SAE_GATED ? 2 * S : 0);
+    t->scale = t->scale_out = 1;
+    t->tc = c.transcoder;
+    t->Do = c.transcoder ? c.d_out : c.d_in;
+    int64_t D = t->D, S = t->S, B = t->B, Do = t->Do;
+    t->np = S * D + S * Do + S + Do + (c.arch == SAE_JUMPRELU ? S : c.arch == SAE_GATED ? 2 * S : 0) +
+            (c.transcoder == SAE_SKIP_TRANSCODER ? Do * D : 0);
     t->p = zalloc(t->np);
     t->g = zalloc(t->np);
     t->m = zalloc(t->np);
@@ -246,11 +258,13 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     t->nrm = mem_alloc(sizeof(float) * S);
     t->xs = zalloc(B * D);
     t->xc = zalloc(B * D);
-    t->xhat = zalloc(B * D);
-    t->dxhat = zalloc(B * D);
+    t->xhat = zalloc(B * Do);
+    t->dxhat = zalloc(B * Do);
+    t->ys = t->tc ? zalloc(B * Do) : t->xs;
+    if (t->tc) t->zero_in = mem_calloc(D, sizeof(float));
     t->ptr = mem_alloc(sizeof(int64_t) * (B + 1));
     int ok = t->p && t->g && t->m && t->v && t->since && t->fired && t->dead && t->nrm && t->xs && t->xc &&
-             t->xhat && t->dxhat && t->ptr;
+             t->xhat && t->dxhat && t->ptr && t->ys && (!t->tc || t->zero_in);
     if (c.arch == SAE_TOPK) {
         /* pre-activations in row chunks of at most 16M floats */
         int64_t ch = ((int64_t)1 << 24) / S;
@@ -299,7 +313,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         t->aidx = mem_alloc(sizeof(int) * t->acap);
         t->aval = mem_alloc(sizeof(float) * t->acap);
         t->adval = mem_alloc(sizeof(float) * t->acap);
-        t->ehat = zalloc(B * D);
+        t->ehat = zalloc(B * Do);
         t->tptr = mem_alloc(sizeof(int64_t) * (S + 1));
         t->atptr = mem_alloc(sizeof(int64_t) * (S + 1));
         t->tent = mem_alloc(sizeof(int64_t) * t->cap);
@@ -363,40 +377,54 @@ int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *s
     sae_trainer *t;
     int rc = trainer_alloc(&t, c);
     if (rc) return rc;
-    int D = t->D, S = t->S;
-    double normsum = 0;
+    int D = t->D, S = t->S, Do = t->Do;
+    double normsum = 0, normsum_out = 0;
+    int64_t W = t->tc ? D + Do : D; /* a transcoder's sample rows are (input, target) pairs */
     for (int64_t r = 0; r < n; r++) {
-        double ss = 0;
-        for (int i = 0; i < D; i++) ss += (double)sample[r * D + i] * sample[r * D + i];
+        double ss = 0, so = 0;
+        for (int i = 0; i < D; i++) ss += (double)sample[r * W + i] * sample[r * W + i];
+        for (int i = D; t->tc && i < W; i++) so += (double)sample[r * W + i] * sample[r * W + i];
         normsum += sqrt(ss);
+        normsum_out += sqrt(so);
     }
     if (t->c.normalize) {
-        if (!(normsum > 0) || !isfinite(normsum)) {
+        if (!(normsum > 0) || !isfinite(normsum) || (t->tc && !(normsum_out > 0 && isfinite(normsum_out)))) {
             sae_trainer_free(t);
             return err_set(ERR_ARG, "sample activations have zero or non-finite norm");
         }
         t->scale = sqrt((double)D) / (normsum / (double)n);
+        t->scale_out = t->tc ? sqrt((double)Do) / (normsum_out / (double)n) : t->scale;
     }
     rng_state rng;
     rng_seed(&rng, t->c.seed);
     /* Anthropic's ReLU recipe: 0.1 (SAELens' decoder_init_norm, also for gated) */
     float rownorm = t->c.arch == SAE_RELU || t->c.arch == SAE_GATED ? 0.1f : 1.0f;
-    for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] = (float)rng_normal_alt(&rng);
-    sae_k_normalize_rows(t->P.W_dec, S, D);
-    for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] *= rownorm;
-    memcpy(t->P.W_encT, t->P.W_dec, sizeof(float) * (size_t)S * D);
+    for (int64_t e = 0; e < (int64_t)S * Do; e++) t->P.W_dec[e] = (float)rng_normal_alt(&rng);
+    sae_k_normalize_rows(t->P.W_dec, S, Do);
+    for (int64_t e = 0; e < (int64_t)S * Do; e++) t->P.W_dec[e] *= rownorm;
+    if (t->tc) { /* input and output spaces differ: the encoder draws its own unit rows */
+        for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_encT[e] = (float)rng_normal_alt(&rng);
+        sae_k_normalize_rows(t->P.W_encT, S, D);
+        for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_encT[e] *= rownorm;
+    } else
+        memcpy(t->P.W_encT, t->P.W_dec, sizeof(float) * (size_t)S * D);
     if (t->P.log_threshold)
         for (int j = 0; j < S; j++) t->P.log_threshold[j] = (float)log(t->c.jr_init_threshold);
     if (t->c.bdec_init != SAE_BDEC_ZERO) {
         int64_t m = n < 16384 ? n : 16384;
-        float *xs = mem_alloc(sizeof(float) * (size_t)m * D);
+        float *xs = mem_alloc(sizeof(float) * (size_t)m * Do);
         if (!xs) {
             sae_trainer_free(t);
             return err_set(ERR_NOMEM, "SAE trainer: out of memory");
         }
-        for (int64_t e = 0; e < m * D; e++) xs[e] = (float)(sample[e] * t->scale);
-        if (t->c.bdec_init == SAE_BDEC_MEDIAN) rc = sae_geometric_median(t->P.b_dec, xs, m, D, 100);
-        else rc = sae_geometric_median(t->P.b_dec, xs, m, D, 0);
+        if (t->tc) /* b_dec is on the output side: the targets' median */
+            for (int64_t r = 0; r < m; r++)
+                for (int i = 0; i < Do; i++)
+                    xs[r * Do + i] = (float)(sample[r * W + D + i] * t->scale_out);
+        else
+            for (int64_t e = 0; e < m * D; e++) xs[e] = (float)(sample[e] * t->scale);
+        if (t->c.bdec_init == SAE_BDEC_MEDIAN) rc = sae_geometric_median(t->P.b_dec, xs, m, Do, 100);
+        else rc = sae_geometric_median(t->P.b_dec, xs, m, Do, 0);
         mem_free(xs);
         if (rc) {
             sae_trainer_free(t);
@@ -437,17 +465,32 @@ static double lr_at(const sae_trainer *t)
     return lr;
 }
 
+/* Skip transcoders: yhat += xs W_skip^T; dW_skip += dxhat^T xs (dxhat from recon_error). */
+static void skip_forward(sae_trainer *t)
+{
+    if (!t->P.W_skip) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t->B, t->Do, t->D, 1.0f, t->xs, t->D,
+                t->P.W_skip, t->D, 1.0f, t->xhat, t->Do);
+}
+
+static void skip_backward(sae_trainer *t)
+{
+    if (!t->P.W_skip) return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t->Do, t->D, t->B, 1.0f, t->dxhat, t->Do,
+                t->xs, t->D, 1.0f, t->G.W_skip, t->D);
+}
+
 /* Reconstruction error of the batch: fills dxhat = 2/B (xhat - xs), returns sse; *ev. */
 static double recon_error(sae_trainer *t, double *ev)
 {
-    int B = t->B, D = t->D;
+    int B = t->B, D = t->Do;
     double sse = 0, ss = 0;
     double *mean = NULL;
     float scale = 2.0f / B;
     for (int64_t e = 0; e < (int64_t)B * D; e++) {
-        float d = t->xhat[e] - t->xs[e];
+        float d = t->xhat[e] - t->ys[e];
         sse += (double)d * d;
-        ss += (double)t->xs[e] * t->xs[e];
+        ss += (double)t->ys[e] * t->ys[e];
         t->dxhat[e] = scale * d;
     }
     /* sum ||x - mean||^2 = sum ||x||^2 - B ||mean||^2 */
@@ -455,7 +498,7 @@ static double recon_error(sae_trainer *t, double *ev)
     double msq = 0;
     if (mean) {
         for (int b = 0; b < B; b++)
-            for (int i = 0; i < D; i++) mean[i] += t->xs[(int64_t)b * D + i];
+            for (int i = 0; i < D; i++) mean[i] += t->ys[(int64_t)b * D + i];
         for (int i = 0; i < D; i++) msq += (mean[i] / B) * (mean[i] / B);
         mem_free(mean);
     }
@@ -604,10 +647,20 @@ static int gated_forward_backward(sae_trainer *t, sae_step_stats *st, double coe
 /* Forward + backward into t->g (which must be zero). Fills t->fired and stats. */
 static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
 {
-    int B = t->B, D = t->D, S = t->S, k = t->c.k;
+    int B = t->B, D = t->D, Do = t->Do, S = t->S, k = t->c.k;
     const sae_params *P = &t->P, *G = &t->G;
     float sc = (float)t->scale;
-    for (int64_t e = 0; e < (int64_t)B * D; e++) t->xs[e] = x[e] * sc;
+    if (t->tc) { /* paired rows [x | y]: the input and the target, each with its own scale */
+        float so = (float)t->scale_out;
+        for (int b = 0; b < B; b++) {
+            const float *r = x + (int64_t)b * (D + Do);
+            for (int i = 0; i < D; i++) t->xs[(int64_t)b * D + i] = r[i] * sc;
+            for (int i = 0; i < Do; i++) t->ys[(int64_t)b * Do + i] = r[D + i] * so;
+        }
+    } else
+        for (int64_t e = 0; e < (int64_t)B * D; e++) t->xs[e] = x[e] * sc;
+    /* transcoders do not subtract b_dec (of the output side) from the input */
+    const float *bsub = t->tc ? t->zero_in : P->b_dec;
     memset(t->fired, 0, S);
     double coef = sparsity_coef(t), sparsity_loss = 0, aux_loss = 0, ev = 0;
     int64_t active = 0;
@@ -623,7 +676,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             for (int r0 = 0; r0 < B; r0 += t->chunk) {
                 int n = B - r0 < t->chunk ? B - r0 : t->chunk;
                 sae_k_encode(t->pre, t->xc + (int64_t)r0 * D, t->xs + (int64_t)r0 * D, P->W_encT,
-                             P->b_enc, P->b_dec, n, D, S);
+                             P->b_enc, bsub, n, D, S);
                 sae_k_topk(t->idx + (int64_t)r0 * k, t->val + (int64_t)r0 * k, t->pre, n, S, k,
                            NULL, 0);
                 if (ka)
@@ -632,7 +685,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             }
             for (int b = 0; b <= B; b++) t->ptr[b] = (int64_t)b * k;
         } else {
-            sae_k_encode(t->pre, t->xc, t->xs, P->W_encT, P->b_enc, P->b_dec, B, D, S);
+            sae_k_encode(t->pre, t->xc, t->xs, P->W_encT, P->b_enc, bsub, B, D, S);
             float thr;
             sae_k_batchtopk(t->ptr, t->idx, t->val, t->cap, &thr, t->pre, B, S, (int64_t)k * B,
                             t->scratch);
@@ -649,14 +702,16 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
                 t->fired[t->idx[e]] = 1;
                 active++;
             }
-        sae_k_decode_sparse(t->xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, B, D);
+        sae_k_decode_sparse(t->xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, B, Do);
+        skip_forward(t);
         double sse = recon_error(t, &ev);
-        st->mse = sse / ((double)B * D);
+        st->mse = sse / ((double)B * Do);
         recon_loss = sse / B;
-        colsum_add(G->b_dec, t->dxhat, B, D);
+        colsum_add(G->b_dec, t->dxhat, B, Do);
+        skip_backward(t);
         sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, B, S);
         sae_k_decode_sparse_backward(G->W_dec, t->dval, t->dxhat, t->tptr, t->tent, t->ttok,
-                                     t->val, P->W_dec, S, D);
+                                     t->val, P->W_dec, S, Do);
         for (int64_t e = 0; e < nnz; e++)
             if (!(t->val[e] > 0)) t->dval[e] = 0;
         sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok,
@@ -665,17 +720,17 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
         if (ka) {
             /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
             float ca = (float)(t->c.aux_coef * fmin(1.0, (double)nd / t->kaux));
-            sae_k_decode_sparse(t->ehat, t->aptr, t->aidx, t->aval, P->W_dec, NULL, B, D);
+            sae_k_decode_sparse(t->ehat, t->aptr, t->aidx, t->aval, P->W_dec, NULL, B, Do);
             double asse = 0;
-            for (int64_t e = 0; e < (int64_t)B * D; e++) {
-                float d = t->ehat[e] - (t->xs[e] - t->xhat[e]);
+            for (int64_t e = 0; e < (int64_t)B * Do; e++) {
+                float d = t->ehat[e] - (t->ys[e] - t->xhat[e]);
                 asse += (double)d * d;
                 t->ehat[e] = 2.0f * ca / B * d;
             }
             aux_loss = ca * asse / B;
             sae_k_csr_transpose(t->atptr, t->atent, t->attok, t->aptr, t->aidx, B, S);
             sae_k_decode_sparse_backward(G->W_dec, t->adval, t->ehat, t->atptr, t->atent,
-                                         t->attok, t->aval, P->W_dec, S, D);
+                                         t->attok, t->aval, P->W_dec, S, Do);
             int64_t an = t->aptr[B];
             for (int64_t e = 0; e < an; e++)
                 if (!(t->aval[e] > 0)) t->adval[e] = 0;
@@ -685,7 +740,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     } else {
         float *pre = t->pre, *f = t->fbuf;
         int64_t BS = (int64_t)B * S;
-        sae_k_encode(pre, t->xc, t->xs, P->W_encT, P->b_enc, P->b_dec, B, D, S);
+        sae_k_encode(pre, t->xc, t->xs, P->W_encT, P->b_enc, bsub, B, D, S);
         const float *lt = P->log_threshold;
         for (int64_t e = 0; e < BS; e++) {
             float v = pre[e], th = lt ? expf(lt[e % S]) : 0;
@@ -695,36 +750,38 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
                 t->fired[e % S] = 1;
             }
         }
-        for (int b = 0; b < B; b++) memcpy(t->xhat + (int64_t)b * D, P->b_dec, sizeof(float) * D);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, f, S, P->W_dec, D,
-                    1.0f, t->xhat, D);
+        for (int b = 0; b < B; b++) memcpy(t->xhat + (int64_t)b * Do, P->b_dec, sizeof(float) * Do);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, Do, S, 1.0f, f, S, P->W_dec, Do,
+                    1.0f, t->xhat, Do);
+        skip_forward(t);
         double sse = recon_error(t, &ev);
-        st->mse = sse / ((double)B * D);
+        st->mse = sse / ((double)B * Do);
         recon_loss = sse / B;
-        colsum_add(G->b_dec, t->dxhat, B, D);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->dxhat, D,
-                    1.0f, G->W_dec, D);
+        colsum_add(G->b_dec, t->dxhat, B, Do);
+        skip_backward(t);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, Do, B, 1.0f, f, S, t->dxhat, Do,
+                    1.0f, G->W_dec, Do);
         float cB = (float)(coef / B);
         if (t->c.arch == SAE_RELU) {
             /* L1 weighted by decoder norms: coef/B * sum_b sum_j f_bj ||W_dec,j|| */
             for (int j = 0; j < S; j++) {
-                const float *w = P->W_dec + (int64_t)j * D;
+                const float *w = P->W_dec + (int64_t)j * Do;
                 double nn = 0, fsum = 0;
-                for (int i = 0; i < D; i++) nn += (double)w[i] * w[i];
+                for (int i = 0; i < Do; i++) nn += (double)w[i] * w[i];
                 nn = sqrt(nn);
                 for (int b = 0; b < B; b++) fsum += f[(int64_t)b * S + j];
                 sparsity_loss += coef / B * fsum * nn;
                 if (nn > 0) {
                     float gsc = (float)(coef / B * fsum / nn);
-                    float *gw = G->W_dec + (int64_t)j * D;
-                    for (int i = 0; i < D; i++) gw[i] += gsc * w[i];
+                    float *gw = G->W_dec + (int64_t)j * Do;
+                    for (int i = 0; i < Do; i++) gw[i] += gsc * w[i];
                 }
                 t->nrm[j] = (float)nn;
             }
         }
         /* df = dxhat @ W_dec^T, overwriting f */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, t->dxhat, D, P->W_dec,
-                    D, 0.0f, f, S);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, Do, 1.0f, t->dxhat, Do, P->W_dec,
+                    Do, 0.0f, f, S);
         if (t->c.arch == SAE_RELU) {
             for (int64_t e = 0; e < BS; e++) {
                 f[e] = pre[e] > 0 ? f[e] + cB * t->nrm[e % S] : 0;
@@ -748,7 +805,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     }
     /* gradient through xc = x - b_dec: db_dec -= (sum_b dpre_b) @ W_encT (g is zero on entry,
        so G->b_enc holds exactly this step's sum) */
-    sae_k_bdec_from_enc(G->b_dec, G->b_enc, P->W_encT, D, S);
+    if (!t->tc) sae_k_bdec_from_enc(G->b_dec, G->b_enc, P->W_encT, D, S);
     st->ev = ev;
     st->l0 = (double)active / B;
     st->sparsity_coef = coef;
@@ -775,17 +832,24 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
     int constrained = is_constrained(t->c.arch);
-    if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->D);
+    if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->Do);
     double lr = lr_at(t);
-    /* the JumpReLU thresholds are the last S parameters; they get their own learning rate */
-    int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth;
+    /* the JumpReLU thresholds are the S parameters after b_dec (the last ones but a skip
+       transcoder's W_skip); they get their own learning rate */
+    int64_t nskip = t->P.W_skip ? (int64_t)t->Do * t->D : 0;
+    int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth - nskip;
     sae_k_adam(t->p, t->g, t->m, t->v, nmain, (float)lr, (float)t->c.adam_b1,
                (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
     if (nth)
         sae_k_adam(t->p + nmain, t->g + nmain, t->m + nmain, t->v + nmain, nth,
                    (float)(lr * t->c.jr_lr_mult), (float)t->c.adam_b1, (float)t->c.adam_b2,
                    (float)t->c.adam_eps, t->step + 1);
-    if (constrained) sae_k_normalize_rows(t->P.W_dec, t->S, t->D);
+    if (nskip) {
+        int64_t o = nmain + nth;
+        sae_k_adam(t->p + o, t->g + o, t->m + o, t->v + o, nskip, (float)lr, (float)t->c.adam_b1,
+                   (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
+    }
+    if (constrained) sae_k_normalize_rows(t->P.W_dec, t->S, t->Do);
     int64_t ndead = 0;
     for (int j = 0; j < t->S; j++) {
         t->since[j] = t->fired[j] ? 0 : t->since[j] + t->B;
@@ -812,21 +876,23 @@ int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model *
     cfg.k = is_sparse(t->c.arch) ? t->c.k : 0;
     cfg.n_widths = t->c.n_widths;
     memcpy(cfg.widths, t->c.widths, sizeof cfg.widths);
+    cfg.transcoder = t->tc;
+    cfg.d_out = t->tc ? t->Do : 0;
     sae_model *s;
     int rc = sae_model_new(&s, &cfg);
     if (rc) return rc;
-    int D = t->D, S = t->S;
-    float inv = (float)(1.0 / t->scale);
+    int D = t->D, S = t->S, Do = t->Do;
+    /* raw units: x = xs / scale, y = ys / scale_out (= scale for SAEs); f_raw = f n / scale_out */
+    float inv = (float)(1.0 / t->scale_out);
+    float io = (float)(t->scale / t->scale_out); /* transcoders: the input side's extra factor */
     for (int j = 0; j < S; j++) {
-        const float *wd = t->P.W_dec + (int64_t)j * D, *we = t->P.W_encT + (int64_t)j * D;
+        const float *wd = t->P.W_dec + (int64_t)j * Do, *we = t->P.W_encT + (int64_t)j * D;
         double nn = 0;
-        for (int i = 0; i < D; i++) nn += (double)wd[i] * wd[i];
+        for (int i = 0; i < Do; i++) nn += (double)wd[i] * wd[i];
         nn = sqrt(nn);
         float n = nn > 0 ? (float)nn : 1.0f;
-        for (int i = 0; i < D; i++) {
-            s->W_dec[(int64_t)j * D + i] = wd[i] / n;
-            s->W_enc[(int64_t)i * S + j] = we[i] * n;
-        }
+        for (int i = 0; i < Do; i++) s->W_dec[(int64_t)j * Do + i] = wd[i] / n;
+        for (int i = 0; i < D; i++) s->W_enc[(int64_t)i * S + j] = t->tc ? we[i] * (n * io) : we[i] * n;
         s->b_enc[j] = t->P.b_enc[j] * n * inv;
         if (t->c.arch == SAE_JUMPRELU) s->threshold[j] = expf(t->P.log_threshold[j]) * n * inv;
         if (is_batchtopk(t->c.arch)) s->threshold[j] = t->thr_run * n * inv;
@@ -835,7 +901,9 @@ int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model *
             s->r_mag[j] = t->P.r_mag[j];
         }
     }
-    for (int i = 0; i < D; i++) s->b_dec[i] = t->P.b_dec[i] * inv;
+    for (int i = 0; i < Do; i++) s->b_dec[i] = t->P.b_dec[i] * inv;
+    if (s->W_skip)
+        for (int64_t e = 0; e < (int64_t)Do * D; e++) s->W_skip[e] = t->P.W_skip[e] * io;
     *out = s;
     return OK;
 }
@@ -871,7 +939,8 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
              fwrite(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fwrite(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S;
+             fwrite(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
+             (!t->tc || fwrite(&t->scale_out, sizeof(double), 1, fp) == 1);
     if (!ok) {
         int e = errno;
         file_atomic_abort(&out);
@@ -909,7 +978,8 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     int ok = fread(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
              fread(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
              fread(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fread(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S;
+             fread(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
+             (!t->tc || fread(&t->scale_out, sizeof(double), 1, fp) == 1);
     fclose(fp);
     if (!ok) {
         sae_trainer_free(t);
@@ -918,6 +988,7 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     t->step = h.step;
     t->tokens = h.tokens;
     t->scale = h.scale;
+    if (!t->tc) t->scale_out = h.scale;
     t->thr_run = h.thr_run;
     *out = t;
     return OK;

@@ -17,6 +17,11 @@
  *                     the gate pre-activations, W_dec'/b_dec' the decoder frozen (no gradient);
  *                     f = 1[pi > 0] relu(exp(r_mag) (pi - b_gate) + b_mag), decoder unconstrained
  *                     with norms folded at export (as relu)
+ * Transcoders (transcoder != 0): the rows given to sae_trainer_new/step are (input, target) pairs
+ * [x | y] of d_in + d_out floats; the loss is the same with y in place of x as the target, no
+ * b_dec subtraction on the input, and skip transcoders add x W_skip^T (W_skip zero at init) to
+ * the output. Input and target get separate scales (mean norms sqrt(d_in) and sqrt(d_out)); the
+ * encoder rows are their own random unit vectors (d_in != d_out), b_dec the target's median.
  *   Adam; lr warm-up over warmup_frac of the steps, linear decay to 0 over the last decay_frac;
  *   sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu) with
  *   the gradient component parallel to each row removed before the step; W_enc = W_dec^T at
@@ -75,6 +80,8 @@ typedef struct {
     /* fields added after the first checkpoint version (older checkpoints read them as 0) */
     int n_widths;                /* matryoshka: prefix widths (d_sae appended when missing) */
     int widths[SAE_MAX_WIDTHS];
+    int transcoder;              /* SAE_TRANSCODER / SAE_SKIP_TRANSCODER (arch: the activation) */
+    int d_out;                   /* transcoders: target width */
 } sae_train_config;
 
 void sae_train_defaults(sae_train_config *c);
@@ -116,6 +123,8 @@ int sae_trainer_resume(sae_trainer **out, const char *path);
 typedef struct {
     float *W_encT, *W_dec, *b_enc, *b_dec, *log_threshold;
     float *r_mag, *b_mag; /* gated only (b_enc is b_gate), else NULL */
+    float *W_skip;        /* skip transcoders: [d_out,d_in], else NULL (W_dec [S,d_out] and
+                             b_dec [d_out] for transcoders) */
 } sae_params;
 void sae_trainer_params(sae_trainer *t, sae_params *p, sae_params *grad);
 int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st);
