@@ -166,11 +166,19 @@ void sae_source_adopt(sae_source *s, float *data);
 typedef struct {
     int64_t hook_id, tokens, seqs;
     int width, seq_len;
+    int width_out; /* paired sources: the second hook's width */
     char model_name[128];
 } sae_store_info;
 int sae_source_store(sae_source **out, const char *db, const char *hook, int split,
                      double val_frac, uint64_t seed, int64_t shuffle_tokens, int skip_bos,
                      double max_norm_ratio, sae_store_info *info);
+/* Paired mode (transcoders): rows [x | y] of width + width_out floats, x from hook and y from
+ * hook_out at the same (sequence, position); both hooks must come from one extract (same model
+ * and sequence length, the same sequences). The order, split and BOS rule follow hook; the norm
+ * cap looks at x. */
+int sae_source_store_pair(sae_source **out, const char *db, const char *hook, const char *hook_out,
+                          int split, double val_frac, uint64_t seed, int64_t shuffle_tokens,
+                          int skip_bos, double max_norm_ratio, sae_store_info *info);
 /* Tokens a store source has dropped for their norm so far. */
 int64_t sae_source_store_dropped(const sae_source *src);
 int sae_source_skip(sae_source *s, int64_t rows, int B);
