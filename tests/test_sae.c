@@ -894,9 +894,10 @@ static void test_transcoders(void)
 static void test_reference_fixtures(void)
 {
     const char *cases[] = {"standard", "standard_nobdec", "topk", "jumprelu", "matryoshka", "gated",
-                           "gated_nobdec"};
+                           "gated_nobdec", "transcoder", "jumprelu_transcoder", "skip_transcoder"};
     const sae_arch want[] = {SAE_RELU, SAE_RELU, SAE_TOPK, SAE_JUMPRELU, SAE_MATRYOSHKA, SAE_GATED,
-                             SAE_GATED};
+                             SAE_GATED, SAE_RELU, SAE_JUMPRELU, SAE_RELU};
+    const int want_tc[] = {0, 0, 0, 0, 0, 0, 0, SAE_TRANSCODER, SAE_TRANSCODER, SAE_SKIP_TRANSCODER};
     for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
         char dir[256], p[300];
         snprintf(dir, sizeof dir, "tests/data/sae_ref/%s", cases[c]);
@@ -904,7 +905,8 @@ static void test_reference_fixtures(void)
         int rc = sae_load(&m, dir);
         CHECK(rc == OK, "%s: %s", cases[c], err_msg());
         if (rc) continue;
-        CHECK(m->cfg.arch == want[c], "%s loads as %s", cases[c], sae_arch_name(m->cfg.arch));
+        CHECK(m->cfg.arch == want[c] && m->cfg.transcoder == want_tc[c], "%s loads as %s", cases[c],
+              sae_arch_name(m->cfg.arch));
         float *x = NULL, *f = NULL, *xh = NULL;
         int nd;
         int64_t sx[NPY_MAX_DIMS], sf[NPY_MAX_DIMS], sh[NPY_MAX_DIMS];
@@ -914,13 +916,16 @@ static void test_reference_fixtures(void)
         if (!rc) rc = npy_read(p, &f, &nd, sf);
         snprintf(p, sizeof p, "%s/xhat.npy", dir);
         if (!rc) rc = npy_read(p, &xh, &nd, sh);
-        CHECK(rc == OK && sf[1] == m->cfg.d_sae && sx[1] == m->cfg.d_in, "%s fixtures: %s",
-              cases[c], err_msg());
+        CHECK(rc == OK && sf[1] == m->cfg.d_sae && sx[1] == m->cfg.d_in &&
+                  sh[1] == sae_out_dim(&m->cfg), "%s fixtures: %s", cases[c], err_msg());
         if (!rc) {
-            int N = (int)sx[0], S = m->cfg.d_sae, D = m->cfg.d_in;
+            int N = (int)sx[0], S = m->cfg.d_sae, D = sae_out_dim(&m->cfg);
             float *f2 = mem_alloc(sizeof(float) * N * S), *x2 = mem_alloc(sizeof(float) * N * D);
+            float *f3 = mem_alloc(sizeof(float) * N * S);
             sae_encode(m, x, N, f2);
-            sae_decode(m, f, N, x2);
+            if (m->W_skip) sae_forward(m, x, N, f3, x2); /* the skip path needs the input */
+            else sae_decode(m, f, N, x2);
+            mem_free(f3);
             double ef = 0, ex = 0;
             int64_t nf = 0;
             for (int e = 0; e < N * S; e++) {

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """sae_ref.py - reference forward passes of every SAE architecture, from SAELens' equations
 (sae_lens/saes/*.py: encode/decode of StandardSAE, TopKSAE, JumpReLUSAE, GatedSAE; Matryoshka
-BatchTopK is saved as JumpReLU), in numpy, on random weights and inputs.
+BatchTopK is saved as JumpReLU; transcoder.py's Transcoder, JumpReLUTranscoder, SkipTranscoder), in
+numpy, on random weights and inputs.
 
 For each case it writes OUT/<case>/ in the SAELens file layout (cfg.json, sae_weights.safetensors)
-plus x.npy [N,d_in], f.npy [N,d_sae] (encode) and xhat.npy [N,d_in] (decode of f). tests/test_sae.c
-loads each directory with sae_load and checks sae_encode/sae_decode against f and xhat (1e-5).
+plus x.npy [N,d_in], f.npy [N,d_sae] (encode) and xhat.npy [N,d_out] (the forward pass: decode of f,
+plus x W_skip^T for a skip transcoder). tests/test_sae.c loads each directory with sae_load and checks
+sae_encode and sae_forward against f and xhat (1e-5).
 
     /usr/bin/python3 tools/ref/sae_ref.py tests/data/sae_ref   (numpy only; deterministic)
 """
@@ -16,7 +18,7 @@ import sys
 
 import numpy as np
 
-D_IN, D_SAE, N, K = 6, 10, 7, 3
+D_IN, D_SAE, N, K, D_OUT = 6, 10, 7, 3, 4
 
 
 def write_safetensors(path, tensors):
@@ -76,6 +78,23 @@ def decode(f, w):
     return f @ w["W_dec"] + w["b_dec"]
 
 
+# transcoders: process_sae_in never subtracts b_dec (it is d_out wide)
+def enc_transcoder(x, w, c):
+    return relu(x @ w["W_enc"] + w["b_enc"])
+
+
+def enc_jumprelu_transcoder(x, w, c):
+    pre = x @ w["W_enc"] + w["b_enc"]
+    return relu(pre) * (pre > w["threshold"])
+
+
+def forward(x, f, w):
+    out = decode(f, w)
+    if "W_skip" in w:
+        out = out + x @ w["W_skip"].T
+    return out
+
+
 def cfg_base(arch, apply_b_dec=True):
     return {"architecture": arch, "d_in": D_IN, "d_sae": D_SAE, "dtype": "float32", "device": "cpu",
             "apply_b_dec_to_input": apply_b_dec, "normalize_activations": "none",
@@ -118,6 +137,24 @@ def main(out):
         w["r_mag"] = rng.normal(size=D_SAE) * 0.3
         cases.append((name, cfg_base("gated", nob), w, enc_gated))
 
+    for name, arch, thr, skip in (("transcoder", "transcoder", False, False),
+                                  ("jumprelu_transcoder", "jumprelu_transcoder", True, False),
+                                  ("skip_transcoder", "skip_transcoder", False, True)):
+        W_dec = rng.normal(size=(D_SAE, D_OUT))
+        W_dec /= np.linalg.norm(W_dec, axis=1, keepdims=True)
+        w = {"W_enc": rng.normal(size=(D_IN, D_SAE)) * 0.6, "b_enc": rng.normal(size=D_SAE) * 0.3,
+             "W_dec": W_dec, "b_dec": rng.normal(size=D_OUT) * 0.5}
+        if thr:
+            w["threshold"] = rng.uniform(0.2, 1.0, size=D_SAE)
+        if skip:
+            w["W_skip"] = rng.normal(size=(D_OUT, D_IN)) * 0.3
+        c = cfg_base(arch, False)
+        c["d_out"] = D_OUT
+        c["hook_name_out"] = "blocks.0.hook_mlp_out"
+        c["metadata"]["hook_name"] = "blocks.0.ln2.hook_normalized"
+        c["metadata"]["hook_name_out"] = "blocks.0.hook_mlp_out"
+        cases.append((name, c, w, enc_jumprelu_transcoder if thr else enc_transcoder))
+
     for name, cfg, w, enc in cases:
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
@@ -125,7 +162,7 @@ def main(out):
         w64 = {k: v.astype(np.float64) for k, v in w.items()}
         x32 = x.astype(np.float32).astype(np.float64)
         f = enc(x32, w64, cfg)
-        xhat = decode(f, w64)
+        xhat = forward(x32, f, w64)
         write_safetensors(os.path.join(d, "sae_weights.safetensors"), w)
         with open(os.path.join(d, "cfg.json"), "w") as fp:
             json.dump(cfg, fp, indent=1)
