@@ -889,6 +889,64 @@ static void test_transcoders(void)
     sae_synth_free(g);
 }
 
+/* Hierarchical synthetic features: a child never fires without its parent and fires with about
+   child_p given it; the codes agree with the samples; the absorption metric on SAEs whose parent
+   latents never / always fire gives 1 / 0. */
+static void test_hierarchy_absorption(void)
+{
+    enum { N = 8192 };
+    synth_config sc = small_synth();
+    sc.rank = 0;
+    sc.parents = 4;
+    sc.children = 3;
+    sc.child_p = 0.5;
+    sae_synth *g, *g2;
+    CHECK(sae_synth_new(&g, &sc) == OK && sae_synth_new(&g2, &sc) == OK, "%s", err_msg());
+    float *x = mem_alloc(sizeof(float) * N * 64), *x2 = mem_alloc(sizeof(float) * N * 64);
+    float *codes = mem_alloc(sizeof(float) * N * 128);
+    sae_synth_sample_codes(g, x, N, codes);
+    sae_synth_sample(g2, x2, N, NULL);
+    CHECK(!memcmp(x, x2, sizeof(float) * N * 64), "codes and plain samples differ");
+    int64_t orphans = 0, with_parent = 0, child_on = 0, small = 0;
+    for (int b = 0; b < N; b++)
+        for (int p = 0; p < 4; p++) {
+            const float *c = codes + (int64_t)b * 128 + p * 4;
+            small += c[0] > 0 && c[0] < 0.5f;
+            for (int k = 1; k < 4; k++) {
+                orphans += c[k] > 0 && !(c[0] > 0);
+                if (c[0] > 0) with_parent++, child_on += c[k] > 0;
+            }
+        }
+    CHECK(orphans == 0 && small == 0, "%lld children without their parent, %lld small parents",
+          (long long)orphans, (long long)small);
+    CHECK(with_parent > 1000 && fabs((double)child_on / with_parent - 0.5) < 0.05,
+          "child rate given the parent %.3f", (double)child_on / with_parent);
+    sae_config cfg = {.arch = SAE_RELU, .d_in = 64, .d_sae = 4};
+    sae_model *m;
+    CHECK(sae_model_new(&m, &cfg) == OK);
+    const float *dirs = sae_synth_directions(g);
+    for (int p = 0; p < 4; p++)
+        for (int i = 0; i < 64; i++) {
+            m->W_dec[p * 64 + i] = dirs[(p * 4) * 64 + i];
+            m->W_enc[i * 4 + p] = dirs[(p * 4) * 64 + i];
+        }
+    sae_absorption_result r;
+    for (int p = 0; p < 4; p++) m->b_enc[p] = -1e6f;
+    CHECK(sae_absorption(m, &sc, dirs, x, codes, N, &r) == OK && r.absorption == 1 &&
+              r.parent_alone == 0 && r.n_parents == 4 && fabs(r.parent_cos - 1) < 1e-5,
+          "never firing: absorption %g alone %g", r.absorption, r.parent_alone);
+    for (int p = 0; p < 4; p++) m->b_enc[p] = 1e6f;
+    CHECK(sae_absorption(m, &sc, dirs, x, codes, N, &r) == OK && r.absorption == 0 &&
+              r.parent_alone == 1, "always firing: absorption %g alone %g", r.absorption,
+          r.parent_alone);
+    sae_free(m);
+    mem_free(x);
+    mem_free(x2);
+    mem_free(codes);
+    sae_synth_free(g);
+    sae_synth_free(g2);
+}
+
 /* SAELens' equations in numpy (tools/ref/sae_ref.py) on random weights and inputs: the committed
    fixtures load with sae_load and encode/decode to the reference within 1e-5. */
 static void test_reference_fixtures(void)
@@ -959,6 +1017,7 @@ int main(void)
     fd_check(SAE_JUMPRELU, "jumprelu");
     test_reference_fixtures();
     test_transcoders();
+    test_hierarchy_absorption();
     fd_check(SAE_GATED, "gated");
     fd_check(SAE_MATRYOSHKA, "matryoshka");
     fd_check_tc(SAE_RELU, SAE_TRANSCODER, "relu transcoder");
