@@ -56,7 +56,9 @@ typedef struct {
     char name[256];
     sae_model *sae;   /* NULL for neurons */
     int d_in, d_sae;
-    float *W_dec;     /* [d_sae,d_in]: the SAE's, or an owned identity */
+    int d_out;        /* decoder width: d_in, or a transcoder's d_out */
+    store_hook hook_out; /* transcoders: the hook they reconstruct (id -1 otherwise) */
+    float *W_dec;     /* [d_sae,d_out]: the SAE's, or an owned identity */
     int own_dec;
 } dict;
 
@@ -200,6 +202,56 @@ static int splice_hook(const tensor_view *t, void *user)
     return 0;
 }
 
+/* A transcoder in place of the MLP: the input hook's rows are captured (left as they are), and
+ * the output hook (hook_mlp_out) becomes the transcoder's output of them, or zero, or the output
+ * plus the error term (the clean value again). */
+typedef struct {
+    splice *sp;
+    float *xin; /* [cap_rows, d_in] the captured input */
+    int rows;
+} tc_splice;
+
+static int tc_capture_hook(const tensor_view *t, void *user)
+{
+    tc_splice *ts = user;
+    int d_in = ts->sp->d->d_in;
+    int64_t numel = tensor_numel(t);
+    if (numel % d_in || numel / d_in > ts->sp->cap_rows) {
+        ts->sp->rc = err_set(ERR_SHAPE, "hook %s gives %lld values, not rows of %d", t->name,
+                             (long long)numel, d_in);
+        return 1;
+    }
+    ts->rows = (int)(numel / d_in);
+    memcpy(ts->xin, t->data, (size_t)numel * sizeof(float));
+    return 0;
+}
+
+static int tc_replace_hook(const tensor_view *t, void *user)
+{
+    tc_splice *ts = user;
+    splice *sp = ts->sp;
+    int d_out = sp->d->d_out;
+    int64_t numel = tensor_numel(t);
+    float *y = t->data;
+    if (numel != (int64_t)ts->rows * d_out) {
+        sp->rc = err_set(ERR_SHAPE, "hook %s gives %lld values, not %d rows of %d", t->name,
+                         (long long)numel, ts->rows, d_out);
+        return 1;
+    }
+    if (sp->mode == SPLICE_ZERO) {
+        memset(y, 0, (size_t)numel * sizeof *y);
+        return 0;
+    }
+    int rc = sae_forward(sp->d->sae, ts->xin, ts->rows, sp->f, sp->xhat);
+    if (rc) {
+        sp->rc = rc;
+        return 1;
+    }
+    for (int64_t i = 0; i < numel; i++)
+        y[i] = sp->mode == SPLICE_SAE ? sp->xhat[i] : sp->xhat[i] + (y[i] - sp->xhat[i]);
+    return 0;
+}
+
 static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_downstream *out)
 {
     memset(out, 0, sizeof *out);
@@ -208,14 +260,17 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
     int T_max = sh->hook.seq_len, V = cfg->vocab_size;
     size_t nuse = sh->nseq < (size_t)o->ce_seqs ? sh->nseq : (size_t)o->ce_seqs;
     splice sp = {.d = d, .cap_rows = T_max};
+    int tc = d->sae && d->sae->cfg.transcoder;
+    tc_splice ts = {.sp = &sp};
     int *targets = mem_alloc((size_t)T_max * sizeof *targets);
     float *clean = mem_alloc((size_t)T_max * V * sizeof *clean);
     float *probs = mem_alloc((size_t)T_max * V * sizeof *probs); /* softmax of clean, reused */
     double *lse = mem_alloc((size_t)T_max * sizeof *lse);
     sp.f = mem_alloc((size_t)T_max * d->d_sae * sizeof *sp.f);
-    sp.xhat = mem_alloc((size_t)T_max * d->d_in * sizeof *sp.xhat);
+    sp.xhat = mem_alloc((size_t)T_max * d->d_out * sizeof *sp.xhat);
+    if (tc) ts.xin = mem_alloc((size_t)T_max * d->d_in * sizeof *ts.xin);
     int rc = OK;
-    if (!targets || !clean || !probs || !lse || !sp.f || !sp.xhat) rc = err_set(ERR_NOMEM, "out of memory for logits");
+    if (!targets || !clean || !probs || !lse || !sp.f || !sp.xhat || (tc && !ts.xin)) rc = err_set(ERR_NOMEM, "out of memory for logits");
     double sums[4] = {0}, kls[3] = {0};
     progress pr;
     progress_begin(&pr, "downstream", (double)nuse, "seq");
@@ -235,7 +290,11 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
             gpt2_hook_clear(m);
             sp.mode = mode;
             sp.rc = 0;
-            if ((rc = gpt2_hook_add(m, sh->hook.name, splice_hook, &sp)))
+            if (tc) { /* capture the input first: hooks run in the order of the forward pass */
+                if ((rc = gpt2_hook_add(m, sh->hook.name, tc_capture_hook, &ts)) ||
+                    (rc = gpt2_hook_add(m, d->hook_out.name, tc_replace_hook, &ts)))
+                    break;
+            } else if ((rc = gpt2_hook_add(m, sh->hook.name, splice_hook, &sp)))
                 break;
             rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean);
             if (sp.rc) rc = sp.rc;
@@ -270,6 +329,7 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
     mem_free(probs);
     mem_free(lse);
     mem_free(sp.f);
+    mem_free(ts.xin);
     mem_free(sp.xhat);
     return rc;
 }
@@ -430,18 +490,20 @@ static int dict_work_init(dict_work *w, const dict *d, const ana_run_opts *o)
         return err_set(ERR_NOMEM, "out of memory for %d features", D);
     int rc = ana_log_edges(w->edges, o->nbins, o->hist_lo, o->hist_hi);
     if (!rc) rc = ana_feat_acc_new(&w->acc, D, o->top_n, o->reservoir, w->edges, o->nbins, 0x5ae1u);
-    if (!rc) rc = sae_metrics_init(&w->rec, d->d_in, D);
+    if (!rc) rc = sae_metrics_init(&w->rec, d->d_out, D);
     return rc;
 }
 
 /* 1. the pass over the stored activations: metrics and per-feature statistics */
 static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work *w)
 {
-    const int d_in = d->d_in, D = d->d_sae, Tm = sh->hook.seq_len;
+    const int d_in = d->d_in, D = d->d_sae, Tm = sh->hook.seq_len, d_out = d->d_out;
+    const int tc = d->hook_out.id >= 0;
     float *x = mem_alloc((size_t)Tm * d_in * sizeof *x);
-    float *xhat = mem_alloc((size_t)Tm * d_in * sizeof *xhat);
+    float *xhat = mem_alloc((size_t)Tm * d_out * sizeof *xhat);
     float *f = mem_alloc((size_t)Tm * D * sizeof *f);
-    int rc = !x || !xhat || !f ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
+    float *y = tc ? mem_alloc((size_t)Tm * d_out * sizeof *y) : NULL;
+    int rc = !x || !xhat || !f || (tc && !y) ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
     progress pr;
     progress_begin(&pr, d->kind, (double)sh->nseq, "seq");
     for (size_t i = 0; i < sh->nseq && !rc; i++) {
@@ -451,7 +513,18 @@ static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work
            the metrics and the top lists, so it is left out unless keep_bos */
         int b0 = sh->bos[i] && !o->keep_bos && T > 0;
         const float *xs = x + (size_t)b0 * d_in, *fs = xs;
-        if (d->sae) {
+        if (tc) { /* a transcoder: its output against the same tokens at the output hook */
+            int T2 = Tm;
+            if ((rc = store_act_read(sh->s, d->hook_out.id, sh->seq[i], y, &T2))) break;
+            if (T2 != T) {
+                rc = err_set(ERR_SHAPE, "sequence %lld: %d tokens at %s, %d at %s",
+                             (long long)sh->seq[i], T, sh->hook.name, T2, d->hook_out.name);
+                break;
+            }
+            if ((rc = sae_forward(d->sae, xs, T - b0, f, xhat))) break;
+            sae_metrics_add(&w->rec, y + (size_t)b0 * d_out, xhat, f, T - b0);
+            fs = f;
+        } else if (d->sae) {
             if ((rc = sae_metrics_eval_rows(&w->rec, d->sae, xs, T - b0, f, xhat))) break;
             fs = f;
         } else {
@@ -465,13 +538,14 @@ static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work
     mem_free(x);
     mem_free(xhat);
     mem_free(f);
+    mem_free(y);
     return rc;
 }
 
 /* 3. geometry: decoder directions and as many random unit vectors of the same width */
 static int dict_geometry(const dict *d, const ana_run_opts *o, dict_work *w)
 {
-    const int D = d->d_sae, d_in = d->d_in;
+    const int D = d->d_sae, d_in = d->d_out; /* the decoder's width */
     int rc = ana_geometry(d->W_dec, D, d_in, o->geom_bins, w->geo, w->nearest, w->ncos);
     if (rc) return rc;
     float *R = mem_alloc((size_t)D * d_in * sizeof *R);
@@ -499,7 +573,7 @@ static int write_vocab(const shared *sh, store_ana_writer *w)
 static int write_features(const shared *sh, const dict *d, const ana_run_opts *o,
                           const dict_work *dw, store_ana_writer *w, int64_t id, ana_dict_result *dr)
 {
-    const int D = d->d_sae, d_in = d->d_in;
+    const int D = d->d_sae, d_in = d->d_out; /* the decoder rows' width */
     int64_t *tag_counts = mem_alloc((size_t)D * (sh->ntags + 1) * sizeof *tag_counts);
     ana_act *acts = mem_alloc((size_t)(o->top_n + o->n_intervals * o->per_interval + 1) * sizeof *acts);
     int *ivl = mem_alloc((size_t)(o->n_intervals * o->per_interval + 1) * sizeof *ivl);
@@ -629,10 +703,12 @@ static int write_logit_effects(const shared *sh, const dict *d, const ana_run_op
                                store_ana_writer *w, int64_t id, ana_dict_result *dr)
 {
     const gpt2_config *cfg = gpt2_cfg(sh->model);
-    const int D = d->d_sae, d_in = d->d_in;
+    /* the decoder writes to the output hook (a transcoder's hook_out) */
+    const int D = d->d_sae, d_in = d->d_out;
     int ok, nd;
     int64_t shp[2];
-    const float *proj = gpt2_hook_direct_proj(sh->model, sh->hook.name, d_in, &ok);
+    const char *dec_hook = d->hook_out.id >= 0 ? d->hook_out.name : sh->hook.name;
+    const float *proj = gpt2_hook_direct_proj(sh->model, dec_hook, d_in, &ok);
     const float *WU = gpt2_param(sh->model, "lm_head.weight", &nd, shp);
     const float *gamma = gpt2_param(sh->model, "ln_f.weight", &nd, shp);
     if (!ok || !WU || !gamma) {
@@ -824,6 +900,7 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
         }
         if ((rc = sae_load(&sd.sae, o.sae_dir))) goto out;
         sd.d_in = sd.sae->cfg.d_in;
+        sd.d_out = sae_out_dim(&sd.sae->cfg);
         sd.d_sae = sd.sae->cfg.d_sae;
         sd.W_dec = sd.sae->W_dec;
         /* the directory as given names the analysis (report --sae finds it by that name) */
@@ -848,6 +925,20 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
                      o.sae_dir, sd.d_in, o.db, sh.hook.width, hook);
         goto out;
     }
+    sd.hook_out.id = nd.hook_out.id = -1;
+    if (sd.sae && sd.sae->cfg.transcoder) { /* its target: the output hook of the same extract */
+        const char *ho = sd.sae->cfg.hook_name_out;
+        if (!ho[0]) {
+            rc = err_set(ERR_ARG, "%s: the transcoder's cfg.json names no hook_name_out", o.sae_dir);
+            goto out;
+        }
+        if ((rc = store_hook_find(sh.s, ho, &sd.hook_out))) goto out;
+        if (sd.hook_out.width != sd.d_out) {
+            rc = err_set(ERR_SHAPE, "%s: the transcoder writes %d values per token but %s stores %d "
+                         "at %s", o.sae_dir, sd.d_out, o.db, sd.hook_out.width, ho);
+            goto out;
+        }
+    }
     /* only once the SAE fits the database: a failing analyze leaves the database untouched */
     if ((rc = store_ana_init(sh.s))) goto out;
     if ((rc = load_shared(&sh, &o))) goto out;
@@ -861,7 +952,7 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
     if (sd.sae && (rc = analyze_dict(&sh, &sd, &o, -1, &res->dict[0]))) goto out;
     if (sd.sae) res->n_dicts = 1;
     if (o.neurons) {
-        nd.d_in = nd.d_sae = sh.hook.width;
+        nd.d_in = nd.d_sae = nd.d_out = sh.hook.width;
         snprintf(nd.name, sizeof nd.name, "neurons@%s", sh.hook.name);
         nd.W_dec = mem_calloc((size_t)nd.d_in * nd.d_in, sizeof *nd.W_dec);
         if (!nd.W_dec) {

@@ -33,7 +33,7 @@ static int check_array(const char *path, const char *rows, const float *x, int n
 
 int cmd_sae_eval(int argc, char **argv)
 {
-    const char *cmd = "sae-eval", *dir = NULL, *truth = NULL, *acts = NULL;
+    const char *cmd = "sae-eval", *dir = NULL, *truth = NULL, *acts = NULL, *acts_out = NULL;
     double thr = 0.9;
     int64_t max_tokens = 0;
     arg_spec spec[] = {
@@ -41,6 +41,7 @@ int cmd_sae_eval(int argc, char **argv)
         {"--ground-truth", ARG_STR, &truth, "true directions [features, d_in] .npy"},
         {"--threshold", ARG_FLOAT, &thr, "cosine for 'recovered'"},
         {"--npy", ARG_STR, &acts, "activations [tokens, d_in] .npy for reconstruction metrics"},
+        {"--npy-out", ARG_STR, &acts_out, "transcoders: the target activations [tokens, d_out] of the --npy rows"},
         {"--max-tokens", ARG_I64, &max_tokens, "use at most N rows of --npy (0: all)"},
         {NULL, 0, NULL, NULL},
     };
@@ -50,18 +51,28 @@ int cmd_sae_eval(int argc, char **argv)
     if (!truth && !acts) return cli_usage_error(cmd, "give --ground-truth and/or --npy");
     sae_model *m;
     if (sae_load(&m, dir)) return cli_fail(cmd);
-    int D = m->cfg.d_in, S = m->cfg.d_sae, rc = OK;
+    int D = m->cfg.d_in, S = m->cfg.d_sae, Do = sae_out_dim(&m->cfg), rc = OK;
+    if (m->cfg.transcoder && acts && !acts_out) {
+        sae_free(m);
+        return cli_usage_error(cmd, "a transcoder's --npy needs --npy-out (its targets)");
+    }
+    if (!m->cfg.transcoder && acts_out) {
+        sae_free(m);
+        return cli_usage_error(cmd, "--npy-out is for transcoders");
+    }
     float *data = NULL;
     int nd;
     int64_t sh[NPY_MAX_DIMS];
     printf("sae %s: %s d_in %d d_sae %d", dir, sae_arch_name(m->cfg.arch), D, S);
+    if (m->cfg.transcoder)
+        printf(" %s d_out %d", m->cfg.transcoder == SAE_SKIP_TRANSCODER ? "skip_transcoder" : "transcoder", Do);
     if (m->cfg.k) printf(" k %d", m->cfg.k);
     printf("\n");
     if (truth) {
         rc = npy_read(truth, &data, &nd, sh);
-        if (!rc) rc = check_array(truth, "features", data, nd, sh, D, sh[0]);
+        if (!rc) rc = check_array(truth, "features", data, nd, sh, Do, sh[0]);
         double mm, rec;
-        if (!rc) rc = sae_mmcs(data, (int)sh[0], m->W_dec, S, D, thr, &mm, &rec, NULL);
+        if (!rc) rc = sae_mmcs(data, (int)sh[0], m->W_dec, S, Do, thr, &mm, &rec, NULL);
         if (!rc)
             printf("ground truth %s: %" PRId64 " features, MMCS %.4f, recovered (cos > %.2f) %.1f%%\n",
                    truth, sh[0], mm, thr, 100 * rec);
@@ -73,9 +84,27 @@ int cmd_sae_eval(int argc, char **argv)
         int64_t n = !rc && nd == 2 ? sh[0] : 0;
         if (max_tokens > 0 && n > max_tokens) n = max_tokens;
         if (!rc) rc = check_array(acts, "tokens", data, nd, sh, D, n);
+        if (!rc && acts_out) { /* transcoders: rows become (input, target) pairs */
+            float *yd = NULL, *xy = NULL;
+            int64_t sy[NPY_MAX_DIMS];
+            rc = npy_read(acts_out, &yd, &nd, sy);
+            if (!rc) rc = check_array(acts_out, "tokens", yd, nd, sy, Do, sy[0] < n ? sy[0] : n);
+            if (!rc && sy[0] < n)
+                rc = err_set(ERR_SHAPE, "%s: %" PRId64 " rows, fewer than the %" PRId64 " of %s",
+                             acts_out, sy[0], n, acts);
+            if (!rc && !(xy = mem_alloc(sizeof(float) * (size_t)(n ? n : 1) * (D + Do))))
+                rc = err_set(ERR_NOMEM, "out of memory");
+            for (int64_t r = 0; !rc && r < n; r++) {
+                memcpy(xy + r * (D + Do), data + r * D, sizeof(float) * D);
+                memcpy(xy + r * (D + Do) + D, yd + r * Do, sizeof(float) * Do);
+            }
+            mem_free(yd);
+            mem_free(data);
+            data = xy;
+        }
         sae_metrics acc;
         memset(&acc, 0, sizeof acc);
-        if (!rc) rc = sae_metrics_init(&acc, D, S);
+        if (!rc) rc = sae_metrics_init(&acc, Do, S);
         if (!rc) rc = sae_metrics_eval(&acc, m, data, n, NULL, NULL);
         if (!rc) {
             sae_metrics_summary s;

@@ -3,13 +3,14 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
 #include "sae/sae_run.h"
 
-CLI_COMMAND(sae_train, "Train a sparse autoencoder (relu, topk, batchtopk, jumprelu)",
+CLI_COMMAND(sae_train, "Train a sparse autoencoder (relu, topk, batchtopk, jumprelu, gated, matryoshka) or a (skip) transcoder",
             "saelite sae-train (--db FILE --hook NAME | --npy ACTS.npy | --synth) --out DIR [--arch topk] [--k 32] "
             "[--expansion 8 | --d-sae N] [--tokens N] [--batch 4096] [--lr X] [--resume | --force]")
 
@@ -19,6 +20,10 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
         printf("dropped %" PRId64 " training tokens above %.2f x the mean token norm\n", r->dropped,
                o->max_norm_ratio);
     double secs = r->seconds;
+    if (o->train.transcoder)
+        printf("sae-train: %s (%s) %s -> %s, d_in %d d_out %d d_sae %d\n",
+               o->train.transcoder == SAE_SKIP_TRANSCODER ? "skip_transcoder" : "transcoder",
+               sae_arch_name(r->arch), o->hook, o->hook_out, r->d_in, r->d_out, r->d_sae);
     printf("sae-train: %s d_in %d d_sae %d, %" PRId64 " steps in %.1fs (%.0f tok/s, reading %.0f%%) "
            "-> %s\n",
            sae_arch_name(r->arch), r->d_in, r->d_sae, r->steps, secs,
@@ -43,7 +48,7 @@ int cmd_sae_train(int argc, char **argv)
     sae_run_opts o;
     sae_run_defaults(&o);
     sae_train_config *c = &o.train;
-    const char *arch_s = "topk", *bdec_s = "median";
+    const char *arch_s = "topk", *bdec_s = "median", *widths_s = NULL, *act_s = NULL;
     int d_sae = 0, k = 32, k_aux = 0, batch = 4096, no_norm = 0, syn_d = 256, syn_f = 512;
     double jr_bw = c->jr_bandwidth, jr_th = c->jr_init_threshold, jr_lrm = c->jr_lr_mult, l1 = 0, lr = NAN, aux_coef = 1.0 / 32, syn_active = 5;
     int64_t tokens = 10000000, seed = 42, dead_window = 0, syn_seed = 1;
@@ -64,15 +69,20 @@ int cmd_sae_train(int argc, char **argv)
         {"--truth", ARG_STR, &o.truth, "ground-truth directions [F, d_in] .npy: report MMCS"},
         {"--truth-out", ARG_STR, &o.truth_out, "synthetic: write the true directions here"},
         {"--out", ARG_STR, &o.out, "output directory (SAELens layout)", ARG_REQUIRED},
-        {"--arch", ARG_STR, &arch_s, "SAE architecture", ARG_CHOICES("relu|topk|batchtopk|jumprelu")},
+        {"--arch", ARG_STR, &arch_s, "SAE architecture", ARG_CHOICES("relu|topk|batchtopk|jumprelu|gated|matryoshka|transcoder|skip_transcoder")},
+        {"--activation", ARG_STR, &act_s, "transcoders: the activation",
+         ARG_CHOICES("relu|topk|batchtopk|jumprelu"), ARG_DEFAULT("topk")},
+        {"--hook-out", ARG_STR, &o.hook_out, "transcoders: the target hook in --db (stored by the same extract as --hook)"},
+        {"--widths", ARG_STR, &widths_s, "matryoshka: nested prefix widths W1,W2,... (d_sae appended)",
+         ARG_DEFAULT("d_sae/8,d_sae/4,d_sae/2")},
         {"--expansion", ARG_FLOAT, &o.expansion, "d_sae = expansion * d_in", ARG_ABOVE(0)},
         {"--d-sae", ARG_INT, &d_sae, "latents (overrides --expansion)", ARG_MIN(0),
          ARG_DEFAULT("expansion x d_in")},
         {"--k", ARG_INT, &k, "active latents per token, topk/batchtopk", ARG_MIN(1)},
         {"--k-aux", ARG_INT, &k_aux, "AuxK latents", ARG_MIN(0), ARG_DEFAULT("d_in/2")},
         {"--aux-coef", ARG_FLOAT, &aux_coef, "AuxK coefficient", ARG_MIN(0)},
-        {"--l1", ARG_FLOAT, &l1, "relu: L1 coefficient; jumprelu: L0 coefficient", ARG_MIN(0),
-         ARG_DEFAULT("5 for relu, 1 for jumprelu")},
+        {"--l1", ARG_FLOAT, &l1, "relu/gated: L1 coefficient; jumprelu: L0 coefficient", ARG_MIN(0),
+         ARG_DEFAULT("5 for relu and gated, 1 for jumprelu")},
         {"--jr-bandwidth", ARG_FLOAT, &jr_bw, "jumprelu: STE kernel width, normalised units",
          ARG_MIN(0)},
         {"--jr-threshold", ARG_FLOAT, &jr_th, "jumprelu: initial threshold, normalised units",
@@ -112,12 +122,36 @@ int cmd_sae_train(int argc, char **argv)
     if (!!o.db + !!o.npy + o.synth != 1)
         return cli_usage_error(cmd, "give exactly one of --db, --npy, --synth");
     if (o.db && !o.hook[0]) return cli_usage_error(cmd, "--db needs --hook NAME");
+    int tcod = !strcmp(arch_s, "transcoder")        ? SAE_TRANSCODER
+               : !strcmp(arch_s, "skip_transcoder") ? SAE_SKIP_TRANSCODER
+                                                    : SAE_NOT_TRANSCODER;
+    if (!tcod && (act_s || o.hook_out))
+        return cli_usage_error(cmd, "--activation and --hook-out are for --arch transcoder / skip_transcoder");
+    if (tcod && !(o.db && o.hook_out))
+        return cli_usage_error(cmd, "a transcoder needs --db, --hook and --hook-out");
+    c->transcoder = tcod;
+    if (tcod) arch_s = act_s ? act_s : "topk";
     /* the choices are declared, so these cannot fail */
     if (sae_arch_parse(arch_s, &c->arch)) return cli_usage_error(cmd, "%s", err_msg());
     c->bdec_init = !strcmp(bdec_s, "mean") ? SAE_BDEC_MEAN
                    : !strcmp(bdec_s, "zero") ? SAE_BDEC_ZERO
                                              : SAE_BDEC_MEDIAN;
     /* lr stays NaN when not given (a given one is checked > 0 by args_parse) */
+    if (widths_s && c->arch != SAE_MATRYOSHKA)
+        return cli_usage_error(cmd, "--widths is for --arch matryoshka");
+    if (widths_s) {
+        const char *p = widths_s;
+        while (*p) {
+            char *end;
+            long w = strtol(p, &end, 10);
+            if (end == p || w < 1 || w > 1 << 30 || (*end && *end != ',') ||
+                c->n_widths == SAE_MAX_WIDTHS)
+                return cli_usage_error(cmd, "--widths: expected up to %d positive integers W1,W2,...",
+                                       SAE_MAX_WIDTHS);
+            c->widths[c->n_widths++] = (int)w;
+            p = *end ? end + 1 : end;
+        }
+    }
 
     o.synth_cfg.d = syn_d;
     o.synth_cfg.n_features = syn_f;

@@ -193,22 +193,39 @@ int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, 
     return rc;
 }
 
+int sae_metrics_eval_pairs(sae_metrics *acc, const sae_model *m, const float *xy, int n, float *f,
+                           float *x, float *y, float *yhat)
+{
+    int Di = m->cfg.d_in, Do = sae_out_dim(&m->cfg);
+    for (int b = 0; b < n; b++) {
+        memcpy(x + (int64_t)b * Di, xy + (int64_t)b * (Di + Do), sizeof(float) * Di);
+        memcpy(y + (int64_t)b * Do, xy + (int64_t)b * (Di + Do) + Di, sizeof(float) * Do);
+    }
+    int rc = sae_forward(m, x, n, f, yhat);
+    if (!rc) sae_metrics_add(acc, y, yhat, f, n);
+    return rc;
+}
+
 int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64_t n,
                      int (*next)(void *user, float *buf, int rows), void *user)
 {
-    const int D = m->cfg.d_in, S = m->cfg.d_sae, CH = SAE_EVAL_CHUNK;
+    const int tc = m->cfg.transcoder != 0, Do = sae_out_dim(&m->cfg);
+    const int D = m->cfg.d_in + (tc ? Do : 0), S = m->cfg.d_sae, CH = SAE_EVAL_CHUNK;
     float *buf = x ? NULL : mem_alloc(sizeof(float) * (size_t)CH * D);
     float *xh = mem_alloc(sizeof(float) * (size_t)CH * D);
     float *f = mem_alloc(sizeof(float) * (size_t)CH * S);
-    int rc = (!x && !buf) || !xh || !f ? err_set(ERR_NOMEM, "evaluation: out of memory") : OK;
+    float *xi = tc ? mem_alloc(sizeof(float) * (size_t)CH * D) : NULL, *yo = xi ? xi + (size_t)CH * m->cfg.d_in : NULL;
+    int rc = (!x && !buf) || !xh || !f || (tc && !xi) ? err_set(ERR_NOMEM, "evaluation: out of memory") : OK;
     for (int64_t r0 = 0; !rc && r0 < n; r0 += CH) {
         int nb = n - r0 < CH ? (int)(n - r0) : CH;
         const float *xc = x ? x + r0 * D : buf;
         if (!x) rc = next(user, buf, nb);
-        if (!rc) rc = sae_metrics_eval_rows(acc, m, xc, nb, f, xh);
+        if (!rc && tc) rc = sae_metrics_eval_pairs(acc, m, xc, nb, f, xi, yo, xh);
+        else if (!rc) rc = sae_metrics_eval_rows(acc, m, xc, nb, f, xh);
     }
     mem_free(buf);
     mem_free(xh);
     mem_free(f);
+    mem_free(xi);
     return rc;
 }

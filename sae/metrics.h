@@ -43,7 +43,8 @@ void sae_metrics_log10_density(const sae_metrics *m, float *out /*[d_sae]*/);
 /* The evaluation loop every command shares: n rows are encoded and decoded by the SAE in chunks
  * of SAE_EVAL_CHUNK rows and added to acc (initialised for the SAE's shape). Rows come from
  * x [n,d_in] when x is not NULL, else from next(user, buf, rows), which fills buf [rows,d_in]
- * (e.g. an sae_source). Returns the first error of next, encode or decode. */
+ * (e.g. an sae_source). Returns the first error of next, encode or decode. For a transcoder the
+ * rows are (input, target) pairs [rows, d_in + d_out] (sae_metrics_eval_pairs). */
 enum { SAE_EVAL_CHUNK = 512 };
 int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64_t n,
                      int (*next)(void *user, float *buf, int rows), void *user);
@@ -51,6 +52,11 @@ int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64
  * f [n,d_sae], decode into xhat [n,d_in], add the rows to acc. */
 int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, int n, float *f,
                           float *xhat);
+/* Transcoders: rows xy [n, d_in + d_out] are (input, target) pairs (what a paired source yields;
+ * sae_metrics_eval takes such rows for a transcoder); x [n,d_in], y and yhat [n,d_out] are
+ * scratch; acc (initialised with d_out, d_sae) gets the target against the output. */
+int sae_metrics_eval_pairs(sae_metrics *acc, const sae_model *m, const float *xy, int n, float *f,
+                           float *x, float *y, float *yhat);
 
 /* Ground-truth recovery (MMCS, Sharkey, Braun & Millidge 2022), the one definition every command
  * uses (sae-train --truth, sae-eval --ground-truth, report --ground-truth):

@@ -7,8 +7,18 @@
  *         relu(top-k of pre per row) SAE_TOPK
  *         pre * (pre > threshold)    SAE_JUMPRELU, and SAE_BATCHTOPK at inference (its learned
  *                                    global threshold is stored per latent, as SAELens does)
+ *         SAE_MATRYOSHKA as JumpReLU (saved with architecture "jumprelu", as SAELens saves it)
+ *   gated: u = (x - b_dec) @ W_enc; f = 1[u + b_gate > 0] * relu(exp(r_mag) * u + b_mag)
+ *          (b_enc holds b_gate; b_mag, r_mag [d_sae]; SAELens "gated" layout, no b_enc tensor)
  *   xhat = f @ W_dec + b_dec                     W_dec [d_sae,d_in], rows unit norm after training
- * Ownership: sae_model owns its five arrays (mem_alloc'd; threshold NULL for relu/topk);
+ * Transcoders (cfg.transcoder, Dunefsky et al. 2024; arch is their activation: relu, topk,
+ * batchtopk or jumprelu) map the input hook x [N,d_in] to another hook y [N,d_out]: no b_dec
+ * subtraction on the input, pre = x @ W_enc + b_enc, yhat = f @ W_dec + b_dec (W_dec
+ * [d_sae,d_out], b_dec [d_out]), and for skip transcoders (Paulo et al. 2025) + x @ W_skip^T
+ * (W_skip [d_out,d_in]). SAELens layouts "transcoder", "jumprelu_transcoder", "skip_transcoder"
+ * with cfg d_out and metadata.hook_name_out.
+ * Ownership: sae_model owns its arrays (mem_alloc'd; threshold NULL for relu/topk/gated,
+ * b_mag/r_mag NULL except for gated, W_skip NULL except for skip transcoders);
  * sae_free releases everything.
  * Files (sae_save/sae_load, directory DIR): DIR/sae_weights.safetensors (W_enc, b_enc, W_dec,
  * b_dec[, threshold]), DIR/cfg.json, DIR/sparsity.safetensors (log10 feature density, when known).
@@ -21,14 +31,31 @@
 #define SAELITE_SAE_H
 #include <stdint.h>
 
-typedef enum { SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU } sae_arch;
+typedef enum {
+    SAE_RELU,
+    SAE_TOPK,
+    SAE_BATCHTOPK,
+    SAE_JUMPRELU,
+    SAE_GATED,      /* Rajamanoharan et al. 2024: gate and magnitude paths sharing W_enc */
+    SAE_MATRYOSHKA, /* Matryoshka BatchTopK: trains like BatchTopK with nested prefix losses,
+                       infers like JumpReLU (its global threshold per latent) */
+    SAE_NARCH
+} sae_arch;
+
+enum { SAE_MAX_WIDTHS = 16 };
+enum { SAE_NOT_TRANSCODER, SAE_TRANSCODER, SAE_SKIP_TRANSCODER };
 
 typedef struct {
     sae_arch arch;
-    int d_in, d_sae, k; /* k: TopK/BatchTopK only (0 otherwise) */
+    int d_in, d_sae, k; /* k: TopK/BatchTopK/Matryoshka only (0 otherwise) */
     char hook_name[128];
     char model_name[256];
     int context_size;
+    int n_widths;                /* matryoshka: nested prefix widths, increasing, last = d_sae */
+    int widths[SAE_MAX_WIDTHS];  /* (0 for the other architectures; kept in cfg.json) */
+    int transcoder;              /* SAE_NOT_TRANSCODER / SAE_TRANSCODER / SAE_SKIP_TRANSCODER */
+    int d_out;                   /* transcoders: output width; SAEs: 0 (= d_in) */
+    char hook_name_out[128];     /* transcoders: the hook they reconstruct */
 } sae_config;
 
 typedef struct {
@@ -38,13 +65,18 @@ typedef struct {
     float *W_dec;     /* [d_sae,d_in] */
     float *b_dec;     /* [d_in] */
     float *threshold; /* [d_sae] or NULL */
+    float *b_mag;     /* gated: [d_sae], else NULL */
+    float *r_mag;     /* gated: [d_sae], else NULL */
+    float *W_skip;    /* skip transcoders: [d_out,d_in], else NULL */
 } sae_model;
 
-/* "relu", "topk", "batchtopk", "jumprelu" (SAELens also says "standard" for relu). */
+/* "relu", "topk", "batchtopk", "jumprelu", "gated", "matryoshka" (SAELens also says "standard"
+ * for relu and "matryoshka_batchtopk" for matryoshka). */
 const char *sae_arch_name(sae_arch a);
 int sae_arch_parse(const char *s, sae_arch *out); /* ERR_ARG for unknown names */
 
-/* Zero-filled model of cfg's shape (threshold allocated for JumpReLU/BatchTopK). */
+/* Zero-filled model of cfg's shape (threshold allocated for JumpReLU/BatchTopK/Matryoshka,
+ * b_mag and r_mag for gated). */
 int sae_model_new(sae_model **out, const sae_config *cfg);
 void sae_free(sae_model *s);
 
@@ -58,8 +90,14 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
 /* Read DIR/sparsity.safetensors into *out [d_sae] (mem_alloc'd); ERR_NOTFOUND when absent. */
 int sae_load_sparsity(const char *dir, int d_sae, float **out);
 
-/* Inference on raw activations. Dense f [N,d_sae]. */
+/* Output width: d_out for transcoders, d_in for SAEs. */
+int sae_out_dim(const sae_config *c);
+
+/* Inference on raw activations. Dense f [N,d_sae]. sae_decode's output is [N,sae_out_dim]; a
+ * skip transcoder also needs the input: sae_decode refuses it (ERR_ARG), sae_forward does both. */
 int sae_encode(const sae_model *s, const float *x /*[N,d_in]*/, int N, float *f /*[N,d_sae]*/);
-int sae_decode(const sae_model *s, const float *f /*[N,d_sae]*/, int N, float *xhat /*[N,d_in]*/);
+int sae_decode(const sae_model *s, const float *f /*[N,d_sae]*/, int N, float *xhat /*[N,d_out]*/);
+/* encode + decode (+ the skip path): f [N,d_sae], out [N,sae_out_dim]. */
+int sae_forward(const sae_model *s, const float *x /*[N,d_in]*/, int N, float *f, float *out);
 
 #endif

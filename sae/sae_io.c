@@ -35,16 +35,24 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
     int rc = make_dir(dir);
     if (rc) return rc;
     char path[4096];
-    int64_t D = c->d_in, S = c->d_sae;
-    st_out t[5] = {
+    int64_t D = c->d_in, S = c->d_sae, Do = sae_out_dim(c);
+    st_out t[6] = {
         {"W_enc", ST_F32, 2, {D, S}, s->W_enc},
         {"b_enc", ST_F32, 1, {S}, s->b_enc},
-        {"W_dec", ST_F32, 2, {S, D}, s->W_dec},
-        {"b_dec", ST_F32, 1, {D}, s->b_dec},
+        {"W_dec", ST_F32, 2, {S, Do}, s->W_dec},
+        {"b_dec", ST_F32, 1, {Do}, s->b_dec},
         {"threshold", ST_F32, 1, {S}, s->threshold},
     };
+    int nt = s->threshold ? 5 : 4;
+    if (s->W_skip) t[nt++] = (st_out){"W_skip", ST_F32, 2, {Do, D}, s->W_skip};
+    if (c->arch == SAE_GATED) { /* SAELens "gated": b_gate, b_mag, r_mag and no b_enc */
+        t[1].name = "b_gate";
+        t[4] = (st_out){"b_mag", ST_F32, 1, {S}, s->b_mag};
+        t[5] = (st_out){"r_mag", ST_F32, 1, {S}, s->r_mag};
+        nt = 6;
+    }
     if ((rc = path_join(path, sizeof path, dir, "sae_weights.safetensors"))) return rc;
-    rc = st_write(path, t, s->threshold ? 5 : 4, NULL);
+    rc = st_write(path, t, nt, NULL);
     if (rc) return rc;
     if (log10_density) {
         st_out sp = {"sparsity", ST_F32, 1, {S}, log10_density};
@@ -52,21 +60,41 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
         rc = st_write(path, &sp, 1, NULL);
         if (rc) return rc;
     }
-    /* BatchTopK is saved for inference as JumpReLU with its global threshold (as SAELens does) */
+    /* BatchTopK and Matryoshka are saved for inference as JumpReLU with their global threshold
+       (as SAELens does) */
     const char *arch = c->arch == SAE_RELU       ? "standard"
                        : c->arch == SAE_TOPK     ? "topk"
+                       : c->arch == SAE_GATED    ? "gated"
                                                  : "jumprelu";
+    /* transcoders: SAELens' three classes; the activation (when not what the class implies) in
+       activation_fn / activation_fn_kwargs, as older SAELens configs name it */
+    if (c->transcoder == SAE_SKIP_TRANSCODER) arch = "skip_transcoder";
+    else if (c->transcoder) arch = s->threshold ? "jumprelu_transcoder" : "transcoder";
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "architecture", arch);
     cJSON_AddNumberToObject(root, "d_in", c->d_in);
     cJSON_AddNumberToObject(root, "d_sae", c->d_sae);
     if (c->arch == SAE_TOPK) cJSON_AddNumberToObject(root, "k", c->k);
+    if (c->arch == SAE_MATRYOSHKA && c->n_widths > 0)
+        cJSON_AddItemToObject(root, "matryoshka_widths", cJSON_CreateIntArray(c->widths, c->n_widths));
     cJSON_AddStringToObject(root, "dtype", "float32");
     cJSON_AddStringToObject(root, "device", "cpu");
-    cJSON_AddBoolToObject(root, "apply_b_dec_to_input", 1);
+    cJSON_AddBoolToObject(root, "apply_b_dec_to_input", !c->transcoder);
+    if (c->transcoder) {
+        cJSON_AddNumberToObject(root, "d_out", c->d_out);
+        cJSON_AddStringToObject(root, "hook_name_out", c->hook_name_out);
+        const char *act = c->arch == SAE_TOPK ? "topk" : s->threshold ? "jumprelu" : "relu";
+        cJSON_AddStringToObject(root, "activation_fn", act);
+        if (c->arch == SAE_TOPK) {
+            cJSON *kw = cJSON_CreateObject();
+            cJSON_AddNumberToObject(kw, "k", c->k);
+            cJSON_AddItemToObject(root, "activation_fn_kwargs", kw);
+        }
+    }
     cJSON_AddStringToObject(root, "normalize_activations", "none");
     cJSON_AddStringToObject(meta, "hook_name", c->hook_name);
     cJSON_AddStringToObject(meta, "model_name", c->model_name);
+    if (c->transcoder) cJSON_AddStringToObject(meta, "hook_name_out", c->hook_name_out);
     cJSON_AddNumberToObject(meta, "context_size", c->context_size);
     cJSON_AddNumberToObject(meta, "hook_head_index", -1);
     cJSON_ReplaceItemInObject(meta, "hook_head_index", cJSON_CreateNull());
@@ -166,6 +194,23 @@ int sae_load(sae_model **out, const char *dir)
         if (!strcmp(arch, "relu")) arch = "standard";
     }
     sae_arch ar;
+    /* transcoders: the class names the output side; the activation is activation_fn's (relu by
+       default, jumprelu for jumprelu_transcoder) */
+    int tc = !strcmp(arch, "transcoder") ? SAE_TRANSCODER
+             : !strcmp(arch, "jumprelu_transcoder") ? SAE_TRANSCODER
+             : !strcmp(arch, "skip_transcoder") ? SAE_SKIP_TRANSCODER : SAE_NOT_TRANSCODER;
+    if (tc) {
+        const cJSON *af = cfg_get(root, "activation_fn", "activation_fn_str");
+        const char *act = !strcmp(arch, "jumprelu_transcoder") ? "jumprelu" : "relu";
+        if (cJSON_IsString(af)) act = af->valuestring;
+        arch = !strcmp(act, "relu") ? "standard" : act;
+    }
+    c.transcoder = tc;
+    if (tc && strcmp(arch, "standard") && strcmp(arch, "topk") && strcmp(arch, "jumprelu")) {
+        rc = err_set(ERR_FORMAT, "%s: transcoder activation '%s' is not supported", path, arch);
+        cJSON_Delete(root);
+        return rc;
+    }
     if (sae_arch_parse(arch, &ar)) {
         /* arch points into root: format the message before freeing it */
         rc = err_set(ERR_FORMAT, "%s: unsupported architecture '%s'", path, arch);
@@ -175,6 +220,7 @@ int sae_load(sae_model **out, const char *dir)
     c.arch = ar;
     rc = get_int(root, "d_in", path, &c.d_in);
     if (!rc) rc = get_int(root, "d_sae", path, &c.d_sae);
+    if (!rc && tc) rc = get_int(root, "d_out", path, &c.d_out);
     if (!rc && (ar == SAE_TOPK || ar == SAE_BATCHTOPK)) {
         const cJSON *k = cfg_get(root, "k", NULL);
         if (!k) {
@@ -188,6 +234,23 @@ int sae_load(sae_model **out, const char *dir)
                          arch, c.d_sae);
         else c.k = (int)k->valuedouble;
     }
+    /* a JumpReLU file with matryoshka_widths is a Matryoshka BatchTopK SAE saved for inference */
+    const cJSON *mw = cfg_get(root, "matryoshka_widths", NULL);
+    if (!rc && cJSON_IsArray(mw) && (ar == SAE_JUMPRELU || ar == SAE_MATRYOSHKA)) {
+        int n = cJSON_GetArraySize(mw);
+        if (n < 1 || n > SAE_MAX_WIDTHS) rc = err_set(ERR_FORMAT, "%s: %d matryoshka_widths", path, n);
+        for (int i = 0; !rc && i < n; i++) {
+            const cJSON *w = cJSON_GetArrayItem(mw, i);
+            if (!cJSON_IsNumber(w) || w->valuedouble < 1 || w->valuedouble > c.d_sae ||
+                (i && w->valuedouble <= c.widths[i - 1]))
+                rc = err_set(ERR_FORMAT, "%s: matryoshka_widths must increase within 1..d_sae",
+                             path);
+            else c.widths[i] = (int)w->valuedouble;
+        }
+        c.n_widths = rc ? 0 : n;
+        c.arch = ar = SAE_MATRYOSHKA;
+    } else if (!rc && ar == SAE_MATRYOSHKA)
+        rc = err_set(ERR_FORMAT, "%s: matryoshka SAE without matryoshka_widths", path);
     const cJSON *na = cfg_get(root, "normalize_activations", NULL);
     if (!rc && na && !(cJSON_IsString(na) && !strcmp(na->valuestring, "none")))
         rc = err_set(ERR_FORMAT,
@@ -195,10 +258,13 @@ int sae_load(sae_model **out, const char *dir)
                      "weights and save with \"none\")",
                      path, cJSON_IsString(na) ? na->valuestring : "?");
     const cJSON *ab = cfg_get(root, "apply_b_dec_to_input", NULL);
-    int apply_b_dec = !cJSON_IsFalse(ab);
+    /* SAELens' transcoders never subtract b_dec (it is d_out wide): nothing to fold */
+    int apply_b_dec = !cJSON_IsFalse(ab) || tc;
     const cJSON *v;
     if ((v = cfg_get(root, "hook_name", "hook_point")) && cJSON_IsString(v))
         snprintf(c.hook_name, sizeof c.hook_name, "%s", v->valuestring);
+    if ((v = cfg_get(root, "hook_name_out", NULL)) && cJSON_IsString(v))
+        snprintf(c.hook_name_out, sizeof c.hook_name_out, "%s", v->valuestring);
     if ((v = cfg_get(root, "model_name", NULL)) && cJSON_IsString(v))
         snprintf(c.model_name, sizeof c.model_name, "%s", v->valuestring);
     if ((v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v))
@@ -226,14 +292,20 @@ int sae_load(sae_model **out, const char *dir)
         st_close(f);
         return rc;
     }
-    int64_t D = c.d_in, S = c.d_sae, sh[2];
+    int64_t D = c.d_in, S = c.d_sae, Do = sae_out_dim(&c), sh[2];
     int from_log = 0;
     sh[0] = D, sh[1] = S;
     rc = st_load_f32(f, "W_enc", 2, sh, s->W_enc);
-    sh[0] = S, sh[1] = D;
+    sh[0] = S, sh[1] = Do;
     if (!rc) rc = st_load_f32(f, "W_dec", 2, sh, s->W_dec);
-    if (!rc) rc = st_load_f32(f, "b_enc", 1, &S, s->b_enc);
-    if (!rc) rc = st_load_f32(f, "b_dec", 1, &D, s->b_dec);
+    sh[0] = Do, sh[1] = D;
+    if (!rc && s->W_skip) rc = st_load_f32(f, "W_skip", 2, sh, s->W_skip);
+    if (!rc && ar == SAE_GATED) {
+        rc = st_load_f32(f, "b_gate", 1, &S, s->b_enc);
+        if (!rc) rc = st_load_f32(f, "b_mag", 1, &S, s->b_mag);
+        if (!rc) rc = st_load_f32(f, "r_mag", 1, &S, s->r_mag);
+    } else if (!rc) rc = st_load_f32(f, "b_enc", 1, &S, s->b_enc);
+    if (!rc) rc = st_load_f32(f, "b_dec", 1, &Do, s->b_dec);
     if (!rc && s->threshold) {
         if (st_find(f, "threshold")) rc = st_load_f32(f, "threshold", 1, &S, s->threshold);
         else if (st_find(f, "log_threshold")) {
@@ -244,20 +316,31 @@ int sae_load(sae_model **out, const char *dir)
     }
     st_close(f);
     /* NaN/Inf weights are refused, naming the tensor and the first bad index */
+    int gated = ar == SAE_GATED;
     struct { const char *name; const float *p; int64_t n; } ten[] = {
-        {"W_enc", s->W_enc, D * S}, {"W_dec", s->W_dec, D * S}, {"b_enc", s->b_enc, S},
-        {"b_dec", s->b_dec, D},     {"threshold", s->threshold, s->threshold ? S : 0}};
+        {"W_enc", s->W_enc, D * S}, {"W_dec", s->W_dec, Do * S}, {gated ? "b_gate" : "b_enc", s->b_enc, S},
+        {"b_dec", s->b_dec, Do},
+        {from_log ? "exp(log_threshold)" : "threshold", s->threshold, s->threshold ? S : 0},
+        {"W_skip", s->W_skip, s->W_skip ? Do * D : 0}, {"b_mag", s->b_mag, gated ? S : 0},
+        {"r_mag", s->r_mag, gated ? S : 0}};
     for (size_t i = 0; !rc && i < sizeof ten / sizeof ten[0]; i++) {
-        int64_t bad = ck_first_nonfinite(ten[i].p, ten[i].n);
+        int64_t bad = ten[i].n ? ck_first_nonfinite(ten[i].p, ten[i].n) : -1;
         if (bad >= 0)
             rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
-                         wpath, i == 4 && from_log ? "exp(log_threshold)" : ten[i].name,
-                         (double)ten[i].p[bad], (long long)bad);
+                         wpath, ten[i].name, (double)ten[i].p[bad], (long long)bad);
     }
     if (!rc && !apply_b_dec) {
         /* pre = x W_enc + b_enc == (x - b_dec) W_enc + (b_enc + b_dec W_enc) */
-        for (int64_t i = 0; i < D; i++)
-            for (int64_t j = 0; j < S; j++) s->b_enc[j] += s->b_dec[i] * s->W_enc[i * S + j];
+        for (int64_t j = 0; j < S; j++) {
+            double cj = 0;
+            for (int64_t i = 0; i < D; i++) cj += (double)s->b_dec[i] * s->W_enc[i * S + j];
+            /* gated: the gate's bias and, scaled by exp(r_mag), the magnitude's */
+            if (ar == SAE_GATED) s->b_mag[j] += (float)(expf(s->r_mag[j]) * cj);
+            if (ar == SAE_GATED) s->b_enc[j] += (float)cj;
+        }
+        if (ar != SAE_GATED)
+            for (int64_t i = 0; i < D; i++)
+                for (int64_t j = 0; j < S; j++) s->b_enc[j] += s->b_dec[i] * s->W_enc[i * S + j];
     }
     if (rc) {
         sae_free(s);

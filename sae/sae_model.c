@@ -2,22 +2,28 @@
 #include "sae/sae.h"
 
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
 
 #include "common/err.h"
 #include "common/mem.h"
 #include "sae/sae_kernels.h"
 
-static const char *arch_names[] = {"relu", "topk", "batchtopk", "jumprelu"};
+static const char *arch_names[SAE_NARCH] = {"relu",     "topk",  "batchtopk",
+                                             "jumprelu", "gated", "matryoshka"};
 
 const char *sae_arch_name(sae_arch a)
 {
-    return (unsigned)a < 4 ? arch_names[a] : "?";
+    return (unsigned)a < SAE_NARCH ? arch_names[a] : "?";
 }
 
 int sae_arch_parse(const char *s, sae_arch *out)
 {
-    for (int i = 0; i < 4; i++)
+    if (!strcmp(s, "matryoshka_batchtopk")) {
+        *out = SAE_MATRYOSHKA;
+        return OK;
+    }
+    for (int i = 0; i < SAE_NARCH; i++)
         if (!strcmp(s, arch_names[i])) {
             *out = (sae_arch)i;
             return OK;
@@ -26,7 +32,8 @@ int sae_arch_parse(const char *s, sae_arch *out)
         *out = SAE_RELU;
         return OK;
     }
-    return err_set(ERR_ARG, "unknown SAE architecture '%s' (relu, topk, batchtopk, jumprelu)", s);
+    return err_set(ERR_ARG, "unknown SAE architecture '%s' (relu, topk, batchtopk, jumprelu, gated, "
+                                "matryoshka)", s);
 }
 
 void sae_free(sae_model *s)
@@ -37,6 +44,9 @@ void sae_free(sae_model *s)
     mem_free(s->W_dec);
     mem_free(s->b_dec);
     mem_free(s->threshold);
+    mem_free(s->b_mag);
+    mem_free(s->r_mag);
+    mem_free(s->W_skip);
     mem_free(s);
 }
 
@@ -49,17 +59,30 @@ int sae_model_new(sae_model **out, const sae_config *cfg)
     if ((cfg->arch == SAE_TOPK || cfg->arch == SAE_BATCHTOPK) &&
         (cfg->k <= 0 || cfg->k > cfg->d_sae))
         return err_set(ERR_ARG, "SAE k %d must be in 1..d_sae (%d)", cfg->k, cfg->d_sae);
+    if (cfg->transcoder && (cfg->d_out <= 0 || cfg->arch == SAE_GATED || cfg->arch == SAE_MATRYOSHKA))
+        return err_set(ERR_ARG, "transcoder: d_out %d must be positive, activation relu, topk, "
+                       "batchtopk or jumprelu", cfg->d_out);
     sae_model *s = mem_calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "SAE model: out of memory");
     s->cfg = *cfg;
-    size_t D = cfg->d_in, S = cfg->d_sae;
+    if (!cfg->transcoder) s->cfg.d_out = 0;
+    size_t D = cfg->d_in, S = cfg->d_sae, Do = sae_out_dim(cfg);
     s->W_enc = mem_calloc(D * S, sizeof(float));
-    s->W_dec = mem_calloc(D * S, sizeof(float));
+    s->W_dec = mem_calloc(Do * S, sizeof(float));
     s->b_enc = mem_calloc(S, sizeof(float));
-    s->b_dec = mem_calloc(D, sizeof(float));
-    int thr = cfg->arch == SAE_JUMPRELU || cfg->arch == SAE_BATCHTOPK;
+    s->b_dec = mem_calloc(Do, sizeof(float));
+    int skip = cfg->transcoder == SAE_SKIP_TRANSCODER;
+    if (skip) s->W_skip = mem_calloc(Do * D, sizeof(float));
+    int thr = cfg->arch == SAE_JUMPRELU || cfg->arch == SAE_BATCHTOPK ||
+              cfg->arch == SAE_MATRYOSHKA;
+    int gated = cfg->arch == SAE_GATED;
     if (thr) s->threshold = mem_calloc(S, sizeof(float));
-    if (!s->W_enc || !s->W_dec || !s->b_enc || !s->b_dec || (thr && !s->threshold)) {
+    if (gated) {
+        s->b_mag = mem_calloc(S, sizeof(float));
+        s->r_mag = mem_calloc(S, sizeof(float));
+    }
+    if (!s->W_enc || !s->W_dec || !s->b_enc || !s->b_dec || (thr && !s->threshold) ||
+        (gated && (!s->b_mag || !s->r_mag)) || (skip && !s->W_skip)) {
         sae_free(s);
         return err_set(ERR_NOMEM, "SAE model %dx%d: out of memory", cfg->d_in, cfg->d_sae);
     }
@@ -77,6 +100,7 @@ int sae_encode(const sae_model *s, const float *x, int N, float *f)
     int *idx = NULL;
     float *val = NULL;
     int topk = s->cfg.arch == SAE_TOPK || (s->cfg.arch == SAE_BATCHTOPK && !s->threshold);
+    int gated = s->cfg.arch == SAE_GATED;
     if (topk) {
         idx = mem_alloc(sizeof(int) * (size_t)ENC_CHUNK * k);
         val = mem_alloc(sizeof(float) * (size_t)ENC_CHUNK * k);
@@ -92,12 +116,22 @@ int sae_encode(const sae_model *s, const float *x, int N, float *f)
         float *fr = f + (int64_t)r0 * S;
         for (int b = 0; b < n; b++) {
             const float *xr = x + (int64_t)(r0 + b) * D;
-            for (int i = 0; i < D; i++) xc[(int64_t)b * D + i] = xr[i] - s->b_dec[i];
-            memcpy(fr + (int64_t)b * S, s->b_enc, sizeof(float) * S);
+            if (s->cfg.transcoder) memcpy(xc + (int64_t)b * D, xr, sizeof(float) * D);
+            else
+                for (int i = 0; i < D; i++) xc[(int64_t)b * D + i] = xr[i] - s->b_dec[i];
+            if (gated) memset(fr + (int64_t)b * S, 0, sizeof(float) * S);
+            else memcpy(fr + (int64_t)b * S, s->b_enc, sizeof(float) * S);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, S, D, 1.0f, xc, D, s->W_enc, S,
                     1.0f, fr, S);
-        if (topk) {
+        if (gated) {
+            /* u = xc W_enc: gate u + b_gate > 0, magnitude relu(exp(r_mag) u + b_mag) */
+            for (int64_t e = 0; e < (int64_t)n * S; e++) {
+                int j = (int)(e % S);
+                float u = fr[e], mag = expf(s->r_mag[j]) * u + s->b_mag[j];
+                fr[e] = (u + s->b_enc[j] > 0 && mag > 0) ? mag : 0;
+            }
+        } else if (topk) {
             sae_k_topk(idx, val, fr, n, S, k, NULL, 0);
             for (int b = 0; b < n; b++) {
                 float *row = fr + (int64_t)b * S;
@@ -120,9 +154,27 @@ int sae_encode(const sae_model *s, const float *x, int N, float *f)
     return OK;
 }
 
+int sae_out_dim(const sae_config *c) { return c->transcoder ? c->d_out : c->d_in; }
+
+int sae_forward(const sae_model *s, const float *x, int N, float *f, float *out)
+{
+    int rc = sae_encode(s, x, N, f);
+    if (rc) return rc;
+    int Do = sae_out_dim(&s->cfg), S = s->cfg.d_sae;
+    for (int b = 0; b < N; b++) memcpy(out + (int64_t)b * Do, s->b_dec, sizeof(float) * Do);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, Do, S, 1.0f, f, S, s->W_dec, Do,
+                1.0f, out, Do);
+    if (s->W_skip)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, Do, s->cfg.d_in, 1.0f, x,
+                    s->cfg.d_in, s->W_skip, s->cfg.d_in, 1.0f, out, Do);
+    return OK;
+}
+
 int sae_decode(const sae_model *s, const float *f, int N, float *xhat)
 {
-    int D = s->cfg.d_in, S = s->cfg.d_sae;
+    if (s->W_skip)
+        return err_set(ERR_ARG, "a skip transcoder's output needs its input (sae_forward)");
+    int D = sae_out_dim(&s->cfg), S = s->cfg.d_sae;
     for (int b = 0; b < N; b++) memcpy(xhat + (int64_t)b * D, s->b_dec, sizeof(float) * D);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, D, S, 1.0f, f, S, s->W_dec, D, 1.0f,
                 xhat, D);

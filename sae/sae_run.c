@@ -80,16 +80,19 @@ static void run_free(run *r)
 static int open_store(run *r, const sae_run_opts *o)
 {
     double vf = o->val_frac;
-    int rc = sae_source_store(&r->src, o->db, o->hook, vf > 0 ? STORE_SPLIT_TRAIN : STORE_SPLIT_ALL,
-                              vf, r->c.seed, o->shuffle_tokens, !o->keep_bos, o->max_norm_ratio,
-                              &r->sinfo);
+    /* a transcoder reads (hook, hook_out) pairs of the same tokens */
+    const char *ho = r->c.transcoder ? o->hook_out : NULL;
+    int rc = sae_source_store_pair(&r->src, o->db, o->hook, ho,
+                                   vf > 0 ? STORE_SPLIT_TRAIN : STORE_SPLIT_ALL, vf, r->c.seed,
+                                   o->shuffle_tokens, !o->keep_bos, o->max_norm_ratio, &r->sinfo);
     if (rc) return rc;
-    if (vf > 0 && sae_source_store(&r->val, o->db, o->hook, STORE_SPLIT_VAL, vf, r->c.seed + 1,
-                                   8192, !o->keep_bos, o->max_norm_ratio, NULL)) {
+    if (vf > 0 && sae_source_store_pair(&r->val, o->db, o->hook, ho, STORE_SPLIT_VAL, vf,
+                                        r->c.seed + 1, 8192, !o->keep_bos, o->max_norm_ratio, NULL)) {
         err_clear(); /* no validation sequences: evaluate nothing */
         r->val = NULL;
     }
     r->c.d_in = r->sinfo.width;
+    r->c.d_out = ho ? r->sinfo.width_out : 0;
     return OK;
 }
 
@@ -146,13 +149,15 @@ static int open_synth(run *r, const sae_run_opts *o)
 /* Data sources, the trainer's shape and the output paths. */
 static int run_open(run *r, const sae_run_opts *o)
 {
+    if (r->c.transcoder && !(o->db && o->hook_out && o->hook_out[0]))
+        return err_set(ERR_ARG, "sae-train: a transcoder trains on a store's --hook and --hook-out");
     int rc = o->db ? open_store(r, o) : o->npy ? open_npy(r, o) : open_synth(r, o);
     if (rc) return rc;
     int64_t avail = !r->val ? 0 : r->val->n_rows < 0 ? INT64_MAX : r->val->n_rows;
     r->eval_tokens = o->eval_tokens < avail ? o->eval_tokens : avail;
     sae_train_config *c = &r->c;
     if (!c->d_sae) c->d_sae = (int)lround(o->expansion * c->d_in);
-    if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU) c->k = 0;
+    if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU || c->arch == SAE_GATED) c->k = 0;
     struct stat sb;
     if (stat(o->out, &sb) != 0) {
         if (mkdir(o->out, 0755) != 0)
@@ -176,7 +181,7 @@ static int run_trainer(run *r, const sae_run_opts *o)
 {
     int batch = r->c.batch;
     int64_t n_init = batch < 16384 ? 16384 : batch;
-    r->x = mem_alloc(sizeof(float) * (size_t)n_init * r->c.d_in);
+    r->x = mem_alloc(sizeof(float) * (size_t)n_init * (r->c.d_in + r->c.d_out)); /* [x | y] rows */
     int rc = r->x ? r->src->next(r->src, r->x, (int)n_init) : err_set(ERR_NOMEM, "out of memory");
     if (rc) return rc;
     if (!o->resume) return sae_trainer_new(&r->t, &r->c, r->x, n_init);
@@ -327,8 +332,9 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     snprintf(meta.model_name, sizeof meta.model_name, "%s", o->model_name && o->model_name[0]
              ? o->model_name : r->sinfo.model_name);
     meta.context_size = o->context_size ? o->context_size : r->sinfo.seq_len;
+    snprintf(meta.hook_name_out, sizeof meta.hook_name_out, "%s", o->hook_out ? o->hook_out : "");
     int rc = sae_trainer_export(r->t, &meta, &r->m);
-    if (!rc) rc = sae_metrics_init(&r->acc, r->c.d_in, r->m->cfg.d_sae);
+    if (!rc) rc = sae_metrics_init(&r->acc, sae_out_dim(&r->m->cfg), r->m->cfg.d_sae);
     if (!rc && r->eval_tokens > 0) rc = sae_eval_source(r->m, r->val, r->eval_tokens, &r->acc);
     sae_metrics_summary *sum = &res->eval;
     if (!rc && r->eval_tokens > 0) {
@@ -351,6 +357,19 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
              tc->jr_bandwidth, tc->jr_init_threshold, tc->jr_lr_mult,
              o->db ? "store" : o->npy ? "npy" : "synth", r->eval_tokens, sum->mse, sum->ev,
              sum->cos, sum->l2_ratio, sum->l0, sum->dead_frac, sum->dense_frac);
+    size_t jl = strlen(js);
+    if (tc->transcoder && jl + 300 < sizeof js) /* a transcoder's kind and output side */
+        snprintf(js + jl - 1, sizeof js - jl + 1, ",\"transcoder\":\"%s\",\"d_out\":%d}",
+                 tc->transcoder == SAE_SKIP_TRANSCODER ? "skip_transcoder" : "transcoder",
+                 tc->d_out);
+    jl = strlen(js);
+    if (tc->arch == SAE_MATRYOSHKA && jl + 16 * 12 < sizeof js) { /* the widths, after the rest */
+        jl--; /* over the closing brace */
+        for (int i = 0; i < tc->n_widths; i++)
+            jl += (size_t)snprintf(js + jl, sizeof js - jl, "%s%d", i ? "," : ",\"widths\":[",
+                                   tc->widths[i]);
+        snprintf(js + jl, sizeof js - jl, "]}");
+    }
     return sae_save_ex(r->m, o->out, js, r->dens);
 }
 
@@ -360,10 +379,11 @@ static int run_truth(run *r, const sae_run_opts *o, sae_run_result *res)
     int nd;
     int64_t sh[NPY_MAX_DIMS];
     int rc = npy_read(o->truth, &tr, &nd, sh);
-    if (!rc && (nd != 2 || sh[1] != r->c.d_in))
-        rc = err_set(ERR_SHAPE, "%s: expected [features, %d]", o->truth, r->c.d_in);
+    int Do = sae_out_dim(&r->m->cfg); /* decoder rows live in the output space */
+    if (!rc && (nd != 2 || sh[1] != Do))
+        rc = err_set(ERR_SHAPE, "%s: expected [features, %d]", o->truth, Do);
     if (!rc)
-        rc = sae_mmcs(tr, (int)sh[0], r->m->W_dec, r->m->cfg.d_sae, r->c.d_in, 0.9, &res->mmcs,
+        rc = sae_mmcs(tr, (int)sh[0], r->m->W_dec, r->m->cfg.d_sae, Do, 0.9, &res->mmcs,
                       &res->recovered, NULL);
     mem_free(tr);
     return rc;
@@ -381,6 +401,11 @@ static int run_register(run *r, const sae_run_opts *o, sae_run_result *res)
              "\"keep_bos\":%d,\"val_frac\":%g}",
              sae_arch_name(tc->arch), tc->k, tc->l1, tc->lr, tc->batch, tc->total_tokens,
              tc->seed, o->shuffle_tokens, o->keep_bos, o->val_frac);
+    if (tc->transcoder) /* the activation stays in architecture; the kind and output hook here */
+        snprintf(cj + strlen(cj) - 1, sizeof cj - strlen(cj) + 1,
+                 ",\"transcoder\":\"%s\",\"hook_out\":\"%s\",\"d_out\":%d}",
+                 tc->transcoder == SAE_SKIP_TRANSCODER ? "skip_transcoder" : "transcoder",
+                 o->hook_out, tc->d_out);
     store_sae_row row = {.dir = o->out, .architecture = sae_arch_name(tc->arch),
                          .hook_name = o->hook,
                          .model_name = o->model_name && o->model_name[0] ? o->model_name
@@ -463,6 +488,7 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     if (!rc && o->truth) rc = run_truth(&r, o, res);
     res->arch = r.c.arch;
     res->d_in = r.c.d_in;
+    res->d_out = r.c.d_out;
     res->d_sae = r.c.d_sae;
     res->batch = r.c.batch;
     res->eval_tokens = r.eval_tokens;

@@ -35,6 +35,7 @@ typedef struct {
     const char *npy;
     int synth;
     const char *hook;          /* with db: which activations; otherwise metadata only */
+    const char *hook_out;      /* transcoders (train.transcoder): the target hook in db */
     int64_t shuffle_tokens;    /* store: token shuffle buffer */
     int keep_bos;              /* store: keep BOS positions */
     double max_norm_ratio;     /* store: drop tokens above this x the mean norm (0 = off) */
@@ -62,6 +63,7 @@ void sae_run_defaults(sae_run_opts *o);
 typedef struct {
     sae_arch arch;
     int d_in, d_sae, batch;
+    int d_out;                 /* transcoders: the target width (0 for SAEs) */
     int64_t steps;             /* steps this invocation ran */
     int64_t step, total_steps; /* where the run stands / its schedule */
     int finished;              /* step == total_steps (then registered); a max_steps stop also

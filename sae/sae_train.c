@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -52,15 +53,19 @@ int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
            a->normalize == b->normalize && a->jr_bandwidth == b->jr_bandwidth &&
            a->jr_init_threshold == b->jr_init_threshold && a->jr_lr_mult == b->jr_lr_mult &&
            a->adam_b1 == b->adam_b1 &&
-           a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps;
+           a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps &&
+           a->n_widths == b->n_widths && a->transcoder == b->transcoder && a->d_out == b->d_out &&
+           !memcmp(a->widths, b->widths, sizeof(int) * (a->n_widths > 0 ? a->n_widths : 0));
 }
 
 /* ---- trainer -------------------------------------------------------------------------- */
 struct sae_trainer {
     sae_train_config c;
     int D, S, B, kaux;
+    int Do, tc;        /* output width (D for SAEs); transcoder kind (0 for SAEs) */
     int64_t total_steps, step, tokens, dead_window;
-    double scale;
+    double scale, scale_out; /* scale_out: transcoders' target scale (= scale for SAEs) */
+    float *ys, *zero_in; /* targets [B,Do] (= xs for SAEs); transcoders: D zeros */
     float thr_run; /* BatchTopK: running mean (rate 0.1) of the batch threshold (normalised units) */
     int64_t np;
     float *p, *g, *m, *v;
@@ -74,9 +79,22 @@ struct sae_trainer {
     int64_t *tptr, *tent, *atptr, *atent;
     float *val, *dval, *aval, *adval, *nrm;
     unsigned char *fired;
+    /* matryoshka: one inner level's BatchTopK (prefix pre-activations, CSR, its reconstruction) */
+    float *mpre, *lxhat, *lval, *ldval;
+    int64_t *lptr, *ltptr, *ltent;
+    int *lidx, *lttok;
+    /* gated: relu(pi) and its gradient [B,S], the via-gate reconstruction [B,D] */
+    float *gbuf, *xg, *gsum;
+    int gated_unfrozen; /* gradient tests only: the auxiliary loss also trains the decoder */
 };
 
-static int is_sparse(sae_arch a) { return a == SAE_TOPK || a == SAE_BATCHTOPK; }
+static int is_sparse(sae_arch a)
+{
+    return a == SAE_TOPK || a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA;
+}
+static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA; }
+/* relu and gated keep the decoder unconstrained (norms in the penalty, folded at export) */
+static int is_constrained(sae_arch a) { return a != SAE_RELU && a != SAE_GATED; }
 
 void sae_trainer_free(sae_trainer *t)
 {
@@ -86,7 +104,6 @@ void sae_trainer_free(sae_trainer *t)
     mem_free_aligned(t->m);
     mem_free_aligned(t->v);
     mem_free(t->since);
-    mem_free_aligned(t->xs);
     mem_free_aligned(t->xc);
     mem_free_aligned(t->xhat);
     mem_free_aligned(t->dxhat);
@@ -111,6 +128,21 @@ void sae_trainer_free(sae_trainer *t)
     mem_free(t->tent);
     mem_free(t->atptr);
     mem_free(t->atent);
+    mem_free_aligned(t->mpre);
+    mem_free_aligned(t->lxhat);
+    mem_free(t->lval);
+    mem_free(t->ldval);
+    mem_free(t->lptr);
+    mem_free(t->ltptr);
+    mem_free(t->ltent);
+    mem_free(t->lidx);
+    mem_free(t->lttok);
+    mem_free_aligned(t->gbuf);
+    mem_free_aligned(t->xg);
+    mem_free(t->gsum);
+    if (t->ys != t->xs) mem_free_aligned(t->ys);
+    mem_free(t->zero_in);
+    mem_free_aligned(t->xs);
     mem_free(t);
 }
 
@@ -123,12 +155,49 @@ static float *zalloc(int64_t n)
 
 static void set_views(sae_trainer *t, float *base, sae_params *v)
 {
-    int64_t SD = (int64_t)t->S * t->D;
+    int64_t S = t->S;
     v->W_encT = base;
-    v->W_dec = base + SD;
-    v->b_enc = base + 2 * SD;
+    v->W_dec = base + S * t->D;
+    v->b_enc = v->W_dec + S * t->Do;
     v->b_dec = v->b_enc + t->S;
-    v->log_threshold = t->c.arch == SAE_JUMPRELU ? v->b_dec + t->D : NULL;
+    v->log_threshold = t->c.arch == SAE_JUMPRELU ? v->b_dec + t->Do : NULL;
+    v->r_mag = t->c.arch == SAE_GATED ? v->b_dec + t->Do : NULL;
+    v->W_skip = t->tc == SAE_SKIP_TRANSCODER ? base + t->np - (int64_t)t->Do * t->D : NULL;
+    v->b_mag = t->c.arch == SAE_GATED ? v->r_mag + t->S : NULL;
+}
+
+/* Matryoshka widths: strictly increasing, the first >= k, d_sae appended when missing. */
+static int check_widths(sae_train_config *c)
+{
+    if (c->arch != SAE_MATRYOSHKA) {
+        c->n_widths = 0;
+        memset(c->widths, 0, sizeof c->widths);
+        return OK;
+    }
+    if (c->n_widths == 0) /* default: d_sae/8, d_sae/4, d_sae/2 (those >= k) */
+        for (int div = 8; div >= 2; div /= 2)
+            if (c->d_sae / div >= c->k && c->d_sae / div >= 1 &&
+                (!c->n_widths || c->d_sae / div > c->widths[c->n_widths - 1]))
+                c->widths[c->n_widths++] = c->d_sae / div;
+    if (c->n_widths < 0 || c->n_widths > SAE_MAX_WIDTHS)
+        return err_set(ERR_ARG, "matryoshka: %d widths (at most %d)", c->n_widths, SAE_MAX_WIDTHS);
+    for (int i = 0; i < c->n_widths; i++) {
+        if (c->widths[i] < 1 || c->widths[i] > c->d_sae)
+            return err_set(ERR_ARG, "matryoshka width %d is not in 1..d_sae (%d)", c->widths[i],
+                           c->d_sae);
+        if (i && c->widths[i] <= c->widths[i - 1])
+            return err_set(ERR_ARG, "matryoshka widths must be strictly increasing (%d after %d)",
+                           c->widths[i], c->widths[i - 1]);
+    }
+    if (!c->n_widths || c->widths[c->n_widths - 1] != c->d_sae) {
+        if (c->n_widths == SAE_MAX_WIDTHS)
+            return err_set(ERR_ARG, "matryoshka: at most %d widths with d_sae", SAE_MAX_WIDTHS);
+        c->widths[c->n_widths++] = c->d_sae;
+    }
+    if (c->widths[0] < c->k)
+        return err_set(ERR_ARG, "matryoshka: the smallest width %d is below k %d", c->widths[0],
+                       c->k);
+    return OK;
 }
 
 /* Allocate a trainer for config c with zero parameters (no init). */
@@ -144,7 +213,14 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     if (c.total_tokens < c.batch)
         return err_set(ERR_ARG, "--tokens %lld is less than one batch (%d)",
                        (long long)c.total_tokens, c.batch);
-    if ((c.arch == SAE_RELU || c.arch == SAE_JUMPRELU) && (int64_t)c.batch * c.d_sae > (1LL << 31))
+    int rcw = check_widths(&c);
+    if (rcw) return rcw;
+    if (!c.transcoder) c.d_out = 0;
+    if (c.transcoder && (c.d_out <= 0 || c.arch == SAE_GATED || c.arch == SAE_MATRYOSHKA))
+        return err_set(ERR_ARG, "a transcoder needs d_out > 0 (%d) and the relu, topk, batchtopk or "
+                       "jumprelu activation", c.d_out);
+    if ((c.arch == SAE_RELU || c.arch == SAE_JUMPRELU || c.arch == SAE_GATED) &&
+        (int64_t)c.batch * c.d_sae > (1LL << 31))
         return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
                        sae_arch_name(c.arch));
     if (c.lr <= 0) c.lr = 2e-4 / sqrt(c.d_sae / 16384.0);
@@ -152,6 +228,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     if (c.k_aux > c.d_sae) c.k_aux = c.d_sae;
     if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
     if (c.l1 <= 0 && c.arch == SAE_JUMPRELU) c.l1 = 1.0;
+    if (c.l1 <= 0 && c.arch == SAE_GATED) c.l1 = 5.0;
     sae_trainer *t = mem_calloc(1, sizeof *t);
     if (!t) return err_set(ERR_NOMEM, "SAE trainer: out of memory");
     t->c = c;
@@ -165,9 +242,12 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         int64_t w = c.total_tokens / 10;
         t->dead_window = w < 100000 ? 100000 : w > 10000000 ? 10000000 : w;
     }
-    t->scale = 1;
-    int64_t D = t->D, S = t->S, B = t->B, SD = S * D;
-    t->np = 2 * SD + S + D + (c.arch == SAE_JUMPRELU ? S : 0);
+    t->scale = t->scale_out = 1;
+    t->tc = c.transcoder;
+    t->Do = c.transcoder ? c.d_out : c.d_in;
+    int64_t D = t->D, S = t->S, B = t->B, Do = t->Do;
+    t->np = S * D + S * Do + S + Do + (c.arch == SAE_JUMPRELU ? S : c.arch == SAE_GATED ? 2 * S : 0) +
+            (c.transcoder == SAE_SKIP_TRANSCODER ? Do * D : 0);
     t->p = zalloc(t->np);
     t->g = zalloc(t->np);
     t->m = zalloc(t->np);
@@ -178,11 +258,13 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     t->nrm = mem_alloc(sizeof(float) * S);
     t->xs = zalloc(B * D);
     t->xc = zalloc(B * D);
-    t->xhat = zalloc(B * D);
-    t->dxhat = zalloc(B * D);
+    t->xhat = zalloc(B * Do);
+    t->dxhat = zalloc(B * Do);
+    t->ys = t->tc ? zalloc(B * Do) : t->xs;
+    if (t->tc) t->zero_in = mem_calloc(D, sizeof(float));
     t->ptr = mem_alloc(sizeof(int64_t) * (B + 1));
     int ok = t->p && t->g && t->m && t->v && t->since && t->fired && t->dead && t->nrm && t->xs && t->xc &&
-             t->xhat && t->dxhat && t->ptr;
+             t->xhat && t->dxhat && t->ptr && t->ys && (!t->tc || t->zero_in);
     if (c.arch == SAE_TOPK) {
         /* pre-activations in row chunks of at most 16M floats */
         int64_t ch = ((int64_t)1 << 24) / S;
@@ -193,13 +275,32 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     } else {
         t->chunk = (int)B;
         t->pre = zalloc(B * S);
-        if (c.arch == SAE_BATCHTOPK) {
+        if (is_batchtopk(c.arch)) {
             t->scratch = zalloc(B * S);
             t->cap = B * (int64_t)c.k + B; /* a little room for ties */
             ok = ok && t->scratch;
         } else {
             t->fbuf = zalloc(B * S);
             ok = ok && t->fbuf;
+        }
+        if (c.arch == SAE_MATRYOSHKA && c.n_widths > 1) {
+            t->mpre = zalloc(B * (int64_t)c.widths[c.n_widths - 2]);
+            t->lxhat = zalloc(B * D);
+            t->lval = mem_alloc(sizeof(float) * t->cap);
+            t->ldval = mem_alloc(sizeof(float) * t->cap);
+            t->lidx = mem_alloc(sizeof(int) * t->cap);
+            t->lttok = mem_alloc(sizeof(int) * t->cap);
+            t->ltent = mem_alloc(sizeof(int64_t) * t->cap);
+            t->lptr = mem_alloc(sizeof(int64_t) * (B + 1));
+            t->ltptr = mem_alloc(sizeof(int64_t) * (S + 1));
+            ok = ok && t->mpre && t->lxhat && t->lval && t->ldval && t->lidx && t->lttok &&
+                 t->ltent && t->lptr && t->ltptr;
+        }
+        if (c.arch == SAE_GATED) {
+            t->gbuf = zalloc(B * S);
+            t->xg = zalloc(B * D);
+            t->gsum = mem_alloc(sizeof(float) * S);
+            ok = ok && t->gbuf && t->xg && t->gsum;
         }
     }
     ok = ok && t->pre;
@@ -212,7 +313,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         t->aidx = mem_alloc(sizeof(int) * t->acap);
         t->aval = mem_alloc(sizeof(float) * t->acap);
         t->adval = mem_alloc(sizeof(float) * t->acap);
-        t->ehat = zalloc(B * D);
+        t->ehat = zalloc(B * Do);
         t->tptr = mem_alloc(sizeof(int64_t) * (S + 1));
         t->atptr = mem_alloc(sizeof(int64_t) * (S + 1));
         t->tent = mem_alloc(sizeof(int64_t) * t->cap);
@@ -276,39 +377,54 @@ int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *s
     sae_trainer *t;
     int rc = trainer_alloc(&t, c);
     if (rc) return rc;
-    int D = t->D, S = t->S;
-    double normsum = 0;
+    int D = t->D, S = t->S, Do = t->Do;
+    double normsum = 0, normsum_out = 0;
+    int64_t W = t->tc ? D + Do : D; /* a transcoder's sample rows are (input, target) pairs */
     for (int64_t r = 0; r < n; r++) {
-        double ss = 0;
-        for (int i = 0; i < D; i++) ss += (double)sample[r * D + i] * sample[r * D + i];
+        double ss = 0, so = 0;
+        for (int i = 0; i < D; i++) ss += (double)sample[r * W + i] * sample[r * W + i];
+        for (int i = D; t->tc && i < W; i++) so += (double)sample[r * W + i] * sample[r * W + i];
         normsum += sqrt(ss);
+        normsum_out += sqrt(so);
     }
     if (t->c.normalize) {
-        if (!(normsum > 0) || !isfinite(normsum)) {
+        if (!(normsum > 0) || !isfinite(normsum) || (t->tc && !(normsum_out > 0 && isfinite(normsum_out)))) {
             sae_trainer_free(t);
             return err_set(ERR_ARG, "sample activations have zero or non-finite norm");
         }
         t->scale = sqrt((double)D) / (normsum / (double)n);
+        t->scale_out = t->tc ? sqrt((double)Do) / (normsum_out / (double)n) : t->scale;
     }
     rng_state rng;
     rng_seed(&rng, t->c.seed);
-    float rownorm = t->c.arch == SAE_RELU ? 0.1f : 1.0f; /* Anthropic's ReLU recipe: 0.1 */
-    for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] = (float)rng_normal_alt(&rng);
-    sae_k_normalize_rows(t->P.W_dec, S, D);
-    for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_dec[e] *= rownorm;
-    memcpy(t->P.W_encT, t->P.W_dec, sizeof(float) * (size_t)S * D);
+    /* Anthropic's ReLU recipe: 0.1 (SAELens' decoder_init_norm, also for gated) */
+    float rownorm = t->c.arch == SAE_RELU || t->c.arch == SAE_GATED ? 0.1f : 1.0f;
+    for (int64_t e = 0; e < (int64_t)S * Do; e++) t->P.W_dec[e] = (float)rng_normal_alt(&rng);
+    sae_k_normalize_rows(t->P.W_dec, S, Do);
+    for (int64_t e = 0; e < (int64_t)S * Do; e++) t->P.W_dec[e] *= rownorm;
+    if (t->tc) { /* input and output spaces differ: the encoder draws its own unit rows */
+        for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_encT[e] = (float)rng_normal_alt(&rng);
+        sae_k_normalize_rows(t->P.W_encT, S, D);
+        for (int64_t e = 0; e < (int64_t)S * D; e++) t->P.W_encT[e] *= rownorm;
+    } else
+        memcpy(t->P.W_encT, t->P.W_dec, sizeof(float) * (size_t)S * D);
     if (t->P.log_threshold)
         for (int j = 0; j < S; j++) t->P.log_threshold[j] = (float)log(t->c.jr_init_threshold);
     if (t->c.bdec_init != SAE_BDEC_ZERO) {
         int64_t m = n < 16384 ? n : 16384;
-        float *xs = mem_alloc(sizeof(float) * (size_t)m * D);
+        float *xs = mem_alloc(sizeof(float) * (size_t)m * Do);
         if (!xs) {
             sae_trainer_free(t);
             return err_set(ERR_NOMEM, "SAE trainer: out of memory");
         }
-        for (int64_t e = 0; e < m * D; e++) xs[e] = (float)(sample[e] * t->scale);
-        if (t->c.bdec_init == SAE_BDEC_MEDIAN) rc = sae_geometric_median(t->P.b_dec, xs, m, D, 100);
-        else rc = sae_geometric_median(t->P.b_dec, xs, m, D, 0);
+        if (t->tc) /* b_dec is on the output side: the targets' median */
+            for (int64_t r = 0; r < m; r++)
+                for (int i = 0; i < Do; i++)
+                    xs[r * Do + i] = (float)(sample[r * W + D + i] * t->scale_out);
+        else
+            for (int64_t e = 0; e < m * D; e++) xs[e] = (float)(sample[e] * t->scale);
+        if (t->c.bdec_init == SAE_BDEC_MEDIAN) rc = sae_geometric_median(t->P.b_dec, xs, m, Do, 100);
+        else rc = sae_geometric_median(t->P.b_dec, xs, m, Do, 0);
         mem_free(xs);
         if (rc) {
             sae_trainer_free(t);
@@ -349,17 +465,32 @@ static double lr_at(const sae_trainer *t)
     return lr;
 }
 
+/* Skip transcoders: yhat += xs W_skip^T; dW_skip += dxhat^T xs (dxhat from recon_error). */
+static void skip_forward(sae_trainer *t)
+{
+    if (!t->P.W_skip) return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t->B, t->Do, t->D, 1.0f, t->xs, t->D,
+                t->P.W_skip, t->D, 1.0f, t->xhat, t->Do);
+}
+
+static void skip_backward(sae_trainer *t)
+{
+    if (!t->P.W_skip) return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t->Do, t->D, t->B, 1.0f, t->dxhat, t->Do,
+                t->xs, t->D, 1.0f, t->G.W_skip, t->D);
+}
+
 /* Reconstruction error of the batch: fills dxhat = 2/B (xhat - xs), returns sse; *ev. */
 static double recon_error(sae_trainer *t, double *ev)
 {
-    int B = t->B, D = t->D;
+    int B = t->B, D = t->Do;
     double sse = 0, ss = 0;
     double *mean = NULL;
     float scale = 2.0f / B;
     for (int64_t e = 0; e < (int64_t)B * D; e++) {
-        float d = t->xhat[e] - t->xs[e];
+        float d = t->xhat[e] - t->ys[e];
         sse += (double)d * d;
-        ss += (double)t->xs[e] * t->xs[e];
+        ss += (double)t->ys[e] * t->ys[e];
         t->dxhat[e] = scale * d;
     }
     /* sum ||x - mean||^2 = sum ||x||^2 - B ||mean||^2 */
@@ -367,7 +498,7 @@ static double recon_error(sae_trainer *t, double *ev)
     double msq = 0;
     if (mean) {
         for (int b = 0; b < B; b++)
-            for (int i = 0; i < D; i++) mean[i] += t->xs[(int64_t)b * D + i];
+            for (int i = 0; i < D; i++) mean[i] += t->ys[(int64_t)b * D + i];
         for (int i = 0; i < D; i++) msq += (mean[i] / B) * (mean[i] / B);
         mem_free(mean);
     }
@@ -384,17 +515,157 @@ static void colsum_add(float *out /*[C]*/, const float *a /*[R,C]*/, int R, int 
     }
 }
 
+/* Matryoshka's inner levels (SAELens' definition): for each width m but the last, the prefix
+ * pre[:, :m] gets its own BatchTopK (k B entries over the batch), decoded by W_dec[:m] + b_dec;
+ * adds the gradient of sum_m ||x - xhat_m||^2 / B into t->g and returns that loss. Sparse
+ * throughout: the kernels of the full-width path on the prefix's entries. */
+static double matryoshka_levels(sae_trainer *t)
+{
+    int B = t->B, D = t->D, S = t->S;
+    const sae_params *P = &t->P, *G = &t->G;
+    double loss = 0;
+    float thr, gs = 2.0f / B;
+    for (int l = 0; l + 1 < t->c.n_widths; l++) {
+        int m = t->c.widths[l];
+        for (int b = 0; b < B; b++)
+            memcpy(t->mpre + (int64_t)b * m, t->pre + (int64_t)b * S, sizeof(float) * m);
+        sae_k_batchtopk(t->lptr, t->lidx, t->lval, t->cap, &thr, t->mpre, B, m,
+                        (int64_t)t->c.k * B, t->scratch);
+        sae_k_decode_sparse(t->lxhat, t->lptr, t->lidx, t->lval, P->W_dec, P->b_dec, B, D);
+        double sse = 0;
+        for (int64_t e = 0; e < (int64_t)B * D; e++) {
+            float d = t->lxhat[e] - t->xs[e];
+            sse += (double)d * d;
+            t->lxhat[e] = gs * d;
+        }
+        loss += sse / B;
+        colsum_add(G->b_dec, t->lxhat, B, D);
+        sae_k_csr_transpose(t->ltptr, t->ltent, t->lttok, t->lptr, t->lidx, B, m);
+        sae_k_decode_sparse_backward(G->W_dec, t->ldval, t->lxhat, t->ltptr, t->ltent, t->lttok,
+                                     t->lval, P->W_dec, m, D);
+        int64_t nnz = t->lptr[B];
+        for (int64_t e = 0; e < nnz; e++)
+            if (!(t->lval[e] > 0)) t->ldval[e] = 0;
+        sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->ldval, t->ltptr, t->ltent, t->lttok,
+                                     t->xc, m, D);
+    }
+    return loss;
+}
+
+/* Gated (Rajamanoharan et al. 2024, SAELens' losses): pi = xc W_enc + b_gate, u = pi - b_gate,
+ * mag = exp(r_mag) u + b_mag, f = 1[pi > 0] relu(mag). Loss = ||x - xhat||^2 / B
+ * + coef / B sum relu(pi)_j ||W_dec,j|| + ||x - (relu(pi) W_dec + b_dec)||^2 / B, the last with
+ * the decoder frozen (the paper's x_frozen: W_dec and b_dec get no gradient from it). The gate
+ * is a step function: f passes gradient only through the magnitude path, pi only through the
+ * penalty and the auxiliary loss. Dense like relu (cblas_sgemm). */
+static int gated_forward_backward(sae_trainer *t, sae_step_stats *st, double coef)
+{
+    int B = t->B, D = t->D, S = t->S;
+    const sae_params *P = &t->P, *G = &t->G;
+    int64_t BS = (int64_t)B * S, active = 0;
+    float *pre = t->pre, *f = t->fbuf, *a = t->gbuf;
+    sae_k_encode(pre, t->xc, t->xs, P->W_encT, P->b_enc, P->b_dec, B, D, S);
+    for (int64_t e = 0; e < BS; e++) {
+        int j = (int)(e % S);
+        float pi = pre[e], mag = expf(P->r_mag[j]) * (pi - P->b_enc[j]) + P->b_mag[j];
+        f[e] = (pi > 0 && mag > 0) ? mag : 0;
+        a[e] = pi > 0 ? pi : 0;
+        if (f[e] > 0) {
+            active++;
+            t->fired[j] = 1;
+        }
+    }
+    for (int b = 0; b < B; b++) {
+        memcpy(t->xhat + (int64_t)b * D, P->b_dec, sizeof(float) * D);
+        memcpy(t->xg + (int64_t)b * D, P->b_dec, sizeof(float) * D);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, f, S, P->W_dec, D, 1.0f,
+                t->xhat, D);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, a, S, P->W_dec, D, 1.0f,
+                t->xg, D);
+    double ev, sse = recon_error(t, &ev), asse = 0, sparsity_loss = 0;
+    float gs = 2.0f / B;
+    for (int64_t e = 0; e < (int64_t)B * D; e++) {
+        float d = t->xg[e] - t->xs[e];
+        asse += (double)d * d;
+        t->xg[e] = gs * d;
+    }
+    colsum_add(G->b_dec, t->dxhat, B, D);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->dxhat, D, 1.0f,
+                G->W_dec, D);
+    if (t->gated_unfrozen) {
+        colsum_add(G->b_dec, t->xg, B, D);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, a, S, t->xg, D, 1.0f,
+                    G->W_dec, D);
+    }
+    /* the penalty's decoder norms do get their gradient (as in SAELens) */
+    for (int j = 0; j < S; j++) {
+        const float *w = P->W_dec + (int64_t)j * D;
+        double nn = 0, asum = 0;
+        for (int i = 0; i < D; i++) nn += (double)w[i] * w[i];
+        nn = sqrt(nn);
+        for (int b = 0; b < B; b++) asum += a[(int64_t)b * S + j];
+        sparsity_loss += coef / B * asum * nn;
+        if (nn > 0) {
+            float gsc = (float)(coef / B * asum / nn);
+            float *gw = G->W_dec + (int64_t)j * D;
+            for (int i = 0; i < D; i++) gw[i] += gsc * w[i];
+        }
+        t->nrm[j] = (float)nn;
+    }
+    /* df = dxhat W_dec^T (over f), da = dxg W_dec^T (over a) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, t->dxhat, D, P->W_dec, D,
+                0.0f, f, S);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, t->xg, D, P->W_dec, D,
+                0.0f, a, S);
+    float cB = (float)(coef / B);
+    memset(t->gsum, 0, sizeof(float) * S);
+    for (int64_t e = 0; e < BS; e++) {
+        int j = (int)(e % S);
+        float pi = pre[e], er = expf(P->r_mag[j]), u = pi - P->b_enc[j];
+        float mag = er * u + P->b_mag[j];
+        float dmag = (pi > 0 && mag > 0) ? f[e] : 0;
+        float dpi = pi > 0 ? a[e] + cB * t->nrm[j] : 0;
+        G->r_mag[j] += dmag * er * u;
+        G->b_mag[j] += dmag;
+        G->b_enc[j] += dpi;
+        f[e] = dmag * er + dpi; /* d loss / d (xc . w_j) */
+        t->gsum[j] += f[e];
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->xc, D, 1.0f,
+                G->W_encT, D);
+    sae_k_bdec_from_enc(G->b_dec, t->gsum, P->W_encT, D, S);
+    st->mse = sse / ((double)B * D);
+    st->ev = ev;
+    st->l0 = (double)active / B;
+    st->sparsity_coef = coef;
+    st->aux_loss = asse / B;
+    st->loss = sse / B + sparsity_loss + asse / B;
+    return OK;
+}
+
 /* Forward + backward into t->g (which must be zero). Fills t->fired and stats. */
 static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
 {
-    int B = t->B, D = t->D, S = t->S, k = t->c.k;
+    int B = t->B, D = t->D, Do = t->Do, S = t->S, k = t->c.k;
     const sae_params *P = &t->P, *G = &t->G;
     float sc = (float)t->scale;
-    for (int64_t e = 0; e < (int64_t)B * D; e++) t->xs[e] = x[e] * sc;
+    if (t->tc) { /* paired rows [x | y]: the input and the target, each with its own scale */
+        float so = (float)t->scale_out;
+        for (int b = 0; b < B; b++) {
+            const float *r = x + (int64_t)b * (D + Do);
+            for (int i = 0; i < D; i++) t->xs[(int64_t)b * D + i] = r[i] * sc;
+            for (int i = 0; i < Do; i++) t->ys[(int64_t)b * Do + i] = r[D + i] * so;
+        }
+    } else
+        for (int64_t e = 0; e < (int64_t)B * D; e++) t->xs[e] = x[e] * sc;
+    /* transcoders do not subtract b_dec (of the output side) from the input */
+    const float *bsub = t->tc ? t->zero_in : P->b_dec;
     memset(t->fired, 0, S);
     double coef = sparsity_coef(t), sparsity_loss = 0, aux_loss = 0, ev = 0;
     int64_t active = 0;
     double recon_loss = 0;
+    if (t->c.arch == SAE_GATED) return gated_forward_backward(t, st, coef);
     if (is_sparse(t->c.arch)) {
         int nd = 0;
         if (t->c.aux_coef > 0)
@@ -405,7 +676,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             for (int r0 = 0; r0 < B; r0 += t->chunk) {
                 int n = B - r0 < t->chunk ? B - r0 : t->chunk;
                 sae_k_encode(t->pre, t->xc + (int64_t)r0 * D, t->xs + (int64_t)r0 * D, P->W_encT,
-                             P->b_enc, P->b_dec, n, D, S);
+                             P->b_enc, bsub, n, D, S);
                 sae_k_topk(t->idx + (int64_t)r0 * k, t->val + (int64_t)r0 * k, t->pre, n, S, k,
                            NULL, 0);
                 if (ka)
@@ -414,7 +685,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             }
             for (int b = 0; b <= B; b++) t->ptr[b] = (int64_t)b * k;
         } else {
-            sae_k_encode(t->pre, t->xc, t->xs, P->W_encT, P->b_enc, P->b_dec, B, D, S);
+            sae_k_encode(t->pre, t->xc, t->xs, P->W_encT, P->b_enc, bsub, B, D, S);
             float thr;
             sae_k_batchtopk(t->ptr, t->idx, t->val, t->cap, &thr, t->pre, B, S, (int64_t)k * B,
                             t->scratch);
@@ -431,32 +702,35 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
                 t->fired[t->idx[e]] = 1;
                 active++;
             }
-        sae_k_decode_sparse(t->xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, B, D);
+        sae_k_decode_sparse(t->xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, B, Do);
+        skip_forward(t);
         double sse = recon_error(t, &ev);
-        st->mse = sse / ((double)B * D);
+        st->mse = sse / ((double)B * Do);
         recon_loss = sse / B;
-        colsum_add(G->b_dec, t->dxhat, B, D);
+        colsum_add(G->b_dec, t->dxhat, B, Do);
+        skip_backward(t);
         sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, B, S);
         sae_k_decode_sparse_backward(G->W_dec, t->dval, t->dxhat, t->tptr, t->tent, t->ttok,
-                                     t->val, P->W_dec, S, D);
+                                     t->val, P->W_dec, S, Do);
         for (int64_t e = 0; e < nnz; e++)
             if (!(t->val[e] > 0)) t->dval[e] = 0;
         sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok,
                                      t->xc, S, D);
+        if (t->c.arch == SAE_MATRYOSHKA) recon_loss += matryoshka_levels(t);
         if (ka) {
             /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
             float ca = (float)(t->c.aux_coef * fmin(1.0, (double)nd / t->kaux));
-            sae_k_decode_sparse(t->ehat, t->aptr, t->aidx, t->aval, P->W_dec, NULL, B, D);
+            sae_k_decode_sparse(t->ehat, t->aptr, t->aidx, t->aval, P->W_dec, NULL, B, Do);
             double asse = 0;
-            for (int64_t e = 0; e < (int64_t)B * D; e++) {
-                float d = t->ehat[e] - (t->xs[e] - t->xhat[e]);
+            for (int64_t e = 0; e < (int64_t)B * Do; e++) {
+                float d = t->ehat[e] - (t->ys[e] - t->xhat[e]);
                 asse += (double)d * d;
                 t->ehat[e] = 2.0f * ca / B * d;
             }
             aux_loss = ca * asse / B;
             sae_k_csr_transpose(t->atptr, t->atent, t->attok, t->aptr, t->aidx, B, S);
             sae_k_decode_sparse_backward(G->W_dec, t->adval, t->ehat, t->atptr, t->atent,
-                                         t->attok, t->aval, P->W_dec, S, D);
+                                         t->attok, t->aval, P->W_dec, S, Do);
             int64_t an = t->aptr[B];
             for (int64_t e = 0; e < an; e++)
                 if (!(t->aval[e] > 0)) t->adval[e] = 0;
@@ -466,7 +740,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     } else {
         float *pre = t->pre, *f = t->fbuf;
         int64_t BS = (int64_t)B * S;
-        sae_k_encode(pre, t->xc, t->xs, P->W_encT, P->b_enc, P->b_dec, B, D, S);
+        sae_k_encode(pre, t->xc, t->xs, P->W_encT, P->b_enc, bsub, B, D, S);
         const float *lt = P->log_threshold;
         for (int64_t e = 0; e < BS; e++) {
             float v = pre[e], th = lt ? expf(lt[e % S]) : 0;
@@ -476,36 +750,38 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
                 t->fired[e % S] = 1;
             }
         }
-        for (int b = 0; b < B; b++) memcpy(t->xhat + (int64_t)b * D, P->b_dec, sizeof(float) * D);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, f, S, P->W_dec, D,
-                    1.0f, t->xhat, D);
+        for (int b = 0; b < B; b++) memcpy(t->xhat + (int64_t)b * Do, P->b_dec, sizeof(float) * Do);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, Do, S, 1.0f, f, S, P->W_dec, Do,
+                    1.0f, t->xhat, Do);
+        skip_forward(t);
         double sse = recon_error(t, &ev);
-        st->mse = sse / ((double)B * D);
+        st->mse = sse / ((double)B * Do);
         recon_loss = sse / B;
-        colsum_add(G->b_dec, t->dxhat, B, D);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->dxhat, D,
-                    1.0f, G->W_dec, D);
+        colsum_add(G->b_dec, t->dxhat, B, Do);
+        skip_backward(t);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, Do, B, 1.0f, f, S, t->dxhat, Do,
+                    1.0f, G->W_dec, Do);
         float cB = (float)(coef / B);
         if (t->c.arch == SAE_RELU) {
             /* L1 weighted by decoder norms: coef/B * sum_b sum_j f_bj ||W_dec,j|| */
             for (int j = 0; j < S; j++) {
-                const float *w = P->W_dec + (int64_t)j * D;
+                const float *w = P->W_dec + (int64_t)j * Do;
                 double nn = 0, fsum = 0;
-                for (int i = 0; i < D; i++) nn += (double)w[i] * w[i];
+                for (int i = 0; i < Do; i++) nn += (double)w[i] * w[i];
                 nn = sqrt(nn);
                 for (int b = 0; b < B; b++) fsum += f[(int64_t)b * S + j];
                 sparsity_loss += coef / B * fsum * nn;
                 if (nn > 0) {
                     float gsc = (float)(coef / B * fsum / nn);
-                    float *gw = G->W_dec + (int64_t)j * D;
-                    for (int i = 0; i < D; i++) gw[i] += gsc * w[i];
+                    float *gw = G->W_dec + (int64_t)j * Do;
+                    for (int i = 0; i < Do; i++) gw[i] += gsc * w[i];
                 }
                 t->nrm[j] = (float)nn;
             }
         }
         /* df = dxhat @ W_dec^T, overwriting f */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, t->dxhat, D, P->W_dec,
-                    D, 0.0f, f, S);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, Do, 1.0f, t->dxhat, Do, P->W_dec,
+                    Do, 0.0f, f, S);
         if (t->c.arch == SAE_RELU) {
             for (int64_t e = 0; e < BS; e++) {
                 f[e] = pre[e] > 0 ? f[e] + cB * t->nrm[e % S] : 0;
@@ -529,7 +805,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     }
     /* gradient through xc = x - b_dec: db_dec -= (sum_b dpre_b) @ W_encT (g is zero on entry,
        so G->b_enc holds exactly this step's sum) */
-    sae_k_bdec_from_enc(G->b_dec, G->b_enc, P->W_encT, D, S);
+    if (!t->tc) sae_k_bdec_from_enc(G->b_dec, G->b_enc, P->W_encT, D, S);
     st->ev = ev;
     st->l0 = (double)active / B;
     st->sparsity_coef = coef;
@@ -537,6 +813,8 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     st->loss = recon_loss + sparsity_loss + aux_loss;
     return OK;
 }
+
+void sae_trainer_test_unfreeze(sae_trainer *t, int on) { t->gated_unfrozen = on; }
 
 int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st)
 {
@@ -553,18 +831,25 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     if (!isfinite(st.loss))
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
-    int constrained = t->c.arch != SAE_RELU;
-    if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->D);
+    int constrained = is_constrained(t->c.arch);
+    if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->Do);
     double lr = lr_at(t);
-    /* the JumpReLU thresholds are the last S parameters; they get their own learning rate */
-    int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth;
+    /* the JumpReLU thresholds are the S parameters after b_dec (the last ones but a skip
+       transcoder's W_skip); they get their own learning rate */
+    int64_t nskip = t->P.W_skip ? (int64_t)t->Do * t->D : 0;
+    int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth - nskip;
     sae_k_adam(t->p, t->g, t->m, t->v, nmain, (float)lr, (float)t->c.adam_b1,
                (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
     if (nth)
         sae_k_adam(t->p + nmain, t->g + nmain, t->m + nmain, t->v + nmain, nth,
                    (float)(lr * t->c.jr_lr_mult), (float)t->c.adam_b1, (float)t->c.adam_b2,
                    (float)t->c.adam_eps, t->step + 1);
-    if (constrained) sae_k_normalize_rows(t->P.W_dec, t->S, t->D);
+    if (nskip) {
+        int64_t o = nmain + nth;
+        sae_k_adam(t->p + o, t->g + o, t->m + o, t->v + o, nskip, (float)lr, (float)t->c.adam_b1,
+                   (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
+    }
+    if (constrained) sae_k_normalize_rows(t->P.W_dec, t->S, t->Do);
     int64_t ndead = 0;
     for (int j = 0; j < t->S; j++) {
         t->since[j] = t->fired[j] ? 0 : t->since[j] + t->B;
@@ -589,26 +874,36 @@ int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model *
     cfg.d_in = t->D;
     cfg.d_sae = t->S;
     cfg.k = is_sparse(t->c.arch) ? t->c.k : 0;
+    cfg.n_widths = t->c.n_widths;
+    memcpy(cfg.widths, t->c.widths, sizeof cfg.widths);
+    cfg.transcoder = t->tc;
+    cfg.d_out = t->tc ? t->Do : 0;
     sae_model *s;
     int rc = sae_model_new(&s, &cfg);
     if (rc) return rc;
-    int D = t->D, S = t->S;
-    float inv = (float)(1.0 / t->scale);
+    int D = t->D, S = t->S, Do = t->Do;
+    /* raw units: x = xs / scale, y = ys / scale_out (= scale for SAEs); f_raw = f n / scale_out */
+    float inv = (float)(1.0 / t->scale_out);
+    float io = (float)(t->scale / t->scale_out); /* transcoders: the input side's extra factor */
     for (int j = 0; j < S; j++) {
-        const float *wd = t->P.W_dec + (int64_t)j * D, *we = t->P.W_encT + (int64_t)j * D;
+        const float *wd = t->P.W_dec + (int64_t)j * Do, *we = t->P.W_encT + (int64_t)j * D;
         double nn = 0;
-        for (int i = 0; i < D; i++) nn += (double)wd[i] * wd[i];
+        for (int i = 0; i < Do; i++) nn += (double)wd[i] * wd[i];
         nn = sqrt(nn);
         float n = nn > 0 ? (float)nn : 1.0f;
-        for (int i = 0; i < D; i++) {
-            s->W_dec[(int64_t)j * D + i] = wd[i] / n;
-            s->W_enc[(int64_t)i * S + j] = we[i] * n;
-        }
+        for (int i = 0; i < Do; i++) s->W_dec[(int64_t)j * Do + i] = wd[i] / n;
+        for (int i = 0; i < D; i++) s->W_enc[(int64_t)i * S + j] = t->tc ? we[i] * (n * io) : we[i] * n;
         s->b_enc[j] = t->P.b_enc[j] * n * inv;
         if (t->c.arch == SAE_JUMPRELU) s->threshold[j] = expf(t->P.log_threshold[j]) * n * inv;
-        if (t->c.arch == SAE_BATCHTOPK) s->threshold[j] = t->thr_run * n * inv;
+        if (is_batchtopk(t->c.arch)) s->threshold[j] = t->thr_run * n * inv;
+        if (t->c.arch == SAE_GATED) { /* exp(r_mag) scales W_enc, so r_mag needs no fold */
+            s->b_mag[j] = t->P.b_mag[j] * n * inv;
+            s->r_mag[j] = t->P.r_mag[j];
+        }
     }
-    for (int i = 0; i < D; i++) s->b_dec[i] = t->P.b_dec[i] * inv;
+    for (int i = 0; i < Do; i++) s->b_dec[i] = t->P.b_dec[i] * inv;
+    if (s->W_skip)
+        for (int64_t e = 0; e < (int64_t)Do * D; e++) s->W_skip[e] = t->P.W_skip[e] * io;
     *out = s;
     return OK;
 }
@@ -644,7 +939,8 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
              fwrite(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fwrite(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S;
+             fwrite(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
+             (!t->tc || fwrite(&t->scale_out, sizeof(double), 1, fp) == 1);
     if (!ok) {
         int e = errno;
         file_atomic_abort(&out);
@@ -660,8 +956,11 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     if (!fp) return err_set(ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     ckpt_header h;
     sae_train_config c;
+    /* checkpoints written before the matryoshka fields hold the config up to n_widths */
+    memset(&c, 0, sizeof c);
     if (fread(&h, sizeof h, 1, fp) != 1 || memcmp(h.magic, CKPT_MAGIC, 8) ||
-        h.cfg_size != sizeof c || fread(&c, sizeof c, 1, fp) != 1) {
+        (h.cfg_size != sizeof c && h.cfg_size != offsetof(sae_train_config, n_widths)) ||
+        fread(&c, h.cfg_size, 1, fp) != 1) {
         fclose(fp);
         return err_set(ERR_FORMAT, "%s: not a saelite checkpoint of this version", path);
     }
@@ -679,7 +978,8 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     int ok = fread(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
              fread(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
              fread(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fread(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S;
+             fread(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
+             (!t->tc || fread(&t->scale_out, sizeof(double), 1, fp) == 1);
     fclose(fp);
     if (!ok) {
         sae_trainer_free(t);
@@ -688,6 +988,7 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     t->step = h.step;
     t->tokens = h.tokens;
     t->scale = h.scale;
+    if (!t->tc) t->scale_out = h.scale;
     t->thr_run = h.thr_run;
     *out = t;
     return OK;

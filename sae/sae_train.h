@@ -1,4 +1,5 @@
-/* sae_train.h - training sparse autoencoders (ReLU+L1, TopK+AuxK, BatchTopK, JumpReLU).
+/* sae_train.h - training sparse autoencoders (ReLU+L1, TopK+AuxK, BatchTopK, JumpReLU, gated,
+ * Matryoshka BatchTopK).
  *
  * The trainer works in a normalised space: inputs are multiplied by a constant scale chosen so
  * the mean input norm of a sample is sqrt(d_in) (SAELens' "expected_average_only_in"); the
@@ -9,6 +10,18 @@
  *                                                          rectangle kernel of width bandwidth)
  *        + topk/batchtopk: aux_coef * min(1, n_dead/k_aux) * ||e - ehat_aux||^2 (AuxK on the top
  *                     k_aux dead latents, e = x - xhat detached)
+ *        + matryoshka: the batchtopk loss (full width, AuxK) + sum over the inner widths m of
+ *                     ||x - xhat_m||^2, xhat_m = BatchTopK(pre[:, :m]) W_dec[:m] + b_dec (SAELens:
+ *                     the prefix's pre-activations get their own BatchTopK with the same k B)
+ *        + gated:     l1 * sum_j relu(pi_j) ||W_dec,j|| + ||x - (relu(pi) W_dec' + b_dec')||^2, pi
+ *                     the gate pre-activations, W_dec'/b_dec' the decoder frozen (no gradient);
+ *                     f = 1[pi > 0] relu(exp(r_mag) (pi - b_gate) + b_mag), decoder unconstrained
+ *                     with norms folded at export (as relu)
+ * Transcoders (transcoder != 0): the rows given to sae_trainer_new/step are (input, target) pairs
+ * [x | y] of d_in + d_out floats; the loss is the same with y in place of x as the target, no
+ * b_dec subtraction on the input, and skip transcoders add x W_skip^T (W_skip zero at init) to
+ * the output. Input and target get separate scales (mean norms sqrt(d_in) and sqrt(d_out)); the
+ * encoder rows are their own random unit vectors (d_in != d_out), b_dec the target's median.
  *   Adam; lr warm-up over warmup_frac of the steps, linear decay to 0 over the last decay_frac;
  *   sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu) with
  *   the gradient component parallel to each row removed before the step; W_enc = W_dec^T at
@@ -64,6 +77,11 @@ typedef struct {
     double jr_init_threshold; /* default 0.5 */
     double jr_lr_mult;     /* jumprelu: learning-rate multiplier of the thresholds (default 10) */
     double adam_b1, adam_b2, adam_eps; /* 0.9, 0.999, 1e-8 */
+    /* fields added after the first checkpoint version (older checkpoints read them as 0) */
+    int n_widths;                /* matryoshka: prefix widths (d_sae appended when missing) */
+    int widths[SAE_MAX_WIDTHS];
+    int transcoder;              /* SAE_TRANSCODER / SAE_SKIP_TRANSCODER (arch: the activation) */
+    int d_out;                   /* transcoders: target width */
 } sae_train_config;
 
 void sae_train_defaults(sae_train_config *c);
@@ -104,9 +122,15 @@ int sae_trainer_resume(sae_trainer **out, const char *path);
  * sae_trainer_loss_grad, which computes loss and gradients without an optimiser step. */
 typedef struct {
     float *W_encT, *W_dec, *b_enc, *b_dec, *log_threshold;
+    float *r_mag, *b_mag; /* gated only (b_enc is b_gate), else NULL */
+    float *W_skip;        /* skip transcoders: [d_out,d_in], else NULL (W_dec [S,d_out] and
+                             b_dec [d_out] for transcoders) */
 } sae_params;
 void sae_trainer_params(sae_trainer *t, sae_params *p, sae_params *grad);
 int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st);
+/* Gated: on = 1 lets the auxiliary loss's gradient reach the decoder too (it is frozen in
+ * training), so the finite-difference test can check every gradient against the total loss. */
+void sae_trainer_test_unfreeze(sae_trainer *t, int on);
 
 /* ---- batch sources -------------------------------------------------------------------- */
 /* A source yields batches of raw activation rows. next() fills x [B,d_in]; it loops over its data
@@ -142,11 +166,19 @@ void sae_source_adopt(sae_source *s, float *data);
 typedef struct {
     int64_t hook_id, tokens, seqs;
     int width, seq_len;
+    int width_out; /* paired sources: the second hook's width */
     char model_name[128];
 } sae_store_info;
 int sae_source_store(sae_source **out, const char *db, const char *hook, int split,
                      double val_frac, uint64_t seed, int64_t shuffle_tokens, int skip_bos,
                      double max_norm_ratio, sae_store_info *info);
+/* Paired mode (transcoders): rows [x | y] of width + width_out floats, x from hook and y from
+ * hook_out at the same (sequence, position); both hooks must come from one extract (same model
+ * and sequence length, the same sequences). The order, split and BOS rule follow hook; the norm
+ * cap looks at x. */
+int sae_source_store_pair(sae_source **out, const char *db, const char *hook, const char *hook_out,
+                          int split, double val_frac, uint64_t seed, int64_t shuffle_tokens,
+                          int skip_bos, double max_norm_ratio, sae_store_info *info);
 /* Tokens a store source has dropped for their norm so far. */
 int64_t sae_source_store_dropped(const sae_source *src);
 int sae_source_skip(sae_source *s, int64_t rows, int B);

@@ -1,5 +1,6 @@
 /* source_store.c - sae_source over the activations of one hook in the store: random sequence
- * order (store_iter) plus a token shuffle buffer (see sae_train.h). */
+ * order (store_iter) plus a token shuffle buffer (see sae_train.h). The paired mode (transcoders)
+ * reads a second hook's activations of the same sequence and yields rows [x | y]. */
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -15,6 +16,9 @@ typedef struct {
     store *s;
     store_iter *it;
     int width, seq_len, skip_bos;
+    int w_in;         /* paired: the first hook's width (width = w_in + the second's); else width */
+    int64_t hook_out; /* paired: the second hook's id, else -1 */
+    float *seq_in, *seq_out; /* paired: one sequence of each hook */
     float *seq;       /* [seq_len, width] the sequence being drained */
     int seq_T, seq_pos;
     float *buf;       /* [cap, width] */
@@ -38,8 +42,23 @@ static int stream_next(store_src *m, float *dst)
     int passes = 0;
     while (m->seq_pos >= m->seq_T) {
         int64_t sid;
-        int rc = store_iter_next(m->it, m->seq, &m->seq_T, &sid);
+        int rc = store_iter_next(m->it, m->hook_out >= 0 ? m->seq_in : m->seq, &m->seq_T, &sid);
         if (rc) return rc;
+        if (m->hook_out >= 0 && m->seq_T > 0) {
+            /* the same sequence at the output hook, token by token beside the input */
+            int T2 = 0, wo = m->width - m->w_in;
+            rc = store_act_read(m->s, m->hook_out, sid, m->seq_out, &T2);
+            if (rc) return err_wrap(rc, "paired source: sequence %lld", (long long)sid);
+            if (T2 != m->seq_T)
+                return err_set(ERR_SHAPE, "paired source: sequence %lld has %d tokens at one hook "
+                               "and %d at the other", (long long)sid, m->seq_T, T2);
+            for (int t = 0; t < m->seq_T; t++) {
+                memcpy(m->seq + (int64_t)t * m->width, m->seq_in + (int64_t)t * m->w_in,
+                       sizeof(float) * m->w_in);
+                memcpy(m->seq + (int64_t)t * m->width + m->w_in, m->seq_out + (int64_t)t * wo,
+                       sizeof(float) * wo);
+            }
+        }
         if (m->seq_T == 0) {
             if (++passes > 1) return err_set(ERR_NOTFOUND, "activation source: the split is empty");
             store_iter_shuffle(m->it, rng_next(&m->rng));
@@ -65,7 +84,7 @@ static int stream_next_kept(store_src *m, float *dst)
 {
     for (int64_t tries = 0;; tries++) {
         int rc = stream_next(m, dst);
-        if (rc || m->norm_cap <= 0 || row_norm(dst, m->width) <= m->norm_cap) return rc;
+        if (rc || m->norm_cap <= 0 || row_norm(dst, m->w_in) <= m->norm_cap) return rc;
         m->dropped++;
         if (tries > 1000000)
             return err_set(ERR_ARG, "activation source: no token below the norm cap %g", m->norm_cap);
@@ -81,10 +100,10 @@ static int store_next(sae_source *src, float *x, int B)
         /* the cap comes from the first full buffer: ratio x its mean token norm; buffered tokens
            above it are replaced */
         double sum = 0;
-        for (int64_t r = 0; r < m->fill; r++) sum += row_norm(m->buf + r * m->width, m->width);
+        for (int64_t r = 0; r < m->fill; r++) sum += row_norm(m->buf + r * m->width, m->w_in);
         m->norm_cap = m->max_ratio * sum / (double)m->fill;
         for (int64_t r = 0; r < m->fill && !rc; r++)
-            if (row_norm(m->buf + r * m->width, m->width) > m->norm_cap) {
+            if (row_norm(m->buf + r * m->width, m->w_in) > m->norm_cap) {
                 m->dropped++;
                 rc = stream_next_kept(m, m->buf + r * m->width);
             }
@@ -105,6 +124,8 @@ static void store_src_close(sae_source *src)
     store_iter_close(m->it);
     store_close(m->s);
     mem_free(m->seq);
+    mem_free(m->seq_in);
+    mem_free(m->seq_out);
     mem_free(m->buf);
     mem_free(m->bos);
     mem_free(m);
@@ -120,6 +141,14 @@ int sae_source_store(sae_source **out, const char *db, const char *hook, int spl
                      double val_frac, uint64_t seed, int64_t shuffle_tokens, int skip_bos,
                      double max_norm_ratio, sae_store_info *info)
 {
+    return sae_source_store_pair(out, db, hook, NULL, split, val_frac, seed, shuffle_tokens,
+                                 skip_bos, max_norm_ratio, info);
+}
+
+int sae_source_store_pair(sae_source **out, const char *db, const char *hook, const char *hook_out,
+                          int split, double val_frac, uint64_t seed, int64_t shuffle_tokens,
+                          int skip_bos, double max_norm_ratio, sae_store_info *info)
+{
     *out = NULL;
     store_src *m = mem_calloc(1, sizeof *m);
     sae_source *src = mem_calloc(1, sizeof *src);
@@ -131,13 +160,23 @@ int sae_source_store(sae_source **out, const char *db, const char *hook, int spl
     src->impl = m;
     src->next = store_next;
     src->close = store_src_close;
-    store_hook h;
+    store_hook h, ho;
+    m->hook_out = -1;
     int rc = store_open(&m->s, db, STORE_READONLY);
     if (!rc) rc = store_hook_find(m->s, hook, &h);
+    if (!rc && hook_out) {
+        rc = store_hook_find(m->s, hook_out, &ho);
+        if (!rc && (ho.model_id != h.model_id || ho.seq_len != h.seq_len))
+            rc = err_set(ERR_ARG, "%s: hooks %s and %s come from different extracts (model or "
+                         "sequence length); store both with one multi-hook extract", db, hook,
+                         hook_out);
+    }
     if (!rc) rc = store_iter_open(&m->it, m->s, h.id, split, val_frac, seed);
     if (!rc && skip_bos) rc = store_sae_bos_seqs(m->s, &m->bos, &m->nbos);
     if (!rc) {
-        m->width = h.width;
+        m->w_in = h.width;
+        m->width = h.width + (hook_out ? ho.width : 0);
+        m->hook_out = hook_out ? ho.id : -1;
         m->seq_len = h.seq_len;
         m->skip_bos = skip_bos;
         m->max_ratio = max_norm_ratio;
@@ -148,13 +187,19 @@ int sae_source_store(sae_source **out, const char *db, const char *hook, int spl
         m->cap = shuffle_tokens < 1 ? 1 : shuffle_tokens;
         if (!rc && m->cap > avail) m->cap = avail; /* a small store fits in the buffer whole */
         rng_seed(&m->rng, seed ^ 0xb0ffe4ULL);
-        m->seq = mem_alloc(sizeof(float) * (size_t)h.seq_len * h.width);
-        m->buf = mem_alloc(sizeof(float) * (size_t)m->cap * h.width);
+        m->seq = mem_alloc(sizeof(float) * (size_t)h.seq_len * m->width);
+        m->buf = mem_alloc(sizeof(float) * (size_t)m->cap * m->width);
+        if (hook_out) {
+            m->seq_in = mem_alloc(sizeof(float) * (size_t)h.seq_len * h.width);
+            m->seq_out = mem_alloc(sizeof(float) * (size_t)h.seq_len * ho.width);
+            if (!rc && (!m->seq_in || !m->seq_out)) rc = err_set(ERR_NOMEM, "%s: out of memory", db);
+        }
         if (!rc && (!m->seq || !m->buf)) rc = err_set(ERR_NOMEM, "%s: shuffle buffer of %lld tokens: out of memory", db, (long long)m->cap);
         if (!rc && info) {
             memset(info, 0, sizeof *info);
             info->hook_id = h.id;
             info->width = h.width;
+            info->width_out = hook_out ? ho.width : 0;
             info->seq_len = h.seq_len;
             info->tokens = avail;
             info->seqs = (int64_t)store_iter_count(m->it);
@@ -171,7 +216,7 @@ int sae_source_store(sae_source **out, const char *db, const char *hook, int spl
         store_src_close(src);
         return rc;
     }
-    src->d_in = h.width;
+    src->d_in = m->width;
     src->n_rows = store_iter_tokens(m->it);
     *out = src;
     return OK;

@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "sae/metrics.h"
 
 #define PHI_N 8192
 #define PHI_LO (-8.0)
@@ -35,6 +36,7 @@ void synth_defaults(synth_config *c)
     c->rank = 8;
     c->corr = 0.5;
     c->seed = 1;
+    c->child_p = 0.4;
 }
 
 static double Phi(double u) { return 0.5 * erfc(-u / sqrt(2.0)); }
@@ -72,6 +74,11 @@ int sae_synth_new(sae_synth **out, const synth_config *c)
         return err_set(ERR_ARG,
                        "synthetic data: need d >= 1, features >= 1, 0 < active <= features, 0 < decay <= "
                        "1, 0 <= corr < 1");
+    if (c->parents < 0 || c->children < 0 ||
+        (int64_t)c->parents * (1 + c->children) > F || !(c->child_p >= 0 && c->child_p <= 1))
+        return err_set(ERR_ARG, "synthetic data: %d parents with %d children each need %lld of the "
+                       "%d features, child_p in [0, 1]", c->parents, c->children,
+                       (long long)c->parents * (1 + c->children), F);
     sae_synth *s = mem_calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "synthetic data: out of memory");
     s->c = *c;
@@ -137,9 +144,22 @@ static inline float phi_lookup(const float *tab, float u)
     return tab[i] + fr * (tab[i + 1] - tab[i]);
 }
 
+static int synth_sample(sae_synth *s, float *x, int N, int *active, float *codes);
+
 int sae_synth_sample(sae_synth *s, float *x, int N, int *active)
 {
+    return synth_sample(s, x, N, active, NULL);
+}
+
+int sae_synth_sample_codes(sae_synth *s, float *x, int N, float *codes)
+{
+    return synth_sample(s, x, N, NULL, codes);
+}
+
+static int synth_sample(sae_synth *s, float *x, int N, int *active, float *codes)
+{
     int F = s->c.n_features, d = s->c.d, r = s->c.rank;
+    int G = s->c.parents > 0 ? 1 + s->c.children : 0, HF = s->c.parents * G;
     for (int r0 = 0; r0 < N; r0 += CHUNK) {
         int n = N - r0 < CHUNK ? N - r0 : CHUNK;
         /* z = g A^T: the shared part of the copula variables */
@@ -152,16 +172,26 @@ int sae_synth_sample(sae_synth *s, float *x, int N, int *active)
             float *xr = x + (int64_t)(r0 + b) * d;
             const float *zr = s->z + (int64_t)b * F;
             memset(xr, 0, sizeof(float) * d);
-            int cnt = 0;
+            float *cr = codes ? codes + (int64_t)(r0 + b) * F : NULL;
+            if (cr) memset(cr, 0, sizeof(float) * F);
+            int cnt = 0, parent_on = 0;
             for (int i = 0; i < F; i++) {
                 /* given the shared part, feature i fires with probability
                    Phi((thr_i - a_i.g) / sqrt(1 - |a_i|^2)) */
                 float q = s->thr[i] == INFINITY ? 1.0f
                                                 : phi_lookup(s->phi, (s->thr[i] - zr[i]) * s->isd[i]);
-                if ((float)rng_uniform(&s->rng) >= q) continue;
+                int child = i < HF && i % G != 0;
+                if (child) q = parent_on ? (float)s->c.child_p : 0.0f; /* only with its parent */
+                int on = (float)rng_uniform(&s->rng) < q;
+                if (i < HF && i % G == 0) parent_on = on;
+                if (!on) continue;
                 float mag = (float)(rng_uniform(&s->rng) * rng_uniform(&s->rng));
+                /* hierarchy: clearly present when on, U(0.5, 1), so a latent that misses a
+                   firing parent has absorbed it rather than thresholded a tiny magnitude */
+                if (i < HF) mag = 0.5f + 0.5f * sqrtf(mag);
                 const float *v = s->dirs + (int64_t)i * d;
                 for (int j = 0; j < d; j++) xr[j] += mag * v[j];
+                if (cr) cr[i] = mag;
                 cnt++;
             }
             if (active) active[r0 + b] = cnt;
@@ -204,4 +234,64 @@ int sae_source_synth(sae_source **out, const synth_config *c)
 const float *sae_source_synth_directions(const sae_source *s)
 {
     return s && s->next == synth_next ? sae_synth_directions(s->impl) : NULL;
+}
+
+int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs, const float *x,
+                   const float *codes, int N, sae_absorption_result *out)
+{
+    memset(out, 0, sizeof *out);
+    int F = c->n_features, G = 1 + c->children, P = c->parents, S = m->cfg.d_sae, d = c->d;
+    if (P < 1 || sae_out_dim(&m->cfg) != d)
+        return err_set(ERR_ARG, "absorption: needs a hierarchical ground truth of width %d", d);
+    float *pdir = mem_alloc(sizeof(float) * (size_t)P * d), *best = mem_alloc(sizeof(float) * P);
+    int *match = mem_alloc(sizeof(int) * P);
+    float *f = mem_alloc(sizeof(float) * (size_t)CHUNK * S);
+    int rc = pdir && best && match && f ? OK : err_set(ERR_NOMEM, "absorption: out of memory");
+    for (int p = 0; !rc && p < P; p++)
+        memcpy(pdir + (size_t)p * d, dirs + (size_t)p * G * d, sizeof(float) * d);
+    double mm, rec;
+    if (!rc) rc = sae_mmcs_match(pdir, P, m->W_dec, S, d, 0.9, &mm, &rec, best, match);
+    int64_t *with = mem_calloc((size_t)P * 4, sizeof(int64_t)); /* with, absorbed, alone, seen */
+    if (!rc && !with) rc = err_set(ERR_NOMEM, "absorption: out of memory");
+    for (int r0 = 0; !rc && r0 < N; r0 += CHUNK) {
+        int n = N - r0 < CHUNK ? N - r0 : CHUNK;
+        if ((rc = sae_encode(m, x + (int64_t)r0 * d, n, f))) break;
+        for (int b = 0; b < n; b++) {
+            const float *cr = codes + (int64_t)(r0 + b) * F;
+            for (int p = 0; p < P; p++) {
+                if (!(cr[p * G] > 0)) continue;
+                int kids = 0;
+                for (int k = 1; k < G; k++) kids += cr[p * G + k] > 0;
+                int fires = f[(int64_t)b * S + match[p]] > 0;
+                int64_t *w = with + (size_t)p * 4;
+                if (kids) {
+                    w[0]++;
+                    w[1] += !fires;
+                } else {
+                    w[2]++;
+                    w[3] += fires;
+                }
+            }
+        }
+    }
+    double ab = 0, al = 0, pc = 0;
+    int na = 0, nl = 0;
+    for (int p = 0; !rc && p < P; p++) {
+        const int64_t *w = with + (size_t)p * 4;
+        if (w[0]) ab += (double)w[1] / w[0], na++;
+        if (w[2]) al += (double)w[3] / w[2], nl++;
+        pc += best[p];
+    }
+    if (!rc) {
+        out->absorption = na ? ab / na : 0;
+        out->parent_alone = nl ? al / nl : 0;
+        out->parent_cos = pc / P;
+        out->n_parents = na;
+    }
+    mem_free(pdir);
+    mem_free(best);
+    mem_free(match);
+    mem_free(f);
+    mem_free(with);
+    return rc;
 }

@@ -7,6 +7,11 @@
  * with z ~ N(0, C), C = A A^T + diag(1 - |a_i|^2) a random correlation matrix (A [n_features,
  * rank] with random signs, |a_i|^2 ~ U(0, corr)); a firing feature gets magnitude U(0,1)*U(0,1);
  * x = sum_i c_i d_i. Marginal firing probabilities are exactly p_i.
+ * Hierarchy (parents > 0, as in the Matryoshka papers' toy setups): the first parents * (1 +
+ * children) features form groups, a parent followed by its children; a child fires only in a
+ * sample where its parent fires, then with probability child_p (its own draw replaces the
+ * copula's; the parent keeps p_i); their magnitudes are 0.5 + 0.5 sqrt(u1 u2) (at least 0.5).
+ * parents 0 leaves the stream as it was.
  * Deterministic for a seed. Ownership: the generator owns its arrays. Errors: err.h codes.
  * Thread safety: one generator per thread.
  */
@@ -24,6 +29,8 @@ typedef struct {
     double corr;   /* max |a_i|^2 (default 0.5) */
     uint64_t seed;        /* dictionary and sample stream */
     uint64_t sample_seed; /* 0: samples follow seed; else an independent stream, same features */
+    int parents, children; /* hierarchy: groups of a parent and its children (0: none) */
+    double child_p;        /* a child's firing probability given its parent (default 0.4) */
 } synth_config;
 
 void synth_defaults(synth_config *c);
@@ -35,6 +42,21 @@ const float *sae_synth_directions(const sae_synth *s); /* [n_features, d], unit 
 const double *sae_synth_probs(const sae_synth *s);     /* [n_features] */
 /* Next N samples into x [N,d]; active (may be NULL) receives the firing count per sample. */
 int sae_synth_sample(sae_synth *s, float *x, int N, int *active);
+/* The same with the true codes c [N, n_features] (magnitudes, 0 where a feature is off). */
+int sae_synth_sample_codes(sae_synth *s, float *x, int N, float *codes);
+
+/* Feature absorption against a hierarchical ground truth (exact): for each parent, its latent is
+ * the SAE latent whose decoder row has the largest cosine with the parent's direction; on the
+ * samples x [N,d] with codes [N,F] where the parent and at least one child fire, absorption is the
+ * fraction on which that latent does not fire (the child's latents have taken the parent over);
+ * parent_alone is the latent's recall where the parent fires without a child. Both are means over
+ * the parents (those with samples). */
+typedef struct {
+    double absorption, parent_alone, parent_cos;
+    int n_parents;
+} sae_absorption_result;
+int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs, const float *x,
+                   const float *codes, int N, sae_absorption_result *out);
 /* A batch source generating samples forever (owns a generator with config c). */
 int sae_source_synth(sae_source **out, const synth_config *c);
 /* The true directions [n_features, d] of a source made by sae_source_synth (NULL for any other

@@ -419,6 +419,38 @@ static int make_sae(const char *dir, int d_in, const char *hook, uint64_t seed)
     return rc;
 }
 
+/* make_sae's weights as another architecture: gated (b_gate = b_enc, small b_mag and r_mag) or
+   matryoshka (a JumpReLU threshold and widths). */
+static int make_sae_arch(const char *dir, sae_arch arch, uint64_t seed)
+{
+    int rc = make_sae(dir, E_C, "blocks.0.hook_resid_post", seed);
+    sae_model *r = NULL, *s = NULL;
+    if (!rc) rc = sae_load(&r, dir);
+    sae_config cfg = r ? r->cfg : (sae_config){0};
+    cfg.arch = arch;
+    if (arch == SAE_MATRYOSHKA) {
+        cfg.n_widths = 2;
+        cfg.widths[0] = E_DSAE / 2;
+        cfg.widths[1] = E_DSAE;
+    }
+    if (!rc) rc = sae_model_new(&s, &cfg);
+    if (!rc) {
+        memcpy(s->W_enc, r->W_enc, sizeof(float) * E_C * E_DSAE);
+        memcpy(s->W_dec, r->W_dec, sizeof(float) * E_C * E_DSAE);
+        memcpy(s->b_enc, r->b_enc, sizeof(float) * E_DSAE);
+        memcpy(s->b_dec, r->b_dec, sizeof(float) * E_C);
+        for (int j = 0; j < E_DSAE; j++) {
+            if (s->b_mag) s->b_mag[j] = 0.01f * (j % 3);
+            if (s->r_mag) s->r_mag[j] = 0.1f * (j % 5) - 0.2f;
+            if (s->threshold) s->threshold[j] = 0.05f;
+        }
+        rc = sae_save(s, dir);
+    }
+    sae_free(r);
+    sae_free(s);
+    return rc;
+}
+
 static int build_fixture(const char *root, char *db, char *model_dir, char *sae_dir)
 {
     sprintf(db, "%s/a.db", root);
@@ -674,6 +706,45 @@ static void test_analyze_e2e(void)
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a missing SAE modified nothing");
     CHECK(analyze(db, NULL, (ana_flags){.hook = "blocks.0.hook_resid_post", .neurons = 1, .no_model = 1, .keep_bos = 1}) == 0 && q1(db, "SELECT n_tokens FROM ana_dicts WHERE kind = 'neurons'") == E_SEQS * E_T,
           "--keep-bos counts every position");
+    /* gated and matryoshka SAEs go through analyze like the others: the error-term sanity check
+       and the per-feature counts against sae_encode */
+    sae_arch archs[2] = {SAE_GATED, SAE_MATRYOSHKA};
+    for (int a = 0; a < 2; a++) {
+        char adir[300];
+        snprintf(adir, sizeof adir, "%s/sae_%s", root, sae_arch_name(archs[a]));
+        CHECK(make_sae_arch(adir, archs[a], 11 + a) == OK, "%s", err_msg());
+        CHECK(analyze(db, adir, (ana_flags){.ce_seqs = 8, .top = 5}) == 0, "%s analyze: %s",
+              sae_arch_name(archs[a]), err_msg());
+        snprintf(sql, sizeof sql, "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name LIKE '%%/sae_%s' AND m.name='ce_sae_err'", sae_arch_name(archs[a]));
+        double e2 = q1(db, sql);
+        CHECK(fabs(e2 - clean) < 1e-4, "%s: ce with error term %.8f vs clean %.8f",
+              sae_arch_name(archs[a]), e2, clean);
+        sae_model *am = NULL;
+        CHECK(sae_load(&am, adir) == OK && am->cfg.arch == archs[a]);
+        store *as;
+        int64_t tot = 0;
+        if (am && store_open(&as, db, STORE_READONLY) == OK) {
+            store_hook ah;
+            int64_t *aids;
+            size_t an;
+            if (store_hook_find(as, "blocks.0.hook_resid_post", &ah) == OK &&
+                store_seq_list(as, ah.id, STORE_SPLIT_ALL, 0.1, &aids, &an) == OK) {
+                for (size_t i = 0; i < an; i++) {
+                    float x[E_T * E_C], f[E_T * E_DSAE];
+                    int T = E_T;
+                    store_act_read(as, ah.id, aids[i], x, &T);
+                    sae_encode(am, x, T, f);
+                    for (int k = (int)(i % 2) * E_DSAE; k < T * E_DSAE; k++) tot += f[k] > 0;
+                }
+                mem_free(aids);
+            }
+            store_close(as);
+        }
+        sae_free(am);
+        snprintf(sql, sizeof sql, "SELECT sum(n_active) FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE d.name LIKE '%%/sae_%s'", sae_arch_name(archs[a]));
+        CHECK(tot > 0 && q1(db, sql) == tot, "%s: n_active sums to %g, direct %lld",
+              sae_arch_name(archs[a]), q1(db, sql), (long long)tot);
+    }
     snprintf(args, sizeof args, "rm -rf %s", root);
     if (!harness_fail && !getenv("SAELITE_KEEP")) CHECK(system(args) == 0);
 }

@@ -288,7 +288,7 @@ bad "sae-train: negative learning rate" "--lr" "${T[@]}" --lr -1 --out s_neg
 bad "sae-train: zero k" "--k must be >= 1, got 0" "${T[@]}" --k 0
 bad "sae-train: k above d-sae" "k 32 must be in 1..d_sae \(16\)" "${T[@]}" --k 32
 bad "sae-train: negative tokens" "--tokens must be >= 1, got -5" "${T[@]}" --tokens -5
-bad "sae-train: unknown architecture" "--arch must be one of relu\|topk\|batchtopk\|jumprelu, got 'foo'" "${T[@]}" --arch foo
+bad "sae-train: unknown architecture" "--arch must be one of relu\|topk\|batchtopk\|jumprelu\|gated\|matryoshka\|transcoder\|skip_transcoder, got 'foo'" "${T[@]}" --arch foo
 bad "sae-train: NaN activations" "non-finite" "${T[@]/acts.npy/nan.npy}"
 bad "sae-train: 1-d activations" "ids16.npy: expected \[tokens, d_in\]" "${T[@]/acts.npy/ids16.npy}"
 bad "sae-train: missing activations" "nosuch.npy: cannot open" "${T[@]/acts.npy/nosuch.npy}"

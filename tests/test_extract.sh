@@ -248,6 +248,35 @@ else
 fi
 out=$(ex --db "$T/x.db" --batch 0 2>&1)
 check '[ $? -eq 2 ]' "--batch 0 is a usage error"
+
+# ---- transcoders: the MLP's input and output from one multi-hook extract (paired rows), trained
+# in place of the MLP, resumed bit-identical, evaluated, and spliced in by analyze
+$BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --ctx 16 --batch 2 \
+    --hook blocks.0.ln2.hook_normalized,blocks.0.hook_mlp_out --db "$T/tc.db" >/dev/null 2>&1
+TA=(--db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --hook-out blocks.0.hook_mlp_out --d-sae 64 --k 4 --tokens 12288 --batch 256 --lr 0.003 --shuffle-buffer 1024 --val-frac 0.2)
+for a in transcoder skip_transcoder; do
+    out=$($BIN sae-train "${TA[@]}" --arch $a --out "$T/$a" 2>&1)
+    check '[ $? -eq 0 ] && [[ "$out" == *"sae-train: $a (topk) blocks.0.ln2.hook_normalized -> blocks.0.hook_mlp_out, d_in 32 d_out 32 d_sae 64"* ]] && [[ "$out" == *"registered in"* ]]' "$a trains: $out"
+    check 'grep -q "\"$a\"" "$T/$a/cfg.json" && grep -q "\"hook_name_out\":\s*\"blocks.0.hook_mlp_out\"" "$T/$a/cfg.json" && grep -q "\"d_out\":\s*32" "$T/$a/cfg.json"' "$a cfg.json"
+    $BIN sae-train "${TA[@]}" --arch $a --out "$T/${a}_p" --max-steps 17 >/dev/null 2>&1
+    $BIN sae-train "${TA[@]}" --arch $a --out "$T/${a}_p" --resume >/dev/null 2>&1
+    check 'cmp -s "$T/$a/sae_weights.safetensors" "$T/${a}_p/sae_weights.safetensors"' "$a resume bit-identical"
+    out=$($BIN analyze --db "$T/tc.db" --sae "$T/$a" --all --ce-seqs 8 2>&1)
+    check '[ $? -eq 0 ]' "analyze splices the $a in place of the MLP: $out"
+    q="SELECT group_concat(printf('%.6f', value)) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name = '$T/$a' AND m.name IN"
+    check '[ "$(sqlite3 "$T/tc.db" "$q ('"'ce_clean'"')")" = "$(sqlite3 "$T/tc.db" "$q ('"'ce_sae_err'"')")" ] && [ -n "$(sqlite3 "$T/tc.db" "$q ('"'ce_loss_score'"')")" ]' "$a: the error term gives back the clean loss"
+done
+check '[ "$(sqlite3 "$T/tc.db" "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE m.name = '"'explained_variance'"' AND m.value > 0")" = 2 ]' "analyze measures the transcoders against hook_mlp_out"
+out=$($BIN report --db "$T/tc.db" --sae "$T/skip_transcoder" --top 4 --out "$T/tcrep" 2>&1)
+check '[ $? -eq 0 ] && [ -s "$T/tcrep/index.html" ] && [ "$(ls "$T/tcrep"/feature_*.png | wc -l)" = 4 ]' "report renders a transcoder's dashboards: $out"
+$BIN export --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --npy "$T/tcx.npy" >/dev/null 2>&1
+$BIN export --db "$T/tc.db" --hook blocks.0.hook_mlp_out --npy "$T/tcy.npy" >/dev/null 2>&1
+out=$($BIN sae-eval --sae "$T/skip_transcoder" --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"skip_transcoder d_out 32"* ]] && [[ "$out" == *"explained variance"* ]]' "sae-eval on (input, target) pairs: $out"
+out=$($BIN sae-eval --sae "$T/skip_transcoder" --npy "$T/tcx.npy" 2>&1)
+check '[ $? -eq 2 ]' "a transcoder's sae-eval needs --npy-out"
+out=$($BIN sae-train --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --arch transcoder --out "$T/tcbad" 2>&1)
+check '[ $? -eq 2 ] && [ ! -e "$T/tcbad" ]' "a transcoder needs --hook-out"
 fi
 
 echo "test_extract: $pass passed, $fail failed"

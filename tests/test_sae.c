@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/npy.h"
 #include "harness.h"
 #include "tok_fixture.h"
 #include "sae/sae.h"
@@ -181,21 +182,33 @@ static void test_adam_and_norms(void)
 }
 
 /* ---- finite-difference gradients of the trainer ---------------------------------------- */
-static void zero_grad(const sae_params *G, int S, int D)
+static void zero_grad_tc(const sae_params *G, int S, int D, int Do)
 {
     memset(G->W_encT, 0, sizeof(float) * S * D);
-    memset(G->W_dec, 0, sizeof(float) * S * D);
+    memset(G->W_dec, 0, sizeof(float) * S * Do);
     memset(G->b_enc, 0, sizeof(float) * S);
-    memset(G->b_dec, 0, sizeof(float) * D);
+    memset(G->b_dec, 0, sizeof(float) * Do);
+    if (G->W_skip) memset(G->W_skip, 0, sizeof(float) * Do * D);
     if (G->log_threshold) memset(G->log_threshold, 0, sizeof(float) * S);
+    if (G->r_mag) memset(G->r_mag, 0, sizeof(float) * S);
+    if (G->b_mag) memset(G->b_mag, 0, sizeof(float) * S);
 }
 
-static void fd_check(sae_arch arch, const char *label)
+/* transcoders (tc != 0): d_out Dt, rows [x | y]; zero_grad below is for the SAE shapes */
+enum { FD_DO = 5 };
+static int fd_do;
+static void zero_grad(const sae_params *G, int S, int D) { zero_grad_tc(G, S, D, fd_do ? fd_do : D); }
+
+static void fd_check_tc(sae_arch arch, int tc, const char *label)
 {
     enum { D = 8, S = 24, B = 10 };
+    const int Do = tc ? FD_DO : D, W = tc ? D + FD_DO : D;
+    fd_do = tc ? FD_DO : 0;
     sae_train_config c;
     sae_train_defaults(&c);
     c.arch = arch;
+    c.transcoder = tc;
+    c.d_out = tc ? FD_DO : 0;
     c.d_in = D;
     c.d_sae = S;
     c.k = 4;
@@ -205,10 +218,15 @@ static void fd_check(sae_arch arch, const char *label)
     c.l1 = arch == SAE_RELU ? 0.3 : 0.05;
     c.l1_warmup_frac = 0;
     c.jr_init_threshold = 0.05;
+    if (arch == SAE_MATRYOSHKA) {
+        c.n_widths = 2;
+        c.widths[0] = 8;
+        c.widths[1] = 16;
+    }
     rng_state r;
     rng_seed(&r, 7);
-    float x[B * D];
-    fill_normal(x, B * D, &r, 2);
+    float x[B * (D + FD_DO)];
+    fill_normal(x, B * W, &r, 2);
     sae_trainer *t;
     int rc = sae_trainer_new(&t, &c, x, B);
     CHECK(rc == OK, "%s", err_msg());
@@ -217,26 +235,42 @@ static void fd_check(sae_arch arch, const char *label)
     sae_trainer_params(t, &P, &G);
     /* move away from the symmetric init so b_enc and decoder norms matter */
     for (int j = 0; j < S; j++) P.b_enc[j] = (float)(rng_normal_alt(&r) * 0.3);
-    if (arch == SAE_RELU)
-        for (int e = 0; e < S * D; e++) P.W_dec[e] *= 3.0f + (e % 5);
+    if (arch == SAE_RELU || arch == SAE_GATED)
+        for (int e = 0; e < S * Do; e++) P.W_dec[e] *= 3.0f + (e % 5);
+    if (arch == SAE_GATED)
+        for (int j = 0; j < S; j++) {
+            P.r_mag[j] = (float)(rng_normal_alt(&r) * 0.3);
+            P.b_mag[j] = (float)(rng_normal_alt(&r) * 0.3);
+        }
+    /* a skip transcoder's W_skip starts at zero: move it so its gradient is exercised */
+    if (P.W_skip)
+        for (int e = 0; e < Do * D; e++) P.W_skip[e] = (float)(rng_normal_alt(&r) * 0.2);
+    /* gated: the auxiliary loss's frozen decoder is no gradient of the total loss; the test
+       checks the unfrozen gradients (the frozen ones are checked below) */
+    if (arch == SAE_GATED) sae_trainer_test_unfreeze(t, 1);
     sae_step_stats st;
     sae_trainer_loss_grad(t, x, &st);
     double L0 = st.loss;
-    static float ga[2 * S * D + S + D];
-    float *groups[4] = {G.W_encT, G.W_dec, G.b_enc, G.b_dec};
-    float *params[4] = {P.W_encT, P.W_dec, P.b_enc, P.b_dec};
-    int sizes[4] = {S * D, S * D, S, D};
-    const char *names[4] = {"W_enc", "W_dec", "b_enc", "b_dec"};
+    static float ga[2 * S * D + 3 * S + D + FD_DO * D];
+    float *groups[6] = {G.W_encT, G.W_dec, G.b_enc, G.b_dec, G.r_mag, G.b_mag};
+    float *params[6] = {P.W_encT, P.W_dec, P.b_enc, P.b_dec, P.r_mag, P.b_mag};
+    int sizes[6] = {S * D, S * Do, S, Do, S, S};
+    const char *names[6] = {"W_enc", "W_dec", "b_enc", "b_dec", "r_mag", "b_mag"};
+    int ng = arch == SAE_GATED ? 6 : 4;
+    if (P.W_skip) {
+        groups[4] = G.W_skip, params[4] = P.W_skip, sizes[4] = Do * D, names[4] = "W_skip";
+        ng = 5;
+    }
     int off = 0;
-    for (int q = 0; q < 4; q++) {
+    for (int q = 0; q < ng; q++) {
         memcpy(ga + off, groups[q], sizeof(float) * sizes[q]);
         off += sizes[q];
     }
     off = 0;
-    for (int q = 0; q < 4; q++) {
+    for (int q = 0; q < ng; q++) {
         int bad = 0, tried = 0;
         double worst = 0;
-        for (int e = 0; e < sizes[q]; e += (q < 2 ? 7 : 1)) {
+        for (int e = 0; e < sizes[q]; e += (q < 2 || sizes[q] > S ? 7 : 1)) {
             float keep = params[q][e];
             const float h = 1e-2f;
             double Lp, Lm;
@@ -267,15 +301,52 @@ static void fd_check(sae_arch arch, const char *label)
             if (fabs(fd2 - fd) > 0.003 * (1 + fabs(fd))) continue;
             tried++;
             if (err > worst) worst = err;
+            if (err > 2e-2) { /* a kink just outside [-h/2, h/2]: a finer difference settles it */
+                const float h3 = h / 16;
+                params[q][e] = keep + h3;
+                sae_trainer_loss_grad(t, x, &st);
+                Lp2 = st.loss;
+                params[q][e] = keep - h3;
+                sae_trainer_loss_grad(t, x, &st);
+                Lm2 = st.loss;
+                params[q][e] = keep;
+                double fd3 = (Lp2 - Lm2) / (2 * h3);
+                if (fabs(fd3 - an) / (1e-2 + fabs(fd3) + fabs(an)) <= 2e-2) continue;
+            }
             if (err > 2e-2) { bad++; fprintf(stderr, "  %s %s[%d]: fd %.6g analytic %.6g (L %.6g)\n", label, names[q], e, fd, an, L0); }
         }
         CHECK(bad == 0 && tried > 0, "%s %s: %d of %d finite-difference checks off (worst %.3g)",
               label, names[q], bad, tried, worst);
         off += sizes[q];
     }
+    if (arch == SAE_GATED) {
+        /* frozen: W_dec's gradient is that of the loss without the auxiliary term */
+        sae_trainer_test_unfreeze(t, 0);
+        zero_grad(&G, S, D);
+        sae_trainer_loss_grad(t, x, &st);
+        memcpy(ga, G.W_dec, sizeof(float) * S * D);
+        int bad = 0;
+        for (int e = 3; e < S * D; e += 11) {
+            float keep = P.W_dec[e];
+            const float h = 1e-2f;
+            P.W_dec[e] = keep + h;
+            sae_trainer_loss_grad(t, x, &st);
+            double Lp = st.loss - st.aux_loss;
+            P.W_dec[e] = keep - h;
+            sae_trainer_loss_grad(t, x, &st);
+            double Lm = st.loss - st.aux_loss;
+            P.W_dec[e] = keep;
+            double fd = (Lp - Lm) / (2 * h);
+            if (fabs(fd - ga[e]) / (1e-2 + fabs(fd) + fabs(ga[e])) > 2e-2) bad++;
+        }
+        CHECK(bad == 0, "gated frozen W_dec: %d finite-difference checks off", bad);
+    }
     zero_grad(&G, S, D);
     sae_trainer_free(t);
+    fd_do = 0;
 }
+
+static void fd_check(sae_arch arch, const char *label) { fd_check_tc(arch, 0, label); }
 
 
 /* ---- training ------------------------------------------------------------------------- */
@@ -370,11 +441,16 @@ static void test_ground_truth_small(void)
 
 static void test_archs_train(void)
 {
-    sae_arch archs[3] = {SAE_RELU, SAE_BATCHTOPK, SAE_JUMPRELU};
-    const char *names[3] = {"relu", "batchtopk", "jumprelu"};
-    for (int a = 0; a < 3; a++) {
+    sae_arch archs[5] = {SAE_RELU, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA};
+    const char *names[5] = {"relu", "batchtopk", "jumprelu", "gated", "matryoshka"};
+    for (int a = 0; a < 5; a++) {
         sae_train_config c = small_cfg(archs[a]);
         if (archs[a] == SAE_JUMPRELU) c.total_tokens = 600000;
+        if (archs[a] == SAE_GATED) { /* slower to sparsify: the gate must outgrow the 0.1 decoder */
+            c.total_tokens = 600000;
+            c.lr = 0.005;
+            c.l1 = 12;
+        }
         double mm = 0, rec = 0;
         sae_metrics_summary ms;
         sae_model *m = train_synth(c, &mm, &rec, &ms, 0, NULL);
@@ -382,7 +458,8 @@ static void test_archs_train(void)
         if (!m) continue;
         fprintf(stderr, "%s: MMCS %.3f recovered %.3f ev %.3f L0 %.2f\n", names[a], mm, rec, ms.ev,
                 ms.l0);
-        CHECK(ms.ev > (archs[a] == SAE_RELU ? 0.6 : 0.7) && ms.l0 > 1 && ms.l0 < 20 && mm > 0.6,
+        CHECK(ms.ev > (archs[a] == SAE_RELU || archs[a] == SAE_GATED ? 0.6 : 0.7) && ms.l0 > 1 &&
+                  ms.l0 < 20 && mm > 0.6,
               "%s trains badly: ev %.3f L0 %.2f MMCS %.3f", names[a], ms.ev, ms.l0, mm);
         sae_free(m);
     }
@@ -390,18 +467,21 @@ static void test_archs_train(void)
 
 static int same_model(const sae_model *a, const sae_model *b)
 {
-    int64_t SD = (int64_t)a->cfg.d_in * a->cfg.d_sae;
-    return !memcmp(a->W_enc, b->W_enc, SD * 4) && !memcmp(a->W_dec, b->W_dec, SD * 4) &&
+    int64_t SD = (int64_t)a->cfg.d_in * a->cfg.d_sae, Do = sae_out_dim(&a->cfg);
+    return sae_out_dim(&b->cfg) == Do && !memcmp(a->W_enc, b->W_enc, SD * 4) &&
+           !memcmp(a->W_dec, b->W_dec, Do * a->cfg.d_sae * 4) &&
            !memcmp(a->b_enc, b->b_enc, a->cfg.d_sae * 4) &&
-           !memcmp(a->b_dec, b->b_dec, a->cfg.d_in * 4) &&
-           (!a->threshold || !memcmp(a->threshold, b->threshold, a->cfg.d_sae * 4));
+           !memcmp(a->b_dec, b->b_dec, Do * 4) &&
+           (!a->threshold || !memcmp(a->threshold, b->threshold, a->cfg.d_sae * 4)) &&
+           !a->b_mag == !b->b_mag && (!a->b_mag || !memcmp(a->b_mag, b->b_mag, a->cfg.d_sae * 4)) &&
+           !a->r_mag == !b->r_mag && (!a->r_mag || !memcmp(a->r_mag, b->r_mag, a->cfg.d_sae * 4));
 }
 
 static void test_resume_bit_identical(void)
 {
     const char *ckpt = "build/tests/test_sae_ckpt.bin";
-    sae_arch archs[2] = {SAE_TOPK, SAE_BATCHTOPK};
-    for (int a = 0; a < 2; a++) {
+    sae_arch archs[4] = {SAE_TOPK, SAE_BATCHTOPK, SAE_MATRYOSHKA, SAE_GATED};
+    for (int a = 0; a < 4; a++) {
         sae_train_config c = small_cfg(archs[a]);
         c.total_tokens = 60 * 1024;
         c.dead_window = 4096; /* so AuxK is active during the test */
@@ -424,8 +504,8 @@ static void test_resume_bit_identical(void)
 /* Folding: the exported raw-unit model reconstructs x/scale-consistently with the trainer. */
 static void test_export_fold(void)
 {
-    sae_arch archs[4] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU};
-    for (int a = 0; a < 4; a++) {
+    sae_arch archs[6] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA};
+    for (int a = 0; a < 6; a++) {
         sae_train_config c = small_cfg(archs[a]);
         c.total_tokens = 20 * 1024;
         c.aux_coef = 0;
@@ -443,7 +523,7 @@ static void test_export_fold(void)
         }
         sae_params P, G;
         sae_trainer_params(t, &P, &G);
-        if (archs[a] == SAE_RELU) /* unequal decoder norms exercise the norm folding */
+        if (archs[a] == SAE_RELU || archs[a] == SAE_GATED) /* unequal decoder norms exercise the norm folding */
             for (int e = 0; e < 256 * 64; e++) P.W_dec[e] *= 1.0f + (e / 64) % 3;
         sae_trainer_loss_grad(t, x, &st);
         memset(G.W_encT, 0, sizeof(float) * 256 * 64); /* keep gradients zero for hygiene */
@@ -451,6 +531,8 @@ static void test_export_fold(void)
         memset(G.b_enc, 0, sizeof(float) * 256);
         memset(G.b_dec, 0, sizeof(float) * 64);
         if (G.log_threshold) memset(G.log_threshold, 0, sizeof(float) * 256);
+        if (G.r_mag) memset(G.r_mag, 0, sizeof(float) * 256);
+        if (G.b_mag) memset(G.b_mag, 0, sizeof(float) * 256);
         sae_model *m;
         sae_trainer_export(t, NULL, &m);
         float *f = mem_alloc(sizeof(float) * 1024 * 256), *xh = mem_alloc(sizeof(float) * 1024 * 64);
@@ -459,8 +541,9 @@ static void test_export_fold(void)
         double sse = 0, s2 = sae_trainer_scale(t) * sae_trainer_scale(t);
         for (int e = 0; e < 1024 * 64; e++) sse += (double)(x[e] - xh[e]) * (x[e] - xh[e]);
         double mse_raw = sse * s2 / (1024.0 * 64);
-        if (archs[a] == SAE_BATCHTOPK) /* inference uses the running threshold, not the batch's */
-            CHECK(fabs(mse_raw - st.mse) < 0.5 * st.mse, "batchtopk fold: %g vs %g", mse_raw, st.mse);
+        if (archs[a] == SAE_BATCHTOPK || archs[a] == SAE_MATRYOSHKA) /* inference uses the running threshold, not the batch's */
+            CHECK(fabs(mse_raw - st.mse) < 0.5 * st.mse, "%s fold: %g vs %g",
+                  sae_arch_name(archs[a]), mse_raw, st.mse);
         else
             CHECK(fabs(mse_raw - st.mse) < 1e-3 * st.mse + 1e-6, "%s fold: exported mse %g, trainer %g",
                   sae_arch_name(archs[a]), mse_raw, st.mse);
@@ -488,6 +571,13 @@ static void test_export_fold(void)
             CHECK(l->cfg.arch == want && l->cfg.d_in == 64 && l->cfg.d_sae == 256 &&
                       l->cfg.k == (want == SAE_TOPK ? 5 : 0),
                   "cfg after load: %s k %d", sae_arch_name(l->cfg.arch), l->cfg.k);
+            CHECK(l->cfg.n_widths == m->cfg.n_widths &&
+                      !memcmp(l->cfg.widths, m->cfg.widths, sizeof l->cfg.widths),
+                  "%s: widths after load", sae_arch_name(archs[a]));
+            if (want == SAE_MATRYOSHKA)
+                CHECK(l->cfg.n_widths == 4 && l->cfg.widths[0] == 32 && l->cfg.widths[3] == 256,
+                      "matryoshka default widths: %d levels, first %d", l->cfg.n_widths,
+                      l->cfg.widths[0]);
             float *f2 = mem_alloc(sizeof(float) * 1024 * 256);
             sae_encode(l, x, 1024, f2);
             CHECK(!memcmp(f, f2, sizeof(float) * 1024 * 256), "%s: loaded SAE encodes differently",
@@ -673,6 +763,234 @@ static void test_train_run(void)
     if (!harness_fail) CHECK(system(a) == 0);
 }
 
+/* Transcoders on a known map: x from the small synthetic set, y = x M (M [64, 24] random), so the
+   true features map to directions d_i M. A TopK transcoder reaches a high explained variance of y;
+   a skip transcoder, which can learn M itself, does better at the same k; resume is bit-identical. */
+static sae_model *train_tc(int tc, float *xy, int64_t n, int stop_at, const char *ckpt,
+                           sae_metrics_summary *ms)
+{
+    enum { Di = 64, Do = 24 };
+    sae_train_config c = small_cfg(SAE_TOPK);
+    c.transcoder = tc;
+    c.d_out = Do;
+    c.k = 5;
+    c.total_tokens = 200 * 1024;
+    c.lr = 0.005;
+    sae_source *src;
+    sae_source_mem(&src, xy, n - 4096, Di + Do, 3);
+    float *x = mem_alloc(sizeof(float) * 16384 * (Di + Do));
+    src->next(src, x, 16384);
+    sae_trainer *t = NULL;
+    int rc;
+    if (ckpt && stop_at < 0) {
+        rc = sae_trainer_resume(&t, ckpt);
+        if (!rc) rc = sae_source_skip(src, sae_trainer_step_index(t) * (int64_t)c.batch, c.batch);
+    } else rc = sae_trainer_new(&t, &c, x, 16384);
+    CHECK(rc == OK, "%s", err_msg());
+    sae_step_stats st;
+    while (!rc && sae_trainer_step_index(t) < sae_trainer_total_steps(t)) {
+        src->next(src, x, c.batch);
+        rc = sae_trainer_step(t, x, &st);
+        if (stop_at > 0 && sae_trainer_step_index(t) == stop_at) {
+            rc = sae_trainer_checkpoint(t, ckpt);
+            break;
+        }
+    }
+    sae_model *m = NULL;
+    if (!rc) rc = sae_trainer_export(t, NULL, &m);
+    if (m && ms) { /* the held-out last 4096 pairs */
+        sae_metrics acc;
+        sae_metrics_init(&acc, Do, c.d_sae);
+        sae_metrics_eval(&acc, m, xy + (n - 4096) * (Di + Do), 4096, NULL, NULL);
+        sae_metrics_summarize(&acc, ms);
+        sae_metrics_free(&acc);
+    }
+    mem_free(x);
+    sae_trainer_free(t);
+    sae_source_close(src);
+    return m;
+}
+
+static void test_transcoders(void)
+{
+    enum { Di = 64, Do = 24, N = 40960 };
+    synth_config sc = small_synth();
+    sae_synth *g;
+    CHECK(sae_synth_new(&g, &sc) == OK);
+    float *x = mem_alloc(sizeof(float) * N * Di), *xy = mem_alloc(sizeof(float) * N * (Di + Do));
+    float M[Di * Do];
+    rng_state r;
+    rng_seed(&r, 99);
+    fill_normal(M, Di * Do, &r, 1.0f / 8);
+    sae_synth_sample(g, x, N, NULL);
+    for (int b = 0; b < N; b++) {
+        memcpy(xy + (int64_t)b * (Di + Do), x + (int64_t)b * Di, sizeof(float) * Di);
+        for (int o = 0; o < Do; o++) {
+            double v = 0;
+            for (int i = 0; i < Di; i++) v += (double)x[(int64_t)b * Di + i] * M[i * Do + o];
+            xy[(int64_t)b * (Di + Do) + Di + o] = (float)v;
+        }
+    }
+    sae_metrics_summary plain, skip;
+    sae_model *mp = train_tc(SAE_TRANSCODER, xy, N, 0, NULL, &plain);
+    sae_model *mk = train_tc(SAE_SKIP_TRANSCODER, xy, N, 0, NULL, &skip);
+    CHECK(mp && mk);
+    fprintf(stderr, "transcoder: ev %.3f L0 %.2f; skip transcoder: ev %.3f L0 %.2f\n", plain.ev,
+            plain.l0, skip.ev, skip.l0);
+    CHECK(plain.ev > 0.75 && plain.l0 <= 5.0 + 1e-9, "transcoder ev %.3f L0 %.2f", plain.ev, plain.l0);
+    CHECK(skip.ev > plain.ev, "skip transcoder ev %.3f vs %.3f", skip.ev, plain.ev);
+    /* raw-unit export and the SAELens layout round trip keep the forward pass */
+    if (mk) {
+        CHECK(mk->W_skip && mk->cfg.d_out == Do && mk->cfg.transcoder == SAE_SKIP_TRANSCODER);
+        const char *dir = "build/tests/test_sae_skip_tc";
+        snprintf(mk->cfg.hook_name_out, sizeof mk->cfg.hook_name_out, "blocks.0.hook_mlp_out");
+        CHECK(sae_save(mk, dir) == OK, "%s", err_msg());
+        sae_model *l = NULL;
+        CHECK(sae_load(&l, dir) == OK, "%s", err_msg());
+        if (l) {
+            CHECK(same_model(mk, l) && !memcmp(mk->W_skip, l->W_skip, sizeof(float) * Do * Di) &&
+                      l->cfg.arch == SAE_TOPK && l->cfg.k == 5 &&
+                      !strcmp(l->cfg.hook_name_out, "blocks.0.hook_mlp_out"),
+                  "skip transcoder round trip");
+            float f[4 * 256], y[4 * Do];
+            CHECK(sae_decode(l, f, 4, y) == ERR_ARG, "sae_decode refuses a skip transcoder");
+            err_clear();
+        }
+        sae_free(l);
+    }
+    sae_free(mp);
+    sae_free(mk);
+    const char *ckpt = "build/tests/test_sae_tc_ckpt.bin";
+    sae_model *full = train_tc(SAE_SKIP_TRANSCODER, xy, N, 0, NULL, NULL);
+    sae_model *part = train_tc(SAE_SKIP_TRANSCODER, xy, N, 37, ckpt, NULL);
+    sae_model *res = train_tc(SAE_SKIP_TRANSCODER, xy, N, -1, ckpt, NULL);
+    CHECK(full && res && same_model(full, res) &&
+              !memcmp(full->W_skip, res->W_skip, sizeof(float) * Do * Di),
+          "skip transcoder: resumed run differs");
+    sae_free(full);
+    sae_free(part);
+    sae_free(res);
+    unlink(ckpt);
+    mem_free(x);
+    mem_free(xy);
+    sae_synth_free(g);
+}
+
+/* Hierarchical synthetic features: a child never fires without its parent and fires with about
+   child_p given it; the codes agree with the samples; the absorption metric on SAEs whose parent
+   latents never / always fire gives 1 / 0. */
+static void test_hierarchy_absorption(void)
+{
+    enum { N = 8192 };
+    synth_config sc = small_synth();
+    sc.rank = 0;
+    sc.parents = 4;
+    sc.children = 3;
+    sc.child_p = 0.5;
+    sae_synth *g, *g2;
+    CHECK(sae_synth_new(&g, &sc) == OK && sae_synth_new(&g2, &sc) == OK, "%s", err_msg());
+    float *x = mem_alloc(sizeof(float) * N * 64), *x2 = mem_alloc(sizeof(float) * N * 64);
+    float *codes = mem_alloc(sizeof(float) * N * 128);
+    sae_synth_sample_codes(g, x, N, codes);
+    sae_synth_sample(g2, x2, N, NULL);
+    CHECK(!memcmp(x, x2, sizeof(float) * N * 64), "codes and plain samples differ");
+    int64_t orphans = 0, with_parent = 0, child_on = 0, small = 0;
+    for (int b = 0; b < N; b++)
+        for (int p = 0; p < 4; p++) {
+            const float *c = codes + (int64_t)b * 128 + p * 4;
+            small += c[0] > 0 && c[0] < 0.5f;
+            for (int k = 1; k < 4; k++) {
+                orphans += c[k] > 0 && !(c[0] > 0);
+                if (c[0] > 0) with_parent++, child_on += c[k] > 0;
+            }
+        }
+    CHECK(orphans == 0 && small == 0, "%lld children without their parent, %lld small parents",
+          (long long)orphans, (long long)small);
+    CHECK(with_parent > 1000 && fabs((double)child_on / with_parent - 0.5) < 0.05,
+          "child rate given the parent %.3f", (double)child_on / with_parent);
+    sae_config cfg = {.arch = SAE_RELU, .d_in = 64, .d_sae = 4};
+    sae_model *m;
+    CHECK(sae_model_new(&m, &cfg) == OK);
+    const float *dirs = sae_synth_directions(g);
+    for (int p = 0; p < 4; p++)
+        for (int i = 0; i < 64; i++) {
+            m->W_dec[p * 64 + i] = dirs[(p * 4) * 64 + i];
+            m->W_enc[i * 4 + p] = dirs[(p * 4) * 64 + i];
+        }
+    sae_absorption_result r;
+    for (int p = 0; p < 4; p++) m->b_enc[p] = -1e6f;
+    CHECK(sae_absorption(m, &sc, dirs, x, codes, N, &r) == OK && r.absorption == 1 &&
+              r.parent_alone == 0 && r.n_parents == 4 && fabs(r.parent_cos - 1) < 1e-5,
+          "never firing: absorption %g alone %g", r.absorption, r.parent_alone);
+    for (int p = 0; p < 4; p++) m->b_enc[p] = 1e6f;
+    CHECK(sae_absorption(m, &sc, dirs, x, codes, N, &r) == OK && r.absorption == 0 &&
+              r.parent_alone == 1, "always firing: absorption %g alone %g", r.absorption,
+          r.parent_alone);
+    sae_free(m);
+    mem_free(x);
+    mem_free(x2);
+    mem_free(codes);
+    sae_synth_free(g);
+    sae_synth_free(g2);
+}
+
+/* SAELens' equations in numpy (tools/ref/sae_ref.py) on random weights and inputs: the committed
+   fixtures load with sae_load and encode/decode to the reference within 1e-5. */
+static void test_reference_fixtures(void)
+{
+    const char *cases[] = {"standard", "standard_nobdec", "topk", "jumprelu", "matryoshka", "gated",
+                           "gated_nobdec", "transcoder", "jumprelu_transcoder", "skip_transcoder"};
+    const sae_arch want[] = {SAE_RELU, SAE_RELU, SAE_TOPK, SAE_JUMPRELU, SAE_MATRYOSHKA, SAE_GATED,
+                             SAE_GATED, SAE_RELU, SAE_JUMPRELU, SAE_RELU};
+    const int want_tc[] = {0, 0, 0, 0, 0, 0, 0, SAE_TRANSCODER, SAE_TRANSCODER, SAE_SKIP_TRANSCODER};
+    for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
+        char dir[256], p[300];
+        snprintf(dir, sizeof dir, "tests/data/sae_ref/%s", cases[c]);
+        sae_model *m = NULL;
+        int rc = sae_load(&m, dir);
+        CHECK(rc == OK, "%s: %s", cases[c], err_msg());
+        if (rc) continue;
+        CHECK(m->cfg.arch == want[c] && m->cfg.transcoder == want_tc[c], "%s loads as %s", cases[c],
+              sae_arch_name(m->cfg.arch));
+        float *x = NULL, *f = NULL, *xh = NULL;
+        int nd;
+        int64_t sx[NPY_MAX_DIMS], sf[NPY_MAX_DIMS], sh[NPY_MAX_DIMS];
+        snprintf(p, sizeof p, "%s/x.npy", dir);
+        rc = npy_read(p, &x, &nd, sx);
+        snprintf(p, sizeof p, "%s/f.npy", dir);
+        if (!rc) rc = npy_read(p, &f, &nd, sf);
+        snprintf(p, sizeof p, "%s/xhat.npy", dir);
+        if (!rc) rc = npy_read(p, &xh, &nd, sh);
+        CHECK(rc == OK && sf[1] == m->cfg.d_sae && sx[1] == m->cfg.d_in &&
+                  sh[1] == sae_out_dim(&m->cfg), "%s fixtures: %s", cases[c], err_msg());
+        if (!rc) {
+            int N = (int)sx[0], S = m->cfg.d_sae, D = sae_out_dim(&m->cfg);
+            float *f2 = mem_alloc(sizeof(float) * N * S), *x2 = mem_alloc(sizeof(float) * N * D);
+            float *f3 = mem_alloc(sizeof(float) * N * S);
+            sae_encode(m, x, N, f2);
+            if (m->W_skip) sae_forward(m, x, N, f3, x2); /* the skip path needs the input */
+            else sae_decode(m, f, N, x2);
+            mem_free(f3);
+            double ef = 0, ex = 0;
+            int64_t nf = 0;
+            for (int e = 0; e < N * S; e++) {
+                ef = fmax(ef, fabs(f2[e] - f[e]) / (1 + fabs(f[e])));
+                nf += f[e] > 0;
+            }
+            for (int e = 0; e < N * D; e++) ex = fmax(ex, fabs(x2[e] - xh[e]) / (1 + fabs(xh[e])));
+            CHECK(ef <= 1e-5 && ex <= 1e-5 && nf > 0 && nf < N * S,
+                  "%s: encode off by %.3g, decode by %.3g (%lld active)", cases[c], ef, ex,
+                  (long long)nf);
+            mem_free(f2);
+            mem_free(x2);
+        }
+        mem_free(x);
+        mem_free(f);
+        mem_free(xh);
+        sae_free(m);
+    }
+}
+
 int main(void)
 {
     test_topk();
@@ -684,6 +1002,15 @@ int main(void)
     fd_check(SAE_TOPK, "topk");
     fd_check(SAE_BATCHTOPK, "batchtopk");
     fd_check(SAE_JUMPRELU, "jumprelu");
+    test_reference_fixtures();
+    test_transcoders();
+    test_hierarchy_absorption();
+    fd_check(SAE_GATED, "gated");
+    fd_check(SAE_MATRYOSHKA, "matryoshka");
+    fd_check_tc(SAE_RELU, SAE_TRANSCODER, "relu transcoder");
+    fd_check_tc(SAE_TOPK, SAE_TRANSCODER, "topk transcoder");
+    fd_check_tc(SAE_BATCHTOPK, SAE_SKIP_TRANSCODER, "batchtopk skip transcoder");
+    fd_check_tc(SAE_JUMPRELU, SAE_SKIP_TRANSCODER, "jumprelu skip transcoder");
     test_metrics();
     test_load_errors();
     test_export_fold();

@@ -90,6 +90,23 @@ ok "registry row and log in the db" '[ "$(sqlite3 $T/syn.db "select count(*) fro
 $BIN sae-train $sargs --out $T/spart --max-steps 21 >/dev/null 2>&1
 $BIN sae-train $sargs --out $T/spart --resume >$T/sres.out 2>&1
 ok "store-sourced resume bit-identical" 'cmp -s $T/sfull/sae_weights.safetensors $T/spart/sae_weights.safetensors'
+# the new architectures through the same path: store source, stop + resume bit-identical, sae-eval
+for arch in gated matryoshka; do
+    extra=""; [ $arch = matryoshka ] && extra="--widths 16,64"
+    $BIN sae-train $sargs --arch $arch $extra --out $T/s_$arch >$T/s_$arch.out 2>&1
+    ok "$arch from the store" 'grep -q "registered in" $T/s_$arch.out && grep -q "^sae-train: $arch" $T/s_$arch.out'
+    $BIN sae-train $sargs --arch $arch $extra --out $T/sp_$arch --max-steps 21 >/dev/null 2>&1
+    $BIN sae-train $sargs --arch $arch $extra --out $T/sp_$arch --resume >/dev/null 2>&1
+    ok "$arch resume bit-identical" 'cmp -s $T/s_$arch/sae_weights.safetensors $T/sp_$arch/sae_weights.safetensors'
+    $BIN sae-eval --sae $T/s_$arch --npy $T/s2.npy --ground-truth $T/s2_truth.npy >$T/se_$arch.out 2>&1
+    ok "$arch sae-eval" 'grep -q "^sae $T/s_$arch: $arch" $T/se_$arch.out && grep -q "explained variance" $T/se_$arch.out'
+done
+ok "gated layout" 'grep -q "\"gated\"" $T/s_gated/cfg.json && grep -q b_gate $T/s_gated/sae_weights.safetensors && grep -q r_mag $T/s_gated/sae_weights.safetensors && ! grep -q b_enc $T/s_gated/sae_weights.safetensors'
+ok "matryoshka saved as jumprelu with its widths" 'grep -q "\"jumprelu\"" $T/s_matryoshka/cfg.json && tr -d " \n\t" < $T/s_matryoshka/cfg.json | grep -q "\"matryoshka_widths\":\[16,64,128\]"'
+$BIN sae-train $sargs --arch matryoshka --widths 64,16 --out $T/mbad >$T/mbad.out 2>&1; rc=$?
+ok "matryoshka widths must increase" '[ $rc -ne 0 ] && grep -q "strictly increasing" $T/mbad.out'
+$BIN sae-train $sargs --widths 16 --out $T/mbad2 >$T/mbad2.out 2>&1; rc=$?
+ok "--widths needs --arch matryoshka" '[ $rc -eq 2 ]'
 $BIN sae-train $sargs --out $T/snorm --max-norm-ratio 1.5 >$T/snorm.out 2>&1
 ok "--max-norm-ratio drops high-norm tokens" 'grep -Eq "^dropped [1-9][0-9]* training tokens" $T/snorm.out && grep -q "^eval" $T/snorm.out'
 $BIN sae-train --db $T/syn.db --hook nope --out $T/x >$T/e5.out 2>&1; rc=$?
