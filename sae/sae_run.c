@@ -331,6 +331,8 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
              tc->jr_bandwidth, tc->jr_init_threshold, tc->jr_lr_mult,
              o->db ? "store" : o->npy ? "npy" : "synth", r->eval_tokens, sum->mse, sum->ev,
              sum->cos, sum->l2_ratio, sum->l0, sum->dead_frac, sum->dense_frac);
+    if (sae_k_precision() == SAE_PRECISION_BF16) /* fp32 runs keep their cfg.json byte for byte */
+        snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"precision\":\"bf16\"}");
     return sae_save_ex(r->m, o->out, js, r->dens);
 }
 
@@ -396,11 +398,15 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     memset(&r, 0, sizeof r);
     r.sinfo.hook_id = -1;
     r.c = o->train;
-    int rc = run_open(&r, o);
+    sae_precision prev = sae_k_precision();
+    int rc = sae_k_set_precision(o->precision);
+    if (!rc) rc = run_open(&r, o);
     if (!rc) rc = run_trainer(&r, o);
     if (!rc) rc = run_steps(&r, o, res);
     if (!rc) rc = run_save(&r, o, res);
     if (!rc && o->truth) rc = run_truth(&r, o, res);
+    sae_k_engine(res->engine, sizeof res->engine);
+    sae_k_set_precision(prev);
     res->arch = r.c.arch;
     res->d_in = r.c.d_in;
     res->d_sae = r.c.d_sae;

@@ -4,7 +4,7 @@
 # Usage: tools/deps.sh [extra-package ...]
 set -euo pipefail
 pkgs=(gcc make pkg-config libopenblas-dev libsqlite3-dev libpng-dev libpcre2-dev libcjson-dev
-      libcairo2-dev fonts-dejavu-core sqlite3 xxd python3-numpy "$@")
+      libcairo2-dev libdnnl-dev fonts-dejavu-core sqlite3 xxd python3-numpy "$@")
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
