@@ -18,6 +18,7 @@
  */
 #ifndef SAELITE_SAE_BF16_H
 #define SAELITE_SAE_BF16_H
+#include <stdint.h>
 
 /* 1 when oneDNN reports a CPU ISA with native bf16 dot products (avx512_core_bf16 or AMX) and
  * the environment does not set SAELITE_NO_BF16 to a non-empty value other than "0" (read on
@@ -32,9 +33,13 @@ const char *sae_bf16_isa(void);
  * "brg:avx512_core_amx_bf16"), "" before the first. */
 const char *sae_bf16_impl(void);
 
-/* pre[B,S] = bf16(xc) @ bf16(W_encT)^T + b_enc, products and sums in fp32. 0 on success. */
+/* pre[B,S] = bf16(xc) @ bf16(W_encT)^T + b_enc, products and sums in fp32. 0 on success.
+ * wgen: the caller's generation of the weights (it changes whenever W_encT may have). The bf16
+ * copy of W_encT is reused, not converted again, when this call continues the rows of the
+ * previous one (xc == previous xc + previous B*D: the trainer's row chunks of one batch) with
+ * the same W_encT pointer, shape and wgen. */
 int sae_bf16_encode(float *pre /*[B,S]*/, const float *xc /*[B,D]*/,
                     const float *W_encT /*[S,D]*/, const float *b_enc /*[S]*/, int B, int D,
-                    int S);
+                    int S, uint64_t wgen);
 
 #endif

@@ -66,6 +66,9 @@ static void encode_cols(void *p, int tid, int nt)
 
 /* The encoder GEMM's precision (process-wide; sae_k_set_precision). */
 static sae_precision precision = SAE_PRECISION_FP32;
+/* Bumped by every sae_k_adam: the bf16 path reuses its converted weights only within one
+ * generation (across the row chunks of one batch). */
+static uint64_t weights_gen;
 
 int sae_k_set_precision(sae_precision p)
 {
@@ -107,7 +110,7 @@ void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, co
     int nblk = (S + ENC_COLS - 1) / ENC_COLS;
     run_parallel(encode_rows, &a, nt < B ? nt : 1);
     if (!a.bias) {
-        if (!sae_bf16_encode(pre, xc, W_encT, b_enc, B, D, S)) return;
+        if (!sae_bf16_encode(pre, xc, W_encT, b_enc, B, D, S, weights_gen)) return;
         a.bias = 1; /* oneDNN failed (out of memory): this call in fp32 */
         run_parallel(encode_rows, &a, nt < B ? nt : 1);
     }
@@ -504,6 +507,7 @@ static void adam_part(void *arg, int tid, int nt)
 void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
                 float eps, int64_t t)
 {
+    __atomic_add_fetch(&weights_gen, 1, __ATOMIC_RELAXED);
     float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
     adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .b1 = b1, .b2 = b2, .eps = eps,
                    .step = lr / bc1, .ib2 = 1.0f / bc2};

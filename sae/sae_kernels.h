@@ -39,7 +39,10 @@ sae_precision sae_k_precision(void); /* the resolved one: FP32 or BF16 */
 void sae_k_engine(char *buf, int n);
 
 /* xc[B,D] = x - b_dec; pre[B,S] = xc @ W_encT^T + b_enc (one sgemm, or in bf16 one oneDNN matmul;
- * should oneDNN fail, e.g. out of memory, that call runs in fp32). */
+ * should oneDNN fail, e.g. out of memory, that call runs in fp32). In bf16 a call that continues
+ * the previous call's rows (xc == previous xc + previous B*D, same W_encT) reuses that call's
+ * bf16 copy of W_encT unless sae_k_adam ran in between: do not change W_encT between the row
+ * chunks of one batch. */
 void sae_k_encode(float *pre /*[B,S]*/, float *xc /*[B,D]*/, const float *x /*[B,D]*/,
                   const float *W_encT /*[S,D]*/, const float *b_enc /*[S]*/,
                   const float *b_dec /*[D]*/, int B, int D, int S);

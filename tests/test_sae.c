@@ -735,6 +735,23 @@ static void test_bf16_encode(void)
     CHECK(maxdiff > 0, "the bf16 path gave the fp32 bits: it did not run");
     fprintf(stderr, "bf16 encoder: max |bf16 - fp32| %.3g (%.2f of the bound), vs bf16-input "
                     "reference %.2f of the bound\n", maxdiff, worst32, worst16);
+    /* Row chunks: the second half continues the first and may reuse its bf16 weights, but not
+       after an Adam step changed them (here: new W, one sae_k_adam on a dummy parameter). */
+    int h = B / 2;
+    float one = 1, g1 = 1, m1 = 0, v1 = 0;
+    CHECK(sae_k_set_precision(SAE_PRECISION_BF16) == OK);
+    sae_k_encode(p16, xc, x, W, be, bd, h, D, S);
+    for (int64_t e = 0; e < (int64_t)S * D; e++) W[e] = -W[e];
+    sae_k_adam(&one, &g1, &m1, &v1, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 1);
+    sae_k_encode(p16 + (int64_t)h * S, xc + (int64_t)h * D, x + (int64_t)h * D, W, be, bd, B - h, D, S);
+    CHECK(sae_k_set_precision(SAE_PRECISION_FP32) == OK);
+    sae_k_encode(p32, xc, x, W, be, bd, B, D, S);
+    double worst = 0;
+    for (int64_t e = (int64_t)h * S; e < (int64_t)B * S; e++) {
+        double d = fabs(p16[e] - p32[e]) / (0.02 * (fabs(p32[e]) + 1));
+        if (d > worst) worst = d;
+    }
+    CHECK(worst <= 1, "bf16 row chunk after an Adam step used stale weights (%.3g)", worst);
     mem_free(x), mem_free(W), mem_free(be), mem_free(bd), mem_free(p32), mem_free(p16);
     mem_free(p16b), mem_free(xc);
 }
