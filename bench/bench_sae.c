@@ -7,7 +7,8 @@
  * matmul with converted inputs (target >= 0.5). SAE_BENCH_SPEED=small|large|0 picks shapes.
  * Peak RSS vs the size of weights + gradients + Adam state + one batch.
  * Ground truth (SAE_BENCH_GT=0 skips; SAE_BENCH_GT_TOKENS="1000000,3000000" overrides): synthetic
- * d 256, 512 features, 5 active; TopK d_sae 1024, k 6; MMCS and fraction recovered at cos > 0.9.
+ * d 256, 512 features, 5 active; TopK d_sae 1024, k 6; MMCS and fraction recovered at cos > 0.9;
+ * in fp32 and, where the CPU has it, bf16 (the same run otherwise).
  */
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -193,8 +194,9 @@ static int bench_speed(int D, int S, int k, int B, int steps)
     return 0;
 }
 
-static int bench_ground_truth(int64_t tokens)
+static int bench_ground_truth(int64_t tokens, sae_precision prec)
 {
+    sae_k_set_precision(prec);
     synth_config sc;
     synth_defaults(&sc); /* d 256, 512 features, 5 active */
     sae_source *src;
@@ -223,9 +225,11 @@ static int bench_ground_truth(int64_t tokens)
     sae_trainer_export(t, NULL, &m);
     double mm, rec;
     sae_mmcs(sae_synth_directions(g), sc.n_features, m->W_dec, c.d_sae, c.d_in, 0.9, &mm, &rec, NULL);
-    printf("ground truth d 256, 512 features, 5 active; topk d_sae 1024 k 6 batch %d lr %g: "
-           "%lld tokens: MMCS %.4f, recovered %.1f%% (target 0.95 / 90%%), ev %.3f, %.0f s\n",
-           c.batch, c.lr, (long long)tokens, mm, 100 * rec, st.ev, now_seconds() - t0);
+    printf("ground truth d 256, 512 features, 5 active; topk d_sae 1024 k 6 batch %d lr %g, %s: "
+           "%lld tokens: MMCS %.4f, recovered %.1f%% (target 0.95 / 90%%), ev %.4f, %.0f s\n",
+           c.batch, c.lr, prec == SAE_PRECISION_BF16 ? "bf16" : "fp32", (long long)tokens, mm,
+           100 * rec, st.ev, now_seconds() - t0);
+    sae_k_set_precision(SAE_PRECISION_FP32);
     fflush(stdout);
     sae_free(m);
     sae_trainer_free(t);
@@ -247,7 +251,8 @@ int main(void)
         char buf[256];
         snprintf(buf, sizeof buf, "%s", list ? list : "1000000,3000000,10000000");
         for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
-            rc |= bench_ground_truth(atoll(tok));
+            for (int p = 0; p < 1 + sae_bf16_supported(); p++) /* bf16 within 0.005 MMCS? */
+                rc |= bench_ground_truth(atoll(tok), p ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32);
     }
     return rc;
 }
