@@ -812,6 +812,52 @@ static void test_bf16_train(void)
     unlink(ckpt);
 }
 
+/* The runner: opts.precision holds for the run only, is refused with the reason where bf16 is
+ * off, and a bf16 run says so (result.engine, cfg.json). */
+static void test_bf16_run(void)
+{
+    char root[] = "/tmp/saelite_sae_bf16_XXXXXX";
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    sae_run_opts o;
+    sae_run_defaults(&o);
+    o.synth = 1;
+    o.synth_cfg.d = 16;
+    o.synth_cfg.n_features = 32;
+    o.train.k = 4;
+    o.train.batch = 256;
+    o.train.total_tokens = 256 * 4;
+    o.expansion = 2;
+    o.eval_tokens = 512;
+    o.out = root;
+    o.precision = SAE_PRECISION_BF16;
+    sae_run_result r;
+    setenv("SAELITE_NO_BF16", "1", 1);
+    CHECK(sae_train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "bf16"), "refused: %s", err_msg());
+    o.precision = SAE_PRECISION_AUTO;
+    CHECK(sae_train_run(&o, &r) == OK && strstr(r.engine, "fp32"), "auto without bf16: %s", r.engine);
+    unsetenv("SAELITE_NO_BF16");
+    if (sae_bf16_supported()) {
+        o.precision = SAE_PRECISION_BF16;
+        CHECK(sae_train_run(&o, &r) == OK && strstr(r.engine, "bf16"), "%s / %s", err_msg(), r.engine);
+        CHECK(sae_k_precision() == SAE_PRECISION_FP32, "the run restores the precision");
+        char cfgp[400], js[8192] = "";
+        snprintf(cfgp, sizeof cfgp, "%s/cfg.json", root);
+        FILE *f = fopen(cfgp, "r");
+        if (f) {
+            js[fread(js, 1, sizeof js - 1, f)] = 0;
+            fclose(f);
+        }
+        const char *pp = strstr(js, "\"precision\"");
+        CHECK(pp && !strncmp(pp + strcspn(pp + 11, "\"") + 11, "\"bf16\"", 6), "cfg.json records bf16");
+    } else SKIP("no bf16: the bf16 run is not tested");
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     test_topk();
@@ -834,5 +880,6 @@ int main(void)
     test_bf16_fallback();
     test_bf16_encode();
     test_bf16_train();
+    test_bf16_run();
     return harness_report("test_sae");
 }
