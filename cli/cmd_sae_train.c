@@ -35,6 +35,7 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
                "l2 ratio %.3f  L0 %.2f  dead %.1f%%  dense %.1f%%\n",
                s->n, s->mse, s->ev, s->cos, s->l2_ratio, s->l0, 100 * s->dead_frac,
                100 * s->dense_frac);
+    if (o->precision != SAE_PRECISION_FP32) printf("encoder GEMM: %s\n", r->engine);
     if (r->mmcs >= 0) printf("ground truth: MMCS %.4f, recovered (cos > 0.9) %.1f%%\n", r->mmcs, 100 * r->recovered);
     if (r->sae_id >= 0) printf("registered in %s as SAE id %" PRId64 "\n", o->db, r->sae_id);
     if (!r->finished)
@@ -48,7 +49,7 @@ int cmd_sae_train(int argc, char **argv)
     sae_run_opts o;
     sae_run_defaults(&o);
     sae_train_config *c = &o.train;
-    const char *arch_s = "topk", *bdec_s = "median", *widths_s = NULL, *act_s = NULL;
+    const char *arch_s = "topk", *bdec_s = "median", *widths_s = NULL, *act_s = NULL, *prec_s = "fp32";
     int d_sae = 0, k = 32, k_aux = 0, batch = 4096, no_norm = 0, syn_d = 256, syn_f = 512;
     double jr_bw = c->jr_bandwidth, jr_th = c->jr_init_threshold, jr_lrm = c->jr_lr_mult, l1 = 0, lr = NAN, aux_coef = 1.0 / 32, syn_active = 5;
     int64_t tokens = 10000000, seed = 42, dead_window = 0, syn_seed = 1;
@@ -107,6 +108,9 @@ int cmd_sae_train(int argc, char **argv)
          ARG_DEFAULT("about 100 rows in all")},
         {"--max-steps", ARG_I64, &o.max_steps, "stop (with a checkpoint) after N steps this run (0: no limit)",
          ARG_MIN(0)},
+        {"--precision", ARG_STR, &prec_s,
+         "encoder GEMM: fp32, bf16 (matrix engine via oneDNN; needs AVX512-BF16 or AMX), auto",
+         ARG_CHOICES("fp32|bf16|auto")},
         {"--resume", ARG_FLAG, &o.resume, "continue from DIR/checkpoint.bin (same flags)"},
         {"--force", ARG_FLAG, &o.force, "start over in a DIR that holds an SAE or a checkpoint "
                                         "(else refused)"},
@@ -136,6 +140,9 @@ int cmd_sae_train(int argc, char **argv)
     c->bdec_init = !strcmp(bdec_s, "mean") ? SAE_BDEC_MEAN
                    : !strcmp(bdec_s, "zero") ? SAE_BDEC_ZERO
                                              : SAE_BDEC_MEDIAN;
+    o.precision = !strcmp(prec_s, "bf16") ? SAE_PRECISION_BF16
+                  : !strcmp(prec_s, "auto") ? SAE_PRECISION_AUTO
+                                            : SAE_PRECISION_FP32;
     /* lr stays NaN when not given (a given one is checked > 0 by args_parse) */
     if (widths_s && c->arch != SAE_MATRYOSHKA)
         return cli_usage_error(cmd, "--widths is for --arch matryoshka");

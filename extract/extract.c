@@ -604,19 +604,53 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* The main thread needs a core of its own, or it and OpenBLAS's pool take turns on the same
- * cores: unless the user chose a thread count, the forward gets all cores but one while extract
- * runs (on 2 cores the 1-layer d_model-128 model's forward is as fast on one thread as on two,
- * and the run took 4.2 s with two, 3.3 s with one; bench/README.md). Returns the count to restore,
- * or 0. */
-static int blas_threads_for_pipeline(void)
+/* Forward FLOPs per token up to the last hooked layer (blocks run; ln_final hooks need all). */
+static double ext_forward_flops_per_token(const ext_job *j)
+{
+    const gpt2_config *c = gpt2_cfg(j->m);
+    int blocks = 0;
+    for (int h = 0; h < j->nh; h++) {
+        int l = !strncmp(j->h[h].name, "ln_final", 8) ? c->n_layer : j->h[h].layer + 1;
+        if (l > blocks) blocks = l;
+    }
+    double C = c->n_embd, F = c->n_inner, T = j->ctx;
+    return blocks * (2 * (4 * C * C + 2 * C * F) + 4 * T * C);
+}
+
+/* OpenBLAS threads for the forward while extract runs, chosen by cost. The main thread stores
+ * (converts, inserts, commits) while the compute thread runs the forward; if both want a core,
+ * they and OpenBLAS's pool take turns, and a preempted BLAS thread stalls the whole GEMM. So the
+ * forward gets every core when the main thread's share of the work is small, all cores but one
+ * otherwise. Estimate, per token: forward FLOPs up to the last hooked layer (2 x the weights'
+ * multiply-adds + the attention products over the window) against the bytes stored (all hooks;
+ * 0 in a dry run) plus a fixed 64 for tokenizing and bookkeeping. One core of AVX-512 sgemm does
+ * roughly 250 FLOPs in the time the main thread stores one byte (50-100 GFLOP/s per core against
+ * the 200-400 MB/s the main thread stores at: 205 MB in 0.98 s on a loaded 2-core Xeon), so the
+ * main thread's share of the core time is about 250 bytes / FLOPs; with n cores the forward takes
+ * them all when that share is below 1/(4 (n-1)) (all cores win below 1/(n-1); the margin of 4 is
+ * for the stalls). Measured on 2 cores: the demo model (1 layer, d_model 128, f32 at mlp.hook_post:
+ * ~220 FLOPs per byte) ran 3.3 s on one thread, 4.2 s on two; GPT-2 small to
+ * blocks.5.mlp.hook_post (~7100 FLOPs per byte) 1.74k tok/s on one, 2.6k on two (issue 21).
+ * An explicit choice wins: OPENBLAS_NUM_THREADS / GOTO_NUM_THREADS / OMP_NUM_THREADS leave
+ * OpenBLAS as the user set it, SAELITE_THREADS=N gives the forward N threads. Returns the count
+ * to restore, or 0. */
+static int blas_threads_for_pipeline(const ext_job *j)
 {
     if (getenv("OPENBLAS_NUM_THREADS") || getenv("GOTO_NUM_THREADS") || getenv("OMP_NUM_THREADS"))
         return 0;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    int before = openblas_get_num_threads();
-    if (n < 2 || before <= 1) return 0;
-    int want = (int)(n - 1) < before ? (int)(n - 1) : before;
+    int before = openblas_get_num_threads(), want = 0;
+    const char *e = getenv("SAELITE_THREADS");
+    if (e && atoi(e) >= 1) want = atoi(e);
+    else {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        if (n < 2 || before <= 1) return 0;
+        double flops = ext_forward_flops_per_token(j), bytes = 64;
+        for (int h = 0; h < j->nh && !j->o.dry_run; h++)
+            bytes += (double)j->h[h].width * store_dtype_size(j->o.dtype);
+        want = flops >= 250.0 * 4 * (n - 1) * bytes ? (int)n : (int)n - 1;
+        if (want > before) want = before;
+    }
+    if (want == before) return 0;
     openblas_set_num_threads(want);
     return before;
 }
@@ -732,7 +766,7 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     int64_t total = 0, ordinal = 0;
     for (int k = 0; k < EXT_RING; k++) j->bt[k].nwin = 0;
     worker_start(j);
-    int blas_before = j->worker_on ? blas_threads_for_pipeline() : 0;
+    int blas_before = j->worker_on ? blas_threads_for_pipeline(j) : 0;
     j->dry_seq = 0;
     j->pending_bytes = 0;
     j->last_commit = secs();

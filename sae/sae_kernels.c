@@ -7,12 +7,15 @@
 #endif
 #include "sae/sae_kernels.h"
 
+#include "common/err.h"
 #include "common/mem.h"
 #include "common/select.h"
+#include "sae/sae_bf16.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,6 +28,7 @@ typedef struct {
     float *pre, *xc;
     const float *x, *W_encT, *b_enc, *b_dec;
     int B, D, S;
+    int bias; /* encode_rows also copies b_enc into pre (the fp32 GEMM accumulates onto it) */
 } enc_args;
 
 /* The GEMM is cut into blocks of a fixed number of latents, whatever the thread count: OpenBLAS's
@@ -43,7 +47,7 @@ static void encode_rows(void *p, int tid, int nt)
         const float *xr = a->x + (int64_t)b * D;
         float *cr = a->xc + (int64_t)b * D;
         for (int i = 0; i < D; i++) cr[i] = xr[i] - a->b_dec[i];
-        memcpy(a->pre + (int64_t)b * S, a->b_enc, sizeof(float) * S);
+        if (a->bias) memcpy(a->pre + (int64_t)b * S, a->b_enc, sizeof(float) * S);
     }
 }
 
@@ -60,6 +64,39 @@ static void encode_cols(void *p, int tid, int nt)
 }
 
 
+/* The encoder GEMM's precision (process-wide; sae_k_set_precision). */
+static sae_precision precision = SAE_PRECISION_FP32;
+/* Bumped by every sae_k_adam: the bf16 path reuses its converted weights only within one
+ * generation (across the row chunks of one batch). */
+static uint64_t weights_gen;
+
+int sae_k_set_precision(sae_precision p)
+{
+    if (p == SAE_PRECISION_AUTO) p = sae_bf16_supported() ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32;
+    if (p == SAE_PRECISION_BF16 && !sae_bf16_supported()) {
+        const char *e = getenv("SAELITE_NO_BF16");
+        if (e && e[0] && strcmp(e, "0") != 0)
+            return err_set(ERR_ARG, "precision bf16: disabled by SAELITE_NO_BF16=%s; HINT: unset it, "
+                                    "or use --precision fp32 or auto", e);
+        return err_set(ERR_ARG, "precision bf16: this CPU has no bf16 dot products (oneDNN's ISA "
+                                "is %s; it needs avx512_core_bf16 or AMX); HINT: use --precision "
+                                "fp32 or auto", sae_bf16_isa());
+    }
+    precision = p;
+    return OK;
+}
+
+sae_precision sae_k_precision(void) { return precision; }
+
+void sae_k_engine(char *buf, int n)
+{
+    if (precision == SAE_PRECISION_BF16)
+        snprintf(buf, n, "bf16 (oneDNN %s, ISA %s)", sae_bf16_impl()[0] ? sae_bf16_impl() : "matmul",
+                 sae_bf16_isa());
+    else
+        snprintf(buf, n, "fp32 (OpenBLAS sgemm)");
+}
+
 /* The GEMM is split over our own threads, each calling a single-threaded sgemm, rather than
  * handed to OpenBLAS's pool: the pool's idle workers spin (sched_yield) for a while after
  * each call and took 19% of a 2-thread profile from the sparse kernels that follow; this way
@@ -68,10 +105,15 @@ void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, co
                   const float *b_dec, int B, int D, int S)
 {
     enc_args a = {.pre = pre, .xc = xc, .x = x, .W_encT = W_encT, .b_enc = b_enc, .b_dec = b_dec,
-                  .B = B, .D = D, .S = S};
+                  .B = B, .D = D, .S = S, .bias = precision != SAE_PRECISION_BF16};
     int nt = n_threads((int64_t)B * S), nb = openblas_get_num_threads();
     int nblk = (S + ENC_COLS - 1) / ENC_COLS;
     run_parallel(encode_rows, &a, nt < B ? nt : 1);
+    if (!a.bias) {
+        if (!sae_bf16_encode(pre, xc, W_encT, b_enc, B, D, S, weights_gen)) return;
+        a.bias = 1; /* oneDNN failed (out of memory): this call in fp32 */
+        run_parallel(encode_rows, &a, nt < B ? nt : 1);
+    }
     if (nb > 1) openblas_set_num_threads(1); /* also with one thread of ours: same bits */
     run_parallel(encode_cols, &a, nt < nblk ? nt : nblk);
     if (nb > 1) openblas_set_num_threads(nb);
@@ -465,6 +507,7 @@ static void adam_part(void *arg, int tid, int nt)
 void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
                 float eps, int64_t t)
 {
+    __atomic_add_fetch(&weights_gen, 1, __ATOMIC_RELAXED);
     float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
     adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .b1 = b1, .b2 = b2, .eps = eps,
                    .step = lr / bc1, .ib2 = 1.0f / bc2};

@@ -13,14 +13,36 @@
  * each), sae_k_topk, the sparse kernels and sae_k_adam split large problems over
  * SAELITE_THREADS (default: online cores) threads in a way that leaves every result bit-identical
  * to the serial order.
+ * Precision: sae_k_encode's GEMM runs in fp32 (OpenBLAS sgemm, the default) or, after
+ * sae_k_set_precision(SAE_PRECISION_BF16), in bf16 with fp32 accumulation on the CPU's matrix
+ * engine through oneDNN (sae/sae_bf16.h: only the GEMM's inputs are rounded; everything else,
+ * including the other kernels, the master weights and Adam, stays fp32). The bf16 path is
+ * deterministic for a fixed OpenMP thread count, not across thread counts.
  * Thread safety: pure functions of their arguments, except that sae_k_encode sets OpenBLAS's
- * process-wide thread count to 1 while it runs (and restores it).
+ * process-wide thread count to 1 while it runs (and restores it), and that the precision is
+ * process-wide state (set it before starting work, not while kernels run).
  */
 #ifndef SAELITE_SAE_KERNELS_H
 #define SAELITE_SAE_KERNELS_H
 #include <stdint.h>
 
-/* xc[B,D] = x - b_dec; pre[B,S] = xc @ W_encT^T + b_enc (one sgemm). */
+typedef enum { SAE_PRECISION_FP32, SAE_PRECISION_BF16, SAE_PRECISION_AUTO } sae_precision;
+
+/* Set the encoder GEMM's precision; AUTO resolves to BF16 where the CPU has native bf16 dot
+ * products (AVX512-BF16 or AMX, as oneDNN reports it) and SAELITE_NO_BF16 is unset, else FP32.
+ * ERR_ARG (message with the reason and a HINT) when BF16 is asked for and not available; the
+ * precision is then unchanged. */
+int sae_k_set_precision(sae_precision p);
+sae_precision sae_k_precision(void); /* the resolved one: FP32 or BF16 */
+/* What runs the encoder GEMM, for messages: "fp32 (OpenBLAS sgemm)" or
+ * "bf16 (oneDNN brg:avx512_core_amx_bf16, ISA avx512_core_amx)". */
+void sae_k_engine(char *buf, int n);
+
+/* xc[B,D] = x - b_dec; pre[B,S] = xc @ W_encT^T + b_enc (one sgemm, or in bf16 one oneDNN matmul;
+ * should oneDNN fail, e.g. out of memory, that call runs in fp32). In bf16 a call that continues
+ * the previous call's rows (xc == previous xc + previous B*D, same W_encT) reuses that call's
+ * bf16 copy of W_encT unless sae_k_adam ran in between: do not change W_encT between the row
+ * chunks of one batch. */
 void sae_k_encode(float *pre /*[B,S]*/, float *xc /*[B,D]*/, const float *x /*[B,D]*/,
                   const float *W_encT /*[S,D]*/, const float *b_enc /*[S]*/,
                   const float *b_dec /*[D]*/, int B, int D, int S);

@@ -370,6 +370,8 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
                                    tc->widths[i]);
         snprintf(js + jl, sizeof js - jl, "]}");
     }
+    if (sae_k_precision() == SAE_PRECISION_BF16) /* fp32 runs keep their cfg.json byte for byte */
+        snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"precision\":\"bf16\"}");
     return sae_save_ex(r->m, o->out, js, r->dens);
 }
 
@@ -480,12 +482,16 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     memset(&r, 0, sizeof r);
     r.sinfo.hook_id = -1;
     r.c = o->train;
+    sae_precision prev = sae_k_precision();
     int rc = check_out(o);
+    if (!rc) rc = sae_k_set_precision(o->precision);
     if (!rc) rc = run_open(&r, o);
     if (!rc) rc = run_trainer(&r, o);
     if (!rc) rc = run_steps(&r, o, res);
     if (!rc) rc = run_save(&r, o, res);
     if (!rc && o->truth) rc = run_truth(&r, o, res);
+    sae_k_engine(res->engine, sizeof res->engine);
+    sae_k_set_precision(prev);
     res->arch = r.c.arch;
     res->d_in = r.c.d_in;
     res->d_out = r.c.d_out;

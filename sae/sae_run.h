@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "sae/metrics.h"
+#include "sae/sae_kernels.h"
 #include "sae/sae_train.h"
 #include "sae/synth.h"
 
@@ -55,6 +56,10 @@ typedef struct {
     const char *model_name;    /* metadata; NULL/"" = the store's model */
     int context_size;          /* metadata; 0 = the store's sequence length */
     volatile int *stop;        /* polled after every step; may be NULL */
+    sae_precision precision;   /* the encoder GEMM (sae_kernels.h): FP32 (default), BF16 (refused
+                                  with ERR_ARG where the CPU lacks bf16), AUTO; set for the run,
+                                  restored after it. Not part of the checkpoint: a resume may
+                                  change it (bit-identical resumes need the same precision) */
 } sae_run_opts;
 
 /* The defaults `saelite sae-train` documents (topk, k 32, 8x, 10M tokens, batch 4096, ...). */
@@ -74,6 +79,8 @@ typedef struct {
     double mmcs, recovered;    /* -1 without truth */
     int64_t dropped;           /* store: tokens dropped for their norm */
     int64_t sae_id;            /* registry id in the store, -1 when not registered */
+    char engine[96];           /* what ran the encoder GEMM (sae_k_engine), e.g. "bf16 (oneDNN
+                                  brg:avx512_core_amx_bf16, ISA avx512_core_amx)" */
 } sae_run_result;
 
 int sae_train_run(const sae_run_opts *o, sae_run_result *res);

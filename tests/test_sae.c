@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/half.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "harness.h"
 #include "tok_fixture.h"
 #include "sae/sae.h"
+#include "sae/sae_bf16.h"
 #include "sae/sae_kernels.h"
 #include "sae/sae_run.h"
 #include "sae/sae_train.h"
@@ -991,6 +993,189 @@ static void test_reference_fixtures(void)
     }
 }
 
+/* ---- bf16 (oneDNN) path ----------------------------------------------------------------- */
+/* The bf16 GEMM rounds its inputs to bf16 (8 significand bits: relative rounding error at most
+ * u = 2^-8 each) and accumulates in fp32. So against the fp32 result, each product x*w is off
+ * by at most (2u + u^2)|x w|, and an entry by (2u + u^2 + 2 D 2^-24) sum_i |x_i w_i| (the last
+ * term: the two fp32 accumulations, either order). Against a reference that rounds the inputs
+ * to bf16 itself and sums in double, only the fp32 accumulation remains: D 2^-24 sum |x~ w~|. */
+static void test_bf16_encode(void)
+{
+    if (!sae_bf16_supported()) {
+        SKIP("no bf16 on this CPU (or SAELITE_NO_BF16): the bf16 encoder is not tested");
+        return;
+    }
+    enum { B = 70, D = 96, S = 2100 };
+    rng_state r;
+    rng_seed(&r, 7);
+    float *x = mem_alloc(sizeof(float) * B * D), *W = mem_alloc(sizeof(float) * S * D);
+    float *be = mem_alloc(sizeof(float) * S), *bd = mem_alloc(sizeof(float) * D);
+    float *p32 = mem_alloc(sizeof(float) * B * S), *p16 = mem_alloc(sizeof(float) * B * S);
+    float *p16b = mem_alloc(sizeof(float) * B * S), *xc = mem_alloc(sizeof(float) * B * D);
+    fill_normal(x, (int64_t)B * D, &r, 1.0f);
+    fill_normal(W, (int64_t)S * D, &r, 0.1f);
+    fill_normal(be, S, &r, 0.1f);
+    fill_normal(bd, D, &r, 0.1f);
+    CHECK(sae_k_set_precision(SAE_PRECISION_FP32) == OK);
+    sae_k_encode(p32, xc, x, W, be, bd, B, D, S);
+    CHECK(sae_k_set_precision(SAE_PRECISION_BF16) == OK, "%s", err_msg());
+    CHECK(sae_k_precision() == SAE_PRECISION_BF16);
+    sae_k_encode(p16, xc, x, W, be, bd, B, D, S);
+    sae_k_encode(p16b, xc, x, W, be, bd, B, D, S);
+    char eng[96];
+    sae_k_engine(eng, sizeof eng);
+    fprintf(stderr, "bf16 encoder: %s\n", eng);
+    CHECK(strstr(eng, "bf16") != NULL, "%s", eng);
+    CHECK(sae_k_set_precision(SAE_PRECISION_FP32) == OK);
+    CHECK(!memcmp(p16, p16b, sizeof(float) * B * S), "bf16 encoder: two calls differ");
+    double u = 1.0 / 256, worst32 = 0, worst16 = 0, maxdiff = 0;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < S; j++) {
+            double abs = 0, absr = 0, ref = be[j];
+            for (int i = 0; i < D; i++) {
+                double c = xc[(int64_t)b * D + i], w = W[(int64_t)j * D + i];
+                double cr = half_bf16_to_f32(half_f32_to_bf16((float)c));
+                double wr = half_bf16_to_f32(half_f32_to_bf16((float)w));
+                abs += fabs(c * w);
+                absr += fabs(cr * wr);
+                ref += cr * wr;
+            }
+            double g = p16[(int64_t)b * S + j], f = p32[(int64_t)b * S + j];
+            double tol32 = (2 * u + u * u + 2.0 * D / 16777216.0) * abs + 1e-6;
+            double tol16 = (double)D / 16777216.0 * absr + 1e-6;
+            if (fabs(g - f) / tol32 > worst32) worst32 = fabs(g - f) / tol32;
+            if (fabs(g - ref) / tol16 > worst16) worst16 = fabs(g - ref) / tol16;
+            if (fabs(g - f) > maxdiff) maxdiff = fabs(g - f);
+        }
+    CHECK(worst32 <= 1, "bf16 vs fp32: error %.3g x the bound", worst32);
+    CHECK(worst16 <= 1, "bf16 vs a bf16-input reference: error %.3g x the bound", worst16);
+    CHECK(maxdiff > 0, "the bf16 path gave the fp32 bits: it did not run");
+    fprintf(stderr, "bf16 encoder: max |bf16 - fp32| %.3g (%.2f of the bound), vs bf16-input "
+                    "reference %.2f of the bound\n", maxdiff, worst32, worst16);
+    /* Row chunks: the second half continues the first and may reuse its bf16 weights, but not
+       after an Adam step changed them (here: new W, one sae_k_adam on a dummy parameter). */
+    int h = B / 2;
+    float one = 1, g1 = 1, m1 = 0, v1 = 0;
+    CHECK(sae_k_set_precision(SAE_PRECISION_BF16) == OK);
+    sae_k_encode(p16, xc, x, W, be, bd, h, D, S);
+    for (int64_t e = 0; e < (int64_t)S * D; e++) W[e] = -W[e];
+    sae_k_adam(&one, &g1, &m1, &v1, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 1);
+    sae_k_encode(p16 + (int64_t)h * S, xc + (int64_t)h * D, x + (int64_t)h * D, W, be, bd, B - h, D, S);
+    CHECK(sae_k_set_precision(SAE_PRECISION_FP32) == OK);
+    sae_k_encode(p32, xc, x, W, be, bd, B, D, S);
+    double worst = 0;
+    for (int64_t e = (int64_t)h * S; e < (int64_t)B * S; e++) {
+        double d = fabs(p16[e] - p32[e]) / (0.02 * (fabs(p32[e]) + 1));
+        if (d > worst) worst = d;
+    }
+    CHECK(worst <= 1, "bf16 row chunk after an Adam step used stale weights (%.3g)", worst);
+    mem_free(x), mem_free(W), mem_free(be), mem_free(bd), mem_free(p32), mem_free(p16);
+    mem_free(p16b), mem_free(xc);
+}
+
+/* SAELITE_NO_BF16 forces the fallback: bf16 is refused with the reason, auto is fp32. */
+static void test_bf16_fallback(void)
+{
+    const char *old = getenv("SAELITE_NO_BF16");
+    char keep[64] = "";
+    if (old) snprintf(keep, sizeof keep, "%s", old);
+    setenv("SAELITE_NO_BF16", "1", 1);
+    CHECK(sae_k_set_precision(SAE_PRECISION_BF16) == ERR_ARG && strstr(err_msg(), "SAELITE_NO_BF16"),
+          "bf16 refused: %s", err_msg());
+    CHECK(sae_k_precision() == SAE_PRECISION_FP32);
+    CHECK(sae_k_set_precision(SAE_PRECISION_AUTO) == OK && sae_k_precision() == SAE_PRECISION_FP32);
+    if (old) setenv("SAELITE_NO_BF16", keep, 1);
+    else unsetenv("SAELITE_NO_BF16");
+    CHECK(sae_k_set_precision(SAE_PRECISION_AUTO) == OK);
+    CHECK(sae_k_precision() == (sae_bf16_supported() ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32));
+    CHECK(sae_k_set_precision(SAE_PRECISION_FP32) == OK);
+}
+
+/* Training in bf16 recovers the ground truth as fp32 does, and a bf16 run stopped and resumed
+ * (in bf16) gives the uninterrupted bf16 run's bits. */
+static void test_bf16_train(void)
+{
+    if (!sae_bf16_supported()) {
+        SKIP("no bf16 on this CPU (or SAELITE_NO_BF16): bf16 training is not tested");
+        return;
+    }
+    double mm32 = 0, mm16 = 0, rec32 = 0, rec16 = 0;
+    sae_metrics_summary ms32, ms16;
+    sae_model *a = train_synth(small_cfg(SAE_TOPK), &mm32, &rec32, &ms32, 0, NULL);
+    CHECK(sae_k_set_precision(SAE_PRECISION_BF16) == OK);
+    sae_model *b = train_synth(small_cfg(SAE_TOPK), &mm16, &rec16, &ms16, 0, NULL);
+    CHECK(a && b);
+    CHECK(fabs(mm16 - mm32) <= 0.005 && fabs(ms16.ev - ms32.ev) <= 0.005,
+          "bf16 training: MMCS %.4f (fp32 %.4f), ev %.4f (fp32 %.4f)", mm16, mm32, ms16.ev, ms32.ev);
+    fprintf(stderr, "bf16 small ground truth: MMCS %.4f (fp32 %.4f) recovered %.3f (%.3f) ev %.4f "
+                    "(%.4f)\n", mm16, mm32, rec16, rec32, ms16.ev, ms32.ev);
+    sae_free(a);
+    sae_free(b);
+    const char *ckpt = "build/tests/test_sae_bf16_ckpt.bin";
+    sae_train_config c = small_cfg(SAE_TOPK);
+    c.total_tokens = 60 * 1024;
+    c.dead_window = 4096;
+    sae_model *full = train_synth(c, NULL, NULL, NULL, 0, NULL);
+    sae_model *part = train_synth(c, NULL, NULL, NULL, 23, ckpt);
+    sae_model *resumed = train_synth(c, NULL, NULL, NULL, -1, ckpt);
+    CHECK(sae_k_set_precision(SAE_PRECISION_FP32) == OK);
+    sae_model *full32 = train_synth(c, NULL, NULL, NULL, 0, NULL);
+    CHECK(full && part && resumed && full32);
+    if (full && resumed && full32) {
+        CHECK(same_model(full, resumed), "bf16: resumed run differs from the uninterrupted one");
+        CHECK(!same_model(full, full32), "bf16 and fp32 runs should differ");
+    }
+    sae_free(full), sae_free(part), sae_free(resumed), sae_free(full32);
+    unlink(ckpt);
+}
+
+/* The runner: opts.precision holds for the run only, is refused with the reason where bf16 is
+ * off, and a bf16 run says so (result.engine, cfg.json). */
+static void test_bf16_run(void)
+{
+    char root[] = "/tmp/saelite_sae_bf16_XXXXXX";
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    sae_run_opts o;
+    sae_run_defaults(&o);
+    o.synth = 1;
+    o.synth_cfg.d = 16;
+    o.synth_cfg.n_features = 32;
+    o.train.k = 4;
+    o.train.batch = 256;
+    o.train.total_tokens = 256 * 4;
+    o.expansion = 2;
+    o.eval_tokens = 512;
+    o.out = root;
+    o.precision = SAE_PRECISION_BF16;
+    sae_run_result r;
+    setenv("SAELITE_NO_BF16", "1", 1);
+    CHECK(sae_train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "bf16"), "refused: %s", err_msg());
+    o.precision = SAE_PRECISION_AUTO;
+    CHECK(sae_train_run(&o, &r) == OK && strstr(r.engine, "fp32"), "auto without bf16: %s", r.engine);
+    unsetenv("SAELITE_NO_BF16");
+    if (sae_bf16_supported()) {
+        o.precision = SAE_PRECISION_BF16;
+        o.force = 1; /* over the auto run's SAE */
+        CHECK(sae_train_run(&o, &r) == OK && strstr(r.engine, "bf16"), "%s / %s", err_msg(), r.engine);
+        CHECK(sae_k_precision() == SAE_PRECISION_FP32, "the run restores the precision");
+        char cfgp[400], js[8192] = "";
+        snprintf(cfgp, sizeof cfgp, "%s/cfg.json", root);
+        FILE *f = fopen(cfgp, "r");
+        if (f) {
+            js[fread(js, 1, sizeof js - 1, f)] = 0;
+            fclose(f);
+        }
+        const char *pp = strstr(js, "\"precision\"");
+        CHECK(pp && !strncmp(pp + strcspn(pp + 11, "\"") + 11, "\"bf16\"", 6), "cfg.json records bf16");
+    } else SKIP("no bf16: the bf16 run is not tested");
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     test_topk();
@@ -1019,5 +1204,9 @@ int main(void)
     test_archs_train();
     test_metrics_eval();
     test_train_run();
+    test_bf16_fallback();
+    test_bf16_encode();
+    test_bf16_train();
+    test_bf16_run();
     return harness_report("test_sae");
 }
