@@ -2,6 +2,8 @@
 # Install the Debian packages saelite needs to build and test, when any is missing.
 # Uses apt-get as root, sudo otherwise; says clearly what to do when neither works.
 # Usage: tools/deps.sh [extra-package ...]
+# Optional, not needed by make test: `tools/deps.sh python3-torch` for the PyTorch reference
+# recipes in tools/ref/ (topk_ref.py) and the reference column of bench/bench_sae_gt.sh.
 set -euo pipefail
 # libmicrohttpd-dev: `saelite serve`'s HTTP server; curl and chromium (headless, driven through
 # its DevTools protocol): tests/test_serve.sh checks the served pages in a real browser.

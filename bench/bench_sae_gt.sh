@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench_sae_gt.sh - SAE ground-truth recovery on a generator family we did not design
+# (tools/ref/gt_gen.py): saelite's TopK at its defaults against the plain PyTorch TopK recipe
+# (tools/ref/topk_ref.py) at equal tokens, both scored by `saelite sae-eval --ground-truth`.
+# Prints one markdown row per generator (the table in docs/sae.md).
+# Env: SAE_BENCH_GT=0 skips it (ref ~5 min per generator on 2 idle cores, 30 min on busy ones); SAE_GT_TOKENS (default 6000000);
+# SAE_GT_DIR (default /tmp/saelite_gt: data and SAEs, reused when present: delete to redo);
+# SAE_GT_CONFIGS (names, default all); SAE_GT_REF=0 skips the PyTorch column (also skipped when
+# torch is missing: tools/deps.sh python3-torch); SAE_GT_STAGE=data|ref|ours|all (default all:
+# data only generates, ref only trains the reference, ours only ours).
+set -u
+[ "${SAE_BENCH_GT:-1}" = 0 ] && { echo "bench_sae_gt: skipped (SAE_BENCH_GT=0)"; exit 0; }
+cd "$(dirname "$0")/.."
+PY=/usr/bin/python3
+BIN=${SAELITE:-./saelite}
+TOK=${SAE_GT_TOKENS:-6000000}
+DIR=${SAE_GT_DIR:-/tmp/saelite_gt}
+STAGE=${SAE_GT_STAGE:-all}
+mkdir -p "$DIR"
+# name | generator flags | d_sae | k | samples (fresh: as many as tokens, each seen about once)
+CONFIGS=(
+  "base||1024|6|1000000"
+  "indep|--rho 0|1024|6|1000000"
+  "corr0.9|--rho 0.9|1024|6|1000000"
+  "decay0.995|--decay 0.995|1024|6|1000000"
+  "decay0.98|--decay 0.98|1024|6|1000000"
+  "active3|--active 3|1024|4|1000000"
+  "active10|--active 10|1024|11|1000000"
+  "ratio1|--features 256|512|6|1000000"
+  "ratio4|--features 1024|2048|6|1000000"
+  "mag_u|--mag u|1024|6|1000000"
+  "mag_exp|--mag exp|1024|6|1000000"
+  "fresh||1024|6|$TOK"
+)
+want() { [ -z "${SAE_GT_CONFIGS:-}" ] || [[ " $SAE_GT_CONFIGS " == *" $1 "* ]]; }
+has_torch=0
+[ "${SAE_GT_REF:-1}" != 0 ] && $PY -c "import torch" 2>/dev/null && has_torch=1
+mmcs() { # SAE_DIR TRUTH -> "mmcs recovered%"
+  "$BIN" sae-eval --sae "$1" --ground-truth "$2" 2>/dev/null |
+    sed -n 's/.*MMCS \([0-9.]*\), recovered (cos > 0.90) \([0-9.]*\)%.*/\1 \2/p'
+}
+[ "$STAGE" = all ] && {
+  echo "ground truth, $TOK tokens, batch 4096: saelite topk defaults vs PyTorch recipe (MMCS / recovered at cos > 0.9)"
+  echo "| generator | flags | d_sae | k | samples | saelite | PyTorch recipe |"
+  echo "|---|---|---:|---:|---:|---|---|"
+}
+for c in "${CONFIGS[@]}"; do
+  IFS='|' read -r name flags S k n <<<"$c"
+  want "$name" || continue
+  d="$DIR/$name"
+  # shellcheck disable=SC2086
+  [ -f "$d/meta.json" ] || $PY tools/ref/gt_gen.py "$d" $flags --samples "$n" >/dev/null || exit 1
+  [ "$STAGE" = data ] && continue
+  if [ $has_torch = 1 ] && [ "$STAGE" != ours ] && [ ! -f "$d/ref_$TOK/cfg.json" ]; then
+    # the fresh row's reference draws its own fresh samples from the same generator
+    if [ "$name" = fresh ]; then src=(--gen $flags); else src=(--npy "$d/acts.npy"); fi
+    OMP_NUM_THREADS=1 $PY tools/ref/topk_ref.py "${src[@]}" --out "$d/ref_$TOK" --d-sae "$S" \
+      --k "$k" --tokens "$TOK" >"$d/ref_$TOK.log" 2>&1 || { echo "ref failed: $d/ref_$TOK.log"; exit 1; }
+  fi
+  [ "$STAGE" = ref ] && continue
+  [ -f "$d/ours_$TOK/cfg.json" ] ||
+    "$BIN" sae-train --npy "$d/acts.npy" --arch topk --d-sae "$S" --k "$k" --tokens "$TOK" \
+      --out "$d/ours_$TOK" --log-every 100000 >"$d/ours_$TOK.log" 2>&1 ||
+    { echo "saelite failed: $d/ours_$TOK.log"; exit 1; }
+  [ "$STAGE" = ours ] && continue
+  read -r om orr <<<"$(mmcs "$d/ours_$TOK" "$d/truth.npy")"
+  ref="-"
+  if [ -f "$d/ref_$TOK/cfg.json" ]; then read -r rm rr <<<"$(mmcs "$d/ref_$TOK" "$d/truth.npy")"; ref="$rm / $rr%"; fi
+  echo "| $name | ${flags:-(base)} | $S | $k | $n | $om / $orr% | $ref |"
+done
