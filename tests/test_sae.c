@@ -709,6 +709,23 @@ static void test_metrics_eval(void)
     sae_free(m);
 }
 
+/* A small synthetic sae-train run: 16 dims, 32 true features, topk k 4 over 32 latents. */
+static sae_run_opts tiny_synth_run(int batch, int steps, int64_t eval_tokens, const char *out)
+{
+    sae_run_opts o;
+    sae_run_defaults(&o);
+    o.synth = 1;
+    o.synth_cfg.d = 16;
+    o.synth_cfg.n_features = 32;
+    o.train.k = 4;
+    o.train.batch = batch;
+    o.train.total_tokens = (int64_t)batch * steps;
+    o.expansion = 2;
+    o.eval_tokens = eval_tokens;
+    o.out = out;
+    return o;
+}
+
 /* The sae-train runner: a run stopped by max_steps or by the stop flag and resumed writes the
  * weights an uninterrupted run writes; bad source combinations are refused. */
 static void test_train_run(void)
@@ -722,18 +739,8 @@ static void test_train_run(void)
     snprintf(full, sizeof full, "%s/full", root);
     snprintf(part, sizeof part, "%s/part", root);
     snprintf(trp, sizeof trp, "%s/truth.npy", root);
-    sae_run_opts o;
-    sae_run_defaults(&o);
-    o.synth = 1;
-    o.synth_cfg.d = 16;
-    o.synth_cfg.n_features = 32;
+    sae_run_opts o = tiny_synth_run(512, 24, 2048, full);
     o.synth_cfg.active = 3;
-    o.train.k = 4;
-    o.train.batch = 512;
-    o.train.total_tokens = 512 * 24;
-    o.expansion = 2;
-    o.eval_tokens = 2048;
-    o.out = full;
     o.truth_out = trp;
     sae_run_result r;
     CHECK(sae_train_run(&o, &r) == OK, "%s", err_msg());
@@ -1138,17 +1145,7 @@ static void test_bf16_run(void)
         CHECK(0, "mkdtemp");
         return;
     }
-    sae_run_opts o;
-    sae_run_defaults(&o);
-    o.synth = 1;
-    o.synth_cfg.d = 16;
-    o.synth_cfg.n_features = 32;
-    o.train.k = 4;
-    o.train.batch = 256;
-    o.train.total_tokens = 256 * 4;
-    o.expansion = 2;
-    o.eval_tokens = 512;
-    o.out = root;
+    sae_run_opts o = tiny_synth_run(256, 4, 512, root);
     o.precision = SAE_PRECISION_BF16;
     sae_run_result r;
     setenv("SAELITE_NO_BF16", "1", 1);
