@@ -170,12 +170,13 @@ static int get_int(const cJSON *root, const char *key, const char *path, int *ou
     return OK;
 }
 
-int sae_load(sae_model **out, const char *dir)
+/* cfg.json of an SAE directory (path) into *out: architecture (SAELens names and older
+ * spellings), shapes, k, Matryoshka widths, hooks and model; *apply_b_dec_out 0 when the file says
+ * apply_b_dec_to_input false (sae_load folds b_dec into b_enc then). */
+static int read_cfg(const char *path, sae_config *out, int *apply_b_dec_out)
 {
-    *out = NULL;
-    char path[4096], wpath[4096];
-    int rc = path_join(path, sizeof path, dir, "cfg.json");
-    if (rc) return rc;
+    int rc = OK;
+    *apply_b_dec_out = 1;
     char *txt = read_text(path, &rc);
     if (!txt) return rc;
     cJSON *root = cJSON_Parse(txt);
@@ -270,7 +271,21 @@ int sae_load(sae_model **out, const char *dir)
     if ((v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v))
         c.context_size = (int)v->valuedouble;
     cJSON_Delete(root);
+    *apply_b_dec_out = apply_b_dec;
+    *out = c;
+    return rc;
+}
+
+int sae_load(sae_model **out, const char *dir)
+{
+    *out = NULL;
+    char path[4096], wpath[4096];
+    int rc = path_join(path, sizeof path, dir, "cfg.json");
     if (rc) return rc;
+    sae_config c;
+    int apply_b_dec = 1;
+    if ((rc = read_cfg(path, &c, &apply_b_dec))) return rc;
+    sae_arch ar = c.arch;
     if ((rc = path_join(wpath, sizeof wpath, dir, "sae_weights.safetensors"))) return rc;
     st_file *f;
     if ((rc = st_open(&f, wpath))) return rc;
