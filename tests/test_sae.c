@@ -377,6 +377,30 @@ static synth_config small_synth(void)
     return sc;
 }
 
+/* The train loop of the trainer tests: x [16384, row] holds the stream's first rows. A new
+ * trainer (or, with ckpt and stop_at < 0, the checkpoint resumed and the stream replayed) runs to
+ * the end of its schedule, or to step stop_at > 0 where it checkpoints to ckpt and stops. */
+static int train_loop(sae_trainer **t, const sae_train_config *c, sae_source *src, float *x,
+                      int64_t stop_at, const char *ckpt)
+{
+    int rc;
+    if (ckpt && stop_at < 0) {
+        rc = sae_trainer_resume(t, ckpt);
+        if (!rc) rc = sae_source_skip(src, sae_trainer_step_index(*t) * (int64_t)c->batch, c->batch);
+    } else rc = sae_trainer_new(t, c, x, 16384);
+    CHECK(rc == OK, "%s", err_msg());
+    sae_step_stats st;
+    while (!rc && sae_trainer_step_index(*t) < sae_trainer_total_steps(*t)) {
+        src->next(src, x, c->batch);
+        rc = sae_trainer_step(*t, x, &st);
+        if (stop_at > 0 && sae_trainer_step_index(*t) == stop_at) {
+            rc = sae_trainer_checkpoint(*t, ckpt);
+            break;
+        }
+    }
+    return rc;
+}
+
 /* Train c on the small synthetic set; returns the exported model, mmcs and rec vs the truth, and
    held-out metrics. */
 static sae_model *train_synth(sae_train_config c, double *mmcs, double *rec,
@@ -389,21 +413,7 @@ static sae_model *train_synth(sae_train_config c, double *mmcs, double *rec,
     float *x = mem_alloc(sizeof(float) * 16384 * c.d_in);
     src->next(src, x, 16384);
     sae_trainer *t = NULL;
-    int rc;
-    if (ckpt && stop_at < 0) { /* resume */
-        rc = sae_trainer_resume(&t, ckpt);
-        if (!rc) rc = sae_source_skip(src, sae_trainer_step_index(t) * (int64_t)c.batch, c.batch);
-    } else rc = sae_trainer_new(&t, &c, x, 16384);
-    CHECK(rc == OK, "%s", err_msg());
-    sae_step_stats st;
-    while (!rc && sae_trainer_step_index(t) < sae_trainer_total_steps(t)) {
-        src->next(src, x, c.batch);
-        rc = sae_trainer_step(t, x, &st);
-        if (stop_at > 0 && sae_trainer_step_index(t) == stop_at) {
-            rc = sae_trainer_checkpoint(t, ckpt);
-            break;
-        }
-    }
+    int rc = train_loop(&t, &c, src, x, stop_at, ckpt);
     CHECK(rc == OK, "%s", err_msg());
     sae_model *m = NULL;
     if (!rc) rc = sae_trainer_export(t, NULL, &m);
@@ -412,15 +422,10 @@ static sae_model *train_synth(sae_train_config c, double *mmcs, double *rec,
     if (m && ms) {
         sae_metrics acc;
         sae_metrics_init(&acc, c.d_in, c.d_sae);
-        float *f = mem_alloc(sizeof(float) * 4096 * c.d_sae), *xh = mem_alloc(sizeof(float) * 4096 * c.d_in);
         sae_synth_sample(g, x, 4096, NULL); /* unseen samples */
-        sae_encode(m, x, 4096, f);
-        sae_decode(m, f, 4096, xh);
-        sae_metrics_add(&acc, x, xh, f, 4096);
+        sae_metrics_eval(&acc, m, x, 4096, NULL, NULL);
         sae_metrics_summarize(&acc, ms);
         sae_metrics_free(&acc);
-        mem_free(f);
-        mem_free(xh);
     }
     mem_free(x);
     sae_trainer_free(t);
@@ -790,21 +795,7 @@ static sae_model *train_tc(int tc, float *xy, int64_t n, int stop_at, const char
     float *x = mem_alloc(sizeof(float) * 16384 * (Di + Do));
     src->next(src, x, 16384);
     sae_trainer *t = NULL;
-    int rc;
-    if (ckpt && stop_at < 0) {
-        rc = sae_trainer_resume(&t, ckpt);
-        if (!rc) rc = sae_source_skip(src, sae_trainer_step_index(t) * (int64_t)c.batch, c.batch);
-    } else rc = sae_trainer_new(&t, &c, x, 16384);
-    CHECK(rc == OK, "%s", err_msg());
-    sae_step_stats st;
-    while (!rc && sae_trainer_step_index(t) < sae_trainer_total_steps(t)) {
-        src->next(src, x, c.batch);
-        rc = sae_trainer_step(t, x, &st);
-        if (stop_at > 0 && sae_trainer_step_index(t) == stop_at) {
-            rc = sae_trainer_checkpoint(t, ckpt);
-            break;
-        }
-    }
+    int rc = train_loop(&t, &c, src, x, stop_at, ckpt);
     sae_model *m = NULL;
     if (!rc) rc = sae_trainer_export(t, NULL, &m);
     if (m && ms) { /* the held-out last 4096 pairs */
