@@ -32,18 +32,6 @@ static char dir[1024];
 static double cpu_w, cpu_r; /* CPU-time rates (user+sys) of the last case, MB/s */
 static long nblobs;
 
-static void rm_db(const char *p)
-{
-    char b[1200];
-    unlink(p);
-    snprintf(b, sizeof b, "%s-wal", p);
-    unlink(b);
-    snprintf(b, sizeof b, "%s-shm", p);
-    unlink(b);
-    snprintf(b, sizeof b, "%s-journal", p);
-    unlink(b);
-}
-
 static void fill(float *x, long k)
 {
     for (long i = 0; i < (long)T * W; i++) x[i] = (float)((i * 7 + k * 13) % 1001) * 1e-3f - 0.5f;
@@ -93,7 +81,7 @@ static int bench_raw(int page, const char *journal, int tx, double *wr, double *
 {
     char p[1100], sql[256];
     snprintf(p, sizeof p, "%s/raw.db", dir);
-    rm_db(p);
+    store_remove(p);
     sqlite3 *db;
     if (sqlite3_open(p, &db) != SQLITE_OK) return 1;
     snprintf(sql, sizeof sql, "PRAGMA page_size = %d; PRAGMA journal_mode = %s; "
@@ -134,7 +122,7 @@ static int bench_raw(int page, const char *journal, int tx, double *wr, double *
     cpu_r = mb() / (cpu_seconds() - c0);
     if (b) sqlite3_blob_close(b);
     sqlite3_close(db);
-    rm_db(p);
+    store_remove(p);
     free(x);
     return bad;
 }
@@ -145,7 +133,7 @@ static int bench_api(int dtype, double *wr, double *rd)
 {
     char p[1100];
     snprintf(p, sizeof p, "%s/api.db", dir);
-    rm_db(p);
+    store_remove(p);
     store *s;
     int rc = store_open(&s, p, STORE_CREATE);
     if (!rc) rc = store_set_bulk(s);
@@ -188,7 +176,7 @@ static int bench_api(int dtype, double *wr, double *rd)
     if (!rc && n != nblobs) rc = err_set(ERR_FORMAT, "iterated %ld of %ld", n, nblobs);
     store_iter_close(it);
     if (it || !rc) store_close(s);
-    rm_db(p);
+    store_remove(p);
     free(x);
     if (rc) fprintf(stderr, "bench_store: %s\n", err_msg());
     return rc;

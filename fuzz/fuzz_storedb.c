@@ -29,23 +29,11 @@ static int storedb_row(void *u, int k, int nc, const char *const *names, const c
     return OK;
 }
 
-static void storedb_unlink(const char *p)
-{
-    char b[300];
-    unlink(p);
-    snprintf(b, sizeof b, "%s-wal", p);
-    unlink(b);
-    snprintf(b, sizeof b, "%s-shm", p);
-    unlink(b);
-    snprintf(b, sizeof b, "%s-journal", p);
-    unlink(b);
-}
-
 static int fuzz_storedb(const uint8_t *data, size_t n)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/f.db", fuzz_tmpdir());
-    storedb_unlink(path);
+    store_remove(path);
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) fuzz_fail("cannot write %s", path);
     store *s = NULL;
@@ -103,7 +91,7 @@ static int fuzz_storedb(const uint8_t *data, size_t n)
                                 &lim, storedb_row, NULL);
     if (opened) storedb_read_ok(rc, "the SQL functions over tokens");
     else fuzz_check_err(rc, "the SQL functions over tokens");
-    storedb_unlink(path);
+    store_remove(path);
     fuzz_guard();
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/half.h"
 #include "common/hash.h"
 #include "common/mem.h"
@@ -1382,4 +1383,13 @@ int store_count_rows(store *s, const char *table, int64_t *n)
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM \"%s\"", table);
     return store_query_i64(s, sql, n);
+}
+
+void store_remove(const char *path)
+{
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    char b[4200];
+    for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++)
+        if (path_fmt(b, sizeof b, "%s%s", path, suffix[i]) == OK) unlink(b);
+    err_clear();
 }

@@ -46,6 +46,9 @@ enum { STORE_SPLIT_ALL = 0, STORE_SPLIT_TRAIN = 1, STORE_SPLIT_VAL = 2 };
 /* Opens (and with STORE_CREATE creates) a database; creates or checks the schema version. */
 int store_open(store **out, const char *path, int flags);
 void store_close(store *s);
+/* Remove a database file and its -wal, -shm and -journal companions (missing ones ignored);
+ * for callers that recreate a store from scratch (tests, benchmarks, fuzzing). */
+void store_remove(const char *path);
 const char *store_path(const store *s);
 int store_begin(store *s);
 int store_commit(store *s);

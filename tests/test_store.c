@@ -30,18 +30,6 @@ static const char *tmp(const char *name)
     return buf[k];
 }
 
-static void rm_db(const char *p)
-{
-    char b[600];
-    unlink(p);
-    snprintf(b, sizeof b, "%s-wal", p);
-    unlink(b);
-    snprintf(b, sizeof b, "%s-shm", p);
-    unlink(b);
-    snprintf(b, sizeof b, "%s-journal", p);
-    unlink(b);
-}
-
 static float val(int64_t seq, int t, int c)
 {
     return (float)((seq * 131 + t * 7 + c) % 1000) * 0.013f - 6.5f;
@@ -96,7 +84,7 @@ static int fill(store *s, const char *hook, int dtype, int ndoc, int64_t *hook_i
 static void test_roundtrip(int dtype)
 {
     const char *p = tmp("rt.db");
-    rm_db(p);
+    store_remove(p);
     store *s;
     int rc = store_open(&s, p, STORE_CREATE);
     CHECK(rc == OK, "%s", err_msg());
@@ -152,7 +140,7 @@ static void test_roundtrip(int dtype)
 static void test_iter(void)
 {
     const char *p = tmp("it.db");
-    rm_db(p);
+    store_remove(p);
     store *s;
     if (store_open(&s, p, STORE_CREATE)) {
         CHECK(0, "%s", err_msg());
@@ -219,7 +207,7 @@ static void test_iter(void)
 static void test_versions(void)
 {
     const char *p = tmp("v.db");
-    rm_db(p);
+    store_remove(p);
     store *s;
     CHECK(store_open(&s, p, STORE_READONLY) == ERR_NOTFOUND, "missing file");
     CHECK(store_open(&s, p, 0) == ERR_NOTFOUND, "missing file without CREATE");
@@ -254,7 +242,7 @@ static void test_versions(void)
     CHECK(rc == ERR_VERSION && strstr(err_msg(), "newer"), "rc %d: %s", rc, err_msg());
     /* An SQLite file that is not ours. */
     const char *q = tmp("other.db");
-    rm_db(q);
+    store_remove(q);
     CHECK(store_open(&s, q, STORE_CREATE) == OK);
     CHECK(store_exec(s, "PRAGMA application_id = 7") == OK);
     store_close(s);
@@ -270,7 +258,7 @@ static void test_versions(void)
     rc = store_open(&s, dir, 0);
     CHECK(rc == ERR_IO, "a directory: %s", err_msg());
     /* A changed document is detected. */
-    rm_db(p);
+    store_remove(p);
     CHECK(store_open(&s, p, STORE_CREATE) == OK);
     int64_t d1, d2;
     CHECK(store_doc_add(s, "c", 0, "a", NULL, "abc", 3, &d1) == OK);
@@ -290,7 +278,7 @@ static void test_versions(void)
 static int reopen_fails(const char *p, const char *change, const char *want)
 {
     store *s;
-    rm_db(p);
+    store_remove(p);
     if (store_open(&s, p, STORE_CREATE) != OK) return 0;
     int rc = store_sae_init(s);
     if (!rc) rc = store_exec(s, change);
@@ -322,7 +310,7 @@ static void test_hostile(void)
                           "table 'sae_training_log'"));
     /* extra columns are allowed (a newer saelite may add some without a version step) */
     store *s;
-    rm_db(p);
+    store_remove(p);
     CHECK(store_open(&s, p, STORE_CREATE) == OK);
     CHECK(store_exec(s, "ALTER TABLE tokens ADD COLUMN note TEXT") == OK);
     store_close(s);
@@ -339,7 +327,7 @@ static void test_hostile(void)
     store_close(s);
 
     /* the SQL functions on a store handle: extremes, a view that recurses, tables not ours */
-    rm_db(p);
+    store_remove(p);
     CHECK(store_open(&s, p, STORE_CREATE) == OK);
     sqlite3 *db = store_db(s);
     CHECK(store_sqlfuncs_register(db) == SQLITE_OK);
@@ -389,7 +377,7 @@ static void test_oom(void)
     int completed = 0, failures = 0, bad = 0;
     long n;
     for (n = 1; n < 20000 && !completed; n += (n < 200 ? 1 : 9)) {
-        rm_db(p);
+        store_remove(p);
         mem_fail_at(n);
         store *s = NULL;
         int64_t hid;
@@ -451,7 +439,7 @@ static void test_extract_plan(void)
 static void test_bulk_shared(void)
 {
     const char *p = tmp("bulk.db");
-    rm_db(p);
+    store_remove(p);
     store *a = NULL, *b = NULL;
     CHECK(store_open(&a, p, STORE_CREATE) == OK, "%s", err_msg());
     CHECK(store_open(&b, p, STORE_READONLY) == OK, "%s", err_msg());
@@ -485,7 +473,7 @@ out:
 static void test_sae_log(void)
 {
     const char *p = tmp("sae.db");
-    rm_db(p);
+    store_remove(p);
     store *s;
     CHECK(store_open(&s, p, STORE_CREATE) == OK, "%s", err_msg());
     int64_t sid = -1;
@@ -516,7 +504,7 @@ static void test_sae_log(void)
     CHECK(store_sae_log_find(s, -1, "runs/a", &sid, &rows, &n) == OK && sid == a && n == 1, "%s", err_msg());
     mem_free(rows);
     store_close(s);
-    rm_db(p);
+    store_remove(p);
 }
 
 int main(void)
