@@ -105,6 +105,19 @@ int rep_plot_attribution(const char *path, const rep_kv *meta, int nmeta, const 
                          const double *v, int rows, int cols, const char *const *row_labels,
                          const char *const *col_labels);
 
+/* Attribution graph (`saelite graph`): rows bottom to top (row 0 the token embeddings, then one
+ * per block, the top row the logits), one column per token. Nodes of one cell sit side by side;
+ * logits spread about their column. Edges are drawn source to target, width by |weight| relative
+ * to the largest drawn edge, red positive, blue negative. Node label (may be NULL) is drawn small
+ * beside it; col_labels[cols] under the bottom row, row_labels[rows] at the left. */
+enum { REP_GNODE_FEATURE, REP_GNODE_ERROR, REP_GNODE_EMBED, REP_GNODE_LOGIT };
+typedef struct { int kind, row, col; const char *label; } rep_graph_node;
+typedef struct { int src, dst; double weight; } rep_graph_edge;
+int rep_plot_graph(const char *path, const rep_kv *meta, int nmeta, const char *title,
+                   const rep_graph_node *nodes, int n, const rep_graph_edge *edges, int ne,
+                   int rows, int cols, const char *const *row_labels,
+                   const char *const *col_labels);
+
 /* index.html in dir linking every picture (file names relative to dir) with its caption,
  * written atomically; text is HTML-escaped. */
 typedef struct { const char *file, *caption; } rep_index_entry;

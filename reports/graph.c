@@ -1,0 +1,87 @@
+/* graph.c - the attribution-graph picture of `saelite graph` (see dashboard.h). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "reports/dashboard.h"
+
+enum { LEFT = 110, TOP = 60, BOTTOM = 70, ROW_H = 130, COL_W = 96 };
+
+int rep_plot_graph(const char *path, const rep_kv *meta, int nmeta, const char *title,
+                   const rep_graph_node *nodes, int n, const rep_graph_edge *edges, int ne,
+                   int rows, int cols, const char *const *row_labels,
+                   const char *const *col_labels)
+{
+    if (rows < 2 || cols < 1 || rows > 64 || cols > 512 || n < 0 || ne < 0)
+        return err_set(ERR_ARG, "graph picture: bad size %d rows x %d columns", rows, cols);
+    for (int i = 0; i < n; i++)
+        if (nodes[i].row < 0 || nodes[i].row >= rows || nodes[i].col < 0 || nodes[i].col >= cols)
+            return err_set(ERR_ARG, "graph picture: node %d at (%d, %d) is outside", i, nodes[i].row,
+                           nodes[i].col);
+    for (int e = 0; e < ne; e++)
+        if (edges[e].src < 0 || edges[e].src >= n || edges[e].dst < 0 || edges[e].dst >= n)
+            return err_set(ERR_ARG, "graph picture: edge %d names a node outside 0..%d", e, n - 1);
+    const int w = LEFT + COL_W * cols + 40, h = TOP + ROW_H * rows + BOTTOM;
+    double *x = mem_alloc(((size_t)n + 1) * sizeof *x), *y = mem_alloc(((size_t)n + 1) * sizeof *y);
+    int *cnt = mem_calloc((size_t)rows * cols, sizeof *cnt), *seen = mem_calloc((size_t)rows * cols, sizeof *seen);
+    if (!x || !y || !cnt || !seen) {
+        mem_free(x), mem_free(y), mem_free(cnt), mem_free(seen);
+        return err_set(ERR_NOMEM, "graph picture: out of memory");
+    }
+    for (int i = 0; i < n; i++) cnt[nodes[i].row * cols + nodes[i].col]++;
+    for (int i = 0; i < n; i++) {
+        const rep_graph_node *q = &nodes[i];
+        int c = q->row * cols + q->col, k = seen[c]++;
+        double cx = LEFT + COL_W * (q->col + 0.5);
+        if (q->kind == REP_GNODE_LOGIT) { /* logits spread about their column, 60 px apart */
+            x[i] = cx + 60.0 * (k - (cnt[c] - 1) / 2.0);
+            if (x[i] > w - 20) x[i] -= 60.0 * cnt[c]; /* keep them on the canvas */
+        } else x[i] = LEFT + COL_W * q->col + COL_W * (k + 1.0) / (cnt[c] + 1.0);
+        /* alternate the heights in crowded cells so labels overlap less */
+        y[i] = TOP + ROW_H * (rows - 1 - q->row + 0.5) + (cnt[c] > 3 ? (k % 2 ? 14 : -14) : 0);
+    }
+    double wmax = 0;
+    for (int e = 0; e < ne; e++)
+        if (isfinite(edges[e].weight) && fabs(edges[e].weight) > wmax) wmax = fabs(edges[e].weight);
+    if (!(wmax > 0)) wmax = 1;
+    rep_canvas *cv;
+    int rc = rep_canvas_new(&cv, w, h, rep_rgb(0xffffff));
+    if (rc) goto out;
+    rep_font tf = rep_font_make(15, 1, rep_rgb(0x222222), REP_LEFT, REP_TOP);
+    rep_font rl = rep_font_make(12, 1, rep_rgb(0x555555), REP_LEFT, REP_MIDDLE);
+    rep_font cl = rep_font_make(12, 0, rep_rgb(0x222222), REP_CENTER, REP_TOP);
+    rep_font nl = rep_font_make(9, 0, rep_rgb(0x333333), REP_CENTER, REP_BOTTOM);
+    rep_text(cv, 12, 12, title ? title : "attribution graph", &tf, w - 24);
+    for (int r = 0; r < rows; r++) { /* row bands and labels */
+        double yy = TOP + ROW_H * (rows - 1 - r);
+        if (r % 2) rep_rect(cv, LEFT - 6, yy, COL_W * cols + 12, ROW_H, rep_rgb(0xf6f6f6));
+        if (row_labels && row_labels[r]) rep_text(cv, 10, yy + ROW_H / 2.0, row_labels[r], &rl, LEFT - 16);
+    }
+    for (int c = 0; c < cols; c++) {
+        double cx = LEFT + COL_W * (c + 0.5);
+        rep_line(cv, LEFT + COL_W * c, TOP, LEFT + COL_W * c, TOP + ROW_H * rows, rep_rgb(0xe4e4e4), 1, 0);
+        if (col_labels && col_labels[c]) rep_text(cv, cx, TOP + ROW_H * rows + 8, col_labels[c], &cl, COL_W - 4);
+    }
+    for (int e = 0; e < ne; e++) {
+        const rep_graph_edge *q = &edges[e];
+        if (!isfinite(q->weight) || q->weight == 0) continue;
+        double a = fabs(q->weight) / wmax;
+        rep_line(cv, x[q->src], y[q->src], x[q->dst], y[q->dst],
+                 rep_rgba(q->weight > 0 ? 0xd62728 : 0x1f77b4, 0.25 + 0.55 * a), 0.6 + 5.0 * a, 0);
+    }
+    static const uint32_t fill[] = {0xff7f0e, 0x7f7f7f, 0x2ca02c, 0x9467bd};
+    for (int i = 0; i < n; i++) {
+        const rep_graph_node *q = &nodes[i];
+        rep_color col = rep_rgb(fill[q->kind >= 0 && q->kind < 4 ? q->kind : 0]);
+        if (q->kind == REP_GNODE_FEATURE || q->kind == REP_GNODE_LOGIT) rep_circle(cv, x[i], y[i], 6, col);
+        else rep_rect(cv, x[i] - 5.5, y[i] - 5.5, 11, 11, col);
+        if (q->label) rep_text(cv, x[i], y[i] - 8, q->label, &nl, q->kind == REP_GNODE_LOGIT ? 58 : COL_W);
+    }
+    rc = rep_canvas_status(cv);
+    if (!rc) rc = rep_png_write(cv, path, meta, nmeta);
+    rep_canvas_free(cv);
+out:
+    mem_free(x), mem_free(y), mem_free(cnt), mem_free(seen);
+    return rc;
+}

@@ -1,0 +1,280 @@
+/* test_graph.c - attribution graphs (analysis/graph.h): completeness against the real forward
+ * pass (1 and 2 blocks, plain and skip transcoders), circuit-tracer's pruning on hand-made
+ * graphs, and the refusals. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/graph.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "harness.h"
+#include "model/gpt2.h"
+#include "sae/sae.h"
+
+enum { C = 16, V = 64, T = 9, D = 40 };
+
+static uint64_t rs = 0x2545f4914f6cdd1dull;
+static double urand(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (rs >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* random GPT-2 with non-trivial biases and LayerNorm weights (so every bias path is exercised) */
+static gpt2_model *tiny_model(int layers)
+{
+    gpt2_config cfg = {.n_layer = layers, .n_head = 2, .n_embd = C, .n_ctx = 32, .vocab_size = V,
+                       .n_inner = 4 * C, .ln_eps = 1e-5f};
+    gpt2_model *m = NULL;
+    if (gpt2_create(&m, &cfg, 11) != OK) return NULL;
+    int nt;
+    const gpt2_tensor *tab = gpt2_param_table(m, &nt);
+    float *p = gpt2_params(m, NULL);
+    rs = 99;
+    for (int i = 0; i < nt; i++) {
+        float *x = p + tab[i].offset;
+        for (size_t k = 0; k < tab[i].numel; k++) {
+            if (strstr(tab[i].name, "ln_") && strstr(tab[i].name, "weight")) x[k] = (float)(0.5 + urand());
+            else if (strstr(tab[i].name, "bias")) x[k] = (float)(0.2 * (urand() - 0.5));
+            else x[k] *= strstr(tab[i].name, "wte") ? 25 : 10; /* std 0.5 / 0.2: real attention */
+        }
+    }
+    return m;
+}
+
+static sae_model *tiny_tc(int layer, sae_arch arch, int skip, uint64_t seed)
+{
+    sae_config cfg = {.arch = arch, .d_in = C, .d_sae = D, .k = arch == SAE_TOPK ? 6 : 0,
+                      .transcoder = skip ? SAE_SKIP_TRANSCODER : SAE_TRANSCODER, .d_out = C};
+    snprintf(cfg.hook_name, sizeof cfg.hook_name, "blocks.%d.ln2.hook_normalized", layer);
+    snprintf(cfg.hook_name_out, sizeof cfg.hook_name_out, "blocks.%d.hook_mlp_out", layer);
+    sae_model *s = NULL;
+    if (sae_model_new(&s, &cfg) != OK) return NULL;
+    rs = seed;
+    for (int k = 0; k < C * D; k++) s->W_enc[k] = (float)(0.6 * (urand() - 0.5));
+    for (int k = 0; k < D * C; k++) s->W_dec[k] = (float)(0.6 * (urand() - 0.5));
+    for (int j = 0; j < D; j++) s->b_enc[j] = (float)(0.3 * (urand() - 0.5));
+    for (int k = 0; k < C; k++) s->b_dec[k] = (float)(0.2 * (urand() - 0.5));
+    if (s->threshold)
+        for (int j = 0; j < D; j++) s->threshold[j] = 0.1f;
+    if (s->W_skip)
+        for (int k = 0; k < C * C; k++) s->W_skip[k] = (float)(0.4 * (urand() - 0.5));
+    return s;
+}
+
+typedef struct { float *buf; } grab;
+static int grab_hook(const tensor_view *t, void *user)
+{
+    memcpy(((grab *)user)->buf, t->data, (size_t)tensor_numel(t) * sizeof(float));
+    return 0;
+}
+
+/* The independent side: the real forward with hooks, the pre-activations computed here. */
+static void check_complete(int layers, sae_model *const *tc, const char *what)
+{
+    gpt2_model *m = tiny_model(layers);
+    CHECK(m != NULL, "model");
+    if (!m) return;
+    int ids[T];
+    rs = 5;
+    for (int t = 0; t < T; t++) ids[t] = (int)(urand() * V);
+    ana_graph_params p = {.logit_prob = 0.95, .max_logits = 10, .max_feature_nodes = 4096};
+    ana_graph g;
+    int rc = ana_graph_build(m, tc, ids, T, &p, &g);
+    CHECK(rc == OK, "%s: build: %s", what, err_msg());
+    if (rc) {
+        gpt2_free(m);
+        return;
+    }
+    float *x = mem_alloc((size_t)layers * T * C * sizeof *x), *f = mem_alloc((size_t)T * D * sizeof *f);
+    grab gr[4];
+    gpt2_hook_clear(m);
+    for (int l = 0; l < layers; l++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "blocks.%d.ln2.hook_normalized", l);
+        gr[l].buf = x + (size_t)l * T * C;
+        gpt2_hook_add(m, nm, grab_hook, &gr[l]);
+    }
+    CHECK(gpt2_forward(m, ids, 1, T, 1) == OK, "forward");
+    gpt2_hook_clear(m);
+    const float *logits = gpt2_logits(m) + (size_t)(T - 1) * V;
+    /* the feature nodes are exactly the active latents, in (layer, pos, latent) order (values to
+       float rounding: the graph's forward has more hooks, which changes the summation order) */
+    int k = 0, order_ok = 1, count_ok = 1;
+    double worst = 0;
+    for (int l = 0; l < layers; l++) {
+        sae_encode(tc[l], x + (size_t)l * T * C, T, f);
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < D; i++) {
+                if (f[t * D + i] == 0) continue;
+                if (k >= g.n_features) {
+                    count_ok = 0;
+                    continue;
+                }
+                const ana_graph_node *nd = &g.nodes[k++];
+                order_ok &= nd->kind == ANA_NODE_FEATURE && nd->layer == l && nd->pos == t && nd->id == i &&
+                            fabs(nd->activation - f[t * D + i]) <= 1e-5 * fabs(f[t * D + i]);
+                double pre = tc[l]->b_enc[i];
+                for (int q = 0; q < C; q++) pre += (double)x[(size_t)l * T * C + t * C + q] * tc[l]->W_enc[q * D + i];
+                double s = nd->bias;
+                for (int j = 0; j < g.n; j++) s += g.adj[(size_t)(k - 1) * g.n + j];
+                double e = fabs(s - pre) / fabs(pre);
+                if (e > worst) worst = e;
+            }
+    }
+    CHECK(count_ok && k == g.n_features, "%s: %d feature nodes, %d active", what, g.n_features, k);
+    CHECK(order_ok, "%s: feature nodes out of order", what);
+    CHECK(worst < 1e-4, "%s: feature completeness %.3g", what, worst);
+    /* logits: the most probable first, their sum reaches 0.95 or there are 10 */
+    double cum = 0, lw = 0;
+    int sorted = 1;
+    for (int j = 0; j < g.n_logits; j++) {
+        int i = g.n - g.n_logits + j;
+        const ana_graph_node *nd = &g.nodes[i];
+        cum += nd->activation;
+        if (j && nd->activation > g.nodes[i - 1].activation) sorted = 0;
+        double s = nd->bias;
+        for (int q = 0; q < g.n; q++) s += g.adj[(size_t)i * g.n + q];
+        double e = fabs(s - logits[nd->id]) / fabs(logits[nd->id]);
+        if (e > lw) lw = e;
+    }
+    CHECK(sorted && g.n_logits >= 1 && (cum >= 0.95 - 1e-12 || g.n_logits == 10), "%s: %d logits, p %.3f",
+          what, g.n_logits, cum);
+    CHECK(cum - g.nodes[g.n - 1].activation < 0.95, "%s: the logit set is not the smallest", what);
+    CHECK(lw < 1e-4, "%s: logit completeness %.3g", what, lw);
+    CHECK(g.max_rel_err < 1e-4, "%s: the graph's own check %.3g", what, g.max_rel_err);
+    /* causality: nothing flows from a later position, errors and embeddings have no inputs */
+    int causal = 1, sources = 1;
+    for (int i = 0; i < g.n; i++)
+        for (int j = 0; j < g.n; j++) {
+            double a = g.adj[(size_t)i * g.n + j];
+            if (a == 0) continue;
+            if (g.nodes[j].pos > g.nodes[i].pos) causal = 0;
+            if (g.nodes[i].kind == ANA_NODE_ERROR || g.nodes[i].kind == ANA_NODE_EMBED) sources = 0;
+            if (g.nodes[i].kind == ANA_NODE_FEATURE && g.nodes[j].kind != ANA_NODE_EMBED &&
+                g.nodes[j].layer >= g.nodes[i].layer)
+                causal = 0;
+        }
+    CHECK(causal, "%s: an edge against the causal order", what);
+    CHECK(sources, "%s: an edge into an error or embedding node", what);
+    /* pruning keeps tokens and logits, and at threshold 1 every node with a path to a logit */
+    CHECK(ana_graph_prune(&g, 0.8, 0.98) == OK, "prune");
+    int keep_ok = 1;
+    for (int i = g.n_features + layers * T; i < g.n; i++) keep_ok &= g.nodes[i].kept;
+    CHECK(keep_ok, "%s: a token or logit node was pruned", what);
+    CHECK(g.n_kept < g.n && g.n_edges_kept > 0 && g.n_edges_kept < g.n_edges, "%s: kept %d/%d nodes, %lld/%lld edges",
+          what, g.n_kept, g.n, (long long)g.n_edges_kept, (long long)g.n_edges);
+    for (int i = 0; i < g.n * g.n; i++)
+        if (g.edge_kept[i] && (!g.nodes[i / g.n].kept || !g.nodes[i % g.n].kept)) keep_ok = 0;
+    CHECK(keep_ok, "%s: a kept edge touches a pruned node", what);
+    mem_free(x);
+    mem_free(f);
+    ana_graph_free(&g);
+    gpt2_free(m);
+}
+
+static void test_complete(void)
+{
+    sae_model *a = tiny_tc(0, SAE_TOPK, 0, 3);
+    check_complete(1, &a, "1 block topk");
+    sae_free(a);
+    sae_model *two[2] = {tiny_tc(0, SAE_RELU, 0, 4), tiny_tc(1, SAE_JUMPRELU, 1, 5)};
+    check_complete(2, two, "2 blocks relu + skip jumprelu");
+    sae_free(two[0]);
+    sae_free(two[1]);
+}
+
+/* A hand-made DAG (rows targets): logit 4 <- 2 (weight 3), 3 (-1); 2 <- 0 (1), 1 (1); 3 <- 1 (2).
+ * Normalised: row 4 = [0 0 .75 .25 0], row 2 = [.5 .5 0 0 0], row 3 = [0 1 0 0 0].
+ * w = e4: wA = [0 0 .75 .25 0]; wA^2 = [.375 .375+.25 0 0 0]; then 0. */
+static void test_influence(void)
+{
+    double A[25] = {0};
+    A[4 * 5 + 2] = 3, A[4 * 5 + 3] = -1, A[2 * 5 + 0] = 1, A[2 * 5 + 1] = 1, A[3 * 5 + 1] = 2;
+    double w[5] = {0, 0, 0, 0, 1}, out[5];
+    CHECK(ana_graph_influence(A, 5, w, out) == OK, "influence");
+    double want[5] = {0.375, 0.625, 0.75, 0.25, 0};
+    for (int i = 0; i < 5; i++) CHECK_NEAR(out[i], want[i], 1e-12);
+    /* a cycle never vanishes */
+    double cyc[4] = {0, 1, 1, 0}, w2[2] = {1, 0}, o2[2];
+    CHECK(ana_graph_influence(cyc, 2, w2, o2) == ERR_ARG, "a cycle is refused");
+    /* thresholds: sorted 4 3 2 1 (total 10): cumulative .4 .7 .9 1 */
+    double s[4] = {1, 3, 4, 2};
+    CHECK_NEAR(ana_graph_threshold(s, 4, 0.4), 4, 0);
+    CHECK_NEAR(ana_graph_threshold(s, 4, 0.5), 3, 0);
+    CHECK_NEAR(ana_graph_threshold(s, 4, 0.8), 2, 0);
+    CHECK_NEAR(ana_graph_threshold(s, 4, 0.95), 1, 0);
+    CHECK_NEAR(ana_graph_threshold(s, 4, 1.0), 1, 0);
+    CHECK_NEAR(ana_graph_threshold(s, 4, 0.0), 4, 0);
+}
+
+/* Pruning on a graph of 1 block, 2 positions: features f0 (pos 0), f1 (pos 1), f2 (pos 1),
+ * errors e0 e1, embeddings t0 t1, one logit (p 1). f2 has the weakest path; e0 feeds nothing. */
+static void test_prune(void)
+{
+    ana_graph g = {.n = 8, .n_features = 3, .n_layers = 1, .n_pos = 2, .n_logits = 1};
+    g.nodes = mem_calloc(8, sizeof *g.nodes);
+    g.adj = mem_calloc(64, sizeof *g.adj);
+    int kinds[8] = {0, 0, 0, 1, 1, 2, 2, 3}, pos[8] = {0, 1, 1, 0, 1, 0, 1, 1};
+    for (int i = 0; i < 8; i++) g.nodes[i] = (ana_graph_node){.kind = kinds[i], .pos = pos[i]};
+    g.nodes[7].activation = 1;
+#define E(t, s, v) g.adj[(t) * 8 + (s)] = (v)
+    E(7, 0, 4), E(7, 1, -5), E(7, 2, 0.05), E(7, 4, 1), E(7, 6, 0.5);
+    E(0, 5, 2), E(1, 5, 1), E(1, 6, 3), E(2, 6, 1);
+#undef E
+    g.n_edges = 9;
+    CHECK(ana_graph_prune(&g, 0.8, 0.98) == OK, "prune");
+    int want[8] = {1, 1, 0, 0, 0, 1, 1, 1}; /* f2 and both errors go (e1: its edge is too weak) */
+    for (int i = 0; i < 8; i++) CHECK(g.nodes[i].kept == want[i], "node %d kept %d", i, g.nodes[i].kept);
+    CHECK(g.edge_kept[7 * 8 + 1] && g.edge_kept[7 * 8 + 0] && !g.edge_kept[7 * 8 + 2], "logit edges");
+    /* with both thresholds at 1 every node with an edge on a path to the logit stays */
+    CHECK(ana_graph_prune(&g, 1.0, 1.0) == OK, "prune 1");
+    for (int i = 0; i < 8; i++) CHECK(g.nodes[i].kept == (i != 3), "threshold 1: node %d kept %d", i, g.nodes[i].kept);
+    CHECK(g.n_edges_kept == 9, "threshold 1: %lld edges", (long long)g.n_edges_kept);
+    CHECK(ana_graph_prune(&g, 1.5, 0.9) == ERR_ARG, "threshold above 1");
+    ana_graph_free(&g);
+}
+
+static void test_refusals(void)
+{
+    gpt2_model *m = tiny_model(2);
+    sae_model *a = tiny_tc(0, SAE_TOPK, 0, 3), *b = tiny_tc(1, SAE_TOPK, 0, 4);
+    int ids[T] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    ana_graph_params p = {.logit_prob = 0.95, .max_logits = 10, .max_feature_nodes = 4096};
+    ana_graph g;
+    sae_model *missing[2] = {a, NULL}, *swapped[2] = {b, a}, *ok[2] = {a, b};
+    CHECK(ana_graph_build(m, missing, ids, T, &p, &g) == ERR_ARG, "a block without a transcoder");
+    CHECK(strstr(err_msg(), "block 1") != NULL, "%s", err_msg());
+    CHECK(ana_graph_build(m, swapped, ids, T, &p, &g) == ERR_ARG, "transcoders on the wrong blocks");
+    ids[3] = V;
+    CHECK(ana_graph_build(m, ok, ids, T, &p, &g) == ERR_ARG, "a token outside the vocabulary");
+    ids[3] = 4;
+    CHECK(ana_graph_build(m, ok, ids, 0, &p, &g) == ERR_ARG, "no tokens");
+    p.max_feature_nodes = 10;
+    CHECK(ana_graph_build(m, ok, ids, T, &p, &g) == ERR_ARG, "too many feature nodes");
+    CHECK(strstr(err_msg(), "--max-feature-nodes") != NULL, "%s", err_msg());
+    p.max_feature_nodes = 4096;
+    volatile int stop = 1;
+    p.stop = &stop;
+    CHECK(ana_graph_build(m, ok, ids, T, &p, &g) == ERR_ABORTED, "stop flag");
+    p.stop = NULL;
+    a->cfg.transcoder = SAE_NOT_TRANSCODER;
+    CHECK(ana_graph_build(m, ok, ids, T, &p, &g) == ERR_ARG, "an SAE is not a transcoder");
+    sae_free(a);
+    sae_free(b);
+    gpt2_free(m);
+}
+
+int main(void)
+{
+    test_influence();
+    test_prune();
+    test_complete();
+    test_refusals();
+    return harness_report("test_graph");
+}
