@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <cJSON.h>
 
 #include "analysis/graph.h"
 #include "common/err.h"
@@ -13,6 +16,8 @@
 #include "harness.h"
 #include "model/gpt2.h"
 #include "sae/sae.h"
+#include "store/store_internal.h"
+#include "tok_fixture.h"
 
 enum { C = 16, V = 64, T = 9, D = 40 };
 
@@ -26,9 +31,9 @@ static double urand(void)
 }
 
 /* random GPT-2 with non-trivial biases and LayerNorm weights (so every bias path is exercised) */
-static gpt2_model *tiny_model(int layers)
+static gpt2_model *tiny_model_v(int layers, int vocab)
 {
-    gpt2_config cfg = {.n_layer = layers, .n_head = 2, .n_embd = C, .n_ctx = 32, .vocab_size = V,
+    gpt2_config cfg = {.n_layer = layers, .n_head = 2, .n_embd = C, .n_ctx = 32, .vocab_size = vocab,
                        .n_inner = 4 * C, .ln_eps = 1e-5f};
     gpt2_model *m = NULL;
     if (gpt2_create(&m, &cfg, 11) != OK) return NULL;
@@ -46,6 +51,7 @@ static gpt2_model *tiny_model(int layers)
     }
     return m;
 }
+static gpt2_model *tiny_model(int layers) { return tiny_model_v(layers, V); }
 
 static sae_model *tiny_tc(int layer, sae_arch arch, int skip, uint64_t seed)
 {
@@ -270,11 +276,138 @@ static void test_refusals(void)
     gpt2_free(m);
 }
 
+static const cJSON *field(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+
+/* The runner on files: a 2-block model over the byte tokenizer, the JSON graph parsed back with
+ * cJSON, the tables counted, and the refusals of its inputs. */
+static void test_runner(void)
+{
+    char root[] = "/tmp/saelite_graph_XXXXXX", md[256], t0[256], t1[256], out[256], db[256], js[300];
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(md, sizeof md, "%s/m", root);
+    snprintf(t0, sizeof t0, "%s/tc0", root);
+    snprintf(t1, sizeof t1, "%s/tc1", root);
+    snprintf(out, sizeof out, "%s/out", root);
+    snprintf(db, sizeof db, "%s/g.db", root);
+    snprintf(js, sizeof js, "%s/graph.json", out);
+    gpt2_model *m = tiny_model_v(2, 256);
+    sae_model *a = tiny_tc(0, SAE_TOPK, 0, 3), *b = tiny_tc(1, SAE_RELU, 1, 4);
+    int rc = gpt2_save(m, md, ST_F32, 0);
+    if (!rc) rc = fixture_byte_tokenizer(md);
+    if (!rc) rc = sae_save(a, t0);
+    if (!rc) rc = sae_save(b, t1);
+    CHECK(rc == OK, "fixtures: %s", err_msg());
+    char tcs[600];
+    snprintf(tcs, sizeof tcs, "%s,%s", t1, t0); /* any order: each goes to the block it names */
+    ana_graph_run_opts o;
+    ana_graph_run_defaults(&o);
+    o.model_dir = md;
+    o.tc_dirs = tcs;
+    o.text = "a \"quoted\" cat";
+    o.out_dir = out;
+    o.db = db;
+    ana_graph_run_result res;
+    rc = ana_graph_run(&o, &res);
+    CHECK(rc == OK, "run: %s", err_msg());
+    if (rc) goto done;
+    CHECK(res.T == 14 && res.g.max_rel_err < 1e-4, "T %d, completeness %.3g", res.T, res.g.max_rel_err);
+    size_t n = 0;
+    char *text = NULL;
+    FILE *fp = fopen(js, "rb");
+    if (fp) {
+        text = malloc(1 << 22);
+        n = fread(text, 1, (1 << 22) - 1, fp);
+        text[n] = 0;
+        fclose(fp);
+    }
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    CHECK(j != NULL, "graph.json does not parse");
+    if (j) {
+        const cJSON *meta = field(j, "metadata"), *nodes = field(j, "nodes"), *links = field(j, "links");
+        CHECK(cJSON_IsObject(meta) && cJSON_IsArray(nodes) && cJSON_IsArray(links) && cJSON_IsObject(field(j, "qParams")),
+              "top-level fields");
+        CHECK(cJSON_IsString(field(meta, "prompt")) && !strcmp(field(meta, "prompt")->valuestring, o.text), "prompt");
+        CHECK(cJSON_GetArraySize(field(meta, "prompt_tokens")) == res.T, "prompt_tokens");
+        CHECK(cJSON_GetArraySize(field(meta, "transcoder_list")) == 2, "transcoder_list");
+        CHECK(cJSON_GetArraySize(nodes) == res.g.n_kept, "%d nodes, %d kept", cJSON_GetArraySize(nodes), res.g.n_kept);
+        CHECK(cJSON_GetArraySize(links) == res.g.n_edges_kept, "%d links", cJSON_GetArraySize(links));
+        int types_ok = 1, targets = 0, ends_ok = 1;
+        const cJSON *nd;
+        cJSON_ArrayForEach(nd, nodes)
+        {
+            const cJSON *ft = field(nd, "feature_type");
+            types_ok &= cJSON_IsString(ft) && cJSON_IsString(field(nd, "node_id")) && cJSON_IsString(field(nd, "layer")) &&
+                        cJSON_IsNumber(field(nd, "ctx_idx")) && cJSON_IsNumber(field(nd, "feature")) &&
+                        (!strcmp(ft->valuestring, "cross layer transcoder") || !strcmp(ft->valuestring, "mlp reconstruction error") ||
+                         !strcmp(ft->valuestring, "embedding") || !strcmp(ft->valuestring, "logit"));
+            targets += cJSON_IsTrue(field(nd, "is_target_logit"));
+        }
+        const cJSON *ln;
+        cJSON_ArrayForEach(ln, links)
+        {
+            int src = 0, dst = 0;
+            cJSON_ArrayForEach(nd, nodes)
+            {
+                src |= !strcmp(field(nd, "node_id")->valuestring, field(ln, "source")->valuestring);
+                dst |= !strcmp(field(nd, "node_id")->valuestring, field(ln, "target")->valuestring);
+            }
+            ends_ok &= src && dst && cJSON_IsNumber(field(ln, "weight")) && field(ln, "weight")->valuedouble != 0;
+        }
+        CHECK(types_ok && targets == 1, "node fields (%d target logits)", targets);
+        CHECK(ends_ok, "a link names a node that is not in the graph");
+        cJSON_Delete(j);
+    }
+    free(text);
+    store *s = NULL;
+    CHECK(store_open(&s, db, STORE_READONLY) == OK, "db: %s", err_msg());
+    if (s) {
+        int64_t v = 0;
+        store_query_i64(s, "SELECT count(*) FROM graph_nodes", &v);
+        CHECK(v == res.g.n, "%lld node rows", (long long)v);
+        store_query_i64(s, "SELECT count(*) FROM graph_edges", &v);
+        CHECK(v == res.g.n_edges, "%lld edge rows", (long long)v);
+        store_query_i64(s, "SELECT sum(kept) FROM graph_edges", &v);
+        CHECK(v == res.g.n_edges_kept, "%lld kept edge rows", (long long)v);
+        store_query_i64(s, "SELECT count(*) FROM graphs WHERE n_nodes_kept = (SELECT sum(kept) FROM graph_nodes)", &v);
+        CHECK(v == 1, "graphs row");
+        store_close(s);
+    }
+    ana_graph_run_free(&res);
+    /* refusals */
+    o.tc_dirs = t0;
+    CHECK(ana_graph_run(&o, &res) == ERR_ARG && strstr(err_msg(), "block 1"), "a block missing: %s", err_msg());
+    snprintf(tcs, sizeof tcs, "%s,%s", t0, t0);
+    o.tc_dirs = tcs;
+    CHECK(ana_graph_run(&o, &res) == ERR_ARG && strstr(err_msg(), "second transcoder"), "twice: %s", err_msg());
+    snprintf(tcs, sizeof tcs, "%s,", t0);
+    CHECK(ana_graph_run(&o, &res) == ERR_ARG, "an empty directory in the list");
+    o.tc_dirs = md;
+    CHECK(ana_graph_run(&o, &res) != OK, "a model directory is no transcoder");
+    snprintf(tcs, sizeof tcs, "%s,%s", t0, t1);
+    o.tc_dirs = tcs;
+    o.text = "";
+    CHECK(ana_graph_run(&o, &res) == ERR_ARG, "no tokens");
+    o.text = "x";
+    o.node_threshold = 2;
+    CHECK(ana_graph_run(&o, &res) == ERR_ARG, "threshold 2");
+done:
+    sae_free(a);
+    sae_free(b);
+    gpt2_free(m);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+}
+
 int main(void)
 {
     test_influence();
     test_prune();
     test_complete();
     test_refusals();
+    test_runner();
     return harness_report("test_graph");
 }
