@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# test_graph.sh - `saelite graph` through the binary: transcoders trained by extract + sae-train
+# on a tiny 2-block model, the graph's files and tables, the PyTorch reference (when
+# python3-torch is installed), and the refusals with their exit codes.
+set -u
+BIN=${SAELITE_BIN:-./saelite}
+PY=/usr/bin/python3
+pass=0; fail=0
+ok() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $*"; fi; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+for i in $(seq 1 60); do
+    echo "the cat sat on the mat $i. the dog sat on the log. a cat and a dog ran to the park."
+    echo
+done > "$tmp/t.txt"
+$BIN bpe-train --vocab 300 "$tmp/t.txt" -o "$tmp/m" >/dev/null 2>&1; ok test $? -eq 0
+$BIN init-model --layers 2 --d-model 32 --heads 4 --vocab 320 --ctx 16 --seed 5 -o "$tmp/m" \
+    >/dev/null 2>&1; ok test $? -eq 0
+H=blocks.0.ln2.hook_normalized,blocks.0.hook_mlp_out,blocks.1.ln2.hook_normalized,blocks.1.hook_mlp_out
+$BIN extract --model "$tmp/m" --corpus "$tmp/t.txt" --hook $H --db "$tmp/a.db" >/dev/null 2>&1
+ok test $? -eq 0
+$BIN sae-train --db "$tmp/a.db" --hook blocks.0.ln2.hook_normalized --hook-out blocks.0.hook_mlp_out \
+    --arch transcoder --k 4 --d-sae 64 --tokens 20000 --batch 512 --out "$tmp/tc0" >/dev/null 2>&1
+ok test $? -eq 0
+$BIN sae-train --db "$tmp/a.db" --hook blocks.1.ln2.hook_normalized --hook-out blocks.1.hook_mlp_out \
+    --arch skip_transcoder --k 4 --d-sae 64 --tokens 20000 --batch 512 --out "$tmp/tc1" >/dev/null 2>&1
+ok test $? -eq 0
+
+G=(graph --model "$tmp/m" --transcoder "$tmp/tc0,$tmp/tc1" --text "the cat sat on the")
+out=$($BIN "${G[@]}" --out "$tmp/g" --db "$tmp/g.db" 2>&1); ok test $? -eq 0
+ok grep -q "^graph: 5 tokens, 2 blocks: " <<<"$out"
+rel=$(sed -n 's/.*max relative error \([^,]*\),.*/\1/p' <<<"$out")
+ok awk -v r="$rel" 'BEGIN { exit !(r != "" && r + 0 < 1e-4) }'
+ok test -s "$tmp/g/graph.json" -a -s "$tmp/g/graph.png"
+ok grep -q '"feature_type":"logit","token_prob"' "$tmp/g/graph.json"
+n=$($BIN query --csv --db "$tmp/g.db" "SELECT count(*) FROM graph_nodes WHERE feature_type = 'embedding'" 2>/dev/null | tail -1)
+ok test "$n" = "5"
+if $PY -c "import torch, numpy" 2>/dev/null; then
+    ref=$($PY tools/ref/graph_ref.py "$tmp/g.db" 2>&1); ok test $? -eq 0
+    ok grep -q "^OK$" <<<"$ref"
+    [ "$(tail -1 <<<"$ref")" = OK ] || echo "$ref"
+else
+    echo "SKIP: no python3-torch; the PyTorch reference check did not run"
+fi
+# a second graph into the same database, stricter pruning keeps fewer edges
+out2=$($BIN "${G[@]}" --db "$tmp/g.db" --edge-threshold 0.5 2>&1); ok test $? -eq 0
+ok test "$($BIN query --csv --db "$tmp/g.db" "SELECT count(*) FROM graphs" 2>/dev/null | tail -1)" = "2"
+k1=$($BIN query --csv --db "$tmp/g.db" "SELECT n_edges_kept FROM graphs WHERE id = 1" 2>/dev/null | tail -1)
+k2=$($BIN query --csv --db "$tmp/g.db" "SELECT n_edges_kept FROM graphs WHERE id = 2" 2>/dev/null | tail -1)
+ok test "$k2" -lt "$k1"
+
+# refusals: flags (2), inputs (1), nothing written
+$BIN graph --model "$tmp/m" --text x >/dev/null 2>&1; ok test $? -eq 2
+$BIN "${G[@]}" --node-threshold 1.5 >/dev/null 2>&1; ok test $? -eq 2
+$BIN "${G[@]}" --max-logits 0 >/dev/null 2>&1; ok test $? -eq 2
+err=$($BIN graph --model "$tmp/m" --transcoder "$tmp/tc0" --text "the cat" --out "$tmp/bad" 2>&1); ok test $? -eq 1
+ok grep -q "no transcoder for block 1" <<<"$err"
+ok test ! -e "$tmp/bad"
+err=$($BIN graph --model "$tmp/m" --transcoder "$tmp/tc1,$tmp/tc1" --text "the cat" 2>&1); ok test $? -eq 1
+ok grep -q "second transcoder for block 1" <<<"$err"
+$BIN sae-train --db "$tmp/a.db" --hook blocks.0.ln2.hook_normalized --k 4 --d-sae 64 --tokens 5000 \
+    --batch 512 --out "$tmp/sae" >/dev/null 2>&1
+err=$($BIN graph --model "$tmp/m" --transcoder "$tmp/sae,$tmp/tc1" --text "the cat" 2>&1); ok test $? -eq 1
+ok grep -q "not a transcoder" <<<"$err"
+err=$($BIN "${G[@]}" --max-feature-nodes 3 2>&1); ok test $? -eq 1
+ok grep -q "max-feature-nodes" <<<"$err"
+$BIN graph --model "$tmp/nope" --transcoder "$tmp/tc0,$tmp/tc1" --text x >/dev/null 2>&1; ok test $? -eq 1
+err=$($BIN "${G[@]/the cat sat on the/$(printf 'w%.0s ' $(seq 1 20))}" 2>&1); ok test $? -eq 1
+ok grep -q "tokens (the model takes 1 to 16)" <<<"$err"
+
+echo "test_graph.sh: $pass passed, $fail failed"
+test $fail -eq 0
