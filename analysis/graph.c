@@ -23,7 +23,8 @@ void ana_graph_free(ana_graph *g)
 /* ---- what one forward captures -------------------------------------------------------------- */
 typedef struct {
     int L, T, C, H;
-    float *x0;   /* [T,C] blocks.0.hook_resid_pre */
+    float *x0;   /* [T,C] hook_embed: the token embeddings (the embedding nodes) */
+    float *wpe;  /* [T,C] hook_pos_embed: the positional embeddings (a constant: bias) */
     float *pre;  /* [L,T,C] resid_pre per block */
     float *mid;  /* [L,T,C] resid_mid */
     float *ln2;  /* [L,T,C] ln2.hook_normalized (the transcoder input) */
@@ -295,14 +296,15 @@ static int capture_forward(gpt2_model *m, const int *tokens, int T, capture *cp)
     cp->C = C;
     cp->H = H;
     cp->x0 = mem_alloc(TC * sizeof(float));
+    cp->wpe = mem_alloc(TC * sizeof(float));
     cp->pre = mem_alloc(L * TC * sizeof(float));
     cp->mid = mem_alloc(L * TC * sizeof(float));
     cp->ln2 = mem_alloc(L * TC * sizeof(float));
     cp->mlp = mem_alloc(L * TC * sizeof(float));
     cp->pat = mem_alloc((size_t)L * H * T * T * sizeof(float));
     cp->fin = mem_alloc(TC * sizeof(float));
-    grab *gr = mem_alloc(((size_t)5 * L + 2) * sizeof *gr);
-    if (!cp->x0 || !cp->pre || !cp->mid || !cp->ln2 || !cp->mlp || !cp->pat || !cp->fin || !gr) {
+    grab *gr = mem_alloc(((size_t)5 * L + 3) * sizeof *gr);
+    if (!cp->x0 || !cp->wpe || !cp->pre || !cp->mid || !cp->ln2 || !cp->mlp || !cp->pat || !cp->fin || !gr) {
         mem_free(gr);
         return err_set(ERR_NOMEM, "graph: out of memory");
     }
@@ -315,7 +317,8 @@ static int capture_forward(gpt2_model *m, const int *tokens, int T, capture *cp)
         if (!rc) rc = gpt2_hook_add(m, (name), grab_fn, &gr[k]);                               \
         k++;                                                                                   \
     } while (0)
-    GRAB("blocks.0.hook_resid_pre", cp->x0, TC);
+    GRAB("hook_embed", cp->x0, TC);
+    GRAB("hook_pos_embed", cp->wpe, TC);
     for (int l = 0; l < L; l++) {
         snprintf(nm, sizeof nm, "blocks.%d.hook_resid_pre", l);
         GRAB(nm, cp->pre + l * TC, TC);
@@ -340,6 +343,7 @@ static int capture_forward(gpt2_model *m, const int *tokens, int T, capture *cp)
 static void capture_free(capture *cp)
 {
     mem_free(cp->x0);
+    mem_free(cp->wpe);
     mem_free(cp->pre);
     mem_free(cp->mid);
     mem_free(cp->ln2);
@@ -637,13 +641,16 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
                 }
             /* G is now d/d resid_pre of block l = d/d resid_post of block l-1 */
         }
-        for (int b = 0; b < nb; b++) { /* embeddings */
+        for (int b = 0; b < nb; b++) { /* token embeddings; the positional ones are bias */
             double *arow = g->adj + (size_t)node_of[b] * n;
             for (int t = 0; t < T; t++) {
                 const double *gt = G + (size_t)b * TC + (size_t)t * C;
-                const float *x = cp.x0 + (size_t)t * C;
+                const float *x = cp.x0 + (size_t)t * C, *pe = cp.wpe + (size_t)t * C;
                 double d = 0;
-                for (int q = 0; q < C; q++) d += x[q] * gt[q];
+                for (int q = 0; q < C; q++) {
+                    d += x[q] * gt[q];
+                    bias[b] += pe[q] * gt[q];
+                }
                 arow[nF + nE + t] = d;
             }
             g->nodes[node_of[b]].bias = bias[b];

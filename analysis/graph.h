@@ -7,10 +7,10 @@
  * LayerNorm scales (1/sqrt(var + eps) of ln_1, ln_2, ln_f) frozen at their values in that
  * forward, everything between two node layers is affine, and each node's value is the sum of
  * its incoming direct effects plus a bias (the constant terms: LN biases, attention biases,
- * transcoder b_dec and b_enc). Nodes, in circuit-tracer's order (adjacency rows = targets,
+ * transcoder b_dec and b_enc, the positional embeddings). Nodes, in circuit-tracer's order (adjacency rows = targets,
  * columns = sources):
  *   [active transcoder features (layer, pos, latent), ascending] [error nodes, layer * T + pos]
- *   [token embeddings (wte[tok] + wpe[pos], the residual entering block 0), pos]
+ *   [token embeddings (wte[tok]; wpe[pos] is a constant of the prompt's length: bias), pos]
  *   [salient logits at the last position: the smallest set of most probable tokens whose
  *    probabilities reach logit_prob, at most max_logits].
  * Feature values are pre-activations (ln2 @ W_enc + b_enc); logit values are plain logits (not

@@ -55,9 +55,9 @@ static int draw(const char *path, const ana_graph_run_opts *o, const ana_graph_r
     }
     if (!rc) {
         char title[512];
-        snprintf(title, sizeof title, "attribution graph: \"%.300s\" (%d of %d nodes, %lld of %lld edges; "
-                 "node %.2f, edge %.2f)", o->text, g->n_kept, g->n, (long long)g->n_edges_kept,
-                 (long long)g->n_edges, o->node_threshold, o->edge_threshold);
+        snprintf(title, sizeof title, "attribution graph (%d of %d nodes, %lld of %lld edges; node %.2f, "
+                 "edge %.2f): \"%.300s\"", g->n_kept, g->n, (long long)g->n_edges_kept,
+                 (long long)g->n_edges, o->node_threshold, o->edge_threshold, o->text);
         rep_kv meta[] = {{"Software", "saelite graph"}, {"Title", title}};
         rc = rep_plot_graph(path, meta, 2, title, nodes, nn, edges, ne, rows, res->T,
                             (const char *const *)rl, (const char *const *)res->tok_text);

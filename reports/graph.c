@@ -22,22 +22,33 @@ int rep_plot_graph(const char *path, const rep_kv *meta, int nmeta, const char *
     for (int e = 0; e < ne; e++)
         if (edges[e].src < 0 || edges[e].src >= n || edges[e].dst < 0 || edges[e].dst >= n)
             return err_set(ERR_ARG, "graph picture: edge %d names a node outside 0..%d", e, n - 1);
-    const int w = LEFT + COL_W * cols + 40, h = TOP + ROW_H * rows + BOTTOM;
     double *x = mem_alloc(((size_t)n + 1) * sizeof *x), *y = mem_alloc(((size_t)n + 1) * sizeof *y);
+    double *cx0 = mem_alloc(((size_t)cols + 1) * sizeof *cx0);
     int *cnt = mem_calloc((size_t)rows * cols, sizeof *cnt), *seen = mem_calloc((size_t)rows * cols, sizeof *seen);
-    if (!x || !y || !cnt || !seen) {
-        mem_free(x), mem_free(y), mem_free(cnt), mem_free(seen);
+    if (!x || !y || !cx0 || !cnt || !seen) {
+        mem_free(x), mem_free(y), mem_free(cx0), mem_free(cnt), mem_free(seen);
         return err_set(ERR_NOMEM, "graph picture: out of memory");
     }
-    for (int i = 0; i < n; i++) cnt[nodes[i].row * cols + nodes[i].col]++;
+    for (int i = 0; i < n; i++)
+        if (nodes[i].kind != REP_GNODE_LOGIT) cnt[nodes[i].row * cols + nodes[i].col]++;
+    /* a column is as wide as its most crowded cell needs (26 px a node), at least COL_W */
+    cx0[0] = LEFT;
+    for (int c = 0; c < cols; c++) {
+        int most = 0;
+        for (int r = 0; r < rows; r++) most = cnt[r * cols + c] > most ? cnt[r * cols + c] : most;
+        cx0[c + 1] = cx0[c] + (26 * most + 16 > COL_W ? 26 * most + 16 : COL_W);
+    }
+    for (int i = 0; i < n; i++)
+        if (nodes[i].kind == REP_GNODE_LOGIT) cnt[nodes[i].row * cols + nodes[i].col]++;
+    const int w = (int)cx0[cols] + 40, h = TOP + ROW_H * rows + BOTTOM;
     for (int i = 0; i < n; i++) {
         const rep_graph_node *q = &nodes[i];
         int c = q->row * cols + q->col, k = seen[c]++;
-        double cx = LEFT + COL_W * (q->col + 0.5);
+        double cw = cx0[q->col + 1] - cx0[q->col], cx = cx0[q->col] + cw / 2;
         if (q->kind == REP_GNODE_LOGIT) { /* logits spread about their column, 60 px apart */
             x[i] = cx + 60.0 * (k - (cnt[c] - 1) / 2.0);
             if (x[i] > w - 20) x[i] -= 60.0 * cnt[c]; /* keep them on the canvas */
-        } else x[i] = LEFT + COL_W * q->col + COL_W * (k + 1.0) / (cnt[c] + 1.0);
+        } else x[i] = cx0[q->col] + cw * (k + 1.0) / (cnt[c] + 1.0);
         /* alternate the heights in crowded cells so labels overlap less */
         y[i] = TOP + ROW_H * (rows - 1 - q->row + 0.5) + (cnt[c] > 3 ? (k % 2 ? 14 : -14) : 0);
     }
@@ -55,13 +66,14 @@ int rep_plot_graph(const char *path, const rep_kv *meta, int nmeta, const char *
     rep_text(cv, 12, 12, title ? title : "attribution graph", &tf, w - 24);
     for (int r = 0; r < rows; r++) { /* row bands and labels */
         double yy = TOP + ROW_H * (rows - 1 - r);
-        if (r % 2) rep_rect(cv, LEFT - 6, yy, COL_W * cols + 12, ROW_H, rep_rgb(0xf6f6f6));
+        if (r % 2) rep_rect(cv, LEFT - 6, yy, cx0[cols] - LEFT + 12, ROW_H, rep_rgb(0xf6f6f6));
         if (row_labels && row_labels[r]) rep_text(cv, 10, yy + ROW_H / 2.0, row_labels[r], &rl, LEFT - 16);
     }
     for (int c = 0; c < cols; c++) {
-        double cx = LEFT + COL_W * (c + 0.5);
-        rep_line(cv, LEFT + COL_W * c, TOP, LEFT + COL_W * c, TOP + ROW_H * rows, rep_rgb(0xe4e4e4), 1, 0);
-        if (col_labels && col_labels[c]) rep_text(cv, cx, TOP + ROW_H * rows + 8, col_labels[c], &cl, COL_W - 4);
+        double cx = (cx0[c] + cx0[c + 1]) / 2;
+        rep_line(cv, cx0[c], TOP, cx0[c], TOP + ROW_H * rows, rep_rgb(0xe4e4e4), 1, 0);
+        if (col_labels && col_labels[c])
+            rep_text(cv, cx, TOP + ROW_H * rows + 8, col_labels[c], &cl, cx0[c + 1] - cx0[c] - 4);
     }
     for (int e = 0; e < ne; e++) {
         const rep_graph_edge *q = &edges[e];
@@ -76,12 +88,12 @@ int rep_plot_graph(const char *path, const rep_kv *meta, int nmeta, const char *
         rep_color col = rep_rgb(fill[q->kind >= 0 && q->kind < 4 ? q->kind : 0]);
         if (q->kind == REP_GNODE_FEATURE || q->kind == REP_GNODE_LOGIT) rep_circle(cv, x[i], y[i], 6, col);
         else rep_rect(cv, x[i] - 5.5, y[i] - 5.5, 11, 11, col);
-        if (q->label) rep_text(cv, x[i], y[i] - 8, q->label, &nl, q->kind == REP_GNODE_LOGIT ? 58 : COL_W);
+        if (q->label) rep_text(cv, x[i], y[i] - 8, q->label, &nl, q->kind == REP_GNODE_LOGIT ? 58 : 30);
     }
     rc = rep_canvas_status(cv);
     if (!rc) rc = rep_png_write(cv, path, meta, nmeta);
     rep_canvas_free(cv);
 out:
-    mem_free(x), mem_free(y), mem_free(cnt), mem_free(seen);
+    mem_free(x), mem_free(y), mem_free(cx0), mem_free(cnt), mem_free(seen);
     return rc;
 }

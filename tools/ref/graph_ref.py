@@ -7,7 +7,7 @@ saelite's C code. It rebuilds the replacement model in float64 with autograd, ta
 gradient per target node (feature pre-activations and logits), and compares with the database:
   - the active features (layer, position, latent) and their activations,
   - every direct effect: grad x activation (features), grad . error (errors),
-    grad . embedding (tokens), for all pairs (zeros included),
+    grad . token embedding (tokens; positional embeddings are bias), for all pairs (zeros included),
   - each node's bias: the frozen linear model's value with every source set to zero,
   - the completeness of the reference itself (edges + bias = value).
 It also reruns circuit-tracer's pruning (graph.py, re-implemented here in numpy) on the stored
@@ -106,8 +106,8 @@ def run(P, cfg, tcs, toks, frz, sources=None):
     C = P["wte.weight"].shape[1]
     dh = C // H
     rec = {"pre": [], "acts": [], "errs": []}
-    x0 = P["wte.weight"][toks] + P["wpe.weight"][:T] if sources is None else sources["x0"]
-    x = x0
+    x0 = P["wte.weight"][toks] if sources is None else sources["x0"]
+    x = x0 + P["wpe.weight"][:T]  # positional embeddings: a constant (bias)
     mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
     for l in range(L):
         p = lambda n: P[f"h.{l}.{n}"]
@@ -237,7 +237,7 @@ def main():
     # reference adjacency rows
     n_feat, n_err = len(feats), n_layers * T
     idx = {(f[0], f[1], f[2]): k for k, f in enumerate(got)}
-    x0 = (P["wte.weight"][toks] + P["wpe.weight"][:T]).clone().requires_grad_()
+    x0 = P["wte.weight"][toks].clone().requires_grad_()
     leaves = {"x0": x0, "acts": rec["acts"], "errs": rec["errs"]}
     frozen = run(P, cfg, tcs, toks, frz, leaves)
     zero = {"x0": torch.zeros_like(x0), "acts": [torch.zeros_like(a) for a in rec["acts"]],
