@@ -6,7 +6,7 @@
 #include "common/mem.h"
 #include "reports/dashboard.h"
 
-enum { LEFT = 110, TOP = 60, BOTTOM = 70, ROW_H = 130, COL_W = 96 };
+enum { LEFT = 110, TOP = 60, BOTTOM = 70, ROW_H = 130, COL_W = 64 };
 
 int rep_plot_graph(const char *path, const rep_kv *meta, int nmeta, const char *title,
                    const rep_graph_node *nodes, int n, const rep_graph_edge *edges, int ne,
