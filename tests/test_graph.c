@@ -15,6 +15,7 @@
 #include "common/mem.h"
 #include "harness.h"
 #include "model/gpt2.h"
+#include "reports/dashboard.h"
 #include "sae/sae.h"
 #include "store/store_internal.h"
 #include "tok_fixture.h"
@@ -276,6 +277,30 @@ static void test_refusals(void)
     gpt2_free(m);
 }
 
+/* The picture: a small graph is drawn and its file written; bad nodes and edges are refused. */
+static void test_picture(void)
+{
+    char path[] = "/tmp/saelite_graph_png_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    rep_graph_node nodes[4] = {{REP_GNODE_EMBED, 0, 0, NULL}, {REP_GNODE_FEATURE, 1, 1, "7"},
+                               {REP_GNODE_ERROR, 1, 1, "err"}, {REP_GNODE_LOGIT, 2, 1, "x 0.50"}};
+    rep_graph_edge edges[3] = {{0, 1, 2.0}, {1, 3, -1.0}, {2, 3, 0.5}};
+    const char *rows[3] = {"embeddings", "block 0", "logits"}, *cols[2] = {"a", "b"};
+    CHECK(rep_plot_graph(path, NULL, 0, "t", nodes, 4, edges, 3, 3, 2, rows, cols) == OK, "%s", err_msg());
+    FILE *fp = fopen(path, "rb");
+    unsigned char sig[8] = {0};
+    CHECK(fp && fread(sig, 1, 8, fp) == 8 && sig[1] == 'P' && sig[2] == 'N' && sig[3] == 'G', "a PNG file");
+    if (fp) fclose(fp);
+    edges[2].dst = 4;
+    CHECK(rep_plot_graph(path, NULL, 0, "t", nodes, 4, edges, 3, 3, 2, rows, cols) == ERR_ARG, "edge outside");
+    edges[2].dst = 3;
+    nodes[1].col = 2;
+    CHECK(rep_plot_graph(path, NULL, 0, "t", nodes, 4, edges, 3, 3, 2, rows, cols) == ERR_ARG, "node outside");
+    CHECK(rep_plot_graph(path, NULL, 0, "t", nodes, 4, edges, 3, 1, 2, rows, cols) == ERR_ARG, "one row");
+    unlink(path);
+}
+
 static const cJSON *field(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
 /* The runner on files: a 2-block model over the byte tokenizer, the JSON graph parsed back with
@@ -409,5 +434,6 @@ int main(void)
     test_complete();
     test_refusals();
     test_runner();
+    test_picture();
     return harness_report("test_graph");
 }
