@@ -429,7 +429,7 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     double *lg = mem_alloc((size_t)V * sizeof *lg);
     int *order = mem_alloc((size_t)V * sizeof *order);
     double *G = NULL, *Gz = NULL, *Gv = NULL, *Gl = NULL, *bias = NULL, *wf = NULL, *bfin = NULL,
-           *rf = NULL;
+           *rf = NULL, *vec = NULL;
     if (!f || !err || !out || !lg || !order) {
         rc = err_set(ERR_NOMEM, "graph: out of memory");
         goto done;
@@ -517,7 +517,8 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     Gv = mem_alloc(NB * TC * sizeof *Gv);
     Gl = mem_alloc(NB * TC * sizeof *Gl);
     bias = mem_alloc(NB * sizeof *bias);
-    if (!wf || !bfin || !rf || !G || !Gz || !Gv || !Gl || !bias) {
+    vec = mem_alloc((size_t)C * sizeof *vec); /* one C-vector of scratch */
+    if (!wf || !bfin || !rf || !G || !Gz || !Gv || !Gl || !bias || !vec) {
         rc = err_set(ERR_NOMEM, "graph: out of memory");
         goto done;
     }
@@ -538,17 +539,11 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
             bias[b] = 0;
             const ana_graph_node *nd = &g->nodes[idx];
             if (nd->kind == ANA_NODE_LOGIT) { /* d logit / d resid_post at T-1 through frozen ln_f */
-                double u[1024], *uu = C <= 1024 ? u : mem_alloc((size_t)C * sizeof *uu);
-                if (!uu) {
-                    rc = err_set(ERR_NOMEM, "graph: out of memory");
-                    goto done;
-                }
                 for (int q = 0; q < C; q++) {
-                    uu[q] = WU[(size_t)nd->id * C + q];
-                    bias[b] += bfin[q] * uu[q];
+                    vec[q] = WU[(size_t)nd->id * C + q];
+                    bias[b] += bfin[q] * vec[q];
                 }
-                ln_back(G + (size_t)b * TC + (size_t)(T - 1) * C, uu, wf, rf[T - 1], C);
-                if (uu != u) mem_free(uu);
+                ln_back(G + (size_t)b * TC + (size_t)(T - 1) * C, vec, wf, rf[T - 1], C);
             }
         }
         for (int l = L - 1; l >= 0; l--) {
@@ -581,11 +576,7 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
             if (s->W_skip) {
                 for (int b = 0; b < nb; b++)
                     for (int t = 0; t < T; t++) {
-                        double *gt = G + (size_t)b * TC + (size_t)t * C, gn[1024];
-                        if (C > 1024) {
-                            rc = err_set(ERR_SHAPE, "skip transcoders wider than 1024");
-                            goto done;
-                        }
+                        double *gt = G + (size_t)b * TC + (size_t)t * C, *gn = vec;
                         memset(gn, 0, (size_t)C * sizeof *gn);
                         for (int o = 0; o < C; o++) /* W_skip [d_out, d_in]: dx = g W_skip */
                             for (int q = 0; q < C; q++) gn[q] += gt[o] * s->W_skip[(size_t)o * C + q];
@@ -597,11 +588,7 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
             for (int b = 0; b < nb; b++) {
                 const ana_graph_node *nd = &g->nodes[node_of[b]];
                 if (nd->kind != ANA_NODE_FEATURE || nd->layer != l) continue;
-                double we[1024];
-                if (C > 1024) {
-                    rc = err_set(ERR_SHAPE, "models wider than 1024 are not supported");
-                    goto done;
-                }
+                double *we = vec;
                 bias[b] += s->b_enc[nd->id];
                 for (int q = 0; q < C; q++) {
                     we[q] = s->W_enc[(size_t)q * D + nd->id];
@@ -685,6 +672,7 @@ done:
     mem_free(wf);
     mem_free(bfin);
     mem_free(rf);
+    mem_free(vec);
     frozen_free(fl, L);
     capture_free(&cp);
     if (rc) ana_graph_free(g);

@@ -66,7 +66,7 @@ typedef struct {
 typedef struct {
     double logit_prob;     /* 0.95 */
     int max_logits;        /* 10 */
-    int max_feature_nodes; /* refuse prompts with more active features (memory is n^2) */
+    int max_feature_nodes; /* refuse prompts with more active features (about 25 n^2 bytes) */
     volatile int *stop;    /* polled per batch of targets; may be NULL */
 } ana_graph_params;
 

@@ -103,7 +103,7 @@ int cmd_graph(int argc, char **argv)
          ARG_ABOVE(0), ARG_MAX(1)},
         {"--max-logits", ARG_INT, &o.p.max_logits, "at most this many logit nodes", ARG_MIN(1)},
         {"--max-feature-nodes", ARG_INT, &o.p.max_feature_nodes,
-         "refuse prompts with more active features (the adjacency takes 8 n^2 bytes)", ARG_MIN(1)},
+         "refuse prompts with more active features (n nodes take about 25 n^2 bytes)", ARG_MIN(1)},
         {"--top", ARG_INT, &top, "kept nodes printed, by influence", ARG_MIN(0)},
         {NULL},
     };
