@@ -23,7 +23,7 @@
 
 void eval_defaults(eval_opts *o)
 {
-    *o = (eval_opts){.suites = "sparse_probing,absorption", .seed = 42, .test_frac = 0.2,
+    *o = (eval_opts){.suites = "all", .seed = 42, .test_frac = 0.2,
                      .seqs_per_genre = 150, .train_per_class = 1500, .test_per_class = 500, .C = 1};
 }
 
@@ -38,11 +38,12 @@ static int parse_suites(const char *s, int *bits)
         snprintf(w, sizeof w, "%.*s", (int)(n < sizeof w ? n : sizeof w - 1), s);
         if (!strcmp(w, "sparse_probing")) *bits |= EVAL_SUITE_SPARSE_PROBING;
         else if (!strcmp(w, "absorption")) *bits |= EVAL_SUITE_ABSORPTION;
-        else if (!strcmp(w, "all")) *bits |= EVAL_SUITE_SPARSE_PROBING | EVAL_SUITE_ABSORPTION;
-        else if (!strcmp(w, "scr") || !strcmp(w, "tpp"))
-            return err_set(ERR_ARG, "suite '%s' is not available: Brown has no honest pair of "
-                           "correlated labels for it (docs/eval.md)", w);
-        else if (n) return err_set(ERR_ARG, "unknown suite '%s' (sparse_probing, absorption, all)", w);
+        else if (!strcmp(w, "scr")) *bits |= EVAL_SUITE_SCR;
+        else if (!strcmp(w, "tpp")) *bits |= EVAL_SUITE_TPP;
+        else if (!strcmp(w, "all"))
+            *bits |= EVAL_SUITE_SPARSE_PROBING | EVAL_SUITE_ABSORPTION | EVAL_SUITE_SCR | EVAL_SUITE_TPP;
+        else if (n)
+            return err_set(ERR_ARG, "unknown suite '%s' (sparse_probing, absorption, scr, tpp, all)", w);
         s += n;
         if (*s == ',') s++;
     }
@@ -108,7 +109,12 @@ typedef struct {
     int nchosen;
     unsigned char *seq_test; /* [nseq] */
     sample_set tok, seq; /* POS tokens; pooled sequences */
-    int64_t run_sp, run_abs;
+    signed char *tense;  /* [nchosen] 1 past, 0 present, -1 neither (more past than present finite verbs) */
+    int bits;            /* EVAL_SUITE_* requested */
+    int *ch_grp;         /* [nchosen] genre index */
+    unsigned char *ch_genre, *ch_scr; /* [nchosen] in the per-genre sample / in SCR's cells */
+    int nat[2][2];       /* all stored sequences per (imaginative, past): the labels' natural joint */
+    int64_t run_sp, run_abs, run_scr, run_tpp;
 } ctx;
 
 static int genre_index(ctx *c, const char *g)
@@ -126,10 +132,59 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int cmp_int(const void *a, const void *b)
+/* Tense of a sequence from its tags: 1 when more finite verbs are past than present, 0 for the
+ * reverse, -1 for a tie (none included). */
+static int seq_tense(ctx *c, const store_eval_seq *sq, char (*tags)[16], int *tense)
 {
-    int x = *(const int *)a, y = *(const int *)b;
-    return x < y ? -1 : x > y;
+    int any = 0, T = sq->n_tokens < c->hook.seq_len ? sq->n_tokens : c->hook.seq_len;
+    int rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any);
+    int npast = 0, npres = 0;
+    for (int t = sq->bos ? 1 : 0; !rc && any && t < T; t++) {
+        int tn = eval_tense(tags[t]);
+        npast += tn == 1;
+        npres += tn == 0;
+    }
+    *tense = npast > npres ? 1 : npres > npast ? 0 : -1;
+    return rc;
+}
+
+/* SCR's own sample: up to seqs_per_genre sequences per (split, prose kind, tense) cell, a seeded
+ * choice among all stored sequences (the imaginative present-tense cell is rare: ~6% of the
+ * imaginative sequences on Brown); flag bit 2 marks them, bit 1 stays the per-genre sample. */
+static int scr_sample(ctx *c, const int *grp, int *perm, unsigned char *flag)
+{
+    char (*tags)[16] = mem_alloc((size_t)c->hook.seq_len * sizeof *tags);
+    if (!tags) return err_set(ERR_NOMEM, "out of memory");
+    int rc = OK;
+    rng_state r;
+    rng_seed(&r, c->o->seed ^ 0x534352ull);
+    signed char *cell = mem_alloc(c->nseq);
+    if (!cell) rc = err_set(ERR_NOMEM, "out of memory");
+    progress pr;
+    progress_begin(&pr, "eval tense", (double)c->nseq, "seq");
+    for (size_t i = 0; !rc && i < c->nseq; i++) {
+        int a = eval_imaginative(c->genres[grp[i]]), b = -1;
+        if (a >= 0) rc = seq_tense(c, &c->seqs[i], tags, &b);
+        cell[i] = (signed char)(a < 0 || b < 0 ? -1 : c->seq_test[i] * 4 + a * 2 + b);
+        if (a >= 0 && b >= 0) c->nat[a][b]++;
+        if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
+        if (i % 256 == 0) progress_update(&pr, (double)i, NULL);
+    }
+    progress_end(&pr);
+    for (int q = 0; !rc && q < 8; q++) {
+        int n = 0;
+        for (size_t i = 0; i < c->nseq; i++)
+            if (cell[i] == q) perm[n++] = (int)i;
+        for (int i = n - 1; i > 0; i--) {
+            int j = (int)rng_below(&r, (uint64_t)i + 1), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        for (int i = 0; i < n && i < c->o->seqs_per_genre; i++) flag[perm[i]] |= 2;
+    }
+    mem_free(cell);
+    mem_free(tags);
+    return rc;
 }
 
 /* Genres, the split by document, and the sampled sequences. */
@@ -191,18 +246,32 @@ static int plan_sequences(ctx *c, eval_result *res)
         }
         for (int i = 0; i < n && i < o->seqs_per_genre; i++) c->chosen[c->nchosen++] = perm[i];
     }
-    qsort(c->chosen, (size_t)c->nchosen, sizeof *c->chosen, cmp_int);
+    unsigned char *flag = mem_calloc(c->nseq, 1); /* bit 1: per-genre sample, bit 2: SCR */
+    if (!flag) rc = err_set(ERR_NOMEM, "out of memory");
+    for (int i = 0; !rc && i < c->nchosen; i++) flag[c->chosen[i]] = 1;
+    if (!rc && (c->bits & EVAL_SUITE_SCR)) rc = scr_sample(c, grp, perm, flag);
+    if (!rc) {
+        c->nchosen = 0;
+        for (size_t i = 0; i < c->nseq; i++)
+            if (flag[i]) c->chosen[c->nchosen++] = (int)i;
+    }
     mem_free(perm);
-    c->seq.cls = mem_alloc((size_t)c->nchosen * sizeof *c->seq.cls);
-    c->seq.test = mem_alloc((size_t)c->nchosen);
-    if (!c->seq.cls || !c->seq.test) {
+    c->seq.cls = mem_alloc(((size_t)c->nchosen + 1) * sizeof *c->seq.cls);
+    c->seq.test = mem_alloc((size_t)c->nchosen + 1);
+    c->ch_grp = mem_alloc(((size_t)c->nchosen + 1) * sizeof *c->ch_grp);
+    c->ch_genre = mem_alloc((size_t)c->nchosen + 1);
+    c->ch_scr = mem_alloc((size_t)c->nchosen + 1);
+    if (!rc && (!c->seq.cls || !c->seq.test || !c->ch_grp || !c->ch_genre || !c->ch_scr))
         rc = err_set(ERR_NOMEM, "out of memory");
-        goto out;
+    for (int i = 0; !rc && i < c->nchosen; i++) {
+        int q = c->chosen[i];
+        c->ch_grp[i] = grp[q];
+        c->ch_genre[i] = flag[q] & 1;
+        c->ch_scr[i] = (flag[q] & 2) != 0;
+        c->seq.cls[i] = c->ch_genre[i] ? grp[q] : -1; /* SCR's extra sequences stay out of the genre tasks */
+        c->seq.test[i] = c->seq_test[q];
     }
-    for (int i = 0; i < c->nchosen; i++) {
-        c->seq.cls[i] = grp[c->chosen[i]];
-        c->seq.test[i] = c->seq_test[c->chosen[i]];
-    }
+    mem_free(flag);
     c->seq.n = c->nchosen;
 out:
     mem_free(grp);
@@ -229,12 +298,17 @@ static int plan_tokens(ctx *c, int **mark_out, int64_t **off_out)
     cand *cd[EVAL_NPOS * 2] = {0};
     int nc[EVAL_NPOS * 2] = {0}, cc[EVAL_NPOS * 2] = {0};
     char (*tags)[16] = mem_alloc((size_t)c->hook.seq_len * sizeof *tags);
-    int rc = mark && tags ? OK : err_set(ERR_NOMEM, "out of memory");
+    c->tense = mem_alloc((size_t)c->nchosen + 1);
+    int rc = mark && tags && c->tense ? OK : err_set(ERR_NOMEM, "out of memory");
     for (int64_t q = 0; !rc && q < off[c->nchosen]; q++) mark[q] = -1;
     for (int i = 0; !rc && i < c->nchosen; i++) {
         const store_eval_seq *sq = &c->seqs[c->chosen[i]];
         int any = 0, T = sq->n_tokens;
         if (T > c->hook.seq_len) T = c->hook.seq_len;
+        int tn;
+        if ((rc = seq_tense(c, sq, tags, &tn))) break;
+        c->tense[i] = (signed char)tn;
+        if (!c->ch_genre[i]) continue; /* POS positions come from the per-genre sample only */
         if ((rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any))) break;
         for (int t = sq->bos ? 1 : 0; any && t < T; t++) {
             int k = eval_pos_class(tags[t]);
@@ -560,6 +634,340 @@ static int run_absorption(ctx *c, eval_result *res)
     return rc;
 }
 
+/* ---- SCR and TPP: latent ablation read through linear probes ------------------------------ */
+/* M[F] = w . W_dec[F]: what ablating latent F (x -> x - f_F W_dec[F], the SAE error kept) does to
+ * the probe's score per unit of f_F. */
+static void probe_dec(const eval_probe *p, const sae_model *m, double *M)
+{
+    const int d = m->cfg.d_in;
+    for (int f = 0; f < m->cfg.d_sae; f++) {
+        const float *w = m->W_dec + (size_t)f * d;
+        double v = 0;
+        for (int i = 0; i < d; i++) v += p->w[i] * w[i];
+        M[f] = v;
+    }
+}
+
+typedef struct {
+    double e;
+    int id;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->e != y->e) return x->e > y->e ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* SAEBench's effect of latent F on a probe: (mean code over positives - over negatives) x M[F];
+ * TPP clamps the difference at 0, SCR takes |effect|. rank[F] = its place among the non-zero
+ * effects (descending), -1 beyond the largest N or when zero. */
+static int effect_ranks(const eval_csr *codes, const labelled *l, const double *M, int clamp,
+                        int absval, int *rank)
+{
+    const int D = codes->width;
+    double *sp = mem_calloc((size_t)D, sizeof *sp), *sn = mem_calloc((size_t)D, sizeof *sn);
+    ranked *r = mem_alloc((size_t)D * sizeof *r);
+    if (!sp || !sn || !r) {
+        mem_free(sp);
+        mem_free(sn);
+        mem_free(r);
+        return err_set(ERR_NOMEM, "out of memory for latent effects");
+    }
+    int np = 0, nn = 0;
+    for (int i = 0; i < l->n; i++) {
+        int row = l->rows[i];
+        double *acc = l->y[i] ? sp : sn;
+        if (l->y[i]) np++;
+        else nn++;
+        for (size_t q = codes->off[row]; q < codes->off[row + 1]; q++) acc[codes->idx[q]] += codes->val[q];
+    }
+    int m = 0;
+    for (int f = 0; f < D; f++) {
+        double diff = (np ? sp[f] / np : 0) - (nn ? sn[f] / nn : 0);
+        if (clamp && diff < 0) diff = 0;
+        double e = diff * M[f];
+        if (absval) e = fabs(e);
+        rank[f] = -1;
+        if (e != 0) r[m++] = (ranked){e, f};
+    }
+    qsort(r, (size_t)m, sizeof *r, cmp_ranked);
+    for (int i = 0; i < m && i < eval_n_values[EVAL_NN - 1]; i++) rank[r[i].id] = i;
+    mem_free(sp);
+    mem_free(sn);
+    mem_free(r);
+    return OK;
+}
+
+/* Accuracy on test rows of a probe (clean scores base[n], M its decoder products) with the
+ * latents of rank < N ablated, for each N: acc[EVAL_NN]. */
+static void ablated_acc(const double *base, const eval_csr *codes, const labelled *te,
+                        const double *M, const int *rank, double *acc)
+{
+    int ok[EVAL_NN] = {0};
+    for (int i = 0; i < te->n; i++) {
+        double bucket[EVAL_NN] = {0};
+        int row = te->rows[i];
+        for (size_t q = codes->off[row]; q < codes->off[row + 1]; q++) {
+            int rk = rank[codes->idx[q]];
+            if (rk < 0) continue;
+            int t = 0;
+            while (t < EVAL_NN && eval_n_values[t] <= rk) t++;
+            if (t < EVAL_NN) bucket[t] += codes->val[q] * M[codes->idx[q]];
+        }
+        double cum = 0;
+        for (int t = 0; t < EVAL_NN; t++) {
+            cum += bucket[t];
+            ok[t] += (base[i] - cum > 0) == (te->y[i] != 0);
+        }
+    }
+    for (int t = 0; t < EVAL_NN; t++) acc[t] = te->n ? (double)ok[t] / te->n : NAN;
+}
+
+/* A probe on the full hook activations and its clean test scores. */
+static int full_probe(ctx *c, const sample_set *s, const labelled *tr, const labelled *te,
+                      eval_probe *p, double **base, double *acc)
+{
+    eval_feats f = {.dense = s->raw, .d = c->hook.width};
+    int rc = eval_logreg(&f, tr->rows, tr->y, tr->n, NULL, 0, c->o->C, 0, p);
+    if (rc) return rc;
+    *base = mem_alloc(((size_t)te->n + 1) * sizeof **base);
+    if (!*base) return err_set(ERR_NOMEM, "out of memory");
+    eval_scores(p, &f, te->rows, te->n, NULL, 0, *base);
+    *acc = eval_accuracy(*base, te->y, te->n);
+    return OK;
+}
+
+/* TPP over the classes of one sample set: ablate class i's latents, read every class's probe. */
+static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum, int *count)
+{
+    const int D = c->sae->cfg.d_sae;
+    labelled *tr = mem_calloc((size_t)ncls, sizeof *tr), *te = mem_calloc((size_t)ncls, sizeof *te);
+    eval_probe *pr = mem_calloc((size_t)ncls, sizeof *pr);
+    double **base = mem_calloc((size_t)ncls, sizeof *base), *clean = mem_calloc((size_t)ncls, sizeof *clean);
+    double *M = mem_alloc((size_t)ncls * D * sizeof *M);
+    int *rank = mem_alloc((size_t)ncls * D * sizeof *rank), *use = mem_calloc((size_t)ncls, sizeof *use);
+    double *acc = mem_alloc((size_t)ncls * EVAL_NN * sizeof *acc);
+    int rc = tr && te && pr && base && clean && M && rank && use && acc ? OK : err_set(ERR_NOMEM, "out of memory for TPP");
+    int nuse = 0;
+    for (int k = 0; !rc && k < ncls; k++) {
+        rc = task_sets(s, k, ncls, c->o->train_per_class, c->o->test_per_class,
+                       c->o->seed + 7919u * (uint64_t)(kind * 64 + k), &tr[k], &te[k]);
+        if (rc || !usable(&tr[k], &te[k])) continue;
+        if (!(rc = full_probe(c, s, &tr[k], &te[k], &pr[k], &base[k], &clean[k]))) {
+            probe_dec(&pr[k], c->sae, M + (size_t)k * D);
+            rc = effect_ranks(&s->sae, &tr[k], M + (size_t)k * D, 1, 0, rank + (size_t)k * D);
+            use[k] = 1;
+            nuse++;
+        }
+    }
+    char task[96];
+    for (int i = 0; !rc && nuse >= 2 && i < ncls; i++) {
+        if (!use[i]) continue;
+        for (int j = 0; j < ncls; j++)
+            if (use[j]) ablated_acc(base[j], &s->sae, &te[j], M + (size_t)j * D, rank + (size_t)i * D, acc + (size_t)j * EVAL_NN);
+        snprintf(task, sizeof task, "tpp:%s:%s", kind ? "genre" : "pos", kind ? c->genres[i] : eval_pos_names[i]);
+        for (int t = 0; !rc && t < EVAL_NN; t++) {
+            double other = 0;
+            for (int j = 0; j < ncls; j++)
+                if (use[j] && j != i) other += clean[j] - acc[(size_t)j * EVAL_NN + t];
+            other /= nuse - 1;
+            double intended = clean[i] - acc[(size_t)i * EVAL_NN + t], score = intended - other;
+            sum[t] += score;
+            rc = store_eval_ablation(c->s, c->run_tpp, task, eval_n_values[t], clean[i], NAN,
+                                     acc[(size_t)i * EVAL_NN + t], other, score);
+        }
+        (*count)++;
+    }
+    for (int k = 0; k < ncls && tr; k++) {
+        lab_free(&tr[k]);
+        lab_free(&te[k]);
+        if (pr) eval_probe_free(&pr[k]);
+        if (base) mem_free(base[k]);
+    }
+    mem_free(tr);
+    mem_free(te);
+    mem_free(pr);
+    mem_free(base);
+    mem_free(clean);
+    mem_free(M);
+    mem_free(rank);
+    mem_free(use);
+    mem_free(acc);
+    return rc;
+}
+
+static int run_tpp(ctx *c, eval_result *res)
+{
+    double sum[EVAL_NN] = {0};
+    int n = 0, rc = tpp_set(c, &c->tok, 0, EVAL_NPOS, sum, &n);
+    if (!rc && c->ngenres >= 2) rc = tpp_set(c, &c->seq, 1, c->ngenres, sum, &n);
+    if (!rc && n == 0) rc = err_set(ERR_NOTFOUND, "%s: no two classes with train and test rows for TPP", c->o->db);
+    res->tpp_classes = n;
+    for (int t = 0; !rc && t < EVAL_NN; t++) {
+        res->tpp[t] = sum[t] / n;
+        rc = metric_k(c, c->run_tpp, "tpp_threshold_%d_total_metric", eval_n_values[t], res->tpp[t]);
+    }
+    if (!rc) rc = metric(c, c->run_tpp, "tpp_n_classes", n);
+    return rc;
+}
+
+/* SCR's four sets from the sampled sequences: cells [split][group][tense]. */
+typedef struct {
+    labelled biased, a_tr, b_tr, a_te, b_te; /* b_tr/b_te: the a_ rows with the tense labels */
+} scr_sets;
+
+static int scr_build(ctx *c, scr_sets *S, int cells[2][2][2])
+{
+    const sample_set *s = &c->seq;
+    int n = s->n;
+    int *cell = mem_alloc(((size_t)n + 1) * sizeof *cell);
+    labelled *all[5] = {&S->biased, &S->a_tr, &S->b_tr, &S->a_te, &S->b_te};
+    int bad = !cell;
+    for (int i = 0; i < 5; i++) {
+        all[i]->rows = mem_alloc(((size_t)n + 1) * sizeof *all[i]->rows);
+        all[i]->y = mem_alloc((size_t)n + 1);
+        bad |= !all[i]->rows || !all[i]->y;
+    }
+    if (bad) {
+        mem_free(cell);
+        return err_set(ERR_NOMEM, "out of memory for SCR");
+    }
+    memset(cells, 0, sizeof(int) * 8);
+    for (int i = 0; i < n; i++) {
+        int a = eval_imaginative(c->genres[c->ch_grp[i]]), b = c->tense[i];
+        cell[i] = !c->ch_scr[i] || a < 0 || b < 0 ? -1 : s->test[i] * 4 + a * 2 + b;
+        if (cell[i] >= 0) cells[s->test[i]][a][b]++;
+    }
+    rng_state r;
+    rng_seed(&r, c->o->seed ^ 0x534352ull);
+    int *perm = mem_alloc(((size_t)n + 1) * sizeof *perm);
+    if (!perm) {
+        mem_free(cell);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) perm[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)rng_below(&r, (uint64_t)i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (int split = 0; split < 2; split++) {
+        int m = INT32_MAX, taken[4] = {0};
+        for (int q = 0; q < 4; q++) m = cells[split][q / 2][q % 2] < m ? cells[split][q / 2][q % 2] : m;
+        int mb = cells[split][0][0] < cells[split][1][1] ? cells[split][0][0] : cells[split][1][1];
+        int tb[2] = {0, 0};
+        labelled *A = split ? &S->a_te : &S->a_tr, *B = split ? &S->b_te : &S->b_tr;
+        for (int k = 0; k < n; k++) {
+            int i = perm[k], q = cell[i] - split * 4;
+            if (cell[i] < 0 || q < 0 || q > 3) continue;
+            int a = q / 2, b = q % 2;
+            if (taken[q] < m) { /* the four cells equally: neither label predicts the other */
+                taken[q]++;
+                A->rows[A->n] = i;
+                A->y[A->n++] = (unsigned char)a;
+                B->rows[B->n] = i;
+                B->y[B->n++] = (unsigned char)b;
+            }
+            if (!split && a == b && tb[a] < mb) { /* the biased set: imaginative-past vs informative-present */
+                tb[a]++;
+                S->biased.rows[S->biased.n] = i;
+                S->biased.y[S->biased.n++] = (unsigned char)a;
+            }
+        }
+    }
+    mem_free(perm);
+    mem_free(cell);
+    return OK;
+}
+
+static double phi_of(const int nat[2][2])
+{
+    double n[2][2];
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) n[a][b] = nat[a][b];
+    double den = sqrt((n[0][0] + n[0][1]) * (n[1][0] + n[1][1]) * (n[0][0] + n[1][0]) * (n[0][1] + n[1][1]));
+    return den > 0 ? (n[1][1] * n[0][0] - n[1][0] * n[0][1]) / den : NAN;
+}
+
+static int run_scr(ctx *c, eval_result *res)
+{
+    const int D = c->sae->cfg.d_sae;
+    scr_sets S;
+    memset(&S, 0, sizeof S);
+    int cells[2][2][2];
+    eval_probe pb = {0}, pa = {0}, pt = {0};
+    double *bA = NULL, *bB = NULL, *tmp = NULL, accA = 0, accB = 0, o1 = 0, o2 = 0, a1[EVAL_NN], a2[EVAL_NN];
+    double *Mb = mem_alloc((size_t)D * sizeof *Mb), *Mx = mem_alloc((size_t)D * sizeof *Mx);
+    int *rank = mem_alloc((size_t)D * sizeof *rank);
+    int rc = Mb && Mx && rank ? scr_build(c, &S, cells) : err_set(ERR_NOMEM, "out of memory");
+    for (int q = 0; !rc && q < 4; q++) res->scr_cells[q] = c->nat[q / 2][q % 2];
+    res->scr_phi = phi_of(c->nat);
+    if (!rc && (!usable(&S.biased, &S.a_te) || !usable(&S.a_tr, &S.a_te) || !usable(&S.b_tr, &S.b_te)))
+        rc = err_set(ERR_NOTFOUND, "%s: SCR needs Brown genres of both prose kinds with past- and "
+                     "present-tense sequences in train and test documents (cells %d %d %d %d)",
+                     c->o->db, cells[0][0][0], cells[0][0][1], cells[0][1][0], cells[0][1][1]);
+    /* the biased probe, read on the genre-group and the tense test sets; the two clean probes */
+    if (!rc) rc = full_probe(c, &c->seq, &S.biased, &S.a_te, &pb, &bA, &o1);
+    if (!rc) {
+        eval_feats f = {.dense = c->seq.raw, .d = c->hook.width};
+        bB = mem_alloc(((size_t)S.b_te.n + 1) * sizeof *bB);
+        if (!bB) rc = err_set(ERR_NOMEM, "out of memory");
+        else {
+            eval_scores(&pb, &f, S.b_te.rows, S.b_te.n, NULL, 0, bB);
+            o2 = eval_accuracy(bB, S.b_te.y, S.b_te.n);
+        }
+    }
+    if (!rc) rc = full_probe(c, &c->seq, &S.a_tr, &S.a_te, &pa, &tmp, &accA);
+    mem_free(tmp);
+    tmp = NULL;
+    if (!rc) rc = full_probe(c, &c->seq, &S.b_tr, &S.b_te, &pt, &tmp, &accB);
+    mem_free(tmp);
+    if (!rc) probe_dec(&pb, c->sae, Mb);
+    /* dir 1: ablate the tense latents (by the tense probe), read the genre-group test set */
+    if (!rc) {
+        probe_dec(&pt, c->sae, Mx);
+        rc = effect_ranks(&c->seq.sae, &S.b_tr, Mx, 0, 1, rank);
+    }
+    if (!rc) ablated_acc(bA, &c->seq.sae, &S.a_te, Mb, rank, a1);
+    /* dir 2: ablate the genre-group latents, read the tense test set */
+    if (!rc) {
+        probe_dec(&pa, c->sae, Mx);
+        rc = effect_ranks(&c->seq.sae, &S.a_tr, Mx, 0, 1, rank);
+    }
+    if (!rc) ablated_acc(bB, &c->seq.sae, &S.b_te, Mb, rank, a2);
+    res->scr_dir = o1 < o2 ? 1 : 2; /* SAEBench: the direction whose label the biased probe reads worse */
+    for (int t = 0; !rc && t < EVAL_NN; t++) {
+        double d1 = accA - o1, d2 = accB - o2;
+        double s1 = fabs(d1) < 0.001 ? 0 : (a1[t] - o1) / d1, s2 = fabs(d2) < 0.001 ? 0 : (a2[t] - o2) / d2;
+        res->scr[t] = res->scr_dir == 1 ? s1 : s2;
+        rc = store_eval_ablation(c->s, c->run_scr, "scr:ablate_tense", eval_n_values[t], accA, o1, a1[t], NAN, s1);
+        if (!rc) rc = store_eval_ablation(c->s, c->run_scr, "scr:ablate_genre", eval_n_values[t], accB, o2, a2[t], NAN, s2);
+        if (!rc) rc = metric_k(c, c->run_scr, "scr_metric_threshold_%d", eval_n_values[t], res->scr[t]);
+        if (!rc) rc = metric_k(c, c->run_scr, "scr_dir1_threshold_%d", eval_n_values[t], s1);
+        if (!rc) rc = metric_k(c, c->run_scr, "scr_dir2_threshold_%d", eval_n_values[t], s2);
+    }
+    if (!rc) rc = metric(c, c->run_scr, "scr_dir", res->scr_dir);
+    if (!rc) rc = metric(c, c->run_scr, "scr_label_phi", res->scr_phi);
+    if (!rc) rc = metric(c, c->run_scr, "scr_biased_train_rows", S.biased.n);
+    if (!rc) rc = metric(c, c->run_scr, "scr_balanced_test_rows", S.a_te.n);
+    eval_probe_free(&pb);
+    eval_probe_free(&pa);
+    eval_probe_free(&pt);
+    mem_free(bA);
+    mem_free(bB);
+    mem_free(Mb);
+    mem_free(Mx);
+    mem_free(rank);
+    lab_free(&S.biased);
+    lab_free(&S.a_tr);
+    lab_free(&S.b_tr);
+    lab_free(&S.a_te);
+    lab_free(&S.b_te);
+    return rc;
+}
+
 /* ---- the runner ------------------------------------------------------------------------------ */
 static int is_id(const char *s) { return s[0] && strspn(s, "0123456789") == strlen(s); }
 
@@ -631,7 +1039,7 @@ int eval_run(const eval_opts *o, eval_result *res)
     int bits;
     int rc = parse_suites(o->suites, &bits);
     if (rc) return rc;
-    ctx c = {.o = o, .run_sp = -1, .run_abs = -1};
+    ctx c = {.o = o, .bits = bits, .run_sp = -1, .run_abs = -1, .run_scr = -1, .run_tpp = -1};
     int *mark = NULL;
     int64_t *off = NULL;
     buf cfg = {0};
@@ -686,10 +1094,22 @@ int eval_run(const eval_opts *o, eval_result *res)
             goto out;
         res->t_absorb = now_seconds() - ts;
     }
+    if (bits & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) {
+        double ts = now_seconds();
+        if ((bits & EVAL_SUITE_SCR) &&
+            ((rc = store_eval_run_begin(c.s, c.sae_id, "scr", c.hook.name, cfg.p, c.nchosen, &c.run_scr)) ||
+             (rc = run_scr(&c, res))))
+            goto out;
+        if ((bits & EVAL_SUITE_TPP) &&
+            ((rc = store_eval_run_begin(c.s, c.sae_id, "tpp", c.hook.name, cfg.p, c.nchosen, &c.run_tpp)) ||
+             (rc = run_tpp(&c, res))))
+            goto out;
+        res->t_ablate = now_seconds() - ts;
+    }
     res->suites = bits;
     res->seconds = now_seconds() - t0;
-    for (int i = 0; i < 2; i++) {
-        int64_t run = i ? c.run_abs : c.run_sp;
+    for (int i = 0; i < 4; i++) {
+        int64_t run = i == 0 ? c.run_sp : i == 1 ? c.run_abs : i == 2 ? c.run_scr : c.run_tpp;
         if (run >= 0 && (rc = metric(&c, run, "seconds", res->seconds))) goto out;
     }
     rc = store_commit(c.s);
@@ -706,6 +1126,10 @@ out:
     mem_free(c.genres);
     mem_free(c.chosen);
     mem_free(c.seq_test);
+    mem_free(c.tense);
+    mem_free(c.ch_grp);
+    mem_free(c.ch_genre);
+    mem_free(c.ch_scr);
     sae_free(c.sae);
     sae_free(c.rnd);
     store_close(c.s);

@@ -30,12 +30,14 @@
 
 enum { EVAL_NK = 5 };        /* k in {1, 2, 5, 10, 20} */
 extern const int eval_k_values[EVAL_NK];
-enum { EVAL_SUITE_SPARSE_PROBING = 1, EVAL_SUITE_ABSORPTION = 2 };
+enum { EVAL_NN = 7 };        /* SCR/TPP ablation sizes N in {2, 5, 10, 20, 50, 100, 500} */
+extern const int eval_n_values[EVAL_NN];
+enum { EVAL_SUITE_SPARSE_PROBING = 1, EVAL_SUITE_ABSORPTION = 2, EVAL_SUITE_SCR = 4, EVAL_SUITE_TPP = 8 };
 
 typedef struct {
     const char *db;          /* store with the activations; written: eval_* tables (and the registry) */
     const char *sae;         /* SAE directory, or a sae_registry id of db */
-    const char *suites;      /* comma-separated: sparse_probing, absorption (or "all") */
+    const char *suites;      /* comma-separated: sparse_probing, absorption, scr, tpp (or "all") */
     uint64_t seed;           /* document split, sampling, random SAE */
     double test_frac;        /* fraction of each genre's documents held out for testing */
     int seqs_per_genre;      /* sequences sampled per genre (the positions come from these) */
@@ -61,7 +63,15 @@ typedef struct {
     /* absorption */
     int abs_parents, abs_included;  /* POS classes tried / with GT-probe F1 above the minimum */
     double abs_mean_frac, abs_full_rate, abs_mean_split;
-    double seconds, t_read, t_probe, t_absorb;
+    /* SCR: genre group (Brown's informative / imaginative prose) x tense (past / present) */
+    int scr_dir;                    /* the reported direction: 1 = tense ablated, 2 = genre group */
+    double scr_phi;                 /* correlation of the two labels over the sampled sequences */
+    int scr_cells[4];               /* stored sequences: informative-present, -past, imaginative-present, -past */
+    double scr[EVAL_NN];            /* scr_metric_threshold_N */
+    /* TPP: mean over POS and genre classes of the total metric */
+    int tpp_classes;
+    double tpp[EVAL_NN];
+    double seconds, t_read, t_probe, t_absorb, t_ablate;
 } eval_result;
 
 int eval_run(const eval_opts *o, eval_result *res);
@@ -128,6 +138,12 @@ int eval_balance(const int *cls, int n_all, int c, int n_classes, int max_pos, u
 enum { EVAL_NPOS = 10 };
 extern const char *const eval_pos_names[EVAL_NPOS];
 int eval_pos_class(const char *brown_tag);
+/* Tense of a finite verb's Brown tag: 1 past (vbd bed bedz hvd dod), 0 present (vbz bez bem ber
+ * hvz doz), -1 anything else (base forms, participles, modals, other words). */
+int eval_tense(const char *brown_tag);
+/* 1 when a Brown genre is imaginative prose (sections K-R: fiction, mystery, science_fiction,
+ * adventure, romance, humor), 0 for informative prose (A-J), -1 when not a Brown genre. */
+int eval_imaginative(const char *genre);
 
 /* ---- absorption (SAEBench's metric; docs/eval.md) ------------------------------------------ */
 typedef struct {

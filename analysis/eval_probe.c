@@ -13,6 +13,7 @@
 #include "common/rng.h"
 
 const int eval_k_values[EVAL_NK] = {1, 2, 5, 10, 20};
+const int eval_n_values[EVAL_NN] = {2, 5, 10, 20, 50, 100, 500};
 
 /* ---- sparse rows ------------------------------------------------------------------------------ */
 int eval_csr_push(eval_csr *c, const float *row, int width)
@@ -452,6 +453,41 @@ int eval_pos_class(const char *tag)
     if (starts(t, "pp") || starts(t, "pn") || starts(t, "wp")) return 7;
     if (!strcmp(t, "cc") || !strcmp(t, "cs")) return 8;
     if (starts(t, "cd") || !strcmp(t, "od")) return 9;
+    return -1;
+}
+
+static void base_tag(const char *tag, char *t, size_t cap)
+{
+    size_t n = 0;
+    for (; tag[n] && tag[n] != '-' && tag[n] != '+' && tag[n] != '*' && n + 1 < cap; n++)
+        t[n] = (char)(tag[n] >= 'A' && tag[n] <= 'Z' ? tag[n] + 32 : tag[n]);
+    t[n] = 0;
+}
+
+int eval_tense(const char *tag)
+{
+    static const char *const past[] = {"vbd", "bed", "bedz", "hvd", "dod"};
+    static const char *const pres[] = {"vbz", "bez", "bem", "ber", "hvz", "doz"};
+    char t[16];
+    if (!tag || !tag[0] || starts(tag, "fw-")) return -1;
+    base_tag(tag, t, sizeof t);
+    for (size_t i = 0; i < sizeof past / sizeof *past; i++)
+        if (!strcmp(t, past[i])) return 1;
+    for (size_t i = 0; i < sizeof pres / sizeof *pres; i++)
+        if (!strcmp(t, pres[i])) return 0;
+    return -1;
+}
+
+int eval_imaginative(const char *g)
+{
+    static const char *const imag[] = {"fiction", "mystery", "science_fiction", "adventure",
+                                       "romance", "humor"};
+    static const char *const info[] = {"news", "editorial", "reviews", "religion", "hobbies",
+                                       "lore", "belles_lettres", "government", "learned"};
+    for (size_t i = 0; i < sizeof imag / sizeof *imag; i++)
+        if (!strcmp(g, imag[i])) return 1;
+    for (size_t i = 0; i < sizeof info / sizeof *info; i++)
+        if (!strcmp(g, info[i])) return 0;
     return -1;
 }
 

@@ -6,16 +6,17 @@
 #include "cli/cli.h"
 #include "common/err.h"
 
-CLI_COMMAND(eval, "SAEBench-style evaluations: sparse probing and feature absorption on Brown",
+CLI_COMMAND(eval, "SAEBench-style evaluations on Brown: sparse probing, absorption, SCR, TPP",
             "saelite eval --db FILE --sae DIR|ID [--suite sparse_probing,absorption] [--seed N] "
             "[--test-frac F] [--seqs-per-genre N] [--train-per-class N] [--test-per-class N] [--C C]")
 
 static void print_result(const eval_result *r)
 {
     printf("eval: SAE id %lld%s at %s: %zu sequences (%d train / %d test documents) in %.1f s "
-           "(read %.1f s, probes %.1f s, absorption %.1f s)\n",
+           "(read %.1f s, probes %.1f s, absorption %.1f s, scr/tpp %.1f s)\n",
            (long long)r->sae_id, r->registered ? " (registered now)" : "", r->hook, r->n_seqs,
-           r->n_train_docs, r->n_test_docs, r->seconds, r->t_read, r->t_probe, r->t_absorb);
+           r->n_train_docs, r->n_test_docs, r->seconds, r->t_read, r->t_probe, r->t_absorb,
+           r->t_ablate);
     if (r->suites & EVAL_SUITE_SPARSE_PROBING) {
         printf("sparse probing: %d tasks (%d POS, %d genre), mean test accuracy\n", r->n_tasks,
                r->n_pos_tasks, r->n_genre_tasks);
@@ -33,6 +34,22 @@ static void print_result(const eval_result *r)
         printf("absorption: %d of %d POS parents with GT-probe F1 > 0.6: mean absorption fraction "
                "%.4f, full-absorption rate %.4f, split features %.2f\n", r->abs_included,
                r->abs_parents, r->abs_mean_frac, r->abs_full_rate, r->abs_mean_split);
+    if (r->suites & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) {
+        printf("  %-12s", "N ablated");
+        for (int i = 0; i < EVAL_NN; i++) printf(" %7d", eval_n_values[i]);
+    }
+    if (r->suites & EVAL_SUITE_SCR) {
+        printf("\n  %-12s", "scr");
+        for (int i = 0; i < EVAL_NN; i++) printf(" %7.4f", r->scr[i]);
+        printf("   (direction %d; prose kind x tense, phi %.3f over %d/%d/%d/%d sequences)", r->scr_dir,
+               r->scr_phi, r->scr_cells[0], r->scr_cells[1], r->scr_cells[2], r->scr_cells[3]);
+    }
+    if (r->suites & EVAL_SUITE_TPP) {
+        printf("\n  %-12s", "tpp");
+        for (int i = 0; i < EVAL_NN; i++) printf(" %7.4f", r->tpp[i]);
+        printf("   (%d classes)", r->tpp_classes);
+    }
+    if (r->suites & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) printf("\n");
 }
 
 int cmd_eval(int argc, char **argv)
@@ -44,7 +61,7 @@ int cmd_eval(int argc, char **argv)
         {"--db", ARG_STR, &o.db, "database with stored activations (written: eval tables, the "
          "SAE registry)", ARG_REQUIRED},
         {"--sae", ARG_STR, &o.sae, "SAE directory (SAELens layout) or sae_registry id", ARG_REQUIRED},
-        {"--suite", ARG_STR, &o.suites, "comma-separated suites: sparse_probing, absorption, all"},
+        {"--suite", ARG_STR, &o.suites, "comma-separated suites: sparse_probing, absorption, scr, tpp, all"},
         {"--seed", ARG_I64, &seed, "document split, sampling and the random SAE", ARG_MIN(0)},
         {"--test-frac", ARG_FLOAT, &o.test_frac, "fraction of each genre's documents held out",
          ARG_ABOVE(0), ARG_BELOW(1)},

@@ -7,7 +7,7 @@
 CREATE TABLE IF NOT EXISTS eval_runs (
     id         INTEGER PRIMARY KEY,
     sae_id     INTEGER NOT NULL REFERENCES sae_registry(id),
-    suite      TEXT NOT NULL,          -- 'sparse_probing' or 'absorption'
+    suite      TEXT NOT NULL,          -- 'sparse_probing', 'absorption', 'scr' or 'tpp'
     hook_name  TEXT NOT NULL,
     config     TEXT NOT NULL,          -- the run's parameters as JSON (seed, sizes, C, thresholds)
     n_seqs     INTEGER NOT NULL,       -- sequences read
@@ -47,6 +47,25 @@ CREATE TABLE IF NOT EXISTS eval_absorption (
     mean_frac      REAL,               -- absorption fraction summed over those / n_probe_tp
     full_rate      REAL,               -- full absorptions / n_probe_tp
     PRIMARY KEY (run_id, parent)
+);
+
+-- SCR and TPP: one row per (task, N ablated latents). SCR tasks 'scr:ablate_tense' (dir 1: the
+-- tense latents ablated, the biased probe read on the genre-group test set) and
+-- 'scr:ablate_genre' (dir 2); clean_acc = the probe trained on the evaluated label alone,
+-- orig_acc / ablated_acc = the biased probe before / after, score = (ablated - orig) /
+-- (clean - orig). TPP tasks 'tpp:pos:noun', 'tpp:genre:news', ...: clean_acc / ablated_acc = the
+-- class's own probe before / after ablating its latents, other_diff = the mean accuracy drop of
+-- the other classes' probes, score = (clean - ablated) - other_diff.
+CREATE TABLE IF NOT EXISTS eval_ablation (
+    run_id      INTEGER NOT NULL REFERENCES eval_runs(id),
+    task        TEXT NOT NULL,
+    n           INTEGER NOT NULL,      -- latents ablated (fewer when fewer have a non-zero effect)
+    clean_acc   REAL,
+    orig_acc    REAL,                  -- SCR only
+    ablated_acc REAL,
+    other_diff  REAL,                  -- TPP only
+    score       REAL,
+    PRIMARY KEY (run_id, task, n)
 );
 
 -- Headline numbers per run (the names: docs/eval.md).

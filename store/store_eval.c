@@ -98,6 +98,7 @@ int store_eval_run_begin(store *s, int64_t sae_id, const char *suite, const char
     static const char *const del[] = {
         "DELETE FROM eval_probe WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
         "DELETE FROM eval_absorption WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
+        "DELETE FROM eval_ablation WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
         "DELETE FROM eval_metrics WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
         "DELETE FROM eval_runs WHERE sae_id = ?1 AND suite = ?2"};
     sqlite3_stmt *st;
@@ -166,6 +167,24 @@ int store_eval_absorption(store *s, int64_t run_id, const char *parent, double g
     bind_real(st, 10, mean_frac);
     bind_real(st, 11, full_rate);
     return step_done(s, st, "writing an absorption result");
+}
+
+int store_eval_ablation(store *s, int64_t run_id, const char *task, int n, double clean_acc,
+                        double orig_acc, double ablated_acc, double other_diff, double score)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "INSERT INTO eval_ablation (run_id, task, n, clean_acc, orig_acc, "
+                              "ablated_acc, other_diff, score) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, task, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, n);
+    bind_real(st, 4, clean_acc);
+    bind_real(st, 5, orig_acc);
+    bind_real(st, 6, ablated_acc);
+    bind_real(st, 7, other_diff);
+    bind_real(st, 8, score);
+    return step_done(s, st, "writing an ablation result");
 }
 
 int store_eval_metric(store *s, int64_t run_id, const char *metric, double value)

@@ -5,7 +5,8 @@
  * sae_registry.id); store_eval_seqs lists the sequences with their document and genre;
  * store_eval_sae_find resolves a directory to its registry id. Writing, inside one
  * store_begin/store_commit transaction: store_eval_run_begin (removes an earlier run of the same
- * SAE and suite with its rows) -> store_eval_probe / store_eval_absorption / store_eval_metric;
+ * SAE and suite with its rows) -> store_eval_probe / store_eval_absorption / store_eval_ablation /
+ * store_eval_metric;
  * roll back on any error.
  * Ownership: strings are copied by SQLite; store_eval_seqs' array is mem_alloc'd (caller frees).
  * Errors: err.h codes (ERR_SQL, ERR_IO, ERR_NOMEM, ERR_NOTFOUND) naming the database.
@@ -42,6 +43,9 @@ int store_eval_probe(store *s, int64_t run_id, const char *task, const char *kin
 int store_eval_absorption(store *s, int64_t run_id, const char *parent, double gt_f1,
                           int included, const char *split_features, int n_split, double split_f1,
                           int n_probe_tp, int n_false_neg, double mean_frac, double full_rate);
+/* NAN values store NULL. */
+int store_eval_ablation(store *s, int64_t run_id, const char *task, int n, double clean_acc,
+                        double orig_acc, double ablated_acc, double other_diff, double score);
 int store_eval_metric(store *s, int64_t run_id, const char *metric, double value);
 
 #endif

@@ -167,6 +167,10 @@ static void test_pos_classes(void)
     CHECK(eval_pos_class("at") == 5 && eval_pos_class("in") == 6 && eval_pos_class("pps") == 7, "closed classes");
     CHECK(eval_pos_class("ppss+md") == 7, "a contraction counts as its first tag");
     CHECK(eval_pos_class(",") < 0 && eval_pos_class("fw-nn") < 0 && eval_pos_class("") < 0, "no class");
+    CHECK(eval_tense("vbd") == 1 && eval_tense("bedz") == 1 && eval_tense("hvd") == 1, "past");
+    CHECK(eval_tense("vbz") == 0 && eval_tense("bez*") == 0 && eval_tense("ber") == 0, "present");
+    CHECK(eval_tense("vb") < 0 && eval_tense("vbn") < 0 && eval_tense("md") < 0 && eval_tense("nn") < 0, "no tense");
+    CHECK(eval_imaginative("romance") == 1 && eval_imaginative("learned") == 0 && eval_imaginative("x") < 0, "prose kinds");
 }
 
 /* The dual basis of the true directions (rows of dirs [F, d], F <= d): e_j . d_k = [j == k], so

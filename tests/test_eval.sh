@@ -2,8 +2,8 @@
 # test_eval.sh - `saelite eval` end to end on a small tagged Brown-format database of two genres:
 # both suites run, the eval_summary view carries the contract's metrics keyed by the SAE's
 # registry id, a rerun replaces its rows with the same numbers, --sae takes a registry id, an
-# unregistered directory is registered, scr/tpp are refused with the reason, nothing is written
-# on failure. A few seconds.
+# unregistered directory is registered, SCR and TPP write their rows (news is mostly present tense
+# here, adventure mostly past: SCR's correlated pair), nothing is written on failure. A few seconds.
 # Usage: tests/test_eval.sh   (SAELITE_BIN=path overrides ./saelite)
 set -u
 ROOT=$(pwd)
@@ -20,8 +20,8 @@ for d in 1 2 3 4 5 6 7 8; do
     echo "$id $g" >> "$W/brown/cats.txt"
     awk -v seed=$d -v g=$g 'BEGIN {
         split("cat dog bird horse farmer teacher river garden house window", N, " ")
-        if (g == "news") split("sat ran slept walked looked waited", V, " ")
-        else split("fought rode climbed shouted jumped fled", V, " ")
+        if (g == "news") { split("sat ran slept walked looked waited", V, " "); split("sits runs sleeps walks looks waits", Z, " ") }
+        else { split("fought rode climbed shouted jumped fled", V, " "); split("fights rides climbs shouts jumps flees", Z, " ") }
         split("big small old green quiet happy", A, " "); split("on near under behind", P, " ")
         split("he she they it", R, " "); split("slowly quickly often", B, " ")
         s = seed * 7
@@ -33,7 +33,9 @@ for d in 1 2 3 4 5 6 7 8; do
             s = (s * 1103515245 + 12345) % 2147483648; r = 1 + int(s / 65536) % 4
             s = (s * 1103515245 + 12345) % 2147483648; b = 1 + int(s / 65536) % 3
             if (i % 6 == 0) printf "\n\n\t"
-            printf "The/at %s/jj %s/nn %s/vbd %s/in the/at %s/nn and/cc %s/pps %s/rb %s/vbd ./. ", A[a], N[n1], V[v], P[p], N[n1], R[r], B[b], V[v]
+            para = int(i / 6); past = (g == "news") ? (para % 4 == 0) : (para % 4 != 0)
+            if (past) printf "The/at %s/jj %s/nn %s/vbd %s/in the/at %s/nn and/cc %s/pps %s/rb %s/vbd ./. ", A[a], N[n1], V[v], P[p], N[n1], R[r], B[b], V[v]
+            else printf "The/at %s/jj %s/nn %s/vbz %s/in the/at %s/nn and/cc %s/pps %s/rb %s/vbz ./. ", A[a], N[n1], Z[v], P[p], N[n1], R[r], B[b], Z[v]
         }
         printf "\n" }' > "$W/brown/$id"
 done
@@ -69,10 +71,17 @@ snap > "$W/s1"
 "$BIN" eval --db "$DB" --sae "$SID" $E > "$W/e2.out" 2>&1; ok test $? -eq 0
 snap > "$W/s2"
 ok cmp -s "$W/s1" "$W/s2"
-ok test "$(q "SELECT count(*) FROM eval_runs")" = 2
+ok test "$(q "SELECT count(*) FROM eval_runs")" = 4
+for m in scr_metric_threshold_2 scr_metric_threshold_500 tpp_threshold_2_total_metric tpp_threshold_500_total_metric; do
+    ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric = '$m' AND typeof(value) = 'real'")" = 1
+done
+ok test "$(q "SELECT count(DISTINCT task) FROM eval_ablation WHERE task LIKE 'scr:%'")" = 2
+ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task LIKE 'tpp:genre:%' AND n = 500")" = 2
+# the sequence labels are correlated (news present, adventure past)
+ok test "$(q "SELECT value > 0.3 FROM eval_summary WHERE metric = 'scr_label_phi'")" = 1
 # another seed: another document split, other numbers
 "$BIN" eval --db "$DB" --sae "$SID" $E --seed 7 --suite sparse_probing > /dev/null 2>&1; ok test $? -eq 0
-ok test "$(q "SELECT count(*) FROM eval_runs")" = 2
+ok test "$(q "SELECT count(*) FROM eval_runs")" = 4
 snap > "$W/s3"
 ok test -n "$(cmp "$W/s1" "$W/s3" 2>&1)"
 # an SAE directory the database does not know is registered
@@ -80,11 +89,11 @@ cp -r "$W/sae" "$W/sae2"
 "$BIN" eval --db "$DB" --sae "$W/sae2" $E --suite absorption > "$W/e4.out" 2>&1; ok test $? -eq 0
 ok grep -q "(registered now)" "$W/e4.out"
 ok test "$(q "SELECT count(*) FROM eval_summary s JOIN sae_registry r ON r.id = s.sae_id WHERE r.dir = '$W/sae2' AND metric = 'absorption_full_rate'")" = 1
-# refusals: scr/tpp say why, an unknown id fails, nothing is written
+# refusals: an unknown suite, an unknown id; nothing is written
 N0=$(q "SELECT count(*) FROM eval_runs")
-"$BIN" eval --db "$DB" --sae "$SID" --suite scr > "$W/e5.out" 2>&1; rc=$?
+"$BIN" eval --db "$DB" --sae "$SID" --suite scr,ravel > "$W/e5.out" 2>&1; rc=$?
 ok test $rc -eq 1
-ok grep -q "no honest pair" "$W/e5.out"
+ok grep -q "unknown suite 'ravel'" "$W/e5.out"
 "$BIN" eval --db "$DB" --sae 999 > "$W/e6.out" 2>&1; ok test $? -eq 1
 ok grep -q "no SAE with id 999" "$W/e6.out"
 "$BIN" eval --db "$DB" > /dev/null 2>&1; ok test $? -eq 2
