@@ -578,24 +578,24 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
     }
     /* 2. k-sparse probing: latents ranked by the L1 probe, the F1-jump rule for split features */
     if (!rc) rc = rank_latents(&trc, tr_rows, tr_y, n_tr, p, cols);
-    double prev = -1;
+    /* split features: the top-k set at the last k whose F1 beat the best F1 of every smaller k
+       by more than f1_jump (k = 1 always counts) */
+    double best = -1;
     for (int k = 1; !rc && k <= p->max_k; k++) {
         eval_probe q;
         rc = eval_logreg(&trc, tr_rows, tr_y, n_tr, cols, k, p->C, 0, &q);
         if (rc) break;
         eval_scores(&q, &tec, te_rows, n_te, cols, k, s_k);
         double f1 = eval_f1(s_k, te_y, n_te);
-        if (f1 > prev + p->f1_jump) {
-            prev = f1;
+        if (f1 > best + p->f1_jump) {
             out->n_split = k;
             memcpy(best_cols, cols, (size_t)k * sizeof *cols);
             eval_probe_free(&kp);
             kp = q;
             out->split_f1 = f1;
-        } else {
+        } else
             eval_probe_free(&q);
-            break;
-        }
+        if (f1 > best) best = f1;
     }
     if (!rc) {
         memcpy(out->split, best_cols, (size_t)out->n_split * sizeof *best_cols);
