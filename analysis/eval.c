@@ -175,11 +175,7 @@ static int scr_sample(ctx *c, const int *grp, int *perm, unsigned char *flag)
         int n = 0;
         for (size_t i = 0; i < c->nseq; i++)
             if (cell[i] == q) perm[n++] = (int)i;
-        for (int i = n - 1; i > 0; i--) {
-            int j = (int)rng_below(&r, (uint64_t)i + 1), t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-        }
+        eval_shuffle(perm, n, &r);
         for (int i = 0; i < n && i < c->o->seqs_per_genre; i++) flag[perm[i]] |= 2;
     }
     mem_free(cell);
@@ -239,11 +235,7 @@ static int plan_sequences(ctx *c, eval_result *res)
         int n = 0;
         for (size_t i = 0; i < c->nseq; i++)
             if (grp[i] == g) perm[n++] = (int)i;
-        for (int i = n - 1; i > 0; i--) {
-            int j = (int)rng_below(&r, (uint64_t)i + 1), t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-        }
+        eval_shuffle(perm, n, &r);
         for (int i = 0; i < n && i < o->seqs_per_genre; i++) c->chosen[c->nchosen++] = perm[i];
     }
     unsigned char *flag = mem_calloc(c->nseq, 1); /* bit 1: per-genre sample, bit 2: SCR */
@@ -848,11 +840,7 @@ static int scr_build(ctx *c, scr_sets *S, int cells[2][2][2])
         return err_set(ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < n; i++) perm[i] = i;
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)rng_below(&r, (uint64_t)i + 1), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
+    eval_shuffle(perm, n, &r);
     for (int split = 0; split < 2; split++) {
         int m = INT32_MAX, taken[4] = {0};
         for (int q = 0; q < 4; q++) m = cells[split][q / 2][q % 2] < m ? cells[split][q / 2][q % 2] : m;

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/rng.h"
 #include "sae/sae.h"
 #include "sae/synth.h"
 
@@ -133,6 +134,9 @@ int eval_split_docs(const int64_t *doc, const int *group, size_t n, double test_
  * and y[cap] out (cap >= 2 * min(max_pos, count of c)); *n out. */
 int eval_balance(const int *cls, int n_all, int c, int n_classes, int max_pos, uint64_t seed,
                  int *rows, unsigned char *y, int *n);
+
+/* Fisher-Yates shuffle of a[n] with r (the order every seeded sample here uses). */
+void eval_shuffle(int *a, int n, rng_state *r);
 
 /* Coarse POS class of a Brown tag (noun, verb, ...), or -1 (punctuation, foreign, unknown). */
 enum { EVAL_NPOS = 10 };

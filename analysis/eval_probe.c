@@ -256,6 +256,20 @@ double eval_f1(const double *score, const unsigned char *y, int n)
     return tp ? 2.0 * tp / (2.0 * tp + fp + fn) : 0;
 }
 
+/* Keeps the k largest values seen so far in best[0..*have) descending, their ids in cols. */
+static void topk_insert(double *best, int *cols, int *have, int k, double v, int id)
+{
+    if (*have == k && !(v > best[k - 1])) return;
+    int at = *have < k ? (*have)++ : k - 1;
+    while (at > 0 && v > best[at - 1]) {
+        best[at] = best[at - 1];
+        cols[at] = cols[at - 1];
+        at--;
+    }
+    best[at] = v;
+    cols[at] = id;
+}
+
 /* ---- selection -------------------------------------------------------------------------------- */
 int eval_top_mean_diff(const eval_feats *f, const int *rows, const unsigned char *y, int n,
                        int k, int *cols)
@@ -288,16 +302,7 @@ int eval_top_mean_diff(const eval_feats *f, const int *rows, const unsigned char
     }
     int have = 0;
     for (int j = 0; j < W; j++) {
-        double v = fabs((np ? sp[j] / np : 0) - (nn ? sn[j] / nn : 0));
-        if (have == k && !(v > best[k - 1])) continue;
-        int at = have < k ? have++ : k - 1;
-        while (at > 0 && v > best[at - 1]) {
-            best[at] = best[at - 1];
-            cols[at] = cols[at - 1];
-            at--;
-        }
-        best[at] = v;
-        cols[at] = j;
+        topk_insert(best, cols, &have, k, fabs((np ? sp[j] / np : 0) - (nn ? sn[j] / nn : 0)), j);
     }
     mem_free(best);
     mem_free(sp);
@@ -306,7 +311,7 @@ int eval_top_mean_diff(const eval_feats *f, const int *rows, const unsigned char
 }
 
 /* ---- split and sampling ------------------------------------------------------------------------ */
-static void shuffle_int(int *a, int n, rng_state *r)
+void eval_shuffle(int *a, int n, rng_state *r)
 {
     for (int i = n - 1; i > 0; i--) {
         int j = (int)rng_below(r, (uint64_t)i + 1);
@@ -349,7 +354,7 @@ int eval_split_docs(const int64_t *doc, const int *group, size_t n, double test_
         while (b < n && d[b].group == d[a].group) b++;
         int ng = (int)(b - a);
         for (int i = 0; i < ng; i++) perm[i] = i;
-        shuffle_int(perm, ng, &r);
+        eval_shuffle(perm, ng, &r);
         int nt = ng < 2 ? 0 : (int)lround(test_frac * ng);
         if (ng >= 2 && nt < 1) nt = 1;
         if (nt >= ng) nt = ng - 1;
@@ -390,7 +395,7 @@ int eval_balance(const int *cls, int n_all, int c, int n_classes, int max_pos, u
         if (cls[i] >= 0 && cls[i] < n_classes) idx[fill[cls[i]]++] = i;
     rng_state r;
     rng_seed(&r, seed);
-    for (int k = 0; k < n_classes; k++) shuffle_int(idx + start[k], cnt[k], &r);
+    for (int k = 0; k < n_classes; k++) eval_shuffle(idx + start[k], cnt[k], &r);
     int npos = cnt[c] < max_pos ? cnt[c] : max_pos;
     int per = (npos + n_classes - 2) / (n_classes - 1);
     int m = 0;
@@ -512,16 +517,7 @@ static int rank_latents(const eval_feats *tr, const int *rows, const unsigned ch
         return err_set(ERR_NOMEM, "out of memory");
     }
     for (int j = 0; j < l1.d; j++) {
-        double v = l1.w[j];
-        if (!(v > 0) || (have == p->max_k && !(v > bw[have - 1]))) continue;
-        int at = have < p->max_k ? have++ : p->max_k - 1;
-        while (at > 0 && v > bw[at - 1]) {
-            bw[at] = bw[at - 1];
-            cols[at] = cols[at - 1];
-            at--;
-        }
-        bw[at] = v;
-        cols[at] = j;
+        if (l1.w[j] > 0) topk_insert(bw, cols, &have, p->max_k, l1.w[j], j);
     }
     mem_free(bw);
     eval_probe_free(&l1);
