@@ -365,7 +365,8 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
         const store_eval_seq *sq = &c->seqs[c->chosen[i]];
         int T = 0;
         if ((rc = store_act_read(c->s, c->hook.id, sq->seq_id, x, &T))) break;
-        if ((rc = sae_encode(c->sae, x, T, f)) || (rc = sae_encode(c->rnd, x, T, g))) break;
+        if ((rc = sae_encode(c->sae, x, T, f)) || (c->rnd && (rc = sae_encode(c->rnd, x, T, g)))) break;
+        if (!c->rnd) memset(g, 0, (size_t)T * D * sizeof *g); /* --no-random: empty rows */
         int t0 = sq->bos && T > 1 ? 1 : 0; /* BOS masked, as SAEBench pools */
         float *pr_raw = c->seq.raw + (size_t)i * d;
         memset(pr_raw, 0, (size_t)d * sizeof *pr_raw);
@@ -465,6 +466,7 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
     int rc = OK, cols[20];
     const char *kn = kind ? "genre" : "pos";
     for (int di = 0; !rc && di < 3; di++) {
+        if (di == 1 && !c->rnd) continue;
         int W = di < 2 ? c->sae->cfg.d_sae : d, kmax = W < 20 ? W : 20;
         if ((rc = eval_top_mean_diff(&feats[di], tr->rows, tr->y, tr->n, kmax, cols))) break;
         for (int ki = 0; !rc && ki < EVAL_NK; ki++) {
@@ -561,10 +563,10 @@ static int run_sparse_probing(ctx *c, eval_result *res)
     for (int ki = 0; !rc && ki < EVAL_NK; ki++) {
         int k = eval_k_values[ki];
         res->sae_acc[ki] = acc.sum[0][ki] / acc.n;
-        res->rnd_acc[ki] = acc.sum[1][ki] / acc.n;
+        res->rnd_acc[ki] = c->rnd ? acc.sum[1][ki] / acc.n : NAN;
         res->neuron_acc[ki] = acc.sum[2][ki] / acc.n;
         rc = metric_k(c, c->run_sp, "sparse_probing_top%d_acc", k, res->sae_acc[ki]);
-        if (!rc) rc = metric_k(c, c->run_sp, "sparse_probing_random_top%d_acc", k, res->rnd_acc[ki]);
+        if (!rc && c->rnd) rc = metric_k(c, c->run_sp, "sparse_probing_random_top%d_acc", k, res->rnd_acc[ki]);
         if (!rc) rc = metric_k(c, c->run_sp, "sparse_probing_neurons_top%d_acc", k, res->neuron_acc[ki]);
         for (int kind = 0; !rc && kind < 2; kind++)
             if (acc.n_kind[kind])
@@ -1007,11 +1009,11 @@ static int config_json(const ctx *c, buf *b)
     const eval_opts *o = c->o;
     eval_abs_params p;
     eval_abs_defaults(&p);
-    return buf_printf(b, "{\"seed\":%llu,\"test_frac\":%g,\"seqs_per_genre\":%d,\"train_per_class\":%d,"
+    return buf_printf(b, "{\"random_sae\":%s,\"seed\":%llu,\"test_frac\":%g,\"seqs_per_genre\":%d,\"train_per_class\":%d,"
                       "\"test_per_class\":%d,\"C\":%g,\"k\":[1,2,5,10,20],\"solver\":\"liblinear "
                       "L2R_LR, bias as a regularised feature\",\"absorption\":{\"min_gt_f1\":%g,"
                       "\"max_k\":%d,\"f1_jump\":%g,\"l1_decay\":%g}}",
-                      (unsigned long long)o->seed, o->test_frac, o->seqs_per_genre,
+                      o->no_random ? "false" : "true", (unsigned long long)o->seed, o->test_frac, o->seqs_per_genre,
                       o->train_per_class, o->test_per_class, o->C, p.min_gt_f1, p.max_k, p.f1_jump,
                       p.l1_decay);
 }
@@ -1049,7 +1051,7 @@ int eval_run(const eval_opts *o, eval_result *res)
                      c.sae_dir, c.sae->cfg.d_in, o->db, c.hook.width, c.hook.name);
         goto out;
     }
-    if ((rc = random_sae(c.sae, o->seed, &c.rnd))) goto out;
+    if (!o->no_random && (rc = random_sae(c.sae, o->seed, &c.rnd))) goto out;
     if ((rc = plan_sequences(&c, res))) goto out;
     if ((rc = plan_tokens(&c, &mark, &off))) goto out;
     double t1 = now_seconds();

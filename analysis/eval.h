@@ -45,6 +45,7 @@ typedef struct {
     int train_per_class;     /* POS tokens per class in the train pool (and genre sequences cap) */
     int test_per_class;      /* ... in the test pool */
     double C;                /* L2 probe regularisation (LIBLINEAR C) */
+    int no_random;           /* skip the random-weight SAE baseline (it doubles the encoding) */
     volatile int *stop;      /* polled per sequence and per task; may be NULL */
 } eval_opts;
 
@@ -59,7 +60,7 @@ typedef struct {
     int n_train_docs, n_test_docs;
     /* sparse probing: mean test accuracy over tasks (POS and genre together) per k */
     int n_tasks, n_pos_tasks, n_genre_tasks;
-    double sae_acc[EVAL_NK], rnd_acc[EVAL_NK], neuron_acc[EVAL_NK];
+    double sae_acc[EVAL_NK], rnd_acc[EVAL_NK], neuron_acc[EVAL_NK]; /* rnd_acc NaN with no_random */
     double full_acc;                /* probe on the full hook activations */
     /* absorption */
     int abs_parents, abs_included;  /* POS classes tried / with GT-probe F1 above the minimum */

@@ -79,6 +79,12 @@ ok test "$(q "SELECT count(DISTINCT task) FROM eval_ablation WHERE task LIKE 'sc
 ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task LIKE 'tpp:genre:%' AND n = 500")" = 2
 # the sequence labels are correlated (news present, adventure past)
 ok test "$(q "SELECT value > 0.3 FROM eval_summary WHERE metric = 'scr_label_phi'")" = 1
+# --no-random: the same SAE numbers, no random-SAE rows
+"$BIN" eval --db "$DB" --sae "$SID" $E --suite sparse_probing --no-random > /dev/null 2>&1; ok test $? -eq 0
+ok test "$(q "SELECT count(*) FROM eval_probe WHERE dict = 'random_sae'")" = 0
+ok test "$(q "SELECT count(*) FROM eval_summary WHERE metric LIKE 'sparse_probing_random%'")" = 0
+snap > "$W/s1b"
+ok test "$(grep -v random_sae "$W/s1" | grep -v sparse_probing_random)" = "$(cat "$W/s1b")"
 # another seed: another document split, other numbers
 "$BIN" eval --db "$DB" --sae "$SID" $E --seed 7 --suite sparse_probing > /dev/null 2>&1; ok test $? -eq 0
 ok test "$(q "SELECT count(*) FROM eval_runs")" = 4
