@@ -29,9 +29,12 @@ void eval_defaults(eval_opts *o)
 
 static int stopped(const eval_opts *o) { return o->stop && *o->stop; }
 
-static int parse_suites(const char *s, int *bits)
+/* *all = 1 when "all" named the suites: then a suite whose data the database lacks is skipped
+ * (eval_result.skipped) instead of failing the run. */
+static int parse_suites(const char *s, int *bits, int *all)
 {
     *bits = 0;
+    *all = 0;
     char w[64];
     while (s && *s) {
         size_t n = strcspn(s, ",");
@@ -40,8 +43,10 @@ static int parse_suites(const char *s, int *bits)
         else if (!strcmp(w, "absorption")) *bits |= EVAL_SUITE_ABSORPTION;
         else if (!strcmp(w, "scr")) *bits |= EVAL_SUITE_SCR;
         else if (!strcmp(w, "tpp")) *bits |= EVAL_SUITE_TPP;
-        else if (!strcmp(w, "all"))
+        else if (!strcmp(w, "all")) {
             *bits |= EVAL_SUITE_SPARSE_PROBING | EVAL_SUITE_ABSORPTION | EVAL_SUITE_SCR | EVAL_SUITE_TPP;
+            *all = 1;
+        }
         else if (n)
             return err_set(ERR_ARG, "unknown suite '%s' (sparse_probing, absorption, scr, tpp, all)", w);
         s += n;
@@ -1026,8 +1031,8 @@ int eval_run(const eval_opts *o, eval_result *res)
     if (!(o->test_frac > 0 && o->test_frac < 1) || o->seqs_per_genre < 1 || o->train_per_class < 2 ||
         o->test_per_class < 1 || !(o->C > 0))
         return err_set(ERR_ARG, "eval: test_frac in (0, 1), counts >= 1, C > 0");
-    int bits;
-    int rc = parse_suites(o->suites, &bits);
+    int bits, all;
+    int rc = parse_suites(o->suites, &bits, &all);
     if (rc) return rc;
     ctx c = {.o = o, .bits = bits, .run_sp = -1, .run_abs = -1, .run_scr = -1, .run_tpp = -1};
     int *mark = NULL;
@@ -1058,6 +1063,22 @@ int eval_run(const eval_opts *o, eval_result *res)
     if ((rc = read_pass(&c, mark, off))) goto out;
     res->n_seqs = (size_t)c.nchosen;
     res->t_read = now_seconds() - t1;
+    if (all) { /* skip what the database cannot feed */
+        int have[2][2][2] = {{{0}}}, cells = 0;
+        for (int i = 0; i < c.nchosen; i++) {
+            int a = eval_imaginative(c.genres[c.ch_grp[i]]), b = c.tense[i];
+            if (c.ch_scr[i] && a >= 0 && b >= 0) have[c.seq.test[i]][a][b]++;
+        }
+        for (int q = 0; q < 8; q++) cells += have[q / 4][q / 2 % 2][q % 2] >= 2;
+        int skip = (c.tok.n == 0 ? EVAL_SUITE_ABSORPTION : 0) | (cells < 8 ? EVAL_SUITE_SCR : 0);
+        if (c.tok.n == 0 && c.ngenres < 2) skip |= EVAL_SUITE_SPARSE_PROBING | EVAL_SUITE_TPP;
+        res->skipped = bits & skip;
+        bits &= ~skip;
+        if (!bits) {
+            rc = err_set(ERR_NOTFOUND, "%s: neither POS tags nor two genres: no suite can run", o->db);
+            goto out;
+        }
+    }
     if ((bits & EVAL_SUITE_ABSORPTION) && c.tok.n == 0) {
         rc = err_set(ERR_NOTFOUND, "%s: no POS-tagged tokens for the absorption suite", o->db);
         goto out;

@@ -38,7 +38,8 @@ enum { EVAL_SUITE_SPARSE_PROBING = 1, EVAL_SUITE_ABSORPTION = 2, EVAL_SUITE_SCR 
 typedef struct {
     const char *db;          /* store with the activations; written: eval_* tables (and the registry) */
     const char *sae;         /* SAE directory, or a sae_registry id of db */
-    const char *suites;      /* comma-separated: sparse_probing, absorption, scr, tpp (or "all") */
+    const char *suites;      /* comma-separated: sparse_probing, absorption, scr, tpp, or "all"
+                                (which skips the suites the database has no data for) */
     uint64_t seed;           /* document split, sampling, random SAE */
     double test_frac;        /* fraction of each genre's documents held out for testing */
     int seqs_per_genre;      /* sequences sampled per genre (the positions come from these) */
@@ -56,6 +57,8 @@ typedef struct {
     int registered;                 /* 1 when this run added the SAE to the registry */
     char hook[128];
     int suites;                     /* EVAL_SUITE_* bits that ran */
+    int skipped;                    /* with "all": suites the database has no data for (no POS
+                                       tags: absorption; no tense or prose-kind cells: scr) */
     size_t n_seqs;                  /* sequences read */
     int n_train_docs, n_test_docs;
     /* sparse probing: mean test accuracy over tasks (POS and genre together) per k */

@@ -18,6 +18,12 @@ static void print_result(const eval_result *r)
            (long long)r->sae_id, r->registered ? " (registered now)" : "", r->hook, r->n_seqs,
            r->n_train_docs, r->n_test_docs, r->seconds, r->t_read, r->t_probe, r->t_absorb,
            r->t_ablate);
+    if (r->skipped)
+        printf("skipped (the database has no data for them): %s%s%s%s\n",
+               r->skipped & EVAL_SUITE_SPARSE_PROBING ? "sparse_probing " : "",
+               r->skipped & EVAL_SUITE_ABSORPTION ? "absorption (no POS tags) " : "",
+               r->skipped & EVAL_SUITE_SCR ? "scr (no sequences of every prose kind x tense cell) " : "",
+               r->skipped & EVAL_SUITE_TPP ? "tpp" : "");
     if (r->suites & EVAL_SUITE_SPARSE_PROBING) {
         printf("sparse probing: %d tasks (%d POS, %d genre), mean test accuracy\n", r->n_tasks,
                r->n_pos_tasks, r->n_genre_tasks);

@@ -95,6 +95,14 @@ cp -r "$W/sae" "$W/sae2"
 "$BIN" eval --db "$DB" --sae "$W/sae2" $E --suite absorption > "$W/e4.out" 2>&1; ok test $? -eq 0
 ok grep -q "(registered now)" "$W/e4.out"
 ok test "$(q "SELECT count(*) FROM eval_summary s JOIN sae_registry r ON r.id = s.sae_id WHERE r.dir = '$W/sae2' AND metric = 'absorption_full_rate'")" = 1
+# a database without tags: "all" runs what it can (the genre tasks), names what it skipped;
+# asking for absorption there is an error
+setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --hook $H --db "$W/plain.db"
+"$BIN" eval --db "$W/plain.db" --sae "$W/sae" $E > "$W/p1.out" 2>&1; ok test $? -eq 0
+ok grep -q "^skipped .*absorption (no POS tags) scr" "$W/p1.out"
+ok grep -q "^sparse probing: 2 tasks (0 POS, 2 genre)" "$W/p1.out"
+"$BIN" eval --db "$W/plain.db" --sae "$W/sae" $E --suite absorption > "$W/p2.out" 2>&1; ok test $? -eq 1
+ok grep -q "no POS-tagged tokens" "$W/p2.out"
 # refusals: an unknown suite, an unknown id; nothing is written
 N0=$(q "SELECT count(*) FROM eval_runs")
 "$BIN" eval --db "$DB" --sae "$SID" --suite scr,ravel > "$W/e5.out" 2>&1; rc=$?
