@@ -456,7 +456,7 @@ static int json_ints(buf *b, const int *v, int n)
 }
 
 typedef struct {
-    double sum[3][EVAL_NK], sum_kind[2][3][EVAL_NK], full, full_kind[2];
+    double sum[3][EVAL_NK], sum_kind[2][3][EVAL_NK], full[2];
     int n, n_kind[2];
 } sp_acc;
 
@@ -490,19 +490,21 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
                                       tra, tea, b->p);
         }
     }
-    if (!rc) { /* the full hook activations */
+    /* every hook unit ('full', SAEBench's llm_test_accuracy) and every latent ('sae_full',
+       SAEBench's sae_test_accuracy) */
+    for (int fi = 0; !rc && fi < 2; fi++) {
+        eval_feats *f = fi ? &feats[0] : &feats[2];
         eval_probe p;
-        rc = eval_logreg(&feats[2], tr->rows, tr->y, tr->n, NULL, 0, c->o->C, 0, &p);
-        if (!rc) {
-            eval_scores(&p, &feats[2], tr->rows, tr->n, NULL, 0, sc);
-            double tra = eval_accuracy(sc, tr->y, tr->n);
-            eval_scores(&p, &feats[2], te->rows, te->n, NULL, 0, sc);
-            double tea = eval_accuracy(sc, te->y, te->n);
-            eval_probe_free(&p);
-            acc->full += tea;
-            acc->full_kind[kind] += tea;
-            rc = store_eval_probe(c->s, c->run_sp, task, kn, "full", d, tr->n, te->n, tra, tea, NULL);
-        }
+        rc = eval_logreg(f, tr->rows, tr->y, tr->n, NULL, 0, c->o->C, 0, &p);
+        if (rc) break;
+        eval_scores(&p, f, tr->rows, tr->n, NULL, 0, sc);
+        double tra = eval_accuracy(sc, tr->y, tr->n);
+        eval_scores(&p, f, te->rows, te->n, NULL, 0, sc);
+        double tea = eval_accuracy(sc, te->y, te->n);
+        eval_probe_free(&p);
+        acc->full[fi] += tea;
+        rc = store_eval_probe(c->s, c->run_sp, task, kn, fi ? "sae_full" : "full",
+                              fi ? c->sae->cfg.d_sae : d, tr->n, te->n, tra, tea, NULL);
     }
     if (!rc) {
         acc->n++;
@@ -579,8 +581,10 @@ static int run_sparse_probing(ctx *c, eval_result *res)
                             k, acc.sum_kind[kind][0][ki] / acc.n_kind[kind]);
     }
     if (!rc) {
-        res->full_acc = acc.full / acc.n;
+        res->full_acc = acc.full[0] / acc.n;
+        res->sae_full_acc = acc.full[1] / acc.n;
         rc = metric(c, c->run_sp, "sparse_probing_full_acc", res->full_acc);
+        if (!rc) rc = metric(c, c->run_sp, "sparse_probing_sae_full_acc", res->sae_full_acc);
     }
     if (!rc) rc = metric(c, c->run_sp, "sparse_probing_n_tasks", acc.n);
     buf_free(&b);

@@ -65,6 +65,7 @@ typedef struct {
     int n_tasks, n_pos_tasks, n_genre_tasks;
     double sae_acc[EVAL_NK], rnd_acc[EVAL_NK], neuron_acc[EVAL_NK]; /* rnd_acc NaN with no_random */
     double full_acc;                /* probe on the full hook activations */
+    double sae_full_acc;            /* probe on every SAE latent */
     /* absorption */
     int abs_parents, abs_included;  /* POS classes tried / with GT-probe F1 above the minimum */
     double abs_mean_frac, abs_full_rate, abs_mean_split;

@@ -37,7 +37,8 @@ static void print_result(const eval_result *r)
         }
         printf("\n  %-12s", "neurons");
         for (int i = 0; i < EVAL_NK; i++) printf(" %7.4f", r->neuron_acc[i]);
-        printf("\n  %-12s %7.4f (every hook unit)\n", "full probe", r->full_acc);
+        printf("\n  %-12s %7.4f (every hook unit); every SAE latent %.4f\n", "full probe",
+               r->full_acc, r->sae_full_acc);
     }
     if (r->suites & EVAL_SUITE_ABSORPTION)
         printf("absorption: %d of %d POS parents with GT-probe F1 > 0.6: mean absorption fraction "

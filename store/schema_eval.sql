@@ -17,8 +17,8 @@ CREATE TABLE IF NOT EXISTS eval_runs (
 
 -- Sparse probing: one row per (task, dictionary, k). kind 'pos' (one token per row) or 'genre'
 -- (one sequence per row, mean-pooled, BOS masked). dict: 'sae', 'random_sae' (same shape, random
--- weights), 'neurons' (the hook's own units) with k the number of selected inputs, or 'full'
--- (every hook unit, k = width).
+-- weights), 'neurons' (the hook's own units) with k the number of selected inputs, 'full'
+-- (every hook unit, k = width) or 'sae_full' (every latent, k = d_sae).
 CREATE TABLE IF NOT EXISTS eval_probe (
     run_id     INTEGER NOT NULL REFERENCES eval_runs(id),
     task       TEXT NOT NULL,          -- e.g. 'pos:noun', 'genre:news'

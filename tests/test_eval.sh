@@ -60,7 +60,7 @@ for m in sparse_probing_top1_acc sparse_probing_top5_acc absorption_mean_frac ab
     ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric = '$m' AND typeof(value) = 'real' AND value BETWEEN 0 AND 1")" = 1
 done
 ok test "$(q "SELECT group_concat(DISTINCT kind) FROM eval_probe")" = "pos,genre"
-ok test "$(q "SELECT count(DISTINCT dict) FROM eval_probe")" = 4
+ok test "$(q "SELECT count(DISTINCT dict) FROM eval_probe")" = 5
 # one token ('and') is the whole class: even a random model's hook separates it from the rest
 ok test "$(q "SELECT test_acc > 0.9 FROM eval_probe WHERE task = 'pos:conjunction' AND dict = 'full'")" = 1
 # balanced sets: half positives, so a constant guess scores 0.5
