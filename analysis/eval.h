@@ -1,12 +1,13 @@
 /* eval.h - SAEBench-style evaluations of an SAE without an LLM judge (`saelite eval`):
- * sparse probing and feature absorption on the stored activations of a Brown database, plus the
- * pieces they are built from (probes, splits, the absorption metric) for tests and the synthetic
- * check. Definitions, sources and every departure from SAEBench: docs/eval.md.
+ * sparse probing, feature absorption, SCR and TPP on the stored activations of a Brown database,
+ * plus the pieces they are built from (probes, splits, the absorption metric) for tests and the
+ * synthetic check. Definitions, sources and every departure from SAEBench: docs/eval.md.
  *
  * eval_run: resolves the SAE (a directory, or a sae_registry id of the database), splits the
  * documents into train and test per genre (seeded; a probe never sees its test documents),
  * samples sequences and token positions, reads their activations once, encodes them with the SAE
- * and with a random-weight SAE of the same shape, runs the suites and writes config, per-task
+ * and (unless no_random) with a random-weight SAE of the same shape, runs the suites (SCR adds
+ * its own sample per prose kind x tense cell) and writes config, per-task
  * rows and summary into the schema part "eval" (store/store_eval.h) in one transaction keyed by
  * sae_registry.id (the SAE is registered when the database does not know it). A rerun of the same
  * (SAE, suite) replaces its rows.
