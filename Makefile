@@ -15,8 +15,9 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missi
 LDFLAGS += -pthread $(SAN)
 
 PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo libmicrohttpd
-# Libraries without a pkg-config file: oneDNN (libdnnl-dev; the bf16 path of sae/sae_bf16.c).
-NOPKG_LIBS := -ldnnl
+# Libraries without a pkg-config file: oneDNN (libdnnl-dev; the bf16 path of sae/sae_bf16.c),
+# LIBLINEAR (liblinear-dev; the logistic-regression probes of analysis/eval_probe.c).
+NOPKG_LIBS := -ldnnl -llinear
 # `make` alone builds ./saelite (the flags.mk rule below would otherwise be the default goal).
 .DEFAULT_GOAL := all
 

@@ -7,16 +7,21 @@
  * 5 active, no copula correlation; d_sae 128, k 5, batch 1024, 600k tokens, lr 0.002; matryoshka
  * with the default widths 16, 32, 64, 128. Held-out: 16384 fresh samples. child_p 0.4 and 0.7,
  * seeds 0..3 (data and init). Prints one row per run and the means; about a minute on 2 cores.
+ * Beside the exact absorption, SAEBench's metric as `saelite eval` computes it
+ * (eval_absorption_synth, analysis/eval.h: full-absorption rate and mean absorption fraction on
+ * 16384 train and 16384 test samples of the same generator) and its split-feature count.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "common/err.h"
+#include "analysis/eval.h"
 #include "common/mem.h"
 #include "sae/sae_train.h"
 #include "sae/synth.h"
 
-static int run(sae_arch arch, int seed, double child_p, sae_absorption_result *r, double *ev)
+static int run(sae_arch arch, int seed, double child_p, sae_absorption_result *r, double *ev,
+               eval_abs_class *sb)
 {
     synth_config sc;
     synth_defaults(&sc);
@@ -57,6 +62,9 @@ static int run(sae_arch arch, int seed, double child_p, sae_absorption_result *r
     if (!rc) rc = sae_synth_new(&g, &sc);
     if (!rc) rc = sae_synth_sample_codes(g, x, N, codes);
     if (!rc) rc = sae_absorption(m, &sc, sae_synth_directions(g), x, codes, N, r);
+    eval_abs_params ap;
+    eval_abs_defaults(&ap);
+    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, sb, NULL);
     *ev = st.ev;
     sae_free(m);
     sae_trainer_free(t);
@@ -71,23 +79,28 @@ int main(void)
 {
     const double cps[2] = {0.4, 0.7};
     const sae_arch archs[2] = {SAE_BATCHTOPK, SAE_MATRYOSHKA};
-    printf("child_p  arch        seed  absorption  parent_alone  parent_cos  train_ev\n");
+    printf("child_p  arch        seed  absorption  parent_alone  parent_cos  train_ev  "
+           "saebench_full  saebench_frac  split\n");
     for (int q = 0; q < 2; q++) {
-        double mean[2] = {0, 0};
+        double mean[2] = {0, 0}, full[2] = {0, 0};
         for (int seed = 0; seed < 4; seed++)
             for (int a = 0; a < 2; a++) {
                 sae_absorption_result r;
                 double ev;
-                if (run(archs[a], seed, cps[q], &r, &ev)) {
+                eval_abs_class sb;
+                if (run(archs[a], seed, cps[q], &r, &ev, &sb)) {
                     fprintf(stderr, "bench_absorption: %s\n", err_msg());
                     return 1;
                 }
                 mean[a] += r.absorption / 4;
-                printf("%.1f      %-10s  %d     %.3f       %.3f         %.3f       %.3f\n", cps[q],
-                       sae_arch_name(archs[a]), seed, r.absorption, r.parent_alone, r.parent_cos, ev);
+                full[a] += sb.full_rate / 4;
+                printf("%.1f      %-10s  %d     %.3f       %.3f         %.3f       %.3f     %.3f"
+                       "          %.3f          %d\n", cps[q], sae_arch_name(archs[a]), seed,
+                       r.absorption, r.parent_alone, r.parent_cos, ev, sb.full_rate, sb.mean_frac,
+                       sb.n_split);
             }
-        printf("child_p %.1f: mean absorption batchtopk %.3f, matryoshka %.3f\n", cps[q], mean[0],
-               mean[1]);
+        printf("child_p %.1f: mean absorption batchtopk %.3f, matryoshka %.3f; SAEBench full-absorption "
+               "rate batchtopk %.3f, matryoshka %.3f\n", cps[q], mean[0], mean[1], full[0], full[1]);
     }
     return 0;
 }

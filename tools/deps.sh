@@ -7,8 +7,9 @@
 set -euo pipefail
 # libmicrohttpd-dev: `saelite serve`'s HTTP server; curl and chromium (headless, driven through
 # its DevTools protocol): tests/test_serve.sh checks the served pages in a real browser.
+# liblinear-dev: the logistic-regression probes of `saelite eval` (analysis/eval_probe.c).
 pkgs=(gcc make pkg-config libopenblas-dev libsqlite3-dev libpng-dev libpcre2-dev libcjson-dev
-      libcairo2-dev libdnnl-dev fonts-dejavu-core sqlite3 xxd python3-numpy libmicrohttpd-dev curl chromium "$@")
+      libcairo2-dev libdnnl-dev liblinear-dev fonts-dejavu-core sqlite3 xxd python3-numpy libmicrohttpd-dev curl chromium "$@")
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

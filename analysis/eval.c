@@ -1,0 +1,1152 @@
+/* eval.c - `saelite eval` as a library runner (eval.h): the SAE, the split by document, the
+ * sampled sequences and positions, one pass over their activations, the sparse-probing and
+ * absorption suites and the writing transaction. */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analysis/eval.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/fileio.h"
+#include "common/mem.h"
+#include "common/progress.h"
+#include "common/rng.h"
+#include "store/store.h"
+#include "store/store_ana.h"
+#include "store/store_eval.h"
+#include "store/store_sae.h"
+
+void eval_defaults(eval_opts *o)
+{
+    *o = (eval_opts){.suites = "all", .seed = 42, .test_frac = 0.2,
+                     .seqs_per_genre = 150, .train_per_class = 1500, .test_per_class = 500, .C = 1};
+}
+
+static int stopped(const eval_opts *o) { return o->stop && *o->stop; }
+
+/* *all = 1 when "all" named the suites: then a suite whose data the database lacks is skipped
+ * (eval_result.skipped) instead of failing the run. */
+static int parse_suites(const char *s, int *bits, int *all)
+{
+    *bits = 0;
+    *all = 0;
+    char w[64];
+    while (s && *s) {
+        size_t n = strcspn(s, ",");
+        snprintf(w, sizeof w, "%.*s", (int)(n < sizeof w ? n : sizeof w - 1), s);
+        if (!strcmp(w, "sparse_probing")) *bits |= EVAL_SUITE_SPARSE_PROBING;
+        else if (!strcmp(w, "absorption")) *bits |= EVAL_SUITE_ABSORPTION;
+        else if (!strcmp(w, "scr")) *bits |= EVAL_SUITE_SCR;
+        else if (!strcmp(w, "tpp")) *bits |= EVAL_SUITE_TPP;
+        else if (!strcmp(w, "all")) {
+            *bits |= EVAL_SUITE_SPARSE_PROBING | EVAL_SUITE_ABSORPTION | EVAL_SUITE_SCR | EVAL_SUITE_TPP;
+            *all = 1;
+        }
+        else if (n)
+            return err_set(ERR_ARG, "unknown suite '%s' (sparse_probing, absorption, scr, tpp, all)", w);
+        s += n;
+        if (*s == ',') s++;
+    }
+    if (!*bits) return err_set(ERR_ARG, "no suite given");
+    return OK;
+}
+
+/* A random-weight SAE of the same shape and architecture: decoder rows random unit vectors, the
+ * encoder their transpose, b_enc 0, thresholds 0, the trained b_dec. */
+static int random_sae(const sae_model *m, uint64_t seed, sae_model **out)
+{
+    int rc = sae_model_new(out, &m->cfg);
+    if (rc) return rc;
+    sae_model *r = *out;
+    int D = m->cfg.d_sae, d = m->cfg.d_in, dout = sae_out_dim(&m->cfg);
+    rng_state g;
+    rng_seed(&g, seed ^ 0x52414e44ull);
+    for (int j = 0; j < D; j++) {
+        float *row = r->W_dec + (size_t)j * dout;
+        double nr = 0;
+        for (int i = 0; i < dout; i++) {
+            row[i] = (float)rng_normal(&g);
+            nr += (double)row[i] * row[i];
+        }
+        for (int i = 0; i < dout; i++) row[i] = (float)(row[i] / sqrt(nr));
+    }
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < D; j++) r->W_enc[(size_t)i * D + j] = r->W_dec[(size_t)j * dout + i];
+    memcpy(r->b_dec, m->b_dec, (size_t)dout * sizeof *r->b_dec);
+    return OK;
+}
+
+/* ---- shared state -------------------------------------------------------------------------------- */
+typedef struct {
+    int n;               /* rows */
+    float *raw;          /* [n, d] */
+    eval_csr sae, rnd;
+    int *cls;            /* class per row */
+    unsigned char *test; /* 1 = from a test document */
+} sample_set;
+
+static void set_free(sample_set *s)
+{
+    mem_free(s->raw);
+    eval_csr_free(&s->sae);
+    eval_csr_free(&s->rnd);
+    mem_free(s->cls);
+    mem_free(s->test);
+}
+
+typedef struct {
+    const eval_opts *o;
+    store *s;
+    store_hook hook;
+    sae_model *sae, *rnd;
+    char sae_dir[4096];
+    int64_t sae_id;      /* -1 until known */
+    store_eval_seq *seqs;
+    size_t nseq;
+    char (*genres)[32];
+    int ngenres;
+    int *chosen;         /* indices into seqs, ascending */
+    int nchosen;
+    unsigned char *seq_test; /* [nseq] */
+    sample_set tok, seq; /* POS tokens; pooled sequences */
+    signed char *tense;  /* [nchosen] 1 past, 0 present, -1 neither (more past than present finite verbs) */
+    int bits;            /* EVAL_SUITE_* requested */
+    int *ch_grp;         /* [nchosen] genre index */
+    unsigned char *ch_genre, *ch_scr; /* [nchosen] in the per-genre sample / in SCR's cells */
+    int nat[2][2];       /* all stored sequences per (imaginative, past): the labels' natural joint */
+    int64_t run_sp, run_abs, run_scr, run_tpp;
+} ctx;
+
+static int genre_index(ctx *c, const char *g)
+{
+    for (int i = 0; i < c->ngenres; i++)
+        if (!strcmp(c->genres[i], g)) return i;
+    if (c->ngenres >= 64) return -1;
+    snprintf(c->genres[c->ngenres], 32, "%s", g);
+    return c->ngenres++;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Tense of a sequence from its tags: 1 when more finite verbs are past than present, 0 for the
+ * reverse, -1 for a tie (none included). */
+static int seq_tense(ctx *c, const store_eval_seq *sq, char (*tags)[16], int *tense)
+{
+    int any = 0, T = sq->n_tokens < c->hook.seq_len ? sq->n_tokens : c->hook.seq_len;
+    int rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any);
+    int npast = 0, npres = 0;
+    for (int t = sq->bos ? 1 : 0; !rc && any && t < T; t++) {
+        int tn = eval_tense(tags[t]);
+        npast += tn == 1;
+        npres += tn == 0;
+    }
+    *tense = npast > npres ? 1 : npres > npast ? 0 : -1;
+    return rc;
+}
+
+/* SCR's own sample: up to seqs_per_genre sequences per (split, prose kind, tense) cell, a seeded
+ * choice among all stored sequences (the imaginative present-tense cell is rare: ~6% of the
+ * imaginative sequences on Brown); flag bit 2 marks them, bit 1 stays the per-genre sample. */
+static int scr_sample(ctx *c, const int *grp, int *perm, unsigned char *flag)
+{
+    char (*tags)[16] = mem_alloc((size_t)c->hook.seq_len * sizeof *tags);
+    if (!tags) return err_set(ERR_NOMEM, "out of memory");
+    int rc = OK;
+    rng_state r;
+    rng_seed(&r, c->o->seed ^ 0x534352ull);
+    signed char *cell = mem_alloc(c->nseq);
+    if (!cell) rc = err_set(ERR_NOMEM, "out of memory");
+    progress pr;
+    progress_begin(&pr, "eval tense", (double)c->nseq, "seq");
+    for (size_t i = 0; !rc && i < c->nseq; i++) {
+        int a = eval_imaginative(c->genres[grp[i]]), b = -1;
+        if (a >= 0) rc = seq_tense(c, &c->seqs[i], tags, &b);
+        cell[i] = (signed char)(a < 0 || b < 0 ? -1 : c->seq_test[i] * 4 + a * 2 + b);
+        if (a >= 0 && b >= 0) c->nat[a][b]++;
+        if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
+        if (i % 256 == 0) progress_update(&pr, (double)i, NULL);
+    }
+    progress_end(&pr);
+    for (int q = 0; !rc && q < 8; q++) {
+        int n = 0;
+        for (size_t i = 0; i < c->nseq; i++)
+            if (cell[i] == q) perm[n++] = (int)i;
+        eval_shuffle(perm, n, &r);
+        for (int i = 0; i < n && i < c->o->seqs_per_genre; i++) flag[perm[i]] |= 2;
+    }
+    mem_free(cell);
+    mem_free(tags);
+    return rc;
+}
+
+/* Genres, the split by document, and the sampled sequences. */
+static int plan_sequences(ctx *c, eval_result *res)
+{
+    const eval_opts *o = c->o;
+    int rc = store_eval_seqs(c->s, c->hook.id, &c->seqs, &c->nseq);
+    if (rc) return rc;
+    if (!c->nseq) return err_set(ERR_NOTFOUND, "%s: hook %s has no stored activations", o->db, c->hook.name);
+    c->genres = mem_calloc(64, sizeof *c->genres);
+    int *grp = mem_alloc(c->nseq * sizeof *grp);
+    int64_t *docs = mem_alloc(c->nseq * sizeof *docs);
+    c->seq_test = mem_alloc(c->nseq);
+    int *dgrp = mem_alloc(c->nseq * sizeof *dgrp);
+    unsigned char *dtest = mem_alloc(c->nseq);
+    if (!c->genres || !grp || !docs || !c->seq_test || !dgrp || !dtest) {
+        rc = err_set(ERR_NOMEM, "out of memory for %zu sequences", c->nseq);
+        goto out;
+    }
+    for (size_t i = 0; i < c->nseq; i++) {
+        grp[i] = genre_index(c, c->seqs[i].genre);
+        docs[i] = c->seqs[i].doc_id;
+    }
+    qsort(docs, c->nseq, sizeof *docs, cmp_i64);
+    size_t nd = 0;
+    for (size_t i = 0; i < c->nseq; i++)
+        if (!nd || docs[nd - 1] != docs[i]) docs[nd++] = docs[i];
+    for (size_t i = 0; i < c->nseq; i++) { /* a document's genre: that of its sequences */
+        int64_t *p = bsearch(&c->seqs[i].doc_id, docs, nd, sizeof *docs, cmp_i64);
+        dgrp[p - docs] = grp[i];
+    }
+    if ((rc = eval_split_docs(docs, dgrp, nd, o->test_frac, o->seed, dtest))) goto out;
+    for (size_t i = 0; i < nd; i++) {
+        if (dtest[i]) res->n_test_docs++;
+        else res->n_train_docs++;
+    }
+    for (size_t i = 0; i < c->nseq; i++) {
+        int64_t *p = bsearch(&c->seqs[i].doc_id, docs, nd, sizeof *docs, cmp_i64);
+        c->seq_test[i] = dtest[p - docs];
+    }
+    /* up to seqs_per_genre sequences of each genre, a seeded choice */
+    c->chosen = mem_alloc(c->nseq * sizeof *c->chosen);
+    int *perm = mem_alloc(c->nseq * sizeof *perm);
+    if (!c->chosen || !perm) {
+        mem_free(perm);
+        rc = err_set(ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    rng_state r;
+    rng_seed(&r, o->seed ^ 0x53455153ull);
+    for (int g = 0; g < c->ngenres; g++) {
+        int n = 0;
+        for (size_t i = 0; i < c->nseq; i++)
+            if (grp[i] == g) perm[n++] = (int)i;
+        eval_shuffle(perm, n, &r);
+        for (int i = 0; i < n && i < o->seqs_per_genre; i++) c->chosen[c->nchosen++] = perm[i];
+    }
+    unsigned char *flag = mem_calloc(c->nseq, 1); /* bit 1: per-genre sample, bit 2: SCR */
+    if (!flag) rc = err_set(ERR_NOMEM, "out of memory");
+    for (int i = 0; !rc && i < c->nchosen; i++) flag[c->chosen[i]] = 1;
+    if (!rc && (c->bits & EVAL_SUITE_SCR)) rc = scr_sample(c, grp, perm, flag);
+    if (!rc) {
+        c->nchosen = 0;
+        for (size_t i = 0; i < c->nseq; i++)
+            if (flag[i]) c->chosen[c->nchosen++] = (int)i;
+    }
+    mem_free(perm);
+    c->seq.cls = mem_alloc(((size_t)c->nchosen + 1) * sizeof *c->seq.cls);
+    c->seq.test = mem_alloc((size_t)c->nchosen + 1);
+    c->ch_grp = mem_alloc(((size_t)c->nchosen + 1) * sizeof *c->ch_grp);
+    c->ch_genre = mem_alloc((size_t)c->nchosen + 1);
+    c->ch_scr = mem_alloc((size_t)c->nchosen + 1);
+    if (!rc && (!c->seq.cls || !c->seq.test || !c->ch_grp || !c->ch_genre || !c->ch_scr))
+        rc = err_set(ERR_NOMEM, "out of memory");
+    for (int i = 0; !rc && i < c->nchosen; i++) {
+        int q = c->chosen[i];
+        c->ch_grp[i] = grp[q];
+        c->ch_genre[i] = flag[q] & 1;
+        c->ch_scr[i] = (flag[q] & 2) != 0;
+        c->seq.cls[i] = c->ch_genre[i] ? grp[q] : -1; /* SCR's extra sequences stay out of the genre tasks */
+        c->seq.test[i] = c->seq_test[q];
+    }
+    mem_free(flag);
+    c->seq.n = c->nchosen;
+out:
+    mem_free(grp);
+    mem_free(docs);
+    mem_free(dgrp);
+    mem_free(dtest);
+    return rc;
+}
+
+typedef struct {
+    int ci, pos;
+} cand;
+
+/* The POS token positions: per (class, split), a seeded choice of at most the pool size.
+ * mark[off[ci] + pos] = class * 2 + test for a chosen position, else -1. */
+static int plan_tokens(ctx *c, int **mark_out, int64_t **off_out)
+{
+    const eval_opts *o = c->o;
+    int64_t *off = mem_alloc(((size_t)c->nchosen + 1) * sizeof *off);
+    if (!off) return err_set(ERR_NOMEM, "out of memory");
+    off[0] = 0;
+    for (int i = 0; i < c->nchosen; i++) off[i + 1] = off[i] + c->seqs[c->chosen[i]].n_tokens;
+    int *mark = mem_alloc(((size_t)off[c->nchosen] + 1) * sizeof *mark);
+    cand *cd[EVAL_NPOS * 2] = {0};
+    int nc[EVAL_NPOS * 2] = {0}, cc[EVAL_NPOS * 2] = {0};
+    char (*tags)[16] = mem_alloc((size_t)c->hook.seq_len * sizeof *tags);
+    c->tense = mem_alloc((size_t)c->nchosen + 1);
+    int rc = mark && tags && c->tense ? OK : err_set(ERR_NOMEM, "out of memory");
+    for (int64_t q = 0; !rc && q < off[c->nchosen]; q++) mark[q] = -1;
+    for (int i = 0; !rc && i < c->nchosen; i++) {
+        const store_eval_seq *sq = &c->seqs[c->chosen[i]];
+        int any = 0, T = sq->n_tokens;
+        if (T > c->hook.seq_len) T = c->hook.seq_len;
+        int tn;
+        if ((rc = seq_tense(c, sq, tags, &tn))) break;
+        c->tense[i] = (signed char)tn;
+        if (!c->ch_genre[i]) continue; /* POS positions come from the per-genre sample only */
+        if ((rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any))) break;
+        for (int t = sq->bos ? 1 : 0; any && t < T; t++) {
+            int k = eval_pos_class(tags[t]);
+            if (k < 0) continue;
+            int b = k * 2 + c->seq_test[c->chosen[i]];
+            if (nc[b] == cc[b]) {
+                cc[b] = cc[b] ? 2 * cc[b] : 1024;
+                cand *p = mem_realloc(cd[b], (size_t)cc[b] * sizeof *p);
+                if (!p) {
+                    rc = err_set(ERR_NOMEM, "out of memory for token candidates");
+                    break;
+                }
+                cd[b] = p;
+            }
+            cd[b][nc[b]++] = (cand){i, t};
+        }
+        if (!rc && stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
+    }
+    rng_state r;
+    rng_seed(&r, o->seed ^ 0x544f4b53ull);
+    for (int b = 0; !rc && b < EVAL_NPOS * 2; b++) {
+        int cap = b % 2 ? o->test_per_class : o->train_per_class;
+        int take = nc[b] < cap ? nc[b] : cap;
+        for (int i = 0; i < take; i++) { /* partial Fisher-Yates: the first take are the choice */
+            int j = i + (int)rng_below(&r, (uint64_t)(nc[b] - i));
+            cand t = cd[b][i];
+            cd[b][i] = cd[b][j];
+            cd[b][j] = t;
+            mark[off[cd[b][i].ci] + cd[b][i].pos] = b;
+        }
+    }
+    for (int b = 0; b < EVAL_NPOS * 2; b++) mem_free(cd[b]);
+    mem_free(tags);
+    if (rc) {
+        mem_free(mark);
+        mem_free(off);
+        return rc;
+    }
+    *mark_out = mark;
+    *off_out = off;
+    return OK;
+}
+
+/* One pass over the chosen sequences: pooled rows for the genre tasks, token rows for POS. */
+static int read_pass(ctx *c, const int *mark, const int64_t *off)
+{
+    const int d = c->hook.width, D = c->sae->cfg.d_sae, Tm = c->hook.seq_len;
+    int64_t ntok = 0;
+    for (int64_t q = 0; q < off[c->nchosen]; q++) ntok += mark[q] >= 0;
+    c->tok.raw = mem_alloc(((size_t)ntok + 1) * d * sizeof *c->tok.raw);
+    c->tok.cls = mem_alloc(((size_t)ntok + 1) * sizeof *c->tok.cls);
+    c->tok.test = mem_alloc((size_t)ntok + 1);
+    c->seq.raw = mem_alloc(((size_t)c->nchosen + 1) * d * sizeof *c->seq.raw);
+    float *x = mem_alloc((size_t)Tm * d * sizeof *x);
+    float *f = mem_alloc((size_t)Tm * D * sizeof *f), *g = mem_alloc((size_t)Tm * D * sizeof *g);
+    float *pf = mem_alloc((size_t)D * sizeof *pf), *pg = mem_alloc((size_t)D * sizeof *pg);
+    int rc = c->tok.raw && c->tok.cls && c->tok.test && c->seq.raw && x && f && g && pf && pg
+                 ? OK : err_set(ERR_NOMEM, "out of memory for %lld token rows", (long long)ntok);
+    progress pr;
+    progress_begin(&pr, "eval read", (double)c->nchosen, "seq");
+    for (int i = 0; !rc && i < c->nchosen; i++) {
+        const store_eval_seq *sq = &c->seqs[c->chosen[i]];
+        int T = 0;
+        if ((rc = store_act_read(c->s, c->hook.id, sq->seq_id, x, &T))) break;
+        if ((rc = sae_encode(c->sae, x, T, f)) || (c->rnd && (rc = sae_encode(c->rnd, x, T, g)))) break;
+        if (!c->rnd) memset(g, 0, (size_t)T * D * sizeof *g); /* --no-random: empty rows */
+        int t0 = sq->bos && T > 1 ? 1 : 0; /* BOS masked, as SAEBench pools */
+        float *pr_raw = c->seq.raw + (size_t)i * d;
+        memset(pr_raw, 0, (size_t)d * sizeof *pr_raw);
+        memset(pf, 0, (size_t)D * sizeof *pf);
+        memset(pg, 0, (size_t)D * sizeof *pg);
+        for (int t = t0; t < T; t++) {
+            for (int j = 0; j < d; j++) pr_raw[j] += x[(size_t)t * d + j];
+            for (int j = 0; j < D; j++) {
+                pf[j] += f[(size_t)t * D + j];
+                pg[j] += g[(size_t)t * D + j];
+            }
+            int b = t < off[i + 1] - off[i] ? mark[off[i] + t] : -1;
+            if (b < 0) continue;
+            int row = c->tok.n++;
+            memcpy(c->tok.raw + (size_t)row * d, x + (size_t)t * d, (size_t)d * sizeof *x);
+            c->tok.cls[row] = b / 2;
+            c->tok.test[row] = (unsigned char)(b % 2);
+            if ((rc = eval_csr_push(&c->tok.sae, f + (size_t)t * D, D)) ||
+                (rc = eval_csr_push(&c->tok.rnd, g + (size_t)t * D, D)))
+                break;
+        }
+        double inv = T > t0 ? 1.0 / (T - t0) : 0;
+        for (int j = 0; j < d; j++) pr_raw[j] = (float)(pr_raw[j] * inv);
+        for (int j = 0; j < D; j++) {
+            pf[j] = (float)(pf[j] * inv);
+            pg[j] = (float)(pg[j] * inv);
+        }
+        if (!rc) rc = eval_csr_push(&c->seq.sae, pf, D);
+        if (!rc) rc = eval_csr_push(&c->seq.rnd, pg, D);
+        if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
+        progress_update(&pr, (double)(i + 1), "%d token rows", c->tok.n);
+    }
+    progress_end(&pr);
+    mem_free(x);
+    mem_free(f);
+    mem_free(g);
+    mem_free(pf);
+    mem_free(pg);
+    return rc;
+}
+
+/* ---- the suites ---------------------------------------------------------------------------- */
+typedef struct {
+    int *rows;
+    unsigned char *y;
+    int n;
+} labelled;
+
+static void lab_free(labelled *l)
+{
+    mem_free(l->rows);
+    mem_free(l->y);
+}
+
+/* The balanced one-vs-rest train and test sets of class k in a sample set. */
+static int task_sets(const sample_set *s, int k, int nclasses, int max_tr, int max_te,
+                     uint64_t seed, labelled *tr, labelled *te)
+{
+    int *cls = mem_alloc(((size_t)s->n + 1) * sizeof *cls);
+    tr->rows = mem_alloc(((size_t)s->n + 1) * 2 * sizeof *tr->rows);
+    tr->y = mem_alloc(((size_t)s->n + 1) * 2);
+    te->rows = mem_alloc(((size_t)s->n + 1) * 2 * sizeof *te->rows);
+    te->y = mem_alloc(((size_t)s->n + 1) * 2);
+    int rc = cls && tr->rows && tr->y && te->rows && te->y ? OK : err_set(ERR_NOMEM, "out of memory");
+    for (int pass = 0; !rc && pass < 2; pass++) {
+        for (int i = 0; i < s->n; i++) cls[i] = s->test[i] == pass ? s->cls[i] : -1;
+        labelled *l = pass ? te : tr;
+        rc = eval_balance(cls, s->n, k, nclasses, pass ? max_te : max_tr, seed + (uint64_t)pass,
+                          l->rows, l->y, &l->n);
+    }
+    mem_free(cls);
+    return rc;
+}
+
+static int json_ints(buf *b, const int *v, int n)
+{
+    buf_reset(b);
+    int rc = buf_str(b, "[");
+    for (int i = 0; !rc && i < n; i++) rc = buf_printf(b, "%s%d", i ? "," : "", v[i]);
+    if (!rc) rc = buf_str(b, "]");
+    return rc;
+}
+
+typedef struct {
+    double sum[3][EVAL_NK], sum_kind[2][3][EVAL_NK], full[2];
+    int n, n_kind[2];
+} sp_acc;
+
+static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, const labelled *tr,
+                      const labelled *te, sp_acc *acc, buf *b)
+{
+    const int d = c->hook.width;
+    const char *dict_names[3] = {"sae", "random_sae", "neurons"};
+    eval_feats feats[3] = {{.sparse = &s->sae}, {.sparse = &s->rnd}, {.dense = s->raw, .d = d}};
+    double *sc = mem_alloc(((size_t)tr->n + te->n + 1) * sizeof *sc);
+    if (!sc) return err_set(ERR_NOMEM, "out of memory");
+    int rc = OK, cols[20];
+    const char *kn = kind ? "genre" : "pos";
+    for (int di = 0; !rc && di < 3; di++) {
+        if (di == 1 && !c->rnd) continue;
+        int W = di < 2 ? c->sae->cfg.d_sae : d, kmax = W < 20 ? W : 20;
+        if ((rc = eval_top_mean_diff(&feats[di], tr->rows, tr->y, tr->n, kmax, cols))) break;
+        for (int ki = 0; !rc && ki < EVAL_NK; ki++) {
+            int k = eval_k_values[ki] < kmax ? eval_k_values[ki] : kmax;
+            eval_probe p;
+            if ((rc = eval_logreg(&feats[di], tr->rows, tr->y, tr->n, cols, k, c->o->C, 0, &p))) break;
+            eval_scores(&p, &feats[di], tr->rows, tr->n, cols, k, sc);
+            double tra = eval_accuracy(sc, tr->y, tr->n);
+            eval_scores(&p, &feats[di], te->rows, te->n, cols, k, sc);
+            double tea = eval_accuracy(sc, te->y, te->n);
+            eval_probe_free(&p);
+            acc->sum[di][ki] += tea;
+            acc->sum_kind[kind][di][ki] += tea;
+            if (!(rc = json_ints(b, cols, k)))
+                rc = store_eval_probe(c->s, c->run_sp, task, kn, dict_names[di], k, tr->n, te->n,
+                                      tra, tea, b->p);
+        }
+    }
+    /* every hook unit ('full', SAEBench's llm_test_accuracy) and every latent ('sae_full',
+       SAEBench's sae_test_accuracy) */
+    for (int fi = 0; !rc && fi < 2; fi++) {
+        eval_feats *f = fi ? &feats[0] : &feats[2];
+        eval_probe p;
+        rc = eval_logreg(f, tr->rows, tr->y, tr->n, NULL, 0, c->o->C, 0, &p);
+        if (rc) break;
+        eval_scores(&p, f, tr->rows, tr->n, NULL, 0, sc);
+        double tra = eval_accuracy(sc, tr->y, tr->n);
+        eval_scores(&p, f, te->rows, te->n, NULL, 0, sc);
+        double tea = eval_accuracy(sc, te->y, te->n);
+        eval_probe_free(&p);
+        acc->full[fi] += tea;
+        rc = store_eval_probe(c->s, c->run_sp, task, kn, fi ? "sae_full" : "full",
+                              fi ? c->sae->cfg.d_sae : d, tr->n, te->n, tra, tea, NULL);
+    }
+    if (!rc) {
+        acc->n++;
+        acc->n_kind[kind]++;
+    }
+    mem_free(sc);
+    return rc;
+}
+
+static int usable(const labelled *tr, const labelled *te)
+{
+    int ptr = 0, pte = 0;
+    for (int i = 0; i < tr->n; i++) ptr += tr->y[i];
+    for (int i = 0; i < te->n; i++) pte += te->y[i];
+    return ptr >= 2 && ptr < tr->n && pte >= 1 && pte < te->n;
+}
+
+/* metric fmt names one with "%d" for k (metric_k) or none (metric) */
+static int metric_k(ctx *c, int64_t run, const char *fmt, int k, double v)
+{
+    char name[96];
+    snprintf(name, sizeof name, fmt, k);
+    return store_eval_metric(c->s, run, name, v);
+}
+
+static int metric(ctx *c, int64_t run, const char *name, double v)
+{
+    return store_eval_metric(c->s, run, name, v);
+}
+
+static int run_sparse_probing(ctx *c, eval_result *res)
+{
+    sp_acc acc;
+    memset(&acc, 0, sizeof acc);
+    buf b = {0};
+    int rc = OK;
+    char task[96];
+    progress pr;
+    progress_begin(&pr, "eval probes", EVAL_NPOS + c->ngenres, "task");
+    for (int kind = 0; !rc && kind < 2; kind++) {
+        const sample_set *s = kind ? &c->seq : &c->tok;
+        int ncls = kind ? c->ngenres : EVAL_NPOS;
+        if (ncls < 2) continue; /* one genre (or none recorded): no genre tasks */
+        for (int k = 0; !rc && k < ncls; k++) {
+            labelled tr = {0}, te = {0};
+            int cap = c->o->train_per_class, capt = c->o->test_per_class;
+            rc = task_sets(s, k, ncls, cap, capt, c->o->seed + 7919u * (uint64_t)(kind * 64 + k), &tr, &te);
+            snprintf(task, sizeof task, "%s:%s", kind ? "genre" : "pos",
+                     kind ? c->genres[k] : eval_pos_names[k]);
+            if (!rc && usable(&tr, &te)) rc = probe_task(c, s, kind, task, &tr, &te, &acc, &b);
+            lab_free(&tr);
+            lab_free(&te);
+            if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
+            progress_update(&pr, kind * EVAL_NPOS + k + 1, "%s", task);
+        }
+    }
+    progress_end(&pr);
+    if (!rc && acc.n == 0) rc = err_set(ERR_NOTFOUND, "%s: no probing task has train and test rows "
+                                        "(no POS tags and a single genre?)", c->o->db);
+    res->n_tasks = acc.n;
+    res->n_pos_tasks = acc.n_kind[0];
+    res->n_genre_tasks = acc.n_kind[1];
+    for (int ki = 0; !rc && ki < EVAL_NK; ki++) {
+        int k = eval_k_values[ki];
+        res->sae_acc[ki] = acc.sum[0][ki] / acc.n;
+        res->rnd_acc[ki] = c->rnd ? acc.sum[1][ki] / acc.n : NAN;
+        res->neuron_acc[ki] = acc.sum[2][ki] / acc.n;
+        rc = metric_k(c, c->run_sp, "sparse_probing_top%d_acc", k, res->sae_acc[ki]);
+        if (!rc && c->rnd) rc = metric_k(c, c->run_sp, "sparse_probing_random_top%d_acc", k, res->rnd_acc[ki]);
+        if (!rc) rc = metric_k(c, c->run_sp, "sparse_probing_neurons_top%d_acc", k, res->neuron_acc[ki]);
+        for (int kind = 0; !rc && kind < 2; kind++)
+            if (acc.n_kind[kind])
+                rc = metric_k(c, c->run_sp, kind ? "sparse_probing_genre_top%d_acc" : "sparse_probing_pos_top%d_acc",
+                            k, acc.sum_kind[kind][0][ki] / acc.n_kind[kind]);
+    }
+    if (!rc) {
+        res->full_acc = acc.full[0] / acc.n;
+        res->sae_full_acc = acc.full[1] / acc.n;
+        rc = metric(c, c->run_sp, "sparse_probing_full_acc", res->full_acc);
+        if (!rc) rc = metric(c, c->run_sp, "sparse_probing_sae_full_acc", res->sae_full_acc);
+    }
+    if (!rc) rc = metric(c, c->run_sp, "sparse_probing_n_tasks", acc.n);
+    buf_free(&b);
+    return rc;
+}
+
+static int run_absorption(ctx *c, eval_result *res)
+{
+    eval_abs_params p;
+    eval_abs_defaults(&p);
+    p.C = c->o->C;
+    buf b = {0};
+    int rc = OK;
+    double sf = 0, sr = 0, ss = 0;
+    eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae};
+    for (int k = 0; !rc && k < EVAL_NPOS; k++) {
+        labelled tr = {0}, te = {0};
+        rc = task_sets(&c->tok, k, EVAL_NPOS, c->o->train_per_class, c->o->test_per_class,
+                       c->o->seed + 7919u * (uint64_t)k, &tr, &te);
+        if (!rc && usable(&tr, &te)) {
+            eval_abs_class r;
+            res->abs_parents++;
+            rc = eval_absorption_class(&f, tr.rows, tr.y, tr.n, &f, te.rows, te.y, NULL, te.n,
+                                       c->sae->W_dec, c->sae->cfg.d_sae, &p, &r);
+            if (!rc) rc = json_ints(&b, r.split, r.n_split);
+            if (!rc)
+                rc = store_eval_absorption(c->s, c->run_abs, eval_pos_names[k], r.gt_f1, r.included,
+                                           b.p, r.n_split, r.split_f1, r.n_tp, r.n_fn,
+                                           r.mean_frac, r.full_rate);
+            if (!rc && r.included) {
+                res->abs_included++;
+                sf += r.mean_frac;
+                sr += r.full_rate;
+                ss += r.n_split;
+            }
+        }
+        lab_free(&tr);
+        lab_free(&te);
+        if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
+    }
+    int n = res->abs_included;
+    res->abs_mean_frac = n ? sf / n : NAN;
+    res->abs_full_rate = n ? sr / n : NAN;
+    res->abs_mean_split = n ? ss / n : NAN;
+    if (!rc) rc = metric(c, c->run_abs, "absorption_mean_frac", res->abs_mean_frac);
+    if (!rc) rc = metric(c, c->run_abs, "absorption_full_rate", res->abs_full_rate);
+    if (!rc) rc = metric(c, c->run_abs, "absorption_mean_split", res->abs_mean_split);
+    if (!rc) rc = metric(c, c->run_abs, "absorption_n_parents", n);
+    buf_free(&b);
+    return rc;
+}
+
+/* ---- SCR and TPP: latent ablation read through linear probes ------------------------------ */
+/* M[F] = w . W_dec[F]: what ablating latent F (x -> x - f_F W_dec[F], the SAE error kept) does to
+ * the probe's score per unit of f_F. */
+static void probe_dec(const eval_probe *p, const sae_model *m, double *M)
+{
+    const int d = m->cfg.d_in;
+    for (int f = 0; f < m->cfg.d_sae; f++) {
+        const float *w = m->W_dec + (size_t)f * d;
+        double v = 0;
+        for (int i = 0; i < d; i++) v += p->w[i] * w[i];
+        M[f] = v;
+    }
+}
+
+typedef struct {
+    double e;
+    int id;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->e != y->e) return x->e > y->e ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* SAEBench's effect of latent F on a probe: (mean code over positives - over negatives) x M[F];
+ * TPP clamps the difference at 0, SCR takes |effect|. rank[F] = its place among the non-zero
+ * effects (descending), -1 beyond the largest N or when zero. */
+static int effect_ranks(const eval_csr *codes, const labelled *l, const double *M, int clamp,
+                        int absval, int *rank)
+{
+    const int D = codes->width;
+    double *sp = mem_calloc((size_t)D, sizeof *sp), *sn = mem_calloc((size_t)D, sizeof *sn);
+    ranked *r = mem_alloc((size_t)D * sizeof *r);
+    if (!sp || !sn || !r) {
+        mem_free(sp);
+        mem_free(sn);
+        mem_free(r);
+        return err_set(ERR_NOMEM, "out of memory for latent effects");
+    }
+    int np = 0, nn = 0;
+    for (int i = 0; i < l->n; i++) {
+        int row = l->rows[i];
+        double *acc = l->y[i] ? sp : sn;
+        if (l->y[i]) np++;
+        else nn++;
+        for (size_t q = codes->off[row]; q < codes->off[row + 1]; q++) acc[codes->idx[q]] += codes->val[q];
+    }
+    int m = 0;
+    for (int f = 0; f < D; f++) {
+        double diff = (np ? sp[f] / np : 0) - (nn ? sn[f] / nn : 0);
+        if (clamp && diff < 0) diff = 0;
+        double e = diff * M[f];
+        if (absval) e = fabs(e);
+        rank[f] = -1;
+        if (e != 0) r[m++] = (ranked){e, f};
+    }
+    qsort(r, (size_t)m, sizeof *r, cmp_ranked);
+    for (int i = 0; i < m && i < eval_n_values[EVAL_NN - 1]; i++) rank[r[i].id] = i;
+    mem_free(sp);
+    mem_free(sn);
+    mem_free(r);
+    return OK;
+}
+
+/* Accuracy on test rows of a probe (clean scores base[n], M its decoder products) with the
+ * latents of rank < N ablated, for each N: acc[EVAL_NN]. */
+static void ablated_acc(const double *base, const eval_csr *codes, const labelled *te,
+                        const double *M, const int *rank, double *acc)
+{
+    int ok[EVAL_NN] = {0};
+    for (int i = 0; i < te->n; i++) {
+        double bucket[EVAL_NN] = {0};
+        int row = te->rows[i];
+        for (size_t q = codes->off[row]; q < codes->off[row + 1]; q++) {
+            int rk = rank[codes->idx[q]];
+            if (rk < 0) continue;
+            int t = 0;
+            while (t < EVAL_NN && eval_n_values[t] <= rk) t++;
+            if (t < EVAL_NN) bucket[t] += codes->val[q] * M[codes->idx[q]];
+        }
+        double cum = 0;
+        for (int t = 0; t < EVAL_NN; t++) {
+            cum += bucket[t];
+            ok[t] += (base[i] - cum > 0) == (te->y[i] != 0);
+        }
+    }
+    for (int t = 0; t < EVAL_NN; t++) acc[t] = te->n ? (double)ok[t] / te->n : NAN;
+}
+
+/* A probe on the full hook activations and its clean test scores. */
+static int full_probe(ctx *c, const sample_set *s, const labelled *tr, const labelled *te,
+                      eval_probe *p, double **base, double *acc)
+{
+    eval_feats f = {.dense = s->raw, .d = c->hook.width};
+    int rc = eval_logreg(&f, tr->rows, tr->y, tr->n, NULL, 0, c->o->C, 0, p);
+    if (rc) return rc;
+    *base = mem_alloc(((size_t)te->n + 1) * sizeof **base);
+    if (!*base) return err_set(ERR_NOMEM, "out of memory");
+    eval_scores(p, &f, te->rows, te->n, NULL, 0, *base);
+    *acc = eval_accuracy(*base, te->y, te->n);
+    return OK;
+}
+
+/* TPP over the classes of one sample set: ablate class i's latents, read every class's probe. */
+static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum, int *count)
+{
+    const int D = c->sae->cfg.d_sae;
+    labelled *tr = mem_calloc((size_t)ncls, sizeof *tr), *te = mem_calloc((size_t)ncls, sizeof *te);
+    eval_probe *pr = mem_calloc((size_t)ncls, sizeof *pr);
+    double **base = mem_calloc((size_t)ncls, sizeof *base), *clean = mem_calloc((size_t)ncls, sizeof *clean);
+    double *M = mem_alloc((size_t)ncls * D * sizeof *M);
+    int *rank = mem_alloc((size_t)ncls * D * sizeof *rank), *use = mem_calloc((size_t)ncls, sizeof *use);
+    double *acc = mem_alloc((size_t)ncls * EVAL_NN * sizeof *acc);
+    int rc = tr && te && pr && base && clean && M && rank && use && acc ? OK : err_set(ERR_NOMEM, "out of memory for TPP");
+    int nuse = 0;
+    for (int k = 0; !rc && k < ncls; k++) {
+        rc = task_sets(s, k, ncls, c->o->train_per_class, c->o->test_per_class,
+                       c->o->seed + 7919u * (uint64_t)(kind * 64 + k), &tr[k], &te[k]);
+        if (rc || !usable(&tr[k], &te[k])) continue;
+        if (!(rc = full_probe(c, s, &tr[k], &te[k], &pr[k], &base[k], &clean[k]))) {
+            probe_dec(&pr[k], c->sae, M + (size_t)k * D);
+            rc = effect_ranks(&s->sae, &tr[k], M + (size_t)k * D, 1, 0, rank + (size_t)k * D);
+            use[k] = 1;
+            nuse++;
+        }
+    }
+    char task[96];
+    for (int i = 0; !rc && nuse >= 2 && i < ncls; i++) {
+        if (!use[i]) continue;
+        for (int j = 0; j < ncls; j++)
+            if (use[j]) ablated_acc(base[j], &s->sae, &te[j], M + (size_t)j * D, rank + (size_t)i * D, acc + (size_t)j * EVAL_NN);
+        snprintf(task, sizeof task, "tpp:%s:%s", kind ? "genre" : "pos", kind ? c->genres[i] : eval_pos_names[i]);
+        for (int t = 0; !rc && t < EVAL_NN; t++) {
+            double other = 0;
+            for (int j = 0; j < ncls; j++)
+                if (use[j] && j != i) other += clean[j] - acc[(size_t)j * EVAL_NN + t];
+            other /= nuse - 1;
+            double intended = clean[i] - acc[(size_t)i * EVAL_NN + t], score = intended - other;
+            sum[t] += score;
+            rc = store_eval_ablation(c->s, c->run_tpp, task, eval_n_values[t], clean[i], NAN,
+                                     acc[(size_t)i * EVAL_NN + t], other, score);
+        }
+        (*count)++;
+    }
+    for (int k = 0; k < ncls && tr; k++) {
+        lab_free(&tr[k]);
+        lab_free(&te[k]);
+        if (pr) eval_probe_free(&pr[k]);
+        if (base) mem_free(base[k]);
+    }
+    mem_free(tr);
+    mem_free(te);
+    mem_free(pr);
+    mem_free(base);
+    mem_free(clean);
+    mem_free(M);
+    mem_free(rank);
+    mem_free(use);
+    mem_free(acc);
+    return rc;
+}
+
+static int run_tpp(ctx *c, eval_result *res)
+{
+    double sum[EVAL_NN] = {0};
+    int n = 0, rc = tpp_set(c, &c->tok, 0, EVAL_NPOS, sum, &n);
+    if (!rc && c->ngenres >= 2) rc = tpp_set(c, &c->seq, 1, c->ngenres, sum, &n);
+    if (!rc && n == 0) rc = err_set(ERR_NOTFOUND, "%s: no two classes with train and test rows for TPP", c->o->db);
+    res->tpp_classes = n;
+    for (int t = 0; !rc && t < EVAL_NN; t++) {
+        res->tpp[t] = sum[t] / n;
+        rc = metric_k(c, c->run_tpp, "tpp_threshold_%d_total_metric", eval_n_values[t], res->tpp[t]);
+    }
+    if (!rc) rc = metric(c, c->run_tpp, "tpp_n_classes", n);
+    return rc;
+}
+
+/* SCR's four sets from the sampled sequences: cells [split][group][tense]. */
+typedef struct {
+    labelled biased, a_tr, b_tr, a_te, b_te; /* b_tr/b_te: the a_ rows with the tense labels */
+} scr_sets;
+
+static int scr_build(ctx *c, scr_sets *S, int cells[2][2][2])
+{
+    const sample_set *s = &c->seq;
+    int n = s->n;
+    int *cell = mem_alloc(((size_t)n + 1) * sizeof *cell);
+    labelled *all[5] = {&S->biased, &S->a_tr, &S->b_tr, &S->a_te, &S->b_te};
+    int bad = !cell;
+    for (int i = 0; i < 5; i++) {
+        all[i]->rows = mem_alloc(((size_t)n + 1) * sizeof *all[i]->rows);
+        all[i]->y = mem_alloc((size_t)n + 1);
+        bad |= !all[i]->rows || !all[i]->y;
+    }
+    if (bad) {
+        mem_free(cell);
+        return err_set(ERR_NOMEM, "out of memory for SCR");
+    }
+    memset(cells, 0, sizeof(int) * 8);
+    for (int i = 0; i < n; i++) {
+        int a = eval_imaginative(c->genres[c->ch_grp[i]]), b = c->tense[i];
+        cell[i] = !c->ch_scr[i] || a < 0 || b < 0 ? -1 : s->test[i] * 4 + a * 2 + b;
+        if (cell[i] >= 0) cells[s->test[i]][a][b]++;
+    }
+    rng_state r;
+    rng_seed(&r, c->o->seed ^ 0x534352ull);
+    int *perm = mem_alloc(((size_t)n + 1) * sizeof *perm);
+    if (!perm) {
+        mem_free(cell);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) perm[i] = i;
+    eval_shuffle(perm, n, &r);
+    for (int split = 0; split < 2; split++) {
+        int m = INT32_MAX, taken[4] = {0};
+        for (int q = 0; q < 4; q++) m = cells[split][q / 2][q % 2] < m ? cells[split][q / 2][q % 2] : m;
+        int mb = cells[split][0][0] < cells[split][1][1] ? cells[split][0][0] : cells[split][1][1];
+        int tb[2] = {0, 0};
+        labelled *A = split ? &S->a_te : &S->a_tr, *B = split ? &S->b_te : &S->b_tr;
+        for (int k = 0; k < n; k++) {
+            int i = perm[k], q = cell[i] - split * 4;
+            if (cell[i] < 0 || q < 0 || q > 3) continue;
+            int a = q / 2, b = q % 2;
+            if (taken[q] < m) { /* the four cells equally: neither label predicts the other */
+                taken[q]++;
+                A->rows[A->n] = i;
+                A->y[A->n++] = (unsigned char)a;
+                B->rows[B->n] = i;
+                B->y[B->n++] = (unsigned char)b;
+            }
+            if (!split && a == b && tb[a] < mb) { /* the biased set: imaginative-past vs informative-present */
+                tb[a]++;
+                S->biased.rows[S->biased.n] = i;
+                S->biased.y[S->biased.n++] = (unsigned char)a;
+            }
+        }
+    }
+    mem_free(perm);
+    mem_free(cell);
+    return OK;
+}
+
+static double phi_of(const int nat[2][2])
+{
+    double n[2][2];
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++) n[a][b] = nat[a][b];
+    double den = sqrt((n[0][0] + n[0][1]) * (n[1][0] + n[1][1]) * (n[0][0] + n[1][0]) * (n[0][1] + n[1][1]));
+    return den > 0 ? (n[1][1] * n[0][0] - n[1][0] * n[0][1]) / den : NAN;
+}
+
+static int run_scr(ctx *c, eval_result *res)
+{
+    const int D = c->sae->cfg.d_sae;
+    scr_sets S;
+    memset(&S, 0, sizeof S);
+    int cells[2][2][2];
+    eval_probe pb = {0}, pa = {0}, pt = {0};
+    double *bA = NULL, *bB = NULL, *tmp = NULL, accA = 0, accB = 0, o1 = 0, o2 = 0, a1[EVAL_NN], a2[EVAL_NN];
+    double *Mb = mem_alloc((size_t)D * sizeof *Mb), *Mx = mem_alloc((size_t)D * sizeof *Mx);
+    int *rank = mem_alloc((size_t)D * sizeof *rank);
+    int rc = Mb && Mx && rank ? scr_build(c, &S, cells) : err_set(ERR_NOMEM, "out of memory");
+    for (int q = 0; !rc && q < 4; q++) res->scr_cells[q] = c->nat[q / 2][q % 2];
+    res->scr_phi = phi_of(c->nat);
+    if (!rc && (!usable(&S.biased, &S.a_te) || !usable(&S.a_tr, &S.a_te) || !usable(&S.b_tr, &S.b_te)))
+        rc = err_set(ERR_NOTFOUND, "%s: SCR needs Brown genres of both prose kinds with past- and "
+                     "present-tense sequences in train and test documents (cells %d %d %d %d)",
+                     c->o->db, cells[0][0][0], cells[0][0][1], cells[0][1][0], cells[0][1][1]);
+    /* the biased probe, read on the genre-group and the tense test sets; the two clean probes */
+    if (!rc) rc = full_probe(c, &c->seq, &S.biased, &S.a_te, &pb, &bA, &o1);
+    if (!rc) {
+        eval_feats f = {.dense = c->seq.raw, .d = c->hook.width};
+        bB = mem_alloc(((size_t)S.b_te.n + 1) * sizeof *bB);
+        if (!bB) rc = err_set(ERR_NOMEM, "out of memory");
+        else {
+            eval_scores(&pb, &f, S.b_te.rows, S.b_te.n, NULL, 0, bB);
+            o2 = eval_accuracy(bB, S.b_te.y, S.b_te.n);
+        }
+    }
+    if (!rc) rc = full_probe(c, &c->seq, &S.a_tr, &S.a_te, &pa, &tmp, &accA);
+    mem_free(tmp);
+    tmp = NULL;
+    if (!rc) rc = full_probe(c, &c->seq, &S.b_tr, &S.b_te, &pt, &tmp, &accB);
+    mem_free(tmp);
+    if (!rc) probe_dec(&pb, c->sae, Mb);
+    /* dir 1: ablate the tense latents (by the tense probe), read the genre-group test set */
+    if (!rc) {
+        probe_dec(&pt, c->sae, Mx);
+        rc = effect_ranks(&c->seq.sae, &S.b_tr, Mx, 0, 1, rank);
+    }
+    if (!rc) ablated_acc(bA, &c->seq.sae, &S.a_te, Mb, rank, a1);
+    /* dir 2: ablate the genre-group latents, read the tense test set */
+    if (!rc) {
+        probe_dec(&pa, c->sae, Mx);
+        rc = effect_ranks(&c->seq.sae, &S.a_tr, Mx, 0, 1, rank);
+    }
+    if (!rc) ablated_acc(bB, &c->seq.sae, &S.b_te, Mb, rank, a2);
+    res->scr_dir = o1 < o2 ? 1 : 2; /* SAEBench: the direction whose label the biased probe reads worse */
+    for (int t = 0; !rc && t < EVAL_NN; t++) {
+        double d1 = accA - o1, d2 = accB - o2;
+        double s1 = fabs(d1) < 0.001 ? 0 : (a1[t] - o1) / d1, s2 = fabs(d2) < 0.001 ? 0 : (a2[t] - o2) / d2;
+        res->scr[t] = res->scr_dir == 1 ? s1 : s2;
+        rc = store_eval_ablation(c->s, c->run_scr, "scr:ablate_tense", eval_n_values[t], accA, o1, a1[t], NAN, s1);
+        if (!rc) rc = store_eval_ablation(c->s, c->run_scr, "scr:ablate_genre", eval_n_values[t], accB, o2, a2[t], NAN, s2);
+        if (!rc) rc = metric_k(c, c->run_scr, "scr_metric_threshold_%d", eval_n_values[t], res->scr[t]);
+        if (!rc) rc = metric_k(c, c->run_scr, "scr_dir1_threshold_%d", eval_n_values[t], s1);
+        if (!rc) rc = metric_k(c, c->run_scr, "scr_dir2_threshold_%d", eval_n_values[t], s2);
+    }
+    if (!rc) rc = metric(c, c->run_scr, "scr_dir", res->scr_dir);
+    if (!rc) rc = metric(c, c->run_scr, "scr_label_phi", res->scr_phi);
+    if (!rc) rc = metric(c, c->run_scr, "scr_biased_train_rows", S.biased.n);
+    if (!rc) rc = metric(c, c->run_scr, "scr_balanced_test_rows", S.a_te.n);
+    eval_probe_free(&pb);
+    eval_probe_free(&pa);
+    eval_probe_free(&pt);
+    mem_free(bA);
+    mem_free(bB);
+    mem_free(Mb);
+    mem_free(Mx);
+    mem_free(rank);
+    lab_free(&S.biased);
+    lab_free(&S.a_tr);
+    lab_free(&S.b_tr);
+    lab_free(&S.a_te);
+    lab_free(&S.b_te);
+    return rc;
+}
+
+/* ---- the runner ------------------------------------------------------------------------------ */
+static int is_id(const char *s) { return s[0] && strspn(s, "0123456789") == strlen(s); }
+
+/* The SAE: a directory, or a registry id of the database (a relative directory recorded there is
+ * tried from here, then from the database's directory). */
+static int resolve_sae(ctx *c)
+{
+    const eval_opts *o = c->o;
+    struct stat st;
+    c->sae_id = -1;
+    snprintf(c->sae_dir, sizeof c->sae_dir, "%s", o->sae);
+    if (stat(o->sae, &st) != 0 && is_id(o->sae)) {
+        int64_t id = strtoll(o->sae, NULL, 10);
+        int64_t n = -1;
+        int rc = store_count_rows(c->s, "sae_registry", &n);
+        if (!rc && n < 0) rc = err_set(ERR_NOTFOUND, "%s: no SAE registry, so '%s' is no SAE id", o->db, o->sae);
+        if (!rc) rc = store_sae_dir(c->s, id, c->sae_dir, sizeof c->sae_dir);
+        if (rc) return rc;
+        const char *slash = strrchr(o->db, '/');
+        if (c->sae_dir[0] != '/' && stat(c->sae_dir, &st) != 0 && slash) {
+            char alt[4096];
+            if (path_fmt(alt, sizeof alt, "%.*s/%s", (int)(slash - o->db), o->db, c->sae_dir) == OK &&
+                stat(alt, &st) == 0)
+                snprintf(c->sae_dir, sizeof c->sae_dir, "%s", alt);
+        }
+        c->sae_id = id;
+    }
+    return sae_load(&c->sae, c->sae_dir);
+}
+
+static int register_sae(ctx *c, eval_result *res)
+{
+    if (c->sae_id >= 0) return OK;
+    int rc = store_eval_sae_find(c->s, c->sae_dir, &c->sae_id);
+    if (rc != ERR_NOTFOUND) return rc;
+    err_clear();
+    const sae_config *cf = &c->sae->cfg;
+    store_sae_row row = {.dir = c->sae_dir, .architecture = sae_arch_name(cf->arch),
+                         .hook_name = c->hook.name, .model_name = cf->model_name[0] ? cf->model_name : NULL,
+                         .config_json = "{}", .d_in = cf->d_in, .d_sae = cf->d_sae, .k = cf->k,
+                         .hook_id = c->hook.id};
+    rc = store_sae_register(c->s, &row, &c->sae_id);
+    if (!rc) res->registered = 1;
+    return rc;
+}
+
+static int config_json(const ctx *c, buf *b)
+{
+    const eval_opts *o = c->o;
+    eval_abs_params p;
+    eval_abs_defaults(&p);
+    return buf_printf(b, "{\"random_sae\":%s,\"seed\":%llu,\"test_frac\":%g,\"seqs_per_genre\":%d,\"train_per_class\":%d,"
+                      "\"test_per_class\":%d,\"C\":%g,\"k\":[1,2,5,10,20],\"solver\":\"liblinear "
+                      "L2R_LR, bias as a regularised feature\",\"absorption\":{\"min_gt_f1\":%g,"
+                      "\"max_k\":%d,\"f1_jump\":%g,\"l1_decay\":%g}}",
+                      o->no_random ? "false" : "true", (unsigned long long)o->seed, o->test_frac, o->seqs_per_genre,
+                      o->train_per_class, o->test_per_class, o->C, p.min_gt_f1, p.max_k, p.f1_jump,
+                      p.l1_decay);
+}
+
+int eval_run(const eval_opts *o, eval_result *res)
+{
+    memset(res, 0, sizeof *res);
+    double t0 = now_seconds();
+    if (!o->db || !o->sae) return err_set(ERR_ARG, "eval: needs a database and an SAE");
+    if (!(o->test_frac > 0 && o->test_frac < 1) || o->seqs_per_genre < 1 || o->train_per_class < 2 ||
+        o->test_per_class < 1 || !(o->C > 0))
+        return err_set(ERR_ARG, "eval: test_frac in (0, 1), counts >= 1, C > 0");
+    int bits, all;
+    int rc = parse_suites(o->suites, &bits, &all);
+    if (rc) return rc;
+    ctx c = {.o = o, .bits = bits, .run_sp = -1, .run_abs = -1, .run_scr = -1, .run_tpp = -1};
+    int *mark = NULL;
+    int64_t *off = NULL;
+    buf cfg = {0};
+    int in_tx = 0;
+    if ((rc = store_open(&c.s, o->db, 0))) goto out;
+    if ((rc = resolve_sae(&c))) goto out;
+    if (c.sae->cfg.transcoder) {
+        rc = err_set(ERR_ARG, "%s: a transcoder; the evaluations need an SAE of its input hook", c.sae_dir);
+        goto out;
+    }
+    if (!c.sae->cfg.hook_name[0]) {
+        rc = err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name", c.sae_dir);
+        goto out;
+    }
+    if ((rc = store_hook_find(c.s, c.sae->cfg.hook_name, &c.hook))) goto out;
+    snprintf(res->hook, sizeof res->hook, "%s", c.hook.name);
+    if (c.hook.width != c.sae->cfg.d_in) {
+        rc = err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",
+                     c.sae_dir, c.sae->cfg.d_in, o->db, c.hook.width, c.hook.name);
+        goto out;
+    }
+    if (!o->no_random && (rc = random_sae(c.sae, o->seed, &c.rnd))) goto out;
+    if ((rc = plan_sequences(&c, res))) goto out;
+    if ((rc = plan_tokens(&c, &mark, &off))) goto out;
+    double t1 = now_seconds();
+    if ((rc = read_pass(&c, mark, off))) goto out;
+    res->n_seqs = (size_t)c.nchosen;
+    res->t_read = now_seconds() - t1;
+    if (all) { /* skip what the database cannot feed */
+        int have[2][2][2] = {{{0}}}, cells = 0;
+        for (int i = 0; i < c.nchosen; i++) {
+            int a = eval_imaginative(c.genres[c.ch_grp[i]]), b = c.tense[i];
+            if (c.ch_scr[i] && a >= 0 && b >= 0) have[c.seq.test[i]][a][b]++;
+        }
+        for (int q = 0; q < 8; q++) cells += have[q / 4][q / 2 % 2][q % 2] >= 2;
+        int skip = (c.tok.n == 0 ? EVAL_SUITE_ABSORPTION : 0) | (cells < 8 ? EVAL_SUITE_SCR : 0);
+        if (c.tok.n == 0 && c.ngenres < 2) skip |= EVAL_SUITE_SPARSE_PROBING | EVAL_SUITE_TPP;
+        res->skipped = bits & skip;
+        bits &= ~skip;
+        if (!bits) {
+            rc = err_set(ERR_NOTFOUND, "%s: neither POS tags nor two genres: no suite can run", o->db);
+            goto out;
+        }
+    }
+    if ((bits & EVAL_SUITE_ABSORPTION) && c.tok.n == 0) {
+        rc = err_set(ERR_NOTFOUND, "%s: no POS-tagged tokens for the absorption suite", o->db);
+        goto out;
+    }
+    /* everything is in memory: now the tables, in one transaction */
+    if ((rc = config_json(&c, &cfg))) goto out;
+    if ((rc = store_eval_init(c.s)) || (rc = store_begin(c.s))) goto out;
+    in_tx = 1;
+    if ((rc = register_sae(&c, res))) goto out;
+    res->sae_id = c.sae_id;
+    if (bits & EVAL_SUITE_SPARSE_PROBING) {
+        double ts = now_seconds();
+        if ((rc = store_eval_run_begin(c.s, c.sae_id, "sparse_probing", c.hook.name, cfg.p,
+                                       c.nchosen, &c.run_sp)) ||
+            (rc = run_sparse_probing(&c, res)))
+            goto out;
+        res->t_probe = now_seconds() - ts;
+    }
+    if (bits & EVAL_SUITE_ABSORPTION) {
+        double ts = now_seconds();
+        if ((rc = store_eval_run_begin(c.s, c.sae_id, "absorption", c.hook.name, cfg.p,
+                                       c.nchosen, &c.run_abs)) ||
+            (rc = run_absorption(&c, res)))
+            goto out;
+        res->t_absorb = now_seconds() - ts;
+    }
+    if (bits & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) {
+        double ts = now_seconds();
+        if ((bits & EVAL_SUITE_SCR) &&
+            ((rc = store_eval_run_begin(c.s, c.sae_id, "scr", c.hook.name, cfg.p, c.nchosen, &c.run_scr)) ||
+             (rc = run_scr(&c, res))))
+            goto out;
+        if ((bits & EVAL_SUITE_TPP) &&
+            ((rc = store_eval_run_begin(c.s, c.sae_id, "tpp", c.hook.name, cfg.p, c.nchosen, &c.run_tpp)) ||
+             (rc = run_tpp(&c, res))))
+            goto out;
+        res->t_ablate = now_seconds() - ts;
+    }
+    res->suites = bits;
+    res->seconds = now_seconds() - t0;
+    for (int i = 0; i < 4; i++) {
+        int64_t run = i == 0 ? c.run_sp : i == 1 ? c.run_abs : i == 2 ? c.run_scr : c.run_tpp;
+        if (run >= 0 && (rc = metric(&c, run, "seconds", res->seconds))) goto out;
+    }
+    rc = store_commit(c.s);
+    in_tx = 0;
+out:
+    if (in_tx) store_rollback(c.s);
+    if (rc) res->suites = 0;
+    buf_free(&cfg);
+    mem_free(mark);
+    mem_free(off);
+    set_free(&c.tok);
+    set_free(&c.seq);
+    mem_free(c.seqs);
+    mem_free(c.genres);
+    mem_free(c.chosen);
+    mem_free(c.seq_test);
+    mem_free(c.tense);
+    mem_free(c.ch_grp);
+    mem_free(c.ch_genre);
+    mem_free(c.ch_scr);
+    sae_free(c.sae);
+    sae_free(c.rnd);
+    store_close(c.s);
+    return rc;
+}

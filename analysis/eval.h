@@ -1,0 +1,194 @@
+/* eval.h - SAEBench-style evaluations of an SAE without an LLM judge (`saelite eval`):
+ * sparse probing, feature absorption, SCR and TPP on the stored activations of a Brown database,
+ * plus the pieces they are built from (probes, splits, the absorption metric) for tests and the
+ * synthetic check. Definitions, sources and every departure from SAEBench: docs/eval.md.
+ *
+ * eval_run: resolves the SAE (a directory, or a sae_registry id of the database), splits the
+ * documents into train and test per genre (seeded; a probe never sees its test documents),
+ * samples sequences and token positions, reads their activations once, encodes them with the SAE
+ * and (unless no_random) with a random-weight SAE of the same shape, runs the suites (SCR adds
+ * its own sample per prose kind x tense cell) and writes config, per-task
+ * rows and summary into the schema part "eval" (store/store_eval.h) in one transaction keyed by
+ * sae_registry.id (the SAE is registered when the database does not know it). A rerun of the same
+ * (SAE, suite) replaces its rows.
+ * Probes: L2-regularised logistic regression (LIBLINEAR's L2R_LR, C = 1 as SAEBench's sklearn
+ * default; the bias is a feature of value 1, so it is regularised too) and, for the absorption
+ * suite's latent ranking, L1-regularised logistic regression (L1R_LR). LIBLINEAR's errors and
+ * degenerate inputs are converted here (ERR_ARG / ERR_NOMEM); its printing is silenced.
+ * Ownership: opts strings are borrowed; results are plain data; eval_probe owns its w (eval_probe_free).
+ * Errors: err.h codes (ERR_ARG, ERR_NOTFOUND, ERR_SHAPE, ERR_NOMEM, ERR_SQL, ERR_IO; ERR_ABORTED
+ * when *stop became non-zero: nothing is written).
+ * Threads: one run at a time (LIBLINEAR's print hook is process-wide); the SAE encoder uses BLAS.
+ * Progress: common/progress.h lines on stderr.
+ */
+#ifndef SAELITE_EVAL_H
+#define SAELITE_EVAL_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rng.h"
+#include "sae/sae.h"
+#include "sae/synth.h"
+
+enum { EVAL_NK = 5 };        /* k in {1, 2, 5, 10, 20} */
+extern const int eval_k_values[EVAL_NK];
+enum { EVAL_NN = 7 };        /* SCR/TPP ablation sizes N in {2, 5, 10, 20, 50, 100, 500} */
+extern const int eval_n_values[EVAL_NN];
+enum { EVAL_SUITE_SPARSE_PROBING = 1, EVAL_SUITE_ABSORPTION = 2, EVAL_SUITE_SCR = 4, EVAL_SUITE_TPP = 8 };
+
+typedef struct {
+    const char *db;          /* store with the activations; written: eval_* tables (and the registry) */
+    const char *sae;         /* SAE directory, or a sae_registry id of db */
+    const char *suites;      /* comma-separated: sparse_probing, absorption, scr, tpp, or "all"
+                                (which skips the suites the database has no data for) */
+    uint64_t seed;           /* document split, sampling, random SAE */
+    double test_frac;        /* fraction of each genre's documents held out for testing */
+    int seqs_per_genre;      /* sequences sampled per genre (the positions come from these) */
+    int train_per_class;     /* POS tokens per class in the train pool (and genre sequences cap) */
+    int test_per_class;      /* ... in the test pool */
+    double C;                /* L2 probe regularisation (LIBLINEAR C) */
+    int no_random;           /* skip the random-weight SAE baseline (it doubles the encoding) */
+    volatile int *stop;      /* polled per sequence and per task; may be NULL */
+} eval_opts;
+
+void eval_defaults(eval_opts *o);
+
+typedef struct {
+    int64_t sae_id;                 /* sae_registry.id the rows are keyed by */
+    int registered;                 /* 1 when this run added the SAE to the registry */
+    char hook[128];
+    int suites;                     /* EVAL_SUITE_* bits that ran */
+    int skipped;                    /* with "all": suites the database has no data for (no POS
+                                       tags: absorption; no tense or prose-kind cells: scr) */
+    size_t n_seqs;                  /* sequences read */
+    int n_train_docs, n_test_docs;
+    /* sparse probing: mean test accuracy over tasks (POS and genre together) per k */
+    int n_tasks, n_pos_tasks, n_genre_tasks;
+    double sae_acc[EVAL_NK], rnd_acc[EVAL_NK], neuron_acc[EVAL_NK]; /* rnd_acc NaN with no_random */
+    double full_acc;                /* probe on the full hook activations */
+    double sae_full_acc;            /* probe on every SAE latent */
+    /* absorption */
+    int abs_parents, abs_included;  /* POS classes tried / with GT-probe F1 above the minimum */
+    double abs_mean_frac, abs_full_rate, abs_mean_split;
+    /* SCR: genre group (Brown's informative / imaginative prose) x tense (past / present) */
+    int scr_dir;                    /* the reported direction: 1 = tense ablated, 2 = genre group */
+    double scr_phi;                 /* correlation of the two labels over the sampled sequences */
+    int scr_cells[4];               /* stored sequences: informative-present, -past, imaginative-present, -past */
+    double scr[EVAL_NN];            /* scr_metric_threshold_N */
+    /* TPP: mean over POS and genre classes of the total metric */
+    int tpp_classes;
+    double tpp[EVAL_NN];
+    double seconds, t_read, t_probe, t_absorb, t_ablate;
+} eval_result;
+
+int eval_run(const eval_opts *o, eval_result *res);
+
+/* ---- building blocks (also used by the tests) ---------------------------------------------- */
+
+/* Sparse rows (CSR): row i holds idx/val[off[i] .. off[i+1]). */
+typedef struct {
+    int n, width;
+    size_t *off;              /* [n+1] */
+    int *idx;
+    float *val;
+    size_t cap;
+} eval_csr;
+int eval_csr_push(eval_csr *c, const float *row, int width); /* append a dense row (zeros dropped) */
+void eval_csr_free(eval_csr *c);
+
+/* A sample set: dense rows (width d) and/or sparse rows; a probe reads one of them. */
+typedef struct {
+    const float *dense;       /* [n, d] or NULL */
+    int d;
+    const eval_csr *sparse;   /* or NULL */
+} eval_feats;
+
+typedef struct {
+    int d;        /* input width */
+    double *w;    /* [d] weight per input feature (positive class = label 1) */
+    double b;     /* bias */
+} eval_probe;
+void eval_probe_free(eval_probe *p);
+double eval_probe_score(const eval_probe *p, const eval_feats *f, int row); /* w.x + b */
+
+/* Logistic regression on rows[0..n) of f with labels y[n] (0/1), on the columns cols[0..ncols)
+ * (cols NULL: all columns; the probe is then as wide as f, else ncols wide, in cols order).
+ * l1 = 0: L2R_LR, l1 = 1: L1R_LR. C > 0. Both classes must be present (ERR_ARG otherwise). */
+int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, int n,
+                const int *cols, int ncols, double C, int l1, eval_probe *out);
+/* Scores of rows under a probe fitted with the same cols (score[n]). */
+void eval_scores(const eval_probe *p, const eval_feats *f, const int *rows, int n,
+                 const int *cols, int ncols, double *score);
+/* Accuracy and F1 (label 1) of scores > 0 against y. */
+double eval_accuracy(const double *score, const unsigned char *y, int n);
+double eval_f1(const double *score, const unsigned char *y, int n);
+
+/* The k columns with the largest |mean over positives - mean over negatives| (SAEBench
+ * get_top_k_mean_diff_mask), descending; ties to the lower index. k <= width. */
+int eval_top_mean_diff(const eval_feats *f, const int *rows, const unsigned char *y, int n,
+                       int k, int *cols);
+
+/* Train/test split by document, stratified by group: the documents of each group (ordered by id)
+ * are shuffled with the seed and the first max(1, round(test_frac * n_g)) become test (none when
+ * the group has one document). doc[n] ids (distinct), group[n]; is_test[n] out. */
+int eval_split_docs(const int64_t *doc, const int *group, size_t n, double test_frac,
+                    uint64_t seed, unsigned char *is_test);
+
+/* One-vs-rest balanced sample (SAEBench prepare_probe_data): every row of class c (cls[i] == c;
+ * at most max_pos, a seeded choice) as positives, ceil(n_pos / (n_classes - 1)) from each other
+ * class as negatives, the positives cut to the negatives' count if fewer; shuffled. rows[cap]
+ * and y[cap] out (cap >= 2 * min(max_pos, count of c)); *n out. */
+int eval_balance(const int *cls, int n_all, int c, int n_classes, int max_pos, uint64_t seed,
+                 int *rows, unsigned char *y, int *n);
+
+/* Fisher-Yates shuffle of a[n] with r (the order every seeded sample here uses). */
+void eval_shuffle(int *a, int n, rng_state *r);
+
+/* Coarse POS class of a Brown tag (noun, verb, ...), or -1 (punctuation, foreign, unknown). */
+enum { EVAL_NPOS = 10 };
+extern const char *const eval_pos_names[EVAL_NPOS];
+int eval_pos_class(const char *brown_tag);
+/* Tense of a finite verb's Brown tag: 1 past (vbd bed bedz hvd dod), 0 present (vbz bez bem ber
+ * hvz doz), -1 anything else (base forms, participles, modals, other words). */
+int eval_tense(const char *brown_tag);
+/* 1 when a Brown genre is imaginative prose (sections K-R: fiction, mystery, science_fiction,
+ * adventure, romance, humor), 0 for informative prose (A-J), -1 when not a Brown genre. */
+int eval_imaginative(const char *genre);
+
+/* ---- absorption (SAEBench's metric; docs/eval.md) ------------------------------------------ */
+typedef struct {
+    double min_gt_f1;         /* 0.6 */
+    int max_k;                /* 10 */
+    double f1_jump;           /* 0.03 */
+    double l1_decay;          /* 0.01: the L1 probe's C = 1 / (l1_decay * n_train) */
+    double C;                 /* 1: the GT probe and the k-sparse L2 probes */
+} eval_abs_params;
+void eval_abs_defaults(eval_abs_params *p);
+
+typedef struct {
+    double gt_f1, split_f1;   /* test F1 of the ground-truth probe and of the k-sparse probe */
+    int n_split;              /* split features (the accepted k) */
+    int split[32];            /* their latent ids */
+    int n_tp, n_fn;           /* probe true positives (counted rows); false negatives among them */
+    double mean_frac, full_rate; /* sums over the false negatives / n_tp */
+    int included;             /* gt_f1 > min_gt_f1 */
+} eval_abs_class;
+
+/* One parent: the GT probe on raw rows (dense, width d), the k-sparse probes on codes (sparse,
+ * width d_sae), the metric on the test rows with y = 1 and GT score > 0; count[i] (may be NULL)
+ * restricts which test positives are counted. W_dec [d_sae, d] (rows of any norm). */
+int eval_absorption_class(const eval_feats *train, const int *tr_rows, const unsigned char *tr_y,
+                          int n_tr, const eval_feats *test, const int *te_rows,
+                          const unsigned char *te_y, const unsigned char *count, int n_te,
+                          const float *W_dec, int d_sae, const eval_abs_params *p,
+                          eval_abs_class *out);
+
+/* The synthetic check: samples of a hierarchical generator (c->parents > 0), parent p's label =
+ * "p fires"; train on n_train samples, test on n_test fresh ones (sample_seed); counted test
+ * positives are those where a child fires too (the set sae_absorption measures on). Means over
+ * the parents in *mean; exact (sae_absorption on the same test samples) may be NULL. */
+int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train, int n_test,
+                          const eval_abs_params *p, eval_abs_class *mean,
+                          sae_absorption_result *exact);
+
+#endif

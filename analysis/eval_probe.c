@@ -1,0 +1,771 @@
+/* eval_probe.c - the building blocks of the evaluations (eval.h): LIBLINEAR probes behind our own
+ * types, mean-difference selection, the split by document, balanced one-vs-rest sets, Brown's
+ * coarse POS classes and SAEBench's absorption metric. */
+#include <linear.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/eval.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/rng.h"
+
+const int eval_k_values[EVAL_NK] = {1, 2, 5, 10, 20};
+const int eval_n_values[EVAL_NN] = {2, 5, 10, 20, 50, 100, 500};
+
+/* ---- sparse rows ------------------------------------------------------------------------------ */
+int eval_csr_push(eval_csr *c, const float *row, int width)
+{
+    if (!c->off) {
+        c->off = mem_alloc(sizeof *c->off * 1024);
+        if (!c->off) return err_set(ERR_NOMEM, "out of memory for sparse rows");
+        c->off[0] = 0;
+        c->width = width;
+    }
+    if (width != c->width) return err_set(ERR_SHAPE, "sparse rows of width %d, not %d", width, c->width);
+    /* off holds a multiple of 1024 entries */
+    size_t need_off = ((size_t)c->n + 2 + 1023) / 1024 * 1024;
+    size_t have_off = ((size_t)c->n + 1 + 1023) / 1024 * 1024;
+    if (need_off > have_off) {
+        size_t *p = mem_realloc(c->off, need_off * sizeof *p);
+        if (!p) return err_set(ERR_NOMEM, "out of memory for sparse rows");
+        c->off = p;
+    }
+    size_t nnz = 0;
+    for (int j = 0; j < width; j++) nnz += row[j] != 0;
+    size_t at = c->off[c->n];
+    if (at + nnz > c->cap) {
+        size_t cap = c->cap ? c->cap : 4096;
+        while (cap < at + nnz) cap *= 2;
+        int *pi = mem_realloc(c->idx, cap * sizeof *pi);
+        if (pi) c->idx = pi;
+        float *pv = pi ? mem_realloc(c->val, cap * sizeof *pv) : NULL;
+        if (!pi || !pv) return err_set(ERR_NOMEM, "out of memory for %zu sparse values", cap);
+        c->val = pv;
+        c->cap = cap;
+    }
+    for (int j = 0; j < width; j++)
+        if (row[j] != 0) {
+            c->idx[at] = j;
+            c->val[at++] = row[j];
+        }
+    c->off[++c->n] = at;
+    return OK;
+}
+
+void eval_csr_free(eval_csr *c)
+{
+    mem_free(c->off);
+    mem_free(c->idx);
+    mem_free(c->val);
+    memset(c, 0, sizeof *c);
+}
+
+static int feats_width(const eval_feats *f) { return f->dense ? f->d : f->sparse->width; }
+
+/* ---- LIBLINEAR ------------------------------------------------------------------------------- */
+static void quiet(const char *s) { (void)s; }
+
+void eval_probe_free(eval_probe *p)
+{
+    mem_free(p->w);
+    p->w = NULL;
+}
+
+/* Nodes of one row restricted to cols (map[j] = slot or -1; map NULL: all), 1-based indices,
+ * then the bias node (index width+1) and the terminator. Returns the count written. */
+static int row_nodes(const eval_feats *f, int r, const int *cols, int ncols, const int *map,
+                     struct feature_node *out)
+{
+    int m = 0;
+    if (f->dense) {
+        const float *x = f->dense + (size_t)r * f->d;
+        if (cols)
+            for (int j = 0; j < ncols; j++) {
+                if (x[cols[j]] != 0) out[m++] = (struct feature_node){j + 1, x[cols[j]]};
+            }
+        else
+            for (int j = 0; j < f->d; j++)
+                if (x[j] != 0) out[m++] = (struct feature_node){j + 1, x[j]};
+    } else {
+        const eval_csr *c = f->sparse;
+        /* CSR rows are in ascending column order; with cols, LIBLINEAR wants ascending slots */
+        if (!map)
+            for (size_t q = c->off[r]; q < c->off[r + 1]; q++)
+                out[m++] = (struct feature_node){c->idx[q] + 1, c->val[q]};
+        else {
+            for (size_t q = c->off[r]; q < c->off[r + 1]; q++)
+                if (map[c->idx[q]] >= 0) out[m++] = (struct feature_node){map[c->idx[q]] + 1, c->val[q]};
+            for (int a = 1; a < m; a++) /* insertion sort by slot (m <= ncols, small) */
+                for (int b = a; b > 0 && out[b - 1].index > out[b].index; b--) {
+                    struct feature_node t = out[b];
+                    out[b] = out[b - 1];
+                    out[b - 1] = t;
+                }
+        }
+    }
+    return m;
+}
+
+typedef struct {
+    int *map; /* [width] column -> slot, or NULL */
+    int width, n_in;
+} colmap;
+
+static int colmap_make(colmap *cm, const eval_feats *f, const int *cols, int ncols)
+{
+    cm->width = feats_width(f);
+    cm->n_in = cols ? ncols : cm->width;
+    cm->map = NULL;
+    if (!cols || f->dense) return OK;
+    cm->map = mem_alloc((size_t)cm->width * sizeof *cm->map);
+    if (!cm->map) return err_set(ERR_NOMEM, "out of memory for a column map");
+    for (int j = 0; j < cm->width; j++) cm->map[j] = -1;
+    for (int j = 0; j < ncols; j++) {
+        if (cols[j] < 0 || cols[j] >= cm->width) {
+            mem_free(cm->map);
+            return err_set(ERR_ARG, "probe column %d outside 0..%d", cols[j], cm->width - 1);
+        }
+        cm->map[cols[j]] = j;
+    }
+    return OK;
+}
+
+int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, int n,
+                const int *cols, int ncols, double C, int l1, eval_probe *out)
+{
+    memset(out, 0, sizeof *out);
+    if (n < 2 || !(C > 0)) return err_set(ERR_ARG, "logistic regression needs >= 2 rows and C > 0");
+    int npos = 0;
+    for (int i = 0; i < n; i++) npos += y[i] != 0;
+    if (npos == 0 || npos == n)
+        return err_set(ERR_ARG, "logistic regression needs both classes (%d of %d positive)", npos, n);
+    colmap cm;
+    int rc = colmap_make(&cm, f, cols, ncols);
+    if (rc) return rc;
+    const int D = cm.n_in;
+    size_t nodes = 0;
+    for (int i = 0; i < n; i++) {
+        if (f->dense) nodes += (size_t)D + 2;
+        else nodes += (cols ? (size_t)ncols : f->sparse->off[rows[i] + 1] - f->sparse->off[rows[i]]) + 2;
+    }
+    struct feature_node *space = mem_alloc(nodes * sizeof *space);
+    struct feature_node **x = mem_alloc((size_t)n * sizeof *x);
+    double *yy = mem_alloc((size_t)n * sizeof *yy);
+    out->w = mem_calloc((size_t)D, sizeof *out->w);
+    if (!space || !x || !yy || !out->w) {
+        rc = err_set(ERR_NOMEM, "out of memory for a probe on %d rows", n);
+        goto done;
+    }
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = space + at;
+        int m = row_nodes(f, rows[i], cols, ncols, cm.map, space + at);
+        space[at + m] = (struct feature_node){D + 1, 1.0}; /* the bias feature */
+        space[at + m + 1] = (struct feature_node){-1, 0};
+        at += (size_t)m + 2;
+        yy[i] = y[i] ? 1 : -1;
+    }
+    struct problem prob = {.l = n, .n = D + 1, .y = yy, .x = x, .bias = 1};
+    struct parameter par = {.solver_type = l1 ? L1R_LR : L2R_LR, .eps = l1 ? 0.001 : 0.001, .C = C};
+    set_print_string_function(quiet);
+    const char *why = check_parameter(&prob, &par);
+    if (why) {
+        rc = err_set(ERR_ARG, "LIBLINEAR refused the probe: %s", why);
+        goto done;
+    }
+    struct model *mdl = train(&prob, &par);
+    if (!mdl) {
+        rc = err_set(ERR_NOMEM, "LIBLINEAR failed to train a probe on %d rows", n);
+        goto done;
+    }
+    /* binary models keep one weight vector for label[0]: flip it when label[0] is -1 */
+    double sgn = mdl->label[0] == 1 ? 1 : -1;
+    for (int j = 0; j < D; j++) out->w[j] = sgn * mdl->w[j];
+    out->b = sgn * mdl->w[D] * mdl->bias;
+    out->d = D;
+    free_and_destroy_model(&mdl);
+done:
+    mem_free(space);
+    mem_free(x);
+    mem_free(yy);
+    mem_free(cm.map);
+    if (rc) eval_probe_free(out);
+    return rc;
+}
+
+double eval_probe_score(const eval_probe *p, const eval_feats *f, int row)
+{
+    double s = p->b;
+    if (f->dense) {
+        const float *x = f->dense + (size_t)row * f->d;
+        for (int j = 0; j < p->d; j++) s += p->w[j] * x[j];
+    } else {
+        const eval_csr *c = f->sparse;
+        for (size_t q = c->off[row]; q < c->off[row + 1]; q++) s += p->w[c->idx[q]] * c->val[q];
+    }
+    return s;
+}
+
+void eval_scores(const eval_probe *p, const eval_feats *f, const int *rows, int n,
+                 const int *cols, int ncols, double *score)
+{
+    if (!cols) {
+        for (int i = 0; i < n; i++) score[i] = eval_probe_score(p, f, rows[i]);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        double s = p->b;
+        int r = rows[i];
+        if (f->dense)
+            for (int j = 0; j < ncols; j++) s += p->w[j] * f->dense[(size_t)r * f->d + cols[j]];
+        else {
+            const eval_csr *c = f->sparse;
+            for (int j = 0; j < ncols; j++) { /* ncols <= 20: a binary search per column */
+                size_t lo = c->off[r], hi = c->off[r + 1];
+                while (lo < hi) {
+                    size_t mid = (lo + hi) / 2;
+                    if (c->idx[mid] < cols[j]) lo = mid + 1;
+                    else hi = mid;
+                }
+                if (lo < c->off[r + 1] && c->idx[lo] == cols[j]) s += p->w[j] * c->val[lo];
+            }
+        }
+        score[i] = s;
+    }
+}
+
+double eval_accuracy(const double *score, const unsigned char *y, int n)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) ok += (score[i] > 0) == (y[i] != 0);
+    return n ? (double)ok / n : NAN;
+}
+
+double eval_f1(const double *score, const unsigned char *y, int n)
+{
+    int tp = 0, fp = 0, fn = 0;
+    for (int i = 0; i < n; i++) {
+        int p = score[i] > 0, t = y[i] != 0;
+        tp += p && t;
+        fp += p && !t;
+        fn += !p && t;
+    }
+    return tp ? 2.0 * tp / (2.0 * tp + fp + fn) : 0;
+}
+
+/* Keeps the k largest values seen so far in best[0..*have) descending, their ids in cols. */
+static void topk_insert(double *best, int *cols, int *have, int k, double v, int id)
+{
+    if (*have == k && !(v > best[k - 1])) return;
+    int at = *have < k ? (*have)++ : k - 1;
+    while (at > 0 && v > best[at - 1]) {
+        best[at] = best[at - 1];
+        cols[at] = cols[at - 1];
+        at--;
+    }
+    best[at] = v;
+    cols[at] = id;
+}
+
+/* ---- selection -------------------------------------------------------------------------------- */
+int eval_top_mean_diff(const eval_feats *f, const int *rows, const unsigned char *y, int n,
+                       int k, int *cols)
+{
+    int W = feats_width(f);
+    if (k < 1 || k > W) return err_set(ERR_ARG, "top %d of %d columns", k, W);
+    double *sp = mem_calloc((size_t)W, sizeof *sp), *sn = mem_calloc((size_t)W, sizeof *sn);
+    if (!sp || !sn) {
+        mem_free(sp);
+        mem_free(sn);
+        return err_set(ERR_NOMEM, "out of memory for mean differences");
+    }
+    int np = 0, nn = 0;
+    for (int i = 0; i < n; i++) {
+        double *acc = y[i] ? sp : sn;
+        if (y[i]) np++;
+        else nn++;
+        int r = rows[i];
+        if (f->dense)
+            for (int j = 0; j < W; j++) acc[j] += f->dense[(size_t)r * f->d + j];
+        else
+            for (size_t q = f->sparse->off[r]; q < f->sparse->off[r + 1]; q++)
+                acc[f->sparse->idx[q]] += f->sparse->val[q];
+    }
+    double *best = mem_alloc((size_t)k * sizeof *best);
+    if (!best) {
+        mem_free(sp);
+        mem_free(sn);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    int have = 0;
+    for (int j = 0; j < W; j++) {
+        topk_insert(best, cols, &have, k, fabs((np ? sp[j] / np : 0) - (nn ? sn[j] / nn : 0)), j);
+    }
+    mem_free(best);
+    mem_free(sp);
+    mem_free(sn);
+    return OK;
+}
+
+/* ---- split and sampling ------------------------------------------------------------------------ */
+void eval_shuffle(int *a, int n, rng_state *r)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)rng_below(r, (uint64_t)i + 1);
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+typedef struct {
+    int64_t doc;
+    int group;
+    int i;
+} doc_ref;
+
+static int cmp_doc_ref(const void *a, const void *b)
+{
+    const doc_ref *x = a, *y = b;
+    if (x->group != y->group) return x->group < y->group ? -1 : 1;
+    return x->doc < y->doc ? -1 : x->doc > y->doc;
+}
+
+int eval_split_docs(const int64_t *doc, const int *group, size_t n, double test_frac,
+                    uint64_t seed, unsigned char *is_test)
+{
+    if (!(test_frac > 0 && test_frac < 1)) return err_set(ERR_ARG, "test fraction must be in (0, 1)");
+    doc_ref *d = mem_alloc((n + 1) * sizeof *d);
+    int *perm = mem_alloc((n + 1) * sizeof *perm);
+    if (!d || !perm) {
+        mem_free(d);
+        mem_free(perm);
+        return err_set(ERR_NOMEM, "out of memory for %zu documents", n);
+    }
+    for (size_t i = 0; i < n; i++) d[i] = (doc_ref){doc[i], group[i], (int)i};
+    qsort(d, n, sizeof *d, cmp_doc_ref);
+    rng_state r;
+    rng_seed(&r, seed ^ 0x5350u); /* the split's own stream */
+    for (size_t a = 0; a < n;) {
+        size_t b = a;
+        while (b < n && d[b].group == d[a].group) b++;
+        int ng = (int)(b - a);
+        for (int i = 0; i < ng; i++) perm[i] = i;
+        eval_shuffle(perm, ng, &r);
+        int nt = ng < 2 ? 0 : (int)lround(test_frac * ng);
+        if (ng >= 2 && nt < 1) nt = 1;
+        if (nt >= ng) nt = ng - 1;
+        for (int i = 0; i < ng; i++) is_test[d[a + perm[i]].i] = i < nt;
+        a = b;
+    }
+    mem_free(d);
+    mem_free(perm);
+    return OK;
+}
+
+int eval_balance(const int *cls, int n_all, int c, int n_classes, int max_pos, uint64_t seed,
+                 int *rows, unsigned char *y, int *n)
+{
+    *n = 0;
+    if (n_classes < 2) return err_set(ERR_ARG, "one-vs-rest needs >= 2 classes");
+    int *cnt = mem_calloc((size_t)n_classes, sizeof *cnt);
+    int *idx = mem_alloc(((size_t)n_all + 1) * sizeof *idx);
+    int *start = mem_calloc((size_t)n_classes + 1, sizeof *start);
+    if (!cnt || !idx || !start) {
+        mem_free(cnt);
+        mem_free(idx);
+        mem_free(start);
+        return err_set(ERR_NOMEM, "out of memory for a balanced set");
+    }
+    for (int i = 0; i < n_all; i++)
+        if (cls[i] >= 0 && cls[i] < n_classes) cnt[cls[i]]++;
+    for (int k = 0; k < n_classes; k++) start[k + 1] = start[k] + cnt[k];
+    int *fill = mem_alloc((size_t)n_classes * sizeof *fill);
+    if (!fill) {
+        mem_free(cnt);
+        mem_free(idx);
+        mem_free(start);
+        return err_set(ERR_NOMEM, "out of memory for a balanced set");
+    }
+    memcpy(fill, start, (size_t)n_classes * sizeof *fill);
+    for (int i = 0; i < n_all; i++)
+        if (cls[i] >= 0 && cls[i] < n_classes) idx[fill[cls[i]]++] = i;
+    rng_state r;
+    rng_seed(&r, seed);
+    for (int k = 0; k < n_classes; k++) eval_shuffle(idx + start[k], cnt[k], &r);
+    int npos = cnt[c] < max_pos ? cnt[c] : max_pos;
+    int per = (npos + n_classes - 2) / (n_classes - 1);
+    int m = 0;
+    for (int k = 0; k < n_classes; k++) {
+        if (k == c) continue;
+        for (int i = 0; i < per && i < cnt[k] && m < npos; i++) {
+            rows[npos + m] = idx[start[k] + i];
+            m++;
+        }
+    }
+    if (m < npos) npos = m; /* too few negatives: cut the positives to match */
+    for (int i = 0; i < npos; i++) rows[i] = idx[start[c] + i];
+    /* negatives were written after the original npos: move them next to the kept positives */
+    int orig = cnt[c] < max_pos ? cnt[c] : max_pos;
+    memmove(rows + npos, rows + orig, (size_t)m * sizeof *rows);
+    if (m > npos) m = npos;
+    int tot = npos + m;
+    for (int i = 0; i < tot; i++) y[i] = i < npos;
+    for (int i = tot - 1; i > 0; i--) { /* shuffle rows and labels together */
+        int j = (int)rng_below(&r, (uint64_t)i + 1);
+        int t = rows[i];
+        rows[i] = rows[j];
+        rows[j] = t;
+        unsigned char u = y[i];
+        y[i] = y[j];
+        y[j] = u;
+    }
+    *n = tot;
+    mem_free(cnt);
+    mem_free(idx);
+    mem_free(start);
+    mem_free(fill);
+    return OK;
+}
+
+/* ---- Brown coarse classes ---------------------------------------------------------------------- */
+const char *const eval_pos_names[EVAL_NPOS] = {"noun", "verb", "auxiliary", "adjective", "adverb",
+                                               "determiner", "preposition", "pronoun",
+                                               "conjunction", "number"};
+
+static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+
+int eval_pos_class(const char *tag)
+{
+    char t[16];
+    if (!tag || !tag[0]) return -1;
+    if (starts(tag, "fw-") || starts(tag, "FW-")) return -1; /* foreign words */
+    size_t n = 0;
+    for (; tag[n] && tag[n] != '-' && tag[n] != '+' && n + 1 < sizeof t; n++)
+        t[n] = (char)(tag[n] >= 'A' && tag[n] <= 'Z' ? tag[n] + 32 : tag[n]);
+    t[n] = 0;
+    if (!n) return -1;
+    if (starts(t, "nn") || starts(t, "np")) return 0;
+    if (starts(t, "vb")) return 1;
+    if (starts(t, "be") || starts(t, "hv") || starts(t, "do") || starts(t, "md")) return 2;
+    if (starts(t, "jj")) return 3;
+    if (starts(t, "rb") || !strcmp(t, "rn") || !strcmp(t, "ql")) return 4;
+    if (!strcmp(t, "at") || starts(t, "dt") || !strcmp(t, "ap") || starts(t, "ab")) return 5;
+    if (!strcmp(t, "in")) return 6;
+    if (starts(t, "pp") || starts(t, "pn") || starts(t, "wp")) return 7;
+    if (!strcmp(t, "cc") || !strcmp(t, "cs")) return 8;
+    if (starts(t, "cd") || !strcmp(t, "od")) return 9;
+    return -1;
+}
+
+static void base_tag(const char *tag, char *t, size_t cap)
+{
+    size_t n = 0;
+    for (; tag[n] && tag[n] != '-' && tag[n] != '+' && tag[n] != '*' && n + 1 < cap; n++)
+        t[n] = (char)(tag[n] >= 'A' && tag[n] <= 'Z' ? tag[n] + 32 : tag[n]);
+    t[n] = 0;
+}
+
+int eval_tense(const char *tag)
+{
+    static const char *const past[] = {"vbd", "bed", "bedz", "hvd", "dod"};
+    static const char *const pres[] = {"vbz", "bez", "bem", "ber", "hvz", "doz"};
+    char t[16];
+    if (!tag || !tag[0] || starts(tag, "fw-")) return -1;
+    base_tag(tag, t, sizeof t);
+    for (size_t i = 0; i < sizeof past / sizeof *past; i++)
+        if (!strcmp(t, past[i])) return 1;
+    for (size_t i = 0; i < sizeof pres / sizeof *pres; i++)
+        if (!strcmp(t, pres[i])) return 0;
+    return -1;
+}
+
+int eval_imaginative(const char *g)
+{
+    static const char *const imag[] = {"fiction", "mystery", "science_fiction", "adventure",
+                                       "romance", "humor"};
+    static const char *const info[] = {"news", "editorial", "reviews", "religion", "hobbies",
+                                       "lore", "belles_lettres", "government", "learned"};
+    for (size_t i = 0; i < sizeof imag / sizeof *imag; i++)
+        if (!strcmp(g, imag[i])) return 1;
+    for (size_t i = 0; i < sizeof info / sizeof *info; i++)
+        if (!strcmp(g, info[i])) return 0;
+    return -1;
+}
+
+/* ---- absorption ------------------------------------------------------------------------------- */
+void eval_abs_defaults(eval_abs_params *p)
+{
+    *p = (eval_abs_params){.min_gt_f1 = 0.6, .max_k = 10, .f1_jump = 0.03, .l1_decay = 0.01, .C = 1};
+}
+
+/* Columns ranked by the L1 probe's weight (descending, positive weights first), then the rest
+ * by mean difference, max_k in all. */
+static int rank_latents(const eval_feats *tr, const int *rows, const unsigned char *y, int n,
+                        const eval_abs_params *p, int *cols)
+{
+    eval_probe l1;
+    int rc = eval_logreg(tr, rows, y, n, NULL, 0, 1.0 / (p->l1_decay * n), 1, &l1);
+    if (rc) return rc;
+    int have = 0;
+    double *bw = mem_alloc((size_t)p->max_k * sizeof *bw);
+    if (!bw) {
+        eval_probe_free(&l1);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    for (int j = 0; j < l1.d; j++) {
+        if (l1.w[j] > 0) topk_insert(bw, cols, &have, p->max_k, l1.w[j], j);
+    }
+    mem_free(bw);
+    eval_probe_free(&l1);
+    if (have < p->max_k) { /* fewer positive weights than max_k: fill by mean difference */
+        int W = feats_width(tr);
+        int *md = mem_alloc((size_t)W * sizeof *md);
+        if (!md) return err_set(ERR_NOMEM, "out of memory");
+        int want = p->max_k + have < W ? p->max_k + have : W;
+        rc = eval_top_mean_diff(tr, rows, y, n, want, md);
+        for (int i = 0; !rc && i < want && have < p->max_k; i++) {
+            int dup = 0;
+            for (int q = 0; q < have; q++) dup |= cols[q] == md[i];
+            if (!dup) cols[have++] = md[i];
+        }
+        mem_free(md);
+    }
+    return rc;
+}
+
+static double dotf(const float *a, const double *b, int d)
+{
+    double s = 0;
+    for (int i = 0; i < d; i++) s += a[i] * b[i];
+    return s;
+}
+
+typedef struct {
+    int id;
+    double proj;
+} feat_proj;
+
+int eval_absorption_class(const eval_feats *train, const int *tr_rows, const unsigned char *tr_y,
+                          int n_tr, const eval_feats *test, const int *te_rows,
+                          const unsigned char *te_y, const unsigned char *count, int n_te,
+                          const float *W_dec, int d_sae, const eval_abs_params *p,
+                          eval_abs_class *out)
+{
+    memset(out, 0, sizeof *out);
+    if (p->max_k < 1 || p->max_k > 32) return err_set(ERR_ARG, "absorption max_k must be in 1..32");
+    const int d = train->d;
+    eval_feats trc = {.sparse = train->sparse}, tec = {.sparse = test->sparse};
+    eval_feats trr = {.dense = train->dense, .d = d}, ter = {.dense = test->dense, .d = d};
+    eval_probe gt = {0}, kp = {0};
+    double *s_gt = mem_alloc((size_t)n_te * sizeof *s_gt), *s_k = mem_alloc((size_t)n_te * sizeof *s_k);
+    double *cosv = mem_alloc((size_t)d_sae * sizeof *cosv);
+    int cols[32], best_cols[32];
+    int rc = s_gt && s_k && cosv ? OK : err_set(ERR_NOMEM, "out of memory for absorption");
+    /* 1. the ground-truth probe on the raw activations */
+    if (!rc) rc = eval_logreg(&trr, tr_rows, tr_y, n_tr, NULL, 0, p->C, 0, &gt);
+    if (!rc) {
+        eval_scores(&gt, &ter, te_rows, n_te, NULL, 0, s_gt);
+        out->gt_f1 = eval_f1(s_gt, te_y, n_te);
+        out->included = out->gt_f1 > p->min_gt_f1;
+    }
+    /* 2. k-sparse probing: latents ranked by the L1 probe, the F1-jump rule for split features */
+    if (!rc) rc = rank_latents(&trc, tr_rows, tr_y, n_tr, p, cols);
+    /* split features: the top-k set at the last k whose F1 beat the best F1 of every smaller k
+       by more than f1_jump (k = 1 always counts) */
+    double best = -1;
+    for (int k = 1; !rc && k <= p->max_k; k++) {
+        eval_probe q;
+        rc = eval_logreg(&trc, tr_rows, tr_y, n_tr, cols, k, p->C, 0, &q);
+        if (rc) break;
+        eval_scores(&q, &tec, te_rows, n_te, cols, k, s_k);
+        double f1 = eval_f1(s_k, te_y, n_te);
+        if (f1 > best + p->f1_jump) {
+            out->n_split = k;
+            memcpy(best_cols, cols, (size_t)k * sizeof *cols);
+            eval_probe_free(&kp);
+            kp = q;
+            out->split_f1 = f1;
+        } else
+            eval_probe_free(&q);
+        if (f1 > best) best = f1;
+    }
+    if (!rc) {
+        memcpy(out->split, best_cols, (size_t)out->n_split * sizeof *best_cols);
+        eval_scores(&kp, &tec, te_rows, out->n_split > 0 ? n_te : 0, best_cols, out->n_split, s_k);
+    }
+    /* 3. the metric on the probe's true positives, summed over the k-sparse probe's misses */
+    double pn = 0;
+    if (!rc) {
+        for (int j = 0; j < d; j++) pn += gt.w[j] * gt.w[j];
+        pn = sqrt(pn);
+        if (!(pn > 0)) rc = err_set(ERR_ARG, "the ground-truth probe has no direction");
+    }
+    for (int f = 0; !rc && f < d_sae; f++) {
+        const float *wd = W_dec + (size_t)f * d;
+        double nr = 0;
+        for (int j = 0; j < d; j++) nr += (double)wd[j] * wd[j];
+        cosv[f] = nr > 0 ? dotf(wd, gt.w, d) / (sqrt(nr) * pn) : 0;
+    }
+    const double EPS = 1e-8, cos_frac = 0.1, cos_full = 0.025, prop = 0.4;
+    double sum_frac = 0;
+    int n_full = 0;
+    for (int i = 0; !rc && i < n_te; i++) {
+        if (!te_y[i] || !(s_gt[i] > 0) || (count && !count[i])) continue;
+        out->n_tp++;
+        if (s_k[i] > 0) continue; /* the split features found it: no absorption */
+        out->n_fn++;
+        int r = te_rows[i];
+        double P = dotf(test->dense + (size_t)r * d, gt.w, d) / pn;
+        double main_proj = 0;
+        int main_fired = 0;
+        feat_proj top3[3] = {{-1, 0}, {-1, 0}, {-1, 0}}, top = {-1, -INFINITY};
+        const eval_csr *c = test->sparse;
+        for (size_t q = c->off[r]; q < c->off[r + 1]; q++) {
+            int f = c->idx[q];
+            double a = c->val[q], pr = a * cosv[f];
+            int is_main = 0;
+            for (int s = 0; s < out->n_split; s++) is_main |= best_cols[s] == f;
+            if (is_main) {
+                main_proj += pr;
+                if (fabs(a) >= EPS) main_fired = 1;
+                continue;
+            }
+            if (pr > top.proj) top = (feat_proj){f, pr};
+            if (cosv[f] >= cos_frac && pr > 0) {
+                int at = 3;
+                while (at > 0 && (top3[at - 1].id < 0 || pr > top3[at - 1].proj)) at--;
+                if (at < 3) {
+                    for (int s = 2; s > at; s--) top3[s] = top3[s - 1];
+                    top3[at] = (feat_proj){f, pr};
+                }
+            }
+        }
+        /* the top-projecting latent over all latents: silent ones project 0 */
+        if (top.id < 0 || top.proj < 0) top.proj = 0;
+        double A = 0;
+        for (int s = 0; s < 3; s++)
+            if (top3[s].id >= 0) A += top3[s].proj;
+        double frac;
+        if (main_proj >= P || A / P < prop) frac = 0;
+        else if (main_proj <= 0) frac = 1;
+        else {
+            double ab = fmin(A, P - main_proj);
+            frac = ab / (ab + main_proj);
+            frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
+        }
+        sum_frac += frac;
+        int full = !main_fired && top.id >= 0 && cosv[top.id] >= cos_full && P >= 0 &&
+                   top.proj / P >= prop;
+        n_full += full;
+    }
+    if (!rc && out->n_tp > 0) {
+        out->mean_frac = sum_frac / out->n_tp;
+        out->full_rate = (double)n_full / out->n_tp;
+    }
+    eval_probe_free(&gt);
+    eval_probe_free(&kp);
+    mem_free(s_gt);
+    mem_free(s_k);
+    mem_free(cosv);
+    return rc;
+}
+
+/* ---- the synthetic check ---------------------------------------------------------------------- */
+static int synth_set(const sae_model *m, const synth_config *c, int n, float **x, float **codes,
+                     eval_csr *f)
+{
+    sae_synth *g = NULL;
+    *x = mem_alloc((size_t)n * c->d * sizeof **x);
+    *codes = mem_alloc((size_t)n * c->n_features * sizeof **codes);
+    float *fr = mem_alloc((size_t)256 * m->cfg.d_sae * sizeof *fr);
+    int rc = *x && *codes && fr ? sae_synth_new(&g, c) : err_set(ERR_NOMEM, "out of memory");
+    if (!rc) rc = sae_synth_sample_codes(g, *x, n, *codes);
+    for (int a = 0; !rc && a < n; a += 256) {
+        int b = n - a < 256 ? n - a : 256;
+        rc = sae_encode(m, *x + (size_t)a * c->d, b, fr);
+        for (int i = 0; !rc && i < b; i++) rc = eval_csr_push(f, fr + (size_t)i * m->cfg.d_sae, m->cfg.d_sae);
+    }
+    sae_synth_free(g);
+    mem_free(fr);
+    return rc;
+}
+
+int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train, int n_test,
+                          const eval_abs_params *p, eval_abs_class *mean,
+                          sae_absorption_result *exact)
+{
+    memset(mean, 0, sizeof *mean);
+    if (c->parents < 1 || c->children < 1) return err_set(ERR_ARG, "the synthetic check needs parents and children");
+    if (m->cfg.d_in != c->d || m->cfg.transcoder) return err_set(ERR_SHAPE, "the SAE reads %d values, the generator makes %d", m->cfg.d_in, c->d);
+    synth_config ct = *c;
+    ct.sample_seed = (c->sample_seed ? c->sample_seed : c->seed) ^ 0x7e57ull;
+    float *xtr = NULL, *ctr = NULL, *xte = NULL, *cte = NULL;
+    eval_csr ftr = {0}, fte = {0};
+    int ntot = n_train > n_test ? n_train : n_test;
+    int *cls = mem_alloc((size_t)ntot * sizeof *cls);
+    int *rtr = mem_alloc((size_t)2 * n_train * sizeof *rtr), *rte = mem_alloc((size_t)2 * n_test * sizeof *rte);
+    unsigned char *ytr = mem_alloc((size_t)2 * n_train), *yte = mem_alloc((size_t)2 * n_test);
+    unsigned char *cnt = mem_alloc((size_t)2 * n_test);
+    int rc = cls && rtr && rte && ytr && yte && cnt ? OK : err_set(ERR_NOMEM, "out of memory");
+    if (!rc) rc = synth_set(m, c, n_train, &xtr, &ctr, &ftr);
+    if (!rc) rc = synth_set(m, &ct, n_test, &xte, &cte, &fte);
+    const int F = c->n_features, G = 1 + c->children;
+    int used = 0;
+    for (int g = 0; !rc && g < c->parents; g++) {
+        int par = g * G, ntr, nte;
+        for (int i = 0; i < n_train; i++) cls[i] = ctr[(size_t)i * F + par] > 0;
+        rc = eval_balance(cls, n_train, 1, 2, n_train, c->seed + 1000u + (uint64_t)g, rtr, ytr, &ntr);
+        for (int i = 0; !rc && i < n_test; i++) cls[i] = cte[(size_t)i * F + par] > 0;
+        if (!rc) rc = eval_balance(cls, n_test, 1, 2, n_test, c->seed + 2000u + (uint64_t)g, rte, yte, &nte);
+        for (int i = 0; !rc && i < nte; i++) {
+            int any = 0;
+            for (int ch = 1; ch < G; ch++) any |= cte[(size_t)rte[i] * F + par + ch] > 0;
+            cnt[i] = (unsigned char)any;
+        }
+        if (rc || ntr < 4 || nte < 4) continue;
+        eval_feats tr = {.dense = xtr, .d = c->d, .sparse = &ftr};
+        eval_feats te = {.dense = xte, .d = c->d, .sparse = &fte};
+        eval_abs_class r;
+        rc = eval_absorption_class(&tr, rtr, ytr, ntr, &te, rte, yte, cnt, nte, m->W_dec, m->cfg.d_sae, p, &r);
+        if (rc) break;
+        mean->gt_f1 += r.gt_f1;
+        mean->split_f1 += r.split_f1;
+        mean->n_split += r.n_split;
+        mean->n_tp += r.n_tp;
+        mean->n_fn += r.n_fn;
+        mean->mean_frac += r.mean_frac;
+        mean->full_rate += r.full_rate;
+        mean->included += r.included;
+        used++;
+    }
+    if (!rc && used) {
+        mean->gt_f1 /= used;
+        mean->split_f1 /= used;
+        mean->mean_frac /= used;
+        mean->full_rate /= used;
+        mean->n_split = (int)lround((double)mean->n_split / used);
+    }
+    if (!rc && exact) { /* the generator's own measure, on the same test samples */
+        sae_synth *g = NULL;
+        rc = sae_synth_new(&g, c);
+        if (!rc) rc = sae_absorption(m, c, sae_synth_directions(g), xte, cte, n_test, exact);
+        sae_synth_free(g);
+    }
+    mem_free(xtr);
+    mem_free(ctr);
+    mem_free(xte);
+    mem_free(cte);
+    eval_csr_free(&ftr);
+    eval_csr_free(&fte);
+    mem_free(cls);
+    mem_free(rtr);
+    mem_free(rte);
+    mem_free(ytr);
+    mem_free(yte);
+    mem_free(cnt);
+    return rc;
+}

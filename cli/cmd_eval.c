@@ -1,0 +1,97 @@
+/* cmd_eval.c - `saelite eval`: flags for eval_run (analysis/eval.h) and its summary table. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analysis/eval.h"
+#include "cli/cli.h"
+#include "common/err.h"
+
+CLI_COMMAND(eval, "SAEBench-style evaluations on Brown: sparse probing, absorption, SCR, TPP",
+            "saelite eval --db FILE --sae DIR|ID [--suite sparse_probing,absorption] [--seed N] "
+            "[--test-frac F] [--seqs-per-genre N] [--train-per-class N] [--test-per-class N] [--C C] [--no-random]")
+
+static void print_result(const eval_result *r)
+{
+    printf("eval: SAE id %lld%s at %s: %zu sequences (%d train / %d test documents) in %.1f s "
+           "(read %.1f s, probes %.1f s, absorption %.1f s, scr/tpp %.1f s)\n",
+           (long long)r->sae_id, r->registered ? " (registered now)" : "", r->hook, r->n_seqs,
+           r->n_train_docs, r->n_test_docs, r->seconds, r->t_read, r->t_probe, r->t_absorb,
+           r->t_ablate);
+    if (r->skipped)
+        printf("skipped (the database has no data for them): %s%s%s%s\n",
+               r->skipped & EVAL_SUITE_SPARSE_PROBING ? "sparse_probing " : "",
+               r->skipped & EVAL_SUITE_ABSORPTION ? "absorption (no POS tags) " : "",
+               r->skipped & EVAL_SUITE_SCR ? "scr (no sequences of every prose kind x tense cell) " : "",
+               r->skipped & EVAL_SUITE_TPP ? "tpp" : "");
+    if (r->suites & EVAL_SUITE_SPARSE_PROBING) {
+        printf("sparse probing: %d tasks (%d POS, %d genre), mean test accuracy\n", r->n_tasks,
+               r->n_pos_tasks, r->n_genre_tasks);
+        printf("  %-12s", "k");
+        for (int i = 0; i < EVAL_NK; i++) printf(" %7d", eval_k_values[i]);
+        printf("\n  %-12s", "sae");
+        for (int i = 0; i < EVAL_NK; i++) printf(" %7.4f", r->sae_acc[i]);
+        if (!isnan(r->rnd_acc[0])) {
+            printf("\n  %-12s", "random sae");
+            for (int i = 0; i < EVAL_NK; i++) printf(" %7.4f", r->rnd_acc[i]);
+        }
+        printf("\n  %-12s", "neurons");
+        for (int i = 0; i < EVAL_NK; i++) printf(" %7.4f", r->neuron_acc[i]);
+        printf("\n  %-12s %7.4f (every hook unit); every SAE latent %.4f\n", "full probe",
+               r->full_acc, r->sae_full_acc);
+    }
+    if (r->suites & EVAL_SUITE_ABSORPTION)
+        printf("absorption: %d of %d POS parents with GT-probe F1 > 0.6: mean absorption fraction "
+               "%.4f, full-absorption rate %.4f, split features %.2f\n", r->abs_included,
+               r->abs_parents, r->abs_mean_frac, r->abs_full_rate, r->abs_mean_split);
+    if (r->suites & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) {
+        printf("  %-12s", "N ablated");
+        for (int i = 0; i < EVAL_NN; i++) printf(" %7d", eval_n_values[i]);
+    }
+    if (r->suites & EVAL_SUITE_SCR) {
+        printf("\n  %-12s", "scr");
+        for (int i = 0; i < EVAL_NN; i++) printf(" %7.4f", r->scr[i]);
+        printf("   (direction %d; prose kind x tense, phi %.3f over %d/%d/%d/%d sequences)", r->scr_dir,
+               r->scr_phi, r->scr_cells[0], r->scr_cells[1], r->scr_cells[2], r->scr_cells[3]);
+    }
+    if (r->suites & EVAL_SUITE_TPP) {
+        printf("\n  %-12s", "tpp");
+        for (int i = 0; i < EVAL_NN; i++) printf(" %7.4f", r->tpp[i]);
+        printf("   (%d classes)", r->tpp_classes);
+    }
+    if (r->suites & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) printf("\n");
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    eval_opts o;
+    eval_defaults(&o);
+    int64_t seed = (int64_t)o.seed;
+    arg_spec spec[] = {
+        {"--db", ARG_STR, &o.db, "database with stored activations (written: eval tables, the "
+         "SAE registry)", ARG_REQUIRED},
+        {"--sae", ARG_STR, &o.sae, "SAE directory (SAELens layout) or sae_registry id", ARG_REQUIRED},
+        {"--suite", ARG_STR, &o.suites, "comma-separated suites: sparse_probing, absorption, scr, tpp, all"},
+        {"--seed", ARG_I64, &seed, "document split, sampling and the random SAE", ARG_MIN(0)},
+        {"--test-frac", ARG_FLOAT, &o.test_frac, "fraction of each genre's documents held out",
+         ARG_ABOVE(0), ARG_BELOW(1)},
+        {"--seqs-per-genre", ARG_INT, &o.seqs_per_genre, "sequences sampled per genre", ARG_MIN(1)},
+        {"--train-per-class", ARG_INT, &o.train_per_class,
+         "train rows per class (POS tokens; genre sequences at most)", ARG_MIN(2)},
+        {"--test-per-class", ARG_INT, &o.test_per_class, "test rows per class", ARG_MIN(1)},
+        {"--C", ARG_FLOAT, &o.C, "inverse L2 strength of the logistic-regression probes", ARG_ABOVE(0)},
+        {"--no-random", ARG_FLAG, &o.no_random, "skip the random-weight SAE baseline (about 40% of the time)"},
+        {NULL, 0, NULL, NULL},
+    };
+    const char *pos[1];
+    int npos = 0;
+    int rc = args_parse("eval", argc, argv, spec, pos, 0, &npos);
+    if (rc) return rc < 0 ? 0 : rc;
+    o.seed = (uint64_t)seed;
+    cli_catch_signals();
+    o.stop = &cli_stop_flag;
+    eval_result res;
+    if (eval_run(&o, &res)) return cli_fail("eval");
+    print_result(&res);
+    return 0;
+}

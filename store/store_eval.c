@@ -1,0 +1,200 @@
+/* store_eval.c - the evaluation tables (see store_eval.h, schema_eval.sql). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+#include "store/store_eval.h"
+#include "store/store_internal.h"
+#include "store/store_sae.h"
+
+#include "schema_eval_sql.h" /* generated from store/schema_eval.sql */
+
+int store_eval_init(store *s)
+{
+    int rc = store_sae_init(s);
+    return rc ? rc : store_schema_part(s, "eval", STORE_EVAL_VERSION, schema_eval_sql);
+}
+
+int store_eval_verify(store *s)
+{
+    return store_schema_part_verify(s, "eval", STORE_EVAL_VERSION, schema_eval_sql);
+}
+
+static int step_done(store *s, sqlite3_stmt *st, const char *what)
+{
+    int r = sqlite3_step(st);
+    int rc = r == SQLITE_DONE ? OK : store_sql_error(s, r, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static void bind_real(sqlite3_stmt *st, int i, double v)
+{
+    if (isfinite(v)) sqlite3_bind_double(st, i, v);
+}
+
+int store_eval_seqs(store *s, int64_t hook_id, store_eval_seq **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT q.id, q.document_id, q.bos, q.n_tokens, coalesce(d.genre, '') "
+                              "FROM activations a JOIN sequences q ON q.id = a.sequence_id "
+                              "JOIN documents d ON d.id = q.document_id WHERE a.hook_id = ?1 "
+                              "ORDER BY q.id", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    size_t cap = 0;
+    int r;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            store_eval_seq *p = mem_realloc(*out, cap * sizeof *p);
+            if (!p) {
+                rc = err_set(ERR_NOMEM, "%s: out of memory", store_path(s));
+                break;
+            }
+            *out = p;
+        }
+        store_eval_seq *q = &(*out)[(*n)++];
+        q->seq_id = sqlite3_column_int64(st, 0);
+        q->doc_id = sqlite3_column_int64(st, 1);
+        q->bos = sqlite3_column_int(st, 2);
+        q->n_tokens = sqlite3_column_int(st, 3);
+        const char *g = (const char *)sqlite3_column_text(st, 4);
+        snprintf(q->genre, sizeof q->genre, "%s", g ? g : "");
+    }
+    if (!rc && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading sequences");
+    sqlite3_finalize(st);
+    if (rc) {
+        mem_free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+int store_eval_sae_find(store *s, const char *dir, int64_t *id)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT id FROM sae_registry WHERE dir = ?1 OR "
+                              "rtrim(dir, '/') = rtrim(?1, '/') ORDER BY id DESC LIMIT 1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, dir, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
+    else if (r == SQLITE_DONE)
+        rc = err_set(ERR_NOTFOUND, "%s: no SAE registered for directory '%s'", store_path(s), dir);
+    else rc = store_sql_error(s, r, "reading the SAE registry");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_eval_run_begin(store *s, int64_t sae_id, const char *suite, const char *hook_name,
+                         const char *config_json, int64_t n_seqs, int64_t *run_id)
+{
+    static const char *const del[] = {
+        "DELETE FROM eval_probe WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
+        "DELETE FROM eval_absorption WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
+        "DELETE FROM eval_ablation WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
+        "DELETE FROM eval_metrics WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
+        "DELETE FROM eval_runs WHERE sae_id = ?1 AND suite = ?2"};
+    sqlite3_stmt *st;
+    int rc = OK;
+    for (size_t i = 0; !rc && i < sizeof del / sizeof *del; i++) {
+        if ((rc = store_prepare(s, del[i], &st))) break;
+        sqlite3_bind_int64(st, 1, sae_id);
+        sqlite3_bind_text(st, 2, suite, -1, SQLITE_STATIC);
+        rc = step_done(s, st, "replacing an evaluation");
+    }
+    if (rc) return rc;
+    if ((rc = store_prepare(s, "INSERT INTO eval_runs (sae_id, suite, hook_name, config, n_seqs) "
+                               "VALUES (?1, ?2, ?3, ?4, ?5)", &st)))
+        return rc;
+    sqlite3_bind_int64(st, 1, sae_id);
+    sqlite3_bind_text(st, 2, suite, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, hook_name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, config_json ? config_json : "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, n_seqs);
+    if ((rc = step_done(s, st, "writing an evaluation run"))) return rc;
+    *run_id = sqlite3_last_insert_rowid(store_db(s));
+    return OK;
+}
+
+int store_eval_probe(store *s, int64_t run_id, const char *task, const char *kind,
+                     const char *dict, int k, int n_train, int n_test, double train_acc,
+                     double test_acc, const char *features)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "INSERT INTO eval_probe (run_id, task, kind, dict, k, n_train, "
+                              "n_test, train_acc, test_acc, features) VALUES "
+                              "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, task, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, dict, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 5, k);
+    sqlite3_bind_int(st, 6, n_train);
+    sqlite3_bind_int(st, 7, n_test);
+    bind_real(st, 8, train_acc);
+    bind_real(st, 9, test_acc);
+    if (features) sqlite3_bind_text(st, 10, features, -1, SQLITE_STATIC);
+    return step_done(s, st, "writing a probe result");
+}
+
+int store_eval_absorption(store *s, int64_t run_id, const char *parent, double gt_f1,
+                          int included, const char *split_features, int n_split, double split_f1,
+                          int n_probe_tp, int n_false_neg, double mean_frac, double full_rate)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "INSERT INTO eval_absorption (run_id, parent, gt_f1, included, "
+                              "split_features, n_split, split_f1, n_probe_tp, n_false_neg, "
+                              "mean_frac, full_rate) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+                           &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, parent, -1, SQLITE_STATIC);
+    bind_real(st, 3, gt_f1);
+    sqlite3_bind_int(st, 4, included);
+    sqlite3_bind_text(st, 5, split_features ? split_features : "[]", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 6, n_split);
+    bind_real(st, 7, split_f1);
+    sqlite3_bind_int(st, 8, n_probe_tp);
+    sqlite3_bind_int(st, 9, n_false_neg);
+    bind_real(st, 10, mean_frac);
+    bind_real(st, 11, full_rate);
+    return step_done(s, st, "writing an absorption result");
+}
+
+int store_eval_ablation(store *s, int64_t run_id, const char *task, int n, double clean_acc,
+                        double orig_acc, double ablated_acc, double other_diff, double score)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "INSERT INTO eval_ablation (run_id, task, n, clean_acc, orig_acc, "
+                              "ablated_acc, other_diff, score) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, task, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, n);
+    bind_real(st, 4, clean_acc);
+    bind_real(st, 5, orig_acc);
+    bind_real(st, 6, ablated_acc);
+    bind_real(st, 7, other_diff);
+    bind_real(st, 8, score);
+    return step_done(s, st, "writing an ablation result");
+}
+
+int store_eval_metric(store *s, int64_t run_id, const char *metric, double value)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "INSERT OR REPLACE INTO eval_metrics (run_id, metric, value) "
+                              "VALUES (?1, ?2, ?3)", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, run_id);
+    sqlite3_bind_text(st, 2, metric, -1, SQLITE_STATIC);
+    bind_real(st, 3, value);
+    return step_done(s, st, "writing an evaluation metric");
+}

@@ -1,0 +1,299 @@
+/* test_eval.c - the evaluations' building blocks (analysis/eval.h) on data where the answer is
+ * known: LIBLINEAR against a hand-solved logistic regression, a latent equal to the label, the
+ * split by document, balanced one-vs-rest sets, Brown's coarse classes, and SAEBench's absorption
+ * metric against the exact absorption of a hand-built SAE on the hierarchical generator. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis/eval.h"
+#include "common/err.h"
+#include "common/mem.h"
+#include "common/rng.h"
+#include "harness.h"
+#include "sae/sae.h"
+#include "sae/synth.h"
+
+/* min 0.5 (w^2 + b^2) + C sum log(1 + exp(-y (w x + b))) by Newton's method on (w, b): the
+ * objective LIBLINEAR's L2R_LR solves with the bias as a feature of value 1. */
+static void newton_2d(const double *x, const double *y, int n, double C, double *w, double *b)
+{
+    *w = *b = 0;
+    for (int it = 0; it < 100; it++) {
+        double g[2] = {*w, *b}, H[3] = {1, 0, 1}; /* Hww Hwb Hbb */
+        for (int i = 0; i < n; i++) {
+            double z = y[i] * (*w * x[i] + *b), s = 1 / (1 + exp(z)); /* sigma(-z) */
+            g[0] -= C * y[i] * x[i] * s;
+            g[1] -= C * y[i] * s;
+            double h = C * s * (1 - s);
+            H[0] += h * x[i] * x[i];
+            H[1] += h * x[i];
+            H[2] += h;
+        }
+        double det = H[0] * H[2] - H[1] * H[1];
+        *w -= (H[2] * g[0] - H[1] * g[1]) / det;
+        *b -= (H[0] * g[1] - H[1] * g[0]) / det;
+    }
+}
+
+static void test_liblinear_hand(void)
+{
+    /* three points on a line, one of them repeated: no symmetry to hide a sign or bias bug */
+    const double xs[5] = {1.0, 1.0, -1.0, 2.0, -0.5}, ys[5] = {1, 1, -1, 1, 1};
+    float X[5];
+    int rows[5];
+    unsigned char y[5];
+    for (int i = 0; i < 5; i++) {
+        X[i] = (float)xs[i];
+        rows[i] = i;
+        y[i] = ys[i] > 0;
+    }
+    eval_feats f = {.dense = X, .d = 1};
+    eval_probe p;
+    int rc = eval_logreg(&f, rows, y, 5, NULL, 0, 1.0, 0, &p);
+    CHECK(rc == OK, "%s", err_msg());
+    double w, b;
+    newton_2d(xs, ys, 5, 1.0, &w, &b);
+    if (!rc) {
+        CHECK_NEAR(p.w[0], w, 2e-3);
+        CHECK_NEAR(p.b, b, 2e-3);
+        printf("liblinear w %.5f b %.5f, Newton w %.5f b %.5f\n", p.w[0], p.b, w, b);
+    }
+    eval_probe_free(&p);
+    /* one class only: converted to our error, no LIBLINEAR crash */
+    unsigned char same[5] = {1, 1, 1, 1, 1};
+    CHECK(eval_logreg(&f, rows, same, 5, NULL, 0, 1.0, 0, &p) == ERR_ARG, "one class is refused");
+}
+
+/* A code whose latent 7 equals the label: the mean difference picks it and a 1-sparse probe is
+ * perfect; the other latents are noise. */
+static void test_latent_is_label(void)
+{
+    enum { N = 400, D = 64 };
+    eval_csr c = {0};
+    float row[D];
+    int rows[N];
+    unsigned char y[N];
+    rng_state r;
+    rng_seed(&r, 3);
+    for (int i = 0; i < N; i++) {
+        y[i] = (unsigned char)(i % 2);
+        rows[i] = i;
+        for (int j = 0; j < D; j++) row[j] = rng_uniform(&r) < 0.1 ? (float)rng_uniform(&r) : 0;
+        row[7] = y[i] ? 1.0f : 0;
+        CHECK(eval_csr_push(&c, row, D) == OK, "%s", err_msg());
+    }
+    eval_feats f = {.sparse = &c};
+    int cols[5];
+    CHECK(eval_top_mean_diff(&f, rows, y, N, 5, cols) == OK, "%s", err_msg());
+    CHECK(cols[0] == 7, "top latent %d", cols[0]);
+    eval_probe p;
+    CHECK(eval_logreg(&f, rows, y, N, cols, 1, 1.0, 0, &p) == OK, "%s", err_msg());
+    double *s = mem_alloc(N * sizeof *s);
+    eval_scores(&p, &f, rows, N, cols, 1, s);
+    CHECK(eval_accuracy(s, y, N) == 1.0, "accuracy %g", eval_accuracy(s, y, N));
+    CHECK(eval_f1(s, y, N) == 1.0, "f1");
+    /* the full-width sparse probe scores the same way as the column-restricted one */
+    eval_probe q;
+    CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 1.0, 0, &q) == OK, "%s", err_msg());
+    eval_scores(&q, &f, rows, N, NULL, 0, s);
+    CHECK(eval_accuracy(s, y, N) == 1.0, "full accuracy %g", eval_accuracy(s, y, N));
+    eval_probe_free(&p);
+    eval_probe_free(&q);
+    mem_free(s);
+    eval_csr_free(&c);
+}
+
+static void test_split_and_balance(void)
+{
+    enum { ND = 60 };
+    int64_t doc[ND];
+    int grp[ND];
+    unsigned char t1[ND], t2[ND], t3[ND];
+    for (int i = 0; i < ND; i++) {
+        doc[i] = 1000 + 7 * i;
+        grp[i] = i < 3 ? 0 : i < 4 ? 1 : 2 + i % 4; /* a group of 3, a group of 1, 4 big ones */
+    }
+    CHECK(eval_split_docs(doc, grp, ND, 0.2, 42, t1) == OK, "%s", err_msg());
+    CHECK(eval_split_docs(doc, grp, ND, 0.2, 42, t2) == OK, "%s", err_msg());
+    CHECK(eval_split_docs(doc, grp, ND, 0.2, 43, t3) == OK, "%s", err_msg());
+    CHECK(!memcmp(t1, t2, ND), "same seed, same split");
+    CHECK(memcmp(t1, t3, ND) != 0, "another seed, another split");
+    for (int g = 0; g < 6; g++) {
+        int n = 0, nt = 0;
+        for (int i = 0; i < ND; i++)
+            if (grp[i] == g) n++, nt += t1[i];
+        if (n == 1) CHECK(nt == 0, "a lone document stays in train");
+        else CHECK(nt >= 1 && nt < n && abs(nt - (int)lround(0.2 * n)) <= 1, "group %d: %d of %d test", g, nt, n);
+    }
+    /* sequences inherit their document's side: a probe's train rows never share a document
+       with its test rows */
+    enum { NS = 600 };
+    int cls[NS], rows[2 * NS], docof[NS];
+    unsigned char y[2 * NS], seen[ND] = {0};
+    rng_state r;
+    rng_seed(&r, 9);
+    for (int i = 0; i < NS; i++) {
+        docof[i] = (int)rng_below(&r, ND);
+        cls[i] = (int)rng_below(&r, 4);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int cl[NS], n;
+        for (int i = 0; i < NS; i++) cl[i] = t1[docof[i]] == pass ? cls[i] : -1;
+        CHECK(eval_balance(cl, NS, 2, 4, 1000, 5, rows, y, &n) == OK, "%s", err_msg());
+        int npos = 0, per[4] = {0};
+        for (int i = 0; i < n; i++) {
+            CHECK(cl[rows[i]] >= 0, "a row of the other side");
+            CHECK((cl[rows[i]] == 2) == (y[i] != 0), "label");
+            npos += y[i];
+            per[cls[rows[i]]]++;
+            seen[docof[rows[i]]] |= (unsigned char)(1 << pass);
+        }
+        CHECK(2 * npos == n, "balanced: %d of %d", npos, n);
+        for (int k = 0; k < 4; k++)
+            if (k != 2) CHECK(abs(per[k] - npos / 3) <= 1, "negatives from class %d: %d", k, per[k]);
+    }
+    int both = 0;
+    for (int i = 0; i < ND; i++) both += seen[i] == 3;
+    CHECK(both == 0, "%d documents in both train and test", both);
+}
+
+static void test_pos_classes(void)
+{
+    CHECK(eval_pos_class("nn") == 0 && eval_pos_class("nns$") == 0 && eval_pos_class("np-tl") == 0, "nouns");
+    CHECK(eval_pos_class("vbd") == 1 && eval_pos_class("VBN") == 1, "verbs");
+    CHECK(eval_pos_class("bez") == 2 && eval_pos_class("md*") == 2, "auxiliaries");
+    CHECK(eval_pos_class("at") == 5 && eval_pos_class("in") == 6 && eval_pos_class("pps") == 7, "closed classes");
+    CHECK(eval_pos_class("ppss+md") == 7, "a contraction counts as its first tag");
+    CHECK(eval_pos_class(",") < 0 && eval_pos_class("fw-nn") < 0 && eval_pos_class("") < 0, "no class");
+    CHECK(eval_tense("vbd") == 1 && eval_tense("bedz") == 1 && eval_tense("hvd") == 1, "past");
+    CHECK(eval_tense("vbz") == 0 && eval_tense("bez*") == 0 && eval_tense("ber") == 0, "present");
+    CHECK(eval_tense("vb") < 0 && eval_tense("vbn") < 0 && eval_tense("md") < 0 && eval_tense("nn") < 0, "no tense");
+    CHECK(eval_imaginative("romance") == 1 && eval_imaginative("learned") == 0 && eval_imaginative("x") < 0, "prose kinds");
+}
+
+/* The dual basis of the true directions (rows of dirs [F, d], F <= d): e_j . d_k = [j == k], so
+ * x . e_j is feature j's magnitude exactly. E = (D D^T)^-1 D by Gauss-Jordan. */
+static int dual_basis(const float *dirs, int F, int d, double *E)
+{
+    double *G = mem_alloc(sizeof(double) * (size_t)F * 2 * F);
+    if (!G) return err_set(ERR_NOMEM, "out of memory");
+    for (int a = 0; a < F; a++)
+        for (int b = 0; b < 2 * F; b++) {
+            double v = 0;
+            if (b < F)
+                for (int i = 0; i < d; i++) v += (double)dirs[(size_t)a * d + i] * dirs[(size_t)b * d + i];
+            else v = a == b - F;
+            G[(size_t)a * 2 * F + b] = v;
+        }
+    for (int c = 0; c < F; c++) { /* G is symmetric positive definite: no pivoting needed */
+        double piv = G[(size_t)c * 2 * F + c];
+        for (int b = 0; b < 2 * F; b++) G[(size_t)c * 2 * F + b] /= piv;
+        for (int a = 0; a < F; a++) {
+            if (a == c) continue;
+            double m = G[(size_t)a * 2 * F + c];
+            for (int b = 0; b < 2 * F; b++) G[(size_t)a * 2 * F + b] -= m * G[(size_t)c * 2 * F + b];
+        }
+    }
+    for (int a = 0; a < F; a++)
+        for (int i = 0; i < d; i++) {
+            double v = 0;
+            for (int b = 0; b < F; b++) v += G[(size_t)a * 2 * F + F + b] * dirs[(size_t)b * d + i];
+            E[(size_t)a * d + i] = v;
+        }
+    mem_free(G);
+    return OK;
+}
+
+/* A JumpReLU SAE with one latent per true feature (encoder = the dual vector, decoder = the
+ * direction, threshold 0.05), except that each parent's latent is switched off by its absorbing
+ * children (its encoder minus 3 x theirs), and their latents read and write parent + child
+ * (encoder (e_a + e_p) / sqrt 2, decoder (d_a + d_p) / sqrt 2, threshold 0.73: above what the
+ * parent alone gives, below parent and child together, their magnitudes being >= 0.5):
+ * SAEBench's picture of absorption, built exactly. */
+static int absorbing_sae(const synth_config *sc, const float *dirs, int n_abs, sae_model **out)
+{
+    sae_config cfg = {.arch = SAE_JUMPRELU, .d_in = sc->d, .d_sae = sc->n_features};
+    snprintf(cfg.hook_name, sizeof cfg.hook_name, "synthetic");
+    int rc = sae_model_new(out, &cfg);
+    if (rc) return rc;
+    sae_model *m = *out;
+    const int d = sc->d, F = sc->n_features, G = 1 + sc->children;
+    double *enc = mem_alloc(sizeof(double) * (size_t)F * d); /* [F, d] rows, transposed below */
+    if (!enc) return err_set(ERR_NOMEM, "out of memory");
+    if ((rc = dual_basis(dirs, F, d, enc))) {
+        mem_free(enc);
+        return rc;
+    }
+    memcpy(m->W_dec, dirs, sizeof(float) * (size_t)F * d);
+    for (int j = 0; j < F; j++) m->threshold[j] = 0.05f;
+    for (int g = 0; g < sc->parents; g++)
+        for (int a = 1; a <= n_abs; a++) {
+            int par = g * G, ch = par + a;
+            for (int i = 0; i < d; i++) {
+                size_t ci = (size_t)ch * d + i, pi = (size_t)par * d + i;
+                m->W_dec[ci] = (float)((dirs[ci] + dirs[pi]) / sqrt(2.0));
+                double e = enc[ci];
+                enc[ci] = (e + enc[pi]) / sqrt(2.0);
+                enc[pi] -= 3 * e;
+            }
+            m->threshold[ch] = 0.73f;
+        }
+    for (int j = 0; j < F; j++)
+        for (int i = 0; i < d; i++) m->W_enc[(size_t)i * F + j] = (float)enc[(size_t)j * d + i];
+    mem_free(enc);
+    return OK;
+}
+
+static void test_absorption_synth(void)
+{
+    synth_config sc;
+    synth_defaults(&sc);
+    sc.d = 256;
+    sc.n_features = 96;
+    sc.active = 3;
+    sc.rank = 0;
+    sc.seed = 5;
+    sc.parents = 3;
+    sc.children = 16;
+    sc.child_p = 0.04;
+    eval_abs_params p;
+    eval_abs_defaults(&p);
+    const int n_abs_cases[2] = {0, 8};
+    for (int q = 0; q < 2; q++) {
+        sae_synth *g = NULL;
+        sae_model *m = NULL;
+        int rc = sae_synth_new(&g, &sc);
+        if (!rc) rc = absorbing_sae(&sc, sae_synth_directions(g), n_abs_cases[q], &m);
+        eval_abs_class mean;
+        sae_absorption_result ex;
+        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p, &mean, &ex);
+        CHECK(rc == OK, "%s", err_msg());
+        if (!rc) {
+            printf("absorbing children %d: exact absorption %.4f (%d parents); SAEBench metric: "
+                   "full-absorption rate %.4f, mean fraction %.4f, split %d, GT F1 %.3f, %d TP\n",
+                   n_abs_cases[q], ex.absorption, ex.n_parents, mean.full_rate, mean.mean_frac,
+                   mean.n_split, mean.gt_f1, mean.n_tp);
+            CHECK(fabs(mean.full_rate - ex.absorption) <= 0.05, "full rate %.4f vs exact %.4f",
+                  mean.full_rate, ex.absorption);
+            CHECK(fabs(mean.mean_frac - ex.absorption) <= 0.05, "mean fraction %.4f vs exact %.4f",
+                  mean.mean_frac, ex.absorption);
+            CHECK(mean.included == sc.parents, "GT probes above the F1 minimum: %d", mean.included);
+            CHECK(mean.n_split == 1, "split features %d (the parent's latent)", mean.n_split);
+            if (q) CHECK(ex.absorption > 0.3, "the built SAE absorbs (%.3f)", ex.absorption);
+        }
+        sae_free(m);
+        sae_synth_free(g);
+    }
+}
+
+int main(void)
+{
+    test_liblinear_hand();
+    test_latent_is_label();
+    test_split_and_balance();
+    test_pos_classes();
+    test_absorption_synth();
+    return harness_report("test_eval");
+}
