@@ -289,7 +289,13 @@ static int api_info(srv_ctx *c, const srv_request *rq, srv_response *out)
         cJSON_AddStringToObject(j, "test_sae", srv_model_sae(c->model));
         cJSON_AddNumberToObject(j, "test_max_tokens", srv_model_ctx(c->model));
     }
-    cJSON_AddBoolToObject(j, "steering", 0);
+    cJSON_AddBoolToObject(j, "steering", c->model != NULL);
+    if (c->model) {
+        cJSON_AddNumberToObject(j, "steer_max_tokens", SRV_STEER_TOKENS);
+        cJSON_AddNumberToObject(j, "steer_max_prompt", SRV_STEER_CHARS);
+        cJSON_AddNumberToObject(j, "steer_timeout_ms", SRV_STEER_MS);
+        cJSON_AddNumberToObject(j, "steer_max_strength", SRV_STEER_MAX_S);
+    }
     cJSON_AddNumberToObject(j, "sql_max_rows", SRV_SQL_ROWS);
     cJSON_AddNumberToObject(j, "sql_timeout_ms", SRV_SQL_MS);
     return respond_json(out, 200, j);
@@ -712,6 +718,140 @@ static int api_test(srv_ctx *c, const srv_request *rq, srv_response *out)
     return rc;
 }
 
+/* A number field of a JSON body: absent -> def; else finite, in [lo, hi] and (integer) whole.
+ * 0 (and a 400 in out) when bad. */
+static int num_field(cJSON *j, const char *key, double lo, double hi, int integer, double def,
+                     double *v, srv_response *out)
+{
+    cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    *v = def;
+    if (!x) return 1;
+    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < lo ||
+        x->valuedouble > hi || (integer && x->valuedouble != floor(x->valuedouble))) {
+        srv_error(out, 400, "\"%s\" must be a%s number in %g..%g", key, integer ? "n integer" : "",
+                  lo, hi);
+        return 0;
+    }
+    *v = x->valuedouble;
+    return 1;
+}
+
+/* Every key of a JSON body must be one the endpoint knows (allowed: "a|b|c"). */
+static int check_fields(cJSON *j, const char *allowed, srv_response *out)
+{
+    cJSON *x;
+    cJSON_ArrayForEach(x, j)
+    {
+        size_t n = strlen(x->string);
+        int ok = 0;
+        for (const char *p = allowed; *p && n && !ok;) {
+            const char *e = strchr(p, '|');
+            size_t m = e ? (size_t)(e - p) : strlen(p);
+            ok = m == n && !memcmp(p, x->string, n);
+            if (!e) break;
+            p = e + 1;
+        }
+        if (!ok) {
+            srv_error(out, 400, "unknown field '%.60s' (this endpoint takes %s)", x->string, allowed);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* POST /api/steer: the steered and the unsteered continuation side by side (srv_model_steer). */
+static int api_steer(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    if (!check_args(rq, "", out)) return OK;
+    if (!c->model)
+        return srv_error(out, 404, "steering needs a model: start serve with --model DIR (and --sae)");
+    cJSON *body = body_json(rq, out);
+    if (!body) return OK;
+    int rc = OK;
+    ana_steer_term terms[SRV_STEER_TERMS];
+    double d, mx, seed, temp, topk, tmo;
+    srv_steer_req r = {.terms = terms, .timeout_ms = SRV_STEER_MS};
+    const char *method = json_str_field(body, "method");
+    cJSON *fs = cJSON_GetObjectItemCaseSensitive(body, "features");
+    r.prompt = json_str_field(body, "prompt");
+    if (!check_fields(body, "dict|prompt|features|method|max_tokens|seed|temperature|top_k|"
+                      "timeout_ms", out) ||
+        !num_field(body, "timeout_ms", 0, SRV_STEER_MS, 1, SRV_STEER_MS, &tmo, out) ||
+        !num_field(body, "dict", 0, INT32_MAX, 1, (double)c->test_dict, &d, out) ||
+        !num_field(body, "max_tokens", 1, SRV_STEER_TOKENS, 1, 32, &mx, out) ||
+        !num_field(body, "seed", 0, 9007199254740992.0, 1, 0, &seed, out) ||
+        !num_field(body, "temperature", 0, 10, 0, 1, &temp, out) ||
+        !num_field(body, "top_k", 0, 1 << 20, 1, 0, &topk, out))
+        goto done;
+    if ((int64_t)d != c->test_dict) {
+        rc = srv_error(out, 400, "dictionary %lld is not the SAE serve runs (dictionary %lld: --sae)",
+                       (long long)d, (long long)c->test_dict);
+        goto done;
+    }
+    if (!r.prompt) {
+        rc = srv_error(out, 400, "\"prompt\" (a string) is required (\"\" starts from <|endoftext|>)");
+        goto done;
+    }
+    if (strlen(r.prompt) > SRV_STEER_CHARS) {
+        rc = srv_error(out, 413, "prompt longer than %d bytes", SRV_STEER_CHARS);
+        goto done;
+    }
+    if (method && ana_steer_method_parse(method, &r.method)) {
+        rc = srv_error(out, 400, "\"method\" must be add, clamp, ortho or cap");
+        goto done;
+    } else if (!method) r.method = ANA_STEER_ADD;
+    int nf = cJSON_IsArray(fs) ? cJSON_GetArraySize(fs) : -1;
+    if (nf < 1 || nf > SRV_STEER_TERMS) {
+        rc = srv_error(out, 400, "\"features\" must be 1..%d [feature, strength] pairs",
+                       SRV_STEER_TERMS);
+        goto done;
+    }
+    int D = srv_model_dsae(c->model);
+    for (int i = 0; i < nf; i++) {
+        cJSON *p = cJSON_GetArrayItem(fs, i), *f = cJSON_GetArrayItem(p, 0), *v = cJSON_GetArrayItem(p, 1);
+        if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2 || !cJSON_IsNumber(f) ||
+            !cJSON_IsNumber(v) || f->valuedouble != floor(f->valuedouble) || f->valuedouble < 0 ||
+            f->valuedouble >= D || !isfinite(v->valuedouble) ||
+            fabs(v->valuedouble) > SRV_STEER_MAX_S) {
+            rc = srv_error(out, 400, "\"features\"[%d] must be [feature in 0..%d, strength with "
+                           "|strength| <= %g]", i, D - 1, SRV_STEER_MAX_S);
+            goto done;
+        }
+        terms[i].feature = (int)f->valuedouble;
+        terms[i].value = (float)v->valuedouble;
+    }
+    r.nterms = nf;
+    r.max_new = (int)mx;
+    r.seed = (uint64_t)seed;
+    r.temperature = temp;
+    r.top_k = (int)topk;
+    r.timeout_ms = (int)tmo;
+    cJSON *j = cJSON_CreateObject();
+    rc = j ? srv_model_steer(c->model, &r, j) : err_set(ERR_NOMEM, "out of memory");
+    if (rc) {
+        cJSON_Delete(j);
+        rc = fail(out, rc);
+        goto done;
+    }
+    cJSON_AddNumberToObject(j, "dict_id", (double)c->test_dict);
+    cJSON_AddStringToObject(j, "method", ana_steer_method_name(r.method));
+    cJSON *ta = cJSON_AddArrayToObject(j, "features");
+    for (int i = 0; ta && i < nf; i++) {
+        cJSON *p = cJSON_CreateArray();
+        cJSON_AddItemToArray(p, cJSON_CreateNumber(terms[i].feature));
+        cJSON_AddItemToArray(p, cJSON_CreateNumber(terms[i].value));
+        cJSON_AddItemToArray(ta, p);
+    }
+    cJSON_AddNumberToObject(j, "seed", (double)r.seed);
+    cJSON_AddNumberToObject(j, "temperature", r.temperature);
+    cJSON_AddNumberToObject(j, "top_k", r.top_k);
+    cJSON_AddNumberToObject(j, "max_tokens", r.max_new);
+    rc = respond_json(out, 200, j);
+done:
+    cJSON_Delete(body);
+    return rc;
+}
+
 /* ---- routing -------------------------------------------------------------------------------- */
 static int is_page(const char *p)
 {
@@ -731,8 +871,10 @@ int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)
     if (p[0] != '/') return srv_error(out, 400, "the path must start with '/'");
     if (strlen(p) > SRV_MAX_URL) return srv_error(out, 414, "path too long");
     int api = !strncmp(p, "/api/", 5);
-    if (post && strcmp(p, "/api/sql") && strcmp(p, "/api/test"))
-        return srv_error(out, 405, "POST only to /api/sql and /api/test");
+    if (post && strcmp(p, "/api/sql") && strcmp(p, "/api/test") && strcmp(p, "/api/steer"))
+        return srv_error(out, 405, "POST only to /api/sql, /api/test and /api/steer");
+    if (!post && !strcmp(p, "/api/steer"))
+        return srv_error(out, 405, "steering is POST /api/steer with a JSON body (docs/serve.md)");
     if (!api) {
         for (size_t i = 0; i < sizeof ASSETS / sizeof *ASSETS; i++)
             if (!strcmp(p, ASSETS[i].path)) {
@@ -765,6 +907,7 @@ int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)
     if (!strncmp(r, "feature/", 8)) return api_feature(c, rq, r + 8, out);
     if (!strcmp(r, "sql")) return api_sql(c, rq, out);
     if (!strcmp(r, "test")) return api_test(c, rq, out);
+    if (!strcmp(r, "steer")) return api_steer(c, rq, out);
     return srv_error(out, 404, "no endpoint %.200s (see /api/queries and docs/serve.md)", p);
 }
 

@@ -30,6 +30,11 @@
 #define SRV_SQL_ROWS 1000         /* console row cap */
 #define SRV_SQL_MS 2000           /* console time limit */
 #define SRV_TEST_CHARS 4000       /* "test your text": bytes of text */
+#define SRV_STEER_CHARS 2000      /* steering: bytes of prompt */
+#define SRV_STEER_TOKENS 128      /* steering: most tokens generated per continuation */
+#define SRV_STEER_TERMS 8         /* steering: most (feature, strength) terms */
+#define SRV_STEER_MS 10000        /* steering: time limit of both continuations together */
+#define SRV_STEER_MAX_S 1e4       /* steering: largest |strength| */
 
 struct srv_result;
 typedef struct {

@@ -5,7 +5,8 @@
  * the model (BOS first, at most n_ctx tokens), encodes the hook activations with the SAE and adds
  * to out: "tokens": [{"text", "features": [[feature, activation], ...]}] (top k per token, by
  * activation, only active ones) and "truncated". The model is not thread-safe: srv_model_test
- * takes the model's mutex.
+ * takes the model's mutex. Each pass attaches its own hooks (the capture hook, or steering's)
+ * under that mutex.
  */
 #ifndef SAELITE_SERVE_INTERNAL_H
 #define SAELITE_SERVE_INTERNAL_H
@@ -13,6 +14,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#include "analysis/steer.h"
 #include "serve/serve.h"
 #include "store/store_serve.h"
 
@@ -26,6 +28,23 @@ int srv_model_test(srv_model *m, const char *text, int k, cJSON *out);
 int srv_model_feature(srv_model *m, const int *ids, int T, int feature, float *out);
 const char *srv_model_sae(const srv_model *m);
 int srv_model_ctx(const srv_model *m);
+int srv_model_dsae(const srv_model *m);
+
+/* Steering: the steered and the unsteered continuation of prompt from the same seed, through
+ * ana_steer_generate (analysis/steer.h, what `generate --steer --compare` runs); each stops at
+ * <|endoftext|>, after max_new tokens or at the deadline (timeout_ms after the call began, for
+ * both together). Adds "steered" and "unsteered" ({"text", "tokens", "ids", "stop"}),
+ * "prompt_tokens", "hook" and "ms" to out. Takes the model's mutex. */
+typedef struct {
+    const char *prompt;
+    ana_steer_method method;
+    const ana_steer_term *terms;
+    int nterms;
+    int max_new, top_k, timeout_ms;
+    double temperature;
+    uint64_t seed;
+} srv_steer_req;
+int srv_model_steer(srv_model *m, const srv_steer_req *r, cJSON *out);
 
 struct srv_ctx {
     store_srv *st;

@@ -5,7 +5,8 @@
 Usage: serve_browser.py CHROMIUM BASE_URL OUTDIR EXPECT_JSON
 EXPECT_JSON (from the test, computed with sqlite3 and curl): dict, first_feature (top of the
 index by density), word (a search word), search_total, feature, n_top, top_value, text,
-test_tokens, test_first_features, sql, sql_value.
+test_tokens, test_first_features, sql, sql_value, steer (the /api/steer answer for feature,
+prompt "The big cat", add 40, 12 tokens, seed 7).
 Prints "ok NAME" / "FAIL NAME: why" lines and "serve_browser: N passed, N failed"; screenshots go
 to OUTDIR. Standard library only: a minimal WebSocket client (RFC 6455, text frames) is below.
 """
@@ -194,6 +195,23 @@ try:
     check('feature: histogram bars', page.js("document.querySelectorAll('#hist div').length") == E['n_hist'])
     check('feature: nearest links', page.js("document.querySelectorAll('#nearest a').length") == E['n_nearest'])
     page.shot('feature.png')
+    # steering: prompt, strength, tokens, seed, click; the two columns a person compares
+    S = E['steer']
+    page.js("document.getElementById('steer-prompt').value = ''; document.getElementById('steer-prompt').focus()")
+    page.call('Input.insertText', text='The big cat')
+    page.js("document.getElementById('steer-strength').value = '40'; document.getElementById('steer-tokens').value = '12';"
+            "document.getElementById('steer-seed').value = '7'")
+    page.action('steer', "document.getElementById('steer-run').click()")
+    vis = lambda t: t.replace('\n', '\u21b5').replace('\t', '\u21e5')
+    got = page.js("(document.querySelector('#steer-steered .ctx') || {}).textContent")
+    check('steer: the steered continuation', got == vis('The big cat' + S['steered']['text']), f'{got!r}')
+    got = page.js("(document.querySelector('#steer-unsteered .ctx') || {}).textContent")
+    check('steer: the unsteered continuation beside it', got == vis('The big cat' + S['unsteered']['text']), f'{got!r}')
+    ndiff = page.js("document.querySelectorAll('#steer-steered .tok.diff').length")
+    want = sum(1 for a, b in zip(S['steered']['ids'], S['unsteered']['ids'] + [None] * 99) if a != b)
+    check('steer: the tokens that differ are marked', ndiff == want and want > 0, f'{ndiff} != {want}')
+    page.js("document.getElementById('steer').scrollIntoView(); document.activeElement.blur()")
+    page.shot('steer.png')
     # keyboard: the right arrow opens the next feature
     page.js("document.body.dataset.ready = ''")
     key(page, 'ArrowRight', 'ArrowRight', 39)

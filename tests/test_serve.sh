@@ -98,7 +98,7 @@ is_json_error() { python3 -c "import json,sys; j=json.load(open('$W/body')); sys
 
 # ---- the API against its SQL
 req GET /api/info; ok test "$code" = 200
-ok test "$(js "j['search'], j['test'], j['db']['dicts']")" = "fts5 True 2"
+ok test "$(js "j['search'], j['test'], j['steering'], j['db']['dicts']")" = "fts5 True True 2"
 req GET /api/dicts; ok test "$code" = 200
 ok test "$(js "[(d['id'], d['kind'], d['d_sae']) for d in j['dicts']]")" = "[(1, 'sae', 256), (2, 'neurons', 128)]"
 req GET "/api/features?dict=1&limit=5"
@@ -162,6 +162,65 @@ ok test "$(js "j['dict_id']")" = 1
 NTEST=$(js "len(j['tokens'])")
 req GET "/api/test?text=The+big+cat+sat+on+the+mat.&k=5"; ok test "$code" = 200
 TESTF=$(js "[f[0] for f in j['tokens'][0]['features']]")
+
+# steering: the steered and unsteered continuation from one seed, exactly what
+# `generate --steer --compare` prints (one implementation: analysis/steer.c)
+steer() { req POST /api/steer "$1"; }
+steer "{\"prompt\": \"The big cat\", \"features\": [[$F, 40]], \"method\": \"add\", \"max_tokens\": 12, \"seed\": 7}"
+ok test "$code" = 200
+cp "$W/body" "$W/steer.json"
+"$BIN" generate --model "$W/m" --prompt "The big cat" --sae "$W/sae" --steer "$F:40" --max-tokens 12 --seed 7 --compare > "$W/gen.out" 2> /dev/null
+okn "steering: the steered and unsteered texts are generate --compare's" python3 - "$W/gen.out" "$W/steer.json" <<'PY'
+import json, re, sys
+g = open(sys.argv[1], encoding='utf-8', errors='replace').read(); j = json.load(open(sys.argv[2]))
+m = re.match(r'=== steered \([^)]*\) ===\nThe big cat(.*)\n\n=== unsteered ===\nThe big cat(.*)\n$', g, re.S)
+sys.exit(0 if m and m[1] == j['steered']['text'] and m[2] == j['unsteered']['text'] else 1)
+PY
+ok test "$(js "j['steered']['ids'] != j['unsteered']['ids'] and j['method'] == 'add' and j['features'] == [[$F, 40]]")" = True
+ok test "$(js "all(len(r['ids']) == len(r['tokens']) <= 12 and r['stop'] in ('max_tokens', 'endoftext') for r in (j['steered'], j['unsteered']))")" = True
+# no change: add 0 and ortho 1 leave every hook row as it is; clamp and cap run
+for t in '"add", "features": [[0, 0]]' '"ortho", "features": [[0, 1]]'; do
+    steer "{\"prompt\": \"The big cat\", \"method\": $t, \"max_tokens\": 12, \"seed\": 7}"
+    okn "steering: $t changes nothing" test "$(js "j['steered']['ids'] == j['unsteered']['ids']")" = True
+done
+for t in clamp cap; do
+    steer "{\"prompt\": \"\", \"method\": \"$t\", \"features\": [[$F, 0], [1, 2.5]], \"max_tokens\": 4, \"temperature\": 0}"
+    okn "steering: $t (code $code)" test "$code" = 200
+    okn "steering: $t starts from <|endoftext|>" test "$(js "j['prompt_tokens']")" = 1
+done
+steer "{\"prompt\": \"The\", \"features\": [[0, 1]], \"max_tokens\": 100, \"timeout_ms\": 0}"
+okn "steering: the time limit stops each continuation" test "$(js "[len(j[k]['ids']) for k in ('steered', 'unsteered')], j['steered']['stop']")" = "[1, 1] time limit"
+while read -r want body; do
+    steer "$body"
+    okn "steer $body -> $want (got $code)" test "$code" = "$want"
+    okn "steer $body: JSON error" is_json_error
+done <<'EOF'
+400 {"features": [[0, 1]]}
+400 {"prompt": "x"}
+400 {"prompt": "x", "features": []}
+400 {"prompt": "x", "features": [[0, 1], [1, 1], [2, 1], [3, 1], [4, 1], [5, 1], [6, 1], [7, 1], [8, 1]]}
+400 {"prompt": "x", "features": [[256, 1]]}
+400 {"prompt": "x", "features": [[-1, 1]]}
+400 {"prompt": "x", "features": [[0.5, 1]]}
+400 {"prompt": "x", "features": [[0, 1e300]]}
+400 {"prompt": "x", "features": [[0, "1"]]}
+400 {"prompt": "x", "features": [0, 1]}
+400 {"prompt": "x", "features": [[0, 1]], "method": "evil"}
+400 {"prompt": "x", "features": [[0, 1]], "max_tokens": 0}
+400 {"prompt": "x", "features": [[0, 1]], "max_tokens": 129}
+400 {"prompt": "x", "features": [[0, 1]], "temperature": -1}
+400 {"prompt": "x", "features": [[0, 1]], "seed": -1}
+400 {"prompt": "x", "features": [[0, 1]], "timeout_ms": 10001}
+400 {"prompt": "x", "features": [[0, 1]], "dict": 2}
+400 {"prompt": "x", "features": [[0, 1]], "bogus": 1}
+400 {"prompt": 5, "features": [[0, 1]]}
+400 [1]
+400 not json
+EOF
+steer "{\"prompt\": \"$(head -c 2001 /dev/zero | tr '\0' 'a')\", \"features\": [[0, 1]]}"
+okn "steering: a prompt above 2000 bytes is refused (413)" test "$code" = 413
+req GET /api/steer; ok test "$code" = 405; ok is_json_error
+req POST "/api/steer?x=1" '{}'; ok test "$code" = 400; ok is_json_error
 
 # ---- the SQL console: read-only, one statement, a time limit, a row cap
 req POST /api/sql '{"sql": "SELECT count(*) AS n FROM ana_features"}'; ok test "$code" = 200
@@ -258,8 +317,9 @@ if [ -n "$CHROMIUM" ] && [ "${SERVE_TEST_BROWSER:-1}" != 0 ]; then
     EXPECT=$(python3 -c 'import json,sys; a=sys.argv[1:]; print(json.dumps({"dict": 1, "first_feature": int(a[0]), "n_features": int(a[1]),
         "word": "garden", "search_total": int(a[2]), "feature": int(a[3]), "n_top": int(a[4]), "top_value": float(a[5]),
         "n_hist": int(a[6]), "n_nearest": int(a[7]), "text": "The big cat sat on the mat.", "test_tokens": int(a[8]),
-        "test_first_features": json.loads(a[9]), "sql": "SELECT count(*) AS n FROM ana_features", "sql_value": f"{int(a[10]):,}"}))' \
-        "$FIRST" "$NFEAT" "$NSEARCH" "$F" "$NTOP" "$TOPV" "$NHIST" "$NNEAR" "$NTEST" "$TESTF" "$NSQL")
+        "test_first_features": json.loads(a[9]), "sql": "SELECT count(*) AS n FROM ana_features", "sql_value": f"{int(a[10]):,}",
+        "steer": json.load(open(a[11]))}))' \
+        "$FIRST" "$NFEAT" "$NSEARCH" "$F" "$NTOP" "$TOPV" "$NHIST" "$NNEAR" "$NTEST" "$TESTF" "$NSQL" "$W/steer.json")
     bout=$(timeout 120 python3 "$ROOT/tests/serve_browser.py" "$CHROMIUM" "$URL" "$OUT" "$EXPECT" 2>&1)
     echo "$bout" | grep -v '^ok '
     line=$(grep -E '^serve_browser: [0-9]+ passed, [0-9]+ failed' <<<"$bout")
@@ -267,7 +327,7 @@ if [ -n "$CHROMIUM" ] && [ "${SERVE_TEST_BROWSER:-1}" != 0 ]; then
         pass=$((pass + $(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")))
         fail=$((fail + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
     else fail=$((fail + 1)); echo "FAIL: the browser test gave no tally"; fi
-    for f in index feature test; do okn "screenshot $f.png" test -s "$OUT/$f.png"; done
+    for f in index feature steer test; do okn "screenshot $f.png" test -s "$OUT/$f.png"; done
 else
     skip=$((skip + 1)); echo "SKIP: no chromium (tools/deps.sh installs it): browser checks not run"
 fi
@@ -280,6 +340,24 @@ okn "SIGINT: exit 0" test $rc -eq 0
 ok grep -q "^serve: stopped after [0-9]* requests" "$W/serve.out"
 okn "the database is unchanged" test "$(db_hash)" = "$HASH0"
 ok test ! -s "$DB-wal"
+
+# ---- without --model: no steering, no test your text (4xx JSON), the rest serves
+"$BIN" serve --db "$DB" --port 0 > "$W/serve2.out" 2> /dev/null &
+SPID=$!
+URL=""
+for _ in $(seq 100); do
+    URL=$(sed -n 's/^serve: open \(http:[^ ]*\)\/ in a browser.*/\1/p' "$W/serve2.out")
+    [ -n "$URL" ] && break
+    kill -0 $SPID 2>/dev/null || break
+    sleep 0.1
+done
+okn "second server (no --model) printed its URL" test -n "$URL"
+req GET /api/info; ok test "$(js "j['test'], j['steering']")" = "False False"
+req POST /api/steer '{"prompt": "x", "features": [[0, 1]]}'
+okn "steering without --model: 404 (got $code)" test "$code" = 404; ok is_json_error
+ok grep -q -- "--model" "$W/body"
+req POST /api/test '{"text": "x"}'; ok test "$code" = 404; ok is_json_error
+kill -INT $SPID; wait $SPID; SPID=""
 
 if [ $skip -gt 0 ]; then echo "test_serve: $pass passed, $fail failed, $skip skipped"
 else echo "test_serve: $pass passed, $fail failed"; fi

@@ -198,6 +198,7 @@ async function viewFeature(dict, feat) {
     el('div', {class: 'grid'},
       el('div', {}, el('h2', {text: 'POS tags of the top activations'}), pos),
       el('div', {}, el('h2', {text: 'Nearest features (decoder cosine)'}), near)),
+    steerPanel(dict, feat, maxv),
     el('h2', {text: 'Quantile bands'}), bands,
     el('h2', {text: 'Dictionary and training run'}), run, metrics);
   keyHandler = (e) => {
@@ -217,6 +218,50 @@ async function viewFeature(dict, feat) {
       }
     } catch (e) { note.textContent = 'Recomputing with the model failed: ' + e.message; }
   }
+}
+
+// ---- steering (on the feature page) ---------------------------------------------------------
+// The prompt continued twice from the same seed, with this feature steered and without, side
+// by side (POST /api/steer: the server runs what `saelite generate --steer --compare` runs).
+function steerPanel(dict, feat, maxv) {
+  if (!INFO.steering || INFO.test_dict !== dict)
+    return el('div', {id: 'steer'}, el('h2', {text: 'Steering'}),
+      el('p', {class: 'muted', id: 'steer-off', text: 'Start serve with --model DIR and this dictionary\'s SAE (--sae) to steer with this feature.'}));
+  const lim = Math.max(10, Math.ceil(4 * (maxv || 1)));
+  const prompt = el('textarea', {id: 'steer-prompt', placeholder: 'A prompt to continue (empty: from <|endoftext|>)', maxlength: INFO.steer_max_prompt});
+  prompt.value = 'The';
+  const num = el('input', {id: 'steer-strength', type: 'number', step: 'any', value: (2 * (maxv || 1)).toFixed(2), size: 7});
+  const slider = el('input', {id: 'steer-slider', type: 'range', min: -lim, max: lim, step: lim / 100, value: num.value});
+  slider.addEventListener('input', () => { num.value = slider.value; });
+  num.addEventListener('input', () => { slider.value = num.value; });
+  const method = el('select', {id: 'steer-method'}, [['add', 'add S·d'], ['clamp', 'clamp to S'], ['ortho', 'scale along d by S'], ['cap', 'cap projection at S']]
+    .map(([v, t]) => el('option', {value: v, text: t})));
+  const ntok = el('input', {id: 'steer-tokens', type: 'number', min: 1, max: INFO.steer_max_tokens, value: 24, size: 4});
+  const seed = el('input', {id: 'steer-seed', type: 'number', min: 0, value: 0, size: 6});
+  const temp = el('input', {id: 'steer-temp', type: 'number', min: 0, max: 10, step: 'any', value: 1, size: 4});
+  const out = el('div', {id: 'steer-out'});
+  const col = (id, title, r, other) => el('div', {class: 'steer-col', id},
+    el('div', {class: 'muted', text: title}),
+    el('div', {class: 'ctx'}, el('span', {class: 'prompt', text: shown(prompt.value)}),
+      r.tokens.map((t, i) => el('span', {class: 'tok gen' + (other && other.ids[i] !== r.ids[i] ? ' diff' : ''), title: `token ${r.ids[i]}`, text: shown(t)}))),
+    el('div', {class: 'muted', text: `${r.tokens.length} tokens, stopped: ${r.stop}`}));
+  const run = async () => {
+    out.replaceChildren(el('p', {class: 'muted', text: 'generating…'}));
+    const body = {prompt: prompt.value, features: [[feat, +num.value]], method: method.value,
+                  max_tokens: +ntok.value, seed: +seed.value, temperature: +temp.value};
+    try {
+      const r = await api('/api/steer', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
+      out.replaceChildren(el('div', {class: 'grid'},
+        col('steer-steered', `steered: #${feat} ${r.method} ${fmt(r.features[0][1])}`, r.steered, r.unsteered),
+        col('steer-unsteered', 'unsteered (same seed)', r.unsteered, null)),
+        el('div', {class: 'muted', id: 'steer-note', text: `${r.prompt_tokens} prompt tokens, seed ${r.seed}, temperature ${r.temperature}, at ${r.hook}; ${fmt(r.ms, 0)} ms. Tokens that differ from the unsteered run are marked.`}));
+    } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
+    document.body.dataset.ready = '1';
+  };
+  return el('div', {id: 'steer'}, el('h2', {text: 'Steering'}), prompt,
+    el('div', {class: 'controls'}, el('label', {}, 'strength ', num), slider, el('label', {}, 'method ', method),
+      el('label', {}, 'tokens ', ntok), el('label', {}, 'seed ', seed), el('label', {}, 'temperature ', temp),
+      el('button', {id: 'steer-run', type: 'button', text: 'Steer', onclick: run})), out);
 }
 
 // ---- test your text -------------------------------------------------------------------------
