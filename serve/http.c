@@ -86,6 +86,11 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
             rc = store_srv_query(c->st, STORE_SRV_DICT_BY_SAE, p, 2, id_cb, &c->test_dict);
         }
     }
+    if (!rc && o->report_dir) {
+        int n = 0;
+        rc = srv_report_open(&c->report, o->report_dir, c->st, &n);
+        if (!rc && res) res->dashboards = n;
+    }
     if (rc) {
         srv_ctx_close(c);
         return rc;
@@ -99,6 +104,7 @@ void srv_ctx_close(srv_ctx *c)
     if (!c) return;
     store_srv_close(c->st);
     srv_model_close(c->model);
+    srv_report_close(c->report);
     mem_free(c);
 }
 

@@ -588,6 +588,11 @@ static int api_feature(srv_ctx *c, const srv_request *rq, const char *rest, srv_
         }
     }
     if (!rc) cJSON_AddBoolToObject(j, "live", live != 0);
+    if (!rc && srv_report_has(c->report, d, f)) {
+        char u[64];
+        snprintf(u, sizeof u, "/report/%lld/%lld.png", (long long)d, (long long)f);
+        cJSON_AddStringToObject(j, "dashboard", u);
+    } else if (!rc) cJSON_AddNullToObject(j, "dashboard");
     if (rc) {
         cJSON_Delete(j);
         return fail(out, rc);
@@ -852,6 +857,27 @@ done:
     return rc;
 }
 
+/* GET /report/D/N.png: the dashboard the report directory has for (D, N); nothing else. */
+static int report_png(srv_ctx *c, const srv_request *rq, const char *rest, srv_response *out)
+{
+    char b[48];
+    size_t n = strlen(rest);
+    int64_t d, f;
+    if (n < 5 || n >= sizeof b || strcmp(rest + n - 4, ".png"))
+        return srv_error(out, 400, "expected /report/DICT/FEATURE.png");
+    memcpy(b, rest, n - 4);
+    b[n - 4] = 0;
+    if (!path_dict_feature(b, &d, &f)) return srv_error(out, 400, "expected /report/DICT/FEATURE.png");
+    if (!check_args(rq, "", out)) return OK;
+    if (!c || !c->report)
+        return srv_error(out, 404, "no report directory: start serve with --report DIR");
+    char *data;
+    size_t len;
+    int rc = srv_report_read(c->report, d, f, &data, &len);
+    if (rc) return fail(out, rc);
+    return respond_text(out, 200, "image/png", data, len);
+}
+
 /* ---- routing -------------------------------------------------------------------------------- */
 static int is_page(const char *p)
 {
@@ -875,6 +901,7 @@ int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)
         return srv_error(out, 405, "POST only to /api/sql, /api/test and /api/steer");
     if (!post && !strcmp(p, "/api/steer"))
         return srv_error(out, 405, "steering is POST /api/steer with a JSON body (docs/serve.md)");
+    if (!api && !strncmp(p, "/report/", 8)) return report_png(c, rq, p + 8, out);
     if (!api) {
         for (size_t i = 0; i < sizeof ASSETS / sizeof *ASSETS; i++)
             if (!strcmp(p, ASSETS[i].path)) {

@@ -46,9 +46,20 @@ typedef struct {
 } srv_steer_req;
 int srv_model_steer(srv_model *m, const srv_steer_req *r, cJSON *out);
 
+/* The dashboards of a `saelite report` directory (serve/reportdir.c): only files the report
+ * wrote (feature_N.png, regular, its PNG text naming feature N and one of the database's
+ * dictionaries) listed at open, served by (dictionary, feature); no URL part names a file.
+ * srv_report_read: the file's bytes (mem_alloc'd) or ERR_NOTFOUND. Read-only after open. */
+typedef struct srv_report srv_report;
+int srv_report_open(srv_report **out, const char *dir, store_srv *st, int *n_found);
+void srv_report_close(srv_report *r);
+int srv_report_has(const srv_report *r, int64_t dict, int64_t feature);
+int srv_report_read(const srv_report *r, int64_t dict, int64_t feature, char **data, size_t *len);
+
 struct srv_ctx {
     store_srv *st;
     srv_model *model;   /* NULL without --model */
+    srv_report *report; /* NULL without --report */
     int64_t test_dict;  /* the ana_dicts id of the SAE the model runs (-1: not analysed) */
 };
 

@@ -144,6 +144,8 @@ static const struct {
     [STORE_SRV_SEQ_TOKENS] = {"seq_tokens",
         "SELECT token_id FROM tokens WHERE sequence_id = ?1 AND position <= ?2 ORDER BY position",
         NULL},
+    [STORE_SRV_DICT_BY_NAME] = {"dict_by_name",
+        "SELECT id FROM ana_dicts WHERE name = ?1 AND hook_name = ?2 ORDER BY id DESC LIMIT 1", NULL},
 };
 
 /* The search index: one row per (dictionary, feature). */

@@ -194,6 +194,8 @@ try:
     check('feature: value column', val == '%.3f' % E['top_value'], val)
     check('feature: histogram bars', page.js("document.querySelectorAll('#hist div').length") == E['n_hist'])
     check('feature: nearest links', page.js("document.querySelectorAll('#nearest a').length") == E['n_nearest'])
+    dash = page.js("new Promise((ok) => { const i = document.getElementById('dashboard'); if (!i) ok(-1); else if (i.complete) ok(i.naturalWidth); else { i.onload = () => ok(i.naturalWidth); i.onerror = () => ok(0); } })")
+    check('feature: the report dashboard is shown', dash and dash > 0, f'naturalWidth {dash}')
     page.shot('feature.png')
     # steering: prompt, strength, tokens, seed, click; the two columns a person compares
     S = E['steer']

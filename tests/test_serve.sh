@@ -68,8 +68,19 @@ ok grep -q "must be an IPv4 address" <<<"$err"
 err=$("$BIN" serve --db "$DB" --port 0 --model "$W/m" --sae 77 2>&1); ok test $? -eq 1
 ok grep -q "no SAE with registry id 77" <<<"$err"
 
-# ---- start it (any free port), with the model for "test your text"
-"$BIN" serve --db "$DB" --model "$W/m" --sae "$W/sae" --port 0 > "$W/serve.out" 2> "$W/serve.err" &
+# the feature with the most stored top activations
+F=$(q "SELECT feature FROM ana_acts WHERE dict_id = 1 AND kind = 'top' GROUP BY feature ORDER BY count(*) DESC, feature LIMIT 1")
+F2=$(( (F + 1) % 256 ))
+# a report with two dashboards, and files it did not write: a dashboard under another feature's
+# name, a symlink, a file that is not a PNG, a name that is not feature_N.png
+setup report --db "$DB" --sae "$W/sae" --out "$W/report" --features "$F,$F2" --no-global
+cp "$W/report/feature_$F.png" "$W/report/feature_9999.png"
+cp "$W/report/feature_$F.png" "$W/report/feature_0$F.png"
+ln -s /etc/passwd "$W/report/feature_7777.png"
+echo junk > "$W/report/feature_7778.png"
+
+# ---- start it (any free port), with the model for "test your text" and steering, the report
+"$BIN" serve --db "$DB" --model "$W/m" --sae "$W/sae" --report "$W/report" --port 0 > "$W/serve.out" 2> "$W/serve.err" &
 SPID=$!
 URL=""
 for _ in $(seq 100); do
@@ -82,6 +93,7 @@ okn "server printed its URL" test -n "$URL"
 if [ -z "$URL" ]; then cat "$W/serve.err"; echo "test_serve: $pass passed, $((fail + 1)) failed"; exit 1; fi
 URL=${URL%/}
 PORT=${URL##*:}
+okn "serve found the report's two dashboards" grep -q "^serve: 2 feature dashboards" "$W/serve.err"
 okn "listens on 127.0.0.1 only" grep -q "127.0.0.1:$PORT " <(ss -ltnH 2>/dev/null)
 okn "not on any other address" test "$(ss -ltnH 2>/dev/null | grep -c ":$PORT ")" -eq 1
 
@@ -111,8 +123,6 @@ ok test "$(js "' '.join(str(f['feature']) for f in j['features'])")" = \
     "$(q 'SELECT feature FROM ana_features WHERE dict_id = 1 ORDER BY max_act IS NULL, max_act, feature LIMIT 3 OFFSET 2' | tr '\n' ' ' | sed 's/ $//')"
 req GET "/api/features?dict=1&tag=nn&limit=1000"
 ok test "$(js "j['total']")" = "$(q "SELECT count(*) FROM ana_features WHERE dict_id = 1 AND best_tag = 'nn'")"
-# the feature with the most stored top activations
-F=$(q "SELECT feature FROM ana_acts WHERE dict_id = 1 AND kind = 'top' GROUP BY feature ORDER BY count(*) DESC, feature LIMIT 1")
 req GET "/api/feature/1/$F"; ok test "$code" = 200
 ok feq "$(js "j['feature']['max_act']")" "$(q "SELECT max_act FROM ana_features WHERE dict_id = 1 AND feature = $F")"
 ok test "$(js "sum(b['count'] for b in j['hist']) == j['feature']['n_active']")" = True
@@ -139,6 +149,29 @@ req GET "/api/feature/2/0?live=1"; ok test "$code" = 400; ok is_json_error
 req GET /api/dict/1; ok test "$code" = 200
 ok test "$(js "len(j['training_log'])")" = "$(q 'SELECT count(*) FROM sae_training_log WHERE sae_id = 1')"
 ok test "$(js "len(j['metrics'])")" = "$(q 'SELECT count(*) FROM ana_metrics WHERE dict_id = 1')"
+# the report's dashboards: only the ones it wrote, by (dictionary, feature)
+req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard']")" = "/report/1/$F.png"
+NODASH=$(( (F + 2) % 256 ))
+req GET "/api/feature/1/$NODASH"; ok test "$(js "j['dashboard']")" = None
+req GET "/report/1/$F.png"; ok test "$code" = 200
+okn "the dashboard is the report's file" cmp -s "$W/body" "$W/report/feature_$F.png"
+okn "served as image/png" test "$(curl -s -o /dev/null -w '%{content_type}' "$URL/report/1/$F2.png")" = image/png
+while read -r path want; do
+    req GET "$path"
+    okn "GET $path -> $want (got $code)" test "$code" = "$want"
+    okn "GET $path: JSON error" is_json_error
+done <<EOF
+/report/1/9999.png 404
+/report/1/7777.png 404
+/report/1/7778.png 404
+/report/1/$NODASH.png 404
+/report/2/$F.png 404
+/report/1/$F 400
+/report/1/$F.png?x=1 400
+/report/../report/1/$F.png 400
+/report/1/%2e%2e.png 400
+/report/feature_$F.png 400
+EOF
 # search and "fires on this token"
 req GET "/api/search?q=garden"; ok test "$code" = 200
 ok test "$(js "len(j['results']) > 0 and all('garden' in (r['contexts'] + r['tokens']).lower() for r in j['results'])")" = True
@@ -152,7 +185,7 @@ ok test "$code" = 200
 ok test "$(js "sum(f['n'] for f in j['features'])")" = \
     "$(q "SELECT count(*) FROM ana_acts WHERE dict_id = 1 AND token IN (SELECT token FROM ana_vocab WHERE text IN (CAST('$TOK' AS BLOB), CAST(' $TOK' AS BLOB)))")"
 req GET /api/queries; ok test "$code" = 200
-ok test "$(js "len(j)")" = 18
+ok test "$(js "len(j)")" = 19
 # test your text
 req POST /api/test '{"text": "The big cat sat on the mat.", "k": 3}'; ok test "$code" = 200
 ok test "$(js "''.join(t['text'] for t in j['tokens'])")" = "The big cat sat on the mat."
@@ -357,6 +390,8 @@ req POST /api/steer '{"prompt": "x", "features": [[0, 1]]}'
 okn "steering without --model: 404 (got $code)" test "$code" = 404; ok is_json_error
 ok grep -q -- "--model" "$W/body"
 req POST /api/test '{"text": "x"}'; ok test "$code" = 404; ok is_json_error
+req GET "/report/1/$F.png"; ok test "$code" = 404; ok is_json_error
+req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard']")" = None
 kill -INT $SPID; wait $SPID; SPID=""
 
 if [ $skip -gt 0 ]; then echo "test_serve: $pass passed, $fail failed, $skip skipped"

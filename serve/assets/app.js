@@ -200,6 +200,8 @@ async function viewFeature(dict, feat) {
       el('div', {}, el('h2', {text: 'Nearest features (decoder cosine)'}), near)),
     steerPanel(dict, feat, maxv),
     el('h2', {text: 'Quantile bands'}), bands,
+    el('div', {id: 'dashboard-section'}, j.dashboard ? [el('h2', {text: 'Dashboard (saelite report)'}),
+      el('a', {href: j.dashboard, target: '_blank'}, el('img', {id: 'dashboard', class: 'dashboard', src: j.dashboard, alt: `report dashboard of feature #${feat}`}))] : null),
     el('h2', {text: 'Dictionary and training run'}), run, metrics);
   keyHandler = (e) => {
     if (e.target.closest('input, textarea, select')) return;
