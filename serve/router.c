@@ -364,7 +364,7 @@ static int api_features(srv_ctx *c, const srv_request *rq, srv_response *out)
         return OK;
     if (d < 0) return srv_error(out, 400, "argument 'dict' is required");
     static const char *const sorts[] = {"feature", "density", "max_act", "mean_act", "n_active",
-                                        "precision", "nearest_cos"};
+                                        "precision", "nearest_cos", "mean_kl", "mean_dloss"};
     const char *sort = arg(rq, "sort"), *order = arg(rq, "order"), *tag = arg(rq, "tag"),
                *q = arg(rq, "q");
     if (!sort) sort = "density";
@@ -372,7 +372,8 @@ static int api_features(srv_ctx *c, const srv_request *rq, srv_response *out)
     for (size_t i = 0; i < sizeof sorts / sizeof *sorts; i++) ok |= !strcmp(sort, sorts[i]);
     if (!ok)
         return srv_error(out, 400, "argument 'sort' must be one of feature|density|max_act|"
-                                   "mean_act|n_active|precision|nearest_cos, got '%.40s'", sort);
+                                   "mean_act|n_active|precision|nearest_cos|mean_kl|mean_dloss, "
+                                   "got '%.40s'", sort);
     if (!order) order = "desc";
     if (strcmp(order, "asc") && strcmp(order, "desc"))
         return srv_error(out, 400, "argument 'order' must be asc or desc, got '%.40s'", order);
@@ -568,6 +569,8 @@ static int api_feature(srv_ctx *c, const srv_request *rq, const char *rest, srv_
     if (!rc) rc = query_into(c, j, "metrics", STORE_SRV_DICT_METRICS, p, 1);
     if (!rc) rc = query_into(c, j, "hist", STORE_SRV_HIST, p, 2);
     if (!rc) rc = query_into(c, j, "logits", STORE_SRV_LOGITS, p, 2);
+    if (!rc) rc = query_one(c, j, "effect", STORE_SRV_EFFECT, p, 2, NULL);
+    if (!rc) rc = query_into(c, j, "effect_logits", STORE_SRV_EFFECT_LOGITS, p, 2);
     if (!rc) rc = query_into(c, j, "pos", STORE_SRV_POS, p, 2);
     if (!rc) {
         store_val pn[] = {V_INT(d), V_INT(f), V_INT(nn)};

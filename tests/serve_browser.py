@@ -165,6 +165,8 @@ try:
     check('index: first row is the densest feature', first == str(E['first_feature']), f'{first} != {E["first_feature"]}')
     check('index: 50 rows on the first page', page.js("document.querySelectorAll('#features tr[data-feature]').length") == min(50, E['n_features']))
     check('index: title', page.js("document.getElementById('title').textContent") == 'Features')
+    heads = page.js("[...document.querySelectorAll('#features th')].map(t => t.textContent)")
+    check('index: the measured-effect columns', 'KL ablated' in heads and 'Δ loss ablated' in heads, str(heads))
     page.shot('index.png')
 
     # ---- search: type a word into the box and press Enter
@@ -194,6 +196,9 @@ try:
     check('feature: value column', val == '%.3f' % E['top_value'], val)
     check('feature: histogram bars', page.js("document.querySelectorAll('#hist div').length") == E['n_hist'])
     check('feature: nearest links', page.js("document.querySelectorAll('#nearest a').length") == E['n_nearest'])
+    n_eff = page.js("document.querySelectorAll('#effect .effect-logits tr').length")
+    check('feature: measured promoted / suppressed tokens', n_eff == E['n_effect_logits'] + 2, f"{n_eff} != {E['n_effect_logits']} + 2")
+    check('feature: measured KL shown', bool(page.js("(document.getElementById('effect-kl') || {}).textContent")))
     dash = page.js("new Promise((ok) => { const i = document.getElementById('dashboard'); if (!i) ok(-1); else if (i.complete) ok(i.naturalWidth); else { i.onload = () => ok(i.naturalWidth); i.onerror = () => ok(0); } })")
     check('feature: the report dashboard is shown', dash and dash > 0, f'naturalWidth {dash}')
     page.shot('feature.png')

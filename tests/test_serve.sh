@@ -48,7 +48,7 @@ setup bpe-train --vocab 300 "$W/corpus/brown.jsonl" -o "$W/m"
 setup init-model --layers 1 --d-model 32 --heads 4 --vocab 300 --ctx 32 --seed 3 -o "$W/m"
 setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --tags "$W/corpus/brown.tags.jsonl" --hook $H --db "$W/fx.db"
 setup sae-train --db "$W/fx.db" --hook $H --arch topk --k 4 --expansion 2 --tokens 20k --seed 1 --out "$W/sae"
-setup analyze --db "$W/fx.db" --sae "$W/sae" --neurons
+setup analyze --db "$W/fx.db" --sae "$W/sae" --neurons --effects --effects-ctx 8
 DB="$W/fx.db"
 q() { sqlite3 -cmd ".load $ROOT/saelite" "$DB" "$@"; }  # the SQL the API documents, run by hand
 db_hash() { sha256sum "$DB" | cut -c1-16; }
@@ -149,6 +149,26 @@ req GET "/api/feature/2/0?live=1"; ok test "$code" = 400; ok is_json_error
 req GET /api/dict/1; ok test "$code" = 200
 ok test "$(js "len(j['training_log'])")" = "$(q 'SELECT count(*) FROM sae_training_log WHERE sae_id = 1')"
 ok test "$(js "len(j['metrics'])")" = "$(q 'SELECT count(*) FROM ana_metrics WHERE dict_id = 1')"
+# measured effects (analyze --effects) beside the direct path, in the table and on the page
+req GET /api/dicts
+ok test "$(js "[d['effects'] for d in j['dicts']]")" = "[$(q 'SELECT count(*) FROM ana_effects WHERE dict_id = 1'), 0]"
+okn "effects were measured" test "$(q 'SELECT count(*) FROM ana_effects WHERE dict_id = 1')" -gt 0
+for k in mean_kl mean_dloss; do
+    req GET "/api/features?dict=1&sort=$k&limit=5"; ok test "$code" = 200
+    okn "features sorted by $k" test "$(js "' '.join(str(f['feature']) for f in j['features'])")" = \
+        "$(q "SELECT f.feature FROM ana_features f LEFT JOIN ana_effects e ON e.dict_id = f.dict_id AND e.feature = f.feature WHERE f.dict_id = 1 ORDER BY e.$k IS NULL, e.$k DESC, f.feature LIMIT 5" | tr '\n' ' ' | sed 's/ $//')"
+    ok feq "$(js "j['features'][0]['$k']")" "$(q "SELECT max($k) FROM ana_effects WHERE dict_id = 1")"
+done
+req GET "/api/feature/1/$F"
+ok feq "$(js "j['effect']['mean_kl']")" "$(q "SELECT mean_kl FROM ana_effects WHERE dict_id = 1 AND feature = $F")"
+ok feq "$(js "j['effect']['mean_dloss']")" "$(q "SELECT mean_dloss FROM ana_effects WHERE dict_id = 1 AND feature = $F")"
+ok test "$(js "j['effect']['n_contexts']")" = "$(q "SELECT n_contexts FROM ana_effects WHERE dict_id = 1 AND feature = $F")"
+ok test "$(js "len(j['effect_logits'])")" = "$(q "SELECT count(*) FROM ana_effect_logits WHERE dict_id = 1 AND feature = $F")"
+ok test "$(js "j['effect_logits'][0]['text']")" = \
+    "$(q "SELECT tok_text(token) FROM ana_effect_logits WHERE dict_id = 1 AND feature = $F AND sign = 1 AND rank = 0")"
+okn "measured tokens carry the direct-path value of the same token" test "$(js "sorted((l['sign'], l['token'], round(l['direct'], 9)) for l in j['effect_logits'] if l['direct'] is not None)")" = \
+    "$(q "SELECT m.sign, m.token, l.value FROM ana_effect_logits m JOIN ana_logits l ON l.dict_id = m.dict_id AND l.feature = m.feature AND l.sign = m.sign AND l.token = m.token WHERE m.dict_id = 1 AND m.feature = $F" | python3 -c 'import sys; print(sorted((int(a), int(b), round(float(c), 9)) for a, b, c in (l.strip().split("|") for l in sys.stdin if l.strip())))')"
+req GET /api/feature/2/0; ok test "$(js "j['effect'], j['effect_logits']")" = "None []"
 # the report's dashboards: only the ones it wrote, by (dictionary, feature)
 req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard']")" = "/report/1/$F.png"
 NODASH=$(( (F + 2) % 256 ))
@@ -185,7 +205,7 @@ ok test "$code" = 200
 ok test "$(js "sum(f['n'] for f in j['features'])")" = \
     "$(q "SELECT count(*) FROM ana_acts WHERE dict_id = 1 AND token IN (SELECT token FROM ana_vocab WHERE text IN (CAST('$TOK' AS BLOB), CAST(' $TOK' AS BLOB)))")"
 req GET /api/queries; ok test "$code" = 200
-ok test "$(js "len(j)")" = 19
+ok test "$(js "len(j)")" = 21
 # test your text
 req POST /api/test '{"text": "The big cat sat on the mat.", "k": 3}'; ok test "$code" = 200
 ok test "$(js "''.join(t['text'] for t in j['tokens'])")" = "The big cat sat on the mat."
@@ -347,12 +367,13 @@ if [ -n "$CHROMIUM" ] && [ "${SERVE_TEST_BROWSER:-1}" != 0 ]; then
     NNEAR=$(q "SELECT min(10, count(*)) FROM ana_decoder WHERE dict_id = 1 AND feature <> $F")
     NFEAT=$(q 'SELECT count(*) FROM ana_features WHERE dict_id = 1')
     NSQL=$(q 'SELECT count(*) FROM ana_features')
+    NEFF=$(q "SELECT count(*) FROM ana_effect_logits WHERE dict_id = 1 AND feature = $F")
     EXPECT=$(python3 -c 'import json,sys; a=sys.argv[1:]; print(json.dumps({"dict": 1, "first_feature": int(a[0]), "n_features": int(a[1]),
         "word": "garden", "search_total": int(a[2]), "feature": int(a[3]), "n_top": int(a[4]), "top_value": float(a[5]),
         "n_hist": int(a[6]), "n_nearest": int(a[7]), "text": "The big cat sat on the mat.", "test_tokens": int(a[8]),
         "test_first_features": json.loads(a[9]), "sql": "SELECT count(*) AS n FROM ana_features", "sql_value": f"{int(a[10]):,}",
-        "steer": json.load(open(a[11]))}))' \
-        "$FIRST" "$NFEAT" "$NSEARCH" "$F" "$NTOP" "$TOPV" "$NHIST" "$NNEAR" "$NTEST" "$TESTF" "$NSQL" "$W/steer.json")
+        "steer": json.load(open(a[11])), "n_effect_logits": int(a[12])}))' \
+        "$FIRST" "$NFEAT" "$NSEARCH" "$F" "$NTOP" "$TOPV" "$NHIST" "$NNEAR" "$NTEST" "$TESTF" "$NSQL" "$W/steer.json" "$NEFF")
     bout=$(timeout 120 python3 "$ROOT/tests/serve_browser.py" "$CHROMIUM" "$URL" "$OUT" "$EXPECT" 2>&1)
     echo "$bout" | grep -v '^ok '
     line=$(grep -E '^serve_browser: [0-9]+ passed, [0-9]+ failed' <<<"$bout")

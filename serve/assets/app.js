@@ -95,8 +95,11 @@ async function viewIndex(params) {
   if (st.q) u.set('q', st.q);
   if (st.tag) u.set('tag', st.tag);
   const r = await api('/api/features?' + u.toString());
+  // measured effects (analyze --effects) as two more columns where the dictionary has them
+  const eff = d && d.effects > 0;
   const cols = [['feature', 'feature'], ['density', 'density'], ['max_act', 'max act'], ['mean_act', 'mean act'],
-                ['n_active', 'active'], ['precision', 'best POS (precision)'], ['nearest_cos', 'nearest (cos)'], [null, 'top tokens']];
+                ['n_active', 'active'], ['precision', 'best POS (precision)'], ['nearest_cos', 'nearest (cos)'],
+                ...(eff ? [['mean_kl', 'KL ablated'], ['mean_dloss', 'Δ loss ablated']] : []), [null, 'top tokens']];
   const th = cols.map(([k, label]) => el('th', {
     class: k ? 'sortable' + (k === st.sort ? ' sorted' + (st.order === 'asc' ? ' asc' : '') : '') : null, text: label,
     onclick: k ? () => go({sort: k, order: k === st.sort && st.order === 'desc' ? 'asc' : 'desc', offset: 0}) : null,
@@ -107,6 +110,7 @@ async function viewIndex(params) {
     el('td', {class: 'num', text: fmt(f.mean_act)}), el('td', {class: 'num', text: fmt(f.n_active)}),
     el('td', {text: f.best_tag ? `${f.best_tag} (${pct(f.best_tag_precision)})` : '–'}),
     el('td', {}, f.nearest === null ? '–' : el('a', {href: `/feature/${dict}/${f.nearest}`, text: `#${f.nearest}`}), f.nearest === null ? '' : ` (${fmt(f.nearest_cos, 2)})`),
+    eff ? [el('td', {class: 'num kl', text: fmt(f.mean_kl, 4)}), el('td', {class: 'num', text: fmt(f.mean_dloss, 4)})] : null,
     el('td', {}, (f.top_tokens || []).map((t) => el('span', {class: 'pill', text: shown(t)})))));
   const last = Math.min(r.offset + r.limit, r.total);
   const pager = el('div', {class: 'controls'},
@@ -179,6 +183,21 @@ async function viewFeature(dict, feat) {
   const logitList = (ls, neg) => el('table', {}, ls.map((l) => el('tr', {},
     el('td', {}, el('span', {class: 'pill', text: shown(l.text || '#' + l.token)})),
     el('td', {class: 'num'}, el('span', {class: 'hbar' + (neg ? ' neg' : ''), style: `width: ${(60 * Math.abs(l.value) / lmax).toFixed(0)}px`}), fmt(l.value)))));
+  // the measured effect of ablating the feature where it fires (analyze --effects), its
+  // promoted / suppressed tokens beside the direct-path value of the same token
+  const e = j.effect;
+  const epos = j.effect_logits.filter((l) => l.sign > 0), eneg = j.effect_logits.filter((l) => l.sign < 0);
+  const emax = Math.max(1e-9, ...j.effect_logits.map((l) => Math.abs(l.value)));
+  const effList = (ls, neg) => el('table', {class: 'effect-logits'}, el('tr', {}, el('th', {text: neg ? 'suppressed' : 'promoted'}), el('th', {text: 'measured Δ log p'}), el('th', {text: 'direct'})),
+    ls.map((l) => el('tr', {}, el('td', {}, el('span', {class: 'pill', text: shown(l.text || '#' + l.token)})),
+      el('td', {class: 'num'}, el('span', {class: 'hbar' + (neg ? ' neg' : ''), style: `width: ${(60 * Math.abs(l.value) / emax).toFixed(0)}px`}), fmt(l.value, 4)),
+      el('td', {class: 'num muted', title: 'direct-path logit effect of the same token (ana_logits), where it is among the top ones', text: l.direct === null ? '–' : fmt(l.direct)}))));
+  const effect = e ? el('div', {id: 'effect'},
+    el('div', {class: 'stats'}, el('span', {}, 'KL ', el('b', {id: 'effect-kl', text: fmt(e.mean_kl, 5)})), el('span', {}, 'Δ loss ', el('b', {id: 'effect-dloss', text: fmt(e.mean_dloss, 5)})),
+      el('span', {}, 'contexts ', el('b', {text: fmt(e.n_contexts)})), el('span', {}, 'rank corr. with direct path ', el('b', {text: fmt(e.rank_corr, 3)}))),
+    el('div', {class: 'muted', text: 'Mean over the contexts where it fires of KL(clean ‖ ablated) and of the next token\'s loss change, ablating x − f·d at the hook (nats).'}),
+    el('div', {class: 'grid'}, effList(epos, false), effList(eneg, true)))
+    : el('p', {class: 'muted', id: 'effect-none', text: 'not measured (saelite analyze --effects writes it)'});
   const ptot = j.pos.reduce((s, p) => s + p.n, 0);
   const pos = j.pos.length ? el('table', {id: 'pos'}, j.pos.map((p) => el('tr', {}, el('td', {text: p.tag}),
     el('td', {}, el('span', {class: 'hbar', style: `width: ${(120 * p.n / ptot).toFixed(0)}px`}), `${p.n} (${pct(p.n / ptot)})`))))
@@ -195,6 +214,7 @@ async function viewFeature(dict, feat) {
     el('div', {class: 'grid'},
       el('div', {}, el('h2', {text: 'Activation histogram'}), histogram(j.hist)),
       el('div', {}, el('h2', {text: 'Logit effects (direct path)'}), el('div', {class: 'grid', id: 'logits'}, logitList(lpos, false), logitList(lneg, true)))),
+    el('h2', {text: 'Measured effect (ablation)'}), effect,
     el('div', {class: 'grid'},
       el('div', {}, el('h2', {text: 'POS tags of the top activations'}), pos),
       el('div', {}, el('h2', {text: 'Nearest features (decoder cosine)'}), near)),
