@@ -84,7 +84,7 @@ echo junk > "$W/report/feature_7778.png"
 SPID=$!
 URL=""
 for _ in $(seq 100); do
-    URL=$(sed -n 's/^serve: open \(http:[^ ]*\) in a browser.*/\1/p' "$W/serve.out")
+    URL=$(sed -n 's/^serve: open \(http:[^ ]*\) in a browser.*/\1/p' "$W/serve.out" 2>/dev/null)
     [ -n "$URL" ] && break
     kill -0 $SPID 2>/dev/null || break
     sleep 0.1
@@ -395,12 +395,15 @@ ok grep -q "^serve: stopped after [0-9]* requests" "$W/serve.out"
 okn "the database is unchanged" test "$(db_hash)" = "$HASH0"
 ok test ! -s "$DB-wal"
 
-# ---- without --model: no steering, no test your text (4xx JSON), the rest serves
-"$BIN" serve --db "$DB" --port 0 > "$W/serve2.out" 2> /dev/null &
+# ---- without --model: no steering, no test your text (4xx JSON), the rest serves; on a copy
+# analysed before --effects existed (no effect tables)
+cp "$DB" "$W/old.db"
+sqlite3 "$W/old.db" "DROP TABLE ana_effects; DROP TABLE ana_effect_logits"
+"$BIN" serve --db "$W/old.db" --port 0 > "$W/serve2.out" 2> /dev/null &
 SPID=$!
 URL=""
 for _ in $(seq 100); do
-    URL=$(sed -n 's/^serve: open \(http:[^ ]*\)\/ in a browser.*/\1/p' "$W/serve2.out")
+    URL=$(sed -n 's/^serve: open \(http:[^ ]*\)\/ in a browser.*/\1/p' "$W/serve2.out" 2>/dev/null)
     [ -n "$URL" ] && break
     kill -0 $SPID 2>/dev/null || break
     sleep 0.1
@@ -412,7 +415,9 @@ okn "steering without --model: 404 (got $code)" test "$code" = 404; ok is_json_e
 ok grep -q -- "--model" "$W/body"
 req POST /api/test '{"text": "x"}'; ok test "$code" = 404; ok is_json_error
 req GET "/report/1/$F.png"; ok test "$code" = 404; ok is_json_error
-req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard']")" = None
+req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard'], j['effect'], j['effect_logits']")" = "None None []"
+req GET "/api/features?dict=1&sort=mean_kl&limit=2"; ok test "$(js "[f['mean_kl'] for f in j['features']]")" = "[None, None]"
+req GET /api/dicts; ok test "$(js "[d['effects'] for d in j['dicts']]")" = "[0, 0]"
 kill -INT $SPID; wait $SPID; SPID=""
 
 if [ $skip -gt 0 ]; then echo "test_serve: $pass passed, $fail failed, $skip skipped"
