@@ -8,6 +8,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "store/sqlfuncs.h"
+#include "store/store_internal.h"
 #include "store/store_serve.h"
 
 #include <sqlite3.h>
@@ -479,19 +480,6 @@ int store_srv_match(const store_srv *s, const char *q, char *out, size_t cap)
 }
 
 /* ---- the console ------------------------------------------------------------------------- */
-typedef struct {
-    struct timespec deadline;
-} con_guard;
-
-static int con_progress(void *u)
-{
-    con_guard *g = u;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > g->deadline.tv_sec ||
-           (now.tv_sec == g->deadline.tv_sec && now.tv_nsec >= g->deadline.tv_nsec);
-}
-
 /* Reads only: no writes (also refused by stmt_readonly and query_only), no ATTACH/DETACH, no
    PRAGMA that sets a value, no load_extension. */
 static int con_authorize(void *u, int action, const char *a, const char *b, const char *c,
@@ -525,16 +513,10 @@ int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_m
     sqlite3_stmt *st = NULL;
     const char *tail = NULL;
     int rc = OK;
-    con_guard g;
-    clock_gettime(CLOCK_MONOTONIC, &g.deadline);
-    g.deadline.tv_sec += timeout_ms / 1000;
-    g.deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (g.deadline.tv_nsec >= 1000000000L) {
-        g.deadline.tv_sec++;
-        g.deadline.tv_nsec -= 1000000000L;
-    }
+    store_deadline g;
+    store_deadline_start(&g, timeout_ms / 1000.0);
     sqlite3_set_authorizer(s->con, con_authorize, NULL);
-    sqlite3_progress_handler(s->con, 1000, con_progress, &g);
+    sqlite3_progress_handler(s->con, 1000, store_deadline_check, &g);
     int prc = sqlite3_prepare_v2(s->con, sql, -1, &st, &tail);
     if (prc != SQLITE_OK) {
         rc = sqlite3_errcode(s->con) == SQLITE_AUTH
