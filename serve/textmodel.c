@@ -230,7 +230,10 @@ static cJSON *continuation(srv_model *m, const int *seq, size_t len0, size_t len
     for (size_t i = len0; ok && i < len; i++) {
         size_t bl = 0;
         const char *b = seq[i] == eot ? "" : tok_token_bytes(m->tok, seq[i], &bl);
-        if (!b) b = "", bl = 0;
+        if (!b) {
+            b = "";
+            bl = 0;
+        }
         cJSON *t = srv_json_str(b, bl);
         char *na = mem_realloc(all, n + bl + 1);
         if (!t || !na) {
