@@ -51,13 +51,6 @@ static int dash_name(const char *s, int64_t *f)
     return 1;
 }
 
-static int id_cb(void *user, int nc, const char *const *names, const store_val *v)
-{
-    (void)names;
-    if (nc > 0 && v[0].type == STORE_Q_INT) *(int64_t *)user = v[0].i;
-    return 0;
-}
-
 int srv_report_open(srv_report **out, const char *dir, store_srv *st, int *n_found)
 {
     *out = NULL;
@@ -97,7 +90,7 @@ int srv_report_open(srv_report **out, const char *dir, store_srv *st, int *n_fou
         if (sw && !strcmp(sw, "saelite") && fm && !strcmp(fm, fs) && sae && hook) {
             store_val p[] = {{.type = STORE_Q_TEXT, .s = sae, .n = strlen(sae)},
                              {.type = STORE_Q_TEXT, .s = hook, .n = strlen(hook)}};
-            rc = store_srv_query(st, STORE_SRV_DICT_BY_NAME, p, 2, id_cb, &dict);
+            rc = store_srv_query(st, STORE_SRV_DICT_BY_NAME, p, 2, srv_int_cb, &dict);
         }
         rep_image_free(&img);
         if (rc || dict < 0) continue;

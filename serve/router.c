@@ -183,21 +183,26 @@ static store_val V_STR(const char *s) { return (store_val){.type = STORE_Q_TEXT,
 static store_val V_NULL(void) { return (store_val){.type = STORE_Q_NULL}; }
 
 /* ---- arguments ---------------------------------------------------------------------------- */
+/* 1 when k is one of the names in allowed ("a|b|c"). */
+static int in_list(const char *allowed, const char *k)
+{
+    size_t n = strlen(k);
+    for (const char *p = allowed; *p && n;) {
+        const char *e = strchr(p, '|');
+        size_t m = e ? (size_t)(e - p) : strlen(p);
+        if (m == n && !memcmp(p, k, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
 /* Every argument must be one the endpoint knows (allowed: "a|b|c"), and appear once. */
 static int check_args(const srv_request *rq, const char *allowed, srv_response *out)
 {
     for (int i = 0; i < rq->nargs; i++) {
         const char *k = rq->args[i].key;
-        size_t n = strlen(k);
-        int ok = 0;
-        for (const char *p = allowed; *p && n;) {
-            const char *e = strchr(p, '|');
-            size_t m = e ? (size_t)(e - p) : strlen(p);
-            if (m == n && !memcmp(p, k, n)) ok = 1;
-            if (!e) break;
-            p = e + 1;
-        }
-        if (!ok) {
+        if (!in_list(allowed, k)) {
             srv_error(out, 400, "unknown argument '%.60s' (this endpoint takes %s)", k,
                       *allowed ? allowed : "none");
             return 0;
@@ -345,8 +350,9 @@ static int api_dict(srv_ctx *c, const srv_request *rq, const char *rest, srv_res
     return respond_json(out, 200, j);
 }
 
-static int count_cb(void *user, int nc, const char *const *names, const store_val *v)
+int srv_int_cb(void *user, int nc, const char *const *names, const store_val *v)
 {
+    (void)names;
     if (nc > 0 && v[0].type == STORE_Q_INT) *(int64_t *)user = v[0].i;
     return 0;
 }
@@ -386,7 +392,7 @@ static int api_features(srv_ctx *c, const srv_request *rq, srv_response *out)
     store_val p[9] = {V_INT(d), lo, hi, tag && *tag ? V_STR(tag) : V_NULL(), mv, V_STR(sort),
                       V_STR(order), V_INT(limit), V_INT(offset)};
     int64_t total = 0;
-    int rc = store_srv_query(c->st, STORE_SRV_FEATURES_COUNT, p, 5, count_cb, &total);
+    int rc = store_srv_query(c->st, STORE_SRV_FEATURES_COUNT, p, 5, srv_int_cb, &total);
     cJSON *j = rc ? NULL : cJSON_CreateObject();
     if (!rc && !j) rc = err_set(ERR_NOMEM, "out of memory");
     if (!rc) {
@@ -750,16 +756,7 @@ static int check_fields(cJSON *j, const char *allowed, srv_response *out)
     cJSON *x;
     cJSON_ArrayForEach(x, j)
     {
-        size_t n = strlen(x->string);
-        int ok = 0;
-        for (const char *p = allowed; *p && n && !ok;) {
-            const char *e = strchr(p, '|');
-            size_t m = e ? (size_t)(e - p) : strlen(p);
-            ok = m == n && !memcmp(p, x->string, n);
-            if (!e) break;
-            p = e + 1;
-        }
-        if (!ok) {
+        if (!in_list(allowed, x->string)) {
             srv_error(out, 400, "unknown field '%.60s' (this endpoint takes %s)", x->string, allowed);
             return 0;
         }

@@ -67,6 +67,8 @@ struct srv_ctx {
 int srv_error(srv_response *out, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* s[0..n) as a JSON string, invalid UTF-8 replaced (U+FFFD). NULL on no memory. */
 cJSON *srv_json_str(const char *s, size_t n);
+/* Row callback for a query whose first column is one integer: *(int64_t *)user = it. */
+int srv_int_cb(void *user, int nc, const char *const *names, const store_val *v);
 /* Strict decimal integer in [lo, hi]: 1 and *v, or 0. */
 int srv_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *v);
 
