@@ -29,6 +29,7 @@
 
 #include "model/gpt2.h"
 #include "model/sample.h"
+#include "model/tokenizer.h"
 #include "sae/sae.h"
 
 typedef enum { ANA_STEER_ADD, ANA_STEER_CLAMP, ANA_STEER_ORTHO, ANA_STEER_CAP } ana_steer_method;
@@ -73,5 +74,13 @@ typedef struct {
 } ana_gen_opts;
 int ana_steer_generate(gpt2_model *m, ana_steer *st, int steered, const ana_gen_opts *o,
                        int *seq, size_t *len);
+
+/* The context `generate` starts from: the tokens of prompt[0..n) (special tokens allowed), or
+ * <|endoftext|> alone when it has none. vocab: the model's vocabulary size; the tokenizer may
+ * not know more ids than that (ERR_SHAPE) and every prompt id must be below it. *seq is
+ * mem_alloc'd with room for max_new more tokens (free with mem_free); *len its tokens.
+ * ERR_ARG: an empty prompt and no <|endoftext|> to start from. */
+int ana_gen_context(tok_tokenizer *tok, int vocab, const char *prompt, size_t n, int max_new,
+                    int **seq, size_t *len);
 
 #endif

@@ -1,5 +1,6 @@
-/* bench_serve - a load test for `saelite serve`: C concurrent keep-alive clients send N GET
- * requests in all, round-robin over the given paths, and report requests/s, p50/p95/p99
+/* bench_serve - a load test for `saelite serve`: C concurrent keep-alive clients send N
+ * requests in all, round-robin over the given paths (GET PATH, or "POST PATH BODY" for a JSON
+ * body), and report requests/s, p50/p95/p99
  * latency and errors (a status other than 200, or a broken connection).
  * Usage: bench_serve HOST PORT CLIENTS N PATH [PATH...]   (run by bench/bench_serve.sh)
  * Prints one line: "<label> clients C requests N: R req/s, p50 X ms, p95 Y ms, p99 Z ms, E errors"
@@ -44,8 +45,17 @@ static int dial(void)
 /* One request on fd; 0 for a 200 with its whole body read, -1 otherwise. */
 static int one(int fd, const char *path, char *buf, size_t cap)
 {
-    char rq[2300];
-    int n = snprintf(rq, sizeof rq, "GET %s HTTP/1.1\r\nHost: bench\r\n\r\n", path);
+    char rq[8192];
+    int n;
+    if (!strncmp(path, "POST ", 5)) { /* "POST PATH BODY" */
+        const char *p = path + 5, *sp = strchr(p, ' ');
+        if (!sp) return -1;
+        n = snprintf(rq, sizeof rq, "POST %.*s HTTP/1.1\r\nHost: bench\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n\r\n%s", (int)(sp - p), p,
+                     strlen(sp + 1), sp + 1);
+    } else {
+        n = snprintf(rq, sizeof rq, "GET %s HTTP/1.1\r\nHost: bench\r\n\r\n", path);
+    }
     if (n <= 0 || (size_t)n >= sizeof rq || write(fd, rq, (size_t)n) != n) return -1;
     size_t got = 0;
     char *end = NULL;
@@ -119,7 +129,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nc; i++) pthread_join(th[i], NULL);
     double secs = now() - t0;
     qsort(lat, (size_t)total, sizeof *lat, cmp);
-    printf("%s clients %d requests %d: %.0f req/s, p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, %d errors\n",
+    printf("%.60s clients %d requests %d: %.0f req/s, p50 %.2f ms, p95 %.2f ms, p99 %.2f ms, %d errors\n",
            paths[0], nc, total, total / secs, 1e3 * lat[total / 2], 1e3 * lat[(int)(total * 0.95)],
            1e3 * lat[(int)(total * 0.99)], errors);
     free(lat);

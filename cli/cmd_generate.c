@@ -77,9 +77,8 @@ int cmd_generate(int argc, char **argv)
     sae_model *sae = NULL;
     ana_steer *st = NULL;
     ana_steer_term *terms = NULL;
-    int *ids = NULL, *ctx = NULL, nterms = 0;
+    int *ctx = NULL, nterms = 0;
     ana_steer_method method = ANA_STEER_ADD;
-    size_t n = 0;
     if (gpt2_load(&m, model) || tok_load(&tok, tokdir ? tokdir : model)) goto fail;
     if (sae_dir) {
         if (sae_load(&sae, sae_dir) || ana_steer_method_parse(method_name, &method) ||
@@ -87,36 +86,11 @@ int cmd_generate(int argc, char **argv)
             ana_steer_new(&st, sae, method, terms, nterms))
             goto fail;
     }
-    const gpt2_config *cfg = gpt2_cfg(m);
-    int V = cfg->vocab_size, Vt = tok_vocab_size(tok), eot = tok_eot(tok);
-    if (Vt > V) {
-        err_set(ERR_SHAPE, "tokenizer has %d tokens but the model only %d (wrong --tokenizer?)",
-                Vt, V);
-        goto fail;
-    }
-    if (tok_encode(tok, prompt, strlen(prompt), 1, &ids, NULL, &n)) goto fail;
-    /* the running sequence: prompt (or <|endoftext|>) then the generated tokens */
-    size_t cap = n + (size_t)max_tokens + 1;
-    ctx = mem_alloc(sizeof(int) * cap);
-    if (!ctx) {
-        err_set(ERR_NOMEM, "out of memory");
-        goto fail;
-    }
+    int Vt = tok_vocab_size(tok), eot = tok_eot(tok);
     size_t len = 0;
-    if (n == 0) {
-        if (eot < 0) {
-            err_set(ERR_ARG, "empty prompt and the tokenizer has no <|endoftext|> to start from");
-            goto fail;
-        }
-        ctx[len++] = eot;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (ids[i] >= V) {
-            err_set(ERR_SHAPE, "prompt token %d is outside the model's vocabulary (%d)", ids[i], V);
-            goto fail;
-        }
-        ctx[len++] = ids[i];
-    }
+    if (ana_gen_context(tok, gpt2_cfg(m)->vocab_size, prompt, strlen(prompt), max_tokens, &ctx,
+                        &len))
+        goto fail;
     if (st) { /* the hook must exist and fit before anything is printed */
         int arc = ana_steer_attach(st, m, hook);
         gpt2_hook_clear(m);
@@ -153,7 +127,6 @@ int cmd_generate(int argc, char **argv)
 fail:
     rc = cli_fail("generate");
 done:
-    mem_free(ids);
     mem_free(ctx);
     mem_free(terms);
     ana_steer_free(st);

@@ -7,13 +7,15 @@
 #include "serve/serve.h"
 
 CLI_COMMAND(serve, "Browse a database's features in a web browser (HTTP server)",
-            "saelite serve --db FILE [--sae DIR|ID] [--model DIR] [--host 127.0.0.1] [--port 8080]")
+            "saelite serve --db FILE [--sae DIR|ID] [--model DIR] [--report DIR] [--host 127.0.0.1] "
+            "[--port 8080]")
 
 static void ready(void *user, const char *url, const srv_result *res)
 {
     (void)user;
     fprintf(stderr, "serve: search index (%s) built in %.2f s\n", res->fts5 ? "FTS5" : "LIKE",
             res->index_seconds);
+    if (res->dashboards) fprintf(stderr, "serve: %d feature dashboards in the report directory\n", res->dashboards);
     printf("serve: open %s in a browser (Ctrl-C stops)\n", url);
     fflush(stdout);
 }
@@ -27,7 +29,8 @@ int cmd_serve(int argc, char **argv)
          ARG_REQUIRED},
         {"--sae", ARG_STR, &o.sae, "SAE directory or registry id that \"test your text\" runs",
          ARG_DEFAULT("the newest analysed SAE")},
-        {"--model", ARG_STR, &o.model_dir, "model directory: turns on \"test your text\""},
+        {"--model", ARG_STR, &o.model_dir, "model directory: turns on \"test your text\" and steering"},
+        {"--report", ARG_STR, &o.report_dir, "a `saelite report` directory: its dashboards on the feature pages"},
         {"--host", ARG_STR, &o.host, "address to listen on", ARG_DEFAULT("127.0.0.1")},
         {"--port", ARG_INT, &o.port, "port (0: any free one)", ARG_RANGE(0, 65535),
          ARG_DEFAULT("8080")},

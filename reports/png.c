@@ -154,7 +154,8 @@ const char *rep_image_meta(const rep_image *img, const char *key)
     return NULL;
 }
 
-int rep_png_read(const char *path, rep_image *out)
+/* rep_png_read (pixels != 0) and rep_png_read_meta (the chunks before the image data only). */
+static int png_read_file(const char *path, rep_image *out, int pixels)
 {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
@@ -188,6 +189,7 @@ int rep_png_read(const char *path, rep_image *out)
     png_set_user_limits(png, 32767, 32767);
     png_read_info(png, info);
     png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    if (!pixels) goto text; /* the text chunks saelite writes come before IDAT */
     int ct = png_get_color_type(png, info), bd = png_get_bit_depth(png, info);
     /* Normalise everything to 8-bit RGBA. */
     if (bd == 16) png_set_strip_16(png);
@@ -206,6 +208,7 @@ int rep_png_read(const char *path, rep_image *out)
     mem_free(rows);
     rows = NULL;
     png_read_end(png, info);
+text:;
     png_textp text = NULL;
     int nt = 0;
     png_get_text(png, info, &text, &nt);
@@ -226,3 +229,6 @@ int rep_png_read(const char *path, rep_image *out)
     out->rgba = rgba;
     return OK;
 }
+
+int rep_png_read(const char *path, rep_image *out) { return png_read_file(path, out, 1); }
+int rep_png_read_meta(const char *path, rep_image *out) { return png_read_file(path, out, 0); }

@@ -176,6 +176,9 @@ typedef struct {
     int nmeta;
 } rep_image;
 int rep_png_read(const char *path, rep_image *out);
+/* The size and the text chunks before the image data (where rep_png_write puts meta) only:
+ * rgba stays NULL, nothing is decoded. */
+int rep_png_read_meta(const char *path, rep_image *out);
 void rep_image_free(rep_image *img);
 /* Value of key in img's metadata, or NULL. */
 const char *rep_image_meta(const rep_image *img, const char *key);

@@ -40,11 +40,6 @@ static int dicts_cb(void *user, int nc, const char *const *names, const store_va
     }
     return 0;
 }
-static int id_cb(void *user, int nc, const char *const *names, const store_val *v)
-{
-    if (nc > 0 && v[0].type == STORE_Q_INT) *(int64_t *)user = v[0].i;
-    return 0;
-}
 static int text_cb(void *user, int nc, const char *const *names, const store_val *v)
 {
     if (nc > 0 && v[0].type == STORE_Q_TEXT) snprintf(user, 1024, "%s", v[0].s);
@@ -83,8 +78,13 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
         if (!rc) {
             store_val p[] = {{.type = STORE_Q_TEXT, .s = dir, .n = strlen(dir)},
                              {.type = STORE_Q_INT, .i = id}};
-            rc = store_srv_query(c->st, STORE_SRV_DICT_BY_SAE, p, 2, id_cb, &c->test_dict);
+            rc = store_srv_query(c->st, STORE_SRV_DICT_BY_SAE, p, 2, srv_int_cb, &c->test_dict);
         }
+    }
+    if (!rc && o->report_dir) {
+        int n = 0;
+        rc = srv_report_open(&c->report, o->report_dir, c->st, &n);
+        if (!rc && res) res->dashboards = n;
     }
     if (rc) {
         srv_ctx_close(c);
@@ -99,6 +99,7 @@ void srv_ctx_close(srv_ctx *c)
     if (!c) return;
     store_srv_close(c->st);
     srv_model_close(c->model);
+    srv_report_close(c->report);
     mem_free(c);
 }
 

@@ -183,21 +183,26 @@ static store_val V_STR(const char *s) { return (store_val){.type = STORE_Q_TEXT,
 static store_val V_NULL(void) { return (store_val){.type = STORE_Q_NULL}; }
 
 /* ---- arguments ---------------------------------------------------------------------------- */
+/* 1 when k is one of the names in allowed ("a|b|c"). */
+static int in_list(const char *allowed, const char *k)
+{
+    size_t n = strlen(k);
+    for (const char *p = allowed; *p && n;) {
+        const char *e = strchr(p, '|');
+        size_t m = e ? (size_t)(e - p) : strlen(p);
+        if (m == n && !memcmp(p, k, n)) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
 /* Every argument must be one the endpoint knows (allowed: "a|b|c"), and appear once. */
 static int check_args(const srv_request *rq, const char *allowed, srv_response *out)
 {
     for (int i = 0; i < rq->nargs; i++) {
         const char *k = rq->args[i].key;
-        size_t n = strlen(k);
-        int ok = 0;
-        for (const char *p = allowed; *p && n;) {
-            const char *e = strchr(p, '|');
-            size_t m = e ? (size_t)(e - p) : strlen(p);
-            if (m == n && !memcmp(p, k, n)) ok = 1;
-            if (!e) break;
-            p = e + 1;
-        }
-        if (!ok) {
+        if (!in_list(allowed, k)) {
             srv_error(out, 400, "unknown argument '%.60s' (this endpoint takes %s)", k,
                       *allowed ? allowed : "none");
             return 0;
@@ -289,7 +294,13 @@ static int api_info(srv_ctx *c, const srv_request *rq, srv_response *out)
         cJSON_AddStringToObject(j, "test_sae", srv_model_sae(c->model));
         cJSON_AddNumberToObject(j, "test_max_tokens", srv_model_ctx(c->model));
     }
-    cJSON_AddBoolToObject(j, "steering", 0);
+    cJSON_AddBoolToObject(j, "steering", c->model != NULL);
+    if (c->model) {
+        cJSON_AddNumberToObject(j, "steer_max_tokens", SRV_STEER_TOKENS);
+        cJSON_AddNumberToObject(j, "steer_max_prompt", SRV_STEER_CHARS);
+        cJSON_AddNumberToObject(j, "steer_timeout_ms", SRV_STEER_MS);
+        cJSON_AddNumberToObject(j, "steer_max_strength", SRV_STEER_MAX_S);
+    }
     cJSON_AddNumberToObject(j, "sql_max_rows", SRV_SQL_ROWS);
     cJSON_AddNumberToObject(j, "sql_timeout_ms", SRV_SQL_MS);
     return respond_json(out, 200, j);
@@ -339,8 +350,9 @@ static int api_dict(srv_ctx *c, const srv_request *rq, const char *rest, srv_res
     return respond_json(out, 200, j);
 }
 
-static int count_cb(void *user, int nc, const char *const *names, const store_val *v)
+int srv_int_cb(void *user, int nc, const char *const *names, const store_val *v)
 {
+    (void)names;
     if (nc > 0 && v[0].type == STORE_Q_INT) *(int64_t *)user = v[0].i;
     return 0;
 }
@@ -358,7 +370,7 @@ static int api_features(srv_ctx *c, const srv_request *rq, srv_response *out)
         return OK;
     if (d < 0) return srv_error(out, 400, "argument 'dict' is required");
     static const char *const sorts[] = {"feature", "density", "max_act", "mean_act", "n_active",
-                                        "precision", "nearest_cos"};
+                                        "precision", "nearest_cos", "mean_kl", "mean_dloss"};
     const char *sort = arg(rq, "sort"), *order = arg(rq, "order"), *tag = arg(rq, "tag"),
                *q = arg(rq, "q");
     if (!sort) sort = "density";
@@ -366,7 +378,8 @@ static int api_features(srv_ctx *c, const srv_request *rq, srv_response *out)
     for (size_t i = 0; i < sizeof sorts / sizeof *sorts; i++) ok |= !strcmp(sort, sorts[i]);
     if (!ok)
         return srv_error(out, 400, "argument 'sort' must be one of feature|density|max_act|"
-                                   "mean_act|n_active|precision|nearest_cos, got '%.40s'", sort);
+                                   "mean_act|n_active|precision|nearest_cos|mean_kl|mean_dloss, "
+                                   "got '%.40s'", sort);
     if (!order) order = "desc";
     if (strcmp(order, "asc") && strcmp(order, "desc"))
         return srv_error(out, 400, "argument 'order' must be asc or desc, got '%.40s'", order);
@@ -379,7 +392,7 @@ static int api_features(srv_ctx *c, const srv_request *rq, srv_response *out)
     store_val p[9] = {V_INT(d), lo, hi, tag && *tag ? V_STR(tag) : V_NULL(), mv, V_STR(sort),
                       V_STR(order), V_INT(limit), V_INT(offset)};
     int64_t total = 0;
-    int rc = store_srv_query(c->st, STORE_SRV_FEATURES_COUNT, p, 5, count_cb, &total);
+    int rc = store_srv_query(c->st, STORE_SRV_FEATURES_COUNT, p, 5, srv_int_cb, &total);
     cJSON *j = rc ? NULL : cJSON_CreateObject();
     if (!rc && !j) rc = err_set(ERR_NOMEM, "out of memory");
     if (!rc) {
@@ -562,6 +575,8 @@ static int api_feature(srv_ctx *c, const srv_request *rq, const char *rest, srv_
     if (!rc) rc = query_into(c, j, "metrics", STORE_SRV_DICT_METRICS, p, 1);
     if (!rc) rc = query_into(c, j, "hist", STORE_SRV_HIST, p, 2);
     if (!rc) rc = query_into(c, j, "logits", STORE_SRV_LOGITS, p, 2);
+    if (!rc) rc = query_one(c, j, "effect", STORE_SRV_EFFECT, p, 2, NULL);
+    if (!rc) rc = query_into(c, j, "effect_logits", STORE_SRV_EFFECT_LOGITS, p, 2);
     if (!rc) rc = query_into(c, j, "pos", STORE_SRV_POS, p, 2);
     if (!rc) {
         store_val pn[] = {V_INT(d), V_INT(f), V_INT(nn)};
@@ -582,6 +597,11 @@ static int api_feature(srv_ctx *c, const srv_request *rq, const char *rest, srv_
         }
     }
     if (!rc) cJSON_AddBoolToObject(j, "live", live != 0);
+    if (!rc && srv_report_has(c->report, d, f)) {
+        char u[64];
+        snprintf(u, sizeof u, "/report/%lld/%lld.png", (long long)d, (long long)f);
+        cJSON_AddStringToObject(j, "dashboard", u);
+    } else if (!rc) cJSON_AddNullToObject(j, "dashboard");
     if (rc) {
         cJSON_Delete(j);
         return fail(out, rc);
@@ -712,6 +732,152 @@ static int api_test(srv_ctx *c, const srv_request *rq, srv_response *out)
     return rc;
 }
 
+/* A number field of a JSON body: absent -> def; else finite, in [lo, hi] and (integer) whole.
+ * 0 (and a 400 in out) when bad. */
+static int num_field(cJSON *j, const char *key, double lo, double hi, int integer, double def,
+                     double *v, srv_response *out)
+{
+    cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    *v = def;
+    if (!x) return 1;
+    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble < lo ||
+        x->valuedouble > hi || (integer && x->valuedouble != floor(x->valuedouble))) {
+        srv_error(out, 400, "\"%s\" must be a%s number in %g..%g", key, integer ? "n integer" : "",
+                  lo, hi);
+        return 0;
+    }
+    *v = x->valuedouble;
+    return 1;
+}
+
+/* Every key of a JSON body must be one the endpoint knows (allowed: "a|b|c"). */
+static int check_fields(cJSON *j, const char *allowed, srv_response *out)
+{
+    cJSON *x;
+    cJSON_ArrayForEach(x, j)
+    {
+        if (!in_list(allowed, x->string)) {
+            srv_error(out, 400, "unknown field '%.60s' (this endpoint takes %s)", x->string, allowed);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* POST /api/steer: the steered and the unsteered continuation side by side (srv_model_steer). */
+static int api_steer(srv_ctx *c, const srv_request *rq, srv_response *out)
+{
+    if (!check_args(rq, "", out)) return OK;
+    if (!c->model)
+        return srv_error(out, 404, "steering needs a model: start serve with --model DIR (and --sae)");
+    cJSON *body = body_json(rq, out);
+    if (!body) return OK;
+    int rc = OK;
+    ana_steer_term terms[SRV_STEER_TERMS];
+    double d, mx, seed, temp, topk, tmo;
+    srv_steer_req r = {.terms = terms, .timeout_ms = SRV_STEER_MS};
+    const char *method = json_str_field(body, "method");
+    cJSON *fs = cJSON_GetObjectItemCaseSensitive(body, "features");
+    r.prompt = json_str_field(body, "prompt");
+    if (!check_fields(body, "dict|prompt|features|method|max_tokens|seed|temperature|top_k|"
+                      "timeout_ms", out) ||
+        !num_field(body, "timeout_ms", 0, SRV_STEER_MS, 1, SRV_STEER_MS, &tmo, out) ||
+        !num_field(body, "dict", 0, INT32_MAX, 1, (double)c->test_dict, &d, out) ||
+        !num_field(body, "max_tokens", 1, SRV_STEER_TOKENS, 1, 32, &mx, out) ||
+        !num_field(body, "seed", 0, 9007199254740992.0, 1, 0, &seed, out) ||
+        !num_field(body, "temperature", 0, 10, 0, 1, &temp, out) ||
+        !num_field(body, "top_k", 0, 1 << 20, 1, 0, &topk, out))
+        goto done;
+    if ((int64_t)d != c->test_dict) {
+        rc = srv_error(out, 400, "dictionary %lld is not the SAE serve runs (dictionary %lld: --sae)",
+                       (long long)d, (long long)c->test_dict);
+        goto done;
+    }
+    if (!r.prompt) {
+        rc = srv_error(out, 400, "\"prompt\" (a string) is required (\"\" starts from <|endoftext|>)");
+        goto done;
+    }
+    if (strlen(r.prompt) > SRV_STEER_CHARS) {
+        rc = srv_error(out, 413, "prompt longer than %d bytes", SRV_STEER_CHARS);
+        goto done;
+    }
+    if (method && ana_steer_method_parse(method, &r.method)) {
+        rc = srv_error(out, 400, "\"method\" must be add, clamp, ortho or cap");
+        goto done;
+    } else if (!method) r.method = ANA_STEER_ADD;
+    int nf = cJSON_IsArray(fs) ? cJSON_GetArraySize(fs) : -1;
+    if (nf < 1 || nf > SRV_STEER_TERMS) {
+        rc = srv_error(out, 400, "\"features\" must be 1..%d [feature, strength] pairs",
+                       SRV_STEER_TERMS);
+        goto done;
+    }
+    int D = srv_model_dsae(c->model);
+    for (int i = 0; i < nf; i++) {
+        cJSON *p = cJSON_GetArrayItem(fs, i), *f = cJSON_GetArrayItem(p, 0), *v = cJSON_GetArrayItem(p, 1);
+        if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) != 2 || !cJSON_IsNumber(f) ||
+            !cJSON_IsNumber(v) || f->valuedouble != floor(f->valuedouble) || f->valuedouble < 0 ||
+            f->valuedouble >= D || !isfinite(v->valuedouble) ||
+            fabs(v->valuedouble) > SRV_STEER_MAX_S) {
+            rc = srv_error(out, 400, "\"features\"[%d] must be [feature in 0..%d, strength with "
+                           "|strength| <= %g]", i, D - 1, SRV_STEER_MAX_S);
+            goto done;
+        }
+        terms[i].feature = (int)f->valuedouble;
+        terms[i].value = (float)v->valuedouble;
+    }
+    r.nterms = nf;
+    r.max_new = (int)mx;
+    r.seed = (uint64_t)seed;
+    r.temperature = temp;
+    r.top_k = (int)topk;
+    r.timeout_ms = (int)tmo;
+    cJSON *j = cJSON_CreateObject();
+    rc = j ? srv_model_steer(c->model, &r, j) : err_set(ERR_NOMEM, "out of memory");
+    if (rc) {
+        cJSON_Delete(j);
+        rc = fail(out, rc);
+        goto done;
+    }
+    cJSON_AddNumberToObject(j, "dict_id", (double)c->test_dict);
+    cJSON_AddStringToObject(j, "method", ana_steer_method_name(r.method));
+    cJSON *ta = cJSON_AddArrayToObject(j, "features");
+    for (int i = 0; ta && i < nf; i++) {
+        cJSON *p = cJSON_CreateArray();
+        cJSON_AddItemToArray(p, cJSON_CreateNumber(terms[i].feature));
+        cJSON_AddItemToArray(p, cJSON_CreateNumber(terms[i].value));
+        cJSON_AddItemToArray(ta, p);
+    }
+    cJSON_AddNumberToObject(j, "seed", (double)r.seed);
+    cJSON_AddNumberToObject(j, "temperature", r.temperature);
+    cJSON_AddNumberToObject(j, "top_k", r.top_k);
+    cJSON_AddNumberToObject(j, "max_tokens", r.max_new);
+    rc = respond_json(out, 200, j);
+done:
+    cJSON_Delete(body);
+    return rc;
+}
+
+/* GET /report/D/N.png: the dashboard the report directory has for (D, N); nothing else. */
+static int report_png(srv_ctx *c, const srv_request *rq, const char *rest, srv_response *out)
+{
+    char b[48];
+    size_t n = strlen(rest);
+    int64_t d, f;
+    if (n < 5 || n >= sizeof b || strcmp(rest + n - 4, ".png"))
+        return srv_error(out, 400, "expected /report/DICT/FEATURE.png");
+    memcpy(b, rest, n - 4);
+    b[n - 4] = 0;
+    if (!path_dict_feature(b, &d, &f)) return srv_error(out, 400, "expected /report/DICT/FEATURE.png");
+    if (!check_args(rq, "", out)) return OK;
+    if (!c || !c->report)
+        return srv_error(out, 404, "no report directory: start serve with --report DIR");
+    char *data;
+    size_t len;
+    int rc = srv_report_read(c->report, d, f, &data, &len);
+    if (rc) return fail(out, rc);
+    return respond_text(out, 200, "image/png", data, len);
+}
+
 /* ---- routing -------------------------------------------------------------------------------- */
 static int is_page(const char *p)
 {
@@ -731,8 +897,11 @@ int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)
     if (p[0] != '/') return srv_error(out, 400, "the path must start with '/'");
     if (strlen(p) > SRV_MAX_URL) return srv_error(out, 414, "path too long");
     int api = !strncmp(p, "/api/", 5);
-    if (post && strcmp(p, "/api/sql") && strcmp(p, "/api/test"))
-        return srv_error(out, 405, "POST only to /api/sql and /api/test");
+    if (post && strcmp(p, "/api/sql") && strcmp(p, "/api/test") && strcmp(p, "/api/steer"))
+        return srv_error(out, 405, "POST only to /api/sql, /api/test and /api/steer");
+    if (!post && !strcmp(p, "/api/steer"))
+        return srv_error(out, 405, "steering is POST /api/steer with a JSON body (docs/serve.md)");
+    if (!api && !strncmp(p, "/report/", 8)) return report_png(c, rq, p + 8, out);
     if (!api) {
         for (size_t i = 0; i < sizeof ASSETS / sizeof *ASSETS; i++)
             if (!strcmp(p, ASSETS[i].path)) {
@@ -765,6 +934,7 @@ int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)
     if (!strncmp(r, "feature/", 8)) return api_feature(c, rq, r + 8, out);
     if (!strcmp(r, "sql")) return api_sql(c, rq, out);
     if (!strcmp(r, "test")) return api_test(c, rq, out);
+    if (!strcmp(r, "steer")) return api_steer(c, rq, out);
     return srv_error(out, 404, "no endpoint %.200s (see /api/queries and docs/serve.md)", p);
 }
 

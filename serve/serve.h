@@ -30,6 +30,12 @@
 #define SRV_SQL_ROWS 1000         /* console row cap */
 #define SRV_SQL_MS 2000           /* console time limit */
 #define SRV_TEST_CHARS 4000       /* "test your text": bytes of text */
+#define SRV_STEER_CHARS 2000      /* steering: bytes of prompt */
+#define SRV_STEER_TOKENS 128      /* steering: most tokens generated per continuation */
+#define SRV_STEER_TERMS 8         /* steering: most (feature, strength) terms */
+#define SRV_STEER_MS 10000        /* steering: time limit of both continuations together */
+#define SRV_STEER_MAX_S 1e4       /* steering: largest |strength| */
+#define SRV_PNG_MAX (32 << 20)    /* --report: largest dashboard file served */
 
 struct srv_result;
 typedef struct {
@@ -37,6 +43,8 @@ typedef struct {
     const char *sae;       /* SAE directory or registry id for "test your text" (NULL: the newest
                               analysed SAE whose directory exists, when model_dir is given) */
     const char *model_dir; /* model for "test your text" (NULL: that view is off) */
+    const char *report_dir;/* a `saelite report` directory: its feature dashboards on the feature
+                              pages (NULL: none) */
     const char *host;      /* address to bind (default "127.0.0.1") */
     int port;              /* default 8080; 0 picks a free port */
     int threads;           /* worker threads (default 4) */
@@ -51,6 +59,7 @@ typedef struct srv_result {
     int64_t requests;      /* requests answered */
     double index_seconds;  /* building the search index at startup */
     int fts5;              /* 1: FTS5 search, 0: LIKE fallback */
+    int dashboards;        /* dashboards found in report_dir */
 } srv_result;
 
 void srv_defaults(srv_opts *o);

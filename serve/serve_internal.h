@@ -5,7 +5,8 @@
  * the model (BOS first, at most n_ctx tokens), encodes the hook activations with the SAE and adds
  * to out: "tokens": [{"text", "features": [[feature, activation], ...]}] (top k per token, by
  * activation, only active ones) and "truncated". The model is not thread-safe: srv_model_test
- * takes the model's mutex.
+ * takes the model's mutex. Each pass attaches its own hooks (the capture hook, or steering's)
+ * under that mutex.
  */
 #ifndef SAELITE_SERVE_INTERNAL_H
 #define SAELITE_SERVE_INTERNAL_H
@@ -13,6 +14,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#include "analysis/steer.h"
 #include "serve/serve.h"
 #include "store/store_serve.h"
 
@@ -26,10 +28,38 @@ int srv_model_test(srv_model *m, const char *text, int k, cJSON *out);
 int srv_model_feature(srv_model *m, const int *ids, int T, int feature, float *out);
 const char *srv_model_sae(const srv_model *m);
 int srv_model_ctx(const srv_model *m);
+int srv_model_dsae(const srv_model *m);
+
+/* Steering: the steered and the unsteered continuation of prompt from the same seed, through
+ * ana_steer_generate (analysis/steer.h, what `generate --steer --compare` runs); each stops at
+ * <|endoftext|>, after max_new tokens or at the deadline (timeout_ms after the call began, for
+ * both together). Adds "steered" and "unsteered" ({"text", "tokens", "ids", "stop"}),
+ * "prompt_tokens", "hook" and "ms" to out. Takes the model's mutex. */
+typedef struct {
+    const char *prompt;
+    ana_steer_method method;
+    const ana_steer_term *terms;
+    int nterms;
+    int max_new, top_k, timeout_ms;
+    double temperature;
+    uint64_t seed;
+} srv_steer_req;
+int srv_model_steer(srv_model *m, const srv_steer_req *r, cJSON *out);
+
+/* The dashboards of a `saelite report` directory (serve/reportdir.c): only files the report
+ * wrote (feature_N.png, regular, its PNG text naming feature N and one of the database's
+ * dictionaries) listed at open, served by (dictionary, feature); no URL part names a file.
+ * srv_report_read: the file's bytes (mem_alloc'd) or ERR_NOTFOUND. Read-only after open. */
+typedef struct srv_report srv_report;
+int srv_report_open(srv_report **out, const char *dir, store_srv *st, int *n_found);
+void srv_report_close(srv_report *r);
+int srv_report_has(const srv_report *r, int64_t dict, int64_t feature);
+int srv_report_read(const srv_report *r, int64_t dict, int64_t feature, char **data, size_t *len);
 
 struct srv_ctx {
     store_srv *st;
     srv_model *model;   /* NULL without --model */
+    srv_report *report; /* NULL without --report */
     int64_t test_dict;  /* the ana_dicts id of the SAE the model runs (-1: not analysed) */
 };
 
@@ -37,6 +67,8 @@ struct srv_ctx {
 int srv_error(srv_response *out, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* s[0..n) as a JSON string, invalid UTF-8 replaced (U+FFFD). NULL on no memory. */
 cJSON *srv_json_str(const char *s, size_t n);
+/* Row callback for a query whose first column is one integer: *(int64_t *)user = it. */
+int srv_int_cb(void *user, int nc, const char *const *names, const store_val *v);
 /* Strict decimal integer in [lo, hi]: 1 and *v, or 0. */
 int srv_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *v);
 

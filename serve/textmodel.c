@@ -1,11 +1,15 @@
-/* textmodel.c - "test your text": the model with the SAE at its hook on one posted text
+/* textmodel.c - "test your text" (the model with the SAE at its hook on one posted text), the live
+ * activations of a stored sequence, and steering (analysis/steer.h) for the browser
  * (serve_internal.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "analysis/steer.h"
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/progress.h"
 #include "model/gpt2.h"
 #include "model/tokenizer.h"
 #include "sae/sae.h"
@@ -58,7 +62,6 @@ int srv_model_open(srv_model **out, const char *model_dir, const char *sae_dir)
         m->f = mem_alloc((size_t)n * m->sae->cfg.d_sae * sizeof *m->f);
         if (!m->x || !m->f) rc = err_set(ERR_NOMEM, "out of memory for the test-your-text buffers");
     }
-    if (!rc) rc = gpt2_hook_add(m->gpt, m->sae->cfg.hook_name, capture, m);
     if (rc) {
         srv_model_close(m);
         return rc;
@@ -81,6 +84,14 @@ void srv_model_close(srv_model *m)
 
 const char *srv_model_sae(const srv_model *m) { return m->sae_dir; }
 int srv_model_ctx(const srv_model *m) { return gpt2_cfg(m->gpt)->n_ctx - (tok_eot(m->tok) >= 0); }
+
+/* The capture hook, attached for one pass (steering clears the model's hooks). Under m->mu. */
+static int capture_on(srv_model *m)
+{
+    gpt2_hook_clear(m->gpt);
+    m->T = 0;
+    return gpt2_hook_add(m->gpt, m->sae->cfg.hook_name, capture, m);
+}
 
 int srv_model_test(srv_model *m, const char *text, int k, cJSON *out)
 {
@@ -114,8 +125,8 @@ int srv_model_test(srv_model *m, const char *text, int k, cJSON *out)
         goto done;
     }
     pthread_mutex_lock(&m->mu);
-    m->T = 0;
-    rc = gpt2_forward(m->gpt, seq, 1, T, 0);
+    rc = capture_on(m);
+    if (!rc) rc = gpt2_forward(m->gpt, seq, 1, T, 0);
     if (!rc && m->T != T) rc = err_set(ERR_SHAPE, "the hook did not fire");
     if (!rc) rc = sae_encode(m->sae, m->x, T, m->f);
     cJSON *toks = rc ? NULL : cJSON_AddArrayToObject(out, "tokens");
@@ -182,11 +193,124 @@ int srv_model_feature(srv_model *m, const int *ids, int T, int feature, float *o
         if (ids[i] < 0 || ids[i] >= cfg->vocab_size)
             return err_set(ERR_ARG, "token id %d is outside the model's vocabulary", ids[i]);
     pthread_mutex_lock(&m->mu);
-    m->T = 0;
-    int rc = gpt2_forward(m->gpt, ids, 1, T, 0);
+    int rc = capture_on(m);
+    if (!rc) rc = gpt2_forward(m->gpt, ids, 1, T, 0);
     if (!rc && m->T != T) rc = err_set(ERR_SHAPE, "the hook did not fire");
     if (!rc) rc = sae_encode(m->sae, m->x, T, m->f);
     for (int t = 0; !rc && t < T; t++) out[t] = m->f[(size_t)t * m->sae->cfg.d_sae + feature];
     pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+int srv_model_dsae(const srv_model *m) { return m->sae->cfg.d_sae; }
+
+/* ---- steering ------------------------------------------------------------------------------- */
+typedef struct {
+    double deadline; /* now_seconds() */
+    int timed_out;
+} gen_guard;
+
+static int gen_token(int id, void *user)
+{
+    (void)id;
+    gen_guard *g = user;
+    if (now_seconds() > g->deadline) g->timed_out = 1;
+    return g->timed_out;
+}
+
+/* One continuation seq[len0..len) as {"text", "tokens": [text...], "ids": [...], "stop"}. */
+static cJSON *continuation(srv_model *m, const int *seq, size_t len0, size_t len, int timed_out,
+                           int max_new)
+{
+    cJSON *o = cJSON_CreateObject(), *toks = cJSON_CreateArray(), *ids = cJSON_CreateArray();
+    char *all = mem_alloc(1);
+    size_t n = 0;
+    int ok = o && toks && ids && all;
+    int eot = tok_eot(m->tok);
+    for (size_t i = len0; ok && i < len; i++) {
+        size_t bl = 0;
+        const char *b = seq[i] == eot ? "" : tok_token_bytes(m->tok, seq[i], &bl);
+        if (!b) {
+            b = "";
+            bl = 0;
+        }
+        cJSON *t = srv_json_str(b, bl);
+        char *na = mem_realloc(all, n + bl + 1);
+        if (!t || !na) {
+            cJSON_Delete(t);
+            ok = 0;
+            break;
+        }
+        all = na;
+        memcpy(all + n, b, bl);
+        n += bl;
+        cJSON_AddItemToArray(toks, t);
+        cJSON_AddItemToArray(ids, cJSON_CreateNumber(seq[i]));
+    }
+    cJSON *text = ok ? srv_json_str(all, n) : NULL;
+    mem_free(all);
+    if (!text) {
+        cJSON_Delete(o);
+        cJSON_Delete(toks);
+        cJSON_Delete(ids);
+        return NULL;
+    }
+    cJSON_AddItemToObject(o, "text", text);
+    cJSON_AddItemToObject(o, "tokens", toks);
+    cJSON_AddItemToObject(o, "ids", ids);
+    const char *stop = timed_out ? "time limit"
+                     : len > len0 && seq[len - 1] == eot ? "endoftext"
+                     : (int)(len - len0) >= max_new ? "max_tokens" : "?";
+    cJSON_AddStringToObject(o, "stop", stop);
+    return o;
+}
+
+int srv_model_steer(srv_model *m, const srv_steer_req *r, cJSON *out)
+{
+    ana_steer *st = NULL;
+    int *seq = NULL;
+    size_t len0 = 0;
+    const gpt2_config *cfg = gpt2_cfg(m->gpt);
+    int Vt = tok_vocab_size(m->tok), eot = tok_eot(m->tok);
+    int rc = ana_steer_new(&st, m->sae, r->method, r->terms, r->nterms);
+    if (!rc) rc = ana_gen_context(m->tok, cfg->vocab_size, r->prompt, strlen(r->prompt),
+                                  r->max_new, &seq, &len0);
+    int *seq2 = rc ? NULL : mem_alloc(sizeof(int) * (len0 + (size_t)r->max_new + 1));
+    if (!rc && !seq2) rc = err_set(ERR_NOMEM, "out of memory");
+    if (rc) goto done;
+    memcpy(seq2, seq, len0 * sizeof *seq);
+    /* what `generate --compare` runs: the steered and the unsteered continuation, same seed */
+    ana_gen_opts go = {.max_new = r->max_new, .top_k = r->top_k, .vocab_limit = Vt,
+                       .stop_id = eot, .temperature = r->temperature, .seed = r->seed};
+    gen_guard g = {now_seconds() + r->timeout_ms / 1000.0, 0}, g2;
+    size_t len = len0, len2 = len0;
+    double t0 = now_seconds();
+    pthread_mutex_lock(&m->mu);
+    go.on_token = gen_token;
+    go.user = &g;
+    rc = ana_steer_generate(m->gpt, st, 1, &go, seq, &len);
+    g2 = (gen_guard){g.deadline, 0};
+    go.user = &g2;
+    if (!rc) rc = ana_steer_generate(m->gpt, st, 0, &go, seq2, &len2);
+    pthread_mutex_unlock(&m->mu);
+    double secs = now_seconds() - t0;
+    if (rc) goto done;
+    cJSON *a = continuation(m, seq, len0, len, g.timed_out, r->max_new);
+    cJSON *b = continuation(m, seq2, len0, len2, g2.timed_out, r->max_new);
+    if (!a || !b) {
+        cJSON_Delete(a);
+        cJSON_Delete(b);
+        rc = err_set(ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    cJSON_AddItemToObject(out, "steered", a);
+    cJSON_AddItemToObject(out, "unsteered", b);
+    cJSON_AddNumberToObject(out, "prompt_tokens", (double)len0);
+    cJSON_AddStringToObject(out, "hook", m->sae->cfg.hook_name);
+    cJSON_AddNumberToObject(out, "ms", secs * 1e3);
+done:
+    ana_steer_free(st);
+    mem_free(seq);
+    mem_free(seq2);
     return rc;
 }

@@ -388,25 +388,26 @@ int sqlite3_saelite_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routine
 }
 #else
 /* ---- the read-only query runner ----------------------------------------------------------- */
-typedef struct {
-    struct timespec t0;
-    double limit; /* seconds, 0: none */
-    int hit;
-} qclock;
+#include "store/store_internal.h" /* store_deadline (the runner is not part of the extension) */
 
-static double q_elapsed(const qclock *c)
+void store_deadline_start(store_deadline *d, double limit_s)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - c->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - c->t0.tv_nsec);
+    clock_gettime(CLOCK_MONOTONIC, &d->t0);
+    d->limit = limit_s > 0 ? limit_s : 0;
+    d->hit = 0;
 }
 
 /* SQLite's progress handler (every few thousand VM steps): non-zero interrupts the statement. */
-static int q_progress(void *u)
+int store_deadline_check(void *u)
 {
-    qclock *c = u;
-    if (c->limit > 0 && q_elapsed(c) > c->limit) c->hit = 1;
-    return c->hit;
+    store_deadline *d = u;
+    if (d->limit > 0 && !d->hit) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        d->hit = (double)(t.tv_sec - d->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - d->t0.tv_nsec) >
+                 d->limit;
+    }
+    return d->hit;
 }
 
 /* An SQLite failure of the query as an err.h code with a message naming the database. */
@@ -433,8 +434,8 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
     sqlite3_stmt *st[MAXST];
     int nst = 0, ret = OK;
     long long rows = 0, max_rows = lim && lim->max_rows > 0 ? lim->max_rows : 0;
-    qclock clk = {.limit = lim && lim->timeout_s > 0 ? lim->timeout_s : 0};
-    clock_gettime(CLOCK_MONOTONIC, &clk.t0);
+    store_deadline clk;
+    store_deadline_start(&clk, lim ? lim->timeout_s : 0);
     if (lim) lim->hit = 0;
     struct stat sb;
     if (stat(db_path, &sb) == 0 && !S_ISREG(sb.st_mode))
@@ -451,7 +452,7 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
      * functions (ours that read tables are DIRECTONLY anyway), and defensive mode refuses schema tampering. */
     sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)0);
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
-    if (clk.limit > 0) sqlite3_progress_handler(db, 1000, q_progress, &clk);
+    if (clk.limit > 0) sqlite3_progress_handler(db, 1000, store_deadline_check, &clk);
     /* query_only blocks writes even where the read-only open would not (e.g. temp tables) */
     if ((rc = sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL)) != SQLITE_OK ||
         (rc = store_sqlfuncs_register(db)) != SQLITE_OK) {

@@ -14,6 +14,7 @@
 #ifndef SAELITE_STORE_INTERNAL_H
 #define SAELITE_STORE_INTERNAL_H
 #include <sqlite3.h>
+#include <time.h>
 
 #include "store/store.h"
 
@@ -32,5 +33,18 @@ int store_sae_verify(store *s);
 int store_ana_verify(store *s);
 int store_graph_verify(store *s);
 int store_eval_verify(store *s);
+
+/* A wall-clock limit for one query, through SQLite's progress handler: the one used by
+ * store_ro_query_limited (`saelite query --timeout`) and the serve console (store_serve.c).
+ * store_deadline_start(d, seconds) (<= 0: no limit), then
+ * sqlite3_progress_handler(db, N, store_deadline_check, d): it returns non-zero (SQLite stops the
+ * statement with SQLITE_INTERRUPT) once the time is up, and d->hit says so. */
+typedef struct {
+    struct timespec t0;
+    double limit; /* seconds, 0: none */
+    int hit;
+} store_deadline;
+void store_deadline_start(store_deadline *d, double limit_s);
+int store_deadline_check(void *d);
 
 #endif

@@ -8,6 +8,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "store/sqlfuncs.h"
+#include "store/store_internal.h"
 #include "store/store_serve.h"
 
 #include <sqlite3.h>
@@ -34,7 +35,8 @@ struct store_srv {
 /* The features table: filters ?2 min density, ?3 max density, ?4 best tag, ?5 search match;
  * ?6 sort key, ?7 'asc'|'desc', ?8 limit, ?9 offset. MATCH_FEATURE is the search predicate. */
 #define FEATURE_WHERE(MATCH_FEATURE)                                                          \
-    " FROM ana_features f WHERE f.dict_id = ?1 AND (?2 IS NULL OR f.density >= ?2) AND "     \
+    " FROM ana_features f LEFT JOIN ana_effects e ON e.dict_id = f.dict_id AND e.feature = "  \
+    "f.feature WHERE f.dict_id = ?1 AND (?2 IS NULL OR f.density >= ?2) AND "                \
     "(?3 IS NULL OR f.density <= ?3) AND (?4 IS NULL OR f.best_tag = ?4) AND "               \
     "(?5 IS NULL OR f.feature IN (SELECT s.feature FROM temp.feature_fts s WHERE "           \
     MATCH_FEATURE " AND s.dict_id = ?1))"
@@ -44,16 +46,17 @@ struct store_srv {
     "(CASE ?6 WHEN 'density' THEN f.density WHEN 'max_act' THEN f.max_act "                 \
     "WHEN 'mean_act' THEN f.mean_act WHEN 'n_active' THEN f.n_active "                       \
     "WHEN 'precision' THEN f.best_tag_precision WHEN 'nearest_cos' THEN abs(f.nearest_cos) " \
-    "ELSE f.feature END)"
+    "WHEN 'mean_kl' THEN e.mean_kl WHEN 'mean_dloss' THEN e.mean_dloss ELSE f.feature END)"
 /* The page of rows is chosen first (inner query, ordered and limited), then only those rows get
  * their top tokens (the subquery would otherwise run for every feature before the sort). */
 #define FEATURE_PAGE(MATCH_FEATURE)                                                           \
     "SELECT p.feature, p.n_active, p.density, p.mean_act, p.max_act, p.nearest, "            \
-    "p.nearest_cos, p.best_tag, p.best_tag_precision, "                                      \
+    "p.nearest_cos, p.best_tag, p.best_tag_precision, p.mean_kl, p.mean_dloss, "             \
     "(SELECT group_concat(x, char(31)) FROM (SELECT (SELECT t.text FROM tokens t WHERE "     \
     "t.sequence_id = a.seq_id AND t.position = a.pos) AS x FROM ana_acts a WHERE a.dict_id = " \
     "p.dict_id AND a.feature = p.feature AND a.kind = 'top' ORDER BY a.rank LIMIT 4)) AS "   \
-    "top_tokens FROM (SELECT f.*, " SORT_KEY " AS k" FEATURE_WHERE(MATCH_FEATURE)            \
+    "top_tokens FROM (SELECT f.*, e.mean_kl, e.mean_dloss, " SORT_KEY " AS k"                \
+    FEATURE_WHERE(MATCH_FEATURE)                                                              \
     " ORDER BY " ORDER_BY("k", "f") " LIMIT ?8 OFFSET ?9) p ORDER BY " ORDER_BY("p.k", "p")
 /* never-active features (NULL keys) last, ties by feature number */
 #define ORDER_BY(K, T) K " IS NULL, " K " * (CASE WHEN ?7 = 'asc' THEN 1 ELSE -1 END), " T ".feature"
@@ -70,7 +73,8 @@ static const struct {
         "SELECT d.id, d.kind, d.sae_id, d.name, d.hook_name, d.d_in, d.d_sae, d.split, d.n_seqs, "
         "d.n_tokens, d.top_n, d.created_at, d.seconds, r.id AS registry_id, r.architecture, r.k, "
         "r.tokens AS train_tokens, (SELECT count(*) FROM ana_features f WHERE f.dict_id = d.id "
-        "AND f.n_active = 0) AS dead FROM ana_dicts d LEFT JOIN sae_registry r ON r.id = "
+        "AND f.n_active = 0) AS dead, (SELECT count(*) FROM ana_effects e WHERE e.dict_id = d.id) "
+        "AS effects FROM ana_dicts d LEFT JOIN sae_registry r ON r.id = "
         "d.sae_id OR (d.sae_id IS NULL AND d.kind = 'sae' AND r.dir = d.name) ORDER BY d.id", NULL},
     [STORE_SRV_DICT] = {"dict",
         "SELECT d.id, d.kind, d.sae_id, d.name, d.hook_name, d.d_in, d.d_sae, d.split, d.n_seqs, "
@@ -144,6 +148,18 @@ static const struct {
     [STORE_SRV_SEQ_TOKENS] = {"seq_tokens",
         "SELECT token_id FROM tokens WHERE sequence_id = ?1 AND position <= ?2 ORDER BY position",
         NULL},
+    [STORE_SRV_EFFECT] = {"effect",
+        "SELECT n_contexts, mean_act, mean_kl, mean_dloss, rank_corr FROM ana_effects WHERE "
+        "dict_id = ?1 AND feature = ?2", NULL},
+    /* measured tokens, with the direct-path value of the same token where ana_logits has it */
+    [STORE_SRV_EFFECT_LOGITS] = {"effect_logits",
+        "SELECT m.sign, m.rank, m.token, ifnull(CAST(v.text AS TEXT), tok_text(m.token)) AS text, "
+        "m.value, l.value AS direct FROM ana_effect_logits m LEFT JOIN ana_vocab v ON v.token = "
+        "m.token LEFT JOIN ana_logits l ON l.dict_id = m.dict_id AND l.feature = m.feature AND "
+        "l.sign = m.sign AND l.token = m.token WHERE m.dict_id = ?1 AND m.feature = ?2 ORDER BY "
+        "m.sign DESC, m.rank", NULL},
+    [STORE_SRV_DICT_BY_NAME] = {"dict_by_name",
+        "SELECT id FROM ana_dicts WHERE name = ?1 AND hook_name = ?2 ORDER BY id DESC LIMIT 1", NULL},
 };
 
 /* The search index: one row per (dictionary, feature). */
@@ -179,6 +195,14 @@ static const char *const SAE_TEMP[][2] = {
     {"sae_training_log",
      "CREATE TEMP TABLE sae_training_log (sae_id INTEGER, step INTEGER, tokens INTEGER, mse "
      "REAL, ev REAL, l0 REAL, dead_frac REAL, lr REAL, loss REAL)"},
+    /* analysis part version 2 (before analyze --effects) has no effect tables */
+    {"ana_effects",
+     "CREATE TEMP TABLE ana_effects (dict_id INTEGER, feature INTEGER, n_contexts INTEGER, "
+     "mean_act REAL, mean_kl REAL, mean_dloss REAL, rank_corr REAL, PRIMARY KEY (dict_id, "
+     "feature))"},
+    {"ana_effect_logits",
+     "CREATE TEMP TABLE ana_effect_logits (dict_id INTEGER, feature INTEGER, sign INTEGER, rank "
+     "INTEGER, token INTEGER, value REAL, PRIMARY KEY (dict_id, feature, sign, rank))"},
 };
 static const char *const ANA_TABLES[] = {"ana_dicts", "ana_features", "ana_hist", "ana_acts",
                                          "ana_logits", "ana_decoder", "ana_pos", "ana_vocab",
@@ -456,19 +480,6 @@ int store_srv_match(const store_srv *s, const char *q, char *out, size_t cap)
 }
 
 /* ---- the console ------------------------------------------------------------------------- */
-typedef struct {
-    struct timespec deadline;
-} con_guard;
-
-static int con_progress(void *u)
-{
-    con_guard *g = u;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return now.tv_sec > g->deadline.tv_sec ||
-           (now.tv_sec == g->deadline.tv_sec && now.tv_nsec >= g->deadline.tv_nsec);
-}
-
 /* Reads only: no writes (also refused by stmt_readonly and query_only), no ATTACH/DETACH, no
    PRAGMA that sets a value, no load_extension. */
 static int con_authorize(void *u, int action, const char *a, const char *b, const char *c,
@@ -502,16 +513,10 @@ int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_m
     sqlite3_stmt *st = NULL;
     const char *tail = NULL;
     int rc = OK;
-    con_guard g;
-    clock_gettime(CLOCK_MONOTONIC, &g.deadline);
-    g.deadline.tv_sec += timeout_ms / 1000;
-    g.deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (g.deadline.tv_nsec >= 1000000000L) {
-        g.deadline.tv_sec++;
-        g.deadline.tv_nsec -= 1000000000L;
-    }
+    store_deadline g;
+    store_deadline_start(&g, timeout_ms / 1000.0);
     sqlite3_set_authorizer(s->con, con_authorize, NULL);
-    sqlite3_progress_handler(s->con, 1000, con_progress, &g);
+    sqlite3_progress_handler(s->con, 1000, store_deadline_check, &g);
     int prc = sqlite3_prepare_v2(s->con, sql, -1, &st, &tail);
     if (prc != SQLITE_OK) {
         rc = sqlite3_errcode(s->con) == SQLITE_AUTH

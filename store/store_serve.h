@@ -11,8 +11,9 @@
  * its temp schema: FTS5 when SQLite has it (PRAGMA compile_options ENABLE_FTS5), else a plain temp
  * table searched with LIKE; the queries that read the index run on that connection, the others on
  * whichever is free. Then every connection gets PRAGMA query_only. A database without the
- * analysis tables is ERR_NOTFOUND ("run saelite analyze"); missing SAE registry tables are
- * replaced by empty temp tables, so queries that join them still run.
+ * analysis tables is ERR_NOTFOUND ("run saelite analyze"); missing SAE registry tables and effect
+ * tables (an analysis before --effects existed) are replaced by empty temp tables, so queries
+ * that join them still run.
  *
  * Values: rows come to a callback as store_val (type STORE_Q_* of store/sqlfuncs.h; text and
  * blob pointers are valid during the call only). Params are store_val too (STORE_Q_NULL binds
@@ -66,6 +67,9 @@ enum {
     STORE_SRV_DICT_BY_SAE,   /* newest kind 'sae' dictionary named ?1 or with sae_id ?2 */
     STORE_SRV_SAE_DIR,       /* sae_registry.dir of id ?1 */
     STORE_SRV_SEQ_TOKENS,    /* token ids of sequence ?1 up to position ?2 (live activations) */
+    STORE_SRV_DICT_BY_NAME,  /* newest dictionary named ?1 at hook ?2 (serve --report's PNGs) */
+    STORE_SRV_EFFECT,        /* measured ablation effect of ?1, ?2 (ana_effects) */
+    STORE_SRV_EFFECT_LOGITS, /* its measured promoted/suppressed tokens, with the direct-path value */
     STORE_SRV_NQ
 };
 

@@ -5,7 +5,8 @@
 Usage: serve_browser.py CHROMIUM BASE_URL OUTDIR EXPECT_JSON
 EXPECT_JSON (from the test, computed with sqlite3 and curl): dict, first_feature (top of the
 index by density), word (a search word), search_total, feature, n_top, top_value, text,
-test_tokens, test_first_features, sql, sql_value.
+test_tokens, test_first_features, sql, sql_value, steer (the /api/steer answer for feature,
+prompt "The big cat", add 40, 12 tokens, seed 7).
 Prints "ok NAME" / "FAIL NAME: why" lines and "serve_browser: N passed, N failed"; screenshots go
 to OUTDIR. Standard library only: a minimal WebSocket client (RFC 6455, text frames) is below.
 """
@@ -164,6 +165,8 @@ try:
     check('index: first row is the densest feature', first == str(E['first_feature']), f'{first} != {E["first_feature"]}')
     check('index: 50 rows on the first page', page.js("document.querySelectorAll('#features tr[data-feature]').length") == min(50, E['n_features']))
     check('index: title', page.js("document.getElementById('title').textContent") == 'Features')
+    heads = page.js("[...document.querySelectorAll('#features th')].map(t => t.textContent)")
+    check('index: the measured-effect columns', 'KL ablated' in heads and 'Δ loss ablated' in heads, str(heads))
     page.shot('index.png')
 
     # ---- search: type a word into the box and press Enter
@@ -193,7 +196,29 @@ try:
     check('feature: value column', val == '%.3f' % E['top_value'], val)
     check('feature: histogram bars', page.js("document.querySelectorAll('#hist div').length") == E['n_hist'])
     check('feature: nearest links', page.js("document.querySelectorAll('#nearest a').length") == E['n_nearest'])
+    n_eff = page.js("document.querySelectorAll('#effect .effect-logits tr').length")
+    check('feature: measured promoted / suppressed tokens', n_eff == E['n_effect_logits'] + 2, f"{n_eff} != {E['n_effect_logits']} + 2")
+    check('feature: measured KL shown', bool(page.js("(document.getElementById('effect-kl') || {}).textContent")))
+    dash = page.js("new Promise((ok) => { const i = document.getElementById('dashboard'); if (!i) ok(-1); else if (i.complete) ok(i.naturalWidth); else { i.onload = () => ok(i.naturalWidth); i.onerror = () => ok(0); } })")
+    check('feature: the report dashboard is shown', dash and dash > 0, f'naturalWidth {dash}')
     page.shot('feature.png')
+    # steering: prompt, strength, tokens, seed, click; the two columns a person compares
+    S = E['steer']
+    page.js("document.getElementById('steer-prompt').value = ''; document.getElementById('steer-prompt').focus()")
+    page.call('Input.insertText', text='The big cat')
+    page.js("document.getElementById('steer-strength').value = '40'; document.getElementById('steer-tokens').value = '12';"
+            "document.getElementById('steer-seed').value = '7'")
+    page.action('steer', "document.getElementById('steer-run').click()")
+    vis = lambda t: t.replace('\n', '\u21b5').replace('\t', '\u21e5')
+    got = page.js("(document.querySelector('#steer-steered .ctx') || {}).textContent")
+    check('steer: the steered continuation', got == vis('The big cat' + S['steered']['text']), f'{got!r}')
+    got = page.js("(document.querySelector('#steer-unsteered .ctx') || {}).textContent")
+    check('steer: the unsteered continuation beside it', got == vis('The big cat' + S['unsteered']['text']), f'{got!r}')
+    ndiff = page.js("document.querySelectorAll('#steer-steered .tok.diff').length")
+    want = sum(1 for a, b in zip(S['steered']['ids'], S['unsteered']['ids'] + [None] * 99) if a != b)
+    check('steer: the tokens that differ are marked', ndiff == want and want > 0, f'{ndiff} != {want}')
+    page.js("document.getElementById('steer').scrollIntoView(); document.activeElement.blur()")
+    page.shot('steer.png')
     # keyboard: the right arrow opens the next feature
     page.js("document.body.dataset.ready = ''")
     key(page, 'ArrowRight', 'ArrowRight', 39)

@@ -48,7 +48,7 @@ setup bpe-train --vocab 300 "$W/corpus/brown.jsonl" -o "$W/m"
 setup init-model --layers 1 --d-model 32 --heads 4 --vocab 300 --ctx 32 --seed 3 -o "$W/m"
 setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --tags "$W/corpus/brown.tags.jsonl" --hook $H --db "$W/fx.db"
 setup sae-train --db "$W/fx.db" --hook $H --arch topk --k 4 --expansion 2 --tokens 20k --seed 1 --out "$W/sae"
-setup analyze --db "$W/fx.db" --sae "$W/sae" --neurons
+setup analyze --db "$W/fx.db" --sae "$W/sae" --neurons --effects --effects-ctx 8
 DB="$W/fx.db"
 q() { sqlite3 -cmd ".load $ROOT/saelite" "$DB" "$@"; }  # the SQL the API documents, run by hand
 db_hash() { sha256sum "$DB" | cut -c1-16; }
@@ -68,12 +68,23 @@ ok grep -q "must be an IPv4 address" <<<"$err"
 err=$("$BIN" serve --db "$DB" --port 0 --model "$W/m" --sae 77 2>&1); ok test $? -eq 1
 ok grep -q "no SAE with registry id 77" <<<"$err"
 
-# ---- start it (any free port), with the model for "test your text"
-"$BIN" serve --db "$DB" --model "$W/m" --sae "$W/sae" --port 0 > "$W/serve.out" 2> "$W/serve.err" &
+# the feature with the most stored top activations
+F=$(q "SELECT feature FROM ana_acts WHERE dict_id = 1 AND kind = 'top' GROUP BY feature ORDER BY count(*) DESC, feature LIMIT 1")
+F2=$(( (F + 1) % 256 ))
+# a report with two dashboards, and files it did not write: a dashboard under another feature's
+# name, a symlink, a file that is not a PNG, a name that is not feature_N.png
+setup report --db "$DB" --sae "$W/sae" --out "$W/report" --features "$F,$F2" --no-global
+cp "$W/report/feature_$F.png" "$W/report/feature_9999.png"
+cp "$W/report/feature_$F.png" "$W/report/feature_0$F.png"
+ln -s /etc/passwd "$W/report/feature_7777.png"
+echo junk > "$W/report/feature_7778.png"
+
+# ---- start it (any free port), with the model for "test your text" and steering, the report
+"$BIN" serve --db "$DB" --model "$W/m" --sae "$W/sae" --report "$W/report" --port 0 > "$W/serve.out" 2> "$W/serve.err" &
 SPID=$!
 URL=""
 for _ in $(seq 100); do
-    URL=$(sed -n 's/^serve: open \(http:[^ ]*\) in a browser.*/\1/p' "$W/serve.out")
+    URL=$(sed -n 's/^serve: open \(http:[^ ]*\) in a browser.*/\1/p' "$W/serve.out" 2>/dev/null)
     [ -n "$URL" ] && break
     kill -0 $SPID 2>/dev/null || break
     sleep 0.1
@@ -82,6 +93,7 @@ okn "server printed its URL" test -n "$URL"
 if [ -z "$URL" ]; then cat "$W/serve.err"; echo "test_serve: $pass passed, $((fail + 1)) failed"; exit 1; fi
 URL=${URL%/}
 PORT=${URL##*:}
+okn "serve found the report's two dashboards" grep -q "^serve: 2 feature dashboards" "$W/serve.err"
 okn "listens on 127.0.0.1 only" grep -q "127.0.0.1:$PORT " <(ss -ltnH 2>/dev/null)
 okn "not on any other address" test "$(ss -ltnH 2>/dev/null | grep -c ":$PORT ")" -eq 1
 
@@ -98,7 +110,7 @@ is_json_error() { python3 -c "import json,sys; j=json.load(open('$W/body')); sys
 
 # ---- the API against its SQL
 req GET /api/info; ok test "$code" = 200
-ok test "$(js "j['search'], j['test'], j['db']['dicts']")" = "fts5 True 2"
+ok test "$(js "j['search'], j['test'], j['steering'], j['db']['dicts']")" = "fts5 True True 2"
 req GET /api/dicts; ok test "$code" = 200
 ok test "$(js "[(d['id'], d['kind'], d['d_sae']) for d in j['dicts']]")" = "[(1, 'sae', 256), (2, 'neurons', 128)]"
 req GET "/api/features?dict=1&limit=5"
@@ -111,8 +123,6 @@ ok test "$(js "' '.join(str(f['feature']) for f in j['features'])")" = \
     "$(q 'SELECT feature FROM ana_features WHERE dict_id = 1 ORDER BY max_act IS NULL, max_act, feature LIMIT 3 OFFSET 2' | tr '\n' ' ' | sed 's/ $//')"
 req GET "/api/features?dict=1&tag=nn&limit=1000"
 ok test "$(js "j['total']")" = "$(q "SELECT count(*) FROM ana_features WHERE dict_id = 1 AND best_tag = 'nn'")"
-# the feature with the most stored top activations
-F=$(q "SELECT feature FROM ana_acts WHERE dict_id = 1 AND kind = 'top' GROUP BY feature ORDER BY count(*) DESC, feature LIMIT 1")
 req GET "/api/feature/1/$F"; ok test "$code" = 200
 ok feq "$(js "j['feature']['max_act']")" "$(q "SELECT max_act FROM ana_features WHERE dict_id = 1 AND feature = $F")"
 ok test "$(js "sum(b['count'] for b in j['hist']) == j['feature']['n_active']")" = True
@@ -139,6 +149,49 @@ req GET "/api/feature/2/0?live=1"; ok test "$code" = 400; ok is_json_error
 req GET /api/dict/1; ok test "$code" = 200
 ok test "$(js "len(j['training_log'])")" = "$(q 'SELECT count(*) FROM sae_training_log WHERE sae_id = 1')"
 ok test "$(js "len(j['metrics'])")" = "$(q 'SELECT count(*) FROM ana_metrics WHERE dict_id = 1')"
+# measured effects (analyze --effects) beside the direct path, in the table and on the page
+req GET /api/dicts
+ok test "$(js "[d['effects'] for d in j['dicts']]")" = "[$(q 'SELECT count(*) FROM ana_effects WHERE dict_id = 1'), 0]"
+okn "effects were measured" test "$(q 'SELECT count(*) FROM ana_effects WHERE dict_id = 1')" -gt 0
+for k in mean_kl mean_dloss; do
+    req GET "/api/features?dict=1&sort=$k&limit=5"; ok test "$code" = 200
+    okn "features sorted by $k" test "$(js "' '.join(str(f['feature']) for f in j['features'])")" = \
+        "$(q "SELECT f.feature FROM ana_features f LEFT JOIN ana_effects e ON e.dict_id = f.dict_id AND e.feature = f.feature WHERE f.dict_id = 1 ORDER BY e.$k IS NULL, e.$k DESC, f.feature LIMIT 5" | tr '\n' ' ' | sed 's/ $//')"
+    ok feq "$(js "j['features'][0]['$k']")" "$(q "SELECT max($k) FROM ana_effects WHERE dict_id = 1")"
+done
+req GET "/api/feature/1/$F"
+ok feq "$(js "j['effect']['mean_kl']")" "$(q "SELECT mean_kl FROM ana_effects WHERE dict_id = 1 AND feature = $F")"
+ok feq "$(js "j['effect']['mean_dloss']")" "$(q "SELECT mean_dloss FROM ana_effects WHERE dict_id = 1 AND feature = $F")"
+ok test "$(js "j['effect']['n_contexts']")" = "$(q "SELECT n_contexts FROM ana_effects WHERE dict_id = 1 AND feature = $F")"
+ok test "$(js "len(j['effect_logits'])")" = "$(q "SELECT count(*) FROM ana_effect_logits WHERE dict_id = 1 AND feature = $F")"
+ok test "$(js "j['effect_logits'][0]['text']")" = \
+    "$(q "SELECT tok_text(token) FROM ana_effect_logits WHERE dict_id = 1 AND feature = $F AND sign = 1 AND rank = 0")"
+okn "measured tokens carry the direct-path value of the same token" test "$(js "sorted((l['sign'], l['token'], round(l['direct'], 9)) for l in j['effect_logits'] if l['direct'] is not None)")" = \
+    "$(q "SELECT m.sign, m.token, l.value FROM ana_effect_logits m JOIN ana_logits l ON l.dict_id = m.dict_id AND l.feature = m.feature AND l.sign = m.sign AND l.token = m.token WHERE m.dict_id = 1 AND m.feature = $F" | python3 -c 'import sys; print(sorted((int(a), int(b), round(float(c), 9)) for a, b, c in (l.strip().split("|") for l in sys.stdin if l.strip())))')"
+req GET /api/feature/2/0; ok test "$(js "j['effect'], j['effect_logits']")" = "None []"
+# the report's dashboards: only the ones it wrote, by (dictionary, feature)
+req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard']")" = "/report/1/$F.png"
+NODASH=$(( (F + 2) % 256 ))
+req GET "/api/feature/1/$NODASH"; ok test "$(js "j['dashboard']")" = None
+req GET "/report/1/$F.png"; ok test "$code" = 200
+okn "the dashboard is the report's file" cmp -s "$W/body" "$W/report/feature_$F.png"
+okn "served as image/png" test "$(curl -s -o /dev/null -w '%{content_type}' "$URL/report/1/$F2.png")" = image/png
+while read -r path want; do
+    req GET "$path"
+    okn "GET $path -> $want (got $code)" test "$code" = "$want"
+    okn "GET $path: JSON error" is_json_error
+done <<EOF
+/report/1/9999.png 404
+/report/1/7777.png 404
+/report/1/7778.png 404
+/report/1/$NODASH.png 404
+/report/2/$F.png 404
+/report/1/$F 400
+/report/1/$F.png?x=1 400
+/report/../report/1/$F.png 400
+/report/1/%2e%2e.png 400
+/report/feature_$F.png 400
+EOF
 # search and "fires on this token"
 req GET "/api/search?q=garden"; ok test "$code" = 200
 ok test "$(js "len(j['results']) > 0 and all('garden' in (r['contexts'] + r['tokens']).lower() for r in j['results'])")" = True
@@ -152,7 +205,7 @@ ok test "$code" = 200
 ok test "$(js "sum(f['n'] for f in j['features'])")" = \
     "$(q "SELECT count(*) FROM ana_acts WHERE dict_id = 1 AND token IN (SELECT token FROM ana_vocab WHERE text IN (CAST('$TOK' AS BLOB), CAST(' $TOK' AS BLOB)))")"
 req GET /api/queries; ok test "$code" = 200
-ok test "$(js "len(j)")" = 18
+ok test "$(js "len(j)")" = 21
 # test your text
 req POST /api/test '{"text": "The big cat sat on the mat.", "k": 3}'; ok test "$code" = 200
 ok test "$(js "''.join(t['text'] for t in j['tokens'])")" = "The big cat sat on the mat."
@@ -162,6 +215,65 @@ ok test "$(js "j['dict_id']")" = 1
 NTEST=$(js "len(j['tokens'])")
 req GET "/api/test?text=The+big+cat+sat+on+the+mat.&k=5"; ok test "$code" = 200
 TESTF=$(js "[f[0] for f in j['tokens'][0]['features']]")
+
+# steering: the steered and unsteered continuation from one seed, exactly what
+# `generate --steer --compare` prints (one implementation: analysis/steer.c)
+steer() { req POST /api/steer "$1"; }
+steer "{\"prompt\": \"The big cat\", \"features\": [[$F, 40]], \"method\": \"add\", \"max_tokens\": 12, \"seed\": 7}"
+ok test "$code" = 200
+cp "$W/body" "$W/steer.json"
+"$BIN" generate --model "$W/m" --prompt "The big cat" --sae "$W/sae" --steer "$F:40" --max-tokens 12 --seed 7 --compare > "$W/gen.out" 2> /dev/null
+okn "steering: the steered and unsteered texts are generate --compare's" python3 - "$W/gen.out" "$W/steer.json" <<'PY'
+import json, re, sys
+g = open(sys.argv[1], encoding='utf-8', errors='replace').read(); j = json.load(open(sys.argv[2]))
+m = re.match(r'=== steered \([^)]*\) ===\nThe big cat(.*)\n\n=== unsteered ===\nThe big cat(.*)\n$', g, re.S)
+sys.exit(0 if m and m[1] == j['steered']['text'] and m[2] == j['unsteered']['text'] else 1)
+PY
+ok test "$(js "j['steered']['ids'] != j['unsteered']['ids'] and j['method'] == 'add' and j['features'] == [[$F, 40]]")" = True
+ok test "$(js "all(len(r['ids']) == len(r['tokens']) <= 12 and r['stop'] in ('max_tokens', 'endoftext') for r in (j['steered'], j['unsteered']))")" = True
+# no change: add 0 and ortho 1 leave every hook row as it is; clamp and cap run
+for t in '"add", "features": [[0, 0]]' '"ortho", "features": [[0, 1]]'; do
+    steer "{\"prompt\": \"The big cat\", \"method\": $t, \"max_tokens\": 12, \"seed\": 7}"
+    okn "steering: $t changes nothing" test "$(js "j['steered']['ids'] == j['unsteered']['ids']")" = True
+done
+for t in clamp cap; do
+    steer "{\"prompt\": \"\", \"method\": \"$t\", \"features\": [[$F, 0], [1, 2.5]], \"max_tokens\": 4, \"temperature\": 0}"
+    okn "steering: $t (code $code)" test "$code" = 200
+    okn "steering: $t starts from <|endoftext|>" test "$(js "j['prompt_tokens']")" = 1
+done
+steer "{\"prompt\": \"The\", \"features\": [[0, 1]], \"max_tokens\": 100, \"timeout_ms\": 0}"
+okn "steering: the time limit stops each continuation" test "$(js "[len(j[k]['ids']) for k in ('steered', 'unsteered')], j['steered']['stop']")" = "[1, 1] time limit"
+while read -r want body; do
+    steer "$body"
+    okn "steer $body -> $want (got $code)" test "$code" = "$want"
+    okn "steer $body: JSON error" is_json_error
+done <<'EOF'
+400 {"features": [[0, 1]]}
+400 {"prompt": "x"}
+400 {"prompt": "x", "features": []}
+400 {"prompt": "x", "features": [[0, 1], [1, 1], [2, 1], [3, 1], [4, 1], [5, 1], [6, 1], [7, 1], [8, 1]]}
+400 {"prompt": "x", "features": [[256, 1]]}
+400 {"prompt": "x", "features": [[-1, 1]]}
+400 {"prompt": "x", "features": [[0.5, 1]]}
+400 {"prompt": "x", "features": [[0, 1e300]]}
+400 {"prompt": "x", "features": [[0, "1"]]}
+400 {"prompt": "x", "features": [0, 1]}
+400 {"prompt": "x", "features": [[0, 1]], "method": "evil"}
+400 {"prompt": "x", "features": [[0, 1]], "max_tokens": 0}
+400 {"prompt": "x", "features": [[0, 1]], "max_tokens": 129}
+400 {"prompt": "x", "features": [[0, 1]], "temperature": -1}
+400 {"prompt": "x", "features": [[0, 1]], "seed": -1}
+400 {"prompt": "x", "features": [[0, 1]], "timeout_ms": 10001}
+400 {"prompt": "x", "features": [[0, 1]], "dict": 2}
+400 {"prompt": "x", "features": [[0, 1]], "bogus": 1}
+400 {"prompt": 5, "features": [[0, 1]]}
+400 [1]
+400 not json
+EOF
+steer "{\"prompt\": \"$(head -c 2001 /dev/zero | tr '\0' 'a')\", \"features\": [[0, 1]]}"
+okn "steering: a prompt above 2000 bytes is refused (413)" test "$code" = 413
+req GET /api/steer; ok test "$code" = 405; ok is_json_error
+req POST "/api/steer?x=1" '{}'; ok test "$code" = 400; ok is_json_error
 
 # ---- the SQL console: read-only, one statement, a time limit, a row cap
 req POST /api/sql '{"sql": "SELECT count(*) AS n FROM ana_features"}'; ok test "$code" = 200
@@ -255,11 +367,13 @@ if [ -n "$CHROMIUM" ] && [ "${SERVE_TEST_BROWSER:-1}" != 0 ]; then
     NNEAR=$(q "SELECT min(10, count(*)) FROM ana_decoder WHERE dict_id = 1 AND feature <> $F")
     NFEAT=$(q 'SELECT count(*) FROM ana_features WHERE dict_id = 1')
     NSQL=$(q 'SELECT count(*) FROM ana_features')
+    NEFF=$(q "SELECT count(*) FROM ana_effect_logits WHERE dict_id = 1 AND feature = $F")
     EXPECT=$(python3 -c 'import json,sys; a=sys.argv[1:]; print(json.dumps({"dict": 1, "first_feature": int(a[0]), "n_features": int(a[1]),
         "word": "garden", "search_total": int(a[2]), "feature": int(a[3]), "n_top": int(a[4]), "top_value": float(a[5]),
         "n_hist": int(a[6]), "n_nearest": int(a[7]), "text": "The big cat sat on the mat.", "test_tokens": int(a[8]),
-        "test_first_features": json.loads(a[9]), "sql": "SELECT count(*) AS n FROM ana_features", "sql_value": f"{int(a[10]):,}"}))' \
-        "$FIRST" "$NFEAT" "$NSEARCH" "$F" "$NTOP" "$TOPV" "$NHIST" "$NNEAR" "$NTEST" "$TESTF" "$NSQL")
+        "test_first_features": json.loads(a[9]), "sql": "SELECT count(*) AS n FROM ana_features", "sql_value": f"{int(a[10]):,}",
+        "steer": json.load(open(a[11])), "n_effect_logits": int(a[12])}))' \
+        "$FIRST" "$NFEAT" "$NSEARCH" "$F" "$NTOP" "$TOPV" "$NHIST" "$NNEAR" "$NTEST" "$TESTF" "$NSQL" "$W/steer.json" "$NEFF")
     bout=$(timeout 120 python3 "$ROOT/tests/serve_browser.py" "$CHROMIUM" "$URL" "$OUT" "$EXPECT" 2>&1)
     echo "$bout" | grep -v '^ok '
     line=$(grep -E '^serve_browser: [0-9]+ passed, [0-9]+ failed' <<<"$bout")
@@ -267,7 +381,7 @@ if [ -n "$CHROMIUM" ] && [ "${SERVE_TEST_BROWSER:-1}" != 0 ]; then
         pass=$((pass + $(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")))
         fail=$((fail + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
     else fail=$((fail + 1)); echo "FAIL: the browser test gave no tally"; fi
-    for f in index feature test; do okn "screenshot $f.png" test -s "$OUT/$f.png"; done
+    for f in index feature steer test; do okn "screenshot $f.png" test -s "$OUT/$f.png"; done
 else
     skip=$((skip + 1)); echo "SKIP: no chromium (tools/deps.sh installs it): browser checks not run"
 fi
@@ -280,6 +394,31 @@ okn "SIGINT: exit 0" test $rc -eq 0
 ok grep -q "^serve: stopped after [0-9]* requests" "$W/serve.out"
 okn "the database is unchanged" test "$(db_hash)" = "$HASH0"
 ok test ! -s "$DB-wal"
+
+# ---- without --model: no steering, no test your text (4xx JSON), the rest serves; on a copy
+# analysed before --effects existed (no effect tables)
+cp "$DB" "$W/old.db"
+sqlite3 "$W/old.db" "DROP TABLE ana_effects; DROP TABLE ana_effect_logits"
+"$BIN" serve --db "$W/old.db" --port 0 > "$W/serve2.out" 2> /dev/null &
+SPID=$!
+URL=""
+for _ in $(seq 100); do
+    URL=$(sed -n 's/^serve: open \(http:[^ ]*\)\/ in a browser.*/\1/p' "$W/serve2.out" 2>/dev/null)
+    [ -n "$URL" ] && break
+    kill -0 $SPID 2>/dev/null || break
+    sleep 0.1
+done
+okn "second server (no --model) printed its URL" test -n "$URL"
+req GET /api/info; ok test "$(js "j['test'], j['steering']")" = "False False"
+req POST /api/steer '{"prompt": "x", "features": [[0, 1]]}'
+okn "steering without --model: 404 (got $code)" test "$code" = 404; ok is_json_error
+ok grep -q -- "--model" "$W/body"
+req POST /api/test '{"text": "x"}'; ok test "$code" = 404; ok is_json_error
+req GET "/report/1/$F.png"; ok test "$code" = 404; ok is_json_error
+req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard'], j['effect'], j['effect_logits']")" = "None None []"
+req GET "/api/features?dict=1&sort=mean_kl&limit=2"; ok test "$(js "[f['mean_kl'] for f in j['features']]")" = "[None, None]"
+req GET /api/dicts; ok test "$(js "[d['effects'] for d in j['dicts']]")" = "[0, 0]"
+kill -INT $SPID; wait $SPID; SPID=""
 
 if [ $skip -gt 0 ]; then echo "test_serve: $pass passed, $fail failed, $skip skipped"
 else echo "test_serve: $pass passed, $fail failed"; fi

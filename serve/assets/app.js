@@ -95,8 +95,11 @@ async function viewIndex(params) {
   if (st.q) u.set('q', st.q);
   if (st.tag) u.set('tag', st.tag);
   const r = await api('/api/features?' + u.toString());
+  // measured effects (analyze --effects) as two more columns where the dictionary has them
+  const eff = d && d.effects > 0;
   const cols = [['feature', 'feature'], ['density', 'density'], ['max_act', 'max act'], ['mean_act', 'mean act'],
-                ['n_active', 'active'], ['precision', 'best POS (precision)'], ['nearest_cos', 'nearest (cos)'], [null, 'top tokens']];
+                ['n_active', 'active'], ['precision', 'best POS (precision)'], ['nearest_cos', 'nearest (cos)'],
+                ...(eff ? [['mean_kl', 'KL ablated'], ['mean_dloss', 'Δ loss ablated']] : []), [null, 'top tokens']];
   const th = cols.map(([k, label]) => el('th', {
     class: k ? 'sortable' + (k === st.sort ? ' sorted' + (st.order === 'asc' ? ' asc' : '') : '') : null, text: label,
     onclick: k ? () => go({sort: k, order: k === st.sort && st.order === 'desc' ? 'asc' : 'desc', offset: 0}) : null,
@@ -107,6 +110,7 @@ async function viewIndex(params) {
     el('td', {class: 'num', text: fmt(f.mean_act)}), el('td', {class: 'num', text: fmt(f.n_active)}),
     el('td', {text: f.best_tag ? `${f.best_tag} (${pct(f.best_tag_precision)})` : '–'}),
     el('td', {}, f.nearest === null ? '–' : el('a', {href: `/feature/${dict}/${f.nearest}`, text: `#${f.nearest}`}), f.nearest === null ? '' : ` (${fmt(f.nearest_cos, 2)})`),
+    eff ? [el('td', {class: 'num kl', text: fmt(f.mean_kl, 4)}), el('td', {class: 'num', text: fmt(f.mean_dloss, 4)})] : null,
     el('td', {}, (f.top_tokens || []).map((t) => el('span', {class: 'pill', text: shown(t)})))));
   const last = Math.min(r.offset + r.limit, r.total);
   const pager = el('div', {class: 'controls'},
@@ -179,6 +183,21 @@ async function viewFeature(dict, feat) {
   const logitList = (ls, neg) => el('table', {}, ls.map((l) => el('tr', {},
     el('td', {}, el('span', {class: 'pill', text: shown(l.text || '#' + l.token)})),
     el('td', {class: 'num'}, el('span', {class: 'hbar' + (neg ? ' neg' : ''), style: `width: ${(60 * Math.abs(l.value) / lmax).toFixed(0)}px`}), fmt(l.value)))));
+  // the measured effect of ablating the feature where it fires (analyze --effects), its
+  // promoted / suppressed tokens beside the direct-path value of the same token
+  const e = j.effect;
+  const epos = j.effect_logits.filter((l) => l.sign > 0), eneg = j.effect_logits.filter((l) => l.sign < 0);
+  const emax = Math.max(1e-9, ...j.effect_logits.map((l) => Math.abs(l.value)));
+  const effList = (ls, neg) => el('table', {class: 'effect-logits'}, el('tr', {}, el('th', {text: neg ? 'suppressed' : 'promoted'}), el('th', {text: 'measured Δ log p'}), el('th', {text: 'direct'})),
+    ls.map((l) => el('tr', {}, el('td', {}, el('span', {class: 'pill', text: shown(l.text || '#' + l.token)})),
+      el('td', {class: 'num'}, el('span', {class: 'hbar' + (neg ? ' neg' : ''), style: `width: ${(60 * Math.abs(l.value) / emax).toFixed(0)}px`}), fmt(l.value, 4)),
+      el('td', {class: 'num muted', title: 'direct-path logit effect of the same token (ana_logits), where it is among the top ones', text: l.direct === null ? '–' : fmt(l.direct)}))));
+  const effect = e ? el('div', {id: 'effect'},
+    el('div', {class: 'stats'}, el('span', {}, 'KL ', el('b', {id: 'effect-kl', text: fmt(e.mean_kl, 5)})), el('span', {}, 'Δ loss ', el('b', {id: 'effect-dloss', text: fmt(e.mean_dloss, 5)})),
+      el('span', {}, 'contexts ', el('b', {text: fmt(e.n_contexts)})), el('span', {}, 'rank corr. with direct path ', el('b', {text: fmt(e.rank_corr, 3)}))),
+    el('div', {class: 'muted', text: 'Mean over the contexts where it fires of KL(clean ‖ ablated) and of the next token\'s loss change, ablating x − f·d at the hook (nats).'}),
+    el('div', {class: 'grid'}, effList(epos, false), effList(eneg, true)))
+    : el('p', {class: 'muted', id: 'effect-none', text: 'not measured (saelite analyze --effects writes it)'});
   const ptot = j.pos.reduce((s, p) => s + p.n, 0);
   const pos = j.pos.length ? el('table', {id: 'pos'}, j.pos.map((p) => el('tr', {}, el('td', {text: p.tag}),
     el('td', {}, el('span', {class: 'hbar', style: `width: ${(120 * p.n / ptot).toFixed(0)}px`}), `${p.n} (${pct(p.n / ptot)})`))))
@@ -195,10 +214,14 @@ async function viewFeature(dict, feat) {
     el('div', {class: 'grid'},
       el('div', {}, el('h2', {text: 'Activation histogram'}), histogram(j.hist)),
       el('div', {}, el('h2', {text: 'Logit effects (direct path)'}), el('div', {class: 'grid', id: 'logits'}, logitList(lpos, false), logitList(lneg, true)))),
+    el('h2', {text: 'Measured effect (ablation)'}), effect,
     el('div', {class: 'grid'},
       el('div', {}, el('h2', {text: 'POS tags of the top activations'}), pos),
       el('div', {}, el('h2', {text: 'Nearest features (decoder cosine)'}), near)),
+    steerPanel(dict, feat, maxv),
     el('h2', {text: 'Quantile bands'}), bands,
+    el('div', {id: 'dashboard-section'}, j.dashboard ? [el('h2', {text: 'Dashboard (saelite report)'}),
+      el('a', {href: j.dashboard, target: '_blank'}, el('img', {id: 'dashboard', class: 'dashboard', src: j.dashboard, alt: `report dashboard of feature #${feat}`}))] : null),
     el('h2', {text: 'Dictionary and training run'}), run, metrics);
   keyHandler = (e) => {
     if (e.target.closest('input, textarea, select')) return;
@@ -217,6 +240,50 @@ async function viewFeature(dict, feat) {
       }
     } catch (e) { note.textContent = 'Recomputing with the model failed: ' + e.message; }
   }
+}
+
+// ---- steering (on the feature page) ---------------------------------------------------------
+// The prompt continued twice from the same seed, with this feature steered and without, side
+// by side (POST /api/steer: the server runs what `saelite generate --steer --compare` runs).
+function steerPanel(dict, feat, maxv) {
+  if (!INFO.steering || INFO.test_dict !== dict)
+    return el('div', {id: 'steer'}, el('h2', {text: 'Steering'}),
+      el('p', {class: 'muted', id: 'steer-off', text: 'Start serve with --model DIR and this dictionary\'s SAE (--sae) to steer with this feature.'}));
+  const lim = Math.max(10, Math.ceil(4 * (maxv || 1)));
+  const prompt = el('textarea', {id: 'steer-prompt', placeholder: 'A prompt to continue (empty: from <|endoftext|>)', maxlength: INFO.steer_max_prompt});
+  prompt.value = 'The';
+  const num = el('input', {id: 'steer-strength', type: 'number', step: 'any', value: (2 * (maxv || 1)).toFixed(2), size: 7});
+  const slider = el('input', {id: 'steer-slider', type: 'range', min: -lim, max: lim, step: lim / 100, value: num.value});
+  slider.addEventListener('input', () => { num.value = slider.value; });
+  num.addEventListener('input', () => { slider.value = num.value; });
+  const method = el('select', {id: 'steer-method'}, [['add', 'add S·d'], ['clamp', 'clamp to S'], ['ortho', 'scale along d by S'], ['cap', 'cap projection at S']]
+    .map(([v, t]) => el('option', {value: v, text: t})));
+  const ntok = el('input', {id: 'steer-tokens', type: 'number', min: 1, max: INFO.steer_max_tokens, value: 24, size: 4});
+  const seed = el('input', {id: 'steer-seed', type: 'number', min: 0, value: 0, size: 6});
+  const temp = el('input', {id: 'steer-temp', type: 'number', min: 0, max: 10, step: 'any', value: 1, size: 4});
+  const out = el('div', {id: 'steer-out'});
+  const col = (id, title, r, other) => el('div', {class: 'steer-col', id},
+    el('div', {class: 'muted', text: title}),
+    el('div', {class: 'ctx'}, el('span', {class: 'prompt', text: shown(prompt.value)}),
+      r.tokens.map((t, i) => el('span', {class: 'tok gen' + (other && other.ids[i] !== r.ids[i] ? ' diff' : ''), title: `token ${r.ids[i]}`, text: shown(t)}))),
+    el('div', {class: 'muted', text: `${r.tokens.length} tokens, stopped: ${r.stop}`}));
+  const run = async () => {
+    out.replaceChildren(el('p', {class: 'muted', text: 'generating…'}));
+    const body = {prompt: prompt.value, features: [[feat, +num.value]], method: method.value,
+                  max_tokens: +ntok.value, seed: +seed.value, temperature: +temp.value};
+    try {
+      const r = await api('/api/steer', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
+      out.replaceChildren(el('div', {class: 'grid'},
+        col('steer-steered', `steered: #${feat} ${r.method} ${fmt(r.features[0][1])}`, r.steered, r.unsteered),
+        col('steer-unsteered', 'unsteered (same seed)', r.unsteered, null)),
+        el('div', {class: 'muted', id: 'steer-note', text: `${r.prompt_tokens} prompt tokens, seed ${r.seed}, temperature ${r.temperature}, at ${r.hook}; ${fmt(r.ms, 0)} ms. Tokens that differ from the unsteered run are marked.`}));
+    } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
+    document.body.dataset.ready = '1';
+  };
+  return el('div', {id: 'steer'}, el('h2', {text: 'Steering'}), prompt,
+    el('div', {class: 'controls'}, el('label', {}, 'strength ', num), slider, el('label', {}, 'method ', method),
+      el('label', {}, 'tokens ', ntok), el('label', {}, 'seed ', seed), el('label', {}, 'temperature ', temp),
+      el('button', {id: 'steer-run', type: 'button', text: 'Steer', onclick: run})), out);
 }
 
 // ---- test your text -------------------------------------------------------------------------
