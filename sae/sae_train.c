@@ -1109,11 +1109,13 @@ int sae_micro_batches_check(int batch, int m)
         return err_set(ERR_ARG, "--micro-batches %d must be a power of two", m);
     if (batch % m)
         return err_set(ERR_ARG, "--batch %d is not a multiple of --micro-batches %d", batch, m);
-    if (!dist_pow2(n) || m % n)
-        return err_set(ERR_ARG, "world size %d (mpirun -np) must be a power of two dividing "
-                                "--micro-batches %d (the weights depend on --micro-batches, not on "
-                                "the world size: give e.g. --micro-batches %d)",
-                       n, m, n > m ? (dist_pow2(n) ? n : 8) : 8);
+    if (!dist_pow2(n))
+        return err_set(ERR_ARG, "world size %d (mpirun -np) is not a power of two (the fixed "
+                                "summation tree needs 1, 2, 4, 8, ... ranks)", n);
+    if (m % n)
+        return err_set(ERR_ARG, "world size %d (mpirun -np) does not divide --micro-batches %d "
+                                "(give --micro-batches %d or more: the weights depend on it, not "
+                                "on the world size)", n, m, n);
     return OK;
 }
 
