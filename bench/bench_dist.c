@@ -2,7 +2,7 @@
  * gradient sizes of sae-train at (512, 4096) and (768, 24576) and a small (latency) one, under
  * mpirun; one rank (plain `make bench`) has nothing to reduce and says so. Prints one line per
  * size: milliseconds per call (median of SAELITE_BENCH_REPS, default 5) and the bytes each rank
- * sent per second (log2(N) sends of the whole vector: recursive doubling).
+ * sent per second (2 (N-1)/N of the vector: the reduce-scatter + allgather of dist.c).
  * Usage: mpirun -np 2 build/bench/bench_dist
  */
 #include <stdio.h>
@@ -36,8 +36,7 @@ int main(int argc, char **argv)
     /* gradients: 2 S D + S + D floats (topk) */
     const int64_t sizes[3] = {16, 2LL * 4096 * 512 + 4096 + 512, 2LL * 24576 * 768 + 24576 + 768};
     const char *names[3] = {"16 floats (latency)", "(512, 4096) gradient", "(768, 24576) gradient"};
-    int rc = 0, levels = 0;
-    while ((1 << levels) < N) levels++;
+    int rc = 0;
     for (int s = 0; s < 3 && !rc; s++) {
         float *v = mem_alloc(sizeof(float) * (size_t)sizes[s]);
         double *t = mem_alloc(sizeof(double) * (size_t)reps);
@@ -54,7 +53,7 @@ int main(int argc, char **argv)
         if (dist_is_root())
             printf("dist_sum_f32 %-22s %10lld floats, %d ranks: %9.3f ms  (%.2f GB/s sent per rank)\n",
                    names[s], (long long)sizes[s], N, ms,
-                   ms > 0 ? levels * 4.0 * (double)sizes[s] / (ms * 1e6) : 0);
+                   ms > 0 ? 2.0 * (N - 1) / N * 4.0 * (double)sizes[s] / (ms * 1e6) : 0);
         mem_free(v);
         mem_free(t);
     }

@@ -104,10 +104,14 @@ int dist_min_f32(float *buf, int n)
     return allreduce(buf, n, MPI_FLOAT, sizeof *buf, MPI_MIN, "MPI_Allreduce(min)");
 }
 
-/* Recursive doubling with a fixed pairing: at level l (mask = 2^l) rank r and r ^ mask swap their
- * partial sums of blocks of 2^l ranks; both compute lower + upper (lower = the block with the bit
- * clear), so every element ends as the same binary tree of additions on every rank. Chunked, with
- * all levels per chunk (the tree per element does not depend on the chunking). */
+/* The fixed tree, bandwidth-optimal (Rabenseifner): a recursive-halving reduce-scatter then a
+ * recursive-doubling allgather. At level l (mask = 2^l) rank r and r ^ mask hold the same index
+ * range [lo, hi); the rank with the bit clear keeps [lo, mid), the other [mid, hi); each receives
+ * the partner's copy of its half and adds lower-block + upper-block (lower = the block of ranks
+ * with the bit clear), so every element is the same binary tree of additions as a plain
+ * recursive doubling, bit for bit, whoever computes it (and however the vector is chunked). The
+ * allgather copies the finished halves back level by level. Each rank sends 2 (N-1)/N of the
+ * vector instead of log2(N) times all of it. */
 #define TREE_SUM(NAME, T, MT)                                                                     \
     int NAME(T *buf, int64_t n)                                                                   \
     {                                                                                             \
@@ -115,25 +119,46 @@ int dist_min_f32(float *buf, int n)
         if (!dist_pow2(g_size))                                                                   \
             return err_set(ERR_ARG, "the deterministic sum needs a power-of-two world size, "    \
                                     "not %d", g_size);                                            \
-        int64_t cmax = n < (1 << 22) ? n : (1 << 22);                                             \
-        T *tmp = mem_alloc(sizeof(T) * (size_t)cmax);                                             \
+        int64_t cmax = n < (1 << 23) ? n : (1 << 23); /* elements per chunk */                    \
+        T *tmp = mem_alloc(sizeof(T) * (size_t)(cmax / 2 + 1));                                   \
         if (!tmp) return err_set(ERR_NOMEM, "deterministic sum: out of memory");                  \
-        int rc = OK;                                                                              \
+        int rc = OK, nl = 0, mrc;                                                                 \
+        int64_t lo[32], hi[32];                                                                   \
         for (int64_t off = 0; off < n && !rc; off += cmax) {                                      \
-            int c = (int)(n - off < cmax ? n - off : cmax);                                       \
             T *b = buf + off;                                                                     \
-            for (int mask = 1; mask < g_size && !rc; mask <<= 1) {                                \
-                int peer = g_rank ^ mask;                                                         \
-                int mrc = MPI_Sendrecv(b, c, MT, peer, mask, tmp, c, MT, peer, mask,              \
-                                       MPI_COMM_WORLD, MPI_STATUS_IGNORE);                        \
+            int64_t l0 = 0, h0 = n - off < cmax ? n - off : cmax;                                 \
+            nl = 0;                                                                               \
+            for (int mask = 1; mask < g_size; mask <<= 1, nl++) {                                 \
+                int peer = g_rank ^ mask, up = (g_rank & mask) != 0;                              \
+                int64_t mid = l0 + (h0 - l0) / 2;                                                 \
+                int64_t kl = up ? mid : l0, kh = up ? h0 : mid; /* kept */                        \
+                int64_t sl = up ? l0 : mid, sh = up ? mid : h0; /* sent */                        \
+                lo[nl] = l0;                                                                      \
+                hi[nl] = h0;                                                                      \
+                mrc = MPI_Sendrecv(b + sl, (int)(sh - sl), MT, peer, mask, tmp, (int)(kh - kl),   \
+                                   MT, peer, mask, MPI_COMM_WORLD, MPI_STATUS_IGNORE);            \
                 if (mrc != MPI_SUCCESS) {                                                         \
                     rc = mpi_fail(mrc, "MPI_Sendrecv");                                           \
                     break;                                                                        \
                 }                                                                                 \
-                if (g_rank & mask)                                                                \
-                    for (int i = 0; i < c; i++) b[i] = tmp[i] + b[i];                             \
+                T *k = b + kl;                                                                    \
+                if (up)                                                                           \
+                    for (int64_t i = 0; i < kh - kl; i++) k[i] = tmp[i] + k[i];                   \
                 else                                                                              \
-                    for (int i = 0; i < c; i++) b[i] = b[i] + tmp[i];                             \
+                    for (int64_t i = 0; i < kh - kl; i++) k[i] = k[i] + tmp[i];                   \
+                l0 = kl;                                                                          \
+                h0 = kh;                                                                          \
+            }                                                                                     \
+            /* allgather: back up the levels, swapping the finished halves */                    \
+            for (int l = nl - 1; l >= 0 && !rc; l--) {                                            \
+                int mask = 1 << l, peer = g_rank ^ mask, up = (g_rank & mask) != 0;               \
+                int64_t mid = lo[l] + (hi[l] - lo[l]) / 2;                                        \
+                int64_t kl = up ? mid : lo[l], kh = up ? hi[l] : mid;                             \
+                int64_t rl = up ? lo[l] : mid, rh = up ? mid : hi[l];                             \
+                mrc = MPI_Sendrecv(b + kl, (int)(kh - kl), MT, peer, mask + g_size, b + rl,       \
+                                   (int)(rh - rl), MT, peer, mask + g_size, MPI_COMM_WORLD,       \
+                                   MPI_STATUS_IGNORE);                                            \
+                if (mrc != MPI_SUCCESS) rc = mpi_fail(mrc, "MPI_Sendrecv");                       \
             }                                                                                     \
         }                                                                                         \
         mem_free(tmp);                                                                            \

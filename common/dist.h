@@ -3,9 +3,10 @@
  * Purpose: rank/size, rank-0-only output (progress lines, summaries, files: the caller asks
  * dist_is_root()), a broadcast from rank 0, exact integer/min/max reductions, and a
  * DETERMINISTIC sum of float/double vectors whose bits do not depend on the number of ranks
- * (dist_sum_f32/f64): a fixed-pairing recursive doubling over a power-of-two world (level l pairs
- * rank r with r ^ 2^l through MPI_Sendrecv; both partners add lower-block + upper-block in the same
- * order), i.e. the top log2(N) levels of one fixed binary tree. A caller that splits work into a
+ * (dist_sum_f32/f64): the top log2(N) levels of one fixed binary tree over a power-of-two world
+ * (level l pairs rank r with r ^ 2^l through MPI_Sendrecv and adds lower-block + upper-block),
+ * run as a recursive-halving reduce-scatter + recursive-doubling allgather (Rabenseifner:
+ * 2 (N-1)/N of the vector sent per rank, the same bits as a plain recursive doubling). A caller that splits work into a
  * fixed number of leaves (a power of two), sums each rank's consecutive leaves in the same binary
  * tree locally and then calls dist_sum_*, gets one result for any world size dividing the leaves.
  * Why common/: every pipeline module (sae/, analysis/, extract/) needs it, and progress.c prints
