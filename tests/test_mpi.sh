@@ -54,6 +54,18 @@ F=(--synth --synth-d 32 --synth-features 64 --d-sae 128 --k 4 --batch 256 --eval
 "${MPI[@]}" -np 1 "$BIN" sae-train "${F[@]}" --out plain.1 > /dev/null 2>&1
 same plain.p plain.1 && ok "one leaf: mpirun -np 1 = plain saelite" || bad "one leaf: mpirun -np 1 differs from plain saelite"
 
+# ---- a store source: the same bytes, one registry row and one log from rank 0 ---------------------
+"$BIN" synth --out st.npy --truth st_truth.npy --db st1.db --d 32 --features 64 --tokens 20000 > /dev/null 2>&1
+cp st1.db st4.db
+F=(--hook synth --d-sae 128 --k 4 --batch 256 --tokens 12800 --micro-batches 4 --arch batchtopk --eval-tokens 512)
+"$BIN" sae-train --db st1.db "${F[@]}" --out st.p > /dev/null 2>&1
+"${MPI[@]}" -np 4 "$BIN" sae-train --db st4.db "${F[@]}" --out st.4 > out.txt 2> err.txt || bad "store -np 4: $(grep -m1 saelite err.txt)"
+same st.p st.4 && ok "store source: -np 4 = one process" || bad "store source: -np 4 differs from one process"
+q="SELECT (SELECT count(*) FROM sae_registry), (SELECT count(*) FROM sae_training_log)"
+r1=$(sqlite3 st1.db "$q" 2>&1); r4=$(sqlite3 st4.db "$q" 2>&1)
+[ "$r1" = "$r4" ] && [ "${r4%%|*}" = 1 ] && [ "$(grep -c '^registered' out.txt)" = 1 ] &&
+    ok "store source: one registry row and the same log rows ($r4)" || bad "store source: registry/log rows $r4 vs $r1"
+
 # ---- resume across world sizes ------------------------------------------------------------------
 F=("${SYN[@]}" --arch batchtopk --tokens 25600 --checkpoint-every 10)
 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --out res --max-steps 40 > /dev/null 2> err.txt || bad "resume: first part: $(head -n 1 err.txt)"
