@@ -41,8 +41,8 @@ for si in 0 1; do
             o="$W/$v"
             case $v in
             plain) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 "$BIN" "${F[@]}" --out "$o" > "$W/out" 2>&1 ;;
-            np1) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 1 "$BIN" "${F[@]}" --out "$o" > "$W/out" 2>&1 ;;
-            np1.m2) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 1 "$BIN" "${F[@]}" --micro-batches 2 --out "$o" > "$W/out" 2>&1 ;;
+            np1) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 1 --bind-to none "$BIN" "${F[@]}" --out "$o" > "$W/out" 2>&1 ;;
+            np1.m2) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 1 --bind-to none "$BIN" "${F[@]}" --micro-batches 2 --out "$o" > "$W/out" 2>&1 ;;
             np2.m2) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 2 --bind-to none "$BIN" "${F[@]}" --micro-batches 2 --out "$o" > "$W/out" 2>&1 ;;
             thr2) SAELITE_THREADS=2 OPENBLAS_NUM_THREADS=2 "$BIN" "${F[@]}" --out "$o" > "$W/out" 2>&1 ;;
             esac

@@ -333,9 +333,10 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
         if ((rc = agree(rc, &stop)) || max_stop) break;
         if (stop) {
             rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
+            /* every rank stops with this message (dist_check: printed once) */
             if (!(rc = agree(rc, NULL)))
-                rc = err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint %s "
-                                          "(continue with --resume)", s, r->ckpt);
+                rc = dist_check(err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint "
+                                                     "%s (continue with --resume)", s, r->ckpt));
         }
     }
     res->seconds = now_seconds() - t0;

@@ -511,7 +511,9 @@ static void test_resume_bit_identical(void)
 /* Folding: the exported raw-unit model reconstructs x/scale-consistently with the trainer. */
 static void test_export_fold(void)
 {
-    sae_arch archs[6] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA};
+    /* the last: a batchtopk skip transcoder, rows [x | y] of 16 + 16 floats */
+    sae_arch archs[7] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA,
+                         SAE_BATCHTOPK};
     for (int a = 0; a < 6; a++) {
         sae_train_config c = small_cfg(archs[a]);
         c.total_tokens = 20 * 1024;
@@ -1170,17 +1172,25 @@ static void test_bf16_run(void)
  * of the count. */
 static void test_micro_batches(void)
 {
-    sae_arch archs[6] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA};
+    /* the last: a batchtopk skip transcoder, rows [x | y] of 16 + 16 floats */
+    sae_arch archs[7] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA,
+                         SAE_BATCHTOPK};
     enum { MB_B = 256, MB_D = 32, MB_S = 128 };
     static float x[MB_B * MB_D];
     rng_state r;
     rng_seed(&r, 77);
     fill_normal(x, MB_B * MB_D, &r, 1);
-    for (int a = 0; a < 6; a++) {
+    for (int a = 0; a < 7; a++) {
         sae_train_config c;
         sae_train_defaults(&c);
         c.arch = archs[a];
         c.d_in = MB_D;
+        if (a == 6) {
+            c.transcoder = SAE_SKIP_TRANSCODER;
+            c.d_in = MB_D / 2;
+            c.d_out = MB_D / 2;
+        }
+        int Din = c.d_in, Dout = c.transcoder ? c.d_out : c.d_in;
         c.d_sae = MB_S;
         c.k = 4;
         c.batch = MB_B;
@@ -1228,11 +1238,15 @@ static void test_micro_batches(void)
         sae_trainer_params(t4, NULL, &G4);
         char lab[64];
         snprintf(lab, sizeof lab, "%s W_dec grad, 4 leaves", sae_arch_name(c.arch));
-        CHECK_TENSOR(G4.W_dec, G1.W_dec, MB_S * MB_D, 1e-5, 1e-3, lab);
+        CHECK_TENSOR(G4.W_dec, G1.W_dec, MB_S * Dout, 1e-5, 1e-3, lab);
         snprintf(lab, sizeof lab, "%s W_enc grad, 4 leaves", sae_arch_name(c.arch));
-        CHECK_TENSOR(G4.W_encT, G1.W_encT, MB_S * MB_D, 1e-5, 1e-3, lab);
+        CHECK_TENSOR(G4.W_encT, G1.W_encT, MB_S * Din, 1e-5, 1e-3, lab);
         snprintf(lab, sizeof lab, "%s b_dec grad, 4 leaves", sae_arch_name(c.arch));
-        CHECK_TENSOR(G4.b_dec, G1.b_dec, MB_D, 1e-5, 1e-3, lab);
+        CHECK_TENSOR(G4.b_dec, G1.b_dec, Dout, 1e-5, 1e-3, lab);
+        if (G1.W_skip) {
+            snprintf(lab, sizeof lab, "skip transcoder W_skip grad, 4 leaves");
+            CHECK_TENSOR(G4.W_skip, G1.W_skip, Din * Dout, 1e-5, 1e-3, lab);
+        }
         sae_trainer_free(t1);
         sae_trainer_free(t4);
     }
