@@ -14,7 +14,14 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missi
            -fno-fast-math -pthread -I. -I$(BUILD)/gen $(SAN)
 LDFLAGS += -pthread $(SAN)
 
-PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo libmicrohttpd
+PKGS := openblas sqlite3 libpng libpcre2-8 libcjson cairo libmicrohttpd ompi-c
+# OpenMPI (common/dist.c; `mpirun -np N ./saelite sae-train ...`). Root is the norm on the build
+# and CI machines, and 2 cores run the -np 4 tests: let mpirun run as root and oversubscribe, and
+# use the shared-memory transport without the single-copy (CMA) path that containers forbid.
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+export OMPI_MCA_rmaps_base_oversubscribe := 1
+export OMPI_MCA_btl_vader_single_copy_mechanism := none
 # Libraries without a pkg-config file: oneDNN (libdnnl-dev; the bf16 path of sae/sae_bf16.c),
 # LIBLINEAR (liblinear-dev; the logistic-regression probes of analysis/eval_probe.c).
 NOPKG_LIBS := -ldnnl -llinear

@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/dist.h"
 #include "common/err.h"
 #include "common/mem.h"
 
@@ -22,12 +24,31 @@ static void on_signal(int sig)
     cli_stop_flag = 1;
 }
 
+/* Under mpirun a SIGTERM comes from the launcher ending the job (a rank died, or the job was
+ * stopped): a rank blocked in a collective with the dead one could never reach its next stop
+ * check, so it says so in one line and exits; rank 0's last checkpoint is intact (atomic). */
+static char term_line[256];
+static void on_term(int sig)
+{
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, term_line, strlen(term_line));
+    (void)w;
+    _exit(143);
+}
+
 void cli_catch_signals(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
+    if (dist_size() > 1) {
+        snprintf(term_line, sizeof term_line,
+                 "saelite: rank %d of %d: ended by mpirun (another rank died or the job was "
+                 "stopped); the last checkpoint is intact, rerun with --resume\n",
+                 dist_rank(), dist_size());
+        sa.sa_handler = on_term;
+    }
     sigaction(SIGTERM, &sa, NULL);
 }
 
@@ -36,7 +57,9 @@ int cli_interrupted(void) { return cli_stop_flag; }
 int cli_fail(const char *cmd)
 {
     const char *m = err_msg();
-    fprintf(stderr, "saelite %s: %s\n", cmd, m[0] ? m : "failed");
+    /* an error every rank holds (dist_check) is printed once, by rank 0 */
+    if (dist_is_root() || !dist_error_shared())
+        fprintf(stderr, "saelite %s: %s\n", cmd, m[0] ? m : "failed");
     return cli_stop_flag ? 130 : 1;
 }
 

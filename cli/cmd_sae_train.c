@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/dist.h"
 #include "common/err.h"
 #include "sae/sae_run.h"
 
@@ -108,6 +109,9 @@ int cmd_sae_train(int argc, char **argv)
          ARG_DEFAULT("about 100 rows in all")},
         {"--max-steps", ARG_I64, &o.max_steps, "stop (with a checkpoint) after N steps this run (0: no limit)",
          ARG_MIN(0)},
+        {"--micro-batches", ARG_INT, &o.micro_batches,
+         "leaves per step summed in a fixed tree; `mpirun -np N` (N a power of two dividing it) "
+         "splits them: the weights depend on this, not on N", ARG_MIN(1), ARG_MAX(1 << 20)},
         {"--precision", ARG_STR, &prec_s,
          "encoder GEMM: fp32, bf16 (matrix engine via oneDNN; needs AVX512-BF16 or AMX), auto",
          ARG_CHOICES("fp32|bf16|auto")},
@@ -120,6 +124,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--context-size", ARG_INT, &o.context_size, "metadata: context size", ARG_MIN(0)},
         {NULL, 0, NULL, NULL},
     };
+    o.micro_batches = 1;
     int np = 0;
     int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
     if (prc) return prc < 0 ? 0 : prc;
@@ -182,6 +187,6 @@ int cmd_sae_train(int argc, char **argv)
     o.stop = &cli_stop_flag;
     sae_run_result res;
     if (sae_train_run(&o, &res)) return cli_fail(cmd);
-    print_result(&o, &res);
+    if (dist_is_root()) print_result(&o, &res);
     return 0;
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/dist.h"
+#include "common/err.h"
 
 #define X(id)                                                                                 \
     int cmd_##id(int argc, char **argv);                                                      \
@@ -111,9 +113,34 @@ static int print_help(const char *cmd)
     return 0;
 }
 
+/* Commands that run under mpirun with several ranks (the others would all write the same
+ * outputs): the data-parallel ones. */
+static int runs_distributed(const char *name) { return !strcmp(name, "sae-train"); }
+
+static int run_command(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
+    /* MPI starts only when mpirun (or another MPI launcher) started this process */
+    if (dist_init(&argc, &argv)) {
+        fprintf(stderr, "saelite: %s\n", err_msg());
+        return 1;
+    }
     fix_names();
+    int rc;
+    if (dist_size() > 1 && argc >= 2 && find(argv[1]) && !runs_distributed(argv[1])) {
+        if (dist_is_root())
+            fprintf(stderr, "saelite %s: does not run on several ranks (mpirun -np %d); run it "
+                            "as one process (data parallel: sae-train)\n", argv[1], dist_size());
+        rc = 2;
+    } else
+        rc = run_command(argc, argv);
+    dist_finalize();
+    return rc;
+}
+
+static int run_command(int argc, char **argv)
+{
     int rc;
     if (argc < 2) {
         print_help(NULL);

@@ -1,5 +1,7 @@
 #include "common/progress.h"
 
+#include "common/dist.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +49,7 @@ void progress_begin(progress *p, const char *label, double total, const char *un
     if (force && !strcmp(force, "lines")) p->enabled = PROGRESS_LINES;
     else if (force && *force) p->enabled = atoi(force) != 0 ? PROGRESS_TTY : PROGRESS_OFF;
     else p->enabled = isatty(STDERR_FILENO) ? PROGRESS_TTY : PROGRESS_LINES;
+    if (!dist_is_root()) p->enabled = PROGRESS_OFF; /* under mpirun rank 0 alone reports */
     if (p->enabled == PROGRESS_LINES) p->last_draw = p->start; /* first line after interval */
 }
 

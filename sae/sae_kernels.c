@@ -229,6 +229,29 @@ void sae_k_topk(int *idx, float *val, const float *pre, int B, int S, int k, con
     mem_free(a.scratch);
 }
 
+int64_t sae_k_batchtopk_select(int64_t *ptr, int *idx, float *val, int64_t cap, float *minkept,
+                               const float *pre, int B, int S, float t)
+{
+    int64_t nnz = 0;
+    float mk = INFINITY;
+    ptr[0] = 0;
+    for (int b = 0; b < B; b++) {
+        const float *pr = pre + (int64_t)b * S;
+        for (int j = 0; j < S; j++) {
+            float v = pr[j];
+            if (v > 0 && v >= t && nnz < cap) {
+                idx[nnz] = j;
+                val[nnz] = v;
+                nnz++;
+                if (v < mk) mk = v;
+            }
+        }
+        ptr[b + 1] = nnz;
+    }
+    *minkept = nnz ? mk : 0;
+    return nnz;
+}
+
 int64_t sae_k_batchtopk(int64_t *ptr, int *idx, float *val, int64_t cap, float *thr,
                         const float *pre, int B, int S, int64_t kB, float *scratch)
 {
@@ -243,24 +266,7 @@ int64_t sae_k_batchtopk(int64_t *ptr, int *idx, float *val, int64_t cap, float *
     } else {
         t = sel_kth_smallest(scratch, npos, npos - kB);
     }
-    int64_t nnz = 0;
-    float minkept = INFINITY;
-    ptr[0] = 0;
-    for (int b = 0; b < B; b++) {
-        const float *pr = pre + (int64_t)b * S;
-        for (int j = 0; j < S; j++) {
-            float v = pr[j];
-            if (v > 0 && v >= t && nnz < cap) {
-                idx[nnz] = j;
-                val[nnz] = v;
-                nnz++;
-                if (v < minkept) minkept = v;
-            }
-        }
-        ptr[b + 1] = nnz;
-    }
-    *thr = nnz ? minkept : 0;
-    return nnz;
+    return sae_k_batchtopk_select(ptr, idx, val, cap, thr, pre, B, S, t);
 }
 
 /* ---- threads for the sparse kernels ----

@@ -61,6 +61,12 @@ void sae_k_topk(int *idx /*[B*k]*/, float *val /*[B*k]*/, const float *pre /*[B,
 int64_t sae_k_batchtopk(int64_t *ptr /*[B+1]*/, int *idx, float *val, int64_t cap, float *thr,
                         const float *pre /*[B,S]*/, int B, int S, int64_t kB, float *scratch);
 
+/* The selection half of sae_k_batchtopk for a given threshold t (a global one, computed over
+ * the rows of several calls or ranks): CSR of entries >= t and > 0; *minkept the smallest kept
+ * value (0 if none); returns the number of entries. */
+int64_t sae_k_batchtopk_select(int64_t *ptr /*[B+1]*/, int *idx, float *val, int64_t cap,
+                               float *minkept, const float *pre /*[B,S]*/, int B, int S, float t);
+
 /* xhat[B,D] = (b_dec or 0) + sum over active (j, v) of v * W_dec[j]. */
 void sae_k_decode_sparse(float *xhat /*[B,D]*/, const int64_t *ptr /*[B+1]*/, const int *idx,
                          const float *val, const float *W_dec /*[S,D]*/,

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/dist.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -138,7 +139,7 @@ static int open_synth(run *r, const sae_run_opts *o)
     sc.sample_seed = sc.seed + 1000003; /* held-out samples, same features */
     if ((rc = sae_source_synth(&r->val, &sc))) return rc;
     r->c.d_in = sc.d;
-    if (o->truth_out) {
+    if (o->truth_out && dist_is_root()) {
         int64_t sh[2] = {sc.n_features, sc.d};
         r->made_truth = access(o->truth_out, F_OK) != 0;
         rc = npy_write(o->truth_out, sae_source_synth_directions(r->src), 2, sh);
@@ -159,7 +160,7 @@ static int run_open(run *r, const sae_run_opts *o)
     if (!c->d_sae) c->d_sae = (int)lround(o->expansion * c->d_in);
     if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU || c->arch == SAE_GATED) c->k = 0;
     struct stat sb;
-    if (stat(o->out, &sb) != 0) {
+    if (dist_is_root() && stat(o->out, &sb) != 0) {
         if (mkdir(o->out, 0755) != 0)
             return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
         r->made_out = 1;
@@ -171,7 +172,7 @@ static int run_open(run *r, const sae_run_opts *o)
     static const char *const outputs[] = {"checkpoint.bin", "checkpoint_log.bin", "training_log.csv",
                                           "cfg.json", "sae_weights.safetensors",
                                           "sparsity.safetensors"};
-    if (!rc2) file_remove_temps(o->out, outputs, sizeof outputs / sizeof *outputs);
+    if (!rc2 && dist_is_root()) file_remove_temps(o->out, outputs, sizeof outputs / sizeof *outputs);
     return rc2;
 }
 
@@ -184,8 +185,16 @@ static int run_trainer(run *r, const sae_run_opts *o)
     r->x = mem_alloc(sizeof(float) * (size_t)n_init * (r->c.d_in + r->c.d_out)); /* [x | y] rows */
     int rc = r->x ? r->src->next(r->src, r->x, (int)n_init) : err_set(ERR_NOMEM, "out of memory");
     if (rc) return rc;
-    if (!o->resume) return sae_trainer_new(&r->t, &r->c, r->x, n_init);
+    int mb = o->micro_batches > 0 ? o->micro_batches : 1;
+    if (!o->resume) {
+        rc = sae_trainer_new(&r->t, &r->c, r->x, n_init);
+        return rc ? rc : sae_trainer_set_micro_batches(r->t, mb);
+    }
     if ((rc = sae_trainer_resume(&r->t, r->ckpt))) return rc;
+    if (sae_trainer_micro_batches(r->t) != mb)
+        return err_set(ERR_ARG, "%s: the checkpoint's run has --micro-batches %d (not %d); resume "
+                                "with the same (any world size dividing it)",
+                       r->ckpt, sae_trainer_micro_batches(r->t), mb);
     /* compare the settings that define the run (defaults filled in identically) */
     sae_trainer *probe = NULL;
     if ((rc = sae_trainer_new(&probe, &r->c, r->x, 1))) return rc;
@@ -281,13 +290,25 @@ static int log_row(run *r, const sae_step_stats *st)
     return rc ? rc : log_push(r, &row);
 }
 
-/* The step loop: log rows, checkpoints, max_steps and *stop. */
+/* Several ranks: whether any rank failed (then every rank returns the failing rank's error) or
+ * was asked to stop (*stop, in/out). One small all-reduce; nothing with one rank. */
+static int agree(int rc, int *stop)
+{
+    if (dist_size() == 1) return rc;
+    int64_t v[2] = {rc != 0, stop && *stop};
+    int mrc = dist_max_i64(v, 2);
+    if (mrc) return mrc;
+    if (stop) *stop = (int)v[1];
+    return v[0] ? dist_check(rc) : OK;
+}
+
+/* The step loop: log rows, checkpoints, max_steps and *stop (rank 0 logs and checkpoints). */
 static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
 {
-    const int batch = r->c.batch;
-    int rc = o->resume ? log_restore(r, sae_trainer_step_index(r->t)) : OK;
-    if (!rc) rc = log_open_csv(r);
-    if (rc) return rc;
+    const int batch = r->c.batch, root = dist_is_root();
+    int rc = root && o->resume ? log_restore(r, sae_trainer_step_index(r->t)) : OK;
+    if (!rc && root) rc = log_open_csv(r);
+    if ((rc = agree(rc, NULL))) return rc;
     int64_t T = sae_trainer_total_steps(r->t), s0 = sae_trainer_step_index(r->t);
     int log_every = o->log_every > 0 ? o->log_every : T / 100 > 0 ? (int)(T / 100) : 1;
     progress pr;
@@ -297,27 +318,30 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
     double t0 = now_seconds();
     while (!rc && sae_trainer_step_index(r->t) < T) {
         double ta = now_seconds();
-        rc = r->src->next(r->src, r->x, batch);
+        rc = agree(r->src->next(r->src, r->x, batch), NULL);
         res->read_seconds += now_seconds() - ta;
         if (!rc) rc = sae_trainer_step(r->t, r->x, &st);
         if (rc) break;
         int64_t s = st.step;
-        if ((s % log_every == 0 || s == T) && (rc = log_row(r, &st))) break;
+        if (root && (s % log_every == 0 || s == T)) rc = log_row(r, &st);
         progress_update(&pr, (double)st.tokens, "step %" PRId64 " mse %.4g ev %.3f L0 %.1f dead %.1f%%",
                         s, st.mse, st.ev, st.l0, 100 * st.dead_frac);
         int max_stop = o->max_steps > 0 && s - s0 >= o->max_steps && s < T;
-        if ((o->checkpoint_every > 0 && s % o->checkpoint_every == 0) || s == T || max_stop)
-            rc = run_checkpoint(r);
-        if (!rc && max_stop) break;
-        if (!rc && o->stop && *o->stop) {
-            rc = run_checkpoint(r);
-            if (!rc) rc = err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint %s "
-                                               "(continue with --resume)", s, r->ckpt);
+        if (!rc && ((o->checkpoint_every > 0 && s % o->checkpoint_every == 0) || s == T || max_stop))
+            rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
+        int stop = o->stop && *o->stop;
+        if ((rc = agree(rc, &stop)) || max_stop) break;
+        if (stop) {
+            rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
+            /* every rank stops with this message (dist_check: printed once) */
+            if (!(rc = agree(rc, NULL)))
+                rc = dist_check(err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint "
+                                                     "%s (continue with --resume)", s, r->ckpt));
         }
     }
     res->seconds = now_seconds() - t0;
     progress_end(&pr);
-    if (fclose(r->logf) && !rc) rc = err_set(ERR_IO, "%s: cannot write", r->logp);
+    if (r->logf && fclose(r->logf) && !rc) rc = err_set(ERR_IO, "%s: cannot write", r->logp);
     r->logf = NULL;
     res->steps = sae_trainer_step_index(r->t) - s0;
     return rc;
@@ -370,6 +394,9 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
                                    tc->widths[i]);
         snprintf(js + jl, sizeof js - jl, "]}");
     }
+    if (sae_trainer_micro_batches(r->t) > 1) /* one-leaf runs keep their cfg.json byte for byte */
+        snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"micro_batches\":%d}",
+                 sae_trainer_micro_batches(r->t));
     if (sae_k_precision() == SAE_PRECISION_BF16) /* fp32 runs keep their cfg.json byte for byte */
         snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"precision\":\"bf16\"}");
     return sae_save_ex(r->m, o->out, js, r->dens);
@@ -463,7 +490,7 @@ static int check_out(const sae_run_opts *o)
  * files it wrote and OUT itself when it created it (rmdir: only when empty). */
 static void run_discard(run *r, const sae_run_opts *o)
 {
-    if (r->ckpts || o->resume) return;
+    if (r->ckpts || o->resume || !dist_is_root()) return;
     if (r->logp[0]) unlink(r->logp);
     if (r->made_truth) unlink(o->truth_out);
     if (r->made_out) rmdir(o->out);
@@ -483,13 +510,20 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     r.sinfo.hook_id = -1;
     r.c = o->train;
     sae_precision prev = sae_k_precision();
-    int rc = check_out(o);
+    /* the world size and the micro-batches: before anything is opened, the same on every rank */
+    int rc = sae_micro_batches_check(o->train.batch, o->micro_batches > 0 ? o->micro_batches : 1);
+    if (!rc) rc = check_out(o);
     if (!rc) rc = sae_k_set_precision(o->precision);
-    if (!rc) rc = run_open(&r, o);
-    if (!rc) rc = run_trainer(&r, o);
+    rc = agree(rc, NULL);
+    /* a rank that cannot open its data fails the job here, before any step, naming the rank */
+    if (!rc) rc = agree(run_open(&r, o), NULL);
+    if (!rc) rc = agree(run_trainer(&r, o), NULL);
+    if (!rc) rc = agree(sae_trainer_bcast(r.t), NULL);
     if (!rc) rc = run_steps(&r, o, res);
-    if (!rc) rc = run_save(&r, o, res);
-    if (!rc && o->truth) rc = run_truth(&r, o, res);
+    /* the SAE files, its evaluation and the registry are rank 0's */
+    int root = dist_is_root();
+    if (!rc && root) rc = run_save(&r, o, res);
+    if (!rc && root && o->truth) rc = run_truth(&r, o, res);
     sae_k_engine(res->engine, sizeof res->engine);
     sae_k_set_precision(prev);
     res->arch = r.c.arch;
@@ -509,7 +543,7 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     sae_source_close(r.src);
     sae_source_close(r.val);
     r.src = r.val = NULL;
-    if (!rc && o->db && res->finished) rc = run_register(&r, o, res);
+    if (!rc && root && o->db && res->finished) rc = run_register(&r, o, res);
     run_free(&r);
     if (rc) run_discard(&r, o);
     return rc;

@@ -18,6 +18,11 @@
  * needs OUT/checkpoint.bin; both are checked before anything is opened or created. A run that
  * fails before its first checkpoint removes what it wrote (training_log.csv, truth_out, OUT when
  * it created it); after a checkpoint what is there is kept, for --resume.
+ * Ranks (common/dist.h, under mpirun): every rank opens the data (a shared filesystem: the same
+ * paths), reads every batch and computes its micro-batches; the trainer's state starts on rank 0
+ * and is broadcast; only rank 0 writes (OUT, checkpoints, the log, the SAE files, the registry,
+ * truth_out), prints progress and evaluates. Every failure is agreed (dist_check) before the next
+ * collective, so all ranks stop together with the failing rank's message.
  * Threads: one run per output directory; the kernels use sae/'s thread pool (SAELITE_THREADS).
  * Progress: common/progress.h lines on stderr; nothing on stdout.
  */
@@ -56,6 +61,8 @@ typedef struct {
     const char *model_name;    /* metadata; NULL/"" = the store's model */
     int context_size;          /* metadata; 0 = the store's sequence length */
     volatile int *stop;        /* polled after every step; may be NULL */
+    int micro_batches;         /* leaves per step (sae_train.h, data parallelism): the result
+                                  depends on it, not on the world size; 0 = 1 */
     sae_precision precision;   /* the encoder GEMM (sae_kernels.h): FP32 (default), BF16 (refused
                                   with ERR_ARG where the CPU lacks bf16), AUTO; set for the run,
                                   restored after it. Not part of the checkpoint: a resume may

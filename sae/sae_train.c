@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/dist.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -86,6 +87,10 @@ struct sae_trainer {
     /* gated: relu(pi) and its gradient [B,S], the via-gate reconstruction [B,D] */
     float *gbuf, *xg, *gsum;
     int gated_unfrozen; /* gradient tests only: the auxiliary loss also trains the decoder */
+    /* data parallelism: mb leaves (micro-batches) per step; a rank's leaf tree (forward_backward) */
+    int mb, tree_depth;
+    float *gpool[31];
+    double *spool;
 };
 
 static int is_sparse(sae_arch a)
@@ -143,6 +148,8 @@ void sae_trainer_free(sae_trainer *t)
     if (t->ys != t->xs) mem_free_aligned(t->ys);
     mem_free(t->zero_in);
     mem_free_aligned(t->xs);
+    for (int d = 0; d < 31; d++) mem_free_aligned(t->gpool[d]);
+    mem_free(t->spool);
     mem_free(t);
 }
 
@@ -243,6 +250,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         t->dead_window = w < 100000 ? 100000 : w > 10000000 ? 10000000 : w;
     }
     t->scale = t->scale_out = 1;
+    t->mb = 1;
     t->tc = c.transcoder;
     t->Do = c.transcoder ? c.d_out : c.d_in;
     int64_t D = t->D, S = t->S, B = t->B, Do = t->Do;
@@ -465,46 +473,72 @@ static double lr_at(const sae_trainer *t)
     return lr;
 }
 
+/* ---- one step: leaves, their tree, the reduction across ranks -----------------------------
+ * A step's batch is cut into t->mb leaves (micro-batches) of B / mb consecutive rows; rank r of
+ * N computes leaves [r mb/N, (r+1) mb/N). Each leaf's gradient starts from zero and is computed
+ * by the same calls on any rank (the same rows, the same shapes); the leaves are summed in one
+ * fixed binary tree: each rank's consecutive leaves locally, then the top levels across ranks
+ * (dist_sum_f32). Normalisations use the global B, the batch-global selections (BatchTopK,
+ * Matryoshka levels) a global threshold, the step's scalars (sums over tokens) ride in the same
+ * tree, and the fired flags, kept minimum and counts are exact reductions. With mb = 1 and one
+ * rank this is today's single-pass step, call for call. */
+enum { SC_SSE, SC_SS, SC_SPARSE, SC_AUX, SC_ACTIVE, SC_LVL, SC_COL = SC_LVL + SAE_MAX_WIDTHS };
+
+typedef struct {
+    double coef;
+    int nd, ka;
+    float ca;
+    int global;                  /* batchtopk thresholds given (mb > 1 or several ranks) */
+    float thr;                   /* the global BatchTopK threshold */
+    float lthr[SAE_MAX_WIDTHS];  /* the Matryoshka levels' thresholds */
+    float kept_min;              /* smallest value BatchTopK kept in this rank's leaves */
+} step_ctx;
+
 /* Skip transcoders: yhat += xs W_skip^T; dW_skip += dxhat^T xs (dxhat from recon_error). */
-static void skip_forward(sae_trainer *t)
+static void skip_forward(sae_trainer *t, int64_t r0, int n)
 {
     if (!t->P.W_skip) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t->B, t->Do, t->D, 1.0f, t->xs, t->D,
-                t->P.W_skip, t->D, 1.0f, t->xhat, t->Do);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, t->Do, t->D, 1.0f, t->xs + r0 * t->D,
+                t->D, t->P.W_skip, t->D, 1.0f, t->xhat + r0 * t->Do, t->Do);
 }
 
-static void skip_backward(sae_trainer *t)
+static void skip_backward(sae_trainer *t, int64_t r0, int n)
 {
     if (!t->P.W_skip) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t->Do, t->D, t->B, 1.0f, t->dxhat, t->Do,
-                t->xs, t->D, 1.0f, t->G.W_skip, t->D);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t->Do, t->D, n, 1.0f,
+                t->dxhat + r0 * t->Do, t->Do, t->xs + r0 * t->D, t->D, 1.0f, t->G.W_skip, t->D);
 }
 
-/* Reconstruction error of the batch: fills dxhat = 2/B (xhat - xs), returns sse; *ev. */
-static double recon_error(sae_trainer *t, double *ev)
+/* Reconstruction error of rows [r0, r0+n): fills dxhat = 2/B (xhat - ys); sc gets the sums
+ * (squared error, squared target, the targets' column sums for the explained variance). */
+static void recon_error(sae_trainer *t, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->Do;
+    const float *ys = t->ys + r0 * D, *xh = t->xhat + r0 * D;
+    float *dx = t->dxhat + r0 * D;
     double sse = 0, ss = 0;
-    double *mean = NULL;
     float scale = 2.0f / B;
-    for (int64_t e = 0; e < (int64_t)B * D; e++) {
-        float d = t->xhat[e] - t->ys[e];
+    for (int64_t e = 0; e < (int64_t)n * D; e++) {
+        float d = xh[e] - ys[e];
         sse += (double)d * d;
-        ss += (double)t->ys[e] * t->ys[e];
-        t->dxhat[e] = scale * d;
+        ss += (double)ys[e] * ys[e];
+        dx[e] = scale * d;
     }
-    /* sum ||x - mean||^2 = sum ||x||^2 - B ||mean||^2 */
-    mean = mem_calloc(D, sizeof(double));
+    double *col = sc + SC_COL;
+    for (int b = 0; b < n; b++)
+        for (int i = 0; i < D; i++) col[i] += ys[(int64_t)b * D + i];
+    sc[SC_SSE] = sse;
+    sc[SC_SS] = ss;
+}
+
+/* explained variance from the (reduced) sums: sum ||y - mean||^2 = sum ||y||^2 - B ||mean||^2 */
+static double explained_variance(const sae_trainer *t, const double *sc)
+{
+    int B = t->B;
     double msq = 0;
-    if (mean) {
-        for (int b = 0; b < B; b++)
-            for (int i = 0; i < D; i++) mean[i] += t->ys[(int64_t)b * D + i];
-        for (int i = 0; i < D; i++) msq += (mean[i] / B) * (mean[i] / B);
-        mem_free(mean);
-    }
-    double var = ss - B * msq;
-    *ev = var > 0 ? 1.0 - sse / var : 0;
-    return sse;
+    for (int i = 0; i < t->Do; i++) msq += (sc[SC_COL + i] / B) * (sc[SC_COL + i] / B);
+    double var = sc[SC_SS] - B * msq;
+    return var > 0 ? 1.0 - sc[SC_SSE] / var : 0;
 }
 
 static void colsum_add(float *out /*[C]*/, const float *a /*[R,C]*/, int R, int C)
@@ -515,56 +549,112 @@ static void colsum_add(float *out /*[C]*/, const float *a /*[R,C]*/, int R, int 
     }
 }
 
-/* Matryoshka's inner levels (SAELens' definition): for each width m but the last, the prefix
- * pre[:, :m] gets its own BatchTopK (k B entries over the batch), decoded by W_dec[:m] + b_dec;
- * adds the gradient of sum_m ||x - xhat_m||^2 / B into t->g and returns that loss. Sparse
- * throughout: the kernels of the full-width path on the prefix's entries. */
-static double matryoshka_levels(sae_trainer *t)
+/* The kB-th largest positive value of pre[r, :m] over rows [r0, r0+n) of every rank (row stride
+ * S), as sae_k_batchtopk's threshold: INFINITY when no value is positive, 0 when at most kB are.
+ * Exact and split-independent: a radix selection on the float bit patterns (positive floats
+ * order as their bits), 4 rounds of 256 integer counts summed over ranks. buf: n*m floats. */
+static int global_kth(float *thr, const float *pre, int64_t r0, int64_t n, int S, int m,
+                      int64_t kB, float *buf)
+{
+    int64_t np = 0;
+    for (int64_t r = r0; r < r0 + n; r++) {
+        const float *p = pre + r * S;
+        for (int j = 0; j < m; j++)
+            if (p[j] > 0) buf[np++] = p[j];
+    }
+    int64_t tot = np;
+    int rc = dist_sum_i64(&tot, 1);
+    if (rc) return rc;
+    if (tot == 0) {
+        *thr = INFINITY;
+        return OK;
+    }
+    if (tot <= kB) {
+        *thr = 0;
+        return OK;
+    }
+    uint32_t prefix = 0;
+    int64_t want = kB; /* rank from the top among the candidates left */
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        int64_t h[256];
+        memset(h, 0, sizeof h);
+        for (int64_t i = 0; i < np; i++) {
+            uint32_t u;
+            memcpy(&u, &buf[i], 4);
+            h[(u >> shift) & 255]++;
+        }
+        if ((rc = dist_sum_i64(h, 256))) return rc;
+        int bin = 255;
+        while (bin > 0 && want > h[bin]) want -= h[bin--];
+        prefix |= (uint32_t)bin << shift;
+        int64_t w = 0;
+        for (int64_t i = 0; i < np; i++) {
+            uint32_t u;
+            memcpy(&u, &buf[i], 4);
+            if (((u >> shift) & 255) == (uint32_t)bin) buf[w++] = buf[i];
+        }
+        np = w;
+    }
+    memcpy(thr, &prefix, 4);
+    return OK;
+}
+
+/* Matryoshka's inner levels (SAELens' definition) on rows [r0, r0+n): for each width m but the
+ * last, the prefix pre[:, :m] gets its own BatchTopK (k B entries over the global batch), decoded
+ * by W_dec[:m] + b_dec; adds the gradient of sum_m ||x - xhat_m||^2 / B into G and each level's
+ * squared error into sc. Sparse throughout: the kernels of the full-width path on the prefix. */
+static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, S = t->S;
     const sae_params *P = &t->P, *G = &t->G;
-    double loss = 0;
+    const float *pre = t->pre + r0 * S, *xs = t->xs + r0 * D, *xc = t->xc + r0 * D;
     float thr, gs = 2.0f / B;
     for (int l = 0; l + 1 < t->c.n_widths; l++) {
         int m = t->c.widths[l];
-        for (int b = 0; b < B; b++)
-            memcpy(t->mpre + (int64_t)b * m, t->pre + (int64_t)b * S, sizeof(float) * m);
-        sae_k_batchtopk(t->lptr, t->lidx, t->lval, t->cap, &thr, t->mpre, B, m,
-                        (int64_t)t->c.k * B, t->scratch);
-        sae_k_decode_sparse(t->lxhat, t->lptr, t->lidx, t->lval, P->W_dec, P->b_dec, B, D);
+        for (int b = 0; b < n; b++)
+            memcpy(t->mpre + (int64_t)b * m, pre + (int64_t)b * S, sizeof(float) * m);
+        if (cx->global)
+            sae_k_batchtopk_select(t->lptr, t->lidx, t->lval, t->cap, &thr, t->mpre, n, m,
+                                   cx->lthr[l]);
+        else
+            sae_k_batchtopk(t->lptr, t->lidx, t->lval, t->cap, &thr, t->mpre, n, m,
+                            (int64_t)t->c.k * B, t->scratch);
+        sae_k_decode_sparse(t->lxhat, t->lptr, t->lidx, t->lval, P->W_dec, P->b_dec, n, D);
         double sse = 0;
-        for (int64_t e = 0; e < (int64_t)B * D; e++) {
-            float d = t->lxhat[e] - t->xs[e];
+        for (int64_t e = 0; e < (int64_t)n * D; e++) {
+            float d = t->lxhat[e] - xs[e];
             sse += (double)d * d;
             t->lxhat[e] = gs * d;
         }
-        loss += sse / B;
-        colsum_add(G->b_dec, t->lxhat, B, D);
-        sae_k_csr_transpose(t->ltptr, t->ltent, t->lttok, t->lptr, t->lidx, B, m);
+        sc[SC_LVL + l] = sse;
+        colsum_add(G->b_dec, t->lxhat, n, D);
+        sae_k_csr_transpose(t->ltptr, t->ltent, t->lttok, t->lptr, t->lidx, n, m);
         sae_k_decode_sparse_backward(G->W_dec, t->ldval, t->lxhat, t->ltptr, t->ltent, t->lttok,
                                      t->lval, P->W_dec, m, D);
-        int64_t nnz = t->lptr[B];
+        int64_t nnz = t->lptr[n];
         for (int64_t e = 0; e < nnz; e++)
             if (!(t->lval[e] > 0)) t->ldval[e] = 0;
         sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->ldval, t->ltptr, t->ltent, t->lttok,
-                                     t->xc, m, D);
+                                     xc, m, D);
     }
-    return loss;
 }
 
-/* Gated (Rajamanoharan et al. 2024, SAELens' losses): pi = xc W_enc + b_gate, u = pi - b_gate,
- * mag = exp(r_mag) u + b_mag, f = 1[pi > 0] relu(mag). Loss = ||x - xhat||^2 / B
+/* Gated (Rajamanoharan et al. 2024, SAELens' losses) on rows [r0, r0+n): pi = xc W_enc + b_gate,
+ * u = pi - b_gate, mag = exp(r_mag) u + b_mag, f = 1[pi > 0] relu(mag). Loss = ||x - xhat||^2 / B
  * + coef / B sum relu(pi)_j ||W_dec,j|| + ||x - (relu(pi) W_dec + b_dec)||^2 / B, the last with
  * the decoder frozen (the paper's x_frozen: W_dec and b_dec get no gradient from it). The gate
  * is a step function: f passes gradient only through the magnitude path, pi only through the
  * penalty and the auxiliary loss. Dense like relu (cblas_sgemm). */
-static int gated_forward_backward(sae_trainer *t, sae_step_stats *st, double coef)
+static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, S = t->S;
     const sae_params *P = &t->P, *G = &t->G;
-    int64_t BS = (int64_t)B * S, active = 0;
-    float *pre = t->pre, *f = t->fbuf, *a = t->gbuf;
-    sae_k_encode(pre, t->xc, t->xs, P->W_encT, P->b_enc, P->b_dec, B, D, S);
+    double coef = cx->coef;
+    int64_t BS = (int64_t)n * S, active = 0;
+    float *pre = t->pre + r0 * S, *f = t->fbuf + r0 * S, *a = t->gbuf + r0 * S;
+    float *xs = t->xs + r0 * D, *xc = t->xc + r0 * D, *xhat = t->xhat + r0 * D;
+    float *xg = t->xg + r0 * D, *dxhat = t->dxhat + r0 * D;
+    sae_k_encode(pre, xc, xs, P->W_encT, P->b_enc, P->b_dec, n, D, S);
     for (int64_t e = 0; e < BS; e++) {
         int j = (int)(e % S);
         float pi = pre[e], mag = expf(P->r_mag[j]) * (pi - P->b_enc[j]) + P->b_mag[j];
@@ -575,27 +665,28 @@ static int gated_forward_backward(sae_trainer *t, sae_step_stats *st, double coe
             t->fired[j] = 1;
         }
     }
-    for (int b = 0; b < B; b++) {
-        memcpy(t->xhat + (int64_t)b * D, P->b_dec, sizeof(float) * D);
-        memcpy(t->xg + (int64_t)b * D, P->b_dec, sizeof(float) * D);
+    for (int b = 0; b < n; b++) {
+        memcpy(xhat + (int64_t)b * D, P->b_dec, sizeof(float) * D);
+        memcpy(xg + (int64_t)b * D, P->b_dec, sizeof(float) * D);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, f, S, P->W_dec, D, 1.0f,
-                t->xhat, D);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, D, S, 1.0f, a, S, P->W_dec, D, 1.0f,
-                t->xg, D);
-    double ev, sse = recon_error(t, &ev), asse = 0, sparsity_loss = 0;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, S, 1.0f, f, S, P->W_dec, D, 1.0f,
+                xhat, D);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, S, 1.0f, a, S, P->W_dec, D, 1.0f,
+                xg, D);
+    recon_error(t, r0, n, sc);
+    double asse = 0, sparsity_loss = 0;
     float gs = 2.0f / B;
-    for (int64_t e = 0; e < (int64_t)B * D; e++) {
-        float d = t->xg[e] - t->xs[e];
+    for (int64_t e = 0; e < (int64_t)n * D; e++) {
+        float d = xg[e] - xs[e];
         asse += (double)d * d;
-        t->xg[e] = gs * d;
+        xg[e] = gs * d;
     }
-    colsum_add(G->b_dec, t->dxhat, B, D);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->dxhat, D, 1.0f,
+    colsum_add(G->b_dec, dxhat, n, D);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, n, 1.0f, f, S, dxhat, D, 1.0f,
                 G->W_dec, D);
     if (t->gated_unfrozen) {
-        colsum_add(G->b_dec, t->xg, B, D);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, a, S, t->xg, D, 1.0f,
+        colsum_add(G->b_dec, xg, n, D);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, n, 1.0f, a, S, xg, D, 1.0f,
                     G->W_dec, D);
     }
     /* the penalty's decoder norms do get their gradient (as in SAELens) */
@@ -604,7 +695,7 @@ static int gated_forward_backward(sae_trainer *t, sae_step_stats *st, double coe
         double nn = 0, asum = 0;
         for (int i = 0; i < D; i++) nn += (double)w[i] * w[i];
         nn = sqrt(nn);
-        for (int b = 0; b < B; b++) asum += a[(int64_t)b * S + j];
+        for (int b = 0; b < n; b++) asum += a[(int64_t)b * S + j];
         sparsity_loss += coef / B * asum * nn;
         if (nn > 0) {
             float gsc = (float)(coef / B * asum / nn);
@@ -614,9 +705,9 @@ static int gated_forward_backward(sae_trainer *t, sae_step_stats *st, double coe
         t->nrm[j] = (float)nn;
     }
     /* df = dxhat W_dec^T (over f), da = dxg W_dec^T (over a) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, t->dxhat, D, P->W_dec, D,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, S, D, 1.0f, dxhat, D, P->W_dec, D,
                 0.0f, f, S);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, t->xg, D, P->W_dec, D,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, S, D, 1.0f, xg, D, P->W_dec, D,
                 0.0f, a, S);
     float cB = (float)(coef / B);
     memset(t->gsum, 0, sizeof(float) * S);
@@ -632,185 +723,288 @@ static int gated_forward_backward(sae_trainer *t, sae_step_stats *st, double coe
         f[e] = dmag * er + dpi; /* d loss / d (xc . w_j) */
         t->gsum[j] += f[e];
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->xc, D, 1.0f,
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, n, 1.0f, f, S, xc, D, 1.0f,
                 G->W_encT, D);
     sae_k_bdec_from_enc(G->b_dec, t->gsum, P->W_encT, D, S);
-    st->mse = sse / ((double)B * D);
-    st->ev = ev;
-    st->l0 = (double)active / B;
-    st->sparsity_coef = coef;
-    st->aux_loss = asse / B;
-    st->loss = sse / B + sparsity_loss + asse / B;
+    sc[SC_AUX] = asse;
+    sc[SC_SPARSE] = sparsity_loss;
+    sc[SC_ACTIVE] = (double)active;
+}
+
+/* TopK, BatchTopK, Matryoshka on rows [r0, r0+n) (+ AuxK). */
+static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double *sc)
+{
+    int B = t->B, D = t->D, Do = t->Do, S = t->S, k = t->c.k, ka = cx->ka, nd = cx->nd;
+    const sae_params *P = &t->P, *G = &t->G;
+    const float *bsub = t->tc ? t->zero_in : P->b_dec;
+    float *xs = t->xs + r0 * D, *xc = t->xc + r0 * D, *xhat = t->xhat + r0 * Do;
+    float *dxhat = t->dxhat + r0 * Do, *ys = t->ys + r0 * Do, *ehat = t->ehat + r0 * Do;
+    int64_t active = 0;
+    if (t->c.arch == SAE_TOPK) {
+        for (int rr = 0; rr < n; rr += t->chunk) {
+            int m = n - rr < t->chunk ? n - rr : t->chunk;
+            sae_k_encode(t->pre, xc + (int64_t)rr * D, xs + (int64_t)rr * D, P->W_encT, P->b_enc,
+                         bsub, m, D, S);
+            sae_k_topk(t->idx + (int64_t)rr * k, t->val + (int64_t)rr * k, t->pre, m, S, k, NULL, 0);
+            if (ka)
+                sae_k_topk(t->aidx + (int64_t)rr * ka, t->aval + (int64_t)rr * ka, t->pre, m, S,
+                           ka, t->dead, nd);
+        }
+        for (int b = 0; b <= n; b++) t->ptr[b] = (int64_t)b * k;
+    } else {
+        float *pre = t->pre + r0 * S, thr;
+        int64_t nk;
+        if (cx->global) {
+            nk = sae_k_batchtopk_select(t->ptr, t->idx, t->val, t->cap, &thr, pre, n, S, cx->thr);
+        } else {
+            sae_k_encode(pre, xc, xs, P->W_encT, P->b_enc, bsub, n, D, S);
+            nk = sae_k_batchtopk(t->ptr, t->idx, t->val, t->cap, &thr, pre, n, S, (int64_t)k * B,
+                                 t->scratch);
+        }
+        if (nk && thr < cx->kept_min) cx->kept_min = thr;
+        if (ka) sae_k_topk(t->aidx, t->aval, pre, n, S, ka, t->dead, nd);
+    }
+    for (int b = 0; b <= n; b++) t->aptr[b] = (int64_t)b * ka;
+    int64_t nnz = t->ptr[n];
+    for (int64_t e = 0; e < nnz; e++)
+        if (t->val[e] > 0) {
+            t->fired[t->idx[e]] = 1;
+            active++;
+        }
+    sae_k_decode_sparse(xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, n, Do);
+    skip_forward(t, r0, n);
+    recon_error(t, r0, n, sc);
+    colsum_add(G->b_dec, dxhat, n, Do);
+    skip_backward(t, r0, n);
+    sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, n, S);
+    sae_k_decode_sparse_backward(G->W_dec, t->dval, dxhat, t->tptr, t->tent, t->ttok, t->val,
+                                 P->W_dec, S, Do);
+    for (int64_t e = 0; e < nnz; e++)
+        if (!(t->val[e] > 0)) t->dval[e] = 0;
+    sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok, xc, S, D);
+    if (t->c.arch == SAE_MATRYOSHKA) matryoshka_levels(t, cx, r0, n, sc);
+    if (ka) {
+        /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
+        float ca = cx->ca;
+        sae_k_decode_sparse(ehat, t->aptr, t->aidx, t->aval, P->W_dec, NULL, n, Do);
+        double asse = 0;
+        for (int64_t e = 0; e < (int64_t)n * Do; e++) {
+            float d = ehat[e] - (ys[e] - xhat[e]);
+            asse += (double)d * d;
+            ehat[e] = 2.0f * ca / B * d;
+        }
+        sc[SC_AUX] = asse;
+        sae_k_csr_transpose(t->atptr, t->atent, t->attok, t->aptr, t->aidx, n, S);
+        sae_k_decode_sparse_backward(G->W_dec, t->adval, ehat, t->atptr, t->atent, t->attok,
+                                     t->aval, P->W_dec, S, Do);
+        int64_t an = t->aptr[n];
+        for (int64_t e = 0; e < an; e++)
+            if (!(t->aval[e] > 0)) t->adval[e] = 0;
+        sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->adval, t->atptr, t->atent, t->attok,
+                                     xc, S, D);
+    }
+    sc[SC_ACTIVE] = (double)active;
+}
+
+/* ReLU + L1 and JumpReLU on rows [r0, r0+n): dense decoder and gradients (cblas_sgemm). */
+static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
+{
+    int B = t->B, D = t->D, Do = t->Do, S = t->S;
+    const sae_params *P = &t->P, *G = &t->G;
+    const float *bsub = t->tc ? t->zero_in : P->b_dec;
+    float *xs = t->xs + r0 * D, *xc = t->xc + r0 * D, *xhat = t->xhat + r0 * Do;
+    float *dxhat = t->dxhat + r0 * Do;
+    float *pre = t->pre + r0 * S, *f = t->fbuf + r0 * S;
+    int64_t BS = (int64_t)n * S, active = 0;
+    double coef = cx->coef, sparsity_loss = 0;
+    sae_k_encode(pre, xc, xs, P->W_encT, P->b_enc, bsub, n, D, S);
+    const float *lt = P->log_threshold;
+    for (int64_t e = 0; e < BS; e++) {
+        float v = pre[e], th = lt ? expf(lt[e % S]) : 0;
+        f[e] = (v > th && v > 0) ? v : 0;
+        if (f[e] > 0) {
+            active++;
+            t->fired[e % S] = 1;
+        }
+    }
+    for (int b = 0; b < n; b++) memcpy(xhat + (int64_t)b * Do, P->b_dec, sizeof(float) * Do);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, Do, S, 1.0f, f, S, P->W_dec, Do,
+                1.0f, xhat, Do);
+    skip_forward(t, r0, n);
+    recon_error(t, r0, n, sc);
+    colsum_add(G->b_dec, dxhat, n, Do);
+    skip_backward(t, r0, n);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, Do, n, 1.0f, f, S, dxhat, Do,
+                1.0f, G->W_dec, Do);
+    float cB = (float)(coef / B);
+    if (t->c.arch == SAE_RELU) {
+        /* L1 weighted by decoder norms: coef/B * sum_b sum_j f_bj ||W_dec,j|| */
+        for (int j = 0; j < S; j++) {
+            const float *w = P->W_dec + (int64_t)j * Do;
+            double nn = 0, fsum = 0;
+            for (int i = 0; i < Do; i++) nn += (double)w[i] * w[i];
+            nn = sqrt(nn);
+            for (int b = 0; b < n; b++) fsum += f[(int64_t)b * S + j];
+            sparsity_loss += coef / B * fsum * nn;
+            if (nn > 0) {
+                float gsc = (float)(coef / B * fsum / nn);
+                float *gw = G->W_dec + (int64_t)j * Do;
+                for (int i = 0; i < Do; i++) gw[i] += gsc * w[i];
+            }
+            t->nrm[j] = (float)nn;
+        }
+    }
+    /* df = dxhat @ W_dec^T, overwriting f */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, S, Do, 1.0f, dxhat, Do, P->W_dec,
+                Do, 0.0f, f, S);
+    if (t->c.arch == SAE_RELU) {
+        for (int64_t e = 0; e < BS; e++) {
+            f[e] = pre[e] > 0 ? f[e] + cB * t->nrm[e % S] : 0;
+        }
+    } else {
+        /* JumpReLU straight-through estimators (rectangle kernel of width eps):
+           d f / d theta := -(theta/eps) K, d H / d theta := -(1/eps) K; log-parametrised. */
+        float eps = (float)t->c.jr_bandwidth;
+        for (int64_t e = 0; e < BS; e++) {
+            int j = (int)(e % S);
+            float th = expf(lt[j]), v = pre[e];
+            if (v > th) sparsity_loss += coef / B;
+            if (fabsf((v - th) / eps) < 0.5f)
+                G->log_threshold[j] += th * (f[e] * (-th / eps) + cB * (-1.0f / eps));
+            f[e] = v > th ? f[e] : 0;
+        }
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, n, 1.0f, f, S, xc, D, 1.0f,
+                G->W_encT, D);
+    colsum_add(G->b_enc, f, n, S);
+    sc[SC_SPARSE] = sparsity_loss;
+    sc[SC_ACTIVE] = (double)active;
+}
+
+static int nscal(const sae_trainer *t) { return SC_COL + t->Do; }
+
+/* Buffers for a rank's leaf tree: log2(leaves per rank) gradients besides t->g, and one scalar
+ * row per tree depth. */
+static int tree_alloc(sae_trainer *t, int depth)
+{
+    if (t->tree_depth >= depth) return OK;
+    for (int d = 0; d < depth - 1; d++)
+        if (!t->gpool[d] && !(t->gpool[d] = zalloc(t->np)))
+            return err_set(ERR_NOMEM, "SAE trainer: out of memory for the micro-batch gradients");
+    double *s = mem_realloc(t->spool, sizeof(double) * (size_t)depth * nscal(t));
+    if (!s) return err_set(ERR_NOMEM, "SAE trainer: out of memory");
+    t->spool = s;
+    t->tree_depth = depth;
     return OK;
 }
 
 /* Forward + backward into t->g (which must be zero). Fills t->fired and stats. */
 static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
 {
-    int B = t->B, D = t->D, Do = t->Do, S = t->S, k = t->c.k;
-    const sae_params *P = &t->P, *G = &t->G;
+    int B = t->B, D = t->D, Do = t->Do, S = t->S, N = dist_size();
+    if (t->mb % N)
+        return err_set(ERR_ARG, "world size %d does not divide the %d micro-batches", N, t->mb);
+    int L = t->mb / N, nb = B / t->mb, depth = 1, rc;
+    while ((1 << (depth - 1)) < L) depth++;
+    if ((rc = tree_alloc(t, depth))) return rc;
+    int64_t R0 = (int64_t)dist_rank() * L * nb, RN = (int64_t)L * nb;
     float sc = (float)t->scale;
     if (t->tc) { /* paired rows [x | y]: the input and the target, each with its own scale */
         float so = (float)t->scale_out;
-        for (int b = 0; b < B; b++) {
-            const float *r = x + (int64_t)b * (D + Do);
-            for (int i = 0; i < D; i++) t->xs[(int64_t)b * D + i] = r[i] * sc;
-            for (int i = 0; i < Do; i++) t->ys[(int64_t)b * Do + i] = r[D + i] * so;
+        for (int64_t b = R0; b < R0 + RN; b++) {
+            const float *r = x + b * (D + Do);
+            for (int i = 0; i < D; i++) t->xs[b * D + i] = r[i] * sc;
+            for (int i = 0; i < Do; i++) t->ys[b * Do + i] = r[D + i] * so;
         }
     } else
-        for (int64_t e = 0; e < (int64_t)B * D; e++) t->xs[e] = x[e] * sc;
-    /* transcoders do not subtract b_dec (of the output side) from the input */
-    const float *bsub = t->tc ? t->zero_in : P->b_dec;
+        for (int64_t e = R0 * D; e < (R0 + RN) * D; e++) t->xs[e] = x[e] * sc;
     memset(t->fired, 0, S);
-    double coef = sparsity_coef(t), sparsity_loss = 0, aux_loss = 0, ev = 0;
-    int64_t active = 0;
-    double recon_loss = 0;
-    if (t->c.arch == SAE_GATED) return gated_forward_backward(t, st, coef);
+    step_ctx cx;
+    memset(&cx, 0, sizeof cx);
+    cx.coef = sparsity_coef(t);
+    cx.kept_min = INFINITY;
+    cx.global = t->mb > 1 || N > 1;
     if (is_sparse(t->c.arch)) {
-        int nd = 0;
         if (t->c.aux_coef > 0)
             for (int j = 0; j < S; j++)
-                if (t->since[j] >= t->dead_window) t->dead[nd++] = j;
-        int ka = nd < t->kaux ? nd : t->kaux;
-        if (t->c.arch == SAE_TOPK) {
-            for (int r0 = 0; r0 < B; r0 += t->chunk) {
-                int n = B - r0 < t->chunk ? B - r0 : t->chunk;
-                sae_k_encode(t->pre, t->xc + (int64_t)r0 * D, t->xs + (int64_t)r0 * D, P->W_encT,
-                             P->b_enc, bsub, n, D, S);
-                sae_k_topk(t->idx + (int64_t)r0 * k, t->val + (int64_t)r0 * k, t->pre, n, S, k,
-                           NULL, 0);
-                if (ka)
-                    sae_k_topk(t->aidx + (int64_t)r0 * ka, t->aval + (int64_t)r0 * ka, t->pre, n,
-                               S, ka, t->dead, nd);
-            }
-            for (int b = 0; b <= B; b++) t->ptr[b] = (int64_t)b * k;
-        } else {
-            sae_k_encode(t->pre, t->xc, t->xs, P->W_encT, P->b_enc, bsub, B, D, S);
-            float thr;
-            sae_k_batchtopk(t->ptr, t->idx, t->val, t->cap, &thr, t->pre, B, S, (int64_t)k * B,
-                            t->scratch);
-            /* rate 0.1, not SAELens' 0.01: the batch threshold keeps falling all through a run
-               of 10^3 steps, and a 100-step average lagged enough to give L0 26 instead of k 32
-               at inference (docs/sae.md); one batch's k*B-th value is already a tight estimate */
-            t->thr_run = t->step == 0 ? thr : 0.9f * t->thr_run + 0.1f * thr;
-            if (ka) sae_k_topk(t->aidx, t->aval, t->pre, B, S, ka, t->dead, nd);
-        }
-        for (int b = 0; b <= B; b++) t->aptr[b] = (int64_t)b * ka;
-        int64_t nnz = t->ptr[B];
-        for (int64_t e = 0; e < nnz; e++)
-            if (t->val[e] > 0) {
-                t->fired[t->idx[e]] = 1;
-                active++;
-            }
-        sae_k_decode_sparse(t->xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, B, Do);
-        skip_forward(t);
-        double sse = recon_error(t, &ev);
-        st->mse = sse / ((double)B * Do);
-        recon_loss = sse / B;
-        colsum_add(G->b_dec, t->dxhat, B, Do);
-        skip_backward(t);
-        sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, B, S);
-        sae_k_decode_sparse_backward(G->W_dec, t->dval, t->dxhat, t->tptr, t->tent, t->ttok,
-                                     t->val, P->W_dec, S, Do);
-        for (int64_t e = 0; e < nnz; e++)
-            if (!(t->val[e] > 0)) t->dval[e] = 0;
-        sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok,
-                                     t->xc, S, D);
-        if (t->c.arch == SAE_MATRYOSHKA) recon_loss += matryoshka_levels(t);
-        if (ka) {
-            /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
-            float ca = (float)(t->c.aux_coef * fmin(1.0, (double)nd / t->kaux));
-            sae_k_decode_sparse(t->ehat, t->aptr, t->aidx, t->aval, P->W_dec, NULL, B, Do);
-            double asse = 0;
-            for (int64_t e = 0; e < (int64_t)B * Do; e++) {
-                float d = t->ehat[e] - (t->ys[e] - t->xhat[e]);
-                asse += (double)d * d;
-                t->ehat[e] = 2.0f * ca / B * d;
-            }
-            aux_loss = ca * asse / B;
-            sae_k_csr_transpose(t->atptr, t->atent, t->attok, t->aptr, t->aidx, B, S);
-            sae_k_decode_sparse_backward(G->W_dec, t->adval, t->ehat, t->atptr, t->atent,
-                                         t->attok, t->aval, P->W_dec, S, Do);
-            int64_t an = t->aptr[B];
-            for (int64_t e = 0; e < an; e++)
-                if (!(t->aval[e] > 0)) t->adval[e] = 0;
-            sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->adval, t->atptr, t->atent,
-                                         t->attok, t->xc, S, D);
-        }
-    } else {
-        float *pre = t->pre, *f = t->fbuf;
-        int64_t BS = (int64_t)B * S;
-        sae_k_encode(pre, t->xc, t->xs, P->W_encT, P->b_enc, bsub, B, D, S);
-        const float *lt = P->log_threshold;
-        for (int64_t e = 0; e < BS; e++) {
-            float v = pre[e], th = lt ? expf(lt[e % S]) : 0;
-            f[e] = (v > th && v > 0) ? v : 0;
-            if (f[e] > 0) {
-                active++;
-                t->fired[e % S] = 1;
-            }
-        }
-        for (int b = 0; b < B; b++) memcpy(t->xhat + (int64_t)b * Do, P->b_dec, sizeof(float) * Do);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, Do, S, 1.0f, f, S, P->W_dec, Do,
-                    1.0f, t->xhat, Do);
-        skip_forward(t);
-        double sse = recon_error(t, &ev);
-        st->mse = sse / ((double)B * Do);
-        recon_loss = sse / B;
-        colsum_add(G->b_dec, t->dxhat, B, Do);
-        skip_backward(t);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, Do, B, 1.0f, f, S, t->dxhat, Do,
-                    1.0f, G->W_dec, Do);
-        float cB = (float)(coef / B);
-        if (t->c.arch == SAE_RELU) {
-            /* L1 weighted by decoder norms: coef/B * sum_b sum_j f_bj ||W_dec,j|| */
-            for (int j = 0; j < S; j++) {
-                const float *w = P->W_dec + (int64_t)j * Do;
-                double nn = 0, fsum = 0;
-                for (int i = 0; i < Do; i++) nn += (double)w[i] * w[i];
-                nn = sqrt(nn);
-                for (int b = 0; b < B; b++) fsum += f[(int64_t)b * S + j];
-                sparsity_loss += coef / B * fsum * nn;
-                if (nn > 0) {
-                    float gsc = (float)(coef / B * fsum / nn);
-                    float *gw = G->W_dec + (int64_t)j * Do;
-                    for (int i = 0; i < Do; i++) gw[i] += gsc * w[i];
-                }
-                t->nrm[j] = (float)nn;
-            }
-        }
-        /* df = dxhat @ W_dec^T, overwriting f */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, Do, 1.0f, t->dxhat, Do, P->W_dec,
-                    Do, 0.0f, f, S);
-        if (t->c.arch == SAE_RELU) {
-            for (int64_t e = 0; e < BS; e++) {
-                f[e] = pre[e] > 0 ? f[e] + cB * t->nrm[e % S] : 0;
-            }
-        } else {
-            /* JumpReLU straight-through estimators (rectangle kernel of width eps):
-               d f / d theta := -(theta/eps) K, d H / d theta := -(1/eps) K; log-parametrised. */
-            float eps = (float)t->c.jr_bandwidth;
-            for (int64_t e = 0; e < BS; e++) {
-                int j = (int)(e % S);
-                float th = expf(lt[j]), v = pre[e];
-                if (v > th) sparsity_loss += coef / B;
-                if (fabsf((v - th) / eps) < 0.5f)
-                    G->log_threshold[j] += th * (f[e] * (-th / eps) + cB * (-1.0f / eps));
-                f[e] = v > th ? f[e] : 0;
-            }
-        }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, B, 1.0f, f, S, t->xc, D, 1.0f,
-                    G->W_encT, D);
-        colsum_add(G->b_enc, f, B, S);
+                if (t->since[j] >= t->dead_window) t->dead[cx.nd++] = j;
+        cx.ka = cx.nd < t->kaux ? cx.nd : t->kaux;
+        cx.ca = (float)(t->c.aux_coef * fmin(1.0, (double)cx.nd / t->kaux));
     }
-    /* gradient through xc = x - b_dec: db_dec -= (sum_b dpre_b) @ W_encT (g is zero on entry,
-       so G->b_enc holds exactly this step's sum) */
-    if (!t->tc) sae_k_bdec_from_enc(G->b_dec, G->b_enc, P->W_encT, D, S);
-    st->ev = ev;
-    st->l0 = (double)active / B;
-    st->sparsity_coef = coef;
+    if (is_batchtopk(t->c.arch) && cx.global) {
+        /* the batch-global selections need every leaf's pre-activations first */
+        const float *bsub = t->tc ? t->zero_in : t->P.b_dec;
+        for (int l = 0; l < L; l++) {
+            int64_t r = R0 + (int64_t)l * nb;
+            sae_k_encode(t->pre + r * S, t->xc + r * D, t->xs + r * D, t->P.W_encT, t->P.b_enc,
+                         bsub, nb, D, S);
+        }
+        int64_t kB = (int64_t)t->c.k * B;
+        rc = global_kth(&cx.thr, t->pre, R0, RN, S, S, kB, t->scratch);
+        for (int l = 0; !rc && t->c.arch == SAE_MATRYOSHKA && l + 1 < t->c.n_widths; l++)
+            rc = global_kth(&cx.lthr[l], t->pre, R0, RN, S, t->c.widths[l], kB, t->scratch);
+        if (rc) return rc;
+    }
+    /* the leaves, summed as a binary counter: slot d holds a partial sum of 2^lv[d] leaves */
+    int ns = nscal(t), top = 0, lv[32];
+    for (int l = 0; l < L; l++) {
+        float *gb = top == 0 ? t->g : t->gpool[top - 1];
+        double *sb = t->spool + (int64_t)top * ns;
+        if (top) memset(gb, 0, sizeof(float) * (size_t)t->np);
+        memset(sb, 0, sizeof(double) * (size_t)ns);
+        set_views(t, gb, &t->G);
+        int64_t r0 = R0 + (int64_t)l * nb;
+        if (t->c.arch == SAE_GATED) gated_leaf(t, &cx, r0, nb, sb);
+        else if (is_sparse(t->c.arch)) sparse_leaf(t, &cx, r0, nb, sb);
+        else dense_leaf(t, &cx, r0, nb, sb);
+        /* gradient through xc = x - b_dec: db_dec -= (sum_b dpre_b) @ W_encT (the leaf's g
+           started at zero, so G->b_enc holds exactly its sum; gated did its own) */
+        if (!t->tc && t->c.arch != SAE_GATED)
+            sae_k_bdec_from_enc(t->G.b_dec, t->G.b_enc, t->P.W_encT, D, S);
+        lv[top++] = 0;
+        while (top >= 2 && lv[top - 1] == lv[top - 2]) {
+            float *a = top == 2 ? t->g : t->gpool[top - 3], *b = t->gpool[top - 2];
+            for (int64_t i = 0; i < t->np; i++) a[i] = a[i] + b[i];
+            double *sa = t->spool + (int64_t)(top - 2) * ns, *sbb = sa + ns;
+            for (int i = 0; i < ns; i++) sa[i] = sa[i] + sbb[i];
+            lv[top - 2]++;
+            top--;
+        }
+    }
+    set_views(t, t->g, &t->G);
+    double *s = t->spool;
+    if (N > 1) {
+        rc = dist_sum_f32(t->g, t->np);
+        if (!rc) rc = dist_sum_f64(s, ns);
+        if (!rc) rc = dist_max_u8(t->fired, S);
+        if (!rc && is_batchtopk(t->c.arch)) rc = dist_min_f32(&cx.kept_min, 1);
+        if (rc) return rc;
+    }
+    if (is_batchtopk(t->c.arch)) {
+        /* rate 0.1, not SAELens' 0.01: the batch threshold keeps falling all through a run
+           of 10^3 steps, and a 100-step average lagged enough to give L0 26 instead of k 32
+           at inference (docs/sae.md); one batch's k*B-th value is already a tight estimate */
+        float thr = isinf(cx.kept_min) ? 0 : cx.kept_min;
+        t->thr_run = t->step == 0 ? thr : 0.9f * t->thr_run + 0.1f * thr;
+    }
+    double sse = s[SC_SSE], recon_loss = sse / B, aux_loss = 0;
+    st->mse = sse / ((double)B * Do);
+    st->ev = explained_variance(t, s);
+    st->l0 = s[SC_ACTIVE] / B;
+    st->sparsity_coef = cx.coef;
+    if (t->c.arch == SAE_GATED) {
+        st->aux_loss = s[SC_AUX] / B;
+        st->loss = sse / B + s[SC_SPARSE] + s[SC_AUX] / B;
+        return OK;
+    }
+    if (t->c.arch == SAE_MATRYOSHKA) {
+        double lsum = 0;
+        for (int l = 0; l + 1 < t->c.n_widths; l++) lsum += s[SC_LVL + l] / B;
+        recon_loss += lsum;
+    }
+    if (cx.ka) aux_loss = cx.ca * s[SC_AUX] / B;
     st->aux_loss = aux_loss;
-    st->loss = recon_loss + sparsity_loss + aux_loss;
+    st->loss = recon_loss + s[SC_SPARSE] + aux_loss;
     return OK;
 }
 
@@ -908,6 +1102,57 @@ int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model *
     return OK;
 }
 
+int sae_micro_batches_check(int batch, int m)
+{
+    int n = dist_size();
+    if (m < 1 || !dist_pow2(m))
+        return err_set(ERR_ARG, "--micro-batches %d must be a power of two", m);
+    if (batch % m)
+        return err_set(ERR_ARG, "--batch %d is not a multiple of --micro-batches %d", batch, m);
+    if (!dist_pow2(n))
+        return err_set(ERR_ARG, "world size %d (mpirun -np) is not a power of two (the fixed "
+                                "summation tree needs 1, 2, 4, 8, ... ranks)", n);
+    if (m % n)
+        return err_set(ERR_ARG, "world size %d (mpirun -np) does not divide --micro-batches %d "
+                                "(give --micro-batches %d or more: the weights depend on it, not "
+                                "on the world size)", n, m, n);
+    return OK;
+}
+
+int sae_trainer_set_micro_batches(sae_trainer *t, int m)
+{
+    int rc = sae_micro_batches_check(t->B, m);
+    if (rc) return rc;
+    t->mb = m;
+    return OK;
+}
+
+int sae_trainer_micro_batches(const sae_trainer *t) { return t->mb; }
+
+int sae_trainer_bcast(sae_trainer *t)
+{
+    if (dist_size() == 1) return OK;
+    struct {
+        int64_t step, tokens;
+        double scale, scale_out;
+        float thr_run;
+        int mb;
+    } h = {t->step, t->tokens, t->scale, t->scale_out, t->thr_run, t->mb};
+    int rc = dist_bcast(&h, sizeof h);
+    if (!rc) rc = dist_bcast(t->p, sizeof(float) * (size_t)t->np);
+    if (!rc) rc = dist_bcast(t->m, sizeof(float) * (size_t)t->np);
+    if (!rc) rc = dist_bcast(t->v, sizeof(float) * (size_t)t->np);
+    if (!rc) rc = dist_bcast(t->since, sizeof(int64_t) * (size_t)t->S);
+    if (rc) return rc;
+    t->step = h.step;
+    t->tokens = h.tokens;
+    t->scale = h.scale;
+    t->scale_out = h.scale_out;
+    t->thr_run = h.thr_run;
+    t->mb = h.mb;
+    return OK;
+}
+
 /* ---- checkpoints ---------------------------------------------------------------------- */
 #define CKPT_MAGIC "SAECKPT1"
 
@@ -935,6 +1180,7 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
     h.S = t->S;
     h.scale = t->scale;
     h.thr_run = t->thr_run;
+    h.pad = t->mb > 1 ? (uint32_t)t->mb : 0; /* micro-batches (0: one, the bytes of old files) */
     int ok = fwrite(&h, sizeof h, 1, fp) == 1 && fwrite(&t->c, sizeof t->c, 1, fp) == 1 &&
              fwrite(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
@@ -990,6 +1236,12 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     t->scale = h.scale;
     if (!t->tc) t->scale_out = h.scale;
     t->thr_run = h.thr_run;
+    t->mb = h.pad ? (int)h.pad : 1;
+    if (t->mb < 1 || t->mb > t->B || t->B % t->mb) {
+        sae_trainer_free(t);
+        return err_set(ERR_FORMAT, "%s: checkpoint's micro-batch count %u does not fit its batch",
+                       path, h.pad);
+    }
     *out = t;
     return OK;
 }

@@ -114,6 +114,20 @@ int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model *
 /* Fires per latent over the last dead_window tokens is not kept; this is tokens since each
  * latent last fired [d_sae] (read-only view). */
 const int64_t *sae_trainer_since_fired(const sae_trainer *t);
+/* Data parallelism (common/dist.h; docs/scale.md). A step's batch is cut into m micro-batches
+ * (leaves) of batch/m consecutive rows, each leaf's gradient computed from zero, the leaves summed
+ * in one fixed binary tree, normalisations and the batch-global selections (BatchTopK, Matryoshka)
+ * over the whole batch. Under mpirun rank r of N computes leaves [r m/N, (r+1) m/N) of the batch
+ * every rank is given (the same rows on every rank), and the sums go across ranks with
+ * dist_sum_f32, so the trained weights depend on m, never on N. m = 1 (the default) on one rank
+ * is the single-pass step (today's bytes); m > 1 changes the float summation order (other bits,
+ * the same model). m must be a power of two dividing batch, N a power of two dividing m
+ * (sae_micro_batches_check: ERR_ARG naming the problem). m is kept in the checkpoint. */
+int sae_micro_batches_check(int batch, int m);
+int sae_trainer_set_micro_batches(sae_trainer *t, int m);
+int sae_trainer_micro_batches(const sae_trainer *t);
+/* Rank 0's state (parameters, Adam moments, counters, scales, step) to every rank. */
+int sae_trainer_bcast(sae_trainer *t);
 /* Whole trainer state to one file, atomically (temp + rename); resume reads it back. */
 int sae_trainer_checkpoint(const sae_trainer *t, const char *path);
 int sae_trainer_resume(sae_trainer **out, const char *path);

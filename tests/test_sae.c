@@ -511,7 +511,9 @@ static void test_resume_bit_identical(void)
 /* Folding: the exported raw-unit model reconstructs x/scale-consistently with the trainer. */
 static void test_export_fold(void)
 {
-    sae_arch archs[6] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA};
+    /* the last: a batchtopk skip transcoder, rows [x | y] of 16 + 16 floats */
+    sae_arch archs[7] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA,
+                         SAE_BATCHTOPK};
     for (int a = 0; a < 6; a++) {
         sae_train_config c = small_cfg(archs[a]);
         c.total_tokens = 20 * 1024;
@@ -1164,6 +1166,105 @@ static void test_bf16_run(void)
     CHECK(system(cmd) == 0);
 }
 
+/* Micro-batches (the data-parallel leaves): the same step cut into 4 leaves summed in a tree
+ * gives the same loss and gradients up to float summation order, and the same selections
+ * exactly (BatchTopK's global radix threshold = the single pass's quickselect one); the checks
+ * of the count. */
+static void test_micro_batches(void)
+{
+    /* the last: a batchtopk skip transcoder, rows [x | y] of 16 + 16 floats */
+    sae_arch archs[7] = {SAE_RELU, SAE_TOPK, SAE_BATCHTOPK, SAE_JUMPRELU, SAE_GATED, SAE_MATRYOSHKA,
+                         SAE_BATCHTOPK};
+    enum { MB_B = 256, MB_D = 32, MB_S = 128 };
+    static float x[MB_B * MB_D];
+    rng_state r;
+    rng_seed(&r, 77);
+    fill_normal(x, MB_B * MB_D, &r, 1);
+    for (int a = 0; a < 7; a++) {
+        sae_train_config c;
+        sae_train_defaults(&c);
+        c.arch = archs[a];
+        c.d_in = MB_D;
+        if (a == 6) {
+            c.transcoder = SAE_SKIP_TRANSCODER;
+            c.d_in = MB_D / 2;
+            c.d_out = MB_D / 2;
+        }
+        int Din = c.d_in, Dout = c.transcoder ? c.d_out : c.d_in;
+        c.d_sae = MB_S;
+        c.k = 4;
+        c.batch = MB_B;
+        c.total_tokens = 100 * MB_B;
+        c.dead_window = 1; /* AuxK on from the first step */
+        if (c.arch == SAE_MATRYOSHKA) {
+            c.n_widths = 2;
+            c.widths[0] = 32;
+            c.widths[1] = 64;
+        }
+        /* two steps (then AuxK has dead latents), the state copied through a checkpoint */
+        const char *ck = "build/tests/test_sae_mb.bin";
+        sae_trainer *t1 = NULL, *t4 = NULL;
+        sae_step_stats s1, s4;
+        int rc = sae_trainer_new(&t1, &c, x, MB_B);
+        for (int step = 0; !rc && step < 2; step++) rc = sae_trainer_step(t1, x, &s1);
+        if (!rc) rc = sae_trainer_checkpoint(t1, ck);
+        if (!rc) rc = sae_trainer_resume(&t4, ck);
+        if (!rc) rc = sae_trainer_set_micro_batches(t4, 4);
+        CHECK(rc == OK, "%s: %s", sae_arch_name(c.arch), err_msg());
+        if (!rc) { /* the count is kept in the checkpoint */
+            sae_trainer *t5 = NULL;
+            rc = sae_trainer_checkpoint(t4, ck);
+            if (!rc) rc = sae_trainer_resume(&t5, ck);
+            CHECK(rc == OK && sae_trainer_micro_batches(t5) == 4, "micro-batches after resume");
+            sae_trainer_free(t5);
+        }
+        unlink(ck);
+        if (rc) {
+            sae_trainer_free(t1);
+            sae_trainer_free(t4);
+            continue;
+        }
+        rc = sae_trainer_loss_grad(t1, x, &s1);
+        CHECK(rc == OK, "%s", err_msg());
+        rc = sae_trainer_loss_grad(t4, x, &s4);
+        CHECK(rc == OK, "%s", err_msg());
+        CHECK(fabs(s1.loss - s4.loss) <= 1e-3 * fabs(s1.loss), "%s: loss %.9g vs %.9g with 4 leaves",
+              sae_arch_name(c.arch), s1.loss, s4.loss);
+        if (c.arch == SAE_BATCHTOPK || c.arch == SAE_MATRYOSHKA || c.arch == SAE_TOPK)
+            CHECK(s1.l0 == s4.l0, "%s: L0 %.6f vs %.6f with 4 leaves (the selection must not "
+                  "depend on the leaves)", sae_arch_name(c.arch), s1.l0, s4.l0);
+        sae_params G1, G4;
+        sae_trainer_params(t1, NULL, &G1);
+        sae_trainer_params(t4, NULL, &G4);
+        char lab[64];
+        snprintf(lab, sizeof lab, "%s W_dec grad, 4 leaves", sae_arch_name(c.arch));
+        CHECK_TENSOR(G4.W_dec, G1.W_dec, MB_S * Dout, 1e-5, 1e-3, lab);
+        snprintf(lab, sizeof lab, "%s W_enc grad, 4 leaves", sae_arch_name(c.arch));
+        CHECK_TENSOR(G4.W_encT, G1.W_encT, MB_S * Din, 1e-5, 1e-3, lab);
+        snprintf(lab, sizeof lab, "%s b_dec grad, 4 leaves", sae_arch_name(c.arch));
+        CHECK_TENSOR(G4.b_dec, G1.b_dec, Dout, 1e-5, 1e-3, lab);
+        if (G1.W_skip) {
+            snprintf(lab, sizeof lab, "skip transcoder W_skip grad, 4 leaves");
+            CHECK_TENSOR(G4.W_skip, G1.W_skip, Din * Dout, 1e-5, 1e-3, lab);
+        }
+        sae_trainer_free(t1);
+        sae_trainer_free(t4);
+    }
+    /* the count: a power of two dividing the batch */
+    sae_train_config c = small_cfg(SAE_TOPK);
+    sae_trainer *t = NULL;
+    int rc = sae_trainer_new(&t, &c, x, 64);
+    CHECK(rc == OK);
+    if (!rc) {
+        CHECK(sae_trainer_set_micro_batches(t, 3) == ERR_ARG && strstr(err_msg(), "power of two"),
+              "3 micro-batches: %s", err_msg());
+        CHECK(sae_trainer_set_micro_batches(t, 2048) == ERR_ARG && strstr(err_msg(), "--batch 1024"),
+              "2048 micro-batches of a batch of 1024: %s", err_msg());
+        CHECK(sae_trainer_set_micro_batches(t, 8) == OK && sae_trainer_micro_batches(t) == 8);
+    }
+    sae_trainer_free(t);
+}
+
 int main(void)
 {
     test_topk();
@@ -1187,6 +1288,7 @@ int main(void)
     test_metrics();
     test_load_errors();
     test_export_fold();
+    test_micro_batches();
     test_resume_bit_identical();
     test_ground_truth_small();
     test_archs_train();

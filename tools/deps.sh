@@ -5,11 +5,15 @@
 # Optional, not needed by make test: `tools/deps.sh python3-torch` for the PyTorch reference
 # recipes in tools/ref/ (topk_ref.py) and the reference column of bench/bench_sae_gt.sh.
 set -euo pipefail
+# openmpi-bin/libopenmpi-dev: the distributed layer (common/dist.c, mpirun -np N; OpenMPI rather
+# than MPICH: the implementation llm.c and most clusters' C codes launch with, pkg-config file
+# ompi-c, and a launcher that ends the whole job when one rank dies).
 # libmicrohttpd-dev: `saelite serve`'s HTTP server; curl and chromium (headless, driven through
 # its DevTools protocol): tests/test_serve.sh checks the served pages in a real browser.
 # liblinear-dev: the logistic-regression probes of `saelite eval` (analysis/eval_probe.c).
 pkgs=(gcc make pkg-config libopenblas-dev libsqlite3-dev libpng-dev libpcre2-dev libcjson-dev
-      libcairo2-dev libdnnl-dev liblinear-dev fonts-dejavu-core sqlite3 xxd python3-numpy libmicrohttpd-dev curl chromium "$@")
+      libcairo2-dev libdnnl-dev liblinear-dev fonts-dejavu-core sqlite3 xxd python3-numpy libmicrohttpd-dev curl chromium
+      openmpi-bin libopenmpi-dev "$@")
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

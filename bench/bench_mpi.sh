@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# bench_mpi.sh - sae-train across ranks on this machine (issue 15), TopK k 32, batch 4096, at
+# (d_in, d_sae) = (512, 4096) and (768, 24576), synthetic data. Five ways, interleaved
+# SAELITE_BENCH_REPS times (default 2) so they see the same load; the training loop's tok/s
+# (the summary line) of each, median:
+#   plain     one process, 1 thread, one leaf (today's path)
+#   np1       mpirun -np 1, 1 thread, one leaf                 -> np1 / plain: aim >= 0.98
+#   np1.m2    mpirun -np 1, 1 thread, --micro-batches 2
+#   np2.m2    mpirun -np 2, 1 thread per rank, --micro-batches 2 (the same bytes as np1.m2)
+#                                                              -> np2.m2 / np1.m2: aim >= 1.7
+#   thr2      one process, 2 threads (SAELITE_THREADS and OpenBLAS), one leaf
+#                                                              -> np2.m2 / thr2: aim >= 0.95
+# Then bench_dist under -np 2: the deterministic all-reduce's time for these gradient sizes.
+# SAELITE_BENCH_MPI_STEPS="10 3" sets the steps per shape.
+set -u
+BIN=${SAELITE_BIN:-./saelite}
+command -v mpirun > /dev/null || { echo "bench_mpi: mpirun not found (tools/deps.sh)"; exit 0; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+# speed: let the shared-memory transport use its single-copy path (CMA) where the machine allows
+# it (the Makefile turns it off for the tests, for containers that forbid it); measured here it is
+# 5-10x faster for the gradient exchange than copy-in/copy-out
+unset OMPI_MCA_btl_vader_single_copy_mechanism
+R=${SAELITE_BENCH_REPS:-2}
+read -r -a STEPS <<< "${SAELITE_BENCH_MPI_STEPS:-10 3}"
+W=$(mktemp -d "${TMPDIR:-/tmp}/saelite-bench-mpi.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+echo "# load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+toks() { sed -nE 's/.* steps in [0-9.]+s \(([0-9]+) tok\/s.*/\1/p' "$1"; }
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+shapes=("512 4096" "768 24576")
+for si in 0 1; do
+    read -r d s <<< "${shapes[$si]}"
+    n=${STEPS[$si]:-3}
+    F=(sae-train --synth --synth-d "$d" --synth-features $((4 * d)) --d-sae "$s" --k 32 --batch 4096
+       --tokens $((n * 4096)) --eval-tokens 0 --force)
+    declare -A got=()
+    for r in $(seq "$R"); do
+        echo "# round $r of $R at ($d, $s): load $(cut -d' ' -f1 /proc/loadavg)" >&2
+        for v in plain np1 np1.m2 np2.m2 thr2; do
+            o="$W/$v"
+            case $v in
+            plain) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 "$BIN" "${F[@]}" --out "$o" > "$W/out" 2>&1 ;;
+            np1) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 1 --bind-to none "$BIN" "${F[@]}" --out "$o" > "$W/out" 2>&1 ;;
+            np1.m2) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 1 --bind-to none "$BIN" "${F[@]}" --micro-batches 2 --out "$o" > "$W/out" 2>&1 ;;
+            np2.m2) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 2 --bind-to none "$BIN" "${F[@]}" --micro-batches 2 --out "$o" > "$W/out" 2>&1 ;;
+            thr2) SAELITE_THREADS=2 OPENBLAS_NUM_THREADS=2 "$BIN" "${F[@]}" --out "$o" > "$W/out" 2>&1 ;;
+            esac
+            t=$(toks "$W/out")
+            [ -n "$t" ] || { echo "bench_mpi: $v failed: $(tail -n 2 "$W/out")"; t=0; }
+            got[$v]="${got[$v]:-} $t"
+        done
+    done
+    declare -A med=()
+    for v in plain np1 np1.m2 np2.m2 thr2; do med[$v]=$(median <<< "${got[$v]}"); done
+    printf '(%s, %s) k 32 batch 4096, %d steps, %d rounds: tok/s plain %s | np1 %s | np1.m2 %s | np2.m2 %s | thr2 %s\n' \
+        "$d" "$s" "$n" "$R" "${med[plain]}" "${med[np1]}" "${med[np1.m2]}" "${med[np2.m2]}" "${med[thr2]}"
+    awk -v a="${med[plain]}" -v b="${med[np1]}" -v c="${med[np1.m2]}" -v e="${med[np2.m2]}" -v f="${med[thr2]}" \
+        'BEGIN { printf "  ratios: np2.m2/np1.m2 %.2f (aim >= 1.7)  np2.m2/thr2 %.2f (aim >= 0.95)  np1/plain %.2f (aim >= 0.98)  np1.m2/np1 %.2f\n", e/c, e/f, b/a, c/b }'
+    unset got med
+done
+echo "# load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+D=${BENCH_DIST:-build/bench/bench_dist}
+[ -x "$D" ] && mpirun -np 2 --bind-to none "$D"
+exit 0

@@ -1,0 +1,198 @@
+/* dist.c - MPI behind dist.h: launch detection, rank-0 helpers, the deterministic tree sums. */
+#include "common/dist.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+
+static int g_active, g_rank, g_size = 1, g_shared;
+
+static int launched_by_mpi(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
+                                       "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
+
+static int mpi_fail(int mrc, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(mrc, s, &n) != MPI_SUCCESS) snprintf(s, sizeof s, "error %d", mrc);
+    return err_set(ERR_IO, "MPI %s failed on rank %d of %d: %s (did another rank die?)", what,
+                   g_rank, g_size, s);
+}
+
+int dist_init(int *argc, char ***argv)
+{
+    if (g_active || !launched_by_mpi()) return OK;
+    int provided = 0;
+    int mrc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    if (mrc != MPI_SUCCESS) return err_set(ERR_IO, "MPI_Init failed (error %d)", mrc);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    g_active = 1;
+    return OK;
+}
+
+void dist_finalize(void)
+{
+    if (!g_active) return;
+    MPI_Finalize();
+    g_active = 0;
+}
+
+int dist_active(void) { return g_active; }
+int dist_rank(void) { return g_rank; }
+int dist_size(void) { return g_size; }
+int dist_is_root(void) { return g_rank == 0; }
+int dist_error_shared(void) { return g_shared; }
+int dist_pow2(int64_t n) { return n >= 1 && (n & (n - 1)) == 0; }
+
+/* MPI counts are int: large buffers go in chunks of at most 2^28 elements. */
+enum { CHUNK = 1 << 28 };
+
+int dist_bcast(void *buf, size_t bytes)
+{
+    if (g_size == 1) return OK;
+    unsigned char *p = buf;
+    while (bytes > 0) {
+        int n = bytes > CHUNK ? CHUNK : (int)bytes;
+        int mrc = MPI_Bcast(p, n, MPI_BYTE, 0, MPI_COMM_WORLD);
+        if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Bcast");
+        p += n;
+        bytes -= (size_t)n;
+    }
+    return OK;
+}
+
+static int allreduce(void *buf, int64_t n, MPI_Datatype t, size_t esz, MPI_Op op, const char *what)
+{
+    if (g_size == 1) return OK;
+    unsigned char *p = buf;
+    while (n > 0) {
+        int c = n > CHUNK ? CHUNK : (int)n;
+        int mrc = MPI_Allreduce(MPI_IN_PLACE, p, c, t, op, MPI_COMM_WORLD);
+        if (mrc != MPI_SUCCESS) return mpi_fail(mrc, what);
+        p += (size_t)c * esz;
+        n -= c;
+    }
+    return OK;
+}
+
+int dist_sum_i64(int64_t *buf, int n)
+{
+    return allreduce(buf, n, MPI_INT64_T, sizeof *buf, MPI_SUM, "MPI_Allreduce(sum)");
+}
+int dist_max_i64(int64_t *buf, int n)
+{
+    return allreduce(buf, n, MPI_INT64_T, sizeof *buf, MPI_MAX, "MPI_Allreduce(max)");
+}
+int dist_max_u8(unsigned char *buf, int64_t n)
+{
+    return allreduce(buf, n, MPI_UNSIGNED_CHAR, 1, MPI_MAX, "MPI_Allreduce(max)");
+}
+int dist_min_f32(float *buf, int n)
+{
+    return allreduce(buf, n, MPI_FLOAT, sizeof *buf, MPI_MIN, "MPI_Allreduce(min)");
+}
+
+/* The fixed tree, bandwidth-optimal (Rabenseifner): a recursive-halving reduce-scatter then a
+ * recursive-doubling allgather. At level l (mask = 2^l) rank r and r ^ mask hold the same index
+ * range [lo, hi); the rank with the bit clear keeps [lo, mid), the other [mid, hi); each receives
+ * the partner's copy of its half and adds lower-block + upper-block (lower = the block of ranks
+ * with the bit clear), so every element is the same binary tree of additions as a plain
+ * recursive doubling, bit for bit, whoever computes it (and however the vector is chunked). The
+ * allgather copies the finished halves back level by level. Each rank sends 2 (N-1)/N of the
+ * vector instead of log2(N) times all of it. */
+#define TREE_SUM(NAME, T, MT)                                                                     \
+    int NAME(T *buf, int64_t n)                                                                   \
+    {                                                                                             \
+        if (g_size == 1 || n <= 0) return OK;                                                     \
+        if (!dist_pow2(g_size))                                                                   \
+            return err_set(ERR_ARG, "the deterministic sum needs a power-of-two world size, "    \
+                                    "not %d", g_size);                                            \
+        int64_t cmax = n < (1 << 23) ? n : (1 << 23); /* elements per chunk */                    \
+        T *tmp = mem_alloc(sizeof(T) * (size_t)(cmax / 2 + 1));                                   \
+        if (!tmp) return err_set(ERR_NOMEM, "deterministic sum: out of memory");                  \
+        int rc = OK, nl = 0, mrc;                                                                 \
+        int64_t lo[32], hi[32];                                                                   \
+        for (int64_t off = 0; off < n && !rc; off += cmax) {                                      \
+            T *b = buf + off;                                                                     \
+            int64_t l0 = 0, h0 = n - off < cmax ? n - off : cmax;                                 \
+            nl = 0;                                                                               \
+            for (int mask = 1; mask < g_size; mask <<= 1, nl++) {                                 \
+                int peer = g_rank ^ mask, up = (g_rank & mask) != 0;                              \
+                int64_t mid = l0 + (h0 - l0) / 2;                                                 \
+                int64_t kl = up ? mid : l0, kh = up ? h0 : mid; /* kept */                        \
+                int64_t sl = up ? l0 : mid, sh = up ? mid : h0; /* sent */                        \
+                lo[nl] = l0;                                                                      \
+                hi[nl] = h0;                                                                      \
+                mrc = MPI_Sendrecv(b + sl, (int)(sh - sl), MT, peer, mask, tmp, (int)(kh - kl),   \
+                                   MT, peer, mask, MPI_COMM_WORLD, MPI_STATUS_IGNORE);            \
+                if (mrc != MPI_SUCCESS) {                                                         \
+                    rc = mpi_fail(mrc, "MPI_Sendrecv");                                           \
+                    break;                                                                        \
+                }                                                                                 \
+                T *k = b + kl;                                                                    \
+                if (up)                                                                           \
+                    for (int64_t i = 0; i < kh - kl; i++) k[i] = tmp[i] + k[i];                   \
+                else                                                                              \
+                    for (int64_t i = 0; i < kh - kl; i++) k[i] = k[i] + tmp[i];                   \
+                l0 = kl;                                                                          \
+                h0 = kh;                                                                          \
+            }                                                                                     \
+            /* allgather: back up the levels, swapping the finished halves */                    \
+            for (int l = nl - 1; l >= 0 && !rc; l--) {                                            \
+                int mask = 1 << l, peer = g_rank ^ mask, up = (g_rank & mask) != 0;               \
+                int64_t mid = lo[l] + (hi[l] - lo[l]) / 2;                                        \
+                int64_t kl = up ? mid : lo[l], kh = up ? hi[l] : mid;                             \
+                int64_t rl = up ? lo[l] : mid, rh = up ? mid : hi[l];                             \
+                mrc = MPI_Sendrecv(b + kl, (int)(kh - kl), MT, peer, mask + g_size, b + rl,       \
+                                   (int)(rh - rl), MT, peer, mask + g_size, MPI_COMM_WORLD,       \
+                                   MPI_STATUS_IGNORE);                                            \
+                if (mrc != MPI_SUCCESS) rc = mpi_fail(mrc, "MPI_Sendrecv");                       \
+            }                                                                                     \
+        }                                                                                         \
+        mem_free(tmp);                                                                            \
+        return rc;                                                                                \
+    }
+TREE_SUM(dist_sum_f32, float, MPI_FLOAT)
+TREE_SUM(dist_sum_f64, double, MPI_DOUBLE)
+
+int dist_check(int rc)
+{
+    if (g_size == 1) {
+        g_shared = 0;
+        return rc;
+    }
+    int mine = rc ? g_rank : g_size, first = g_size;
+    int mrc = MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Allreduce(check)");
+    if (first == g_size) {
+        g_shared = 0;
+        return OK;
+    }
+    int nfail = rc != 0, all = 0;
+    if ((mrc = MPI_Allreduce(&nfail, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD)) != MPI_SUCCESS)
+        return mpi_fail(mrc, "MPI_Allreduce(check)");
+    char msg[1100];
+    int code = rc;
+    if (g_rank == first) snprintf(msg, sizeof msg, "%s", err_msg()[0] ? err_msg() : err_str(rc));
+    int hdr[1] = {code};
+    if ((mrc = MPI_Bcast(hdr, 1, MPI_INT, first, MPI_COMM_WORLD)) != MPI_SUCCESS ||
+        (mrc = MPI_Bcast(msg, sizeof msg, MPI_CHAR, first, MPI_COMM_WORLD)) != MPI_SUCCESS)
+        return mpi_fail(mrc, "MPI_Bcast(check)");
+    msg[sizeof msg - 1] = 0;
+    if (all == g_size) err_set(hdr[0], "%s", msg); /* every rank failed: the same problem */
+    else err_set(hdr[0], "rank %d: %s", first, msg);
+    g_shared = 1;
+    return hdr[0];
+}

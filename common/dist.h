@@ -1,0 +1,54 @@
+/* dist.h - the distributed layer: MPI when saelite was launched by mpirun, nothing otherwise.
+ *
+ * Purpose: rank/size, rank-0-only output (progress lines, summaries, files: the caller asks
+ * dist_is_root()), a broadcast from rank 0, exact integer/min/max reductions, and a
+ * DETERMINISTIC sum of float/double vectors whose bits do not depend on the number of ranks
+ * (dist_sum_f32/f64): the top log2(N) levels of one fixed binary tree over a power-of-two world
+ * (level l pairs rank r with r ^ 2^l through MPI_Sendrecv and adds lower-block + upper-block),
+ * run as a recursive-halving reduce-scatter + recursive-doubling allgather (Rabenseifner:
+ * 2 (N-1)/N of the vector sent per rank, the same bits as a plain recursive doubling). A caller that splits work into a
+ * fixed number of leaves (a power of two), sums each rank's consecutive leaves in the same binary
+ * tree locally and then calls dist_sum_*, gets one result for any world size dividing the leaves.
+ * Why common/: every pipeline module (sae/, analysis/, extract/) needs it, and progress.c prints
+ * on rank 0 only through it; it has no saelite dependency beyond err.h.
+ * Launch detection: dist_init calls MPI_Init only when the environment shows an MPI launcher
+ * (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK); otherwise no MPI call is ever made and every
+ * function below is a one-rank no-op, so a plain `saelite ...` behaves exactly as without MPI.
+ * Errors: err.h codes; MPI errors are returned (MPI_ERRORS_RETURN), not fatal, and name the call
+ * (a peer that died shows up here or ends the job through mpirun). dist_check agrees on failure:
+ * every rank returns the code and the message of the lowest failing rank ("rank R: ...").
+ * Threads: call from the main thread only (MPI_THREAD_FUNNELED).
+ */
+#ifndef SAELITE_DIST_H
+#define SAELITE_DIST_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* MPI_Init when launched by an MPI launcher (else nothing). ERR_IO when MPI fails to start. */
+int dist_init(int *argc, char ***argv);
+void dist_finalize(void);
+int dist_active(void);    /* MPI was initialised (launched by mpirun, even with -np 1) */
+int dist_rank(void);      /* 0 without MPI */
+int dist_size(void);      /* 1 without MPI */
+int dist_is_root(void);   /* rank 0 */
+/* bytes of buf from rank 0 to every rank */
+int dist_bcast(void *buf, size_t bytes);
+/* Deterministic in-place sums across ranks (see above); the world size must be a power of two
+ * (ERR_ARG otherwise). One rank: nothing to do. */
+int dist_sum_f32(float *buf, int64_t n);
+int dist_sum_f64(double *buf, int64_t n);
+/* Exact reductions (integers, min, max): order cannot change their result. */
+int dist_sum_i64(int64_t *buf, int n);
+int dist_max_i64(int64_t *buf, int n);
+int dist_max_u8(unsigned char *buf, int64_t n);
+int dist_min_f32(float *buf, int n);
+/* Collective: every rank passes its rc; returns OK when all are OK, else the code of the lowest
+ * failing rank with its message on every rank (prefixed "rank R: " unless every rank failed). */
+int dist_check(int rc);
+/* Set by dist_check when the current error is one every rank holds (then only rank 0 needs to
+ * print it); cleared by dist_check on success. */
+int dist_error_shared(void);
+/* A world size the deterministic sums accept (power of two). */
+int dist_pow2(int64_t n);
+
+#endif
