@@ -370,6 +370,7 @@ int store_open(store **out, const char *path, int flags)
     /* the extension parts recorded in the file, so every command checks what it may read */
     if (!rc) rc = store_sae_verify(s);
     if (!rc) rc = store_ana_verify(s);
+    if (!rc) rc = store_sweep_verify(s);
     if (rc) {
         store_close(s);
         return rc;
