@@ -6,34 +6,23 @@
 set -u
 BIN=${SAELITE_BIN:-./saelite}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
-PY=/usr/bin/python3
 pass=0; fail=0
 check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
 T=$(mktemp -d /tmp/saelite_test_sweep.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
 
-# a byte-level tokenizer (256 bytes + <|endoftext|>) and a random 1-layer model over its ids
-$PY - "$T" <<'PY'
-import json, os, random, sys
-d = sys.argv[1]
-bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-cs = bs[:]
-n = 0
-for b in range(256):
-    if b not in bs:
-        bs.append(b); cs.append(256 + n); n += 1
-b2u = {b: chr(c) for b, c in zip(bs, cs)}
-enc = {b2u[b]: i for i, b in enumerate(range(256))}
-enc["<|endoftext|>"] = 256
-os.makedirs(d + "/tok")
-json.dump(enc, open(d + "/tok/encoder.json", "w"))
-open(d + "/tok/vocab.bpe", "w").write("#version: 0.2\n")
-r = random.Random(2)
-words = "the of and to in is was he for it with as his on be at by had are but from or".split()
-docs = [" ".join(r.choice(words) for _ in range(r.randint(20, 80))) + "." for _ in range(60)]
-open(d + "/corpus.txt", "w").write("\n\n".join(docs) + "\n")
-PY
-$BIN init-model --layers 1 --d-model 16 --heads 2 --ctx 32 --vocab 257 --seed 3 -o "$T/m" >/dev/null 2>&1
+# a corpus of random common words, a BPE tokenizer trained on it and a random 1-layer model
+RANDOM=2
+for d in $(seq 60); do
+    n=$((20 + RANDOM % 60)); line=""
+    for _ in $(seq $n); do
+        w=(the of and to in is was he for it with as his on be at by had are but from or)
+        line+="${w[RANDOM % ${#w[@]}]} "
+    done
+    printf '%s.\n\n' "$line"
+done > "$T/corpus.txt"
+$BIN bpe-train --vocab 300 "$T/corpus.txt" -o "$T/tok" >/dev/null 2>&1
+$BIN init-model --layers 1 --d-model 16 --heads 2 --ctx 32 --vocab 300 --seed 3 -o "$T/m" >/dev/null 2>&1
 $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --ctx 32 --batch 4 \
     --hook blocks.0.mlp.hook_post,blocks.0.ln2.hook_normalized,blocks.0.hook_mlp_out --db "$T/a.db" >/dev/null 2>&1
 check '[ $? -eq 0 ]' "extract of the three hooks"
