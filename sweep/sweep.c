@@ -365,7 +365,9 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
         if (o->on_run) o->on_run(&row, i, np, 1, o->user);
     }
     progress pr;
-    progress_begin(&pr, "sweep", np - res->done_before, "runs");
+    /* in training tokens (every run has the same budget), so the rate reads in tok/s */
+    int left = np - res->done_before;
+    progress_begin(&pr, "sweep", (double)left * (double)o->tokens, "tok");
     for (int i = 0; i < np && !rc; i++) {
         if (done[i]) continue;
         if (o->max_runs > 0 && res->trained >= o->max_runs) break;
@@ -386,8 +388,9 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
         if (!rc) rc = put_row(o, &row);
         if (rc) break;
         res->trained++;
-        progress_update(&pr, res->trained, "%s: L0 %.1f EV %.3f CE score %.3f", row.name, row.l0,
-                        row.ev, row.ce_score);
+        progress_update(&pr, (double)res->trained * (double)o->tokens,
+                        "%d/%d runs, last %s: L0 %.1f EV %.3f CE score %.3f", res->trained, left,
+                        row.name, row.l0, row.ev, row.ce_score);
         if (o->on_run) o->on_run(&row, i, np, 0, o->user);
     }
     progress_end(&pr);
