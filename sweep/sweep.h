@@ -67,8 +67,8 @@ typedef struct {
     void *user;
 } sweep_opts;
 
-/* The defaults `saelite sweep` documents (k 8,16,32,64; relu/gated l1 2.5,5,10,20; jumprelu
- * 0.25,0.5,1,2; expansion 4; 1M tokens; batch 2048; seed 42). */
+/* The defaults `saelite sweep` documents (k 8,16,32,64; relu l1 1.25,2.5,5,10; gated l1
+ * 2.5,5,10,20; jumprelu 0.5,1,2,4; expansion 4; 1M tokens; batch 2048; seed 42). */
 void sweep_defaults(sweep_opts *o);
 
 typedef struct {
