@@ -12,7 +12,7 @@
 
 CLI_COMMAND(sweep, "Train every architecture at a few sparsities on the same activations, evaluate, draw the frontiers",
             "saelite sweep --db FILE --hook NAME --out DIR [--tc-hook IN --tc-hook-out OUT] "
-            "[--families a,b] [--ks 8,16,32,64] [--tokens 1000000] [--d-sae N | --expansion 4]")
+            "[--families a,b] [--ks 8,16,32,64] [--tokens 1000000] [--d-sae 1024]")
 
 /* "a,b,c" into v[<= SWEEP_MAX_SETTINGS] positive numbers. */
 static int parse_list(const char *cmd, const char *flag, const char *s, double *v, int *n)
@@ -123,8 +123,8 @@ int cmd_sweep(int argc, char **argv)
         {"--relu-l1", ARG_STR, &relu_s, "relu L1 coefficients", ARG_DEFAULT("1.25,2.5,5,10")},
         {"--gated-l1", ARG_STR, &gated_s, "gated L1 coefficients", ARG_DEFAULT("2.5,5,10,20")},
         {"--jumprelu-l0", ARG_STR, &jr_s, "jumprelu L0 coefficients", ARG_DEFAULT("0.5,1,2,4")},
-        {"--d-sae", ARG_INT, &o.d_sae, "latents of every run", ARG_MIN(0), ARG_DEFAULT("expansion x d_in")},
-        {"--expansion", ARG_FLOAT, &o.expansion, "d_sae = expansion x the run's d_in", ARG_ABOVE(0)},
+        {"--d-sae", ARG_INT, &o.d_sae, "latents of every run (0: --expansion x the run's d_in)", ARG_MIN(0)},
+        {"--expansion", ARG_FLOAT, &o.expansion, "with --d-sae 0: d_sae = expansion x the run's d_in", ARG_ABOVE(0)},
         {"--tokens", ARG_I64, &o.tokens, "training tokens per run", ARG_MIN(1)},
         {"--batch", ARG_INT, &o.batch, "tokens per step", ARG_MIN(1)},
         {"--seed", ARG_I64, &seed, "seed of every run"},
