@@ -44,7 +44,7 @@ build/flags.mk: tools/deps.sh
 # Library modules (everything but cli/), one directory each. A module has one or more public
 # headers (store/ has store.h, store_ana.h, store_sae.h, ...), each opening with its contract;
 # docs/architecture.md says which module may include which, and `make lint` checks it.
-MODULES  := common corpus model extract store sae analysis reports toy serve
+MODULES  := common corpus model extract store sae analysis reports toy serve sweep
 LIB_SRC  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(wildcard cli/*.c)

@@ -74,3 +74,23 @@ demo-gpt2: $(DEMO)/corpus/brown.jsonl | saelite
 	$(SAELITE) report --db $(GPT2_DEMO)/brown.db --sae $(GPT2_DEMO)/sae --top $(REPORT_TOP) \
 	    --out $(GPT2_DEMO)/report
 	@echo "demo-gpt2 finished: open $(GPT2_DEMO)/report/index.html"
+
+# make sweep: every architecture at four sparsities on the demo's activations (docs/sae.md "The
+# sweep"; about 35-45 minutes on 2 idle cores): the transcoders' two hooks are added to the demo
+# database by a second extract, then `saelite sweep` trains, evaluates and draws the frontiers
+# into $(SWEEP_OUT). Interrupted, `make sweep` again continues with the run in progress. Point
+# DEMO at a finished demo (e.g. make sweep DEMO=/path/to/copy); SWEEP_ARGS adds sweep flags.
+SWEEP_OUT  ?= $(DEMO)/sweep
+SWEEP_TC_IN  ?= blocks.0.ln2.hook_normalized
+SWEEP_TC_OUT ?= blocks.0.hook_mlp_out
+SWEEP_ARGS ?=
+.PHONY: sweep
+$(DEMO)/.extract_tc.done: $(DEMO)/.extract.done | saelite
+	$(SAELITE) extract --model $(DEMO)/model --corpus $(DEMO)/corpus/brown.jsonl \
+	    --tags $(DEMO)/corpus/brown.tags.jsonl --hook $(SWEEP_TC_IN),$(SWEEP_TC_OUT) \
+	    --db $(DEMO)/brown.db --dtype bf16
+	@touch $@
+
+sweep: $(DEMO)/.extract_tc.done | saelite
+	$(SAELITE) sweep --db $(DEMO)/brown.db --hook $(HOOK) --tc-hook $(SWEEP_TC_IN) \
+	    --tc-hook-out $(SWEEP_TC_OUT) --model $(DEMO)/model --out $(SWEEP_OUT) $(SWEEP_ARGS)

@@ -1067,7 +1067,7 @@ int eval_run(const eval_opts *o, eval_result *res)
     if ((rc = read_pass(&c, mark, off))) goto out;
     res->n_seqs = (size_t)c.nchosen;
     res->t_read = now_seconds() - t1;
-    if (all) { /* skip what the database cannot feed */
+    if (all || o->skip_missing) { /* skip what the database cannot feed */
         int have[2][2][2] = {{{0}}}, cells = 0;
         for (int i = 0; i < c.nchosen; i++) {
             int a = eval_imaginative(c.genres[c.ch_grp[i]]), b = c.tense[i];

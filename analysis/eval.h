@@ -48,6 +48,7 @@ typedef struct {
     int test_per_class;      /* ... in the test pool */
     double C;                /* L2 probe regularisation (LIBLINEAR C) */
     int no_random;           /* skip the random-weight SAE baseline (it doubles the encoding) */
+    int skip_missing;        /* skip (as "all" does) the named suites the database has no data for */
     volatile int *stop;      /* polled per sequence and per task; may be NULL */
 } eval_opts;
 

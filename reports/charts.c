@@ -584,7 +584,9 @@ int rep_lineplot(rep_canvas *c, double x, double y, double w, double h, const re
         }
         rep_polyline(c, px, py, s[k].n, s[k].color, 2);
         cairo_set_dash(c->cr, NULL, 0, 0);
-        if (s[k].n == 1) rep_circle(c, px[0], py[0], 3, s[k].color);
+        if (s[k].n == 1 && !(s[k].markers > 0)) rep_circle(c, px[0], py[0], 3, s[k].color);
+        for (int i = 0; s[k].markers > 0 && i < s[k].n; i++)
+            if (isfinite(px[i]) && isfinite(py[i])) rep_circle(c, px[i], py[i], s[k].markers, s[k].color);
         mem_free(px);
     }
     unclip(c);

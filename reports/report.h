@@ -130,14 +130,16 @@ int rep_heatmap(rep_canvas *c, double x, double y, double w, double h, const cha
                 const char *const *col_labels, double vmin, double vmax, int cmap,
                 const char *cbar_label);
 
-/* Line plot / scatter of several series (x may be NULL: 0, 1, 2, ...). dashed: dashed line.
- * Named series get a legend. The scatter draws dots of radius r; diagonal != 0 adds y = x. */
+/* Line plot / scatter of several series (x may be NULL: 0, 1, 2, ...). dashed: dashed line;
+ * markers > 0: the line plot also draws a dot of that radius at every point. Named series get a
+ * legend. The scatter draws dots of radius r; diagonal != 0 adds y = x. */
 typedef struct {
     const char *name;
     const double *x, *y;
     int n;
     rep_color color;
     int dashed;
+    double markers;
 } rep_series;
 int rep_lineplot(rep_canvas *c, double x, double y, double w, double h, const rep_axes *ax,
                  const rep_series *s, int nseries);

@@ -372,6 +372,7 @@ int store_open(store **out, const char *path, int flags)
     if (!rc) rc = store_ana_verify(s);
     if (!rc) rc = store_graph_verify(s);
     if (!rc) rc = store_eval_verify(s);
+    if (!rc) rc = store_sweep_verify(s);
     if (rc) {
         store_close(s);
         return rc;

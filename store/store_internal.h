@@ -27,12 +27,13 @@ int store_query_i64(store *s, const char *sql, int64_t *v);
 int store_readonly(const store *s);
 /* When the part is recorded at exactly this version, checks that its tables (made by sql) are
  * there with their columns and types (ERR_FORMAT naming the first difference); else OK.
- * store_open runs it for the parts below (store_sae.c, store_ana.c, store_graph.c, store_eval.c). */
+ * store_open runs it for the parts below (store_sae.c, store_ana.c, store_graph.c, store_eval.c, store_sweep.c). */
 int store_schema_part_verify(store *s, const char *part, int version, const char *sql);
 int store_sae_verify(store *s);
 int store_ana_verify(store *s);
 int store_graph_verify(store *s);
 int store_eval_verify(store *s);
+int store_sweep_verify(store *s);
 
 /* A wall-clock limit for one query, through SQLite's progress handler: the one used by
  * store_ro_query_limited (`saelite query --timeout`) and the serve console (store_serve.c).

@@ -112,5 +112,20 @@ ok grep -q "unknown suite 'ravel'" "$W/e5.out"
 ok grep -q "no SAE with id 999" "$W/e6.out"
 "$BIN" eval --db "$DB" > /dev/null 2>&1; ok test $? -eq 2
 ok test "$(q "SELECT count(*) FROM eval_runs")" = "$N0"
+# the sweep runs the suites on every SAE of its grid (eval_summary rows under each run's registry
+# id, as `saelite eval` writes them) and draws their frontiers; --eval none leaves them out
+"$BIN" sweep --db "$DB" --hook $H --out "$W/sw" --families topk,relu --ks 2,4 --relu-l1 1,4 \
+    --d-sae 64 --tokens 8k --batch 256 --ce-seqs 8 --max-seqs 16 --eval-tokens 2000 \
+    --eval sparse_probing,absorption --eval-seqs-per-genre 20 > "$W/sw.out" 2>&1; rc=$?
+ok test $rc -eq 0
+SW=$(q "SELECT count(*) FROM sweep_runs WHERE sae_id IN (SELECT sae_id FROM eval_summary WHERE metric = 'sparse_probing_top1_acc') AND sae_id IN (SELECT sae_id FROM eval_summary WHERE metric = 'absorption_mean_frac')")
+ok test "$SW" = 4
+ok test -s "$W/sw/frontier_sparse_probing_top1_acc.png"
+ok test -s "$W/sw/frontier_absorption_mean_frac.png"
+ok grep -vq "no eval_summary" "$W/sw.out"
+"$BIN" sweep --db "$W/plain.db" --hook $H --out "$W/sw2" --families topk --ks 2,4 --d-sae 64 --tokens 8k \
+    --batch 256 --ce-seqs 8 --max-seqs 16 --eval-tokens 2000 --eval none > "$W/sw2.out" 2>&1; rc=$?
+ok test $rc -eq 0
+ok test "$(sqlite3 "$W/plain.db" "SELECT count(*) FROM eval_summary WHERE sae_id IN (SELECT sae_id FROM sweep_runs)")" = 0
 echo "test_eval.sh: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,0 +1,162 @@
+/* frontier.c - the sweep's Pareto frontiers as PNGs through reports/report.h: one line per
+ * family over its runs sorted by L0 (log axis), a dot per run (see sweep.h for the files). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/fileio.h"
+#include "common/mem.h"
+#include "reports/report.h"
+#include "store/store.h"
+#include "store/store_sweep.h"
+#include "sweep/sweep.h"
+#include "sweep/sweep_internal.h"
+
+enum { PANEL_W = 900, PANEL_H = 520, MAX_FAM = 16, MAX_PTS = 64 };
+
+/* Which rows a picture takes. */
+enum { ROWS_SAE, ROWS_TC, ROWS_ALL };
+
+static int row_in(const store_sweep_row *r, int which)
+{
+    int fi = sweep_family_index(r->family);
+    if (fi < 0) return 0;
+    const sweep_family *f = sweep_family_at(fi);
+    int tc = f->transcoder || f->target;
+    return which == ROWS_ALL || (which == ROWS_TC) == tc;
+}
+
+/* One chart: the rows of `which` with finite L0 and y[i], grouped by family label. */
+static int panel(rep_canvas *c, double x, double y, const char *title, const char *ylabel,
+                 const store_sweep_row *rows, size_t n, const double *yv, int which)
+{
+    static double px[MAX_FAM][MAX_PTS], py[MAX_FAM][MAX_PTS];
+    rep_series s[MAX_FAM];
+    const char *labels[MAX_FAM];
+    int ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!row_in(&rows[i], which) || !(rows[i].l0 > 0) || !isfinite(yv[i])) continue;
+        int k = 0;
+        while (k < ns && strcmp(labels[k], rows[i].family)) k++;
+        if (k == ns) {
+            if (ns == MAX_FAM) continue;
+            labels[ns] = rows[i].family;
+            int fi = sweep_family_index(rows[i].family);
+            s[ns] = (rep_series){rows[i].family, px[ns], py[ns], 0, rep_palette(fi), 0, 3.5};
+            ns++;
+        }
+        int m = s[k].n;
+        if (m == MAX_PTS) continue;
+        /* insertion by L0, so the line runs left to right */
+        while (m > 0 && px[k][m - 1] > rows[i].l0) {
+            px[k][m] = px[k][m - 1];
+            py[k][m] = py[k][m - 1];
+            m--;
+        }
+        px[k][m] = rows[i].l0;
+        py[k][m] = yv[i];
+        s[k].n++;
+    }
+    rep_axes ax = rep_axes_make(title, "L0 (active latents per token, log scale)", ylabel);
+    ax.log_x = 1;
+    return rep_lineplot(c, x, y, PANEL_W, PANEL_H, &ax, s, ns);
+}
+
+static int write_png(const sweep_opts *o, sweep_result *res, rep_canvas *c, int rc,
+                     const char *file)
+{
+    char path[640];
+    if (!rc) rc = path_join(path, sizeof path, o->out, file);
+    rep_kv meta[] = {{"Software", "saelite sweep"}, {"Title", file}};
+    if (!rc) rc = rep_canvas_status(c);
+    if (!rc) rc = rep_png_write(c, path, meta, 2);
+    rep_canvas_free(c);
+    if (!rc && res->n_png < SWEEP_MAX_PNGS) snprintf(res->png[res->n_png++], sizeof res->png[0], "%s", path);
+    return rc;
+}
+
+static int count_rows(const sweep_result *res, int which)
+{
+    int k = 0;
+    for (size_t i = 0; i < res->n_rows; i++) k += row_in(&res->rows[i], which);
+    return k;
+}
+
+static int core_png(const sweep_opts *o, sweep_result *res, double *yv, const char *metric,
+                    const char *file, const char *title, const char *ylabel)
+{
+    if (!count_rows(res, ROWS_SAE)) return OK;
+    for (size_t i = 0; i < res->n_rows; i++) yv[i] = sweep_row_metric(&res->rows[i], metric);
+    rep_canvas *c;
+    int rc = rep_canvas_new(&c, PANEL_W, PANEL_H, rep_rgb(0xffffff));
+    if (rc) return rc;
+    rc = panel(c, 0, 0, title, ylabel, res->rows, res->n_rows, yv, ROWS_SAE);
+    return write_png(o, res, c, rc, file);
+}
+
+static int transcoder_png(const sweep_opts *o, sweep_result *res, double *yv)
+{
+    if (!count_rows(res, ROWS_TC)) return OK;
+    rep_canvas *c;
+    int rc = rep_canvas_new(&c, 2 * PANEL_W, PANEL_H, rep_rgb(0xffffff));
+    if (rc) return rc;
+    for (size_t i = 0; i < res->n_rows; i++) yv[i] = res->rows[i].ce_score;
+    rc = panel(c, 0, 0, "CE loss score (MLP replaced)",
+               "CE loss score", res->rows, res->n_rows, yv, ROWS_TC);
+    for (size_t i = 0; i < res->n_rows; i++) yv[i] = res->rows[i].ev;
+    if (!rc)
+        rc = panel(c, PANEL_W, 0, "EV of the target (held out)",
+                   "explained variance", res->rows, res->n_rows, yv, ROWS_TC);
+    return write_png(o, res, c, rc, "frontier_transcoders.png");
+}
+
+/* frontier_<metric>.png for every metric of eval_summary that some run has. */
+static int eval_pngs(const sweep_opts *o, sweep_result *res, double *yv)
+{
+    store *s;
+    int rc = store_open(&s, o->db, STORE_READONLY);
+    char(*names)[64] = NULL;
+    size_t nm = 0;
+    if (!rc) rc = store_sweep_eval_metrics(s, &names, &nm);
+    for (size_t m = 0; m < nm && !rc; m++) {
+        int any = 0;
+        for (size_t i = 0; i < res->n_rows && !rc; i++) {
+            yv[i] = NAN;
+            if (res->rows[i].sae_id >= 0)
+                rc = store_sweep_eval_value(s, res->rows[i].sae_id, names[m], &yv[i]);
+            any |= isfinite(yv[i]);
+        }
+        if (rc || !any) continue;
+        char file[128], title[160];
+        size_t k = 0;
+        k += (size_t)snprintf(file, sizeof file, "frontier_");
+        for (const char *p = names[m]; *p && k + 5 < sizeof file; p++)
+            file[k++] = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_';
+        snprintf(file + k, sizeof file - k, ".png");
+        snprintf(title, sizeof title, "%s", names[m]);
+        rep_canvas *c;
+        if ((rc = rep_canvas_new(&c, PANEL_W, PANEL_H, rep_rgb(0xffffff)))) break;
+        rc = panel(c, 0, 0, title, names[m], res->rows, res->n_rows, yv, ROWS_ALL);
+        rc = write_png(o, res, c, rc, file);
+    }
+    mem_free(names);
+    store_close(s);
+    return rc;
+}
+
+int sweep_draw(const sweep_opts *o, sweep_result *res)
+{
+    if (!res->n_rows) return OK;
+    double *yv = mem_alloc(res->n_rows * sizeof *yv);
+    if (!yv) return err_set(ERR_NOMEM, "sweep: out of memory for the frontiers");
+    int rc = core_png(o, res, yv, "ev", "frontier_ev.png", "Explained variance (held out)",
+                      "explained variance");
+    if (!rc)
+        rc = core_png(o, res, yv, "ce_score", "frontier_ce.png",
+                      "CE loss score (SAE spliced in)", "CE loss score");
+    if (!rc) rc = transcoder_png(o, res, yv);
+    if (!rc && res->have_eval) rc = eval_pngs(o, res, yv);
+    mem_free(yv);
+    return rc ? err_wrap(rc, "sweep: drawing the frontiers") : OK;
+}

@@ -1,0 +1,500 @@
+/* sweep.c - the architecture sweep: the grid, one run (train, evaluate, row), resume, progress
+ * (see sweep.h). The frontier pictures are in frontier.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "analysis/ana_run.h"
+#include "analysis/eval.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/fileio.h"
+#include "common/mem.h"
+#include "common/progress.h"
+#include "sae/sae_run.h"
+#include "store/store.h"
+#include "store/store_sweep.h"
+#include "sweep/sweep.h"
+#include "sweep/sweep_internal.h"
+
+void sweep_defaults(sweep_opts *o)
+{
+    *o = (sweep_opts){.ks = {8, 16, 32, 64}, .n_ks = 4,
+                      .relu_l1 = {1.25, 2.5, 5, 10}, .n_relu_l1 = 4,
+                      .gated_l1 = {2.5, 5, 10, 20}, .n_gated_l1 = 4,
+                      .jumprelu_l1 = {0.5, 1, 2, 4}, .n_jumprelu_l1 = 4,
+                      .d_sae = 1024, .expansion = 4, .tokens = 1000000, .batch = 2048, .seed = 42,
+                      .checkpoint_every = 100, .val_frac = 0.05, .eval_tokens = 65536,
+                      .ce_seqs = 256, .max_seqs = 512,
+                      .eval_suites = "sparse_probing,absorption", .eval_seqs_per_genre = 30};
+}
+
+/* The families in drawing order. target: the SAE is trained on tc_hook_out. */
+static const sweep_family families[] = {
+    {"relu", SAE_RELU, SAE_NOT_TRANSCODER, 0, 0},
+    {"topk", SAE_TOPK, SAE_NOT_TRANSCODER, 0, 1},
+    {"batchtopk", SAE_BATCHTOPK, SAE_NOT_TRANSCODER, 0, 1},
+    {"jumprelu", SAE_JUMPRELU, SAE_NOT_TRANSCODER, 0, 0},
+    {"gated", SAE_GATED, SAE_NOT_TRANSCODER, 0, 0},
+    {"matryoshka", SAE_MATRYOSHKA, SAE_NOT_TRANSCODER, 0, 1},
+    {"transcoder", SAE_TOPK, SAE_TRANSCODER, 0, 1},
+    {"skip_transcoder", SAE_TOPK, SAE_SKIP_TRANSCODER, 0, 1},
+    {"target_topk", SAE_TOPK, SAE_NOT_TRANSCODER, 1, 1},
+};
+enum { NFAM = sizeof families / sizeof families[0] };
+
+
+int sweep_family_index(const char *label)
+{
+    for (int i = 0; i < NFAM; i++)
+        if (!strcmp(families[i].name, label)) return i;
+    return strncmp(label, "topk@", 5) ? -1 : NFAM - 1;
+}
+
+int sweep_family_count(void) { return NFAM; }
+const sweep_family *sweep_family_at(int i) { return &families[i]; }
+
+/* One planned run of the grid. */
+typedef struct {
+    const sweep_family *f;
+    double value;
+    char name[64], label[96], dir[600], config[1024];
+} plan_run;
+
+static int wanted(const sweep_opts *o, const char *name)
+{
+    if (!o->families) return 1;
+    size_t n = strlen(name);
+    for (const char *p = o->families; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p += len + (e ? 1 : 0);
+    }
+    return 0;
+}
+
+static int check_families(const sweep_opts *o)
+{
+    if (!o->families) return OK;
+    for (const char *p = o->families; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int ok = 0;
+        for (int i = 0; i < NFAM; i++)
+            ok |= strlen(families[i].name) == len && !strncmp(p, families[i].name, len);
+        if (!ok)
+            return err_set(ERR_ARG, "sweep: unknown family '%.*s' (relu, topk, batchtopk, jumprelu, "
+                                    "gated, matryoshka, transcoder, skip_transcoder, target_topk)",
+                           (int)len, p);
+        p += len + (e ? 1 : 0);
+    }
+    return OK;
+}
+
+static const double *values_of(const sweep_opts *o, const sweep_family *f, int *n,
+                               double *kbuf)
+{
+    if (f->param_k) {
+        for (int i = 0; i < o->n_ks; i++) kbuf[i] = o->ks[i];
+        *n = o->n_ks;
+        return kbuf;
+    }
+    if (f->arch == SAE_RELU) return *n = o->n_relu_l1, o->relu_l1;
+    if (f->arch == SAE_GATED) return *n = o->n_gated_l1, o->gated_l1;
+    return *n = o->n_jumprelu_l1, o->jumprelu_l1;
+}
+
+/* The run's settings as JSON: what a resumed sweep must match. */
+static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const char *hook_out)
+{
+    buf b = {0};
+    int rc = buf_printf(&b, "{\"family\": \"%s\", \"param\": \"%s\", \"value\": %.17g, \"hook\": ",
+                        p->f->name, p->f->param_k ? "k" : "l1", p->value);
+    if (!rc) rc = buf_json(&b, hook, strlen(hook), BUF_JSON_CTRL_U);
+    if (!rc && hook_out) rc = buf_str(&b, ", \"hook_out\": ");
+    if (!rc && hook_out) rc = buf_json(&b, hook_out, strlen(hook_out), BUF_JSON_CTRL_U);
+    if (!rc)
+        rc = buf_printf(&b, ", \"d_sae\": %d, \"expansion\": %.17g, \"tokens\": %lld, \"batch\": %d, "
+                        "\"seed\": %llu, \"val_frac\": %.17g, \"eval_tokens\": %lld, \"ce_seqs\": %d, "
+                        "\"max_seqs\": %d}", o->d_sae, o->expansion, (long long)o->tokens, o->batch,
+                        (unsigned long long)o->seed, o->val_frac, (long long)o->eval_tokens,
+                        o->ce_seqs, o->max_seqs);
+    if (!rc && b.n >= sizeof p->config) rc = err_set(ERR_ARG, "sweep: run settings too long");
+    if (!rc) memcpy(p->config, b.p, b.n + 1);
+    buf_free(&b);
+    return rc;
+}
+
+static void fmt_value(char *s, size_t n, double v)
+{
+    snprintf(s, n, "%g", v);
+    for (char *c = s; *c; c++)
+        if (*c == '.') *c = 'p'; /* 2.5 -> 2p5: a directory name without dots */
+}
+
+static int plan_grid(const sweep_opts *o, plan_run **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    int cap = 0, rc = OK;
+    for (int fi = 0; fi < NFAM && !rc; fi++) {
+        const sweep_family *f = &families[fi];
+        if (!wanted(o, f->name)) continue;
+        if ((f->transcoder || f->target) && !(o->tc_hook && o->tc_hook_out)) {
+            if (o->families) /* asked for by name */
+                rc = err_set(ERR_ARG, "sweep: family %s needs the transcoder hooks (--tc-hook, "
+                                      "--tc-hook-out)", f->name);
+            continue;
+        }
+        double kbuf[SWEEP_MAX_SETTINGS];
+        int nv;
+        const double *v = values_of(o, f, &nv, kbuf);
+        for (int i = 0; i < nv && !rc; i++) {
+            if (*n == cap) {
+                int nc = cap ? 2 * cap : 32;
+                plan_run *g = mem_realloc(*out, (size_t)nc * sizeof *g);
+                if (!g) {
+                    rc = err_set(ERR_NOMEM, "sweep: out of memory");
+                    break;
+                }
+                *out = g;
+                cap = nc;
+            }
+            plan_run *p = &(*out)[(*n)++];
+            memset(p, 0, sizeof *p);
+            p->f = f;
+            p->value = v[i];
+            char vs[32];
+            fmt_value(vs, sizeof vs, v[i]);
+            snprintf(p->name, sizeof p->name, "%s_%s%s", f->name, f->param_k ? "k" : "l1", vs);
+            if (f->target) snprintf(p->label, sizeof p->label, "topk@%s", o->tc_hook_out);
+            else snprintf(p->label, sizeof p->label, "%s", f->name);
+            rc = path_join(p->dir, sizeof p->dir, o->out, p->name);
+            const char *hook = f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook;
+            if (!rc) rc = run_config(o, p, hook, f->transcoder ? o->tc_hook_out : NULL);
+        }
+    }
+    if (!rc && *n == 0) rc = err_set(ERR_ARG, "sweep: the grid is empty");
+    if (rc) {
+        mem_free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+    char p[700];
+    struct stat sb;
+    return path_join(p, sizeof p, dir, name) == OK && stat(p, &sb) == 0;
+}
+
+/* sae-train for one run: fresh, or continuing its checkpoint. */
+static int train_run(const sweep_opts *o, const plan_run *p, int64_t max_steps, sae_run_result *tr)
+{
+    sae_run_opts so;
+    sae_run_defaults(&so);
+    const sweep_family *f = p->f;
+    so.db = o->db;
+    so.hook = f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook;
+    so.hook_out = f->transcoder ? o->tc_hook_out : NULL;
+    so.val_frac = o->val_frac;
+    so.eval_tokens = o->eval_tokens;
+    so.out = p->dir;
+    so.expansion = o->expansion;
+    so.checkpoint_every = o->checkpoint_every;
+    so.max_steps = max_steps;
+    so.stop = o->stop;
+    so.resume = file_exists(p->dir, "checkpoint.bin");
+    so.force = !so.resume;
+    sae_train_config *c = &so.train;
+    c->arch = f->arch;
+    c->transcoder = f->transcoder;
+    c->d_sae = o->d_sae;
+    c->batch = o->batch;
+    c->total_tokens = o->tokens;
+    c->seed = o->seed;
+    if (f->param_k) c->k = (int)p->value;
+    else c->l1 = p->value;
+    return sae_train_run(&so, tr);
+}
+
+/* The evaluation of one trained run into its row: sae-train's held-out numbers and ana_run's
+ * downstream pass (the SAE spliced in). More evaluation suites go here. */
+/* The `saelite eval` suites on the run's SAE: their rows go to the eval tables under the run's
+ * registry id, where sweep_draw finds them through eval_summary. A database with neither POS
+ * tags nor two genres has nothing to probe: the suites are left out, not an error. The random-SAE
+ * baseline is off (it doubles the encoding and does not depend on the run). */
+static int eval_suites(const sweep_opts *o, const plan_run *p, store_sweep_row *row)
+{
+    if (!o->eval_suites || !*o->eval_suites || p->f->transcoder) return OK;
+    eval_opts eo;
+    eval_defaults(&eo);
+    eo.db = o->db;
+    eo.sae = p->dir;
+    eo.suites = o->eval_suites;
+    eo.seed = o->seed;
+    eo.seqs_per_genre = o->eval_seqs_per_genre;
+    eo.no_random = 1;
+    eo.skip_missing = 1;
+    eo.stop = o->stop;
+    eval_result er;
+    double t0 = now_seconds();
+    int rc = eval_run(&eo, &er);
+    row->eval_seconds += now_seconds() - t0;
+    if (rc == ERR_NOTFOUND && !(o->stop && *o->stop)) {
+        err_clear();
+        return OK;
+    }
+    return rc ? err_wrap(rc, "sweep: eval suites of %s", p->name) : OK;
+}
+
+static int sweep_eval_run(const sweep_opts *o, const plan_run *p, const sae_run_result *tr,
+                          store_sweep_row *row)
+{
+    row->sae_id = tr->sae_id;
+    row->eval_tokens = tr->eval_tokens;
+    row->ev = tr->eval_tokens > 0 ? tr->eval.ev : NAN;
+    row->mse = tr->eval_tokens > 0 ? tr->eval.mse : NAN;
+    row->l0 = tr->eval_tokens > 0 ? tr->eval.l0 : NAN;
+    row->dead_frac = tr->eval_tokens > 0 ? tr->eval.dead_frac : NAN;
+    ana_run_opts ao;
+    ana_run_defaults(&ao);
+    ao.db = o->db;
+    ao.sae_dir = p->dir;
+    ao.model_dir = o->model_dir;
+    ao.tok_dir = o->tok_dir;
+    ao.val_frac = o->val_frac;
+    ao.ce_seqs = o->ce_seqs;
+    ao.max_seqs = o->max_seqs;
+    ao.stop = o->stop;
+    ana_run_result ar;
+    double t0 = now_seconds();
+    int rc = ana_run(&ao, &ar);
+    row->eval_seconds = now_seconds() - t0;
+    if (rc) return err_wrap(rc, "sweep: evaluating %s", p->name);
+    const ana_dict_result *d = &ar.dict[0];
+    row->dict_id = d->dict_id;
+    if (d->have_downstream) {
+        row->ce_tokens = d->ds.n;
+        row->ce_clean = d->ds.ce_clean;
+        row->ce_sae = d->ds.ce_sae;
+        row->ce_zero = d->ds.ce_zero;
+        row->ce_score = d->ds.ce_score;
+        row->kl_sae = d->ds.kl_sae;
+        row->kl_score = d->ds.kl_score;
+    }
+    return eval_suites(o, p, row);
+}
+
+static void row_init(store_sweep_row *row, const sweep_opts *o, const plan_run *p,
+                     const sae_run_result *tr)
+{
+    memset(row, 0, sizeof *row);
+    snprintf(row->sweep, sizeof row->sweep, "%s", o->out);
+    snprintf(row->name, sizeof row->name, "%s", p->name);
+    snprintf(row->family, sizeof row->family, "%s", p->label);
+    snprintf(row->architecture, sizeof row->architecture, "%s", sae_arch_name(p->f->arch));
+    const sweep_family *f = p->f;
+    snprintf(row->hook_name, sizeof row->hook_name, "%s",
+             f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook);
+    if (f->transcoder) snprintf(row->hook_out, sizeof row->hook_out, "%s", o->tc_hook_out);
+    snprintf(row->param, sizeof row->param, "%s", f->param_k ? "k" : "l1");
+    row->value = p->value;
+    row->d_in = tr->d_in;
+    row->d_out = tr->d_out;
+    row->d_sae = tr->d_sae;
+    row->tokens = o->tokens;
+    row->seed = (int64_t)o->seed;
+    snprintf(row->config, sizeof row->config, "%s", p->config);
+    snprintf(row->dir, sizeof row->dir, "%s", p->dir);
+    row->sae_id = row->dict_id = row->ce_tokens = -1;
+    row->ce_clean = row->ce_sae = row->ce_zero = row->ce_score = row->kl_sae = row->kl_score = NAN;
+    row->train_seconds = tr->seconds;
+}
+
+static int open_rw(const sweep_opts *o, store **s)
+{
+    int rc = store_open(s, o->db, 0);
+    if (!rc && (rc = store_sweep_init(*s))) {
+        store_close(*s);
+        *s = NULL;
+    }
+    return rc;
+}
+
+/* The row of a run done before, if any; ERR_ARG when it was done with other settings. */
+static int find_done(const sweep_opts *o, const plan_run *p, store_sweep_row *row, int *found)
+{
+    store *s;
+    int rc = open_rw(o, &s);
+    if (!rc) rc = store_sweep_get(s, o->out, p->name, row, found);
+    store_close(s);
+    if (!rc && *found && strcmp(row->config, p->config))
+        rc = err_set(ERR_ARG, "sweep %s: run %s was done with other settings (%s); give a new --out "
+                              "for a new grid", o->out, p->name, row->config);
+    return rc;
+}
+
+static int put_row(const sweep_opts *o, const store_sweep_row *row)
+{
+    store *s;
+    int rc = open_rw(o, &s);
+    if (!rc) rc = store_sweep_put(s, row);
+    store_close(s);
+    return rc;
+}
+
+static int read_rows(const sweep_opts *o, sweep_result *res)
+{
+    store *s;
+    int rc = open_rw(o, &s);
+    if (!rc) rc = store_sweep_list(s, o->out, &res->rows, &res->n_rows);
+    if (!rc) rc = store_sweep_has_eval(s, &res->have_eval);
+    store_close(s);
+    return rc;
+}
+
+static int check_opts(const sweep_opts *o)
+{
+    if (!o->db || !o->hook || !o->out) return err_set(ERR_ARG, "sweep: needs a database, a hook and an output directory");
+    if (!!o->tc_hook != !!o->tc_hook_out) return err_set(ERR_ARG, "sweep: the transcoder hooks go together (input and target)");
+    if (o->tokens < 1 || o->batch < 1 || o->ce_seqs < 1 || o->max_seqs < 0 || o->eval_tokens < 1)
+        return err_set(ERR_ARG, "sweep: tokens, batch, ce_seqs and eval_tokens must be >= 1");
+    if (!(o->val_frac > 0 && o->val_frac < 1)) return err_set(ERR_ARG, "sweep: val_frac must be in (0, 1)");
+    if (o->d_sae < 0 || (o->d_sae == 0 && !(o->expansion > 0))) return err_set(ERR_ARG, "sweep: no dictionary size");
+    for (int i = 0; i < o->n_ks; i++)
+        if (o->ks[i] < 1) return err_set(ERR_ARG, "sweep: k values must be >= 1");
+    return check_families(o);
+}
+
+int sweep_run(const sweep_opts *o, sweep_result *res)
+{
+    memset(res, 0, sizeof *res);
+    int rc = check_opts(o);
+    plan_run *plan = NULL;
+    int np = 0;
+    if (!rc) rc = plan_grid(o, &plan, &np);
+    if (!rc) rc = file_mkdir_p(o->out);
+    res->n_runs = np;
+    double t0 = now_seconds();
+    /* the runs already done first, so the progress line counts only what is left */
+    unsigned char *done = np ? mem_calloc((size_t)np, 1) : NULL;
+    if (!rc && np && !done) rc = err_set(ERR_NOMEM, "sweep: out of memory");
+    store_sweep_row row;
+    for (int i = 0; i < np && !rc; i++) {
+        int found = 0;
+        rc = find_done(o, &plan[i], &row, &found);
+        if (rc || !found) continue;
+        done[i] = 1;
+        res->done_before++;
+        if (o->on_run) o->on_run(&row, i, np, 1, o->user);
+    }
+    progress pr;
+    /* in training tokens (every run has the same budget), so the rate reads in tok/s */
+    int left = np - res->done_before;
+    progress_begin(&pr, "sweep", (double)left * (double)o->tokens, "tok");
+    for (int i = 0; i < np && !rc; i++) {
+        if (done[i]) continue;
+        if (o->max_runs > 0 && res->trained >= o->max_runs) break;
+        sae_run_result tr;
+        rc = train_run(o, &plan[i], res->trained == 0 ? o->max_steps : 0, &tr);
+        if (!rc && !tr.finished) { /* max_steps: the checkpoint stays for the next call */
+            snprintf(res->stopped_in, sizeof res->stopped_in, "%s", plan[i].name);
+            res->stopped_step = tr.step;
+            res->stopped_total = tr.total_steps;
+            break;
+        }
+        if (rc) {
+            if (rc != ERR_ABORTED) err_wrap(rc, "sweep: training %s", plan[i].name);
+            break;
+        }
+        row_init(&row, o, &plan[i], &tr);
+        rc = sweep_eval_run(o, &plan[i], &tr, &row);
+        if (!rc) rc = put_row(o, &row);
+        if (rc) break;
+        res->trained++;
+        progress_update(&pr, (double)res->trained * (double)o->tokens,
+                        "%d/%d runs, last %s: L0 %.1f EV %.3f CE score %.3f", res->trained, left,
+                        row.name, row.l0, row.ev, row.ce_score);
+        if (o->on_run) o->on_run(&row, i, np, 0, o->user);
+    }
+    progress_end(&pr);
+    mem_free(done);
+    mem_free(plan);
+    if (!rc) rc = read_rows(o, res);
+    res->finished = !rc && res->done_before + res->trained == np;
+    if (res->finished && !o->no_png) rc = sweep_draw(o, res);
+    res->seconds = now_seconds() - t0;
+    return rc;
+}
+
+void sweep_result_free(sweep_result *res)
+{
+    mem_free(res->rows);
+    res->rows = NULL;
+    res->n_rows = 0;
+}
+
+/* ---- frontier arithmetic ---------------------------------------------------------------- */
+double sweep_row_metric(const store_sweep_row *r, const char *m)
+{
+    return !strcmp(m, "ev")          ? r->ev
+           : !strcmp(m, "mse")       ? r->mse
+           : !strcmp(m, "l0")        ? r->l0
+           : !strcmp(m, "dead_frac") ? r->dead_frac
+           : !strcmp(m, "ce_score")  ? r->ce_score
+           : !strcmp(m, "kl_score")  ? r->kl_score
+                                     : NAN;
+}
+
+/* The family's finite (L0, metric) points sorted by L0 into x (log L0) and y; returns n. */
+static int family_points(const store_sweep_row *rows, size_t n, const char *family,
+                         const char *metric, double *x, double *y, int cap)
+{
+    int k = 0;
+    for (size_t i = 0; i < n && k < cap; i++) {
+        double l0 = rows[i].l0, v = sweep_row_metric(&rows[i], metric);
+        if (strcmp(rows[i].family, family) || !(l0 > 0) || !isfinite(v)) continue;
+        int j = k++;
+        while (j > 0 && x[j - 1] > log(l0)) {
+            x[j] = x[j - 1];
+            y[j] = y[j - 1];
+            j--;
+        }
+        x[j] = log(l0);
+        y[j] = v;
+    }
+    return k;
+}
+
+double sweep_metric_at_l0(const store_sweep_row *rows, size_t n, const char *family,
+                          const char *metric, double l0)
+{
+    double x[64], y[64], t = log(l0);
+    int k = family_points(rows, n, family, metric, x, y, 64);
+    if (k == 0 || !(l0 > 0) || t < x[0] - 1e-12 || t > x[k - 1] + 1e-12) return NAN;
+    for (int i = 0; i + 1 < k; i++)
+        if (t <= x[i + 1]) {
+            double w = x[i + 1] > x[i] ? (t - x[i]) / (x[i + 1] - x[i]) : 0;
+            return y[i] + w * (y[i + 1] - y[i]);
+        }
+    return y[k - 1];
+}
+
+double sweep_l0_at_metric(const store_sweep_row *rows, size_t n, const char *family,
+                          const char *metric, double target)
+{
+    double x[64], y[64];
+    int k = family_points(rows, n, family, metric, x, y, 64);
+    for (int i = 0; i < k; i++) {
+        if (y[i] == target) return exp(x[i]);
+        if (i + 1 < k && (y[i] - target) * (y[i + 1] - target) < 0)
+            return exp(x[i] + (target - y[i]) / (y[i + 1] - y[i]) * (x[i + 1] - x[i]));
+    }
+    return NAN;
+}

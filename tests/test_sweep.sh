@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# test_sweep.sh - `saelite sweep` on a tiny random model: the grid trains and evaluates every run
+# once (rows, PNGs), a sweep stopped between runs and inside a run (--max-runs, --max-steps)
+# continues to the same SAEs and rows as an uninterrupted one, a finished sweep is not retrained,
+# other settings in the same directory are refused, and eval_summary metrics get frontiers.
+set -u
+BIN=${SAELITE_BIN:-./saelite}
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+pass=0; fail=0
+check() { if eval "$1"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: $2"; fi; }
+T=$(mktemp -d /tmp/saelite_test_sweep.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$T"' EXIT
+
+# a corpus of random common words, a BPE tokenizer trained on it and a random 1-layer model
+RANDOM=2
+for d in $(seq 60); do
+    n=$((20 + RANDOM % 60)); line=""
+    for _ in $(seq $n); do
+        w=(the of and to in is was he for it with as his on be at by had are but from or)
+        line+="${w[RANDOM % ${#w[@]}]} "
+    done
+    printf '%s.\n\n' "$line"
+done > "$T/corpus.txt"
+$BIN bpe-train --vocab 300 "$T/corpus.txt" -o "$T/tok" >/dev/null 2>&1
+$BIN init-model --layers 1 --d-model 16 --heads 2 --ctx 32 --vocab 300 --seed 3 -o "$T/m" >/dev/null 2>&1
+$BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --ctx 32 --batch 4 \
+    --hook blocks.0.mlp.hook_post,blocks.0.ln2.hook_normalized,blocks.0.hook_mlp_out --db "$T/a.db" >/dev/null 2>&1
+check '[ $? -eq 0 ]' "extract of the three hooks"
+
+SW=(--db "$T/a.db" --hook blocks.0.mlp.hook_post --tc-hook blocks.0.ln2.hook_normalized
+    --tc-hook-out blocks.0.hook_mlp_out --model "$T/m" --tokenizer "$T/tok"
+    --families relu,topk,gated,transcoder,skip_transcoder,target_topk --ks 2,4 --relu-l1 1,4 --gated-l1 1,4
+    --d-sae 32 --tokens 3072 --batch 128 --checkpoint-every 4 --val-frac 0.2 --eval-tokens 256
+    --ce-seqs 4 --max-seqs 8)
+runs=12
+out=$($BIN sweep "${SW[@]}" --out "$T/full" 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"$runs runs (0 done before, $runs trained now)"* ]]' "full sweep: $out"
+q() { sqlite3 "$T/a.db" "$1"; }
+check '[ "$(q "SELECT count(*) FROM sweep_runs WHERE sweep = '"'$T/full'"' AND l0 > 0 AND ev IS NOT NULL AND ce_score IS NOT NULL AND sae_id IS NOT NULL")" = $runs ]' \
+    "one row per run with L0, EV, CE score and the registry id"
+check '[ "$(q "SELECT count(*) FROM sweep_runs r JOIN sae_registry s ON s.id = r.sae_id AND s.dir = r.dir WHERE r.sweep = '"'$T/full'"'")" = $runs ]' \
+    "rows point at their registered SAEs"
+check '[ "$(q "SELECT count(DISTINCT tokens || seed || d_sae) FROM sweep_runs")" = 1 ]' "same budget, seed and size"
+check '[ "$(q "SELECT hook_out FROM sweep_runs WHERE name = '"'skip_transcoder_k2'"'")" = blocks.0.hook_mlp_out ]' "transcoder rows name their target"
+check '[ "$(q "SELECT count(*) FROM sweep_runs WHERE family = '"'"'topk@blocks.0.hook_mlp_out'"'"'")" = 2 ]' "the target SAE has its family"
+for f in frontier_ev frontier_ce frontier_transcoders; do
+    check '[ -s "$T/full/$f.png" ] && [[ "$out" == *"wrote $T/full/$f.png"* ]]' "$f.png drawn"
+done
+check '[[ "$out" == *"no eval_summary view"* ]] && ! ls "$T/full" | grep -q sparse' "without eval_summary its frontiers are not drawn"
+check '[[ "$out" == *"L0 needed for an explained variance"* ]] && [[ "$out" == *"best "* ]]' "summary with winners"
+
+# stopped after one run, then inside the next one, then continued
+out=$($BIN sweep "${SW[@]}" --out "$T/part" --max-runs 1 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"11 runs left"* ]] && [ ! -e "$T/part/frontier_ev.png" ]' "--max-runs 1: $out"
+out=$($BIN sweep "${SW[@]}" --out "$T/part" --max-steps 5 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"stopped in relu_l14 at step 5 of 24"* ]] && [ -s "$T/part/relu_l14/checkpoint.bin" ]' "--max-steps 5: $out"
+out=$($BIN sweep "${SW[@]}" --out "$T/part" 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"(1 done before, 11 trained now)"* ]] && [ -s "$T/part/frontier_ev.png" ]' "continued: $out"
+same=1
+for d in "$T"/full/*/; do
+    n=$(basename "$d")
+    cmp -s "$d/sae_weights.safetensors" "$T/part/$n/sae_weights.safetensors" || { same=0; echo "differs: $n"; }
+done
+check '[ $same = 1 ]' "the interrupted sweep's SAEs are bit-identical to the uninterrupted ones"
+rows() { q "SELECT name, ev, l0, dead_frac, ce_score, kl_score FROM sweep_runs WHERE sweep = '$1' ORDER BY name"; }
+check '[ "$(rows "$T/full")" = "$(rows "$T/part")" ]' "and so are their rows"
+
+out=$($BIN sweep "${SW[@]}" --out "$T/full" --no-png 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]]' "a finished sweep is not retrained: $out"
+out=$($BIN sweep "${SW[@]}" --out "$T/full" --tokens 4096 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"other settings"* ]]' "other settings in the same directory refused: $out"
+out=$($BIN sweep "${SW[@]}" --out "$T/x" --families topk,nope 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"unknown family"* ]]' "unknown family: $out"
+out=$($BIN sweep "${SW[@]}" --out "$T/x" --ks 2,x 2>&1)
+check '[ $? -eq 2 ]' "bad --ks is a usage error"
+
+# the eval suites' view (a stand-in here): its metrics get frontiers by name
+q "CREATE VIEW eval_summary AS SELECT id AS sae_id, 'sparse_probing' AS suite, 'sparse_probing_top1_acc' AS metric, 0.5 + eval_ev / 4 AS value FROM sae_registry UNION ALL SELECT id, 'absorption', 'absorption_mean_frac', 0.1 FROM sae_registry WHERE architecture = 'topk'"
+out=$($BIN sweep "${SW[@]}" --out "$T/full" 2>&1)
+check '[ $? -eq 0 ] && [ -s "$T/full/frontier_sparse_probing_top1_acc.png" ] && [ -s "$T/full/frontier_absorption_mean_frac.png" ] && [[ "$out" != *"no eval_summary"* ]]' "eval_summary frontiers: $out"
+
+echo "test_sweep: $pass passed, $fail failed"
+[ $fail -eq 0 ]
