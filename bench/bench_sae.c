@@ -143,11 +143,12 @@ static int bench_speed(int D, int S, int k, int B, int steps)
             return 1;
         }
     sae_step_stats st;
-    double dt[2][MAX_REPS];
+    double dt[2][MAX_REPS], prof[2][SAE_PROF_N] = {{0}};
     if (steps > MAX_REPS) steps = MAX_REPS;
     for (int s = -1; s < steps; s++) /* step -1: warm-up */
         for (int p = 0; p < 1 + bf; p++) {
             sae_k_set_precision(p ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32);
+            sae_trainer_profile(t[p], s >= 0 ? prof[p] : NULL);
             double t0 = now_seconds();
             sae_trainer_step(t[p], x, &st);
             if (s >= 0) dt[p][s] = now_seconds() - t0;
@@ -185,6 +186,16 @@ static int bench_speed(int D, int S, int k, int B, int steps)
     else
         printf("  bf16: not measured (oneDNN ISA %s has no bf16, or SAELITE_NO_BF16)\n",
                sae_bf16_isa());
+    for (int p = 0; p < 1 + bf; p++) { /* where a step's time goes (means over the steps) */
+        double tot = 0;
+        for (int i = 0; i < SAE_PROF_N; i++) tot += prof[p][i];
+        printf("  %s phases, ms/step (of the step):", p ? "bf16" : "fp32");
+        for (int i = 0; i < SAE_PROF_N; i++)
+            if (prof[p][i] / tot >= 0.005)
+                printf(" %s %.1f (%.0f%%)", sae_prof_name(i), 1e3 * prof[p][i] / steps,
+                       100 * prof[p][i] / tot);
+        printf("; the GEMM alone %.1f\n", 1e3 * B * flop / ((p ? gb : gf) * 1e9));
+    }
     printf("  dead %.1f%%; peak RSS %.0f MB with %d trainer(s) (weights+grad+Adam+batch %.0f MB "
            "each)\n", 100 * st.dead_frac, rss, 1 + bf, need_mb);
     fflush(stdout);

@@ -13,6 +13,7 @@
 #include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "common/progress.h"
 #include "sae/sae_kernels.h"
 
 /* ---- config --------------------------------------------------------------------------- */
@@ -86,7 +87,27 @@ struct sae_trainer {
     /* gated: relu(pi) and its gradient [B,S], the via-gate reconstruction [B,D] */
     float *gbuf, *xg, *gsum;
     int gated_unfrozen; /* gradient tests only: the auxiliary loss also trains the decoder */
+    double *prof, prof_t; /* sae_trainer_profile: seconds per phase, time of the last mark */
 };
+
+/* Adds the time since the last mark to phase ph (profiling on). */
+static void prof_mark(sae_trainer *t, int ph)
+{
+    if (!t->prof) return;
+    double n = now_seconds();
+    t->prof[ph] += n - t->prof_t;
+    t->prof_t = n;
+}
+
+void sae_trainer_profile(sae_trainer *t, double *secs) { t->prof = secs; }
+
+const char *sae_prof_name(int ph)
+{
+    static const char *const names[SAE_PROF_N] = {"input", "encode", "topk", "auxk select",
+                                                  "decode+loss", "dec bwd", "enc bwd", "auxk",
+                                                  "other", "parallel", "adam", "norm+dead"};
+    return ph >= 0 && ph < SAE_PROF_N ? names[ph] : "?";
+}
 
 static int is_sparse(sae_arch a)
 {
@@ -650,6 +671,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     int B = t->B, D = t->D, Do = t->Do, S = t->S, k = t->c.k;
     const sae_params *P = &t->P, *G = &t->G;
     float sc = (float)t->scale;
+    if (t->prof) t->prof_t = now_seconds();
     if (t->tc) { /* paired rows [x | y]: the input and the target, each with its own scale */
         float so = (float)t->scale_out;
         for (int b = 0; b < B; b++) {
@@ -672,28 +694,35 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             for (int j = 0; j < S; j++)
                 if (t->since[j] >= t->dead_window) t->dead[nd++] = j;
         int ka = nd < t->kaux ? nd : t->kaux;
+        prof_mark(t, SAE_PROF_INPUT);
         if (t->c.arch == SAE_TOPK) {
             for (int r0 = 0; r0 < B; r0 += t->chunk) {
                 int n = B - r0 < t->chunk ? B - r0 : t->chunk;
                 sae_k_encode(t->pre, t->xc + (int64_t)r0 * D, t->xs + (int64_t)r0 * D, P->W_encT,
                              P->b_enc, bsub, n, D, S);
+                prof_mark(t, SAE_PROF_ENCODE);
                 sae_k_topk(t->idx + (int64_t)r0 * k, t->val + (int64_t)r0 * k, t->pre, n, S, k,
                            NULL, 0);
+                prof_mark(t, SAE_PROF_TOPK);
                 if (ka)
                     sae_k_topk(t->aidx + (int64_t)r0 * ka, t->aval + (int64_t)r0 * ka, t->pre, n,
                                S, ka, t->dead, nd);
+                prof_mark(t, SAE_PROF_AUXSEL);
             }
             for (int b = 0; b <= B; b++) t->ptr[b] = (int64_t)b * k;
         } else {
             sae_k_encode(t->pre, t->xc, t->xs, P->W_encT, P->b_enc, bsub, B, D, S);
+            prof_mark(t, SAE_PROF_ENCODE);
             float thr;
             sae_k_batchtopk(t->ptr, t->idx, t->val, t->cap, &thr, t->pre, B, S, (int64_t)k * B,
                             t->scratch);
+            prof_mark(t, SAE_PROF_TOPK);
             /* rate 0.1, not SAELens' 0.01: the batch threshold keeps falling all through a run
                of 10^3 steps, and a 100-step average lagged enough to give L0 26 instead of k 32
                at inference (docs/sae.md); one batch's k*B-th value is already a tight estimate */
             t->thr_run = t->step == 0 ? thr : 0.9f * t->thr_run + 0.1f * thr;
             if (ka) sae_k_topk(t->aidx, t->aval, t->pre, B, S, ka, t->dead, nd);
+            prof_mark(t, SAE_PROF_AUXSEL);
         }
         for (int b = 0; b <= B; b++) t->aptr[b] = (int64_t)b * ka;
         int64_t nnz = t->ptr[B];
@@ -709,14 +738,18 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
         recon_loss = sse / B;
         colsum_add(G->b_dec, t->dxhat, B, Do);
         skip_backward(t);
+        prof_mark(t, SAE_PROF_DECODE);
         sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, B, S);
         sae_k_decode_sparse_backward(G->W_dec, t->dval, t->dxhat, t->tptr, t->tent, t->ttok,
                                      t->val, P->W_dec, S, Do);
         for (int64_t e = 0; e < nnz; e++)
             if (!(t->val[e] > 0)) t->dval[e] = 0;
+        prof_mark(t, SAE_PROF_DEC_BWD);
         sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok,
                                      t->xc, S, D);
+        prof_mark(t, SAE_PROF_ENC_BWD);
         if (t->c.arch == SAE_MATRYOSHKA) recon_loss += matryoshka_levels(t);
+        prof_mark(t, SAE_PROF_OTHER);
         if (ka) {
             /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
             float ca = (float)(t->c.aux_coef * fmin(1.0, (double)nd / t->kaux));
@@ -736,6 +769,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
                 if (!(t->aval[e] > 0)) t->adval[e] = 0;
             sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->adval, t->atptr, t->atent,
                                          t->attok, t->xc, S, D);
+            prof_mark(t, SAE_PROF_AUX);
         }
     } else {
         float *pre = t->pre, *f = t->fbuf;
@@ -806,6 +840,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     /* gradient through xc = x - b_dec: db_dec -= (sum_b dpre_b) @ W_encT (g is zero on entry,
        so G->b_enc holds exactly this step's sum) */
     if (!t->tc) sae_k_bdec_from_enc(G->b_dec, G->b_enc, P->W_encT, D, S);
+    prof_mark(t, SAE_PROF_OTHER);
     st->ev = ev;
     st->l0 = (double)active / B;
     st->sparsity_coef = coef;
@@ -832,7 +867,9 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
     int constrained = is_constrained(t->c.arch);
+    prof_mark(t, SAE_PROF_OTHER);
     if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->Do);
+    prof_mark(t, SAE_PROF_PARALLEL);
     double lr = lr_at(t);
     /* the JumpReLU thresholds are the S parameters after b_dec (the last ones but a skip
        transcoder's W_skip); they get their own learning rate */
@@ -849,12 +886,14 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
         sae_k_adam(t->p + o, t->g + o, t->m + o, t->v + o, nskip, (float)lr, (float)t->c.adam_b1,
                    (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
     }
+    prof_mark(t, SAE_PROF_ADAM);
     if (constrained) sae_k_normalize_rows(t->P.W_dec, t->S, t->Do);
     int64_t ndead = 0;
     for (int j = 0; j < t->S; j++) {
         t->since[j] = t->fired[j] ? 0 : t->since[j] + t->B;
         if (t->since[j] >= t->dead_window) ndead++;
     }
+    prof_mark(t, SAE_PROF_NORM);
     t->step++;
     t->tokens += t->B;
     st.step = t->step;
