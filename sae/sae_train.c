@@ -75,6 +75,7 @@ struct sae_trainer {
     /* per-step buffers */
     int chunk;
     float *xs, *xc, *xhat, *dxhat, *ehat, *pre, *fbuf, *scratch;
+    float *bmax; /* TopK: the chunk's block maxima (sae_k_encode_bmax) */
     int64_t *ptr, *aptr, cap, acap;
     int *idx, *aidx, *dead, *ttok, *attok;
     int64_t *tptr, *tent, *atptr, *atent;
@@ -105,7 +106,7 @@ const char *sae_prof_name(int ph)
 {
     static const char *const names[SAE_PROF_N] = {"input", "encode", "topk", "auxk select",
                                                   "decode+loss", "dec bwd", "enc bwd", "auxk",
-                                                  "other", "parallel", "adam", "norm+dead"};
+                                                  "other", "adam", "dead"};
     return ph >= 0 && ph < SAE_PROF_N ? names[ph] : "?";
 }
 
@@ -130,6 +131,7 @@ void sae_trainer_free(sae_trainer *t)
     mem_free_aligned(t->dxhat);
     mem_free_aligned(t->ehat);
     mem_free_aligned(t->pre);
+    mem_free_aligned(t->bmax);
     mem_free_aligned(t->fbuf);
     mem_free_aligned(t->scratch);
     mem_free(t->ptr);
@@ -292,7 +294,9 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         t->chunk = (int)(ch >= B ? B : ch < 64 ? 64 : ch);
         if (t->chunk > B) t->chunk = B;
         t->pre = zalloc((int64_t)t->chunk * S);
+        t->bmax = zalloc((int64_t)t->chunk * (S / SAE_K_TOPK_BLOCK));
         t->cap = B * (int64_t)c.k;
+        ok = ok && t->bmax;
     } else {
         t->chunk = (int)B;
         t->pre = zalloc(B * S);
@@ -698,11 +702,13 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
         if (t->c.arch == SAE_TOPK) {
             for (int r0 = 0; r0 < B; r0 += t->chunk) {
                 int n = B - r0 < t->chunk ? B - r0 : t->chunk;
-                sae_k_encode(t->pre, t->xc + (int64_t)r0 * D, t->xs + (int64_t)r0 * D, P->W_encT,
-                             P->b_enc, bsub, n, D, S);
+                /* the top-k's first pass runs inside the GEMM's blocks (fp32) */
+                int fused = sae_k_encode_bmax(t->pre, t->bmax, t->xc + (int64_t)r0 * D,
+                                              t->xs + (int64_t)r0 * D, P->W_encT, P->b_enc, bsub,
+                                              n, D, S);
                 prof_mark(t, SAE_PROF_ENCODE);
-                sae_k_topk(t->idx + (int64_t)r0 * k, t->val + (int64_t)r0 * k, t->pre, n, S, k,
-                           NULL, 0);
+                sae_k_topk_bmax(t->idx + (int64_t)r0 * k, t->val + (int64_t)r0 * k, t->pre,
+                                fused ? t->bmax : NULL, n, S, k);
                 prof_mark(t, SAE_PROF_TOPK);
                 if (ka)
                     sae_k_topk(t->aidx + (int64_t)r0 * ka, t->aval + (int64_t)r0 * ka, t->pre, n,
@@ -868,15 +874,20 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
                        (long long)t->step);
     int constrained = is_constrained(t->c.arch);
     prof_mark(t, SAE_PROF_OTHER);
-    if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->Do);
-    prof_mark(t, SAE_PROF_PARALLEL);
     double lr = lr_at(t);
     /* the JumpReLU thresholds are the S parameters after b_dec (the last ones but a skip
        transcoder's W_skip); they get their own learning rate */
     int64_t nskip = t->P.W_skip ? (int64_t)t->Do * t->D : 0;
     int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth - nskip;
-    sae_k_adam(t->p, t->g, t->m, t->v, nmain, (float)lr, (float)t->c.adam_b1,
-               (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
+    /* constrained: the decoder rows' parallel gradient removed, Adam, rows back to unit norm,
+       in one pass over each row */
+    if (constrained)
+        sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nmain, t->P.W_dec - t->p, t->S, t->Do,
+                             (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
+                             (float)t->c.adam_eps, t->step + 1);
+    else
+        sae_k_adam(t->p, t->g, t->m, t->v, nmain, (float)lr, (float)t->c.adam_b1,
+                   (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
     if (nth)
         sae_k_adam(t->p + nmain, t->g + nmain, t->m + nmain, t->v + nmain, nth,
                    (float)(lr * t->c.jr_lr_mult), (float)t->c.adam_b1, (float)t->c.adam_b2,
@@ -887,13 +898,12 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
                    (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
     }
     prof_mark(t, SAE_PROF_ADAM);
-    if (constrained) sae_k_normalize_rows(t->P.W_dec, t->S, t->Do);
     int64_t ndead = 0;
     for (int j = 0; j < t->S; j++) {
         t->since[j] = t->fired[j] ? 0 : t->since[j] + t->B;
         if (t->since[j] >= t->dead_window) ndead++;
     }
-    prof_mark(t, SAE_PROF_NORM);
+    prof_mark(t, SAE_PROF_DEAD);
     t->step++;
     t->tokens += t->B;
     st.step = t->step;

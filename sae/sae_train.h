@@ -145,9 +145,9 @@ enum {
     SAE_PROF_ENC_BWD,  /* encoder backward (sparse) */
     SAE_PROF_AUX,      /* AuxK decoder forward and both backwards */
     SAE_PROF_OTHER,    /* the dense architectures' forward/backward, matryoshka levels, b_dec */
-    SAE_PROF_PARALLEL, /* removing the decoder gradient's parallel component */
-    SAE_PROF_ADAM,
-    SAE_PROF_NORM,     /* decoder rows back to unit norm, dead-latent counters */
+    SAE_PROF_ADAM,     /* Adam, with the decoder rows' parallel gradient removed and the rows
+                          renormalised in the same pass */
+    SAE_PROF_DEAD,     /* dead-latent counters */
     SAE_PROF_N
 };
 void sae_trainer_profile(sae_trainer *t, double *secs /*[SAE_PROF_N] or NULL*/);
