@@ -245,6 +245,50 @@ static int bench_speed(int D, int S, int k, int B, int steps)
     return 0;
 }
 
+/* SAE_BENCH_PEER="d_in,d_sae": only the TopK steps of bench_speed at that shape, one line per
+ * precision, "saelite <precision> <tok/s median> <min> <max>", for bench_sae_peer.sh, which
+ * interleaves it with the PyTorch peer (bench_sae_torch.py, the same batch). */
+static int bench_peer(int D, int S, int steps)
+{
+    int k = 32, B = 4096;
+    sae_train_config c;
+    sae_train_defaults(&c);
+    c.arch = SAE_TOPK;
+    c.d_in = D;
+    c.d_sae = S;
+    c.k = k;
+    c.batch = B;
+    c.total_tokens = (int64_t)B * 1000;
+    c.dead_window = (int64_t)B * 2;
+    rng_state r;
+    rng_seed(&r, 3);
+    float *x = mem_alloc(sizeof(float) * (size_t)B * D);
+    for (int64_t i = 0; i < (int64_t)B * D; i++) x[i] = (float)rng_normal_alt(&r);
+    if (steps > MAX_REPS) steps = MAX_REPS;
+    for (int p = 0; p < 1 + sae_bf16_supported(); p++) {
+        sae_k_set_precision(p ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32);
+        sae_trainer *t;
+        if (sae_trainer_new(&t, &c, x, B)) {
+            fprintf(stderr, "bench_sae: %s\n", err_msg());
+            return 1;
+        }
+        sae_step_stats st;
+        double dt[MAX_REPS], med, lo, hi;
+        for (int s = -1; s < steps; s++) {
+            double t0 = now_seconds();
+            sae_trainer_step(t, x, &st);
+            if (s >= 0) dt[s] = now_seconds() - t0;
+        }
+        stats3(dt, steps, &med, &lo, &hi);
+        printf("saelite %s %.0f %.0f %.0f\n", p ? "bf16" : "fp32", B / med, B / hi, B / lo);
+        fflush(stdout);
+        sae_trainer_free(t);
+    }
+    sae_k_set_precision(SAE_PRECISION_FP32);
+    mem_free(x);
+    return 0;
+}
+
 static int bench_ground_truth(int64_t tokens, sae_precision prec)
 {
     sae_k_set_precision(prec);
@@ -293,6 +337,8 @@ static int bench_ground_truth(int64_t tokens, sae_precision prec)
 int main(void)
 {
     int rc = 0;
+    const char *peer = getenv("SAE_BENCH_PEER"), *comma = peer ? strchr(peer, ',') : NULL;
+    if (comma) return bench_peer(atoi(peer), atoi(comma + 1), 5);
     const char *only = getenv("SAE_BENCH_SPEED"); /* "small", "large", "0" */
     if (!only || !strcmp(only, "small")) rc |= bench_speed(512, 4096, 32, 4096, 5);
     if (!only || !strcmp(only, "large")) rc |= bench_speed(768, 24576, 32, 4096, 3);
