@@ -1,6 +1,8 @@
 /* sae_bf16.c - see sae_bf16.h. */
 #include "sae/sae_bf16.h"
 
+#include "model/ops.h"
+
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -34,32 +36,11 @@ static struct {
     char impl[64];
 } G = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
-static const char *isa_name(dnnl_cpu_isa_t isa)
-{
-    switch (isa) {
-    case dnnl_cpu_isa_sse41: return "sse41";
-    case dnnl_cpu_isa_avx: return "avx";
-    case dnnl_cpu_isa_avx2: return "avx2";
-    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
-    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
-    case dnnl_cpu_isa_avx512_core: return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-    default: return "unknown";
-    }
-}
+/* The ISA query and the SAELITE_NO_BF16 switch are the model's (model/ops_bf16.c): one answer
+ * for every bf16 path. */
+const char *sae_bf16_isa(void) { return op_bf16_isa(); }
 
-const char *sae_bf16_isa(void) { return isa_name(dnnl_get_effective_cpu_isa()); }
-
-int sae_bf16_supported(void)
-{
-    const char *e = getenv("SAELITE_NO_BF16");
-    if (e && e[0] && strcmp(e, "0") != 0) return 0;
-    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), need = dnnl_cpu_isa_avx512_core_bf16;
-    return (isa & need) == need;
-}
+int sae_bf16_supported(void) { return op_bf16_supported(); }
 
 const char *sae_bf16_impl(void) { return G.impl; }
 
