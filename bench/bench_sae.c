@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/mem.h"
@@ -110,6 +111,9 @@ static void probe_run(gemm_probe *g, double *t_sgemm, double *t_bf16)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->B, g->S, g->D, 1.0f, g->a, g->D, g->w,
                 g->D, 0.0f, g->c, g->S);
     *t_sgemm = now_seconds() - t0;
+    /* OpenBLAS's idle workers spin (sched_yield) for ~0.1 s after a call: let them go to sleep
+       before anything else is timed (they slowed the next oneDNN call several-fold) */
+    usleep(200000);
     *t_bf16 = 0;
     if (!g->bf) return;
     dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, g->ma}, {DNNL_ARG_WEIGHTS, g->mw}, {DNNL_ARG_DST, g->mc}};

@@ -16,6 +16,7 @@ fi
 B=build/bench/bench_sae
 [ -x "$B" ] || { echo "bench_sae_peer: $B missing (make bench builds it)"; exit 1; }
 rounds=${SAE_PEER_ROUNDS:-3}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} # bench_sae's bf16 steps: see run-bench.sh
 echo "PyTorch $("$PY" -c 'import torch; print(torch.__version__)'), load average $(cut -d' ' -f1 /proc/loadavg) at the start"
 echo "| shape (d_in, d_sae) | precision | saelite tok/s | PyTorch tok/s | saelite / PyTorch (median, range) | target |"
 echo "| --- | --- | ---: | ---: | ---: | --- |"
