@@ -289,9 +289,14 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     int ok = t->p && t->g && t->m && t->v && t->since && t->fired && t->dead && t->nrm && t->xs && t->xc &&
              t->xhat && t->dxhat && t->ptr && t->ys && (!t->tc || t->zero_in);
     if (c.arch == SAE_TOPK) {
-        /* pre-activations in row chunks of at most 16M floats */
+        /* pre-activations in row chunks of at most 16M floats, of equal size: every chunk's
+           GEMM packs all of W_enc again, so a short last chunk (4 rows at d_sae 24576) cost a
+           whole packing for nothing; the rows a chunk holds change no bit (OpenBLAS's result
+           for a row does not depend on the rows beside it; tests/test_sae.c checks it) */
         int64_t ch = ((int64_t)1 << 24) / S;
-        t->chunk = (int)(ch >= B ? B : ch < 64 ? 64 : ch);
+        ch = ch >= B ? B : ch < 64 ? 64 : ch;
+        int64_t nch = (B + ch - 1) / ch;
+        t->chunk = (int)((B + nch - 1) / nch);
         if (t->chunk > B) t->chunk = B;
         t->pre = zalloc((int64_t)t->chunk * S);
         t->bmax = zalloc((int64_t)t->chunk * (S / SAE_K_TOPK_BLOCK));

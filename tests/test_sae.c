@@ -127,6 +127,11 @@ static void test_topk_fused(void)
     CHECK(fused == (sae_k_precision() == SAE_PRECISION_FP32));
     CHECK(!memcmp(idx, idx2, sizeof idx) && !memcmp(val, val2, sizeof val),
           "fused top-k differs from encode + sae_k_topk");
+    /* the trainer's row chunks rest on this: a row's pre-activations do not depend on the rows
+       encoded with it (4 + 2 rows give the bits of 6) */
+    sae_k_encode(pre2, xc, x, W, be, bd, 4, D, S);
+    sae_k_encode(pre2 + 4 * (int64_t)S, xc + 4 * D, x + 4 * D, W, be, bd, 2, D, S);
+    CHECK(!memcmp(pre, pre2, sizeof(float) * B * S), "encoder rows depend on their chunk");
     free(W), free(x), free(pre), free(pre2), free(bm);
 }
 
