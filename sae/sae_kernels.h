@@ -59,13 +59,13 @@ void sae_k_topk(int *idx /*[B*k]*/, float *val /*[B*k]*/, const float *pre /*[B,
  * pre-activations (NaNs skipped) into bmax, the first pass of sae_k_topk's selection; returns 1
  * when it did (the fp32 path), 0 when bmax was not written (bf16: one oneDNN call). Then
  * sae_k_topk_bmax(..., bmax, ...) selects exactly what sae_k_topk(..., NULL, 0) would, reading
- * only the blocks that can hold a selected entry. */
+ * only the blocks that can hold a selected entry (bmax NULL: it takes the maxima itself). */
 enum { SAE_K_TOPK_BLOCK = 32 };
 int sae_k_encode_bmax(float *pre /*[B,S]*/, float *bmax /*[B, S / SAE_K_TOPK_BLOCK]*/,
                       float *xc /*[B,D]*/, const float *x /*[B,D]*/, const float *W_encT /*[S,D]*/,
                       const float *b_enc /*[S]*/, const float *b_dec /*[D]*/, int B, int D, int S);
 void sae_k_topk_bmax(int *idx /*[B*k]*/, float *val /*[B*k]*/, const float *pre /*[B,S]*/,
-                     const float *bmax /*[B, S / SAE_K_TOPK_BLOCK]*/, int B, int S, int k);
+                     const float *bmax /*[B, S / SAE_K_TOPK_BLOCK] or NULL*/, int B, int S, int k);
 
 /* Global top (kB) of relu(pre) over the whole batch (BatchTopK). Writes CSR (ptr[B+1], idx, val of
  * capacity cap) of entries >= the selected threshold and > 0; returns the number of entries (ties
