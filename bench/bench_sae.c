@@ -154,21 +154,29 @@ enum { MAX_REPS = 16 };
 /* TopK steps at one shape, fp32 and (where the CPU has it) bf16, on two trainers from the same
  * init, each step followed by one call of each GEMM limit, so that a step and its limit see the
  * same load: the ratios are taken per step (limit time / step time), then the median. */
-static int bench_speed(int D, int S, int k, int B, int steps)
+/* The speed runs' TopK config and batch (standard normal x [B, D]; NULL when out of memory). */
+static float *speed_setup(sae_train_config *c, int D, int S, int k, int B)
 {
-    sae_train_config c;
-    sae_train_defaults(&c);
-    c.arch = SAE_TOPK;
-    c.d_in = D;
-    c.d_sae = S;
-    c.k = k;
-    c.batch = B;
-    c.total_tokens = (int64_t)B * 1000;
-    c.dead_window = (int64_t)B * 2; /* AuxK becomes active from the 3rd step: include its cost */
+    sae_train_defaults(c);
+    c->arch = SAE_TOPK;
+    c->d_in = D;
+    c->d_sae = S;
+    c->k = k;
+    c->batch = B;
+    c->total_tokens = (int64_t)B * 1000;
+    c->dead_window = (int64_t)B * 2; /* AuxK becomes active from the 3rd step: include its cost */
     rng_state r;
     rng_seed(&r, 3);
     float *x = mem_alloc(sizeof(float) * (size_t)B * D);
-    for (int64_t i = 0; i < (int64_t)B * D; i++) x[i] = (float)rng_normal_alt(&r);
+    for (int64_t i = 0; x && i < (int64_t)B * D; i++) x[i] = (float)rng_normal_alt(&r);
+    return x;
+}
+
+static int bench_speed(int D, int S, int k, int B, int steps)
+{
+    sae_train_config c;
+    float *x = speed_setup(&c, D, S, k, B);
+    if (!x) return 1;
     int bf = sae_bf16_supported();
     sae_trainer *t[2] = {NULL, NULL};
     for (int p = 0; p < 1 + bf; p++)
@@ -254,20 +262,10 @@ static int bench_speed(int D, int S, int k, int B, int steps)
  * interleaves it with the PyTorch peer (bench_sae_torch.py, the same batch). */
 static int bench_peer(int D, int S, int steps)
 {
-    int k = 32, B = 4096;
+    int B = 4096;
     sae_train_config c;
-    sae_train_defaults(&c);
-    c.arch = SAE_TOPK;
-    c.d_in = D;
-    c.d_sae = S;
-    c.k = k;
-    c.batch = B;
-    c.total_tokens = (int64_t)B * 1000;
-    c.dead_window = (int64_t)B * 2;
-    rng_state r;
-    rng_seed(&r, 3);
-    float *x = mem_alloc(sizeof(float) * (size_t)B * D);
-    for (int64_t i = 0; i < (int64_t)B * D; i++) x[i] = (float)rng_normal_alt(&r);
+    float *x = speed_setup(&c, D, S, 32, B);
+    if (!x) return 1;
     if (steps > MAX_REPS) steps = MAX_REPS;
     for (int p = 0; p < 1 + sae_bf16_supported(); p++) {
         sae_k_set_precision(p ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32);
