@@ -16,6 +16,7 @@
 #include "common/mem.h"
 #include "common/progress.h"
 #include "model/gpt2.h"
+#include "model/ops.h"
 #include "model/tokenizer.h"
 #include "sae/metrics.h"
 #include "sae/sae.h"
@@ -888,6 +889,8 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
         !(o.val_frac > 0 && o.val_frac < 1) || !(o.hist_lo > 0 && o.hist_lo < o.hist_hi))
         return err_set(ERR_ARG, "analyze: counts must be >= 1, val_frac in (0, 1), 0 < hist_lo < hist_hi");
 
+    int prev_bf16 = op_precision_bf16();
+    if ((rc = op_set_precision(o.precision))) return rc;
     shared sh = {0};
     dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};
     if (o.sae_dir) {
@@ -968,5 +971,6 @@ out:
     sae_free(sd.sae);
     free_shared(&sh);
     store_close(sh.s);
+    op_set_precision(prev_bf16 ? OP_PRECISION_BF16 : OP_PRECISION_FP32);
     return rc;
 }

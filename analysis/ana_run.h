@@ -40,6 +40,9 @@ typedef struct {
     int effects_ctx;       /* contexts per feature for the effects (<= 0: all) */
     int effects_seqs;      /* sequences of the split the effects use (<= 0: all) */
     double val_frac, cos_threshold, hist_lo, hist_hi;
+    int precision;         /* the model forward's matmuls (downstream loss, effects):
+                              OP_PRECISION_FP32 (0, the default), _BF16 (ERR_ARG where the CPU has
+                              no bf16) or _AUTO (model/ops.h); the SAE's own kernels stay fp32 */
     volatile int *stop;    /* polled per sequence; may be NULL */
     /* called with a one-line notice (e.g. the size --all-acts is about to write); may be NULL */
     void (*notice)(const char *msg, void *user);

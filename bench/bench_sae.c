@@ -2,9 +2,10 @@
  *
  * Speed: for (d_in, d_sae, k, batch) = (512, 4096, 32, 4096) and (768, 24576, 32, 4096), TopK
  * tokens/s in fp32 and bf16 (steps interleaved on two trainers; median and range) and the ratio
- * (tokens/s * 2 d_in d_sae) / (GEMM FLOP/s for the encoder shape [batch, d_in] x [d_in, d_sae]
- * measured in the same run): fp32 against sgemm (target >= 0.7), bf16 against oneDNN's bf16
- * matmul with converted inputs (target >= 0.5). SAE_BENCH_SPEED=small|large|0 picks shapes.
+ * (time of one GEMM of the encoder shape [batch, d_in] x [d_in, d_sae]) / (time of a step), each
+ * step followed by its GEMM calls so both see the same load, median over the steps: fp32 against
+ * sgemm (target >= 0.7), bf16 against oneDNN's bf16 matmul with converted inputs (target >= 0.5);
+ * where each step's time goes (sae_trainer_profile). SAE_BENCH_SPEED=small|large|0 picks shapes.
  * Peak RSS vs the size of weights + gradients + Adam state + one batch.
  * Ground truth (SAE_BENCH_GT=0 skips; SAE_BENCH_GT_TOKENS="1000000,3000000" overrides): synthetic
  * d 256, 512 features, 5 active; TopK d_sae 1024, k 6; MMCS and fraction recovered at cos > 0.9;
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "common/err.h"
 #include "common/mem.h"
@@ -27,6 +29,18 @@
 #include "sae/sae_train.h"
 #include "sae/synth.h"
 
+/* The 1-minute load average, for the record (other work on the machine skews every figure). */
+static const char *load_average(void)
+{
+    static char buf[32];
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f || !fgets(buf, sizeof buf, f)) snprintf(buf, sizeof buf, "?");
+    if (f) fclose(f);
+    char *sp = strchr(buf, ' ');
+    if (sp) *sp = 0;
+    return buf;
+}
+
 static double peak_rss_mb(void)
 {
     struct rusage ru;
@@ -34,71 +48,90 @@ static double peak_rss_mb(void)
     return ru.ru_maxrss / 1024.0;
 }
 
-static double sgemm_gflops(int B, int D, int S)
-{
-    float *a = mem_alloc(sizeof(float) * (size_t)B * D), *w = mem_alloc(sizeof(float) * (size_t)S * D);
-    float *c = mem_alloc(sizeof(float) * (size_t)B * S);
-    for (int64_t i = 0; i < (int64_t)B * D; i++) a[i] = (float)(i % 7) * 0.1f;
-    for (int64_t i = 0; i < (int64_t)S * D; i++) w[i] = (float)(i % 5) * 0.1f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, a, D, w, D, 0.0f, c, S);
-    double best = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double t0 = now_seconds();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, S, D, 1.0f, a, D, w, D, 0.0f, c, S);
-        double dt = now_seconds() - t0;
-        if (dt < best) best = dt;
-    }
-    mem_free(a);
-    mem_free(w);
-    mem_free(c);
-    return 2.0 * B * D * S / best / 1e9;
-}
-
-/* The bf16 GEMM limit on the encoder shape: one oneDNN matmul, bf16 inputs already converted and
- * in the primitive's preferred weights layout, fp32 output; best of 3. 0 when it cannot run. */
-static double bf16_gemm_gflops(int B, int D, int S, char *impl, int nimpl)
-{
+/* The two GEMM limits on the encoder shape [B,D] x [D,S] -> [B,S]: OpenBLAS sgemm (all its
+ * threads) and one oneDNN bf16 matmul (inputs already bf16, weights in the primitive's preferred
+ * layout, fp32 output). Buffers and the primitive are made once; gemm_probe times one call of
+ * each, so that the probes can be interleaved with the steps and see the same load. */
+typedef struct {
+    int B, D, S, bf;
+    float *a, *w, *c;
     dnnl_engine_t eng;
     dnnl_stream_t st;
-    if (dnnl_engine_create(&eng, dnnl_cpu, 0)) return 0;
-    if (dnnl_stream_create(&st, eng, dnnl_stream_default_flags)) return 0;
+    dnnl_primitive_t mm;
+    dnnl_primitive_desc_t pd;
+    dnnl_memory_t ma, mw, mc;
+    char impl[64];
+} gemm_probe;
+
+static int probe_init(gemm_probe *g, int B, int D, int S, int bf)
+{
+    memset(g, 0, sizeof *g);
+    g->B = B, g->D = D, g->S = S;
+    g->a = mem_alloc(sizeof(float) * (size_t)B * D);
+    g->w = mem_alloc(sizeof(float) * (size_t)S * D);
+    g->c = mem_alloc(sizeof(float) * (size_t)B * S);
+    if (!g->a || !g->w || !g->c) return 1;
+    for (int64_t i = 0; i < (int64_t)B * D; i++) g->a[i] = (float)(i % 7) * 0.1f;
+    for (int64_t i = 0; i < (int64_t)S * D; i++) g->w[i] = (float)(i % 5) * 0.1f;
+    memset(g->c, 0, sizeof(float) * (size_t)B * S);
+    if (!bf) return 0;
+    if (dnnl_engine_create(&g->eng, dnnl_cpu, 0) ||
+        dnnl_stream_create(&g->st, g->eng, dnnl_stream_default_flags))
+        return 0;
     dnnl_memory_desc_t a, w, c;
     dnnl_dims_t da = {B, D}, dw = {D, S}, dc = {B, S};
     dnnl_memory_desc_init_by_tag(&a, 2, da, dnnl_bf16, dnnl_ab);
     dnnl_memory_desc_init_by_tag(&w, 2, dw, dnnl_bf16, dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&c, 2, dc, dnnl_f32, dnnl_ab);
     dnnl_matmul_desc_t md;
-    dnnl_primitive_desc_t pd;
-    dnnl_primitive_t mm;
     if (dnnl_matmul_desc_init(&md, &a, &w, NULL, &c) ||
-        dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) || dnnl_primitive_create(&mm, pd))
+        dnnl_primitive_desc_create(&g->pd, &md, NULL, g->eng, NULL) ||
+        dnnl_primitive_create(&g->mm, g->pd))
         return 0;
     const char *im = "";
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &im);
-    snprintf(impl, nimpl, "%s", im);
-    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    dnnl_memory_t ma, mw, mc;
-    dnnl_memory_create(&ma, &a, eng, DNNL_MEMORY_ALLOCATE);
-    dnnl_memory_create(&mw, wmd, eng, DNNL_MEMORY_ALLOCATE);
-    dnnl_memory_create(&mc, &c, eng, DNNL_MEMORY_ALLOCATE);
+    dnnl_primitive_desc_query(g->pd, dnnl_query_impl_info_str, 0, &im);
+    snprintf(g->impl, sizeof g->impl, "%s", im);
+    const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(g->pd, dnnl_query_weights_md, 0);
+    dnnl_memory_create(&g->ma, &a, g->eng, DNNL_MEMORY_ALLOCATE);
+    dnnl_memory_create(&g->mw, wmd, g->eng, DNNL_MEMORY_ALLOCATE);
+    dnnl_memory_create(&g->mc, &c, g->eng, DNNL_MEMORY_ALLOCATE);
     void *h;
-    dnnl_memory_get_data_handle(ma, &h);
+    dnnl_memory_get_data_handle(g->ma, &h);
     memset(h, 0x3f, dnnl_memory_desc_get_size(&a)); /* bf16 0x3f3f: about 0.75 */
-    dnnl_memory_get_data_handle(mw, &h);
+    dnnl_memory_get_data_handle(g->mw, &h);
     memset(h, 0x3c, dnnl_memory_desc_get_size(wmd));
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, mc}};
-    double best = 1e30;
-    for (int r = 0; r < 4; r++) {
-        double t0 = now_seconds();
-        dnnl_primitive_execute(mm, st, 3, args);
-        dnnl_stream_wait(st);
-        double dt = now_seconds() - t0;
-        if (r && dt < best) best = dt; /* the first run is the warm-up */
+    g->bf = 1;
+    return 0;
+}
+
+/* Seconds of one sgemm call and of one bf16 matmul (0 when there is none). */
+static void probe_run(gemm_probe *g, double *t_sgemm, double *t_bf16)
+{
+    double t0 = now_seconds();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->B, g->S, g->D, 1.0f, g->a, g->D, g->w,
+                g->D, 0.0f, g->c, g->S);
+    *t_sgemm = now_seconds() - t0;
+    /* OpenBLAS's idle workers spin (sched_yield) for ~0.1 s after a call: let them go to sleep
+       before anything else is timed (they slowed the next oneDNN call several-fold) */
+    usleep(200000);
+    *t_bf16 = 0;
+    if (!g->bf) return;
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, g->ma}, {DNNL_ARG_WEIGHTS, g->mw}, {DNNL_ARG_DST, g->mc}};
+    t0 = now_seconds();
+    dnnl_primitive_execute(g->mm, g->st, 3, args);
+    dnnl_stream_wait(g->st);
+    *t_bf16 = now_seconds() - t0;
+}
+
+static void probe_free(gemm_probe *g)
+{
+    if (g->bf) {
+        dnnl_memory_destroy(g->ma), dnnl_memory_destroy(g->mw), dnnl_memory_destroy(g->mc);
+        dnnl_primitive_destroy(g->mm), dnnl_primitive_desc_destroy(g->pd);
     }
-    dnnl_memory_destroy(ma), dnnl_memory_destroy(mw), dnnl_memory_destroy(mc);
-    dnnl_primitive_destroy(mm), dnnl_primitive_desc_destroy(pd);
-    dnnl_stream_destroy(st), dnnl_engine_destroy(eng);
-    return 2.0 * B * D * S / best / 1e9;
+    if (g->st) dnnl_stream_destroy(g->st);
+    if (g->eng) dnnl_engine_destroy(g->eng);
+    mem_free(g->a), mem_free(g->w), mem_free(g->c);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -118,23 +151,32 @@ static void stats3(double *v, int n, double *med, double *lo, double *hi)
 
 enum { MAX_REPS = 16 };
 
-/* TopK steps at one shape, fp32 and (where the CPU has it) bf16 interleaved step by step on two
- * trainers from the same init, so that both see the same load; then the two GEMM limits. */
-static int bench_speed(int D, int S, int k, int B, int steps)
+/* TopK steps at one shape, fp32 and (where the CPU has it) bf16, on two trainers from the same
+ * init, each step followed by one call of each GEMM limit, so that a step and its limit see the
+ * same load: the ratios are taken per step (limit time / step time), then the median. */
+/* The speed runs' TopK config and batch (standard normal x [B, D]; NULL when out of memory). */
+static float *speed_setup(sae_train_config *c, int D, int S, int k, int B)
 {
-    sae_train_config c;
-    sae_train_defaults(&c);
-    c.arch = SAE_TOPK;
-    c.d_in = D;
-    c.d_sae = S;
-    c.k = k;
-    c.batch = B;
-    c.total_tokens = (int64_t)B * 1000;
-    c.dead_window = (int64_t)B * 2; /* AuxK becomes active from the 3rd step: include its cost */
+    sae_train_defaults(c);
+    c->arch = SAE_TOPK;
+    c->d_in = D;
+    c->d_sae = S;
+    c->k = k;
+    c->batch = B;
+    c->total_tokens = (int64_t)B * 1000;
+    c->dead_window = (int64_t)B * 2; /* AuxK becomes active from the 3rd step: include its cost */
     rng_state r;
     rng_seed(&r, 3);
     float *x = mem_alloc(sizeof(float) * (size_t)B * D);
-    for (int64_t i = 0; i < (int64_t)B * D; i++) x[i] = (float)rng_normal_alt(&r);
+    for (int64_t i = 0; x && i < (int64_t)B * D; i++) x[i] = (float)rng_normal_alt(&r);
+    return x;
+}
+
+static int bench_speed(int D, int S, int k, int B, int steps)
+{
+    sae_train_config c;
+    float *x = speed_setup(&c, D, S, k, B);
+    if (!x) return 1;
     int bf = sae_bf16_supported();
     sae_trainer *t[2] = {NULL, NULL};
     for (int p = 0; p < 1 + bf; p++)
@@ -142,54 +184,109 @@ static int bench_speed(int D, int S, int k, int B, int steps)
             fprintf(stderr, "bench_sae: %s\n", err_msg());
             return 1;
         }
+    gemm_probe g;
+    if (probe_init(&g, B, D, S, bf)) {
+        fprintf(stderr, "bench_sae: out of memory for the GEMM probe\n");
+        return 1;
+    }
+    bf = bf && g.bf;
     sae_step_stats st;
-    double dt[2][MAX_REPS];
+    double dt[2][MAX_REPS], tg[2][MAX_REPS], prof[2][SAE_PROF_N] = {{0}};
     if (steps > MAX_REPS) steps = MAX_REPS;
-    for (int s = -1; s < steps; s++) /* step -1: warm-up */
+    double rss = 0;
+    for (int s = -1; s < steps; s++) { /* step -1: warm-up */
         for (int p = 0; p < 1 + bf; p++) {
             sae_k_set_precision(p ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32);
+            sae_trainer_profile(t[p], s >= 0 ? prof[p] : NULL);
             double t0 = now_seconds();
             sae_trainer_step(t[p], x, &st);
             if (s >= 0) dt[p][s] = now_seconds() - t0;
         }
+        if (s < 0) rss = peak_rss_mb(); /* before the probes' first use of their [B, S] output */
+        double a, b;
+        probe_run(&g, &a, &b);
+        if (s >= 0) tg[0][s] = a, tg[1][s] = b;
+    }
     char eng[96];
     sae_k_engine(eng, sizeof eng);
     sae_k_set_precision(SAE_PRECISION_FP32);
-    double rss = peak_rss_mb(); /* before the GEMM probes allocate their own [B, S] outputs */
-    double gf = 0, gb = 0;
-    char impl[64] = "";
-    for (int rep = 0; rep < 2; rep++) { /* interleaved, best of each */
-        double g = sgemm_gflops(B, D, S);
-        if (g > gf) gf = g;
-        if (bf) {
-            g = bf16_gemm_gflops(B, D, S, impl, sizeof impl);
-            if (g > gb) gb = g;
-        }
-    }
-    double params = 2.0 * D * S + S + D, flop = 2.0 * D * S; /* encoder FLOPs per token */
+    double flop = 2.0 * D * S, gflop = flop * B / 1e9; /* encoder FLOPs per token, per batch */
+    double params = 2.0 * D * S + S + D;
     double need_mb = (params * 4 * 4 + (double)B * D * 4) / (1 << 20);
-    double ratio[MAX_REPS];
-    for (int s = 0; s < steps; s++) ratio[s] = bf ? dt[0][s] / dt[1][s] : 0;
-    double med[2], lo[2], hi[2], rm = 0, rl = 0, rh = 0;
-    for (int p = 0; p < 1 + bf; p++) stats3(dt[p], steps, &med[p], &lo[p], &hi[p]);
-    if (bf) stats3(ratio, steps, &rm, &rl, &rh);
-    printf("topk d_in %d d_sae %d k %d batch %d, %d steps each:\n", D, S, k, B, steps);
-    printf("  fp32: %.0f tok/s median (%.0f-%.0f); sgemm %.1f GFLOP/s; of sgemm %.2f (target >= "
-           "0.7)\n",
-           B / med[0], B / hi[0], B / lo[0], gf, B / med[0] * flop / (gf * 1e9));
-    if (bf)
-        printf("  bf16: %.0f tok/s median (%.0f-%.0f) [%s]; oneDNN bf16 GEMM %.1f GFLOP/s (%s); of "
-               "it %.2f (target >= 0.5); bf16/fp32 %.2fx (%.2f-%.2f); bf16 GEMM / sgemm %.2fx\n",
-               B / med[1], B / hi[1], B / lo[1], eng, gb, impl, B / med[1] * flop / (gb * 1e9), rm,
-               rl, rh, gb / gf);
-    else
+    printf("topk d_in %d d_sae %d k %d batch %d, %d steps each (load average %s):\n", D, S, k, B,
+           steps, load_average());
+    double gm[2], ratio[2], rl[2], rh[2];
+    for (int p = 0; p < 1 + bf; p++) {
+        double rr[MAX_REPS], tmp[MAX_REPS], med, lo, hi, d0, d1;
+        for (int s = 0; s < steps; s++) rr[s] = tg[p][s] / dt[p][s];
+        stats3(rr, steps, &ratio[p], &rl[p], &rh[p]);
+        memcpy(tmp, tg[p], sizeof(double) * steps);
+        stats3(tmp, steps, &gm[p], &d0, &d1);
+        stats3(dt[p], steps, &med, &lo, &hi);
+        gm[p] = gflop / gm[p];
+        if (p == 0)
+            printf("  fp32: %.0f tok/s median (%.0f-%.0f); sgemm %.1f GFLOP/s (median, interleaved); "
+                   "of sgemm %.2f (%.2f-%.2f; target >= 0.7)\n",
+                   B / med, B / hi, B / lo, gm[0], ratio[0], rl[0], rh[0]);
+        else
+            printf("  bf16: %.0f tok/s median (%.0f-%.0f) [%s]; oneDNN bf16 GEMM %.1f GFLOP/s (%s); "
+                   "of it %.2f (%.2f-%.2f; target >= 0.5); bf16 GEMM / sgemm %.2fx\n",
+                   B / med, B / hi, B / lo, eng, gm[1], g.impl, ratio[1], rl[1], rh[1],
+                   gm[1] / gm[0]);
+    }
+    if (!bf)
         printf("  bf16: not measured (oneDNN ISA %s has no bf16, or SAELITE_NO_BF16)\n",
                sae_bf16_isa());
+    for (int p = 0; p < 1 + bf; p++) { /* where a step's time goes (means over the steps) */
+        double tot = 0;
+        for (int i = 0; i < SAE_PROF_N; i++) tot += prof[p][i];
+        printf("  %s phases, ms/step (of the step):", p ? "bf16" : "fp32");
+        for (int i = 0; i < SAE_PROF_N; i++)
+            if (prof[p][i] / tot >= 0.005)
+                printf(" %s %.1f (%.0f%%)", sae_prof_name(i), 1e3 * prof[p][i] / steps,
+                       100 * prof[p][i] / tot);
+        printf("; the GEMM alone %.1f\n", 1e3 * gflop / gm[p]);
+    }
     printf("  dead %.1f%%; peak RSS %.0f MB with %d trainer(s) (weights+grad+Adam+batch %.0f MB "
            "each)\n", 100 * st.dead_frac, rss, 1 + bf, need_mb);
     fflush(stdout);
+    probe_free(&g);
     sae_trainer_free(t[0]);
     sae_trainer_free(t[1]);
+    mem_free(x);
+    return 0;
+}
+
+/* SAE_BENCH_PEER="d_in,d_sae": only the TopK steps of bench_speed at that shape, one line per
+ * precision, "saelite <precision> <tok/s median> <min> <max>", for bench_sae_peer.sh, which
+ * interleaves it with the PyTorch peer (bench_sae_torch.py, the same batch). */
+static int bench_peer(int D, int S, int steps)
+{
+    int B = 4096;
+    sae_train_config c;
+    float *x = speed_setup(&c, D, S, 32, B);
+    if (!x) return 1;
+    if (steps > MAX_REPS) steps = MAX_REPS;
+    for (int p = 0; p < 1 + sae_bf16_supported(); p++) {
+        sae_k_set_precision(p ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32);
+        sae_trainer *t;
+        if (sae_trainer_new(&t, &c, x, B)) {
+            fprintf(stderr, "bench_sae: %s\n", err_msg());
+            return 1;
+        }
+        sae_step_stats st;
+        double dt[MAX_REPS], med, lo, hi;
+        for (int s = -1; s < steps; s++) {
+            double t0 = now_seconds();
+            sae_trainer_step(t, x, &st);
+            if (s >= 0) dt[s] = now_seconds() - t0;
+        }
+        stats3(dt, steps, &med, &lo, &hi);
+        printf("saelite %s %.0f %.0f %.0f\n", p ? "bf16" : "fp32", B / med, B / hi, B / lo);
+        fflush(stdout);
+        sae_trainer_free(t);
+    }
+    sae_k_set_precision(SAE_PRECISION_FP32);
     mem_free(x);
     return 0;
 }
@@ -242,6 +339,8 @@ static int bench_ground_truth(int64_t tokens, sae_precision prec)
 int main(void)
 {
     int rc = 0;
+    const char *peer = getenv("SAE_BENCH_PEER"), *comma = peer ? strchr(peer, ',') : NULL;
+    if (comma) return bench_peer(atoi(peer), atoi(comma + 1), 5);
     const char *only = getenv("SAE_BENCH_SPEED"); /* "small", "large", "0" */
     if (!only || !strcmp(only, "small")) rc |= bench_speed(512, 4096, 32, 4096, 5);
     if (!only || !strcmp(only, "large")) rc |= bench_speed(768, 24576, 32, 4096, 3);

@@ -1,9 +1,11 @@
 /* cmd_analyze.c - `saelite analyze`: flags for ana_run (analysis/ana_run.h) and its summary. */
 #include <stdio.h>
+#include <string.h>
 
 #include "analysis/ana_run.h"
 #include "cli/cli.h"
 #include "common/err.h"
+#include "model/ops.h"
 
 CLI_COMMAND(analyze, "Evaluate an SAE or the neuron basis: metrics, feature tables, POS alignment",
             "saelite analyze --db FILE (--sae DIR [--neurons] | --neurons) [--hook NAME] [--all] "
@@ -46,6 +48,7 @@ int cmd_analyze(int argc, char **argv)
 {
     ana_run_opts o;
     ana_run_defaults(&o);
+    const char *prec = "fp32";
     arg_spec spec[] = {
         {"--db", ARG_STR, &o.db, "database with stored activations (written: analysis tables)",
          ARG_REQUIRED},
@@ -76,6 +79,9 @@ int cmd_analyze(int argc, char **argv)
         {"--effects-seqs", ARG_INT, &o.effects_seqs, "sequences for --effects (0: all analysed)",
          ARG_MIN(0)},
         {"--cos-threshold", ARG_FLOAT, &o.cos_threshold, "geometry: count max|cos| above this"},
+        {"--precision", ARG_STR, &prec,
+         "the model's matmuls (downstream loss, effects): fp32, bf16 (oneDNN; needs AVX512-BF16 "
+         "or AMX), auto", ARG_CHOICES("fp32|bf16|auto")},
         {NULL, 0, NULL, NULL},
     };
     const char *pos[1];
@@ -86,6 +92,9 @@ int cmd_analyze(int argc, char **argv)
     if (!o.sae_dir && !o.hook) return cli_usage_error("analyze", "--neurons without --sae needs --hook NAME");
     if (o.effects && (!o.sae_dir || o.no_model))
         return cli_usage_error("analyze", "--effects needs --sae and the model (not --no-model)");
+    o.precision = !strcmp(prec, "bf16") ? OP_PRECISION_BF16
+                  : !strcmp(prec, "auto") ? OP_PRECISION_AUTO
+                                          : OP_PRECISION_FP32;
     cli_catch_signals();
     o.stop = &cli_stop_flag;
     o.notice = notice;

@@ -1,17 +1,19 @@
 /* cmd_extract.c - `saelite extract`: hooked activations of a corpus into a SQLite store. */
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/progress.h"
 #include "extract/extract.h"
+#include "model/ops.h"
 #include "store/store.h"
 
 CLI_COMMAND(extract, "Run the hooked model over a corpus and store activations in a database",
             "saelite extract --model DIR --corpus FILE [--tags FILE] --hook NAME[,NAME...] --db FILE "
             "[--ctx 128] [--batch B] [--dtype f32|f16|bf16] [--max-tokens N] [--bos|--no-bos] "
-            "[--tokenizer DIR] [--force] [--commit-mb X] [--dry-run]")
+            "[--tokenizer DIR] [--force] [--commit-mb X] [--precision fp32|bf16|auto] [--dry-run]")
 
 typedef struct {
     progress p;
@@ -28,7 +30,7 @@ static void on_batch(const ext_stats *st, void *u)
 int cmd_extract(int argc, char **argv)
 {
     ext_opts o = {0};
-    const char *dtype = "f32";
+    const char *dtype = "f32", *prec = "fp32";
     int force = 0;
     o.batch = 8;
     o.bos = 1;
@@ -51,6 +53,9 @@ int cmd_extract(int argc, char **argv)
         {"--force", ARG_FLAG, &force, "run even when the disk looks too small"},
         {"--commit-mb", ARG_FLOAT, &o.commit_mb, "MiB of activations per transaction (a commit "
                                                  "also every 2 s)", ARG_MIN(0), ARG_DEFAULT("32")},
+        {"--precision", ARG_STR, &prec,
+         "the model's matmuls: fp32, bf16 (matrix engine via oneDNN; needs AVX512-BF16 or AMX), "
+         "auto", ARG_CHOICES("fp32|bf16|auto")},
         {"--dry-run", ARG_FLAG, &o.dry_run, "tokenize and run the model but store nothing (--db "
                                             "not needed): the compute cost of the run"},
         {NULL, 0, NULL, NULL}};
@@ -59,6 +64,9 @@ int cmd_extract(int argc, char **argv)
     if (!o.db && !o.dry_run) return cli_usage_error(argv[0], "--db is required (or --dry-run)");
     if (o.dry_run) o.db = NULL;
     if (store_dtype_parse(dtype, &o.dtype)) return cli_usage_error(argv[0], "%s", err_msg());
+    o.precision = !strcmp(prec, "bf16") ? OP_PRECISION_BF16
+                  : !strcmp(prec, "auto") ? OP_PRECISION_AUTO
+                                          : OP_PRECISION_FP32;
     cli_catch_signals();
     o.stop = &cli_stop_flag;
     ext_job *j;
@@ -70,6 +78,8 @@ int cmd_extract(int argc, char **argv)
         printf("  %s: %lld tokens x %d x %d bytes (%s) = %.1f MB\n", p->hooks[i].name,
                (long long)p->n_tokens, p->hooks[i].width, store_dtype_size(o.dtype), dtype,
                (double)p->hooks[i].bytes / 1e6);
+    if (o.precision != OP_PRECISION_FP32)
+        printf("  matmuls: %s\n", ext_bf16(j) ? "bf16 (oneDNN)" : "fp32 (no bf16 on this CPU)");
     if (o.dry_run)
         printf("  dry run: nothing is stored\n");
     else

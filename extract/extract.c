@@ -17,6 +17,7 @@
 #include "corpus/corpus.h"
 #include "extract/extract.h"
 #include "model/gpt2.h"
+#include "model/ops.h"
 #include "model/tokenizer.h"
 #include "store/store.h"
 
@@ -80,6 +81,7 @@ struct ext_job {
     int64_t commit_bytes;  /* commit once this many are pending */
     double last_commit;
     int made_db; /* ext_open created the database file */
+    int bf16;    /* the forward's matmuls in bf16 (o.precision resolved) */
     int ran;     /* ext_run was called (from then on the database is kept, for resuming) */
 };
 
@@ -299,6 +301,11 @@ static int open_db(ext_job *j)
                                      "\"max_tokens\": %lld}",
                             j->ctx, j->o.bos, store_dtype_name(j->o.dtype), j->o.batch,
                             (long long)j->o.max_tokens);
+        /* fp32 runs keep their identity byte for byte */
+        if (!rc && j->bf16) {
+            params.p[--params.n] = 0; /* the closing brace */
+            rc = buf_str(&params, ", \"precision\": \"bf16\"}");
+        }
         if (!rc) rc = store_run_begin(j->s, "extract", params.p, &j->run_id, &j->plan.done_before);
         buf_free(&params);
     }
@@ -318,6 +325,16 @@ int ext_open(ext_job **out, const ext_opts *o)
     ext_job *j = mem_calloc(1, sizeof *j);
     if (!j) return err_set(ERR_NOMEM, "out of memory");
     j->o = *o;
+    if (o->precision != OP_PRECISION_FP32) { /* resolve (and refuse) before touching the db */
+        int prev = op_precision_bf16();
+        int rc0 = op_set_precision(o->precision);
+        j->bf16 = !rc0 && op_precision_bf16();
+        op_set_precision(prev ? OP_PRECISION_BF16 : OP_PRECISION_FP32);
+        if (rc0) {
+            mem_free(j);
+            return rc0;
+        }
+    }
     j->commit_bytes = o->commit_mb > 0 ? (int64_t)(o->commit_mb * 1048576.0) : (int64_t)32 << 20;
     int rc = gpt2_load(&j->m, o->model_dir);
     if (!rc) rc = ext_model_checksum(o->model_dir, j->checksum);
@@ -750,6 +767,8 @@ static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc, int stopped)
     return rc;
 }
 
+int ext_bf16(const ext_job *j) { return j->bf16; }
+
 int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u), void *u)
 {
     memset(st, 0, sizeof *st);
@@ -765,8 +784,18 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     int in_tx = 0, done = 0, C = j->ctx, per = C - (j->o.bos ? 1 : 0);
     int64_t total = 0, ordinal = 0;
     for (int k = 0; k < EXT_RING; k++) j->bt[k].nwin = 0;
+    /* bf16: oneDNN's OpenMP threads run the matmuls; OpenBLAS (the attention's small GEMMs)
+       stays on one thread, since its idle workers spin and stall OpenMP's barriers (measured:
+       a 1024x768x768 bf16 matmul 1.2 ms alone, 35 ms right after a 2-thread sgemm) */
+    int prev_bf16 = op_precision_bf16(), blas_before = 0;
+    if (j->bf16) {
+        op_set_precision(OP_PRECISION_BF16);
+        blas_before = openblas_get_num_threads();
+        if (blas_before > 1) openblas_set_num_threads(1);
+        else blas_before = 0;
+    }
     worker_start(j);
-    int blas_before = j->worker_on ? blas_threads_for_pipeline(j) : 0;
+    if (!j->bf16) blas_before = j->worker_on ? blas_threads_for_pipeline(j) : 0;
     j->dry_seq = 0;
     j->pending_bytes = 0;
     j->last_commit = secs();
@@ -838,6 +867,7 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     if (!rc && done != 2) rc = flush(j, st, &in_tx);
     rc = drain(j, st, &in_tx, rc, done == 2); /* also after an error: the thread must stop */
     if (blas_before) openblas_set_num_threads(blas_before);
+    op_set_precision(prev_bf16 ? OP_PRECISION_BF16 : OP_PRECISION_FP32);
     if (!rc && progress) progress(st, u);
     if (!rc && done != 2 && j->s) {
         rc = ensure_tx(j, &in_tx);

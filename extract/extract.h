@@ -44,6 +44,9 @@ typedef struct {
     double commit_mb;           /* transaction size in MiB of activations (0 = 32); at most 2 s */
     volatile int *stop;         /* polled between batches; may be NULL */
     int dry_run;                /* tokenize and run the model, store nothing (db unused) */
+    int precision;              /* the forward's matmuls: OP_PRECISION_FP32 (0, the default),
+                                   _BF16 (refused by ext_open where the CPU has no bf16) or _AUTO
+                                   (model/ops.h); a bf16 run is a run of its own in the store */
 } ext_opts;
 
 typedef struct {
@@ -79,6 +82,8 @@ int ext_open(ext_job **out, const ext_opts *o);
 const ext_plan *ext_get_plan(const ext_job *j);
 /* ERR_IO when the filesystem has less free space than the plan still needs. */
 int ext_check_space(const ext_job *j);
+/* 1 when the job's forward runs its matmuls in bf16 (ext_opts.precision resolved). */
+int ext_bf16(const ext_job *j);
 /* Runs (or resumes) the extraction. progress: called after each batch (may be NULL). */
 int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u), void *u);
 void ext_close(ext_job *j);

@@ -238,6 +238,7 @@ void gpt2_free(gpt2_model *m)
     mem_free(m->hp);
     mem_free(m->tab);
     mem_free(m->lp);
+    op_bf16_forget(m->params, sizeof(float) * (size_t)m->nparams); /* cached bf16 weights */
     mem_free_aligned(m->params);
     mem_free_aligned(m->grads);
     mem_free(m->targets_copy);

@@ -4,7 +4,10 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/err.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -226,9 +229,31 @@ void op_add_bias(float *x, const float *bias, int N, int C)
     for (int n = 0; n < N; n++) add_rows(x + (size_t)n * C, NULL, bias, C);
 }
 
+/* The forward matmuls' precision (process-wide; op_set_precision). */
+static int prec_bf16;
+
+int op_set_precision(int p)
+{
+    if (p == OP_PRECISION_AUTO) p = op_bf16_supported() ? OP_PRECISION_BF16 : OP_PRECISION_FP32;
+    if (p == OP_PRECISION_BF16 && !op_bf16_supported())
+        return err_set(ERR_ARG, "precision bf16: %s (oneDNN's ISA is %s; it needs avx512_core_bf16 "
+                                "or AMX); HINT: use --precision fp32 or auto",
+                       getenv("SAELITE_NO_BF16") && strcmp(getenv("SAELITE_NO_BF16"), "0") &&
+                               getenv("SAELITE_NO_BF16")[0]
+                           ? "disabled by SAELITE_NO_BF16"
+                           : "this CPU has no bf16 dot products",
+                       op_bf16_isa());
+    prec_bf16 = p == OP_PRECISION_BF16;
+    return OK;
+}
+
+int op_precision_bf16(void) { return prec_bf16; }
+
 void op_matmul_forward(float *out, int ldo, const float *x, const float *W, int ldw,
                        const float *bias, int N, int C, int OC, float beta)
 {
+    /* bf16: one oneDNN matmul with the bias and the accumulation fused; fp32 if it fails */
+    if (prec_bf16 && !op_bf16_matmul(out, ldo, x, W, ldw, 0, bias, N, C, OC, beta)) return;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f, x, C, W, ldw, beta, out,
                 ldo);
     if (bias)
@@ -460,6 +485,7 @@ void op_attention_backward(float *dq, float *dk, float *dv, float *datt, const f
 /* ---- unembedding and loss ------------------------------------------------------------- */
 void op_logits_forward(float *logits, const float *x, const float *wte, int N, int C, int V)
 {
+    if (prec_bf16 && !op_bf16_matmul(logits, V, x, wte, C, 1, NULL, N, C, V, 0.0f)) return;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, V, C, 1.0f, x, C, wte, C, 0.0f, logits,
                 V);
 }

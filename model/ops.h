@@ -6,6 +6,11 @@
  * Backward functions ACCUMULATE into their gradient outputs (the caller zeroes them once per
  * step), except where a comment says "overwrites". Scratch buffers are passed in; nothing here
  * allocates. No function is thread-unsafe beyond writing its outputs; OpenBLAS threads itself.
+ * Precision: fp32 (the default, the PyTorch-exact path). op_set_precision(1) sends the forward
+ * matmuls (op_matmul_forward, op_logits_forward) to the CPU's bf16 matrix engine through oneDNN
+ * (model/ops_bf16.c, AVX512-BF16 or AMX): x and W rounded to bf16, products and sums in fp32,
+ * bias, accumulation and output in fp32; LayerNorm, softmax, GELU, attention and every backward
+ * stay fp32. A process-wide switch: set it before a run, not while kernels run.
  */
 #ifndef SAELITE_OPS_H
 #define SAELITE_OPS_H
@@ -76,5 +81,26 @@ void op_logits_backward(float *dx, float *dwte, const float *dlogits, const floa
  * become 0). Targets outside [0,V) must be rejected by the caller. */
 double op_crossentropy(float *logits, float *losses, const int *targets, int N, int V,
                        float dlogits_scale, long *count);
+
+/* ---- bf16 forward matmuls (model/ops_bf16.c; the only user of oneDNN besides sae/) ---- */
+/* 1 when oneDNN reports native bf16 dot products (avx512_core_bf16 or AMX) and SAELITE_NO_BF16
+ * is unset, empty or "0". */
+int op_bf16_supported(void);
+const char *op_bf16_isa(void);  /* oneDNN's effective ISA: "avx512_core_amx", "avx2", ... */
+const char *op_bf16_impl(void); /* the last matmul's implementation, "" before the first */
+/* The forward matmuls' precision: OP_PRECISION_FP32, _BF16 (ERR_ARG with a HINT when
+ * op_bf16_supported() is 0; the precision is then unchanged) or _AUTO (bf16 where supported). */
+enum { OP_PRECISION_FP32, OP_PRECISION_BF16, OP_PRECISION_AUTO };
+int op_set_precision(int p);
+int op_precision_bf16(void); /* 1 when the forward matmuls now run in bf16 */
+/* out[N,OC] (row stride ldo) = beta * out + bf16(x[N,C]) @ bf16(W) + bias[OC] (NULL: none),
+ * products and sums in fp32; W is [C,OC] with row stride ldw, or (trans) [OC,C] with row stride
+ * ldw. 0 on success, non-zero when oneDNN could not run it (nothing written then; the caller
+ * falls back to fp32). The bf16 copy of W is cached by pointer and shape: weights must not change
+ * while cached; op_bf16_forget drops the copies of every W inside [base, base + bytes)
+ * (gpt2_free calls it). Calls are serialised by a mutex; oneDNN threads with OpenMP. */
+int op_bf16_matmul(float *out, int ldo, const float *x, const float *W, int ldw, int trans,
+                   const float *bias, int N, int C, int OC, float beta);
+void op_bf16_forget(const void *base, size_t bytes);
 
 #endif

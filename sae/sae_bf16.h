@@ -1,14 +1,14 @@
-/* sae_bf16.h - the bf16 path of the SAE encoder GEMM: oneDNN matmul primitives with bf16 inputs
- * and fp32 accumulation (the CPU's matrix engine: AMX tiles or AVX512-BF16 dot products).
+/* sae_bf16.h - the bf16 path of the SAE encoder GEMM: a oneDNN matmul with bf16 inputs and
+ * fp32 accumulation (the CPU's matrix engine: AMX tiles or AVX512-BF16 dot products).
  *
  * Internal to sae/: sae_kernels.c dispatches to it when the precision is bf16 (sae_kernels.h,
- * sae_k_set_precision). This file is the only includer of oneDNN's dnnl.h.
+ * sae_k_set_precision). The matmul, the ISA query and SAELITE_NO_BF16 are the model's
+ * (model/ops.h, op_bf16_*: model/ops_bf16.c is the only includer of oneDNN's dnnl.h).
  * What is rounded: the inputs of the GEMM only (xc and W_encT to bf16, round to nearest even, by
- * oneDNN's reorder primitives); products and sums are fp32, the bias is added in fp32, the
- * output is fp32. The master weights, their gradients and Adam stay fp32 (the caller's buffers).
- * Cache: one matmul primitive per (B, D, S) shape, with its reorders and bf16 buffers (a few
- * shapes, least recently used evicted), guarded by a mutex: calls from different threads are
- * serialised.
+ * oneDNN's reorders); products and sums are fp32, the bias is added in fp32, the output is fp32.
+ * The master weights, their gradients and Adam stay fp32 (the caller's buffers).
+ * Cache: the bf16 copy of W_encT lives in the model's weight cache for the row chunks of one
+ * batch (see sae_bf16_encode); the primitives are cached per shape there. Calls are serialised.
  * Threads: oneDNN's OpenMP runtime (OMP_NUM_THREADS, default the online cores).
  * Determinism: for a fixed shape and OpenMP thread count a call is a pure function of its inputs
  * (oneDNN's CPU matmul does not split the K reduction for these shapes; tests/test_sae.c checks

@@ -12,6 +12,10 @@
 #include "common/select.h"
 #include "sae/sae_bf16.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
@@ -23,12 +27,15 @@
 /* The thread helpers (defined with the sparse kernels below). */
 static int n_threads(int64_t work);
 static void run_parallel(void (*fn)(void *, int, int), void *arg, int nt);
+static void block_maxima(float *bm, const float *pr, int nb); /* with the top-k below */
+enum { TOPK_BLOCK = SAE_K_TOPK_BLOCK };
 
 typedef struct {
     float *pre, *xc;
     const float *x, *W_encT, *b_enc, *b_dec;
     int B, D, S;
     int bias; /* encode_rows also copies b_enc into pre (the fp32 GEMM accumulates onto it) */
+    float *bmax; /* [B, S / TOPK_BLOCK] block maxima for sae_k_topk_bmax, or NULL */
 } enc_args;
 
 /* The GEMM is cut into blocks of a fixed number of latents, whatever the thread count: OpenBLAS's
@@ -60,6 +67,14 @@ static void encode_cols(void *p, int tid, int nt)
         int s0 = q * ENC_COLS, s1 = s0 + ENC_COLS < a->S ? s0 + ENC_COLS : a->S;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->B, s1 - s0, a->D, 1.0f, a->xc,
                     a->D, a->W_encT + (int64_t)s0 * a->D, a->D, 1.0f, a->pre + s0, a->S);
+        /* the top-k's first pass over the block while it is still in cache (ENC_COLS is a
+           multiple of TOPK_BLOCK: a block of the row never straddles two GEMM blocks) */
+        if (a->bmax) {
+            int nbr = a->S / TOPK_BLOCK;
+            for (int b = 0; b < a->B; b++)
+                block_maxima(a->bmax + (int64_t)b * nbr + s0 / TOPK_BLOCK,
+                             a->pre + (int64_t)b * a->S + s0, (s1 - s0) / TOPK_BLOCK);
+        }
     }
 }
 
@@ -101,11 +116,11 @@ void sae_k_engine(char *buf, int n)
  * handed to OpenBLAS's pool: the pool's idle workers spin (sched_yield) for a while after
  * each call and took 19% of a 2-thread profile from the sparse kernels that follow; this way
  * a TopK step ran 10-13% faster (docs/sae.md). */
-void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, const float *b_enc,
-                  const float *b_dec, int B, int D, int S)
+static void encode(float *pre, float *bmax, float *xc, const float *x, const float *W_encT,
+                   const float *b_enc, const float *b_dec, int B, int D, int S)
 {
     enc_args a = {.pre = pre, .xc = xc, .x = x, .W_encT = W_encT, .b_enc = b_enc, .b_dec = b_dec,
-                  .B = B, .D = D, .S = S, .bias = precision != SAE_PRECISION_BF16};
+                  .B = B, .D = D, .S = S, .bias = precision != SAE_PRECISION_BF16, .bmax = bmax};
     int nt = n_threads((int64_t)B * S), nb = openblas_get_num_threads();
     int nblk = (S + ENC_COLS - 1) / ENC_COLS;
     run_parallel(encode_rows, &a, nt < B ? nt : 1);
@@ -117,6 +132,21 @@ void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, co
     if (nb > 1) openblas_set_num_threads(1); /* also with one thread of ours: same bits */
     run_parallel(encode_cols, &a, nt < nblk ? nt : nblk);
     if (nb > 1) openblas_set_num_threads(nb);
+}
+
+void sae_k_encode(float *pre, float *xc, const float *x, const float *W_encT, const float *b_enc,
+                  const float *b_dec, int B, int D, int S)
+{
+    encode(pre, NULL, xc, x, W_encT, b_enc, b_dec, B, D, S);
+}
+
+int sae_k_encode_bmax(float *pre, float *bmax, float *xc, const float *x, const float *W_encT,
+                      const float *b_enc, const float *b_dec, int B, int D, int S)
+{
+    /* the bf16 path's GEMM is one oneDNN call: no block to hook into */
+    int fused = precision != SAE_PRECISION_BF16;
+    encode(pre, fused ? bmax : NULL, xc, x, W_encT, b_enc, b_dec, B, D, S);
+    return fused;
 }
 
 /* Min-heap on value; among equal values the larger index is "smaller" so it is evicted first,
@@ -164,24 +194,51 @@ static void topk_heap(int *hi, float *hv, const float *pr, int k, const int *can
     }
 }
 
-enum { TOPK_BLOCK = 32 };
-
-/* A long row: the k-th largest of its per-block maxima is a lower bound of its k-th largest
- * value (k distinct entries reach it), so only entries >= that bound can be selected; a few
- * times k of them go through the heap instead of all S (the scan vectorises). Same selection as
- * topk_heap over the whole row. */
-static void topk_row(int *hi, float *hv, const float *pr, int S, int k, int *cand, float *bm)
+/* Maxima of the nb blocks of TOPK_BLOCK entries of pr (NaNs never win: an all-NaN block gives
+ * -inf). The AVX-512 form takes the same maxima (up to the sign of a zero maximum, which no
+ * comparison below can tell apart). */
+static void block_maxima(float *bm, const float *pr, int nb)
 {
-    int nb = S / TOPK_BLOCK;
+#if defined(__AVX512F__)
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    for (int q = 0; q < nb; q++) {
+        const float *p = pr + (int64_t)q * TOPK_BLOCK;
+        /* max_ps(a, b) returns b when a is NaN: the accumulator never becomes NaN */
+        __m512 m = _mm512_max_ps(_mm512_loadu_ps(p), ninf);
+        m = _mm512_max_ps(_mm512_loadu_ps(p + 16), m);
+        bm[q] = _mm512_reduce_max_ps(m);
+    }
+#else
     for (int q = 0; q < nb; q++) {
         const float *p = pr + (int64_t)q * TOPK_BLOCK;
         float m = -INFINITY;
         for (int i = 0; i < TOPK_BLOCK; i++) m = p[i] > m ? p[i] : m; /* NaN never wins */
         bm[q] = m;
     }
-    float t = sel_kth_smallest(bm, nb, nb - k);
+#endif
+}
+
+/* A long row: the k-th largest of its per-block maxima is a lower bound of its k-th largest
+ * value (k distinct entries reach it), so only entries >= that bound can be selected; a few
+ * times k of them go through the heap instead of all S. Blocks whose maximum is below the bound
+ * hold no candidate and are not read again. Same selection, and the same candidate list in the
+ * same order, as scanning the whole row; same result as topk_heap over the whole row. */
+static void topk_row(int *hi, float *hv, const float *pr, int S, int k, int *cand,
+                     const float *bmax, float *bm, float *sel)
+{
+    int nb = S / TOPK_BLOCK;
+    if (bmax) bm = (float *)bmax; /* computed by the encoder (read only here) */
+    else block_maxima(bm, pr, nb);
+    memcpy(sel, bm, sizeof(float) * nb); /* the selection reorders its input */
+    float t = sel_kth_smallest(sel, nb, nb - k);
     int n = 0;
-    for (int j = 0; j < S; j++)
+    for (int q = 0; q < nb; q++) {
+        if (!(bm[q] >= t)) continue;
+        const float *p = pr + (int64_t)q * TOPK_BLOCK;
+        for (int i = 0; i < TOPK_BLOCK; i++)
+            if (p[i] >= t) cand[n++] = q * TOPK_BLOCK + i;
+    }
+    for (int j = nb * TOPK_BLOCK; j < S; j++)
         if (pr[j] >= t) cand[n++] = j;
     if (n < k) topk_heap(hi, hv, pr, k, NULL, S); /* NaNs: fewer comparable entries than k */
     else topk_heap(hi, hv, pr, k, cand, n);
@@ -190,10 +247,10 @@ static void topk_row(int *hi, float *hv, const float *pr, int S, int k, int *can
 typedef struct {
     int *idx;
     float *val;
-    const float *pre;
+    const float *pre, *bmax;
     const int *cand;
     int B, S, k, ncand;
-    int *scratch; /* per thread: S candidate slots + S / TOPK_BLOCK block maxima */
+    int *scratch; /* per thread: S candidate slots + 2 x S / TOPK_BLOCK block maxima */
 } topk_args;
 
 static void topk_part(void *p, int tid, int nt)
@@ -201,13 +258,16 @@ static void topk_part(void *p, int tid, int nt)
     topk_args *a = p;
     int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt);
     int S = a->S, k = a->k;
-    int *cand = a->scratch ? a->scratch + (int64_t)tid * (S + S / TOPK_BLOCK) : NULL;
+    int nb = S / TOPK_BLOCK;
+    int *cand = a->scratch ? a->scratch + (int64_t)tid * (S + 2 * nb) : NULL;
     for (int b = b0; b < b1; b++) {
         const float *pr = a->pre + (int64_t)b * S;
         float *hv = a->val + (int64_t)b * k;
         int *hi = a->idx + (int64_t)b * k;
         if (a->cand) topk_heap(hi, hv, pr, k, a->cand, a->ncand);
-        else if (cand) topk_row(hi, hv, pr, S, k, cand, (float *)(cand + S));
+        else if (cand)
+            topk_row(hi, hv, pr, S, k, cand, a->bmax ? a->bmax + (int64_t)b * nb : NULL,
+                     (float *)(cand + S), (float *)(cand + S) + nb);
         else topk_heap(hi, hv, pr, k, NULL, S);
         for (int e = 0; e < k; e++)
             if (!(hv[e] > 0)) hv[e] = 0; /* ReLU after selection */
@@ -215,16 +275,16 @@ static void topk_part(void *p, int tid, int nt)
 }
 
 
-void sae_k_topk(int *idx, float *val, const float *pre, int B, int S, int k, const int *cand,
-                int ncand)
+static void topk(int *idx, float *val, const float *pre, const float *bmax, int B, int S, int k,
+                 const int *cand, int ncand)
 {
     int nt = n_threads((int64_t)B * (cand ? ncand : S));
     if (nt > B) nt = B > 0 ? B : 1;
-    topk_args a = {.idx = idx, .val = val, .pre = pre, .cand = cand, .B = B, .S = S, .k = k,
-                   .ncand = ncand};
+    topk_args a = {.idx = idx, .val = val, .pre = pre, .bmax = bmax, .cand = cand, .B = B, .S = S,
+                   .k = k, .ncand = ncand};
     /* the block bound pays off when the blocks far outnumber k */
     if (!cand && S / TOPK_BLOCK >= 2 * k)
-        a.scratch = mem_alloc(sizeof(int) * (size_t)nt * (S + S / TOPK_BLOCK)); /* NULL: heap */
+        a.scratch = mem_alloc(sizeof(int) * (size_t)nt * (S + 2 * (S / TOPK_BLOCK))); /* NULL: heap */
     run_parallel(topk_part, &a, nt);
     mem_free(a.scratch);
 }
@@ -250,6 +310,18 @@ int64_t sae_k_batchtopk_select(int64_t *ptr, int *idx, float *val, int64_t cap, 
     }
     *minkept = nnz ? mk : 0;
     return nnz;
+}
+
+void sae_k_topk(int *idx, float *val, const float *pre, int B, int S, int k, const int *cand,
+                int ncand)
+{
+    topk(idx, val, pre, NULL, B, S, k, cand, ncand);
+}
+
+void sae_k_topk_bmax(int *idx, float *val, const float *pre, const float *bmax, int B, int S,
+                     int k)
+{
+    topk(idx, val, pre, bmax, B, S, k, NULL, 0);
 }
 
 int64_t sae_k_batchtopk(int64_t *ptr, int *idx, float *val, int64_t cap, float *thr,
@@ -407,6 +479,10 @@ static void decode_bwd_part(void *p, int tid, int nt)
             int64_t e = a->tent[q];
             const float *g = a->in + (int64_t)a->ttok[q] * D;
             float v = a->val[e];
+            if (v == 0) { /* ReLU-clipped: no gradient (adding 0 * g would change no bit) */
+                a->dval[e] = 0;
+                continue;
+            }
             /* 16 partial sums so the dot product vectorises without reassociation flags; the
                update is a separate plain loop (fused, neither vectorised: 4x slower) */
             float acc[16] = {0};
@@ -459,9 +535,15 @@ void sae_k_encode_sparse_backward(float *dW_encT, float *db_enc, const float *dp
     run_parallel(encode_bwd_part, &a, n_threads(tptr[S] * (int64_t)D));
 }
 
+/* One OpenBLAS thread: waking its pool for a GEMV of a few million MACs left its workers
+ * spinning (sched_yield) through the kernels that follow; a GEMV's result does not depend on the
+ * thread count (each output entry is one thread's dot product). */
 void sae_k_bdec_from_enc(float *db_dec, const float *g, const float *W_encT, int D, int S)
 {
+    int nb = openblas_get_num_threads();
+    if (nb > 1) openblas_set_num_threads(1);
     cblas_sgemv(CblasRowMajor, CblasTrans, S, D, -1.0f, W_encT, D, g, 1, 1.0f, db_dec, 1);
+    if (nb > 1) openblas_set_num_threads(nb);
 }
 
 void sae_k_remove_parallel(float *dW, const float *W, int S, int D)
@@ -489,14 +571,13 @@ void sae_k_normalize_rows(float *W, int S, int D)
 
 typedef struct {
     float *p, *g, *m, *v;
-    int64_t n;
+    int64_t n, r0; /* unit rows: p[r0 .. r0 + S*D) (S 0: none) */
+    int S, D;
     float b1, b2, eps, step, ib2;
 } adam_args;
 
-static void adam_part(void *arg, int tid, int nt)
+static void adam_range(const adam_args *a, int64_t i0, int64_t i1)
 {
-    adam_args *a = arg;
-    int64_t i0 = a->n * tid / nt, i1 = a->n * (tid + 1) / nt;
     float *p = a->p, *g = a->g, *m = a->m, *v = a->v, b1 = a->b1, b2 = a->b2, eps = a->eps;
     float step = a->step, ib2 = a->ib2;
     for (int64_t i = i0; i < i1; i++) {
@@ -510,6 +591,12 @@ static void adam_part(void *arg, int tid, int nt)
     }
 }
 
+static void adam_part(void *arg, int tid, int nt)
+{
+    adam_args *a = arg;
+    adam_range(a, a->n * tid / nt, a->n * (tid + 1) / nt);
+}
+
 void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
                 float eps, int64_t t)
 {
@@ -518,4 +605,59 @@ void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, flo
     adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .b1 = b1, .b2 = b2, .eps = eps,
                    .step = lr / bc1, .ib2 = 1.0f / bc2};
     run_parallel(adam_part, &a, n_threads(n)); /* elementwise: any split gives the same bits */
+}
+
+enum { ROW_GROUP = 8 };
+
+/* Rows [j0, j1) of the unit-row block, ROW_GROUP rows at a time: each row's dot product and
+ * squared norm are the serial sums of sae_k_remove_parallel and sae_k_normalize_rows (same
+ * order, same bits); interleaving the rows' sums only lets their additions overlap. */
+static void unit_rows(const adam_args *a, int j0, int j1)
+{
+    int D = a->D;
+    for (int j = j0; j < j1; j += ROW_GROUP) {
+        int nr = j1 - j < ROW_GROUP ? j1 - j : ROW_GROUP;
+        int64_t o = a->r0 + (int64_t)j * D;
+        float *w = a->p + o, *gr = a->g + o;
+        float dot[ROW_GROUP] = {0};
+        for (int i = 0; i < D; i++)
+            for (int r = 0; r < nr; r++) dot[r] += gr[(int64_t)r * D + i] * w[(int64_t)r * D + i];
+        for (int r = 0; r < nr; r++) {
+            float *g = gr + (int64_t)r * D;
+            const float *wr = w + (int64_t)r * D;
+            for (int i = 0; i < D; i++) g[i] -= dot[r] * wr[i];
+        }
+        adam_range(a, o, o + (int64_t)nr * D);
+        double ss[ROW_GROUP] = {0};
+        for (int i = 0; i < D; i++)
+            for (int r = 0; r < nr; r++)
+                ss[r] += (double)w[(int64_t)r * D + i] * w[(int64_t)r * D + i];
+        for (int r = 0; r < nr; r++) {
+            if (ss[r] <= 0) continue;
+            float inv = (float)(1.0 / sqrt(ss[r]));
+            float *wr = w + (int64_t)r * D;
+            for (int i = 0; i < D; i++) wr[i] *= inv;
+        }
+    }
+}
+
+static void adam_rows_part(void *arg, int tid, int nt)
+{
+    adam_args *a = arg;
+    int64_t e1 = a->r0 + (int64_t)a->S * a->D, tail = a->n - e1;
+    adam_range(a, a->r0 * tid / nt, a->r0 * (tid + 1) / nt);
+    int ng = (a->S + ROW_GROUP - 1) / ROW_GROUP;
+    int j0 = (int)((int64_t)ng * tid / nt) * ROW_GROUP, j1 = (int)((int64_t)ng * (tid + 1) / nt) * ROW_GROUP;
+    unit_rows(a, j0, j1 < a->S ? j1 : a->S);
+    adam_range(a, e1 + tail * tid / nt, e1 + tail * (tid + 1) / nt);
+}
+
+void sae_k_adam_unit_rows(float *p, float *g, float *m, float *v, int64_t n, int64_t r0, int S,
+                          int D, float lr, float b1, float b2, float eps, int64_t t)
+{
+    __atomic_add_fetch(&weights_gen, 1, __ATOMIC_RELAXED);
+    float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
+    adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .r0 = r0, .S = S, .D = D, .b1 = b1,
+                   .b2 = b2, .eps = eps, .step = lr / bc1, .ib2 = 1.0f / bc2};
+    run_parallel(adam_rows_part, &a, n_threads(n)); /* row- and elementwise: same bits any split */
 }

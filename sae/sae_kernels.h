@@ -54,6 +54,19 @@ void sae_k_encode(float *pre /*[B,S]*/, float *xc /*[B,D]*/, const float *x /*[B
 void sae_k_topk(int *idx /*[B*k]*/, float *val /*[B*k]*/, const float *pre /*[B,S]*/, int B, int S,
                 int k, const int *cand /*[ncand] or NULL*/, int ncand);
 
+/* The fused form of sae_k_encode + sae_k_topk (TopK's forward): sae_k_encode that also writes,
+ * while each GEMM block is in cache, the maxima of the row's blocks of SAE_K_TOPK_BLOCK
+ * pre-activations (NaNs skipped) into bmax, the first pass of sae_k_topk's selection; returns 1
+ * when it did (the fp32 path), 0 when bmax was not written (bf16: one oneDNN call). Then
+ * sae_k_topk_bmax(..., bmax, ...) selects exactly what sae_k_topk(..., NULL, 0) would, reading
+ * only the blocks that can hold a selected entry (bmax NULL: it takes the maxima itself). */
+enum { SAE_K_TOPK_BLOCK = 32 };
+int sae_k_encode_bmax(float *pre /*[B,S]*/, float *bmax /*[B, S / SAE_K_TOPK_BLOCK]*/,
+                      float *xc /*[B,D]*/, const float *x /*[B,D]*/, const float *W_encT /*[S,D]*/,
+                      const float *b_enc /*[S]*/, const float *b_dec /*[D]*/, int B, int D, int S);
+void sae_k_topk_bmax(int *idx /*[B*k]*/, float *val /*[B*k]*/, const float *pre /*[B,S]*/,
+                     const float *bmax /*[B, S / SAE_K_TOPK_BLOCK] or NULL*/, int B, int S, int k);
+
 /* Global top (kB) of relu(pre) over the whole batch (BatchTopK). Writes CSR (ptr[B+1], idx, val of
  * capacity cap) of entries >= the selected threshold and > 0; returns the number of entries (ties
  * can add a few beyond kB; never more than cap) and the threshold (smallest kept value, 0 if
@@ -80,7 +93,8 @@ void sae_k_csr_transpose(int64_t *tptr /*[S+1]*/, int64_t *tent /*[nnz]*/, int *
                          const int64_t *ptr /*[B+1]*/, const int *idx, int B, int S);
 
 /* Backward of the sparse decoder given dxhat: dW_dec[j] += v * dxhat[b] for each active entry,
- * dval[e] = dxhat[b] . W_dec[j] (overwritten, not accumulated). Pattern in transposed form. */
+ * dval[e] = dxhat[b] . W_dec[j] (overwritten, not accumulated); entries with v == 0 (ReLU
+ * clipped) are skipped with dval[e] = 0. Pattern in transposed form. */
 void sae_k_decode_sparse_backward(float *dW_dec /*[S,D]*/, float *dval /*[nnz]*/,
                                   const float *dxhat /*[B,D]*/, const int64_t *tptr,
                                   const int64_t *tent, const int *ttok, const float *val /*[nnz]*/,
@@ -109,5 +123,11 @@ void sae_k_normalize_rows(float *W /*[S,D]*/, int S, int D);
  * zeroed afterwards (so the next step's backward can accumulate into it). */
 void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
                 float eps, int64_t t);
+
+/* sae_k_remove_parallel on the S rows of D at p + r0 (gradient g + r0), then sae_k_adam on all
+ * n parameters, then sae_k_normalize_rows on those rows: the same bits as the three calls, in
+ * one pass over the rows while they are in cache (r0 + S*D <= n). */
+void sae_k_adam_unit_rows(float *p, float *g, float *m, float *v, int64_t n, int64_t r0, int S,
+                          int D, float lr, float b1, float b2, float eps, int64_t t);
 
 #endif

@@ -14,6 +14,7 @@
 #include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "common/progress.h"
 #include "sae/sae_kernels.h"
 
 /* ---- config --------------------------------------------------------------------------- */
@@ -75,6 +76,7 @@ struct sae_trainer {
     /* per-step buffers */
     int chunk;
     float *xs, *xc, *xhat, *dxhat, *ehat, *pre, *fbuf, *scratch;
+    float *bmax; /* TopK: the chunk's block maxima (sae_k_encode_bmax) */
     int64_t *ptr, *aptr, cap, acap;
     int *idx, *aidx, *dead, *ttok, *attok;
     int64_t *tptr, *tent, *atptr, *atent;
@@ -91,7 +93,27 @@ struct sae_trainer {
     int mb, tree_depth;
     float *gpool[31];
     double *spool;
+    double *prof, prof_t; /* sae_trainer_profile: seconds per phase, time of the last mark */
 };
+
+/* Adds the time since the last mark to phase ph (profiling on). */
+static void prof_mark(sae_trainer *t, int ph)
+{
+    if (!t->prof) return;
+    double n = now_seconds();
+    t->prof[ph] += n - t->prof_t;
+    t->prof_t = n;
+}
+
+void sae_trainer_profile(sae_trainer *t, double *secs) { t->prof = secs; }
+
+const char *sae_prof_name(int ph)
+{
+    static const char *const names[SAE_PROF_N] = {"input", "encode", "topk", "auxk select",
+                                                  "decode+loss", "dec bwd", "enc bwd", "auxk",
+                                                  "other", "adam", "dead"};
+    return ph >= 0 && ph < SAE_PROF_N ? names[ph] : "?";
+}
 
 static int is_sparse(sae_arch a)
 {
@@ -114,6 +136,7 @@ void sae_trainer_free(sae_trainer *t)
     mem_free_aligned(t->dxhat);
     mem_free_aligned(t->ehat);
     mem_free_aligned(t->pre);
+    mem_free_aligned(t->bmax);
     mem_free_aligned(t->fbuf);
     mem_free_aligned(t->scratch);
     mem_free(t->ptr);
@@ -274,12 +297,19 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     int ok = t->p && t->g && t->m && t->v && t->since && t->fired && t->dead && t->nrm && t->xs && t->xc &&
              t->xhat && t->dxhat && t->ptr && t->ys && (!t->tc || t->zero_in);
     if (c.arch == SAE_TOPK) {
-        /* pre-activations in row chunks of at most 16M floats */
+        /* pre-activations in row chunks of at most 16M floats, of equal size: every chunk's
+           GEMM packs all of W_enc again, so a short last chunk (4 rows at d_sae 24576) cost a
+           whole packing for nothing; the rows a chunk holds change no bit (OpenBLAS's result
+           for a row does not depend on the rows beside it; tests/test_sae.c checks it) */
         int64_t ch = ((int64_t)1 << 24) / S;
-        t->chunk = (int)(ch >= B ? B : ch < 64 ? 64 : ch);
+        ch = ch >= B ? B : ch < 64 ? 64 : ch;
+        int64_t nch = (B + ch - 1) / ch;
+        t->chunk = (int)((B + nch - 1) / nch);
         if (t->chunk > B) t->chunk = B;
         t->pre = zalloc((int64_t)t->chunk * S);
+        t->bmax = zalloc((int64_t)t->chunk * (S / SAE_K_TOPK_BLOCK));
         t->cap = B * (int64_t)c.k;
+        ok = ok && t->bmax;
     } else {
         t->chunk = (int)B;
         t->pre = zalloc(B * S);
@@ -743,12 +773,17 @@ static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double 
     if (t->c.arch == SAE_TOPK) {
         for (int rr = 0; rr < n; rr += t->chunk) {
             int m = n - rr < t->chunk ? n - rr : t->chunk;
-            sae_k_encode(t->pre, xc + (int64_t)rr * D, xs + (int64_t)rr * D, P->W_encT, P->b_enc,
-                         bsub, m, D, S);
-            sae_k_topk(t->idx + (int64_t)rr * k, t->val + (int64_t)rr * k, t->pre, m, S, k, NULL, 0);
+            /* the top-k's first pass runs inside the GEMM's blocks (fp32) */
+            int fused = sae_k_encode_bmax(t->pre, t->bmax, xc + (int64_t)rr * D,
+                                          xs + (int64_t)rr * D, P->W_encT, P->b_enc, bsub, m, D, S);
+            prof_mark(t, SAE_PROF_ENCODE);
+            sae_k_topk_bmax(t->idx + (int64_t)rr * k, t->val + (int64_t)rr * k, t->pre,
+                            fused ? t->bmax : NULL, m, S, k);
+            prof_mark(t, SAE_PROF_TOPK);
             if (ka)
                 sae_k_topk(t->aidx + (int64_t)rr * ka, t->aval + (int64_t)rr * ka, t->pre, m, S,
                            ka, t->dead, nd);
+            prof_mark(t, SAE_PROF_AUXSEL);
         }
         for (int b = 0; b <= n; b++) t->ptr[b] = (int64_t)b * k;
     } else {
@@ -776,13 +811,15 @@ static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double 
     recon_error(t, r0, n, sc);
     colsum_add(G->b_dec, dxhat, n, Do);
     skip_backward(t, r0, n);
+    prof_mark(t, SAE_PROF_DECODE);
     sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, n, S);
     sae_k_decode_sparse_backward(G->W_dec, t->dval, dxhat, t->tptr, t->tent, t->ttok, t->val,
                                  P->W_dec, S, Do);
-    for (int64_t e = 0; e < nnz; e++)
-        if (!(t->val[e] > 0)) t->dval[e] = 0;
+    prof_mark(t, SAE_PROF_DEC_BWD);
     sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok, xc, S, D);
+    prof_mark(t, SAE_PROF_ENC_BWD);
     if (t->c.arch == SAE_MATRYOSHKA) matryoshka_levels(t, cx, r0, n, sc);
+    prof_mark(t, SAE_PROF_OTHER);
     if (ka) {
         /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
         float ca = cx->ca;
@@ -802,6 +839,7 @@ static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double 
             if (!(t->aval[e] > 0)) t->adval[e] = 0;
         sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->adval, t->atptr, t->atent, t->attok,
                                      xc, S, D);
+        prof_mark(t, SAE_PROF_AUX);
     }
     sc[SC_ACTIVE] = (double)active;
 }
@@ -909,6 +947,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     if ((rc = tree_alloc(t, depth))) return rc;
     int64_t R0 = (int64_t)dist_rank() * L * nb, RN = (int64_t)L * nb;
     float sc = (float)t->scale;
+    if (t->prof) t->prof_t = now_seconds();
     if (t->tc) { /* paired rows [x | y]: the input and the target, each with its own scale */
         float so = (float)t->scale_out;
         for (int64_t b = R0; b < R0 + RN; b++) {
@@ -919,6 +958,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     } else
         for (int64_t e = R0 * D; e < (R0 + RN) * D; e++) t->xs[e] = x[e] * sc;
     memset(t->fired, 0, S);
+    prof_mark(t, SAE_PROF_INPUT);
     step_ctx cx;
     memset(&cx, 0, sizeof cx);
     cx.coef = sparsity_coef(t);
@@ -972,6 +1012,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
         }
     }
     set_views(t, t->g, &t->G);
+    prof_mark(t, SAE_PROF_OTHER);
     double *s = t->spool;
     if (N > 1) {
         rc = dist_sum_f32(t->g, t->np);
@@ -1026,14 +1067,21 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
     int constrained = is_constrained(t->c.arch);
-    if (constrained) sae_k_remove_parallel(t->G.W_dec, t->P.W_dec, t->S, t->Do);
+    prof_mark(t, SAE_PROF_OTHER);
     double lr = lr_at(t);
     /* the JumpReLU thresholds are the S parameters after b_dec (the last ones but a skip
        transcoder's W_skip); they get their own learning rate */
     int64_t nskip = t->P.W_skip ? (int64_t)t->Do * t->D : 0;
     int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth - nskip;
-    sae_k_adam(t->p, t->g, t->m, t->v, nmain, (float)lr, (float)t->c.adam_b1,
-               (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
+    /* constrained: the decoder rows' parallel gradient removed, Adam, rows back to unit norm,
+       in one pass over each row */
+    if (constrained)
+        sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nmain, t->P.W_dec - t->p, t->S, t->Do,
+                             (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
+                             (float)t->c.adam_eps, t->step + 1);
+    else
+        sae_k_adam(t->p, t->g, t->m, t->v, nmain, (float)lr, (float)t->c.adam_b1,
+                   (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
     if (nth)
         sae_k_adam(t->p + nmain, t->g + nmain, t->m + nmain, t->v + nmain, nth,
                    (float)(lr * t->c.jr_lr_mult), (float)t->c.adam_b1, (float)t->c.adam_b2,
@@ -1043,12 +1091,13 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
         sae_k_adam(t->p + o, t->g + o, t->m + o, t->v + o, nskip, (float)lr, (float)t->c.adam_b1,
                    (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
     }
-    if (constrained) sae_k_normalize_rows(t->P.W_dec, t->S, t->Do);
+    prof_mark(t, SAE_PROF_ADAM);
     int64_t ndead = 0;
     for (int j = 0; j < t->S; j++) {
         t->since[j] = t->fired[j] ? 0 : t->since[j] + t->B;
         if (t->since[j] >= t->dead_window) ndead++;
     }
+    prof_mark(t, SAE_PROF_DEAD);
     t->step++;
     t->tokens += t->B;
     st.step = t->step;

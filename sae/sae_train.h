@@ -146,6 +146,27 @@ int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st);
  * training), so the finite-difference test can check every gradient against the total loss. */
 void sae_trainer_test_unfreeze(sae_trainer *t, int on);
 
+/* Per-phase wall time of the steps (for bench/bench_sae.c): with secs non-NULL every later
+ * sae_trainer_step adds the seconds of each phase to secs[phase] (the caller zeroes it; NULL
+ * stops). Costs a clock read per phase; results are unchanged. */
+enum {
+    SAE_PROF_INPUT,    /* scaling the batch, the dead list */
+    SAE_PROF_ENCODE,   /* xc = x - b_dec and the encoder GEMM */
+    SAE_PROF_TOPK,     /* per-row top-k (TopK) or the batch threshold (BatchTopK) */
+    SAE_PROF_AUXSEL,   /* AuxK's top-k_aux over the dead latents */
+    SAE_PROF_DECODE,   /* sparse decoder forward, loss, b_dec gradient */
+    SAE_PROF_DEC_BWD,  /* CSR transpose and the decoder backward */
+    SAE_PROF_ENC_BWD,  /* encoder backward (sparse) */
+    SAE_PROF_AUX,      /* AuxK decoder forward and both backwards */
+    SAE_PROF_OTHER,    /* the dense architectures' forward/backward, matryoshka levels, b_dec */
+    SAE_PROF_ADAM,     /* Adam, with the decoder rows' parallel gradient removed and the rows
+                          renormalised in the same pass */
+    SAE_PROF_DEAD,     /* dead-latent counters */
+    SAE_PROF_N
+};
+void sae_trainer_profile(sae_trainer *t, double *secs /*[SAE_PROF_N] or NULL*/);
+const char *sae_prof_name(int phase);
+
 /* ---- batch sources -------------------------------------------------------------------- */
 /* A source yields batches of raw activation rows. next() fills x [B,d_in]; it loops over its data
  * forever (new shuffle each pass) or generates. Deterministic for a given seed, so a resumed run

@@ -204,6 +204,22 @@ check '[ "$(sqlite3 "$T/j.db" "SELECT name || genre FROM documents WHERE ordinal
 $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/bad.txt" --hook blocks.0.hook_resid_pre --db "$T/u.db" --ctx 8 >/dev/null 2>&1
 check '[ $? -eq 0 ] && [ "$(sqlite3 "$T/u.db" "SELECT count(*) FROM tokens WHERE text = char(65533)")" -ge 3 ]' "invalid UTF-8 corpus"
 
+# --precision bf16: refused (exit 1, no database) under SAELITE_NO_BF16; where the CPU has bf16,
+# the stored activations are within 3% of the fp32 run's scale but not equal to them
+PX=($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook blocks.1.hook_resid_post --ctx 16 --batch 2)
+out=$(SAELITE_NO_BF16=1 "${PX[@]}" --db "$T/nobf.db" --precision bf16 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"SAELITE_NO_BF16"* ]] && [ ! -e "$T/nobf.db" ]' "bf16 refused: $out"
+if "${PX[@]}" --dry-run --precision auto 2>&1 | grep -q "matmuls: bf16"; then
+    "${PX[@]}" --db "$T/p32.db" >/dev/null 2>&1 && "${PX[@]}" --db "$T/p16.db" --precision bf16 >/dev/null 2>&1
+    check '[ $? -eq 0 ]' "extract --precision bf16"
+    $BIN export --db "$T/p32.db" --hook blocks.1.hook_resid_post --npy "$T/p32.npy" >/dev/null 2>&1
+    $BIN export --db "$T/p16.db" --hook blocks.1.hook_resid_post --npy "$T/p16.npy" >/dev/null 2>&1
+    check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); d=np.abs(a-b).max(); sys.exit(0 if a.shape==b.shape and 0 < d <= 0.03*np.abs(a).max() else 1)" "$T/p32.npy" "$T/p16.npy"' \
+        "bf16 extract within 3% of fp32 (and not equal)"
+    check '[ "$(sqlite3 "$T/p16.db" "SELECT count(*) FROM runs WHERE params LIKE '"'"'%precision%bf16%'"'"'")" = 1 ] && [ "$(sqlite3 "$T/p32.db" "SELECT count(*) FROM runs WHERE params LIKE '"'"'%precision%'"'"'")" = 0 ]' \
+        "a bf16 extract is a run of its own (fp32 runs keep their parameters)"
+fi
+
 # bad input: one line, exit 1, stored data untouched
 before=$(dbhash "$T/a.db")
 one_line_fail() { local out rc; out=$("$@" 2>&1); rc=$?; [ $rc -eq 1 ] && [ $(printf "%s\n" "$out" | grep -c .) -le 6 ] && printf "%s\n" "$out" | tail -n 1 | grep -q "$EXPECT" || { echo "  got rc $rc: $out"; return 1; }; }
@@ -267,6 +283,17 @@ for a in transcoder skip_transcoder; do
     check '[ "$(sqlite3 "$T/tc.db" "$q ('"'ce_clean'"')")" = "$(sqlite3 "$T/tc.db" "$q ('"'ce_sae_err'"')")" ] && [ -n "$(sqlite3 "$T/tc.db" "$q ('"'ce_loss_score'"')")" ]' "$a: the error term gives back the clean loss"
 done
 check '[ "$(sqlite3 "$T/tc.db" "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE m.name = '"'explained_variance'"' AND m.value > 0")" = 2 ]' "analyze measures the transcoders against hook_mlp_out"
+# analyze --precision bf16 (the model's matmuls): refused under SAELITE_NO_BF16; where the CPU
+# has bf16, the clean loss within 2% of the fp32 analysis's (a copy of the database)
+out=$(SAELITE_NO_BF16=1 $BIN analyze --db "$T/tc.db" --sae "$T/transcoder" --all --ce-seqs 8 --precision bf16 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"SAELITE_NO_BF16"* ]]' "analyze --precision bf16 refused: $out"
+if $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook blocks.0.hook_mlp_out --ctx 16 --dry-run --precision auto 2>&1 | grep -q "matmuls: bf16"; then
+    cp "$T/tc.db" "$T/tc16.db"
+    out=$($BIN analyze --db "$T/tc16.db" --sae "$T/transcoder" --all --ce-seqs 8 --precision bf16 2>&1)
+    q="SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name = '$T/transcoder' AND m.name = 'ce_clean'"
+    check '[ $? -eq 0 ] && $PY -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 0.02 * abs(a) else 1)" "$(sqlite3 "$T/tc.db" "$q")" "$(sqlite3 "$T/tc16.db" "$q")"' \
+        "analyze --precision bf16: clean loss within 2% of fp32: $out"
+fi
 out=$($BIN report --db "$T/tc.db" --sae "$T/skip_transcoder" --top 4 --out "$T/tcrep" 2>&1)
 check '[ $? -eq 0 ] && [ -s "$T/tcrep/index.html" ] && [ "$(ls "$T/tcrep"/feature_*.png | wc -l)" = 4 ]' "report renders a transcoder's dashboards: $out"
 $BIN export --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --npy "$T/tcx.npy" >/dev/null 2>&1

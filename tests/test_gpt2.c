@@ -461,6 +461,104 @@ static void test_nan_kernels(void)
     CHECK(isnan(sum) && isnan(loss) && count == 1, "loss %g", loss);
 }
 
+/* The bf16 forward matmuls: every entry within the bound of rounding x and W to bf16 (relative
+ * 2^-9 each, so 2^-8 of sum |x||w| for the product, plus fp32 summation), with a row stride,
+ * bias, accumulation (beta 1) and the transposed logits form; not equal to fp32 (it did run in
+ * bf16); SAELITE_NO_BF16 refuses bf16 and makes auto fp32. The fixture model's hook outputs in
+ * bf16 stay within 3% of their scale. */
+static void test_bf16_forward(void)
+{
+    const char *old = getenv("SAELITE_NO_BF16");
+    char keep[64] = "";
+    if (old) snprintf(keep, sizeof keep, "%s", old);
+    setenv("SAELITE_NO_BF16", "1", 1);
+    CHECK(op_set_precision(OP_PRECISION_BF16) == ERR_ARG && strstr(err_msg(), "SAELITE_NO_BF16"),
+          "bf16 refused: %s", err_msg());
+    CHECK(op_set_precision(OP_PRECISION_AUTO) == OK && !op_precision_bf16());
+    if (old) setenv("SAELITE_NO_BF16", keep, 1);
+    else unsetenv("SAELITE_NO_BF16");
+    if (!op_bf16_supported()) {
+        SKIP("no bf16 on this CPU (or SAELITE_NO_BF16): the bf16 forward is not tested");
+        return;
+    }
+    enum { N = 37, C = 96, OC = 50, LDW = 3 * OC, LDO = OC + 3 };
+    float *x = malloc(sizeof(float) * N * C), *W = malloc(sizeof(float) * C * LDW);
+    float b[OC], o32[N * LDO], o16[N * LDO];
+    uint64_t st = 5;
+    for (int i = 0; i < N * C; i++) x[i] = (float)((st = st * 6364136223846793005ULL + 1) >> 40) / 16777216.0f - 0.5f;
+    for (int i = 0; i < C * LDW; i++) W[i] = (float)((st = st * 6364136223846793005ULL + 1) >> 40) / 16777216.0f - 0.5f;
+    for (int i = 0; i < OC; i++) b[i] = 0.1f * i;
+    for (int trans = 1; trans >= 0; trans--)
+        for (int beta = 0; beta < 2; beta++) {
+            for (int i = 0; i < N * LDO; i++) o32[i] = o16[i] = 0.25f * (i % 7);
+            CHECK(op_set_precision(OP_PRECISION_FP32) == OK);
+            if (trans) op_logits_forward(o32, x, W, N, C, OC); /* W as [OC, C] */
+            else op_matmul_forward(o32, LDO, x, W + OC, LDW, b, N, C, OC, (float)beta);
+            CHECK(op_set_precision(OP_PRECISION_BF16) == OK && op_precision_bf16());
+            if (trans) op_logits_forward(o16, x, W, N, C, OC);
+            else op_matmul_forward(o16, LDO, x, W + OC, LDW, b, N, C, OC, (float)beta);
+            int ld = trans ? OC : LDO, bad = 0;
+            double worst = 0, maxd = 0;
+            for (int n = 0; n < N; n++)
+                for (int j = 0; j < OC; j++) {
+                    double sa = 0;
+                    for (int c = 0; c < C; c++)
+                        sa += fabs(x[n * C + c]) * fabs(trans ? W[j * C + c] : W[c * LDW + OC + j]);
+                    double bound = (ldexp(1, -8) + C * ldexp(1, -23)) * sa * 1.01 + 1e-6;
+                    double d = fabs(o16[n * ld + j] - o32[n * ld + j]);
+                    if (d > bound) bad++;
+                    if (d / bound > worst) worst = d / bound;
+                    if (d > maxd) maxd = d;
+                }
+            CHECK(bad == 0, "bf16 matmul (trans %d, beta %d): %d entries beyond the bound (worst "
+                  "%.2f of it)", trans, beta, bad, worst);
+            CHECK(maxd > 0, "bf16 matmul (trans %d, beta %d) equals fp32: bf16 did not run", trans,
+                  beta);
+            if (!trans && beta)
+                printf("bf16 matmul: max |bf16 - fp32| %.3g (%.2f of the bound) [oneDNN %s, ISA "
+                       "%s]\n", maxd, worst, op_bf16_impl(), op_bf16_isa());
+        }
+    int past = 0; /* the last run (beta 1, row stride LDO): columns OC..LDO-1 untouched */
+    for (int n = 0; n < N; n++)
+        for (int j = OC; j < LDO; j++) past += o16[n * LDO + j] != 0.25f * ((n * LDO + j) % 7);
+    CHECK(past == 0, "bf16 matmul wrote %d entries past OC", past);
+    free(x), free(W);
+    /* the fixture model, every hook point, bf16 against fp32 */
+    gpt2_model *m;
+    if (gpt2_load(&m, "tests/data/gpt2_tiny_f32")) {
+        CHECK(0, "%s", err_msg());
+        op_set_precision(OP_PRECISION_FP32);
+        return;
+    }
+    int tok[10] = {1, 5, 7, 3, 9, 2, 4, 4, 0, 11}, nh = gpt2_hook_count(m);
+    capture c32 = {0}, c16 = {0};
+    CHECK(gpt2_hook_add(m, "*", cap_hook, &c32) == OK);
+    CHECK(op_set_precision(OP_PRECISION_FP32) == OK);
+    CHECK(gpt2_forward(m, tok, 2, 5, 1) == OK);
+    gpt2_hook_clear(m);
+    CHECK(gpt2_hook_add(m, "*", cap_hook, &c16) == OK);
+    CHECK(op_set_precision(OP_PRECISION_BF16) == OK);
+    CHECK(gpt2_forward(m, tok, 2, 5, 1) == OK);
+    CHECK(op_set_precision(OP_PRECISION_FP32) == OK);
+    int far = 0;
+    double worst = 0;
+    for (int h = 0; h < nh && h < c32.n && h < c16.n; h++) {
+        double scale = 0, d = 0;
+        for (int64_t i = 0; i < c32.e[h].n; i++) {
+            scale = fmax(scale, fabs(c32.e[h].data[i]));
+            d = fmax(d, fabs(c32.e[h].data[i] - c16.e[h].data[i]));
+        }
+        if (d > 0.03 * scale + 1e-6) far++;
+        if (scale > 0 && d / scale > worst) worst = d / scale;
+    }
+    CHECK(c32.n == nh && c16.n == nh && far == 0, "bf16 forward: %d of %d hook points beyond 3%% "
+          "(worst %.3f)", far, nh, worst);
+    printf("bf16 forward: worst hook point max|bf16 - fp32| / max|fp32| = %.4f\n", worst);
+    cap_free(&c32);
+    cap_free(&c16);
+    gpt2_free(m);
+}
+
 int main(void)
 {
     test_direct_proj();
@@ -470,6 +568,7 @@ int main(void)
     test_hooks();
     test_load_errors();
     test_nan_kernels();
+    test_bf16_forward();
     test_finite_differences("tests/data/gpt2_tiny_bf16");
     test_finite_differences("tests/data/gpt2_tiny_f16");
     return harness_report("test_gpt2");

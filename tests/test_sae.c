@@ -98,6 +98,68 @@ static void test_topk_long(void)
     free(pre);
 }
 
+/* The fused forward (block maxima inside the encoder's GEMM blocks, then the selection) picks
+ * the same latents in the same order as encode + sae_k_topk: 3 GEMM blocks and a tail, NaN and
+ * tied columns. */
+static void test_topk_fused(void)
+{
+    enum { B = 6, S = 4096 + 7, D = 16, K = 32 };
+    rng_state r;
+    rng_seed(&r, 13);
+    float *W = malloc(sizeof(float) * S * D), *x = malloc(sizeof(float) * B * D);
+    float *pre = malloc(sizeof(float) * B * S), *pre2 = malloc(sizeof(float) * B * S);
+    float *bm = malloc(sizeof(float) * B * (S / SAE_K_TOPK_BLOCK)), be[S], bd[D], xc[B * D];
+    float val[B * K], val2[B * K];
+    int idx[B * K], idx2[B * K];
+    fill_normal(W, (int64_t)S * D, &r, 1);
+    fill_normal(x, B * D, &r, 1);
+    fill_normal(be, S, &r, 1);
+    fill_normal(bd, D, &r, 1);
+    be[5] = NAN;
+    for (int j = 3000; j < 3040; j++) { /* 40 tied columns above the rest */
+        memset(W + (int64_t)j * D, 0, sizeof(float) * D);
+        be[j] = 30;
+    }
+    sae_k_encode(pre, xc, x, W, be, bd, B, D, S);
+    sae_k_topk(idx, val, pre, B, S, K, NULL, 0);
+    int fused = sae_k_encode_bmax(pre2, bm, xc, x, W, be, bd, B, D, S);
+    sae_k_topk_bmax(idx2, val2, pre2, fused ? bm : NULL, B, S, K);
+    CHECK(fused == (sae_k_precision() == SAE_PRECISION_FP32));
+    CHECK(!memcmp(idx, idx2, sizeof idx) && !memcmp(val, val2, sizeof val),
+          "fused top-k differs from encode + sae_k_topk");
+    /* the trainer's row chunks rest on this: a row's pre-activations do not depend on the rows
+       encoded with it (4 + 2 rows give the bits of 6) */
+    sae_k_encode(pre2, xc, x, W, be, bd, 4, D, S);
+    sae_k_encode(pre2 + 4 * (int64_t)S, xc + 4 * D, x + 4 * D, W, be, bd, 2, D, S);
+    CHECK(!memcmp(pre, pre2, sizeof(float) * B * S), "encoder rows depend on their chunk");
+    free(W), free(x), free(pre), free(pre2), free(bm);
+}
+
+/* One pass over the unit rows = remove_parallel + adam + normalize_rows, bit for bit (13 rows:
+ * not a multiple of the row group; parameters before and after the rows). */
+static void test_adam_unit_rows(void)
+{
+    enum { S = 13, D = 9, PRE = 7, POST = 5, N = PRE + S * D + POST };
+    rng_state r;
+    rng_seed(&r, 17);
+    float p[2][N], g[2][N], m[2][N], v[2][N];
+    fill_normal(p[0], N, &r, 1);
+    fill_normal(g[0], N, &r, 1);
+    fill_normal(m[0], N, &r, 0.1f);
+    fill_normal(v[0], N, &r, 0.1f);
+    for (int i = 0; i < N; i++) v[0][i] *= v[0][i];
+    sae_k_normalize_rows(p[0] + PRE, S, D);
+    memcpy(p[1], p[0], sizeof p[0]), memcpy(g[1], g[0], sizeof g[0]);
+    memcpy(m[1], m[0], sizeof m[0]), memcpy(v[1], v[0], sizeof v[0]);
+    sae_k_remove_parallel(g[0] + PRE, p[0] + PRE, S, D);
+    sae_k_adam(p[0], g[0], m[0], v[0], N, 0.01f, 0.9f, 0.999f, 1e-8f, 3);
+    sae_k_normalize_rows(p[0] + PRE, S, D);
+    sae_k_adam_unit_rows(p[1], g[1], m[1], v[1], N, PRE, S, D, 0.01f, 0.9f, 0.999f, 1e-8f, 3);
+    CHECK(!memcmp(p[0], p[1], sizeof p[0]) && !memcmp(m[0], m[1], sizeof m[0]) &&
+              !memcmp(v[0], v[1], sizeof v[0]) && !memcmp(g[0], g[1], sizeof g[0]),
+          "sae_k_adam_unit_rows differs from the three kernels");
+}
+
 static void test_batchtopk(void)
 {
     enum { B = 6, S = 40, K = 3 };
@@ -159,7 +221,8 @@ static void test_decode_sparse(void)
                 dWw[j * D + i] += val[b * K + e] * R[b * D + i];
                 dot += R[b * D + i] * W[j * D + i];
             }
-            dvalw[b * K + e] = (float)dot;
+            /* a ReLU-clipped entry (val 0) passes no gradient */
+            dvalw[b * K + e] = val[b * K + e] > 0 ? (float)dot : 0;
         }
     CHECK_TENSOR(dW, dWw, S * D, 1e-5, 1e-5, "sparse decode dW");
     CHECK_TENSOR(dval, dvalw, B * K, 1e-5, 1e-5, "sparse decode dval");
@@ -1269,6 +1332,8 @@ int main(void)
 {
     test_topk();
     test_topk_long();
+    test_topk_fused();
+    test_adam_unit_rows();
     test_batchtopk();
     test_decode_sparse();
     test_adam_and_norms();
