@@ -114,7 +114,9 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
     rep_font sub = rep_font_make(12, 0, rep_rgb(MUTED), REP_LEFT, REP_TOP);
     double y = 66;
     rep_text(c, 8, y, "Top activations", &sec, 300);
-    rep_text(c, 150, y + 2, "(colour = activation / max; box = the token the context was chosen for)",
+    rep_text(c, 150, y + 2,
+             f->transcoder_out ? "(input side; colour = activation / max; box = the token the context was chosen for)"
+                               : "(colour = activation / max; box = the token the context was chosen for)",
              &sub, LEFT_W - 160);
     y += 24;
     rc = draw_contexts(c, 0, y, LEFT_W - 8, f->top, f->ntop, act_max);
@@ -148,12 +150,12 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
         ry += 250;
     }
     if (rc == OK) {
-        rc = rep_barh(c, rx, ry, rw, bars_height(nlp), "Top positive logits", f->logit_pos,
+        rc = rep_barh(c, rx, ry, rw, bars_height(nlp), f->transcoder_out ? "Output side: top positive logits" : "Top positive logits", f->logit_pos,
                       f->logit_pos_val, nlp, rep_rgb(0x2b7bba), rep_rgb(0xd6604d), "%+.3g");
         ry += bars_height(nlp);
     }
     if (rc == OK) {
-        rc = rep_barh(c, rx, ry, rw, bars_height(nln), "Top negative logits", f->logit_neg,
+        rc = rep_barh(c, rx, ry, rw, bars_height(nln), f->transcoder_out ? "Output side: top negative logits" : "Top negative logits", f->logit_neg,
                       f->logit_neg_val, nln, rep_rgb(0x2b7bba), rep_rgb(0xd6604d), "%+.3g");
         ry += bars_height(nln);
     }

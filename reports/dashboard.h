@@ -36,6 +36,9 @@ typedef struct {
 typedef struct {
     int64_t feature;
     const char *sae;            /* shown in the header, e.g. "sae 3 (blocks.6.hook_resid_pre)" */
+    const char *transcoder_out; /* a transcoder's output hook, NULL for an SAE: the contexts are
+                                   then labelled its input side, the logit effects (W_dec through
+                                   the unembedding) its output side */
     double density;             /* fraction of tokens with activation > 0 */
     double max_act, mean_act;   /* mean over the active tokens; NaN: unknown */
     const char *best_tag;       /* best POS tag, NULL when the corpus has no tags */

@@ -262,11 +262,17 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
         d.tagf[k] = tot > 0 ? d.tagn[k] / tot : 0;
     }
 
-    char sae[512];
-    snprintf(sae, sizeof sae, "%s %s at %s, %s split, %lld tokens", j->dict->kind, j->dict->name,
-             j->dict->hook_name, j->dict->split, (long long)j->dict->n_tokens);
+    char sae[640];
+    if (j->dict->transcoder[0])
+        snprintf(sae, sizeof sae, "%s %s: %s -> %s, %s split, %lld tokens", j->dict->transcoder,
+                 j->dict->name, j->dict->hook_name, j->dict->hook_out, j->dict->split,
+                 (long long)j->dict->n_tokens);
+    else
+        snprintf(sae, sizeof sae, "%s %s at %s, %s split, %lld tokens", j->dict->kind, j->dict->name,
+                 j->dict->hook_name, j->dict->split, (long long)j->dict->n_tokens);
     f.feature = feature;
     f.sae = sae;
+    f.transcoder_out = j->dict->transcoder[0] ? j->dict->hook_out : NULL;
     f.density = st.density;
     f.max_act = st.max_act;
     f.mean_act = st.mean_act;
@@ -879,12 +885,20 @@ static int dashboard_entries(const rep_run_opts *o, const store_rep_feature *fs,
 /* index.html: the title and introduction of dict, then every entry. */
 static int write_index(const rep_run_opts *o, const store_rep_dict *dict, const rep_index_entry *idx, int nidx)
 {
-    char title[400], intro[600];
+    char title[400], intro[900];
     snprintf(title, sizeof title, "saelite report: %s", dict->name);
-    snprintf(intro, sizeof intro, "%s dictionary '%s' at %s: %d features, d_in %d, analysed on the %s split "
-             "(%lld sequences, %lld tokens) of %s. Click a picture for full size.", dict->kind, dict->name,
-             dict->hook_name, dict->d_sae, dict->d_in, dict->split, (long long)dict->n_seqs,
-             (long long)dict->n_tokens, o->db);
+    if (dict->transcoder[0])
+        snprintf(intro, sizeof intro, "%s '%s' from %s to %s: %d features, d_in %d, analysed on the %s "
+                 "split (%lld sequences, %lld tokens) of %s. Each dashboard's contexts are the input "
+                 "side, its logit effects (the decoder through the unembedding) the output side. Click "
+                 "a picture for full size.", dict->transcoder, dict->name, dict->hook_name,
+                 dict->hook_out, dict->d_sae, dict->d_in, dict->split, (long long)dict->n_seqs,
+                 (long long)dict->n_tokens, o->db);
+    else
+        snprintf(intro, sizeof intro, "%s dictionary '%s' at %s: %d features, d_in %d, analysed on the %s split "
+                 "(%lld sequences, %lld tokens) of %s. Click a picture for full size.", dict->kind, dict->name,
+                 dict->hook_name, dict->d_sae, dict->d_in, dict->split, (long long)dict->n_seqs,
+                 (long long)dict->n_tokens, o->db);
     return rep_write_index(o->out_dir, title, intro, idx, nidx);
 }
 

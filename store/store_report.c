@@ -85,6 +85,32 @@ static void list_dicts(store *s, char *buf, size_t cap)
     if (!k) snprintf(buf, cap, "none; run 'saelite analyze' first");
 }
 
+/* The transcoder fields of d from its registry row, by id or (an analysis without the id) by
+ * directory; nothing when the registry or the row is missing, or the config names no transcoder. */
+static void dict_transcoder(store *s, store_rep_dict *d)
+{
+    sqlite3_stmt *st;
+    int64_t have = 0;
+    if (strcmp(d->kind, "sae") || store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                            "AND name = 'sae_registry'", &have) || have != 1)
+        return;
+    if (store_prepare(s, "SELECT json_extract(config, '$.transcoder'), json_extract(config, "
+                         "'$.hook_out') FROM sae_registry WHERE (id = ?1 OR (?1 < 0 AND rtrim(dir, '/') = "
+                         "rtrim(?2, '/'))) AND json_valid(config) ORDER BY id DESC LIMIT 1", &st))
+        return;
+    sqlite3_bind_int64(st, 1, d->sae_id);
+    sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        const char *h = (const char *)sqlite3_column_text(st, 1);
+        if (t && h && (!strcmp(t, "transcoder") || !strcmp(t, "skip_transcoder"))) {
+            snprintf(d->transcoder, sizeof d->transcoder, "%s", t);
+            snprintf(d->hook_out, sizeof d->hook_out, "%s", h);
+        }
+    }
+    sqlite3_finalize(st);
+}
+
 int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,
                         store_rep_dict *out)
 {
@@ -133,7 +159,10 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
         if (r == SQLITE_ROW) read_dict(st, out);
         sqlite3_finalize(st);
     }
-    if (r == SQLITE_ROW) return OK;
+    if (r == SQLITE_ROW) {
+        dict_transcoder(s, out);
+        return OK;
+    }
     if (r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");
     char list[1024];
     list_dicts(s, list, sizeof list);

@@ -22,6 +22,9 @@ typedef struct {
     char name[256], hook_name[128], split[16];
     int d_in, d_sae, top_n;
     int64_t n_seqs, n_tokens;
+    /* a transcoder (from its sae_registry config): "transcoder" or "skip_transcoder" and the hook
+       it writes; both "" for an SAE, the neuron basis, or an SAE the registry does not know */
+    char transcoder[24], hook_out[128];
 } store_rep_dict;
 
 /* Finds the analysed dictionary for `sae`: an SAE registry id ("3", else the analysis id

@@ -68,5 +68,11 @@ $BIN graph --model "$tmp/nope" --transcoder "$tmp/tc0,$tmp/tc1" --text x >/dev/n
 err=$($BIN "${G[@]/the cat sat on the/$(printf 'w%.0s ' $(seq 1 20))}" 2>&1); ok test $? -eq 1
 ok grep -q "tokens (the model takes 1 to 16)" <<<"$err"
 
+# report draws a transcoder's dashboards with both sides named (issue 16): the header and
+# index.html give the input and the output hook; an SAE's report keeps its old wording
+$BIN analyze --db "$tmp/a.db" --sae "$tmp/tc1" --model "$tmp/m" >/dev/null 2>&1; ok test $? -eq 0
+$BIN report --db "$tmp/a.db" --sae "$tmp/tc1" --top 2 --out "$tmp/rep" >/dev/null 2>&1; ok test $? -eq 0
+ok grep -q "skip_transcoder '$tmp/tc1' from blocks.1.ln2.hook_normalized to blocks.1.hook_mlp_out" "$tmp/rep/index.html"
+ok test "$(ls "$tmp/rep" | grep -c '^feature_[0-9]*\.png$')" = 2
 echo "test_graph.sh: $pass passed, $fail failed"
 test $fail -eq 0
