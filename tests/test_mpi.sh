@@ -38,7 +38,7 @@ same() { cmp -s "$1/sae_weights.safetensors" "$2/sae_weights.safetensors" &&
          cmp -s "$1/training_log.csv" "$2/training_log.csv"; }
 
 # ---- -np 1/2/4 and one process: the same bytes ------------------------------------------------
-for arch in relu topk batchtopk jumprelu matryoshka; do
+for arch in relu topk batchtopk jumprelu matryoshka gated; do
     F=("${SYN[@]}" --arch "$arch" --tokens 12800)
     "$BIN" sae-train "${F[@]}" --out "$arch.p" > /dev/null 2> err.txt || bad "$arch: one process: $(head -n 1 err.txt)"
     for n in 1 2 4; do
@@ -68,6 +68,12 @@ q="SELECT (SELECT count(*) FROM sae_registry), (SELECT count(*) FROM sae_trainin
 r1=$(sqlite3 st1.db "$q" 2>&1); r4=$(sqlite3 st4.db "$q" 2>&1)
 [ "$r1" = "$r4" ] && [ "${r4%%|*}" = 1 ] && [ "$(grep -c '^registered' out.txt)" = 1 ] &&
     ok "store source: one registry row and the same log rows ($r4)" || bad "store source: registry/log rows $r4 vs $r1"
+
+# a skip transcoder (paired rows from the store: here the same hook in and out) under -np 4
+F=(--hook synth --hook-out synth --d-sae 128 --k 4 --batch 256 --tokens 12800 --micro-batches 4 --arch skip_transcoder --eval-tokens 512)
+"$BIN" sae-train --db st1.db "${F[@]}" --out tc.p > /dev/null 2>&1
+"${MPI[@]}" -np 4 "$BIN" sae-train --db st4.db "${F[@]}" --out tc.4 > /dev/null 2> err.txt || bad "skip_transcoder -np 4: $(grep -m1 saelite err.txt)"
+same tc.p tc.4 && ok "skip_transcoder: -np 4 = one process" || bad "skip_transcoder: -np 4 differs from one process"
 
 # ---- resume across world sizes ------------------------------------------------------------------
 F=("${SYN[@]}" --arch batchtopk --tokens 25600 --checkpoint-every 10)
