@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/err.h"
 #include "common/mem.h"
@@ -122,13 +123,53 @@ int dist_isend(const void *buf, size_t bytes, int peer, int tag, dist_req **req)
     return OK;
 }
 
-int dist_wait(dist_req **req)
+int dist_test(dist_req **req)
 {
     if (!*req) return OK;
-    int mrc = MPI_Wait(&(*req)->r, MPI_STATUS_IGNORE);
-    mem_free(*req);
-    *req = NULL;
-    return mrc == MPI_SUCCESS ? OK : mpi_fail(mrc, "MPI_Wait");
+    int flag = 0, mrc = MPI_Test(&(*req)->r, &flag, MPI_STATUS_IGNORE);
+    if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Test");
+    if (flag) {
+        mem_free(*req);
+        *req = NULL;
+    }
+    return OK;
+}
+
+int dist_wait(dist_req **req)
+{
+    long ns = 20000;
+    for (;;) {
+        int rc = dist_test(req);
+        if (rc || !*req) return rc;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000) ns *= 2;
+    }
+}
+
+int dist_probe(int peer, int tag, int *ready)
+{
+    *ready = 0;
+    int rc = p2p_args(0, peer);
+    if (rc) return rc;
+    int mrc = MPI_Iprobe(peer, tag, MPI_COMM_WORLD, ready, MPI_STATUS_IGNORE);
+    return mrc == MPI_SUCCESS ? OK : mpi_fail(mrc, "MPI_Iprobe");
+}
+
+int dist_await(int peer, int tag)
+{
+    int rc = p2p_args(0, peer);
+    if (rc) return rc;
+    long ns = 20000;
+    for (;;) {
+        int flag = 0;
+        int mrc = MPI_Iprobe(peer, tag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Iprobe");
+        if (flag) return OK;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000) ns *= 2;
+    }
 }
 
 static int allreduce(void *buf, int64_t n, MPI_Datatype t, size_t esz, MPI_Op op, const char *what)

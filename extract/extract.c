@@ -720,13 +720,16 @@ static void worker_stop(ext_job *j, int abandon)
  * on who computes it (for the same OpenBLAS thread count). */
 enum { EXT_CHUNK = 1 << 28 };
 
+/* (a send that sleeps while it waits for rank 0 to take it, see dist_await) */
 static int send_big(const void *buf, size_t bytes, int peer)
 {
     const char *p = buf;
     int rc = OK;
     do {
         size_t n = bytes > EXT_CHUNK ? EXT_CHUNK : bytes;
-        rc = dist_send(p, n, peer, EXT_TAG_RESULT);
+        dist_req *q;
+        rc = dist_isend(p, n, peer, EXT_TAG_RESULT, &q);
+        if (!rc) rc = dist_wait(&q);
         p += n;
         bytes -= n;
     } while (!rc && bytes > 0);
@@ -745,6 +748,14 @@ static int recv_big(void *buf, size_t bytes, int peer)
         p += n;
         bytes -= n;
     } while (!rc && bytes > 0);
+    return rc;
+}
+
+/* Rank 0: moves the batches being sent along (see dist_test). */
+static int progress_sends(ext_job *j)
+{
+    int rc = OK;
+    for (int64_t n = j->n_write; !rc && n < j->n_fill; n++) rc = dist_test(&j->bt[n % EXT_RING].req);
     return rc;
 }
 
@@ -770,6 +781,7 @@ static int collect(ext_job *j, ext_batch *bt)
     bt->owner = 0;
     ext_remote_status rs;
     size_t got = 0;
+    if (!rc) rc = dist_await(peer, EXT_TAG_RESULT);
     if (!rc) rc = dist_recv(&rs, sizeof rs, peer, EXT_TAG_RESULT, &got);
     if (!rc && got != sizeof rs) rc = err_set(ERR_IO, "rank %d: a short status message", peer);
     if (rc) return rc;
@@ -812,7 +824,8 @@ static int serve_forwards(ext_job *j, ext_stats *st)
     ext_batch *bt = &j->bt[0];
     size_t cap = ((size_t)j->o.batch * j->ctx + 2) * sizeof(int), got = 0;
     for (;;) {
-        int rc = dist_recv(bt->msg, cap, 0, EXT_TAG_BATCH, &got);
+        int rc = dist_await(0, EXT_TAG_BATCH);
+        if (!rc) rc = dist_recv(bt->msg, cap, 0, EXT_TAG_BATCH, &got);
         if (rc) return rc;
         int B = bt->msg[0], T = bt->msg[1];
         if (B == 0) return OK;
@@ -827,7 +840,7 @@ static int serve_forwards(ext_job *j, ext_stats *st)
         compute(j, bt);
         ext_remote_status rs = {bt->fwd_rc, bt->fwd_secs, ""};
         snprintf(rs.msg, sizeof rs.msg, "%s", bt->fwd_rc ? bt->fwd_msg : "");
-        rc = dist_send(&rs, sizeof rs, 0, EXT_TAG_RESULT);
+        rc = send_big(&rs, sizeof rs, 0);
         for (int h = 0; !rc && !bt->fwd_rc && h < j->nh; h++)
             rc = send_big(bt->hbuf[h], (size_t)B * T * j->h[h].width * sizeof(float), 0);
         if (rc) return rc;
@@ -854,6 +867,11 @@ static int write_next(ext_job *j, ext_stats *st, int *in_tx, int block, int *wro
         if (!ready) return OK;
     }
     ext_batch *bt = &j->bt[j->n_write % EXT_RING];
+    if (bt->owner && !block) { /* another rank's: only when its result is here */
+        int here = 0, rc = dist_test(&bt->req);
+        if (!rc) rc = dist_probe(bt->owner, EXT_TAG_RESULT, &here);
+        if (rc || !here) return rc;
+    }
     if (bt->owner) {
         double t0 = secs();
         int rc = collect(j, bt);
@@ -881,6 +899,7 @@ static int flush(ext_job *j, ext_stats *st, int *in_tx)
     if (!rc) rc = dispatch(j, bt);
     if (rc) return rc;
     j->n_fill++;
+    if (dist_size() > 1 && (rc = progress_sends(j))) return rc;
     if (j->worker_on) {
         pthread_mutex_lock(&j->mu);
         j->n_ready = j->n_fill;
