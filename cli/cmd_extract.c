@@ -84,6 +84,8 @@ int cmd_extract(int argc, char **argv)
     if (o.dry_run) o.db = NULL;
     if (store_dtype_parse(dtype, &o.dtype)) return cli_usage_error(argv[0], "%s", err_msg());
     cli_catch_signals();
+    cli_term_hint("the database holds every committed batch, run the same command again (any "
+                  "world size) to resume");
     o.stop = &cli_stop_flag;
     ext_job *j = NULL;
     /* under mpirun every rank opens (rank 0 the corpus and the database, the others the model)

@@ -183,6 +183,9 @@ else
     for _ in $(seq 150); do kill -0 $mp 2> /dev/null || break; sleep 0.1; done
     if kill -0 $mp 2> /dev/null; then bad "extract kill: the job still runs 15 s after rank 0 was killed"; kill -KILL $mp; fi
     wait $mp 2> /dev/null
+    line=$(grep -m1 '^saelite: rank 1' exk.err)
+    [[ "$line" == *"run the same command again"* ]] && ok "extract kill: the survivor says: $line" ||
+        bad "extract kill: no one-line message from rank 1: $(head -c 300 exk.err)"
     # (a read-only count cannot open it now: the killed writer left a hot journal, which the
     # resuming writer rolls back)
     "${MPI[@]}" -np 4 "$BIN" "${KX[@]}" --db exk.db > out.txt 2> err.txt || bad "extract resume -np 4: $(grep -m1 saelite err.txt)"
@@ -194,6 +197,10 @@ else
         ok "extract: killed under -np 2, resumed under -np 4: every row and export = one uninterrupted process" ||
         bad "extract: the resumed database differs from one uninterrupted process"
 fi
+# analyze does not run distributed (docs/scale.md says why)
+"${MPI[@]}" -np 2 "$BIN" analyze --db ex1.db --sae none > /dev/null 2> err.txt
+c=$(grep -c "does not run on several ranks" err.txt)
+[ "$c" = 1 ] && ok "analyze under -np 2 refused once" || bad "analyze under -np 2: $(head -n 2 err.txt)"
 
 echo "test_mpi: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
