@@ -36,6 +36,18 @@ static void on_term(int sig)
     _exit(143);
 }
 
+static void set_term_line(const char *hint)
+{
+    snprintf(term_line, sizeof term_line,
+             "saelite: rank %d of %d: ended by mpirun (another rank died or the job was "
+             "stopped); %s\n", dist_rank(), dist_size(), hint);
+}
+
+void cli_term_hint(const char *hint)
+{
+    if (dist_size() > 1) set_term_line(hint);
+}
+
 void cli_catch_signals(void)
 {
     struct sigaction sa;
@@ -43,10 +55,7 @@ void cli_catch_signals(void)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     if (dist_size() > 1) {
-        snprintf(term_line, sizeof term_line,
-                 "saelite: rank %d of %d: ended by mpirun (another rank died or the job was "
-                 "stopped); the last checkpoint is intact, rerun with --resume\n",
-                 dist_rank(), dist_size());
+        set_term_line("the last checkpoint is intact, rerun with --resume");
         sa.sa_handler = on_term;
     }
     sigaction(SIGTERM, &sa, NULL);

@@ -34,6 +34,10 @@ int cli_fail(const char *cmd);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Install SIGINT/SIGTERM handlers that set a flag instead of killing the process. */
 void cli_catch_signals(void);
+/* Under mpirun: what the one line printed when mpirun ends the job (SIGTERM) says about the
+ * saved state (default, for sae-train: "the last checkpoint is intact, rerun with --resume").
+ * Call after cli_catch_signals. */
+void cli_term_hint(const char *hint);
 /* Non-zero once SIGINT/SIGTERM arrived (long jobs poll it and stop cleanly). */
 int cli_interrupted(void);
 extern volatile int cli_stop_flag; /* pollable directly from hooks/kernels via a pointer */

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/dist.h"
 #include "common/err.h"
 #include "common/progress.h"
 #include "extract/extract.h"
@@ -25,6 +26,31 @@ static void on_batch(const ext_stats *st, void *u)
     prog_state *ps = u;
     progress_update(&ps->p, (double)st->tokens, "%lld batches (%lld already stored)",
                     (long long)st->batches, (long long)st->batches_skipped);
+}
+
+/* The plan, before any work (rank 0 only under mpirun). */
+static void print_plan(const ext_plan *p, const ext_opts *po, const char *dtype, int bf16)
+{
+    const ext_opts o = *po;
+    printf("extract: %lld documents, %lld windows, %lld tokens (ctx %d, %s)\n", (long long)p->n_docs,
+           (long long)p->n_windows, (long long)p->n_tokens, p->ctx, o.bos ? "bos" : "no bos");
+    for (int i = 0; i < p->nhooks; i++)
+        printf("  %s: %lld tokens x %d x %d bytes (%s) = %.1f MB\n", p->hooks[i].name,
+               (long long)p->n_tokens, p->hooks[i].width, store_dtype_size(o.dtype), dtype,
+               (double)p->hooks[i].bytes / 1e6);
+    if (o.precision != OP_PRECISION_FP32)
+        printf("  matmuls: %s\n", bf16 ? "bf16 (oneDNN)" : "fp32 (no bf16 on this CPU)");
+    if (o.dry_run)
+        printf("  dry run: nothing is stored\n");
+    else
+        printf("  total %.1f MB + about %.1f MB of tokens into %s (%.1f MB free)%s\n",
+               (double)p->act_bytes / 1e6, (double)p->other_bytes / 1e6, o.db,
+               (double)p->free_bytes / 1e6,
+               p->done_before ? "; this run finished before (verifying)" :
+               p->resumed ? "; resuming" : "");
+    if (dist_size() > 1)
+        printf("  %d ranks: rank 0 reads and stores, every rank runs forward passes\n", dist_size());
+    fflush(stdout);
 }
 
 int cmd_extract(int argc, char **argv)
@@ -68,28 +94,24 @@ int cmd_extract(int argc, char **argv)
                   : !strcmp(prec, "auto") ? OP_PRECISION_AUTO
                                           : OP_PRECISION_FP32;
     cli_catch_signals();
+    cli_term_hint("the database holds every committed batch, run the same command again (any "
+                  "world size) to resume");
     o.stop = &cli_stop_flag;
-    ext_job *j;
-    if (ext_open(&j, &o)) return cli_fail(argv[0]);
+    ext_job *j = NULL;
+    /* under mpirun every rank opens (rank 0 the corpus and the database, the others the model)
+     * and all agree before any work; rank 0 alone prints */
+    rc = ext_open(&j, &o);
+    if (dist_size() > 1 && (rc = dist_check(rc))) {
+        ext_close(j);
+        return cli_fail(argv[0]);
+    }
+    if (rc) return cli_fail(argv[0]);
     const ext_plan *p = ext_get_plan(j);
-    printf("extract: %lld documents, %lld windows, %lld tokens (ctx %d, %s)\n", (long long)p->n_docs,
-           (long long)p->n_windows, (long long)p->n_tokens, p->ctx, o.bos ? "bos" : "no bos");
-    for (int i = 0; i < p->nhooks; i++)
-        printf("  %s: %lld tokens x %d x %d bytes (%s) = %.1f MB\n", p->hooks[i].name,
-               (long long)p->n_tokens, p->hooks[i].width, store_dtype_size(o.dtype), dtype,
-               (double)p->hooks[i].bytes / 1e6);
-    if (o.precision != OP_PRECISION_FP32)
-        printf("  matmuls: %s\n", ext_bf16(j) ? "bf16 (oneDNN)" : "fp32 (no bf16 on this CPU)");
-    if (o.dry_run)
-        printf("  dry run: nothing is stored\n");
-    else
-        printf("  total %.1f MB + about %.1f MB of tokens into %s (%.1f MB free)%s\n",
-               (double)p->act_bytes / 1e6, (double)p->other_bytes / 1e6, o.db,
-               (double)p->free_bytes / 1e6,
-               p->done_before ? "; this run finished before (verifying)" :
-               p->resumed ? "; resuming" : "");
-    fflush(stdout);
-    if (!force && ext_check_space(j)) {
+    int root = dist_is_root();
+    if (root) print_plan(p, &o, dtype, ext_bf16(j));
+    rc = !force && root ? ext_check_space(j) : 0;
+    if (dist_size() > 1) rc = dist_check(rc);
+    if (rc) {
         ext_close(j);
         return cli_fail(argv[0]);
     }
@@ -99,6 +121,8 @@ int cmd_extract(int argc, char **argv)
     rc = ext_run(j, &st, on_batch, &ps);
     progress_end(&ps.p);
     ext_close(j);
+    if (dist_size() > 1) rc = dist_check(rc);
+    if (!root) return rc ? cli_fail(argv[0]) : 0;
     /* the forward runs on its own thread, overlapped with the rest: the main thread's time is
        corpus + tokenizer + storage + waiting for the forward */
     double other = st.t_total - st.t_wait - st.t_store - st.t_tokenize - st.t_corpus;

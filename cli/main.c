@@ -139,7 +139,10 @@ static void omp_passive_reexec(int argc, char **argv)
 
 /* Commands that run under mpirun with several ranks (the others would all write the same
  * outputs): the data-parallel ones. */
-static int runs_distributed(const char *name) { return !strcmp(name, "sae-train"); }
+static int runs_distributed(const char *name)
+{
+    return !strcmp(name, "sae-train") || !strcmp(name, "extract");
+}
 
 static int run_command(int argc, char **argv);
 
@@ -156,7 +159,7 @@ int main(int argc, char **argv)
     if (dist_size() > 1 && argc >= 2 && find(argv[1]) && !runs_distributed(argv[1])) {
         if (dist_is_root())
             fprintf(stderr, "saelite %s: does not run on several ranks (mpirun -np %d); run it "
-                            "as one process (data parallel: sae-train)\n", argv[1], dist_size());
+                            "as one process (data parallel: sae-train, extract)\n", argv[1], dist_size());
         rc = 2;
     } else
         rc = run_command(argc, argv);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/err.h"
 #include "common/mem.h"
@@ -71,6 +72,104 @@ int dist_bcast(void *buf, size_t bytes)
         bytes -= (size_t)n;
     }
     return OK;
+}
+
+/* ---- point to point ---- */
+struct dist_req {
+    MPI_Request r;
+};
+
+static int p2p_args(size_t bytes, int peer)
+{
+    if (g_size == 1 || peer < 0 || peer >= g_size || peer == g_rank)
+        return err_set(ERR_ARG, "no rank %d to talk to (rank %d of %d)", peer, g_rank, g_size);
+    if (bytes > 2147483647u) return err_set(ERR_ARG, "message of %zu bytes is too large", bytes);
+    return OK;
+}
+
+int dist_send(const void *buf, size_t bytes, int peer, int tag)
+{
+    int rc = p2p_args(bytes, peer);
+    if (rc) return rc;
+    int mrc = MPI_Send(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+    return mrc == MPI_SUCCESS ? OK : mpi_fail(mrc, "MPI_Send");
+}
+
+int dist_recv(void *buf, size_t bytes, int peer, int tag, size_t *got)
+{
+    int rc = p2p_args(bytes, peer), n = 0;
+    if (rc) return rc;
+    MPI_Status st;
+    int mrc = MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st);
+    if (mrc == MPI_SUCCESS) mrc = MPI_Get_count(&st, MPI_BYTE, &n);
+    if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Recv");
+    if (got) *got = (size_t)n;
+    return OK;
+}
+
+int dist_isend(const void *buf, size_t bytes, int peer, int tag, dist_req **req)
+{
+    *req = NULL;
+    int rc = p2p_args(bytes, peer);
+    if (rc) return rc;
+    dist_req *q = mem_alloc(sizeof *q);
+    if (!q) return err_set(ERR_NOMEM, "out of memory");
+    int mrc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &q->r);
+    if (mrc != MPI_SUCCESS) {
+        mem_free(q);
+        return mpi_fail(mrc, "MPI_Isend");
+    }
+    *req = q;
+    return OK;
+}
+
+int dist_test(dist_req **req)
+{
+    if (!*req) return OK;
+    int flag = 0, mrc = MPI_Test(&(*req)->r, &flag, MPI_STATUS_IGNORE);
+    if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Test");
+    if (flag) {
+        mem_free(*req);
+        *req = NULL;
+    }
+    return OK;
+}
+
+int dist_wait(dist_req **req)
+{
+    long ns = 20000;
+    for (;;) {
+        int rc = dist_test(req);
+        if (rc || !*req) return rc;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000) ns *= 2;
+    }
+}
+
+int dist_probe(int peer, int tag, int *ready)
+{
+    *ready = 0;
+    int rc = p2p_args(0, peer);
+    if (rc) return rc;
+    int mrc = MPI_Iprobe(peer, tag, MPI_COMM_WORLD, ready, MPI_STATUS_IGNORE);
+    return mrc == MPI_SUCCESS ? OK : mpi_fail(mrc, "MPI_Iprobe");
+}
+
+int dist_await(int peer, int tag)
+{
+    int rc = p2p_args(0, peer);
+    if (rc) return rc;
+    long ns = 20000;
+    for (;;) {
+        int flag = 0;
+        int mrc = MPI_Iprobe(peer, tag, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Iprobe");
+        if (flag) return OK;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000) ns *= 2;
+    }
 }
 
 static int allreduce(void *buf, int64_t n, MPI_Datatype t, size_t esz, MPI_Op op, const char *what)

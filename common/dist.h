@@ -48,6 +48,27 @@ int dist_check(int rc);
 /* Set by dist_check when the current error is one every rank holds (then only rank 0 needs to
  * print it); cleared by dist_check on success. */
 int dist_error_shared(void);
+/* Point to point (extract's batches to and from rank 0): bytes of buf to / from one peer, with
+ * a tag; messages between a pair with the same tag arrive in order. dist_recv accepts a message
+ * of at most bytes (*got, may be NULL: the bytes that came). dist_isend starts a send that
+ * completes in dist_wait (buf must stay as it is until then; *req is NULL when done; it sleeps
+ * between polls like dist_await); at most
+ * 2^31-1 bytes per message. One rank: ERR_ARG (there is no peer). */
+typedef struct dist_req dist_req;
+int dist_send(const void *buf, size_t bytes, int peer, int tag);
+int dist_recv(void *buf, size_t bytes, int peer, int tag, size_t *got);
+int dist_isend(const void *buf, size_t bytes, int peer, int tag, dist_req **req);
+int dist_wait(dist_req **req);
+/* Lets a started send progress (a large message moves only while its sender is inside MPI);
+ * *req becomes NULL when it is done. */
+int dist_test(dist_req **req);
+/* Waits until a message from peer with tag has arrived (dist_recv then takes it), sleeping
+ * between polls (20 us growing to 1 ms) instead of spinning as a blocking MPI_Recv does: a rank
+ * that waits long (for a forward pass, for the next batch) leaves its core to the ranks that
+ * work, which matters when there are more ranks than free cores. */
+int dist_await(int peer, int tag);
+/* *ready = whether a message from peer with tag has arrived (no waiting). */
+int dist_probe(int peer, int tag, int *ready);
 /* A world size the deterministic sums accept (power of two). */
 int dist_pow2(int64_t n);
 

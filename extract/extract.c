@@ -9,6 +9,7 @@
 
 #include "common/buf.h"
 #include "common/checked.h"
+#include "common/dist.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -50,7 +51,21 @@ typedef struct {
     int fwd_rc;             /* set by the compute thread */
     double fwd_secs;
     char fwd_msg[512];
+    /* Under mpirun -np N > 1: the rank computing the forward (0: this one); for another rank,
+     * msg = {B, T, ids [B, T]} is sent to it (req until the send completes) and its hook
+     * buffers come back into hbuf when the batch is written. */
+    int owner;
+    int *msg;               /* [2 + batch * ctx] */
+    dist_req *req;
 } ext_batch;
+
+/* The messages of a distributed extract (rank 0 <-> the others). */
+enum { EXT_TAG_BATCH = 11, EXT_TAG_RESULT = 12 };
+typedef struct {
+    int rc;
+    double secs;
+    char msg[512];
+} ext_remote_status;
 
 /* Batches in flight: filling, queued for the forward, computed but not yet written. Eight absorb
  * the main thread's uneven work (a commit's fsync of 32 MB takes ~30 ms, a new document to read
@@ -77,6 +92,7 @@ struct ext_job {
     pthread_cond_t cv;
     int worker_on, quit, abandon; /* abandon: stop after the current forward, skip the queue */
     int64_t dry_seq;      /* dry run: sequence ids handed out */
+    int64_t n_dispatch;   /* batches with a forward to run, handed out round robin over ranks */
     int64_t pending_bytes; /* activation bytes written since the last commit */
     int64_t commit_bytes;  /* commit once this many are pending */
     double last_commit;
@@ -361,8 +377,11 @@ int ext_open(ext_job **out, const ext_opts *o)
             rc = err_set(ERR_SHAPE, "tokenizer %s has %d ids but model %s only %d", j->tokdir,
                          tok_vocab_size(j->tok), o->model_dir, gpt2_cfg(j->m)->vocab_size);
     }
-    if (!rc) rc = count_pass(j);
-    if (!rc && !o->dry_run) rc = open_db(j);
+    /* Under mpirun the other ranks only run forward passes of rank 0's batches: no corpus pass,
+     * no database (rank 0 plans, reads, writes). */
+    int root = dist_is_root();
+    if (!rc && root) rc = count_pass(j);
+    if (!rc && !o->dry_run && root) rc = open_db(j);
     if (!rc) {
         ext_plan *p = &j->plan;
         p->nhooks = j->nh;
@@ -403,8 +422,9 @@ int ext_open(ext_job **out, const ext_opts *o)
             bt->tags = mem_alloc(B * C * sizeof *bt->tags);
             bt->seq_ids = mem_alloc(B * sizeof *bt->seq_ids);
             bt->have = mem_alloc((size_t)j->nh * B + 1);
+            bt->msg = dist_size() > 1 ? mem_alloc((B * C + 2) * sizeof *bt->msg) : NULL;
             if (!bt->win || !bt->ids || !bt->bstart || !bt->bend || !bt->tags || !bt->seq_ids ||
-                !bt->have)
+                !bt->have || (dist_size() > 1 && !bt->msg))
                 rc = err_set(ERR_NOMEM, "out of memory for batch buffers");
             for (int i = 0; !rc && i < j->nh; i++) {
                 size_t n = B * C * (size_t)j->h[i].width;
@@ -463,6 +483,8 @@ void ext_close(ext_job *j)
         mem_free(bt->tags);
         mem_free(bt->seq_ids);
         mem_free(bt->have);
+        mem_free(bt->msg);
+        dist_wait(&bt->req);
     }
     mem_free(j);
 }
@@ -587,7 +609,7 @@ static void compute(ext_job *j, ext_batch *bt)
 {
     bt->fwd_rc = OK;
     bt->fwd_secs = 0;
-    if (!bt->missing) return;
+    if (!bt->missing || bt->owner) return; /* nothing to compute, or another rank's */
     double t0 = secs();
     for (int h = 0; h < j->nh; h++) {
         j->h[h].fired = 0;
@@ -704,6 +726,148 @@ static void worker_stop(ext_job *j, int abandon)
     j->worker_on = 0;
 }
 
+/* ---- mpirun -np N > 1 ------------------------------------------------------------------------
+ * Rank 0 does everything but the forward passes of the other ranks' batches: it reads, tokenizes,
+ * stores the rows and decides (from the database) which batches still need activations; the
+ * k-th such batch is computed by rank k % N (rank 0's own ones on its compute thread, as in one
+ * process). Another rank gets {B, T, ids} and sends back a status and the hook buffers; rank 0
+ * receives them when it writes that batch, in batch order, so the database gets the same rows in
+ * the same order as one process. At most EXT_RING batches are in flight (bounded memory). The
+ * forward of a batch is the same call on the same inputs on every rank, so its bits do not depend
+ * on who computes it (for the same OpenBLAS thread count). */
+enum { EXT_CHUNK = 1 << 28 };
+
+/* (a send that sleeps while it waits for rank 0 to take it, see dist_await) */
+static int send_big(const void *buf, size_t bytes, int peer)
+{
+    const char *p = buf;
+    int rc = OK;
+    do {
+        size_t n = bytes > EXT_CHUNK ? EXT_CHUNK : bytes;
+        dist_req *q;
+        rc = dist_isend(p, n, peer, EXT_TAG_RESULT, &q);
+        if (!rc) rc = dist_wait(&q);
+        p += n;
+        bytes -= n;
+    } while (!rc && bytes > 0);
+    return rc;
+}
+
+static int recv_big(void *buf, size_t bytes, int peer)
+{
+    char *p = buf;
+    int rc = OK;
+    do {
+        size_t n = bytes > EXT_CHUNK ? EXT_CHUNK : bytes, got = 0;
+        rc = dist_recv(p, n, peer, EXT_TAG_RESULT, &got);
+        if (!rc && got != n)
+            rc = err_set(ERR_IO, "rank %d sent %zu bytes of activations, expected %zu", peer, got, n);
+        p += n;
+        bytes -= n;
+    } while (!rc && bytes > 0);
+    return rc;
+}
+
+/* Rank 0: moves the batches being sent along (see dist_test). */
+static int progress_sends(ext_job *j)
+{
+    int rc = OK;
+    for (int64_t n = j->n_write; !rc && n < j->n_fill; n++) rc = dist_test(&j->bt[n % EXT_RING].req);
+    return rc;
+}
+
+/* Rank 0, after a batch was prepared: hands it to its rank when another one computes it. */
+static int dispatch(ext_job *j, ext_batch *bt)
+{
+    bt->owner = 0;
+    if (dist_size() == 1 || !bt->missing) return OK;
+    bt->owner = (int)(j->n_dispatch++ % dist_size());
+    if (!bt->owner) return OK;
+    size_t n = (size_t)bt->nwin * (size_t)bt->T;
+    bt->msg[0] = bt->nwin;
+    bt->msg[1] = bt->T;
+    memcpy(bt->msg + 2, bt->ids, n * sizeof(int));
+    return dist_isend(bt->msg, (n + 2) * sizeof(int), bt->owner, EXT_TAG_BATCH, &bt->req);
+}
+
+/* Rank 0: the result of another rank's batch, into the batch's hook buffers (fwd_rc / fwd_msg
+ * carry its failure). The batch is its own again afterwards (owner 0). */
+static int collect(ext_job *j, ext_batch *bt)
+{
+    int peer = bt->owner, rc = dist_wait(&bt->req);
+    bt->owner = 0;
+    ext_remote_status rs;
+    size_t got = 0;
+    if (!rc) rc = dist_await(peer, EXT_TAG_RESULT);
+    if (!rc) rc = dist_recv(&rs, sizeof rs, peer, EXT_TAG_RESULT, &got);
+    if (!rc && got != sizeof rs) rc = err_set(ERR_IO, "rank %d: a short status message", peer);
+    if (rc) return rc;
+    bt->fwd_secs = rs.secs;
+    bt->fwd_rc = rs.rc;
+    rs.msg[sizeof rs.msg - 1] = 0;
+    if (rs.rc) {
+        snprintf(bt->fwd_msg, sizeof bt->fwd_msg, "rank %d: %.480s", peer, rs.msg);
+        return OK;
+    }
+    for (int h = 0; !rc && h < j->nh; h++)
+        rc = recv_big(bt->hbuf[h], (size_t)bt->nwin * bt->T * j->h[h].width * sizeof(float), peer);
+    return rc;
+}
+
+/* Rank 0 at the end (done, failed or stopped): takes in the results still owed by other ranks
+ * (in batch order; they are dropped: a failed or stopped run does not write them), then tells
+ * every other rank to stop. */
+static int release_ranks(ext_job *j)
+{
+    int rc = OK;
+    for (int64_t n = j->n_write; n < j->n_fill; n++) {
+        ext_batch *bt = &j->bt[n % EXT_RING];
+        if (bt->owner) {
+            int rc2 = collect(j, bt);
+            if (!rc) rc = rc2;
+        }
+    }
+    int stop[2] = {0, 0};
+    for (int r = 1; r < dist_size(); r++) {
+        int rc2 = dist_send(stop, sizeof stop, r, EXT_TAG_BATCH);
+        if (!rc) rc = rc2;
+    }
+    return rc;
+}
+
+/* Ranks 1..N-1: forward passes of the batches rank 0 sends, until it says stop. */
+static int serve_forwards(ext_job *j, ext_stats *st)
+{
+    ext_batch *bt = &j->bt[0];
+    size_t cap = ((size_t)j->o.batch * j->ctx + 2) * sizeof(int), got = 0;
+    for (;;) {
+        int rc = dist_await(0, EXT_TAG_BATCH);
+        if (!rc) rc = dist_recv(bt->msg, cap, 0, EXT_TAG_BATCH, &got);
+        if (rc) return rc;
+        int B = bt->msg[0], T = bt->msg[1];
+        if (B == 0) return OK;
+        if (got < 2 * sizeof(int) || B < 1 || B > j->o.batch || T < 1 || T > j->ctx ||
+            got != ((size_t)B * T + 2) * sizeof(int))
+            return err_set(ERR_IO, "a malformed batch message from rank 0 (%zu bytes)", got);
+        memcpy(bt->ids, bt->msg + 2, (size_t)B * T * sizeof(int));
+        bt->nwin = B;
+        bt->T = T;
+        bt->missing = 1;
+        bt->owner = 0;
+        compute(j, bt);
+        ext_remote_status rs = {bt->fwd_rc, bt->fwd_secs, ""};
+        snprintf(rs.msg, sizeof rs.msg, "%s", bt->fwd_rc ? bt->fwd_msg : "");
+        rc = send_big(&rs, sizeof rs, 0);
+        for (int h = 0; !rc && !bt->fwd_rc && h < j->nh; h++)
+            rc = send_big(bt->hbuf[h], (size_t)B * T * j->h[h].width * sizeof(float), 0);
+        if (rc) return rc;
+        st->batches++;
+        st->windows += B;
+        st->tokens += (int64_t)B * T;
+        st->t_forward += bt->fwd_secs;
+    }
+}
+
 /* Writes the oldest unwritten batch once it is computed (waiting for it when block). */
 static int write_next(ext_job *j, ext_stats *st, int *in_tx, int block, int *wrote)
 {
@@ -720,6 +884,21 @@ static int write_next(ext_job *j, ext_stats *st, int *in_tx, int block, int *wro
         if (!ready) return OK;
     }
     ext_batch *bt = &j->bt[j->n_write % EXT_RING];
+    if (bt->owner && !block) { /* another rank's: only when its result is here */
+        int here = 0, rc = dist_test(&bt->req);
+        if (!rc) rc = dist_probe(bt->owner, EXT_TAG_RESULT, &here);
+        if (rc || !here) return rc;
+    }
+    if (bt->owner) {
+        double t0 = secs();
+        int rc = collect(j, bt);
+        st->t_wait += secs() - t0;
+        if (rc) {
+            j->n_write++;
+            *wrote = 1;
+            return rc;
+        }
+    }
     st->t_forward += bt->fwd_secs;
     int rc = bt->fwd_rc ? err_set(bt->fwd_rc, "%s", bt->fwd_msg) : batch_finish(j, bt, st, in_tx);
     j->n_write++;
@@ -734,8 +913,10 @@ static int flush(ext_job *j, ext_stats *st, int *in_tx)
     ext_batch *bt = &j->bt[j->n_fill % EXT_RING];
     if (bt->nwin == 0) return OK;
     int rc = batch_prepare(j, bt, st, in_tx), wrote;
+    if (!rc) rc = dispatch(j, bt);
     if (rc) return rc;
     j->n_fill++;
+    if (dist_size() > 1 && (rc = progress_sends(j))) return rc;
     if (j->worker_on) {
         pthread_mutex_lock(&j->mu);
         j->n_ready = j->n_fill;
@@ -769,10 +950,9 @@ static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc, int stopped)
 
 int ext_bf16(const ext_job *j) { return j->bf16; }
 
-int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u), void *u)
+static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u),
+                    void *u)
 {
-    memset(st, 0, sizeof *st);
-    j->ran = 1;
     double t0 = secs();
     corpus_reader *r;
     /* after every check of ext_open: failures leave the file as is */
@@ -881,5 +1061,29 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     if (!rc && done == 2)
         rc = err_set(ERR_ABORTED, "interrupted after %lld windows; the database holds every "
                      "finished batch; run the same command again to resume", (long long)st->windows);
+    return rc;
+}
+
+int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u), void *u)
+{
+    memset(st, 0, sizeof *st);
+    j->ran = 1;
+    if (!dist_is_root()) {
+        /* the same matmul precision as rank 0's forward passes (run_root sets its own) */
+        double t0 = secs();
+        int prev_bf16 = op_precision_bf16();
+        if (j->bf16) op_set_precision(OP_PRECISION_BF16);
+        int rc = serve_forwards(j, st);
+        op_set_precision(prev_bf16 ? OP_PRECISION_BF16 : OP_PRECISION_FP32);
+        st->t_total = secs() - t0;
+        return rc;
+    }
+    j->n_fill = j->n_write = j->n_dispatch = 0;
+    for (int k = 0; k < EXT_RING; k++) j->bt[k].owner = 0;
+    int rc = run_root(j, st, progress, u);
+    if (dist_size() > 1) {
+        int rc2 = release_ranks(j);
+        if (!rc) rc = rc2;
+    }
     return rc;
 }

@@ -16,6 +16,11 @@
  * Pipeline: the forward pass of batch i runs on a second thread while the main thread stores
  * batch i-1's activations and reads, tokenizes and stores the rows of batch i+1; SQLite is only
  * ever used from the main thread. Rows land in the same order as without the overlap.
+ * Under mpirun -np N > 1 (common/dist.h): rank 0 alone counts, reads, opens the database and
+ * writes; the k-th batch still needing activations is computed by rank k % N (the others get its
+ * token ids and send the hook buffers back; ext_run on them serves forward passes until rank 0
+ * says stop), and rank 0 writes every batch in order, so the database equals a one-process run.
+ * Every rank calls ext_open and ext_run; the caller agrees on their results (dist_check).
  * Space: ext_open counts the tokens (one tokenizer pass) and plans the bytes per hook;
  * ext_check_space refuses when the filesystem of the database has less free space.
  *
