@@ -120,8 +120,9 @@ static int is_sparse(sae_arch a)
     return a == SAE_TOPK || a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA;
 }
 static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA; }
-/* relu and gated keep the decoder unconstrained (norms in the penalty, folded at export) */
-static int is_constrained(sae_arch a) { return a != SAE_RELU && a != SAE_GATED; }
+/* relu keeps the decoder unconstrained (norms in the penalty, folded at export); gated keeps
+   unit rows like the sparse architectures (see gated_leaf) */
+static int is_constrained(sae_arch a) { return a != SAE_RELU; }
 
 void sae_trainer_free(sae_trainer *t)
 {
@@ -435,8 +436,8 @@ int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *s
     }
     rng_state rng;
     rng_seed(&rng, t->c.seed);
-    /* Anthropic's ReLU recipe: 0.1 (SAELens' decoder_init_norm, also for gated) */
-    float rownorm = t->c.arch == SAE_RELU || t->c.arch == SAE_GATED ? 0.1f : 1.0f;
+    /* Anthropic's ReLU recipe: 0.1 (SAELens' decoder_init_norm); gated's rows are unit norm */
+    float rownorm = t->c.arch == SAE_RELU ? 0.1f : 1.0f;
     for (int64_t e = 0; e < (int64_t)S * Do; e++) t->P.W_dec[e] = (float)rng_normal_alt(&rng);
     sae_k_normalize_rows(t->P.W_dec, S, Do);
     for (int64_t e = 0; e < (int64_t)S * Do; e++) t->P.W_dec[e] *= rownorm;
