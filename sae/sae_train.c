@@ -675,7 +675,12 @@ static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, in
  * + coef / B sum relu(pi)_j ||W_dec,j|| + ||x - (relu(pi) W_dec + b_dec)||^2 / B, the last with
  * the decoder frozen (the paper's x_frozen: W_dec and b_dec get no gradient from it). The gate
  * is a step function: f passes gradient only through the magnitude path, pi only through the
- * penalty and the auxiliary loss. Dense like relu (cblas_sgemm). */
+ * penalty and the auxiliary loss. The decoder rows are kept at unit norm (constrained Adam, as
+ * the paper and dictionary_learning's gated trainer): unconstrained, nothing but the penalty
+ * acts on their norms once the auxiliary decoder is frozen (the MSE is indifferent, r_mag
+ * rescales f), so they shrank and the gate's penalty coef ||W_dec,j|| with them. With unit rows
+ * the norm factor is 1 and its gradient, parallel to the row, is projected out. Dense like relu
+ * (cblas_sgemm). */
 static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, S = t->S;
