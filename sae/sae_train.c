@@ -120,8 +120,9 @@ static int is_sparse(sae_arch a)
     return a == SAE_TOPK || a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA;
 }
 static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA; }
-/* relu and gated keep the decoder unconstrained (norms in the penalty, folded at export) */
-static int is_constrained(sae_arch a) { return a != SAE_RELU && a != SAE_GATED; }
+/* relu keeps the decoder unconstrained (norms in the penalty, folded at export); gated keeps
+   unit rows like the sparse architectures (see gated_leaf) */
+static int is_constrained(sae_arch a) { return a != SAE_RELU; }
 
 void sae_trainer_free(sae_trainer *t)
 {
@@ -435,8 +436,8 @@ int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *s
     }
     rng_state rng;
     rng_seed(&rng, t->c.seed);
-    /* Anthropic's ReLU recipe: 0.1 (SAELens' decoder_init_norm, also for gated) */
-    float rownorm = t->c.arch == SAE_RELU || t->c.arch == SAE_GATED ? 0.1f : 1.0f;
+    /* Anthropic's ReLU recipe: 0.1 (SAELens' decoder_init_norm); gated's rows are unit norm */
+    float rownorm = t->c.arch == SAE_RELU ? 0.1f : 1.0f;
     for (int64_t e = 0; e < (int64_t)S * Do; e++) t->P.W_dec[e] = (float)rng_normal_alt(&rng);
     sae_k_normalize_rows(t->P.W_dec, S, Do);
     for (int64_t e = 0; e < (int64_t)S * Do; e++) t->P.W_dec[e] *= rownorm;
@@ -674,7 +675,12 @@ static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, in
  * + coef / B sum relu(pi)_j ||W_dec,j|| + ||x - (relu(pi) W_dec + b_dec)||^2 / B, the last with
  * the decoder frozen (the paper's x_frozen: W_dec and b_dec get no gradient from it). The gate
  * is a step function: f passes gradient only through the magnitude path, pi only through the
- * penalty and the auxiliary loss. Dense like relu (cblas_sgemm). */
+ * penalty and the auxiliary loss. The decoder rows are kept at unit norm (constrained Adam, as
+ * the paper and dictionary_learning's gated trainer): unconstrained, nothing but the penalty
+ * acts on their norms once the auxiliary decoder is frozen (the MSE is indifferent, r_mag
+ * rescales f), so they shrank and the gate's penalty coef ||W_dec,j|| with them. With unit rows
+ * the norm factor is 1 and its gradient, parallel to the row, is projected out. Dense like relu
+ * (cblas_sgemm). */
 static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, S = t->S;

@@ -516,10 +516,10 @@ static void test_archs_train(void)
     for (int a = 0; a < 5; a++) {
         sae_train_config c = small_cfg(archs[a]);
         if (archs[a] == SAE_JUMPRELU) c.total_tokens = 600000;
-        if (archs[a] == SAE_GATED) { /* slower to sparsify: the gate must outgrow the 0.1 decoder */
+        if (archs[a] == SAE_GATED) { /* the gate learns its sparsity through the penalty */
             c.total_tokens = 600000;
             c.lr = 0.005;
-            c.l1 = 12;
+            c.l1 = 4;
         }
         double mm = 0, rec = 0;
         sae_metrics_summary ms;
@@ -531,6 +531,11 @@ static void test_archs_train(void)
         CHECK(ms.ev > (archs[a] == SAE_RELU || archs[a] == SAE_GATED ? 0.6 : 0.7) && ms.l0 > 1 &&
                   ms.l0 < 20 && mm > 0.6,
               "%s trains badly: ev %.3f L0 %.2f MMCS %.3f", names[a], ms.ev, ms.l0, mm);
+        /* unit decoder rows: MMCS 0.94, EV 0.91, L0 5.5 here; with relu's unconstrained 0.1 rows
+           (shrinking, as the frozen auxiliary decoder does not hold them) these settings gave
+           MMCS 0.72, EV 0.92, L0 50 */
+        if (archs[a] == SAE_GATED)
+            CHECK(mm > 0.85 && ms.ev > 0.8, "gated: MMCS %.3f ev %.3f", mm, ms.ev);
         sae_free(m);
     }
 }
