@@ -64,7 +64,7 @@ static int run(sae_arch arch, int seed, double child_p, sae_absorption_result *r
     if (!rc) rc = sae_absorption(m, &sc, sae_synth_directions(g), x, codes, N, r);
     eval_abs_params ap;
     eval_abs_defaults(&ap);
-    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, sb, NULL);
+    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, sb, NULL, NULL);
     *ev = st.ev;
     sae_free(m);
     sae_trainer_free(t);

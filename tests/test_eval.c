@@ -268,7 +268,7 @@ static void test_absorption_synth(void)
         if (!rc) rc = absorbing_sae(&sc, sae_synth_directions(g), n_abs_cases[q], &m);
         eval_abs_class mean;
         sae_absorption_result ex;
-        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p, &mean, &ex);
+        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p, &mean, NULL, &ex);
         CHECK(rc == OK, "%s", err_msg());
         if (!rc) {
             printf("absorbing children %d: exact absorption %.4f (%d parents); SAEBench metric: "
