@@ -9,7 +9,8 @@
  * seeds 0..3 (data and init). Prints one row per run and the means; about a minute on 2 cores.
  * Beside the exact absorption, SAEBench's metric as `saelite eval` computes it
  * (eval_absorption_synth, analysis/eval.h: full-absorption rate and mean absorption fraction on
- * 16384 train and 16384 test samples of the same generator) and its split-feature count.
+ * 16384 train and 16384 test samples of the same generator) and its split-feature count; per
+ * parent, why the two differ: bench_absorption_parents.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
