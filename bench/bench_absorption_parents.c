@@ -92,21 +92,14 @@ int main(int argc, char **argv)
     c.seed = 42 + (uint64_t)seed;
     sae_source *src = NULL;
     sae_synth *g = NULL;
-    sae_trainer *t = NULL;
     sae_model *m = NULL;
     float *x = mem_alloc(sizeof(float) * (size_t)N * d), *codes = mem_alloc(sizeof(float) * (size_t)N * F);
     float *f = mem_alloc(sizeof(float) * (size_t)N * S), *pdir = mem_alloc(sizeof(float) * (size_t)P * d);
     int *rows = mem_alloc(sizeof(int) * N);
     unsigned char *y = mem_alloc(N);
     int rc = x && codes && f && pdir && rows && y ? sae_source_synth(&src, &sc) : err_set(ERR_NOMEM, "out of memory");
-    if (!rc) rc = src->next(src, x, N);
-    if (!rc) rc = sae_trainer_new(&t, &c, x, N);
     sae_step_stats st = {0};
-    while (!rc && sae_trainer_step_index(t) < sae_trainer_total_steps(t)) {
-        rc = src->next(src, x, c.batch);
-        if (!rc) rc = sae_trainer_step(t, x, &st);
-    }
-    if (!rc) rc = sae_trainer_export(t, NULL, &m);
+    if (!rc) rc = sae_train_source(&c, src, N, &m, &st);
     eval_abs_params ap;
     eval_abs_defaults(&ap);
     eval_abs_class mean, per[MAXP];
@@ -166,7 +159,6 @@ int main(int argc, char **argv)
     }
     if (rc) fprintf(stderr, "bench_absorption_parents: %s\n", err_msg());
     sae_free(m);
-    sae_trainer_free(t);
     sae_synth_free(g);
     sae_source_close(src);
     mem_free(x);

@@ -322,18 +322,14 @@ static void test_absorption_trained(void)
         c.seed = 42 + (uint64_t)seed;
         enum { N = 16384 };
         sae_source *src = NULL;
-        sae_trainer *t = NULL;
         sae_model *m = NULL;
-        float *x = mem_alloc(sizeof(float) * (size_t)N * sc.d);
-        int rc = x ? sae_source_synth(&src, &sc) : err_set(ERR_NOMEM, "out of memory");
-        if (!rc) rc = src->next(src, x, N);
-        if (!rc) rc = sae_trainer_new(&t, &c, x, N);
-        sae_step_stats st;
-        while (!rc && sae_trainer_step_index(t) < sae_trainer_total_steps(t)) {
-            rc = src->next(src, x, c.batch);
-            if (!rc) rc = sae_trainer_step(t, x, &st);
+        int rc = sae_source_synth(&src, &sc);
+        if (!rc && !seed) {
+            sae_model *none = NULL;
+            CHECK(sae_train_source(&c, src, 0, &none, NULL) == ERR_ARG && !none,
+                  "no initial rows refused");
         }
-        if (!rc) rc = sae_trainer_export(t, NULL, &m);
+        if (!rc) rc = sae_train_source(&c, src, N, &m, NULL);
         eval_abs_params p;
         eval_abs_defaults(&p);
         eval_abs_class mean;
@@ -351,9 +347,7 @@ static void test_absorption_trained(void)
             CHECK(mean.included == sc.parents, "GT probes above the F1 minimum: %d", mean.included);
         }
         sae_free(m);
-        sae_trainer_free(t);
         sae_source_close(src);
-        mem_free(x);
     }
 }
 
