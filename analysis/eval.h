@@ -171,7 +171,7 @@ typedef struct {
     int n_split;              /* split features (the accepted k) */
     int split[32];            /* their latent ids */
     int n_tp, n_fn;           /* probe true positives (counted rows); false negatives among them */
-    double mean_frac, full_rate; /* sums over the false negatives / n_tp */
+    double mean_frac, full_rate; /* sums over the probe true positives / n_tp */
     int included;             /* gt_f1 > min_gt_f1 */
 } eval_abs_class;
 
@@ -187,9 +187,11 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
 /* The synthetic check: samples of a hierarchical generator (c->parents > 0), parent p's label =
  * "p fires"; train on n_train samples, test on n_test fresh ones (sample_seed); counted test
  * positives are those where a child fires too (the set sae_absorption measures on). Means over
- * the parents in *mean; exact (sae_absorption on the same test samples) may be NULL. */
+ * the parents in *mean; per (may be NULL) receives each parent's result [c->parents] (zeroed
+ * where a parent had too few samples); exact (sae_absorption on the same test samples) may be
+ * NULL. */
 int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train, int n_test,
-                          const eval_abs_params *p, eval_abs_class *mean,
+                          const eval_abs_params *p, eval_abs_class *mean, eval_abs_class *per,
                           sae_absorption_result *exact);
 
 #endif

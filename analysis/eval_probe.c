@@ -574,30 +574,33 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
     }
     /* 2. k-sparse probing: latents ranked by the L1 probe, the F1-jump rule for split features */
     if (!rc) rc = rank_latents(&trc, tr_rows, tr_y, n_tr, p, cols);
-    /* split features: the top-k set at the last k whose F1 beat the best F1 of every smaller k
-       by more than f1_jump (k = 1 always counts) */
-    double best = -1;
+    /* split features (SAEBench's add_feature_splits_to_metrics_df): k grows while each k's F1
+       beats the previous accepted k's by more than f1_jump, and stops at the first k that does
+       not (k = 1 always counts) */
+    double best = -100;
     for (int k = 1; !rc && k <= p->max_k; k++) {
         eval_probe q;
         rc = eval_logreg(&trc, tr_rows, tr_y, n_tr, cols, k, p->C, 0, &q);
         if (rc) break;
         eval_scores(&q, &tec, te_rows, n_te, cols, k, s_k);
         double f1 = eval_f1(s_k, te_y, n_te);
-        if (f1 > best + p->f1_jump) {
-            out->n_split = k;
-            memcpy(best_cols, cols, (size_t)k * sizeof *cols);
-            eval_probe_free(&kp);
-            kp = q;
-            out->split_f1 = f1;
-        } else
+        if (!(f1 > best + p->f1_jump)) {
             eval_probe_free(&q);
-        if (f1 > best) best = f1;
+            break;
+        }
+        best = f1;
+        out->n_split = k;
+        memcpy(best_cols, cols, (size_t)k * sizeof *cols);
+        eval_probe_free(&kp);
+        kp = q;
+        out->split_f1 = f1;
     }
     if (!rc) {
         memcpy(out->split, best_cols, (size_t)out->n_split * sizeof *best_cols);
         eval_scores(&kp, &tec, te_rows, out->n_split > 0 ? n_te : 0, best_cols, out->n_split, s_k);
     }
-    /* 3. the metric on the probe's true positives, summed over the k-sparse probe's misses */
+    /* 3. the metric on every probe true positive (SAEBench's calculator runs on all of them; the
+       fraction is 0 where the split features account for the probe projection) */
     double pn = 0;
     if (!rc) {
         for (int j = 0; j < d; j++) pn += gt.w[j] * gt.w[j];
@@ -616,8 +619,7 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
     for (int i = 0; !rc && i < n_te; i++) {
         if (!te_y[i] || !(s_gt[i] > 0) || (count && !count[i])) continue;
         out->n_tp++;
-        if (s_k[i] > 0) continue; /* the split features found it: no absorption */
-        out->n_fn++;
+        out->n_fn += !(s_k[i] > 0); /* the k-sparse probe's misses: reported, not a filter */
         int r = te_rows[i];
         double P = dotf(test->dense + (size_t)r * d, gt.w, d) / pn;
         double main_proj = 0;
@@ -695,10 +697,11 @@ static int synth_set(const sae_model *m, const synth_config *c, int n, float **x
 }
 
 int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train, int n_test,
-                          const eval_abs_params *p, eval_abs_class *mean,
+                          const eval_abs_params *p, eval_abs_class *mean, eval_abs_class *per,
                           sae_absorption_result *exact)
 {
     memset(mean, 0, sizeof *mean);
+    if (per) memset(per, 0, (size_t)(c->parents > 0 ? c->parents : 0) * sizeof *per);
     if (c->parents < 1 || c->children < 1) return err_set(ERR_ARG, "the synthetic check needs parents and children");
     if (m->cfg.d_in != c->d || m->cfg.transcoder) return err_set(ERR_SHAPE, "the SAE reads %d values, the generator makes %d", m->cfg.d_in, c->d);
     synth_config ct = *c;
@@ -732,6 +735,7 @@ int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train
         eval_abs_class r;
         rc = eval_absorption_class(&tr, rtr, ytr, ntr, &te, rte, yte, cnt, nte, m->W_dec, m->cfg.d_sae, p, &r);
         if (rc) break;
+        if (per) per[g] = r;
         mean->gt_f1 += r.gt_f1;
         mean->split_f1 += r.split_f1;
         mean->n_split += r.n_split;

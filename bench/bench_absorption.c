@@ -9,7 +9,8 @@
  * seeds 0..3 (data and init). Prints one row per run and the means; about a minute on 2 cores.
  * Beside the exact absorption, SAEBench's metric as `saelite eval` computes it
  * (eval_absorption_synth, analysis/eval.h: full-absorption rate and mean absorption fraction on
- * 16384 train and 16384 test samples of the same generator) and its split-feature count.
+ * 16384 train and 16384 test samples of the same generator) and its split-feature count; per
+ * parent, why the two differ: bench_absorption_parents.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,28 +47,20 @@ static int run(sae_arch arch, int seed, double child_p, sae_absorption_result *r
     enum { N = 16384 };
     sae_source *src = NULL;
     sae_synth *g = NULL;
-    sae_trainer *t = NULL;
     sae_model *m = NULL;
     float *x = mem_alloc(sizeof(float) * N * 64), *codes = mem_alloc(sizeof(float) * N * 128);
     int rc = x && codes ? sae_source_synth(&src, &sc) : err_set(ERR_NOMEM, "out of memory");
-    if (!rc) rc = src->next(src, x, N);
-    if (!rc) rc = sae_trainer_new(&t, &c, x, N);
-    sae_step_stats st;
-    while (!rc && sae_trainer_step_index(t) < sae_trainer_total_steps(t)) {
-        rc = src->next(src, x, c.batch);
-        if (!rc) rc = sae_trainer_step(t, x, &st);
-    }
-    if (!rc) rc = sae_trainer_export(t, NULL, &m);
+    sae_step_stats st = {0};
+    if (!rc) rc = sae_train_source(&c, src, N, &m, &st);
     sc.sample_seed = 777; /* held-out samples of the same features */
     if (!rc) rc = sae_synth_new(&g, &sc);
     if (!rc) rc = sae_synth_sample_codes(g, x, N, codes);
     if (!rc) rc = sae_absorption(m, &sc, sae_synth_directions(g), x, codes, N, r);
     eval_abs_params ap;
     eval_abs_defaults(&ap);
-    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, sb, NULL);
+    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, sb, NULL, NULL);
     *ev = st.ev;
     sae_free(m);
-    sae_trainer_free(t);
     sae_synth_free(g);
     sae_source_close(src);
     mem_free(x);

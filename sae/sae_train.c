@@ -1414,6 +1414,30 @@ int sae_source_skip(sae_source *s, int64_t rows, int B)
     return rc;
 }
 
+int sae_train_source(const sae_train_config *c, sae_source *src, int64_t n_init, sae_model **out,
+                     sae_step_stats *last)
+{
+    *out = NULL;
+    if (n_init < 1 || n_init > INT32_MAX || src->d_in != c->d_in)
+        return err_set(ERR_ARG, "sae_train_source: %lld initial rows of width %d for d_in %d",
+                       (long long)n_init, src->d_in, c->d_in);
+    int64_t rows = n_init > c->batch ? n_init : c->batch;
+    float *x = mem_alloc(sizeof(float) * (size_t)rows * c->d_in);
+    sae_trainer *t = NULL;
+    sae_step_stats st = {0};
+    int rc = x ? src->next(src, x, (int)n_init) : err_set(ERR_NOMEM, "out of memory");
+    if (!rc) rc = sae_trainer_new(&t, c, x, n_init);
+    while (!rc && sae_trainer_step_index(t) < sae_trainer_total_steps(t)) {
+        rc = src->next(src, x, c->batch);
+        if (!rc) rc = sae_trainer_step(t, x, &st);
+    }
+    if (!rc) rc = sae_trainer_export(t, NULL, out);
+    if (!rc && last) *last = st;
+    sae_trainer_free(t);
+    mem_free(x);
+    return rc;
+}
+
 void sae_source_close(sae_source *s)
 {
     if (s && s->close) s->close(s);

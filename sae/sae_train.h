@@ -188,6 +188,12 @@ int sae_source_mem_rows(sae_source **out, const float *x, const int64_t *rows, i
                         int d_in, uint64_t seed);
 /* Hand x's ownership (mem_alloc'd) to a memory source: freed when it closes. */
 void sae_source_adopt(sae_source *s, float *data);
+/* Train c->total_tokens on src: its first n_init rows (>= 1) are the trainer's sample (input
+ * scale, b_dec init), then c->batch rows per step; the exported model (no meta) in *out, the
+ * last step's stats in *last (may be NULL). For tests, benches and small experiments: the
+ * pipeline's runner (sae/sae_run.h) adds checkpoints, resumption and progress. */
+int sae_train_source(const sae_train_config *c, sae_source *src, int64_t n_init, sae_model **out,
+                     sae_step_stats *last);
 /* Activations of `hook` in the store db (opened read-only, owned by the source), split
  * STORE_SPLIT_TRAIN/VAL/ALL by store_seq_list's hash with val_frac. Sequences come in a seeded
  * random order (a new one each pass); their tokens go through a buffer of shuffle_tokens rows

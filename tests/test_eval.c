@@ -1,7 +1,8 @@
 /* test_eval.c - the evaluations' building blocks (analysis/eval.h) on data where the answer is
  * known: LIBLINEAR against a hand-solved logistic regression, a latent equal to the label, the
  * split by document, balanced one-vs-rest sets, Brown's coarse classes, and SAEBench's absorption
- * metric against the exact absorption of a hand-built SAE on the hierarchical generator. */
+ * metric against the exact absorption of a hand-built SAE and of trained TopK SAEs on the
+ * hierarchical generator. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "common/rng.h"
 #include "harness.h"
 #include "sae/sae.h"
+#include "sae/sae_train.h"
 #include "sae/synth.h"
 
 /* min 0.5 (w^2 + b^2) + C sum log(1 + exp(-y (w x + b))) by Newton's method on (w, b): the
@@ -268,7 +270,7 @@ static void test_absorption_synth(void)
         if (!rc) rc = absorbing_sae(&sc, sae_synth_directions(g), n_abs_cases[q], &m);
         eval_abs_class mean;
         sae_absorption_result ex;
-        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p, &mean, &ex);
+        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p, &mean, NULL, &ex);
         CHECK(rc == OK, "%s", err_msg());
         if (!rc) {
             printf("absorbing children %d: exact absorption %.4f (%d parents); SAEBench metric: "
@@ -288,6 +290,67 @@ static void test_absorption_synth(void)
     }
 }
 
+/* A TopK SAE trained on the hierarchical generator (d 256, 96 features: 3 parents with 16
+ * children of child_p 0.05, 3 active; d_sae 96, k 3, 300k tokens; about 2 s each): it learns a
+ * clean latent per parent (decoder cosine > 0.9) that the children switch off on 12-18% of the
+ * parent + child samples. SAEBench's full-absorption rate must report that within 0.05. Its
+ * absorption fraction is printed, not checked: it also counts partial absorption (the parent's
+ * latent firing weaker while child latents carry part of the parent's direction) and reads 0.32-0.38
+ * here (docs/eval.md). */
+static void test_absorption_trained(void)
+{
+    for (int seed = 0; seed < 2; seed++) {
+        synth_config sc;
+        synth_defaults(&sc);
+        sc.d = 256;
+        sc.n_features = 96;
+        sc.active = 3;
+        sc.rank = 0;
+        sc.seed = 11 + (uint64_t)seed;
+        sc.parents = 3;
+        sc.children = 16;
+        sc.child_p = 0.05;
+        sae_train_config c;
+        sae_train_defaults(&c);
+        c.arch = SAE_TOPK;
+        c.d_in = sc.d;
+        c.d_sae = 96;
+        c.k = 3;
+        c.batch = 1024;
+        c.total_tokens = 300000;
+        c.lr = 0.002;
+        c.seed = 42 + (uint64_t)seed;
+        enum { N = 16384 };
+        sae_source *src = NULL;
+        sae_model *m = NULL;
+        int rc = sae_source_synth(&src, &sc);
+        if (!rc && !seed) {
+            sae_model *none = NULL;
+            CHECK(sae_train_source(&c, src, 0, &none, NULL) == ERR_ARG && !none,
+                  "no initial rows refused");
+        }
+        if (!rc) rc = sae_train_source(&c, src, N, &m, NULL);
+        eval_abs_params p;
+        eval_abs_defaults(&p);
+        eval_abs_class mean;
+        sae_absorption_result ex;
+        if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &p, &mean, NULL, &ex);
+        CHECK(rc == OK, "%s", err_msg());
+        if (!rc) {
+            printf("trained topk seed %d: exact absorption %.4f (parent cosine %.3f); SAEBench metric: "
+                   "full-absorption rate %.4f, mean fraction %.4f, split %d\n", seed, ex.absorption,
+                   ex.parent_cos, mean.full_rate, mean.mean_frac, mean.n_split);
+            CHECK(ex.parent_cos > 0.9, "clean parent latents (cosine %.3f)", ex.parent_cos);
+            CHECK(ex.absorption > 0.1, "the trained SAE absorbs (%.3f)", ex.absorption);
+            CHECK(fabs(mean.full_rate - ex.absorption) <= 0.05, "full rate %.4f vs exact %.4f",
+                  mean.full_rate, ex.absorption);
+            CHECK(mean.included == sc.parents, "GT probes above the F1 minimum: %d", mean.included);
+        }
+        sae_free(m);
+        sae_source_close(src);
+    }
+}
+
 int main(void)
 {
     test_liblinear_hand();
@@ -295,5 +358,6 @@ int main(void)
     test_split_and_balance();
     test_pos_classes();
     test_absorption_synth();
+    test_absorption_trained();
     return harness_report("test_eval");
 }
