@@ -111,7 +111,20 @@ static int transcoder_png(const sweep_opts *o, sweep_result *res, double *yv)
     return write_png(o, res, c, rc, "frontier_transcoders.png");
 }
 
-/* frontier_<metric>.png for every metric of eval_summary that some run has. */
+/* The eval_summary metrics worth a frontier: the suites' headline numbers (the others are
+ * per-dataset splits, baselines that do not depend on the SAE, counts and timings, and would
+ * crowd the picture list). */
+static int headline_metric(const char *m)
+{
+    static const char *const keep[] = {"sparse_probing_top1_acc", "sparse_probing_top5_acc",
+                                       "absorption_mean_frac", "absorption_full_rate",
+                                       "scr_metric_threshold_20", "tpp_threshold_20_total_metric"};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        if (!strcmp(m, keep[i])) return 1;
+    return 0;
+}
+
+/* frontier_<metric>.png for every headline metric of eval_summary that some run has. */
 static int eval_pngs(const sweep_opts *o, sweep_result *res, double *yv)
 {
     store *s;
@@ -120,6 +133,7 @@ static int eval_pngs(const sweep_opts *o, sweep_result *res, double *yv)
     size_t nm = 0;
     if (!rc) rc = store_sweep_eval_metrics(s, &names, &nm);
     for (size_t m = 0; m < nm && !rc; m++) {
+        if (!headline_metric(names[m])) continue;
         int any = 0;
         for (size_t i = 0; i < res->n_rows && !rc; i++) {
             yv[i] = NAN;

@@ -123,6 +123,7 @@ ok test "$SW" = 4
 ok test -s "$W/sw/frontier_sparse_probing_top1_acc.png"
 ok test -s "$W/sw/frontier_absorption_mean_frac.png"
 ok grep -vq "no eval_summary" "$W/sw.out"
+ok test ! -e "$W/sw/frontier_seconds.png" -a ! -e "$W/sw/frontier_sparse_probing_n_tasks.png"
 "$BIN" sweep --db "$W/plain.db" --hook $H --out "$W/sw2" --families topk --ks 2,4 --d-sae 64 --tokens 8k \
     --batch 256 --ce-seqs 8 --max-seqs 16 --eval-tokens 2000 --eval none > "$W/sw2.out" 2>&1; rc=$?
 ok test $rc -eq 0
