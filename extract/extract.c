@@ -967,9 +967,8 @@ static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats 
     /* bf16: oneDNN's OpenMP threads run the matmuls; OpenBLAS (the attention's small GEMMs)
        stays on one thread, since its idle workers spin and stall OpenMP's barriers (measured:
        a 1024x768x768 bf16 matmul 1.2 ms alone, 35 ms right after a 2-thread sgemm) */
-    int prev_bf16 = op_precision_bf16(), blas_before = 0;
+    int blas_before = 0;
     if (j->bf16) {
-        op_set_precision(OP_PRECISION_BF16);
         blas_before = openblas_get_num_threads();
         if (blas_before > 1) openblas_set_num_threads(1);
         else blas_before = 0;
@@ -1047,7 +1046,6 @@ static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats 
     if (!rc && done != 2) rc = flush(j, st, &in_tx);
     rc = drain(j, st, &in_tx, rc, done == 2); /* also after an error: the thread must stop */
     if (blas_before) openblas_set_num_threads(blas_before);
-    op_set_precision(prev_bf16 ? OP_PRECISION_BF16 : OP_PRECISION_FP32);
     if (!rc && progress) progress(st, u);
     if (!rc && done != 2 && j->s) {
         rc = ensure_tx(j, &in_tx);
@@ -1068,22 +1066,22 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
 {
     memset(st, 0, sizeof *st);
     j->ran = 1;
+    /* every rank's forward passes in the job's matmul precision */
+    int prev_bf16 = op_precision_bf16(), rc;
+    if (j->bf16) op_set_precision(OP_PRECISION_BF16);
     if (!dist_is_root()) {
-        /* the same matmul precision as rank 0's forward passes (run_root sets its own) */
         double t0 = secs();
-        int prev_bf16 = op_precision_bf16();
-        if (j->bf16) op_set_precision(OP_PRECISION_BF16);
-        int rc = serve_forwards(j, st);
-        op_set_precision(prev_bf16 ? OP_PRECISION_BF16 : OP_PRECISION_FP32);
+        rc = serve_forwards(j, st);
         st->t_total = secs() - t0;
-        return rc;
+    } else {
+        j->n_fill = j->n_write = j->n_dispatch = 0;
+        for (int k = 0; k < EXT_RING; k++) j->bt[k].owner = 0;
+        rc = run_root(j, st, progress, u);
+        if (dist_size() > 1) {
+            int rc2 = release_ranks(j);
+            if (!rc) rc = rc2;
+        }
     }
-    j->n_fill = j->n_write = j->n_dispatch = 0;
-    for (int k = 0; k < EXT_RING; k++) j->bt[k].owner = 0;
-    int rc = run_root(j, st, progress, u);
-    if (dist_size() > 1) {
-        int rc2 = release_ranks(j);
-        if (!rc) rc = rc2;
-    }
+    op_set_precision(prev_bf16 ? OP_PRECISION_BF16 : OP_PRECISION_FP32);
     return rc;
 }
