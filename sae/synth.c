@@ -252,7 +252,14 @@ int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs,
     double mm, rec;
     if (!rc) rc = sae_mmcs_match(pdir, P, m->W_dec, S, d, 0.9, &mm, &rec, best, match);
     int64_t *with = mem_calloc((size_t)P * 4, sizeof(int64_t)); /* with, absorbed, alone, seen */
-    if (!rc && !with) rc = err_set(ERR_NOMEM, "absorption: out of memory");
+    double *along = mem_alloc(sizeof(double) * P), *part = mem_calloc((size_t)P, sizeof(double));
+    if (!rc && !(with && along && part)) rc = err_set(ERR_NOMEM, "absorption: out of memory");
+    for (int p = 0; !rc && p < P; p++) { /* the parent's latent's decoder along the parent */
+        const float *wd = m->W_dec + (size_t)match[p] * d, *dp = pdir + (size_t)p * d;
+        double s = 0;
+        for (int j = 0; j < d; j++) s += (double)wd[j] * dp[j];
+        along[p] = s;
+    }
     for (int r0 = 0; !rc && r0 < N; r0 += CHUNK) {
         int n = N - r0 < CHUNK ? N - r0 : CHUNK;
         if ((rc = sae_encode(m, x + (int64_t)r0 * d, n, f))) break;
@@ -262,11 +269,16 @@ int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs,
                 if (!(cr[p * G] > 0)) continue;
                 int kids = 0;
                 for (int k = 1; k < G; k++) kids += cr[p * G + k] > 0;
-                int fires = f[(int64_t)b * S + match[p]] > 0;
+                float fp = f[(int64_t)b * S + match[p]];
+                int fires = fp > 0;
                 int64_t *w = with + (size_t)p * 4;
                 if (kids) {
                     w[0]++;
                     w[1] += !fires;
+                    /* the share of the parent's true part (magnitude m along d_p) that its latent
+                       does not carry: 1 - f (W_dec[match] . d_p) / m, clipped to [0, 1] */
+                    double carried = fires ? fp * along[p] / cr[p * G] : 0;
+                    part[p] += carried >= 1 ? 0 : carried <= 0 ? 1 : 1 - carried;
                 } else {
                     w[2]++;
                     w[3] += fires;
@@ -274,16 +286,17 @@ int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs,
             }
         }
     }
-    double ab = 0, al = 0, pc = 0;
+    double ab = 0, al = 0, pc = 0, pa = 0;
     int na = 0, nl = 0;
     for (int p = 0; !rc && p < P; p++) {
         const int64_t *w = with + (size_t)p * 4;
-        if (w[0]) ab += (double)w[1] / w[0], na++;
+        if (w[0]) ab += (double)w[1] / w[0], pa += part[p] / w[0], na++;
         if (w[2]) al += (double)w[3] / w[2], nl++;
         pc += best[p];
     }
     if (!rc) {
         out->absorption = na ? ab / na : 0;
+        out->partial = na ? pa / na : 0;
         out->parent_alone = nl ? al / nl : 0;
         out->parent_cos = pc / P;
         out->n_parents = na;
@@ -293,5 +306,7 @@ int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs,
     mem_free(match);
     mem_free(f);
     mem_free(with);
+    mem_free(along);
+    mem_free(part);
     return rc;
 }

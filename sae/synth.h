@@ -53,6 +53,9 @@ int sae_synth_sample_codes(sae_synth *s, float *x, int N, float *codes);
  * the parents (those with samples). */
 typedef struct {
     double absorption, parent_alone, parent_cos;
+    double partial; /* on the same samples: the share of the parent's true part (magnitude m_p
+                       along d_p) its latent does not carry, clip(1 - f (W_dec . d_p) / m_p, 0, 1)
+                       (1 where it is silent), mean per parent, then over parents */
     int n_parents;
 } sae_absorption_result;
 int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs, const float *x,
