@@ -163,6 +163,9 @@ typedef struct {
     double f1_jump;           /* 0.03 */
     double l1_decay;          /* 0.01: the L1 probe's C = 1 / (l1_decay * n_train) */
     double C;                 /* 1: the GT probe and the k-sparse L2 probes */
+    double prop;              /* 0.4: SAEBench's probe_projection_proportion_threshold, the share
+                                 of P the absorbers must carry (both metrics); only the tests
+                                 change it (0 shows what the gate leaves out, docs/eval.md) */
 } eval_abs_params;
 void eval_abs_defaults(eval_abs_params *p);
 

@@ -499,7 +499,8 @@ int eval_imaginative(const char *g)
 /* ---- absorption ------------------------------------------------------------------------------- */
 void eval_abs_defaults(eval_abs_params *p)
 {
-    *p = (eval_abs_params){.min_gt_f1 = 0.6, .max_k = 10, .f1_jump = 0.03, .l1_decay = 0.01, .C = 1};
+    *p = (eval_abs_params){.min_gt_f1 = 0.6, .max_k = 10, .f1_jump = 0.03, .l1_decay = 0.01, .C = 1,
+                           .prop = 0.4};
 }
 
 /* Columns ranked by the L1 probe's weight (descending, positive weights first), then the rest
@@ -613,7 +614,7 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
         for (int j = 0; j < d; j++) nr += (double)wd[j] * wd[j];
         cosv[f] = nr > 0 ? dotf(wd, gt.w, d) / (sqrt(nr) * pn) : 0;
     }
-    const double EPS = 1e-8, cos_frac = 0.1, cos_full = 0.025, prop = 0.4;
+    const double EPS = 1e-8, cos_frac = 0.1, cos_full = 0.025, prop = p->prop;
     double sum_frac = 0;
     int n_full = 0;
     for (int i = 0; !rc && i < n_te; i++) {
