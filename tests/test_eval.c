@@ -1,8 +1,8 @@
 /* test_eval.c - the evaluations' building blocks (analysis/eval.h) on data where the answer is
  * known: LIBLINEAR against a hand-solved logistic regression, a latent equal to the label, the
  * split by document, balanced one-vs-rest sets, Brown's coarse classes, and SAEBench's absorption
- * metric against the exact absorption of a hand-built SAE and of trained TopK SAEs on the
- * hierarchical generator. */
+ * metric against the exact (binary and partial) absorption of hand-built SAEs and of trained TopK
+ * SAEs on the hierarchical generator. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,22 +214,43 @@ static int dual_basis(const float *dirs, int F, int d, double *E)
  * (encoder (e_a + e_p) / sqrt 2, decoder (d_a + d_p) / sqrt 2, threshold 0.73: above what the
  * parent alone gives, below parent and child together, their magnitudes being >= 0.5):
  * SAEBench's picture of absorption, built exactly. */
-static int absorbing_sae(const synth_config *sc, const float *dirs, int n_abs, sae_model **out)
+/* The exact JumpReLU SAE both builders start from: one latent per true feature, decoder the
+ * direction, threshold 0.05; *enc [F, d] receives the dual vectors (the encoder rows) for the
+ * builder to change, then dual_sae_end writes them into W_enc and frees them. */
+static int dual_sae_begin(const synth_config *sc, const float *dirs, sae_model **out, double **enc)
 {
     sae_config cfg = {.arch = SAE_JUMPRELU, .d_in = sc->d, .d_sae = sc->n_features};
     snprintf(cfg.hook_name, sizeof cfg.hook_name, "synthetic");
+    *enc = NULL;
     int rc = sae_model_new(out, &cfg);
     if (rc) return rc;
-    sae_model *m = *out;
-    const int d = sc->d, F = sc->n_features, G = 1 + sc->children;
-    double *enc = mem_alloc(sizeof(double) * (size_t)F * d); /* [F, d] rows, transposed below */
-    if (!enc) return err_set(ERR_NOMEM, "out of memory");
-    if ((rc = dual_basis(dirs, F, d, enc))) {
+    const int d = sc->d, F = sc->n_features;
+    *enc = mem_alloc(sizeof(double) * (size_t)F * d);
+    if (!*enc) return err_set(ERR_NOMEM, "out of memory");
+    if ((rc = dual_basis(dirs, F, d, *enc))) return rc;
+    memcpy((*out)->W_dec, dirs, sizeof(float) * (size_t)F * d);
+    for (int j = 0; j < F; j++) (*out)->threshold[j] = 0.05f;
+    return OK;
+}
+
+static void dual_sae_end(const synth_config *sc, sae_model *m, double *enc)
+{
+    const int d = sc->d, F = sc->n_features;
+    for (int j = 0; j < F; j++)
+        for (int i = 0; i < d; i++) m->W_enc[(size_t)i * F + j] = (float)enc[(size_t)j * d + i];
+    mem_free(enc);
+}
+
+static int absorbing_sae(const synth_config *sc, const float *dirs, int n_abs, sae_model **out)
+{
+    double *enc;
+    int rc = dual_sae_begin(sc, dirs, out, &enc);
+    if (rc) {
         mem_free(enc);
         return rc;
     }
-    memcpy(m->W_dec, dirs, sizeof(float) * (size_t)F * d);
-    for (int j = 0; j < F; j++) m->threshold[j] = 0.05f;
+    sae_model *m = *out;
+    const int d = sc->d, G = 1 + sc->children;
     for (int g = 0; g < sc->parents; g++)
         for (int a = 1; a <= n_abs; a++) {
             int par = g * G, ch = par + a;
@@ -242,13 +263,13 @@ static int absorbing_sae(const synth_config *sc, const float *dirs, int n_abs, s
             }
             m->threshold[ch] = 0.73f;
         }
-    for (int j = 0; j < F; j++)
-        for (int i = 0; i < d; i++) m->W_enc[(size_t)i * F + j] = (float)enc[(size_t)j * d + i];
-    mem_free(enc);
+    dual_sae_end(sc, m, enc);
     return OK;
 }
 
-static void test_absorption_synth(void)
+/* The hand-built cases' generator: d 256, 96 features, 3 parents with 16 children of child_p
+ * 0.04, 3 active, no copula. */
+static synth_config hand_built_config(void)
 {
     synth_config sc;
     synth_defaults(&sc);
@@ -260,6 +281,12 @@ static void test_absorption_synth(void)
     sc.parents = 3;
     sc.children = 16;
     sc.child_p = 0.04;
+    return sc;
+}
+
+static void test_absorption_synth(void)
+{
+    synth_config sc = hand_built_config();
     eval_abs_params p;
     eval_abs_defaults(&p);
     const int n_abs_cases[2] = {0, 8};
@@ -270,7 +297,7 @@ static void test_absorption_synth(void)
         if (!rc) rc = absorbing_sae(&sc, sae_synth_directions(g), n_abs_cases[q], &m);
         eval_abs_class mean;
         sae_absorption_result ex;
-        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p, &mean, NULL, &ex);
+        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p, &mean, NULL, &ex, NULL);
         CHECK(rc == OK, "%s", err_msg());
         if (!rc) {
             printf("absorbing children %d: exact absorption %.4f, partial %.4f (%d parents); SAEBench metric: "
@@ -301,20 +328,14 @@ static void test_absorption_synth(void)
  * carries 1 - beta sum m_a / m_p of the parent. */
 static int partial_sae(const synth_config *sc, const float *dirs, int n_abs, double beta, sae_model **out)
 {
-    sae_config cfg = {.arch = SAE_JUMPRELU, .d_in = sc->d, .d_sae = sc->n_features};
-    snprintf(cfg.hook_name, sizeof cfg.hook_name, "synthetic");
-    int rc = sae_model_new(out, &cfg);
-    if (rc) return rc;
-    sae_model *m = *out;
-    const int d = sc->d, F = sc->n_features, G = 1 + sc->children;
-    double *enc = mem_alloc(sizeof(double) * (size_t)F * d);
-    if (!enc) return err_set(ERR_NOMEM, "out of memory");
-    if ((rc = dual_basis(dirs, F, d, enc))) {
+    double *enc;
+    int rc = dual_sae_begin(sc, dirs, out, &enc);
+    if (rc) {
         mem_free(enc);
         return rc;
     }
-    memcpy(m->W_dec, dirs, sizeof(float) * (size_t)F * d);
-    for (int j = 0; j < F; j++) m->threshold[j] = 0.05f;
+    sae_model *m = *out;
+    const int d = sc->d, G = 1 + sc->children;
     for (int g = 0; g < sc->parents; g++)
         for (int a = 1; a <= n_abs; a++) {
             size_t ch = (size_t)(g * G + a) * d, par = (size_t)g * G * d;
@@ -330,9 +351,7 @@ static int partial_sae(const synth_config *sc, const float *dirs, int n_abs, dou
                 enc[ch + i] *= nn;
             }
         }
-    for (int j = 0; j < F; j++)
-        for (int i = 0; i < d; i++) m->W_enc[(size_t)i * F + j] = (float)enc[(size_t)j * d + i];
-    mem_free(enc);
+    dual_sae_end(sc, m, enc);
     return OK;
 }
 
@@ -345,16 +364,7 @@ static int partial_sae(const synth_config *sc, const float *dirs, int n_abs, dou
  * gate is removed (prop 0), so the gate is the whole difference. */
 static void test_absorption_partial(void)
 {
-    synth_config sc;
-    synth_defaults(&sc);
-    sc.d = 256;
-    sc.n_features = 96;
-    sc.active = 3;
-    sc.rank = 0;
-    sc.seed = 5;
-    sc.parents = 3;
-    sc.children = 16;
-    sc.child_p = 0.04;
+    synth_config sc = hand_built_config();
     const double betas[2] = {1.0, 0.3};
     for (int q = 0; q < 2; q++) {
         sae_synth *g = NULL;
@@ -367,8 +377,8 @@ static void test_absorption_partial(void)
         p0.prop = 0;
         eval_abs_class mean, mean0;
         sae_absorption_result ex;
-        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p, &mean, NULL, &ex);
-        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p0, &mean0, NULL, NULL);
+        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p, &mean, NULL, &ex, NULL);
+        if (!rc) rc = eval_absorption_synth(m, &sc, 30000, 30000, &p0, &mean0, NULL, NULL, NULL);
         CHECK(rc == OK, "%s", err_msg());
         if (!rc) {
             printf("partial absorption beta %.1f: exact partial %.4f, binary %.4f; SAEBench metric: "
@@ -393,13 +403,14 @@ static void test_absorption_partial(void)
     }
 }
 
-/* A TopK SAE trained on the hierarchical generator (d 256, 96 features: 3 parents with 16
- * children of child_p 0.05, 3 active; d_sae 96, k 3, 300k tokens; about 2 s each): it learns a
- * clean latent per parent (decoder cosine > 0.9) that the children switch off on 12-18% of the
- * parent + child samples. SAEBench's full-absorption rate must report that within 0.05. Its
- * absorption fraction is printed, not checked: it also counts partial absorption (the parent's
- * latent firing weaker while child latents carry part of the parent's direction) and reads 0.32-0.38
- * here (docs/eval.md). */
+/* TopK SAEs trained on the hierarchical generator (d 256, 96 features: 3 parents with 16
+ * children of child_p 0.05, 3 active; d_sae 96, k 3, 300k tokens; seeds 0-5, about a second
+ * each): they learn a clean latent per parent (decoder cosine > 0.9) that the children switch off
+ * on 12-18% of the parent + child samples and weaken on most others (exact partial absorption
+ * 0.38-0.45). SAEBench's full-absorption rate must report the binary absorption within 0.05. Its
+ * absorption fraction (0.32-0.38) does not report the partial one within 0.05: samples whose
+ * absorbers carry less than 40% of the probe projection count 0 (SAEBench's gate), so it must be
+ * below it, and within 0.05 of it without the gate (docs/eval.md). */
 static void test_absorption_trained(void)
 {
     for (int seed = 0; seed < 6; seed++) {
@@ -439,8 +450,8 @@ static void test_absorption_trained(void)
         p0.prop = 0;
         eval_abs_class mean, mean0;
         sae_absorption_result ex;
-        if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &p, &mean, NULL, &ex);
-        if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &p0, &mean0, NULL, NULL);
+        if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &p, &mean, NULL, &ex, NULL);
+        if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &p0, &mean0, NULL, NULL, NULL);
         CHECK(rc == OK, "%s", err_msg());
         if (!rc) {
             printf("trained topk seed %d: exact absorption %.4f, partial %.4f (parent cosine %.3f); SAEBench metric: "
