@@ -608,7 +608,7 @@ static int run_absorption(ctx *c, eval_result *res)
             eval_abs_class r;
             res->abs_parents++;
             rc = eval_absorption_class(&f, tr.rows, tr.y, tr.n, &f, te.rows, te.y, NULL, te.n,
-                                       c->sae->W_dec, c->sae->cfg.d_sae, &p, &r);
+                                       c->sae->W_dec, c->sae->cfg.d_sae, &p, &r, NULL);
             if (!rc) rc = json_ints(&b, r.split, r.n_split);
             if (!rc)
                 rc = store_eval_absorption(c->s, c->run_abs, eval_pos_names[k], r.gt_f1, r.included,

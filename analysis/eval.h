@@ -163,6 +163,9 @@ typedef struct {
     double f1_jump;           /* 0.03 */
     double l1_decay;          /* 0.01: the L1 probe's C = 1 / (l1_decay * n_train) */
     double C;                 /* 1: the GT probe and the k-sparse L2 probes */
+    double prop;              /* 0.4: SAEBench's probe_projection_proportion_threshold, the share
+                                 of P the absorbers must carry (both metrics); only the tests
+                                 change it (0 shows what the gate leaves out, docs/eval.md) */
 } eval_abs_params;
 void eval_abs_defaults(eval_abs_params *p);
 
@@ -177,21 +180,24 @@ typedef struct {
 
 /* One parent: the GT probe on raw rows (dense, width d), the k-sparse probes on codes (sparse,
  * width d_sae), the metric on the test rows with y = 1 and GT score > 0; count[i] (may be NULL)
- * restricts which test positives are counted. W_dec [d_sae, d] (rows of any norm). */
+ * restricts which test positives are counted. W_dec [d_sae, d] (rows of any norm). row_frac
+ * (may be NULL) receives each test row's absorption fraction [n_te] (NAN where not counted). */
 int eval_absorption_class(const eval_feats *train, const int *tr_rows, const unsigned char *tr_y,
                           int n_tr, const eval_feats *test, const int *te_rows,
                           const unsigned char *te_y, const unsigned char *count, int n_te,
                           const float *W_dec, int d_sae, const eval_abs_params *p,
-                          eval_abs_class *out);
+                          eval_abs_class *out, double *row_frac);
 
 /* The synthetic check: samples of a hierarchical generator (c->parents > 0), parent p's label =
  * "p fires"; train on n_train samples, test on n_test fresh ones (sample_seed); counted test
  * positives are those where a child fires too (the set sae_absorption measures on). Means over
  * the parents in *mean; per (may be NULL) receives each parent's result [c->parents] (zeroed
  * where a parent had too few samples); exact (sae_absorption on the same test samples) may be
- * NULL. */
+ * NULL; sample_frac (may be NULL) receives the fraction of each test sample per parent
+ * [n_test, c->parents] (NAN where not counted; the test samples are the generator's with
+ * sample_seed = (c->sample_seed or c->seed) ^ 0x7e57). */
 int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train, int n_test,
                           const eval_abs_params *p, eval_abs_class *mean, eval_abs_class *per,
-                          sae_absorption_result *exact);
+                          sae_absorption_result *exact, float *sample_frac);
 
 #endif

@@ -499,7 +499,8 @@ int eval_imaginative(const char *g)
 /* ---- absorption ------------------------------------------------------------------------------- */
 void eval_abs_defaults(eval_abs_params *p)
 {
-    *p = (eval_abs_params){.min_gt_f1 = 0.6, .max_k = 10, .f1_jump = 0.03, .l1_decay = 0.01, .C = 1};
+    *p = (eval_abs_params){.min_gt_f1 = 0.6, .max_k = 10, .f1_jump = 0.03, .l1_decay = 0.01, .C = 1,
+                           .prop = 0.4};
 }
 
 /* Columns ranked by the L1 probe's weight (descending, positive weights first), then the rest
@@ -553,9 +554,10 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
                           int n_tr, const eval_feats *test, const int *te_rows,
                           const unsigned char *te_y, const unsigned char *count, int n_te,
                           const float *W_dec, int d_sae, const eval_abs_params *p,
-                          eval_abs_class *out)
+                          eval_abs_class *out, double *row_frac)
 {
     memset(out, 0, sizeof *out);
+    for (int i = 0; row_frac && i < n_te; i++) row_frac[i] = NAN;
     if (p->max_k < 1 || p->max_k > 32) return err_set(ERR_ARG, "absorption max_k must be in 1..32");
     const int d = train->d;
     eval_feats trc = {.sparse = train->sparse}, tec = {.sparse = test->sparse};
@@ -613,7 +615,7 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
         for (int j = 0; j < d; j++) nr += (double)wd[j] * wd[j];
         cosv[f] = nr > 0 ? dotf(wd, gt.w, d) / (sqrt(nr) * pn) : 0;
     }
-    const double EPS = 1e-8, cos_frac = 0.1, cos_full = 0.025, prop = 0.4;
+    const double EPS = 1e-8, cos_frac = 0.1, cos_full = 0.025, prop = p->prop;
     double sum_frac = 0;
     int n_full = 0;
     for (int i = 0; !rc && i < n_te; i++) {
@@ -660,6 +662,7 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
             frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
         }
         sum_frac += frac;
+        if (row_frac) row_frac[i] = frac;
         int full = !main_fired && top.id >= 0 && cosv[top.id] >= cos_full && P >= 0 &&
                    top.proj / P >= prop;
         n_full += full;
@@ -698,9 +701,11 @@ static int synth_set(const sae_model *m, const synth_config *c, int n, float **x
 
 int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train, int n_test,
                           const eval_abs_params *p, eval_abs_class *mean, eval_abs_class *per,
-                          sae_absorption_result *exact)
+                          sae_absorption_result *exact, float *sample_frac)
 {
     memset(mean, 0, sizeof *mean);
+    for (int64_t i = 0; sample_frac && c->parents > 0 && i < (int64_t)n_test * c->parents; i++)
+        sample_frac[i] = NAN;
     if (per) memset(per, 0, (size_t)(c->parents > 0 ? c->parents : 0) * sizeof *per);
     if (c->parents < 1 || c->children < 1) return err_set(ERR_ARG, "the synthetic check needs parents and children");
     if (m->cfg.d_in != c->d || m->cfg.transcoder) return err_set(ERR_SHAPE, "the SAE reads %d values, the generator makes %d", m->cfg.d_in, c->d);
@@ -713,7 +718,8 @@ int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train
     int *rtr = mem_alloc((size_t)2 * n_train * sizeof *rtr), *rte = mem_alloc((size_t)2 * n_test * sizeof *rte);
     unsigned char *ytr = mem_alloc((size_t)2 * n_train), *yte = mem_alloc((size_t)2 * n_test);
     unsigned char *cnt = mem_alloc((size_t)2 * n_test);
-    int rc = cls && rtr && rte && ytr && yte && cnt ? OK : err_set(ERR_NOMEM, "out of memory");
+    double *rf = sample_frac ? mem_alloc((size_t)2 * n_test * sizeof *rf) : NULL;
+    int rc = cls && rtr && rte && ytr && yte && cnt && (rf || !sample_frac) ? OK : err_set(ERR_NOMEM, "out of memory");
     if (!rc) rc = synth_set(m, c, n_train, &xtr, &ctr, &ftr);
     if (!rc) rc = synth_set(m, &ct, n_test, &xte, &cte, &fte);
     const int F = c->n_features, G = 1 + c->children;
@@ -733,8 +739,10 @@ int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train
         eval_feats tr = {.dense = xtr, .d = c->d, .sparse = &ftr};
         eval_feats te = {.dense = xte, .d = c->d, .sparse = &fte};
         eval_abs_class r;
-        rc = eval_absorption_class(&tr, rtr, ytr, ntr, &te, rte, yte, cnt, nte, m->W_dec, m->cfg.d_sae, p, &r);
+        rc = eval_absorption_class(&tr, rtr, ytr, ntr, &te, rte, yte, cnt, nte, m->W_dec, m->cfg.d_sae, p, &r, rf);
         if (rc) break;
+        for (int i = 0; rf && i < nte; i++)
+            if (!isnan(rf[i])) sample_frac[(size_t)rte[i] * c->parents + g] = (float)rf[i];
         if (per) per[g] = r;
         mean->gt_f1 += r.gt_f1;
         mean->split_f1 += r.split_f1;
@@ -771,5 +779,6 @@ int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train
     mem_free(ytr);
     mem_free(yte);
     mem_free(cnt);
+    mem_free(rf);
     return rc;
 }

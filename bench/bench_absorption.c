@@ -7,10 +7,12 @@
  * 5 active, no copula correlation; d_sae 128, k 5, batch 1024, 600k tokens, lr 0.002; matryoshka
  * with the default widths 16, 32, 64, 128. Held-out: 16384 fresh samples. child_p 0.4 and 0.7,
  * seeds 0..3 (data and init). Prints one row per run and the means; about a minute on 2 cores.
- * Beside the exact absorption, SAEBench's metric as `saelite eval` computes it
- * (eval_absorption_synth, analysis/eval.h: full-absorption rate and mean absorption fraction on
- * 16384 train and 16384 test samples of the same generator) and its split-feature count; per
- * parent, why the two differ: bench_absorption_parents.c.
+ * Beside the exact absorption (binary, and partial: the share of the parent its latent does not
+ * carry; with the share that latent carries where the parent fires alone), SAEBench's metric as
+ * `saelite eval` computes it (eval_absorption_synth, analysis/eval.h: full-absorption rate and
+ * mean absorption fraction, and the fraction without its 40% gate, on 16384 train and 16384 test
+ * samples of the same generator) and its split-feature count; per parent and per sample, why
+ * they differ: bench_absorption_parents.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,7 @@
 #include "sae/synth.h"
 
 static int run(sae_arch arch, int seed, double child_p, sae_absorption_result *r, double *ev,
-               eval_abs_class *sb)
+               eval_abs_class *sb, eval_abs_class *sb0)
 {
     synth_config sc;
     synth_defaults(&sc);
@@ -58,7 +60,9 @@ static int run(sae_arch arch, int seed, double child_p, sae_absorption_result *r
     if (!rc) rc = sae_absorption(m, &sc, sae_synth_directions(g), x, codes, N, r);
     eval_abs_params ap;
     eval_abs_defaults(&ap);
-    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, sb, NULL, NULL);
+    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, sb, NULL, NULL, NULL);
+    ap.prop = 0; /* the fraction without SAEBench's 40% gate */
+    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, sb0, NULL, NULL, NULL);
     *ev = st.ev;
     sae_free(m);
     sae_synth_free(g);
@@ -72,28 +76,31 @@ int main(void)
 {
     const double cps[2] = {0.4, 0.7};
     const sae_arch archs[2] = {SAE_BATCHTOPK, SAE_MATRYOSHKA};
-    printf("child_p  arch        seed  absorption  parent_alone  parent_cos  train_ev  "
-           "saebench_full  saebench_frac  split\n");
+    printf("child_p  arch        seed  absorption  partial  parent_alone  alone_carried  parent_cos  train_ev  "
+           "saebench_full  saebench_frac  frac_no_gate  split\n");
     for (int q = 0; q < 2; q++) {
-        double mean[2] = {0, 0}, full[2] = {0, 0};
+        double mean[2] = {0, 0}, part[2] = {0, 0}, full[2] = {0, 0}, frac[2] = {0, 0};
         for (int seed = 0; seed < 4; seed++)
             for (int a = 0; a < 2; a++) {
                 sae_absorption_result r;
                 double ev;
-                eval_abs_class sb;
-                if (run(archs[a], seed, cps[q], &r, &ev, &sb)) {
+                eval_abs_class sb, sb0;
+                if (run(archs[a], seed, cps[q], &r, &ev, &sb, &sb0)) {
                     fprintf(stderr, "bench_absorption: %s\n", err_msg());
                     return 1;
                 }
                 mean[a] += r.absorption / 4;
+                part[a] += r.partial / 4;
                 full[a] += sb.full_rate / 4;
-                printf("%.1f      %-10s  %d     %.3f       %.3f         %.3f       %.3f     %.3f"
-                       "          %.3f          %d\n", cps[q], sae_arch_name(archs[a]), seed,
-                       r.absorption, r.parent_alone, r.parent_cos, ev, sb.full_rate, sb.mean_frac,
-                       sb.n_split);
+                frac[a] += sb.mean_frac / 4;
+                printf("%.1f      %-10s  %d     %.3f       %.3f    %.3f         %.3f          %.3f       %.3f     %.3f"
+                       "          %.3f          %.3f         %d\n", cps[q], sae_arch_name(archs[a]), seed,
+                       r.absorption, r.partial, r.parent_alone, r.alone_carried, r.parent_cos, ev, sb.full_rate,
+                       sb.mean_frac, sb0.mean_frac, sb.n_split);
             }
-        printf("child_p %.1f: mean absorption batchtopk %.3f, matryoshka %.3f; SAEBench full-absorption "
-               "rate batchtopk %.3f, matryoshka %.3f\n", cps[q], mean[0], mean[1], full[0], full[1]);
+        printf("child_p %.1f: mean absorption batchtopk %.3f, matryoshka %.3f; partial batchtopk %.3f, matryoshka "
+               "%.3f; SAEBench full-absorption rate batchtopk %.3f, matryoshka %.3f; fraction batchtopk %.3f, "
+               "matryoshka %.3f\n", cps[q], mean[0], mean[1], part[0], part[1], full[0], full[1], frac[0], frac[1]);
     }
     return 0;
 }

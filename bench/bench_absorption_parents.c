@@ -4,7 +4,9 @@
  * (the first split feature), with their decoder cosines to the parent and to each child, how often
  * each fires (parent + child, parent alone, parent absent), and the ground-truth probe's
  * direction u (cosines to the parent and the children) with the mean raw projection P = x.u on
- * the parent + child samples, the parent's own share of it and the probe latent's projection.
+ * the parent + child samples, the parent's own share of it and the probe latent's projection;
+ * the exact partial absorption (sae_absorption_rows) beside SAEBench's absorption fraction, with
+ * and without its 40% gate, per parent and per counted sample (binned by the exact value).
  *
  * Usage: bench_absorption_parents [ARCH [SEED [CHILD_P [d F PARENTS CHILDREN D_SAE K TOKENS ACTIVE]]]]
  * Defaults: bench_absorption's run batchtopk, seed 0, child_p 0.7 (d 64, 128 features, 8 parents
@@ -104,11 +106,19 @@ int main(int argc, char **argv)
     eval_abs_defaults(&ap);
     eval_abs_class mean, per[MAXP];
     sae_absorption_result ex;
-    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, &mean, per, &ex);
+    eval_abs_params ap0 = ap;
+    ap0.prop = 0; /* SAEBench's fraction without its 40% gate: what the gate leaves out */
+    eval_abs_class mean0, per0[MAXP];
+    float *sf = mem_alloc(sizeof(float) * (size_t)N * P), *sf0 = mem_alloc(sizeof(float) * (size_t)N * P);
+    float *part = mem_alloc(sizeof(float) * (size_t)N * P);
+    if (!rc && !(sf && sf0 && part)) rc = err_set(ERR_NOMEM, "out of memory");
+    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap, &mean, per, &ex, sf);
+    if (!rc) rc = eval_absorption_synth(m, &sc, N, N, &ap0, &mean0, per0, NULL, sf0);
     if (rc) return fprintf(stderr, "bench_absorption_parents: %s\n", err_msg()), 1;
-    printf("%s seed %d child_p %.2f (train ev %.3f): exact absorption %.4f (parent alone %.3f, parent cosine %.3f); "
-           "SAEBench full-absorption rate %.4f, mean fraction %.4f\n", sae_arch_name(arch), seed, cp, st.ev,
-           ex.absorption, ex.parent_alone, ex.parent_cos, mean.full_rate, mean.mean_frac);
+    printf("%s seed %d child_p %.2f (train ev %.3f): exact absorption %.4f, partial %.4f (parent alone: fires "
+           "%.3f, carries %.3f; parent cosine %.3f); SAEBench full-absorption rate %.4f, mean fraction %.4f "
+           "(without the 40%% gate %.4f)\n", sae_arch_name(arch), seed, cp, st.ev, ex.absorption, ex.partial,
+           ex.parent_alone, ex.alone_carried, ex.parent_cos, mean.full_rate, mean.mean_frac, mean0.mean_frac);
     /* the test samples eval_absorption_synth and sae_absorption used */
     sc.sample_seed = sc.seed ^ 0x7e57ull;
     const int G = 1 + C;
@@ -116,14 +126,22 @@ int main(int argc, char **argv)
     const float *dirs = rc ? NULL : sae_synth_directions(g);
     if (!rc) rc = sae_synth_sample_codes(g, x, N, codes);
     if (!rc) rc = sae_encode(m, x, N, f);
+    sae_absorption_result ex2;
+    if (!rc) rc = sae_absorption_rows(m, &sc, dirs, x, codes, N, &ex2, part);
+    if (!rc && ex2.partial != ex.partial) rc = err_set(ERR_ARG, "not the metric's test samples");
     for (int p = 0; !rc && p < P; p++) memcpy(pdir + (size_t)p * d, dirs + (size_t)p * G * d, sizeof(float) * d);
     double mm, rec;
     float best[MAXP];
     int match[MAXP];
     if (!rc) rc = sae_mmcs_match(pdir, P, m->W_dec, S, d, 0.9, &mm, &rec, best, match);
     for (int p = 0; !rc && p < P; p++) {
-        printf("parent %d: split features %d, GT F1 %.3f, full rate %.3f, mean fraction %.3f\n", p,
-               per[p].n_split, per[p].gt_f1, per[p].full_rate, per[p].mean_frac);
+        double sp = 0;
+        long np = 0;
+        for (int i = 0; i < N; i++)
+            if (part[(size_t)i * P + p] >= 0) sp += part[(size_t)i * P + p], np++;
+        printf("parent %d: split features %d, GT F1 %.3f, full rate %.3f, mean fraction %.3f (without the "
+               "gate %.3f); exact partial %.3f\n", p, per[p].n_split, per[p].gt_f1, per[p].full_rate,
+               per[p].mean_frac, per0[p].mean_frac, np ? sp / np : 0);
         latent_row("exact", match[p], p, m, &sc, dirs, codes, f);
         latent_row("probe", per[p].split[0], p, m, &sc, dirs, codes, f);
         /* the ground-truth probe's direction (on all of these samples, label = the parent fires) */
@@ -157,7 +175,30 @@ int main(int argc, char **argv)
                       sP / n, sOwn / n, sL / n);
         else printf("\n");
     }
+    /* per sample, over the parents: the metric's counted samples binned by their exact partial */
+    enum { NB = 6 };
+    double bn[NB] = {0}, bx[NB] = {0}, bf[NB] = {0}, bf0[NB] = {0}, mae = 0, mae0 = 0, nall = 0;
+    for (size_t e = 0; !rc && e < (size_t)N * P; e++) {
+        if (!(part[e] >= 0) || isnan(sf[e])) continue;
+        int b = part[e] >= 1 ? NB - 1 : (int)(part[e] * (NB - 1));
+        bn[b]++, bx[b] += part[e], bf[b] += sf[e], bf0[b] += sf0[e];
+        mae += fabs(sf[e] - part[e]), mae0 += fabs(sf0[e] - part[e]), nall++;
+    }
+    if (!rc && nall) {
+        printf("per counted sample (%.0f), by the exact partial absorption: mean exact / SAEBench fraction / "
+               "without the gate\n", nall);
+        for (int b = 0; b < NB; b++) {
+            if (b < NB - 1) printf("  [%.1f, %.1f)", (double)b / (NB - 1), (double)(b + 1) / (NB - 1));
+            else printf("  1 (silent)");
+            if (bn[b]) printf(" %5.0f samples: %.3f / %.3f / %.3f\n", bn[b], bx[b] / bn[b], bf[b] / bn[b], bf0[b] / bn[b]);
+            else printf("     0 samples\n");
+        }
+        printf("  mean |fraction - exact partial| per sample: %.3f (without the gate %.3f)\n", mae / nall, mae0 / nall);
+    }
     if (rc) fprintf(stderr, "bench_absorption_parents: %s\n", err_msg());
+    mem_free(sf);
+    mem_free(sf0);
+    mem_free(part);
     sae_free(m);
     sae_synth_free(g);
     sae_source_close(src);

@@ -239,6 +239,12 @@ const float *sae_source_synth_directions(const sae_source *s)
 int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs, const float *x,
                    const float *codes, int N, sae_absorption_result *out)
 {
+    return sae_absorption_rows(m, c, dirs, x, codes, N, out, NULL);
+}
+
+int sae_absorption_rows(const sae_model *m, const synth_config *c, const float *dirs, const float *x,
+                        const float *codes, int N, sae_absorption_result *out, float *rows)
+{
     memset(out, 0, sizeof *out);
     int F = c->n_features, G = 1 + c->children, P = c->parents, S = m->cfg.d_sae, d = c->d;
     if (P < 1 || sae_out_dim(&m->cfg) != d)
@@ -252,39 +258,60 @@ int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs,
     double mm, rec;
     if (!rc) rc = sae_mmcs_match(pdir, P, m->W_dec, S, d, 0.9, &mm, &rec, best, match);
     int64_t *with = mem_calloc((size_t)P * 4, sizeof(int64_t)); /* with, absorbed, alone, seen */
-    if (!rc && !with) rc = err_set(ERR_NOMEM, "absorption: out of memory");
+    double *along = mem_alloc(sizeof(double) * P), *part = mem_calloc((size_t)P, sizeof(double));
+    double *alone = mem_calloc((size_t)P, sizeof(double));
+    if (!rc && !(with && along && part && alone)) rc = err_set(ERR_NOMEM, "absorption: out of memory");
+    for (int p = 0; !rc && p < P; p++) { /* the parent's latent's decoder along the parent */
+        const float *wd = m->W_dec + (size_t)match[p] * d, *dp = pdir + (size_t)p * d;
+        double s = 0;
+        for (int j = 0; j < d; j++) s += (double)wd[j] * dp[j];
+        along[p] = s;
+    }
     for (int r0 = 0; !rc && r0 < N; r0 += CHUNK) {
         int n = N - r0 < CHUNK ? N - r0 : CHUNK;
         if ((rc = sae_encode(m, x + (int64_t)r0 * d, n, f))) break;
         for (int b = 0; b < n; b++) {
             const float *cr = codes + (int64_t)(r0 + b) * F;
+            float *ro = rows ? rows + (int64_t)(r0 + b) * P : NULL;
             for (int p = 0; p < P; p++) {
+                if (ro) ro[p] = -1;
                 if (!(cr[p * G] > 0)) continue;
                 int kids = 0;
                 for (int k = 1; k < G; k++) kids += cr[p * G + k] > 0;
-                int fires = f[(int64_t)b * S + match[p]] > 0;
+                float fp = f[(int64_t)b * S + match[p]];
+                int fires = fp > 0;
                 int64_t *w = with + (size_t)p * 4;
                 if (kids) {
                     w[0]++;
                     w[1] += !fires;
+                    /* the share of the parent's true part (magnitude m along d_p) that its latent
+                       does not carry: 1 - f (W_dec[match] . d_p) / m, clipped to [0, 1] */
+                    double carried = fires ? fp * along[p] / cr[p * G] : 0;
+                    double un = carried >= 1 ? 0 : carried <= 0 ? 1 : 1 - carried;
+                    part[p] += un;
+                    if (ro) ro[p] = (float)un;
                 } else {
                     w[2]++;
                     w[3] += fires;
+                    double carried = fires ? fp * along[p] / cr[p * G] : 0;
+                    alone[p] += carried >= 1 ? 1 : carried <= 0 ? 0 : carried;
                 }
             }
         }
     }
-    double ab = 0, al = 0, pc = 0;
+    double ab = 0, al = 0, pc = 0, pa = 0, ac = 0;
     int na = 0, nl = 0;
     for (int p = 0; !rc && p < P; p++) {
         const int64_t *w = with + (size_t)p * 4;
-        if (w[0]) ab += (double)w[1] / w[0], na++;
-        if (w[2]) al += (double)w[3] / w[2], nl++;
+        if (w[0]) ab += (double)w[1] / w[0], pa += part[p] / w[0], na++;
+        if (w[2]) al += (double)w[3] / w[2], ac += alone[p] / w[2], nl++;
         pc += best[p];
     }
     if (!rc) {
         out->absorption = na ? ab / na : 0;
+        out->partial = na ? pa / na : 0;
         out->parent_alone = nl ? al / nl : 0;
+        out->alone_carried = nl ? ac / nl : 0;
         out->parent_cos = pc / P;
         out->n_parents = na;
     }
@@ -293,5 +320,8 @@ int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs,
     mem_free(match);
     mem_free(f);
     mem_free(with);
+    mem_free(along);
+    mem_free(part);
+    mem_free(alone);
     return rc;
 }

@@ -53,10 +53,21 @@ int sae_synth_sample_codes(sae_synth *s, float *x, int N, float *codes);
  * the parents (those with samples). */
 typedef struct {
     double absorption, parent_alone, parent_cos;
+    double partial; /* on the same samples: the share of the parent's true part (magnitude m_p
+                       along d_p) its latent does not carry, clip(1 - f (W_dec . d_p) / m_p, 0, 1)
+                       (1 where it is silent), mean per parent, then over parents */
+    double alone_carried; /* where the parent fires without a child: the share its latent
+                             carries, clip(f (W_dec . d_p) / m_p, 0, 1), mean per parent, then
+                             over parents (below 1, the latent carries less than the parent even
+                             without children: not absorption, but partial counts it) */
     int n_parents;
 } sae_absorption_result;
 int sae_absorption(const sae_model *m, const synth_config *c, const float *dirs, const float *x,
                    const float *codes, int N, sae_absorption_result *out);
+/* The same, with each sample's partial absorption per parent in rows [N, parents] (-1 where the
+ * parent does not fire with a child): what the means are made of (bench_absorption_parents). */
+int sae_absorption_rows(const sae_model *m, const synth_config *c, const float *dirs, const float *x,
+                        const float *codes, int N, sae_absorption_result *out, float *rows);
 /* A batch source generating samples forever (owns a generator with config c). */
 int sae_source_synth(sae_source **out, const synth_config *c);
 /* The true directions [n_features, d] of a source made by sae_source_synth (NULL for any other

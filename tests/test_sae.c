@@ -948,7 +948,8 @@ static void test_transcoders(void)
 
 /* Hierarchical synthetic features: a child never fires without its parent and fires with about
    child_p given it; the codes agree with the samples; the absorption metric on SAEs whose parent
-   latents never / always fire gives 1 / 0. */
+   latents never / always fire gives 1 / 0, and the partial one follows a parent latent that
+   carries a known share. */
 static void test_hierarchy_absorption(void)
 {
     enum { N = 8192 };
@@ -990,12 +991,34 @@ static void test_hierarchy_absorption(void)
     sae_absorption_result r;
     for (int p = 0; p < 4; p++) m->b_enc[p] = -1e6f;
     CHECK(sae_absorption(m, &sc, dirs, x, codes, N, &r) == OK && r.absorption == 1 &&
-              r.parent_alone == 0 && r.n_parents == 4 && fabs(r.parent_cos - 1) < 1e-5,
-          "never firing: absorption %g alone %g", r.absorption, r.parent_alone);
+              r.parent_alone == 0 && r.n_parents == 4 && fabs(r.parent_cos - 1) < 1e-5 &&
+              r.partial == 1 && r.alone_carried == 0,
+          "never firing: absorption %g alone %g partial %g", r.absorption, r.parent_alone, r.partial);
     for (int p = 0; p < 4; p++) m->b_enc[p] = 1e6f;
     CHECK(sae_absorption(m, &sc, dirs, x, codes, N, &r) == OK && r.absorption == 0 &&
-              r.parent_alone == 1, "always firing: absorption %g alone %g", r.absorption,
-          r.parent_alone);
+              r.parent_alone == 1 && r.partial == 0 && r.alone_carried == 1, "always firing (far above the parent): "
+          "absorption %g alone %g partial %g", r.absorption, r.parent_alone, r.partial);
+    /* a constant 0.7 along the parent: it carries 0.7 / m_p of it, so the partial absorption is
+       the mean of clip(1 - 0.7 / m_p, 0, 1) over the parent + child samples (m_p in [0.5, 1]) */
+    memset(m->W_enc, 0, sizeof(float) * 64 * 4);
+    for (int p = 0; p < 4; p++) m->b_enc[p] = 0.7f;
+    double want = 0, want_alone = 0;
+    for (int p = 0; p < 4; p++) {
+        double sum = 0, sum_alone = 0;
+        int n = 0, n_alone = 0;
+        for (int b = 0; b < N; b++) {
+            const float *c = codes + (int64_t)b * 128 + p * 4;
+            if (!(c[0] > 0)) continue;
+            if (c[1] > 0 || c[2] > 0 || c[3] > 0) sum += c[0] > 0.7f ? 1 - 0.7f / c[0] : 0, n++;
+            else sum_alone += c[0] > 0.7f ? 0.7f / c[0] : 1, n_alone++;
+        }
+        want += sum / n / 4;
+        want_alone += sum_alone / n_alone / 4;
+    }
+    CHECK(sae_absorption(m, &sc, dirs, x, codes, N, &r) == OK && r.absorption == 0 && want > 0.05 &&
+              fabs(r.partial - want) < 1e-4 && fabs(r.alone_carried - want_alone) < 1e-4,
+          "constant 0.7: partial %g, expected %g; alone %g, expected %g", r.partial, want,
+          r.alone_carried, want_alone);
     sae_free(m);
     mem_free(x);
     mem_free(x2);
