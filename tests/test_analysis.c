@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analysis/ana.h"
+#include "analysis/ana_dist.h"
 #include "common/err.h"
 #include "common/mem.h"
 #include "harness.h"
@@ -203,6 +204,43 @@ static void test_feat_merge(void)
     ana_feat_acc_free(other);
     ana_feat_acc_free(whole);
     for (int k = 0; k < 3; k++) ana_feat_acc_free(part[k]);
+}
+
+/* pairwise sum of x[lo, hi), hi - lo a power of two: the tree ana_tree must build */
+static double tree_ref(const double *x, int lo, int hi)
+{
+    if (hi - lo == 1) return x[lo];
+    int mid = (lo + hi) / 2;
+    return tree_ref(x, lo, mid) + tree_ref(x, mid, hi);
+}
+
+static void test_tree(void)
+{
+    static double v[ANA_BLOCKS][3];
+    for (int b = 0; b < ANA_BLOCKS; b++)
+        for (int i = 0; i < 3; i++) v[b][i] = (urand() - 0.3) * pow(10, (int)(urand() * 12) - 6);
+    ana_tree t;
+    CHECK(ana_tree_init(&t, 3) == OK);
+    const double *tot;
+    for (int b = 0; b < ANA_BLOCKS; b++) {
+        memcpy(t.leaf, v[b], sizeof v[b]);
+        ana_tree_push(&t);
+        if (b == 2) CHECK(ana_tree_total(&t, &tot) == ERR_ARG); /* 3 blocks: two partial sums */
+    }
+    CHECK(ana_tree_total(&t, &tot) == OK);
+    int exact = 1;
+    for (int i = 0; i < 3; i++) {
+        double col[ANA_BLOCKS];
+        for (int b = 0; b < ANA_BLOCKS; b++) col[b] = v[b][i];
+        exact &= tot[i] == tree_ref(col, 0, ANA_BLOCKS);
+    }
+    CHECK(exact, "the block sums are not the fixed pairwise tree");
+    ana_tree_free(&t);
+    /* the blocks cover [0, n) without gaps, and one rank owns them all */
+    int b0, b1;
+    ana_dist_blocks(&b0, &b1);
+    CHECK(b0 == 0 && b1 == ANA_BLOCKS && ana_block_start(1000, 0) == 0 && ana_block_start(1000, ANA_BLOCKS) == 1000);
+    CHECK(ana_block_start(3, 255) == 2 && ana_block_start(3, 86) == 1);
 }
 
 static void test_geometry(void)
@@ -813,6 +851,7 @@ int main(void)
     test_hist();
     test_feat_acc();
     test_feat_merge();
+    test_tree();
     test_geometry();
     test_logits();
     test_pos();
