@@ -38,6 +38,24 @@ SYN0=(--synth --synth-d 32 --synth-features 64 --d-sae 128 --k 4 --batch 256 --e
 SYN=("${SYN0[@]}" --micro-batches 4)
 same() { cmp -s "$1/sae_weights.safetensors" "$2/sae_weights.safetensors" &&
          cmp -s "$1/training_log.csv" "$2/training_log.csv"; }
+# killwait PID MPIRUN_PID LABEL WHO: kill -9 PID, then the job (mpirun) must end within 15 s
+killwait() {
+    local t0 _
+    t0=$(date +%s)
+    kill -KILL "$1"
+    for _ in $(seq 150); do kill -0 "$2" 2> /dev/null || break; sleep 0.1; done
+    if kill -0 "$2" 2> /dev/null; then bad "$3: the job still runs 15 s after $4 was killed"; kill -KILL "$2"
+    else ok "$3: the job ended $(( $(date +%s) - t0 ))s after $4 was killed"; fi
+    wait "$2" 2> /dev/null
+}
+# rank0 PATTERN MPIRUN_PID: the PID of rank 0 among the processes whose command line matches
+rank0() {
+    local p
+    for p in $(pgrep -f "$1"); do
+        [ "$p" = "$2" ] && continue
+        tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && echo "$p"
+    done
+}
 
 # ---- -np 1/2/4 and one process: the same bytes ------------------------------------------------
 for arch in relu topk batchtopk jumprelu matryoshka gated; do
@@ -99,13 +117,7 @@ for _ in $(seq 300); do [ -f kill/checkpoint.bin ] && break; sleep 0.1; done
 victim=$(pgrep -f "$(basename "$BIN") sae-train.*--out kill" | grep -v "^$mp$" | tail -n 1)
 if [ -z "$victim" ] || [ ! -f kill/checkpoint.bin ]; then bad "kill: no running rank or no checkpoint to start from"
 else
-    t0=$(date +%s)
-    kill -KILL "$victim"
-    for _ in $(seq 150); do kill -0 $mp 2> /dev/null || break; sleep 0.1; done
-    dt=$(( $(date +%s) - t0 ))
-    if kill -0 $mp 2> /dev/null; then bad "kill: the job still runs 15 s after a rank was killed"; kill -KILL $mp
-    else ok "kill: the job ended ${dt}s after rank PID $victim was killed"; fi
-    wait $mp 2> /dev/null
+    killwait "$victim" $mp kill "rank PID $victim"
     line=$(grep -m1 '^saelite' kill.err)
     [ -n "$line" ] && ok "kill: survivor says: $line" || bad "kill: no one-line message from a survivor: $(head -c 300 kill.err)"
     "$BIN" sae-train "${F[@]}" --tokens 20000000 --out kill --resume --max-steps 3 > /dev/null 2> err.txt &&
@@ -186,17 +198,10 @@ KX=("${EX[@]}" --corpus ex.txt)
 mp=$!
 acts() { "$BIN" query --db "$1" --csv --timeout 0 "SELECT count(*) FROM activations" 2> /dev/null | tail -n 1; }
 for _ in $(seq 300); do a=$(acts exk.db); [ -n "$a" ] && [ "$a" -gt 20 ] 2> /dev/null && break; sleep 0.05; done
-victim=
-for p in $(pgrep -f "$(basename "$BIN") extract.*--db exk.db"); do
-    [ "$p" = "$mp" ] && continue
-    tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && victim=$p
-done
+victim=$(rank0 "$(basename "$BIN") extract.*--db exk.db" $mp)
 if [ -z "$victim" ]; then bad "extract kill: no rank 0 running (finished before the kill?)"; wait $mp
 else
-    kill -KILL "$victim"
-    for _ in $(seq 150); do kill -0 $mp 2> /dev/null || break; sleep 0.1; done
-    if kill -0 $mp 2> /dev/null; then bad "extract kill: the job still runs 15 s after rank 0 was killed"; kill -KILL $mp; fi
-    wait $mp 2> /dev/null
+    killwait "$victim" $mp "extract kill" "rank 0"
     line=$(grep -m1 '^saelite: rank 1' exk.err)
     [[ "$line" == *"run the same command again"* ]] && ok "extract kill: the survivor says: $line" ||
         bad "extract kill: no one-line message from rank 1: $(head -c 300 exk.err)"
@@ -293,20 +298,10 @@ cp anp.all.db ank.db
 "${MPI[@]}" -np 2 "$BIN" analyze --sae "$W/anbig" --all --db ank.db > ank.out 2> ank.err &
 mp=$!
 for _ in $(seq 600); do [ "$(stat -c %s ank.db-wal 2> /dev/null || echo 0)" -gt 1000000 ] && break; sleep 0.05; done
-victim=
-for p in $(pgrep -f "$(basename "$BIN") analyze.*--db ank.db"); do
-    [ "$p" = "$mp" ] && continue
-    tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && victim=$p
-done
+victim=$(rank0 "$(basename "$BIN") analyze.*--db ank.db" $mp)
 if [ -z "$victim" ]; then bad "analyze kill: no rank 0 running (finished before the kill?)"; wait $mp
 else
-    t0=$(date +%s)
-    kill -KILL "$victim"
-    for _ in $(seq 150); do kill -0 $mp 2> /dev/null || break; sleep 0.1; done
-    dt=$(( $(date +%s) - t0 ))
-    if kill -0 $mp 2> /dev/null; then bad "analyze kill: the job still runs 15 s after rank 0 was killed"; kill -KILL $mp
-    else ok "analyze kill: the job ended ${dt}s after rank 0 was killed"; fi
-    wait $mp 2> /dev/null
+    killwait "$victim" $mp "analyze kill" "rank 0"
     line=$(grep -m1 '^saelite: rank 1' ank.err)
     [[ "$line" == *"run the same command again"* ]] && ok "analyze kill: the survivor says: $line" ||
         bad "analyze kill: no one-line message from rank 1: $(head -c 300 ank.err)"
