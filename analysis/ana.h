@@ -5,7 +5,8 @@
  * Ownership: callers own every buffer; ana_feat_acc owns its own storage (ana_feat_acc_free).
  * Errors: fallible functions return err.h codes (ERR_ARG for bad sizes, ERR_NOMEM).
  * Thread safety: functions are reentrant; one ana_feat_acc must not be used by two threads.
- * Determinism: random choices use the caller's seed (xorshift64*), so reruns give the same rows.
+ * Determinism: random choices use the caller's seed (xorshift64* for directions, a hash for the
+ * quantile samples), so reruns give the same rows.
  */
 #ifndef SAELITE_ANA_H
 #define SAELITE_ANA_H
@@ -27,9 +28,11 @@ typedef struct {
 } ana_act;
 
 typedef struct ana_feat_acc ana_feat_acc;
-/* d features; keep the top_n largest activations per feature and a uniform reservoir of
- * `reservoir` active values per feature (from which quantile samples are drawn); histogram over
- * edges[0..nbins] (copied). */
+/* d features; keep the top_n largest activations per feature and a uniform sample of
+ * `reservoir` active positions per feature (from which quantile samples are drawn): the ones
+ * with the smallest hash of (seed, feature, seq, pos), a bottom-k sample that does not depend on
+ * the order the positions come in, so accumulators of disjoint sequences merge into exactly the
+ * sample of the whole; histogram over edges[0..nbins] (copied). */
 int ana_feat_acc_new(ana_feat_acc **out, int d, int top_n, int reservoir, const double *edges,
                      int nbins, uint64_t seed);
 void ana_feat_acc_free(ana_feat_acc *a);
@@ -45,7 +48,20 @@ const int64_t *ana_feat_hist(const ana_feat_acc *a, int feature); /* [nbins] */
 /* Top activations of a feature, largest first (ties: earlier seq/pos first). Returns the count
  * (<= top_n) written to out. */
 int ana_feat_top(const ana_feat_acc *a, int feature, ana_act *out /*[top_n]*/);
-/* Quantile-interval samples: the reservoir sorted by value is cut into n_intervals bands of
+/* Exact merge across processes (analyze under mpirun). ana_feat_acc_pack writes everything but
+ * the per-feature sums (positions fed, counts, maxima, histograms, top lists, samples) into buf
+ * of ana_feat_acc_packed_size bytes; ana_feat_acc_merge_packed adds such a buffer from an
+ * accumulator of the same shape and seed into a: counts and histograms add, maxima take the
+ * larger, top lists keep the top_n of the union (ties: earlier seq/pos), samples the bottom-k of
+ * the union. Merging the accumulators of disjoint sets of sequences, in any order, gives exactly
+ * what one accumulator fed with all of them holds. The sums (doubles) are the caller's: their
+ * bits depend on the order of additions (ana_run adds them in a fixed tree); ana_feat_sums gives
+ * the [d] array to read and set. ERR_FORMAT when the buffer does not fit a. */
+size_t ana_feat_acc_packed_size(const ana_feat_acc *a);
+void ana_feat_acc_pack(const ana_feat_acc *a, void *buf);
+int ana_feat_acc_merge_packed(ana_feat_acc *a, const void *buf, size_t bytes);
+double *ana_feat_sums(ana_feat_acc *a);
+/* Quantile-interval samples: the sample sorted by value is cut into n_intervals bands of
  * equal count (band 0 lowest), and per_interval evenly spaced examples are taken from each band.
  * Writes up to n_intervals*per_interval entries, ascending in value, band index in interval[].
  * Returns the count. */

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include "analysis/ana.h"
+#include "analysis/ana_dist.h"
 #include "analysis/ana_run.h"
 #include "analysis/effects.h"
+#include "common/dist.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -253,85 +255,118 @@ static int tc_replace_hook(const tensor_view *t, void *user)
     return 0;
 }
 
-static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_downstream *out)
+typedef struct {
+    splice sp;
+    tc_splice ts;
+    int tc, *targets;
+    float *clean, *probs; /* [T, V] clean logits and their softmax, reused by the patched passes */
+    double *lse;
+} ds_work;
+
+/* One sequence of the downstream pass: the clean forward and the three patched ones; CE sums
+ * into sums[0..3], KL sums into sums[4..6], predicted tokens into *n. */
+static int ds_seq(shared *sh, const dict *d, ds_work *w, size_t i, double *sums, int64_t *n)
+{
+    gpt2_model *m = sh->model;
+    const int V = gpt2_cfg(m)->vocab_size;
+    const int *tok = sh->tok + sh->off[i];
+    int T = (int)(sh->off[i + 1] - sh->off[i]), rc;
+    if (T < 2 || tok[0] < 0) return OK; /* no token ids (an import): nothing to run */
+    for (int t = 0; t < T; t++) w->targets[t] = t + 1 < T ? tok[t + 1] : -1;
+    double mean;
+    gpt2_hook_clear(m);
+    if ((rc = gpt2_loss(m, tok, w->targets, 1, T, NULL, &mean))) return rc;
+    memcpy(w->clean, gpt2_logits(m), (size_t)T * V * sizeof *w->clean);
+    for (int t = 0; t + 1 < T; t++)
+        ana_softmax(w->probs + (size_t)t * V, w->clean + (size_t)t * V, V, &w->lse[t]);
+    sums[0] += mean * (T - 1);
+    for (int mode = SPLICE_SAE; mode <= SPLICE_ERR; mode++) {
+        gpt2_hook_clear(m);
+        w->sp.mode = mode;
+        w->sp.rc = 0;
+        if (w->tc) { /* capture the input first: hooks run in the order of the forward pass */
+            if ((rc = gpt2_hook_add(m, sh->hook.name, tc_capture_hook, &w->ts)) ||
+                (rc = gpt2_hook_add(m, d->hook_out.name, tc_replace_hook, &w->ts)))
+                return rc;
+        } else if ((rc = gpt2_hook_add(m, sh->hook.name, splice_hook, &w->sp)))
+            return rc;
+        rc = gpt2_loss(m, tok, w->targets, 1, T, NULL, &mean);
+        if (w->sp.rc) rc = w->sp.rc;
+        if (rc) return rc;
+        sums[1 + mode] += mean * (T - 1);
+        const float *lg = gpt2_logits(m);
+        for (int t = 0; t + 1 < T; t++)
+            sums[4 + mode] += ana_kl_prepared(w->clean + (size_t)t * V, w->probs + (size_t)t * V,
+                                              w->lse[t], lg + (size_t)t * V, V);
+    }
+    *n += T - 1;
+    return OK;
+}
+
+/* The downstream pass over this rank's blocks of the first ce_seqs sequences; the sums go
+ * through the fixed tree. Collective (rc as in dict_pass). */
+static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_downstream *out, int rc)
 {
     memset(out, 0, sizeof *out);
-    gpt2_model *m = sh->model;
-    const gpt2_config *cfg = gpt2_cfg(m);
-    int T_max = sh->hook.seq_len, V = cfg->vocab_size;
+    const int T_max = sh->hook.seq_len, V = gpt2_cfg(sh->model)->vocab_size;
     size_t nuse = sh->nseq < (size_t)o->ce_seqs ? sh->nseq : (size_t)o->ce_seqs;
-    splice sp = {.d = d, .cap_rows = T_max};
-    int tc = d->sae && d->sae->cfg.transcoder;
-    tc_splice ts = {.sp = &sp};
-    int *targets = mem_alloc((size_t)T_max * sizeof *targets);
-    float *clean = mem_alloc((size_t)T_max * V * sizeof *clean);
-    float *probs = mem_alloc((size_t)T_max * V * sizeof *probs); /* softmax of clean, reused */
-    double *lse = mem_alloc((size_t)T_max * sizeof *lse);
-    sp.f = mem_alloc((size_t)T_max * d->d_sae * sizeof *sp.f);
-    sp.xhat = mem_alloc((size_t)T_max * d->d_out * sizeof *sp.xhat);
-    if (tc) ts.xin = mem_alloc((size_t)T_max * d->d_in * sizeof *ts.xin);
-    int rc = OK;
-    if (!targets || !clean || !probs || !lse || !sp.f || !sp.xhat || (tc && !ts.xin)) rc = err_set(ERR_NOMEM, "out of memory for logits");
-    double sums[4] = {0}, kls[3] = {0};
+    ds_work w = {.sp = {.d = d, .cap_rows = T_max}, .tc = d->sae && d->sae->cfg.transcoder};
+    w.ts.sp = &w.sp;
+    ana_tree t = {0};
+    int64_t n = 0;
+    int b0, b1;
+    ana_dist_blocks(&b0, &b1);
+    size_t i0 = ana_block_start(nuse, b0);
+    if (!rc) {
+        w.targets = mem_alloc((size_t)T_max * sizeof *w.targets);
+        w.clean = mem_alloc((size_t)T_max * V * sizeof *w.clean);
+        w.probs = mem_alloc((size_t)T_max * V * sizeof *w.probs);
+        w.lse = mem_alloc((size_t)T_max * sizeof *w.lse);
+        w.sp.f = mem_alloc((size_t)T_max * d->d_sae * sizeof *w.sp.f);
+        w.sp.xhat = mem_alloc((size_t)T_max * d->d_out * sizeof *w.sp.xhat);
+        if (w.tc) w.ts.xin = mem_alloc((size_t)T_max * d->d_in * sizeof *w.ts.xin);
+        if (!w.targets || !w.clean || !w.probs || !w.lse || !w.sp.f || !w.sp.xhat || (w.tc && !w.ts.xin))
+            rc = err_set(ERR_NOMEM, "out of memory for logits");
+    }
+    if (!rc) rc = ana_tree_init(&t, 7);
     progress pr;
-    progress_begin(&pr, "downstream", (double)nuse, "seq");
-    for (size_t i = 0; i < nuse && !rc; i++) {
-        const int *tok = sh->tok + sh->off[i];
-        int T = (int)(sh->off[i + 1] - sh->off[i]);
-        if (T < 2 || tok[0] < 0) continue; /* no token ids (an import): nothing to run */
-        for (int t = 0; t < T; t++) targets[t] = t + 1 < T ? tok[t + 1] : -1;
-        double mean;
-        gpt2_hook_clear(m);
-        if ((rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean))) break;
-        memcpy(clean, gpt2_logits(m), (size_t)T * V * sizeof *clean);
-        for (int t = 0; t + 1 < T; t++)
-            ana_softmax(probs + (size_t)t * V, clean + (size_t)t * V, V, &lse[t]);
-        sums[0] += mean * (T - 1);
-        for (int mode = SPLICE_SAE; mode <= SPLICE_ERR && !rc; mode++) {
-            gpt2_hook_clear(m);
-            sp.mode = mode;
-            sp.rc = 0;
-            if (tc) { /* capture the input first: hooks run in the order of the forward pass */
-                if ((rc = gpt2_hook_add(m, sh->hook.name, tc_capture_hook, &ts)) ||
-                    (rc = gpt2_hook_add(m, d->hook_out.name, tc_replace_hook, &ts)))
-                    break;
-            } else if ((rc = gpt2_hook_add(m, sh->hook.name, splice_hook, &sp)))
-                break;
-            rc = gpt2_loss(m, tok, targets, 1, T, NULL, &mean);
-            if (sp.rc) rc = sp.rc;
-            if (rc) break;
-            sums[1 + mode] += mean * (T - 1);
-            const float *lg = gpt2_logits(m);
-            for (int t = 0; t + 1 < T; t++)
-                kls[mode] += ana_kl_prepared(clean + (size_t)t * V, probs + (size_t)t * V, lse[t],
-                                             lg + (size_t)t * V, V);
+    progress_begin(&pr, "downstream", (double)(ana_block_start(nuse, b1) - i0), "seq");
+    for (int blk = b0; blk < b1 && !rc; blk++) {
+        for (size_t i = ana_block_start(nuse, blk); i < ana_block_start(nuse, blk + 1) && !rc; i++) {
+            rc = ds_seq(sh, d, &w, i, t.leaf, &n);
+            if (!rc && stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
+            progress_update(&pr, (double)(i + 1 - i0), NULL);
         }
-        out->n += T - 1;
-        if (stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
-        progress_update(&pr, (double)(i + 1), NULL);
+        if (!rc) ana_tree_push(&t);
     }
     progress_end(&pr);
-    gpt2_hook_clear(m);
+    gpt2_hook_clear(sh->model);
+    const double *tot = NULL;
+    rc = ana_agree(rc);
+    if (!rc) rc = ana_tree_total(&t, &tot);
+    if (!rc) rc = dist_sum_i64(&n, 1);
+    out->n = n;
     if (!rc && out->n == 0) rc = err_set(ERR_ARG, "no sequence has 2 or more tokens for the loss");
     if (!rc) {
-        double n = (double)out->n;
-        out->ce_clean = sums[0] / n;
-        out->ce_sae = sums[1] / n;
-        out->ce_zero = sums[2] / n;
-        out->ce_err = sums[3] / n;
-        out->kl_sae = kls[0] / n;
-        out->kl_zero = kls[1] / n;
-        out->kl_err = kls[2] / n;
+        double dn = (double)out->n;
+        out->ce_clean = tot[0] / dn;
+        out->ce_sae = tot[1] / dn;
+        out->ce_zero = tot[2] / dn;
+        out->ce_err = tot[3] / dn;
+        out->kl_sae = tot[4] / dn;
+        out->kl_zero = tot[5] / dn;
+        out->kl_err = tot[6] / dn;
         out->ce_score = ana_score(out->ce_zero, out->ce_sae, out->ce_clean);
         out->kl_score = ana_score(out->kl_zero, out->kl_sae, 0);
     }
-    mem_free(targets);
-    mem_free(clean);
-    mem_free(probs);
-    mem_free(lse);
-    mem_free(sp.f);
-    mem_free(ts.xin);
-    mem_free(sp.xhat);
+    ana_tree_free(&t);
+    mem_free(w.targets);
+    mem_free(w.clean);
+    mem_free(w.probs);
+    mem_free(w.lse);
+    mem_free(w.sp.f);
+    mem_free(w.ts.xin);
+    mem_free(w.sp.xhat);
     return rc;
 }
 
@@ -496,50 +531,127 @@ static int dict_work_init(dict_work *w, const dict *d, const ana_run_opts *o)
 }
 
 /* 1. the pass over the stored activations: metrics and per-feature statistics */
-static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work *w)
+typedef struct {
+    float *x, *xhat, *f, *y; /* [T, d_in], [T, d_out], [T, D], [T, d_out] (transcoders) */
+} pass_buf;
+
+/* One sequence (index i of the split) into the metrics and the feature statistics. */
+static int pass_seq(const shared *sh, const dict *d, const ana_run_opts *o, dict_work *w,
+                    size_t i, const pass_buf *b)
+{
+    const int d_in = d->d_in, Tm = sh->hook.seq_len, d_out = d->d_out;
+    int T = Tm, rc;
+    if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], b->x, &T))) return rc;
+    /* the prepended <|endoftext|> is not text: its (often huge) activation would dominate
+       the metrics and the top lists, so it is left out unless keep_bos */
+    int b0 = sh->bos[i] && !o->keep_bos && T > 0;
+    const float *xs = b->x + (size_t)b0 * d_in, *fs = xs;
+    if (d->hook_out.id >= 0) { /* a transcoder: its output against the same tokens at the output hook */
+        int T2 = Tm;
+        if ((rc = store_act_read(sh->s, d->hook_out.id, sh->seq[i], b->y, &T2))) return rc;
+        if (T2 != T)
+            return err_set(ERR_SHAPE, "sequence %lld: %d tokens at %s, %d at %s",
+                           (long long)sh->seq[i], T, sh->hook.name, T2, d->hook_out.name);
+        if ((rc = sae_forward(d->sae, xs, T - b0, b->f, b->xhat))) return rc;
+        sae_metrics_add(&w->rec, b->y + (size_t)b0 * d_out, b->xhat, b->f, T - b0);
+        fs = b->f;
+    } else if (d->sae) {
+        if ((rc = sae_metrics_eval_rows(&w->rec, d->sae, xs, T - b0, b->f, b->xhat))) return rc;
+        fs = b->f;
+    } else {
+        sae_metrics_add(&w->rec, xs, xs, xs, T - b0); /* the identity: codes = input */
+    }
+    ana_feat_acc_add(w->acc, fs, T - b0, sh->seq[i], b0);
+    return OK;
+}
+
+/* The float sums of the pass, block by block into the fixed tree (ana_dist.h): the metrics'
+ * five scalars, their column sums [d_out] and the per-feature sums of activations [D]. */
+enum { PASS_SCALARS = 5 };
+
+static void take_block_sums(dict_work *w, double *leaf, int d_out, int D)
+{
+    sae_metrics *m = &w->rec;
+    double *fs = ana_feat_sums(w->acc);
+    double s[PASS_SCALARS] = {m->sse, m->sum_sq, m->cos_sum, m->l2r_sum, m->l0_sum};
+    memcpy(leaf, s, sizeof s);
+    memcpy(leaf + PASS_SCALARS, m->sum_x, (size_t)d_out * sizeof *leaf);
+    memcpy(leaf + PASS_SCALARS + d_out, fs, (size_t)D * sizeof *leaf);
+    m->sse = m->sum_sq = m->cos_sum = m->l2r_sum = m->l0_sum = 0;
+    memset(m->sum_x, 0, (size_t)d_out * sizeof *m->sum_x);
+    memset(fs, 0, (size_t)D * sizeof *fs);
+}
+
+static void put_total_sums(dict_work *w, const double *tot, int d_out, int D)
+{
+    sae_metrics *m = &w->rec;
+    m->sse = tot[0];
+    m->sum_sq = tot[1];
+    m->cos_sum = tot[2];
+    m->l2r_sum = tot[3];
+    m->l0_sum = tot[4];
+    memcpy(m->sum_x, tot + PASS_SCALARS, (size_t)d_out * sizeof *m->sum_x);
+    memcpy(ana_feat_sums(w->acc), tot + PASS_SCALARS + d_out, (size_t)D * sizeof *tot);
+}
+
+/* The statistics of every rank into one: the float sums through the tree, the metrics' integer
+ * counts summed on every rank, the feature statistics merged on rank 0. */
+static int reduce_pass(dict_work *w, ana_tree *t, int d_out, int D)
+{
+    const double *tot;
+    int rc = ana_tree_total(t, &tot);
+    if (!rc) put_total_sums(w, tot, d_out, D);
+    int64_t cnt[2] = {w->rec.n, w->rec.n_nonzero};
+    if (!rc && dist_size() > 1 && !(rc = dist_sum_i64(cnt, 2))) {
+        w->rec.n = cnt[0];
+        w->rec.n_nonzero = cnt[1];
+        rc = dist_sum_i64(w->rec.fires, D);
+    }
+    if (!rc) rc = ana_gather_acc(w->acc);
+    return rc;
+}
+
+/* The pass over this rank's blocks of the split; collective (rc: the caller's so far, passed on
+ * when not OK; every rank returns the same code). */
+static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work *w, int rc)
 {
     const int d_in = d->d_in, D = d->d_sae, Tm = sh->hook.seq_len, d_out = d->d_out;
     const int tc = d->hook_out.id >= 0;
-    float *x = mem_alloc((size_t)Tm * d_in * sizeof *x);
-    float *xhat = mem_alloc((size_t)Tm * d_out * sizeof *xhat);
-    float *f = mem_alloc((size_t)Tm * D * sizeof *f);
-    float *y = tc ? mem_alloc((size_t)Tm * d_out * sizeof *y) : NULL;
-    int rc = !x || !xhat || !f || (tc && !y) ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
+    pass_buf b = {0};
+    ana_tree t = {0};
+    int b0, b1;
+    ana_dist_blocks(&b0, &b1);
+    size_t i0 = ana_block_start(sh->nseq, b0);
+    if (!rc) {
+        b.x = mem_alloc((size_t)Tm * d_in * sizeof *b.x);
+        b.xhat = mem_alloc((size_t)Tm * d_out * sizeof *b.xhat);
+        b.f = mem_alloc((size_t)Tm * D * sizeof *b.f);
+        b.y = tc ? mem_alloc((size_t)Tm * d_out * sizeof *b.y) : NULL;
+        rc = !b.x || !b.xhat || !b.f || (tc && !b.y) ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
+    }
+    if (!rc) rc = ana_tree_init(&t, PASS_SCALARS + d_out + D);
     progress pr;
-    progress_begin(&pr, d->kind, (double)sh->nseq, "seq");
-    for (size_t i = 0; i < sh->nseq && !rc; i++) {
-        int T = Tm;
-        if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], x, &T))) break;
-        /* the prepended <|endoftext|> is not text: its (often huge) activation would dominate
-           the metrics and the top lists, so it is left out unless keep_bos */
-        int b0 = sh->bos[i] && !o->keep_bos && T > 0;
-        const float *xs = x + (size_t)b0 * d_in, *fs = xs;
-        if (tc) { /* a transcoder: its output against the same tokens at the output hook */
-            int T2 = Tm;
-            if ((rc = store_act_read(sh->s, d->hook_out.id, sh->seq[i], y, &T2))) break;
-            if (T2 != T) {
-                rc = err_set(ERR_SHAPE, "sequence %lld: %d tokens at %s, %d at %s",
-                             (long long)sh->seq[i], T, sh->hook.name, T2, d->hook_out.name);
-                break;
-            }
-            if ((rc = sae_forward(d->sae, xs, T - b0, f, xhat))) break;
-            sae_metrics_add(&w->rec, y + (size_t)b0 * d_out, xhat, f, T - b0);
-            fs = f;
-        } else if (d->sae) {
-            if ((rc = sae_metrics_eval_rows(&w->rec, d->sae, xs, T - b0, f, xhat))) break;
-            fs = f;
-        } else {
-            sae_metrics_add(&w->rec, xs, xs, xs, T - b0); /* the identity: codes = input */
+    progress_begin(&pr, d->kind, (double)(ana_block_start(sh->nseq, b1) - i0), "seq");
+    for (int blk = b0; blk < b1 && !rc; blk++) {
+        for (size_t i = ana_block_start(sh->nseq, blk); i < ana_block_start(sh->nseq, blk + 1) && !rc; i++) {
+            rc = pass_seq(sh, d, o, w, i, &b);
+            if (!rc && stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
+            progress_update(&pr, (double)(i + 1 - i0), NULL);
         }
-        ana_feat_acc_add(w->acc, fs, T - b0, sh->seq[i], b0);
-        if (stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
-        progress_update(&pr, (double)(i + 1), NULL);
+        if (!rc) {
+            take_block_sums(w, t.leaf, d_out, D);
+            ana_tree_push(&t);
+        }
     }
     progress_end(&pr);
-    mem_free(x);
-    mem_free(xhat);
-    mem_free(f);
-    mem_free(y);
+    mem_free(b.x);
+    mem_free(b.xhat);
+    mem_free(b.f);
+    mem_free(b.y);
+    /* every rank's failure is agreed before the reductions, and theirs after */
+    rc = ana_agree(rc);
+    if (!rc) rc = ana_agree(reduce_pass(w, &t, d_out, D));
+    ana_tree_free(&t);
     return rc;
 }
 
@@ -767,33 +879,24 @@ static int write_metrics(const ana_run_opts *o, const ana_dict_result *dr, store
     return rc;
 }
 
-/* Everything about one dictionary, written in one transaction (rolled back on failure). */
-static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_id, ana_dict_result *dr)
+/* Rank 0's part after the reductions: the effects, the geometry and everything written in one
+ * transaction (rolled back on failure). t0/t_ds: when the dictionary and its downstream pass
+ * ended. */
+static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_id, dict_work *dw,
+                       ana_dict_result *dr, double t0, double t_ds)
 {
-    memset(dr, 0, sizeof *dr);
-    double t0 = now_seconds();
-    dict_work dw;
-    store_ana_writer *w = NULL;
-    int tx = 0;
-    int rc = dict_work_init(&dw, d, o);
-    if (!rc) rc = dict_pass(sh, d, o, &dw);
-    double t_pass = now_seconds();
-    /* 2. downstream loss (SAEs only: the identity dictionary reproduces the clean pass) */
-    if (!rc && d->sae && sh->model) {
-        rc = run_downstream(sh, d, o, &dr->ds);
-        dr->have_downstream = !rc;
-    }
-    double t_ds = now_seconds();
     effects_work ew = {0};
-    if (!rc && o->effects && d->sae && sh->model) rc = run_effects(sh, d, o, &ew, dr);
+    store_ana_writer *w = NULL;
+    int tx = 0, rc = OK;
+    if (o->effects && d->sae && sh->model) rc = run_effects(sh, d, o, &ew, dr);
     double t_eff = now_seconds();
     dr->t_effects = t_eff - t_ds;
-    if (!rc) rc = dict_geometry(d, o, &dw);
+    if (!rc) rc = dict_geometry(d, o, dw);
     double t_geo = now_seconds();
-    sae_metrics_summarize(&dw.rec, &dr->rec);
+    sae_metrics_summarize(&dw->rec, &dr->rec);
 
     /* 4. write everything in one transaction */
-    int64_t id = 0, ntok = dw.acc ? ana_feat_tokens(dw.acc) : 0;
+    int64_t id = 0, ntok = ana_feat_tokens(dw->acc);
     if (!rc && !(rc = store_begin(sh->s))) tx = 1;
     if (!rc) rc = store_ana_writer_open(&w, sh->s);
     store_ana_dict dd = {.kind = d->kind, .sae_id = sae_id, .name = d->name,
@@ -802,9 +905,9 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
                          .n_seqs = (int64_t)sh->nseq, .n_tokens = ntok};
     if (!rc) rc = store_ana_dict_begin(w, &dd, &id);
     if (!rc && sh->bpe && !sh->vocab_done) rc = write_vocab(sh, w);
-    if (!rc) rc = write_features(sh, d, o, &dw, w, id, dr);
-    if (!rc && o->all_acts) rc = write_all_acts(sh, d, o, &dw, w, id, dr);
-    if (!rc) rc = write_geometry(o, &dw, d->d_sae, w, id, dr);
+    if (!rc) rc = write_features(sh, d, o, dw, w, id, dr);
+    if (!rc && o->all_acts) rc = write_all_acts(sh, d, o, dw, w, id, dr);
+    if (!rc) rc = write_geometry(o, dw, d->d_sae, w, id, dr);
     if (!rc && sh->model) rc = write_logit_effects(sh, d, o, w, id, dr);
     if (!rc && dr->have_effects) rc = write_effects(d, &ew, w, id);
     if (!rc) rc = write_metrics(o, dr, w, id);
@@ -815,20 +918,45 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
     if (rc && tx) store_rollback(sh->s);
     if (!rc) {
         if (sh->bpe) sh->vocab_done = 1;
-        dr->kind = d->kind;
-        snprintf(dr->name, sizeof dr->name, "%s", d->name);
         dr->dict_id = id;
-        dr->n_seqs = sh->nseq;
         dr->n_tokens = ntok;
-        dr->d_sae = d->d_sae;
         dr->seconds = secs;
-        dr->t_pass = t_pass - t0;
-        dr->t_downstream = t_ds - t_pass;
         dr->t_geometry = t_geo - t_eff;
         dr->t_write = t0 + secs - t_geo;
     }
-    dict_work_free(&dw);
     effects_work_free(&ew);
+    return rc;
+}
+
+/* Everything about one dictionary. Collective: every rank computes its share of the pass and
+ * of the downstream pass, the statistics reduce to rank 0, which alone runs the effects and the
+ * geometry and writes; every rank returns rank 0's outcome. */
+static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_id, ana_dict_result *dr)
+{
+    memset(dr, 0, sizeof *dr);
+    double t0 = now_seconds();
+    dict_work dw;
+    int rc = dict_work_init(&dw, d, o);
+    rc = dict_pass(sh, d, o, &dw, rc);
+    double t_pass = now_seconds();
+    /* 2. downstream loss (SAEs only: the identity dictionary reproduces the clean pass); every
+       rank holds the model exactly when it runs */
+    if (!rc && d->sae && sh->model) {
+        rc = run_downstream(sh, d, o, &dr->ds, rc);
+        dr->have_downstream = !rc;
+    }
+    double t_ds = now_seconds();
+    if (!rc && dist_is_root()) rc = finish_dict(sh, d, o, sae_id, &dw, dr, t0, t_ds);
+    rc = ana_agree(rc);
+    if (!rc) {
+        dr->kind = d->kind;
+        snprintf(dr->name, sizeof dr->name, "%s", d->name);
+        dr->n_seqs = sh->nseq;
+        dr->d_sae = d->d_sae;
+        dr->t_pass = t_pass - t0;
+        dr->t_downstream = t_ds - t_pass;
+    }
+    dict_work_free(&dw);
     return rc;
 }
 
@@ -876,97 +1004,148 @@ static int open_model(shared *sh, const ana_run_opts *o)
     return rc;
 }
 
+static int check_opts(const ana_run_opts *o)
+{
+    int rc = ana_dist_check_world();
+    if (rc) return rc;
+    if (!o->db) return err_set(ERR_ARG, "analyze: no database given");
+    if (!o->sae_dir && !o->neurons) return err_set(ERR_ARG, "analyze: give an SAE directory and/or neurons");
+    if (!o->sae_dir && !o->hook) return err_set(ERR_ARG, "analyze: the neuron basis alone needs a hook name");
+    if (o->top_n < 1 || o->n_intervals < 1 || o->per_interval < 1 || o->reservoir < 1 || o->nbins < 1 ||
+        o->geom_bins < 1 || o->logit_k < 1 || o->ce_seqs < 1 || o->max_seqs < 0 ||
+        !(o->val_frac > 0 && o->val_frac < 1) || !(o->hist_lo > 0 && o->hist_lo < o->hist_hi))
+        return err_set(ERR_ARG, "analyze: counts must be >= 1, val_frac in (0, 1), 0 < hist_lo < hist_hi");
+    return OK;
+}
+
+/* The SAE, when given: loaded and checked against the options. */
+static int open_sae(const ana_run_opts *o, dict *sd)
+{
+    struct stat stt;
+    if (stat(o->sae_dir, &stt) != 0 && o->sae_dir[0] && strspn(o->sae_dir, "0123456789") == strlen(o->sae_dir))
+        /* looks like a registry id: the SAE registry (store_sae.h) is not wired in yet */
+        return err_set(ERR_NOTFOUND, "%s: no such SAE directory (SAE registry ids are not supported "
+                       "by analyze yet; give the SAE's directory)", o->sae_dir);
+    int rc = sae_load(&sd->sae, o->sae_dir);
+    if (rc) return rc;
+    sd->d_in = sd->sae->cfg.d_in;
+    sd->d_out = sae_out_dim(&sd->sae->cfg);
+    sd->d_sae = sd->sae->cfg.d_sae;
+    sd->W_dec = sd->sae->W_dec;
+    /* the directory as given names the analysis (report --sae finds it by that name) */
+    snprintf(sd->name, sizeof sd->name, "%s", o->sae_dir);
+    if (o->hook && sd->sae->cfg.hook_name[0] && strcmp(o->hook, sd->sae->cfg.hook_name))
+        return err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o->sae_dir,
+                       sd->sae->cfg.hook_name, o->hook);
+    return OK;
+}
+
+/* Every rank: the SAE, the store (rank 0 read-write, the others read-only), the hook and the
+ * shapes; the ranks but 0 the model when they need it. */
+static int open_inputs(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, ana_run_result *res)
+{
+    const int root = dist_is_root();
+    int rc = o->sae_dir ? open_sae(o, sd) : OK;
+    if (rc) return rc;
+    /* an SAE trained from an exported .npy may not name its hook: then --hook says it */
+    const char *hook = o->sae_dir && sd->sae->cfg.hook_name[0] ? sd->sae->cfg.hook_name : o->hook;
+    if (!hook) return err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name; give --hook NAME", o->sae_dir);
+    if ((rc = store_open(&sh->s, o->db, root ? 0 : STORE_READONLY))) return rc;
+    if ((rc = store_hook_find(sh->s, hook, &sh->hook))) return rc;
+    snprintf(res->hook, sizeof res->hook, "%s", sh->hook.name);
+    if (sd->sae && sd->d_in != sh->hook.width)
+        return err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",
+                       o->sae_dir, sd->d_in, o->db, sh->hook.width, hook);
+    sd->hook_out.id = nd->hook_out.id = -1;
+    if (sd->sae && sd->sae->cfg.transcoder) { /* its target: the output hook of the same extract */
+        const char *ho = sd->sae->cfg.hook_name_out;
+        if (!ho[0]) return err_set(ERR_ARG, "%s: the transcoder's cfg.json names no hook_name_out", o->sae_dir);
+        if ((rc = store_hook_find(sh->s, ho, &sd->hook_out))) return rc;
+        if (sd->hook_out.width != sd->d_out)
+            return err_set(ERR_SHAPE, "%s: the transcoder writes %d values per token but %s stores %d "
+                           "at %s", o->sae_dir, sd->d_out, o->db, sd->hook_out.width, ho);
+    }
+    /* the other ranks need the model for an SAE's downstream pass only */
+    if (!root && !o->no_model && sd->sae) return open_model(sh, o);
+    return OK;
+}
+
+/* Rank 0, once every rank has opened its inputs: the analysis tables (only once the SAE fits the
+ * database: a failing analyze leaves the database untouched), the split's tokens and tags, the
+ * model and the tokenizer. */
+static int root_inputs(const ana_run_opts *o, shared *sh)
+{
+    int rc;
+    if ((rc = store_ana_init(sh->s))) return rc;
+    if ((rc = load_shared(sh, o))) return rc;
+    if (!o->no_model && (rc = open_model(sh, o))) return rc;
+    if (o->tok_dir) return tok_load(&sh->bpe, o->tok_dir);
+    if (sh->model_path && tok_load(&sh->bpe, sh->model_path) != OK) {
+        sh->bpe = NULL; /* optional: token texts then come from the store's tokens table */
+        err_clear();
+    }
+    return OK;
+}
+
+/* Rank 0's split (sequence ids, token offsets, token ids, BOS flags) to every rank: read once.
+ * Collective; rc: rank 0's root_inputs (OK elsewhere). */
+static int share_inputs(shared *sh, int rc)
+{
+    if (dist_size() == 1) return rc;
+    if ((rc = ana_agree(rc))) return rc;
+    int64_t hdr[2] = {(int64_t)sh->nseq, sh->off ? sh->off[sh->nseq] : 0};
+    if ((rc = dist_bcast(hdr, sizeof hdr))) return rc;
+    if (!dist_is_root()) {
+        sh->nseq = (size_t)hdr[0];
+        sh->seq = mem_alloc((sh->nseq + 1) * sizeof *sh->seq);
+        sh->off = mem_alloc((sh->nseq + 1) * sizeof *sh->off);
+        sh->tok = mem_alloc(((size_t)hdr[1] + 1) * sizeof *sh->tok);
+        sh->bos = mem_alloc(sh->nseq + 1);
+        if (!sh->seq || !sh->off || !sh->tok || !sh->bos)
+            rc = err_set(ERR_NOMEM, "out of memory for %zu sequences", sh->nseq);
+    }
+    rc = ana_agree(rc);
+    if (!rc) rc = dist_bcast(sh->seq, sh->nseq * sizeof *sh->seq);
+    if (!rc) rc = dist_bcast(sh->off, (sh->nseq + 1) * sizeof *sh->off);
+    if (!rc) rc = dist_bcast(sh->tok, (size_t)hdr[1] * sizeof *sh->tok);
+    if (!rc) rc = dist_bcast(sh->bos, sh->nseq);
+    return rc;
+}
+
+/* The SAE's analysis, then the neurons'. Collective. */
+static int run_dicts(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, ana_run_result *res)
+{
+    int rc = OK;
+    if (sd->sae && (rc = analyze_dict(sh, sd, o, -1, &res->dict[0]))) return rc;
+    if (sd->sae) res->n_dicts = 1;
+    if (!o->neurons) return OK;
+    nd->d_in = nd->d_sae = nd->d_out = sh->hook.width;
+    snprintf(nd->name, sizeof nd->name, "neurons@%s", sh->hook.name);
+    nd->W_dec = mem_calloc((size_t)nd->d_in * nd->d_in, sizeof *nd->W_dec);
+    if (!nd->W_dec) rc = err_set(ERR_NOMEM, "out of memory for the identity dictionary");
+    else
+        for (int i = 0; i < nd->d_in; i++) nd->W_dec[(size_t)i * nd->d_in + i] = 1;
+    if ((rc = ana_agree(rc))) return rc;
+    rc = analyze_dict(sh, nd, o, -1, &res->dict[res->n_dicts]);
+    if (!rc) res->n_dicts++;
+    return rc;
+}
+
 int ana_run(const ana_run_opts *opts, ana_run_result *res)
 {
     ana_run_opts o = *opts;
-    int rc = OK;
     memset(res, 0, sizeof *res);
-    if (!o.db) return err_set(ERR_ARG, "analyze: no database given");
-    if (!o.sae_dir && !o.neurons) return err_set(ERR_ARG, "analyze: give an SAE directory and/or neurons");
-    if (!o.sae_dir && !o.hook) return err_set(ERR_ARG, "analyze: the neuron basis alone needs a hook name");
-    if (o.top_n < 1 || o.n_intervals < 1 || o.per_interval < 1 || o.reservoir < 1 || o.nbins < 1 ||
-        o.geom_bins < 1 || o.logit_k < 1 || o.ce_seqs < 1 || o.max_seqs < 0 ||
-        !(o.val_frac > 0 && o.val_frac < 1) || !(o.hist_lo > 0 && o.hist_lo < o.hist_hi))
-        return err_set(ERR_ARG, "analyze: counts must be >= 1, val_frac in (0, 1), 0 < hist_lo < hist_hi");
-
+    /* under mpirun every rank opens its inputs and all agree before any work, so a world size,
+       a flag or a file that does not fit stops every rank with one message */
+    int rc = check_opts(&o);
     int prev_bf16 = op_precision_bf16();
-    if ((rc = op_set_precision(o.precision))) return rc;
+    if (!rc) rc = op_set_precision(o.precision);
     shared sh = {0};
     dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};
-    if (o.sae_dir) {
-        struct stat stt;
-        if (stat(o.sae_dir, &stt) != 0 && o.sae_dir[0] && strspn(o.sae_dir, "0123456789") == strlen(o.sae_dir)) {
-            /* looks like a registry id: the SAE registry (store_sae.h) is not wired in yet */
-            rc = err_set(ERR_NOTFOUND, "%s: no such SAE directory (SAE registry ids are not supported "
-                         "by analyze yet; give the SAE's directory)", o.sae_dir);
-            goto out;
-        }
-        if ((rc = sae_load(&sd.sae, o.sae_dir))) goto out;
-        sd.d_in = sd.sae->cfg.d_in;
-        sd.d_out = sae_out_dim(&sd.sae->cfg);
-        sd.d_sae = sd.sae->cfg.d_sae;
-        sd.W_dec = sd.sae->W_dec;
-        /* the directory as given names the analysis (report --sae finds it by that name) */
-        snprintf(sd.name, sizeof sd.name, "%s", o.sae_dir);
-        if (o.hook && sd.sae->cfg.hook_name[0] && strcmp(o.hook, sd.sae->cfg.hook_name)) {
-            rc = err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o.sae_dir,
-                         sd.sae->cfg.hook_name, o.hook);
-            goto out;
-        }
-    }
-    /* an SAE trained from an exported .npy may not name its hook: then --hook says it */
-    const char *hook = o.sae_dir && sd.sae->cfg.hook_name[0] ? sd.sae->cfg.hook_name : o.hook;
-    if (!hook) {
-        rc = err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name; give --hook NAME", o.sae_dir);
-        goto out;
-    }
-    if ((rc = store_open(&sh.s, o.db, 0))) goto out;
-    if ((rc = store_hook_find(sh.s, hook, &sh.hook))) goto out;
-    snprintf(res->hook, sizeof res->hook, "%s", sh.hook.name);
-    if (sd.sae && sd.d_in != sh.hook.width) {
-        rc = err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",
-                     o.sae_dir, sd.d_in, o.db, sh.hook.width, hook);
-        goto out;
-    }
-    sd.hook_out.id = nd.hook_out.id = -1;
-    if (sd.sae && sd.sae->cfg.transcoder) { /* its target: the output hook of the same extract */
-        const char *ho = sd.sae->cfg.hook_name_out;
-        if (!ho[0]) {
-            rc = err_set(ERR_ARG, "%s: the transcoder's cfg.json names no hook_name_out", o.sae_dir);
-            goto out;
-        }
-        if ((rc = store_hook_find(sh.s, ho, &sd.hook_out))) goto out;
-        if (sd.hook_out.width != sd.d_out) {
-            rc = err_set(ERR_SHAPE, "%s: the transcoder writes %d values per token but %s stores %d "
-                         "at %s", o.sae_dir, sd.d_out, o.db, sd.hook_out.width, ho);
-            goto out;
-        }
-    }
-    /* only once the SAE fits the database: a failing analyze leaves the database untouched */
-    if ((rc = store_ana_init(sh.s))) goto out;
-    if ((rc = load_shared(&sh, &o))) goto out;
-    if (!o.no_model && (rc = open_model(&sh, &o))) goto out;
-    if (o.tok_dir) {
-        if ((rc = tok_load(&sh.bpe, o.tok_dir))) goto out;
-    } else if (sh.model_path && tok_load(&sh.bpe, sh.model_path) != OK) {
-        sh.bpe = NULL; /* optional: token texts then come from the store's tokens table */
-        err_clear();
-    }
-    if (sd.sae && (rc = analyze_dict(&sh, &sd, &o, -1, &res->dict[0]))) goto out;
-    if (sd.sae) res->n_dicts = 1;
-    if (o.neurons) {
-        nd.d_in = nd.d_sae = nd.d_out = sh.hook.width;
-        snprintf(nd.name, sizeof nd.name, "neurons@%s", sh.hook.name);
-        nd.W_dec = mem_calloc((size_t)nd.d_in * nd.d_in, sizeof *nd.W_dec);
-        if (!nd.W_dec) {
-            rc = err_set(ERR_NOMEM, "out of memory for the identity dictionary");
-            goto out;
-        }
-        for (int i = 0; i < nd.d_in; i++) nd.W_dec[(size_t)i * nd.d_in + i] = 1;
-        rc = analyze_dict(&sh, &nd, &o, -1, &res->dict[res->n_dicts]);
-        if (!rc) res->n_dicts++;
-    }
-out:
+    if (!rc) rc = open_inputs(&o, &sh, &sd, &nd, res);
+    rc = ana_agree(rc);
+    if (!rc) rc = share_inputs(&sh, dist_is_root() ? root_inputs(&o, &sh) : OK);
+    if (!rc) rc = run_dicts(&o, &sh, &sd, &nd, res);
     mem_free(nd.W_dec);
     sae_free(sd.sae);
     free_shared(&sh);

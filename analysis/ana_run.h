@@ -15,6 +15,10 @@
  * ERR_NOMEM; ERR_ABORTED when *stop became non-zero: the dictionary in progress is rolled back,
  * the ones finished stay).
  * Threads: one run per store file at a time; the kernels below use OpenBLAS and sae/'s threads.
+ * Under mpirun (common/dist.h) ana_run is collective: every rank calls it with the same options;
+ * the ranks split the sequences (analysis/ana_dist.h), rank 0 alone reads the split's tokens and
+ * writes, every rank returns the same code (the failing rank's message), and the result is
+ * complete on rank 0 only. The tables are the same as one process's, bit for bit.
  * Progress: common/progress.h lines on stderr (terminal or timed), nothing on stdout.
  */
 #ifndef SAELITE_ANA_RUN_H

@@ -1,5 +1,6 @@
 /* features.c - log-spaced histograms and the per-feature accumulator (density, mean, max,
- * histogram, top-N heap, reservoir for quantile-interval samples). */
+ * histogram, top-N heap, bottom-k hash sample for quantile-interval samples), and its exact
+ * merge (pack on one rank, merge on another). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +8,7 @@
 #include "analysis/ana.h"
 #include "common/err.h"
 #include "common/mem.h"
-#include "common/rng.h"
+#include "common/hash.h"
 
 int ana_log_edges(double *edges, int nbins, double lo, double hi)
 {
@@ -45,8 +46,9 @@ struct ana_feat_acc {
     int *n_top;        /* [d] */
     ana_act *top;      /* [d,top_n] min-heap per feature */
     int *n_res;        /* [d] */
-    ana_act *res;      /* [d,res_cap] */
-    uint64_t rng;
+    ana_act *res;      /* [d,res_cap] max-heap per feature on (key, seq, pos) */
+    uint64_t *res_key; /* [d,res_cap] sample_key of each entry of res */
+    uint64_t seed;
 };
 
 void ana_feat_acc_free(ana_feat_acc *a)
@@ -61,6 +63,7 @@ void ana_feat_acc_free(ana_feat_acc *a)
     mem_free(a->top);
     mem_free(a->n_res);
     mem_free(a->res);
+    mem_free(a->res_key);
     mem_free(a);
 }
 
@@ -77,7 +80,7 @@ int ana_feat_acc_new(ana_feat_acc **out, int d, int top_n, int reservoir, const 
     a->top_n = top_n;
     a->res_cap = reservoir;
     a->nbins = nbins;
-    a->rng = seed ? seed : 0x9e3779b97f4a7c15ull;
+    a->seed = seed;
     a->edges = mem_alloc((size_t)(nbins + 1) * sizeof *a->edges);
     a->n_active = mem_calloc((size_t)d, sizeof *a->n_active);
     a->sum = mem_calloc((size_t)d, sizeof *a->sum);
@@ -87,8 +90,9 @@ int ana_feat_acc_new(ana_feat_acc **out, int d, int top_n, int reservoir, const 
     a->top = mem_alloc((size_t)d * top_n * sizeof *a->top);
     a->n_res = mem_calloc((size_t)d, sizeof *a->n_res);
     a->res = mem_alloc(((size_t)d * reservoir + 1) * sizeof *a->res);
+    a->res_key = mem_alloc(((size_t)d * reservoir + 1) * sizeof *a->res_key);
     if (!a->edges || !a->n_active || !a->sum || !a->max || !a->hist || !a->n_top || !a->top ||
-        !a->n_res || !a->res) {
+        !a->n_res || !a->res || !a->res_key) {
         ana_feat_acc_free(a);
         return err_set(ERR_NOMEM, "feature statistics: out of memory for %d features", d);
     }
@@ -135,6 +139,68 @@ static void heap_push(ana_act *h, int *n, ana_act x)
     }
 }
 
+/* The quantile sample: per feature the `reservoir` firing positions with the smallest
+ * sample_key, a hash of (seed, feature, seq, pos). The positions' keys are independent uniform
+ * draws, so the kept ones are a uniform sample without replacement, and the sample depends only
+ * on the set of firing positions: the same whatever order they come in or however they are split
+ * (the merge of two samples is the bottom-k of their union). Ties of the 64-bit key (practically
+ * never) are broken by (seq, pos), so the order is total. */
+static uint64_t sample_key(uint64_t seed, int j, int64_t seq, int32_t pos)
+{
+    uint64_t k = hash_mix64(seed ^ ((uint64_t)(uint32_t)j << 32 | (uint32_t)pos));
+    return hash_mix64(k ^ (uint64_t)seq);
+}
+
+/* (key, seq, pos) of entry x is above entry y's: the max-heap's order */
+static int key_above(uint64_t kx, const ana_act *x, uint64_t ky, const ana_act *y)
+{
+    if (kx != ky) return kx > ky;
+    if (x->seq != y->seq) return x->seq > y->seq;
+    return x->pos > y->pos;
+}
+
+static void sample_sift_down(ana_act *h, uint64_t *k, int n, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && key_above(k[l], &h[l], k[m], &h[m])) m = l;
+        if (r < n && key_above(k[r], &h[r], k[m], &h[m])) m = r;
+        if (m == i) return;
+        ana_act t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        uint64_t u = k[i];
+        k[i] = k[m];
+        k[m] = u;
+        i = m;
+    }
+}
+
+static void sample_offer(ana_feat_acc *a, int j, ana_act x, uint64_t key)
+{
+    const int R = a->res_cap;
+    ana_act *h = a->res + (size_t)j * R;
+    uint64_t *k = a->res_key + (size_t)j * R;
+    int n = a->n_res[j];
+    if (n < R) { /* sift up */
+        int i = n;
+        a->n_res[j] = n + 1;
+        while (i > 0) {
+            int p = (i - 1) / 2;
+            if (!key_above(key, &x, k[p], &h[p])) break;
+            h[i] = h[p];
+            k[i] = k[p];
+            i = p;
+        }
+        h[i] = x;
+        k[i] = key;
+    } else if (key_above(k[0], &h[0], key, &x)) {
+        h[0] = x;
+        k[0] = key;
+        sample_sift_down(h, k, R, 0);
+    }
+}
+
 void ana_feat_acc_add(ana_feat_acc *a, const float *f, int T, int64_t seq, int pos0)
 {
     const int d = a->d, K = a->top_n, R = a->res_cap;
@@ -143,7 +209,7 @@ void ana_feat_acc_add(ana_feat_acc *a, const float *f, int T, int64_t seq, int p
         for (int j = 0; j < d; j++) {
             float v = row[j];
             if (!(v > 0)) continue;
-            int64_t n = ++a->n_active[j];
+            a->n_active[j]++;
             a->sum[j] += v;
             if (v > a->max[j]) a->max[j] = v;
             a->hist[(size_t)j * a->nbins + ana_bin_index(a->edges, a->nbins, v)]++;
@@ -154,14 +220,7 @@ void ana_feat_acc_add(ana_feat_acc *a, const float *f, int T, int64_t seq, int p
                 h[0] = x;
                 heap_sift_down(h, K, 0);
             }
-            if (R > 0) {
-                ana_act *r = a->res + (size_t)j * R;
-                if (a->n_res[j] < R) r[a->n_res[j]++] = x;
-                else {
-                    uint64_t k = rng_xorshift64s(&a->rng) % (uint64_t)n;
-                    if (k < (uint64_t)R) r[k] = x;
-                }
-            }
+            if (R > 0) sample_offer(a, j, x, sample_key(a->seed, j, seq, pos0 + t));
         }
     }
     a->n_tokens += T;
@@ -215,4 +274,121 @@ int ana_feat_quantiles(const ana_feat_acc *a, int j, int n_intervals, int per_in
     }
     mem_free(s);
     return w;
+}
+
+/* ---- exact merge: pack on one rank, merge on another ----------------------------------------
+ * Layout (host byte order; both sides run the same binary): int64 header {magic, d, top_n,
+ * res_cap, nbins, n_tokens}, n_active [d] int64, max [d] float, hist [d*nbins] int64, n_top [d]
+ * and n_res [d] int32, then the top entries and the sample entries of every feature in turn
+ * (ana_act each; the sample keys are recomputed from (feature, seq, pos)). */
+enum { PACK_MAGIC = 0x53414543 }; /* "SAEC" */
+
+double *ana_feat_sums(ana_feat_acc *a) { return a->sum; }
+
+static size_t count_entries(const int *n, int d)
+{
+    size_t s = 0;
+    for (int j = 0; j < d; j++) s += (size_t)n[j];
+    return s;
+}
+
+size_t ana_feat_acc_packed_size(const ana_feat_acc *a)
+{
+    size_t d = (size_t)a->d;
+    return 6 * sizeof(int64_t) + d * (sizeof(int64_t) + sizeof(float) + 2 * sizeof(int32_t)) +
+           d * a->nbins * sizeof(int64_t) +
+           (count_entries(a->n_top, a->d) + count_entries(a->n_res, a->d)) * sizeof(ana_act);
+}
+
+static unsigned char *put(unsigned char *p, const void *src, size_t n)
+{
+    memcpy(p, src, n);
+    return p + n;
+}
+
+void ana_feat_acc_pack(const ana_feat_acc *a, void *buf)
+{
+    const size_t d = (size_t)a->d;
+    int64_t hdr[6] = {PACK_MAGIC, a->d, a->top_n, a->res_cap, a->nbins, a->n_tokens};
+    unsigned char *p = put(buf, hdr, sizeof hdr);
+    p = put(p, a->n_active, d * sizeof *a->n_active);
+    p = put(p, a->max, d * sizeof *a->max);
+    p = put(p, a->hist, d * a->nbins * sizeof *a->hist);
+    for (size_t j = 0; j < d; j++) p = put(p, &(int32_t){a->n_top[j]}, sizeof(int32_t));
+    for (size_t j = 0; j < d; j++) p = put(p, &(int32_t){a->n_res[j]}, sizeof(int32_t));
+    for (size_t j = 0; j < d; j++)
+        p = put(p, a->top + j * a->top_n, (size_t)a->n_top[j] * sizeof *a->top);
+    for (size_t j = 0; j < d; j++)
+        p = put(p, a->res + j * a->res_cap, (size_t)a->n_res[j] * sizeof *a->res);
+}
+
+/* top-N of the union: x replaces the heap's smallest when it is larger in the total order */
+static void top_offer(ana_feat_acc *a, int j, ana_act x)
+{
+    ana_act *h = a->top + (size_t)j * a->top_n;
+    if (a->n_top[j] < a->top_n) heap_push(h, &a->n_top[j], x);
+    else if (act_less(&h[0], &x)) {
+        h[0] = x;
+        heap_sift_down(h, a->top_n, 0);
+    }
+}
+
+int ana_feat_acc_merge_packed(ana_feat_acc *a, const void *buf, size_t bytes)
+{
+    const size_t d = (size_t)a->d;
+    const unsigned char *p = buf, *end = p + bytes;
+    int64_t hdr[6];
+    size_t fixed = sizeof hdr + d * (sizeof(int64_t) + sizeof(float) + 2 * sizeof(int32_t)) +
+                   d * a->nbins * sizeof(int64_t);
+    if (bytes < fixed) return err_set(ERR_FORMAT, "feature statistics to merge: %zu bytes, too short", bytes);
+    memcpy(hdr, p, sizeof hdr);
+    p += sizeof hdr;
+    if (hdr[0] != PACK_MAGIC || hdr[1] != a->d || hdr[2] != a->top_n || hdr[3] != a->res_cap ||
+        hdr[4] != a->nbins)
+        return err_set(ERR_FORMAT, "feature statistics to merge: shape (%lld features, top %lld, "
+                       "sample %lld, %lld bins) differs from (%d, %d, %d, %d)", (long long)hdr[1],
+                       (long long)hdr[2], (long long)hdr[3], (long long)hdr[4], a->d, a->top_n,
+                       a->res_cap, a->nbins);
+    const unsigned char *act = p, *mx = act + d * sizeof(int64_t), *hist = mx + d * sizeof(float);
+    const unsigned char *nt = hist + d * a->nbins * sizeof(int64_t), *nr = nt + d * sizeof(int32_t);
+    const unsigned char *ent = nr + d * sizeof(int32_t);
+    size_t total = 0;
+    for (size_t j = 0; j < d; j++) {
+        int32_t t, r;
+        memcpy(&t, nt + j * sizeof t, sizeof t);
+        memcpy(&r, nr + j * sizeof r, sizeof r);
+        if (t < 0 || t > a->top_n || r < 0 || r > a->res_cap)
+            return err_set(ERR_FORMAT, "feature statistics to merge: feature %zu holds %d top and "
+                           "%d sampled entries", j, (int)t, (int)r);
+        total += (size_t)t + (size_t)r;
+    }
+    if ((size_t)(end - ent) != total * sizeof(ana_act))
+        return err_set(ERR_FORMAT, "feature statistics to merge: %zu bytes, want %zu", bytes,
+                       (size_t)(ent - (const unsigned char *)buf) + total * sizeof(ana_act));
+    a->n_tokens += hdr[5];
+    for (size_t j = 0; j < d; j++) {
+        int64_t n;
+        float m;
+        memcpy(&n, act + j * sizeof n, sizeof n);
+        memcpy(&m, mx + j * sizeof m, sizeof m);
+        a->n_active[j] += n;
+        if (m > a->max[j]) a->max[j] = m;
+    }
+    for (size_t i = 0; i < d * a->nbins; i++) {
+        int64_t h;
+        memcpy(&h, hist + i * sizeof h, sizeof h);
+        a->hist[i] += h;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t j = 0; j < d; j++) {
+            int32_t n;
+            memcpy(&n, (pass ? nr : nt) + j * sizeof n, sizeof n);
+            for (int32_t i = 0; i < n; i++, ent += sizeof(ana_act)) {
+                ana_act x;
+                memcpy(&x, ent, sizeof x);
+                if (pass == 0) top_offer(a, (int)j, x);
+                else sample_offer(a, (int)j, x, sample_key(a->seed, (int)j, x.seq, x.pos));
+            }
+        }
+    return OK;
 }

@@ -4,6 +4,7 @@
 
 #include "analysis/ana_run.h"
 #include "cli/cli.h"
+#include "common/dist.h"
 #include "common/err.h"
 #include "model/ops.h"
 
@@ -96,12 +97,15 @@ int cmd_analyze(int argc, char **argv)
                   : !strcmp(prec, "auto") ? OP_PRECISION_AUTO
                                           : OP_PRECISION_FP32;
     cli_catch_signals();
+    cli_term_hint("each dictionary is written in one transaction: the database holds the ones "
+                  "finished before, run the same command again (any world size)");
     o.stop = &cli_stop_flag;
     o.notice = notice;
 
     ana_run_result res;
     rc = ana_run(&o, &res);
-    /* dictionaries finished before a failure are in the database: say so */
-    for (int i = 0; i < res.n_dicts; i++) print_dict(&res.dict[i], res.hook, o.cos_threshold);
+    /* dictionaries finished before a failure are in the database: say so (under mpirun rank 0
+       alone, which wrote them) */
+    for (int i = 0; i < res.n_dicts && dist_is_root(); i++) print_dict(&res.dict[i], res.hook, o.cos_threshold);
     return rc ? cli_fail("analyze") : 0;
 }

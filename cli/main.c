@@ -141,7 +141,7 @@ static void omp_passive_reexec(int argc, char **argv)
  * outputs): the data-parallel ones. */
 static int runs_distributed(const char *name)
 {
-    return !strcmp(name, "sae-train") || !strcmp(name, "extract");
+    return !strcmp(name, "sae-train") || !strcmp(name, "extract") || !strcmp(name, "analyze");
 }
 
 static int run_command(int argc, char **argv);
@@ -159,7 +159,7 @@ int main(int argc, char **argv)
     if (dist_size() > 1 && argc >= 2 && find(argv[1]) && !runs_distributed(argv[1])) {
         if (dist_is_root())
             fprintf(stderr, "saelite %s: does not run on several ranks (mpirun -np %d); run it "
-                            "as one process (data parallel: sae-train, extract)\n", argv[1], dist_size());
+                            "as one process (data parallel: sae-train, extract, analyze)\n", argv[1], dist_size());
         rc = 2;
     } else
         rc = run_command(argc, argv);

@@ -10,8 +10,8 @@
  * toy models) and rng_normal_alt (u = 1 - uniform in (0, 1]; SAE init, synthetic data).
  *
  * rng_xorshift64s is a second, one-word generator (xorshift64*, Vigna 2014) kept because the
- * analysis module's reservoir sampling and random directions were drawn with it; its state
- * must be nonzero. The splitmix64 stream itself is hash_splitmix64 in common/hash.h.
+ * analysis module's random directions are drawn with it (its quantile samples were too, until
+ * they became a hash-keyed bottom-k sample); its state must be nonzero. The splitmix64 stream itself is hash_splitmix64 in common/hash.h.
  */
 #ifndef SAELITE_RNG_H
 #define SAELITE_RNG_H

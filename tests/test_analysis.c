@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analysis/ana.h"
+#include "analysis/ana_dist.h"
 #include "common/err.h"
 #include "common/mem.h"
 #include "harness.h"
@@ -139,12 +140,107 @@ static void test_feat_acc(void)
     ana_feat_acc_free(b);
     CHECK(ana_feat_acc_new(&b, 0, 2, 0, edges, 10, 1) == ERR_ARG && b == NULL);
     /* allocation failure cleans up */
-    for (int k = 1; k <= 10; k++) {
+    for (int k = 1; k <= 11; k++) {
         mem_fail_at(k);
         int rc = ana_feat_acc_new(&b, 4, 2, 3, edges, 10, 1);
         mem_fail_at(0);
         CHECK(rc == ERR_NOMEM && b == NULL, "allocation %d failing", k);
     }
+}
+
+/* Accumulators of disjoint sets of sequences, merged through pack/merge_packed in any order,
+ * hold exactly what one accumulator fed with everything holds (the sums aside: the caller's). */
+static void test_feat_merge(void)
+{
+    enum { D = 5, T = 30, S = 24, TOP = 4, RES = 16, NB = 8 };
+    double edges[NB + 1];
+    ana_log_edges(edges, NB, 1e-2, 10);
+    static float all[S][T][D];
+    for (int s = 0; s < S; s++)
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < D; j++) {
+                double p = (j + 1) / 6.0;
+                /* few distinct values: many ties for the top lists */
+                all[s][t][j] = urand() < p ? (float)(1 + (int)(urand() * 4)) * 0.5f : 0.0f;
+            }
+    ana_feat_acc *whole, *part[3];
+    CHECK(ana_feat_acc_new(&whole, D, TOP, RES, edges, NB, 0x5ae1u) == OK);
+    for (int k = 0; k < 3; k++) CHECK(ana_feat_acc_new(&part[k], D, TOP, RES, edges, NB, 0x5ae1u) == OK);
+    for (int s = 0; s < S; s++) {
+        ana_feat_acc_add(whole, &all[s][0][0], T, 1000 + s, 0);
+        ana_feat_acc_add(part[(s * 7) % 3], &all[s][0][0], T, 1000 + s, 0); /* interleaved */
+    }
+    for (int k = 2; k >= 1; k--) { /* 2 then 1 into 0 */
+        size_t n = ana_feat_acc_packed_size(part[k]);
+        void *buf = malloc(n);
+        ana_feat_acc_pack(part[k], buf);
+        CHECK(ana_feat_acc_merge_packed(part[0], buf, n) == OK);
+        if (k == 1) CHECK(ana_feat_acc_merge_packed(part[0], buf, n - 1) == ERR_FORMAT);
+        free(buf);
+    }
+    ana_feat_acc *m = part[0];
+    CHECK(ana_feat_tokens(m) == ana_feat_tokens(whole));
+    int same = 1;
+    for (int j = 0; j < D; j++) {
+        same &= ana_feat_active(m, j) == ana_feat_active(whole, j) && ana_feat_max(m, j) == ana_feat_max(whole, j);
+        same &= !memcmp(ana_feat_hist(m, j), ana_feat_hist(whole, j), NB * sizeof(int64_t));
+        ana_act a[TOP], b[TOP], qa[12], qb[12];
+        int ia[12], ib[12];
+        int na = ana_feat_top(m, j, a), nb = ana_feat_top(whole, j, b);
+        same &= na == nb && !memcmp(a, b, (size_t)na * sizeof *a);
+        na = ana_feat_quantiles(m, j, 4, 3, qa, ia);
+        nb = ana_feat_quantiles(whole, j, 4, 3, qb, ib);
+        same &= na == nb && na > 0 && !memcmp(qa, qb, (size_t)na * sizeof *qa) && !memcmp(ia, ib, (size_t)na * sizeof *ia);
+    }
+    CHECK(same, "merged statistics, top lists or quantile samples differ from one accumulator's");
+    /* an accumulator of another shape is refused */
+    ana_feat_acc *other;
+    CHECK(ana_feat_acc_new(&other, D, TOP + 1, RES, edges, NB, 0x5ae1u) == OK);
+    size_t n = ana_feat_acc_packed_size(other);
+    void *buf = malloc(n);
+    ana_feat_acc_pack(other, buf);
+    CHECK(ana_feat_acc_merge_packed(m, buf, n) == ERR_FORMAT);
+    free(buf);
+    ana_feat_acc_free(other);
+    ana_feat_acc_free(whole);
+    for (int k = 0; k < 3; k++) ana_feat_acc_free(part[k]);
+}
+
+/* pairwise sum of x[lo, hi), hi - lo a power of two: the tree ana_tree must build */
+static double tree_ref(const double *x, int lo, int hi)
+{
+    if (hi - lo == 1) return x[lo];
+    int mid = (lo + hi) / 2;
+    return tree_ref(x, lo, mid) + tree_ref(x, mid, hi);
+}
+
+static void test_tree(void)
+{
+    static double v[ANA_BLOCKS][3];
+    for (int b = 0; b < ANA_BLOCKS; b++)
+        for (int i = 0; i < 3; i++) v[b][i] = (urand() - 0.3) * pow(10, (int)(urand() * 12) - 6);
+    ana_tree t;
+    CHECK(ana_tree_init(&t, 3) == OK);
+    const double *tot;
+    for (int b = 0; b < ANA_BLOCKS; b++) {
+        memcpy(t.leaf, v[b], sizeof v[b]);
+        ana_tree_push(&t);
+        if (b == 2) CHECK(ana_tree_total(&t, &tot) == ERR_ARG); /* 3 blocks: two partial sums */
+    }
+    CHECK(ana_tree_total(&t, &tot) == OK);
+    int exact = 1;
+    for (int i = 0; i < 3; i++) {
+        double col[ANA_BLOCKS];
+        for (int b = 0; b < ANA_BLOCKS; b++) col[b] = v[b][i];
+        exact &= tot[i] == tree_ref(col, 0, ANA_BLOCKS);
+    }
+    CHECK(exact, "the block sums are not the fixed pairwise tree");
+    ana_tree_free(&t);
+    /* the blocks cover [0, n) without gaps, and one rank owns them all */
+    int b0, b1;
+    ana_dist_blocks(&b0, &b1);
+    CHECK(b0 == 0 && b1 == ANA_BLOCKS && ana_block_start(1000, 0) == 0 && ana_block_start(1000, ANA_BLOCKS) == 1000);
+    CHECK(ana_block_start(3, 255) == 2 && ana_block_start(3, 86) == 1);
 }
 
 static void test_geometry(void)
@@ -754,6 +850,8 @@ int main(void)
     test_analyze_e2e();
     test_hist();
     test_feat_acc();
+    test_feat_merge();
+    test_tree();
     test_geometry();
     test_logits();
     test_pos();

@@ -5,6 +5,8 @@
 # world size; a rank killed with SIGKILL ends the job within seconds with a one-line message, the
 # checkpoint intact and resumable; a world size that does not fit and a rank that cannot read its
 # data fail before any work, naming the problem; commands that do not run distributed refuse.
+# extract and analyze: the same rows as one process for -np 1, 2, 4 (analyze: every analysis
+# table and the report built from it), a killed rank 0, refusals before any work.
 # Tiny synthetic shapes, one OpenBLAS and one saelite thread per rank (the promise is for fixed
 # thread counts). Skips only when mpirun is missing (tools/deps.sh installs OpenMPI).
 # Usage: tests/test_mpi.sh   (SAELITE_BIN=path overrides ./saelite)
@@ -36,6 +38,24 @@ SYN0=(--synth --synth-d 32 --synth-features 64 --d-sae 128 --k 4 --batch 256 --e
 SYN=("${SYN0[@]}" --micro-batches 4)
 same() { cmp -s "$1/sae_weights.safetensors" "$2/sae_weights.safetensors" &&
          cmp -s "$1/training_log.csv" "$2/training_log.csv"; }
+# killwait PID MPIRUN_PID LABEL WHO: kill -9 PID, then the job (mpirun) must end within 15 s
+killwait() {
+    local t0 _
+    t0=$(date +%s)
+    kill -KILL "$1"
+    for _ in $(seq 150); do kill -0 "$2" 2> /dev/null || break; sleep 0.1; done
+    if kill -0 "$2" 2> /dev/null; then bad "$3: the job still runs 15 s after $4 was killed"; kill -KILL "$2"
+    else ok "$3: the job ended $(( $(date +%s) - t0 ))s after $4 was killed"; fi
+    wait "$2" 2> /dev/null
+}
+# rank0 PATTERN MPIRUN_PID: the PID of rank 0 among the processes whose command line matches
+rank0() {
+    local p
+    for p in $(pgrep -f "$1"); do
+        [ "$p" = "$2" ] && continue
+        tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && echo "$p"
+    done
+}
 
 # ---- -np 1/2/4 and one process: the same bytes ------------------------------------------------
 for arch in relu topk batchtopk jumprelu matryoshka gated; do
@@ -97,13 +117,7 @@ for _ in $(seq 300); do [ -f kill/checkpoint.bin ] && break; sleep 0.1; done
 victim=$(pgrep -f "$(basename "$BIN") sae-train.*--out kill" | grep -v "^$mp$" | tail -n 1)
 if [ -z "$victim" ] || [ ! -f kill/checkpoint.bin ]; then bad "kill: no running rank or no checkpoint to start from"
 else
-    t0=$(date +%s)
-    kill -KILL "$victim"
-    for _ in $(seq 150); do kill -0 $mp 2> /dev/null || break; sleep 0.1; done
-    dt=$(( $(date +%s) - t0 ))
-    if kill -0 $mp 2> /dev/null; then bad "kill: the job still runs 15 s after a rank was killed"; kill -KILL $mp
-    else ok "kill: the job ended ${dt}s after rank PID $victim was killed"; fi
-    wait $mp 2> /dev/null
+    killwait "$victim" $mp kill "rank PID $victim"
     line=$(grep -m1 '^saelite' kill.err)
     [ -n "$line" ] && ok "kill: survivor says: $line" || bad "kill: no one-line message from a survivor: $(head -c 300 kill.err)"
     "$BIN" sae-train "${F[@]}" --tokens 20000000 --out kill --resume --max-steps 3 > /dev/null 2> err.txt &&
@@ -184,17 +198,10 @@ KX=("${EX[@]}" --corpus ex.txt)
 mp=$!
 acts() { "$BIN" query --db "$1" --csv --timeout 0 "SELECT count(*) FROM activations" 2> /dev/null | tail -n 1; }
 for _ in $(seq 300); do a=$(acts exk.db); [ -n "$a" ] && [ "$a" -gt 20 ] 2> /dev/null && break; sleep 0.05; done
-victim=
-for p in $(pgrep -f "$(basename "$BIN") extract.*--db exk.db"); do
-    [ "$p" = "$mp" ] && continue
-    tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=0 && victim=$p
-done
+victim=$(rank0 "$(basename "$BIN") extract.*--db exk.db" $mp)
 if [ -z "$victim" ]; then bad "extract kill: no rank 0 running (finished before the kill?)"; wait $mp
 else
-    kill -KILL "$victim"
-    for _ in $(seq 150); do kill -0 $mp 2> /dev/null || break; sleep 0.1; done
-    if kill -0 $mp 2> /dev/null; then bad "extract kill: the job still runs 15 s after rank 0 was killed"; kill -KILL $mp; fi
-    wait $mp 2> /dev/null
+    killwait "$victim" $mp "extract kill" "rank 0"
     line=$(grep -m1 '^saelite: rank 1' exk.err)
     [[ "$line" == *"run the same command again"* ]] && ok "extract kill: the survivor says: $line" ||
         bad "extract kill: no one-line message from rank 1: $(head -c 300 exk.err)"
@@ -209,10 +216,101 @@ else
         ok "extract: killed under -np 2, resumed under -np 4: every row and export = one uninterrupted process" ||
         bad "extract: the resumed database differs from one uninterrupted process"
 fi
-# analyze does not run distributed (docs/scale.md says why)
-"${MPI[@]}" -np 2 "$BIN" analyze --db ex1.db --sae none > /dev/null 2> err.txt
-c=$(grep -c "does not run on several ranks" err.txt)
-[ "$c" = 1 ] && ok "analyze under -np 2 refused once" || bad "analyze under -np 2: $(head -n 2 err.txt)"
+# ---- analyze: every rank its blocks of sequences, rank 0 writes; the same tables as one process --
+# a small tagged Brown-format corpus (POS counts), a 48-latent SAE and an 8192-latent one (whose
+# geometry and writing take long enough to kill a rank in the middle)
+mkdir -p anb; : > anb/cats.txt
+for d in 1 2 3 4; do
+    echo "ca0$d news" >> anb/cats.txt
+    awk -v seed=$d 'BEGIN { split("cat dog bird horse farmer teacher river garden house window", N, " ")
+        split("sat ran slept walked looked waited", V, " "); split("big small old green quiet happy", A, " ")
+        split("on near under behind", P, " "); s = seed * 7
+        for (i = 0; i < 60; i++) {
+            s = (s * 1103515245 + 12345) % 2147483648; n = 1 + int(s / 65536) % 10
+            s = (s * 1103515245 + 12345) % 2147483648; v = 1 + int(s / 65536) % 6
+            s = (s * 1103515245 + 12345) % 2147483648; a = 1 + int(s / 65536) % 6
+            s = (s * 1103515245 + 12345) % 2147483648; p = 1 + int(s / 65536) % 4
+            if (i % 6 == 0) printf "\n\n\t"
+            printf "The/at %s/jj %s/nn %s/vbd %s/in the/at %s/nn ./. ", A[a], N[n], V[v], P[p], N[n] }
+        printf "\n" }' > anb/ca0$d
+done
+AH=blocks.0.mlp.hook_post
+{ "$BIN" corpus brown anb -o anc && "$BIN" bpe-train --vocab 300 anc/brown.jsonl -o anm &&
+  "$BIN" init-model --layers 1 --d-model 16 --heads 2 --vocab 300 --ctx 16 --seed 3 -o anm &&
+  "$BIN" extract --model anm --corpus anc/brown.jsonl --tags anc/brown.tags.jsonl --hook $AH --ctx 16 --db an.db &&
+  "$BIN" sae-train --db an.db --hook $AH --arch topk --k 4 --d-sae 48 --tokens 10k --seed 1 --out "$W/ansae" &&
+  "$BIN" sae-train --db an.db --hook $AH --arch topk --k 4 --d-sae 8192 --batch 256 --tokens 512 --seed 1 --out "$W/anbig"
+} > an_setup.log 2>&1 || bad "analyze setup: $(tail -n 2 an_setup.log)"
+# every row of every analysis table (timings and timestamps left out), floats to 17 digits
+andump() {
+    local t cols nc
+    for t in $(sqlite3 "$1" "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ana\_%' ESCAPE '\' ORDER BY name"); do
+        read -r cols nc <<< "$(sqlite3 -separator ' ' "$1" "SELECT group_concat(CASE WHEN type = 'REAL' THEN
+            'printf(''%!.17g'',' || name || ')' WHEN type = 'BLOB' THEN 'hex(' || name || ')' ELSE name END, ','), count(*)
+            FROM pragma_table_info('$t') WHERE name NOT IN ('created_at', 'seconds')")"
+        echo "== $t"; sqlite3 "$1" "SELECT $cols FROM \"$t\" ORDER BY $(seq -s, 1 "$nc")"
+    done
+}
+# the report of a database, built in its own folder under the same file name (the page names it)
+anreport() { mkdir -p "$1.rep" && cp "$1" "$1.rep/x.db" &&
+             (cd "$1.rep" && "$BIN" report --db x.db --sae "$W/ansae" --top 4 --out r > /dev/null 2>&1) && rm -f "$1.rep"/x.db*; }
+for split in all val; do
+    AN=(analyze --sae "$W/ansae" --neurons --top 5 --effects --effects-ctx 3 --ce-seqs 40)
+    # the whole store, 288 sequences in 256 blocks; the validation split's 29 (most blocks empty)
+    # with --all-acts (rank 0 alone writes those in a second pass)
+    if [ $split = all ]; then AN+=(--all); else AN+=(--all-acts); fi
+    cp an.db anp.$split.db
+    "$BIN" "${AN[@]}" --db anp.$split.db > /dev/null 2> err.txt || bad "analyze ($split): one process: $(head -n 1 err.txt)"
+    andump anp.$split.db > anp.$split.dump
+    [ $split = all ] && anreport anp.$split.db
+    for n in 1 2 4; do
+        [ $split = val ] && [ $n != 4 ] && continue
+        cp an.db an$n.$split.db
+        "${MPI[@]}" -np $n "$BIN" "${AN[@]}" --db an$n.$split.db > out.txt 2> err.txt ||
+            { bad "analyze ($split) -np $n failed: $(grep -m1 saelite err.txt)"; continue; }
+        andump an$n.$split.db > an$n.$split.dump
+        if cmp -s anp.$split.dump an$n.$split.dump && [ "$(grep -c . anp.$split.dump)" -gt 5000 ]; then
+            ok "analyze ($split split) -np $n: every analysis table = one process ($(grep -c . anp.$split.dump) rows)"
+        else bad "analyze ($split split) -np $n: tables differ from one process: $(diff anp.$split.dump an$n.$split.dump | head -n 3 | tr '\n' ' ')"; fi
+        if [ $split = all ]; then
+            anreport an$n.$split.db
+            diff -r anp.all.db.rep an$n.all.db.rep > /dev/null && [ -s an$n.all.db.rep/r/index.html ] &&
+                ok "analyze -np $n: the report (pictures and page) = one process's" || bad "analyze -np $n: the report differs from one process's"
+        fi
+    done
+    c=$(grep -c '^analyze:' out.txt)
+    [ "$c" = 2 ] && ok "analyze ($split): rank 0 alone prints the summary (-np 4)" || bad "analyze ($split): $c summary lines from -np 4"
+done
+# refused before any work, once, naming the problem; the database untouched (no analysis tables)
+antables() { sqlite3 "$1" "SELECT count(*) FROM sqlite_master WHERE name LIKE 'ana\_%' ESCAPE '\'"; }
+cp an.db an3.db
+"${MPI[@]}" -np 3 "$BIN" analyze --sae "$W/ansae" --db an3.db > /dev/null 2> err.txt
+msg=$(grep -m1 '^saelite analyze' err.txt)
+[[ "$msg" == *"world size 3"*"power of two"* ]] && [ "$(grep -c '^saelite analyze' err.txt)" = 1 ] && [ "$(antables an3.db)" = 0 ] &&
+    ok "analyze -np 3: refused once, the database untouched: $(echo "$msg" | cut -c1-90)" || bad "analyze -np 3: '$msg', $(antables an3.db) analysis tables"
+"${MPI[@]}" -np 1 "$BIN" analyze --sae "$W/ansae" --db an3.db : -np 1 "$BIN" analyze --sae "$W/nosae" --db an3.db > /dev/null 2> err.txt
+msg=$(grep -m1 '^saelite analyze' err.txt)
+[[ "$msg" == *"rank 1: "*"nosae"* ]] && [ "$(antables an3.db)" = 0 ] &&
+    ok "analyze: a rank that cannot read its SAE: $msg" || bad "analyze with an unreadable SAE on rank 1: '$msg', $(antables an3.db) analysis tables"
+# rank 0, the writer, killed with SIGKILL while it writes (its -wal grows): the job ends, the
+# survivor says so in one line, the transaction is rolled back (the rows are those from before)
+cp anp.all.db ank.db
+"${MPI[@]}" -np 2 "$BIN" analyze --sae "$W/anbig" --all --db ank.db > ank.out 2> ank.err &
+mp=$!
+for _ in $(seq 600); do [ "$(stat -c %s ank.db-wal 2> /dev/null || echo 0)" -gt 1000000 ] && break; sleep 0.05; done
+victim=$(rank0 "$(basename "$BIN") analyze.*--db ank.db" $mp)
+if [ -z "$victim" ]; then bad "analyze kill: no rank 0 running (finished before the kill?)"; wait $mp
+else
+    killwait "$victim" $mp "analyze kill" "rank 0"
+    line=$(grep -m1 '^saelite: rank 1' ank.err)
+    [[ "$line" == *"run the same command again"* ]] && ok "analyze kill: the survivor says: $line" ||
+        bad "analyze kill: no one-line message from rank 1: $(head -c 300 ank.err)"
+    nd=$(sqlite3 ank.db "SELECT count(*) FROM ana_dicts WHERE name = '$W/anbig'")
+    andump ank.db > ank.dump
+    [ "$(sqlite3 ank.db 'PRAGMA integrity_check')" = ok ] && [ "$nd" = 0 ] && cmp -s ank.dump anp.all.dump &&
+        ok "analyze kill: the database is whole and holds exactly the rows from before the run" ||
+        bad "analyze kill: the database changed ($nd rows for the killed SAE; $(sqlite3 ank.db 'PRAGMA integrity_check' | head -n 1))"
+fi
 
 echo "test_mpi: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
