@@ -316,9 +316,11 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
     sae_step_stats st;
     memset(&st, 0, sizeof st);
     double t0 = now_seconds();
+    int r0, nr; /* this rank's rows of each batch: the only ones it reads where the source can skip */
+    sae_trainer_rows(r->t, &r0, &nr);
     while (!rc && sae_trainer_step_index(r->t) < T) {
         double ta = now_seconds();
-        rc = agree(r->src->next(r->src, r->x, batch), NULL);
+        rc = agree(sae_source_next_rows(r->src, r->x, batch, r0, nr), NULL);
         res->read_seconds += now_seconds() - ta;
         if (!rc) rc = sae_trainer_step(r->t, r->x, &st);
         if (rc) break;

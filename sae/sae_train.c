@@ -1184,6 +1184,13 @@ int sae_trainer_set_micro_batches(sae_trainer *t, int m)
 
 int sae_trainer_micro_batches(const sae_trainer *t) { return t->mb; }
 
+void sae_trainer_rows(const sae_trainer *t, int *r0, int *n)
+{
+    int N = dist_size(), L = t->mb % N ? t->mb : t->mb / N, nb = t->B / t->mb;
+    *r0 = t->mb % N ? 0 : dist_rank() * L * nb;
+    *n = L * nb;
+}
+
 int sae_trainer_bcast(sae_trainer *t)
 {
     if (dist_size() == 1) return OK;
@@ -1331,6 +1338,24 @@ static int mem_next(sae_source *s, float *x, int B)
     return OK;
 }
 
+static int mem_next_rows(sae_source *s, float *x, int B, int r0, int n)
+{
+    mem_src *m = s->impl;
+    for (int b = 0; b < B; b++) {
+        if (m->pos == m->n) shuffle(m);
+        int64_t row = m->perm[m->pos++];
+        if (b >= r0 && b < r0 + n)
+            memcpy(x + (int64_t)b * s->d_in, m->x + row * s->d_in, sizeof(float) * s->d_in);
+    }
+    return OK;
+}
+
+int sae_source_next_rows(sae_source *s, float *x, int B, int r0, int n)
+{
+    if (s->next_rows && (r0 > 0 || n < B)) return s->next_rows(s, x, B, r0, n);
+    return s->next(s, x, B);
+}
+
 static void mem_close(sae_source *s)
 {
     mem_src *m = s->impl;
@@ -1363,6 +1388,7 @@ int sae_source_mem_rows(sae_source **out, const float *x, const int64_t *rows, i
     s->d_in = d_in;
     s->n_rows = n;
     s->next = mem_next;
+    s->next_rows = mem_next_rows;
     s->close = mem_close;
     s->impl = m;
     *out = s;

@@ -124,6 +124,9 @@ const int64_t *sae_trainer_since_fired(const sae_trainer *t);
  * the same model). m must be a power of two dividing batch, N a power of two dividing m
  * (sae_micro_batches_check: ERR_ARG naming the problem). m is kept in the checkpoint. */
 int sae_micro_batches_check(int batch, int m);
+/* The rows [*r0, *r0 + *n) of a step's batch this rank reads (its leaves' rows); the others may
+ * be left unfilled in the x given to sae_trainer_step. */
+void sae_trainer_rows(const sae_trainer *t, int *r0, int *n);
 int sae_trainer_set_micro_batches(sae_trainer *t, int m);
 int sae_trainer_micro_batches(const sae_trainer *t);
 /* Rank 0's state (parameters, Adam moments, counters, scales, step) to every rank. */
@@ -176,9 +179,17 @@ struct sae_source {
     int d_in;
     int64_t n_rows; /* rows available (-1 = generated, unbounded) */
     int (*next)(sae_source *s, float *x, int B);
+    /* Optional (NULL: the source cannot skip rows): advances the stream by B rows exactly as
+       next does but fills only rows [r0, r0+n) of x (the rows of one rank, see
+       sae_trainer_rows); the other rows of x are left as they are. */
+    int (*next_rows)(sae_source *s, float *x, int B, int r0, int n);
     void (*close)(sae_source *s);
     void *impl;
 };
+/* The next B rows of s, of which only [r0, r0+n) need to be filled: next_rows where the source
+ * has it (in-memory and .npy rows), else next (every row: generated and store sources are one
+ * sequential stream whose rows cannot be skipped without computing them). */
+int sae_source_next_rows(sae_source *s, float *x, int B, int r0, int n);
 /* All rows of a 2-D float .npy file (held in memory), in a fresh random order every pass. */
 int sae_source_npy(sae_source **out, const char *path, uint64_t seed);
 /* In-memory rows (borrowed; must outlive the source), shuffled the same way. */

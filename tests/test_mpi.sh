@@ -57,6 +57,15 @@ F=(--synth --synth-d 32 --synth-features 64 --d-sae 128 --k 4 --batch 256 --eval
 "${MPI[@]}" -np 1 "$BIN" sae-train "${F[@]}" --out plain.1 > /dev/null 2>&1
 same plain.p plain.1 && ok "one leaf: mpirun -np 1 = plain saelite" || bad "one leaf: mpirun -np 1 differs from plain saelite"
 
+# ---- an .npy source: each rank reads only its rows of every batch, the same bytes -------------
+"$BIN" synth --out np.npy --truth np_truth.npy --d 32 --features 64 --tokens 6000 > /dev/null 2>&1
+F=(--npy np.npy --d-sae 128 --k 4 --batch 256 --tokens 12800 --micro-batches 4 --eval-tokens 256)
+"$BIN" sae-train "${F[@]}" --out npy.p > /dev/null 2>&1
+for n in 2 4; do
+    "${MPI[@]}" -np $n "$BIN" sae-train "${F[@]}" --out npy.$n > /dev/null 2> err.txt || bad "npy -np $n: $(grep -m1 saelite err.txt)"
+    same npy.p npy.$n && ok "npy source (rows read per rank): -np $n = one process" || bad "npy source: -np $n differs from one process"
+done
+
 # ---- a store source: the same bytes, one registry row and one log from rank 0 ---------------------
 "$BIN" synth --out st.npy --truth st_truth.npy --db st1.db --d 32 --features 64 --tokens 20000 > /dev/null 2>&1
 cp st1.db st4.db
