@@ -129,6 +129,23 @@ int sae_micro_batches_check(int batch, int m);
 void sae_trainer_rows(const sae_trainer *t, int *r0, int *n);
 int sae_trainer_set_micro_batches(sae_trainer *t, int m);
 int sae_trainer_micro_batches(const sae_trainer *t);
+/* Latent blocks (TopK only; docs/scale.md): the d_sae latents are cut into lb blocks (a power
+ * of two dividing d_sae); each block's encoder, per-row top-k candidates, reconstruction and
+ * backward are computed separately, the global top-k is selected from the blocks' candidates
+ * (ties: lower latent first), and the blocks' reconstructions and b_dec gradients are summed in
+ * one fixed binary tree. Under mpirun with N = shards ranks (N a power of two dividing lb) rank
+ * s computes and updates only blocks [s lb/N, (s+1) lb/N) (every rank sees the whole batch;
+ * the top levels of the tree go across ranks with dist_sum_f32), so the weights depend on lb,
+ * never on N. lb = 1 (the default) is the single pass (today's bytes). Not with micro-batches
+ * > 1. sae_latent_blocks_check: ERR_ARG naming the problem (another architecture, micro-batches,
+ * lb or shards not powers of two, shards not dividing lb, a world size other than shards).
+ * lb is kept in the checkpoint. Every rank holds full-size parameter arrays; only its own
+ * latents are current there, and sae_trainer_gather (collective) brings every rank's latents
+ * (parameters and Adam moments) to rank 0 before it checkpoints or exports. */
+int sae_latent_blocks_check(const sae_train_config *c, int mb, int lb, int shards);
+int sae_trainer_set_latent_blocks(sae_trainer *t, int lb);
+int sae_trainer_latent_blocks(const sae_trainer *t);
+int sae_trainer_gather(sae_trainer *t);
 /* Rank 0's state (parameters, Adam moments, counters, scales, step) to every rank. */
 int sae_trainer_bcast(sae_trainer *t);
 /* Whole trainer state to one file, atomically (temp + rename); resume reads it back. */
