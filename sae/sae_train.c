@@ -967,24 +967,23 @@ static int latent_alloc(sae_trainer *t)
     return ok ? OK : err_set(ERR_NOMEM, "SAE trainer: out of memory for the latent blocks");
 }
 
-/* TopK (+ AuxK) over latent blocks on the whole batch (rows 0..B), see above. */
-static int latent_leaf(sae_trainer *t, const step_ctx *cx, double *sc)
+/* Step 1: the owned blocks' candidates into t->cand [B, w], w = nbl (kc + kac): per row and
+ * block its top kc (relu'd), then AuxK's top min(kac, the block's dead) padded to kac. */
+static int latent_candidates(sae_trainer *t, const step_ctx *cx, int kc, int *wout, int *kacout)
 {
-    int B = t->B, D = t->D, Sb, k = t->c.k, ka = cx->ka, N = dist_size(), rc;
-    if ((rc = latent_alloc(t))) return rc;
-    Sb = t->Sb;
-    int nbl = t->lb / N, q0 = dist_rank() * nbl, kc = k < Sb ? k : Sb;
-    const sae_params *P = &t->P, *G = &t->G;
-    int64_t BD = (int64_t)B * D;
+    int B = t->B, D = t->D, Sb = t->Sb, N = dist_size(), nbl = t->lb / N, q0 = dist_rank() * nbl;
+    const sae_params *P = &t->P;
     /* AuxK's candidates per block: as many as the block with the most dead latents offers */
     int kac = 0;
-    for (int q = 0, e = 0; ka && q < t->lb; q++) {
+    for (int q = 0, e = 0; cx->ka && q < t->lb; q++) {
         int n = 0;
         while (e < cx->nd && t->dead[e] < (q + 1) * Sb) e++, n++;
         if (n > kac) kac = n;
     }
-    if (kac > ka) kac = ka;
+    if (kac > cx->ka) kac = cx->ka;
     int w = nbl * (kc + kac);
+    *wout = w;
+    *kacout = kac;
     if ((int64_t)B * w > t->ccap) {
         mem_free(t->cand);
         mem_free(t->gcand);
@@ -996,7 +995,6 @@ static int latent_leaf(sae_trainer *t, const step_ctx *cx, double *sc)
             return err_set(ERR_NOMEM, "SAE trainer: out of memory for the top-k candidates");
         }
     }
-    /* 1. the owned blocks' candidates */
     for (int rr = 0; rr < B; rr += t->chunk) {
         int m = B - rr < t->chunk ? B - rr : t->chunk;
         for (int qi = 0, de = 0; qi < nbl; qi++) {
@@ -1028,28 +1026,48 @@ static int latent_leaf(sae_trainer *t, const step_ctx *cx, double *sc)
             prof_mark(t, SAE_PROF_AUXSEL);
         }
     }
-    /* 2. every rank's candidates; the global top-k (and AuxK's top-ka) of each row */
+    return OK;
+}
+
+/* Step 2: every rank's candidates (allgather), the global top-k into t->sel and AuxK's top-ka
+ * into t->asel, the fired flags (all latents) and the count of active entries. */
+static int latent_select(sae_trainer *t, int ka, int kc, int w, int64_t *active)
+{
+    int B = t->B, k = t->c.k, N = dist_size(), nm = t->lb / N * kc, rc;
     const lcand *all = t->cand;
     if (N > 1) {
         if ((rc = dist_allgather(t->cand, t->gcand, sizeof(lcand) * (size_t)B * w))) return rc;
         all = t->gcand;
     }
-    int64_t active = 0;
+    *active = 0;
     for (int b = 0; b < B; b++) {
         lcand *s = t->sel + (int64_t)b * k, *as = t->asel + (int64_t)b * ka;
         int n = 0, an = 0;
         for (int r = 0; r < N; r++) {
             const lcand *c = all + ((int64_t)r * B + b) * w;
-            for (int e = 0; e < nbl * kc; e++) lcand_offer(s, &n, k, c[e]);
-            for (int e = nbl * kc; e < w; e++) lcand_offer(as, &an, ka, c[e]);
+            for (int e = 0; e < nm; e++) lcand_offer(s, &n, k, c[e]);
+            for (int e = nm; e < w; e++) lcand_offer(as, &an, ka, c[e]);
         }
         for (int e = 0; e < k; e++)
             if (s[e].v > 0) {
                 t->fired[s[e].j] = 1;
-                active++;
+                (*active)++;
             }
     }
     prof_mark(t, SAE_PROF_TOPK);
+    return OK;
+}
+
+/* TopK (+ AuxK) over latent blocks on the whole batch (rows 0..B), see above. */
+static int latent_leaf(sae_trainer *t, const step_ctx *cx, double *sc)
+{
+    int B = t->B, D = t->D, k = t->c.k, ka = cx->ka, N = dist_size(), rc, w, kac;
+    if ((rc = latent_alloc(t))) return rc;
+    int Sb = t->Sb, nbl = t->lb / N, q0 = dist_rank() * nbl, kc = k < Sb ? k : Sb;
+    const sae_params *P = &t->P, *G = &t->G;
+    int64_t BD = (int64_t)B * D, active;
+    if ((rc = latent_candidates(t, cx, kc, &w, &kac))) return rc;
+    if ((rc = latent_select(t, ka, kc, w, &active))) return rc;
     /* 3. the blocks' reconstructions [xhat part | AuxK's ehat] in the tree */
     ltree tr = {t->xpool, ka ? 2 * BD : BD, 0, {0}};
     for (int qi = 0; qi < nbl; qi++) {
