@@ -34,11 +34,17 @@ int main(int argc, char **argv)
         dist_finalize();
         return 0;
     }
-    /* gradients: 2 S D + S + D floats (topk) */
-    const int64_t sizes[3] = {16, 2LL * 4096 * 512 + 4096 + 512, 2LL * 24576 * 768 + 24576 + 768};
-    const char *names[3] = {"16 floats (latency)", "(512, 4096) gradient", "(768, 24576) gradient"};
+    /* gradients: 2 S D + S + D floats (topk); then the sums of a latent-sharded TopK step
+       (--latent-shards N --latent-blocks N, sae_train.c latent_leaf) at (768, 24576), batch
+       4096: the reconstruction [B, 768] ([2, B, 768] while AuxK has dead latents) and the b_dec
+       gradient [768]; its third exchange, the candidates' allgather, follows */
+    const int64_t B = 4096, Dm = 768, kk = 32;
+    const int64_t sizes[6] = {16, 2LL * 4096 * 512 + 4096 + 512, 2LL * 24576 * 768 + 24576 + 768,
+                              B * Dm, 2 * B * Dm, Dm};
+    const char *names[6] = {"16 floats (latency)", "(512, 4096) gradient", "(768, 24576) gradient",
+                            "latent: xhat [B, 768]", "latent: xhat+ehat", "latent: b_dec grad"};
     int rc = 0;
-    for (int s = 0; s < 3 && !rc; s++) {
+    for (int s = 0; s < 6 && !rc; s++) {
         float *v = mem_alloc(sizeof(float) * (size_t)sizes[s]);
         double *t = mem_alloc(sizeof(double) * (size_t)reps);
         if (!v || !t) return 1;
@@ -58,31 +64,7 @@ int main(int argc, char **argv)
         mem_free(v);
         mem_free(t);
     }
-    /* latent shards (--latent-shards N --latent-blocks N, sae_train.c latent_leaf) at (768, 24576),
-       batch 4096, k 32: a step's exchange is the candidates' allgather (k (value, latent) pairs
-       of 8 bytes per row from each rank), the reconstruction sum [B, 768] ([2, B, 768] while
-       AuxK has dead latents) and the b_dec gradient [768] */
-    const int64_t B = 4096, Dm = 768, kk = 32;
-    const int64_t lsz[3] = {B * Dm, 2 * B * Dm, Dm};
-    const char *lnames[3] = {"latent: xhat [B, 768]", "latent: xhat+ehat", "latent: b_dec grad"};
-    for (int s = 0; s < 3 && !rc; s++) {
-        float *v = mem_alloc(sizeof(float) * (size_t)lsz[s]);
-        double *t = mem_alloc(sizeof(double) * (size_t)reps);
-        if (!v || !t) return 1;
-        for (int64_t i = 0; i < lsz[s]; i++) v[i] = (float)(i % 7) * 1e-3f;
-        for (int r = 0; r < reps && !rc; r++) {
-            rc = dist_sum_f32(v, 1);
-            double t0 = now_seconds();
-            if (!rc) rc = dist_sum_f32(v, lsz[s]);
-            t[r] = now_seconds() - t0;
-        }
-        qsort(t, (size_t)reps, sizeof *t, cmp_d);
-        if (dist_is_root())
-            printf("dist_sum_f32 %-22s %10lld floats, %d ranks: %9.3f ms\n", lnames[s],
-                   (long long)lsz[s], N, 1e3 * t[reps / 2]);
-        mem_free(v);
-        mem_free(t);
-    }
+    /* the latent step's candidates: k (value, latent) pairs of 8 bytes per row from each rank */
     if (!rc) {
         size_t bytes = (size_t)(B * kk * 8);
         char *snd = mem_alloc(bytes), *rcv = mem_alloc(bytes * (size_t)N);
