@@ -132,6 +132,7 @@ int cmd_sae_train(int argc, char **argv)
         {NULL, 0, NULL, NULL},
     };
     o.micro_batches = 1;
+    o.latent_shards = 1;
     int np = 0;
     int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
     if (prc) return prc < 0 ? 0 : prc;
