@@ -964,7 +964,10 @@ static int latent_alloc(sae_trainer *t)
     int ok = t->lpre && t->lbmax && t->sel && t->asel && t->ldead;
     for (int d = 0; ok && d < t->ldepth; d++)
         ok = (t->xpool[d] = zalloc(2 * (int64_t)B * D)) && (t->bpool[d] = zalloc(D));
-    return ok ? OK : err_set(ERR_NOMEM, "SAE trainer: out of memory for the latent blocks");
+    if (ok) return OK;
+    mem_free_aligned(t->lpre); /* the next step tries again */
+    t->lpre = NULL;
+    return err_set(ERR_NOMEM, "SAE trainer: out of memory for the latent blocks");
 }
 
 /* Step 1: the owned blocks' candidates into t->cand [B, w], w = nbl (kc + kac): per row and
