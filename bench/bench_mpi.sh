@@ -10,6 +10,9 @@
 #                                                              -> np2.m2 / np1.m2: aim >= 1.7
 #   thr2      one process, 2 threads (SAELITE_THREADS and OpenBLAS), one leaf
 #                                                              -> np2.m2 / thr2: aim >= 0.95
+#   lat1      one process, 1 thread, --latent-blocks 2
+#   np2.l2    mpirun -np 2, 1 thread per rank, --latent-shards 2 --latent-blocks 2 (the same bytes
+#             as lat1): latent sharding   -> np2.l2 / lat1, np2.l2 / np2.m2 (against data parallel)
 # Then bench_dist under -np 2: the deterministic all-reduce's time for these gradient sizes.
 # SAELITE_BENCH_MPI_STEPS="10 3" sets the steps per shape.
 set -u
@@ -37,7 +40,7 @@ for si in 0 1; do
     declare -A got=()
     for r in $(seq "$R"); do
         echo "# round $r of $R at ($d, $s): load $(cut -d' ' -f1 /proc/loadavg)" >&2
-        for v in plain np1 np1.m2 np2.m2 thr2; do
+        for v in plain np1 np1.m2 np2.m2 thr2 lat1 np2.l2; do
             o="$W/$v"
             case $v in
             plain) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 "$BIN" "${F[@]}" --out "$o" > "$W/out" 2>&1 ;;
@@ -45,6 +48,8 @@ for si in 0 1; do
             np1.m2) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 1 --bind-to none "$BIN" "${F[@]}" --micro-batches 2 --out "$o" > "$W/out" 2>&1 ;;
             np2.m2) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 2 --bind-to none "$BIN" "${F[@]}" --micro-batches 2 --out "$o" > "$W/out" 2>&1 ;;
             thr2) SAELITE_THREADS=2 OPENBLAS_NUM_THREADS=2 "$BIN" "${F[@]}" --out "$o" > "$W/out" 2>&1 ;;
+            lat1) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 "$BIN" "${F[@]}" --latent-blocks 2 --out "$o" > "$W/out" 2>&1 ;;
+            np2.l2) SAELITE_THREADS=1 OPENBLAS_NUM_THREADS=1 mpirun -x SAELITE_THREADS -x OPENBLAS_NUM_THREADS -np 2 --bind-to none "$BIN" "${F[@]}" --latent-shards 2 --latent-blocks 2 --out "$o" > "$W/out" 2>&1 ;;
             esac
             t=$(toks "$W/out")
             [ -n "$t" ] || { echo "bench_mpi: $v failed: $(tail -n 2 "$W/out")"; t=0; }
@@ -52,11 +57,13 @@ for si in 0 1; do
         done
     done
     declare -A med=()
-    for v in plain np1 np1.m2 np2.m2 thr2; do med[$v]=$(median <<< "${got[$v]}"); done
+    for v in plain np1 np1.m2 np2.m2 thr2 lat1 np2.l2; do med[$v]=$(median <<< "${got[$v]}"); done
     printf '(%s, %s) k 32 batch 4096, %d steps, %d rounds: tok/s plain %s | np1 %s | np1.m2 %s | np2.m2 %s | thr2 %s\n' \
         "$d" "$s" "$n" "$R" "${med[plain]}" "${med[np1]}" "${med[np1.m2]}" "${med[np2.m2]}" "${med[thr2]}"
     awk -v a="${med[plain]}" -v b="${med[np1]}" -v c="${med[np1.m2]}" -v e="${med[np2.m2]}" -v f="${med[thr2]}" \
         'BEGIN { printf "  ratios: np2.m2/np1.m2 %.2f (aim >= 1.7)  np2.m2/thr2 %.2f (aim >= 0.95)  np1/plain %.2f (aim >= 0.98)  np1.m2/np1 %.2f\n", e/c, e/f, b/a, c/b }'
+    awk -v a="${med[lat1]}" -v b="${med[np2.l2]}" -v c="${med[np2.m2]}" -v e="${med[plain]}" \
+        'BEGIN { printf "  latent shards: tok/s lat1 %s np2.l2 %s | np2.l2/lat1 %.2f  np2.l2/np2.m2 %.2f  lat1/plain %.2f\n", a, b, b/a, b/c, a/e }'
     unset got med
 done
 echo "# load at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -112,6 +112,13 @@ int cmd_sae_train(int argc, char **argv)
         {"--micro-batches", ARG_INT, &o.micro_batches,
          "leaves per step summed in a fixed tree; `mpirun -np N` (N a power of two dividing it) "
          "splits them: the weights depend on this, not on N", ARG_MIN(1), ARG_MAX(1 << 20)},
+        {"--latent-shards", ARG_INT, &o.latent_shards,
+         "topk: split the latents over this many ranks (mpirun -np the same; each sees the whole "
+         "batch)", ARG_MIN(1), ARG_MAX(1 << 20)},
+        {"--latent-blocks", ARG_INT, &o.latent_blocks,
+         "topk: latent blocks whose reconstructions are summed in a fixed tree; the weights depend "
+         "on this, not on --latent-shards (1: the single pass)", ARG_MIN(1), ARG_MAX(1 << 20),
+         ARG_DEFAULT("--latent-shards")},
         {"--precision", ARG_STR, &prec_s,
          "encoder GEMM: fp32, bf16 (matrix engine via oneDNN; needs AVX512-BF16 or AMX), auto",
          ARG_CHOICES("fp32|bf16|auto")},
@@ -125,6 +132,7 @@ int cmd_sae_train(int argc, char **argv)
         {NULL, 0, NULL, NULL},
     };
     o.micro_batches = 1;
+    o.latent_shards = 1;
     int np = 0;
     int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
     if (prc) return prc < 0 ? 0 : prc;

@@ -74,6 +74,17 @@ int dist_bcast(void *buf, size_t bytes)
     return OK;
 }
 
+int dist_allgather(const void *send, void *recv, size_t bytes)
+{
+    if (bytes > 2147483647u) return err_set(ERR_ARG, "allgather of %zu bytes is too large", bytes);
+    if (g_size == 1) {
+        if (recv != send) memmove(recv, send, bytes);
+        return OK;
+    }
+    int mrc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+    return mrc == MPI_SUCCESS ? OK : mpi_fail(mrc, "MPI_Allgather");
+}
+
 /* ---- point to point ---- */
 struct dist_req {
     MPI_Request r;

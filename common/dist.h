@@ -37,6 +37,9 @@ int dist_bcast(void *buf, size_t bytes);
  * (ERR_ARG otherwise). One rank: nothing to do. */
 int dist_sum_f32(float *buf, int64_t n);
 int dist_sum_f64(double *buf, int64_t n);
+/* recv [size * bytes] = every rank's send [bytes], in rank order (exact: a copy). One rank: a
+ * copy. At most 2^31-1 bytes per rank (ERR_ARG). */
+int dist_allgather(const void *send, void *recv, size_t bytes);
 /* Exact reductions (integers, min, max): order cannot change their result. */
 int dist_sum_i64(int64_t *buf, int n);
 int dist_max_i64(int64_t *buf, int n);

@@ -176,6 +176,12 @@ static int run_open(run *r, const sae_run_opts *o)
     return rc2;
 }
 
+static int latent_shards(const sae_run_opts *o) { return o->latent_shards > 0 ? o->latent_shards : 1; }
+static int latent_blocks(const sae_run_opts *o)
+{
+    return o->latent_blocks > 0 ? o->latent_blocks : latent_shards(o);
+}
+
 /* The first rows of the stream initialise scale and b_dec; a resumed run instead checks that
  * the checkpoint's run had the same settings and replays the stream to where it stopped. */
 static int run_trainer(run *r, const sae_run_opts *o)
@@ -185,16 +191,21 @@ static int run_trainer(run *r, const sae_run_opts *o)
     r->x = mem_alloc(sizeof(float) * (size_t)n_init * (r->c.d_in + r->c.d_out)); /* [x | y] rows */
     int rc = r->x ? r->src->next(r->src, r->x, (int)n_init) : err_set(ERR_NOMEM, "out of memory");
     if (rc) return rc;
-    int mb = o->micro_batches > 0 ? o->micro_batches : 1;
+    int mb = o->micro_batches > 0 ? o->micro_batches : 1, lb = latent_blocks(o);
     if (!o->resume) {
         rc = sae_trainer_new(&r->t, &r->c, r->x, n_init);
-        return rc ? rc : sae_trainer_set_micro_batches(r->t, mb);
+        if (!rc && lb == 1) rc = sae_trainer_set_micro_batches(r->t, mb);
+        return rc ? rc : sae_trainer_set_latent_blocks(r->t, lb);
     }
     if ((rc = sae_trainer_resume(&r->t, r->ckpt))) return rc;
     if (sae_trainer_micro_batches(r->t) != mb)
         return err_set(ERR_ARG, "%s: the checkpoint's run has --micro-batches %d (not %d); resume "
                                 "with the same (any world size dividing it)",
                        r->ckpt, sae_trainer_micro_batches(r->t), mb);
+    if (sae_trainer_latent_blocks(r->t) != lb)
+        return err_set(ERR_ARG, "%s: the checkpoint's run has --latent-blocks %d (not %d); resume "
+                                "with the same (any --latent-shards dividing it)",
+                       r->ckpt, sae_trainer_latent_blocks(r->t), lb);
     /* compare the settings that define the run (defaults filled in identically) */
     sae_trainer *probe = NULL;
     if ((rc = sae_trainer_new(&probe, &r->c, r->x, 1))) return rc;
@@ -316,9 +327,11 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
     sae_step_stats st;
     memset(&st, 0, sizeof st);
     double t0 = now_seconds();
+    int r0, nr; /* this rank's rows of each batch: the only ones it reads where the source can skip */
+    sae_trainer_rows(r->t, &r0, &nr);
     while (!rc && sae_trainer_step_index(r->t) < T) {
         double ta = now_seconds();
-        rc = agree(r->src->next(r->src, r->x, batch), NULL);
+        rc = agree(sae_source_next_rows(r->src, r->x, batch, r0, nr), NULL);
         res->read_seconds += now_seconds() - ta;
         if (!rc) rc = sae_trainer_step(r->t, r->x, &st);
         if (rc) break;
@@ -327,12 +340,17 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
         progress_update(&pr, (double)st.tokens, "step %" PRId64 " mse %.4g ev %.3f L0 %.1f dead %.1f%%",
                         s, st.mse, st.ev, st.l0, 100 * st.dead_frac);
         int max_stop = o->max_steps > 0 && s - s0 >= o->max_steps && s < T;
-        if (!rc && ((o->checkpoint_every > 0 && s % o->checkpoint_every == 0) || s == T || max_stop))
-            rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
+        if ((o->checkpoint_every > 0 && s % o->checkpoint_every == 0) || s == T || max_stop) {
+            /* latent shards: every rank's latents to rank 0 first (collective, so agreed) */
+            if (sae_trainer_latent_blocks(r->t) > 1 && !(rc = agree(rc, NULL)))
+                rc = sae_trainer_gather(r->t);
+            if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
+        }
         int stop = o->stop && *o->stop;
         if ((rc = agree(rc, &stop)) || max_stop) break;
         if (stop) {
-            rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
+            rc = sae_trainer_gather(r->t);
+            if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
             /* every rank stops with this message (dist_check: printed once) */
             if (!(rc = agree(rc, NULL)))
                 rc = dist_check(err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint "
@@ -397,6 +415,9 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     if (sae_trainer_micro_batches(r->t) > 1) /* one-leaf runs keep their cfg.json byte for byte */
         snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"micro_batches\":%d}",
                  sae_trainer_micro_batches(r->t));
+    if (sae_trainer_latent_blocks(r->t) > 1)
+        snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"latent_blocks\":%d}",
+                 sae_trainer_latent_blocks(r->t));
     if (sae_k_precision() == SAE_PRECISION_BF16) /* fp32 runs keep their cfg.json byte for byte */
         snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"precision\":\"bf16\"}");
     return sae_save_ex(r->m, o->out, js, r->dens);
@@ -511,7 +532,10 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     r.c = o->train;
     sae_precision prev = sae_k_precision();
     /* the world size and the micro-batches: before anything is opened, the same on every rank */
-    int rc = sae_micro_batches_check(o->train.batch, o->micro_batches > 0 ? o->micro_batches : 1);
+    int mb = o->micro_batches > 0 ? o->micro_batches : 1;
+    int rc = latent_blocks(o) > 1 || latent_shards(o) > 1
+                 ? sae_latent_blocks_check(&o->train, mb, latent_blocks(o), latent_shards(o))
+                 : sae_micro_batches_check(o->train.batch, mb);
     if (!rc) rc = check_out(o);
     if (!rc) rc = sae_k_set_precision(o->precision);
     rc = agree(rc, NULL);
@@ -520,6 +544,8 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     if (!rc) rc = agree(run_trainer(&r, o), NULL);
     if (!rc) rc = agree(sae_trainer_bcast(r.t), NULL);
     if (!rc) rc = run_steps(&r, o, res);
+    /* latent shards: rank 0 exports every rank's latents (gathered at the last checkpoint too) */
+    if (!rc) rc = agree(sae_trainer_gather(r.t), NULL);
     /* the SAE files, its evaluation and the registry are rank 0's */
     int root = dist_is_root();
     if (!rc && root) rc = run_save(&r, o, res);

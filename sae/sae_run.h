@@ -63,6 +63,9 @@ typedef struct {
     volatile int *stop;        /* polled after every step; may be NULL */
     int micro_batches;         /* leaves per step (sae_train.h, data parallelism): the result
                                   depends on it, not on the world size; 0 = 1 */
+    int latent_shards;         /* TopK: ranks that split the latents (= mpirun -np; 0 = 1) */
+    int latent_blocks;         /* TopK: latent blocks (sae_train.h): the result depends on it, not
+                                  on latent_shards; 0 = latent_shards */
     sae_precision precision;   /* the encoder GEMM (sae_kernels.h): FP32 (default), BF16 (refused
                                   with ERR_ARG where the CPU lacks bf16), AUTO; set for the run,
                                   restored after it. Not part of the checkpoint: a resume may

@@ -61,6 +61,11 @@ int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
 }
 
 /* ---- trainer -------------------------------------------------------------------------- */
+typedef struct {
+    float v; /* relu(pre-activation) */
+    int j;   /* latent (global index); -1: padding */
+} lcand;
+
 struct sae_trainer {
     sae_train_config c;
     int D, S, B, kaux;
@@ -93,6 +98,15 @@ struct sae_trainer {
     int mb, tree_depth;
     float *gpool[31];
     double *spool;
+    /* latent blocks (TopK; latent_leaf): lb blocks of Sb latents, rank s of N owns the blocks
+       [s lb/N, (s+1) lb/N); lb = 1: the path above. Buffers allocated at the first step. */
+    int lb, Sb, ldepth;
+    float *lpre, *lbmax;        /* one block's pre-activations of a row chunk [chunk, Sb], maxima */
+    lcand *cand, *gcand;        /* this rank's candidates [B, w] and every rank's [N, B, w] */
+    int64_t ccap;               /* entries cand can hold (B w grows with AuxK's candidates) */
+    lcand *sel, *asel;          /* the global selections [B, k] and [B, k_aux], every rank alike */
+    int *ldead;                 /* one block's dead latents, local indices [Sb] */
+    float *xpool[31], *bpool[31]; /* the block trees: reconstructions [2 B Do], b_dec gradients */
     double *prof, prof_t; /* sae_trainer_profile: seconds per phase, time of the last mark */
 };
 
@@ -174,6 +188,17 @@ void sae_trainer_free(sae_trainer *t)
     mem_free_aligned(t->xs);
     for (int d = 0; d < 31; d++) mem_free_aligned(t->gpool[d]);
     mem_free(t->spool);
+    mem_free_aligned(t->lpre);
+    mem_free_aligned(t->lbmax);
+    mem_free(t->cand);
+    mem_free(t->gcand);
+    mem_free(t->sel);
+    mem_free(t->asel);
+    mem_free(t->ldead);
+    for (int d = 0; d < 31; d++) {
+        mem_free_aligned(t->xpool[d]);
+        mem_free_aligned(t->bpool[d]);
+    }
     mem_free(t);
 }
 
@@ -275,6 +300,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     }
     t->scale = t->scale_out = 1;
     t->mb = 1;
+    t->lb = 1;
     t->tc = c.transcoder;
     t->Do = c.transcoder ? c.d_out : c.d_in;
     int64_t D = t->D, S = t->S, B = t->B, Do = t->Do;
@@ -850,6 +876,283 @@ static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double 
     sc[SC_ACTIVE] = (double)active;
 }
 
+/* ---- TopK over latent blocks (--latent-blocks L, sharded with --latent-shards) -------------
+ * The latents are cut into lb blocks of Sb = S / lb consecutive latents; rank s of N owns the
+ * blocks [s lb/N, (s+1) lb/N): their W_encT and W_dec rows, b_enc entries and Adam moments
+ * (the other ranges are allocated on every rank but neither read nor updated there). Every rank
+ * sees the whole batch. Per step:
+ * 1. each owned block's pre-activations (the encoder GEMM on the block's rows of W_encT, row
+ *    chunk by row chunk) and its per-row top min(k, Sb) (and, for AuxK, its top among the
+ *    block's dead latents), ReLU applied: the candidates;
+ * 2. the candidates of every rank (dist_allgather: exact), and on every rank the same global
+ *    top-k per row, ordered by value and then by the lower latent: the single pass's tie-break,
+ *    and a total order, so the selection does not depend on who found which candidate;
+ * 3. each block's reconstruction from its selected latents (and AuxK's), summed over blocks in
+ *    one fixed binary tree: the owned blocks' levels locally, the top levels across ranks
+ *    (dist_sum_f32); the error is then the same bits on every rank;
+ * 4. each block's backward (its latents' rows only: the transposed CSR walks tokens in order,
+ *    whoever owns the block) and its part of the b_dec gradient through xc = x - b_dec, summed
+ *    in the same tree; b_dec, the fired flags and the dead counters are replicated.
+ * So for a given lb the bits do not depend on N (any power of two dividing lb), and one process
+ * runs the same calls over all lb blocks. lb = 1 is sparse_leaf (the single pass). */
+
+/* a before b in the selection order: larger value, then lower latent */
+static int lcand_before(lcand a, lcand b) { return a.v > b.v || (a.v == b.v && a.j < b.j); }
+
+/* Offers c to the best-first list out [*n <= k]. */
+static void lcand_offer(lcand *out, int *n, int k, lcand c)
+{
+    if (c.j < 0 || (*n == k && !lcand_before(c, out[k - 1]))) return;
+    int i = *n < k ? (*n)++ : k - 1;
+    while (i > 0 && lcand_before(c, out[i - 1])) {
+        out[i] = out[i - 1];
+        i--;
+    }
+    out[i] = c;
+}
+
+/* The entries of block [j0, j0+Sb) in a selection sel [B, kk] as CSR with block-local latents. */
+static void block_csr(int64_t *ptr, int *idx, float *val, const lcand *sel, int B, int kk, int j0,
+                      int Sb)
+{
+    int64_t n = 0;
+    ptr[0] = 0;
+    for (int b = 0; b < B; b++) {
+        const lcand *r = sel + (int64_t)b * kk;
+        for (int e = 0; e < kk; e++)
+            if (r[e].j >= j0 && r[e].j < j0 + Sb) {
+                idx[n] = r[e].j - j0;
+                val[n++] = r[e].v;
+            }
+        ptr[b + 1] = n;
+    }
+}
+
+/* A rank's block tree, a binary counter over its consecutive blocks (as forward_backward's over
+ * leaves): leaf() is the next block's buffer, add() sums equal levels; pool[0] holds the sum. */
+typedef struct {
+    float **pool;
+    int64_t n;
+    int top, lv[32];
+} ltree;
+
+static float *ltree_leaf(ltree *tr) { return tr->pool[tr->top]; }
+
+static void ltree_add(ltree *tr)
+{
+    tr->lv[tr->top++] = 0;
+    while (tr->top >= 2 && tr->lv[tr->top - 1] == tr->lv[tr->top - 2]) {
+        float *a = tr->pool[tr->top - 2], *b = tr->pool[tr->top - 1];
+        for (int64_t i = 0; i < tr->n; i++) a[i] = a[i] + b[i];
+        tr->lv[tr->top - 2]++;
+        tr->top--;
+    }
+}
+
+static int latent_alloc(sae_trainer *t)
+{
+    int N = dist_size(), nbl = t->lb / N, B = t->B, D = t->D;
+    if (t->lpre) return OK;
+    t->Sb = t->S / t->lb;
+    t->ldepth = 1;
+    while ((1 << (t->ldepth - 1)) < nbl) t->ldepth++;
+    t->lpre = zalloc((int64_t)t->chunk * t->Sb);
+    t->lbmax = zalloc((int64_t)t->chunk * (t->Sb / SAE_K_TOPK_BLOCK + 1));
+    t->sel = mem_alloc(sizeof(lcand) * (size_t)B * t->c.k);
+    t->asel = mem_alloc(sizeof(lcand) * (size_t)B * t->kaux);
+    t->ldead = mem_alloc(sizeof(int) * (size_t)t->Sb);
+    int ok = t->lpre && t->lbmax && t->sel && t->asel && t->ldead;
+    for (int d = 0; ok && d < t->ldepth; d++)
+        ok = (t->xpool[d] = zalloc(2 * (int64_t)B * D)) && (t->bpool[d] = zalloc(D));
+    if (ok) return OK;
+    mem_free_aligned(t->lpre); /* the next step tries again */
+    t->lpre = NULL;
+    return err_set(ERR_NOMEM, "SAE trainer: out of memory for the latent blocks");
+}
+
+/* Step 1: the owned blocks' candidates into t->cand [B, w], w = nbl (kc + kac): per row and
+ * block its top kc (relu'd), then AuxK's top min(kac, the block's dead) padded to kac. */
+static int latent_candidates(sae_trainer *t, const step_ctx *cx, int kc, int *wout, int *kacout)
+{
+    int B = t->B, D = t->D, Sb = t->Sb, N = dist_size(), nbl = t->lb / N, q0 = dist_rank() * nbl;
+    const sae_params *P = &t->P;
+    /* AuxK's candidates per block: as many as the block with the most dead latents offers */
+    int kac = 0;
+    for (int q = 0, e = 0; cx->ka && q < t->lb; q++) {
+        int n = 0;
+        while (e < cx->nd && t->dead[e] < (q + 1) * Sb) e++, n++;
+        if (n > kac) kac = n;
+    }
+    if (kac > cx->ka) kac = cx->ka;
+    int w = nbl * (kc + kac);
+    *wout = w;
+    *kacout = kac;
+    if ((int64_t)B * w > t->ccap) {
+        mem_free(t->cand);
+        mem_free(t->gcand);
+        t->ccap = (int64_t)B * w;
+        t->cand = mem_alloc(sizeof(lcand) * (size_t)t->ccap);
+        t->gcand = N > 1 ? mem_alloc(sizeof(lcand) * (size_t)t->ccap * N) : NULL;
+        if (!t->cand || (N > 1 && !t->gcand)) {
+            t->ccap = 0;
+            return err_set(ERR_NOMEM, "SAE trainer: out of memory for the top-k candidates");
+        }
+    }
+    for (int rr = 0; rr < B; rr += t->chunk) {
+        int m = B - rr < t->chunk ? B - rr : t->chunk;
+        for (int qi = 0, de = 0; qi < nbl; qi++) {
+            int j0 = (q0 + qi) * Sb;
+            int fused = sae_k_encode_bmax(t->lpre, t->lbmax, t->xc + (int64_t)rr * D,
+                                          t->xs + (int64_t)rr * D, P->W_encT + (int64_t)j0 * D,
+                                          P->b_enc + j0, P->b_dec, m, D, Sb);
+            prof_mark(t, SAE_PROF_ENCODE);
+            sae_k_topk_bmax(t->idx, t->val, t->lpre, fused ? t->lbmax : NULL, m, Sb, kc);
+            for (int b = 0; b < m; b++) {
+                lcand *c = t->cand + (int64_t)(rr + b) * w + qi * kc;
+                for (int e = 0; e < kc; e++)
+                    c[e] = (lcand){t->val[(int64_t)b * kc + e], j0 + t->idx[(int64_t)b * kc + e]};
+            }
+            prof_mark(t, SAE_PROF_TOPK);
+            if (!kac) continue;
+            int nq = 0;
+            while (de < cx->nd && t->dead[de] < j0) de++;
+            for (int e = de; e < cx->nd && t->dead[e] < j0 + Sb; e++) t->ldead[nq++] = t->dead[e] - j0;
+            int kq = nq < kac ? nq : kac;
+            if (kq) sae_k_topk(t->aidx, t->aval, t->lpre, m, Sb, kq, t->ldead, nq);
+            for (int b = 0; b < m; b++) {
+                lcand *c = t->cand + (int64_t)(rr + b) * w + nbl * kc + qi * kac;
+                for (int e = 0; e < kac; e++)
+                    c[e] = e < kq ? (lcand){t->aval[(int64_t)b * kq + e],
+                                            j0 + t->aidx[(int64_t)b * kq + e]}
+                                  : (lcand){0, -1};
+            }
+            prof_mark(t, SAE_PROF_AUXSEL);
+        }
+    }
+    return OK;
+}
+
+/* Step 2: every rank's candidates (allgather), the global top-k into t->sel and AuxK's top-ka
+ * into t->asel, the fired flags (all latents) and the count of active entries. */
+static int latent_select(sae_trainer *t, int ka, int kc, int w, int64_t *active)
+{
+    int B = t->B, k = t->c.k, N = dist_size(), nm = t->lb / N * kc, rc;
+    const lcand *all = t->cand;
+    if (N > 1) {
+        if ((rc = dist_allgather(t->cand, t->gcand, sizeof(lcand) * (size_t)B * w))) return rc;
+        all = t->gcand;
+    }
+    *active = 0;
+    for (int b = 0; b < B; b++) {
+        lcand *s = t->sel + (int64_t)b * k, *as = t->asel + (int64_t)b * ka;
+        int n = 0, an = 0;
+        for (int r = 0; r < N; r++) {
+            const lcand *c = all + ((int64_t)r * B + b) * w;
+            for (int e = 0; e < nm; e++) lcand_offer(s, &n, k, c[e]);
+            for (int e = nm; e < w; e++) lcand_offer(as, &an, ka, c[e]);
+        }
+        for (int e = 0; e < k; e++)
+            if (s[e].v > 0) {
+                t->fired[s[e].j] = 1;
+                (*active)++;
+            }
+    }
+    prof_mark(t, SAE_PROF_TOPK);
+    return OK;
+}
+
+/* TopK (+ AuxK) over latent blocks on the whole batch (rows 0..B), see above. */
+static int latent_leaf(sae_trainer *t, const step_ctx *cx, double *sc)
+{
+    int B = t->B, D = t->D, k = t->c.k, ka = cx->ka, N = dist_size(), rc, w, kac;
+    if ((rc = latent_alloc(t))) return rc;
+    int Sb = t->Sb, nbl = t->lb / N, q0 = dist_rank() * nbl, kc = k < Sb ? k : Sb;
+    const sae_params *P = &t->P, *G = &t->G;
+    int64_t BD = (int64_t)B * D, active;
+    if ((rc = latent_candidates(t, cx, kc, &w, &kac))) return rc;
+    if ((rc = latent_select(t, ka, kc, w, &active))) return rc;
+    /* 3. the blocks' reconstructions [xhat part | AuxK's ehat] in the tree */
+    ltree tr = {t->xpool, ka ? 2 * BD : BD, 0, {0}};
+    for (int qi = 0; qi < nbl; qi++) {
+        int j0 = (q0 + qi) * Sb;
+        float *part = ltree_leaf(&tr);
+        block_csr(t->ptr, t->idx, t->val, t->sel, B, k, j0, Sb);
+        sae_k_decode_sparse(part, t->ptr, t->idx, t->val, P->W_dec + (int64_t)j0 * D, NULL, B, D);
+        if (ka) {
+            block_csr(t->aptr, t->aidx, t->aval, t->asel, B, ka, j0, Sb);
+            sae_k_decode_sparse(part + BD, t->aptr, t->aidx, t->aval, P->W_dec + (int64_t)j0 * D,
+                                NULL, B, D);
+        }
+        ltree_add(&tr);
+    }
+    float *sum = t->xpool[0];
+    if (N > 1 && (rc = dist_sum_f32(sum, tr.n))) return rc;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < D; i++) t->xhat[(int64_t)b * D + i] = sum[(int64_t)b * D + i] + P->b_dec[i];
+    recon_error(t, 0, B, sc);
+    colsum_add(G->b_dec, t->dxhat, B, D);
+    if (ka) { /* AuxK: the dead latents' top-ka reconstruct the (detached) residual */
+        const float *eh = sum + BD;
+        float gs = 2.0f * cx->ca / B;
+        double asse = 0;
+        for (int64_t e = 0; e < BD; e++) {
+            float d = eh[e] - (t->ys[e] - t->xhat[e]);
+            asse += (double)d * d;
+            t->ehat[e] = gs * d;
+        }
+        sc[SC_AUX] = asse;
+    }
+    prof_mark(t, SAE_PROF_DECODE);
+    /* 4. the blocks' backward; their b_dec gradient through xc in the same tree */
+    ltree bt = {t->bpool, D, 0, {0}};
+    for (int qi = 0; qi < nbl; qi++) {
+        int j0 = (q0 + qi) * Sb;
+        float *gWd = G->W_dec + (int64_t)j0 * D, *gWe = G->W_encT + (int64_t)j0 * D;
+        const float *Wd = P->W_dec + (int64_t)j0 * D, *We = P->W_encT + (int64_t)j0 * D;
+        block_csr(t->ptr, t->idx, t->val, t->sel, B, k, j0, Sb);
+        sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, B, Sb);
+        sae_k_decode_sparse_backward(gWd, t->dval, t->dxhat, t->tptr, t->tent, t->ttok, t->val, Wd,
+                                     Sb, D);
+        sae_k_encode_sparse_backward(gWe, G->b_enc + j0, t->dval, t->tptr, t->tent, t->ttok, t->xc,
+                                     Sb, D);
+        if (ka) {
+            block_csr(t->aptr, t->aidx, t->aval, t->asel, B, ka, j0, Sb);
+            sae_k_csr_transpose(t->atptr, t->atent, t->attok, t->aptr, t->aidx, B, Sb);
+            sae_k_decode_sparse_backward(gWd, t->adval, t->ehat, t->atptr, t->atent, t->attok,
+                                         t->aval, Wd, Sb, D);
+            for (int64_t e = 0; e < t->aptr[B]; e++)
+                if (!(t->aval[e] > 0)) t->adval[e] = 0;
+            sae_k_encode_sparse_backward(gWe, G->b_enc + j0, t->adval, t->atptr, t->atent,
+                                         t->attok, t->xc, Sb, D);
+        }
+        float *bd = ltree_leaf(&bt);
+        memset(bd, 0, sizeof(float) * (size_t)D);
+        sae_k_bdec_from_enc(bd, G->b_enc + j0, We, D, Sb);
+        ltree_add(&bt);
+    }
+    prof_mark(t, SAE_PROF_ENC_BWD);
+    if (N > 1 && (rc = dist_sum_f32(t->bpool[0], D))) return rc;
+    for (int i = 0; i < D; i++) G->b_dec[i] = G->b_dec[i] + t->bpool[0][i];
+    sc[SC_ACTIVE] = (double)active;
+    return OK;
+}
+
+/* Adam on this rank's latents (W_encT rows, W_dec rows kept unit norm, b_enc) and the
+ * replicated b_dec: elementwise and row-wise, so the same bits as one call over everything. */
+static void latent_adam(sae_trainer *t, double lr)
+{
+    int N = dist_size();
+    int64_t S = t->S, D = t->D, Sl = S / N, j0 = dist_rank() * Sl, st = t->step + 1;
+    float l = (float)lr, b1 = (float)t->c.adam_b1, b2 = (float)t->c.adam_b2, ep = (float)t->c.adam_eps;
+    int64_t off[4] = {j0 * D, S * D + j0 * D, 2 * S * D + j0, 2 * S * D + S};
+    int64_t len[4] = {Sl * D, Sl * D, Sl, D};
+    for (int a = 0; a < 4; a++) {
+        float *p = t->p + off[a], *g = t->g + off[a], *m = t->m + off[a], *v = t->v + off[a];
+        if (a == 1) sae_k_adam_unit_rows(p, g, m, v, len[a], 0, (int)Sl, (int)D, l, b1, b2, ep, st);
+        else sae_k_adam(p, g, m, v, len[a], l, b1, b2, ep, st);
+    }
+}
+
 /* ReLU + L1 and JumpReLU on rows [r0, r0+n): dense decoder and gradients (cblas_sgemm). */
 static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
@@ -946,12 +1249,16 @@ static int tree_alloc(sae_trainer *t, int depth)
 static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
 {
     int B = t->B, D = t->D, Do = t->Do, S = t->S, N = dist_size();
-    if (t->mb % N)
+    /* latent blocks: every rank takes the whole batch (one leaf) and its blocks of latents */
+    int shard = t->lb > 1, NR = shard ? 1 : N; /* NR: the ranks that split the rows */
+    if (shard && t->lb % N)
+        return err_set(ERR_ARG, "world size %d does not divide the %d latent blocks", N, t->lb);
+    if (t->mb % NR)
         return err_set(ERR_ARG, "world size %d does not divide the %d micro-batches", N, t->mb);
-    int L = t->mb / N, nb = B / t->mb, depth = 1, rc;
+    int L = t->mb / NR, nb = B / t->mb, depth = 1, rc;
     while ((1 << (depth - 1)) < L) depth++;
     if ((rc = tree_alloc(t, depth))) return rc;
-    int64_t R0 = (int64_t)dist_rank() * L * nb, RN = (int64_t)L * nb;
+    int64_t R0 = shard ? 0 : (int64_t)dist_rank() * L * nb, RN = (int64_t)L * nb;
     float sc = (float)t->scale;
     if (t->prof) t->prof_t = now_seconds();
     if (t->tc) { /* paired rows [x | y]: the input and the target, each with its own scale */
@@ -1000,12 +1307,15 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
         memset(sb, 0, sizeof(double) * (size_t)ns);
         set_views(t, gb, &t->G);
         int64_t r0 = R0 + (int64_t)l * nb;
-        if (t->c.arch == SAE_GATED) gated_leaf(t, &cx, r0, nb, sb);
+        if (shard) {
+            if ((rc = latent_leaf(t, &cx, sb))) return rc;
+        } else if (t->c.arch == SAE_GATED) gated_leaf(t, &cx, r0, nb, sb);
         else if (is_sparse(t->c.arch)) sparse_leaf(t, &cx, r0, nb, sb);
         else dense_leaf(t, &cx, r0, nb, sb);
         /* gradient through xc = x - b_dec: db_dec -= (sum_b dpre_b) @ W_encT (the leaf's g
-           started at zero, so G->b_enc holds exactly its sum; gated did its own) */
-        if (!t->tc && t->c.arch != SAE_GATED)
+           started at zero, so G->b_enc holds exactly its sum; gated and latent_leaf did their
+           own) */
+        if (!t->tc && t->c.arch != SAE_GATED && !shard)
             sae_k_bdec_from_enc(t->G.b_dec, t->G.b_enc, t->P.W_encT, D, S);
         lv[top++] = 0;
         while (top >= 2 && lv[top - 1] == lv[top - 2]) {
@@ -1020,7 +1330,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     set_views(t, t->g, &t->G);
     prof_mark(t, SAE_PROF_OTHER);
     double *s = t->spool;
-    if (N > 1) {
+    if (N > 1 && !shard) { /* latent_leaf's sums and selections are already every rank's */
         rc = dist_sum_f32(t->g, t->np);
         if (!rc) rc = dist_sum_f64(s, ns);
         if (!rc) rc = dist_max_u8(t->fired, S);
@@ -1081,7 +1391,9 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth - nskip;
     /* constrained: the decoder rows' parallel gradient removed, Adam, rows back to unit norm,
        in one pass over each row */
-    if (constrained)
+    if (t->lb > 1)
+        latent_adam(t, lr);
+    else if (constrained)
         sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nmain, t->P.W_dec - t->p, t->S, t->Do,
                              (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
                              (float)t->c.adam_eps, t->step + 1);
@@ -1184,6 +1496,84 @@ int sae_trainer_set_micro_batches(sae_trainer *t, int m)
 
 int sae_trainer_micro_batches(const sae_trainer *t) { return t->mb; }
 
+void sae_trainer_rows(const sae_trainer *t, int *r0, int *n)
+{
+    if (t->lb > 1) { /* every latent shard sees the whole batch */
+        *r0 = 0;
+        *n = t->B;
+        return;
+    }
+    int N = dist_size(), L = t->mb % N ? t->mb : t->mb / N, nb = t->B / t->mb;
+    *r0 = t->mb % N ? 0 : dist_rank() * L * nb;
+    *n = L * nb;
+}
+
+int sae_latent_blocks_check(const sae_train_config *c, int mb, int lb, int shards)
+{
+    int n = dist_size();
+    if (lb == 1 && shards == 1) return OK;
+    if (c->arch != SAE_TOPK || c->transcoder)
+        return err_set(ERR_ARG, "--latent-shards/--latent-blocks need --arch topk: its per-token "
+                                "top-k splits exactly over blocks of latents (%s is not split)",
+                       c->transcoder ? "a transcoder" : sae_arch_name(c->arch));
+    if (mb > 1)
+        return err_set(ERR_ARG, "--latent-shards/--latent-blocks with --micro-batches %d (replicas x "
+                                "latent shards) is not implemented: use one or the other", mb);
+    if (lb < 1 || !dist_pow2(lb))
+        return err_set(ERR_ARG, "--latent-blocks %d must be a power of two", lb);
+    if (shards < 1 || !dist_pow2(shards) || lb % shards)
+        return err_set(ERR_ARG, "--latent-shards %d must be a power of two dividing --latent-blocks "
+                                "%d", shards, lb);
+    if (n != shards)
+        return err_set(ERR_ARG, "--latent-shards %d needs mpirun -np %d (world size %d: give "
+                                "--latent-shards %d)", shards, shards, n, n);
+    return OK;
+}
+
+int sae_trainer_set_latent_blocks(sae_trainer *t, int lb)
+{
+    if (lb == t->lb) return OK;
+    int rc = sae_latent_blocks_check(&t->c, t->mb, lb, dist_size());
+    if (rc) return rc;
+    if (lb > t->S || t->S % lb)
+        return err_set(ERR_ARG, "d_sae %d is not a multiple of --latent-blocks %d", t->S, lb);
+    t->lb = lb;
+    return OK;
+}
+
+int sae_trainer_latent_blocks(const sae_trainer *t) { return t->lb; }
+
+/* this rank's part [off, off+n) of p, m, v to rank 0, or rank r's from it, in messages of at
+   most 2^28 floats */
+static int gather_range(sae_trainer *t, int r, int64_t off, int64_t n)
+{
+    float *arr[3] = {t->p, t->m, t->v};
+    for (int a = 0; a < 3; a++)
+        for (int64_t o = 0; o < n; o += 1 << 28) {
+            int64_t c = n - o < (1 << 28) ? n - o : (1 << 28);
+            float *b = arr[a] + off + o;
+            int rc = dist_is_root() ? dist_recv(b, sizeof(float) * (size_t)c, r, 0x5a, NULL)
+                                    : dist_send(b, sizeof(float) * (size_t)c, 0, 0x5a);
+            if (rc) return rc;
+        }
+    return OK;
+}
+
+int sae_trainer_gather(sae_trainer *t)
+{
+    int N = dist_size(), me = dist_rank(), rc = OK;
+    if (t->lb <= 1 || N == 1) return OK;
+    int64_t S = t->S, D = t->D, Sl = S / N;
+    for (int r = 1; r < N && !rc; r++) {
+        if (me != 0 && me != r) continue;
+        int64_t j0 = r * Sl;
+        rc = gather_range(t, r, j0 * D, Sl * D); /* W_encT rows */
+        if (!rc) rc = gather_range(t, r, S * D + j0 * D, Sl * D); /* W_dec rows */
+        if (!rc) rc = gather_range(t, r, 2 * S * D + j0, Sl);     /* b_enc */
+    }
+    return rc;
+}
+
 int sae_trainer_bcast(sae_trainer *t)
 {
     if (dist_size() == 1) return OK;
@@ -1216,7 +1606,8 @@ typedef struct {
     uint32_t cfg_size, pad;
     int64_t step, tokens, np, S;
     double scale;
-    float thr_run, pad2;
+    float thr_run;
+    uint32_t lblocks; /* latent blocks (0: one, the bytes of old files) */
 } ckpt_header;
 
 int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
@@ -1236,6 +1627,7 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
     h.scale = t->scale;
     h.thr_run = t->thr_run;
     h.pad = t->mb > 1 ? (uint32_t)t->mb : 0; /* micro-batches (0: one, the bytes of old files) */
+    h.lblocks = t->lb > 1 ? (uint32_t)t->lb : 0;
     int ok = fwrite(&h, sizeof h, 1, fp) == 1 && fwrite(&t->c, sizeof t->c, 1, fp) == 1 &&
              fwrite(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
@@ -1292,6 +1684,12 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     if (!t->tc) t->scale_out = h.scale;
     t->thr_run = h.thr_run;
     t->mb = h.pad ? (int)h.pad : 1;
+    t->lb = h.lblocks ? (int)h.lblocks : 1;
+    if (t->lb > 1 && (t->lb > t->S || t->S % t->lb || !dist_pow2(t->lb) || t->mb > 1)) {
+        sae_trainer_free(t);
+        return err_set(ERR_FORMAT, "%s: checkpoint's latent-block count %u does not fit its d_sae",
+                       path, h.lblocks);
+    }
     if (t->mb < 1 || t->mb > t->B || t->B % t->mb) {
         sae_trainer_free(t);
         return err_set(ERR_FORMAT, "%s: checkpoint's micro-batch count %u does not fit its batch",
@@ -1331,6 +1729,24 @@ static int mem_next(sae_source *s, float *x, int B)
     return OK;
 }
 
+static int mem_next_rows(sae_source *s, float *x, int B, int r0, int n)
+{
+    mem_src *m = s->impl;
+    for (int b = 0; b < B; b++) {
+        if (m->pos == m->n) shuffle(m);
+        int64_t row = m->perm[m->pos++];
+        if (b >= r0 && b < r0 + n)
+            memcpy(x + (int64_t)b * s->d_in, m->x + row * s->d_in, sizeof(float) * s->d_in);
+    }
+    return OK;
+}
+
+int sae_source_next_rows(sae_source *s, float *x, int B, int r0, int n)
+{
+    if (s->next_rows && (r0 > 0 || n < B)) return s->next_rows(s, x, B, r0, n);
+    return s->next(s, x, B);
+}
+
 static void mem_close(sae_source *s)
 {
     mem_src *m = s->impl;
@@ -1363,6 +1779,7 @@ int sae_source_mem_rows(sae_source **out, const float *x, const int64_t *rows, i
     s->d_in = d_in;
     s->n_rows = n;
     s->next = mem_next;
+    s->next_rows = mem_next_rows;
     s->close = mem_close;
     s->impl = m;
     *out = s;

@@ -124,8 +124,28 @@ const int64_t *sae_trainer_since_fired(const sae_trainer *t);
  * the same model). m must be a power of two dividing batch, N a power of two dividing m
  * (sae_micro_batches_check: ERR_ARG naming the problem). m is kept in the checkpoint. */
 int sae_micro_batches_check(int batch, int m);
+/* The rows [*r0, *r0 + *n) of a step's batch this rank reads (its leaves' rows); the others may
+ * be left unfilled in the x given to sae_trainer_step. */
+void sae_trainer_rows(const sae_trainer *t, int *r0, int *n);
 int sae_trainer_set_micro_batches(sae_trainer *t, int m);
 int sae_trainer_micro_batches(const sae_trainer *t);
+/* Latent blocks (TopK only; docs/scale.md): the d_sae latents are cut into lb blocks (a power
+ * of two dividing d_sae); each block's encoder, per-row top-k candidates, reconstruction and
+ * backward are computed separately, the global top-k is selected from the blocks' candidates
+ * (ties: lower latent first), and the blocks' reconstructions and b_dec gradients are summed in
+ * one fixed binary tree. Under mpirun with N = shards ranks (N a power of two dividing lb) rank
+ * s computes and updates only blocks [s lb/N, (s+1) lb/N) (every rank sees the whole batch;
+ * the top levels of the tree go across ranks with dist_sum_f32), so the weights depend on lb,
+ * never on N. lb = 1 (the default) is the single pass (today's bytes). Not with micro-batches
+ * > 1. sae_latent_blocks_check: ERR_ARG naming the problem (another architecture, micro-batches,
+ * lb or shards not powers of two, shards not dividing lb, a world size other than shards).
+ * lb is kept in the checkpoint. Every rank holds full-size parameter arrays; only its own
+ * latents are current there, and sae_trainer_gather (collective) brings every rank's latents
+ * (parameters and Adam moments) to rank 0 before it checkpoints or exports. */
+int sae_latent_blocks_check(const sae_train_config *c, int mb, int lb, int shards);
+int sae_trainer_set_latent_blocks(sae_trainer *t, int lb);
+int sae_trainer_latent_blocks(const sae_trainer *t);
+int sae_trainer_gather(sae_trainer *t);
 /* Rank 0's state (parameters, Adam moments, counters, scales, step) to every rank. */
 int sae_trainer_bcast(sae_trainer *t);
 /* Whole trainer state to one file, atomically (temp + rename); resume reads it back. */
@@ -176,9 +196,17 @@ struct sae_source {
     int d_in;
     int64_t n_rows; /* rows available (-1 = generated, unbounded) */
     int (*next)(sae_source *s, float *x, int B);
+    /* Optional (NULL: the source cannot skip rows): advances the stream by B rows exactly as
+       next does but fills only rows [r0, r0+n) of x (the rows of one rank, see
+       sae_trainer_rows); the other rows of x are left as they are. */
+    int (*next_rows)(sae_source *s, float *x, int B, int r0, int n);
     void (*close)(sae_source *s);
     void *impl;
 };
+/* The next B rows of s, of which only [r0, r0+n) need to be filled: next_rows where the source
+ * has it (in-memory and .npy rows), else next (every row: generated and store sources are one
+ * sequential stream whose rows cannot be skipped without computing them). */
+int sae_source_next_rows(sae_source *s, float *x, int B, int r0, int n);
 /* All rows of a 2-D float .npy file (held in memory), in a fresh random order every pass. */
 int sae_source_npy(sae_source **out, const char *path, uint64_t seed);
 /* In-memory rows (borrowed; must outlive the source), shuffled the same way. */

@@ -77,6 +77,15 @@ F=(--synth --synth-d 32 --synth-features 64 --d-sae 128 --k 4 --batch 256 --eval
 "${MPI[@]}" -np 1 "$BIN" sae-train "${F[@]}" --out plain.1 > /dev/null 2>&1
 same plain.p plain.1 && ok "one leaf: mpirun -np 1 = plain saelite" || bad "one leaf: mpirun -np 1 differs from plain saelite"
 
+# ---- an .npy source: each rank reads only its rows of every batch, the same bytes -------------
+"$BIN" synth --out np.npy --truth np_truth.npy --d 32 --features 64 --tokens 6000 > /dev/null 2>&1
+F=(--npy np.npy --d-sae 128 --k 4 --batch 256 --tokens 12800 --micro-batches 4 --eval-tokens 256)
+"$BIN" sae-train "${F[@]}" --out npy.p > /dev/null 2>&1
+for n in 2 4; do
+    "${MPI[@]}" -np $n "$BIN" sae-train "${F[@]}" --out npy.$n > /dev/null 2> err.txt || bad "npy -np $n: $(grep -m1 saelite err.txt)"
+    same npy.p npy.$n && ok "npy source (rows read per rank): -np $n = one process" || bad "npy source: -np $n differs from one process"
+done
+
 # ---- a store source: the same bytes, one registry row and one log from rank 0 ---------------------
 "$BIN" synth --out st.npy --truth st_truth.npy --db st1.db --d 32 --features 64 --tokens 20000 > /dev/null 2>&1
 cp st1.db st4.db
@@ -108,6 +117,39 @@ if "$BIN" sae-train "${SYN0[@]}" --arch batchtopk --tokens 25600 --checkpoint-ev
         --micro-batches 2 --out res --resume > /dev/null 2> err.txt; then bad "resume: another --micro-batches was accepted"
 else grep -q "micro-batches 4" err.txt && ok "resume: another --micro-batches refused: $(head -n 1 err.txt)" ||
         bad "resume: unclear message: $(head -n 1 err.txt)"; fi
+
+# ---- latent shards (TopK + AuxK): -np 1/2/4 --latent-shards N = one process, same --latent-blocks
+F=(--synth --synth-d 32 --synth-features 64 --d-sae 512 --k 4 --batch 256 --eval-tokens 1024
+   --dead-window 512 --tokens 12800 --latent-blocks 4 --checkpoint-every 10)
+"$BIN" sae-train "${F[@]}" --out lat.p > /dev/null 2> err.txt || bad "latent blocks: one process: $(head -n 1 err.txt)"
+d=$(awk -F, 'NR > 1 && $6 > 0 {n++} END {print n + 0}' lat.p/training_log.csv)
+[ "$d" -gt 0 ] && ok "latent blocks: AuxK runs (dead latents in $d log rows)" || bad "latent blocks: no dead latents, AuxK not exercised"
+for n in 1 2 4; do
+    "${MPI[@]}" -np $n "$BIN" sae-train "${F[@]}" --latent-shards $n --out lat.$n > out.txt 2> err.txt ||
+        { bad "latent shards -np $n failed: $(grep -m1 saelite err.txt)"; continue; }
+    same lat.p lat.$n && cmp -s lat.p/checkpoint.bin lat.$n/checkpoint.bin &&
+        ok "latent shards: -np $n weights, log and checkpoint = one process --latent-blocks 4" ||
+        bad "latent shards: -np $n differs from one process --latent-blocks 4"
+done
+# resume across shard counts: 2 shards for 20 steps, 4 to the end; 4 shards for 30, one process on
+"${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --latent-shards 2 --out latr --max-steps 20 > /dev/null 2>&1
+"${MPI[@]}" -np 4 "$BIN" sae-train "${F[@]}" --latent-shards 4 --out latr --resume > /dev/null 2> err.txt || bad "latent resume: $(grep -m1 saelite err.txt)"
+same latr lat.p && ok "latent shards: resume 2 shards -> 4 shards = uninterrupted" || bad "latent shards: resume 2 -> 4 differs"
+"${MPI[@]}" -np 4 "$BIN" sae-train "${F[@]}" --latent-shards 4 --out latr1 --max-steps 30 > /dev/null 2>&1
+"$BIN" sae-train "${F[@]}" --out latr1 --resume > /dev/null 2> err.txt || bad "latent resume in one process: $(head -n 1 err.txt)"
+same latr1 lat.p && ok "latent shards: resume 4 shards -> one process = uninterrupted" || bad "latent shards: resume 4 -> 1 differs"
+# refusals, in one line, before any work
+refuse() { # expected-substring command...
+    local want=$1; shift
+    if "$@" > /dev/null 2> err.txt; then bad "accepted: $*"; return; fi
+    msg=$(grep -m1 'saelite sae-train' err.txt)
+    [[ "$msg" == *"$want"* ]] && [ ! -e latx ] && ok "refused: $msg" || bad "refusal unclear or OUT created: $msg"
+}
+refuse "need --arch topk" "$BIN" sae-train "${F[@]}" --arch batchtopk --out latx
+refuse "not implemented" "$BIN" sae-train "${F[@]}" --micro-batches 2 --out latx
+refuse "needs mpirun -np 4" "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --latent-shards 4 --out latx
+refuse "power of two" "$BIN" sae-train "${F[@]}" --latent-blocks 3 --out latx
+refuse "latent-blocks 4 (not 2)" "$BIN" sae-train "${F[@]}" --latent-blocks 2 --out latr --resume
 
 # ---- a killed rank ------------------------------------------------------------------------------
 F=("${SYN[@]}" --arch topk --d-sae 512 --tokens 20000000 --checkpoint-every 5)

@@ -1356,6 +1356,84 @@ static void test_micro_batches(void)
     sae_trainer_free(t);
 }
 
+/* Latent blocks (sae_train.h): the same selection (L0, the set of active latents: the gradients)
+ * as the single pass, the sums only reordered; AuxK on (dead_window 1); blocks narrower than k
+ * (d_sae 512 over 256 blocks of 2); the count kept in the checkpoint; other archs refused. */
+static void test_latent_blocks(void)
+{
+    enum { LB_B = 256, LB_D = 32, LB_S = 512 };
+    static float x[LB_B * LB_D];
+    rng_state r;
+    rng_seed(&r, 78);
+    fill_normal(x, LB_B * LB_D, &r, 1);
+    sae_train_config c;
+    sae_train_defaults(&c);
+    c.arch = SAE_TOPK;
+    c.d_in = LB_D;
+    c.d_sae = LB_S;
+    c.k = 4;
+    c.batch = LB_B;
+    c.total_tokens = 100 * LB_B;
+    c.dead_window = 1;
+    const int Ls[3] = {2, 8, 256};
+    const char *ck = "build/tests/test_sae_lb.bin";
+    for (int li = 0; li < 3; li++) {
+        sae_trainer *t1 = NULL, *tl = NULL;
+        sae_step_stats s1, sl;
+        int rc = sae_trainer_new(&t1, &c, x, LB_B);
+        for (int step = 0; !rc && step < 2; step++) rc = sae_trainer_step(t1, x, &s1);
+        if (!rc) rc = sae_trainer_checkpoint(t1, ck);
+        if (!rc) rc = sae_trainer_resume(&tl, ck);
+        if (!rc) rc = sae_trainer_set_latent_blocks(tl, Ls[li]);
+        if (!rc) rc = sae_trainer_checkpoint(tl, ck); /* the count survives a checkpoint */
+        sae_trainer_free(tl);
+        tl = NULL;
+        if (!rc) rc = sae_trainer_resume(&tl, ck);
+        unlink(ck);
+        CHECK(rc == OK && sae_trainer_latent_blocks(tl) == Ls[li], "L %d: %s", Ls[li], err_msg());
+        if (!rc) rc = sae_trainer_loss_grad(t1, x, &s1);
+        if (!rc) rc = sae_trainer_loss_grad(tl, x, &sl);
+        CHECK(rc == OK, "%s", err_msg());
+        if (!rc) {
+            CHECK(s1.l0 == sl.l0 && s1.aux_loss > 0, "L %d: L0 %.6f vs %.6f, aux %.6g", Ls[li], s1.l0,
+                  sl.l0, s1.aux_loss);
+            CHECK(fabs(s1.loss - sl.loss) <= 1e-5 * fabs(s1.loss) &&
+                      fabs(s1.aux_loss - sl.aux_loss) <= 1e-4 * fabs(s1.aux_loss),
+                  "L %d: loss %.9g vs %.9g, aux %.9g vs %.9g", Ls[li], s1.loss, sl.loss,
+                  s1.aux_loss, sl.aux_loss);
+            sae_params G1, Gl;
+            sae_trainer_params(t1, NULL, &G1);
+            sae_trainer_params(tl, NULL, &Gl);
+            char lab[64];
+            snprintf(lab, sizeof lab, "W_dec grad, %d latent blocks", Ls[li]);
+            CHECK_TENSOR(Gl.W_dec, G1.W_dec, LB_S * LB_D, 1e-5, 1e-3, lab);
+            snprintf(lab, sizeof lab, "W_enc grad, %d latent blocks", Ls[li]);
+            CHECK_TENSOR(Gl.W_encT, G1.W_encT, LB_S * LB_D, 1e-5, 1e-3, lab);
+            snprintf(lab, sizeof lab, "b_enc grad, %d latent blocks", Ls[li]);
+            CHECK_TENSOR(Gl.b_enc, G1.b_enc, LB_S, 1e-5, 1e-3, lab);
+            snprintf(lab, sizeof lab, "b_dec grad, %d latent blocks", Ls[li]);
+            CHECK_TENSOR(Gl.b_dec, G1.b_dec, LB_D, 1e-5, 1e-3, lab);
+        }
+        sae_trainer_free(t1);
+        sae_trainer_free(tl);
+    }
+    sae_trainer *t = NULL;
+    int rc = sae_trainer_new(&t, &c, x, 64);
+    CHECK(rc == OK);
+    if (!rc) {
+        CHECK(sae_trainer_set_latent_blocks(t, 1024) == ERR_ARG && strstr(err_msg(), "multiple"),
+              "1024 blocks of 512 latents: %s", err_msg());
+        CHECK(sae_trainer_set_latent_blocks(t, 3) == ERR_ARG && strstr(err_msg(), "power of two"),
+              "3 blocks: %s", err_msg());
+    }
+    sae_trainer_free(t);
+    c.arch = SAE_BATCHTOPK;
+    rc = sae_trainer_new(&t, &c, x, 64);
+    CHECK(rc == OK && sae_trainer_set_latent_blocks(t, 2) == ERR_ARG &&
+              strstr(err_msg(), "--arch topk"), "batchtopk with latent blocks: %s", err_msg());
+    sae_trainer_free(t);
+}
+
 int main(void)
 {
     test_topk();
@@ -1382,6 +1460,7 @@ int main(void)
     test_load_errors();
     test_export_fold();
     test_micro_batches();
+    test_latent_blocks();
     test_resume_bit_identical();
     test_ground_truth_small();
     test_archs_train();
