@@ -35,7 +35,12 @@ shapes=("512 4096" "768 24576")
 for si in 0 1; do
     read -r d s <<< "${shapes[$si]}"
     n=${STEPS[$si]:-3}
-    F=(sae-train --synth --synth-d "$d" --synth-features $((4 * d)) --d-sae "$s" --k 32 --batch 4096
+    # the rows come from an .npy file written once (the same generator as --synth): with --synth
+    # every rank would draw the whole batch (one sequential stream, 18-22% of a step), a cost no
+    # real source has; --npy ranks read only their own rows, and the store's reading is ~1% of a step
+    "$BIN" synth --out "$W/acts.npy" --truth "$W/truth.npy" --d "$d" --features $((4 * d)) \
+        --tokens $((n * 4096 * 21 / 20 + 4096)) > /dev/null 2>&1 || { echo "bench_mpi: synth failed"; exit 0; }
+    F=(sae-train --npy "$W/acts.npy" --val-frac 0.04 --d-sae "$s" --k 32 --batch 4096
        --tokens $((n * 4096)) --eval-tokens 0 --force)
     declare -A got=()
     for r in $(seq "$R"); do
