@@ -74,15 +74,38 @@ int dist_bcast(void *buf, size_t bytes)
     return OK;
 }
 
+/* One allgather of at most CHUNK bytes per rank; more goes in chunks: the chunk at offset o of
+ * every rank's bytes is received as one element of a type of c bytes whose extent is a whole
+ * rank's bytes, so rank r's piece lands at recv + r bytes + o (a copy: the same bytes as one
+ * call). */
 int dist_allgather(const void *send, void *recv, size_t bytes)
 {
-    if (bytes > 2147483647u) return err_set(ERR_ARG, "allgather of %zu bytes is too large", bytes);
     if (g_size == 1) {
         if (recv != send) memmove(recv, send, bytes);
         return OK;
     }
-    int mrc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
-    return mrc == MPI_SUCCESS ? OK : mpi_fail(mrc, "MPI_Allgather");
+    if (bytes <= CHUNK) {
+        int mrc = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
+                                MPI_COMM_WORLD);
+        return mrc == MPI_SUCCESS ? OK : mpi_fail(mrc, "MPI_Allgather");
+    }
+    for (size_t o = 0; o < bytes;) {
+        int c = bytes - o > CHUNK ? CHUNK : (int)(bytes - o);
+        MPI_Datatype one, piece;
+        int mrc = MPI_Type_contiguous(c, MPI_BYTE, &one);
+        if (mrc == MPI_SUCCESS) {
+            mrc = MPI_Type_create_resized(one, 0, (MPI_Aint)bytes, &piece);
+            MPI_Type_free(&one);
+        }
+        if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Type_create_resized");
+        if ((mrc = MPI_Type_commit(&piece)) == MPI_SUCCESS)
+            mrc = MPI_Allgather((const unsigned char *)send + o, c, MPI_BYTE,
+                                (unsigned char *)recv + o, 1, piece, MPI_COMM_WORLD);
+        MPI_Type_free(&piece);
+        if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Allgather");
+        o += (size_t)c;
+    }
+    return OK;
 }
 
 /* ---- point to point ---- */
@@ -231,8 +254,13 @@ int dist_min_f32(float *buf, int n)
                                     "not %d", g_size);                                            \
         int64_t cmax = n < (1 << 23) ? n : (1 << 23); /* elements per chunk */                    \
         T *tmp = mem_alloc(sizeof(T) * (size_t)(cmax / 2 + 1));                                   \
-        if (!tmp) return err_set(ERR_NOMEM, "deterministic sum: out of memory");                  \
-        int rc = OK, nl = 0, mrc;                                                                 \
+        /* agreed: a rank that cannot allocate must not leave the others in MPI_Sendrecv */      \
+        int rc = dist_check(tmp ? OK : err_set(ERR_NOMEM, "deterministic sum: out of memory")); \
+        if (rc) {                                                                                 \
+            mem_free(tmp);                                                                        \
+            return rc;                                                                            \
+        }                                                                                         \
+        int nl = 0, mrc;                                                                          \
         int64_t lo[32], hi[32];                                                                   \
         for (int64_t off = 0; off < n && !rc; off += cmax) {                                      \
             T *b = buf + off;                                                                     \
