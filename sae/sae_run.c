@@ -333,6 +333,8 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
         double ta = now_seconds();
         rc = agree(sae_source_next_rows(r->src, r->x, batch, r0, nr), NULL);
         res->read_seconds += now_seconds() - ta;
+        /* a step that fails fails on every rank alike (sae_trainer_step agrees before its
+           collectives), so every rank leaves here together */
         if (!rc) rc = sae_trainer_step(r->t, r->x, &st);
         if (rc) break;
         int64_t s = st.step;
@@ -544,8 +546,9 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     if (!rc) rc = agree(run_trainer(&r, o), NULL);
     if (!rc) rc = agree(sae_trainer_bcast(r.t), NULL);
     if (!rc) rc = run_steps(&r, o, res);
-    /* latent shards: rank 0 exports every rank's latents (gathered at the last checkpoint too) */
-    if (!rc) rc = agree(sae_trainer_gather(r.t), NULL);
+    /* latent shards: rank 0 exports every rank's parameters (nothing to do when the last step's
+       checkpoint gathered them, as it does at the end and at --max-steps) */
+    if (!rc) rc = agree(sae_trainer_gather_params(r.t), NULL);
     /* the SAE files, its evaluation and the registry are rank 0's */
     int root = dist_is_root();
     if (!rc && root) rc = run_save(&r, o, res);

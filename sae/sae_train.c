@@ -107,6 +107,7 @@ struct sae_trainer {
     lcand *sel, *asel;          /* the global selections [B, k] and [B, k_aux], every rank alike */
     int *ldead;                 /* one block's dead latents, local indices [Sb] */
     float *xpool[31], *bpool[31]; /* the block trees: reconstructions [2 B Do], b_dec gradients */
+    int64_t gathered; /* the step at which rank 0 last held every latent (gather, bcast); -1 */
     double *prof, prof_t; /* sae_trainer_profile: seconds per phase, time of the last mark */
 };
 
@@ -301,6 +302,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     t->scale = t->scale_out = 1;
     t->mb = 1;
     t->lb = 1;
+    t->gathered = -1;
     t->tc = c.transcoder;
     t->Do = c.transcoder ? c.d_out : c.d_in;
     int64_t D = t->D, S = t->S, B = t->B, Do = t->Do;
@@ -549,6 +551,7 @@ typedef struct {
     float thr;                   /* the global BatchTopK threshold */
     float lthr[SAE_MAX_WIDTHS];  /* the Matryoshka levels' thresholds */
     float kept_min;              /* smallest value BatchTopK kept in this rank's leaves */
+    int lw, lkac;                /* latent blocks: candidates per row, AuxK's per block */
 } step_ctx;
 
 /* Skip transcoders: yhat += xs W_skip^T; dW_skip += dxhat^T xs (dxhat from recon_error). */
@@ -949,6 +952,24 @@ static void ltree_add(ltree *tr)
     }
 }
 
+/* Frees the latent blocks' buffers (NULL after, so a later latent_alloc starts clean). */
+static void latent_free(sae_trainer *t)
+{
+    mem_free_aligned(t->lpre);
+    mem_free_aligned(t->lbmax);
+    mem_free(t->sel);
+    mem_free(t->asel);
+    mem_free(t->ldead);
+    t->lpre = t->lbmax = NULL;
+    t->sel = t->asel = NULL;
+    t->ldead = NULL;
+    for (int d = 0; d < 31; d++) {
+        mem_free_aligned(t->xpool[d]);
+        mem_free_aligned(t->bpool[d]);
+        t->xpool[d] = t->bpool[d] = NULL;
+    }
+}
+
 static int latent_alloc(sae_trainer *t)
 {
     int N = dist_size(), nbl = t->lb / N, B = t->B, D = t->D;
@@ -965,39 +986,53 @@ static int latent_alloc(sae_trainer *t)
     for (int d = 0; ok && d < t->ldepth; d++)
         ok = (t->xpool[d] = zalloc(2 * (int64_t)B * D)) && (t->bpool[d] = zalloc(D));
     if (ok) return OK;
-    mem_free_aligned(t->lpre); /* the next step tries again */
-    t->lpre = NULL;
+    latent_free(t); /* the next step tries again */
     return err_set(ERR_NOMEM, "SAE trainer: out of memory for the latent blocks");
 }
 
-/* Step 1: the owned blocks' candidates into t->cand [B, w], w = nbl (kc + kac): per row and
- * block its top kc (relu'd), then AuxK's top min(kac, the block's dead) padded to kac. */
-static int latent_candidates(sae_trainer *t, const step_ctx *cx, int kc, int *wout, int *kacout)
+/* Before the step's first collective, everything of latent_leaf that can fail on one rank: its
+ * buffers, and room in t->cand for this step's candidates, w = nbl (kc + kac) per row (kac:
+ * AuxK's per block, as many as the block with the most dead latents offers; the dead list is
+ * every rank's, so w is too). */
+static int latent_prepare(sae_trainer *t, step_ctx *cx)
 {
-    int B = t->B, D = t->D, Sb = t->Sb, N = dist_size(), nbl = t->lb / N, q0 = dist_rank() * nbl;
-    const sae_params *P = &t->P;
-    /* AuxK's candidates per block: as many as the block with the most dead latents offers */
-    int kac = 0;
+    int rc = latent_alloc(t);
+    if (rc) return rc;
+    int B = t->B, Sb = t->Sb, N = dist_size(), nbl = t->lb / N, k = t->c.k;
+    int kc = k < Sb ? k : Sb, kac = 0;
     for (int q = 0, e = 0; cx->ka && q < t->lb; q++) {
         int n = 0;
         while (e < cx->nd && t->dead[e] < (q + 1) * Sb) e++, n++;
         if (n > kac) kac = n;
     }
     if (kac > cx->ka) kac = cx->ka;
-    int w = nbl * (kc + kac);
-    *wout = w;
-    *kacout = kac;
-    if ((int64_t)B * w > t->ccap) {
+    cx->lw = nbl * (kc + kac);
+    cx->lkac = kac;
+    if ((int64_t)B * cx->lw > t->ccap) {
         mem_free(t->cand);
         mem_free(t->gcand);
-        t->ccap = (int64_t)B * w;
+        t->ccap = (int64_t)B * cx->lw;
         t->cand = mem_alloc(sizeof(lcand) * (size_t)t->ccap);
         t->gcand = N > 1 ? mem_alloc(sizeof(lcand) * (size_t)t->ccap * N) : NULL;
         if (!t->cand || (N > 1 && !t->gcand)) {
+            mem_free(t->cand);
+            mem_free(t->gcand);
+            t->cand = t->gcand = NULL;
             t->ccap = 0;
             return err_set(ERR_NOMEM, "SAE trainer: out of memory for the top-k candidates");
         }
     }
+    return OK;
+}
+
+/* Step 1: the owned blocks' candidates into t->cand [B, w] (room made by latent_prepare),
+ * w = nbl (kc + kac): per row and block its top kc (relu'd), then AuxK's top min(kac, the
+ * block's dead) padded to kac. Nothing here can fail. */
+static void latent_candidates(sae_trainer *t, const step_ctx *cx, int kc)
+{
+    int B = t->B, D = t->D, Sb = t->Sb, N = dist_size(), nbl = t->lb / N, q0 = dist_rank() * nbl;
+    int w = cx->lw, kac = cx->lkac;
+    const sae_params *P = &t->P;
     for (int rr = 0; rr < B; rr += t->chunk) {
         int m = B - rr < t->chunk ? B - rr : t->chunk;
         for (int qi = 0, de = 0; qi < nbl; qi++) {
@@ -1029,7 +1064,6 @@ static int latent_candidates(sae_trainer *t, const step_ctx *cx, int kc, int *wo
             prof_mark(t, SAE_PROF_AUXSEL);
         }
     }
-    return OK;
 }
 
 /* Step 2: every rank's candidates (allgather), the global top-k into t->sel and AuxK's top-ka
@@ -1061,16 +1095,16 @@ static int latent_select(sae_trainer *t, int ka, int kc, int w, int64_t *active)
     return OK;
 }
 
-/* TopK (+ AuxK) over latent blocks on the whole batch (rows 0..B), see above. */
+/* TopK (+ AuxK) over latent blocks on the whole batch (rows 0..B), see above; latent_prepare
+ * has run (and been agreed). */
 static int latent_leaf(sae_trainer *t, const step_ctx *cx, double *sc)
 {
-    int B = t->B, D = t->D, k = t->c.k, ka = cx->ka, N = dist_size(), rc, w, kac;
-    if ((rc = latent_alloc(t))) return rc;
+    int B = t->B, D = t->D, k = t->c.k, ka = cx->ka, N = dist_size(), rc;
     int Sb = t->Sb, nbl = t->lb / N, q0 = dist_rank() * nbl, kc = k < Sb ? k : Sb;
     const sae_params *P = &t->P, *G = &t->G;
     int64_t BD = (int64_t)B * D, active;
-    if ((rc = latent_candidates(t, cx, kc, &w, &kac))) return rc;
-    if ((rc = latent_select(t, ka, kc, w, &active))) return rc;
+    latent_candidates(t, cx, kc);
+    if ((rc = latent_select(t, ka, kc, cx->lw, &active))) return rc;
     /* 3. the blocks' reconstructions [xhat part | AuxK's ehat] in the tree */
     ltree tr = {t->xpool, ka ? 2 * BD : BD, 0, {0}};
     for (int qi = 0; qi < nbl; qi++) {
@@ -1257,7 +1291,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
         return err_set(ERR_ARG, "world size %d does not divide the %d micro-batches", N, t->mb);
     int L = t->mb / NR, nb = B / t->mb, depth = 1, rc;
     while ((1 << (depth - 1)) < L) depth++;
-    if ((rc = tree_alloc(t, depth))) return rc;
+    rc = tree_alloc(t, depth); /* agreed below, before the first collective */
     int64_t R0 = shard ? 0 : (int64_t)dist_rank() * L * nb, RN = (int64_t)L * nb;
     float sc = (float)t->scale;
     if (t->prof) t->prof_t = now_seconds();
@@ -1284,6 +1318,13 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
         cx.ka = cx.nd < t->kaux ? cx.nd : t->kaux;
         cx.ca = (float)(t->c.aux_coef * fmin(1.0, (double)cx.nd / t->kaux));
     }
+    if (!rc && shard) rc = latent_prepare(t, &cx);
+    /* What can fail on one rank alone (the allocations above) is agreed before the step's first
+       collective, so every rank returns the same code (the failing rank's message, "rank R: ")
+       instead of the others waiting in a collective the failed rank never enters. Past this
+       point a step fails on every rank alike (the collectives agree on their own allocations;
+       the loss is the same bits everywhere). One 4-byte all-reduce; nothing with one rank. */
+    if ((rc = dist_check(rc))) return rc;
     if (is_batchtopk(t->c.arch) && cx.global) {
         /* the batch-global selections need every leaf's pre-activations first */
         const float *bsub = t->tc ? t->zero_in : t->P.b_dec;
@@ -1490,6 +1531,8 @@ int sae_trainer_set_micro_batches(sae_trainer *t, int m)
 {
     int rc = sae_micro_batches_check(t->B, m);
     if (rc) return rc;
+    /* latent blocks run one leaf over the whole batch: more leaves would add it mb times */
+    if (m > 1 && t->lb > 1) return sae_latent_blocks_check(&t->c, m, t->lb, dist_size());
     t->mb = m;
     return OK;
 }
@@ -1537,18 +1580,25 @@ int sae_trainer_set_latent_blocks(sae_trainer *t, int lb)
     if (rc) return rc;
     if (lb > t->S || t->S % lb)
         return err_set(ERR_ARG, "d_sae %d is not a multiple of --latent-blocks %d", t->S, lb);
+    /* the block buffers were sized for the old count at its first step: the next step
+       allocates them anew for lb */
+    latent_free(t);
+    mem_free(t->cand);
+    mem_free(t->gcand);
+    t->cand = t->gcand = NULL;
+    t->ccap = 0;
     t->lb = lb;
     return OK;
 }
 
 int sae_trainer_latent_blocks(const sae_trainer *t) { return t->lb; }
 
-/* this rank's part [off, off+n) of p, m, v to rank 0, or rank r's from it, in messages of at
-   most 2^28 floats */
-static int gather_range(sae_trainer *t, int r, int64_t off, int64_t n)
+/* this rank's part [off, off+n) of p, m, v (the first `arrays` of them) to rank 0, or rank r's
+   from it, in messages of at most 2^28 floats */
+static int gather_range(sae_trainer *t, int arrays, int r, int64_t off, int64_t n)
 {
     float *arr[3] = {t->p, t->m, t->v};
-    for (int a = 0; a < 3; a++)
+    for (int a = 0; a < arrays; a++)
         for (int64_t o = 0; o < n; o += 1 << 28) {
             int64_t c = n - o < (1 << 28) ? n - o : (1 << 28);
             float *b = arr[a] + off + o;
@@ -1559,20 +1609,24 @@ static int gather_range(sae_trainer *t, int r, int64_t off, int64_t n)
     return OK;
 }
 
-int sae_trainer_gather(sae_trainer *t)
+static int gather(sae_trainer *t, int arrays)
 {
     int N = dist_size(), me = dist_rank(), rc = OK;
-    if (t->lb <= 1 || N == 1) return OK;
+    if (t->lb <= 1 || N == 1 || t->gathered == t->step) return OK;
     int64_t S = t->S, D = t->D, Sl = S / N;
     for (int r = 1; r < N && !rc; r++) {
         if (me != 0 && me != r) continue;
         int64_t j0 = r * Sl;
-        rc = gather_range(t, r, j0 * D, Sl * D); /* W_encT rows */
-        if (!rc) rc = gather_range(t, r, S * D + j0 * D, Sl * D); /* W_dec rows */
-        if (!rc) rc = gather_range(t, r, 2 * S * D + j0, Sl);     /* b_enc */
+        rc = gather_range(t, arrays, r, j0 * D, Sl * D); /* W_encT rows */
+        if (!rc) rc = gather_range(t, arrays, r, S * D + j0 * D, Sl * D); /* W_dec rows */
+        if (!rc) rc = gather_range(t, arrays, r, 2 * S * D + j0, Sl);     /* b_enc */
     }
+    if (!rc && arrays == 3) t->gathered = t->step;
     return rc;
 }
+
+int sae_trainer_gather(sae_trainer *t) { return gather(t, 3); }
+int sae_trainer_gather_params(sae_trainer *t) { return gather(t, 1); }
 
 int sae_trainer_bcast(sae_trainer *t)
 {
@@ -1595,6 +1649,7 @@ int sae_trainer_bcast(sae_trainer *t)
     t->scale_out = h.scale_out;
     t->thr_run = h.thr_run;
     t->mb = h.mb;
+    t->gathered = t->step; /* every rank holds rank 0's state, every latent */
     return OK;
 }
 

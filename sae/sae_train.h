@@ -106,7 +106,9 @@ const sae_train_config *sae_trainer_cfg(const sae_trainer *t);
 int64_t sae_trainer_total_steps(const sae_trainer *t);
 int64_t sae_trainer_step_index(const sae_trainer *t); /* steps done */
 double sae_trainer_scale(const sae_trainer *t);
-/* One step on x [batch, d_in] raw activations. st may be NULL. */
+/* One step on x [batch, d_in] raw activations. st may be NULL. Under mpirun it is collective
+ * and every rank returns the same code: a failure on one rank (an allocation) is agreed before
+ * the step's first collective (dist_check: every rank gets "rank R: " and its message). */
 int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *st);
 /* Current weights in raw units, normalisation and (relu) decoder norms folded in. meta supplies
  * hook_name/model_name/context_size (may be NULL). */
@@ -127,6 +129,7 @@ int sae_micro_batches_check(int batch, int m);
 /* The rows [*r0, *r0 + *n) of a step's batch this rank reads (its leaves' rows); the others may
  * be left unfilled in the x given to sae_trainer_step. */
 void sae_trainer_rows(const sae_trainer *t, int *r0, int *n);
+/* ERR_ARG for m > 1 once latent blocks are set (sae_latent_blocks_check's message). */
 int sae_trainer_set_micro_batches(sae_trainer *t, int m);
 int sae_trainer_micro_batches(const sae_trainer *t);
 /* Latent blocks (TopK only; docs/scale.md): the d_sae latents are cut into lb blocks (a power
@@ -143,9 +146,14 @@ int sae_trainer_micro_batches(const sae_trainer *t);
  * latents are current there, and sae_trainer_gather (collective) brings every rank's latents
  * (parameters and Adam moments) to rank 0 before it checkpoints or exports. */
 int sae_latent_blocks_check(const sae_train_config *c, int mb, int lb, int shards);
+/* A new lb after steps (a resumed trainer, a test) drops the block buffers sized for the old one;
+ * the next step allocates them for lb. */
 int sae_trainer_set_latent_blocks(sae_trainer *t, int lb);
 int sae_trainer_latent_blocks(const sae_trainer *t);
 int sae_trainer_gather(sae_trainer *t);
+/* The same for the parameters alone (what sae_trainer_export reads). Both do nothing when rank 0
+ * already holds every latent of this step (a gather or sae_trainer_bcast at this step). */
+int sae_trainer_gather_params(sae_trainer *t);
 /* Rank 0's state (parameters, Adam moments, counters, scales, step) to every rank. */
 int sae_trainer_bcast(sae_trainer *t);
 /* Whole trainer state to one file, atomically (temp + rename); resume reads it back. */
