@@ -151,6 +151,47 @@ refuse "needs mpirun -np 4" "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --laten
 refuse "power of two" "$BIN" sae-train "${F[@]}" --latent-blocks 3 --out latx
 refuse "latent-blocks 4 (not 2)" "$BIN" sae-train "${F[@]}" --latent-blocks 2 --out latr --resume
 
+# ---- one rank out of memory inside a step: every rank stops together, with that rank's line ----
+# (tests/mpi_failshim.c fails every allocation of FAIL_SIZE bytes on rank 1 after FAIL_SKIP; not
+# under test-asan, whose runtime must come first)
+if ! cc -shared -fPIC -o shim.so "$ROOT/tests/mpi_failshim.c" -ldl 2> err.txt; then bad "failshim: $(head -n 1 err.txt)"
+elif ldd "$BIN" 2> /dev/null | grep -q libasan; then skip=$((skip + 1)); echo "skip one-rank failures (ASan build)"
+else
+    # oom EXPECT LABEL SIZE SKIP saelite-args...: the job ends (60 s at most, 2-3 s as fixed), the
+    # failing rank's message once, "rank 1: " first
+    oom() {
+        local want=$1 label=$2 size=$3 sk=$4 t0 rc n msg; shift 4
+        t0=$(date +%s)
+        FAIL_SIZE=$size FAIL_SKIP=$sk timeout 60 "${MPI[@]}" -x LD_PRELOAD="$W/shim.so" -x FAIL_SIZE \
+            -x FAIL_SKIP -np 2 "$BIN" sae-train "$@" > /dev/null 2> err.txt
+        rc=$?
+        n=$(grep -c '^saelite sae-train' err.txt); msg=$(grep -m1 '^saelite sae-train' err.txt)
+        if [ $rc = 124 ]; then bad "$label: the job hung (killed after 60 s): $msg"
+        elif [ $rc != 0 ] && [ "$n" = 1 ] && [[ "$msg" == *"rank 1: "*"$want"* ]]; then
+            ok "$label: every rank stopped in $(( $(date +%s) - t0 )) s: $msg"
+        else bad "$label: exit $rc, $n messages: $msg"; fi
+    }
+    L=(--synth --synth-d 32 --synth-features 64 --k 4 --batch 256 --eval-tokens 1024)
+    # the block buffers at the first step (ldead: d_sae/L ints, 2001 here)
+    oom "latent blocks" "latent shards, first step" 8004 0 "${L[@]}" --d-sae 4002 --tokens 5120 --latent-shards 2 --out oom1
+    # the candidates' buffer grows mid-run when AuxK first has dead latents (250 x 2 blocks x (4 + 1))
+    oom "top-k candidates" "latent shards, mid-run" 20000 0 "${L[@]}" --batch 250 --d-sae 512 --k-aux 1 \
+        --dead-window 512 --tokens 12500 --latent-blocks 4 --latent-shards 2 --checkpoint-every 1 --out oom2
+    r=$(awk 'END {print NR - 1}' oom2/training_log.csv 2> /dev/null)
+    [ "${r:-0}" -gt 1 ] && ok "latent shards, mid-run: the failure came after $r logged steps" || bad "latent shards, mid-run: failed at the start ($r rows)"
+    # dist_sum_f32's exchange buffer (the reconstruction sum, [256, 32] floats)
+    oom "deterministic sum" "latent shards, the tree sum" 16388 0 "${L[@]}" --d-sae 512 --tokens 12800 --latent-shards 2 --out oom3
+    # data parallel: a leaf-tree gradient (the 5th array of 8352 floats after p, g, m, v)
+    oom "micro-batch gradients" "micro-batches, the leaf tree" 33408 4 "${L[@]}" --d-sae 128 --tokens 12800 --micro-batches 4 --out oom4
+fi
+# dist_allgather above one MPI chunk (2^28 bytes per rank goes in pieces): the same bytes
+if cc -O2 -std=c11 -D_GNU_SOURCE -I"$ROOT" -o ag "$ROOT/tests/mpi_allgather.c" "$ROOT"/common/{dist,err,mem}.c \
+        $(pkg-config --cflags --libs ompi-c) 2> err.txt; then
+    out=$("${MPI[@]}" -np 2 ./ag 2>&1)
+    [ "$out" = "allgather ok" ] && ok "dist_allgather of 2^28 + 4097 bytes per rank (chunked) and of 1000: every byte in place" ||
+        bad "dist_allgather chunked: $(echo "$out" | head -n 2)"
+else bad "mpi_allgather: $(head -n 1 err.txt)"; fi
+
 # ---- a killed rank ------------------------------------------------------------------------------
 F=("${SYN[@]}" --arch topk --d-sae 512 --tokens 20000000 --checkpoint-every 5)
 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --out kill > kill.out 2> kill.err &

@@ -1434,6 +1434,102 @@ static void test_latent_blocks(void)
     sae_trainer_free(t);
 }
 
+/* Latent blocks changed after a step (the buffers were sized for the old count), micro-batches
+ * after latent blocks (refused: each leaf would add the whole batch's gradient), and every
+ * allocation of a step failing in turn (the trainer retries cleanly: the same loss as without
+ * the failure; under test-asan LeakSanitizer checks that nothing of the failed try is left). */
+static void test_latent_blocks_state(void)
+{
+    enum { LB_B = 256, LB_D = 32, LB_S = 512 };
+    static float x[LB_B * LB_D];
+    rng_state r;
+    rng_seed(&r, 79);
+    fill_normal(x, LB_B * LB_D, &r, 1);
+    sae_train_config c;
+    sae_train_defaults(&c);
+    c.arch = SAE_TOPK;
+    c.d_in = LB_D;
+    c.d_sae = LB_S;
+    c.k = 4;
+    c.batch = LB_B;
+    c.total_tokens = 100 * LB_B;
+    c.dead_window = 1;
+    /* L a -> step -> L b, against a trainer resumed from that step and given L b */
+    const int from[2] = {2, 256}, to[2] = {256, 2};
+    const char *ck = "build/tests/test_sae_lbs.bin";
+    for (int i = 0; i < 2; i++) {
+        sae_trainer *t = NULL, *tr = NULL;
+        sae_step_stats st, sr;
+        int rc = sae_trainer_new(&t, &c, x, LB_B);
+        if (!rc) rc = sae_trainer_set_latent_blocks(t, from[i]);
+        if (!rc) rc = sae_trainer_step(t, x, &st);
+        if (!rc) rc = sae_trainer_checkpoint(t, ck);
+        if (!rc) rc = sae_trainer_resume(&tr, ck);
+        unlink(ck);
+        if (!rc) rc = sae_trainer_set_latent_blocks(t, to[i]);
+        if (!rc) rc = sae_trainer_set_latent_blocks(tr, to[i]);
+        if (!rc) rc = sae_trainer_step(t, x, &st);
+        if (!rc) rc = sae_trainer_step(tr, x, &sr);
+        CHECK(rc == OK && st.loss == sr.loss && st.l0 == sr.l0 && st.aux_loss == sr.aux_loss,
+              "L %d -> step -> L %d: loss %.9g vs %.9g (resumed), L0 %.3f vs %.3f: %s", from[i],
+              to[i], st.loss, sr.loss, st.l0, sr.l0, rc ? err_msg() : "");
+        sae_trainer_free(t);
+        sae_trainer_free(tr);
+    }
+    sae_trainer *t = NULL;
+    int rc = sae_trainer_new(&t, &c, x, LB_B);
+    if (!rc) rc = sae_trainer_set_latent_blocks(t, 2);
+    CHECK(rc == OK && sae_trainer_set_micro_batches(t, 2) == ERR_ARG &&
+              strstr(err_msg(), "not implemented") && sae_trainer_micro_batches(t) == 1,
+          "micro-batches after latent blocks: %s", err_msg());
+    CHECK(rc == OK && sae_trainer_set_micro_batches(t, 1) == OK);
+    sae_trainer_free(t);
+    /* phase 0: the first step's allocations (the block buffers, the candidates); phase 1: the
+       second's (the candidates grow for AuxK's once latents are dead) */
+    for (int ph = 0; ph < 2; ph++) {
+        sae_step_stats ref, s;
+        long n = 0;
+        t = NULL;
+        rc = sae_trainer_new(&t, &c, x, LB_B);
+        if (!rc) rc = sae_trainer_set_latent_blocks(t, 4);
+        mem_fail_at(0);
+        if (!rc) rc = sae_trainer_step(t, x, &ref);
+        if (!rc && ph) {
+            mem_fail_at(0);
+            rc = sae_trainer_step(t, x, &ref);
+        }
+        n = mem_alloc_count();
+        if (!rc && !ph) rc = sae_trainer_loss_grad(t, x, &ref);
+        CHECK(rc == OK && n > 0 && (ph == 0 || ref.aux_loss > 0), "phase %d reference: %s", ph,
+              err_msg());
+        sae_trainer_free(t);
+        int nfail = 0, bad = 0;
+        for (long k = 1; !rc && k <= n; k++) {
+            t = NULL;
+            int r2 = sae_trainer_new(&t, &c, x, LB_B);
+            if (!r2) r2 = sae_trainer_set_latent_blocks(t, 4);
+            if (!r2 && ph) r2 = sae_trainer_step(t, x, &s);
+            if (r2) {
+                bad++;
+                sae_trainer_free(t);
+                continue;
+            }
+            mem_fail_at(k);
+            r2 = sae_trainer_step(t, x, &s);
+            mem_fail_at(0);
+            if (r2 == ERR_NOMEM) {
+                nfail++;
+                r2 = sae_trainer_step(t, x, &s); /* the retry */
+            }
+            if (!r2 && !ph) r2 = sae_trainer_loss_grad(t, x, &s);
+            if (r2 || s.loss != ref.loss || s.l0 != ref.l0 || s.aux_loss != ref.aux_loss) bad++;
+            sae_trainer_free(t);
+        }
+        CHECK(nfail > 0 && bad == 0, "phase %d: %d of %ld allocations failed the step; %d retries "
+              "went wrong", ph, nfail, n, bad);
+    }
+}
+
 int main(void)
 {
     test_topk();
@@ -1461,6 +1557,7 @@ int main(void)
     test_export_fold();
     test_micro_batches();
     test_latent_blocks();
+    test_latent_blocks_state();
     test_resume_bit_identical();
     test_ground_truth_small();
     test_archs_train();
