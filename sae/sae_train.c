@@ -886,10 +886,14 @@ static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double 
  * sees the whole batch. Per step:
  * 1. each owned block's pre-activations (the encoder GEMM on the block's rows of W_encT, row
  *    chunk by row chunk) and its per-row top min(k, Sb) (and, for AuxK, its top among the
- *    block's dead latents), ReLU applied: the candidates;
+ *    block's dead latents), selected on the raw values, then ReLU applied: the candidates;
  * 2. the candidates of every rank (dist_allgather: exact), and on every rank the same global
- *    top-k per row, ordered by value and then by the lower latent: the single pass's tie-break,
- *    and a total order, so the selection does not depend on who found which candidate;
+ *    top-k per row, ordered by the ReLU'd value and then by the lower latent: a total order, so
+ *    the selection does not depend on who found which candidate. Among positive values that is
+ *    the single pass's selection and tie-break; where a row has fewer than k positive values
+ *    the zero entries may name other latents than the single pass's (the largest raw values
+ *    there, the lowest latents here), which changes nothing: a zero entry adds nothing to the
+ *    reconstruction, gets no gradient and is never counted as fired or active;
  * 3. each block's reconstruction from its selected latents (and AuxK's), summed over blocks in
  *    one fixed binary tree: the owned blocks' levels locally, the top levels across ranks
  *    (dist_sum_f32); the error is then the same bits on every rank;
