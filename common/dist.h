@@ -34,11 +34,12 @@ int dist_is_root(void);   /* rank 0 */
 /* bytes of buf from rank 0 to every rank */
 int dist_bcast(void *buf, size_t bytes);
 /* Deterministic in-place sums across ranks (see above); the world size must be a power of two
- * (ERR_ARG otherwise). One rank: nothing to do. */
+ * (ERR_ARG otherwise). One rank: nothing to do. A rank that cannot allocate the exchange buffer
+ * fails every rank alike (agreed as dist_check does) instead of leaving them in a send. */
 int dist_sum_f32(float *buf, int64_t n);
 int dist_sum_f64(double *buf, int64_t n);
 /* recv [size * bytes] = every rank's send [bytes], in rank order (exact: a copy). One rank: a
- * copy. At most 2^31-1 bytes per rank (ERR_ARG). */
+ * copy. Any size (more than 2^28 bytes per rank go in chunks). */
 int dist_allgather(const void *send, void *recv, size_t bytes);
 /* Exact reductions (integers, min, max): order cannot change their result. */
 int dist_sum_i64(int64_t *buf, int n);
