@@ -5,6 +5,9 @@
 # world size; a rank killed with SIGKILL ends the job within seconds with a one-line message, the
 # checkpoint intact and resumable; a world size that does not fit and a rank that cannot read its
 # data fail before any work, naming the problem; commands that do not run distributed refuse.
+# One rank out of memory inside a step (latent blocks, the candidates mid-run, a tree sum, the
+# micro-batch tree; an LD_PRELOAD shim) stops every rank within seconds with that rank's line;
+# dist_allgather above one MPI chunk keeps every byte.
 # extract and analyze: the same rows as one process for -np 1, 2, 4 (analyze: every analysis
 # table and the report built from it), a killed rank 0, refusals before any work.
 # Tiny synthetic shapes, one OpenBLAS and one saelite thread per rank (the promise is for fixed
