@@ -69,6 +69,7 @@ struct sae_trainer {
     double scale, scale_out; /* scale_out: transcoders' target scale (= scale for SAEs) */
     float *ys, *zero_in; /* targets [B,Do] (= xs for SAEs); transcoders: D zeros */
     float thr_run; /* BatchTopK: running mean (rate 0.1) of the batch threshold (normalised units) */
+    float aux_norm; /* TopK AuxK: 1 / (1 - EV) of the previous step's batch (0 before the first) */
     int64_t np;
     float *p, *g, *m, *v;
     sae_params P, G;
@@ -975,7 +976,14 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             for (int j = 0; j < S; j++)
                 if (t->since[j] >= t->dead_window) t->dead[cx.nd++] = j;
         cx.ka = cx.nd < t->kaux ? cx.nd : t->kaux;
-        cx.ca = (float)(t->c.aux_coef * fmin(1.0, (double)cx.nd / t->kaux));
+        /* TopK: OpenAI's normalised AuxK, aux_coef * ||e - ehat||^2 / ||e||^2 against the
+           normalised MSE ||e||^2 / var(x); relative to this trainer's plain MSE that is
+           aux_coef / (1 - EV) * ||e - ehat||^2, with the EV of the previous step (known before
+           the leaves run, so the same for any split into micro-batches and ranks). SAELens'
+           aux_coef * min(1, n_dead / k_aux) * ||e - ehat||^2 is ~30x weaker at EV 0.97 and left
+           the latents AuxK revives off the missing features (issue 22, docs/sae.md). */
+        if (t->c.arch == SAE_TOPK) cx.ca = (float)(t->c.aux_coef * t->aux_norm);
+        else cx.ca = (float)(t->c.aux_coef * fmin(1.0, (double)cx.nd / t->kaux));
     }
     if (is_batchtopk(t->c.arch) && cx.global) {
         /* the batch-global selections need every leaf's pre-activations first */
@@ -1072,6 +1080,7 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     if (!isfinite(st.loss))
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
+    if (t->c.arch == SAE_TOPK) t->aux_norm = (float)(1.0 / fmax(1.0 - st.ev, 1e-6));
     int constrained = is_constrained(t->c.arch);
     prof_mark(t, SAE_PROF_OTHER);
     double lr = lr_at(t);
@@ -1190,9 +1199,9 @@ int sae_trainer_bcast(sae_trainer *t)
     struct {
         int64_t step, tokens;
         double scale, scale_out;
-        float thr_run;
+        float thr_run, aux_norm;
         int mb;
-    } h = {t->step, t->tokens, t->scale, t->scale_out, t->thr_run, t->mb};
+    } h = {t->step, t->tokens, t->scale, t->scale_out, t->thr_run, t->aux_norm, t->mb};
     int rc = dist_bcast(&h, sizeof h);
     if (!rc) rc = dist_bcast(t->p, sizeof(float) * (size_t)t->np);
     if (!rc) rc = dist_bcast(t->m, sizeof(float) * (size_t)t->np);
@@ -1204,6 +1213,7 @@ int sae_trainer_bcast(sae_trainer *t)
     t->scale = h.scale;
     t->scale_out = h.scale_out;
     t->thr_run = h.thr_run;
+    t->aux_norm = h.aux_norm;
     t->mb = h.mb;
     return OK;
 }
@@ -1216,7 +1226,7 @@ typedef struct {
     uint32_t cfg_size, pad;
     int64_t step, tokens, np, S;
     double scale;
-    float thr_run, pad2;
+    float thr_run, aux_norm; /* aux_norm: 0 in files from before it (AuxK off for one step) */
 } ckpt_header;
 
 int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
@@ -1235,6 +1245,7 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
     h.S = t->S;
     h.scale = t->scale;
     h.thr_run = t->thr_run;
+    h.aux_norm = t->aux_norm;
     h.pad = t->mb > 1 ? (uint32_t)t->mb : 0; /* micro-batches (0: one, the bytes of old files) */
     int ok = fwrite(&h, sizeof h, 1, fp) == 1 && fwrite(&t->c, sizeof t->c, 1, fp) == 1 &&
              fwrite(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
@@ -1291,6 +1302,7 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     t->scale = h.scale;
     if (!t->tc) t->scale_out = h.scale;
     t->thr_run = h.thr_run;
+    t->aux_norm = h.aux_norm;
     t->mb = h.pad ? (int)h.pad : 1;
     if (t->mb < 1 || t->mb > t->B || t->B % t->mb) {
         sae_trainer_free(t);

@@ -8,8 +8,10 @@
  *        + relu:      l1 * sum_j f_j ||W_dec,j||          (decoder unconstrained, norms folded)
  *        + jumprelu:  l1 * sum_j H(pre_j - theta_j)       (L0, straight-through estimators with a
  *                                                          rectangle kernel of width bandwidth)
- *        + topk/batchtopk: aux_coef * min(1, n_dead/k_aux) * ||e - ehat_aux||^2 (AuxK on the top
- *                     k_aux dead latents, e = x - xhat detached)
+ *        + topk:      aux_coef / (1 - EV) * ||e - ehat_aux||^2 (AuxK on the top k_aux dead
+ *                     latents, e = x - xhat detached; OpenAI's normalised AuxK relative to this
+ *                     plain MSE, EV = the previous step's explained variance)
+ *        + batchtopk: aux_coef * min(1, n_dead/k_aux) * ||e - ehat_aux||^2 (SAELens' AuxK)
  *        + matryoshka: the batchtopk loss (full width, AuxK) + sum over the inner widths m of
  *                     ||x - xhat_m||^2, xhat_m = BatchTopK(pre[:, :m]) W_dec[:m] + b_dec (SAELens:
  *                     the prefix's pre-activations get their own BatchTopK with the same k B)
