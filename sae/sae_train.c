@@ -1090,7 +1090,23 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth - nskip;
     /* constrained: the decoder rows' parallel gradient removed, Adam, rows back to unit norm,
        in one pass over each row */
-    if (constrained)
+    if (constrained && t->c.arch == SAE_TOPK) {
+        /* TopK: b_enc's lr times the mean input norm of the training space (sqrt(d_in) when
+           normalised), so it moves as fast against the pre-activations as at mean norm 1. At
+           lr alone it moved 16x slower on tools/ref/gt_gen.py's base set (d_in 256): no latent
+           died, AuxK never started and MMCS stalled at 0.88 (issue 22, docs/sae.md). b_dec
+           keeps lr: at x16 it only added noise to its median init (worse EV in short runs). */
+        int64_t nw = t->P.b_enc - t->p, S = t->S;
+        float bl = (float)(lr * (t->c.normalize ? sqrt((double)t->D) : 1.0));
+        sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nw, t->P.W_dec - t->p, t->S, t->Do,
+                             (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
+                             (float)t->c.adam_eps, t->step + 1);
+        sae_k_adam(t->p + nw, t->g + nw, t->m + nw, t->v + nw, S, bl, (float)t->c.adam_b1,
+                   (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
+        sae_k_adam(t->p + nw + S, t->g + nw + S, t->m + nw + S, t->v + nw + S, nmain - nw - S,
+                   (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2, (float)t->c.adam_eps,
+                   t->step + 1);
+    } else if (constrained)
         sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nmain, t->P.W_dec - t->p, t->S, t->Do,
                              (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
                              (float)t->c.adam_eps, t->step + 1);

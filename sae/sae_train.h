@@ -24,7 +24,8 @@
  * b_dec subtraction on the input, and skip transcoders add x W_skip^T (W_skip zero at init) to
  * the output. Input and target get separate scales (mean norms sqrt(d_in) and sqrt(d_out)); the
  * encoder rows are their own random unit vectors (d_in != d_out), b_dec the target's median.
- *   Adam; lr warm-up over warmup_frac of the steps, linear decay to 0 over the last decay_frac;
+ *   Adam; lr warm-up over warmup_frac of the steps, linear decay to 0 over the last decay_frac
+ *   (TopK: b_enc at lr x sqrt(d_in) when normalised, as fast as the others at mean norm 1);
  *   sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu) with
  *   the gradient component parallel to each row removed before the step; W_enc = W_dec^T at
  *   init; b_dec = geometric median (or mean) of the sample. A latent is dead when it has not
