@@ -271,7 +271,10 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     t->total_steps = c.total_tokens / c.batch;
     t->dead_window = c.dead_window;
     if (t->dead_window <= 0) {
-        int64_t w = c.total_tokens / 10;
+        /* TopK total/30: 200k at 6M tokens, where 600k (total/10) left MMCS 0.96 instead of
+           0.99 on tools/ref/gt_gen.py's base set (issue 22, docs/sae.md): latents must be
+           declared dead early enough for AuxK to move them onto the features still missing */
+        int64_t w = c.total_tokens / (c.arch == SAE_TOPK ? 30 : 10);
         t->dead_window = w < 100000 ? 100000 : w > 10000000 ? 10000000 : w;
     }
     t->scale = t->scale_out = 1;

@@ -73,7 +73,7 @@ typedef struct {
     double warmup_frac;    /* default 0.01 of the steps (at most 1000 steps) */
     double decay_frac;     /* default 0.2 */
     double l1_warmup_frac; /* default 0.05 */
-    int64_t dead_window;   /* tokens; 0 = clamp(total/10, 100k, 10M) */
+    int64_t dead_window;   /* tokens; 0 = clamp(total/30 (topk) or /10, 100k, 10M) */
     int bdec_init;         /* SAE_BDEC_*; default median */
     int normalize;         /* 1 (default): scale inputs to mean norm sqrt(d_in) */
     double jr_bandwidth;   /* default 0.5 (normalised units) */
