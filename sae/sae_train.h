@@ -66,7 +66,7 @@ typedef struct {
     int k_aux;            /* AuxK latents; 0 = d_in/2 */
     double aux_coef;      /* default 1/32 */
     double l1;            /* relu: L1 coefficient (5); jumprelu: L0 coefficient (1) */
-    double lr;            /* 0 = 2e-4 (topk 2.5e-4) / sqrt(d_sae / 16384) */
+    double lr;            /* 0 = 2e-4 (topk 3.75e-4) / sqrt(d_sae / 16384) */
     int batch;            /* tokens per step */
     int64_t total_tokens; /* sets the number of steps (schedule) */
     uint64_t seed;
