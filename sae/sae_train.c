@@ -500,6 +500,17 @@ static double sparsity_coef(const sae_trainer *t)
     return t->c.l1 * f;
 }
 
+/* TopK: b_enc's learning rate, lr times the mean input norm of the training space (sqrt(d_in)
+   when normalised), so it moves as fast against the pre-activations as at mean norm 1. At lr
+   alone it moved 16x slower on tools/ref/gt_gen.py's base set (d_in 256): no latent died, AuxK
+   never started and MMCS stalled at 0.88 (issue 22, docs/sae.md). b_dec keeps lr: at x16 it
+   only added noise to its median init (worse EV in short runs). The others: lr. */
+static float benc_lr(const sae_trainer *t, double lr)
+{
+    int topk = t->c.arch == SAE_TOPK && t->c.normalize;
+    return (float)(lr * (topk ? sqrt((double)t->D) : 1.0));
+}
+
 static double lr_at(const sae_trainer *t)
 {
     double T = (double)t->total_steps, s = (double)t->step;
@@ -1096,14 +1107,9 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth - nskip;
     /* constrained: the decoder rows' parallel gradient removed, Adam, rows back to unit norm,
        in one pass over each row */
-    if (constrained && t->c.arch == SAE_TOPK) {
-        /* TopK: b_enc's lr times the mean input norm of the training space (sqrt(d_in) when
-           normalised), so it moves as fast against the pre-activations as at mean norm 1. At
-           lr alone it moved 16x slower on tools/ref/gt_gen.py's base set (d_in 256): no latent
-           died, AuxK never started and MMCS stalled at 0.88 (issue 22, docs/sae.md). b_dec
-           keeps lr: at x16 it only added noise to its median init (worse EV in short runs). */
+    if (constrained && t->c.arch == SAE_TOPK) { /* b_enc at benc_lr */
         int64_t nw = t->P.b_enc - t->p, S = t->S;
-        float bl = (float)(lr * (t->c.normalize ? sqrt((double)t->D) : 1.0));
+        float bl = benc_lr(t, lr);
         sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nw, t->P.W_dec - t->p, t->S, t->Do,
                              (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
                              (float)t->c.adam_eps, t->step + 1);
@@ -1248,7 +1254,7 @@ typedef struct {
     uint32_t cfg_size, pad;
     int64_t step, tokens, np, S;
     double scale;
-    float thr_run, aux_norm; /* aux_norm: 0 in files from before it (AuxK off for one step) */
+    float thr_run, pad2;
 } ckpt_header;
 
 int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
@@ -1267,14 +1273,14 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
     h.S = t->S;
     h.scale = t->scale;
     h.thr_run = t->thr_run;
-    h.aux_norm = t->aux_norm;
     h.pad = t->mb > 1 ? (uint32_t)t->mb : 0; /* micro-batches (0: one, the bytes of old files) */
     int ok = fwrite(&h, sizeof h, 1, fp) == 1 && fwrite(&t->c, sizeof t->c, 1, fp) == 1 &&
              fwrite(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
-             (!t->tc || fwrite(&t->scale_out, sizeof(double), 1, fp) == 1);
+             (!t->tc || fwrite(&t->scale_out, sizeof(double), 1, fp) == 1) &&
+             fwrite(&t->aux_norm, sizeof(float), 1, fp) == 1; /* after everything: optional */
     if (!ok) {
         int e = errno;
         file_atomic_abort(&out);
@@ -1314,6 +1320,9 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
              fread(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
              fread(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
              (!t->tc || fread(&t->scale_out, sizeof(double), 1, fp) == 1);
+    /* TopK's AuxK normaliser, the file's last float; files from before it end here (AuxK is
+       then off for one step) */
+    if (ok && fread(&t->aux_norm, sizeof(float), 1, fp) != 1) t->aux_norm = 0;
     fclose(fp);
     if (!ok) {
         sae_trainer_free(t);
@@ -1324,7 +1333,6 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     t->scale = h.scale;
     if (!t->tc) t->scale_out = h.scale;
     t->thr_run = h.thr_run;
-    t->aux_norm = h.aux_norm;
     t->mb = h.pad ? (int)h.pad : 1;
     if (t->mb < 1 || t->mb > t->B || t->B % t->mb) {
         sae_trainer_free(t);
