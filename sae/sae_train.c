@@ -74,6 +74,7 @@ struct sae_trainer {
     double scale, scale_out; /* scale_out: transcoders' target scale (= scale for SAEs) */
     float *ys, *zero_in; /* targets [B,Do] (= xs for SAEs); transcoders: D zeros */
     float thr_run; /* BatchTopK: running mean (rate 0.1) of the batch threshold (normalised units) */
+    float aux_norm; /* TopK AuxK: 1 / (1 - EV) of the previous step's batch (0 before the first) */
     int64_t np;
     float *p, *g, *m, *v;
     sae_params P, G;
@@ -280,7 +281,10 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         (int64_t)c.batch * c.d_sae > (1LL << 31))
         return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
                        sae_arch_name(c.arch));
-    if (c.lr <= 0) c.lr = 2e-4 / sqrt(c.d_sae / 16384.0);
+    /* OpenAI's 2e-4 at 16384 latents, scaled by 1/sqrt(d_sae); TopK 3.75e-4 (1.5e-3 at 1024
+       latents: on tools/ref/gt_gen.py's family 1e-3 still left --rho 0.9, --active 10 and
+       --decay 0.98 below the PyTorch recipe, 1.5e-3 passed it on all; issue 22, docs/sae.md) */
+    if (c.lr <= 0) c.lr = (c.arch == SAE_TOPK ? 3.75e-4 : 2e-4) / sqrt(c.d_sae / 16384.0);
     if (c.k_aux <= 0) c.k_aux = c.d_in / 2 > 0 ? c.d_in / 2 : 1;
     if (c.k_aux > c.d_sae) c.k_aux = c.d_sae;
     if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
@@ -296,7 +300,10 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     t->total_steps = c.total_tokens / c.batch;
     t->dead_window = c.dead_window;
     if (t->dead_window <= 0) {
-        int64_t w = c.total_tokens / 10;
+        /* TopK total/30: 200k at 6M tokens, where 600k (total/10) left MMCS 0.96 instead of
+           0.99 on tools/ref/gt_gen.py's base set (issue 22, docs/sae.md): latents must be
+           declared dead early enough for AuxK to move them onto the features still missing */
+        int64_t w = c.total_tokens / (c.arch == SAE_TOPK ? 30 : 10);
         t->dead_window = w < 100000 ? 100000 : w > 10000000 ? 10000000 : w;
     }
     t->scale = t->scale_out = 1;
@@ -519,6 +526,17 @@ static double sparsity_coef(const sae_trainer *t)
     double w = t->c.l1_warmup_frac * t->total_steps;
     double f = w >= 1 ? fmin(1.0, (t->step + 1) / w) : 1.0;
     return t->c.l1 * f;
+}
+
+/* TopK: b_enc's learning rate, lr times the mean input norm of the training space (sqrt(d_in)
+   when normalised), so it moves as fast against the pre-activations as at mean norm 1. At lr
+   alone it moved 16x slower on tools/ref/gt_gen.py's base set (d_in 256): no latent died, AuxK
+   never started and MMCS stalled at 0.88 (issue 22, docs/sae.md). b_dec keeps lr: at x16 it
+   only added noise to its median init (worse EV in short runs). The others: lr. */
+static float benc_lr(const sae_trainer *t, double lr)
+{
+    int topk = t->c.arch == SAE_TOPK && t->c.normalize;
+    return (float)(lr * (topk ? sqrt((double)t->D) : 1.0));
 }
 
 static double lr_at(const sae_trainer *t)
@@ -1187,7 +1205,7 @@ static void latent_adam(sae_trainer *t, double lr)
     for (int a = 0; a < 4; a++) {
         float *p = t->p + off[a], *g = t->g + off[a], *m = t->m + off[a], *v = t->v + off[a];
         if (a == 1) sae_k_adam_unit_rows(p, g, m, v, len[a], 0, (int)Sl, (int)D, l, b1, b2, ep, st);
-        else sae_k_adam(p, g, m, v, len[a], l, b1, b2, ep, st);
+        else sae_k_adam(p, g, m, v, len[a], a == 2 ? benc_lr(t, lr) : l, b1, b2, ep, st);
     }
 }
 
@@ -1320,7 +1338,14 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
             for (int j = 0; j < S; j++)
                 if (t->since[j] >= t->dead_window) t->dead[cx.nd++] = j;
         cx.ka = cx.nd < t->kaux ? cx.nd : t->kaux;
-        cx.ca = (float)(t->c.aux_coef * fmin(1.0, (double)cx.nd / t->kaux));
+        /* TopK: OpenAI's normalised AuxK, aux_coef * ||e - ehat||^2 / ||e||^2 against the
+           normalised MSE ||e||^2 / var(x); relative to this trainer's plain MSE that is
+           aux_coef / (1 - EV) * ||e - ehat||^2, with the EV of the previous step (known before
+           the leaves run, so the same for any split into micro-batches and ranks). SAELens'
+           aux_coef * min(1, n_dead / k_aux) * ||e - ehat||^2 is ~30x weaker at EV 0.97 and left
+           the latents AuxK revives off the missing features (issue 22, docs/sae.md). */
+        if (t->c.arch == SAE_TOPK) cx.ca = (float)(t->c.aux_coef * t->aux_norm);
+        else cx.ca = (float)(t->c.aux_coef * fmin(1.0, (double)cx.nd / t->kaux));
     }
     if (!rc && shard) rc = latent_prepare(t, &cx);
     /* What can fail on one rank alone (the allocations above) is agreed before the step's first
@@ -1427,6 +1452,7 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     if (!isfinite(st.loss))
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
+    if (t->c.arch == SAE_TOPK) t->aux_norm = (float)(1.0 / fmax(1.0 - st.ev, 1e-6));
     int constrained = is_constrained(t->c.arch);
     prof_mark(t, SAE_PROF_OTHER);
     double lr = lr_at(t);
@@ -1438,7 +1464,18 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
        in one pass over each row */
     if (t->lb > 1)
         latent_adam(t, lr);
-    else if (constrained)
+    else if (constrained && t->c.arch == SAE_TOPK) { /* b_enc at benc_lr */
+        int64_t nw = t->P.b_enc - t->p, S = t->S;
+        float bl = benc_lr(t, lr);
+        sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nw, t->P.W_dec - t->p, t->S, t->Do,
+                             (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
+                             (float)t->c.adam_eps, t->step + 1);
+        sae_k_adam(t->p + nw, t->g + nw, t->m + nw, t->v + nw, S, bl, (float)t->c.adam_b1,
+                   (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
+        sae_k_adam(t->p + nw + S, t->g + nw + S, t->m + nw + S, t->v + nw + S, nmain - nw - S,
+                   (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2, (float)t->c.adam_eps,
+                   t->step + 1);
+    } else if (constrained)
         sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nmain, t->P.W_dec - t->p, t->S, t->Do,
                              (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
                              (float)t->c.adam_eps, t->step + 1);
@@ -1638,9 +1675,9 @@ int sae_trainer_bcast(sae_trainer *t)
     struct {
         int64_t step, tokens;
         double scale, scale_out;
-        float thr_run;
+        float thr_run, aux_norm;
         int mb;
-    } h = {t->step, t->tokens, t->scale, t->scale_out, t->thr_run, t->mb};
+    } h = {t->step, t->tokens, t->scale, t->scale_out, t->thr_run, t->aux_norm, t->mb};
     int rc = dist_bcast(&h, sizeof h);
     if (!rc) rc = dist_bcast(t->p, sizeof(float) * (size_t)t->np);
     if (!rc) rc = dist_bcast(t->m, sizeof(float) * (size_t)t->np);
@@ -1652,6 +1689,7 @@ int sae_trainer_bcast(sae_trainer *t)
     t->scale = h.scale;
     t->scale_out = h.scale_out;
     t->thr_run = h.thr_run;
+    t->aux_norm = h.aux_norm;
     t->mb = h.mb;
     t->gathered = t->step; /* every rank holds rank 0's state, every latent */
     return OK;
@@ -1692,7 +1730,8 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
              fwrite(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
              fwrite(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
-             (!t->tc || fwrite(&t->scale_out, sizeof(double), 1, fp) == 1);
+             (!t->tc || fwrite(&t->scale_out, sizeof(double), 1, fp) == 1) &&
+             fwrite(&t->aux_norm, sizeof(float), 1, fp) == 1; /* after everything: optional */
     if (!ok) {
         int e = errno;
         file_atomic_abort(&out);
@@ -1732,6 +1771,9 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
              fread(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
              fread(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
              (!t->tc || fread(&t->scale_out, sizeof(double), 1, fp) == 1);
+    /* TopK's AuxK normaliser, the file's last float; files from before it end here (AuxK is
+       then off for one step) */
+    if (ok && fread(&t->aux_norm, sizeof(float), 1, fp) != 1) t->aux_norm = 0;
     fclose(fp);
     if (!ok) {
         sae_trainer_free(t);

@@ -8,8 +8,10 @@
  *        + relu:      l1 * sum_j f_j ||W_dec,j||          (decoder unconstrained, norms folded)
  *        + jumprelu:  l1 * sum_j H(pre_j - theta_j)       (L0, straight-through estimators with a
  *                                                          rectangle kernel of width bandwidth)
- *        + topk/batchtopk: aux_coef * min(1, n_dead/k_aux) * ||e - ehat_aux||^2 (AuxK on the top
- *                     k_aux dead latents, e = x - xhat detached)
+ *        + topk:      aux_coef / (1 - EV) * ||e - ehat_aux||^2 (AuxK on the top k_aux dead
+ *                     latents, e = x - xhat detached; OpenAI's normalised AuxK relative to this
+ *                     plain MSE, EV = the previous step's explained variance)
+ *        + batchtopk: aux_coef * min(1, n_dead/k_aux) * ||e - ehat_aux||^2 (SAELens' AuxK)
  *        + matryoshka: the batchtopk loss (full width, AuxK) + sum over the inner widths m of
  *                     ||x - xhat_m||^2, xhat_m = BatchTopK(pre[:, :m]) W_dec[:m] + b_dec (SAELens:
  *                     the prefix's pre-activations get their own BatchTopK with the same k B)
@@ -22,7 +24,8 @@
  * b_dec subtraction on the input, and skip transcoders add x W_skip^T (W_skip zero at init) to
  * the output. Input and target get separate scales (mean norms sqrt(d_in) and sqrt(d_out)); the
  * encoder rows are their own random unit vectors (d_in != d_out), b_dec the target's median.
- *   Adam; lr warm-up over warmup_frac of the steps, linear decay to 0 over the last decay_frac;
+ *   Adam; lr warm-up over warmup_frac of the steps, linear decay to 0 over the last decay_frac
+ *   (TopK: b_enc at lr x sqrt(d_in) when normalised, as fast as the others at mean norm 1);
  *   sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu) with
  *   the gradient component parallel to each row removed before the step; W_enc = W_dec^T at
  *   init; b_dec = geometric median (or mean) of the sample. A latent is dead when it has not
@@ -63,14 +66,14 @@ typedef struct {
     int k_aux;            /* AuxK latents; 0 = d_in/2 */
     double aux_coef;      /* default 1/32 */
     double l1;            /* relu: L1 coefficient (5); jumprelu: L0 coefficient (1) */
-    double lr;            /* 0 = 2e-4 / sqrt(d_sae / 16384) */
+    double lr;            /* 0 = 2e-4 (topk 3.75e-4) / sqrt(d_sae / 16384) */
     int batch;            /* tokens per step */
     int64_t total_tokens; /* sets the number of steps (schedule) */
     uint64_t seed;
     double warmup_frac;    /* default 0.01 of the steps (at most 1000 steps) */
     double decay_frac;     /* default 0.2 */
     double l1_warmup_frac; /* default 0.05 */
-    int64_t dead_window;   /* tokens; 0 = clamp(total/10, 100k, 10M) */
+    int64_t dead_window;   /* tokens; 0 = clamp(total/30 (topk) or /10, 100k, 10M) */
     int bdec_init;         /* SAE_BDEC_*; default median */
     int normalize;         /* 1 (default): scale inputs to mean norm sqrt(d_in) */
     double jr_bandwidth;   /* default 0.5 (normalised units) */

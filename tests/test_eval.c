@@ -434,6 +434,10 @@ static void test_absorption_trained(void)
         c.total_tokens = 300000;
         c.lr = 0.002;
         c.seed = 42 + (uint64_t)seed;
+        /* raw inputs: the fixture keeps b_enc at lr, as it was trained before issue 22's TopK
+           defaults (b_enc at lr x sqrt(d_in) when normalised); with those it absorbed more
+           (exact 0.197 / 0.189) and SAEBench's full rate (0.116 / 0.123) fell outside 0.05 */
+        c.normalize = 0;
         enum { N = 16384 };
         sae_source *src = NULL;
         sae_model *m = NULL;

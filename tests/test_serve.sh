@@ -200,7 +200,7 @@ NSEARCH=$(js "j['total']")
 ok test "$NSEARCH" -gt 0
 req GET "/api/features?dict=1&q=%22%20OR%20NEAR(&limit=5"; ok test "$code" = 200  # FTS syntax is only text
 TOK=$(q "SELECT tok_text(token) FROM ana_acts WHERE dict_id = 1 AND kind = 'top' GROUP BY token ORDER BY count(*) DESC LIMIT 1")
-req GET "/api/token?dict=1&text=$(python3 -c "import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))" "$TOK")"
+req GET "/api/token?dict=1&limit=500&text=$(python3 -c "import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))" "$TOK")"
 ok test "$code" = 200
 ok test "$(js "sum(f['n'] for f in j['features'])")" = \
     "$(q "SELECT count(*) FROM ana_acts WHERE dict_id = 1 AND token IN (SELECT token FROM ana_vocab WHERE text IN (CAST('$TOK' AS BLOB), CAST(' $TOK' AS BLOB)))")"
