@@ -1356,25 +1356,33 @@ static void test_micro_batches(void)
     sae_trainer_free(t);
 }
 
+enum { LB_B = 256, LB_D = 32, LB_S = 512 };
+
+/* The latent-block tests' batch (Gaussian rows from seed) and TopK config: d_sae 512 over
+ * d_in 32, k 4, AuxK on from the first step (dead_window 1). */
+static void latent_blocks_setup(float *x /*[LB_B * LB_D]*/, uint64_t seed, sae_train_config *c)
+{
+    rng_state r;
+    rng_seed(&r, seed);
+    fill_normal(x, LB_B * LB_D, &r, 1);
+    sae_train_defaults(c);
+    c->arch = SAE_TOPK;
+    c->d_in = LB_D;
+    c->d_sae = LB_S;
+    c->k = 4;
+    c->batch = LB_B;
+    c->total_tokens = 100 * LB_B;
+    c->dead_window = 1;
+}
+
 /* Latent blocks (sae_train.h): the same selection (L0, the set of active latents: the gradients)
  * as the single pass, the sums only reordered; AuxK on (dead_window 1); blocks narrower than k
  * (d_sae 512 over 256 blocks of 2); the count kept in the checkpoint; other archs refused. */
 static void test_latent_blocks(void)
 {
-    enum { LB_B = 256, LB_D = 32, LB_S = 512 };
     static float x[LB_B * LB_D];
-    rng_state r;
-    rng_seed(&r, 78);
-    fill_normal(x, LB_B * LB_D, &r, 1);
     sae_train_config c;
-    sae_train_defaults(&c);
-    c.arch = SAE_TOPK;
-    c.d_in = LB_D;
-    c.d_sae = LB_S;
-    c.k = 4;
-    c.batch = LB_B;
-    c.total_tokens = 100 * LB_B;
-    c.dead_window = 1;
+    latent_blocks_setup(x, 78, &c);
     const int Ls[3] = {2, 8, 256};
     const char *ck = "build/tests/test_sae_lb.bin";
     for (int li = 0; li < 3; li++) {
@@ -1440,20 +1448,9 @@ static void test_latent_blocks(void)
  * the failure; under test-asan LeakSanitizer checks that nothing of the failed try is left). */
 static void test_latent_blocks_state(void)
 {
-    enum { LB_B = 256, LB_D = 32, LB_S = 512 };
     static float x[LB_B * LB_D];
-    rng_state r;
-    rng_seed(&r, 79);
-    fill_normal(x, LB_B * LB_D, &r, 1);
     sae_train_config c;
-    sae_train_defaults(&c);
-    c.arch = SAE_TOPK;
-    c.d_in = LB_D;
-    c.d_sae = LB_S;
-    c.k = 4;
-    c.batch = LB_B;
-    c.total_tokens = 100 * LB_B;
-    c.dead_window = 1;
+    latent_blocks_setup(x, 79, &c);
     /* L a -> step -> L b, against a trainer resumed from that step and given L b */
     const int from[2] = {2, 256}, to[2] = {256, 2};
     const char *ck = "build/tests/test_sae_lbs.bin";
