@@ -51,6 +51,13 @@ killwait() {
     else ok "$3: the job ended $(( $(date +%s) - t0 ))s after $4 was killed"; fi
     wait "$2" 2> /dev/null
 }
+# survivor ERRFILE WHAT: rank 1, the survivor of rank 0's kill, said in one line to rerun
+survivor() {
+    local line
+    line=$(grep -m1 '^saelite: rank 1' "$1")
+    [[ "$line" == *"run the same command again"* ]] && ok "$2: the survivor says: $line" ||
+        bad "$2: no one-line message from rank 1: $(head -c 300 "$1")"
+}
 # rank0 PATTERN MPIRUN_PID: the PID of rank 0 among the processes whose command line matches
 rank0() {
     local p
@@ -288,9 +295,7 @@ victim=$(rank0 "$(basename "$BIN") extract.*--db exk.db" $mp)
 if [ -z "$victim" ]; then bad "extract kill: no rank 0 running (finished before the kill?)"; wait $mp
 else
     killwait "$victim" $mp "extract kill" "rank 0"
-    line=$(grep -m1 '^saelite: rank 1' exk.err)
-    [[ "$line" == *"run the same command again"* ]] && ok "extract kill: the survivor says: $line" ||
-        bad "extract kill: no one-line message from rank 1: $(head -c 300 exk.err)"
+    survivor exk.err "extract kill"
     # (a read-only count cannot open it now: the killed writer left a hot journal, which the
     # resuming writer rolls back)
     "${MPI[@]}" -np 4 "$BIN" "${KX[@]}" --db exk.db > out.txt 2> err.txt || bad "extract resume -np 4: $(grep -m1 saelite err.txt)"
@@ -388,9 +393,7 @@ victim=$(rank0 "$(basename "$BIN") analyze.*--db ank.db" $mp)
 if [ -z "$victim" ]; then bad "analyze kill: no rank 0 running (finished before the kill?)"; wait $mp
 else
     killwait "$victim" $mp "analyze kill" "rank 0"
-    line=$(grep -m1 '^saelite: rank 1' ank.err)
-    [[ "$line" == *"run the same command again"* ]] && ok "analyze kill: the survivor says: $line" ||
-        bad "analyze kill: no one-line message from rank 1: $(head -c 300 ank.err)"
+    survivor ank.err "analyze kill"
     nd=$(sqlite3 ank.db "SELECT count(*) FROM ana_dicts WHERE name = '$W/anbig'")
     andump ank.db > ank.dump
     [ "$(sqlite3 ank.db 'PRAGMA integrity_check')" = ok ] && [ "$nd" = 0 ] && cmp -s ank.dump anp.all.dump &&
