@@ -598,7 +598,7 @@ static int run_absorption(ctx *c, eval_result *res)
     p.C = c->o->C;
     buf b = {0};
     int rc = OK;
-    double sf = 0, sr = 0, ss = 0;
+    double sf = 0, sf0 = 0, sr = 0, ss = 0;
     eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae};
     for (int k = 0; !rc && k < EVAL_NPOS; k++) {
         labelled tr = {0}, te = {0};
@@ -617,6 +617,7 @@ static int run_absorption(ctx *c, eval_result *res)
             if (!rc && r.included) {
                 res->abs_included++;
                 sf += r.mean_frac;
+                sf0 += r.mean_frac_nogate;
                 sr += r.full_rate;
                 ss += r.n_split;
             }
@@ -627,9 +628,11 @@ static int run_absorption(ctx *c, eval_result *res)
     }
     int n = res->abs_included;
     res->abs_mean_frac = n ? sf / n : NAN;
+    res->abs_mean_frac_nogate = n ? sf0 / n : NAN;
     res->abs_full_rate = n ? sr / n : NAN;
     res->abs_mean_split = n ? ss / n : NAN;
     if (!rc) rc = metric(c, c->run_abs, "absorption_mean_frac", res->abs_mean_frac);
+    if (!rc) rc = metric(c, c->run_abs, "absorption_mean_frac_nogate", res->abs_mean_frac_nogate);
     if (!rc) rc = metric(c, c->run_abs, "absorption_full_rate", res->abs_full_rate);
     if (!rc) rc = metric(c, c->run_abs, "absorption_mean_split", res->abs_mean_split);
     if (!rc) rc = metric(c, c->run_abs, "absorption_n_parents", n);

@@ -71,6 +71,7 @@ typedef struct {
     /* absorption */
     int abs_parents, abs_included;  /* POS classes tried / with GT-probe F1 above the minimum */
     double abs_mean_frac, abs_full_rate, abs_mean_split;
+    double abs_mean_frac_nogate;    /* absorption_mean_frac_nogate: the fraction without the 40% gate */
     /* SCR: genre group (Brown's informative / imaginative prose) x tense (past / present) */
     int scr_dir;                    /* the reported direction: 1 = tense ablated, 2 = genre group */
     double scr_phi;                 /* correlation of the two labels over the sampled sequences */
@@ -164,8 +165,8 @@ typedef struct {
     double l1_decay;          /* 0.01: the L1 probe's C = 1 / (l1_decay * n_train) */
     double C;                 /* 1: the GT probe and the k-sparse L2 probes */
     double prop;              /* 0.4: SAEBench's probe_projection_proportion_threshold, the share
-                                 of P the absorbers must carry (both metrics); only the tests
-                                 change it (0 shows what the gate leaves out, docs/eval.md) */
+                                 of P the absorbers must carry (both metrics; mean_frac_nogate
+                                 is always computed with 0 beside it, docs/eval.md) */
 } eval_abs_params;
 void eval_abs_defaults(eval_abs_params *p);
 
@@ -175,6 +176,8 @@ typedef struct {
     int split[32];            /* their latent ids */
     int n_tp, n_fn;           /* probe true positives (counted rows); false negatives among them */
     double mean_frac, full_rate; /* sums over the probe true positives / n_tp */
+    double mean_frac_nogate;  /* the fraction with prop 0 (no 40% gate): ours, beside SAEBench's;
+                                 on the synthetic check it reports the exact partial absorption */
     int included;             /* gt_f1 > min_gt_f1 */
 } eval_abs_class;
 

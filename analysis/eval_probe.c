@@ -550,6 +550,17 @@ typedef struct {
     double proj;
 } feat_proj;
 
+/* SAEBench's absorption fraction of one sample (feature_absorption_calculator.py): 0 where the
+ * split features account for the probe projection P or the absorbers carry less than prop of it,
+ * 1 where the split features are silent, else the absorbed share. */
+static double abs_fraction(double P, double main_proj, double A, double prop)
+{
+    if (main_proj >= P || A / P < prop) return 0;
+    if (main_proj <= 0) return 1;
+    double ab = fmin(A, P - main_proj), frac = ab / (ab + main_proj);
+    return frac < 0 ? 0 : frac > 1 ? 1 : frac;
+}
+
 int eval_absorption_class(const eval_feats *train, const int *tr_rows, const unsigned char *tr_y,
                           int n_tr, const eval_feats *test, const int *te_rows,
                           const unsigned char *te_y, const unsigned char *count, int n_te,
@@ -616,7 +627,7 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
         cosv[f] = nr > 0 ? dotf(wd, gt.w, d) / (sqrt(nr) * pn) : 0;
     }
     const double EPS = 1e-8, cos_frac = 0.1, cos_full = 0.025, prop = p->prop;
-    double sum_frac = 0;
+    double sum_frac = 0, sum_frac_nogate = 0;
     int n_full = 0;
     for (int i = 0; !rc && i < n_te; i++) {
         if (!te_y[i] || !(s_gt[i] > 0) || (count && !count[i])) continue;
@@ -653,15 +664,9 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
         double A = 0;
         for (int s = 0; s < 3; s++)
             if (top3[s].id >= 0) A += top3[s].proj;
-        double frac;
-        if (main_proj >= P || A / P < prop) frac = 0;
-        else if (main_proj <= 0) frac = 1;
-        else {
-            double ab = fmin(A, P - main_proj);
-            frac = ab / (ab + main_proj);
-            frac = frac < 0 ? 0 : frac > 1 ? 1 : frac;
-        }
+        double frac = abs_fraction(P, main_proj, A, prop);
         sum_frac += frac;
+        sum_frac_nogate += abs_fraction(P, main_proj, A, 0);
         if (row_frac) row_frac[i] = frac;
         int full = !main_fired && top.id >= 0 && cosv[top.id] >= cos_full && P >= 0 &&
                    top.proj / P >= prop;
@@ -669,6 +674,7 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
     }
     if (!rc && out->n_tp > 0) {
         out->mean_frac = sum_frac / out->n_tp;
+        out->mean_frac_nogate = sum_frac_nogate / out->n_tp;
         out->full_rate = (double)n_full / out->n_tp;
     }
     eval_probe_free(&gt);
@@ -750,6 +756,7 @@ int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train
         mean->n_tp += r.n_tp;
         mean->n_fn += r.n_fn;
         mean->mean_frac += r.mean_frac;
+        mean->mean_frac_nogate += r.mean_frac_nogate;
         mean->full_rate += r.full_rate;
         mean->included += r.included;
         used++;
@@ -758,6 +765,7 @@ int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train
         mean->gt_f1 /= used;
         mean->split_f1 /= used;
         mean->mean_frac /= used;
+        mean->mean_frac_nogate /= used;
         mean->full_rate /= used;
         mean->n_split = (int)lround((double)mean->n_split / used);
     }

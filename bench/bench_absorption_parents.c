@@ -8,10 +8,11 @@
  * the exact partial absorption (sae_absorption_rows) beside SAEBench's absorption fraction, with
  * and without its 40% gate, per parent and per counted sample (binned by the exact value).
  *
- * Usage: bench_absorption_parents [ARCH [SEED [CHILD_P [d F PARENTS CHILDREN D_SAE K TOKENS ACTIVE]]]]
+ * Usage: bench_absorption_parents [ARCH [SEED [CHILD_P [d F PARENTS CHILDREN D_SAE K TOKENS ACTIVE [NORMALIZE]]]]]
  * Defaults: bench_absorption's run batchtopk, seed 0, child_p 0.7 (d 64, 128 features, 8 parents
- * with 4 children, d_sae 128, k 5, 600k tokens, 5 active). tests/test_eval.c's trained case:
- * `topk 0 0.05 256 96 3 16 96 3 300000 3`. A few seconds each.
+ * with 4 children, d_sae 128, k 5, 600k tokens, 5 active, sae-train's input normalisation).
+ * tests/test_eval.c's trained case (raw inputs): `topk 0 0.05 256 96 3 16 96 3 300000 3 0`. A
+ * few seconds each.
  */
 #include <math.h>
 #include <stdio.h>
@@ -71,6 +72,7 @@ int main(int argc, char **argv)
     int S = argc > 8 ? atoi(argv[8]) : 128, K = argc > 9 ? atoi(argv[9]) : 5;
     long tokens = argc > 10 ? atol(argv[10]) : 600000;
     int active = argc > 11 ? atoi(argv[11]) : 5;
+    int normalize = argc > 12 ? atoi(argv[12]) : 1;
     if (P < 1 || P > MAXP || C < 1 || C > MAXC) return fprintf(stderr, "bench_absorption_parents: parents 1..%d, children 1..%d\n", MAXP, MAXC), 2;
     synth_config sc;
     synth_defaults(&sc);
@@ -92,6 +94,7 @@ int main(int argc, char **argv)
     c.total_tokens = tokens;
     c.lr = 0.002;
     c.seed = 42 + (uint64_t)seed;
+    c.normalize = normalize;
     sae_source *src = NULL;
     sae_synth *g = NULL;
     sae_model *m = NULL;

@@ -56,9 +56,12 @@ ok test $rc -eq 0
 ok grep -q "^sparse probing: [0-9]* tasks" "$W/e1.out"
 ok grep -q "^absorption: " "$W/e1.out"
 ok grep -q "^eval: SAE id $SID at $H" "$W/e1.out"
-for m in sparse_probing_top1_acc sparse_probing_top5_acc absorption_mean_frac absorption_full_rate; do
+for m in sparse_probing_top1_acc sparse_probing_top5_acc absorption_mean_frac absorption_mean_frac_nogate absorption_full_rate; do
     ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric = '$m' AND typeof(value) = 'real' AND value BETWEEN 0 AND 1")" = 1
 done
+# per sample the ungated fraction is the gated one or more (the gate only sets samples to 0)
+ok test "$(q "SELECT (SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_mean_frac_nogate') >= (SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_mean_frac')")" = 1
+ok grep -q "without the 40% gate" "$W/e1.out"
 ok test "$(q "SELECT group_concat(DISTINCT kind) FROM eval_probe")" = "pos,genre"
 ok test "$(q "SELECT count(DISTINCT dict) FROM eval_probe")" = 5
 # one token ('and') is the whole class: even a random model's hook separates it from the rest
