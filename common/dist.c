@@ -305,6 +305,98 @@ int dist_min_f32(float *buf, int n)
 TREE_SUM(dist_sum_f32, float, MPI_FLOAT)
 TREE_SUM(dist_sum_f64, double, MPI_DOUBLE)
 
+/* ---- the same tree in two halves, split by units (ZeRO-1 style data parallel) ----------------
+ * The recursive halving above, on [0, units) instead of on 2^23-element chunks: at level l the
+ * pair (r, r ^ 2^l) halves its common range of units, lower units to the rank with the bit
+ * clear. Each element is still lower-block + upper-block at every level, so its bits are
+ * dist_sum_f32's; only who finishes which element changes. */
+static int tree_levels(int64_t units, int rank, int64_t *lo, int64_t *hi)
+{
+    int nl = 0;
+    int64_t l0 = 0, h0 = units;
+    for (int mask = 1; mask < g_size; mask <<= 1, nl++) {
+        lo[nl] = l0;
+        hi[nl] = h0;
+        int64_t mid = l0 + (h0 - l0) / 2;
+        if (rank & mask) l0 = mid;
+        else h0 = mid;
+    }
+    lo[nl] = l0;
+    hi[nl] = h0;
+    return nl;
+}
+
+void dist_tree_part(int64_t units, int rank, int64_t *lo, int64_t *hi)
+{
+    int64_t l[33], h[33];
+    int nl = tree_levels(units, rank, l, h);
+    *lo = l[nl];
+    *hi = h[nl];
+}
+
+enum { PART_CHUNK = 1 << 23 }; /* elements per message (and the exchange buffer) */
+
+/* One level with peer: send b[sl, sh), receive the peer's copy of b[kl, kh) (elements) and, when
+ * add, add it (lower + upper: up says this rank's copy is the upper block), in messages of at
+ * most PART_CHUNK elements; the peer's kept range is this rank's sent one, so both loop alike. */
+static int part_exchange(float *b, int64_t kl, int64_t kh, int64_t sl, int64_t sh, int peer,
+                         int up, int add, int tag, float *tmp)
+{
+    int64_t nk = kh - kl, ns = sh - sl, nmax = nk > ns ? nk : ns;
+    for (int64_t o = 0; o < nmax; o += PART_CHUNK) {
+        int64_t ck = nk - o < 0 ? 0 : nk - o < PART_CHUNK ? nk - o : PART_CHUNK;
+        int64_t cs = ns - o < 0 ? 0 : ns - o < PART_CHUNK ? ns - o : PART_CHUNK;
+        float *k = b + kl + o, *into = add ? tmp : k;
+        int mrc = MPI_Sendrecv(b + sl + o, (int)cs, MPI_FLOAT, peer, tag, into, (int)ck, MPI_FLOAT,
+                               peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (mrc != MPI_SUCCESS) return mpi_fail(mrc, "MPI_Sendrecv");
+        if (add && up)
+            for (int64_t i = 0; i < ck; i++) k[i] = tmp[i] + k[i];
+        else if (add)
+            for (int64_t i = 0; i < ck; i++) k[i] = k[i] + tmp[i];
+    }
+    return OK;
+}
+
+int dist_sum_part_f32(float *buf, int64_t units, int64_t unit_len)
+{
+    if (g_size == 1 || units <= 0) return OK;
+    if (!dist_pow2(g_size))
+        return err_set(ERR_ARG, "the deterministic sum needs a power-of-two world size, not %d", g_size);
+    int64_t n = units * unit_len;
+    float *tmp = mem_alloc(sizeof(float) * (size_t)(n < PART_CHUNK ? n : PART_CHUNK));
+    int rc = dist_check(tmp ? OK : err_set(ERR_NOMEM, "deterministic sum: out of memory"));
+    int64_t lo[33], hi[33];
+    int nl = tree_levels(units, g_rank, lo, hi);
+    for (int l = 0; l < nl && !rc; l++) {
+        int mask = 1 << l, up = (g_rank & mask) != 0;
+        int64_t mid = lo[l] + (hi[l] - lo[l]) / 2;
+        int64_t kl = up ? mid : lo[l], kh = up ? hi[l] : mid, sl = up ? lo[l] : mid, sh = up ? mid : hi[l];
+        rc = part_exchange(buf, kl * unit_len, kh * unit_len, sl * unit_len, sh * unit_len,
+                           g_rank ^ mask, up, 1, 0x1000 + mask, tmp);
+    }
+    mem_free(tmp);
+    return rc;
+}
+
+int dist_gather_part_f32(float *buf, int64_t units, int64_t unit_len)
+{
+    if (g_size == 1 || units <= 0) return OK;
+    if (!dist_pow2(g_size))
+        return err_set(ERR_ARG, "the deterministic sum needs a power-of-two world size, not %d", g_size);
+    int64_t lo[33], hi[33];
+    int nl = tree_levels(units, g_rank, lo, hi), rc = OK;
+    for (int l = nl - 1; l >= 0 && !rc; l--) {
+        int mask = 1 << l, up = (g_rank & mask) != 0;
+        int64_t mid = lo[l] + (hi[l] - lo[l]) / 2;
+        int64_t kl = up ? mid : lo[l], kh = up ? hi[l] : mid, rl = up ? lo[l] : mid, rh = up ? mid : hi[l];
+        /* send the finished half kept at this level, receive the peer's into its place */
+        rc = part_exchange(buf, rl * unit_len, rh * unit_len, kl * unit_len, kh * unit_len,
+                           g_rank ^ mask, up, 0, 0x2000 + mask, NULL);
+    }
+    return rc;
+}
+
 int dist_check(int rc)
 {
     if (g_size == 1) {

@@ -38,6 +38,16 @@ int dist_bcast(void *buf, size_t bytes);
  * fails every rank alike (agreed as dist_check does) instead of leaving them in a send. */
 int dist_sum_f32(float *buf, int64_t n);
 int dist_sum_f64(double *buf, int64_t n);
+/* The same sum in two halves, for data parallel training that shards its optimiser (ZeRO-1):
+ * buf is [units, unit_len]; dist_sum_part_f32 leaves this rank with the finished sums of its
+ * part of the units, [lo, hi) = dist_tree_part(units, dist_rank()) (the rest of buf is left
+ * partial), the same bits there as dist_sum_f32; dist_gather_part_f32 then copies every rank's
+ * part to every rank (each rank's part must hold its final values). Together they send what
+ * dist_sum_f32 sends. Parts are contiguous units, in the tree's (bit-reversed rank) order. One
+ * rank: nothing to do, the part is everything. */
+int dist_sum_part_f32(float *buf, int64_t units, int64_t unit_len);
+int dist_gather_part_f32(float *buf, int64_t units, int64_t unit_len);
+void dist_tree_part(int64_t units, int rank, int64_t *lo, int64_t *hi);
 /* recv [size * bytes] = every rank's send [bytes], in rank order (exact: a copy). One rank: a
  * copy. Any size (more than 2^28 bytes per rank go in chunks). */
 int dist_allgather(const void *send, void *recv, size_t bytes);

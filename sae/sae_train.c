@@ -140,6 +140,34 @@ static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATR
    unit rows like the sparse architectures (see gated_leaf) */
 static int is_constrained(sae_arch a) { return a != SAE_RELU; }
 
+/* The parameter vector as segments (set_views' layout): latent-indexed ones are d_sae units of
+ * `unit` floats (W_encT and W_dec rows, b_enc, JumpReLU's thresholds, gated's r_mag and b_mag),
+ * shared ones one unit (b_dec, a skip transcoder's W_skip). kind: the Adam each gets. */
+enum { SEG_PLAIN, SEG_UNIT_ROWS, SEG_BENC, SEG_THRESH };
+typedef struct {
+    int64_t off, units, unit;
+    int latent, kind;
+} pseg;
+
+static int param_segs(const sae_trainer *t, pseg *sg)
+{
+    int64_t S = t->S, D = t->D, Do = t->Do, o = 0;
+    int n = 0;
+#define SEG(U, L, LAT, K) (sg[n++] = (pseg){o, (U), (L), (LAT), (K)}, o += (int64_t)(U) * (L))
+    SEG(S, D, 1, SEG_PLAIN);                                                   /* W_encT */
+    SEG(S, Do, 1, is_constrained(t->c.arch) ? SEG_UNIT_ROWS : SEG_PLAIN);      /* W_dec */
+    SEG(S, 1, 1, t->c.arch == SAE_TOPK ? SEG_BENC : SEG_PLAIN);                /* b_enc */
+    SEG(1, Do, 0, SEG_PLAIN);                                                  /* b_dec */
+    if (t->c.arch == SAE_JUMPRELU) SEG(S, 1, 1, SEG_THRESH);                   /* log_threshold */
+    if (t->c.arch == SAE_GATED) {
+        SEG(S, 1, 1, SEG_PLAIN); /* r_mag */
+        SEG(S, 1, 1, SEG_PLAIN); /* b_mag */
+    }
+    if (t->tc == SAE_SKIP_TRANSCODER) SEG(1, (int64_t)Do * D, 0, SEG_PLAIN);   /* W_skip */
+#undef SEG
+    return o == t->np ? n : -1;
+}
+
 void sae_trainer_free(sae_trainer *t)
 {
     if (!t) return;
@@ -315,6 +343,12 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     int64_t D = t->D, S = t->S, B = t->B, Do = t->Do;
     t->np = S * D + S * Do + S + Do + (c.arch == SAE_JUMPRELU ? S : c.arch == SAE_GATED ? 2 * S : 0) +
             (c.transcoder == SAE_SKIP_TRANSCODER ? Do * D : 0);
+    pseg sg[8];
+    if (param_segs(t, sg) < 0) { /* set_views and param_segs must agree on the layout */
+        mem_free(t);
+        return err_set(ERR_SHAPE, "SAE trainer: parameter segments do not add up to %lld",
+                       (long long)t->np);
+    }
     t->p = zalloc(t->np);
     t->g = zalloc(t->np);
     t->m = zalloc(t->np);
@@ -1193,20 +1227,58 @@ static int latent_leaf(sae_trainer *t, const step_ctx *cx, double *sc)
     return OK;
 }
 
-/* Adam on this rank's latents (W_encT rows, W_dec rows kept unit norm, b_enc) and the
- * replicated b_dec: elementwise and row-wise, so the same bits as one call over everything. */
-static void latent_adam(sae_trainer *t, double lr)
+/* Adam on latents [lo, hi) of every latent-indexed segment and on all of the shared ones:
+ * constrained decoders keep unit rows (their parallel gradient removed first), TopK's b_enc at
+ * benc_lr, JumpReLU's thresholds at lr x jr_lr_mult. Elementwise and row-wise, so any split of
+ * the latents gives the bits of one call over everything. */
+static void adam_latents(sae_trainer *t, double lr, int64_t lo, int64_t hi)
 {
-    int N = dist_size();
-    int64_t S = t->S, D = t->D, Sl = S / N, j0 = dist_rank() * Sl, st = t->step + 1;
-    float l = (float)lr, b1 = (float)t->c.adam_b1, b2 = (float)t->c.adam_b2, ep = (float)t->c.adam_eps;
-    int64_t off[4] = {j0 * D, S * D + j0 * D, 2 * S * D + j0, 2 * S * D + S};
-    int64_t len[4] = {Sl * D, Sl * D, Sl, D};
-    for (int a = 0; a < 4; a++) {
-        float *p = t->p + off[a], *g = t->g + off[a], *m = t->m + off[a], *v = t->v + off[a];
-        if (a == 1) sae_k_adam_unit_rows(p, g, m, v, len[a], 0, (int)Sl, (int)D, l, b1, b2, ep, st);
-        else sae_k_adam(p, g, m, v, len[a], a == 2 ? benc_lr(t, lr) : l, b1, b2, ep, st);
+    pseg sg[8];
+    int ns = param_segs(t, sg);
+    float b1 = (float)t->c.adam_b1, b2 = (float)t->c.adam_b2, ep = (float)t->c.adam_eps;
+    int64_t st = t->step + 1;
+    for (int i = 0; i < ns; i++) {
+        int64_t a = sg[i].latent ? lo : 0, b = sg[i].latent ? hi : sg[i].units;
+        int64_t o = sg[i].off + a * sg[i].unit, n = (b - a) * sg[i].unit;
+        if (n <= 0) continue;
+        float *p = t->p + o, *g = t->g + o, *m = t->m + o, *v = t->v + o;
+        float l = sg[i].kind == SEG_BENC     ? benc_lr(t, lr)
+                  : sg[i].kind == SEG_THRESH ? (float)(lr * t->c.jr_lr_mult)
+                                             : (float)lr;
+        if (sg[i].kind == SEG_UNIT_ROWS)
+            sae_k_adam_unit_rows(p, g, m, v, n, 0, (int)(b - a), (int)sg[i].unit, l, b1, b2, ep, st);
+        else
+            sae_k_adam(p, g, m, v, n, l, b1, b2, ep, st);
     }
+}
+
+/* Data parallel, more than one rank: the latent segments' gradients summed into this rank's
+ * part only (dist_sum_part_f32, the same tree as dist_sum_f32), the shared ones everywhere. */
+static int zero_sum(sae_trainer *t)
+{
+    pseg sg[8];
+    int ns = param_segs(t, sg), rc = OK;
+    for (int i = 0; i < ns && !rc; i++)
+        rc = sg[i].latent ? dist_sum_part_f32(t->g + sg[i].off, sg[i].units, sg[i].unit)
+                          : dist_sum_f32(t->g + sg[i].off, sg[i].units * sg[i].unit);
+    return rc;
+}
+
+/* After adam_latents on this rank's part [lo, hi): every rank's part of the parameters to every
+ * rank, and the rest of g (partial sums Adam did not clear) back to zero for the next step. */
+static int zero_gather(sae_trainer *t, int64_t lo, int64_t hi)
+{
+    pseg sg[8];
+    int ns = param_segs(t, sg), rc = OK;
+    for (int i = 0; i < ns && !rc; i++) {
+        if (!sg[i].latent) continue;
+        float *g = t->g + sg[i].off;
+        int64_t u = sg[i].unit;
+        memset(g, 0, sizeof(float) * (size_t)(lo * u));
+        memset(g + hi * u, 0, sizeof(float) * (size_t)((sg[i].units - hi) * u));
+        rc = dist_gather_part_f32(t->p + sg[i].off, sg[i].units, u);
+    }
+    return rc;
 }
 
 /* ReLU + L1 and JumpReLU on rows [r0, r0+n): dense decoder and gradients (cblas_sgemm). */
@@ -1301,8 +1373,12 @@ static int tree_alloc(sae_trainer *t, int depth)
     return OK;
 }
 
-/* Forward + backward into t->g (which must be zero). Fills t->fired and stats. */
-static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
+static int zero_sum(sae_trainer *t);
+
+/* Forward + backward into t->g (which must be zero). Fills t->fired and stats. part (data
+ * parallel, more than one rank): the latent gradients are summed only into this rank's part
+ * (zero_sum), for sae_trainer_step's sharded Adam; otherwise every rank gets all of g. */
+static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st, int part)
 {
     int B = t->B, D = t->D, Do = t->Do, S = t->S, N = dist_size();
     /* latent blocks: every rank takes the whole batch (one leaf) and its blocks of latents */
@@ -1401,7 +1477,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st)
     prof_mark(t, SAE_PROF_OTHER);
     double *s = t->spool;
     if (N > 1 && !shard) { /* latent_leaf's sums and selections are already every rank's */
-        rc = dist_sum_f32(t->g, t->np);
+        rc = part ? zero_sum(t) : dist_sum_f32(t->g, t->np);
         if (!rc) rc = dist_sum_f64(s, ns);
         if (!rc) rc = dist_max_u8(t->fired, S);
         if (!rc && is_batchtopk(t->c.arch)) rc = dist_min_f32(&cx.kept_min, 1);
@@ -1440,57 +1516,33 @@ void sae_trainer_test_unfreeze(sae_trainer *t, int on) { t->gated_unfrozen = on;
 int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st)
 {
     memset(st, 0, sizeof *st);
-    return forward_backward(t, x, st);
+    return forward_backward(t, x, st, 0);
 }
 
 int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
 {
     sae_step_stats st;
     memset(&st, 0, sizeof st);
-    int rc = forward_backward(t, x, &st);
+    /* data parallel over ranks: each rank runs Adam on its part of the latents only, then the
+       parts are copied to every rank (ZeRO-1: the same bytes sent as one all-reduce, half the
+       Adam work per rank at -np 2; elementwise and row-wise, so the same bits as one process) */
+    int part = dist_size() > 1 && t->lb <= 1;
+    int rc = forward_backward(t, x, &st, part);
     if (rc) return rc;
     if (!isfinite(st.loss))
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
     if (t->c.arch == SAE_TOPK) t->aux_norm = (float)(1.0 / fmax(1.0 - st.ev, 1e-6));
-    int constrained = is_constrained(t->c.arch);
     prof_mark(t, SAE_PROF_OTHER);
     double lr = lr_at(t);
-    /* the JumpReLU thresholds are the S parameters after b_dec (the last ones but a skip
-       transcoder's W_skip); they get their own learning rate */
-    int64_t nskip = t->P.W_skip ? (int64_t)t->Do * t->D : 0;
-    int64_t nth = t->c.arch == SAE_JUMPRELU ? t->S : 0, nmain = t->np - nth - nskip;
-    /* constrained: the decoder rows' parallel gradient removed, Adam, rows back to unit norm,
-       in one pass over each row */
-    if (t->lb > 1)
-        latent_adam(t, lr);
-    else if (constrained && t->c.arch == SAE_TOPK) { /* b_enc at benc_lr */
-        int64_t nw = t->P.b_enc - t->p, S = t->S;
-        float bl = benc_lr(t, lr);
-        sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nw, t->P.W_dec - t->p, t->S, t->Do,
-                             (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
-                             (float)t->c.adam_eps, t->step + 1);
-        sae_k_adam(t->p + nw, t->g + nw, t->m + nw, t->v + nw, S, bl, (float)t->c.adam_b1,
-                   (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
-        sae_k_adam(t->p + nw + S, t->g + nw + S, t->m + nw + S, t->v + nw + S, nmain - nw - S,
-                   (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2, (float)t->c.adam_eps,
-                   t->step + 1);
-    } else if (constrained)
-        sae_k_adam_unit_rows(t->p, t->g, t->m, t->v, nmain, t->P.W_dec - t->p, t->S, t->Do,
-                             (float)lr, (float)t->c.adam_b1, (float)t->c.adam_b2,
-                             (float)t->c.adam_eps, t->step + 1);
-    else
-        sae_k_adam(t->p, t->g, t->m, t->v, nmain, (float)lr, (float)t->c.adam_b1,
-                   (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
-    if (nth)
-        sae_k_adam(t->p + nmain, t->g + nmain, t->m + nmain, t->v + nmain, nth,
-                   (float)(lr * t->c.jr_lr_mult), (float)t->c.adam_b1, (float)t->c.adam_b2,
-                   (float)t->c.adam_eps, t->step + 1);
-    if (nskip) {
-        int64_t o = nmain + nth;
-        sae_k_adam(t->p + o, t->g + o, t->m + o, t->v + o, nskip, (float)lr, (float)t->c.adam_b1,
-                   (float)t->c.adam_b2, (float)t->c.adam_eps, t->step + 1);
-    }
+    int64_t lo = 0, hi = t->S;
+    if (t->lb > 1) { /* latent shards: this rank's blocks */
+        lo = (int64_t)dist_rank() * (t->S / dist_size());
+        hi = lo + t->S / dist_size();
+    } else if (part)
+        dist_tree_part(t->S, dist_rank(), &lo, &hi);
+    adam_latents(t, lr, lo, hi);
+    if (part && (rc = zero_gather(t, lo, hi))) return rc;
     prof_mark(t, SAE_PROF_ADAM);
     int64_t ndead = 0;
     for (int j = 0; j < t->S; j++) {
@@ -1634,12 +1686,12 @@ int sae_trainer_set_latent_blocks(sae_trainer *t, int lb)
 
 int sae_trainer_latent_blocks(const sae_trainer *t) { return t->lb; }
 
-/* this rank's part [off, off+n) of p, m, v (the first `arrays` of them) to rank 0, or rank r's
+/* this rank's part [off, off+n) of p, m, v (`arrays` of them from `first`) to rank 0, or rank r's
    from it, in messages of at most 2^28 floats */
-static int gather_range(sae_trainer *t, int arrays, int r, int64_t off, int64_t n)
+static int gather_range(sae_trainer *t, int first, int arrays, int r, int64_t off, int64_t n)
 {
     float *arr[3] = {t->p, t->m, t->v};
-    for (int a = 0; a < arrays; a++)
+    for (int a = first; a < first + arrays; a++)
         for (int64_t o = 0; o < n; o += 1 << 28) {
             int64_t c = n - o < (1 << 28) ? n - o : (1 << 28);
             float *b = arr[a] + off + o;
@@ -1653,14 +1705,31 @@ static int gather_range(sae_trainer *t, int arrays, int r, int64_t off, int64_t 
 static int gather(sae_trainer *t, int arrays)
 {
     int N = dist_size(), me = dist_rank(), rc = OK;
-    if (t->lb <= 1 || N == 1 || t->gathered == t->step) return OK;
+    if (N == 1 || t->gathered == t->step) return OK;
+    if (t->lb <= 1) {
+        /* data parallel: every rank holds all parameters after a step (zero_gather); the Adam
+           moments of each latent only on the rank whose part it is */
+        if (arrays == 1) return OK;
+        pseg sg[8];
+        int ns = param_segs(t, sg);
+        for (int r = 1; r < N && !rc; r++) {
+            if (me != 0 && me != r) continue;
+            int64_t lo, hi;
+            dist_tree_part(t->S, r, &lo, &hi);
+            for (int i = 0; i < ns && !rc; i++)
+                if (sg[i].latent)
+                    rc = gather_range(t, 1, 2, r, sg[i].off + lo * sg[i].unit, (hi - lo) * sg[i].unit);
+        }
+        if (!rc) t->gathered = t->step;
+        return rc;
+    }
     int64_t S = t->S, D = t->D, Sl = S / N;
     for (int r = 1; r < N && !rc; r++) {
         if (me != 0 && me != r) continue;
         int64_t j0 = r * Sl;
-        rc = gather_range(t, arrays, r, j0 * D, Sl * D); /* W_encT rows */
-        if (!rc) rc = gather_range(t, arrays, r, S * D + j0 * D, Sl * D); /* W_dec rows */
-        if (!rc) rc = gather_range(t, arrays, r, 2 * S * D + j0, Sl);     /* b_enc */
+        rc = gather_range(t, 0, arrays, r, j0 * D, Sl * D); /* W_encT rows */
+        if (!rc) rc = gather_range(t, 0, arrays, r, S * D + j0 * D, Sl * D); /* W_dec rows */
+        if (!rc) rc = gather_range(t, 0, arrays, r, 2 * S * D + j0, Sl);     /* b_enc */
     }
     if (!rc && arrays == 3) t->gathered = t->step;
     return rc;

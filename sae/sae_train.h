@@ -127,7 +127,12 @@ const int64_t *sae_trainer_since_fired(const sae_trainer *t);
  * dist_sum_f32, so the trained weights depend on m, never on N. m = 1 (the default) on one rank
  * is the single-pass step (today's bytes); m > 1 changes the float summation order (other bits,
  * the same model). m must be a power of two dividing batch, N a power of two dividing m
- * (sae_micro_batches_check: ERR_ARG naming the problem). m is kept in the checkpoint. */
+ * (sae_micro_batches_check: ERR_ARG naming the problem). m is kept in the checkpoint. With N > 1
+ * the optimiser is sharded (ZeRO-1): the latent gradients are summed only into each rank's part
+ * of the latents (dist_sum_part_f32), each rank runs Adam on its part, and the parameters are
+ * copied back to every rank (dist_gather_part_f32): every rank then holds all parameters, but
+ * the Adam moments of a latent only where it is in the rank's part; sae_trainer_gather brings
+ * them to rank 0 before a checkpoint. */
 int sae_micro_batches_check(int batch, int m);
 /* The rows [*r0, *r0 + *n) of a step's batch this rank reads (its leaves' rows); the others may
  * be left unfilled in the x given to sae_trainer_step. */
@@ -147,7 +152,8 @@ int sae_trainer_micro_batches(const sae_trainer *t);
  * lb or shards not powers of two, shards not dividing lb, a world size other than shards).
  * lb is kept in the checkpoint. Every rank holds full-size parameter arrays; only its own
  * latents are current there, and sae_trainer_gather (collective) brings every rank's latents
- * (parameters and Adam moments) to rank 0 before it checkpoints or exports. */
+ * (parameters and Adam moments) to rank 0 before it checkpoints or exports (data parallel:
+ * the moments; see the micro-batches above). */
 int sae_latent_blocks_check(const sae_train_config *c, int mb, int lb, int shards);
 /* A new lb after steps (a resumed trainer, a test) drops the block buffers sized for the old one;
  * the next step allocates them for lb. */

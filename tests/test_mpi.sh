@@ -81,6 +81,13 @@ for arch in relu topk batchtopk jumprelu matryoshka gated; do
     c=$(grep -c '^sae-train:' out.txt)
     [ "$c" = 1 ] && ok "$arch: one summary line from -np 4" || bad "$arch: $c summary lines from -np 4"
 done
+# the sharded Adam's parts are whole latents, halved per level: an odd d_sae gives unequal parts
+F=("${SYN[@]}" --arch jumprelu --d-sae 97 --tokens 6400)
+"$BIN" sae-train "${F[@]}" --out odd.p > /dev/null 2>&1
+for n in 2 4; do
+    "${MPI[@]}" -np $n "$BIN" sae-train "${F[@]}" --out odd.$n > /dev/null 2> err.txt || bad "d_sae 97 -np $n: $(grep -m1 saelite err.txt)"
+    same odd.p odd.$n && ok "d_sae 97 (unequal Adam parts): -np $n = one process" || bad "d_sae 97: -np $n differs from one process"
+done
 # without --micro-batches: plain saelite = mpirun -np 1 (the single-pass step)
 F=(--synth --synth-d 32 --synth-features 64 --d-sae 128 --k 4 --batch 256 --eval-tokens 1024 --tokens 6400)
 "$BIN" sae-train "${F[@]}" --out plain.p > /dev/null 2>&1
