@@ -2,7 +2,7 @@
 # bench_mpi.sh - sae-train across ranks on this machine (issue 15), TopK k 32, batch 4096, at
 # (d_in, d_sae) = (512, 4096) and (768, 24576), synthetic data. Five ways, interleaved
 # SAELITE_BENCH_REPS times (default 2) so they see the same load; the training loop's tok/s
-# (the summary line) of each, median:
+# without its checkpoints (the summary line) of each, median:
 #   plain     one process, 1 thread, one leaf (today's path)
 #   np1       mpirun -np 1, 1 thread, one leaf                 -> np1 / plain: aim >= 0.98
 #   np1.m2    mpirun -np 1, 1 thread, --micro-batches 2
@@ -29,7 +29,10 @@ read -r -a STEPS <<< "${SAELITE_BENCH_MPI_STEPS:-10 3}"
 W=$(mktemp -d "${TMPDIR:-/tmp}/saelite-bench-mpi.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 echo "# load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-toks() { sed -nE 's/.* steps in [0-9.]+s \(([0-9]+) tok\/s.*/\1/p' "$1"; }
+# the training loop's steps per second without its checkpoints (the final one writes p, m and v:
+# ~1.4 s at (768, 24576), a fifth of a 6-step run, a cost a real run pays once per thousands of steps)
+toks() { sed -nE 's/.* ([0-9]+) steps in [0-9.]+s \(([0-9]+) tok\/s, reading [0-9]+%, checkpoints ([0-9.]+)s\).*/\1 \2 \3/p' "$1" |
+         awk '{ t = $1 * 4096 / $2; if (t > $3) printf "%.0f\n", $1 * 4096 / (t - $3) }'; }
 median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 shapes=("512 4096" "768 24576")
 for si in 0 1; do

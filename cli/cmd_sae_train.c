@@ -25,11 +25,11 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
         printf("sae-train: %s (%s) %s -> %s, d_in %d d_out %d d_sae %d\n",
                o->train.transcoder == SAE_SKIP_TRANSCODER ? "skip_transcoder" : "transcoder",
                sae_arch_name(r->arch), o->hook, o->hook_out, r->d_in, r->d_out, r->d_sae);
-    printf("sae-train: %s d_in %d d_sae %d, %" PRId64 " steps in %.1fs (%.0f tok/s, reading %.0f%%) "
-           "-> %s\n",
+    printf("sae-train: %s d_in %d d_sae %d, %" PRId64 " steps in %.1fs (%.0f tok/s, reading %.0f%%, "
+           "checkpoints %.2fs) -> %s\n",
            sae_arch_name(r->arch), r->d_in, r->d_sae, r->steps, secs,
            secs > 0 ? r->steps * (double)r->batch / secs : 0, secs > 0 ? 100 * r->read_seconds / secs : 0,
-           o->out);
+           r->ckpt_seconds, o->out);
     const sae_metrics_summary *s = &r->eval;
     if (r->eval_tokens > 0)
         printf("eval (%" PRId64 " held-out tokens): mse %.5g  explained variance %.4f  cos %.4f  "

@@ -43,9 +43,12 @@ int dist_init(int *argc, char ***argv)
     return OK;
 }
 
+static void shm_free_all(void);
+
 void dist_finalize(void)
 {
     if (!g_active) return;
+    shm_free_all();
     MPI_Finalize();
     g_active = 0;
 }
@@ -395,6 +398,170 @@ int dist_gather_part_f32(float *buf, int64_t units, int64_t unit_len)
                            g_rank ^ mask, up, 0, 0x2000 + mask, NULL);
     }
     return rc;
+}
+
+/* ---- node-shared windows (MPI-3 shared memory) -----------------------------------------------
+ * Windows live until dist_finalize (MPI_Win_free is collective, and a trainer is freed on error
+ * paths where the ranks are not together); a released window is reused by the next
+ * dist_shm_new asking for the same sizes, a decision every rank makes alike. */
+struct dist_shm {
+    MPI_Win win;
+    size_t bytes;       /* this rank's segment */
+    int key;            /* the caller's name for what it holds: reuse only the same */
+    float **seg;        /* every rank's segment [g_size] */
+    float *tree;        /* the sum's level buffers [g_size/2, SHM_BLK] */
+    int used;
+    struct dist_shm *next;
+};
+static struct dist_shm *g_shm;
+enum { SHM_BLK = 1024 };
+
+static int shm_one_node(void)
+{
+    static int known = -1;
+    if (known >= 0) return known;
+    MPI_Comm node;
+    int n = 0;
+    known = 0;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(node, &n);
+        MPI_Comm_free(&node);
+        known = n == g_size;
+    }
+    return known;
+}
+
+int dist_shm_new(dist_shm **out, size_t bytes, int key)
+{
+    *out = NULL;
+    if (g_size == 1 || !dist_pow2(g_size)) return OK;
+    /* agreed: a rank given SAELITE_NO_SHM alone must not leave the others in the allocation */
+    const char *e = getenv("SAELITE_NO_SHM");
+    int want = !(e && e[0] && strcmp(e, "0")), all = 0;
+    if (MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS || !all)
+        return OK;
+    if (!shm_one_node()) return OK; /* the same answer on every rank: one communicator */
+    for (dist_shm *w = g_shm; w; w = w->next) /* every rank asks for the same: reuse alike */
+        if (!w->used && w->bytes == bytes && w->key == key) {
+            if (bytes) memset(w->seg[g_rank], 0, bytes);
+            MPI_Barrier(MPI_COMM_WORLD);
+            w->used = 1;
+            *out = w;
+            return OK;
+        }
+    dist_shm *w = mem_calloc(1, sizeof *w);
+    float **seg = mem_calloc((size_t)g_size, sizeof *seg);
+    float *tree = mem_alloc(sizeof(float) * (size_t)(g_size / 2) * SHM_BLK);
+    int rc = dist_check(w && seg && tree ? OK : err_set(ERR_NOMEM, "shared window: out of memory"));
+    MPI_Info info = MPI_INFO_NULL;
+    if (!rc && MPI_Info_create(&info) == MPI_SUCCESS)
+        MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    void *base = NULL;
+    int mrc = rc ? MPI_ERR_OTHER
+                 : MPI_Win_allocate_shared((MPI_Aint)bytes, sizeof(float), info, MPI_COMM_WORLD,
+                                           &base, &w->win);
+    if (info != MPI_INFO_NULL) MPI_Info_free(&info);
+    if (!rc) {
+        /* a node without room for the window (a small /dev/shm) is no error: the message path */
+        int okw = mrc == MPI_SUCCESS;
+        MPI_Allreduce(&okw, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all) {
+            if (okw) MPI_Win_free(&w->win);
+            mem_free(w);
+            mem_free(seg);
+            mem_free(tree);
+            return OK;
+        }
+        for (int r = 0; r < g_size; r++) {
+            MPI_Aint sz;
+            int du;
+            void *b = NULL;
+            MPI_Win_shared_query(w->win, r, &sz, &du, &b);
+            seg[r] = b;
+        }
+        MPI_Win_lock_all(MPI_MODE_NOCHECK, w->win);
+        if (bytes) memset(seg[g_rank], 0, bytes);
+        w->bytes = bytes;
+        w->key = key;
+        w->seg = seg;
+        w->tree = tree;
+        w->used = 1;
+        w->next = g_shm;
+        g_shm = w;
+        *out = w;
+        dist_shm_sync(w, NULL);
+        return OK;
+    }
+    mem_free(w);
+    mem_free(seg);
+    mem_free(tree);
+    return rc;
+}
+
+float *dist_shm_seg(dist_shm *w, int rank) { return w->seg[rank]; }
+
+void dist_shm_release(dist_shm *w)
+{
+    if (w) w->used = 0;
+}
+
+void dist_shm_sync(dist_shm *w, dist_shm *w2)
+{
+    MPI_Win_sync(w->win);
+    if (w2) MPI_Win_sync(w2->win);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_sync(w->win);
+    if (w2) MPI_Win_sync(w2->win);
+}
+
+static void shm_free_all(void)
+{
+    while (g_shm) {
+        dist_shm *w = g_shm;
+        g_shm = w->next;
+        MPI_Win_unlock_all(w->win);
+        MPI_Win_free(&w->win);
+        mem_free(w->seg);
+        mem_free(w->tree);
+        mem_free(w);
+    }
+}
+
+/* Elements [a, b) of every rank's segment summed in dist_sum_f32's tree (level l adds the
+ * partial sums of rank blocks 2j and 2j+1, lower first) into this rank's segment; the other
+ * ranks' copies there are set to zero. SHM_BLK elements at a time, through g_size/2 buffers. */
+void dist_shm_sum_part(dist_shm *w, int64_t a, int64_t b)
+{
+    int N = g_size;
+    float *own = w->seg[g_rank], *t = w->tree;
+    if (N == 2) { /* one level: no buffers */
+        const float *x = w->seg[0], *y = w->seg[1];
+        float *other = w->seg[1 - g_rank];
+        for (int64_t i = a; i < b; i++) {
+            float v = x[i] + y[i];
+            own[i] = v;
+            other[i] = 0;
+        }
+        return;
+    }
+    for (int64_t i0 = a; i0 < b; i0 += SHM_BLK) {
+        int n = b - i0 < SHM_BLK ? (int)(b - i0) : SHM_BLK;
+        for (int j = 0; j < N / 2; j++) {
+            const float *lo = w->seg[2 * j] + i0, *hi = w->seg[2 * j + 1] + i0;
+            float *o = t + (size_t)j * SHM_BLK;
+            for (int i = 0; i < n; i++) o[i] = lo[i] + hi[i];
+        }
+        for (int m = N / 2; m > 1; m /= 2)
+            for (int j = 0; j < m / 2; j++) {
+                float *o = t + (size_t)j * SHM_BLK;
+                const float *hi = t + (size_t)(2 * j + 1) * SHM_BLK, *lo = t + (size_t)(2 * j) * SHM_BLK;
+                for (int i = 0; i < n; i++) o[i] = lo[i] + hi[i];
+            }
+        memcpy(own + i0, t, sizeof(float) * (size_t)n);
+        for (int r = 0; r < N; r++)
+            if (r != g_rank) memset(w->seg[r] + i0, 0, sizeof(float) * (size_t)n);
+    }
 }
 
 int dist_check(int rc)

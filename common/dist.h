@@ -48,6 +48,25 @@ int dist_sum_f64(double *buf, int64_t n);
 int dist_sum_part_f32(float *buf, int64_t units, int64_t unit_len);
 int dist_gather_part_f32(float *buf, int64_t units, int64_t unit_len);
 void dist_tree_part(int64_t units, int rank, int64_t *lo, int64_t *hi);
+/* Node-shared memory (an MPI-3 shared window over MPI_COMM_WORLD), for ranks that all run on
+ * one node: each rank's segment of `bytes` (zeroed; ranks may ask for different sizes) is
+ * addressable by every rank, so a sum can read the other ranks' copies instead of receiving
+ * them. Collective. *out stays NULL (and OK is returned) where there is nothing to share: one
+ * rank, ranks on several nodes, a world size that is not a power of two, SAELITE_NO_SHM set, or
+ * a node without room for the window (then the caller uses the message path above). Windows are
+ * freed by dist_finalize; dist_shm_release (local) lets the next dist_shm_new of the same size
+ * and key (the caller's name for what it holds) reuse one (every rank must release and ask
+ * alike). dist_shm_sync: a memory fence (on one or two windows) and
+ * a barrier (what one rank wrote before it, every rank reads after it). dist_shm_sum_part: elements
+ * [a, b) of every segment (as floats) summed in dist_sum_f32's tree into this rank's segment,
+ * the other ranks' copies there set to zero (call between two syncs, ranges disjoint across
+ * ranks). */
+typedef struct dist_shm dist_shm;
+int dist_shm_new(dist_shm **out, size_t bytes, int key);
+float *dist_shm_seg(dist_shm *w, int rank);
+void dist_shm_sync(dist_shm *w, dist_shm *w2 /* may be NULL */);
+void dist_shm_sum_part(dist_shm *w, int64_t a, int64_t b);
+void dist_shm_release(dist_shm *w);
 /* recv [size * bytes] = every rank's send [bytes], in rank order (exact: a copy). One rank: a
  * copy. Any size (more than 2^28 bytes per rank go in chunks). */
 int dist_allgather(const void *send, void *recv, size_t bytes);

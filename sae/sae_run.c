@@ -343,11 +343,13 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
                         s, st.mse, st.ev, st.l0, 100 * st.dead_frac);
         int max_stop = o->max_steps > 0 && s - s0 >= o->max_steps && s < T;
         if ((o->checkpoint_every > 0 && s % o->checkpoint_every == 0) || s == T || max_stop) {
+            double tc = now_seconds();
             /* more than one rank: every rank's latents (latent shards) or Adam moments (data
                parallel) to rank 0 first (collective, so agreed) */
             if (dist_size() > 1 && !(rc = agree(rc, NULL)))
                 rc = sae_trainer_gather(r->t);
             if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
+            res->ckpt_seconds += now_seconds() - tc;
         }
         int stop = o->stop && *o->stop;
         if ((rc = agree(rc, &stop)) || max_stop) break;

@@ -83,7 +83,8 @@ typedef struct {
     int64_t step, total_steps; /* where the run stands / its schedule */
     int finished;              /* step == total_steps (then registered); a max_steps stop also
                                   writes the SAE of the step reached */
-    double seconds, read_seconds;
+    double seconds, read_seconds; /* the training loop (checkpoints included); reading batches */
+    double ckpt_seconds;          /* ... of it gathering and writing checkpoints */
     int64_t eval_tokens;       /* 0: no held-out data, eval is not filled */
     sae_metrics_summary eval;
     double mmcs, recovered;    /* -1 without truth */

@@ -110,6 +110,11 @@ struct sae_trainer {
     float *xpool[31], *bpool[31]; /* the block trees: reconstructions [2 B Do], b_dec gradients */
     int64_t gathered; /* the step at which rank 0 last held every latent (gather, bcast); -1 */
     double *prof, prof_t; /* sae_trainer_profile: seconds per phase, time of the last mark */
+    /* data parallel with every rank on one node (shm_attach): g is this rank's segment of a
+       shared window and p one copy for the node, so the sum reads the other ranks' gradients
+       in place and Adam's parts need no allgather */
+    dist_shm *gshm, *pshm;
+    int shm_tried;
 };
 
 /* Adds the time since the last mark to phase ph (profiling on). */
@@ -171,8 +176,10 @@ static int param_segs(const sae_trainer *t, pseg *sg)
 void sae_trainer_free(sae_trainer *t)
 {
     if (!t) return;
-    mem_free_aligned(t->p);
-    mem_free_aligned(t->g);
+    if (t->pshm) dist_shm_release(t->pshm);
+    else mem_free_aligned(t->p);
+    if (t->gshm) dist_shm_release(t->gshm);
+    else mem_free_aligned(t->g);
     mem_free_aligned(t->m);
     mem_free_aligned(t->v);
     mem_free(t->since);
@@ -1227,17 +1234,18 @@ static int latent_leaf(sae_trainer *t, const step_ctx *cx, double *sc)
     return OK;
 }
 
-/* Adam on latents [lo, hi) of every latent-indexed segment and on all of the shared ones:
+/* Adam on latents [lo, hi) of every latent-indexed segment and (shared) on all of the shared ones:
  * constrained decoders keep unit rows (their parallel gradient removed first), TopK's b_enc at
  * benc_lr, JumpReLU's thresholds at lr x jr_lr_mult. Elementwise and row-wise, so any split of
  * the latents gives the bits of one call over everything. */
-static void adam_latents(sae_trainer *t, double lr, int64_t lo, int64_t hi)
+static void adam_latents(sae_trainer *t, double lr, int64_t lo, int64_t hi, int shared)
 {
     pseg sg[8];
     int ns = param_segs(t, sg);
     float b1 = (float)t->c.adam_b1, b2 = (float)t->c.adam_b2, ep = (float)t->c.adam_eps;
     int64_t st = t->step + 1;
     for (int i = 0; i < ns; i++) {
+        if (!sg[i].latent && !shared) continue; /* one p for the node: rank 0 updates these */
         int64_t a = sg[i].latent ? lo : 0, b = sg[i].latent ? hi : sg[i].units;
         int64_t o = sg[i].off + a * sg[i].unit, n = (b - a) * sg[i].unit;
         if (n <= 0) continue;
@@ -1258,10 +1266,58 @@ static int zero_sum(sae_trainer *t)
 {
     pseg sg[8];
     int ns = param_segs(t, sg), rc = OK;
+    /* node-shared g: every rank's gradient complete here; sae_trainer_step sums each part in
+       chunks just before their Adam (shm_sum_adam), while they are in cache */
+    if (t->gshm) dist_shm_sync(t->gshm, NULL);
     for (int i = 0; i < ns && !rc; i++)
-        rc = sg[i].latent ? dist_sum_part_f32(t->g + sg[i].off, sg[i].units, sg[i].unit)
-                          : dist_sum_f32(t->g + sg[i].off, sg[i].units * sg[i].unit);
+        if (!sg[i].latent) rc = dist_sum_f32(t->g + sg[i].off, sg[i].units * sg[i].unit);
+        else if (!t->gshm) rc = dist_sum_part_f32(t->g + sg[i].off, sg[i].units, sg[i].unit);
     return rc;
+}
+
+/* Node-shared g and p: this rank's part [lo, hi) of the latents summed from every rank's
+ * gradient (dist_shm_sum_part, the tree of dist_sum_f32) and updated by Adam, SHM_CHUNK latents
+ * at a time so that Adam reads the sums from cache; then the shared segments on rank 0. */
+enum { SHM_CHUNK = 64 };
+static void shm_sum_adam(sae_trainer *t, double lr, int64_t lo, int64_t hi)
+{
+    pseg sg[8];
+    int ns = param_segs(t, sg);
+    for (int64_t c0 = lo; c0 < hi; c0 += SHM_CHUNK) {
+        int64_t c1 = hi - c0 < SHM_CHUNK ? hi : c0 + SHM_CHUNK;
+        for (int i = 0; i < ns; i++)
+            if (sg[i].latent)
+                dist_shm_sum_part(t->gshm, sg[i].off + c0 * sg[i].unit, sg[i].off + c1 * sg[i].unit);
+        adam_latents(t, lr, c0, c1, 0);
+    }
+    adam_latents(t, lr, 0, 0, dist_is_root());
+}
+
+/* The first data-parallel step: g and p move into node-shared windows when every rank is on one
+ * node (dist_shm_new; otherwise nothing changes and the message path runs). Collective. */
+enum { SHM_KEY_G = 0x5347, SHM_KEY_P = 0x5350 };
+static int shm_attach(sae_trainer *t)
+{
+    t->shm_tried = 1;
+    size_t bytes = sizeof(float) * (size_t)t->np;
+    int rc = dist_shm_new(&t->gshm, bytes, SHM_KEY_G);
+    if (!rc && t->gshm) rc = dist_shm_new(&t->pshm, dist_is_root() ? bytes : 0, SHM_KEY_P);
+    if (rc || !t->pshm) {
+        dist_shm_release(t->gshm);
+        t->gshm = NULL;
+        return rc;
+    }
+    float *g = dist_shm_seg(t->gshm, dist_rank()), *p = dist_shm_seg(t->pshm, 0);
+    memcpy(g, t->g, bytes);
+    if (dist_is_root()) memcpy(p, t->p, bytes); /* every rank holds the same p: rank 0's */
+    dist_shm_sync(t->pshm, t->gshm);
+    mem_free_aligned(t->g);
+    mem_free_aligned(t->p);
+    t->g = g;
+    t->p = p;
+    set_views(t, t->p, &t->P);
+    set_views(t, t->g, &t->G);
+    return OK;
 }
 
 /* After adam_latents on this rank's part [lo, hi): every rank's part of the parameters to every
@@ -1270,6 +1326,14 @@ static int zero_gather(sae_trainer *t, int64_t lo, int64_t hi)
 {
     pseg sg[8];
     int ns = param_segs(t, sg), rc = OK;
+    if (t->pshm) {
+        /* one p for the node, written in disjoint parts; the other ranks zeroed this rank's g
+           outside its part in the sum; the shared segments' gradient only rank 0 used */
+        for (int i = 0; i < ns && !dist_is_root(); i++)
+            if (!sg[i].latent) memset(t->g + sg[i].off, 0, sizeof(float) * (size_t)(sg[i].units * sg[i].unit));
+        dist_shm_sync(t->pshm, t->gshm);
+        return OK;
+    }
     for (int i = 0; i < ns && !rc; i++) {
         if (!sg[i].latent) continue;
         float *g = t->g + sg[i].off;
@@ -1526,8 +1590,9 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     /* data parallel over ranks: each rank runs Adam on its part of the latents only, then the
        parts are copied to every rank (ZeRO-1: the same bytes sent as one all-reduce, half the
        Adam work per rank at -np 2; elementwise and row-wise, so the same bits as one process) */
-    int part = dist_size() > 1 && t->lb <= 1;
-    int rc = forward_backward(t, x, &st, part);
+    int part = dist_size() > 1 && t->lb <= 1, rc = OK;
+    if (part && !t->shm_tried && (rc = dist_check(shm_attach(t)))) return rc;
+    rc = forward_backward(t, x, &st, part);
     if (rc) return rc;
     if (!isfinite(st.loss))
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
@@ -1541,7 +1606,8 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
         hi = lo + t->S / dist_size();
     } else if (part)
         dist_tree_part(t->S, dist_rank(), &lo, &hi);
-    adam_latents(t, lr, lo, hi);
+    if (t->gshm) shm_sum_adam(t, lr, lo, hi);
+    else adam_latents(t, lr, lo, hi, 1);
     if (part && (rc = zero_gather(t, lo, hi))) return rc;
     prof_mark(t, SAE_PROF_ADAM);
     int64_t ndead = 0;
@@ -1669,6 +1735,8 @@ int sae_latent_blocks_check(const sae_train_config *c, int mb, int lb, int shard
 int sae_trainer_set_latent_blocks(sae_trainer *t, int lb)
 {
     if (lb == t->lb) return OK;
+    if (t->pshm) /* data-parallel steps moved p into one node-shared copy (shm_attach) */
+        return err_set(ERR_ARG, "latent blocks must be set before the first data-parallel step");
     int rc = sae_latent_blocks_check(&t->c, t->mb, lb, dist_size());
     if (rc) return rc;
     if (lb > t->S || t->S % lb)
@@ -1748,7 +1816,10 @@ int sae_trainer_bcast(sae_trainer *t)
         int mb;
     } h = {t->step, t->tokens, t->scale, t->scale_out, t->thr_run, t->aux_norm, t->mb};
     int rc = dist_bcast(&h, sizeof h);
-    if (!rc) rc = dist_bcast(t->p, sizeof(float) * (size_t)t->np);
+    /* data parallel on one node: p becomes one node-shared copy, rank 0's (shm_attach), here
+       rather than in the first step so the timed steps do not pay its page faults */
+    if (!rc && t->lb <= 1 && !t->shm_tried) rc = dist_check(shm_attach(t));
+    if (!rc && !t->pshm) rc = dist_bcast(t->p, sizeof(float) * (size_t)t->np); /* shared: one copy */
     if (!rc) rc = dist_bcast(t->m, sizeof(float) * (size_t)t->np);
     if (!rc) rc = dist_bcast(t->v, sizeof(float) * (size_t)t->np);
     if (!rc) rc = dist_bcast(t->since, sizeof(int64_t) * (size_t)t->S);

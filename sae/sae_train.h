@@ -132,7 +132,10 @@ const int64_t *sae_trainer_since_fired(const sae_trainer *t);
  * of the latents (dist_sum_part_f32), each rank runs Adam on its part, and the parameters are
  * copied back to every rank (dist_gather_part_f32): every rank then holds all parameters, but
  * the Adam moments of a latent only where it is in the rank's part; sae_trainer_gather brings
- * them to rank 0 before a checkpoint. */
+ * them to rank 0 before a checkpoint. When every rank is on one node, sae_trainer_bcast moves g
+ * and p into node-shared windows (dist_shm_new): the parts are summed from the other ranks'
+ * gradients in place and p is one copy that each rank's Adam writes its part of (no allgather);
+ * elsewhere the messages of dist_sum_part_f32 / dist_gather_part_f32. The same bits either way. */
 int sae_micro_batches_check(int batch, int m);
 /* The rows [*r0, *r0 + *n) of a step's batch this rank reads (its leaves' rows); the others may
  * be left unfilled in the x given to sae_trainer_step. */

@@ -81,6 +81,17 @@ for arch in relu topk batchtopk jumprelu matryoshka gated; do
     c=$(grep -c '^sae-train:' out.txt)
     [ "$c" = 1 ] && ok "$arch: one summary line from -np 4" || bad "$arch: $c summary lines from -np 4"
 done
+# ranks on one node share g and p (dist_shm_new); SAELITE_NO_SHM forces the message path that
+# ranks on several nodes take: the same bytes
+for arch in topk gated; do
+    F=("${SYN[@]}" --arch "$arch" --tokens 12800)
+    for n in 2 4; do
+        SAELITE_NO_SHM=1 "${MPI[@]}" -x SAELITE_NO_SHM -np $n "$BIN" sae-train "${F[@]}" --out "$arch.ns$n" > /dev/null 2> err.txt ||
+            { bad "$arch: -np $n without shared memory failed: $(grep -m1 saelite err.txt)"; continue; }
+        same "$arch.p" "$arch.ns$n" && ok "$arch: -np $n through messages (SAELITE_NO_SHM) = one process" ||
+            bad "$arch: -np $n through messages differs from one process"
+    done
+done
 # the sharded Adam's parts are whole latents, halved per level: an odd d_sae gives unequal parts
 F=("${SYN[@]}" --arch jumprelu --d-sae 97 --tokens 6400)
 "$BIN" sae-train "${F[@]}" --out odd.p > /dev/null 2>&1
