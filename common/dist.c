@@ -442,14 +442,27 @@ int dist_shm_new(dist_shm **out, size_t bytes, int key)
     if (MPI_Allreduce(&want, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS || !all)
         return OK;
     if (!shm_one_node()) return OK; /* the same answer on every rank: one communicator */
-    for (dist_shm *w = g_shm; w; w = w->next) /* every rank asks for the same: reuse alike */
-        if (!w->used && w->bytes == bytes && w->key == key) {
-            if (bytes) memset(w->seg[g_rank], 0, bytes);
-            MPI_Barrier(MPI_COMM_WORLD);
-            w->used = 1;
-            *out = w;
-            return OK;
+    /* a released window of this rank's size and key, the same one on every rank (windows are
+       listed in the same order everywhere; sizes may differ by rank, so the choice is agreed) */
+    int idx = 0, pick = -1, lohi[2];
+    dist_shm *found = NULL;
+    for (dist_shm *w = g_shm; w; w = w->next, idx++)
+        if (!w->used && w->bytes == bytes && w->key == key && !found) {
+            found = w;
+            pick = idx;
         }
+    lohi[0] = pick;
+    lohi[1] = -pick;
+    if (MPI_Allreduce(MPI_IN_PLACE, lohi, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+        return OK;
+    if (lohi[0] >= 0 && lohi[0] == -lohi[1]) { /* every rank picked the same window */
+        MPI_Barrier(MPI_COMM_WORLD); /* nobody reads the last user's contents any more */
+        if (bytes) memset(found->seg[g_rank], 0, bytes);
+        found->used = 1;
+        *out = found;
+        dist_shm_sync(found, NULL);
+        return OK;
+    }
     dist_shm *w = mem_calloc(1, sizeof *w);
     float **seg = mem_calloc((size_t)g_size, sizeof *seg);
     float *tree = mem_alloc(sizeof(float) * (size_t)(g_size / 2) * SHM_BLK);
@@ -467,7 +480,8 @@ int dist_shm_new(dist_shm **out, size_t bytes, int key)
         int okw = mrc == MPI_SUCCESS;
         MPI_Allreduce(&okw, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (!all) {
-            if (okw) MPI_Win_free(&w->win);
+            /* MPI_Win_free is collective and the failed ranks have no window: a rank that got
+               one keeps it unused (it leaks until exit) rather than wait for them */
             mem_free(w);
             mem_free(seg);
             mem_free(tree);

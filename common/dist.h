@@ -54,9 +54,9 @@ void dist_tree_part(int64_t units, int rank, int64_t *lo, int64_t *hi);
  * them. Collective. *out stays NULL (and OK is returned) where there is nothing to share: one
  * rank, ranks on several nodes, a world size that is not a power of two, SAELITE_NO_SHM set, or
  * a node without room for the window (then the caller uses the message path above). Windows are
- * freed by dist_finalize; dist_shm_release (local) lets the next dist_shm_new of the same size
- * and key (the caller's name for what it holds) reuse one (every rank must release and ask
- * alike). dist_shm_sync: a memory fence (on one or two windows) and
+ * freed by dist_finalize; dist_shm_release (local) lets a later dist_shm_new of the same size
+ * and key (the caller's name for what it holds) reuse one, when every rank finds the same
+ * released window (agreed; otherwise a new one is allocated). dist_shm_sync: a memory fence (on one or two windows) and
  * a barrier (what one rank wrote before it, every rank reads after it). dist_shm_sum_part: elements
  * [a, b) of every segment (as floats) summed in dist_sum_f32's tree into this rank's segment,
  * the other ranks' copies there set to zero (call between two syncs, ranges disjoint across

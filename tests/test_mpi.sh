@@ -220,6 +220,20 @@ if cc -O2 -std=c11 -D_GNU_SOURCE -I"$ROOT" -o ag "$ROOT/tests/mpi_allgather.c" "
         bad "dist_allgather chunked: $(echo "$out" | head -n 2)"
 else bad "mpi_allgather: $(head -n 1 err.txt)"; fi
 
+# node-shared windows: reuse agreed across ranks asking for different sizes (no hang), and each
+# rank's part of the in-place sum = dist_sum_f32 bit for bit, the other copies zeroed
+if cc -O2 -std=c11 -D_GNU_SOURCE -I"$ROOT" -o shm "$ROOT/tests/mpi_shm.c" "$ROOT"/common/{dist,err,mem}.c \
+        $(pkg-config --cflags --libs ompi-c) 2> err.txt; then
+    for n in 2 4; do
+        out=$(timeout 60 "${MPI[@]}" -np $n ./shm 2>&1)
+        case "$out" in
+        "shm ok") ok "dist_shm -np $n: window reuse agreed, the in-place part sum = dist_sum_f32" ;;
+        "shm unavailable") skip=$((skip + 1)); echo "SKIP dist_shm -np $n: no shared window on this machine" ;;
+        *) bad "dist_shm -np $n: $(echo "$out" | head -n 2)" ;;
+        esac
+    done
+else bad "mpi_shm: $(head -n 1 err.txt)"; fi
+
 # ---- a killed rank ------------------------------------------------------------------------------
 F=("${SYN[@]}" --arch topk --d-sae 512 --tokens 20000000 --checkpoint-every 5)
 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --out kill > kill.out 2> kill.err &
