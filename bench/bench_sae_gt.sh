@@ -7,7 +7,9 @@
 # SAE_GT_DIR (default /tmp/saelite_gt: data and SAEs, reused when present: delete to redo);
 # SAE_GT_CONFIGS (names, default all); SAE_GT_REF=0 skips the PyTorch column (also skipped when
 # torch is missing: tools/deps.sh python3-torch); SAE_GT_STAGE=data|ref|ours|all (default all:
-# data only generates, ref only trains the reference, ours only ours).
+# data only generates, ref only trains the reference, ours only ours); SAE_GT_ARCH=topk|batchtopk
+# (default topk: saelite --arch batchtopk against the recipe with --batch-topk, into
+# ours_batchtopk_TOKENS and ref_batchtopk_TOKENS).
 set -u
 [ "${SAE_BENCH_GT:-1}" = 0 ] && { echo "bench_sae_gt: skipped (SAE_BENCH_GT=0)"; exit 0; }
 cd "$(dirname "$0")/.."
@@ -16,6 +18,12 @@ BIN=${SAELITE:-./saelite}
 TOK=${SAE_GT_TOKENS:-6000000}
 DIR=${SAE_GT_DIR:-/tmp/saelite_gt}
 STAGE=${SAE_GT_STAGE:-all}
+ARCH=${SAE_GT_ARCH:-topk}
+case $ARCH in
+topk) TAG=$TOK; REFARCH=() ;;
+batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk) ;;
+*) echo "bench_sae_gt: SAE_GT_ARCH must be topk or batchtopk"; exit 1 ;;
+esac
 mkdir -p "$DIR"
 # name | generator flags | d_sae | k | samples (fresh: as many as tokens, each seen about once)
 CONFIGS=(
@@ -40,7 +48,7 @@ mmcs() { # SAE_DIR TRUTH -> "mmcs recovered%"
     sed -n 's/.*MMCS \([0-9.]*\), recovered (cos > 0.90) \([0-9.]*\)%.*/\1 \2/p'
 }
 [ "$STAGE" = all ] && {
-  echo "ground truth, $TOK tokens, batch 4096: saelite topk defaults vs PyTorch recipe (MMCS / recovered at cos > 0.9)"
+  echo "ground truth, $TOK tokens, batch 4096: saelite $ARCH defaults vs PyTorch recipe (MMCS / recovered at cos > 0.9)"
   echo "| generator | flags | d_sae | k | samples | saelite | PyTorch recipe |"
   echo "|---|---|---:|---:|---:|---|---|"
 }
@@ -51,20 +59,20 @@ for c in "${CONFIGS[@]}"; do
   # shellcheck disable=SC2086
   [ -f "$d/meta.json" ] || $PY tools/ref/gt_gen.py "$d" $flags --samples "$n" >/dev/null || exit 1
   [ "$STAGE" = data ] && continue
-  if [ $has_torch = 1 ] && [ "$STAGE" != ours ] && [ ! -f "$d/ref_$TOK/cfg.json" ]; then
+  if [ $has_torch = 1 ] && [ "$STAGE" != ours ] && [ ! -f "$d/ref_$TAG/cfg.json" ]; then
     # the fresh row's reference draws its own fresh samples from the same generator
     if [ "$name" = fresh ]; then src=(--gen $flags); else src=(--npy "$d/acts.npy"); fi
-    OMP_NUM_THREADS=1 $PY tools/ref/topk_ref.py "${src[@]}" --out "$d/ref_$TOK" --d-sae "$S" \
-      --k "$k" --tokens "$TOK" >"$d/ref_$TOK.log" 2>&1 || { echo "ref failed: $d/ref_$TOK.log"; exit 1; }
+    OMP_NUM_THREADS=1 $PY tools/ref/topk_ref.py "${src[@]}" "${REFARCH[@]}" --out "$d/ref_$TAG" --d-sae "$S" \
+      --k "$k" --tokens "$TOK" >"$d/ref_$TAG.log" 2>&1 || { echo "ref failed: $d/ref_$TAG.log"; exit 1; }
   fi
   [ "$STAGE" = ref ] && continue
-  [ -f "$d/ours_$TOK/cfg.json" ] ||
-    "$BIN" sae-train --npy "$d/acts.npy" --arch topk --d-sae "$S" --k "$k" --tokens "$TOK" \
-      --out "$d/ours_$TOK" --log-every 100000 >"$d/ours_$TOK.log" 2>&1 ||
-    { echo "saelite failed: $d/ours_$TOK.log"; exit 1; }
+  [ -f "$d/ours_$TAG/cfg.json" ] ||
+    "$BIN" sae-train --npy "$d/acts.npy" --arch "$ARCH" --d-sae "$S" --k "$k" --tokens "$TOK" \
+      --out "$d/ours_$TAG" --log-every 100000 >"$d/ours_$TAG.log" 2>&1 ||
+    { echo "saelite failed: $d/ours_$TAG.log"; exit 1; }
   [ "$STAGE" = ours ] && continue
-  read -r om orr <<<"$(mmcs "$d/ours_$TOK" "$d/truth.npy")"
+  read -r om orr <<<"$(mmcs "$d/ours_$TAG" "$d/truth.npy")"
   ref="-"
-  if [ -f "$d/ref_$TOK/cfg.json" ]; then read -r rm rr <<<"$(mmcs "$d/ref_$TOK" "$d/truth.npy")"; ref="$rm / $rr%"; fi
+  if [ -f "$d/ref_$TAG/cfg.json" ]; then read -r rm rr <<<"$(mmcs "$d/ref_$TAG" "$d/truth.npy")"; ref="$rm / $rr%"; fi
   echo "| $name | ${flags:-(base)} | $S | $k | $n | $om / $orr% | $ref |"
 done

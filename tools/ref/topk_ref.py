@@ -16,7 +16,13 @@ layout (cfg.json, sae_weights.safetensors: W_enc [d, S], b_enc, W_dec [S, d], b_
 `saelite sae-eval --sae OUTDIR --ground-truth truth.npy` scores like saelite's own SAEs.
 Usage: /usr/bin/python3 tools/ref/topk_ref.py --npy ACTS.npy --out DIR [--d-sae 1024] [--k 6]
          [--tokens 6000000] [--lr 1e-3] [--batch 4096] [--k-aux 256] [--aux-coef 0.03125]
-         [--dead-tokens 200000] [--seed 0] [--threads 1]
+         [--dead-tokens 200000] [--seed 0] [--threads 1] [--batch-topk]
+--batch-topk: the same recipe with BatchTopK's selection (Bussmann et al. 2024, "BatchTopK
+  sparse autoencoders"): the k * batch largest ReLU'd pre-activations of the whole batch are kept
+  instead of k per row; gradients by autograd through the kept mask. The saved cfg.json then says
+  "batchtopk", with the mean over the run's last 10% of steps of the smallest kept value as its
+  inference threshold (a "threshold" tensor, read as JumpReLU; the paper's estimate);
+  ground-truth scoring reads only the decoder.
 """
 import argparse
 import json
@@ -120,6 +126,37 @@ def loss_and_grads(P, x, k, dead, k_aux, aux_coef):
     return float(loss), auxv, g, idx, val
 
 
+def batchtopk_step(P, x, k, dead, k_aux, aux_coef):
+    """BatchTopK forward and autograd backward into P[n].grad. Returns (loss, aux, fired, thr)."""
+    Q = {n: t.detach().requires_grad_(True) for n, t in P.items()}
+    B = x.shape[0]
+    xc = x - Q["b_dec"]
+    pre = torch.relu(xc @ Q["W_encT"].t() + Q["b_enc"])
+    flat = pre.detach().reshape(-1)
+    kept_val, kept_pos = flat.topk(min(k * B, flat.numel()))
+    mask = torch.zeros_like(flat, dtype=torch.bool)
+    mask[kept_pos[kept_val > 0]] = True
+    mask = mask.view_as(pre)
+    f = pre * mask
+    xhat = f @ Q["W_dec"] + Q["b_dec"]
+    loss = (xhat - x).pow(2).sum(1).mean()
+    auxv = 0.0
+    nd = int(dead.sum())
+    if nd > 0 and aux_coef > 0:
+        dead_ids = torch.nonzero(dead).squeeze(1)
+        aval, apos = pre[:, dead_ids].topk(min(k_aux, nd), dim=1)
+        e = (x - xhat).detach()
+        ehat = decode(dead_ids[apos], aval, Q["W_dec"])
+        aux = (ehat - e).pow(2).sum(1).mean() / (e - e.mean(0)).pow(2).sum(1).mean()
+        auxv = float(aux)
+        loss = loss + aux_coef * aux
+    loss.backward()
+    for n in P:
+        P[n].grad = Q[n].grad
+    pos = kept_val[kept_val > 0]
+    return float(loss), auxv, mask.any(0), float(pos.min()) if pos.numel() else 0.0
+
+
 def check_grad(P, x, k, k_aux, aux_coef):
     """Compare loss_and_grads with autograd on one batch, with and without dead latents."""
     S = P["b_enc"].shape[0]
@@ -151,6 +188,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--check-grad", action="store_true", help="check the gradients vs autograd")
+    ap.add_argument("--batch-topk", action="store_true", help="BatchTopK selection (see above)")
     for n, t, v in [("d", int, 256), ("features", int, 512), ("active", float, 5.0),
                     ("decay", float, 0.99), ("rho", float, 0.5), ("rank", int, 16),
                     ("mag", str, "uu"), ("gen-seed", int, 1)]:
@@ -192,35 +230,49 @@ def main():
         check_grad(P, batch(), k, a.k_aux, a.aux_coef)
     since = torch.zeros(S, dtype=torch.long)
     steps = a.tokens // a.batch
+    thr_sum, thr_n = 0.0, 0
     t0 = time.time()
     for step in range(steps):
         x = batch()
         dead = since >= a.dead_tokens if a.aux_coef > 0 else torch.zeros(S, dtype=torch.bool)
         nd = int(dead.sum())
+        if a.batch_topk:
+            loss, aux, fired_bt, thr = batchtopk_step(P, x, k, dead, a.k_aux, a.aux_coef)
+            if step >= steps - max(1, steps // 10):
+                thr_sum, thr_n = thr_sum + thr, thr_n + 1
         with torch.no_grad():
-            loss, aux, grads, idx, val = loss_and_grads(P, x, k, dead, a.k_aux, a.aux_coef)
-            for name, t in P.items():
-                t.grad = grads[name]
+            if not a.batch_topk:
+                loss, aux, grads, idx, val = loss_and_grads(P, x, k, dead, a.k_aux, a.aux_coef)
+                for name, t in P.items():
+                    t.grad = grads[name]
             G = P["W_dec"].grad  # keep the rows unit norm: no step along a row
             G -= (G * P["W_dec"]).sum(1, keepdim=True) * P["W_dec"]
             opt.step()
             P["W_dec"] /= P["W_dec"].norm(dim=1, keepdim=True)
-            fired = torch.zeros(S, dtype=torch.bool)
-            fired[idx[val > 0]] = True
+            if a.batch_topk:
+                fired = fired_bt
+            else:
+                fired = torch.zeros(S, dtype=torch.bool)
+                fired[idx[val > 0]] = True
             since = torch.where(fired, torch.zeros_like(since), since + a.batch)
         if step % max(1, steps // 10) == 0 or step == steps - 1:
             print(f"step {step} loss {loss:.5f} aux {aux:.4f} dead {nd} "
                   f"{time.time() - t0:.0f}s", file=sys.stderr, flush=True)
     W_enc, b_enc, W_dec, b_dec = P["W_encT"].t(), P["b_enc"], P["W_dec"], P["b_dec"]
     os.makedirs(a.out, exist_ok=True)
-    save_safetensors(os.path.join(a.out, "sae_weights.safetensors"),
-                     {"W_enc": W_enc, "b_enc": b_enc, "W_dec": W_dec, "b_dec": b_dec})
+    tensors = {"W_enc": W_enc, "b_enc": b_enc, "W_dec": W_dec, "b_dec": b_dec}
+    if a.batch_topk:  # inference as JumpReLU with the global threshold (SAELens' convention)
+        tensors["threshold"] = torch.full((S,), thr_sum / max(1, thr_n))
+    save_safetensors(os.path.join(a.out, "sae_weights.safetensors"), tensors)
     with open(os.path.join(a.out, "cfg.json"), "w") as f:
-        json.dump({"architecture": "topk", "d_in": d, "d_sae": S, "k": k, "dtype": "float32",
-                   "apply_b_dec_to_input": True, "normalize_activations": "none",
-                   "metadata": {"hook_name": "x", "model_name": "gt_gen",
-                                "sae_lens_training_version": "topk_ref.py"},
-                   "recipe": vars(a)}, f, indent=1)
+        cfg = {"architecture": "batchtopk" if a.batch_topk else "topk", "d_in": d, "d_sae": S,
+               "k": k, "dtype": "float32", "apply_b_dec_to_input": True,
+               "normalize_activations": "none",
+               "metadata": {"hook_name": "x", "model_name": "gt_gen",
+                            "sae_lens_training_version": "topk_ref.py"},
+               "recipe": vars(a)}
+        if a.batch_topk: cfg["threshold"] = thr_sum / max(1, thr_n)
+        json.dump(cfg, f, indent=1)
     print(f"topk_ref: {steps} steps in {time.time() - t0:.0f} s, dead {nd}/{S}")
 
 
