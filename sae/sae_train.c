@@ -1293,8 +1293,8 @@ static void shm_sum_adam(sae_trainer *t, double lr, int64_t lo, int64_t hi)
     adam_latents(t, lr, 0, 0, dist_is_root());
 }
 
-/* The first data-parallel step: g and p move into node-shared windows when every rank is on one
- * node (dist_shm_new; otherwise nothing changes and the message path runs). Collective. */
+/* sae_trainer_bcast, data parallel: g and p move into node-shared windows when every rank is on
+ * one node (dist_shm_new; otherwise nothing changes and the message path runs). Collective. */
 enum { SHM_KEY_G = 0x5347, SHM_KEY_P = 0x5350 };
 static int shm_attach(sae_trainer *t)
 {
@@ -1590,9 +1590,8 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     /* data parallel over ranks: each rank runs Adam on its part of the latents only, then the
        parts are copied to every rank (ZeRO-1: the same bytes sent as one all-reduce, half the
        Adam work per rank at -np 2; elementwise and row-wise, so the same bits as one process) */
-    int part = dist_size() > 1 && t->lb <= 1, rc = OK;
-    if (part && !t->shm_tried && (rc = dist_check(shm_attach(t)))) return rc;
-    rc = forward_backward(t, x, &st, part);
+    int part = dist_size() > 1 && t->lb <= 1; /* shared memory: attached by sae_trainer_bcast */
+    int rc = forward_backward(t, x, &st, part);
     if (rc) return rc;
     if (!isfinite(st.loss))
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,

@@ -227,7 +227,11 @@ static int dual_sae_begin(const synth_config *sc, const float *dirs, sae_model *
     const int d = sc->d, F = sc->n_features;
     *enc = mem_alloc(sizeof(double) * (size_t)F * d);
     if (!*enc) return err_set(ERR_NOMEM, "out of memory");
-    if ((rc = dual_basis(dirs, F, d, *enc))) return rc;
+    if ((rc = dual_basis(dirs, F, d, *enc))) { /* the caller frees only the model */
+        mem_free(*enc);
+        *enc = NULL;
+        return rc;
+    }
     memcpy((*out)->W_dec, dirs, sizeof(float) * (size_t)F * d);
     for (int j = 0; j < F; j++) (*out)->threshold[j] = 0.05f;
     return OK;
@@ -245,10 +249,7 @@ static int absorbing_sae(const synth_config *sc, const float *dirs, int n_abs, s
 {
     double *enc;
     int rc = dual_sae_begin(sc, dirs, out, &enc);
-    if (rc) {
-        mem_free(enc);
-        return rc;
-    }
+    if (rc) return rc;
     sae_model *m = *out;
     const int d = sc->d, G = 1 + sc->children;
     for (int g = 0; g < sc->parents; g++)
@@ -330,10 +331,7 @@ static int partial_sae(const synth_config *sc, const float *dirs, int n_abs, dou
 {
     double *enc;
     int rc = dual_sae_begin(sc, dirs, out, &enc);
-    if (rc) {
-        mem_free(enc);
-        return rc;
-    }
+    if (rc) return rc;
     sae_model *m = *out;
     const int d = sc->d, G = 1 + sc->children;
     for (int g = 0; g < sc->parents; g++)
