@@ -92,7 +92,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--jr-lr-mult", ARG_FLOAT, &jr_lrm, "jumprelu: learning-rate multiplier of the thresholds",
          ARG_MIN(0)},
         {"--lr", ARG_FLOAT, &lr, "learning rate", ARG_ABOVE(0),
-         ARG_DEFAULT("2e-4 (topk 3.75e-4) / sqrt(d_sae / 16384)")},
+         ARG_DEFAULT("2e-4 (topk, batchtopk, matryoshka 3.75e-4) / sqrt(d_sae / 16384)")},
         {"--batch", ARG_INT, &batch, "tokens per step", ARG_MIN(1)},
         {"--tokens", ARG_I64, &tokens, "training tokens", ARG_MIN(1)},
         {"--seed", ARG_I64, &seed, "seed for init and data order"},

@@ -74,7 +74,7 @@ struct sae_trainer {
     double scale, scale_out; /* scale_out: transcoders' target scale (= scale for SAEs) */
     float *ys, *zero_in; /* targets [B,Do] (= xs for SAEs); transcoders: D zeros */
     float thr_run; /* BatchTopK: running mean (rate 0.1) of the batch threshold (normalised units) */
-    float aux_norm; /* TopK AuxK: 1 / (1 - EV) of the previous step's batch (0 before the first) */
+    float aux_norm; /* AuxK (k-sparse): 1 / (1 - EV) of the previous step's batch (0 before the first) */
     int64_t np;
     float *p, *g, *m, *v;
     sae_params P, G;
@@ -161,7 +161,7 @@ static int param_segs(const sae_trainer *t, pseg *sg)
 #define SEG(U, L, LAT, K) (sg[n++] = (pseg){o, (U), (L), (LAT), (K)}, o += (int64_t)(U) * (L))
     SEG(S, D, 1, SEG_PLAIN);                                                   /* W_encT */
     SEG(S, Do, 1, is_constrained(t->c.arch) ? SEG_UNIT_ROWS : SEG_PLAIN);      /* W_dec */
-    SEG(S, 1, 1, t->c.arch == SAE_TOPK ? SEG_BENC : SEG_PLAIN);                /* b_enc */
+    SEG(S, 1, 1, is_sparse(t->c.arch) ? SEG_BENC : SEG_PLAIN);                /* b_enc */
     SEG(1, Do, 0, SEG_PLAIN);                                                  /* b_dec */
     if (t->c.arch == SAE_JUMPRELU) SEG(S, 1, 1, SEG_THRESH);                   /* log_threshold */
     if (t->c.arch == SAE_GATED) {
@@ -316,10 +316,12 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         (int64_t)c.batch * c.d_sae > (1LL << 31))
         return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
                        sae_arch_name(c.arch));
-    /* OpenAI's 2e-4 at 16384 latents, scaled by 1/sqrt(d_sae); TopK 3.75e-4 (1.5e-3 at 1024
-       latents: on tools/ref/gt_gen.py's family 1e-3 still left --rho 0.9, --active 10 and
-       --decay 0.98 below the PyTorch recipe, 1.5e-3 passed it on all; issue 22, docs/sae.md) */
-    if (c.lr <= 0) c.lr = (c.arch == SAE_TOPK ? 3.75e-4 : 2e-4) / sqrt(c.d_sae / 16384.0);
+    /* OpenAI's 2e-4 at 16384 latents, scaled by 1/sqrt(d_sae); the k-sparse architectures
+       (topk, batchtopk, matryoshka) 3.75e-4 (1.5e-3 at 1024 latents: on tools/ref/gt_gen.py's
+       family 1e-3 still left TopK below the PyTorch recipe on --rho 0.9, --active 10 and
+       --decay 0.98, 1.5e-3 passed it on all; BatchTopK at 8e-4 missed its recipe by 0.02-0.05
+       MMCS, at 1.5e-3 it meets it; issue 22, docs/sae.md) */
+    if (c.lr <= 0) c.lr = (is_sparse(c.arch) ? 3.75e-4 : 2e-4) / sqrt(c.d_sae / 16384.0);
     if (c.k_aux <= 0) c.k_aux = c.d_in / 2 > 0 ? c.d_in / 2 : 1;
     if (c.k_aux > c.d_sae) c.k_aux = c.d_sae;
     if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
@@ -335,10 +337,10 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     t->total_steps = c.total_tokens / c.batch;
     t->dead_window = c.dead_window;
     if (t->dead_window <= 0) {
-        /* TopK total/30: 200k at 6M tokens, where 600k (total/10) left MMCS 0.96 instead of
+        /* k-sparse total/30: 200k at 6M tokens, where 600k (total/10) left MMCS 0.96 instead of
            0.99 on tools/ref/gt_gen.py's base set (issue 22, docs/sae.md): latents must be
            declared dead early enough for AuxK to move them onto the features still missing */
-        int64_t w = c.total_tokens / (c.arch == SAE_TOPK ? 30 : 10);
+        int64_t w = c.total_tokens / (is_sparse(c.arch) ? 30 : 10);
         t->dead_window = w < 100000 ? 100000 : w > 10000000 ? 10000000 : w;
     }
     t->scale = t->scale_out = 1;
@@ -569,14 +571,14 @@ static double sparsity_coef(const sae_trainer *t)
     return t->c.l1 * f;
 }
 
-/* TopK: b_enc's learning rate, lr times the mean input norm of the training space (sqrt(d_in)
+/* k-sparse (topk, batchtopk, matryoshka): b_enc's learning rate, lr times the mean input norm of the training space (sqrt(d_in)
    when normalised), so it moves as fast against the pre-activations as at mean norm 1. At lr
    alone it moved 16x slower on tools/ref/gt_gen.py's base set (d_in 256): no latent died, AuxK
    never started and MMCS stalled at 0.88 (issue 22, docs/sae.md). b_dec keeps lr: at x16 it
    only added noise to its median init (worse EV in short runs). The others: lr. */
 static float benc_lr(const sae_trainer *t, double lr)
 {
-    int topk = t->c.arch == SAE_TOPK && t->c.normalize;
+    int topk = is_sparse(t->c.arch) && t->c.normalize;
     return (float)(lr * (topk ? sqrt((double)t->D) : 1.0));
 }
 
@@ -1478,14 +1480,13 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st, 
             for (int j = 0; j < S; j++)
                 if (t->since[j] >= t->dead_window) t->dead[cx.nd++] = j;
         cx.ka = cx.nd < t->kaux ? cx.nd : t->kaux;
-        /* TopK: OpenAI's normalised AuxK, aux_coef * ||e - ehat||^2 / ||e||^2 against the
+        /* OpenAI's normalised AuxK (TopK, BatchTopK, Matryoshka), aux_coef * ||e - ehat||^2 / ||e||^2 against the
            normalised MSE ||e||^2 / var(x); relative to this trainer's plain MSE that is
            aux_coef / (1 - EV) * ||e - ehat||^2, with the EV of the previous step (known before
            the leaves run, so the same for any split into micro-batches and ranks). SAELens'
            aux_coef * min(1, n_dead / k_aux) * ||e - ehat||^2 is ~30x weaker at EV 0.97 and left
            the latents AuxK revives off the missing features (issue 22, docs/sae.md). */
-        if (t->c.arch == SAE_TOPK) cx.ca = (float)(t->c.aux_coef * t->aux_norm);
-        else cx.ca = (float)(t->c.aux_coef * fmin(1.0, (double)cx.nd / t->kaux));
+        cx.ca = (float)(t->c.aux_coef * t->aux_norm);
     }
     if (!rc && shard) rc = latent_prepare(t, &cx);
     /* What can fail on one rank alone (the allocations above) is agreed before the step's first
@@ -1596,7 +1597,7 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     if (!isfinite(st.loss))
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);
-    if (t->c.arch == SAE_TOPK) t->aux_norm = (float)(1.0 / fmax(1.0 - st.ev, 1e-6));
+    if (is_sparse(t->c.arch)) t->aux_norm = (float)(1.0 / fmax(1.0 - st.ev, 1e-6));
     prof_mark(t, SAE_PROF_OTHER);
     double lr = lr_at(t);
     int64_t lo = 0, hi = t->S;

@@ -66,14 +66,14 @@ typedef struct {
     int k_aux;            /* AuxK latents; 0 = d_in/2 */
     double aux_coef;      /* default 1/32 */
     double l1;            /* relu: L1 coefficient (5); jumprelu: L0 coefficient (1) */
-    double lr;            /* 0 = 2e-4 (topk 3.75e-4) / sqrt(d_sae / 16384) */
+    double lr;            /* 0 = 2e-4 (topk, batchtopk, matryoshka 3.75e-4) / sqrt(d_sae / 16384) */
     int batch;            /* tokens per step */
     int64_t total_tokens; /* sets the number of steps (schedule) */
     uint64_t seed;
     double warmup_frac;    /* default 0.01 of the steps (at most 1000 steps) */
     double decay_frac;     /* default 0.2 */
     double l1_warmup_frac; /* default 0.05 */
-    int64_t dead_window;   /* tokens; 0 = clamp(total/30 (topk) or /10, 100k, 10M) */
+    int64_t dead_window;   /* tokens; 0 = clamp(total/30 (topk, batchtopk, matryoshka) or /10, 100k, 10M) */
     int bdec_init;         /* SAE_BDEC_*; default median */
     int normalize;         /* 1 (default): scale inputs to mean norm sqrt(d_in) */
     double jr_bandwidth;   /* default 0.5 (normalised units) */
