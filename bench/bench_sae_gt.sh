@@ -12,7 +12,7 @@
 # ours_batchtopk_TOKENS and ref_batchtopk_TOKENS), or relu|jumprelu: saelite --arch relu|jumprelu
 # at its defaults over the --l1 grid SAE_GT_L1 against tools/ref/l1_ref.py (the Anthropic April
 # 2024 L1 recipe / the JumpReLU paper's) over its own grid SAE_GT_LAM with SAE_GT_REF_FLAGS, into
-# ours_ARCH_l1L_TOKENS and ref_ARCH_lamL_TOKENS, one row per run with L0 and explained variance
+# ours_ARCH_l1_L_TOKENS and ref_ARCH_lam_L_TOKENS, one row per run with L0 and explained variance
 # (sae-eval --npy on the first 100k rows) and MMCS / recovered (default configs: base corr0.9).
 set -u
 [ "${SAE_BENCH_GT:-1}" = 0 ] && { echo "bench_sae_gt: skipped (SAE_BENCH_GT=0)"; exit 0; }
@@ -26,10 +26,12 @@ ARCH=${SAE_GT_ARCH:-topk}
 case $ARCH in
 topk) TAG=$TOK; REFARCH=() ;;
 batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk) ;;
-relu) L1GRID=${SAE_GT_L1:-L1_OURS_RELU}; LAMGRID=${SAE_GT_LAM:-L1_REF_RELU}
-  REFFLAGS=${SAE_GT_REF_FLAGS:-L1_REF_FLAGS_RELU} ;;
-jumprelu) L1GRID=${SAE_GT_L1:-L1_OURS_JUMPRELU}; LAMGRID=${SAE_GT_LAM:-L1_REF_JUMPRELU}
-  REFFLAGS=${SAE_GT_REF_FLAGS:-L1_REF_FLAGS_JUMPRELU} ;;
+# relu/jumprelu grids bracket L0 5-6 on the base set at 6M tokens; the recipes' lr and theta
+# init for runs this short (docs/sae_l1_ref.md)
+relu) L1GRID=${SAE_GT_L1:-10 20 40}; LAMGRID=${SAE_GT_LAM:-10 20 40}
+  REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3} ;;
+jumprelu) L1GRID=${SAE_GT_L1:-1 3 10}; LAMGRID=${SAE_GT_LAM:-0.003 0.01 0.03}
+  REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3 --theta-init 0.05} ;;
 *) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, relu or jumprelu"; exit 1 ;;
 esac
 mkdir -p "$DIR"
@@ -68,7 +70,7 @@ l1_row() { # NAME TRAINER COEF SAE_DIR GENDIR
 l1_config() { # NAME GENDIR D_SAE
   local l o
   for l in $L1GRID; do
-    o="$2/ours_${ARCH}_l1${l}_$TOK"
+    o="$2/ours_${ARCH}_l1_${l}_$TOK"
     if [ "$STAGE" != ref ] && [ ! -f "$o/cfg.json" ]; then
       "$BIN" sae-train --npy "$2/acts.npy" --arch "$ARCH" --d-sae "$3" --l1 "$l" --tokens "$TOK" \
         --out "$o" --log-every 100000 >"$o.log" 2>&1 || { echo "saelite failed: $o.log"; exit 1; }
@@ -76,7 +78,7 @@ l1_config() { # NAME GENDIR D_SAE
     [ "$STAGE" = all ] && l1_row "$1" "saelite $ARCH" "$l" "$o" "$2"
   done
   for l in $LAMGRID; do
-    o="$2/ref_${ARCH}_lam${l}_$TOK"
+    o="$2/ref_${ARCH}_lam_${l}_$TOK"
     if [ $has_torch = 1 ] && [ "$STAGE" != ours ] && [ ! -f "$o/cfg.json" ]; then
       # shellcheck disable=SC2086
       OMP_NUM_THREADS=1 $PY tools/ref/l1_ref.py --arch "$ARCH" --npy "$2/acts.npy" --lam "$l" \
