@@ -9,7 +9,11 @@
 # torch is missing: tools/deps.sh python3-torch); SAE_GT_STAGE=data|ref|ours|all (default all:
 # data only generates, ref only trains the reference, ours only ours); SAE_GT_ARCH=topk|batchtopk
 # (default topk: saelite --arch batchtopk against the recipe with --batch-topk, into
-# ours_batchtopk_TOKENS and ref_batchtopk_TOKENS).
+# ours_batchtopk_TOKENS and ref_batchtopk_TOKENS), or relu|jumprelu: saelite --arch relu|jumprelu
+# at its defaults over the --l1 grid SAE_GT_L1 against tools/ref/l1_ref.py (the Anthropic April
+# 2024 L1 recipe / the JumpReLU paper's) over its own grid SAE_GT_LAM with SAE_GT_REF_FLAGS, into
+# ours_ARCH_l1_L_TOKENS and ref_ARCH_lam_L_TOKENS, one row per run with L0 and explained variance
+# (sae-eval --npy on the first 100k rows) and MMCS / recovered (default configs: base corr0.9).
 set -u
 [ "${SAE_BENCH_GT:-1}" = 0 ] && { echo "bench_sae_gt: skipped (SAE_BENCH_GT=0)"; exit 0; }
 cd "$(dirname "$0")/.."
@@ -22,7 +26,13 @@ ARCH=${SAE_GT_ARCH:-topk}
 case $ARCH in
 topk) TAG=$TOK; REFARCH=() ;;
 batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk) ;;
-*) echo "bench_sae_gt: SAE_GT_ARCH must be topk or batchtopk"; exit 1 ;;
+# relu/jumprelu grids bracket L0 5-6 on the base set at 6M tokens; the recipes' lr and theta
+# init for runs this short (docs/sae_l1_ref.md)
+relu) L1GRID=${SAE_GT_L1:-10 20 40}; LAMGRID=${SAE_GT_LAM:-10 20 40}
+  REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3} ;;
+jumprelu) L1GRID=${SAE_GT_L1:-1 3 10}; LAMGRID=${SAE_GT_LAM:-0.003 0.01 0.03}
+  REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3 --theta-init 0.05} ;;
+*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, relu or jumprelu"; exit 1 ;;
 esac
 mkdir -p "$DIR"
 # name | generator flags | d_sae | k | samples (fresh: as many as tokens, each seen about once)
@@ -47,7 +57,42 @@ mmcs() { # SAE_DIR TRUTH -> "mmcs recovered%"
   "$BIN" sae-eval --sae "$1" --ground-truth "$2" 2>/dev/null |
     sed -n 's/.*MMCS \([0-9.]*\), recovered (cos > 0.90) \([0-9.]*\)%.*/\1 \2/p'
 }
-[ "$STAGE" = all ] && {
+case $ARCH in relu | jumprelu) L1MODE=1; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9} ;; *) L1MODE=0 ;; esac
+# relu/jumprelu: one row per trainer and coefficient (sae-eval's L0 and EV on 100k rows, MMCS)
+l1_row() { # NAME TRAINER COEF SAE_DIR GENDIR
+  local ev l0 m r
+  ev=$("$BIN" sae-eval --sae "$4" --npy "$5/acts.npy" --max-tokens 100000 2>/dev/null)
+  l0=$(sed -n 's/.* L0 \([0-9.]*\) .*/\1/p' <<<"$ev")
+  m=$(sed -n 's/.*explained variance \([-0-9.]*\) .*/\1/p' <<<"$ev")
+  read -r om orr <<<"$(mmcs "$4" "$5/truth.npy")"
+  echo "| $1 | $2 | $3 | $l0 | $m | $om / $orr% |"
+}
+l1_config() { # NAME GENDIR D_SAE
+  local l o
+  for l in $L1GRID; do
+    o="$2/ours_${ARCH}_l1_${l}_$TOK"
+    if [ "$STAGE" != ref ] && [ ! -f "$o/cfg.json" ]; then
+      "$BIN" sae-train --npy "$2/acts.npy" --arch "$ARCH" --d-sae "$3" --l1 "$l" --tokens "$TOK" \
+        --out "$o" --log-every 100000 >"$o.log" 2>&1 || { echo "saelite failed: $o.log"; exit 1; }
+    fi
+    [ "$STAGE" = all ] && l1_row "$1" "saelite $ARCH" "$l" "$o" "$2"
+  done
+  for l in $LAMGRID; do
+    o="$2/ref_${ARCH}_lam_${l}_$TOK"
+    if [ $has_torch = 1 ] && [ "$STAGE" != ours ] && [ ! -f "$o/cfg.json" ]; then
+      # shellcheck disable=SC2086
+      OMP_NUM_THREADS=1 $PY tools/ref/l1_ref.py --arch "$ARCH" --npy "$2/acts.npy" --lam "$l" \
+        --d-sae "$3" --tokens "$TOK" --out "$o" $REFFLAGS >"$o.log" 2>&1 || { echo "ref failed: $o.log"; exit 1; }
+    fi
+    [ "$STAGE" = all ] && [ -f "$o/cfg.json" ] && l1_row "$1" "l1_ref.py $ARCH" "$l" "$o" "$2"
+  done
+}
+[ "$STAGE" = all ] && [ $L1MODE = 1 ] && {
+  echo "ground truth, $TOK tokens, batch 4096: saelite $ARCH defaults (--l1 grid) vs tools/ref/l1_ref.py (--lam grid, $REFFLAGS)"
+  echo "| generator | trainer | coefficient | L0 | EV | MMCS / recovered |"
+  echo "|---|---|---:|---:|---:|---|"
+}
+[ "$STAGE" = all ] && [ $L1MODE = 0 ] && {
   echo "ground truth, $TOK tokens, batch 4096: saelite $ARCH defaults vs PyTorch recipe (MMCS / recovered at cos > 0.9)"
   echo "| generator | flags | d_sae | k | samples | saelite | PyTorch recipe |"
   echo "|---|---|---:|---:|---:|---|---|"
@@ -59,6 +104,7 @@ for c in "${CONFIGS[@]}"; do
   # shellcheck disable=SC2086
   [ -f "$d/meta.json" ] || $PY tools/ref/gt_gen.py "$d" $flags --samples "$n" >/dev/null || exit 1
   [ "$STAGE" = data ] && continue
+  [ $L1MODE = 1 ] && { l1_config "$name" "$d" "$S"; continue; }
   if [ $has_torch = 1 ] && [ "$STAGE" != ours ] && [ ! -f "$d/ref_$TAG/cfg.json" ]; then
     # the fresh row's reference draws its own fresh samples from the same generator
     if [ "$name" = fresh ]; then src=(--gen $flags); else src=(--npy "$d/acts.npy"); fi
