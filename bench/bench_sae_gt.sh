@@ -26,9 +26,10 @@ ARCH=${SAE_GT_ARCH:-topk}
 case $ARCH in
 topk) TAG=$TOK; REFARCH=() ;;
 batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk) ;;
-# relu/jumprelu grids bracket L0 5-6 on the base set at 6M tokens; the recipes' lr and theta
-# init for runs this short (docs/sae_l1_ref.md)
-relu) L1GRID=${SAE_GT_L1:-10 20 40}; LAMGRID=${SAE_GT_LAM:-10 20 40}
+# relu: both trainers' MMCS peaks at coefficient 5 or below on the base set at 6M tokens (10 and
+# 20 lose it); jumprelu: L0 3-13. The recipes' lr and theta init are for runs this short
+# (docs/sae.md, "ReLU and JumpReLU against their recipes")
+relu) L1GRID=${SAE_GT_L1:-2.5 5 10}; LAMGRID=${SAE_GT_LAM:-2.5 5 10}
   REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3} ;;
 jumprelu) L1GRID=${SAE_GT_L1:-1 3 10}; LAMGRID=${SAE_GT_LAM:-0.003 0.01 0.03}
   REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3 --theta-init 0.05} ;;
