@@ -42,27 +42,13 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 import time
 
 import numpy as np
 import torch
 
-
-def save_safetensors(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        b = t.detach().cpu().contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs: f.write(b)
+from topk_ref import save_safetensors  # one SAELens-file writer for the recipes (same folder)
 
 
 def rect(u):
