@@ -3,7 +3,7 @@
 # Uses apt-get as root, sudo otherwise; says clearly what to do when neither works.
 # Usage: tools/deps.sh [extra-package ...]
 # Optional, not needed by make test: `tools/deps.sh python3-torch` for the PyTorch reference
-# recipes in tools/ref/ (topk_ref.py) and the reference column of bench/bench_sae_gt.sh.
+# recipes in tools/ref/ (topk_ref.py, l1_ref.py) and the reference column of bench/bench_sae_gt.sh.
 set -euo pipefail
 # openmpi-bin/libopenmpi-dev: the distributed layer (common/dist.c, mpirun -np N; OpenMPI rather
 # than MPICH: the implementation llm.c and most clusters' C codes launch with, pkg-config file
