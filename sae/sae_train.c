@@ -74,7 +74,7 @@ struct sae_trainer {
     double scale, scale_out; /* scale_out: transcoders' target scale (= scale for SAEs) */
     float *ys, *zero_in; /* targets [B,Do] (= xs for SAEs); transcoders: D zeros */
     float thr_run; /* BatchTopK: running mean (rate 0.1) of the batch threshold (normalised units) */
-    float aux_norm; /* AuxK (k-sparse): 1 / (1 - EV) of the previous step's batch (0 before the first) */
+    float aux_norm; /* AuxK: 1 / (1 - EV) of the previous step's batch (0 before the first) */
     int64_t np;
     float *p, *g, *m, *v;
     sae_params P, G;
@@ -161,7 +161,7 @@ static int param_segs(const sae_trainer *t, pseg *sg)
 #define SEG(U, L, LAT, K) (sg[n++] = (pseg){o, (U), (L), (LAT), (K)}, o += (int64_t)(U) * (L))
     SEG(S, D, 1, SEG_PLAIN);                                                   /* W_encT */
     SEG(S, Do, 1, is_constrained(t->c.arch) ? SEG_UNIT_ROWS : SEG_PLAIN);      /* W_dec */
-    SEG(S, 1, 1, is_sparse(t->c.arch) ? SEG_BENC : SEG_PLAIN);                /* b_enc */
+    SEG(S, 1, 1, is_sparse(t->c.arch) ? SEG_BENC : SEG_PLAIN);                 /* b_enc */
     SEG(1, Do, 0, SEG_PLAIN);                                                  /* b_dec */
     if (t->c.arch == SAE_JUMPRELU) SEG(S, 1, 1, SEG_THRESH);                   /* log_threshold */
     if (t->c.arch == SAE_GATED) {
@@ -571,15 +571,16 @@ static double sparsity_coef(const sae_trainer *t)
     return t->c.l1 * f;
 }
 
-/* k-sparse (topk, batchtopk, matryoshka): b_enc's learning rate, lr times the mean input norm of the training space (sqrt(d_in)
-   when normalised), so it moves as fast against the pre-activations as at mean norm 1. At lr
-   alone it moved 16x slower on tools/ref/gt_gen.py's base set (d_in 256): no latent died, AuxK
-   never started and MMCS stalled at 0.88 (issue 22, docs/sae.md). b_dec keeps lr: at x16 it
-   only added noise to its median init (worse EV in short runs). The others: lr. */
+/* k-sparse (topk, batchtopk, matryoshka): b_enc's learning rate, lr times the mean input norm
+   of the training space (sqrt(d_in) when normalised), so it moves as fast against the
+   pre-activations as at mean norm 1. At lr alone it moved 16x slower on tools/ref/gt_gen.py's
+   base set (d_in 256): no latent died, AuxK never started and MMCS stalled at 0.88 (issue 22,
+   docs/sae.md). b_dec keeps lr: at x16 it only added noise to its median init (worse EV in
+   short runs). The others: lr. */
 static float benc_lr(const sae_trainer *t, double lr)
 {
-    int topk = is_sparse(t->c.arch) && t->c.normalize;
-    return (float)(lr * (topk ? sqrt((double)t->D) : 1.0));
+    int scaled = is_sparse(t->c.arch) && t->c.normalize;
+    return (float)(lr * (scaled ? sqrt((double)t->D) : 1.0));
 }
 
 static double lr_at(const sae_trainer *t)
@@ -1480,8 +1481,8 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st, 
             for (int j = 0; j < S; j++)
                 if (t->since[j] >= t->dead_window) t->dead[cx.nd++] = j;
         cx.ka = cx.nd < t->kaux ? cx.nd : t->kaux;
-        /* OpenAI's normalised AuxK (TopK, BatchTopK, Matryoshka), aux_coef * ||e - ehat||^2 / ||e||^2 against the
-           normalised MSE ||e||^2 / var(x); relative to this trainer's plain MSE that is
+        /* OpenAI's normalised AuxK (topk, batchtopk, matryoshka), aux_coef * ||e - ehat||^2 /
+           ||e||^2 against the normalised MSE ||e||^2 / var(x); relative to this trainer's plain MSE that is
            aux_coef / (1 - EV) * ||e - ehat||^2, with the EV of the previous step (known before
            the leaves run, so the same for any split into micro-batches and ranks). SAELens'
            aux_coef * min(1, n_dead / k_aux) * ||e - ehat||^2 is ~30x weaker at EV 0.97 and left

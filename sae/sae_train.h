@@ -11,7 +11,7 @@
  *        + topk:      aux_coef / (1 - EV) * ||e - ehat_aux||^2 (AuxK on the top k_aux dead
  *                     latents, e = x - xhat detached; OpenAI's normalised AuxK relative to this
  *                     plain MSE, EV = the previous step's explained variance)
- *        + batchtopk: aux_coef * min(1, n_dead/k_aux) * ||e - ehat_aux||^2 (SAELens' AuxK)
+ *        + batchtopk: the same AuxK as topk
  *        + matryoshka: the batchtopk loss (full width, AuxK) + sum over the inner widths m of
  *                     ||x - xhat_m||^2, xhat_m = BatchTopK(pre[:, :m]) W_dec[:m] + b_dec (SAELens:
  *                     the prefix's pre-activations get their own BatchTopK with the same k B)
@@ -73,7 +73,7 @@ typedef struct {
     double warmup_frac;    /* default 0.01 of the steps (at most 1000 steps) */
     double decay_frac;     /* default 0.2 */
     double l1_warmup_frac; /* default 0.05 */
-    int64_t dead_window;   /* tokens; 0 = clamp(total/30 (topk, batchtopk, matryoshka) or /10, 100k, 10M) */
+    int64_t dead_window;   /* tokens; 0 = clamp(total/30 (k-sparse) or /10, 100k, 10M) */
     int bdec_init;         /* SAE_BDEC_*; default median */
     int normalize;         /* 1 (default): scale inputs to mean norm sqrt(d_in) */
     double jr_bandwidth;   /* default 0.5 (normalised units) */
