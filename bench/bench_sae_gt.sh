@@ -24,17 +24,18 @@ DIR=${SAE_GT_DIR:-/tmp/saelite_gt}
 STAGE=${SAE_GT_STAGE:-all}
 ARCH=${SAE_GT_ARCH:-topk}
 case $ARCH in
-topk) TAG=$TOK; REFARCH=() ;;
-batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk) ;;
+topk) TAG=$TOK; REFARCH=(); L1MODE=0 ;;
+batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk); L1MODE=0 ;;
 # relu: both trainers' MMCS peaks at coefficient 5 or below on the base set at 6M tokens (10 and
 # 20 lose it); jumprelu: L0 3-13. The recipes' lr and theta init are for runs this short
 # (docs/sae.md, "ReLU and JumpReLU against their recipes")
 relu) L1GRID=${SAE_GT_L1:-2.5 5 10}; LAMGRID=${SAE_GT_LAM:-2.5 5 10}
-  REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3} ;;
+  REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3}; L1MODE=1 ;;
 jumprelu) L1GRID=${SAE_GT_L1:-1 3 10}; LAMGRID=${SAE_GT_LAM:-0.003 0.01 0.03}
-  REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3 --theta-init 0.05} ;;
+  REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3 --theta-init 0.05}; L1MODE=1 ;;
 *) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, relu or jumprelu"; exit 1 ;;
 esac
+[ $L1MODE = 1 ] && SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9}
 mkdir -p "$DIR"
 # name | generator flags | d_sae | k | samples (fresh: as many as tokens, each seen about once)
 CONFIGS=(
@@ -58,10 +59,9 @@ mmcs() { # SAE_DIR TRUTH -> "mmcs recovered%"
   "$BIN" sae-eval --sae "$1" --ground-truth "$2" 2>/dev/null |
     sed -n 's/.*MMCS \([0-9.]*\), recovered (cos > 0.90) \([0-9.]*\)%.*/\1 \2/p'
 }
-case $ARCH in relu | jumprelu) L1MODE=1; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9} ;; *) L1MODE=0 ;; esac
 # relu/jumprelu: one row per trainer and coefficient (sae-eval's L0 and EV on 100k rows, MMCS)
 l1_row() { # NAME TRAINER COEF SAE_DIR GENDIR
-  local ev l0 m r
+  local ev l0 m om orr
   ev=$("$BIN" sae-eval --sae "$4" --npy "$5/acts.npy" --max-tokens 100000 2>/dev/null)
   l0=$(sed -n 's/.* L0 \([0-9.]*\) .*/\1/p' <<<"$ev")
   m=$(sed -n 's/.*explained variance \([-0-9.]*\) .*/\1/p' <<<"$ev")
