@@ -38,6 +38,9 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
                100 * s->dense_frac);
     if (o->precision != SAE_PRECISION_FP32) printf("encoder GEMM: %s\n", r->engine);
     if (r->mmcs >= 0) printf("ground truth: MMCS %.4f, recovered (cos > 0.9) %.1f%%\n", r->mmcs, 100 * r->recovered);
+    if (r->grad_clip > 0)
+        printf("gradient norm clipped to %g in %" PRId64 " of %" PRId64 " steps\n", r->grad_clip,
+               r->clipped, r->steps);
     if (r->sae_id >= 0) printf("registered in %s as SAE id %" PRId64 "\n", o->db, r->sae_id);
     if (!r->finished)
         printf("stopped at step %" PRId64 " of %" PRId64 "; continue with --resume\n", r->step,
@@ -50,9 +53,9 @@ int cmd_sae_train(int argc, char **argv)
     sae_run_opts o;
     sae_run_defaults(&o);
     sae_train_config *c = &o.train;
-    const char *arch_s = "topk", *bdec_s = "median", *widths_s = NULL, *act_s = NULL, *prec_s = "fp32";
+    const char *arch_s = "topk", *bdec_s = NULL, *widths_s = NULL, *act_s = NULL, *prec_s = "fp32";
     int d_sae = 0, k = 32, k_aux = 0, batch = 4096, no_norm = 0, syn_d = 256, syn_f = 512;
-    double jr_bw = c->jr_bandwidth, jr_th = c->jr_init_threshold, jr_lrm = c->jr_lr_mult, l1 = 0, lr = NAN, aux_coef = 1.0 / 32, syn_active = 5;
+    double jr_bw = c->jr_bandwidth, jr_th = c->jr_init_threshold, jr_lrm = c->jr_lr_mult, l1 = 0, lr = NAN, clip = NAN, beta1 = NAN, aux_coef = 1.0 / 32, syn_active = 5;
     int64_t tokens = 10000000, seed = 42, dead_window = 0, syn_seed = 1;
     o.hook = "";
     o.model_name = "";
@@ -92,11 +95,16 @@ int cmd_sae_train(int argc, char **argv)
         {"--jr-lr-mult", ARG_FLOAT, &jr_lrm, "jumprelu: learning-rate multiplier of the thresholds",
          ARG_MIN(0)},
         {"--lr", ARG_FLOAT, &lr, "learning rate", ARG_ABOVE(0),
-         ARG_DEFAULT("2e-4 (topk, batchtopk, matryoshka 3.75e-4) / sqrt(d_sae / 16384)")},
+         ARG_DEFAULT("3.75e-4 (gated 2e-4) / sqrt(d_sae / 16384)")},
+        {"--grad-clip", ARG_FLOAT, &clip, "clip the global gradient norm to this (0: off)",
+         ARG_MIN(0), ARG_DEFAULT("1 for relu and jumprelu, off for the others")},
+        {"--adam-beta1", ARG_FLOAT, &beta1, "Adam's first-moment decay", ARG_MIN(0), ARG_BELOW(1),
+         ARG_DEFAULT("0 for jumprelu, 0.9 for the others")},
         {"--batch", ARG_INT, &batch, "tokens per step", ARG_MIN(1)},
         {"--tokens", ARG_I64, &tokens, "training tokens", ARG_MIN(1)},
         {"--seed", ARG_I64, &seed, "seed for init and data order"},
-        {"--bdec-init", ARG_STR, &bdec_s, "decoder bias initialisation", ARG_CHOICES("median|mean|zero")},
+        {"--bdec-init", ARG_STR, &bdec_s, "decoder bias initialisation", ARG_CHOICES("median|mean|zero"),
+         ARG_DEFAULT("zero for relu, median for the others")},
         {"--no-normalize", ARG_FLAG, &no_norm, "do not scale inputs to mean norm sqrt(d_in)"},
         {"--dead-window", ARG_I64, &dead_window, "tokens without firing = dead", ARG_MIN(0),
          ARG_DEFAULT("auto")},
@@ -150,7 +158,8 @@ int cmd_sae_train(int argc, char **argv)
     if (tcod) arch_s = act_s ? act_s : "topk";
     /* the choices are declared, so these cannot fail */
     if (sae_arch_parse(arch_s, &c->arch)) return cli_usage_error(cmd, "%s", err_msg());
-    c->bdec_init = !strcmp(bdec_s, "mean") ? SAE_BDEC_MEAN
+    c->bdec_init = !bdec_s                   ? SAE_BDEC_DEFAULT
+                   : !strcmp(bdec_s, "mean") ? SAE_BDEC_MEAN
                    : !strcmp(bdec_s, "zero") ? SAE_BDEC_ZERO
                                              : SAE_BDEC_MEDIAN;
     o.precision = !strcmp(prec_s, "bf16") ? SAE_PRECISION_BF16
@@ -183,6 +192,8 @@ int cmd_sae_train(int argc, char **argv)
     c->aux_coef = aux_coef;
     c->l1 = l1;
     c->lr = isnan(lr) ? 0 : lr; /* 0: the trainer's default */
+    c->grad_clip = isnan(clip) ? 0 : clip > 0 ? clip : -1; /* 0: the trainer's default */
+    if (!isnan(beta1)) c->adam_b1 = beta1; /* else the architecture's */
     c->batch = batch;
     c->total_tokens = tokens;
     c->seed = (uint64_t)seed;

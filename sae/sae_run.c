@@ -337,6 +337,7 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
            collectives), so every rank leaves here together */
         if (!rc) rc = sae_trainer_step(r->t, r->x, &st);
         if (rc) break;
+        res->clipped += st.clipped;
         int64_t s = st.step;
         if (root && (s % log_every == 0 || s == T)) rc = log_row(r, &st);
         progress_update(&pr, (double)st.tokens, "step %" PRId64 " mse %.4g ev %.3f L0 %.1f dead %.1f%%",
@@ -367,6 +368,7 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
     if (r->logf && fclose(r->logf) && !rc) rc = err_set(ERR_IO, "%s: cannot write", r->logp);
     r->logf = NULL;
     res->steps = sae_trainer_step_index(r->t) - s0;
+    res->grad_clip = sae_trainer_cfg(r->t)->grad_clip;
     return rc;
 }
 
@@ -396,12 +398,13 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
              "{\"architecture\":\"%s\",\"k\":%d,\"k_aux\":%d,\"aux_coef\":%g,\"l1\":%g,"
              "\"lr\":%g,\"batch\":%d,\"tokens\":%" PRId64 ",\"seed\":%" PRIu64 ","
              "\"normalize\":%d,\"scale\":%.9g,\"jr_bandwidth\":%g,\"jr_init_threshold\":%g,"
-             "\"jr_lr_mult\":%g,\"source\":\"%s\",\"eval_tokens\":%" PRId64 ","
+             "\"jr_lr_mult\":%g,\"grad_clip\":%g,\"adam_beta1\":%g,\"source\":\"%s\",\"eval_tokens\":%" PRId64 ","
              "\"mse\":%.6g,\"explained_variance\":%.6g,\"cos\":%.6g,\"l2_ratio\":%.6g,"
              "\"l0\":%.6g,\"dead_frac\":%.6g,\"dense_frac\":%.6g}",
              sae_arch_name(tc->arch), tc->k, tc->k_aux, tc->aux_coef, tc->l1, tc->lr,
              tc->batch, tc->total_tokens, tc->seed, tc->normalize, sae_trainer_scale(r->t),
-             tc->jr_bandwidth, tc->jr_init_threshold, tc->jr_lr_mult,
+             tc->jr_bandwidth, tc->jr_init_threshold, tc->jr_lr_mult, fmax(tc->grad_clip, 0),
+             tc->adam_b1,
              o->db ? "store" : o->npy ? "npy" : "synth", r->eval_tokens, sum->mse, sum->ev,
              sum->cos, sum->l2_ratio, sum->l0, sum->dead_frac, sum->dense_frac);
     size_t jl = strlen(js);

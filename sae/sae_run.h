@@ -89,6 +89,8 @@ typedef struct {
     sae_metrics_summary eval;
     double mmcs, recovered;    /* -1 without truth */
     int64_t dropped;           /* store: tokens dropped for their norm */
+    double grad_clip;          /* the run's gradient-norm clip (<= 0: off) */
+    int64_t clipped;           /* steps of this invocation whose gradient it scaled down */
     int64_t sae_id;            /* registry id in the store, -1 when not registered */
     char engine[96];           /* what ran the encoder GEMM (sae_k_engine), e.g. "bf16 (oneDNN
                                   brg:avx512_core_amx_bf16, ISA avx512_core_amx)" */

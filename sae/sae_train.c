@@ -30,7 +30,7 @@ void sae_train_defaults(sae_train_config *c)
     c->warmup_frac = 0.01;
     c->decay_frac = 0.2;
     c->l1_warmup_frac = 0.05;
-    c->bdec_init = SAE_BDEC_MEDIAN;
+    c->bdec_init = SAE_BDEC_DEFAULT;
     c->normalize = 1;
     /* in normalised units (mean input norm sqrt(d_in)); the papers' 0.001 moves the threshold
        too slowly for runs of a few thousand steps (measured on synthetic data, docs/sae.md) */
@@ -39,7 +39,7 @@ void sae_train_defaults(sae_train_config *c)
     /* Adam moves a log-threshold by at most ~lr per step: at 4e-4 and the 500-2500 steps of a
        run here, thresholds could not grow by more than a few tens of percent (docs/sae.md) */
     c->jr_lr_mult = 10;
-    c->adam_b1 = 0.9;
+    c->adam_b1 = -1; /* the architecture's (trainer_alloc) */
     c->adam_b2 = 0.999;
     c->adam_eps = 1e-8;
 }
@@ -57,6 +57,7 @@ int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
            a->adam_b1 == b->adam_b1 &&
            a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps &&
            a->n_widths == b->n_widths && a->transcoder == b->transcoder && a->d_out == b->d_out &&
+           fmax(a->grad_clip, 0) == fmax(b->grad_clip, 0) &&
            !memcmp(a->widths, b->widths, sizeof(int) * (a->n_widths > 0 ? a->n_widths : 0));
 }
 
@@ -79,6 +80,7 @@ struct sae_trainer {
     float *p, *g, *m, *v;
     sae_params P, G;
     int64_t *since;
+    double *sq; /* grad_clip: per-latent squared gradient norms [S] */
     /* per-step buffers */
     int chunk;
     float *xs, *xc, *xhat, *dxhat, *ehat, *pre, *fbuf, *scratch;
@@ -183,6 +185,7 @@ void sae_trainer_free(sae_trainer *t)
     mem_free_aligned(t->m);
     mem_free_aligned(t->v);
     mem_free(t->since);
+    mem_free(t->sq);
     mem_free_aligned(t->xc);
     mem_free_aligned(t->xhat);
     mem_free_aligned(t->dxhat);
@@ -316,17 +319,25 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         (int64_t)c.batch * c.d_sae > (1LL << 31))
         return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
                        sae_arch_name(c.arch));
-    /* OpenAI's 2e-4 at 16384 latents, scaled by 1/sqrt(d_sae); the k-sparse architectures
-       (topk, batchtopk, matryoshka) 3.75e-4 (1.5e-3 at 1024 latents: on tools/ref/gt_gen.py's
-       family 1e-3 still left TopK below the PyTorch recipe on --rho 0.9, --active 10 and
-       --decay 0.98, 1.5e-3 passed it on all; BatchTopK at 8e-4 missed its recipe by 0.02-0.05
-       MMCS, at 1.5e-3 it meets it; issue 22, docs/sae.md) */
-    if (c.lr <= 0) c.lr = (is_sparse(c.arch) ? 3.75e-4 : 2e-4) / sqrt(c.d_sae / 16384.0);
+    /* OpenAI's 2e-4 at 16384 latents, scaled by 1/sqrt(d_sae) (gated keeps it); the others
+       3.75e-4 (1.5e-3 at 1024 latents: on tools/ref/gt_gen.py's family 1e-3 still left TopK
+       below the PyTorch recipe on --rho 0.9, --active 10 and --decay 0.98, 1.5e-3 passed it on
+       all; BatchTopK at 8e-4 missed its recipe by 0.02-0.05 MMCS, at 1.5e-3 it meets it; relu,
+       clipped, 0.614 MMCS at 1e-3 and 0.641 at 1.5e-3 against its recipe's 0.607 at 1.5M
+       tokens; issue 22, docs/sae.md) */
+    if (c.lr <= 0) c.lr = (c.arch == SAE_GATED ? 2e-4 : 3.75e-4) / sqrt(c.d_sae / 16384.0);
+    /* relu: zero, as its recipe (+0.014 MMCS at 1.5M tokens on tools/ref/gt_gen.py's base set,
+       with clipping and lr 1e-3; docs/sae.md) */
+    if (c.adam_b1 < 0) c.adam_b1 = c.arch == SAE_JUMPRELU ? 0.0 : 0.9;
+    if (c.bdec_init == SAE_BDEC_DEFAULT)
+        c.bdec_init = c.arch == SAE_RELU ? SAE_BDEC_ZERO : SAE_BDEC_MEDIAN;
     if (c.k_aux <= 0) c.k_aux = c.d_in / 2 > 0 ? c.d_in / 2 : 1;
     if (c.k_aux > c.d_sae) c.k_aux = c.d_sae;
     if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
     if (c.l1 <= 0 && c.arch == SAE_JUMPRELU) c.l1 = 1.0;
     if (c.l1 <= 0 && c.arch == SAE_GATED) c.l1 = 5.0;
+    /* the relu and jumprelu recipes clip to 1 (issue 22, docs/sae.md) */
+    if (c.grad_clip == 0) c.grad_clip = c.arch == SAE_RELU || c.arch == SAE_JUMPRELU ? 1.0 : -1.0;
     sae_trainer *t = mem_calloc(1, sizeof *t);
     if (!t) return err_set(ERR_NOMEM, "SAE trainer: out of memory");
     t->c = c;
@@ -363,6 +374,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     t->m = zalloc(t->np);
     t->v = zalloc(t->np);
     t->since = mem_calloc(S, sizeof(int64_t));
+    t->sq = c.grad_clip > 0 ? mem_alloc(sizeof(double) * S) : NULL;
     t->fired = mem_calloc(S, 1);
     t->dead = mem_alloc(sizeof(int) * S);
     t->nrm = mem_alloc(sizeof(float) * S);
@@ -373,7 +385,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     t->ys = t->tc ? zalloc(B * Do) : t->xs;
     if (t->tc) t->zero_in = mem_calloc(D, sizeof(float));
     t->ptr = mem_alloc(sizeof(int64_t) * (B + 1));
-    int ok = t->p && t->g && t->m && t->v && t->since && t->fired && t->dead && t->nrm && t->xs && t->xc &&
+    int ok = t->p && t->g && t->m && t->v && t->since && (c.grad_clip <= 0 || t->sq) && t->fired && t->dead && t->nrm && t->xs && t->xc &&
              t->xhat && t->dxhat && t->ptr && t->ys && (!t->tc || t->zero_in);
     if (c.arch == SAE_TOPK) {
         /* pre-activations in row chunks of at most 16M floats, of equal size: every chunk's
@@ -1263,6 +1275,56 @@ static void adam_latents(sae_trainer *t, double lr, int64_t lo, int64_t hi, int 
     }
 }
 
+/* Gradient-norm clipping (grad_clip > 0), torch.nn.utils.clip_grad_norm_'s rule: g scaled by
+ * clip / (norm + 1e-6) where that is below 1. The norm covers every parameter as Adam will see
+ * it (unit-norm decoder rows without their parallel part, which Adam removes). Called with the
+ * latent gradients of [lo, hi) and the shared ones complete on this rank, the state before
+ * adam_latents. The squares are summed per latent in double, the parts summed across ranks
+ * (zeros elsewhere: exact) and added up in latent order, so any split gives the same scale. */
+static int clip_grad(sae_trainer *t, int64_t lo, int64_t hi, sae_step_stats *st)
+{
+    pseg sg[8];
+    int ns = param_segs(t, sg), rc = OK;
+    int64_t S = t->S;
+    memset(t->sq, 0, sizeof(double) * (size_t)S);
+    double shared = 0;
+    for (int i = 0; i < ns; i++) {
+        int64_t u = sg[i].unit;
+        const float *g = t->g + sg[i].off, *w = t->p + sg[i].off;
+        if (!sg[i].latent) {
+            for (int64_t e = 0; e < sg[i].units * u; e++) shared += (double)g[e] * g[e];
+            continue;
+        }
+        for (int64_t j = lo; j < hi; j++) {
+            const float *gj = g + j * u, *wj = w + j * u;
+            double gg = 0, gw = 0, ww = 0;
+            for (int64_t e = 0; e < u; e++) gg += (double)gj[e] * gj[e];
+            if (sg[i].kind == SEG_UNIT_ROWS) {
+                for (int64_t e = 0; e < u; e++) {
+                    gw += (double)gj[e] * wj[e];
+                    ww += (double)wj[e] * wj[e];
+                }
+                if (ww > 0) gg = fmax(gg - gw * gw / ww, 0);
+            }
+            t->sq[j] += gg;
+        }
+    }
+    if (dist_size() > 1 && (rc = dist_sum_f64(t->sq, S))) return rc;
+    double tot = shared;
+    for (int64_t j = 0; j < S; j++) tot += t->sq[j];
+    double norm = sqrt(tot), cf = t->c.grad_clip / (norm + 1e-6);
+    st->grad_norm = norm;
+    if (!(cf < 1)) return OK;
+    st->clipped = 1;
+    float f = (float)cf;
+    for (int i = 0; i < ns; i++) {
+        int64_t a = sg[i].latent ? lo : 0, b = sg[i].latent ? hi : sg[i].units;
+        float *g = t->g + sg[i].off + a * sg[i].unit;
+        for (int64_t e = 0; e < (b - a) * sg[i].unit; e++) g[e] *= f;
+    }
+    return OK;
+}
+
 /* Data parallel, more than one rank: the latent segments' gradients summed into this rank's
  * part only (dist_sum_part_f32, the same tree as dist_sum_f32), the shared ones everywhere. */
 static int zero_sum(sae_trainer *t)
@@ -1279,10 +1341,11 @@ static int zero_sum(sae_trainer *t)
 }
 
 /* Node-shared g and p: this rank's part [lo, hi) of the latents summed from every rank's
- * gradient (dist_shm_sum_part, the tree of dist_sum_f32) and updated by Adam, SHM_CHUNK latents
- * at a time so that Adam reads the sums from cache; then the shared segments on rank 0. */
+ * gradient (dist_shm_sum_part, the tree of dist_sum_f32) and (adam) updated by Adam, SHM_CHUNK
+ * latents at a time so that Adam reads the sums from cache; then the shared segments on rank 0.
+ * adam = 0 (gradient clipping, which needs the whole norm first): the sums only. */
 enum { SHM_CHUNK = 64 };
-static void shm_sum_adam(sae_trainer *t, double lr, int64_t lo, int64_t hi)
+static void shm_sum_adam(sae_trainer *t, double lr, int64_t lo, int64_t hi, int adam)
 {
     pseg sg[8];
     int ns = param_segs(t, sg);
@@ -1291,9 +1354,9 @@ static void shm_sum_adam(sae_trainer *t, double lr, int64_t lo, int64_t hi)
         for (int i = 0; i < ns; i++)
             if (sg[i].latent)
                 dist_shm_sum_part(t->gshm, sg[i].off + c0 * sg[i].unit, sg[i].off + c1 * sg[i].unit);
-        adam_latents(t, lr, c0, c1, 0);
+        if (adam) adam_latents(t, lr, c0, c1, 0);
     }
-    adam_latents(t, lr, 0, 0, dist_is_root());
+    if (adam) adam_latents(t, lr, 0, 0, dist_is_root());
 }
 
 /* sae_trainer_bcast, data parallel: g and p move into node-shared windows when every rank is on
@@ -1607,7 +1670,12 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
         hi = lo + t->S / dist_size();
     } else if (part)
         dist_tree_part(t->S, dist_rank(), &lo, &hi);
-    if (t->gshm) shm_sum_adam(t, lr, lo, hi);
+    if (t->c.grad_clip > 0) {
+        if (t->gshm) shm_sum_adam(t, lr, lo, hi, 0);
+        if ((rc = clip_grad(t, lo, hi, &st))) return rc;
+        adam_latents(t, lr, lo, hi, !t->gshm);
+        if (t->gshm) adam_latents(t, lr, 0, 0, dist_is_root());
+    } else if (t->gshm) shm_sum_adam(t, lr, lo, hi, 1);
     else adam_latents(t, lr, lo, hi, 1);
     if (part && (rc = zero_gather(t, lo, hi))) return rc;
     prof_mark(t, SAE_PROF_ADAM);
@@ -1888,14 +1956,17 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     if (!fp) return err_set(ERR_IO, "%s: cannot open checkpoint: %s", path, strerror(errno));
     ckpt_header h;
     sae_train_config c;
-    /* checkpoints written before the matryoshka fields hold the config up to n_widths */
+    /* checkpoints written before the matryoshka fields hold the config up to n_widths, those
+       before gradient clipping up to grad_clip (they ran without it) */
     memset(&c, 0, sizeof c);
     if (fread(&h, sizeof h, 1, fp) != 1 || memcmp(h.magic, CKPT_MAGIC, 8) ||
-        (h.cfg_size != sizeof c && h.cfg_size != offsetof(sae_train_config, n_widths)) ||
+        (h.cfg_size != sizeof c && h.cfg_size != offsetof(sae_train_config, n_widths) &&
+         h.cfg_size != offsetof(sae_train_config, grad_clip)) ||
         fread(&c, h.cfg_size, 1, fp) != 1) {
         fclose(fp);
         return err_set(ERR_FORMAT, "%s: not a saelite checkpoint of this version", path);
     }
+    if (h.cfg_size < sizeof c) c.grad_clip = -1;
     sae_trainer *t;
     int rc = trainer_alloc(&t, &c);
     if (rc) {

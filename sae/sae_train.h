@@ -58,7 +58,8 @@
 
 #include "sae/sae.h"
 
-enum { SAE_BDEC_ZERO, SAE_BDEC_MEAN, SAE_BDEC_MEDIAN };
+/* SAE_BDEC_DEFAULT: zero for relu (its recipe's; issue 22), the median for the others */
+enum { SAE_BDEC_ZERO, SAE_BDEC_MEAN, SAE_BDEC_MEDIAN, SAE_BDEC_DEFAULT };
 
 typedef struct {
     sae_arch arch;
@@ -66,7 +67,7 @@ typedef struct {
     int k_aux;            /* AuxK latents; 0 = d_in/2 */
     double aux_coef;      /* default 1/32 */
     double l1;            /* relu: L1 coefficient (5); jumprelu: L0 coefficient (1) */
-    double lr;            /* 0 = 2e-4 (topk, batchtopk, matryoshka 3.75e-4) / sqrt(d_sae / 16384) */
+    double lr;            /* 0 = 3.75e-4 (gated 2e-4) / sqrt(d_sae / 16384) */
     int batch;            /* tokens per step */
     int64_t total_tokens; /* sets the number of steps (schedule) */
     uint64_t seed;
@@ -74,17 +75,22 @@ typedef struct {
     double decay_frac;     /* default 0.2 */
     double l1_warmup_frac; /* default 0.05 */
     int64_t dead_window;   /* tokens; 0 = clamp(total/30 (k-sparse) or /10, 100k, 10M) */
-    int bdec_init;         /* SAE_BDEC_*; default median */
+    int bdec_init;         /* SAE_BDEC_*; default SAE_BDEC_DEFAULT */
     int normalize;         /* 1 (default): scale inputs to mean norm sqrt(d_in) */
     double jr_bandwidth;   /* default 0.5 (normalised units) */
     double jr_init_threshold; /* default 0.5 */
     double jr_lr_mult;     /* jumprelu: learning-rate multiplier of the thresholds (default 10) */
-    double adam_b1, adam_b2, adam_eps; /* 0.9, 0.999, 1e-8 */
+    double adam_b1, adam_b2, adam_eps; /* b1 < 0: jumprelu 0 (its paper's), others 0.9; 0.999, 1e-8 */
     /* fields added after the first checkpoint version (older checkpoints read them as 0) */
     int n_widths;                /* matryoshka: prefix widths (d_sae appended when missing) */
     int widths[SAE_MAX_WIDTHS];
     int transcoder;              /* SAE_TRANSCODER / SAE_SKIP_TRANSCODER (arch: the activation) */
     int d_out;                   /* transcoders: target width */
+    /* clip the global gradient norm (every parameter, after removing the unit-norm decoder rows'
+       parallel part) to this before Adam, as torch.nn.utils.clip_grad_norm_; 0: the default
+       (relu and jumprelu 1, the recipes' value; others off), < 0: off. Checkpoints from before
+       the field resume with it off. */
+    double grad_clip;
 } sae_train_config;
 
 void sae_train_defaults(sae_train_config *c);
@@ -98,6 +104,8 @@ typedef struct {
     double l0;        /* mean active latents per token */
     double dead_frac; /* dead latents / d_sae after the step */
     double lr, sparsity_coef, aux_loss, loss;
+    double grad_norm; /* with grad_clip: the global gradient norm before clipping (else 0) */
+    int clipped;      /* the gradient was scaled down to grad_clip */
 } sae_step_stats;
 
 typedef struct sae_trainer sae_trainer;

@@ -82,8 +82,9 @@ for arch in relu topk batchtopk jumprelu matryoshka gated; do
     [ "$c" = 1 ] && ok "$arch: one summary line from -np 4" || bad "$arch: $c summary lines from -np 4"
 done
 # ranks on one node share g and p (dist_shm_new); SAELITE_NO_SHM forces the message path that
-# ranks on several nodes take: the same bytes
-for arch in topk gated; do
+# ranks on several nodes take: the same bytes (relu: with its default gradient clipping, whose
+# norm sums every rank's part)
+for arch in topk gated relu; do
     F=("${SYN[@]}" --arch "$arch" --tokens 12800)
     for n in 2 4; do
         SAELITE_NO_SHM=1 "${MPI[@]}" -x SAELITE_NO_SHM -np $n "$BIN" sae-train "${F[@]}" --out "$arch.ns$n" > /dev/null 2> err.txt ||
@@ -148,8 +149,10 @@ else grep -q "micro-batches 4" err.txt && ok "resume: another --micro-batches re
 
 # ---- latent shards (TopK + AuxK): -np 1/2/4 --latent-shards N = one process, same --latent-blocks
 F=(--synth --synth-d 32 --synth-features 64 --d-sae 512 --k 4 --batch 256 --eval-tokens 1024
-   --dead-window 512 --tokens 12800 --latent-blocks 4 --checkpoint-every 10)
-"$BIN" sae-train "${F[@]}" --out lat.p > /dev/null 2> err.txt || bad "latent blocks: one process: $(head -n 1 err.txt)"
+   --dead-window 512 --tokens 12800 --latent-blocks 4 --checkpoint-every 10 --grad-clip 0.5)
+"$BIN" sae-train "${F[@]}" --out lat.p > lat.out 2> err.txt || bad "latent blocks: one process: $(head -n 1 err.txt)"
+c=$(sed -n 's/^gradient norm clipped to 0.5 in \([0-9]*\) of 50 steps$/\1/p' lat.out)
+[ "${c:-0}" -gt 0 ] && ok "latent blocks: the gradient clipped in $c of 50 steps" || bad "latent blocks: clipping not exercised: $(grep clipped lat.out)"
 d=$(awk -F, 'NR > 1 && $6 > 0 {n++} END {print n + 0}' lat.p/training_log.csv)
 [ "$d" -gt 0 ] && ok "latent blocks: AuxK runs (dead latents in $d log rows)" || bad "latent blocks: no dead latents, AuxK not exercised"
 for n in 1 2 4; do

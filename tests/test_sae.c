@@ -1,6 +1,7 @@
 /* test_sae.c - SAE kernels (against brute force), finite-difference gradient checks of all four
  * architectures, training on synthetic ground truth, checkpoint/resume bit-identity, SAELens
  * layout round trip, metrics. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -283,6 +284,9 @@ static void fd_check_tc(sae_arch arch, int tc, const char *label)
     c.l1 = arch == SAE_RELU ? 0.3 : 0.05;
     c.l1_warmup_frac = 0;
     c.jr_init_threshold = 0.05;
+    /* the point the checks were chosen at (relu's default zero b_dec puts one W_enc probe's
+       pre-activation within the difference step of its ReLU kink) */
+    c.bdec_init = SAE_BDEC_MEDIAN;
     if (arch == SAE_MATRYOSHKA) {
         c.n_widths = 2;
         c.widths[0] = 8;
@@ -537,6 +541,108 @@ static void test_archs_train(void)
         if (archs[a] == SAE_GATED)
             CHECK(mm > 0.85 && ms.ev > 0.8, "gated: MMCS %.3f ev %.3f", mm, ms.ev);
         sae_free(m);
+    }
+}
+
+/* Gradient-norm clipping: the reported norm is the global norm of the gradient Adam sees
+ * (computed here from sae_trainer_loss_grad, unit-norm rows without their parallel part), the
+ * step scales the gradient by clip / norm (checked where Adam is linear in it: eps 1e3 makes the
+ * first step lr g / (|g| + eps)), and a clip above the norm changes no bit. */
+static void test_grad_clip(void)
+{
+    enum { D = 16, S = 32, B = 64 };
+    static float x[B * D];
+    rng_state r;
+    rng_seed(&r, 11);
+    fill_normal(x, B * D, &r, 1);
+    sae_arch archs[2] = {SAE_RELU, SAE_JUMPRELU};
+    for (int a = 0; a < 2; a++) {
+        sae_train_config c;
+        sae_train_defaults(&c);
+        c.arch = archs[a];
+        c.d_in = D;
+        c.d_sae = S;
+        c.batch = B;
+        c.total_tokens = 100 * B;
+        c.lr = 10; /* a step well above the weights' ulp */
+        c.warmup_frac = 0;
+        c.decay_frac = 0;
+        c.l1_warmup_frac = 0;
+        c.adam_eps = 1e3;
+        c.grad_clip = -1;
+        sae_trainer *t0, *t1, *t2;
+        int rc = sae_trainer_new(&t0, &c, x, B);
+        CHECK(rc == OK, "%s", err_msg());
+        if (rc) return;
+        CHECK(sae_trainer_cfg(t0)->grad_clip < 0, "grad_clip -1 should stay off");
+        sae_params P, G;
+        sae_trainer_params(t0, &P, &G);
+        sae_step_stats st;
+        sae_trainer_loss_grad(t0, x, &st);
+        double nn = 0;
+        for (int j = 0; j < S; j++) {
+            double gw = 0, ww = 0, gg = 0;
+            for (int i = 0; i < D; i++) {
+                double g = G.W_dec[j * D + i], w = P.W_dec[j * D + i];
+                gg += g * g;
+                gw += g * w;
+                ww += w * w;
+            }
+            nn += archs[a] == SAE_JUMPRELU ? gg - gw * gw / ww : gg;
+            nn += (double)G.b_enc[j] * G.b_enc[j];
+            if (G.log_threshold) nn += (double)G.log_threshold[j] * G.log_threshold[j];
+        }
+        for (int e = 0; e < S * D; e++) nn += (double)G.W_encT[e] * G.W_encT[e];
+        for (int i = 0; i < D; i++) nn += (double)G.b_dec[i] * G.b_dec[i];
+        double norm = sqrt(nn);
+        static float p0[2 * S * D + 2 * S + D], ga[2 * S * D + 2 * S + D];
+        memcpy(p0, P.W_encT, sizeof(float) * S * D);
+        memcpy(ga, G.W_encT, sizeof(float) * S * D);
+        /* an unclipped step, a clipped one (clip = norm / 4) and one whose clip is not reached,
+           each from a fresh trainer (loss_grad left its gradient in t0's buffer) */
+        sae_trainer_free(t0);
+        rc = sae_trainer_new(&t0, &c, x, B);
+        CHECK(rc == OK, "%s", err_msg());
+        if (rc) return;
+        sae_trainer_step(t0, x, &st);
+        c.grad_clip = norm / 4;
+        rc = sae_trainer_new(&t1, &c, x, B);
+        c.grad_clip = norm * 1.01;
+        if (!rc) rc = sae_trainer_new(&t2, &c, x, B);
+        CHECK(rc == OK, "%s", err_msg());
+        if (rc) {
+            sae_trainer_free(t0);
+            return;
+        }
+        sae_step_stats s1, s2;
+        sae_trainer_step(t1, x, &s1);
+        sae_trainer_step(t2, x, &s2);
+        CHECK(fabs(s1.grad_norm - norm) <= 1e-9 * norm && s1.clipped,
+              "%s: step's gradient norm %.12g (clipped %d), direct %.12g", sae_arch_name(archs[a]),
+              s1.grad_norm, s1.clipped, norm);
+        CHECK(!s2.clipped && fabs(s2.grad_norm - norm) <= 1e-9 * norm, "%s: clip above the norm",
+              sae_arch_name(archs[a]));
+        sae_params P0, P1, P2;
+        sae_trainer_params(t0, &P0, NULL);
+        sae_trainer_params(t1, &P1, NULL);
+        sae_trainer_params(t2, &P2, NULL);
+        CHECK(!memcmp(P0.W_encT, P2.W_encT, sizeof(float) * S * D) &&
+                  !memcmp(P0.W_dec, P2.W_dec, sizeof(float) * S * D) &&
+                  !memcmp(P0.b_enc, P2.b_enc, sizeof(float) * S),
+              "%s: a clip above the norm changed the step", sae_arch_name(archs[a]));
+        /* W_enc's step, the same element-wise rule in every architecture */
+        double f = (norm / 4) / (norm + 1e-6), worst = 0, big = 0;
+        for (int e = 0; e < S * D; e++) {
+            double d0 = P0.W_encT[e] - p0[e], d1 = P1.W_encT[e] - p0[e];
+            double g = ga[e] * f, want = -10 * g / (fabs(g) + 1e3);
+            worst = fmax(worst, fabs(d1 - want));
+            big = fmax(big, fabs(d0));
+        }
+        CHECK(big > 0 && worst <= 1e-3 * big * f, "%s: clipped W_enc step off by %.3g (step %.3g)",
+              sae_arch_name(archs[a]), worst, big);
+        sae_trainer_free(t0);
+        sae_trainer_free(t1);
+        sae_trainer_free(t2);
     }
 }
 
@@ -1558,6 +1664,7 @@ int main(void)
     test_resume_bit_identical();
     test_ground_truth_small();
     test_archs_train();
+    test_grad_clip();
     test_metrics_eval();
     test_train_run();
     test_bf16_fallback();
