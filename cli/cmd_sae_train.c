@@ -104,7 +104,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--tokens", ARG_I64, &tokens, "training tokens", ARG_MIN(1)},
         {"--seed", ARG_I64, &seed, "seed for init and data order"},
         {"--bdec-init", ARG_STR, &bdec_s, "decoder bias initialisation", ARG_CHOICES("median|mean|zero"),
-         ARG_DEFAULT("zero for relu, median for the others")},
+         ARG_DEFAULT("zero for relu and jumprelu, median for the others")},
         {"--no-normalize", ARG_FLAG, &no_norm, "do not scale inputs to mean norm sqrt(d_in)"},
         {"--dead-window", ARG_I64, &dead_window, "tokens without firing = dead", ARG_MIN(0),
          ARG_DEFAULT("auto")},

@@ -326,11 +326,12 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
        clipped, 0.614 MMCS at 1e-3 and 0.641 at 1.5e-3 against its recipe's 0.607 at 1.5M
        tokens; issue 22, docs/sae.md) */
     if (c.lr <= 0) c.lr = (c.arch == SAE_GATED ? 2e-4 : 3.75e-4) / sqrt(c.d_sae / 16384.0);
-    /* relu: zero, as its recipe (+0.014 MMCS at 1.5M tokens on tools/ref/gt_gen.py's base set,
-       with clipping and lr 1e-3; docs/sae.md) */
+    /* jumprelu: its paper's beta1 0 (+0.02 MMCS with clipping at 1.5M tokens on
+       tools/ref/gt_gen.py's base set); relu and jumprelu: a zero b_dec, as their recipes (there,
+       clipped: relu +0.014 MMCS over the median at lr 1e-3, jumprelu +0.024; docs/sae.md) */
     if (c.adam_b1 < 0) c.adam_b1 = c.arch == SAE_JUMPRELU ? 0.0 : 0.9;
     if (c.bdec_init == SAE_BDEC_DEFAULT)
-        c.bdec_init = c.arch == SAE_RELU ? SAE_BDEC_ZERO : SAE_BDEC_MEDIAN;
+        c.bdec_init = c.arch == SAE_RELU || c.arch == SAE_JUMPRELU ? SAE_BDEC_ZERO : SAE_BDEC_MEDIAN;
     if (c.k_aux <= 0) c.k_aux = c.d_in / 2 > 0 ? c.d_in / 2 : 1;
     if (c.k_aux > c.d_sae) c.k_aux = c.d_sae;
     if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
