@@ -32,12 +32,15 @@ $(DEMO)/corpus/brown.jsonl: | saelite data
 $(DEMO)/tok/vocab.bpe: $(DEMO)/corpus/brown.jsonl | saelite
 	$(SAELITE) bpe-train --vocab 4096 $(DEMO)/corpus/brown.jsonl -o $(DEMO)/tok
 
-$(DEMO)/model/model.safetensors: $(DEMO)/tok/vocab.bpe | saelite
+# a stamp, not model.safetensors: an interrupted train-lm writes the model of the step it reached
+# (its checkpoint), which must not pass for the finished one; the next make resumes it
+$(DEMO)/.model.done: $(DEMO)/tok/vocab.bpe | saelite
 	$(SAELITE) train-lm --corpus $(DEMO)/corpus/brown.jsonl --tokenizer $(DEMO)/tok \
 	    --layers 1 --d-model 128 --heads 4 --d-mlp 512 --ctx 128 --batch $(LM_BATCH) \
 	    --steps $(LM_STEPS) --lr 3e-3 --seed 1 --resume -o $(DEMO)/model
+	@touch $@
 
-$(DEMO)/.extract.done: $(DEMO)/model/model.safetensors | saelite
+$(DEMO)/.extract.done: $(DEMO)/.model.done | saelite
 	$(SAELITE) extract --model $(DEMO)/model --corpus $(DEMO)/corpus/brown.jsonl \
 	    --tags $(DEMO)/corpus/brown.tags.jsonl --hook $(HOOK) --db $(DEMO)/brown.db --dtype bf16
 	@touch $@
