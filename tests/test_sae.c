@@ -540,6 +540,10 @@ static void test_archs_train(void)
            MMCS 0.72, EV 0.92, L0 50 */
         if (archs[a] == SAE_GATED)
             CHECK(mm > 0.85 && ms.ev > 0.8, "gated: MMCS %.3f ev %.3f", mm, ms.ev);
+        /* issue 22's relu and jumprelu defaults (clipping, lr, zero b_dec, jumprelu beta1 0):
+           relu MMCS 0.929, jumprelu 0.992 here */
+        if (archs[a] == SAE_RELU) CHECK(mm > 0.88, "relu: MMCS %.3f", mm);
+        if (archs[a] == SAE_JUMPRELU) CHECK(mm > 0.95 && ms.ev > 0.85, "jumprelu: MMCS %.3f ev %.3f", mm, ms.ev);
         sae_free(m);
     }
 }
