@@ -29,7 +29,7 @@ check '[ $? -eq 0 ]' "extract of the three hooks"
 
 SW=(--db "$T/a.db" --hook blocks.0.mlp.hook_post --tc-hook blocks.0.ln2.hook_normalized
     --tc-hook-out blocks.0.hook_mlp_out --model "$T/m" --tokenizer "$T/tok"
-    --families relu,topk,gated,transcoder,skip_transcoder,target_topk --ks 2,4 --relu-l1 1,4 --gated-l1 1,4
+    --families relu,topk,gated,transcoder,skip_transcoder,target_topk --ks 2,4 --relu-l1 0.25,4 --gated-l1 1,4
     --d-sae 32 --tokens 3072 --batch 128 --checkpoint-every 4 --val-frac 0.2 --eval-tokens 256
     --ce-seqs 4 --max-seqs 8)
 runs=12
