@@ -6,8 +6,11 @@ extract does; no storage. Random weights (the cost does not depend on them), GPT
 (d_model 768, 12 heads, d_mlp 3072, vocab 50257), HF Conv1D layout; fp32, or bf16 under
 torch.autocast("cpu", torch.bfloat16) (oneDNN, AMX where the CPU has it).
 Prints "torch <precision> <tok/s median> <min> <max>".
+--cold times the first forward too (no untimed warm-up), as extract's own tok/s counts its first
+batch: the first bf16 call converts the weights and builds oneDNN's kernels on either side.
 Usage: OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/bench_gpt2_torch.py [--layers 6]
          [--batch 8] [--ctx 128] [--batches 4] [--precision fp32|bf16] [--threads 2] [--reps 3]
+         [--cold]
 """
 import argparse
 import math
@@ -26,6 +29,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--cold", action="store_true", help="no untimed warm-up forward")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -61,7 +65,8 @@ def main():
     tok = torch.randint(0, V, (B, T))
     rates = []
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-        forward(tok)  # warm-up
+        if not a.cold:
+            forward(tok)  # warm-up
         for _ in range(a.reps):
             t0 = time.perf_counter()
             for _ in range(a.batches):

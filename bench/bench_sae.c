@@ -60,6 +60,7 @@ typedef struct {
     dnnl_primitive_t mm;
     dnnl_primitive_desc_t pd;
     dnnl_memory_t ma, mw, mc;
+    void *ba, *bw, *bc; /* their buffers */
     char impl[64];
 } gemm_probe;
 
@@ -67,9 +68,9 @@ static int probe_init(gemm_probe *g, int B, int D, int S, int bf)
 {
     memset(g, 0, sizeof *g);
     g->B = B, g->D = D, g->S = S;
-    g->a = mem_alloc(sizeof(float) * (size_t)B * D);
-    g->w = mem_alloc(sizeof(float) * (size_t)S * D);
-    g->c = mem_alloc(sizeof(float) * (size_t)B * S);
+    g->a = mem_alloc_aligned(sizeof(float) * (size_t)B * D); /* as the trainers: huge pages */
+    g->w = mem_alloc_aligned(sizeof(float) * (size_t)S * D);
+    g->c = mem_alloc_aligned(sizeof(float) * (size_t)B * S);
     if (!g->a || !g->w || !g->c) return 1;
     for (int64_t i = 0; i < (int64_t)B * D; i++) g->a[i] = (float)(i % 7) * 0.1f;
     for (int64_t i = 0; i < (int64_t)S * D; i++) g->w[i] = (float)(i % 5) * 0.1f;
@@ -92,14 +93,18 @@ static int probe_init(gemm_probe *g, int B, int D, int S, int bf)
     dnnl_primitive_desc_query(g->pd, dnnl_query_impl_info_str, 0, &im);
     snprintf(g->impl, sizeof g->impl, "%s", im);
     const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(g->pd, dnnl_query_weights_md, 0);
-    dnnl_memory_create(&g->ma, &a, g->eng, DNNL_MEMORY_ALLOCATE);
-    dnnl_memory_create(&g->mw, wmd, g->eng, DNNL_MEMORY_ALLOCATE);
-    dnnl_memory_create(&g->mc, &c, g->eng, DNNL_MEMORY_ALLOCATE);
-    void *h;
-    dnnl_memory_get_data_handle(g->ma, &h);
-    memset(h, 0x3f, dnnl_memory_desc_get_size(&a)); /* bf16 0x3f3f: about 0.75 */
-    dnnl_memory_get_data_handle(g->mw, &h);
-    memset(h, 0x3c, dnnl_memory_desc_get_size(wmd));
+    /* buffers from mem_alloc_aligned (huge pages), as the trainers' and the model's */
+    size_t na = dnnl_memory_desc_get_size(&a), nw = dnnl_memory_desc_get_size(wmd),
+           nc = dnnl_memory_desc_get_size(&c);
+    if (!(g->ba = mem_alloc_aligned(na)) || !(g->bw = mem_alloc_aligned(nw)) ||
+        !(g->bc = mem_alloc_aligned(nc)))
+        return 1;
+    memset(g->ba, 0x3f, na); /* bf16 0x3f3f: about 0.75 */
+    memset(g->bw, 0x3c, nw);
+    memset(g->bc, 0, nc);
+    dnnl_memory_create(&g->ma, &a, g->eng, g->ba);
+    dnnl_memory_create(&g->mw, wmd, g->eng, g->bw);
+    dnnl_memory_create(&g->mc, &c, g->eng, g->bc);
     g->bf = 1;
     return 0;
 }
@@ -131,7 +136,8 @@ static void probe_free(gemm_probe *g)
     }
     if (g->st) dnnl_stream_destroy(g->st);
     if (g->eng) dnnl_engine_destroy(g->eng);
-    mem_free(g->a), mem_free(g->w), mem_free(g->c);
+    mem_free_aligned(g->a), mem_free_aligned(g->w), mem_free_aligned(g->c);
+    mem_free_aligned(g->ba), mem_free_aligned(g->bw), mem_free_aligned(g->bc);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -59,6 +59,29 @@ int op_bf16_supported(void)
 
 const char *op_bf16_impl(void) { return G.impl; }
 
+/* oneDNN memory over our own buffer (mem_alloc_aligned: huge pages for large ones, which
+ * DNNL_MEMORY_ALLOCATE's allocator does not ask for); released with dmem_del. */
+static int dmem_new(dnnl_memory_t *m, const dnnl_memory_desc_t *md)
+{
+    size_t n = dnnl_memory_desc_get_size(md);
+    void *p = mem_alloc_aligned(n ? n : 64);
+    if (!p) return 1;
+    if (dnnl_memory_create(m, md, G.eng, p) != dnnl_success) {
+        mem_free_aligned(p);
+        return 1;
+    }
+    return 0;
+}
+
+static void dmem_del(dnnl_memory_t m)
+{
+    void *p = NULL;
+    if (!m) return;
+    dnnl_memory_get_data_handle(m, &p);
+    dnnl_memory_destroy(m);
+    mem_free_aligned(p);
+}
+
 void op_bf16_forget(const void *base, size_t bytes)
 {
     pthread_mutex_lock(&G.mu);
@@ -66,7 +89,7 @@ void op_bf16_forget(const void *base, size_t bytes)
     int n = 0;
     for (int i = 0; i < G.nw; i++) {
         const char *p = (const char *)G.w[i].W;
-        if (p >= lo && p < hi) dnnl_memory_destroy(G.w[i].w16);
+        if (p >= lo && p < hi) dmem_del(G.w[i].w16);
         else G.w[n++] = G.w[i];
     }
     G.nw = n;
@@ -127,9 +150,9 @@ static dnnl_memory_t weights(const float *W, int ldw, int trans, int C, int OC,
     dnnl_dims_t dims = {C, OC}, strides = {trans ? 1 : ldw, trans ? ldw : 1};
     if (dnnl_memory_desc_init_by_strides(&f32, 2, dims, dnnl_f32, strides)) return NULL;
     dnnl_memory_t w16;
-    if (dnnl_memory_create(&w16, want, G.eng, DNNL_MEMORY_ALLOCATE)) return NULL;
+    if (dmem_new(&w16, want)) return NULL;
     if (reorder(&f32, (void *)W, w16)) {
-        dnnl_memory_destroy(w16);
+        dmem_del(w16);
         return NULL;
     }
     if (have >= 0 || G.nw == MAX_W) {
@@ -157,7 +180,7 @@ static void mcache_free(mcache *c)
 {
     if (c->mm) dnnl_primitive_destroy(c->mm);
     if (c->ro_src) dnnl_primitive_destroy(c->ro_src);
-    if (c->src16) dnnl_memory_destroy(c->src16);
+    dmem_del(c->src16);
     memset(c, 0, sizeof *c);
 }
 
@@ -195,7 +218,7 @@ static mcache *shape(int N, int C, int OC, int ldo, int bias, float beta)
     }
     ok = ok && !dnnl_reorder_primitive_desc_create(&rpd, &c->src32, G.eng, &src16, G.eng, NULL) &&
          !dnnl_primitive_create(&c->ro_src, rpd) &&
-         !dnnl_memory_create(&c->src16, &src16, G.eng, DNNL_MEMORY_ALLOCATE);
+         !dmem_new(&c->src16, &src16);
     if (rpd) dnnl_primitive_desc_destroy(rpd);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (po) dnnl_post_ops_destroy(po);
@@ -229,7 +252,7 @@ int op_bf16_matmul(float *out, int ldo, const float *x, const float *W, int ldw,
          dnnl_primitive_execute(c->mm, G.st, bias ? 4 : 3, args) != dnnl_success ||
          dnnl_stream_wait(G.st) != dnnl_success;
 done:
-    if (wtmp) dnnl_memory_destroy(mw);
+    if (wtmp) dmem_del(mw);
     if (m32) dnnl_memory_destroy(m32);
     if (mdst) dnnl_memory_destroy(mdst);
     if (mbias) dnnl_memory_destroy(mbias);

@@ -68,6 +68,21 @@ static void test_mem(void)
     void *p = mem_alloc_aligned(100);
     CHECK(p && ((uintptr_t)p % 64) == 0);
     mem_free_aligned(p);
+    /* large buffers: 2 MiB aligned and advised as huge pages; their contents behave as any */
+    size_t n = (5u << 20) + 100;
+    unsigned char *q = mem_alloc_aligned(n);
+    CHECK(q && ((uintptr_t)q % (2u << 20)) == 0, "%p", (void *)q);
+    for (size_t i = 0; q && i < n; i += 4093) q[i] = (unsigned char)(i * 7);
+    int same = 1;
+    for (size_t i = 0; q && i < n; i += 4093) same &= q[i] == (unsigned char)(i * 7);
+    CHECK(same);
+    mem_free_aligned(q);
+    mem_advise_huge(NULL, 0); /* below the size: nothing to advise, no fault */
+    char small[64];
+    mem_advise_huge(small, sizeof small);
+    mem_fail_at(1);
+    CHECK(mem_alloc_aligned(8u << 20) == NULL, "fault injection covers large buffers");
+    mem_fail_at(0);
 }
 
 /* A version-1 .npy header around dict (for hand-made malformed files). */
