@@ -8,11 +8,43 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/par.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define OPS_AVX2 1
 #endif
+
+/* ---- threads for the elementwise kernels -------------------------------------------------
+ * LayerNorm, bias + GELU and the softmax split their rows over par_run's threads, and in bf16 the
+ * attention's per-(batch, head) products split their heads: each row or head is computed by the
+ * same code as on one thread, so the bits do not depend on the split. Before, all of this ran on
+ * one core while the other idled between matmuls (GPT-2 small to layer 5 in bf16 on 2 cores:
+ * attention 38 of 184 ms per batch, docs/model.md). fp32 takes OpenBLAS's thread count (extract's
+ * policy may keep a core for storage); bf16 every core (OpenBLAS is held at one thread there and
+ * oneDNN's OpenMP threads sleep between calls). Small problems stay on one thread. */
+static int prec_bf16; /* the forward matmuls' precision (op_set_precision) */
+
+static int op_threads(size_t work)
+{
+    if (work < ((size_t)1 << 17)) return 1;
+    int nt = prec_bf16 ? par_threads() : openblas_get_num_threads();
+    return nt < 1 ? 1 : nt;
+}
+
+typedef struct {
+    float *out, *aux1, *aux2, *res;
+    const float *x, *add, *add_bias, *w, *b;
+    float eps;
+    int N, C, T, H, kind;
+} rows_args;
+
+/* rows [n0, n1) of n for thread tid of nt */
+static void split(int n, int tid, int nt, int *n0, int *n1)
+{
+    *n0 = (int)((int64_t)n * tid / nt);
+    *n1 = (int)((int64_t)n * (tid + 1) / nt);
+}
 
 /* ---- exp and tanh without libm calls in the hot loops ------------------------------------
  * expf via range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 polynomial (relative
@@ -166,12 +198,22 @@ static inline void ln_row(float *o, float *mean, float *rstd, const float *x, co
     if (rstd) *rstd = s;
 }
 
+static void ln_part(void *p, int tid, int nt)
+{
+    rows_args *a = p;
+    int n0, n1, C = a->C;
+    split(a->N, tid, nt, &n0, &n1);
+    for (int n = n0; n < n1; n++)
+        ln_row(a->out + (size_t)n * C, a->aux1 ? a->aux1 + n : NULL, a->aux2 ? a->aux2 + n : NULL,
+               a->x + (size_t)n * C, a->w, a->b, a->eps, C);
+}
+
 void op_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
                           const float *b, float eps, int N, int C)
 {
-    for (int n = 0; n < N; n++)
-        ln_row(out + (size_t)n * C, mean ? mean + n : NULL, rstd ? rstd + n : NULL,
-               x + (size_t)n * C, w, b, eps, C);
+    rows_args a = {.out = out, .aux1 = mean, .aux2 = rstd, .x = x, .w = w, .b = b, .eps = eps,
+                   .N = N, .C = C};
+    par_run(ln_part, &a, op_threads((size_t)N * C));
 }
 
 static inline void add_rows(float *r, const float *a, const float *bias, int C)
@@ -188,15 +230,27 @@ static inline void add_rows(float *r, const float *a, const float *bias, int C)
     for (; i < C; i++) r[i] = r[i] + (a ? a[i] : 0.0f) + (bias ? bias[i] : 0.0f);
 }
 
+static void res_ln_part(void *p, int tid, int nt)
+{
+    rows_args *a = p;
+    int n0, n1, C = a->C;
+    split(a->N, tid, nt, &n0, &n1);
+    for (int n = n0; n < n1; n++) {
+        float *r = a->res + (size_t)n * C;
+        if (a->add || a->add_bias)
+            add_rows(r, a->add ? a->add + (size_t)n * C : NULL, a->add_bias, C);
+        ln_row(a->out + (size_t)n * C, a->aux1 ? a->aux1 + n : NULL, a->aux2 ? a->aux2 + n : NULL,
+               r, a->w, a->b, a->eps, C);
+    }
+}
+
 void op_residual_layernorm_forward(float *out, float *mean, float *rstd, float *res,
                                    const float *add, const float *add_bias, const float *w,
                                    const float *b, float eps, int N, int C)
 {
-    for (int n = 0; n < N; n++) {
-        float *r = res + (size_t)n * C;
-        if (add || add_bias) add_rows(r, add ? add + (size_t)n * C : NULL, add_bias, C);
-        ln_row(out + (size_t)n * C, mean ? mean + n : NULL, rstd ? rstd + n : NULL, r, w, b, eps, C);
-    }
+    rows_args a = {.out = out, .aux1 = mean, .aux2 = rstd, .res = res, .add = add,
+                   .add_bias = add_bias, .w = w, .b = b, .eps = eps, .N = N, .C = C};
+    par_run(res_ln_part, &a, op_threads((size_t)N * C));
 }
 
 void op_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
@@ -229,8 +283,6 @@ void op_add_bias(float *x, const float *bias, int N, int C)
     for (int n = 0; n < N; n++) add_rows(x + (size_t)n * C, NULL, bias, C);
 }
 
-/* The forward matmuls' precision (process-wide; op_set_precision). */
-static int prec_bf16;
 
 int op_set_precision(int p)
 {
@@ -284,9 +336,9 @@ static inline float gelu_s(float x, int kind)
     return 0.5f * x * (1.0f + tanh_s(GELU_S * (x + GELU_C * x * x * x)));
 }
 
-void op_bias_gelu_forward(float *post, float *pre, const float *bias, int N, int F, int kind)
+static void gelu_rows(float *post, float *pre, const float *bias, int n0, int n1, int F, int kind)
 {
-    for (int n = 0; n < N; n++) {
+    for (int n = n0; n < n1; n++) {
         float *p = pre + (size_t)n * F, *o = post + (size_t)n * F;
         int i = 0;
 #ifdef OPS_AVX2
@@ -314,6 +366,20 @@ void op_bias_gelu_forward(float *post, float *pre, const float *bias, int N, int
             o[i] = gelu_s(x, kind);
         }
     }
+}
+
+static void gelu_part(void *p, int tid, int nt)
+{
+    rows_args *a = p;
+    int n0, n1;
+    split(a->N, tid, nt, &n0, &n1);
+    gelu_rows(a->out, a->res, a->add_bias, n0, n1, a->C, a->kind);
+}
+
+void op_bias_gelu_forward(float *post, float *pre, const float *bias, int N, int F, int kind)
+{
+    rows_args a = {.out = post, .res = pre, .add_bias = bias, .N = N, .C = F, .kind = kind};
+    par_run(gelu_part, &a, op_threads((size_t)N * F));
 }
 
 void op_gelu_backward(float *dpre, const float *pre, const float *dpost, size_t n, int kind)
@@ -401,25 +467,78 @@ static double row_exp(float *out, const float *l, int V, float mx, float scale, 
 }
 
 /* ---- attention ------------------------------------------------------------------------ */
-void op_attention_scores(float *att, const float *q, const float *k, int B, int T, int C, int H)
+/* heads [h0, h1) of the B*H (batch, head) pairs */
+static void scores_heads(float *att, const float *q, const float *k, int h0, int h1, int T, int C,
+                         int H)
 {
     int dh = C / H;
     float scale = 1.0f / sqrtf((float)dh);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            float *a = att + ((size_t)b * H + h) * T * T;
-            const float *qb = q + (size_t)b * T * C + h * dh, *kb = k + (size_t)b * T * C + h * dh;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, scale, qb, C, kb, C,
-                        0.0f, a, T);
-            for (int t = 0; t < T; t++)
-                for (int u = t + 1; u < T; u++) a[(size_t)t * T + u] = -INFINITY;
-        }
+    for (int bh = h0; bh < h1; bh++) {
+        int b = bh / H, h = bh % H;
+        float *a = att + (size_t)bh * T * T;
+        const float *qb = q + (size_t)b * T * C + h * dh, *kb = k + (size_t)b * T * C + h * dh;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, scale, qb, C, kb, C, 0.0f,
+                    a, T);
+        for (int t = 0; t < T; t++)
+            for (int u = t + 1; u < T; u++) a[(size_t)t * T + u] = -INFINITY;
+    }
 }
 
-void op_attention_softmax(float *att, int B, int T, int H)
+static void values_heads(float *z, const float *att, const float *v, int h0, int h1, int T, int C,
+                         int H)
 {
-    size_t rows = (size_t)B * H * T;
-    for (size_t r = 0; r < rows; r++) {
+    int dh = C / H;
+    for (int bh = h0; bh < h1; bh++) {
+        int b = bh / H, h = bh % H;
+        const float *a = att + (size_t)bh * T * T;
+        const float *vb = v + (size_t)b * T * C + h * dh;
+        float *zb = z + (size_t)b * T * C + h * dh;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, T, 1.0f, a, T, vb, C, 0.0f,
+                    zb, C);
+    }
+}
+
+typedef struct {
+    float *out;
+    const float *a, *b;
+    int BH, T, C, H, values;
+} heads_args;
+
+static void heads_part(void *p, int tid, int nt)
+{
+    heads_args *a = p;
+    int h0, h1;
+    split(a->BH, tid, nt, &h0, &h1);
+    if (a->values) values_heads(a->out, a->a, a->b, h0, h1, a->T, a->C, a->H);
+    else scores_heads(a->out, a->a, a->b, h0, h1, a->T, a->C, a->H);
+}
+
+/* fp32: one call per head as always, each spread over OpenBLAS's threads (its bits depend on
+ * that count, so the fp32 path keeps them); bf16: the heads over our threads, one OpenBLAS
+ * thread per call (as extract already holds it in bf16). */
+static void attention_heads(heads_args *a)
+{
+    int nt = prec_bf16 ? op_threads((size_t)a->BH * a->T * a->T) : 1;
+    if (nt > a->BH) nt = a->BH;
+    int nb = prec_bf16 ? openblas_get_num_threads() : 1; /* any nt: the same bits */
+    if (nb > 1) openblas_set_num_threads(1);
+    par_run(heads_part, a, nt);
+    if (nb > 1) openblas_set_num_threads(nb);
+}
+
+void op_attention_scores(float *att, const float *q, const float *k, int B, int T, int C, int H)
+{
+    heads_args a = {.out = att, .a = q, .b = k, .BH = B * H, .T = T, .C = C, .H = H};
+    attention_heads(&a);
+}
+
+static void softmax_part(void *p, int tid, int nt)
+{
+    rows_args *ar = p;
+    int r0, r1, T = ar->T;
+    split(ar->N, tid, nt, &r0, &r1);
+    float *att = ar->out;
+    for (size_t r = (size_t)r0; r < (size_t)r1; r++) {
         float *a = att + r * T;
         int t = (int)(r % (size_t)T); /* row index inside its [T,T] block: valid cols 0..t */
         float mx = row_max(a, t + 1);
@@ -436,17 +555,16 @@ void op_attention_softmax(float *att, int B, int T, int H)
     }
 }
 
+void op_attention_softmax(float *att, int B, int T, int H)
+{
+    rows_args a = {.out = att, .N = B * H * T, .T = T};
+    par_run(softmax_part, &a, op_threads((size_t)B * H * T * T / 2));
+}
+
 void op_attention_values(float *z, const float *att, const float *v, int B, int T, int C, int H)
 {
-    int dh = C / H;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            const float *a = att + ((size_t)b * H + h) * T * T;
-            const float *vb = v + (size_t)b * T * C + h * dh;
-            float *zb = z + (size_t)b * T * C + h * dh;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, dh, T, 1.0f, a, T, vb, C,
-                        0.0f, zb, C);
-        }
+    heads_args a = {.out = z, .a = att, .b = v, .BH = B * H, .T = T, .C = C, .H = H, .values = 1};
+    attention_heads(&a);
 }
 
 void op_attention_backward(float *dq, float *dk, float *dv, float *datt, const float *dz,

@@ -9,6 +9,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/par.h"
 #include "common/select.h"
 #include "sae/sae_bf16.h"
 
@@ -18,15 +19,12 @@
 
 #include <cblas.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* The thread helpers (defined with the sparse kernels below). */
+/* The thread count for a kernel of this much work (defined with the sparse kernels below). */
 static int n_threads(int64_t work);
-static void run_parallel(void (*fn)(void *, int, int), void *arg, int nt);
 static void block_maxima(float *bm, const float *pr, int nb); /* with the top-k below */
 enum { TOPK_BLOCK = SAE_K_TOPK_BLOCK };
 
@@ -123,14 +121,14 @@ static void encode(float *pre, float *bmax, float *xc, const float *x, const flo
                   .B = B, .D = D, .S = S, .bias = precision != SAE_PRECISION_BF16, .bmax = bmax};
     int nt = n_threads((int64_t)B * S), nb = openblas_get_num_threads();
     int nblk = (S + ENC_COLS - 1) / ENC_COLS;
-    run_parallel(encode_rows, &a, nt < B ? nt : 1);
+    par_run(encode_rows, &a, nt < B ? nt : 1);
     if (!a.bias) {
         if (!sae_bf16_encode(pre, xc, W_encT, b_enc, B, D, S, weights_gen)) return;
         a.bias = 1; /* oneDNN failed (out of memory): this call in fp32 */
-        run_parallel(encode_rows, &a, nt < B ? nt : 1);
+        par_run(encode_rows, &a, nt < B ? nt : 1);
     }
     if (nb > 1) openblas_set_num_threads(1); /* also with one thread of ours: same bits */
-    run_parallel(encode_cols, &a, nt < nblk ? nt : nblk);
+    par_run(encode_cols, &a, nt < nblk ? nt : nblk);
     if (nb > 1) openblas_set_num_threads(nb);
 }
 
@@ -285,7 +283,7 @@ static void topk(int *idx, float *val, const float *pre, const float *bmax, int 
     /* the block bound pays off when the blocks far outnumber k */
     if (!cand && S / TOPK_BLOCK >= 2 * k)
         a.scratch = mem_alloc(sizeof(int) * (size_t)nt * (S + 2 * (S / TOPK_BLOCK))); /* NULL: heap */
-    run_parallel(topk_part, &a, nt);
+    par_run(topk_part, &a, nt);
     mem_free(a.scratch);
 }
 
@@ -346,47 +344,9 @@ int64_t sae_k_batchtopk(int64_t *ptr, int *idx, float *val, int64_t cap, float *
  * one. Work is split so that results do not depend on the thread count: decode by token rows,
  * the two gradient scatters by latent ownership (latent j belongs to thread j % nt, which does
  * every update of row j in the serial order), so runs stay bit-identical. */
-typedef struct {
-    void (*fn)(void *arg, int tid, int nt);
-    void *arg;
-    int tid, nt;
-} job;
-
-static void *job_main(void *p)
-{
-    job *j = p;
-    j->fn(j->arg, j->tid, j->nt);
-    return NULL;
-}
-
 static int n_threads(int64_t work)
 {
-    static int nt = 0;
-    if (!nt) {
-        const char *e = getenv("SAELITE_THREADS");
-        long n = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-        nt = n < 1 ? 1 : n > 16 ? 16 : (int)n;
-    }
-    return work < (1 << 20) ? 1 : nt; /* small problems: thread start-up would dominate */
-}
-
-static void run_parallel(void (*fn)(void *, int, int), void *arg, int nt)
-{
-    job jobs[16];
-    pthread_t th[16];
-    int started = 0;
-    for (int t = 1; t < nt; t++) {
-        jobs[t] = (job){fn, arg, t, nt};
-        if (pthread_create(&th[t], NULL, job_main, &jobs[t]) != 0) break;
-        started = t;
-    }
-    if (started < nt - 1) { /* could not start them all: do everything here, serially */
-        for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
-        fn(arg, 0, 1);
-        return;
-    }
-    fn(arg, 0, nt);
-    for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
+    return work < (1 << 20) ? 1 : par_threads(); /* small problems: thread start-up would dominate */
 }
 
 typedef struct {
@@ -419,7 +379,7 @@ void sae_k_decode_sparse(float *xhat, const int64_t *ptr, const int *idx, const 
 {
     sp_args a = {.out = xhat, .val = val, .W = W_dec, .b_dec = b_dec, .ptr = ptr, .idx = idx,
                  .B = B, .D = D};
-    run_parallel(decode_part, &a, n_threads(ptr[B] * (int64_t)D));
+    par_run(decode_part, &a, n_threads(ptr[B] * (int64_t)D));
 }
 
 void sae_k_csr_transpose(int64_t *tptr, int64_t *tent, int *ttok, const int64_t *ptr,
@@ -504,7 +464,7 @@ void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat
 {
     tr_args a = {.dW = dW_dec, .dval = dval, .in = dxhat, .val = val, .W = W_dec, .tptr = tptr,
                  .tent = tent, .ttok = ttok, .S = S, .D = D};
-    run_parallel(decode_bwd_part, &a, n_threads(tptr[S] * (int64_t)D));
+    par_run(decode_bwd_part, &a, n_threads(tptr[S] * (int64_t)D));
 }
 
 static void encode_bwd_part(void *p, int tid, int nt)
@@ -532,7 +492,7 @@ void sae_k_encode_sparse_backward(float *dW_encT, float *db_enc, const float *dp
 {
     tr_args a = {.dW = dW_encT, .db = db_enc, .in = xc, .val = dpre, .tptr = tptr, .tent = tent,
                  .ttok = ttok, .S = S, .D = D};
-    run_parallel(encode_bwd_part, &a, n_threads(tptr[S] * (int64_t)D));
+    par_run(encode_bwd_part, &a, n_threads(tptr[S] * (int64_t)D));
 }
 
 /* One OpenBLAS thread: waking its pool for a GEMV of a few million MACs left its workers
@@ -604,7 +564,7 @@ void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, flo
     float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
     adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .b1 = b1, .b2 = b2, .eps = eps,
                    .step = lr / bc1, .ib2 = 1.0f / bc2};
-    run_parallel(adam_part, &a, n_threads(n)); /* elementwise: any split gives the same bits */
+    par_run(adam_part, &a, n_threads(n)); /* elementwise: any split gives the same bits */
 }
 
 enum { ROW_GROUP = 8 };
@@ -659,5 +619,5 @@ void sae_k_adam_unit_rows(float *p, float *g, float *m, float *v, int64_t n, int
     float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
     adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .r0 = r0, .S = S, .D = D, .b1 = b1,
                    .b2 = b2, .eps = eps, .step = lr / bc1, .ib2 = 1.0f / bc2};
-    run_parallel(adam_rows_part, &a, n_threads(n)); /* row- and elementwise: same bits any split */
+    par_run(adam_rows_part, &a, n_threads(n)); /* row- and elementwise: same bits any split */
 }

@@ -559,6 +559,65 @@ static void test_bf16_forward(void)
     gpt2_free(m);
 }
 
+/* The elementwise kernels and the bf16 attention split their rows or heads over threads once
+ * the work is large enough: the whole call must give the bits of the same rows computed one
+ * small call at a time (one thread), in fp32 and in bf16. */
+static void test_threaded_kernels(void)
+{
+    int B = 4, H = 6, T = 96, C = 192, N = B * T, F = 4 * C; /* N*F and B*H*T*T over 2^17 */
+    size_t nc = (size_t)N * C, nf = (size_t)N * F, na = (size_t)B * H * T * T;
+    float *x = malloc(sizeof(float) * nf), *pre = malloc(sizeof(float) * nf);
+    float *post = malloc(sizeof(float) * nf), *pre1 = malloc(sizeof(float) * nf);
+    float *post1 = malloc(sizeof(float) * nf), *bias = malloc(sizeof(float) * F);
+    float *w = malloc(sizeof(float) * C), *ln = malloc(sizeof(float) * nc);
+    float *ln1 = malloc(sizeof(float) * nc), *mean = malloc(sizeof(float) * N);
+    float *rstd = malloc(sizeof(float) * N), *m1 = malloc(sizeof(float) * N);
+    float *r1 = malloc(sizeof(float) * N), *att = malloc(sizeof(float) * na);
+    float *att1 = malloc(sizeof(float) * na), *z = malloc(sizeof(float) * nc);
+    float *z1 = malloc(sizeof(float) * nc);
+    uint64_t st = 12345;
+    for (size_t i = 0; i < nf; i++) {
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = (float)((int)(st >> 40) % 2001 - 1000) / 250.0f;
+    }
+    for (int i = 0; i < F; i++) bias[i] = 0.01f * (float)(i % 17 - 8);
+    for (int i = 0; i < C; i++) w[i] = 1.0f + 0.01f * (float)(i % 5);
+    for (int prec = 0; prec < 1 + op_bf16_supported(); prec++) {
+        CHECK(op_set_precision(prec ? OP_PRECISION_BF16 : OP_PRECISION_FP32) == OK);
+        memcpy(pre, x, sizeof(float) * nf);
+        memcpy(pre1, x, sizeof(float) * nf);
+        op_bias_gelu_forward(post, pre, bias, N, F, OP_GELU_TANH);
+        for (int n = 0; n < N; n++)
+            op_bias_gelu_forward(post1 + (size_t)n * F, pre1 + (size_t)n * F, bias, 1, F,
+                                 OP_GELU_TANH);
+        CHECK(!memcmp(post, post1, sizeof(float) * nf) && !memcmp(pre, pre1, sizeof(float) * nf),
+              "gelu: threaded rows differ (%s)", prec ? "bf16" : "fp32");
+        op_layernorm_forward(ln, mean, rstd, x, w, bias, 1e-5f, N, C);
+        for (int n = 0; n < N; n++)
+            op_layernorm_forward(ln1 + (size_t)n * C, m1 + n, r1 + n, x + (size_t)n * C, w, bias,
+                                 1e-5f, 1, C);
+        CHECK(!memcmp(ln, ln1, sizeof(float) * nc) && !memcmp(mean, m1, sizeof(float) * N) &&
+                  !memcmp(rstd, r1, sizeof(float) * N),
+              "layernorm: threaded rows differ (%s)", prec ? "bf16" : "fp32");
+        /* attention: q = x, k = x shifted, v = x again; whole batch against batch by batch */
+        const float *q = x, *k = x + 7, *v = x + 3;
+        op_attention_scores(att, q, k, B, T, C, H);
+        op_attention_softmax(att, B, T, H);
+        op_attention_values(z, att, v, B, T, C, H);
+        for (int b = 0; b < B; b++) {
+            size_t ob = (size_t)b * T * C, oa = (size_t)b * H * T * T;
+            op_attention_scores(att1 + oa, q + ob, k + ob, 1, T, C, H);
+            op_attention_softmax(att1 + oa, 1, T, H);
+            op_attention_values(z1 + ob, att1 + oa, v + ob, 1, T, C, H);
+        }
+        CHECK(!memcmp(att, att1, sizeof(float) * na) && !memcmp(z, z1, sizeof(float) * nc),
+              "attention: threaded heads differ (%s)", prec ? "bf16" : "fp32");
+    }
+    CHECK(op_set_precision(OP_PRECISION_FP32) == OK);
+    free(x), free(pre), free(post), free(pre1), free(post1), free(bias), free(w), free(ln);
+    free(ln1), free(mean), free(rstd), free(m1), free(r1), free(att), free(att1), free(z), free(z1);
+}
+
 int main(void)
 {
     test_direct_proj();
@@ -568,6 +627,7 @@ int main(void)
     test_hooks();
     test_load_errors();
     test_nan_kernels();
+    test_threaded_kernels();
     test_bf16_forward();
     test_finite_differences("tests/data/gpt2_tiny_bf16");
     test_finite_differences("tests/data/gpt2_tiny_f16");

@@ -1,0 +1,50 @@
+/* par.c - see par.h. */
+#include "common/par.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int par_threads(void)
+{
+    static int nt = 0;
+    if (!nt) {
+        const char *e = getenv("SAELITE_THREADS");
+        long n = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+        nt = n < 1 ? 1 : n > PAR_MAX ? PAR_MAX : (int)n;
+    }
+    return nt;
+}
+
+typedef struct {
+    void (*fn)(void *arg, int tid, int nt);
+    void *arg;
+    int tid, nt;
+} job;
+
+static void *job_main(void *p)
+{
+    job *j = p;
+    j->fn(j->arg, j->tid, j->nt);
+    return NULL;
+}
+
+void par_run(void (*fn)(void *, int, int), void *arg, int nt)
+{
+    job jobs[PAR_MAX];
+    pthread_t th[PAR_MAX];
+    int started = 0;
+    if (nt > PAR_MAX) nt = PAR_MAX;
+    for (int t = 1; t < nt; t++) {
+        jobs[t] = (job){fn, arg, t, nt};
+        if (pthread_create(&th[t], NULL, job_main, &jobs[t]) != 0) break;
+        started = t;
+    }
+    if (started < nt - 1) { /* could not start them all: do everything here, serially */
+        for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
+        fn(arg, 0, 1);
+        return;
+    }
+    fn(arg, 0, nt < 1 ? 1 : nt);
+    for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
+}

@@ -1,0 +1,21 @@
+/* par.h - fork-join over a few threads for the kernels that are not BLAS calls.
+ *
+ * Purpose: the sparse SAE kernels and the model's attention, softmax, GELU and LayerNorm loops
+ * run on all cores while OpenBLAS or oneDNN is idle between calls. par_run(fn, arg, nt) calls
+ * fn(arg, tid, nt) for tid 0..nt-1, tid 0 on the calling thread, the others on fresh pthreads,
+ * and returns when all are done; if a thread cannot be started, fn runs once as (arg, 0, 1) on
+ * the caller instead, so fn must give the same result for any nt (split work by index, never
+ * reduce across threads in a thread-count-dependent order). No pool: no idle thread ever spins
+ * against OpenBLAS's or OpenMP's workers (docs/sae.md, docs/model.md).
+ * Threads: par_run may be called from any thread; fn must not call par_run.
+ */
+#ifndef SAELITE_PAR_H
+#define SAELITE_PAR_H
+
+enum { PAR_MAX = 16 };
+
+/* SAELITE_THREADS when set (1..16), else the online cores (at most 16); read once. */
+int par_threads(void);
+void par_run(void (*fn)(void *arg, int tid, int nt), void *arg, int nt);
+
+#endif
