@@ -27,37 +27,11 @@ void mem_fail_at(long n)
 
 long mem_alloc_count(void) { return mem_counted; }
 
-void *mem_alloc(size_t n)
-{
-    if (mem_should_fail()) return NULL;
-    return malloc(n ? n : 1);
-}
-
-void *mem_calloc(size_t count, size_t size)
-{
-    if (mem_should_fail()) return NULL;
-    return calloc(count ? count : 1, size ? size : 1);
-}
-
-void *mem_realloc(void *p, size_t n)
-{
-    if (mem_should_fail()) return NULL;
-    return realloc(p, n ? n : 1);
-}
-
-void mem_free(void *p) { free(p); }
-
-char *mem_strdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = mem_alloc(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
-/* Buffers of 4 MiB and more (model weights, activations, SAE parameters and Adam moments) start
- * on a 2 MiB boundary and are advised as transparent huge pages, where the kernel offers them
- * only on request ("madvise" in /sys/kernel/mm/transparent_hugepage/enabled, Debian's default).
+/* Buffers of 4 MiB and more (model weights, activations, SAE parameters and Adam moments, data
+ * batches) are advised as transparent huge pages (mem_alloc_aligned's also start on a 2 MiB
+ * boundary; mem_alloc's and mem_realloc's get them on their 2 MiB-aligned interior), where the
+ * kernel offers them only on request ("madvise" in /sys/kernel/mm/transparent_hugepage/enabled,
+ * Debian's default).
  * Their first touch then costs one fault per 2 MiB instead of one per 4 KiB: on the VMs we run on
  * a fault is expensive, and the first forward of GPT-2 small in bf16 spent more time faulting in
  * fresh buffers than computing (docs/model.md). Advice only: contents, alignment promises and
@@ -73,6 +47,38 @@ void mem_advise_huge(void *p, size_t n)
 #else
     (void)p, (void)n;
 #endif
+}
+
+void *mem_alloc(size_t n)
+{
+    if (mem_should_fail()) return NULL;
+    void *p = malloc(n ? n : 1);
+    if (p) mem_advise_huge(p, n);
+    return p;
+}
+
+void *mem_calloc(size_t count, size_t size)
+{
+    if (mem_should_fail()) return NULL;
+    return calloc(count ? count : 1, size ? size : 1);
+}
+
+void *mem_realloc(void *p, size_t n)
+{
+    if (mem_should_fail()) return NULL;
+    void *q = realloc(p, n ? n : 1);
+    if (q) mem_advise_huge(q, n);
+    return q;
+}
+
+void mem_free(void *p) { free(p); }
+
+char *mem_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = mem_alloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
 }
 
 void *mem_alloc_aligned(size_t n)
