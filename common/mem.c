@@ -27,7 +27,7 @@ void mem_fail_at(long n)
 
 long mem_alloc_count(void) { return mem_counted; }
 
-/* Buffers of 4 MiB and more (model weights, activations, SAE parameters and Adam moments, data
+/* Buffers of 2 MiB and more (model weights, activations, SAE parameters and Adam moments, data
  * batches) are advised as transparent huge pages (mem_alloc_aligned's also start on a 2 MiB
  * boundary; mem_alloc's and mem_realloc's get them on their 2 MiB-aligned interior), where the
  * kernel offers them only on request ("madvise" in /sys/kernel/mm/transparent_hugepage/enabled,
@@ -36,7 +36,7 @@ long mem_alloc_count(void) { return mem_counted; }
  * a fault is expensive, and the first forward of GPT-2 small in bf16 spent more time faulting in
  * fresh buffers than computing (docs/model.md). Advice only: contents, alignment promises and
  * mem_free_aligned are unchanged, and a kernel without THP ignores it. */
-enum { HUGE_MIN = 4 << 20, HUGE_ALIGN = 2 << 20 };
+enum { HUGE_MIN = 2 << 20, HUGE_ALIGN = 2 << 20 };
 
 void mem_advise_huge(void *p, size_t n)
 {

@@ -16,20 +16,21 @@
 #endif
 
 /* ---- threads for the elementwise kernels -------------------------------------------------
- * LayerNorm, bias + GELU and the softmax split their rows over par_run's threads, and in bf16 the
- * attention's per-(batch, head) products split their heads: each row or head is computed by the
- * same code as on one thread, so the bits do not depend on the split. Before, all of this ran on
- * one core while the other idled between matmuls (GPT-2 small to layer 5 in bf16 on 2 cores:
- * attention 38 of 184 ms per batch, docs/model.md). fp32 takes OpenBLAS's thread count (extract's
- * policy may keep a core for storage); bf16 every core (OpenBLAS is held at one thread there and
- * oneDNN's OpenMP threads sleep between calls). Small problems stay on one thread. */
+ * In bf16, LayerNorm, bias + GELU and the softmax split their rows over par_run's threads and
+ * the attention's per-(batch, head) products split their heads: each row or head is computed by
+ * the same code as on one thread, so the bits do not depend on the split. Before, all of this ran
+ * on one core while the other idled between matmuls (GPT-2 small to layer 5 in bf16 on 2 cores:
+ * attention 38 of 184 ms per batch, docs/model.md). There OpenBLAS is held at one thread and
+ * oneDNN's OpenMP threads sleep between calls, so nothing spins against these threads. fp32 stays
+ * on one thread: after each sgemm OpenBLAS's idle workers spin for a while, and against them the
+ * threaded loops made the small model's training step 10-15% slower (docs/model.md). Small
+ * problems stay on one thread too. */
 static int prec_bf16; /* the forward matmuls' precision (op_set_precision) */
 
 static int op_threads(size_t work)
 {
-    if (work < ((size_t)1 << 17)) return 1;
-    int nt = prec_bf16 ? par_threads() : openblas_get_num_threads();
-    return nt < 1 ? 1 : nt;
+    if (!prec_bf16 || work < ((size_t)1 << 17)) return 1;
+    return par_threads();
 }
 
 typedef struct {
@@ -282,7 +283,6 @@ void op_add_bias(float *x, const float *bias, int N, int C)
 {
     for (int n = 0; n < N; n++) add_rows(x + (size_t)n * C, NULL, bias, C);
 }
-
 
 int op_set_precision(int p)
 {
