@@ -38,7 +38,7 @@ long mem_alloc_count(void) { return mem_counted; }
  * mem_free_aligned are unchanged, and a kernel without THP ignores it. */
 enum { HUGE_MIN = 2 << 20, HUGE_ALIGN = 2 << 20 };
 
-void mem_advise_huge(void *p, size_t n)
+static void advise_huge(void *p, size_t n)
 {
 #ifdef MADV_HUGEPAGE
     uintptr_t a = ((uintptr_t)p + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1);
@@ -53,7 +53,7 @@ void *mem_alloc(size_t n)
 {
     if (mem_should_fail()) return NULL;
     void *p = malloc(n ? n : 1);
-    if (p) mem_advise_huge(p, n);
+    if (p) advise_huge(p, n);
     return p;
 }
 
@@ -67,7 +67,7 @@ void *mem_realloc(void *p, size_t n)
 {
     if (mem_should_fail()) return NULL;
     void *q = realloc(p, n ? n : 1);
-    if (q) mem_advise_huge(q, n);
+    if (q) advise_huge(q, n);
     return q;
 }
 
@@ -87,7 +87,7 @@ void *mem_alloc_aligned(size_t n)
     void *p = NULL;
     size_t al = n >= HUGE_MIN ? HUGE_ALIGN : 64;
     if (posix_memalign(&p, al, n ? (n + 63) / 64 * 64 : 64) != 0) return NULL;
-    mem_advise_huge(p, n);
+    advise_huge(p, n);
     return p;
 }
 

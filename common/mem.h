@@ -16,13 +16,11 @@ void *mem_realloc(void *p, size_t n);
 void mem_free(void *p);
 char *mem_strdup(const char *s);
 /* 64-byte aligned allocation for kernels; free with mem_free_aligned. From 2 MiB on, 2 MiB
- * aligned and advised as transparent huge pages (mem_advise_huge), as mem_alloc's and
- * mem_realloc's buffers of that size are (mem_calloc's are not: a large zeroed table may be
- * touched sparsely, and a huge page commits 2 MiB at the first touch). */
+ * aligned and advised as transparent huge pages (fewer, cheaper first-touch faults), as the
+ * 2 MiB-aligned interior of mem_alloc's and mem_realloc's buffers of that size is (mem_calloc's
+ * is not: a large zeroed table may be touched sparsely, and a huge page commits 2 MiB at the
+ * first touch). */
 void *mem_alloc_aligned(size_t n);
-/* Advises the 2 MiB-aligned part of [p, p+n) as transparent huge pages when n >= 2 MiB (fewer,
- * cheaper first-touch faults); memory from elsewhere (a library's allocator) may use it too. */
-void mem_advise_huge(void *p, size_t n);
 void mem_free_aligned(void *p);
 
 /* Fault injection: the n-th allocation from now fails (n >= 1); 0 disarms. */

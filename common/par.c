@@ -34,7 +34,7 @@ void par_run(void (*fn)(void *, int, int), void *arg, int nt)
     job jobs[PAR_MAX];
     pthread_t th[PAR_MAX];
     int started = 0;
-    if (nt > PAR_MAX) nt = PAR_MAX;
+    nt = nt < 1 ? 1 : nt > PAR_MAX ? PAR_MAX : nt;
     for (int t = 1; t < nt; t++) {
         jobs[t] = (job){fn, arg, t, nt};
         if (pthread_create(&th[t], NULL, job_main, &jobs[t]) != 0) break;
@@ -45,6 +45,6 @@ void par_run(void (*fn)(void *, int, int), void *arg, int nt)
         fn(arg, 0, 1);
         return;
     }
-    fn(arg, 0, nt < 1 ? 1 : nt);
+    fn(arg, 0, nt);
     for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
 }

@@ -33,11 +33,14 @@ static int op_threads(size_t work)
     return par_threads();
 }
 
+/* The row kernels' arguments: out and its per-row aux1/aux2 (LayerNorm's mean, rstd); res, the
+ * rows updated in place (the residual; GELU's pre-activations); N rows of C (softmax: rows of
+ * [T, T] blocks). */
 typedef struct {
     float *out, *aux1, *aux2, *res;
     const float *x, *add, *add_bias, *w, *b;
     float eps;
-    int N, C, T, H, kind;
+    int N, C, T, kind;
 } rows_args;
 
 /* rows [n0, n1) of n for thread tid of nt */
@@ -518,7 +521,7 @@ static void heads_part(void *p, int tid, int nt)
  * thread per call (as extract already holds it in bf16). */
 static void attention_heads(heads_args *a)
 {
-    int nt = prec_bf16 ? op_threads((size_t)a->BH * a->T * a->T) : 1;
+    int nt = op_threads((size_t)a->BH * a->T * a->T); /* 1 in fp32 */
     if (nt > a->BH) nt = a->BH;
     int nb = prec_bf16 ? openblas_get_num_threads() : 1; /* any nt: the same bits */
     if (nb > 1) openblas_set_num_threads(1);

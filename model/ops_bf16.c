@@ -64,7 +64,7 @@ const char *op_bf16_impl(void) { return G.impl; }
 static int dmem_new(dnnl_memory_t *m, const dnnl_memory_desc_t *md)
 {
     size_t n = dnnl_memory_desc_get_size(md);
-    void *p = mem_alloc_aligned(n ? n : 64);
+    void *p = mem_alloc_aligned(n);
     if (!p) return 1;
     if (dnnl_memory_create(m, md, G.eng, p) != dnnl_success) {
         mem_free_aligned(p);
