@@ -14,6 +14,7 @@
 #include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "common/par.h"
 #include "common/progress.h"
 #include "sae/sae_kernels.h"
 
@@ -1282,25 +1283,32 @@ static void adam_latents(sae_trainer *t, double lr, int64_t lo, int64_t hi, int 
  * latent gradients of [lo, hi) and the shared ones complete on this rank, the state before
  * adam_latents. The squares are summed per latent in double, the parts summed across ranks
  * (zeros elsewhere: exact) and added up in latent order, so any split gives the same scale. */
-static int clip_grad(sae_trainer *t, int64_t lo, int64_t hi, sae_step_stats *st)
+typedef struct {
+    sae_trainer *t;
+    const pseg *sg;
+    int ns;
+    int64_t lo, hi;
+    float f; /* clip_scale: the factor */
+} clip_args;
+
+/* Per-latent squared norms of [lo, hi), latents split over threads (each latent's sum in one
+ * thread, in element order: the bits do not depend on the thread count). */
+static void clip_sq(void *arg, int tid, int nt)
 {
-    pseg sg[8];
-    int ns = param_segs(t, sg), rc = OK;
-    int64_t S = t->S;
-    memset(t->sq, 0, sizeof(double) * (size_t)S);
-    double shared = 0;
-    for (int i = 0; i < ns; i++) {
-        int64_t u = sg[i].unit;
-        const float *g = t->g + sg[i].off, *w = t->p + sg[i].off;
-        if (!sg[i].latent) {
-            for (int64_t e = 0; e < sg[i].units * u; e++) shared += (double)g[e] * g[e];
-            continue;
-        }
-        for (int64_t j = lo; j < hi; j++) {
+    const clip_args *a = arg;
+    int64_t n = a->hi - a->lo;
+    int64_t j0 = a->lo + n * tid / nt, j1 = a->lo + n * (tid + 1) / nt;
+    const sae_trainer *t = a->t;
+    for (int i = 0; i < a->ns; i++) {
+        const pseg *sg = &a->sg[i];
+        if (!sg->latent) continue;
+        int64_t u = sg->unit;
+        const float *g = t->g + sg->off, *w = t->p + sg->off;
+        for (int64_t j = j0; j < j1; j++) {
             const float *gj = g + j * u, *wj = w + j * u;
             double gg = 0, gw = 0, ww = 0;
             for (int64_t e = 0; e < u; e++) gg += (double)gj[e] * gj[e];
-            if (sg[i].kind == SEG_UNIT_ROWS) {
+            if (sg->kind == SEG_UNIT_ROWS) {
                 for (int64_t e = 0; e < u; e++) {
                     gw += (double)gj[e] * wj[e];
                     ww += (double)wj[e] * wj[e];
@@ -1310,6 +1318,38 @@ static int clip_grad(sae_trainer *t, int64_t lo, int64_t hi, sae_step_stats *st)
             t->sq[j] += gg;
         }
     }
+}
+
+/* g *= f on the latent rows [lo, hi) (split over threads) and, on thread 0, the shared segments. */
+static void clip_scale(void *arg, int tid, int nt)
+{
+    const clip_args *a = arg;
+    int64_t n = a->hi - a->lo;
+    int64_t j0 = a->lo + n * tid / nt, j1 = a->lo + n * (tid + 1) / nt;
+    for (int i = 0; i < a->ns; i++) {
+        const pseg *sg = &a->sg[i];
+        int64_t b0 = sg->latent ? j0 : 0, b1 = sg->latent ? j1 : (tid == 0 ? sg->units : 0);
+        float *g = a->t->g + sg->off + b0 * sg->unit;
+        for (int64_t e = 0; e < (b1 - b0) * sg->unit; e++) g[e] *= a->f;
+    }
+}
+
+static int clip_grad(sae_trainer *t, int64_t lo, int64_t hi, sae_step_stats *st)
+{
+    pseg sg[8];
+    int ns = param_segs(t, sg), rc = OK;
+    int64_t S = t->S;
+    memset(t->sq, 0, sizeof(double) * (size_t)S);
+    double shared = 0;
+    for (int i = 0; i < ns; i++)
+        if (!sg[i].latent)
+            for (int64_t e = 0; e < sg[i].units * sg[i].unit; e++)
+                shared += (double)t->g[sg[i].off + e] * t->g[sg[i].off + e];
+    /* one thread below ~1M elements of gradient (thread start-up would dominate) */
+    int nt = (hi - lo) * (t->D + t->Do) < (1 << 20) ? 1 : par_threads();
+    if (nt > hi - lo) nt = hi - lo > 0 ? (int)(hi - lo) : 1;
+    clip_args a = {.t = t, .sg = sg, .ns = ns, .lo = lo, .hi = hi};
+    par_run(clip_sq, &a, nt);
     if (dist_size() > 1 && (rc = dist_sum_f64(t->sq, S))) return rc;
     double tot = shared;
     for (int64_t j = 0; j < S; j++) tot += t->sq[j];
@@ -1317,12 +1357,8 @@ static int clip_grad(sae_trainer *t, int64_t lo, int64_t hi, sae_step_stats *st)
     st->grad_norm = norm;
     if (!(cf < 1)) return OK;
     st->clipped = 1;
-    float f = (float)cf;
-    for (int i = 0; i < ns; i++) {
-        int64_t a = sg[i].latent ? lo : 0, b = sg[i].latent ? hi : sg[i].units;
-        float *g = t->g + sg[i].off + a * sg[i].unit;
-        for (int64_t e = 0; e < (b - a) * sg[i].unit; e++) g[e] *= f;
-    }
+    a.f = (float)cf;
+    par_run(clip_scale, &a, nt);
     return OK;
 }
 
