@@ -26,8 +26,8 @@
  * encoder rows are their own random unit vectors (d_in != d_out), b_dec the target's median.
  *   Adam (jumprelu beta1 0); lr warm-up over warmup_frac of the steps, linear decay to 0 over
  *   the last decay_frac (TopK: b_enc at lr x sqrt(d_in) when normalised, as fast as the others
- *   at mean norm 1); relu and jumprelu clip the global gradient norm to grad_clip (1) before
- *   Adam; sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu)
+ *   at mean norm 1); every architecture but gated clips the global gradient norm to grad_clip
+ *   (1) before Adam; sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu)
  *   with the gradient component parallel to each row removed before the step; W_enc = W_dec^T
  *   at init; b_dec = geometric median (or mean) of the sample, zero for relu and jumprelu. A
  *   latent is dead when it has not fired for dead_window tokens.
@@ -89,7 +89,7 @@ typedef struct {
     int d_out;                   /* transcoders: target width */
     /* clip the global gradient norm (every parameter, after removing the unit-norm decoder rows'
        parallel part) to this before Adam, as torch.nn.utils.clip_grad_norm_; 0: the default
-       (relu and jumprelu 1, the recipes' value; others off), < 0: off. Checkpoints from before
+       (1, the relu and jumprelu recipes' value; gated off), < 0: off. Checkpoints from before
        the field resume with it off. */
     double grad_clip;
 } sae_train_config;
