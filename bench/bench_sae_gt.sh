@@ -9,9 +9,10 @@
 # torch is missing: tools/deps.sh python3-torch); SAE_GT_STAGE=data|ref|ours|all (default all:
 # data only generates, ref only trains the reference, ours only ours); SAE_GT_ARCH=topk|batchtopk
 # (default topk: saelite --arch batchtopk against the recipe with --batch-topk, into
-# ours_batchtopk_TOKENS and ref_batchtopk_TOKENS), or relu|jumprelu: saelite --arch relu|jumprelu
+# ours_batchtopk_TOKENS and ref_batchtopk_TOKENS), or relu|jumprelu|gated: saelite --arch ARCH
 # at its defaults over the --l1 grid SAE_GT_L1 against tools/ref/l1_ref.py (the Anthropic April
-# 2024 L1 recipe / the JumpReLU paper's) over its own grid SAE_GT_LAM with SAE_GT_REF_FLAGS, into
+# 2024 L1 recipe / the JumpReLU paper's / the Gated SAE paper's) over its own grid SAE_GT_LAM
+# with SAE_GT_REF_FLAGS, into
 # ours_ARCH_l1_L_TOKENS and ref_ARCH_lam_L_TOKENS, one row per run with L0 and explained variance
 # (sae-eval --npy on the first 100k rows) and MMCS / recovered (default configs: base corr0.9).
 set -u
@@ -33,7 +34,10 @@ relu) L1GRID=${SAE_GT_L1:-2.5 5 10}; LAMGRID=${SAE_GT_LAM:-2.5 5 10}
   REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3}; L1MODE=1 ;;
 jumprelu) L1GRID=${SAE_GT_L1:-1 3 10}; LAMGRID=${SAE_GT_LAM:-0.003 0.01 0.03}
   REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3 --theta-init 0.05}; L1MODE=1 ;;
-*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, relu or jumprelu"; exit 1 ;;
+# gated: our --l1 5 is about the recipe's lam 0.3 (E||x|| = sqrt(d_in) against E||x||^2 = 1)
+gated) L1GRID=${SAE_GT_L1:-5}; LAMGRID=${SAE_GT_LAM:-0.1 0.3}
+  REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3}; L1MODE=1 ;;
+*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, relu, jumprelu or gated"; exit 1 ;;
 esac
 [ $L1MODE = 1 ] && SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9}
 mkdir -p "$DIR"

@@ -28,12 +28,27 @@ Written from the published equations, not from saelite's C code (issue 22).
     lam rises linearly from 0 over the first --lam-warmup of the steps; gradient norm clipped to 1.
   SAELens' jumprelu_sae.py differs: theta is a plain parameter (relu'd, not exp(log theta); its
   issue #494), init 0.01, bandwidth 0.05; --theta-param direct gives that parameterisation.
+--arch gated: Rajamanoharan et al. 2024, "Improving Dictionary Learning with Gated Sparse
+  Autoencoders" (https://arxiv.org/abs/2404.16014, section 3 and its pseudo-code; the loss as
+  dictionary_learning's GatedSAETrainer writes it):
+    inputs scaled by one constant so that E||x||^2 = 1 (as for jumprelu, the same team's
+        convention)
+    pi = (x - b_dec) W_gate + b_gate,  f_gate = ReLU(pi)
+    mag = (x - b_dec) (W_gate * exp(r_mag)) + b_mag   (W_mag shares W_gate's directions)
+    f = 1[pi > 0] * ReLU(mag),  xhat = f W_dec + b_dec
+    loss = ||x - xhat||^2 + lam * sum_i f_gate,i + ||x - (f_gate W_dec' + b_dec')||^2 with W_dec',
+        b_dec' copies that get no gradient (the paper's frozen decoder)
+    W_dec rows unit norm (gradient parallel to each row removed, rows renormalised after the
+    step: dictionary_learning's ConstrainedAdam, whose penalty is then the plain L1 of f_gate);
+    W_gate = W_dec^T, r_mag = b_gate = b_mag = b_dec = 0; Adam (beta 0, 0.999, ConstrainedAdam's);
+    lr warm-up over the first --lr-warmup of the steps (dictionary_learning: 1000 steps); lam
+    ramped as for the others; no gradient clipping and no lr decay (neither in GatedSAETrainer).
 Everything else (both): batch 4096, data from --npy (a fresh permutation per pass), Adam with the
 lr of --lr, no resampling, no auxiliary dead-latent loss.
 Writes OUTDIR in SAELens layout (cfg.json + sae_weights.safetensors: W_enc [d, S], b_enc,
 W_dec [S, d], b_dec, and jumprelu's threshold) with the input scale folded in, so the SAE takes
 raw inputs and `saelite sae-eval --sae OUTDIR --npy ACTS --ground-truth truth.npy` scores it.
-Usage: /usr/bin/python3 tools/ref/l1_ref.py --arch relu|jumprelu --npy ACTS.npy --out DIR
+Usage: /usr/bin/python3 tools/ref/l1_ref.py --arch relu|jumprelu|gated --npy ACTS.npy --out DIR
          --lam L [--d-sae 1024] [--tokens 6000000] [--lr X] [--seed 0] [--check-grad]
 --check-grad checks the two straight-through autograd Functions against their defining formulas
 and the Step estimator against autograd through the ramp it is the exact derivative of.
@@ -100,6 +115,18 @@ def losses(P, x, a, lam):
         f = torch.relu(xin @ P["W_enc"] + P["b_enc"])
         xhat = f @ P["W_dec"] + P["b_dec"]
         sp = (f * P["W_dec"].norm(dim=1)).sum(1).mean()
+    elif a.arch == "gated":
+        xin = x - P["b_dec"]
+        pi = xin @ P["W_enc"] + P["b_enc"]  # W_enc is W_gate, b_enc is b_gate
+        f_gate = torch.relu(pi)
+        mag = xin @ (P["W_enc"] * torch.exp(P["r_mag"])) + P["b_mag"]
+        f = (pi > 0).to(x.dtype) * torch.relu(mag)
+        xhat = f @ P["W_dec"] + P["b_dec"]
+        sp = f_gate.sum(1).mean()
+        xfrozen = f_gate @ P["W_dec"].detach() + P["b_dec"].detach()
+        aux = (xfrozen - x).pow(2).sum(1).mean()
+        mse = (xhat - x).pow(2).sum(1).mean()
+        return mse + lam * sp + aux, mse, sp, f
     else:
         xin = x - P["b_dec"] if a.bdec_input else x
         pre = xin @ P["W_enc"] + P["b_enc"]
@@ -140,17 +167,19 @@ def check_grad(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--arch", choices=["relu", "jumprelu"], required=True)
+    ap.add_argument("--arch", choices=["relu", "jumprelu", "gated"], required=True)
     ap.add_argument("--npy", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--lam", type=float, required=True, help="L1 (relu) or L0 (jumprelu) coefficient")
+    ap.add_argument("--lam", type=float, required=True, help="L1 (relu, gated) or L0 (jumprelu) coefficient")
     ap.add_argument("--d-sae", type=int, default=1024)
     ap.add_argument("--tokens", type=int, default=6000000)
     ap.add_argument("--batch", type=int, default=4096)
-    ap.add_argument("--lr", type=float, help="default: relu 5e-5, jumprelu 7e-5 (the papers')")
+    ap.add_argument("--lr", type=float, help="default: relu 5e-5, jumprelu 7e-5, gated 5e-5 (the papers' / "
+                    "dictionary_learning's)")
+    ap.add_argument("--lr-warmup", type=float, help="first fraction, linear from 0 (gated 0.05, others 0)")
     ap.add_argument("--lam-warmup", type=float, default=0.05, help="fraction of the steps")
     ap.add_argument("--lr-decay", type=float, help="last fraction, linear to 0 (relu 0.2, jumprelu 0)")
-    ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip (0: off)")
+    ap.add_argument("--clip", type=float, help="gradient norm clip (0: off; default 1, gated 0)")
     ap.add_argument("--dec-init-norm", type=float, default=0.1, help="relu: W_dec row norm at init")
     ap.add_argument("--eps", type=float, default=0.001, help="jumprelu: kernel bandwidth")
     ap.add_argument("--theta-init", type=float, default=0.001, help="jumprelu: initial threshold")
@@ -165,10 +194,12 @@ def main():
     ap.add_argument("--check-grad", action="store_true")
     ap.set_defaults(bdec_input=None)
     a = ap.parse_args()
-    relu = a.arch == "relu"
-    if a.lr is None: a.lr = 5e-5 if relu else 7e-5
+    relu, gated = a.arch == "relu", a.arch == "gated"
+    if a.lr is None: a.lr = 7e-5 if a.arch == "jumprelu" else 5e-5
     if a.lr_decay is None: a.lr_decay = 0.2 if relu else 0.0
-    if a.bdec_input is None: a.bdec_input = relu
+    if a.lr_warmup is None: a.lr_warmup = 0.05 if gated else 0.0
+    if a.clip is None: a.clip = 0.0 if gated else 1.0
+    if a.bdec_input is None: a.bdec_input = relu or gated
     torch.set_num_threads(a.threads)
     if a.check_grad: check_grad(a)
     torch.manual_seed(a.seed)
@@ -196,7 +227,9 @@ def main():
     W_dec /= W_dec.norm(dim=1, keepdim=True)
     if relu: W_dec *= a.dec_init_norm
     P = {"W_enc": W_dec.t().clone(), "b_enc": torch.zeros(S), "W_dec": W_dec, "b_dec": torch.zeros(d)}
-    if not relu:
+    if gated:
+        P["r_mag"], P["b_mag"] = torch.zeros(S), torch.zeros(S)
+    elif not relu:
         if a.theta_param == "log": P["log_theta"] = torch.full((S,), math.log(a.theta_init))
         else: P["theta"] = torch.full((S,), a.theta_init)
     for t in P.values(): t.requires_grad_(True)
@@ -204,11 +237,13 @@ def main():
     steps = a.tokens // a.batch
     warm = max(1, int(a.lam_warmup * steps))
     decay = int(a.lr_decay * steps)
+    lr_warm = int(a.lr_warmup * steps)
     fired_ever = torch.zeros(S, dtype=torch.bool)
     t0 = time.time()
     for step in range(steps):
         lam = a.lam * min(1.0, (step + 1) / warm)
         lr = a.lr * (min(1.0, (steps - step) / decay) if decay > 0 else 1.0)
+        if lr_warm > 0: lr *= min(1.0, (step + 1) / lr_warm)
         for grp in opt.param_groups: grp["lr"] = lr
         x = batch()
         loss, mse, sp, f = losses(P, x, a, lam)
@@ -231,11 +266,14 @@ def main():
         # fold the input scale in: the saved SAE takes raw x (pre and f unchanged, xhat / scale)
         tensors = {"W_enc": P["W_enc"] * scale, "b_enc": P["b_enc"].clone(),
                    "W_dec": P["W_dec"] / scale, "b_dec": P["b_dec"] / scale}
-        if not relu: tensors["threshold"] = theta_of(P, a).clone()
+        if gated:  # SAELens' gated tensors: b_gate instead of b_enc
+            tensors["b_gate"] = tensors.pop("b_enc")
+            tensors["r_mag"], tensors["b_mag"] = P["r_mag"].clone(), P["b_mag"].clone()
+        elif not relu: tensors["threshold"] = theta_of(P, a).clone()
     os.makedirs(a.out, exist_ok=True)
     save_safetensors(os.path.join(a.out, "sae_weights.safetensors"), tensors)
     with open(os.path.join(a.out, "cfg.json"), "w") as fh:
-        cfg = {"architecture": "standard" if relu else "jumprelu", "d_in": d, "d_sae": S,
+        cfg = {"architecture": "standard" if relu else a.arch, "d_in": d, "d_sae": S,
                "dtype": "float32", "apply_b_dec_to_input": bool(a.bdec_input),
                "normalize_activations": "none",
                "metadata": {"hook_name": "x", "model_name": "gt_gen",
