@@ -97,7 +97,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--lr", ARG_FLOAT, &lr, "learning rate", ARG_ABOVE(0),
          ARG_DEFAULT("3.75e-4 (gated 2e-4) / sqrt(d_sae / 16384)")},
         {"--grad-clip", ARG_FLOAT, &clip, "clip the global gradient norm to this (0: off)",
-         ARG_MIN(0), ARG_DEFAULT("1 for relu and jumprelu, off for the others")},
+         ARG_MIN(0), ARG_DEFAULT("1, off for gated")},
         {"--adam-beta1", ARG_FLOAT, &beta1, "Adam's first-moment decay", ARG_MIN(0), ARG_BELOW(1),
          ARG_DEFAULT("0 for jumprelu, 0.9 for the others")},
         {"--batch", ARG_INT, &batch, "tokens per step", ARG_MIN(1)},
