@@ -320,19 +320,22 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         (int64_t)c.batch * c.d_sae > (1LL << 31))
         return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
                        sae_arch_name(c.arch));
-    /* OpenAI's 2e-4 at 16384 latents, scaled by 1/sqrt(d_sae) (gated keeps it); the others
-       3.75e-4 (1.5e-3 at 1024 latents: on tools/ref/gt_gen.py's family 1e-3 still left TopK
+    /* OpenAI's 2e-4 at 16384 latents, scaled by 1/sqrt(d_sae), raised to 3.75e-4 (1.5e-3 at 1024 latents: on tools/ref/gt_gen.py's family 1e-3 still left TopK
        below the PyTorch recipe on --rho 0.9, --active 10 and --decay 0.98, 1.5e-3 passed it on
        all; BatchTopK at 8e-4 missed its recipe by 0.02-0.05 MMCS, at 1.5e-3 it meets it; relu,
        clipped, 0.614 MMCS at 1e-3 and 0.641 at 1.5e-3 against its recipe's 0.607 at 1.5M
-       tokens; issue 22, docs/sae.md) */
-    if (c.lr <= 0) c.lr = (c.arch == SAE_GATED ? 2e-4 : 3.75e-4) / sqrt(c.d_sae / 16384.0);
+       tokens; gated, clipped, 0.767 at 8e-4 and 0.899 at 1.5e-3; issue 22, docs/sae.md) */
+    if (c.lr <= 0) c.lr = 3.75e-4 / sqrt(c.d_sae / 16384.0);
     /* jumprelu: its paper's beta1 0 (+0.02 MMCS with clipping at 1.5M tokens on
        tools/ref/gt_gen.py's base set); relu and jumprelu: a zero b_dec, as their recipes (there,
        clipped: relu +0.014 MMCS over the median at lr 1e-3, jumprelu +0.024; docs/sae.md) */
-    if (c.adam_b1 < 0) c.adam_b1 = c.arch == SAE_JUMPRELU ? 0.0 : 0.9;
+    /* gated: the same three as jumprelu, its recipe's Adam (ConstrainedAdam's beta1 0) and b_dec;
+       with clipping and the lr above, +0.16 MMCS over clipping alone at 1.5M tokens (docs/sae.md,
+       "Gated against its recipe") */
+    if (c.adam_b1 < 0) c.adam_b1 = c.arch == SAE_JUMPRELU || c.arch == SAE_GATED ? 0.0 : 0.9;
     if (c.bdec_init == SAE_BDEC_DEFAULT)
-        c.bdec_init = c.arch == SAE_RELU || c.arch == SAE_JUMPRELU ? SAE_BDEC_ZERO : SAE_BDEC_MEDIAN;
+        c.bdec_init = c.arch == SAE_RELU || c.arch == SAE_JUMPRELU || c.arch == SAE_GATED
+                          ? SAE_BDEC_ZERO : SAE_BDEC_MEDIAN;
     if (c.k_aux <= 0) c.k_aux = c.d_in / 2 > 0 ? c.d_in / 2 : 1;
     if (c.k_aux > c.d_sae) c.k_aux = c.d_sae;
     if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
@@ -340,9 +343,9 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     if (c.l1 <= 0 && c.arch == SAE_GATED) c.l1 = 5.0;
     /* clip to 1, as the relu and jumprelu recipes do: on tools/ref/gt_gen.py's sets it also
        lifts TopK (+0.04-0.06 MMCS on the hard ones, past its recipe on ratio4), BatchTopK
-       (+0.01-0.07 on all four) and the demo's SAE (EV +0.005, CE loss score +0.005; issue 22,
-       docs/sae.md). gated keeps its recipe's plain Adam (GatedSAETrainer does not clip). */
-    if (c.grad_clip == 0) c.grad_clip = c.arch == SAE_GATED ? -1.0 : 1.0;
+       (+0.01-0.07 on all four), gated (0.32 -> 0.77 at 1.5M tokens, though its recipe does not
+       clip) and the demo's SAE (EV +0.005, CE loss score +0.005; issue 22, docs/sae.md) */
+    if (c.grad_clip == 0) c.grad_clip = 1.0;
     sae_trainer *t = mem_calloc(1, sizeof *t);
     if (!t) return err_set(ERR_NOMEM, "SAE trainer: out of memory");
     t->c = c;

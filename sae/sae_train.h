@@ -24,12 +24,12 @@
  * b_dec subtraction on the input, and skip transcoders add x W_skip^T (W_skip zero at init) to
  * the output. Input and target get separate scales (mean norms sqrt(d_in) and sqrt(d_out)); the
  * encoder rows are their own random unit vectors (d_in != d_out), b_dec the target's median.
- *   Adam (jumprelu beta1 0); lr warm-up over warmup_frac of the steps, linear decay to 0 over
+ *   Adam (jumprelu and gated beta1 0); lr warm-up over warmup_frac of the steps, linear decay to 0 over
  *   the last decay_frac (TopK: b_enc at lr x sqrt(d_in) when normalised, as fast as the others
- *   at mean norm 1); every architecture but gated clips the global gradient norm to grad_clip
- *   (1) before Adam; sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu)
+ *   at mean norm 1); every architecture clips the global gradient norm to grad_clip (1)
+ *   before Adam; sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu)
  *   with the gradient component parallel to each row removed before the step; W_enc = W_dec^T
- *   at init; b_dec = geometric median (or mean) of the sample, zero for relu and jumprelu. A
+ *   at init; b_dec = geometric median (or mean) of the sample, zero for relu, jumprelu and gated. A
  *   latent is dead when it has not fired for dead_window tokens.
  * Every architecture computes the encoder pre-activations with one dense GEMM (sae_k_encode; the
  * TopK path in row chunks of the batch). TopK and BatchTopK then touch only the selected latents
@@ -59,7 +59,7 @@
 
 #include "sae/sae.h"
 
-/* SAE_BDEC_DEFAULT: zero for relu and jumprelu (their recipes'; issue 22), else the median */
+/* SAE_BDEC_DEFAULT: zero for relu, jumprelu and gated (their recipes'; issue 22), else the median */
 enum { SAE_BDEC_ZERO, SAE_BDEC_MEAN, SAE_BDEC_MEDIAN, SAE_BDEC_DEFAULT };
 
 typedef struct {
@@ -68,7 +68,7 @@ typedef struct {
     int k_aux;            /* AuxK latents; 0 = d_in/2 */
     double aux_coef;      /* default 1/32 */
     double l1;            /* relu: L1 coefficient (5); jumprelu: L0 coefficient (1) */
-    double lr;            /* 0 = 3.75e-4 (gated 2e-4) / sqrt(d_sae / 16384) */
+    double lr;            /* 0 = 3.75e-4 / sqrt(d_sae / 16384) */
     int batch;            /* tokens per step */
     int64_t total_tokens; /* sets the number of steps (schedule) */
     uint64_t seed;
@@ -89,7 +89,7 @@ typedef struct {
     int d_out;                   /* transcoders: target width */
     /* clip the global gradient norm (every parameter, after removing the unit-norm decoder rows'
        parallel part) to this before Adam, as torch.nn.utils.clip_grad_norm_; 0: the default
-       (1, the relu and jumprelu recipes' value; gated off), < 0: off. Checkpoints from before
+       (1, the relu and jumprelu recipes' value), < 0: off. Checkpoints from before
        the field resume with it off. */
     double grad_clip;
 } sae_train_config;
