@@ -5,7 +5,8 @@
  * (time of one GEMM of the encoder shape [batch, d_in] x [d_in, d_sae]) / (time of a step), each
  * step followed by its GEMM calls so both see the same load, median over the steps: fp32 against
  * sgemm (target >= 0.7), bf16 against oneDNN's bf16 matmul with converted inputs (target >= 0.5);
- * where each step's time goes (sae_trainer_profile). SAE_BENCH_SPEED=small|large|0 picks shapes.
+ * where each step's time goes (sae_trainer_profile). SAE_BENCH_SPEED=small|large|0 picks shapes;
+ * SAE_BENCH_GRAD_CLIP=0 times the step without the default gradient-norm clip.
  * Peak RSS vs the size of weights + gradients + Adam state + one batch.
  * Ground truth (SAE_BENCH_GT=0 skips; SAE_BENCH_GT_TOKENS="1000000,3000000" overrides): synthetic
  * d 256, 512 features, 5 active; TopK d_sae 1024, k 6; MMCS and fraction recovered at cos > 0.9;
@@ -171,6 +172,9 @@ static float *speed_setup(sae_train_config *c, int D, int S, int k, int B)
     c->batch = B;
     c->total_tokens = (int64_t)B * 1000;
     c->dead_window = (int64_t)B * 2; /* AuxK becomes active from the 3rd step: include its cost */
+    /* the default step clips the gradient norm (issue 22); SAE_BENCH_GRAD_CLIP=0 times it without */
+    const char *clip = getenv("SAE_BENCH_GRAD_CLIP");
+    if (clip && clip[0]) c->grad_clip = atof(clip) > 0 ? atof(clip) : -1;
     rng_state r;
     rng_seed(&r, 3);
     float *x = mem_alloc(sizeof(float) * (size_t)B * D);
