@@ -320,11 +320,12 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         (int64_t)c.batch * c.d_sae > (1LL << 31))
         return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
                        sae_arch_name(c.arch));
-    /* OpenAI's 2e-4 at 16384 latents, scaled by 1/sqrt(d_sae), raised to 3.75e-4 (1.5e-3 at 1024 latents: on tools/ref/gt_gen.py's family 1e-3 still left TopK
-       below the PyTorch recipe on --rho 0.9, --active 10 and --decay 0.98, 1.5e-3 passed it on
-       all; BatchTopK at 8e-4 missed its recipe by 0.02-0.05 MMCS, at 1.5e-3 it meets it; relu,
-       clipped, 0.614 MMCS at 1e-3 and 0.641 at 1.5e-3 against its recipe's 0.607 at 1.5M
-       tokens; gated, clipped, 0.767 at 8e-4 and 0.899 at 1.5e-3; issue 22, docs/sae.md) */
+    /* OpenAI's 2e-4 at 16384 latents scaled by 1/sqrt(d_sae), raised to 3.75e-4 (1.5e-3 at
+       1024 latents: on tools/ref/gt_gen.py's family 1e-3 still left TopK below the PyTorch
+       recipe on --rho 0.9, --active 10 and --decay 0.98, 1.5e-3 passed it on all; BatchTopK at
+       8e-4 missed its recipe by 0.02-0.05 MMCS, at 1.5e-3 it meets it; relu, clipped, 0.614
+       MMCS at 1e-3 and 0.641 at 1.5e-3 against its recipe's 0.607 at 1.5M tokens; gated,
+       clipped, 0.767 at 8e-4 and 0.899 at 1.5e-3; issue 22, docs/sae.md) */
     if (c.lr <= 0) c.lr = 3.75e-4 / sqrt(c.d_sae / 16384.0);
     /* jumprelu: its paper's beta1 0 (+0.02 MMCS with clipping at 1.5M tokens on
        tools/ref/gt_gen.py's base set); relu and jumprelu: a zero b_dec, as their recipes (there,

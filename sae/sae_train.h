@@ -24,13 +24,13 @@
  * b_dec subtraction on the input, and skip transcoders add x W_skip^T (W_skip zero at init) to
  * the output. Input and target get separate scales (mean norms sqrt(d_in) and sqrt(d_out)); the
  * encoder rows are their own random unit vectors (d_in != d_out), b_dec the target's median.
- *   Adam (jumprelu and gated beta1 0); lr warm-up over warmup_frac of the steps, linear decay to 0 over
- *   the last decay_frac (TopK: b_enc at lr x sqrt(d_in) when normalised, as fast as the others
+ *   Adam (jumprelu and gated beta1 0); lr warm-up over warmup_frac of the steps, linear decay
+ *   to 0 over the last decay_frac (TopK: b_enc at lr x sqrt(d_in) when normalised, as fast as the others
  *   at mean norm 1); every architecture clips the global gradient norm to grad_clip (1)
- *   before Adam; sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm (except relu)
- *   with the gradient component parallel to each row removed before the step; W_enc = W_dec^T
- *   at init; b_dec = geometric median (or mean) of the sample, zero for relu, jumprelu and gated. A
- *   latent is dead when it has not fired for dead_window tokens.
+ *   before Adam; sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm
+ *   (except relu) with the gradient component parallel to each row removed before the step; W_enc = W_dec^T
+ *   at init; b_dec = geometric median (or mean) of the sample, zero for relu, jumprelu and
+ *   gated. A latent is dead when it has not fired for dead_window tokens.
  * Every architecture computes the encoder pre-activations with one dense GEMM (sae_k_encode; the
  * TopK path in row chunks of the batch). TopK and BatchTopK then touch only the selected latents
  * (decoder, decoder gradient, encoder gradient: sparse kernels); relu and jumprelu do the decoder

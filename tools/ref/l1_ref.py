@@ -43,10 +43,10 @@ Written from the published equations, not from saelite's C code (issue 22).
     W_gate = W_dec^T, r_mag = b_gate = b_mag = b_dec = 0; Adam (beta 0, 0.999, ConstrainedAdam's);
     lr warm-up over the first --lr-warmup of the steps (dictionary_learning: 1000 steps); lam
     ramped as for the others; no gradient clipping and no lr decay (neither in GatedSAETrainer).
-Everything else (both): batch 4096, data from --npy (a fresh permutation per pass), Adam with the
+Everything else (all three): batch 4096, data from --npy (a fresh permutation per pass), Adam with the
 lr of --lr, no resampling, no auxiliary dead-latent loss.
 Writes OUTDIR in SAELens layout (cfg.json + sae_weights.safetensors: W_enc [d, S], b_enc,
-W_dec [S, d], b_dec, and jumprelu's threshold) with the input scale folded in, so the SAE takes
+W_dec [S, d], b_dec, and jumprelu's threshold; gated: b_gate, r_mag, b_mag instead of b_enc) with the input scale folded in, so the SAE takes
 raw inputs and `saelite sae-eval --sae OUTDIR --npy ACTS --ground-truth truth.npy` scores it.
 Usage: /usr/bin/python3 tools/ref/l1_ref.py --arch relu|jumprelu|gated --npy ACTS.npy --out DIR
          --lam L [--d-sae 1024] [--tokens 6000000] [--lr X] [--seed 0] [--check-grad]
@@ -125,8 +125,6 @@ def losses(P, x, a, lam):
         sp = f_gate.sum(1).mean()
         xfrozen = f_gate @ P["W_dec"].detach() + P["b_dec"].detach()
         aux = (xfrozen - x).pow(2).sum(1).mean()
-        mse = (xhat - x).pow(2).sum(1).mean()
-        return mse + lam * sp + aux, mse, sp, f
     else:
         xin = x - P["b_dec"] if a.bdec_input else x
         pre = xin @ P["W_enc"] + P["b_enc"]
@@ -135,7 +133,8 @@ def losses(P, x, a, lam):
         xhat = f @ P["W_dec"] + P["b_dec"]
         sp = Step.apply(pre, th, a.eps).sum(1).mean()
     mse = (xhat - x).pow(2).sum(1).mean()
-    return mse + lam * sp, mse, sp, f
+    loss = mse + lam * sp
+    return (loss + aux if a.arch == "gated" else loss), mse, sp, f
 
 
 def check_grad(a):
