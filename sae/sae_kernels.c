@@ -534,14 +534,15 @@ typedef struct {
     int64_t n, r0; /* unit rows: p[r0 .. r0 + S*D) (S 0: none) */
     int S, D;
     float b1, b2, eps, step, ib2;
+    float gs; /* the gradient's scale (gradient clipping; 1: as is) */
 } adam_args;
 
 static void adam_range(const adam_args *a, int64_t i0, int64_t i1)
 {
     float *p = a->p, *g = a->g, *m = a->m, *v = a->v, b1 = a->b1, b2 = a->b2, eps = a->eps;
-    float step = a->step, ib2 = a->ib2;
+    float step = a->step, ib2 = a->ib2, gs = a->gs;
     for (int64_t i = i0; i < i1; i++) {
-        float gi = g[i];
+        float gi = g[i] * gs; /* x 1.0f is exact: unclipped steps keep their bits */
         float mi = b1 * m[i] + (1 - b1) * gi;
         float vi = b2 * v[i] + (1 - b2) * gi * gi;
         m[i] = mi;
@@ -558,12 +559,12 @@ static void adam_part(void *arg, int tid, int nt)
 }
 
 void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
-                float eps, int64_t t)
+                float eps, int64_t t, float gscale)
 {
     __atomic_add_fetch(&weights_gen, 1, __ATOMIC_RELAXED);
     float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
     adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .b1 = b1, .b2 = b2, .eps = eps,
-                   .step = lr / bc1, .ib2 = 1.0f / bc2};
+                   .step = lr / bc1, .ib2 = 1.0f / bc2, .gs = gscale};
     par_run(adam_part, &a, n_threads(n)); /* elementwise: any split gives the same bits */
 }
 
@@ -579,6 +580,8 @@ static void unit_rows(const adam_args *a, int j0, int j1)
         int nr = j1 - j < ROW_GROUP ? j1 - j : ROW_GROUP;
         int64_t o = a->r0 + (int64_t)j * D;
         float *w = a->p + o, *gr = a->g + o;
+        if (a->gs != 1.0f) /* scaled here, in cache, as a separate pass would have before the dot */
+            for (int64_t i = 0; i < (int64_t)nr * D; i++) gr[i] *= a->gs;
         float dot[ROW_GROUP] = {0};
         for (int i = 0; i < D; i++)
             for (int r = 0; r < nr; r++) dot[r] += gr[(int64_t)r * D + i] * w[(int64_t)r * D + i];
@@ -587,7 +590,9 @@ static void unit_rows(const adam_args *a, int j0, int j1)
             const float *wr = w + (int64_t)r * D;
             for (int i = 0; i < D; i++) g[i] -= dot[r] * wr[i];
         }
-        adam_range(a, o, o + (int64_t)nr * D);
+        adam_args u = *a;
+        u.gs = 1.0f;
+        adam_range(&u, o, o + (int64_t)nr * D);
         double ss[ROW_GROUP] = {0};
         for (int i = 0; i < D; i++)
             for (int r = 0; r < nr; r++)
@@ -613,11 +618,11 @@ static void adam_rows_part(void *arg, int tid, int nt)
 }
 
 void sae_k_adam_unit_rows(float *p, float *g, float *m, float *v, int64_t n, int64_t r0, int S,
-                          int D, float lr, float b1, float b2, float eps, int64_t t)
+                          int D, float lr, float b1, float b2, float eps, int64_t t, float gscale)
 {
     __atomic_add_fetch(&weights_gen, 1, __ATOMIC_RELAXED);
     float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
     adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .r0 = r0, .S = S, .D = D, .b1 = b1,
-                   .b2 = b2, .eps = eps, .step = lr / bc1, .ib2 = 1.0f / bc2};
+                   .b2 = b2, .eps = eps, .step = lr / bc1, .ib2 = 1.0f / bc2, .gs = gscale};
     par_run(adam_rows_part, &a, n_threads(n)); /* row- and elementwise: same bits any split */
 }

@@ -119,15 +119,17 @@ void sae_k_remove_parallel(float *dW /*[S,D]*/, const float *W /*[S,D]*/, int S,
 /* Scale each row of W to unit L2 norm (rows of norm 0 are left alone). */
 void sae_k_normalize_rows(float *W /*[S,D]*/, int S, int D);
 
-/* One Adam step on n parameters with bias correction for step t (1-based); the gradient is
- * zeroed afterwards (so the next step's backward can accumulate into it). */
+/* One Adam step on n parameters with bias correction for step t (1-based) on the gradient
+ * g x gscale (gradient clipping folded in: the bits of scaling g in a pass of its own first;
+ * 1: g as is); the gradient is zeroed afterwards (so the next step's backward can accumulate
+ * into it). */
 void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
-                float eps, int64_t t);
+                float eps, int64_t t, float gscale);
 
-/* sae_k_remove_parallel on the S rows of D at p + r0 (gradient g + r0), then sae_k_adam on all
- * n parameters, then sae_k_normalize_rows on those rows: the same bits as the three calls, in
- * one pass over the rows while they are in cache (r0 + S*D <= n). */
+/* g scaled by gscale, sae_k_remove_parallel on the S rows of D at p + r0 (gradient g + r0),
+ * then sae_k_adam on all n parameters, then sae_k_normalize_rows on those rows: the same bits as
+ * the separate calls, in one pass over the rows while they are in cache (r0 + S*D <= n). */
 void sae_k_adam_unit_rows(float *p, float *g, float *m, float *v, int64_t n, int64_t r0, int S,
-                          int D, float lr, float b1, float b2, float eps, int64_t t);
+                          int D, float lr, float b1, float b2, float eps, int64_t t, float gscale);
 
 #endif

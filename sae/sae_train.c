@@ -82,6 +82,7 @@ struct sae_trainer {
     sae_params P, G;
     int64_t *since;
     double *sq; /* grad_clip: per-latent squared gradient norms [S] */
+    float gscale; /* grad_clip: this step's factor on the gradient, applied by Adam (1: none) */
     /* per-step buffers */
     int chunk;
     float *xs, *xc, *xhat, *dxhat, *ehat, *pre, *fbuf, *scratch;
@@ -1278,9 +1279,10 @@ static void adam_latents(sae_trainer *t, double lr, int64_t lo, int64_t hi, int 
                   : sg[i].kind == SEG_THRESH ? (float)(lr * t->c.jr_lr_mult)
                                              : (float)lr;
         if (sg[i].kind == SEG_UNIT_ROWS)
-            sae_k_adam_unit_rows(p, g, m, v, n, 0, (int)(b - a), (int)sg[i].unit, l, b1, b2, ep, st);
+            sae_k_adam_unit_rows(p, g, m, v, n, 0, (int)(b - a), (int)sg[i].unit, l, b1, b2, ep, st,
+                                 t->gscale);
         else
-            sae_k_adam(p, g, m, v, n, l, b1, b2, ep, st);
+            sae_k_adam(p, g, m, v, n, l, b1, b2, ep, st, t->gscale);
     }
 }
 
@@ -1289,13 +1291,15 @@ static void adam_latents(sae_trainer *t, double lr, int64_t lo, int64_t hi, int 
  * it (unit-norm decoder rows without their parallel part, which Adam removes). Called with the
  * latent gradients of [lo, hi) and the shared ones complete on this rank, the state before
  * adam_latents. The squares are summed per latent in double, the parts summed across ranks
- * (zeros elsewhere: exact) and added up in latent order, so any split gives the same scale. */
+ * (zeros elsewhere: exact) and added up in latent order, so any split gives the same scale.
+ * The factor goes to Adam (t->gscale), which scales each gradient as it reads it: the bits of a
+ * scaling pass of its own, without that pass over the whole gradient (~1 ms of the small
+ * bench shape's step). */
 typedef struct {
     sae_trainer *t;
     const pseg *sg;
     int ns;
     int64_t lo, hi;
-    float f; /* clip_scale: the factor */
 } clip_args;
 
 /* Per-latent squared norms of [lo, hi), latents split over threads (each latent's sum in one
@@ -1327,20 +1331,6 @@ static void clip_sq(void *arg, int tid, int nt)
     }
 }
 
-/* g *= f on the latent rows [lo, hi) (split over threads) and, on thread 0, the shared segments. */
-static void clip_scale(void *arg, int tid, int nt)
-{
-    const clip_args *a = arg;
-    int64_t n = a->hi - a->lo;
-    int64_t j0 = a->lo + n * tid / nt, j1 = a->lo + n * (tid + 1) / nt;
-    for (int i = 0; i < a->ns; i++) {
-        const pseg *sg = &a->sg[i];
-        int64_t b0 = sg->latent ? j0 : 0, b1 = sg->latent ? j1 : (tid == 0 ? sg->units : 0);
-        float *g = a->t->g + sg->off + b0 * sg->unit;
-        for (int64_t e = 0; e < (b1 - b0) * sg->unit; e++) g[e] *= a->f;
-    }
-}
-
 static int clip_grad(sae_trainer *t, int64_t lo, int64_t hi, sae_step_stats *st)
 {
     pseg sg[8];
@@ -1364,8 +1354,7 @@ static int clip_grad(sae_trainer *t, int64_t lo, int64_t hi, sae_step_stats *st)
     st->grad_norm = norm;
     if (!(cf < 1)) return OK;
     st->clipped = 1;
-    a.f = (float)cf;
-    par_run(clip_scale, &a, nt);
+    t->gscale = (float)cf;
     return OK;
 }
 
@@ -1709,6 +1698,7 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     prof_mark(t, SAE_PROF_OTHER);
     double lr = lr_at(t);
     int64_t lo = 0, hi = t->S;
+    t->gscale = 1.0f;
     if (t->lb > 1) { /* latent shards: this rank's blocks */
         lo = (int64_t)dist_rank() * (t->S / dist_size());
         hi = lo + t->S / dist_size();

@@ -153,12 +153,32 @@ static void test_adam_unit_rows(void)
     memcpy(p[1], p[0], sizeof p[0]), memcpy(g[1], g[0], sizeof g[0]);
     memcpy(m[1], m[0], sizeof m[0]), memcpy(v[1], v[0], sizeof v[0]);
     sae_k_remove_parallel(g[0] + PRE, p[0] + PRE, S, D);
-    sae_k_adam(p[0], g[0], m[0], v[0], N, 0.01f, 0.9f, 0.999f, 1e-8f, 3);
+    sae_k_adam(p[0], g[0], m[0], v[0], N, 0.01f, 0.9f, 0.999f, 1e-8f, 3, 1.0f);
     sae_k_normalize_rows(p[0] + PRE, S, D);
-    sae_k_adam_unit_rows(p[1], g[1], m[1], v[1], N, PRE, S, D, 0.01f, 0.9f, 0.999f, 1e-8f, 3);
+    sae_k_adam_unit_rows(p[1], g[1], m[1], v[1], N, PRE, S, D, 0.01f, 0.9f, 0.999f, 1e-8f, 3, 1.0f);
     CHECK(!memcmp(p[0], p[1], sizeof p[0]) && !memcmp(m[0], m[1], sizeof m[0]) &&
               !memcmp(v[0], v[1], sizeof v[0]) && !memcmp(g[0], g[1], sizeof g[0]),
           "sae_k_adam_unit_rows differs from the three kernels");
+    /* gradient clipping's factor folded into Adam: the bits of scaling g in a pass first */
+    const float gs = 0.3717f;
+    float q[4][N], h[4][N], mm[4][N], vv[4][N];
+    for (int c = 0; c < 4; c++) {
+        memcpy(q[c], p[1], sizeof q[c]), memcpy(mm[c], m[1], sizeof mm[c]);
+        memcpy(vv[c], v[1], sizeof vv[c]);
+        fill_normal(h[c], N, &r, 1);
+        if (c & 1) memcpy(h[c], h[c - 1], sizeof h[c]);
+    }
+    for (int i = 0; i < N; i++) h[0][i] *= gs, h[2][i] *= gs;
+    sae_k_adam(q[0], h[0], mm[0], vv[0], N, 0.01f, 0.9f, 0.999f, 1e-8f, 4, 1.0f);
+    sae_k_adam(q[1], h[1], mm[1], vv[1], N, 0.01f, 0.9f, 0.999f, 1e-8f, 4, gs);
+    sae_k_adam_unit_rows(q[2], h[2], mm[2], vv[2], N, PRE, S, D, 0.01f, 0.9f, 0.999f, 1e-8f, 4, 1.0f);
+    sae_k_adam_unit_rows(q[3], h[3], mm[3], vv[3], N, PRE, S, D, 0.01f, 0.9f, 0.999f, 1e-8f, 4, gs);
+    for (int c = 0; c < 4; c += 2)
+        CHECK(!memcmp(q[c], q[c + 1], sizeof q[c]) && !memcmp(mm[c], mm[c + 1], sizeof mm[c]) &&
+                  !memcmp(vv[c], vv[c + 1], sizeof vv[c]) && !memcmp(h[c], h[c + 1], sizeof h[c]),
+              "Adam with gscale differs from a scaling pass first (%s)",
+              c ? "unit rows" : "plain");
+    CHECK(memcmp(q[0], p[1], sizeof q[0]) != 0, "the scaled Adam step changed nothing");
 }
 
 static void test_batchtopk(void)
@@ -232,7 +252,7 @@ static void test_decode_sparse(void)
 static void test_adam_and_norms(void)
 {
     float p[3] = {1, 2, 3}, g[3] = {0.5f, -1, 0}, m[3] = {0}, v[3] = {0};
-    sae_k_adam(p, g, m, v, 3, 0.1f, 0.9f, 0.999f, 1e-8f, 1);
+    sae_k_adam(p, g, m, v, 3, 0.1f, 0.9f, 0.999f, 1e-8f, 1, 1.0f);
     /* first Adam step moves by lr * sign(g) */
     CHECK_NEAR(p[0], 0.9, 1e-5);
     CHECK_NEAR(p[1], 2.1, 1e-5);
@@ -1260,7 +1280,7 @@ static void test_bf16_encode(void)
     CHECK(sae_k_set_precision(SAE_PRECISION_BF16) == OK);
     sae_k_encode(p16, xc, x, W, be, bd, h, D, S);
     for (int64_t e = 0; e < (int64_t)S * D; e++) W[e] = -W[e];
-    sae_k_adam(&one, &g1, &m1, &v1, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 1);
+    sae_k_adam(&one, &g1, &m1, &v1, 1, 0.1f, 0.9f, 0.999f, 1e-8f, 1, 1.0f);
     sae_k_encode(p16 + (int64_t)h * S, xc + (int64_t)h * D, x + (int64_t)h * D, W, be, bd, B - h, D, S);
     CHECK(sae_k_set_precision(SAE_PRECISION_FP32) == OK);
     sae_k_encode(p32, xc, x, W, be, bd, B, D, S);
