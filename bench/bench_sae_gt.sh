@@ -9,7 +9,9 @@
 # torch is missing: tools/deps.sh python3-torch); SAE_GT_STAGE=data|ref|ours|all (default all:
 # data only generates, ref only trains the reference, ours only ours); SAE_GT_ARCH=topk|batchtopk
 # (default topk: saelite --arch batchtopk against the recipe with --batch-topk, into
-# ours_batchtopk_TOKENS and ref_batchtopk_TOKENS), or relu|jumprelu|gated: saelite --arch ARCH
+# ours_batchtopk_TOKENS and ref_batchtopk_TOKENS), matryoshka (saelite --arch matryoshka at its
+# default widths d_sae/8,/4,/2 against the recipe with --matryoshka at the same widths, into
+# ours_matryoshka_TOKENS and ref_matryoshka_TOKENS), or relu|jumprelu|gated: saelite --arch ARCH
 # at its defaults over the --l1 grid SAE_GT_L1 against tools/ref/l1_ref.py (the Anthropic April
 # 2024 L1 recipe / the JumpReLU paper's / the Gated SAE paper's) over its own grid SAE_GT_LAM
 # with SAE_GT_REF_FLAGS, into
@@ -27,6 +29,7 @@ ARCH=${SAE_GT_ARCH:-topk}
 case $ARCH in
 topk) TAG=$TOK; REFARCH=(); L1MODE=0 ;;
 batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk); L1MODE=0 ;;
+matryoshka) TAG=matryoshka_$TOK; REFARCH=(); L1MODE=0 ;; # widths per generator (d_sae) below
 # relu: both trainers' MMCS peaks at coefficient 5 or below on the base set at 6M tokens (10 and
 # 20 lose it); jumprelu: L0 3-13. The recipes' lr and theta init are for runs this short
 # (docs/sae.md, "ReLU and JumpReLU against their recipes")
@@ -37,7 +40,7 @@ jumprelu) L1GRID=${SAE_GT_L1:-1 3 10}; LAMGRID=${SAE_GT_LAM:-0.003 0.01 0.03}
 # gated: our --l1 5 is about the recipe's lam 0.3 (E||x|| = sqrt(d_in) against E||x||^2 = 1)
 gated) L1GRID=${SAE_GT_L1:-5}; LAMGRID=${SAE_GT_LAM:-0.1 0.3}
   REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3}; L1MODE=1 ;;
-*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, relu, jumprelu or gated"; exit 1 ;;
+*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, matryoshka, relu, jumprelu or gated"; exit 1 ;;
 esac
 [ $L1MODE = 1 ] && SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9}
 mkdir -p "$DIR"
@@ -113,6 +116,7 @@ for c in "${CONFIGS[@]}"; do
   if [ $has_torch = 1 ] && [ "$STAGE" != ours ] && [ ! -f "$d/ref_$TAG/cfg.json" ]; then
     # the fresh row's reference draws its own fresh samples from the same generator
     if [ "$name" = fresh ]; then src=(--gen $flags); else src=(--npy "$d/acts.npy"); fi
+    [ "$ARCH" = matryoshka ] && REFARCH=(--matryoshka "$((S / 8)),$((S / 4)),$((S / 2))")
     OMP_NUM_THREADS=1 $PY tools/ref/topk_ref.py "${src[@]}" "${REFARCH[@]}" --out "$d/ref_$TAG" --d-sae "$S" \
       --k "$k" --tokens "$TOK" >"$d/ref_$TAG.log" 2>&1 || { echo "ref failed: $d/ref_$TAG.log"; exit 1; }
   fi

@@ -53,7 +53,7 @@ int cmd_sae_train(int argc, char **argv)
     sae_run_opts o;
     sae_run_defaults(&o);
     sae_train_config *c = &o.train;
-    const char *arch_s = "topk", *bdec_s = NULL, *widths_s = NULL, *act_s = NULL, *prec_s = "fp32";
+    const char *arch_s = "topk", *bdec_s = NULL, *widths_s = NULL, *levels_s = NULL, *act_s = NULL, *prec_s = "fp32";
     int d_sae = 0, k = 32, k_aux = 0, batch = 4096, no_norm = 0, syn_d = 256, syn_f = 512;
     double jr_bw = c->jr_bandwidth, jr_th = c->jr_init_threshold, jr_lrm = c->jr_lr_mult, l1 = 0, lr = NAN, clip = NAN, beta1 = NAN, aux_coef = 1.0 / 32, syn_active = 5;
     int64_t tokens = 10000000, seed = 42, dead_window = 0, syn_seed = 1;
@@ -80,6 +80,10 @@ int cmd_sae_train(int argc, char **argv)
         {"--hook-out", ARG_STR, &o.hook_out, "transcoders: the target hook in --db (stored by the same extract as --hook)"},
         {"--widths", ARG_STR, &widths_s, "matryoshka: nested prefix widths W1,W2,... (d_sae appended)",
          ARG_DEFAULT("d_sae/8,d_sae/4,d_sae/2")},
+        {"--levels", ARG_STR, &levels_s,
+         "matryoshka: an inner level decodes the full-width code truncated to its prefix (shared, "
+         "the paper's) or a BatchTopK of its own inside the prefix (own, SAELens' earlier version)",
+         ARG_CHOICES("shared|own"), ARG_DEFAULT("shared")},
         {"--expansion", ARG_FLOAT, &o.expansion, "d_sae = expansion * d_in", ARG_ABOVE(0)},
         {"--d-sae", ARG_INT, &d_sae, "latents (overrides --expansion)", ARG_MIN(0),
          ARG_DEFAULT("expansion x d_in")},
@@ -168,6 +172,9 @@ int cmd_sae_train(int argc, char **argv)
     /* lr stays NaN when not given (a given one is checked > 0 by args_parse) */
     if (widths_s && c->arch != SAE_MATRYOSHKA)
         return cli_usage_error(cmd, "--widths is for --arch matryoshka");
+    if (levels_s && c->arch != SAE_MATRYOSHKA)
+        return cli_usage_error(cmd, "--levels is for --arch matryoshka");
+    if (levels_s) c->mat_levels = !strcmp(levels_s, "own") ? SAE_MAT_OWN : SAE_MAT_SHARED;
     if (widths_s) {
         const char *p = widths_s;
         while (*p) {

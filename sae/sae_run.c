@@ -418,7 +418,8 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
         for (int i = 0; i < tc->n_widths; i++)
             jl += (size_t)snprintf(js + jl, sizeof js - jl, "%s%d", i ? "," : ",\"widths\":[",
                                    tc->widths[i]);
-        snprintf(js + jl, sizeof js - jl, "]}");
+        snprintf(js + jl, sizeof js - jl, "],\"levels\":\"%s\"}",
+                 tc->mat_levels == SAE_MAT_OWN ? "own" : "shared");
     }
     if (sae_trainer_micro_batches(r->t) > 1) /* one-leaf runs keep their cfg.json byte for byte */
         snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"micro_batches\":%d}",

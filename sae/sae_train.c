@@ -58,7 +58,7 @@ int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
            a->adam_b1 == b->adam_b1 &&
            a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps &&
            a->n_widths == b->n_widths && a->transcoder == b->transcoder && a->d_out == b->d_out &&
-           fmax(a->grad_clip, 0) == fmax(b->grad_clip, 0) &&
+           fmax(a->grad_clip, 0) == fmax(b->grad_clip, 0) && a->mat_levels == b->mat_levels &&
            !memcmp(a->widths, b->widths, sizeof(int) * (a->n_widths > 0 ? a->n_widths : 0));
 }
 
@@ -348,6 +348,10 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
        (+0.01-0.07 on all four), gated (0.32 -> 0.77 at 1.5M tokens, though its recipe does not
        clip) and the demo's SAE (EV +0.005, CE loss score +0.005; issue 22, docs/sae.md) */
     if (c.grad_clip == 0) c.grad_clip = 1.0;
+    if (c.arch != SAE_MATRYOSHKA) c.mat_levels = 0;
+    else if (c.mat_levels == 0) c.mat_levels = SAE_MAT_SHARED;
+    else if (c.mat_levels != SAE_MAT_SHARED && c.mat_levels != SAE_MAT_OWN)
+        return err_set(ERR_ARG, "matryoshka: unknown level mode %d", c.mat_levels);
     sae_trainer *t = mem_calloc(1, sizeof *t);
     if (!t) return err_set(ERR_NOMEM, "SAE trainer: out of memory");
     t->c = c;
@@ -423,7 +427,8 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
             ok = ok && t->fbuf;
         }
         if (c.arch == SAE_MATRYOSHKA && c.n_widths > 1) {
-            t->mpre = zalloc(B * (int64_t)c.widths[c.n_widths - 2]);
+            t->mpre = c.mat_levels == SAE_MAT_OWN ? zalloc(B * (int64_t)c.widths[c.n_widths - 2])
+                                                  : mem_alloc(1);
             t->lxhat = zalloc(B * D);
             t->lval = mem_alloc(sizeof(float) * t->cap);
             t->ldval = mem_alloc(sizeof(float) * t->cap);
@@ -743,10 +748,12 @@ static int global_kth(float *thr, const float *pre, int64_t r0, int64_t n, int S
     return OK;
 }
 
-/* Matryoshka's inner levels (SAELens' definition) on rows [r0, r0+n): for each width m but the
- * last, the prefix pre[:, :m] gets its own BatchTopK (k B entries over the global batch), decoded
- * by W_dec[:m] + b_dec; adds the gradient of sum_m ||x - xhat_m||^2 / B into G and each level's
- * squared error into sc. Sparse throughout: the kernels of the full-width path on the prefix. */
+/* Matryoshka's inner levels on rows [r0, r0+n): for each width m but the last, a code over the
+ * first m latents, decoded by W_dec[:m] + b_dec; adds the gradient of sum_m ||x - xhat_m||^2 / B
+ * into G and each level's squared error into sc. The code (mat_levels): SAE_MAT_SHARED, the
+ * full-width selection (ptr, idx, val) with its entries of latents >= m dropped (the paper's
+ * f[:, :m]); SAE_MAT_OWN, the prefix pre[:, :m]'s own BatchTopK (k B entries over the global
+ * batch). Sparse throughout: the kernels of the full-width path on the prefix. */
 static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, S = t->S;
@@ -755,14 +762,27 @@ static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, in
     float thr, gs = 2.0f / B;
     for (int l = 0; l + 1 < t->c.n_widths; l++) {
         int m = t->c.widths[l];
-        for (int b = 0; b < n; b++)
-            memcpy(t->mpre + (int64_t)b * m, pre + (int64_t)b * S, sizeof(float) * m);
-        if (cx->global)
-            sae_k_batchtopk_select(t->lptr, t->lidx, t->lval, t->cap, &thr, t->mpre, n, m,
-                                   cx->lthr[l]);
-        else
-            sae_k_batchtopk(t->lptr, t->lidx, t->lval, t->cap, &thr, t->mpre, n, m,
-                            (int64_t)t->c.k * B, t->scratch);
+        if (t->c.mat_levels == SAE_MAT_SHARED) {
+            int64_t q = 0;
+            t->lptr[0] = 0;
+            for (int b = 0; b < n; b++) {
+                for (int64_t e = t->ptr[b]; e < t->ptr[b + 1]; e++)
+                    if (t->idx[e] < m) {
+                        t->lidx[q] = t->idx[e];
+                        t->lval[q++] = t->val[e];
+                    }
+                t->lptr[b + 1] = q;
+            }
+        } else {
+            for (int b = 0; b < n; b++)
+                memcpy(t->mpre + (int64_t)b * m, pre + (int64_t)b * S, sizeof(float) * m);
+            if (cx->global)
+                sae_k_batchtopk_select(t->lptr, t->lidx, t->lval, t->cap, &thr, t->mpre, n, m,
+                                       cx->lthr[l]);
+            else
+                sae_k_batchtopk(t->lptr, t->lidx, t->lval, t->cap, &thr, t->mpre, n, m,
+                                (int64_t)t->c.k * B, t->scratch);
+        }
         sae_k_decode_sparse(t->lxhat, t->lptr, t->lidx, t->lval, P->W_dec, P->b_dec, n, D);
         double sse = 0;
         for (int64_t e = 0; e < (int64_t)n * D; e++) {
@@ -1602,7 +1622,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st, 
         }
         int64_t kB = (int64_t)t->c.k * B;
         rc = global_kth(&cx.thr, t->pre, R0, RN, S, S, kB, t->scratch);
-        for (int l = 0; !rc && t->c.arch == SAE_MATRYOSHKA && l + 1 < t->c.n_widths; l++)
+        for (int l = 0; !rc && t->c.mat_levels == SAE_MAT_OWN && l + 1 < t->c.n_widths; l++)
             rc = global_kth(&cx.lthr[l], t->pre, R0, RN, S, t->c.widths[l], kB, t->scratch);
         if (rc) return rc;
     }
@@ -1995,12 +2015,14 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     memset(&c, 0, sizeof c);
     if (fread(&h, sizeof h, 1, fp) != 1 || memcmp(h.magic, CKPT_MAGIC, 8) ||
         (h.cfg_size != sizeof c && h.cfg_size != offsetof(sae_train_config, n_widths) &&
-         h.cfg_size != offsetof(sae_train_config, grad_clip)) ||
+         h.cfg_size != offsetof(sae_train_config, grad_clip) &&
+         h.cfg_size != offsetof(sae_train_config, mat_levels)) ||
         fread(&c, h.cfg_size, 1, fp) != 1) {
         fclose(fp);
         return err_set(ERR_FORMAT, "%s: not a saelite checkpoint of this version", path);
     }
-    if (h.cfg_size < sizeof c) c.grad_clip = -1;
+    if (h.cfg_size < offsetof(sae_train_config, mat_levels)) c.grad_clip = -1;
+    if (h.cfg_size < sizeof c) c.mat_levels = SAE_MAT_OWN;
     sae_trainer *t;
     int rc = trainer_alloc(&t, &c);
     if (rc) {

@@ -13,8 +13,10 @@
  *                     plain MSE, EV = the previous step's explained variance)
  *        + batchtopk: the same AuxK as topk
  *        + matryoshka: the batchtopk loss (full width, AuxK) + sum over the inner widths m of
- *                     ||x - xhat_m||^2, xhat_m = BatchTopK(pre[:, :m]) W_dec[:m] + b_dec (SAELens:
- *                     the prefix's pre-activations get their own BatchTopK with the same k B)
+ *                     ||x - xhat_m||^2, xhat_m = f[:, :m] W_dec[:m] + b_dec with f the one
+ *                     full-width BatchTopK code (mat_levels SAE_MAT_SHARED, the paper's and
+ *                     SAELens' current definition) or BatchTopK(pre[:, :m]), a selection of the
+ *                     prefix's own with the same k B (SAE_MAT_OWN, SAELens' earlier version)
  *        + gated:     l1 * sum_j relu(pi_j) ||W_dec,j|| + ||x - (relu(pi) W_dec' + b_dec')||^2, pi
  *                     the gate pre-activations, W_dec'/b_dec' the decoder frozen (no gradient);
  *                     f = 1[pi > 0] relu(exp(r_mag) (pi - b_gate) + b_mag), decoder unconstrained
@@ -92,7 +94,16 @@ typedef struct {
        (1, the relu and jumprelu recipes' value), < 0: off. Checkpoints from before
        the field resume with it off. */
     double grad_clip;
+    /* matryoshka: what an inner level m decodes. SAE_MAT_SHARED: the one full-width BatchTopK
+       code truncated to its first m latents (Bussmann et al.'s code, SAELens' current
+       matryoshka_batchtopk_sae.py, dictionary_learning); SAE_MAT_OWN: a BatchTopK of its own
+       inside the prefix, with the same k x batch budget (SAELens' earlier version). 0: the
+       default (SAE_MAT_SHARED); checkpoints from before the field resume with SAE_MAT_OWN,
+       what they ran. Other architectures: 0. */
+    int mat_levels;
 } sae_train_config;
+
+enum { SAE_MAT_SHARED = 1, SAE_MAT_OWN = 2 };
 
 void sae_train_defaults(sae_train_config *c);
 /* Field-by-field equality (resume checks the flags against the checkpoint's run). */

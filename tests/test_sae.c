@@ -283,6 +283,7 @@ static void zero_grad_tc(const sae_params *G, int S, int D, int Do)
 /* transcoders (tc != 0): d_out Dt, rows [x | y]; zero_grad below is for the SAE shapes */
 enum { FD_DO = 5 };
 static int fd_do;
+static int fd_levels; /* matryoshka: SAE_MAT_SHARED or SAE_MAT_OWN (0: the default) */
 static void zero_grad(const sae_params *G, int S, int D) { zero_grad_tc(G, S, D, fd_do ? fd_do : D); }
 
 static void fd_check_tc(sae_arch arch, int tc, const char *label)
@@ -311,6 +312,7 @@ static void fd_check_tc(sae_arch arch, int tc, const char *label)
         c.n_widths = 2;
         c.widths[0] = 8;
         c.widths[1] = 16;
+        c.mat_levels = fd_levels;
     }
     rng_state r;
     rng_seed(&r, 7);
@@ -1674,7 +1676,10 @@ int main(void)
     test_transcoders();
     test_hierarchy_absorption();
     fd_check(SAE_GATED, "gated");
-    fd_check(SAE_MATRYOSHKA, "matryoshka");
+    fd_check(SAE_MATRYOSHKA, "matryoshka (shared code)");
+    fd_levels = SAE_MAT_OWN;
+    fd_check(SAE_MATRYOSHKA, "matryoshka (own selection per level)");
+    fd_levels = 0;
     fd_check_tc(SAE_RELU, SAE_TRANSCODER, "relu transcoder");
     fd_check_tc(SAE_TOPK, SAE_TRANSCODER, "topk transcoder");
     fd_check_tc(SAE_BATCHTOPK, SAE_SKIP_TRANSCODER, "batchtopk skip transcoder");

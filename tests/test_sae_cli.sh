@@ -107,6 +107,27 @@ $BIN sae-train $sargs --arch matryoshka --widths 64,16 --out $T/mbad >$T/mbad.ou
 ok "matryoshka widths must increase" '[ $rc -ne 0 ] && grep -q "strictly increasing" $T/mbad.out'
 $BIN sae-train $sargs --widths 16 --out $T/mbad2 >$T/mbad2.out 2>&1; rc=$?
 ok "--widths needs --arch matryoshka" '[ $rc -eq 2 ]'
+# matryoshka's inner levels: the truncated full-width code (shared, the default) or a BatchTopK
+# of their own (own, what checkpoints from before --levels ran)
+ok "matryoshka records its level mode" 'tr -d " \n\t" < $T/s_matryoshka/cfg.json | grep -q "\"levels\":\"shared\""'
+$BIN sae-train $sargs --arch matryoshka --widths 16,64 --levels own --out $T/m_own >/dev/null 2>&1
+ok "--levels own trains other weights" '[ -f $T/m_own/sae_weights.safetensors ] && ! cmp -s $T/m_own/sae_weights.safetensors $T/s_matryoshka/sae_weights.safetensors && tr -d " \n\t" < $T/m_own/cfg.json | grep -q "\"levels\":\"own\""'
+$BIN sae-train $sargs --levels own --out $T/mbad3 >$T/mbad3.out 2>&1; rc=$?
+ok "--levels needs --arch matryoshka" '[ $rc -eq 2 ]'
+# a checkpoint written before the field (its config 8 bytes shorter) resumes as "own"
+$BIN sae-train $sargs --arch matryoshka --widths 16,64 --levels own --out $T/m_old --max-steps 21 >/dev/null 2>&1
+/usr/bin/python3 - "$T/m_old/checkpoint.bin" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack_from("<I", b, 8)[0]
+struct.pack_into("<I", b, 8, n - 8)
+del b[64 + n - 8:64 + n]
+open(sys.argv[1], "wb").write(bytes(b))
+PY
+$BIN sae-train $sargs --arch matryoshka --widths 16,64 --out $T/m_old --resume >$T/m_old1.out 2>&1; rc=$?
+ok "an old matryoshka checkpoint refuses the new default" '[ $rc -ne 0 ] && grep -q "flags differ" $T/m_old1.out'
+$BIN sae-train $sargs --arch matryoshka --widths 16,64 --levels own --out $T/m_old --resume >$T/m_old2.out 2>&1
+ok "an old matryoshka checkpoint resumes with --levels own, bit-identical" 'cmp -s $T/m_own/sae_weights.safetensors $T/m_old/sae_weights.safetensors'
 $BIN sae-train $sargs --out $T/snorm --max-norm-ratio 1.5 >$T/snorm.out 2>&1
 ok "--max-norm-ratio drops high-norm tokens" 'grep -Eq "^dropped [1-9][0-9]* training tokens" $T/snorm.out && grep -q "^eval" $T/snorm.out'
 $BIN sae-train --db $T/syn.db --hook nope --out $T/x >$T/e5.out 2>&1; rc=$?

@@ -23,6 +23,13 @@ Usage: /usr/bin/python3 tools/ref/topk_ref.py --npy ACTS.npy --out DIR [--d-sae 
   "batchtopk", with the mean over the run's last 10% of steps of the smallest kept value as its
   inference threshold (a "threshold" tensor, read as JumpReLU; the paper's estimate);
   ground-truth scoring reads only the decoder.
+--matryoshka W1,W2,...: Matryoshka BatchTopK (Bussmann et al. 2025, "Learning multi-level
+  features with Matryoshka sparse autoencoders", arXiv 2503.17547): --batch-topk plus, for every
+  inner width m (increasing, below d_sae), the loss ||x - (f[:, :m] W_dec[:m] + b_dec)||^2 summed
+  over d and averaged over the batch, unweighted, where f is the one full-width BatchTopK code
+  truncated to its first m latents (the paper's code and SAELens' current
+  matryoshka_batchtopk_sae.py; SAELens' earlier version re-selected a BatchTopK inside each
+  prefix instead). Saved as "matryoshka_batchtopk" with its widths and the threshold.
 """
 import argparse
 import json
@@ -126,8 +133,9 @@ def loss_and_grads(P, x, k, dead, k_aux, aux_coef):
     return float(loss), auxv, g, idx, val
 
 
-def batchtopk_step(P, x, k, dead, k_aux, aux_coef):
-    """BatchTopK forward and autograd backward into P[n].grad. Returns (loss, aux, fired, thr)."""
+def batchtopk_step(P, x, k, dead, k_aux, aux_coef, widths=()):
+    """BatchTopK forward and autograd backward into P[n].grad (plus the Matryoshka levels of the
+    inner widths, on the truncated code). Returns (loss, aux, fired, thr)."""
     Q = {n: t.detach().requires_grad_(True) for n, t in P.items()}
     B = x.shape[0]
     xc = x - Q["b_dec"]
@@ -140,6 +148,8 @@ def batchtopk_step(P, x, k, dead, k_aux, aux_coef):
     f = pre * mask
     xhat = f @ Q["W_dec"] + Q["b_dec"]
     loss = (xhat - x).pow(2).sum(1).mean()
+    for m in widths:
+        loss = loss + (f[:, :m] @ Q["W_dec"][:m] + Q["b_dec"] - x).pow(2).sum(1).mean()
     auxv = 0.0
     nd = int(dead.sum())
     if nd > 0 and aux_coef > 0:
@@ -189,12 +199,19 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--check-grad", action="store_true", help="check the gradients vs autograd")
     ap.add_argument("--batch-topk", action="store_true", help="BatchTopK selection (see above)")
+    ap.add_argument("--matryoshka", default="", help="inner widths W1,W2,... (implies --batch-topk)")
     for n, t, v in [("d", int, 256), ("features", int, 512), ("active", float, 5.0),
                     ("decay", float, 0.99), ("rho", float, 0.5), ("rank", int, 16),
                     ("mag", str, "uu"), ("gen-seed", int, 1)]:
         ap.add_argument("--" + n, type=t, default=v)
     a = ap.parse_args()
     if bool(a.npy) == a.gen: sys.exit("give exactly one of --npy, --gen")
+    widths = [int(w) for w in a.matryoshka.split(",") if w]
+    if widths:
+        a.batch_topk = True
+        if widths[-1] == a.d_sae: widths.pop()
+        if any(w < a.k or w >= a.d_sae for w in widths) or widths != sorted(set(widths)):
+            sys.exit("--matryoshka: widths must be increasing, >= k and below d_sae")
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
@@ -237,7 +254,7 @@ def main():
         dead = since >= a.dead_tokens if a.aux_coef > 0 else torch.zeros(S, dtype=torch.bool)
         nd = int(dead.sum())
         if a.batch_topk:
-            loss, aux, fired_bt, thr = batchtopk_step(P, x, k, dead, a.k_aux, a.aux_coef)
+            loss, aux, fired_bt, thr = batchtopk_step(P, x, k, dead, a.k_aux, a.aux_coef, widths)
             if step >= steps - max(1, steps // 10):
                 thr_sum, thr_n = thr_sum + thr, thr_n + 1
         with torch.no_grad():
@@ -265,13 +282,15 @@ def main():
         tensors["threshold"] = torch.full((S,), thr_sum / max(1, thr_n))
     save_safetensors(os.path.join(a.out, "sae_weights.safetensors"), tensors)
     with open(os.path.join(a.out, "cfg.json"), "w") as f:
-        cfg = {"architecture": "batchtopk" if a.batch_topk else "topk", "d_in": d, "d_sae": S,
+        arch = "matryoshka_batchtopk" if widths else "batchtopk" if a.batch_topk else "topk"
+        cfg = {"architecture": arch, "d_in": d, "d_sae": S,
                "k": k, "dtype": "float32", "apply_b_dec_to_input": True,
                "normalize_activations": "none",
                "metadata": {"hook_name": "x", "model_name": "gt_gen",
                             "sae_lens_training_version": "topk_ref.py"},
                "recipe": vars(a)}
         if a.batch_topk: cfg["threshold"] = thr_sum / max(1, thr_n)
+        if widths: cfg["matryoshka_widths"] = widths + [S]
         json.dump(cfg, f, indent=1)
     print(f"topk_ref: {steps} steps in {time.time() - t0:.0f} s, dead {nd}/{S}")
 
