@@ -16,7 +16,7 @@ layout (cfg.json, sae_weights.safetensors: W_enc [d, S], b_enc, W_dec [S, d], b_
 `saelite sae-eval --sae OUTDIR --ground-truth truth.npy` scores like saelite's own SAEs.
 Usage: /usr/bin/python3 tools/ref/topk_ref.py --npy ACTS.npy --out DIR [--d-sae 1024] [--k 6]
          [--tokens 6000000] [--lr 1e-3] [--batch 4096] [--k-aux 256] [--aux-coef 0.03125]
-         [--dead-tokens 200000] [--seed 0] [--threads 1] [--batch-topk]
+         [--dead-tokens 200000] [--seed 0] [--threads 1] [--batch-topk] [--matryoshka W1,W2,...]
 --batch-topk: the same recipe with BatchTopK's selection (Bussmann et al. 2024, "BatchTopK
   sparse autoencoders"): the k * batch largest ReLU'd pre-activations of the whole batch are kept
   instead of k per row; gradients by autograd through the kept mask. The saved cfg.json then says
