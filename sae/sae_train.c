@@ -428,7 +428,7 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         }
         if (c.arch == SAE_MATRYOSHKA && c.n_widths > 1) {
             t->mpre = c.mat_levels == SAE_MAT_OWN ? zalloc(B * (int64_t)c.widths[c.n_widths - 2])
-                                                  : mem_alloc(1);
+                                                  : zalloc(1); /* freed as aligned */
             t->lxhat = zalloc(B * D);
             t->lval = mem_alloc(sizeof(float) * t->cap);
             t->ldval = mem_alloc(sizeof(float) * t->cap);
