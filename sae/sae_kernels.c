@@ -27,6 +27,8 @@
 static int n_threads(int64_t work);
 static void block_maxima(float *bm, const float *pr, int nb); /* with the top-k below */
 enum { TOPK_BLOCK = SAE_K_TOPK_BLOCK };
+/* ints of topk_part's scratch per thread: S candidates, two plans of 3 x S / TOPK_BLOCK */
+#define TOPK_SCRATCH(S) ((int64_t)(S) + 6 * ((S) / TOPK_BLOCK))
 
 typedef struct {
     float *pre, *xc;
@@ -220,18 +222,48 @@ static void block_maxima(float *bm, const float *pr, int nb)
  * value (k distinct entries reach it), so only entries >= that bound can be selected; a few
  * times k of them go through the heap instead of all S. Blocks whose maximum is below the bound
  * hold no candidate and are not read again. Same selection, and the same candidate list in the
- * same order, as scanning the whole row; same result as topk_heap over the whole row. */
-static void topk_row(int *hi, float *hv, const float *pr, int S, int k, int *cand,
-                     const float *bmax, float *bm, float *sel)
+ * same order, as scanning the whole row; same result as topk_heap over the whole row.
+ * In two halves so that a thread can run them a row apart: row_bound finds the bound and the
+ * blocks that reach it and prefetches them; row_finish, a row later, reads them. The blocks sit
+ * at scattered places in a row far larger than the cache: fetched one after the other, their
+ * misses made most of the top-k's time. */
+typedef struct {
+    float t;
+    int nq;
+    int *q;     /* [nb] the blocks whose maximum reaches t, in increasing order */
+    float *bm;  /* [nb] block maxima (computed here when the encoder did not) */
+    float *sel; /* [nb] scratch of the selection */
+} row_plan;
+
+static void row_bound(row_plan *rp, const float *pr, int S, int k, const float *bmax)
 {
     int nb = S / TOPK_BLOCK;
-    if (bmax) bm = (float *)bmax; /* computed by the encoder (read only here) */
-    else block_maxima(bm, pr, nb);
-    memcpy(sel, bm, sizeof(float) * nb); /* the selection reorders its input */
-    float t = sel_kth_smallest(sel, nb, nb - k);
-    int n = 0;
+    const float *bm = bmax;
+    if (!bm) {
+        block_maxima(rp->bm, pr, nb);
+        bm = rp->bm;
+    }
+    memcpy(rp->sel, bm, sizeof(float) * nb); /* the selection reorders its input */
+    float t = sel_kth_smallest(rp->sel, nb, nb - k);
+    int nq = 0;
     for (int q = 0; q < nb; q++) {
         if (!(bm[q] >= t)) continue;
+        const char *c = (const char *)(pr + (int64_t)q * TOPK_BLOCK);
+        __builtin_prefetch(c, 0, 3);
+        __builtin_prefetch(c + 64, 0, 3); /* a block is 128 bytes: two lines */
+        rp->q[nq++] = q;
+    }
+    rp->t = t;
+    rp->nq = nq;
+}
+
+static void row_finish(int *hi, float *hv, const float *pr, int S, int k, int *cand,
+                       const row_plan *rp)
+{
+    int nb = S / TOPK_BLOCK, n = 0;
+    float t = rp->t;
+    for (int e = 0; e < rp->nq; e++) {
+        int q = rp->q[e];
         const float *p = pr + (int64_t)q * TOPK_BLOCK;
         for (int i = 0; i < TOPK_BLOCK; i++)
             if (p[i] >= t) cand[n++] = q * TOPK_BLOCK + i;
@@ -248,7 +280,7 @@ typedef struct {
     const float *pre, *bmax;
     const int *cand;
     int B, S, k, ncand;
-    int *scratch; /* per thread: S candidate slots + 2 x S / TOPK_BLOCK block maxima */
+    int *scratch; /* per thread TOPK_SCRATCH(S): S candidate slots, two row plans */
 } topk_args;
 
 static void topk_part(void *p, int tid, int nt)
@@ -257,21 +289,32 @@ static void topk_part(void *p, int tid, int nt)
     int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt);
     int S = a->S, k = a->k;
     int nb = S / TOPK_BLOCK;
-    int *cand = a->scratch ? a->scratch + (int64_t)tid * (S + 2 * nb) : NULL;
+    int *cand = a->scratch ? a->scratch + (int64_t)tid * TOPK_SCRATCH(S) : NULL;
+    row_plan rp[2];
+    if (cand) /* two plans: the row being finished and the next one, being fetched */
+        for (int h = 0; h < 2; h++) {
+            int *base = cand + S + (int64_t)h * 3 * nb;
+            rp[h] = (row_plan){.q = base, .bm = (float *)(base + nb),
+                               .sel = (float *)(base + 2 * nb)};
+        }
+    const float *bmax = a->bmax;
+#define ROW_BMAX(b) (bmax ? bmax + (int64_t)(b) * nb : NULL)
+    if (cand && b0 < b1) row_bound(&rp[b0 & 1], a->pre + (int64_t)b0 * S, S, k, ROW_BMAX(b0));
     for (int b = b0; b < b1; b++) {
         const float *pr = a->pre + (int64_t)b * S;
         float *hv = a->val + (int64_t)b * k;
         int *hi = a->idx + (int64_t)b * k;
         if (a->cand) topk_heap(hi, hv, pr, k, a->cand, a->ncand);
-        else if (cand)
-            topk_row(hi, hv, pr, S, k, cand, a->bmax ? a->bmax + (int64_t)b * nb : NULL,
-                     (float *)(cand + S), (float *)(cand + S) + nb);
-        else topk_heap(hi, hv, pr, k, NULL, S);
+        else if (cand) {
+            if (b + 1 < b1)
+                row_bound(&rp[(b + 1) & 1], pr + S, S, k, ROW_BMAX(b + 1));
+            row_finish(hi, hv, pr, S, k, cand, &rp[b & 1]);
+        } else topk_heap(hi, hv, pr, k, NULL, S);
         for (int e = 0; e < k; e++)
             if (!(hv[e] > 0)) hv[e] = 0; /* ReLU after selection */
     }
+#undef ROW_BMAX
 }
-
 
 static void topk(int *idx, float *val, const float *pre, const float *bmax, int B, int S, int k,
                  const int *cand, int ncand)
@@ -282,7 +325,7 @@ static void topk(int *idx, float *val, const float *pre, const float *bmax, int 
                    .k = k, .ncand = ncand};
     /* the block bound pays off when the blocks far outnumber k */
     if (!cand && S / TOPK_BLOCK >= 2 * k)
-        a.scratch = mem_alloc(sizeof(int) * (size_t)nt * (S + 2 * (S / TOPK_BLOCK))); /* NULL: heap */
+        a.scratch = mem_alloc(sizeof(int) * (size_t)nt * TOPK_SCRATCH(S)); /* NULL: heap */
     par_run(topk_part, &a, nt);
     mem_free(a.scratch);
 }

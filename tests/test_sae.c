@@ -68,10 +68,12 @@ static void test_topk(void)
     CHECK(bad == 0, "candidate top-k picked a non-candidate");
 }
 
-/* Long rows take the block-bound path: the same selection as brute force, ties included. */
+/* Long rows take the block-bound path: the same selection as brute force: ties, a tail past the
+ * last block, a NaN, and enough rows (B x S over 2^20) that the rows are split over threads, each
+ * thread's selection running a row ahead of its scan. */
 static void test_topk_long(void)
 {
-    enum { B = 5, S = 4096 + 7, K = 32 };
+    enum { B = 300, S = 4096 + 7, K = 32 };
     rng_state r;
     rng_seed(&r, 11);
     float *pre = malloc(sizeof(float) * B * S), val[B * K];
@@ -81,6 +83,14 @@ static void test_topk_long(void)
     for (int j = 0; j < 40; j++) pre[2 * S + 100 + 50 * j] = 7;   /* 40 ties above the rest */
     pre[3 * S + S - 1] = 99;                                      /* the tail past the blocks */
     pre[4 * S + 5] = NAN;
+    /* the other rows alternate between two sets of 40 blocks: a row scanned with its
+       neighbour's bound and blocks would find 40 entries there and select the wrong ones */
+    for (int b = 5; b < B; b++)
+        for (int j = 0; j < 40; j++) {
+            float *p = pre + (int64_t)b * S + 64 * j;
+            if (b % 2) p[35] = 10;
+            else p[3] = 20 + 0.01f * j, p[35] = 15;
+        }
     sae_k_topk(idx, val, pre, B, S, K, NULL, 0);
     int bad = 0;
     for (int b = 0; b < B; b++) {
