@@ -27,8 +27,9 @@
 static int n_threads(int64_t work);
 static void block_maxima(float *bm, const float *pr, int nb); /* with the top-k below */
 enum { TOPK_BLOCK = SAE_K_TOPK_BLOCK };
-/* ints of topk_part's scratch per thread: S candidates, two plans of 3 x S / TOPK_BLOCK */
-#define TOPK_SCRATCH(S) ((int64_t)(S) + 6 * ((S) / TOPK_BLOCK))
+/* ints of topk_part's scratch per thread: S candidates, the block lists of two row plans, and
+   row_bound's block maxima and selection (S / TOPK_BLOCK each) */
+#define TOPK_SCRATCH(S) ((int64_t)(S) + 4 * ((S) / TOPK_BLOCK))
 
 typedef struct {
     float *pre, *xc;
@@ -230,21 +231,22 @@ static void block_maxima(float *bm, const float *pr, int nb)
 typedef struct {
     float t;
     int nq;
-    int *q;     /* [nb] the blocks whose maximum reaches t, in increasing order */
-    float *bm;  /* [nb] block maxima (computed here when the encoder did not) */
-    float *sel; /* [nb] scratch of the selection */
+    int *q; /* [nb] the blocks whose maximum reaches t, in increasing order */
 } row_plan;
 
-static void row_bound(row_plan *rp, const float *pr, int S, int k, const float *bmax)
+/* bmax: the row's block maxima from the encoder, or NULL (computed into bm_buf); sel: [nb]
+ * scratch of the selection. Only the plan outlives the call. */
+static void row_bound(row_plan *rp, const float *pr, int S, int k, const float *bmax,
+                      float *bm_buf, float *sel)
 {
     int nb = S / TOPK_BLOCK;
     const float *bm = bmax;
     if (!bm) {
-        block_maxima(rp->bm, pr, nb);
-        bm = rp->bm;
+        block_maxima(bm_buf, pr, nb);
+        bm = bm_buf;
     }
-    memcpy(rp->sel, bm, sizeof(float) * nb); /* the selection reorders its input */
-    float t = sel_kth_smallest(rp->sel, nb, nb - k);
+    memcpy(sel, bm, sizeof(float) * nb); /* the selection reorders its input */
+    float t = sel_kth_smallest(sel, nb, nb - k);
     int nq = 0;
     for (int q = 0; q < nb; q++) {
         if (!(bm[q] >= t)) continue;
@@ -280,7 +282,7 @@ typedef struct {
     const float *pre, *bmax;
     const int *cand;
     int B, S, k, ncand;
-    int *scratch; /* per thread TOPK_SCRATCH(S): S candidate slots, two row plans */
+    int *scratch; /* per thread TOPK_SCRATCH(S): candidates, two row plans, row_bound's buffers */
 } topk_args;
 
 static void topk_part(void *p, int tid, int nt)
@@ -290,30 +292,27 @@ static void topk_part(void *p, int tid, int nt)
     int S = a->S, k = a->k;
     int nb = S / TOPK_BLOCK;
     int *cand = a->scratch ? a->scratch + (int64_t)tid * TOPK_SCRATCH(S) : NULL;
-    row_plan rp[2];
-    if (cand) /* two plans: the row being finished and the next one, being fetched */
-        for (int h = 0; h < 2; h++) {
-            int *base = cand + S + (int64_t)h * 3 * nb;
-            rp[h] = (row_plan){.q = base, .bm = (float *)(base + nb),
-                               .sel = (float *)(base + 2 * nb)};
-        }
+    /* two plans: the row being finished and the next one, being fetched */
+    row_plan rp[2] = {{.q = cand ? cand + S : NULL}, {.q = cand ? cand + S + nb : NULL}};
+    float *bm_buf = cand ? (float *)(cand + S + 2 * nb) : NULL, *sel = bm_buf ? bm_buf + nb : NULL;
     const float *bmax = a->bmax;
-#define ROW_BMAX(b) (bmax ? bmax + (int64_t)(b) * nb : NULL)
-    if (cand && b0 < b1) row_bound(&rp[b0 & 1], a->pre + (int64_t)b0 * S, S, k, ROW_BMAX(b0));
+#define ROW_BOUND(b)                                                                               \
+    row_bound(&rp[(b) & 1], a->pre + (int64_t)(b) * S, S, k,                                       \
+              bmax ? bmax + (int64_t)(b) * nb : NULL, bm_buf, sel)
+    if (cand && b0 < b1) ROW_BOUND(b0);
     for (int b = b0; b < b1; b++) {
         const float *pr = a->pre + (int64_t)b * S;
         float *hv = a->val + (int64_t)b * k;
         int *hi = a->idx + (int64_t)b * k;
         if (a->cand) topk_heap(hi, hv, pr, k, a->cand, a->ncand);
         else if (cand) {
-            if (b + 1 < b1)
-                row_bound(&rp[(b + 1) & 1], pr + S, S, k, ROW_BMAX(b + 1));
+            if (b + 1 < b1) ROW_BOUND(b + 1);
             row_finish(hi, hv, pr, S, k, cand, &rp[b & 1]);
         } else topk_heap(hi, hv, pr, k, NULL, S);
         for (int e = 0; e < k; e++)
             if (!(hv[e] > 0)) hv[e] = 0; /* ReLU after selection */
     }
-#undef ROW_BMAX
+#undef ROW_BOUND
 }
 
 static void topk(int *idx, float *val, const float *pre, const float *bmax, int B, int S, int k,
