@@ -24,11 +24,7 @@ static int check_array(const char *path, const char *rows, const float *x, int n
     if (sh[1] != D)
         return err_set(ERR_SHAPE, "%s: expected [%s, %d], got [%lld, %lld] (the SAE's d_in is %d)",
                        path, rows, D, (long long)sh[0], (long long)sh[1], D);
-    for (int64_t i = 0; i < n * D; i++)
-        if (!isfinite(x[i]))
-            return err_set(ERR_FORMAT, "%s: non-finite value (%g) at row %lld, column %lld", path,
-                           (double)x[i], (long long)(i / D), (long long)(i % D));
-    return OK;
+    return npy_check_finite(path, x, n, D);
 }
 
 int cmd_sae_eval(int argc, char **argv)

@@ -18,6 +18,10 @@
 int npy_read(const char *path, float **data, int *ndim, int64_t shape[NPY_MAX_DIMS]);
 int npy_read_i64(const char *path, int64_t **data, int *ndim, int64_t shape[NPY_MAX_DIMS]);
 int npy_write(const char *path, const float *data, int ndim, const int64_t *shape);
+/* OK, or ERR_FORMAT "PATH: non-finite value (nan) at row R, column C" for the first NaN or
+ * +-Inf of the [rows, cols] array x: activations are refused where they are read, naming the
+ * file, before they can turn into a NaN loss many steps later. */
+int npy_check_finite(const char *path, const float *x, int64_t rows, int64_t cols);
 /* "(0, 16)" / "(5,)" / "()": a shape as NumPy prints it, for messages (cut to cap). */
 void npy_shape_str(char *out, size_t cap, int ndim, const int64_t *shape);
 int npy_write_i32(const char *path, const int32_t *data, int ndim, const int64_t *shape);

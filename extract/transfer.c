@@ -153,9 +153,7 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
                 rc = err_set(ERR_FORMAT, "%s: token id %lld at %lld out of range", tokens_npy,
                              (long long)tok[i], (long long)i);
     }
-    for (int64_t i = 0; !rc && i < N * W; i++)
-        if (x[i] != x[i] || x[i] - x[i] != 0)
-            rc = err_set(ERR_FORMAT, "%s: non-finite value at row %lld", npy, (long long)(i / W));
+    if (!rc) rc = npy_check_finite(npy, x, N, W);
     int *ids = rc ? NULL : mem_alloc((size_t)seq_len * sizeof(int));
     if (!rc && !ids) rc = err_set(ERR_NOMEM, "out of memory");
     /* The database is opened (and created) only once the inputs are known to be good. */

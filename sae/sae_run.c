@@ -113,6 +113,10 @@ static int open_npy(run *r, const sae_run_opts *o)
                        : err_set(ERR_SHAPE, "%s: expected [tokens, d_in] with tokens and d_in >= 1, "
                                             "got shape %s (an empty array)", o->npy, sh);
     }
+    if ((rc = npy_check_finite(o->npy, data, shape[0], shape[1]))) {
+        mem_free(data);
+        return rc;
+    }
     int64_t n = shape[0], nv = 0, nt = 0;
     int64_t *rows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *vrows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));

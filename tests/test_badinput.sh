@@ -116,6 +116,12 @@ echo "hello" > "$W/text.npy"
 echo "not a database" > "$W/text.db"
 head -c 5000 "$W/good.db" > "$W/trunc.db"
 cp "$W/good.db" "$W/seq0.db"
+# nanact.db: the first stored sequence's token 1, dimension 2 made NaN (f32 blobs, as import writes)
+cp "$W/good.db" "$W/nanact.db"
+python3 -c 'import sqlite3, struct, sys
+c = sqlite3.connect(sys.argv[1]); i, d = c.execute("SELECT id, data FROM activations ORDER BY id LIMIT 1").fetchone()
+d = bytearray(d); d[(1 * 8 + 2) * 4:(1 * 8 + 3) * 4] = struct.pack("<f", float("nan"))
+c.execute("UPDATE activations SET data = ? WHERE id = ?", (bytes(d), i)); c.commit()' "$W/nanact.db"
 cp "$W/good.db" "$W/newer.db"; sqlite3 "$W/newer.db" 'PRAGMA user_version = 999'
 mkdir -p "$W/m_emptycfg" "$W/m_badjson" "$W/m_trunc" "$W/m_mismatch" "$W/m_nosafet"
 cp "$W/model/model.safetensors" "$W/m_emptycfg/"; : > "$W/m_emptycfg/config.json"
@@ -241,8 +247,8 @@ bad "empty .npy" "empty.npy: not a .npy file" import --npy empty.npy "${I[@]}"
 bad "truncated .npy header" "trunc_header.npy: truncated" import --npy trunc_header.npy "${I[@]}"
 bad "truncated .npy data" "trunc_data.npy: truncated" import --npy trunc_data.npy "${I[@]}"
 bad "text file as .npy" "text.npy: not a .npy file" import --npy text.npy "${I[@]}"
-bad "NaN activation" "nan.npy: non-finite value at row 3" import --npy nan.npy "${I[@]}"
-bad "Inf activation" "inf.npy: non-finite value at row 9" import --npy inf.npy "${I[@]}"
+bad "NaN activation" "nan.npy: non-finite value \\(nan\\) at row 3, column 2" import --npy nan.npy "${I[@]}"
+bad "Inf activation" "inf.npy: non-finite value \\(-inf\\) at row 9, column 7" import --npy inf.npy "${I[@]}"
 bad "width differs from the stored hook" "width 8, not 32" import --npy wide.npy --db good.db --hook $H
 bad "negative seq-len" "--seq-len must be >= 1, got -5" import --npy acts.npy "${I[@]}" --seq-len -5
 bad "zero seq-len" "--seq-len" import --npy acts.npy --db seq0.db --hook x.new --seq-len 0
@@ -289,7 +295,8 @@ bad "sae-train: zero k" "--k must be >= 1, got 0" "${T[@]}" --k 0
 bad "sae-train: k above d-sae" "k 32 must be in 1..d_sae \(16\)" "${T[@]}" --k 32
 bad "sae-train: negative tokens" "--tokens must be >= 1, got -5" "${T[@]}" --tokens -5
 bad "sae-train: unknown architecture" "--arch must be one of relu\|topk\|batchtopk\|jumprelu\|gated\|matryoshka\|transcoder\|skip_transcoder, got 'foo'" "${T[@]}" --arch foo
-bad "sae-train: NaN activations" "non-finite" "${T[@]/acts.npy/nan.npy}"
+bad "sae-train: NaN activations" "nan.npy: non-finite value \\(nan\\) at row 3, column 2" "${T[@]/acts.npy/nan.npy}"
+bad "sae-train: NaN activations in a store" "nanact.db: hook $H, sequence [0-9]+: non-finite value \\(nan\\) at token 1, dimension 2" sae-train --db nanact.db --hook $H --out s1 --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16
 bad "sae-train: 1-d activations" "ids16.npy: expected \[tokens, d_in\]" "${T[@]/acts.npy/ids16.npy}"
 bad "sae-train: missing activations" "nosuch.npy: cannot open" "${T[@]/acts.npy/nosuch.npy}"
 bad "sae-train: resume without a checkpoint" "s_none/checkpoint.bin" "${T[@]}" --out s_none --resume
