@@ -583,7 +583,29 @@ static void adam_range(const adam_args *a, int64_t i0, int64_t i1)
 {
     float *p = a->p, *g = a->g, *m = a->m, *v = a->v, b1 = a->b1, b2 = a->b2, eps = a->eps;
     float step = a->step, ib2 = a->ib2, gs = a->gs;
-    for (int64_t i = i0; i < i1; i++) {
+    int64_t i = i0;
+#if defined(__AVX512F__)
+    /* The same operations in the same order as the loop below (no FMA: C11 mode contracts
+       nothing, and IEEE sqrt and division round the same in a vector), 16 at a time: the scalar
+       loop was bound by its divisions and square roots, not by memory (7.5 ms of a 110 ms step) */
+    const __m512 vb1 = _mm512_set1_ps(b1), vc1 = _mm512_set1_ps(1 - b1), vb2 = _mm512_set1_ps(b2),
+                 vc2 = _mm512_set1_ps(1 - b2), veps = _mm512_set1_ps(eps),
+                 vstep = _mm512_set1_ps(step), vib2 = _mm512_set1_ps(ib2), vgs = _mm512_set1_ps(gs),
+                 zero = _mm512_setzero_ps();
+    for (; i + 16 <= i1; i += 16) {
+        __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), vgs);
+        __m512 mi = _mm512_add_ps(_mm512_mul_ps(vb1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(vc1, gi));
+        __m512 vi = _mm512_add_ps(_mm512_mul_ps(vb2, _mm512_loadu_ps(v + i)),
+                                  _mm512_mul_ps(_mm512_mul_ps(vc2, gi), gi));
+        _mm512_storeu_ps(m + i, mi);
+        _mm512_storeu_ps(v + i, vi);
+        __m512 den = _mm512_add_ps(_mm512_sqrt_ps(_mm512_mul_ps(vi, vib2)), veps);
+        __m512 upd = _mm512_div_ps(_mm512_mul_ps(vstep, mi), den);
+        _mm512_storeu_ps(p + i, _mm512_sub_ps(_mm512_loadu_ps(p + i), upd));
+        _mm512_storeu_ps(g + i, zero);
+    }
+#endif
+    for (; i < i1; i++) {
         float gi = g[i] * gs; /* x 1.0f is exact: unclipped steps keep their bits */
         float mi = b1 * m[i] + (1 - b1) * gi;
         float vi = b2 * v[i] + (1 - b2) * gi * gi;
