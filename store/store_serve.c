@@ -16,6 +16,8 @@
 /* Connections for the named queries: c[0] holds the temp search index (the queries that read
  * it run there), the others serve the rest, so feature pages do not wait for each other. */
 #define NCONN 4
+/* MB SQLite's heap may grow past its size after store_srv_open (process-wide; see there) */
+enum { SRV_HEAP_MB = 256 };
 typedef struct {
     sqlite3 *db;
     sqlite3_stmt *st[STORE_SRV_NQ]; /* prepared once; NULL where the query needs the index */
@@ -321,6 +323,11 @@ int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
                 goto fail;
             }
         }
+    /* The console runs anyone's SQL, and one SELECT of 64 randomblob(9e8) columns would ask for
+       57 GB (one column held 1.8 GB before this cap). SQLite's heap in this process may grow by
+       SRV_HEAP_MB past what the open needed (the index included); beyond that a statement fails
+       with SQLITE_NOMEM and the connection serves the next one. */
+    sqlite3_hard_heap_limit64(sqlite3_memory_used() + ((sqlite3_int64)SRV_HEAP_MB << 20));
     *out = s;
     return OK;
 fail:
@@ -390,6 +397,9 @@ static int run_rows(store_srv *s, sqlite3 *db, sqlite3_stmt *st, store_srv_row_f
         if (rc != SQLITE_ROW) {
             if (rc == SQLITE_INTERRUPT)
                 return err_set(ERR_ABORTED, "%s: the query ran past its time limit", s->path);
+            if ((rc & 0xff) == SQLITE_NOMEM)
+                return err_set(ERR_ARG, "%s: the query needs more than the %d MB of memory serve "
+                               "gives SQLite", s->path, SRV_HEAP_MB);
             return sqlerr(s, db, "query");
         }
         for (int c = 0; c < nc; c++) get_val(st, c, &vals[c]);

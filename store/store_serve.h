@@ -24,7 +24,10 @@
  * and a row cap (rows past max_rows are not read; *truncated = 1). It refuses (ERR_ARG) writes,
  * ATTACH/DETACH, PRAGMA assignments and load_extension, through sqlite3_stmt_readonly and an
  * authorizer, with SQLITE_LIMIT_ATTACHED 0 as a second fence. Every connection runs with
- * SQLITE_DBCONFIG_TRUSTED_SCHEMA off and DEFENSIVE on (the database is input).
+ * SQLITE_DBCONFIG_TRUSTED_SCHEMA off and DEFENSIVE on (the database is input). Memory: a
+ * successful store_srv_open sets SQLite's process-wide hard heap limit to what it used plus
+ * 256 MB, so no statement can take the machine's memory (one that would fails with ERR_ARG,
+ * "needs more than the 256 MB", and the connection goes on).
  *
  * Errors: err.h codes with messages naming the database (ERR_SQL for SQL errors, with SQLite's
  * message). Thread safety: one handle serves any number of threads; each connection is behind

@@ -296,6 +296,13 @@ req POST /api/sql '{"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x 
 ok test "$code" = 200
 ok test "$(js "len(j['rows']), j['truncated']")" = "1000 True"
 req POST /api/sql '{"sql": "PRAGMA table_info(ana_dicts)"}'; ok test "$code" = 200
+# memory: SQLite's heap is capped (256 MB past the open); 4 x 200 MB blobs in one row would need 800
+req POST /api/sql '{"sql": "SELECT length(randomblob(200000000)), length(randomblob(200000000)), length(randomblob(200000000)), length(randomblob(200000000))"}'
+okn "a query that needs too much memory is refused (400)" test "$code" = 400
+okn "... saying so" grep -q "needs more than the 256 MB of memory" "$W/body"
+okn "... without taking it first" test "$(awk '/VmHWM/ {print $2}' /proc/$SPID/status)" -lt 400000
+req POST /api/sql '{"sql": "SELECT count(*) FROM ana_dicts"}'
+okn "... and the console goes on" test "$code" = 200
 
 # ---- malformed requests: a 4xx with a JSON error, never a crash, never a file
 while read -r method path want; do
