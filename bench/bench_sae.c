@@ -346,8 +346,16 @@ static int bench_ground_truth(int64_t tokens, sae_precision prec)
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* The steps interleave with the bf16 trainer's oneDNN calls, after which libgomp's workers
+       spin unless OMP_WAIT_POLICY=PASSIVE (read when the runtime loads): the fp32 encode then
+       read 10 ms slower. run-bench.sh sets it; run by hand, set it here and start again, as
+       saelite's bf16 commands do (cli/main.c). */
+    if (argc > 0 && !getenv("OMP_WAIT_POLICY") && !setenv("OMP_WAIT_POLICY", "PASSIVE", 1)) {
+        fflush(NULL);
+        execv("/proc/self/exe", argv); /* returns only on failure: then run on as we are */
+    }
     int rc = 0;
     const char *peer = getenv("SAE_BENCH_PEER"), *comma = peer ? strchr(peer, ',') : NULL;
     if (comma) return bench_peer(atoi(peer), atoi(comma + 1), 5);
