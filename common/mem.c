@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* Atomic: worker threads (extract's compute thread, SAE kernels, report writers) allocate too. */
 static _Atomic long mem_countdown; /* 0 = disarmed */
@@ -92,3 +93,9 @@ void *mem_alloc_aligned(size_t n)
 }
 
 void mem_free_aligned(void *p) { free(p); }
+
+long long mem_physical_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? (long long)pages * size : 0;
+}

@@ -23,6 +23,11 @@ char *mem_strdup(const char *s);
 void *mem_alloc_aligned(size_t n);
 void mem_free_aligned(void *p);
 
+/* The machine's physical memory in bytes (0 when the system does not say). Allocations are
+ * lazy (overcommit): a job whose buffers add up to more than this is killed by the kernel when
+ * it touches them, so callers that size buffers from user flags compare against it first. */
+long long mem_physical_bytes(void);
+
 /* Fault injection: the n-th allocation from now fails (n >= 1); 0 disarms. */
 void mem_fail_at(long n);
 /* Number of allocations counted since the last mem_fail_at call. */

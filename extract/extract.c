@@ -413,6 +413,15 @@ int ext_open(ext_job **out, const ext_opts *o)
                 rc = err_set(ERR_ARG, "--batch %d x ctx %d x width %d of hook %s: the buffers' "
                                       "size overflows", o->batch, j->ctx, j->h[i].width,
                              j->h[i].name);
+        /* and their sum against the machine: allocations are lazy, so buffers past its memory
+           would be allocated and the job killed when the ring fills */
+        double need = (double)B * C * (sizeof(int) + 2 * sizeof(int64_t) + 16) * EXT_RING;
+        for (int i = 0; i < j->nh; i++) need += (double)B * C * j->h[i].width * sizeof(float) * EXT_RING;
+        long long phys = mem_physical_bytes();
+        if (!rc && phys > 0 && need > (double)phys)
+            rc = err_set(ERR_ARG, "--batch %d: the %d batches in flight need %.1f GB, more than this "
+                         "machine's %.1f GB of memory (a smaller --batch?)", o->batch, EXT_RING,
+                         need / 1e9, (double)phys / 1e9);
         for (int k = 0; k < EXT_RING && !rc; k++) {
             ext_batch *bt = &j->bt[k];
             bt->win = mem_calloc(B, sizeof *bt->win);

@@ -383,6 +383,20 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         return err_set(ERR_SHAPE, "SAE trainer: parameter segments do not add up to %lld",
                        (long long)t->np);
     }
+    /* what the allocations below add up to at least: weights, gradient and Adam's two moments,
+       and the dense architectures' [batch, d_sae] pre-activations. Past the machine's memory the
+       lazy allocations would succeed and the kernel kill the job mid-step (--d-sae 100000000 on
+       16 inputs did), so say it now. */
+    double need = 16.0 * (double)t->np + (is_sparse(c.arch) ? 0 : 4.0 * (double)B * S);
+    long long phys = mem_physical_bytes();
+    if (phys > 0 && need > (double)phys) {
+        mem_free(t);
+        return err_set(ERR_ARG, "d_sae %lld x d_in %lld: the weights, gradients and Adam state%s "
+                       "need %.1f GB, more than this machine's %.1f GB of memory (a smaller "
+                       "--d-sae, --expansion or --batch?)", (long long)S, (long long)D,
+                       is_sparse(c.arch) ? "" : " with a batch's pre-activations", need / 1e9,
+                       (double)phys / 1e9);
+    }
     t->p = zalloc(t->np);
     t->g = zalloc(t->np);
     t->m = zalloc(t->np);

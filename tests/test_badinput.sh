@@ -278,6 +278,7 @@ E=(extract --model model --tokenizer tok --corpus small.txt)
 bad "extract: unknown hook" "unknown hook 'blocks.0.nosuch'" "${E[@]}" --hook blocks.0.nosuch --db new.db
 bad "extract: negative ctx" "--ctx must be >= 1, got -3" "${E[@]}" --hook $H --db new.db --ctx -3
 bad "extract: zero batch" "--batch must be >= 1, got 0" "${E[@]}" --hook $H --db new.db --batch 0
+bad "extract: batch beyond the machine's memory" "--batch 2000000000: the 8 batches in flight need [0-9.]+ GB, more than this machine's" "${E[@]}" --hook $H --db new.db --batch 2000000000
 bad "extract: ctx beyond the model" "--ctx 100 exceeds the context" "${E[@]}" --hook $H --db new.db --ctx 100
 bad "extract: missing corpus" "nosuch.txt: cannot open" extract --model model --tokenizer tok --corpus nosuch.txt --hook $H --db new.db
 bad "extract: empty corpus" "empty.npy: the corpus holds no text" extract --model model --tokenizer tok --corpus empty.npy --hook $H --db new.db
@@ -293,6 +294,8 @@ bad "sae-train: infinite learning rate" "--lr expects a finite number" "${T[@]}"
 bad "sae-train: negative learning rate" "--lr" "${T[@]}" --lr -1 --out s_neg
 bad "sae-train: zero k" "--k must be >= 1, got 0" "${T[@]}" --k 0
 bad "sae-train: k above d-sae" "k 32 must be in 1..d_sae \(16\)" "${T[@]}" --k 32
+# buffers past the machine's memory: refused before anything is allocated (not killed mid-step)
+bad "sae-train: d-sae beyond the machine's memory" "d_sae 2000000000 x d_in 8: .* need [0-9.]+ GB, more than this machine's" "${T[@]}" --d-sae 2000000000
 bad "sae-train: negative tokens" "--tokens must be >= 1, got -5" "${T[@]}" --tokens -5
 bad "sae-train: unknown architecture" "--arch must be one of relu\|topk\|batchtopk\|jumprelu\|gated\|matryoshka\|transcoder\|skip_transcoder, got 'foo'" "${T[@]}" --arch foo
 bad "sae-train: NaN activations" "nan.npy: non-finite value \\(nan\\) at row 3, column 2" "${T[@]/acts.npy/nan.npy}"
