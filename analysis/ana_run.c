@@ -898,6 +898,9 @@ static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_i
     /* 4. write everything in one transaction */
     int64_t id = 0, ntok = ana_feat_tokens(dw->acc);
     if (!rc && !(rc = store_begin(sh->s))) tx = 1;
+    /* the analysis tables are made in the same transaction as their first rows: an analyze that
+       fails before (a NaN in the stored activations, a stop) leaves the database as it was */
+    if (!rc) rc = store_ana_init(sh->s);
     if (!rc) rc = store_ana_writer_open(&w, sh->s);
     store_ana_dict dd = {.kind = d->kind, .sae_id = sae_id, .name = d->name,
                          .hook_name = sh->hook.name, .split = o->all ? "all" : "val",
@@ -1070,13 +1073,11 @@ static int open_inputs(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, an
     return OK;
 }
 
-/* Rank 0, once every rank has opened its inputs: the analysis tables (only once the SAE fits the
- * database: a failing analyze leaves the database untouched), the split's tokens and tags, the
- * model and the tokenizer. */
+/* Rank 0, once every rank has opened its inputs: the split's tokens and tags, the model and the
+ * tokenizer (the analysis tables come with the first write, in its transaction). */
 static int root_inputs(const ana_run_opts *o, shared *sh)
 {
     int rc;
-    if ((rc = store_ana_init(sh->s))) return rc;
     if ((rc = load_shared(sh, o))) return rc;
     if (!o->no_model && (rc = open_model(sh, o))) return rc;
     if (o->tok_dir) return tok_load(&sh->bpe, o->tok_dir);

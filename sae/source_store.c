@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/checked.h"
 #include "common/err.h"
 #include "common/mem.h"
 #include "sae/sae_train.h"
@@ -27,7 +26,6 @@ typedef struct {
     int64_t *bos;     /* sorted ids of sequences starting with BOS */
     size_t nbos;
     double max_ratio, norm_cap; /* drop tokens with norm > norm_cap (= max_ratio * mean norm) */
-    char *db, *hook, *hook_out_name; /* for messages */
     int64_t dropped;
     rng_state rng;
 } store_src;
@@ -60,14 +58,6 @@ static int stream_next(store_src *m, float *dst)
                 memcpy(m->seq + (int64_t)t * m->width + m->w_in, m->seq_out + (int64_t)t * wo,
                        sizeof(float) * wo);
             }
-        }
-        int64_t bad = ck_first_nonfinite(m->seq, (int64_t)m->seq_T * m->width);
-        if (bad >= 0) {
-            /* refused where it is read: a NaN would only show as a NaN loss steps later */
-            int t = (int)(bad / m->width), j = (int)(bad % m->width), out = j >= m->w_in;
-            return err_set(ERR_FORMAT, "%s: hook %s, sequence %lld: non-finite value (%g) at "
-                           "token %d, dimension %d", m->db, out ? m->hook_out_name : m->hook,
-                           (long long)sid, (double)m->seq[bad], t, out ? j - m->w_in : j);
         }
         if (m->seq_T == 0) {
             if (++passes > 1) return err_set(ERR_NOTFOUND, "activation source: the split is empty");
@@ -138,9 +128,6 @@ static void store_src_close(sae_source *src)
     mem_free(m->seq_out);
     mem_free(m->buf);
     mem_free(m->bos);
-    mem_free(m->db);
-    mem_free(m->hook);
-    mem_free(m->hook_out_name);
     mem_free(m);
     mem_free(src);
 }
@@ -175,12 +162,7 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
     src->close = store_src_close;
     store_hook h, ho;
     m->hook_out = -1;
-    m->db = mem_strdup(db);
-    m->hook = mem_strdup(hook);
-    m->hook_out_name = hook_out ? mem_strdup(hook_out) : NULL;
-    int rc = m->db && m->hook && (!hook_out || m->hook_out_name)
-                 ? store_open(&m->s, db, STORE_READONLY)
-                 : err_set(ERR_NOMEM, "activation source: out of memory");
+    int rc = store_open(&m->s, db, STORE_READONLY);
     if (!rc) rc = store_hook_find(m->s, hook, &h);
     if (!rc && hook_out) {
         rc = store_hook_find(m->s, hook_out, &ho);

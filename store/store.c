@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/half.h"
@@ -961,8 +962,11 @@ int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists)
 }
 
 /* Reads row `rowid` of activations.data (T x width in the hook's dtype) into out as float32. */
-static int blob_read(store *s, sqlite3_blob **bp, const store_hook *h, int64_t rowid, int T,
-                     float *out)
+/* The activations of one (hook, sequence) row as float32 into out [T, width]. Non-finite values
+ * are refused here, where every reader (sae-train's source, analyze, eval, export) gets them,
+ * naming the place: a NaN read on would only show up later as a NaN loss or a "mse nan". */
+static int blob_read(store *s, sqlite3_blob **bp, const store_hook *h, int64_t rowid, int64_t seq,
+                     int T, float *out)
 {
     int r;
     if (*bp) {
@@ -990,15 +994,20 @@ static int blob_read(store *s, sqlite3_blob **bp, const store_hook *h, int64_t r
     if (h->dtype == STORE_F32) {
         r = sqlite3_blob_read(*bp, out, (int)nbytes, 0);
         if (r != SQLITE_OK) return store_sql_error(s, r, "reading an activation blob");
-        return OK;
+    } else {
+        int rc = scratch_reserve(s, nbytes);
+        if (rc) return rc;
+        uint16_t *half = s->scratch;
+        r = sqlite3_blob_read(*bp, half, (int)nbytes, 0);
+        if (r != SQLITE_OK) return store_sql_error(s, r, "reading an activation blob");
+        if (h->dtype == STORE_F16) half_f16_to_f32_n(out, half, n);
+        else half_bf16_to_f32_n(out, half, n);
     }
-    int rc = scratch_reserve(s, nbytes);
-    if (rc) return rc;
-    uint16_t *half = s->scratch;
-    r = sqlite3_blob_read(*bp, half, (int)nbytes, 0);
-    if (r != SQLITE_OK) return store_sql_error(s, r, "reading an activation blob");
-    if (h->dtype == STORE_F16) half_f16_to_f32_n(out, half, n);
-    else half_bf16_to_f32_n(out, half, n);
+    int64_t bad = ck_first_nonfinite(out, (int64_t)n);
+    if (bad >= 0)
+        return err_set(ERR_FORMAT, "%s: hook %s, sequence %lld: non-finite value (%g) at token %d, "
+                       "dimension %d", s->path, h->name, (long long)seq, (double)out[bad],
+                       (int)(bad / h->width), (int)(bad % h->width));
     return OK;
 }
 
@@ -1027,7 +1036,7 @@ int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T
         return err_set(ERR_FORMAT, "%s: activation row %lld has %d tokens (sequence length %d)",
                        s->path, (long long)rowid, n, h->seq_len);
     store_hook hc = *h; /* the cache slot could move if blob_read's errors re-enter hook_get */
-    if ((rc = blob_read(s, &s->blob, &hc, rowid, n, out))) return rc;
+    if ((rc = blob_read(s, &s->blob, &hc, rowid, seq_id, n, out))) return rc;
     *T = n;
     return OK;
 }
@@ -1116,7 +1125,7 @@ int store_iter_next(store_iter *it, float *out, int *T, int64_t *seq_id)
     *T = 0;
     if (it->pos >= it->n) return OK;
     const iter_row *row = &it->rows[it->order[it->pos]];
-    int rc = blob_read(it->s, &it->blob, &it->h, row->rowid, row->T, out);
+    int rc = blob_read(it->s, &it->blob, &it->h, row->rowid, row->seq, row->T, out);
     if (rc) return rc;
     it->pos++;
     *T = row->T;

@@ -24,7 +24,8 @@
  *
  * Activations: one blob per (hook, sequence) of T x width values, row-major, little-endian, in
  * the hook's dtype (STORE_F32/F16/BF16). Reads and writes take and return float32; f16/bf16 are
- * converted with round-to-nearest-even.
+ * converted with round-to-nearest-even. A read that finds a NaN or an infinity fails (ERR_FORMAT,
+ * naming the hook, sequence, token and dimension): no reader computes on one.
  *
  * Ownership: arrays returned through pointer-to-pointer arguments are mem_alloc'd and owned by
  * the caller (mem_free). Errors: int codes from common/err.h with a message naming the database.
