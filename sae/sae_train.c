@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/dist.h"
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -2017,6 +2018,14 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
     return file_atomic_commit(&out);
 }
 
+/* Index of the first negative value of x[0..n), or -1 (Adam's second moment never is one). */
+static int64_t first_negative(const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] < 0) return i;
+    return -1;
+}
+
 int sae_trainer_resume(sae_trainer **out, const char *path)
 {
     *out = NULL;
@@ -2060,6 +2069,25 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     if (!ok) {
         sae_trainer_free(t);
         return err_set(ERR_FORMAT, "%s: checkpoint is truncated", path);
+    }
+    /* a damaged file, not a diverged run (a step with a non-finite loss writes no checkpoint):
+       say so now rather than as "loss became nan" a hundred steps on */
+    static const char *const part[3] = {"weights", "Adam's first moment", "Adam's second moment"};
+    for (int a = 0; a < 3; a++) {
+        const float *x = a == 0 ? t->p : a == 1 ? t->m : t->v;
+        int64_t bad = ck_first_nonfinite(x, t->np);
+        if (bad >= 0 || (a == 2 && (bad = first_negative(x, t->np)) >= 0)) {
+            double v = x[bad];
+            sae_trainer_free(t);
+            return err_set(ERR_FORMAT, "%s: %g at index %lld of the checkpoint's %s: the file is "
+                           "damaged (resume from an earlier copy, or train anew without --resume)",
+                           path, v, (long long)bad, part[a]);
+        }
+    }
+    if (!isfinite(h.scale) || h.scale <= 0) {
+        sae_trainer_free(t);
+        return err_set(ERR_FORMAT, "%s: checkpoint's input scale is %g: the file is damaged", path,
+                       h.scale);
     }
     t->step = h.step;
     t->tokens = h.tokens;

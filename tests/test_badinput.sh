@@ -527,6 +527,12 @@ LAST=""
 bad "sae-train over a trained SAE without --resume" "sae8 already holds a trained SAE \(sae_weights.safetensors\): --resume continues its run, --force overwrites it" "${T[@]}" --out sae8
 bad "sae-train --resume into a missing directory" "s_nores/checkpoint.bin: no checkpoint to --resume" "${T[@]}" --out $R/s_nores --resume
 check "  ... and creates no directory" "absent $R/s_nores"
+# a damaged checkpoint (a NaN in Adam's second moment, the last float before the S int64
+# counters and the AuxK float) is refused on --resume, not trained on until the loss is NaN
+setup sae-train --npy acts.npy --out $R/ckd --d-sae 16 --k 2 --tokens 2560 --batch 16 --eval-tokens 16 --max-steps 5
+printf '\x00\x00\xc0\x7f' | dd of="$W/$R/ckd/checkpoint.bin" bs=1 seek=$(( $(stat -c %s "$W/$R/ckd/checkpoint.bin") - 4 - 16 * 8 - 4 )) conv=notrunc status=none
+LAST=""
+bad "sae-train --resume from a damaged checkpoint" "ckd/checkpoint.bin: nan at index [0-9]+ of the checkpoint's Adam's second moment: the file is damaged" sae-train --npy acts.npy --out $R/ckd --d-sae 16 --k 2 --tokens 2560 --batch 16 --eval-tokens 16 --resume
 bad "sae-train: k above d-sae leaves no directory" "k 32 must be in 1..d_sae" "${T[@]}" --k 32 --out $R/s_k
 check "  ... none" "absent $R/s_k"
 bad "sae-train: output under a regular file" "acts.npy: exists and is not a directory|acts.npy/x" "${T[@]}" --out acts.npy
