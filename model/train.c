@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/checked.h"
 #include "common/err.h"
 #include "common/hash.h"
 #include "common/mem.h"
@@ -294,6 +295,21 @@ int train_resume(train_state *s, const char *dir)
     if ((rc = st_load_f32(f, "params", 1, shp, p)) || (rc = st_load_f32(f, "adam_m", 1, shp, s->mom)) ||
         (rc = st_load_f32(f, "adam_v", 1, shp, s->var)))
         goto out;
+    /* a run whose loss turned non-finite stops before it saves: such values are damage, and
+       resuming on them would only end in "loss became nan" with the blame on --lr */
+    static const char *const names[3] = {"params", "adam_m", "adam_v"};
+    for (int a = 0; a < 3; a++) {
+        const float *x = a == 0 ? p : a == 1 ? s->mom : s->var;
+        int64_t bad = ck_first_nonfinite(x, (int64_t)n);
+        for (int64_t i = 0; bad < 0 && a == 2 && i < (int64_t)n; i++)
+            if (x[i] < 0) bad = i;
+        if (bad >= 0) {
+            rc = err_set(ERR_FORMAT, "%s: tensor '%s' has %g at index %lld: the file is damaged "
+                         "(resume from an earlier copy, or train anew without --resume)", path,
+                         names[a], (double)x[bad], (long long)bad);
+            goto out;
+        }
+    }
     char *end;
     s->step = strtoll(step, &end, 10);
     if (*end || s->step < 0) {

@@ -486,6 +486,12 @@ mkdir -p "$W/$R/lmcorp"; printf 'the cat sat on the mat.\n\nthe dog sat on the l
 LAST=""
 bad "train-lm: loss non-finite at step 2 (absurd --lr)" "loss became .* at step 2" train-lm --corpus $R/lmcorp/c.txt --tokenizer tok --layers 1 --d-model 8 --heads 2 --ctx 4 --batch 2 --steps 5 --lr 1e30 --val-frac 0.5 --warmup 0 -o $R/lm_bad
 check "train-lm: the failed run leaves no output directory" "absent $R/lm_bad"
+# a damaged training state (a NaN in the file's last float) is refused on --resume
+LMA=(train-lm --corpus $R/lmcorp/c.txt --tokenizer tok --layers 1 --d-model 8 --heads 2 --ctx 4 --batch 2 --steps 5 --val-frac 0.5 --warmup 0)
+(cd "$W" && "$BIN" "${LMA[@]}" --max-time 0.000001 -o $R/lm_dmg > /dev/null 2>&1)
+last_f32 $R/lm_dmg/train_state.safetensors '\x00\x00\xc0\x7f'
+LAST=""
+bad "train-lm --resume from a damaged training state" "lm_dmg/train_state.safetensors: tensor '(params|adam_m|adam_v)' has nan at index [0-9]+: the file is damaged" "${LMA[@]}" --resume -o $R/lm_dmg
 
 # -- outputs that are not regular files (the rule of common/fileio.h); the real /dev/full and
 #    /dev/null are never touched: stand-ins are made with mknod in $W/r2 --
