@@ -1,6 +1,7 @@
 /* store.c - the SQLite store (see store.h for the contract, schema.sql for the tables). */
 #include <errno.h>
 #include <pthread.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -925,6 +926,19 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
                        h->name, h->seq_len);
     size_t n = (size_t)T * (size_t)h->width;
     int dtype = h->dtype, width = h->width;
+    /* what the readers refuse (blob_read) is not written: non-finite values, and values that
+       float16 would turn into infinities (from 65520 on, rounding included) */
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        if (isfinite(v) && !(dtype == STORE_F16 && fabsf(v) >= 65520.0f)) continue;
+        int t = (int)(i / (size_t)width), j = (int)(i % (size_t)width);
+        if (!isfinite(v))
+            return err_set(ERR_ARG, "%s: hook %s, sequence %lld: non-finite value (%g) at token "
+                           "%d, dimension %d", s->path, h->name, (long long)seq_id, (double)v, t, j);
+        return err_set(ERR_ARG, "%s: hook %s, sequence %lld: %g at token %d, dimension %d is beyond "
+                       "float16's range (65504); store this hook as bf16 or f32 (--dtype)", s->path,
+                       h->name, (long long)seq_id, (double)v, t, j);
+    }
     const void *data = x;
     size_t nbytes = n * (size_t)store_dtype_size(dtype);
     if (dtype != STORE_F32) {

@@ -137,6 +137,65 @@ static void test_roundtrip(int dtype)
     store_close(s);
 }
 
+/* What readers refuse is not written: non-finite values (any dtype) and float16 overflow (a
+ * value that would be stored as an infinity); 65504, float16's largest, is stored exactly. A
+ * blob that holds a NaN anyway (a damaged file) is refused by every read, naming the place. */
+static void test_nonfinite(void)
+{
+    const char *p = tmp("nf.db");
+    store_remove(p);
+    store *s;
+    if (store_open(&s, p, STORE_CREATE)) {
+        CHECK(0, "%s", err_msg());
+        return;
+    }
+    int64_t h16, h32, seq;
+    CHECK(fill(s, "h16", STORE_F16, 1, &h16) == OK, "%s", err_msg());
+    store_hook h;
+    CHECK(store_hook_find(s, "h16", &h) == OK && store_hook_add(s, h.model_id, "h32", 0, W, STORE_F32, T,
+                                                                &h) == OK, "%s", err_msg());
+    h32 = h.id;
+    int64_t *ids;
+    size_t n;
+    CHECK(store_seq_list(s, h16, STORE_SPLIT_ALL, 0, &ids, &n) == OK && n == 2, "%s", err_msg());
+    seq = ids[0];
+    mem_free(ids);
+    float x[T * W], y[T * W];
+    for (int i = 0; i < T * W; i++) x[i] = 0.5f;
+    x[W + 2] = 65504.0f;
+    CHECK(store_act_write(s, h16, seq, x, T) == OK, "65504 in f16: %s", err_msg());
+    int got;
+    CHECK(store_act_read(s, h16, seq, y, &got) == OK && y[W + 2] == 65504.0f, "%s", err_msg());
+    x[W + 2] = 65520.0f;
+    int rc = store_act_write(s, h16, seq, x, T);
+    CHECK(rc == ERR_ARG && strstr(err_msg(), "hook h16") && strstr(err_msg(), "token 1, dimension 2") &&
+              strstr(err_msg(), "float16's range"), "rc %d: %s", rc, err_msg());
+    x[W + 2] = 70000.0f;
+    CHECK(store_act_write(s, h32, seq, x, T) == OK, "70000 in f32: %s", err_msg());
+    x[2 * W + 1] = NAN;
+    rc = store_act_write(s, h32, seq, x, T);
+    CHECK(rc == ERR_ARG && strstr(err_msg(), "non-finite value (nan) at token 2, dimension 1"), "rc %d: %s",
+          rc, err_msg());
+    x[W + 2] = 0.5f;
+    x[2 * W + 1] = -INFINITY;
+    CHECK(store_act_write(s, h16, seq, x, T) == ERR_ARG && strstr(err_msg(), "(-inf)"), "%s", err_msg());
+    store_close(s);
+    /* a NaN already in a blob: patched in with plain SQL, as a damaged file would have it */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "sqlite3 '%s' \"UPDATE activations SET data = X'%s' || substr(data, 5) "
+             "WHERE hook_id = %lld AND sequence_id = %lld\"", p, "0000c07f", (long long)h32, (long long)seq);
+    if (system(cmd) != 0) {
+        CHECK(0, "sqlite3 patch failed");
+        return;
+    }
+    CHECK(store_open(&s, p, STORE_READONLY) == OK, "%s", err_msg());
+    rc = store_act_read(s, h32, seq, y, &got);
+    CHECK(rc == ERR_FORMAT && strstr(err_msg(), "hook h32") &&
+              strstr(err_msg(), "non-finite value (nan) at token 0, dimension 0"), "rc %d: %s", rc, err_msg());
+    CHECK(store_act_read(s, h16, seq, y, &got) == OK, "the other hook's row: %s", err_msg());
+    store_close(s);
+}
+
 static void test_iter(void)
 {
     const char *p = tmp("it.db");
@@ -518,6 +577,7 @@ int main(void)
     test_roundtrip(STORE_F16);
     test_roundtrip(STORE_BF16);
     test_iter();
+    test_nonfinite();
     test_versions();
     test_hostile();
     test_oom();
