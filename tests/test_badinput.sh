@@ -306,6 +306,10 @@ bad "sae-train: resume without a checkpoint" "s_none/checkpoint.bin" "${T[@]}" -
 bad "sae-eval: activations of another width" "wide.npy" sae-eval --sae sae8 --npy wide.npy
 bad "sae-eval: NaN activations" "nan.npy" sae-eval --sae sae8 --npy nan.npy
 bad "analyze: missing SAE" "nosuch/cfg.json: cannot open" analyze --db ex.db --sae nosuch --no-model
+# eval on a database no suite can use (no POS tags, one genre): refused, and no eval or SAE
+# registry tables left behind (the harness checks the file is unchanged)
+bad "eval: no probing task" "good.db: no probing task has train and test rows" eval --db good.db --sae sae8 --suite sparse_probing
+bad "eval: no POS tags for absorption" "good.db: no POS-tagged tokens for the absorption suite" eval --db good.db --sae sae8 --suite absorption
 bad "analyze: NaN activations in a store" "nanact.db: hook $H, sequence [0-9]+: non-finite value \\(nan\\) at token 1, dimension 2" analyze --db nanact.db --sae sae8 --no-model --all
 bad "analyze: SAE width differs from the database (mismatched SAE)" "reads 32 values per token but ex.db stores 8" analyze --db ex.db --sae sae32 --no-model
 bad "analyze: SAE of another hook" "trained on $H, not --hook blocks.0.hook_attn_out" analyze --db ex.db --sae sae8 --hook blocks.0.hook_attn_out --no-model
