@@ -481,8 +481,8 @@ static int run_register(run *r, const sae_run_opts *o, sae_run_result *res)
                          .seconds = res->seconds};
     store *sd = NULL;
     int rc = store_open(&sd, o->db, 0);
-    if (!rc) rc = store_sae_init(sd);
     if (!rc) rc = store_begin(sd);
+    if (!rc) rc = store_sae_init(sd); /* in the transaction: a failure leaves no empty tables */
     if (!rc) rc = store_sae_register(sd, &row, &res->sae_id);
     if (!rc) rc = store_sae_log(sd, res->sae_id, r->logrows, r->nlog);
     if (!rc) rc = store_commit(sd);
