@@ -330,6 +330,28 @@ static int open_db(ext_job *j)
     return rc;
 }
 
+/* The batch buffers' sizes, before the corpus pass or the database: --batch is a flag without an
+ * upper bound, so its products are checked, and their sum is compared with the machine (the
+ * allocations are lazy: buffers past its memory would be allocated, and the job killed when the
+ * ring fills). */
+static int check_buffers(const ext_job *j)
+{
+    size_t B = (size_t)j->o.batch, C = (size_t)j->ctx, bytes;
+    for (int i = 0; i < j->nh; i++)
+        if (ck_mul_size(B, C, &bytes) || ck_mul_size(bytes, (size_t)j->h[i].width, &bytes) ||
+            ck_mul_size(bytes, sizeof(float), &bytes) || ck_mul_size(bytes, EXT_RING, &bytes))
+            return err_set(ERR_ARG, "--batch %d x ctx %d x width %d of hook %s: the buffers' size "
+                           "overflows", j->o.batch, j->ctx, j->h[i].width, j->h[i].name);
+    double need = (double)B * C * (sizeof(int) + 2 * sizeof(int64_t) + 16) * EXT_RING;
+    for (int i = 0; i < j->nh; i++) need += (double)B * C * j->h[i].width * sizeof(float) * EXT_RING;
+    long long phys = mem_physical_bytes();
+    if (phys > 0 && need > (double)phys)
+        return err_set(ERR_ARG, "--batch %d: the %d batches in flight need %.1f GB, more than this "
+                       "machine's %.1f GB of memory (a smaller --batch?)", j->o.batch, EXT_RING,
+                       need / 1e9, (double)phys / 1e9);
+    return OK;
+}
+
 int ext_open(ext_job **out, const ext_opts *o)
 {
     *out = NULL;
@@ -364,6 +386,7 @@ int ext_open(ext_job **out, const ext_opts *o)
             rc = err_set(ERR_ARG, "--ctx must be >= 2 with --bos");
     }
     if (!rc) rc = parse_hooks(j);
+    if (!rc) rc = check_buffers(j);
     if (!rc) {
         if (o->tokenizer_dir) rc = path_fmt(j->tokdir, sizeof j->tokdir, "%s", o->tokenizer_dir);
         else ext_default_tokenizer(o->model_dir, j->tokdir, sizeof j->tokdir);
@@ -405,23 +428,7 @@ int ext_open(ext_job **out, const ext_opts *o)
         if (!rc && j->s) rc = ext_free_bytes(o->db, &p->free_bytes);
     }
     if (!rc) {
-        size_t B = (size_t)o->batch, C = (size_t)j->ctx, bytes;
-        /* --batch is a flag without an upper bound: its buffer sizes are checked products */
-        for (int i = 0; i < j->nh && !rc; i++)
-            if (ck_mul_size(B, C, &bytes) || ck_mul_size(bytes, (size_t)j->h[i].width, &bytes) ||
-                ck_mul_size(bytes, sizeof(float), &bytes) || ck_mul_size(bytes, EXT_RING, &bytes))
-                rc = err_set(ERR_ARG, "--batch %d x ctx %d x width %d of hook %s: the buffers' "
-                                      "size overflows", o->batch, j->ctx, j->h[i].width,
-                             j->h[i].name);
-        /* and their sum against the machine: allocations are lazy, so buffers past its memory
-           would be allocated and the job killed when the ring fills */
-        double need = (double)B * C * (sizeof(int) + 2 * sizeof(int64_t) + 16) * EXT_RING;
-        for (int i = 0; i < j->nh; i++) need += (double)B * C * j->h[i].width * sizeof(float) * EXT_RING;
-        long long phys = mem_physical_bytes();
-        if (!rc && phys > 0 && need > (double)phys)
-            rc = err_set(ERR_ARG, "--batch %d: the %d batches in flight need %.1f GB, more than this "
-                         "machine's %.1f GB of memory (a smaller --batch?)", o->batch, EXT_RING,
-                         need / 1e9, (double)phys / 1e9);
+        size_t B = (size_t)o->batch, C = (size_t)j->ctx;
         for (int k = 0; k < EXT_RING && !rc; k++) {
             ext_batch *bt = &j->bt[k];
             bt->win = mem_calloc(B, sizeof *bt->win);

@@ -154,6 +154,15 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
                              (long long)tok[i], (long long)i);
     }
     if (!rc) rc = npy_check_finite(npy, x, N, W);
+    if (!rc) { /* and what the hook's dtype cannot hold, before the database is created */
+        int over;
+        int64_t bad = store_act_first_bad(dtype, x, N * W, &over);
+        if (bad >= 0)
+            rc = err_set(ERR_ARG, "%s: %g at row %lld, column %lld is beyond %s's range; import as "
+                         "%s (--dtype)", npy, (double)x[bad], (long long)(bad / W),
+                         (long long)(bad % W), store_dtype_name(dtype),
+                         dtype == STORE_F16 ? "bf16 or f32" : "f32");
+    }
     int *ids = rc ? NULL : mem_alloc((size_t)seq_len * sizeof(int));
     if (!rc && !ids) rc = err_set(ERR_NOMEM, "out of memory");
     /* The database is opened (and created) only once the inputs are known to be good. */

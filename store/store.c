@@ -916,6 +916,45 @@ int store_seq_list(store *s, int64_t hook_id, int split, double val_frac, int64_
     return OK;
 }
 
+int64_t store_act_first_bad(int dtype, const float *x, int64_t n, int *overflow)
+{
+    *overflow = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        if (!isfinite(v)) return i;
+        /* the conversions of common/half.h own the thresholds: an infinity out of a finite value
+           is an overflow (its exponent field all ones) */
+        if ((dtype == STORE_F16 && (half_f32_to_f16(v) & 0x7c00u) == 0x7c00u) ||
+            (dtype == STORE_BF16 && (half_f32_to_bf16(v) & 0x7f80u) == 0x7f80u)) {
+            *overflow = 1;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* The one message for an activation a hook cannot hold. how: "write" (non-finite, refused),
+ * "overflow" (finite, beyond the hook's dtype) or "read" (found in a stored row). */
+static int bad_value(const store *s, int code, const store_hook *h, int64_t seq, const float *x,
+                     int64_t i, const char *how)
+{
+    int t = (int)(i / h->width), j = (int)(i % h->width);
+    const char *dt = store_dtype_name(h->dtype);
+    if (!strcmp(how, "overflow"))
+        return err_set(code, "%s: hook %s, sequence %lld: %g at token %d, dimension %d is beyond "
+                       "%s's range; store this hook as %s (--dtype)", s->path, h->name,
+                       (long long)seq, (double)x[i], t, j, dt,
+                       h->dtype == STORE_F16 ? "bf16 or f32" : "f32");
+    if (!strcmp(how, "read") && h->dtype != STORE_F32 && isinf(x[i]))
+        /* written before writes were checked: a conversion overflow, not damage */
+        return err_set(code, "%s: hook %s, sequence %lld: %g at token %d, dimension %d: a value "
+                       "beyond %s's range when it was stored; extract this hook again with "
+                       "--dtype %s", s->path, h->name, (long long)seq, (double)x[i], t, j, dt,
+                       h->dtype == STORE_F16 ? "bf16 or f32" : "f32");
+    return err_set(code, "%s: hook %s, sequence %lld: non-finite value (%g) at token %d, "
+                   "dimension %d", s->path, h->name, (long long)seq, (double)x[i], t, j);
+}
+
 int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, int T)
 {
     store_hook *h;
@@ -925,20 +964,10 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
         return err_set(ERR_SHAPE, "%s: %d tokens for hook %s (sequence length %d)", s->path, T,
                        h->name, h->seq_len);
     size_t n = (size_t)T * (size_t)h->width;
-    int dtype = h->dtype, width = h->width;
-    /* what the readers refuse (blob_read) is not written: non-finite values, and values that
-       float16 would turn into infinities (from 65520 on, rounding included) */
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        if (isfinite(v) && !(dtype == STORE_F16 && fabsf(v) >= 65520.0f)) continue;
-        int t = (int)(i / (size_t)width), j = (int)(i % (size_t)width);
-        if (!isfinite(v))
-            return err_set(ERR_ARG, "%s: hook %s, sequence %lld: non-finite value (%g) at token "
-                           "%d, dimension %d", s->path, h->name, (long long)seq_id, (double)v, t, j);
-        return err_set(ERR_ARG, "%s: hook %s, sequence %lld: %g at token %d, dimension %d is beyond "
-                       "float16's range (65504); store this hook as bf16 or f32 (--dtype)", s->path,
-                       h->name, (long long)seq_id, (double)v, t, j);
-    }
+    int dtype = h->dtype, width = h->width, over;
+    /* what the readers refuse (blob_read) is not written */
+    int64_t bad = store_act_first_bad(dtype, x, (int64_t)n, &over);
+    if (bad >= 0) return bad_value(s, ERR_ARG, h, seq_id, x, bad, over ? "overflow" : "write");
     const void *data = x;
     size_t nbytes = n * (size_t)store_dtype_size(dtype);
     if (dtype != STORE_F32) {
@@ -975,7 +1004,6 @@ int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists)
     return OK;
 }
 
-/* Reads row `rowid` of activations.data (T x width in the hook's dtype) into out as float32. */
 /* The activations of one (hook, sequence) row as float32 into out [T, width]. Non-finite values
  * are refused here, where every reader (sae-train's source, analyze, eval, export) gets them,
  * naming the place: a NaN read on would only show up later as a NaN loss or a "mse nan". */
@@ -1018,11 +1046,7 @@ static int blob_read(store *s, sqlite3_blob **bp, const store_hook *h, int64_t r
         else half_bf16_to_f32_n(out, half, n);
     }
     int64_t bad = ck_first_nonfinite(out, (int64_t)n);
-    if (bad >= 0)
-        return err_set(ERR_FORMAT, "%s: hook %s, sequence %lld: non-finite value (%g) at token %d, "
-                       "dimension %d", s->path, h->name, (long long)seq, (double)out[bad],
-                       (int)(bad / h->width), (int)(bad % h->width));
-    return OK;
+    return bad < 0 ? OK : bad_value(s, ERR_FORMAT, h, seq, out, bad, "read");
 }
 
 int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T)

@@ -120,6 +120,11 @@ int store_seq_is_val(int64_t seq_id, double val_frac);
 
 /* Writes (or replaces) the activations x[T * width] of (hook, sequence). */
 int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, int T);
+/* The first of x[0..n) that a hook of this dtype cannot hold, or -1: a NaN or an infinity, or a
+ * finite value the conversion would turn into an infinity (float16 from 65520 on, bfloat16
+ * near FLT_MAX). *overflow says which. store_act_write refuses these; an importer calls it
+ * before it creates anything. */
+int64_t store_act_first_bad(int dtype, const float *x, int64_t n, int *overflow);
 /* *exists = 1 when activations of (hook, sequence) are stored. */
 int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists);
 /* Reads activations into out[T * width]; *T is set. out must hold hook seq_len * width floats.

@@ -109,6 +109,7 @@ setup sae-train --npy acts.npy --out sae8 --arch topk --k 2 --d-sae 16 --tokens 
 setup sae-train --npy wide.npy --out sae32 --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --hook $H
 cp "$W/acts.npy" "$W/nan.npy"; put_f32 nan.npy 3 2 '\x00\x00\xc0\x7f'
 cp "$W/acts.npy" "$W/inf.npy"; put_f32 inf.npy 9 7 '\x00\x00\x80\xff'
+cp "$W/acts.npy" "$W/big.npy"; put_f32 big.npy 3 2 '\x00\xb8\x88\x47'  # 70000: beyond float16
 : > "$W/empty.npy"
 head -c 100 "$W/acts.npy" > "$W/trunc_header.npy"
 head -c 300 "$W/acts.npy" > "$W/trunc_data.npy"
@@ -259,6 +260,7 @@ bad "newer schema database" "newer.db: written by a newer saelite \(schema versi
 bad "database in a missing directory" "nodir/new.db: cannot open" import --npy acts.npy --db nodir/new.db --hook x.new
 bad "token ids of the wrong length (new db)" "ids5.npy: 5 token ids for 16 activation rows" import --npy acts.npy --db new.db --hook x.new --tokens ids5.npy
 bad "NaN activation (new db)" "nan.npy: non-finite" import --npy nan.npy --db new.db --hook x.new
+bad "activation beyond float16 (new db: none created)" "big.npy: 70000 at row 3, column 2 is beyond f16's range; import as bf16 or f32" import --npy big.npy --db new.db --hook x.new --dtype f16
 bad "float token ids" "acts.npy: element 0 is not an integer" import --npy acts.npy --db good.db --hook x.new --tokens acts.npy
 
 # ---- export / info (reading a database) --------------------------------------------------------
@@ -278,7 +280,7 @@ E=(extract --model model --tokenizer tok --corpus small.txt)
 bad "extract: unknown hook" "unknown hook 'blocks.0.nosuch'" "${E[@]}" --hook blocks.0.nosuch --db new.db
 bad "extract: negative ctx" "--ctx must be >= 1, got -3" "${E[@]}" --hook $H --db new.db --ctx -3
 bad "extract: zero batch" "--batch must be >= 1, got 0" "${E[@]}" --hook $H --db new.db --batch 0
-bad "extract: batch beyond the machine's memory" "--batch 2000000000: the 8 batches in flight need [0-9.]+ GB, more than this machine's" "${E[@]}" --hook $H --db new.db --batch 2000000000
+bad "extract: batch beyond the machine's memory (an existing database untouched)" "--batch 2000000000: the 8 batches in flight need [0-9.]+ GB, more than this machine's" "${E[@]}" --hook $H --db ex.db --batch 2000000000
 bad "extract: ctx beyond the model" "--ctx 100 exceeds the context" "${E[@]}" --hook $H --db new.db --ctx 100
 bad "extract: missing corpus" "nosuch.txt: cannot open" extract --model model --tokenizer tok --corpus nosuch.txt --hook $H --db new.db
 bad "extract: empty corpus" "empty.npy: the corpus holds no text" extract --model model --tokenizer tok --corpus empty.npy --hook $H --db new.db
@@ -492,7 +494,7 @@ bad "train-lm: loss non-finite at step 2 (absurd --lr)" "loss became .* at step 
 check "train-lm: the failed run leaves no output directory" "absent $R/lm_bad"
 # a damaged training state (a NaN in the file's last float) is refused on --resume
 LMA=(train-lm --corpus $R/lmcorp/c.txt --tokenizer tok --layers 1 --d-model 8 --heads 2 --ctx 4 --batch 2 --steps 5 --val-frac 0.5 --warmup 0)
-(cd "$W" && "$BIN" "${LMA[@]}" --max-time 0.000001 -o $R/lm_dmg > /dev/null 2>&1)
+setup "${LMA[@]}" --max-time 0.000001 -o $R/lm_dmg
 last_f32 $R/lm_dmg/train_state.safetensors '\x00\x00\xc0\x7f'
 LAST=""
 bad "train-lm --resume from a damaged training state" "lm_dmg/train_state.safetensors: tensor '(params|adam_m|adam_v)' has nan at index [0-9]+: the file is damaged" "${LMA[@]}" --resume -o $R/lm_dmg

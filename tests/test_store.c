@@ -159,6 +159,7 @@ static void test_nonfinite(void)
     size_t n;
     CHECK(store_seq_list(s, h16, STORE_SPLIT_ALL, 0, &ids, &n) == OK && n == 2, "%s", err_msg());
     seq = ids[0];
+    int64_t seq2 = ids[1];
     mem_free(ids);
     float x[T * W], y[T * W];
     for (int i = 0; i < T * W; i++) x[i] = 0.5f;
@@ -169,7 +170,14 @@ static void test_nonfinite(void)
     x[W + 2] = 65520.0f;
     int rc = store_act_write(s, h16, seq, x, T);
     CHECK(rc == ERR_ARG && strstr(err_msg(), "hook h16") && strstr(err_msg(), "token 1, dimension 2") &&
-              strstr(err_msg(), "float16's range"), "rc %d: %s", rc, err_msg());
+              strstr(err_msg(), "beyond f16's range; store this hook as bf16 or f32"), "rc %d: %s", rc,
+          err_msg());
+    /* bfloat16 keeps float's exponent but rounds: FLT_MAX itself becomes an infinity */
+    int over;
+    float big[2] = {3.38e38f, 3.4028235e38f};
+    CHECK(store_act_first_bad(STORE_BF16, big, 2, &over) == 1 && over, "bf16 overflow");
+    CHECK(store_act_first_bad(STORE_F32, big, 2, &over) == -1, "f32 holds FLT_MAX");
+    CHECK(store_act_first_bad(STORE_F16, big, 1, &over) == 0 && over, "f16 overflow");
     x[W + 2] = 70000.0f;
     CHECK(store_act_write(s, h32, seq, x, T) == OK, "70000 in f32: %s", err_msg());
     x[2 * W + 1] = NAN;
@@ -193,6 +201,19 @@ static void test_nonfinite(void)
     CHECK(rc == ERR_FORMAT && strstr(err_msg(), "hook h32") &&
               strstr(err_msg(), "non-finite value (nan) at token 0, dimension 0"), "rc %d: %s", rc, err_msg());
     CHECK(store_act_read(s, h16, seq, y, &got) == OK, "the other hook's row: %s", err_msg());
+    store_close(s);
+    /* an f16 infinity in a row stored before writes were checked: an overflow then, said so */
+    snprintf(cmd, sizeof cmd, "sqlite3 '%s' \"UPDATE activations SET data = substr(data, 1, 2) || "
+             "X'007c' || substr(data, 5) WHERE hook_id = %lld AND sequence_id = %lld\"", p,
+             (long long)h16, (long long)seq2);
+    if (system(cmd) != 0) {
+        CHECK(0, "sqlite3 patch failed");
+        return;
+    }
+    CHECK(store_open(&s, p, STORE_READONLY) == OK, "%s", err_msg());
+    rc = store_act_read(s, h16, seq2, y, &got);
+    CHECK(rc == ERR_FORMAT && strstr(err_msg(), "inf at token 0, dimension 1: a value beyond f16's range "
+                                                "when it was stored"), "rc %d: %s", rc, err_msg());
     store_close(s);
 }
 
