@@ -22,6 +22,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/par.h"
 #include "common/progress.h"
 #include "sae/metrics.h"
 #include "sae/sae.h"
@@ -352,10 +353,7 @@ int main(int argc, char **argv)
        spin unless OMP_WAIT_POLICY=PASSIVE (read when the runtime loads): the fp32 encode then
        read 10 ms slower. run-bench.sh sets it; run by hand, set it here and start again, as
        saelite's bf16 commands do (cli/main.c). */
-    if (argc > 0 && !getenv("OMP_WAIT_POLICY") && !setenv("OMP_WAIT_POLICY", "PASSIVE", 1)) {
-        fflush(NULL);
-        execv("/proc/self/exe", argv); /* returns only on failure: then run on as we are */
-    }
+    if (argc > 0) par_passive_restart(argv);
     int rc = 0;
     const char *peer = getenv("SAE_BENCH_PEER"), *comma = peer ? strchr(peer, ',') : NULL;
     if (comma) return bench_peer(atoi(peer), atoi(comma + 1), 5);

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "common/dist.h"
 #include "common/err.h"
+#include "common/par.h"
 
 #define X(id)                                                                                 \
     int cmd_##id(int argc, char **argv);                                                      \
@@ -115,16 +116,14 @@ static int print_help(const char *cmd)
     return 0;
 }
 
-/* oneDNN (the bf16 matmuls) threads with GNU OpenMP, whose idle threads spin at every barrier
- * unless OMP_WAIT_POLICY=PASSIVE; the runtime reads that once, when it is loaded (before main).
- * Spinning threads fight saelite's own threads, OpenBLAS's and the storage thread for the cores:
- * measured on 2 busy cores, a bf16 GPT-2-small extract ran at 348 tok/s spinning and 1171
- * passive, the bf16 SAE step 1.3x fp32 spinning and 2.0x passive. So a command asked to run in
- * bf16 (or auto) restarts itself once with OMP_WAIT_POLICY=PASSIVE when the user set no policy;
- * fp32 runs, the default, never load work onto OpenMP and are not restarted. */
+/* Spinning OpenMP workers (common/par.h, par_passive_restart) fight saelite's own threads,
+ * OpenBLAS's and the storage thread for the cores: measured on 2 busy cores, a bf16
+ * GPT-2-small extract ran at 348 tok/s spinning and 1171 passive, the bf16 SAE step 1.3x fp32
+ * spinning and 2.0x passive. So a command asked to run in bf16 (or auto) restarts itself once
+ * with OMP_WAIT_POLICY=PASSIVE when the user set no policy; fp32 runs, the default, never load
+ * work onto OpenMP and are not restarted. */
 static void omp_passive_reexec(int argc, char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY")) return;
     int want = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -132,9 +131,7 @@ static void omp_passive_reexec(int argc, char **argv)
         else if (!strncmp(a, "--precision=", 12)) v = a + 12;
         if (v && (!strcmp(v, "bf16") || !strcmp(v, "auto"))) want = 1;
     }
-    if (!want || setenv("OMP_WAIT_POLICY", "PASSIVE", 1)) return;
-    fflush(NULL);
-    execv("/proc/self/exe", argv); /* returns only on failure: then run on as we are */
+    if (want) par_passive_restart(argv);
 }
 
 /* Commands that run under mpirun with several ranks (the others would all write the same

@@ -11,6 +11,7 @@
  *                             size, bounded by limit (INT64_MAX for "anything that fits")
  *   ck_first_nonfinite        index of the first NaN or +-Inf of n floats, or -1: loaders use
  *                             it to refuse non-finite weights, naming the tensor and index
+ *   ck_first_negative         index of the first negative float, or -1 (Adam's second moment)
  */
 #ifndef SAELITE_CHECKED_H
 #define SAELITE_CHECKED_H
@@ -50,6 +51,15 @@ static inline int64_t ck_first_nonfinite(const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(x[i])) return i;
+    return -1;
+}
+
+/* Index of the first negative value of x[0..n), or -1: loaders of Adam's second moment, which
+ * is never negative in a file that is not damaged. */
+static inline int64_t ck_first_negative(const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] < 0) return i;
     return -1;
 }
 

@@ -17,5 +17,11 @@ enum { PAR_MAX = 16 };
 /* SAELITE_THREADS when set (1..16), else the online cores (at most 16); read once. */
 int par_threads(void);
 void par_run(void (*fn)(void *arg, int tid, int nt), void *arg, int nt);
+/* oneDNN's bf16 matmuls thread with GNU OpenMP, whose idle workers spin after every call unless
+ * OMP_WAIT_POLICY=PASSIVE, and take the cores from par_run's threads, OpenBLAS's and the storage
+ * thread. The runtime reads the variable when it loads, before main, so a program that will run
+ * bf16 work calls this first: with no policy set it sets PASSIVE and restarts itself
+ * (/proc/self/exe, same argv); it returns when a policy was set or the restart failed. */
+void par_passive_restart(char **argv);
 
 #endif

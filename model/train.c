@@ -301,8 +301,7 @@ int train_resume(train_state *s, const char *dir)
     for (int a = 0; a < 3; a++) {
         const float *x = a == 0 ? p : a == 1 ? s->mom : s->var;
         int64_t bad = ck_first_nonfinite(x, (int64_t)n);
-        for (int64_t i = 0; bad < 0 && a == 2 && i < (int64_t)n; i++)
-            if (x[i] < 0) bad = i;
+        if (bad < 0 && a == 2) bad = ck_first_negative(x, (int64_t)n);
         if (bad >= 0) {
             rc = err_set(ERR_FORMAT, "%s: tensor '%s' has %g at index %lld: the file is damaged "
                          "(resume from an earlier copy, or train anew without --resume)", path,

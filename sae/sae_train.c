@@ -386,17 +386,18 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     }
     /* what the allocations below add up to at least: weights, gradient and Adam's two moments,
        and the dense architectures' [batch, d_sae] pre-activations. Past the machine's memory the
-       lazy allocations would succeed and the kernel kill the job mid-step (--d-sae 100000000 on
-       16 inputs did), so say it now. */
+       lazy allocations would succeed and the kernel kill the job while they are zeroed
+       (--d-sae 100000000 on 16 inputs was), so say it now. Per process: ranks on one node, and
+       --resume's second trainer for the flag check, are not added up. */
     double need = 16.0 * (double)t->np + (is_sparse(c.arch) ? 0 : 4.0 * (double)B * S);
     long long phys = mem_physical_bytes();
     if (phys > 0 && need > (double)phys) {
         mem_free(t);
         return err_set(ERR_ARG, "d_sae %lld x d_in %lld: the weights, gradients and Adam state%s "
                        "need %.1f GB, more than this machine's %.1f GB of memory (a smaller "
-                       "--d-sae, --expansion or --batch?)", (long long)S, (long long)D,
+                       "--d-sae or --expansion%s?)", (long long)S, (long long)D,
                        is_sparse(c.arch) ? "" : " with a batch's pre-activations", need / 1e9,
-                       (double)phys / 1e9);
+                       (double)phys / 1e9, is_sparse(c.arch) ? "" : ", or --batch");
     }
     t->p = zalloc(t->np);
     t->g = zalloc(t->np);
@@ -2018,14 +2019,6 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
     return file_atomic_commit(&out);
 }
 
-/* Index of the first negative value of x[0..n), or -1 (Adam's second moment never is one). */
-static int64_t first_negative(const float *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        if (x[i] < 0) return i;
-    return -1;
-}
-
 int sae_trainer_resume(sae_trainer **out, const char *path)
 {
     *out = NULL;
@@ -2076,7 +2069,7 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
     for (int a = 0; a < 3; a++) {
         const float *x = a == 0 ? t->p : a == 1 ? t->m : t->v;
         int64_t bad = ck_first_nonfinite(x, t->np);
-        if (bad >= 0 || (a == 2 && (bad = first_negative(x, t->np)) >= 0)) {
+        if (bad >= 0 || (a == 2 && (bad = ck_first_negative(x, t->np)) >= 0)) {
             double v = x[bad];
             sae_trainer_free(t);
             return err_set(ERR_FORMAT, "%s: %g at index %lld of the checkpoint's %s: the file is "
@@ -2084,10 +2077,14 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
                            path, v, (long long)bad, part[a]);
         }
     }
-    if (!isfinite(h.scale) || h.scale <= 0) {
+    /* and its scalars: input and target scales, BatchTopK's running threshold, AuxK's scale */
+    if (!(isfinite(h.scale) && h.scale > 0) || !(isfinite(t->scale_out) && t->scale_out > 0) ||
+        !isfinite(h.thr_run) || !isfinite(t->aux_norm) || t->aux_norm < 0) {
         sae_trainer_free(t);
-        return err_set(ERR_FORMAT, "%s: checkpoint's input scale is %g: the file is damaged", path,
-                       h.scale);
+        return err_set(ERR_FORMAT, "%s: the checkpoint's scales or thresholds are not finite "
+                       "(input scale %g, target scale %g, threshold %g, AuxK scale %g): the file is "
+                       "damaged", path, h.scale, t->tc ? t->scale_out : h.scale, (double)h.thr_run,
+                       (double)t->aux_norm);
     }
     t->step = h.step;
     t->tokens = h.tokens;
@@ -2218,6 +2215,10 @@ int sae_source_npy(sae_source **out, const char *path, uint64_t seed)
         mem_free(data);
         return err_set(ERR_SHAPE, "%s: expected a 2-D array [tokens, d_in], got %d dims", path,
                        nd);
+    }
+    if ((rc = npy_check_finite(path, data, shape[0], shape[1]))) {
+        mem_free(data);
+        return rc;
     }
     rc = sae_source_mem(out, data, shape[0], (int)shape[1], seed);
     if (rc) {

@@ -31,6 +31,8 @@ struct store_srv {
     pthread_mutex_t con_mu;
     unsigned rr;                /* round robin when every connection is busy */
     int fts5;
+    int capped;                 /* the heap cap is set; heap_prev is the limit it replaced */
+    sqlite3_int64 heap_prev;
 };
 
 
@@ -327,7 +329,8 @@ int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
        57 GB (one column held 1.8 GB before this cap). SQLite's heap in this process may grow by
        SRV_HEAP_MB past what the open needed (the index included); beyond that a statement fails
        with SQLITE_NOMEM and the connection serves the next one. */
-    sqlite3_hard_heap_limit64(sqlite3_memory_used() + ((sqlite3_int64)SRV_HEAP_MB << 20));
+    s->heap_prev = sqlite3_hard_heap_limit64(sqlite3_memory_used() + ((sqlite3_int64)SRV_HEAP_MB << 20));
+    s->capped = 1;
     *out = s;
     return OK;
 fail:
@@ -345,6 +348,7 @@ void store_srv_close(store_srv *s)
     }
     sqlite3_close(s->con);
     pthread_mutex_destroy(&s->con_mu);
+    if (s->capped) sqlite3_hard_heap_limit64(s->heap_prev);
     mem_free(s);
 }
 
@@ -397,9 +401,6 @@ static int run_rows(store_srv *s, sqlite3 *db, sqlite3_stmt *st, store_srv_row_f
         if (rc != SQLITE_ROW) {
             if (rc == SQLITE_INTERRUPT)
                 return err_set(ERR_ABORTED, "%s: the query ran past its time limit", s->path);
-            if ((rc & 0xff) == SQLITE_NOMEM)
-                return err_set(ERR_ARG, "%s: the query needs more than the %d MB of memory serve "
-                               "gives SQLite", s->path, SRV_HEAP_MB);
             return sqlerr(s, db, "query");
         }
         for (int c = 0; c < nc; c++) get_val(st, c, &vals[c]);
@@ -553,6 +554,11 @@ int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_m
     }
     int rows;
     rc = run_rows(s, s->con, st, fn, user, max_rows, &rows);
+    /* the console's statement past the heap cap (a named query that meets the cap while the
+       console holds it keeps SQLite's "out of memory") */
+    if (rc && (sqlite3_extended_errcode(s->con) & 0xff) == SQLITE_NOMEM)
+        rc = err_set(ERR_ARG, "%s: the query needs more than the %d MB of memory serve gives SQLite",
+                     s->path, SRV_HEAP_MB);
     if (!rc && rows >= max_rows && sqlite3_step(st) == SQLITE_ROW) *truncated = 1;
 done:
     sqlite3_finalize(st);

@@ -26,8 +26,9 @@
  * authorizer, with SQLITE_LIMIT_ATTACHED 0 as a second fence. Every connection runs with
  * SQLITE_DBCONFIG_TRUSTED_SCHEMA off and DEFENSIVE on (the database is input). Memory: a
  * successful store_srv_open sets SQLite's process-wide hard heap limit to what it used plus
- * 256 MB, so no statement can take the machine's memory (one that would fails with ERR_ARG,
- * "needs more than the 256 MB", and the connection goes on).
+ * 256 MB, so no statement can take the machine's memory (a console statement that would fails
+ * with ERR_ARG, "needs more than the 256 MB", and the connection goes on); store_srv_close puts
+ * the previous limit back.
  *
  * Errors: err.h codes with messages naming the database (ERR_SQL for SQL errors, with SQLite's
  * message). Thread safety: one handle serves any number of threads; each connection is behind
