@@ -139,18 +139,26 @@ static void test_roundtrip(int dtype)
     store_close(s);
 }
 
+/* A new empty store at p (an old file removed first), or NULL after a failed CHECK. */
+static store *fresh_store(const char *p)
+{
+    store_remove(p);
+    store *s;
+    if (store_open(&s, p, STORE_CREATE)) {
+        CHECK(0, "%s", err_msg());
+        return NULL;
+    }
+    return s;
+}
+
 /* What readers refuse is not written: non-finite values (any dtype) and float16 overflow (a
  * value that would be stored as an infinity); 65504, float16's largest, is stored exactly. A
  * blob that holds a NaN anyway (a damaged file) is refused by every read, naming the place. */
 static void test_nonfinite(void)
 {
     const char *p = tmp("nf.db");
-    store_remove(p);
-    store *s;
-    if (store_open(&s, p, STORE_CREATE)) {
-        CHECK(0, "%s", err_msg());
-        return;
-    }
+    store *s = fresh_store(p);
+    if (!s) return;
     int64_t h16, h32, seq;
     CHECK(fill(s, "h16", STORE_F16, 1, &h16) == OK, "%s", err_msg());
     store_hook h;
@@ -222,12 +230,8 @@ static void test_nonfinite(void)
 static void test_iter(void)
 {
     const char *p = tmp("it.db");
-    store_remove(p);
-    store *s;
-    if (store_open(&s, p, STORE_CREATE)) {
-        CHECK(0, "%s", err_msg());
-        return;
-    }
+    store *s = fresh_store(p);
+    if (!s) return;
     int64_t hid;
     CHECK(fill(s, "h", STORE_F32, 40, &hid) == OK, "%s", err_msg());
     int64_t *tr, *va;
