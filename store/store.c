@@ -916,16 +916,20 @@ int store_seq_list(store *s, int64_t hook_id, int split, double val_frac, int64_
     return OK;
 }
 
+/* A stored 16-bit value that is an infinity or a NaN (its exponent field all ones): what
+ * common/half.h's conversions give for a non-finite input or a finite one past the type's range. */
+static inline int half_bad(int dtype, uint16_t v)
+{
+    return dtype == STORE_F16 ? (v & 0x7c00u) == 0x7c00u : (v & 0x7f80u) == 0x7f80u;
+}
+
 int64_t store_act_first_bad(int dtype, const float *x, int64_t n, int *overflow)
 {
     *overflow = 0;
     for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        if (!isfinite(v)) return i;
-        /* the conversions of common/half.h own the thresholds: an infinity out of a finite value
-           is an overflow (its exponent field all ones) */
-        if ((dtype == STORE_F16 && (half_f32_to_f16(v) & 0x7c00u) == 0x7c00u) ||
-            (dtype == STORE_BF16 && (half_f32_to_bf16(v) & 0x7f80u) == 0x7f80u)) {
+        if (!isfinite(x[i])) return i;
+        if (dtype != STORE_F32 &&
+            half_bad(dtype, dtype == STORE_F16 ? half_f32_to_f16(x[i]) : half_f32_to_bf16(x[i]))) {
             *overflow = 1;
             return i;
         }
@@ -933,24 +937,24 @@ int64_t store_act_first_bad(int dtype, const float *x, int64_t n, int *overflow)
     return -1;
 }
 
-/* The one message for an activation a hook cannot hold. how: "write" (non-finite, refused),
- * "overflow" (finite, beyond the hook's dtype) or "read" (found in a stored row). */
+enum { BAD_WRITE, BAD_OVERFLOW, BAD_READ };
+
+/* The one message for an activation a hook cannot hold: refused on write (non-finite), beyond
+ * the hook's dtype (finite, overflow), or found in a stored row (read). */
 static int bad_value(const store *s, int code, const store_hook *h, int64_t seq, const float *x,
-                     int64_t i, const char *how)
+                     int64_t i, int how)
 {
     int t = (int)(i / h->width), j = (int)(i % h->width);
-    const char *dt = store_dtype_name(h->dtype);
-    if (!strcmp(how, "overflow"))
+    const char *dt = store_dtype_name(h->dtype), *wider = h->dtype == STORE_F16 ? "bf16 or f32" : "f32";
+    if (how == BAD_OVERFLOW)
         return err_set(code, "%s: hook %s, sequence %lld: %g at token %d, dimension %d is beyond "
                        "%s's range; store this hook as %s (--dtype)", s->path, h->name,
-                       (long long)seq, (double)x[i], t, j, dt,
-                       h->dtype == STORE_F16 ? "bf16 or f32" : "f32");
-    if (!strcmp(how, "read") && h->dtype != STORE_F32 && isinf(x[i]))
+                       (long long)seq, (double)x[i], t, j, dt, wider);
+    if (how == BAD_READ && h->dtype != STORE_F32 && isinf(x[i]))
         /* written before writes were checked: a conversion overflow, not damage */
         return err_set(code, "%s: hook %s, sequence %lld: %g at token %d, dimension %d: a value "
                        "beyond %s's range when it was stored; extract this hook again with "
-                       "--dtype %s", s->path, h->name, (long long)seq, (double)x[i], t, j, dt,
-                       h->dtype == STORE_F16 ? "bf16 or f32" : "f32");
+                       "--dtype %s", s->path, h->name, (long long)seq, (double)x[i], t, j, dt, wider);
     return err_set(code, "%s: hook %s, sequence %lld: non-finite value (%g) at token %d, "
                    "dimension %d", s->path, h->name, (long long)seq, (double)x[i], t, j);
 }
@@ -964,19 +968,25 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
         return err_set(ERR_SHAPE, "%s: %d tokens for hook %s (sequence length %d)", s->path, T,
                        h->name, h->seq_len);
     size_t n = (size_t)T * (size_t)h->width;
-    int dtype = h->dtype, width = h->width, over;
-    /* what the readers refuse (blob_read) is not written */
-    int64_t bad = store_act_first_bad(dtype, x, (int64_t)n, &over);
-    if (bad >= 0) return bad_value(s, ERR_ARG, h, seq_id, x, bad, over ? "overflow" : "write");
+    int dtype = h->dtype, width = h->width;
     const void *data = x;
     size_t nbytes = n * (size_t)store_dtype_size(dtype);
+    /* what the readers refuse (blob_read) is not written: checked on the converted values, so
+       each value is converted once (an all-ones exponent: non-finite in, or past the range) */
+    int64_t bad = -1;
     if (dtype != STORE_F32) {
         if ((rc = scratch_reserve(s, nbytes))) return rc;
         uint16_t *o = s->scratch;
         if (dtype == STORE_F16) half_f32_to_f16_n(o, x, n);
         else half_f32_to_bf16_n(o, x, n);
         data = o;
+        for (size_t i = 0; i < n && bad < 0; i++)
+            if (half_bad(dtype, o[i])) bad = (int64_t)i;
+    } else {
+        bad = ck_first_nonfinite(x, (int64_t)n);
     }
+    if (bad >= 0)
+        return bad_value(s, ERR_ARG, h, seq_id, x, bad, isfinite(x[bad]) ? BAD_OVERFLOW : BAD_WRITE);
     (void)width;
     blob_drop(s);
     sqlite3_stmt *st;
@@ -1046,7 +1056,7 @@ static int blob_read(store *s, sqlite3_blob **bp, const store_hook *h, int64_t r
         else half_bf16_to_f32_n(out, half, n);
     }
     int64_t bad = ck_first_nonfinite(out, (int64_t)n);
-    return bad < 0 ? OK : bad_value(s, ERR_FORMAT, h, seq, out, bad, "read");
+    return bad < 0 ? OK : bad_value(s, ERR_FORMAT, h, seq, out, bad, BAD_READ);
 }
 
 int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T)
