@@ -99,7 +99,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--jr-lr-mult", ARG_FLOAT, &jr_lrm, "jumprelu: learning-rate multiplier of the thresholds",
          ARG_MIN(0)},
         {"--lr", ARG_FLOAT, &lr, "learning rate", ARG_ABOVE(0),
-         ARG_DEFAULT("3.75e-4 / sqrt(d_sae / 16384)")},
+         ARG_DEFAULT("3.75e-4 / sqrt(d_sae / 16384); relu at least 1.5e-3")},
         {"--grad-clip", ARG_FLOAT, &clip, "clip the global gradient norm to this (0: off)",
          ARG_MIN(0), ARG_DEFAULT("1")},
         {"--adam-beta1", ARG_FLOAT, &beta1, "Adam's first-moment decay", ARG_MIN(0), ARG_BELOW(1),

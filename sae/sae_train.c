@@ -329,6 +329,12 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
        MMCS at 1e-3 and 0.641 at 1.5e-3 against its recipe's 0.607 at 1.5M tokens; gated,
        clipped, 0.767 at 8e-4 and 0.899 at 1.5e-3; issue 22, docs/sae.md) */
     if (c.lr <= 0) c.lr = 3.75e-4 / sqrt(c.d_sae / 16384.0);
+    /* relu: the rule's value at 1024 latents is also its floor. Past 1024 the 1/sqrt(d_sae) cut
+       (fitted by OpenAI for TopK) made relu tie its recipe on gt_gen's ratio4 (d_sae 2048: 0.571
+       at 1.06e-3, 0.596 and 0.602 over two seeds at 1.5e-3, recipe 0.573); on the demo's
+       activations at 4096 latents 1.5e-3 gives L0 26 / EV 0.931 / CE score 0.918 where 7.5e-4
+       gives 37 / 0.925 / 0.906 (issue 22, docs/sae.md) */
+    if (cin->lr <= 0 && c.arch == SAE_RELU && c.lr < 1.5e-3) c.lr = 1.5e-3;
     /* jumprelu: its paper's beta1 0 (+0.02 MMCS with clipping at 1.5M tokens on
        tools/ref/gt_gen.py's base set); relu and jumprelu: a zero b_dec, as their recipes (there,
        clipped: relu +0.014 MMCS over the median at lr 1e-3, jumprelu +0.024; docs/sae.md) */

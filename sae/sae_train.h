@@ -70,7 +70,7 @@ typedef struct {
     int k_aux;            /* AuxK latents; 0 = d_in/2 */
     double aux_coef;      /* default 1/32 */
     double l1;            /* relu: L1 coefficient (5); jumprelu: L0 coefficient (1) */
-    double lr;            /* 0 = 3.75e-4 / sqrt(d_sae / 16384) */
+    double lr;            /* 0 = 3.75e-4 / sqrt(d_sae / 16384), relu at least 1.5e-3 */
     int batch;            /* tokens per step */
     int64_t total_tokens; /* sets the number of steps (schedule) */
     uint64_t seed;

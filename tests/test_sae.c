@@ -580,6 +580,40 @@ static void test_archs_train(void)
     }
 }
 
+/* The default lr: 3.75e-4 / sqrt(d_sae / 16384) for every architecture, and for relu never below
+ * the rule's 1.5e-3 at 1024 latents (issue 22); a given lr is kept as given. */
+static void test_lr_default(void)
+{
+    enum { D = 8, B = 16, N = 64 };
+    static float x[N * D];
+    rng_state r;
+    rng_seed(&r, 5);
+    fill_normal(x, N * D, &r, 1);
+    const int widths[4] = {512, 1024, 2048, 4096};
+    const double topk_lr[4] = {2.1213203435596424e-3, 1.5e-3, 1.0606601717798212e-3, 7.5e-4};
+    const double relu_lr[4] = {2.1213203435596424e-3, 1.5e-3, 1.5e-3, 1.5e-3};
+    for (int w = 0; w < 4; w++)
+        for (int a = 0; a < 3; a++) {
+            sae_train_config c;
+            sae_train_defaults(&c);
+            c.arch = a == 0 ? SAE_TOPK : a == 1 ? SAE_RELU : SAE_JUMPRELU;
+            c.d_in = D;
+            c.d_sae = widths[w];
+            c.k = 4;
+            c.batch = B;
+            c.total_tokens = 4 * B;
+            c.lr = a == 2 && w == 3 ? 2.5e-4 : 0; /* a given lr below the floor stays */
+            sae_trainer *t = NULL;
+            CHECK(sae_trainer_new(&t, &c, x, N) == 0, "trainer d_sae %d: %s", widths[w], err_msg());
+            if (!t) continue;
+            double want = a == 1 ? relu_lr[w] : a == 2 && w == 3 ? 2.5e-4 : topk_lr[w];
+            double got = sae_trainer_cfg(t)->lr;
+            CHECK(fabs(got - want) <= 1e-12 * want, "%s d_sae %d: lr %.9g, want %.9g",
+                  sae_arch_name(c.arch), widths[w], got, want);
+            sae_trainer_free(t);
+        }
+}
+
 /* Gradient-norm clipping: the reported norm is the global norm of the gradient Adam sees
  * (computed here from sae_trainer_loss_grad, unit-norm rows without their parallel part), the
  * step scales the gradient by clip / norm (checked where Adam is linear in it: eps 1e3 makes the
@@ -1703,6 +1737,7 @@ int main(void)
     test_resume_bit_identical();
     test_ground_truth_small();
     test_archs_train();
+    test_lr_default();
     test_grad_clip();
     test_metrics_eval();
     test_train_run();
