@@ -16,7 +16,11 @@
 # 2024 L1 recipe / the JumpReLU paper's / the Gated SAE paper's) over its own grid SAE_GT_LAM
 # with SAE_GT_REF_FLAGS, into
 # ours_ARCH_l1_L_TOKENS and ref_ARCH_lam_L_TOKENS, one row per run with L0 and explained variance
-# (sae-eval --npy on the first 100k rows) and MMCS / recovered (default configs: base corr0.9).
+# (sae-eval --npy on the first 100k rows) and MMCS / recovered (default configs: base corr0.9);
+# or transcoder: the same generators with a second dictionary (gt_gen.py --d-out 256: y = the same
+# codes on other unit directions, in $DIR/tc_NAME), saelite --arch transcoder --npy --npy-out
+# against topk_ref.py --npy-out, both scored on the output directions (truth_out.npy; default
+# configs: base corr0.9 decay0.98).
 set -u
 [ "${SAE_BENCH_GT:-1}" = 0 ] && { echo "bench_sae_gt: skipped (SAE_BENCH_GT=0)"; exit 0; }
 cd "$(dirname "$0")/.."
@@ -30,6 +34,7 @@ case $ARCH in
 topk) TAG=$TOK; REFARCH=(); L1MODE=0 ;;
 batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk); L1MODE=0 ;;
 matryoshka) TAG=matryoshka_$TOK; REFARCH=(); L1MODE=0 ;; # widths per generator (d_sae) below
+transcoder) TAG=transcoder_$TOK; REFARCH=(); L1MODE=0; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9 decay0.98} ;;
 # relu: both trainers' MMCS peaks at coefficient 5 or below on the base set at 6M tokens (10 and
 # 20 lose it); jumprelu: L0 3-13. The recipes' lr and theta init are for runs this short
 # (docs/sae.md, "ReLU and JumpReLU against their recipes")
@@ -40,7 +45,7 @@ jumprelu) L1GRID=${SAE_GT_L1:-1 3 10}; LAMGRID=${SAE_GT_LAM:-0.003 0.01 0.03}
 # gated: our --l1 5 is about the recipe's lam 0.3 (E||x|| = sqrt(d_in) against E||x||^2 = 1)
 gated) L1GRID=${SAE_GT_L1:-5}; LAMGRID=${SAE_GT_LAM:-0.1 0.3}
   REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3}; L1MODE=1 ;;
-*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, matryoshka, relu, jumprelu or gated"; exit 1 ;;
+*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, matryoshka, transcoder, relu, jumprelu or gated"; exit 1 ;;
 esac
 [ $L1MODE = 1 ] && SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9}
 mkdir -p "$DIR"
@@ -108,26 +113,30 @@ l1_config() { # NAME GENDIR D_SAE
 for c in "${CONFIGS[@]}"; do
   IFS='|' read -r name flags S k n <<<"$c"
   want "$name" || continue
-  d="$DIR/$name"
+  d="$DIR/$name"; genflags=$flags; truth=truth.npy; pair=()
+  if [ "$ARCH" = transcoder ]; then
+    [ "$name" = fresh ] && { echo "bench_sae_gt: transcoder has no fresh-samples row"; continue; }
+    d="$DIR/tc_$name"; genflags="$flags --d-out 256"; truth=truth_out.npy; pair=(--npy-out "$d/out.npy")
+  fi
   # shellcheck disable=SC2086
-  [ -f "$d/meta.json" ] || $PY tools/ref/gt_gen.py "$d" $flags --samples "$n" >/dev/null || exit 1
+  [ -f "$d/meta.json" ] || $PY tools/ref/gt_gen.py "$d" $genflags --samples "$n" >/dev/null || exit 1
   [ "$STAGE" = data ] && continue
   [ $L1MODE = 1 ] && { l1_config "$name" "$d" "$S"; continue; }
   if [ $has_torch = 1 ] && [ "$STAGE" != ours ] && [ ! -f "$d/ref_$TAG/cfg.json" ]; then
     # the fresh row's reference draws its own fresh samples from the same generator
     if [ "$name" = fresh ]; then src=(--gen $flags); else src=(--npy "$d/acts.npy"); fi
     [ "$ARCH" = matryoshka ] && REFARCH=(--matryoshka "$((S / 8)),$((S / 4)),$((S / 2))")
-    OMP_NUM_THREADS=1 $PY tools/ref/topk_ref.py "${src[@]}" "${REFARCH[@]}" --out "$d/ref_$TAG" --d-sae "$S" \
+    OMP_NUM_THREADS=1 $PY tools/ref/topk_ref.py "${src[@]}" "${pair[@]}" "${REFARCH[@]}" --out "$d/ref_$TAG" --d-sae "$S" \
       --k "$k" --tokens "$TOK" >"$d/ref_$TAG.log" 2>&1 || { echo "ref failed: $d/ref_$TAG.log"; exit 1; }
   fi
   [ "$STAGE" = ref ] && continue
   [ -f "$d/ours_$TAG/cfg.json" ] ||
-    "$BIN" sae-train --npy "$d/acts.npy" --arch "$ARCH" --d-sae "$S" --k "$k" --tokens "$TOK" \
+    "$BIN" sae-train --npy "$d/acts.npy" "${pair[@]}" --arch "$ARCH" --d-sae "$S" --k "$k" --tokens "$TOK" \
       --out "$d/ours_$TAG" --log-every 100000 >"$d/ours_$TAG.log" 2>&1 ||
     { echo "saelite failed: $d/ours_$TAG.log"; exit 1; }
   [ "$STAGE" = ours ] && continue
-  read -r om orr <<<"$(mmcs "$d/ours_$TAG" "$d/truth.npy")"
+  read -r om orr <<<"$(mmcs "$d/ours_$TAG" "$d/$truth")"
   ref="-"
-  if [ -f "$d/ref_$TAG/cfg.json" ]; then read -r rm rr <<<"$(mmcs "$d/ref_$TAG" "$d/truth.npy")"; ref="$rm / $rr%"; fi
+  if [ -f "$d/ref_$TAG/cfg.json" ]; then read -r rm rr <<<"$(mmcs "$d/ref_$TAG" "$d/$truth")"; ref="$rm / $rr%"; fi
   echo "| $name | ${flags:-(base)} | $S | $k | $n | $om / $orr% | $ref |"
 done

@@ -24,7 +24,8 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
     if (o->train.transcoder)
         printf("sae-train: %s (%s) %s -> %s, d_in %d d_out %d d_sae %d\n",
                o->train.transcoder == SAE_SKIP_TRANSCODER ? "skip_transcoder" : "transcoder",
-               sae_arch_name(r->arch), o->hook, o->hook_out, r->d_in, r->d_out, r->d_sae);
+               sae_arch_name(r->arch), o->npy_out ? o->npy : o->hook, o->npy_out ? o->npy_out : o->hook_out,
+               r->d_in, r->d_out, r->d_sae);
     printf("sae-train: %s d_in %d d_sae %d, %" PRId64 " steps in %.1fs (%.0f tok/s, reading %.0f%%, "
            "checkpoints %.2fs) -> %s\n",
            sae_arch_name(r->arch), r->d_in, r->d_sae, r->steps, secs,
@@ -66,6 +67,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--max-norm-ratio", ARG_FLOAT, &o.max_norm_ratio,
          "store: drop tokens with norm > R x the mean token norm (0: off)", ARG_MIN(0)},
         {"--npy", ARG_STR, &o.npy, "activations [tokens, d_in] (float .npy)"},
+        {"--npy-out", ARG_STR, &o.npy_out, "transcoders: the targets [tokens, d_out] of the --npy rows"},
         {"--synth", ARG_FLAG, &o.synth, "train on generated synthetic superposition data"},
         {"--synth-d", ARG_INT, &syn_d, "synthetic: dimension", ARG_MIN(1)},
         {"--synth-features", ARG_INT, &syn_f, "synthetic: true features", ARG_MIN(1)},
@@ -156,8 +158,10 @@ int cmd_sae_train(int argc, char **argv)
                                                     : SAE_NOT_TRANSCODER;
     if (!tcod && (act_s || o.hook_out))
         return cli_usage_error(cmd, "--activation and --hook-out are for --arch transcoder / skip_transcoder");
-    if (tcod && !(o.db && o.hook_out))
-        return cli_usage_error(cmd, "a transcoder needs --db, --hook and --hook-out");
+    if (tcod && !(o.db && o.hook_out) && !(o.npy && o.npy_out))
+        return cli_usage_error(cmd, "a transcoder needs --db, --hook and --hook-out, or --npy and --npy-out");
+    if (o.npy_out && !(tcod && o.npy))
+        return cli_usage_error(cmd, "--npy-out is for a transcoder trained on --npy");
     c->transcoder = tcod;
     if (tcod) arch_s = act_s ? act_s : "topk";
     /* the choices are declared, so these cannot fail */

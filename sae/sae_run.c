@@ -97,6 +97,34 @@ static int open_store(run *r, const sae_run_opts *o)
     return OK;
 }
 
+/* A transcoder's --npy-out: the targets of the *x rows, row for row; *x becomes [x | y] rows
+ * (frees the old *x on success, leaves it to the caller on error). */
+static int join_targets(float **x, int64_t n, int D, const char *xpath, const char *ypath, int *d_out)
+{
+    float *y = NULL, *xy = NULL;
+    int nd;
+    int64_t sh[NPY_MAX_DIMS];
+    int rc = npy_read(ypath, &y, &nd, sh);
+    if (rc) return rc;
+    if (nd != 2 || sh[0] != n || sh[1] < 1)
+        rc = err_set(ERR_SHAPE, "%s: expected [%" PRId64 ", d_out] (the rows of %s), got %d dims "
+                                "(%" PRId64 " rows)", ypath, n, xpath, nd, nd >= 1 ? sh[0] : 0);
+    if (!rc) rc = npy_check_finite(ypath, y, sh[0], sh[1]);
+    int Do = rc ? 0 : (int)sh[1];
+    if (!rc && !(xy = mem_alloc(sizeof(float) * (size_t)n * (size_t)(D + Do))))
+        rc = err_set(ERR_NOMEM, "%s: out of memory joining the targets", ypath);
+    for (int64_t i = 0; !rc && i < n; i++) {
+        memcpy(xy + i * (D + Do), *x + i * D, sizeof(float) * (size_t)D);
+        memcpy(xy + i * (D + Do) + D, y + i * Do, sizeof(float) * (size_t)Do);
+    }
+    mem_free(y);
+    if (rc) return rc;
+    mem_free(*x);
+    *x = xy;
+    *d_out = Do;
+    return OK;
+}
+
 static int open_npy(run *r, const sae_run_opts *o)
 {
     float *data = NULL;
@@ -117,6 +145,11 @@ static int open_npy(run *r, const sae_run_opts *o)
         mem_free(data);
         return rc;
     }
+    r->c.d_in = (int)shape[1];
+    int W = r->c.d_in; /* a source row: x, or a transcoder's [x | y] */
+    if (o->npy_out && (rc = join_targets(&data, shape[0], r->c.d_in, o->npy, o->npy_out, &r->c.d_out)))
+        return rc;
+    W += r->c.d_out;
     int64_t n = shape[0], nv = 0, nt = 0;
     int64_t *rows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *vrows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
@@ -124,10 +157,9 @@ static int open_npy(run *r, const sae_run_opts *o)
         if (is_val_row(i, o->val_frac)) vrows[nv++] = i;
         else rows[nt++] = i;
     }
-    r->c.d_in = (int)shape[1];
-    rc = rows && vrows ? sae_source_mem_rows(&r->src, data, rows, nt, r->c.d_in, r->c.seed)
+    rc = rows && vrows ? sae_source_mem_rows(&r->src, data, rows, nt, W, r->c.seed)
                        : err_set(ERR_NOMEM, "out of memory");
-    if (!rc && nv) rc = sae_source_mem_rows(&r->val, data, vrows, nv, r->c.d_in, r->c.seed + 1);
+    if (!rc && nv) rc = sae_source_mem_rows(&r->val, data, vrows, nv, W, r->c.seed + 1);
     mem_free(rows);
     mem_free(vrows);
     if (rc) mem_free(data);
@@ -154,8 +186,11 @@ static int open_synth(run *r, const sae_run_opts *o)
 /* Data sources, the trainer's shape and the output paths. */
 static int run_open(run *r, const sae_run_opts *o)
 {
-    if (r->c.transcoder && !(o->db && o->hook_out && o->hook_out[0]))
-        return err_set(ERR_ARG, "sae-train: a transcoder trains on a store's --hook and --hook-out");
+    if (r->c.transcoder && !(o->db && o->hook_out && o->hook_out[0]) && !(o->npy && o->npy_out))
+        return err_set(ERR_ARG, "sae-train: a transcoder trains on a store's --hook and --hook-out, "
+                                "or on --npy with --npy-out");
+    if (o->npy_out && !(r->c.transcoder && o->npy))
+        return err_set(ERR_ARG, "sae-train: --npy-out is a transcoder's targets for --npy");
     int rc = o->db ? open_store(r, o) : o->npy ? open_npy(r, o) : open_synth(r, o);
     if (rc) return rc;
     int64_t avail = !r->val ? 0 : r->val->n_rows < 0 ? INT64_MAX : r->val->n_rows;
@@ -468,7 +503,7 @@ static int run_register(run *r, const sae_run_opts *o, sae_run_result *res)
         snprintf(cj + strlen(cj) - 1, sizeof cj - strlen(cj) + 1,
                  ",\"transcoder\":\"%s\",\"hook_out\":\"%s\",\"d_out\":%d}",
                  tc->transcoder == SAE_SKIP_TRANSCODER ? "skip_transcoder" : "transcoder",
-                 o->hook_out, tc->d_out);
+                 o->hook_out ? o->hook_out : "", tc->d_out);
     store_sae_row row = {.dir = o->out, .architecture = sae_arch_name(tc->arch),
                          .hook_name = o->hook,
                          .model_name = o->model_name && o->model_name[0] ? o->model_name

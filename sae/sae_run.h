@@ -39,6 +39,7 @@ typedef struct {
     /* data: exactly one of db (with hook), npy, synth */
     const char *db;
     const char *npy;
+    const char *npy_out;       /* transcoders with npy: the targets [tokens, d_out] .npy, row for row */
     int synth;
     const char *hook;          /* with db: which activations; otherwise metadata only */
     const char *hook_out;      /* transcoders (train.transcoder): the target hook in db */

@@ -309,6 +309,20 @@ out=$($BIN sae-eval --sae "$T/skip_transcoder" --npy "$T/tcx.npy" --npy-out "$T/
 check '[ $? -eq 0 ] && [[ "$out" == *"skip_transcoder d_out 32"* ]] && [[ "$out" == *"explained variance"* ]]' "sae-eval on (input, target) pairs: $out"
 out=$($BIN sae-eval --sae "$T/skip_transcoder" --npy "$T/tcx.npy" 2>&1)
 check '[ $? -eq 2 ]' "a transcoder's sae-eval needs --npy-out"
+# a transcoder on .npy pairs (--npy-out: the targets row for row); refused when the rows differ
+NA=(--d-sae 64 --k 4 --tokens 12288 --batch 256 --lr 0.003 --val-frac 0.2)
+out=$($BIN sae-train --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" --arch transcoder "${NA[@]}" --out "$T/tcnpy" 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"sae-train: transcoder (topk) $T/tcx.npy -> $T/tcy.npy, d_in 32 d_out 32 d_sae 64"* ]] && grep -q "\"d_out\":\s*32" "$T/tcnpy/cfg.json"' "a transcoder trains on --npy / --npy-out: $out"
+out=$($BIN sae-eval --sae "$T/tcnpy" --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" 2>&1)
+ev=$(sed -n 's/.*explained variance \([-0-9.]*\).*/\1/p' <<<"$out")
+check '$PY -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0.5 else 1)" "$ev"' "the .npy transcoder explains its targets (EV $ev > 0.5): $out"
+$PY -c "import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[:-1])" "$T/tcy.npy" "$T/tcy_short.npy"
+out=$($BIN sae-train --npy "$T/tcx.npy" --npy-out "$T/tcy_short.npy" --arch transcoder "${NA[@]}" --out "$T/tcshort" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"tcy_short.npy: expected ["*"(the rows of"* ]] && [ ! -e "$T/tcshort" ]' "--npy-out with other rows than --npy refused: $out"
+out=$($BIN sae-train --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" --arch topk "${NA[@]}" --out "$T/tcnot" 2>&1)
+check '[ $? -eq 2 ] && [ ! -e "$T/tcnot" ]' "--npy-out is for transcoders: $out"
+out=$($BIN sae-train --npy "$T/tcx.npy" --arch transcoder "${NA[@]}" --out "$T/tcnoy" 2>&1)
+check '[ $? -eq 2 ] && [ ! -e "$T/tcnoy" ]' "a transcoder on --npy needs --npy-out: $out"
 out=$($BIN sae-train --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --arch transcoder --out "$T/tcbad" 2>&1)
 check '[ $? -eq 2 ] && [ ! -e "$T/tcbad" ]' "a transcoder needs --hook-out"
 fi

@@ -7,6 +7,10 @@ model, different random streams, numpy only). For one configuration it writes, u
   truth.npy   float32 [features, d]   the true unit directions (rows)
   acts.npy    float32 [samples, d]    x = sum_i c_i truth_i, one sample per row
   meta.json   the configuration and measured statistics (mean active count, mean norm)
+and with --d-out N (a transcoder's task: the same sparse codes written in a second space):
+  truth_out.npy float32 [features, N]  the output directions (their own random stream)
+  out.npy       float32 [samples, N]   y = sum_i c_i truth_out_i, row for row with acts.npy
+(acts.npy and truth.npy are the same bytes with or without it).
 
 Model. truth_i ~ N(0, I_d) normalised. Feature i fires with probability p_i = min(1, s decay^i),
 s chosen by bisection so that sum_i p_i = active. Firing is correlated through a Gaussian copula:
@@ -19,6 +23,7 @@ exp = Exp(1) clipped at 4, one = 1.
 
 Usage: /usr/bin/python3 tools/ref/gt_gen.py OUTDIR [--d 256] [--features 512] [--active 5]
          [--decay 0.99] [--rho 0.5] [--rank 16] [--mag uu] [--samples 1000000] [--seed 1]
+         [--d-out N]
 Cost: about 1.5 s per 100k samples at d 256, 512 features (2 cores); 1M samples = 1 GB on disk.
 """
 import argparse
@@ -84,6 +89,12 @@ class Generator:
         self.p = probabilities(features, decay, active)
         self.thr = norm_ppf(self.p)
         self.rng = np.random.default_rng([seed, 0x5a3])  # sample stream
+        self.seed, self.truth_out = seed, None
+
+    def set_d_out(self, d_out):
+        """A second dictionary in d_out dimensions for transcoder targets (stream of its own)."""
+        t = np.random.default_rng([self.seed, 0x7d0]).standard_normal((self.F, d_out))
+        self.truth_out = (t / np.linalg.norm(t, axis=1, keepdims=True)).astype(np.float32)
 
     def magnitudes(self, n):
         r = self.rng
@@ -95,6 +106,16 @@ class Generator:
 
     def sample(self, n):
         """n samples: x [n, d] float32 and the firing count per sample [n]."""
+        c, act = self.codes(n)
+        return c @ self.truth, act
+
+    def sample_pair(self, n):
+        """n samples of x [n, d], y [n, d_out] (set_d_out first) and the firing counts."""
+        c, act = self.codes(n)
+        return c @ self.truth, c @ self.truth_out, act
+
+    def codes(self, n):
+        """The sparse codes c [n, features] and the firing count per sample [n]."""
         r = self.rng
         z = math.sqrt(1 - self.rho) * r.standard_normal((n, self.F))
         if self.rho > 0 and self.rank > 0:
@@ -103,7 +124,7 @@ class Generator:
         rows, cols = np.nonzero(fire)
         c = np.zeros((n, self.F), dtype=np.float32)
         c[rows, cols] = self.magnitudes(len(rows))
-        return c @ self.truth, fire.sum(1)
+        return c, fire.sum(1)
 
 
 def main():
@@ -118,20 +139,31 @@ def main():
     ap.add_argument("--mag", default="uu", choices=["uu", "u", "exp", "one"])
     ap.add_argument("--samples", type=int, default=1000000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--d-out", type=int, default=0, help="also write transcoder targets (out.npy)")
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     gen = Generator(a.d, a.features, a.active, a.decay, a.rho, a.rank, a.mag, a.seed)
     np.save(os.path.join(a.outdir, "truth.npy"), gen.truth)
     out = np.lib.format.open_memmap(os.path.join(a.outdir, "acts.npy"), mode="w+",
                                     dtype=np.float32, shape=(a.samples, a.d))
+    yout = None
+    if a.d_out > 0:
+        gen.set_d_out(a.d_out)
+        np.save(os.path.join(a.outdir, "truth_out.npy"), gen.truth_out)
+        yout = np.lib.format.open_memmap(os.path.join(a.outdir, "out.npy"), mode="w+",
+                                         dtype=np.float32, shape=(a.samples, a.d_out))
     nact, nsum, chunk = 0, 0.0, 65536
     for r0 in range(0, a.samples, chunk):
         n = min(chunk, a.samples - r0)
-        x, act = gen.sample(n)
+        if yout is None: x, act = gen.sample(n)
+        else:
+            x, y, act = gen.sample_pair(n)
+            yout[r0:r0 + n] = y
         out[r0:r0 + n] = x
         nact += int(act.sum())
         nsum += float(np.linalg.norm(x, axis=1).sum())
     out.flush()
+    if yout is not None: yout.flush()
     meta = dict(vars(a), mean_active=nact / a.samples, mean_norm=nsum / a.samples,
                 p_max=float(gen.p[0]), p_min=float(gen.p[-1]))
     with open(os.path.join(a.outdir, "meta.json"), "w") as f:

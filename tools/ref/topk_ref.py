@@ -30,6 +30,13 @@ Usage: /usr/bin/python3 tools/ref/topk_ref.py --npy ACTS.npy --out DIR [--d-sae 
   truncated to its first m latents (the paper's code and SAELens' current
   matryoshka_batchtopk_sae.py; SAELens' earlier version re-selected a BatchTopK inside each
   prefix instead). Saved as "matryoshka_batchtopk" with its widths and the threshold.
+--npy-out TARGETS.npy: a TopK transcoder (Dunefsky et al. 2024; Paulo et al. 2025; sparsify's
+  transcode mode), the same recipe with the target y (row for row with --npy) in place of x:
+  f = TopK_k(ReLU(x W_enc + b_enc)) (no b_dec subtracted from the input: b_dec lives in y's
+  space), yhat = f W_dec + b_dec, loss ||y - yhat||^2 + the same AuxK on e = y - yhat; b_dec =
+  mean of y; W_enc = W_dec^T at init where d_in = d_out, else its own random unit rows. Saved as
+  SAELens' "transcoder" (d_out, activation_fn topk); sae-eval --ground-truth scores its decoder
+  against the output directions (tools/ref/gt_gen.py --d-out writes both).
 """
 import argparse
 import json
@@ -62,9 +69,10 @@ def decode(idx, val, W_dec):
     return torch.nn.functional.embedding_bag(idx, W_dec, per_sample_weights=val, mode="sum")
 
 
-def forward(P, x, k, dead, k_aux):
-    """Pre-activations, the top-k (idx, val >= 0), xhat; and the AuxK top-k over dead latents."""
-    xc = x - P["b_dec"]
+def forward(P, x, k, dead, k_aux, center=True):
+    """Pre-activations, the top-k (idx, val >= 0), xhat; and the AuxK top-k over dead latents.
+    center=False (a transcoder): the input is not centred by b_dec."""
+    xc = x - P["b_dec"] if center else x
     pre = torch.relu(xc @ P["W_encT"].t() + P["b_enc"])
     val, idx = pre.topk(k, dim=1)
     xhat = decode(idx, val, P["W_dec"]) + P["b_dec"]
@@ -77,12 +85,13 @@ def forward(P, x, k, dead, k_aux):
     return xc, idx, val, xhat, aux
 
 
-def loss_fn(P, x, k, dead, k_aux, aux_coef):
-    """The loss as autograd sees it (used to check loss_and_grads)."""
-    xc, idx, val, xhat, aux = forward(P, x, k, dead, k_aux)
-    loss = (xhat - x).pow(2).sum(1).mean()
+def loss_fn(P, x, k, dead, k_aux, aux_coef, y=None):
+    """The loss as autograd sees it (used to check loss_and_grads); y: a transcoder's target."""
+    xc, idx, val, xhat, aux = forward(P, x, k, dead, k_aux, y is None)
+    y = x if y is None else y
+    loss = (xhat - y).pow(2).sum(1).mean()
     if aux is not None:
-        e = (x - xhat).detach()
+        e = (y - xhat).detach()
         ehat = decode(aux[0], aux[1], P["W_dec"])
         loss = loss + aux_coef * (ehat - e).pow(2).sum(1).mean() / (e - e.mean(0)).pow(2).sum(1).mean()
     return loss
@@ -108,12 +117,13 @@ def sparse_backward(g, P, xc, idx, val, dout):
 
 
 
-def loss_and_grads(P, x, k, dead, k_aux, aux_coef):
+def loss_and_grads(P, x, k, dead, k_aux, aux_coef, y=None):
     """Loss, AuxK term and gradients by hand (sparse: only the selected latents), the same
     function as loss_fn. Returns (loss, aux, grads, idx, val)."""
     B = x.shape[0]
-    xc, idx, val, xhat, aux = forward(P, x, k, dead, k_aux)
-    r = xhat - x
+    center = y is None
+    xc, idx, val, xhat, aux = forward(P, x, k, dead, k_aux, center)
+    r = xhat - (x if center else y)
     loss = r.pow(2).sum(1).mean()
     g = {n: torch.zeros_like(t) for n, t in P.items()}
     dout = 2 * r / B
@@ -128,8 +138,8 @@ def loss_and_grads(P, x, k, dead, k_aux, aux_coef):
         sparse_backward(g, P, xc, aux[0], aux[1], aux_coef * 2 * (ehat - e) / (B * den))
         loss = loss + aux_coef * auxv
     # pre depends on b_dec through xc = x - b_dec: dL/db_dec -= (sum_b dL/dpre_b) W_enc^T, and
-    # that sum is exactly b_enc's gradient
-    g["b_dec"] -= g["b_enc"] @ P["W_encT"]
+    # that sum is exactly b_enc's gradient (a transcoder's input is not centred)
+    if center: g["b_dec"] -= g["b_enc"] @ P["W_encT"]
     return float(loss), auxv, g, idx, val
 
 
@@ -167,15 +177,16 @@ def batchtopk_step(P, x, k, dead, k_aux, aux_coef, widths=()):
     return float(loss), auxv, mask.any(0), float(pos.min()) if pos.numel() else 0.0
 
 
-def check_grad(P, x, k, k_aux, aux_coef):
+def check_grad(P, x, k, k_aux, aux_coef, y=None):
     """Compare loss_and_grads with autograd on one batch, with and without dead latents."""
     S = P["b_enc"].shape[0]
+    yd = None if y is None else y.double()
     for dead in (torch.zeros(S, dtype=torch.bool), torch.arange(S) % 3 == 0):
         Q = {n: t.clone().double().requires_grad_(True) for n, t in P.items()}
-        loss_fn(Q, x.double(), k, dead, k_aux, aux_coef).backward()
+        loss_fn(Q, x.double(), k, dead, k_aux, aux_coef, yd).backward()
         with torch.no_grad():
             _, _, g, _, _ = loss_and_grads({n: t.detach() for n, t in Q.items()}, x.double(), k,
-                                           dead, k_aux, aux_coef)
+                                           dead, k_aux, aux_coef, yd)
         for n in P:
             err = float((g[n] - Q[n].grad).abs().max() / (Q[n].grad.abs().max() + 1e-30))
             print(f"grad check {n} (dead {int(dead.sum())}): max rel err {err:.2e}", file=sys.stderr)
@@ -185,6 +196,7 @@ def check_grad(P, x, k, k_aux, aux_coef):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--npy")
+    ap.add_argument("--npy-out", help="a transcoder's targets, row for row with --npy (see above)")
     ap.add_argument("--gen", action="store_true", help="fresh samples (gt_gen.py flags below)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--d-sae", type=int, default=1024)
@@ -206,6 +218,8 @@ def main():
         ap.add_argument("--" + n, type=t, default=v)
     a = ap.parse_args()
     if bool(a.npy) == a.gen: sys.exit("give exactly one of --npy, --gen")
+    if a.npy_out and (not a.npy or a.batch_topk or a.matryoshka):
+        sys.exit("--npy-out: a TopK transcoder on --npy (not --gen, --batch-topk or --matryoshka)")
     widths = [int(w) for w in a.matryoshka.split(",") if w]
     if widths:
         a.batch_topk = True
@@ -219,14 +233,19 @@ def main():
         data = np.load(a.npy, mmap_mode="r")
         N, d = data.shape
         data = torch.from_numpy(np.array(data))  # into memory (writable)
+        target = data
+        if a.npy_out:
+            target = torch.from_numpy(np.array(np.load(a.npy_out, mmap_mode="r")))
+            if target.shape[0] != N: sys.exit(f"{a.npy_out}: {target.shape[0]} rows, {a.npy} has {N}")
         perm, pos = torch.from_numpy(rng.permutation(N)), 0
 
         def batch():
             nonlocal perm, pos
             if pos + a.batch > N: perm, pos = torch.from_numpy(rng.permutation(N)), 0
             pos += a.batch
-            return data[perm[pos - a.batch:pos]]
-        mean = data[:min(N, 262144)].double().mean(0).float()
+            rows = perm[pos - a.batch:pos]
+            return data[rows], target[rows]
+        mean = target[:min(N, 262144)].double().mean(0).float()
     else:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import gt_gen
@@ -235,22 +254,29 @@ def main():
         d = a.d
 
         def batch():
-            return torch.from_numpy(g.sample(a.batch)[0])
-        mean = torch.cat([batch() for _ in range(16)]).double().mean(0).float()
+            x = torch.from_numpy(g.sample(a.batch)[0])
+            return x, x
+        mean = torch.cat([batch()[0] for _ in range(16)]).double().mean(0).float()
 
     S, k = a.d_sae, a.k
-    W_dec = torch.randn(S, d)
+    d_out = mean.shape[0]
+    W_dec = torch.randn(S, d_out)
     W_dec /= W_dec.norm(dim=1, keepdim=True)
-    P = {"W_encT": W_dec.clone(), "b_enc": torch.zeros(S), "W_dec": W_dec, "b_dec": mean.clone()}
+    W_encT = W_dec.clone()
+    if d_out != d:
+        W_encT = torch.randn(S, d)
+        W_encT /= W_encT.norm(dim=1, keepdim=True)
+    P = {"W_encT": W_encT, "b_enc": torch.zeros(S), "W_dec": W_dec, "b_dec": mean.clone()}
     opt = torch.optim.Adam(list(P.values()), lr=a.lr)
     if a.check_grad:
-        check_grad(P, batch(), k, a.k_aux, a.aux_coef)
+        xb, yb = batch()
+        check_grad(P, xb, k, a.k_aux, a.aux_coef, yb if a.npy_out else None)
     since = torch.zeros(S, dtype=torch.long)
     steps = a.tokens // a.batch
     thr_sum, thr_n = 0.0, 0
     t0 = time.time()
     for step in range(steps):
-        x = batch()
+        x, y = batch()
         dead = since >= a.dead_tokens if a.aux_coef > 0 else torch.zeros(S, dtype=torch.bool)
         nd = int(dead.sum())
         if a.batch_topk:
@@ -259,7 +285,8 @@ def main():
                 thr_sum, thr_n = thr_sum + thr, thr_n + 1
         with torch.no_grad():
             if not a.batch_topk:
-                loss, aux, grads, idx, val = loss_and_grads(P, x, k, dead, a.k_aux, a.aux_coef)
+                loss, aux, grads, idx, val = loss_and_grads(P, x, k, dead, a.k_aux, a.aux_coef,
+                                                            y if a.npy_out else None)
                 for name, t in P.items():
                     t.grad = grads[name]
             G = P["W_dec"].grad  # keep the rows unit norm: no step along a row
@@ -291,6 +318,9 @@ def main():
                "recipe": vars(a)}
         if a.batch_topk: cfg["threshold"] = thr_sum / max(1, thr_n)
         if widths: cfg["matryoshka_widths"] = widths + [S]
+        if a.npy_out:
+            cfg.update(architecture="transcoder", d_out=d_out, apply_b_dec_to_input=False,
+                       activation_fn="topk", activation_fn_kwargs={"k": k})
         json.dump(cfg, f, indent=1)
     print(f"topk_ref: {steps} steps in {time.time() - t0:.0f} s, dead {nd}/{S}")
 
