@@ -37,6 +37,9 @@ Usage: /usr/bin/python3 tools/ref/topk_ref.py --npy ACTS.npy --out DIR [--d-sae 
   mean of y; W_enc = W_dec^T at init where d_in = d_out, else its own random unit rows. Saved as
   SAELens' "transcoder" (d_out, activation_fn topk); sae-eval --ground-truth scores its decoder
   against the output directions (tools/ref/gt_gen.py --d-out writes both).
+--skip (with --npy-out): a skip transcoder (Paulo et al. 2025): yhat += x W_skip^T, W_skip
+  [d_out, d_in] from zeros, trained by the main loss (AuxK's residual is detached); saved as
+  "skip_transcoder".
 """
 import argparse
 import json
@@ -76,6 +79,7 @@ def forward(P, x, k, dead, k_aux, center=True):
     pre = torch.relu(xc @ P["W_encT"].t() + P["b_enc"])
     val, idx = pre.topk(k, dim=1)
     xhat = decode(idx, val, P["W_dec"]) + P["b_dec"]
+    if "W_skip" in P: xhat = xhat + x @ P["W_skip"].t()
     aux = None
     nd = int(dead.sum())
     if nd > 0:
@@ -128,6 +132,7 @@ def loss_and_grads(P, x, k, dead, k_aux, aux_coef, y=None):
     g = {n: torch.zeros_like(t) for n, t in P.items()}
     dout = 2 * r / B
     g["b_dec"] += dout.sum(0)
+    if "W_skip" in P: g["W_skip"] += dout.t() @ x
     sparse_backward(g, P, xc, idx, val, dout)
     auxv = 0.0
     if aux is not None:
@@ -197,6 +202,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--npy")
     ap.add_argument("--npy-out", help="a transcoder's targets, row for row with --npy (see above)")
+    ap.add_argument("--skip", action="store_true", help="with --npy-out: a skip transcoder")
     ap.add_argument("--gen", action="store_true", help="fresh samples (gt_gen.py flags below)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--d-sae", type=int, default=1024)
@@ -220,6 +226,7 @@ def main():
     if bool(a.npy) == a.gen: sys.exit("give exactly one of --npy, --gen")
     if a.npy_out and (not a.npy or a.batch_topk or a.matryoshka):
         sys.exit("--npy-out: a TopK transcoder on --npy (not --gen, --batch-topk or --matryoshka)")
+    if a.skip and not a.npy_out: sys.exit("--skip needs --npy-out")
     widths = [int(w) for w in a.matryoshka.split(",") if w]
     if widths:
         a.batch_topk = True
@@ -267,6 +274,7 @@ def main():
         W_encT = torch.randn(S, d)
         W_encT /= W_encT.norm(dim=1, keepdim=True)
     P = {"W_encT": W_encT, "b_enc": torch.zeros(S), "W_dec": W_dec, "b_dec": mean.clone()}
+    if a.skip: P["W_skip"] = torch.zeros(d_out, d)
     opt = torch.optim.Adam(list(P.values()), lr=a.lr)
     if a.check_grad:
         xb, yb = batch()
@@ -305,6 +313,7 @@ def main():
     W_enc, b_enc, W_dec, b_dec = P["W_encT"].t(), P["b_enc"], P["W_dec"], P["b_dec"]
     os.makedirs(a.out, exist_ok=True)
     tensors = {"W_enc": W_enc, "b_enc": b_enc, "W_dec": W_dec, "b_dec": b_dec}
+    if a.skip: tensors["W_skip"] = P["W_skip"]
     if a.batch_topk:  # inference as JumpReLU with the global threshold (SAELens' convention)
         tensors["threshold"] = torch.full((S,), thr_sum / max(1, thr_n))
     save_safetensors(os.path.join(a.out, "sae_weights.safetensors"), tensors)
@@ -319,7 +328,7 @@ def main():
         if a.batch_topk: cfg["threshold"] = thr_sum / max(1, thr_n)
         if widths: cfg["matryoshka_widths"] = widths + [S]
         if a.npy_out:
-            cfg.update(architecture="transcoder", d_out=d_out, apply_b_dec_to_input=False,
+            cfg.update(architecture="skip_transcoder" if a.skip else "transcoder", d_out=d_out, apply_b_dec_to_input=False,
                        activation_fn="topk", activation_fn_kwargs={"k": k})
         json.dump(cfg, f, indent=1)
     print(f"topk_ref: {steps} steps in {time.time() - t0:.0f} s, dead {nd}/{S}")
