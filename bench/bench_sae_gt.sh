@@ -20,7 +20,8 @@
 # or transcoder: the same generators with a second dictionary (gt_gen.py --d-out 256: y = the same
 # codes on other unit directions, in $DIR/tc_NAME), saelite --arch transcoder --npy --npy-out
 # against topk_ref.py --npy-out, both scored on the output directions (truth_out.npy; default
-# configs: base corr0.9 decay0.98).
+# configs: base corr0.9 decay0.98); skip_transcoder: the same with --arch skip_transcoder against
+# topk_ref.py --npy-out --skip.
 set -u
 [ "${SAE_BENCH_GT:-1}" = 0 ] && { echo "bench_sae_gt: skipped (SAE_BENCH_GT=0)"; exit 0; }
 cd "$(dirname "$0")/.."
@@ -34,7 +35,8 @@ case $ARCH in
 topk) TAG=$TOK; REFARCH=(); L1MODE=0 ;;
 batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk); L1MODE=0 ;;
 matryoshka) TAG=matryoshka_$TOK; REFARCH=(); L1MODE=0 ;; # widths per generator (d_sae) below
-transcoder) TAG=transcoder_$TOK; REFARCH=(); L1MODE=0; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9 decay0.98} ;;
+transcoder | skip_transcoder) TAG=${ARCH}_$TOK; REFARCH=(); [ "$ARCH" = skip_transcoder ] && REFARCH=(--skip)
+  L1MODE=0; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9 decay0.98} ;;
 # relu: both trainers' MMCS peaks at coefficient 5 or below on the base set at 6M tokens (10 and
 # 20 lose it); jumprelu: L0 3-13. The recipes' lr and theta init are for runs this short
 # (docs/sae.md, "ReLU and JumpReLU against their recipes")
@@ -45,7 +47,7 @@ jumprelu) L1GRID=${SAE_GT_L1:-1 3 10}; LAMGRID=${SAE_GT_LAM:-0.003 0.01 0.03}
 # gated: our --l1 5 is about the recipe's lam 0.3 (E||x|| = sqrt(d_in) against E||x||^2 = 1)
 gated) L1GRID=${SAE_GT_L1:-5}; LAMGRID=${SAE_GT_LAM:-0.1 0.3}
   REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3}; L1MODE=1 ;;
-*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, matryoshka, transcoder, relu, jumprelu or gated"; exit 1 ;;
+*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, matryoshka, transcoder, skip_transcoder, relu, jumprelu or gated"; exit 1 ;;
 esac
 [ $L1MODE = 1 ] && SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9}
 mkdir -p "$DIR"
@@ -114,7 +116,7 @@ for c in "${CONFIGS[@]}"; do
   IFS='|' read -r name flags S k n <<<"$c"
   want "$name" || continue
   d="$DIR/$name"; genflags=$flags; truth=truth.npy; pair=()
-  if [ "$ARCH" = transcoder ]; then
+  if [ "$ARCH" = transcoder ] || [ "$ARCH" = skip_transcoder ]; then
     [ "$name" = fresh ] && { echo "bench_sae_gt: transcoder has no fresh-samples row"; continue; }
     d="$DIR/tc_$name"; genflags="$flags --d-out 256"; truth=truth_out.npy; pair=(--npy-out "$d/out.npy")
   fi
