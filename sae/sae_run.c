@@ -147,8 +147,10 @@ static int open_npy(run *r, const sae_run_opts *o)
     }
     r->c.d_in = (int)shape[1];
     int W = r->c.d_in; /* a source row: x, or a transcoder's [x | y] */
-    if (o->npy_out && (rc = join_targets(&data, shape[0], r->c.d_in, o->npy, o->npy_out, &r->c.d_out)))
+    if (o->npy_out && (rc = join_targets(&data, shape[0], r->c.d_in, o->npy, o->npy_out, &r->c.d_out))) {
+        mem_free(data);
         return rc;
+    }
     W += r->c.d_out;
     int64_t n = shape[0], nv = 0, nt = 0;
     int64_t *rows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
