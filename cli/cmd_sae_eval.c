@@ -12,18 +12,18 @@
 #include "sae/sae.h"
 
 CLI_COMMAND(sae_eval, "Evaluate an SAE: ground-truth MMCS and/or reconstruction metrics",
-            "saelite sae-eval --sae DIR [--ground-truth TRUE.npy] [--npy ACTS.npy] "
-            "[--max-tokens N]")
+            "saelite sae-eval --sae DIR [--ground-truth TRUE.npy] [--npy ACTS.npy "
+            "[--npy-out TARGETS.npy]] [--max-tokens N]")
 
 /* A [rows, D] float array whose first n rows are finite (NaN/Inf would only print 'mse nan'). */
 static int check_array(const char *path, const char *rows, const float *x, int nd,
-                       const int64_t *sh, int D, int64_t n)
+                       const int64_t *sh, int D, const char *width, int64_t n)
 {
     if (nd != 2)
         return err_set(ERR_SHAPE, "%s: expected a 2-D array [%s, %d], got %d dims", path, rows, D, nd);
     if (sh[1] != D)
-        return err_set(ERR_SHAPE, "%s: expected [%s, %d], got [%lld, %lld] (the SAE's d_in is %d)",
-                       path, rows, D, (long long)sh[0], (long long)sh[1], D);
+        return err_set(ERR_SHAPE, "%s: expected [%s, %d], got [%lld, %lld] (the SAE's %s is %d)",
+                       path, rows, D, (long long)sh[0], (long long)sh[1], width, D);
     return npy_check_finite(path, x, n, D);
 }
 
@@ -48,6 +48,7 @@ int cmd_sae_eval(int argc, char **argv)
     sae_model *m;
     if (sae_load(&m, dir)) return cli_fail(cmd);
     int D = m->cfg.d_in, S = m->cfg.d_sae, Do = sae_out_dim(&m->cfg), rc = OK;
+    const char *dname = m->cfg.transcoder ? "d_out" : "d_in"; /* the decoder rows' width */
     if (m->cfg.transcoder && acts && !acts_out) {
         sae_free(m);
         return cli_usage_error(cmd, "a transcoder's --npy needs --npy-out (its targets)");
@@ -66,7 +67,7 @@ int cmd_sae_eval(int argc, char **argv)
     printf("\n");
     if (truth) {
         rc = npy_read(truth, &data, &nd, sh);
-        if (!rc) rc = check_array(truth, "features", data, nd, sh, Do, sh[0]);
+        if (!rc) rc = check_array(truth, "features", data, nd, sh, Do, dname, sh[0]);
         double mm, rec;
         if (!rc) rc = sae_mmcs(data, (int)sh[0], m->W_dec, S, Do, thr, &mm, &rec, NULL);
         if (!rc)
@@ -79,21 +80,16 @@ int cmd_sae_eval(int argc, char **argv)
         rc = npy_read(acts, &data, &nd, sh);
         int64_t n = !rc && nd == 2 ? sh[0] : 0;
         if (max_tokens > 0 && n > max_tokens) n = max_tokens;
-        if (!rc) rc = check_array(acts, "tokens", data, nd, sh, D, n);
+        if (!rc) rc = check_array(acts, "tokens", data, nd, sh, D, "d_in", n);
         if (!rc && acts_out) { /* transcoders: rows become (input, target) pairs */
             float *yd = NULL, *xy = NULL;
             int64_t sy[NPY_MAX_DIMS];
             rc = npy_read(acts_out, &yd, &nd, sy);
-            if (!rc) rc = check_array(acts_out, "tokens", yd, nd, sy, Do, sy[0] < n ? sy[0] : n);
+            if (!rc) rc = check_array(acts_out, "tokens", yd, nd, sy, Do, "d_out", sy[0] < n ? sy[0] : n);
             if (!rc && sy[0] < n)
                 rc = err_set(ERR_SHAPE, "%s: %" PRId64 " rows, fewer than the %" PRId64 " of %s",
                              acts_out, sy[0], n, acts);
-            if (!rc && !(xy = mem_alloc(sizeof(float) * (size_t)(n ? n : 1) * (D + Do))))
-                rc = err_set(ERR_NOMEM, "out of memory");
-            for (int64_t r = 0; !rc && r < n; r++) {
-                memcpy(xy + r * (D + Do), data + r * D, sizeof(float) * D);
-                memcpy(xy + r * (D + Do) + D, yd + r * Do, sizeof(float) * Do);
-            }
+            if (!rc) rc = sae_pairs_join(&xy, data, D, yd, Do, n);
             mem_free(yd);
             mem_free(data);
             data = xy;

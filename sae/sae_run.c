@@ -106,17 +106,15 @@ static int join_targets(float **x, int64_t n, int D, const char *xpath, const ch
     int64_t sh[NPY_MAX_DIMS];
     int rc = npy_read(ypath, &y, &nd, sh);
     if (rc) return rc;
-    if (nd != 2 || sh[0] != n || sh[1] < 1)
-        rc = err_set(ERR_SHAPE, "%s: expected [%" PRId64 ", d_out] (the rows of %s), got %d dims "
-                                "(%" PRId64 " rows)", ypath, n, xpath, nd, nd >= 1 ? sh[0] : 0);
+    if (nd != 2 || sh[0] != n || sh[1] < 1) {
+        char shs[200];
+        npy_shape_str(shs, sizeof shs, nd, sh);
+        rc = err_set(ERR_SHAPE, "%s: expected [%" PRId64 ", d_out] with d_out >= 1 (the rows of %s), "
+                                "got shape %s", ypath, n, xpath, shs);
+    }
     if (!rc) rc = npy_check_finite(ypath, y, sh[0], sh[1]);
     int Do = rc ? 0 : (int)sh[1];
-    if (!rc && !(xy = mem_alloc(sizeof(float) * (size_t)n * (size_t)(D + Do))))
-        rc = err_set(ERR_NOMEM, "%s: out of memory joining the targets", ypath);
-    for (int64_t i = 0; !rc && i < n; i++) {
-        memcpy(xy + i * (D + Do), *x + i * D, sizeof(float) * (size_t)D);
-        memcpy(xy + i * (D + Do) + D, y + i * Do, sizeof(float) * (size_t)Do);
-    }
+    if (!rc) rc = sae_pairs_join(&xy, *x, D, y, Do, n);
     mem_free(y);
     if (rc) return rc;
     mem_free(*x);

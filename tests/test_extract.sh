@@ -320,6 +320,11 @@ check '$PY -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0.5 else 1)" "$ev"
 $PY -c "import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[:-1])" "$T/tcy.npy" "$T/tcy_short.npy"
 out=$($BIN sae-train --npy "$T/tcx.npy" --npy-out "$T/tcy_short.npy" --arch transcoder "${NA[@]}" --out "$T/tcshort" 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"tcy_short.npy: expected ["*"(the rows of"* ]] && [ ! -e "$T/tcshort" ]' "--npy-out with other rows than --npy refused: $out"
+$PY -c "import numpy as np, sys; np.save(sys.argv[2], np.load(sys.argv[1])[:, :0]); np.save(sys.argv[3], np.load(sys.argv[1])[:, :-1])" "$T/tcy.npy" "$T/tcy_none.npy" "$T/tcy_narrow.npy"
+out=$($BIN sae-train --npy "$T/tcx.npy" --npy-out "$T/tcy_none.npy" --arch transcoder "${NA[@]}" --out "$T/tcnone" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"tcy_none.npy: expected ["*", d_out] with d_out >= 1"*"got shape ("*", 0)"* ]] && [ ! -e "$T/tcnone" ]' "--npy-out with no columns refused, naming its shape: $out"
+out=$($BIN sae-eval --sae "$T/tcnpy" --npy "$T/tcx.npy" --npy-out "$T/tcy_narrow.npy" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"tcy_narrow.npy: expected [tokens, 32], got ["*", 31] (the SAE"*"s d_out is 32)"* ]]' "sae-eval names d_out for a target of the wrong width: $out"
 out=$($BIN sae-train --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" --arch topk "${NA[@]}" --out "$T/tcnot" 2>&1)
 check '[ $? -eq 2 ] && [ ! -e "$T/tcnot" ]' "--npy-out is for transcoders: $out"
 out=$($BIN sae-train --npy "$T/tcx.npy" --arch transcoder "${NA[@]}" --out "$T/tcnoy" 2>&1)
