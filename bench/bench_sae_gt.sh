@@ -117,7 +117,6 @@ for c in "${CONFIGS[@]}"; do
   want "$name" || continue
   d="$DIR/$name"; genflags=$flags; truth=truth.npy; pair=()
   if [ "$ARCH" = transcoder ] || [ "$ARCH" = skip_transcoder ]; then
-    [ "$name" = fresh ] && { echo "bench_sae_gt: transcoder has no fresh-samples row"; continue; }
     d="$DIR/tc_$name"; genflags="$flags --d-out 256"; truth=truth_out.npy; pair=(--npy-out "$d/out.npy")
   fi
   # shellcheck disable=SC2086
@@ -126,9 +125,12 @@ for c in "${CONFIGS[@]}"; do
   [ $L1MODE = 1 ] && { l1_config "$name" "$d" "$S"; continue; }
   if [ $has_torch = 1 ] && [ "$STAGE" != ours ] && [ ! -f "$d/ref_$TAG/cfg.json" ]; then
     # the fresh row's reference draws its own fresh samples from the same generator
+    # (a transcoder's: fresh pairs, --d-out as gt_gen.py's)
+    refpair=("${pair[@]}")
     if [ "$name" = fresh ]; then src=(--gen $flags); else src=(--npy "$d/acts.npy"); fi
+    [ "$name" = fresh ] && [ ${#pair[@]} -gt 0 ] && refpair=(--d-out 256)
     [ "$ARCH" = matryoshka ] && REFARCH=(--matryoshka "$((S / 8)),$((S / 4)),$((S / 2))")
-    OMP_NUM_THREADS=1 $PY tools/ref/topk_ref.py "${src[@]}" "${pair[@]}" "${REFARCH[@]}" --out "$d/ref_$TAG" --d-sae "$S" \
+    OMP_NUM_THREADS=1 $PY tools/ref/topk_ref.py "${src[@]}" "${refpair[@]}" "${REFARCH[@]}" --out "$d/ref_$TAG" --d-sae "$S" \
       --k "$k" --tokens "$TOK" >"$d/ref_$TAG.log" 2>&1 || { echo "ref failed: $d/ref_$TAG.log"; exit 1; }
   fi
   [ "$STAGE" = ref ] && continue

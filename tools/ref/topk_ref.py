@@ -36,8 +36,10 @@ Usage: /usr/bin/python3 tools/ref/topk_ref.py --npy ACTS.npy --out DIR [--d-sae 
   space), yhat = f W_dec + b_dec, loss ||y - yhat||^2 + the same AuxK on e = y - yhat; b_dec =
   mean of y; W_enc = W_dec^T at init where d_in = d_out, else its own random unit rows. Saved as
   SAELens' "transcoder" (d_out, activation_fn topk); sae-eval --ground-truth scores its decoder
-  against the output directions (tools/ref/gt_gen.py --d-out writes both).
---skip (with --npy-out): a skip transcoder (Paulo et al. 2025): yhat += x W_skip^T, W_skip
+  against the output directions (tools/ref/gt_gen.py --d-out writes both). With --gen, --d-out N
+  draws fresh (x, y) pairs instead, y from gt_gen.py's second dictionary in N dimensions (the
+  generator of `gt_gen.py --d-out N`, its own sample stream as --gen has).
+--skip (with a transcoder): a skip transcoder (Paulo et al. 2025): yhat += x W_skip^T, W_skip
   [d_out, d_in] from zeros, trained by the main loss (AuxK's residual is detached); saved as
   "skip_transcoder".
 """
@@ -202,7 +204,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--npy")
     ap.add_argument("--npy-out", help="a transcoder's targets, row for row with --npy (see above)")
-    ap.add_argument("--skip", action="store_true", help="with --npy-out: a skip transcoder")
+    ap.add_argument("--skip", action="store_true", help="with a transcoder: a skip transcoder")
+    ap.add_argument("--d-out", type=int, default=0, help="with --gen: a transcoder on fresh pairs")
     ap.add_argument("--gen", action="store_true", help="fresh samples (gt_gen.py flags below)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--d-sae", type=int, default=1024)
@@ -224,9 +227,12 @@ def main():
         ap.add_argument("--" + n, type=t, default=v)
     a = ap.parse_args()
     if bool(a.npy) == a.gen: sys.exit("give exactly one of --npy, --gen")
-    if a.npy_out and (not a.npy or a.batch_topk or a.matryoshka):
-        sys.exit("--npy-out: a TopK transcoder on --npy (not --gen, --batch-topk or --matryoshka)")
-    if a.skip and not a.npy_out: sys.exit("--skip needs --npy-out")
+    if a.npy_out and not a.npy: sys.exit("--npy-out goes with --npy (fresh pairs: --gen --d-out N)")
+    if a.d_out and not a.gen: sys.exit("--d-out goes with --gen (stored pairs: --npy-out)")
+    tc = bool(a.npy_out) or a.d_out > 0  # a transcoder: the target y is not x
+    if tc and (a.batch_topk or a.matryoshka):
+        sys.exit("a transcoder here is TopK (not --batch-topk or --matryoshka)")
+    if a.skip and not tc: sys.exit("--skip needs a transcoder (--npy-out, or --gen --d-out N)")
     widths = [int(w) for w in a.matryoshka.split(",") if w]
     if widths:
         a.batch_topk = True
@@ -259,11 +265,15 @@ def main():
         g = gt_gen.Generator(a.d, a.features, a.active, a.decay, a.rho, a.rank, a.mag, a.gen_seed)
         g.rng = np.random.default_rng([a.gen_seed, 0x5a3, 1])  # a stream of its own
         d = a.d
+        if a.d_out: g.set_d_out(a.d_out)
 
         def batch():
+            if a.d_out:
+                x, y, _ = g.sample_pair(a.batch)
+                return torch.from_numpy(x), torch.from_numpy(y)
             x = torch.from_numpy(g.sample(a.batch)[0])
             return x, x
-        mean = torch.cat([batch()[0] for _ in range(16)]).double().mean(0).float()
+        mean = torch.cat([batch()[1] for _ in range(16)]).double().mean(0).float()
 
     S, k = a.d_sae, a.k
     d_out = mean.shape[0]
@@ -278,7 +288,7 @@ def main():
     opt = torch.optim.Adam(list(P.values()), lr=a.lr)
     if a.check_grad:
         xb, yb = batch()
-        check_grad(P, xb, k, a.k_aux, a.aux_coef, yb if a.npy_out else None)
+        check_grad(P, xb, k, a.k_aux, a.aux_coef, yb if tc else None)
     since = torch.zeros(S, dtype=torch.long)
     steps = a.tokens // a.batch
     thr_sum, thr_n = 0.0, 0
@@ -294,7 +304,7 @@ def main():
         with torch.no_grad():
             if not a.batch_topk:
                 loss, aux, grads, idx, val = loss_and_grads(P, x, k, dead, a.k_aux, a.aux_coef,
-                                                            y if a.npy_out else None)
+                                                            y if tc else None)
                 for name, t in P.items():
                     t.grad = grads[name]
             G = P["W_dec"].grad  # keep the rows unit norm: no step along a row
@@ -327,7 +337,7 @@ def main():
                "recipe": vars(a)}
         if a.batch_topk: cfg["threshold"] = thr_sum / max(1, thr_n)
         if widths: cfg["matryoshka_widths"] = widths + [S]
-        if a.npy_out:
+        if tc:
             cfg.update(architecture="skip_transcoder" if a.skip else "transcoder", d_out=d_out, apply_b_dec_to_input=False,
                        activation_fn="topk", activation_fn_kwargs={"k": k})
         json.dump(cfg, f, indent=1)
