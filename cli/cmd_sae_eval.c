@@ -82,17 +82,15 @@ int cmd_sae_eval(int argc, char **argv)
         if (max_tokens > 0 && n > max_tokens) n = max_tokens;
         if (!rc) rc = check_array(acts, "tokens", data, nd, sh, D, "d_in", n);
         if (!rc && acts_out) { /* transcoders: rows become (input, target) pairs */
-            float *yd = NULL, *xy = NULL;
+            float *yd = NULL;
             int64_t sy[NPY_MAX_DIMS];
             rc = npy_read(acts_out, &yd, &nd, sy);
             if (!rc) rc = check_array(acts_out, "tokens", yd, nd, sy, Do, "d_out", sy[0] < n ? sy[0] : n);
             if (!rc && sy[0] < n)
                 rc = err_set(ERR_SHAPE, "%s: %" PRId64 " rows, fewer than the %" PRId64 " of %s",
                              acts_out, sy[0], n, acts);
-            if (!rc) rc = sae_pairs_join(&xy, data, D, yd, Do, n);
+            if (!rc) rc = sae_pairs_join(&data, D, yd, Do, n);
             mem_free(yd);
-            mem_free(data);
-            data = xy;
         }
         sae_metrics acc;
         memset(&acc, 0, sizeof acc);

@@ -92,9 +92,11 @@ int sae_load_sparsity(const char *dir, int d_sae, float **out);
 
 /* Output width: d_out for transcoders, d_in for SAEs. */
 int sae_out_dim(const sae_config *c);
-/* A transcoder's rows, the layout its training sources and sae_metrics_eval read: *out
- * [n, D + Do] (mem_alloc'd), row i = x row i [D] then y row i [Do]. ERR_NOMEM. */
-int sae_pairs_join(float **out, const float *x /*[n,D]*/, int D, const float *y /*[n,Do]*/, int Do,
+/* A transcoder's rows, the layout its training sources and sae_metrics_eval read: *x (mem_alloc'd,
+ * at least n rows of D) becomes [n, D + Do], row i = x row i then y row i, grown in place (no
+ * second copy of x: a file of pairs may be most of the machine's memory). ERR_NOMEM leaves *x as
+ * it was. */
+int sae_pairs_join(float **x /*[n,D] -> [n,D+Do]*/, int D, const float *y /*[n,Do]*/, int Do,
                    int64_t n);
 
 /* Inference on raw activations. Dense f [N,d_sae]. sae_decode's output is [N,sae_out_dim]; a

@@ -157,16 +157,17 @@ int sae_encode(const sae_model *s, const float *x, int N, float *f)
 
 int sae_out_dim(const sae_config *c) { return c->transcoder ? c->d_out : c->d_in; }
 
-int sae_pairs_join(float **out, const float *x, int D, const float *y, int Do, int64_t n)
+int sae_pairs_join(float **x, int D, const float *y, int Do, int64_t n)
 {
     size_t W = (size_t)D + (size_t)Do;
-    float *xy = mem_alloc(sizeof(float) * (size_t)(n > 0 ? n : 1) * W);
+    float *xy = mem_realloc(*x, sizeof(float) * (size_t)(n > 0 ? n : 1) * W);
     if (!xy) return err_set(ERR_NOMEM, "out of memory joining %" PRId64 " rows of inputs and targets", n);
-    for (int64_t i = 0; i < n; i++) {
-        memcpy(xy + (size_t)i * W, x + (size_t)i * D, sizeof(float) * (size_t)D);
+    /* last row first: row i's new place starts at or after the end of row i - 1's old one */
+    for (int64_t i = n - 1; i >= 0; i--) {
+        memmove(xy + (size_t)i * W, xy + (size_t)i * D, sizeof(float) * (size_t)D);
         memcpy(xy + (size_t)i * W + D, y + (size_t)i * Do, sizeof(float) * (size_t)Do);
     }
-    *out = xy;
+    *x = xy;
     return OK;
 }
 

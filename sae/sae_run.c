@@ -98,10 +98,10 @@ static int open_store(run *r, const sae_run_opts *o)
 }
 
 /* A transcoder's --npy-out: the targets of the *x rows, row for row; *x becomes [x | y] rows
- * (frees the old *x on success, leaves it to the caller on error). */
+ * (grown in place; on error still the caller's to free). */
 static int join_targets(float **x, int64_t n, int D, const char *xpath, const char *ypath, int *d_out)
 {
-    float *y = NULL, *xy = NULL;
+    float *y = NULL;
     int nd;
     int64_t sh[NPY_MAX_DIMS];
     int rc = npy_read(ypath, &y, &nd, sh);
@@ -114,11 +114,9 @@ static int join_targets(float **x, int64_t n, int D, const char *xpath, const ch
     }
     if (!rc) rc = npy_check_finite(ypath, y, sh[0], sh[1]);
     int Do = rc ? 0 : (int)sh[1];
-    if (!rc) rc = sae_pairs_join(&xy, *x, D, y, Do, n);
+    if (!rc) rc = sae_pairs_join(x, D, y, Do, n);
     mem_free(y);
     if (rc) return rc;
-    mem_free(*x);
-    *x = xy;
     *d_out = Do;
     return OK;
 }

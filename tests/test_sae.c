@@ -582,6 +582,31 @@ static void test_archs_train(void)
 
 /* The default lr: 3.75e-4 / sqrt(d_sae / 16384) for every architecture, and for relu never below
  * the rule's 1.5e-3 at 1024 latents (issue 22); a given lr is kept as given. */
+/* a transcoder's [x | y] rows, grown in place: each row x then y, from all n rows or a prefix */
+static void test_pairs_join(void)
+{
+    enum { N = 7, D = 3, DO = 2 };
+    for (int n = N; n >= 5; n -= 2) { /* n < N: a prefix (sae-eval --max-tokens) */
+        float *x = mem_alloc(sizeof(float) * N * D), y[N * DO];
+        for (int i = 0; i < N * D; i++) x[i] = (float)(100 + i);
+        for (int i = 0; i < N * DO; i++) y[i] = (float)(-1 - i);
+        CHECK(sae_pairs_join(&x, D, y, DO, n) == OK);
+        int bad = 0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < D + DO; j++)
+                bad += x[i * (D + DO) + j] != (j < D ? 100 + i * D + j : -1 - (i * DO + j - D));
+        CHECK(bad == 0, "pairs join (n %d): %d entries out of place", n, bad);
+        mem_free(x);
+    }
+    float *x = mem_alloc(sizeof(float) * D), y[DO] = {0};
+    x[0] = 5;
+    mem_fail_at(1);
+    int rc = sae_pairs_join(&x, D, y, DO, 1);
+    mem_fail_at(0);
+    CHECK(rc == ERR_NOMEM && x[0] == 5, "pairs join out of memory: rc %d, the rows kept", rc);
+    mem_free(x);
+}
+
 static void test_lr_default(void)
 {
     enum { D = 8, B = 16, N = 64 };
@@ -1737,6 +1762,7 @@ int main(void)
     test_resume_bit_identical();
     test_ground_truth_small();
     test_archs_train();
+    test_pairs_join();
     test_lr_default();
     test_grad_clip();
     test_metrics_eval();
