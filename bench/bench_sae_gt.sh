@@ -21,7 +21,9 @@
 # codes on other unit directions, in $DIR/tc_NAME), saelite --arch transcoder --npy --npy-out
 # against topk_ref.py --npy-out, both scored on the output directions (truth_out.npy; default
 # configs: base corr0.9 decay0.98); skip_transcoder: the same with --arch skip_transcoder against
-# topk_ref.py --npy-out --skip.
+# topk_ref.py --npy-out --skip (default configs: skiplin skiplin2, whose y also has a linear map of
+# x, which has a dense part: gt_gen.py --linear --dense, so W_skip and the decoder are identifiable;
+# transcoders only).
 set -u
 [ "${SAE_BENCH_GT:-1}" = 0 ] && { echo "bench_sae_gt: skipped (SAE_BENCH_GT=0)"; exit 0; }
 cd "$(dirname "$0")/.."
@@ -35,8 +37,8 @@ case $ARCH in
 topk) TAG=$TOK; REFARCH=(); L1MODE=0 ;;
 batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk); L1MODE=0 ;;
 matryoshka) TAG=matryoshka_$TOK; REFARCH=(); L1MODE=0 ;; # widths per generator (d_sae) below
-transcoder | skip_transcoder) TAG=${ARCH}_$TOK; REFARCH=(); [ "$ARCH" = skip_transcoder ] && REFARCH=(--skip)
-  L1MODE=0; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9 decay0.98} ;;
+transcoder) TAG=${ARCH}_$TOK; REFARCH=(); L1MODE=0; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9 decay0.98} ;;
+skip_transcoder) TAG=${ARCH}_$TOK; REFARCH=(--skip); L1MODE=0; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-skiplin skiplin2} ;;
 # relu: both trainers' MMCS peaks at coefficient 5 or below on the base set at 6M tokens (10 and
 # 20 lose it); jumprelu: L0 3-13. The recipes' lr and theta init are for runs this short
 # (docs/sae.md, "ReLU and JumpReLU against their recipes")
@@ -65,6 +67,8 @@ CONFIGS=(
   "mag_u|--mag u|1024|6|1000000"
   "mag_exp|--mag exp|1024|6|1000000"
   "fresh||1024|6|$TOK"
+  "skiplin|--linear 1 --dense 0.3|1024|6|1000000"
+  "skiplin2|--linear 0.5 --dense 0.5 --seed 2|1024|6|1000000"
 )
 want() { [ -z "${SAE_GT_CONFIGS:-}" ] || [[ " $SAE_GT_CONFIGS " == *" $1 "* ]]; }
 has_torch=0
@@ -72,6 +76,20 @@ has_torch=0
 mmcs() { # SAE_DIR TRUTH -> "mmcs recovered%"
   "$BIN" sae-eval --sae "$1" --ground-truth "$2" 2>/dev/null |
     sed -n 's/.*MMCS \([0-9.]*\), recovered (cos > 0.90) \([0-9.]*\)%.*/\1 \2/p'
+}
+wskip() { # SAE_DIR GENDIR -> ", W_skip err E" (||W_skip - M||_F / ||M||_F) where the generator has M
+  [ -f "$2/truth_skip.npy" ] || return 0
+  $PY - "$1/sae_weights.safetensors" "$2/truth_skip.npy" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])["W_skip"]
+s, e = h["data_offsets"]
+W = np.frombuffer(b[8 + n + s:8 + n + e], dtype="<f4").reshape(h["shape"])
+M = np.load(sys.argv[2])
+print(f", W_skip err {np.linalg.norm(W - M) / np.linalg.norm(M):.3f}", end="")
+PYEOF
 }
 # relu/jumprelu: one row per trainer and coefficient (sae-eval's L0 and EV on 100k rows, MMCS)
 l1_row() { # NAME TRAINER COEF SAE_DIR GENDIR
@@ -118,6 +136,8 @@ for c in "${CONFIGS[@]}"; do
   d="$DIR/$name"; genflags=$flags; truth=truth.npy; pair=()
   if [ "$ARCH" = transcoder ] || [ "$ARCH" = skip_transcoder ]; then
     d="$DIR/tc_$name"; genflags="$flags --d-out 256"; truth=truth_out.npy; pair=(--npy-out "$d/out.npy")
+  elif [[ $name == skiplin* ]]; then
+    echo "bench_sae_gt: $name is a transcoder's generator (SAE_GT_ARCH=transcoder or skip_transcoder)"; continue
   fi
   # shellcheck disable=SC2086
   [ -f "$d/meta.json" ] || $PY tools/ref/gt_gen.py "$d" $genflags --samples "$n" >/dev/null || exit 1
@@ -140,7 +160,10 @@ for c in "${CONFIGS[@]}"; do
     { echo "saelite failed: $d/ours_$TAG.log"; exit 1; }
   [ "$STAGE" = ours ] && continue
   read -r om orr <<<"$(mmcs "$d/ours_$TAG" "$d/$truth")"
-  ref="-"
-  if [ -f "$d/ref_$TAG/cfg.json" ]; then read -r rm rr <<<"$(mmcs "$d/ref_$TAG" "$d/$truth")"; ref="$rm / $rr%"; fi
-  echo "| $name | ${flags:-(base)} | $S | $k | $n | $om / $orr% | $ref |"
+  ref="-"; sk=""; [ "$ARCH" = skip_transcoder ] && sk=$(wskip "$d/ours_$TAG" "$d")
+  if [ -f "$d/ref_$TAG/cfg.json" ]; then
+    read -r rm rr <<<"$(mmcs "$d/ref_$TAG" "$d/$truth")"; ref="$rm / $rr%"
+    [ "$ARCH" = skip_transcoder ] && ref="$ref$(wskip "$d/ref_$TAG" "$d")"
+  fi
+  echo "| $name | ${flags:-(base)} | $S | $k | $n | $om / $orr%$sk | $ref |"
 done

@@ -10,7 +10,12 @@ model, different random streams, numpy only). For one configuration it writes, u
 and with --d-out N (a transcoder's task: the same sparse codes written in a second space):
   truth_out.npy float32 [features, N]  the output directions (their own random stream)
   out.npy       float32 [samples, N]   y = sum_i c_i truth_out_i, row for row with acts.npy
-(acts.npy and truth.npy are the same bytes with or without it).
+(acts.npy and truth.npy are the same bytes with or without it). A skip transcoder's task adds
+--linear B (with --d-out): y += x M^T, M [N, d] = B G / sqrt(d), G standard normal (own stream),
+written as truth_skip.npy (SAELens' W_skip layout [d_out, d_in]); and --dense A: x += A g / sqrt(d),
+g standard normal [d] (own stream), a dense part no sparse code carries, so only a linear map can
+write its share of y and M is identifiable (W_skip = M, the decoder rows = truth_out). Both 0 by
+default: the files are then the same bytes as without them.
 
 Model. truth_i ~ N(0, I_d) normalised. Feature i fires with probability p_i = min(1, s decay^i),
 s chosen by bisection so that sum_i p_i = active. Firing is correlated through a Gaussian copula:
@@ -23,7 +28,7 @@ exp = Exp(1) clipped at 4, one = 1.
 
 Usage: /usr/bin/python3 tools/ref/gt_gen.py OUTDIR [--d 256] [--features 512] [--active 5]
          [--decay 0.99] [--rho 0.5] [--rank 16] [--mag uu] [--samples 1000000] [--seed 1]
-         [--d-out N]
+         [--d-out N [--linear B] [--dense A]]
 Cost: about 1.5 s per 100k samples at d 256, 512 features (2 cores); 1M samples = 1 GB on disk.
 """
 import argparse
@@ -90,6 +95,17 @@ class Generator:
         self.thr = norm_ppf(self.p)
         self.rng = np.random.default_rng([seed, 0x5a3])  # sample stream
         self.seed, self.truth_out = seed, None
+        self.dense, self.M = 0.0, None
+        self.noise_rng = np.random.default_rng([seed, 0xd5e])  # --dense's stream
+
+    def set_dense(self, a):
+        """x gets a dense Gaussian part of expected squared norm a^2."""
+        self.dense = a
+
+    def set_linear(self, b):
+        """y gets x M^T, M [d_out, d] = b G / sqrt(d) (set_d_out first)."""
+        G = np.random.default_rng([self.seed, 0x5c1]).standard_normal((self.truth_out.shape[1], self.d))
+        self.M = (b * G / math.sqrt(self.d)).astype(np.float32)
 
     def set_d_out(self, d_out):
         """A second dictionary in d_out dimensions for transcoder targets (stream of its own)."""
@@ -107,12 +123,21 @@ class Generator:
     def sample(self, n):
         """n samples: x [n, d] float32 and the firing count per sample [n]."""
         c, act = self.codes(n)
-        return c @ self.truth, act
+        return self.x_of(c), act
+
+    def x_of(self, c):
+        x = c @ self.truth
+        if self.dense > 0:
+            x += (self.dense / math.sqrt(self.d)) * self.noise_rng.standard_normal(x.shape, dtype=np.float32)
+        return x
 
     def sample_pair(self, n):
         """n samples of x [n, d], y [n, d_out] (set_d_out first) and the firing counts."""
         c, act = self.codes(n)
-        return c @ self.truth, c @ self.truth_out, act
+        x = self.x_of(c)
+        y = c @ self.truth_out
+        if self.M is not None: y += x @ self.M.T
+        return x, y, act
 
     def codes(self, n):
         """The sparse codes c [n, features] and the firing count per sample [n]."""
@@ -140,9 +165,13 @@ def main():
     ap.add_argument("--samples", type=int, default=1000000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--d-out", type=int, default=0, help="also write transcoder targets (out.npy)")
+    ap.add_argument("--linear", type=float, default=0.0, help="with --d-out: y += x M^T (scale B)")
+    ap.add_argument("--dense", type=float, default=0.0, help="x += a dense Gaussian part (norm A)")
     a = ap.parse_args()
+    if a.linear and a.d_out <= 0: ap.error("--linear needs --d-out")
     os.makedirs(a.outdir, exist_ok=True)
     gen = Generator(a.d, a.features, a.active, a.decay, a.rho, a.rank, a.mag, a.seed)
+    gen.set_dense(a.dense)
     np.save(os.path.join(a.outdir, "truth.npy"), gen.truth)
     out = np.lib.format.open_memmap(os.path.join(a.outdir, "acts.npy"), mode="w+",
                                     dtype=np.float32, shape=(a.samples, a.d))
@@ -150,6 +179,9 @@ def main():
     if a.d_out > 0:
         gen.set_d_out(a.d_out)
         np.save(os.path.join(a.outdir, "truth_out.npy"), gen.truth_out)
+        if a.linear:
+            gen.set_linear(a.linear)
+            np.save(os.path.join(a.outdir, "truth_skip.npy"), gen.M)
         yout = np.lib.format.open_memmap(os.path.join(a.outdir, "out.npy"), mode="w+",
                                          dtype=np.float32, shape=(a.samples, a.d_out))
     nact, nsum, chunk = 0, 0.0, 65536
