@@ -180,8 +180,18 @@ static int npy_load(const char *path, void **out, int want_float, int *ndim, int
                            path, (long long)(left - n * (int64_t)es), sh, (long long)(n * (int64_t)es));
         }
     }
-    unsigned char *raw = mem_alloc((size_t)n * es);
-    void *res = mem_alloc((size_t)n * (want_float ? 4 : 8));
+    /* float32 wanted from float32: read straight into the result (one copy of the array in
+     * memory, not two: a file of activations may be most of the machine's memory) */
+    int direct = want_float && kind == NPY_F4;
+    double need = (double)n * (want_float ? 4 : 8) + (direct ? 0 : (double)n * (double)es);
+    long long phys = mem_physical_bytes();
+    if (phys > 0 && need > (double)phys) {
+        fclose(f);
+        return err_set(ERR_NOMEM, "%s: loading %lld elements needs %.1f GB, more than this machine's "
+                                  "%.1f GB of memory", path, (long long)n, need / 1e9, (double)phys / 1e9);
+    }
+    void *res = mem_alloc((size_t)(n ? n : 1) * (want_float ? 4 : 8));
+    unsigned char *raw = direct ? res : mem_alloc((size_t)(n ? n : 1) * es);
     if (!raw || !res) { rc = err_set(ERR_NOMEM, "%s: out of memory for %lld elements", path, (long long)n); goto out; }
     if (fread(raw, es, (size_t)n, f) != (size_t)n) {
         rc = err_set(ERR_FORMAT, "%s: truncated .npy data (expected %lld elements)", path, (long long)n);
@@ -192,7 +202,7 @@ static int npy_load(const char *path, void **out, int want_float, int *ndim, int
                      (long long)n);
         goto out;
     }
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; !direct && i < n; i++) {
         const unsigned char *p = raw + (size_t)i * es;
         double v = 0;
         int64_t iv = 0;
@@ -217,7 +227,7 @@ static int npy_load(const char *path, void **out, int want_float, int *ndim, int
     *out = res;
     res = NULL;
 out:
-    mem_free(raw);
+    if (!direct) mem_free(raw);
     mem_free(res);
     fclose(f);
     return rc;

@@ -565,6 +565,9 @@ npy_raw $R/empty.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 16),
 npy_raw $R/nocols.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 0), }"
 npy_raw $R/trail.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }" '\0\0\x80\x3f\0\0\0\x40XYZ'
 npy_raw $R/short.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }" '\0\0\x80\x3f'
+# 1e10 x 32 floats (1.3 TB) in a sparse file: the data is all there, the machine's memory is not
+npy_raw $R/huge.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (10000000000, 32), }"
+truncate -s +1280000000000 "$W/$R/huge.npy" 2>/dev/null
 LAST=""
 bad "npy: big-endian dtype, quoted whole" "be.npy: unsupported .npy dtype '>f4' \(big-endian" sae-train --npy $R/be.npy --out $R/s_m
 bad "npy: object dtype" "obj.npy: unsupported .npy dtype '\|O' \(an object array" sae-train --npy $R/obj.npy --out $R/s_m
@@ -576,6 +579,9 @@ bad "npy: a [4, 0] array (sae-train)" "nocols.npy: .* got shape \(4, 0\) \(an em
 bad "npy: 1-d array names its shape" "ids16.npy: expected \[tokens, d_in\], got 1 dims \(shape \(16,\)\)" sae-train --npy ids16.npy --out $R/s_m
 bad "npy: trailing bytes after the data" "trail.npy: 3 bytes after the .npy data \(shape \(1, 2\) needs 8 bytes\)" sae-train --npy $R/trail.npy --out $R/s_m
 bad "npy: trailing bytes (import)" "trail.npy: 3 bytes after the .npy data" import --npy $R/trail.npy --db $R/x.db --hook $H
+if [ "$(stat -c %s "$W/$R/huge.npy")" -gt 1000000000000 ]; then
+bad "npy: an array past the machine's memory is refused before loading" "huge.npy: loading 320000000000 elements needs 1280.0 GB, more than this machine's" sae-train --npy $R/huge.npy --out $R/s_m
+fi
 bad "npy: truncated data names the shape" "short.npy: truncated .npy data \(shape \(2, 2\) needs 4 elements" sae-train --npy $R/short.npy --out $R/s_m
 check "  ... none of the refusals above made an output directory" "absent $R/s_m"
 bad "extract: --ctx 0 is refused (its check says positive)" "--ctx must be >= 1, got 0" extract --model model --tokenizer tok --corpus small.txt --hook $H --db $R/c0.db --ctx 0
