@@ -23,7 +23,8 @@
 # configs: base corr0.9 decay0.98); skip_transcoder: the same with --arch skip_transcoder against
 # topk_ref.py --npy-out --skip (default configs: skiplin skiplin2, whose y also has a linear map of
 # x, which has a dense part: gt_gen.py --linear --dense, so W_skip and the decoder are identifiable;
-# transcoders only).
+# transcoders only); batchtopk_transcoder: saelite --arch transcoder --activation batchtopk against
+# topk_ref.py --npy-out --batch-topk (default configs: base corr0.9 decay0.98).
 set -u
 [ "${SAE_BENCH_GT:-1}" = 0 ] && { echo "bench_sae_gt: skipped (SAE_BENCH_GT=0)"; exit 0; }
 cd "$(dirname "$0")/.."
@@ -39,6 +40,8 @@ batchtopk) TAG=batchtopk_$TOK; REFARCH=(--batch-topk); L1MODE=0 ;;
 matryoshka) TAG=matryoshka_$TOK; REFARCH=(); L1MODE=0 ;; # widths per generator (d_sae) below
 transcoder) TAG=${ARCH}_$TOK; REFARCH=(); L1MODE=0; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9 decay0.98} ;;
 skip_transcoder) TAG=${ARCH}_$TOK; REFARCH=(--skip); L1MODE=0; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-skiplin skiplin2} ;;
+batchtopk_transcoder) TAG=${ARCH}_$TOK; REFARCH=(--batch-topk); OURSARCH=(--arch transcoder --activation batchtopk)
+  L1MODE=0; SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9 decay0.98} ;;
 # relu: both trainers' MMCS peaks at coefficient 5 or below on the base set at 6M tokens (10 and
 # 20 lose it); jumprelu: L0 3-13. The recipes' lr and theta init are for runs this short
 # (docs/sae.md, "ReLU and JumpReLU against their recipes")
@@ -49,8 +52,9 @@ jumprelu) L1GRID=${SAE_GT_L1:-1 3 10}; LAMGRID=${SAE_GT_LAM:-0.003 0.01 0.03}
 # gated: our --l1 5 is about the recipe's lam 0.3 (E||x|| = sqrt(d_in) against E||x||^2 = 1)
 gated) L1GRID=${SAE_GT_L1:-5}; LAMGRID=${SAE_GT_LAM:-0.1 0.3}
   REFFLAGS=${SAE_GT_REF_FLAGS:---lr 1e-3}; L1MODE=1 ;;
-*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, matryoshka, transcoder, skip_transcoder, relu, jumprelu or gated"; exit 1 ;;
+*) echo "bench_sae_gt: SAE_GT_ARCH must be topk, batchtopk, matryoshka, transcoder, skip_transcoder, batchtopk_transcoder, relu, jumprelu or gated"; exit 1 ;;
 esac
+[ -n "${OURSARCH+x}" ] || OURSARCH=(--arch "$ARCH")
 [ $L1MODE = 1 ] && SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9}
 mkdir -p "$DIR"
 # name | generator flags | d_sae | k | samples (fresh: as many as tokens, each seen about once)
@@ -134,7 +138,7 @@ for c in "${CONFIGS[@]}"; do
   IFS='|' read -r name flags S k n <<<"$c"
   want "$name" || continue
   d="$DIR/$name"; genflags=$flags; truth=truth.npy; pair=()
-  if [ "$ARCH" = transcoder ] || [ "$ARCH" = skip_transcoder ]; then
+  if [[ $ARCH == *transcoder ]]; then
     d="$DIR/tc_$name"; genflags="$flags --d-out 256"; truth=truth_out.npy; pair=(--npy-out "$d/out.npy")
   elif [[ $name == skiplin* ]]; then
     echo "bench_sae_gt: $name is a transcoder's generator (SAE_GT_ARCH=transcoder or skip_transcoder)"; continue
@@ -155,7 +159,7 @@ for c in "${CONFIGS[@]}"; do
   fi
   [ "$STAGE" = ref ] && continue
   [ -f "$d/ours_$TAG/cfg.json" ] ||
-    "$BIN" sae-train --npy "$d/acts.npy" "${pair[@]}" --arch "$ARCH" --d-sae "$S" --k "$k" --tokens "$TOK" \
+    "$BIN" sae-train --npy "$d/acts.npy" "${pair[@]}" "${OURSARCH[@]}" --d-sae "$S" --k "$k" --tokens "$TOK" \
       --out "$d/ours_$TAG" --log-every 100000 >"$d/ours_$TAG.log" 2>&1 ||
     { echo "saelite failed: $d/ours_$TAG.log"; exit 1; }
   [ "$STAGE" = ours ] && continue

@@ -38,7 +38,9 @@ Usage: /usr/bin/python3 tools/ref/topk_ref.py --npy ACTS.npy --out DIR [--d-sae 
   SAELens' "transcoder" (d_out, activation_fn topk); sae-eval --ground-truth scores its decoder
   against the output directions (tools/ref/gt_gen.py --d-out writes both). With --gen, --d-out N
   draws fresh (x, y) pairs instead, y from gt_gen.py's second dictionary in N dimensions (the
-  generator of `gt_gen.py --d-out N`, its own sample stream as --gen has).
+  generator of `gt_gen.py --d-out N`, its own sample stream as --gen has). With --batch-topk: a
+  BatchTopK transcoder (the selection above, the transcoder's loss), saved as SAELens'
+  "jumprelu_transcoder" with the threshold.
 --skip (with a transcoder): a skip transcoder (Paulo et al. 2025): yhat += x W_skip^T, W_skip
   [d_out, d_in] from zeros, trained by the main loss (AuxK's residual is detached); saved as
   "skip_transcoder".
@@ -150,12 +152,14 @@ def loss_and_grads(P, x, k, dead, k_aux, aux_coef, y=None):
     return float(loss), auxv, g, idx, val
 
 
-def batchtopk_step(P, x, k, dead, k_aux, aux_coef, widths=()):
+def batchtopk_step(P, x, k, dead, k_aux, aux_coef, widths=(), y=None):
     """BatchTopK forward and autograd backward into P[n].grad (plus the Matryoshka levels of the
-    inner widths, on the truncated code). Returns (loss, aux, fired, thr)."""
+    inner widths, on the truncated code); y: a transcoder's target (x is then not centred by b_dec,
+    which lives in y's space). Returns (loss, aux, fired, thr)."""
     Q = {n: t.detach().requires_grad_(True) for n, t in P.items()}
     B = x.shape[0]
-    xc = x - Q["b_dec"]
+    xc = x - Q["b_dec"] if y is None else x
+    t = x if y is None else y
     pre = torch.relu(xc @ Q["W_encT"].t() + Q["b_enc"])
     flat = pre.detach().reshape(-1)
     kept_val, kept_pos = flat.topk(min(k * B, flat.numel()))
@@ -164,15 +168,15 @@ def batchtopk_step(P, x, k, dead, k_aux, aux_coef, widths=()):
     mask = mask.view_as(pre)
     f = pre * mask
     xhat = f @ Q["W_dec"] + Q["b_dec"]
-    loss = (xhat - x).pow(2).sum(1).mean()
+    loss = (xhat - t).pow(2).sum(1).mean()
     for m in widths:
-        loss = loss + (f[:, :m] @ Q["W_dec"][:m] + Q["b_dec"] - x).pow(2).sum(1).mean()
+        loss = loss + (f[:, :m] @ Q["W_dec"][:m] + Q["b_dec"] - t).pow(2).sum(1).mean()
     auxv = 0.0
     nd = int(dead.sum())
     if nd > 0 and aux_coef > 0:
         dead_ids = torch.nonzero(dead).squeeze(1)
         aval, apos = pre[:, dead_ids].topk(min(k_aux, nd), dim=1)
-        e = (x - xhat).detach()
+        e = (t - xhat).detach()
         ehat = decode(dead_ids[apos], aval, Q["W_dec"])
         aux = (ehat - e).pow(2).sum(1).mean() / (e - e.mean(0)).pow(2).sum(1).mean()
         auxv = float(aux)
@@ -230,8 +234,8 @@ def main():
     if a.npy_out and not a.npy: sys.exit("--npy-out goes with --npy (fresh pairs: --gen --d-out N)")
     if a.d_out and not a.gen: sys.exit("--d-out goes with --gen (stored pairs: --npy-out)")
     tc = bool(a.npy_out) or a.d_out > 0  # a transcoder: the target y is not x
-    if tc and (a.batch_topk or a.matryoshka):
-        sys.exit("a transcoder here is TopK (not --batch-topk or --matryoshka)")
+    if tc and (a.matryoshka or (a.batch_topk and a.skip)):
+        sys.exit("a transcoder here is TopK or BatchTopK (not --matryoshka; --skip with TopK only)")
     if a.skip and not tc: sys.exit("--skip needs a transcoder (--npy-out, or --gen --d-out N)")
     widths = [int(w) for w in a.matryoshka.split(",") if w]
     if widths:
@@ -298,7 +302,8 @@ def main():
         dead = since >= a.dead_tokens if a.aux_coef > 0 else torch.zeros(S, dtype=torch.bool)
         nd = int(dead.sum())
         if a.batch_topk:
-            loss, aux, fired_bt, thr = batchtopk_step(P, x, k, dead, a.k_aux, a.aux_coef, widths)
+            loss, aux, fired_bt, thr = batchtopk_step(P, x, k, dead, a.k_aux, a.aux_coef, widths,
+                                                      y if tc else None)
             if step >= steps - max(1, steps // 10):
                 thr_sum, thr_n = thr_sum + thr, thr_n + 1
         with torch.no_grad():
@@ -337,7 +342,10 @@ def main():
                "recipe": vars(a)}
         if a.batch_topk: cfg["threshold"] = thr_sum / max(1, thr_n)
         if widths: cfg["matryoshka_widths"] = widths + [S]
-        if tc:
+        if tc and a.batch_topk:  # inference as JumpReLU with the global threshold, as above
+            cfg.update(architecture="jumprelu_transcoder", d_out=d_out, apply_b_dec_to_input=False,
+                       activation_fn="jumprelu")
+        elif tc:
             cfg.update(architecture="skip_transcoder" if a.skip else "transcoder", d_out=d_out, apply_b_dec_to_input=False,
                        activation_fn="topk", activation_fn_kwargs={"k": k})
         json.dump(cfg, f, indent=1)
