@@ -27,6 +27,14 @@ static void fill_normal(float *x, int64_t n, rng_state *r, float sd)
     for (int64_t i = 0; i < n; i++) x[i] = (float)(rng_normal_alt(r) * sd);
 }
 
+/* n standard normal values from their own seed */
+static void seeded_normal(float *x, int64_t n, uint64_t seed)
+{
+    rng_state r;
+    rng_seed(&r, seed);
+    fill_normal(x, n, &r, 1);
+}
+
 /* ---- kernels ------------------------------------------------------------------------- */
 static void test_topk(void)
 {
@@ -611,9 +619,7 @@ static void test_lr_default(void)
 {
     enum { D = 8, B = 16, N = 64 };
     static float x[N * D];
-    rng_state r;
-    rng_seed(&r, 5);
-    fill_normal(x, N * D, &r, 1);
+    seeded_normal(x, N * D, 5);
     const int widths[4] = {512, 1024, 2048, 4096};
     const double topk_lr[4] = {2.1213203435596424e-3, 1.5e-3, 1.0606601717798212e-3, 7.5e-4};
     const double relu_lr[4] = {2.1213203435596424e-3, 1.5e-3, 1.5e-3, 1.5e-3};
@@ -647,9 +653,7 @@ static void test_grad_clip(void)
 {
     enum { D = 16, S = 32, B = 64 };
     static float x[B * D];
-    rng_state r;
-    rng_seed(&r, 11);
-    fill_normal(x, B * D, &r, 1);
+    seeded_normal(x, B * D, 11);
     sae_arch archs[2] = {SAE_RELU, SAE_JUMPRELU};
     for (int a = 0; a < 2; a++) {
         sae_train_config c;
