@@ -57,6 +57,7 @@ esac
 [ -n "${OURSARCH+x}" ] || OURSARCH=(--arch "$ARCH")
 [ $L1MODE = 1 ] && SAE_GT_CONFIGS=${SAE_GT_CONFIGS:-base corr0.9}
 mkdir -p "$DIR"
+TC_DOUT=256 # the transcoders' target width (gt_gen.py --d-out, and the recipe's fresh pairs)
 # name | generator flags | d_sae | k | samples (fresh: as many as tokens, each seen about once)
 CONFIGS=(
   "base||1024|6|1000000"
@@ -82,16 +83,13 @@ mmcs() { # SAE_DIR TRUTH -> "mmcs recovered%"
     sed -n 's/.*MMCS \([0-9.]*\), recovered (cos > 0.90) \([0-9.]*\)%.*/\1 \2/p'
 }
 wskip() { # SAE_DIR GENDIR -> ", W_skip err E" (||W_skip - M||_F / ||M||_F) where the generator has M
-  [ -f "$2/truth_skip.npy" ] || return 0
+  [ -f "$2/truth_skip.npy" ] && [ $has_torch = 1 ] || return 0 # graph_ref.py's reader imports torch
   $PY - "$1/sae_weights.safetensors" "$2/truth_skip.npy" <<'PYEOF'
-import json, struct, sys
+import sys
 import numpy as np
-b = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])["W_skip"]
-s, e = h["data_offsets"]
-W = np.frombuffer(b[8 + n + s:8 + n + e], dtype="<f4").reshape(h["shape"])
-M = np.load(sys.argv[2])
+sys.path.insert(0, "tools/ref")
+from graph_ref import read_safetensors
+W, M = read_safetensors(sys.argv[1])["W_skip"].numpy(), np.load(sys.argv[2])
 print(f", W_skip err {np.linalg.norm(W - M) / np.linalg.norm(M):.3f}", end="")
 PYEOF
 }
@@ -139,7 +137,7 @@ for c in "${CONFIGS[@]}"; do
   want "$name" || continue
   d="$DIR/$name"; genflags=$flags; truth=truth.npy; pair=()
   if [[ $ARCH == *transcoder ]]; then
-    d="$DIR/tc_$name"; genflags="$flags --d-out 256"; truth=truth_out.npy; pair=(--npy-out "$d/out.npy")
+    d="$DIR/tc_$name"; genflags="$flags --d-out $TC_DOUT"; truth=truth_out.npy; pair=(--npy-out "$d/out.npy")
   elif [[ $name == skiplin* ]]; then
     echo "bench_sae_gt: $name is a transcoder's generator (SAE_GT_ARCH=transcoder or skip_transcoder)"; continue
   fi
@@ -152,7 +150,7 @@ for c in "${CONFIGS[@]}"; do
     # (a transcoder's: fresh pairs, --d-out as gt_gen.py's)
     refpair=("${pair[@]}")
     if [ "$name" = fresh ]; then src=(--gen $flags); else src=(--npy "$d/acts.npy"); fi
-    [ "$name" = fresh ] && [ ${#pair[@]} -gt 0 ] && refpair=(--d-out 256)
+    [ "$name" = fresh ] && [ ${#pair[@]} -gt 0 ] && refpair=(--d-out $TC_DOUT)
     [ "$ARCH" = matryoshka ] && REFARCH=(--matryoshka "$((S / 8)),$((S / 4)),$((S / 2))")
     OMP_NUM_THREADS=1 $PY tools/ref/topk_ref.py "${src[@]}" "${refpair[@]}" "${REFARCH[@]}" --out "$d/ref_$TAG" --d-sae "$S" \
       --k "$k" --tokens "$TOK" >"$d/ref_$TAG.log" 2>&1 || { echo "ref failed: $d/ref_$TAG.log"; exit 1; }
