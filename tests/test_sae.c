@@ -93,12 +93,23 @@ static void test_topk_long(void)
     pre[4 * S + 5] = NAN;
     /* the other rows alternate between two sets of 40 blocks: a row scanned with its
        neighbour's bound and blocks would find 40 entries there and select the wrong ones */
-    for (int b = 5; b < B; b++)
+    for (int b = 5; b < B - 4; b++)
         for (int j = 0; j < 40; j++) {
             float *p = pre + (int64_t)b * S + 64 * j;
             if (b % 2) p[35] = 10;
             else p[3] = 20 + 0.01f * j, p[35] = 15;
         }
+    /* the last rows test the bound's float order (AVX-512: a bisection over integer keys):
+       signed zeros, subnormals of both signs, blocks of NaN or -inf, all-negative */
+    for (int j = 0; j < S; j++) {
+        float *p = pre + (int64_t)(B - 4) * S;
+        p[j] = j % 3 ? 0.0f : -0.0f;
+        if (j % 101 == 0) p[j] = -1e-40f;
+        p[S + j] = 1e-42f * (float)(j % 10) - 5e-42f;
+        p[2 * S + j] = (j / SAE_K_TOPK_BLOCK) % 2 ? NAN : -INFINITY;
+        if (j % 300 == 7) p[2 * S + j] = -(float)j;
+        p[3 * S + j] = -1.0f - (float)(j % 37);
+    }
     sae_k_topk(idx, val, pre, B, S, K, NULL, 0);
     int bad = 0;
     for (int b = 0; b < B; b++) {
@@ -114,6 +125,36 @@ static void test_topk_long(void)
     int has_tail = 0;
     for (int e = 0; e < K; e++) has_tail |= idx[3 * K + e] == S - 1;
     CHECK(has_tail, "entry past the last full block selected");
+    /* the bound is exactly the k-th largest block maximum: the output, order included, is the
+       heap over the entries that reach it, in index order (a lower bound would still select
+       the right set, but in another order, and the decoder sums in that order) */
+    enum { NB = S / SAE_K_TOPK_BLOCK };
+    int *cand = malloc(sizeof(int) * S), idx2[K], order = 0, rows = 0;
+    float bm[NB], val2[K];
+    for (int b = 0; b < B; b++) {
+        const float *p = pre + (int64_t)b * S;
+        for (int q = 0; q < NB; q++) {
+            bm[q] = -INFINITY;
+            for (int i = 0; i < SAE_K_TOPK_BLOCK; i++)
+                if (p[q * SAE_K_TOPK_BLOCK + i] > bm[q]) bm[q] = p[q * SAE_K_TOPK_BLOCK + i];
+        }
+        float t = bm[0];
+        for (int q = 0; q < NB; q++) { /* the K-th largest: K maxima reach it, fewer exceed it */
+            int ge = 0, gt = 0;
+            for (int u = 0; u < NB; u++) ge += bm[u] >= bm[q], gt += bm[u] > bm[q];
+            if (ge >= K && gt < K) t = bm[q];
+        }
+        int n = 0;
+        for (int j = 0; j < S; j++)
+            if (p[j] >= t) cand[n++] = j;
+        if (n < K) continue; /* NaNs: the whole row's heap instead */
+        sae_k_topk(idx2, val2, p, 1, S, K, cand, n);
+        order += !memcmp(idx2, idx + b * K, sizeof idx2) && !memcmp(val2, val + b * K, sizeof val2);
+        rows++;
+    }
+    CHECK(order == rows && rows >= B - 2, "long-row top-k order: %d of %d rows as the exact bound's "
+          "candidate heap", order, rows);
+    free(cand);
     free(pre);
 }
 
