@@ -456,12 +456,52 @@ typedef struct {
     int B, D;
 } sp_args;
 
+#if defined(__AVX512F__)
+enum { DEC_TILE = 8 }; /* vectors of 16 floats a row tile keeps in registers */
+
+/* One row of the decoder, DEC_TILE vectors at a time: each tile accumulates over the row's
+ * entries in registers and is stored once. Per element the same products added in the same
+ * order as the plain loop (mul then add, no FMA), so the same bits. */
+static void decode_row_avx512(float *o, const int64_t *ptr, const int *idx, const float *val,
+                              const float *W, const float *b_dec, int b, int D)
+{
+    int i = 0;
+    for (; i + 16 * DEC_TILE <= D; i += 16 * DEC_TILE) {
+        __m512 acc[DEC_TILE];
+        for (int r = 0; r < DEC_TILE; r++)
+            acc[r] = b_dec ? _mm512_loadu_ps(b_dec + i + 16 * r) : _mm512_setzero_ps();
+        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
+            float v = val[e];
+            if (v == 0) continue;
+            const float *w = W + (int64_t)idx[e] * D + i;
+            __m512 vv = _mm512_set1_ps(v);
+            for (int r = 0; r < DEC_TILE; r++)
+                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(vv, _mm512_loadu_ps(w + 16 * r)));
+        }
+        for (int r = 0; r < DEC_TILE; r++) _mm512_storeu_ps(o + i + 16 * r, acc[r]);
+    }
+    if (i == D) return;
+    if (b_dec) memcpy(o + i, b_dec + i, sizeof(float) * (D - i));
+    else memset(o + i, 0, sizeof(float) * (D - i));
+    for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
+        float v = val[e];
+        if (v == 0) continue;
+        const float *w = W + (int64_t)idx[e] * D;
+        for (int c = i; c < D; c++) o[c] += v * w[c];
+    }
+}
+#endif
+
 static void decode_part(void *p, int tid, int nt)
 {
     sp_args *a = p;
     int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt), D = a->D;
     for (int b = b0; b < b1; b++) {
         float *o = a->out + (int64_t)b * D;
+#if defined(__AVX512F__)
+        decode_row_avx512(o, a->ptr, a->idx, a->val, a->W, a->b_dec, b, D);
+        continue;
+#endif
         if (a->b_dec) memcpy(o, a->b_dec, sizeof(float) * D);
         else memset(o, 0, sizeof(float) * D);
         for (int64_t e = a->ptr[b]; e < a->ptr[b + 1]; e++) {
@@ -479,6 +519,112 @@ void sae_k_decode_sparse(float *xhat, const int64_t *ptr, const int *idx, const 
     sp_args a = {.out = xhat, .val = val, .W = W_dec, .b_dec = b_dec, .ptr = ptr, .idx = idx,
                  .B = B, .D = D};
     par_run(decode_part, &a, n_threads(ptr[B] * (int64_t)D));
+}
+
+enum { REC_ROWS = 64 }; /* rows of one partial sum of sae_k_recon_error */
+
+typedef struct {
+    float *dx, *out;
+    double *part, *col;
+    const float *xh, *y, *a;
+    float scale;
+    int B, D;
+} rec_args;
+
+static void recon_part(void *p, int tid, int nt)
+{
+    rec_args *a = p;
+    int D = a->D, nq = (a->B + REC_ROWS - 1) / REC_ROWS;
+    for (int q = nq * tid / nt; q < nq * (tid + 1) / nt; q++) {
+        int64_t e0 = (int64_t)q * REC_ROWS * D, e1 = e0 + (int64_t)REC_ROWS * D, e = e0;
+        if (e1 > (int64_t)a->B * D) e1 = (int64_t)a->B * D;
+        double lse[8] = {0}, lss[8] = {0};
+#if defined(__AVX512F__)
+        __m512d vse = _mm512_setzero_pd(), vss = _mm512_setzero_pd();
+        const __m256 sc = _mm256_set1_ps(a->scale);
+        for (; e + 8 <= e1; e += 8) {
+            __m256 y = _mm256_loadu_ps(a->y + e), d = _mm256_sub_ps(_mm256_loadu_ps(a->xh + e), y);
+            _mm256_storeu_ps(a->dx + e, _mm256_mul_ps(sc, d));
+            __m512d dd = _mm512_cvtps_pd(d), yd = _mm512_cvtps_pd(y);
+            vse = _mm512_add_pd(vse, _mm512_mul_pd(dd, dd));
+            vss = _mm512_add_pd(vss, _mm512_mul_pd(yd, yd));
+        }
+        _mm512_storeu_pd(lse, vse);
+        _mm512_storeu_pd(lss, vss);
+#endif
+        for (; e < e1; e++) { /* the same lanes: entry e in lane (e - e0) % 8 */
+            float y = a->y[e], d = a->xh[e] - y;
+            a->dx[e] = a->scale * d;
+            lse[(e - e0) % 8] += (double)d * d;
+            lss[(e - e0) % 8] += (double)y * y;
+        }
+        double se = 0, ss = 0;
+        for (int l = 0; l < 8; l++) se += lse[l], ss += lss[l];
+        a->part[2 * q] = se;
+        a->part[2 * q + 1] = ss;
+    }
+}
+
+/* Columns [c0, c1) of thread tid: multiples of 16 floats, so threads never share a line. */
+static void col_range(int C, int tid, int nt, int *c0, int *c1)
+{
+    int nv = (C + 15) / 16;
+    *c0 = 16 * (nv * tid / nt);
+    *c1 = 16 * (nv * (tid + 1) / nt);
+    if (*c1 > C) *c1 = C;
+}
+
+static void col_part(void *p, int tid, int nt)
+{
+    rec_args *a = p;
+    int c0, c1;
+    col_range(a->D, tid, nt, &c0, &c1);
+    for (int b = 0; b < a->B; b++) {
+        const float *row = a->a + (int64_t)b * a->D;
+        if (a->col)
+            for (int c = c0; c < c1; c++) a->col[c] += row[c];
+        else
+            for (int c = c0; c < c1; c++) a->out[c] += row[c];
+    }
+}
+
+void sae_k_recon_error(float *dx, double *sse, double *ss, double *col, const float *xhat,
+                       const float *y, float scale, int B, int D)
+{
+    int nq = (B + REC_ROWS - 1) / REC_ROWS;
+    double part_small[2 * 64], *part = nq <= 64 ? part_small : mem_alloc(sizeof(double) * 2 * nq);
+    rec_args a = {.dx = dx, .part = part, .xh = xhat, .y = y, .scale = scale, .B = B, .D = D};
+    int nt = n_threads((int64_t)B * D);
+    if (part) {
+        par_run(recon_part, &a, nt < nq ? nt : (nq ? nq : 1));
+        double se = 0, s2 = 0;
+        for (int q = 0; q < nq; q++) se += part[2 * q], s2 += part[2 * q + 1];
+        *sse = se;
+        *ss = s2;
+    } else { /* no memory for the partial sums: one block at a time, the same sums */
+        double se = 0, s2 = 0, one[2];
+        a.part = one;
+        for (int q = 0; q < nq; q++) {
+            rec_args b = a;
+            b.dx = dx + (int64_t)q * REC_ROWS * D;
+            b.xh = xhat + (int64_t)q * REC_ROWS * D;
+            b.y = y + (int64_t)q * REC_ROWS * D;
+            b.B = B - q * REC_ROWS < REC_ROWS ? B - q * REC_ROWS : REC_ROWS;
+            recon_part(&b, 0, 1);
+            se += one[0], s2 += one[1];
+        }
+        *sse = se;
+        *ss = s2;
+    }
+    if (part != part_small) mem_free(part);
+    rec_args c = {.col = col, .a = y, .B = B, .D = D};
+    par_run(col_part, &c, nt);
+}
+
+void sae_k_colsum_add(float *out, const float *a, int R, int C)
+{
+    rec_args c = {.out = out, .a = a, .B = R, .D = C};
+    par_run(col_part, &c, n_threads((int64_t)R * C));
 }
 
 void sae_k_csr_transpose(int64_t *tptr, int64_t *tent, int *ttok, const int64_t *ptr,

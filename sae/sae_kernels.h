@@ -85,6 +85,18 @@ void sae_k_decode_sparse(float *xhat /*[B,D]*/, const int64_t *ptr /*[B+1]*/, co
                          const float *val, const float *W_dec /*[S,D]*/,
                          const float *b_dec /*[D] or NULL*/, int B, int D);
 
+/* The reconstruction loss's pass: dx[B,D] = scale (xhat - y); *sse = sum (xhat - y)^2 and
+ * *ss = sum y^2, in double, summed within fixed blocks of rows (8 lanes, then the lanes in
+ * order) and then the blocks in order, so the sums do not depend on the thread count;
+ * col[D] += the column sums of y (double, rows in order). */
+void sae_k_recon_error(float *dx /*[B,D]*/, double *sse, double *ss, double *col /*[D]*/,
+                       const float *xhat /*[B,D]*/, const float *y /*[B,D]*/, float scale, int B,
+                       int D);
+
+/* out[C] += the column sums of a[R,C], rows in order (threads split the columns: the same bits
+ * as the serial loop). */
+void sae_k_colsum_add(float *out /*[C]*/, const float *a /*[R,C]*/, int R, int C);
+
 /* Transpose of a CSR pattern, grouped by latent: the entries of latent j are
  * tent[tptr[j]..tptr[j+1]) (indices into idx/val), in token order, with their token in ttok.
  * The gradient scatters walk this form so each gradient row is read and written once per step

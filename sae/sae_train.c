@@ -684,22 +684,9 @@ static void skip_backward(sae_trainer *t, int64_t r0, int n)
  * (squared error, squared target, the targets' column sums for the explained variance). */
 static void recon_error(sae_trainer *t, int64_t r0, int n, double *sc)
 {
-    int B = t->B, D = t->Do;
-    const float *ys = t->ys + r0 * D, *xh = t->xhat + r0 * D;
-    float *dx = t->dxhat + r0 * D;
-    double sse = 0, ss = 0;
-    float scale = 2.0f / B;
-    for (int64_t e = 0; e < (int64_t)n * D; e++) {
-        float d = xh[e] - ys[e];
-        sse += (double)d * d;
-        ss += (double)ys[e] * ys[e];
-        dx[e] = scale * d;
-    }
-    double *col = sc + SC_COL;
-    for (int b = 0; b < n; b++)
-        for (int i = 0; i < D; i++) col[i] += ys[(int64_t)b * D + i];
-    sc[SC_SSE] = sse;
-    sc[SC_SS] = ss;
+    int D = t->Do;
+    sae_k_recon_error(t->dxhat + r0 * D, &sc[SC_SSE], &sc[SC_SS], sc + SC_COL, t->xhat + r0 * D,
+                      t->ys + r0 * D, 2.0f / t->B, n, D);
 }
 
 /* explained variance from the (reduced) sums: sum ||y - mean||^2 = sum ||y||^2 - B ||mean||^2 */
@@ -710,14 +697,6 @@ static double explained_variance(const sae_trainer *t, const double *sc)
     for (int i = 0; i < t->Do; i++) msq += (sc[SC_COL + i] / B) * (sc[SC_COL + i] / B);
     double var = sc[SC_SS] - B * msq;
     return var > 0 ? 1.0 - sc[SC_SSE] / var : 0;
-}
-
-static void colsum_add(float *out /*[C]*/, const float *a /*[R,C]*/, int R, int C)
-{
-    for (int r = 0; r < R; r++) {
-        const float *row = a + (int64_t)r * C;
-        for (int c = 0; c < C; c++) out[c] += row[c];
-    }
 }
 
 /* The kB-th largest positive value of pre[r, :m] over rows [r0, r0+n) of every rank (row stride
@@ -813,7 +792,7 @@ static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, in
             t->lxhat[e] = gs * d;
         }
         sc[SC_LVL + l] = sse;
-        colsum_add(G->b_dec, t->lxhat, n, D);
+        sae_k_colsum_add(G->b_dec, t->lxhat, n, D);
         sae_k_csr_transpose(t->ltptr, t->ltent, t->lttok, t->lptr, t->lidx, n, m);
         sae_k_decode_sparse_backward(G->W_dec, t->ldval, t->lxhat, t->ltptr, t->ltent, t->lttok,
                                      t->lval, P->W_dec, m, D);
@@ -872,11 +851,11 @@ static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
         asse += (double)d * d;
         xg[e] = gs * d;
     }
-    colsum_add(G->b_dec, dxhat, n, D);
+    sae_k_colsum_add(G->b_dec, dxhat, n, D);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, n, 1.0f, f, S, dxhat, D, 1.0f,
                 G->W_dec, D);
     if (t->gated_unfrozen) {
-        colsum_add(G->b_dec, xg, n, D);
+        sae_k_colsum_add(G->b_dec, xg, n, D);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, n, 1.0f, a, S, xg, D, 1.0f,
                     G->W_dec, D);
     }
@@ -970,7 +949,7 @@ static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double 
     sae_k_decode_sparse(xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, n, Do);
     skip_forward(t, r0, n);
     recon_error(t, r0, n, sc);
-    colsum_add(G->b_dec, dxhat, n, Do);
+    sae_k_colsum_add(G->b_dec, dxhat, n, Do);
     skip_backward(t, r0, n);
     prof_mark(t, SAE_PROF_DECODE);
     sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, n, S);
@@ -1254,7 +1233,7 @@ static int latent_leaf(sae_trainer *t, const step_ctx *cx, double *sc)
     for (int b = 0; b < B; b++)
         for (int i = 0; i < D; i++) t->xhat[(int64_t)b * D + i] = sum[(int64_t)b * D + i] + P->b_dec[i];
     recon_error(t, 0, B, sc);
-    colsum_add(G->b_dec, t->dxhat, B, D);
+    sae_k_colsum_add(G->b_dec, t->dxhat, B, D);
     if (ka) { /* AuxK: the dead latents' top-ka reconstruct the (detached) residual */
         const float *eh = sum + BD;
         float gs = 2.0f * cx->ca / B;
@@ -1512,7 +1491,7 @@ static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
                 1.0f, xhat, Do);
     skip_forward(t, r0, n);
     recon_error(t, r0, n, sc);
-    colsum_add(G->b_dec, dxhat, n, Do);
+    sae_k_colsum_add(G->b_dec, dxhat, n, Do);
     skip_backward(t, r0, n);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, Do, n, 1.0f, f, S, dxhat, Do,
                 1.0f, G->W_dec, Do);
@@ -1556,7 +1535,7 @@ static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
     }
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, n, 1.0f, f, S, xc, D, 1.0f,
                 G->W_encT, D);
-    colsum_add(G->b_enc, f, n, S);
+    sae_k_colsum_add(G->b_enc, f, n, S);
     sc[SC_SPARSE] = sparsity_loss;
     sc[SC_ACTIVE] = (double)active;
 }

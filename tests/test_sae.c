@@ -308,6 +308,63 @@ static void test_decode_sparse(void)
     CHECK_TENSOR(dval, dvalw, B * K, 1e-5, 1e-5, "sparse decode dval");
 }
 
+/* The decoder's register tiles, the loss pass and the column sums against their plain loops:
+ * the same bits (the loss's double sums to rounding), at a width with whole tiles, a 16-float
+ * remainder and a scalar tail, and a batch large enough for two threads. */
+static void test_decode_tiles_recon(void)
+{
+    enum { B = 2100, S = 64, D = 512 + 16 + 3, K = 8 };
+    rng_state r;
+    rng_seed(&r, 29);
+    float *W = malloc(sizeof(float) * S * D), *y = malloc(sizeof(float) * B * D);
+    float *xh = malloc(sizeof(float) * B * D), *want = malloc(sizeof(float) * B * D);
+    float *dx = malloc(sizeof(float) * B * D), bd[D], val[B * K], gb[D], gbw[D];
+    int *idx = malloc(sizeof(int) * B * K);
+    int64_t *ptr = malloc(sizeof(int64_t) * (B + 1));
+    fill_normal(W, S * D, &r, 1);
+    fill_normal(y, (int64_t)B * D, &r, 1);
+    fill_normal(bd, D, &r, 1);
+    fill_normal(val, B * K, &r, 1);
+    for (int e = 0; e < B * K; e++) {
+        idx[e] = (int)rng_below(&r, S);
+        if (e % 5 == 0) val[e] = 0; /* ReLU-clipped entries are skipped */
+    }
+    for (int b = 0; b <= B; b++) ptr[b] = (int64_t)b * K;
+    for (int pass = 0; pass < 2; pass++) { /* with b_dec, then from zero */
+        const float *bias = pass ? NULL : bd;
+        sae_k_decode_sparse(xh, ptr, idx, val, W, bias, B, D);
+        for (int b = 0; b < B; b++) {
+            float *o = want + (int64_t)b * D;
+            for (int i = 0; i < D; i++) o[i] = bias ? bias[i] : 0;
+            for (int e = b * K; e < (b + 1) * K; e++)
+                if (val[e] != 0)
+                    for (int i = 0; i < D; i++) o[i] += val[e] * W[(int64_t)idx[e] * D + i];
+        }
+        CHECK(!memcmp(xh, want, sizeof(float) * B * D), "tiled decode differs from the plain loop "
+              "(%s b_dec)", bias ? "with" : "without");
+    }
+    double sse, ss, col[D], colw[D], sw = 0, s2w = 0;
+    for (int i = 0; i < D; i++) col[i] = colw[i] = 0.25 * i;
+    sae_k_recon_error(dx, &sse, &ss, col, xh, y, 2.0f / B, B, D);
+    int bad = 0;
+    for (int64_t e = 0; e < (int64_t)B * D; e++) {
+        float d = xh[e] - y[e];
+        bad += dx[e] != 2.0f / B * d;
+        sw += (double)d * d;
+        s2w += (double)y[e] * y[e];
+        colw[e % D] += y[e];
+    }
+    CHECK(bad == 0, "recon dx differs in %d places", bad);
+    CHECK(!memcmp(col, colw, sizeof col), "recon column sums differ from rows in order");
+    CHECK(fabs(sse - sw) <= 1e-12 * sw && fabs(ss - s2w) <= 1e-12 * s2w,
+          "recon sums %.17g %.17g, serial %.17g %.17g", sse, ss, sw, s2w);
+    for (int i = 0; i < D; i++) gb[i] = gbw[i] = 0.5f * (float)i;
+    sae_k_colsum_add(gb, dx, B, D);
+    for (int64_t e = 0; e < (int64_t)B * D; e++) gbw[e % D] += dx[e];
+    CHECK(!memcmp(gb, gbw, sizeof gb), "colsum_add differs from rows in order");
+    free(W), free(y), free(xh), free(want), free(dx), free(idx), free(ptr);
+}
+
 static void test_adam_and_norms(void)
 {
     float p[3] = {1, 2, 3}, g[3] = {0.5f, -1, 0}, m[3] = {0}, v[3] = {0};
@@ -1781,6 +1838,7 @@ int main(void)
     test_adam_unit_rows();
     test_batchtopk();
     test_decode_sparse();
+    test_decode_tiles_recon();
     test_adam_and_norms();
     fd_check(SAE_RELU, "relu");
     fd_check(SAE_TOPK, "topk");
