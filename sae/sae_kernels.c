@@ -672,6 +672,38 @@ static void latent_range(const tr_args *a, int tid, int nt, int *j0, int *j1)
     *j1 = tid == nt - 1 ? a->S : lo[1];
 }
 
+#if defined(__AVX512F__)
+enum { BWD_GROUP = 64 }; /* tokens whose dot products a tile pass carries (4 KB of vectors) */
+
+/* Vectors [v0, v0 + NV) of latent j's rows for the tokens [q0, q1) of its list: dW_dec's and
+ * the dot products' partial sums stay in registers across the tokens (dacc: each token's 16
+ * lanes, carried from the previous tile). Per element and per lane the same operations in the
+ * same order as the plain loops of decode_bwd_part (mul then add, tokens in list order). */
+static inline __attribute__((always_inline)) void
+dec_bwd_tile(const tr_args *a, float *dw, const float *w, int64_t q0, int64_t q1, int v0, int NV,
+             __m512 *dacc, int first)
+{
+    __m512 acc[8], wt[8];
+    for (int r = 0; r < NV; r++) {
+        acc[r] = _mm512_loadu_ps(dw + 16 * (v0 + r));
+        wt[r] = _mm512_loadu_ps(w + 16 * (v0 + r));
+    }
+    for (int64_t q = q0; q < q1; q++) {
+        float v = a->val[a->tent[q]];
+        if (v == 0) continue;
+        const float *g = a->in + (int64_t)a->ttok[q] * a->D + 16 * v0;
+        __m512 vv = _mm512_set1_ps(v), d = first ? _mm512_setzero_ps() : dacc[q - q0];
+        for (int r = 0; r < NV; r++) {
+            __m512 gr = _mm512_loadu_ps(g + 16 * r);
+            d = _mm512_add_ps(d, _mm512_mul_ps(gr, wt[r]));
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(vv, gr));
+        }
+        dacc[q - q0] = d;
+    }
+    for (int r = 0; r < NV; r++) _mm512_storeu_ps(dw + 16 * (v0 + r), acc[r]);
+}
+#endif
+
 static void decode_bwd_part(void *p, int tid, int nt)
 {
     tr_args *a = p;
@@ -680,6 +712,33 @@ static void decode_bwd_part(void *p, int tid, int nt)
     for (int j = j0; j < j1; j++) {
         const float *w = a->W + (int64_t)j * D;
         float *dw = a->dW + (int64_t)j * D;
+#if defined(__AVX512F__)
+        /* tokens in groups, the row in tiles of 8 vectors: see dec_bwd_tile */
+        int nv = D / 16;
+        for (int64_t q0 = a->tptr[j]; q0 < a->tptr[j + 1]; q0 += BWD_GROUP) {
+            int64_t q1 = a->tptr[j + 1] - q0 < BWD_GROUP ? a->tptr[j + 1] : q0 + BWD_GROUP;
+            __m512 dacc[BWD_GROUP];
+            int v0 = 0;
+            for (; v0 + 8 <= nv; v0 += 8) dec_bwd_tile(a, dw, w, q0, q1, v0, 8, dacc, v0 == 0);
+            if (v0 < nv) dec_bwd_tile(a, dw, w, q0, q1, v0, nv - v0, dacc, v0 == 0);
+            for (int64_t q = q0; q < q1; q++) {
+                int64_t e = a->tent[q];
+                float v = a->val[e];
+                if (v == 0) { /* ReLU-clipped: no gradient */
+                    a->dval[e] = 0;
+                    continue;
+                }
+                const float *g = a->in + (int64_t)a->ttok[q] * D;
+                float lane[16] = {0}, dot = 0;
+                if (nv) _mm512_storeu_ps(lane, dacc[q - q0]);
+                for (int r = 0; r < 16; r++) dot += lane[r];
+                for (int i = 16 * nv; i < D; i++) dot += g[i] * w[i];
+                for (int i = 16 * nv; i < D; i++) dw[i] += v * g[i];
+                a->dval[e] = dot;
+            }
+        }
+        continue;
+#endif
         for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
             int64_t e = a->tent[q];
             const float *g = a->in + (int64_t)a->ttok[q] * D;
@@ -712,6 +771,26 @@ void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat
     par_run(decode_bwd_part, &a, n_threads(tptr[S] * (int64_t)D));
 }
 
+#if defined(__AVX512F__)
+/* Vectors [v0, v0 + NV) of latent j's encoder gradient row over its tokens, in registers (per
+ * element the same mul and add in the same token order as the plain loop). */
+static inline __attribute__((always_inline)) void
+enc_bwd_tile(const tr_args *a, float *dw, int64_t q0, int64_t q1, int v0, int NV)
+{
+    __m512 acc[8];
+    for (int r = 0; r < NV; r++) acc[r] = _mm512_loadu_ps(dw + 16 * (v0 + r));
+    for (int64_t q = q0; q < q1; q++) {
+        float g = a->val[a->tent[q]];
+        if (g == 0) continue;
+        const float *c = a->in + (int64_t)a->ttok[q] * a->D + 16 * v0;
+        __m512 gv = _mm512_set1_ps(g);
+        for (int r = 0; r < NV; r++)
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(gv, _mm512_loadu_ps(c + 16 * r)));
+    }
+    for (int r = 0; r < NV; r++) _mm512_storeu_ps(dw + 16 * (v0 + r), acc[r]);
+}
+#endif
+
 static void encode_bwd_part(void *p, int tid, int nt)
 {
     tr_args *a = p;
@@ -720,11 +799,19 @@ static void encode_bwd_part(void *p, int tid, int nt)
     for (int j = j0; j < j1; j++) {
         float *dw = a->dW + (int64_t)j * D;
         float gsum = 0;
+        int i0 = 0;
+#if defined(__AVX512F__)
+        int nv = D / 16, v0 = 0;
+        int64_t q0 = a->tptr[j], q1 = a->tptr[j + 1];
+        for (; v0 + 8 <= nv; v0 += 8) enc_bwd_tile(a, dw, q0, q1, v0, 8);
+        if (v0 < nv) enc_bwd_tile(a, dw, q0, q1, v0, nv - v0);
+        i0 = 16 * nv;
+#endif
         for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
             float g = a->val[a->tent[q]];
             if (g == 0) continue;
             const float *c = a->in + (int64_t)a->ttok[q] * D;
-            for (int i = 0; i < D; i++) dw[i] += g * c[i];
+            for (int i = i0; i < D; i++) dw[i] += g * c[i];
             gsum += g;
         }
         a->db[j] += gsum;

@@ -362,6 +362,44 @@ static void test_decode_tiles_recon(void)
     sae_k_colsum_add(gb, dx, B, D);
     for (int64_t e = 0; e < (int64_t)B * D; e++) gbw[e % D] += dx[e];
     CHECK(!memcmp(gb, gbw, sizeof gb), "colsum_add differs from rows in order");
+    /* the backward kernels' tiles against their plain loops: dW_dec, dval (16 partial sums,
+       then the tail), dW_enc and db_enc, every element in token order */
+    int64_t *tptr = malloc(sizeof(int64_t) * (S + 1)), *tent = malloc(sizeof(int64_t) * B * K);
+    int *ttok = malloc(sizeof(int) * B * K);
+    float *dWd = calloc((size_t)S * D, sizeof(float)), *dWdw = calloc((size_t)S * D, sizeof(float));
+    float *dWe = calloc((size_t)S * D, sizeof(float)), *dWew = calloc((size_t)S * D, sizeof(float));
+    float *dval = malloc(sizeof(float) * B * K), *dvalw = malloc(sizeof(float) * B * K);
+    float dbe[S] = {0}, dbew[S] = {0};
+    sae_k_csr_transpose(tptr, tent, ttok, ptr, idx, B, S);
+    sae_k_decode_sparse_backward(dWd, dval, dx, tptr, tent, ttok, val, W, S, D);
+    sae_k_encode_sparse_backward(dWe, dbe, dval, tptr, tent, ttok, y, S, D);
+    for (int j = 0; j < S; j++)
+        for (int64_t q = tptr[j]; q < tptr[j + 1]; q++) {
+            int64_t e = tent[q];
+            const float *g = dx + (int64_t)ttok[q] * D, *w = W + (int64_t)j * D;
+            const float *c = y + (int64_t)ttok[q] * D;
+            if (val[e] == 0) {
+                dvalw[e] = 0;
+                continue;
+            }
+            float acc[16] = {0}, dot = 0;
+            int i = 0;
+            for (; i + 16 <= D; i += 16)
+                for (int l = 0; l < 16; l++) acc[l] += g[i + l] * w[i + l];
+            for (int l = 0; l < 16; l++) dot += acc[l];
+            for (; i < D; i++) dot += g[i] * w[i];
+            for (i = 0; i < D; i++) dWdw[(int64_t)j * D + i] += val[e] * g[i];
+            dvalw[e] = dot;
+            if (dot == 0) continue;
+            for (i = 0; i < D; i++) dWew[(int64_t)j * D + i] += dot * c[i];
+            dbew[j] += dot;
+        }
+    CHECK(!memcmp(dWd, dWdw, sizeof(float) * S * D) && !memcmp(dval, dvalw, sizeof(float) * B * K),
+          "tiled decoder backward differs from the plain loops");
+    CHECK(!memcmp(dWe, dWew, sizeof(float) * S * D) && !memcmp(dbe, dbew, sizeof dbe),
+          "tiled encoder backward differs from the plain loop");
+    free(tptr), free(tent), free(ttok), free(dWd), free(dWdw), free(dWe), free(dWew), free(dval),
+        free(dvalw);
     free(W), free(y), free(xh), free(want), free(dx), free(idx), free(ptr);
 }
 
