@@ -98,9 +98,13 @@ int op_precision_bf16(void); /* 1 when the forward matmuls now run in bf16 */
  * ldw. 0 on success, non-zero when oneDNN could not run it (nothing written then; the caller
  * falls back to fp32). The bf16 copy of W is cached by pointer and shape: weights must not change
  * while cached; op_bf16_forget drops the copies of every W inside [base, base + bytes)
- * (gpt2_free calls it). Calls are serialised by a mutex; oneDNN threads with OpenMP. */
+ * (gpt2_free calls it); op_bf16_refresh marks them out of date instead, so that the next call
+ * converts W again into the same buffer (weights that change every step, as an SAE's under
+ * Adam: no new allocation and no new reorder primitive per step). Calls are serialised by a
+ * mutex; oneDNN threads with OpenMP. */
 int op_bf16_matmul(float *out, int ldo, const float *x, const float *W, int ldw, int trans,
                    const float *bias, int N, int C, int OC, float beta);
 void op_bf16_forget(const void *base, size_t bytes);
+void op_bf16_refresh(const void *base, size_t bytes);
 
 #endif

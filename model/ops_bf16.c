@@ -16,6 +16,8 @@ typedef struct {
     int ldw, trans, C, OC;
     dnnl_memory_desc_t md; /* of w16 */
     dnnl_memory_t w16;
+    dnnl_primitive_t ro; /* the fp32 -> w16 reorder, kept for op_bf16_refresh (or NULL) */
+    int stale;           /* op_bf16_refresh: convert again before the next use */
 } wcache;
 
 enum { MAX_W = 256 };
@@ -89,10 +91,25 @@ void op_bf16_forget(const void *base, size_t bytes)
     int n = 0;
     for (int i = 0; i < G.nw; i++) {
         const char *p = (const char *)G.w[i].W;
-        if (p >= lo && p < hi) dmem_del(G.w[i].w16);
-        else G.w[n++] = G.w[i];
+        if (p >= lo && p < hi) {
+            dmem_del(G.w[i].w16);
+            if (G.w[i].ro) dnnl_primitive_destroy(G.w[i].ro);
+        } else {
+            G.w[n++] = G.w[i];
+        }
     }
     G.nw = n;
+    pthread_mutex_unlock(&G.mu);
+}
+
+void op_bf16_refresh(const void *base, size_t bytes)
+{
+    pthread_mutex_lock(&G.mu);
+    const char *lo = base, *hi = lo + bytes;
+    for (int i = 0; i < G.nw; i++) {
+        const char *p = (const char *)G.w[i].W;
+        if (p >= lo && p < hi) G.w[i].stale = 1;
+    }
     pthread_mutex_unlock(&G.mu);
 }
 
@@ -110,25 +127,31 @@ static int engine_up(void)
     return G.init > 0;
 }
 
-static int reorder(const dnnl_memory_desc_t *from, void *src, dnnl_memory_t to)
+/* Converts src (layout *from) into to. keep: where the reorder primitive is kept between calls
+ * (created on the first; NULL: made and destroyed here). */
+static int reorder(const dnnl_memory_desc_t *from, void *src, dnnl_memory_t to,
+                   dnnl_primitive_t *keep)
 {
     const dnnl_memory_desc_t *tmd;
     if (dnnl_memory_get_memory_desc(to, &tmd)) return 1;
-    dnnl_primitive_desc_t pd;
-    dnnl_primitive_t p;
+    dnnl_primitive_t p = keep ? *keep : NULL;
     dnnl_memory_t m;
-    if (dnnl_reorder_primitive_desc_create(&pd, from, G.eng, tmd, G.eng, NULL)) return 1;
-    int rc = dnnl_primitive_create(&p, pd) != dnnl_success;
-    dnnl_primitive_desc_destroy(pd);
-    if (rc) return 1;
-    rc = dnnl_memory_create(&m, from, G.eng, src) != dnnl_success;
+    if (!p) {
+        dnnl_primitive_desc_t pd;
+        if (dnnl_reorder_primitive_desc_create(&pd, from, G.eng, tmd, G.eng, NULL)) return 1;
+        int rc = dnnl_primitive_create(&p, pd) != dnnl_success;
+        dnnl_primitive_desc_destroy(pd);
+        if (rc) return 1;
+        if (keep) *keep = p;
+    }
+    int rc = dnnl_memory_create(&m, from, G.eng, src) != dnnl_success;
     if (!rc) {
         dnnl_exec_arg_t a[] = {{DNNL_ARG_FROM, m}, {DNNL_ARG_TO, to}};
         rc = dnnl_primitive_execute(p, G.st, 2, a) != dnnl_success ||
              dnnl_stream_wait(G.st) != dnnl_success;
         dnnl_memory_destroy(m);
     }
-    dnnl_primitive_destroy(p);
+    if (!keep) dnnl_primitive_destroy(p);
     return rc;
 }
 
@@ -140,18 +163,26 @@ static dnnl_memory_t weights(const float *W, int ldw, int trans, int C, int OC,
 {
     *tmp = 0;
     int have = -1;
-    for (int i = 0; i < G.nw; i++)
-        if (G.w[i].W == W && G.w[i].ldw == ldw && G.w[i].trans == trans && G.w[i].C == C &&
-            G.w[i].OC == OC) {
-            if (dnnl_memory_desc_equal(&G.w[i].md, want)) return G.w[i].w16;
-            have = i;
-        }
     dnnl_memory_desc_t f32;
     dnnl_dims_t dims = {C, OC}, strides = {trans ? 1 : ldw, trans ? ldw : 1};
     if (dnnl_memory_desc_init_by_strides(&f32, 2, dims, dnnl_f32, strides)) return NULL;
+    for (int i = 0; i < G.nw; i++)
+        if (G.w[i].W == W && G.w[i].ldw == ldw && G.w[i].trans == trans && G.w[i].C == C &&
+            G.w[i].OC == OC) {
+            wcache *c = &G.w[i];
+            if (!dnnl_memory_desc_equal(&c->md, want)) {
+                have = i;
+                continue;
+            }
+            if (c->stale) { /* op_bf16_refresh: the same buffer, converted again */
+                if (reorder(&f32, (void *)W, c->w16, &c->ro)) return NULL;
+                c->stale = 0;
+            }
+            return c->w16;
+        }
     dnnl_memory_t w16;
     if (dmem_new(&w16, want)) return NULL;
-    if (reorder(&f32, (void *)W, w16)) {
+    if (reorder(&f32, (void *)W, w16, NULL)) {
         dmem_del(w16);
         return NULL;
     }

@@ -25,7 +25,7 @@ int sae_bf16_encode(float *pre, const float *xc, const float *W_encT, const floa
     pthread_mutex_lock(&C.mu);
     /* the copy is kept only across the row chunks of one batch: any other call converts again */
     int reuse = C.w == W_encT && C.gen == wgen && xc == C.last_end;
-    if (!reuse) op_bf16_forget(W_encT, sizeof(float) * (size_t)S * D);
+    if (!reuse) op_bf16_refresh(W_encT, sizeof(float) * (size_t)S * D);
     /* pre[B,S] = xc[B,D] W_encT^T + b_enc: W_encT [S,D] is the weights [D,S] transposed */
     int rc = op_bf16_matmul(pre, S, xc, W_encT, D, 1, b_enc, B, D, S, 0.0f);
     C.w = rc ? NULL : W_encT;

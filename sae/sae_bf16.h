@@ -7,8 +7,10 @@
  * What is rounded: the inputs of the GEMM only (xc and W_encT to bf16, round to nearest even, by
  * oneDNN's reorders); products and sums are fp32, the bias is added in fp32, the output is fp32.
  * The master weights, their gradients and Adam stay fp32 (the caller's buffers).
- * Cache: the bf16 copy of W_encT lives in the model's weight cache for the row chunks of one
- * batch (see sae_bf16_encode); the primitives are cached per shape there. Calls are serialised.
+ * Cache: the bf16 copy of W_encT lives in the model's weight cache; it is reused for the row
+ * chunks of one batch and converted again, into the same buffer, for the next (see
+ * sae_bf16_encode and op_bf16_refresh); the primitives are cached per shape there. Calls are
+ * serialised.
  * Threads: oneDNN's OpenMP runtime (OMP_NUM_THREADS, default the online cores).
  * Determinism: for a fixed shape and OpenMP thread count a call is a pure function of its inputs
  * (oneDNN's CPU matmul does not split the K reduction for these shapes; tests/test_sae.c checks

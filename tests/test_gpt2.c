@@ -522,6 +522,23 @@ static void test_bf16_forward(void)
     for (int n = 0; n < N; n++)
         for (int j = OC; j < LDO; j++) past += o16[n * LDO + j] != 0.25f * ((n * LDO + j) % 7);
     CHECK(past == 0, "bf16 matmul wrote %d entries past OC", past);
+    /* the weight cache: a changed W is not seen until op_bf16_refresh, which converts it again
+       into the same buffer (the bits of a first conversion, after op_bf16_forget) */
+    float *r1 = malloc(sizeof(float) * N * OC), *r2 = malloc(sizeof(float) * N * OC);
+    float *r3 = malloc(sizeof(float) * N * OC);
+    CHECK(op_bf16_matmul(r1, OC, x, W, C, 1, b, N, C, OC, 0) == 0);
+    for (int i = 0; i < OC * C; i++) W[i] = -2 * W[i];
+    CHECK(op_bf16_matmul(r2, OC, x, W, C, 1, b, N, C, OC, 0) == 0);
+    CHECK(!memcmp(r1, r2, sizeof(float) * N * OC), "bf16 weight cache: W changed without a refresh "
+          "was converted again");
+    op_bf16_refresh(W, sizeof(float) * C * LDW);
+    CHECK(op_bf16_matmul(r2, OC, x, W, C, 1, b, N, C, OC, 0) == 0);
+    op_bf16_forget(W, sizeof(float) * C * LDW);
+    CHECK(op_bf16_matmul(r3, OC, x, W, C, 1, b, N, C, OC, 0) == 0);
+    CHECK(memcmp(r1, r2, sizeof(float) * N * OC) && !memcmp(r2, r3, sizeof(float) * N * OC),
+          "op_bf16_refresh: not the bits of a fresh conversion");
+    op_bf16_forget(W, sizeof(float) * C * LDW);
+    free(r1), free(r2), free(r3);
     free(x), free(W);
     /* the fixture model, every hook point, bf16 against fp32 */
     gpt2_model *m;
