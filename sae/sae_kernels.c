@@ -27,11 +27,13 @@
 static int n_threads(int64_t work);
 static void block_maxima(float *bm, const float *pr, int nb); /* with the top-k below */
 enum { TOPK_BLOCK = SAE_K_TOPK_BLOCK };
+/* rows the long-row top-k plans and prefetches ahead of the row it finishes */
+enum { TOPK_AHEAD = 2 };
 /* kth_largest_bmax keeps the keys of at most this many block maxima in registers/stack */
 enum { TOPK_KEYS_MAX = 1024 };
-/* ints of topk_part's scratch per thread: S candidates, the block lists of two row plans, and
-   row_bound's block maxima and selection (S / TOPK_BLOCK each) */
-#define TOPK_SCRATCH(S) ((int64_t)(S) + 4 * ((S) / TOPK_BLOCK))
+/* ints of topk_part's scratch per thread: S candidates, the block lists of TOPK_AHEAD + 1 row
+   plans, and row_bound's block maxima and selection (S / TOPK_BLOCK each) */
+#define TOPK_SCRATCH(S) ((int64_t)(S) + (TOPK_AHEAD + 3) * ((S) / TOPK_BLOCK))
 
 typedef struct {
     float *pre, *xc;
@@ -176,15 +178,37 @@ static void heap_down(float *hv, int *hi, int k, int pos)
     }
 }
 
+/* heap_down for a heap without NaNs, where heap_less is a total order and "the smaller child,
+ * if smaller than the item" is the same choice as heap_down's: the item stays in registers
+ * instead of being swapped at each level (the long-row top-k's candidates, all >= its bound). */
+static void heap_down_ordered(float *hv, int *hi, int k, int pos)
+{
+    float v = hv[pos];
+    int ix = hi[pos];
+    for (;;) {
+        int l = 2 * pos + 1, r = l + 1;
+        if (l >= k) break;
+        int c = r < k && heap_less(hv[r], hi[r], hv[l], hi[l]) ? r : l;
+        if (!heap_less(hv[c], hi[c], v, ix)) break;
+        hv[pos] = hv[c];
+        hi[pos] = hi[c];
+        pos = c;
+    }
+    hv[pos] = v;
+    hi[pos] = ix;
+}
+
 /* Heap selection over the candidates (all S latents when cand is NULL) of one row. */
-static void topk_heap(int *hi, float *hv, const float *pr, int k, const int *cand, int n)
+static inline __attribute__((always_inline)) void
+topk_heap_with(int *hi, float *hv, const float *pr, int k, const int *cand, int n,
+               void (*down)(float *, int *, int, int))
 {
     for (int e = 0; e < k; e++) {
         int j = cand ? cand[e] : e;
         hv[e] = pr[j];
         hi[e] = j;
     }
-    for (int e = k / 2 - 1; e >= 0; e--) heap_down(hv, hi, k, e);
+    for (int e = k / 2 - 1; e >= 0; e--) down(hv, hi, k, e);
     for (int e = k; e < n; e++) {
         int j = cand ? cand[e] : e;
         float v = pr[j];
@@ -192,9 +216,20 @@ static void topk_heap(int *hi, float *hv, const float *pr, int k, const int *can
         if (v > hv[0]) {
             hv[0] = v;
             hi[0] = j;
-            heap_down(hv, hi, k, 0);
+            down(hv, hi, k, 0);
         }
     }
+}
+
+static void topk_heap(int *hi, float *hv, const float *pr, int k, const int *cand, int n)
+{
+    topk_heap_with(hi, hv, pr, k, cand, n, heap_down);
+}
+
+/* topk_heap over candidates that hold no NaN (the same heap, the same output) */
+static void topk_heap_ordered(int *hi, float *hv, const float *pr, int k, const int *cand, int n)
+{
+    topk_heap_with(hi, hv, pr, k, cand, n, heap_down_ordered);
 }
 
 /* Maxima of the nb blocks of TOPK_BLOCK entries of pr (NaNs never win: an all-NaN block gives
@@ -226,8 +261,9 @@ static void block_maxima(float *bm, const float *pr, int nb)
  * times k of them go through the heap instead of all S. Blocks whose maximum is below the bound
  * hold no candidate and are not read again. Same selection, and the same candidate list in the
  * same order, as scanning the whole row; same result as topk_heap over the whole row.
- * In two halves so that a thread can run them a row apart: row_bound finds the bound and the
- * blocks that reach it and prefetches them; row_finish, a row later, reads them. The blocks sit
+ * In two halves so that a thread can run them TOPK_AHEAD rows apart: row_bound finds the bound
+ * and the blocks that reach it and prefetches them; row_finish, TOPK_AHEAD rows later, reads
+ * them (two rows: one row's compute no longer covers the fetch). The blocks sit
  * at scattered places in a row far larger than the cache: fetched one after the other, their
  * misses made most of the top-k's time. */
 typedef struct {
@@ -288,13 +324,23 @@ static void row_bound(row_plan *rp, const float *pr, int S, int k, const float *
         memcpy(sel, bm, sizeof(float) * nb); /* the selection reorders its input */
         t = sel_kth_smallest(sel, nb, nb - k);
     }
-    int nq = 0;
-    for (int q = 0; q < nb; q++) {
-        if (!(bm[q] >= t)) continue;
-        const char *c = (const char *)(pr + (int64_t)q * TOPK_BLOCK);
+    int nq = 0, q = 0;
+#if defined(__AVX512F__)
+    /* the blocks that reach t, 16 maxima at a time (a branch per block mispredicted) */
+    const __m512 tv = _mm512_set1_ps(t);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (; q + 16 <= nb; q += 16) {
+        __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(bm + q), tv, _CMP_GE_OQ);
+        _mm512_mask_compressstoreu_epi32(rp->q + nq, m, _mm512_add_epi32(iota, _mm512_set1_epi32(q)));
+        nq += __builtin_popcount(m);
+    }
+#endif
+    for (; q < nb; q++)
+        if (bm[q] >= t) rp->q[nq++] = q;
+    for (int e = 0; e < nq; e++) {
+        const char *c = (const char *)(pr + (int64_t)rp->q[e] * TOPK_BLOCK);
         __builtin_prefetch(c, 0, 3);
         __builtin_prefetch(c + 64, 0, 3); /* a block is 128 bytes: two lines */
-        rp->q[nq++] = q;
     }
     rp->t = t;
     rp->nq = nq;
@@ -330,7 +376,7 @@ static void row_finish(int *hi, float *hv, const float *pr, int S, int k, int *c
     for (int j = nb * TOPK_BLOCK; j < S; j++)
         if (pr[j] >= t) cand[n++] = j;
     if (n < k) topk_heap(hi, hv, pr, k, NULL, S); /* NaNs: fewer comparable entries than k */
-    else topk_heap(hi, hv, pr, k, cand, n);
+    else topk_heap_ordered(hi, hv, pr, k, cand, n); /* entries >= t: no NaN */
 }
 
 typedef struct {
@@ -339,7 +385,7 @@ typedef struct {
     const float *pre, *bmax;
     const int *cand;
     int B, S, k, ncand;
-    int *scratch; /* per thread TOPK_SCRATCH(S): candidates, two row plans, row_bound's buffers */
+    int *scratch; /* per thread TOPK_SCRATCH(S): candidates, the row plans, row_bound's buffers */
 } topk_args;
 
 static void topk_part(void *p, int tid, int nt)
@@ -349,22 +395,25 @@ static void topk_part(void *p, int tid, int nt)
     int S = a->S, k = a->k;
     int nb = S / TOPK_BLOCK;
     int *cand = a->scratch ? a->scratch + (int64_t)tid * TOPK_SCRATCH(S) : NULL;
-    /* two plans: the row being finished and the next one, being fetched */
-    row_plan rp[2] = {{.q = cand ? cand + S : NULL}, {.q = cand ? cand + S + nb : NULL}};
-    float *bm_buf = cand ? (float *)(cand + S + 2 * nb) : NULL, *sel = bm_buf ? bm_buf + nb : NULL;
+    /* TOPK_AHEAD + 1 plans: the row being finished and the next ones, being fetched */
+    row_plan rp[TOPK_AHEAD + 1];
+    for (int i = 0; i <= TOPK_AHEAD; i++) rp[i].q = cand ? cand + S + i * nb : NULL;
+    float *bm_buf = cand ? (float *)(cand + S + (TOPK_AHEAD + 1) * nb) : NULL;
+    float *sel = bm_buf ? bm_buf + nb : NULL;
     const float *bmax = a->bmax;
 #define ROW_BOUND(b)                                                                               \
-    row_bound(&rp[(b) & 1], a->pre + (int64_t)(b) * S, S, k,                                       \
+    row_bound(&rp[(b) % (TOPK_AHEAD + 1)], a->pre + (int64_t)(b) * S, S, k,                        \
               bmax ? bmax + (int64_t)(b) * nb : NULL, bm_buf, sel)
-    if (cand && b0 < b1) ROW_BOUND(b0);
+    if (cand)
+        for (int b = b0; b < b1 && b < b0 + TOPK_AHEAD; b++) ROW_BOUND(b);
     for (int b = b0; b < b1; b++) {
         const float *pr = a->pre + (int64_t)b * S;
         float *hv = a->val + (int64_t)b * k;
         int *hi = a->idx + (int64_t)b * k;
         if (a->cand) topk_heap(hi, hv, pr, k, a->cand, a->ncand);
         else if (cand) {
-            if (b + 1 < b1) ROW_BOUND(b + 1);
-            row_finish(hi, hv, pr, S, k, cand, &rp[b & 1]);
+            if (b + TOPK_AHEAD < b1) ROW_BOUND(b + TOPK_AHEAD);
+            row_finish(hi, hv, pr, S, k, cand, &rp[b % (TOPK_AHEAD + 1)]);
         } else topk_heap(hi, hv, pr, k, NULL, S);
         for (int e = 0; e < k; e++)
             if (!(hv[e] > 0)) hv[e] = 0; /* ReLU after selection */
