@@ -676,22 +676,73 @@ void sae_k_colsum_add(float *out, const float *a, int R, int C)
     par_run(col_part, &c, n_threads((int64_t)R * C));
 }
 
+typedef struct {
+    int64_t *tent, *off; /* off: [nt][S] counts, then each thread's next slot per latent */
+    int *ttok;
+    const int64_t *ptr;
+    const int *idx;
+    int B, S, pass;
+} csr_args;
+
+/* pass 0: count the latents of this thread's tokens; pass 1: place its entries. Threads own
+ * consecutive token ranges and their slots follow each other in token order, so the result is
+ * the serial stable counting sort's for any thread count. */
+static void csr_part(void *p, int tid, int nt)
+{
+    csr_args *a = p;
+    int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt);
+    int64_t *off = a->off + (int64_t)tid * a->S;
+    if (a->pass == 0) {
+        memset(off, 0, sizeof(int64_t) * (size_t)a->S);
+        for (int64_t e = a->ptr[b0]; e < a->ptr[b1]; e++) off[a->idx[e]]++;
+        return;
+    }
+    for (int b = b0; b < b1; b++)
+        for (int64_t e = a->ptr[b]; e < a->ptr[b + 1]; e++) {
+            int64_t q = off[a->idx[e]]++;
+            a->tent[q] = e;
+            a->ttok[q] = b;
+        }
+}
+
 void sae_k_csr_transpose(int64_t *tptr, int64_t *tent, int *ttok, const int64_t *ptr,
                          const int *idx, int B, int S)
 {
-    memset(tptr, 0, sizeof(int64_t) * ((size_t)S + 1));
     int64_t nnz = ptr[B];
-    for (int64_t e = 0; e < nnz; e++) tptr[idx[e] + 1]++;
-    for (int j = 0; j < S; j++) tptr[j + 1] += tptr[j];
-    /* stable counting sort: within a latent, entries stay in token order */
-    for (int b = 0; b < B; b++)
-        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
-            int64_t q = tptr[idx[e]]++;
-            tent[q] = e;
-            ttok[q] = b;
+    /* scattered writes: two threads pay from ~64k entries (a 4096 x 32 batch: 0.65 -> 0.4 ms) */
+    int nt = nnz < (1 << 16) ? 1 : par_threads();
+    if (nt > B) nt = B > 0 ? B : 1;
+    csr_args a = {.tent = tent, .ttok = ttok, .ptr = ptr, .idx = idx, .B = B, .S = S};
+    a.off = nt > 1 ? mem_alloc(sizeof(int64_t) * (size_t)nt * S) : NULL;
+    if (!a.off) nt = 1;
+    if (nt == 1) { /* stable counting sort: within a latent, entries stay in token order */
+        memset(tptr, 0, sizeof(int64_t) * ((size_t)S + 1));
+        for (int64_t e = 0; e < nnz; e++) tptr[idx[e] + 1]++;
+        for (int j = 0; j < S; j++) tptr[j + 1] += tptr[j];
+        for (int b = 0; b < B; b++)
+            for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
+                int64_t q = tptr[idx[e]]++;
+                tent[q] = e;
+                ttok[q] = b;
+            }
+        for (int j = S; j > 0; j--) tptr[j] = tptr[j - 1];
+        tptr[0] = 0;
+        return;
+    }
+    par_run(csr_part, &a, nt);
+    int64_t base = 0;
+    for (int j = 0; j < S; j++) { /* latent j's slots: thread 0's tokens first, then 1's, ... */
+        tptr[j] = base;
+        for (int t = 0; t < nt; t++) {
+            int64_t c = a.off[(int64_t)t * S + j];
+            a.off[(int64_t)t * S + j] = base;
+            base += c;
         }
-    for (int j = S; j > 0; j--) tptr[j] = tptr[j - 1];
-    tptr[0] = 0;
+    }
+    tptr[S] = base;
+    a.pass = 1;
+    par_run(csr_part, &a, nt);
+    mem_free(a.off);
 }
 
 typedef struct {

@@ -403,6 +403,43 @@ static void test_decode_tiles_recon(void)
     free(W), free(y), free(xh), free(want), free(dx), free(idx), free(ptr);
 }
 
+/* The latent-major transpose, split over threads from 64k entries, against a brute-force
+ * stable grouping: entries of each latent in token order. */
+static void test_csr_transpose_threads(void)
+{
+    enum { B = 5001, S = 500, K = 32 };
+    rng_state r;
+    rng_seed(&r, 31);
+    int64_t *ptr = malloc(sizeof(int64_t) * (B + 1)), *tptr = malloc(sizeof(int64_t) * (S + 1));
+    int64_t *tent = malloc(sizeof(int64_t) * B * K);
+    int *idx = malloc(sizeof(int) * B * K), *ttok = malloc(sizeof(int) * B * K);
+    ptr[0] = 0;
+    for (int b = 0; b < B; b++) { /* rows of 0..K entries, latents skewed to the low ones */
+        int n = (int)rng_below(&r, K + 1);
+        for (int e = 0; e < n; e++) {
+            uint64_t u = rng_below(&r, S);
+            idx[ptr[b] + e] = (int)(u * u / S);
+        }
+        ptr[b + 1] = ptr[b] + n;
+    }
+    CHECK(ptr[B] >= (1 << 16), "only %lld entries: the threaded path is not reached",
+          (long long)ptr[B]);
+    sae_k_csr_transpose(tptr, tent, ttok, ptr, idx, B, S);
+    int bad = tptr[0] != 0 || tptr[S] != ptr[B];
+    int64_t q = 0;
+    for (int j = 0; j < S; j++) {
+        bad += tptr[j] != q;
+        for (int b = 0; b < B; b++)
+            for (int64_t e = ptr[b]; e < ptr[b + 1]; e++)
+                if (idx[e] == j) {
+                    bad += q >= ptr[B] || tent[q] != e || ttok[q] != b;
+                    q++;
+                }
+    }
+    CHECK(bad == 0, "csr transpose differs from the stable grouping in %d places", bad);
+    free(ptr), free(tptr), free(tent), free(idx), free(ttok);
+}
+
 static void test_adam_and_norms(void)
 {
     float p[3] = {1, 2, 3}, g[3] = {0.5f, -1, 0}, m[3] = {0}, v[3] = {0};
@@ -1877,6 +1914,7 @@ int main(void)
     test_batchtopk();
     test_decode_sparse();
     test_decode_tiles_recon();
+    test_csr_transpose_threads();
     test_adam_and_norms();
     fd_check(SAE_RELU, "relu");
     fd_check(SAE_TOPK, "topk");
