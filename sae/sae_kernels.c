@@ -570,6 +570,26 @@ void sae_k_decode_sparse(float *xhat, const int64_t *ptr, const int *idx, const 
     par_run(decode_part, &a, n_threads(ptr[B] * (int64_t)D));
 }
 
+typedef struct {
+    float *out;
+    const float *in;
+    float a;
+    int64_t n;
+} scale_args;
+
+static void scale_part(void *p, int tid, int nt)
+{
+    scale_args *s = p;
+    int64_t i0 = s->n * tid / nt, i1 = s->n * (tid + 1) / nt;
+    for (int64_t i = i0; i < i1; i++) s->out[i] = s->in[i] * s->a;
+}
+
+void sae_k_scale(float *out, const float *in, float a, int64_t n)
+{
+    scale_args s = {.out = out, .in = in, .a = a, .n = n};
+    par_run(scale_part, &s, n_threads(n));
+}
+
 enum { REC_ROWS = 64 }; /* rows of one partial sum of sae_k_recon_error */
 
 typedef struct {

@@ -85,6 +85,9 @@ void sae_k_decode_sparse(float *xhat /*[B,D]*/, const int64_t *ptr /*[B+1]*/, co
                          const float *val, const float *W_dec /*[S,D]*/,
                          const float *b_dec /*[D] or NULL*/, int B, int D);
 
+/* out[n] = a * in[n] (the input's scaling; elementwise over threads: the serial bits). */
+void sae_k_scale(float *out, const float *in, float a, int64_t n);
+
 /* The reconstruction loss's pass: dx[B,D] = scale (xhat - y); *sse = sum (xhat - y)^2 and
  * *ss = sum y^2, in double, summed within fixed blocks of rows (8 lanes, then the lanes in
  * order) and then the blocks in order, so the sums do not depend on the thread count;

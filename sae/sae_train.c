@@ -1608,7 +1608,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st, 
             for (int i = 0; i < Do; i++) t->ys[b * Do + i] = r[D + i] * so;
         }
     } else
-        for (int64_t e = R0 * D; e < (R0 + RN) * D; e++) t->xs[e] = x[e] * sc;
+        sae_k_scale(t->xs + R0 * D, x + R0 * D, sc, RN * D);
     memset(t->fired, 0, S);
     prof_mark(t, SAE_PROF_INPUT);
     step_ctx cx;
