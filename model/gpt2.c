@@ -752,6 +752,12 @@ static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_
     } else
         op_embed_forward(R, NULL, NULL, tokens, m->wte, m->wpe, B, T, C);
     const float *pending_bias = NULL; /* mlp c_proj bias not yet added to the residual */
+    /* without ln_final the pass ends at the last hook of layer run_to, not at the end of the
+       block (mlp.hook_post of the last layer: its c_proj, a quarter of the demo model's FLOPs,
+       is not needed) */
+    int stop_k = -1;
+    for (int k = 0; !do_lnf && k < HK_PER_BLOCK; k++)
+        if (HOOKED(HP_BLOCK(run_to, k))) stop_k = k;
     for (int l = 0; l <= run_to; l++) {
         layer_params *p = &m->lp[l];
         size_t s = tr ? (size_t)l : 0;
@@ -766,35 +772,47 @@ static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_
         int id = HP_BLOCK(l, 0);
         m->layers_run = l + 1;
 #define HK(k) HOOKED(id + (k))
+#define STOP(k)                                                                                    \
+    if (l == run_to && (k) == stop_k) return OK
         /* --- attention sublayer --- */
         if (HK(HK_RESID_PRE)) {
             if (pending_bias) op_add_bias(rpre, pending_bias, N, C);
             pending_bias = NULL;
             if ((rc = fire(m, id + HK_RESID_PRE, rpre, 3, B, T, C, 1))) return rc;
+            STOP(HK_RESID_PRE);
         }
         op_residual_layernorm_forward(ln1, ln1m, ln1r, rpre, NULL, pending_bias, p->ln1w, p->ln1b,
                                       eps, N, C);
         pending_bias = NULL;
         if (HK(HK_LN1) && (rc = fire(m, id + HK_LN1, ln1, 3, B, T, C, 1))) return rc;
+        STOP(HK_LN1);
         op_matmul_forward(q, C, ln1, p->qkvw, 3 * C, p->qkvb, N, C, C, 0.0f);
         op_matmul_forward(k, C, ln1, p->qkvw + C, 3 * C, p->qkvb + C, N, C, C, 0.0f);
         op_matmul_forward(v, C, ln1, p->qkvw + 2 * C, 3 * C, p->qkvb + 2 * C, N, C, C, 0.0f);
         if (HK(HK_Q) && (rc = fire(m, id + HK_Q, q, 4, B, T, H, dh))) return rc;
+        STOP(HK_Q);
         if (HK(HK_K) && (rc = fire(m, id + HK_K, k, 4, B, T, H, dh))) return rc;
+        STOP(HK_K);
         if (HK(HK_V) && (rc = fire(m, id + HK_V, v, 4, B, T, H, dh))) return rc;
+        STOP(HK_V);
         op_attention_scores(att, q, k, B, T, C, H);
         if (HK(HK_SCORES) && (rc = fire(m, id + HK_SCORES, att, 4, B, H, T, T))) return rc;
+        STOP(HK_SCORES);
         op_attention_softmax(att, B, T, H);
         if (HK(HK_PATTERN) && (rc = fire(m, id + HK_PATTERN, att, 4, B, H, T, T))) return rc;
+        STOP(HK_PATTERN);
         op_attention_values(z, att, v, B, T, C, H);
         if (HK(HK_Z) && (rc = fire(m, id + HK_Z, z, 4, B, T, H, dh))) return rc;
+        STOP(HK_Z);
         if (HK(HK_ATTN_OUT)) {
             float *ao = m->attn_out.p;
             op_matmul_forward(ao, C, z, p->attprojw, C, p->attprojb, N, C, C, 0.0f);
             if ((rc = fire(m, id + HK_ATTN_OUT, ao, 3, B, T, C, 1))) return rc;
+            STOP(HK_ATTN_OUT);
             op_residual_forward(rmid, rpre, ao, NC);
             if (HK(HK_RESID_MID) && (rc = fire(m, id + HK_RESID_MID, rmid, 3, B, T, C, 1)))
                 return rc;
+            STOP(HK_RESID_MID);
             op_layernorm_forward(ln2, ln2m, ln2r, rmid, p->ln2w, p->ln2b, eps, N, C);
         } else {
             /* accumulate the projection straight into the residual stream */
@@ -803,6 +821,7 @@ static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_
             if (HK(HK_RESID_MID)) {
                 op_add_bias(rmid, p->attprojb, N, C);
                 if ((rc = fire(m, id + HK_RESID_MID, rmid, 3, B, T, C, 1))) return rc;
+                STOP(HK_RESID_MID);
                 op_layernorm_forward(ln2, ln2m, ln2r, rmid, p->ln2w, p->ln2b, eps, N, C);
             } else
                 op_residual_layernorm_forward(ln2, ln2m, ln2r, rmid, NULL, p->attprojb, p->ln2w,
@@ -810,18 +829,22 @@ static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_
         }
         /* --- MLP sublayer --- */
         if (HK(HK_LN2) && (rc = fire(m, id + HK_LN2, ln2, 3, B, T, C, 1))) return rc;
+        STOP(HK_LN2);
         op_matmul_forward(pre, F, ln2, p->fcw, F, NULL, N, C, F, 0.0f);
         op_bias_gelu_forward(post, pre, p->fcb, N, F, m->gelu);
         if (HK(HK_MLP_PRE)) {
             if ((rc = fire(m, id + HK_MLP_PRE, pre, 3, B, T, F, 1))) return rc;
+            STOP(HK_MLP_PRE);
             /* the hook may have changed pre: recompute post from it */
             op_bias_gelu_forward(post, pre, NULL, N, F, m->gelu);
         }
         if (HK(HK_MLP_POST) && (rc = fire(m, id + HK_MLP_POST, post, 3, B, T, F, 1))) return rc;
+        STOP(HK_MLP_POST);
         if (HK(HK_MLP_OUT)) {
             float *mo = m->mlp_out.p;
             op_matmul_forward(mo, C, post, p->fcprojw, C, p->fcprojb, N, F, C, 0.0f);
             if ((rc = fire(m, id + HK_MLP_OUT, mo, 3, B, T, C, 1))) return rc;
+            STOP(HK_MLP_OUT);
             op_residual_forward(rpost, rmid, mo, NC);
         } else {
             if (rpost != rmid) memcpy(rpost, rmid, sizeof(float) * NC);
@@ -833,8 +856,10 @@ static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_
             pending_bias = NULL;
             if (HK(HK_RESID_POST) && (rc = fire(m, id + HK_RESID_POST, rpost, 3, B, T, C, 1)))
                 return rc;
+            STOP(HK_RESID_POST);
         }
 #undef HK
+#undef STOP
     }
     if (!do_lnf) return OK;
     float *rlast = tr ? R + (size_t)L * NC : R;

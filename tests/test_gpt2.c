@@ -248,6 +248,29 @@ static void test_hooks(void)
     CHECK(gpt2_forward(m, tok, B, T, 1) == OK);
     CHECK(gpt2_layers_run(m) == 2 && gpt2_logits(m) != NULL);
     gpt2_hook_clear(m);
+    /* the pass ends at the last hooked point of the last layer, and what it fires is what the
+       full pass (logits) fires there with the same hooks: mlp.hook_post alone, then with a
+       later point of the same block (which must still fire) */
+    capture full = {0}, part = {0};
+    const char *late[] = {"blocks.1.mlp.hook_post", "blocks.1.hook_resid_post"};
+    for (int nlate = 1; nlate <= 2; nlate++) {
+        cap_free(&full);
+        cap_free(&part);
+        for (int i = 0; i < nlate; i++) CHECK(gpt2_hook_add(m, late[i], cap_hook, &full) == OK);
+        CHECK(gpt2_forward(m, tok, B, T, 1) == OK);
+        gpt2_hook_clear(m);
+        for (int i = 0; i < nlate; i++) CHECK(gpt2_hook_add(m, late[i], cap_hook, &part) == OK);
+        CHECK(gpt2_forward(m, tok, B, T, 0) == OK && gpt2_layers_run(m) == 2);
+        int same = part.n == nlate && full.n == nlate;
+        for (int i = 0; same && i < part.n; i++)
+            same = !strcmp(full.e[i].name, part.e[i].name) && full.e[i].n == part.e[i].n &&
+                   !memcmp(full.e[i].data, part.e[i].data, sizeof(float) * (size_t)part.e[i].n);
+        CHECK(same, "early stop with %d hook(s) in the last block: fired %d, values %s", nlate,
+              part.n, same ? "equal" : "differ from the full pass");
+        gpt2_hook_clear(m);
+    }
+    cap_free(&full);
+    cap_free(&part);
     CHECK(gpt2_forward(m, tok, B, T, 0) == OK);
     CHECK(gpt2_layers_run(m) == 0, "no hooks, no logits: nothing runs");
     cnt = 0;
