@@ -7,6 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
 
 #include "common/checked.h"
 #include "common/err.h"
@@ -923,6 +926,22 @@ static inline int half_bad(int dtype, uint16_t v)
     return dtype == STORE_F16 ? (v & 0x7c00u) == 0x7c00u : (v & 0x7f80u) == 0x7f80u;
 }
 
+/* The first of o[0..n) that half_bad refuses, or -1: 32 values at a time with AVX-512BW (the
+ * one-by-one loop, a branch per value, was 0.5 s of the demo extract's 1.7 GB), then that
+ * block's values in order for the index. */
+static int64_t half_first_bad(int dtype, const uint16_t *o, size_t n)
+{
+    size_t i = 0;
+#if defined(__AVX512BW__)
+    const __m512i m = _mm512_set1_epi16((short)(dtype == STORE_F16 ? 0x7c00u : 0x7f80u));
+    for (; i + 32 <= n; i += 32)
+        if (_mm512_cmpeq_epi16_mask(_mm512_and_si512(_mm512_loadu_si512(o + i), m), m)) break;
+#endif
+    for (; i < n; i++)
+        if (half_bad(dtype, o[i])) return (int64_t)i;
+    return -1;
+}
+
 int64_t store_act_first_bad(int dtype, const float *x, int64_t n, int *overflow)
 {
     *overflow = 0;
@@ -980,8 +999,7 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
         if (dtype == STORE_F16) half_f32_to_f16_n(o, x, n);
         else half_f32_to_bf16_n(o, x, n);
         data = o;
-        for (size_t i = 0; i < n && bad < 0; i++)
-            if (half_bad(dtype, o[i])) bad = (int64_t)i;
+        bad = half_first_bad(dtype, o, n);
     } else {
         bad = ck_first_nonfinite(x, (int64_t)n);
     }

@@ -182,6 +182,13 @@ static void test_nonfinite(void)
     CHECK(rc == ERR_ARG && strstr(err_msg(), "hook h16") && strstr(err_msg(), "token 1, dimension 2") &&
               strstr(err_msg(), "beyond f16's range; store this hook as bf16 or f32"), "rc %d: %s", rc,
           err_msg());
+    /* past the first 32 values (the vector scan's later blocks), the first of two named */
+    x[W + 2] = 0.5f;
+    x[6 * W + 5] = 70000.0f;
+    x[7 * W + 1] = 65520.0f;
+    rc = store_act_write(s, h16, seq, x, T);
+    CHECK(rc == ERR_ARG && strstr(err_msg(), "token 6, dimension 5"), "rc %d: %s", rc, err_msg());
+    x[6 * W + 5] = x[7 * W + 1] = 0.5f;
     /* bfloat16 keeps float's exponent but rounds: FLT_MAX itself becomes an infinity */
     int over;
     float big[2] = {3.38e38f, 3.4028235e38f};
