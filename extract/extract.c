@@ -11,6 +11,7 @@
 #include "common/checked.h"
 #include "common/dist.h"
 #include "common/err.h"
+#include "common/par.h"
 #include "common/fileio.h"
 #include "common/mem.h"
 #include "common/progress.h"
@@ -48,7 +49,9 @@ typedef struct {
     int64_t *seq_ids;       /* [batch] */
     unsigned char *have;    /* [nh, batch] activations already stored */
     float *hbuf[EXT_MAX_HOOKS]; /* [batch, ctx, width] per hook, filled by the forward */
-    int fwd_rc;             /* set by the compute thread */
+    int fwd_rc;             /* set by the thread that computed it */
+    int done;               /* computed, n_fwd not yet past it (under mu) */
+    int by_main;            /* computed by the main thread (its model copy, m2) */
     double fwd_secs;
     char fwd_msg[512];
     /* Under mpirun -np N > 1: the rank computing the forward (0: this one); for another rank,
@@ -85,8 +88,13 @@ struct ext_job {
     ext_plan plan;
     ext_batch bt[EXT_RING];
     /* Batch numbers (slot = number % EXT_RING): n_fill is being filled; batches below n_ready
-     * are queued, below n_fwd computed, below n_write written. mu/cv guard n_ready, n_fwd, quit. */
-    int64_t n_fill, n_ready, n_fwd, n_write;
+     * are queued, below n_take taken by a thread for their forward, below n_fwd computed, below
+     * n_write written. mu/cv guard n_ready, n_take, n_fwd, the batches' done flags, quit. */
+    int64_t n_fill, n_ready, n_take, n_fwd, n_write;
+    /* The main thread's own copy of the model and hooks (NULL: none): while it waits for a
+     * batch it computes queued ones nobody took yet (see write_next). */
+    gpt2_model *m2;
+    ext_hook h2[EXT_MAX_HOOKS];
     pthread_t worker;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -479,6 +487,7 @@ void ext_close(ext_job *j)
     if (!j) return;
     if (j->m) gpt2_hook_clear(j->m);
     gpt2_free(j->m);
+    gpt2_free(j->m2); /* (helper_stop frees it; an error path may not reach it) */
     tok_free(j->tok);
     store_close(j->s);
     if (j->made_db && !j->ran) {
@@ -620,25 +629,44 @@ static int batch_finish(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
     return OK;
 }
 
-/* The forward pass of one prepared batch, on the compute thread; checks what the hooks got. */
-static void compute(ext_job *j, ext_batch *bt)
+/* The forward pass of one prepared batch with model m and its hooks hk (the compute thread's
+ * j->m, j->h or the main thread's j->m2, j->h2: the same weights, so the same bits); checks what
+ * the hooks got. */
+static void compute(ext_job *j, ext_batch *bt, gpt2_model *m, ext_hook *hk)
 {
     bt->fwd_rc = OK;
     bt->fwd_secs = 0;
     if (!bt->missing || bt->owner) return; /* nothing to compute, or another rank's */
     double t0 = secs();
     for (int h = 0; h < j->nh; h++) {
-        j->h[h].fired = 0;
-        j->h[h].buf = bt->hbuf[h];
+        hk[h].fired = 0;
+        hk[h].buf = bt->hbuf[h];
     }
-    int rc = gpt2_forward(j->m, bt->ids, bt->nwin, bt->T, 0);
+    int rc = gpt2_forward(m, bt->ids, bt->nwin, bt->T, 0);
     for (int h = 0; !rc && h < j->nh; h++)
-        if (!j->h[h].fired || j->h[h].B != bt->nwin || j->h[h].T != bt->T)
-            rc = err_set(ERR_SHAPE, "hook %s did not deliver [%d, %d, %d]", j->h[h].name,
-                         bt->nwin, bt->T, j->h[h].width);
+        if (!hk[h].fired || hk[h].B != bt->nwin || hk[h].T != bt->T)
+            rc = err_set(ERR_SHAPE, "hook %s did not deliver [%d, %d, %d]", hk[h].name,
+                         bt->nwin, bt->T, hk[h].width);
     if (rc) snprintf(bt->fwd_msg, sizeof bt->fwd_msg, "%s", err_msg());
     bt->fwd_rc = rc;
     bt->fwd_secs = secs() - t0;
+}
+
+/* Takes the next queued batch and computes it with (m, hk); under mu, which it releases while
+ * computing. Batches finish out of order when two threads compute: n_fwd moves over the done
+ * ones in order. */
+static void take_and_compute(ext_job *j, gpt2_model *m, ext_hook *hk)
+{
+    ext_batch *bt = &j->bt[j->n_take++ % EXT_RING];
+    pthread_mutex_unlock(&j->mu);
+    compute(j, bt, m, hk);
+    pthread_mutex_lock(&j->mu);
+    bt->done = 1;
+    while (j->n_fwd < j->n_take && j->bt[j->n_fwd % EXT_RING].done) {
+        j->bt[j->n_fwd % EXT_RING].done = 0;
+        j->n_fwd++;
+    }
+    pthread_cond_broadcast(&j->cv);
 }
 
 static void *worker_main(void *arg)
@@ -646,14 +674,9 @@ static void *worker_main(void *arg)
     ext_job *j = arg;
     pthread_mutex_lock(&j->mu);
     for (;;) {
-        while (j->n_fwd == j->n_ready && !j->quit) pthread_cond_wait(&j->cv, &j->mu);
-        if (j->n_fwd == j->n_ready || j->abandon) break; /* quit, and nothing (wanted) queued */
-        ext_batch *bt = &j->bt[j->n_fwd % EXT_RING];
-        pthread_mutex_unlock(&j->mu);
-        compute(j, bt);
-        pthread_mutex_lock(&j->mu);
-        j->n_fwd++;
-        pthread_cond_broadcast(&j->cv);
+        while (j->n_take == j->n_ready && !j->quit) pthread_cond_wait(&j->cv, &j->mu);
+        if (j->n_take == j->n_ready || j->abandon) break; /* quit, and nothing (wanted) queued */
+        take_and_compute(j, j->m, j->h);
     }
     pthread_mutex_unlock(&j->mu);
     return NULL;
@@ -710,9 +733,47 @@ static int blas_threads_for_pipeline(const ext_job *j)
     return before;
 }
 
+/* The main thread's model copy (j->m2), for the forwards it runs while it would wait: when the
+ * forward has one OpenBLAS thread in fp32 (the thread policy left the other core to storage, which
+ * does not use all of it: the demo's main thread waited 2.3 s of 7.5) in one process, and the
+ * weights are small (at most 64M parameters; a copy is loaded). Both copies run the same calls on
+ * the same weights, so a batch's bits do not depend on which thread computed it. Without the copy
+ * (any failure to load it included) the main thread just waits, as before. */
+enum { EXT_HELPER_MAX_PARAMS = 64 << 20 };
+
+static void helper_start(ext_job *j)
+{
+    j->m2 = NULL;
+    if (!j->worker_on || j->bf16 || openblas_get_num_threads() != 1 || par_threads() < 2 ||
+        dist_size() > 1)
+        return;
+    const gpt2_config *c = gpt2_cfg(j->m);
+    double params = (double)c->vocab_size * c->n_embd + (double)c->n_ctx * c->n_embd +
+                    (double)c->n_layer * (4.0 * c->n_embd * c->n_embd + 2.0 * c->n_embd * c->n_inner);
+    if (params > EXT_HELPER_MAX_PARAMS || gpt2_load(&j->m2, j->o.model_dir)) {
+        j->m2 = NULL;
+        return;
+    }
+    int rc = OK;
+    for (int i = 0; !rc && i < j->nh; i++) {
+        j->h2[i] = j->h[i];
+        rc = gpt2_hook_add(j->m2, j->h2[i].name, hook_cb, &j->h2[i]);
+    }
+    if (rc) {
+        gpt2_free(j->m2);
+        j->m2 = NULL;
+    }
+}
+
+static void helper_stop(ext_job *j)
+{
+    gpt2_free(j->m2);
+    j->m2 = NULL;
+}
+
 static void worker_start(ext_job *j)
 {
-    j->n_fill = j->n_ready = j->n_fwd = j->n_write = 0;
+    j->n_fill = j->n_ready = j->n_take = j->n_fwd = j->n_write = 0;
     j->quit = j->abandon = 0;
     j->worker_on = pthread_mutex_init(&j->mu, NULL) == 0;
     if (j->worker_on && pthread_cond_init(&j->cv, NULL) != 0) {
@@ -870,7 +931,7 @@ static int serve_forwards(ext_job *j, ext_stats *st)
         bt->T = T;
         bt->missing = 1;
         bt->owner = 0;
-        compute(j, bt);
+        compute(j, bt, j->m, j->h);
         ext_remote_status rs = {bt->fwd_rc, bt->fwd_secs, ""};
         snprintf(rs.msg, sizeof rs.msg, "%s", bt->fwd_rc ? bt->fwd_msg : "");
         rc = send_big(&rs, sizeof rs, 0);
@@ -892,8 +953,17 @@ static int write_next(ext_job *j, ext_stats *st, int *in_tx, int block, int *wro
     if (j->worker_on) {
         double t0 = secs();
         pthread_mutex_lock(&j->mu);
+        /* rather than wait, compute a queued batch the compute thread has not taken (its own
+           model copy, m2); the compute thread never waits for it, it takes the next one */
         if (block)
-            while (j->n_fwd == j->n_write) pthread_cond_wait(&j->cv, &j->mu);
+            while (j->n_fwd == j->n_write) {
+                if (j->m2 && j->n_take < j->n_ready && !j->abandon) {
+                    j->bt[j->n_take % EXT_RING].by_main = 1;
+                    take_and_compute(j, j->m2, j->h2);
+                } else {
+                    pthread_cond_wait(&j->cv, &j->mu);
+                }
+            }
         int ready = j->n_fwd > j->n_write;
         pthread_mutex_unlock(&j->mu);
         st->t_wait += secs() - t0;
@@ -916,6 +986,8 @@ static int write_next(ext_job *j, ext_stats *st, int *in_tx, int block, int *wro
         }
     }
     st->t_forward += bt->fwd_secs;
+    st->batches_main += bt->by_main;
+    bt->by_main = 0;
     int rc = bt->fwd_rc ? err_set(bt->fwd_rc, "%s", bt->fwd_msg) : batch_finish(j, bt, st, in_tx);
     j->n_write++;
     *wrote = 1;
@@ -939,8 +1011,8 @@ static int flush(ext_job *j, ext_stats *st, int *in_tx)
         pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
     } else {
-        compute(j, bt);
-        j->n_ready = j->n_fwd = j->n_fill;
+        compute(j, bt, j->m, j->h);
+        j->n_ready = j->n_take = j->n_fwd = j->n_fill;
     }
     do rc = write_next(j, st, in_tx, 0, &wrote); /* whatever is computed already */
     while (!rc && wrote);
@@ -957,7 +1029,7 @@ static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc, int stopped)
     int wrote = 1;
     if (rc || stopped) {
         worker_stop(j, 1);
-        if (!rc) j->n_ready = j->n_fwd; /* forget the abandoned ones */
+        if (!rc) j->n_ready = j->n_take = j->n_fwd; /* forget the abandoned ones */
     }
     while (!rc && j->n_write < j->n_ready) rc = write_next(j, st, in_tx, 1, &wrote);
     worker_stop(j, 0);
@@ -991,6 +1063,7 @@ static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats 
     }
     worker_start(j);
     if (!j->bf16) blas_before = j->worker_on ? blas_threads_for_pipeline(j) : 0;
+    helper_start(j);
     j->dry_seq = 0;
     j->pending_bytes = 0;
     j->last_commit = secs();
@@ -1061,6 +1134,7 @@ static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats 
     corpus_close(r);
     if (!rc && done != 2) rc = flush(j, st, &in_tx);
     rc = drain(j, st, &in_tx, rc, done == 2); /* also after an error: the thread must stop */
+    helper_stop(j);
     if (blas_before) openblas_set_num_threads(blas_before);
     if (!rc && progress) progress(st, u);
     if (!rc && done != 2 && j->s) {

@@ -77,6 +77,9 @@ typedef struct {
      * main thread's corpus reading, tokenizing and storage; t_wait is the main thread's time
      * blocked waiting for them (so t_total ~ t_corpus + t_tokenize + t_store + t_wait). */
     double t_corpus, t_tokenize, t_forward, t_store, t_wait, t_total;
+    /* batches whose forward the main thread ran itself while it would have waited (its own
+     * copy of a small fp32 model; t_forward counts them too, t_wait holds their time) */
+    int64_t batches_main;
 } ext_stats;
 
 typedef struct ext_job ext_job;

@@ -144,6 +144,16 @@ t0=$(date +%s%N)
 "${EXB[@]}" --db "$T/big.db" >/dev/null 2>&1
 run_ms=$((($(date +%s%N) - t0) / 1000000))
 bigref=$(dbhash "$T/big.db")
+# The main thread runs forwards itself while it would wait for one (its own copy of a small
+# fp32 model): a model whose forward outweighs the storage, so that it does; the database must be
+# the one a single thread makes.
+$BIN init-model --layers 2 --d-model 192 --heads 4 --ctx 64 --vocab 259 --seed 5 -o "$T/mw" >/dev/null 2>&1
+WX=($BIN extract --model "$T/mw" --tokenizer "$T/tok" --corpus "$T/big.txt" --hook blocks.1.mlp.hook_post,blocks.1.hook_resid_mid --ctx 64 --batch 2)
+out=$("${WX[@]}" --db "$T/w2.db" 2>&1)
+nmain=$(sed -n 's/.*and \([0-9]*\) batches on the main thread.*/\1/p' <<<"$out")
+SAELITE_THREADS=1 "${WX[@]}" --db "$T/w1.db" >/dev/null 2>&1
+check '[ "${nmain:-0}" -gt 0 ] && [ "$(dbhash "$T/w1.db")" = "$(dbhash "$T/w2.db")" ]' "batches the main thread computed (${nmain:-none}) give the bits of one thread: $out"
+rm -f "$T"/w[12].db*
 # a second timed run: a load spike during the first would put most kills after the end
 t0=$(date +%s%N)
 "${EXB[@]}" --db "$T/big2.db" >/dev/null 2>&1
