@@ -756,7 +756,7 @@ static int forward_impl(gpt2_model *m, const int *tokens, int B, int T, int run_
        block (mlp.hook_post of the last layer: its c_proj, a quarter of the demo model's FLOPs,
        is not needed) */
     int stop_k = -1;
-    for (int k = 0; !do_lnf && k < HK_PER_BLOCK; k++)
+    for (int k = 0; !do_lnf && run_to >= 0 && k < HK_PER_BLOCK; k++)
         if (HOOKED(HP_BLOCK(run_to, k))) stop_k = k;
     for (int l = 0; l <= run_to; l++) {
         layer_params *p = &m->lp[l];
