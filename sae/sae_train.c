@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "common/dist.h"
 #include "common/checked.h"
@@ -1311,7 +1314,7 @@ static void adam_latents(sae_trainer *t, double lr, int64_t lo, int64_t hi, int 
  * clip / (norm + 1e-6) where that is below 1. The norm covers every parameter as Adam will see
  * it (unit-norm decoder rows without their parallel part, which Adam removes). Called with the
  * latent gradients of [lo, hi) and the shared ones complete on this rank, the state before
- * adam_latents. The squares are summed per latent in double, the parts summed across ranks
+ * adam_latents. The squares are summed per latent in double (row_sums), the parts summed across ranks
  * (zeros elsewhere: exact) and added up in latent order, so any split gives the same scale.
  * The factor goes to Adam (t->gscale), which scales each gradient as it reads it: the bits of a
  * scaling pass of its own, without that read and write of the whole gradient (17 MB at the
@@ -1323,10 +1326,43 @@ typedef struct {
     int64_t lo, hi;
 } clip_args;
 
-enum { CLIP_ROWS = 8 };
+/* Sums over one latent's row of u floats, in double: gg = g.g and, for unit rows, gw = g.w and
+ * ww = w.w. Each in 8 lanes (element e in lane e % 8, in order), then the lanes in order: a fixed
+ * order, whatever the thread count or split (one serial chain per row was 2 ms of a 40 ms step:
+ * its adds' latency). */
+static void row_sums(double *gg, double *gw, double *ww, const float *g, const float *w, int64_t u,
+                     int unit)
+{
+    double lg[8] = {0}, lgw[8] = {0}, lw[8] = {0};
+    int64_t e = 0;
+#if defined(__AVX512F__)
+    __m512d vg = _mm512_setzero_pd(), vgw = vg, vw = vg;
+    for (; e + 8 <= u; e += 8) {
+        __m512d gd = _mm512_cvtps_pd(_mm256_loadu_ps(g + e));
+        vg = _mm512_add_pd(vg, _mm512_mul_pd(gd, gd));
+        if (unit) {
+            __m512d wd = _mm512_cvtps_pd(_mm256_loadu_ps(w + e));
+            vgw = _mm512_add_pd(vgw, _mm512_mul_pd(gd, wd));
+            vw = _mm512_add_pd(vw, _mm512_mul_pd(wd, wd));
+        }
+    }
+    _mm512_storeu_pd(lg, vg);
+    _mm512_storeu_pd(lgw, vgw);
+    _mm512_storeu_pd(lw, vw);
+#endif
+    for (; e < u; e++) { /* the same lanes */
+        lg[e % 8] += (double)g[e] * g[e];
+        if (unit) {
+            lgw[e % 8] += (double)g[e] * w[e];
+            lw[e % 8] += (double)w[e] * w[e];
+        }
+    }
+    *gg = *gw = *ww = 0;
+    for (int l = 0; l < 8; l++) *gg += lg[l], *gw += lgw[l], *ww += lw[l];
+}
 
-/* Per-latent squared norms of [lo, hi), latents split over threads (each latent's sum in one
- * thread, in element order: the bits do not depend on the thread count). */
+/* Per-latent squared norms of [lo, hi), latents split over threads (each latent's sums in one
+ * thread, in row_sums' fixed order: the bits do not depend on the thread count). */
 static void clip_sq(void *arg, int tid, int nt)
 {
     const clip_args *a = arg;
@@ -1339,37 +1375,10 @@ static void clip_sq(void *arg, int tid, int nt)
         int64_t u = sg->unit;
         const float *g = t->g + sg->off, *w = t->p + sg->off;
         int unit = sg->kind == SEG_UNIT_ROWS;
-        int64_t j = j0;
-        /* CLIP_ROWS latents at a time: each row's sums are still serial in element order (the
-           same bits), but the rows' dependent chains of double adds overlap (one at a time,
-           the chain's latency made this pass 2 ms of a 40 ms step) */
-        for (; j + CLIP_ROWS <= j1; j += CLIP_ROWS) {
-            double gg[CLIP_ROWS] = {0}, gw[CLIP_ROWS] = {0}, ww[CLIP_ROWS] = {0};
-            const float *gj = g + j * u, *wj = w + j * u;
-            for (int64_t e = 0; e < u; e++)
-                for (int r = 0; r < CLIP_ROWS; r++) gg[r] += (double)gj[r * u + e] * gj[r * u + e];
-            if (unit)
-                for (int64_t e = 0; e < u; e++)
-                    for (int r = 0; r < CLIP_ROWS; r++) {
-                        gw[r] += (double)gj[r * u + e] * wj[r * u + e];
-                        ww[r] += (double)wj[r * u + e] * wj[r * u + e];
-                    }
-            for (int r = 0; r < CLIP_ROWS; r++) {
-                if (unit && ww[r] > 0) gg[r] = fmax(gg[r] - gw[r] * gw[r] / ww[r], 0);
-                t->sq[j + r] += gg[r];
-            }
-        }
-        for (; j < j1; j++) {
-            const float *gj = g + j * u, *wj = w + j * u;
-            double gg = 0, gw = 0, ww = 0;
-            for (int64_t e = 0; e < u; e++) gg += (double)gj[e] * gj[e];
-            if (unit) {
-                for (int64_t e = 0; e < u; e++) {
-                    gw += (double)gj[e] * wj[e];
-                    ww += (double)wj[e] * wj[e];
-                }
-                if (ww > 0) gg = fmax(gg - gw * gw / ww, 0);
-            }
+        for (int64_t j = j0; j < j1; j++) {
+            double gg, gw, ww;
+            row_sums(&gg, &gw, &ww, g + j * u, w + j * u, u, unit);
+            if (unit && ww > 0) gg = fmax(gg - gw * gw / ww, 0);
             t->sq[j] += gg;
         }
     }
