@@ -754,7 +754,11 @@ static void helper_start(ext_job *j)
         j->m2 = NULL;
         return;
     }
-    int rc = OK;
+    /* the files must still be the ones ext_open loaded (checksummed there), or the two copies
+       could differ: then no helper */
+    char sum[17];
+    int rc = ext_model_checksum(j->o.model_dir, sum);
+    if (!rc && strcmp(sum, j->checksum)) rc = ERR_ARG;
     for (int i = 0; !rc && i < j->nh; i++) {
         j->h2[i] = j->h[i];
         rc = gpt2_hook_add(j->m2, j->h2[i].name, hook_cb, &j->h2[i]);
