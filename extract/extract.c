@@ -733,46 +733,36 @@ static int blas_threads_for_pipeline(const ext_job *j)
     return before;
 }
 
-/* The main thread's model copy (j->m2), for the forwards it runs while it would wait: when the
- * forward has one OpenBLAS thread in fp32 (the thread policy left the other core to storage, which
- * does not use all of it: the demo's main thread waited 2.3 s of 7.5) in one process, and the
- * weights are small (at most 64M parameters; a copy is loaded). Both copies run the same calls on
- * the same weights, so a batch's bits do not depend on which thread computed it. Without the copy
- * (any failure to load it included) the main thread just waits, as before. */
-enum { EXT_HELPER_MAX_PARAMS = 64 << 20 };
-
-static void helper_start(ext_job *j)
-{
-    j->m2 = NULL;
-    if (!j->worker_on || j->bf16 || openblas_get_num_threads() != 1 || par_threads() < 2 ||
-        dist_size() > 1)
-        return;
-    const gpt2_config *c = gpt2_cfg(j->m);
-    double params = (double)c->vocab_size * c->n_embd + (double)c->n_ctx * c->n_embd +
-                    (double)c->n_layer * (4.0 * c->n_embd * c->n_embd + 2.0 * c->n_embd * c->n_inner);
-    if (params > EXT_HELPER_MAX_PARAMS || gpt2_load(&j->m2, j->o.model_dir)) {
-        j->m2 = NULL;
-        return;
-    }
-    /* the files must still be the ones ext_open loaded (checksummed there), or the two copies
-       could differ: then no helper */
-    char sum[17];
-    int rc = ext_model_checksum(j->o.model_dir, sum);
-    if (!rc && strcmp(sum, j->checksum)) rc = ERR_ARG;
-    for (int i = 0; !rc && i < j->nh; i++) {
-        j->h2[i] = j->h[i];
-        rc = gpt2_hook_add(j->m2, j->h2[i].name, hook_cb, &j->h2[i]);
-    }
-    if (rc) {
-        gpt2_free(j->m2);
-        j->m2 = NULL;
-    }
-}
-
 static void helper_stop(ext_job *j)
 {
     gpt2_free(j->m2);
     j->m2 = NULL;
+}
+
+/* The main thread's model copy (j->m2, gpt2_clone), for the forwards it runs while it would
+ * wait: when the forward has one OpenBLAS thread in fp32 (the thread policy left the other core
+ * to storage, which does not use all of it: the demo's main thread waited 2.3 s of 7.5) in one
+ * process, and the weights are small (at most 64M parameters: the copy costs their memory once
+ * more). Both copies run the same calls on the same weights, so a batch's bits do not depend on
+ * which thread computed it. Without the copy (out of memory) the main thread just waits. */
+enum { EXT_HELPER_MAX_PARAMS = 64 << 20 };
+
+static void helper_start(ext_job *j)
+{
+    size_t params;
+    gpt2_params(j->m, &params);
+    j->m2 = NULL;
+    if (!j->worker_on || j->bf16 || openblas_get_num_threads() != 1 || par_threads() < 2 ||
+        dist_size() > 1 || params > EXT_HELPER_MAX_PARAMS || gpt2_clone(&j->m2, j->m)) {
+        j->m2 = NULL;
+        return;
+    }
+    int rc = OK;
+    for (int i = 0; !rc && i < j->nh; i++) {
+        j->h2[i] = j->h[i];
+        rc = gpt2_hook_add(j->m2, j->h2[i].name, hook_cb, &j->h2[i]);
+    }
+    if (rc) helper_stop(j);
 }
 
 static void worker_start(ext_job *j)

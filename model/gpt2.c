@@ -1044,6 +1044,14 @@ int gpt2_hook_grad(gpt2_model *m, const int *tokens, int B, int T, const float *
     return backward_impl(m, tokens, B, T, id, dhook);
 }
 
+int gpt2_clone(gpt2_model **out, const gpt2_model *m)
+{
+    int rc = model_alloc(out, &m->cfg, m->tied, m->gelu);
+    if (rc) return rc;
+    memcpy((*out)->params, m->params, sizeof(float) * m->nparams);
+    return OK;
+}
+
 int gpt2_untie(gpt2_model *m)
 {
     if (!m->tied) return OK;

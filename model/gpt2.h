@@ -49,6 +49,10 @@ const gpt2_config *gpt2_cfg(const gpt2_model *m);
 /* Random GPT-2 initialisation (normal std 0.02, residual projections 0.02/sqrt(2L), biases 0,
  * LayerNorm 1/0), tied unembedding, GELU tanh. Deterministic for a seed. */
 int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed);
+/* A second model with m's configuration, tying and a copy of its weights, but no hooks and no
+ * training state: each model owns its activations, so two threads can run forwards at once,
+ * one model each, with the same results. */
+int gpt2_clone(gpt2_model **out, const gpt2_model *m);
 /* Write config.json + model.safetensors into dir (created if missing), each atomically.
  * dtype ST_F32/ST_F16/ST_BF16; prefix != 0 names tensors "transformer.*". */
 int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix);

@@ -271,6 +271,25 @@ static void test_hooks(void)
     }
     cap_free(&full);
     cap_free(&part);
+    /* a clone runs the same forward (extract's second thread): same bits, and none of m's hooks */
+    gpt2_model *m2 = NULL;
+    CHECK(gpt2_clone(&m2, m) == OK, "%s", err_msg());
+    if (m2) {
+        capture c1 = {0}, c2 = {0};
+        CHECK(gpt2_forward(m2, tok, B, T, 0) == OK && gpt2_layers_run(m2) == 0,
+              "the clone has no hooks: nothing runs");
+        CHECK(gpt2_hook_add(m, late[0], cap_hook, &c1) == OK &&
+              gpt2_hook_add(m2, late[0], cap_hook, &c2) == OK);
+        CHECK(gpt2_forward(m, tok, B, T, 1) == OK && gpt2_forward(m2, tok, B, T, 1) == OK);
+        CHECK(c1.n == 1 && c2.n == 1 && c1.e[0].n == c2.e[0].n &&
+                  !memcmp(c1.e[0].data, c2.e[0].data, sizeof(float) * (size_t)c1.e[0].n) &&
+                  !memcmp(gpt2_logits(m), gpt2_logits(m2), sizeof(float) * B * T * gpt2_cfg(m)->vocab_size),
+              "the clone's forward differs from the model's");
+        gpt2_hook_clear(m);
+        cap_free(&c1);
+        cap_free(&c2);
+        gpt2_free(m2);
+    }
     CHECK(gpt2_forward(m, tok, B, T, 0) == OK);
     CHECK(gpt2_layers_run(m) == 0, "no hooks, no logits: nothing runs");
     cnt = 0;
