@@ -549,8 +549,7 @@ static void decode_part(void *p, int tid, int nt)
         float *o = a->out + (int64_t)b * D;
 #if defined(__AVX512F__)
         decode_row_avx512(o, a->ptr, a->idx, a->val, a->W, a->b_dec, b, D);
-        continue;
-#endif
+#else
         if (a->b_dec) memcpy(o, a->b_dec, sizeof(float) * D);
         else memset(o, 0, sizeof(float) * D);
         for (int64_t e = a->ptr[b]; e < a->ptr[b + 1]; e++) {
@@ -559,6 +558,7 @@ static void decode_part(void *p, int tid, int nt)
             const float *w = a->W + (int64_t)a->idx[e] * D;
             for (int i = 0; i < D; i++) o[i] += v * w[i];
         }
+#endif
     }
 }
 
@@ -588,6 +588,39 @@ void sae_k_scale(float *out, const float *in, float a, int64_t n)
 {
     scale_args s = {.out = out, .in = in, .a = a, .n = n};
     par_run(scale_part, &s, n_threads(n));
+}
+
+void sae_k_row_sums(double *gg, double *gw, double *ww, const float *g, const float *w, int64_t u)
+{
+    double lg[8] = {0}, lgw[8] = {0}, lw[8] = {0};
+    int64_t e = 0;
+#if defined(__AVX512F__)
+    __m512d vg = _mm512_setzero_pd(), vgw = vg, vw = vg;
+    for (; e + 8 <= u; e += 8) {
+        __m512d gd = _mm512_cvtps_pd(_mm256_loadu_ps(g + e));
+        vg = _mm512_add_pd(vg, _mm512_mul_pd(gd, gd));
+        if (gw) {
+            __m512d wd = _mm512_cvtps_pd(_mm256_loadu_ps(w + e));
+            vgw = _mm512_add_pd(vgw, _mm512_mul_pd(gd, wd));
+            vw = _mm512_add_pd(vw, _mm512_mul_pd(wd, wd));
+        }
+    }
+    _mm512_storeu_pd(lg, vg);
+    _mm512_storeu_pd(lgw, vgw);
+    _mm512_storeu_pd(lw, vw);
+#endif
+    for (; e < u; e++) { /* the same lanes */
+        lg[e % 8] += (double)g[e] * g[e];
+        if (gw) {
+            lgw[e % 8] += (double)g[e] * w[e];
+            lw[e % 8] += (double)w[e] * w[e];
+        }
+    }
+    *gg = 0;
+    for (int l = 0; l < 8; l++) *gg += lg[l];
+    if (!gw) return;
+    *gw = *ww = 0;
+    for (int l = 0; l < 8; l++) *gw += lgw[l], *ww += lw[l];
 }
 
 enum { REC_ROWS = 64 }; /* rows of one partial sum of sae_k_recon_error */
@@ -657,35 +690,27 @@ static void col_part(void *p, int tid, int nt)
     }
 }
 
+enum { REC_ROUND = 64 }; /* blocks whose partial sums one round keeps (on the stack) */
+
 void sae_k_recon_error(float *dx, double *sse, double *ss, double *col, const float *xhat,
                        const float *y, float scale, int B, int D)
 {
-    int nq = (B + REC_ROWS - 1) / REC_ROWS;
-    double part_small[2 * 64], *part = nq <= 64 ? part_small : mem_alloc(sizeof(double) * 2 * nq);
-    rec_args a = {.dx = dx, .part = part, .xh = xhat, .y = y, .scale = scale, .B = B, .D = D};
     int nt = n_threads((int64_t)B * D);
-    if (part) {
-        par_run(recon_part, &a, nt < nq ? nt : (nq ? nq : 1));
-        double se = 0, s2 = 0;
+    double se = 0, s2 = 0;
+    /* rounds of REC_ROUND blocks, their partial sums added in block order: the same sums for
+       any thread count, and no allocation */
+    for (int r0 = 0; r0 < B; r0 += REC_ROUND * REC_ROWS) {
+        int n = B - r0 < REC_ROUND * REC_ROWS ? B - r0 : REC_ROUND * REC_ROWS;
+        int nq = (n + REC_ROWS - 1) / REC_ROWS;
+        double part[2 * REC_ROUND];
+        int64_t o = (int64_t)r0 * D;
+        rec_args a = {.dx = dx + o, .part = part, .xh = xhat + o, .y = y + o, .scale = scale,
+                      .B = n, .D = D};
+        par_run(recon_part, &a, nt < nq ? nt : nq);
         for (int q = 0; q < nq; q++) se += part[2 * q], s2 += part[2 * q + 1];
-        *sse = se;
-        *ss = s2;
-    } else { /* no memory for the partial sums: one block at a time, the same sums */
-        double se = 0, s2 = 0, one[2];
-        a.part = one;
-        for (int q = 0; q < nq; q++) {
-            rec_args b = a;
-            b.dx = dx + (int64_t)q * REC_ROWS * D;
-            b.xh = xhat + (int64_t)q * REC_ROWS * D;
-            b.y = y + (int64_t)q * REC_ROWS * D;
-            b.B = B - q * REC_ROWS < REC_ROWS ? B - q * REC_ROWS : REC_ROWS;
-            recon_part(&b, 0, 1);
-            se += one[0], s2 += one[1];
-        }
-        *sse = se;
-        *ss = s2;
     }
-    if (part != part_small) mem_free(part);
+    *sse = se;
+    *ss = s2;
     rec_args c = {.col = col, .a = y, .B = B, .D = D};
     par_run(col_part, &c, nt);
 }
@@ -857,8 +882,7 @@ static void decode_bwd_part(void *p, int tid, int nt)
                 a->dval[e] = dot;
             }
         }
-        continue;
-#endif
+#else
         for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
             int64_t e = a->tent[q];
             const float *g = a->in + (int64_t)a->ttok[q] * D;
@@ -879,6 +903,7 @@ static void decode_bwd_part(void *p, int tid, int nt)
             for (i = 0; i < D; i++) dw[i] += v * g[i];
             a->dval[e] = dot;
         }
+#endif
     }
 }
 

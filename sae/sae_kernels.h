@@ -88,6 +88,13 @@ void sae_k_decode_sparse(float *xhat /*[B,D]*/, const int64_t *ptr /*[B+1]*/, co
 /* out[n] = a * in[n] (the input's scaling; elementwise over threads: the serial bits). */
 void sae_k_scale(float *out, const float *in, float a, int64_t n);
 
+/* Sums over one row of u floats in double: *gg = g.g and, with gw, *gw = g.w and *ww = w.w
+ * (gradient clipping's per-latent norms; gw NULL: w and ww are not read). Each in 8 lanes
+ * (element e in lane e % 8, in element order), then the lanes in order: a fixed order for any
+ * thread count or split (one serial chain per row was 2 ms of a 40 ms step: its adds' latency). */
+void sae_k_row_sums(double *gg, double *gw, double *ww, const float *g /*[u]*/,
+                    const float *w /*[u] or NULL*/, int64_t u);
+
 /* The reconstruction loss's pass: dx[B,D] = scale (xhat - y); *sse = sum (xhat - y)^2 and
  * *ss = sum y^2, in double, summed within fixed blocks of rows (8 lanes, then the lanes in
  * order) and then the blocks in order, so the sums do not depend on the thread count;

@@ -8,9 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 #include "common/dist.h"
 #include "common/checked.h"
@@ -1314,7 +1311,7 @@ static void adam_latents(sae_trainer *t, double lr, int64_t lo, int64_t hi, int 
  * clip / (norm + 1e-6) where that is below 1. The norm covers every parameter as Adam will see
  * it (unit-norm decoder rows without their parallel part, which Adam removes). Called with the
  * latent gradients of [lo, hi) and the shared ones complete on this rank, the state before
- * adam_latents. The squares are summed per latent in double (row_sums), the parts summed across ranks
+ * adam_latents. The squares are summed per latent in double (sae_k_row_sums), the parts summed across ranks
  * (zeros elsewhere: exact) and added up in latent order, so any split gives the same scale.
  * The factor goes to Adam (t->gscale), which scales each gradient as it reads it: the bits of a
  * scaling pass of its own, without that read and write of the whole gradient (17 MB at the
@@ -1326,43 +1323,8 @@ typedef struct {
     int64_t lo, hi;
 } clip_args;
 
-/* Sums over one latent's row of u floats, in double: gg = g.g and, for unit rows, gw = g.w and
- * ww = w.w. Each in 8 lanes (element e in lane e % 8, in order), then the lanes in order: a fixed
- * order, whatever the thread count or split (one serial chain per row was 2 ms of a 40 ms step:
- * its adds' latency). */
-static void row_sums(double *gg, double *gw, double *ww, const float *g, const float *w, int64_t u,
-                     int unit)
-{
-    double lg[8] = {0}, lgw[8] = {0}, lw[8] = {0};
-    int64_t e = 0;
-#if defined(__AVX512F__)
-    __m512d vg = _mm512_setzero_pd(), vgw = vg, vw = vg;
-    for (; e + 8 <= u; e += 8) {
-        __m512d gd = _mm512_cvtps_pd(_mm256_loadu_ps(g + e));
-        vg = _mm512_add_pd(vg, _mm512_mul_pd(gd, gd));
-        if (unit) {
-            __m512d wd = _mm512_cvtps_pd(_mm256_loadu_ps(w + e));
-            vgw = _mm512_add_pd(vgw, _mm512_mul_pd(gd, wd));
-            vw = _mm512_add_pd(vw, _mm512_mul_pd(wd, wd));
-        }
-    }
-    _mm512_storeu_pd(lg, vg);
-    _mm512_storeu_pd(lgw, vgw);
-    _mm512_storeu_pd(lw, vw);
-#endif
-    for (; e < u; e++) { /* the same lanes */
-        lg[e % 8] += (double)g[e] * g[e];
-        if (unit) {
-            lgw[e % 8] += (double)g[e] * w[e];
-            lw[e % 8] += (double)w[e] * w[e];
-        }
-    }
-    *gg = *gw = *ww = 0;
-    for (int l = 0; l < 8; l++) *gg += lg[l], *gw += lgw[l], *ww += lw[l];
-}
-
 /* Per-latent squared norms of [lo, hi), latents split over threads (each latent's sums in one
- * thread, in row_sums' fixed order: the bits do not depend on the thread count). */
+ * thread, in sae_k_row_sums' fixed order: the bits do not depend on the thread count). */
 static void clip_sq(void *arg, int tid, int nt)
 {
     const clip_args *a = arg;
@@ -1377,7 +1339,7 @@ static void clip_sq(void *arg, int tid, int nt)
         int unit = sg->kind == SEG_UNIT_ROWS;
         for (int64_t j = j0; j < j1; j++) {
             double gg, gw, ww;
-            row_sums(&gg, &gw, &ww, g + j * u, w + j * u, u, unit);
+            sae_k_row_sums(&gg, unit ? &gw : NULL, &ww, g + j * u, w + j * u, u);
             if (unit && ww > 0) gg = fmax(gg - gw * gw / ww, 0);
             t->sq[j] += gg;
         }
