@@ -605,8 +605,11 @@ static int batch_prepare(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
 /* Stores the activations of a batch whose forward is done; commits now and then. */
 static int batch_finish(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
 {
-    int B = bt->nwin, T = bt->T, rc = OK;
+    int B = bt->nwin, T = bt->T;
     double t0 = secs();
+    /* a commit by the batch written before this one ended the transaction: without a new one
+       every row below would be a transaction of its own, three fsyncs each */
+    int rc = bt->missing ? ensure_tx(j, in_tx) : OK;
     for (int h = 0; !rc && h < j->nh; h++)
         for (int b = 0; !rc && b < B; b++)
             if (!bt->have[h * B + b]) {

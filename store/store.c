@@ -608,6 +608,15 @@ int store_doc_add(store *s, const char *source, int64_t ordinal, const char *nam
     return OK;
 }
 
+/* The bulk writer's contract (store_set_bulk): its rows go in inside a transaction. */
+static int bulk_tx_check(const store *s, const char *what)
+{
+    if (s->bulk && sqlite3_get_autocommit(s->db))
+        return err_set(ERR_ARG, "%s: %s outside a transaction in bulk mode (a journal and three "
+                       "fsyncs per row)", s->path, what);
+    return OK;
+}
+
 int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *ids, int T,
                   int64_t *id, int *inserted)
 {
@@ -632,7 +641,7 @@ int store_seq_add(store *s, int64_t doc_id, int64_t start, int bos, const int *i
     }
     sqlite3_reset(st);
     if (r != SQLITE_DONE) return store_sql_error(s, r, "reading sequences");
-    if ((rc = q_get(s, Q_SEQ_ADD, &st))) return rc;
+    if ((rc = bulk_tx_check(s, "adding a sequence")) || (rc = q_get(s, Q_SEQ_ADD, &st))) return rc;
     sqlite3_bind_int64(st, 1, doc_id);
     sqlite3_bind_int64(st, 2, start);
     sqlite3_bind_int(st, 3, T);
@@ -681,8 +690,8 @@ int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char
                      const int64_t *byte_start, const int64_t *byte_end, const char *const *tags)
 {
     sqlite3_stmt *st;
-    int rc = q_get(s, Q_TOK_ADD, &st);
-    if (rc) return rc;
+    int rc = bulk_tx_check(s, "adding tokens");
+    if (rc || (rc = q_get(s, Q_TOK_ADD, &st))) return rc;
     for (int i = 0; i < T; i++) {
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
@@ -1008,7 +1017,8 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
     (void)width;
     blob_drop(s);
     sqlite3_stmt *st;
-    if ((rc = q_get(s, Q_ACT_WRITE, &st))) return rc;
+    if ((rc = bulk_tx_check(s, "writing activations")) || (rc = q_get(s, Q_ACT_WRITE, &st)))
+        return rc;
     sqlite3_bind_int64(st, 1, hook_id);
     sqlite3_bind_int64(st, 2, seq_id);
     sqlite3_bind_int(st, 3, T);

@@ -56,7 +56,9 @@ int store_commit(store *s);
 int store_rollback(store *s); /* no-op when no transaction is open */
 /* For writers of large transactions: rollback journal until store_close (see above). Call
  * outside a transaction, after validation (it writes the file header). When another handle has
- * the file open, the file stays in WAL mode (correct, slower). */
+ * the file open, the file stays in WAL mode (correct, slower). From then on sequences, token rows
+ * and activations are written only inside store_begin/store_commit (ERR_ARG otherwise): outside
+ * one, every row would be a rollback-journal transaction of its own, three fsyncs each. */
 int store_set_bulk(store *s);
 /* PRAGMA integrity_check; ERR_FORMAT with the first problem when the file is damaged. */
 int store_check(store *s);

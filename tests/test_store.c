@@ -562,6 +562,42 @@ out:
     store_close(a);
 }
 
+/* A bulk writer (alone on the file, so in rollback-journal mode) writes its rows inside
+ * transactions: a row outside one is refused, not written as a transaction of its own (extract
+ * once wrote every activation row after a commit that way: 1,100 transactions on the demo). */
+static void test_bulk_tx(void)
+{
+    const char *p = tmp("bulktx.db");
+    store_remove(p);
+    store *s = NULL;
+    CHECK(store_open(&s, p, STORE_CREATE) == OK, "%s", err_msg());
+    if (!s) return;
+    CHECK(store_set_bulk(s) == OK, "%s", err_msg());
+    int64_t hook = 0, seq = 0, n = -1;
+    CHECK(fill(s, "blocks.0.hook_resid_pre", STORE_BF16, 1, &hook) == OK, "%s", err_msg());
+    int ids[T];
+    const char *tx[T];
+    float x[T * W];
+    for (int t = 0; t < T; t++) {
+        ids[t] = t;
+        tx[t] = "a";
+    }
+    for (int i = 0; i < T * W; i++) x[i] = 0.25f * (float)(i % 7);
+    CHECK(store_seq_add(s, 1, 7 * T, 0, ids, T, &seq, NULL) == ERR_ARG &&
+          strstr(err_msg(), "outside a transaction"), "sequence outside a transaction: %s",
+          err_msg());
+    CHECK(store_begin(s) == OK, "%s", err_msg());
+    CHECK(store_seq_add(s, 1, 7 * T, 0, ids, T, &seq, NULL) == OK, "%s", err_msg());
+    CHECK(store_tokens_add(s, seq, T, ids, tx, NULL, NULL, NULL) == OK, "%s", err_msg());
+    CHECK(store_act_write(s, hook, seq, x, T) == OK, "%s", err_msg());
+    CHECK(store_commit(s) == OK, "%s", err_msg());
+    CHECK(store_act_write(s, hook, seq, x, T) == ERR_ARG &&
+          strstr(err_msg(), "writing activations outside a transaction"), "%s", err_msg());
+    CHECK(store_tokens_add(s, seq, T, ids, tx, NULL, NULL, NULL) == ERR_ARG, "%s", err_msg());
+    CHECK(store_count_rows(s, "activations", &n) == OK && n == 3, "rows %lld", (long long)n);
+    store_close(s);
+}
+
 /* The SAE registry and its training log: written by sae-train --db, read back by the report. */
 static void test_sae_log(void)
 {
@@ -617,6 +653,7 @@ int main(void)
     test_oom();
     test_extract_plan();
     test_bulk_shared();
+    test_bulk_tx();
     test_sae_log();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
