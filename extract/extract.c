@@ -698,6 +698,42 @@ static double ext_forward_flops_per_token(const ext_job *j)
     return blocks * (2 * (4 * C * C + 2 * C * F) + 4 * T * C);
 }
 
+static void helper_stop(ext_job *j)
+{
+    gpt2_free(j->m2);
+    j->m2 = NULL;
+}
+
+/* The main thread's model copy (j->m2, gpt2_clone), for the forwards it runs while it would
+ * wait: when the forward has one OpenBLAS thread in fp32 in one process, and the weights are small
+ * (at most 64M parameters: the copy costs their memory once more). Both copies run the same calls
+ * on the same weights, so a batch's bits do not depend on which thread computed it. Without the
+ * copy (out of memory) the main thread just waits. */
+enum { EXT_HELPER_MAX_PARAMS = 64 << 20 };
+
+static int helper_eligible(const ext_job *j)
+{
+    size_t params;
+    gpt2_params(j->m, &params);
+    return j->worker_on && !j->bf16 && par_threads() >= 2 && dist_size() == 1 &&
+           params <= EXT_HELPER_MAX_PARAMS;
+}
+
+static void helper_start(ext_job *j)
+{
+    j->m2 = NULL;
+    if (!helper_eligible(j) || openblas_get_num_threads() != 1 || gpt2_clone(&j->m2, j->m)) {
+        j->m2 = NULL;
+        return;
+    }
+    int rc = OK;
+    for (int i = 0; !rc && i < j->nh; i++) {
+        j->h2[i] = j->h[i];
+        rc = gpt2_hook_add(j->m2, j->h2[i].name, hook_cb, &j->h2[i]);
+    }
+    if (rc) helper_stop(j);
+}
+
 /* OpenBLAS threads for the forward while extract runs, chosen by cost. The main thread stores
  * (converts, inserts, commits) while the compute thread runs the forward; if both want a core,
  * they and OpenBLAS's pool take turns, and a preempted BLAS thread stalls the whole GEMM. So the
@@ -712,6 +748,12 @@ static double ext_forward_flops_per_token(const ext_job *j)
  * for the stalls). Measured on 2 cores: the demo model (1 layer, d_model 128, f32 at mlp.hook_post:
  * ~220 FLOPs per byte) ran 3.3 s on one thread, 4.2 s on two; GPT-2 small to
  * blocks.5.mlp.hook_post (~7100 FLOPs per byte) 1.74k tok/s on one, 2.6k on two (issue 21).
+ * On 2 cores a model the main thread can copy (helper_eligible) gets one thread whatever the
+ * estimate says: the two threads then run whole forwards side by side, with no GEMM split between
+ * them to synchronise, and the main thread stores first and computes only when it would wait. The
+ * demo model's dry run (all of Brown) took 5.8-6.4 s on two OpenBLAS threads (a quarter of the
+ * samples in sched_yield) and 3.9-4.3 s so, on the 2-core Zen 5 VM. With more cores the pool's
+ * n - 1 threads outrun two single-threaded forwards, so the estimate decides there.
  * An explicit choice wins: OPENBLAS_NUM_THREADS / GOTO_NUM_THREADS / OMP_NUM_THREADS leave
  * OpenBLAS as the user set it, SAELITE_THREADS=N gives the forward N threads. Returns the count
  * to restore, or 0. */
@@ -725,6 +767,10 @@ static int blas_threads_for_pipeline(const ext_job *j)
     else {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         if (n < 2 || before <= 1) return 0;
+        if (n == 2 && helper_eligible(j)) {
+            openblas_set_num_threads(1);
+            return before;
+        }
         double flops = ext_forward_flops_per_token(j), bytes = 64;
         for (int h = 0; h < j->nh && !j->o.dry_run; h++)
             bytes += (double)j->h[h].width * store_dtype_size(j->o.dtype);
@@ -736,37 +782,6 @@ static int blas_threads_for_pipeline(const ext_job *j)
     return before;
 }
 
-static void helper_stop(ext_job *j)
-{
-    gpt2_free(j->m2);
-    j->m2 = NULL;
-}
-
-/* The main thread's model copy (j->m2, gpt2_clone), for the forwards it runs while it would
- * wait: when the forward has one OpenBLAS thread in fp32 (the thread policy left the other core
- * to storage, which does not use all of it: the demo's main thread waited 2.3 s of 7.5) in one
- * process, and the weights are small (at most 64M parameters: the copy costs their memory once
- * more). Both copies run the same calls on the same weights, so a batch's bits do not depend on
- * which thread computed it. Without the copy (out of memory) the main thread just waits. */
-enum { EXT_HELPER_MAX_PARAMS = 64 << 20 };
-
-static void helper_start(ext_job *j)
-{
-    size_t params;
-    gpt2_params(j->m, &params);
-    j->m2 = NULL;
-    if (!j->worker_on || j->bf16 || openblas_get_num_threads() != 1 || par_threads() < 2 ||
-        dist_size() > 1 || params > EXT_HELPER_MAX_PARAMS || gpt2_clone(&j->m2, j->m)) {
-        j->m2 = NULL;
-        return;
-    }
-    int rc = OK;
-    for (int i = 0; !rc && i < j->nh; i++) {
-        j->h2[i] = j->h[i];
-        rc = gpt2_hook_add(j->m2, j->h2[i].name, hook_cb, &j->h2[i]);
-    }
-    if (rc) helper_stop(j);
-}
 
 static void worker_start(ext_job *j)
 {

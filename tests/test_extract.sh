@@ -154,6 +154,13 @@ nmain=$(sed -n 's/.*and \([0-9]*\) batches on the main thread.*/\1/p' <<<"$out")
 SAELITE_THREADS=1 "${WX[@]}" --db "$T/w1.db" >/dev/null 2>&1
 check '[ "${nmain:-0}" -gt 0 ] && [ "$(dbhash "$T/w1.db")" = "$(dbhash "$T/w2.db")" ]' "batches the main thread computed (${nmain:-none}) give the bits of one thread: $out"
 rm -f "$T"/w[12].db*
+# a dry run on 2 cores runs the same side-by-side forwards (one OpenBLAS thread each) rather than
+# splitting each GEMM over two threads; with more cores the pool's estimate decides
+if [ "$(nproc)" = 2 ]; then
+    out=$(env -u OPENBLAS_NUM_THREADS "${WX[@]}" --dry-run 2>&1)
+    nmain=$(sed -n 's/.*and \([0-9]*\) batches on the main thread.*/\1/p' <<<"$out")
+    check '[ "${nmain:-0}" -gt 0 ]' "a dry run on 2 cores computes on the main thread too: $out"
+fi
 # a second timed run: a load spike during the first would put most kills after the end
 t0=$(date +%s%N)
 "${EXB[@]}" --db "$T/big2.db" >/dev/null 2>&1
