@@ -598,6 +598,52 @@ static void test_bulk_tx(void)
     store_close(s);
 }
 
+/* Token rows of a long window: the rows go in 32 to a statement with single rows after them, so
+ * every column of every row, NULLs included, must read back where it was put. */
+static void test_tokens_long(void)
+{
+    const char *p = tmp("toklong.db");
+    store_remove(p);
+    store *s = NULL;
+    CHECK(store_open(&s, p, STORE_CREATE) == OK, "%s", err_msg());
+    if (!s) return;
+    enum { L = 77 };
+    int ids[L];
+    const char *tx[L], *tg[L];
+    char txt[L][8];
+    int64_t bs[L], be[L], doc = 0, seq = 0;
+    for (int i = 0; i < L; i++) {
+        ids[i] = 1000 + 3 * i;
+        snprintf(txt[i], sizeof txt[i], "t%d", i);
+        tx[i] = i % 5 == 4 ? NULL : txt[i];
+        tg[i] = i % 3 ? "nn" : NULL;
+        bs[i] = i % 7 == 6 ? -1 : 10 * i;
+        be[i] = 10 * i + 9;
+    }
+    CHECK(store_begin(s) == OK, "%s", err_msg());
+    CHECK(store_doc_add(s, "c.txt", 0, "d", NULL, "x", 1, &doc) == OK, "%s", err_msg());
+    CHECK(store_seq_add(s, doc, 0, 0, ids, L, &seq, NULL) == OK, "%s", err_msg());
+    CHECK(store_tokens_add(s, seq, L, ids, tx, bs, be, tg) == OK, "%s", err_msg());
+    CHECK(store_commit(s) == OK, "%s", err_msg());
+    sqlite3_stmt *st = NULL;
+    CHECK(sqlite3_prepare_v2(store_db(s), "SELECT position, token_id, text, byte_start, byte_end, "
+                             "pos_tag FROM tokens WHERE sequence_id = ?1 ORDER BY position", -1,
+                             &st, NULL) == SQLITE_OK);
+    sqlite3_bind_int64(st, 1, seq);
+    int n = 0, bad = 0;
+    while (st && sqlite3_step(st) == SQLITE_ROW) {
+        int i = sqlite3_column_int(st, 0);
+        const char *t = (const char *)sqlite3_column_text(st, 2), *g = (const char *)sqlite3_column_text(st, 5);
+        bad += i != n || sqlite3_column_int(st, 1) != ids[i] || (tx[i] ? !t || strcmp(t, tx[i]) : t != NULL) ||
+               (bs[i] < 0 ? sqlite3_column_type(st, 3) != SQLITE_NULL : sqlite3_column_int64(st, 3) != bs[i]) ||
+               sqlite3_column_int64(st, 4) != be[i] || (tg[i] ? !g || strcmp(g, tg[i]) : g != NULL);
+        n++;
+    }
+    sqlite3_finalize(st);
+    CHECK(n == L && bad == 0, "%d rows read back, %d differ", n, bad);
+    store_close(s);
+}
+
 /* The SAE registry and its training log: written by sae-train --db, read back by the report. */
 static void test_sae_log(void)
 {
@@ -654,6 +700,7 @@ int main(void)
     test_extract_plan();
     test_bulk_shared();
     test_bulk_tx();
+    test_tokens_long();
     test_sae_log();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
