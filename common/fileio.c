@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -279,4 +280,32 @@ void file_remove_temps(const char *dir, const char *const *names, size_t n)
         if (ours && path_join(path, sizeof path, dir, e->d_name) == OK) unlink(path);
     }
     closedir(d);
+}
+
+int file_find_open_fd(const char *path)
+{
+    struct stat want, got;
+    if (stat(path, &want) != 0) return -1;
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    int found = -1, self = dirfd(d);
+    for (struct dirent *e; found < 0 && (e = readdir(d));) {
+        char *end;
+        long fd = strtol(e->d_name, &end, 10);
+        if (*end || end == e->d_name || fd < 0 || fd > INT_MAX || fd == self) continue;
+        if (fstat((int)fd, &got) == 0 && S_ISREG(got.st_mode) && got.st_dev == want.st_dev &&
+            got.st_ino == want.st_ino)
+            found = (int)fd;
+    }
+    closedir(d);
+    return found;
+}
+
+void file_writeback_start(int fd)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (fd >= 0) (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#else
+    (void)fd;
+#endif
 }

@@ -79,4 +79,12 @@ int path_join(char *out, size_t cap, const char *dir, const char *name);
 /* out = printf(fmt, ...), ERR_ARG naming the (cut) path if it needs more than cap bytes. */
 int path_fmt(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* A descriptor this process already holds on path's file (same device and inode, found in
+ * /proc/self/fd), or -1. For hints only: the caller does not own it and never closes it (closing
+ * any descriptor of a file drops every POSIX lock the process holds on it, SQLite's included). */
+int file_find_open_fd(const char *path);
+/* Starts writeback of fd's dirty pages without waiting for it (sync_file_range WRITE), so that a
+ * later fsync finds them written; errors are ignored (a hint). No-op for fd < 0. */
+void file_writeback_start(int fd);
+
 #endif

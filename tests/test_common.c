@@ -291,6 +291,30 @@ static void test_paths(void)
     CHECK(path_fmt(out, sizeof out, "%s/%0*d", "d", 20, 1) == ERR_ARG);
 }
 
+/* file_find_open_fd: finds a descriptor this process holds on the file (by inode, through a
+ * second name too), and none for a file nobody has open. */
+static void test_find_open_fd(void)
+{
+    char p[600], q[600], r[600];
+    snprintf(p, sizeof p, "%s/fd_a", tdir);
+    snprintf(q, sizeof q, "%s/fd_b", tdir);
+    snprintf(r, sizeof r, "%s/fd_link", tdir);
+    CHECK(file_write_atomic(p, "a", 1) == OK && file_write_atomic(q, "b", 1) == OK, "%s", err_msg());
+    unlink(r);
+    CHECK(symlink(p, r) == 0);
+    CHECK(file_find_open_fd(p) == -1, "nobody has it open");
+    int fd = open(p, O_RDONLY);
+    CHECK(fd >= 0);
+    CHECK(file_find_open_fd(p) == fd, "found %d, opened %d", file_find_open_fd(p), fd);
+    CHECK(file_find_open_fd(r) == fd, "through a symlink: %d", file_find_open_fd(r));
+    CHECK(file_find_open_fd(q) == -1, "another file: %d", file_find_open_fd(q));
+    CHECK(file_find_open_fd("/nonexistent_dir_x/y") == -1);
+    file_writeback_start(fd); /* a hint on a clean file: nothing to check but that it returns */
+    close(fd);
+    CHECK(file_find_open_fd(p) == -1, "closed again");
+    unlink(r);
+}
+
 static void test_mkdir_p(void)
 {
     char deep[600], created[600];
@@ -763,6 +787,7 @@ int main(void)
         return 1;
     }
     test_paths();
+    test_find_open_fd();
     test_mkdir_p();
     test_atomic();
     test_atomic_special();
