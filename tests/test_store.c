@@ -610,7 +610,7 @@ static void test_tokens_long(void)
     enum { L = 77 };
     int ids[L];
     const char *tx[L], *tg[L];
-    char txt[L][8];
+    char txt[L][16];
     int64_t bs[L], be[L], doc = 0, seq = 0;
     for (int i = 0; i < L; i++) {
         ids[i] = 1000 + 3 * i;
