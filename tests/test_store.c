@@ -567,10 +567,7 @@ out:
  * once wrote every activation row after a commit that way: 1,100 transactions on the demo). */
 static void test_bulk_tx(void)
 {
-    const char *p = tmp("bulktx.db");
-    store_remove(p);
-    store *s = NULL;
-    CHECK(store_open(&s, p, STORE_CREATE) == OK, "%s", err_msg());
+    store *s = fresh_store(tmp("bulktx.db"));
     if (!s) return;
     CHECK(store_set_bulk(s) == OK, "%s", err_msg());
     int64_t hook = 0, seq = 0, n = -1;
@@ -602,10 +599,7 @@ static void test_bulk_tx(void)
  * every column of every row, NULLs included, must read back where it was put. */
 static void test_tokens_long(void)
 {
-    const char *p = tmp("toklong.db");
-    store_remove(p);
-    store *s = NULL;
-    CHECK(store_open(&s, p, STORE_CREATE) == OK, "%s", err_msg());
+    store *s = fresh_store(tmp("toklong.db"));
     if (!s) return;
     enum { L = 77 };
     int ids[L];
