@@ -127,7 +127,7 @@ int cmd_extract(int argc, char **argv)
        corpus + tokenizer + storage + waiting for the forward */
     double other = st.t_total - st.t_wait - st.t_store - st.t_tokenize - st.t_corpus;
     printf("extract: %lld windows, %lld tokens in %.1f s (%.0f tok/s); %lld of %lld batches already "
-           "stored; time: forward %.2f s (compute thread, and %lld batches on the main thread); "
+           "stored; time: forward %.2f s (summed: compute thread, and %lld batches on the main thread); "
            "main thread: storage %.2f s, tokenizer %.2f s, corpus reading %.2f s, waiting for the "
            "forward %.2f s (or running it), other %.2f s\n",
            (long long)st.windows, (long long)st.tokens, st.t_total,
