@@ -58,7 +58,9 @@ int store_rollback(store *s); /* no-op when no transaction is open */
  * outside a transaction, after validation (it writes the file header). When another handle has
  * the file open, the file stays in WAL mode (correct, slower). From then on sequences, token rows
  * and activations are written only inside store_begin/store_commit (ERR_ARG otherwise): outside
- * one, every row would be a rollback-journal transaction of its own, three fsyncs each. */
+ * one, every row would be a rollback-journal transaction of its own, three fsyncs each. Every
+ * 8 MB of activations it starts the writeback of the file's dirty pages (sync_file_range on
+ * SQLite's own descriptor), so that the commits' fdatasyncs find them written. */
 int store_set_bulk(store *s);
 /* PRAGMA integrity_check; ERR_FORMAT with the first problem when the file is damaged. */
 int store_check(store *s);
