@@ -785,7 +785,6 @@ static int blas_threads_for_pipeline(const ext_job *j)
     return before;
 }
 
-
 static void worker_start(ext_job *j)
 {
     j->n_fill = j->n_ready = j->n_take = j->n_fwd = j->n_write = 0;
