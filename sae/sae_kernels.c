@@ -510,9 +510,10 @@ enum { DEC_TILE = 8 }; /* vectors of 16 floats a row tile keeps in registers */
 
 /* One row of the decoder, DEC_TILE vectors at a time: each tile accumulates over the row's
  * entries in registers and is stored once. Per element the same products added in the same
- * order as the plain loop (mul then add, no FMA), so the same bits. */
-static void decode_row_avx512(float *o, const int64_t *ptr, const int *idx, const float *val,
-                              const float *W, const float *b_dec, int b, int D)
+ * order as the plain loop (mul then add, no FMA), so the same bits. Returns the columns done (a
+ * multiple of 16 DEC_TILE); decode_part's plain loop does the rest. */
+static int decode_row_tiles(float *o, const int64_t *ptr, const int *idx, const float *val,
+                            const float *W, const float *b_dec, int b, int D)
 {
     int i = 0;
     for (; i + 16 * DEC_TILE <= D; i += 16 * DEC_TILE) {
@@ -529,15 +530,7 @@ static void decode_row_avx512(float *o, const int64_t *ptr, const int *idx, cons
         }
         for (int r = 0; r < DEC_TILE; r++) _mm512_storeu_ps(o + i + 16 * r, acc[r]);
     }
-    if (i == D) return;
-    if (b_dec) memcpy(o + i, b_dec + i, sizeof(float) * (D - i));
-    else memset(o + i, 0, sizeof(float) * (D - i));
-    for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
-        float v = val[e];
-        if (v == 0) continue;
-        const float *w = W + (int64_t)idx[e] * D;
-        for (int c = i; c < D; c++) o[c] += v * w[c];
-    }
+    return i;
 }
 #endif
 
@@ -547,18 +540,19 @@ static void decode_part(void *p, int tid, int nt)
     int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt), D = a->D;
     for (int b = b0; b < b1; b++) {
         float *o = a->out + (int64_t)b * D;
+        int i0 = 0;
 #if defined(__AVX512F__)
-        decode_row_avx512(o, a->ptr, a->idx, a->val, a->W, a->b_dec, b, D);
-#else
-        if (a->b_dec) memcpy(o, a->b_dec, sizeof(float) * D);
-        else memset(o, 0, sizeof(float) * D);
+        i0 = decode_row_tiles(o, a->ptr, a->idx, a->val, a->W, a->b_dec, b, D);
+        if (i0 == D) continue;
+#endif
+        if (a->b_dec) memcpy(o + i0, a->b_dec + i0, sizeof(float) * (D - i0));
+        else memset(o + i0, 0, sizeof(float) * (D - i0));
         for (int64_t e = a->ptr[b]; e < a->ptr[b + 1]; e++) {
             float v = a->val[e];
             if (v == 0) continue;
             const float *w = a->W + (int64_t)a->idx[e] * D;
-            for (int i = 0; i < D; i++) o[i] += v * w[i];
+            for (int i = i0; i < D; i++) o[i] += v * w[i];
         }
-#endif
     }
 }
 
