@@ -952,9 +952,11 @@ int store_seq_list(store *s, int64_t hook_id, int split, double val_frac, int64_
 
 /* A stored 16-bit value that is an infinity or a NaN (its exponent field all ones): what
  * common/half.h's conversions give for a non-finite input or a finite one past the type's range. */
+static inline uint16_t half_exp_mask(int dtype) { return dtype == STORE_F16 ? 0x7c00u : 0x7f80u; }
+
 static inline int half_bad(int dtype, uint16_t v)
 {
-    return dtype == STORE_F16 ? (v & 0x7c00u) == 0x7c00u : (v & 0x7f80u) == 0x7f80u;
+    return (v & half_exp_mask(dtype)) == half_exp_mask(dtype);
 }
 
 /* The first of o[0..n) that half_bad refuses, or -1: 32 values at a time with AVX-512BW (the
@@ -964,7 +966,7 @@ static int64_t half_first_bad(int dtype, const uint16_t *o, size_t n)
 {
     size_t i = 0;
 #if defined(__AVX512BW__)
-    const __m512i m = _mm512_set1_epi16((short)(dtype == STORE_F16 ? 0x7c00u : 0x7f80u));
+    const __m512i m = _mm512_set1_epi16((short)half_exp_mask(dtype));
     for (; i + 32 <= n; i += 32)
         if (_mm512_cmpeq_epi16_mask(_mm512_and_si512(_mm512_loadu_si512(o + i), m), m)) break;
 #endif
@@ -1018,7 +1020,7 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
         return err_set(ERR_SHAPE, "%s: %d tokens for hook %s (sequence length %d)", s->path, T,
                        h->name, h->seq_len);
     size_t n = (size_t)T * (size_t)h->width;
-    int dtype = h->dtype, width = h->width;
+    int dtype = h->dtype;
     const void *data = x;
     size_t nbytes = n * (size_t)store_dtype_size(dtype);
     /* what the readers refuse (blob_read) is not written: checked on the converted values, so
@@ -1036,7 +1038,6 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
     }
     if (bad >= 0)
         return bad_value(s, ERR_ARG, h, seq_id, x, bad, isfinite(x[bad]) ? BAD_OVERFLOW : BAD_WRITE);
-    (void)width;
     blob_drop(s);
     sqlite3_stmt *st;
     if ((rc = bulk_tx_check(s, "writing activations")) || (rc = q_get(s, Q_ACT_WRITE, &st)))
