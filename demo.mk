@@ -6,14 +6,16 @@
 #   -> extract (blocks.0.mlp.hook_post, all of Brown) -> sae-train (TopK, 8x)
 #   -> analyze (SAE and the neuron baseline) -> report (dashboards + SAE pictures)
 #
-# Override any of these on the command line, e.g. `make demo LM_STEPS=500`.
+# Override any of these on the command line, e.g. `make demo LM_STEPS=500`. The sizes keep the
+# demo under 15 minutes on 2 cores of the slowest machine kind it has met (an AVX2-only AMD EPYC
+# VM, sgemm 44-70 GFLOP/s); the earlier 2400 x 32 and 4M tokens took ~26 minutes there (README).
 
 DEMO      ?= runs/demo
 HOOK      ?= blocks.0.mlp.hook_post
-LM_STEPS  ?= 2400
-LM_BATCH  ?= 32
+LM_STEPS  ?= 1600
+LM_BATCH  ?= 16
 SAE_K     ?= 32
-SAE_TOKENS?= 4M
+SAE_TOKENS?= 2M
 SAE_EXP   ?= 8
 REPORT_TOP?= 24
 SAELITE   := ./saelite

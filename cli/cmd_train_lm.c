@@ -22,9 +22,9 @@ static void on_event(int ev, const void *result, void *user)
         if (r->resume_missing) fprintf(stderr, "saelite train-lm: no checkpoint in %s, starting fresh\n", o->out);
         if (r->resumed_step >= 0) printf("resumed at step %lld\n", (long long)r->resumed_step);
         printf("model: %d layers, d_model %d, %d heads, d_mlp %d, ctx %d, %zu parameters; batch %d x "
-               "%d, %d steps, lr %g\n",
+               "%d over %d thread%s, %d steps, lr %g\n",
                o->layers, o->d_model, o->heads, r->d_mlp, o->ctx, r->nparams, o->train.batch, o->ctx,
-               o->train.steps, o->train.lr);
+               r->threads, r->threads == 1 ? "" : "s", o->train.steps, o->train.lr);
     } else if (ev == TRAIN_EV_EVAL) {
         printf("step %6lld/%d  train %.4f  val %.4f  lr %.2e  |g| %.2f  %.0f tok/s  %.0fs  eta %.0fs\n",
                (long long)r->step, o->train.steps, r->loss, r->val_loss, r->lr, r->grad_norm,
@@ -63,6 +63,9 @@ int cmd_train_lm(int argc, char **argv)
         {"--checkpoint-every", ARG_INT, &o.checkpoint_every, "checkpoint every N steps", ARG_MIN(1)},
         {"--max-time", ARG_FLOAT, &o.max_seconds, "stop (with a checkpoint) after this many seconds (0: no limit)",
          ARG_MIN(0)},
+        {"--threads", ARG_INT, &o.train.replicas,
+         "threads a batch's sequences are split over, a model copy each (the step's bits depend "
+         "on it)", ARG_RANGE(1, TRAIN_REPLICAS_MAX), ARG_DEFAULT("cores, at most the batch")},
         {"--resume", ARG_FLAG, &o.resume, "continue from DIR/train_state.safetensors"},
         {"-o", ARG_STR, &o.out, "output directory", ARG_REQUIRED},
         {"--out", ARG_STR, &o.out, "same as -o"},

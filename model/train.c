@@ -9,10 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cblas.h>
+
 #include "common/checked.h"
 #include "common/err.h"
 #include "common/hash.h"
 #include "common/mem.h"
+#include "common/par.h"
 #include "model/safetensors.h"
 
 /* ---- data -------------------------------------------------------------------------------- */
@@ -96,6 +99,22 @@ double train_lr(const train_opts *o, int64_t s)
 }
 
 /* ---- state ------------------------------------------------------------------------------- */
+/* Threads split a batch's sequences, one model copy and one OpenBLAS thread each, instead of
+ * OpenBLAS splitting every GEMM: the demo model's step (batch 32 x 128) took 324-333 ms that way
+ * against 386-419 ms on two OpenBLAS threads (2 cores, AMD EPYC without AVX-512), as extract's
+ * two forwards side by side beat one forward on two threads (docs/model.md). Each thread also
+ * runs its own LayerNorms, softmaxes and attention, which fp32 otherwise runs on one core. */
+int train_replicas(const gpt2_model *m, int batch)
+{
+    size_t n;
+    gpt2_params((gpt2_model *)m, &n);
+    int r = par_threads();
+    if (r > batch) r = batch;
+    if (r > TRAIN_REPLICAS_MAX) r = TRAIN_REPLICAS_MAX;
+    if (n > ((size_t)64 << 20)) r = 1;
+    return r < 1 ? 1 : r;
+}
+
 int train_init(train_state *s, gpt2_model *m, const train_opts *o)
 {
     memset(s, 0, sizeof *s);
@@ -118,11 +137,30 @@ int train_init(train_state *s, gpt2_model *m, const train_opts *o)
     }
     /* the sampling stream differs from the init stream of the same seed */
     rng_seed(&s->rng, o->seed ^ 0x5eed5a3b1e5ull);
+    s->nrep = 1;
+    int want = o->replicas > 0 ? o->replicas : train_replicas(m, o->batch);
+    if (want > o->batch) want = o->batch;
+    if (want > TRAIN_REPLICAS_MAX) want = TRAIN_REPLICAS_MAX;
+    while (s->nrep < want && !gpt2_clone(&s->rep[s->nrep], m)) {
+        if (gpt2_train_enable(s->rep[s->nrep])) {
+            gpt2_free(s->rep[s->nrep]);
+            s->rep[s->nrep] = NULL;
+            break;
+        }
+        s->nrep++;
+    }
+    err_clear(); /* fewer copies than wanted is not an error */
+    if (s->nrep > 1) {
+        s->blas_prev = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+    }
     return OK;
 }
 
 void train_free(train_state *s)
 {
+    for (int r = 1; r < s->nrep; r++) gpt2_free(s->rep[r]);
+    if (s->nrep > 1 && s->blas_prev > 0) openblas_set_num_threads(s->blas_prev);
     mem_free(s->mom);
     mem_free(s->var);
     mem_free(s->tok);
@@ -177,6 +215,104 @@ static void sample_batch(train_state *s, const train_data *d)
     }
 }
 
+/* ---- the batch over the model and its copies ------------------------------------------- */
+/* Thread r's sequences of a batch of B: [B r / nrep, B (r + 1) / nrep). */
+static void rep_range(int B, int nrep, int r, int *b0, int *b1)
+{
+    *b0 = (int)((int64_t)B * r / nrep);
+    *b1 = (int)((int64_t)B * (r + 1) / nrep);
+}
+
+static gpt2_model *rep_model(train_state *s, int r) { return r ? s->rep[r] : s->m; }
+
+/* The copies take m's current parameters (after the optimizer step, or a resume). */
+static void rep_sync(train_state *s)
+{
+    size_t n;
+    const float *p = gpt2_params(s->m, &n);
+    for (int r = 1; r < s->nrep; r++) memcpy(gpt2_params(s->rep[r], NULL), p, sizeof(float) * n);
+}
+
+typedef struct {
+    train_state *s;
+    int B, T, mode; /* 0: forward_backward; 1: loss per token into lpt */
+    float *lpt;
+    double mean[TRAIN_REPLICAS_MAX];
+    int rc[TRAIN_REPLICAS_MAX];
+    char msg[TRAIN_REPLICAS_MAX][160]; /* err_msg is per thread */
+} rep_args;
+
+/* model r computes share r; a thread takes shares [nrep tid / nt, nrep (tid + 1) / nt), one
+ * each unless par_run could not start them all */
+static void rep_part(void *p, int tid, int nt)
+{
+    rep_args *a = p;
+    int nrep = a->s->nrep;
+    for (int r = nrep * tid / nt; r < nrep * (tid + 1) / nt; r++) {
+        int b0, b1;
+        rep_range(a->B, nrep, r, &b0, &b1);
+        size_t off = (size_t)b0 * a->T;
+        gpt2_model *m = rep_model(a->s, r);
+        a->mean[r] = 0;
+        a->rc[r] = OK;
+        if (b1 > b0)
+            a->rc[r] = a->mode ? gpt2_loss(m, a->s->tok + off, a->s->tgt + off, b1 - b0, a->T,
+                                           a->lpt + off, &a->mean[r])
+                               : gpt2_forward_backward(m, a->s->tok + off, a->s->tgt + off,
+                                                       b1 - b0, a->T, &a->mean[r]);
+        if (a->rc[r]) snprintf(a->msg[r], sizeof a->msg[r], "%s", err_msg());
+    }
+}
+
+typedef struct {
+    train_state *s;
+    float w[TRAIN_REPLICAS_MAX];
+    size_t n;
+} avg_args;
+
+/* m's gradient = sum over threads r (in order) of w_r g_r, split by index: the same bits for
+ * any number of threads doing the sum */
+static void avg_part(void *p, int tid, int nt)
+{
+    avg_args *a = p;
+    size_t j0 = a->n * (size_t)tid / (size_t)nt, j1 = a->n * (size_t)(tid + 1) / (size_t)nt;
+    float *g0 = gpt2_grads(a->s->m);
+    for (size_t j = j0; j < j1; j++) {
+        float acc = a->w[0] * g0[j];
+        for (int r = 1; r < a->s->nrep; r++) acc += a->w[r] * gpt2_grads(a->s->rep[r])[j];
+        g0[j] = acc;
+    }
+}
+
+/* Run the batch in s->tok/s->tgt (B sequences of T) over the threads; mode 0 leaves the mean
+ * loss's gradient in m's and returns the mean loss in *mean; mode 1 fills lpt [B,T]. */
+static int rep_run(train_state *s, int B, int T, int mode, float *lpt, double *mean)
+{
+    if (s->nrep == 1)
+        return mode ? gpt2_loss(s->m, s->tok, s->tgt, B, T, lpt, mean)
+                    : gpt2_forward_backward(s->m, s->tok, s->tgt, B, T, mean);
+    rep_sync(s);
+    rep_args a = {.s = s, .B = B, .T = T, .mode = mode, .lpt = lpt};
+    par_run(rep_part, &a, s->nrep);
+    for (int r = 0; r < s->nrep; r++)
+        if (a.rc[r]) return err_set(a.rc[r], "%s", a.msg[r]);
+    if (mode) return OK;
+    /* every target of a training batch counts, so a thread's share of the mean is its share of
+       the sequences */
+    avg_args g = {.s = s};
+    gpt2_params(s->m, &g.n);
+    double l = 0;
+    for (int r = 0; r < s->nrep; r++) {
+        int b0, b1;
+        rep_range(B, s->nrep, r, &b0, &b1);
+        g.w[r] = (float)((double)(b1 - b0) / B);
+        l += (double)g.w[r] * a.mean[r];
+    }
+    par_run(avg_part, &g, g.n >= ((size_t)1 << 16) ? s->nrep : 1);
+    *mean = l;
+    return OK;
+}
+
 int train_step(train_state *s, const train_data *d, double *loss, double *grad_norm, double *lr)
 {
     if (d->ntrain < (size_t)s->o.seq + 2)
@@ -184,7 +320,7 @@ int train_step(train_state *s, const train_data *d, double *loss, double *grad_n
                        d->ntrain, s->o.seq + 1);
     sample_batch(s, d);
     double l;
-    int rc = gpt2_forward_backward(s->m, s->tok, s->tgt, s->o.batch, s->o.seq, &l);
+    int rc = rep_run(s, s->o.batch, s->o.seq, 0, NULL, &l);
     if (rc) return rc;
     size_t n;
     gpt2_params(s->m, &n);
@@ -223,7 +359,7 @@ int train_eval(train_state *s, const train_data *d, int max_windows, double *val
             pos += len;
         }
         double mean;
-        int rc = gpt2_loss(s->m, s->tok, s->tgt, b, T, lpt, &mean);
+        int rc = rep_run(s, b, T, 1, lpt, &mean);
         if (rc) {
             mem_free(lpt);
             return rc;

@@ -42,11 +42,14 @@ typedef struct {
     int batch, seq, steps, warmup;
     double lr, min_lr_frac, weight_decay, beta1, beta2, eps, clip;
     uint64_t seed;
+    int replicas; /* threads a batch is split over (see train_state); 0: train_replicas() */
 } train_opts;
 void train_opts_default(train_opts *o); /* batch 32, seq 128, AdamW 3e-3 (0.9, 0.95), wd 0.1, clip 1 */
 
 /* Learning rate at step s (0-based). */
 double train_lr(const train_opts *o, int64_t s);
+
+enum { TRAIN_REPLICAS_MAX = 16 };
 
 typedef struct {
     gpt2_model *m; /* borrowed */
@@ -55,9 +58,22 @@ typedef struct {
     int64_t step; /* steps done */
     rng_state rng;
     int *tok, *tgt; /* [B*T] batch buffers */
+    /* Data parallelism over threads: rep[1..nrep-1] are gpt2_clone copies of m (owned); each
+     * step splits the batch's sequences over m and the copies, one thread each with OpenBLAS on
+     * one thread (blas_prev: the count to give back in train_free), and averages their
+     * gradients into m's. nrep 1: m alone, OpenBLAS threads as they were. */
+    gpt2_model *rep[TRAIN_REPLICAS_MAX];
+    int nrep, blas_prev;
 } train_state;
 
-/* Needs gpt2_train_enable(m) (done here). */
+/* How many threads train_init splits a batch over: SAELITE_THREADS or the cores (par_threads),
+ * at most the batch's sequences and TRAIN_REPLICAS_MAX, and 1 for models over 64M parameters
+ * (a copy each; extract's limit for its model copy, where larger ones gained nothing). */
+int train_replicas(const gpt2_model *m, int batch);
+/* Needs gpt2_train_enable(m) (done here). Sets up o->replicas threads (at most the batch's
+ * sequences and TRAIN_REPLICAS_MAX), or train_replicas(m, o->batch) when it is 0; fewer
+ * when a copy cannot be allocated. The step's bits depend on that count (the gradient is summed
+ * per thread's share, then across them), not on which run or machine computes them. */
 int train_init(train_state *s, gpt2_model *m, const train_opts *o);
 void train_free(train_state *s);
 /* One optimisation step on a fresh random batch; outputs may be NULL. */
@@ -111,6 +127,7 @@ typedef struct {
     int64_t resumed_step;     /* -1 for a fresh model */
     size_t nparams;
     int d_mlp;
+    int threads;              /* a batch's sequences split over them (train_state.nrep) */
     /* progress, at the latest validation */
     int64_t step;
     double loss, val_loss, lr, grad_norm, tok_per_s, elapsed, eta;

@@ -209,6 +209,7 @@ int train_run(const train_run_opts *o, train_run_result *r)
     file_remove_temps(o->out, outputs, sizeof outputs / sizeof *outputs);
     if ((rc = copy_tokenizer(o->tok_dir, o->out))) goto out;
     gpt2_params(m, &r->nparams);
+    r->threads = s.nrep;
     emit(o, TRAIN_EV_READY, r);
     rc = run_steps(o, &s, &d, r);
 out:

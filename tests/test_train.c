@@ -186,6 +186,81 @@ static void test_learning_and_resume(void)
     train_data_free(&d);
 }
 
+/* A batch split over threads (model copies) gives the one model's loss and gradient, for even
+ * and uneven splits; the copies follow the weights (evaluation after steps agrees too). */
+static void test_replicas(void)
+{
+    train_data d;
+    make_data(&d, 0.1);
+    train_opts o;
+    train_opts_default(&o);
+    o.batch = 8;
+    o.seq = 16;
+    o.steps = 20;
+    o.clip = 0; /* compare the raw gradients */
+    o.seed = 5;
+    float *g1 = NULL;
+    size_t n = 0;
+    double l1 = 0, v1 = 0;
+    const int reps[] = {1, 2, 3, 8};
+    for (int i = 0; i < 4; i++) {
+        gpt2_model *m = tiny(3);
+        train_state s;
+        o.replicas = reps[i];
+        CHECK(train_init(&s, m, &o) == OK, "%s", err_msg());
+        CHECK(s.nrep == reps[i], "%d threads, %d wanted", s.nrep, reps[i]);
+        double l;
+        CHECK(train_step(&s, &d, &l, NULL, NULL) == OK, "%s", err_msg());
+        const float *g = gpt2_grads(m); /* the first step's; the loop below compares the others */
+        gpt2_params(m, &n);
+        if (i == 0) g1 = malloc(sizeof(float) * n);
+        if (i == 0) memcpy(g1, g, sizeof(float) * n);
+        for (int k = 0; k < 4; k++) CHECK(train_step(&s, &d, NULL, NULL, NULL) == OK);
+        double v;
+        CHECK(train_eval(&s, &d, 20, &v, NULL) == OK, "%s", err_msg());
+        if (i == 0) {
+            l1 = l;
+            v1 = v;
+        } else {
+            CHECK_NEAR(l, l1, 1e-6 * fabs(l1));
+            /* 4 Adam steps later the weights differ by rounding only: losses agree closely */
+            CHECK_NEAR(v, v1, 1e-4 * fabs(v1));
+        }
+        train_free(&s);
+        gpt2_free(m);
+    }
+    /* the first step's gradient, split against not */
+    for (int i = 1; i < 4; i++) {
+        gpt2_model *m = tiny(3);
+        train_state s;
+        o.replicas = reps[i];
+        CHECK(train_init(&s, m, &o) == OK);
+        CHECK(train_step(&s, &d, NULL, NULL, NULL) == OK);
+        const float *g = gpt2_grads(m);
+        double gmax = 0, dmax = 0;
+        for (size_t j = 0; j < n; j++) {
+            gmax = fmax(gmax, fabs(g1[j]));
+            dmax = fmax(dmax, fabs((double)g1[j] - g[j]));
+        }
+        CHECK(dmax <= 1e-5 * gmax, "%d threads: gradient off by %g (largest %g)", reps[i], dmax,
+              gmax);
+        /* the copies took the new weights: evaluating through them = through the model alone */
+        double va, vb;
+        CHECK(train_eval(&s, &d, 20, &va, NULL) == OK);
+        train_opts o1 = o;
+        o1.replicas = 1;
+        train_state s1;
+        CHECK(train_init(&s1, m, &o1) == OK);
+        CHECK(train_eval(&s1, &d, 20, &vb, NULL) == OK);
+        CHECK_NEAR(va, vb, 1e-6 * fabs(vb));
+        train_free(&s1);
+        train_free(&s);
+        gpt2_free(m);
+    }
+    free(g1);
+    train_data_free(&d);
+}
+
 /* The train-lm runner on a tiny byte-level tokenizer: events, a stop and a resume that give the
  * uninterrupted run's weights, refused shapes. */
 typedef struct { int corpus, ready, eval; volatile int *stop; int stop_at_ready; } events;
@@ -274,5 +349,6 @@ int main(void)
     test_adamw();
     test_data();
     test_learning_and_resume();
+    test_replicas();
     return harness_report("test_train");
 }
