@@ -12,10 +12,10 @@
 
 DEMO      ?= runs/demo
 HOOK      ?= blocks.0.mlp.hook_post
-LM_STEPS  ?= 1600
+LM_STEPS  ?= 1500
 LM_BATCH  ?= 16
 SAE_K     ?= 32
-SAE_TOKENS?= 2M
+SAE_TOKENS?= 1.5M
 SAE_EXP   ?= 8
 REPORT_TOP?= 24
 SAELITE   := ./saelite
