@@ -119,15 +119,22 @@ static void test_data(void)
     train_data_free(&b);
 }
 
-static void test_learning_and_resume(void)
+/* the defaults with the toy data's shape: 8 windows of 16 */
+static train_opts toy_opts(int steps)
 {
-    train_data d;
-    make_data(&d, 0.1);
     train_opts o;
     train_opts_default(&o);
     o.batch = 8;
     o.seq = 16;
-    o.steps = 120;
+    o.steps = steps;
+    return o;
+}
+
+static void test_learning_and_resume(void)
+{
+    train_data d;
+    make_data(&d, 0.1);
+    train_opts o = toy_opts(120);
     o.warmup = 10;
     o.lr = 1e-2;
     o.seed = 4;
@@ -192,11 +199,7 @@ static void test_replicas(void)
 {
     train_data d;
     make_data(&d, 0.1);
-    train_opts o;
-    train_opts_default(&o);
-    o.batch = 8;
-    o.seq = 16;
-    o.steps = 20;
+    train_opts o = toy_opts(20);
     o.clip = 0; /* compare the raw gradients */
     o.seed = 5;
     float *g1 = NULL;
