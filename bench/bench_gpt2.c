@@ -123,7 +123,9 @@ static void bench_forward(const char *label, gpt2_model *m, int B, int T, const 
     gpt2_hook_clear(m);
 }
 
-static void bench_train(const char *label, gpt2_model *m, int B, int T, int reps)
+/* replicas: train_opts.replicas (0: train-lm's default, the batch split over the cores). The
+ * sgemm reference runs on the OpenBLAS threads the caller had, whatever the trainer set. */
+static void bench_train(const char *label, gpt2_model *m, int B, int T, int reps, int replicas)
 {
     const gpt2_config *c = gpt2_cfg(m);
     train_opts o;
@@ -131,11 +133,17 @@ static void bench_train(const char *label, gpt2_model *m, int B, int T, int reps
     o.batch = B;
     o.seq = T;
     o.steps = 1000;
+    o.replicas = replicas;
+    int blas = openblas_get_num_threads();
     train_state s;
     if (train_init(&s, m, &o)) {
         printf("%s: %s\n", label, err_msg());
         return;
     }
+    int blas_step = openblas_get_num_threads();
+    char full[128];
+    snprintf(full, sizeof full, "%s%s", label, s.nrep > 1 ? ", batch split" : "");
+    label = full;
     train_data d;
     train_data_init(&d, -1, 0.01, 1);
     int doc[4096];
@@ -151,7 +159,9 @@ static void bench_train(const char *label, gpt2_model *m, int B, int T, int reps
         train_step(&s, &d, NULL, NULL, NULL);
         t = now_seconds() - t;
         if (t < best) best = t;
+        openblas_set_num_threads(blas);
         t = time_shapes(f, nf, 1) + time_shapes(b, nb, 1);
+        openblas_set_num_threads(blas_step);
         if (t < ref) ref = t;
     }
     printf("%-44s %8.0f tok/s  %6.1f GFLOP/s  sgemm same shapes %6.1f GFLOP/s  ratio %.3f\n", label,
@@ -178,10 +188,11 @@ int main(void)
         bench_forward("small  fwd + logits B=32 (1 thread)", sm, 32, 128, NULL, 1, reps * 4);
         openblas_set_num_threads(nt);
     }
-    bench_train("small  train step B=32 T=128", sm, 32, 128, reps * 2);
+    bench_train("small  train step B=32 T=128", sm, 32, 128, reps * 2, 0);
     if (nt > 1) {
+        bench_train("small  train step B=32 T=128, OpenBLAS thr", sm, 32, 128, reps * 2, 1);
         openblas_set_num_threads(1);
-        bench_train("small  train step B=32 T=128 (1 thread)", sm, 32, 128, reps * 2);
+        bench_train("small  train step B=32 T=128 (1 thread)", sm, 32, 128, reps * 2, 1);
         openblas_set_num_threads(nt);
     }
     gpt2_free(sm);
@@ -202,7 +213,7 @@ int main(void)
         openblas_set_num_threads(nt);
     }
     bench_forward("gpt2-small fwd + logits B=8", gm, 8, 128, NULL, 1, greps);
-    if (!quick) bench_train("gpt2-small train step B=4 T=128", gm, 4, 128, 1);
+    if (!quick) bench_train("gpt2-small train step B=4 T=128", gm, 4, 128, 1, 0);
     gpt2_free(gm);
     return 0;
 }
