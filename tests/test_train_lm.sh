@@ -48,6 +48,18 @@ ok cmp -s "$tmp/a/model.safetensors" "$tmp/b/model.safetensors"
 $BIN train-lm "${args[@]}" --lr 2e-2 --resume -o "$tmp/b" >"$tmp/c.log" 2>&1
 ok test $? -eq 1
 ok grep -q "different options" "$tmp/c.log"
+# --threads: the batch split over 2 threads is deterministic and learns what 1 thread does
+$BIN train-lm "${args[@]}" --threads 1 -o "$tmp/t1" >"$tmp/t1.log" 2>&1; ok test $? -eq 0
+ok grep -q "batch 4 x 16 over 1 thread," "$tmp/t1.log"
+for r in a b; do
+    $BIN train-lm "${args[@]}" --threads 2 -o "$tmp/t2$r" >"$tmp/t2$r.log" 2>&1; ok test $? -eq 0
+done
+ok grep -q "batch 4 x 16 over 2 threads," "$tmp/t2a.log"
+ok cmp -s "$tmp/t2a/model.safetensors" "$tmp/t2b/model.safetensors"
+v1=$(grep '^step' "$tmp/t1.log" | tail -1 | awk '{print $6}')
+v2=$(grep '^step' "$tmp/t2a.log" | tail -1 | awk '{print $6}')
+ok awk -v a="$v1" -v b="$v2" 'BEGIN{d = a - b; exit !(d < 0.01 && d > -0.01)}'
+$BIN train-lm "${args[@]}" --threads 0 -o "$tmp/t0" >/dev/null 2>&1; ok test $? -eq 2
 # bad input: missing corpus file, bad flags
 $BIN train-lm --corpus "$tmp/nope.txt" --tokenizer "$tmp/tok" -o "$tmp/d" >/dev/null 2>&1; ok test $? -eq 1
 $BIN train-lm --corpus "$tmp/corpus.txt" --tokenizer "$tmp/tok" --d-model 30 --heads 4 -o "$tmp/d" >/dev/null 2>&1; ok test $? -eq 2
