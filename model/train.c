@@ -108,10 +108,9 @@ int train_replicas(const gpt2_model *m, int batch)
 {
     size_t n;
     gpt2_params((gpt2_model *)m, &n);
-    int r = par_threads();
+    int r = n > ((size_t)64 << 20) ? 1 : par_threads();
     if (r > batch) r = batch;
     if (r > TRAIN_REPLICAS_MAX) r = TRAIN_REPLICAS_MAX;
-    if (n > ((size_t)64 << 20)) r = 1;
     return r < 1 ? 1 : r;
 }
 
@@ -138,8 +137,8 @@ int train_init(train_state *s, gpt2_model *m, const train_opts *o)
     /* the sampling stream differs from the init stream of the same seed */
     rng_seed(&s->rng, o->seed ^ 0x5eed5a3b1e5ull);
     s->nrep = 1;
-    int want = o->replicas > 0 ? o->replicas : train_replicas(m, o->batch);
-    if (want > o->batch) want = o->batch;
+    int want = train_replicas(m, o->batch);
+    if (o->replicas > 0) want = o->replicas < o->batch ? o->replicas : o->batch;
     if (want > TRAIN_REPLICAS_MAX) want = TRAIN_REPLICAS_MAX;
     while (s->nrep < want && !gpt2_clone(&s->rep[s->nrep], m)) {
         if (gpt2_train_enable(s->rep[s->nrep])) {
@@ -265,8 +264,9 @@ static void rep_part(void *p, int tid, int nt)
 }
 
 typedef struct {
-    train_state *s;
+    float *g[TRAIN_REPLICAS_MAX]; /* thread r's gradient; g[0] is m's, which receives the mean */
     float w[TRAIN_REPLICAS_MAX];
+    int nrep;
     size_t n;
 } avg_args;
 
@@ -276,11 +276,10 @@ static void avg_part(void *p, int tid, int nt)
 {
     avg_args *a = p;
     size_t j0 = a->n * (size_t)tid / (size_t)nt, j1 = a->n * (size_t)(tid + 1) / (size_t)nt;
-    float *g0 = gpt2_grads(a->s->m);
     for (size_t j = j0; j < j1; j++) {
-        float acc = a->w[0] * g0[j];
-        for (int r = 1; r < a->s->nrep; r++) acc += a->w[r] * gpt2_grads(a->s->rep[r])[j];
-        g0[j] = acc;
+        float acc = a->w[0] * a->g[0][j];
+        for (int r = 1; r < a->nrep; r++) acc += a->w[r] * a->g[r][j];
+        a->g[0][j] = acc;
     }
 }
 
@@ -299,8 +298,9 @@ static int rep_run(train_state *s, int B, int T, int mode, float *lpt, double *m
     if (mode) return OK;
     /* every target of a training batch counts, so a thread's share of the mean is its share of
        the sequences */
-    avg_args g = {.s = s};
+    avg_args g = {.nrep = s->nrep};
     gpt2_params(s->m, &g.n);
+    for (int r = 0; r < s->nrep; r++) g.g[r] = gpt2_grads(rep_model(s, r));
     double l = 0;
     for (int r = 0; r < s->nrep; r++) {
         int b0, b1;
