@@ -13,7 +13,7 @@
 #include "common/select.h"
 #include "sae/sae_bf16.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -246,6 +246,21 @@ static void block_maxima(float *bm, const float *pr, int nb)
         m = _mm512_max_ps(_mm512_loadu_ps(p + 16), m);
         bm[q] = _mm512_reduce_max_ps(m);
     }
+#elif defined(__AVX2__)
+    /* The AVX2 form: the same maxima as the AVX-512 one (GCC's -march=znver1 tuning keeps the
+       plain loop to 128-bit vectors) */
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    for (int q = 0; q < nb; q++) {
+        const float *p = pr + (int64_t)q * TOPK_BLOCK;
+        __m256 m = _mm256_max_ps(_mm256_loadu_ps(p), ninf);
+        m = _mm256_max_ps(_mm256_loadu_ps(p + 8), m);
+        m = _mm256_max_ps(_mm256_loadu_ps(p + 16), m);
+        m = _mm256_max_ps(_mm256_loadu_ps(p + 24), m);
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+        bm[q] = _mm_cvtss_f32(h);
+    }
 #else
     for (int q = 0; q < nb; q++) {
         const float *p = pr + (int64_t)q * TOPK_BLOCK;
@@ -302,6 +317,36 @@ static float kth_largest_bmax(const float *bm, int nb, int k)
     memcpy(&t, &u, sizeof t);
     return t;
 }
+#elif defined(__AVX2__)
+/* The same bisection with 8 keys a vector (nb a multiple of 8). AVX2 compares only signed
+ * integers, so each key and bound carries its sign bit flipped (key ^ 0x80000000): the signed
+ * order of those is the unsigned order of the keys. */
+static float kth_largest_bmax(const float *bm, int nb, int k)
+{
+    const __m256i flip = _mm256_set1_epi32(0x7fffffff);
+    __m256i key[TOPK_KEYS_MAX / 8];
+    int nv = nb / 8;
+    for (int v = 0; v < nv; v++) {
+        __m256i b = _mm256_castps_si256(_mm256_loadu_ps(bm + 8 * v));
+        /* negative: ~b ^ sign = b ^ 0x7fffffff; positive: b ^ sign ^ sign = b */
+        __m256i neg = _mm256_srai_epi32(b, 31);
+        key[v] = _mm256_xor_si256(b, _mm256_and_si256(neg, flip));
+    }
+    uint32_t K = 0;
+    for (int bit = 31; bit >= 0; bit--) {
+        uint32_t c = K | (1u << bit);
+        __m256i cv = _mm256_set1_epi32((int)(c ^ 0x80000000u));
+        int below = 0; /* keys under c */
+        for (int v = 0; v < nv; v++)
+            below += __builtin_popcount(
+                (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(cv, key[v]))));
+        if (nb - below >= k) K = c;
+    }
+    uint32_t u = (K & 0x80000000u) ? K ^ 0x80000000u : ~K;
+    float t;
+    memcpy(&t, &u, sizeof t);
+    return t;
+}
 #endif
 
 /* bmax: the row's block maxima from the encoder, or NULL (computed into bm_buf); sel: [nb]
@@ -319,6 +364,9 @@ static void row_bound(row_plan *rp, const float *pr, int S, int k, const float *
 #if defined(__AVX512F__)
     if (nb % 16 == 0 && nb <= TOPK_KEYS_MAX) t = kth_largest_bmax(bm, nb, k);
     else
+#elif defined(__AVX2__)
+    if (nb % 8 == 0 && nb <= TOPK_KEYS_MAX) t = kth_largest_bmax(bm, nb, k);
+    else
 #endif
     {
         memcpy(sel, bm, sizeof(float) * nb); /* the selection reorders its input */
@@ -334,6 +382,14 @@ static void row_bound(row_plan *rp, const float *pr, int S, int k, const float *
         _mm512_mask_compressstoreu_epi32(rp->q + nq, m, _mm512_add_epi32(iota, _mm512_set1_epi32(q)));
         nq += __builtin_popcount(m);
     }
+#elif defined(__AVX2__)
+    /* 8 maxima at a time: a branch per block that reaches t, not per block */
+    const __m256 tv = _mm256_set1_ps(t);
+    for (; q + 8 <= nb; q += 8)
+        for (unsigned m = (unsigned)_mm256_movemask_ps(
+                 _mm256_cmp_ps(_mm256_loadu_ps(bm + q), tv, _CMP_GE_OQ));
+             m; m &= m - 1)
+            rp->q[nq++] = q + __builtin_ctz(m);
 #endif
     for (; q < nb; q++)
         if (bm[q] >= t) rp->q[nq++] = q;
@@ -364,6 +420,17 @@ static void row_finish(int *hi, float *hv, const float *pr, int S, int k, int *c
             _mm512_mask_compressstoreu_epi32(cand + n, m, ix);
             n += __builtin_popcount(m);
         }
+    }
+#elif defined(__AVX2__)
+    const __m256 tv = _mm256_set1_ps(t);
+    for (int e = 0; e < rp->nq; e++) {
+        int q = rp->q[e];
+        const float *p = pr + (int64_t)q * TOPK_BLOCK;
+        for (int h = 0; h < TOPK_BLOCK; h += 8)
+            for (unsigned m = (unsigned)_mm256_movemask_ps(
+                     _mm256_cmp_ps(_mm256_loadu_ps(p + h), tv, _CMP_GE_OQ));
+                 m; m &= m - 1)
+                cand[n++] = q * TOPK_BLOCK + h + __builtin_ctz(m);
     }
 #else
     for (int e = 0; e < rp->nq; e++) {
@@ -532,6 +599,30 @@ static int decode_row_tiles(float *o, const int64_t *ptr, const int *idx, const 
     }
     return i;
 }
+#elif defined(__AVX2__)
+enum { DEC_TILE = 8 }; /* vectors of 8 floats a row tile keeps in registers (of 16) */
+
+/* The AVX2 form of the tiles above: the same bits as the plain loop. Returns a multiple of 64. */
+static int decode_row_tiles(float *o, const int64_t *ptr, const int *idx, const float *val,
+                            const float *W, const float *b_dec, int b, int D)
+{
+    int i = 0;
+    for (; i + 8 * DEC_TILE <= D; i += 8 * DEC_TILE) {
+        __m256 acc[DEC_TILE];
+        for (int r = 0; r < DEC_TILE; r++)
+            acc[r] = b_dec ? _mm256_loadu_ps(b_dec + i + 8 * r) : _mm256_setzero_ps();
+        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
+            float v = val[e];
+            if (v == 0) continue;
+            const float *w = W + (int64_t)idx[e] * D + i;
+            __m256 vv = _mm256_set1_ps(v);
+            for (int r = 0; r < DEC_TILE; r++)
+                acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(vv, _mm256_loadu_ps(w + 8 * r)));
+        }
+        for (int r = 0; r < DEC_TILE; r++) _mm256_storeu_ps(o + i + 8 * r, acc[r]);
+    }
+    return i;
+}
 #endif
 
 static void decode_part(void *p, int tid, int nt)
@@ -541,7 +632,7 @@ static void decode_part(void *p, int tid, int nt)
     for (int b = b0; b < b1; b++) {
         float *o = a->out + (int64_t)b * D;
         int i0 = 0;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
         i0 = decode_row_tiles(o, a->ptr, a->idx, a->val, a->W, a->b_dec, b, D);
         if (i0 == D) continue;
 #endif
@@ -602,6 +693,27 @@ void sae_k_row_sums(double *gg, double *gw, double *ww, const float *g, const fl
     _mm512_storeu_pd(lg, vg);
     _mm512_storeu_pd(lgw, vgw);
     _mm512_storeu_pd(lw, vw);
+#elif defined(__AVX2__)
+    /* lanes 0-3 and 4-7 in two vectors of doubles */
+    __m256d vg[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, vgw[2] = {vg[0], vg[0]},
+            vw[2] = {vg[0], vg[0]};
+    for (; e + 8 <= u; e += 8) {
+        __m256 g8 = _mm256_loadu_ps(g + e), w8 = gw ? _mm256_loadu_ps(w + e) : g8;
+        for (int h = 0; h < 2; h++) {
+            __m256d gd = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(g8, 1) : _mm256_castps256_ps128(g8));
+            vg[h] = _mm256_add_pd(vg[h], _mm256_mul_pd(gd, gd));
+            if (gw) {
+                __m256d wd = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(w8, 1) : _mm256_castps256_ps128(w8));
+                vgw[h] = _mm256_add_pd(vgw[h], _mm256_mul_pd(gd, wd));
+                vw[h] = _mm256_add_pd(vw[h], _mm256_mul_pd(wd, wd));
+            }
+        }
+    }
+    for (int h = 0; h < 2; h++) {
+        _mm256_storeu_pd(lg + 4 * h, vg[h]);
+        _mm256_storeu_pd(lgw + 4 * h, vgw[h]);
+        _mm256_storeu_pd(lw + 4 * h, vw[h]);
+    }
 #endif
     for (; e < u; e++) { /* the same lanes */
         lg[e % 8] += (double)g[e] * g[e];
@@ -647,6 +759,23 @@ static void recon_part(void *p, int tid, int nt)
         }
         _mm512_storeu_pd(lse, vse);
         _mm512_storeu_pd(lss, vss);
+#elif defined(__AVX2__)
+        __m256d vse[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, vss[2] = {vse[0], vse[0]};
+        const __m256 sc = _mm256_set1_ps(a->scale);
+        for (; e + 8 <= e1; e += 8) {
+            __m256 y = _mm256_loadu_ps(a->y + e), d = _mm256_sub_ps(_mm256_loadu_ps(a->xh + e), y);
+            _mm256_storeu_ps(a->dx + e, _mm256_mul_ps(sc, d));
+            for (int h = 0; h < 2; h++) {
+                __m256d dd = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(d, 1) : _mm256_castps256_ps128(d));
+                __m256d yd = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(y, 1) : _mm256_castps256_ps128(y));
+                vse[h] = _mm256_add_pd(vse[h], _mm256_mul_pd(dd, dd));
+                vss[h] = _mm256_add_pd(vss[h], _mm256_mul_pd(yd, yd));
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            _mm256_storeu_pd(lse + 4 * h, vse[h]);
+            _mm256_storeu_pd(lss + 4 * h, vss[h]);
+        }
 #endif
         for (; e < e1; e++) { /* the same lanes: entry e in lane (e - e0) % 8 */
             float y = a->y[e], d = a->xh[e] - y;
@@ -841,6 +970,31 @@ dec_bwd_tile(const tr_args *a, float *dw, const float *w, int64_t q0, int64_t q1
     }
     for (int r = 0; r < NV; r++) _mm512_storeu_ps(dw + 16 * (v0 + r), acc[r]);
 }
+#elif defined(__AVX2__)
+/* The AVX2 form, a token at a time: the dot product's 16 lanes (as the plain loop's acc[16]) in
+ * two vectors, the low one summing elements 16 v .. 16 v + 7, then the row update. Tiles of the
+ * AVX-512 kind ran slower here (57 against 29-39 ms a step on the small bench shape): 16 vector
+ * registers do not hold a tile's gradient, weights and dot products. Returns the dot product. */
+static inline float dec_bwd_token(float *dw, const float *w, const float *g, float v, int D)
+{
+    __m256 dl = _mm256_setzero_ps(), dh = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= D; i += 16) {
+        dl = _mm256_add_ps(dl, _mm256_mul_ps(_mm256_loadu_ps(g + i), _mm256_loadu_ps(w + i)));
+        dh = _mm256_add_ps(dh, _mm256_mul_ps(_mm256_loadu_ps(g + i + 8), _mm256_loadu_ps(w + i + 8)));
+    }
+    float lane[16], dot = 0;
+    _mm256_storeu_ps(lane, dl);
+    _mm256_storeu_ps(lane + 8, dh);
+    for (int r = 0; r < 16; r++) dot += lane[r];
+    for (; i < D; i++) dot += g[i] * w[i];
+    __m256 vv = _mm256_set1_ps(v);
+    for (i = 0; i + 8 <= D; i += 8)
+        _mm256_storeu_ps(dw + i, _mm256_add_ps(_mm256_loadu_ps(dw + i),
+                                               _mm256_mul_ps(vv, _mm256_loadu_ps(g + i))));
+    for (; i < D; i++) dw[i] += v * g[i];
+    return dot;
+}
 #endif
 
 static void decode_bwd_part(void *p, int tid, int nt)
@@ -875,6 +1029,12 @@ static void decode_bwd_part(void *p, int tid, int nt)
                 for (int i = 16 * nv; i < D; i++) dw[i] += v * g[i];
                 a->dval[e] = dot;
             }
+        }
+#elif defined(__AVX2__)
+        for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
+            int64_t e = a->tent[q];
+            float v = a->val[e];
+            a->dval[e] = v == 0 ? 0 : dec_bwd_token(dw, w, a->in + (int64_t)a->ttok[q] * D, v, D);
         }
 #else
         for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
@@ -928,6 +1088,23 @@ enc_bwd_tile(const tr_args *a, float *dw, int64_t q0, int64_t q1, int v0, int NV
     }
     for (int r = 0; r < NV; r++) _mm512_storeu_ps(dw + 16 * (v0 + r), acc[r]);
 }
+#elif defined(__AVX2__)
+/* The AVX2 form: NV (at most 8) vectors of 8 floats. */
+static inline __attribute__((always_inline)) void
+enc_bwd_tile(const tr_args *a, float *dw, int64_t q0, int64_t q1, int v0, int NV)
+{
+    __m256 acc[8];
+    for (int r = 0; r < NV; r++) acc[r] = _mm256_loadu_ps(dw + 8 * (v0 + r));
+    for (int64_t q = q0; q < q1; q++) {
+        float g = a->val[a->tent[q]];
+        if (g == 0) continue;
+        const float *c = a->in + (int64_t)a->ttok[q] * a->D + 8 * v0;
+        __m256 gv = _mm256_set1_ps(g);
+        for (int r = 0; r < NV; r++)
+            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(gv, _mm256_loadu_ps(c + 8 * r)));
+    }
+    for (int r = 0; r < NV; r++) _mm256_storeu_ps(dw + 8 * (v0 + r), acc[r]);
+}
 #endif
 
 static void encode_bwd_part(void *p, int tid, int nt)
@@ -945,6 +1122,12 @@ static void encode_bwd_part(void *p, int tid, int nt)
         for (; v0 + 8 <= nv; v0 += 8) enc_bwd_tile(a, dw, q0, q1, v0, 8);
         if (v0 < nv) enc_bwd_tile(a, dw, q0, q1, v0, nv - v0);
         i0 = 16 * nv;
+#elif defined(__AVX2__)
+        int nv = D / 8, v0 = 0;
+        int64_t q0 = a->tptr[j], q1 = a->tptr[j + 1];
+        for (; v0 + 8 <= nv; v0 += 8) enc_bwd_tile(a, dw, q0, q1, v0, 8);
+        if (v0 < nv) enc_bwd_tile(a, dw, q0, q1, v0, nv - v0);
+        i0 = 8 * nv;
 #endif
         for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
             float g = a->val[a->tent[q]];
@@ -1032,6 +1215,24 @@ static void adam_range(const adam_args *a, int64_t i0, int64_t i1)
         __m512 upd = _mm512_div_ps(_mm512_mul_ps(vstep, mi), den);
         _mm512_storeu_ps(p + i, _mm512_sub_ps(_mm512_loadu_ps(p + i), upd));
         _mm512_storeu_ps(g + i, zero);
+    }
+#elif defined(__AVX2__)
+    /* The same, 8 at a time (the plain loop stays scalar: GCC keeps sqrtf a call there) */
+    const __m256 vb1 = _mm256_set1_ps(b1), vc1 = _mm256_set1_ps(1 - b1), vb2 = _mm256_set1_ps(b2),
+                 vc2 = _mm256_set1_ps(1 - b2), veps = _mm256_set1_ps(eps),
+                 vstep = _mm256_set1_ps(step), vib2 = _mm256_set1_ps(ib2), vgs = _mm256_set1_ps(gs),
+                 zero = _mm256_setzero_ps();
+    for (; i + 8 <= i1; i += 8) {
+        __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vc1, gi));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
+                                  _mm256_mul_ps(_mm256_mul_ps(vc2, gi), gi));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_mul_ps(vi, vib2)), veps);
+        __m256 upd = _mm256_div_ps(_mm256_mul_ps(vstep, mi), den);
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(_mm256_loadu_ps(p + i), upd));
+        _mm256_storeu_ps(g + i, zero);
     }
 #endif
     for (; i < i1; i++) {
