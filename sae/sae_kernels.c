@@ -27,6 +27,7 @@
 static int n_threads(int64_t work);
 static void block_maxima(float *bm, const float *pr, int nb); /* with the top-k below */
 enum { TOPK_BLOCK = SAE_K_TOPK_BLOCK };
+_Static_assert(SAE_K_TOPK_BLOCK == 32, "block_maxima's vector forms read 32 floats a block");
 /* rows the long-row top-k plans and prefetches ahead of the row it finishes */
 enum { TOPK_AHEAD = 2 };
 /* kth_largest_bmax keeps the keys of at most this many block maxima in registers/stack */
