@@ -23,6 +23,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A vector of floats of the widest ISA the build targets (VF_W lanes), for the kernels whose
+ * AVX-512 and AVX2 forms differ only in width. No FMA among them: mul then add, as the plain
+ * loops, so every form gives the plain loop's bits. */
+#if defined(__AVX512F__)
+#define HAVE_VF 1
+typedef __m512 vf;
+enum { VF_W = 16 };
+#define vf_load _mm512_loadu_ps
+#define vf_store _mm512_storeu_ps
+#define vf_set1 _mm512_set1_ps
+#define vf_zero _mm512_setzero_ps
+#define vf_add _mm512_add_ps
+#define vf_sub _mm512_sub_ps
+#define vf_mul _mm512_mul_ps
+#define vf_div _mm512_div_ps
+#define vf_sqrt _mm512_sqrt_ps
+#elif defined(__AVX2__)
+#define HAVE_VF 1
+typedef __m256 vf;
+enum { VF_W = 8 };
+#define vf_load _mm256_loadu_ps
+#define vf_store _mm256_storeu_ps
+#define vf_set1 _mm256_set1_ps
+#define vf_zero _mm256_setzero_ps
+#define vf_add _mm256_add_ps
+#define vf_sub _mm256_sub_ps
+#define vf_mul _mm256_mul_ps
+#define vf_div _mm256_div_ps
+#define vf_sqrt _mm256_sqrt_ps
+/* Lanes 4 h .. 4 h + 3 of v widened to doubles (h 0 or 1): the error and row sums keep 8 lanes
+ * of doubles as two vectors. */
+static inline __m256d half_pd(__m256 v, int h)
+{
+    return _mm256_cvtps_pd(h ? _mm256_extractf128_ps(v, 1) : _mm256_castps256_ps128(v));
+}
+#endif
+
 /* The thread count for a kernel of this much work (defined with the sparse kernels below). */
 static int n_threads(int64_t work);
 static void block_maxima(float *bm, const float *pr, int nb); /* with the top-k below */
@@ -573,54 +610,30 @@ typedef struct {
     int B, D;
 } sp_args;
 
-#if defined(__AVX512F__)
-enum { DEC_TILE = 8 }; /* vectors of 16 floats a row tile keeps in registers */
+#ifdef HAVE_VF
+enum { DEC_TILE = 8 }; /* vectors a row tile keeps in registers */
 
 /* One row of the decoder, DEC_TILE vectors at a time: each tile accumulates over the row's
  * entries in registers and is stored once. Per element the same products added in the same
  * order as the plain loop (mul then add, no FMA), so the same bits. Returns the columns done (a
- * multiple of 16 DEC_TILE); decode_part's plain loop does the rest. */
+ * multiple of VF_W DEC_TILE); decode_part's plain loop does the rest. */
 static int decode_row_tiles(float *o, const int64_t *ptr, const int *idx, const float *val,
                             const float *W, const float *b_dec, int b, int D)
 {
     int i = 0;
-    for (; i + 16 * DEC_TILE <= D; i += 16 * DEC_TILE) {
-        __m512 acc[DEC_TILE];
+    for (; i + VF_W * DEC_TILE <= D; i += VF_W * DEC_TILE) {
+        vf acc[DEC_TILE];
         for (int r = 0; r < DEC_TILE; r++)
-            acc[r] = b_dec ? _mm512_loadu_ps(b_dec + i + 16 * r) : _mm512_setzero_ps();
+            acc[r] = b_dec ? vf_load(b_dec + i + VF_W * r) : vf_zero();
         for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
             float v = val[e];
             if (v == 0) continue;
             const float *w = W + (int64_t)idx[e] * D + i;
-            __m512 vv = _mm512_set1_ps(v);
+            vf vv = vf_set1(v);
             for (int r = 0; r < DEC_TILE; r++)
-                acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(vv, _mm512_loadu_ps(w + 16 * r)));
+                acc[r] = vf_add(acc[r], vf_mul(vv, vf_load(w + VF_W * r)));
         }
-        for (int r = 0; r < DEC_TILE; r++) _mm512_storeu_ps(o + i + 16 * r, acc[r]);
-    }
-    return i;
-}
-#elif defined(__AVX2__)
-enum { DEC_TILE = 8 }; /* vectors of 8 floats a row tile keeps in registers (of 16) */
-
-/* The AVX2 form of the tiles above: the same bits as the plain loop. Returns a multiple of 64. */
-static int decode_row_tiles(float *o, const int64_t *ptr, const int *idx, const float *val,
-                            const float *W, const float *b_dec, int b, int D)
-{
-    int i = 0;
-    for (; i + 8 * DEC_TILE <= D; i += 8 * DEC_TILE) {
-        __m256 acc[DEC_TILE];
-        for (int r = 0; r < DEC_TILE; r++)
-            acc[r] = b_dec ? _mm256_loadu_ps(b_dec + i + 8 * r) : _mm256_setzero_ps();
-        for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
-            float v = val[e];
-            if (v == 0) continue;
-            const float *w = W + (int64_t)idx[e] * D + i;
-            __m256 vv = _mm256_set1_ps(v);
-            for (int r = 0; r < DEC_TILE; r++)
-                acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(vv, _mm256_loadu_ps(w + 8 * r)));
-        }
-        for (int r = 0; r < DEC_TILE; r++) _mm256_storeu_ps(o + i + 8 * r, acc[r]);
+        for (int r = 0; r < DEC_TILE; r++) vf_store(o + i + VF_W * r, acc[r]);
     }
     return i;
 }
@@ -633,7 +646,7 @@ static void decode_part(void *p, int tid, int nt)
     for (int b = b0; b < b1; b++) {
         float *o = a->out + (int64_t)b * D;
         int i0 = 0;
-#if defined(__AVX512F__) || defined(__AVX2__)
+#ifdef HAVE_VF
         i0 = decode_row_tiles(o, a->ptr, a->idx, a->val, a->W, a->b_dec, b, D);
         if (i0 == D) continue;
 #endif
@@ -695,16 +708,15 @@ void sae_k_row_sums(double *gg, double *gw, double *ww, const float *g, const fl
     _mm512_storeu_pd(lgw, vgw);
     _mm512_storeu_pd(lw, vw);
 #elif defined(__AVX2__)
-    /* lanes 0-3 and 4-7 in two vectors of doubles */
     __m256d vg[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, vgw[2] = {vg[0], vg[0]},
             vw[2] = {vg[0], vg[0]};
     for (; e + 8 <= u; e += 8) {
         __m256 g8 = _mm256_loadu_ps(g + e), w8 = gw ? _mm256_loadu_ps(w + e) : g8;
         for (int h = 0; h < 2; h++) {
-            __m256d gd = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(g8, 1) : _mm256_castps256_ps128(g8));
+            __m256d gd = half_pd(g8, h);
             vg[h] = _mm256_add_pd(vg[h], _mm256_mul_pd(gd, gd));
             if (gw) {
-                __m256d wd = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(w8, 1) : _mm256_castps256_ps128(w8));
+                __m256d wd = half_pd(w8, h);
                 vgw[h] = _mm256_add_pd(vgw[h], _mm256_mul_pd(gd, wd));
                 vw[h] = _mm256_add_pd(vw[h], _mm256_mul_pd(wd, wd));
             }
@@ -767,8 +779,7 @@ static void recon_part(void *p, int tid, int nt)
             __m256 y = _mm256_loadu_ps(a->y + e), d = _mm256_sub_ps(_mm256_loadu_ps(a->xh + e), y);
             _mm256_storeu_ps(a->dx + e, _mm256_mul_ps(sc, d));
             for (int h = 0; h < 2; h++) {
-                __m256d dd = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(d, 1) : _mm256_castps256_ps128(d));
-                __m256d yd = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(y, 1) : _mm256_castps256_ps128(y));
+                __m256d dd = half_pd(d, h), yd = half_pd(y, h);
                 vse[h] = _mm256_add_pd(vse[h], _mm256_mul_pd(dd, dd));
                 vss[h] = _mm256_add_pd(vss[h], _mm256_mul_pd(yd, yd));
             }
@@ -1071,40 +1082,22 @@ void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat
     par_run(decode_bwd_part, &a, n_threads(tptr[S] * (int64_t)D));
 }
 
-#if defined(__AVX512F__)
-/* Vectors [v0, v0 + NV) of latent j's encoder gradient row over its tokens, in registers (per
- * element the same mul and add in the same token order as the plain loop). */
+#ifdef HAVE_VF
+/* Vectors [v0, v0 + NV) (NV at most 8) of latent j's encoder gradient row over its tokens, in
+ * registers (per element the same mul and add in the same token order as the plain loop). */
 static inline __attribute__((always_inline)) void
 enc_bwd_tile(const tr_args *a, float *dw, int64_t q0, int64_t q1, int v0, int NV)
 {
-    __m512 acc[8];
-    for (int r = 0; r < NV; r++) acc[r] = _mm512_loadu_ps(dw + 16 * (v0 + r));
+    vf acc[8];
+    for (int r = 0; r < NV; r++) acc[r] = vf_load(dw + VF_W * (v0 + r));
     for (int64_t q = q0; q < q1; q++) {
         float g = a->val[a->tent[q]];
         if (g == 0) continue;
-        const float *c = a->in + (int64_t)a->ttok[q] * a->D + 16 * v0;
-        __m512 gv = _mm512_set1_ps(g);
-        for (int r = 0; r < NV; r++)
-            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(gv, _mm512_loadu_ps(c + 16 * r)));
+        const float *c = a->in + (int64_t)a->ttok[q] * a->D + VF_W * v0;
+        vf gv = vf_set1(g);
+        for (int r = 0; r < NV; r++) acc[r] = vf_add(acc[r], vf_mul(gv, vf_load(c + VF_W * r)));
     }
-    for (int r = 0; r < NV; r++) _mm512_storeu_ps(dw + 16 * (v0 + r), acc[r]);
-}
-#elif defined(__AVX2__)
-/* The AVX2 form: NV (at most 8) vectors of 8 floats. */
-static inline __attribute__((always_inline)) void
-enc_bwd_tile(const tr_args *a, float *dw, int64_t q0, int64_t q1, int v0, int NV)
-{
-    __m256 acc[8];
-    for (int r = 0; r < NV; r++) acc[r] = _mm256_loadu_ps(dw + 8 * (v0 + r));
-    for (int64_t q = q0; q < q1; q++) {
-        float g = a->val[a->tent[q]];
-        if (g == 0) continue;
-        const float *c = a->in + (int64_t)a->ttok[q] * a->D + 8 * v0;
-        __m256 gv = _mm256_set1_ps(g);
-        for (int r = 0; r < NV; r++)
-            acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(gv, _mm256_loadu_ps(c + 8 * r)));
-    }
-    for (int r = 0; r < NV; r++) _mm256_storeu_ps(dw + 8 * (v0 + r), acc[r]);
+    for (int r = 0; r < NV; r++) vf_store(dw + VF_W * (v0 + r), acc[r]);
 }
 #endif
 
@@ -1117,18 +1110,12 @@ static void encode_bwd_part(void *p, int tid, int nt)
         float *dw = a->dW + (int64_t)j * D;
         float gsum = 0;
         int i0 = 0;
-#if defined(__AVX512F__)
-        int nv = D / 16, v0 = 0;
+#ifdef HAVE_VF
+        int nv = D / VF_W, v0 = 0;
         int64_t q0 = a->tptr[j], q1 = a->tptr[j + 1];
         for (; v0 + 8 <= nv; v0 += 8) enc_bwd_tile(a, dw, q0, q1, v0, 8);
         if (v0 < nv) enc_bwd_tile(a, dw, q0, q1, v0, nv - v0);
-        i0 = 16 * nv;
-#elif defined(__AVX2__)
-        int nv = D / 8, v0 = 0;
-        int64_t q0 = a->tptr[j], q1 = a->tptr[j + 1];
-        for (; v0 + 8 <= nv; v0 += 8) enc_bwd_tile(a, dw, q0, q1, v0, 8);
-        if (v0 < nv) enc_bwd_tile(a, dw, q0, q1, v0, nv - v0);
-        i0 = 8 * nv;
+        i0 = VF_W * nv;
 #endif
         for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
             float g = a->val[a->tent[q]];
@@ -1197,43 +1184,24 @@ static void adam_range(const adam_args *a, int64_t i0, int64_t i1)
     float *p = a->p, *g = a->g, *m = a->m, *v = a->v, b1 = a->b1, b2 = a->b2, eps = a->eps;
     float step = a->step, ib2 = a->ib2, gs = a->gs;
     int64_t i = i0;
-#if defined(__AVX512F__)
+#ifdef HAVE_VF
     /* The same operations in the same order as the loop below (no FMA: C11 mode contracts
-       nothing, and IEEE sqrt and division round the same in a vector), 16 at a time: the scalar
-       loop was bound by its divisions and square roots, not by memory (7.5 ms of a 110 ms step) */
-    const __m512 vb1 = _mm512_set1_ps(b1), vc1 = _mm512_set1_ps(1 - b1), vb2 = _mm512_set1_ps(b2),
-                 vc2 = _mm512_set1_ps(1 - b2), veps = _mm512_set1_ps(eps),
-                 vstep = _mm512_set1_ps(step), vib2 = _mm512_set1_ps(ib2), vgs = _mm512_set1_ps(gs),
-                 zero = _mm512_setzero_ps();
-    for (; i + 16 <= i1; i += 16) {
-        __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), vgs);
-        __m512 mi = _mm512_add_ps(_mm512_mul_ps(vb1, _mm512_loadu_ps(m + i)), _mm512_mul_ps(vc1, gi));
-        __m512 vi = _mm512_add_ps(_mm512_mul_ps(vb2, _mm512_loadu_ps(v + i)),
-                                  _mm512_mul_ps(_mm512_mul_ps(vc2, gi), gi));
-        _mm512_storeu_ps(m + i, mi);
-        _mm512_storeu_ps(v + i, vi);
-        __m512 den = _mm512_add_ps(_mm512_sqrt_ps(_mm512_mul_ps(vi, vib2)), veps);
-        __m512 upd = _mm512_div_ps(_mm512_mul_ps(vstep, mi), den);
-        _mm512_storeu_ps(p + i, _mm512_sub_ps(_mm512_loadu_ps(p + i), upd));
-        _mm512_storeu_ps(g + i, zero);
-    }
-#elif defined(__AVX2__)
-    /* The same, 8 at a time (the plain loop stays scalar: GCC keeps sqrtf a call there) */
-    const __m256 vb1 = _mm256_set1_ps(b1), vc1 = _mm256_set1_ps(1 - b1), vb2 = _mm256_set1_ps(b2),
-                 vc2 = _mm256_set1_ps(1 - b2), veps = _mm256_set1_ps(eps),
-                 vstep = _mm256_set1_ps(step), vib2 = _mm256_set1_ps(ib2), vgs = _mm256_set1_ps(gs),
-                 zero = _mm256_setzero_ps();
-    for (; i + 8 <= i1; i += 8) {
-        __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vc1, gi));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
-                                  _mm256_mul_ps(_mm256_mul_ps(vc2, gi), gi));
-        _mm256_storeu_ps(m + i, mi);
-        _mm256_storeu_ps(v + i, vi);
-        __m256 den = _mm256_add_ps(_mm256_sqrt_ps(_mm256_mul_ps(vi, vib2)), veps);
-        __m256 upd = _mm256_div_ps(_mm256_mul_ps(vstep, mi), den);
-        _mm256_storeu_ps(p + i, _mm256_sub_ps(_mm256_loadu_ps(p + i), upd));
-        _mm256_storeu_ps(g + i, zero);
+       nothing, and IEEE sqrt and division round the same in a vector), VF_W at a time: the
+       scalar loop was bound by its divisions and square roots, not by memory (7.5 ms of a 110 ms
+       step); GCC keeps sqrtf a call there, so it does not vectorise it itself */
+    const vf vb1 = vf_set1(b1), vc1 = vf_set1(1 - b1), vb2 = vf_set1(b2), vc2 = vf_set1(1 - b2),
+             veps = vf_set1(eps), vstep = vf_set1(step), vib2 = vf_set1(ib2), vgs = vf_set1(gs),
+             zero = vf_zero();
+    for (; i + VF_W <= i1; i += VF_W) {
+        vf gi = vf_mul(vf_load(g + i), vgs);
+        vf mi = vf_add(vf_mul(vb1, vf_load(m + i)), vf_mul(vc1, gi));
+        vf vi = vf_add(vf_mul(vb2, vf_load(v + i)), vf_mul(vf_mul(vc2, gi), gi));
+        vf_store(m + i, mi);
+        vf_store(v + i, vi);
+        vf den = vf_add(vf_sqrt(vf_mul(vi, vib2)), veps);
+        vf upd = vf_div(vf_mul(vstep, mi), den);
+        vf_store(p + i, vf_sub(vf_load(p + i), upd));
+        vf_store(g + i, zero);
     }
 #endif
     for (; i < i1; i++) {
