@@ -58,6 +58,16 @@ static inline __m256d half_pd(__m256 v, int h)
 {
     return _mm256_cvtps_pd(h ? _mm256_extractf128_ps(v, 1) : _mm256_castps256_ps128(v));
 }
+/* Appends base + i for each of x[0..8) that is >= t, in order; returns how many. A branch per
+ * entry that passes, not per entry (the top-k's block and candidate scans). */
+static inline int append_ge(int *out, const float *x, __m256 t, int base)
+{
+    int n = 0;
+    for (unsigned m = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), t, _CMP_GE_OQ));
+         m; m &= m - 1)
+        out[n++] = base + __builtin_ctz(m);
+    return n;
+}
 #endif
 
 /* The thread count for a kernel of this much work (defined with the sparse kernels below). */
@@ -421,13 +431,8 @@ static void row_bound(row_plan *rp, const float *pr, int S, int k, const float *
         nq += __builtin_popcount(m);
     }
 #elif defined(__AVX2__)
-    /* 8 maxima at a time: a branch per block that reaches t, not per block */
     const __m256 tv = _mm256_set1_ps(t);
-    for (; q + 8 <= nb; q += 8)
-        for (unsigned m = (unsigned)_mm256_movemask_ps(
-                 _mm256_cmp_ps(_mm256_loadu_ps(bm + q), tv, _CMP_GE_OQ));
-             m; m &= m - 1)
-            rp->q[nq++] = q + __builtin_ctz(m);
+    for (; q + 8 <= nb; q += 8) nq += append_ge(rp->q + nq, bm + q, tv, q);
 #endif
     for (; q < nb; q++)
         if (bm[q] >= t) rp->q[nq++] = q;
@@ -464,11 +469,7 @@ static void row_finish(int *hi, float *hv, const float *pr, int S, int k, int *c
     for (int e = 0; e < rp->nq; e++) {
         int q = rp->q[e];
         const float *p = pr + (int64_t)q * TOPK_BLOCK;
-        for (int h = 0; h < TOPK_BLOCK; h += 8)
-            for (unsigned m = (unsigned)_mm256_movemask_ps(
-                     _mm256_cmp_ps(_mm256_loadu_ps(p + h), tv, _CMP_GE_OQ));
-                 m; m &= m - 1)
-                cand[n++] = q * TOPK_BLOCK + h + __builtin_ctz(m);
+        for (int h = 0; h < TOPK_BLOCK; h += 8) n += append_ge(cand + n, p + h, tv, q * TOPK_BLOCK + h);
     }
 #else
     for (int e = 0; e < rp->nq; e++) {
