@@ -465,7 +465,7 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
 {
     const int d = c->hook.width;
     const char *dict_names[3] = {"sae", "random_sae", "neurons"};
-    eval_feats feats[3] = {{.sparse = &s->sae}, {.sparse = &s->rnd}, {.dense = s->raw, .d = d}};
+    eval_feats feats[3] = {{.sparse = &s->sae}, {.sparse = &s->rnd}, {.dense = s->raw, .d = d, .memo = c->o->memo}};
     double *sc = mem_alloc(((size_t)tr->n + te->n + 1) * sizeof *sc);
     if (!sc) return err_set(ERR_NOMEM, "out of memory");
     int rc = OK, cols[20];
@@ -599,7 +599,7 @@ static int run_absorption(ctx *c, eval_result *res)
     buf b = {0};
     int rc = OK;
     double sf = 0, sf0 = 0, sr = 0, ss = 0;
-    eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae};
+    eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae, .memo = c->o->memo};
     for (int k = 0; !rc && k < EVAL_NPOS; k++) {
         labelled tr = {0}, te = {0};
         rc = task_sets(&c->tok, k, EVAL_NPOS, c->o->train_per_class, c->o->test_per_class,
@@ -735,7 +735,7 @@ static void ablated_acc(const double *base, const eval_csr *codes, const labelle
 static int full_probe(ctx *c, const sample_set *s, const labelled *tr, const labelled *te,
                       eval_probe *p, double **base, double *acc)
 {
-    eval_feats f = {.dense = s->raw, .d = c->hook.width};
+    eval_feats f = {.dense = s->raw, .d = c->hook.width, .memo = c->o->memo};
     int rc = eval_logreg(&f, tr->rows, tr->y, tr->n, NULL, 0, c->o->C, 0, p);
     if (rc) return rc;
     *base = mem_alloc(((size_t)te->n + 1) * sizeof **base);

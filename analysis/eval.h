@@ -30,6 +30,7 @@
 #include "sae/sae.h"
 #include "sae/synth.h"
 
+typedef struct eval_memo eval_memo; /* fitted probes by problem content (below) */
 enum { EVAL_NK = 5 };        /* k in {1, 2, 5, 10, 20} */
 extern const int eval_k_values[EVAL_NK];
 enum { EVAL_NN = 7 };        /* SCR/TPP ablation sizes N in {2, 5, 10, 20, 50, 100, 500} */
@@ -50,6 +51,8 @@ typedef struct {
     int no_random;           /* skip the random-weight SAE baseline (it doubles the encoding) */
     int skip_missing;        /* skip (as "all" does) the named suites the database has no data for */
     volatile int *stop;      /* polled per sequence and per task; may be NULL */
+    eval_memo *memo;         /* reuse of the probes on raw activations across runs (may be NULL;
+                                the results are the same bits either way) */
 } eval_opts;
 
 void eval_defaults(eval_opts *o);
@@ -98,11 +101,20 @@ typedef struct {
 int eval_csr_push(eval_csr *c, const float *row, int width); /* append a dense row (zeros dropped) */
 void eval_csr_free(eval_csr *c);
 
+/* Fitted probes kept by the content of their LIBLINEAR problem (rows, labels, solver, C; a
+ * 128-bit hash): a fit whose problem was fitted before gets the same weights back without
+ * training. For the fits that do not depend on the SAE (the probes on raw activations): a sweep
+ * evaluates many SAEs on the same rows. Owned by the caller; one run at a time. */
+int eval_memo_new(eval_memo **out);
+void eval_memo_free(eval_memo *m);
+void eval_memo_counts(const eval_memo *m, int64_t *hits, int64_t *fits); /* lookups that hit / missed */
+
 /* A sample set: dense rows (width d) and/or sparse rows; a probe reads one of them. */
 typedef struct {
     const float *dense;       /* [n, d] or NULL */
     int d;
     const eval_csr *sparse;   /* or NULL */
+    eval_memo *memo;          /* probes on the dense rows go through it (may be NULL) */
 } eval_feats;
 
 typedef struct {
@@ -115,7 +127,8 @@ double eval_probe_score(const eval_probe *p, const eval_feats *f, int row); /* w
 
 /* Logistic regression on rows[0..n) of f with labels y[n] (0/1), on the columns cols[0..ncols)
  * (cols NULL: all columns; the probe is then as wide as f, else ncols wide, in cols order).
- * l1 = 0: L2R_LR, l1 = 1: L1R_LR. C > 0. Both classes must be present (ERR_ARG otherwise). */
+ * l1 = 0: L2R_LR, l1 = 1: L1R_LR. C > 0. Both classes must be present (ERR_ARG otherwise).
+ * Dense f with a memo: a problem fitted before is answered from it, a new one is kept in it. */
 int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, int n,
                 const int *cols, int ncols, double C, int l1, eval_probe *out);
 /* Scores of rows under a probe fitted with the same cols (score[n]). */

@@ -9,6 +9,7 @@
 
 #include "analysis/eval.h"
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "common/rng.h"
 
@@ -109,6 +110,100 @@ static int row_nodes(const eval_feats *f, int r, const int *cols, int ncols, con
     return m;
 }
 
+/* ---- the memo of fitted probes ---------------------------------------------------------------- */
+typedef struct {
+    uint64_t key[2];
+    int d;
+    double *w, b;
+} memo_entry;
+
+struct eval_memo {
+    memo_entry *e;
+    int n, cap;
+    int64_t hits, fits;
+};
+
+int eval_memo_new(eval_memo **out)
+{
+    *out = mem_calloc(1, sizeof **out);
+    return *out ? OK : err_set(ERR_NOMEM, "out of memory for the probe memo");
+}
+
+void eval_memo_free(eval_memo *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->n; i++) mem_free(m->e[i].w);
+    mem_free(m->e);
+    mem_free(m);
+}
+
+void eval_memo_counts(const eval_memo *m, int64_t *hits, int64_t *fits)
+{
+    *hits = m ? m->hits : 0;
+    *fits = m ? m->fits : 0;
+}
+
+/* Two independent 64-bit lanes over the problem's words: a chained splitmix finaliser and
+ * FNV-1a on whole words. */
+static void memo_absorb(uint64_t h[2], uint64_t w)
+{
+    h[0] = hash_mix64(h[0] ^ w);
+    h[1] = (h[1] ^ w) * 0x100000001b3ull;
+}
+
+static uint64_t dbits(double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+/* The key of a LIBLINEAR problem: everything train() reads (the nodes field by field, since a
+ * node's padding bytes are not set). */
+static void memo_key(uint64_t key[2], const struct problem *prob, const struct parameter *par)
+{
+    uint64_t h[2] = {0x736165206c697465ull, HASH_FNV1A_INIT};
+    memo_absorb(h, (uint64_t)prob->l);
+    memo_absorb(h, (uint64_t)prob->n);
+    memo_absorb(h, dbits(prob->bias));
+    memo_absorb(h, (uint64_t)par->solver_type);
+    memo_absorb(h, dbits(par->eps));
+    memo_absorb(h, dbits(par->C));
+    for (int i = 0; i < prob->l; i++) {
+        memo_absorb(h, dbits(prob->y[i]));
+        for (const struct feature_node *x = prob->x[i];; x++) {
+            memo_absorb(h, (uint64_t)(uint32_t)x->index);
+            if (x->index == -1) break;
+            memo_absorb(h, dbits(x->value));
+        }
+    }
+    key[0] = h[0];
+    key[1] = h[1];
+}
+
+static const memo_entry *memo_find(const eval_memo *m, const uint64_t key[2])
+{
+    for (int i = 0; i < m->n; i++)
+        if (m->e[i].key[0] == key[0] && m->e[i].key[1] == key[1]) return &m->e[i];
+    return NULL;
+}
+
+/* Keeps a copy of the probe; out of memory only means it is not kept. */
+static void memo_keep(eval_memo *m, const uint64_t key[2], const eval_probe *p)
+{
+    if (m->n == m->cap) {
+        int nc = m->cap ? 2 * m->cap : 64;
+        memo_entry *e = mem_realloc(m->e, (size_t)nc * sizeof *e);
+        if (!e) return;
+        m->e = e;
+        m->cap = nc;
+    }
+    double *w = mem_alloc((size_t)(p->d ? p->d : 1) * sizeof *w);
+    if (!w) return;
+    memcpy(w, p->w, (size_t)p->d * sizeof *w);
+    m->e[m->n++] = (memo_entry){.key = {key[0], key[1]}, .d = p->d, .w = w, .b = p->b};
+}
+
 typedef struct {
     int *map; /* [width] column -> slot, or NULL */
     int width, n_in;
@@ -176,6 +271,20 @@ int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, in
         rc = err_set(ERR_ARG, "LIBLINEAR refused the probe: %s", why);
         goto done;
     }
+    eval_memo *memo = f->dense ? f->memo : NULL;
+    uint64_t key[2];
+    if (memo) {
+        memo_key(key, &prob, &par);
+        const memo_entry *e = memo_find(memo, key);
+        if (e && e->d == D) {
+            memo->hits++;
+            memcpy(out->w, e->w, (size_t)D * sizeof *out->w);
+            out->b = e->b;
+            out->d = D;
+            goto done;
+        }
+        memo->fits++;
+    }
     struct model *mdl = train(&prob, &par);
     if (!mdl) {
         rc = err_set(ERR_NOMEM, "LIBLINEAR failed to train a probe on %d rows", n);
@@ -187,6 +296,7 @@ int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, in
     out->b = sgn * mdl->w[D] * mdl->bias;
     out->d = D;
     free_and_destroy_model(&mdl);
+    if (memo) memo_keep(memo, key, out);
 done:
     mem_free(space);
     mem_free(x);
@@ -572,7 +682,8 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
     if (p->max_k < 1 || p->max_k > 32) return err_set(ERR_ARG, "absorption max_k must be in 1..32");
     const int d = train->d;
     eval_feats trc = {.sparse = train->sparse}, tec = {.sparse = test->sparse};
-    eval_feats trr = {.dense = train->dense, .d = d}, ter = {.dense = test->dense, .d = d};
+    eval_feats trr = {.dense = train->dense, .d = d, .memo = train->memo};
+    eval_feats ter = {.dense = test->dense, .d = d};
     eval_probe gt = {0}, kp = {0};
     double *s_gt = mem_alloc((size_t)n_te * sizeof *s_gt), *s_k = mem_alloc((size_t)n_te * sizeof *s_k);
     double *cosv = mem_alloc((size_t)d_sae * sizeof *cosv);

@@ -229,7 +229,8 @@ static int train_run(const sweep_opts *o, const plan_run *p, int64_t max_steps, 
  * registry id, where sweep_draw finds them through eval_summary. A database with neither POS
  * tags nor two genres has nothing to probe: the suites are left out, not an error. The random-SAE
  * baseline is off (it doubles the encoding and does not depend on the run). */
-static int eval_suites(const sweep_opts *o, const plan_run *p, store_sweep_row *row)
+static int eval_suites(const sweep_opts *o, const plan_run *p, eval_memo *memo,
+                       store_sweep_row *row)
 {
     if (!o->eval_suites || !*o->eval_suites || p->f->transcoder) return OK;
     eval_opts eo;
@@ -241,6 +242,7 @@ static int eval_suites(const sweep_opts *o, const plan_run *p, store_sweep_row *
     eo.seqs_per_genre = o->eval_seqs_per_genre;
     eo.no_random = 1;
     eo.skip_missing = 1;
+    eo.memo = memo; /* the probes on raw activations are the same for every run */
     eo.stop = o->stop;
     eval_result er;
     double t0 = now_seconds();
@@ -254,7 +256,7 @@ static int eval_suites(const sweep_opts *o, const plan_run *p, store_sweep_row *
 }
 
 static int sweep_eval_run(const sweep_opts *o, const plan_run *p, const sae_run_result *tr,
-                          store_sweep_row *row)
+                          eval_memo *memo, store_sweep_row *row)
 {
     row->sae_id = tr->sae_id;
     row->eval_tokens = tr->eval_tokens;
@@ -288,7 +290,7 @@ static int sweep_eval_run(const sweep_opts *o, const plan_run *p, const sae_run_
         row->kl_sae = d->ds.kl_sae;
         row->kl_score = d->ds.kl_score;
     }
-    return eval_suites(o, p, row);
+    return eval_suites(o, p, memo, row);
 }
 
 static void row_init(store_sweep_row *row, const sweep_opts *o, const plan_run *p,
@@ -385,6 +387,8 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
     /* the runs already done first, so the progress line counts only what is left */
     unsigned char *done = np ? mem_calloc((size_t)np, 1) : NULL;
     if (!rc && np && !done) rc = err_set(ERR_NOMEM, "sweep: out of memory");
+    eval_memo *memo = NULL;
+    if (!rc) rc = eval_memo_new(&memo);
     store_sweep_row row;
     for (int i = 0; i < np && !rc; i++) {
         int found = 0;
@@ -414,7 +418,7 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
             break;
         }
         row_init(&row, o, &plan[i], &tr);
-        rc = sweep_eval_run(o, &plan[i], &tr, &row);
+        rc = sweep_eval_run(o, &plan[i], &tr, memo, &row);
         if (!rc) rc = put_row(o, &row);
         if (rc) break;
         res->trained++;
@@ -424,6 +428,7 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
         if (o->on_run) o->on_run(&row, i, np, 0, o->user);
     }
     progress_end(&pr);
+    eval_memo_free(memo);
     mem_free(done);
     mem_free(plan);
     if (!rc) rc = read_rows(o, res);

@@ -107,6 +107,76 @@ static void test_latent_is_label(void)
     eval_csr_free(&c);
 }
 
+/* The memo answers a repeated dense problem with the weights of its first fit, bit for bit, and
+ * fits again when any input changes (a value, a label, C, the columns); sparse rows bypass it. */
+static void test_memo(void)
+{
+    enum { N = 300, D = 24 };
+    float *X = mem_alloc(sizeof(float) * N * D);
+    int rows[N];
+    unsigned char y[N];
+    rng_state r;
+    rng_seed(&r, 11);
+    for (int i = 0; i < N; i++) {
+        rows[i] = i;
+        y[i] = (unsigned char)(rng_uniform(&r) < 0.4);
+        for (int j = 0; j < D; j++) X[i * D + j] = (float)(rng_uniform(&r) - 0.5) + (j == 3) * y[i];
+    }
+    eval_memo *memo;
+    CHECK(eval_memo_new(&memo) == OK, "%s", err_msg());
+    eval_feats plain = {.dense = X, .d = D}, f = {.dense = X, .d = D, .memo = memo};
+    eval_probe a, b, c;
+    int64_t hits, fits;
+    CHECK(eval_logreg(&plain, rows, y, N, NULL, 0, 1.0, 0, &a) == OK, "%s", err_msg());
+    CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 1.0, 0, &b) == OK, "%s", err_msg());
+    CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 1.0, 0, &c) == OK, "%s", err_msg());
+    eval_memo_counts(memo, &hits, &fits);
+    CHECK(hits == 1 && fits == 1, "hits %lld fits %lld", (long long)hits, (long long)fits);
+    CHECK(a.d == c.d && !memcmp(a.w, c.w, sizeof(double) * D) && a.b == c.b,
+          "a remembered probe is the fitted one, bit for bit");
+    CHECK(c.w != b.w, "each probe owns its weights");
+    eval_probe_free(&b);
+    eval_probe_free(&c);
+    /* every change of the problem is a new fit */
+    X[17 * D + 5] = nextafterf(X[17 * D + 5], 2.0f);
+    CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 1.0, 0, &b) == OK, "%s", err_msg());
+    X[17 * D + 5] = nextafterf(X[17 * D + 5], -2.0f);
+    y[40] ^= 1;
+    CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 1.0, 0, &c) == OK, "%s", err_msg());
+    y[40] ^= 1;
+    eval_probe_free(&b);
+    eval_probe_free(&c);
+    CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 0.5, 0, &b) == OK, "%s", err_msg());
+    int cols[3] = {3, 0, 7};
+    CHECK(eval_logreg(&f, rows, y, N, cols, 3, 1.0, 0, &c) == OK, "%s", err_msg());
+    eval_probe_free(&b);
+    eval_probe_free(&c);
+    CHECK(eval_logreg(&f, rows, y, N - 1, NULL, 0, 1.0, 0, &b) == OK, "%s", err_msg());
+    eval_probe_free(&b);
+    eval_memo_counts(memo, &hits, &fits);
+    CHECK(hits == 1 && fits == 6, "hits %lld fits %lld after five changed problems", (long long)hits,
+          (long long)fits);
+    /* and the unchanged problem still hits */
+    CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 1.0, 0, &b) == OK, "%s", err_msg());
+    CHECK(!memcmp(a.w, b.w, sizeof(double) * D), "the first fit again");
+    eval_probe_free(&b);
+    /* sparse rows do not go through the memo */
+    eval_csr cs = {0};
+    for (int i = 0; i < N; i++) CHECK(eval_csr_push(&cs, X + i * D, D) == OK, "%s", err_msg());
+    eval_feats sp = {.sparse = &cs, .memo = memo};
+    CHECK(eval_logreg(&sp, rows, y, N, NULL, 0, 1.0, 0, &b) == OK, "%s", err_msg());
+    CHECK(eval_logreg(&sp, rows, y, N, NULL, 0, 1.0, 0, &c) == OK, "%s", err_msg());
+    eval_memo_counts(memo, &hits, &fits);
+    CHECK(hits == 2 && fits == 6, "sparse fits bypass the memo: hits %lld fits %lld",
+          (long long)hits, (long long)fits);
+    eval_probe_free(&b);
+    eval_probe_free(&c);
+    eval_csr_free(&cs);
+    eval_probe_free(&a);
+    eval_memo_free(memo);
+    mem_free(X);
+}
+
 static void test_split_and_balance(void)
 {
     enum { ND = 60 };
@@ -480,6 +550,7 @@ int main(void)
 {
     test_liblinear_hand();
     test_latent_is_label();
+    test_memo();
     test_split_and_balance();
     test_pos_classes();
     test_absorption_synth();
