@@ -15,6 +15,7 @@
 #include "common/dist.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "common/progress.h"
 #include "model/gpt2.h"
@@ -255,9 +256,76 @@ static int tc_replace_hook(const tensor_view *t, void *user)
     return 0;
 }
 
+/* ---- the memo of zero-ablation sums ---- */
+typedef struct {
+    uint64_t key[2];
+    double ce, kl; /* the sequence's CE sum (mean x predicted tokens) and KL sum */
+} memo_entry;
+
+struct ana_memo {
+    memo_entry *e;
+    size_t n, cap;
+    int64_t hits;
+};
+
+int ana_memo_new(ana_memo **out)
+{
+    *out = mem_calloc(1, sizeof **out);
+    return *out ? OK : err_set(ERR_NOMEM, "out of memory for the downstream memo");
+}
+
+void ana_memo_free(ana_memo *m)
+{
+    if (!m) return;
+    mem_free(m->e);
+    mem_free(m);
+}
+
+void ana_memo_counts(const ana_memo *m, int64_t *hits, int64_t *kept)
+{
+    *hits = m ? m->hits : 0;
+    *kept = m ? (int64_t)m->n : 0;
+}
+
+static void memo_absorb(uint64_t h[2], uint64_t w)
+{
+    h[0] = hash_mix64(h[0] ^ w);
+    h[1] = (h[1] ^ w) * 0x100000001b3ull;
+}
+
+static void memo_absorb_str(uint64_t h[2], const char *s)
+{
+    size_t n = strlen(s);
+    memo_absorb(h, n);
+    memo_absorb(h, hash_fnv1a(HASH_FNV1A_INIT, s, n));
+}
+
+static const memo_entry *memo_find(const ana_memo *m, const uint64_t key[2])
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->e[i].key[0] == key[0] && m->e[i].key[1] == key[1]) return &m->e[i];
+    return NULL;
+}
+
+/* out of memory only means the entry is not kept */
+static void memo_keep(ana_memo *m, const uint64_t key[2], double ce, double kl)
+{
+    if (m->n == m->cap) {
+        size_t nc = m->cap ? 2 * m->cap : 256;
+        memo_entry *e = mem_realloc(m->e, nc * sizeof *e);
+        if (!e) return;
+        m->e = e;
+        m->cap = nc;
+    }
+    m->e[m->n++] = (memo_entry){.key = {key[0], key[1]}, .ce = ce, .kl = kl};
+}
+
 typedef struct {
     splice sp;
     tc_splice ts;
+    ana_memo *memo;
+    const char *model_path;
+    int no_err;
     int tc, *targets;
     float *clean, *probs; /* [T, V] clean logits and their softmax, reused by the patched passes */
     double *lse;
@@ -281,6 +349,25 @@ static int ds_seq(shared *sh, const dict *d, ds_work *w, size_t i, double *sums,
         ana_softmax(w->probs + (size_t)t * V, w->clean + (size_t)t * V, V, &w->lse[t]);
     sums[0] += mean * (T - 1);
     for (int mode = SPLICE_SAE; mode <= SPLICE_ERR; mode++) {
+        if (mode == SPLICE_ERR && w->no_err) continue;
+        uint64_t key[2];
+        if (mode == SPLICE_ZERO && w->memo) {
+            uint64_t h[2] = {0x7a65726f2d61626cull, HASH_FNV1A_INIT};
+            memo_absorb_str(h, w->model_path ? w->model_path : "");
+            memo_absorb_str(h, sh->hook.name);
+            memo_absorb_str(h, w->tc ? d->hook_out.name : "");
+            memo_absorb(h, (uint64_t)T);
+            for (int t = 0; t < T; t++) memo_absorb(h, (uint64_t)(uint32_t)tok[t]);
+            key[0] = h[0];
+            key[1] = h[1];
+            const memo_entry *e = memo_find(w->memo, key);
+            if (e) {
+                w->memo->hits++;
+                sums[1 + mode] += e->ce;
+                sums[4 + mode] += e->kl;
+                continue;
+            }
+        }
         gpt2_hook_clear(m);
         w->sp.mode = mode;
         w->sp.rc = 0;
@@ -293,11 +380,14 @@ static int ds_seq(shared *sh, const dict *d, ds_work *w, size_t i, double *sums,
         rc = gpt2_loss(m, tok, w->targets, 1, T, NULL, &mean);
         if (w->sp.rc) rc = w->sp.rc;
         if (rc) return rc;
-        sums[1 + mode] += mean * (T - 1);
         const float *lg = gpt2_logits(m);
+        double ce = mean * (T - 1), kl = 0; /* the sequence's sums: what the memo keeps */
         for (int t = 0; t + 1 < T; t++)
-            sums[4 + mode] += ana_kl_prepared(w->clean + (size_t)t * V, w->probs + (size_t)t * V,
-                                              w->lse[t], lg + (size_t)t * V, V);
+            kl += ana_kl_prepared(w->clean + (size_t)t * V, w->probs + (size_t)t * V, w->lse[t],
+                                  lg + (size_t)t * V, V);
+        sums[1 + mode] += ce;
+        sums[4 + mode] += kl;
+        if (mode == SPLICE_ZERO && w->memo) memo_keep(w->memo, key, ce, kl);
     }
     *n += T - 1;
     return OK;
@@ -310,7 +400,8 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
     memset(out, 0, sizeof *out);
     const int T_max = sh->hook.seq_len, V = gpt2_cfg(sh->model)->vocab_size;
     size_t nuse = sh->nseq < (size_t)o->ce_seqs ? sh->nseq : (size_t)o->ce_seqs;
-    ds_work w = {.sp = {.d = d, .cap_rows = T_max}, .tc = d->sae && d->sae->cfg.transcoder};
+    ds_work w = {.sp = {.d = d, .cap_rows = T_max}, .tc = d->sae && d->sae->cfg.transcoder,
+                 .memo = o->memo, .model_path = sh->model_path, .no_err = o->no_err_pass};
     w.ts.sp = &w.sp;
     ana_tree t = {0};
     int64_t n = 0;
@@ -352,10 +443,10 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
         out->ce_clean = tot[0] / dn;
         out->ce_sae = tot[1] / dn;
         out->ce_zero = tot[2] / dn;
-        out->ce_err = tot[3] / dn;
+        out->ce_err = o->no_err_pass ? NAN : tot[3] / dn;
         out->kl_sae = tot[4] / dn;
         out->kl_zero = tot[5] / dn;
-        out->kl_err = tot[6] / dn;
+        out->kl_err = o->no_err_pass ? NAN : tot[6] / dn;
         out->ce_score = ana_score(out->ce_zero, out->ce_sae, out->ce_clean);
         out->kl_score = ana_score(out->kl_zero, out->kl_sae, 0);
     }
@@ -874,7 +965,9 @@ static int write_metrics(const ana_run_opts *o, const ana_dict_result *dr, store
             {"kl_sae", ds->kl_sae}, {"kl_zero", ds->kl_zero}, {"kl_sae_err", ds->kl_err},
             {"kl_score", ds->kl_score}, {"ce_tokens", (double)ds->n},
         };
-        for (size_t i = 0; i < sizeof C / sizeof C[0] && !rc; i++) rc = store_ana_metric(w, id, C[i].name, C[i].v);
+        for (size_t i = 0; i < sizeof C / sizeof C[0] && !rc; i++)
+            if (!isnan(C[i].v) || strstr(C[i].name, "_err") == NULL) /* no_err_pass: not measured */
+                rc = store_ana_metric(w, id, C[i].name, C[i].v);
     }
     return rc;
 }

@@ -28,6 +28,15 @@
 
 #include "sae/metrics.h"
 
+/* The zero-ablation pass's per-sequence CE and KL sums by content (model path, hook, target hook,
+ * the sequence's tokens): every SAE on the same hook of the same model repeats them, so a sweep
+ * keeps one memo for all its runs and the pass runs once per sequence and hook. The sums are the
+ * same bits either way. Owned by the caller, valid for one model file; one run at a time. */
+typedef struct ana_memo ana_memo;
+int ana_memo_new(ana_memo **out);
+void ana_memo_free(ana_memo *m);
+void ana_memo_counts(const ana_memo *m, int64_t *hits, int64_t *kept); /* sequences reused / run */
+
 typedef struct {
     const char *db;        /* store with the activations; written: ana_* tables */
     const char *sae_dir;   /* SAE directory (SAELens layout), or NULL */
@@ -48,6 +57,9 @@ typedef struct {
                               OP_PRECISION_FP32 (0, the default), _BF16 (ERR_ARG where the CPU has
                               no bf16) or _AUTO (model/ops.h); the SAE's own kernels stay fp32 */
     volatile int *stop;    /* polled per sequence; may be NULL */
+    ana_memo *memo;        /* the downstream pass's zero-ablation sums (may be NULL) */
+    int no_err_pass;       /* skip the downstream SAE+error pass (a check that splicing leaves the
+                              clean forward; its ce/kl_sae_err are then NaN and not written) */
     /* called with a one-line notice (e.g. the size --all-acts is about to write); may be NULL */
     void (*notice)(const char *msg, void *user);
     void *user;

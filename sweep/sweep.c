@@ -255,8 +255,14 @@ static int eval_suites(const sweep_opts *o, const plan_run *p, eval_memo *memo,
     return rc ? err_wrap(rc, "sweep: eval suites of %s", p->name) : OK;
 }
 
+/* The memos the runs of one sweep share: what does not depend on the SAE is computed once. */
+typedef struct {
+    eval_memo *probes;
+    ana_memo *zero;
+} sweep_memos;
+
 static int sweep_eval_run(const sweep_opts *o, const plan_run *p, const sae_run_result *tr,
-                          eval_memo *memo, store_sweep_row *row)
+                          const sweep_memos *memo, store_sweep_row *row)
 {
     row->sae_id = tr->sae_id;
     row->eval_tokens = tr->eval_tokens;
@@ -274,6 +280,8 @@ static int sweep_eval_run(const sweep_opts *o, const plan_run *p, const sae_run_
     ao.ce_seqs = o->ce_seqs;
     ao.max_seqs = o->max_seqs;
     ao.stop = o->stop;
+    ao.memo = memo->zero;
+    ao.no_err_pass = 1; /* the check that splicing keeps the clean forward: not a frontier's */
     ana_run_result ar;
     double t0 = now_seconds();
     int rc = ana_run(&ao, &ar);
@@ -290,7 +298,7 @@ static int sweep_eval_run(const sweep_opts *o, const plan_run *p, const sae_run_
         row->kl_sae = d->ds.kl_sae;
         row->kl_score = d->ds.kl_score;
     }
-    return eval_suites(o, p, memo, row);
+    return eval_suites(o, p, memo->probes, row);
 }
 
 static void row_init(store_sweep_row *row, const sweep_opts *o, const plan_run *p,
@@ -387,8 +395,9 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
     /* the runs already done first, so the progress line counts only what is left */
     unsigned char *done = np ? mem_calloc((size_t)np, 1) : NULL;
     if (!rc && np && !done) rc = err_set(ERR_NOMEM, "sweep: out of memory");
-    eval_memo *memo = NULL;
-    if (!rc) rc = eval_memo_new(&memo);
+    sweep_memos memo = {0};
+    if (!rc) rc = eval_memo_new(&memo.probes);
+    if (!rc) rc = ana_memo_new(&memo.zero);
     store_sweep_row row;
     for (int i = 0; i < np && !rc; i++) {
         int found = 0;
@@ -418,7 +427,7 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
             break;
         }
         row_init(&row, o, &plan[i], &tr);
-        rc = sweep_eval_run(o, &plan[i], &tr, memo, &row);
+        rc = sweep_eval_run(o, &plan[i], &tr, &memo, &row);
         if (!rc) rc = put_row(o, &row);
         if (rc) break;
         res->trained++;
@@ -428,7 +437,8 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
         if (o->on_run) o->on_run(&row, i, np, 0, o->user);
     }
     progress_end(&pr);
-    eval_memo_free(memo);
+    eval_memo_free(memo.probes);
+    ana_memo_free(memo.zero);
     mem_free(done);
     mem_free(plan);
     if (!rc) rc = read_rows(o, res);

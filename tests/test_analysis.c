@@ -600,7 +600,7 @@ static int build_fixture(const char *root, char *db, char *model_dir, char *sae_
 }
 
 /* ana_run as `saelite analyze --db DB [--sae SAE] --all` with the defaults, then `set` applied. */
-typedef struct { const char *hook; int neurons, no_model, keep_bos, all_acts, ce_seqs, top, effects; volatile int *stop; } ana_flags;
+typedef struct { const char *hook; int neurons, no_model, keep_bos, all_acts, ce_seqs, top, effects, no_err; volatile int *stop; ana_memo *memo; } ana_flags;
 
 static int analyze(const char *db, const char *sae, ana_flags fl)
 {
@@ -619,6 +619,8 @@ static int analyze(const char *db, const char *sae, ana_flags fl)
     if (fl.ce_seqs) o.ce_seqs = fl.ce_seqs;
     if (fl.top) o.top_n = fl.top;
     o.stop = fl.stop;
+    o.memo = fl.memo;
+    o.no_err_pass = fl.no_err;
     ana_run_result res;
     int rc = ana_run(&o, &res);
     if (!rc) CHECK(res.n_dicts == (sae != NULL) + fl.neurons, "one result per dictionary");
@@ -667,6 +669,34 @@ static void test_analyze_e2e(void)
     CHECK(klsae > 1e-6, "the spliced SAE changes the output (KL %g)", klsae);
     CHECK(fabs(score - (zero - sae_ce) / (zero - clean)) < 1e-9, "ce_loss_score formula");
     CHECK(fabs(clean - log(E_V)) < 0.5, "clean CE %.4f near log V for a random model", clean);
+    /* the sweep's downstream: the zero-ablation sums from a memo are the ones measured, bit for
+       bit, and without the error pass its metrics are not written */
+    {
+        const char *mq = "SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE kind='sae' AND m.name='%s'";
+        char qs[300];
+        snprintf(qs, sizeof qs, mq, "kl_zero");
+        double klzero = q1(db, qs);
+        ana_memo *memo;
+        CHECK(ana_memo_new(&memo) == OK);
+        int64_t hits, kept;
+        for (int pass = 0; pass < 2; pass++) {
+            CHECK(analyze(db, sae, (ana_flags){.ce_seqs = 8, .top = 5, .memo = memo, .no_err = 1}) == OK,
+                  "%s", err_msg());
+            ana_memo_counts(memo, &hits, &kept);
+            CHECK(kept == 8 && hits == 8 * pass, "pass %d: %lld kept, %lld hits", pass,
+                  (long long)kept, (long long)hits);
+            snprintf(qs, sizeof qs, mq, "ce_zero");
+            CHECK(q1(db, qs) == zero, "ce_zero %.17g vs %.17g", q1(db, qs), zero);
+            snprintf(qs, sizeof qs, mq, "kl_zero");
+            CHECK(q1(db, qs) == klzero, "kl_zero %.17g vs %.17g", q1(db, qs), klzero);
+            snprintf(qs, sizeof qs, mq, "ce_sae");
+            CHECK(q1(db, qs) == sae_ce, "ce_sae %.17g vs %.17g", q1(db, qs), sae_ce);
+            CHECK(q1(db, "SELECT count(*) FROM ana_metrics WHERE name IN ('ce_sae_err', 'kl_sae_err')") == 0,
+                  "no error-pass metrics without the pass");
+        }
+        ana_memo_free(memo);
+        CHECK(analyze(db, sae, full) == OK, "%s", err_msg()); /* the rows the tests below read */
+    }
 
     /* per-feature statistics against a direct recomputation */
     sae_model *sm;
