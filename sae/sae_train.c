@@ -100,6 +100,7 @@ struct sae_trainer {
     /* gated: relu(pi) and its gradient [B,S], the via-gate reconstruction [B,D] */
     float *gbuf, *xg, *gsum;
     int gated_unfrozen; /* gradient tests only: the auxiliary loss also trains the decoder */
+    int relu_dense;     /* tests only: ReLU steps stay in the dense form */
     /* data parallelism: mb leaves (micro-batches) per step; a rank's leaf tree (forward_backward) */
     int mb, tree_depth;
     float *gpool[31];
@@ -148,6 +149,10 @@ static int is_sparse(sae_arch a)
 static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA; }
 /* relu keeps the decoder unconstrained (norms in the penalty, folded at export); gated keeps
    unit rows like the sparse architectures (see gated_leaf) */
+/* ReLU steps run sparse (relu_sparse_leaf) while at most 1 / RELU_SPARSE_DIV of a leaf's
+ * pre-activations are positive */
+enum { RELU_SPARSE_DIV = 8 };
+
 static int is_constrained(sae_arch a) { return a != SAE_RELU; }
 
 /* The parameter vector as segments (set_views' layout): latent-indexed ones are d_sae units of
@@ -488,6 +493,16 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         t->attok = mem_alloc(sizeof(int) * t->acap);
         ok = ok && t->tptr && t->atptr && t->tent && t->atent && t->ttok && t->attok && t->idx && t->val && t->dval && t->aptr && t->aidx && t->aval && t->adval &&
              t->ehat;
+    }
+    if (c.arch == SAE_RELU) { /* the sparse form of a step (relu_sparse_leaf) */
+        t->cap = B * (int64_t)S / RELU_SPARSE_DIV;
+        t->idx = mem_alloc(sizeof(int) * (t->cap + 1));
+        t->val = mem_alloc(sizeof(float) * (t->cap + 1));
+        t->dval = mem_alloc(sizeof(float) * (t->cap + 1));
+        t->tptr = mem_alloc(sizeof(int64_t) * (S + 1));
+        t->tent = mem_alloc(sizeof(int64_t) * (t->cap + 1));
+        t->ttok = mem_alloc(sizeof(int) * (t->cap + 1));
+        ok = ok && t->idx && t->val && t->dval && t->tptr && t->tent && t->ttok;
     }
     if (!ok) {
         sae_trainer_free(t);
@@ -1460,6 +1475,76 @@ static int zero_gather(sae_trainer *t, int64_t lo, int64_t hi)
 }
 
 /* ReLU + L1 and JumpReLU on rows [r0, r0+n): dense decoder and gradients (cblas_sgemm). */
+/* The L1 penalty's decoder-norm term over latents j: coef/B * fsum_j ||W_dec,j|| into the loss,
+ * its gradient into G->W_dec[j], the norm into t->nrm[j]. fsum(j) sums latent j's activations
+ * over the leaf's tokens in token order (zeros add nothing: the same double in both forms). */
+static double relu_l1_term(sae_trainer *t, double coef, const float *f, int n,
+                           const int64_t *tptr, const int64_t *tent)
+{
+    int B = t->B, Do = t->Do, S = t->S;
+    const sae_params *P = &t->P, *G = &t->G;
+    double loss = 0;
+    for (int j = 0; j < S; j++) {
+        const float *w = P->W_dec + (int64_t)j * Do;
+        double nn = 0, fsum = 0;
+        for (int i = 0; i < Do; i++) nn += (double)w[i] * w[i];
+        nn = sqrt(nn);
+        if (tptr)
+            for (int64_t q = tptr[j]; q < tptr[j + 1]; q++) fsum += t->val[tent[q]];
+        else
+            for (int b = 0; b < n; b++) fsum += f[(int64_t)b * S + j];
+        loss += coef / B * fsum * nn;
+        if (nn > 0) {
+            float gsc = (float)(coef / B * fsum / nn);
+            float *gw = G->W_dec + (int64_t)j * Do;
+            for (int i = 0; i < Do; i++) gw[i] += gsc * w[i];
+        }
+        t->nrm[j] = (float)nn;
+    }
+    return loss;
+}
+
+/* ReLU with few active latents: after the encoder GEMM, the step runs on the active entries
+ * only, as TopK's does (CSR decode, transposed scatters for both gradients), instead of three
+ * more dense GEMMs over mostly zeros. The same gradient as dense_leaf up to the order of the
+ * sums. Returns 0 (nothing done) when more than n S / RELU_SPARSE_DIV latents are active. */
+static int relu_sparse_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
+{
+    int B = t->B, D = t->D, Do = t->Do, S = t->S;
+    const sae_params *P = &t->P, *G = &t->G;
+    float *xc = t->xc + r0 * D, *xhat = t->xhat + r0 * Do, *dxhat = t->dxhat + r0 * Do;
+    const float *pre = t->pre + r0 * S;
+    int64_t cap = (int64_t)n * S / RELU_SPARSE_DIV, nnz = 0;
+    int64_t *ptr = t->ptr;
+    ptr[0] = 0;
+    for (int b = 0; b < n; b++) {
+        const float *pr = pre + (int64_t)b * S;
+        for (int j = 0; j < S; j++)
+            if (pr[j] > 0) {
+                if (nnz == cap) return 0;
+                t->idx[nnz] = j;
+                t->val[nnz++] = pr[j];
+            }
+        ptr[b + 1] = nnz;
+    }
+    for (int64_t e = 0; e < nnz; e++) t->fired[t->idx[e]] = 1;
+    sae_k_decode_sparse(xhat, ptr, t->idx, t->val, P->W_dec, P->b_dec, n, Do);
+    skip_forward(t, r0, n);
+    recon_error(t, r0, n, sc);
+    sae_k_colsum_add(G->b_dec, dxhat, n, Do);
+    skip_backward(t, r0, n);
+    sae_k_csr_transpose(t->tptr, t->tent, t->ttok, ptr, t->idx, n, S);
+    /* dval = dxhat . W_dec[j] at the active entries, before the L1 term moves G->W_dec */
+    sae_k_decode_sparse_backward(G->W_dec, t->dval, dxhat, t->tptr, t->tent, t->ttok, t->val,
+                                 P->W_dec, S, Do);
+    sc[SC_SPARSE] = relu_l1_term(t, cx->coef, NULL, n, t->tptr, t->tent);
+    float cB = (float)(cx->coef / B);
+    for (int64_t e = 0; e < nnz; e++) t->dval[e] += cB * t->nrm[t->idx[e]];
+    sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok, xc, S, D);
+    sc[SC_ACTIVE] = (double)nnz;
+    return 1;
+}
+
 static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, Do = t->Do, S = t->S;
@@ -1471,6 +1556,7 @@ static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
     int64_t BS = (int64_t)n * S, active = 0;
     double coef = cx->coef, sparsity_loss = 0;
     sae_k_encode(pre, xc, xs, P->W_encT, P->b_enc, bsub, n, D, S);
+    if (t->c.arch == SAE_RELU && !t->relu_dense && relu_sparse_leaf(t, cx, r0, n, sc)) return;
     const float *lt = P->log_threshold;
     for (int64_t e = 0; e < BS; e++) {
         float v = pre[e], th = lt ? expf(lt[e % S]) : 0;
@@ -1490,23 +1576,8 @@ static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, Do, n, 1.0f, f, S, dxhat, Do,
                 1.0f, G->W_dec, Do);
     float cB = (float)(coef / B);
-    if (t->c.arch == SAE_RELU) {
-        /* L1 weighted by decoder norms: coef/B * sum_b sum_j f_bj ||W_dec,j|| */
-        for (int j = 0; j < S; j++) {
-            const float *w = P->W_dec + (int64_t)j * Do;
-            double nn = 0, fsum = 0;
-            for (int i = 0; i < Do; i++) nn += (double)w[i] * w[i];
-            nn = sqrt(nn);
-            for (int b = 0; b < n; b++) fsum += f[(int64_t)b * S + j];
-            sparsity_loss += coef / B * fsum * nn;
-            if (nn > 0) {
-                float gsc = (float)(coef / B * fsum / nn);
-                float *gw = G->W_dec + (int64_t)j * Do;
-                for (int i = 0; i < Do; i++) gw[i] += gsc * w[i];
-            }
-            t->nrm[j] = (float)nn;
-        }
-    }
+    /* L1 weighted by decoder norms: coef/B * sum_b sum_j f_bj ||W_dec,j|| */
+    if (t->c.arch == SAE_RELU) sparsity_loss = relu_l1_term(t, coef, f, n, NULL, NULL);
     /* df = dxhat @ W_dec^T, overwriting f */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, S, Do, 1.0f, dxhat, Do, P->W_dec,
                 Do, 0.0f, f, S);
@@ -1689,6 +1760,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st, 
 }
 
 void sae_trainer_test_unfreeze(sae_trainer *t, int on) { t->gated_unfrozen = on; }
+void sae_trainer_test_relu_dense(sae_trainer *t, int on) { t->relu_dense = on; }
 
 int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st)
 {
