@@ -100,7 +100,9 @@ struct sae_trainer {
     /* gated: relu(pi) and its gradient [B,S], the via-gate reconstruction [B,D] */
     float *gbuf, *xg, *gsum;
     int gated_unfrozen; /* gradient tests only: the auxiliary loss also trains the decoder */
-    int relu_dense;     /* tests only: ReLU steps stay in the dense form */
+    int dense_only;     /* tests only: ReLU and JumpReLU steps stay in the dense form */
+    float *th;          /* JumpReLU: [S] exp(log_threshold), few_active_leaf's */
+    int *wtok, *widx;   /* JumpReLU: [cap] the inactive entries in the threshold's window */
     /* data parallelism: mb leaves (micro-batches) per step; a rank's leaf tree (forward_backward) */
     int mb, tree_depth;
     float *gpool[31];
@@ -149,9 +151,9 @@ static int is_sparse(sae_arch a)
 static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA; }
 /* relu keeps the decoder unconstrained (norms in the penalty, folded at export); gated keeps
    unit rows like the sparse architectures (see gated_leaf) */
-/* ReLU steps run sparse (relu_sparse_leaf) while at most 1 / RELU_SPARSE_DIV of a leaf's
- * pre-activations are positive */
-enum { RELU_SPARSE_DIV = 8 };
+/* ReLU and JumpReLU steps run sparse (few_active_leaf) while they need at most 1 /
+ * SPARSE_STEP_DIV of a leaf's pre-activations */
+enum { SPARSE_STEP_DIV = 8 };
 
 static int is_constrained(sae_arch a) { return a != SAE_RELU; }
 
@@ -214,6 +216,9 @@ void sae_trainer_free(sae_trainer *t)
     mem_free(t->fired);
     mem_free(t->nrm);
     mem_free(t->ttok);
+    mem_free(t->th);
+    mem_free(t->wtok);
+    mem_free(t->widx);
     mem_free(t->attok);
     mem_free(t->tptr);
     mem_free(t->tent);
@@ -494,8 +499,8 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         ok = ok && t->tptr && t->atptr && t->tent && t->atent && t->ttok && t->attok && t->idx && t->val && t->dval && t->aptr && t->aidx && t->aval && t->adval &&
              t->ehat;
     }
-    if (c.arch == SAE_RELU) { /* the sparse form of a step (relu_sparse_leaf) */
-        t->cap = B * (int64_t)S / RELU_SPARSE_DIV;
+    if (c.arch == SAE_RELU || c.arch == SAE_JUMPRELU) { /* the sparse form (few_active_leaf) */
+        t->cap = B * (int64_t)S / SPARSE_STEP_DIV;
         t->idx = mem_alloc(sizeof(int) * (t->cap + 1));
         t->val = mem_alloc(sizeof(float) * (t->cap + 1));
         t->dval = mem_alloc(sizeof(float) * (t->cap + 1));
@@ -503,6 +508,12 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         t->tent = mem_alloc(sizeof(int64_t) * (t->cap + 1));
         t->ttok = mem_alloc(sizeof(int) * (t->cap + 1));
         ok = ok && t->idx && t->val && t->dval && t->tptr && t->tent && t->ttok;
+        if (c.arch == SAE_JUMPRELU) {
+            t->th = mem_alloc(sizeof(float) * S);
+            t->wtok = mem_alloc(sizeof(int) * (t->cap + 1));
+            t->widx = mem_alloc(sizeof(int) * (t->cap + 1));
+            ok = ok && t->th && t->wtok && t->widx;
+        }
     }
     if (!ok) {
         sae_trainer_free(t);
@@ -1504,26 +1515,58 @@ static double relu_l1_term(sae_trainer *t, double coef, const float *f, int n,
     return loss;
 }
 
-/* ReLU with few active latents: after the encoder GEMM, the step runs on the active entries
- * only, as TopK's does (CSR decode, transposed scatters for both gradients), instead of three
- * more dense GEMMs over mostly zeros. The same gradient as dense_leaf up to the order of the
- * sums. Returns 0 (nothing done) when more than n S / RELU_SPARSE_DIV latents are active. */
-static int relu_sparse_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
+/* dxhat[b] . W_dec[j] in 8 lanes (so the loop vectorises without reassociating a sum) */
+static float dot_lanes(const float *a, const float *w, int n)
 {
-    int B = t->B, D = t->D, Do = t->Do, S = t->S;
+    float l[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int q = 0; q < 8; q++) l[q] += a[i + q] * w[i + q];
+    float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    for (; i < n; i++) s += a[i] * w[i];
+    return s;
+}
+
+/* ReLU and JumpReLU with few active latents: after the encoder GEMM, the step runs on the active
+ * entries only, as TopK's does (CSR decode, transposed scatters for both gradients), instead of
+ * three more dense GEMMs over mostly zeros. JumpReLU's threshold gradient also reads the
+ * inactive entries within the kernel's window: their dxhat . W_dec[j] is taken one by one. The
+ * same gradient as dense_leaf up to the order of float sums. Returns 0 (nothing done) when the
+ * entries it needs pass n S / SPARSE_STEP_DIV. */
+static int few_active_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
+{
+    int B = t->B, D = t->D, Do = t->Do, S = t->S, jr = t->c.arch == SAE_JUMPRELU;
     const sae_params *P = &t->P, *G = &t->G;
     float *xc = t->xc + r0 * D, *xhat = t->xhat + r0 * Do, *dxhat = t->dxhat + r0 * Do;
     const float *pre = t->pre + r0 * S;
-    int64_t cap = (int64_t)n * S / RELU_SPARSE_DIV, nnz = 0;
+    const float eps = (float)t->c.jr_bandwidth;
+    float *th = t->th;
+    if (jr)
+        for (int j = 0; j < S; j++) th[j] = expf(P->log_threshold[j]);
+    int64_t cap = (int64_t)n * S / SPARSE_STEP_DIV, nnz = 0, nw = 0;
     int64_t *ptr = t->ptr;
     ptr[0] = 0;
     for (int b = 0; b < n; b++) {
         const float *pr = pre + (int64_t)b * S;
-        for (int j = 0; j < S; j++)
-            if (pr[j] > 0) {
-                if (nnz == cap) return 0;
-                t->idx[nnz] = j;
-                t->val[nnz++] = pr[j];
+        if (!jr) {
+            for (int j = 0; j < S; j++)
+                if (pr[j] > 0) {
+                    if (nnz == cap) return 0;
+                    t->idx[nnz] = j;
+                    t->val[nnz++] = pr[j];
+                }
+        } else
+            for (int j = 0; j < S; j++) {
+                float v = pr[j];
+                if (v > th[j] && v > 0) {
+                    if (nnz + nw == cap) return 0;
+                    t->idx[nnz] = j;
+                    t->val[nnz++] = v;
+                } else if (fabsf((v - th[j]) / eps) < 0.5f) {
+                    if (nnz + nw == cap) return 0;
+                    t->wtok[nw] = b;
+                    t->widx[nw++] = j;
+                }
             }
         ptr[b + 1] = nnz;
     }
@@ -1537,9 +1580,27 @@ static int relu_sparse_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int 
     /* dval = dxhat . W_dec[j] at the active entries, before the L1 term moves G->W_dec */
     sae_k_decode_sparse_backward(G->W_dec, t->dval, dxhat, t->tptr, t->tent, t->ttok, t->val,
                                  P->W_dec, S, Do);
-    sc[SC_SPARSE] = relu_l1_term(t, cx->coef, NULL, n, t->tptr, t->tent);
     float cB = (float)(cx->coef / B);
-    for (int64_t e = 0; e < nnz; e++) t->dval[e] += cB * t->nrm[t->idx[e]];
+    if (!jr) {
+        sc[SC_SPARSE] = relu_l1_term(t, cx->coef, NULL, n, t->tptr, t->tent);
+        for (int64_t e = 0; e < nnz; e++) t->dval[e] += cB * t->nrm[t->idx[e]];
+    } else {
+        /* the straight-through estimators of dense_leaf, at the active entries in the window
+           and at the inactive ones gathered above */
+        float *gl = G->log_threshold;
+        for (int b = 0; b < n; b++)
+            for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
+                int j = t->idx[e];
+                if (fabsf((t->val[e] - th[j]) / eps) < 0.5f)
+                    gl[j] += th[j] * (t->dval[e] * (-th[j] / eps) + cB * (-1.0f / eps));
+            }
+        for (int64_t q = 0; q < nw; q++) {
+            int j = t->widx[q];
+            float df = dot_lanes(dxhat + (int64_t)t->wtok[q] * Do, P->W_dec + (int64_t)j * Do, Do);
+            gl[j] += th[j] * (df * (-th[j] / eps) + cB * (-1.0f / eps));
+        }
+        sc[SC_SPARSE] = cx->coef / B * (double)nnz;
+    }
     sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok, xc, S, D);
     sc[SC_ACTIVE] = (double)nnz;
     return 1;
@@ -1556,7 +1617,7 @@ static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
     int64_t BS = (int64_t)n * S, active = 0;
     double coef = cx->coef, sparsity_loss = 0;
     sae_k_encode(pre, xc, xs, P->W_encT, P->b_enc, bsub, n, D, S);
-    if (t->c.arch == SAE_RELU && !t->relu_dense && relu_sparse_leaf(t, cx, r0, n, sc)) return;
+    if (!t->dense_only && few_active_leaf(t, cx, r0, n, sc)) return;
     const float *lt = P->log_threshold;
     for (int64_t e = 0; e < BS; e++) {
         float v = pre[e], th = lt ? expf(lt[e % S]) : 0;
@@ -1760,7 +1821,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st, 
 }
 
 void sae_trainer_test_unfreeze(sae_trainer *t, int on) { t->gated_unfrozen = on; }
-void sae_trainer_test_relu_dense(sae_trainer *t, int on) { t->relu_dense = on; }
+void sae_trainer_test_dense_only(sae_trainer *t, int on) { t->dense_only = on; }
 
 int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st)
 {

@@ -205,9 +205,9 @@ int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st);
 /* Gated: on = 1 lets the auxiliary loss's gradient reach the decoder too (it is frozen in
  * training), so the finite-difference test can check every gradient against the total loss. */
 void sae_trainer_test_unfreeze(sae_trainer *t, int on);
-/* ReLU: on = 1 keeps every step in the dense form (three GEMMs), which otherwise gives way to
- * the sparse one while few latents are active; the tests compare the two. */
-void sae_trainer_test_relu_dense(sae_trainer *t, int on);
+/* ReLU and JumpReLU: on = 1 keeps every step in the dense form (three GEMMs), which otherwise
+ * gives way to the sparse one while few latents are active; the tests compare the two. */
+void sae_trainer_test_dense_only(sae_trainer *t, int on);
 
 /* Per-phase wall time of the steps (for bench/bench_sae.c): with secs non-NULL every later
  * sae_trainer_step adds the seconds of each phase to secs[phase] (the caller zeroes it; NULL

@@ -477,17 +477,21 @@ static int fd_do;
 static int fd_levels; /* matryoshka: SAE_MAT_SHARED or SAE_MAT_OWN (0: the default) */
 static void zero_grad(const sae_params *G, int S, int D) { zero_grad_tc(G, S, D, fd_do ? fd_do : D); }
 
-/* ReLU's sparse step (few active latents) against its dense step, which the finite differences
- * check: the same loss, L0 and gradients up to the order of float sums; and with more active
- * latents than the sparse form takes, the very same bits (it gives way to the dense one). */
-static void test_relu_sparse(void)
+/* ReLU's and JumpReLU's sparse step (few active latents) against their dense step, which the
+ * finite differences check: the same loss, L0 and gradients (JumpReLU's thresholds too) up to
+ * the order of float sums; and with more active latents than the sparse form takes, the very
+ * same bits (it gives way to the dense one). */
+static void test_few_active(void)
 {
     enum { D = 16, S = 256, B = 64, DT = 6 };
-    for (int tc = 0; tc < 2; tc++) {
+    for (int run = 0; run < 4; run++) {
+        int tc = run % 2, jr = run / 2;
+        char label[64];
+        snprintf(label, sizeof label, "%s %s", jr ? "jumprelu" : "relu", tc ? "transcoder" : "sae");
         const int Do = tc ? DT : D, W = tc ? D + DT : D;
         sae_train_config c;
         sae_train_defaults(&c);
-        c.arch = SAE_RELU;
+        c.arch = jr ? SAE_JUMPRELU : SAE_RELU;
         c.transcoder = tc ? SAE_TRANSCODER : SAE_NOT_TRANSCODER;
         c.d_out = tc ? DT : 0;
         c.d_in = D;
@@ -496,6 +500,7 @@ static void test_relu_sparse(void)
         c.total_tokens = 100 * B;
         c.l1 = 0.3;
         c.l1_warmup_frac = 0;
+        c.jr_bandwidth = 0.05; /* a window with entries on both sides of the thresholds */
         rng_state r;
         rng_seed(&r, 21);
         static float x[B * (D + DT)];
@@ -507,9 +512,9 @@ static void test_relu_sparse(void)
         sae_params P, G;
         sae_trainer_params(t, &P, &G);
         for (int e = 0; e < S * Do; e++) P.W_dec[e] *= 1.0f + (e % 3);
-        static float g1[2 * S * D + S + D], g2[2 * S * D + S + D]; /* DT < D */
-        float *groups[4] = {G.W_encT, G.W_dec, G.b_enc, G.b_dec};
-        int sizes[4] = {S * D, S * Do, S, Do};
+        static float g1[2 * S * D + 2 * S + D], g2[2 * S * D + 2 * S + D]; /* DT < D */
+        float *groups[5] = {G.W_encT, G.W_dec, G.b_enc, G.b_dec, G.log_threshold};
+        int sizes[5] = {S * D, S * Do, S, Do, S}, ng = jr ? 5 : 4;
         for (int dense_enough = 0; dense_enough < 2; dense_enough++) {
             /* lower every bias until 1/64 .. 1/8 of the pre-activations are positive (or keep
                them all at +1: over half positive) */
@@ -517,36 +522,39 @@ static void test_relu_sparse(void)
             double shift = 0;
             for (int tries = 0; tries < 200; tries++, shift += 0.02) {
                 for (int j = 0; j < S; j++) P.b_enc[j] = dense_enough ? 1.0f : (float)(-shift);
-                sae_trainer_test_relu_dense(t, 1);
+                sae_trainer_test_dense_only(t, 1);
                 zero_grad_tc(&G, S, D, Do);
                 sae_trainer_loss_grad(t, x, &st1);
-                if (dense_enough || st1.l0 < S / 8.0) break;
+                /* JumpReLU's window entries count too */
+                if (dense_enough || st1.l0 < S / (jr ? 16.0 : 8.0)) break;
             }
             double dens = st1.l0 / S;
             CHECK(dense_enough ? dens > 0.5 : dens > 1.0 / 64 && dens < 1.0 / 8, "%s: density %.4f",
-                  tc ? "transcoder" : "sae", dens);
+                  label, dens);
             int off = 0;
-            for (int q = 0; q < 4; q++) memcpy(g1 + off, groups[q], sizeof(float) * sizes[q]), off += sizes[q];
-            sae_trainer_test_relu_dense(t, 0);
+            for (int q = 0; q < ng; q++) memcpy(g1 + off, groups[q], sizeof(float) * sizes[q]), off += sizes[q];
+            sae_trainer_test_dense_only(t, 0);
             zero_grad_tc(&G, S, D, Do);
             sae_trainer_loss_grad(t, x, &st2);
             off = 0;
-            for (int q = 0; q < 4; q++) memcpy(g2 + off, groups[q], sizeof(float) * sizes[q]), off += sizes[q];
+            for (int q = 0; q < ng; q++) memcpy(g2 + off, groups[q], sizeof(float) * sizes[q]), off += sizes[q];
             double worst = 0, scale = 0;
             for (int e = 0; e < off; e++) scale = fmax(scale, fabs(g1[e]));
             for (int e = 0; e < off; e++) worst = fmax(worst, fabs(g1[e] - g2[e]) / scale);
+            int lt_moved = 0; /* JumpReLU: entries in the window, so the thresholds get a gradient */
+            for (int e = off - S; jr && e < off; e++) lt_moved += g1[e] != 0;
+            CHECK(!jr || lt_moved > 0, "%s: no threshold gradient", label);
             if (!dense_enough)
-                printf("relu %s at density %.4f: sparse step's gradients within %.3g of the dense "
-                       "step's (bits equal: %s)\n", tc ? "transcoder" : "sae", dens, worst,
-                       memcmp(g1, g2, sizeof(float) * off) ? "no" : "yes");
+                printf("%s at density %.4f: the sparse step's gradients within %.3g of the dense "
+                       "step's\n", label, dens, worst);
             if (dense_enough)
                 CHECK(!memcmp(g1, g2, sizeof(float) * off) && st1.loss == st2.loss,
-                      "%s, dense: the same bits", tc ? "transcoder" : "sae");
+                      "%s, dense: the same bits", label);
             else
                 CHECK(worst < 1e-5 && fabs(st1.loss - st2.loss) < 1e-6 * fabs(st1.loss) &&
-                          st1.l0 == st2.l0 && scale > 0,
-                      "%s, sparse: gradients off by %.3g of their largest, loss %.9g vs %.9g",
-                      tc ? "transcoder" : "sae", worst, st1.loss, st2.loss);
+                          st1.l0 == st2.l0 && scale > 0 && memcmp(g1, g2, sizeof(float) * off),
+                      "%s, sparse: gradients off by %.3g of their largest, loss %.9g vs %.9g (the "
+                      "sparse form must have run: other bits)", label, worst, st1.loss, st2.loss);
         }
         sae_trainer_free(t);
     }
@@ -1992,7 +2000,7 @@ int main(void)
     test_csr_transpose_threads();
     test_adam_and_norms();
     fd_check(SAE_RELU, "relu");
-    test_relu_sparse();
+    test_few_active();
     fd_check(SAE_TOPK, "topk");
     fd_check(SAE_BATCHTOPK, "batchtopk");
     fd_check(SAE_JUMPRELU, "jumprelu");
