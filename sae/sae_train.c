@@ -100,9 +100,10 @@ struct sae_trainer {
     /* gated: relu(pi) and its gradient [B,S], the via-gate reconstruction [B,D] */
     float *gbuf, *xg, *gsum;
     int gated_unfrozen; /* gradient tests only: the auxiliary loss also trains the decoder */
-    int dense_only;     /* tests only: ReLU and JumpReLU steps stay in the dense form */
+    int dense_only;     /* tests only: ReLU, JumpReLU and gated steps stay in the dense form */
     float *th;          /* JumpReLU: [S] exp(log_threshold), few_active_leaf's */
     int *wtok, *widx;   /* JumpReLU: [cap] the inactive entries in the threshold's window */
+    float *gval, *gdval; /* gated: [cap] the open gates' values and their gradients */
     /* data parallelism: mb leaves (micro-batches) per step; a rank's leaf tree (forward_backward) */
     int mb, tree_depth;
     float *gpool[31];
@@ -151,8 +152,8 @@ static int is_sparse(sae_arch a)
 static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA; }
 /* relu keeps the decoder unconstrained (norms in the penalty, folded at export); gated keeps
    unit rows like the sparse architectures (see gated_leaf) */
-/* ReLU and JumpReLU steps run sparse (few_active_leaf) while they need at most 1 /
- * SPARSE_STEP_DIV of a leaf's pre-activations */
+/* ReLU, JumpReLU and gated steps run sparse (few_active_leaf, gated_sparse_leaf) while they
+ * need at most 1 / SPARSE_STEP_DIV of a leaf's pre-activations */
 enum { SPARSE_STEP_DIV = 8 };
 
 static int is_constrained(sae_arch a) { return a != SAE_RELU; }
@@ -217,6 +218,8 @@ void sae_trainer_free(sae_trainer *t)
     mem_free(t->nrm);
     mem_free(t->ttok);
     mem_free(t->th);
+    mem_free(t->gval);
+    mem_free(t->gdval);
     mem_free(t->wtok);
     mem_free(t->widx);
     mem_free(t->attok);
@@ -499,7 +502,8 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         ok = ok && t->tptr && t->atptr && t->tent && t->atent && t->ttok && t->attok && t->idx && t->val && t->dval && t->aptr && t->aidx && t->aval && t->adval &&
              t->ehat;
     }
-    if (c.arch == SAE_RELU || c.arch == SAE_JUMPRELU) { /* the sparse form (few_active_leaf) */
+    if (c.arch == SAE_RELU || c.arch == SAE_JUMPRELU || c.arch == SAE_GATED) {
+        /* the sparse forms (few_active_leaf, gated_sparse_leaf) */
         t->cap = B * (int64_t)S / SPARSE_STEP_DIV;
         t->idx = mem_alloc(sizeof(int) * (t->cap + 1));
         t->val = mem_alloc(sizeof(float) * (t->cap + 1));
@@ -508,6 +512,11 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         t->tent = mem_alloc(sizeof(int64_t) * (t->cap + 1));
         t->ttok = mem_alloc(sizeof(int) * (t->cap + 1));
         ok = ok && t->idx && t->val && t->dval && t->tptr && t->tent && t->ttok;
+        if (c.arch == SAE_GATED) {
+            t->gval = mem_alloc(sizeof(float) * (t->cap + 1));
+            t->gdval = mem_alloc(sizeof(float) * (t->cap + 1));
+            ok = ok && t->gval && t->gdval;
+        }
         if (c.arch == SAE_JUMPRELU) {
             t->th = mem_alloc(sizeof(float) * S);
             t->wtok = mem_alloc(sizeof(int) * (t->cap + 1));
@@ -841,6 +850,127 @@ static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, in
  * rescales f), so they shrank and the gate's penalty coef ||W_dec,j|| with them. With unit rows
  * the norm factor is 1 and its gradient, parallel to the row, is projected out. Dense like relu
  * (cblas_sgemm). */
+/* The L1 penalty's decoder-norm term over latents j (ReLU's f, gated's gate a): coef/B * fsum_j
+ * ||W_dec,j|| into the loss, its gradient into G->W_dec[j], the norm into t->nrm[j]. fsum(j)
+ * sums latent j's activations over the leaf's tokens in token order, from the dense rows f
+ * [n,S] or from the transposed CSR's values vals (zeros add nothing: the same double). */
+static double l1_norm_term(sae_trainer *t, double coef, const float *f, int n,
+                           const int64_t *tptr, const int64_t *tent, const float *vals)
+{
+    int B = t->B, Do = t->Do, S = t->S;
+    const sae_params *P = &t->P, *G = &t->G;
+    double loss = 0;
+    for (int j = 0; j < S; j++) {
+        const float *w = P->W_dec + (int64_t)j * Do;
+        double nn = 0, fsum = 0;
+        for (int i = 0; i < Do; i++) nn += (double)w[i] * w[i];
+        nn = sqrt(nn);
+        if (tptr)
+            for (int64_t q = tptr[j]; q < tptr[j + 1]; q++) fsum += vals[tent[q]];
+        else
+            for (int b = 0; b < n; b++) fsum += f[(int64_t)b * S + j];
+        loss += coef / B * fsum * nn;
+        if (nn > 0) {
+            float gsc = (float)(coef / B * fsum / nn);
+            float *gw = G->W_dec + (int64_t)j * Do;
+            for (int i = 0; i < Do; i++) gw[i] += gsc * w[i];
+        }
+        t->nrm[j] = (float)nn;
+    }
+    return loss;
+}
+
+/* dxhat[b] . W_dec[j] in 8 lanes (so the loop vectorises without reassociating a sum) */
+static float dot_lanes(const float *a, const float *w, int n)
+{
+    float l[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int q = 0; q < 8; q++) l[q] += a[i + q] * w[i + q];
+    float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    for (; i < n; i++) s += a[i] * w[i];
+    return s;
+}
+
+/* Gated with few open gates: the step on the entries whose gate is open (pi > 0) only, as
+ * few_active_leaf does for ReLU: both reconstructions (the magnitudes' and the auxiliary one
+ * of the gates) through the CSR decode, the decoder's gradients through the transposed
+ * scatters (the frozen auxiliary decoder's dots one by one), the encoder's gradient and the
+ * gates' sum for b_dec from one scatter. The same gradient as gated_leaf up to the order of
+ * float sums. Returns 0 (nothing done) when more than n S / SPARSE_STEP_DIV gates are open. */
+static int gated_sparse_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
+{
+    int B = t->B, D = t->D, S = t->S;
+    const sae_params *P = &t->P, *G = &t->G;
+    const float *pre = t->pre + r0 * S;
+    float *xs = t->xs + r0 * D, *xc = t->xc + r0 * D, *xhat = t->xhat + r0 * D;
+    float *xg = t->xg + r0 * D, *dxhat = t->dxhat + r0 * D;
+    float *fv = t->val, *av = t->gval, *df = t->dval, *da = t->gdval;
+    int64_t cap = (int64_t)n * S / SPARSE_STEP_DIV, nnz = 0, active = 0;
+    int64_t *ptr = t->ptr;
+    ptr[0] = 0;
+    for (int b = 0; b < n; b++) {
+        const float *pr = pre + (int64_t)b * S;
+        for (int j = 0; j < S; j++) {
+            float pi = pr[j];
+            if (!(pi > 0)) continue;
+            if (nnz == cap) return 0;
+            float mag = expf(P->r_mag[j]) * (pi - P->b_enc[j]) + P->b_mag[j];
+            t->idx[nnz] = j;
+            av[nnz] = pi;
+            fv[nnz++] = mag > 0 ? mag : 0;
+        }
+        ptr[b + 1] = nnz;
+    }
+    for (int64_t e = 0; e < nnz; e++)
+        if (fv[e] > 0) {
+            active++;
+            t->fired[t->idx[e]] = 1;
+        }
+    sae_k_decode_sparse(xhat, ptr, t->idx, fv, P->W_dec, P->b_dec, n, D);
+    sae_k_decode_sparse(xg, ptr, t->idx, av, P->W_dec, P->b_dec, n, D);
+    recon_error(t, r0, n, sc);
+    double asse = 0;
+    float gs = 2.0f / B;
+    for (int64_t e = 0; e < (int64_t)n * D; e++) {
+        float d = xg[e] - xs[e];
+        asse += (double)d * d;
+        xg[e] = gs * d;
+    }
+    sae_k_colsum_add(G->b_dec, dxhat, n, D);
+    sae_k_csr_transpose(t->tptr, t->tent, t->ttok, ptr, t->idx, n, S);
+    /* df = dxhat . W_dec[j] where the magnitude is positive (0 elsewhere: no gradient there) */
+    sae_k_decode_sparse_backward(G->W_dec, df, dxhat, t->tptr, t->tent, t->ttok, fv, P->W_dec, S, D);
+    if (t->gated_unfrozen) {
+        sae_k_colsum_add(G->b_dec, xg, n, D);
+        sae_k_decode_sparse_backward(G->W_dec, da, xg, t->tptr, t->tent, t->ttok, av, P->W_dec, S, D);
+    } else
+        for (int b = 0; b < n; b++)
+            for (int64_t e = ptr[b]; e < ptr[b + 1]; e++)
+                da[e] = dot_lanes(xg + (int64_t)b * D, P->W_dec + (int64_t)t->idx[e] * D, D);
+    double sparsity_loss = l1_norm_term(t, cx->coef, NULL, n, t->tptr, t->tent, av);
+    float cB = (float)(cx->coef / B);
+    for (int64_t e = 0; e < nnz; e++) {
+        int j = t->idx[e];
+        float pi = av[e], er = expf(P->r_mag[j]), u = pi - P->b_enc[j];
+        float mag = er * u + P->b_mag[j];
+        float dmag = mag > 0 ? df[e] : 0;
+        float dpi = da[e] + cB * t->nrm[j];
+        G->r_mag[j] += dmag * er * u;
+        G->b_mag[j] += dmag;
+        G->b_enc[j] += dpi;
+        df[e] = dmag * er + dpi; /* d loss / d (xc . w_j) */
+    }
+    /* W_encT's gradient, and in gsum each latent's sum of it (the b_dec gradient through xc) */
+    memset(t->gsum, 0, sizeof(float) * S);
+    sae_k_encode_sparse_backward(G->W_encT, t->gsum, df, t->tptr, t->tent, t->ttok, xc, S, D);
+    sae_k_bdec_from_enc(G->b_dec, t->gsum, P->W_encT, D, S);
+    sc[SC_AUX] = asse;
+    sc[SC_SPARSE] = sparsity_loss;
+    sc[SC_ACTIVE] = (double)active;
+    return 1;
+}
+
 static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, S = t->S;
@@ -851,6 +981,7 @@ static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
     float *xs = t->xs + r0 * D, *xc = t->xc + r0 * D, *xhat = t->xhat + r0 * D;
     float *xg = t->xg + r0 * D, *dxhat = t->dxhat + r0 * D;
     sae_k_encode(pre, xc, xs, P->W_encT, P->b_enc, P->b_dec, n, D, S);
+    if (!t->dense_only && gated_sparse_leaf(t, cx, r0, n, sc)) return;
     for (int64_t e = 0; e < BS; e++) {
         int j = (int)(e % S);
         float pi = pre[e], mag = expf(P->r_mag[j]) * (pi - P->b_enc[j]) + P->b_mag[j];
@@ -886,20 +1017,7 @@ static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
                     G->W_dec, D);
     }
     /* the penalty's decoder norms do get their gradient (as in SAELens) */
-    for (int j = 0; j < S; j++) {
-        const float *w = P->W_dec + (int64_t)j * D;
-        double nn = 0, asum = 0;
-        for (int i = 0; i < D; i++) nn += (double)w[i] * w[i];
-        nn = sqrt(nn);
-        for (int b = 0; b < n; b++) asum += a[(int64_t)b * S + j];
-        sparsity_loss += coef / B * asum * nn;
-        if (nn > 0) {
-            float gsc = (float)(coef / B * asum / nn);
-            float *gw = G->W_dec + (int64_t)j * D;
-            for (int i = 0; i < D; i++) gw[i] += gsc * w[i];
-        }
-        t->nrm[j] = (float)nn;
-    }
+    sparsity_loss = l1_norm_term(t, coef, a, n, NULL, NULL, NULL);
     /* df = dxhat W_dec^T (over f), da = dxg W_dec^T (over a) */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, S, D, 1.0f, dxhat, D, P->W_dec, D,
                 0.0f, f, S);
@@ -1486,47 +1604,6 @@ static int zero_gather(sae_trainer *t, int64_t lo, int64_t hi)
 }
 
 /* ReLU + L1 and JumpReLU on rows [r0, r0+n): dense decoder and gradients (cblas_sgemm). */
-/* The L1 penalty's decoder-norm term over latents j: coef/B * fsum_j ||W_dec,j|| into the loss,
- * its gradient into G->W_dec[j], the norm into t->nrm[j]. fsum(j) sums latent j's activations
- * over the leaf's tokens in token order (zeros add nothing: the same double in both forms). */
-static double relu_l1_term(sae_trainer *t, double coef, const float *f, int n,
-                           const int64_t *tptr, const int64_t *tent)
-{
-    int B = t->B, Do = t->Do, S = t->S;
-    const sae_params *P = &t->P, *G = &t->G;
-    double loss = 0;
-    for (int j = 0; j < S; j++) {
-        const float *w = P->W_dec + (int64_t)j * Do;
-        double nn = 0, fsum = 0;
-        for (int i = 0; i < Do; i++) nn += (double)w[i] * w[i];
-        nn = sqrt(nn);
-        if (tptr)
-            for (int64_t q = tptr[j]; q < tptr[j + 1]; q++) fsum += t->val[tent[q]];
-        else
-            for (int b = 0; b < n; b++) fsum += f[(int64_t)b * S + j];
-        loss += coef / B * fsum * nn;
-        if (nn > 0) {
-            float gsc = (float)(coef / B * fsum / nn);
-            float *gw = G->W_dec + (int64_t)j * Do;
-            for (int i = 0; i < Do; i++) gw[i] += gsc * w[i];
-        }
-        t->nrm[j] = (float)nn;
-    }
-    return loss;
-}
-
-/* dxhat[b] . W_dec[j] in 8 lanes (so the loop vectorises without reassociating a sum) */
-static float dot_lanes(const float *a, const float *w, int n)
-{
-    float l[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int q = 0; q < 8; q++) l[q] += a[i + q] * w[i + q];
-    float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-    for (; i < n; i++) s += a[i] * w[i];
-    return s;
-}
-
 /* ReLU and JumpReLU with few active latents: after the encoder GEMM, the step runs on the active
  * entries only, as TopK's does (CSR decode, transposed scatters for both gradients), instead of
  * three more dense GEMMs over mostly zeros. JumpReLU's threshold gradient also reads the
@@ -1582,7 +1659,7 @@ static int few_active_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n
                                  P->W_dec, S, Do);
     float cB = (float)(cx->coef / B);
     if (!jr) {
-        sc[SC_SPARSE] = relu_l1_term(t, cx->coef, NULL, n, t->tptr, t->tent);
+        sc[SC_SPARSE] = l1_norm_term(t, cx->coef, NULL, n, t->tptr, t->tent, t->val);
         for (int64_t e = 0; e < nnz; e++) t->dval[e] += cB * t->nrm[t->idx[e]];
     } else {
         /* the straight-through estimators of dense_leaf, at the active entries in the window
@@ -1638,7 +1715,7 @@ static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
                 1.0f, G->W_dec, Do);
     float cB = (float)(coef / B);
     /* L1 weighted by decoder norms: coef/B * sum_b sum_j f_bj ||W_dec,j|| */
-    if (t->c.arch == SAE_RELU) sparsity_loss = relu_l1_term(t, coef, f, n, NULL, NULL);
+    if (t->c.arch == SAE_RELU) sparsity_loss = l1_norm_term(t, coef, f, n, NULL, NULL, NULL);
     /* df = dxhat @ W_dec^T, overwriting f */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, S, Do, 1.0f, dxhat, Do, P->W_dec,
                 Do, 0.0f, f, S);
