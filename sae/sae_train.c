@@ -839,17 +839,6 @@ static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, in
     }
 }
 
-/* Gated (Rajamanoharan et al. 2024, SAELens' losses) on rows [r0, r0+n): pi = xc W_enc + b_gate,
- * u = pi - b_gate, mag = exp(r_mag) u + b_mag, f = 1[pi > 0] relu(mag). Loss = ||x - xhat||^2 / B
- * + coef / B sum relu(pi)_j ||W_dec,j|| + ||x - (relu(pi) W_dec + b_dec)||^2 / B, the last with
- * the decoder frozen (the paper's x_frozen: W_dec and b_dec get no gradient from it). The gate
- * is a step function: f passes gradient only through the magnitude path, pi only through the
- * penalty and the auxiliary loss. The decoder rows are kept at unit norm (constrained Adam, as
- * the paper and dictionary_learning's gated trainer): unconstrained, nothing but the penalty
- * acts on their norms once the auxiliary decoder is frozen (the MSE is indifferent, r_mag
- * rescales f), so they shrank and the gate's penalty coef ||W_dec,j|| with them. With unit rows
- * the norm factor is 1 and its gradient, parallel to the row, is projected out. Dense like relu
- * (cblas_sgemm). */
 /* The L1 penalty's decoder-norm term over latents j (ReLU's f, gated's gate a): coef/B * fsum_j
  * ||W_dec,j|| into the loss, its gradient into G->W_dec[j], the norm into t->nrm[j]. fsum(j)
  * sums latent j's activations over the leaf's tokens in token order, from the dense rows f
@@ -971,6 +960,17 @@ static int gated_sparse_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int
     return 1;
 }
 
+/* Gated (Rajamanoharan et al. 2024, SAELens' losses) on rows [r0, r0+n): pi = xc W_enc + b_gate,
+ * u = pi - b_gate, mag = exp(r_mag) u + b_mag, f = 1[pi > 0] relu(mag). Loss = ||x - xhat||^2 / B
+ * + coef / B sum relu(pi)_j ||W_dec,j|| + ||x - (relu(pi) W_dec + b_dec)||^2 / B, the last with
+ * the decoder frozen (the paper's x_frozen: W_dec and b_dec get no gradient from it). The gate
+ * is a step function: f passes gradient only through the magnitude path, pi only through the
+ * penalty and the auxiliary loss. The decoder rows are kept at unit norm (constrained Adam, as
+ * the paper and dictionary_learning's gated trainer): unconstrained, nothing but the penalty
+ * acts on their norms once the auxiliary decoder is frozen (the MSE is indifferent, r_mag
+ * rescales f), so they shrank and the gate's penalty coef ||W_dec,j|| with them. With unit rows
+ * the norm factor is 1 and its gradient, parallel to the row, is projected out. Dense like relu
+ * (cblas_sgemm) while many gates are open, then sparse (gated_sparse_leaf). */
 static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, S = t->S;
