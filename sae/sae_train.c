@@ -408,7 +408,9 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
        lazy allocations would succeed and the kernel kill the job while they are zeroed
        (--d-sae 100000000 on 16 inputs was), so say it now. Per process: ranks on one node, and
        --resume's second trainer for the flag check, are not added up. */
-    double need = 16.0 * (double)t->np + (is_sparse(c.arch) ? 0 : 4.0 * (double)B * S);
+    /* dense architectures: the batch's pre-activations and activations (8 bytes per entry) and
+       the sparse form's arrays, sized for 1/8 of the entries (~4 bytes per entry) */
+    double need = 16.0 * (double)t->np + (is_sparse(c.arch) ? 0 : 12.0 * (double)B * S);
     long long phys = mem_physical_bytes();
     if (phys > 0 && need > (double)phys) {
         mem_free(t);
@@ -1603,7 +1605,6 @@ static int zero_gather(sae_trainer *t, int64_t lo, int64_t hi)
     return rc;
 }
 
-/* ReLU + L1 and JumpReLU on rows [r0, r0+n): dense decoder and gradients (cblas_sgemm). */
 /* ReLU and JumpReLU with few active latents: after the encoder GEMM, the step runs on the active
  * entries only, as TopK's does (CSR decode, transposed scatters for both gradients), instead of
  * three more dense GEMMs over mostly zeros. JumpReLU's threshold gradient also reads the
@@ -1683,6 +1684,8 @@ static int few_active_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n
     return 1;
 }
 
+/* ReLU + L1 and JumpReLU on rows [r0, r0+n): dense decoder and gradients (cblas_sgemm), or
+ * few_active_leaf's sparse form once few latents are active. */
 static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, Do = t->Do, S = t->S;
