@@ -287,17 +287,11 @@ void ana_memo_counts(const ana_memo *m, int64_t *hits, int64_t *kept)
     *kept = m ? (int64_t)m->n : 0;
 }
 
-static void memo_absorb(uint64_t h[2], uint64_t w)
-{
-    h[0] = hash_mix64(h[0] ^ w);
-    h[1] = (h[1] ^ w) * 0x100000001b3ull;
-}
-
 static void memo_absorb_str(uint64_t h[2], const char *s)
 {
     size_t n = strlen(s);
-    memo_absorb(h, n);
-    memo_absorb(h, hash_fnv1a(HASH_FNV1A_INIT, s, n));
+    hash_absorb128(h, n);
+    hash_absorb128(h, hash_fnv1a(HASH_FNV1A_INIT, s, n));
 }
 
 static const memo_entry *memo_find(const ana_memo *m, const uint64_t key[2])
@@ -356,8 +350,8 @@ static int ds_seq(shared *sh, const dict *d, ds_work *w, size_t i, double *sums,
             memo_absorb_str(h, w->model_path ? w->model_path : "");
             memo_absorb_str(h, sh->hook.name);
             memo_absorb_str(h, w->tc ? d->hook_out.name : "");
-            memo_absorb(h, (uint64_t)T);
-            for (int t = 0; t < T; t++) memo_absorb(h, (uint64_t)(uint32_t)tok[t]);
+            hash_absorb128(h, (uint64_t)T);
+            for (int t = 0; t < T; t++) hash_absorb128(h, (uint64_t)(uint32_t)tok[t]);
             key[0] = h[0];
             key[1] = h[1];
             const memo_entry *e = memo_find(w->memo, key);

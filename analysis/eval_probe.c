@@ -143,14 +143,6 @@ void eval_memo_counts(const eval_memo *m, int64_t *hits, int64_t *fits)
     *fits = m ? m->fits : 0;
 }
 
-/* Two independent 64-bit lanes over the problem's words: a chained splitmix finaliser and
- * FNV-1a on whole words. */
-static void memo_absorb(uint64_t h[2], uint64_t w)
-{
-    h[0] = hash_mix64(h[0] ^ w);
-    h[1] = (h[1] ^ w) * 0x100000001b3ull;
-}
-
 static uint64_t dbits(double v)
 {
     uint64_t u;
@@ -163,18 +155,18 @@ static uint64_t dbits(double v)
 static void memo_key(uint64_t key[2], const struct problem *prob, const struct parameter *par)
 {
     uint64_t h[2] = {0x736165206c697465ull, HASH_FNV1A_INIT};
-    memo_absorb(h, (uint64_t)prob->l);
-    memo_absorb(h, (uint64_t)prob->n);
-    memo_absorb(h, dbits(prob->bias));
-    memo_absorb(h, (uint64_t)par->solver_type);
-    memo_absorb(h, dbits(par->eps));
-    memo_absorb(h, dbits(par->C));
+    hash_absorb128(h, (uint64_t)prob->l);
+    hash_absorb128(h, (uint64_t)prob->n);
+    hash_absorb128(h, dbits(prob->bias));
+    hash_absorb128(h, (uint64_t)par->solver_type);
+    hash_absorb128(h, dbits(par->eps));
+    hash_absorb128(h, dbits(par->C));
     for (int i = 0; i < prob->l; i++) {
-        memo_absorb(h, dbits(prob->y[i]));
+        hash_absorb128(h, dbits(prob->y[i]));
         for (const struct feature_node *x = prob->x[i];; x++) {
-            memo_absorb(h, (uint64_t)(uint32_t)x->index);
+            hash_absorb128(h, (uint64_t)(uint32_t)x->index);
             if (x->index == -1) break;
-            memo_absorb(h, dbits(x->value));
+            hash_absorb128(h, dbits(x->value));
         }
     }
     key[0] = h[0];

@@ -9,6 +9,10 @@
  *   hash_splitmix64  the splitmix64 stream: returns hash_mix64(*x) and advances *x by the gamma.
  *   hash_fnv1a       64-bit FNV-1a over n bytes, continuing from h (start at HASH_FNV1A_INIT;
  *                    the tokenizer's tables start at HASH_FNV1A_INIT_TOK, see there).
+ *   hash_absorb128   one 64-bit word into a 128-bit content key of two independent lanes (a
+ *                    chained hash_mix64, and FNV-1a's multiply on whole words): the memos'
+ *                    keys (analysis/eval_probe.c, analysis/ana_run.c), where a collision would
+ *                    return another problem's result.
  */
 #ifndef SAELITE_HASH_H
 #define SAELITE_HASH_H
@@ -53,6 +57,12 @@ static inline uint64_t hash_fnv1a(uint64_t h, const void *data, size_t n)
     const unsigned char *p = data;
     for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
     return h;
+}
+
+static inline void hash_absorb128(uint64_t h[2], uint64_t w)
+{
+    h[0] = hash_mix64(h[0] ^ w);
+    h[1] = (h[1] ^ w) * 0x100000001b3ULL;
 }
 
 #endif

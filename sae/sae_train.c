@@ -883,6 +883,19 @@ static float dot_lanes(const float *a, const float *w, int n)
     return s;
 }
 
+/* Gated's auxiliary reconstruction error: returns sum (xg - x)^2 and leaves its gradient
+ * gs (xg - x) in xg. */
+static double gated_aux_error(float *xg, const float *xs, int64_t n, float gs)
+{
+    double asse = 0;
+    for (int64_t e = 0; e < n; e++) {
+        float d = xg[e] - xs[e];
+        asse += (double)d * d;
+        xg[e] = gs * d;
+    }
+    return asse;
+}
+
 /* Gated with few open gates: the step on the entries whose gate is open (pi > 0) only, as
  * few_active_leaf does for ReLU: both reconstructions (the magnitudes' and the auxiliary one
  * of the gates) through the CSR decode, the decoder's gradients through the transposed
@@ -921,13 +934,7 @@ static int gated_sparse_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int
     sae_k_decode_sparse(xhat, ptr, t->idx, fv, P->W_dec, P->b_dec, n, D);
     sae_k_decode_sparse(xg, ptr, t->idx, av, P->W_dec, P->b_dec, n, D);
     recon_error(t, r0, n, sc);
-    double asse = 0;
-    float gs = 2.0f / B;
-    for (int64_t e = 0; e < (int64_t)n * D; e++) {
-        float d = xg[e] - xs[e];
-        asse += (double)d * d;
-        xg[e] = gs * d;
-    }
+    double asse = gated_aux_error(xg, xs, (int64_t)n * D, 2.0f / B);
     sae_k_colsum_add(G->b_dec, dxhat, n, D);
     sae_k_csr_transpose(t->tptr, t->tent, t->ttok, ptr, t->idx, n, S);
     /* df = dxhat . W_dec[j] where the magnitude is positive (0 elsewhere: no gradient there) */
@@ -1003,13 +1010,7 @@ static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, D, S, 1.0f, a, S, P->W_dec, D, 1.0f,
                 xg, D);
     recon_error(t, r0, n, sc);
-    double asse = 0, sparsity_loss = 0;
-    float gs = 2.0f / B;
-    for (int64_t e = 0; e < (int64_t)n * D; e++) {
-        float d = xg[e] - xs[e];
-        asse += (double)d * d;
-        xg[e] = gs * d;
-    }
+    double asse = gated_aux_error(xg, xs, (int64_t)n * D, 2.0f / B), sparsity_loss = 0;
     sae_k_colsum_add(G->b_dec, dxhat, n, D);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, S, D, n, 1.0f, f, S, dxhat, D, 1.0f,
                 G->W_dec, D);
