@@ -350,6 +350,7 @@ static int ds_seq(shared *sh, const dict *d, ds_work *w, size_t i, double *sums,
             memo_absorb_str(h, w->model_path ? w->model_path : "");
             memo_absorb_str(h, sh->hook.name);
             memo_absorb_str(h, w->tc ? d->hook_out.name : "");
+            hash_absorb128(h, (uint64_t)op_precision_bf16()); /* the forward's matmuls */
             hash_absorb128(h, (uint64_t)T);
             for (int t = 0; t < T; t++) hash_absorb128(h, (uint64_t)(uint32_t)tok[t]);
             key[0] = h[0];

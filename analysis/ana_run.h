@@ -29,9 +29,10 @@
 #include "sae/metrics.h"
 
 /* The zero-ablation pass's per-sequence CE and KL sums by content (model path, hook, target hook,
- * the sequence's tokens): every SAE on the same hook of the same model repeats them, so a sweep
- * keeps one memo for all its runs and the pass runs once per sequence and hook. The sums are the
- * same bits either way. Owned by the caller, valid for one model file; one run at a time. */
+ * the forward's precision, the sequence's tokens): every SAE on the same hook of the same model
+ * repeats them, so a sweep keeps one memo for all its runs and the pass runs once per sequence
+ * and hook. The sums are the same bits either way. Owned by the caller, valid for one model
+ * file; one run at a time. */
 typedef struct ana_memo ana_memo;
 int ana_memo_new(ana_memo **out);
 void ana_memo_free(ana_memo *m);
