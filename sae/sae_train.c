@@ -950,9 +950,8 @@ static int gated_sparse_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int
     float cB = (float)(cx->coef / B);
     for (int64_t e = 0; e < nnz; e++) {
         int j = t->idx[e];
-        float pi = av[e], er = expf(P->r_mag[j]), u = pi - P->b_enc[j];
-        float mag = er * u + P->b_mag[j];
-        float dmag = mag > 0 ? df[e] : 0;
+        float er = expf(P->r_mag[j]), u = av[e] - P->b_enc[j];
+        float dmag = df[e]; /* 0 where the magnitude is not positive (fv 0) */
         float dpi = da[e] + cB * t->nrm[j];
         G->r_mag[j] += dmag * er * u;
         G->b_mag[j] += dmag;
@@ -1667,12 +1666,11 @@ static int few_active_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n
         /* the straight-through estimators of dense_leaf, at the active entries in the window
            and at the inactive ones gathered above */
         float *gl = G->log_threshold;
-        for (int b = 0; b < n; b++)
-            for (int64_t e = ptr[b]; e < ptr[b + 1]; e++) {
-                int j = t->idx[e];
-                if (fabsf((t->val[e] - th[j]) / eps) < 0.5f)
-                    gl[j] += th[j] * (t->dval[e] * (-th[j] / eps) + cB * (-1.0f / eps));
-            }
+        for (int64_t e = 0; e < nnz; e++) { /* row by row, as dense_leaf */
+            int j = t->idx[e];
+            if (fabsf((t->val[e] - th[j]) / eps) < 0.5f)
+                gl[j] += th[j] * (t->dval[e] * (-th[j] / eps) + cB * (-1.0f / eps));
+        }
         for (int64_t q = 0; q < nw; q++) {
             int j = t->widx[q];
             float df = dot_lanes(dxhat + (int64_t)t->wtok[q] * Do, P->W_dec + (int64_t)j * Do, Do);
