@@ -605,7 +605,7 @@ static int n_threads(int64_t work)
 
 typedef struct {
     float *out, *dW, *dval, *db;
-    const float *in, *val, *W, *b_dec;
+    const float *in, *val, *W, *b_dec, *base;
     const int64_t *ptr;
     const int *idx;
     int B, D;
@@ -646,12 +646,13 @@ static void decode_part(void *p, int tid, int nt)
     int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt), D = a->D;
     for (int b = b0; b < b1; b++) {
         float *o = a->out + (int64_t)b * D;
+        const float *start = a->base ? a->base + (int64_t)b * D : a->b_dec; /* or zeros */
         int i0 = 0;
 #ifdef HAVE_VF
-        i0 = decode_row_tiles(o, a->ptr, a->idx, a->val, a->W, a->b_dec, b, D);
+        i0 = decode_row_tiles(o, a->ptr, a->idx, a->val, a->W, start, b, D);
         if (i0 == D) continue;
 #endif
-        if (a->b_dec) memcpy(o + i0, a->b_dec + i0, sizeof(float) * (D - i0));
+        if (start) memmove(o + i0, start + i0, sizeof(float) * (D - i0));
         else memset(o + i0, 0, sizeof(float) * (D - i0));
         for (int64_t e = a->ptr[b]; e < a->ptr[b + 1]; e++) {
             float v = a->val[e];
@@ -666,6 +667,14 @@ void sae_k_decode_sparse(float *xhat, const int64_t *ptr, const int *idx, const 
                          const float *W_dec, const float *b_dec, int B, int D)
 {
     sp_args a = {.out = xhat, .val = val, .W = W_dec, .b_dec = b_dec, .ptr = ptr, .idx = idx,
+                 .B = B, .D = D};
+    par_run(decode_part, &a, n_threads(ptr[B] * (int64_t)D));
+}
+
+void sae_k_decode_sparse_from(float *xhat, const int64_t *ptr, const int *idx, const float *val,
+                              const float *W_dec, const float *base, int B, int D)
+{
+    sp_args a = {.out = xhat, .val = val, .W = W_dec, .base = base, .ptr = ptr, .idx = idx,
                  .B = B, .D = D};
     par_run(decode_part, &a, n_threads(ptr[B] * (int64_t)D));
 }
@@ -934,13 +943,14 @@ typedef struct {
     int S, D;
 } tr_args;
 
-/* Latent range of thread tid with about nnz/nt entries (a function of the data, not of timing). */
+/* Latent range of thread tid with about nnz/nt entries (a function of the data, not of timing).
+ * tptr may be a slice of a larger pattern's (tptr[0] > 0). */
 static void latent_range(const tr_args *a, int tid, int nt, int *j0, int *j1)
 {
-    int64_t nnz = a->tptr[a->S];
+    int64_t base = a->tptr[0], nnz = a->tptr[a->S] - base;
     int lo[2];
     for (int q = 0; q < 2; q++) {
-        int64_t target = nnz * (tid + q) / nt;
+        int64_t target = base + nnz * (tid + q) / nt;
         int l = 0, h = a->S; /* first j with tptr[j] >= target */
         while (l < h) {
             int m = (l + h) / 2;
@@ -1080,7 +1090,7 @@ void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat
 {
     tr_args a = {.dW = dW_dec, .dval = dval, .in = dxhat, .val = val, .W = W_dec, .tptr = tptr,
                  .tent = tent, .ttok = ttok, .S = S, .D = D};
-    par_run(decode_bwd_part, &a, n_threads(tptr[S] * (int64_t)D));
+    par_run(decode_bwd_part, &a, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
 }
 
 #ifdef HAVE_VF
@@ -1135,7 +1145,7 @@ void sae_k_encode_sparse_backward(float *dW_encT, float *db_enc, const float *dp
 {
     tr_args a = {.dW = dW_encT, .db = db_enc, .in = xc, .val = dpre, .tptr = tptr, .tent = tent,
                  .ttok = ttok, .S = S, .D = D};
-    par_run(encode_bwd_part, &a, n_threads(tptr[S] * (int64_t)D));
+    par_run(encode_bwd_part, &a, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
 }
 
 /* One OpenBLAS thread: waking its pool for a GEMV of a few million MACs left its workers

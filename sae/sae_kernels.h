@@ -85,6 +85,13 @@ void sae_k_decode_sparse(float *xhat /*[B,D]*/, const int64_t *ptr /*[B+1]*/, co
                          const float *val, const float *W_dec /*[S,D]*/,
                          const float *b_dec /*[D] or NULL*/, int B, int D);
 
+/* xhat[b] = base[b] + sum over active (j, v) of v * W_dec[j]: a decode continued from rows
+ * already decoded (base may be xhat). Adds in the same order as sae_k_decode_sparse, so decoding
+ * a pattern's entries in two consecutive parts gives the bits of one decode of all of them. */
+void sae_k_decode_sparse_from(float *xhat /*[B,D]*/, const int64_t *ptr /*[B+1]*/, const int *idx,
+                              const float *val, const float *W_dec /*[S,D]*/,
+                              const float *base /*[B,D]*/, int B, int D);
+
 /* out[n] = a * in[n] (the input's scaling; elementwise over threads: the serial bits). */
 void sae_k_scale(float *out, const float *in, float a, int64_t n);
 
@@ -116,7 +123,9 @@ void sae_k_csr_transpose(int64_t *tptr /*[S+1]*/, int64_t *tent /*[nnz]*/, int *
 
 /* Backward of the sparse decoder given dxhat: dW_dec[j] += v * dxhat[b] for each active entry,
  * dval[e] = dxhat[b] . W_dec[j] (overwritten, not accumulated); entries with v == 0 (ReLU
- * clipped) are skipped with dval[e] = 0. Pattern in transposed form. */
+ * clipped) are skipped with dval[e] = 0. Pattern in transposed form; for a range of latents
+ * [j0, j0 + S) of a larger pattern pass tptr + j0, dW_dec + j0 D and W_dec + j0 D (tent stays
+ * an index into the whole dval/val). */
 void sae_k_decode_sparse_backward(float *dW_dec /*[S,D]*/, float *dval /*[nnz]*/,
                                   const float *dxhat /*[B,D]*/, const int64_t *tptr,
                                   const int64_t *tent, const int *ttok, const float *val /*[nnz]*/,

@@ -100,7 +100,8 @@ struct sae_trainer {
     /* gated: relu(pi) and its gradient [B,S], the via-gate reconstruction [B,D] */
     float *gbuf, *xg, *gsum;
     int gated_unfrozen; /* gradient tests only: the auxiliary loss also trains the decoder */
-    int dense_only;     /* tests only: ReLU, JumpReLU and gated steps stay in the dense form */
+    int reference_steps; /* tests only: ReLU, JumpReLU and gated steps stay dense, Matryoshka's
+                            shared levels scatter one by one (the forms the fast ones match) */
     float *th;          /* JumpReLU: [S] exp(log_threshold), few_active_leaf's */
     int *wtok, *widx;   /* JumpReLU: [cap] the inactive entries in the threshold's window */
     float *gval, *gdval; /* gated: [cap] the open gates' values and their gradients */
@@ -466,13 +467,14 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         if (c.arch == SAE_MATRYOSHKA && c.n_widths > 1) {
             t->mpre = c.mat_levels == SAE_MAT_OWN ? zalloc(B * (int64_t)c.widths[c.n_widths - 2])
                                                   : zalloc(1); /* freed as aligned */
-            t->lxhat = zalloc(B * D);
+            /* the shared code keeps every inner level's reconstruction (matryoshka_decode) */
+            t->lxhat = zalloc(B * D * (c.mat_levels == SAE_MAT_SHARED ? c.n_widths - 1 : 1));
             t->lval = mem_alloc(sizeof(float) * t->cap);
             t->ldval = mem_alloc(sizeof(float) * t->cap);
             t->lidx = mem_alloc(sizeof(int) * t->cap);
             t->lttok = mem_alloc(sizeof(int) * t->cap);
             t->ltent = mem_alloc(sizeof(int64_t) * t->cap);
-            t->lptr = mem_alloc(sizeof(int64_t) * (B + 1));
+            t->lptr = mem_alloc(sizeof(int64_t) * (B + 1) * c.n_widths); /* a CSR per group */
             t->ltptr = mem_alloc(sizeof(int64_t) * (S + 1));
             ok = ok && t->mpre && t->lxhat && t->lval && t->ldval && t->lidx && t->lttok &&
                  t->ltent && t->lptr && t->ltptr;
@@ -786,12 +788,29 @@ static int global_kth(float *thr, const float *pre, int64_t r0, int64_t n, int S
     return OK;
 }
 
-/* Matryoshka's inner levels on rows [r0, r0+n): for each width m but the last, a code over the
- * first m latents, decoded by W_dec[:m] + b_dec; adds the gradient of sum_m ||x - xhat_m||^2 / B
- * into G and each level's squared error into sc. The code (mat_levels): SAE_MAT_SHARED, the
- * full-width selection (ptr, idx, val) with its entries of latents >= m dropped (the paper's
- * f[:, :m]); SAE_MAT_OWN, the prefix pre[:, :m]'s own BatchTopK (k B entries over the global
- * batch). Sparse throughout: the kernels of the full-width path on the prefix. */
+/* The shared code truncated to its first m latents (the paper's f[:, :m]): the leaf's CSR (ptr,
+ * idx, val) without the entries of latents >= m, into (lptr, lidx, lval). */
+static void matryoshka_prefix(sae_trainer *t, int n, int m)
+{
+    int64_t q = 0;
+    t->lptr[0] = 0;
+    for (int b = 0; b < n; b++) {
+        for (int64_t e = t->ptr[b]; e < t->ptr[b + 1]; e++)
+            if (t->idx[e] < m) {
+                t->lidx[q] = t->idx[e];
+                t->lval[q++] = t->val[e];
+            }
+        t->lptr[b + 1] = q;
+    }
+}
+
+/* Matryoshka's inner levels on rows [r0, r0+n), each scattered on its own: for each width m but
+ * the last, a code over the first m latents, decoded by W_dec[:m] + b_dec; adds the gradient of
+ * sum_m ||x - xhat_m||^2 / B into G and each level's squared error into sc. The code
+ * (mat_levels): SAE_MAT_SHARED, the full-width selection truncated (matryoshka_prefix; the
+ * steps use matryoshka_shared_backward for it, this form is the tests' reference);
+ * SAE_MAT_OWN, the prefix pre[:, :m]'s own BatchTopK (k B entries over the global batch).
+ * Sparse throughout: the kernels of the full-width path on the prefix. */
 static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, double *sc)
 {
     int B = t->B, D = t->D, S = t->S;
@@ -801,16 +820,7 @@ static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, in
     for (int l = 0; l + 1 < t->c.n_widths; l++) {
         int m = t->c.widths[l];
         if (t->c.mat_levels == SAE_MAT_SHARED) {
-            int64_t q = 0;
-            t->lptr[0] = 0;
-            for (int b = 0; b < n; b++) {
-                for (int64_t e = t->ptr[b]; e < t->ptr[b + 1]; e++)
-                    if (t->idx[e] < m) {
-                        t->lidx[q] = t->idx[e];
-                        t->lval[q++] = t->val[e];
-                    }
-                t->lptr[b + 1] = q;
-            }
+            matryoshka_prefix(t, n, m);
         } else {
             for (int b = 0; b < n; b++)
                 memcpy(t->mpre + (int64_t)b * m, pre + (int64_t)b * S, sizeof(float) * m);
@@ -838,6 +848,82 @@ static void matryoshka_levels(sae_trainer *t, const step_ctx *cx, int64_t r0, in
             if (!(t->lval[e] > 0)) t->ldval[e] = 0;
         sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->ldval, t->ltptr, t->ltent, t->lttok,
                                      xc, m, D);
+    }
+}
+
+/* Matryoshka with the shared code, rows [r0, r0+n): every level's reconstruction in one decode.
+ * Latent group g holds widths[g-1] <= j < widths[g]; level g decodes groups 0..g, so level g is
+ * level g-1 plus group g's entries. The leaf's CSR (latents ascending in each row, as the
+ * selection writes them) is split into one CSR per group, and each level continues the one
+ * below: the same adds in the same order as decoding each level's prefix on its own, so the
+ * same bits, for a single pass over the entries. Inner levels go to t->lxhat (one [B,D] slice
+ * each), the full width to xhat. */
+static void matryoshka_decode(sae_trainer *t, int n, float *xhat)
+{
+    int B = t->B, D = t->D, L = t->c.n_widths;
+    const sae_params *P = &t->P;
+    int64_t cnt[SAE_MAX_WIDTHS + 1] = {0}, at[SAE_MAX_WIDTHS + 1];
+    for (int64_t e = 0; e < t->ptr[n]; e++) {
+        int g = 0;
+        while (t->idx[e] >= t->c.widths[g]) g++;
+        cnt[g]++;
+    }
+    at[0] = 0;
+    for (int g = 1; g < L; g++) at[g] = at[g - 1] + cnt[g - 1];
+    for (int g = 0; g < L; g++) t->lptr[(int64_t)g * (B + 1)] = at[g];
+    for (int b = 0; b < n; b++) {
+        for (int64_t e = t->ptr[b]; e < t->ptr[b + 1]; e++) {
+            int g = 0;
+            while (t->idx[e] >= t->c.widths[g]) g++;
+            t->lidx[at[g]] = t->idx[e];
+            t->lval[at[g]++] = t->val[e];
+        }
+        for (int g = 0; g < L; g++) t->lptr[(int64_t)g * (B + 1) + b + 1] = at[g];
+    }
+    for (int g = 0; g < L; g++) {
+        float *out = g < L - 1 ? t->lxhat + (int64_t)g * B * D : xhat;
+        const int64_t *gptr = t->lptr + (int64_t)g * (B + 1);
+        if (g == 0)
+            sae_k_decode_sparse(out, gptr, t->lidx, t->lval, P->W_dec, P->b_dec, n, D);
+        else
+            sae_k_decode_sparse_from(out, gptr, t->lidx, t->lval, P->W_dec,
+                                     t->lxhat + (int64_t)(g - 1) * B * D, n, D);
+    }
+}
+
+/* Matryoshka with the shared code on rows [r0, r0+n): the decoder's backward for every level
+ * at once, given the full width's reconstruction gradient in dxhat, the inner levels'
+ * reconstructions from matryoshka_decode and the transposed pattern (tptr, tent, ttok). A
+ * latent of group g is in the levels g .. L-1, so its decoder row and its dval see R_g = the sum
+ * of those levels' gradients 2/B (xhat_l - x). Going from the widest group down, each inner
+ * level's gradient is added into dxhat (which this consumes) and each group's latents scatter
+ * once against it: one pass over the pattern instead of one per level (each level repeated its
+ * prefix's scatters), and then one encoder scatter on the summed dval. The same gradients as
+ * matryoshka_levels up to the order of float sums (tests/test_sae.c); b_dec gets each level's
+ * column sums, the levels' squared errors go into sc. */
+static void matryoshka_shared_backward(sae_trainer *t, int64_t r0, int n, double *sc)
+{
+    int B = t->B, D = t->D, L = t->c.n_widths;
+    const sae_params *P = &t->P, *G = &t->G;
+    const float *xs = t->xs + r0 * D;
+    float *dx = t->dxhat + r0 * D, gs = 2.0f / B;
+    for (int g = L - 1; g >= 0; g--) {
+        int j0 = g ? t->c.widths[g - 1] : 0, j1 = t->c.widths[g];
+        if (g < L - 1) { /* level g's reconstruction -> its gradient, added into dxhat */
+            float *lx = t->lxhat + (int64_t)g * B * D;
+            double sse = 0;
+            for (int64_t e = 0; e < (int64_t)n * D; e++) {
+                float d = lx[e] - xs[e], gd = gs * d;
+                sse += (double)d * d;
+                lx[e] = gd;
+                dx[e] += gd;
+            }
+            sc[SC_LVL + g] = sse;
+            sae_k_colsum_add(G->b_dec, lx, n, D);
+        }
+        sae_k_decode_sparse_backward(G->W_dec + (int64_t)j0 * D, t->dval, dx, t->tptr + j0,
+                                     t->tent, t->ttok, t->val, P->W_dec + (int64_t)j0 * D,
+                                     j1 - j0, D);
     }
 }
 
@@ -989,7 +1075,7 @@ static void gated_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
     float *xs = t->xs + r0 * D, *xc = t->xc + r0 * D, *xhat = t->xhat + r0 * D;
     float *xg = t->xg + r0 * D, *dxhat = t->dxhat + r0 * D;
     sae_k_encode(pre, xc, xs, P->W_encT, P->b_enc, P->b_dec, n, D, S);
-    if (!t->dense_only && gated_sparse_leaf(t, cx, r0, n, sc)) return;
+    if (!t->reference_steps && gated_sparse_leaf(t, cx, r0, n, sc)) return;
     for (int64_t e = 0; e < BS; e++) {
         int j = (int)(e % S);
         float pi = pre[e], mag = expf(P->r_mag[j]) * (pi - P->b_enc[j]) + P->b_mag[j];
@@ -1092,19 +1178,29 @@ static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double 
             t->fired[t->idx[e]] = 1;
             active++;
         }
-    sae_k_decode_sparse(xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, n, Do);
+    /* Matryoshka's shared code: every level decoded and scattered back in one pass (the tests'
+       switch keeps the per-level form, their reference) */
+    int mat_once = t->c.arch == SAE_MATRYOSHKA && t->c.mat_levels == SAE_MAT_SHARED &&
+                   t->c.n_widths > 1 && !t->reference_steps;
+    if (mat_once)
+        matryoshka_decode(t, n, xhat);
+    else
+        sae_k_decode_sparse(xhat, t->ptr, t->idx, t->val, P->W_dec, P->b_dec, n, Do);
     skip_forward(t, r0, n);
     recon_error(t, r0, n, sc);
     sae_k_colsum_add(G->b_dec, dxhat, n, Do);
     skip_backward(t, r0, n);
     prof_mark(t, SAE_PROF_DECODE);
     sae_k_csr_transpose(t->tptr, t->tent, t->ttok, t->ptr, t->idx, n, S);
-    sae_k_decode_sparse_backward(G->W_dec, t->dval, dxhat, t->tptr, t->tent, t->ttok, t->val,
-                                 P->W_dec, S, Do);
+    if (mat_once)
+        matryoshka_shared_backward(t, r0, n, sc);
+    else
+        sae_k_decode_sparse_backward(G->W_dec, t->dval, dxhat, t->tptr, t->tent, t->ttok, t->val,
+                                     P->W_dec, S, Do);
     prof_mark(t, SAE_PROF_DEC_BWD);
     sae_k_encode_sparse_backward(G->W_encT, G->b_enc, t->dval, t->tptr, t->tent, t->ttok, xc, S, D);
     prof_mark(t, SAE_PROF_ENC_BWD);
-    if (t->c.arch == SAE_MATRYOSHKA) matryoshka_levels(t, cx, r0, n, sc);
+    if (t->c.arch == SAE_MATRYOSHKA && !mat_once) matryoshka_levels(t, cx, r0, n, sc);
     prof_mark(t, SAE_PROF_OTHER);
     if (ka) {
         /* AuxK: the dead latents' top-ka reconstruct the (detached) residual e = x - xhat */
@@ -1696,7 +1792,7 @@ static void dense_leaf(sae_trainer *t, const step_ctx *cx, int64_t r0, int n, do
     int64_t BS = (int64_t)n * S, active = 0;
     double coef = cx->coef, sparsity_loss = 0;
     sae_k_encode(pre, xc, xs, P->W_encT, P->b_enc, bsub, n, D, S);
-    if (!t->dense_only && few_active_leaf(t, cx, r0, n, sc)) return;
+    if (!t->reference_steps && few_active_leaf(t, cx, r0, n, sc)) return;
     const float *lt = P->log_threshold;
     for (int64_t e = 0; e < BS; e++) {
         float v = pre[e], th = lt ? expf(lt[e % S]) : 0;
@@ -1900,7 +1996,7 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st, 
 }
 
 void sae_trainer_test_unfreeze(sae_trainer *t, int on) { t->gated_unfrozen = on; }
-void sae_trainer_test_dense_only(sae_trainer *t, int on) { t->dense_only = on; }
+void sae_trainer_test_reference_steps(sae_trainer *t, int on) { t->reference_steps = on; }
 
 int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st)
 {

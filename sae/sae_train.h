@@ -205,9 +205,10 @@ int sae_trainer_loss_grad(sae_trainer *t, const float *x, sae_step_stats *st);
 /* Gated: on = 1 lets the auxiliary loss's gradient reach the decoder too (it is frozen in
  * training), so the finite-difference test can check every gradient against the total loss. */
 void sae_trainer_test_unfreeze(sae_trainer *t, int on);
-/* ReLU and JumpReLU: on = 1 keeps every step in the dense form (three GEMMs), which otherwise
- * gives way to the sparse one while few latents are active; the tests compare the two. */
-void sae_trainer_test_dense_only(sae_trainer *t, int on);
+/* on = 1 keeps every step in its reference form, which the tests compare the fast one with:
+ * ReLU, JumpReLU and gated dense (three GEMMs; otherwise sparse while few latents are active),
+ * Matryoshka's shared levels decoded backward one level at a time (otherwise one pass for all). */
+void sae_trainer_test_reference_steps(sae_trainer *t, int on);
 
 /* Per-phase wall time of the steps (for bench/bench_sae.c): with secs non-NULL every later
  * sae_trainer_step adds the seconds of each phase to secs[phase] (the caller zeroes it; NULL

@@ -533,7 +533,7 @@ static void test_few_active(void)
             double shift = 0;
             for (int tries = 0; tries < 200; tries++, shift += 0.02) {
                 for (int j = 0; j < S; j++) P.b_enc[j] = dense_enough ? 1.0f : (float)(-shift);
-                sae_trainer_test_dense_only(t, 1);
+                sae_trainer_test_reference_steps(t, 1);
                 zero_grad_tc(&G, S, D, Do);
                 sae_trainer_loss_grad(t, x, &st1);
                 /* JumpReLU's window entries count too */
@@ -544,7 +544,7 @@ static void test_few_active(void)
                   label, dens);
             int off = 0;
             for (int q = 0; q < ng; q++) memcpy(g1 + off, groups[q], sizeof(float) * sizes[q]), off += sizes[q];
-            sae_trainer_test_dense_only(t, 0);
+            sae_trainer_test_reference_steps(t, 0);
             zero_grad_tc(&G, S, D, Do);
             sae_trainer_loss_grad(t, x, &st2);
             off = 0;
@@ -1729,6 +1729,67 @@ static void test_bf16_run(void)
     CHECK(system(cmd) == 0);
 }
 
+/* Matryoshka with the shared code: the one-pass backward of every level against the levels
+ * scattered one by one (the reference form, which the finite differences check at a small
+ * size): the same loss to the bit (the reconstructions are decoded alike), every gradient within
+ * float summation order, and other bits (so the one-pass form ran). Four levels, uneven widths,
+ * two leaves, AuxK on. */
+static void test_matryoshka_once(void)
+{
+    enum { D = 72, S = 160, B = 96 }; /* D: a 64-float decode tile and a tail */
+    sae_train_config c;
+    sae_train_defaults(&c);
+    c.arch = SAE_MATRYOSHKA;
+    c.d_in = D;
+    c.d_sae = S;
+    c.k = 12;
+    c.batch = B;
+    c.total_tokens = 100 * B;
+    c.dead_window = 1;
+    c.n_widths = 3;
+    c.widths[0] = 13;
+    c.widths[1] = 40;
+    c.widths[2] = 101;
+    rng_state r;
+    rng_seed(&r, 5);
+    static float x[B * D];
+    fill_normal(x, B * D, &r, 1.5);
+    sae_trainer *t;
+    int rc = sae_trainer_new(&t, &c, x, B);
+    if (!rc) rc = sae_trainer_set_micro_batches(t, 2);
+    CHECK(rc == OK, "%s", err_msg());
+    if (rc) return;
+    sae_params P, G;
+    sae_trainer_params(t, &P, &G);
+    sae_step_stats st;
+    for (int step = 0; step < 3; step++) sae_trainer_step(t, x, &st); /* some dead latents */
+    static float g[2][2 * S * D + S + D];
+    sae_step_stats s2[2];
+    float *groups[4] = {G.W_encT, G.W_dec, G.b_enc, G.b_dec};
+    int sizes[4] = {S * D, S * D, S, D}, n = 0;
+    for (int ref = 0; ref < 2; ref++) {
+        sae_trainer_test_reference_steps(t, ref);
+        zero_grad(&G, S, D);
+        sae_trainer_loss_grad(t, x, &s2[ref]);
+        n = 0;
+        for (int q = 0; q < 4; q++) memcpy(g[ref] + n, groups[q], sizeof(float) * sizes[q]), n += sizes[q];
+    }
+    sae_trainer_test_reference_steps(t, 0);
+    double worst = 0, scale = 0;
+    int lo_rows = 0; /* W_dec rows of the first group with a gradient: the levels reached them */
+    for (int e = 0; e < n; e++) scale = fmax(scale, fabs(g[1][e]));
+    for (int e = 0; e < n; e++) worst = fmax(worst, fabs(g[0][e] - g[1][e]) / scale);
+    for (int j = 0; j < 13; j++) lo_rows += G.W_dec[j * D] != 0;
+    printf("matryoshka, 4 levels: the one-pass backward's gradients within %.3g of the per-level "
+           "form's\n", worst);
+    CHECK(worst < 1e-5 && scale > 0 && memcmp(g[0], g[1], sizeof(float) * n) && lo_rows > 0,
+          "matryoshka one-pass backward: gradients off by %.3g of their largest (bits must "
+          "differ)", worst);
+    CHECK(s2[0].loss == s2[1].loss && s2[0].l0 == s2[1].l0 && s2[0].aux_loss == s2[1].aux_loss,
+          "matryoshka one-pass backward: loss %.9g vs %.9g", s2[0].loss, s2[1].loss);
+    sae_trainer_free(t);
+}
+
 /* Micro-batches (the data-parallel leaves): the same step cut into 4 leaves summed in a tree
  * gives the same loss and gradients up to float summation order, and the same selections
  * exactly (BatchTopK's global radix threshold = the single pass's quickselect one); the checks
@@ -2012,6 +2073,7 @@ int main(void)
     test_adam_and_norms();
     fd_check(SAE_RELU, "relu");
     test_few_active();
+    test_matryoshka_once();
     fd_check(SAE_TOPK, "topk");
     fd_check(SAE_BATCHTOPK, "batchtopk");
     fd_check(SAE_JUMPRELU, "jumprelu");
