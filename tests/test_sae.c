@@ -76,6 +76,75 @@ static void test_topk(void)
     CHECK(bad == 0, "candidate top-k picked a non-candidate");
 }
 
+/* Rows with too few blocks for the block bound (d_sae 1024 at k 32 and 64; a width that is a
+ * multiple of 8, not 16) take the exact k-th largest as their bound: the same selection as brute
+ * force (ties, all equal, signed zeros, subnormals, all negative, +-inf), the output in the
+ * order of the heap over the entries that reach the row's k-th largest value, and a row with a
+ * NaN exactly as the whole row's heap (the candidate form over every index gives that heap). */
+static void test_topk_exact(void)
+{
+    const int shapes[3][2] = {{1024, 64}, {1024, 32}, {520, 20}};
+    enum { B = 40 };
+    for (int sh = 0; sh < 3; sh++) {
+        int S = shapes[sh][0], K = shapes[sh][1];
+        float *pre = malloc(sizeof(float) * B * S), *val = malloc(sizeof(float) * B * K);
+        float *val2 = malloc(sizeof(float) * K);
+        int *idx = malloc(sizeof(int) * B * K), *idx2 = malloc(sizeof(int) * K);
+        int *cand = malloc(sizeof(int) * S);
+        rng_state r;
+        rng_seed(&r, 100 + sh);
+        fill_normal(pre, (int64_t)B * S, &r, 1);
+        for (int j = 0; j < S; j++) {
+            pre[0 * S + j] = 0.25f;                                  /* all equal */
+            pre[1 * S + j] = j % 3 ? 0.0f : -0.0f;                   /* signed zeros */
+            if (j % 101 == 0) pre[1 * S + j] = -1e-40f;
+            pre[2 * S + j] = 1e-42f * (float)(j % 10) - 5e-42f;      /* subnormals */
+            pre[3 * S + j] = -1.0f - (float)(j % 37);                /* all negative */
+            pre[4 * S + j] = (float)(j % 7);                         /* many ties at the bound */
+        }
+        pre[5 * S + 3] = INFINITY;
+        pre[5 * S + 9] = -INFINITY;
+        pre[6 * S + 2] = NAN; /* NaN rows: the whole row's heap */
+        pre[7 * S + S - 1] = NAN;
+        sae_k_topk(idx, val, pre, B, S, K, NULL, 0);
+        int bad = 0, order = 0, rows = 0, nan_same = 0;
+        for (int b = 0; b < B; b++) {
+            const float *p = pre + (int64_t)b * S;
+            if (b == 6 || b == 7) {
+                for (int j = 0; j < S; j++) cand[j] = j;
+                sae_k_topk(idx2, val2, p, 1, S, K, cand, S);
+                nan_same += !memcmp(idx2, idx + b * K, sizeof(int) * K) &&
+                            !memcmp(val2, val + b * K, sizeof(float) * K);
+                continue;
+            }
+            for (int e = 0; e < K; e++) {
+                int j = idx[b * K + e], beat = 0;
+                for (int i = 0; i < S; i++) beat += p[i] > p[j] || (p[i] == p[j] && i < j);
+                if (beat >= K || val[b * K + e] != (p[j] > 0 ? p[j] : 0)) bad++;
+                for (int f = 0; f < e; f++) bad += idx[b * K + f] == j;
+            }
+            float t = p[0]; /* the K-th largest: K entries reach it, fewer exceed it */
+            for (int q = 0; q < S; q++) {
+                int ge = 0, gt = 0;
+                for (int u = 0; u < S; u++) ge += p[u] >= p[q], gt += p[u] > p[q];
+                if (ge >= K && gt < K) t = p[q];
+            }
+            int n = 0;
+            for (int j = 0; j < S; j++)
+                if (p[j] >= t) cand[n++] = j;
+            sae_k_topk(idx2, val2, p, 1, S, K, cand, n);
+            order += !memcmp(idx2, idx + b * K, sizeof(int) * K) &&
+                     !memcmp(val2, val + b * K, sizeof(float) * K);
+            rows++;
+        }
+        CHECK(bad == 0, "top-k at S %d k %d differs from brute force in %d places", S, K, bad);
+        CHECK(order == rows, "top-k at S %d k %d: %d of %d rows in the exact bound's heap order", S,
+              K, order, rows);
+        CHECK(nan_same == 2, "top-k at S %d k %d: rows with a NaN differ from the row's heap", S, K);
+        free(pre), free(val), free(val2), free(idx), free(idx2), free(cand);
+    }
+}
+
 /* Long rows take the block-bound path: the same selection as brute force: ties, a tail past the
  * last block, a NaN, and enough rows (B x S over 2^20) that the rows are split over threads, each
  * thread's selection running a row ahead of its scan. */
@@ -2064,6 +2133,7 @@ int main(void)
 {
     test_topk();
     test_topk_long();
+    test_topk_exact();
     test_topk_fused();
     test_adam_unit_rows();
     test_batchtopk();
