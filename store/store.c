@@ -166,6 +166,13 @@ int store_prepare(store *s, const char *sql, sqlite3_stmt **st)
     return OK;
 }
 
+int store_cache_kib(store *s, int kib)
+{
+    char sql[48];
+    snprintf(sql, sizeof sql, "PRAGMA cache_size = -%d", kib);
+    return store_exec(s, sql);
+}
+
 int store_query_i64(store *s, const char *sql, int64_t *v)
 {
     sqlite3_stmt *st;
@@ -386,7 +393,8 @@ int store_open(store **out, const char *path, int flags)
     }
     /* foreign_keys stays off: the REFERENCES clauses document the schema, this module keeps them,
      * and enforcing them costs a lookup and a statement journal per inserted row. */
-    if (!rc) rc = store_exec(s, "PRAGMA cache_size = -4096; PRAGMA temp_store = MEMORY");
+    if (!rc) rc = store_cache_kib(s, STORE_CACHE_KIB);
+    if (!rc) rc = store_exec(s, "PRAGMA temp_store = MEMORY");
     /* the extension parts recorded in the file, so every command checks what it may read */
     if (!rc) rc = store_sae_verify(s);
     if (!rc) rc = store_ana_verify(s);

@@ -18,6 +18,14 @@
 
 #include "store/store.h"
 
+/* SQLite's page cache per connection, KiB (PRAGMA cache_size = -N): what every store opens with,
+ * and the larger one a writer of many indexed rows takes for its transaction (the analysis
+ * tables: random inserts into their token and position indexes otherwise re-read and spill
+ * 64 KiB pages from a 64-page cache). */
+enum { STORE_CACHE_KIB = 4096, STORE_CACHE_KIB_BULK = 131072 };
+/* Sets the connection's page cache to kib KiB (pages are allocated as used). */
+int store_cache_kib(store *s, int kib);
+
 sqlite3 *store_db(store *s);
 int store_sql_error(store *s, int rc, const char *what);
 int store_exec(store *s, const char *sql);

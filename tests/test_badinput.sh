@@ -316,6 +316,7 @@ bad "analyze: NaN activations in a store" "nanact.db: hook $H, sequence [0-9]+: 
 bad "analyze: SAE width differs from the database (mismatched SAE)" "reads 32 values per token but ex.db stores 8" analyze --db ex.db --sae sae32 --no-model
 bad "analyze: SAE of another hook" "trained on $H, not --hook blocks.0.hook_attn_out" analyze --db ex.db --sae sae8 --hook blocks.0.hook_attn_out --no-model
 bad "analyze: unknown hook for neurons" "no hook 'blocks.0.nosuch'" analyze --db ex.db --neurons --hook blocks.0.nosuch --no-model
+SAELITE_ANA_CACHE_KIB=lots bad "analyze: a bad SAELITE_ANA_CACHE_KIB" "SAELITE_ANA_CACHE_KIB=lots: not a cache size in KiB" analyze --db ex.db --sae sae8 --no-model --all
 bad "analyze: zero top" "--top must be >= 1, got 0" analyze --db ex.db --sae sae8 --no-model --top 0
 bad "analyze: validation fraction above 1" "--val-frac must be in \(0, 1\), got 2" analyze --db ex.db --sae sae8 --no-model --val-frac 2
 bad "analyze: newer schema database" "written by a newer saelite" analyze --db newer.db --neurons --hook $H --no-model
