@@ -514,13 +514,15 @@ static int row_exact(int *hi, float *hv, const float *pr, int S, int k, int *can
         uint32_t c = K | (1u << bit);
         __m256i cv = _mm256_set1_epi32((int)(c ^ 0x80000000u));
         __m256i below0 = _mm256_setzero_si256(), below1 = below0; /* -1 per key under c */
+#define KEYS_UNDER(acc, at)                                                                        \
+    acc = _mm256_add_epi32(acc, _mm256_cmpgt_epi32(cv, _mm256_loadu_si256((const __m256i *)(at))))
         int i = 0;
         for (; i + 16 <= S; i += 16) {
-            below0 = _mm256_add_epi32(below0, _mm256_cmpgt_epi32(cv, _mm256_loadu_si256((const __m256i *)(keys + i))));
-            below1 = _mm256_add_epi32(below1, _mm256_cmpgt_epi32(cv, _mm256_loadu_si256((const __m256i *)(keys + i + 8))));
+            KEYS_UNDER(below0, keys + i);
+            KEYS_UNDER(below1, keys + i + 8);
         }
-        if (i < S)
-            below0 = _mm256_add_epi32(below0, _mm256_cmpgt_epi32(cv, _mm256_loadu_si256((const __m256i *)(keys + i))));
+        if (i < S) KEYS_UNDER(below0, keys + i);
+#undef KEYS_UNDER
         int lane[8], below = 0;
         _mm256_storeu_si256((__m256i *)lane, _mm256_add_epi32(below0, below1));
         for (int r = 0; r < 8; r++) below -= lane[r];

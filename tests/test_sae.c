@@ -1805,7 +1805,7 @@ static void test_bf16_run(void)
  * two leaves, AuxK on. */
 static void test_matryoshka_once(void)
 {
-    enum { D = 72, S = 160, B = 96 }; /* D: a 64-float decode tile and a tail */
+    enum { D = 136, S = 160, B = 96 }; /* D: decode tiles (AVX2 64, AVX-512 128) + a tail */
     sae_train_config c;
     sae_train_defaults(&c);
     c.arch = SAE_MATRYOSHKA;
