@@ -45,15 +45,15 @@ static const char *const SQL[Q__N] = {
 struct store_ana_writer {
     store *s;
     sqlite3_stmt *q[Q__N];
-    int big_cache;
 };
 
 void store_ana_writer_close(store_ana_writer *w)
 {
     if (!w) return;
     for (int i = 0; i < Q__N; i++) sqlite3_finalize(w->q[i]);
-    /* back to the usual cache: unused pages are freed, dirty ones stay for the commit */
-    if (w->big_cache) store_cache_kib(w->s, STORE_CACHE_KIB);
+    /* back to the usual cache (open set the large one before anything that calls this): unused
+       pages are freed, dirty ones stay for the commit */
+    store_cache_kib(w->s, STORE_CACHE_KIB);
     mem_free(w);
 }
 
@@ -83,7 +83,6 @@ int store_ana_writer_open(store_ana_writer **out, store *s)
         mem_free(w);
         return rc0;
     }
-    w->big_cache = 1;
     for (int i = 0; i < Q__N; i++) {
         int rc = store_prepare(s, SQL[i], &w->q[i]);
         if (rc) {
