@@ -101,6 +101,20 @@ typedef struct {
  * 24576). */
 enum { ENC_COLS = 2048 };
 
+/* Latents per GEMM block: ENC_COLS, except that the block count is made even (d_sae 1024 in two
+ * blocks of 512, 6144 in four of 1536), so that two threads share the GEMM evenly; a function of
+ * d_sae alone, so still bit-identical across thread counts. Before, d_sae <= 2048 was a single
+ * block and its GEMM ran on one core (the sweep's d_sae 1024: half the machine idle). Blocks stay
+ * multiples of TOPK_BLOCK (the top-k's first pass never straddles two). */
+static int enc_cols(int S)
+{
+    int nblk = (S + ENC_COLS - 1) / ENC_COLS;
+    if (nblk % 2 == 0) return ENC_COLS;
+    int w = (S + nblk) / (nblk + 1); /* ceil(S / (nblk + 1)) */
+    w = (w + TOPK_BLOCK - 1) / TOPK_BLOCK * TOPK_BLOCK;
+    return w < S ? w : S;
+}
+
 static void encode_rows(void *p, int tid, int nt)
 {
     enc_args *a = p;
@@ -117,13 +131,13 @@ static void encode_rows(void *p, int tid, int nt)
 static void encode_cols(void *p, int tid, int nt)
 {
     enc_args *a = p;
-    int nblk = (a->S + ENC_COLS - 1) / ENC_COLS;
+    int W = enc_cols(a->S), nblk = (a->S + W - 1) / W;
     int q0 = (int)((int64_t)nblk * tid / nt), q1 = (int)((int64_t)nblk * (tid + 1) / nt);
     for (int q = q0; q < q1; q++) {
-        int s0 = q * ENC_COLS, s1 = s0 + ENC_COLS < a->S ? s0 + ENC_COLS : a->S;
+        int s0 = q * W, s1 = s0 + W < a->S ? s0 + W : a->S;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->B, s1 - s0, a->D, 1.0f, a->xc,
                     a->D, a->W_encT + (int64_t)s0 * a->D, a->D, 1.0f, a->pre + s0, a->S);
-        /* the top-k's first pass over the block while it is still in cache (ENC_COLS is a
+        /* the top-k's first pass over the block while it is still in cache (W is a
            multiple of TOPK_BLOCK: a block of the row never straddles two GEMM blocks) */
         if (a->bmax) {
             int nbr = a->S / TOPK_BLOCK;
@@ -178,7 +192,7 @@ static void encode(float *pre, float *bmax, float *xc, const float *x, const flo
     enc_args a = {.pre = pre, .xc = xc, .x = x, .W_encT = W_encT, .b_enc = b_enc, .b_dec = b_dec,
                   .B = B, .D = D, .S = S, .bias = precision != SAE_PRECISION_BF16, .bmax = bmax};
     int nt = n_threads((int64_t)B * S), nb = openblas_get_num_threads();
-    int nblk = (S + ENC_COLS - 1) / ENC_COLS;
+    int nblk = (S + enc_cols(S) - 1) / enc_cols(S);
     par_run(encode_rows, &a, nt < B ? nt : 1);
     if (!a.bias) {
         if (!sae_bf16_encode(pre, xc, W_encT, b_enc, B, D, S, weights_gen)) return;

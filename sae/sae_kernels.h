@@ -9,8 +9,8 @@
  * val[...]; a value of 0 (ReLU clipped a selected pre-activation) passes no gradient.
  * The only dense matmuls are cblas_sgemm calls (encoder pre-activations; the dense decoder of the
  * ReLU/JumpReLU paths). No allocation, no errors: shapes are the caller's contract.
- * Threads: sae_k_encode (its GEMM in fixed blocks of 2048 latents, one single-threaded sgemm
- * each), sae_k_topk, the sparse kernels and sae_k_adam split large problems over
+ * Threads: sae_k_encode (its GEMM in blocks of 2048 latents, or fewer so that the count is even,
+ * a function of d_sae alone; one single-threaded sgemm each), sae_k_topk, the sparse kernels and sae_k_adam split large problems over
  * SAELITE_THREADS (default: online cores) threads in a way that leaves every result bit-identical
  * to the serial order.
  * Precision: sae_k_encode's GEMM runs in fp32 (OpenBLAS sgemm, the default) or, after

@@ -442,8 +442,10 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     if (c.arch == SAE_TOPK) {
         /* pre-activations in row chunks of at most 16M floats, of equal size: every chunk's
            GEMM packs all of W_enc again, so a short last chunk (4 rows at d_sae 24576) cost a
-           whole packing for nothing; the rows a chunk holds change no bit (OpenBLAS's result
-           for a row does not depend on the rows beside it; tests/test_sae.c checks it) */
+           whole packing for nothing. The chunk is a function of batch and d_sae only: OpenBLAS's
+           result for a row can depend on how many rows its call holds (at 1024 rows against
+           2048, about 2% of the entries differ in the last bit), so that is what keeps the bits
+           independent of everything else */
         int64_t ch = ((int64_t)1 << 24) / S;
         ch = ch >= B ? B : ch < 64 ? 64 : ch;
         int64_t nch = (B + ch - 1) / ch;

@@ -37,8 +37,8 @@
  * TopK path in row chunks of the batch). TopK and BatchTopK then touch only the selected latents
  * (decoder, decoder gradient, encoder gradient: sparse kernels); relu and jumprelu do the decoder
  * and the gradients as dense cblas_sgemm calls.
- * Threads (sae/sae_kernels.c): within a step, the encoder GEMM (fixed blocks of 2048 latents, one
- * single-threaded sgemm each), the per-row top-k, the sparse kernels and Adam are split over
+ * Threads (sae/sae_kernels.c): within a step, the encoder GEMM (blocks of at most 2048 latents,
+ * an even count fixed by d_sae; one single-threaded sgemm each), the per-row top-k, the sparse kernels and Adam are split over
  * saelite's own threads (SAELITE_THREADS, default the online cores, at most 16, read once per
  * process); the other BLAS calls (relu/jumprelu's dense GEMMs, the GEMV of the b_dec gradient)
  * use OpenBLAS's threads.
