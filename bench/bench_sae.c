@@ -5,7 +5,8 @@
  * (time of one GEMM of the encoder shape [batch, d_in] x [d_in, d_sae]) / (time of a step), each
  * step followed by its GEMM calls so both see the same load, median over the steps: fp32 against
  * sgemm (target >= 0.7), bf16 against oneDNN's bf16 matmul with converted inputs (target >= 0.5);
- * where each step's time goes (sae_trainer_profile). SAE_BENCH_SPEED=small|large|0 picks shapes;
+ * where each step's time goes (sae_trainer_profile). SAE_BENCH_SPEED=small|large|0 picks shapes
+ * (sweep: the sweep's 512, 1024, 32, 2048 alone);
  * SAE_BENCH_GRAD_CLIP=0 times the step without the default gradient-norm clip.
  * Peak RSS vs the size of weights + gradients + Adam state + one batch.
  * Ground truth (SAE_BENCH_GT=0 skips; SAE_BENCH_GT_TOKENS="1000000,3000000" overrides): synthetic
@@ -360,6 +361,8 @@ int main(int argc, char **argv)
     const char *only = getenv("SAE_BENCH_SPEED"); /* "small", "large", "0" */
     if (!only || !strcmp(only, "small")) rc |= bench_speed(512, 4096, 32, 4096, 5);
     if (!only || !strcmp(only, "large")) rc |= bench_speed(768, 24576, 32, 4096, 3);
+    /* the sweep's shape (make sweep: d_sae 1024, batch 2048), not in the default set */
+    if (only && !strcmp(only, "sweep")) rc |= bench_speed(512, 1024, 32, 2048, 9);
     const char *gt = getenv("SAE_BENCH_GT");
     if (!gt || strcmp(gt, "0")) {
         const char *list = getenv("SAE_BENCH_GT_TOKENS");
