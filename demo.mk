@@ -81,7 +81,7 @@ demo-gpt2: $(DEMO)/corpus/brown.jsonl | saelite
 	@echo "demo-gpt2 finished: open $(GPT2_DEMO)/report/index.html"
 
 # make sweep: every architecture at four sparsities on the demo's activations (docs/sae.md "The
-# sweep"; 28 min 20 s on 2 idle cores at 52f7c43 on the Zen 5 VM; 45 min 3 s at 8523fef on the
+# sweep"; 14 min 24 s on 2 idle cores at 3626c86 on the Zen 5 VM; 45 min 3 s at 8523fef on the
 # AVX2-only EPYC VM, bench/README.md): the transcoders' two hooks are added to the demo
 # database by a second extract, then `saelite sweep` trains, evaluates and draws the frontiers
 # into $(SWEEP_OUT). Interrupted, `make sweep` again continues with the run in progress. Point
