@@ -551,7 +551,34 @@ static int row_exact(int *hi, float *hv, const float *pr, int S, int k, int *can
     topk_heap_ordered(hi, hv, pr, k, cand, n); /* n >= k: t is one of the row's values */
     return 1;
 }
-#define HAVE_ROW_EXACT 1
+#else
+/* The same bisection in plain C for builds without AVX2 (-march=x86-64): the same t, the same
+ * candidates in index order, so the same output order as the vector form on every build. */
+static int row_exact(int *hi, float *hv, const float *pr, int S, int k, int *cand, int *keys)
+{
+    for (int i = 0; i < S; i++) {
+        if (pr[i] != pr[i]) return 0;
+        uint32_t b;
+        memcpy(&b, pr + i, sizeof b);
+        /* the vector form's key, XORed with the sign bit: unsigned compares */
+        keys[i] = (int)(((b >> 31) ? (b ^ 0x7fffffffu) : b) ^ 0x80000000u);
+    }
+    uint32_t K = 0;
+    for (int bit = 31; bit >= 0; bit--) {
+        uint32_t c = K | (1u << bit);
+        int below = 0;
+        for (int i = 0; i < S; i++) below += (uint32_t)keys[i] < c;
+        if (S - below >= k) K = c;
+    }
+    uint32_t u = (K & 0x80000000u) ? K ^ 0x80000000u : ~K;
+    float t;
+    memcpy(&t, &u, sizeof t);
+    int n = 0;
+    for (int i = 0; i < S; i++)
+        if (pr[i] >= t) cand[n++] = i;
+    topk_heap_ordered(hi, hv, pr, k, cand, n);
+    return 1;
+}
 #endif
 
 typedef struct {
@@ -588,12 +615,10 @@ static void topk_part(void *p, int tid, int nt)
         float *hv = a->val + (int64_t)b * k;
         int *hi = a->idx + (int64_t)b * k;
         if (a->cand) topk_heap(hi, hv, pr, k, a->cand, a->ncand);
-#ifdef HAVE_ROW_EXACT
         else if (a->exact) {
             int *rc = a->scratch + (int64_t)tid * 2 * S;
             if (!row_exact(hi, hv, pr, S, k, rc, rc + S)) topk_heap(hi, hv, pr, k, NULL, S);
         }
-#endif
         else if (cand) {
             if (b + TOPK_AHEAD < b1) ROW_BOUND(b + TOPK_AHEAD);
             row_finish(hi, hv, pr, S, k, cand, &rp[b % (TOPK_AHEAD + 1)]);
@@ -617,12 +642,10 @@ static void topk(int *idx, float *val, const float *pre, const float *bmax, int 
     if (!cand && S / TOPK_BLOCK >= 2 * k) {
         a.scratch = mem_alloc(sizeof(int) * (size_t)nt * TOPK_SCRATCH(S)); /* NULL: heap */
     }
-#ifdef HAVE_ROW_EXACT
     else if (!cand && k >= 16 && S % 8 == 0) {
         a.scratch = mem_alloc(sizeof(int) * (size_t)nt * 2 * (size_t)S);
         a.exact = a.scratch != NULL;
     }
-#endif
     par_run(topk_part, &a, nt);
     mem_free(a.scratch);
 }
