@@ -502,6 +502,25 @@ static void row_finish(int *hi, float *hv, const float *pr, int S, int k, int *c
     else topk_heap_ordered(hi, hv, pr, k, cand, n); /* entries >= t: no NaN */
 }
 
+/* The AVX-512 form of row_exact decides the key's top EXACT_WIDE_BITS bits by bisection over the
+ * whole row, then copies out the keys that share them with it (a few dozen of 1024: the rest are
+ * above or below whatever the low bits are) and counts those above once; each later round's
+ * count, that count plus the copies' at or above its bound, is the whole row's count. */
+enum { EXACT_WIDE_BITS = 12 };
+
+/* The rest of the bisection on the n keys near[] (unsigned form) that share K's top bits, with
+ * `above` keys above them all. */
+static uint32_t exact_low_bits(uint32_t K, const uint32_t *near, int n, int above, int k)
+{
+    for (int bit = 31 - EXACT_WIDE_BITS; bit >= 0; bit--) {
+        uint32_t c = K | (1u << bit);
+        int cnt = above;
+        for (int i = 0; i < n; i++) cnt += near[i] >= c;
+        if (cnt >= k) K = c;
+    }
+    return K;
+}
+
 #if defined(__AVX2__) /* AVX-512 builds too */
 /* A row with too few blocks for the block bound (S / TOPK_BLOCK < 2k: d_sae 1024 at k 32 and
  * 64): the exact k-th largest value t of the row, by the bisection of kth_largest_bmax over
@@ -524,7 +543,45 @@ static int row_exact(int *hi, float *hv, const float *pr, int S, int k, int *can
     }
     if (_mm256_movemask_ps(unord)) return 0;
     uint32_t K = 0;
-    for (int bit = 31; bit >= 0; bit--) {
+#if defined(__AVX512F__)
+    if (S % 16 == 0) {
+        /* 16 keys a compare, the count in a mask's lanes: half the AVX2 form's instructions */
+        for (int bit = 31; bit >= 32 - EXACT_WIDE_BITS; bit--) {
+            uint32_t c = K | (1u << bit);
+            __m512i cv = _mm512_set1_epi32((int)(c ^ 0x80000000u)), one = _mm512_set1_epi32(1);
+            __m512i below0 = _mm512_setzero_si512(), below1 = below0;
+            int i = 0;
+            for (; i + 32 <= S; i += 32) {
+                __mmask16 m0 = _mm512_cmpgt_epi32_mask(cv, _mm512_loadu_si512(keys + i));
+                __mmask16 m1 = _mm512_cmpgt_epi32_mask(cv, _mm512_loadu_si512(keys + i + 16));
+                below0 = _mm512_mask_add_epi32(below0, m0, below0, one);
+                below1 = _mm512_mask_add_epi32(below1, m1, below1, one);
+            }
+            if (i < S)
+                below0 = _mm512_mask_add_epi32(
+                    below0, _mm512_cmpgt_epi32_mask(cv, _mm512_loadu_si512(keys + i)), below0, one);
+            int below = _mm512_reduce_add_epi32(_mm512_add_epi32(below0, below1));
+            if (S - below >= k) K = c;
+        }
+        /* the low bits among the keys that share the high ones with K (see EXACT_WIDE_BITS);
+           compressed in a register and stored whole (a compress to memory is slow on Zen 4) */
+        const int sh = 32 - EXACT_WIDE_BITS;
+        const __m512i sign = _mm512_set1_epi32((int)0x80000000u), topv = _mm512_set1_epi32((int)(K >> sh));
+        uint32_t *near = (uint32_t *)cand;
+        int above = 0, n = 0;
+        for (int i = 0; i < S; i += 16) {
+            __m512i u = _mm512_xor_si512(_mm512_loadu_si512(keys + i), sign);
+            __m512i h = _mm512_srli_epi32(u, sh);
+            __mmask16 eq = _mm512_cmpeq_epi32_mask(h, topv);
+            above += __builtin_popcount(_mm512_cmpgt_epu32_mask(h, topv));
+            _mm512_storeu_si512(near + n, _mm512_maskz_compress_epi32(eq, u));
+            n += __builtin_popcount(eq);
+        }
+        K = exact_low_bits(K, near, n, above, k);
+    } else
+#endif
+    {
+    for (int bit = 31; bit >= 32 - EXACT_WIDE_BITS; bit--) {
         uint32_t c = K | (1u << bit);
         __m256i cv = _mm256_set1_epi32((int)(c ^ 0x80000000u));
         __m256i below0 = _mm256_setzero_si256(), below1 = below0; /* -1 per key under c */
@@ -542,11 +599,42 @@ static int row_exact(int *hi, float *hv, const float *pr, int S, int k, int *can
         for (int r = 0; r < 8; r++) below -= lane[r];
         if (S - below >= k) K = c;
     }
+    /* the narrowing of the AVX-512 form above; the few equal keys appended one by one */
+    const int sh = 32 - EXACT_WIDE_BITS;
+    const __m256i sign = _mm256_set1_epi32((int)0x80000000u), topv = _mm256_set1_epi32((int)(K >> sh));
+    __m256i abv = _mm256_setzero_si256(); /* h and top are below 2^12: signed compares serve */
+    uint32_t *near = (uint32_t *)cand;
+    int n = 0;
+    for (int i = 0; i < S; i += 8) {
+        __m256i h = _mm256_srli_epi32(
+            _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(keys + i)), sign), sh);
+        abv = _mm256_sub_epi32(abv, _mm256_cmpgt_epi32(h, topv));
+        for (unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(h, topv)));
+             m; m &= m - 1)
+            near[n++] = (uint32_t)keys[i + __builtin_ctz(m)] ^ 0x80000000u;
+    }
+    int lane[8], above = 0;
+    _mm256_storeu_si256((__m256i *)lane, abv);
+    for (int r = 0; r < 8; r++) above += lane[r];
+    K = exact_low_bits(K, near, n, above, k);
+    }
     uint32_t u = (K & 0x80000000u) ? K ^ 0x80000000u : ~K;
     float t;
     memcpy(&t, &u, sizeof t);
     const __m256 tv = _mm256_set1_ps(t);
     int n = 0;
+#if defined(__AVX512F__)
+    if (S % 16 == 0) { /* the indices compressed in a register, no branch per entry */
+        const __m512 tz = _mm512_set1_ps(t);
+        const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        for (int i = 0; i < S; i += 16) {
+            __mmask16 ge = _mm512_cmp_ps_mask(_mm512_loadu_ps(pr + i), tz, _CMP_GE_OQ);
+            _mm512_storeu_si512(cand + n, _mm512_maskz_compress_epi32(
+                                              ge, _mm512_add_epi32(iota, _mm512_set1_epi32(i))));
+            n += __builtin_popcount(ge);
+        }
+    } else
+#endif
     for (int i = 0; i < S; i += 8) n += append_ge(cand + n, pr + i, tv, i);
     topk_heap_ordered(hi, hv, pr, k, cand, n); /* n >= k: t is one of the row's values */
     return 1;
@@ -564,16 +652,25 @@ static int row_exact(int *hi, float *hv, const float *pr, int S, int k, int *can
         keys[i] = (int)(((b >> 31) ? (b ^ 0x7fffffffu) : b) ^ 0x80000000u);
     }
     uint32_t K = 0;
-    for (int bit = 31; bit >= 0; bit--) {
+    for (int bit = 31; bit >= 32 - EXACT_WIDE_BITS; bit--) {
         uint32_t c = K | (1u << bit);
         int below = 0;
         for (int i = 0; i < S; i++) below += (uint32_t)keys[i] < c;
         if (S - below >= k) K = c;
     }
+    const int sh = 32 - EXACT_WIDE_BITS;
+    uint32_t *near = (uint32_t *)cand;
+    int n = 0, above = 0;
+    for (int i = 0; i < S; i++) {
+        uint32_t h = (uint32_t)keys[i] >> sh;
+        above += h > K >> sh;
+        if (h == K >> sh) near[n++] = (uint32_t)keys[i];
+    }
+    K = exact_low_bits(K, near, n, above, k);
     uint32_t u = (K & 0x80000000u) ? K ^ 0x80000000u : ~K;
     float t;
     memcpy(&t, &u, sizeof t);
-    int n = 0;
+    n = 0;
     for (int i = 0; i < S; i++)
         if (pr[i] >= t) cand[n++] = i;
     topk_heap_ordered(hi, hv, pr, k, cand, n);

@@ -78,7 +78,8 @@ static void test_topk(void)
 
 /* Rows with too few blocks for the block bound (d_sae 1024 at k 32 and 64; a width that is a
  * multiple of 8, not 16) take the exact k-th largest as their bound: the same selection as brute
- * force (ties, all equal, signed zeros, subnormals, all negative, +-inf), the output in the
+ * force (ties, all equal, signed zeros, subnormals, all negative, +-inf, rows whose keys all
+ * share the bits the bisection decides first), the output in the
  * order of the heap over the entries that reach the row's k-th largest value, and a row with a
  * NaN exactly as the whole row's heap (the candidate form over every index gives that heap). */
 static void test_topk_exact(void)
@@ -101,6 +102,9 @@ static void test_topk_exact(void)
             pre[2 * S + j] = 1e-42f * (float)(j % 10) - 5e-42f;      /* subnormals */
             pre[3 * S + j] = -1.0f - (float)(j % 37);                /* all negative */
             pre[4 * S + j] = (float)(j % 7);                         /* many ties at the bound */
+            /* distinct, all with the same top key bits: the narrowing keeps the whole row */
+            pre[8 * S + j] = 1.0f + (float)((j * 389) % S) * 0x1p-23f;
+            pre[9 * S + j] = -1.0f - (float)(j % 64) * 0x1p-22f;   /* the same, negative, ties */
         }
         pre[5 * S + 3] = INFINITY;
         pre[5 * S + 9] = -INFINITY;
