@@ -242,8 +242,8 @@ static const char *const rep_sql[Q__N] = {
     "SELECT token, value FROM ana_logits WHERE dict_id = ?1 AND feature = ?2 AND sign = ?3 ORDER BY rank",
     "SELECT tag, n FROM ana_pos WHERE dict_id = ?1 AND feature = ?2 ORDER BY n DESC, tag",
     "SELECT n_tokens, tokens FROM sequences WHERE id = ?1",
-    "SELECT pos, value FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND seq_id = ?3 AND "
-    "kind = 'all' AND pos BETWEEN ?4 AND ?5",
+    ("SELECT pos, value FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND seq_id = ?3 AND "
+     "kind = 'all' AND pos BETWEEN ?4 AND ?5"),
     "SELECT EXISTS (SELECT 1 FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND kind = 'all')",
 };
 

@@ -701,7 +701,9 @@ static void test_analyze_e2e(void)
     /* per-feature statistics against a direct recomputation */
     sae_model *sm;
     store *s;
-    CHECK(sae_load(&sm, sae) == OK && store_open(&s, db, STORE_READONLY) == OK);
+    int opened = sae_load(&sm, sae) == OK && store_open(&s, db, STORE_READONLY) == OK;
+    CHECK(opened, "%s", err_msg());
+    if (!opened) return;
     store_hook h;
     CHECK(store_hook_find(s, "blocks.0.hook_resid_post", &h) == OK);
     int64_t *ids;

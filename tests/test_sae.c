@@ -1505,7 +1505,9 @@ static void test_hierarchy_absorption(void)
     sc.children = 3;
     sc.child_p = 0.5;
     sae_synth *g, *g2;
-    CHECK(sae_synth_new(&g, &sc) == OK && sae_synth_new(&g2, &sc) == OK, "%s", err_msg());
+    int made = sae_synth_new(&g, &sc) == OK && sae_synth_new(&g2, &sc) == OK;
+    CHECK(made, "%s", err_msg());
+    if (!made) return;
     float *x = mem_alloc(sizeof(float) * N * 64), *x2 = mem_alloc(sizeof(float) * N * 64);
     float *codes = mem_alloc(sizeof(float) * N * 128);
     sae_synth_sample_codes(g, x, N, codes);
