@@ -143,7 +143,11 @@ static int check_cfg(const gpt2_config *c, const char *where)
     return OK;
 }
 
-static int model_alloc(gpt2_model **out, const gpt2_config *cfg, int tied, int gelu)
+static int model_params(gpt2_model *m);
+
+/* The parameter table and hook points of a model of this shape; the parameters themselves only
+ * with with_params (gpt2_load checks the file against the table before it allocates them). */
+static int model_alloc(gpt2_model **out, const gpt2_config *cfg, int tied, int gelu, int with_params)
 {
     gpt2_model *m = mem_calloc(1, sizeof *m);
     if (!m) return err_set(ERR_NOMEM, "out of memory");
@@ -182,8 +186,37 @@ static int model_alloc(gpt2_model **out, const gpt2_config *cfg, int tied, int g
     tab_add(m, &off, "ln_f.bias", 1, C, 0);
     if (!tied) tab_add(m, &off, "lm_head.weight", 2, V, C);
     m->nparams = off;
-    m->params = mem_alloc_aligned(sizeof(float) * off);
-    if (!m->params) goto nomem;
+    /* hook points */
+    snprintf(m->hp[HP_EMBED].name, 64, "hook_embed");
+    snprintf(m->hp[HP_POS].name, 64, "hook_pos_embed");
+    m->hp[HP_EMBED].layer = m->hp[HP_POS].layer = -1;
+    m->hp[HP_EMBED].width = m->hp[HP_POS].width = C;
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < HK_PER_BLOCK; k++) {
+            hook_point *h = &m->hp[HP_BLOCK(l, k)];
+            snprintf(h->name, sizeof h->name, "blocks.%d.%s", l, hk_suffix[k]);
+            h->layer = l;
+            h->width = (k == HK_MLP_PRE || k == HK_MLP_POST) ? F
+                     : (k == HK_SCORES || k == HK_PATTERN) ? cfg->n_head : C;
+        }
+    snprintf(m->hp[HP_LNF(L)].name, 64, "ln_final.hook_normalized");
+    m->hp[HP_LNF(L)].layer = -1;
+    m->hp[HP_LNF(L)].width = C;
+    m->last_hook_layer = -2;
+    if (with_params && model_params(m)) goto nomem;
+    *out = m;
+    return OK;
+nomem:
+    gpt2_free(m);
+    return err_set(ERR_NOMEM, "out of memory for a %d-layer model", L);
+}
+
+/* The parameters of the table and the per-layer views into them. */
+static int model_params(gpt2_model *m)
+{
+    int L = m->cfg.n_layer, tied = m->tied;
+    m->params = mem_alloc_aligned(sizeof(float) * m->nparams);
+    if (!m->params) return ERR_NOMEM;
     m->wte = tab_ptr(m, 0);
     m->wpe = tab_ptr(m, 1);
     for (int l = 0; l < L; l++) {
@@ -205,28 +238,7 @@ static int model_alloc(gpt2_model **out, const gpt2_config *cfg, int tied, int g
     m->lnfw = tab_ptr(m, 2 + 12 * L);
     m->lnfb = tab_ptr(m, 3 + 12 * L);
     m->lm_head = tied ? m->wte : tab_ptr(m, 4 + 12 * L);
-    /* hook points */
-    snprintf(m->hp[HP_EMBED].name, 64, "hook_embed");
-    snprintf(m->hp[HP_POS].name, 64, "hook_pos_embed");
-    m->hp[HP_EMBED].layer = m->hp[HP_POS].layer = -1;
-    m->hp[HP_EMBED].width = m->hp[HP_POS].width = C;
-    for (int l = 0; l < L; l++)
-        for (int k = 0; k < HK_PER_BLOCK; k++) {
-            hook_point *h = &m->hp[HP_BLOCK(l, k)];
-            snprintf(h->name, sizeof h->name, "blocks.%d.%s", l, hk_suffix[k]);
-            h->layer = l;
-            h->width = (k == HK_MLP_PRE || k == HK_MLP_POST) ? F
-                     : (k == HK_SCORES || k == HK_PATTERN) ? cfg->n_head : C;
-        }
-    snprintf(m->hp[HP_LNF(L)].name, 64, "ln_final.hook_normalized");
-    m->hp[HP_LNF(L)].layer = -1;
-    m->hp[HP_LNF(L)].width = C;
-    m->last_hook_layer = -2;
-    *out = m;
     return OK;
-nomem:
-    gpt2_free(m);
-    return err_set(ERR_NOMEM, "out of memory for a %d-layer model", L);
 }
 
 void gpt2_free(gpt2_model *m)
@@ -238,7 +250,8 @@ void gpt2_free(gpt2_model *m)
     mem_free(m->hp);
     mem_free(m->tab);
     mem_free(m->lp);
-    op_bf16_forget(m->params, sizeof(float) * (size_t)m->nparams); /* cached bf16 weights */
+    if (m->params) /* cached bf16 weights (none before gpt2_load's checks pass) */
+        op_bf16_forget(m->params, sizeof(float) * (size_t)m->nparams);
     mem_free_aligned(m->params);
     mem_free_aligned(m->grads);
     mem_free(m->targets_copy);
@@ -281,7 +294,7 @@ int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
     int rc = check_cfg(cfg, NULL); /* the caller knows where the shape came from */
     if (rc) return rc;
     gpt2_model *m;
-    if ((rc = model_alloc(&m, cfg, 1, OP_GELU_TANH))) return rc;
+    if ((rc = model_alloc(&m, cfg, 1, OP_GELU_TANH, 1))) return rc;
     rng_state r;
     rng_seed(&r, seed);
     double proj_std = 0.02 / sqrt(2.0 * cfg->n_layer);
@@ -486,8 +499,12 @@ int gpt2_load(gpt2_model **out, const char *dir)
                        "false)",
                        path);
     }
+    /* the table first: every tensor checked against the file (names, shapes) before the
+       parameters are allocated, so a config.json that does not fit a small file fails without
+       asking for its gigabytes first (fuzz_config); a model that passes has no more
+       parameters than the file has elements */
     gpt2_model *m;
-    if ((rc = model_alloc(&m, &cfg, !has_head, gelu))) {
+    if ((rc = model_alloc(&m, &cfg, !has_head, gelu, 0))) {
         st_close(f);
         return rc;
     }
@@ -506,26 +523,35 @@ int gpt2_load(gpt2_model **out, const char *dir)
             goto fail;
         }
     }
-    for (int j = 0; j < m->ntab; j++) {
-        char nm[160];
-        const gpt2_tensor *t = &m->tab[j];
-        if (!strcmp(t->name, "lm_head.weight") && st_find(f, "lm_head.weight"))
-            snprintf(nm, sizeof nm, "lm_head.weight");
-        else snprintf(nm, sizeof nm, "%s%s", pre, t->name);
-        if ((rc = st_load_f32(f, nm, t->ndim, t->shape, m->params + t->offset))) {
-            if (rc == ERR_SHAPE)
-                err_wrap(rc, "config.json (n_layer %d, n_embd %d, n_inner %d, vocab %d, ctx %d) "
-                             "does not fit",
-                         cfg.n_layer, cfg.n_embd, cfg.n_inner, cfg.vocab_size, cfg.n_ctx);
-            if (rc == ERR_NOTFOUND) rc = ERR_FORMAT;
+    /* two passes over the table: present with its shape (dst NULL), then loaded */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1 && model_params(m)) {
+            rc = err_set(ERR_NOMEM, "out of memory for a %d-layer model", cfg.n_layer);
             goto fail;
         }
-        /* a NaN or Inf weight would only show as an all-NaN output much later */
-        int64_t bad = ck_first_nonfinite(m->params + t->offset, (int64_t)t->numel);
-        if (bad >= 0) {
-            rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
-                         path, nm, (double)m->params[t->offset + (size_t)bad], (long long)bad);
-            goto fail;
+        for (int j = 0; j < m->ntab; j++) {
+            char nm[160];
+            const gpt2_tensor *t = &m->tab[j];
+            if (!strcmp(t->name, "lm_head.weight") && st_find(f, "lm_head.weight"))
+                snprintf(nm, sizeof nm, "lm_head.weight");
+            else snprintf(nm, sizeof nm, "%s%s", pre, t->name);
+            float *dst = pass ? m->params + t->offset : NULL;
+            if ((rc = st_load_f32(f, nm, t->ndim, t->shape, dst))) {
+                if (rc == ERR_SHAPE)
+                    err_wrap(rc, "config.json (n_layer %d, n_embd %d, n_inner %d, vocab %d, ctx %d) "
+                                 "does not fit",
+                             cfg.n_layer, cfg.n_embd, cfg.n_inner, cfg.vocab_size, cfg.n_ctx);
+                if (rc == ERR_NOTFOUND) rc = ERR_FORMAT;
+                goto fail;
+            }
+            if (!pass) continue;
+            /* a NaN or Inf weight would only show as an all-NaN output much later */
+            int64_t bad = ck_first_nonfinite(dst, (int64_t)t->numel);
+            if (bad >= 0) {
+                rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
+                             path, nm, (double)dst[bad], (long long)bad);
+                goto fail;
+            }
         }
     }
     st_close(f);
@@ -1046,7 +1072,7 @@ int gpt2_hook_grad(gpt2_model *m, const int *tokens, int B, int T, const float *
 
 int gpt2_clone(gpt2_model **out, const gpt2_model *m)
 {
-    int rc = model_alloc(out, &m->cfg, m->tied, m->gelu);
+    int rc = model_alloc(out, &m->cfg, m->tied, m->gelu, 1);
     if (rc) return rc;
     memcpy((*out)->params, m->params, sizeof(float) * m->nparams);
     return OK;
@@ -1056,7 +1082,7 @@ int gpt2_untie(gpt2_model *m)
 {
     if (!m->tied) return OK;
     gpt2_model *n;
-    int rc = model_alloc(&n, &m->cfg, 0, m->gelu);
+    int rc = model_alloc(&n, &m->cfg, 0, m->gelu, 1);
     if (rc) return rc;
     /* the untied layout is the tied one plus lm_head.weight at the end */
     memcpy(n->params, m->params, sizeof(float) * m->nparams);

@@ -262,7 +262,7 @@ int st_load_f32(const st_file *f, const char *name, int ndim, const int64_t *sha
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "", (long long)t->shape[i]);
         return err_set(ERR_SHAPE, "%s: tensor '%s' has shape [%s], expected [%s]", f->path, name, got, want);
     }
-    return st_read_f32(f, t, dst);
+    return dst ? st_read_f32(f, t, dst) : OK;
 }
 
 /* ---- writer ---------------------------------------------------------------------------- */

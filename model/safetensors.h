@@ -45,7 +45,8 @@ int64_t st_numel(const st_tensor *t);
 const char *st_dtype_name(st_dtype d);
 /* Convert a tensor's elements (F32/F16/BF16/F64) to float32 into dst[st_numel(t)]. */
 int st_read_f32(const st_file *f, const st_tensor *t, float *dst);
-/* Find `name`, check it has exactly the shape given (ndim dims), convert into dst. */
+/* Find `name`, check it has exactly the shape given (ndim dims), convert into dst (dst NULL:
+ * the checks only, with the same errors). */
 int st_load_f32(const st_file *f, const char *name, int ndim, const int64_t *shape, float *dst);
 
 typedef struct {

@@ -381,6 +381,14 @@ static void test_load_errors(void)
     CHECK(gpt2_load(&m, dir) == ERR_SHAPE && strstr(err_msg(), "wte.weight") &&
               strstr(err_msg(), "config.json"),
           "%s", err_msg());
+    /* a config far larger than the file: refused by its shapes before its parameters (200 TB
+       of them here) are allocated, not with an out-of-memory error (a fuzz_config finding: a
+       small file could make the loader ask for gigabytes) */
+    write_file(cfgp, "{\"n_layer\": 1000, \"n_head\": 1, \"n_embd\": 65536, \"n_positions\": 4, "
+                     "\"vocab_size\": 10}");
+    CHECK(gpt2_load(&m, dir) == ERR_SHAPE && strstr(err_msg(), "wte.weight") &&
+              strstr(err_msg(), "n_layer 1000"),
+          "%s", err_msg());
     /* untied config without lm_head */
     write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
                      "\"vocab_size\": 10, \"tie_word_embeddings\": false}");
