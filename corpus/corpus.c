@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,12 +142,26 @@ static int build_tag_index(corpus_reader *r)
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
         const cJSON *doc = cJSON_GetObjectItemCaseSensitive(j, "doc");
         if (id) rc = json_id(id, &ti->id);
-        ti->doc = cJSON_IsNumber(doc) ? (long)doc->valuedouble : -1;
+        /* a document number: a whole number that fits (casting 1e100 to long is undefined) */
+        int doc_ok = 1;
+        ti->doc = -1;
+        if (cJSON_IsNumber(doc)) {
+            double dv = doc->valuedouble;
+            doc_ok = dv >= 0 && dv <= 0x1p53 && dv == floor(dv);
+            if (doc_ok) ti->doc = (long)dv;
+        }
         ti->off = off;
         ti->lineno = lineno;
         cJSON_Delete(j);
         if (rc == ERR_NOMEM) return err_set(ERR_NOMEM, "out of memory");
         if (rc) return err_set(ERR_FORMAT, "%s:%ld: \"id\" must be a string or number", r->tpath, lineno);
+        if (!doc_ok) {
+            mem_free(ti->id); /* not counted in ntix: corpus_close would not free it */
+            ti->id = NULL;
+            return err_set(ERR_FORMAT,
+                           "%s:%ld: \"doc\" must be a document position (a whole number, 0 to 2^53)",
+                           r->tpath, lineno);
+        }
         if (!ti->id && ti->doc < 0)
             return err_set(ERR_FORMAT, "%s:%ld: tags line has neither \"id\" nor \"doc\"", r->tpath, lineno);
         r->ntix++;

@@ -144,6 +144,21 @@ static void test_tags(void)
     bad = write_tmp("bad2.tags.jsonl", "\n{\"id\":\"a\",\"spans\":[[2,4,\"nn\",\"nn\"],[3,5,\"nn\",\"nn\"]]}\n");
     CHECK(read_all(p, bad, d) < 0);
     CHECK(strstr(err_msg(), "bad2.tags.jsonl:2: span 1") != NULL, "msg '%s'", err_msg());
+    /* "doc" must be a whole document position: 1e100 was cast to long (undefined; a fuzz_corpus
+       finding), 1.5 and -2 were taken or ignored */
+    const char *docs[] = {"1e100", "1.5", "-2", "9007199254740994"};
+    for (int i = 0; i < 4; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "{\"doc\":%s,\"spans\":[[0,5,\"uh\",\"uh\"]]}\n", docs[i]);
+        bad = write_tmp("bad3.tags.jsonl", line);
+        CHECK(read_all(p, bad, d) < 0, "doc %s", docs[i]);
+        CHECK(strstr(err_msg(), "bad3.tags.jsonl:1: \"doc\" must be") != NULL, "doc %s: msg '%s'",
+              docs[i], err_msg());
+    }
+    bad = write_tmp("ok3.tags.jsonl", "{\"doc\":1,\"spans\":[[0,5,\"uh\",\"uh\"]]}\n");
+    int ok = read_all(p, bad, d);
+    CHECK(ok == 1 && d[0]->ntags == 1, "doc 1: %s", err_msg());
+    free_docs(d, ok);
 }
 
 static void test_brown_small(void)
