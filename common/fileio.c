@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -308,4 +309,41 @@ void file_writeback_start(int fd)
 #else
     (void)fd;
 #endif
+}
+
+int file_read_text(const char *path, size_t max, char **out, size_t *len)
+{
+    *out = NULL;
+    if (len) *len = 0;
+    /* O_NONBLOCK: a FIFO is refused below instead of waiting here for a writer */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
+                       strerror(errno));
+    struct stat st;
+    int rc = OK;
+    if (fstat(fd, &st) != 0) rc = err_set(ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode)) rc = err_set(ERR_IO, "%s: not a regular file", path);
+    else if ((uint64_t)st.st_size > max)
+        rc = err_set(ERR_IO, "%s: %lld bytes, more than the %zu this file may have", path,
+                     (long long)st.st_size, max);
+    char *buf = rc ? NULL : mem_alloc((size_t)st.st_size + 1);
+    if (!rc && !buf) rc = err_set(ERR_NOMEM, "%s: out of memory", path);
+    size_t n = 0;
+    while (!rc && n < (size_t)st.st_size) { /* a file that shrinks while read ends early */
+        ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) rc = err_set(ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
+    if (rc) {
+        mem_free(buf);
+        return rc;
+    }
+    buf[n] = 0;
+    *out = buf;
+    if (len) *len = n;
+    return OK;
 }

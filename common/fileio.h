@@ -57,6 +57,11 @@ void file_atomic_abort(file_atomic *a);
 
 /* Copy src to dst atomically (dst.tmp.PID, then rename). ERR_IO naming the failing file. */
 int file_copy_atomic(const char *src, const char *dst);
+/* *out = the whole regular file at path, NUL-terminated (mem_free it), if it holds at most max
+ * bytes; *len (may be NULL) its length. ERR_NOTFOUND (missing) or ERR_IO naming the path and
+ * why: unreadable, not a regular file, larger than max. *out is NULL on failure. */
+int file_read_text(const char *path, size_t max, char **out, size_t *len);
+
 /* Remove dir/NAME.tmp.* for each of the n names: the leftovers of runs killed inside an atomic
  * write (the renamed files themselves are intact). Errors are ignored. */
 void file_remove_temps(const char *dir, const char *const *names, size_t n);

@@ -123,30 +123,6 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
     return rc;
 }
 
-static char *read_text(const char *path, int *rc)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        *rc = err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
-                      strerror(errno));
-        return NULL;
-    }
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = n >= 0 && n < (64L << 20) ? mem_alloc((size_t)n + 1) : NULL;
-    if (!buf || fread(buf, 1, (size_t)n, fp) != (size_t)n) {
-        fclose(fp);
-        mem_free(buf);
-        *rc = err_set(ERR_IO, "%s: cannot read", path);
-        return NULL;
-    }
-    fclose(fp);
-    buf[n] = 0;
-    *rc = OK;
-    return buf;
-}
-
 /* key from metadata{} first, then the top level (older SAELens), then an alternative name. */
 static const cJSON *cfg_get(const cJSON *root, const char *key, const char *alt)
 {
@@ -175,10 +151,10 @@ static int get_int(const cJSON *root, const char *key, const char *path, int *ou
  * apply_b_dec_to_input false (sae_load folds b_dec into b_enc then). */
 static int read_cfg(const char *path, sae_config *out, int *apply_b_dec_out)
 {
-    int rc = OK;
     *apply_b_dec_out = 1;
-    char *txt = read_text(path, &rc);
-    if (!txt) return rc;
+    char *txt;
+    int rc = file_read_text(path, (size_t)64 << 20, &txt, NULL);
+    if (rc) return rc;
     cJSON *root = cJSON_Parse(txt);
     mem_free(txt);
     if (!cJSON_IsObject(root)) {

@@ -315,6 +315,38 @@ static void test_find_open_fd(void)
     unlink(r);
 }
 
+/* file_read_text: the whole file, NUL-terminated; missing, a directory, a FIFO or a file over
+ * the limit are errors naming the path, with nothing returned. */
+static void test_read_text(void)
+{
+    char p[600], big[600], fifo[600];
+    snprintf(p, sizeof p, "%s/rt", tdir);
+    snprintf(big, sizeof big, "%s/rt_big", tdir);
+    snprintf(fifo, sizeof fifo, "%s/rt_fifo", tdir);
+    char *t = (char *)1;
+    size_t n = 7;
+    CHECK(file_write_atomic(p, "ab\0c", 4) == OK, "%s", err_msg());
+    CHECK(file_read_text(p, 4, &t, &n) == OK && n == 4 && t && !memcmp(t, "ab\0c", 5), "n %zu", n);
+    mem_free(t);
+    CHECK(file_read_text(p, 3, &t, &n) == ERR_IO && !t && n == 0 && strstr(err_msg(), "rt: 4 bytes"),
+          "%s", err_msg());
+    CHECK(file_write_atomic(big, "", 0) == OK);
+    CHECK(file_read_text(big, 0, &t, NULL) == OK && t && t[0] == 0);
+    mem_free(t);
+    CHECK(file_read_text(tdir, 100, &t, NULL) == ERR_IO && !t && strstr(err_msg(), "not a regular file"),
+          "%s", err_msg());
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/none", tdir);
+    CHECK(file_read_text(missing, 100, &t, NULL) == ERR_NOTFOUND && !t && strstr(err_msg(), "/none: cannot open"),
+          "%s", err_msg());
+    unlink(fifo);
+    if (mkfifo(fifo, 0600) == 0) { /* no writer: refused at once, not waited on */
+        CHECK(file_read_text(fifo, 100, &t, NULL) == ERR_IO && !t && strstr(err_msg(), "not a regular file"),
+              "%s", err_msg());
+        unlink(fifo);
+    }
+}
+
 static void test_mkdir_p(void)
 {
     char deep[600], created[600];
@@ -788,6 +820,7 @@ int main(void)
     }
     test_paths();
     test_find_open_fd();
+    test_read_text();
     test_mkdir_p();
     test_atomic();
     test_atomic_special();
