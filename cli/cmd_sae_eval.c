@@ -4,16 +4,61 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "analysis/eval.h"
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "sae/metrics.h"
 #include "sae/sae.h"
+#include "sae/synth.h"
 
-CLI_COMMAND(sae_eval, "Evaluate an SAE: ground-truth MMCS and/or reconstruction metrics",
-            "saelite sae-eval --sae DIR [--ground-truth TRUE.npy] [--npy ACTS.npy "
-            "[--npy-out TARGETS.npy]] [--max-tokens N]")
+CLI_COMMAND(sae_eval, "Evaluate an SAE: ground-truth MMCS, absorption against a known hierarchy, reconstruction",
+            "saelite sae-eval --sae DIR [--ground-truth TRUE.npy] [--synth GEN.json [--samples N]] "
+            "[--npy ACTS.npy [--npy-out TARGETS.npy]] [--max-tokens N]")
+
+/* The generator of `saelite synth --spec` rebuilt: MMCS against its directions and, when it has
+ * a hierarchy, SAEBench's absorption metric beside the generator's own (docs/eval.md, "The
+ * synthetic check"). */
+static int synth_check(const sae_model *m, const char *spec, double thr, int n)
+{
+    synth_config c;
+    int rc = sae_synth_spec_load(&c, spec);
+    if (rc) return rc;
+    int Do = sae_out_dim(&m->cfg);
+    if (c.d != Do || m->cfg.transcoder)
+        return err_set(ERR_SHAPE, "%s: the generator makes %d values, the SAE %s %d", spec, c.d,
+                       m->cfg.transcoder ? "is a transcoder writing" : "reads", Do);
+    sae_synth *g;
+    rc = sae_synth_new(&g, &c);
+    double mm = 0, rec = 0;
+    if (!rc) rc = sae_mmcs(sae_synth_directions(g), c.n_features, m->W_dec, m->cfg.d_sae, Do, thr,
+                           &mm, &rec, NULL);
+    sae_synth_free(g);
+    if (rc) return rc;
+    printf("generator %s: %d features of d %d, MMCS %.4f, recovered (cos > %.2f) %.1f%%\n", spec,
+           c.n_features, c.d, mm, thr, 100 * rec);
+    if (c.parents < 1 || c.children < 1) {
+        printf("absorption: the generator has no hierarchy (synth --parents/--children)\n");
+        return OK;
+    }
+    eval_abs_params p;
+    eval_abs_defaults(&p);
+    eval_abs_class mean;
+    sae_absorption_result ex;
+    rc = eval_absorption_synth(m, &c, n, n, &p, &mean, NULL, &ex, NULL);
+    if (rc) return rc;
+    printf("absorption, %d parents x %d children (child_p %g), %d training and %d fresh test samples:\n",
+           c.parents, c.children, c.child_p, n, n);
+    printf("  generator (exact): absorption %.4f (the parent's latent silent), partial %.4f (the share "
+           "of the parent it does not carry); parent latents' decoder cosine %.3f, carried without a "
+           "child %.3f\n", ex.absorption, ex.partial, ex.parent_cos, ex.alone_carried);
+    printf("  SAEBench: full-absorption rate %.4f (%+.4f), absorption fraction %.4f, without its 40%% "
+           "gate %.4f (%+.4f); %d of %d parents with GT-probe F1 > %.1f, %d split feature(s)\n",
+           mean.full_rate, mean.full_rate - ex.absorption, mean.mean_frac, mean.mean_frac_nogate,
+           mean.mean_frac_nogate - ex.partial, mean.included, c.parents, p.min_gt_f1, mean.n_split);
+    return OK;
+}
 
 /* A [rows, D] float array whose first n rows are finite (NaN/Inf would only print 'mse nan'). */
 static int check_array(const char *path, const char *rows, const float *x, int nd,
@@ -29,12 +74,18 @@ static int check_array(const char *path, const char *rows, const float *x, int n
 
 int cmd_sae_eval(int argc, char **argv)
 {
-    const char *cmd = "sae-eval", *dir = NULL, *truth = NULL, *acts = NULL, *acts_out = NULL;
+    const char *cmd = "sae-eval", *dir = NULL, *truth = NULL, *acts = NULL, *acts_out = NULL,
+               *gen = NULL;
+    int n_synth = 16384;
     double thr = 0.9;
     int64_t max_tokens = 0;
     arg_spec spec[] = {
         {"--sae", ARG_STR, &dir, "SAE directory (SAELens layout)", ARG_REQUIRED},
         {"--ground-truth", ARG_STR, &truth, "true directions [features, d_in] .npy"},
+        {"--synth", ARG_STR, &gen,
+         "generator spec (`saelite synth --spec`): MMCS against it, and absorption if it has a hierarchy"},
+        {"--samples", ARG_INT, &n_synth, "--synth: training and test samples for the absorption probes",
+         ARG_RANGE(64, 1 << 20)},
         {"--threshold", ARG_FLOAT, &thr, "cosine for 'recovered'"},
         {"--npy", ARG_STR, &acts, "activations [tokens, d_in] .npy for reconstruction metrics"},
         {"--npy-out", ARG_STR, &acts_out, "transcoders: the target activations [tokens, d_out] of the --npy rows"},
@@ -44,7 +95,7 @@ int cmd_sae_eval(int argc, char **argv)
     int np = 0;
     int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
     if (prc) return prc < 0 ? 0 : prc;
-    if (!truth && !acts) return cli_usage_error(cmd, "give --ground-truth and/or --npy");
+    if (!truth && !acts && !gen) return cli_usage_error(cmd, "give --ground-truth, --synth and/or --npy");
     sae_model *m;
     if (sae_load(&m, dir)) return cli_fail(cmd);
     int D = m->cfg.d_in, S = m->cfg.d_sae, Do = sae_out_dim(&m->cfg), rc = OK;
@@ -76,6 +127,7 @@ int cmd_sae_eval(int argc, char **argv)
         mem_free(data);
         data = NULL;
     }
+    if (!rc && gen) rc = synth_check(m, gen, thr, n_synth);
     if (!rc && acts) {
         rc = npy_read(acts, &data, &nd, sh);
         int64_t n = !rc && nd == 2 ? sh[0] : 0;

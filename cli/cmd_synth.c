@@ -13,16 +13,16 @@
 
 CLI_COMMAND(synth, "Generate synthetic superposition activations with known true features",
             "saelite synth --out ACTS.npy --truth TRUE.npy [--db FILE [--hook synth]] [--d 256] [--features 512] "
-            "[--active 5] [--tokens N] [--seed 1]")
+            "[--active 5] [--tokens N] [--seed 1] [--parents P --children C [--child-p 0.4]] [--spec GEN.json]")
 
 int cmd_synth(int argc, char **argv)
 {
-    const char *cmd = "synth", *out = NULL, *truth = NULL, *db = NULL, *hook = "synth";
+    const char *cmd = "synth", *out = NULL, *truth = NULL, *db = NULL, *hook = "synth", *spec_out = NULL;
     int seq_len = 128;
     synth_config c;
     synth_defaults(&c);
     int64_t tokens = 100000, seed = 1;
-    double decay = c.decay, corr = c.corr;
+    double decay = c.decay, corr = c.corr, child_p = c.child_p;
     arg_spec spec[] = {
         {"--out", ARG_STR, &out, "activations [tokens, d] float32 .npy", ARG_REQUIRED},
         {"--truth", ARG_STR, &truth, "true feature directions [features, d] .npy", ARG_REQUIRED},
@@ -40,6 +40,14 @@ int cmd_synth(int argc, char **argv)
         {"--corr", ARG_FLOAT, &corr, "max squared loading on the shared factor", ARG_MIN(0),
          ARG_BELOW(1)},
         {"--seed", ARG_I64, &seed, "seed"},
+        {"--parents", ARG_INT, &c.parents,
+         "hierarchy: parent features, each followed by --children features that fire only with it",
+         ARG_MIN(0)},
+        {"--children", ARG_INT, &c.children, "hierarchy: children per parent", ARG_MIN(0)},
+        {"--child-p", ARG_FLOAT, &child_p, "hierarchy: a child's firing probability given its parent",
+         ARG_MIN(0), ARG_MAX(1)},
+        {"--spec", ARG_STR, &spec_out,
+         "also write the generator's configuration here (JSON; `sae-eval --synth` rebuilds it)"},
         {NULL, 0, NULL, NULL},
     };
     int np = 0;
@@ -47,7 +55,13 @@ int cmd_synth(int argc, char **argv)
     if (prc) return prc < 0 ? 0 : prc;
     c.decay = decay;
     c.corr = corr;
+    c.child_p = child_p;
     c.seed = (uint64_t)seed;
+    if ((c.parents > 0) != (c.children > 0))
+        return cli_usage_error(cmd, "a hierarchy needs both --parents and --children");
+    if (spec_out && (seed < 0 || seed > ((int64_t)1 << 53)))
+        return cli_usage_error(cmd, "--spec keeps seeds 0..2^53 (JSON numbers); this one is %lld",
+                               (long long)seed);
     if ((int64_t)c.d * tokens > ((int64_t)1 << 32))
         return cli_usage_error(cmd, "--tokens x --d over 4G floats; generate less");
     sae_synth *g;
@@ -59,6 +73,7 @@ int cmd_synth(int argc, char **argv)
     int64_t sh[2] = {tokens, c.d}, tsh[2] = {c.n_features, c.d};
     if (!rc) rc = npy_write(truth, sae_synth_directions(g), 2, tsh);
     if (!rc) rc = npy_write(out, x, 2, sh);
+    if (!rc && spec_out) rc = sae_synth_spec_save(&c, spec_out);
     double mean_active = 0;
     for (int64_t i = 0; !rc && i < tokens; i++) mean_active += act[i];
     mem_free(x);
@@ -78,5 +93,9 @@ int cmd_synth(int argc, char **argv)
                    rows, seqs, hook, db);
     printf("synth: %" PRId64 " samples of d %d from %d features (mean %.2f active) -> %s, truth -> %s\n",
            tokens, c.d, c.n_features, mean_active / tokens, out, truth);
+    if (c.parents)
+        printf("synth: hierarchy: features 0..%d are %d parents, each followed by %d children "
+               "(child_p %g)\n", c.parents * (1 + c.children) - 1, c.parents, c.children, c.child_p);
+    if (spec_out) printf("synth: generator spec -> %s\n", spec_out);
     return 0;
 }

@@ -1,12 +1,15 @@
 /* fuzz_saecfg - sae_load on a directory whose cfg.json is the fuzz input, next to tiny valid
- * weights (JumpReLU, d_in 4, d_sae 8: W_enc, b_enc, W_dec, b_dec and threshold, by sae_save).
+ * weights (JumpReLU, d_in 4, d_sae 8: W_enc, b_enc, W_dec, b_dec and threshold, by sae_save);
+ * then the same bytes as a generator spec (sae_synth_spec_load, `sae-eval --synth`).
  * Invariants: no crash or sanitizer report; errors carry a one-line message; an SAE that loads
- * has positive sizes and encodes and decodes two rows. */
+ * has positive sizes and encodes and decodes two rows; a spec that loads is one sae_synth_new
+ * accepts, within the loader's size limit. */
 #include <cJSON.h>
 
 #include "common/mem.h"
 #include "fuzz/fuzz.h"
 #include "sae/sae.h"
+#include "sae/synth.h"
 
 static const char *saecfg_dir(void)
 {
@@ -88,6 +91,22 @@ static int fuzz_saecfg(const uint8_t *data, size_t n)
         free(fe);
         free(xh);
         sae_free(s);
+    }
+    synth_config sc;
+    rc = sae_synth_spec_load(&sc, path);
+    fuzz_check_err(rc, "sae_synth_spec_load");
+    if (!rc) {
+        if (sc.d < 1 || sc.n_features < 1 || sc.rank < 0 || !(sc.active > 0 && sc.active <= sc.n_features) ||
+            sc.parents < 0 || sc.children < 0 || (int64_t)sc.parents * (1 + sc.children) > sc.n_features ||
+            !(sc.child_p >= 0 && sc.child_p <= 1))
+            fuzz_fail("a spec loaded with a configuration the generator refuses");
+        if ((double)sc.n_features * ((double)sc.d + sc.rank + 1024) > (double)(1 << 28))
+            fuzz_fail("a spec loaded over the size limit: %d features of d %d", sc.n_features, sc.d);
+        if ((int64_t)sc.n_features * sc.d <= 4096) { /* small ones: build it */
+            sae_synth *g = NULL;
+            if (sae_synth_new(&g, &sc)) fuzz_fail("a loaded spec's generator failed: %s", err_msg());
+            sae_synth_free(g);
+        }
     }
     fuzz_guard();
     return 0;

@@ -2,10 +2,13 @@
 #include "sae/synth.h"
 
 #include <cblas.h>
+#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "sae/metrics.h"
 
@@ -39,6 +42,108 @@ void synth_defaults(synth_config *c)
     c->child_p = 0.4;
 }
 
+static int check_config(const synth_config *c);
+
+/* ---- the generator's configuration as a file (sae_synth_spec_*) ---- */
+static const double SPEC_MAX_WHOLE = 9007199254740992.0; /* 2^53: JSON numbers are doubles */
+
+int sae_synth_spec_save(const synth_config *c, const char *path)
+{
+    if ((double)c->seed > SPEC_MAX_WHOLE)
+        return err_set(ERR_ARG, "%s: seed %llu is above 2^53; a JSON number cannot keep it", path,
+                       (unsigned long long)c->seed);
+    cJSON *o = cJSON_CreateObject();
+    int ok = o && cJSON_AddStringToObject(o, "generator", "saelite synth") &&
+             cJSON_AddNumberToObject(o, "d", c->d) &&
+             cJSON_AddNumberToObject(o, "features", c->n_features) &&
+             cJSON_AddNumberToObject(o, "active", c->active) &&
+             cJSON_AddNumberToObject(o, "decay", c->decay) &&
+             cJSON_AddNumberToObject(o, "rank", c->rank) &&
+             cJSON_AddNumberToObject(o, "corr", c->corr) &&
+             cJSON_AddNumberToObject(o, "seed", (double)c->seed) &&
+             cJSON_AddNumberToObject(o, "parents", c->parents) &&
+             cJSON_AddNumberToObject(o, "children", c->children) &&
+             cJSON_AddNumberToObject(o, "child_p", c->child_p);
+    char *txt = ok ? cJSON_Print(o) : NULL;
+    cJSON_Delete(o);
+    if (!txt) return err_set(ERR_NOMEM, "%s: out of memory", path);
+    size_t n = strlen(txt);
+    char *line = mem_alloc(n + 2); /* a final newline, as text files end */
+    int rc = line ? OK : err_set(ERR_NOMEM, "%s: out of memory", path);
+    if (!rc) {
+        memcpy(line, txt, n);
+        line[n] = '\n';
+        rc = file_write_atomic(path, line, n + 1);
+    }
+    mem_free(line);
+    cJSON_free(txt);
+    return rc;
+}
+
+/* v a JSON number that is a whole number in [lo, hi] */
+static int spec_whole(const cJSON *v, double lo, double hi, double *out)
+{
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble) ||
+        v->valuedouble < lo || v->valuedouble > hi)
+        return 0;
+    *out = v->valuedouble;
+    return 1;
+}
+
+int sae_synth_spec_load(synth_config *c, const char *path)
+{
+    synth_defaults(c);
+    char *txt;
+    int rc = file_read_text(path, 64 << 10, &txt, NULL);
+    if (rc) return rc;
+    cJSON *root = cJSON_Parse(txt);
+    mem_free(txt);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return err_set(ERR_FORMAT, "%s: not a JSON object (a generator spec from `saelite synth --spec`)",
+                       path);
+    }
+    for (const cJSON *v = root->child; v && !rc; v = v->next) {
+        const char *k = v->string ? v->string : "";
+        double x = 0;
+        int ok;
+        if (!strcmp(k, "generator")) ok = cJSON_IsString(v) && !strcmp(v->valuestring, "saelite synth");
+        else if (!strcmp(k, "d")) ok = spec_whole(v, 1, INT32_MAX, &x) && (c->d = (int)x, 1);
+        else if (!strcmp(k, "features")) ok = spec_whole(v, 1, INT32_MAX, &x) && (c->n_features = (int)x, 1);
+        else if (!strcmp(k, "rank")) ok = spec_whole(v, 0, INT32_MAX, &x) && (c->rank = (int)x, 1);
+        else if (!strcmp(k, "parents")) ok = spec_whole(v, 0, INT32_MAX, &x) && (c->parents = (int)x, 1);
+        else if (!strcmp(k, "children")) ok = spec_whole(v, 0, INT32_MAX, &x) && (c->children = (int)x, 1);
+        else if (!strcmp(k, "seed")) ok = spec_whole(v, 0, SPEC_MAX_WHOLE, &x) && (c->seed = (uint64_t)x, 1);
+        else if (!strcmp(k, "active")) ok = cJSON_IsNumber(v) && (c->active = v->valuedouble, 1);
+        else if (!strcmp(k, "decay")) ok = cJSON_IsNumber(v) && (c->decay = v->valuedouble, 1);
+        else if (!strcmp(k, "corr")) ok = cJSON_IsNumber(v) && (c->corr = v->valuedouble, 1);
+        else if (!strcmp(k, "child_p")) ok = cJSON_IsNumber(v) && (c->child_p = v->valuedouble, 1);
+        else {
+            rc = err_set(ERR_FORMAT, "%s: unknown key \"%.40s\" (a generator spec has d, features, active, "
+                         "decay, rank, corr, seed, parents, children, child_p)", path, k);
+            break;
+        }
+        if (!ok)
+            rc = err_set(ERR_FORMAT, "%s: \"%s\" must be %s", path, k,
+                         !strcmp(k, "generator") ? "\"saelite synth\""
+                         : !strcmp(k, "seed") ? "a whole number 0..2^53"
+                         : !strcmp(k, "d") || !strcmp(k, "features") ? "a whole number >= 1"
+                         : cJSON_IsNumber(v) ? "a whole number >= 0" : "a number");
+    }
+    cJSON_Delete(root);
+    if (rc) return rc;
+    /* the sizes a file may ask for: the generator holds features x (d + rank + 1024) floats */
+    if ((double)c->n_features * ((double)c->d + c->rank + CHUNK) > (double)(1 << 28))
+        return err_set(ERR_FORMAT, "%s: %d features of d %d (rank %d) would take more than 1 GB", path,
+                       c->n_features, c->d, c->rank);
+    if (check_config(c)) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", err_msg());
+        return err_set(ERR_FORMAT, "%s: %s", path, why);
+    }
+    return OK;
+}
+
 static double Phi(double u) { return 0.5 * erfc(-u / sqrt(2.0)); }
 
 static double Phi_inv(double p)
@@ -65,9 +170,9 @@ void sae_synth_free(sae_synth *s)
     mem_free(s);
 }
 
-int sae_synth_new(sae_synth **out, const synth_config *c)
+/* What sae_synth_new accepts (ERR_ARG with the rule otherwise). */
+static int check_config(const synth_config *c)
 {
-    *out = NULL;
     int F = c->n_features, d = c->d, r = c->rank;
     if (d < 1 || F < 1 || r < 0 || !(c->active > 0) || c->active > F || !(c->decay > 0) ||
         c->decay > 1 || c->corr < 0 || c->corr >= 1)
@@ -79,6 +184,15 @@ int sae_synth_new(sae_synth **out, const synth_config *c)
         return err_set(ERR_ARG, "synthetic data: %d parents with %d children each need %lld of the "
                        "%d features, child_p in [0, 1]", c->parents, c->children,
                        (long long)c->parents * (1 + c->children), F);
+    return OK;
+}
+
+int sae_synth_new(sae_synth **out, const synth_config *c)
+{
+    *out = NULL;
+    int F = c->n_features, d = c->d, r = c->rank;
+    int rc = check_config(c);
+    if (rc) return rc;
     sae_synth *s = mem_calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "synthetic data: out of memory");
     s->c = *c;

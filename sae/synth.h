@@ -35,6 +35,16 @@ typedef struct {
 
 void synth_defaults(synth_config *c);
 
+/* The generator's configuration as a JSON object in a file (`saelite synth --spec` writes it,
+ * `sae-eval --synth` reads it back to rebuild the same directions and samples): d, features,
+ * active, decay, rank, corr, seed, parents, children, child_p (sample_seed is not kept: 0).
+ * save: atomic (common/fileio.h); seeds above 2^53 are refused (ERR_ARG), JSON numbers would not
+ * keep them. load: at most 64 KB; a missing key keeps synth_defaults' value; an unknown key, a
+ * wrong type, a fraction where a whole number belongs, or a configuration sae_synth_new refuses is
+ * ERR_FORMAT naming the file and the key. */
+int sae_synth_spec_save(const synth_config *c, const char *path);
+int sae_synth_spec_load(synth_config *c, const char *path);
+
 typedef struct sae_synth sae_synth;
 int sae_synth_new(sae_synth **out, const synth_config *c);
 void sae_synth_free(sae_synth *s);

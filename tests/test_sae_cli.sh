@@ -133,5 +133,44 @@ ok "--max-norm-ratio drops high-norm tokens" 'grep -Eq "^dropped [1-9][0-9]* tra
 $BIN sae-train --db $T/syn.db --hook nope --out $T/x >$T/e5.out 2>&1; rc=$?
 ok "unknown hook: exit 1 listing hooks" '[ $rc -eq 1 ] && grep -q "synth" $T/e5.out'
 
+# The synthetic absorption check from the command line: synth --spec writes the generator, sae-eval
+# --synth rebuilds it and prints SAEBench's metric beside the generator's exact absorption.
+H="--d 256 --features 96 --active 3 --rank 0 --parents 3 --children 16 --child-p 0.05 --seed 11"
+$BIN synth $H --tokens 300000 --out $T/h.npy --truth $T/ht.npy --spec $T/gen.json >$T/h.out 2>&1
+ok "synth --spec writes the generator" 'grep -q "3 parents, each followed by 16 children" $T/h.out && grep -q "\"child_p\":[[:space:]]*0.05" $T/gen.json'
+$BIN sae-train --npy $T/h.npy --arch topk --d-sae 96 --k 3 --batch 1024 --tokens 300000 --out $T/hsae >$T/hsae.out 2>&1
+$BIN sae-eval --sae $T/hsae --synth $T/gen.json --ground-truth $T/ht.npy >$T/habs.out 2>&1; rc=$?
+# the MMCS against the rebuilt generator is the one against the written truth
+m1=$(sed -n 's/^ground truth.*MMCS \([0-9.]*\),.*/\1/p' $T/habs.out); m2=$(sed -n 's/^generator.*MMCS \([0-9.]*\),.*/\1/p' $T/habs.out)
+ok "sae-eval --synth rebuilds the generator's directions" '[ $rc -eq 0 ] && [ -n "$m1" ] && [ "$m1" = "$m2" ]'
+ex=$(sed -n 's/.*generator (exact): absorption \([0-9.]*\) .*partial \([0-9.]*\) .*/\1 \2/p' $T/habs.out)
+sb=$(sed -n 's/.*SAEBench: full-absorption rate \([0-9.]*\) .*without its 40% gate \([0-9.]*\) .*/\1 \2/p' $T/habs.out)
+# default training (normalised inputs, clipped gradients): SAEBench's full rate and ungated fraction
+# report the generator's binary and partial absorption within 0.05 (docs/eval.md)
+ok "absorption from the CLI within 0.05 of the generator's ($ex / $sb)" 'echo "$ex $sb" | awk "{ exit !(NF == 4 && \$1 > 0.1 && (\$3 - \$1) ^ 2 <= 0.0025 && (\$4 - \$2) ^ 2 <= 0.0025) }"'
+printf '{"d": 256, "features": 96, "parents": 3, "children": 16, "colour": 1}' > $T/bad1.json
+printf '{"d": 25.5}' > $T/bad2.json
+printf '{"d": 256, "features": 96, "parents": 7, "children": 16}' > $T/bad3.json
+printf '{"d": 100000, "features": 100000}' > $T/bad4.json
+printf '[1, 2]' > $T/bad5.json
+printf '{"seed": 1e300}' > $T/bad6.json
+for i in 1 2 3 4 5 6; do
+    $BIN sae-eval --sae $T/hsae --synth $T/bad$i.json >$T/bad$i.out 2>$T/bad$i.err; rc=$?
+    ok "sae-eval refuses bad spec $i with one line naming it" '[ $rc -eq 1 ] && [ "$(wc -l < $T/bad$i.err)" = 1 ] && grep -q "bad$i.json: " $T/bad$i.err'
+done
+ok "the spec errors say what is wrong" 'grep -q "unknown key \"colour\"" $T/bad1.err && grep -q "\"d\" must be a whole number" $T/bad2.err && grep -q "7 parents with 16 children" $T/bad3.err && grep -q "more than 1 GB" $T/bad4.err && grep -q "\"seed\" must be a whole number 0..2^53" $T/bad6.err'
+$BIN sae-eval --sae $T/hsae --synth $T >/dev/null 2>$T/bad7.err; rc=$?
+ok "sae-eval refuses a directory as spec" '[ $rc -eq 1 ] && grep -q "not a regular file" $T/bad7.err'
+$BIN synth --d 64 --features 96 --tokens 100 --seed 1 --out $T/h64.npy --truth $T/h64t.npy --spec $T/g64.json >/dev/null 2>&1
+$BIN sae-eval --sae $T/hsae --synth $T/g64.json >/dev/null 2>$T/bad8.err; rc=$?
+ok "sae-eval --synth refuses another width" '[ $rc -eq 1 ] && grep -q "g64.json: the generator makes 64 values, the SAE reads 256" $T/bad8.err'
+$BIN synth --d 8 --features 16 --tokens 10 --parents 2 --out $T/p.npy --truth $T/pt.npy >/dev/null 2>$T/bad9.err; rc=$?
+ok "synth --parents without --children is a usage error" '[ $rc -eq 2 ] && grep -q "both --parents and --children" $T/bad9.err'
+$BIN synth --d 8 --features 16 --tokens 10 --seed -1 --spec $T/neg.json --out $T/p.npy --truth $T/pt.npy >/dev/null 2>$T/bad10.err; rc=$?
+ok "synth --spec refuses a seed JSON cannot keep" '[ $rc -eq 2 ] && [ ! -e $T/neg.json ]'
+$BIN sae-train --npy $T/h64.npy --arch topk --d-sae 32 --k 2 --batch 50 --tokens 100 --out $T/h64sae >/dev/null 2>&1
+$BIN sae-eval --sae $T/h64sae --synth $T/g64.json >$T/nohier.out 2>&1; rc=$?
+ok "sae-eval --synth without a hierarchy reports MMCS and says so" '[ $rc -eq 0 ] && grep -q "^generator.*MMCS" $T/nohier.out && grep -q "no hierarchy" $T/nohier.out'
+
 echo "test_sae_cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
