@@ -12,7 +12,7 @@
 #include "sae/sae_run.h"
 
 CLI_COMMAND(sae_train, "Train a sparse autoencoder (relu, topk, batchtopk, jumprelu, gated, matryoshka) or a (skip) transcoder",
-            "saelite sae-train (--db FILE --hook NAME | --npy ACTS.npy | --synth) --out DIR [--arch topk] [--k 32] "
+            "saelite sae-train (--db FILE --hook NAME | --npy ACTS.npy | --synth | --synth-spec GEN.json) --out DIR [--arch topk] [--k 32] "
             "[--expansion 8 | --d-sae N] [--tokens N] [--batch 4096] [--lr X] [--resume | --force]")
 
 static void print_result(const sae_run_opts *o, const sae_run_result *r)
@@ -58,6 +58,7 @@ int cmd_sae_train(int argc, char **argv)
     int d_sae = 0, k = 32, k_aux = 0, batch = 4096, no_norm = 0, syn_d = 256, syn_f = 512;
     double jr_bw = c->jr_bandwidth, jr_th = c->jr_init_threshold, jr_lrm = c->jr_lr_mult, l1 = 0, lr = NAN, clip = NAN, beta1 = NAN, aux_coef = 1.0 / 32, syn_active = 5;
     int64_t tokens = 10000000, seed = 42, dead_window = 0, syn_seed = 1;
+    const char *syn_spec = NULL;
     o.hook = "";
     o.model_name = "";
     arg_spec spec[] = {
@@ -73,6 +74,8 @@ int cmd_sae_train(int argc, char **argv)
         {"--synth-features", ARG_INT, &syn_f, "synthetic: true features", ARG_MIN(1)},
         {"--synth-active", ARG_FLOAT, &syn_active, "synthetic: mean active features", ARG_ABOVE(0)},
         {"--synth-seed", ARG_I64, &syn_seed, "synthetic: generator seed"},
+        {"--synth-spec", ARG_STR, &syn_spec,
+         "train on the generator `saelite synth --spec` wrote (hierarchy included; replaces --synth-*)"},
         {"--truth", ARG_STR, &o.truth, "ground-truth directions [F, d_in] .npy: report MMCS"},
         {"--truth-out", ARG_STR, &o.truth_out, "synthetic: write the true directions here"},
         {"--out", ARG_STR, &o.out, "output directory (SAELens layout)", ARG_REQUIRED},
@@ -150,8 +153,8 @@ int cmd_sae_train(int argc, char **argv)
     int np = 0;
     int prc = args_parse(cmd, argc, argv, spec, NULL, 0, &np);
     if (prc) return prc < 0 ? 0 : prc;
-    if (!!o.db + !!o.npy + o.synth != 1)
-        return cli_usage_error(cmd, "give exactly one of --db, --npy, --synth");
+    if (!!o.db + !!o.npy + (o.synth || syn_spec) != 1)
+        return cli_usage_error(cmd, "give exactly one of --db, --npy, --synth (or --synth-spec)");
     if (o.db && !o.hook[0]) return cli_usage_error(cmd, "--db needs --hook NAME");
     int tcod = !strcmp(arch_s, "transcoder")        ? SAE_TRANSCODER
                : !strcmp(arch_s, "skip_transcoder") ? SAE_SKIP_TRANSCODER
@@ -193,10 +196,15 @@ int cmd_sae_train(int argc, char **argv)
         }
     }
 
-    o.synth_cfg.d = syn_d;
-    o.synth_cfg.n_features = syn_f;
-    o.synth_cfg.active = syn_active;
-    o.synth_cfg.seed = (uint64_t)syn_seed;
+    if (syn_spec) {
+        o.synth = 1;
+        if (sae_synth_spec_load(&o.synth_cfg, syn_spec)) return cli_fail(cmd);
+    } else {
+        o.synth_cfg.d = syn_d;
+        o.synth_cfg.n_features = syn_f;
+        o.synth_cfg.active = syn_active;
+        o.synth_cfg.seed = (uint64_t)syn_seed;
+    }
     c->d_sae = d_sae;
     c->k = k;
     c->k_aux = k_aux;

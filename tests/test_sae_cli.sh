@@ -148,6 +148,16 @@ sb=$(sed -n 's/.*SAEBench: full-absorption rate \([0-9.]*\) .*without its 40% ga
 # default training (normalised inputs, clipped gradients): SAEBench's full rate and ungated fraction
 # report the generator's binary and partial absorption within 0.05 (docs/eval.md)
 ok "absorption from the CLI within 0.05 of the generator's ($ex / $sb)" 'echo "$ex $sb" | awk "{ exit !(NF == 4 && \$1 > 0.1 && (\$3 - \$1) ^ 2 <= 0.0025 && (\$4 - \$2) ^ 2 <= 0.0025) }"'
+$BIN sae-train --synth-spec $T/gen.json --arch topk --d-sae 96 --k 3 --batch 1024 --tokens 300000 --out $T/hstream >$T/hstream.out 2>&1
+$BIN sae-eval --sae $T/hstream --synth $T/gen.json >$T/hsabs.out 2>&1; rc=$?
+ex=$(sed -n 's/.*generator (exact): absorption \([0-9.]*\) .*partial \([0-9.]*\) .*/\1 \2/p' $T/hsabs.out)
+sb=$(sed -n 's/.*SAEBench: full-absorption rate \([0-9.]*\) .*without its 40% gate \([0-9.]*\) .*/\1 \2/p' $T/hsabs.out)
+ok "sae-train --synth-spec streams the hierarchy; absorption within 0.05 ($ex / $sb)" '[ $rc -eq 0 ] && grep -q "d_in 256 d_sae 96" $T/hstream.out && echo "$ex $sb" | awk "{ exit !(NF == 4 && \$1 > 0.1 && (\$3 - \$1) ^ 2 <= 0.0025 && (\$4 - \$2) ^ 2 <= 0.0025) }"'
+printf '{"d": 16, "features": 8, "colour": 1}' > $T/bad0.json
+$BIN sae-train --synth-spec $T/bad0.json --out $T/hbad >/dev/null 2>$T/bad11.err; rc=$?
+ok "sae-train --synth-spec refuses a bad spec naming it" '[ $rc -eq 1 ] && [ "$(wc -l < $T/bad11.err)" = 1 ] && grep -q "bad0.json: unknown key" $T/bad11.err && [ ! -e $T/hbad ]'
+$BIN sae-train --synth-spec $T/gen.json --npy $T/h.npy --out $T/hbad >/dev/null 2>$T/bad12.err; rc=$?
+ok "--synth-spec with --npy is a usage error" '[ $rc -eq 2 ] && grep -q "exactly one of" $T/bad12.err'
 printf '{"d": 256, "features": 96, "parents": 3, "children": 16, "colour": 1}' > $T/bad1.json
 printf '{"d": 25.5}' > $T/bad2.json
 printf '{"d": 256, "features": 96, "parents": 7, "children": 16}' > $T/bad3.json
