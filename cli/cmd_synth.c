@@ -59,7 +59,7 @@ int cmd_synth(int argc, char **argv)
     c.seed = (uint64_t)seed;
     if ((c.parents > 0) != (c.children > 0))
         return cli_usage_error(cmd, "a hierarchy needs both --parents and --children");
-    if (spec_out && (seed < 0 || seed > ((int64_t)1 << 53)))
+    if (spec_out && (seed < 0 || (uint64_t)seed > SAE_SYNTH_SPEC_MAX_SEED)) /* before any file */
         return cli_usage_error(cmd, "--spec keeps seeds 0..2^53 (JSON numbers); this one is %lld",
                                (long long)seed);
     if ((int64_t)c.d * tokens > ((int64_t)1 << 32))

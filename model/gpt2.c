@@ -203,7 +203,10 @@ static int model_alloc(gpt2_model **out, const gpt2_config *cfg, int tied, int g
     m->hp[HP_LNF(L)].layer = -1;
     m->hp[HP_LNF(L)].width = C;
     m->last_hook_layer = -2;
-    if (with_params && model_params(m)) goto nomem;
+    if (with_params && model_params(m)) {
+        gpt2_free(m);
+        return ERR_NOMEM; /* recorded by model_params */
+    }
     *out = m;
     return OK;
 nomem:
@@ -211,12 +214,12 @@ nomem:
     return err_set(ERR_NOMEM, "out of memory for a %d-layer model", L);
 }
 
-/* The parameters of the table and the per-layer views into them. */
+/* The parameters of the table and the per-layer views into them (ERR_NOMEM recorded). */
 static int model_params(gpt2_model *m)
 {
     int L = m->cfg.n_layer, tied = m->tied;
     m->params = mem_alloc_aligned(sizeof(float) * m->nparams);
-    if (!m->params) return ERR_NOMEM;
+    if (!m->params) return err_set(ERR_NOMEM, "out of memory for a %d-layer model", L);
     m->wte = tab_ptr(m, 0);
     m->wpe = tab_ptr(m, 1);
     for (int l = 0; l < L; l++) {
@@ -525,10 +528,7 @@ int gpt2_load(gpt2_model **out, const char *dir)
     }
     /* two passes over the table: present with its shape (dst NULL), then loaded */
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1 && model_params(m)) {
-            rc = err_set(ERR_NOMEM, "out of memory for a %d-layer model", cfg.n_layer);
-            goto fail;
-        }
+        if (pass == 1 && (rc = model_params(m))) goto fail;
         for (int j = 0; j < m->ntab; j++) {
             char nm[160];
             const gpt2_tensor *t = &m->tab[j];

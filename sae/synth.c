@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,11 +46,9 @@ void synth_defaults(synth_config *c)
 static int check_config(const synth_config *c);
 
 /* ---- the generator's configuration as a file (sae_synth_spec_*) ---- */
-static const double SPEC_MAX_WHOLE = 9007199254740992.0; /* 2^53: JSON numbers are doubles */
-
 int sae_synth_spec_save(const synth_config *c, const char *path)
 {
-    if ((double)c->seed > SPEC_MAX_WHOLE)
+    if (c->seed > SAE_SYNTH_SPEC_MAX_SEED)
         return err_set(ERR_ARG, "%s: seed %llu is above 2^53; a JSON number cannot keep it", path,
                        (unsigned long long)c->seed);
     cJSON *o = cJSON_CreateObject();
@@ -80,13 +79,47 @@ int sae_synth_spec_save(const synth_config *c, const char *path)
     return rc;
 }
 
-/* v a JSON number that is a whole number in [lo, hi] */
-static int spec_whole(const cJSON *v, double lo, double hi, double *out)
+/* The spec's numeric keys: where each goes in synth_config, and what it may hold. Whole numbers
+ * ('i' int, 'u' uint64_t) must be in [lo, hi]; 'f' doubles are any number (check_config judges
+ * them with the rest). */
+typedef struct {
+    const char *key;
+    char type;
+    size_t off;
+    double lo, hi;
+    const char *what;
+} spec_field;
+
+#define SPEC_INT(k, f, lo, what) {k, 'i', offsetof(synth_config, f), lo, INT32_MAX, what}
+#define SPEC_DBL(k, f) {k, 'f', offsetof(synth_config, f), 0, 0, "a number"}
+static const spec_field spec_fields[] = {
+    SPEC_INT("d", d, 1, "a whole number >= 1"),
+    SPEC_INT("features", n_features, 1, "a whole number >= 1"),
+    SPEC_INT("rank", rank, 0, "a whole number >= 0"),
+    SPEC_INT("parents", parents, 0, "a whole number >= 0"),
+    SPEC_INT("children", children, 0, "a whole number >= 0"),
+    {"seed", 'u', offsetof(synth_config, seed), 0, SAE_SYNTH_SPEC_MAX_SEED, "a whole number 0..2^53"},
+    SPEC_DBL("active", active),
+    SPEC_DBL("decay", decay),
+    SPEC_DBL("corr", corr),
+    SPEC_DBL("child_p", child_p),
+};
+#undef SPEC_INT
+#undef SPEC_DBL
+
+/* Stores v into c's field f; 0 when v is not what f may hold. */
+static int spec_set(synth_config *c, const spec_field *f, const cJSON *v)
 {
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble != floor(v->valuedouble) ||
-        v->valuedouble < lo || v->valuedouble > hi)
-        return 0;
-    *out = v->valuedouble;
+    if (!cJSON_IsNumber(v)) return 0;
+    double x = v->valuedouble;
+    char *dst = (char *)c + f->off;
+    if (f->type == 'f') {
+        *(double *)dst = x;
+        return 1;
+    }
+    if (!isfinite(x) || x != floor(x) || x < f->lo || x > f->hi) return 0;
+    if (f->type == 'u') *(uint64_t *)dst = (uint64_t)x;
+    else *(int *)dst = (int)x;
     return 1;
 }
 
@@ -103,32 +136,21 @@ int sae_synth_spec_load(synth_config *c, const char *path)
         return err_set(ERR_FORMAT, "%s: not a JSON object (a generator spec from `saelite synth --spec`)",
                        path);
     }
+    enum { NF = sizeof spec_fields / sizeof spec_fields[0] };
     for (const cJSON *v = root->child; v && !rc; v = v->next) {
         const char *k = v->string ? v->string : "";
-        double x = 0;
-        int ok;
-        if (!strcmp(k, "generator")) ok = cJSON_IsString(v) && !strcmp(v->valuestring, "saelite synth");
-        else if (!strcmp(k, "d")) ok = spec_whole(v, 1, INT32_MAX, &x) && (c->d = (int)x, 1);
-        else if (!strcmp(k, "features")) ok = spec_whole(v, 1, INT32_MAX, &x) && (c->n_features = (int)x, 1);
-        else if (!strcmp(k, "rank")) ok = spec_whole(v, 0, INT32_MAX, &x) && (c->rank = (int)x, 1);
-        else if (!strcmp(k, "parents")) ok = spec_whole(v, 0, INT32_MAX, &x) && (c->parents = (int)x, 1);
-        else if (!strcmp(k, "children")) ok = spec_whole(v, 0, INT32_MAX, &x) && (c->children = (int)x, 1);
-        else if (!strcmp(k, "seed")) ok = spec_whole(v, 0, SPEC_MAX_WHOLE, &x) && (c->seed = (uint64_t)x, 1);
-        else if (!strcmp(k, "active")) ok = cJSON_IsNumber(v) && (c->active = v->valuedouble, 1);
-        else if (!strcmp(k, "decay")) ok = cJSON_IsNumber(v) && (c->decay = v->valuedouble, 1);
-        else if (!strcmp(k, "corr")) ok = cJSON_IsNumber(v) && (c->corr = v->valuedouble, 1);
-        else if (!strcmp(k, "child_p")) ok = cJSON_IsNumber(v) && (c->child_p = v->valuedouble, 1);
-        else {
+        if (!strcmp(k, "generator")) {
+            if (!cJSON_IsString(v) || strcmp(v->valuestring, "saelite synth"))
+                rc = err_set(ERR_FORMAT, "%s: \"generator\" must be \"saelite synth\"", path);
+            continue;
+        }
+        int i = 0;
+        while (i < NF && strcmp(k, spec_fields[i].key)) i++;
+        if (i == NF)
             rc = err_set(ERR_FORMAT, "%s: unknown key \"%.40s\" (a generator spec has d, features, active, "
                          "decay, rank, corr, seed, parents, children, child_p)", path, k);
-            break;
-        }
-        if (!ok)
-            rc = err_set(ERR_FORMAT, "%s: \"%s\" must be %s", path, k,
-                         !strcmp(k, "generator") ? "\"saelite synth\""
-                         : !strcmp(k, "seed") ? "a whole number 0..2^53"
-                         : !strcmp(k, "d") || !strcmp(k, "features") ? "a whole number >= 1"
-                         : cJSON_IsNumber(v) ? "a whole number >= 0" : "a number");
+        else if (!spec_set(c, &spec_fields[i], v))
+            rc = err_set(ERR_FORMAT, "%s: \"%s\" must be %s", path, k, spec_fields[i].what);
     }
     cJSON_Delete(root);
     if (rc) return rc;

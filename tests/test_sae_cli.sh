@@ -135,6 +135,13 @@ ok "unknown hook: exit 1 listing hooks" '[ $rc -eq 1 ] && grep -q "synth" $T/e5.
 
 # The synthetic absorption check from the command line: synth --spec writes the generator, sae-eval
 # --synth rebuilds it and prints SAEBench's metric beside the generator's exact absorption.
+# abs_pair FILE: ex = "exact binary, partial", sb = "full rate, ungated fraction" from sae-eval
+# --synth's output; abs_close: the exact ones real (binary > 0.1) and each within 0.05 of SAEBench's.
+abs_pair() {
+    ex=$(sed -n 's/.*generator (exact): absorption \([0-9.]*\) .*partial \([0-9.]*\) .*/\1 \2/p' "$1")
+    sb=$(sed -n 's/.*SAEBench: full-absorption rate \([0-9.]*\) .*without its 40% gate \([0-9.]*\) .*/\1 \2/p' "$1")
+}
+abs_close() { echo "$ex $sb" | awk '{ exit !(NF == 4 && $1 > 0.1 && ($3 - $1) ^ 2 <= 0.0025 && ($4 - $2) ^ 2 <= 0.0025) }'; }
 H="--d 256 --features 96 --active 3 --rank 0 --parents 3 --children 16 --child-p 0.05 --seed 11"
 $BIN synth $H --tokens 300000 --out $T/h.npy --truth $T/ht.npy --spec $T/gen.json >$T/h.out 2>&1
 ok "synth --spec writes the generator" 'grep -q "3 parents, each followed by 16 children" $T/h.out && grep -q "\"child_p\":[[:space:]]*0.05" $T/gen.json'
@@ -143,16 +150,14 @@ $BIN sae-eval --sae $T/hsae --synth $T/gen.json --ground-truth $T/ht.npy >$T/hab
 # the MMCS against the rebuilt generator is the one against the written truth
 m1=$(sed -n 's/^ground truth.*MMCS \([0-9.]*\),.*/\1/p' $T/habs.out); m2=$(sed -n 's/^generator.*MMCS \([0-9.]*\),.*/\1/p' $T/habs.out)
 ok "sae-eval --synth rebuilds the generator's directions" '[ $rc -eq 0 ] && [ -n "$m1" ] && [ "$m1" = "$m2" ]'
-ex=$(sed -n 's/.*generator (exact): absorption \([0-9.]*\) .*partial \([0-9.]*\) .*/\1 \2/p' $T/habs.out)
-sb=$(sed -n 's/.*SAEBench: full-absorption rate \([0-9.]*\) .*without its 40% gate \([0-9.]*\) .*/\1 \2/p' $T/habs.out)
+abs_pair $T/habs.out
 # default training (normalised inputs, clipped gradients): SAEBench's full rate and ungated fraction
 # report the generator's binary and partial absorption within 0.05 (docs/eval.md)
-ok "absorption from the CLI within 0.05 of the generator's ($ex / $sb)" 'echo "$ex $sb" | awk "{ exit !(NF == 4 && \$1 > 0.1 && (\$3 - \$1) ^ 2 <= 0.0025 && (\$4 - \$2) ^ 2 <= 0.0025) }"'
+ok "absorption from the CLI within 0.05 of the generator's ($ex / $sb)" 'abs_close'
 $BIN sae-train --synth-spec $T/gen.json --arch topk --d-sae 96 --k 3 --batch 1024 --tokens 300000 --out $T/hstream >$T/hstream.out 2>&1
 $BIN sae-eval --sae $T/hstream --synth $T/gen.json >$T/hsabs.out 2>&1; rc=$?
-ex=$(sed -n 's/.*generator (exact): absorption \([0-9.]*\) .*partial \([0-9.]*\) .*/\1 \2/p' $T/hsabs.out)
-sb=$(sed -n 's/.*SAEBench: full-absorption rate \([0-9.]*\) .*without its 40% gate \([0-9.]*\) .*/\1 \2/p' $T/hsabs.out)
-ok "sae-train --synth-spec streams the hierarchy; absorption within 0.05 ($ex / $sb)" '[ $rc -eq 0 ] && grep -q "d_in 256 d_sae 96" $T/hstream.out && echo "$ex $sb" | awk "{ exit !(NF == 4 && \$1 > 0.1 && (\$3 - \$1) ^ 2 <= 0.0025 && (\$4 - \$2) ^ 2 <= 0.0025) }"'
+abs_pair $T/hsabs.out
+ok "sae-train --synth-spec streams the hierarchy; absorption within 0.05 ($ex / $sb)" '[ $rc -eq 0 ] && grep -q "d_in 256 d_sae 96" $T/hstream.out && abs_close'
 # Matryoshka with the parents in its first group absorbs almost nothing here, and SAEBench's
 # fraction says so too: below the streamed TopK's (docs/eval.md, "Does it order the architectures right?")
 $BIN sae-train --synth-spec $T/gen.json --arch matryoshka --widths 6,96 --d-sae 96 --k 3 --batch 1024 --tokens 300000 --out $T/hmat >/dev/null 2>&1
