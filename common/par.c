@@ -2,6 +2,7 @@
 #include "common/par.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -48,6 +49,35 @@ void par_run(void (*fn)(void *, int, int), void *arg, int nt)
     }
     fn(arg, 0, nt);
     for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
+}
+
+typedef struct {
+    void (*fn)(void *arg, int tid, int64_t i0, int64_t i1);
+    void *arg;
+    int64_t n, grain;
+    atomic_int_fast64_t next; /* the first index not yet handed out */
+} for_job;
+
+static void for_part(void *p, int tid, int nt)
+{
+    for_job *j = p;
+    for (;;) {
+        /* relaxed: the ranges only need to be distinct; par_run's join publishes the results */
+        int64_t i0 = atomic_fetch_add_explicit(&j->next, j->grain, memory_order_relaxed);
+        if (i0 >= j->n) return;
+        j->fn(j->arg, tid, i0, j->n - i0 < j->grain ? j->n : i0 + j->grain);
+    }
+}
+
+void par_for(void (*fn)(void *, int, int64_t, int64_t), void *arg, int64_t n, int64_t grain, int nt)
+{
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t chunks = (n - 1) / grain + 1;
+    if (nt > chunks) nt = (int)chunks;
+    for_job j = {.fn = fn, .arg = arg, .n = n, .grain = grain};
+    atomic_init(&j.next, 0);
+    par_run(for_part, &j, nt);
 }
 
 void par_passive_restart(char **argv)

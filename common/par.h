@@ -7,16 +7,25 @@
  * the caller instead, so fn must give the same result for any nt (split work by index, never
  * reduce across threads in a thread-count-dependent order). No pool: no idle thread ever spins
  * against OpenBLAS's or OpenMP's workers (docs/sae.md, docs/model.md).
+ * par_for splits [0, n) dynamically instead: ranges of `grain` indices go, in order, to whichever
+ * thread asks next, so a thread that starts late or runs slow (a loaded machine, a VM whose
+ * second vCPU the host has descheduled) takes fewer and the others do not wait for it at the
+ * join. Which thread runs a range is timing: fn(arg, tid, i0, i1) must give the same result
+ * whichever does (tid only picks per-thread scratch); every index is in exactly one call.
  * Threads: par_run may be called from any thread; fn must not call par_run.
  */
 #ifndef SAELITE_PAR_H
 #define SAELITE_PAR_H
+
+#include <stdint.h>
 
 enum { PAR_MAX = 16 };
 
 /* SAELITE_THREADS when set (1..16), else the online cores (at most 16); read once. */
 int par_threads(void);
 void par_run(void (*fn)(void *arg, int tid, int nt), void *arg, int nt);
+void par_for(void (*fn)(void *arg, int tid, int64_t i0, int64_t i1), void *arg, int64_t n,
+             int64_t grain, int nt);
 /* oneDNN's bf16 matmuls thread with GNU OpenMP, whose idle workers spin after every call unless
  * OMP_WAIT_POLICY=PASSIVE, and take the cores from par_run's threads, OpenBLAS's and the storage
  * thread. The runtime reads the variable when it loads, before main, so a program that will run

@@ -16,15 +16,15 @@
 #endif
 
 /* ---- threads for the elementwise kernels -------------------------------------------------
- * In bf16, LayerNorm, bias + GELU and the softmax split their rows over par_run's threads and
+ * In bf16, LayerNorm, bias + GELU and the softmax split their rows over par_for's threads and
  * the attention's per-(batch, head) products split their heads: each row or head is computed by
- * the same code as on one thread, so the bits do not depend on the split. Before, all of this ran
- * on one core while the other idled between matmuls (GPT-2 small to layer 5 in bf16 on 2 cores:
- * attention 38 of 184 ms per batch, docs/model.md). There OpenBLAS is held at one thread and
- * oneDNN's OpenMP threads sleep between calls, so nothing spins against these threads. fp32 stays
- * on one thread: after each sgemm OpenBLAS's idle workers spin for a while, and against them the
- * threaded loops made the small model's training step 10-15% slower (docs/model.md). Small
- * problems stay on one thread too. */
+ * the same code as on one thread, so the bits depend neither on the split nor on which thread
+ * takes a range. Before, all of this ran on one core while the other idled between matmuls
+ * (GPT-2 small to layer 5 in bf16 on 2 cores: attention 38 of 184 ms per batch, docs/model.md).
+ * There OpenBLAS is held at one thread and oneDNN's OpenMP threads sleep between calls, so
+ * nothing spins against these threads. fp32 stays on one thread: after each sgemm OpenBLAS's
+ * idle workers spin for a while, and against them the threaded loops made the small model's
+ * training step 10-15% slower (docs/model.md). Small problems stay on one thread too. */
 static int prec_bf16; /* the forward matmuls' precision (op_set_precision) */
 
 static int op_threads(size_t work)
@@ -44,11 +44,8 @@ typedef struct {
 } rows_args;
 
 /* rows [n0, n1) of n for thread tid of nt */
-static void split(int n, int tid, int nt, int *n0, int *n1)
-{
-    *n0 = (int)((int64_t)n * tid / nt);
-    *n1 = (int)((int64_t)n * (tid + 1) / nt);
-}
+/* par_for's ranges (rows; heads): a thread that starts late takes fewer (common/par.h) */
+enum { ROW_GRAIN = 16, HEAD_GRAIN = 1 };
 
 /* ---- exp and tanh without libm calls in the hot loops ------------------------------------
  * expf via range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 polynomial (relative
@@ -202,12 +199,11 @@ static inline void ln_row(float *o, float *mean, float *rstd, const float *x, co
     if (rstd) *rstd = s;
 }
 
-static void ln_part(void *p, int tid, int nt)
+static void ln_part(void *p, int tid, int64_t n0, int64_t n1)
 {
     rows_args *a = p;
-    int n0, n1, C = a->C;
-    split(a->N, tid, nt, &n0, &n1);
-    for (int n = n0; n < n1; n++)
+    int C = a->C;
+    for (int64_t n = n0; n < n1; n++)
         ln_row(a->out + (size_t)n * C, a->aux1 ? a->aux1 + n : NULL, a->aux2 ? a->aux2 + n : NULL,
                a->x + (size_t)n * C, a->w, a->b, a->eps, C);
 }
@@ -217,7 +213,7 @@ void op_layernorm_forward(float *out, float *mean, float *rstd, const float *x, 
 {
     rows_args a = {.out = out, .aux1 = mean, .aux2 = rstd, .x = x, .w = w, .b = b, .eps = eps,
                    .N = N, .C = C};
-    par_run(ln_part, &a, op_threads((size_t)N * C));
+    par_for(ln_part, &a, N, ROW_GRAIN, op_threads((size_t)N * C));
 }
 
 static inline void add_rows(float *r, const float *a, const float *bias, int C)
@@ -234,12 +230,11 @@ static inline void add_rows(float *r, const float *a, const float *bias, int C)
     for (; i < C; i++) r[i] = r[i] + (a ? a[i] : 0.0f) + (bias ? bias[i] : 0.0f);
 }
 
-static void res_ln_part(void *p, int tid, int nt)
+static void res_ln_part(void *p, int tid, int64_t n0, int64_t n1)
 {
     rows_args *a = p;
-    int n0, n1, C = a->C;
-    split(a->N, tid, nt, &n0, &n1);
-    for (int n = n0; n < n1; n++) {
+    int C = a->C;
+    for (int64_t n = n0; n < n1; n++) {
         float *r = a->res + (size_t)n * C;
         if (a->add || a->add_bias)
             add_rows(r, a->add ? a->add + (size_t)n * C : NULL, a->add_bias, C);
@@ -254,7 +249,7 @@ void op_residual_layernorm_forward(float *out, float *mean, float *rstd, float *
 {
     rows_args a = {.out = out, .aux1 = mean, .aux2 = rstd, .res = res, .add = add,
                    .add_bias = add_bias, .w = w, .b = b, .eps = eps, .N = N, .C = C};
-    par_run(res_ln_part, &a, op_threads((size_t)N * C));
+    par_for(res_ln_part, &a, N, ROW_GRAIN, op_threads((size_t)N * C));
 }
 
 void op_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
@@ -371,18 +366,16 @@ static void gelu_rows(float *post, float *pre, const float *bias, int n0, int n1
     }
 }
 
-static void gelu_part(void *p, int tid, int nt)
+static void gelu_part(void *p, int tid, int64_t n0, int64_t n1)
 {
     rows_args *a = p;
-    int n0, n1;
-    split(a->N, tid, nt, &n0, &n1);
-    gelu_rows(a->out, a->res, a->add_bias, n0, n1, a->C, a->kind);
+    gelu_rows(a->out, a->res, a->add_bias, (int)n0, (int)n1, a->C, a->kind);
 }
 
 void op_bias_gelu_forward(float *post, float *pre, const float *bias, int N, int F, int kind)
 {
     rows_args a = {.out = post, .res = pre, .add_bias = bias, .N = N, .C = F, .kind = kind};
-    par_run(gelu_part, &a, op_threads((size_t)N * F));
+    par_for(gelu_part, &a, N, ROW_GRAIN, op_threads((size_t)N * F));
 }
 
 void op_gelu_backward(float *dpre, const float *pre, const float *dpost, size_t n, int kind)
@@ -507,13 +500,11 @@ typedef struct {
     int BH, T, C, H, values;
 } heads_args;
 
-static void heads_part(void *p, int tid, int nt)
+static void heads_part(void *p, int tid, int64_t h0, int64_t h1)
 {
     heads_args *a = p;
-    int h0, h1;
-    split(a->BH, tid, nt, &h0, &h1);
-    if (a->values) values_heads(a->out, a->a, a->b, h0, h1, a->T, a->C, a->H);
-    else scores_heads(a->out, a->a, a->b, h0, h1, a->T, a->C, a->H);
+    if (a->values) values_heads(a->out, a->a, a->b, (int)h0, (int)h1, a->T, a->C, a->H);
+    else scores_heads(a->out, a->a, a->b, (int)h0, (int)h1, a->T, a->C, a->H);
 }
 
 /* fp32: one call per head as always, each spread over OpenBLAS's threads (its bits depend on
@@ -525,7 +516,7 @@ static void attention_heads(heads_args *a)
     if (nt > a->BH) nt = a->BH;
     int nb = prec_bf16 ? openblas_get_num_threads() : 1; /* any nt: the same bits */
     if (nb > 1) openblas_set_num_threads(1);
-    par_run(heads_part, a, nt);
+    par_for(heads_part, a, a->BH, HEAD_GRAIN, nt);
     if (nb > 1) openblas_set_num_threads(nb);
 }
 
@@ -535,11 +526,10 @@ void op_attention_scores(float *att, const float *q, const float *k, int B, int 
     attention_heads(&a);
 }
 
-static void softmax_part(void *p, int tid, int nt)
+static void softmax_part(void *p, int tid, int64_t r0, int64_t r1)
 {
     rows_args *ar = p;
-    int r0, r1, T = ar->T;
-    split(ar->N, tid, nt, &r0, &r1);
+    int T = ar->T;
     float *att = ar->out;
     for (size_t r = (size_t)r0; r < (size_t)r1; r++) {
         float *a = att + r * T;
@@ -561,7 +551,7 @@ static void softmax_part(void *p, int tid, int nt)
 void op_attention_softmax(float *att, int B, int T, int H)
 {
     rows_args a = {.out = att, .N = B * H * T, .T = T};
-    par_run(softmax_part, &a, op_threads((size_t)B * H * T * T / 2));
+    par_for(softmax_part, &a, (int64_t)B * H * T, ROW_GRAIN * 4, op_threads((size_t)B * H * T * T / 2));
 }
 
 void op_attention_values(float *z, const float *att, const float *v, int B, int T, int C, int H)

@@ -75,6 +75,11 @@ static inline int append_ge(int *out, const float *x, __m256 t, int base)
 
 /* The thread count for a kernel of this much work (defined with the sparse kernels below). */
 static int n_threads(int64_t work);
+/* par_for's ranges: rows of the encoder's prologue, the top-k and the decoder; elements of the
+ * elementwise passes; latents of the two gradient scatters (each latent's row in one call, in
+ * its serial order); of the order of 100 ranges a call at the bench shapes, so that a thread
+ * that starts late takes fewer instead of the other waiting for it at the join (issue 21). */
+enum { ROW_GRAIN = 32, ELEM_GRAIN = 1 << 16, LATENT_GRAIN = 32 };
 static void block_maxima(float *bm, const float *pr, int nb); /* with the top-k below */
 enum { TOPK_BLOCK = SAE_K_TOPK_BLOCK };
 _Static_assert(SAE_K_TOPK_BLOCK == 32, "block_maxima's vector forms read 32 floats a block");
@@ -115,12 +120,11 @@ static int enc_cols(int S)
     return w < S ? w : S;
 }
 
-static void encode_rows(void *p, int tid, int nt)
+static void encode_rows(void *p, int tid, int64_t b0, int64_t b1)
 {
     enc_args *a = p;
-    int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt);
     int D = a->D, S = a->S;
-    for (int b = b0; b < b1; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         const float *xr = a->x + (int64_t)b * D;
         float *cr = a->xc + (int64_t)b * D;
         for (int i = 0; i < D; i++) cr[i] = xr[i] - a->b_dec[i];
@@ -128,12 +132,11 @@ static void encode_rows(void *p, int tid, int nt)
     }
 }
 
-static void encode_cols(void *p, int tid, int nt)
+static void encode_cols(void *p, int tid, int64_t q0, int64_t q1)
 {
     enc_args *a = p;
-    int W = enc_cols(a->S), nblk = (a->S + W - 1) / W;
-    int q0 = (int)((int64_t)nblk * tid / nt), q1 = (int)((int64_t)nblk * (tid + 1) / nt);
-    for (int q = q0; q < q1; q++) {
+    int W = enc_cols(a->S);
+    for (int q = (int)q0; q < (int)q1; q++) {
         int s0 = q * W, s1 = s0 + W < a->S ? s0 + W : a->S;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->B, s1 - s0, a->D, 1.0f, a->xc,
                     a->D, a->W_encT + (int64_t)s0 * a->D, a->D, 1.0f, a->pre + s0, a->S);
@@ -193,14 +196,14 @@ static void encode(float *pre, float *bmax, float *xc, const float *x, const flo
                   .B = B, .D = D, .S = S, .bias = precision != SAE_PRECISION_BF16, .bmax = bmax};
     int nt = n_threads((int64_t)B * S), nb = openblas_get_num_threads();
     int nblk = (S + enc_cols(S) - 1) / enc_cols(S);
-    par_run(encode_rows, &a, nt < B ? nt : 1);
+    par_for(encode_rows, &a, B, ROW_GRAIN, nt);
     if (!a.bias) {
         if (!sae_bf16_encode(pre, xc, W_encT, b_enc, B, D, S, weights_gen)) return;
         a.bias = 1; /* oneDNN failed (out of memory): this call in fp32 */
-        par_run(encode_rows, &a, nt < B ? nt : 1);
+        par_for(encode_rows, &a, B, ROW_GRAIN, nt);
     }
     if (nb > 1) openblas_set_num_threads(1); /* also with one thread of ours: same bits */
-    par_run(encode_cols, &a, nt < nblk ? nt : nblk);
+    par_for(encode_cols, &a, nblk, 1, nt);
     if (nb > 1) openblas_set_num_threads(nb);
 }
 
@@ -689,10 +692,10 @@ typedef struct {
     int exact;
 } topk_args;
 
-static void topk_part(void *p, int tid, int nt)
+static void topk_part(void *p, int tid, int64_t r0, int64_t r1)
 {
     topk_args *a = p;
-    int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt);
+    int b0 = (int)r0, b1 = (int)r1;
     int S = a->S, k = a->k;
     int nb = S / TOPK_BLOCK;
     int *cand = a->scratch && !a->exact ? a->scratch + (int64_t)tid * TOPK_SCRATCH(S) : NULL;
@@ -743,7 +746,7 @@ static void topk(int *idx, float *val, const float *pre, const float *bmax, int 
         a.scratch = mem_alloc(sizeof(int) * (size_t)nt * 2 * (size_t)S);
         a.exact = a.scratch != NULL;
     }
-    par_run(topk_part, &a, nt);
+    par_for(topk_part, &a, B, ROW_GRAIN, nt);
     mem_free(a.scratch);
 }
 
@@ -810,9 +813,10 @@ static inline void prefetch_floats(const float *p, int n)
 
 /* ---- threads for the sparse kernels ----
  * OpenBLAS spreads the sgemm over all cores; the gather/scatter kernels would otherwise run on
- * one. Work is split so that results do not depend on the thread count: decode by token rows,
- * the two gradient scatters by latent ownership (latent j belongs to thread j % nt, which does
- * every update of row j in the serial order), so runs stay bit-identical. */
+ * one. Work is split so that results depend neither on the thread count nor on which thread
+ * runs what (par_for hands out ranges dynamically): decode by token rows, the two gradient
+ * scatters by latent (one call does every update of row j, in the serial order), so runs stay
+ * bit-identical. */
 static int n_threads(int64_t work)
 {
     return work < (1 << 20) ? 1 : par_threads(); /* small problems: thread start-up would dominate */
@@ -857,11 +861,11 @@ static int decode_row_tiles(float *o, const int64_t *ptr, const int *idx, const 
 }
 #endif
 
-static void decode_part(void *p, int tid, int nt)
+static void decode_part(void *p, int tid, int64_t b0, int64_t b1)
 {
     sp_args *a = p;
-    int b0 = (int)((int64_t)a->B * tid / nt), b1 = (int)((int64_t)a->B * (tid + 1) / nt), D = a->D;
-    for (int b = b0; b < b1; b++) {
+    int D = a->D;
+    for (int b = (int)b0; b < (int)b1; b++) {
         float *o = a->out + (int64_t)b * D;
         const float *start = a->base ? a->base + (int64_t)b * D : a->b_dec; /* or zeros */
         int i0 = 0;
@@ -885,7 +889,7 @@ void sae_k_decode_sparse(float *xhat, const int64_t *ptr, const int *idx, const 
 {
     sp_args a = {.out = xhat, .val = val, .W = W_dec, .b_dec = b_dec, .ptr = ptr, .idx = idx,
                  .B = B, .D = D};
-    par_run(decode_part, &a, n_threads(ptr[B] * (int64_t)D));
+    par_for(decode_part, &a, B, ROW_GRAIN, n_threads(ptr[B] * (int64_t)D));
 }
 
 void sae_k_decode_sparse_from(float *xhat, const int64_t *ptr, const int *idx, const float *val,
@@ -893,7 +897,7 @@ void sae_k_decode_sparse_from(float *xhat, const int64_t *ptr, const int *idx, c
 {
     sp_args a = {.out = xhat, .val = val, .W = W_dec, .base = base, .ptr = ptr, .idx = idx,
                  .B = B, .D = D};
-    par_run(decode_part, &a, n_threads(ptr[B] * (int64_t)D));
+    par_for(decode_part, &a, B, ROW_GRAIN, n_threads(ptr[B] * (int64_t)D));
 }
 
 typedef struct {
@@ -903,17 +907,16 @@ typedef struct {
     int64_t n;
 } scale_args;
 
-static void scale_part(void *p, int tid, int nt)
+static void scale_part(void *p, int tid, int64_t i0, int64_t i1)
 {
     scale_args *s = p;
-    int64_t i0 = s->n * tid / nt, i1 = s->n * (tid + 1) / nt;
     for (int64_t i = i0; i < i1; i++) s->out[i] = s->in[i] * s->a;
 }
 
 void sae_k_scale(float *out, const float *in, float a, int64_t n)
 {
     scale_args s = {.out = out, .in = in, .a = a, .n = n};
-    par_run(scale_part, &s, n_threads(n));
+    par_for(scale_part, &s, n, ELEM_GRAIN, n_threads(n));
 }
 
 void sae_k_row_sums(double *gg, double *gw, double *ww, const float *g, const float *w, int64_t u)
@@ -979,11 +982,11 @@ typedef struct {
     int B, D;
 } rec_args;
 
-static void recon_part(void *p, int tid, int nt)
+static void recon_part(void *p, int tid, int64_t q0, int64_t q1)
 {
     rec_args *a = p;
-    int D = a->D, nq = (a->B + REC_ROWS - 1) / REC_ROWS;
-    for (int q = nq * tid / nt; q < nq * (tid + 1) / nt; q++) {
+    int D = a->D;
+    for (int q = (int)q0; q < (int)q1; q++) {
         int64_t e0 = (int64_t)q * REC_ROWS * D, e1 = e0 + (int64_t)REC_ROWS * D, e = e0;
         if (e1 > (int64_t)a->B * D) e1 = (int64_t)a->B * D;
         double lse[8] = {0}, lss[8] = {0};
@@ -1029,20 +1032,14 @@ static void recon_part(void *p, int tid, int nt)
     }
 }
 
-/* Columns [c0, c1) of thread tid: multiples of 16 floats, so threads never share a line. */
-static void col_range(int C, int tid, int nt, int *c0, int *c1)
-{
-    int nv = (C + 15) / 16;
-    *c0 = 16 * (nv * tid / nt);
-    *c1 = 16 * (nv * (tid + 1) / nt);
-    if (*c1 > C) *c1 = C;
-}
+/* Column groups [g0, g1) of 16 floats (a line: ranges never share one), each column summed over
+ * the rows in order. */
+enum { COL_GROUP = 16, COL_GRAIN = 4 };
 
-static void col_part(void *p, int tid, int nt)
+static void col_part(void *p, int tid, int64_t g0, int64_t g1)
 {
     rec_args *a = p;
-    int c0, c1;
-    col_range(a->D, tid, nt, &c0, &c1);
+    int c0 = (int)g0 * COL_GROUP, c1 = (int)g1 * COL_GROUP < a->D ? (int)g1 * COL_GROUP : a->D;
     for (int b = 0; b < a->B; b++) {
         const float *row = a->a + (int64_t)b * a->D;
         if (a->col)
@@ -1068,19 +1065,19 @@ void sae_k_recon_error(float *dx, double *sse, double *ss, double *col, const fl
         int64_t o = (int64_t)r0 * D;
         rec_args a = {.dx = dx + o, .part = part, .xh = xhat + o, .y = y + o, .scale = scale,
                       .B = n, .D = D};
-        par_run(recon_part, &a, nt < nq ? nt : nq);
+        par_for(recon_part, &a, nq, 1, nt);
         for (int q = 0; q < nq; q++) se += part[2 * q], s2 += part[2 * q + 1];
     }
     *sse = se;
     *ss = s2;
     rec_args c = {.col = col, .a = y, .B = B, .D = D};
-    par_run(col_part, &c, nt);
+    par_for(col_part, &c, (D + COL_GROUP - 1) / COL_GROUP, COL_GRAIN, nt);
 }
 
 void sae_k_colsum_add(float *out, const float *a, int R, int C)
 {
     rec_args c = {.out = out, .a = a, .B = R, .D = C};
-    par_run(col_part, &c, n_threads((int64_t)R * C));
+    par_for(col_part, &c, (C + COL_GROUP - 1) / COL_GROUP, COL_GRAIN, n_threads((int64_t)R * C));
 }
 
 typedef struct {
@@ -1160,26 +1157,6 @@ typedef struct {
     int S, D;
 } tr_args;
 
-/* Latent range of thread tid with about nnz/nt entries (a function of the data, not of timing).
- * tptr may be a slice of a larger pattern's (tptr[0] > 0). */
-static void latent_range(const tr_args *a, int tid, int nt, int *j0, int *j1)
-{
-    int64_t base = a->tptr[0], nnz = a->tptr[a->S] - base;
-    int lo[2];
-    for (int q = 0; q < 2; q++) {
-        int64_t target = base + nnz * (tid + q) / nt;
-        int l = 0, h = a->S; /* first j with tptr[j] >= target */
-        while (l < h) {
-            int m = (l + h) / 2;
-            if (a->tptr[m] < target) l = m + 1;
-            else h = m;
-        }
-        lo[q] = l;
-    }
-    *j0 = tid == 0 ? 0 : lo[0];
-    *j1 = tid == nt - 1 ? a->S : lo[1];
-}
-
 #if defined(__AVX512F__)
 enum { BWD_GROUP = 64 }; /* tokens whose dot products a tile pass carries (4 KB of vectors) */
 
@@ -1239,12 +1216,11 @@ static inline float dec_bwd_token(float *dw, const float *w, const float *g, flo
 }
 #endif
 
-static void decode_bwd_part(void *p, int tid, int nt)
+static void decode_bwd_part(void *p, int tid, int64_t j0, int64_t j1)
 {
     tr_args *a = p;
-    int D = a->D, j0, j1;
-    latent_range(a, tid, nt, &j0, &j1);
-    for (int j = j0; j < j1; j++) {
+    int D = a->D;
+    for (int64_t j = j0; j < j1; j++) {
         const float *w = a->W + (int64_t)j * D;
         float *dw = a->dW + (int64_t)j * D;
 #if defined(__AVX512F__)
@@ -1311,7 +1287,7 @@ void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat
 {
     tr_args a = {.dW = dW_dec, .dval = dval, .in = dxhat, .val = val, .W = W_dec, .tptr = tptr,
                  .tent = tent, .ttok = ttok, .S = S, .D = D};
-    par_run(decode_bwd_part, &a, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
+    par_for(decode_bwd_part, &a, S, LATENT_GRAIN, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
 }
 
 #ifdef HAVE_VF
@@ -1335,12 +1311,11 @@ enc_bwd_tile(const tr_args *a, float *dw, int64_t q0, int64_t q1, int v0, int NV
 }
 #endif
 
-static void encode_bwd_part(void *p, int tid, int nt)
+static void encode_bwd_part(void *p, int tid, int64_t j0, int64_t j1)
 {
     tr_args *a = p;
-    int D = a->D, j0, j1;
-    latent_range(a, tid, nt, &j0, &j1);
-    for (int j = j0; j < j1; j++) {
+    int D = a->D;
+    for (int64_t j = j0; j < j1; j++) {
         float *dw = a->dW + (int64_t)j * D;
         float gsum = 0;
         int i0 = 0;
@@ -1368,7 +1343,7 @@ void sae_k_encode_sparse_backward(float *dW_encT, float *db_enc, const float *dp
 {
     tr_args a = {.dW = dW_encT, .db = db_enc, .in = xc, .val = dpre, .tptr = tptr, .tent = tent,
                  .ttok = ttok, .S = S, .D = D};
-    par_run(encode_bwd_part, &a, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
+    par_for(encode_bwd_part, &a, S, LATENT_GRAIN, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
 }
 
 /* One OpenBLAS thread: waking its pool for a GEMV of a few million MACs left its workers
@@ -1449,10 +1424,9 @@ static void adam_range(const adam_args *a, int64_t i0, int64_t i1)
     }
 }
 
-static void adam_part(void *arg, int tid, int nt)
+static void adam_part(void *arg, int tid, int64_t i0, int64_t i1)
 {
-    adam_args *a = arg;
-    adam_range(a, a->n * tid / nt, a->n * (tid + 1) / nt);
+    adam_range(arg, i0, i1);
 }
 
 void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
@@ -1462,7 +1436,7 @@ void sae_k_adam(float *p, float *g, float *m, float *v, int64_t n, float lr, flo
     float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
     adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .b1 = b1, .b2 = b2, .eps = eps,
                    .step = lr / bc1, .ib2 = 1.0f / bc2, .gs = gscale};
-    par_run(adam_part, &a, n_threads(n)); /* elementwise: any split gives the same bits */
+    par_for(adam_part, &a, n, ELEM_GRAIN, n_threads(n)); /* elementwise: any split, same bits */
 }
 
 enum { ROW_GROUP = 8 };
@@ -1503,15 +1477,44 @@ static void unit_rows(const adam_args *a, int j0, int j1)
     }
 }
 
-static void adam_rows_part(void *arg, int tid, int nt)
+/* The ranges of sae_k_adam_unit_rows: the elements before the unit rows in ranges of
+ * ELEM_GRAIN, the rows in ranges of ROWS_GRAIN groups, the elements after them in ranges of
+ * ELEM_GRAIN, numbered in that order (par_for over the range numbers). */
+enum { ROWS_GRAIN = 4 };
+typedef struct {
+    int64_t nhead, ngroups, nrow, ntail; /* ranges of each part (ngroups: row groups in all) */
+} rows_plan;
+
+static rows_plan rows_plan_of(const adam_args *a)
+{
+    rows_plan q;
+    int64_t tail = a->n - a->r0 - (int64_t)a->S * a->D;
+    q.nhead = (a->r0 + ELEM_GRAIN - 1) / ELEM_GRAIN;
+    q.ngroups = (a->S + ROW_GROUP - 1) / ROW_GROUP;
+    q.nrow = (q.ngroups + ROWS_GRAIN - 1) / ROWS_GRAIN;
+    q.ntail = (tail + ELEM_GRAIN - 1) / ELEM_GRAIN;
+    return q;
+}
+
+static void adam_rows_part(void *arg, int tid, int64_t c0, int64_t c1)
 {
     adam_args *a = arg;
-    int64_t e1 = a->r0 + (int64_t)a->S * a->D, tail = a->n - e1;
-    adam_range(a, a->r0 * tid / nt, a->r0 * (tid + 1) / nt);
-    int ng = (a->S + ROW_GROUP - 1) / ROW_GROUP;
-    int j0 = (int)((int64_t)ng * tid / nt) * ROW_GROUP, j1 = (int)((int64_t)ng * (tid + 1) / nt) * ROW_GROUP;
-    unit_rows(a, j0, j1 < a->S ? j1 : a->S);
-    adam_range(a, e1 + tail * tid / nt, e1 + tail * (tid + 1) / nt);
+    rows_plan q = rows_plan_of(a);
+    int64_t e1 = a->r0 + (int64_t)a->S * a->D;
+    for (int64_t c = c0; c < c1; c++) {
+        if (c < q.nhead) {
+            int64_t i0 = c * ELEM_GRAIN;
+            adam_range(a, i0, a->r0 - i0 < ELEM_GRAIN ? a->r0 : i0 + ELEM_GRAIN);
+        } else if (c < q.nhead + q.nrow) {
+            int64_t g0 = (c - q.nhead) * ROWS_GRAIN;
+            int64_t g1 = q.ngroups - g0 < ROWS_GRAIN ? q.ngroups : g0 + ROWS_GRAIN;
+            int j1 = (int)(g1 * ROW_GROUP);
+            unit_rows(a, (int)(g0 * ROW_GROUP), j1 < a->S ? j1 : a->S);
+        } else {
+            int64_t i0 = e1 + (c - q.nhead - q.nrow) * ELEM_GRAIN;
+            adam_range(a, i0, a->n - i0 < ELEM_GRAIN ? a->n : i0 + ELEM_GRAIN);
+        }
+    }
 }
 
 void sae_k_adam_unit_rows(float *p, float *g, float *m, float *v, int64_t n, int64_t r0, int S,
@@ -1521,5 +1524,7 @@ void sae_k_adam_unit_rows(float *p, float *g, float *m, float *v, int64_t n, int
     float bc1 = (float)(1.0 - pow(b1, (double)t)), bc2 = (float)(1.0 - pow(b2, (double)t));
     adam_args a = {.p = p, .g = g, .m = m, .v = v, .n = n, .r0 = r0, .S = S, .D = D, .b1 = b1,
                    .b2 = b2, .eps = eps, .step = lr / bc1, .ib2 = 1.0f / bc2, .gs = gscale};
-    par_run(adam_rows_part, &a, n_threads(n)); /* row- and elementwise: same bits any split */
+    rows_plan q = rows_plan_of(&a);
+    /* row- and elementwise: the same bits for any split */
+    par_for(adam_rows_part, &a, q.nhead + q.nrow + q.ntail, 1, n_threads(n));
 }

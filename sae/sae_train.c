@@ -1569,11 +1569,10 @@ typedef struct {
 
 /* Per-latent squared norms of [lo, hi), latents split over threads (each latent's sums in one
  * thread, in sae_k_row_sums' fixed order: the bits do not depend on the thread count). */
-static void clip_sq(void *arg, int tid, int nt)
+static void clip_sq(void *arg, int tid, int64_t r0, int64_t r1)
 {
     const clip_args *a = arg;
-    int64_t n = a->hi - a->lo;
-    int64_t j0 = a->lo + n * tid / nt, j1 = a->lo + n * (tid + 1) / nt;
+    int64_t j0 = a->lo + r0, j1 = a->lo + r1;
     const sae_trainer *t = a->t;
     for (int i = 0; i < a->ns; i++) {
         const pseg *sg = &a->sg[i];
@@ -1605,7 +1604,7 @@ static int clip_grad(sae_trainer *t, int64_t lo, int64_t hi, sae_step_stats *st)
     int nt = (hi - lo) * (t->D + t->Do) < (1 << 20) ? 1 : par_threads();
     if (nt > hi - lo) nt = hi - lo > 0 ? (int)(hi - lo) : 1;
     clip_args a = {.t = t, .sg = sg, .ns = ns, .lo = lo, .hi = hi};
-    par_run(clip_sq, &a, nt);
+    par_for(clip_sq, &a, hi - lo, 64, nt); /* 64 latents a range, handed out dynamically */
     if (dist_size() > 1 && (rc = dist_sum_f64(t->sq, S))) return rc;
     double tot = shared;
     for (int64_t j = 0; j < S; j++) tot += t->sq[j];

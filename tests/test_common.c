@@ -1,4 +1,4 @@
-/* test_common.c - err, mem fault injection, npy round trip, rng, f16/bf16, tensor helpers,
+/* test_common.c - err, mem fault injection, par_for's dynamic split, npy round trip, rng, f16/bf16, tensor helpers,
  * UTF-8, files and paths, hashes, quickselect, byte buffers, progress lines. */
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,6 +18,7 @@
 #include "common/hash.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "common/par.h"
 #include "common/progress.h"
 #include "common/rng.h"
 #include "common/select.h"
@@ -803,6 +804,57 @@ static void test_utf8(void)
     CHECK(n == 4 && !strcmp(out, "\xe2\x90\x80x"), "NUL shown as U+2400");
 }
 
+/* par_for: every index in exactly one call, ranges of at most grain, tids in [0, nt); a thread
+ * that sleeps in its first range leaves the rest to the other (the split is dynamic). */
+typedef struct {
+    int *hits, *tid_of;
+    int64_t grain;
+    int nt, bad, slow_tid;
+} for_probe;
+
+static void for_mark(void *p, int tid, int64_t i0, int64_t i1)
+{
+    for_probe *f = p;
+    if (i1 <= i0 || i1 - i0 > f->grain || tid < 0 || tid >= f->nt) f->bad = 1;
+    if (tid == f->slow_tid) {
+        f->slow_tid = -1; /* once: only this thread touches it while it holds that tid */
+        usleep(200000);
+    }
+    for (int64_t i = i0; i < i1; i++) {
+        __atomic_add_fetch(&f->hits[i], 1, __ATOMIC_RELAXED);
+        f->tid_of[i] = tid;
+    }
+}
+
+static void test_par_for(void)
+{
+    enum { N = 1000 };
+    static int hits[N], tid_of[N];
+    const int64_t grains[] = {1, 7, 64, 999, 1000, 5000};
+    for (int g = 0; g < 6; g++)
+        for (int nt = 1; nt <= 4; nt++) {
+            memset(hits, 0, sizeof hits);
+            for_probe f = {.hits = hits, .tid_of = tid_of, .grain = grains[g], .nt = nt, .slow_tid = -1};
+            par_for(for_mark, &f, N, grains[g], nt);
+            int once = 1;
+            for (int i = 0; i < N; i++) once &= hits[i] == 1;
+            CHECK(once && !f.bad, "par_for n %d grain %lld nt %d: each index once, ranges <= grain",
+                  N, (long long)grains[g], nt);
+        }
+    memset(hits, 0, sizeof hits);
+    for_probe f = {.hits = hits, .tid_of = tid_of, .grain = 10, .nt = 2, .slow_tid = 0};
+    par_for(for_mark, &f, N, 10, 2);
+    int by_other = 0;
+    for (int i = 0; i < N; i++) by_other += hits[i] == 1 && tid_of[i] == 1;
+    CHECK(by_other >= N - 20, "par_for: the thread not held up did %d of %d indices", by_other, N);
+    f.nt = 1;
+    par_for(for_mark, &f, 0, 10, 2); /* nothing to do: no call */
+    par_for(for_mark, &f, -5, 10, 2);
+    int total = 0;
+    for (int i = 0; i < N; i++) total += hits[i];
+    CHECK(total == N, "par_for: n <= 0 calls nothing");
+}
+
 int main(void)
 {
     test_err();
@@ -813,6 +865,7 @@ int main(void)
     test_half_arrays();
     test_tensor();
     test_utf8();
+    test_par_for();
     snprintf(tdir, sizeof tdir, "/tmp/saelite_test_common_%d", (int)getpid());
     if (file_mkdir_p(tdir)) {
         fprintf(stderr, "cannot create %s: %s\n", tdir, err_msg());
