@@ -1154,8 +1154,25 @@ typedef struct {
     const float *in, *val, *W;
     const int64_t *tptr, *tent;
     const int *ttok;
+    const int *lat; /* the latents with entries, increasing (NULL: every latent, 0 .. S-1) */
     int S, D;
 } tr_args;
+
+/* The r-th latent of the scatters' walk. */
+static inline int64_t walk_latent(const tr_args *a, int64_t r) { return a->lat ? a->lat[r] : r; }
+
+/* The latents with at least one entry, increasing, in *lat (NULL when out of memory: then the
+ * walk takes every latent, as before); *n their count. A latent without entries still gets
+ * db[j] += 0 (what the whole walk did), so the bits of db do not change either. */
+static int *entry_latents(const int64_t *tptr, int S, int64_t *n, float *db)
+{
+    int *lat = mem_alloc(sizeof(int) * (size_t)(S > 0 ? S : 1));
+    *n = lat ? 0 : S;
+    for (int j = 0; lat && j < S; j++)
+        if (tptr[j + 1] > tptr[j]) lat[(*n)++] = j;
+        else if (db) db[j] += 0.0f;
+    return lat;
+}
 
 #if defined(__AVX512F__)
 enum { BWD_GROUP = 64 }; /* tokens whose dot products a tile pass carries (4 KB of vectors) */
@@ -1216,78 +1233,131 @@ static inline float dec_bwd_token(float *dw, const float *w, const float *g, flo
 }
 #endif
 
-static void decode_bwd_part(void *p, int tid, int64_t j0, int64_t j1)
+/* Latent j's entries [qa, qb) of its list, in list order: dW_dec's row j += val * in row of each
+ * entry's token; dval[entry] = in row . W_dec row j (0 where val is 0). */
+static void dec_bwd_latent(const tr_args *a, int64_t j, int64_t qa, int64_t qb)
 {
-    tr_args *a = p;
     int D = a->D;
-    for (int64_t j = j0; j < j1; j++) {
-        const float *w = a->W + (int64_t)j * D;
-        float *dw = a->dW + (int64_t)j * D;
+    const float *w = a->W + (int64_t)j * D;
+    float *dw = a->dW + (int64_t)j * D;
 #if defined(__AVX512F__)
-        /* tokens in groups, the row in tiles of 8 vectors: see dec_bwd_tile */
-        int nv = D / 16;
-        for (int64_t q0 = a->tptr[j]; q0 < a->tptr[j + 1]; q0 += BWD_GROUP) {
-            int64_t q1 = a->tptr[j + 1] - q0 < BWD_GROUP ? a->tptr[j + 1] : q0 + BWD_GROUP;
-            __m512 dacc[BWD_GROUP];
-            int v0 = 0;
-            for (; v0 + 8 <= nv; v0 += 8) dec_bwd_tile(a, dw, w, q0, q1, v0, 8, dacc, v0 == 0);
-            if (v0 < nv) dec_bwd_tile(a, dw, w, q0, q1, v0, nv - v0, dacc, v0 == 0);
-            for (int64_t q = q0; q < q1; q++) {
-                int64_t e = a->tent[q];
-                float v = a->val[e];
-                if (v == 0) { /* ReLU-clipped: no gradient */
-                    a->dval[e] = 0;
-                    continue;
-                }
-                const float *g = a->in + (int64_t)a->ttok[q] * D;
-                float lane[16] = {0}, dot = 0;
-                if (nv) _mm512_storeu_ps(lane, dacc[q - q0]);
-                for (int r = 0; r < 16; r++) dot += lane[r];
-                for (int i = 16 * nv; i < D; i++) dot += g[i] * w[i];
-                for (int i = 16 * nv; i < D; i++) dw[i] += v * g[i];
-                a->dval[e] = dot;
-            }
-        }
-#elif defined(__AVX2__)
-        for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
-            if (q + GATHER_AHEAD / 2 < a->tptr[j + 1]) /* whole rows: half as far ahead */
-                prefetch_floats(a->in + (int64_t)a->ttok[q + GATHER_AHEAD / 2] * D, D);
+    /* tokens in groups, the row in tiles of 8 vectors: see dec_bwd_tile */
+    int nv = D / 16;
+    for (int64_t q0 = qa; q0 < qb; q0 += BWD_GROUP) {
+        int64_t q1 = qb - q0 < BWD_GROUP ? qb : q0 + BWD_GROUP;
+        __m512 dacc[BWD_GROUP];
+        int v0 = 0;
+        for (; v0 + 8 <= nv; v0 += 8) dec_bwd_tile(a, dw, w, q0, q1, v0, 8, dacc, v0 == 0);
+        if (v0 < nv) dec_bwd_tile(a, dw, w, q0, q1, v0, nv - v0, dacc, v0 == 0);
+        for (int64_t q = q0; q < q1; q++) {
             int64_t e = a->tent[q];
             float v = a->val[e];
-            a->dval[e] = v == 0 ? 0 : dec_bwd_token(dw, w, a->in + (int64_t)a->ttok[q] * D, v, D);
-        }
-#else
-        for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
-            int64_t e = a->tent[q];
-            const float *g = a->in + (int64_t)a->ttok[q] * D;
-            float v = a->val[e];
-            if (v == 0) { /* ReLU-clipped: no gradient (adding 0 * g would change no bit) */
+            if (v == 0) { /* ReLU-clipped: no gradient */
                 a->dval[e] = 0;
                 continue;
             }
-            /* 16 partial sums so the dot product vectorises without reassociation flags; the
-               update is a separate plain loop (fused, neither vectorised: 4x slower) */
-            float acc[16] = {0};
-            int i = 0;
-            for (; i + 16 <= D; i += 16)
-                for (int r = 0; r < 16; r++) acc[r] += g[i + r] * w[i + r];
-            float dot = 0;
-            for (int r = 0; r < 16; r++) dot += acc[r];
-            for (; i < D; i++) dot += g[i] * w[i];
-            for (i = 0; i < D; i++) dw[i] += v * g[i];
+            const float *g = a->in + (int64_t)a->ttok[q] * D;
+            float lane[16] = {0}, dot = 0;
+            if (nv) _mm512_storeu_ps(lane, dacc[q - q0]);
+            for (int r = 0; r < 16; r++) dot += lane[r];
+            for (int i = 16 * nv; i < D; i++) dot += g[i] * w[i];
+            for (int i = 16 * nv; i < D; i++) dw[i] += v * g[i];
             a->dval[e] = dot;
         }
-#endif
     }
+#elif defined(__AVX2__)
+    for (int64_t q = qa; q < qb; q++) {
+        if (q + GATHER_AHEAD / 2 < qb) /* whole rows: half as far ahead */
+            prefetch_floats(a->in + (int64_t)a->ttok[q + GATHER_AHEAD / 2] * D, D);
+        int64_t e = a->tent[q];
+        float v = a->val[e];
+        a->dval[e] = v == 0 ? 0 : dec_bwd_token(dw, w, a->in + (int64_t)a->ttok[q] * D, v, D);
+    }
+#else
+    for (int64_t q = qa; q < qb; q++) {
+        int64_t e = a->tent[q];
+        const float *g = a->in + (int64_t)a->ttok[q] * D;
+        float v = a->val[e];
+        if (v == 0) { /* ReLU-clipped: no gradient (adding 0 * g would change no bit) */
+            a->dval[e] = 0;
+            continue;
+        }
+        /* 16 partial sums so the dot product vectorises without reassociation flags; the
+           update is a separate plain loop (fused, neither vectorised: 4x slower) */
+        float acc[16] = {0};
+        int i = 0;
+        for (; i + 16 <= D; i += 16)
+            for (int r = 0; r < 16; r++) acc[r] += g[i + r] * w[i + r];
+        float dot = 0;
+        for (int r = 0; r < 16; r++) dot += acc[r];
+        for (; i < D; i++) dot += g[i] * w[i];
+        for (i = 0; i < D; i++) dw[i] += v * g[i];
+        a->dval[e] = dot;
+    }
+#endif
+}
+
+/* The gradient scatters walk latent by latent: each latent's tokens are a few random rows of
+ * `in` (dxhat, xc) that no cache keeps between latents. AuxK's latents are the other kind: the
+ * dead latents, each among the top k_aux of most tokens (at d_sae 24576 with 100-250 dead, every
+ * dead latent for every token), so each re-read all of `in` (12.6 MB at batch 4096, d_in 768)
+ * from L3 or memory. A range of the walk (the latents with entries only, so that the dead ones
+ * share ranges) whose latents average BWD_DENSE entries or more walks their lists together
+ * instead, a block of tokens (BWD_BLOCK_BYTES of `in`, kept in L2) at a time: every latent takes
+ * its entries inside the block, then the next block. Each latent still visits its entries in
+ * list order, so the bits are those of the latent-at-a-time walk. */
+enum { BWD_DENSE = 256, BWD_BLOCK_BYTES = 1 << 18 };
+
+static void bwd_walk(const tr_args *a, int64_t r0, int64_t r1,
+                     void (*latent)(const tr_args *, int64_t j, int64_t qa, int64_t qb, float *acc),
+                     float *acc /* [r1 - r0] per-latent sums for `latent`, or NULL */)
+{
+    int64_t n = 0;
+    for (int64_t r = r0; r < r1; r++)
+        n += a->tptr[walk_latent(a, r) + 1] - a->tptr[walk_latent(a, r)];
+    if (r1 - r0 > LATENT_GRAIN || n < (int64_t)BWD_DENSE * (r1 - r0)) {
+        for (int64_t r = r0; r < r1; r++) {
+            int64_t j = walk_latent(a, r);
+            latent(a, j, a->tptr[j], a->tptr[j + 1], acc ? acc + (r - r0) : NULL);
+        }
+        return;
+    }
+    int64_t cur[LATENT_GRAIN];
+    for (int64_t r = r0; r < r1; r++) cur[r - r0] = a->tptr[walk_latent(a, r)];
+    int rows = BWD_BLOCK_BYTES / (int)sizeof(float) / a->D;
+    if (rows < 16) rows = 16;
+    for (int64_t t1 = rows, left = 1; left; t1 += rows) {
+        left = 0;
+        for (int64_t r = r0; r < r1; r++) {
+            int64_t j = walk_latent(a, r), q = cur[r - r0], qe = a->tptr[j + 1], qb = q;
+            while (qb < qe && a->ttok[qb] < t1) qb++;
+            if (qb > q) latent(a, j, q, qb, acc ? acc + (r - r0) : NULL);
+            cur[r - r0] = qb;
+            left |= qb < qe;
+        }
+    }
+}
+
+static void dec_bwd_walk(const tr_args *a, int64_t j, int64_t qa, int64_t qb, float *unused)
+{
+    dec_bwd_latent(a, j, qa, qb);
+}
+
+static void decode_bwd_part(void *p, int tid, int64_t r0, int64_t r1)
+{
+    bwd_walk(p, r0, r1, dec_bwd_walk, NULL);
 }
 
 void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat,
                                   const int64_t *tptr, const int64_t *tent, const int *ttok,
                                   const float *val, const float *W_dec, int S, int D)
 {
+    int64_t n;
+    int *lat = entry_latents(tptr, S, &n, NULL);
     tr_args a = {.dW = dW_dec, .dval = dval, .in = dxhat, .val = val, .W = W_dec, .tptr = tptr,
-                 .tent = tent, .ttok = ttok, .S = S, .D = D};
-    par_for(decode_bwd_part, &a, S, LATENT_GRAIN, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
+                 .tent = tent, .ttok = ttok, .lat = lat, .S = S, .D = D};
+    par_for(decode_bwd_part, &a, n, LATENT_GRAIN, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
+    mem_free(lat);
 }
 
 #ifdef HAVE_VF
@@ -1311,39 +1381,46 @@ enc_bwd_tile(const tr_args *a, float *dw, int64_t q0, int64_t q1, int v0, int NV
 }
 #endif
 
-static void encode_bwd_part(void *p, int tid, int64_t j0, int64_t j1)
+/* Latent j's entries [qa, qb), in list order: dW_encT's row j += dpre * xc row of each entry's
+ * token; *gsum += dpre (b_enc's gradient, added once the whole list is done). */
+static void enc_bwd_latent(const tr_args *a, int64_t j, int64_t qa, int64_t qb, float *gsum)
+{
+    int D = a->D;
+    float *dw = a->dW + (int64_t)j * D;
+    int i0 = 0;
+#ifdef HAVE_VF
+    int nv = D / VF_W, v0 = 0;
+    for (; v0 + 8 <= nv; v0 += 8) enc_bwd_tile(a, dw, qa, qb, v0, 8);
+    if (v0 < nv) enc_bwd_tile(a, dw, qa, qb, v0, nv - v0);
+    i0 = VF_W * nv;
+#endif
+    for (int64_t q = qa; q < qb; q++) {
+        float g = a->val[a->tent[q]];
+        if (g == 0) continue;
+        const float *c = a->in + (int64_t)a->ttok[q] * D;
+        for (int i = i0; i < D; i++) dw[i] += g * c[i];
+        *gsum += g;
+    }
+}
+
+static void encode_bwd_part(void *p, int tid, int64_t r0, int64_t r1)
 {
     tr_args *a = p;
-    int D = a->D;
-    for (int64_t j = j0; j < j1; j++) {
-        float *dw = a->dW + (int64_t)j * D;
-        float gsum = 0;
-        int i0 = 0;
-#ifdef HAVE_VF
-        int nv = D / VF_W, v0 = 0;
-        int64_t q0 = a->tptr[j], q1 = a->tptr[j + 1];
-        for (; v0 + 8 <= nv; v0 += 8) enc_bwd_tile(a, dw, q0, q1, v0, 8);
-        if (v0 < nv) enc_bwd_tile(a, dw, q0, q1, v0, nv - v0);
-        i0 = VF_W * nv;
-#endif
-        for (int64_t q = a->tptr[j]; q < a->tptr[j + 1]; q++) {
-            float g = a->val[a->tent[q]];
-            if (g == 0) continue;
-            const float *c = a->in + (int64_t)a->ttok[q] * D;
-            for (int i = i0; i < D; i++) dw[i] += g * c[i];
-            gsum += g;
-        }
-        a->db[j] += gsum;
-    }
+    float gsum[LATENT_GRAIN] = {0};
+    bwd_walk(a, r0, r1, enc_bwd_latent, gsum);
+    for (int64_t r = r0; r < r1; r++) a->db[walk_latent(a, r)] += gsum[r - r0];
 }
 
 void sae_k_encode_sparse_backward(float *dW_encT, float *db_enc, const float *dpre,
                                   const int64_t *tptr, const int64_t *tent, const int *ttok,
                                   const float *xc, int S, int D)
 {
+    int64_t n;
+    int *lat = entry_latents(tptr, S, &n, db_enc);
     tr_args a = {.dW = dW_encT, .db = db_enc, .in = xc, .val = dpre, .tptr = tptr, .tent = tent,
-                 .ttok = ttok, .S = S, .D = D};
-    par_for(encode_bwd_part, &a, S, LATENT_GRAIN, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
+                 .ttok = ttok, .lat = lat, .S = S, .D = D};
+    par_for(encode_bwd_part, &a, n, LATENT_GRAIN, n_threads((tptr[S] - tptr[0]) * (int64_t)D));
+    mem_free(lat);
 }
 
 /* One OpenBLAS thread: waking its pool for a GEMV of a few million MACs left its workers

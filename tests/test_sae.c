@@ -382,6 +382,56 @@ static void test_decode_sparse(void)
     CHECK_TENSOR(dval, dvalw, B * K, 1e-5, 1e-5, "sparse decode dval");
 }
 
+/* The backward kernels (both scatters, tiles and walks) against their plain loops: dW_dec, dval
+ * (16 partial sums, then the tail), dW_enc and db_enc, every element in token order. dbe0: db_enc's
+ * starting values (a latent without entries adds 0 to its own). */
+static void check_backward(const char *what, const int64_t *ptr, const int *idx, const float *val,
+                           const float *dx, const float *y, const float *W, int B, int S, int D,
+                           int K, const float *dbe0)
+{
+    int64_t *tptr = malloc(sizeof(int64_t) * (S + 1)), *tent = malloc(sizeof(int64_t) * B * K);
+    int *ttok = malloc(sizeof(int) * B * K);
+    float *dWd = calloc((size_t)S * D, sizeof(float)), *dWdw = calloc((size_t)S * D, sizeof(float));
+    float *dWe = calloc((size_t)S * D, sizeof(float)), *dWew = calloc((size_t)S * D, sizeof(float));
+    float *dval = malloc(sizeof(float) * B * K), *dvalw = malloc(sizeof(float) * B * K);
+    float *dbe = malloc(sizeof(float) * S), *dbew = malloc(sizeof(float) * S);
+    memcpy(dbe, dbe0, sizeof(float) * S);
+    memcpy(dbew, dbe0, sizeof(float) * S);
+    sae_k_csr_transpose(tptr, tent, ttok, ptr, idx, B, S);
+    sae_k_decode_sparse_backward(dWd, dval, dx, tptr, tent, ttok, val, W, S, D);
+    sae_k_encode_sparse_backward(dWe, dbe, dval, tptr, tent, ttok, y, S, D);
+    for (int j = 0; j < S; j++) {
+        float gsum = 0;
+        for (int64_t q = tptr[j]; q < tptr[j + 1]; q++) {
+            int64_t e = tent[q];
+            const float *g = dx + (int64_t)ttok[q] * D, *w = W + (int64_t)j * D;
+            const float *c = y + (int64_t)ttok[q] * D;
+            if (val[e] == 0) {
+                dvalw[e] = 0;
+                continue;
+            }
+            float acc[16] = {0}, dot = 0;
+            int i = 0;
+            for (; i + 16 <= D; i += 16)
+                for (int l = 0; l < 16; l++) acc[l] += g[i + l] * w[i + l];
+            for (int l = 0; l < 16; l++) dot += acc[l];
+            for (; i < D; i++) dot += g[i] * w[i];
+            for (i = 0; i < D; i++) dWdw[(int64_t)j * D + i] += val[e] * g[i];
+            dvalw[e] = dot;
+            if (dot == 0) continue;
+            for (i = 0; i < D; i++) dWew[(int64_t)j * D + i] += dot * c[i];
+            gsum += dot;
+        }
+        dbew[j] += gsum;
+    }
+    CHECK(!memcmp(dWd, dWdw, sizeof(float) * S * D) && !memcmp(dval, dvalw, sizeof(float) * B * K),
+          "%s: tiled decoder backward differs from the plain loops", what);
+    CHECK(!memcmp(dWe, dWew, sizeof(float) * S * D) && !memcmp(dbe, dbew, sizeof(float) * S),
+          "%s: tiled encoder backward differs from the plain loop", what);
+    free(tptr), free(tent), free(ttok), free(dWd), free(dWdw), free(dWe), free(dWew), free(dval),
+        free(dvalw), free(dbe), free(dbew);
+}
+
 /* The decoder's register tiles, the loss pass and the column sums against their plain loops:
  * the same bits (the loss's double sums to rounding), at a width with whole tiles, a 16-float
  * remainder and a scalar tail, and a batch large enough for two threads. */
@@ -436,45 +486,39 @@ static void test_decode_tiles_recon(void)
     sae_k_colsum_add(gb, dx, B, D);
     for (int64_t e = 0; e < (int64_t)B * D; e++) gbw[e % D] += dx[e];
     CHECK(!memcmp(gb, gbw, sizeof gb), "colsum_add differs from rows in order");
-    /* the backward kernels' tiles against their plain loops: dW_dec, dval (16 partial sums,
-       then the tail), dW_enc and db_enc, every element in token order */
-    int64_t *tptr = malloc(sizeof(int64_t) * (S + 1)), *tent = malloc(sizeof(int64_t) * B * K);
-    int *ttok = malloc(sizeof(int) * B * K);
-    float *dWd = calloc((size_t)S * D, sizeof(float)), *dWdw = calloc((size_t)S * D, sizeof(float));
-    float *dWe = calloc((size_t)S * D, sizeof(float)), *dWew = calloc((size_t)S * D, sizeof(float));
-    float *dval = malloc(sizeof(float) * B * K), *dvalw = malloc(sizeof(float) * B * K);
-    float dbe[S] = {0}, dbew[S] = {0};
-    sae_k_csr_transpose(tptr, tent, ttok, ptr, idx, B, S);
-    sae_k_decode_sparse_backward(dWd, dval, dx, tptr, tent, ttok, val, W, S, D);
-    sae_k_encode_sparse_backward(dWe, dbe, dval, tptr, tent, ttok, y, S, D);
-    for (int j = 0; j < S; j++)
-        for (int64_t q = tptr[j]; q < tptr[j + 1]; q++) {
-            int64_t e = tent[q];
-            const float *g = dx + (int64_t)ttok[q] * D, *w = W + (int64_t)j * D;
-            const float *c = y + (int64_t)ttok[q] * D;
-            if (val[e] == 0) {
-                dvalw[e] = 0;
-                continue;
-            }
-            float acc[16] = {0}, dot = 0;
-            int i = 0;
-            for (; i + 16 <= D; i += 16)
-                for (int l = 0; l < 16; l++) acc[l] += g[i + l] * w[i + l];
-            for (int l = 0; l < 16; l++) dot += acc[l];
-            for (; i < D; i++) dot += g[i] * w[i];
-            for (i = 0; i < D; i++) dWdw[(int64_t)j * D + i] += val[e] * g[i];
-            dvalw[e] = dot;
-            if (dot == 0) continue;
-            for (i = 0; i < D; i++) dWew[(int64_t)j * D + i] += dot * c[i];
-            dbew[j] += dot;
-        }
-    CHECK(!memcmp(dWd, dWdw, sizeof(float) * S * D) && !memcmp(dval, dvalw, sizeof(float) * B * K),
-          "tiled decoder backward differs from the plain loops");
-    CHECK(!memcmp(dWe, dWew, sizeof(float) * S * D) && !memcmp(dbe, dbew, sizeof dbe),
-          "tiled encoder backward differs from the plain loop");
-    free(tptr), free(tent), free(ttok), free(dWd), free(dWdw), free(dWe), free(dWew), free(dval),
-        free(dvalw);
+    float dbe0[S] = {0};
+    check_backward("random latents", ptr, idx, val, dx, y, W, B, S, D, K, dbe0);
     free(W), free(y), free(xh), free(want), free(dx), free(idx), free(ptr);
+}
+
+/* AuxK's pattern: a few "dead" latents, each selected for every token (some entries ReLU-clipped),
+ * the other latents without entries, db_enc starting at -0 and other values: the blocked walk of
+ * the scatters (ranges of dense latents) gives the plain loops' bits. */
+static void test_backward_dense_latents(void)
+{
+    enum { B = 1500, S = 400, D = 256 + 16 + 5, K = 40 };
+    rng_state r;
+    rng_seed(&r, 37);
+    float *W = malloc(sizeof(float) * S * D), *y = malloc(sizeof(float) * B * D);
+    float *dx = malloc(sizeof(float) * B * D), *val = malloc(sizeof(float) * B * K), dbe0[S];
+    int *idx = malloc(sizeof(int) * B * K), dead[K];
+    int64_t *ptr = malloc(sizeof(int64_t) * (B + 1));
+    fill_normal(W, (int64_t)S * D, &r, 1);
+    fill_normal(y, (int64_t)B * D, &r, 1);
+    fill_normal(dx, (int64_t)B * D, &r, 1);
+    fill_normal(val, B * K, &r, 1);
+    for (int j = 0; j < S; j++) dbe0[j] = j % 3 == 0 ? -0.0f : 0.1f * (float)j;
+    for (int e = 0; e < K; e++) dead[e] = 7 + 9 * e + (e % 4); /* spread over the index range */
+    for (int b = 0; b < B; b++) {
+        ptr[b] = (int64_t)b * K;
+        for (int e = 0; e < K; e++) { /* every dead latent in every row, in a row-dependent order */
+            idx[b * K + e] = dead[(e * 7 + b) % K];
+            if (val[b * K + e] < -0.5f) val[b * K + e] = 0;
+        }
+    }
+    ptr[B] = (int64_t)B * K;
+    check_backward("dense latents", ptr, idx, val, dx, y, W, B, S, D, K, dbe0);
+    free(W), free(y), free(dx), free(val), free(idx), free(ptr);
 }
 
 /* The latent-major transpose, split over threads from 64k entries, against a brute-force
@@ -2146,6 +2190,7 @@ int main(void)
     test_batchtopk();
     test_decode_sparse();
     test_decode_tiles_recon();
+    test_backward_dense_latents();
     test_csr_transpose_threads();
     test_adam_and_norms();
     fd_check(SAE_RELU, "relu");
