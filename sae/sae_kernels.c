@@ -687,6 +687,10 @@ typedef struct {
     const float *pre, *bmax;
     const int *cand;
     int B, S, k, ncand;
+    int *aidx; /* AuxK's selection in the same pass (sae_k_topk_bmax_aux), or NULL */
+    float *aval;
+    const int *acand;
+    int ka, nacand;
     int *scratch; /* per thread TOPK_SCRATCH(S): candidates, the row plans, row_bound's buffers;
                      with exact, 2 S: row_exact's candidates and keys */
     int exact;
@@ -725,17 +729,26 @@ static void topk_part(void *p, int tid, int64_t r0, int64_t r1)
         } else topk_heap(hi, hv, pr, k, NULL, S);
         for (int e = 0; e < k; e++)
             if (!(hv[e] > 0)) hv[e] = 0; /* ReLU after selection */
+        if (a->aidx) { /* while the row is in cache: sae_k_topk over the candidates */
+            float *av = a->aval + (int64_t)b * a->ka;
+            int *ai = a->aidx + (int64_t)b * a->ka;
+            topk_heap(ai, av, pr, a->ka, a->acand, a->nacand);
+            for (int e = 0; e < a->ka; e++)
+                if (!(av[e] > 0)) av[e] = 0;
+        }
     }
 #undef ROW_BOUND
 }
 
 static void topk(int *idx, float *val, const float *pre, const float *bmax, int B, int S, int k,
-                 const int *cand, int ncand)
+                 const int *cand, int ncand, int *aidx, float *aval, int ka, const int *acand,
+                 int nacand)
 {
     int nt = n_threads((int64_t)B * (cand ? ncand : S));
     if (nt > B) nt = B > 0 ? B : 1;
     topk_args a = {.idx = idx, .val = val, .pre = pre, .bmax = bmax, .cand = cand, .B = B, .S = S,
-                   .k = k, .ncand = ncand};
+                   .k = k, .ncand = ncand, .aidx = ka > 0 ? aidx : NULL, .aval = aval, .ka = ka,
+                   .acand = acand, .nacand = nacand};
     /* the block bound pays off when the blocks far outnumber k; below that, from k 16 on, the
        exact bound (on 1024 latents at k 16 the heap's few insertions cost less than its 32
        rounds) */
@@ -776,13 +789,20 @@ int64_t sae_k_batchtopk_select(int64_t *ptr, int *idx, float *val, int64_t cap, 
 void sae_k_topk(int *idx, float *val, const float *pre, int B, int S, int k, const int *cand,
                 int ncand)
 {
-    topk(idx, val, pre, NULL, B, S, k, cand, ncand);
+    topk(idx, val, pre, NULL, B, S, k, cand, ncand, NULL, NULL, 0, NULL, 0);
 }
 
 void sae_k_topk_bmax(int *idx, float *val, const float *pre, const float *bmax, int B, int S,
                      int k)
 {
-    topk(idx, val, pre, bmax, B, S, k, NULL, 0);
+    topk(idx, val, pre, bmax, B, S, k, NULL, 0, NULL, NULL, 0, NULL, 0);
+}
+
+void sae_k_topk_bmax_aux(int *idx, float *val, int *aidx, float *aval, const float *pre,
+                         const float *bmax, int B, int S, int k, int ka, const int *cand,
+                         int ncand)
+{
+    topk(idx, val, pre, bmax, B, S, k, NULL, 0, aidx, aval, ka, cand, ncand);
 }
 
 int64_t sae_k_batchtopk(int64_t *ptr, int *idx, float *val, int64_t cap, float *thr,

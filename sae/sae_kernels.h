@@ -66,6 +66,13 @@ int sae_k_encode_bmax(float *pre /*[B,S]*/, float *bmax /*[B, S / SAE_K_TOPK_BLO
                       const float *b_enc /*[S]*/, const float *b_dec /*[D]*/, int B, int D, int S);
 void sae_k_topk_bmax(int *idx /*[B*k]*/, float *val /*[B*k]*/, const float *pre /*[B,S]*/,
                      const float *bmax /*[B, S / SAE_K_TOPK_BLOCK] or NULL*/, int B, int S, int k);
+/* sae_k_topk_bmax and AuxK's sae_k_topk(aidx, aval, pre, B, S, ka, cand, ncand) in one pass over
+ * the rows, each row's candidates read while the row is still in cache (the same selections;
+ * ka 0: no AuxK). */
+void sae_k_topk_bmax_aux(int *idx /*[B*k]*/, float *val /*[B*k]*/, int *aidx /*[B*ka]*/,
+                         float *aval /*[B*ka]*/, const float *pre /*[B,S]*/,
+                         const float *bmax /*[B, S / SAE_K_TOPK_BLOCK] or NULL*/, int B, int S,
+                         int k, int ka, const int *cand /*[ncand]*/, int ncand);
 
 /* Global top (kB) of relu(pre) over the whole batch (BatchTopK). Writes CSR (ptr[B+1], idx, val of
  * capacity cap) of entries >= the selected threshold and > 0; returns the number of entries (ties

@@ -1151,13 +1151,11 @@ static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double 
             int fused = sae_k_encode_bmax(t->pre, t->bmax, xc + (int64_t)rr * D,
                                           xs + (int64_t)rr * D, P->W_encT, P->b_enc, bsub, m, D, S);
             prof_mark(t, SAE_PROF_ENCODE);
-            sae_k_topk_bmax(t->idx + (int64_t)rr * k, t->val + (int64_t)rr * k, t->pre,
-                            fused ? t->bmax : NULL, m, S, k);
+            /* AuxK's selection in the same pass (its phase is counted in the top-k's) */
+            sae_k_topk_bmax_aux(t->idx + (int64_t)rr * k, t->val + (int64_t)rr * k,
+                                t->aidx + (int64_t)rr * ka, t->aval + (int64_t)rr * ka, t->pre,
+                                fused ? t->bmax : NULL, m, S, k, ka, t->dead, nd);
             prof_mark(t, SAE_PROF_TOPK);
-            if (ka)
-                sae_k_topk(t->aidx + (int64_t)rr * ka, t->aval + (int64_t)rr * ka, t->pre, m, S,
-                           ka, t->dead, nd);
-            prof_mark(t, SAE_PROF_AUXSEL);
         }
         for (int b = 0; b <= n; b++) t->ptr[b] = (int64_t)b * k;
     } else {

@@ -260,6 +260,21 @@ static void test_topk_fused(void)
     CHECK(fused == (sae_k_precision() == SAE_PRECISION_FP32));
     CHECK(!memcmp(idx, idx2, sizeof idx) && !memcmp(val, val2, sizeof val),
           "fused top-k differs from encode + sae_k_topk");
+    /* AuxK's selection in the same pass: the same as sae_k_topk over the candidates (the NaN
+       column and tied ones among them; ka equal to the candidates: all of them, in heap order) */
+    enum { NC = 50 };
+    int cand[NC], aidx[B * NC], aidx2[B * NC], idx3[B * K];
+    float aval[B * NC], aval2[B * NC], val3[B * K];
+    for (int e = 0; e < NC; e++) cand[e] = e < 10 ? 1 + e * 2 : 2995 + e;
+    for (int ka = 1; ka <= NC; ka += NC - 1) {
+        sae_k_topk(aidx, aval, pre, B, S, ka, cand, NC);
+        sae_k_topk_bmax_aux(idx3, val3, aidx2, aval2, pre2, fused ? bm : NULL, B, S, K, ka, cand,
+                            NC);
+        CHECK(!memcmp(idx, idx3, sizeof idx) && !memcmp(val, val3, sizeof val) &&
+                  !memcmp(aidx, aidx2, sizeof(int) * B * ka) &&
+                  !memcmp(aval, aval2, sizeof(float) * B * ka),
+              "top-k with AuxK's selection (ka %d) differs from the two calls", ka);
+    }
     /* at this size a row's pre-activations do not depend on the rows encoded with it (4 + 2
        rows give the bits of 6); at 1024 rows against 2048 OpenBLAS can round some differently,
        which is why the trainer's row chunks are fixed by the shape */
