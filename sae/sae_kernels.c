@@ -744,8 +744,7 @@ static void topk(int *idx, float *val, const float *pre, const float *bmax, int 
                  const int *cand, int ncand, int *aidx, float *aval, int ka, const int *acand,
                  int nacand)
 {
-    int nt = n_threads((int64_t)B * (cand ? ncand : S));
-    if (nt > B) nt = B > 0 ? B : 1;
+    int nt = n_threads((int64_t)B * (cand ? ncand : S)); /* par_for takes at most B */
     topk_args a = {.idx = idx, .val = val, .pre = pre, .bmax = bmax, .cand = cand, .B = B, .S = S,
                    .k = k, .ncand = ncand, .aidx = ka > 0 ? aidx : NULL, .aval = aval, .ka = ka,
                    .acand = acand, .nacand = nacand};
@@ -1254,8 +1253,9 @@ static inline float dec_bwd_token(float *dw, const float *w, const float *g, flo
 #endif
 
 /* Latent j's entries [qa, qb) of its list, in list order: dW_dec's row j += val * in row of each
- * entry's token; dval[entry] = in row . W_dec row j (0 where val is 0). */
-static void dec_bwd_latent(const tr_args *a, int64_t j, int64_t qa, int64_t qb)
+ * entry's token; dval[entry] = in row . W_dec row j (0 where val is 0). (unused: bwd_walk's
+ * per-latent sum, which only the encoder's scatter keeps.) */
+static void dec_bwd_latent(const tr_args *a, int64_t j, int64_t qa, int64_t qb, float *unused)
 {
     int D = a->D;
     const float *w = a->W + (int64_t)j * D;
@@ -1328,14 +1328,17 @@ static void dec_bwd_latent(const tr_args *a, int64_t j, int64_t qa, int64_t qb)
  * list order, so the bits are those of the latent-at-a-time walk. */
 enum { BWD_DENSE = 256, BWD_BLOCK_BYTES = 1 << 18 };
 
+/* Latents [r0, r1) of the walk, at most LATENT_GRAIN (par_for's ranges). */
 static void bwd_walk(const tr_args *a, int64_t r0, int64_t r1,
                      void (*latent)(const tr_args *, int64_t j, int64_t qa, int64_t qb, float *acc),
                      float *acc /* [r1 - r0] per-latent sums for `latent`, or NULL */)
 {
     int64_t n = 0;
-    for (int64_t r = r0; r < r1; r++)
-        n += a->tptr[walk_latent(a, r) + 1] - a->tptr[walk_latent(a, r)];
-    if (r1 - r0 > LATENT_GRAIN || n < (int64_t)BWD_DENSE * (r1 - r0)) {
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t j = walk_latent(a, r);
+        n += a->tptr[j + 1] - a->tptr[j];
+    }
+    if (n < (int64_t)BWD_DENSE * (r1 - r0)) {
         for (int64_t r = r0; r < r1; r++) {
             int64_t j = walk_latent(a, r);
             latent(a, j, a->tptr[j], a->tptr[j + 1], acc ? acc + (r - r0) : NULL);
@@ -1358,14 +1361,9 @@ static void bwd_walk(const tr_args *a, int64_t r0, int64_t r1,
     }
 }
 
-static void dec_bwd_walk(const tr_args *a, int64_t j, int64_t qa, int64_t qb, float *unused)
-{
-    dec_bwd_latent(a, j, qa, qb);
-}
-
 static void decode_bwd_part(void *p, int tid, int64_t r0, int64_t r1)
 {
-    bwd_walk(p, r0, r1, dec_bwd_walk, NULL);
+    bwd_walk(p, r0, r1, dec_bwd_latent, NULL);
 }
 
 void sae_k_decode_sparse_backward(float *dW_dec, float *dval, const float *dxhat,

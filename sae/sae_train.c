@@ -1600,7 +1600,6 @@ static int clip_grad(sae_trainer *t, int64_t lo, int64_t hi, sae_step_stats *st)
                 shared += (double)t->g[sg[i].off + e] * t->g[sg[i].off + e];
     /* one thread below ~1M elements of gradient (thread start-up would dominate) */
     int nt = (hi - lo) * (t->D + t->Do) < (1 << 20) ? 1 : par_threads();
-    if (nt > hi - lo) nt = hi - lo > 0 ? (int)(hi - lo) : 1;
     clip_args a = {.t = t, .sg = sg, .ns = ns, .lo = lo, .hi = hi};
     par_for(clip_sq, &a, hi - lo, 64, nt); /* 64 latents a range, handed out dynamically */
     if (dist_size() > 1 && (rc = dist_sum_f64(t->sq, S))) return rc;

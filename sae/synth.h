@@ -39,9 +39,9 @@ void synth_defaults(synth_config *c);
  * `sae-eval --synth` reads it back to rebuild the same directions and samples): d, features,
  * active, decay, rank, corr, seed, parents, children, child_p (sample_seed is not kept: 0).
  * save: atomic (common/fileio.h); seeds above SAE_SYNTH_SPEC_MAX_SEED (2^53) are refused
- * (ERR_ARG), JSON numbers would not keep them. load: at most 64 KB; a missing key keeps synth_defaults' value; an unknown key, a
- * wrong type, a fraction where a whole number belongs, or a configuration sae_synth_new refuses is
- * ERR_FORMAT naming the file and the key. */
+ * (ERR_ARG), JSON numbers would not keep them. load: at most 64 KB; a missing key keeps
+ * synth_defaults' value; an unknown key, a wrong type, a fraction where a whole number belongs,
+ * or a configuration sae_synth_new refuses is ERR_FORMAT naming the file and the key. */
 #define SAE_SYNTH_SPEC_MAX_SEED ((uint64_t)1 << 53)
 int sae_synth_spec_save(const synth_config *c, const char *path);
 int sae_synth_spec_load(synth_config *c, const char *path);
