@@ -2,9 +2,11 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "extract/extract.h"
@@ -64,6 +66,27 @@ int cmd_synth(int argc, char **argv)
                                (long long)seed);
     if ((int64_t)c.d * tokens > ((int64_t)1 << 32))
         return cli_usage_error(cmd, "--tokens x --d over 4G floats; generate less");
+    /* every output checked before the first is written: two of them on one file (the store
+       overwritten by the array, the array by the truth) and unwritable paths fail here */
+    const char *outs[4] = {out, truth, spec_out, db};
+    static const char *const flag[4] = {"--out", "--truth", "--spec", "--db"};
+    for (int i = 0; i < 4; i++)
+        for (int j = i + 1; j < 4; j++)
+            if (file_same(outs[i], outs[j]))
+                return cli_usage_error(cmd, "%s and %s name the same file %s; give each its own",
+                                       flag[i], flag[j], outs[j]);
+    for (int i = 0; i < 3; i++)
+        if (outs[i] && file_check_writable(outs[i])) return cli_fail(cmd);
+    if (db) { /* an existing store must open (a damaged one is refused before anything is written) */
+        struct stat sb;
+        if (stat(db, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+            store *st;
+            if (store_open(&st, db, 0)) return cli_fail(cmd);
+            store_close(st);
+        } else if (file_check_writable(db)) {
+            return cli_fail(cmd);
+        }
+    }
     sae_synth *g;
     if (sae_synth_new(&g, &c)) return cli_fail(cmd);
     float *x = mem_alloc(sizeof(float) * (size_t)tokens * c.d);

@@ -188,11 +188,76 @@ int file_atomic_open(file_atomic *a, const char *path)
     snprintf(a->tmp, cap - pl - 1, "%s.tmp.%ld", dst, (long)getpid());
     a->f = fopen(a->tmp, "wb");
     if (!a->f) {
-        rc = err_set(ERR_IO, "%s: cannot create: %s", a->tmp, strerror(errno));
+        rc = err_set(ERR_IO, "%s: cannot create: %s", path, strerror(errno));
         atomic_clear(a);
         return rc;
     }
     return OK;
+}
+
+/* The directory an atomic write to dst creates its temp file in. */
+static void dir_of(char *out, size_t cap, const char *dst)
+{
+    const char *sl = strrchr(dst, '/');
+    if (!sl) snprintf(out, cap, ".");
+    else if (sl == dst) snprintf(out, cap, "/");
+    else snprintf(out, cap, "%.*s", (int)(sl - dst), dst);
+}
+
+int file_check_writable(const char *path)
+{
+    char *real = NULL;
+    int direct = 0, rc = atomic_target(path, &real, &direct);
+    if (rc || direct) {
+        free(real);
+        return rc;
+    }
+    char dir[PATH_MAX];
+    dir_of(dir, sizeof dir, real ? real : path);
+    free(real);
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return err_set(ERR_IO, "%s: cannot create: directory %s: %s", path, dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: cannot create: %s is not a directory", path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return err_set(ERR_IO, "%s: cannot create: directory %s: %s", path, dir, strerror(errno));
+    return OK;
+}
+
+/* path with its longest existing prefix resolved (realpath) and the rest appended as given;
+ * NULL when even its directory cannot be resolved. mem_free the result. */
+static char *resolve_existing(const char *path)
+{
+    char *r = realpath(path, NULL);
+    if (r) {
+        char *c = mem_strdup(r);
+        free(r);
+        return c;
+    }
+    char dir[PATH_MAX];
+    dir_of(dir, sizeof dir, path);
+    const char *sl = strrchr(path, '/'), *base = sl ? sl + 1 : path;
+    if (!(r = realpath(dir, NULL))) return NULL;
+    size_t n = strlen(r) + strlen(base) + 2;
+    char *c = mem_alloc(n);
+    if (c) snprintf(c, n, "%s/%s", r, base);
+    free(r);
+    return c;
+}
+
+int file_same(const char *a, const char *b)
+{
+    if (!a || !b || !*a || !*b) return 0;
+    struct stat sa, sb;
+    int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea != eb) return 0;
+    if (!strcmp(a, b)) return 1;
+    char *ra = resolve_existing(a), *rb = resolve_existing(b);
+    int same = ra && rb && !strcmp(ra, rb);
+    mem_free(ra);
+    mem_free(rb);
+    return same;
 }
 
 int file_atomic_commit(file_atomic *a)

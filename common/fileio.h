@@ -47,13 +47,23 @@ typedef struct {
 } file_atomic;
 
 /* Create TARGET.tmp.PID, or open a device/FIFO directly (the rule above). ERR_IO (naming the
- * temp file, or the path and why it is refused) or ERR_NOMEM; *a is then closed. */
+ * path as given, and why) or ERR_NOMEM; *a is then closed. */
 int file_atomic_open(file_atomic *a, const char *path);
 /* Finish: a write error on f, a failed flush/fsync/close or rename gives ERR_IO naming the path
  * (the temp file is removed). *a is closed afterwards either way. */
 int file_atomic_commit(file_atomic *a);
 /* Drop the temp file (for error paths; safe on a closed or zeroed struct). */
 void file_atomic_abort(file_atomic *a);
+
+/* Whether an atomic write to path could start, checked without writing anything: what
+ * file_atomic_open refuses (a directory, a dangling link, ...) and a missing or unwritable
+ * directory. ERR_IO naming path. For commands that write several files, so that a bad later
+ * path fails before the first file is written. */
+int file_check_writable(const char *path);
+/* 1 if a and b name the same file: the same device and inode where both exist (links
+ * followed), else the same path once the existing part of each is resolved; 0 otherwise (also
+ * when either is NULL). For refusing an output that would overwrite an input or another output. */
+int file_same(const char *a, const char *b);
 
 /* Copy src to dst atomically (dst.tmp.PID, then rename). ERR_IO naming the failing file. */
 int file_copy_atomic(const char *src, const char *dst);

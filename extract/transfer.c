@@ -58,6 +58,14 @@ static int out_close(file_atomic *o, int ok)
 int ext_export_npy(store *s, const char *hook, const char *npy, const char *tokens_npy,
                    int64_t limit, int64_t *rows_out, int *width_out)
 {
+    /* an output over the store being read, or both outputs on one file, would destroy data
+       (the store replaced by the array; the activations by the ids, then removed) */
+    if (file_same(npy, store_path(s)) || file_same(tokens_npy, store_path(s)))
+        return err_set(ERR_ARG, "%s: is the database being exported from; write the .npy "
+                       "elsewhere", file_same(npy, store_path(s)) ? npy : tokens_npy);
+    if (file_same(npy, tokens_npy))
+        return err_set(ERR_ARG, "%s: the activations and the token ids would both go to this "
+                       "file; give them two paths", npy);
     store_hook h;
     int rc = store_hook_find(s, hook, &h);
     if (rc) return rc;
