@@ -3,6 +3,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,13 +261,26 @@ static int parse_value(const char *cmd, const arg_spec *s, const char *v, int ap
         return 0;
     case ARG_INT: {
         long x = strtol(v, &end, 10);
-        if (end == v || *end || errno || x < -2147483647L || x > 2147483647L)
+        if (end != v && !*end && (errno == ERANGE || x < -2147483647L || x > 2147483647L))
+            return cli_usage_error(cmd, "%s: %s is out of range (at most 2147483647)", s->name, v);
+        if (end == v || *end || errno)
             return cli_usage_error(cmd, "%s expects an integer, got '%s'", s->name, v);
         if (check_range(cmd, s, (double)x, v)) return 2;
         if (apply) *(int *)s->dst = (int)x;
         return 0;
     }
     case ARG_I64: {
+        /* a plain integer exactly (strtod would round those above 2^53: a seed would change) */
+        long long li = strtoll(v, &end, 10);
+        if (end != v && !*end) {
+            if (errno == ERANGE)
+                return cli_usage_error(cmd, "%s: %s is out of range (at most %lld)", s->name, v,
+                                       (long long)INT64_MAX);
+            if (check_range(cmd, s, (double)li, v)) return 2;
+            if (apply) *(int64_t *)s->dst = (int64_t)li;
+            return 0;
+        }
+        errno = 0;
         /* accept 1e6 / 10M / 2k style sizes as well as plain integers */
         double x = strtod(v, &end);
         double mul = 1;
@@ -274,6 +288,9 @@ static int parse_value(const char *cmd, const arg_spec *s, const char *v, int ap
         else if (end != v && (*end == 'M' || *end == 'm')) { mul = 1e6; end++; }
         else if (end != v && (*end == 'G' || *end == 'g')) { mul = 1e9; end++; }
         x *= mul;
+        if (end != v && !*end && !errno && isfinite(x) && x == floor(x) && fabs(x) > 9e18)
+            return cli_usage_error(cmd, "%s: %s is out of range (at most %lld)", s->name, v,
+                                   (long long)INT64_MAX);
         if (end == v || *end || errno || !isfinite(x) || x != floor(x) || fabs(x) > 9e18)
             return cli_usage_error(cmd, "%s expects an integer, got '%s'", s->name, v);
         if (check_range(cmd, s, x, v)) return 2;

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -88,4 +89,13 @@ void buf_free(buf *b)
     mem_free(b->p);
     b->p = NULL;
     b->n = b->cap = 0;
+}
+
+const char *buf_double(char *out, size_t cap, double x)
+{
+    for (int p = 15; p <= 17; p++) {
+        snprintf(out, cap, "%.*g", p, x);
+        if (strtod(out, NULL) == x) break;
+    }
+    return out;
 }

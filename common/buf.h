@@ -9,6 +9,11 @@
  * as those escapes and other bytes < 0x20 as \u00XX (BUF_JSON_CTRL_U: every byte < 0x20 as
  * \u00XX, the form extract's stored run parameters use); bytes >= 0x20, UTF-8 included, pass
  * through unchanged.
+ *
+ * buf_double writes x into out (cap bytes, 32 is enough) in the fewest significant digits,
+ * 15 to 17, that read back (strtod) as exactly x: 0.4 stays "0.4", where %.17g would write
+ * 0.40000000000000002, and no value is rounded, which cJSON's own printing does (it keeps 15
+ * digits whenever they compare equal within a relative 2^-52: seed 9000000000000001 became 9e+15).
  */
 #ifndef SAELITE_BUF_H
 #define SAELITE_BUF_H
@@ -29,5 +34,6 @@ int buf_json(buf *b, const char *s, size_t n, int flags);
 /* Empty the buffer, keeping its memory. */
 void buf_reset(buf *b);
 void buf_free(buf *b);
+const char *buf_double(char *out, size_t cap, double x);
 
 #endif

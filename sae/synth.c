@@ -6,8 +6,10 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -46,23 +48,30 @@ void synth_defaults(synth_config *c)
 static int check_config(const synth_config *c);
 
 /* ---- the generator's configuration as a file (sae_synth_spec_*) ---- */
+
 int sae_synth_spec_save(const synth_config *c, const char *path)
 {
     if (c->seed > SAE_SYNTH_SPEC_MAX_SEED)
         return err_set(ERR_ARG, "%s: seed %llu is above 2^53; a JSON number cannot keep it", path,
                        (unsigned long long)c->seed);
+    /* numbers as raw text (buf_double, %llu): cJSON's own printing rounded seed
+       9000000000000001 to 9e+15, another generator on rebuild */
     cJSON *o = cJSON_CreateObject();
-    int ok = o && cJSON_AddStringToObject(o, "generator", "saelite synth") &&
-             cJSON_AddNumberToObject(o, "d", c->d) &&
-             cJSON_AddNumberToObject(o, "features", c->n_features) &&
-             cJSON_AddNumberToObject(o, "active", c->active) &&
-             cJSON_AddNumberToObject(o, "decay", c->decay) &&
-             cJSON_AddNumberToObject(o, "rank", c->rank) &&
-             cJSON_AddNumberToObject(o, "corr", c->corr) &&
-             cJSON_AddNumberToObject(o, "seed", (double)c->seed) &&
-             cJSON_AddNumberToObject(o, "parents", c->parents) &&
-             cJSON_AddNumberToObject(o, "children", c->children) &&
-             cJSON_AddNumberToObject(o, "child_p", c->child_p);
+    char num[10][40];
+    snprintf(num[0], 40, "%d", c->d);
+    snprintf(num[1], 40, "%d", c->n_features);
+    buf_double(num[2], 40, c->active);
+    buf_double(num[3], 40, c->decay);
+    snprintf(num[4], 40, "%d", c->rank);
+    buf_double(num[5], 40, c->corr);
+    snprintf(num[6], 40, "%llu", (unsigned long long)c->seed);
+    snprintf(num[7], 40, "%d", c->parents);
+    snprintf(num[8], 40, "%d", c->children);
+    buf_double(num[9], 40, c->child_p);
+    static const char *const keys[10] = {"d", "features", "active", "decay", "rank", "corr", "seed",
+                                         "parents", "children", "child_p"};
+    int ok = o && cJSON_AddStringToObject(o, "generator", "saelite synth");
+    for (int i = 0; ok && i < 10; i++) ok = cJSON_AddRawToObject(o, keys[i], num[i]) != NULL;
     char *txt = ok ? cJSON_Print(o) : NULL;
     cJSON_Delete(o);
     if (!txt) return err_set(ERR_NOMEM, "%s: out of memory", path);
@@ -243,13 +252,30 @@ int sae_synth_new(sae_synth **out, const synth_config *c)
     /* p_i = min(1, a decay^i) with a such that sum p_i = active (bisection; clamping at 1 makes
        the sum non-linear in a) */
     double lo = 0, hi = (double)F / pow(c->decay, F);
-    for (int it = 0; it < 200; it++) {
-        double a = 0.5 * (lo + hi), sum = 0;
-        for (int i = 0; i < F; i++) sum += fmin(1.0, a * pow(c->decay, i));
-        if (sum < c->active) lo = a;
-        else hi = a;
+    if (isfinite(hi) && hi < 0x1p150) {
+        for (int it = 0; it < 200; it++) {
+            double a = 0.5 * (lo + hi), sum = 0;
+            for (int i = 0; i < F; i++) sum += fmin(1.0, a * pow(c->decay, i));
+            if (sum < c->active) lo = a;
+            else hi = a;
+        }
+        for (int i = 0; i < F; i++) s->p[i] = fmin(1.0, 0.5 * (lo + hi) * pow(c->decay, i));
+    } else {
+        /* a steep decay: 200 halvings of that bracket do not reach a (decay 1e-5 on 32
+           features gave 21 active instead of 5, and once pow underflowed every feature fired),
+           so bisect log a between active / F (sum <= a F) and the a that makes the first
+           ceil(active) probabilities 1 */
+        double ld = log(c->decay);
+        lo = log(c->active / F);
+        hi = -(ceil(c->active) - 1) * ld;
+        for (int it = 0; it < 200; it++) {
+            double t = 0.5 * (lo + hi), sum = 0;
+            for (int i = 0; i < F; i++) sum += fmin(1.0, exp(t + i * ld));
+            if (sum < c->active) lo = t;
+            else hi = t;
+        }
+        for (int i = 0; i < F; i++) s->p[i] = fmin(1.0, exp(0.5 * (lo + hi) + i * ld));
     }
-    for (int i = 0; i < F; i++) s->p[i] = fmin(1.0, 0.5 * (lo + hi) * pow(c->decay, i));
     for (int i = 0; i < F; i++) {
         double a2 = r ? rng_uniform(&s->rng) * c->corr : 0, nn = 0;
         float *a = s->A + (int64_t)i * r;
