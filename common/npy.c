@@ -82,6 +82,11 @@ static int npy_open(const char *path, FILE **fp, enum npy_kind *kind, int *ndim,
 {
     FILE *f = fopen(path, "rb");
     if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return err_set(ERR_IO, "%s: is a directory, not a .npy file", path);
+    }
     unsigned char pre[10];
     if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
         fclose(f);

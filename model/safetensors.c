@@ -144,6 +144,7 @@ int st_open(st_file **out, const char *path)
     if (fd < 0) { rc = err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno)); goto fail; }
     struct stat stt;
     if (fstat(fd, &stt) != 0) { rc = err_set(ERR_IO, "%s: stat: %s", path, strerror(errno)); close(fd); goto fail; }
+    if (S_ISDIR(stt.st_mode)) { close(fd); rc = err_set(ERR_IO, "%s: is a directory, not a safetensors file", path); goto fail; }
     if (stt.st_size < 8) { close(fd); rc = err_set(ERR_FORMAT, "%s: truncated safetensors file (%lld bytes)", path, (long long)stt.st_size); goto fail; }
     f->map_len = (size_t)stt.st_size;
     f->map = mmap(NULL, f->map_len, PROT_READ, MAP_PRIVATE, fd, 0);

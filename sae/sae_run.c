@@ -4,10 +4,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/dist.h"
 #include "common/err.h"
 #include "common/fileio.h"
@@ -59,7 +61,10 @@ typedef struct {
     sae_model *m;
     sae_metrics acc;
     float *dens;
-    char ckpt[4096], logp[4096], logbin[4096];
+    char ckpt[4096], logp[4096], logbin[4096], runp[4096];
+    float *truth;     /* --truth [truth_n, d_out or d_in], read before training */
+    int64_t npy_rows; /* --npy: the file's rows */
+    int64_t truth_n;
     int made_out;   /* this run created OUT */
     int made_truth; /* this run created truth_out */
     int64_t ckpts;  /* checkpoints this run wrote (then what it leaves is resumable) */
@@ -76,6 +81,7 @@ static void run_free(run *r)
     sae_free(r->m);
     sae_metrics_free(&r->acc);
     mem_free(r->dens);
+    mem_free(r->truth);
 }
 
 static int open_store(run *r, const sae_run_opts *o)
@@ -149,14 +155,18 @@ static int open_npy(run *r, const sae_run_opts *o)
     }
     W += r->c.d_out;
     int64_t n = shape[0], nv = 0, nt = 0;
+    r->npy_rows = n;
     int64_t *rows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     int64_t *vrows = mem_alloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     for (int64_t i = 0; rows && vrows && i < n; i++) {
         if (is_val_row(i, o->val_frac)) vrows[nv++] = i;
         else rows[nt++] = i;
     }
-    rc = rows && vrows ? sae_source_mem_rows(&r->src, data, rows, nt, W, r->c.seed)
-                       : err_set(ERR_NOMEM, "out of memory");
+    rc = rows && vrows ? OK : err_set(ERR_NOMEM, "out of memory");
+    if (!rc && nt < 1)
+        rc = err_set(ERR_ARG, "%s: its %lld rows all went to validation (--val-frac %g); none is "
+                     "left to train on", o->npy, (long long)n, o->val_frac);
+    if (!rc) rc = sae_source_mem_rows(&r->src, data, rows, nt, W, r->c.seed);
     if (!rc && nv) rc = sae_source_mem_rows(&r->val, data, vrows, nv, W, r->c.seed + 1);
     mem_free(rows);
     mem_free(vrows);
@@ -194,7 +204,13 @@ static int run_open(run *r, const sae_run_opts *o)
     int64_t avail = !r->val ? 0 : r->val->n_rows < 0 ? INT64_MAX : r->val->n_rows;
     r->eval_tokens = o->eval_tokens < avail ? o->eval_tokens : avail;
     sae_train_config *c = &r->c;
-    if (!c->d_sae) c->d_sae = (int)lround(o->expansion * c->d_in);
+    if (!c->d_sae) {
+        double ds = lround(o->expansion * c->d_in);
+        if (!(ds >= 1 && ds <= (double)(1 << 30)))
+            return err_set(ERR_ARG, "--expansion %g x d_in %d gives %.4g latents; want 1 "
+                           "to 2^30", o->expansion, c->d_in, o->expansion * c->d_in);
+        c->d_sae = (int)ds;
+    }
     if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU || c->arch == SAE_GATED) c->k = 0;
     struct stat sb;
     if (dist_is_root() && stat(o->out, &sb) != 0) {
@@ -205,10 +221,11 @@ static int run_open(run *r, const sae_run_opts *o)
     int rc2 = path_join(r->ckpt, sizeof r->ckpt, o->out, "checkpoint.bin");
     if (!rc2) rc2 = path_join(r->logp, sizeof r->logp, o->out, "training_log.csv");
     if (!rc2) rc2 = path_join(r->logbin, sizeof r->logbin, o->out, "checkpoint_log.bin");
+    if (!rc2) rc2 = path_join(r->runp, sizeof r->runp, o->out, "checkpoint_run.txt");
     /* a run killed inside an atomic write leaves its NAME.tmp.PID; the renamed files are intact */
     static const char *const outputs[] = {"checkpoint.bin", "checkpoint_log.bin", "training_log.csv",
                                           "cfg.json", "sae_weights.safetensors",
-                                          "sparsity.safetensors"};
+                                          "sparsity.safetensors", "checkpoint_run.txt"};
     if (!rc2 && dist_is_root()) file_remove_temps(o->out, outputs, sizeof outputs / sizeof *outputs);
     return rc2;
 }
@@ -224,13 +241,22 @@ static int latent_blocks(const sae_run_opts *o)
 static int run_trainer(run *r, const sae_run_opts *o)
 {
     int batch = r->c.batch;
-    int64_t n_init = batch < 16384 ? 16384 : batch;
-    r->x = mem_alloc(sizeof(float) * (size_t)n_init * (r->c.d_in + r->c.d_out)); /* [x | y] rows */
-    int rc = r->x ? r->src->next(r->src, r->x, (int)n_init) : err_set(ERR_NOMEM, "out of memory");
+    int64_t n_init = batch < 16384 ? 16384 : batch, W = r->c.d_in + r->c.d_out;
+    double need = 4.0 * (double)n_init * W; /* the rows alone; the trainer checks the rest */
+    long long phys = mem_physical_bytes();
+    if (phys > 0 && need > (double)phys)
+        return err_set(ERR_ARG, "--batch %d: a batch of %d-float rows needs %.1f GB, more than this "
+                       "machine's %.1f GB of memory", batch, (int)W, need / 1e9, (double)phys / 1e9);
+    r->x = mem_alloc(sizeof(float) * (size_t)n_init * W); /* [x | y] rows */
+    int rc = r->x ? r->src->next(r->src, r->x, (int)n_init)
+                  : err_set(ERR_NOMEM, "--batch %d: out of memory for its %lld x %d input rows", batch,
+                            (long long)n_init, (int)W);
     if (rc) return rc;
     int mb = o->micro_batches > 0 ? o->micro_batches : 1, lb = latent_blocks(o);
     if (!o->resume) {
         rc = sae_trainer_new(&r->t, &r->c, r->x, n_init);
+        if (rc == ERR_FORMAT) /* the data's fault: name where they came from */
+            rc = err_wrap(rc, "%s", o->db ? o->db : o->npy ? o->npy : "synthetic data");
         if (!rc && lb == 1) rc = sae_trainer_set_micro_batches(r->t, mb);
         return rc ? rc : sae_trainer_set_latent_blocks(r->t, lb);
     }
@@ -469,19 +495,91 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     return sae_save_ex(r->m, o->out, js, r->dens);
 }
 
-static int run_truth(run *r, const sae_run_opts *o, sae_run_result *res)
+/* --truth is read and checked once the data's width is known, before the first step: a bad
+ * file fails the run then, not after training (which left a finished OUT that --force alone
+ * could replace). */
+static int load_truth(run *r, const sae_run_opts *o)
 {
-    float *tr = NULL;
     int nd;
     int64_t sh[NPY_MAX_DIMS];
-    int rc = npy_read(o->truth, &tr, &nd, sh);
-    int Do = sae_out_dim(&r->m->cfg); /* decoder rows live in the output space */
-    if (!rc && (nd != 2 || sh[1] != Do))
-        rc = err_set(ERR_SHAPE, "%s: expected [features, %d]", o->truth, Do);
-    if (!rc)
-        rc = sae_mmcs(tr, (int)sh[0], r->m->W_dec, r->m->cfg.d_sae, Do, 0.9, &res->mmcs,
-                      &res->recovered, NULL);
-    mem_free(tr);
+    int rc = npy_read(o->truth, &r->truth, &nd, sh);
+    if (rc) return rc;
+    int Do = r->c.d_out > 0 ? r->c.d_out : r->c.d_in; /* decoder rows live in the output space */
+    if (nd != 2 || sh[0] < 1 || sh[0] > INT32_MAX || sh[1] != Do) {
+        char shs[200];
+        npy_shape_str(shs, sizeof shs, nd, sh);
+        return err_set(ERR_SHAPE, "%s: expected [features, %d] (the SAE's %s width), got shape %s",
+                       o->truth, Do, r->c.d_out > 0 ? "output" : "input", shs);
+    }
+    r->truth_n = sh[0];
+    return npy_check_finite(o->truth, r->truth, sh[0], sh[1]);
+}
+
+static int run_truth(run *r, sae_run_result *res)
+{
+    return sae_mmcs(r->truth, (int)r->truth_n, r->m->W_dec, r->m->cfg.d_sae,
+                    sae_out_dim(&r->m->cfg), 0.9, &res->mmcs, &res->recovered, NULL);
+}
+
+/* What defines a run's data beside the trainer's settings (which the checkpoint holds): one
+ * "key value" line each, in OUT/checkpoint_run.txt from the start, so that --resume refuses
+ * other data settings as it refuses other training flags. */
+static int run_settings(char *b, size_t cap, const run *r, const sae_run_opts *o)
+{
+    const synth_config *y = &o->synth_cfg;
+    char e[6][40];
+    int n = 0;
+    if (o->db)
+        n = snprintf(b, cap, "source --db\nhook %s\nhook_out %s\nval_frac %s\nshuffle_buffer %lld\n"
+                     "keep_bos %d\nmax_norm_ratio %s\n", o->hook, o->hook_out ? o->hook_out : "",
+                     buf_double(e[0], 40, o->val_frac), (long long)o->shuffle_tokens, !!o->keep_bos,
+                     buf_double(e[1], 40, o->max_norm_ratio));
+    else if (o->npy)
+        n = snprintf(b, cap, "source --npy\nval_frac %s\nrows %lld\n", buf_double(e[0], 40, o->val_frac),
+                     (long long)r->npy_rows);
+    else
+        n = snprintf(b, cap, "source --synth\nsynth %d %d %s %s %d %s %llu %d %d %s\n", y->d,
+                     y->n_features, buf_double(e[2], 40, y->active), buf_double(e[3], 40, y->decay), y->rank,
+                     buf_double(e[4], 40, y->corr), (unsigned long long)y->seed, y->parents, y->children,
+                     buf_double(e[5], 40, y->child_p));
+    return n > 0 && (size_t)n < cap ? OK : err_set(ERR_ARG, "%s: run settings too long", o->out);
+}
+
+static const char *setting_flag(const char *line)
+{
+    static const char *const map[][2] = {
+        {"source ", "the data source (--db, --npy, --synth)"}, {"hook ", "--hook"},
+        {"hook_out ", "--hook-out"}, {"val_frac ", "--val-frac"},
+        {"shuffle_buffer ", "--shuffle-buffer"}, {"keep_bos ", "--keep-bos"},
+        {"max_norm_ratio ", "--max-norm-ratio"}, {"rows ", "the --npy file's rows"},
+        {"synth ", "the generator (--synth-* or --synth-spec)"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strncmp(line, map[i][0], strlen(map[i][0]))) return map[i][1];
+    return "the data settings";
+}
+
+static int check_settings(run *r, const sae_run_opts *o)
+{
+    char now[2048];
+    int rc = run_settings(now, sizeof now, r, o);
+    if (rc || !dist_is_root()) return rc;
+    if (!o->resume) return file_write_atomic(r->runp, now, strlen(now));
+    char *was = NULL;
+    rc = file_read_text(r->runp, 1 << 16, &was, NULL);
+    if (rc == ERR_NOTFOUND) { /* a checkpoint from before this file: nothing to compare */
+        err_clear();
+        return OK;
+    }
+    if (rc) return rc;
+    const char *a = was, *b = now;
+    while (*a && *a == *b) a++, b++;
+    if (*a || *b) {
+        while (a > was && a[-1] != '\n') a--, b--;
+        int la = (int)strcspn(a, "\n"), lb = (int)strcspn(b, "\n");
+        rc = err_set(ERR_ARG, "%s: the checkpoint's run had \"%.*s\", this one \"%.*s\" (%s); resume "
+                     "with the same flags", r->ckpt, la, a, lb, b, setting_flag(*a ? a : b));
+    }
+    mem_free(was);
     return rc;
 }
 
@@ -559,6 +657,7 @@ static void run_discard(run *r, const sae_run_opts *o)
 {
     if (r->ckpts || o->resume || !dist_is_root()) return;
     if (r->logp[0]) unlink(r->logp);
+    if (r->runp[0]) unlink(r->runp);
     if (r->made_truth) unlink(o->truth_out);
     if (r->made_out) rmdir(o->out);
 }
@@ -568,10 +667,13 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     memset(res, 0, sizeof *res);
     res->mmcs = res->recovered = -1;
     res->sae_id = -1;
-    if (!o->out) return err_set(ERR_ARG, "sae-train: no output directory given");
+    if (!o->out || !o->out[0]) return err_set(ERR_ARG, "sae-train: no output directory given (--out)");
     if (!!o->db + !!o->npy + !!o->synth != 1)
         return err_set(ERR_ARG, "sae-train: give exactly one data source (store, .npy or synthetic)");
     if (o->db && !(o->hook && o->hook[0])) return err_set(ERR_ARG, "sae-train: a store source needs a hook");
+    if (o->max_norm_ratio > 0 && !o->db)
+        return err_set(ERR_ARG, "--max-norm-ratio filters a store's tokens (--db); an "
+                                ".npy or synthetic source has no such filter");
     run r;
     memset(&r, 0, sizeof r);
     r.sinfo.hook_id = -1;
@@ -587,6 +689,9 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     rc = agree(rc, NULL);
     /* a rank that cannot open its data fails the job here, before any step, naming the rank */
     if (!rc) rc = agree(run_open(&r, o), NULL);
+    if (!rc && o->truth && dist_is_root()) rc = load_truth(&r, o);
+    if (!rc) rc = check_settings(&r, o);
+    rc = agree(rc, NULL);
     if (!rc) rc = agree(run_trainer(&r, o), NULL);
     if (!rc) rc = agree(sae_trainer_bcast(r.t), NULL);
     if (!rc) rc = run_steps(&r, o, res);
@@ -596,7 +701,7 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     /* the SAE files, its evaluation and the registry are rank 0's */
     int root = dist_is_root();
     if (!rc && root) rc = run_save(&r, o, res);
-    if (!rc && root && o->truth) rc = run_truth(&r, o, res);
+    if (!rc && root && o->truth) rc = run_truth(&r, res);
     sae_k_engine(res->engine, sizeof res->engine);
     sae_k_set_precision(prev);
     res->arch = r.c.arch;

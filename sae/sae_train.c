@@ -412,14 +412,20 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
     /* dense architectures: the batch's pre-activations and activations (8 bytes per entry) and
        the sparse form's arrays, sized for 1/8 of the entries (~4 bytes per entry) */
     double need = 16.0 * (double)t->np + (is_sparse(c.arch) ? 0 : 12.0 * (double)B * S);
+    /* and what grows with the batch alone: its rows (input, centred input, reconstruction and
+       its gradient; the AuxK residual and the targets where there are any) and the sparse
+       entries' five arrays (--batch 1e8 on 16 inputs passed without this and kept allocating) */
+    need += 4.0 * (double)B * (2 * D + (is_sparse(c.arch) ? 3 : 2) * Do) +
+            (is_sparse(c.arch) ? 24.0 * (double)B * (c.k + t->kaux) : 0) +
+            (c.arch == SAE_TOPK ? 4.0 * fmin((double)B * S, (double)(1 << 24)) : 0);
     long long phys = mem_physical_bytes();
     if (phys > 0 && need > (double)phys) {
         mem_free(t);
         return err_set(ERR_ARG, "d_sae %lld x d_in %lld: the weights, gradients and Adam state%s "
                        "need %.1f GB, more than this machine's %.1f GB of memory (a smaller "
-                       "--d-sae or --expansion%s?)", (long long)S, (long long)D,
-                       is_sparse(c.arch) ? "" : " with a batch's pre-activations", need / 1e9,
-                       (double)phys / 1e9, is_sparse(c.arch) ? "" : ", or --batch");
+                       "--d-sae or --expansion, or --batch?)", (long long)S, (long long)D,
+                       is_sparse(c.arch) ? " with a batch's rows" : " with a batch's pre-activations",
+                       need / 1e9, (double)phys / 1e9);
     }
     t->p = zalloc(t->np);
     t->g = zalloc(t->np);
@@ -597,7 +603,9 @@ int sae_trainer_new(sae_trainer **out, const sae_train_config *c, const float *s
     if (t->c.normalize) {
         if (!(normsum > 0) || !isfinite(normsum) || (t->tc && !(normsum_out > 0 && isfinite(normsum_out)))) {
             sae_trainer_free(t);
-            return err_set(ERR_ARG, "sample activations have zero or non-finite norm");
+            return err_set(ERR_FORMAT, "the %lld rows sampled to set the input scale have zero (or "
+                           "non-finite) norm: all-zero activations? (--no-normalize trains "
+                           "unscaled)", (long long)n);
         }
         t->scale = sqrt((double)D) / (normsum / (double)n);
         t->scale_out = t->tc ? sqrt((double)Do) / (normsum_out / (double)n) : t->scale;

@@ -827,7 +827,7 @@ int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int 
                            store_dtype_name(dtype));
         if (out->seq_len != seq_len)
             return err_set(ERR_SHAPE, "%s: hook %s is stored with sequence length %d, not %d (use "
-                           "the same --ctx or a new --db)", s->path, name, out->seq_len, seq_len);
+                           "the same --ctx for extract, --seq-len for import, or a new --db)", s->path, name, out->seq_len, seq_len);
         return hook_counts(s, out);
     }
     if (r != SQLITE_DONE) return store_sql_error(s, r, "reading hooks");

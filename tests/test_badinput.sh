@@ -587,6 +587,37 @@ bad "npy: truncated data names the shape" "short.npy: truncated .npy data \(shap
 check "  ... none of the refusals above made an output directory" "absent $R/s_m"
 bad "extract: --ctx 0 is refused (its check says positive)" "--ctx must be >= 1, got 0" extract --model model --tokenizer tok --corpus small.txt --hook $H --db $R/c0.db --ctx 0
 
+# ---- outputs over inputs and late checks (a hostile audit, 2026-12-04) -------------------------
+LAST=""
+bad "export: --npy over the database it reads" "good.db: is the database being exported from" export --db good.db --hook $H --npy good.db
+bad "export: --npy and --tokens-npy on one (existing) file" "acts.npy: the activations and the token ids would both go to this file" export --db good.db --hook $H --npy acts.npy --tokens-npy ./acts.npy
+bad "synth: --out over its own --db" "--out and --db name the same file good.db" synth --out good.db --truth $R/t.npy --d 8 --features 16 --tokens 16 --db good.db
+bad "synth: --out and --truth on one file" "--out and --truth name the same file" synth --out $R/s.npy --truth $R/s.npy --d 8 --features 16 --tokens 16
+bad "synth: --spec over --out" "--out and --spec name the same file" synth --out acts.npy --truth $R/t.npy --d 8 --features 16 --tokens 16 --spec ./acts.npy
+bad "synth: a damaged --db fails before --out and --truth are written" "text.db: not a database" synth --out $R/s.npy --truth $R/t.npy --d 8 --features 16 --tokens 16 --db text.db
+bad "synth: --spec in a missing directory fails first, named as given" "nodir/g.json: cannot create: directory" synth --out $R/s.npy --truth $R/t.npy --d 8 --features 16 --tokens 16 --spec nodir/g.json
+bad "synth: a seed past 2^53 with --spec is refused, not rounded to 2^53" "--spec keeps seeds 0..2\^53 .*9007199254740993" synth --out $R/s.npy --truth $R/t.npy --d 8 --features 16 --tokens 16 --seed 9007199254740993 --spec $R/g.json
+bad "sae-train: a bad --truth fails before training (no OUT)" "text.npy: not a .npy file" "${T[@]}" --truth text.npy
+bad "sae-train: --truth of another width, its shape named" "wide.npy: expected \[features, 8\] \(the SAE's input width\), got shape \(16, 32\)" "${T[@]}" --truth wide.npy
+bad "sae-train: --expansion past 2^30 latents (was an int overflow to d_sae 32)" "--expansion 2.68435e\+08 x d_in 8 gives 2.147e\+09 latents" sae-train --npy acts.npy --out s1 --expansion 268435458 --k 2 --tokens 256 --batch 16
+bad "sae-train: --max-norm-ratio without a store (was ignored)" "--max-norm-ratio filters a store's tokens" "${T[@]}" --max-norm-ratio 2
+bad "sae-train: a batch past the machine's memory" "--batch 2000000000: a batch of 8-float rows needs 64.0 GB, more than this machine's" "${T[@]}" --batch 2000000000 --tokens 4000000000
+bad "sae-train: --tokens past int64 says out of range" "--tokens: 9223372036854775808 is out of range" "${T[@]}" --tokens 9223372036854775808
+setup forward --model model --tokens 1,2,3,4,5,6,7,8 --hook $H --npy acts8.npy
+setup sae-train --npy acts.npy --out s_resume --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16 --max-steps 2
+LAST=""
+bad "sae-train: --resume with another --val-frac (was accepted)" "s_resume/checkpoint.bin: the checkpoint's run had .val_frac 0.05., this one .val_frac 0.2. \\(--val-frac\\)" sae-train --npy acts.npy --out s_resume --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16 --resume --val-frac 0.2
+bad "sae-train: --resume on another --npy file of the same width" "s_resume/checkpoint.bin: the checkpoint's run had .rows 16., this one .rows 8. \\(the --npy file's rows\\)" sae-train --npy acts8.npy --out s_resume --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16 --resume
+mkdir -p "$W/$R/adir" "$W/$R/sdir/sae_weights.safetensors"; cp "$W/sae8/cfg.json" "$W/$R/sdir/"
+npy_raw $R/zero.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (16, 8), }"; head -c 512 /dev/zero >> "$W/$R/zero.npy"
+LAST=""
+bad "sae-train: a directory as --npy" "adir: is a directory, not a .npy file" sae-train --npy $R/adir --out s1
+bad "sae-train: an empty --out" "no output directory given \\(--out\\)" "${T[@]}" --out ""
+bad "sae-train: --val-frac leaving no training rows, the file named" "acts.npy: its 16 rows all went to validation \\(--val-frac 0.9999\\)" "${T[@]}" --val-frac 0.9999
+bad "sae-train: all-zero activations, the file named" "zero.npy: the 16384 rows sampled to set the input scale have zero" sae-train --npy $R/zero.npy --out s1 --d-sae 16 --k 2 --tokens 256 --batch 16
+bad "sae-eval: a directory where the weights should be" "sae_weights.safetensors: is a directory, not a safetensors file" sae-eval --sae $R/sdir --npy acts.npy
+check "  ... none of the refusals above made an output" "absent $R/s.npy && absent $R/t.npy && absent s1 && absent $R/g.json"
+
 # Every database still passes integrity_check and holds its rows (the known findings above that
 # write to a database are the exceptions: those databases are left out here).
 after=$(deep | grep -vE '^ex\.db ')

@@ -376,6 +376,42 @@ static void test_mkdir_p(void)
     CHECK(file_mkdir_p("") == ERR_ARG);
 }
 
+/* Outputs refused before anything is written: file_same (an output over an input) and
+ * file_check_writable (what a later atomic write would fail on). */
+static void test_same_writable(void)
+{
+    char a[700], b[700], via[700], rel[700], cwd[4096];
+    snprintf(a, sizeof a, "%s", tpath("same_a"));
+    snprintf(b, sizeof b, "%s", tpath("same_b"));
+    CHECK(file_write_atomic(a, "x", 1) == OK);
+    CHECK(file_same(a, a) && !file_same(a, b) && !file_same(b, a), "a file; a missing one");
+    CHECK(file_same(b, b), "the same missing path");
+    snprintf(via, sizeof via, "%s/a/../same_b", tdir);
+    CHECK(file_same(b, via), "a missing file through another spelling of its directory");
+    CHECK(symlink(a, tpath("same_link")) == 0 && file_same(a, tpath("same_link")), "a symlink");
+    CHECK(link(a, tpath("same_hard")) == 0 && file_same(tpath("same_hard"), a), "a hard link");
+    CHECK(getcwd(cwd, sizeof cwd) && chdir(tdir) == 0, "chdir");
+    snprintf(rel, sizeof rel, "./same_a");
+    CHECK(file_same(rel, a) && file_same("same_b", b), "relative and absolute");
+    CHECK(chdir(cwd) == 0, "chdir back");
+    CHECK(!file_same(NULL, a) && !file_same(a, NULL) && !file_same("", ""), "NULL and empty");
+    /* writable: a new file, an existing one; refused: a missing directory (named as given), a
+       directory, a dangling link; nothing is created either way */
+    CHECK(file_check_writable(b) == OK && access(b, F_OK) != 0, "%s", err_msg());
+    CHECK(file_check_writable(a) == OK, "%s", err_msg());
+    CHECK(file_check_writable(tpath("nodir/x.json")) == ERR_IO &&
+              strstr(err_msg(), "nodir/x.json: cannot create: directory ") && !strstr(err_msg(), ".tmp."),
+          "%s", err_msg());
+    CHECK(file_check_writable(tdir) == ERR_IO && strstr(err_msg(), "is a directory"), "%s", err_msg());
+    CHECK(symlink(tpath("nowhere"), tpath("same_dangling")) == 0 &&
+              file_check_writable(tpath("same_dangling")) == ERR_IO && strstr(err_msg(), "dangling"),
+          "%s", err_msg());
+    CHECK(file_check_writable("/dev/null") == OK, "a device is written through: %s", err_msg());
+    /* the atomic writer's own failure names the path given, not its temp file */
+    CHECK(file_write_atomic(tpath("nodir/y"), "x", 1) == ERR_IO && strstr(err_msg(), "nodir/y: cannot create") &&
+              !strstr(err_msg(), ".tmp."), "%s", err_msg());
+}
+
 static void test_atomic(void)
 {
     size_t n;
@@ -419,9 +455,9 @@ static void test_atomic(void)
     rc = file_atomic_commit(&a);
     CHECK(rc == ERR_IO && strstr(err_msg(), "write failed") && count_temps(tdir) == 0, "%d %s", rc,
           err_msg());
-    /* open in a missing directory: ERR_IO naming the temp file */
+    /* open in a missing directory: ERR_IO naming the path given (not the temp file) */
     rc = file_atomic_open(&a, tpath("nodir/x"));
-    CHECK(rc == ERR_IO && strstr(err_msg(), "nodir/x.tmp.") && !a.f, "%s", err_msg());
+    CHECK(rc == ERR_IO && strstr(err_msg(), "nodir/x: cannot create") && !a.f, "%s", err_msg());
     CHECK(file_write_atomic(tpath("nodir/x"), "a", 1) == ERR_IO);
     /* copies: content, atomic, errors name the file */
     char big[3000];
@@ -588,6 +624,16 @@ static void test_select(void)
 
 static void test_buf(void)
 {
+    /* buf_double: the shortest text that reads back exactly (cJSON rounded 9000000000000001) */
+    char num[40];
+    static const double xs[] = {0.4, 5, 0.05, 9000000000000001.0, 0x1p53, 1e-300, 0.1 + 0.2,
+                                -2.5e-7, 1.0 / 3};
+    static const char *const want[] = {"0.4", "5", "0.05", "9000000000000001", "9007199254740992",
+                                       "1e-300", "0.30000000000000004", "-2.5e-07",
+                                       "0.3333333333333333"};
+    for (int i = 0; i < 9; i++)
+        CHECK(!strcmp(buf_double(num, sizeof num, xs[i]), want[i]) && strtod(num, NULL) == xs[i],
+              "%d: %s", i, num);
     buf b = {0};
     CHECK(buf_put(&b, "", 0) == OK && b.p && b.p[0] == 0 && b.n == 0);
     CHECK(buf_str(&b, "ab") == OK && buf_put(&b, "c\0d", 3) == OK && b.n == 5 &&
@@ -875,6 +921,7 @@ int main(void)
     test_find_open_fd();
     test_read_text();
     test_mkdir_p();
+    test_same_writable();
     test_atomic();
     test_atomic_special();
     test_hash();

@@ -1486,6 +1486,95 @@ static sae_model *train_tc(int tc, float *xy, int64_t n, int stop_at, const char
     return m;
 }
 
+/* The firing probabilities sum to --active for any decay: the linear bisection's bracket
+ * F / decay^F was too wide for steep decays (1e-5 on 32 features gave 21 active instead of 5;
+ * once pow underflowed, every feature fired), and a steep one now bisects log a. */
+static void test_synth_decay(void)
+{
+    static const double decays[] = {1, 0.99, 0.5, 0.01, 1e-5, 1e-20, 1e-300};
+    static const int feats[] = {32, 512};
+    static const double actives[] = {5, 0.5, 31.5};
+    for (int di = 0; di < 7; di++)
+        for (int fi = 0; fi < 2; fi++)
+            for (int ai = 0; ai < 3; ai++) {
+                synth_config sc;
+                synth_defaults(&sc);
+                sc.d = 8;
+                sc.n_features = feats[fi];
+                sc.active = actives[ai];
+                sc.decay = decays[di];
+                sc.rank = 0;
+                sae_synth *g;
+                if (sae_synth_new(&g, &sc) != OK) {
+                    CHECK(0, "decay %g: %s", decays[di], err_msg());
+                    continue;
+                }
+                const double *p = sae_synth_probs(g);
+                double sum = 0, prev = 2;
+                int mono = 1;
+                for (int i = 0; i < sc.n_features; i++) {
+                    sum += p[i];
+                    mono &= p[i] <= prev && p[i] >= 0;
+                    prev = p[i];
+                }
+                CHECK(fabs(sum - sc.active) < 1e-9 * sc.n_features && mono,
+                      "decay %g, %d features, active %g: probabilities sum to %.12g", decays[di],
+                      sc.n_features, sc.active, sum);
+                sae_synth_free(g);
+            }
+}
+
+/* A spec keeps every value exactly: cJSON's printing wrote seed 9000000000000001 as 9e+15
+ * (another generator on rebuild). */
+static void test_synth_spec_exact(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/saelite_spec_%d.json", (int)getpid());
+    synth_config c, back;
+    synth_defaults(&c);
+    c.seed = 9000000000000001ULL;
+    c.active = 1.0 / 3;
+    c.decay = 0.1 + 0.2;
+    c.child_p = 0.4;
+    CHECK(sae_synth_spec_save(&c, path) == OK, "%s", err_msg());
+    CHECK(sae_synth_spec_load(&back, path) == OK, "%s", err_msg());
+    CHECK(back.seed == c.seed && back.active == c.active && back.decay == c.decay &&
+              back.child_p == c.child_p && back.corr == c.corr && back.d == c.d,
+          "seed %llu active %.17g decay %.17g", (unsigned long long)back.seed, back.active, back.decay);
+    char *txt = NULL;
+    CHECK(file_read_text(path, 4096, &txt, NULL) == OK && txt && strstr(txt, "9000000000000001") &&
+              strstr(txt, "\"child_p\":\t0.4"), "%s", txt ? txt : err_msg());
+    mem_free(txt);
+    unlink(path);
+}
+
+/* The trainer refuses, before allocating, a batch whose rows alone pass any machine's memory
+ * (--batch 1e8 on 16 inputs passed the check that counted only the parameters, and kept
+ * allocating) as it refuses a d_sae too large. */
+static void test_trainer_memory_check(void)
+{
+    sae_train_config c;
+    sae_train_defaults(&c);
+    c.d_in = 64;
+    c.d_sae = 128;
+    c.k = 4;
+    c.batch = 1 << 30;
+    c.total_tokens = (int64_t)1 << 31;
+    float x[64] = {1};
+    sae_trainer *t = NULL;
+    int rc = sae_trainer_new(&t, &c, x, 1);
+    CHECK(rc == ERR_ARG && !t && strstr(err_msg(), "with a batch's rows need"), "%d %s", rc, err_msg());
+    c.arch = SAE_RELU; /* a dense one: refused too (its batch x d_sae bound comes first) */
+    c.k = 0;
+    rc = sae_trainer_new(&t, &c, x, 1);
+    CHECK(rc != OK && !t, "%d %s", rc, err_msg());
+    c.batch = 64; /* and a small batch still builds */
+    c.total_tokens = 640;
+    rc = sae_trainer_new(&t, &c, x, 1);
+    CHECK(rc == OK && t, "%s", err_msg());
+    sae_trainer_free(t);
+}
+
 static void test_transcoders(void)
 {
     enum { Di = 64, Do = 24, N = 40960 };
@@ -2215,6 +2304,9 @@ int main(void)
     fd_check(SAE_BATCHTOPK, "batchtopk");
     fd_check(SAE_JUMPRELU, "jumprelu");
     test_reference_fixtures();
+    test_synth_decay();
+    test_synth_spec_exact();
+    test_trainer_memory_check();
     test_transcoders();
     test_hierarchy_absorption();
     fd_check(SAE_GATED, "gated");
