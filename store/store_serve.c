@@ -491,16 +491,24 @@ int store_srv_match(const store_srv *s, const char *q, char *out, size_t cap)
 }
 
 /* ---- the console ------------------------------------------------------------------------- */
+/* Functions the console refuses: load_extension; fts3_tokenizer, which returns a tokenizer's
+   address (an ASLR leak) and with two arguments stores any pointer as a tokenizer; fts5, the
+   pointer handshake for FTS5's C API; rtreenode and rtreedepth, debug functions that parse raw
+   node blobs (CVE-2019-8457 was one); sqlite_log, which writes SQLite's error log. */
+static const char *const CON_DENIED_FN[] = {"load_extension", "fts3_tokenizer", "fts5",
+                                            "rtreenode", "rtreedepth", "sqlite_log"};
+
 /* Reads only: no writes (also refused by stmt_readonly and query_only), no ATTACH/DETACH, no
-   PRAGMA that sets a value, no load_extension. */
-static int con_authorize(void *u, int action, const char *a, const char *b, const char *c,
-                         const char *d)
+   PRAGMA that sets a value, none of CON_DENIED_FN, no transaction control (a BEGIN would keep
+   its snapshot, shared by every console user, open across requests). */
+static int con_rule(int action, const char *a, const char *b)
 {
-    (void)u; (void)c; (void)d;
     switch (action) {
     case SQLITE_SELECT: case SQLITE_READ: case SQLITE_RECURSIVE: return SQLITE_OK;
     case SQLITE_FUNCTION:
-        return b && !sqlite3_stricmp(b, "load_extension") ? SQLITE_DENY : SQLITE_OK;
+        for (size_t i = 0; b && i < sizeof CON_DENIED_FN / sizeof *CON_DENIED_FN; i++)
+            if (!sqlite3_stricmp(b, CON_DENIED_FN[i])) return SQLITE_DENY;
+        return SQLITE_OK;
     case SQLITE_PRAGMA: {
         /* reading pragmas whose argument names a table or index; any other with a value sets */
         static const char *const ro[] = {"table_info", "table_xinfo", "index_list", "index_info",
@@ -510,10 +518,19 @@ static int con_authorize(void *u, int action, const char *a, const char *b, cons
             if (!sqlite3_stricmp(a, ro[i])) return SQLITE_OK;
         return b ? SQLITE_DENY : SQLITE_OK;
     }
-    case SQLITE_TRANSACTION: case SQLITE_SAVEPOINT: return SQLITE_OK;
-    default: return SQLITE_DENY; /* ATTACH, DETACH, INSERT, UPDATE, DELETE, CREATE, DROP, ... */
+    default: return SQLITE_DENY; /* ATTACH, DETACH, INSERT, UPDATE, DELETE, CREATE, DROP,
+                                    BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ... */
     }
-    (void)a;
+}
+
+/* *(int *)u = 1 on a refusal: SQLite reports a refused function as a plain SQLITE_ERROR */
+static int con_authorize(void *u, int action, const char *a, const char *b, const char *c,
+                         const char *d)
+{
+    (void)c; (void)d;
+    int r = con_rule(action, a, b);
+    if (r != SQLITE_OK) *(int *)u = 1;
+    return r;
 }
 
 int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_ms,
@@ -526,13 +543,15 @@ int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_m
     int rc = OK;
     store_deadline g;
     store_deadline_start(&g, timeout_ms / 1000.0);
-    sqlite3_set_authorizer(s->con, con_authorize, NULL);
+    int refused = 0;
+    sqlite3_set_authorizer(s->con, con_authorize, &refused);
     sqlite3_progress_handler(s->con, 1000, store_deadline_check, &g);
     int prc = sqlite3_prepare_v2(s->con, sql, -1, &st, &tail);
     if (prc != SQLITE_OK) {
-        rc = sqlite3_errcode(s->con) == SQLITE_AUTH
+        rc = refused || sqlite3_errcode(s->con) == SQLITE_AUTH
                  ? err_set(ERR_ARG, "refused: the console only reads (no writes, ATTACH, PRAGMA "
-                           "assignments or extensions): %s", sqlite3_errmsg(s->con))
+                           "assignments, transactions, extensions or internal functions): %s",
+                           sqlite3_errmsg(s->con))
              : prc == SQLITE_INTERRUPT
                  ? err_set(ERR_ABORTED, "%s: the query ran past its time limit", s->path)
                  : err_set(ERR_SQL, "SQL error: %s", sqlite3_errmsg(s->con));
@@ -564,6 +583,9 @@ done:
     sqlite3_finalize(st);
     sqlite3_progress_handler(s->con, 0, NULL, NULL);
     sqlite3_set_authorizer(s->con, NULL, NULL);
+    /* the authorizer refuses transaction control; should a transaction stay open anyway, the
+       next request must not inherit its snapshot (nor keep WAL checkpoints waiting) */
+    if (!sqlite3_get_autocommit(s->con)) sqlite3_exec(s->con, "ROLLBACK", NULL, NULL, NULL);
     pthread_mutex_unlock(&s->con_mu);
     return rc;
 }

@@ -22,7 +22,8 @@
  * Console: store_srv_console runs exactly one statement of user SQL with a deadline
  * (timeout_ms, a progress handler interrupts it: ERR_TIMEOUT-like ERR_ABORTED with "time limit")
  * and a row cap (rows past max_rows are not read; *truncated = 1). It refuses (ERR_ARG) writes,
- * ATTACH/DETACH, PRAGMA assignments and load_extension, through sqlite3_stmt_readonly and an
+ * ATTACH/DETACH, PRAGMA assignments, transaction control, load_extension and the pointer and
+ * debug functions (fts3_tokenizer, fts5, rtreenode, ...), through sqlite3_stmt_readonly and an
  * authorizer, with SQLITE_LIMIT_ATTACHED 0 as a second fence. Every connection runs with
  * SQLITE_DBCONFIG_TRUSTED_SCHEMA off and DEFENSIVE on (the database is input). Memory: a
  * successful store_srv_open sets SQLite's process-wide hard heap limit to what it used plus

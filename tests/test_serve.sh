@@ -282,7 +282,9 @@ req POST /api/sql '{"sql": "SELECT tok_text(token), vec_len(vec) FROM ana_decode
 ok test "$code" = 200
 for s in "ATTACH '$W/x.db' AS x" "DELETE FROM ana_features" "PRAGMA query_only = 0" \
          "SELECT load_extension('$ROOT/saelite')" "CREATE TEMP TABLE t (x)" "SELECT 1; DELETE FROM ana_acts" \
-         "VACUUM INTO '$W/copy.db'"; do
+         "VACUUM INTO '$W/copy.db'" "SELECT hex(fts3_tokenizer('simple'))" \
+         "SELECT fts3_tokenizer('evil', x'4141414141414141')" "SELECT fts5(NULL)" \
+         "SELECT rtreenode(2, x'00')" "BEGIN" "SAVEPOINT s" "COMMIT" "ROLLBACK"; do
     req POST /api/sql "$(python3 -c 'import json,sys; print(json.dumps({"sql": sys.argv[1]}))' "$s")"
     okn "console refuses: $s" test "$code" = 400
     okn "console refusal is a JSON error: $s" is_json_error
