@@ -42,7 +42,8 @@ static int dial(void)
     return fd;
 }
 
-/* One request on fd; 0 for a 200 with its whole body read, -1 otherwise. */
+/* One request on fd; 0 for a 200 with its whole body read, -1 otherwise. Host is a loopback
+ * name: serve refuses any other (DNS rebinding). */
 static int one(int fd, const char *path, char *buf, size_t cap)
 {
     char rq[8192];
@@ -50,11 +51,11 @@ static int one(int fd, const char *path, char *buf, size_t cap)
     if (!strncmp(path, "POST ", 5)) { /* "POST PATH BODY" */
         const char *p = path + 5, *sp = strchr(p, ' ');
         if (!sp) return -1;
-        n = snprintf(rq, sizeof rq, "POST %.*s HTTP/1.1\r\nHost: bench\r\nContent-Type: "
+        n = snprintf(rq, sizeof rq, "POST %.*s HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
                      "application/json\r\nContent-Length: %zu\r\n\r\n%s", (int)(sp - p), p,
                      strlen(sp + 1), sp + 1);
     } else {
-        n = snprintf(rq, sizeof rq, "GET %s HTTP/1.1\r\nHost: bench\r\n\r\n", path);
+        n = snprintf(rq, sizeof rq, "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path);
     }
     if (n <= 0 || (size_t)n >= sizeof rq || write(fd, rq, (size_t)n) != n) return -1;
     size_t got = 0;

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -106,7 +107,7 @@ void srv_ctx_close(srv_ctx *c)
 /* ---- libmicrohttpd ------------------------------------------------------------------------ */
 typedef struct {
     char *target;   /* raw request target (mem_strdup) */
-    char *body;     /* POST body so far */
+    char *body;     /* request body so far (any method: srv_handle refuses a GET's) */
     size_t n;
     int too_big;    /* body above SRV_MAX_BODY: the rest is dropped, the answer is 413 */
     int seen;       /* the first call (headers only) has happened */
@@ -115,7 +116,85 @@ typedef struct {
 typedef struct {
     srv_ctx *ctx;
     volatile int64_t requests;
+    struct in_addr bind; /* the address listened on */
 } server;
+
+/* ---- requests refused on their headers ------------------------------------------------------ */
+typedef struct { const char *name; int n; const char *first; } hdr_count;
+static enum MHD_Result count_hdr(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    (void)kind;
+    hdr_count *h = cls;
+    if (key && !strcasecmp(key, h->name) && h->n++ == 0) h->first = value ? value : "";
+    return MHD_YES;
+}
+
+/* How many times header name came, and its first value (NULL when absent). */
+static int header(struct MHD_Connection *con, const char *name, const char **value)
+{
+    hdr_count h = {name, 0, NULL};
+    MHD_get_connection_values(con, MHD_HEADER_KIND, count_hdr, &h);
+    *value = h.first;
+    return h.n;
+}
+
+/* Host (as "name" or "name:port", "[v6]" or "[v6]:port") names this server without DNS: a
+ * loopback name or address, the address listened on, or, listening on 0.0.0.0, any IPv4
+ * address. A DNS name (other than localhost) is refused, so a page whose name an attacker
+ * rebinds to 127.0.0.1 cannot read the API (DNS rebinding). */
+static int host_ok(const char *host, struct in_addr bind)
+{
+    char name[64];
+    const char *end;
+    if (host[0] == '[') {
+        end = strchr(host, ']');
+        if (!end || (size_t)(end - host) - 1 >= sizeof name) return 0;
+        memcpy(name, host + 1, (size_t)(end - host) - 1);
+        name[end - host - 1] = 0;
+        end++;
+    } else {
+        end = host + strcspn(host, ":");
+        if ((size_t)(end - host) >= sizeof name) return 0;
+        memcpy(name, host, (size_t)(end - host));
+        name[end - host] = 0;
+    }
+    if (*end == ':') /* the port: digits (any: an ssh tunnel's local port differs from ours) */
+        for (end++; *end; end++)
+            if (*end < '0' || *end > '9') return 0;
+    if (*end) return 0;
+    struct in_addr a;
+    struct in6_addr a6;
+    if (host[0] == '[') return inet_pton(AF_INET6, name, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+    if (!strcasecmp(name, "localhost")) return 1;
+    if (inet_pton(AF_INET, name, &a) != 1) return 0;
+    return (ntohl(a.s_addr) >> 24) == 127 || a.s_addr == bind.s_addr || bind.s_addr == INADDR_ANY;
+}
+
+/* A refusal the headers decide (1 and *r), before any body is read: a Host that is not this
+ * server (421), an Origin other than the request's own, i.e. a cross-site page (403), Host or
+ * Content-Length given twice, or a body declared above SRV_MAX_BODY (413, unread). */
+static int refuse_early(const server *sv, struct MHD_Connection *con, srv_response *r)
+{
+    const char *host, *origin, *clen;
+    int nh = header(con, MHD_HTTP_HEADER_HOST, &host), no = header(con, "Origin", &origin),
+        nc = header(con, MHD_HTTP_HEADER_CONTENT_LENGTH, &clen);
+    if (nh > 1 || no > 1 || nc > 1)
+        return !srv_error(r, 400, "header %s given twice", nh > 1 ? "Host" : no > 1 ? "Origin"
+                                                                      : "Content-Length");
+    /* HTTP/1.1 requires Host (libmicrohttpd refuses its absence); an HTTP/1.0 client may omit it */
+    if (host && !host_ok(host, sv->bind))
+        return !srv_error(r, 421, "Host '%.80s' is not this server (use http://127.0.0.1:PORT/ or "
+                          "http://localhost:PORT/)", host);
+    if (origin && (!host || strncasecmp(origin, "http://", 7) || strcasecmp(origin + 7, host)))
+        return !srv_error(r, 403, "cross-origin request from '%.80s' refused", origin);
+    int64_t n;
+    if (clen && !srv_parse_int(clen, 0, INT64_MAX, &n))
+        return !srv_error(r, 400, "bad Content-Length '%.40s'", clen);
+    if (clen && n > SRV_MAX_BODY)
+        return !srv_error(r, 413, "request body above %d bytes", SRV_MAX_BODY);
+    return 0;
+}
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *con)
 {
@@ -163,12 +242,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
     if (!k) return MHD_NO; /* out of memory in on_uri */
     if (!k->seen) {
         /* headers only: answer on a later call, once any body is read (a response queued now
-           would make libmicrohttpd close the connection instead of keeping it alive) */
+           makes libmicrohttpd close the connection instead of keeping it alive, which is what
+           a refusal wants) */
         k->seen = 1;
-        return MHD_YES;
+        srv_response r;
+        if (!refuse_early(sv, con, &r)) return MHD_YES;
+        __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
+        enum MHD_Result ret = send_resp(con, &r);
+        srv_response_free(&r);
+        return ret;
     }
-    if (!strcmp(method, "POST") && *upload_size) {
-        /* body chunks arrive before the final call */
+    if (*upload_size) {
+        /* body chunks arrive before the final call; every method's body is read (one left
+           unread makes libmicrohttpd drop the connection without an answer) */
         if (!k->too_big && k->n + *upload_size <= SRV_MAX_BODY) {
             char *nb = mem_realloc(k->body, k->n + *upload_size + 1);
             if (!nb) return MHD_NO;
@@ -210,7 +296,7 @@ int srv_run(const srv_opts *o, srv_result *res)
     const char *host = o->host ? o->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
         return err_set(ERR_ARG, "serve: --host must be an IPv4 address, got '%s'", host);
-    server sv = {0};
+    server sv = {.bind = sa.sin_addr};
     int rc = srv_ctx_open(&sv.ctx, o, res);
     if (rc) return rc;
     struct MHD_Daemon *d = MHD_start_daemon(

@@ -894,6 +894,7 @@ int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)
     const char *p = rq->path ? rq->path : "";
     int get = !strcmp(m, "GET") || !strcmp(m, "HEAD"), post = !strcmp(m, "POST");
     if (!get && !post) return srv_error(out, 405, "method %.16s not allowed (GET, HEAD, POST)", m);
+    if (get && rq->body_len) return srv_error(out, 400, "a %s request takes no body", m);
     if (p[0] != '/') return srv_error(out, 400, "the path must start with '/'");
     if (strlen(p) > SRV_MAX_URL) return srv_error(out, 414, "path too long");
     int api = !strncmp(p, "/api/", 5);

@@ -9,10 +9,12 @@
  * JSON), independent of the HTTP library; serve/http.c feeds it from GNU libmicrohttpd, the
  * fuzz target fuzz/fuzz_serve.c and tests/test_serve.sh call it too.
  *
- * Safety: binds opts.host (127.0.0.1 by default); the database is opened read-only; only the
- * embedded assets are served (no part of a URL names a file); request bodies above
- * SRV_MAX_BODY, URLs above SRV_MAX_URL and headers above the connection memory limit are
- * refused with 4xx; every malformed request gets a 4xx with {"error": "..."}.
+ * Safety: binds opts.host (127.0.0.1 by default) and answers only requests whose Host is a
+ * loopback name or address or that address (no DNS rebinding) and whose Origin, when given,
+ * is the request's own (no cross-site requests; serve/http.c); the database is opened
+ * read-only; only the embedded assets are served (no part of a URL names a file); request
+ * bodies above SRV_MAX_BODY, URLs above SRV_MAX_URL and headers above the connection memory
+ * limit are refused with 4xx; every malformed request gets a 4xx with {"error": "..."}.
  *
  * Ownership: srv_ctx owns its store handle and model; srv_response.owned is mem_alloc'd (free
  * it with srv_response_free). Errors: err.h codes (srv_run: ERR_IO when the port cannot be

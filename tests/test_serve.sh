@@ -362,6 +362,41 @@ code=$(curl -s -o "$W/body" -w '%{http_code}' "$URL/api/features?dict=1&$(head -
 okn "a request target above 2 KiB is refused" test "$code" -ge 400 -a "$code" -lt 500
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 70000 /dev/zero | tr '\0' 'h')" "$URL/")
 okn "headers above the connection memory limit are refused (got $code)" test "$code" -ge 400 -a "$code" -lt 500
+# DNS rebinding and cross-site requests: Host must name this server without DNS (421), an
+# Origin must be the request's own (403); refused before any body is read
+hreq() { code=$(curl -s -o "$W/body" -w '%{http_code}' -m 10 "$@"); }
+for h in "attacker.example:$PORT" attacker.example "localhost.attacker.example:$PORT" "10.0.0.1:$PORT" \
+         "127.0.0.1:$PORT:1" "[::2]:$PORT"; do
+    hreq -H "Host: $h" "$URL/api/info"
+    okn "Host $h refused (got $code)" test "$code" = 421; ok is_json_error
+done
+for h in "localhost:$PORT" "LOCALHOST:$PORT" "127.0.0.1" "127.3.2.1:$PORT" "[::1]:$PORT"; do
+    hreq -H "Host: $h" "$URL/api/info"; okn "Host $h accepted (got $code)" test "$code" = 200
+done
+for o in http://attacker.example "http://attacker.example:$PORT" null "https://127.0.0.1:$PORT" \
+         "http://localhost:$PORT"; do
+    for p in /api/sql /api/steer; do
+        hreq -X POST -H "Origin: $o" -H 'Content-Type: text/plain' --data-binary '{"sql": "SELECT 1"}' "$URL$p"
+        okn "POST $p from Origin $o refused (got $code)" test "$code" = 403; ok is_json_error
+    done
+done
+hreq -H "Origin: http://attacker.example" "$URL/api/info"; okn "GET from another Origin refused" test "$code" = 403
+hreq -X POST -H "Origin: $URL" --data-binary '{"sql": "SELECT 1"}' "$URL/api/sql"
+okn "POST from the server's own Origin accepted (got $code)" test "$code" = 200
+# bodies on methods that take none: answered (405 / 400), not dropped
+for m in PUT DELETE PATCH; do
+    hreq -X $m --data-binary x "$URL/api/sql"; okn "$m with a body -> 405 (got $code)" test "$code" = 405; ok is_json_error
+done
+hreq -X GET --data-binary '{}' "$URL/api/info"; okn "GET with a body -> 400 (got $code)" test "$code" = 400; ok is_json_error
+hreq -X GET -H 'Transfer-Encoding: chunked' --data-binary '{}' "$URL/api/info"
+okn "chunked GET with a body -> 400 (got $code)" test "$code" = 400; ok is_json_error
+# Content-Length: one, at most SRV_MAX_BODY (refused from the header, the body never sent)
+t0=$(date +%s.%N)
+hreq -X POST -H 'Content-Length: 1000000000' --data-binary x "$URL/api/sql"
+okn "a body declared at 1 GB is refused (413, got $code)" test "$code" = 413; ok is_json_error
+okn "... at once" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 3) }'
+hreq -X POST -H 'Content-Length: 5' -H 'Content-Length: 6' --data-binary xxxxx "$URL/api/sql"
+okn "two Content-Length headers -> 400 (got $code)" test "$code" = 400; ok is_json_error
 # the embedded files, and only those
 req GET /app.js; ok test "$code" = 200
 ok cmp -s "$W/body" "$ROOT/serve/assets/app.js"
