@@ -84,11 +84,12 @@ void srv_response_free(srv_response *r)
     if (r) r->owned = NULL;
 }
 
-/* A store or library error as JSON: 400 for bad input the store refused, 500 otherwise. */
+/* A store or library error as JSON: 400 for bad input the store refused, 500 otherwise (an
+ * ERR_SQL from the server's own queries is the server's failure, e.g. a damaged database; the
+ * console's, the user's SQL, is mapped to 400 by api_sql). */
 static int fail(srv_response *out, int rc)
 {
-    int status = rc == ERR_ARG ? 400 : rc == ERR_NOTFOUND ? 404 : rc == ERR_ABORTED ? 408
-               : rc == ERR_SQL ? 400 : 500;
+    int status = rc == ERR_ARG ? 400 : rc == ERR_NOTFOUND ? 404 : rc == ERR_ABORTED ? 408 : 500;
     return srv_error(out, status, "%s", err_msg());
 }
 
@@ -103,6 +104,13 @@ cJSON *srv_json_str(const char *s, size_t n)
     cJSON *j = cJSON_CreateString(o);
     if (o != small) mem_free(o);
     return j;
+}
+
+/* s under key as valid UTF-8: for request text and file names echoed in a response. */
+static void add_clean(cJSON *j, const char *key, const char *s)
+{
+    cJSON *x = srv_json_str(s, strlen(s));
+    if (x) cJSON_AddItemToObject(j, key, x);
 }
 
 static cJSON *val_json(const store_val *v)
@@ -286,12 +294,12 @@ static int api_info(srv_ctx *c, const srv_request *rq, srv_response *out)
         cJSON_Delete(j);
         return fail(out, rc);
     }
-    cJSON_AddStringToObject(j, "path", store_srv_path(c->st));
+    add_clean(j, "path", store_srv_path(c->st));
     cJSON_AddStringToObject(j, "search", store_srv_fts5(c->st) ? "fts5" : "like");
     cJSON_AddBoolToObject(j, "test", c->model != NULL);
     if (c->model) {
         cJSON_AddNumberToObject(j, "test_dict", (double)c->test_dict);
-        cJSON_AddStringToObject(j, "test_sae", srv_model_sae(c->model));
+        add_clean(j, "test_sae", srv_model_sae(c->model));
         cJSON_AddNumberToObject(j, "test_max_tokens", srv_model_ctx(c->model));
     }
     cJSON_AddBoolToObject(j, "steering", c->model != NULL);
@@ -427,7 +435,7 @@ static int api_search(srv_ctx *c, const srv_request *rq, srv_response *out)
         cJSON_Delete(j);
         return fail(out, rc);
     }
-    cJSON_AddStringToObject(j, "q", q);
+    add_clean(j, "q", q);
     return respond_json(out, 200, j);
 }
 
@@ -448,7 +456,7 @@ static int api_token(srv_ctx *c, const srv_request *rq, srv_response *out)
         cJSON_Delete(j);
         return fail(out, rc);
     }
-    cJSON_AddStringToObject(j, "text", t);
+    add_clean(j, "text", t);
     return respond_json(out, 200, j);
 }
 
@@ -685,7 +693,7 @@ static int api_sql(srv_ctx *c, const srv_request *rq, srv_response *out)
     }
     if (rc) {
         cJSON_Delete(j);
-        return fail(out, rc);
+        return rc == ERR_SQL ? srv_error(out, 400, "%s", err_msg()) : fail(out, rc);
     }
     cJSON_AddBoolToObject(j, "truncated", truncated);
     cJSON_AddNumberToObject(j, "max_rows", SRV_SQL_ROWS);

@@ -204,6 +204,10 @@ req GET "/api/token?dict=1&limit=500&text=$(python3 -c "import urllib.parse,sys;
 ok test "$code" = 200
 ok test "$(js "sum(f['n'] for f in j['features'])")" = \
     "$(q "SELECT count(*) FROM ana_acts WHERE dict_id = 1 AND token IN (SELECT token FROM ana_vocab WHERE text IN (CAST('$TOK' AS BLOB), CAST(' $TOK' AS BLOB)))")"
+# request text echoed back is valid UTF-8 (U+FFFD for a stray byte), not the raw bytes
+utf8_body() { python3 -c "import json,sys; j=json.loads(open('$W/body','rb').read().decode('utf-8')); sys.exit(0 if j[sys.argv[1]] == '\ufffd' else 1)" "$1"; }
+req GET "/api/search?q=%FF"; okn "search echoes q=%FF as U+FFFD" utf8_body q
+req GET "/api/token?dict=1&text=%FF"; okn "token echoes text=%FF as U+FFFD" utf8_body text
 req GET /api/queries; ok test "$code" = 200
 ok test "$(js "len(j)")" = 21
 # test your text
@@ -465,6 +469,12 @@ req GET "/report/1/$F.png"; ok test "$code" = 404; ok is_json_error
 req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard'], j['effect'], j['effect_logits']")" = "None None []"
 req GET "/api/features?dict=1&sort=mean_kl&limit=2"; ok test "$(js "[f['mean_kl'] for f in j['features']]")" = "[None, None]"
 req GET /api/dicts; ok test "$(js "[d['effects'] for d in j['dicts']]")" = "[0, 0]"
+# the database emptied under it: serve's own queries fail on the server's side (500), while the
+# console's SQL stays the user's (400)
+: > "$W/old.db"
+req GET /api/dicts; okn "a query on a damaged database: 500 (got $code)" test "$code" = 500; ok is_json_error
+req GET "/api/feature/1/$F"; okn "... the feature API too (got $code)" test "$code" = 500
+req GET "/api/sql?q=SELECT%20nosuch%20FROM%20x"; okn "... the console's SQL error: 400 (got $code)" test "$code" = 400
 kill -INT $SPID; wait $SPID; SPID=""
 
 if [ $skip -gt 0 ]; then echo "test_serve: $pass passed, $fail failed, $skip skipped"
