@@ -625,7 +625,19 @@ static cJSON *body_json(const srv_request *rq, srv_response *out)
         srv_error(out, 413, "request body above %d bytes", SRV_MAX_BODY);
         return NULL;
     }
-    cJSON *j = cJSON_ParseWithLength(rq->body ? rq->body : "", rq->body_len);
+    /* cJSON keeps strings NUL-terminated: a NUL in one (raw or \u0000) would cut it silently,
+       so "select 1\u0000; drop ..." would run as "select 1". In valid JSON a backslash only
+       starts an escape inside a string, so a scan of the escapes finds every \u0000. */
+    const char *b = rq->body ? rq->body : "";
+    for (size_t i = 0; i < rq->body_len; i++) {
+        if (!b[i] || (b[i] == '\\' && i + 5 < rq->body_len && b[i + 1] == 'u' &&
+                      !memcmp(b + i + 2, "0000", 4))) {
+            srv_error(out, 400, "the body has a NUL character (\\u0000), which no field may hold");
+            return NULL;
+        }
+        if (b[i] == '\\') i++; /* the escaped character */
+    }
+    cJSON *j = cJSON_ParseWithLength(b, rq->body_len);
     if (!j || !cJSON_IsObject(j)) {
         cJSON_Delete(j);
         srv_error(out, 400, "the body must be a JSON object");

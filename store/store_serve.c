@@ -533,6 +533,20 @@ static int con_authorize(void *u, int action, const char *a, const char *b, cons
     return r;
 }
 
+/* p past whitespace, ';' and comments ("--" to the end of the line; a block comment, which
+   SQLite lets run to the end of the text unterminated): at the end when nothing else follows. */
+static const char *skip_blank(const char *p)
+{
+    for (;;) {
+        if (*p && strchr(" \t\n\r\f\v;", *p)) p++;
+        else if (p[0] == '-' && p[1] == '-') p += strcspn(p, "\n");
+        else if (p[0] == '/' && p[1] == '*') {
+            const char *e = strstr(p + 2, "*/");
+            p = e ? e + 2 : p + strlen(p);
+        } else return p;
+    }
+}
+
 int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_ms,
                       store_srv_row_fn fn, void *user, int *truncated)
 {
@@ -561,8 +575,7 @@ int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_m
         rc = err_set(ERR_ARG, "no SQL statement given");
         goto done;
     }
-    while (tail && (*tail == ' ' || *tail == '\n' || *tail == '\t' || *tail == '\r' || *tail == ';'))
-        tail++;
+    if (tail) tail = skip_blank(tail);
     if (tail && *tail) {
         rc = err_set(ERR_ARG, "one statement at a time (more SQL follows: %.40s)", tail);
         goto done;

@@ -294,6 +294,20 @@ for s in "ATTACH '$W/x.db' AS x" "DELETE FROM ana_features" "PRAGMA query_only =
     okn "console refusal is a JSON error: $s" is_json_error
 done
 ok test ! -e "$W/x.db" -a ! -e "$W/copy.db"
+# one statement, then only whitespace, ';' and comments
+for s in "SELECT 1; -- comment" "SELECT 1; /* c */" "SELECT 1 /* unterminated" $'SELECT 1;\n-- a\n/* b */ ;\n'; do
+    req POST /api/sql "$(python3 -c 'import json,sys; print(json.dumps({"sql": sys.argv[1]}))' "$s")"
+    okn "console runs: $s (got $code)" test "$code" = 200
+done
+for s in $'SELECT 1; -- c\nSELECT 2' "SELECT 1; /* c */ DELETE FROM ana_acts"; do
+    req POST /api/sql "$(python3 -c 'import json,sys; print(json.dumps({"sql": sys.argv[1]}))' "$s")"
+    okn "console refuses a second statement: $s (got $code)" test "$code" = 400
+done
+# a NUL in a JSON string would cut the C string: refused, not run as "select 1"
+req POST /api/sql '{"sql": "select 1\u0000; drop table x"}'
+okn "a body with \\u0000 is refused (got $code)" test "$code" = 400; ok is_json_error
+req POST /api/sql '{"sql": "select '"'\\\\u0000'"' AS x"}'
+okn "an escaped backslash before u0000 is text (got $code)" test "$code" = 200
 t0=$(date +%s.%N)
 req POST /api/sql '{"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"}'
 okn "a query that never ends is stopped (408)" test "$code" = 408
