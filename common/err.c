@@ -18,6 +18,7 @@ static const char *const err_names[ERR__COUNT] = {
     [ERR_ABORTED] = "aborted",
     [ERR_NOTFOUND] = "not found",
     [ERR_VERSION] = "unsupported version",
+    [ERR_BUSY] = "busy",
 };
 
 /* Copy src into dst (capacity cap) with control characters escaped, so a message quoting a

@@ -22,6 +22,7 @@ enum err_code {
     ERR_ABORTED,  /* a hook or the user asked to stop */
     ERR_NOTFOUND, /* a named thing (tensor, hook, SAE, file) does not exist */
     ERR_VERSION,  /* a file or database of an unsupported version */
+    ERR_BUSY,     /* a shared resource is in use; try again (serve's SQL console) */
     ERR__COUNT
 };
 

@@ -89,7 +89,8 @@ void srv_response_free(srv_response *r)
  * console's, the user's SQL, is mapped to 400 by api_sql). */
 static int fail(srv_response *out, int rc)
 {
-    int status = rc == ERR_ARG ? 400 : rc == ERR_NOTFOUND ? 404 : rc == ERR_ABORTED ? 408 : 500;
+    int status = rc == ERR_ARG ? 400 : rc == ERR_NOTFOUND ? 404 : rc == ERR_ABORTED ? 408
+               : rc == ERR_BUSY ? 503 : 500;
     return srv_error(out, status, "%s", err_msg());
 }
 

@@ -316,6 +316,21 @@ req POST /api/sql '{"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x 
 ok test "$code" = 200
 ok test "$(js "len(j['rows']), j['truncated']")" = "1000 True"
 req POST /api/sql '{"sql": "PRAGMA table_info(ana_dicts)"}'; ok test "$code" = 200
+# one slow opcode: SQLite's instr was quadratic (12.8 s here, past the deadline); the console's
+# is linear, and computes what SQLite's does
+t0=$(date +%s.%N)
+req GET "/api/sql?q=$(python3 -c "import urllib.parse; print(urllib.parse.quote(\"SELECT instr(printf('%.*c', 10000000, 'a'), printf('%.*c', 100000, 'a') || 'b')\"))")"
+okn "instr of 10 MB and 100 KB (got $code)" test "$code" = 200
+okn "... in well under its time limit" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 2) }'
+INSTR="SELECT instr('héllo wörld', 'w'), instr('ééé', 'é'), instr(x'00010203', x'0203'), instr('abc', ''), instr(NULL, 'a'), instr('aaa', 'aaaa'), instr(12345, 34), instr(CAST(x'c3a9c3' AS TEXT), CAST(x'a9' AS TEXT))"
+req POST /api/sql "$(python3 -c 'import json,sys; print(json.dumps({"sql": sys.argv[1]}))' "$INSTR")"
+okn "console instr equals SQLite's" test "$(js "j['rows'][0]")" = "$(python3 -c 'import sqlite3,sys; print(list(sqlite3.connect(":memory:").execute(sys.argv[1]).fetchone()))' "$INSTR")"
+# a busy console answers the next console request at once (503), static files are not held up
+curl -s -o /dev/null -X POST --data-binary '{"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"}' "$URL/api/sql" &
+BUSY=$!
+sleep 0.5
+req GET "/api/sql?q=SELECT%201"; okn "a second console request while one runs: 503 (got $code)" test "$code" = 503; ok is_json_error
+wait $BUSY
 # memory: SQLite's heap is capped (256 MB past the open); 4 x 200 MB blobs in one row would need 800
 hwm() { awk '/VmHWM/ {print $2}' /proc/$SPID/status; }
 hwm0=$(hwm)
