@@ -34,7 +34,9 @@ int cmd_serve(int argc, char **argv)
         {"--host", ARG_STR, &o.host, "address to listen on", ARG_DEFAULT("127.0.0.1")},
         {"--port", ARG_INT, &o.port, "port (0: any free one)", ARG_RANGE(0, 65535),
          ARG_DEFAULT("8080")},
-        {"--threads", ARG_INT, &o.threads, "worker threads", ARG_RANGE(1, 64), ARG_DEFAULT("4")},
+        {"--threads", ARG_INT, &o.threads,
+         "connections at most, each with its own thread (a slow request holds only its own)",
+         ARG_RANGE(8, 4096), ARG_DEFAULT("256")},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;

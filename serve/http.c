@@ -25,7 +25,7 @@ void srv_defaults(srv_opts *o)
     memset(o, 0, sizeof *o);
     o->host = "127.0.0.1";
     o->port = 8080;
-    o->threads = 4;
+    o->threads = 256;
 }
 
 /* The newest analysed SAE whose directory exists (for --model without --sae). */
@@ -300,13 +300,17 @@ int srv_run(const srv_opts *o, srv_result *res)
     int rc = srv_ctx_open(&sv.ctx, o, res);
     if (rc) return rc;
     struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, on_request, &sv,
+        /* a thread per connection: a slow handler (a steering run, a console query) holds only
+           its own connection's thread; with a pool of 4, each thread's other connections, and
+           new ones once all 4 were busy, waited behind it (/app.js 1.8 s behind 6 steering
+           requests here, 9.4 s in an audit); the connection limit bounds the threads */
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        NULL, on_request, &sv,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o->threads > 0 ? o->threads : 1),
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
         MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-        MHD_OPTION_CONNECTION_LIMIT, 256u,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->threads > 0 ? o->threads : 256),
         MHD_OPTION_CONNECTION_TIMEOUT, 30u,
         MHD_OPTION_END);
     if (!d) {

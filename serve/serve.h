@@ -49,7 +49,7 @@ typedef struct {
                               pages (NULL: none) */
     const char *host;      /* address to bind (default "127.0.0.1") */
     int port;              /* default 8080; 0 picks a free port */
-    int threads;           /* worker threads (default 4) */
+    int threads;           /* connections at most, each served by its own thread (default 256) */
     volatile int *stop;    /* polled; non-zero stops the server */
     /* called once the server listens (the URL to open; res so far); may be NULL */
     void (*on_ready)(void *user, const char *url, const struct srv_result *res);
