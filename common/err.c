@@ -2,7 +2,10 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <string.h>
+
+#include "common/utf8.h"
 
 static _Thread_local char err_buf[1024];
 
@@ -23,23 +26,30 @@ static const char *const err_names[ERR__COUNT] = {
 
 /* Copy src into dst (capacity cap) with control characters escaped, so a message quoting a
  * name read from a file (a tensor name with a newline, say) stays one line and cannot forge
- * log lines. Backslashes are kept as they are: paths stay readable. */
+ * log lines. Bytes that are not UTF-8, and C1 controls (U+0080..U+009F, 0x9b is a terminal's
+ * CSI), are escaped as \xNN too: a damaged schema's name printed raw bytes to the terminal.
+ * Backslashes are kept as they are: paths stay readable. */
 static void escape_into(char *dst, size_t cap, const char *src)
 {
     static const char hex[] = "0123456789abcdef";
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+    size_t o = 0, n = strlen(src);
+    const unsigned char *p = (const unsigned char *)src, *end = p + n;
+    while (p < end) {
         char e[5];
-        size_t k = 0;
+        size_t k = 0, step = 1;
+        uint32_t cp = 0;
+        size_t u = *p >= 0x80 ? utf8_decode(p, (size_t)(end - p), &cp) : 0;
         if (*p == '\n') { e[0] = '\\'; e[1] = 'n'; k = 2; }
         else if (*p == '\r') { e[0] = '\\'; e[1] = 'r'; k = 2; }
         else if (*p == '\t') { e[0] = '\\'; e[1] = 't'; k = 2; }
-        else if (*p < 0x20 || *p == 0x7f) {
+        else if (*p < 0x20 || *p == 0x7f || (*p >= 0x80 && (!u || cp < 0xa0))) {
             e[0] = '\\'; e[1] = 'x'; e[2] = hex[*p >> 4]; e[3] = hex[*p & 15]; k = 4;
-        } else { e[0] = (char)*p; k = 1; }
-        if (o + k >= cap) break; /* truncate, never split an escape */
+        } else if (u) { memcpy(e, p, u); k = step = u; }
+        else { e[0] = (char)*p; k = 1; }
+        if (o + k >= cap) break; /* truncate, never split an escape or a character */
         memcpy(dst + o, e, k);
         o += k;
+        p += step;
     }
     dst[o] = 0;
 }

@@ -48,6 +48,10 @@ static void test_err(void)
     CHECK(!strcmp(err_msg(), copy), "%s", err_msg());
     err_set(ERR_FORMAT, "C:\\dir \xc3\xa9");
     CHECK(!strcmp(err_msg(), "C:\\dir \xc3\xa9"), "%s", err_msg());
+    /* bytes that are not UTF-8 (a stray 0xff, a cut sequence) and C1 controls (CSI 0x9b as
+       U+009B) are escaped; valid multi-byte characters pass whole */
+    err_set(ERR_FORMAT, "t '%s'", "a\xff\xc3\xc2\x9b\xe2\x82\xac\xf0\x9f");
+    CHECK(!strcmp(err_msg(), "t 'a\\xff\\xc3\\xc2\\x9b\xe2\x82\xac\\xf0\\x9f'"), "%s", err_msg());
     /* a long message of newlines is truncated without splitting an escape */
     char many[1500];
     memset(many, '\n', sizeof many - 1);
