@@ -33,19 +33,76 @@ static float half_to_float(uint16_t h)
     return out;
 }
 
-/* Find `'key':` in the header dict and return a pointer just past the colon. */
-static const char *dict_value(const char *hdr, const char *key)
+/* The header dict, parsed as strictly as NumPy's reader takes it: {'descr': STR,
+ * 'fortran_order': True|False, 'shape': (INT, ...)}, each key once and no other (NumPy
+ * refuses other keys; with a key twice it keeps the last, where a first-match search kept the
+ * first: another dtype than NumPy's), only spaces and a newline after the '}'. *v receives
+ * where each value starts. An error message names path and the problem. */
+static const char *skip_ws(const char *p)
 {
-    char pat[32];
-    snprintf(pat, sizeof pat, "'%s'", key);
-    const char *p = strstr(hdr, pat);
-    if (!p) return NULL;
-    p += strlen(pat);
-    while (*p == ' ') p++;
-    if (*p != ':') return NULL;
-    p++;
-    while (*p == ' ') p++;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
     return p;
+}
+
+static int parse_dict(const char *path, const char *hdr, const char *v[3])
+{
+    static const char *const keys[3] = {"descr", "fortran_order", "shape"};
+    v[0] = v[1] = v[2] = NULL;
+    const char *p = skip_ws(hdr);
+    if (*p++ != '{') return err_set(ERR_FORMAT, "%s: the .npy header is not a dict", path);
+    for (;;) {
+        p = skip_ws(p);
+        if (*p == '}') break;
+        char q = *p;
+        if (q != '\'' && q != '"') return err_set(ERR_FORMAT, "%s: malformed .npy header dict", path);
+        const char *k = ++p, *ke = strchr(k, q);
+        if (!ke) return err_set(ERR_FORMAT, "%s: malformed .npy header dict", path);
+        int i = 0;
+        while (i < 3 && ((size_t)(ke - k) != strlen(keys[i]) || strncmp(k, keys[i], (size_t)(ke - k)))) i++;
+        if (i == 3)
+            return err_set(ERR_FORMAT, "%s: unexpected key '%.*s' in the .npy header", path,
+                           (int)(ke - k > 40 ? 40 : ke - k), k);
+        if (v[i]) return err_set(ERR_FORMAT, "%s: key '%s' twice in the .npy header", path, keys[i]);
+        p = skip_ws(ke + 1);
+        if (*p++ != ':') return err_set(ERR_FORMAT, "%s: malformed .npy header dict", path);
+        p = skip_ws(p);
+        v[i] = p;
+        if (*p == '\'' || *p == '"') { /* a string */
+            const char *e = strchr(p + 1, *p);
+            if (!e) return err_set(ERR_FORMAT, "%s: malformed .npy header dict", path);
+            p = e + 1;
+        } else if (!strncmp(p, "True", 4) || !strncmp(p, "False", 5)) {
+            p += *p == 'T' ? 4 : 5;
+        } else if (*p == '(') { /* whole numbers (a Python 2 writer's 3L too), commas */
+            for (p++;; ) {
+                p = skip_ws(p);
+                if (*p == ')') break;
+                if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9'))
+                    return err_set(ERR_FORMAT, "%s: bad shape in .npy header", path);
+                while (*p >= '0' && *p <= '9') p++;
+                if (*p == 'L') p++;
+                p = skip_ws(p);
+                if (*p == ',') p++;
+                else if (*p != ')') return err_set(ERR_FORMAT, "%s: bad shape in .npy header", path);
+            }
+            p++;
+        } else if (*p == '[' || *p == '{') { /* a structured dtype: reported by bad_dtype */
+            if (i != 0) return err_set(ERR_FORMAT, "%s: malformed .npy header dict", path);
+            p += strlen(p); /* nothing after it is read: bad_dtype refuses it */
+            break;
+        } else {
+            return err_set(ERR_FORMAT, "%s: malformed value of '%s' in the .npy header", path, keys[i]);
+        }
+        p = skip_ws(p);
+        if (*p == ',') p++;
+        else if (*p != '}') return err_set(ERR_FORMAT, "%s: malformed .npy header dict", path);
+    }
+    if (*p == '}' && *skip_ws(p + 1))
+        return err_set(ERR_FORMAT, "%s: bytes after the .npy header dict", path);
+    if (v[0] && (*v[0] == '[' || *v[0] == '{')) return OK; /* bad_dtype names it */
+    if (!v[0] || !v[1] || !v[2])
+        return err_set(ERR_FORMAT, "%s: .npy header lacks descr/fortran_order/shape", path);
+    return OK;
 }
 
 /* The descr value as written ('>f4', '|O', or a structured dtype's list), and what is wrong
@@ -111,9 +168,9 @@ static int npy_open(const char *path, FILE **fp, enum npy_kind *kind, int *ndim,
     }
     hdr[hlen] = 0;
     int rc = OK;
-    const char *d = dict_value(hdr, "descr"), *fo = dict_value(hdr, "fortran_order"),
-               *sh = dict_value(hdr, "shape");
-    if (!d || !fo || !sh) { rc = err_set(ERR_FORMAT, "%s: .npy header lacks descr/fortran_order/shape", path); goto out; }
+    const char *v[3];
+    if ((rc = parse_dict(path, hdr, v))) goto out;
+    const char *d = v[0], *fo = v[1], *sh = v[2];
     if (!strncmp(d, "'<f4'", 5)) *kind = NPY_F4;
     else if (!strncmp(d, "'<f2'", 5)) *kind = NPY_F2;
     else if (!strncmp(d, "'<f8'", 5)) *kind = NPY_F8;
@@ -133,6 +190,7 @@ static int npy_open(const char *path, FILE **fp, enum npy_kind *kind, int *ndim,
         long long v = strtoll(sh, &end, 10);
         if (end == sh || v < 0 || errno || *ndim >= NPY_MAX_DIMS) { rc = err_set(ERR_FORMAT, "%s: bad shape in .npy header", path); goto out; }
         shape[(*ndim)++] = v;
+        if (*end == 'L') end++; /* a Python 2 writer's long */
         /* the byte count (8-byte elements at most) must fit in int64 */
         if (ck_mul_i64(n, v, &n) || n > INT64_MAX / 8) {
             rc = err_set(ERR_FORMAT, "%s: .npy shape too large (its element count overflows 64 bits at "

@@ -128,6 +128,42 @@ static void test_npy(void)
     CHECK(nd == 1 && got_shape[0] == 3 && l && l[2] == 50256 && l[1] == -1);
     mem_free(l);
 
+    /* the header dict as strictly as NumPy reads it: a key twice (NumPy keeps the last, a
+       first-match search kept the first: another dtype), an unknown key, text after the dict,
+       a shape number with a leading zero are refused; a Python 2 writer's 2L and double
+       quotes are read */
+    static const char *const hdrs[] = {
+        "{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (2,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'extra': 1, }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), } x",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (02,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (+2,), }",
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2L,), }",
+        "{\"descr\": '<f4', \"fortran_order\": False, \"shape\": (2,)}"};
+    static const char *const why[] = {"key 'descr' twice", "unexpected key 'extra'",
+                                      "bytes after the .npy header dict", "bad shape", "bad shape",
+                                      NULL, NULL};
+    for (int i = 0; i < 7; i++) {
+        char h[256];
+        int n = snprintf(h, sizeof h, "%s", hdrs[i]);
+        while ((10 + n + 1) % 64) h[n++] = ' ';
+        h[n++] = '\n';
+        f = fopen(path, "wb");
+        unsigned char pre2[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)n, 0};
+        float two[2] = {1.5f, -2};
+        fwrite(pre2, 1, 10, f);
+        fwrite(h, 1, (size_t)n, f);
+        fwrite(two, sizeof two, 1, f);
+        fclose(f);
+        y = NULL;
+        int rc = npy_read(path, &y, &nd, got_shape);
+        if (why[i])
+            CHECK(rc == ERR_FORMAT && strstr(err_msg(), why[i]), "header %d: %d %s", i, rc, err_msg());
+        else
+            CHECK(rc == OK && nd == 1 && got_shape[0] == 2 && y[1] == -2, "header %d: %s", i, err_msg());
+        mem_free(y);
+    }
+
     /* garbage and truncation are refused, never read out of bounds */
     f = fopen(path, "wb");
     fputs("\x93NUMPY\x01\x00\x40\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1000,), }", f);
