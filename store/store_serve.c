@@ -295,6 +295,56 @@ static void fn_instr(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_value_free(n);
 }
 
+/* replace(X, Y, Z) as SQLite's own computes it, in linear time: SQLite's compares Y at every
+   position of X (2 MB by a 20 KB Y took 0.54 s; 10 MB by 100 KB about 13 s, inside one opcode
+   that the console's deadline cannot stop). Non-overlapping matches of Y's bytes, left to
+   right; NULL when any argument is NULL; X itself (its value, type kept) when Y is empty or
+   starts with a NUL byte, as SQLite's returns it; an output past SQLITE_LIMIT_LENGTH is
+   SQLite's "string or blob too big". */
+static void fn_replace(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    (void)argc;
+    const unsigned char *x = sqlite3_value_text(argv[0]);
+    if (!x) return;
+    int nx = sqlite3_value_bytes(argv[0]);
+    const unsigned char *y = sqlite3_value_text(argv[1]);
+    if (!y) return;
+    if (!y[0]) {
+        sqlite3_result_value(ctx, argv[0]);
+        return;
+    }
+    int ny = sqlite3_value_bytes(argv[1]);
+    const unsigned char *z = sqlite3_value_text(argv[2]);
+    if (!z) return;
+    int nz = sqlite3_value_bytes(argv[2]);
+    int64_t hits = 0;
+    for (const unsigned char *p = x, *end = x + nx; end - p >= ny; p += ny, hits++)
+        if (!(p = memmem(p, (size_t)(end - p), y, (size_t)ny))) break;
+    int64_t nout = (int64_t)nx + hits * ((int64_t)nz - ny);
+    if (nout > sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LENGTH, -1)) {
+        sqlite3_result_error_toobig(ctx);
+        return;
+    }
+    unsigned char *out = sqlite3_malloc64((sqlite3_uint64)nout + 1), *o = out;
+    if (!out) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    const unsigned char *p = x, *end = x + nx;
+    for (int64_t h = 0; h < hits; h++) {
+        const unsigned char *m = memmem(p, (size_t)(end - p), y, (size_t)ny);
+        memcpy(o, p, (size_t)(m - p));
+        o += m - p;
+        memcpy(o, z, (size_t)nz);
+        o += nz;
+        p = m + ny;
+    }
+    memcpy(o, p, (size_t)(end - p));
+    o += end - p;
+    *o = 0;
+    sqlite3_result_text64(ctx, (const char *)out, (sqlite3_uint64)(o - out), sqlite3_free, SQLITE_UTF8);
+}
+
 /* The SAE registry stand-ins, where the database has none. */
 static int sae_standins(store_srv *s, sqlite3 *db)
 {
@@ -341,6 +391,9 @@ int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
     if (!rc && sqlite3_create_function(s->con, "instr", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC |
                                        SQLITE_INNOCUOUS, NULL, fn_instr, NULL, NULL) != SQLITE_OK)
         rc = sqlerr(s, s->con, "registering instr");
+    if (!rc && sqlite3_create_function(s->con, "replace", 3, SQLITE_UTF8 | SQLITE_DETERMINISTIC |
+                                       SQLITE_INNOCUOUS, NULL, fn_replace, NULL, NULL) != SQLITE_OK)
+        rc = sqlerr(s, s->con, "registering replace");
     for (int i = 0; i < NCONN && !rc; i++) rc = sae_standins(s, s->c[i].db);
     if (!rc) rc = sae_standins(s, s->con);
     if (rc) goto fail;

@@ -325,6 +325,16 @@ okn "... in well under its time limit" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEG
 INSTR="SELECT instr('héllo wörld', 'w'), instr('ééé', 'é'), instr(x'00010203', x'0203'), instr('abc', ''), instr(NULL, 'a'), instr('aaa', 'aaaa'), instr(12345, 34), instr(CAST(x'c3a9c3' AS TEXT), CAST(x'a9' AS TEXT))"
 req POST /api/sql "$(python3 -c 'import json,sys; print(json.dumps({"sql": sys.argv[1]}))' "$INSTR")"
 okn "console instr equals SQLite's" test "$(js "j['rows'][0]")" = "$(python3 -c 'import sqlite3,sys; print(list(sqlite3.connect(":memory:").execute(sys.argv[1]).fetchone()))' "$INSTR")"
+# replace too: SQLite's compares its pattern at every position (2 MB by 20 KB: 0.54 s)
+t0=$(date +%s.%N)
+req GET "/api/sql?q=$(python3 -c "import urllib.parse; print(urllib.parse.quote(\"SELECT length(replace(printf('%.*c', 10000000, 'a'), printf('%.*c', 100000, 'a') || 'b', 'x'))\"))")"
+okn "replace of 10 MB by 100 KB (got $code)" test "$code" = 200
+okn "... in well under its time limit" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 2) }'
+REPL="SELECT replace('héllo wörld', 'ö', 'oe'), replace('aaaa', 'aa', 'b'), replace('aaa', 'aa', 'aaaa'), hex(replace(x'00010203', x'0102', x'ff')), replace('abc', '', 'x'), typeof(replace(12345, '', 'x')), replace(NULL, 'a', 'b'), replace('a', NULL, 'b'), replace('a', 'a', NULL), replace(12345, 34, 'x'), replace('abc', CAST(x'0062' AS TEXT), 'x'), replace('abab', 'ab', ''), replace('x', 'xyz', 'q')"
+req POST /api/sql "$(python3 -c 'import json,sys; print(json.dumps({"sql": sys.argv[1]}))' "$REPL")"
+okn "console replace equals SQLite's" test "$(js "j['rows'][0]")" = "$(python3 -c 'import sqlite3,sys; print(list(sqlite3.connect(":memory:").execute(sys.argv[1]).fetchone()))' "$REPL")"
+req GET "/api/sql?q=$(python3 -c "import urllib.parse; print(urllib.parse.quote(\"SELECT length(replace(printf('%.*c', 200000000, 'a'), 'a', 'aa'))\"))")"
+okn "replace past SQLite's length limit is SQLite's error, not a crash (got $code)" test "$code" = 400
 # a busy console answers the next console request at once (503), static files are not held up
 curl -s -o /dev/null -X POST --data-binary '{"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"}' "$URL/api/sql" &
 BUSY=$!
