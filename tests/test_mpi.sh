@@ -216,7 +216,7 @@ else
     oom "micro-batch gradients" "micro-batches, the leaf tree" 33408 4 "${L[@]}" --d-sae 128 --tokens 12800 --micro-batches 4 --out oom4
 fi
 # dist_allgather above one MPI chunk (2^28 bytes per rank goes in pieces): the same bytes
-if cc -O2 -std=c11 -D_GNU_SOURCE -I"$ROOT" -o ag "$ROOT/tests/mpi_allgather.c" "$ROOT"/common/{dist,err,mem}.c \
+if cc -O2 -std=c11 -D_GNU_SOURCE -I"$ROOT" -o ag "$ROOT/tests/mpi_allgather.c" "$ROOT"/common/{dist,err,mem,utf8}.c \
         $(pkg-config --cflags --libs ompi-c) 2> err.txt; then
     out=$("${MPI[@]}" -np 2 ./ag 2>&1)
     [ "$out" = "allgather ok" ] && ok "dist_allgather of 2^28 + 4097 bytes per rank (chunked) and of 1000: every byte in place" ||
@@ -225,7 +225,7 @@ else bad "mpi_allgather: $(head -n 1 err.txt)"; fi
 
 # node-shared windows: reuse agreed across ranks asking for different sizes (no hang), and each
 # rank's part of the in-place sum = dist_sum_f32 bit for bit, the other copies zeroed
-if cc -O2 -std=c11 -D_GNU_SOURCE -I"$ROOT" -o shm "$ROOT/tests/mpi_shm.c" "$ROOT"/common/{dist,err,mem}.c \
+if cc -O2 -std=c11 -D_GNU_SOURCE -I"$ROOT" -o shm "$ROOT/tests/mpi_shm.c" "$ROOT"/common/{dist,err,mem,utf8}.c \
         $(pkg-config --cflags --libs ompi-c) 2> err.txt; then
     for n in 2 4; do
         out=$(timeout 60 "${MPI[@]}" -np $n ./shm 2>&1)
