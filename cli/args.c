@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "common/dist.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 
 const char *cli_usage_of(const char *cmd); /* main.c */
@@ -78,6 +79,18 @@ static void vusage(const char *cmd, const char *fmt, va_list ap)
     fprintf(stderr, "saelite %s: ", cmd);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see 'saelite %s --help')\n", cmd);
+}
+
+int cli_check_outputs(const char *cmd, int n, const char *const *paths, const char *const *flags)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (file_same(paths[i], paths[j]))
+                return cli_usage_error(cmd, "%s and %s name the same file %s; give each its own",
+                                       flags[i], flags[j], paths[j]);
+    for (int i = 0; i < n; i++)
+        if (paths[i] && file_check_writable(paths[i])) return cli_fail(cmd);
+    return 0;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

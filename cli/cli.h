@@ -32,6 +32,12 @@
 int cli_fail(const char *cmd);
 /* Print "saelite <cmd>: <message>" plus a usage hint and return 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Before a command writes any of its n output files (NULL entries skipped), each named by its
+ * flag: two on one file (or an output on an input listed with them) is a usage error (2), a
+ * path an atomic write would refuse, or whose directory is missing, a failure (1) naming it.
+ * 0 when all can be written: a command that writes several files then fails on none of the
+ * later ones after writing the first. */
+int cli_check_outputs(const char *cmd, int n, const char *const *paths, const char *const *flags);
 /* Install SIGINT/SIGTERM handlers that set a flag instead of killing the process. */
 void cli_catch_signals(void);
 /* Under mpirun: what the one line printed when mpirun ends the job (SIGTERM) says about the

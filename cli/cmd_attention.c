@@ -42,7 +42,7 @@ int cmd_attention(int argc, char **argv)
         {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory", ARG_DEFAULT("the model directory")},
         {"--text", ARG_STR, &text, "the text to run", ARG_REQUIRED},
         {"--layer", ARG_INT, &layer, "block index", ARG_REQUIRED, ARG_MIN(0)},
-        {"--head", ARG_INT, &head, "only this head", ARG_DEFAULT("all heads, in a grid")},
+        {"--head", ARG_INT, &head, "only this head", ARG_MIN(0), ARG_DEFAULT("all heads, in a grid")},
         {"--out", ARG_STR, &out, "output PNG", ARG_REQUIRED},
         {"-o", ARG_STR, &out, "same as --out"},
         {"--npy", ARG_STR, &npy, "also write the pattern [H,T,T] as .npy"},
@@ -50,6 +50,9 @@ int cmd_attention(int argc, char **argv)
     };
     int rc = args_parse("attention", argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
+    const char *outs[2] = {out, npy};
+    static const char *const oflags[2] = {"--out", "--npy"};
+    if ((rc = cli_check_outputs("attention", 2, outs, oflags))) return rc;
     gpt2_model *m = NULL;
     tok_tokenizer *tok = NULL;
     int *ids = NULL;

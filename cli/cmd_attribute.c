@@ -50,6 +50,9 @@ int cmd_attribute(int argc, char **argv)
     int rc = args_parse("attribute", argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
     if (o.target && o.target_diff) return cli_usage_error("attribute", "give --target or --target-diff, not both");
+    const char *outs[3] = {o.csv, o.npy, png};
+    static const char *const oflags[3] = {"--csv", "--npy", "--png"};
+    if ((rc = cli_check_outputs("attribute", 3, outs, oflags))) return rc;
     ana_attr_run_result res;
     if (ana_attr_run(&o, &res)) return cli_fail("attribute");
     const ana_attr_result *r = &res.r;

@@ -70,13 +70,12 @@ int cmd_synth(int argc, char **argv)
        overwritten by the array, the array by the truth) and unwritable paths fail here */
     const char *outs[4] = {out, truth, spec_out, db};
     static const char *const flag[4] = {"--out", "--truth", "--spec", "--db"};
-    for (int i = 0; i < 4; i++)
-        for (int j = i + 1; j < 4; j++)
-            if (file_same(outs[i], outs[j]))
-                return cli_usage_error(cmd, "%s and %s name the same file %s; give each its own",
-                                       flag[i], flag[j], outs[j]);
-    for (int i = 0; i < 3; i++)
-        if (outs[i] && file_check_writable(outs[i])) return cli_fail(cmd);
+    int orc = cli_check_outputs(cmd, 3, outs, flag);
+    for (int i = 0; !orc && i < 3; i++) /* the store may exist: it is opened below */
+        if (file_same(outs[i], db))
+            orc = cli_usage_error(cmd, "%s and --db name the same file %s; give each its own",
+                                  flag[i], db);
+    if (orc) return orc;
     if (db) { /* an existing store must open (a damaged one is refused before anything is written) */
         struct stat sb;
         if (stat(db, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {

@@ -616,6 +616,11 @@ bad "sae-train: an empty --out" "no output directory given \\(--out\\)" "${T[@]}
 bad "sae-train: --val-frac leaving no training rows, the file named" "acts.npy: its 16 rows all went to validation \\(--val-frac 0.9999\\)" "${T[@]}" --val-frac 0.9999
 bad "sae-train: all-zero activations, the file named" "zero.npy: the 16384 rows sampled to set the input scale have zero" sae-train --npy $R/zero.npy --out s1 --d-sae 16 --k 2 --tokens 256 --batch 16
 bad "sae-eval: a directory where the weights should be" "sae_weights.safetensors: is a directory, not a safetensors file" sae-eval --sae $R/sdir --npy acts.npy
+bad "attention: a negative --head (was taken as all heads)" "--head must be >= 0, got -5" attention --model model --tokenizer tok --text "the cat" --layer 0 --out $R/a.png --head -5
+bad "attention: --npy in a missing directory fails before the PNG is written" "nodir/a.npy: cannot create: directory" attention --model model --tokenizer tok --text "the cat" --layer 0 --out $R/a.png --npy nodir/a.npy
+bad "attention: --out and --npy on one file" "--out and --npy name the same file" attention --model model --tokenizer tok --text "the cat" --layer 0 --out $R/a.png --npy ./$R/a.png
+bad "attribute: --png in a missing directory fails before --npy and --csv are written" "nodir/x.png: cannot create: directory" attribute --model model --tokenizer tok --sae sae8 --text "the cat sat" --npy $R/o.npy --csv $R/o.csv --png nodir/x.png
+check "  ... none of the refusals above made an output" "absent $R/a.png && absent $R/o.npy && absent $R/o.csv"
 check "  ... none of the refusals above made an output" "absent $R/s.npy && absent $R/t.npy && absent s1 && absent $R/g.json"
 
 # Every database still passes integrity_check and holds its rows (the known findings above that
