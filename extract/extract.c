@@ -218,11 +218,13 @@ static int cap_len(const ext_job *j, int64_t total, int len)
     return len;
 }
 
-/* Counts windows and tokens (tags are not needed to count; the run pass checks them). */
+/* Counts windows and tokens. The tags are read too, though counting does not need them: a bad
+ * tags file then fails here, before the database is created (it failed in the run pass, leaving
+ * a new database with a model, a hook and a run that could never finish). */
 static int count_pass(ext_job *j)
 {
     corpus_reader *r;
-    int rc = corpus_open(&r, j->o.corpus, NULL);
+    int rc = corpus_open(&r, j->o.corpus, j->o.tags);
     if (rc) return rc;
     int64_t total = 0, windows = 0, docs = 0;
     int done = 0;
@@ -291,6 +293,17 @@ static int open_db(ext_job *j)
         }
     mem_free(ms);
     if (rc) return rc;
+    if (j->o.tags) {
+        /* the sequences (with their token rows) are shared by every extract into this store: ones
+           stored without tags are reused as they are, so tags given now would silently not be
+           stored (5655 tokens, 0 tagged, in an audit) */
+        int tokens = 0, tagged = 0;
+        if ((rc = store_tokens_tagged(j->s, &tokens, &tagged))) return rc;
+        if (tokens && !tagged)
+            return err_set(ERR_ARG, "%s: its stored tokens were extracted without --tags, and the "
+                           "sequences are shared, so tags given now would not be stored; extract "
+                           "with --tags into a new --db", j->o.db);
+    }
     char cfgpath[4200], *cfg = NULL;
     if ((rc = path_join(cfgpath, sizeof cfgpath, j->o.model_dir, "config.json"))) return rc;
     if ((rc = read_small(cfgpath, &cfg))) return rc;

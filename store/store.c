@@ -1489,6 +1489,16 @@ int store_run_counts(store *s, int64_t *done, int64_t *running)
     return rc;
 }
 
+int store_tokens_tagged(store *s, int *tokens, int *tagged)
+{
+    int64_t a = 0, b = 0;
+    int rc = store_query_i64(s, "SELECT EXISTS (SELECT 1 FROM tokens)", &a);
+    if (!rc) rc = store_query_i64(s, "SELECT EXISTS (SELECT 1 FROM tokens WHERE pos_tag IS NOT NULL)", &b);
+    *tokens = a > 0;
+    *tagged = b > 0;
+    return rc;
+}
+
 int store_count_rows(store *s, const char *table, int64_t *n)
 {
     *n = -1;

@@ -98,6 +98,9 @@ int store_seq_tokens(store *s, int64_t seq_id, int *ids, int *T);
  * store_seq_add reports the sequence as inserted); ERR_SQL otherwise. */
 int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char *const *text,
                      const int64_t *byte_start, const int64_t *byte_end, const char *const *tags);
+/* Whether the store holds token rows (*tokens) and any of them with a POS tag (*tagged): 0 or 1
+ * each (a scan of the tokens when none is tagged). */
+int store_tokens_tagged(store *s, int *tokens, int *tagged);
 
 /* ---- hooks and activations ---------------------------------------------------------------- */
 typedef struct {

@@ -620,6 +620,11 @@ bad "attention: a negative --head (was taken as all heads)" "--head must be >= 0
 bad "attention: --npy in a missing directory fails before the PNG is written" "nodir/a.npy: cannot create: directory" attention --model model --tokenizer tok --text "the cat" --layer 0 --out $R/a.png --npy nodir/a.npy
 bad "attention: --out and --npy on one file" "--out and --npy name the same file" attention --model model --tokenizer tok --text "the cat" --layer 0 --out $R/a.png --npy ./$R/a.png
 bad "attribute: --png in a missing directory fails before --npy and --csv are written" "nodir/x.png: cannot create: directory" attribute --model model --tokenizer tok --sae sae8 --text "the cat sat" --npy $R/o.npy --csv $R/o.csv --png nodir/x.png
+printf '{"id": "1", "spans": [[0, 3, "at", "at"]]}\n{"id": "2", "spans": []}\n' > "$W/$R/small.tags.jsonl"
+LAST=""
+bad "extract: a bad --tags file fails before the database is created" "small.txt:1: not a JSON object" extract --model model --tokenizer tok --corpus small.txt --tags small.txt --hook $H --db $R/tg.db --ctx 8
+bad "extract: --tags into a store whose tokens have none (was silently not stored)" "ex.db: its stored tokens were extracted without --tags" extract --model model --tokenizer tok --corpus small.txt --tags $R/small.tags.jsonl --hook blocks.0.mlp.hook_post --db ex.db --ctx 8
+check "  ... no database was made" "absent $R/tg.db"
 check "  ... none of the refusals above made an output" "absent $R/a.png && absent $R/o.npy && absent $R/o.csv"
 check "  ... none of the refusals above made an output" "absent $R/s.npy && absent $R/t.npy && absent s1 && absent $R/g.json"
 
