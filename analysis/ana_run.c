@@ -1054,12 +1054,14 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
 /* The model directory: --model, else the path the database recorded for the hook's model. */
 static int open_model(shared *sh, const ana_run_opts *o)
 {
-    const char *dir = o->model_dir;
+    const char *dir = o->model_dir, *want = NULL;
     store_model *ms = NULL;
     size_t nm = 0;
-    int rc = OK;
+    int rc = store_model_list(sh->s, &ms, &nm);
+    if (rc) return rc;
+    for (size_t i = 0; i < nm; i++)
+        if (ms[i].id == sh->hook.model_id) want = ms[i].checksum;
     if (!dir) {
-        if ((rc = store_model_list(sh->s, &ms, &nm))) return rc;
         for (size_t i = 0; i < nm; i++)
             if (ms[i].id == sh->hook.model_id) dir = ms[i].path;
         if (!dir) {
@@ -1085,6 +1087,18 @@ static int open_model(shared *sh, const ana_run_opts *o)
         }
     }
     sh->model_path = mem_strdup(dir);
+    /* the downstream metrics splice the SAE into the model that made the activations: another
+       model of the same width (or the recorded directory's weights since replaced) gave a CE
+       loss score of -6.2 instead of 0.996, exit 0 (an audit); extract records its checksum */
+    char cs[17];
+    if (want && want[0] && (rc = gpt2_dir_checksum(dir, cs)) == OK && strcmp(cs, want))
+        rc = err_set(ERR_ARG, "%s: checksum %s, but %s's hook %s was extracted from a model with "
+                     "checksum %s; give that model (--model) or skip the model metrics (--no-model)",
+                     dir, cs, o->db, sh->hook.name, want);
+    if (rc) {
+        mem_free(ms);
+        return rc;
+    }
     rc = gpt2_load(&sh->model, dir);
     if (rc) err_wrap(rc, "loading the model for the downstream metrics (--no-model skips them)");
     int layer, width;

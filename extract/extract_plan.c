@@ -9,7 +9,6 @@
 
 #include "common/err.h"
 #include "common/fileio.h"
-#include "common/hash.h"
 #include "common/mem.h"
 #include "extract/extract.h"
 #include "store/store.h"
@@ -45,39 +44,6 @@ int ext_free_bytes(const char *path, int64_t *free_bytes)
     if (statvfs(p, &v) != 0)
         return err_set(ERR_IO, "%s: cannot check free space: %s", p, strerror(errno));
     *free_bytes = (int64_t)v.f_bavail * (int64_t)v.f_frsize;
-    return OK;
-}
-
-static int hash_file(const char *path, uint64_t *h)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
-                           strerror(errno));
-    enum { CH = 1 << 20 };
-    unsigned char *buf = mem_alloc(CH);
-    if (!buf) {
-        fclose(f);
-        return err_set(ERR_NOMEM, "out of memory");
-    }
-    size_t n;
-    while ((n = fread(buf, 1, CH, f)) > 0) *h = hash_fnv1a(*h, buf, n);
-    int bad = ferror(f);
-    mem_free(buf);
-    fclose(f);
-    if (bad) return err_set(ERR_IO, "%s: read error", path);
-    return OK;
-}
-
-int ext_model_checksum(const char *dir, char out[17])
-{
-    char p[4096];
-    uint64_t h = HASH_FNV1A_INIT;
-    int rc = path_join(p, sizeof p, dir, "config.json");
-    if (!rc) rc = hash_file(p, &h);
-    if (rc) return rc;
-    if ((rc = path_join(p, sizeof p, dir, "model.safetensors"))) return rc;
-    if ((rc = hash_file(p, &h))) return rc;
-    snprintf(out, 17, "%016llx", (unsigned long long)h);
     return OK;
 }
 

@@ -130,4 +130,8 @@ float *gpt2_grads(gpt2_model *m); /* same layout as gpt2_params; NULL before tra
 int gpt2_hook_grad(gpt2_model *m, const int *tokens, int B, int T, const float *dlogits,
                    const char *hook, float *dhook, float *logits_out);
 
+/* A model directory's identity: FNV-1a 64 over its config.json and model.safetensors, as 16 hex
+ * digits (what extract records in models.checksum, and analyze checks a --model against). */
+int gpt2_dir_checksum(const char *dir, char out[17]);
+
 #endif
