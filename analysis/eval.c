@@ -31,7 +31,7 @@ static int stopped(const eval_opts *o) { return o->stop && *o->stop; }
 
 /* *all = 1 when "all" named the suites: then a suite whose data the database lacks is skipped
  * (eval_result.skipped) instead of failing the run. */
-static int parse_suites(const char *s, int *bits, int *all)
+int eval_parse_suites(const char *s, int *bits, int *all)
 {
     *bits = 0;
     *all = 0;
@@ -1039,7 +1039,7 @@ int eval_run(const eval_opts *o, eval_result *res)
         o->test_per_class < 1 || !(o->C > 0))
         return err_set(ERR_ARG, "eval: test_frac in (0, 1), counts >= 1, C > 0");
     int bits, all;
-    int rc = parse_suites(o->suites, &bits, &all);
+    int rc = eval_parse_suites(o->suites, &bits, &all);
     if (rc) return rc;
     ctx c = {.o = o, .bits = bits, .run_sp = -1, .run_abs = -1, .run_scr = -1, .run_tpp = -1};
     int *mark = NULL;

@@ -87,6 +87,9 @@ typedef struct {
 } eval_result;
 
 int eval_run(const eval_opts *o, eval_result *res);
+/* The --suite list: *bits the EVAL_SUITE_* named, *all = 1 when "all" named them. ERR_ARG
+ * naming an unknown suite, or none given. */
+int eval_parse_suites(const char *s, int *bits, int *all);
 
 /* ---- building blocks (also used by the tests) ---------------------------------------------- */
 

@@ -382,10 +382,49 @@ static int check_opts(const sweep_opts *o)
     return check_families(o);
 }
 
+/* What every run of the grid needs from the store, checked before anything is written (an
+ * audit: a k above d_sae, an unknown hook, too few tokens or an unknown suite failed only when
+ * their run came, after the output directory and the sweep tables were made, and --eval foo
+ * after the first run was trained and analysed): a store that opens, its hooks, and d_sae
+ * against k. */
+static int check_store(const sweep_opts *o)
+{
+    int bits, all;
+    if (o->eval_suites && *o->eval_suites && eval_parse_suites(o->eval_suites, &bits, &all))
+        return err_wrap(ERR_ARG, "--eval");
+    if (o->tokens < o->batch)
+        return err_set(ERR_ARG, "--tokens %lld is less than one batch (%d)",
+                       (long long)o->tokens, o->batch);
+    store *s;
+    int rc = store_open(&s, o->db, STORE_READONLY);
+    if (rc) return rc;
+    const char *hooks[3] = {o->hook, o->tc_hook, o->tc_hook_out};
+    int width = 0;
+    for (int i = 0; i < 3 && !rc; i++) {
+        store_hook h;
+        if (!hooks[i]) continue;
+        if ((rc = store_hook_find(s, hooks[i], &h))) break;
+        if (i == 0) width = h.width;
+    }
+    store_close(s);
+    if (rc) return rc;
+    double d_sae = o->d_sae > 0 ? o->d_sae : (double)lround(o->expansion * width);
+    if (!(d_sae >= 1 && d_sae <= (double)(1 << 30)))
+        return err_set(ERR_ARG, "--expansion %g x d_in %d gives %.4g latents; want 1 to 2^30",
+                       o->expansion, width, d_sae);
+    int with_k = 0;
+    for (int f = 0; f < NFAM; f++) with_k |= families[f].param_k && wanted(o, families[f].name);
+    for (int i = 0; with_k && i < o->n_ks; i++)
+        if (o->ks[i] > d_sae)
+            return err_set(ERR_ARG, "k %d is more than d_sae (%.0f)", o->ks[i], d_sae);
+    return OK;
+}
+
 int sweep_run(const sweep_opts *o, sweep_result *res)
 {
     memset(res, 0, sizeof *res);
     int rc = check_opts(o);
+    if (!rc) rc = check_store(o);
     plan_run *plan = NULL;
     int np = 0;
     if (!rc) rc = plan_grid(o, &plan, &np);

@@ -628,6 +628,11 @@ check "  ... no database was made" "absent $R/tg.db"
 setup init-model --layers 1 --d-model 8 --heads 2 --ctx 16 --vocab 270 --seed 9 -o $R/model2
 LAST=""
 bad "analyze: a --model other than the one extract used (CE scores were computed against it)" "model2: checksum [0-9a-f]{16}, but ex.db's hook $H was extracted from a model with checksum [0-9a-f]{16}" analyze --db ex.db --sae sae8 --model $R/model2 --all
+bad "sweep: a k above d_sae fails before anything is written (was at its run)" "k 100 is more than d_sae \\(16\\)" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 100 --d-sae 16 --tokens 256 --batch 16 --eval none
+bad "sweep: an unknown suite fails before the first run is trained" "--eval: unknown suite 'foo'" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 2 --d-sae 16 --tokens 256 --batch 16 --eval foo
+bad "sweep: an unknown hook" "ex.db: no hook 'nosuch'" sweep --db ex.db --out $R/sw --hook nosuch --families topk --ks 2 --d-sae 16 --tokens 256 --batch 16
+bad "sweep: fewer tokens than a batch" "--tokens 8 is less than one batch \\(16\\)" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 2 --d-sae 16 --tokens 8 --batch 16
+check "  ... no sweep directory was made" "absent $R/sw"
 check "  ... none of the refusals above made an output" "absent $R/a.png && absent $R/o.npy && absent $R/o.csv"
 check "  ... none of the refusals above made an output" "absent $R/s.npy && absent $R/t.npy && absent s1 && absent $R/g.json"
 
