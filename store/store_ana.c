@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "store/store_ana.h"
 #include "store/store_internal.h"
@@ -116,16 +117,23 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
                                          "ana_logits", "ana_geometry", "ana_decoder", "ana_pos",
                                          "ana_effects", "ana_effect_logits"};
     sqlite3_stmt *st;
-    int rc = store_prepare(w->s, "SELECT id FROM ana_dicts WHERE kind = ?1 AND ifnull(sae_id, -1) = ?2 "
-                                 "AND hook_name = ?3 AND split = ?4 AND name = ?5", &st);
+    /* the same name, or for an SAE the same directory spelt otherwise (./sae after sae added a
+       second row for one SAE, an audit found) */
+    int rc = store_prepare(w->s, "SELECT id, name FROM ana_dicts WHERE kind = ?1 AND ifnull(sae_id, -1) "
+                                 "= ?2 AND hook_name = ?3 AND split = ?4 ORDER BY name = ?5 DESC, id DESC", &st);
     if (rc) return rc;
     sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, d->sae_id < 0 ? -1 : d->sae_id);
     sqlite3_bind_text(st, 3, d->hook_name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, d->split, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 5, d->name, -1, SQLITE_STATIC);
-    int r = sqlite3_step(st);
-    int64_t old = r == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    int r;
+    int64_t old = -1;
+    while (old < 0 && (r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *nm = (const char *)sqlite3_column_text(st, 1);
+        if (nm && (!strcmp(nm, d->name) || (!strcmp(d->kind, "sae") && file_same(nm, d->name))))
+            old = sqlite3_column_int64(st, 0);
+    }
     sqlite3_finalize(st);
     if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(w->s, r, "finding an earlier analysis");
     if (old >= 0) { /* explicit deletes: do not depend on PRAGMA foreign_keys for the cascade */

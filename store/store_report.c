@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "store/store_internal.h"
 #include "store/store_report.h"
@@ -147,6 +148,31 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
     int r = sqlite3_step(st);
     if (r == SQLITE_ROW) read_dict(st, out);
     sqlite3_finalize(st);
+    if (r == SQLITE_DONE && !numeric && !neurons) {
+        /* the same directory spelt otherwise (./sae, an absolute path, a symlink): analyze keyed
+           the row by the string it was given, and report --sae ./sae did not find 'sae' */
+        const char *q2 = "SELECT id, name FROM ana_dicts WHERE kind = 'sae' AND (?2 IS NULL OR "
+                         "hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY id DESC";
+        if ((rc = store_prepare(s, q2, &st))) return rc;
+        if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
+        if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
+        int64_t hit = -1;
+        while (hit < 0 && (r = sqlite3_step(st)) == SQLITE_ROW) {
+            const char *nm = (const char *)sqlite3_column_text(st, 1);
+            if (nm && file_same(nm, sae)) hit = sqlite3_column_int64(st, 0);
+        }
+        sqlite3_finalize(st);
+        if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");
+        r = SQLITE_DONE;
+        if (hit >= 0) {
+            if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE id = ?1", &st)))
+                return rc;
+            sqlite3_bind_int64(st, 1, hit);
+            r = sqlite3_step(st);
+            if (r == SQLITE_ROW) read_dict(st, out);
+            sqlite3_finalize(st);
+        }
+    }
     if (r == SQLITE_DONE && numeric) {
         /* not a registry id: the analysis id analyze prints ("dict id N") */
         if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE id = ?1 AND "

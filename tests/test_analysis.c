@@ -563,7 +563,9 @@ static int build_fixture(const char *root, char *db, char *model_dir, char *sae_
     if (!rc) rc = store_open(&s, db, STORE_CREATE);
     int64_t mid = 0;
     store_hook h;
-    if (!rc) rc = store_model_add(s, "tiny", model_dir, "{}", "0", &mid);
+    char cs[17] = "";
+    if (!rc) rc = gpt2_dir_checksum(model_dir, cs); /* as extract records it; analyze checks it */
+    if (!rc) rc = store_model_add(s, "tiny", model_dir, "{}", cs, &mid);
     if (!rc) rc = store_hook_add(s, mid, "blocks.0.hook_resid_post", 0, E_C, STORE_F32, E_T, &h);
     float acts[E_T * E_C];
     capture cap = {acts};

@@ -636,6 +636,14 @@ check "  ... no sweep directory was made" "absent $R/sw"
 check "  ... none of the refusals above made an output" "absent $R/a.png && absent $R/o.npy && absent $R/o.csv"
 check "  ... none of the refusals above made an output" "absent $R/s.npy && absent $R/t.npy && absent s1 && absent $R/g.json"
 
+# one SAE directory spelt two ways is one analysis, and report finds it by either (an audit:
+# ./sae8 after sae8 added a second row, and report --sae ./sae8 found no analysis of it)
+setup analyze --db ex.db --sae sae8 --no-model --all
+setup analyze --db ex.db --sae ./sae8/ --no-model --all
+check "analyze: sae8 and ./sae8/ are one analysis" "[ \"\$(sqlite3 \"\$W/ex.db\" \"SELECT count(*) FROM ana_dicts WHERE kind = 'sae'\")\" = 1 ]"
+setup report --db ex.db --sae "$W/sae8" --out $R/rep --features 1
+check "report: an absolute path finds the analysis made with a relative one" "[ -f \"\$W/$R/rep/index.html\" ]"
+
 # Every database still passes integrity_check and holds its rows (the known findings above that
 # write to a database are the exceptions: those databases are left out here).
 after=$(deep | grep -vE '^ex\.db ')
