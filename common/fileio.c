@@ -388,6 +388,8 @@ int file_read_text(const char *path, size_t max, char **out, size_t *len)
     struct stat st;
     int rc = OK;
     if (fstat(fd, &st) != 0) rc = err_set(ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = err_set(ERR_IO, "%s: is a directory, not a regular file", path);
     else if (!S_ISREG(st.st_mode)) rc = err_set(ERR_IO, "%s: not a regular file", path);
     else if ((uint64_t)st.st_size > max)
         rc = err_set(ERR_IO, "%s: %lld bytes, more than the %zu this file may have", path,

@@ -374,7 +374,8 @@ static void test_read_text(void)
     CHECK(file_write_atomic(big, "", 0) == OK);
     CHECK(file_read_text(big, 0, &t, NULL) == OK && t && t[0] == 0);
     mem_free(t);
-    CHECK(file_read_text(tdir, 100, &t, NULL) == ERR_IO && !t && strstr(err_msg(), "not a regular file"),
+    CHECK(file_read_text(tdir, 100, &t, NULL) == ERR_IO && !t &&
+              strstr(err_msg(), "is a directory, not a regular file"),
           "%s", err_msg());
     char missing[700];
     snprintf(missing, sizeof missing, "%s/none", tdir);
