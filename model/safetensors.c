@@ -29,6 +29,7 @@ struct st_file {
     size_t buf_len;
     st_tensor *tensors;
     int count;
+    const st_tensor **by_name; /* the tensors sorted by name: st_find, the duplicate check */
     cJSON *meta; /* "__metadata__" object (owned by root) */
     cJSON *root;
 };
@@ -62,6 +63,7 @@ void st_close(st_file *f)
     if (f->map && f->map != MAP_FAILED) munmap(f->map, f->map_len);
     for (int i = 0; i < f->count; i++) mem_free(f->tensors[i].name);
     mem_free(f->tensors);
+    mem_free((void *)f->by_name);
     cJSON_Delete(f->root);
     mem_free(f->path);
     mem_free(f);
@@ -73,6 +75,11 @@ static int span_cmp(const void *a, const void *b)
 {
     const st_span *x = a, *y = b;
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
 }
 
 static int st_parse_entry(st_file *f, cJSON *e, st_tensor *t, st_span *sp)
@@ -140,11 +147,13 @@ int st_open(st_file **out, const char *path)
         mem_free(f);
         return err_set(ERR_NOMEM, "%s: out of memory", path);
     }
-    int rc = OK, fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: a FIFO is refused below instead of waiting here for a writer */
+    int rc = OK, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) { rc = err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno)); goto fail; }
     struct stat stt;
     if (fstat(fd, &stt) != 0) { rc = err_set(ERR_IO, "%s: stat: %s", path, strerror(errno)); close(fd); goto fail; }
     if (S_ISDIR(stt.st_mode)) { close(fd); rc = err_set(ERR_IO, "%s: is a directory, not a safetensors file", path); goto fail; }
+    if (!S_ISREG(stt.st_mode)) { close(fd); rc = err_set(ERR_IO, "%s: not a regular file", path); goto fail; }
     if (stt.st_size < 8) { close(fd); rc = err_set(ERR_FORMAT, "%s: truncated safetensors file (%lld bytes)", path, (long long)stt.st_size); goto fail; }
     f->map_len = (size_t)stt.st_size;
     f->map = mmap(NULL, f->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -153,7 +162,12 @@ int st_open(st_file **out, const char *path)
     const unsigned char *m = f->map;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | m[i];
-    if (hlen > ST_MAX_HEADER || hlen > f->map_len - 8) {
+    if (hlen > ST_MAX_HEADER) {
+        rc = err_set(ERR_FORMAT, "%s: header of %llu bytes is above the %u MiB limit", path,
+                     (unsigned long long)hlen, ST_MAX_HEADER >> 20);
+        goto fail;
+    }
+    if (hlen > f->map_len - 8) {
         rc = err_set(ERR_FORMAT, "%s: header length %llu exceeds the file (%zu bytes): truncated or not safetensors",
                      path, (unsigned long long)hlen, f->map_len);
         goto fail;
@@ -187,13 +201,15 @@ int st_open(st_file **out, const char *path)
                 break;
             }
     }
-    if (!rc) /* duplicate keys are legal JSON but ambiguous here */
-        for (int i = 0; i < f->count && !rc; i++)
-            for (int j = i + 1; j < f->count; j++)
-                if (!strcmp(f->tensors[i].name, f->tensors[j].name)) {
-                    rc = err_set(ERR_FORMAT, "%s: tensor '%s' appears twice", path, f->tensors[i].name);
-                    break;
-                }
+    if (!rc) { /* duplicate keys are legal JSON but ambiguous here; sorted: O(n log n) */
+        if (!(f->by_name = mem_alloc(sizeof *f->by_name * ((size_t)f->count + 1))))
+            rc = err_set(ERR_NOMEM, "%s: out of memory", path);
+        for (int i = 0; !rc && i < f->count; i++) f->by_name[i] = &f->tensors[i];
+        if (!rc) qsort(f->by_name, (size_t)f->count, sizeof *f->by_name, name_cmp);
+        for (int i = 1; !rc && i < f->count; i++)
+            if (!strcmp(f->by_name[i - 1]->name, f->by_name[i]->name))
+                rc = err_set(ERR_FORMAT, "%s: tensor '%s' appears twice", path, f->by_name[i]->name);
+    }
     mem_free(spans);
     if (rc) goto fail;
     *out = f;
@@ -209,8 +225,13 @@ const char *st_path(const st_file *f) { return f->path; }
 
 const st_tensor *st_find(const st_file *f, const char *name)
 {
-    for (int i = 0; i < f->count; i++)
-        if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];
+    int lo = 0, hi = f->count; /* binary search: a loader looks up every tensor it needs */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->by_name[mid]->name, name);
+        if (!c) return f->by_name[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return NULL;
 }
 

@@ -2,6 +2,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -127,11 +129,94 @@ static void test_malformed(void)
     CHECK(clean, "OOM paths return ERR_NOMEM");
 }
 
+/* Not a regular file: refused at once (a FIFO used to block in open until a writer came). */
+static void test_not_regular(void)
+{
+    char p[96];
+    snprintf(p, sizeof p, "%s.fifo", path);
+    unlink(p);
+    st_file *f = NULL;
+    if (mkfifo(p, 0600) == 0) {
+        alarm(20); /* the old hang ends the test instead of stalling it */
+        CHECK(st_open(&f, p) == ERR_IO && !f && strstr(err_msg(), ".fifo: not a regular file"),
+              "%s", err_msg());
+        alarm(0);
+        unlink(p);
+    }
+    CHECK(st_open(&f, "/tmp") == ERR_IO && strstr(err_msg(), "/tmp: is a directory"), "%s",
+          err_msg());
+}
+
+/* A header length over the 100 MiB limit in a file large enough to hold it (sparse) is named
+ * as over the limit, not as running past the end of the file. */
+static void test_header_limit(void)
+{
+    write_raw("{}", NULL, 0, (100 << 20) + 1);
+    CHECK(truncate(path, (100 << 20) + 64) == 0);
+    CHECK(open_fails(ERR_FORMAT, "header of 104857601 bytes is above the 100 MiB limit"), "%s",
+          err_msg());
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A header of n one-float tensors named t%07d in a scrambled order (i * 7919 mod n); with dup
+ * the last one is named like the first. */
+static char *many_header(int n, int dup)
+{
+    size_t cap = (size_t)n * 96 + 64, len = 0; /* an entry is under 80 bytes */
+    char *h = malloc(cap);
+    len += (size_t)snprintf(h + len, cap - len, "{");
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(h + len, cap - len, "%s\"t%07d\":{\"dtype\":\"F32\",\"shape\":"
+                                "[1],\"data_offsets\":[%d,%d]}", i ? "," : "",
+                                dup && i == n - 1 ? 0 : (int)((int64_t)i * 7919 % n), 4 * i,
+                                4 * i + 4);
+    snprintf(h + len, cap - len, "}");
+    return h;
+}
+
+/* 200k tensors (a legal 12 MB header): the duplicate check and st_find are O(n log n), not
+ * the pairwise comparison that took minutes; a duplicate is still named. */
+static void test_many_tensors(void)
+{
+    enum { N = 200000 };
+    float *d = calloc(N, sizeof *d);
+    char *h = many_header(N, 0);
+    write_raw(h, d, (size_t)N * 4, -1);
+    free(h);
+    st_file *f = NULL;
+    double t0 = now_s();
+    CHECK(st_open(&f, path) == OK, "%s", err_msg());
+    if (f) {
+        CHECK(st_count(f) == N);
+        const st_tensor *t = st_find(f, "t0000003"); /* 53037 * 7919 mod 200000 = 3 */
+        CHECK(t && t == st_at(f, 53037));
+        CHECK(st_find(f, "t0000000") && st_find(f, "t0199999") && !st_find(f, "t0200000") &&
+              !st_find(f, "t") && !st_find(f, ""));
+        st_close(f);
+    }
+    h = many_header(N, 1);
+    write_raw(h, d, (size_t)N * 4, -1);
+    free(h);
+    CHECK(open_fails(ERR_FORMAT, "tensor 't0000000' appears twice"), "%s", err_msg());
+    double dt = now_s() - t0;
+    CHECK(dt < 20, "two opens of %d tensors took %.1f s", N, dt);
+    free(d);
+}
+
 int main(void)
 {
     snprintf(path, sizeof path, "/tmp/saelite_st_%d.safetensors", (int)getpid());
     test_roundtrip();
     test_malformed();
+    test_not_regular();
+    test_header_limit();
+    test_many_tensors();
     unlink(path);
     return harness_report("test_safetensors");
 }
