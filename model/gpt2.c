@@ -393,42 +393,13 @@ static int json_int(const cJSON *root, const char *key, const char *alt, int *ou
     return OK;
 }
 
-static int read_file_all(const char *path, char **out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) || ftell(f) < 0) {
-        fclose(f);
-        return err_set(ERR_IO, "%s: cannot seek", path);
-    }
-    long n = ftell(f);
-    rewind(f);
-    if (n > 1 << 24) {
-        fclose(f);
-        return err_set(ERR_FORMAT, "%s: too large for a config (%ld bytes)", path, n);
-    }
-    char *s = mem_alloc((size_t)n + 1);
-    if (!s) {
-        fclose(f);
-        return err_set(ERR_NOMEM, "out of memory");
-    }
-    if (fread(s, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        mem_free(s);
-        return err_set(ERR_IO, "%s: read failed", path);
-    }
-    fclose(f);
-    s[n] = 0;
-    *out = s;
-    return OK;
-}
-
 static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag)
 {
     char path[4096];
     char *text = NULL;
     int rc = path_join(path, sizeof path, dir, "config.json");
-    if (!rc) rc = read_file_all(path, &text);
+    /* file_read_text: a FIFO or directory is refused at once, not waited on or mis-sized */
+    if (!rc) rc = file_read_text(path, (size_t)1 << 24, &text, NULL);
     if (rc) return rc;
     cJSON *root = cJSON_Parse(text);
     mem_free(text);

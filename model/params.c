@@ -105,34 +105,10 @@ int params_from_dir(const char *dir, params_shape *out)
     char path[4096];
     int prc = path_join(path, sizeof path, dir, "config.json");
     if (prc) return prc;
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int rc = OK;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 16384;
-            char *nb = cap > (64u << 20) ? NULL : mem_realloc(buf, cap);
-            if (!nb) {
-                rc = err_set(cap > (64u << 20) ? ERR_FORMAT : ERR_NOMEM, "%s: %s", path,
-                             cap > (64u << 20) ? "larger than 64 MB" : "out of memory");
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, 4096, f);
-        len += got;
-        if (got < 4096) {
-            if (ferror(f)) rc = err_set(ERR_IO, "%s: read error", path);
-            break;
-        }
-    }
-    fclose(f);
-    if (rc) {
-        mem_free(buf);
-        return rc;
-    }
+    char *buf;
+    size_t len;
+    int rc = file_read_text(path, (size_t)64 << 20, &buf, &len); /* refuses FIFOs, directories */
+    if (rc) return rc;
     cJSON *root = cJSON_ParseWithLength(buf, len);
     mem_free(buf);
     if (!root || !cJSON_IsObject(root)) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/err.h"
 #include "common/fileio.h"
@@ -248,38 +249,11 @@ const char *tok_token_bytes(const tok_tokenizer *t, int id, size_t *len)
 
 /* ---- loading ----------------------------------------------------------------------------- */
 
+/* file_read_text refuses a FIFO or directory at once instead of blocking or failing oddly;
+ * the limit is far above any real vocabulary (GPT-2's files are 1 MB) */
 static int read_file(const char *path, char **out, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
-                           strerror(errno));
-    char *b = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            cap = (n + 65536 + 1) * 2;
-            char *nb = mem_realloc(b, cap);
-            if (!nb) {
-                mem_free(b);
-                fclose(f);
-                return err_set(ERR_NOMEM, "out of memory reading %s", path);
-            }
-            b = nb;
-        }
-        size_t k = fread(b + n, 1, 65536, f);
-        n += k;
-        if (k < 65536) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        mem_free(b);
-        return err_set(ERR_IO, "%s: read error", path);
-    }
-    b[n] = 0;
-    *out = b;
-    *len = n;
-    return OK;
+    return file_read_text(path, (size_t)1 << 30, out, len);
 }
 
 /* bytes -> id map used while loading merges */
@@ -495,10 +469,10 @@ static int load_merges(tok_tokenizer *t, const char *path, const strmap *m)
 static int file_exists(const char *dir, const char *name, char *path, size_t cap)
 {
     if (path_join(path, cap, dir, name)) return 0; /* too long to name an existing file */
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    fclose(f);
-    return 1;
+    /* exists, whatever it is: opening it here would block on a FIFO; read_file then says what
+       is wrong with it */
+    struct stat st;
+    return stat(path, &st) == 0;
 }
 
 int tok_load(tok_tokenizer **out, const char *dir)

@@ -467,6 +467,33 @@ bad "safetensors: shape whose byte count overflows" "tensor 'a': shape too large
 bad "safetensors: negative shape entry" "tensor 'a': shape entry 0 is not a non-negative integer" params $R/st_neg
 bad "safetensors: data_offsets that are strings" "tensor 'a': data_offsets must be two numbers" params $R/st_offstr
 bad "safetensors: data_offsets reversed" "tensor 'a': data_offsets \[4, 0\] end before they begin" params $R/st_offrev
+
+# -- a FIFO or directory where a loader expects a file: refused at once, named (FIFOs hung) --
+mkdir -p "$W/$R/f_cfg" "$W/$R/f_st" "$W/$R/d_cfg" "$W/$R/f_tok" "$W/$R/f_bpe" "$W/$R/f_sae" "$W/$R/f_scfg"
+cp "$W/model/model.safetensors" "$W/$R/f_cfg/"; mkfifo "$W/$R/f_cfg/config.json"
+cp "$W/model/config.json" "$W/$R/f_st/"; mkfifo "$W/$R/f_st/model.safetensors"
+cp "$W/model/model.safetensors" "$W/$R/d_cfg/"; mkdir "$W/$R/d_cfg/config.json"
+cp "$W/tok/vocab.bpe" "$W/$R/f_tok/"; mkfifo "$W/$R/f_tok/encoder.json"
+cp "$W/tok/encoder.json" "$W/$R/f_bpe/"; mkfifo "$W/$R/f_bpe/vocab.bpe"
+cp "$W/sae8/cfg.json" "$W/$R/f_sae/"; mkfifo "$W/$R/f_sae/sae_weights.safetensors"
+cp "$W/sae8/sae_weights.safetensors" "$W/$R/f_scfg/"; mkfifo "$W/$R/f_scfg/cfg.json"
+# -- model shapes and Hugging Face options: the field at fault named, with its range --
+mkdir -p "$W/$R/c_eps" "$W/$R/c_saw" "$W/$R/c_inv"
+for m in c_eps c_saw c_inv; do cp "$W/model/model.safetensors" "$W/$R/$m/"; done
+sed 's/"n_layer": 1,/"n_layer": 1, "layer_norm_epsilon": -1,/' "$W/model/config.json" > "$W/$R/c_eps/config.json"
+sed 's/"n_layer": 1,/"n_layer": 1, "scale_attn_weights": false,/' "$W/model/config.json" > "$W/$R/c_saw/config.json"
+sed 's/"n_layer": 1,/"n_layer": 1, "scale_attn_by_inverse_layer_idx": true,/' "$W/model/config.json" > "$W/$R/c_inv/config.json"
+F2=(--tokens 1,2 --logits --npy $R/x.npy)
+LAST=""
+bad "a FIFO as config.json" "f_cfg/config.json: not a regular file" forward --model $R/f_cfg "${F2[@]}"
+bad "a FIFO as model.safetensors" "f_st/model.safetensors: not a regular file" forward --model $R/f_st "${F2[@]}"
+bad "a directory as config.json" "d_cfg/config.json: is a directory" forward --model $R/d_cfg "${F2[@]}"
+bad "params: a FIFO as config.json" "f_cfg/config.json: not a regular file" params $R/f_cfg
+bad "a FIFO as encoder.json" "f_tok/encoder.json: not a regular file" tokenize --tokenizer $R/f_tok small.txt
+bad "a FIFO as vocab.bpe" "f_bpe/vocab.bpe: not a regular file" tokenize --tokenizer $R/f_bpe small.txt
+bad "a FIFO as an SAE's weights" "f_sae/sae_weights.safetensors: not a regular file" sae-eval --sae $R/f_sae --npy acts.npy
+bad "a FIFO as an SAE's cfg.json" "f_scfg/cfg.json: not a regular file" sae-eval --sae $R/f_scfg --npy acts.npy
+check "  ... none of the refusals above made an output" "absent $R/x.npy && absent $R/m2"
 bad "npy: shape whose element count overflows" "over.npy: .npy shape too large \(its element count overflows 64 bits at dimension 1\)" import --npy $R/over.npy --db $R/x.db --hook $H
 bad "npy: 8-byte elements whose byte count overflows" "over2.npy: .npy shape too large" sae-train --npy $R/over2.npy --out $R/s_over
 bad "sae cfg.json: d_in x d_sae far beyond the weights file" "W_enc' has shape \[8, 16\] but .*sae_big/cfg.json says d_in 100000000, d_sae 100000000" sae-eval --sae $R/sae_big --npy acts.npy

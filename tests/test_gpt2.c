@@ -344,7 +344,21 @@ static void test_load_errors(void)
     char p[256], cfgp[256];
     snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
     gpt2_model *m = NULL;
-    CHECK(gpt2_load(&m, dir) == ERR_IO && strstr(err_msg(), "config.json"), "%s", err_msg());
+    CHECK(gpt2_load(&m, dir) == ERR_NOTFOUND && strstr(err_msg(), "config.json: cannot open"),
+          "%s", err_msg());
+    /* not a regular file: refused at once, named (a FIFO blocked the loader; a directory was
+       "too large for a config (9223372036854775807 bytes)") */
+    CHECK(mkdir(cfgp, 0777) == 0);
+    CHECK(gpt2_load(&m, dir) == ERR_IO && strstr(err_msg(), "config.json: is a directory"), "%s",
+          err_msg());
+    rmdir(cfgp);
+    if (mkfifo(cfgp, 0600) == 0) {
+        alarm(20); /* the old hang ends the test instead of stalling it */
+        CHECK(gpt2_load(&m, dir) == ERR_IO && strstr(err_msg(), "config.json: not a regular file"),
+              "%s", err_msg());
+        alarm(0);
+        unlink(cfgp);
+    }
     write_file(cfgp, "{\"n_layer\": 1, \"n_head\": 2}");
     CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "n_embd"), "%s", err_msg());
     write_file(cfgp, "{\"n_layer\": 1, \"n_head\": 3, \"n_embd\": 8, \"n_positions\": 4, "
@@ -405,6 +419,21 @@ static void test_load_errors(void)
         CHECK(same, "bf16 round trip");
         gpt2_free(m);
     }
+    write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 10}");
+    /* a FIFO as the weights: refused, not waited on */
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    char moved[300];
+    snprintf(moved, sizeof moved, "%s/moved", dir);
+    CHECK(rename(p, moved) == 0);
+    if (mkfifo(p, 0600) == 0) {
+        alarm(20);
+        CHECK(gpt2_load(&m, dir) == ERR_IO &&
+                  strstr(err_msg(), "model.safetensors: not a regular file"), "%s", err_msg());
+        alarm(0);
+        unlink(p);
+    }
+    CHECK(rename(moved, p) == 0);
     /* truncated safetensors */
     snprintf(p, sizeof p, "%s/model.safetensors", dir);
     CHECK(truncate(p, 100) == 0);

@@ -52,7 +52,7 @@ static void test_dir(void)
     }
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     params_shape s;
-    CHECK(params_from_dir(dir, &s) == ERR_IO && strstr(err_msg(), "config.json"), "%s", err_msg());
+    CHECK(params_from_dir(dir, &s) == ERR_NOTFOUND && strstr(err_msg(), "config.json"), "%s", err_msg());
     write_file(cfg, "{\"n_layer\": 12, \"n_embd\": 768, \"n_head\": 12, \"n_positions\": 1024,"
                     " \"vocab_size\": 50257, \"n_inner\": null, \"activation_function\": \"gelu_new\"}");
     CHECK(params_from_dir(dir, &s) == OK, "%s", err_msg());

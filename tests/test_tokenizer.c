@@ -312,6 +312,30 @@ static void test_load_errors(void)
     spit(p, "{\"a\": 1, \"bq\": -1}", 18);
     CHECK(tok_load(&t, dir) == ERR_FORMAT && strstr(err_msg(), "token 'bq' has no valid integer id"),
           "%s", err_msg());
+    /* a FIFO as either file is refused at once (opening it blocked the loader), a directory
+       is named as one */
+    CHECK(bpe_write(dir, &m, 1) == 0);
+    CHECK(tok_load(&t, dir) == OK, "%s", err_msg());
+    tok_free(t);
+    const char *names[] = {"encoder.json", "vocab.bpe"};
+    for (int i = 0; i < 2; i++) {
+        char q[400], moved[420], want[64];
+        snprintf(q, sizeof q, "%s/%s", dir, names[i]);
+        snprintf(moved, sizeof moved, "%s.moved", q);
+        CHECK(rename(q, moved) == 0);
+        snprintf(want, sizeof want, "%s: not a regular file", names[i]);
+        if (mkfifo(q, 0600) == 0) {
+            alarm(20); /* the old hang ends the test instead of stalling it */
+            CHECK(tok_load(&t, dir) == ERR_IO && strstr(err_msg(), want), "%s", err_msg());
+            alarm(0);
+            unlink(q);
+        }
+        snprintf(want, sizeof want, "%s: is a directory", names[i]);
+        CHECK(mkdir(q, 0777) == 0);
+        CHECK(tok_load(&t, dir) == ERR_IO && strstr(err_msg(), want), "%s", err_msg());
+        rmdir(q);
+        CHECK(rename(moved, q) == 0);
+    }
 }
 
 static int train_file(const char *path, int vocab, long min_freq, bpe_merge **m, size_t *nm)
