@@ -128,19 +128,26 @@ static void tab_add(gpt2_model *m, size_t *off, const char *name, int ndim, int6
 
 static float *tab_ptr(gpt2_model *m, int i) { return m->params + m->tab[i].offset; }
 
+/* The first field out of range, named with its allowed range (config.json or init-model's
+ * flags: the caller knows which). */
 static int check_cfg(const gpt2_config *c, const char *where)
 {
-    if (c->n_layer < 1 || c->n_layer > 1000 || c->n_head < 1 || c->n_embd < 1 ||
-        c->n_embd > 65536 || c->n_embd % c->n_head || c->n_ctx < 1 || c->n_ctx > 1 << 20 ||
-        c->vocab_size < 1 || c->vocab_size > 1 << 24 || c->n_inner < 1 || c->n_inner > 1 << 20 ||
-        !(c->ln_eps > 0 && c->ln_eps < 1))
-        return err_set(ERR_FORMAT,
-                       "%s%sinvalid model shape (n_layer %d, n_head %d, n_embd %d, n_positions %d, "
-                       "vocab_size %d, n_inner %d, eps %g): n_embd must be a multiple of n_head; "
-                       "limits: n_layer 1..1000, n_embd 1..65536, n_positions 1..1048576, "
-                       "vocab_size 1..16777216, n_inner 1..1048576, 0 < eps < 1",
-                       where ? where : "", where ? ": " : "", c->n_layer, c->n_head, c->n_embd,
-                       c->n_ctx, c->vocab_size, c->n_inner, (double)c->ln_eps);
+    const char *w = where ? where : "", *sep = where ? ": " : "";
+    const struct { const char *name; int v, hi; } lim[] = {
+        {"n_layer", c->n_layer, 1000},      {"n_embd", c->n_embd, 65536},
+        {"n_head", c->n_head, 65536},       {"n_positions", c->n_ctx, 1 << 20},
+        {"vocab_size", c->vocab_size, 1 << 24}, {"n_inner", c->n_inner, 1 << 20},
+    };
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+        if (lim[i].v < 1 || lim[i].v > lim[i].hi)
+            return err_set(ERR_FORMAT, "%s%sinvalid model shape: %s %d is outside 1..%d", w, sep,
+                           lim[i].name, lim[i].v, lim[i].hi);
+    if (c->n_embd % c->n_head)
+        return err_set(ERR_FORMAT, "%s%sinvalid model shape: n_embd %d is not a multiple of "
+                       "n_head %d", w, sep, c->n_embd, c->n_head);
+    if (!(c->ln_eps > 0 && c->ln_eps < 1)) /* NaN fails too */
+        return err_set(ERR_FORMAT, "%s%sinvalid model shape: layer_norm_epsilon %g is outside "
+                       "(0, 1)", w, sep, (double)c->ln_eps);
     return OK;
 }
 

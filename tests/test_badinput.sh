@@ -493,6 +493,10 @@ bad "a FIFO as encoder.json" "f_tok/encoder.json: not a regular file" tokenize -
 bad "a FIFO as vocab.bpe" "f_bpe/vocab.bpe: not a regular file" tokenize --tokenizer $R/f_bpe small.txt
 bad "a FIFO as an SAE's weights" "f_sae/sae_weights.safetensors: not a regular file" sae-eval --sae $R/f_sae --npy acts.npy
 bad "a FIFO as an SAE's cfg.json" "f_scfg/cfg.json: not a regular file" sae-eval --sae $R/f_scfg --npy acts.npy
+bad "config.json: layer_norm_epsilon out of range" "c_eps/config.json: invalid model shape: layer_norm_epsilon -1 is outside \(0, 1\)" forward --model $R/c_eps "${F2[@]}"
+bad "init-model: too many layers" "n_layer 1001 is outside 1\.\.1000" init-model --layers 1001 --d-model 8 --heads 2 -o $R/m2
+bad "init-model: zero vocabulary" "vocab_size 0 is outside 1\.\.16777216" init-model --layers 1 --d-model 8 --heads 2 --vocab 0 -o $R/m2
+bad "init-model: negative MLP width" "n_inner -1 is outside 1\.\.1048576" init-model --layers 1 --d-model 8 --heads 2 --d-mlp -1 -o $R/m2
 check "  ... none of the refusals above made an output" "absent $R/x.npy && absent $R/m2"
 bad "npy: shape whose element count overflows" "over.npy: .npy shape too large \(its element count overflows 64 bits at dimension 1\)" import --npy $R/over.npy --db $R/x.db --hook $H
 bad "npy: 8-byte elements whose byte count overflows" "over2.npy: .npy shape too large" sae-train --npy $R/over2.npy --out $R/s_over

@@ -419,6 +419,29 @@ static void test_load_errors(void)
         CHECK(same, "bf16 round trip");
         gpt2_free(m);
     }
+    /* each shape check names its field and range (all used to say "n_embd must be a multiple
+       of n_head") */
+    static const char *const shapes[][2] = {
+        {"\"n_layer\": 0, \"layer_norm_epsilon\": -1", "n_layer 0 is outside 1..1000"},
+        {"\"n_layer\": 1000000000", "n_layer 1000000000 is outside 1..1000"},
+        {"\"n_layer\": 2, \"layer_norm_epsilon\": -1", "layer_norm_epsilon -1 is outside (0, 1)"},
+        {"\"n_layer\": 2, \"n_inner\": 2000000", "n_inner 2000000 is outside 1..1048576"},
+        {"\"n_layer\": 2, \"n_head\": 3", "n_embd 8 is not a multiple of n_head 3"},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char js[400];
+        snprintf(js, sizeof js, "{%s, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                 "\"vocab_size\": 10}", shapes[i][0]); /* of two equal keys the first counts */
+        write_file(cfgp, js);
+        m = NULL;
+        CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "invalid model shape: ") &&
+                  strstr(err_msg(), shapes[i][1]), "%s: %s", shapes[i][0], err_msg());
+        gpt2_free(m);
+    }
+    gpt2_config c0 = {1, 2, 8, 4, 0, 32, 1e-5f};
+    CHECK(gpt2_create(&m, &c0, 7) == ERR_FORMAT &&
+              !strcmp(err_msg(), "invalid model shape: vocab_size 0 is outside 1..16777216"),
+          "%s", err_msg());
     write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
                      "\"vocab_size\": 10}");
     /* a FIFO as the weights: refused, not waited on */
