@@ -400,6 +400,19 @@ static int json_int(const cJSON *root, const char *key, const char *alt, int *ou
     return OK;
 }
 
+/* A Hugging Face boolean that changes the maths when not at its default, which is all we
+ * implement: refused rather than silently ignored (the logits would be wrong). */
+static int unsupported_flag(const cJSON *root, const char *key, int dflt, const char *why,
+                            const char *path)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) return OK;
+    if (!cJSON_IsBool(v)) return err_set(ERR_FORMAT, "%s: \"%s\" must be true or false", path, key);
+    if (cJSON_IsTrue(v) == dflt) return OK;
+    return err_set(ERR_FORMAT, "%s: \"%s\": %s is not supported (attention %s)", path, key,
+                   dflt ? "false" : "true", why);
+}
+
 static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag)
 {
     char path[4096];
@@ -450,6 +463,13 @@ static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag
     *tie_flag = 1;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     if (t && cJSON_IsFalse(t)) *tie_flag = 0;
+    if ((rc = unsupported_flag(root, "scale_attn_weights", 1, "scores are always scaled by "
+                               "1/sqrt(head size)", path)) ||
+        (rc = unsupported_flag(root, "scale_attn_by_inverse_layer_idx", 0, "scores are never "
+                               "divided by the layer number", path)))
+        goto out;
+    /* reorder_and_upcast_attn only changes the order and precision of the score computation
+       in half precision; in float32 it is the same maths, so either value is accepted */
     rc = check_cfg(c, path);
 out:
     cJSON_Delete(root);

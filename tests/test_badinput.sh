@@ -494,6 +494,8 @@ bad "a FIFO as vocab.bpe" "f_bpe/vocab.bpe: not a regular file" tokenize --token
 bad "a FIFO as an SAE's weights" "f_sae/sae_weights.safetensors: not a regular file" sae-eval --sae $R/f_sae --npy acts.npy
 bad "a FIFO as an SAE's cfg.json" "f_scfg/cfg.json: not a regular file" sae-eval --sae $R/f_scfg --npy acts.npy
 bad "config.json: layer_norm_epsilon out of range" "c_eps/config.json: invalid model shape: layer_norm_epsilon -1 is outside \(0, 1\)" forward --model $R/c_eps "${F2[@]}"
+bad "config.json: scale_attn_weights false" "c_saw/config.json: \"scale_attn_weights\": false is not supported" forward --model $R/c_saw "${F2[@]}"
+bad "config.json: scale_attn_by_inverse_layer_idx true" "c_inv/config.json: \"scale_attn_by_inverse_layer_idx\": true is not supported" forward --model $R/c_inv "${F2[@]}"
 bad "init-model: too many layers" "n_layer 1001 is outside 1\.\.1000" init-model --layers 1001 --d-model 8 --heads 2 -o $R/m2
 bad "init-model: zero vocabulary" "vocab_size 0 is outside 1\.\.16777216" init-model --layers 1 --d-model 8 --heads 2 --vocab 0 -o $R/m2
 bad "init-model: negative MLP width" "n_inner -1 is outside 1\.\.1048576" init-model --layers 1 --d-model 8 --heads 2 --d-mlp -1 -o $R/m2

@@ -442,6 +442,27 @@ static void test_load_errors(void)
     CHECK(gpt2_create(&m, &c0, 7) == ERR_FORMAT &&
               !strcmp(err_msg(), "invalid model shape: vocab_size 0 is outside 1..16777216"),
           "%s", err_msg());
+    /* Hugging Face options that change the attention maths: refused when not at the default we
+       implement; reorder_and_upcast_attn is the same maths in float32, accepted */
+    static const char *const hf[][2] = {
+        {"\"scale_attn_weights\": false", "\"scale_attn_weights\": false is not supported"},
+        {"\"scale_attn_by_inverse_layer_idx\": true",
+         "\"scale_attn_by_inverse_layer_idx\": true is not supported"},
+        {"\"scale_attn_weights\": 0", "\"scale_attn_weights\" must be true or false"},
+        {"\"scale_attn_weights\": true, \"scale_attn_by_inverse_layer_idx\": false, "
+         "\"reorder_and_upcast_attn\": true", NULL},
+    };
+    for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
+        char js[400];
+        snprintf(js, sizeof js, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, "
+                 "\"n_positions\": 4, \"vocab_size\": 10, %s}", hf[i][0]);
+        write_file(cfgp, js);
+        m = NULL;
+        int rc = gpt2_load(&m, dir);
+        if (hf[i][1]) CHECK(rc == ERR_FORMAT && strstr(err_msg(), hf[i][1]), "%s", err_msg());
+        else CHECK(rc == OK, "%s: %s", hf[i][0], err_msg());
+        gpt2_free(m);
+    }
     write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
                      "\"vocab_size\": 10}");
     /* a FIFO as the weights: refused, not waited on */
