@@ -120,6 +120,15 @@ int train_init(train_state *s, gpt2_model *m, const train_opts *o)
     if (o->batch < 1 || o->seq < 1 || o->seq > gpt2_cfg(m)->n_ctx || o->steps < 1)
         return err_set(ERR_ARG, "bad training shape: batch %d, seq %d (context %d), steps %d",
                        o->batch, o->seq, gpt2_cfg(m)->n_ctx, o->steps);
+    /* out of range, these still train, wrongly: a negative floor or decay drives the weights
+       away from the loss, a negative clip scales the gradient by a negative factor */
+    if (!(o->lr > 0 && o->warmup >= 0 && o->min_lr_frac >= 0 && o->min_lr_frac <= 1 &&
+          o->weight_decay >= 0 && o->clip >= 0 && o->beta1 >= 0 && o->beta1 < 1 &&
+          o->beta2 >= 0 && o->beta2 < 1 && o->eps > 0))
+        return err_set(ERR_ARG, "bad optimizer options: lr %g (> 0), warmup %d (>= 0), min_lr_frac "
+                       "%g ([0, 1]), weight_decay %g (>= 0), clip %g (>= 0), betas %g, %g ([0, 1)), "
+                       "eps %g (> 0)", o->lr, o->warmup, o->min_lr_frac, o->weight_decay, o->clip,
+                       o->beta1, o->beta2, o->eps);
     int rc = gpt2_train_enable(m);
     if (rc) return rc;
     size_t n;

@@ -532,6 +532,11 @@ setup "${LMA[@]}" --max-time 0.000001 -o $R/lm_dmg
 last_f32 $R/lm_dmg/train_state.safetensors '\x00\x00\xc0\x7f'
 LAST=""
 bad "train-lm --resume from a damaged training state" "lm_dmg/train_state.safetensors: tensor '(params|adam_m|adam_v)' has nan at index [0-9]+: the file is damaged" "${LMA[@]}" --resume -o $R/lm_dmg
+# optimizer flags out of range are refused (they trained, wrongly: a negative learning rate)
+bad "train-lm --min-lr-frac -1" "--min-lr-frac must be" "${LMA[@]}" --min-lr-frac -1 -o $R/lm_opt
+bad "train-lm --min-lr-frac 2" "--min-lr-frac must be" "${LMA[@]}" --min-lr-frac 2 -o $R/lm_opt
+bad "train-lm --weight-decay -50" "--weight-decay must be" "${LMA[@]}" --weight-decay -50 -o $R/lm_opt
+bad "train-lm --clip -1" "--clip must be" "${LMA[@]}" --clip -1 -o $R/lm_opt
 
 # -- outputs that are not regular files (the rule of common/fileio.h); the real /dev/full and
 #    /dev/null are never touched: stand-ins are made with mknod in $W/r2 --

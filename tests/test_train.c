@@ -49,6 +49,31 @@ static gpt2_model *tiny(uint64_t seed)
     return m;
 }
 
+/* options that would train wrongly (a negative learning rate, a negative clip) are refused */
+static void test_bad_opts(void)
+{
+    gpt2_model *m = tiny(1);
+    train_opts o;
+    train_state s;
+    for (int k = 0; k < 8; k++) {
+        train_opts_default(&o);
+        o.seq = 16;
+        switch (k) {
+        case 0: o.lr = 0; break;
+        case 1: o.min_lr_frac = -1; break;
+        case 2: o.min_lr_frac = 2; break;
+        case 3: o.weight_decay = -50; break;
+        case 4: o.clip = -1; break;
+        case 5: o.beta1 = 1; break;
+        case 6: o.eps = 0; break;
+        case 7: o.warmup = -1; break;
+        }
+        CHECK(train_init(&s, m, &o) == ERR_ARG && strstr(err_msg(), "bad optimizer options"),
+              "case %d: %s", k, err_msg());
+    }
+    gpt2_free(m);
+}
+
 static void test_adamw(void)
 {
     gpt2_model *m = tiny(1);
@@ -349,6 +374,7 @@ int main(void)
     test_train_run();
     test_schedule();
     test_clip();
+    test_bad_opts();
     test_adamw();
     test_data();
     test_learning_and_resume();
