@@ -8,7 +8,7 @@
 
 CLI_COMMAND(train_lm, "Train a small GPT-2-style language model on a corpus",
             "saelite train-lm --corpus FILE --tokenizer DIR [--layers 1 --d-model 128 --heads 4 "
-            "--d-mlp 512 --ctx 128] [--batch 32 --steps N --lr 3e-3 --seed S] [--resume] -o DIR")
+            "--d-mlp 512 --ctx 128] [--batch 32 --steps N --lr 3e-3 --seed S] [--resume | --force] -o DIR")
 
 static void on_event(int ev, const void *result, void *user)
 {
@@ -68,6 +68,8 @@ int cmd_train_lm(int argc, char **argv)
          "threads a batch's sequences are split over, a model copy each (the step's bits depend "
          "on it)", ARG_RANGE(1, TRAIN_REPLICAS_MAX), ARG_DEFAULT("cores, at most the batch")},
         {"--resume", ARG_FLAG, &o.resume, "continue from DIR/train_state.safetensors"},
+        {"--force", ARG_FLAG, &o.force, "start over in a DIR that holds a model or a training "
+                                        "state (else refused)"},
         {"-o", ARG_STR, &o.out, "output directory", ARG_REQUIRED},
         {"--out", ARG_STR, &o.out, "same as -o"},
         {NULL, 0, NULL, NULL}};

@@ -95,7 +95,8 @@ int train_resume(train_state *s, const char *dir);
 /* ---- the train-lm pipeline ---------------------------------------------------------------- */
 /* train_run tokenizes a corpus (corpus_open: JSONL or blank-line separated text) with the
  * tokenizer in tok_dir, splits its documents, creates the model (or resumes out/ when resume is
- * set and out/train_state.safetensors exists, refusing other shapes), copies the tokenizer files
+ * set and out/train_state.safetensors exists, refusing other shapes; without resume an out/ that
+ * holds a model or a training state is refused unless force), copies the tokenizer files
  * into out/ (so the directory is self-contained), then trains with validation every eval_every
  * steps and checkpoints every checkpoint_every steps, at the end, at max_seconds and when *stop
  * becomes non-zero (then it returns OK with stopped set: the checkpoint is the result). Temp files
@@ -110,6 +111,7 @@ typedef struct {
     int eval_every, eval_windows, checkpoint_every;
     double max_seconds;                       /* 0 = no limit */
     int resume;
+    int force;                                /* without resume: overwrite an OUT holding a model */
     volatile int *stop;                       /* polled after every step; may be NULL */
     void (*on_event)(int event, const void *result, void *user);
     void *user;

@@ -98,6 +98,28 @@ static int open_model(const train_run_opts *o, int V, gpt2_model **m, int *resum
     return OK;
 }
 
+/* Before anything is read or created: OUT must be a directory or missing, and without resume an
+ * OUT holding a model or a training state is refused unless force (a rerun without --resume
+ * silently replaced a finished model). */
+static int check_out(const train_run_opts *o)
+{
+    struct stat sb;
+    if (stat(o->out, &sb) != 0) return OK;
+    if (!S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: exists and is not a directory", o->out);
+    if (o->resume || o->force) return OK;
+    static const char *const held[] = {"train_state.safetensors", "model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char p[4096];
+        int rc = path_join(p, sizeof p, o->out, held[i]);
+        if (rc) return rc;
+        if (access(p, F_OK) == 0)
+            return err_set(ERR_ARG, "%s already holds %s (%s): --resume continues its run, --force "
+                                    "overwrites it", o->out,
+                           i == 0 ? "a training state" : "a model", held[i]);
+    }
+    return OK;
+}
+
 /* The step loop: validation, checkpoints, time limit and stop flag. */
 static int run_steps(const train_run_opts *o, train_state *s, const train_data *d,
                      train_run_result *r)
@@ -178,7 +200,8 @@ int train_run(const train_run_opts *o, train_run_result *r)
     memset(&s, 0, sizeof s);
     train_data_init(&d, -1, o->val_frac, to.seed);
     char made[4096] = ""; /* the outermost directory of OUT this run created */
-    int rc = tok_load(&tok, o->tok_dir), resuming = 0;
+    int rc = check_out(o), resuming = 0;
+    if (!rc) rc = tok_load(&tok, o->tok_dir);
     if (rc) goto out;
     r->vocab = tok_vocab_size(tok);
     d.eot = tok_eot(tok);

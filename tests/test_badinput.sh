@@ -532,6 +532,7 @@ setup "${LMA[@]}" --max-time 0.000001 -o $R/lm_dmg
 last_f32 $R/lm_dmg/train_state.safetensors '\x00\x00\xc0\x7f'
 LAST=""
 bad "train-lm --resume from a damaged training state" "lm_dmg/train_state.safetensors: tensor '(params|adam_m|adam_v)' has nan at index [0-9]+: the file is damaged" "${LMA[@]}" --resume -o $R/lm_dmg
+bad "train-lm over a run's directory without --resume (refused, not replaced)" "lm_dmg already holds a training state \(train_state.safetensors\): --resume continues its run, --force overwrites it" "${LMA[@]}" -o $R/lm_dmg
 # optimizer flags out of range are refused (they trained, wrongly: a negative learning rate)
 bad "train-lm --min-lr-frac -1" "--min-lr-frac must be" "${LMA[@]}" --min-lr-frac -1 -o $R/lm_opt
 bad "train-lm --min-lr-frac 2" "--min-lr-frac must be" "${LMA[@]}" --min-lr-frac 2 -o $R/lm_opt

@@ -361,6 +361,22 @@ static void test_train_run(void)
     snprintf(p, sizeof p, "%s/model.safetensors", a);
     snprintf(q, sizeof q, "%s/model.safetensors", b);
     CHECK(fixture_files_equal(p, q), "stopped + resumed = uninterrupted");
+    /* a finished run is not replaced by a run without resume, unless forced */
+    o.resume = 0;
+    o.out = a;
+    o.train.steps = 2;
+    o.user = &e;
+    CHECK(train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "already holds"), "%s", err_msg());
+    snprintf(p, sizeof p, "%s/train_state.safetensors", a);
+    struct stat sb;
+    CHECK(stat(p, &sb) == 0 && sb.st_size > 0, "the refused run left the state");
+    o.force = 1;
+    CHECK(train_run(&o, &r) == OK && r.steps_run == 2, "--force: %s", err_msg());
+    o.force = 0;
+    o.train.steps = 9;
+    o.out = b;
+    o.resume = 1;
+    o.user = &e2;
     o.d_model = 32;
     CHECK(train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "differs"), "resume with another shape: %s", err_msg());
     o.d_model = 15;

@@ -37,6 +37,18 @@ first=$(grep -m1 '^step' <<<"$out" | awk '{print $6}')
 last=$(grep '^step' <<<"$out" | tail -1 | awk '{print $6}')
 ok awk -v a="$first" -v b="$last" 'BEGIN{exit !(b < a)}'
 
+# a rerun without --resume does not replace the finished model; --force does
+cp "$tmp/a/model.safetensors" "$tmp/a.model"
+$BIN train-lm "${args[@]}" --steps 5 -o "$tmp/a" >/dev/null 2>"$tmp/f.err"
+ok test $? -eq 1
+ok grep -q "already holds a training state" "$tmp/f.err"
+ok cmp -s "$tmp/a.model" "$tmp/a/model.safetensors"
+$BIN train-lm "${args[@]}" --steps 5 --force -o "$tmp/f" >/dev/null 2>&1
+ok test $? -eq 0
+cp -r "$tmp/a" "$tmp/f2"
+$BIN train-lm "${args[@]}" --steps 5 --force -o "$tmp/f2" >/dev/null 2>&1
+ok test $? -eq 0
+ok cmp -s "$tmp/f/model.safetensors" "$tmp/f2/model.safetensors"
 # interrupted run (stops after its first step via --max-time), then resumed
 $BIN train-lm "${args[@]}" --max-time 0.000001 -o "$tmp/b" >"$tmp/b.log" 2>&1
 ok grep -q "stopped at step 1" "$tmp/b.log"
