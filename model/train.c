@@ -114,6 +114,38 @@ int train_replicas(const gpt2_model *m, int batch)
     return r < 1 ? 1 : r;
 }
 
+/* What a step allocates, from gpt2.c's buffers (alloc_acts in train mode and backward_impl):
+ * per token, the per-layer activations kept for the backward pass, the logits and their
+ * gradient's scratch; per sequence, the attention probabilities of every layer and their
+ * gradient; the batch's token/target ids and the held-out losses; per parameter, m's weights,
+ * gradient and Adam's two moments, and each copy's weights and gradient. */
+double train_memory_bytes(const gpt2_config *c, const train_opts *o, int nrep, size_t nparams)
+{
+    double N = (double)o->batch * o->seq, L = c->n_layer, C = c->n_embd, F = c->n_inner,
+           V = c->vocab_size, T = o->seq;
+    double per_tok = C * (8 * L + 12) + F * (2 * L + 2) + V + 4 * L + 3 + 2;
+    double att = (double)o->batch * c->n_head * T * T * (L + 1);
+    return 4.0 * (N * per_tok + att + (4.0 + 2.0 * (nrep > 1 ? nrep - 1 : 0)) * (double)nparams);
+}
+
+int train_memory_check(const gpt2_config *c, const train_opts *o, int nrep, size_t nparams)
+{
+    /* the model's loops index a batch's tokens with int */
+    if ((int64_t)o->batch * o->seq > INT32_MAX)
+        return err_set(ERR_ARG, "--batch %d x --ctx %d: %.3g tokens per step, more than the "
+                       "model's 2147483647", o->batch, o->seq, (double)o->batch * o->seq);
+    /* past the machine's memory the lazy allocations succeed and the kernel kills the job
+       while the first step touches them (--batch 100000000 grew to 24 GB), so say it now */
+    double need = train_memory_bytes(c, o, nrep, nparams);
+    long long phys = mem_physical_bytes();
+    if (phys > 0 && need > (double)phys)
+        return err_set(ERR_ARG, "--batch %d: a step over %d x %d tokens needs %.1f GB (activations "
+                       "kept for the backward pass, weights, gradients and Adam state), more than "
+                       "this machine's %.1f GB of memory (a smaller --batch or --ctx?)", o->batch,
+                       o->batch, o->seq, need / 1e9, (double)phys / 1e9);
+    return OK;
+}
+
 int train_init(train_state *s, gpt2_model *m, const train_opts *o)
 {
     memset(s, 0, sizeof *s);
@@ -129,26 +161,32 @@ int train_init(train_state *s, gpt2_model *m, const train_opts *o)
                        "%g ([0, 1]), weight_decay %g (>= 0), clip %g (>= 0), betas %g, %g ([0, 1)), "
                        "eps %g (> 0)", o->lr, o->warmup, o->min_lr_frac, o->weight_decay, o->clip,
                        o->beta1, o->beta2, o->eps);
-    int rc = gpt2_train_enable(m);
-    if (rc) return rc;
     size_t n;
     gpt2_params(m, &n);
+    int want = train_replicas(m, o->batch);
+    if (o->replicas > 0) want = o->replicas < o->batch ? o->replicas : o->batch;
+    if (want > TRAIN_REPLICAS_MAX) want = TRAIN_REPLICAS_MAX;
+    int rc = train_memory_check(gpt2_cfg(m), o, want, n);
+    if (rc) return rc;
+    if ((rc = gpt2_train_enable(m))) return rc;
     s->m = m;
     s->o = *o;
     s->mom = mem_calloc(n, sizeof(float));
     s->var = mem_calloc(n, sizeof(float));
     s->tok = mem_alloc(sizeof(int) * (size_t)o->batch * o->seq);
     s->tgt = mem_alloc(sizeof(int) * (size_t)o->batch * o->seq);
-    if (!s->mom || !s->var || !s->tok || !s->tgt) {
+    if (!s->mom || !s->var) {
         train_free(s);
-        return err_set(ERR_NOMEM, "out of memory for the optimizer state");
+        return err_set(ERR_NOMEM, "out of memory for the optimizer state of %zu parameters", n);
+    }
+    if (!s->tok || !s->tgt) {
+        train_free(s);
+        return err_set(ERR_NOMEM, "--batch %d: out of memory for the batch's %d x %d token ids",
+                       o->batch, o->batch, o->seq);
     }
     /* the sampling stream differs from the init stream of the same seed */
     rng_seed(&s->rng, o->seed ^ 0x5eed5a3b1e5ull);
     s->nrep = 1;
-    int want = train_replicas(m, o->batch);
-    if (o->replicas > 0) want = o->replicas < o->batch ? o->replicas : o->batch;
-    if (want > TRAIN_REPLICAS_MAX) want = TRAIN_REPLICAS_MAX;
     while (s->nrep < want && !gpt2_clone(&s->rep[s->nrep], m)) {
         if (gpt2_train_enable(s->rep[s->nrep])) {
             gpt2_free(s->rep[s->nrep]);

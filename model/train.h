@@ -75,6 +75,12 @@ int train_replicas(const gpt2_model *m, int batch);
  * when a copy cannot be allocated. The step's bits depend on that count (the gradient is summed
  * per thread's share, then across them), not on which run or machine computes them. */
 int train_init(train_state *s, gpt2_model *m, const train_opts *o);
+/* Bytes a step of batch x seq tokens allocates over nrep threads for a model of nparams
+ * parameters (activations, logits, gradients, Adam state, the copies), and the check train_init
+ * makes with it: ERR_ARG, naming --batch, when that exceeds the machine's physical memory or a
+ * step's tokens exceed INT32_MAX. */
+double train_memory_bytes(const gpt2_config *c, const train_opts *o, int nrep, size_t nparams);
+int train_memory_check(const gpt2_config *c, const train_opts *o, int nrep, size_t nparams);
 void train_free(train_state *s);
 /* One optimisation step on a fresh random batch; outputs may be NULL. */
 int train_step(train_state *s, const train_data *d, double *loss, double *grad_norm, double *lr);

@@ -205,6 +205,13 @@ int train_run(const train_run_opts *o, train_run_result *r)
     if (rc) goto out;
     r->vocab = tok_vocab_size(tok);
     d.eot = tok_eot(tok);
+    {
+        /* before the corpus is read and OUT made: train_init checks again with the threads */
+        gpt2_config c = {o->layers, o->heads, o->d_model, o->ctx, r->vocab, r->d_mlp, 1e-5f};
+        double C = o->d_model, F = r->d_mlp;
+        double np = ((double)r->vocab + o->ctx) * C + o->layers * (4 * C * C + 2 * C * F + 9 * C + F);
+        if ((rc = train_memory_check(&c, &to, 1, (size_t)np))) goto out;
+    }
     double t0 = now_seconds();
     if ((rc = load_corpus(&d, o->corpus, tok))) goto out;
     r->tokenize_seconds = now_seconds() - t0;

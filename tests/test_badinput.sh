@@ -533,6 +533,10 @@ last_f32 $R/lm_dmg/train_state.safetensors '\x00\x00\xc0\x7f'
 LAST=""
 bad "train-lm --resume from a damaged training state" "lm_dmg/train_state.safetensors: tensor '(params|adam_m|adam_v)' has nan at index [0-9]+: the file is damaged" "${LMA[@]}" --resume -o $R/lm_dmg
 bad "train-lm over a run's directory without --resume (refused, not replaced)" "lm_dmg already holds a training state \(train_state.safetensors\): --resume continues its run, --force overwrites it" "${LMA[@]}" -o $R/lm_dmg
+# a batch past the machine's memory is refused before anything is allocated or made (it grew to
+# 24 GB and was killed, leaving -o behind), and one whose tokens overflow the model's int
+bad "train-lm --batch past physical memory" "--batch 100000000: a step over 100000000 x 4 tokens needs [0-9.]+ GB .* more than this machine's" "${LMA[@]}" --batch 100000000 -o $R/lm_mem
+bad "train-lm --batch x --ctx past INT32_MAX" "--batch 1000000000 x --ctx 4: 4e\+09 tokens per step" "${LMA[@]}" --batch 1000000000 -o $R/lm_mem
 # optimizer flags out of range are refused (they trained, wrongly: a negative learning rate)
 bad "train-lm --min-lr-frac -1" "--min-lr-frac must be" "${LMA[@]}" --min-lr-frac -1 -o $R/lm_opt
 bad "train-lm --min-lr-frac 2" "--min-lr-frac must be" "${LMA[@]}" --min-lr-frac 2 -o $R/lm_opt

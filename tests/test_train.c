@@ -71,6 +71,14 @@ static void test_bad_opts(void)
         CHECK(train_init(&s, m, &o) == ERR_ARG && strstr(err_msg(), "bad optimizer options"),
               "case %d: %s", k, err_msg());
     }
+    /* a batch past physical memory is refused before allocating (the kernel killed it) */
+    train_opts_default(&o);
+    o.seq = 16;
+    o.batch = 1 << 26;
+    CHECK(train_init(&s, m, &o) == ERR_ARG && strstr(err_msg(), "--batch 67108864: a step over"),
+          "%s", err_msg());
+    o.batch = 1 << 28;
+    CHECK(train_init(&s, m, &o) == ERR_ARG && strstr(err_msg(), "tokens per step"), "%s", err_msg());
     gpt2_free(m);
 }
 
