@@ -214,6 +214,13 @@ void train_free(train_state *s)
     memset(s, 0, sizeof *s);
 }
 
+void train_set_data(train_state *s, const train_data *d)
+{
+    uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, d->train, d->ntrain * sizeof(int));
+    h = hash_fnv1a(h, d->val, d->nval * sizeof(int));
+    snprintf(s->data, sizeof s->data, "train=%zu val=%zu hash=%016" PRIx64, d->ntrain, d->nval, h);
+}
+
 double train_clip(float *g, size_t n, double clip)
 {
     double ss = 0;
@@ -446,7 +453,8 @@ int train_save(const train_state *s, const char *dir)
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
              s->rng.s[0], s->rng.s[1], s->rng.s[2], s->rng.s[3]);
     opts_string(&s->o, opts, sizeof opts);
-    const char *meta[] = {"step", step, "rng", rng, "opts", opts, NULL};
+    const char *meta[] = {"step", step, "rng", rng, "opts", opts,
+                          s->data[0] ? "data" : NULL, s->data, NULL};
     char path[4096];
     snprintf(path, sizeof path, "%s/train_state.safetensors", dir);
     return st_write(path, outs, 3, meta);
@@ -473,6 +481,12 @@ int train_resume(train_state *s, const char *dir)
     if (strcmp(opts, want)) {
         rc = err_set(ERR_ARG, "%s: the run was started with different options (%s; now %s)", path,
                      opts, want);
+        goto out;
+    }
+    const char *data = st_metadata(f, "data");
+    if (data && s->data[0] && strcmp(data, s->data)) {
+        rc = err_set(ERR_ARG, "%s: the run was trained on other data (%s; now %s): another corpus, "
+                     "tokenizer or --val-frac", path, data, s->data);
         goto out;
     }
     if ((rc = st_load_f32(f, "params", 1, shp, p)) || (rc = st_load_f32(f, "adam_m", 1, shp, s->mom)) ||

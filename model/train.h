@@ -64,6 +64,9 @@ typedef struct {
      * gradients into m's. nrep 1: m alone, OpenBLAS threads as they were. */
     gpt2_model *rep[TRAIN_REPLICAS_MAX];
     int nrep, blas_prev;
+    /* the data trained on (train_set_data; "" when not given): saved with the state and
+       compared on resume, so another corpus, tokenizer or split is refused */
+    char data[96];
 } train_state;
 
 /* How many threads train_init splits a batch over: SAELITE_THREADS or the cores (par_threads),
@@ -82,6 +85,9 @@ int train_init(train_state *s, gpt2_model *m, const train_opts *o);
 double train_memory_bytes(const gpt2_config *c, const train_opts *o, int nrep, size_t nparams);
 int train_memory_check(const gpt2_config *c, const train_opts *o, int nrep, size_t nparams);
 void train_free(train_state *s);
+/* Record which data the run trains on: the token counts and a hash of both streams (so the
+ * corpus, the tokenizer and the split are covered). Call before train_save / train_resume. */
+void train_set_data(train_state *s, const train_data *d);
 /* One optimisation step on a fresh random batch; outputs may be NULL. */
 int train_step(train_state *s, const train_data *d, double *loss, double *grad_norm, double *lr);
 /* Mean loss over up to max_windows consecutive held-out windows of seq tokens (the last one may
@@ -94,7 +100,9 @@ void train_adamw(train_state *s, double lr);
 double train_clip(float *g, size_t n, double clip);
 
 /* Checkpoint to dir (see above) / restore from dir/train_state.safetensors into a state whose
- * model has the same shape; options that change the trajectory must match (ERR_ARG otherwise). */
+ * model has the same shape; options that change the trajectory must match, and the data record
+ * (train_set_data) when both the file and the state have one (ERR_ARG otherwise; files from
+ * before the record resume unchecked). */
 int train_save(const train_state *s, const char *dir);
 int train_resume(train_state *s, const char *dir);
 

@@ -233,6 +233,7 @@ int train_run(const train_run_opts *o, train_run_result *r)
     }
     if ((rc = open_model(o, r->vocab, &m, &resuming, r))) goto out;
     if ((rc = train_init(&s, m, &to))) goto out;
+    train_set_data(&s, &d);
     if (resuming && (rc = train_resume(&s, o->out))) goto out;
     if (resuming) r->resumed_step = s.step;
     if ((rc = file_mkdir_p_created(o->out, made, sizeof made))) goto out;

@@ -197,6 +197,7 @@ static void test_learning_and_resume(void)
     CHECK(gpt2_load(&b, dir) == OK, "%s", err_msg());
     train_state sb;
     CHECK(train_init(&sb, b, &o) == OK);
+    train_set_data(&sb, &d); /* the file has no data record (as before it was kept): resumes */
     CHECK(train_resume(&sb, dir) == OK, "%s", err_msg());
     CHECK(sb.step == 50);
     for (int i = 50; i < o.steps; i++) train_step(&sb, &d, NULL, NULL, NULL);
@@ -385,6 +386,16 @@ static void test_train_run(void)
     o.out = b;
     o.resume = 1;
     o.user = &e2;
+    /* resuming on another corpus is refused, naming the data */
+    char corpus2[300];
+    snprintf(corpus2, sizeof corpus2, "%s/corpus2.txt", root);
+    f = fopen(corpus2, "w");
+    for (int d = 0; d < 40; d++)
+        fprintf(f, "page %d: a bird sang in the tree and the fox ran over the hill.\n\n", d);
+    fclose(f);
+    o.corpus = corpus2;
+    CHECK(train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "trained on other data"), "%s", err_msg());
+    o.corpus = corpus;
     o.d_model = 32;
     CHECK(train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "differs"), "resume with another shape: %s", err_msg());
     o.d_model = 15;

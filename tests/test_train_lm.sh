@@ -60,6 +60,12 @@ ok cmp -s "$tmp/a/model.safetensors" "$tmp/b/model.safetensors"
 $BIN train-lm "${args[@]}" --lr 2e-2 --resume -o "$tmp/b" >"$tmp/c.log" 2>&1
 ok test $? -eq 1
 ok grep -q "different options" "$tmp/c.log"
+# resuming on another corpus is refused (it continued silently, matching neither run)
+sed 's/cat/fox/g; s/mat/hill/g' "$tmp/corpus.txt" > "$tmp/corpus2.txt"
+args2=("${args[@]}"); args2[1]="$tmp/corpus2.txt"
+$BIN train-lm "${args2[@]}" --resume -o "$tmp/b" >"$tmp/c2.log" 2>&1
+ok test $? -eq 1
+ok grep -q "trained on other data" "$tmp/c2.log"
 # --threads: the batch split over 2 threads is deterministic and learns what 1 thread does
 $BIN train-lm "${args[@]}" --threads 1 -o "$tmp/t1" >"$tmp/t1.log" 2>&1; ok test $? -eq 0
 ok grep -q "batch 4 x 16 over 1 thread," "$tmp/t1.log"
