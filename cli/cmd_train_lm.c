@@ -87,6 +87,12 @@ int cmd_train_lm(int argc, char **argv)
     if (r.stopped)
         printf("stopped at step %lld (%s); resume with --resume\n", (long long)r.step,
                r.interrupted ? "interrupted" : "--max-time reached");
+    if (r.steps_run == 0 && !r.stopped) {
+        printf("already finished at step %lld; nothing to train: held-out loss %.4f, unigram "
+               "entropy %.4f (%.3f nats below); %s unchanged\n", (long long)r.step, r.val_loss,
+               r.unigram, r.unigram - r.val_loss, o.out);
+        return 0;
+    }
     printf("trained %lld steps in %.1fs (%.0f tok/s): train loss %.4f, held-out loss %.4f, unigram "
            "entropy %.4f (%.3f nats below); wrote %s\n",
            (long long)r.steps_run, r.seconds, r.tok_per_s, r.loss, r.val_loss, r.unigram,

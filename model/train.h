@@ -150,7 +150,7 @@ typedef struct {
     /* end */
     int stopped;              /* by *stop or max_seconds, with a checkpoint */
     int interrupted;          /* by *stop */
-    int64_t steps_run;
+    int64_t steps_run;        /* 0: a resumed run was already finished (val_loss: its model's) */
     double seconds;
 } train_run_result;
 

@@ -169,8 +169,9 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
     r->loss = last_loss;
     r->tok_per_s = tokens_done / (train_time > 0 ? train_time : 1e-9);
     r->step = s->step;
-    /* a stop between validations: the held-out loss of the checkpoint that was written */
-    if (!rc && r->stopped) rc = train_eval(s, d, o->eval_windows, &val, NULL);
+    /* a stop between validations: the held-out loss of the checkpoint that was written; a
+       resumed run that was already finished: that of its model (the train loss is not kept) */
+    if (!rc && (r->stopped || r->steps_run == 0)) rc = train_eval(s, d, o->eval_windows, &val, NULL);
     r->val_loss = val;
     return rc;
 }

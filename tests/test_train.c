@@ -386,6 +386,9 @@ static void test_train_run(void)
     o.out = b;
     o.resume = 1;
     o.user = &e2;
+    /* resuming a finished run trains nothing and reports its model's held-out loss */
+    CHECK(train_run(&o, &r) == OK && r.steps_run == 0 && r.step == 9 && isfinite(r.val_loss),
+          "finished: %s, val %g", err_msg(), r.val_loss);
     /* resuming on another corpus is refused, naming the data */
     char corpus2[300];
     snprintf(corpus2, sizeof corpus2, "%s/corpus2.txt", root);

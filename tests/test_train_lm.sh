@@ -66,6 +66,12 @@ args2=("${args[@]}"); args2[1]="$tmp/corpus2.txt"
 $BIN train-lm "${args2[@]}" --resume -o "$tmp/b" >"$tmp/c2.log" 2>&1
 ok test $? -eq 1
 ok grep -q "trained on other data" "$tmp/c2.log"
+# resuming a finished run says so, with its held-out loss (it printed nan)
+$BIN train-lm "${args[@]}" --resume -o "$tmp/b" >"$tmp/c3.log" 2>&1
+ok test $? -eq 0
+ok grep -q "already finished at step 24; nothing to train: held-out loss [0-9]" "$tmp/c3.log"
+ok bash -c "! grep -qi nan '$tmp/c3.log'"
+ok cmp -s "$tmp/a/model.safetensors" "$tmp/b/model.safetensors"
 # --threads: the batch split over 2 threads is deterministic and learns what 1 thread does
 $BIN train-lm "${args[@]}" --threads 1 -o "$tmp/t1" >"$tmp/t1.log" 2>&1; ok test $? -eq 0
 ok grep -q "batch 4 x 16 over 1 thread," "$tmp/t1.log"
