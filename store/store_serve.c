@@ -262,7 +262,10 @@ static void fn_instr(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     int th = sqlite3_value_type(argv[0]), tn = sqlite3_value_type(argv[1]);
     if (th == SQLITE_NULL || tn == SQLITE_NULL) return;
     int text = !(th == SQLITE_BLOB && tn == SQLITE_BLOB);
-    sqlite3_value *h = sqlite3_value_dup(argv[0]), *n = sqlite3_value_dup(argv[1]);
+    /* a blob read as text is converted in a copy (as SQLite's does), never in the argument */
+    int mixed = (th == SQLITE_BLOB) != (tn == SQLITE_BLOB);
+    sqlite3_value *h = mixed ? sqlite3_value_dup(argv[0]) : argv[0];
+    sqlite3_value *n = mixed ? sqlite3_value_dup(argv[1]) : argv[1];
     const unsigned char *hs = NULL, *ns = NULL;
     if (h && n) {
         hs = text ? sqlite3_value_text(h) : sqlite3_value_blob(h);
@@ -275,24 +278,22 @@ static void fn_instr(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         sqlite3_result_int(ctx, 1);
     } else {
         int64_t r = 0;
-        for (const unsigned char *p = hs, *end = hs + nh; p && end - p >= nn;) {
-            p = memmem(p, (size_t)(end - p), ns, (size_t)nn);
-            if (!p) break;
-            if (!text || p == hs || (*p & 0xc0) != 0x80) {
-                r = p - hs + 1;
-                if (text) { /* position 0 and each sequence start before p */
-                    r = p > hs;
-                    for (const unsigned char *q = hs + 1; q < p; q++) r += (*q & 0xc0) != 0x80;
-                    r++;
-                }
-                break;
+        for (const unsigned char *p = hs, *end = hs + nh; end - p >= nn; p++) {
+            if (!(p = memmem(p, (size_t)(end - p), ns, (size_t)nn))) break;
+            if (text && p != hs && (*p & 0xc0) == 0x80) continue; /* inside a character */
+            r = p - hs + 1;
+            if (text) { /* characters: position 0 and each sequence start before p */
+                r = 1 + (p > hs);
+                for (const unsigned char *q = hs + 1; q < p; q++) r += (*q & 0xc0) != 0x80;
             }
-            p++;
+            break;
         }
         sqlite3_result_int64(ctx, r);
     }
-    sqlite3_value_free(h);
-    sqlite3_value_free(n);
+    if (mixed) {
+        sqlite3_value_free(h);
+        sqlite3_value_free(n);
+    }
 }
 
 /* replace(X, Y, Z) as SQLite's own computes it, in linear time: SQLite's compares Y at every
