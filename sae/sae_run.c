@@ -20,6 +20,16 @@
 #include "store/store.h"
 #include "store/store_sae.h"
 
+int sae_run_d_sae(double expansion, int d_in, int *d_sae)
+{
+    double ds = lround(expansion * d_in);
+    if (!(ds >= 1 && ds <= (double)(1 << 30)))
+        return err_set(ERR_ARG, "--expansion %g x d_in %d gives %.4g latents; want 1 to 2^30",
+                       expansion, d_in, expansion * d_in);
+    *d_sae = (int)ds;
+    return OK;
+}
+
 void sae_run_defaults(sae_run_opts *o)
 {
     *o = (sae_run_opts){.shuffle_tokens = 65536, .val_frac = 0.05, .eval_tokens = 65536, .expansion = 8};
@@ -204,13 +214,7 @@ static int run_open(run *r, const sae_run_opts *o)
     int64_t avail = !r->val ? 0 : r->val->n_rows < 0 ? INT64_MAX : r->val->n_rows;
     r->eval_tokens = o->eval_tokens < avail ? o->eval_tokens : avail;
     sae_train_config *c = &r->c;
-    if (!c->d_sae) {
-        double ds = lround(o->expansion * c->d_in);
-        if (!(ds >= 1 && ds <= (double)(1 << 30)))
-            return err_set(ERR_ARG, "--expansion %g x d_in %d gives %.4g latents; want 1 "
-                           "to 2^30", o->expansion, c->d_in, o->expansion * c->d_in);
-        c->d_sae = (int)ds;
-    }
+    if (!c->d_sae && (rc = sae_run_d_sae(o->expansion, c->d_in, &c->d_sae))) return rc;
     if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU || c->arch == SAE_GATED) c->k = 0;
     struct stat sb;
     if (dist_is_root() && stat(o->out, &sb) != 0) {

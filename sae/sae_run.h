@@ -75,6 +75,9 @@ typedef struct {
 
 /* The defaults `saelite sae-train` documents (topk, k 32, 8x, 10M tokens, batch 4096, ...). */
 void sae_run_defaults(sae_run_opts *o);
+/* *d_sae = lround(expansion x d_in); ERR_ARG naming both when that is not 1..2^30 (it went
+ * through int and wrapped: 268435458 x 16 gave 32). */
+int sae_run_d_sae(double expansion, int d_in, int *d_sae);
 
 typedef struct {
     sae_arch arch;

@@ -408,15 +408,13 @@ static int check_store(const sweep_opts *o)
     }
     store_close(s);
     if (rc) return rc;
-    double d_sae = o->d_sae > 0 ? o->d_sae : (double)lround(o->expansion * width);
-    if (!(d_sae >= 1 && d_sae <= (double)(1 << 30)))
-        return err_set(ERR_ARG, "--expansion %g x d_in %d gives %.4g latents; want 1 to 2^30",
-                       o->expansion, width, d_sae);
+    int d_sae = o->d_sae;
+    if (d_sae <= 0 && (rc = sae_run_d_sae(o->expansion, width, &d_sae))) return rc;
     int with_k = 0;
     for (int f = 0; f < NFAM; f++) with_k |= families[f].param_k && wanted(o, families[f].name);
     for (int i = 0; with_k && i < o->n_ks; i++)
         if (o->ks[i] > d_sae)
-            return err_set(ERR_ARG, "k %d is more than d_sae (%.0f)", o->ks[i], d_sae);
+            return err_set(ERR_ARG, "k %d is more than d_sae (%d)", o->ks[i], d_sae);
     return OK;
 }
 
