@@ -14,6 +14,7 @@
 #include "common/progress.h"
 #include "corpus/corpus.h"
 #include "model/gpt2.h"
+#include "model/params.h"
 #include "model/tokenizer.h"
 #include "model/train.h"
 
@@ -209,9 +210,12 @@ int train_run(const train_run_opts *o, train_run_result *r)
     {
         /* before the corpus is read and OUT made: train_init checks again with the threads */
         gpt2_config c = {o->layers, o->heads, o->d_model, o->ctx, r->vocab, r->d_mlp, 1e-5f};
-        double C = o->d_model, F = r->d_mlp;
-        double np = ((double)r->vocab + o->ctx) * C + o->layers * (4 * C * C + 2 * C * F + 9 * C + F);
-        if ((rc = train_memory_check(&c, &to, 1, (size_t)np))) goto out;
+        params_shape ps = {.n_layer = o->layers, .n_embd = o->d_model, .n_head = o->heads,
+                           .n_inner = r->d_mlp, .vocab = r->vocab, .n_ctx = o->ctx, .tied = 1,
+                           .stored = -1}; /* gpt2_create ties the unembedding */
+        params_count pc;
+        if ((rc = params_compute(&ps, &pc))) goto out;
+        if ((rc = train_memory_check(&c, &to, 1, (size_t)pc.total))) goto out;
     }
     double t0 = now_seconds();
     if ((rc = load_corpus(&d, o->corpus, tok))) goto out;
