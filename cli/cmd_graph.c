@@ -110,8 +110,9 @@ int cmd_graph(int argc, char **argv)
     };
     int rc = args_parse("graph", argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    /* the database is written after graph.json: a bad path fails before anything is */
-    if (o.db && access(o.db, F_OK) != 0 && (rc = cli_check_outputs("graph", 1, &o.db, (const char *const[]){"--db"})))
+    /* the database is written after graph.json: a new one's bad path fails before anything is */
+    static const char *const db_flag[] = {"--db"};
+    if (o.db && access(o.db, F_OK) != 0 && (rc = cli_check_outputs("graph", 1, &o.db, db_flag)))
         return rc;
     cli_catch_signals();
     o.p.stop = &cli_stop_flag;

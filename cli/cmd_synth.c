@@ -6,7 +6,6 @@
 
 #include "cli/cli.h"
 #include "common/err.h"
-#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "extract/extract.h"
@@ -70,21 +69,13 @@ int cmd_synth(int argc, char **argv)
        overwritten by the array, the array by the truth) and unwritable paths fail here */
     const char *outs[4] = {out, truth, spec_out, db};
     static const char *const flag[4] = {"--out", "--truth", "--spec", "--db"};
-    int orc = cli_check_outputs(cmd, 3, outs, flag);
-    for (int i = 0; !orc && i < 3; i++) /* the store may exist: it is opened below */
-        if (file_same(outs[i], db))
-            orc = cli_usage_error(cmd, "%s and --db name the same file %s; give each its own",
-                                  flag[i], db);
+    int orc = cli_check_outputs(cmd, 4, outs, flag);
     if (orc) return orc;
-    if (db) { /* an existing store must open (a damaged one is refused before anything is written) */
-        struct stat sb;
-        if (stat(db, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
-            store *st;
-            if (store_open(&st, db, 0)) return cli_fail(cmd);
-            store_close(st);
-        } else if (file_check_writable(db)) {
-            return cli_fail(cmd);
-        }
+    struct stat sb; /* an existing store must open: a damaged one is refused before any write */
+    if (db && stat(db, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+        store *st;
+        if (store_open(&st, db, 0)) return cli_fail(cmd);
+        store_close(st);
     }
     sae_synth *g;
     if (sae_synth_new(&g, &c)) return cli_fail(cmd);

@@ -60,9 +60,11 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
 {
     /* an output over the store being read, or both outputs on one file, would destroy data
        (the store replaced by the array; the activations by the ids, then removed) */
-    if (file_same(npy, store_path(s)) || file_same(tokens_npy, store_path(s)))
+    const char *over = file_same(npy, store_path(s)) ? npy
+                       : file_same(tokens_npy, store_path(s)) ? tokens_npy : NULL;
+    if (over)
         return err_set(ERR_ARG, "%s: is the database being exported from; write the .npy "
-                       "elsewhere", file_same(npy, store_path(s)) ? npy : tokens_npy);
+                       "elsewhere", over);
     if (file_same(npy, tokens_npy))
         return err_set(ERR_ARG, "%s: the activations and the token ids would both go to this "
                        "file; give them two paths", npy);
