@@ -419,10 +419,12 @@ msg=$(grep -m1 '^saelite analyze' err.txt)
 [[ "$msg" == *"rank 1: "*"nosae"* ]] && [ "$(antables an3.db)" = 0 ] &&
     ok "analyze: a rank that cannot read its SAE: $msg" || bad "analyze with an unreadable SAE on rank 1: '$msg', $(antables an3.db) analysis tables"
 # rank 0, the writer, killed with SIGKILL while it writes (its -wal grows: the analysis writer's
-# cache kept at the default 4 MiB, so its rows spill before the commit): the job ends, the
-# survivor says so in one line, the transaction is rolled back (the rows are those from before)
+# cache cut to 256 KiB, so its rows spill long before the commit: the -wal passes 1 MB about 4 s
+# before the end, where a 4 MiB cache left 0.5 s and a loaded machine could miss the kill): the
+# job ends, the survivor says so in one line, the transaction is rolled back (the rows are those
+# from before)
 cp anp.all.db ank.db
-SAELITE_ANA_CACHE_KIB=4096 "${MPI[@]}" -np 2 -x SAELITE_ANA_CACHE_KIB "$BIN" analyze --sae "$W/anbig" --all --db ank.db > ank.out 2> ank.err &
+SAELITE_ANA_CACHE_KIB=256 "${MPI[@]}" -np 2 -x SAELITE_ANA_CACHE_KIB "$BIN" analyze --sae "$W/anbig" --all --db ank.db > ank.out 2> ank.err &
 mp=$!
 for _ in $(seq 600); do [ "$(stat -c %s ank.db-wal 2> /dev/null || echo 0)" -gt 1000000 ] && break; sleep 0.05; done
 victim=$(rank0 "$(basename "$BIN") analyze.*--db ank.db" $mp)
