@@ -55,5 +55,9 @@ typedef struct {
 } store_deadline;
 void store_deadline_start(store_deadline *d, double limit_s);
 int store_deadline_check(void *d);
+/* Replaces LIKE and GLOB on db (like/2, like/3, glob/2) by the same matching that asks dl (may
+ * be NULL: never) every few thousand characters and stops a statement past it with
+ * SQLITE_INTERRUPT: SQLite's own cannot be stopped inside one call (sqlfuncs.c). */
+int store_like_register(sqlite3 *db, store_deadline *dl);
 
 #endif

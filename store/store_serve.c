@@ -29,6 +29,7 @@ struct store_srv {
     srv_conn c[NCONN];
     sqlite3 *con;               /* the console's connection */
     pthread_mutex_t con_mu;
+    store_deadline con_dl;      /* the console statement's time limit (under con_mu; none between) */
     unsigned rr;                /* round robin when every connection is busy */
     int fts5;
     int capped;                 /* the heap cap is set; heap_prev is the limit it replaced */
@@ -395,6 +396,11 @@ int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
     if (!rc && sqlite3_create_function(s->con, "replace", 3, SQLITE_UTF8 | SQLITE_DETERMINISTIC |
                                        SQLITE_INNOCUOUS, NULL, fn_replace, NULL, NULL) != SQLITE_OK)
         rc = sqlerr(s, s->con, "registering replace");
+    /* LIKE and GLOB the deadline can stop (SQLite's run inside one opcode: 34 s for a 1 MB
+       string and a 40 KB pattern) */
+    store_deadline_start(&s->con_dl, 0);
+    if (!rc && store_like_register(s->con, &s->con_dl) != SQLITE_OK)
+        rc = sqlerr(s, s->con, "registering like and glob");
     for (int i = 0; i < NCONN && !rc; i++) rc = sae_standins(s, s->c[i].db);
     if (!rc) rc = sae_standins(s, s->con);
     if (rc) goto fail;
@@ -661,11 +667,11 @@ int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_m
     sqlite3_stmt *st = NULL;
     const char *tail = NULL;
     int rc = OK;
-    store_deadline g;
-    store_deadline_start(&g, timeout_ms / 1000.0);
+    store_deadline *g = &s->con_dl; /* also the console's LIKE and GLOB's */
+    store_deadline_start(g, timeout_ms / 1000.0);
     int refused = 0;
     sqlite3_set_authorizer(s->con, con_authorize, &refused);
-    sqlite3_progress_handler(s->con, 1000, store_deadline_check, &g);
+    sqlite3_progress_handler(s->con, 1000, store_deadline_check, g);
     int prc = sqlite3_prepare_v2(s->con, sql, -1, &st, &tail);
     if (prc != SQLITE_OK) {
         rc = refused || sqlite3_errcode(s->con) == SQLITE_AUTH
@@ -701,6 +707,7 @@ int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_m
 done:
     sqlite3_finalize(st);
     sqlite3_progress_handler(s->con, 0, NULL, NULL);
+    store_deadline_start(g, 0);
     sqlite3_set_authorizer(s->con, NULL, NULL);
     /* the authorizer refuses transaction control; should a transaction stay open anyway, the
        next request must not inherit its snapshot (nor keep WAL checkpoints waiting) */

@@ -102,6 +102,61 @@ check "--timeout message" grep -qx "saelite query: $DB: query stopped after 0.5 
 check "rows streamed before the timeout are complete ($out)" grep -qxE '[0-9]+' <<<"$out"
 out=$("$BIN" query --db "$DB" --timeout 0 --max-rows 0 "SELECT count(*) FROM ana_acts" 2>&1)
 check "--timeout 0 / --max-rows 0: no limits" grep -qx ' *20000' <<<"$out"
+# LIKE and GLOB are saelite's own (sqlfuncs.c), which the deadline can stop: SQLite's run
+# inside one opcode (1 MB LIKE '%' || 40 KB of 'a' || 'b': 34 s, past any --timeout)
+start=$(date +%s%N)
+"$BIN" query --db "$DB" --timeout 0.5 "SELECT printf('%.*c', 1000000, 'a') LIKE '%' || printf('%.*c', 40000, 'a') || 'b'" > /dev/null 2> "$T/err"; rc=$?
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+check "a slow LIKE stops at --timeout (rc $rc, ${ms} ms)" test "$rc" -eq 1 -a "$ms" -lt 5000
+check "... with the --timeout message" grep -qx "saelite query: $DB: query stopped after 0.5 s (--timeout)" "$T/err"
+start=$(date +%s%N)
+"$BIN" query --db "$DB" --timeout 0.5 "SELECT printf('%.*c', 1000000, 'a') GLOB '*' || printf('%.*c', 40000, 'a') || 'b'" > /dev/null 2> "$T/err"; rc=$?
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+check "a slow GLOB stops at --timeout (rc $rc, ${ms} ms)" test "$rc" -eq 1 -a "$ms" -lt 5000
+# ... and they compute what SQLite's do: 3 x 3000 generated cases (wildcards of both, sets, ranges,
+# escapes, ASCII and non-ASCII case, bytes that are not UTF-8, blobs, NULLs), each through LIKE,
+# LIKE ... ESCAPE, GLOB, NOT LIKE and like(), against the sqlite3 shell's built-in ones
+python3 - "$T/lk.sql" <<'PY'
+import random, sys
+P = ['%', '_', '*', '?', '[', ']', '^', '-', 'a', 'A', 'b', 'B', 'z', 'é', 'É', '\u20ac', '\\', '!', 'x']
+S = ['a', 'A', 'b', 'B', 'z', '-', ']', '[', '^', '%', '_', '*', '?', 'é', 'É', '\u20ac', '\\', '!', 'x']
+RAW = [b'\x80', b'\xc3', b'\xff', b'\xe2\x82', b'\xc0\x80', b'\xed\xa0\x80', b'\xf8\x88\x80\x80\x80', b'\xef\xbf\xbe']
+out = open(sys.argv[1], 'w')
+out.write("CREATE TABLE lk(id INTEGER PRIMARY KEY, p, s, e);\n")
+i = 0
+for seed in (1, 2, 3):
+    r = random.Random(seed)
+    def piece(pool, raw):
+        b = b''
+        for _ in range(r.randint(0, 8)):
+            b += r.choice(RAW) if raw and r.random() < 0.08 else r.choice(pool).encode()
+        return b
+    rows = []
+    for _ in range(3000):
+        raw = r.random() < 0.3
+        p, s = piece(P, raw), piece(S, raw)
+        if r.random() < 0.3: s = s * r.randint(1, 4)
+        if r.random() < 0.2 and len(s) > 1: p = s[:r.randint(0, len(s))] + b'%' + p
+        try: p.decode(); s.decode()
+        except UnicodeDecodeError: raw = True
+        e = r.choice(['\\', '!', '%', '_', 'a', 'é', 'x'])
+        q = lambda b: "CAST(X'%s' AS TEXT)" % b.hex() if raw else "'" + b.decode().replace("'", "''") + "'"
+        rows.append("(%d, %s, %s, '%s')" % (i, q(p), q(s), e)); i += 1
+    for k in range(0, len(rows), 500): out.write("INSERT INTO lk VALUES " + ",".join(rows[k:k + 500]) + ";\n")
+out.write("INSERT INTO lk VALUES (%d, X'61', 'a', '!'), (%d, 'a', X'61', '!'), (%d, X'61', NULL, '!'), "
+          "(%d, NULL, X'61', NULL), (%d, 'a', 'a', NULL), (%d, NULL, NULL, NULL), (%d, X'6125', X'616225', '!');\n"
+          % tuple(range(i, i + 7)))
+PY
+sqlite3 "$T/lk.db" < "$T/lk.sql"
+Q="SELECT id, s LIKE p, s LIKE p ESCAPE e, s GLOB p, s NOT LIKE p, quote(like(p, s)), quote(s LIKE p ESCAPE e) FROM lk ORDER BY id"
+sqlite3 -csv "$T/lk.db" "$Q" > "$T/lk.sqlite"
+"$BIN" query --csv --db "$T/lk.db" "$Q" | tail -n +2 > "$T/lk.ours"
+check "LIKE/GLOB: the same results as SQLite's on $(grep -c . "$T/lk.sqlite") cases ($(awk -F, '$2 == 1' "$T/lk.sqlite" | grep -c .) LIKE and $(awk -F, '$4 == 1' "$T/lk.sqlite" | grep -c .) GLOB matches; first difference: $(diff "$T/lk.sqlite" "$T/lk.ours" | sed -n 2p))" \
+    cmp -s "$T/lk.sqlite" "$T/lk.ours"
+for q in "SELECT 'a' LIKE 'a' ESCAPE 'ab'" "SELECT 'a' LIKE 'a' ESCAPE ''" "SELECT 'a' LIKE printf('%.*c', 50001, 'a')"; do
+    "$BIN" query --db "$T/lk.db" "$q" > /dev/null 2> "$T/err"
+    check "LIKE's error as SQLite's: $q ($(cat "$T/err"))" grep -qxF "saelite query: $T/lk.db: SQL error: $(sqlite3 "$T/lk.db" "$q" 2>&1 | sed 's/^Error: stepping, //; s/^Error: //; s/ (1)$//')" "$T/err"
+done
 check "--help states the timeout default" bash -c '"$1" query --help | grep -q -- "--timeout.*default: 60"' _ "$BIN"
 
 # --- out of memory is reported as such (not as "output stopped"); ulimit -v breaks ASan's shadow
