@@ -177,6 +177,35 @@ static void test_memo(void)
     mem_free(X);
 }
 
+/* An L1 probe (LIBLINEAR's solver shuffles with the C library's rand()) is the same whatever the
+ * process called rand() for before it: a continued sweep must score an SAE as an uninterrupted
+ * one does. */
+static void test_l1_history(void)
+{
+    enum { N = 400, D = 40 };
+    float *X = mem_alloc(sizeof(float) * N * D);
+    int rows[N];
+    unsigned char y[N];
+    rng_state r;
+    rng_seed(&r, 5);
+    for (int i = 0; i < N; i++) {
+        rows[i] = i;
+        y[i] = (unsigned char)(rng_uniform(&r) < 0.5);
+        for (int j = 0; j < D; j++)
+            X[i * D + j] = (float)(rng_uniform(&r) - 0.5) + 0.3f * (j % 7 == 0) * y[i];
+    }
+    eval_feats f = {.dense = X, .d = D};
+    eval_probe a, b;
+    CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 1.0, 1, &a) == OK, "%s", err_msg());
+    for (int i = 0; i < 7; i++) (void)rand(); /* what other fits (or anything else) would do */
+    CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 1.0, 1, &b) == OK, "%s", err_msg());
+    CHECK(a.d == b.d && !memcmp(a.w, b.w, sizeof(double) * D) && a.b == b.b,
+          "an L1 probe does not depend on rand() calls before it");
+    eval_probe_free(&a);
+    eval_probe_free(&b);
+    mem_free(X);
+}
+
 static void test_split_and_balance(void)
 {
     enum { ND = 60 };
@@ -554,6 +583,7 @@ int main(void)
     test_liblinear_hand();
     test_latent_is_label();
     test_memo();
+    test_l1_history();
     test_split_and_balance();
     test_pos_classes();
     test_absorption_synth();
