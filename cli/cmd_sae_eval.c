@@ -86,10 +86,10 @@ int cmd_sae_eval(int argc, char **argv)
          "generator spec (`saelite synth --spec`): MMCS against it, and absorption if it has a hierarchy"},
         {"--samples", ARG_INT, &n_synth, "--synth: training and test samples for the absorption probes",
          ARG_RANGE(64, 1 << 20)},
-        {"--threshold", ARG_FLOAT, &thr, "cosine for 'recovered'"},
+        {"--threshold", ARG_FLOAT, &thr, "cosine for 'recovered'", ARG_RANGE(-1, 1)},
         {"--npy", ARG_STR, &acts, "activations [tokens, d_in] .npy for reconstruction metrics"},
         {"--npy-out", ARG_STR, &acts_out, "transcoders: the target activations [tokens, d_out] of the --npy rows"},
-        {"--max-tokens", ARG_I64, &max_tokens, "use at most N rows of --npy (0: all)"},
+        {"--max-tokens", ARG_I64, &max_tokens, "use at most N rows of --npy (0: all)", ARG_MIN(0)},
         {NULL, 0, NULL, NULL},
     };
     int np = 0;
@@ -119,6 +119,7 @@ int cmd_sae_eval(int argc, char **argv)
     if (truth) {
         rc = npy_read(truth, &data, &nd, sh);
         if (!rc) rc = check_array(truth, "features", data, nd, sh, Do, dname, sh[0]);
+        if (!rc) rc = sae_truth_check(truth, data, sh[0], Do);
         double mm, rec;
         if (!rc) rc = sae_mmcs(data, (int)sh[0], m->W_dec, S, Do, thr, &mm, &rec, NULL);
         if (!rc)
@@ -147,13 +148,17 @@ int cmd_sae_eval(int argc, char **argv)
         sae_metrics acc;
         memset(&acc, 0, sizeof acc);
         if (!rc) rc = sae_metrics_init(&acc, Do, S);
-        if (!rc) rc = sae_metrics_eval(&acc, m, data, n, NULL, NULL);
+        if (!rc && (rc = sae_metrics_eval(&acc, m, data, n, NULL, NULL)))
+            rc = err_wrap(rc, "%s on %s", dir, acts);
         if (!rc) {
             sae_metrics_summary s;
             sae_metrics_summarize(&acc, &s);
-            printf("reconstruction on %" PRId64 " tokens of %s: mse %.5g  explained variance %.4f  "
+            char ev[64];
+            if (s.ev_defined) snprintf(ev, sizeof ev, "%.4f", s.ev);
+            else snprintf(ev, sizeof ev, "n/a (the rows do not vary)");
+            printf("reconstruction on %" PRId64 " tokens of %s: mse %.5g  explained variance %s  "
                    "cos %.4f  l2 ratio %.3f  L0 %.2f  dead %.1f%%  dense %.1f%%\n",
-                   s.n, acts, s.mse, s.ev, s.cos, s.l2_ratio, s.l0, 100 * s.dead_frac,
+                   s.n, acts, s.mse, ev, s.cos, s.l2_ratio, s.l0, 100 * s.dead_frac,
                    100 * s.dense_frac);
         }
         sae_metrics_free(&acc);

@@ -662,7 +662,8 @@ static int picture_recovery(global_ctx *g)
         return err_set(ERR_SHAPE, "%s: ground truth must be [n_features >= 1, %d], got shape %s",
                        o->ground_truth, dict->d_in, shs);
     }
-    if ((rc = store_rep_decoder(g->s, dict->id, dict->d_sae, dict->d_in, &D))) {
+    if ((rc = sae_truth_check(o->ground_truth, T, nt, din)) ||
+        (rc = store_rep_decoder(g->s, dict->id, dict->d_sae, dict->d_in, &D))) {
         mem_free(T);
         return rc;
     }

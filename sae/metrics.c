@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/npy.h"
 
 int sae_metrics_init(sae_metrics *m, int d_in, int d_sae)
 {
@@ -88,6 +89,7 @@ void sae_metrics_summarize(const sae_metrics *m, sae_metrics_summary *o)
     double var = m->sum_sq - n * msq;
     o->mse = m->sse / (n * m->d_in);
     o->ev = var > 0 ? 1.0 - m->sse / var : 0;
+    o->ev_defined = var > 0;
     o->cos = m->cos_sum / n;
     o->l2_ratio = m->n_nonzero ? m->l2r_sum / (double)m->n_nonzero : 0;
     o->l0 = m->l0_sum / n;
@@ -178,10 +180,37 @@ int sae_mmcs_match(const float *truth, int F, const float *W, int S, int d, doub
     return OK;
 }
 
+int sae_truth_check(const char *path, const float *truth, int64_t F, int d)
+{
+    int rc = npy_check_finite(path, truth, F, d);
+    for (int64_t r = 0; !rc && r < F; r++) {
+        int i = 0;
+        while (i < d && truth[r * d + i] == 0) i++;
+        if (i == d)
+            rc = err_set(ERR_ARG, "%s: row %lld (a true direction) is all zeros", path, (long long)r);
+    }
+    return rc;
+}
+
 int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr, double *mmcs,
              double *recovered, float *best)
 {
     return sae_mmcs_match(truth, F, W, S, d, thr, mmcs, recovered, best, NULL);
+}
+
+/* Finite inputs and weights can still overflow float32 in the encoder or decoder (an entry near
+ * 3e38): the metrics would be inf or NaN ("mse -nan", an L0 counted from NaN codes). Refused. */
+static int check_out(const float *f, int64_t nf, const float *out, int64_t no)
+{
+    for (int64_t i = 0; i < nf; i++)
+        if (!isfinite(f[i]))
+            return err_set(ERR_ARG, "the SAE's latent activations are not finite (%g): its weights "
+                           "or the inputs are too large for float32", (double)f[i]);
+    for (int64_t i = 0; i < no; i++)
+        if (!isfinite(out[i]))
+            return err_set(ERR_ARG, "the SAE's reconstruction is not finite (%g): its weights or "
+                           "the inputs are too large for float32", (double)out[i]);
+    return OK;
 }
 
 int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, int n, float *f,
@@ -189,6 +218,7 @@ int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, 
 {
     int rc = sae_encode(m, x, n, f);
     if (!rc) rc = sae_decode(m, f, n, xhat);
+    if (!rc) rc = check_out(f, (int64_t)n * m->cfg.d_sae, xhat, (int64_t)n * m->cfg.d_in);
     if (!rc) sae_metrics_add(acc, x, xhat, f, n);
     return rc;
 }
@@ -202,6 +232,7 @@ int sae_metrics_eval_pairs(sae_metrics *acc, const sae_model *m, const float *xy
         memcpy(y + (int64_t)b * Do, xy + (int64_t)b * (Di + Do) + Di, sizeof(float) * Do);
     }
     int rc = sae_forward(m, x, n, f, yhat);
+    if (!rc) rc = check_out(f, (int64_t)n * m->cfg.d_sae, yhat, (int64_t)n * Do);
     if (!rc) sae_metrics_add(acc, y, yhat, f, n);
     return rc;
 }

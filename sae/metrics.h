@@ -29,6 +29,7 @@ typedef struct {
 typedef struct {
     int64_t n;
     double mse, ev, cos, l2_ratio, l0, dead_frac, dense_frac;
+    int ev_defined; /* the rows vary (variance > 0); else ev is 0 by convention, not a measurement */
 } sae_metrics_summary;
 
 int sae_metrics_init(sae_metrics *m, int d_in, int d_sae);
@@ -72,6 +73,10 @@ int sae_mmcs(const float *truth, int F, const float *W, int S, int d, double thr
 int sae_mmcs_match(const float *truth, int F, const float *W, int S, int d, double thr,
                    double *mmcs, double *recovered, float *best /*[F] or NULL*/,
                    int *match /*[F] or NULL*/);
+/* A ground-truth file's directions [F,d] as every command above reads them: finite, and no row
+ * all zeros (its cosine would be 0 with everything: "MMCS 0.0000" for a file of zeros). ERR_FORMAT
+ * or ERR_ARG naming path and the row. */
+int sae_truth_check(const char *path, const float *truth, int64_t F, int d);
 /* C[na, nb] = cosines of the rows of A [na,d] with the rows of B [nb,d], normalised as above. */
 int sae_cosines(const float *A, int na, const float *B, int nb, int d, float *C);
 

@@ -451,7 +451,8 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     snprintf(meta.hook_name_out, sizeof meta.hook_name_out, "%s", o->hook_out ? o->hook_out : "");
     int rc = sae_trainer_export(r->t, &meta, &r->m);
     if (!rc) rc = sae_metrics_init(&r->acc, sae_out_dim(&r->m->cfg), r->m->cfg.d_sae);
-    if (!rc && r->eval_tokens > 0) rc = sae_eval_source(r->m, r->val, r->eval_tokens, &r->acc);
+    if (!rc && r->eval_tokens > 0 && (rc = sae_eval_source(r->m, r->val, r->eval_tokens, &r->acc)))
+        rc = err_wrap(rc, "evaluating the trained SAE on the held-out rows");
     sae_metrics_summary *sum = &res->eval;
     if (!rc && r->eval_tokens > 0) {
         sae_metrics_summarize(&r->acc, sum);
@@ -516,7 +517,7 @@ static int load_truth(run *r, const sae_run_opts *o)
                        o->truth, Do, r->c.d_out > 0 ? "output" : "input", shs);
     }
     r->truth_n = sh[0];
-    return npy_check_finite(o->truth, r->truth, sh[0], sh[1]);
+    return sae_truth_check(o->truth, r->truth, sh[0], (int)sh[1]);
 }
 
 static int run_truth(run *r, sae_run_result *res)

@@ -519,6 +519,19 @@ bad "model: a NaN weight (generate)" "m_nan/model.safetensors: tensor .* non-fin
 bad "model: a NaN weight (extract: no database made)" "m_nan/model.safetensors: tensor .* non-finite" extract --model $R/m_nan --tokenizer tok --corpus small.txt --hook $H --db $R/nan_ex.db --ctx 8
 bad "SAE: a NaN weight (sae-eval)" "sae_nan/sae_weights.safetensors: tensor '(W_enc|W_dec|b_enc|b_dec)' has a non-finite value \(nan\) at index [0-9]+" sae-eval --sae $R/sae_nan --npy acts.npy
 bad "SAE: an Inf weight (sae-eval)" "sae_inf/sae_weights.safetensors: tensor .* non-finite value \(inf\)" sae-eval --sae $R/sae_inf --npy acts.npy
+# finite inputs that overflow float32 inside the SAE: refused, not "mse -nan" with exit 0
+cp "$W/acts.npy" "$W/$R/fltmax.npy"
+for r in $(seq 0 15); do for c in $(seq 0 7); do put_f32 $R/fltmax.npy $r $c '\xff\xff\x7f\x7f'; done; done
+LAST=""
+bad "sae-eval: activations at float32's limit" "sae8 on $R/fltmax.npy: the SAE's (latent activations|reconstruction) (are|is) not finite \((-?inf|-?nan)\): its weights or the inputs are too large for float32" sae-eval --sae sae8 --npy $R/fltmax.npy
+npy_raw $R/zeros.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 8), }" "$(printf '\\x00%.0s' $(seq 128))"
+LAST=""
+bad "sae-eval: a true direction of zeros" "$R/zeros.npy: row 0 \(a true direction\) is all zeros" sae-eval --sae sae8 --ground-truth $R/zeros.npy
+bad "sae-train --truth: a true direction of zeros" "$R/zeros.npy: row 0 \(a true direction\) is all zeros" "${T[@]}" --out $R/s_zt --truth $R/zeros.npy
+EXACT="saelite sae-eval: --threshold must be in [-1, 1], got 2 (see 'saelite sae-eval --help')"
+bad "sae-eval: a cosine threshold above 1" "threshold" sae-eval --sae sae8 --ground-truth $R/zeros.npy --threshold 2
+EXACT="saelite sae-eval: --max-tokens must be >= 0, got -1 (see 'saelite sae-eval --help')"
+bad "sae-eval: negative --max-tokens" "max-tokens" sae-eval --sae sae8 --npy acts.npy --max-tokens -1
 bad "SAE: a NaN weight (analyze)" "sae_nan/sae_weights.safetensors: tensor .* non-finite" analyze --db $R/ex_nan.db --sae $R/sae_nan --no-model
 bad "sae-train: loss inf on the first step (absurd --lr)" "loss became .*nan|inf" "${T[@]}" --out $R/s_lr --lr 1e30
 check "sae-train: the failed run leaves no output directory" "absent $R/s_lr"

@@ -43,6 +43,13 @@ ok "weights independent of the thread counts" '[ -s $T/th1/sae_weights.safetenso
 $BIN sae-eval --sae $T/full --ground-truth $T/truth.npy --npy $T/acts.npy >$T/eval.out 2>&1
 ok "sae-eval reports MMCS and metrics" 'grep -q "MMCS" $T/eval.out && grep -q "explained variance" $T/eval.out'
 
+# rows that do not vary have no explained variance (it would divide by 0): said, not "0.0000"
+python3 -c "
+import sys; d = 32; hdr = \"{'descr': '<f4', 'fortran_order': False, 'shape': (64, %d), }\" % d
+hdr += ' ' * (63 - (10 + len(hdr)) % 64) + '\\n'
+sys.stdout.buffer.write(b'\\x93NUMPY\\x01\\x00' + len(hdr).to_bytes(2, 'little') + hdr.encode() + b'\\x00\\x00\\x80\\x3f' * (64 * d))" > $T/const.npy
+$BIN sae-eval --sae $T/full --npy $T/const.npy >$T/const.out 2>&1
+ok "sae-eval: constant rows: explained variance n/a ($(grep -o 'explained variance [^ ]*' $T/const.out))" 'grep -q "explained variance n/a (the rows do not vary)" $T/const.out'
 $BIN sae-train --synth --synth-d 32 --synth-features 64 --arch batchtopk --d-sae 128 --k 4 --tokens 20480 --batch 512 --out $T/bt --truth-out $T/bt_truth.npy --truth $T/bt_truth.npy >$T/bt.out 2>&1
 ok "synthetic batchtopk run" 'grep -q "ground truth: MMCS" $T/bt.out && grep -q "\"jumprelu\"" $T/bt/cfg.json'
 
@@ -54,8 +61,8 @@ $BIN sae-train --npy $T/acts.npy >$T/e3.out 2>&1; rc=$?
 ok "no --out: usage error" '[ $rc -eq 2 ]'
 $BIN sae-eval --sae $T/nowhere --ground-truth $T/truth.npy >$T/e4.out 2>&1; rc=$?
 ok "sae-eval on a missing SAE fails cleanly" '[ $rc -eq 1 ] && grep -q "cfg.json" $T/e4.out'
-$BIN sae-eval --sae $T/full --ground-truth $T/acts.npy --max-tokens 5 >/dev/null 2>&1
-ok "sae-eval accepts any [F,d] array as truth" '[ $? -eq 0 ]'
+$BIN sae-eval --sae $T/full --ground-truth $T/acts.npy --max-tokens 5 >$T/e5.out 2>&1; rc=$?
+ok "sae-eval takes an [F,d] array as truth, but no row of zeros (acts.npy has one: a sample with nothing active)" '[ $rc -eq 1 ] && grep -q "acts.npy: row 5 (a true direction) is all zeros" $T/e5.out'
 
 # finding 6: non-positive learning rates and sizes are usage errors; nothing is created
 for f in "--lr -1" "--lr 0" "--d-sae -4" "--shuffle-buffer 0" "--synth-active 0"; do
