@@ -7,6 +7,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 #include "store/sqlfuncs.h"
 
 CLI_COMMAND(query, "Run read-only SQL on a database (table, CSV or JSON output)",
@@ -23,7 +24,48 @@ typedef struct {
     size_t nrows, cap;
     int stmt;     /* JSON: statements printed so far */
     int json_rows;
+    char **keys;  /* JSON: the statement's column names, made unique ([nkeys]) */
+    int nkeys;
+    long long nonfinite; /* JSON: Inf/NaN numbers printed as null */
 } qout;
+
+static void keys_free(qout *q)
+{
+    for (int i = 0; i < q->nkeys; i++) mem_free(q->keys[i]);
+    mem_free(q->keys);
+    q->keys = NULL;
+    q->nkeys = 0;
+}
+
+/* JSON object keys: a name that repeats an earlier one gets ":1", ":2", ... as SQLite names the
+ * columns of CREATE TABLE ... AS SELECT (a JSON reader keeps one value per key: `SELECT 1 AS a,
+ * 2 AS a` lost the first). */
+static int keys_make(qout *q, int nc, const char *const *names)
+{
+    keys_free(q);
+    q->keys = mem_calloc((size_t)nc + 1, sizeof *q->keys);
+    if (!q->keys) return ERR_NOMEM;
+    for (int c = 0; c < nc; c++) {
+        const char *base = names[c] ? names[c] : "";
+        buf b = {0};
+        int rc = buf_str(&b, base), taken = 1;
+        for (unsigned n = 1; !rc && taken; n++) {
+            taken = 0;
+            for (int i = 0; i < c && !taken; i++) taken = !strcmp(q->keys[i], b.p ? b.p : "");
+            if (taken) {
+                buf_reset(&b);
+                rc = buf_printf(&b, "%s:%u", base, n);
+            }
+        }
+        if (rc || !(q->keys[c] = mem_strdup(b.p ? b.p : ""))) {
+            buf_free(&b);
+            return ERR_NOMEM;
+        }
+        q->nkeys = c + 1;
+        buf_free(&b);
+    }
+    return OK;
+}
 
 static size_t utf8_width(const char *s)
 {
@@ -112,13 +154,21 @@ static void csv_field(const char *v)
     putchar('"');
 }
 
-/* v as a JSON string literal on stdout (common/buf.h's escaping). ERR_NOMEM (message set). */
+/* v as a JSON string literal on stdout (common/buf.h's escaping). JSON text is UTF-8: bytes that
+ * are not (a blob cast to text) become U+FFFD, as utf8_clean writes them. ERR_NOMEM. */
 static int json_string(const char *v)
 {
+    size_t n = strlen(v);
+    char *clean = NULL;
+    if (utf8_valid_prefix((const unsigned char *)v, n) != n) {
+        if (!(clean = mem_alloc(3 * n + 1))) return ERR_NOMEM;
+        n = utf8_clean(v, n, clean, 3 * n + 1);
+    }
     buf b = {0};
-    int rc = buf_json(&b, v, strlen(v), 0);
+    int rc = buf_json(&b, clean ? clean : v, n, 0);
     if (!rc) fwrite(b.p, 1, b.n, stdout);
     buf_free(&b);
+    mem_free(clean);
     return rc;
 }
 
@@ -156,17 +206,19 @@ static int on_row(void *user, int stmt, int nc, const char *const *names, const 
             printf("[");
             q->json_rows = 0;
             q->stmt = stmt + 1;
-            return 0;
+            return keys_make(q, nc, names) ? nomem() : OK;
         }
         printf(q->json_rows++ ? ",\n  {" : "\n  {");
         for (int c = 0; c < nc; c++) {
             if (c) printf(", ");
-            if (json_string(names[c])) return ERR_NOMEM;
+            if (json_string(c < q->nkeys ? q->keys[c] : names[c])) return nomem();
             printf(": ");
             if (types[c] == STORE_Q_NULL) printf("null");
-            else if (types[c] == STORE_Q_INT || types[c] == STORE_Q_FLOAT)
-                fputs(json_number_ok(vals[c]) ? vals[c] : "null", stdout);
-            else if (json_string(vals[c])) return ERR_NOMEM;
+            else if (types[c] == STORE_Q_INT || types[c] == STORE_Q_FLOAT) {
+                int okn = json_number_ok(vals[c]);
+                q->nonfinite += !okn;
+                fputs(okn ? vals[c] : "null", stdout);
+            } else if (json_string(vals[c])) return nomem();
         }
         putchar('}');
         return ferror(stdout) ? out_error() : OK;
@@ -235,6 +287,10 @@ int cmd_query(int argc, char **argv)
         }
     }
     if (q.mode == OUT_JSON && q.stmt) printf("\n]\n");
+    keys_free(&q);
     if (fflush(stdout) != 0 && rc == OK) rc = err_set(ERR_IO, "cannot write the output");
+    if (rc == OK && q.nonfinite) /* JSON has no Inf or NaN: said, not only printed as null */
+        fprintf(stderr, "saelite query: %lld non-finite number%s (Inf or NaN) printed as null: JSON "
+                "has none\n", q.nonfinite, q.nonfinite == 1 ? "" : "s");
     return rc == OK ? 0 : cli_fail("query");
 }

@@ -693,7 +693,10 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
         }
     }
     if (nst == 0) {
-        ret = err_set(ERR_ARG, "%s: no SQL statement given", db_path);
+        /* an unterminated comment (or nothing but blanks) prepares to no statement */
+        ret = *sql && !sqlite3_complete(sql) && strspn(sql, " \t\r\n\f\v;") < strlen(sql)
+                  ? err_set(ERR_ARG, "%s: incomplete SQL (an unterminated comment?)", db_path)
+                  : err_set(ERR_ARG, "%s: no SQL statement given", db_path);
         goto done;
     }
     for (int k = 0; k < nst && ret == OK; k++) {

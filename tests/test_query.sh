@@ -60,6 +60,17 @@ while i < len(text):
 assert arrays[0] == [{"name": "ce_loss_score", "value": 0.875}, {"name": "l0", "value": 31.5}], arrays
 assert arrays[1] == [{"blob": "<blob 2 bytes>", "n": None}], arrays
 ' <<<"$out"
+# JSON is UTF-8 with one value per key: bytes that are not UTF-8 become U+FFFD, a repeated
+# column name gets SQLite's ":1" (json.loads kept only the last "a"), Inf/NaN are null and said so
+out=$("$BIN" query --db "$DB" --json "SELECT CAST(x'ff41c3' AS TEXT) AS t, 1 AS a, 2 AS a, 3 AS a, 9e999 AS i, -9e999 AS j" 2>"$T/err")
+check "json: raw bytes, repeated names, Inf ($out)" /usr/bin/python3 -c '
+import json, sys
+raw = sys.stdin.buffer.read(); v = json.loads(raw.decode("utf-8"))
+assert v == [{"t": "\ufffdA\ufffd", "a": 1, "a:1": 2, "a:2": 3, "i": None, "j": None}], v
+' <<<"$out"
+check "json: the nulls for Inf are said ($(cat "$T/err"))" grep -qx "saelite query: 2 non-finite numbers (Inf or NaN) printed as null: JSON has none" "$T/err"
+"$BIN" query --db "$DB" "/* unterminated" >/dev/null 2>"$T/err"; rc=$?
+check "an unterminated comment is incomplete SQL, not 'no statement' ($(cat "$T/err"))" grep -qx "saelite query: $DB: incomplete SQL (an unterminated comment?)" "$T/err"
 
 # --- bad input: writes refused, nothing modified; malformed SQL; usage errors
 for sql in "DELETE FROM ana_acts" "INSERT INTO ana_metrics VALUES (1, 'x', 1)" \
