@@ -306,7 +306,7 @@ static int capture_forward(gpt2_model *m, const int *tokens, int T, capture *cp)
     grab *gr = mem_alloc(((size_t)5 * L + 3) * sizeof *gr);
     if (!cp->x0 || !cp->wpe || !cp->pre || !cp->mid || !cp->ln2 || !cp->mlp || !cp->pat || !cp->fin || !gr) {
         mem_free(gr);
-        return err_set(ERR_NOMEM, "graph: out of memory");
+        return err_set(ERR_NOMEM, "out of memory for the graph");
     }
     gpt2_hook_clear(m);
     int rc = OK, k = 0;
@@ -377,7 +377,7 @@ static int frozen_make(const gpt2_model *m, const capture *cp, frozen_layer **ou
     const int L = cp->L, C = cp->C, T = cp->T;
     const float eps = gpt2_cfg(m)->ln_eps;
     frozen_layer *fl = mem_calloc((size_t)L, sizeof *fl);
-    if (!fl) return err_set(ERR_NOMEM, "graph: out of memory");
+    if (!fl) return err_set(ERR_NOMEM, "out of memory for the graph");
     for (int l = 0; l < L; l++) {
         frozen_layer *f = &fl[l];
         const float *qkv = param(m, "h.%d.attn.c_attn.weight", l);
@@ -395,7 +395,7 @@ static int frozen_make(const gpt2_model *m, const capture *cp, frozen_layer **ou
         if (!f->w1 || !f->b1 || !f->w2 || !f->b2 || !f->Wo || !f->bo || !f->bv || !f->Wv || !f->r1 ||
             !f->r2) {
             frozen_free(fl, L);
-            return err_set(ERR_NOMEM, "graph: out of memory");
+            return err_set(ERR_NOMEM, "out of memory for the graph");
         }
         for (int i = 0; i < C; i++)
             for (int j = 0; j < C; j++) f->Wv[(size_t)i * C + j] = qkv[(size_t)i * 3 * C + 2 * C + j];
@@ -431,7 +431,7 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     double *G = NULL, *Gz = NULL, *Gv = NULL, *Gl = NULL, *bias = NULL, *wf = NULL, *bfin = NULL,
            *rf = NULL, *vec = NULL;
     if (!f || !err || !out || !lg || !order) {
-        rc = err_set(ERR_NOMEM, "graph: out of memory");
+        rc = err_set(ERR_NOMEM, "out of memory for the graph");
         goto done;
     }
     if ((rc = capture_forward(m, tokens, T, &cp))) goto done;
@@ -462,7 +462,7 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
         f[l] = mem_alloc((size_t)T * tc[l]->cfg.d_sae * sizeof **f);
         err[l] = mem_alloc(TC * sizeof **err);
         if (!f[l] || !err[l]) {
-            rc = err_set(ERR_NOMEM, "graph: out of memory");
+            rc = err_set(ERR_NOMEM, "out of memory for the graph");
             goto done;
         }
         if ((rc = sae_forward(tc[l], cp.ln2 + l * TC, T, f[l], out))) goto done;
@@ -483,7 +483,7 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     g->nodes = mem_calloc((size_t)n, sizeof *g->nodes);
     g->adj = mem_calloc((size_t)n * n, sizeof *g->adj);
     if (!g->nodes || !g->adj) {
-        rc = err_set(ERR_NOMEM, "graph: %d nodes need %.0f MB", n, (double)n * n * 8 / 1e6);
+        rc = err_set(ERR_NOMEM, "the graph's %d nodes need %.0f MB", n, (double)n * n * 8 / 1e6);
         goto done;
     }
     int k = 0;
@@ -519,7 +519,7 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     bias = mem_alloc(NB * sizeof *bias);
     vec = mem_alloc((size_t)C * sizeof *vec); /* one C-vector of scratch */
     if (!wf || !bfin || !rf || !G || !Gz || !Gv || !Gl || !bias || !vec) {
-        rc = err_set(ERR_NOMEM, "graph: out of memory");
+        rc = err_set(ERR_NOMEM, "out of memory for the graph");
         goto done;
     }
     ln_scales(rf, cp.fin, T, C, c->ln_eps);
@@ -527,7 +527,7 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     const int nT = nF + nL;
     for (int b0 = 0; b0 < nT; b0 += NB) {
         if (p->stop && *p->stop) {
-            rc = err_set(ERR_ABORTED, "graph: stopped");
+            rc = err_set(ERR_ABORTED, "stopped while building the graph");
             goto done;
         }
         const int nb = nT - b0 < NB ? nT - b0 : NB;

@@ -290,12 +290,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 int srv_run(const srv_opts *o, srv_result *res)
 {
     memset(res, 0, sizeof *res);
-    if (!o->db) return err_set(ERR_ARG, "serve: no database given");
-    if (o->port < 0 || o->port > 65535) return err_set(ERR_ARG, "serve: port %d out of range", o->port);
+    if (!o->db) return err_set(ERR_ARG, "no database given");
+    if (o->port < 0 || o->port > 65535) return err_set(ERR_ARG, "port %d out of range", o->port);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
     const char *host = o->host ? o->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        return err_set(ERR_ARG, "serve: --host must be an IPv4 address, got '%s'", host);
+        return err_set(ERR_ARG, "--host must be an IPv4 address, got '%s'", host);
     server sv = {.bind = sa.sin_addr};
     int rc = srv_ctx_open(&sv.ctx, o, res);
     if (rc) return rc;
@@ -315,7 +315,7 @@ int srv_run(const srv_opts *o, srv_result *res)
         MHD_OPTION_END);
     if (!d) {
         srv_ctx_close(sv.ctx);
-        return err_set(ERR_IO, "serve: cannot listen on %s:%d (in use? try --port)", host, o->port);
+        return err_set(ERR_IO, "cannot listen on %s:%d (in use? try --port)", host, o->port);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     res->port = info ? info->port : o->port;

@@ -163,7 +163,7 @@ int sweep_draw(const sweep_opts *o, sweep_result *res)
 {
     if (!res->n_rows) return OK;
     double *yv = mem_alloc(res->n_rows * sizeof *yv);
-    if (!yv) return err_set(ERR_NOMEM, "sweep: out of memory for the frontiers");
+    if (!yv) return err_set(ERR_NOMEM, "out of memory for the frontiers");
     int rc = core_png(o, res, yv, "ev", "frontier_ev.png", "Explained variance (held out)",
                       "explained variance");
     if (!rc)
@@ -172,5 +172,5 @@ int sweep_draw(const sweep_opts *o, sweep_result *res)
     if (!rc) rc = transcoder_png(o, res, yv);
     if (!rc && res->have_eval) rc = eval_pngs(o, res, yv);
     mem_free(yv);
-    return rc ? err_wrap(rc, "sweep: drawing the frontiers") : OK;
+    return rc ? err_wrap(rc, "drawing the frontiers") : OK;
 }

@@ -86,7 +86,7 @@ static int check_families(const sweep_opts *o)
         for (int i = 0; i < NFAM; i++)
             ok |= strlen(families[i].name) == len && !strncmp(p, families[i].name, len);
         if (!ok)
-            return err_set(ERR_ARG, "sweep: unknown family '%.*s' (relu, topk, batchtopk, jumprelu, "
+            return err_set(ERR_ARG, "unknown family '%.*s' (relu, topk, batchtopk, jumprelu, "
                                     "gated, matryoshka, transcoder, skip_transcoder, target_topk)",
                            (int)len, p);
         p += len + (e ? 1 : 0);
@@ -122,7 +122,7 @@ static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const 
                         "\"max_seqs\": %d}", o->d_sae, o->expansion, (long long)o->tokens, o->batch,
                         (unsigned long long)o->seed, o->val_frac, (long long)o->eval_tokens,
                         o->ce_seqs, o->max_seqs);
-    if (!rc && b.n >= sizeof p->config) rc = err_set(ERR_ARG, "sweep: run settings too long");
+    if (!rc && b.n >= sizeof p->config) rc = err_set(ERR_ARG, "run settings too long");
     if (!rc) memcpy(p->config, b.p, b.n + 1);
     buf_free(&b);
     return rc;
@@ -145,7 +145,7 @@ static int plan_grid(const sweep_opts *o, plan_run **out, int *n)
         if (!wanted(o, f->name)) continue;
         if ((f->transcoder || f->target) && !(o->tc_hook && o->tc_hook_out)) {
             if (o->families) /* asked for by name */
-                rc = err_set(ERR_ARG, "sweep: family %s needs the transcoder hooks (--tc-hook, "
+                rc = err_set(ERR_ARG, "family %s needs the transcoder hooks (--tc-hook, "
                                       "--tc-hook-out)", f->name);
             continue;
         }
@@ -157,7 +157,7 @@ static int plan_grid(const sweep_opts *o, plan_run **out, int *n)
                 int nc = cap ? 2 * cap : 32;
                 plan_run *g = mem_realloc(*out, (size_t)nc * sizeof *g);
                 if (!g) {
-                    rc = err_set(ERR_NOMEM, "sweep: out of memory");
+                    rc = err_set(ERR_NOMEM, "out of memory for the grid");
                     break;
                 }
                 *out = g;
@@ -177,7 +177,7 @@ static int plan_grid(const sweep_opts *o, plan_run **out, int *n)
             if (!rc) rc = run_config(o, p, hook, f->transcoder ? o->tc_hook_out : NULL);
         }
     }
-    if (!rc && *n == 0) rc = err_set(ERR_ARG, "sweep: the grid is empty");
+    if (!rc && *n == 0) rc = err_set(ERR_ARG, "the grid is empty");
     if (rc) {
         mem_free(*out);
         *out = NULL;
@@ -252,7 +252,7 @@ static int eval_suites(const sweep_opts *o, const plan_run *p, eval_memo *memo,
         err_clear();
         return OK;
     }
-    return rc ? err_wrap(rc, "sweep: eval suites of %s", p->name) : OK;
+    return rc ? err_wrap(rc, "eval suites of %s", p->dir) : OK;
 }
 
 /* The memos the runs of one sweep share: what does not depend on the SAE is computed once. */
@@ -286,7 +286,7 @@ static int sweep_eval_run(const sweep_opts *o, const plan_run *p, const sae_run_
     double t0 = now_seconds();
     int rc = ana_run(&ao, &ar);
     row->eval_seconds = now_seconds() - t0;
-    if (rc) return err_wrap(rc, "sweep: evaluating %s", p->name);
+    if (rc) return err_wrap(rc, "evaluating %s", p->dir);
     const ana_dict_result *d = &ar.dict[0];
     row->dict_id = d->dict_id;
     if (d->have_downstream) {
@@ -345,7 +345,7 @@ static int find_done(const sweep_opts *o, const plan_run *p, store_sweep_row *ro
     if (!rc) rc = store_sweep_get(s, o->out, p->name, row, found);
     store_close(s);
     if (!rc && *found && strcmp(row->config, p->config))
-        rc = err_set(ERR_ARG, "sweep %s: run %s was done with other settings (%s); give a new --out "
+        rc = err_set(ERR_ARG, "%s: run %s was done with other settings (%s); give a new --out "
                               "for a new grid", o->out, p->name, row->config);
     return rc;
 }
@@ -371,14 +371,14 @@ static int read_rows(const sweep_opts *o, sweep_result *res)
 
 static int check_opts(const sweep_opts *o)
 {
-    if (!o->db || !o->hook || !o->out) return err_set(ERR_ARG, "sweep: needs a database, a hook and an output directory");
-    if (!!o->tc_hook != !!o->tc_hook_out) return err_set(ERR_ARG, "sweep: the transcoder hooks go together (input and target)");
+    if (!o->db || !o->hook || !o->out) return err_set(ERR_ARG, "needs a database, a hook and an output directory");
+    if (!!o->tc_hook != !!o->tc_hook_out) return err_set(ERR_ARG, "the transcoder hooks go together (input and target)");
     if (o->tokens < 1 || o->batch < 1 || o->ce_seqs < 1 || o->max_seqs < 0 || o->eval_tokens < 1)
-        return err_set(ERR_ARG, "sweep: tokens, batch, ce_seqs and eval_tokens must be >= 1");
-    if (!(o->val_frac > 0 && o->val_frac < 1)) return err_set(ERR_ARG, "sweep: val_frac must be in (0, 1)");
-    if (o->d_sae < 0 || (o->d_sae == 0 && !(o->expansion > 0))) return err_set(ERR_ARG, "sweep: no dictionary size");
+        return err_set(ERR_ARG, "tokens, batch, ce_seqs and eval_tokens must be >= 1");
+    if (!(o->val_frac > 0 && o->val_frac < 1)) return err_set(ERR_ARG, "val_frac must be in (0, 1)");
+    if (o->d_sae < 0 || (o->d_sae == 0 && !(o->expansion > 0))) return err_set(ERR_ARG, "no dictionary size");
     for (int i = 0; i < o->n_ks; i++)
-        if (o->ks[i] < 1) return err_set(ERR_ARG, "sweep: k values must be >= 1");
+        if (o->ks[i] < 1) return err_set(ERR_ARG, "k values must be >= 1");
     return check_families(o);
 }
 
@@ -431,7 +431,7 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
     double t0 = now_seconds();
     /* the runs already done first, so the progress line counts only what is left */
     unsigned char *done = np ? mem_calloc((size_t)np, 1) : NULL;
-    if (!rc && np && !done) rc = err_set(ERR_NOMEM, "sweep: out of memory");
+    if (!rc && np && !done) rc = err_set(ERR_NOMEM, "out of memory for the grid");
     sweep_memos memo = {0};
     if (!rc) rc = eval_memo_new(&memo.probes);
     if (!rc) rc = ana_memo_new(&memo.zero);
@@ -460,7 +460,7 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
             break;
         }
         if (rc) {
-            if (rc != ERR_ABORTED) err_wrap(rc, "sweep: training %s", plan[i].name);
+            if (rc != ERR_ABORTED) err_wrap(rc, "training %s", plan[i].dir);
             break;
         }
         row_init(&row, o, &plan[i], &tr);

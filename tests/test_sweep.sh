@@ -70,7 +70,7 @@ check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]]' "
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --tokens 4096 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"other settings"* ]]' "other settings in the same directory refused: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --families topk,nope 2>&1)
-check '[ $? -eq 1 ] && [[ "$out" == *"unknown family"* ]]' "unknown family: $out"
+check '[ $? -eq 1 ] && [[ "$out" == "saelite sweep: unknown family"* ]]' "unknown family, one prefix: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --ks 2,x 2>&1)
 check '[ $? -eq 2 ]' "bad --ks is a usage error"
 
