@@ -107,7 +107,26 @@ static const double *values_of(const sweep_opts *o, const sweep_family *f, int *
     return *n = o->n_jumprelu_l1, o->jumprelu_l1;
 }
 
-/* The run's settings as JSON: what a resumed sweep must match. */
+/* The --eval suites in one spelling ("all" and any order name the same runs; "none" when
+ * empty), so that only a change of suites refuses a continued sweep. */
+static void suites_canonical(const sweep_opts *o, char *s, size_t n)
+{
+    static const struct { int bit; const char *name; } S[] = {
+        {EVAL_SUITE_SPARSE_PROBING, "sparse_probing"}, {EVAL_SUITE_ABSORPTION, "absorption"},
+        {EVAL_SUITE_SCR, "scr"}, {EVAL_SUITE_TPP, "tpp"}};
+    int bits = 0, all;
+    if (o->eval_suites && *o->eval_suites && eval_parse_suites(o->eval_suites, &bits, &all))
+        bits = 0; /* check_store refused it already */
+    snprintf(s, n, "%s", bits ? "" : "none");
+    for (size_t i = 0; i < sizeof S / sizeof *S; i++)
+        if (bits & S[i].bit)
+            snprintf(s + strlen(s), n - strlen(s), "%s%s", s[0] ? "," : "", S[i].name);
+}
+
+/* The run's settings as JSON: what a resumed sweep must match, so every setting that changes a
+ * run's numbers is here (a continued sweep with another --eval-seqs-per-genre scored half the
+ * grid on 30 sequences and half on 450, exit 0: an audit). The eval suites' settings only for
+ * the runs that run them (not the transcoders). */
 static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const char *hook_out)
 {
     buf b = {0};
@@ -119,9 +138,15 @@ static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const 
     if (!rc)
         rc = buf_printf(&b, ", \"d_sae\": %d, \"expansion\": %.17g, \"tokens\": %lld, \"batch\": %d, "
                         "\"seed\": %llu, \"val_frac\": %.17g, \"eval_tokens\": %lld, \"ce_seqs\": %d, "
-                        "\"max_seqs\": %d}", o->d_sae, o->expansion, (long long)o->tokens, o->batch,
+                        "\"max_seqs\": %d", o->d_sae, o->expansion, (long long)o->tokens, o->batch,
                         (unsigned long long)o->seed, o->val_frac, (long long)o->eval_tokens,
                         o->ce_seqs, o->max_seqs);
+    char suites[64];
+    suites_canonical(o, suites, sizeof suites);
+    if (!rc && !p->f->transcoder) rc = buf_printf(&b, ", \"eval\": \"%s\"", suites);
+    if (!rc && !p->f->transcoder && strcmp(suites, "none"))
+        rc = buf_printf(&b, ", \"eval_seqs_per_genre\": %d", o->eval_seqs_per_genre);
+    if (!rc) rc = buf_str(&b, "}");
     if (!rc && b.n >= sizeof p->config) rc = err_set(ERR_ARG, "run settings too long");
     if (!rc) memcpy(p->config, b.p, b.n + 1);
     buf_free(&b);
@@ -337,6 +362,123 @@ static int open_rw(const sweep_opts *o, store **s)
     return rc;
 }
 
+/* One "key": value of a run's config (run_config writes a flat object): spans of the text. */
+typedef struct {
+    const char *k, *v;
+    int kn, vn;
+} cfg_item;
+
+/* A JSON string's length from its opening quote to its closing one, inclusive (0: unclosed). */
+static int str_span(const char *s)
+{
+    int i = 1;
+    while (s[i] && s[i] != '"') i += s[i] == '\\' && s[i + 1] ? 2 : 1;
+    return s[i] ? i + 1 : 0;
+}
+
+/* The items of a flat config, values as written (compared as text: a seed above 2^53 would
+ * compare equal to its neighbour as a double); -1 when it is not one. */
+static int cfg_items(const char *s, cfg_item *it, int cap)
+{
+    int n = 0;
+    s += strspn(s, " ");
+    if (*s++ != '{') return -1;
+    for (;;) {
+        s += strspn(s, " ,");
+        if (*s == '}') return n;
+        int kn = *s == '"' ? str_span(s) : 0;
+        if (!kn || n == cap) return -1;
+        it[n].k = s + 1;
+        it[n].kn = kn - 2;
+        s += kn;
+        s += strspn(s, " ");
+        if (*s++ != ':') return -1;
+        s += strspn(s, " ");
+        int vn = *s == '"' ? str_span(s) : (int)strcspn(s, ",}");
+        if (!vn) return -1;
+        it[n].v = s;
+        it[n++].vn = vn;
+        s += vn;
+    }
+}
+
+static const cfg_item *cfg_find(const cfg_item *it, int n, const cfg_item *key)
+{
+    for (int i = 0; i < n; i++)
+        if (it[i].kn == key->kn && !memcmp(it[i].k, key->k, (size_t)key->kn)) return &it[i];
+    return NULL;
+}
+
+/* The flag that sets a config key, for the refusal's message. */
+static void cfg_flag(const plan_run *p, const cfg_item *c, char *f, size_t n)
+{
+    const sweep_family *fam = p->f;
+    if (c->kn == 5 && !memcmp(c->k, "value", 5))
+        snprintf(f, n, "%s", fam->param_k               ? "--ks"
+                             : fam->arch == SAE_RELU    ? "--relu-l1"
+                             : fam->arch == SAE_GATED   ? "--gated-l1"
+                                                        : "--jumprelu-l0");
+    else if (c->kn == 4 && !memcmp(c->k, "hook", 4))
+        snprintf(f, n, "%s", fam->transcoder ? "--tc-hook" : fam->target ? "--tc-hook-out" : "--hook");
+    else if (c->kn == 8 && !memcmp(c->k, "hook_out", 8)) snprintf(f, n, "--tc-hook-out");
+    else {
+        snprintf(f, n, "--%.*s", c->kn, c->k);
+        for (char *q = f; *q; q++)
+            if (*q == '_') *q = '-';
+    }
+}
+
+/* A value as the user would type it: unquoted, and 0.05 rather than %.17g's
+ * 0.050000000000000003 (the shortest text that reads back the same). */
+static void cfg_value(const cfg_item *c, char *v, size_t n)
+{
+    if (c->v[0] == '"') {
+        snprintf(v, n, "%.*s", c->vn - 2, c->v + 1);
+        return;
+    }
+    snprintf(v, n, "%.*s", c->vn, c->v);
+    if (!strpbrk(v, ".eE")) return;
+    double x = strtod(v, NULL);
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(v, n, "%.*g", prec, x);
+        if (strtod(v, NULL) == x) return;
+    }
+}
+
+/* Refuses a run done before with other settings, naming the first setting that differs, its
+ * recorded and its new value. */
+static int check_config(const sweep_opts *o, const plan_run *p, const char *recorded)
+{
+    if (!strcmp(recorded, p->config)) return OK;
+    cfg_item a[32], b[32];
+    int na = cfg_items(recorded, a, 32), nb = cfg_items(p->config, b, 32);
+    char flag[64], was[256], now[256];
+    for (int i = 0; na >= 0 && nb >= 0 && i < nb; i++) {
+        const cfg_item *r = cfg_find(a, na, &b[i]);
+        cfg_flag(p, &b[i], flag, sizeof flag);
+        if (!r)
+            return err_set(ERR_ARG, "%s: run %s was done with other settings: it has no record of "
+                           "%s (a sweep of an older saelite); give a new --out for a new grid",
+                           o->out, p->name, flag);
+        if (r->vn == b[i].vn && !memcmp(r->v, b[i].v, (size_t)r->vn)) continue;
+        cfg_value(r, was, sizeof was);
+        cfg_value(&b[i], now, sizeof now);
+        return err_set(ERR_ARG, "%s: run %s was done with other settings: %s %s, not %s; rerun "
+                       "with %s %s to continue, or give a new --out for a new grid", o->out,
+                       p->name, flag, was, now, flag, was);
+    }
+    for (int i = 0; na >= 0 && nb >= 0 && i < na; i++)
+        if (!cfg_find(b, nb, &a[i])) {
+            cfg_flag(p, &a[i], flag, sizeof flag);
+            cfg_value(&a[i], was, sizeof was);
+            return err_set(ERR_ARG, "%s: run %s was done with other settings: %s %s, which this "
+                           "call does not use; give a new --out for a new grid", o->out, p->name,
+                           flag, was);
+        }
+    return err_set(ERR_ARG, "%s: run %s was done with other settings (%s); give a new --out for a "
+                   "new grid", o->out, p->name, recorded);
+}
+
 /* The row of a run done before, if any; ERR_ARG when it was done with other settings. */
 static int find_done(const sweep_opts *o, const plan_run *p, store_sweep_row *row, int *found)
 {
@@ -344,9 +486,7 @@ static int find_done(const sweep_opts *o, const plan_run *p, store_sweep_row *ro
     int rc = open_rw(o, &s);
     if (!rc) rc = store_sweep_get(s, o->out, p->name, row, found);
     store_close(s);
-    if (!rc && *found && strcmp(row->config, p->config))
-        rc = err_set(ERR_ARG, "%s: run %s was done with other settings (%s); give a new --out "
-                              "for a new grid", o->out, p->name, row->config);
+    if (!rc && *found) rc = check_config(o, p, row->config);
     return rc;
 }
 

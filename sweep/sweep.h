@@ -16,7 +16,8 @@
  * OUT/frontier_transcoders.png (CE loss score and EV of the target hook against L0, for the
  * transcoder families), and OUT/frontier_<metric>.png for every metric of the view
  * eval_summary(sae_id, suite, metric, value) when the database has it (not created here).
- * Resume: a run with its row is skipped (its settings must equal the row's config, else ERR_ARG);
+ * Resume: a run with its row is skipped (its settings must equal the row's config, the eval
+ * suites' included, else ERR_ARG naming the first setting that differs);
  * a run with OUT/<name>/checkpoint.bin continues from it (sae_train_run resumes bit for bit; a
  * finished checkpoint is only evaluated again), others start fresh. So a killed sweep rerun with
  * the same options continues with the SAE in progress.

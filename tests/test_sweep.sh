@@ -68,7 +68,17 @@ check '[ "$(rows "$T/full")" = "$(rows "$T/part")" ]' "and so are their rows"
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --no-png 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]]' "a finished sweep is not retrained: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --tokens 4096 2>&1)
-check '[ $? -eq 1 ] && [[ "$out" == *"other settings"* ]]' "other settings in the same directory refused: $out"
+check '[ $? -eq 1 ] && [[ "$out" == *"run relu_l10p25 was done with other settings: --tokens 3072, not 4096; rerun with --tokens 3072 to continue"* ]]' "other settings in the same directory refused, naming the setting: $out"
+# the eval suites' settings are recorded too: a continued sweep with another
+# --eval-seqs-per-genre scored half the grid on another sample, exit 0
+n0=$(q "SELECT count(*) FROM sweep_runs")
+out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval-seqs-per-genre 5 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"--eval-seqs-per-genre 30, not 5;"* ]]' "another --eval-seqs-per-genre refused: $out"
+out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval sparse_probing 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"--eval sparse_probing,absorption, not sparse_probing;"* ]]' "another --eval refused: $out"
+out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval absorption,sparse_probing --no-png 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]]' "the same suites in another order continue: $out"
+check '[ "$(q "SELECT count(*) FROM sweep_runs")" = $n0 ]' "the refusals wrote no rows"
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --families topk,nope 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == "saelite sweep: unknown family"* ]]' "unknown family, one prefix: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --ks 2,x 2>&1)
