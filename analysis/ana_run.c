@@ -1051,8 +1051,11 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
     return rc;
 }
 
-/* The model directory: --model, else the path the database recorded for the hook's model. */
-static int open_model(shared *sh, const ana_run_opts *o)
+/* The model directory: --model, else the path the database recorded for the hook's model.
+ * skip: how the caller's user does without the model (analyze: " (--no-model skips them)"),
+ * "" where it cannot (the sweep). */
+#define NO_MODEL_HINT " (--no-model skips them)"
+static int open_model(shared *sh, const ana_run_opts *o, const char *skip)
 {
     const char *dir = o->model_dir, *want = NULL;
     store_model *ms = NULL;
@@ -1066,8 +1069,8 @@ static int open_model(shared *sh, const ana_run_opts *o)
             if (ms[i].id == sh->hook.model_id) dir = ms[i].path;
         if (!dir) {
             mem_free(ms);
-            return err_set(ERR_NOTFOUND, "%s: no model recorded for hook %s; give --model DIR or "
-                           "--no-model", o->db, sh->hook.name);
+            return err_set(ERR_NOTFOUND, "%s: no model recorded for hook %s; give --model DIR%s",
+                           o->db, sh->hook.name, skip[0] ? " or --no-model" : "");
         }
     }
     /* a relative path recorded by extract is relative to where extract ran; when it does not
@@ -1093,14 +1096,14 @@ static int open_model(shared *sh, const ana_run_opts *o)
     char cs[17];
     if (want && want[0] && (rc = gpt2_dir_checksum(dir, cs)) == OK && strcmp(cs, want))
         rc = err_set(ERR_ARG, "%s: checksum %s, but %s's hook %s was extracted from a model with "
-                     "checksum %s; give that model (--model) or skip the model metrics (--no-model)",
-                     dir, cs, o->db, sh->hook.name, want);
+                     "checksum %s; give that model (--model)%s", dir, cs, o->db, sh->hook.name,
+                     want, skip[0] ? " or skip the model metrics (--no-model)" : "");
     if (rc) {
         mem_free(ms);
         return rc;
     }
     rc = gpt2_load(&sh->model, dir);
-    if (rc) err_wrap(rc, "loading the model for the downstream metrics (--no-model skips them)");
+    if (rc) err_wrap(rc, "loading the model for the downstream metrics%s", skip);
     int layer, width;
     if (!rc && gpt2_hook_info(sh->model, sh->hook.name, &layer, &width) == OK && width != sh->hook.width)
         rc = err_set(ERR_SHAPE, "%s: hook %s is %d wide in the model but %d in %s", dir,
@@ -1171,7 +1174,7 @@ static int open_inputs(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, an
                            "at %s", o->sae_dir, sd->d_out, o->db, sd->hook_out.width, ho);
     }
     /* the other ranks need the model for an SAE's downstream pass only */
-    if (!root && !o->no_model && sd->sae) return open_model(sh, o);
+    if (!root && !o->no_model && sd->sae) return open_model(sh, o, NO_MODEL_HINT);
     return OK;
 }
 
@@ -1181,7 +1184,7 @@ static int root_inputs(const ana_run_opts *o, shared *sh)
 {
     int rc;
     if ((rc = load_shared(sh, o))) return rc;
-    if (!o->no_model && (rc = open_model(sh, o))) return rc;
+    if (!o->no_model && (rc = open_model(sh, o, NO_MODEL_HINT))) return rc;
     if (o->tok_dir) return tok_load(&sh->bpe, o->tok_dir);
     if (sh->model_path && tok_load(&sh->bpe, sh->model_path) != OK) {
         sh->bpe = NULL; /* optional: token texts then come from the store's tokens table */
@@ -1231,6 +1234,18 @@ static int run_dicts(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, ana_
     if ((rc = ana_agree(rc))) return rc;
     rc = analyze_dict(sh, nd, o, -1, &res->dict[res->n_dicts]);
     if (!rc) res->n_dicts++;
+    return rc;
+}
+
+int ana_check_model(const ana_run_opts *o, const char *hook)
+{
+    shared sh = {0};
+    int rc = store_open(&sh.s, o->db, STORE_READONLY);
+    if (!rc) rc = store_hook_find(sh.s, hook, &sh.hook);
+    if (!rc) rc = open_model(&sh, o, "");
+    if (!rc && o->tok_dir) rc = tok_load(&sh.bpe, o->tok_dir);
+    free_shared(&sh);
+    store_close(sh.s);
     return rc;
 }
 

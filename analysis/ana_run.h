@@ -110,4 +110,11 @@ typedef struct {
 
 int ana_run(const ana_run_opts *o, ana_run_result *res);
 
+/* What ana_run's downstream pass will need for an SAE on `hook`, checked before a caller writes
+ * anything (the sweep, before its first run): o->db's hook, the model (o->model_dir or the one
+ * the database recorded: it loads, its checksum is extract's, the hook's width fits) and
+ * o->tok_dir when given. Loads the model once and frees it. One process (not collective).
+ * Errors: ana_run's messages for the same problems, without the advice of analyze's --no-model. */
+int ana_check_model(const ana_run_opts *o, const char *hook);
+
 #endif

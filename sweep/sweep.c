@@ -525,8 +525,9 @@ static int check_opts(const sweep_opts *o)
 /* What every run of the grid needs from the store, checked before anything is written (an
  * audit: a k above d_sae, an unknown hook, too few tokens or an unknown suite failed only when
  * their run came, after the output directory and the sweep tables were made, and --eval foo
- * after the first run was trained and analysed): a store that opens, its hooks, and d_sae
- * against k. */
+ * after the first run was trained and analysed; a second audit: --model /nonexistent after the
+ * first SAE was trained and registered): a store that opens, its hooks, the model and tokenizer
+ * of the CE/KL pass (loaded once per model), and d_sae against k. */
 static int check_store(const sweep_opts *o)
 {
     int bits, all;
@@ -539,14 +540,26 @@ static int check_store(const sweep_opts *o)
     int rc = store_open(&s, o->db, STORE_READONLY);
     if (rc) return rc;
     const char *hooks[3] = {o->hook, o->tc_hook, o->tc_hook_out};
+    int64_t model_of[3] = {-1, -1, -1};
     int width = 0;
     for (int i = 0; i < 3 && !rc; i++) {
         store_hook h;
         if (!hooks[i]) continue;
         if ((rc = store_hook_find(s, hooks[i], &h))) break;
         if (i == 0) width = h.width;
+        model_of[i] = h.model_id;
     }
     store_close(s);
+    ana_run_opts ao;
+    ana_run_defaults(&ao);
+    ao.db = o->db;
+    ao.model_dir = o->model_dir;
+    ao.tok_dir = o->tok_dir;
+    for (int i = 0; i < 3 && !rc; i++) {
+        int seen = !hooks[i];
+        for (int j = 0; j < i && !seen; j++) seen = hooks[j] && model_of[j] == model_of[i];
+        if (!seen) rc = ana_check_model(&ao, hooks[i]);
+    }
     if (rc) return rc;
     int d_sae = o->d_sae;
     if (d_sae <= 0 && (rc = sae_run_d_sae(o->expansion, width, &d_sae))) return rc;

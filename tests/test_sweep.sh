@@ -79,6 +79,16 @@ check '[ $? -eq 1 ] && [[ "$out" == *"--eval sparse_probing,absorption, not spar
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval absorption,sparse_probing --no-png 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]]' "the same suites in another order continue: $out"
 check '[ "$(q "SELECT count(*) FROM sweep_runs")" = $n0 ]' "the refusals wrote no rows"
+# the CE/KL pass's model and tokenizer are checked before anything is written (a bad --model
+# failed only after the first SAE was trained and registered)
+$BIN init-model --layers 1 --d-model 16 --heads 2 --ctx 32 --vocab 300 --seed 4 -o "$T/m2" >/dev/null 2>&1
+nreg=$(q "SELECT count(*) FROM sae_registry")
+for bad in "--model $T/nope:nope/config.json: cannot open" "--tokenizer $T/m:m: no tokenizer files" \
+           "--model $T/m2:m2: checksum"; do
+    out=$($BIN sweep "${SW[@]}" ${bad%%:*} --out "$T/badm" 2>&1)
+    check '[ $? -eq 1 ] && [[ "$out" == *"${bad#*:}"* ]] && [ ! -e "$T/badm" ] && [ "$(q "SELECT count(*) FROM sae_registry")" = $nreg ]' \
+        "${bad%%:*} refused before training: $out"
+done
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --families topk,nope 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == "saelite sweep: unknown family"* ]]' "unknown family, one prefix: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --ks 2,x 2>&1)
