@@ -153,6 +153,15 @@ static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const 
     return rc;
 }
 
+/* The shortest text that reads back as v (0.05, not %.17g's 0.050000000000000003). */
+static void fmt_short(char *s, size_t n, double v)
+{
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(s, n, "%.*g", prec, v);
+        if (strtod(s, NULL) == v) return;
+    }
+}
+
 static void fmt_value(char *s, size_t n, double v)
 {
     snprintf(s, n, "%g", v);
@@ -428,8 +437,7 @@ static void cfg_flag(const plan_run *p, const cfg_item *c, char *f, size_t n)
     }
 }
 
-/* A value as the user would type it: unquoted, and 0.05 rather than %.17g's
- * 0.050000000000000003 (the shortest text that reads back the same). */
+/* A value as the user would type it: unquoted, numbers in their shortest spelling. */
 static void cfg_value(const cfg_item *c, char *v, size_t n)
 {
     if (c->v[0] == '"') {
@@ -437,12 +445,7 @@ static void cfg_value(const cfg_item *c, char *v, size_t n)
         return;
     }
     snprintf(v, n, "%.*s", c->vn, c->v);
-    if (!strpbrk(v, ".eE")) return;
-    double x = strtod(v, NULL);
-    for (int prec = 6; prec <= 17; prec++) {
-        snprintf(v, n, "%.*g", prec, x);
-        if (strtod(v, NULL) == x) return;
-    }
+    if (strpbrk(v, ".eE")) fmt_short(v, n, strtod(v, NULL));
 }
 
 /* Refuses a run done before with other settings, naming the first setting that differs, its
@@ -509,6 +512,26 @@ static int read_rows(const sweep_opts *o, sweep_result *res)
     return rc;
 }
 
+/* Two values of one list that name the same run (OUT/<family>_<param><value>): the second
+ * trained again into the first's directory (--ks 8,8, --relu-l1 1,1.0: an audit), and values
+ * equal to fmt_value's 6 digits would meet the first's row as "other settings". */
+static int check_list(const char *flag, const double *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++) {
+            char a[32], b[32];
+            fmt_value(a, sizeof a, v[j]);
+            fmt_value(b, sizeof b, v[i]);
+            if (strcmp(a, b)) continue;
+            fmt_short(a, sizeof a, v[j]);
+            fmt_short(b, sizeof b, v[i]);
+            if (v[i] == v[j]) return err_set(ERR_ARG, "%s: %s is given twice", flag, a);
+            return err_set(ERR_ARG, "%s: %s and %s would be one run (run names keep 6 significant "
+                           "digits)", flag, a, b);
+        }
+    return OK;
+}
+
 static int check_opts(const sweep_opts *o)
 {
     if (!o->db || !o->hook || !o->out) return err_set(ERR_ARG, "needs a database, a hook and an output directory");
@@ -519,7 +542,13 @@ static int check_opts(const sweep_opts *o)
     if (o->d_sae < 0 || (o->d_sae == 0 && !(o->expansion > 0))) return err_set(ERR_ARG, "no dictionary size");
     for (int i = 0; i < o->n_ks; i++)
         if (o->ks[i] < 1) return err_set(ERR_ARG, "k values must be >= 1");
-    return check_families(o);
+    double ks[SWEEP_MAX_SETTINGS];
+    for (int i = 0; i < o->n_ks; i++) ks[i] = o->ks[i];
+    int rc = check_list("--ks", ks, o->n_ks);
+    if (!rc) rc = check_list("--relu-l1", o->relu_l1, o->n_relu_l1);
+    if (!rc) rc = check_list("--gated-l1", o->gated_l1, o->n_gated_l1);
+    if (!rc) rc = check_list("--jumprelu-l0", o->jumprelu_l1, o->n_jumprelu_l1);
+    return rc ? rc : check_families(o);
 }
 
 /* What every run of the grid needs from the store, checked before anything is written (an
