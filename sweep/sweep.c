@@ -600,6 +600,11 @@ static int check_store(const sweep_opts *o)
     return OK;
 }
 
+/* A stop the user asked for (SIGINT, SIGTERM): the runners' messages say how their own command
+ * continues ("continue with --resume", a sae-train flag the sweep does not have), so the sweep
+ * says how a sweep does: the same command again. */
+static int stopped(const sweep_opts *o, int rc) { return rc == ERR_ABORTED && o->stop && *o->stop; }
+
 int sweep_run(const sweep_opts *o, sweep_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -642,11 +647,19 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
             break;
         }
         if (rc) {
-            if (rc != ERR_ABORTED) err_wrap(rc, "training %s", plan[i].dir);
+            if (stopped(o, rc))
+                err_set(rc, "interrupted while training %s at step %lld of %lld%s; rerun the "
+                        "same command to continue", plan[i].dir, (long long)tr.step,
+                        (long long)tr.total_steps,
+                        file_exists(plan[i].dir, "checkpoint.bin") ? " (checkpoint saved)" : "");
+            else err_wrap(rc, "training %s", plan[i].dir);
             break;
         }
         row_init(&row, o, &plan[i], &tr);
         rc = sweep_eval_run(o, &plan[i], &tr, &memo, &row);
+        if (rc && stopped(o, rc))
+            err_set(rc, "interrupted while evaluating %s (trained; the evaluation starts again); "
+                    "rerun the same command to continue", plan[i].dir);
         if (!rc) rc = put_row(o, &row);
         if (rc) break;
         res->trained++;

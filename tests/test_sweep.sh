@@ -91,6 +91,15 @@ for bad in "--model $T/nope:nope/config.json: cannot open" "--tokenizer $T/m:m: 
 done
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --families topk,nope 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == "saelite sweep: unknown family"* ]]' "unknown family, one prefix: $out"
+# SIGTERM inside a run: the message says how a sweep continues (it passed on sae-train's
+# "continue with --resume", an option the sweep does not have)
+$BIN sweep "${SW[@]}" --out "$T/term" --families topk --ks 2 --tokens 1000000000 > "$T/term.out" 2> "$T/term.err" &
+pid=$!
+for _ in $(seq 300); do [ -e "$T/term/topk_k2/checkpoint.bin" ] && break; sleep 0.1; done
+kill -TERM $pid; wait $pid; rc=$?
+check '[ $rc -eq 130 ] && grep -q "interrupted while training $T/term/topk_k2 at step [0-9]* of 7812500 (checkpoint saved); rerun the same command to continue" "$T/term.err" && ! grep -q -- "--resume" "$T/term.err"' \
+    "SIGTERM's message: $(tail -c 300 "$T/term.err")"
+
 # a value twice trained the same run twice into one directory: refused before anything is written
 for dup in "--ks 4,2,4:--ks: 4 is given twice" "--relu-l1 1,1.0:--relu-l1: 1 is given twice" \
            "--gated-l1 1.0000001,1.0000002:--gated-l1: 1.0000001 and 1.0000002 would be one run" \
