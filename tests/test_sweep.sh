@@ -2,7 +2,9 @@
 # test_sweep.sh - `saelite sweep` on a tiny random model: the grid trains and evaluates every run
 # once (rows, PNGs), a sweep stopped between runs and inside a run (--max-runs, --max-steps)
 # continues to the same SAEs and rows as an uninterrupted one, a finished sweep is not retrained,
-# other settings in the same directory are refused, and eval_summary metrics get frontiers.
+# other settings in the same directory (the eval suites' included) are refused naming the setting,
+# a bad --model/--tokenizer or a value twice in a list is refused before anything is written,
+# SIGTERM says to rerun the same command, and eval_summary metrics get frontiers.
 set -u
 BIN=${SAELITE_BIN:-./saelite}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
