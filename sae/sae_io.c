@@ -146,6 +146,37 @@ static int get_int(const cJSON *root, const char *key, const char *path, int *ou
     return OK;
 }
 
+/* A key given both in metadata{} and at the top level must say the same thing: cfg_get reads the
+ * metadata one, and a file whose two hook_names differ names no one hook (SAELens 6 writes
+ * metadata, older readers the top level; sae_save writes both, equal). ERR_FORMAT naming both. */
+static int cfg_agree(const cJSON *root, const char *path)
+{
+    static const char *const keys[] = {"architecture", "d_in", "d_sae", "d_out", "k",
+                                       "activation_fn", "activation_fn_str", "activation_fn_kwargs",
+                                       "matryoshka_widths", "normalize_activations",
+                                       "apply_b_dec_to_input", "hook_name", "hook_name_out",
+                                       "model_name", "context_size"};
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
+    /* older SAELens' hook_point is read only without a hook_name: two different ones contradict */
+    const cJSON *hn = cfg_get(root, "hook_name", NULL), *hp = cJSON_GetObjectItemCaseSensitive(root, "hook_point");
+    if (cJSON_IsString(hn) && cJSON_IsString(hp) && strcmp(hn->valuestring, hp->valuestring))
+        return err_set(ERR_FORMAT, "%s: hook_name is \"%.80s\" but hook_point is \"%.80s\" (which one "
+                       "is meant?)", path, hn->valuestring, hp->valuestring);
+    if (!cJSON_IsObject(meta)) return OK;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(meta, keys[i]);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
+        if (!m || !t || cJSON_IsNull(m) || cJSON_IsNull(t) || cJSON_Compare(m, t, 1)) continue;
+        char *a = cJSON_PrintUnformatted(m), *b = cJSON_PrintUnformatted(t);
+        int rc = err_set(ERR_FORMAT, "%s: metadata.%s is %.80s but the top-level %s is %.80s (which "
+                         "one is meant?)", path, keys[i], a ? a : "?", keys[i], b ? b : "?");
+        cJSON_free(a);
+        cJSON_free(b);
+        return rc;
+    }
+    return OK;
+}
+
 /* cfg.json of an SAE directory (path) into *out: architecture (SAELens names and older
  * spellings), shapes, k, Matryoshka widths, hooks and model; *apply_b_dec_out 0 when the file says
  * apply_b_dec_to_input false (sae_load folds b_dec into b_enc then). */
@@ -160,6 +191,10 @@ static int read_cfg(const char *path, sae_config *out, int *apply_b_dec_out)
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return err_set(ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    if ((rc = cfg_agree(root, path))) {
+        cJSON_Delete(root);
+        return rc;
     }
     sae_config c;
     memset(&c, 0, sizeof c);

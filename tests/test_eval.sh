@@ -106,6 +106,13 @@ ok grep -q "^skipped .*absorption (no POS tags) scr" "$W/p1.out"
 ok grep -q "^sparse probing: 2 tasks (0 POS, 2 genre)" "$W/p1.out"
 "$BIN" eval --db "$W/plain.db" --sae "$W/sae" $E --suite absorption > "$W/p2.out" 2>&1; ok test $? -eq 1
 ok grep -q "no POS-tagged tokens" "$W/p2.out"
+# a cfg.json whose two hook_names differ names no hook: refused, nothing written
+N0=$(q "SELECT count(*) FROM eval_runs")
+mkdir -p "$W/hk" && cp "$W/sae/sae_weights.safetensors" "$W/hk/"
+sed '0,/"hook_name":[[:space:]]*"[^"]*"/! s/"hook_name":[[:space:]]*"[^"]*"/"hook_name": "blocks.0.hook_resid_pre"/' "$W/sae/cfg.json" > "$W/hk/cfg.json"
+"$BIN" eval --db "$DB" --sae "$W/hk" $E > "$W/x6.out" 2>&1; ok test $? -eq 1
+ok grep -q "hk/cfg.json: metadata.hook_name is \"$H\" but the top-level hook_name is \"blocks.0.hook_resid_pre\"" "$W/x6.out"
+ok test "$(q "SELECT count(*) FROM eval_runs")" = "$N0"
 # refusals: an unknown suite, an unknown id; nothing is written
 N0=$(q "SELECT count(*) FROM eval_runs")
 "$BIN" eval --db "$DB" --sae "$SID" --suite scr,ravel > "$W/e5.out" 2>&1; rc=$?
