@@ -2,6 +2,7 @@
  * sampled sequences and positions, one pass over their activations, the sparse-probing and
  * absorption suites and the writing transaction. */
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "store/store.h"
 #include "store/store_ana.h"
 #include "store/store_eval.h"
+#include "sae/sae_run.h"
 #include "store/store_sae.h"
 
 void eval_defaults(eval_opts *o)
@@ -81,6 +83,21 @@ static int random_sae(const sae_model *m, uint64_t seed, sae_model **out)
     return OK;
 }
 
+/* ---- results held for the writing transaction ---------------------------------------------- */
+/* The suites' rows wait in memory until everything is computed, so the database's write lock is
+ * held only for the writing itself (a concurrent sae-train can register meanwhile). */
+enum { SUITE_SP, SUITE_ABS, SUITE_SCR, SUITE_TPP, NSUITES };
+enum { ROW_PROBE, ROW_ABS, ROW_ABL, ROW_METRIC };
+static const char *const suite_names[NSUITES] = {"sparse_probing", "absorption", "scr", "tpp"};
+typedef struct {
+    unsigned char type, suite;
+    char name[96];           /* task, parent or metric */
+    const char *kind, *dict; /* static strings (probe rows) */
+    char *json;              /* features / split features (mem_alloc'd) or NULL */
+    int i[5];
+    double v[6];
+} pend_row;
+
 /* ---- shared state -------------------------------------------------------------------------------- */
 typedef struct {
     int n;               /* rows */
@@ -106,6 +123,7 @@ typedef struct {
     sae_model *sae, *rnd;
     char sae_dir[4096];
     int64_t sae_id;      /* -1 until known */
+    int by_id;           /* --sae named a registry id */
     store_eval_seq *seqs;
     size_t nseq;
     char (*genres)[32];
@@ -119,7 +137,9 @@ typedef struct {
     int *ch_grp;         /* [nchosen] genre index */
     unsigned char *ch_genre, *ch_scr; /* [nchosen] in the per-genre sample / in SCR's cells */
     int nat[2][2];       /* all stored sequences per (imaginative, past): the labels' natural joint */
-    int64_t run_sp, run_abs, run_scr, run_tpp;
+    store_sae_entry reg;   /* the SAE's registry row, when it has one (sae_id >= 0) */
+    pend_row *rows;        /* results, written after every computation (flush_rows) */
+    size_t nrows, caprows;
 } ctx;
 
 static int genre_index(ctx *c, const char *g)
@@ -349,6 +369,26 @@ static int plan_tokens(ctx *c, int **mark_out, int64_t **off_out)
     return OK;
 }
 
+/* Rows v[T, w] of one sequence must be finite and below EVAL_MAX_ABS: a probe on larger values
+ * cannot be fitted (LIBLINEAR never returned at 1e38). what NULL: the hook activations (the
+ * database is named), else codes (the SAE directory is named). */
+static int check_bounded(const ctx *c, const float *v, int T, int w, int64_t seq, const char *what)
+{
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < w; j++) {
+            float a = v[(size_t)t * w + j];
+            if (isfinite(a) && fabsf(a) < EVAL_MAX_ABS) continue;
+            if (!what)
+                return err_set(ERR_FORMAT, "%s: hook %s holds %g at sequence %lld, token %d, unit %d "
+                               "(the probes need finite activations below %g in size)", c->o->db,
+                               c->hook.name, (double)a, (long long)seq, t, j, EVAL_MAX_ABS);
+            return err_set(ERR_FORMAT, "%s: %s of latent %d is %g at sequence %lld, token %d (the "
+                           "probes need finite codes below %g in size: a weight that large is bad "
+                           "input)", c->sae_dir, what, j, (double)a, (long long)seq, t, EVAL_MAX_ABS);
+        }
+    return OK;
+}
+
 /* One pass over the chosen sequences: pooled rows for the genre tasks, token rows for POS. */
 static int read_pass(ctx *c, const int *mark, const int64_t *off)
 {
@@ -370,7 +410,11 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
         const store_eval_seq *sq = &c->seqs[c->chosen[i]];
         int T = 0;
         if ((rc = store_act_read(c->s, c->hook.id, sq->seq_id, x, &T))) break;
+        if ((rc = check_bounded(c, x, T, d, sq->seq_id, NULL))) break;
         if ((rc = sae_encode(c->sae, x, T, f)) || (c->rnd && (rc = sae_encode(c->rnd, x, T, g)))) break;
+        if ((rc = check_bounded(c, f, T, D, sq->seq_id, "the SAE's code")) ||
+            (c->rnd && (rc = check_bounded(c, g, T, D, sq->seq_id, "the random SAE's code (the SAE's b_dec)"))))
+            break;
         if (!c->rnd) memset(g, 0, (size_t)T * D * sizeof *g); /* --no-random: empty rows */
         int t0 = sq->bos && T > 1 ? 1 : 0; /* BOS masked, as SAEBench pools */
         float *pr_raw = c->seq.raw + (size_t)i * d;
@@ -410,6 +454,81 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
     mem_free(g);
     mem_free(pf);
     mem_free(pg);
+    return rc;
+}
+
+/* A result row for the writing transaction (json copied). */
+static int put_row(ctx *c, const pend_row *r, const char *json)
+{
+    if (c->nrows == c->caprows) {
+        size_t cap = c->caprows ? 2 * c->caprows : 256;
+        pend_row *p = mem_realloc(c->rows, cap * sizeof *p);
+        if (!p) return err_set(ERR_NOMEM, "out of memory for the results");
+        c->rows = p;
+        c->caprows = cap;
+    }
+    pend_row *o = &c->rows[c->nrows];
+    *o = *r;
+    o->json = NULL;
+    if (json) {
+        size_t n = strlen(json) + 1;
+        if (!(o->json = mem_alloc(n))) return err_set(ERR_NOMEM, "out of memory for the results");
+        memcpy(o->json, json, n);
+    }
+    c->nrows++;
+    return OK;
+}
+
+static int put_probe(ctx *c, const char *task, const char *kind, const char *dict, int k,
+                     int n_train, int n_test, double train_acc, double test_acc, const char *features)
+{
+    pend_row r = {.type = ROW_PROBE, .suite = SUITE_SP, .kind = kind, .dict = dict,
+                  .i = {k, n_train, n_test}, .v = {train_acc, test_acc}};
+    snprintf(r.name, sizeof r.name, "%s", task);
+    return put_row(c, &r, features);
+}
+
+static int put_absorption(ctx *c, const char *parent, const eval_abs_class *a, const char *split)
+{
+    pend_row r = {.type = ROW_ABS, .suite = SUITE_ABS, .i = {a->included, a->n_split, a->n_tp, a->n_fn},
+                  .v = {a->gt_f1, a->split_f1, a->mean_frac, a->full_rate}};
+    snprintf(r.name, sizeof r.name, "%s", parent);
+    return put_row(c, &r, split);
+}
+
+static int put_ablation(ctx *c, int suite, const char *task, int n, double clean_acc,
+                        double orig_acc, double ablated_acc, double other_diff, double score)
+{
+    pend_row r = {.type = ROW_ABL, .suite = (unsigned char)suite, .i = {n},
+                  .v = {clean_acc, orig_acc, ablated_acc, other_diff, score}};
+    snprintf(r.name, sizeof r.name, "%s", task);
+    return put_row(c, &r, NULL);
+}
+
+/* Every held row, in the order computed, under the run ids of run[NSUITES]. */
+static int flush_rows(ctx *c, const int64_t *run)
+{
+    int rc = OK;
+    for (size_t i = 0; !rc && i < c->nrows; i++) {
+        const pend_row *r = &c->rows[i];
+        int64_t id = run[r->suite];
+        switch (r->type) {
+        case ROW_PROBE:
+            rc = store_eval_probe(c->s, id, r->name, r->kind, r->dict, r->i[0], r->i[1], r->i[2],
+                                  r->v[0], r->v[1], r->json);
+            break;
+        case ROW_ABS:
+            rc = store_eval_absorption(c->s, id, r->name, r->v[0], r->i[0], r->json, r->i[1],
+                                       r->v[1], r->i[2], r->i[3], r->v[2], r->v[3]);
+            break;
+        case ROW_ABL:
+            rc = store_eval_ablation(c->s, id, r->name, r->i[0], r->v[0], r->v[1], r->v[2], r->v[3],
+                                     r->v[4]);
+            break;
+        default:
+            rc = store_eval_metric(c->s, id, r->name, r->v[0]);
+        }
+    }
     return rc;
 }
 
@@ -465,7 +584,9 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
 {
     const int d = c->hook.width;
     const char *dict_names[3] = {"sae", "random_sae", "neurons"};
-    eval_feats feats[3] = {{.sparse = &s->sae}, {.sparse = &s->rnd}, {.dense = s->raw, .d = d, .memo = c->o->memo}};
+    volatile int *stop = c->o->stop;
+    eval_feats feats[3] = {{.sparse = &s->sae, .stop = stop}, {.sparse = &s->rnd, .stop = stop},
+                           {.dense = s->raw, .d = d, .memo = c->o->memo, .stop = stop}};
     double *sc = mem_alloc(((size_t)tr->n + te->n + 1) * sizeof *sc);
     if (!sc) return err_set(ERR_NOMEM, "out of memory");
     int rc = OK, cols[20];
@@ -486,8 +607,7 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
             acc->sum[di][ki] += tea;
             acc->sum_kind[kind][di][ki] += tea;
             if (!(rc = json_ints(b, cols, k)))
-                rc = store_eval_probe(c->s, c->run_sp, task, kn, dict_names[di], k, tr->n, te->n,
-                                      tra, tea, b->p);
+                rc = put_probe(c, task, kn, dict_names[di], k, tr->n, te->n, tra, tea, b->p);
         }
     }
     /* every hook unit ('full', SAEBench's llm_test_accuracy) and every latent ('sae_full',
@@ -503,8 +623,8 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
         double tea = eval_accuracy(sc, te->y, te->n);
         eval_probe_free(&p);
         acc->full[fi] += tea;
-        rc = store_eval_probe(c->s, c->run_sp, task, kn, fi ? "sae_full" : "full",
-                              fi ? c->sae->cfg.d_sae : d, tr->n, te->n, tra, tea, NULL);
+        rc = put_probe(c, task, kn, fi ? "sae_full" : "full", fi ? c->sae->cfg.d_sae : d, tr->n,
+                       te->n, tra, tea, NULL);
     }
     if (!rc) {
         acc->n++;
@@ -523,16 +643,20 @@ static int usable(const labelled *tr, const labelled *te)
 }
 
 /* metric fmt names one with "%d" for k (metric_k) or none (metric) */
-static int metric_k(ctx *c, int64_t run, const char *fmt, int k, double v)
+static int metric_k(ctx *c, int suite, const char *fmt, int k, double v)
 {
     char name[96];
     snprintf(name, sizeof name, fmt, k);
-    return store_eval_metric(c->s, run, name, v);
+    pend_row r = {.type = ROW_METRIC, .suite = (unsigned char)suite, .v = {v}};
+    snprintf(r.name, sizeof r.name, "%s", name);
+    return put_row(c, &r, NULL);
 }
 
-static int metric(ctx *c, int64_t run, const char *name, double v)
+static int metric(ctx *c, int suite, const char *name, double v)
 {
-    return store_eval_metric(c->s, run, name, v);
+    pend_row r = {.type = ROW_METRIC, .suite = (unsigned char)suite, .v = {v}};
+    snprintf(r.name, sizeof r.name, "%s", name);
+    return put_row(c, &r, NULL);
 }
 
 static int run_sparse_probing(ctx *c, eval_result *res)
@@ -572,21 +696,21 @@ static int run_sparse_probing(ctx *c, eval_result *res)
         res->sae_acc[ki] = acc.sum[0][ki] / acc.n;
         res->rnd_acc[ki] = c->rnd ? acc.sum[1][ki] / acc.n : NAN;
         res->neuron_acc[ki] = acc.sum[2][ki] / acc.n;
-        rc = metric_k(c, c->run_sp, "sparse_probing_top%d_acc", k, res->sae_acc[ki]);
-        if (!rc && c->rnd) rc = metric_k(c, c->run_sp, "sparse_probing_random_top%d_acc", k, res->rnd_acc[ki]);
-        if (!rc) rc = metric_k(c, c->run_sp, "sparse_probing_neurons_top%d_acc", k, res->neuron_acc[ki]);
+        rc = metric_k(c, SUITE_SP, "sparse_probing_top%d_acc", k, res->sae_acc[ki]);
+        if (!rc && c->rnd) rc = metric_k(c, SUITE_SP, "sparse_probing_random_top%d_acc", k, res->rnd_acc[ki]);
+        if (!rc) rc = metric_k(c, SUITE_SP, "sparse_probing_neurons_top%d_acc", k, res->neuron_acc[ki]);
         for (int kind = 0; !rc && kind < 2; kind++)
             if (acc.n_kind[kind])
-                rc = metric_k(c, c->run_sp, kind ? "sparse_probing_genre_top%d_acc" : "sparse_probing_pos_top%d_acc",
+                rc = metric_k(c, SUITE_SP, kind ? "sparse_probing_genre_top%d_acc" : "sparse_probing_pos_top%d_acc",
                             k, acc.sum_kind[kind][0][ki] / acc.n_kind[kind]);
     }
     if (!rc) {
         res->full_acc = acc.full[0] / acc.n;
         res->sae_full_acc = acc.full[1] / acc.n;
-        rc = metric(c, c->run_sp, "sparse_probing_full_acc", res->full_acc);
-        if (!rc) rc = metric(c, c->run_sp, "sparse_probing_sae_full_acc", res->sae_full_acc);
+        rc = metric(c, SUITE_SP, "sparse_probing_full_acc", res->full_acc);
+        if (!rc) rc = metric(c, SUITE_SP, "sparse_probing_sae_full_acc", res->sae_full_acc);
     }
-    if (!rc) rc = metric(c, c->run_sp, "sparse_probing_n_tasks", acc.n);
+    if (!rc) rc = metric(c, SUITE_SP, "sparse_probing_n_tasks", acc.n);
     buf_free(&b);
     return rc;
 }
@@ -599,7 +723,8 @@ static int run_absorption(ctx *c, eval_result *res)
     buf b = {0};
     int rc = OK;
     double sf = 0, sf0 = 0, sr = 0, ss = 0;
-    eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae, .memo = c->o->memo};
+    eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae, .memo = c->o->memo,
+                    .stop = c->o->stop};
     for (int k = 0; !rc && k < EVAL_NPOS; k++) {
         labelled tr = {0}, te = {0};
         rc = task_sets(&c->tok, k, EVAL_NPOS, c->o->train_per_class, c->o->test_per_class,
@@ -611,9 +736,7 @@ static int run_absorption(ctx *c, eval_result *res)
                                        c->sae->W_dec, c->sae->cfg.d_sae, &p, &r, NULL);
             if (!rc) rc = json_ints(&b, r.split, r.n_split);
             if (!rc)
-                rc = store_eval_absorption(c->s, c->run_abs, eval_pos_names[k], r.gt_f1, r.included,
-                                           b.p, r.n_split, r.split_f1, r.n_tp, r.n_fn,
-                                           r.mean_frac, r.full_rate);
+                rc = put_absorption(c, eval_pos_names[k], &r, b.p);
             if (!rc && r.included) {
                 res->abs_included++;
                 sf += r.mean_frac;
@@ -631,11 +754,11 @@ static int run_absorption(ctx *c, eval_result *res)
     res->abs_mean_frac_nogate = n ? sf0 / n : NAN;
     res->abs_full_rate = n ? sr / n : NAN;
     res->abs_mean_split = n ? ss / n : NAN;
-    if (!rc) rc = metric(c, c->run_abs, "absorption_mean_frac", res->abs_mean_frac);
-    if (!rc) rc = metric(c, c->run_abs, "absorption_mean_frac_nogate", res->abs_mean_frac_nogate);
-    if (!rc) rc = metric(c, c->run_abs, "absorption_full_rate", res->abs_full_rate);
-    if (!rc) rc = metric(c, c->run_abs, "absorption_mean_split", res->abs_mean_split);
-    if (!rc) rc = metric(c, c->run_abs, "absorption_n_parents", n);
+    if (!rc) rc = metric(c, SUITE_ABS, "absorption_mean_frac", res->abs_mean_frac);
+    if (!rc) rc = metric(c, SUITE_ABS, "absorption_mean_frac_nogate", res->abs_mean_frac_nogate);
+    if (!rc) rc = metric(c, SUITE_ABS, "absorption_full_rate", res->abs_full_rate);
+    if (!rc) rc = metric(c, SUITE_ABS, "absorption_mean_split", res->abs_mean_split);
+    if (!rc) rc = metric(c, SUITE_ABS, "absorption_n_parents", n);
     buf_free(&b);
     return rc;
 }
@@ -735,7 +858,7 @@ static void ablated_acc(const double *base, const eval_csr *codes, const labelle
 static int full_probe(ctx *c, const sample_set *s, const labelled *tr, const labelled *te,
                       eval_probe *p, double **base, double *acc)
 {
-    eval_feats f = {.dense = s->raw, .d = c->hook.width, .memo = c->o->memo};
+    eval_feats f = {.dense = s->raw, .d = c->hook.width, .memo = c->o->memo, .stop = c->o->stop};
     int rc = eval_logreg(&f, tr->rows, tr->y, tr->n, NULL, 0, c->o->C, 0, p);
     if (rc) return rc;
     *base = mem_alloc(((size_t)te->n + 1) * sizeof **base);
@@ -781,8 +904,8 @@ static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum,
             other /= nuse - 1;
             double intended = clean[i] - acc[(size_t)i * EVAL_NN + t], score = intended - other;
             sum[t] += score;
-            rc = store_eval_ablation(c->s, c->run_tpp, task, eval_n_values[t], clean[i], NAN,
-                                     acc[(size_t)i * EVAL_NN + t], other, score);
+            rc = put_ablation(c, SUITE_TPP, task, eval_n_values[t], clean[i], NAN,
+                              acc[(size_t)i * EVAL_NN + t], other, score);
         }
         (*count)++;
     }
@@ -813,9 +936,9 @@ static int run_tpp(ctx *c, eval_result *res)
     res->tpp_classes = n;
     for (int t = 0; !rc && t < EVAL_NN; t++) {
         res->tpp[t] = sum[t] / n;
-        rc = metric_k(c, c->run_tpp, "tpp_threshold_%d_total_metric", eval_n_values[t], res->tpp[t]);
+        rc = metric_k(c, SUITE_TPP, "tpp_threshold_%d_total_metric", eval_n_values[t], res->tpp[t]);
     }
-    if (!rc) rc = metric(c, c->run_tpp, "tpp_n_classes", n);
+    if (!rc) rc = metric(c, SUITE_TPP, "tpp_n_classes", n);
     return rc;
 }
 
@@ -944,16 +1067,16 @@ static int run_scr(ctx *c, eval_result *res)
         double d1 = accA - o1, d2 = accB - o2;
         double s1 = fabs(d1) < 0.001 ? 0 : (a1[t] - o1) / d1, s2 = fabs(d2) < 0.001 ? 0 : (a2[t] - o2) / d2;
         res->scr[t] = res->scr_dir == 1 ? s1 : s2;
-        rc = store_eval_ablation(c->s, c->run_scr, "scr:ablate_tense", eval_n_values[t], accA, o1, a1[t], NAN, s1);
-        if (!rc) rc = store_eval_ablation(c->s, c->run_scr, "scr:ablate_genre", eval_n_values[t], accB, o2, a2[t], NAN, s2);
-        if (!rc) rc = metric_k(c, c->run_scr, "scr_metric_threshold_%d", eval_n_values[t], res->scr[t]);
-        if (!rc) rc = metric_k(c, c->run_scr, "scr_dir1_threshold_%d", eval_n_values[t], s1);
-        if (!rc) rc = metric_k(c, c->run_scr, "scr_dir2_threshold_%d", eval_n_values[t], s2);
+        rc = put_ablation(c, SUITE_SCR, "scr:ablate_tense", eval_n_values[t], accA, o1, a1[t], NAN, s1);
+        if (!rc) rc = put_ablation(c, SUITE_SCR, "scr:ablate_genre", eval_n_values[t], accB, o2, a2[t], NAN, s2);
+        if (!rc) rc = metric_k(c, SUITE_SCR, "scr_metric_threshold_%d", eval_n_values[t], res->scr[t]);
+        if (!rc) rc = metric_k(c, SUITE_SCR, "scr_dir1_threshold_%d", eval_n_values[t], s1);
+        if (!rc) rc = metric_k(c, SUITE_SCR, "scr_dir2_threshold_%d", eval_n_values[t], s2);
     }
-    if (!rc) rc = metric(c, c->run_scr, "scr_dir", res->scr_dir);
-    if (!rc) rc = metric(c, c->run_scr, "scr_label_phi", res->scr_phi);
-    if (!rc) rc = metric(c, c->run_scr, "scr_biased_train_rows", S.biased.n);
-    if (!rc) rc = metric(c, c->run_scr, "scr_balanced_test_rows", S.a_te.n);
+    if (!rc) rc = metric(c, SUITE_SCR, "scr_dir", res->scr_dir);
+    if (!rc) rc = metric(c, SUITE_SCR, "scr_label_phi", res->scr_phi);
+    if (!rc) rc = metric(c, SUITE_SCR, "scr_biased_train_rows", S.biased.n);
+    if (!rc) rc = metric(c, SUITE_SCR, "scr_balanced_test_rows", S.a_te.n);
     eval_probe_free(&pb);
     eval_probe_free(&pa);
     eval_probe_free(&pt);
@@ -973,38 +1096,60 @@ static int run_scr(ctx *c, eval_result *res)
 /* ---- the runner ------------------------------------------------------------------------------ */
 static int is_id(const char *s) { return s[0] && strspn(s, "0123456789") == strlen(s); }
 
-/* The SAE: a directory, or a registry id of the database (a relative directory recorded there is
- * tried from here, then from the database's directory). */
+/* The SAE: a directory, or a registry id of the database. A registry row's directory is used as
+ * recorded (a relative one from the current directory, as every path given to saelite is: that
+ * is how sae-train records it), and the SAE found there must be the one the row describes. */
 static int resolve_sae(ctx *c)
 {
     const eval_opts *o = c->o;
     struct stat st;
     c->sae_id = -1;
-    snprintf(c->sae_dir, sizeof c->sae_dir, "%s", o->sae);
+    if (!o->sae[0]) return err_set(ERR_ARG, "the SAE is an empty string (give an SAE directory or a registry id)");
+    if (snprintf(c->sae_dir, sizeof c->sae_dir, "%s", o->sae) >= (int)sizeof c->sae_dir)
+        return err_set(ERR_ARG, "the SAE directory '%.64s...' is too long", o->sae);
     if (stat(o->sae, &st) != 0 && is_id(o->sae)) {
-        int64_t id = strtoll(o->sae, NULL, 10);
-        int64_t n = -1;
-        int rc = store_count_rows(c->s, "sae_registry", &n);
-        if (!rc && n < 0) rc = err_set(ERR_NOTFOUND, "%s: no SAE registry, so '%s' is no SAE id", o->db, o->sae);
-        if (!rc) rc = store_sae_dir(c->s, id, c->sae_dir, sizeof c->sae_dir);
+        errno = 0;
+        long long id = strtoll(o->sae, NULL, 10);
+        if (errno == ERANGE)
+            return err_set(ERR_ARG, "SAE id %s is out of range (at most %lld)", o->sae,
+                           (long long)INT64_MAX);
+        int rc = store_sae_get(c->s, id, NULL, &c->reg);
+        if (rc == ERR_NOTFOUND && !strstr(err_msg(), "with id"))
+            rc = err_set(ERR_NOTFOUND, "%s: no SAE registry, so '%s' is no SAE id", o->db, o->sae);
         if (rc) return rc;
-        const char *slash = strrchr(o->db, '/');
-        if (c->sae_dir[0] != '/' && stat(c->sae_dir, &st) != 0 && slash) {
-            char alt[4096];
-            if (path_fmt(alt, sizeof alt, "%.*s/%s", (int)(slash - o->db), o->db, c->sae_dir) == OK &&
-                stat(alt, &st) == 0)
-                snprintf(c->sae_dir, sizeof c->sae_dir, "%s", alt);
-        }
+        snprintf(c->sae_dir, sizeof c->sae_dir, "%s", c->reg.dir);
+        if (stat(c->sae_dir, &st) != 0)
+            return err_set(ERR_NOTFOUND, "%s: SAE id %lld's directory '%s' does not exist here (a "
+                           "relative one is taken from the current directory, where sae-train "
+                           "ran; give the directory instead)", o->db, id, c->sae_dir);
         c->sae_id = id;
+        c->by_id = 1;
     }
-    return sae_load(&c->sae, c->sae_dir);
+    int rc = sae_load(&c->sae, c->sae_dir);
+    if (rc) return rc;
+    if (c->sae_id < 0) { /* a directory: its registry row, however spelt, if it has one */
+        rc = store_sae_get(c->s, -1, c->sae_dir, &c->reg);
+        if (rc == ERR_NOTFOUND) {
+            err_clear();
+            return OK;
+        }
+        if (rc) return rc;
+        c->sae_id = c->reg.id;
+    }
+    return sae_check_registered(c->sae, c->sae_dir, &c->reg, o->db);
 }
 
+/* In the writing transaction: the SAE's registry row again (sae-train may have replaced it
+ * while eval computed: then the SAE is checked against the new row), or a new row. */
 static int register_sae(ctx *c, eval_result *res)
 {
-    if (c->sae_id >= 0) return OK;
-    int rc = store_eval_sae_find(c->s, c->sae_dir, &c->sae_id);
-    if (rc != ERR_NOTFOUND) return rc;
+    int by_id = c->by_id;
+    int rc = store_sae_get(c->s, by_id ? c->sae_id : -1, by_id ? NULL : c->sae_dir, &c->reg);
+    if (!rc) {
+        c->sae_id = c->reg.id;
+        return sae_check_registered(c->sae, c->sae_dir, &c->reg, c->o->db);
+    }
+    if (rc != ERR_NOTFOUND || by_id) return rc;
     err_clear();
     const sae_config *cf = &c->sae->cfg;
     store_sae_row row = {.dir = c->sae_dir, .architecture = sae_arch_name(cf->arch),
@@ -1036,12 +1181,14 @@ int eval_run(const eval_opts *o, eval_result *res)
     double t0 = now_seconds();
     if (!o->db || !o->sae) return err_set(ERR_ARG, "eval: needs a database and an SAE");
     if (!(o->test_frac > 0 && o->test_frac < 1) || o->seqs_per_genre < 1 || o->train_per_class < 2 ||
-        o->test_per_class < 1 || !(o->C > 0))
-        return err_set(ERR_ARG, "eval: test_frac in (0, 1), counts >= 1, C > 0");
+        o->test_per_class < 1)
+        return err_set(ERR_ARG, "eval: test_frac in (0, 1), counts >= 1");
+    if (!(o->C >= EVAL_C_MIN && o->C <= EVAL_C_MAX))
+        return err_set(ERR_ARG, "C %g is outside [%g, %g]", o->C, EVAL_C_MIN, EVAL_C_MAX);
     int bits, all;
     int rc = eval_parse_suites(o->suites, &bits, &all);
     if (rc) return rc;
-    ctx c = {.o = o, .bits = bits, .run_sp = -1, .run_abs = -1, .run_scr = -1, .run_tpp = -1};
+    ctx c = {.o = o, .bits = bits};
     int *mark = NULL;
     int64_t *off = NULL;
     buf cfg = {0};
@@ -1090,48 +1237,46 @@ int eval_run(const eval_opts *o, eval_result *res)
         rc = err_set(ERR_NOTFOUND, "%s: no POS-tagged tokens for the absorption suite", o->db);
         goto out;
     }
-    /* everything is in memory: now the tables, in one transaction */
-    if ((rc = config_json(&c, &cfg))) goto out;
-    if ((rc = store_begin(c.s))) goto out;
-    in_tx = 1;
-    /* the tables too: a suite that fails (no task with train and test rows) leaves none behind */
-    if ((rc = store_eval_init(c.s))) goto out;
-    if ((rc = register_sae(&c, res))) goto out;
-    res->sae_id = c.sae_id;
+    /* every suite computes into memory (put_row) ... */
     if (bits & EVAL_SUITE_SPARSE_PROBING) {
         double ts = now_seconds();
-        if ((rc = store_eval_run_begin(c.s, c.sae_id, "sparse_probing", c.hook.name, cfg.p,
-                                       c.nchosen, &c.run_sp)) ||
-            (rc = run_sparse_probing(&c, res)))
-            goto out;
+        if ((rc = run_sparse_probing(&c, res))) goto out;
         res->t_probe = now_seconds() - ts;
     }
     if (bits & EVAL_SUITE_ABSORPTION) {
         double ts = now_seconds();
-        if ((rc = store_eval_run_begin(c.s, c.sae_id, "absorption", c.hook.name, cfg.p,
-                                       c.nchosen, &c.run_abs)) ||
-            (rc = run_absorption(&c, res)))
-            goto out;
+        if ((rc = run_absorption(&c, res))) goto out;
         res->t_absorb = now_seconds() - ts;
     }
     if (bits & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) {
         double ts = now_seconds();
-        if ((bits & EVAL_SUITE_SCR) &&
-            ((rc = store_eval_run_begin(c.s, c.sae_id, "scr", c.hook.name, cfg.p, c.nchosen, &c.run_scr)) ||
-             (rc = run_scr(&c, res))))
-            goto out;
-        if ((bits & EVAL_SUITE_TPP) &&
-            ((rc = store_eval_run_begin(c.s, c.sae_id, "tpp", c.hook.name, cfg.p, c.nchosen, &c.run_tpp)) ||
-             (rc = run_tpp(&c, res))))
-            goto out;
+        if ((bits & EVAL_SUITE_SCR) && (rc = run_scr(&c, res))) goto out;
+        if ((bits & EVAL_SUITE_TPP) && (rc = run_tpp(&c, res))) goto out;
         res->t_ablate = now_seconds() - ts;
     }
     res->suites = bits;
     res->seconds = now_seconds() - t0;
-    for (int i = 0; i < 4; i++) {
-        int64_t run = i == 0 ? c.run_sp : i == 1 ? c.run_abs : i == 2 ? c.run_scr : c.run_tpp;
-        if (run >= 0 && (rc = metric(&c, run, "seconds", res->seconds))) goto out;
+    for (int i = 0; i < NSUITES; i++)
+        if ((bits & (1 << i)) && (rc = metric(&c, i, "seconds", res->seconds))) goto out;
+    if (stopped(o)) {
+        rc = err_set(ERR_ABORTED, "interrupted");
+        goto out;
     }
+    /* ... and only then the tables, in one short transaction: the write lock is not held while
+       the probes run (a concurrent sae-train --db can register its SAE meanwhile) */
+    if ((rc = config_json(&c, &cfg))) goto out;
+    if ((rc = store_begin(c.s))) goto out;
+    in_tx = 1;
+    /* the tables too: a failure leaves none behind */
+    if ((rc = store_eval_init(c.s))) goto out;
+    if ((rc = register_sae(&c, res))) goto out;
+    res->sae_id = c.sae_id;
+    int64_t run[NSUITES] = {-1, -1, -1, -1};
+    for (int i = 0; i < NSUITES; i++)
+        if ((bits & (1 << i)) && (rc = store_eval_run_begin(c.s, c.sae_id, suite_names[i], c.hook.name,
+                                                            cfg.p, c.nchosen, &run[i])))
+            goto out;
+    if ((rc = flush_rows(&c, run))) goto out;
     rc = store_commit(c.s);
     in_tx = 0;
 out:
@@ -1150,6 +1295,8 @@ out:
     mem_free(c.ch_grp);
     mem_free(c.ch_genre);
     mem_free(c.ch_scr);
+    for (size_t i = 0; i < c.nrows; i++) mem_free(c.rows[i].json);
+    mem_free(c.rows);
     sae_free(c.sae);
     sae_free(c.rnd);
     store_close(c.s);

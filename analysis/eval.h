@@ -7,10 +7,10 @@
  * documents into train and test per genre (seeded; a probe never sees its test documents),
  * samples sequences and token positions, reads their activations once, encodes them with the SAE
  * and (unless no_random) with a random-weight SAE of the same shape, runs the suites (SCR adds
- * its own sample per prose kind x tense cell) and writes config, per-task
- * rows and summary into the schema part "eval" (store/store_eval.h) in one transaction keyed by
- * sae_registry.id (the SAE is registered when the database does not know it). A rerun of the same
- * (SAE, suite) replaces its rows.
+ * its own sample per prose kind x tense cell) and only then writes config, per-task
+ * rows and summary into the schema part "eval" (store/store_eval.h) in one short transaction keyed
+ * by sae_registry.id (the SAE is registered when the database does not know it; a registered one
+ * must match its row, sae_check_registered). A rerun of the same (SAE, suite) replaces its rows.
  * Probes: L2-regularised logistic regression (LIBLINEAR's L2R_LR, C = 1 as SAEBench's sklearn
  * default; the bias is a feature of value 1, so it is regularised too) and, for the absorption
  * suite's latent ranking, L1-regularised logistic regression (L1R_LR). LIBLINEAR's errors and
@@ -47,15 +47,23 @@ typedef struct {
     int seqs_per_genre;      /* sequences sampled per genre (the positions come from these) */
     int train_per_class;     /* POS tokens per class in the train pool (and genre sequences cap) */
     int test_per_class;      /* ... in the test pool */
-    double C;                /* L2 probe regularisation (LIBLINEAR C) */
+    double C;                /* L2 probe regularisation (LIBLINEAR C), in [EVAL_C_MIN, EVAL_C_MAX] */
     int no_random;           /* skip the random-weight SAE baseline (it doubles the encoding) */
     int skip_missing;        /* skip (as "all" does) the named suites the database has no data for */
-    volatile int *stop;      /* polled per sequence and per task; may be NULL */
+    volatile int *stop;      /* polled per sequence and before every probe fit; may be NULL */
     eval_memo *memo;         /* reuse of the probes on raw activations across runs (may be NULL;
                                 the results are the same bits either way) */
 } eval_opts;
 
 void eval_defaults(eval_opts *o);
+/* The range of C eval_run accepts: sklearn/SAEBench users sweep 1e-4..1e4 around the default 1;
+ * at C 1e300 LIBLINEAR's trust-region solver never converges (and cannot be interrupted). */
+#define EVAL_C_MIN 1e-6
+#define EVAL_C_MAX 1e6
+/* The largest |value| eval_run accepts in the hook activations and the SAE's codes: beyond it
+ * the probes' Newton steps overflow (LIBLINEAR looped for ever at 1e38) and no probe result
+ * would mean anything; activations of a real model are many orders of magnitude smaller. */
+#define EVAL_MAX_ABS 1e15
 
 typedef struct {
     int64_t sae_id;                 /* sae_registry.id the rows are keyed by */
@@ -118,6 +126,9 @@ typedef struct {
     int d;
     const eval_csr *sparse;   /* or NULL */
     eval_memo *memo;          /* probes on the dense rows go through it (may be NULL) */
+    volatile int *stop;       /* eval_logreg refuses to start a fit once *stop (ERR_ABORTED; may be
+                                 NULL): LIBLINEAR cannot be interrupted, so Ctrl-C and SIGTERM
+                                 take effect between fits */
 } eval_feats;
 
 typedef struct {
@@ -131,7 +142,8 @@ double eval_probe_score(const eval_probe *p, const eval_feats *f, int row); /* w
 /* Logistic regression on rows[0..n) of f with labels y[n] (0/1), on the columns cols[0..ncols)
  * (cols NULL: all columns; the probe is then as wide as f, else ncols wide, in cols order).
  * l1 = 0: L2R_LR, l1 = 1: L1R_LR. C > 0. Both classes must be present (ERR_ARG otherwise).
- * Dense f with a memo: a problem fitted before is answered from it, a new one is kept in it. */
+ * Dense f with a memo: a problem fitted before is answered from it, a new one is kept in it.
+ * ERR_ABORTED (nothing fitted) when f->stop is set. */
 int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, int n,
                 const int *cols, int ncols, double C, int l1, eval_probe *out);
 /* Scores of rows under a probe fitted with the same cols (score[n]). */

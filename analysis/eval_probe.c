@@ -224,6 +224,7 @@ int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, in
                 const int *cols, int ncols, double C, int l1, eval_probe *out)
 {
     memset(out, 0, sizeof *out);
+    if (f->stop && *f->stop) return err_set(ERR_ABORTED, "interrupted");
     if (n < 2 || !(C > 0)) return err_set(ERR_ARG, "logistic regression needs >= 2 rows and C > 0");
     int npos = 0;
     for (int i = 0; i < n; i++) npos += y[i] != 0;
@@ -679,8 +680,8 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
     for (int i = 0; row_frac && i < n_te; i++) row_frac[i] = NAN;
     if (p->max_k < 1 || p->max_k > 32) return err_set(ERR_ARG, "absorption max_k must be in 1..32");
     const int d = train->d;
-    eval_feats trc = {.sparse = train->sparse}, tec = {.sparse = test->sparse};
-    eval_feats trr = {.dense = train->dense, .d = d, .memo = train->memo};
+    eval_feats trc = {.sparse = train->sparse, .stop = train->stop}, tec = {.sparse = test->sparse};
+    eval_feats trr = {.dense = train->dense, .d = d, .memo = train->memo, .stop = train->stop};
     eval_feats ter = {.dense = test->dense, .d = d};
     eval_probe gt = {0}, kp = {0};
     double *s_gt = mem_alloc((size_t)n_te * sizeof *s_gt), *s_k = mem_alloc((size_t)n_te * sizeof *s_k);

@@ -80,7 +80,8 @@ int cmd_eval(int argc, char **argv)
         {"--train-per-class", ARG_INT, &o.train_per_class,
          "train rows per class (POS tokens; genre sequences at most)", ARG_MIN(2)},
         {"--test-per-class", ARG_INT, &o.test_per_class, "test rows per class", ARG_MIN(1)},
-        {"--C", ARG_FLOAT, &o.C, "inverse L2 strength of the logistic-regression probes", ARG_ABOVE(0)},
+        {"--C", ARG_FLOAT, &o.C, "inverse L2 strength of the logistic-regression probes, in "
+         "[1e-6, 1e6]", ARG_ABOVE(0)},
         {"--no-random", ARG_FLAG, &o.no_random, "skip the random-weight SAE baseline (about 40% of the time)"},
         {NULL, 0, NULL, NULL},
     };
@@ -89,6 +90,10 @@ int cmd_eval(int argc, char **argv)
     int rc = args_parse("eval", argc, argv, spec, pos, 0, &npos);
     if (rc) return rc < 0 ? 0 : rc;
     o.seed = (uint64_t)seed;
+    /* checked here, not by ARG_RANGE, whose message would print 1e-6 as 9.9999999999999995e-07 */
+    if (!(o.C >= EVAL_C_MIN && o.C <= EVAL_C_MAX))
+        return cli_usage_error("eval", "--C must be in [%g, %g], got %g", EVAL_C_MIN, EVAL_C_MAX, o.C);
+    if (!o.sae[0]) return cli_usage_error("eval", "--sae is empty: give an SAE directory or a registry id");
     cli_catch_signals();
     o.stop = &cli_stop_flag;
     eval_result res;

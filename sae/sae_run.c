@@ -731,3 +731,38 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     if (rc) run_discard(&r, o);
     return rc;
 }
+
+int sae_check_registered(const sae_model *m, const char *dir, const store_sae_entry *r,
+                         const char *db)
+{
+    const sae_config *c = &m->cfg;
+    sae_arch ra;
+    /* the architecture as trained; its saved form: BatchTopK as JumpReLU (TopK without a
+       threshold), every other as itself */
+    int arch_ok = sae_arch_parse(r->architecture, &ra) == OK &&
+                  (ra == c->arch || (ra == SAE_BATCHTOPK && (c->arch == SAE_JUMPRELU || c->arch == SAE_TOPK)));
+    err_clear();
+    buf have = {0}, want = {0};
+    int rc = OK;
+#define DIFF(cond, hf, hv, wf, wv)                                                          \
+    if (!rc && (cond)) {                                                                   \
+        rc = buf_printf(&have, "%s" hf, have.n ? ", " : "", hv);                           \
+        if (!rc) rc = buf_printf(&want, "%s" wf, want.n ? ", " : "", wv);                  \
+    }
+    DIFF(!arch_ok, "architecture %s", sae_arch_name(c->arch), "architecture %s", r->architecture)
+    DIFF(c->d_in != r->d_in, "d_in %d", c->d_in, "d_in %d", r->d_in)
+    DIFF(c->d_sae != r->d_sae, "d_sae %d", c->d_sae, "d_sae %d", r->d_sae)
+    DIFF(c->arch == SAE_TOPK && c->k > 0 && r->k > 0 && c->k != r->k, "k %d", c->k, "k %d", r->k)
+    DIFF(c->hook_name[0] && r->hook_name[0] && strcmp(c->hook_name, r->hook_name),
+         "hook_name %s", c->hook_name, "hook_name %s", r->hook_name)
+    DIFF(c->model_name[0] && r->model_name[0] && strcmp(c->model_name, r->model_name),
+         "model_name %s", c->model_name, "model_name %s", r->model_name)
+#undef DIFF
+    if (!rc && have.n)
+        rc = err_set(ERR_ARG, "%s: the SAE there has %s, but registry id %lld of %s says %s (another "
+                     "SAE in its place: give its directory, or re-register it with sae-train)",
+                     dir, have.p, (long long)r->id, db, want.p);
+    buf_free(&have);
+    buf_free(&want);
+    return rc;
+}

@@ -34,6 +34,7 @@
 #include "sae/sae_kernels.h"
 #include "sae/sae_train.h"
 #include "sae/synth.h"
+#include "store/store_sae.h"
 
 typedef struct {
     /* data: exactly one of db (with hook), npy, synth */
@@ -104,5 +105,13 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res);
 
 /* Evaluate an SAE on n rows from a source (sae_metrics_eval over src->next). */
 int sae_eval_source(const sae_model *m, sae_source *src, int64_t n, sae_metrics *acc);
+
+/* Whether the SAE loaded from dir is the one registry row r (of database db) describes: d_in,
+ * d_sae, the architecture (a BatchTopK SAE is saved as JumpReLU, or TopK without a threshold), k
+ * (TopK), hook_name and model_name (when both name one). ERR_ARG naming dir and every field that
+ * differs, with both values: a directory that now holds another SAE must not be scored under the
+ * old row's id. */
+int sae_check_registered(const sae_model *m, const char *dir, const store_sae_entry *r,
+                         const char *db);
 
 #endif

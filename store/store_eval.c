@@ -76,22 +76,6 @@ int store_eval_seqs(store *s, int64_t hook_id, store_eval_seq **out, size_t *n)
     return rc;
 }
 
-int store_eval_sae_find(store *s, const char *dir, int64_t *id)
-{
-    sqlite3_stmt *st;
-    int rc = store_prepare(s, "SELECT id FROM sae_registry WHERE dir = ?1 OR "
-                              "rtrim(dir, '/') = rtrim(?1, '/') ORDER BY id DESC LIMIT 1", &st);
-    if (rc) return rc;
-    sqlite3_bind_text(st, 1, dir, -1, SQLITE_STATIC);
-    int r = sqlite3_step(st);
-    if (r == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
-    else if (r == SQLITE_DONE)
-        rc = err_set(ERR_NOTFOUND, "%s: no SAE registered for directory '%s'", store_path(s), dir);
-    else rc = store_sql_error(s, r, "reading the SAE registry");
-    sqlite3_finalize(st);
-    return rc;
-}
-
 int store_eval_run_begin(store *s, int64_t sae_id, const char *suite, const char *hook_name,
                          const char *config_json, int64_t n_seqs, int64_t *run_id)
 {

@@ -3,7 +3,7 @@
  *
  * Usage: store_eval_init once per open store (also creates the "sae" part: runs are keyed by
  * sae_registry.id); store_eval_seqs lists the sequences with their document and genre;
- * store_eval_sae_find resolves a directory to its registry id. Writing, inside one
+ * the SAE's registry row comes from store_sae_get (store_sae.h). Writing, inside one
  * store_begin/store_commit transaction: store_eval_run_begin (removes an earlier run of the same
  * SAE and suite with its rows) -> store_eval_probe / store_eval_absorption / store_eval_ablation /
  * store_eval_metric;
@@ -30,9 +30,6 @@ typedef struct {
 } store_eval_seq;
 /* Sequences with activations for the hook, by id. */
 int store_eval_seqs(store *s, int64_t hook_id, store_eval_seq **out, size_t *n);
-
-/* The latest registry id of directory dir (a trailing '/' ignored); ERR_NOTFOUND when none. */
-int store_eval_sae_find(store *s, const char *dir, int64_t *id);
 
 int store_eval_run_begin(store *s, int64_t sae_id, const char *suite, const char *hook_name,
                          const char *config_json, int64_t n_seqs, int64_t *run_id);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "store/store_internal.h"
 #include "store/store_sae.h"
@@ -101,20 +102,63 @@ int store_sae_log(store *s, int64_t sae_id, const store_sae_log_row *rows, size_
     return rc;
 }
 
-int store_sae_dir(store *s, int64_t id, char *dir, size_t cap)
+/* The spellings of one directory: equal, or equal but for trailing slashes. */
+static int same_spelling(const char *a, const char *b)
 {
-    sqlite3_stmt *st;
-    int rc = store_prepare(s, "SELECT dir FROM sae_registry WHERE id = ?1", &st);
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 1 && a[na - 1] == '/') na--;
+    while (nb > 1 && b[nb - 1] == '/') nb--;
+    return na == nb && !memcmp(a, b, na);
+}
+
+static int copy_col(store *s, sqlite3_stmt *st, int c, char *dst, size_t cap, const char *what)
+{
+    const char *v = (const char *)sqlite3_column_text(st, c);
+    if (snprintf(dst, cap, "%s", v ? v : "") >= (int)cap)
+        return err_set(ERR_ARG, "%s: the SAE registry's %s '%.64s...' is longer than %zu bytes",
+                       store_path(s), what, v, cap - 1);
+    return OK;
+}
+
+int store_sae_get(store *s, int64_t id, const char *dir, store_sae_entry *out)
+{
+    memset(out, 0, sizeof *out);
+    int64_t nreg = -1;
+    int rc = store_count_rows(s, "sae_registry", &nreg);
     if (rc) return rc;
+    if (nreg < 0)
+        return err_set(ERR_NOTFOUND, "%s: no SAE registry (no SAE was trained or evaluated on it)",
+                       store_path(s));
+    sqlite3_stmt *st;
+    /* by directory: every row, newest first, since the same directory can be spelt many ways
+       and only the filesystem can tell (file_same) */
+    if ((rc = store_prepare(s, "SELECT id, dir, architecture, hook_name, coalesce(model_name, ''), "
+                               "d_in, d_sae, coalesce(k, 0) FROM sae_registry WHERE ?1 < 0 OR id = ?1 "
+                               "ORDER BY id DESC", &st)))
+        return rc;
     sqlite3_bind_int64(st, 1, id);
-    int r = sqlite3_step(st);
-    if (r == SQLITE_ROW) snprintf(dir, cap, "%s", (const char *)sqlite3_column_text(st, 0));
-    else if (r == SQLITE_DONE)
-        rc = err_set(ERR_NOTFOUND, "%s: no SAE with id %lld in the registry", store_path(s),
-                     (long long)id);
-    else rc = store_sql_error(s, r, "reading the SAE registry");
+    int r, found = 0;
+    while (!found && (r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *d = (const char *)sqlite3_column_text(st, 1);
+        if (id < 0 && (!d || !dir || (!same_spelling(d, dir) && !file_same(d, dir)))) continue;
+        found = 1;
+        out->id = sqlite3_column_int64(st, 0);
+        rc = copy_col(s, st, 1, out->dir, sizeof out->dir, "directory");
+        if (!rc) rc = copy_col(s, st, 2, out->architecture, sizeof out->architecture, "architecture");
+        if (!rc) rc = copy_col(s, st, 3, out->hook_name, sizeof out->hook_name, "hook_name");
+        if (!rc) rc = copy_col(s, st, 4, out->model_name, sizeof out->model_name, "model_name");
+        out->d_in = sqlite3_column_int(st, 5);
+        out->d_sae = sqlite3_column_int(st, 6);
+        out->k = sqlite3_column_int(st, 7);
+    }
+    if (!found && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading the SAE registry");
     sqlite3_finalize(st);
-    return rc;
+    if (rc || found) return rc;
+    if (id >= 0)
+        return err_set(ERR_NOTFOUND, "%s: no SAE with id %lld in the registry", store_path(s),
+                       (long long)id);
+    return err_set(ERR_NOTFOUND, "%s: no SAE registered for directory '%s'", store_path(s),
+                   dir ? dir : "");
 }
 
 static double col_real_or_nan(sqlite3_stmt *st, int c)

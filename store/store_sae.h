@@ -3,7 +3,7 @@
  * Usage: store_sae_init once per open store; store_sae_register inside a transaction replaces
  * any earlier row for the same directory (its log goes with it) and returns the new id;
  * store_sae_log adds training-log rows; store_sae_log_find reads them back (the one reader of
- * the training curve: `report` draws it from here). store_sae_dir resolves an id to its
+ * the training curve: `report` draws it from here). store_sae_get finds a row by id or by
  * directory.
  * Ownership: strings are copied by SQLite. Errors: err.h codes naming the database.
  * Thread safety: like the store, one thread per handle.
@@ -46,8 +46,20 @@ int store_sae_log_find(store *s, int64_t id, const char *dir, int64_t *sae_id,
 extern const char store_sae_log_csv_header[];
 int store_sae_log_csv_row(char *buf, size_t cap, const store_sae_log_row *r);
 void store_sae_log_round(store_sae_log_row *r);
-/* Directory of SAE id into dir[cap]; ERR_NOTFOUND when there is no such id. */
-int store_sae_dir(store *s, int64_t id, char *dir, size_t cap);
+/* One registry row: what a loaded SAE directory is checked against (sae_check_registered). */
+typedef struct {
+    int64_t id;
+    char dir[4096];            /* as recorded: absolute, or relative to where it was registered */
+    char architecture[32];     /* the training architecture (sae_arch_name) */
+    char hook_name[256];
+    char model_name[256];      /* "" when NULL */
+    int d_in, d_sae, k;        /* k 0 when NULL */
+} store_sae_entry;
+/* The registry row of id (id >= 0), else the latest row for directory dir: the same spelling (a
+ * trailing '/' ignored) or, read from the current directory, the same directory on disk
+ * (file_same: "x", "./x" and "/abs/x" are one SAE). ERR_NOTFOUND (naming the database) when there
+ * is no such row or no registry; ERR_ARG when a recorded directory does not fit out->dir. */
+int store_sae_get(store *s, int64_t id, const char *dir, store_sae_entry *out);
 
 /* Ids of the sequences whose position 0 is a BOS token, ascending (mem_alloc'd). */
 int store_sae_bos_seqs(store *s, int64_t **ids, size_t *n);

@@ -106,13 +106,71 @@ ok grep -q "^skipped .*absorption (no POS tags) scr" "$W/p1.out"
 ok grep -q "^sparse probing: 2 tasks (0 POS, 2 genre)" "$W/p1.out"
 "$BIN" eval --db "$W/plain.db" --sae "$W/sae" $E --suite absorption > "$W/p2.out" 2>&1; ok test $? -eq 1
 ok grep -q "no POS-tagged tokens" "$W/p2.out"
-# a cfg.json whose two hook_names differ names no hook: refused, nothing written
-N0=$(q "SELECT count(*) FROM eval_runs")
+# the registry: a relative directory is taken from the current directory (as sae-train records
+# it), and the SAE found there must be the registered one: a k=3 copy in another directory's
+# "relsae" is refused, not scored under the id of the k=4 SAE registered as "relsae"
+cp -r "$W/sae" "$W/relsae"
+(cd "$W" && "$BIN" eval --db fx.db --sae relsae $E --suite absorption > /dev/null 2>&1); ok test $? -eq 0
+RID=$(q "SELECT id FROM sae_registry WHERE dir = 'relsae'")
+mkdir -p "$W/o" && cp -r "$W/sae" "$W/o/relsae"
+sed -i 's/"k":[[:space:]]*4/"k": 3/' "$W/o/relsae/cfg.json"
+cp "$DB" "$W/before.db"
+(cd "$W/o" && "$BIN" eval --db ../fx.db --sae "$RID" $E --suite sparse_probing > "$W/r1.out" 2>&1); ok test $? -eq 1
+ok grep -q "relsae: the SAE there has k 3, but registry id $RID of ../fx.db says k 4" "$W/r1.out"
+ok cmp -s "$DB" "$W/before.db"
+# one SAE however spelt: ./sae2 and $W/o/../sae2/ are the row registered as $W/sae2
+NR=$(q "SELECT count(*) FROM sae_registry")
+S2=$(q "SELECT id FROM sae_registry WHERE dir = '$W/sae2'")
+(cd "$W" && "$BIN" eval --db fx.db --sae ./sae2 $E --suite absorption > "$W/r2.out" 2>&1); ok test $? -eq 0
+"$BIN" eval --db "$DB" --sae "$W/o/../sae2/" $E --suite absorption > "$W/r3.out" 2>&1; ok test $? -eq 0
+ok grep -q "^eval: SAE id $S2 at" "$W/r2.out"
+ok grep -q "^eval: SAE id $S2 at" "$W/r3.out"
+ok test "$(q "SELECT count(*) FROM sae_registry")" = "$NR"
+ok test "$(q "SELECT count(*) FROM eval_runs WHERE suite = 'absorption' AND sae_id = $S2")" = 1
+# the write lock is held only while the results are written: stopped in the middle of its probes
+# (SIGSTOP at its first "eval probes" progress line; larger sets and C make the probes take about
+# a second, so the stop lands among them), eval lets another process write
+mkfifo "$W/pipe"
+EL="--seqs-per-genre 400 --train-per-class 2000 --test-per-class 500 --C 1e6 --suite sparse_probing --no-random"
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.001 "$BIN" eval --db "$DB" --sae "$SID" $EL \
+    > /dev/null 2> "$W/pipe" & epid=$!
+exec 3< "$W/pipe"
+while IFS= read -r line <&3; do case $line in *"eval probes"*) kill -STOP $epid; break;; esac; done
+sqlite3 -cmd ".timeout 300" "$DB" "BEGIN IMMEDIATE; ROLLBACK;" > "$W/lock.out" 2>&1; ok test $? -eq 0
+kill -CONT $epid; cat <&3 > /dev/null; exec 3<&-; wait $epid; ok test $? -eq 0
+# SIGTERM in the probe phase: exit 130 (at the next fit), the database unchanged
+cp "$DB" "$W/before.db"
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.001 "$BIN" eval --db "$DB" --sae "$SID" $EL \
+    > /dev/null 2> "$W/pipe" & epid=$!
+exec 3< "$W/pipe"
+while IFS= read -r line <&3; do case $line in *"eval probes"*) kill -STOP $epid; kill -TERM $epid; kill -CONT $epid; break;; esac; done
+cat <&3 > /dev/null; exec 3<&-; wait $epid; ok test $? -eq 130
+ok cmp -s "$DB" "$W/before.db"
+# extreme inputs are refused at once, not fitted for ever: --C outside [1e-6, 1e6]; an SAE whose
+# b_dec holds 1e38 (finite; its codes reach 1e36); a hook activation of 1e38 in the database
+timeout -s KILL 20 "$BIN" eval --db "$DB" --sae "$SID" $E --C 1e300 > "$W/x1.out" 2>&1; ok test $? -eq 2
+ok grep -q "\-\-C must be in \[1e-06, 1e+06\]" "$W/x1.out"
+mkdir -p "$W/bdec" && cp "$W/sae/cfg.json" "$W/sae/sae_weights.safetensors" "$W/bdec/"
+python3 -c "
+import json,struct,sys;p=sys.argv[1];b=bytearray(open(p,'rb').read());n=struct.unpack('<Q',b[:8])[0];h=json.loads(b[8:8+n])
+o=8+n+h['b_dec']['data_offsets'][0];b[o:o+4]=struct.pack('<f',1e38);open(p,'wb').write(b)" "$W/bdec/sae_weights.safetensors"
+timeout -s KILL 20 "$BIN" eval --db "$DB" --sae "$W/bdec" $E --suite sparse_probing > "$W/x2.out" 2>&1; ok test $? -eq 1
+ok grep -q "bdec: the SAE's code of latent [0-9]* is .* (the probes need finite codes below 1e+15" "$W/x2.out"
+cp "$DB" "$W/huge.db"
+sqlite3 "$W/huge.db" "UPDATE activations SET data = substr(data, 1, 512) || X'9976967E' || substr(data, 517)"
+timeout -s KILL 20 "$BIN" eval --db "$W/huge.db" --sae "$W/sae" $E --suite sparse_probing > "$W/x3.out" 2>&1; ok test $? -eq 1
+ok grep -q "huge.db: hook $H holds 1e+38 at sequence [0-9]*, token 1, unit 0" "$W/x3.out"
+ok cmp -s "$DB" "$W/before.db"
+# messages: an id beyond int64, an empty --sae; a cfg.json whose two hook_names differ
+"$BIN" eval --db "$DB" --sae 9999999999999999999 > "$W/x4.out" 2>&1; ok test $? -eq 1
+ok grep -q "SAE id 9999999999999999999 is out of range" "$W/x4.out"
+"$BIN" eval --db "$DB" --sae "" > "$W/x5.out" 2>&1; ok test $? -eq 2
+ok grep -q "\-\-sae is empty" "$W/x5.out"
 mkdir -p "$W/hk" && cp "$W/sae/sae_weights.safetensors" "$W/hk/"
 sed '0,/"hook_name":[[:space:]]*"[^"]*"/! s/"hook_name":[[:space:]]*"[^"]*"/"hook_name": "blocks.0.hook_resid_pre"/' "$W/sae/cfg.json" > "$W/hk/cfg.json"
 "$BIN" eval --db "$DB" --sae "$W/hk" $E > "$W/x6.out" 2>&1; ok test $? -eq 1
 ok grep -q "hk/cfg.json: metadata.hook_name is \"$H\" but the top-level hook_name is \"blocks.0.hook_resid_pre\"" "$W/x6.out"
-ok test "$(q "SELECT count(*) FROM eval_runs")" = "$N0"
+ok cmp -s "$DB" "$W/before.db"
 # refusals: an unknown suite, an unknown id; nothing is written
 N0=$(q "SELECT count(*) FROM eval_runs")
 "$BIN" eval --db "$DB" --sae "$SID" --suite scr,ravel > "$W/e5.out" 2>&1; rc=$?
