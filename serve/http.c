@@ -18,6 +18,9 @@
 #include "common/mem.h"
 #include "serve/serve.h"
 #include "serve/serve_internal.h"
+#include "sae/sae_run.h"
+#include "store/store.h"
+#include "store/store_sae.h"
 #include "store/store_serve.h"
 
 void srv_defaults(srv_opts *o)
@@ -41,11 +44,6 @@ static int dicts_cb(void *user, int nc, const char *const *names, const store_va
     }
     return 0;
 }
-static int text_cb(void *user, int nc, const char *const *names, const store_val *v)
-{
-    if (nc > 0 && v[0].type == STORE_Q_TEXT) snprintf(user, 1024, "%s", v[0].s);
-    return 0;
-}
 
 int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
 {
@@ -56,15 +54,17 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
     int rc = store_srv_open(&c->st, o->db, res ? &res->index_seconds : NULL);
     if (!rc && res) res->fts5 = store_srv_fts5(c->st);
     if (!rc && o->model_dir) {
-        char dir[1024] = "";
+        char dir[4096] = "";
         int64_t id = -1;
         struct stat st;
+        store_sae_entry reg;
         if (o->sae && stat(o->sae, &st) != 0 && srv_parse_int(o->sae, 0, INT32_MAX, &id)) {
-            /* a registry id */
-            store_val p[] = {{.type = STORE_Q_INT, .i = id}};
-            rc = store_srv_query(c->st, STORE_SRV_SAE_DIR, p, 1, text_cb, dir);
-            if (!rc && !dir[0])
-                rc = err_set(ERR_NOTFOUND, "%s: no SAE with registry id %lld", o->db, (long long)id);
+            /* a registry id: its row (eval's lookup), checked against the SAE loaded below */
+            store *s = NULL;
+            rc = store_open(&s, o->db, STORE_READONLY);
+            if (!rc) rc = store_sae_get(s, id, NULL, &reg);
+            store_close(s);
+            if (!rc) snprintf(dir, sizeof dir, "%s", reg.dir);
         } else if (o->sae) {
             snprintf(dir, sizeof dir, "%s", o->sae);
         } else {
@@ -76,6 +76,8 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
             snprintf(dir, sizeof dir, "%s", f.dir);
         }
         if (!rc) rc = srv_model_open(&c->model, o->model_dir, dir);
+        /* a directory that now holds another SAE must not steer under the row's analysis */
+        if (!rc && id >= 0) rc = sae_check_registered(srv_model_sae_weights(c->model), dir, &reg, o->db);
         if (!rc) {
             store_val p[] = {{.type = STORE_Q_TEXT, .s = dir, .n = strlen(dir)},
                              {.type = STORE_Q_INT, .i = id}};

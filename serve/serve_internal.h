@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "analysis/steer.h"
+#include "sae/sae.h"
 #include "serve/serve.h"
 #include "store/store_serve.h"
 
@@ -27,6 +28,7 @@ int srv_model_test(srv_model *m, const char *text, int k, cJSON *out);
  * stored) into out[T]. ERR_ARG when T exceeds the model's context or an id its vocabulary. */
 int srv_model_feature(srv_model *m, const int *ids, int T, int feature, float *out);
 const char *srv_model_sae(const srv_model *m);
+const sae_model *srv_model_sae_weights(const srv_model *m); /* the SAE itself */
 int srv_model_ctx(const srv_model *m);
 int srv_model_dsae(const srv_model *m);
 

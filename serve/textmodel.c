@@ -83,6 +83,7 @@ void srv_model_close(srv_model *m)
 }
 
 const char *srv_model_sae(const srv_model *m) { return m->sae_dir; }
+const sae_model *srv_model_sae_weights(const srv_model *m) { return m->sae; }
 int srv_model_ctx(const srv_model *m) { return gpt2_cfg(m->gpt)->n_ctx - (tok_eot(m->tok) >= 0); }
 
 /* The capture hook, attached for one pass (steering clears the model's hooks). Under m->mu. */

@@ -149,7 +149,6 @@ static const struct {
     [STORE_SRV_DICT_BY_SAE] = {"dict_by_sae",
         "SELECT id FROM ana_dicts WHERE kind = 'sae' AND (name = ?1 OR sae_id = ?2) ORDER BY id "
         "DESC LIMIT 1", NULL},
-    [STORE_SRV_SAE_DIR] = {"sae_dir", "SELECT dir FROM sae_registry WHERE id = ?1", NULL},
     [STORE_SRV_SEQ_TOKENS] = {"seq_tokens",
         "SELECT token_id FROM tokens WHERE sequence_id = ?1 AND position <= ?2 ORDER BY position",
         NULL},

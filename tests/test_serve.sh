@@ -67,7 +67,14 @@ err=$("$BIN" serve --db "$DB" --port 0 --host localhost 2>&1); ok test $? -eq 1
 ok grep -q "must be an IPv4 address" <<<"$err"
 ok eval '[[ $err != *"serve: serve:"* ]]' # the library's message has no prefix of its own
 err=$("$BIN" serve --db "$DB" --port 0 --model "$W/m" --sae 77 2>&1); ok test $? -eq 1
-ok grep -q "no SAE with registry id 77" <<<"$err"
+ok grep -q "no SAE with id 77 in the registry" <<<"$err"
+# a registry id whose directory now holds another SAE (k 3 where the row says 4): refused, as eval
+# refuses it, instead of steering with it under the row's analysis
+sqlite3 "$DB" ".backup $W/swap.db"; cp -r "$W/sae" "$W/sae_k3"
+python3 -c 'import json,sys; p=sys.argv[1]; c=json.load(open(p)); c["k"]=3; c.get("metadata",{}).pop("k",None); json.dump(c,open(p,"w"))' "$W/sae_k3/cfg.json"
+sqlite3 "$W/swap.db" "UPDATE sae_registry SET dir = '$W/sae_k3' WHERE id = 1"
+err=$("$BIN" serve --db "$W/swap.db" --port 0 --model "$W/m" --sae 1 2>&1); ok test $? -eq 1
+okn "serve --sae ID: another SAE in the row's directory is refused ($err)" grep -q "sae_k3: the SAE there has k 3, but registry id 1 of .*swap.db says k 4" <<<"$err"
 
 # the feature with the most stored top activations
 F=$(q "SELECT feature FROM ana_acts WHERE dict_id = 1 AND kind = 'top' GROUP BY feature ORDER BY count(*) DESC, feature LIMIT 1")
@@ -210,7 +217,7 @@ utf8_body() { python3 -c "import json,sys; j=json.loads(open('$W/body','rb').rea
 req GET "/api/search?q=%FF"; okn "search echoes q=%FF as U+FFFD" utf8_body q
 req GET "/api/token?dict=1&text=%FF"; okn "token echoes text=%FF as U+FFFD" utf8_body text
 req GET /api/queries; ok test "$code" = 200
-ok test "$(js "len(j)")" = 21
+ok test "$(js "len(j)")" = 20
 # test your text
 req POST /api/test '{"text": "The big cat sat on the mat.", "k": 3}'; ok test "$code" = 200
 ok test "$(js "''.join(t['text'] for t in j['tokens'])")" = "The big cat sat on the mat."
