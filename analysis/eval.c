@@ -33,6 +33,8 @@ static int stopped(const eval_opts *o) { return o->stop && *o->stop; }
 
 /* *all = 1 when "all" named the suites: then a suite whose data the database lacks is skipped
  * (eval_result.skipped) instead of failing the run. */
+const char *const eval_suite_names[EVAL_NSUITES] = {"sparse_probing", "absorption", "scr", "tpp"};
+
 int eval_parse_suites(const char *s, int *bits, int *all)
 {
     *bits = 0;
@@ -41,12 +43,11 @@ int eval_parse_suites(const char *s, int *bits, int *all)
     while (s && *s) {
         size_t n = strcspn(s, ",");
         snprintf(w, sizeof w, "%.*s", (int)(n < sizeof w ? n : sizeof w - 1), s);
-        if (!strcmp(w, "sparse_probing")) *bits |= EVAL_SUITE_SPARSE_PROBING;
-        else if (!strcmp(w, "absorption")) *bits |= EVAL_SUITE_ABSORPTION;
-        else if (!strcmp(w, "scr")) *bits |= EVAL_SUITE_SCR;
-        else if (!strcmp(w, "tpp")) *bits |= EVAL_SUITE_TPP;
+        int i = 0;
+        while (i < EVAL_NSUITES && strcmp(w, eval_suite_names[i])) i++;
+        if (i < EVAL_NSUITES) *bits |= 1 << i;
         else if (!strcmp(w, "all")) {
-            *bits |= EVAL_SUITE_SPARSE_PROBING | EVAL_SUITE_ABSORPTION | EVAL_SUITE_SCR | EVAL_SUITE_TPP;
+            *bits |= (1 << EVAL_NSUITES) - 1;
             *all = 1;
         }
         else if (n)
@@ -86,9 +87,9 @@ static int random_sae(const sae_model *m, uint64_t seed, sae_model **out)
 /* ---- results held for the writing transaction ---------------------------------------------- */
 /* The suites' rows wait in memory until everything is computed, so the database's write lock is
  * held only for the writing itself (a concurrent sae-train can register meanwhile). */
-enum { SUITE_SP, SUITE_ABS, SUITE_SCR, SUITE_TPP, NSUITES };
+enum { SUITE_SP, SUITE_ABS, SUITE_SCR, SUITE_TPP, NSUITES }; /* bit positions of EVAL_SUITE_* */
+_Static_assert((int)NSUITES == (int)EVAL_NSUITES, "one suite list");
 enum { ROW_PROBE, ROW_ABS, ROW_ABL, ROW_METRIC };
-static const char *const suite_names[NSUITES] = {"sparse_probing", "absorption", "scr", "tpp"};
 typedef struct {
     unsigned char type, suite;
     char name[96];           /* task, parent or metric */
@@ -643,20 +644,18 @@ static int usable(const labelled *tr, const labelled *te)
 }
 
 /* metric fmt names one with "%d" for k (metric_k) or none (metric) */
-static int metric_k(ctx *c, int suite, const char *fmt, int k, double v)
-{
-    char name[96];
-    snprintf(name, sizeof name, fmt, k);
-    pend_row r = {.type = ROW_METRIC, .suite = (unsigned char)suite, .v = {v}};
-    snprintf(r.name, sizeof r.name, "%s", name);
-    return put_row(c, &r, NULL);
-}
-
 static int metric(ctx *c, int suite, const char *name, double v)
 {
     pend_row r = {.type = ROW_METRIC, .suite = (unsigned char)suite, .v = {v}};
     snprintf(r.name, sizeof r.name, "%s", name);
     return put_row(c, &r, NULL);
+}
+
+static int metric_k(ctx *c, int suite, const char *fmt, int k, double v)
+{
+    char name[96];
+    snprintf(name, sizeof name, fmt, k);
+    return metric(c, suite, name, v);
 }
 
 static int run_sparse_probing(ctx *c, eval_result *res)
@@ -1273,7 +1272,7 @@ int eval_run(const eval_opts *o, eval_result *res)
     res->sae_id = c.sae_id;
     int64_t run[NSUITES] = {-1, -1, -1, -1};
     for (int i = 0; i < NSUITES; i++)
-        if ((bits & (1 << i)) && (rc = store_eval_run_begin(c.s, c.sae_id, suite_names[i], c.hook.name,
+        if ((bits & (1 << i)) && (rc = store_eval_run_begin(c.s, c.sae_id, eval_suite_names[i], c.hook.name,
                                                             cfg.p, c.nchosen, &run[i])))
             goto out;
     if ((rc = flush_rows(&c, run))) goto out;

@@ -36,6 +36,9 @@ extern const int eval_k_values[EVAL_NK];
 enum { EVAL_NN = 7 };        /* SCR/TPP ablation sizes N in {2, 5, 10, 20, 50, 100, 500} */
 extern const int eval_n_values[EVAL_NN];
 enum { EVAL_SUITE_SPARSE_PROBING = 1, EVAL_SUITE_ABSORPTION = 2, EVAL_SUITE_SCR = 4, EVAL_SUITE_TPP = 8 };
+/* The suites' names, one owner: eval_suite_names[i] is the suite of bit 1 << i. */
+enum { EVAL_NSUITES = 4 };
+extern const char *const eval_suite_names[EVAL_NSUITES];
 
 typedef struct {
     const char *db;          /* store with the activations; written: eval_* tables (and the registry) */

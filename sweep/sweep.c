@@ -111,16 +111,13 @@ static const double *values_of(const sweep_opts *o, const sweep_family *f, int *
  * empty), so that only a change of suites refuses a continued sweep. */
 static void suites_canonical(const sweep_opts *o, char *s, size_t n)
 {
-    static const struct { int bit; const char *name; } S[] = {
-        {EVAL_SUITE_SPARSE_PROBING, "sparse_probing"}, {EVAL_SUITE_ABSORPTION, "absorption"},
-        {EVAL_SUITE_SCR, "scr"}, {EVAL_SUITE_TPP, "tpp"}};
     int bits = 0, all;
     if (o->eval_suites && *o->eval_suites && eval_parse_suites(o->eval_suites, &bits, &all))
         bits = 0; /* check_store refused it already */
     snprintf(s, n, "%s", bits ? "" : "none");
-    for (size_t i = 0; i < sizeof S / sizeof *S; i++)
-        if (bits & S[i].bit)
-            snprintf(s + strlen(s), n - strlen(s), "%s%s", s[0] ? "," : "", S[i].name);
+    for (int i = 0; i < EVAL_NSUITES; i++)
+        if (bits & (1 << i))
+            snprintf(s + strlen(s), n - strlen(s), "%s%s", s[0] ? "," : "", eval_suite_names[i]);
 }
 
 /* The run's settings as JSON: what a resumed sweep must match, so every setting that changes a
