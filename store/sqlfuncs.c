@@ -423,31 +423,27 @@ int store_deadline_check(void *u)
 enum { LM_MATCH = 0, LM_NOMATCH = 1, LM_NOWILD = 2, LM_STOP = 3 };
 enum { LIKE_CHECK_STEPS = 1 << 14 };
 
+/* The rules of one of like/2, like/3, glob/2 (the functions' user data), copied per call: the
+ * call's ESCAPE may switch a wildcard off, and steps counts its characters. */
 typedef struct {
     uint32_t all, one, set; /* '%' or '*', '_' or '?', '[' (GLOB; 0 for LIKE) */
     int nocase;
+    int blobs_fail;         /* the library's LIKE_DOESNT_MATCH_BLOBS */
     store_deadline *dl;     /* NULL: never stopped */
     unsigned steps;
 } like_match;
 
-typedef struct {
-    uint32_t all, one, set;
-    int nocase;
-    store_deadline *dl;
-    int blobs_fail; /* the library's LIKE_DOESNT_MATCH_BLOBS */
-} like_info;
-
-/* One character of UTF-8 as SQLite reads it: a lead byte takes every continuation byte after
- * it; overlong forms, surrogates and U+FFFE/FFFF read as U+FFFD; a stray continuation byte is
- * itself. */
+/* One character of UTF-8 as SQLite reads it: a lead byte keeps the bits after its leading ones
+ * (5 for 110xxxxx down to none for 1111111x) and takes every continuation byte after it;
+ * overlong forms, surrogates and U+FFFE/FFFF read as U+FFFD; a byte below 0xc0 (ASCII, or a
+ * stray continuation byte) is itself. */
 static inline uint32_t like_utf8(const unsigned char **pz)
 {
     uint32_t c = *(*pz)++;
-    if (c < 0x80) return c; /* ASCII: the common case, kept short */
     if (c < 0xc0) return c;
-    /* the lead byte's payload: 5 bits for 110xxxxx, 4, 3, then 2, 1 and none for 0xf8.. */
-    c = c < 0xe0 ? c - 0xc0 : c < 0xf0 ? c - 0xe0 : c < 0xf8 ? c - 0xf0 : c < 0xfc ? c - 0xf8
-        : c < 0xfe ? c - 0xfc : 0;
+    int ones = 2;
+    while (ones < 8 && (c << ones) & 0x80) ones++;
+    c &= 0x7fu >> ones;
     while ((**pz & 0xc0) == 0x80) c = (c << 6) + (0x3f & *(*pz)++);
     if (c < 0x80 || (c & 0xfffff800) == 0xd800 || (c & 0xfffffffe) == 0xfffe) c = 0xfffd;
     return c;
@@ -555,14 +551,12 @@ static int like_cmp(const unsigned char *p, const unsigned char *s, like_match *
 /* like(P, S [, E]) and glob(P, S): S LIKE P [ESCAPE E], S GLOB P */
 static void fn_like(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    const like_info *in = sqlite3_user_data(ctx);
-    if (in->blobs_fail && (sqlite3_value_type(argv[0]) == SQLITE_BLOB ||
+    like_match m = *(const like_match *)sqlite3_user_data(ctx);
+    if (m.blobs_fail && (sqlite3_value_type(argv[0]) == SQLITE_BLOB ||
                            sqlite3_value_type(argv[1]) == SQLITE_BLOB)) {
         sqlite3_result_int(ctx, 0); /* built with LIKE_DOESNT_MATCH_BLOBS (Debian's is) */
         return;
     }
-    like_match m = {.all = in->all, .one = in->one, .set = in->set, .nocase = in->nocase,
-                    .dl = in->dl};
     const unsigned char *pat = sqlite3_value_text(argv[0]), *str = sqlite3_value_text(argv[1]);
     int np = sqlite3_value_bytes(argv[0]);
     if (np > sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LIKE_PATTERN_LENGTH, -1)) {
@@ -598,13 +592,13 @@ static void fn_like(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 int store_like_register(sqlite3 *db, store_deadline *dl)
 {
-    static const struct { const char *name; int argc; like_info in; } fns[] = {
-        {"like", 2, {'%', '_', 0, 1, NULL, 0}},
-        {"like", 3, {'%', '_', 0, 1, NULL, 0}},
-        {"glob", 2, {'*', '?', '[', 0, NULL, 0}},
+    static const struct { const char *name; int argc; like_match in; } fns[] = {
+        {"like", 2, {.all = '%', .one = '_', .nocase = 1}},
+        {"like", 3, {.all = '%', .one = '_', .nocase = 1}},
+        {"glob", 2, {.all = '*', .one = '?', .set = '['}},
     };
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-        like_info *in = sqlite3_malloc(sizeof *in);
+        like_match *in = sqlite3_malloc(sizeof *in);
         if (!in) return SQLITE_NOMEM;
         *in = fns[i].in;
         in->dl = dl;
