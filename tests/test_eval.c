@@ -107,6 +107,22 @@ static void test_latent_is_label(void)
     eval_csr_free(&c);
 }
 
+/* A dense probe problem: N rows of D uniform values in [-0.5, 0.5), rows[i] = i, label y[i] = 1
+ * with probability p_pos, and gain added where y is 1 in columns first, first + every, ... */
+static void make_problem(float *X, int *rows, unsigned char *y, int N, int D, uint64_t seed,
+                         double p_pos, int first, int every, float gain)
+{
+    rng_state r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < N; i++) {
+        rows[i] = i;
+        y[i] = (unsigned char)(rng_uniform(&r) < p_pos);
+        for (int j = 0; j < D; j++)
+            X[i * D + j] = (float)(rng_uniform(&r) - 0.5) +
+                           gain * (j >= first && (j - first) % every == 0) * y[i];
+    }
+}
+
 /* The memo answers a repeated dense problem with the weights of its first fit, bit for bit, and
  * fits again when any input changes (a value, a label, C, the columns); sparse rows bypass it. */
 static void test_memo(void)
@@ -115,13 +131,7 @@ static void test_memo(void)
     float *X = mem_alloc(sizeof(float) * N * D);
     int rows[N];
     unsigned char y[N];
-    rng_state r;
-    rng_seed(&r, 11);
-    for (int i = 0; i < N; i++) {
-        rows[i] = i;
-        y[i] = (unsigned char)(rng_uniform(&r) < 0.4);
-        for (int j = 0; j < D; j++) X[i * D + j] = (float)(rng_uniform(&r) - 0.5) + (j == 3) * y[i];
-    }
+    make_problem(X, rows, y, N, D, 11, 0.4, 3, D, 1.0f);
     eval_memo *memo;
     CHECK(eval_memo_new(&memo) == OK, "%s", err_msg());
     eval_feats plain = {.dense = X, .d = D}, f = {.dense = X, .d = D, .memo = memo};
@@ -186,14 +196,7 @@ static void test_l1_history(void)
     float *X = mem_alloc(sizeof(float) * N * D);
     int rows[N];
     unsigned char y[N];
-    rng_state r;
-    rng_seed(&r, 5);
-    for (int i = 0; i < N; i++) {
-        rows[i] = i;
-        y[i] = (unsigned char)(rng_uniform(&r) < 0.5);
-        for (int j = 0; j < D; j++)
-            X[i * D + j] = (float)(rng_uniform(&r) - 0.5) + 0.3f * (j % 7 == 0) * y[i];
-    }
+    make_problem(X, rows, y, N, D, 5, 0.5, 0, 7, 0.3f);
     eval_feats f = {.dense = X, .d = D};
     eval_probe a, b;
     CHECK(eval_logreg(&f, rows, y, N, NULL, 0, 1.0, 1, &a) == OK, "%s", err_msg());
