@@ -37,6 +37,13 @@ static void keys_free(qout *q)
     q->nkeys = 0;
 }
 
+static int key_taken(const qout *q, int c, const char *k)
+{
+    for (int i = 0; i < c; i++)
+        if (!strcmp(q->keys[i], k)) return 1;
+    return 0;
+}
+
 /* JSON object keys: a name that repeats an earlier one gets ":1", ":2", ... as SQLite names the
  * columns of CREATE TABLE ... AS SELECT (a JSON reader keeps one value per key: `SELECT 1 AS a,
  * 2 AS a` lost the first). */
@@ -48,21 +55,17 @@ static int keys_make(qout *q, int nc, const char *const *names)
     for (int c = 0; c < nc; c++) {
         const char *base = names[c] ? names[c] : "";
         buf b = {0};
-        int rc = buf_str(&b, base), taken = 1;
-        for (unsigned n = 1; !rc && taken; n++) {
-            taken = 0;
-            for (int i = 0; i < c && !taken; i++) taken = !strcmp(q->keys[i], b.p ? b.p : "");
-            if (taken) {
-                buf_reset(&b);
-                rc = buf_printf(&b, "%s:%u", base, n);
-            }
+        int rc = buf_str(&b, base);
+        for (unsigned n = 1; !rc && key_taken(q, c, b.p ? b.p : ""); n++) {
+            buf_reset(&b);
+            rc = buf_printf(&b, "%s:%u", base, n);
         }
-        if (rc || !(q->keys[c] = mem_strdup(b.p ? b.p : ""))) {
+        q->keys[c] = rc ? NULL : b.p ? b.p : mem_strdup(""); /* the buffer's bytes, kept */
+        if (!q->keys[c]) {
             buf_free(&b);
             return ERR_NOMEM;
         }
         q->nkeys = c + 1;
-        buf_free(&b);
     }
     return OK;
 }
