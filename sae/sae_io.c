@@ -155,7 +155,8 @@ static int cfg_agree(const cJSON *root, const char *path)
                                        "activation_fn", "activation_fn_str", "activation_fn_kwargs",
                                        "matryoshka_widths", "normalize_activations",
                                        "apply_b_dec_to_input", "hook_name", "hook_name_out",
-                                       "model_name", "context_size"};
+                                       "model_name", "context_size",
+                                       "rescale_acts_by_decoder_norm"};
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
     /* older SAELens' hook_point is read only without a hook_name: two different ones contradict */
     const cJSON *hn = cfg_get(root, "hook_name", NULL), *hp = cJSON_GetObjectItemCaseSensitive(root, "hook_point");
@@ -177,12 +178,19 @@ static int cfg_agree(const cJSON *root, const char *path)
     return OK;
 }
 
+/* What cfg.json says beyond sae_config, which sae_load applies to the weights it reads. */
+typedef struct {
+    int apply_b_dec; /* 0: apply_b_dec_to_input false (b_dec is folded into b_enc) */
+    int rescale;     /* rescale_acts_by_decoder_norm true (the decoder norms are folded) */
+    double k;        /* k as written (a SAELens >= 6.11 BatchTopK k may be fractional) */
+} cfg_extra;
+
 /* cfg.json of an SAE directory (path) into *out: architecture (SAELens names and older
- * spellings), shapes, k, Matryoshka widths, hooks and model; *apply_b_dec_out 0 when the file says
- * apply_b_dec_to_input false (sae_load folds b_dec into b_enc then). */
-static int read_cfg(const char *path, sae_config *out, int *apply_b_dec_out)
+ * spellings), shapes, k, Matryoshka widths, hooks and model; *ex what sae_load folds into the
+ * weights. */
+static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
 {
-    *apply_b_dec_out = 1;
+    *ex = (cfg_extra){.apply_b_dec = 1};
     char *txt;
     int rc = file_read_text(path, (size_t)64 << 20, &txt, NULL);
     if (rc) return rc;
@@ -239,12 +247,30 @@ static int read_cfg(const char *path, sae_config *out, int *apply_b_dec_out)
             const cJSON *kw = cfg_get(root, "activation_fn_kwargs", NULL);
             if (cJSON_IsObject(kw)) k = cJSON_GetObjectItemCaseSensitive(kw, "k");
         }
+        /* SAELens >= 6.11 lets a BatchTopK k be fractional (an average per token): it is only a
+           label once the file has a threshold, which sae_load checks */
+        int frac_ok = ar == SAE_BATCHTOPK && !tc;
         if (!k) rc = err_set(ERR_FORMAT, "%s: %s SAE without 'k'", path, arch);
-        else if (!cJSON_IsNumber(k) || k->valuedouble != floor(k->valuedouble) ||
-                 k->valuedouble < 1 || k->valuedouble > c.d_sae)
-            rc = err_set(ERR_FORMAT, "%s: %s SAE: 'k' must be an integer in 1..d_sae (%d)", path,
-                         arch, c.d_sae);
-        else c.k = (int)k->valuedouble;
+        else if (!cJSON_IsNumber(k) || (!frac_ok && k->valuedouble != floor(k->valuedouble)) ||
+                 !(k->valuedouble >= 1) || k->valuedouble > c.d_sae)
+            rc = err_set(ERR_FORMAT, "%s: %s SAE: 'k' must be %s in 1..d_sae (%d)", path, arch,
+                         frac_ok ? "a number" : "an integer", c.d_sae);
+        else {
+            ex->k = k->valuedouble;
+            c.k = (int)floor(k->valuedouble + 0.5);
+            if (c.k > c.d_sae) c.k = c.d_sae;
+        }
+    }
+    /* SAELens' TopK family (topk, batchtopk and matryoshka_batchtopk training files) may select
+       and decode as if every decoder row had norm 1; saved for inference, the norms are folded */
+    const cJSON *rs = cfg_get(root, "rescale_acts_by_decoder_norm", NULL);
+    if (!rc && rs && !cJSON_IsBool(rs))
+        rc = err_set(ERR_FORMAT, "%s: 'rescale_acts_by_decoder_norm' must be true or false", path);
+    if (!rc && cJSON_IsTrue(rs)) {
+        if (ar != SAE_TOPK && ar != SAE_BATCHTOPK && ar != SAE_MATRYOSHKA)
+            rc = err_set(ERR_FORMAT, "%s: rescale_acts_by_decoder_norm is a TopK option, but the "
+                         "architecture is '%s'", path, arch);
+        ex->rescale = 1;
     }
     /* a JumpReLU file with matryoshka_widths is a Matryoshka BatchTopK SAE saved for inference */
     const cJSON *mw = cfg_get(root, "matryoshka_widths", NULL);
@@ -282,9 +308,34 @@ static int read_cfg(const char *path, sae_config *out, int *apply_b_dec_out)
     if ((v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v))
         c.context_size = (int)v->valuedouble;
     cJSON_Delete(root);
-    *apply_b_dec_out = apply_b_dec;
+    ex->apply_b_dec = apply_b_dec;
     *out = c;
     return rc;
+}
+
+/* rescale_acts_by_decoder_norm: SAELens scales the pre-activations by ||W_dec_j|| before the
+ * activation and the activations by 1 / ||W_dec_j|| before decoding. Folded into W_enc, b_enc and
+ * W_dec as SAELens' own inference export does (norms clamped at 1e-8), the same latents and
+ * reconstruction come from the plain equations. Thresholds apply to the scaled pre-activations,
+ * so they stay. ERR_FORMAT where a folded value overflows float32. */
+static int fold_decoder_norms(sae_model *s, const char *wpath)
+{
+    int64_t D = s->cfg.d_in, S = s->cfg.d_sae, Do = sae_out_dim(&s->cfg);
+    for (int64_t j = 0; j < S; j++) {
+        double n2 = 0;
+        for (int64_t o = 0; o < Do; o++) n2 += (double)s->W_dec[j * Do + o] * s->W_dec[j * Do + o];
+        double n = sqrt(n2) > 1e-8 ? sqrt(n2) : 1e-8;
+        for (int64_t o = 0; o < Do; o++) s->W_dec[j * Do + o] = (float)(s->W_dec[j * Do + o] / n);
+        for (int64_t i = 0; i < D; i++) s->W_enc[i * S + j] = (float)(s->W_enc[i * S + j] * n);
+        s->b_enc[j] = (float)(s->b_enc[j] * n);
+    }
+    int64_t bad = ck_first_nonfinite(s->W_enc, D * S);
+    if (bad < 0 && (bad = ck_first_nonfinite(s->b_enc, S)) >= 0) bad += D * S;
+    if (bad >= 0)
+        return err_set(ERR_FORMAT, "%s: the encoder overflows float32 once the decoder norms are "
+                       "folded in (rescale_acts_by_decoder_norm; latent %lld)", wpath,
+                       (long long)(bad < D * S ? bad % S : bad - D * S));
+    return OK;
 }
 
 int sae_load(sae_model **out, const char *dir)
@@ -294,14 +345,25 @@ int sae_load(sae_model **out, const char *dir)
     int rc = path_join(path, sizeof path, dir, "cfg.json");
     if (rc) return rc;
     sae_config c;
-    int apply_b_dec = 1;
-    if ((rc = read_cfg(path, &c, &apply_b_dec))) return rc;
+    cfg_extra ex;
+    if ((rc = read_cfg(path, &c, &ex))) return rc;
     sae_arch ar = c.arch;
     if ((rc = path_join(wpath, sizeof wpath, dir, "sae_weights.safetensors"))) return rc;
     st_file *f;
     if ((rc = st_open(&f, wpath))) return rc;
-    /* a BatchTopK file with a threshold is used as JumpReLU would be; without one, as TopK */
-    if (ar == SAE_BATCHTOPK && !st_find(f, "threshold")) c.arch = SAE_TOPK;
+    /* a BatchTopK file with a threshold (per latent, or a SAELens training file's global
+       topk_threshold) is used as JumpReLU would be; without one, as TopK */
+    int has_thr = st_find(f, "threshold") || st_find(f, "log_threshold") ||
+                  st_find(f, "topk_threshold");
+    if (ar == SAE_BATCHTOPK && !has_thr) {
+        c.arch = SAE_TOPK;
+        if (ex.k != floor(ex.k)) {
+            rc = err_set(ERR_FORMAT, "%s: batchtopk SAE with a fractional k (%g) and no threshold "
+                         "tensor: without one it is read as TopK, which needs a whole k", wpath, ex.k);
+            st_close(f);
+            return rc;
+        }
+    }
     /* check W_enc's shape before allocating d_in * d_sae floats, so a cfg.json with huge sizes
      * is a mismatch with the file (whose size bounds the tensors), not an out-of-memory */
     const st_tensor *we = st_find(f, "W_enc");
@@ -338,6 +400,15 @@ int sae_load(sae_model **out, const char *dir)
             from_log = 1;
             rc = st_load_f32(f, "log_threshold", 1, &S, s->threshold);
             for (int64_t j = 0; !rc && j < S; j++) s->threshold[j] = expf(s->threshold[j]);
+        } else if (st_find(f, "topk_threshold")) {
+            /* SAELens' BatchTopK training state: one global threshold, which its own inference
+               export writes as a per-latent JumpReLU threshold */
+            const st_tensor *t = st_find(f, "topk_threshold");
+            int64_t one = 1;
+            float g = 0;
+            rc = t->ndim == 0 ? st_load_f32(f, "topk_threshold", 0, NULL, &g)
+                              : st_load_f32(f, "topk_threshold", 1, &one, &g);
+            for (int64_t j = 0; !rc && j < S; j++) s->threshold[j] = g;
         } else rc = err_set(ERR_FORMAT, "%s: jumprelu SAE without 'threshold'", wpath);
     }
     st_close(f);
@@ -355,7 +426,7 @@ int sae_load(sae_model **out, const char *dir)
             rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
                          wpath, ten[i].name, (double)ten[i].p[bad], (long long)bad);
     }
-    if (!rc && !apply_b_dec) {
+    if (!rc && !ex.apply_b_dec) {
         /* pre = x W_enc + b_enc == (x - b_dec) W_enc + (b_enc + b_dec W_enc) */
         for (int64_t j = 0; j < S; j++) {
             double cj = 0;
@@ -368,6 +439,7 @@ int sae_load(sae_model **out, const char *dir)
             for (int64_t i = 0; i < D; i++)
                 for (int64_t j = 0; j < S; j++) s->b_enc[j] += s->b_dec[i] * s->W_enc[i * S + j];
     }
+    if (!rc && ex.rescale) rc = fold_decoder_norms(s, wpath);
     if (rc) {
         sae_free(s);
         return rc;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/half.h"
 #include "common/mem.h"
 #include "common/npy.h"
@@ -1305,6 +1306,33 @@ static void test_load_errors(void)
     fclose(fp);
     CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "unsupported architecture 'foo'"),
           "%s", err_msg());
+    /* rescale_acts_by_decoder_norm: a TopK-family option, a JSON bool */
+    fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,"
+          "\"rescale_acts_by_decoder_norm\":true}", fp);
+    fclose(fp);
+    CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "TopK option"), "%s", err_msg());
+    fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    fputs("{\"architecture\":\"topk\",\"d_in\":4,\"d_sae\":8,\"k\":2,"
+          "\"rescale_acts_by_decoder_norm\":\"yes\"}", fp);
+    fclose(fp);
+    CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "true or false"), "%s", err_msg());
+    /* a fractional k is a BatchTopK label only: topk refuses it, and so does a batchtopk file
+       without a threshold (read as TopK); tests/data/sae_ref/topk's weights have none */
+    fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    fputs("{\"architecture\":\"topk\",\"d_in\":6,\"d_sae\":10,\"k\":2.5}", fp);
+    fclose(fp);
+    CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "an integer"), "%s", err_msg());
+    mkdir("build/tests/test_sae_bad_k", 0755);
+    int rc = file_copy_atomic("tests/data/sae_ref/topk/sae_weights.safetensors",
+                              "build/tests/test_sae_bad_k/sae_weights.safetensors");
+    CHECK(rc == OK, "%s", err_msg());
+    fp = fopen("build/tests/test_sae_bad_k/cfg.json", "w");
+    fputs("{\"architecture\":\"batchtopk\",\"d_in\":6,\"d_sae\":10,\"k\":2.5}", fp);
+    fclose(fp);
+    CHECK(!rc && sae_load(&m, "build/tests/test_sae_bad_k") == ERR_FORMAT &&
+              strstr(err_msg(), "fractional k"), "%s", err_msg());
+    CHECK(m == NULL);
 }
 
 static void test_metrics(void)
@@ -1727,11 +1755,15 @@ static void test_hierarchy_absorption(void)
    fixtures load with sae_load and encode/decode to the reference within 1e-5. */
 static void test_reference_fixtures(void)
 {
+    /* topk_rescale, batchtopk_training: SAELens training files (rescale_acts_by_decoder_norm,
+       non-unit decoder rows; the latter with a global F64 topk_threshold and k 2.5) */
     const char *cases[] = {"standard", "standard_nobdec", "topk", "jumprelu", "matryoshka", "gated",
-                           "gated_nobdec", "transcoder", "jumprelu_transcoder", "skip_transcoder"};
+                           "gated_nobdec", "transcoder", "jumprelu_transcoder", "skip_transcoder",
+                           "topk_rescale", "batchtopk_training"};
     const sae_arch want[] = {SAE_RELU, SAE_RELU, SAE_TOPK, SAE_JUMPRELU, SAE_MATRYOSHKA, SAE_GATED,
-                             SAE_GATED, SAE_RELU, SAE_JUMPRELU, SAE_RELU};
-    const int want_tc[] = {0, 0, 0, 0, 0, 0, 0, SAE_TRANSCODER, SAE_TRANSCODER, SAE_SKIP_TRANSCODER};
+                             SAE_GATED, SAE_RELU, SAE_JUMPRELU, SAE_RELU, SAE_TOPK, SAE_BATCHTOPK};
+    const int want_tc[] = {0, 0, 0, 0, 0, 0, 0, SAE_TRANSCODER, SAE_TRANSCODER, SAE_SKIP_TRANSCODER,
+                           0, 0};
     for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
         char dir[256], p[300];
         snprintf(dir, sizeof dir, "tests/data/sae_ref/%s", cases[c]);

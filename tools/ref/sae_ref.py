@@ -24,8 +24,10 @@ D_IN, D_SAE, N, K, D_OUT = 6, 10, 7, 3, 4
 def write_safetensors(path, tensors):
     header, blobs, off = {}, [], 0
     for name, arr in tensors.items():
-        b = np.ascontiguousarray(arr, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
+        f64 = arr.dtype == np.float64  # SAELens keeps BatchTopK's topk_threshold in double
+        b = np.ascontiguousarray(arr, dtype="<f8" if f64 else "<f4").tobytes()
+        header[name] = {"dtype": "F64" if f64 else "F32", "shape": list(arr.shape),
+                        "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
     h = json.dumps(header, separators=(",", ":")).encode()
@@ -78,6 +80,29 @@ def decode(f, w):
     return f @ w["W_dec"] + w["b_dec"]
 
 
+# rescale_acts_by_decoder_norm (TopKSAE, TopKTrainingSAE and BatchTopKTrainingSAE): the
+# pre-activations times ||W_dec_j|| before the activation, the activations over it before decoding
+def dec_norms(w):
+    return np.linalg.norm(w["W_dec"], axis=1)
+
+
+def enc_topk_rescale(x, w, c):
+    pre = (sae_in(x, w, c["apply_b_dec_to_input"]) @ w["W_enc"] + w["b_enc"]) * dec_norms(w)
+    idx = np.argsort(-pre, axis=1, kind="stable")[:, : c["k"]]
+    f = np.zeros_like(pre)
+    np.put_along_axis(f, idx, relu(np.take_along_axis(pre, idx, axis=1)), axis=1)
+    return f
+
+
+# BatchTopKTrainingSAE saved as a training checkpoint: its global topk_threshold, which SAELens'
+# inference export turns into a JumpReLU threshold on the (rescaled) pre-activations
+def enc_batchtopk_training(x, w, c):
+    pre = sae_in(x, w, c["apply_b_dec_to_input"]) @ w["W_enc"] + w["b_enc"]
+    if c.get("rescale_acts_by_decoder_norm"):
+        pre = pre * dec_norms(w)
+    return relu(pre) * (pre > w["topk_threshold"])
+
+
 # transcoders: process_sae_in never subtracts b_dec (it is d_out wide)
 def enc_transcoder(x, w, c):
     return relu(x @ w["W_enc"] + w["b_enc"])
@@ -88,7 +113,9 @@ def enc_jumprelu_transcoder(x, w, c):
     return relu(pre) * (pre > w["threshold"])
 
 
-def forward(x, f, w):
+def forward(x, f, w, c):
+    if c.get("rescale_acts_by_decoder_norm"):
+        f = f / dec_norms(w)
     out = decode(f, w)
     if "W_skip" in w:
         out = out + x @ w["W_skip"].T
@@ -155,14 +182,30 @@ def main(out):
         c["metadata"]["hook_name_out"] = "blocks.0.hook_mlp_out"
         cases.append((name, c, w, enc_jumprelu_transcoder if thr else enc_transcoder))
 
+    # training-state files (appended last: the cases above keep their random draws): decoder rows
+    # of norms 0.05-3, as SAELens' decoder_init_norm 0.1 leaves them, not unit
+    w = weights()
+    w["W_dec"] *= rng.uniform(0.05, 3.0, size=(D_SAE, 1))
+    c = cfg_base("topk", False)
+    c["k"] = K
+    c["rescale_acts_by_decoder_norm"] = True
+    cases.append(("topk_rescale", c, w, enc_topk_rescale))
+    w = weights()
+    w["W_dec"] *= rng.uniform(0.05, 3.0, size=(D_SAE, 1))
+    w["topk_threshold"] = np.array(0.35, dtype=np.float64).reshape(())
+    c = cfg_base("batchtopk")
+    c["k"] = 2.5
+    c["rescale_acts_by_decoder_norm"] = True
+    cases.append(("batchtopk_training", c, w, enc_batchtopk_training))
+
     for name, cfg, w, enc in cases:
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
-        w = {k: v.astype(np.float32) for k, v in w.items()}
+        w = {k: v if k == "topk_threshold" else v.astype(np.float32) for k, v in w.items()}
         w64 = {k: v.astype(np.float64) for k, v in w.items()}
         x32 = x.astype(np.float32).astype(np.float64)
         f = enc(x32, w64, cfg)
-        xhat = forward(x32, f, w64)
+        xhat = forward(x32, f, w64, cfg)
         write_safetensors(os.path.join(d, "sae_weights.safetensors"), w)
         with open(os.path.join(d, "cfg.json"), "w") as fp:
             json.dump(cfg, fp, indent=1)
