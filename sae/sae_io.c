@@ -156,7 +156,7 @@ static int cfg_agree(const cJSON *root, const char *path)
                                        "matryoshka_widths", "normalize_activations",
                                        "apply_b_dec_to_input", "hook_name", "hook_name_out",
                                        "model_name", "context_size",
-                                       "rescale_acts_by_decoder_norm"};
+                                       "rescale_acts_by_decoder_norm", "finetuning_scaling_factor"};
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
     /* older SAELens' hook_point is read only without a hook_name: two different ones contradict */
     const cJSON *hn = cfg_get(root, "hook_name", NULL), *hp = cJSON_GetObjectItemCaseSensitive(root, "hook_point");
@@ -183,6 +183,7 @@ typedef struct {
     int apply_b_dec; /* 0: apply_b_dec_to_input false (b_dec is folded into b_enc) */
     int rescale;     /* rescale_acts_by_decoder_norm true (the decoder norms are folded) */
     double k;        /* k as written (a SAELens >= 6.11 BatchTopK k may be fractional) */
+    int ft_scale;    /* finetuning_scaling_factor true (SAELens 3-5: decode scales each latent) */
 } cfg_extra;
 
 /* cfg.json of an SAE directory (path) into *out: architecture (SAELens names and older
@@ -295,6 +296,11 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
                      "%s: normalize_activations '%s' is not supported (fold the scaling into the "
                      "weights and save with \"none\")",
                      path, cJSON_IsString(na) ? na->valuestring : "?");
+    /* SAELens 3-5 decode (f * finetuning_scaling_factor) W_dec when this is true */
+    const cJSON *fs = cfg_get(root, "finetuning_scaling_factor", NULL);
+    if (!rc && fs && !cJSON_IsBool(fs))
+        rc = err_set(ERR_FORMAT, "%s: 'finetuning_scaling_factor' must be true or false", path);
+    ex->ft_scale = cJSON_IsTrue(fs);
     const cJSON *ab = cfg_get(root, "apply_b_dec_to_input", NULL);
     /* SAELens' transcoders never subtract b_dec (it is d_out wide): nothing to fold */
     int apply_b_dec = !cJSON_IsFalse(ab) || tc;
@@ -411,6 +417,12 @@ int sae_load(sae_model **out, const char *dir)
             for (int64_t j = 0; !rc && j < S; j++) s->threshold[j] = g;
         } else rc = err_set(ERR_FORMAT, "%s: jumprelu SAE without 'threshold'", wpath);
     }
+    float *fts = NULL;
+    if (!rc && ex.ft_scale) {
+        fts = mem_alloc(sizeof(float) * (size_t)S);
+        rc = fts ? st_load_f32(f, "finetuning_scaling_factor", 1, &S, fts)
+                 : err_set(ERR_NOMEM, "%s: out of memory", wpath);
+    }
     st_close(f);
     /* NaN/Inf weights are refused, naming the tensor and the first bad index */
     int gated = ar == SAE_GATED;
@@ -419,7 +431,7 @@ int sae_load(sae_model **out, const char *dir)
         {"b_dec", s->b_dec, Do},
         {from_log ? "exp(log_threshold)" : "threshold", s->threshold, s->threshold ? S : 0},
         {"W_skip", s->W_skip, s->W_skip ? Do * D : 0}, {"b_mag", s->b_mag, gated ? S : 0},
-        {"r_mag", s->r_mag, gated ? S : 0}};
+        {"r_mag", s->r_mag, gated ? S : 0}, {"finetuning_scaling_factor", fts, fts ? S : 0}};
     for (size_t i = 0; !rc && i < sizeof ten / sizeof ten[0]; i++) {
         int64_t bad = ten[i].n ? ck_first_nonfinite(ten[i].p, ten[i].n) : -1;
         if (bad >= 0)
@@ -439,6 +451,13 @@ int sae_load(sae_model **out, const char *dir)
             for (int64_t i = 0; i < D; i++)
                 for (int64_t j = 0; j < S; j++) s->b_enc[j] += s->b_dec[i] * s->W_enc[i * S + j];
     }
+    /* (f * scale) W_dec == f (scale_j W_dec_j): folded into the decoder rows */
+    for (int64_t j = 0; !rc && fts && j < S; j++)
+        for (int64_t o = 0; o < Do; o++) s->W_dec[j * Do + o] *= fts[j];
+    if (!rc && fts && (ck_first_nonfinite(s->W_dec, Do * S)) >= 0)
+        rc = err_set(ERR_FORMAT, "%s: W_dec overflows float32 once finetuning_scaling_factor is "
+                     "folded in", wpath);
+    mem_free(fts);
     if (!rc && ex.rescale) rc = fold_decoder_norms(s, wpath);
     if (rc) {
         sae_free(s);

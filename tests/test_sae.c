@@ -1756,14 +1756,16 @@ static void test_hierarchy_absorption(void)
 static void test_reference_fixtures(void)
 {
     /* topk_rescale, batchtopk_training: SAELens training files (rescale_acts_by_decoder_norm,
-       non-unit decoder rows; the latter with a global F64 topk_threshold and k 2.5) */
+       non-unit decoder rows; the latter with a global F64 topk_threshold and k 2.5);
+       finetuning_scale: SAELens 3-5's finetuning_scaling_factor */
     const char *cases[] = {"standard", "standard_nobdec", "topk", "jumprelu", "matryoshka", "gated",
                            "gated_nobdec", "transcoder", "jumprelu_transcoder", "skip_transcoder",
-                           "topk_rescale", "batchtopk_training"};
+                           "topk_rescale", "batchtopk_training", "finetuning_scale"};
     const sae_arch want[] = {SAE_RELU, SAE_RELU, SAE_TOPK, SAE_JUMPRELU, SAE_MATRYOSHKA, SAE_GATED,
-                             SAE_GATED, SAE_RELU, SAE_JUMPRELU, SAE_RELU, SAE_TOPK, SAE_BATCHTOPK};
+                             SAE_GATED, SAE_RELU, SAE_JUMPRELU, SAE_RELU, SAE_TOPK, SAE_BATCHTOPK,
+                             SAE_RELU};
     const int want_tc[] = {0, 0, 0, 0, 0, 0, 0, SAE_TRANSCODER, SAE_TRANSCODER, SAE_SKIP_TRANSCODER,
-                           0, 0};
+                           0, 0, 0};
     for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
         char dir[256], p[300];
         snprintf(dir, sizeof dir, "tests/data/sae_ref/%s", cases[c]);

@@ -116,6 +116,8 @@ def enc_jumprelu_transcoder(x, w, c):
 def forward(x, f, w, c):
     if c.get("rescale_acts_by_decoder_norm"):
         f = f / dec_norms(w)
+    if c.get("finetuning_scaling_factor"):  # SAELens 3-5: apply_finetuning_scaling_factor
+        f = f * w["finetuning_scaling_factor"]
     out = decode(f, w)
     if "W_skip" in w:
         out = out + x @ w["W_skip"].T
@@ -197,6 +199,11 @@ def main(out):
     c["k"] = 2.5
     c["rescale_acts_by_decoder_norm"] = True
     cases.append(("batchtopk_training", c, w, enc_batchtopk_training))
+    w = weights()
+    w["finetuning_scaling_factor"] = rng.uniform(0.5, 2.0, size=D_SAE)
+    c = cfg_base("standard")
+    c["finetuning_scaling_factor"] = True
+    cases.append(("finetuning_scale", c, w, enc_standard))
 
     for name, cfg, w, enc in cases:
         d = os.path.join(out, name)
