@@ -30,6 +30,7 @@ typedef struct {
     float *buf;    /* where the running forward writes: the hbuf of its batch */
     int B, T;      /* shape the hook saw */
     int fired;
+    int64_t at_open; /* its activation rows from this corpus when the job opened */
 } ext_hook;
 
 /* A pending window of the current batch (document tokens copied, so the document may go). */
@@ -440,6 +441,7 @@ int ext_open(ext_job **out, const ext_opts *o)
             p->act_bytes += hp->bytes;
             int64_t n = 0;
             if (!rc && j->s) rc = store_count_source_acts(j->s, j->h[i].sh.id, o->corpus, &n);
+            j->h[i].at_open = n;
             if (stored < 0 || n < stored) stored = n;
         }
         /* ids blob + one tokens row (~40 bytes) per token; documents' text once. */
@@ -584,6 +586,30 @@ static int store_window_tokens(ext_job *j, ext_batch *bt, int b)
     return rc;
 }
 
+/* Windows of another length at window w's place, from an extract with another --max-tokens (the
+ * window its cap cut short): per hook, a longer one already holds w's tokens (covered[h] = 1, and
+ * w is not stored for it: a smaller --max-tokens changes nothing); a shorter one gives up its
+ * activations to w, which holds all of its tokens with the same context (a larger --max-tokens
+ * extends the extraction as a fresh run would make it, and the hook never holds a token twice).
+ * The short window's sequence and token rows stay: analysis rows may point into them. Only hooks
+ * that had rows when the job opened can hold one. Inside the batch's transaction. */
+static int window_overlaps(ext_job *j, const ext_win *w, unsigned char *covered, int *n_covered)
+{
+    *n_covered = 0;
+    for (int h = 0; h < j->nh; h++) {
+        int other = 0;
+        int64_t oseq = -1;
+        int rc = j->h[h].at_open > 0 ? store_act_other_len(j->s, j->h[h].sh.id, w->doc_id,
+                                                            w->start, j->o.bos, w->T, &other, &oseq)
+                                     : OK;
+        if (!rc && other > 0 && other < w->T) rc = store_act_delete(j->s, j->h[h].sh.id, oseq);
+        if (rc) return rc;
+        covered[h] = other > w->T;
+        *n_covered += covered[h];
+    }
+    return OK;
+}
+
 /* Sequences and token rows of a full batch; which activations are missing. */
 static int batch_prepare(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
 {
@@ -592,17 +618,20 @@ static int batch_prepare(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
     bt->T = T;
     bt->missing = 0;
     for (int b = 0; !rc && b < B; b++) {
-        int ins = 0;
+        int ins = 0, n_cov = 0;
+        unsigned char cov[EXT_MAX_HOOKS] = {0};
         if (!j->s) {
             bt->seq_ids[b] = ++j->dry_seq;
-        } else {
+        } else if (!(rc = window_overlaps(j, &bt->win[b], cov, &n_cov)) && n_cov == j->nh) {
+            bt->seq_ids[b] = -1; /* every hook has these tokens already: no sequence row */
+        } else if (!rc) {
             rc = store_seq_add(j->s, bt->win[b].doc_id, bt->win[b].start, j->o.bos,
                                bt->ids + (size_t)b * C, T, &bt->seq_ids[b], &ins);
             if (!rc && ins) rc = store_window_tokens(j, bt, b);
         }
         for (int h = 0; !rc && h < j->nh; h++) {
-            int ex = 0;
-            if (j->s) rc = store_act_exists(j->s, j->h[h].sh.id, bt->seq_ids[b], &ex);
+            int ex = cov[h];
+            if (j->s && !ex) rc = store_act_exists(j->s, j->h[h].sh.id, bt->seq_ids[b], &ex);
             bt->have[h * B + b] = (unsigned char)ex;
             bt->missing += !ex;
         }

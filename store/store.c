@@ -33,7 +33,7 @@
 /* Hot statements, prepared once per handle. */
 enum {
     Q_ACT_FIND, Q_ACT_WRITE, Q_HOOK_BY_ID, Q_SEQ_FIND, Q_SEQ_ADD, Q_SEQ_TOKENS, Q_TOK_ADD,
-    Q_TOK_ADD_ROWS, Q_DOC_FIND, Q_DOC_ADD, Q__COUNT
+    Q_TOK_ADD_ROWS, Q_DOC_FIND, Q_DOC_ADD, Q_ACT_OTHER_LEN, Q__COUNT
 };
 /* Token rows go in TOK_ROWS to a statement (a window of 128 in 4 steps instead of 128), which
  * saves the per-step reset, bindings clear and VDBE entry: a sixth of the demo extract's time in
@@ -62,6 +62,10 @@ static const char *const q_sql[Q__COUNT] = {
     [Q_DOC_FIND] = "SELECT id, checksum FROM documents WHERE source = ?1 AND ordinal = ?2",
     [Q_DOC_ADD] = "INSERT INTO documents (source, ordinal, name, genre, text, checksum) "
                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    /* sequences' UNIQUE (document_id, start, n_tokens, bos) index finds the windows there */
+    [Q_ACT_OTHER_LEN] = "SELECT q.n_tokens, q.id FROM sequences q JOIN activations a ON a.sequence_id = "
+                        "q.id AND a.hook_id = ?1 WHERE q.document_id = ?2 AND q.start = ?3 AND "
+                        "q.bos = ?4 AND q.n_tokens <> ?5 LIMIT 1",
 };
 
 #define HOOK_CACHE 16
@@ -1075,6 +1079,37 @@ int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists)
     if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading activations");
     *exists = r == SQLITE_ROW;
     return OK;
+}
+
+int store_act_other_len(store *s, int64_t hook_id, int64_t doc_id, int64_t start, int bos, int T,
+                        int *other_T, int64_t *other_seq)
+{
+    sqlite3_stmt *st;
+    int rc = q_get(s, Q_ACT_OTHER_LEN, &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    sqlite3_bind_int64(st, 2, doc_id);
+    sqlite3_bind_int64(st, 3, start);
+    sqlite3_bind_int(st, 4, bos);
+    sqlite3_bind_int(st, 5, T);
+    int r = sqlite3_step(st);
+    *other_T = r == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
+    *other_seq = r == SQLITE_ROW ? sqlite3_column_int64(st, 1) : -1;
+    sqlite3_reset(st);
+    if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading sequences");
+    return OK;
+}
+
+int store_act_delete(store *s, int64_t hook_id, int64_t seq_id)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "DELETE FROM activations WHERE hook_id = ?1 AND sequence_id = ?2", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    sqlite3_bind_int64(st, 2, seq_id);
+    int r = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return r == SQLITE_DONE ? OK : store_sql_error(s, r, "deleting activations");
 }
 
 /* The activations of one (hook, sequence) row as float32 into out [T, width]. Non-finite values

@@ -134,6 +134,13 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
 int64_t store_act_first_bad(int dtype, const float *x, int64_t n, int *overflow);
 /* *exists = 1 when activations of (hook, sequence) are stored. */
 int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists);
+/* A window of (document, start, bos) of another length than T on which the hook has
+ * activations: *other_T its length and *other_seq its id, or 0 and -1 when there is none (an
+ * extraction with another --max-tokens cut its last window there). */
+int store_act_other_len(store *s, int64_t hook_id, int64_t doc_id, int64_t start, int bos, int T,
+                        int *other_T, int64_t *other_seq);
+/* Deletes the activations of (hook, sequence); the sequence and its token rows stay. */
+int store_act_delete(store *s, int64_t hook_id, int64_t seq_id);
 /* Reads activations into out[T * width]; *T is set. out must hold hook seq_len * width floats.
  * ERR_NOTFOUND when absent. Uses incremental blob I/O. */
 int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T);

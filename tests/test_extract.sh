@@ -222,6 +222,20 @@ for dt in f32 f16 bf16; do
     check '$PY -c "$ROUND; a=np.load(sys.argv[1])[:64]; b=np.load(sys.argv[2]); sys.exit(0 if b.shape==(64,128) and (rnd(a, sys.argv[3])==b).all() else 1)" "$T/f32.npy" "$T/$dt.npy" $dt' "$dt extraction equals rounded f32"
 done
 check '[ "$(sqlite3 "$T/f16.db" "SELECT sum(n_tokens) FROM sequences")" = 64 ]' "--max-tokens 64 stores 64 tokens"
+# another --max-tokens on the same database: a larger one extends it as a fresh run would (the
+# window the first cap cut short gives its activations to the whole one, so no hook holds a token
+# twice), a smaller one changes nothing (was: the cut window and the whole one both stored)
+win() { sqlite3 "$1" "SELECT a.hook_id, q.document_id, q.start, q.n_tokens FROM activations a JOIN sequences q ON q.id = a.sequence_id ORDER BY 1, 2, 3" | md5sum; }
+ex --db "$T/mt.db" --max-tokens 40 >/dev/null 2>&1
+check '[ "$(sqlite3 "$T/mt.db" "SELECT count(*) FROM sequences WHERE n_tokens = 8")" = 1 ]' "--max-tokens 40 cuts a window to 8 tokens"
+ex --db "$T/mt.db" --max-tokens 100 >/dev/null 2>&1; rc=$?
+ex --db "$T/mt_ref.db" --max-tokens 100 >/dev/null 2>&1
+check '[ $rc -eq 0 ] && [ "$(win "$T/mt.db")" = "$(win "$T/mt_ref.db")" ]' "a larger --max-tokens: the hooks' windows are a fresh run's"
+check '[ "$(sqlite3 "$T/mt.db" "SELECT group_concat(t) FROM (SELECT sum(q.n_tokens) t FROM activations a JOIN sequences q ON q.id = a.sequence_id GROUP BY a.hook_id)")" = 100,100 ]' "a larger --max-tokens: 100 tokens a hook"
+mthash() { sqlite3 "$1" "SELECT id, hook_id, sequence_id, hex(data) FROM activations ORDER BY id; SELECT * FROM sequences ORDER BY id" | md5sum; }
+before=$(mthash "$T/mt.db")
+ex --db "$T/mt.db" --max-tokens 40 >/dev/null 2>&1; rc=$?
+check '[ $rc -eq 0 ] && [ "$(mthash "$T/mt.db")" = "$before" ] && [ "$(win "$T/mt.db")" = "$(win "$T/mt_ref.db")" ]' "a smaller --max-tokens changes nothing"
 # JSONL with ids and genres, --no-bos
 $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.jsonl" --hook blocks.0.hook_resid_pre --db "$T/j.db" --ctx 8 --no-bos >/dev/null 2>&1
 check '[ "$(sqlite3 "$T/j.db" "SELECT name || genre FROM documents WHERE ordinal = 1")" = d1news ] && [ "$(sqlite3 "$T/j.db" "SELECT count(*) FROM sequences WHERE bos = 1")" = 0 ]' "JSONL ids/genres and --no-bos"
@@ -270,7 +284,9 @@ check '[ "$(dbhash "$T/a.db")" = "$before" ]' "failed runs leave the database as
 # a full disk (simulated with a file size limit) fails cleanly; stored rows stay; a rerun finishes
 ex --db "$T/q.db" --max-tokens 200 >/dev/null 2>&1
 n0=$(acts "$T/q.db")
-qrows() { sqlite3 "$T/q.db" "SELECT id, sequence_id, hex(data) FROM activations WHERE id <= $n0 ORDER BY id" | md5sum; }
+# (but the window the cap cut short: its activations go to the whole window the rerun extracts)
+cut=$(sqlite3 "$T/q.db" "SELECT max(id) FROM sequences")
+qrows() { sqlite3 "$T/q.db" "SELECT id, sequence_id, hex(data) FROM activations WHERE sequence_id < $cut ORDER BY id" | md5sum; }
 q0=$(qrows)
 out=$(trap '' XFSZ; ulimit -f 1500; ex --db "$T/q.db" 2>&1 >/dev/null); rc=$?
 check '[ $rc -eq 1 ] && [[ "$out" == *"q.db"*"disk"* ]] && [ $(printf "%s\n" "$out" | wc -l) -eq 1 ]' "file size limit: rc $rc: $out"
