@@ -1,6 +1,7 @@
 #include "common/npy.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,6 +213,24 @@ static int elem_size(enum npy_kind k)
     return k == NPY_F2 ? 2 : (k == NPY_F4 || k == NPY_I4) ? 4 : 8;
 }
 
+/* float64 to float32 rounded to odd: truncated toward zero, the last significand bit set when
+ * that was inexact. Rounding the result again to a format with at least two bits fewer (bf16's
+ * 8, f16's 11 against 24) then gives the float64 value's own round-to-nearest-even: one rounding,
+ * where two nearest-even ones can break a tie the first one made (1 + 2^-8 + 2^-30 went to 1, not
+ * 1 + 2^-7, in bf16). */
+static float f64_to_f32_odd(double v)
+{
+    float f = (float)v;
+    if (isnan(v) || (double)f == v || isinf(f)) return f;
+    if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= 1;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* want_float: 0 int64, 1 float32 (nearest even), 2 float32 with float64 rounded to odd */
 static int npy_load(const char *path, void **out, int want_float, int *ndim, int64_t *shape)
 {
     FILE *f = NULL;
@@ -276,8 +295,21 @@ static int npy_load(const char *path, void **out, int want_float, int *ndim, int
         case NPY_I4: { int32_t x; memcpy(&x, p, 4); iv = x; v = x; break; }
         case NPY_I8: { memcpy(&iv, p, 8); v = (double)iv; break; }
         }
-        if (want_float) ((float *)res)[i] = (float)v;
-        else {
+        if (want_float) {
+            /* what float32 cannot hold is refused, not changed: an overflow read as "non-finite
+               value (inf)" for a finite 1e300, and int64 2^40 + 1 was stored as 2^40 */
+            if ((kind == NPY_I4 || kind == NPY_I8) && (double)(float)iv != (double)iv) {
+                rc = err_set(ERR_FORMAT, "%s: element %lld (%lld) of the integer array is not "
+                             "exactly a float32 value", path, (long long)i, (long long)iv);
+                goto out;
+            }
+            if (kind == NPY_F8 && isfinite(v) && fabs(v) > FLT_MAX) {
+                rc = err_set(ERR_FORMAT, "%s: element %lld (%g) is outside float32's range", path,
+                             (long long)i, v);
+                goto out;
+            }
+            ((float *)res)[i] = kind == NPY_F8 && want_float == 2 ? f64_to_f32_odd(v) : (float)v;
+        } else {
             if (kind != NPY_I4 && kind != NPY_I8) {
                 if (v != floor(v) || !isfinite(v)) { rc = err_set(ERR_FORMAT, "%s: element %lld is not an integer", path, (long long)i); goto out; }
                 /* casting a double outside the int64 range is undefined behaviour */
@@ -299,6 +331,11 @@ out:
 int npy_read(const char *path, float **data, int *ndim, int64_t shape[NPY_MAX_DIMS])
 {
     return npy_load(path, (void **)data, 1, ndim, shape);
+}
+
+int npy_read_narrow(const char *path, float **data, int *ndim, int64_t shape[NPY_MAX_DIMS])
+{
+    return npy_load(path, (void **)data, 2, ndim, shape);
 }
 
 int npy_read_i64(const char *path, int64_t **data, int *ndim, int64_t shape[NPY_MAX_DIMS])

@@ -136,7 +136,9 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
     int64_t *tok = NULL;
     int nd = 0, tnd = 0;
     int64_t shape[NPY_MAX_DIMS], tshape[NPY_MAX_DIMS];
-    int rc = npy_read(npy, &x, &nd, shape);
+    /* a float64 file into a bf16/f16 hook: one rounding (store_act_write's), not two */
+    int rc = dtype == STORE_F32 ? npy_read(npy, &x, &nd, shape)
+                                : npy_read_narrow(npy, &x, &nd, shape);
     if (rc) return rc;
     if (nd != 2 || shape[0] < 1 || shape[1] < 1 || shape[1] > (1 << 24)) {
         char sh[200];

@@ -194,6 +194,57 @@ static void test_npy(void)
     fclose(f);
     CHECK(npy_read_i64(path, &li, &nd, got_shape) == ERR_FORMAT && strstr(err_msg(), "int64 range"),
           "%s", err_msg());
+    /* float64 read for a bf16/f16 store: one rounding. 1 + 2^-8 + 2^-30 is nearest-even 1 + 2^-7
+       in bf16, but float32 rounds it to the tie 1 + 2^-8 first, which bf16 then breaks to 1;
+       1 + 2^-11 + 2^-40 the same for f16. Both, and exact values, ties and their neighbours
+       against a double-precision rounding of the double. */
+    double dv[8] = {1 + 0x1p-8 + 0x1p-30, 1 + 0x1p-11 + 0x1p-40, 1 + 0x1p-8, -(1 + 0x1p-8 + 0x1p-30),
+                    3 + 0x1p-7 - 0x1p-35, 0x1p-130 * (1 + 0x1p-9), 65504.0 + 0x1p-20, 0.1};
+    f = fopen(path, "wb");
+    put_npy_header(f, "{'descr': '<f8', 'fortran_order': False, 'shape': (8,), }");
+    fwrite(dv, 8, 8, f);
+    fclose(f);
+    float *nr = NULL, *ne = NULL;
+    CHECK(npy_read_narrow(path, &nr, &nd, got_shape) == OK && npy_read(path, &ne, &nd, got_shape) == OK,
+          "%s", err_msg());
+    for (int i = 0; nr && ne && i < 8; i++) {
+        /* the nearest-even bf16 of the double: bits of the double's float32 truncation, the
+           rest of the significand compared with half a bf16 ulp exactly in double */
+        float t = (float)dv[i];
+        if (fabs((double)t) > fabs(dv[i])) t = nextafterf(t, 0.0f);
+        uint32_t u;
+        memcpy(&u, &t, 4);
+        uint32_t lo = u & ~0xffffu, hi = lo + 0x10000u;
+        float flo, fhi;
+        memcpy(&flo, &lo, 4);
+        memcpy(&fhi, &hi, 4);
+        double dlo = fabs(dv[i] - flo), dhi = fabs(fhi - dv[i]);
+        uint16_t want = (uint16_t)((dlo < dhi || (dlo == dhi && !((lo >> 16) & 1))) ? lo >> 16 : hi >> 16);
+        CHECK(half_f32_to_bf16(nr[i]) == want, "bf16 of %a: %04x, want %04x", dv[i],
+              half_f32_to_bf16(nr[i]), want);
+        CHECK(ne[i] == (float)dv[i], "npy_read of %a rounds to nearest", dv[i]);
+    }
+    if (nr) CHECK(half_f32_to_bf16(nr[0]) == 0x3f81 && half_f32_to_f16(nr[1]) == 0x3c01,
+                  "the two double roundings: bf16 %04x f16 %04x", half_f32_to_bf16(nr[0]),
+                  half_f32_to_f16(nr[1]));
+    if (ne) CHECK(half_f32_to_bf16(ne[0]) == 0x3f80, "two roundings break the tie to even (1.0)");
+    mem_free(nr);
+    mem_free(ne);
+    /* what float32 cannot hold is refused: a finite 1e300, an int64 2^40 + 1 (its own message) */
+    double huge[2] = {1, 1e300};
+    f = fopen(path, "wb");
+    put_npy_header(f, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }");
+    fwrite(huge, 8, 2, f);
+    fclose(f);
+    CHECK(npy_read(path, &y, &nd, got_shape) == ERR_FORMAT && strstr(err_msg(), "element 1 (1e+300)") &&
+          strstr(err_msg(), "float32's range"), "%s", err_msg());
+    int64_t bigi[2] = {16777216, ((int64_t)1 << 40) + 1};
+    f = fopen(path, "wb");
+    put_npy_header(f, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }");
+    fwrite(bigi, 8, 2, f);
+    fclose(f);
+    CHECK(npy_read(path, &y, &nd, got_shape) == ERR_FORMAT && strstr(err_msg(), "1099511627777") &&
+          strstr(err_msg(), "not exactly a float32"), "%s", err_msg());
     unlink(path);
 }
 
