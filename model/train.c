@@ -369,7 +369,7 @@ static int rep_run(train_state *s, int B, int T, int mode, float *lpt, double *m
 
 int train_step(train_state *s, const train_data *d, double *loss, double *grad_norm, double *lr)
 {
-    if (d->ntrain < (size_t)s->o.seq + 2)
+    if (d->ntrain < (size_t)s->o.seq + 1)
         return err_set(ERR_ARG, "training stream has %zu tokens, fewer than one window of %d",
                        d->ntrain, s->o.seq + 1);
     sample_batch(s, d);

@@ -226,7 +226,7 @@ int train_run(const train_run_opts *o, train_run_result *r)
     r->ntrain = d.ntrain;
     r->nval = d.nval;
     emit(o, TRAIN_EV_CORPUS, r);
-    if (d.ntrain < (size_t)o->ctx + 2) {
+    if (d.ntrain < (size_t)o->ctx + 1) { /* a window of ctx inputs and its ctx targets */
         rc = err_set(ERR_ARG, "%s: only %zu training tokens, fewer than one window of %d", o->corpus,
                      d.ntrain, o->ctx + 1);
         goto out;

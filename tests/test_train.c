@@ -163,6 +163,31 @@ static train_opts toy_opts(int steps)
     return o;
 }
 
+/* A training stream of exactly seq + 1 tokens is one window (seq inputs, seq targets): it trains
+ * (the audit's ctx 22 on 23 tokens was refused as "fewer than one window of 23"); seq is refused. */
+static void test_one_window(void)
+{
+    train_opts o = toy_opts(1);
+    o.batch = 2;
+    for (int extra = 0; extra <= 1; extra++) {
+        train_data d = {0};
+        size_t n = (size_t)o.seq + (size_t)extra;
+        int buf[32];
+        for (size_t i = 0; i < n; i++) buf[i] = (int)(i % 15);
+        d.train = buf;
+        d.ntrain = n;
+        gpt2_model *m = tiny(3);
+        train_state s;
+        CHECK(train_init(&s, m, &o) == OK);
+        double l = 0;
+        int rc = train_step(&s, &d, &l, NULL, NULL);
+        if (extra) CHECK(rc == OK && isfinite(l), "one window of %zu tokens: %s", n, err_msg());
+        else CHECK(rc == ERR_ARG && strstr(err_msg(), "fewer than one window"), "%s", err_msg());
+        train_free(&s);
+        gpt2_free(m);
+    }
+}
+
 static void test_learning_and_resume(void)
 {
     train_data d;
@@ -415,6 +440,7 @@ int main(void)
     test_bad_opts();
     test_adamw();
     test_data();
+    test_one_window();
     test_learning_and_resume();
     test_replicas();
     return harness_report("test_train");
