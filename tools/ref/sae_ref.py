@@ -56,12 +56,15 @@ def enc_standard(x, w, c):
     return relu(sae_in(x, w, c["apply_b_dec_to_input"]) @ w["W_enc"] + w["b_enc"])
 
 
-def enc_topk(x, w, c):
-    pre = sae_in(x, w, c["apply_b_dec_to_input"]) @ w["W_enc"] + w["b_enc"]
-    idx = np.argsort(-pre, axis=1, kind="stable")[:, : c["k"]]
+def topk_relu(pre, k):
+    idx = np.argsort(-pre, axis=1, kind="stable")[:, :k]
     f = np.zeros_like(pre)
     np.put_along_axis(f, idx, relu(np.take_along_axis(pre, idx, axis=1)), axis=1)
     return f
+
+
+def enc_topk(x, w, c):
+    return topk_relu(sae_in(x, w, c["apply_b_dec_to_input"]) @ w["W_enc"] + w["b_enc"], c["k"])
 
 
 def enc_jumprelu(x, w, c):
@@ -88,10 +91,7 @@ def dec_norms(w):
 
 def enc_topk_rescale(x, w, c):
     pre = (sae_in(x, w, c["apply_b_dec_to_input"]) @ w["W_enc"] + w["b_enc"]) * dec_norms(w)
-    idx = np.argsort(-pre, axis=1, kind="stable")[:, : c["k"]]
-    f = np.zeros_like(pre)
-    np.put_along_axis(f, idx, relu(np.take_along_axis(pre, idx, axis=1)), axis=1)
-    return f
+    return topk_relu(pre, c["k"])
 
 
 # BatchTopKTrainingSAE saved as a training checkpoint: its global topk_threshold, which SAELens'
