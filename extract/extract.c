@@ -1,6 +1,7 @@
 /* extract.c - the extraction runner (see extract.h): corpus -> tokens -> windows -> batches ->
  * hooked forward -> one store transaction per batch. */
 #include <cblas.h>
+#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,6 +278,51 @@ static int read_small(const char *path, char **out)
     return OK;
 }
 
+/* A hook's rows come from one --bos choice and one precision: the window lookup that resumes a
+ * run takes any stored row as done, so a rerun with the other --bos stored the same tokens a
+ * second time in windows of their own, and an fp32 run after a bf16 one (or a bf16 resume of a
+ * killed fp32 one) counted the other's rows as its own and filled in the rest (an audit's hook:
+ * 4252 fp32 and 6048 bf16 sequences, exit 0). Refused when an earlier extract run lists one of
+ * this run's hooks with the other choice: its rows may be there. */
+static int check_mixing(ext_job *j)
+{
+    int64_t *ids = NULL;
+    char **params = NULL;
+    size_t n = 0;
+    int rc = store_run_list(j->s, "extract", &ids, &params, &n);
+    for (size_t r = 0; !rc && r < n; r++) {
+        cJSON *p = cJSON_Parse(params[r]);
+        const cJSON *hk = cJSON_GetObjectItemCaseSensitive(p, "hooks");
+        const cJSON *bos = cJSON_GetObjectItemCaseSensitive(p, "bos");
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(p, "precision"); /* absent: fp32 */
+        int run_bf16 = cJSON_IsString(pr) && !strcmp(pr->valuestring, "bf16");
+        int run_bos = cJSON_IsNumber(bos) ? bos->valueint != 0 : j->o.bos;
+        for (int h = 0; !rc && cJSON_IsString(hk) && h < j->nh; h++) {
+            /* the run's --hook list, split as parse_hooks splits it */
+            size_t len = strlen(j->h[h].name);
+            int listed = 0;
+            for (const char *q = hk->valuestring; q && *q && !listed; q = strchr(q, ',') ? strchr(q, ',') + 1 : NULL)
+                listed = !strncmp(q, j->h[h].name, len) && (q[len] == ',' || q[len] == 0);
+            if (!listed) continue;
+            if (run_bos != j->o.bos)
+                rc = err_set(ERR_ARG, "%s: hook %s holds windows of extract run %lld, made with %s; "
+                             "this run's (%s) would give it the same tokens again in other windows "
+                             "(rerun with %s, or extract into a new --db)", j->o.db, j->h[h].name,
+                             (long long)ids[r], run_bos ? "--bos" : "--no-bos",
+                             j->o.bos ? "--bos" : "--no-bos", run_bos ? "--bos" : "--no-bos");
+            else if (run_bf16 != j->bf16)
+                rc = err_set(ERR_ARG, "%s: hook %s holds activations of extract run %lld, computed in "
+                             "%s; this run computes in %s and would mix the two in one hook (rerun "
+                             "with --precision %s, or extract into a new --db)", j->o.db,
+                             j->h[h].name, (long long)ids[r], run_bf16 ? "bf16" : "fp32",
+                             j->bf16 ? "bf16" : "fp32", run_bf16 ? "bf16" : "fp32");
+        }
+        cJSON_Delete(p);
+    }
+    store_run_list_free(ids, params, n);
+    return rc;
+}
+
 static int open_db(ext_job *j)
 {
     j->made_db = access(j->o.db, F_OK) != 0;
@@ -305,6 +351,7 @@ static int open_db(ext_job *j)
                            "sequences are shared, so tags given now would not be stored; extract "
                            "with --tags into a new --db", j->o.db);
     }
+    if ((rc = check_mixing(j))) return rc;
     char cfgpath[4200], *cfg = NULL;
     if ((rc = path_join(cfgpath, sizeof cfgpath, j->o.model_dir, "config.json"))) return rc;
     if ((rc = read_small(cfgpath, &cfg))) return rc;

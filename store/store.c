@@ -1397,6 +1397,53 @@ int store_run_begin(store *s, const char *kind, const char *params, int64_t *run
     return OK;
 }
 
+int store_run_list(store *s, const char *kind, int64_t **ids, char ***params, size_t *n)
+{
+    *ids = NULL;
+    *params = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT id, params FROM runs WHERE kind = ?1 ORDER BY id", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    size_t cap = 0;
+    int r;
+    while (!rc && (r = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t nc = cap ? 2 * cap : 8;
+            int64_t *ni = mem_realloc(*ids, nc * sizeof **ids);
+            if (ni) *ids = ni;
+            char **np = ni ? mem_realloc(*params, nc * sizeof **params) : NULL;
+            if (np) *params = np;
+            if (!ni || !np) {
+                rc = err_set(ERR_NOMEM, "%s: out of memory reading runs", s->path);
+                break;
+            }
+            cap = nc;
+        }
+        const char *p = (const char *)sqlite3_column_text(st, 1);
+        (*ids)[*n] = sqlite3_column_int64(st, 0);
+        if (!((*params)[*n] = mem_strdup(p ? p : ""))) rc = err_set(ERR_NOMEM, "out of memory");
+        else (*n)++;
+    }
+    if (!rc && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading runs");
+    sqlite3_finalize(st);
+    if (rc) {
+        store_run_list_free(*ids, *params, *n);
+        *ids = NULL;
+        *params = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+void store_run_list_free(int64_t *ids, char **params, size_t n)
+{
+    for (size_t i = 0; params && i < n; i++) mem_free(params[i]);
+    mem_free(params);
+    mem_free(ids);
+}
+
 int store_run_done(store *s, int64_t run_id)
 {
     sqlite3_stmt *st;

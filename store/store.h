@@ -181,6 +181,10 @@ void store_context_free(store_context *c);
 int store_run_begin(store *s, const char *kind, const char *params, int64_t *run_id,
                     int *was_done);
 int store_run_done(store *s, int64_t run_id);
+/* The runs of a kind, in id order: ids[n] and params[n] (the JSON as stored), mem_alloc'd; free
+ * with store_run_list_free. */
+int store_run_list(store *s, const char *kind, int64_t **ids, char ***params, size_t *n);
+void store_run_list_free(int64_t *ids, char **params, size_t n);
 
 /* Extension tables (see api.md): runs sql (CREATE TABLE IF NOT EXISTS ...) and records the
  * part version; a newer recorded version than `version` is ERR_VERSION. On a read-only store

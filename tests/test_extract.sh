@@ -276,6 +276,13 @@ EXPECT="sequence length 16"
 check 'one_line_fail ex --db "$T/a.db" --ctx 8' "other --ctx for stored hooks"
 EXPECT="stored as f32, not bf16"
 check 'one_line_fail ex --db "$T/a.db" --dtype bf16' "other --dtype for stored hooks"
+# a hook's rows come from one --bos choice and one precision (both mixed in before, exit 0)
+EXPECT="made with --bos; this run's (--no-bos)"
+check 'one_line_fail ex --db "$T/a.db" --no-bos' "other --bos for stored hooks"
+if "${EX[@]}" --dry-run --precision auto 2>&1 | grep -q "matmuls: bf16"; then
+    EXPECT="computed in fp32; this run computes in bf16"
+    check 'one_line_fail ex --db "$T/a.db" --precision bf16' "other --precision for stored hooks"
+fi
 EXPECT="not a database"
 check 'one_line_fail ex --db "$T/junk.db"' "junk database"
 EXPECT="cannot"
