@@ -126,12 +126,15 @@ int cmd_extract(int argc, char **argv)
     /* the forward runs on its own thread, overlapped with the rest: the main thread's time is
        corpus + tokenizer + storage + waiting for the forward */
     double other = st.t_total - st.t_wait - st.t_store - st.t_tokenize - st.t_corpus;
+    /* the rate of the tokens this run computed: a resume's stored batches take no forward pass
+       (counting them gave 341k tok/s for a run that computed nothing) */
+    int64_t computed = st.tokens - st.tokens_skipped;
     printf("extract: %lld windows, %lld tokens in %.1f s (%.0f tok/s); %lld of %lld batches already "
            "stored; time: forward %.2f s (summed: compute thread, and %lld batches on the main thread); "
            "main thread: storage %.2f s, tokenizer %.2f s, corpus reading %.2f s, waiting for the "
            "forward %.2f s (or running it), other %.2f s\n",
            (long long)st.windows, (long long)st.tokens, st.t_total,
-           st.t_total > 0 ? (double)st.tokens / st.t_total : 0.0, (long long)st.batches_skipped,
+           st.t_total > 0 ? (double)computed / st.t_total : 0.0, (long long)st.batches_skipped,
            (long long)st.batches, st.t_forward, (long long)st.batches_main, st.t_store,
            st.t_tokenize, st.t_corpus, st.t_wait, other > 0 ? other : 0.0);
     if (rc) return cli_fail(argv[0]);

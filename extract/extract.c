@@ -715,6 +715,7 @@ static int batch_finish(ext_job *j, ext_batch *bt, ext_stats *st, int *in_tx)
     if (rc) return rc;
     st->batches++;
     st->batches_skipped += !bt->missing;
+    st->tokens_skipped += bt->missing ? 0 : (int64_t)B * T;
     st->windows += B;
     st->tokens += (int64_t)B * T;
     bt->nwin = 0;

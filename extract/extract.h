@@ -73,6 +73,7 @@ typedef struct {
 
 typedef struct {
     int64_t batches, batches_skipped, windows, tokens;
+    int64_t tokens_skipped; /* of tokens: in batches already stored (no forward pass) */
     /* seconds (wall clock). The forward passes run on a compute thread, overlapped with the
      * main thread's corpus reading, tokenizing and storage; t_wait is the main thread's time
      * blocked waiting for them (so t_total ~ t_corpus + t_tokenize + t_store + t_wait). */

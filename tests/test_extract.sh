@@ -222,6 +222,9 @@ for dt in f32 f16 bf16; do
     check '$PY -c "$ROUND; a=np.load(sys.argv[1])[:64]; b=np.load(sys.argv[2]); sys.exit(0 if b.shape==(64,128) and (rnd(a, sys.argv[3])==b).all() else 1)" "$T/f32.npy" "$T/$dt.npy" $dt' "$dt extraction equals rounded f32"
 done
 check '[ "$(sqlite3 "$T/f16.db" "SELECT sum(n_tokens) FROM sequences")" = 64 ]' "--max-tokens 64 stores 64 tokens"
+# the rate counts the tokens a run computed: a rerun of a finished extraction computes none
+out=$(ex --db "$T/f16.db" --dtype f16 --max-tokens 64 2>&1 | tail -n 1)
+check '[[ "$out" == *"64 tokens in "*" s (0 tok/s)"* ]]' "a rerun's rate: $out"
 # another --max-tokens on the same database: a larger one extends it as a fresh run would (the
 # window the first cap cut short gives its activations to the whole one, so no hook holds a token
 # twice), a smaller one changes nothing (was: the cut window and the whole one both stored)
