@@ -1155,7 +1155,10 @@ static int register_sae(ctx *c, eval_result *res)
                          .hook_name = c->hook.name, .model_name = cf->model_name[0] ? cf->model_name : NULL,
                          .config_json = "{}", .d_in = cf->d_in, .d_sae = cf->d_sae, .k = cf->k,
                          .hook_id = c->hook.id};
-    rc = store_sae_register(c->s, &row, &c->sae_id);
+    char wsum[17];
+    rc = sae_weights_checksum(c->sae_dir, wsum);
+    row.weights = wsum;
+    if (!rc) rc = store_sae_register(c->s, &row, &c->sae_id);
     if (!rc) res->registered = 1;
     return rc;
 }

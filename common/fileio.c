@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/mem.h"
 
 /* ---- paths -------------------------------------------------------------------------------- */
@@ -412,5 +413,25 @@ int file_read_text(const char *path, size_t max, char **out, size_t *len)
     buf[n] = 0;
     *out = buf;
     if (len) *len = n;
+    return OK;
+}
+
+int file_fnv1a(const char *path, uint64_t *h)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
+                           strerror(errno));
+    enum { CH = 1 << 20 };
+    unsigned char *buf = mem_alloc(CH);
+    if (!buf) {
+        fclose(f);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
+    size_t n;
+    while ((n = fread(buf, 1, CH, f)) > 0) *h = hash_fnv1a(*h, buf, n);
+    int bad = ferror(f);
+    mem_free(buf);
+    fclose(f);
+    if (bad) return err_set(ERR_IO, "%s: read error", path);
     return OK;
 }

@@ -30,6 +30,7 @@
 #ifndef SAELITE_FILEIO_H
 #define SAELITE_FILEIO_H
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 int file_write_atomic(const char *path, const void *data, size_t n);
@@ -71,6 +72,10 @@ int file_copy_atomic(const char *src, const char *dst);
  * bytes; *len (may be NULL) its length. ERR_NOTFOUND (missing) or ERR_IO naming the path and
  * why: unreadable, not a regular file, larger than max. *out is NULL on failure. */
 int file_read_text(const char *path, size_t max, char **out, size_t *len);
+/* *h = 64-bit FNV-1a (common/hash.h) of the file's bytes, continuing from *h (start at
+ * HASH_FNV1A_INIT). ERR_NOTFOUND or ERR_IO naming the path. For the checksums the store records
+ * of a model directory and of an SAE's weights. */
+int file_fnv1a(const char *path, uint64_t *h);
 
 /* Remove dir/NAME.tmp.* for each of the n names: the leftovers of runs killed inside an atomic
  * write (the renamed files themselves are intact). Errors are ignored. */

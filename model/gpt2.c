@@ -1094,35 +1094,15 @@ int gpt2_untie(gpt2_model *m)
 }
 
 /* ---- the directory's checksum (gpt2_dir_checksum) ---- */
-static int hash_file(const char *path, uint64_t *h)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
-                           strerror(errno));
-    enum { CH = 1 << 20 };
-    unsigned char *buf = mem_alloc(CH);
-    if (!buf) {
-        fclose(f);
-        return err_set(ERR_NOMEM, "out of memory");
-    }
-    size_t n;
-    while ((n = fread(buf, 1, CH, f)) > 0) *h = hash_fnv1a(*h, buf, n);
-    int bad = ferror(f);
-    mem_free(buf);
-    fclose(f);
-    if (bad) return err_set(ERR_IO, "%s: read error", path);
-    return OK;
-}
-
 int gpt2_dir_checksum(const char *dir, char out[17])
 {
     char p[4096];
     uint64_t h = HASH_FNV1A_INIT;
     int rc = path_join(p, sizeof p, dir, "config.json");
-    if (!rc) rc = hash_file(p, &h);
+    if (!rc) rc = file_fnv1a(p, &h);
     if (rc) return rc;
     if ((rc = path_join(p, sizeof p, dir, "model.safetensors"))) return rc;
-    if ((rc = hash_file(p, &h))) return rc;
+    if ((rc = file_fnv1a(p, &h))) return rc;
     snprintf(out, 17, "%016llx", (unsigned long long)h);
     return OK;
 }

@@ -89,6 +89,9 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
                 const float *log10_density);
 /* Read DIR/sparsity.safetensors into *out [d_sae] (mem_alloc'd); ERR_NOTFOUND when absent. */
 int sae_load_sparsity(const char *dir, int d_sae, float **out);
+/* out = hex FNV-1a 64 of dir/sae_weights.safetensors (16 digits): what the registry records, so
+ * that an SAE retrained or replaced in place is not taken for the registered one. */
+int sae_weights_checksum(const char *dir, char out[17]);
 
 /* Output width: d_out for transcoders, d_in for SAEs. */
 int sae_out_dim(const sae_config *c);

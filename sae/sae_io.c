@@ -10,6 +10,7 @@
 #include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "model/safetensors.h"
 #include "sae/sae.h"
@@ -487,4 +488,14 @@ int sae_load_sparsity(const char *dir, int d_sae, float **out)
     }
     *out = d;
     return OK;
+}
+
+int sae_weights_checksum(const char *dir, char out[17])
+{
+    char p[4096];
+    uint64_t h = HASH_FNV1A_INIT;
+    int rc = path_join(p, sizeof p, dir, "sae_weights.safetensors");
+    if (!rc) rc = file_fnv1a(p, &h);
+    if (!rc) snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return rc;
 }

@@ -615,8 +615,11 @@ static int run_register(run *r, const sae_run_opts *o, sae_run_result *res)
                          .eval_cos = sum->cos, .eval_l2_ratio = sum->l2_ratio, .eval_l0 = sum->l0,
                          .eval_dead = sum->dead_frac, .eval_dense = sum->dense_frac,
                          .seconds = res->seconds};
+    char wsum[17];
+    int rc = sae_weights_checksum(o->out, wsum);
+    row.weights = wsum;
     store *sd = NULL;
-    int rc = store_open(&sd, o->db, 0);
+    if (!rc) rc = store_open(&sd, o->db, 0);
     if (!rc) rc = store_begin(sd);
     if (!rc) rc = store_sae_init(sd); /* in the transaction: a failure leaves no empty tables */
     if (!rc) rc = store_sae_register(sd, &row, &res->sae_id);
@@ -758,10 +761,21 @@ int sae_check_registered(const sae_model *m, const char *dir, const store_sae_en
     DIFF(c->model_name[0] && r->model_name[0] && strcmp(c->model_name, r->model_name),
          "model_name %s", c->model_name, "model_name %s", r->model_name)
 #undef DIFF
+    /* the same shape retrained or replaced in place (registries since schema version 2 record
+       the weights): the registry's results are another SAE's */
+    char wsum[17] = "";
+    int only_weights = !have.n;
+    if (!rc && r->weights[0] && !(rc = sae_weights_checksum(dir, wsum)) && strcmp(wsum, r->weights)) {
+        rc = buf_printf(&have, "%sweights checksum %s", have.n ? ", " : "", wsum);
+        if (!rc) rc = buf_printf(&want, "%sweights checksum %s", want.n ? ", " : "", r->weights);
+    }
     if (!rc && have.n)
-        rc = err_set(ERR_ARG, "%s: the SAE there has %s, but registry id %lld of %s says %s (another "
-                     "SAE in its place: give its directory, or re-register it with sae-train)",
-                     dir, have.p, (long long)r->id, db, want.p);
+        rc = err_set(ERR_ARG, "%s: the SAE there has %s, but registry id %lld of %s says %s (%s)",
+                     dir, have.p, (long long)r->id, db, want.p,
+                     only_weights ? "retrained or replaced since it was registered: re-register it "
+                                    "with sae-train --db, or evaluate a copy in a new directory"
+                                  : "another SAE in its place: give its directory, or re-register it "
+                                    "with sae-train");
     buf_free(&have);
     buf_free(&want);
     return rc;

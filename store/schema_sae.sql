@@ -1,6 +1,7 @@
--- schema_sae.sql - the SAE registry and training log (schema part "sae", version 1), written by
+-- schema_sae.sql - the SAE registry and training log (schema part "sae", version 2; version 2
+-- added sae_registry.weights, which store_sae_init adds to a version 1 table), written by
 -- `saelite sae-train --db`. Created with CREATE TABLE IF NOT EXISTS through
--- store_schema_part(s, "sae", 1, ...). An SAE's integer id (sae_registry.id) is what
+-- store_schema_part(s, "sae", 2, ...). An SAE's integer id (sae_registry.id) is what
 -- `analyze --sae` and `report --sae` accept besides the directory.
 -- Metric definitions: sae/metrics.h and docs/sae.md. Training-log values are measured on the
 -- training batch in the trainer's normalised space (inputs scaled to mean norm sqrt(d_in));
@@ -27,7 +28,9 @@ CREATE TABLE IF NOT EXISTS sae_registry (
     eval_dead     REAL,                  -- dead fraction
     eval_dense    REAL,                  -- fraction with density > 0.1
     seconds       REAL,                  -- training wall time
-    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+    weights       TEXT                   -- hex FNV-1a 64 of sae_weights.safetensors when
+                                         -- registered (NULL: registered before version 2)
 );
 
 CREATE TABLE IF NOT EXISTS sae_training_log (

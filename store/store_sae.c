@@ -13,7 +13,27 @@
 
 #include "schema_sae_sql.h" /* generated from store/schema_sae.sql */
 
-int store_sae_init(store *s) { return store_schema_part(s, "sae", STORE_SAE_VERSION, schema_sae_sql); }
+/* 1 when sae_registry has the weights column (version 2), 0 when not (version 1, or no table). */
+static int has_weights_col(store *s, int *has)
+{
+    int64_t n = 0;
+    int rc = store_query_i64(s, "SELECT count(*) FROM pragma_table_info('sae_registry') WHERE name "
+                                "= 'weights'", &n);
+    *has = n > 0;
+    return rc;
+}
+
+int store_sae_init(store *s)
+{
+    /* version 1 -> 2: the column CREATE TABLE IF NOT EXISTS cannot add to an existing table */
+    int64_t ntab = 0;
+    int has = 1, rc = store_readonly(s) ? OK
+                      : store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                           "AND name = 'sae_registry'", &ntab);
+    if (!rc && ntab > 0) rc = has_weights_col(s, &has);
+    if (!rc && !has) rc = store_exec(s, "ALTER TABLE sae_registry ADD COLUMN weights TEXT");
+    return rc ? rc : store_schema_part(s, "sae", STORE_SAE_VERSION, schema_sae_sql);
+}
 int store_sae_verify(store *s)
 {
     return store_schema_part_verify(s, "sae", STORE_SAE_VERSION, schema_sae_sql);
@@ -45,8 +65,9 @@ int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
     rc = store_prepare(s,
                        "INSERT INTO sae_registry (dir, architecture, d_in, d_sae, k, hook_name, "
                        "model_name, hook_id, tokens, config, eval_tokens, eval_mse, eval_ev, "
-                       "eval_cos, eval_l2_ratio, eval_l0, eval_dead, eval_dense, seconds) VALUES "
-                       "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19)",
+                       "eval_cos, eval_l2_ratio, eval_l0, eval_dead, eval_dense, seconds, weights) "
+                       "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,"
+                       "?20)",
                        &st);
     if (rc) return rc;
     sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
@@ -70,6 +91,7 @@ int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
         sqlite3_bind_double(st, 18, r->eval_dense);
     }
     sqlite3_bind_double(st, 19, r->seconds);
+    if (r->weights) sqlite3_bind_text(st, 20, r->weights, -1, SQLITE_STATIC);
     rc = step_done(s, st, "registering an SAE");
     sqlite3_finalize(st);
     if (rc) return rc;
@@ -130,11 +152,16 @@ int store_sae_get(store *s, int64_t id, const char *dir, store_sae_entry *out)
         return err_set(ERR_NOTFOUND, "%s: no SAE registry (no SAE was trained or evaluated on it)",
                        store_path(s));
     sqlite3_stmt *st;
+    int has = 0; /* a version 1 registry read without an upgrade has no weights column */
+    if ((rc = has_weights_col(s, &has))) return rc;
     /* by directory: every row, newest first, since the same directory can be spelt many ways
        and only the filesystem can tell (file_same) */
-    if ((rc = store_prepare(s, "SELECT id, dir, architecture, hook_name, coalesce(model_name, ''), "
-                               "d_in, d_sae, coalesce(k, 0) FROM sae_registry WHERE ?1 < 0 OR id = ?1 "
-                               "ORDER BY id DESC", &st)))
+    if ((rc = store_prepare(s, has ? "SELECT id, dir, architecture, hook_name, coalesce(model_name, ''), "
+                                     "d_in, d_sae, coalesce(k, 0), coalesce(weights, '') FROM "
+                                     "sae_registry WHERE ?1 < 0 OR id = ?1 ORDER BY id DESC"
+                                   : "SELECT id, dir, architecture, hook_name, coalesce(model_name, ''), "
+                                     "d_in, d_sae, coalesce(k, 0), '' FROM sae_registry WHERE ?1 < 0 "
+                                     "OR id = ?1 ORDER BY id DESC", &st)))
         return rc;
     sqlite3_bind_int64(st, 1, id);
     int r, found = 0;
@@ -150,6 +177,7 @@ int store_sae_get(store *s, int64_t id, const char *dir, store_sae_entry *out)
         out->d_in = sqlite3_column_int(st, 5);
         out->d_sae = sqlite3_column_int(st, 6);
         out->k = sqlite3_column_int(st, 7);
+        if (!rc) rc = copy_col(s, st, 8, out->weights, sizeof out->weights, "weights checksum");
     }
     if (!found && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading the SAE registry");
     sqlite3_finalize(st);

@@ -15,10 +15,11 @@
 
 #include "store/store.h"
 
-#define STORE_SAE_VERSION 1
+#define STORE_SAE_VERSION 2
 
 typedef struct {
     const char *dir, *architecture, *hook_name, *model_name, *config_json;
+    const char *weights;  /* the weights file's checksum (sae_weights_checksum); NULL stores NULL */
     int d_in, d_sae, k;   /* k <= 0 stores NULL */
     int64_t hook_id;      /* < 0 stores NULL */
     int64_t tokens, eval_tokens;
@@ -54,6 +55,7 @@ typedef struct {
     char hook_name[256];
     char model_name[256];      /* "" when NULL */
     int d_in, d_sae, k;        /* k 0 when NULL */
+    char weights[17];          /* the weights' checksum as registered; "" when NULL */
 } store_sae_entry;
 /* The registry row of id (id >= 0), else the latest row for directory dir: the same spelling (a
  * trailing '/' ignored) or, read from the current directory, the same directory on disk

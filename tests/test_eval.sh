@@ -127,6 +127,32 @@ ok grep -q "^eval: SAE id $S2 at" "$W/r2.out"
 ok grep -q "^eval: SAE id $S2 at" "$W/r3.out"
 ok test "$(q "SELECT count(*) FROM sae_registry")" = "$NR"
 ok test "$(q "SELECT count(*) FROM eval_runs WHERE suite = 'absorption' AND sae_id = $S2")" = 1
+# the registry records the weights' checksum: the same shape retrained (here: one weight changed)
+# in place is refused by id and by directory, not scored under the old id
+ok test "$(q "SELECT length(weights) FROM sae_registry WHERE id = $S2")" = 16
+cp -r "$W/sae2" "$W/sae2.orig"
+/usr/bin/python3 - "$W/sae2/sae_weights.safetensors" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+o = 8 + n + 4 * 7                       # a float inside the first tensor
+v = struct.unpack("<f", b[o:o + 4])[0]
+b[o:o + 4] = struct.pack("<f", v * 0.5 + 0.25)
+open(sys.argv[1], "wb").write(b)
+PY
+cp "$DB" "$W/before.db"
+"$BIN" eval --db "$DB" --sae "$S2" $E --suite absorption > "$W/w1.out" 2>&1; ok test $? -eq 1
+ok grep -q "sae2: the SAE there has weights checksum [0-9a-f]*, but registry id $S2 of .* says weights checksum [0-9a-f]* (retrained or replaced" "$W/w1.out"
+"$BIN" eval --db "$DB" --sae "$W/sae2" $E --suite absorption > "$W/w2.out" 2>&1; ok test $? -eq 1
+ok cmp -s "$DB" "$W/before.db"
+rm -rf "$W/sae2" && mv "$W/sae2.orig" "$W/sae2"
+# a registry from before the checksum (schema part sae version 1, no column): read as it is,
+# upgraded by the first write, its rows unchecked (NULL)
+cp "$DB" "$W/v1.db"
+sqlite3 "$W/v1.db" "ALTER TABLE sae_registry DROP COLUMN weights; UPDATE schema_parts SET version = 1 WHERE name = 'sae'"
+"$BIN" eval --db "$W/v1.db" --sae "$S2" $E --suite absorption > "$W/v1.out" 2>&1; ok test $? -eq 0
+ok test "$(sqlite3 "$W/v1.db" "SELECT version FROM schema_parts WHERE name = 'sae'")" = 2
+ok test "$(sqlite3 "$W/v1.db" "SELECT count(*) FROM sae_registry WHERE weights IS NULL")" = "$(q "SELECT count(*) FROM sae_registry")"
 # the write lock is held only while the results are written: stopped in the middle of its probes
 # (SIGSTOP at its first "eval probes" progress line; larger sets and C make the probes take about
 # a second, so the stop lands among them), eval lets another process write
