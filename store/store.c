@@ -1608,3 +1608,11 @@ void store_remove(const char *path)
         if (path_fmt(b, sizeof b, "%s%s", path, suffix[i]) == OK) unlink(b);
     err_clear();
 }
+
+int store_same_dir(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    while (na > 1 && a[na - 1] == '/') na--;
+    while (nb > 1 && b[nb - 1] == '/') nb--;
+    return (na == nb && !memcmp(a, b, na)) || file_same(a, b);
+}

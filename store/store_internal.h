@@ -33,6 +33,9 @@ int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
 /* Runs a prepared statement that yields at most one row with one integer; *v = 0 when no row. */
 int store_query_i64(store *s, const char *sql, int64_t *v);
 int store_readonly(const store *s);
+/* 1 when two recorded directories are one: the same spelling but for trailing '/', or, read from
+ * the current directory, the same directory on disk (file_same). */
+int store_same_dir(const char *a, const char *b);
 /* When the part is recorded at exactly this version, checks that its tables (made by sql) are
  * there with their columns and types (ERR_FORMAT naming the first difference); else OK.
  * store_open runs it for the parts below (store_sae.c, store_ana.c, store_graph.c, store_eval.c, store_sweep.c). */

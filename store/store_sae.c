@@ -124,15 +124,6 @@ int store_sae_log(store *s, int64_t sae_id, const store_sae_log_row *rows, size_
     return rc;
 }
 
-/* The spellings of one directory: equal, or equal but for trailing slashes. */
-static int same_spelling(const char *a, const char *b)
-{
-    size_t na = strlen(a), nb = strlen(b);
-    while (na > 1 && a[na - 1] == '/') na--;
-    while (nb > 1 && b[nb - 1] == '/') nb--;
-    return na == nb && !memcmp(a, b, na);
-}
-
 static int copy_col(store *s, sqlite3_stmt *st, int c, char *dst, size_t cap, const char *what)
 {
     const char *v = (const char *)sqlite3_column_text(st, c);
@@ -167,7 +158,7 @@ int store_sae_get(store *s, int64_t id, const char *dir, store_sae_entry *out)
     int r, found = 0;
     while (!found && (r = sqlite3_step(st)) == SQLITE_ROW) {
         const char *d = (const char *)sqlite3_column_text(st, 1);
-        if (id < 0 && (!d || !dir || (!same_spelling(d, dir) && !file_same(d, dir)))) continue;
+        if (id < 0 && (!d || !dir || !store_same_dir(d, dir))) continue;
         found = 1;
         out->id = sqlite3_column_int64(st, 0);
         rc = copy_col(s, st, 1, out->dir, sizeof out->dir, "directory");

@@ -132,6 +132,32 @@ int store_sweep_get(store *s, const char *sweep, const char *name, store_sweep_r
     return rc;
 }
 
+int store_sweep_key(store *s, const char *out, char *key, size_t cap)
+{
+    const char *use = out;
+    int64_t nrows = -1;
+    int rc = store_count_rows(s, "sweep_runs", &nrows);
+    if (!rc && nrows < 0 && snprintf(key, cap, "%s", out) >= (int)cap) /* no sweep stored yet */
+        rc = err_set(ERR_ARG, "--out '%.64s...' is longer than %zu bytes", out, cap - 1);
+    if (rc || nrows < 0) return rc;
+    sqlite3_stmt *st;
+    if ((rc = store_prepare(s, "SELECT DISTINCT sweep FROM sweep_runs ORDER BY sweep", &st))) return rc;
+    int q;
+    while ((q = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *k = (const char *)sqlite3_column_text(st, 0);
+        if (k && store_same_dir(k, out)) {
+            use = k;
+            break;
+        }
+    }
+    if (q != SQLITE_ROW && q != SQLITE_DONE) rc = store_sql_error(s, q, "reading sweep runs");
+    if (!rc && snprintf(key, cap, "%s", use) >= (int)cap)
+        rc = err_set(ERR_ARG, "%s: the sweep's directory '%.64s...' is longer than %zu bytes",
+                     store_path(s), use, cap - 1);
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int store_sweep_list(store *s, const char *sweep, store_sweep_row **rows, size_t *n)
 {
     *rows = NULL;

@@ -37,6 +37,10 @@ int store_sweep_init(store *s);
 int store_sweep_put(store *s, const store_sweep_row *r);
 /* *found = 0 (row untouched) when the sweep has no run of that name. */
 int store_sweep_get(store *s, const char *sweep, const char *name, store_sweep_row *r, int *found);
+/* The key under which the sweep writing into directory out is stored: the recorded spelling of
+ * the same directory (store_same_dir: "swv", "./swv" and "/abs/swv/" are one sweep), else out.
+ * ERR_ARG when it does not fit key[cap]. */
+int store_sweep_key(store *s, const char *out, char *key, size_t cap);
 /* Every run of a sweep in id order (*n may be 0; NULL values read as NaN / -1). */
 int store_sweep_list(store *s, const char *sweep, store_sweep_row **rows, size_t *n);
 

@@ -602,11 +602,29 @@ static int check_store(const sweep_opts *o)
  * says how a sweep does: the same command again. */
 static int stopped(const sweep_opts *o, int rc) { return rc == ERR_ABORTED && o->stop && *o->stop; }
 
+/* The sweep's key in sweep_runs: the spelling its directory was first recorded under, so that
+ * --out swv and --out ./swv continue one sweep (they were two, over the same folders). */
+static int sweep_key(const sweep_opts *o, char *key, size_t cap)
+{
+    store *s;
+    int rc = store_open(&s, o->db, STORE_READONLY); /* nothing made before the checks pass */
+    if (!rc) rc = store_sweep_key(s, o->out, key, cap);
+    store_close(s);
+    return rc;
+}
+
 int sweep_run(const sweep_opts *o, sweep_result *res)
 {
     memset(res, 0, sizeof *res);
     int rc = check_opts(o);
     if (!rc) rc = check_store(o);
+    sweep_opts keyed;
+    char key[4096];
+    if (!rc && !(rc = sweep_key(o, key, sizeof key))) {
+        keyed = *o;
+        keyed.out = key;
+        o = &keyed;
+    }
     plan_run *plan = NULL;
     int np = 0;
     if (!rc) rc = plan_grid(o, &plan, &np);

@@ -69,6 +69,9 @@ check '[ "$(rows "$T/full")" = "$(rows "$T/part")" ]' "and so are their rows"
 
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --no-png 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]]' "a finished sweep is not retrained: $out"
+# however the directory is spelt (it was two sweeps over the same folders)
+out=$(B=$(realpath "$BIN") && cd "$T" && "$B" sweep "${SW[@]}" --out ./full/ --no-png 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]] && [ "$(q "SELECT count(DISTINCT sweep) FROM sweep_runs WHERE sweep LIKE '"'%full%'"'")" = 1 ]' "./full/ continues $T/full: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --tokens 4096 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"run relu_l10p25 was done with other settings: --tokens 3072, not 4096; rerun with --tokens 3072 to continue"* ]]' "other settings in the same directory refused, naming the setting: $out"
 # the eval suites' settings are recorded too: a continued sweep with another
