@@ -298,15 +298,18 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
     f.tag_frac = d.tagf;
     f.ntags = nt;
 
-    char path[4096], fid[32], sid[32];
+    char path[4096], fid[32], sid[32], did[32];
     if ((rc = path_fmt(path, sizeof path, "%s/feature_%lld.png", o->out_dir, (long long)feature)))
         goto out;
     snprintf(fid, sizeof fid, "%lld", (long long)feature);
     snprintf(sid, sizeof sid, "%lld", (long long)j->dict->sae_id);
-    rep_kv meta[7] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"feature", fid},
+    snprintf(did, sizeof did, "%lld", (long long)j->dict->id);
+    /* dict-id and split: which analysis of the SAE the picture shows (serve --report matches
+       them; an SAE analysed on two splits has two) */
+    rep_kv meta[9] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"feature", fid},
                       {"sae", j->dict->name}, {"sae-id", sid}, {"hook", j->dict->hook_name},
-                      {"database", o->db}};
-    rc = rep_feature_dashboard(&f, path, meta, 7);
+                      {"database", o->db}, {"dict-id", did}, {"split", j->dict->split}};
+    rc = rep_feature_dashboard(&f, path, meta, 9);
 out:
     dash_free(&d);
     if (rc) err_wrap(rc, "feature %lld", (long long)feature);

@@ -4,13 +4,16 @@
  * At open, DIR is listed once: an entry counts when its name is feature_N.png (N decimal), it is
  * a regular file (not a symlink) of at most SRV_PNG_MAX bytes, and its PNG text chunks (read by
  * reports/, the one libpng user, without decoding pixels) say Software "saelite", feature N, and
- * the dictionary's name and hook, which must be one of the database's ana_dicts. Only those
+ * the dictionary's name and hook, which must be one of the database's ana_dicts: the analysis
+ * the PNG records (dict-id, split) when it does, else the only analysis of that name and hook
+ * (two analyses of one SAE, val and all splits, once shared the newer's dashboards). Only those
  * (dictionary, feature) pairs are ever served; a request names a pair, never a file, and the
  * file is reopened relative to DIR's descriptor with O_NOFOLLOW and checked again (regular,
  * size, PNG signature). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,13 +87,19 @@ int srv_report_open(srv_report **out, const char *dir, store_srv *st, int *n_fou
         rep_image img;
         if (rep_png_read_meta(path, &img)) continue; /* not a PNG: not the report's */
         const char *sw = rep_image_meta(&img, "Software"), *fm = rep_image_meta(&img, "feature"),
-                   *sae = rep_image_meta(&img, "sae"), *hook = rep_image_meta(&img, "hook");
+                   *sae = rep_image_meta(&img, "sae"), *hook = rep_image_meta(&img, "hook"),
+                   *did = rep_image_meta(&img, "dict-id"), *split = rep_image_meta(&img, "split");
         char fs[24];
         snprintf(fs, sizeof fs, "%lld", (long long)f);
+        int64_t id = -1;
+        if (did && !srv_parse_int(did, 0, INT64_MAX, &id)) sae = NULL; /* a bad id: not ours */
         if (sw && !strcmp(sw, "saelite") && fm && !strcmp(fm, fs) && sae && hook) {
             store_val p[] = {{.type = STORE_Q_TEXT, .s = sae, .n = strlen(sae)},
-                             {.type = STORE_Q_TEXT, .s = hook, .n = strlen(hook)}};
-            rc = store_srv_query(st, STORE_SRV_DICT_BY_NAME, p, 2, srv_int_cb, &dict);
+                             {.type = STORE_Q_TEXT, .s = hook, .n = strlen(hook)},
+                             {.type = STORE_Q_INT, .i = id},
+                             split ? (store_val){.type = STORE_Q_TEXT, .s = split, .n = strlen(split)}
+                                   : (store_val){.type = STORE_Q_NULL}};
+            rc = store_srv_query(st, STORE_SRV_DICT_BY_NAME, p, 4, srv_int_cb, &dict);
         }
         rep_image_free(&img);
         if (rc || dict < 0) continue;

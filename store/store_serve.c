@@ -162,8 +162,13 @@ static const struct {
         "m.token LEFT JOIN ana_logits l ON l.dict_id = m.dict_id AND l.feature = m.feature AND "
         "l.sign = m.sign AND l.token = m.token WHERE m.dict_id = ?1 AND m.feature = ?2 ORDER BY "
         "m.sign DESC, m.rank", NULL},
+    /* ?3 the analysis id a dashboard records (-1: none, from before it did): that analysis if its
+       name, hook and split (?4, NULL: not recorded) agree; without an id, the one analysis of that
+       name and hook, none when there are several (another analysis's picture is not shown) */
     [STORE_SRV_DICT_BY_NAME] = {"dict_by_name",
-        "SELECT id FROM ana_dicts WHERE name = ?1 AND hook_name = ?2 ORDER BY id DESC LIMIT 1", NULL},
+        "SELECT id FROM ana_dicts WHERE name = ?1 AND hook_name = ?2 AND (CASE WHEN ?3 >= 0 THEN id "
+        "= ?3 AND (?4 IS NULL OR split = ?4) ELSE (SELECT count(*) FROM ana_dicts WHERE name = ?1 "
+        "AND hook_name = ?2) = 1 END)", NULL},
 };
 
 /* The search index: one row per (dictionary, feature). */

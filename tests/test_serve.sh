@@ -503,6 +503,26 @@ ok grep -q "^serve: stopped after [0-9]* requests" "$W/serve.out"
 okn "the database is unchanged" test "$(db_hash)" = "$HASH0"
 ok test ! -s "$DB-wal"
 
+# ---- two analyses of one SAE (val, then all): a dashboard shows only on the analysis it was
+# drawn from (the newer analysis of the same name took the older's pictures, and their numbers)
+cp "$DB" "$W/two.db"
+setup analyze --db "$W/two.db" --sae "$W/sae" --all --no-model
+D3=$(sqlite3 "$W/two.db" "SELECT id FROM ana_dicts WHERE kind = 'sae' AND split = 'all'")
+"$BIN" serve --db "$W/two.db" --report "$W/report" --port 0 > "$W/serve3.out" 2> "$W/serve3.err" &
+SPID=$!
+URL=""
+for _ in $(seq 100); do
+    URL=$(sed -n 's/^serve: open \(http:[^ ]*\)\/ in a browser.*/\1/p' "$W/serve3.out" 2>/dev/null)
+    [ -n "$URL" ] && break
+    kill -0 $SPID 2>/dev/null || break
+    sleep 0.1
+done
+okn "third server (two analyses) printed its URL" test -n "$URL"
+req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard']")" = "/report/1/$F.png"
+req GET "/api/feature/$D3/$F"; okn "no dashboard on the other analysis" test "$(js "j['dashboard']")" = None
+req GET "/report/$D3/$F.png"; ok test "$code" = 404
+kill -INT $SPID; wait $SPID; SPID=""
+
 # ---- without --model: no steering, no test your text (4xx JSON), the rest serves; on a copy
 # analysed before --effects existed (no effect tables)
 cp "$DB" "$W/old.db"
