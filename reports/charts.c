@@ -311,7 +311,9 @@ int rep_histogram(rep_canvas *c, double x, double y, double w, double h, const r
     axis_range(&fr.X, ax->xmin, ax->xmax, ax->log_x, ex, 0.02);
     axis_range(&fr.Y, ax->ymin, ax->ymax, ax->log_y, ey, 0.05);
     if (!ax->log_y && !isfinite(ax->ymin) && ey.lo >= 0) fr.Y.lo = 0;
-    if (ax->log_y && !isfinite(ax->ymin) && isfinite(ey.lo)) fr.Y.lo = floor(ey.lo);
+    /* the whole decade strictly below the smallest count: at floor() a count of exactly 1 (or 10,
+       ...) sat on the axis with no height (a feature's five firings, one a bin, drew nothing) */
+    if (ax->log_y && !isfinite(ax->ymin) && isfinite(ey.lo)) fr.Y.lo = ceil(ey.lo) - 1;
     const char *names[16] = {0};
     rep_color cols[16] = {{0}};
     int nl = nseries < 16 ? nseries : 16;

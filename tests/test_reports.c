@@ -167,6 +167,30 @@ static void test_text(void)
     rep_canvas_free(c);
 }
 
+/* A log-count histogram draws a bar for a count of 1 (the smallest count on the axis). */
+static void test_hist_count_one(void)
+{
+    rep_canvas *c;
+    CHECK(rep_canvas_new(&c, 300, 200, rep_rgb(0xffffff)) == OK);
+    double e[6] = {0, 1, 2, 3, 4, 5}, cnt[5] = {1, 0, 1, 0, 1};
+    rep_color green = rep_rgb(0x00c000);
+    rep_axes ax = rep_axes_make("h", "x", "count (log)");
+    ax.log_y = 1;
+    rep_hist_series hs = {NULL, cnt, green};
+    CHECK(rep_histogram(c, 0, 0, 300, 200, &ax, e, 5, &hs, 1, NULL, 0) == OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/hist1.png", tmpdir);
+    CHECK(rep_png_write(c, path, NULL, 0) == OK, "%s", err_msg());
+    rep_image im;
+    CHECK(rep_png_read(path, &im) == OK);
+    long bar = 0;
+    for (long i = 0; i < (long)im.width * im.height; i++) bar += near_rgb(im.rgba + i * 4, green, 8);
+    CHECK(bar > 300, "three bars of count 1 drew %ld pixels", bar);
+    rep_image_free(&im);
+    rep_canvas_free(c);
+    unlink(path);
+}
+
 static void test_charts(void)
 {
     rep_canvas *c;
@@ -809,6 +833,7 @@ int main(void)
     }
     test_png_roundtrip();
     test_text();
+    test_hist_count_one();
     test_charts();
     test_token_rows();
     /* SAELITE_KEEP_PICTURES=DIR keeps the dashboard pictures there for a person to look at. */
