@@ -110,8 +110,10 @@ static const struct {
         "AS contexts, s.logits FROM temp.feature_fts s JOIN ana_features f ON f.dict_id = "
         "s.dict_id AND f.feature = s.feature WHERE (s.tokens || ' ' || s.contexts || ' ' || "
         "s.logits) LIKE ?1 ORDER BY f.max_act DESC LIMIT ?2"},
+    /* n counts positions: one kept both as a top example and as a quantile sample is one */
     [STORE_SRV_TOKEN] = {"token",
-        "SELECT a.feature, count(*) AS n, max(a.value) AS max_value, f.density FROM ana_acts a "
+        "SELECT a.feature, count(DISTINCT (a.seq_id << 32) + a.pos) AS n, max(a.value) AS "
+        "max_value, f.density FROM ana_acts a "
         "JOIN ana_features f ON f.dict_id = a.dict_id AND f.feature = a.feature WHERE "
         "a.dict_id = ?1 AND a.token IN (SELECT token FROM ana_vocab WHERE text IN (CAST(?2 AS "
         "BLOB), CAST(' ' || ?2 AS BLOB)) UNION SELECT token_id FROM tokens WHERE text IN (?2, ' "
