@@ -187,12 +187,12 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
         else if (d.acts[k].interval > maxband) maxband = d.acts[k].interval;
     }
     if (ntop > o->contexts) ntop = o->contexts;
-    /* analyze samples 10 bands by default: show `bands` of them, evenly spread, highest first */
-    int nb = maxband + 1 < o->bands ? maxband + 1 : o->bands;
-    if (nb > 16) nb = 16;
-    int pick[16];
-    for (int i = 0; i < nb; i++)
-        pick[i] = nb > 1 ? maxband - (int)lround((double)i * maxband / (nb - 1)) : maxband;
+    unsigned char *has = mem_calloc((size_t)maxband + 2, 1);
+    if (!has) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
+    for (size_t k = 0; k < d.nacts; k++)
+        if (d.acts[k].kind == STORE_REP_QUANTILE && d.acts[k].interval >= 0) has[d.acts[k].interval] = 1;
+    int pick[16], nb = rep_pick_bands(has, maxband + 1, o->bands, pick);
+    mem_free(has);
     d.cb = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.cb);
     d.ctx = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.ctx);
     if (!d.cb || !d.ctx) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
@@ -876,8 +876,12 @@ static int dashboard_entries(const rep_run_opts *o, const store_rep_feature *fs,
         if (!fcopy) return err_set(ERR_NOMEM, "out of memory");
         int n = *nidx;
         idx[n].file = fcopy;
-        snprintf(cap[n], 512, "Feature %lld: density %.3g, max activation %.3g%s%s%s%s", (long long)sel[i],
-                 f ? f->density : NAN, f ? f->max_act : NAN, f && f->best_tag[0] ? ", best POS " : "",
+        /* a dead feature has no maximum (ana_features stores NULL): say so, not "nan" */
+        char mx[48];
+        if (f && f->n_active > 0 && isfinite(f->max_act)) snprintf(mx, sizeof mx, "max activation %.3g", f->max_act);
+        else snprintf(mx, sizeof mx, "%s", f ? "dead: never active" : "not analysed");
+        snprintf(cap[n], 512, "Feature %lld: density %.3g, %s%s%s%s%s", (long long)sel[i],
+                 f ? f->density : NAN, mx, f && f->best_tag[0] ? ", best POS " : "",
                  f && f->best_tag[0] ? f->best_tag : "", o->features ? "" : "; ranked by ",
                  o->features ? "" : byname[o->by < 0 || o->by > 2 ? 0 : o->by]);
         idx[n].caption = cap[n];
@@ -964,4 +968,24 @@ out:
     store_close(s);
     if (rc && made_dir) remove_made_dir(o->out_dir);
     return rc;
+}
+
+/* analyze samples 10 bands by default: show `want` of the bands that hold samples, evenly spread,
+ * highest first (spread over all the bands, a rare feature whose samples sat in bands 1, 3, 5, 7,
+ * 9 showed 2 of its 5: bands 9, 7, 4, 2, 0 were asked for). */
+int rep_pick_bands(const unsigned char *has, int nbands, int want, int pick[16])
+{
+    int nhave = 0;
+    for (int b = 0; b < nbands; b++) nhave += has[b] != 0;
+    int nb = nhave < want ? nhave : want;
+    if (nb > 16) nb = 16;
+    for (int i = 0; i < nb; i++) {
+        int j = nb > 1 ? (int)lround((double)i * (nhave - 1) / (nb - 1)) : 0; /* j-th from the top */
+        for (int b = nbands - 1; b >= 0; b--)
+            if (has[b] && j-- == 0) {
+                pick[i] = b;
+                break;
+            }
+    }
+    return nb < 0 ? 0 : nb;
 }

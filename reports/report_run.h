@@ -42,5 +42,8 @@ typedef struct {
 } rep_run_result;
 
 int rep_run(const rep_run_opts *o, rep_run_result *res);
+/* The quantile bands a dashboard shows: of the bands 0..nbands-1 with has[b] set, at most `want`
+ * (and 16) evenly spread, highest first, into pick[]; returns how many. */
+int rep_pick_bands(const unsigned char *has, int nbands, int want, int pick[16]);
 
 #endif

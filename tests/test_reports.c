@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "harness.h"
 #include "common/npy.h"
@@ -165,6 +166,23 @@ static void test_text(void)
         }
     CHECK(ink_outside == 0 && ink_inside > 50, "outside %d inside %d", ink_outside, ink_inside);
     rep_canvas_free(c);
+}
+
+/* The dashboard's quantile bands: spread over the bands that hold samples. */
+static void test_pick_bands(void)
+{
+    unsigned char odd[10] = {0, 1, 0, 1, 0, 1, 0, 1, 0, 1}, all[10], one[10] = {0, 0, 0, 0, 1};
+    memset(all, 1, sizeof all);
+    int p[16];
+    CHECK(rep_pick_bands(odd, 10, 5, p) == 5 && p[0] == 9 && p[1] == 7 && p[2] == 5 && p[3] == 3 &&
+              p[4] == 1, "bands 1, 3, 5, 7, 9 all shown: %d %d %d %d %d", p[0], p[1], p[2], p[3], p[4]);
+    CHECK(rep_pick_bands(all, 10, 5, p) == 5 && p[0] == 9 && p[1] == 7 && p[2] == 4 && p[3] == 2 &&
+              p[4] == 0, "full bands evenly spread, as before");
+    CHECK(rep_pick_bands(one, 10, 5, p) == 1 && p[0] == 4);
+    CHECK(rep_pick_bands(all, 10, 0, p) == 0);
+    unsigned char many[40];
+    memset(many, 1, sizeof many);
+    CHECK(rep_pick_bands(many, 40, 30, p) == 16 && p[0] == 39 && p[15] == 0, "at most 16");
 }
 
 /* A log-count histogram draws a bar for a count of 1 (the smallest count on the axis). */
@@ -711,6 +729,22 @@ static void test_run_db(void)
     CHECK(file_exists(out2, "feature_4.png") && !file_exists(out2, "feature_3.png") &&
           !file_exists(out2, "density.png"));
     rm_dir(out2);
+    /* a dead feature drawn on request: its caption says so (it read "max activation nan") */
+    {
+        int dead3[1] = {3};
+        rep_run_opts od = o;
+        od.features = dead3;
+        od.nfeatures = 1;
+        od.top = 0;
+        CHECK(rep_run(&od, &res) == OK && res.dashboards == 1, "%s", err_msg());
+        char path[512], *html = NULL;
+        snprintf(path, sizeof path, "%s/index.html", out2);
+        CHECK(file_read_text(path, 1 << 20, &html, NULL) == OK);
+        CHECK(html && strstr(html, "Feature 3: density 0, dead: never active") && !strstr(html, "nan"),
+              "dead feature caption");
+        mem_free(html);
+        rm_dir(out2);
+    }
     /* --by alignment over the neuron basis works too */
     o.sae = "neurons";
     o.by = REP_BY_ALIGNMENT;
@@ -833,6 +867,7 @@ int main(void)
     }
     test_png_roundtrip();
     test_text();
+    test_pick_bands();
     test_hist_count_one();
     test_charts();
     test_token_rows();
