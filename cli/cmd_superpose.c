@@ -120,8 +120,11 @@ int cmd_superpose(int argc, char **argv)
         sup_features(s, f);
         printf("%-9.4g %9.4g %11.6f %14.3f %9d/%-3d", S[k], 1 / (1 - S[k]), s->final_loss,
                sup_dims_per_feature(s), sup_represented(s), n);
-        for (int i = 0, shown = 0; i < n; i++)
-            if (f[i].norm > 0.5 && shown++ < 12) printf("%s%.2f", shown > 1 ? " " : "  ", f[i].dimensionality);
+        /* every represented feature's D_i up to 32 (features.csv has all of them) */
+        int shown = 0, rep_n = sup_represented(s);
+        for (int i = 0; i < n; i++)
+            if (f[i].norm > 0.5 && shown++ < 32) printf("%s%.2f", shown > 1 ? " " : "  ", f[i].dimensionality);
+        if (rep_n > 32) printf(" (+%d more in features.csv)", rep_n - 32);
         printf("\n");
         fflush(stdout);
     }

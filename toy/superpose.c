@@ -207,6 +207,9 @@ int sup_train(const sup_config *c, sup_model **out, toy_progress_fn cb, void *us
             best = s;
         } else sup_model_free(s);
     }
+    /* the loss that chose the best instance is biased low (the minimum of several estimates on
+       one sample set): report it on a larger set of its own */
+    if (!rc && best) rc = sup_eval(best, c, SUP_EVAL_SAMPLES, c->seed ^ 0x7e57e7a1ULL, &best->final_loss);
     if (rc) sup_model_free(best);
     else *out = best;
     return rc;
