@@ -77,15 +77,60 @@ static char *dup_n(const char *s, size_t n)
     return d;
 }
 
+/* A string id as it is; a number only when it is an integer a JSON reader keeps exactly (within
+ * 2^53), written as one ("%.17g" turned 9007199254740993 into ...992 and 1e19 into
+ * 1.2345678901234567e+19, so a tags file keyed by the true id no longer matched). */
 static int json_id(const cJSON *v, char **out)
 {
     char buf[64];
     if (cJSON_IsString(v)) *out = mem_strdup(v->valuestring);
-    else if (cJSON_IsNumber(v)) {
-        snprintf(buf, sizeof buf, "%.17g", v->valuedouble);
+    else if (cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
+             fabs(v->valuedouble) < 9007199254740992.0) { /* 2^53 and beyond may be rounded */
+        snprintf(buf, sizeof buf, "%lld", (long long)v->valuedouble);
         *out = mem_strdup(buf);
     } else return ERR_FORMAT;
     return *out ? OK : ERR_NOMEM;
+}
+
+/* One line as one JSON object, as strictly as Python's json.loads takes it: nothing but white
+ * space after the object (cJSON stops at its end, so a second object on the line was dropped),
+ * no \u0000 escape (cJSON's strings end at a NUL: the text was cut there), no key twice among
+ * the ones saelite reads (cJSON keeps the first, json.loads and JSON.parse the last). NULL and
+ * *why on failure. */
+static cJSON *parse_line(const char *line, size_t n, const char **why)
+{
+    static const char *const keys[] = {"text", "id", "genre", "spans"};
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(line, n, &end, 0);
+    *why = "not a JSON object";
+    if (!j || !cJSON_IsObject(j)) goto bad;
+    for (const char *p = end; p && p < line + n; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
+            *why = "text after the JSON object (one object per line)";
+            goto bad;
+        }
+    for (size_t i = 0; i + 5 < n; i++) /* a \u0000 escape: an odd run of backslashes before u */
+        if (line[i] == '\\' && line[i + 1] == 'u' && !memcmp(line + i + 2, "0000", 4)) {
+            size_t k = i;
+            while (k > 0 && line[k - 1] == '\\') k--;
+            if ((i - k) % 2 == 0) {
+                *why = "\\u0000 (a NUL character) in a string, which would cut it there";
+                goto bad;
+            }
+        }
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        int seen = 0;
+        for (const cJSON *c = j->child; c; c = c->next) seen += c->string && !strcmp(c->string, keys[k]);
+        if (seen > 1) {
+            *why = k == 0 ? "the key \"text\" twice" : k == 1 ? "the key \"id\" twice"
+                 : k == 2 ? "the key \"genre\" twice" : "the key \"spans\" twice";
+            goto bad;
+        }
+    }
+    return j;
+bad:
+    cJSON_Delete(j);
+    return NULL;
 }
 
 /* The next non-blank line of the tags file from the current position, parsed as a JSON object
@@ -106,12 +151,9 @@ static int next_tags_line(corpus_reader *r, long *lineno, long *off, cJSON **x)
         ++*lineno;
         if (!is_blank(r->tline, (size_t)n)) break;
     }
-    *x = cJSON_ParseWithLength(r->tline, (size_t)n);
-    if (!*x || !cJSON_IsObject(*x)) {
-        cJSON_Delete(*x);
-        *x = NULL;
-        return err_set(ERR_FORMAT, "%s:%ld: not a JSON object", r->tpath, *lineno);
-    }
+    const char *why;
+    if (!(*x = parse_line(r->tline, (size_t)n, &why)))
+        return err_set(ERR_FORMAT, "%s:%ld: %s", r->tpath, *lineno, why);
     return OK;
 }
 
@@ -188,9 +230,17 @@ int corpus_open(corpus_reader **out, const char *path, const char *tags_path)
         size_t i = 0;
         while (r->line[i] == ' ' || r->line[i] == '\t') i++;
         if (r->line[i] == '{') {
-            cJSON *j = cJSON_ParseWithLength(r->line, (size_t)n);
+            /* JSONL when the first line is an object with a string "text"; one that names "text"
+               but is not valid JSONL is an error, not plain text (a lone surrogate on line 1 made
+               the file's raw JSON the training text) */
+            const char *why;
+            cJSON *j = parse_line(r->line, (size_t)n, &why);
             r->jsonl = j && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "text"));
             cJSON_Delete(j);
+            if (!j && strstr(r->line, "\"text\"")) {
+                rc = err_set(ERR_FORMAT, "%s:%ld: %s (a JSONL corpus?)", path, r->lineno, why);
+                goto fail;
+            }
         }
         r->pending = n;
         r->pending_lineno = r->lineno;
@@ -304,8 +354,9 @@ static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal)
         ssize_t n = getline(&r->tline, &r->tcap, r->tf);
         if (n < 0) return err_set(ERR_IO, "%s:%ld: cannot re-read line", r->tpath, t->lineno);
         lineno = t->lineno;
-        j = cJSON_ParseWithLength(r->tline, (size_t)n);
-        if (!j) return err_set(ERR_FORMAT, "%s:%ld: not JSON", r->tpath, lineno);
+        const char *why;
+        if (!(j = parse_line(r->tline, (size_t)n, &why)))
+            return err_set(ERR_FORMAT, "%s:%ld: %s", r->tpath, lineno, why);
     }
     const cJSON *spans = cJSON_GetObjectItemCaseSensitive(j, "spans");
     if (!cJSON_IsArray(spans)) {
@@ -346,11 +397,9 @@ static int next_jsonl(corpus_reader *r, corpus_doc *d)
     while ((n = next_line(r)) >= 0 && is_blank(r->line, (size_t)n)) {}
     if (n == -2) return ERR_IO;
     if (n == -1) return ERR_NOTFOUND; /* end */
-    cJSON *j = cJSON_ParseWithLength(r->line, (size_t)n);
-    if (!j || !cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return err_set(ERR_FORMAT, "%s:%ld: not a JSON object", r->path, r->lineno);
-    }
+    const char *why;
+    cJSON *j = parse_line(r->line, (size_t)n, &why);
+    if (!j) return err_set(ERR_FORMAT, "%s:%ld: %s", r->path, r->lineno, why);
     int rc = OK;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(j, "text");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
@@ -369,7 +418,8 @@ static int next_jsonl(corpus_reader *r, corpus_doc *d)
     if (id && !cJSON_IsNull(id)) {
         rc = json_id(id, &d->id);
         if (rc == ERR_FORMAT) {
-            rc = err_set(ERR_FORMAT, "%s:%ld: \"id\" must be a string or number", r->path, r->lineno);
+            rc = err_set(ERR_FORMAT, "%s:%ld: \"id\" must be a string or an integer (within 2^53; a "
+                         "larger one as a string)", r->path, r->lineno);
             goto done;
         }
     }

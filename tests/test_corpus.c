@@ -95,6 +95,28 @@ static void test_jsonl(void)
     p = write_tmp("bad2.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n");
     CHECK(read_all(p, NULL, d) < 0);
     CHECK(strstr(err_msg(), ":2: not a JSON object") != NULL, "msg '%s'", err_msg());
+    /* as strict as json.loads (an audit): each was read with exit 0 and lost or changed text */
+    static const char *const strict[][2] = {
+        {"{\"text\": \"ok\"}\n{\"text\": \"a\"} {\"text\": \"b\"}\n", ":2: text after the JSON object"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"cut\\u0000here\"}\n", ":2: \\u0000 (a NUL character)"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"ab\", \"text\": \"xyzw\"}\n", ":2: the key \"text\" twice"},
+        {"{\"text\": \"ok\"}\n{\"id\": 9007199254740993, \"text\": \"a\"}\n", ":2: \"id\" must be a string or an integer"},
+        {"{\"text\": \"ok\"}\n{\"id\": 1.5, \"text\": \"a\"}\n", ":2: \"id\" must be"},
+        /* line 1 decides the format: one naming "text" that is not valid JSONL is an error */
+        {"{\"text\": \"\\ud800x\"}\n", ":1: not a JSON object (a JSONL corpus?)"},
+        {"{\"text\": \"a\"} junk\n", ":1: text after the JSON object"},
+    };
+    for (size_t k = 0; k < sizeof strict / sizeof strict[0]; k++) {
+        p = write_tmp("strict.jsonl", strict[k][0]);
+        CHECK(read_all(p, NULL, d) < 0 && strstr(err_msg(), strict[k][1]), "case %zu: '%s'", k,
+              err_msg());
+    }
+    /* an escaped backslash before u0000 is text, and a large id as a string stays as it is */
+    p = write_tmp("ok.jsonl", "{\"id\": \"9007199254740993\", \"text\": \"a \\\\u0000 b\"}\n");
+    n = read_all(p, NULL, d);
+    CHECK(n == 1 && !strcmp(d[0]->text, "a \\u0000 b") && !strcmp(d[0]->id, "9007199254740993"),
+          "%d: %s", n, n == 1 ? d[0]->text : err_msg());
+    if (n > 0) free_docs(d, n);
     CHECK(read_all("/nonexistent/x.txt", NULL, d) < 0);
     CHECK(strstr(err_msg(), "/nonexistent/x.txt") != NULL);
 }
