@@ -991,7 +991,11 @@ static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_i
     if (!rc) rc = store_ana_init(sh->s);
     if (!rc) rc = store_ana_writer_open(&w, sh->s);
     store_ana_dict dd = {.kind = d->kind, .sae_id = sae_id, .name = d->name,
-                         .hook_name = sh->hook.name, .split = o->all ? "all" : "val",
+                         /* "+bos" (--keep-bos): another analysis of the same sequences, not a
+                            rerun of the default one (which replaced it without a word) */
+                         .hook_name = sh->hook.name,
+                         .split = o->all ? (o->keep_bos ? "all+bos" : "all")
+                                         : (o->keep_bos ? "val+bos" : "val"),
                          .d_in = d->d_in, .d_sae = d->d_sae, .top_n = o->top_n,
                          .n_seqs = (int64_t)sh->nseq, .n_tokens = ntok};
     if (!rc) rc = store_ana_dict_begin(w, &dd, &id);

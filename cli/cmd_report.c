@@ -29,7 +29,7 @@ int cmd_report(int argc, char **argv)
         {"--out", ARG_STR, &o.out_dir, "output directory (created; index.html lists everything)",
          ARG_REQUIRED},
         {"--hook", ARG_STR, &o.hook, "hook, when the SAE was analysed at several"},
-        {"--split", ARG_STR, &o.split, "analysed split (val|all) when both exist",
+        {"--split", ARG_STR, &o.split, "analysed split (val|all, val+bos|all+bos for --keep-bos) when several exist",
          ARG_DEFAULT("the latest")},
         {"--contexts", ARG_INT, &o.contexts, "top-activation rows per dashboard", ARG_RANGE(1, 200)},
         {"--per-interval", ARG_INT, &o.per_interval, "rows per quantile band", ARG_RANGE(0, 50)},

@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS ana_dicts (
     hook_name   TEXT NOT NULL,      -- TransformerLens hook name, e.g. 'blocks.6.hook_resid_pre'
     d_in        INTEGER NOT NULL,   -- activation width at the hook
     d_sae       INTEGER NOT NULL,   -- number of features (== d_in for 'neurons')
-    split       TEXT NOT NULL,      -- 'val' (default) or 'all': which stored sequences were used
+    split       TEXT NOT NULL,      -- 'val' (default) or 'all': which stored sequences were used;
+                                    -- '+bos' appended (--keep-bos) when BOS positions were counted
     n_seqs      INTEGER NOT NULL,   -- sequences analysed
     n_tokens    INTEGER NOT NULL,   -- token positions analysed
     top_n       INTEGER NOT NULL,   -- top activations kept per feature (ana_acts kind 'top')

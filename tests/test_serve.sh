@@ -510,6 +510,9 @@ ok test ! -s "$DB-wal"
 cp "$DB" "$W/two.db"
 setup analyze --db "$W/two.db" --sae "$W/sae" --all --no-model
 D3=$(sqlite3 "$W/two.db" "SELECT id FROM ana_dicts WHERE kind = 'sae' AND split = 'all'")
+# --keep-bos is an analysis of its own (it replaced the default one without a word)
+setup analyze --db "$W/two.db" --sae "$W/sae" --keep-bos --no-model
+okn "--keep-bos stored beside the default analysis" test "$(sqlite3 "$W/two.db" "SELECT group_concat(split, ',') FROM (SELECT split FROM ana_dicts WHERE kind = 'sae' ORDER BY id)")" = "val,all,val+bos"
 "$BIN" serve --db "$W/two.db" --report "$W/report" --port 0 > "$W/serve3.out" 2> "$W/serve3.err" &
 SPID=$!
 URL=""
