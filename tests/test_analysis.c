@@ -834,8 +834,9 @@ static void test_analyze_e2e(void)
     snprintf(bad_sae, sizeof bad_sae, "%s/missing", root);
     CHECK(analyze(db, bad_sae, (ana_flags){0}) != OK, "missing SAE refused");
     CHECK(q1(db, "SELECT count(*) FROM ana_dicts") == 3, "a missing SAE modified nothing");
-    CHECK(analyze(db, NULL, (ana_flags){.hook = "blocks.0.hook_resid_post", .neurons = 1, .no_model = 1, .keep_bos = 1}) == 0 && q1(db, "SELECT n_tokens FROM ana_dicts WHERE kind = 'neurons'") == E_SEQS * E_T,
-          "--keep-bos counts every position");
+    CHECK(analyze(db, NULL, (ana_flags){.hook = "blocks.0.hook_resid_post", .neurons = 1, .no_model = 1, .keep_bos = 1}) == 0 && q1(db, "SELECT n_tokens FROM ana_dicts WHERE kind = 'neurons' AND split = 'all+bos'") == E_SEQS * E_T &&
+              q1(db, "SELECT count(*) FROM ana_dicts WHERE kind = 'neurons' AND split = 'all'") == 1,
+          "--keep-bos counts every position, in an analysis beside the default one");
     /* gated and matryoshka SAEs go through analyze like the others: the error-term sanity check
        and the per-feature counts against sae_encode */
     sae_arch archs[2] = {SAE_GATED, SAE_MATRYOSHKA};

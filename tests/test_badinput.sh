@@ -159,7 +159,8 @@ ANA_V=$(sed -n 's/^#define STORE_ANA_VERSION //p' "$ROOT/store/store_ana.h")
 hostile h_ana.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_parts VALUES ('analysis', $ANA_V);
   DROP TABLE ana_vocab; CREATE VIEW ana_vocab(token, text) AS SELECT 1, tok_text(1)"
 hostile h_ana2.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_parts VALUES ('analysis', $ANA_V); DROP TABLE ana_acts"
-hostile h_sae.db "$(cat "$ROOT/store/schema_sae.sql"); INSERT INTO schema_parts VALUES ('sae', 1);
+SAE_V=$(sed -n 's/^#define STORE_SAE_VERSION //p' "$ROOT/store/store_sae.h")
+hostile h_sae.db "$(cat "$ROOT/store/schema_sae.sql"); INSERT INTO schema_parts VALUES ('sae', $SAE_V);
   ALTER TABLE sae_registry RENAME TO sae_old; CREATE TABLE sae_registry (id INTEGER PRIMARY KEY)"
 sqlite3 "$W/h_other.db" "CREATE TABLE t (x); INSERT INTO t VALUES (1)"                   # another program's
 sqlite3 "$W/h_fake.db" "PRAGMA application_id = 1396786508; PRAGMA user_version = 1; CREATE TABLE models (id)"
