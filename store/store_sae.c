@@ -36,7 +36,18 @@ int store_sae_init(store *s)
 }
 int store_sae_verify(store *s)
 {
-    return store_schema_part_verify(s, "sae", STORE_SAE_VERSION, schema_sae_sql);
+    int rc = store_schema_part_verify(s, "sae", STORE_SAE_VERSION, schema_sae_sql);
+    if (rc) return rc;
+    /* a version 1 registry (before weights) is checked as it was made: today's tables without
+       the column, so a damaged or hostile one is refused at open as before the upgrade */
+    static const char drop[] = ";\nALTER TABLE sae_registry DROP COLUMN weights;";
+    char *v1 = mem_alloc(sizeof schema_sae_sql + sizeof drop);
+    if (!v1) return err_set(ERR_NOMEM, "out of memory");
+    memcpy(v1, schema_sae_sql, strlen(schema_sae_sql));
+    memcpy(v1 + strlen(schema_sae_sql), drop, sizeof drop);
+    rc = store_schema_part_verify(s, "sae", 1, v1);
+    mem_free(v1);
+    return rc;
 }
 
 static int step_done(store *s, sqlite3_stmt *st, const char *what)

@@ -162,6 +162,9 @@ hostile h_ana2.db "$(cat "$ROOT/store/schema_analysis.sql"); INSERT INTO schema_
 SAE_V=$(sed -n 's/^#define STORE_SAE_VERSION //p' "$ROOT/store/store_sae.h")
 hostile h_sae.db "$(cat "$ROOT/store/schema_sae.sql"); INSERT INTO schema_parts VALUES ('sae', $SAE_V);
   ALTER TABLE sae_registry RENAME TO sae_old; CREATE TABLE sae_registry (id INTEGER PRIMARY KEY)"
+# the same at part version 1 (a registry from before the weights column): checked as it was made
+hostile h_sae1.db "$(cat "$ROOT/store/schema_sae.sql"); INSERT INTO schema_parts VALUES ('sae', 1);
+  ALTER TABLE sae_registry RENAME TO sae_old; CREATE TABLE sae_registry (id INTEGER PRIMARY KEY)"
 sqlite3 "$W/h_other.db" "CREATE TABLE t (x); INSERT INTO t VALUES (1)"                   # another program's
 sqlite3 "$W/h_fake.db" "PRAGMA application_id = 1396786508; PRAGMA user_version = 1; CREATE TABLE models (id)"
 cp "$W/ex.db" "$W/h_page.db"   # damaged table pages (models and hooks: pages 2 and 8 of 64 KiB)
@@ -341,6 +344,7 @@ bad "info: hooks is a view" "h_hooks.db: .*'hooks' is a view" info h_hooks.db
 bad "info: analysis part with ana_vocab a view" "h_ana.db: the 'analysis' tables $NOTOURS: 'ana_vocab' is a view" info h_ana.db
 bad "info: analysis part with a table dropped" "h_ana2.db: the 'analysis' tables $NOTOURS: no table 'ana_acts'" info h_ana2.db
 bad "info: sae part with other columns" "h_sae.db: the 'sae' tables $NOTOURS: table 'sae_registry' has no column" info h_sae.db
+bad "info: sae part version 1 with other columns" "h_sae1.db: the 'sae' tables $NOTOURS: table 'sae_registry' has no column" info h_sae1.db
 bad "info: another program's SQLite file" "h_other.db: an SQLite database, but not a saelite store" info h_other.db
 bad "info: saelite's id on another program's tables" "h_fake.db: the core tables $NOTOURS: column models.id is declared ''" info h_fake.db
 bad "info: a damaged table page" "h_page.db: .*malformed" info h_page.db
