@@ -62,6 +62,12 @@ int ana_attribute(gpt2_model *m, const sae_model *s, const ana_attr_opts *o, ana
     const gpt2_config *cfg = gpt2_cfg(m);
     const int T = o->T, V = cfg->vocab_size, d = s->cfg.d_in, D = s->cfg.d_sae;
     const char *hook = o->hook ? o->hook : s->cfg.hook_name;
+    /* a transcoder reads one hook and writes another: its features are graph's nodes, not a
+       reconstruction of one hook (the sum of attributions read -49.76 for -0.18, audit) */
+    if (s->cfg.transcoder)
+        return err_set(ERR_ARG, "the SAE is a transcoder (%s -> %s); attribute to an SAE "
+                       "of one hook, or use saelite graph for transcoders", s->cfg.hook_name,
+                       s->cfg.hook_name_out);
     const int pos = o->pos < 0 ? T - 1 : o->pos;
     if (T < 1 || T > cfg->n_ctx)
         return err_set(ERR_ARG, "%d tokens (the model takes 1 to %d)", T, cfg->n_ctx);

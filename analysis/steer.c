@@ -75,6 +75,9 @@ int ana_steer_rows(const sae_model *s, ana_steer_method m, const ana_steer_term 
                    float *x, int N, float *f)
 {
     const int d = s->cfg.d_in, D = s->cfg.d_sae;
+    if (s->cfg.transcoder) /* its W_dec rows live at another hook (d_out wide) */
+        return err_set(ERR_ARG, "steering: the SAE is a transcoder (it writes %s, not %s); steer "
+                       "with an SAE of one hook", s->cfg.hook_name_out, s->cfg.hook_name);
     for (int k = 0; k < n; k++)
         if (t[k].feature < 0 || t[k].feature >= D)
             return err_set(ERR_ARG, "steering: feature %d is out of range (the SAE has %d)",
@@ -133,6 +136,11 @@ int ana_steer_new(ana_steer **out, const sae_model *s, ana_steer_method m,
                   const ana_steer_term *t, int n)
 {
     *out = NULL;
+    /* a transcoder's decoder writes another hook: its rows added at its input hook are noise
+       (and read past W_dec's [d_sae, d_out] when d_out < d_in: a crash in an audit) */
+    if (s->cfg.transcoder)
+        return err_set(ERR_ARG, "steering: the SAE is a transcoder (it writes %s, not %s); steer "
+                       "with an SAE of one hook", s->cfg.hook_name_out, s->cfg.hook_name);
     for (int k = 0; k < n; k++)
         if (t[k].feature < 0 || t[k].feature >= s->cfg.d_sae)
             return err_set(ERR_ARG, "steering: feature %d is out of range (the SAE has %d)",

@@ -559,6 +559,31 @@ static void test_attribute(void)
     gpt2_free(m);
 }
 
+/* A transcoder writes another hook than it reads: steering and attribution refuse it (generate
+ * --sae with one of d_out < d_in read past its decoder and crashed; attribute summed to -49.76). */
+static void test_transcoder_refused(void)
+{
+    gpt2_model *m = tiny_model(2);
+    sae_config cfg = {.arch = SAE_RELU, .d_in = C, .d_sae = D, .d_out = C / 2, .context_size = T,
+                      .transcoder = SAE_TRANSCODER};
+    snprintf(cfg.hook_name, sizeof cfg.hook_name, "blocks.0.mlp.hook_post");
+    snprintf(cfg.hook_name_out, sizeof cfg.hook_name_out, "blocks.0.hook_mlp_out");
+    sae_model *s = NULL;
+    CHECK(sae_model_new(&s, &cfg) == OK, "%s", err_msg());
+    if (!s || !m) return;
+    ana_steer_term t = {.feature = D - 1, .value = 5};
+    ana_steer *st = NULL;
+    CHECK(ana_steer_new(&st, s, ANA_STEER_ADD, &t, 1) == ERR_ARG && strstr(err_msg(), "transcoder") &&
+          st == NULL, "%s", err_msg());
+    int ids[T];
+    tokens(ids, T, 8);
+    ana_attr_opts o = {.tokens = ids, .T = T, .pos = -1, .target = 5, .target_b = -1};
+    ana_attr_result r;
+    CHECK(ana_attribute(m, s, &o, &r) == ERR_ARG && strstr(err_msg(), "transcoder"), "%s", err_msg());
+    sae_free(s);
+    gpt2_free(m);
+}
+
 int main(void)
 {
     test_parse();
@@ -569,5 +594,6 @@ int main(void)
     test_effects();
     test_hook_grad();
     test_attribute();
+    test_transcoder_refused();
     return harness_report("test_causal");
 }
