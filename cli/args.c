@@ -93,6 +93,30 @@ int cli_check_outputs(const char *cmd, int n, const char *const *paths, const ch
     return 0;
 }
 
+int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const char *const *flags,
+                         int nin, const char *const *in_files, int nd, const char *const *in_dirs)
+{
+    for (int i = 0; i < n; i++) {
+        if (!paths[i]) continue;
+        for (int k = 0; k < nin; k++)
+            if (in_files[k] && file_same(paths[i], in_files[k]))
+                return cli_usage_error(cmd, "%s %s is an input (%s); write it elsewhere", flags[i],
+                                       paths[i], in_files[k]);
+        if (access(paths[i], F_OK) != 0) continue; /* a new file beside the inputs is harmless */
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", paths[i]);
+        char *sl = strrchr(parent, '/');
+        if (!sl) snprintf(parent, sizeof parent, ".");
+        else if (sl == parent) parent[1] = 0;
+        else *sl = 0;
+        for (int k = 0; k < nd; k++)
+            if (in_dirs[k] && file_same(parent, in_dirs[k]))
+                return cli_usage_error(cmd, "%s %s would replace a file of the input directory %s; "
+                                       "write it elsewhere", flags[i], paths[i], in_dirs[k]);
+    }
+    return 0;
+}
+
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

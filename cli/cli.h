@@ -38,6 +38,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * 0 when all can be written: a command that writes several files then fails on none of the
  * later ones after writing the first. */
 int cli_check_outputs(const char *cmd, int n, const char *const *paths, const char *const *flags);
+/* Before writing: none of the n outputs (NULL skipped, each named by its flag) may be one of the
+ * nin input files, or an existing file inside one of the nd input directories (a model's, an
+ * SAE's, a tokenizer's: `attribute --csv sae/cfg.json` replaced the SAE's config). A usage error
+ * (2) naming both. */
+int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const char *const *flags,
+                         int nin, const char *const *in_files, int nd, const char *const *in_dirs);
 /* Install SIGINT/SIGTERM handlers that set a flag instead of killing the process. */
 void cli_catch_signals(void);
 /* Under mpirun: what the one line printed when mpirun ends the job (SIGTERM) says about the

@@ -52,7 +52,10 @@ int cmd_attention(int argc, char **argv)
     if (rc) return rc;
     const char *outs[2] = {out, npy};
     static const char *const oflags[2] = {"--out", "--npy"};
-    if ((rc = cli_check_outputs("attention", 2, outs, oflags))) return rc;
+    const char *in_dirs[2] = {model, tokdir};
+    if ((rc = cli_check_outputs("attention", 2, outs, oflags)) ||
+        (rc = cli_check_not_inputs("attention", 2, outs, oflags, 0, NULL, 2, in_dirs)))
+        return rc;
     gpt2_model *m = NULL;
     tok_tokenizer *tok = NULL;
     int *ids = NULL;

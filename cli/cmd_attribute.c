@@ -52,7 +52,10 @@ int cmd_attribute(int argc, char **argv)
     if (o.target && o.target_diff) return cli_usage_error("attribute", "give --target or --target-diff, not both");
     const char *outs[3] = {o.csv, o.npy, png};
     static const char *const oflags[3] = {"--csv", "--npy", "--png"};
-    if ((rc = cli_check_outputs("attribute", 3, outs, oflags))) return rc;
+    const char *in_dirs[3] = {o.model_dir, o.tok_dir, o.sae_dir};
+    if ((rc = cli_check_outputs("attribute", 3, outs, oflags)) ||
+        (rc = cli_check_not_inputs("attribute", 3, outs, oflags, 0, NULL, 3, in_dirs)))
+        return rc;
     ana_attr_run_result res;
     if (ana_attr_run(&o, &res)) return cli_fail("attribute");
     const ana_attr_result *r = &res.r;

@@ -30,6 +30,14 @@ int cmd_bpe_train(int argc, char **argv)
     int rc = args_parse("bpe-train", argc, argv, spec, pos, MAX_FILES, &np);
     if (rc) return rc;
     if (!np) return cli_usage_error("bpe-train", "no input FILE");
+    /* its two files must not be the corpus it reads (a corpus named encoder.json in -o was
+       replaced by the vocabulary it trained) */
+    char enc[4200], bpe[4200];
+    snprintf(enc, sizeof enc, "%s/encoder.json", out);
+    snprintf(bpe, sizeof bpe, "%s/vocab.bpe", out);
+    const char *outs[2] = {enc, bpe};
+    static const char *const oflags[2] = {"-o (encoder.json)", "-o (vocab.bpe)"};
+    if ((rc = cli_check_not_inputs("bpe-train", 2, outs, oflags, np, pos, 0, NULL))) return rc;
     bpe_train_opts opt = {.vocab_size = vocab, .min_freq = (long)min_freq};
     bpe_merge *m;
     size_t nm;

@@ -102,8 +102,23 @@ static int open_model(const train_run_opts *o, int V, gpt2_model **m, int *resum
 /* Before anything is read or created: OUT must be a directory or missing, and without resume an
  * OUT holding a model or a training state is refused unless force (a rerun without --resume
  * silently replaced a finished model). */
+/* What train-lm writes in OUT (the checkpoint, the config and the tokenizer copies). */
+static const char *const outputs[] = {"model.safetensors", "train_state.safetensors",
+                                      "config.json", "encoder.json", "vocab.bpe", "vocab.json",
+                                      "merges.txt"};
+
 static int check_out(const train_run_opts *o)
 {
+    /* the corpus must not be a file train-lm writes (a corpus named encoder.json in OUT was
+       replaced by the tokenizer's copy, exit 0) */
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        char p[4096];
+        int rc = path_join(p, sizeof p, o->out, outputs[i]);
+        if (rc) return rc;
+        if (file_same(p, o->corpus))
+            return err_set(ERR_ARG, "%s: the corpus is %s, which train-lm writes; move it out of %s",
+                           o->corpus, outputs[i], o->out);
+    }
     struct stat sb;
     if (stat(o->out, &sb) != 0) return OK;
     if (!S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: exists and is not a directory", o->out);
@@ -176,11 +191,6 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
     r->val_loss = val;
     return rc;
 }
-
-/* What train-lm writes in OUT (the checkpoint, the config and the tokenizer copies). */
-static const char *const outputs[] = {"model.safetensors", "train_state.safetensors",
-                                      "config.json", "encoder.json", "vocab.bpe", "vocab.json",
-                                      "merges.txt"};
 
 int train_run(const train_run_opts *o, train_run_result *r)
 {
