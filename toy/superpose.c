@@ -123,6 +123,15 @@ int sup_eval(const sup_model *s, const sup_config *c, int samples, uint64_t seed
     return rc;
 }
 
+/* Evaluation samples: `want`, fewer for wide models so an evaluation costs at most ~2e11 flops
+ * (about 4 n m a sample; --n 10000 --m 10000 spent over 10 minutes in 2^18 samples, silent and
+ * deaf to SIGTERM), never fewer than 1024. */
+static int eval_samples(const sup_config *c, int want)
+{
+    double cap = 2e11 / (4.0 * c->n_features * c->n_hidden);
+    return cap >= want ? want : cap > 1024 ? (int)cap : 1024;
+}
+
 /* One instance from `seed`; progress steps are offset by `base` of `total`. */
 static int train_one(const sup_config *c, uint64_t seed, sup_model **out, toy_progress_fn cb,
                      void *user, int base, int total)
@@ -177,7 +186,7 @@ static int train_one(const sup_config *c, uint64_t seed, sup_model **out, toy_pr
             goto done;
         }
     }
-    rc = sup_eval(s, c, 8192, c->seed ^ 0x5eed5eedULL, &s->final_loss);
+    rc = sup_eval(s, c, eval_samples(c, 8192), c->seed ^ 0x5eed5eedULL, &s->final_loss);
 done:
     mem_free(imp);
     mem_free(gw);
@@ -209,7 +218,9 @@ int sup_train(const sup_config *c, sup_model **out, toy_progress_fn cb, void *us
     }
     /* the loss that chose the best instance is biased low (the minimum of several estimates on
        one sample set): report it on a larger set of its own */
-    if (!rc && best) rc = sup_eval(best, c, SUP_EVAL_SAMPLES, c->seed ^ 0x7e57e7a1ULL, &best->final_loss);
+    if (!rc && best)
+        rc = sup_eval(best, c, eval_samples(c, SUP_EVAL_SAMPLES), c->seed ^ 0x7e57e7a1ULL,
+                      &best->final_loss);
     if (rc) sup_model_free(best);
     else *out = best;
     return rc;
@@ -221,28 +232,43 @@ void sup_gram(const sup_model *s, float *G)
                 s->m, 0.0f, G, s->n);
 }
 
+/* The dot products W_i . W_j come from sgemm, 64 rows of W W^T at a time: n^2 m of them were
+ * scalar loops, over 10 minutes at --n 10000 --m 10000 (audit). */
 void sup_features(const sup_model *s, sup_feature *feat)
 {
+    enum { BLK = 64 };
     int n = s->n, m = s->m;
-    for (int i = 0; i < n; i++) {
-        const float *wi = s->W + (size_t)i * m;
-        double nn = 0;
-        for (int k = 0; k < m; k++) nn += (double)wi[k] * wi[k];
-        double norm = sqrt(nn), sup = 0;
-        for (int j = 0; j < n && norm > 0; j++) {
-            if (j == i) continue;
-            const float *wj = s->W + (size_t)j * m;
-            double d = 0;
-            for (int k = 0; k < m; k++) d += (double)wi[k] * wj[k];
-            d /= norm;
-            sup += d * d;
+    float *G = mem_alloc(sizeof(float) * (size_t)BLK * n);
+    for (int i0 = 0; i0 < n; i0 += BLK) {
+        int nb = n - i0 < BLK ? n - i0 : BLK;
+        if (G)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, n, m, 1.0f,
+                        s->W + (size_t)i0 * m, m, s->W, m, 0.0f, G, n);
+        for (int i = i0; i < i0 + nb; i++) {
+            const float *wi = s->W + (size_t)i * m;
+            double nn = 0;
+            for (int k = 0; k < m; k++) nn += (double)wi[k] * wi[k];
+            double norm = sqrt(nn), sup = 0;
+            for (int j = 0; j < n && norm > 0; j++) {
+                if (j == i) continue;
+                double d;
+                if (G) d = G[(size_t)(i - i0) * n + j];
+                else { /* no scratch memory: the same sums one at a time */
+                    const float *wj = s->W + (size_t)j * m;
+                    d = 0;
+                    for (int k = 0; k < m; k++) d += (double)wi[k] * wj[k];
+                }
+                d /= norm;
+                sup += d * d;
+            }
+            feat[i].norm = (float)norm;
+            feat[i].superposition = (float)sup;
+            /* sum_j (W_i_hat . W_j)^2 includes j = i, which contributes ||W_i||^2. A feature
+             * that is not represented (norm ~ 0) has no meaningful dimensionality: report 0. */
+            feat[i].dimensionality = norm > 1e-3 ? (float)(nn / (nn + sup)) : 0.0f;
         }
-        feat[i].norm = (float)norm;
-        feat[i].superposition = (float)sup;
-        /* sum_j (W_i_hat . W_j)^2 includes j = i, which contributes ||W_i||^2. A feature that
-         * is not represented (norm ~ 0) has no meaningful dimensionality: report 0. */
-        feat[i].dimensionality = norm > 1e-3 ? (float)(nn / (nn + sup)) : 0.0f;
     }
+    mem_free(G);
 }
 
 double sup_dims_per_feature(const sup_model *s)
