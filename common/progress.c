@@ -53,6 +53,12 @@ void progress_begin(progress *p, const char *label, double total, const char *un
     if (p->enabled == PROGRESS_LINES) p->last_draw = p->start; /* first line after interval */
 }
 
+void progress_begin_at(progress *p, const char *label, double total, const char *unit, double done)
+{
+    progress_begin(p, label, total, unit);
+    p->base = p->done = done;
+}
+
 void progress_update(progress *p, double done, const char *status, ...)
 {
     p->done = done;
@@ -65,7 +71,7 @@ void progress_update(progress *p, double done, const char *status, ...)
     }
     p->last_draw = t;
     double el = t - p->start;
-    double rate = el > 0 ? done / el : 0;
+    double rate = el > 0 && done > p->base ? (done - p->base) / el : 0;
     char a[16], b[16], r[16], eta[32], extra[256] = "";
     if (status) {
         va_list ap;
@@ -78,12 +84,12 @@ void progress_update(progress *p, double done, const char *status, ...)
     if (p->total > 0) {
         fmt_eta(eta, sizeof eta, rate > 0 ? (p->total - done) / rate : -1);
         snprintf(line, sizeof line, "%s %5.1f%% %s/%s %s  %s %s/s  ETA %s  %s", p->label,
-                 100.0 * done / p->total, fmt_si(a, done), fmt_si(b, p->total), p->unit, "",
-                 fmt_si(r, rate), eta, extra);
+                 100.0 * done / p->total, fmt_si(a, done), fmt_si(b, p->total), p->unit,
+                 fmt_si(r, rate), p->unit, eta, extra);
     } else {
         fmt_eta(eta, sizeof eta, el);
         snprintf(line, sizeof line, "%s %s %s  %s %s/s  elapsed %s  %s", p->label,
-                 fmt_si(a, done), p->unit, "", fmt_si(r, rate), eta, extra);
+                 fmt_si(a, done), p->unit, fmt_si(r, rate), p->unit, eta, extra);
     }
     if (p->enabled == PROGRESS_TTY) {
         fprintf(stderr, "\r\033[K%s", line);

@@ -26,11 +26,16 @@ typedef struct {
     double start;      /* monotonic seconds at begin */
     double last_draw;
     double done;
+    double base;       /* done before this run (a resume): left out of the rate and the ETA's */
     int enabled;       /* PROGRESS_OFF, _TTY or _LINES */
     double interval;   /* seconds between plain lines (PROGRESS_LINES); may be set after begin */
 } progress;
 
 void progress_begin(progress *p, const char *label, double total, const char *unit);
+/* progress_begin for work of which `done` was already done (a resumed run): the percentage
+ * counts it, the rate and the ETA only what this run does (a resume at 85% read 676k tok/s, ETA
+ * 00:00, for a 17.9k tok/s run with 3 s to go). */
+void progress_begin_at(progress *p, const char *label, double total, const char *unit, double done);
 /* done: absolute count so far. status: optional printf-style extra text (may be NULL). */
 void progress_update(progress *p, double done, const char *status, ...)
     __attribute__((format(printf, 3, 4)));

@@ -141,11 +141,11 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
                      train_run_result *r)
 {
     const int steps = o->train.steps;
-    progress pg;
-    progress_begin(&pg, "train-lm", (double)steps, "step");
+    int64_t first = s->step;
+    progress pg; /* a resume starts at its step: it counted from 0 of all steps (9.5% at 57%) */
+    progress_begin_at(&pg, "train-lm", (double)steps, "step", (double)first);
     double start = now_seconds(), train_time = 0, val = NAN, last_loss = NAN;
     long tokens_done = 0;
-    int64_t first = s->step;
     int rc = OK;
     while (!rc && s->step < steps) {
         double ts = now_seconds(), loss, gn, lr;
@@ -168,7 +168,7 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
             r->eta = el / (double)(s->step - first) * (double)(steps - s->step);
             emit(o, TRAIN_EV_EVAL, r);
         }
-        progress_update(&pg, (double)(s->step - first), "loss %.3f val %.3f %.0f tok/s", loss, val, tps);
+        progress_update(&pg, (double)s->step, "loss %.3f val %.3f %.0f tok/s", loss, val, tps);
         int interrupted = o->stop && *o->stop;
         int timeout = o->max_seconds > 0 && now_seconds() - start >= o->max_seconds;
         if (s->step % o->checkpoint_every == 0 || last || interrupted || timeout)

@@ -390,7 +390,7 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
     int64_t T = sae_trainer_total_steps(r->t), s0 = sae_trainer_step_index(r->t);
     int log_every = o->log_every > 0 ? o->log_every : T / 100 > 0 ? (int)(T / 100) : 1;
     progress pr;
-    progress_begin(&pr, "sae-train", (double)T * batch, "tok");
+    progress_begin_at(&pr, "sae-train", (double)T * batch, "tok", (double)s0 * batch);
     sae_step_stats st;
     memset(&st, 0, sizeof st);
     double t0 = now_seconds();

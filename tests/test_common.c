@@ -760,7 +760,8 @@ static void test_buf(void)
 }
 
 /* Run a reporter for `secs` seconds with stderr sent to a file; returns what it wrote. */
-static char *progress_capture(const char *mode, const char *every, double secs, double total)
+static char *progress_capture_at(const char *mode, const char *every, double secs, double total,
+                                 double base)
 {
     static char out[8192];
     const char *path = tpath("progress.txt");
@@ -772,11 +773,11 @@ static char *progress_capture(const char *mode, const char *every, double secs, 
     if (every) setenv("SAELITE_PROGRESS_EVERY", every, 1);
     else unsetenv("SAELITE_PROGRESS_EVERY");
     progress p;
-    progress_begin(&p, "demo", total, "step");
+    progress_begin_at(&p, "demo", total, "step", base);
     double t0 = now_seconds();
     int i = 0;
     while (now_seconds() - t0 < secs) {
-        progress_update(&p, ++i, "loss %.3f", 1.5);
+        progress_update(&p, base + ++i, "loss %.3f", 1.5);
         usleep(2000);
     }
     progress_end(&p);
@@ -791,6 +792,11 @@ static char *progress_capture(const char *mode, const char *every, double secs, 
     return out;
 }
 
+static char *progress_capture(const char *mode, const char *every, double secs, double total)
+{
+    return progress_capture_at(mode, every, secs, total, 0);
+}
+
 static void test_progress(void)
 {
     /* not a terminal: plain lines every interval, each a whole line without \r or escapes */
@@ -800,12 +806,17 @@ static void test_progress(void)
         char *nl = strchr(l, '\n');
         if (!nl) { ok = 0; break; }
         ok &= !strncmp(l, "demo ", 5) && memchr(l, '%', (size_t)(nl - l)) &&
-              strstr(l, " step ") && strstr(l, "/s  ETA ") && nl[-1] != ' ';
+              strstr(l, " step ") && strstr(l, " step/s  ETA ") && nl[-1] != ' ';
         l = nl + 1;
     }
     CHECK(ok && lines >= 3 && lines <= 8 && !strchr(got, '\r') && !strchr(got, '\033'),
           "%d lines: '%s'", lines, got);
     CHECK(strstr(got, "loss 1.500\n"), "the caller's status ends the line: '%s'", got);
+    /* a resume (a million steps done before): the percentage counts them, the rate and the ETA
+       do not (a resumed sae-train read 676k tok/s, ETA 00:00, for 17.9k tok/s and 3 s to go) */
+    got = progress_capture_at("lines", "0.05", 0.12, 2e6, 1e6);
+    CHECK(strstr(got, "demo  50.0% 1.00M/2.00M step") && !strstr(got, "M step/s") &&
+              !strstr(got, "ETA 00:00 "), "'%s'", got);
     /* unknown total: elapsed instead of ETA */
     got = progress_capture("lines", "0.05", 0.12, 0);
     CHECK(strstr(got, "elapsed") && !strstr(got, "ETA"), "'%s'", got);
