@@ -729,14 +729,30 @@ static void test_run_db(void)
     CHECK(file_exists(out2, "feature_4.png") && !file_exists(out2, "feature_3.png") &&
           !file_exists(out2, "density.png"));
     rm_dir(out2);
-    /* a dead feature drawn on request: its caption says so (it read "max activation nan") */
+    /* a dead feature drawn on request: its caption says so (it read "max activation nan"); the
+       temporary files of a killed run go, other files stay */
     {
         int dead3[1] = {3};
         rep_run_opts od = o;
         od.features = dead3;
         od.nfeatures = 1;
         od.top = 0;
+        mkdir(out2, 0777);
+        static const char *const left[] = {"feature_111.png.tmp.13028", "index.html.tmp.7",
+                                           "notes.tmp.1", "x.png.tmp.abc"};
+        for (int k = 0; k < 4; k++) {
+            char p[512];
+            snprintf(p, sizeof p, "%s/%s", out2, left[k]);
+            FILE *f = fopen(p, "w");
+            if (f) {
+                fputs("x", f);
+                fclose(f);
+            }
+        }
         CHECK(rep_run(&od, &res) == OK && res.dashboards == 1, "%s", err_msg());
+        CHECK(!file_exists(out2, "feature_111.png.tmp.13028") && !file_exists(out2, "index.html.tmp.7") &&
+                  file_exists(out2, "notes.tmp.1") && file_exists(out2, "x.png.tmp.abc"),
+              "a killed run's temporary files removed, others kept");
         char path[512], *html = NULL;
         snprintf(path, sizeof path, "%s/index.html", out2);
         CHECK(file_read_text(path, 1 << 20, &html, NULL) == OK);

@@ -82,6 +82,9 @@ F2=$(( (F + 1) % 256 ))
 # a report with two dashboards, and files it did not write: a dashboard under another feature's
 # name, a symlink, a file that is not a PNG, a name that is not feature_N.png
 setup report --db "$DB" --sae "$W/sae" --out "$W/report" --features "$F,$F2" --no-global
+# report shows progress on stderr (it printed nothing while it drew)
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.001 "$BIN" report --db "$DB" --sae "$W/sae" --out "$W/report_p" --features "$F,$F2" --no-global > /dev/null 2> "$W/report_p.err"
+okn "report's progress lines" grep -q "^report .*dashboard/s" "$W/report_p.err"
 cp "$W/report/feature_$F.png" "$W/report/feature_9999.png"
 cp "$W/report/feature_$F.png" "$W/report/feature_0$F.png"
 ln -s /etc/passwd "$W/report/feature_7777.png"
