@@ -724,8 +724,12 @@ static int run_absorption(ctx *c, eval_result *res)
     double sf = 0, sf0 = 0, sr = 0, ss = 0;
     eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae, .memo = c->o->memo,
                     .stop = c->o->stop};
+    /* absorption and TPP ran 10 s on the demo with nothing on stderr (audit) */
+    progress pr;
+    progress_begin(&pr, "eval absorption", EVAL_NPOS, "class");
     for (int k = 0; !rc && k < EVAL_NPOS; k++) {
         labelled tr = {0}, te = {0};
+        if (k) progress_update(&pr, k, "%s", eval_pos_names[k - 1]);
         rc = task_sets(&c->tok, k, EVAL_NPOS, c->o->train_per_class, c->o->test_per_class,
                        c->o->seed + 7919u * (uint64_t)k, &tr, &te);
         if (!rc && usable(&tr, &te)) {
@@ -748,6 +752,7 @@ static int run_absorption(ctx *c, eval_result *res)
         lab_free(&te);
         if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
     }
+    progress_end(&pr);
     int n = res->abs_included;
     res->abs_mean_frac = n ? sf / n : NAN;
     res->abs_mean_frac_nogate = n ? sf0 / n : NAN;
@@ -879,7 +884,10 @@ static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum,
     double *acc = mem_alloc((size_t)ncls * EVAL_NN * sizeof *acc);
     int rc = tr && te && pr && base && clean && M && rank && use && acc ? OK : err_set(ERR_NOMEM, "out of memory for TPP");
     int nuse = 0;
+    progress pg;
+    progress_begin(&pg, kind ? "eval tpp genre" : "eval tpp pos", ncls, "class");
     for (int k = 0; !rc && k < ncls; k++) {
+        if (k) progress_update(&pg, k, NULL);
         rc = task_sets(s, k, ncls, c->o->train_per_class, c->o->test_per_class,
                        c->o->seed + 7919u * (uint64_t)(kind * 64 + k), &tr[k], &te[k]);
         if (rc || !usable(&tr[k], &te[k])) continue;
@@ -890,6 +898,7 @@ static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum,
             nuse++;
         }
     }
+    progress_end(&pg);
     char task[96];
     for (int i = 0; !rc && nuse >= 2 && i < ncls; i++) {
         if (!use[i]) continue;

@@ -127,6 +127,10 @@ ok grep -q "^eval: SAE id $S2 at" "$W/r2.out"
 ok grep -q "^eval: SAE id $S2 at" "$W/r3.out"
 ok test "$(q "SELECT count(*) FROM sae_registry")" = "$NR"
 ok test "$(q "SELECT count(*) FROM eval_runs WHERE suite = 'absorption' AND sae_id = $S2")" = 1
+# the absorption suite reports progress (it ran silent after the probes' last line)
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.001 "$BIN" eval --db "$DB" --sae "$S2" $E --suite absorption,tpp > /dev/null 2> "$W/pg.err"
+ok grep -q "^eval absorption .*class/s" "$W/pg.err"
+ok grep -q "^eval tpp pos .*class/s" "$W/pg.err"
 # the registry records the weights' checksum: the same shape retrained (here: one weight changed)
 # in place is refused by id and by directory, not scored under the old id
 ok test "$(q "SELECT length(weights) FROM sae_registry WHERE id = $S2")" = 16
