@@ -1,6 +1,7 @@
 /* cmd_init_model.c - `saelite init-model`: write a random-weight GPT-2 checkpoint (HF layout). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
@@ -13,7 +14,7 @@ CLI_COMMAND(init_model, "Write a random-weight GPT-2 checkpoint (Hugging Face la
 int cmd_init_model(int argc, char **argv)
 {
     int layers = 0, dmodel = 0, heads = 0, dmlp = 0, ctx = 128, vocab = 50257, prefix = 0,
-        untied = 0;
+        untied = 0, force = 0;
     int64_t seed = 0;
     const char *dtype = "f32", *out = NULL;
     arg_spec spec[] = {
@@ -29,12 +30,21 @@ int cmd_init_model(int argc, char **argv)
         {"--prefix", ARG_FLAG, &prefix, "name tensors transformer.* as GPT2LMHeadModel does"},
         {"--untied", ARG_FLAG, &untied, "store a separate lm_head.weight"},
         {"-o", ARG_STR, &out, "output directory", ARG_REQUIRED},
+        {"--force", ARG_FLAG, &force, "replace a train-lm run's model there (and drop its training state)"},
         {"--out", ARG_STR, &out, "same as -o"},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
     if (dmodel % heads)
         return cli_usage_error(argv[0], "--d-model %d is not a multiple of --heads %d", dmodel, heads);
+    /* a train-lm run there: its model replaced and its training state left behind, exit 0 (audit) */
+    char state[4200];
+    snprintf(state, sizeof state, "%s/train_state.safetensors", out);
+    if (!force && access(state, F_OK) == 0) {
+        err_set(ERR_ARG, "%s holds a train-lm run (train_state.safetensors): give another -o, or "
+                "--force to replace its model and drop its training state", out);
+        return cli_fail(argv[0]);
+    }
     st_dtype dt = !strcmp(dtype, "f16") ? ST_F16 : !strcmp(dtype, "bf16") ? ST_BF16 : ST_F32;
     gpt2_config cfg = {layers, heads, dmodel, ctx, vocab, dmlp ? dmlp : 4 * dmodel, 1e-5f};
     gpt2_model *m;
@@ -48,6 +58,7 @@ int cmd_init_model(int argc, char **argv)
     rc = gpt2_save(m, out, dt, prefix);
     gpt2_free(m);
     if (rc) return cli_fail(argv[0]);
+    if (force) unlink(state); /* the state belongs to the model just replaced */
     printf("wrote %s: %d layers, d_model %d, %d heads, d_mlp %d, ctx %d, vocab %d, %zu parameters (%s)\n",
            out, layers, dmodel, heads, cfg.n_inner, ctx, vocab, n, dtype);
     return 0;

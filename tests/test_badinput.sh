@@ -686,9 +686,11 @@ bad "attribute: --csv on the SAE's cfg.json" "--csv sae8/cfg.json would replace 
 bad "attribute: --npy on the model's weights" "--npy model/model.safetensors would replace a file of the input directory model" attribute --model model --tokenizer tok --sae sae8 --text "the cat sat" --npy model/model.safetensors
 bad "attention: --out on the model's weights" "--out model/model.safetensors would replace a file of the input directory model" attention --model model --tokenizer tok --text "the cat" --layer 0 --out model/model.safetensors
 bad "attention: --npy on the tokenizer's merges" "--npy tok/vocab.bpe would replace a file of the input directory tok" attention --model model --tokenizer tok --text "the cat" --layer 0 --out $R/a.png --npy tok/vocab.bpe
+mkdir -p "$W/$R/lmrun" && echo state > "$W/$R/lmrun/train_state.safetensors"
 mkdir -p "$W/$R/bt_in" && cp "$W/small.txt" "$W/$R/bt_in/encoder.json"
 LAST=""
 bad "bpe-train: a corpus named encoder.json in -o" "encoder.json is an input" bpe-train --vocab 300 $R/bt_in/encoder.json -o $R/bt_in
+bad "init-model: over a train-lm run (its model replaced, its state left)" "lmrun holds a train-lm run" init-model --layers 1 --d-model 8 --heads 2 -o $R/lmrun
 printf '{"id": "1", "spans": [[0, 3, "at", "at"]]}\n{"id": "2", "spans": []}\n' > "$W/$R/small.tags.jsonl"
 LAST=""
 bad "extract: a bad --tags file fails before the database is created" "small.txt:1: not a JSON object" extract --model model --tokenizer tok --corpus small.txt --tags small.txt --hook $H --db $R/tg.db --ctx 8
