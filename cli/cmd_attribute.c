@@ -39,7 +39,7 @@ int cmd_attribute(int argc, char **argv)
         {"--pos", ARG_INT, &o.pos, "position whose logits are read (-1: the last)", ARG_MIN(-1)},
         {"--ig-steps", ARG_INT, &o.ig_steps,
          "integrated gradients with N steps from the baseline (hook = b_dec); 0: gradient x activation",
-         ARG_MIN(0)},
+         ARG_RANGE(0, 10000)},
         {"--top", ARG_INT, &top, "nodes printed", ARG_MIN(0)},
         {"--rows", ARG_INT, &o.top_rows, "features drawn in the heat map", ARG_MIN(1)},
         {"--csv", ARG_STR, &o.csv, "every active node: position,token,token_text,feature,activation,attribution"},

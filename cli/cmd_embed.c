@@ -25,16 +25,18 @@ typedef struct {
 /* "king - man + woman" -> terms; '+'/'-' separate terms, the first may carry a sign. */
 static int parse_expr(const char *s, term *t, int *nt)
 {
-    int n = 0, sign = 1;
+    int n = 0, sign = 1, pending = 0; /* an operator waiting for its term */
     const char *p = s;
     for (;;) {
         while (*p == ' ' || *p == '\t') p++;
         if (*p == '+' || *p == '-') {
             sign = *p == '-' ? -sign : sign;
+            pending = 1;
             p++;
             continue;
         }
         if (!*p) break;
+        pending = 0;
         const char *e = p;
         while (*e && *e != '+' && *e != '-') e++;
         const char *q = e;
@@ -50,6 +52,8 @@ static int parse_expr(const char *s, term *t, int *nt)
         if (!*p) break;
     }
     if (n == 0) return err_set(ERR_ARG, "expression '%s' has no terms", s);
+    /* "king -" answered for "king" as if the operator were not there (audit) */
+    if (pending) return err_set(ERR_ARG, "expression '%s' ends with an operator", s);
     *nt = n;
     return OK;
 }

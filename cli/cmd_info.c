@@ -23,6 +23,8 @@ int cmd_info(int argc, char **argv)
                        {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, pos, 1, &npos);
     if (rc) return rc;
+    if (db && npos) /* `--db A B` read A and ignored B (audit) */
+        return cli_usage_error(argv[0], "the database is given twice (--db %s and %s)", db, pos[0]);
     if (!db && npos) db = pos[0];
     if (!db) return cli_usage_error(argv[0], "--db is required");
     store *s;

@@ -278,6 +278,7 @@ bad "info on a missing database" "missing.db: cannot open" info --db missing.db
 bad "info on a newer schema" "written by a newer saelite" info --db newer.db
 bad "info on a text file" "text.db: not a database" info --db text.db
 bad "info on an empty file" "empty.npy: empty database" info --db empty.npy
+bad "info: the database given twice (the second was ignored)" "the database is given twice" info --db missing.db text.db
 
 # ---- extract -----------------------------------------------------------------------------------
 E=(extract --model model --tokenizer tok --corpus small.txt)
@@ -691,6 +692,8 @@ mkdir -p "$W/$R/bt_in" && cp "$W/small.txt" "$W/$R/bt_in/encoder.json"
 LAST=""
 bad "bpe-train: a corpus named encoder.json in -o" "encoder.json is an input" bpe-train --vocab 300 $R/bt_in/encoder.json -o $R/bt_in
 bad "init-model: over a train-lm run (its model replaced, its state left)" "lmrun holds a train-lm run" init-model --layers 1 --d-model 8 --heads 2 -o $R/lmrun
+bad "embed: an expression ending with an operator (read as if it were not there)" "ends with an operator" embed --model model --tokenizer tok "the -"
+bad "attribute: --ig-steps beyond 10000 (accepted, and ran for ever)" "--ig-steps must be in 0..10000" attribute --model model --tokenizer tok --sae sae8 --text "the cat" --ig-steps 100000000
 printf '{"id": "1", "spans": [[0, 3, "at", "at"]]}\n{"id": "2", "spans": []}\n' > "$W/$R/small.tags.jsonl"
 LAST=""
 bad "extract: a bad --tags file fails before the database is created" "small.txt:1: not a JSON object" extract --model model --tokenizer tok --corpus small.txt --tags small.txt --hook $H --db $R/tg.db --ctx 8
