@@ -663,6 +663,9 @@ int bpe_train(const char *const *paths, int npaths, const bpe_train_opts *opt, b
     double t0 = now_seconds();
     count_ctx cc = {0};
     int rc = count_corpus(paths, npaths, &cc, st);
+    /* a corpus without a byte of text trained a tokenizer of byte tokens alone, exit 0 (audit) */
+    if (!rc && st->bytes == 0)
+        rc = err_set(ERR_FORMAT, "%s%s: no text to train on", paths[0], npaths > 1 ? " (and the other inputs)" : "");
     st->read_s = now_seconds() - t0;
     t0 = now_seconds();
 

@@ -688,10 +688,13 @@ bad "attribute: --npy on the model's weights" "--npy model/model.safetensors wou
 bad "attention: --out on the model's weights" "--out model/model.safetensors would replace a file of the input directory model" attention --model model --tokenizer tok --text "the cat" --layer 0 --out model/model.safetensors
 bad "attention: --npy on the tokenizer's merges" "--npy tok/vocab.bpe would replace a file of the input directory tok" attention --model model --tokenizer tok --text "the cat" --layer 0 --out $R/a.png --npy tok/vocab.bpe
 mkdir -p "$W/$R/lmrun" && echo state > "$W/$R/lmrun/train_state.safetensors"
+printf '\n\n  \n' > "$W/$R/blank.txt"
 mkdir -p "$W/$R/bt_in" && cp "$W/small.txt" "$W/$R/bt_in/encoder.json"
 LAST=""
 bad "bpe-train: a corpus named encoder.json in -o" "encoder.json is an input" bpe-train --vocab 300 $R/bt_in/encoder.json -o $R/bt_in
 bad "init-model: over a train-lm run (its model replaced, its state left)" "lmrun holds a train-lm run" init-model --layers 1 --d-model 8 --heads 2 -o $R/lmrun
+bad "bpe-train: a corpus without text (trained byte tokens alone, exit 0)" "blank.txt: no text to train on" bpe-train --vocab 300 $R/blank.txt -o $R/tk_blank
+check "  ... no tokenizer was written" "absent $R/tk_blank"
 bad "embed: an expression ending with an operator (read as if it were not there)" "ends with an operator" embed --model model --tokenizer tok "the -"
 bad "attribute: --ig-steps beyond 10000 (accepted, and ran for ever)" "--ig-steps must be in 0..10000" attribute --model model --tokenizer tok --sae sae8 --text "the cat" --ig-steps 100000000
 printf '{"id": "1", "spans": [[0, 3, "at", "at"]]}\n{"id": "2", "spans": []}\n' > "$W/$R/small.tags.jsonl"
