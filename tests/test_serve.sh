@@ -91,15 +91,21 @@ ln -s /etc/passwd "$W/report/feature_7777.png"
 echo junk > "$W/report/feature_7778.png"
 
 # ---- start it (any free port), with the model for "test your text" and steering, the report
+# wait_url OUT: $URL, what the server started as $SPID printed into OUT (no trailing slash); ""
+# when it died first
+wait_url() {
+    URL=""
+    for _ in $(seq 100); do
+        URL=$(sed -n 's/^serve: open \(http:[^ ]*\) in a browser.*/\1/p' "$1" 2>/dev/null)
+        [ -n "$URL" ] && break
+        kill -0 $SPID 2>/dev/null || break
+        sleep 0.1
+    done
+    URL=${URL%/}
+}
 "$BIN" serve --db "$DB" --model "$W/m" --sae "$W/sae" --report "$W/report" --port 0 > "$W/serve.out" 2> "$W/serve.err" &
 SPID=$!
-URL=""
-for _ in $(seq 100); do
-    URL=$(sed -n 's/^serve: open \(http:[^ ]*\) in a browser.*/\1/p' "$W/serve.out" 2>/dev/null)
-    [ -n "$URL" ] && break
-    kill -0 $SPID 2>/dev/null || break
-    sleep 0.1
-done
+wait_url "$W/serve.out"
 okn "server printed its URL" test -n "$URL"
 if [ -z "$URL" ]; then cat "$W/serve.err"; echo "test_serve: $pass passed, $((fail + 1)) failed"; exit 1; fi
 URL=${URL%/}
@@ -518,13 +524,7 @@ setup analyze --db "$W/two.db" --sae "$W/sae" --keep-bos --no-model
 okn "--keep-bos stored beside the default analysis" test "$(sqlite3 "$W/two.db" "SELECT group_concat(split, ',') FROM (SELECT split FROM ana_dicts WHERE kind = 'sae' ORDER BY id)")" = "val,all,val+bos"
 "$BIN" serve --db "$W/two.db" --report "$W/report" --port 0 > "$W/serve3.out" 2> "$W/serve3.err" &
 SPID=$!
-URL=""
-for _ in $(seq 100); do
-    URL=$(sed -n 's/^serve: open \(http:[^ ]*\)\/ in a browser.*/\1/p' "$W/serve3.out" 2>/dev/null)
-    [ -n "$URL" ] && break
-    kill -0 $SPID 2>/dev/null || break
-    sleep 0.1
-done
+wait_url "$W/serve3.out"
 okn "third server (two analyses) printed its URL" test -n "$URL"
 req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard']")" = "/report/1/$F.png"
 req GET "/api/feature/$D3/$F"; okn "no dashboard on the other analysis" test "$(js "j['dashboard']")" = None
@@ -537,13 +537,7 @@ cp "$DB" "$W/old.db"
 sqlite3 "$W/old.db" "DROP TABLE ana_effects; DROP TABLE ana_effect_logits"
 "$BIN" serve --db "$W/old.db" --port 0 > "$W/serve2.out" 2> /dev/null &
 SPID=$!
-URL=""
-for _ in $(seq 100); do
-    URL=$(sed -n 's/^serve: open \(http:[^ ]*\)\/ in a browser.*/\1/p' "$W/serve2.out" 2>/dev/null)
-    [ -n "$URL" ] && break
-    kill -0 $SPID 2>/dev/null || break
-    sleep 0.1
-done
+wait_url "$W/serve2.out"
 okn "second server (no --model) printed its URL" test -n "$URL"
 req GET /api/info; ok test "$(js "j['test'], j['steering']")" = "False False"
 req POST /api/steer '{"prompt": "x", "features": [[0, 1]]}'
