@@ -434,7 +434,7 @@ typedef struct {
 } like_match;
 
 /* One character of UTF-8 as SQLite reads it: a lead byte keeps the bits after its leading ones
- * (5 for 110xxxxx down to none for 1111111x) and takes every continuation byte after it;
+ * (5 of 110xxxxx, 4 of 1110xxxx, ..., 0 of 1111111x) and takes every continuation byte after it;
  * overlong forms, surrogates and U+FFFE/FFFF read as U+FFFD; a byte below 0xc0 (ASCII, or a
  * stray continuation byte) is itself. */
 static inline uint32_t like_utf8(const unsigned char **pz)
