@@ -284,6 +284,15 @@ static int read_small(const char *path, char **out)
  * killed fp32 one) counted the other's rows as its own and filled in the rest (an audit's hook:
  * 4252 fp32 and 6048 bf16 sequences, exit 0). Refused when an earlier extract run lists one of
  * this run's hooks with the other choice: its rows may be there. */
+/* 1 when name is one of a --hook list's comma-separated entries (as parse_hooks splits it). */
+static int hook_listed(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *q = list; q; q = strchr(q, ','), q = q ? q + 1 : NULL)
+        if (!strncmp(q, name, len) && (q[len] == ',' || q[len] == 0)) return 1;
+    return 0;
+}
+
 static int check_mixing(ext_job *j)
 {
     int64_t *ids = NULL;
@@ -298,12 +307,7 @@ static int check_mixing(ext_job *j)
         int run_bf16 = cJSON_IsString(pr) && !strcmp(pr->valuestring, "bf16");
         int run_bos = cJSON_IsNumber(bos) ? bos->valueint != 0 : j->o.bos;
         for (int h = 0; !rc && cJSON_IsString(hk) && h < j->nh; h++) {
-            /* the run's --hook list, split as parse_hooks splits it */
-            size_t len = strlen(j->h[h].name);
-            int listed = 0;
-            for (const char *q = hk->valuestring; q && *q && !listed; q = strchr(q, ',') ? strchr(q, ',') + 1 : NULL)
-                listed = !strncmp(q, j->h[h].name, len) && (q[len] == ',' || q[len] == 0);
-            if (!listed) continue;
+            if (!hook_listed(hk->valuestring, j->h[h].name)) continue;
             if (run_bos != j->o.bos)
                 rc = err_set(ERR_ARG, "%s: hook %s holds windows of extract run %lld, made with %s; "
                              "this run's (%s) would give it the same tokens again in other windows "
