@@ -158,13 +158,11 @@ int store_sae_get(store *s, int64_t id, const char *dir, store_sae_entry *out)
     if ((rc = has_weights_col(s, &has))) return rc;
     /* by directory: every row, newest first, since the same directory can be spelt many ways
        and only the filesystem can tell (file_same) */
-    if ((rc = store_prepare(s, has ? "SELECT id, dir, architecture, hook_name, coalesce(model_name, ''), "
-                                     "d_in, d_sae, coalesce(k, 0), coalesce(weights, '') FROM "
-                                     "sae_registry WHERE ?1 < 0 OR id = ?1 ORDER BY id DESC"
-                                   : "SELECT id, dir, architecture, hook_name, coalesce(model_name, ''), "
-                                     "d_in, d_sae, coalesce(k, 0), '' FROM sae_registry WHERE ?1 < 0 "
-                                     "OR id = ?1 ORDER BY id DESC", &st)))
-        return rc;
+    char sql[320];
+    snprintf(sql, sizeof sql, "SELECT id, dir, architecture, hook_name, coalesce(model_name, ''), d_in, "
+             "d_sae, coalesce(k, 0), %s FROM sae_registry WHERE ?1 < 0 OR id = ?1 ORDER BY id DESC",
+             has ? "coalesce(weights, '')" : "''");
+    if ((rc = store_prepare(s, sql, &st))) return rc;
     sqlite3_bind_int64(st, 1, id);
     int r, found = 0;
     while (!found && (r = sqlite3_step(st)) == SQLITE_ROW) {
