@@ -332,21 +332,43 @@ int file_copy_atomic(const char *src, const char *dst)
     return file_atomic_commit(&a);
 }
 
-void file_remove_temps(const char *dir, const char *const *names, size_t n)
+/* The length of NAME when entry is NAME.tmp.PID (file_atomic_open's temporary name), else 0. */
+static size_t temp_base_len(const char *entry)
+{
+    const char *t = NULL;
+    for (const char *p = strstr(entry, ".tmp."); p; p = strstr(p + 1, ".tmp.")) t = p;
+    if (!t || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5)) return 0;
+    return (size_t)(t - entry);
+}
+
+/* by_ending: names[] are endings of NAME (".png") rather than whole names */
+static void remove_temps(const char *dir, const char *const *names, size_t n, int by_ending)
 {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
+        size_t bl = temp_base_len(e->d_name);
         int ours = 0;
-        for (size_t i = 0; i < n && !ours; i++) {
+        for (size_t i = 0; bl && i < n && !ours; i++) {
             size_t l = strlen(names[i]);
-            ours = !strncmp(e->d_name, names[i], l) && !strncmp(e->d_name + l, ".tmp.", 5);
+            ours = by_ending ? l <= bl && !strncmp(e->d_name + bl - l, names[i], l)
+                             : l == bl && !strncmp(e->d_name, names[i], l);
         }
         char path[4096];
         if (ours && path_join(path, sizeof path, dir, e->d_name) == OK) unlink(path);
     }
     closedir(d);
+}
+
+void file_remove_temps(const char *dir, const char *const *names, size_t n)
+{
+    remove_temps(dir, names, n, 0);
+}
+
+void file_remove_temps_ending(const char *dir, const char *const *endings, size_t n)
+{
+    remove_temps(dir, endings, n, 1);
 }
 
 int file_find_open_fd(const char *path)

@@ -77,9 +77,12 @@ int file_read_text(const char *path, size_t max, char **out, size_t *len);
  * of a model directory and of an SAE's weights. */
 int file_fnv1a(const char *path, uint64_t *h);
 
-/* Remove dir/NAME.tmp.* for each of the n names: the leftovers of runs killed inside an atomic
+/* Remove dir/NAME.tmp.PID for each of the n names: the leftovers of runs killed inside an atomic
  * write (the renamed files themselves are intact). Errors are ignored. */
 void file_remove_temps(const char *dir, const char *const *names, size_t n);
+/* The same for every NAME ending in one of the n endings (".png": a report's pictures, whose
+ * names depend on the features drawn). */
+void file_remove_temps_ending(const char *dir, const char *const *endings, size_t n);
 
 /* mkdir -p with mode 0777 (less umask); trailing slashes are ignored. ERR_IO naming the
  * component that could not be created, or the path when it exists but is not a directory;

@@ -828,17 +828,9 @@ static int make_out_dir(const char *dir, int *made)
         return err_set(ERR_IO, "%s: cannot create the output directory: %s", dir, strerror(errno));
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: not a directory", dir);
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        const char *t = strstr(e->d_name, ".tmp.");
-        size_t nb = t ? (size_t)(t - e->d_name) : 0;
-        int ours = t && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5) &&
-                   ((nb > 4 && !strncmp(t - 4, ".png", 4)) ||
-                    (nb == 10 && !strncmp(e->d_name, "index.html", 10)));
-        char p[4096];
-        if (ours && path_join(p, sizeof p, dir, e->d_name) == OK) unlink(p);
-    }
-    if (d) closedir(d);
+    static const char *const pictures[] = {".png"}, *const index[] = {"index.html"};
+    file_remove_temps_ending(dir, pictures, 1);
+    file_remove_temps(dir, index, 1);
     return OK;
 }
 
