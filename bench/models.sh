@@ -15,7 +15,7 @@ bench_small_model() {
     if [ -z "$m" ]; then
         m=runs/bench-small
         if [ ! -f "$m/model.safetensors" ]; then
-            $BIN bpe-train --vocab 4096 data/brown/brown.jsonl -o "$m" >/dev/null
+            $BIN bpe-train --vocab 4096 data/brown/brown.jsonl -o "$m" --force >/dev/null
             $BIN init-model --layers 1 --d-model 128 --heads 4 --d-mlp 512 --ctx 128 --vocab 4096 -o "$m" >/dev/null
         fi
     fi

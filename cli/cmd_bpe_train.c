@@ -1,13 +1,14 @@
 /* cmd_bpe_train.c - `saelite bpe-train`: learn a byte-level BPE vocabulary in GPT-2 format. */
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
 #include "model/bpe.h"
 
 CLI_COMMAND(bpe_train, "Learn a byte-level BPE vocabulary (GPT-2 encoder.json + vocab.bpe)",
-            "saelite bpe-train --vocab N [--min-freq F] FILE... -o DIR   "
+            "saelite bpe-train --vocab N [--min-freq F] FILE... -o DIR [--force]   "
             "(FILE: JSONL or blank-line separated text)")
 
 #define MAX_FILES 256
@@ -17,12 +18,14 @@ int cmd_bpe_train(int argc, char **argv)
     int vocab = 0;
     int64_t min_freq = 2;
     const char *out = NULL;
+    int force = 0;
     arg_spec spec[] = {
         {"--vocab", ARG_INT, &vocab, "vocabulary size incl. 256 byte tokens and <|endoftext|>",
          ARG_REQUIRED, ARG_RANGE(257, 1000000)},
         {"--min-freq", ARG_I64, &min_freq, "stop when the best pair occurs fewer times", ARG_MIN(1)},
         {"-o", ARG_STR, &out, "output directory for encoder.json and vocab.bpe", ARG_REQUIRED},
         {"--out", ARG_STR, &out, "same as -o"},
+        {"--force", ARG_FLAG, &force, "replace a tokenizer already in the output directory"},
         {NULL, 0, NULL, NULL},
     };
     const char *pos[MAX_FILES];
@@ -38,6 +41,13 @@ int cmd_bpe_train(int argc, char **argv)
     const char *outs[2] = {enc, bpe};
     static const char *const oflags[2] = {"-o (encoder.json)", "-o (vocab.bpe)"};
     if ((rc = cli_check_not_inputs("bpe-train", 2, outs, oflags, np, pos, 0, NULL))) return rc;
+    /* a model trained on the tokenizer there would read other ids without a word */
+    for (int i = 0; i < 2 && !force; i++)
+        if (access(outs[i], F_OK) == 0) {
+            err_set(ERR_ARG, "%s already holds a tokenizer (%s): give another -o, or --force to "
+                    "replace it", out, i ? "vocab.bpe" : "encoder.json");
+            return cli_fail("bpe-train");
+        }
     bpe_train_opts opt = {.vocab_size = vocab, .min_freq = (long)min_freq};
     bpe_merge *m;
     size_t nm;

@@ -695,6 +695,10 @@ bad "bpe-train: a corpus named encoder.json in -o" "encoder.json is an input" bp
 bad "init-model: over a train-lm run (its model replaced, its state left)" "lmrun holds a train-lm run" init-model --layers 1 --d-model 8 --heads 2 -o $R/lmrun
 bad "bpe-train: a corpus without text (trained byte tokens alone, exit 0)" "blank.txt: no text to train on" bpe-train --vocab 300 $R/blank.txt -o $R/tk_blank
 check "  ... no tokenizer was written" "absent $R/tk_blank"
+bad "bpe-train: over a tokenizer already in -o (replaced without a word, exit 0)" "tok already holds a tokenizer \(encoder.json\): give another -o, or --force" bpe-train --vocab 300 small.txt -o tok
+cp -r "$W/tok" "$W/$R/tok_force"
+check "  ... --force replaces it" "(cd \"\$W\" && \"\$BIN\" bpe-train --vocab 280 --min-freq 1 small.txt -o $R/tok_force --force) > /dev/null 2>&1 && ! cmp -s \"\$W/tok/encoder.json\" \"\$W/$R/tok_force/encoder.json\""
+LAST=""
 bad "embed: an expression ending with an operator (read as if it were not there)" "ends with an operator" embed --model model --tokenizer tok "the -"
 bad "attribute: --ig-steps beyond 10000 (accepted, and ran for ever)" "--ig-steps must be in 0..10000" attribute --model model --tokenizer tok --sae sae8 --text "the cat" --ig-steps 100000000
 printf '{"id": "1", "spans": [[0, 3, "at", "at"]]}\n{"id": "2", "spans": []}\n' > "$W/$R/small.tags.jsonl"
