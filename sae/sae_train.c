@@ -77,6 +77,7 @@ struct sae_trainer {
     double scale, scale_out; /* scale_out: transcoders' target scale (= scale for SAEs) */
     float *ys, *zero_in; /* targets [B,Do] (= xs for SAEs); transcoders: D zeros */
     float thr_run; /* BatchTopK: running mean (rate 0.1) of the batch threshold (normalised units) */
+    float thr_batch; /* BatchTopK: the last forward's batch threshold (its k*B-th value) */
     float aux_norm; /* AuxK: 1 / (1 - EV) of the previous step's batch (0 before the first) */
     int64_t np;
     float *p, *g, *m, *v;
@@ -1973,13 +1974,9 @@ static int forward_backward(sae_trainer *t, const float *x, sae_step_stats *st, 
         if (!rc && is_batchtopk(t->c.arch)) rc = dist_min_f32(&cx.kept_min, 1);
         if (rc) return rc;
     }
-    if (is_batchtopk(t->c.arch)) {
-        /* rate 0.1, not SAELens' 0.01: the batch threshold keeps falling all through a run
-           of 10^3 steps, and a 100-step average lagged enough to give L0 26 instead of k 32
-           at inference (docs/sae.md); one batch's k*B-th value is already a tight estimate */
-        float thr = isinf(cx.kept_min) ? 0 : cx.kept_min;
-        t->thr_run = t->step == 0 ? thr : 0.9f * t->thr_run + 0.1f * thr;
-    }
+    /* the running threshold moves in sae_trainer_step only: sae_trainer_loss_grad before a
+       step counted its batch twice (audit) */
+    if (is_batchtopk(t->c.arch)) t->thr_batch = isinf(cx.kept_min) ? 0 : cx.kept_min;
     double sse = s[SC_SSE], recon_loss = sse / B, aux_loss = 0;
     st->mse = sse / ((double)B * Do);
     st->ev = explained_variance(t, s);
@@ -2020,6 +2017,11 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
     int part = dist_size() > 1 && t->lb <= 1; /* shared memory: attached by sae_trainer_bcast */
     int rc = forward_backward(t, x, &st, part);
     if (rc) return rc;
+    if (is_batchtopk(t->c.arch))
+        /* rate 0.1, not SAELens' 0.01: the batch threshold keeps falling all through a run
+           of 10^3 steps, and a 100-step average lagged enough to give L0 26 instead of k 32
+           at inference (docs/sae.md); one batch's k*B-th value is already a tight estimate */
+        t->thr_run = t->step == 0 ? t->thr_batch : 0.9f * t->thr_run + 0.1f * t->thr_batch;
     if (!isfinite(st.loss))
         return err_set(ERR_ARG, "loss became %g at step %lld (lower --lr?)", st.loss,
                        (long long)t->step);

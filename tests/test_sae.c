@@ -1183,6 +1183,45 @@ static void test_resume_bit_identical(void)
 }
 
 /* Folding: the exported raw-unit model reconstructs x/scale-consistently with the trainer. */
+/* sae_trainer_loss_grad before a step must not move BatchTopK's running threshold: it counted
+   that batch twice, so the exported threshold depended on who looked at the gradients (audit). */
+static void test_batchtopk_threshold_once(void)
+{
+    sae_train_config c = small_cfg(SAE_BATCHTOPK);
+    c.total_tokens = 8 * 1024;
+    synth_config sc = small_synth();
+    sae_source *src;
+    sae_source_synth(&src, &sc);
+    float *x = mem_alloc(sizeof(float) * 1024 * 64);
+    src->next(src, x, 1024);
+    sae_trainer *a, *b;
+    sae_trainer_new(&a, &c, x, 1024);
+    sae_trainer_new(&b, &c, x, 1024);
+    sae_step_stats st;
+    for (int s = 0; s < 6; s++) {
+        src->next(src, x, 1024);
+        for (int e = 0; e < 1024 * 64; e++) x[e] *= 1.0f + 0.2f * (float)(s % 3); /* moving thresholds */
+        sae_trainer_loss_grad(a, x, &st);
+        sae_params P, G;
+        sae_trainer_params(a, &P, &G);
+        zero_grad(&G, 256, 64); /* the step accumulates into the gradient buffers */
+        sae_trainer_step(a, x, &st);
+        sae_trainer_step(b, x, &st);
+    }
+    sae_model *ma, *mb;
+    sae_trainer_export(a, NULL, &ma);
+    sae_trainer_export(b, NULL, &mb);
+    CHECK(ma->threshold && mb->threshold && ma->threshold[0] == mb->threshold[0],
+          "batchtopk threshold %g after loss_grad + step, %g after step alone",
+          ma->threshold ? ma->threshold[0] : -1.0, mb->threshold ? mb->threshold[0] : -1.0);
+    sae_free(ma);
+    sae_free(mb);
+    sae_trainer_free(a);
+    sae_trainer_free(b);
+    sae_source_close(src);
+    mem_free(x);
+}
+
 static void test_export_fold(void)
 {
     /* the last: a batchtopk skip transcoder, rows [x | y] of 16 + 16 floats */
@@ -2355,6 +2394,7 @@ int main(void)
     test_metrics();
     test_load_errors();
     test_export_fold();
+    test_batchtopk_threshold_once();
     test_micro_batches();
     test_latent_blocks();
     test_latent_blocks_state();
