@@ -276,11 +276,12 @@ static int run_trainer(run *r, const sae_run_opts *o)
     /* compare the settings that define the run (defaults filled in identically) */
     sae_trainer *probe = NULL;
     if ((rc = sae_trainer_new(&probe, &r->c, r->x, 1))) return rc;
-    int same = sae_train_config_equal(sae_trainer_cfg(r->t), sae_trainer_cfg(probe));
+    char why[600];
+    int differ = sae_train_config_diff(sae_trainer_cfg(r->t), sae_trainer_cfg(probe), why, sizeof why);
     sae_trainer_free(probe);
-    if (!same)
-        return err_set(ERR_ARG, "%s: the flags differ from the checkpoint's run; resume with the "
-                                "same flags", r->ckpt);
+    if (differ)
+        return err_set(ERR_ARG, "%s: the checkpoint's run had %s; resume with the same flags",
+                       r->ckpt, why);
     return sae_source_skip(r->src, sae_trainer_step_index(r->t) * (int64_t)batch, batch);
 }
 

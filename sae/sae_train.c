@@ -46,21 +46,73 @@ void sae_train_defaults(sae_train_config *c)
     c->adam_eps = 1e-8;
 }
 
+/* Compare field by field; name the first difference as the flag a user gives ("--k 32, this
+   run 16"), so a refused resume says which flag to change back. */
+int sae_train_config_diff(const sae_train_config *a, const sae_train_config *b, char *why, size_t n)
+{
+#define DIFF_I(f, flag) \
+    if (a->f != b->f) return snprintf(why, n, flag " %lld (this run %lld)", (long long)a->f, (long long)b->f), 1
+#define DIFF_D(f, flag) \
+    if (a->f != b->f) return snprintf(why, n, flag " %.9g (this run %.9g)", (double)a->f, (double)b->f), 1
+    if (a->arch != b->arch || a->transcoder != b->transcoder)
+        return snprintf(why, n, "--arch %s%s (this run %s%s)", a->transcoder ? "transcoder, " : "",
+                        sae_arch_name(a->arch), b->transcoder ? "transcoder, " : "",
+                        sae_arch_name(b->arch)), 1;
+    DIFF_I(d_in, "input width");
+    DIFF_I(d_out, "output width");
+    DIFF_I(d_sae, "--d-sae");
+    DIFF_I(k, "--k");
+    DIFF_I(k_aux, "--k-aux");
+    DIFF_D(aux_coef, "--aux-coef");
+    DIFF_D(l1, "--l1");
+    DIFF_D(lr, "--lr");
+    DIFF_I(batch, "--batch");
+    DIFF_I(total_tokens, "--tokens");
+    DIFF_I(seed, "--seed");
+    DIFF_D(warmup_frac, "warm-up fraction");
+    DIFF_D(decay_frac, "decay fraction");
+    DIFF_D(l1_warmup_frac, "sparsity warm-up fraction");
+    DIFF_I(dead_window, "--dead-window");
+    if (a->bdec_init != b->bdec_init) {
+        static const char *const bn[] = {"zero", "mean", "median", "the default"};
+        int ia = a->bdec_init >= 0 && a->bdec_init < 4 ? a->bdec_init : 3;
+        int ib = b->bdec_init >= 0 && b->bdec_init < 4 ? b->bdec_init : 3;
+        return snprintf(why, n, "--bdec-init %s (this run %s)", bn[ia], bn[ib]), 1;
+    }
+    DIFF_I(normalize, "normalisation (--no-normalize)");
+    DIFF_D(jr_bandwidth, "--jr-bandwidth");
+    DIFF_D(jr_init_threshold, "--jr-threshold");
+    DIFF_D(jr_lr_mult, "--jr-lr-mult");
+    DIFF_D(adam_b1, "--adam-beta1");
+    DIFF_D(adam_b2, "Adam beta2");
+    DIFF_D(adam_eps, "Adam eps");
+    if (a->mat_levels != b->mat_levels)
+        return snprintf(why, n, "--levels %s (this run %s)", a->mat_levels == SAE_MAT_OWN ? "own" : "shared",
+                        b->mat_levels == SAE_MAT_OWN ? "own" : "shared"), 1;
+    if (fmax(a->grad_clip, 0) != fmax(b->grad_clip, 0))
+        return snprintf(why, n, "--grad-clip %.9g (this run %.9g)", fmax(a->grad_clip, 0),
+                        fmax(b->grad_clip, 0)), 1;
+    if (a->n_widths != b->n_widths ||
+        memcmp(a->widths, b->widths, sizeof(int) * (a->n_widths > 0 ? a->n_widths : 0))) {
+        char wa[256], wb[256];
+        size_t la = 0, lb = 0;
+        wa[0] = wb[0] = 0;
+        for (int i = 0; i < a->n_widths && la < sizeof wa - 16; i++)
+            la += (size_t)snprintf(wa + la, sizeof wa - la, "%s%d", i ? "," : "", a->widths[i]);
+        for (int i = 0; i < b->n_widths && lb < sizeof wb - 16; i++)
+            lb += (size_t)snprintf(wb + lb, sizeof wb - lb, "%s%d", i ? "," : "", b->widths[i]);
+        return snprintf(why, n, "--widths %s (this run %s)", wa, wb), 1;
+    }
+#undef DIFF_I
+#undef DIFF_D
+    if (n) why[0] = 0;
+    return 0;
+}
+
 int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b)
 {
-    return a->arch == b->arch && a->d_in == b->d_in && a->d_sae == b->d_sae && a->k == b->k &&
-           a->k_aux == b->k_aux && a->aux_coef == b->aux_coef && a->l1 == b->l1 &&
-           a->lr == b->lr && a->batch == b->batch && a->total_tokens == b->total_tokens &&
-           a->seed == b->seed && a->warmup_frac == b->warmup_frac &&
-           a->decay_frac == b->decay_frac && a->l1_warmup_frac == b->l1_warmup_frac &&
-           a->dead_window == b->dead_window && a->bdec_init == b->bdec_init &&
-           a->normalize == b->normalize && a->jr_bandwidth == b->jr_bandwidth &&
-           a->jr_init_threshold == b->jr_init_threshold && a->jr_lr_mult == b->jr_lr_mult &&
-           a->adam_b1 == b->adam_b1 &&
-           a->adam_b2 == b->adam_b2 && a->adam_eps == b->adam_eps &&
-           a->n_widths == b->n_widths && a->transcoder == b->transcoder && a->d_out == b->d_out &&
-           fmax(a->grad_clip, 0) == fmax(b->grad_clip, 0) && a->mat_levels == b->mat_levels &&
-           !memcmp(a->widths, b->widths, sizeof(int) * (a->n_widths > 0 ? a->n_widths : 0));
+    char why[8];
+    return !sae_train_config_diff(a, b, why, sizeof why);
 }
 
 /* ---- trainer -------------------------------------------------------------------------- */

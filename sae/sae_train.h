@@ -19,15 +19,15 @@
  *                     prefix's own with the same k B (SAE_MAT_OWN, SAELens' earlier version)
  *        + gated:     l1 * sum_j relu(pi_j) ||W_dec,j|| + ||x - (relu(pi) W_dec' + b_dec')||^2, pi
  *                     the gate pre-activations, W_dec'/b_dec' the decoder frozen (no gradient);
- *                     f = 1[pi > 0] relu(exp(r_mag) (pi - b_gate) + b_mag), decoder unconstrained
- *                     with norms folded at export (as relu)
+ *                     f = 1[pi > 0] relu(exp(r_mag) (pi - b_gate) + b_mag), decoder rows unit
+ *                     norm (the paper's; only relu leaves them free)
  * Transcoders (transcoder != 0): the rows given to sae_trainer_new/step are (input, target) pairs
  * [x | y] of d_in + d_out floats; the loss is the same with y in place of x as the target, no
  * b_dec subtraction on the input, and skip transcoders add x W_skip^T (W_skip zero at init) to
  * the output. Input and target get separate scales (mean norms sqrt(d_in) and sqrt(d_out)); the
  * encoder rows are their own random unit vectors (d_in != d_out), b_dec the target's median.
  *   Adam (jumprelu and gated beta1 0); lr warm-up over warmup_frac of the steps, linear decay
- *   to 0 over the last decay_frac (TopK: b_enc at lr x sqrt(d_in) when normalised, as fast as the others
+ *   to 0 over the last decay_frac (topk, batchtopk, matryoshka: b_enc at lr x sqrt(d_in) when normalised, as fast as the others
  *   at mean norm 1); every architecture clips the global gradient norm to grad_clip (1)
  *   before Adam; sparsity coefficient warm-up over l1_warmup_frac; decoder rows unit norm
  *   (except relu) with the gradient component parallel to each row removed before the step; W_enc = W_dec^T
@@ -55,6 +55,7 @@
  */
 #ifndef SAELITE_SAE_TRAIN_H
 #define SAELITE_SAE_TRAIN_H
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/rng.h"
@@ -106,8 +107,10 @@ typedef struct {
 enum { SAE_MAT_SHARED = 1, SAE_MAT_OWN = 2 };
 
 void sae_train_defaults(sae_train_config *c);
-/* Field-by-field equality (resume checks the flags against the checkpoint's run). */
+/* Field-by-field equality (resume checks the flags against the checkpoint's run). _diff returns
+ * 1 and names the first difference in why ("--k 32 (this run 16)"), else 0. */
 int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b);
+int sae_train_config_diff(const sae_train_config *a, const sae_train_config *b, char *why, size_t n);
 
 typedef struct {
     int64_t step, tokens;

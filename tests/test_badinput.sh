@@ -668,6 +668,7 @@ bad "sae-train: --tokens past int64 says out of range" "--tokens: 92233720368547
 setup forward --model model --tokens 1,2,3,4,5,6,7,8 --hook $H --npy acts8.npy
 setup sae-train --npy acts.npy --out s_resume --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16 --max-steps 2
 LAST=""
+bad "sae-train: --resume with another --k names the flag" "s_resume/checkpoint.bin: the checkpoint's run had --k 2 \\(this run 3\\); resume with the same flags" sae-train --npy acts.npy --out s_resume --d-sae 16 --k 3 --tokens 256 --batch 16 --eval-tokens 16 --resume
 bad "sae-train: --resume with another --val-frac (was accepted)" "s_resume/checkpoint.bin: the checkpoint's run had .val_frac 0.05., this one .val_frac 0.2. \\(--val-frac\\)" sae-train --npy acts.npy --out s_resume --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16 --resume --val-frac 0.2
 bad "sae-train: --resume on another --npy file of the same width" "s_resume/checkpoint.bin: the checkpoint's run had .rows 16., this one .rows 8. \\(the --npy file's rows\\)" sae-train --npy acts8.npy --out s_resume --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16 --resume
 mkdir -p "$W/$R/adir" "$W/$R/sdir/sae_weights.safetensors"; cp "$W/sae8/cfg.json" "$W/$R/sdir/"

@@ -21,7 +21,7 @@ ok "resume finishes" 'grep -q "47 steps" $T/resume.out'
 ok "resumed weights bit-identical" 'cmp -s $T/full/sae_weights.safetensors $T/part/sae_weights.safetensors'
 ok "training log continues" '[ "$(grep -c . $T/part/training_log.csv)" = "$(grep -c . $T/full/training_log.csv)" ]'
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 40960 --batch 512 --out $T/part --resume >$T/bad.out 2>&1
-ok "resume with other flags refused" '[ $? -ne 0 ] && grep -q "differ from the checkpoint" $T/bad.out'
+ok "resume with other flags refused" '[ $? -ne 0 ] && grep -q "the checkpoint.s run had --d-sae 128 (this run 64)" $T/bad.out'
 
 # a store-backed run stopped and resumed registers the whole training curve, as an uninterrupted one
 $BIN import --npy $T/acts.npy --db $T/acts.db --hook synth.acts --seq-len 64 >/dev/null 2>&1
@@ -132,7 +132,7 @@ del b[64 + n - 8:64 + n]
 open(sys.argv[1], "wb").write(bytes(b))
 PY
 $BIN sae-train $sargs --arch matryoshka --widths 16,64 --out $T/m_old --resume >$T/m_old1.out 2>&1; rc=$?
-ok "an old matryoshka checkpoint refuses the new default" '[ $rc -ne 0 ] && grep -q "flags differ" $T/m_old1.out'
+ok "an old matryoshka checkpoint refuses the new default" '[ $rc -ne 0 ] && grep -q "had --levels own (this run shared)" $T/m_old1.out'
 $BIN sae-train $sargs --arch matryoshka --widths 16,64 --levels own --out $T/m_old --resume >$T/m_old2.out 2>&1
 ok "an old matryoshka checkpoint resumes with --levels own, bit-identical" 'cmp -s $T/m_own/sae_weights.safetensors $T/m_old/sae_weights.safetensors'
 $BIN sae-train $sargs --out $T/snorm --max-norm-ratio 1.5 >$T/snorm.out 2>&1
