@@ -23,6 +23,7 @@
 #include "model/tokenizer.h"
 #include "sae/metrics.h"
 #include "sae/sae.h"
+#include "sae/sae_run.h"
 #include "store/store.h"
 #include "store/store_ana.h"
 
@@ -1164,6 +1165,7 @@ static int open_inputs(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, an
     if (!hook) return err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name; give --hook NAME", o->sae_dir);
     if ((rc = store_open(&sh->s, o->db, root ? 0 : STORE_READONLY))) return rc;
     if ((rc = store_hook_find(sh->s, hook, &sh->hook))) return rc;
+    if (sd->sae && (rc = sae_check_hook_model(sd->sae, o->sae_dir, sh->s, &sh->hook, o->db))) return rc;
     snprintf(res->hook, sizeof res->hook, "%s", sh->hook.name);
     if (sd->sae && sd->d_in != sh->hook.width)
         return err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",

@@ -1215,6 +1215,7 @@ int eval_run(const eval_opts *o, eval_result *res)
         goto out;
     }
     if ((rc = store_hook_find(c.s, c.sae->cfg.hook_name, &c.hook))) goto out;
+    if ((rc = sae_check_hook_model(c.sae, c.sae_dir, c.s, &c.hook, o->db))) goto out;
     snprintf(res->hook, sizeof res->hook, "%s", c.hook.name);
     if (c.hook.width != c.sae->cfg.d_in) {
         rc = err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",

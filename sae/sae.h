@@ -50,6 +50,9 @@ typedef struct {
     int d_in, d_sae, k; /* k: TopK/BatchTopK/Matryoshka only (0 otherwise) */
     char hook_name[128];
     char model_name[256];
+    /* the checksum of the model whose activations trained it (saelite's cfg.json metadata
+       "model_checksum", written by sae-train --db); "" when unknown (other tools' files) */
+    char model_checksum[32];
     int context_size;
     int n_widths;                /* matryoshka: nested prefix widths, increasing, last = d_sae */
     int widths[SAE_MAX_WIDTHS];  /* (0 for the other architectures; kept in cfg.json) */

@@ -95,6 +95,7 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
     cJSON_AddStringToObject(root, "normalize_activations", "none");
     cJSON_AddStringToObject(meta, "hook_name", c->hook_name);
     cJSON_AddStringToObject(meta, "model_name", c->model_name);
+    if (c->model_checksum[0]) cJSON_AddStringToObject(meta, "model_checksum", c->model_checksum);
     if (c->transcoder) cJSON_AddStringToObject(meta, "hook_name_out", c->hook_name_out);
     cJSON_AddNumberToObject(meta, "context_size", c->context_size);
     cJSON_AddNumberToObject(meta, "hook_head_index", -1);
@@ -312,6 +313,8 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
         snprintf(c.hook_name_out, sizeof c.hook_name_out, "%s", v->valuestring);
     if ((v = cfg_get(root, "model_name", NULL)) && cJSON_IsString(v))
         snprintf(c.model_name, sizeof c.model_name, "%s", v->valuestring);
+    if ((v = cfg_get(root, "model_checksum", NULL)) && cJSON_IsString(v))
+        snprintf(c.model_checksum, sizeof c.model_checksum, "%s", v->valuestring);
     if ((v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v))
         c.context_size = (int)v->valuedouble;
     cJSON_Delete(root);

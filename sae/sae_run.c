@@ -449,6 +449,7 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     snprintf(meta.model_name, sizeof meta.model_name, "%s", o->model_name && o->model_name[0]
              ? o->model_name : r->sinfo.model_name);
     meta.context_size = o->context_size ? o->context_size : r->sinfo.seq_len;
+    snprintf(meta.model_checksum, sizeof meta.model_checksum, "%s", r->sinfo.model_checksum);
     snprintf(meta.hook_name_out, sizeof meta.hook_name_out, "%s", o->hook_out ? o->hook_out : "");
     int rc = sae_trainer_export(r->t, &meta, &r->m);
     if (!rc) rc = sae_metrics_init(&r->acc, sae_out_dim(&r->m->cfg), r->m->cfg.d_sae);
@@ -733,6 +734,24 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     if (!rc && root && o->db && res->finished) rc = run_register(&r, o, res);
     run_free(&r);
     if (rc) run_discard(&r, o);
+    return rc;
+}
+
+int sae_check_hook_model(const sae_model *m, const char *dir, store *s, const store_hook *h,
+                         const char *db)
+{
+    if (!m->cfg.model_checksum[0]) return OK;
+    store_model *models = NULL;
+    size_t nm = 0;
+    int rc = store_model_list(s, &models, &nm);
+    for (size_t i = 0; !rc && i < nm; i++)
+        if (models[i].id == h->model_id && models[i].checksum[0] &&
+            strcmp(models[i].checksum, m->cfg.model_checksum))
+            rc = err_set(ERR_ARG, "%s: the SAE was trained on activations of a model with checksum %s, "
+                         "but %s's hook %s comes from model '%s' with checksum %s: another model's "
+                         "activations", dir, m->cfg.model_checksum, db, h->name, models[i].name,
+                         models[i].checksum);
+    mem_free(models);
     return rc;
 }
 

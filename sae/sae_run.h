@@ -113,5 +113,11 @@ int sae_eval_source(const sae_model *m, sae_source *src, int64_t n, sae_metrics 
  * old row's id. */
 int sae_check_registered(const sae_model *m, const char *dir, const store_sae_entry *r,
                          const char *db);
+/* Whether hook h of store s (database db) comes from the model the SAE in dir was trained on:
+ * ERR_ARG naming both checksums when the SAE's cfg.json records one (sae-train --db writes it)
+ * and differs from the model's that extract recorded; OK when either is unknown (SAELens files
+ * name models by hub names, which a database does not hold). */
+int sae_check_hook_model(const sae_model *m, const char *dir, store *s, const store_hook *h,
+                         const char *db);
 
 #endif

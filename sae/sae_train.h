@@ -284,6 +284,7 @@ typedef struct {
     int width, seq_len;
     int width_out; /* paired sources: the second hook's width */
     char model_name[128];
+    char model_checksum[32]; /* the hook's model's, as extract recorded it ("" if none) */
 } sae_store_info;
 int sae_source_store(sae_source **out, const char *db, const char *hook, int split,
                      double val_frac, uint64_t seed, int64_t shuffle_tokens, int skip_bos,

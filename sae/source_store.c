@@ -207,8 +207,11 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
             size_t nm = 0;
             if (store_model_list(m->s, &models, &nm) == OK)
                 for (size_t i = 0; i < nm; i++)
-                    if (models[i].id == h.model_id)
+                    if (models[i].id == h.model_id) {
                         snprintf(info->model_name, sizeof info->model_name, "%s", models[i].name);
+                        snprintf(info->model_checksum, sizeof info->model_checksum, "%s",
+                                 models[i].checksum);
+                    }
             mem_free(models);
         }
     }

@@ -710,6 +710,12 @@ check "  ... no database was made" "absent $R/tg.db"
 setup init-model --layers 1 --d-model 8 --heads 2 --ctx 16 --vocab 270 --seed 9 -o $R/model2
 LAST=""
 bad "analyze: a --model other than the one extract used (CE scores were computed against it)" "model2: checksum [0-9a-f]{16}, but ex.db's hook $H was extracted from a model with checksum [0-9a-f]{16}" analyze --db ex.db --sae sae8 --model $R/model2 --all
+# an SAE trained on one model's activations, scored on another's (an audit: eval printed scores)
+setup extract --model $R/model2 --tokenizer tok --corpus small.txt --hook $H --db $R/ex2.db --ctx 8
+setup sae-train --db ex.db --hook $H --out $R/sae_ex --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16
+LAST=""
+bad "analyze: an SAE of another model's activations" "sae_ex: the SAE was trained on activations of a model with checksum [0-9a-f]{16}, but $R/ex2.db's hook $H comes from model 'model2' with checksum [0-9a-f]{16}" analyze --db $R/ex2.db --sae $R/sae_ex --no-model --all
+bad "eval: an SAE of another model's activations" "sae_ex: the SAE was trained on activations of a model with checksum" eval --db $R/ex2.db --sae $R/sae_ex
 bad "sweep: a k above d_sae fails before anything is written (was at its run)" "k 100 is more than d_sae \\(16\\)" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 100 --d-sae 16 --tokens 256 --batch 16 --eval none
 bad "sweep: an unknown suite fails before the first run is trained" "--eval: unknown suite 'foo'" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 2 --d-sae 16 --tokens 256 --batch 16 --eval foo
 bad "sweep: an unknown hook" "ex.db: no hook 'nosuch'" sweep --db ex.db --out $R/sw --hook nosuch --families topk --ks 2 --d-sae 16 --tokens 256 --batch 16
