@@ -17,7 +17,7 @@
 CREATE TABLE IF NOT EXISTS ana_dicts (
     id          INTEGER PRIMARY KEY,
     kind        TEXT NOT NULL CHECK (kind IN ('sae', 'neurons')),
-    sae_id      INTEGER,            -- SAE registry id (store_sae.h); NULL for kind 'neurons'
+    sae_id      INTEGER,            -- reserved, NULL: analyze does not register SAEs; join sae_registry on dir = name
     name        TEXT NOT NULL,      -- the SAE directory as given to analyze, or 'neurons@<hook>'
     hook_name   TEXT NOT NULL,      -- TransformerLens hook name, e.g. 'blocks.6.hook_resid_pre'
     d_in        INTEGER NOT NULL,   -- activation width at the hook

@@ -123,6 +123,29 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
     char *end;
     long long id = strtoll(sae, &end, 10);
     int numeric = *sae && !*end;
+    char regdir[1024] = "";
+    if (numeric) {
+        /* a registry id names a directory: its analysis, or none. ana_dicts.sae_id is not
+           recorded, so the id matched no row and report fell through to the analysis with that
+           id, another dictionary, exit 0 (an audit) */
+        sqlite3_stmt *rs;
+        if (store_prepare(s, "SELECT dir FROM sae_registry WHERE id = ?1", &rs) == OK) {
+            sqlite3_bind_int64(rs, 1, id);
+            if (sqlite3_step(rs) == SQLITE_ROW && sqlite3_column_text(rs, 0))
+                snprintf(regdir, sizeof regdir, "%s", (const char *)sqlite3_column_text(rs, 0));
+            sqlite3_finalize(rs);
+        } else
+            err_clear(); /* no registry in this store: the id is an analysis id */
+        if (regdir[0]) {
+            int r2 = store_rep_dict_find(s, regdir, hook, split, out);
+            if (r2 == ERR_NOTFOUND)
+                return err_set(ERR_NOTFOUND, "%s: registry id %lld is the SAE in %s, which has no "
+                               "analysis%s%s%s%s here; run 'saelite analyze --db %s --sae %s' first",
+                               store_path(s), id, regdir, hook ? " at " : "", hook ? hook : "",
+                               split ? " split " : "", split ? split : "", store_path(s), regdir);
+            return r2;
+        }
+    }
     const char *nhook = NULL;
     int neurons = !strcmp(sae, "neurons");
     if (!strncmp(sae, "neurons@", 8)) {
@@ -132,8 +155,8 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
     if (nhook && !hook) hook = nhook;
     sqlite3_stmt *st;
     const char *sql =
-        numeric ? "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'sae' AND sae_id = ?1 AND "
-                  "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY id DESC LIMIT 1"
+        numeric ? "SELECT " DICT_COLS " FROM ana_dicts WHERE id = ?1 AND "
+                  "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3)"
         : neurons ? "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'neurons' AND "
                     "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY id DESC LIMIT 1"
                   /* a directory matches with or without a trailing slash */
@@ -172,18 +195,6 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
             if (r == SQLITE_ROW) read_dict(st, out);
             sqlite3_finalize(st);
         }
-    }
-    if (r == SQLITE_DONE && numeric) {
-        /* not a registry id: the analysis id analyze prints ("dict id N") */
-        if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE id = ?1 AND "
-                                   "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3)", &st)))
-            return rc;
-        sqlite3_bind_int64(st, 1, id);
-        if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
-        if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
-        r = sqlite3_step(st);
-        if (r == SQLITE_ROW) read_dict(st, out);
-        sqlite3_finalize(st);
     }
     if (r == SQLITE_ROW) {
         dict_transcoder(s, out);

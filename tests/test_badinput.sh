@@ -731,6 +731,10 @@ setup analyze --db ex.db --sae ./sae8/ --no-model --all
 check "analyze: sae8 and ./sae8/ are one analysis" "[ \"\$(sqlite3 \"\$W/ex.db\" \"SELECT count(*) FROM ana_dicts WHERE kind = 'sae'\")\" = 1 ]"
 setup report --db ex.db --sae "$W/sae8" --out $R/rep --features 1
 check "report: an absolute path finds the analysis made with a relative one" "[ -f \"\$W/$R/rep/index.html\" ]"
+# a registry id whose SAE was never analysed drew the analysis with that number instead, exit 0
+rid=$(sqlite3 "$W/ex.db" "SELECT id FROM sae_registry WHERE dir LIKE '%sae_ex'")
+LAST=""
+bad "report: a registry id never analysed (drew analysis $rid, another dictionary)" "registry id $rid is the SAE in $R/sae_ex, which has no analysis here" report --db ex.db --sae "$rid" --out $R/rep_rid --features 1
 
 # Every database still passes integrity_check and holds its rows (the known findings above that
 # write to a database are the exceptions: those databases are left out here).
