@@ -8,7 +8,7 @@
 #include "common/err.h"
 
 CLI_COMMAND(eval, "SAEBench-style evaluations on Brown: sparse probing, absorption, SCR, TPP",
-            "saelite eval --db FILE --sae DIR|ID [--suite sparse_probing,absorption] [--seed N] "
+            "saelite eval --db FILE --sae DIR|ID [--suite all|LIST] [--seed N] "
             "[--test-frac F] [--seqs-per-genre N] [--train-per-class N] [--test-per-class N] [--C C] [--no-random]")
 
 static void print_result(const eval_result *r)

@@ -32,8 +32,8 @@ static void on_batch(const ext_stats *st, void *u)
 static void print_plan(const ext_plan *p, const ext_opts *po, const char *dtype, int bf16)
 {
     const ext_opts o = *po;
-    printf("extract: %lld documents, %lld windows, %lld tokens (ctx %d, %s)\n", (long long)p->n_docs,
-           (long long)p->n_windows, (long long)p->n_tokens, p->ctx, o.bos ? "bos" : "no bos");
+    printf("extract: %lld document%s, %lld windows, %lld tokens (ctx %d, %s)\n", (long long)p->n_docs,
+           p->n_docs == 1 ? "" : "s", (long long)p->n_windows, (long long)p->n_tokens, p->ctx, o.bos ? "bos" : "no bos");
     for (int i = 0; i < p->nhooks; i++)
         printf("  %s: %lld tokens x %d x %d bytes (%s) = %.1f MB\n", p->hooks[i].name,
                (long long)p->n_tokens, p->hooks[i].width, store_dtype_size(o.dtype), dtype,

@@ -55,6 +55,8 @@ int cmd_forward(int argc, char **argv)
     if (toks && args_int_list(toks, &ids, &n)) return cli_usage_error(argv[0], "%s", err_msg());
     gpt2_model *m = NULL;
     capture cap = {0};
+    /* the model first: a missing --model directory was reported as "no tokenizer files" */
+    if (gpt2_load(&m, model)) goto fail;
     if (text) {
         tok_tokenizer *tk;
         size_t nt = 0;
@@ -68,7 +70,6 @@ int cmd_forward(int argc, char **argv)
         }
         n = (int)nt;
     }
-    if (gpt2_load(&m, model)) goto fail;
     if (hook && strchr(hook, '*')) {
         err_set(ERR_ARG, "--hook takes one exact name, not a pattern");
         goto fail;

@@ -48,7 +48,9 @@ int cmd_info(int argc, char **argv)
         printf("documents %lld, sequences %lld, tokens %lld\n", (long long)sm.n_documents,
                (long long)sm.n_sequences, (long long)sm.n_tokens);
         for (size_t i = 0; i < nm; i++)
-            printf("model %lld: %s (%s)%s%s\n", (long long)ms[i].id, ms[i].name, ms[i].path,
+            /* an import's path is already in parentheses, "(imported .npy)" */
+            printf("model %lld: %s %s%s%s%s%s\n", (long long)ms[i].id, ms[i].name,
+                   ms[i].path[0] == '(' ? "" : "(", ms[i].path, ms[i].path[0] == '(' ? "" : ")",
                    ms[i].checksum[0] ? ", checksum " : "", ms[i].checksum);
         for (size_t i = 0; i < nh; i++) {
             /* in double: n_tokens is a sum over rows of the file (no int64 overflow) */

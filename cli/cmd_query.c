@@ -9,7 +9,7 @@
 #include "store/sqlfuncs.h"
 
 CLI_COMMAND(query, "Run read-only SQL on a database (table, CSV or JSON output)",
-            "saelite query --db FILE [--csv | --json] [--max-width N] [--timeout S] [--max-rows N] \"SQL\"")
+            "saelite query --db FILE [--csv | --json] [--max-width N] [--timeout X] [--max-rows N] \"SQL\"")
 
 int cmd_query(int argc, char **argv)
 {
@@ -22,7 +22,7 @@ int cmd_query(int argc, char **argv)
         {"--csv", ARG_FLAG, &csv, "print CSV (RFC 4180; NULL is an empty field)"},
         {"--json", ARG_FLAG, &json, "print a JSON array of row objects per statement"},
         {"--max-width", ARG_INT, &max_width, "cut table cells to N characters (0: never)", ARG_MIN(0)},
-        {"--timeout", ARG_FLOAT, &timeout, "stop the query after S seconds (0: no limit)", ARG_MIN(0)},
+        {"--timeout", ARG_FLOAT, &timeout, "stop the query after X seconds (0: no limit)", ARG_MIN(0)},
         {"--max-rows", ARG_I64, &max_rows, "stop when a query yields more than N rows (0: no limit)",
          ARG_MIN(0)},
         {NULL, 0, NULL, NULL},

@@ -1,5 +1,6 @@
 /* cmd_train_lm.c - `saelite train-lm`: flags for train_run (model/train.h), its progress lines
  * and summary. */
+#include <math.h>
 #include <stdio.h>
 
 #include "cli/cli.h"
@@ -89,13 +90,14 @@ int cmd_train_lm(int argc, char **argv)
                r.interrupted ? "interrupted" : "--max-time reached");
     if (r.steps_run == 0 && !r.stopped) {
         printf("already finished at step %lld; nothing to train: held-out loss %.4f, unigram "
-               "entropy %.4f (%.3f nats below); %s unchanged\n", (long long)r.step, r.val_loss,
-               r.unigram, r.unigram - r.val_loss, o.out);
+               "entropy %.4f (%.3f nats %s); %s unchanged\n", (long long)r.step, r.val_loss,
+               r.unigram, fabs(r.unigram - r.val_loss), r.val_loss <= r.unigram ? "below" : "above",
+               o.out);
         return 0;
     }
     printf("trained %lld steps in %.1fs (%.0f tok/s): train loss %.4f, held-out loss %.4f, unigram "
-           "entropy %.4f (%.3f nats below); wrote %s\n",
+           "entropy %.4f (%.3f nats %s); wrote %s\n",
            (long long)r.steps_run, r.seconds, r.tok_per_s, r.loss, r.val_loss, r.unigram,
-           r.unigram - r.val_loss, o.out);
+           fabs(r.unigram - r.val_loss), r.val_loss <= r.unigram ? "below" : "above", o.out);
     return r.interrupted ? 130 : 0;
 }

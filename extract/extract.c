@@ -1094,7 +1094,7 @@ static int write_next(ext_job *j, ext_stats *st, int *in_tx, int block, int *wro
         }
     }
     st->t_forward += bt->fwd_secs;
-    st->batches_main += bt->by_main;
+    st->batches_main += bt->by_main && bt->missing; /* a stored batch took no forward */
     bt->by_main = 0;
     int rc = bt->fwd_rc ? err_set(bt->fwd_rc, "%s", bt->fwd_msg) : batch_finish(j, bt, st, in_tx);
     j->n_write++;

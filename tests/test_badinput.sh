@@ -244,6 +244,7 @@ bad "token id outside the vocabulary" "token id 270 .*outside the vocabulary" fo
 bad "negative token id" "bad list '1,-2'" forward --model model --tokens 1,-2 --hook $H --npy o.npy
 bad "sequence longer than the context" "17 tokens exceeds the model context of 16" forward --model model --tokens 1-17 --hook $H --npy o.npy
 bad "forward output under a regular file" "acts.npy/o.npy.*Not a directory" forward --model model --tokens 1,2 --hook $H --npy acts.npy/o.npy
+bad "forward --text with a missing --model (was: no tokenizer files)" "nodir/config.json: cannot open" forward --model nodir --text "the cat" --hook $H --npy o_nodir.npy
 
 # ---- import (.npy into a database) ------------------------------------------------------------
 I=(--db good.db --hook x.new)

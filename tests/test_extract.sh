@@ -45,6 +45,7 @@ $BIN export --db "$T/b.db" --hook r16 --npy "$T/b16.npy" >/dev/null 2>&1
 check '$PY -c "$ROUND; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); sys.exit(0 if (rnd(a, \"bf16\")==b).all() else 1)" "$T/acts.npy" "$T/b16.npy"' "bf16 round trip equals round-to-nearest-even"
 out=$($BIN info --db "$T/i.db" 2>&1)
 check '[[ "$out" == *"hook 1: resid"*"width 24"*"5 sequences, 300 tokens"* ]]' "info: $out"
+check '[[ "$out" == *"model 1: import (imported .npy)"* && "$out" != *"(("* ]]' "info names an import once in parentheses: $out"
 # bad input: one line, non-zero, database unchanged
 sum() { sqlite3 "$T/i.db" "SELECT count(*), sum(length(data)) FROM activations" 2>/dev/null; }
 before=$(sum)
