@@ -70,8 +70,7 @@ typedef struct {
 static void dict_codes(const dict *d, const float *x, int N, float *f, float *xhat, int *rc)
 {
     if (d->sae) {
-        if (!*rc) *rc = sae_encode(d->sae, x, N, f);
-        if (!*rc && xhat) *rc = sae_decode(d->sae, f, N, xhat);
+        if (!*rc) *rc = xhat ? sae_forward(d->sae, x, N, f, xhat) : sae_encode(d->sae, x, N, f);
     } else {
         memcpy(f, x, (size_t)N * d->d_in * sizeof *f);
         if (xhat) memcpy(xhat, x, (size_t)N * d->d_in * sizeof *f);

@@ -106,7 +106,7 @@ int ana_attribute(gpt2_model *m, const sae_model *s, const ana_attr_opts *o, ana
     if ((rc = gpt2_hook_add(m, hook, path_fn, &h))) goto out;
     if ((rc = gpt2_hook_grad(m, o->tokens, 1, T, dl, hook, g, lg))) goto out;
     r->metric = metric_of(lg, o, pos, V);
-    if ((rc = sae_encode(s, x, T, r->f)) || (rc = sae_decode(s, r->f, T, xhat))) goto out;
+    if ((rc = sae_forward(s, x, T, r->f, xhat))) goto out;
     if (o->ig_steps == 0) memcpy(G, g, (size_t)T * d * sizeof *G);
     else {
         h.capture = 0;

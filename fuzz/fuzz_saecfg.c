@@ -82,10 +82,9 @@ static int fuzz_saecfg(const uint8_t *data, size_t n)
         if (!memchr(c->hook_name, 0, sizeof c->hook_name) || !memchr(c->model_name, 0, sizeof c->model_name))
             fuzz_fail("hook or model name not NUL-terminated");
         float x[2 * 4] = {1, -2, 3, 0.5f, 0, 0, 0, 0};
-        float *fe = calloc((size_t)2 * (size_t)c->d_sae, sizeof *fe), *xh = calloc(2 * (size_t)c->d_in, sizeof *xh);
+        float *fe = calloc((size_t)2 * (size_t)c->d_sae, sizeof *fe), *xh = calloc(2 * (size_t)sae_out_dim(c), sizeof *xh);
         if (c->d_in == 4) {
-            rc = sae_encode(s, x, 2, fe);
-            if (!rc) rc = sae_decode(s, fe, 2, xh);
+            rc = sae_forward(s, x, 2, fe, xh);
             if (rc) fuzz_fail("encode/decode on a loaded SAE failed: %s", err_msg());
         }
         free(fe);

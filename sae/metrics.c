@@ -216,8 +216,7 @@ static int check_out(const float *f, int64_t nf, const float *out, int64_t no)
 int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, int n, float *f,
                           float *xhat)
 {
-    int rc = sae_encode(m, x, n, f);
-    if (!rc) rc = sae_decode(m, f, n, xhat);
+    int rc = sae_forward(m, x, n, f, xhat);
     if (!rc) rc = check_out(f, (int64_t)n * m->cfg.d_sae, xhat, (int64_t)n * m->cfg.d_in);
     if (!rc) sae_metrics_add(acc, x, xhat, f, n);
     return rc;

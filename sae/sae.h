@@ -59,6 +59,11 @@ typedef struct {
     int transcoder;              /* SAE_NOT_TRANSCODER / SAE_TRANSCODER / SAE_SKIP_TRANSCODER */
     int d_out;                   /* transcoders: output width; SAEs: 0 (= d_in) */
     char hook_name_out[128];     /* transcoders: the hook they reconstruct */
+    /* trained on residual values centred along d_in (a SAELens file whose
+       model_from_pretrained_kwargs sets TransformerLens' center_writing_weights): W_enc is
+       centred at load, so the code reads C x; the reconstruction adds x's mean back to every
+       component (sae_forward), so x - xhat is SAELens' error on C x */
+    int center_input;
 } sae_config;
 
 typedef struct {
@@ -106,7 +111,8 @@ int sae_pairs_join(float **x /*[n,D] -> [n,D+Do]*/, int D, const float *y /*[n,D
                    int64_t n);
 
 /* Inference on raw activations. Dense f [N,d_sae]. sae_decode's output is [N,sae_out_dim]; a
- * skip transcoder also needs the input: sae_decode refuses it (ERR_ARG), sae_forward does both. */
+ * skip transcoder or a centred SAE (cfg.center_input) also needs the input: sae_decode refuses it
+ * (ERR_ARG), sae_forward does both. */
 int sae_encode(const sae_model *s, const float *x /*[N,d_in]*/, int N, float *f /*[N,d_sae]*/);
 int sae_decode(const sae_model *s, const float *f /*[N,d_sae]*/, int N, float *xhat /*[N,d_out]*/);
 /* encode + decode (+ the skip path): f [N,d_sae], out [N,sae_out_dim]. */

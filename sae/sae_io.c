@@ -96,6 +96,11 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
     cJSON_AddStringToObject(meta, "hook_name", c->hook_name);
     cJSON_AddStringToObject(meta, "model_name", c->model_name);
     if (c->model_checksum[0]) cJSON_AddStringToObject(meta, "model_checksum", c->model_checksum);
+    if (c->center_input) { /* W_enc is centred already; loading centres it again, a no-op */
+        cJSON *kw = cJSON_CreateObject();
+        cJSON_AddBoolToObject(kw, "center_writing_weights", 1);
+        cJSON_AddItemToObject(meta, "model_from_pretrained_kwargs", kw);
+    }
     if (c->transcoder) cJSON_AddStringToObject(meta, "hook_name_out", c->hook_name_out);
     cJSON_AddNumberToObject(meta, "context_size", c->context_size);
     cJSON_AddNumberToObject(meta, "hook_head_index", -1);
@@ -158,7 +163,8 @@ static int cfg_agree(const cJSON *root, const char *path)
                                        "matryoshka_widths", "normalize_activations",
                                        "apply_b_dec_to_input", "hook_name", "hook_name_out",
                                        "model_name", "context_size",
-                                       "rescale_acts_by_decoder_norm", "finetuning_scaling_factor"};
+                                       "rescale_acts_by_decoder_norm", "finetuning_scaling_factor",
+                                       "model_from_pretrained_kwargs"};
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
     /* older SAELens' hook_point is read only without a hook_name: two different ones contradict */
     const cJSON *hn = cfg_get(root, "hook_name", NULL), *hp = cJSON_GetObjectItemCaseSensitive(root, "hook_point");
@@ -186,7 +192,70 @@ typedef struct {
     int rescale;     /* rescale_acts_by_decoder_norm true (the decoder norms are folded) */
     double k;        /* k as written (a SAELens >= 6.11 BatchTopK k may be fractional) */
     int ft_scale;    /* finetuning_scaling_factor true (SAELens 3-5: decode scales each latent) */
+    int center;      /* trained on residual values centred along d_model (TransformerLens'
+                        center_writing_weights): folded into W_enc, cfg.center_input set */
 } cfg_extra;
+
+/* Hooks whose values TransformerLens' center_writing_weights changes: the residual stream and
+ * everything written into it (each write is centred along d_model, so their sum is too). */
+static int hook_in_residual(const char *h)
+{
+    static const char *const tails[] = {"hook_embed", "hook_pos_embed", "hook_resid_pre",
+                                        "hook_resid_mid", "hook_resid_post", "hook_attn_out",
+                                        "hook_mlp_out"};
+    size_t n = strlen(h);
+    for (size_t i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        size_t t = strlen(tails[i]);
+        if (n >= t && !strcmp(h + n - t, tails[i]) && (n == t || h[n - t - 1] == '.')) return 1;
+    }
+    return 0;
+}
+
+static int ends_with(const char *s, const char *t)
+{
+    size_t n = strlen(s), m = strlen(t);
+    return n >= m && !strcmp(s + n - m, t);
+}
+
+/* SAELens loads the model of an SAE with HookedTransformer.from_pretrained_no_processing(name,
+ * **model_from_pretrained_kwargs): no weight processing, the values saelite's hooks have, unless
+ * these kwargs turn some on. center_writing_weights on a residual hook is folded in (the SAE then
+ * reads C x, C the centring along d_model); one that changes the hook otherwise is refused rather
+ * than applied to values it was not trained on. */
+static int read_tl_kwargs(const cJSON *root, const char *path, const sae_config *c, cfg_extra *ex)
+{
+    const cJSON *kw = cfg_get(root, "model_from_pretrained_kwargs", NULL);
+    if (!kw) return OK;
+    if (!cJSON_IsObject(kw))
+        return err_set(ERR_FORMAT, "%s: model_from_pretrained_kwargs must be an object", path);
+    static const char *const keys[] = {"center_writing_weights", "fold_ln", "fold_value_biases",
+                                       "refactor_factored_attn_matrices", "center_unembed"};
+    int on[5] = {0};
+    for (int i = 0; i < 5; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(kw, keys[i]);
+        if (v && !cJSON_IsBool(v))
+            return err_set(ERR_FORMAT, "%s: model_from_pretrained_kwargs.%s must be true or false",
+                           path, keys[i]);
+        on[i] = cJSON_IsTrue(v);
+    }
+    const char *h = c->hook_name, *ho = c->hook_name_out;
+    const char *why = NULL, *key = NULL;
+    if (on[1] && (ends_with(h, "hook_normalized") || (c->transcoder && ends_with(ho, "hook_normalized"))))
+        why = "LayerNorm outputs without their weight and bias", key = keys[1];
+    if (!why && on[2] && (ends_with(h, "attn.hook_v") || ends_with(h, "attn.hook_z")))
+        why = "value vectors without b_V (folded into b_O)", key = keys[2];
+    if (!why && on[3] && (ends_with(h, "attn.hook_q") || ends_with(h, "attn.hook_k") ||
+                          ends_with(h, "attn.hook_v") || ends_with(h, "attn.hook_z")))
+        why = "queries, keys and values of refactored attention matrices", key = keys[3];
+    if (!why && on[0] && c->transcoder && (hook_in_residual(h) || hook_in_residual(ho)))
+        why = "residual values centred along d_model (not folded for transcoders)", key = keys[0];
+    if (why)
+        return err_set(ERR_FORMAT, "%s: model_from_pretrained_kwargs.%s: the SAE was trained on "
+                       "TransformerLens-processed %s, which saelite's %s is not", path, key, why,
+                       c->hook_name);
+    ex->center = on[0] && hook_in_residual(h);
+    return OK;
+}
 
 /* cfg.json of an SAE directory (path) into *out: architecture (SAELens names and older
  * spellings), shapes, k, Matryoshka widths, hooks and model; *ex what sae_load folds into the
@@ -317,6 +386,8 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
         snprintf(c.model_checksum, sizeof c.model_checksum, "%s", v->valuestring);
     if ((v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v))
         c.context_size = (int)v->valuedouble;
+    if (!rc) rc = read_tl_kwargs(root, path, &c, ex);
+    c.center_input = ex->center;
     cJSON_Delete(root);
     ex->apply_b_dec = apply_b_dec;
     *out = c;
@@ -441,6 +512,27 @@ int sae_load(sae_model **out, const char *dir)
         if (bad >= 0)
             rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
                          wpath, ten[i].name, (double)ten[i].p[bad], (long long)bad);
+    }
+    if (!rc && ex.center) {
+        /* SAELens computes pre = (C x - a b_dec) W_enc + b_enc, a = apply_b_dec_to_input, C the
+           centring along d_in (symmetric): = (x - a b_dec) (C W_enc) + b_enc - a mean(b_dec)
+           colsum(W_enc). So each W_enc column loses its mean, and the biases take the rest
+           (gated: the magnitude's too, scaled by exp(r_mag), as below). Idempotent: a centred
+           column sums to 0. */
+        double mb = 0;
+        if (ex.apply_b_dec) {
+            for (int64_t i = 0; i < D; i++) mb += s->b_dec[i];
+            mb /= (double)D;
+        }
+        for (int64_t j = 0; j < S; j++) {
+            double cs = 0;
+            for (int64_t i = 0; i < D; i++) cs += s->W_enc[i * S + j];
+            float mean = (float)(cs / (double)D);
+            for (int64_t i = 0; i < D; i++) s->W_enc[i * S + j] -= mean;
+            double delta = -mb * cs;
+            s->b_enc[j] += (float)delta;
+            if (ar == SAE_GATED) s->b_mag[j] += (float)(exp((double)s->r_mag[j]) * delta);
+        }
     }
     if (!rc && !ex.apply_b_dec) {
         /* pre = x W_enc + b_enc == (x - b_dec) W_enc + (b_enc + b_dec W_enc) */

@@ -182,6 +182,14 @@ int sae_forward(const sae_model *s, const float *x, int N, float *f, float *out)
     if (s->W_skip)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, Do, s->cfg.d_in, 1.0f, x,
                     s->cfg.d_in, s->W_skip, s->cfg.d_in, 1.0f, out, Do);
+    if (s->cfg.center_input) /* the part of x the centred SAE never sees: its mean */
+        for (int b = 0; b < N; b++) {
+            const float *xr = x + (int64_t)b * s->cfg.d_in;
+            double m = 0;
+            for (int i = 0; i < s->cfg.d_in; i++) m += xr[i];
+            float mf = (float)(m / s->cfg.d_in);
+            for (int i = 0; i < Do; i++) out[(int64_t)b * Do + i] += mf;
+        }
     return OK;
 }
 
@@ -189,6 +197,8 @@ int sae_decode(const sae_model *s, const float *f, int N, float *xhat)
 {
     if (s->W_skip)
         return err_set(ERR_ARG, "a skip transcoder's output needs its input (sae_forward)");
+    if (s->cfg.center_input)
+        return err_set(ERR_ARG, "a centred SAE's output needs its input's mean (sae_forward)");
     int D = sae_out_dim(&s->cfg), S = s->cfg.d_sae;
     for (int b = 0; b < N; b++) memcpy(xhat + (int64_t)b * D, s->b_dec, sizeof(float) * D);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, D, S, 1.0f, f, S, s->W_dec, D, 1.0f,

@@ -1372,6 +1372,29 @@ static void test_load_errors(void)
     CHECK(!rc && sae_load(&m, "build/tests/test_sae_bad_k") == ERR_FORMAT &&
               strstr(err_msg(), "fractional k"), "%s", err_msg());
     CHECK(m == NULL);
+    /* TransformerLens processing that changes the hook's values is refused, not applied to
+       values the SAE was not trained on; the flags are JSON bools */
+    static const struct { const char *hook, *kw, *want; } tl[] = {
+        {"blocks.0.ln1.hook_normalized", "\"fold_ln\":true", "fold_ln"},
+        {"blocks.0.attn.hook_z", "\"fold_value_biases\":true", "fold_value_biases"},
+        {"blocks.0.attn.hook_q", "\"refactor_factored_attn_matrices\":true", "refactor_factored"},
+        {"blocks.0.hook_resid_pre", "\"center_writing_weights\":1", "true or false"},
+    };
+    for (size_t i = 0; i < sizeof tl / sizeof tl[0]; i++) {
+        fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+        fprintf(fp, "{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,\"metadata\":"
+                "{\"hook_name\":\"%s\",\"model_from_pretrained_kwargs\":{%s}}}", tl[i].hook, tl[i].kw);
+        fclose(fp);
+        CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), tl[i].want), "%s: %s", tl[i].hook,
+              err_msg());
+    }
+    /* the same flags on hooks they do not change load (then fail on the missing weights) */
+    fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,\"metadata\":{\"hook_name\":"
+          "\"blocks.0.mlp.hook_post\",\"model_from_pretrained_kwargs\":{\"fold_ln\":true,"
+          "\"center_writing_weights\":true,\"fold_value_biases\":true}}}", fp);
+    fclose(fp);
+    CHECK(sae_load(&m, dir) != OK && strstr(err_msg(), "sae_weights.safetensors"), "%s", err_msg());
 }
 
 static void test_metrics(void)
@@ -1512,7 +1535,7 @@ static void test_train_run(void)
     snprintf(b, sizeof b, "%s/training_log.csv", part);
     CHECK(fixture_files_equal(a, b), "the resumed run's log export has every row once");
     o.train.k = 5;
-    CHECK(sae_train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "differ"), "resume with other settings: %s", err_msg());
+    CHECK(sae_train_run(&o, &r) == ERR_ARG && strstr(err_msg(), "the checkpoint's run had --k 4 (this run 5)"), "resume with other settings: %s", err_msg());
     o.npy = trp;
     CHECK(sae_train_run(&o, &r) == ERR_ARG, "two sources refused");
     snprintf(a, sizeof a, "rm -rf %s", root);
@@ -1799,12 +1822,15 @@ static void test_reference_fixtures(void)
        finetuning_scale: SAELens 3-5's finetuning_scaling_factor */
     const char *cases[] = {"standard", "standard_nobdec", "topk", "jumprelu", "matryoshka", "gated",
                            "gated_nobdec", "transcoder", "jumprelu_transcoder", "skip_transcoder",
-                           "topk_rescale", "batchtopk_training", "finetuning_scale"};
+                           "topk_rescale", "batchtopk_training", "finetuning_scale",
+                           /* model_from_pretrained_kwargs.center_writing_weights: the SAE reads
+                              C x (centred along d_in); x_hat adds the mean back */
+                           "standard_centered", "gated_centered", "jumprelu_centered_nobdec"};
     const sae_arch want[] = {SAE_RELU, SAE_RELU, SAE_TOPK, SAE_JUMPRELU, SAE_MATRYOSHKA, SAE_GATED,
                              SAE_GATED, SAE_RELU, SAE_JUMPRELU, SAE_RELU, SAE_TOPK, SAE_BATCHTOPK,
-                             SAE_RELU};
+                             SAE_RELU, SAE_RELU, SAE_GATED, SAE_JUMPRELU};
     const int want_tc[] = {0, 0, 0, 0, 0, 0, 0, SAE_TRANSCODER, SAE_TRANSCODER, SAE_SKIP_TRANSCODER,
-                           0, 0, 0};
+                           0, 0, 0, 0, 0, 0};
     for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
         char dir[256], p[300];
         snprintf(dir, sizeof dir, "tests/data/sae_ref/%s", cases[c]);
@@ -1830,8 +1856,10 @@ static void test_reference_fixtures(void)
             float *f2 = mem_alloc(sizeof(float) * N * S), *x2 = mem_alloc(sizeof(float) * N * D);
             float *f3 = mem_alloc(sizeof(float) * N * S);
             sae_encode(m, x, N, f2);
-            if (m->W_skip) sae_forward(m, x, N, f3, x2); /* the skip path needs the input */
+            if (m->W_skip || m->cfg.center_input) sae_forward(m, x, N, f3, x2); /* needs the input */
             else sae_decode(m, f, N, x2);
+            CHECK(m->cfg.center_input == (strstr(cases[c], "centered") != NULL), "%s: center_input %d",
+                  cases[c], m->cfg.center_input);
             mem_free(f3);
             double ef = 0, ex = 0;
             int64_t nf = 0;

@@ -113,6 +113,10 @@ def enc_jumprelu_transcoder(x, w, c):
     return relu(pre) * (pre > w["threshold"])
 
 
+def centre(x):
+    return x - x.mean(axis=1, keepdims=True)
+
+
 def forward(x, f, w, c):
     if c.get("rescale_acts_by_decoder_norm"):
         f = f / dec_norms(w)
@@ -121,6 +125,8 @@ def forward(x, f, w, c):
     out = decode(f, w)
     if "W_skip" in w:
         out = out + x @ w["W_skip"].T
+    if c.get("metadata", {}).get("model_from_pretrained_kwargs", {}).get("center_writing_weights"):
+        out = out + x.mean(axis=1, keepdims=True)
     return out
 
 
@@ -204,6 +210,22 @@ def main(out):
     c = cfg_base("standard")
     c["finetuning_scaling_factor"] = True
     cases.append(("finetuning_scale", c, w, enc_standard))
+    # SAEs trained on TransformerLens' center_writing_weights residuals (SAELens' gpt2-small-res-jb
+    # loads its model with model_from_pretrained_kwargs {"center_writing_weights": true}): they
+    # read C x, x centred along d_in; saelite's x_hat is SAELens' x_hat of C x plus the mean C took
+    for name, arch, nob in (("standard_centered", "standard", True), ("gated_centered", "gated", True),
+                            ("jumprelu_centered_nobdec", "jumprelu", False)):
+        w = weights()
+        if arch == "gated":
+            w["b_gate"] = w.pop("b_enc")
+            w["b_mag"] = rng.normal(size=D_SAE) * 0.3
+            w["r_mag"] = rng.normal(size=D_SAE) * 0.3
+        if arch == "jumprelu":
+            w["threshold"] = rng.uniform(0.2, 1.0, size=D_SAE)
+        c = cfg_base(arch, nob)
+        c["metadata"]["model_from_pretrained_kwargs"] = {"center_writing_weights": True}
+        base = {"standard": enc_standard, "gated": enc_gated, "jumprelu": enc_jumprelu}[arch]
+        cases.append((name, c, w, lambda x, w, c, base=base: base(centre(x), w, c)))
 
     for name, cfg, w, enc in cases:
         d = os.path.join(out, name)
