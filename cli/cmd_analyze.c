@@ -1,4 +1,5 @@
 /* cmd_analyze.c - `saelite analyze`: flags for ana_run (analysis/ana_run.h) and its summary. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,8 +31,11 @@ static void print_dict(const ana_dict_result *r, const char *hook, double cos_th
         printf("  CE clean %.4f  sae %.4f  zero %.4f  sae+error %.4f  ce_loss_score %.4f  "
                "KL sae %.4f  kl_score %.4f\n", r->ds.ce_clean, r->ds.ce_sae, r->ds.ce_zero,
                r->ds.ce_err, r->ds.ce_score, r->ds.kl_sae, r->ds.kl_score);
-    printf("  geometry: mean max|cos| %.4f (random %.4f), %d features over %.2f (random %d)\n",
-           r->geom_mean, r->geom_random_mean, r->geom_over, cos_threshold, r->geom_random_over);
+    if (isnan(r->geom_mean)) /* one feature: no pair to compare (stored as NULL) */
+        printf("  geometry: none (a single feature has no pair)\n");
+    else
+        printf("  geometry: mean max|cos| %.4f (random %.4f), %d features over %.2f (random %d)\n",
+               r->geom_mean, r->geom_random_mean, r->geom_over, cos_threshold, r->geom_random_over);
     if (r->pos_n) printf("  POS: mean best-tag precision %.4f over %d features\n", r->pos_mean, r->pos_n);
     printf("  time: pass %.1f s, downstream %.1f s, geometry %.1f s, logit effects and writing %.1f s\n",
            r->t_pass, r->t_downstream, r->t_geometry, r->t_write);

@@ -43,6 +43,14 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
         printf("gradient norm clipped to %g in %" PRId64 " of %" PRId64 " steps\n", r->grad_clip,
                r->clipped, r->steps);
     if (r->sae_id >= 0) printf("registered in %s as SAE id %" PRId64 "\n", o->db, r->sae_id);
+    int64_t trained = r->total_steps * r->batch;
+    if (r->tokens_asked != trained)
+        printf("note: --tokens %" PRId64 " is not a multiple of --batch %d: %" PRId64 " steps, %" PRId64
+               " tokens trained\n", r->tokens_asked, r->batch, r->total_steps, trained);
+    if (r->auxk && r->dead_window >= trained)
+        printf("note: the dead window (%" PRId64 " tokens) is not shorter than the run (%" PRId64
+               " tokens): no latent could count as dead, so AuxK never acted and the log's dead_frac "
+               "is 0 (set --dead-window)\n", r->dead_window, trained);
     if (!r->finished)
         printf("stopped at step %" PRId64 " of %" PRId64 "; continue with --resume\n", r->step,
                r->total_steps);

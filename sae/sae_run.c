@@ -463,20 +463,30 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     }
     if (rc) return rc;
     const sae_train_config *tc = sae_trainer_cfg(r->t);
+    /* the tokens trained: a last partial batch is not (--tokens 12000 at --batch 5000 trains
+       10000, and cfg.json said 12000); no held-out rows: null, not an mse of 0 that reads as a
+       perfect reconstruction */
+    int64_t trained = sae_trainer_total_steps(r->t) * tc->batch;
+    char mets[400];
+    if (r->eval_tokens > 0)
+        snprintf(mets, sizeof mets, "\"mse\":%.6g,\"explained_variance\":%.6g,\"cos\":%.6g,"
+                 "\"l2_ratio\":%.6g,\"l0\":%.6g,\"dead_frac\":%.6g,\"dense_frac\":%.6g",
+                 sum->mse, sum->ev, sum->cos, sum->l2_ratio, sum->l0, sum->dead_frac, sum->dense_frac);
+    else
+        snprintf(mets, sizeof mets, "\"mse\":null,\"explained_variance\":null,\"cos\":null,"
+                 "\"l2_ratio\":null,\"l0\":null,\"dead_frac\":null,\"dense_frac\":null");
     char js[2048];
     snprintf(js, sizeof js,
              "{\"architecture\":\"%s\",\"k\":%d,\"k_aux\":%d,\"aux_coef\":%g,\"l1\":%g,"
              "\"lr\":%g,\"batch\":%d,\"tokens\":%" PRId64 ",\"seed\":%" PRIu64 ","
              "\"normalize\":%d,\"scale\":%.9g,\"jr_bandwidth\":%g,\"jr_init_threshold\":%g,"
              "\"jr_lr_mult\":%g,\"grad_clip\":%g,\"adam_beta1\":%g,\"source\":\"%s\",\"eval_tokens\":%" PRId64 ","
-             "\"mse\":%.6g,\"explained_variance\":%.6g,\"cos\":%.6g,\"l2_ratio\":%.6g,"
-             "\"l0\":%.6g,\"dead_frac\":%.6g,\"dense_frac\":%.6g}",
+             "%s}",
              sae_arch_name(tc->arch), tc->k, tc->k_aux, tc->aux_coef, tc->l1, tc->lr,
-             tc->batch, tc->total_tokens, tc->seed, tc->normalize, sae_trainer_scale(r->t),
+             tc->batch, trained, tc->seed, tc->normalize, sae_trainer_scale(r->t),
              tc->jr_bandwidth, tc->jr_init_threshold, tc->jr_lr_mult, fmax(tc->grad_clip, 0),
              tc->adam_b1,
-             o->db ? "store" : o->npy ? "npy" : "synth", r->eval_tokens, sum->mse, sum->ev,
-             sum->cos, sum->l2_ratio, sum->l0, sum->dead_frac, sum->dense_frac);
+             o->db ? "store" : o->npy ? "npy" : "synth", r->eval_tokens, mets);
     size_t jl = strlen(js);
     if (tc->transcoder && jl + 300 < sizeof js) /* a transcoder's kind and output side */
         snprintf(js + jl - 1, sizeof js - jl + 1, ",\"transcoder\":\"%s\",\"d_out\":%d}",
@@ -612,7 +622,8 @@ static int run_register(run *r, const sae_run_opts *o, sae_run_result *res)
                          .model_name = o->model_name && o->model_name[0] ? o->model_name
                                                                         : r->sinfo.model_name,
                          .config_json = cj, .d_in = r->c.d_in, .d_sae = r->c.d_sae, .k = tc->k,
-                         .hook_id = r->sinfo.hook_id, .tokens = tc->total_tokens,
+                         .hook_id = r->sinfo.hook_id,
+                         .tokens = sae_trainer_total_steps(r->t) * tc->batch,
                          .eval_tokens = r->eval_tokens, .eval_mse = sum->mse, .eval_ev = sum->ev,
                          .eval_cos = sum->cos, .eval_l2_ratio = sum->l2_ratio, .eval_l0 = sum->l0,
                          .eval_dead = sum->dead_frac, .eval_dense = sum->dense_frac,
@@ -724,6 +735,11 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
         res->step = sae_trainer_step_index(r.t);
         res->total_steps = sae_trainer_total_steps(r.t);
         res->finished = res->step == res->total_steps;
+        const sae_train_config *tcf = sae_trainer_cfg(r.t);
+        res->tokens_asked = tcf->total_tokens;
+        res->dead_window = sae_trainer_dead_window(r.t);
+        res->auxk = tcf->aux_coef > 0 && (tcf->arch == SAE_TOPK || tcf->arch == SAE_BATCHTOPK ||
+                                          tcf->arch == SAE_MATRYOSHKA);
     }
     /* the sources hold read transactions on the store: with its rollback journal a writer would
        wait on them, so they are closed before the registry is written */

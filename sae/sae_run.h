@@ -86,6 +86,10 @@ typedef struct {
     int d_out;                 /* transcoders: the target width (0 for SAEs) */
     int64_t steps;             /* steps this invocation ran */
     int64_t step, total_steps; /* where the run stands / its schedule */
+    int64_t tokens_asked;      /* --tokens: total_steps x batch of them are trained (the rest of a
+                                  last partial batch is not) */
+    int64_t dead_window;       /* tokens without firing after which a latent counts as dead */
+    int auxk;                  /* AuxK is on (k-sparse architectures, aux_coef > 0) */
     int finished;              /* step == total_steps (then registered); a max_steps stop also
                                   writes the SAE of the step reached */
     double seconds, read_seconds; /* the training loop (checkpoints included); reading batches */

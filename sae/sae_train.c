@@ -715,6 +715,8 @@ void sae_trainer_params(sae_trainer *t, sae_params *p, sae_params *grad)
     if (grad) *grad = t->G;
 }
 
+int64_t sae_trainer_dead_window(const sae_trainer *t) { return t->dead_window; }
+
 static double sparsity_coef(const sae_trainer *t)
 {
     double w = t->c.l1_warmup_frac * t->total_steps;

@@ -131,6 +131,7 @@ void sae_trainer_free(sae_trainer *t);
 const sae_train_config *sae_trainer_cfg(const sae_trainer *t);
 int64_t sae_trainer_total_steps(const sae_trainer *t);
 int64_t sae_trainer_step_index(const sae_trainer *t); /* steps done */
+int64_t sae_trainer_dead_window(const sae_trainer *t); /* tokens, the default resolved */
 double sae_trainer_scale(const sae_trainer *t);
 /* One step on x [batch, d_in] raw activations. st may be NULL. Under mpirun it is collective
  * and every rank returns the same code: a failure on one rank (an allocation) is agreed before
