@@ -400,15 +400,39 @@ static int json_int(const cJSON *root, const char *key, const char *alt, int *ou
     return OK;
 }
 
+/* What a JSON value is, for messages ("got null"). */
+static const char *json_kind(const cJSON *v)
+{
+    return cJSON_IsNull(v)     ? "null"
+           : cJSON_IsNumber(v) ? "a number"
+           : cJSON_IsString(v) ? "a string"
+           : cJSON_IsBool(v)   ? "a boolean"
+           : cJSON_IsArray(v)  ? "an array"
+                               : "an object";
+}
+
+/* A Hugging Face boolean: absent is dflt; anything but true/false is refused. null in particular
+ * is not the default: GPT2Config keeps None and `if config.flag:` reads it as false, so a null
+ * scale_attn_weights turns the scaling off and a null tie_word_embeddings unties. */
+static int json_bool(const cJSON *root, const char *key, int dflt, int *out, const char *path)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    *out = dflt;
+    if (!v) return OK;
+    if (!cJSON_IsBool(v))
+        return err_set(ERR_FORMAT, "%s: \"%s\" must be true or false (got %s)", path, key,
+                       json_kind(v));
+    *out = cJSON_IsTrue(v);
+    return OK;
+}
+
 /* A Hugging Face boolean that changes the maths when not at its default, which is all we
  * implement: refused rather than silently ignored (the logits would be wrong). */
 static int unsupported_flag(const cJSON *root, const char *key, int dflt, const char *why,
                             const char *path)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    if (!v || cJSON_IsNull(v)) return OK;
-    if (!cJSON_IsBool(v)) return err_set(ERR_FORMAT, "%s: \"%s\" must be true or false", path, key);
-    if (cJSON_IsTrue(v) == dflt) return OK;
+    int v, rc = json_bool(root, key, dflt, &v, path);
+    if (rc || v == dflt) return rc;
     return err_set(ERR_FORMAT, "%s: \"%s\": %s is not supported (attention %s)", path, key,
                    dflt ? "false" : "true", why);
 }
@@ -460,10 +484,8 @@ static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag
             goto out;
         }
     }
-    *tie_flag = 1;
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
-    if (t && cJSON_IsFalse(t)) *tie_flag = 0;
-    if ((rc = unsupported_flag(root, "scale_attn_weights", 1, "scores are always scaled by "
+    if ((rc = json_bool(root, "tie_word_embeddings", 1, tie_flag, path)) ||
+        (rc = unsupported_flag(root, "scale_attn_weights", 1, "scores are always scaled by "
                                "1/sqrt(head size)", path)) ||
         (rc = unsupported_flag(root, "scale_attn_by_inverse_layer_idx", 0, "scores are never "
                                "divided by the layer number", path)))

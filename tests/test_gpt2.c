@@ -448,7 +448,16 @@ static void test_load_errors(void)
         {"\"scale_attn_weights\": false", "\"scale_attn_weights\": false is not supported"},
         {"\"scale_attn_by_inverse_layer_idx\": true",
          "\"scale_attn_by_inverse_layer_idx\": true is not supported"},
-        {"\"scale_attn_weights\": 0", "\"scale_attn_weights\" must be true or false"},
+        {"\"scale_attn_weights\": 0", "\"scale_attn_weights\" must be true or false (got a number)"},
+        /* null is not the default: HF keeps None and `if config.scale_attn_weights:` then skips
+           the scaling (this was read as true); a null or string tie_word_embeddings likewise */
+        {"\"scale_attn_weights\": null", "\"scale_attn_weights\" must be true or false (got null)"},
+        {"\"scale_attn_by_inverse_layer_idx\": null",
+         "\"scale_attn_by_inverse_layer_idx\" must be true or false (got null)"},
+        {"\"tie_word_embeddings\": \"false\"",
+         "config.json: \"tie_word_embeddings\" must be true or false (got a string)"},
+        {"\"tie_word_embeddings\": 0", "\"tie_word_embeddings\" must be true or false (got a number)"},
+        {"\"tie_word_embeddings\": null", "\"tie_word_embeddings\" must be true or false (got null)"},
         {"\"scale_attn_weights\": true, \"scale_attn_by_inverse_layer_idx\": false, "
          "\"reorder_and_upcast_attn\": true", NULL},
     };
