@@ -516,6 +516,9 @@ int gpt2_load(gpt2_model **out, const char *dir)
     if ((rc = st_open(&f, path))) return rc;
     const char *pre = st_find(f, "transformer.wte.weight") ? "transformer." : "";
     int has_head = st_find(f, "lm_head.weight") || st_find(f, "transformer.lm_head.weight");
+    /* tie_word_embeddings (default true) decides, as in HF, whose tie_weights() makes lm_head
+       share wte after loading: a stored lm_head.weight of a tied model is unused (its shape is
+       still checked below), never the unembedding */
     if (!has_head && !tie_flag) {
         st_close(f);
         return err_set(ERR_FORMAT,
@@ -528,7 +531,7 @@ int gpt2_load(gpt2_model **out, const char *dir)
        asking for its gigabytes first (fuzz_config); a model that passes has no more
        parameters than the file has elements */
     gpt2_model *m;
-    if ((rc = model_alloc(&m, &cfg, !has_head, gelu, 0))) {
+    if ((rc = model_alloc(&m, &cfg, tie_flag, gelu, 0))) {
         st_close(f);
         return rc;
     }
@@ -538,12 +541,23 @@ int gpt2_load(gpt2_model **out, const char *dir)
         const char *n = st_at(f, i)->name;
         if (plen && !strncmp(n, pre, plen)) n += plen;
         if (is_buffer_name(n)) continue;
-        int known = 0;
+        int known = tie_flag && !strcmp(n, "lm_head.weight");
         for (int j = 0; j < m->ntab && !known; j++) known = !strcmp(m->tab[j].name, n);
         if (!known) {
             rc = err_set(ERR_FORMAT,
                          "%s: unexpected tensor '%s' for a %d-layer GPT-2 (wrong config.json?)",
                          path, st_at(f, i)->name, cfg.n_layer);
+            goto fail;
+        }
+    }
+    if (tie_flag && has_head) {
+        const char *hn = st_find(f, "lm_head.weight") ? "lm_head.weight"
+                                                       : "transformer.lm_head.weight";
+        int64_t hs[2] = {cfg.vocab_size, cfg.n_embd};
+        if ((rc = st_load_f32(f, hn, 2, hs, NULL))) {
+            if (rc == ERR_SHAPE)
+                err_wrap(rc, "config.json (n_embd %d, vocab %d) does not fit", cfg.n_embd,
+                         cfg.vocab_size);
             goto fail;
         }
     }

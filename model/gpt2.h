@@ -2,11 +2,13 @@
  *
  * Checkpoint: a directory with config.json (n_layer, n_head, n_embd, n_positions, vocab_size,
  * n_inner (null = 4*n_embd), layer_norm_epsilon, activation_function gelu_new|gelu_pytorch_tanh|
- * gelu) and model.safetensors with the hub's GPT-2 tensor names (optionally prefixed
- * "transformer."), F32/F16/BF16, converted to float32 on load. lm_head.weight is optional (absent:
- * tied to wte). Buffers h.{i}.attn.bias / h.{i}.attn.masked_bias are skipped; any other unknown
- * tensor, a missing tensor or a shape that does not fit the config is ERR_FORMAT/ERR_SHAPE with
- * the file and tensor named.
+ * gelu, tie_word_embeddings, default true) and model.safetensors with the hub's GPT-2 tensor
+ * names (optionally prefixed "transformer.", lm_head.weight with or without it), F32/F16/BF16/F64,
+ * converted to float32 on load. tie_word_embeddings decides the unembedding, as HF's
+ * tie_weights(): true is wte (a stored lm_head.weight is then unused, only its shape checked),
+ * false is lm_head.weight (required). Buffers h.{i}.attn.bias / h.{i}.attn.masked_bias are
+ * skipped; any other unknown tensor, a missing tensor or a shape that does not fit the config is
+ * ERR_FORMAT/ERR_SHAPE with the file and tensor named.
  *
  * Parameters live in one float32 buffer (HF Conv1D layout, y = x W + b) so the optimizer sees a
  * flat vector; gpt2_param_table() lists the tensors in that buffer.

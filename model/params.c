@@ -75,8 +75,8 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-/* The loader ties the unembedding unless the checkpoint has lm_head.weight, so the checkpoint
- * decides over config.json when it exists. */
+/* The stored parameter count, for comparison with the computed one (a tied model's file may
+ * still hold an unused lm_head.weight, which is counted here; tying is config.json's). */
 static int scan_checkpoint(const char *dir, params_shape *out)
 {
     char path[4096];
@@ -87,15 +87,12 @@ static int scan_checkpoint(const char *dir, params_shape *out)
     int rc = st_open(&f, path);
     if (rc) return rc;
     int64_t n = 0;
-    int lm_head = 0;
     for (int i = 0; i < st_count(f); i++) {
         const st_tensor *t = st_at(f, i);
         if (ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias")) continue;
-        if (ends_with(t->name, "lm_head.weight")) lm_head = 1;
         n += st_numel(t);
     }
     st_close(f);
-    out->tied = !lm_head;
     out->stored = n;
     return OK;
 }
@@ -126,7 +123,12 @@ int params_from_dir(const char *dir, params_shape *out)
     const cJSON *inner = cJSON_GetObjectItemCaseSensitive(root, "n_inner");
     if (!inner || cJSON_IsNull(inner)) out->n_inner = 4 * out->n_embd;
     else if ((rc = get_int(root, path, "n_inner", NULL, &out->n_inner))) goto done;
+    /* as the loader: absent is true, anything but a JSON boolean is refused */
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    if (tie && !cJSON_IsBool(tie)) {
+        rc = err_set(ERR_FORMAT, "%s: \"tie_word_embeddings\" must be true or false", path);
+        goto done;
+    }
     out->tied = !tie || cJSON_IsTrue(tie);
     out->stored = -1;
     if (out->n_embd % out->n_head)

@@ -2,9 +2,9 @@
  *
  * A shape (layers, d_model, heads, d_mlp, vocab, context, tied unembedding) comes from a
  * preset (gpt2, gpt2-medium, gpt2-large, gpt2-xl, gpt3) or a model directory's config.json
- * (Hugging Face GPT-2 keys; n_inner null = 4 * n_embd; tie_word_embeddings defaults to true,
- * and when DIR/model.safetensors exists the presence of lm_head.weight decides instead, as in
- * the loader; its stored parameter count is reported for comparison).
+ * (Hugging Face GPT-2 keys; n_inner null = 4 * n_embd; tie_word_embeddings defaults to true
+ * and decides, as in the loader, even when DIR/model.safetensors holds an lm_head.weight; the
+ * file's stored parameter count is reported for comparison).
  * params_count breaks the count down into rows (one per kind of tensor, with the per-layer
  * count and the total over layers) and totals by category:
  *   weight matrices: embedding, W_Q, W_K, W_V, W_O, MLP up, MLP down, unembedding (when not

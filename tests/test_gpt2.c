@@ -498,6 +498,74 @@ static void test_load_errors(void)
     rmdir(dir);
 }
 
+/* tie_word_embeddings decides the unembedding, as HF's tie_weights() does: a file with its own
+ * lm_head.weight under a tied config (the key absent, HF's default) unembeds with wte, the
+ * stored head unused (it used to win because the tensor was present); its shape is still checked.
+ * Under "tie_word_embeddings": false the same file unembeds with its head. */
+static void test_tied_with_head(void)
+{
+    char dir[] = "/tmp/saelite_gpt2_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char cfgp[256], stp[256];
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
+    snprintf(stp, sizeof stp, "%s/model.safetensors", dir);
+    gpt2_config c = {1, 2, 8, 6, 10, 32, 1e-5f};
+    gpt2_model *tied = NULL, *g = NULL, *m = NULL;
+    CHECK(gpt2_create(&tied, &c, 11) == OK && gpt2_clone(&g, tied) == OK, "%s", err_msg());
+    CHECK(gpt2_untie(g) == OK, "%s", err_msg());
+    int nd;
+    int64_t sh[2];
+    float *head = (float *)gpt2_param(g, "lm_head.weight", &nd, sh);
+    for (int64_t i = 0; i < sh[0] * sh[1]; i++) head[i] = 0.5f * (float)((i * 7) % 5) - 1.0f;
+    static const int tok[] = {1, 4, 9, 2};
+    const char *const cfgs[] = {
+        "{\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 6, \"vocab_size\": 10}",
+        "{\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 6, \"vocab_size\": 10, "
+        "\"tie_word_embeddings\": true}",
+        "{\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 6, \"vocab_size\": 10, "
+        "\"tie_word_embeddings\": false}",
+    };
+    for (int prefix = 0; prefix < 2; prefix++) {
+        CHECK(gpt2_save(g, dir, ST_F32, prefix) == OK, "%s", err_msg());
+        for (int k = 0; k < 3; k++) {
+            int want_tied = k < 2;
+            write_file(cfgp, cfgs[k]);
+            CHECK(gpt2_load(&m, dir) == OK, "%s", err_msg());
+            if (!m) continue;
+            gpt2_model *ref = want_tied ? tied : g;
+            CHECK(gpt2_tied(m) == want_tied, "config %d prefix %d: tied %d", k, prefix, gpt2_tied(m));
+            CHECK(gpt2_forward(m, tok, 1, 4, 1) == OK && gpt2_forward(ref, tok, 1, 4, 1) == OK,
+                  "%s", err_msg());
+            CHECK(!memcmp(gpt2_logits(m), gpt2_logits(ref), sizeof(float) * 4 * 10),
+                  "config %d prefix %d: logits are not the %s model's", k, prefix,
+                  want_tied ? "tied" : "untied");
+            gpt2_free(m);
+            m = NULL;
+        }
+    }
+    /* an unused head of the wrong shape still means a config that does not fit the file */
+    int n;
+    const gpt2_tensor *tab = gpt2_param_table(tied, &n);
+    float *params = gpt2_params(tied, NULL);
+    st_out outs[40];
+    static float bad[9 * 8];
+    for (int i = 0; i < n && i < 39; i++)
+        outs[i] = (st_out){tab[i].name, ST_F32, tab[i].ndim, {tab[i].shape[0], tab[i].shape[1]},
+                           params + tab[i].offset};
+    outs[n] = (st_out){"lm_head.weight", ST_F32, 2, {9, 8}, bad};
+    CHECK(n < 39 && st_write(stp, outs, n + 1, NULL) == OK, "%s", err_msg());
+    write_file(cfgp, cfgs[0]);
+    CHECK(gpt2_load(&m, dir) == ERR_SHAPE && strstr(err_msg(), "lm_head.weight") &&
+              strstr(err_msg(), "config.json"),
+          "%s", err_msg());
+    gpt2_free(m);
+    gpt2_free(tied);
+    gpt2_free(g);
+    unlink(cfgp);
+    unlink(stp);
+    rmdir(dir);
+}
+
 /* ---- finite differences ----------------------------------------------------------------- */
 /* Central differences of the mean loss in double-checked float32: perturb the coordinates with
  * the largest analytic gradient of each tensor (where FD noise is relatively smallest). */
@@ -775,6 +843,7 @@ int main(void)
     test_fixture("tests/data/gpt2_tiny_f16");
     test_hooks();
     test_load_errors();
+    test_tied_with_head();
     test_nan_kernels();
     test_threaded_kernels();
     test_bf16_forward();

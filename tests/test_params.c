@@ -66,8 +66,9 @@ static void test_dir(void)
     long long w = 2LL * 4096 * 128 + 4LL * 128 * 128 + 2LL * 128 * 512;
     CHECK(c.by_category[PARAMS_MATRIX] == w && s.n_ctx == 128 && !s.tied, "%lld vs %lld",
           (long long)c.by_category[PARAMS_MATRIX], w);
-    /* a checkpoint with lm_head.weight is untied whatever config.json says; buffers are not
-     * parameters; names may carry the transformer. prefix */
+    /* config.json decides tying (default true), as in the loader and HF: a stored
+     * lm_head.weight does not untie (it used to); buffers are not parameters; names may carry
+     * the transformer. prefix */
     write_file(cfg, "{\"n_layer\": 1, \"n_embd\": 4, \"n_head\": 2, \"n_ctx\": 3,"
                     " \"vocab_size\": 5, \"n_inner\": 8}");
     static float zeros[64];
@@ -83,10 +84,15 @@ static void test_dir(void)
     };
     CHECK(st_write(stp, t, 6, NULL) == OK, "%s", err_msg());
     CHECK(params_from_dir(dir, &s) == OK, "%s", err_msg());
-    CHECK(!s.tied && s.stored == 20 + 12 + 48 + 12 + 20, "tied %d stored %lld", s.tied,
+    CHECK(s.tied && s.stored == 20 + 12 + 48 + 12 + 20, "tied %d stored %lld", s.tied,
           (long long)s.stored);
     CHECK(st_write(stp, t, 5, NULL) == OK, "%s", err_msg());
     CHECK(params_from_dir(dir, &s) == OK && s.tied && s.stored == 92, "%s", err_msg());
+    write_file(cfg, "{\"n_layer\": 1, \"n_embd\": 4, \"n_head\": 2, \"n_ctx\": 3,"
+                    " \"vocab_size\": 5, \"n_inner\": 8, \"tie_word_embeddings\": \"false\"}");
+    CHECK(params_from_dir(dir, &s) == ERR_FORMAT &&
+              strstr(err_msg(), "config.json: \"tie_word_embeddings\" must be true or false"),
+          "%s", err_msg());
     unlink(stp);
     write_file(cfg, "{\"n_layer\": 2, \"n_embd\": 64}");
     CHECK(params_from_dir(dir, &s) == ERR_FORMAT && strstr(err_msg(), "n_head"), "%s", err_msg());
