@@ -452,6 +452,18 @@ static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag
         return err_set(ERR_FORMAT, "%s: not a JSON object", path);
     }
     memset(c, 0, sizeof *c);
+    /* another architecture's config can carry GPT-2's keys (GPT-Neo's n_layer ... ) and would
+       load as a GPT-2 with the wrong maths; absent is accepted (hand-written configs) */
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (mt && !(cJSON_IsString(mt) && !strcmp(mt->valuestring, "gpt2"))) {
+        if (cJSON_IsString(mt))
+            rc = err_set(ERR_FORMAT, "%s: model_type \"%.60s\" is not supported (only \"gpt2\")",
+                         path, mt->valuestring);
+        else
+            rc = err_set(ERR_FORMAT, "%s: \"model_type\" must be the string \"gpt2\" (got %s)",
+                         path, json_kind(mt));
+        goto out;
+    }
     if ((rc = json_int(root, "n_layer", NULL, &c->n_layer, -1, path)) ||
         (rc = json_int(root, "n_head", NULL, &c->n_head, -1, path)) ||
         (rc = json_int(root, "n_embd", NULL, &c->n_embd, -1, path)) ||
@@ -470,9 +482,18 @@ static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag
         }
         c->ln_eps = (float)e->valuedouble;
     }
+    /* HF's ACT2FN[...] looks the name up: anything but a string (null, 1) fails there, and
+       used to become gelu_new here */
     *gelu = OP_GELU_TANH;
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
-    if (a && cJSON_IsString(a)) {
+    if (a && !cJSON_IsString(a)) {
+        rc = err_set(ERR_FORMAT,
+                     "%s: \"activation_function\" must be a string: gelu_new, gelu_pytorch_tanh "
+                     "or gelu (got %s)",
+                     path, json_kind(a));
+        goto out;
+    }
+    if (a) {
         if (!strcmp(a->valuestring, "gelu_new") || !strcmp(a->valuestring, "gelu_pytorch_tanh"))
             *gelu = OP_GELU_TANH;
         else if (!strcmp(a->valuestring, "gelu")) *gelu = OP_GELU_ERF;

@@ -458,6 +458,15 @@ static void test_load_errors(void)
          "config.json: \"tie_word_embeddings\" must be true or false (got a string)"},
         {"\"tie_word_embeddings\": 0", "\"tie_word_embeddings\" must be true or false (got a number)"},
         {"\"tie_word_embeddings\": null", "\"tie_word_embeddings\" must be true or false (got null)"},
+        /* a non-string activation used to become gelu_new (HF's ACT2FN lookup fails); another
+           model_type with GPT-2's keys used to load as a GPT-2 */
+        {"\"activation_function\": null", "config.json: \"activation_function\" must be a string"},
+        {"\"activation_function\": 1", "\"activation_function\" must be a string: gelu_new, "
+                                        "gelu_pytorch_tanh or gelu (got a number)"},
+        {"\"model_type\": \"gpt_neo\"",
+         "config.json: model_type \"gpt_neo\" is not supported (only \"gpt2\")"},
+        {"\"model_type\": null", "\"model_type\" must be the string \"gpt2\" (got null)"},
+        {"\"model_type\": \"gpt2\", \"activation_function\": \"gelu\"", NULL},
         {"\"scale_attn_weights\": true, \"scale_attn_by_inverse_layer_idx\": false, "
          "\"reorder_and_upcast_attn\": true", NULL},
     };
