@@ -2,6 +2,7 @@
 #include "model/gpt2.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -526,6 +527,48 @@ static int is_buffer_name(const char *n)
            (len >= 17 && !strcmp(n + len - 17, ".attn.masked_bias"));
 }
 
+/* dir has no model.safetensors: when it holds another kind of checkpoint (sharded safetensors,
+ * PyTorch pickles, TF/Flax files), say so and how to convert, instead of "cannot open: No such
+ * file or directory". OK when there is nothing else to name (st_open then reports the file). */
+static int other_checkpoint(const char *dir)
+{
+    static const char *const conv =
+        "(convert with transformers: GPT2LMHeadModel.from_pretrained(DIR).save_pretrained(OUT, "
+        "safe_serialization=True, max_shard_size=\"100GB\"))";
+    static const char *const names[] = {"model.safetensors.index.json", "pytorch_model.bin",
+                                        "pytorch_model.bin.index.json", "tf_model.h5",
+                                        "flax_model.msgpack"};
+    char p[4096];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (path_join(p, sizeof p, dir, names[i]) || access(p, F_OK)) continue;
+        if (i == 0)
+            return err_set(ERR_FORMAT,
+                           "%s has sharded safetensors (%s) but no model.safetensors: only a "
+                           "single model.safetensors is read %s",
+                           dir, names[i], conv);
+        return err_set(ERR_FORMAT,
+                       "%s has %s but no model.safetensors: only safetensors checkpoints are "
+                       "read %s",
+                       dir, names[i], conv);
+    }
+    /* shards without their index: model-00001-of-00002.safetensors */
+    DIR *d = opendir(dir);
+    if (!d) return OK;
+    struct dirent *e;
+    int rc = OK;
+    while (!rc && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (!strncmp(e->d_name, "model-", 6) && strstr(e->d_name, "-of-") && n > 12 &&
+            !strcmp(e->d_name + n - 12, ".safetensors"))
+            rc = err_set(ERR_FORMAT,
+                         "%s has sharded safetensors (%.200s) but no model.safetensors: only a "
+                         "single model.safetensors is read %s",
+                         dir, e->d_name, conv);
+    }
+    closedir(d);
+    return rc;
+}
+
 int gpt2_load(gpt2_model **out, const char *dir)
 {
     gpt2_config cfg;
@@ -534,6 +577,7 @@ int gpt2_load(gpt2_model **out, const char *dir)
     char path[4096];
     st_file *f;
     if ((rc = path_join(path, sizeof path, dir, "model.safetensors"))) return rc;
+    if (access(path, F_OK) && errno == ENOENT && (rc = other_checkpoint(dir))) return rc;
     if ((rc = st_open(&f, path))) return rc;
     const char *pre = st_find(f, "transformer.wte.weight") ? "transformer." : "";
     int has_head = st_find(f, "lm_head.weight") || st_find(f, "transformer.lm_head.weight");

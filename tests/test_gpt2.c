@@ -507,6 +507,45 @@ static void test_load_errors(void)
     rmdir(dir);
 }
 
+/* A folder with another kind of checkpoint and no model.safetensors: the error names what is
+ * there and that only a single model.safetensors is read (it said "model.safetensors: cannot
+ * open: No such file or directory"). */
+static void test_other_checkpoints(void)
+{
+    char dir[] = "/tmp/saelite_gpt2_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char cfgp[256], p[300];
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
+    write_file(cfgp, "{\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 10}");
+    static const char *const cases[][2] = {
+        {"pytorch_model.bin", "has pytorch_model.bin but no model.safetensors: only safetensors "
+                              "checkpoints are read (convert with transformers: "},
+        {"model.safetensors.index.json", "has sharded safetensors (model.safetensors.index.json) "
+                                         "but no model.safetensors: only a single "
+                                         "model.safetensors is read"},
+        {"model-00001-of-00002.safetensors", "has sharded safetensors "
+                                             "(model-00001-of-00002.safetensors) but no "
+                                             "model.safetensors"},
+        {"tf_model.h5", "has tf_model.h5 but no model.safetensors"},
+    };
+    gpt2_model *m = NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, cases[i][0]);
+        write_file(p, "x");
+        CHECK(gpt2_load(&m, dir) == ERR_FORMAT && !strncmp(err_msg(), dir, strlen(dir)) &&
+                  strstr(err_msg(), cases[i][1]) && !strchr(err_msg(), '\n'),
+              "%s: %s", cases[i][0], err_msg());
+        unlink(p);
+    }
+    /* nothing else there: the plain message */
+    CHECK(gpt2_load(&m, dir) == ERR_IO &&
+              strstr(err_msg(), "model.safetensors: cannot open: No such file or directory"),
+          "%s", err_msg());
+    unlink(cfgp);
+    rmdir(dir);
+}
+
 /* tie_word_embeddings decides the unembedding, as HF's tie_weights() does: a file with its own
  * lm_head.weight under a tied config (the key absent, HF's default) unembeds with wte, the
  * stored head unused (it used to win because the tensor was present); its shape is still checked.
@@ -853,6 +892,7 @@ int main(void)
     test_hooks();
     test_load_errors();
     test_tied_with_head();
+    test_other_checkpoints();
     test_nan_kernels();
     test_threaded_kernels();
     test_bf16_forward();
