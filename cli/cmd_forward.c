@@ -10,7 +10,7 @@
 #include "model/tokenizer.h"
 
 CLI_COMMAND(forward, "Run the model on one sequence and save a hook point or the logits as .npy",
-            "saelite forward --model DIR (--text STR [--tokenizer DIR] | --tokens 1,2,3) "
+            "saelite forward --model DIR (--text STR [--tokenizer DIR] [--bos] | --tokens 1,2,3) "
             "(--hook NAME | --logits) --npy OUT.npy")
 
 typedef struct {
@@ -36,12 +36,16 @@ int cmd_forward(int argc, char **argv)
 {
     const char *model = NULL, *toks = NULL, *hook = NULL, *npy = NULL, *text = NULL,
                *tokdir = NULL;
-    int logits = 0;
+    int logits = 0, bos = 0;
     arg_spec spec[] = {
         {"--model", ARG_STR, &model, "model directory (config.json + model.safetensors)",
          ARG_REQUIRED},
-        {"--text", ARG_STR, &text, "text to tokenize (tokenizer from --tokenizer or the model dir)"},
+        {"--text", ARG_STR, &text, "text to tokenize (tokenizer from --tokenizer or the model dir); "
+         "its tokens only: no <|endoftext|> is prepended unless --bos, where TransformerLens's "
+         "run_with_cache(str) prepends one by default"},
         {"--tokenizer", ARG_STR, &tokdir, "tokenizer directory", ARG_DEFAULT("the model directory")},
+        {"--bos", ARG_FLAG, &bos, "with --text: prepend <|endoftext|> (what extract does by default "
+         "and TransformerLens's prepend_bos=True does)"},
         {"--tokens", ARG_STR, &toks, "token ids, e.g. 464,2068,7586"},
         {"--hook", ARG_STR, &hook, "hook point name, e.g. blocks.0.hook_resid_post"},
         {"--logits", ARG_FLAG, &logits, "write the logits [T,V] instead of a hook"},
@@ -51,6 +55,7 @@ int cmd_forward(int argc, char **argv)
     if (rc) return rc;
     if (!toks == !text) return cli_usage_error(argv[0], "give exactly one of --text or --tokens");
     if (!hook == !logits) return cli_usage_error(argv[0], "give exactly one of --hook NAME or --logits");
+    if (bos && !text) return cli_usage_error(argv[0], "--bos needs --text (with --tokens, write the id)");
     int *ids = NULL, n = 0;
     if (toks && args_int_list(toks, &ids, &n)) return cli_usage_error(argv[0], "%s", err_msg());
     gpt2_model *m = NULL;
@@ -62,11 +67,27 @@ int cmd_forward(int argc, char **argv)
         size_t nt = 0;
         if (tok_load(&tk, tokdir ? tokdir : model)) goto fail;
         rc = tok_encode(tk, text, strlen(text), 1, &ids, NULL, &nt);
+        int eot = tok_eot(tk);
         tok_free(tk);
         if (rc) goto fail;
         if (nt == 0) {
             err_set(ERR_ARG, "--text encodes to no tokens");
             goto fail;
+        }
+        if (bos) {
+            if (eot < 0) {
+                err_set(ERR_ARG, "--bos: tokenizer %s has no <|endoftext|> token",
+                        tokdir ? tokdir : model);
+                goto fail;
+            }
+            int *grown = mem_realloc(ids, sizeof *ids * (nt + 1));
+            if (!grown) {
+                err_set(ERR_NOMEM, "out of memory");
+                goto fail;
+            }
+            ids = grown;
+            memmove(ids + 1, ids, sizeof *ids * nt++);
+            ids[0] = eot;
         }
         n = (int)nt;
     }

@@ -32,6 +32,20 @@ ok test $? -eq 0
 out2=$($BIN forward --model "$tmp/a" --text "The cat sat" --hook blocks.0.mlp.hook_post --npy "$tmp/h.npy" 2>&1)
 ok test $? -eq 0
 ok grep -q "blocks.0.mlp.hook_post \[[0-9]*, 128\]" <<<"$out2"
+# --text does not prepend <|endoftext|> (TransformerLens's run_with_cache(str) does); --bos does:
+# the same tensor as --tokens with the id in front, one row longer than without it
+ids=$(printf 'The cat sat' | $BIN tokenize --tokenizer "$tmp/a" 2>/dev/null | tr ' ' ,)
+eot=$(printf '<|endoftext|>' | $BIN tokenize --special --tokenizer "$tmp/a" 2>/dev/null)
+ntok=$(tr , '\n' <<<"$ids" | wc -l)
+ok grep -q "blocks.0.mlp.hook_post \[$ntok, 128\]" <<<"$out2"
+out3=$($BIN forward --model "$tmp/a" --text "The cat sat" --bos --hook blocks.0.mlp.hook_post --npy "$tmp/hb.npy" 2>&1)
+ok test $? -eq 0
+ok grep -q "blocks.0.mlp.hook_post \[$((ntok + 1)), 128\]" <<<"$out3"
+$BIN forward --model "$tmp/a" --tokens "$eot,$ids" --hook blocks.0.mlp.hook_post --npy "$tmp/ht.npy" >/dev/null 2>&1
+ok cmp -s "$tmp/hb.npy" "$tmp/ht.npy"
+err=$($BIN forward --model "$tmp/a" --tokens 1,2 --bos --logits --npy "$tmp/x.npy" 2>&1)
+ok test $? -eq 2
+ok grep -q -- "--bos needs --text" <<<"$err"
 # loss went down from the initial ~log(300)
 first=$(grep -m1 '^step' <<<"$out" | awk '{print $6}')
 last=$(grep '^step' <<<"$out" | tail -1 | awk '{print $6}')
