@@ -20,10 +20,15 @@
  *   blocks.l.attn.hook_pattern [B,H,T,T], blocks.l.attn.hook_z [B,T,H,dh],
  *   blocks.l.hook_attn_out, blocks.l.hook_resid_mid, blocks.l.ln2.hook_normalized,
  *   blocks.l.mlp.hook_pre [B,T,F], blocks.l.mlp.hook_post [B,T,F], blocks.l.hook_mlp_out,
- *   blocks.l.hook_resid_post, and ln_final.hook_normalized.  (LayerNorm hook_normalized is the
- *   LayerNorm output including its weight and bias, as TransformerLens without fold_ln.)
+ *   blocks.l.hook_resid_post, and ln_final.hook_normalized.  Values are TransformerLens's
+ *   HookedTransformer.from_pretrained_no_processing (no fold_ln, center_writing_weights,
+ *   center_unembed or fold_value_biases; hook_normalized includes the LayerNorm weight and bias),
+ *   not its default from_pretrained (which centres the residual stream and logits, drops the LN
+ *   affine at hook_normalized and b_V from hook_v/hook_z; docs/model.md).
  * Views are contiguous row-major float32 owned by the model, valid during the callback; a hook may
- * overwrite the data and later computation uses the new values.
+ * overwrite the data and later computation uses the new values, except that the softmax after
+ * hook_attn_scores reads only the causal entries of each row (query t: keys 0..t), so edits above
+ * the diagonal are ignored and attention stays causal (an all -inf row gives a zero pattern row).
  *
  * Thread safety: a gpt2_model is used by one thread at a time (it owns its activation buffers).
  * Buffers persist across calls and grow to the largest B*T seen.
