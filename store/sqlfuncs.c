@@ -701,7 +701,10 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
         char **blobtxt = mem_calloc((size_t)nc + 1, sizeof *blobtxt);
         if (!names || !vals || !types || !blobtxt) ret = err_set(ERR_NOMEM, "out of memory");
         for (int c = 0; c < nc && ret == OK; c++) {
-            names[c] = sqlite3_column_name(st[k], c);
+            /* copies: a schema change by another process makes the first step prepare the
+               statement again, which frees the names read before it */
+            const char *nm = sqlite3_column_name(st[k], c);
+            names[c] = nm ? mem_strdup(nm) : NULL;
             blobtxt[c] = mem_alloc(48);
             if (!names[c] || !blobtxt[c]) ret = err_set(ERR_NOMEM, "out of memory");
         }
@@ -714,6 +717,11 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
                 break;
             }
             rows++;
+            if (sqlite3_column_count(st[k]) != nc) {
+                ret = err_set(ERR_ARG, "%s: the schema changed while the query started (another "
+                              "process); run it again", db_path);
+                break;
+            }
             for (int c = 0; c < nc; c++) {
                 switch (sqlite3_column_type(st[k], c)) {
                 case SQLITE_INTEGER: types[c] = STORE_Q_INT; break;
@@ -742,6 +750,8 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
         }
         if (blobtxt)
             for (int c = 0; c < nc; c++) mem_free(blobtxt[c]);
+        if (names)
+            for (int c = 0; c < nc; c++) mem_free((char *)names[c]);
         mem_free(blobtxt);
         mem_free(names);
         mem_free(vals);

@@ -502,11 +502,9 @@ static int run_rows(store_srv *s, sqlite3 *db, sqlite3_stmt *st, store_srv_row_f
                     int max_rows, int *rows)
 {
     enum { MAXC = 64 };
-    int nc = sqlite3_column_count(st);
-    if (nc > MAXC) return err_set(ERR_ARG, "%s: more than %d result columns", s->path, MAXC);
+    int nc = 0;
     const char *names[MAXC];
     store_val vals[MAXC];
-    for (int c = 0; c < nc; c++) names[c] = sqlite3_column_name(st, c);
     *rows = 0;
     for (;;) {
         if (max_rows >= 0 && *rows >= max_rows) return OK;
@@ -516,6 +514,14 @@ static int run_rows(store_srv *s, sqlite3 *db, sqlite3_stmt *st, store_srv_row_f
             if (rc == SQLITE_INTERRUPT)
                 return err_set(ERR_ABORTED, "%s: the query ran past its time limit", s->path);
             return sqlerr(s, db, "query");
+        }
+        if (*rows == 0) {
+            /* the names after the first step: a schema change by another process makes the
+               step prepare the statement again, which freed names read before it (serve sent
+               freed memory as JSON keys, an audit) */
+            nc = sqlite3_column_count(st);
+            if (nc > MAXC) return err_set(ERR_ARG, "%s: more than %d result columns", s->path, MAXC);
+            for (int c = 0; c < nc; c++) names[c] = sqlite3_column_name(st, c);
         }
         for (int c = 0; c < nc; c++) get_val(st, c, &vals[c]);
         if (fn(user, nc, names, vals)) return err_set(ERR_ABORTED, "stopped by the caller");
