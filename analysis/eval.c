@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,6 +644,19 @@ static int usable(const labelled *tr, const labelled *te)
     return ptr >= 2 && ptr < tr->n && pte >= 1 && pte < te->n;
 }
 
+/* A line for eval_result.notes (what the numbers leave out; the CLI prints them). */
+static void note(eval_result *res, const char *fmt, ...)
+{
+    size_t have = strlen(res->notes), cap = sizeof res->notes;
+    if (have + 5 >= cap) return; /* already full and marked */
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(res->notes + have, cap - have - 4, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap - have - 4) snprintf(res->notes + cap - 5, 5, "...\n");
+    else snprintf(res->notes + have + n, cap - have - n, "\n");
+}
+
 /* metric fmt names one with "%d" for k (metric_k) or none (metric) */
 static int metric(ctx *c, int suite, const char *name, double v)
 {
@@ -1071,9 +1085,18 @@ static int run_scr(ctx *c, eval_result *res)
     }
     if (!rc) ablated_acc(bB, &c->seq.sae, &S.b_te, Mb, rank, a2);
     res->scr_dir = o1 < o2 ? 1 : 2; /* SAEBench: the direction whose label the biased probe reads worse */
+    /* a direction whose clean probe is not better than the biased one by more than one test
+       example has no normalised score (eval_scr_score): NULL, and a note */
+    if (!rc && isnan(eval_scr_score(accA, o1, accA, S.a_te.n)))
+        note(res, "scr: direction 1 (tense ablated, prose kind read) left NULL: the clean prose-kind "
+             "probe scores %.4f, the biased probe %.4f on %d test rows (the clean one must be better "
+             "by more than one row)", accA, o1, S.a_te.n);
+    if (!rc && isnan(eval_scr_score(accB, o2, accB, S.b_te.n)))
+        note(res, "scr: direction 2 (prose kind ablated, tense read) left NULL: the clean tense "
+             "probe scores %.4f, the biased probe %.4f on %d test rows (the clean one must be better "
+             "by more than one row)", accB, o2, S.b_te.n);
     for (int t = 0; !rc && t < EVAL_NN; t++) {
-        double d1 = accA - o1, d2 = accB - o2;
-        double s1 = fabs(d1) < 0.001 ? 0 : (a1[t] - o1) / d1, s2 = fabs(d2) < 0.001 ? 0 : (a2[t] - o2) / d2;
+        double s1 = eval_scr_score(a1[t], o1, accA, S.a_te.n), s2 = eval_scr_score(a2[t], o2, accB, S.b_te.n);
         res->scr[t] = res->scr_dir == 1 ? s1 : s2;
         rc = put_ablation(c, SUITE_SCR, "scr:ablate_tense", eval_n_values[t], accA, o1, a1[t], NAN, s1);
         if (!rc) rc = put_ablation(c, SUITE_SCR, "scr:ablate_genre", eval_n_values[t], accB, o2, a2[t], NAN, s2);

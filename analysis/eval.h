@@ -95,6 +95,9 @@ typedef struct {
     int tpp_classes;
     double tpp[EVAL_NN];
     double seconds, t_read, t_probe, t_absorb, t_ablate;
+    /* what the numbers above leave out, one line each ('\n'-terminated; "..." when it overflowed):
+       tasks skipped as too small, SCR directions left NULL. For the caller to print. */
+    char notes[4096];
 } eval_result;
 
 int eval_run(const eval_opts *o, eval_result *res);
@@ -173,6 +176,12 @@ int eval_split_docs(const int64_t *doc, const int *group, size_t n, double test_
  * and y[cap] out (cap >= 2 * min(max_pos, count of c)); *n out. */
 int eval_balance(const int *cls, int n_all, int c, int n_classes, int max_pos, uint64_t seed,
                  int *rows, unsigned char *y, int *n);
+
+/* SCR's normalised score of one direction, (ablated - orig) / (clean - orig), accuracies on a
+ * test set of n_test rows; NAN (stored NULL, left out of the headline) unless the clean probe
+ * beats the biased one by more than one test example, clean - orig > 1 / n_test: otherwise the
+ * ratio changes sign or divides by noise (docs/eval.md, a departure from SAEBench). */
+double eval_scr_score(double ablated, double orig, double clean, int n_test);
 
 /* Fisher-Yates shuffle of a[n] with r (the order every seeded sample here uses). */
 void eval_shuffle(int *a, int n, rng_state *r);

@@ -420,6 +420,14 @@ int eval_top_mean_diff(const eval_feats *f, const int *rows, const unsigned char
 }
 
 /* ---- split and sampling ------------------------------------------------------------------------ */
+double eval_scr_score(double ablated, double orig, double clean, int n_test)
+{
+    /* accuracies are multiples of 1 / n_test: compare in examples, with half an example of
+       slack for rounding, so a gap of exactly one example is not enough */
+    if (!(n_test > 0) || !((clean - orig) * n_test > 1.5)) return NAN;
+    return (ablated - orig) / (clean - orig);
+}
+
 void eval_shuffle(int *a, int n, rng_state *r)
 {
     for (int i = n - 1; i > 0; i--) {

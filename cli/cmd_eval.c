@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "analysis/eval.h"
 #include "cli/cli.h"
@@ -10,6 +11,13 @@
 CLI_COMMAND(eval, "SAEBench-style evaluations on Brown: sparse probing, absorption, SCR, TPP",
             "saelite eval --db FILE --sae DIR|ID [--suite all|LIST] [--seed N] "
             "[--test-frac F] [--seqs-per-genre N] [--train-per-class N] [--test-per-class N] [--C C] [--no-random]")
+
+/* One cell of the N-ablated table: NULL where the number was left out (stored NULL). */
+static void cell(double v)
+{
+    if (isnan(v)) printf(" %7s", "NULL");
+    else printf(" %7.4f", v);
+}
 
 static void print_result(const eval_result *r)
 {
@@ -51,16 +59,21 @@ static void print_result(const eval_result *r)
     }
     if (r->suites & EVAL_SUITE_SCR) {
         printf("\n  %-12s", "scr");
-        for (int i = 0; i < EVAL_NN; i++) printf(" %7.4f", r->scr[i]);
+        for (int i = 0; i < EVAL_NN; i++) cell(r->scr[i]);
         printf("   (direction %d; prose kind x tense, phi %.3f over %d/%d/%d/%d sequences)", r->scr_dir,
                r->scr_phi, r->scr_cells[0], r->scr_cells[1], r->scr_cells[2], r->scr_cells[3]);
     }
     if (r->suites & EVAL_SUITE_TPP) {
         printf("\n  %-12s", "tpp");
-        for (int i = 0; i < EVAL_NN; i++) printf(" %7.4f", r->tpp[i]);
+        for (int i = 0; i < EVAL_NN; i++) cell(r->tpp[i]);
         printf("   (%d classes)", r->tpp_classes);
     }
     if (r->suites & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) printf("\n");
+    for (const char *p = r->notes; *p;) { /* what the numbers leave out */
+        size_t n = strcspn(p, "\n");
+        printf("note: %.*s\n", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
 }
 
 int cmd_eval(int argc, char **argv)

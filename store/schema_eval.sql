@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS eval_absorption (
 -- tense latents ablated, the biased probe read on the genre-group test set) and
 -- 'scr:ablate_genre' (dir 2); clean_acc = the probe trained on the evaluated label alone,
 -- orig_acc / ablated_acc = the biased probe before / after, score = (ablated - orig) /
--- (clean - orig). TPP tasks 'tpp:pos:noun', 'tpp:genre:news', ...: clean_acc / ablated_acc = the
+-- (clean - orig), NULL unless clean - orig > 1 / n_test (docs/eval.md). TPP tasks 'tpp:pos:noun', 'tpp:genre:news', ...: clean_acc / ablated_acc = the
 -- class's own probe before / after ablating its latents, other_diff = the mean accuracy drop of
 -- the other classes' probes, score = (clean - ablated) - other_diff.
 CREATE TABLE IF NOT EXISTS eval_ablation (

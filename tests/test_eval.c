@@ -1,6 +1,7 @@
 /* test_eval.c - the evaluations' building blocks (analysis/eval.h) on data where the answer is
  * known: LIBLINEAR against a hand-solved logistic regression, a latent equal to the label, the
- * split by document, balanced one-vs-rest sets, Brown's coarse classes, and SAEBench's absorption
+ * split by document, balanced one-vs-rest sets, Brown's coarse classes, SCR's normalised score
+ * (no score where the clean probe is not better than the biased one), and SAEBench's absorption
  * metric against the exact (binary and partial) absorption of hand-built SAEs and of trained TopK
  * SAEs on the hierarchical generator. */
 #include <math.h>
@@ -275,6 +276,21 @@ static void test_pos_classes(void)
     CHECK(eval_tense("vbz") == 0 && eval_tense("bez*") == 0 && eval_tense("ber") == 0, "present");
     CHECK(eval_tense("vb") < 0 && eval_tense("vbn") < 0 && eval_tense("md") < 0 && eval_tense("nn") < 0, "no tense");
     CHECK(eval_imaginative("romance") == 1 && eval_imaginative("learned") == 0 && eval_imaginative("x") < 0, "prose kinds");
+}
+
+/* SCR's normalised score: (ablated - orig) / (clean - orig) only where the clean probe beats the
+ * biased one by more than one test example. The audit's cases: on 40 test rows, biased 0.700,
+ * clean 0.675, ablated 0.675 scored +1.0 ("fully removed") and ablated 0.600 scored +4.0. */
+static void test_scr_score(void)
+{
+    CHECK(isnan(eval_scr_score(0.675, 0.700, 0.675, 40)), "clean below orig: no score (was +1)");
+    CHECK(isnan(eval_scr_score(0.600, 0.700, 0.675, 40)), "clean below orig: no score (was +4)");
+    CHECK(isnan(eval_scr_score(0.700, 0.700, 0.700, 40)), "clean equal to orig: no score");
+    CHECK(isnan(eval_scr_score(0.750, 0.700, 0.725, 40)), "one example better is noise: no score");
+    CHECK(isnan(eval_scr_score(0.75, 0.7, 0.8, 0)), "no test rows: no score");
+    CHECK_NEAR(eval_scr_score(0.750, 0.700, 0.750, 40), 1.0, 1e-12);  /* two examples: scored */
+    CHECK_NEAR(eval_scr_score(0.650, 0.700, 0.800, 40), -0.5, 1e-12); /* worse after ablation */
+    CHECK_NEAR(eval_scr_score(0.7025, 0.700, 0.8, 400), 0.025, 1e-12);
 }
 
 /* The dual basis of the true directions (rows of dirs [F, d], F <= d): e_j . d_k = [j == k], so
@@ -589,6 +605,7 @@ int main(void)
     test_l1_history();
     test_split_and_balance();
     test_pos_classes();
+    test_scr_score();
     test_absorption_synth();
     test_absorption_partial();
     test_absorption_trained();

@@ -79,6 +79,15 @@ for m in scr_metric_threshold_2 scr_metric_threshold_500 tpp_threshold_2_total_m
     ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric = '$m' AND typeof(value) = 'real'")" = 1
 done
 ok test "$(q "SELECT count(DISTINCT task) FROM eval_ablation WHERE task LIKE 'scr:%'")" = 2
+# SCR: a direction whose clean probe is not better than the biased one by more than one test row
+# has no score (SAEBench's ratio flips sign there: 0.70 -> 0.675 with clean 0.675 scored +1.0).
+# Here the tense direction is one (clean tense probe 0.77 < biased 0.82): NULL rows and metrics,
+# a note naming both accuracies; the reported direction 1 keeps its numbers
+NT=$(q "SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'scr_balanced_test_rows'")
+ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task LIKE 'scr:%' AND (score IS NULL) != ((clean_acc - orig_acc) * $NT <= 1.5)")" = 0
+ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task = 'scr:ablate_genre' AND score IS NULL AND clean_acc < orig_acc")" = 7
+ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric LIKE 'scr_dir2_threshold_%' AND value IS NULL")" = 7
+ok grep -q "^note: scr: direction 2 (prose kind ablated, tense read) left NULL: the clean tense probe scores 0\.[0-9]*, the biased probe 0\.[0-9]* on [0-9]* test rows" "$W/e1.out"
 ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task LIKE 'tpp:genre:%' AND n = 500")" = 2
 # the sequence labels are correlated (news present, adventure past)
 ok test "$(q "SELECT value > 0.3 FROM eval_summary WHERE metric = 'scr_label_phi'")" = 1
