@@ -91,9 +91,10 @@ typedef struct {
     double scr_phi;                 /* correlation of the two labels over the sampled sequences */
     int scr_cells[4];               /* stored sequences: informative-present, -past, imaginative-present, -past */
     double scr[EVAL_NN];            /* scr_metric_threshold_N */
-    /* TPP: mean over POS and genre classes of the total metric */
+    /* TPP: the total metric averaged per dataset (POS classes, genres), then over the datasets
+       (SAEBench); tpp_pos / tpp_genre the per-dataset means (NaN without that dataset) */
     int tpp_classes;
-    double tpp[EVAL_NN];
+    double tpp[EVAL_NN], tpp_pos[EVAL_NN], tpp_genre[EVAL_NN];
     double seconds, t_read, t_probe, t_absorb, t_ablate;
     /* what the numbers above leave out, one line each ('\n'-terminated; "..." when it overflowed):
        tasks skipped as too small, SCR directions left NULL. For the caller to print. */
@@ -182,6 +183,10 @@ int eval_balance(const int *cls, int n_all, int c, int n_classes, int max_pos, u
  * beats the biased one by more than one test example, clean - orig > 1 / n_test: otherwise the
  * ratio changes sign or divides by noise (docs/eval.md, a departure from SAEBench). */
 double eval_scr_score(double ablated, double orig, double clean, int n_test);
+
+/* The mean of per-dataset means (SAEBench's average over datasets of the per-dataset averages;
+ * TPP's headline): sum[i] / n[i] averaged over the ndatasets with n[i] > 0; NAN when none. */
+double eval_mean_of_means(const double *sum, const int *n, int ndatasets);
 
 /* Fisher-Yates shuffle of a[n] with r (the order every seeded sample here uses). */
 void eval_shuffle(int *a, int n, rng_state *r);

@@ -428,6 +428,18 @@ double eval_scr_score(double ablated, double orig, double clean, int n_test)
     return (ablated - orig) / (clean - orig);
 }
 
+double eval_mean_of_means(const double *sum, const int *n, int ndatasets)
+{
+    double s = 0;
+    int m = 0;
+    for (int i = 0; i < ndatasets; i++)
+        if (n[i] > 0) {
+            s += sum[i] / n[i];
+            m++;
+        }
+    return m ? s / m : NAN;
+}
+
 void eval_shuffle(int *a, int n, rng_state *r)
 {
     for (int i = n - 1; i > 0; i--) {

@@ -66,7 +66,7 @@ static void print_result(const eval_result *r)
     if (r->suites & EVAL_SUITE_TPP) {
         printf("\n  %-12s", "tpp");
         for (int i = 0; i < EVAL_NN; i++) cell(r->tpp[i]);
-        printf("   (%d classes)", r->tpp_classes);
+        printf("   (mean of the per-dataset means; %d classes)", r->tpp_classes);
     }
     if (r->suites & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) printf("\n");
     for (const char *p = r->notes; *p;) { /* what the numbers leave out */

@@ -1,7 +1,8 @@
 /* test_eval.c - the evaluations' building blocks (analysis/eval.h) on data where the answer is
  * known: LIBLINEAR against a hand-solved logistic regression, a latent equal to the label, the
  * split by document, balanced one-vs-rest sets, Brown's coarse classes, SCR's normalised score
- * (no score where the clean probe is not better than the biased one), and SAEBench's absorption
+ * (no score where the clean probe is not better than the biased one), TPP's mean of per-dataset
+ * means, and SAEBench's absorption
  * metric against the exact (binary and partial) absorption of hand-built SAEs and of trained TopK
  * SAEs on the hierarchical generator. */
 #include <math.h>
@@ -291,6 +292,17 @@ static void test_scr_score(void)
     CHECK_NEAR(eval_scr_score(0.750, 0.700, 0.750, 40), 1.0, 1e-12);  /* two examples: scored */
     CHECK_NEAR(eval_scr_score(0.650, 0.700, 0.800, 40), -0.5, 1e-12); /* worse after ablation */
     CHECK_NEAR(eval_scr_score(0.7025, 0.700, 0.8, 400), 0.025, 1e-12);
+}
+
+/* TPP's headline averages per dataset, then over datasets (SAEBench), not over pooled classes:
+ * 10 POS classes at 0.3 and 15 genres at 0.1 give 0.2, not the pooled 0.18. */
+static void test_mean_of_means(void)
+{
+    double sum[3] = {10 * 0.3, 15 * 0.1, 0};
+    int n[3] = {10, 15, 0};
+    CHECK_NEAR(eval_mean_of_means(sum, n, 3), 0.2, 1e-12); /* an empty dataset does not count */
+    CHECK_NEAR(eval_mean_of_means(sum, n, 1), 0.3, 1e-12);
+    CHECK(isnan(eval_mean_of_means(sum + 2, n + 2, 1)), "no dataset: NAN");
 }
 
 /* The dual basis of the true directions (rows of dirs [F, d], F <= d): e_j . d_k = [j == k], so
@@ -606,6 +618,7 @@ int main(void)
     test_split_and_balance();
     test_pos_classes();
     test_scr_score();
+    test_mean_of_means();
     test_absorption_synth();
     test_absorption_partial();
     test_absorption_trained();

@@ -89,6 +89,14 @@ ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task = 'scr:ablate_genre'
 ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric LIKE 'scr_dir2_threshold_%' AND value IS NULL")" = 7
 ok grep -q "^note: scr: direction 2 (prose kind ablated, tense read) left NULL: the clean tense probe scores 0\.[0-9]*, the biased probe 0\.[0-9]* on [0-9]* test rows" "$W/e1.out"
 ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task LIKE 'tpp:genre:%' AND n = 500")" = 2
+# TPP's headline is SAEBench's: the per-dataset means (8 POS classes, 2 genres here), then their
+# mean, not the mean over the 10 pooled classes; the per-dataset means are stored too
+for N in 2 500; do
+    ok test "$(q "SELECT abs((SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'tpp_threshold_${N}_total_metric') - (SELECT avg(m) FROM (SELECT avg(score) AS m FROM eval_ablation a JOIN eval_runs r ON r.id = a.run_id WHERE r.sae_id = $SID AND r.suite = 'tpp' AND n = $N GROUP BY substr(task, 1, 7)))) < 1e-12")" = 1
+    for k in pos genre; do
+        ok test "$(q "SELECT abs((SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'tpp_${k}_threshold_${N}_total_metric') - (SELECT avg(score) FROM eval_ablation a JOIN eval_runs r ON r.id = a.run_id WHERE r.sae_id = $SID AND r.suite = 'tpp' AND n = $N AND task LIKE 'tpp:$k:%')) < 1e-12")" = 1
+    done
+done
 # the sequence labels are correlated (news present, adventure past)
 ok test "$(q "SELECT value > 0.3 FROM eval_summary WHERE metric = 'scr_label_phi'")" = 1
 # --no-random: the same SAE numbers, no random-SAE rows
