@@ -754,8 +754,10 @@ static int run_absorption(ctx *c, eval_result *res)
             if (!rc) rc = json_ints(&b, r.split, r.n_split);
             if (!rc)
                 rc = put_absorption(c, eval_pos_names[k], &r, b.p);
-            if (!rc && r.included) {
-                res->abs_included++;
+            /* every parent counts in the means, as in SAEBench (its min_GT_probe_f1 only asks
+               that enough letters have a usable probe: abs_included, reported) */
+            if (!rc) {
+                res->abs_included += r.included;
                 sf += r.mean_frac;
                 sf0 += r.mean_frac_nogate;
                 sr += r.full_rate;
@@ -767,7 +769,7 @@ static int run_absorption(ctx *c, eval_result *res)
         if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
     }
     progress_end(&pr);
-    int n = res->abs_included;
+    int n = res->abs_parents;
     res->abs_mean_frac = n ? sf / n : NAN;
     res->abs_mean_frac_nogate = n ? sf0 / n : NAN;
     res->abs_full_rate = n ? sr / n : NAN;
@@ -777,6 +779,7 @@ static int run_absorption(ctx *c, eval_result *res)
     if (!rc) rc = metric(c, SUITE_ABS, "absorption_full_rate", res->abs_full_rate);
     if (!rc) rc = metric(c, SUITE_ABS, "absorption_mean_split", res->abs_mean_split);
     if (!rc) rc = metric(c, SUITE_ABS, "absorption_n_parents", n);
+    if (!rc) rc = metric(c, SUITE_ABS, "absorption_n_gt_parents", res->abs_included);
     buf_free(&b);
     return rc;
 }

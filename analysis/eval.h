@@ -83,7 +83,8 @@ typedef struct {
     double full_acc;                /* probe on the full hook activations */
     double sae_full_acc;            /* probe on every SAE latent */
     /* absorption */
-    int abs_parents, abs_included;  /* POS classes tried / with GT-probe F1 above the minimum */
+    int abs_parents, abs_included;  /* POS classes scored (all in the means) / with GT-probe F1
+                                       above the minimum (SAEBench's count, not a gate) */
     double abs_mean_frac, abs_full_rate, abs_mean_split;
     double abs_mean_frac_nogate;    /* absorption_mean_frac_nogate: the fraction without the 40% gate */
     /* SCR: genre group (Brown's informative / imaginative prose) x tense (past / present) */
@@ -204,7 +205,7 @@ int eval_imaginative(const char *genre);
 
 /* ---- absorption (SAEBench's metric; docs/eval.md) ------------------------------------------ */
 typedef struct {
-    double min_gt_f1;         /* 0.6 */
+    double min_gt_f1;         /* 0.6: sets eval_abs_class.included (SAEBench's min_GT_probe_f1) */
     int max_k;                /* 10 */
     double f1_jump;           /* 0.03 */
     double l1_decay;          /* 0.01: the L1 probe's C = 1 / (l1_decay * n_train) */
@@ -223,7 +224,8 @@ typedef struct {
     double mean_frac, full_rate; /* sums over the probe true positives / n_tp */
     double mean_frac_nogate;  /* the fraction with prop 0 (no 40% gate): ours, beside SAEBench's;
                                  on the synthetic check it reports the exact partial absorption */
-    int included;             /* gt_f1 > min_gt_f1 */
+    int included;             /* gt_f1 > min_gt_f1: counted, not a gate (every parent is in the
+                                 means, as in SAEBench; docs/eval.md) */
 } eval_abs_class;
 
 /* One parent: the GT probe on raw rows (dense, width d), the k-sparse probes on codes (sparse,

@@ -49,9 +49,9 @@ static void print_result(const eval_result *r)
                r->full_acc, r->sae_full_acc);
     }
     if (r->suites & EVAL_SUITE_ABSORPTION)
-        printf("absorption: %d of %d POS parents with GT-probe F1 > 0.6: mean absorption fraction "
+        printf("absorption: %d POS parents (%d with GT-probe F1 > 0.6): mean absorption fraction "
                "%.4f (%.4f without the 40%% gate), full-absorption rate %.4f, split features %.2f\n",
-               r->abs_included, r->abs_parents, r->abs_mean_frac, r->abs_mean_frac_nogate,
+               r->abs_parents, r->abs_included, r->abs_mean_frac, r->abs_mean_frac_nogate,
                r->abs_full_rate, r->abs_mean_split);
     if (r->suites & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) {
         printf("  %-12s", "N ablated");

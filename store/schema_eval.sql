@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS eval_absorption (
     run_id         INTEGER NOT NULL REFERENCES eval_runs(id),
     parent         TEXT NOT NULL,      -- e.g. 'noun'
     gt_f1          REAL,               -- test F1 of the ground-truth probe on the hook activations
-    included       INTEGER NOT NULL,   -- 1 when gt_f1 > the minimum (0.6): counts in the means
+    included       INTEGER NOT NULL,   -- 1 when gt_f1 > 0.6 (SAEBench's count; every parent
+                                       -- counts in the means since 2026-12-05, not only these)
     split_features TEXT NOT NULL,      -- the k-sparse probe's latents, JSON array
     n_split        INTEGER NOT NULL,
     split_f1       REAL,               -- test F1 of the k-sparse probe on them

@@ -62,6 +62,14 @@ done
 # per sample the ungated fraction is the gated one or more (the gate only sets samples to 0)
 ok test "$(q "SELECT (SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_mean_frac_nogate') >= (SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_mean_frac')")" = 1
 ok grep -q "without the 40% gate" "$W/e1.out"
+# every parent counts in the absorption means, as in SAEBench (its min_GT_probe_f1 = 0.6 only
+# counts usable probes): here adjective's ground-truth probe has F1 0.59 and was left out before
+ABS="SELECT %s FROM eval_absorption a JOIN eval_runs r ON r.id = a.run_id WHERE r.sae_id = $SID"
+ok test "$(q "$(printf "$ABS" "count(*)") AND NOT included")" -ge 1
+for m in mean_frac full_rate; do
+    ok test "$(q "SELECT abs((SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_$m') - ($(printf "$ABS" "avg($m)"))) < 1e-12")" = 1
+done
+ok test "$(q "SELECT CAST(value AS INTEGER) FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_n_parents'")" = "$(q "$(printf "$ABS" "count(*)")")"
 ok test "$(q "SELECT group_concat(DISTINCT kind) FROM eval_probe")" = "pos,genre"
 ok test "$(q "SELECT count(DISTINCT dict) FROM eval_probe")" = 5
 # one token ('and') is the whole class: even a random model's hook separates it from the rest
