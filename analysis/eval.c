@@ -217,7 +217,7 @@ static int plan_sequences(ctx *c, eval_result *res)
     int rc = store_eval_seqs(c->s, c->hook.id, &c->seqs, &c->nseq);
     if (rc) return rc;
     if (!c->nseq) return err_set(ERR_NOTFOUND, "%s: hook %s has no stored activations", o->db, c->hook.name);
-    c->genres = mem_calloc(64, sizeof *c->genres);
+    c->genres = mem_calloc(65, sizeof *c->genres); /* 64 genres and the "no genre" stratum */
     int *grp = mem_alloc(c->nseq * sizeof *grp);
     int64_t *docs = mem_alloc(c->nseq * sizeof *docs);
     c->seq_test = mem_alloc(c->nseq);
@@ -227,10 +227,15 @@ static int plan_sequences(ctx *c, eval_result *res)
         rc = err_set(ERR_NOMEM, "out of memory for %zu sequences", c->nseq);
         goto out;
     }
+    /* the named genres first; sequences without one (documents.genre NULL or '') form one more
+       stratum, index ngenres, for the split and the sample (their tokens feed the POS pools), but
+       no genre task: they are neither a genre named '' nor negatives of the genres */
     for (size_t i = 0; i < c->nseq; i++) {
-        grp[i] = genre_index(c, c->seqs[i].genre);
+        grp[i] = c->seqs[i].genre[0] ? genre_index(c, c->seqs[i].genre) : -2;
         docs[i] = c->seqs[i].doc_id;
     }
+    for (size_t i = 0; i < c->nseq; i++)
+        if (grp[i] == -2) grp[i] = c->ngenres;
     qsort(docs, c->nseq, sizeof *docs, cmp_i64);
     size_t nd = 0;
     for (size_t i = 0; i < c->nseq; i++)
@@ -258,7 +263,7 @@ static int plan_sequences(ctx *c, eval_result *res)
     }
     rng_state r;
     rng_seed(&r, o->seed ^ 0x53455153ull);
-    for (int g = 0; g < c->ngenres; g++) {
+    for (int g = 0; g <= c->ngenres; g++) { /* and the sequences without a genre */
         int n = 0;
         for (size_t i = 0; i < c->nseq; i++)
             if (grp[i] == g) perm[n++] = (int)i;
@@ -287,7 +292,8 @@ static int plan_sequences(ctx *c, eval_result *res)
         c->ch_grp[i] = grp[q];
         c->ch_genre[i] = flag[q] & 1;
         c->ch_scr[i] = (flag[q] & 2) != 0;
-        c->seq.cls[i] = c->ch_genre[i] ? grp[q] : -1; /* SCR's extra sequences stay out of the genre tasks */
+        /* SCR's extra sequences and those without a genre stay out of the genre tasks */
+        c->seq.cls[i] = c->ch_genre[i] && grp[q] < c->ngenres ? grp[q] : -1;
         c->seq.test[i] = c->seq_test[q];
     }
     mem_free(flag);

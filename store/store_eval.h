@@ -26,7 +26,7 @@ int store_eval_init(store *s);
 typedef struct {
     int64_t seq_id, doc_id;
     int bos, n_tokens;
-    char genre[32];  /* documents.genre ("" when NULL) */
+    char genre[32];  /* documents.genre; "" when NULL (eval: no genre, in no genre task) */
 } store_eval_seq;
 /* Sequences with activations for the hook, by id. */
 int store_eval_seqs(store *s, int64_t hook_id, store_eval_seq **out, size_t *n);

@@ -131,6 +131,13 @@ ok grep -q "^skipped .*absorption (no POS tags) scr" "$W/p1.out"
 ok grep -q "^sparse probing: 2 tasks (0 POS, 2 genre)" "$W/p1.out"
 "$BIN" eval --db "$W/plain.db" --sae "$W/sae" $E --suite absorption > "$W/p2.out" 2>&1; ok test $? -eq 1
 ok grep -q "no POS-tagged tokens" "$W/p2.out"
+# documents without a genre (NULL) are in no genre task: not a genre named '' ("genre:"), not
+# negatives of the others; their tokens still feed the POS tasks
+cp "$DB" "$W/nog.db"
+sqlite3 "$W/nog.db" "UPDATE documents SET genre = NULL WHERE id IN (SELECT id FROM documents WHERE genre = 'news' ORDER BY id LIMIT 2)"
+"$BIN" eval --db "$W/nog.db" --sae "$W/sae" $E --suite sparse_probing > "$W/ng.out" 2>&1; ok test $? -eq 0
+ok test "$(sqlite3 "$W/nog.db" "SELECT group_concat(DISTINCT task) FROM eval_probe WHERE kind = 'genre'")" = "genre:news,genre:adventure"
+ok grep -q "^sparse probing: 10 tasks (8 POS, 2 genre)" "$W/ng.out"
 # the registry: a relative directory is taken from the current directory (as sae-train records
 # it), and the SAE found there must be the registered one: a k=3 copy in another directory's
 # "relsae" is refused, not scored under the id of the k=4 SAE registered as "relsae"
