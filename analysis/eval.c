@@ -136,6 +136,8 @@ typedef struct {
     sample_set tok, seq; /* POS tokens; pooled sequences */
     signed char *tense;  /* [nchosen] 1 past, 0 present, -1 neither (more past than present finite verbs) */
     int bits;            /* EVAL_SUITE_* requested */
+    int soft;            /* "all" or skip_missing: a suite without (enough) data is skipped, not an error */
+    int scr_small;       /* run_scr skipped SCR (soft): its sets are below EVAL_MIN_* */
     int *ch_grp;         /* [nchosen] genre index */
     unsigned char *ch_genre, *ch_scr; /* [nchosen] in the per-genre sample / in SCR's cells */
     int nat[2][2];       /* all stored sequences per (imaginative, past): the labels' natural joint */
@@ -650,6 +652,28 @@ static int usable(const labelled *tr, const labelled *te)
     return ptr >= 2 && ptr < tr->n && pte >= 1 && pte < te->n;
 }
 
+static void lab_counts(const labelled *l, int *pos, int *neg)
+{
+    *pos = 0;
+    for (int i = 0; i < l->n; i++) *pos += l->y[i] != 0;
+    *neg = l->n - *pos;
+}
+
+/* Whether a task's sets are large enough to score (eval_sets_big_enough). A task with rows but
+ * too few is named in *small ("task 12/3": train / test positives) for the suite's note; a class
+ * with no rows at all is absent, not small, and is not named. */
+static int big_enough(const labelled *tr, const labelled *te, const char *task, buf *small, int *rc)
+{
+    int tp, tn, ep, en;
+    lab_counts(tr, &tp, &tn);
+    lab_counts(te, &ep, &en);
+    if (eval_sets_big_enough(tp, tn, ep, en)) return 1;
+    if (tp + ep > 0 && !*rc)
+        *rc = buf_printf(small, "%s%s %d/%d", small->n ? ", " : "", task, tp < tn ? tp : tn,
+                         ep < en ? ep : en);
+    return 0;
+}
+
 /* A line for eval_result.notes (what the numbers leave out; the CLI prints them). */
 static void note(eval_result *res, const char *fmt, ...)
 {
@@ -661,6 +685,14 @@ static void note(eval_result *res, const char *fmt, ...)
     va_end(ap);
     if (n < 0 || (size_t)n >= cap - have - 4) snprintf(res->notes + cap - 5, 5, "...\n");
     else snprintf(res->notes + have + n, cap - have - n, "\n");
+}
+
+/* The note of a suite whose tasks big_enough named. */
+static void note_small(eval_result *res, const char *suite, const buf *small)
+{
+    if (small->n)
+        note(res, "%s: skipped as too small (train / test positives; a task needs %d / %d): %s",
+             suite, EVAL_MIN_TRAIN_POS, EVAL_MIN_TEST_POS, small->p);
 }
 
 /* metric fmt names one with "%d" for k (metric_k) or none (metric) */
@@ -682,7 +714,7 @@ static int run_sparse_probing(ctx *c, eval_result *res)
 {
     sp_acc acc;
     memset(&acc, 0, sizeof acc);
-    buf b = {0};
+    buf b = {0}, small = {0};
     int rc = OK;
     char task[96];
     progress pr;
@@ -697,7 +729,7 @@ static int run_sparse_probing(ctx *c, eval_result *res)
             rc = task_sets(s, k, ncls, cap, capt, c->o->seed + 7919u * (uint64_t)(kind * 64 + k), &tr, &te);
             snprintf(task, sizeof task, "%s:%s", kind ? "genre" : "pos",
                      kind ? c->genres[k] : eval_pos_names[k]);
-            if (!rc && usable(&tr, &te)) rc = probe_task(c, s, kind, task, &tr, &te, &acc, &b);
+            if (!rc && big_enough(&tr, &te, task, &small, &rc)) rc = probe_task(c, s, kind, task, &tr, &te, &acc, &b);
             lab_free(&tr);
             lab_free(&te);
             if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
@@ -705,6 +737,10 @@ static int run_sparse_probing(ctx *c, eval_result *res)
         }
     }
     progress_end(&pr);
+    if (!rc) note_small(res, "sparse_probing", &small);
+    if (!rc && acc.n == 0 && small.n)
+        rc = err_set(ERR_NOTFOUND, "%s: every probing task is too small (train / test positives; a "
+                     "task needs %d / %d): %s", c->o->db, EVAL_MIN_TRAIN_POS, EVAL_MIN_TEST_POS, small.p);
     if (!rc && acc.n == 0) rc = err_set(ERR_NOTFOUND, "%s: no probing task has train and test rows "
                                         "(no POS tags and a single genre?)", c->o->db);
     res->n_tasks = acc.n;
@@ -731,6 +767,7 @@ static int run_sparse_probing(ctx *c, eval_result *res)
     }
     if (!rc) rc = metric(c, SUITE_SP, "sparse_probing_n_tasks", acc.n);
     buf_free(&b);
+    buf_free(&small);
     return rc;
 }
 
@@ -739,9 +776,10 @@ static int run_absorption(ctx *c, eval_result *res)
     eval_abs_params p;
     eval_abs_defaults(&p);
     p.C = c->o->C;
-    buf b = {0};
+    buf b = {0}, small = {0};
     int rc = OK;
     double sf = 0, sf0 = 0, sr = 0, ss = 0;
+    char task[96];
     eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae, .memo = c->o->memo,
                     .stop = c->o->stop};
     /* absorption and TPP ran 10 s on the demo with nothing on stderr (audit) */
@@ -752,7 +790,8 @@ static int run_absorption(ctx *c, eval_result *res)
         if (k) progress_update(&pr, k, "%s", eval_pos_names[k - 1]);
         rc = task_sets(&c->tok, k, EVAL_NPOS, c->o->train_per_class, c->o->test_per_class,
                        c->o->seed + 7919u * (uint64_t)k, &tr, &te);
-        if (!rc && usable(&tr, &te)) {
+        snprintf(task, sizeof task, "pos:%s", eval_pos_names[k]);
+        if (!rc && big_enough(&tr, &te, task, &small, &rc)) {
             eval_abs_class r;
             res->abs_parents++;
             rc = eval_absorption_class(&f, tr.rows, tr.y, tr.n, &f, te.rows, te.y, NULL, te.n,
@@ -775,6 +814,7 @@ static int run_absorption(ctx *c, eval_result *res)
         if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
     }
     progress_end(&pr);
+    if (!rc) note_small(res, "absorption", &small);
     int n = res->abs_parents;
     res->abs_mean_frac = n ? sf / n : NAN;
     res->abs_mean_frac_nogate = n ? sf0 / n : NAN;
@@ -787,6 +827,7 @@ static int run_absorption(ctx *c, eval_result *res)
     if (!rc) rc = metric(c, SUITE_ABS, "absorption_n_parents", n);
     if (!rc) rc = metric(c, SUITE_ABS, "absorption_n_gt_parents", res->abs_included);
     buf_free(&b);
+    buf_free(&small);
     return rc;
 }
 
@@ -896,7 +937,7 @@ static int full_probe(ctx *c, const sample_set *s, const labelled *tr, const lab
 }
 
 /* TPP over the classes of one sample set: ablate class i's latents, read every class's probe. */
-static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum, int *count)
+static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum, int *count, buf *small)
 {
     const int D = c->sae->cfg.d_sae;
     labelled *tr = mem_calloc((size_t)ncls, sizeof *tr), *te = mem_calloc((size_t)ncls, sizeof *te);
@@ -907,13 +948,15 @@ static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum,
     double *acc = mem_alloc((size_t)ncls * EVAL_NN * sizeof *acc);
     int rc = tr && te && pr && base && clean && M && rank && use && acc ? OK : err_set(ERR_NOMEM, "out of memory for TPP");
     int nuse = 0;
+    char task[96];
     progress pg;
     progress_begin(&pg, kind ? "eval tpp genre" : "eval tpp pos", ncls, "class");
     for (int k = 0; !rc && k < ncls; k++) {
         if (k) progress_update(&pg, k, NULL);
         rc = task_sets(s, k, ncls, c->o->train_per_class, c->o->test_per_class,
                        c->o->seed + 7919u * (uint64_t)(kind * 64 + k), &tr[k], &te[k]);
-        if (rc || !usable(&tr[k], &te[k])) continue;
+        snprintf(task, sizeof task, "%s:%s", kind ? "genre" : "pos", kind ? c->genres[k] : eval_pos_names[k]);
+        if (rc || !big_enough(&tr[k], &te[k], task, small, &rc)) continue;
         if (!(rc = full_probe(c, s, &tr[k], &te[k], &pr[k], &base[k], &clean[k]))) {
             probe_dec(&pr[k], c->sae, M + (size_t)k * D);
             rc = effect_ranks(&s->sae, &tr[k], M + (size_t)k * D, 1, 0, rank + (size_t)k * D);
@@ -922,7 +965,6 @@ static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum,
         }
     }
     progress_end(&pg);
-    char task[96];
     for (int i = 0; !rc && nuse >= 2 && i < ncls; i++) {
         if (!use[i]) continue;
         for (int j = 0; j < ncls; j++)
@@ -964,8 +1006,11 @@ static int tpp_set(ctx *c, const sample_set *s, int kind, int ncls, double *sum,
 static int run_tpp(ctx *c, eval_result *res)
 {
     double sum[2][EVAL_NN] = {{0}};
-    int n[2] = {0, 0}, rc = tpp_set(c, &c->tok, 0, EVAL_NPOS, sum[0], &n[0]);
-    if (!rc && c->ngenres >= 2) rc = tpp_set(c, &c->seq, 1, c->ngenres, sum[1], &n[1]);
+    buf small = {0};
+    int n[2] = {0, 0}, rc = tpp_set(c, &c->tok, 0, EVAL_NPOS, sum[0], &n[0], &small);
+    if (!rc && c->ngenres >= 2) rc = tpp_set(c, &c->seq, 1, c->ngenres, sum[1], &n[1], &small);
+    if (!rc) note_small(res, "tpp", &small);
+    buf_free(&small);
     if (!rc && n[0] + n[1] == 0)
         rc = err_set(ERR_NOTFOUND, "%s: no two classes with train and test rows for TPP", c->o->db);
     res->tpp_classes = n[0] + n[1];
@@ -1075,6 +1120,24 @@ static int run_scr(ctx *c, eval_result *res)
         rc = err_set(ERR_NOTFOUND, "%s: SCR needs Brown genres of both prose kinds with past- and "
                      "present-tense sequences in train and test documents (cells %d %d %d %d)",
                      c->o->db, cells[0][0][0], cells[0][0][1], cells[0][1][0], cells[0][1][1]);
+    /* and sets large enough to score (EVAL_MIN_*): too small is skipped with a note under "all",
+       an error when scr was named */
+    buf small = {0};
+    if (!rc && (!big_enough(&S.biased, &S.a_te, "biased probe", &small, &rc) +
+                !big_enough(&S.a_tr, &S.a_te, "prose-kind probe", &small, &rc) +
+                !big_enough(&S.b_tr, &S.b_te, "tense probe", &small, &rc)) && !rc) {
+        if (c->soft) {
+            note(res, "scr: skipped as too small (train / test positives; a probe needs %d / %d): %s",
+                 EVAL_MIN_TRAIN_POS, EVAL_MIN_TEST_POS, small.p);
+            res->skipped |= EVAL_SUITE_SCR;
+            c->scr_small = 1;
+        } else
+            rc = err_set(ERR_NOTFOUND, "%s: SCR's sets are too small (train / test positives; a probe "
+                         "needs %d / %d): %s; raise --seqs-per-genre", c->o->db, EVAL_MIN_TRAIN_POS,
+                         EVAL_MIN_TEST_POS, small.p);
+    }
+    buf_free(&small);
+    if (c->scr_small) goto done;
     /* the biased probe, read on the genre-group and the tense test sets; the two clean probes */
     if (!rc) rc = full_probe(c, &c->seq, &S.biased, &S.a_te, &pb, &bA, &o1);
     if (!rc) {
@@ -1128,6 +1191,7 @@ static int run_scr(ctx *c, eval_result *res)
     if (!rc) rc = metric(c, SUITE_SCR, "scr_label_phi", res->scr_phi);
     if (!rc) rc = metric(c, SUITE_SCR, "scr_biased_train_rows", S.biased.n);
     if (!rc) rc = metric(c, SUITE_SCR, "scr_balanced_test_rows", S.a_te.n);
+done:
     eval_probe_free(&pb);
     eval_probe_free(&pa);
     eval_probe_free(&pt);
@@ -1234,15 +1298,18 @@ int eval_run(const eval_opts *o, eval_result *res)
     memset(res, 0, sizeof *res);
     double t0 = now_seconds();
     if (!o->db || !o->sae) return err_set(ERR_ARG, "eval: needs a database and an SAE");
-    if (!(o->test_frac > 0 && o->test_frac < 1) || o->seqs_per_genre < 1 || o->train_per_class < 2 ||
-        o->test_per_class < 1)
-        return err_set(ERR_ARG, "eval: test_frac in (0, 1), counts >= 1");
+    if (!(o->test_frac > 0 && o->test_frac < 1) || o->seqs_per_genre < 1)
+        return err_set(ERR_ARG, "eval: test_frac in (0, 1), seqs_per_genre >= 1");
+    if (o->train_per_class < EVAL_MIN_TRAIN_POS || o->test_per_class < EVAL_MIN_TEST_POS)
+        return err_set(ERR_ARG, "eval: train_per_class %d, test_per_class %d: a task needs at least "
+                       "%d train and %d test positives", o->train_per_class, o->test_per_class,
+                       EVAL_MIN_TRAIN_POS, EVAL_MIN_TEST_POS);
     if (!(o->C >= EVAL_C_MIN && o->C <= EVAL_C_MAX))
         return err_set(ERR_ARG, "C %g is outside [%g, %g]", o->C, EVAL_C_MIN, EVAL_C_MAX);
     int bits, all;
     int rc = eval_parse_suites(o->suites, &bits, &all);
     if (rc) return rc;
-    ctx c = {.o = o, .bits = bits};
+    ctx c = {.o = o, .bits = bits, .soft = all || o->skip_missing};
     int *mark = NULL;
     int64_t *off = NULL;
     buf cfg = {0};
@@ -1306,6 +1373,7 @@ int eval_run(const eval_opts *o, eval_result *res)
     if (bits & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) {
         double ts = now_seconds();
         if ((bits & EVAL_SUITE_SCR) && (rc = run_scr(&c, res))) goto out;
+        if (c.scr_small) bits &= ~EVAL_SUITE_SCR; /* too small: skipped, with a note */
         if ((bits & EVAL_SUITE_TPP) && (rc = run_tpp(&c, res))) goto out;
         res->t_ablate = now_seconds() - ts;
     }

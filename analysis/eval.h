@@ -67,6 +67,13 @@ void eval_defaults(eval_opts *o);
  * the probes' Newton steps overflow (LIBLINEAR looped for ever at 1e38) and no probe result
  * would mean anything; activations of a real model are many orders of magnitude smaller. */
 #define EVAL_MAX_ABS 1e15
+/* The smallest sets a task is scored on (docs/eval.md, "Minimum sizes"): at least
+ * EVAL_MIN_TRAIN_POS train positives (and as many negatives: the largest sparse probe reads 20
+ * inputs, and fewer rows than inputs let it memorise) and EVAL_MIN_TEST_POS test positives (and
+ * negatives: with n_test >= 10 one example moves an accuracy by at most 0.1). A task below them
+ * is skipped with a note (eval_result.notes), not scored; --train-per-class and --test-per-class
+ * below them are refused (ERR_ARG), since then no task could be scored. */
+enum { EVAL_MIN_TRAIN_POS = 20, EVAL_MIN_TEST_POS = 5 };
 
 typedef struct {
     int64_t sae_id;                 /* sae_registry.id the rows are keyed by */
@@ -178,6 +185,10 @@ int eval_split_docs(const int64_t *doc, const int *group, size_t n, double test_
  * and y[cap] out (cap >= 2 * min(max_pos, count of c)); *n out. */
 int eval_balance(const int *cls, int n_all, int c, int n_classes, int max_pos, uint64_t seed,
                  int *rows, unsigned char *y, int *n);
+
+/* 1 when a balanced task's sets are large enough to score (EVAL_MIN_TRAIN_POS positives and
+ * negatives in train, EVAL_MIN_TEST_POS in test), else 0. */
+int eval_sets_big_enough(int train_pos, int train_neg, int test_pos, int test_neg);
 
 /* SCR's normalised score of one direction, (ablated - orig) / (clean - orig), accuracies on a
  * test set of n_test rows; NAN (stored NULL, left out of the headline) unless the clean probe

@@ -420,6 +420,12 @@ int eval_top_mean_diff(const eval_feats *f, const int *rows, const unsigned char
 }
 
 /* ---- split and sampling ------------------------------------------------------------------------ */
+int eval_sets_big_enough(int train_pos, int train_neg, int test_pos, int test_neg)
+{
+    return train_pos >= EVAL_MIN_TRAIN_POS && train_neg >= EVAL_MIN_TRAIN_POS &&
+           test_pos >= EVAL_MIN_TEST_POS && test_neg >= EVAL_MIN_TEST_POS;
+}
+
 double eval_scr_score(double ablated, double orig, double clean, int n_test)
 {
     /* accuracies are multiples of 1 / n_test: compare in examples, with half an example of

@@ -27,10 +27,10 @@ static void print_result(const eval_result *r)
            r->n_train_docs, r->n_test_docs, r->seconds, r->t_read, r->t_probe, r->t_absorb,
            r->t_ablate);
     if (r->skipped)
-        printf("skipped (the database has no data for them): %s%s%s%s\n",
+        printf("skipped (the database has no or too little data for them): %s%s%s%s\n",
                r->skipped & EVAL_SUITE_SPARSE_PROBING ? "sparse_probing " : "",
                r->skipped & EVAL_SUITE_ABSORPTION ? "absorption (no POS tags) " : "",
-               r->skipped & EVAL_SUITE_SCR ? "scr (no sequences of every prose kind x tense cell) " : "",
+               r->skipped & EVAL_SUITE_SCR ? "scr (too few sequences of some prose kind x tense cell) " : "",
                r->skipped & EVAL_SUITE_TPP ? "tpp" : "");
     if (r->suites & EVAL_SUITE_SPARSE_PROBING) {
         printf("sparse probing: %d tasks (%d POS, %d genre), mean test accuracy\n", r->n_tasks,
@@ -91,8 +91,10 @@ int cmd_eval(int argc, char **argv)
          ARG_ABOVE(0), ARG_BELOW(1)},
         {"--seqs-per-genre", ARG_INT, &o.seqs_per_genre, "sequences sampled per genre", ARG_MIN(1)},
         {"--train-per-class", ARG_INT, &o.train_per_class,
-         "train rows per class (POS tokens; genre sequences at most)", ARG_MIN(2)},
-        {"--test-per-class", ARG_INT, &o.test_per_class, "test rows per class", ARG_MIN(1)},
+         "train rows per class (POS tokens; genre sequences at most); a task needs 20 positives",
+         ARG_MIN(EVAL_MIN_TRAIN_POS)},
+        {"--test-per-class", ARG_INT, &o.test_per_class, "test rows per class; a task needs 5 positives",
+         ARG_MIN(EVAL_MIN_TEST_POS)},
         {"--C", ARG_FLOAT, &o.C, "inverse L2 strength of the logistic-regression probes, in "
          "[1e-6, 1e6]", ARG_ABOVE(0)},
         {"--no-random", ARG_FLAG, &o.no_random, "skip the random-weight SAE baseline (about 40% of the time)"},

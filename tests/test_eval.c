@@ -1,6 +1,7 @@
 /* test_eval.c - the evaluations' building blocks (analysis/eval.h) on data where the answer is
  * known: LIBLINEAR against a hand-solved logistic regression, a latent equal to the label, the
- * split by document, balanced one-vs-rest sets, Brown's coarse classes, SCR's normalised score
+ * split by document, balanced one-vs-rest sets, Brown's coarse classes, the minimum set sizes,
+ * SCR's normalised score
  * (no score where the clean probe is not better than the biased one), TPP's mean of per-dataset
  * means, and SAEBench's absorption
  * metric against the exact (binary and partial) absorption of hand-built SAEs and of trained TopK
@@ -277,6 +278,15 @@ static void test_pos_classes(void)
     CHECK(eval_tense("vbz") == 0 && eval_tense("bez*") == 0 && eval_tense("ber") == 0, "present");
     CHECK(eval_tense("vb") < 0 && eval_tense("vbn") < 0 && eval_tense("md") < 0 && eval_tense("nn") < 0, "no tense");
     CHECK(eval_imaginative("romance") == 1 && eval_imaginative("learned") == 0 && eval_imaginative("x") < 0, "prose kinds");
+}
+
+/* The smallest sets a task is scored on: 20 train and 5 test positives and negatives. */
+static void test_min_sizes(void)
+{
+    CHECK(eval_sets_big_enough(20, 20, 5, 5), "the minimums are enough");
+    CHECK(!eval_sets_big_enough(19, 20, 5, 5) && !eval_sets_big_enough(20, 19, 5, 5), "train too small");
+    CHECK(!eval_sets_big_enough(20, 20, 4, 5) && !eval_sets_big_enough(20, 20, 5, 4), "test too small");
+    CHECK(!eval_sets_big_enough(2, 2, 1, 1), "the audit's --train-per-class 2 --test-per-class 1");
 }
 
 /* SCR's normalised score: (ablated - orig) / (clean - orig) only where the clean probe beats the
@@ -617,6 +627,7 @@ int main(void)
     test_l1_history();
     test_split_and_balance();
     test_pos_classes();
+    test_min_sizes();
     test_scr_score();
     test_mean_of_means();
     test_absorption_synth();

@@ -138,6 +138,24 @@ sqlite3 "$W/nog.db" "UPDATE documents SET genre = NULL WHERE id IN (SELECT id FR
 "$BIN" eval --db "$W/nog.db" --sae "$W/sae" $E --suite sparse_probing > "$W/ng.out" 2>&1; ok test $? -eq 0
 ok test "$(sqlite3 "$W/nog.db" "SELECT group_concat(DISTINCT task) FROM eval_probe WHERE kind = 'genre'")" = "genre:news,genre:adventure"
 ok grep -q "^sparse probing: 10 tasks (8 POS, 2 genre)" "$W/ng.out"
+# minimum sizes: a task needs 20 train and 5 test positives. Flags below them are refused;
+# tasks that end up smaller (8 sequences per genre: the genre tasks, SCR's sets) are skipped
+# with a note, not scored (they gave genre tasks of 2 test rows with accuracy 0.0)
+"$BIN" eval --db "$DB" --sae "$SID" --train-per-class 2 --test-per-class 1 > "$W/m1.out" 2>&1; ok test $? -eq 2
+ok grep -q "\-\-train-per-class must be >= 20, got 2" "$W/m1.out"
+"$BIN" eval --db "$DB" --sae "$SID" --test-per-class 4 > "$W/m2.out" 2>&1; ok test $? -eq 2
+ok grep -q "\-\-test-per-class must be >= 5, got 4" "$W/m2.out"
+cp "$DB" "$W/small.db"
+"$BIN" eval --db "$W/small.db" --sae "$SID" --seqs-per-genre 8 > "$W/m3.out" 2>&1; ok test $? -eq 0
+ok grep -q "^note: sparse_probing: skipped as too small (train / test positives; a task needs 20 / 5): .*genre:news [0-9]*/[0-9]*, genre:adventure" "$W/m3.out"
+ok grep -q "^note: absorption: skipped as too small .*pos:" "$W/m3.out"
+ok grep -q "^note: tpp: skipped as too small .*genre:news" "$W/m3.out"
+ok grep -q "^note: scr: skipped as too small .*biased probe [0-9]*/[0-9]*" "$W/m3.out"
+ok grep -q "^skipped .*scr" "$W/m3.out"
+ok test "$(sqlite3 "$W/small.db" "SELECT count(*) FROM eval_probe p JOIN eval_runs r ON r.id = p.run_id WHERE r.sae_id = $SID AND (kind = 'genre' OR n_train < 40 OR n_test < 10)")" = 0
+ok test "$(sqlite3 "$W/small.db" "SELECT count(*) FROM eval_ablation a JOIN eval_runs r ON r.id = a.run_id WHERE r.sae_id = $SID AND task LIKE 'tpp:genre:%'")" = 0
+"$BIN" eval --db "$W/small.db" --sae "$SID" --seqs-per-genre 8 --suite scr > "$W/m4.out" 2>&1; ok test $? -eq 1
+ok grep -q "SCR's sets are too small .*biased probe [0-9]*/[0-9]*.*raise --seqs-per-genre" "$W/m4.out"
 # the registry: a relative directory is taken from the current directory (as sae-train records
 # it), and the SAE found there must be the registered one: a k=3 copy in another directory's
 # "relsae" is refused, not scored under the id of the k=4 SAE registered as "relsae"
