@@ -1286,10 +1286,12 @@ static int config_json(const ctx *c, buf *b)
     eval_abs_defaults(&p);
     return buf_printf(b, "{\"random_sae\":%s,\"seed\":%llu,\"test_frac\":%g,\"seqs_per_genre\":%d,\"train_per_class\":%d,"
                       "\"test_per_class\":%d,\"C\":%g,\"k\":[1,2,5,10,20],\"solver\":\"liblinear "
-                      "L2R_LR, bias as a regularised feature\",\"absorption\":{\"min_gt_f1\":%g,"
+                      "L2R_LR, bias as a regularised feature\",\"min_train_pos\":%d,\"min_test_pos\":%d,"
+                      "\"scr_margin\":\"clean - orig > 1/n_test\",\"absorption\":{\"min_gt_f1\":%g,"
                       "\"max_k\":%d,\"f1_jump\":%g,\"l1_decay\":%g}}",
                       o->no_random ? "false" : "true", (unsigned long long)o->seed, o->test_frac, o->seqs_per_genre,
-                      o->train_per_class, o->test_per_class, o->C, p.min_gt_f1, p.max_k, p.f1_jump,
+                      o->train_per_class, o->test_per_class, o->C, EVAL_MIN_TRAIN_POS, EVAL_MIN_TEST_POS,
+                      p.min_gt_f1, p.max_k, p.f1_jump,
                       p.l1_decay);
 }
 
