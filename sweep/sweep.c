@@ -28,7 +28,7 @@ void sweep_defaults(sweep_opts *o)
                       .d_sae = 1024, .expansion = 4, .tokens = 1000000, .batch = 2048, .seed = 42,
                       .checkpoint_every = 100, .val_frac = 0.05, .eval_tokens = 65536,
                       .ce_seqs = 256, .max_seqs = 512,
-                      .eval_suites = "sparse_probing,absorption", .eval_seqs_per_genre = 30};
+                      .eval_suites = "sparse_probing,absorption", .eval_seqs_per_genre = 50};
 }
 
 /* The families in drawing order. target: the SAE is trained on tc_hook_out. */

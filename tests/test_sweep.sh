@@ -78,7 +78,7 @@ check '[ $? -eq 1 ] && [[ "$out" == *"run relu_l10p25 was done with other settin
 # --eval-seqs-per-genre scored half the grid on another sample, exit 0
 n0=$(q "SELECT count(*) FROM sweep_runs")
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval-seqs-per-genre 5 2>&1)
-check '[ $? -eq 1 ] && [[ "$out" == *"--eval-seqs-per-genre 30, not 5;"* ]]' "another --eval-seqs-per-genre refused: $out"
+check '[ $? -eq 1 ] && [[ "$out" == *"--eval-seqs-per-genre 50, not 5;"* ]]' "another --eval-seqs-per-genre refused: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval sparse_probing 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"--eval sparse_probing,absorption, not sparse_probing;"* ]]' "another --eval refused: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval absorption,sparse_probing --no-png 2>&1)
