@@ -741,8 +741,10 @@ static int run_sparse_probing(ctx *c, eval_result *res)
     if (!rc && acc.n == 0 && small.n)
         rc = err_set(ERR_NOTFOUND, "%s: every probing task is too small (train / test positives; a "
                      "task needs %d / %d): %s", c->o->db, EVAL_MIN_TRAIN_POS, EVAL_MIN_TEST_POS, small.p);
-    if (!rc && acc.n == 0) rc = err_set(ERR_NOTFOUND, "%s: no probing task has train and test rows "
-                                        "(no POS tags and a single genre?)", c->o->db);
+    if (!rc && acc.n == 0)
+        rc = err_set(ERR_NOTFOUND, "%s: no probing task has train and test rows (%d genre%s in the "
+                     "sample, and no POS class with tagged tokens in both splits)", c->o->db,
+                     c->ngenres, c->ngenres == 1 ? "" : "s");
     res->n_tasks = acc.n;
     res->n_pos_tasks = acc.n_kind[0];
     res->n_genre_tasks = acc.n_kind[1];
