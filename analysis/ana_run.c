@@ -1166,6 +1166,8 @@ static int open_inputs(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, an
     if ((rc = store_hook_find(sh->s, hook, &sh->hook))) return rc;
     if (sd->sae && (rc = sae_check_hook_model(sd->sae, o->sae_dir, sh->s, &sh->hook, o->db))) return rc;
     snprintf(res->hook, sizeof res->hook, "%s", sh->hook.name);
+    res->hook_tokens = sh->hook.n_tokens;
+    if ((rc = store_hook_unfinished(sh->s, sh->hook.name, &res->unfinished_run))) return rc;
     if (sd->sae && sd->d_in != sh->hook.width)
         return err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",
                        o->sae_dir, sd->d_in, o->db, sh->hook.width, hook);
@@ -1258,6 +1260,7 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
 {
     ana_run_opts o = *opts;
     memset(res, 0, sizeof *res);
+    res->unfinished_run = -1;
     /* under mpirun every rank opens its inputs and all agree before any work, so a world size,
        a flag or a file that does not fit stops every rank with one message */
     int rc = check_opts(&o);

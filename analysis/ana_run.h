@@ -104,6 +104,8 @@ typedef struct {
 
 typedef struct {
     char hook[128];
+    int64_t unfinished_run; /* the hook's extract run that is not done (running or killed), or -1 */
+    int64_t hook_tokens;    /* the hook's stored tokens when it was read */
     int n_dicts;            /* 1 or 2: the SAE first, then the neurons */
     ana_dict_result dict[2];
 } ana_run_result;

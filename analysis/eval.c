@@ -1330,6 +1330,12 @@ int eval_run(const eval_opts *o, eval_result *res)
     }
     if ((rc = store_hook_find(c.s, c.sae->cfg.hook_name, &c.hook))) goto out;
     if ((rc = sae_check_hook_model(c.sae, c.sae_dir, c.s, &c.hook, o->db))) goto out;
+    int64_t unfinished;
+    if ((rc = store_hook_unfinished(c.s, c.hook.name, &unfinished))) goto out;
+    if (unfinished >= 0) /* an extract running now, or killed: only what it stored so far */
+        note(res, "%s's extract (run %lld) is unfinished: these numbers use the %lld tokens it "
+             "stored so far; rerun that extract to complete the hook", c.hook.name,
+             (long long)unfinished, (long long)c.hook.n_tokens);
     snprintf(res->hook, sizeof res->hook, "%s", c.hook.name);
     if (c.hook.width != c.sae->cfg.d_in) {
         rc = err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",

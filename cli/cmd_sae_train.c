@@ -43,6 +43,11 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
         printf("gradient norm clipped to %g in %" PRId64 " of %" PRId64 " steps\n", r->grad_clip,
                r->clipped, r->steps);
     if (r->sae_id >= 0) printf("registered in %s as SAE id %" PRId64 "\n", o->db, r->sae_id);
+    if (r->unfinished_run >= 0)
+        printf("note: %s's extract (run %" PRId64 ") is unfinished: this SAE trained on what it had "
+               "stored (%" PRId64 " tokens in the training split); rerun that extract to complete "
+               "the hook\n", o->hook,
+               r->unfinished_run, r->hook_tokens);
     int64_t trained = r->total_steps * r->batch;
     if (r->tokens_asked != trained)
         printf("note: --tokens %" PRId64 " is not a multiple of --batch %d: %" PRId64 " steps, %" PRId64

@@ -731,6 +731,8 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     res->d_sae = r.c.d_sae;
     res->batch = r.c.batch;
     res->eval_tokens = r.eval_tokens;
+    res->unfinished_run = o->db ? r.sinfo.unfinished_run : -1;
+    res->hook_tokens = r.sinfo.tokens;
     if (r.t) {
         res->step = sae_trainer_step_index(r.t);
         res->total_steps = sae_trainer_total_steps(r.t);

@@ -90,6 +90,9 @@ typedef struct {
                                   last partial batch is not) */
     int64_t dead_window;       /* tokens without firing after which a latent counts as dead */
     int auxk;                  /* AuxK is on (k-sparse architectures, aux_coef > 0) */
+    int64_t unfinished_run;    /* --db: the hook's extract run that is not done (running or
+                                  killed), or -1; hook_tokens: what the hook held when read */
+    int64_t hook_tokens;
     int finished;              /* step == total_steps (then registered); a max_steps stop also
                                   writes the SAE of the step reached */
     double seconds, read_seconds; /* the training loop (checkpoints included); reading batches */

@@ -286,6 +286,7 @@ typedef struct {
     int width_out; /* paired sources: the second hook's width */
     char model_name[128];
     char model_checksum[32]; /* the hook's model's, as extract recorded it ("" if none) */
+    int64_t unfinished_run;  /* the hook's extract run that is not done (running or killed), or -1 */
 } sae_store_info;
 int sae_source_store(sae_source **out, const char *db, const char *hook, int split,
                      double val_frac, uint64_t seed, int64_t shuffle_tokens, int skip_bos,

@@ -213,6 +213,8 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
                                  models[i].checksum);
                     }
             mem_free(models);
+            info->unfinished_run = -1;
+            rc = store_hook_unfinished(m->s, hook, &info->unfinished_run);
         }
     }
     if (rc) {

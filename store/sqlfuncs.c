@@ -618,7 +618,7 @@ static int q_fail(const char *path, sqlite3 *db, int rc)
     case SQLITE_NOMEM: return err_set(ERR_NOMEM, "%s: out of memory running the query", path);
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB: return err_set(ERR_FORMAT, "%s: %s", path, sqlite3_errmsg(db));
-    default: return err_set(ERR_SQL, "%s: SQL error: %s", path, sqlite3_errmsg(db));
+    default: return err_set(ERR_SQL, "%s: SQL error: %s%s", path, sqlite3_errmsg(db), store_lock_hint(db, rc));
     }
 }
 

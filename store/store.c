@@ -127,6 +127,19 @@ sqlite3 *store_db(store *s) { return s->db; }
 int store_readonly(const store *s) { return s->readonly; }
 const char *store_path(const store *s) { return s->path; }
 
+const char *store_lock_hint(sqlite3 *db, int rc)
+{
+    int ext = db ? sqlite3_extended_errcode(db) : rc;
+    if (rc == SQLITE_READONLY_ROLLBACK || ext == SQLITE_READONLY_ROLLBACK)
+        return " (an interrupted write left its -journal file, which only a writer can roll back: "
+               "run the interrupted saelite command again, or any saelite command that writes to "
+               "this database, first)";
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+        return " (another process is writing to it, e.g. an extract: run this again when it has "
+               "finished)";
+    return "";
+}
+
 int store_sql_error(store *s, int rc, const char *what)
 {
     int prim = rc & 0xff, code;
@@ -148,7 +161,8 @@ int store_sql_error(store *s, int rc, const char *what)
         m = "disk I/O error while writing (disk full, quota or file size limit?)";
     if (sys)
         return err_set(code, "%s: %s: %s (%s)", s->path ? s->path : "database", what, m, strerror(sys));
-    return err_set(code, "%s: %s: %s", s && s->path ? s->path : "database", what, m);
+    return err_set(code, "%s: %s: %s%s", s && s->path ? s->path : "database", what, m,
+                   store_lock_hint(s ? s->db : NULL, rc));
 }
 
 static int exec_what(store *s, const char *sql, const char *what)
@@ -1395,6 +1409,23 @@ int store_run_begin(store *s, const char *kind, const char *params, int64_t *run
     *run_id = sqlite3_last_insert_rowid(s->db);
     *was_done = 0;
     return OK;
+}
+
+int store_hook_unfinished(store *s, const char *hook, int64_t *run_id)
+{
+    *run_id = -1;
+    sqlite3_stmt *st;
+    /* params.hooks is the comma-separated list the run extracts */
+    int rc = store_prepare(s, "SELECT id FROM runs WHERE kind = 'extract' AND status <> 'done' AND "
+                              "json_valid(params) AND instr(',' || json_extract(params, '$.hooks') "
+                              "|| ',', ',' || ?1 || ',') > 0 ORDER BY id DESC LIMIT 1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, hook, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) *run_id = sqlite3_column_int64(st, 0);
+    else if (r != SQLITE_DONE) rc = store_sql_error(s, r, "reading runs");
+    sqlite3_finalize(st);
+    return rc;
 }
 
 int store_run_list(store *s, const char *kind, int64_t **ids, char ***params, size_t *n)

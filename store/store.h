@@ -184,6 +184,9 @@ int store_run_done(store *s, int64_t run_id);
 /* The runs of a kind, in id order: ids[n] and params[n] (the JSON as stored), mem_alloc'd; free
  * with store_run_list_free. */
 int store_run_list(store *s, const char *kind, int64_t **ids, char ***params, size_t *n);
+/* The newest extract run of hook that is not done (running now in another process, or killed)
+ * into *run_id, else -1: what reads the hook sees only the tokens stored so far. */
+int store_hook_unfinished(store *s, const char *hook, int64_t *run_id);
 void store_run_list_free(int64_t *ids, char **params, size_t n);
 
 /* Extension tables (see api.md): runs sql (CREATE TABLE IF NOT EXISTS ...) and records the

@@ -30,6 +30,9 @@ sqlite3 *store_db(store *s);
 int store_sql_error(store *s, int rc, const char *what);
 int store_exec(store *s, const char *sql);
 int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
+/* What a user can do about rc on db: "" or a parenthesised hint with a leading space (another
+ * process writing; a hot journal a read-only handle cannot roll back). */
+const char *store_lock_hint(sqlite3 *db, int rc);
 /* Runs a prepared statement that yields at most one row with one integer; *v = 0 when no row. */
 int store_query_i64(store *s, const char *sql, int64_t *v);
 int store_readonly(const store *s);

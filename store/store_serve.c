@@ -222,7 +222,8 @@ static const char *const ANA_TABLES[] = {"ana_dicts", "ana_features", "ana_hist"
 
 static int sqlerr(store_srv *s, sqlite3 *db, const char *what)
 {
-    return err_set(ERR_SQL, "%s: %s: %s", s->path, what, sqlite3_errmsg(db));
+    return err_set(ERR_SQL, "%s: %s: %s%s", s->path, what, sqlite3_errmsg(db),
+                   store_lock_hint(db, sqlite3_errcode(db)));
 }
 
 static int table_exists(sqlite3 *db, const char *name, int *yes)

@@ -732,6 +732,12 @@ setup analyze --db ex.db --sae ./sae8/ --no-model --all
 check "analyze: sae8 and ./sae8/ are one analysis" "[ \"\$(sqlite3 \"\$W/ex.db\" \"SELECT count(*) FROM ana_dicts WHERE kind = 'sae'\")\" = 1 ]"
 setup report --db ex.db --sae "$W/sae8" --out $R/rep --features 1
 check "report: an absolute path finds the analysis made with a relative one" "[ -f \"\$W/$R/rep/index.html\" ]"
+# a hook whose extract is unfinished (running in another process, or killed) was read as if it
+# were complete, without a word (an audit of concurrent use): analyze and sae-train say so
+cp "$W/ex.db" "$W/$R/unf.db" && sqlite3 "$W/$R/unf.db" "UPDATE runs SET status = 'running'"
+check "analyze: an unfinished extract is named" "(cd \"\$W\" && \"\$BIN\" analyze --db $R/unf.db --sae sae8 --no-model --all) 2>&1 | grep -q \"^note: $H's extract (run [0-9]*) is unfinished: these results use the [0-9]* tokens it stored so far\""
+check "sae-train --db: an unfinished extract is named" "(cd \"\$W\" && \"\$BIN\" sae-train --db $R/unf.db --hook $H --out $R/sae_unf --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16) 2>&1 | grep -q \"^note: $H's extract (run [0-9]*) is unfinished\""
+LAST=""
 # a registry id whose SAE was never analysed drew the analysis with that number instead, exit 0
 rid=$(sqlite3 "$W/ex.db" "SELECT id FROM sae_registry WHERE dir LIKE '%sae_ex'")
 LAST=""
