@@ -964,7 +964,20 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         res->pictures = nglobal = nidx; /* their file names are literals */
         if (rc) goto out;
     }
-    if ((rc = run_dashboards(o, &dict, vocab, nvocab, sel, nsel, res))) goto out;
+    if ((rc = run_dashboards(o, &dict, vocab, nvocab, sel, nsel, res))) {
+        /* each worker reads on its own handle, so an analyze that replaced this analysis
+           meanwhile shows as a feature "not analysed" (an audit ran report beside analyze):
+           name the real cause */
+        char why[512];
+        snprintf(why, sizeof why, "%s", err_msg());
+        store_rep_dict now;
+        int r2 = store_rep_dict_find(s, o->sae, o->hook, o->split, &now);
+        if (r2 || now.id != dict.id)
+            rc = err_set(ERR_IO, "%s: the analysis of '%s' changed while report was reading it "
+                         "(another analyze replaced it): run report again", o->db, dict.name);
+        else err_set(rc, "%s", why);
+        goto out;
+    }
     if ((rc = dashboard_entries(o, fs, nf, sel, nsel, idx, cap, &nidx))) goto out;
     rc = write_index(o, &dict, idx, nidx);
 out:
