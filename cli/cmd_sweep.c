@@ -172,6 +172,9 @@ int cmd_sweep(int argc, char **argv)
     }
     printf("sweep %s: %d runs (%d done before, %d trained now) in %.0f s\n", o.out, res.n_runs,
            res.done_before, res.trained, res.seconds);
+    if (res.reevaluated)
+        printf("%d runs done before were evaluated again: another eval had replaced their suites' "
+               "rows with another sample's\n", res.reevaluated);
     if (!res.finished) {
         if (res.stopped_in[0])
             printf("stopped in %s at step %" PRId64 " of %" PRId64 "; ", res.stopped_in,

@@ -171,6 +171,31 @@ int store_eval_ablation(store *s, int64_t run_id, const char *task, int n, doubl
     return step_done(s, st, "writing an ablation result");
 }
 
+int store_eval_runs_other(store *s, int64_t sae_id, uint64_t seed, int seqs_per_genre,
+                          int random_sae, int64_t *n)
+{
+    *n = 0;
+    int64_t have = 0;
+    int rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                "name = 'eval_runs'", &have);
+    if (rc || !have) return rc;
+    sqlite3_stmt *st;
+    rc = store_prepare(s, "SELECT count(*) FROM eval_runs WHERE sae_id = ?1 AND NOT ("
+                          "json_valid(config) AND json_extract(config, '$.seed') = ?2 AND "
+                          "json_extract(config, '$.seqs_per_genre') = ?3 AND "
+                          "json_extract(config, '$.random_sae') = ?4)", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, sae_id);
+    sqlite3_bind_int64(st, 2, (int64_t)seed);
+    sqlite3_bind_int(st, 3, seqs_per_genre);
+    sqlite3_bind_int(st, 4, random_sae ? 1 : 0);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) *n = sqlite3_column_int64(st, 0);
+    else rc = store_sql_error(s, r, "reading eval_runs");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int store_eval_metric(store *s, int64_t run_id, const char *metric, double value)
 {
     sqlite3_stmt *st;

@@ -44,5 +44,9 @@ int store_eval_absorption(store *s, int64_t run_id, const char *parent, double g
 int store_eval_ablation(store *s, int64_t run_id, const char *task, int n, double clean_acc,
                         double orig_acc, double ablated_acc, double other_diff, double score);
 int store_eval_metric(store *s, int64_t run_id, const char *metric, double value);
+/* *n: the evaluations of SAE sae_id whose recorded sample differs from (seed, seqs_per_genre,
+ * random baseline) - another eval replaced a sweep's rows. 0 when the tables do not exist. */
+int store_eval_runs_other(store *s, int64_t sae_id, uint64_t seed, int seqs_per_genre,
+                          int random_sae, int64_t *n);
 
 #endif

@@ -15,6 +15,7 @@
 #include "common/progress.h"
 #include "sae/sae_run.h"
 #include "store/store.h"
+#include "store/store_eval.h"
 #include "store/store_sweep.h"
 #include "sweep/sweep.h"
 #include "sweep/sweep_internal.h"
@@ -644,6 +645,20 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
         if (rc || !found) continue;
         done[i] = 1;
         res->done_before++;
+        /* an eval of this SAE by hand replaced the suites' rows (keyed by SAE and suite), and
+           the frontiers would draw its numbers under this sweep's settings (an audit):
+           evaluate it again on the sweep's sample */
+        int64_t other = 0;
+        if (o->eval_suites && *o->eval_suites && !plan[i].f->transcoder && row.sae_id >= 0) {
+            store *s;
+            rc = open_rw(o, &s);
+            if (!rc) rc = store_eval_runs_other(s, row.sae_id, o->seed, o->eval_seqs_per_genre, 0, &other);
+            store_close(s);
+        }
+        if (!rc && other > 0) {
+            rc = eval_suites(o, &plan[i], memo.probes, &row);
+            if (!rc) res->reevaluated++;
+        }
         if (o->on_run) o->on_run(&row, i, np, 1, o->user);
     }
     progress pr;

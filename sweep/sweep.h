@@ -80,6 +80,8 @@ void sweep_defaults(sweep_opts *o);
 typedef struct {
     int n_runs;                 /* in the grid */
     int done_before;            /* skipped: their rows were there */
+    int reevaluated;            /* of those, evaluated again: another `eval` had replaced their
+                                   suites' rows with another sample's */
     int trained;                /* trained (or resumed) and evaluated by this call */
     int finished;               /* every run of the grid has its row (then the PNGs are drawn) */
     char stopped_in[64];        /* max_steps: the run left at a checkpoint ("" when none) */

@@ -272,6 +272,18 @@ ok test -s "$W/sw/frontier_sparse_probing_top1_acc.png"
 ok test -s "$W/sw/frontier_absorption_mean_frac.png"
 ok grep -vq "no eval_summary" "$W/sw.out"
 ok test ! -e "$W/sw/frontier_seconds.png" -a ! -e "$W/sw/frontier_sparse_probing_n_tasks.png"
+# an eval by hand of a sweep's SAE replaces its suites' rows (keyed by SAE and suite), and the
+# rerun sweep drew the frontiers from them under its own settings (an audit): it evaluates that
+# run again on its own sample
+K2=$(q "SELECT sae_id FROM sweep_runs WHERE sweep = '$W/sw' AND name = 'topk_k2'")
+"$BIN" eval --db "$DB" --sae "$W/sw/topk_k2" --suite sparse_probing --seqs-per-genre 30 --no-random > /dev/null 2>&1
+ok test "$(q "SELECT json_extract(config, '\$.seqs_per_genre') FROM eval_runs WHERE sae_id = $K2 AND suite = 'sparse_probing'")" = 30
+"$BIN" sweep --db "$DB" --hook $H --out "$W/sw" --families topk,relu --ks 2,4 --relu-l1 1,4 \
+    --d-sae 64 --tokens 8k --batch 256 --ce-seqs 8 --max-seqs 16 --eval-tokens 2000 \
+    --eval sparse_probing,absorption --eval-seqs-per-genre 20 --no-png > "$W/sw3.out" 2>&1; rc=$?
+ok test $rc -eq 0
+ok grep -q "^1 runs done before were evaluated again" "$W/sw3.out"
+ok test "$(q "SELECT json_extract(config, '\$.seqs_per_genre') FROM eval_runs WHERE sae_id = $K2 AND suite = 'sparse_probing'")" = 20
 "$BIN" sweep --db "$W/plain.db" --hook $H --out "$W/sw2" --families topk --ks 2,4 --d-sae 64 --tokens 8k \
     --batch 256 --ce-seqs 8 --max-seqs 16 --eval-tokens 2000 --eval none > "$W/sw2.out" 2>&1; rc=$?
 ok test $rc -eq 0
