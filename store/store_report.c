@@ -112,8 +112,11 @@ static void dict_transcoder(store *s, store_rep_dict *d)
     sqlite3_finalize(st);
 }
 
-int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,
-                        store_rep_dict *out)
+/* by_number: sae may be a registry id or an analysis id ("dict:N" always the latter); 0 for a
+ * registry row's directory, which is a name even when it is all digits (--out 2: read as an id
+ * again, it recursed until the stack ran out, an audit) */
+static int dict_find(store *s, const char *sae, const char *hook, const char *split,
+                     store_rep_dict *out, int by_number)
 {
     int rc = need_tables(s);
     if (rc == ERR_FORMAT) /* say which analysis was asked for, with the hint */
@@ -121,26 +124,36 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
                        "'saelite analyze' on it first)", store_path(s), sae);
     if (rc) return rc;
     char *end;
-    long long id = strtoll(sae, &end, 10);
-    int numeric = *sae && !*end;
+    int dict_prefix = by_number && !strncmp(sae, "dict:", 5);
+    const char *num = dict_prefix ? sae + 5 : sae;
+    long long id = strtoll(num, &end, 10);
+    int numeric = by_number && *num && !*end && (dict_prefix || *num != '-');
     char regdir[1024] = "";
-    if (numeric) {
+    if (numeric && !dict_prefix) {
         /* a registry id names a directory: its analysis, or none. ana_dicts.sae_id is not
            recorded, so the id matched no row and report fell through to the analysis with that
            id, another dictionary, exit 0 (an audit) */
+        int64_t has_reg = 0;
+        rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                "name = 'sae_registry'", &has_reg);
+        if (rc) return rc;
         sqlite3_stmt *rs;
-        if (store_prepare(s, "SELECT dir FROM sae_registry WHERE id = ?1", &rs) == OK) {
+        if (has_reg) { /* without a registry the number is an analysis id */
+            if ((rc = store_prepare(s, "SELECT dir FROM sae_registry WHERE id = ?1", &rs))) return rc;
             sqlite3_bind_int64(rs, 1, id);
-            if (sqlite3_step(rs) == SQLITE_ROW && sqlite3_column_text(rs, 0))
+            int r = sqlite3_step(rs);
+            if (r == SQLITE_ROW && sqlite3_column_text(rs, 0))
                 snprintf(regdir, sizeof regdir, "%s", (const char *)sqlite3_column_text(rs, 0));
+            else if (r != SQLITE_ROW && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading sae_registry");
             sqlite3_finalize(rs);
-        } else
-            err_clear(); /* no registry in this store: the id is an analysis id */
+            if (rc) return rc;
+        }
         if (regdir[0]) {
-            int r2 = store_rep_dict_find(s, regdir, hook, split, out);
+            int r2 = dict_find(s, regdir, hook, split, out, 0);
             if (r2 == ERR_NOTFOUND)
                 return err_set(ERR_NOTFOUND, "%s: registry id %lld is the SAE in %s, which has no "
-                               "analysis%s%s%s%s here; run 'saelite analyze --db %s --sae %s' first",
+                               "analysis%s%s%s%s here; run 'saelite analyze --db %s --sae %s' first "
+                               "(an analysis id is dict:N)",
                                store_path(s), id, regdir, hook ? " at " : "", hook ? hook : "",
                                split ? " split " : "", split ? split : "", store_path(s), regdir);
             return r2;
@@ -206,6 +219,12 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
     return err_set(ERR_NOTFOUND, "%s: no analysis of SAE '%s'%s%s%s%s; analysed: %s", store_path(s),
                    sae, hook ? " at " : "", hook ? hook : "", split ? " split " : "",
                    split ? split : "", list);
+}
+
+int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,
+                        store_rep_dict *out)
+{
+    return dict_find(s, sae, hook, split, out, 1);
 }
 
 int store_rep_dict_neurons_for(store *s, const store_rep_dict *d, store_rep_dict *out)

@@ -742,6 +742,14 @@ LAST=""
 rid=$(sqlite3 "$W/ex.db" "SELECT id FROM sae_registry WHERE dir LIKE '%sae_ex'")
 LAST=""
 bad "report: a registry id never analysed (drew analysis $rid, another dictionary)" "registry id $rid is the SAE in $R/sae_ex, which has no analysis here" report --db ex.db --sae "$rid" --out $R/rep_rid --features 1
+# a registry row whose directory is a number was read as an id again: endless recursion, SIGSEGV
+setup sae-train --db ex.db --hook $H --out 2 --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16
+rid2=$(sqlite3 "$W/ex.db" "SELECT id FROM sae_registry WHERE dir = '2'")
+LAST=""
+bad "report: a registry id whose directory is a number (crashed)" "registry id $rid2 is the SAE in 2, which has no analysis here" report --db ex.db --sae "$rid2" --out $R/rep_num --features 1
+did=$(sqlite3 "$W/ex.db" "SELECT max(id) FROM ana_dicts")
+check "report: dict:N names an analysis id" "[ -n \"$did\" ] && (cd \"\$W\" && \"\$BIN\" report --db ex.db --sae dict:$did --out $R/rep_dict --features 1 --no-global) > /dev/null 2>&1"
+LAST=""
 
 # Every database still passes integrity_check and holds its rows (the known findings above that
 # write to a database are the exceptions: those databases are left out here).
