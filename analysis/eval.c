@@ -778,8 +778,8 @@ static int run_absorption(ctx *c, eval_result *res)
     eval_abs_params p;
     eval_abs_defaults(&p);
     p.C = c->o->C;
-    buf b = {0}, small = {0};
-    int rc = OK;
+    buf b = {0}, small = {0}, notp = {0};
+    int rc = OK, no_tp = 0, n_rated = 0;
     double sf = 0, sf0 = 0, sr = 0, ss = 0;
     char task[96];
     eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae, .memo = c->o->memo,
@@ -799,12 +799,19 @@ static int run_absorption(ctx *c, eval_result *res)
             rc = eval_absorption_class(&f, tr.rows, tr.y, tr.n, &f, te.rows, te.y, NULL, te.n,
                                        c->sae->W_dec, c->sae->cfg.d_sae, &p, &r, NULL);
             if (!rc) rc = json_ints(&b, r.split, r.n_split);
+            if (!rc && r.n_tp == 0) r.mean_frac = r.full_rate = r.mean_frac_nogate = NAN; /* NULL */
             if (!rc)
                 rc = put_absorption(c, eval_pos_names[k], &r, b.p);
             /* every parent counts in the means, as in SAEBench (its min_GT_probe_f1 only asks
-               that enough letters have a usable probe: abs_included, reported) */
-            if (!rc) {
-                res->abs_included += r.included;
+               that enough letters have a usable probe: abs_included, reported), but one whose
+               probe finds no test positive has no rate (SAEBench's 0/0 is NaN, which its mean
+               skips; here it read as absorption 0, a review) */
+            if (!rc) res->abs_included += r.included;
+            if (!rc && r.n_tp == 0) {
+                no_tp++;
+                rc = buf_printf(&notp, "%s%s", notp.n ? ", " : "", eval_pos_names[k]);
+            } else if (!rc) {
+                n_rated++;
                 sf += r.mean_frac;
                 sf0 += r.mean_frac_nogate;
                 sr += r.full_rate;
@@ -817,7 +824,11 @@ static int run_absorption(ctx *c, eval_result *res)
     }
     progress_end(&pr);
     if (!rc) note_small(res, "absorption", &small);
-    int n = res->abs_parents;
+    if (!rc && no_tp)
+        note(res, "absorption: %d parent%s without a ground-truth-probe positive in the test set, "
+             "left out of the means: %s", no_tp, no_tp == 1 ? "" : "s", notp.p);
+    buf_free(&notp);
+    int n = n_rated;
     res->abs_mean_frac = n ? sf / n : NAN;
     res->abs_mean_frac_nogate = n ? sf0 / n : NAN;
     res->abs_full_rate = n ? sr / n : NAN;
