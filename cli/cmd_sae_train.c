@@ -52,10 +52,12 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
     if (r->tokens_asked != trained)
         printf("note: --tokens %" PRId64 " is not a multiple of --batch %d: %" PRId64 " steps, %" PRId64
                " tokens trained\n", r->tokens_asked, r->batch, r->total_steps, trained);
-    if (r->auxk && r->dead_window >= trained)
-        printf("note: the dead window (%" PRId64 " tokens) is not shorter than the run (%" PRId64
-               " tokens): no latent could count as dead, so AuxK never acted and the log's dead_frac "
-               "is 0 (set --dead-window)\n", r->dead_window, trained);
+    /* at the last step a latent has gone at most trained - batch tokens without firing */
+    if (r->auxk && r->dead_window > trained - r->batch)
+        printf("note: the dead window (%" PRId64 " tokens) is longer than the run lets a latent go "
+               "unfired (%" PRId64 " tokens before its last step): no latent could count as dead, so "
+               "AuxK never acted and the log's dead_frac is 0 (set --dead-window)\n", r->dead_window,
+               trained - r->batch);
     if (!r->finished)
         printf("stopped at step %" PRId64 " of %" PRId64 "; continue with --resume\n", r->step,
                r->total_steps);

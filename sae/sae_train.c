@@ -54,10 +54,18 @@ int sae_train_config_diff(const sae_train_config *a, const sae_train_config *b, 
     if (a->f != b->f) return snprintf(why, n, flag " %lld (this run %lld)", (long long)a->f, (long long)b->f), 1
 #define DIFF_D(f, flag) \
     if (a->f != b->f) return snprintf(why, n, flag " %.9g (this run %.9g)", (double)a->f, (double)b->f), 1
-    if (a->arch != b->arch || a->transcoder != b->transcoder)
-        return snprintf(why, n, "--arch %s%s (this run %s%s)", a->transcoder ? "transcoder, " : "",
-                        sae_arch_name(a->arch), b->transcoder ? "transcoder, " : "",
-                        sae_arch_name(b->arch)), 1;
+    if (a->arch != b->arch || a->transcoder != b->transcoder) {
+        static const char *const tcn[] = {"", "transcoder", "skip_transcoder"};
+        char wa[64], wb[64];
+        const sae_train_config *c2[2] = {a, b};
+        char *w2[2] = {wa, wb};
+        for (int i = 0; i < 2; i++)
+            if (c2[i]->transcoder > 0 && c2[i]->transcoder < 3)
+                snprintf(w2[i], 64, "--arch %s --activation %s", tcn[c2[i]->transcoder],
+                         sae_arch_name(c2[i]->arch));
+            else snprintf(w2[i], 64, "--arch %s", sae_arch_name(c2[i]->arch));
+        return snprintf(why, n, "%s (this run %s)", wa, wb), 1;
+    }
     DIFF_I(d_in, "input width");
     DIFF_I(d_out, "output width");
     DIFF_I(d_sae, "--d-sae");

@@ -215,6 +215,8 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
             mem_free(models);
             info->unfinished_run = -1;
             rc = store_hook_unfinished(m->s, hook, &info->unfinished_run);
+            if (!rc && hook_out && info->unfinished_run < 0) /* a transcoder's target too */
+                rc = store_hook_unfinished(m->s, hook_out, &info->unfinished_run);
         }
     }
     if (rc) {

@@ -717,7 +717,12 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
                 break;
             }
             rows++;
-            if (sqlite3_column_count(st[k]) != nc) {
+            int changed = sqlite3_column_count(st[k]) != nc;
+            for (int c = 0; !changed && rows == 1 && c < nc; c++) {
+                const char *nm = sqlite3_column_name(st[k], c);
+                changed = !nm || strcmp(nm, names[c]);
+            }
+            if (changed) { /* the header printed the old statement's names */
                 ret = err_set(ERR_ARG, "%s: the schema changed while the query started (another "
                               "process); run it again", db_path);
                 break;

@@ -134,7 +134,7 @@ const char *store_lock_hint(sqlite3 *db, int rc)
         return " (an interrupted write left its -journal file, which only a writer can roll back: "
                "run the interrupted saelite command again, or any saelite command that writes to "
                "this database, first)";
-    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+    if ((rc & 0xff) == SQLITE_BUSY) /* (SQLITE_LOCKED is a conflict inside one connection) */
         return " (another process is writing to it, e.g. an extract: run this again when it has "
                "finished)";
     return "";
@@ -1416,9 +1416,14 @@ int store_hook_unfinished(store *s, const char *hook, int64_t *run_id)
     *run_id = -1;
     sqlite3_stmt *st;
     /* params.hooks is the comma-separated list the run extracts */
-    int rc = store_prepare(s, "SELECT id FROM runs WHERE kind = 'extract' AND status <> 'done' AND "
+    /* a later finished run of the hook completed it (a rerun with other params, e.g. --batch,
+       is a new row that skips the stored windows; the killed one stays 'running') */
+    int rc = store_prepare(s, "SELECT id FROM runs r WHERE kind = 'extract' AND status <> 'done' AND "
                               "json_valid(params) AND instr(',' || json_extract(params, '$.hooks') "
-                              "|| ',', ',' || ?1 || ',') > 0 ORDER BY id DESC LIMIT 1", &st);
+                              "|| ',', ',' || ?1 || ',') > 0 AND NOT EXISTS (SELECT 1 FROM runs d "
+                              "WHERE d.kind = 'extract' AND d.status = 'done' AND d.id > r.id AND "
+                              "json_valid(d.params) AND instr(',' || json_extract(d.params, "
+                              "'$.hooks') || ',', ',' || ?1 || ',') > 0) ORDER BY id DESC LIMIT 1", &st);
     if (rc) return rc;
     sqlite3_bind_text(st, 1, hook, -1, SQLITE_STATIC);
     int r = sqlite3_step(st);

@@ -74,7 +74,7 @@ typedef struct {
 
 /* The defaults `saelite sweep` documents (k 8,16,32,64; relu l1 1.25,2.5,5,10; gated l1
  * 2.5,5,10,20; jumprelu 0.5,1,2,4; d_sae 1024 for every run; 1M tokens; batch 2048; seed 42; eval suites sparse_probing and
- * absorption on 30 sequences per genre, without the random-SAE baseline). */
+ * absorption on 50 sequences per genre, without the random-SAE baseline). */
 void sweep_defaults(sweep_opts *o);
 
 typedef struct {

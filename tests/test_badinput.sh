@@ -737,6 +737,9 @@ check "report: an absolute path finds the analysis made with a relative one" "[ 
 cp "$W/ex.db" "$W/$R/unf.db" && sqlite3 "$W/$R/unf.db" "UPDATE runs SET status = 'running'"
 check "analyze: an unfinished extract is named" "(cd \"\$W\" && \"\$BIN\" analyze --db $R/unf.db --sae sae8 --no-model --all) 2>&1 | grep -q \"^note: $H's extract (run [0-9]*) is unfinished: these results use the [0-9]* tokens it stored so far\""
 check "sae-train --db: an unfinished extract is named" "(cd \"\$W\" && \"\$BIN\" sae-train --db $R/unf.db --hook $H --out $R/sae_unf --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16) 2>&1 | grep -q \"^note: $H's extract (run [0-9]*) is unfinished\""
+# a later finished run of the hook (a rerun with another --batch is a new row) completed it
+sqlite3 "$W/$R/unf.db" "INSERT INTO runs(kind, params, status) SELECT kind, json_set(params, '\$.batch', 16), 'done' FROM runs WHERE id = (SELECT max(id) FROM runs)"
+check "analyze: a killed extract completed by a later run is not named" "! (cd \"\$W\" && \"\$BIN\" analyze --db $R/unf.db --sae sae8 --no-model --all) 2>&1 | grep -q unfinished"
 LAST=""
 # a registry id whose SAE was never analysed drew the analysis with that number instead, exit 0
 rid=$(sqlite3 "$W/ex.db" "SELECT id FROM sae_registry WHERE dir LIKE '%sae_ex'")
