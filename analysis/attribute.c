@@ -2,6 +2,7 @@
  * the `attribute` runner (see attribute.h). The gradients come from gpt2_hook_grad, i.e. the
  * training backward pass. */
 #include "analysis/attribute.h"
+#include "analysis/steer.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -258,6 +259,7 @@ int ana_attr_run(const ana_attr_run_opts *o, ana_attr_run_result *res)
     int rc = gpt2_load(&m, o->model_dir);
     if (!rc) rc = tok_load(&tk, o->tok_dir ? o->tok_dir : o->model_dir);
     if (!rc) rc = sae_load(&s, o->sae_dir);
+    if (!rc) rc = ana_check_sae_model(s, o->sae_dir, o->model_dir);
     if (rc) goto out;
     const char *hook = o->hook ? o->hook : s->cfg.hook_name;
     if (!hook[0]) {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "analysis/graph.h"
+#include "analysis/steer.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fileio.h"
@@ -225,6 +226,10 @@ int ana_graph_run(const ana_graph_run_opts *o, ana_graph_run_result *res)
         dir[n] = 0;
         sae_model *s = NULL;
         if ((rc = sae_load(&s, dir))) goto out;
+        if ((rc = ana_check_sae_model(s, dir, o->model_dir))) {
+            sae_free(s);
+            goto out;
+        }
         int layer = -1, w;
         if (!s->cfg.transcoder || gpt2_hook_info(m, s->cfg.hook_name, &layer, &w) != OK || layer < 0) {
             rc = err_set(ERR_ARG, "%s: not a transcoder on a block of this model (hook '%s'%s)", dir,

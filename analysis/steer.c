@@ -263,3 +263,16 @@ int ana_gen_context(tok_tokenizer *tok, int vocab, const char *prompt, size_t n,
     *len = k;
     return OK;
 }
+
+int ana_check_sae_model(const sae_model *s, const char *sae_dir, const char *model_dir)
+{
+    if (!s->cfg.model_checksum[0]) return OK;
+    char cs[17];
+    int rc = gpt2_dir_checksum(model_dir, cs);
+    if (rc) return rc;
+    if (strcmp(cs, s->cfg.model_checksum))
+        return err_set(ERR_ARG, "%s: the SAE was trained on activations of a model with checksum %s, "
+                       "but --model %s has checksum %s: another model", sae_dir,
+                       s->cfg.model_checksum, model_dir, cs);
+    return OK;
+}

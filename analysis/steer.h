@@ -40,6 +40,11 @@ typedef struct {
 } ana_steer_term;
 
 const char *ana_steer_method_name(ana_steer_method m); /* "add", "clamp", "ortho", "cap" */
+/* Whether model_dir is the model the SAE (or transcoder) in sae_dir was trained on: ERR_ARG
+ * naming both checksums when its cfg.json records one (sae-train --db) and the directory's
+ * (gpt2_dir_checksum) differs; OK when the SAE records none. For every command that runs an SAE
+ * on a --model: generate --steer, serve, attribute, graph. */
+int ana_check_sae_model(const sae_model *s, const char *sae_dir, const char *model_dir);
 int ana_steer_method_parse(const char *s, ana_steer_method *out); /* ERR_ARG for others */
 /* "F:S[,F:S...]" into *out (mem_alloc'd, *n terms); features must be < d_sae (d_sae <= 0: not
  * checked). */

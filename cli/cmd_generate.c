@@ -81,7 +81,8 @@ int cmd_generate(int argc, char **argv)
     ana_steer_method method = ANA_STEER_ADD;
     if (gpt2_load(&m, model) || tok_load(&tok, tokdir ? tokdir : model)) goto fail;
     if (sae_dir) {
-        if (sae_load(&sae, sae_dir) || ana_steer_method_parse(method_name, &method) ||
+        if (sae_load(&sae, sae_dir) || ana_check_sae_model(sae, sae_dir, model) ||
+            ana_steer_method_parse(method_name, &method) ||
             ana_steer_parse(steer, sae->cfg.d_sae, &terms, &nterms) ||
             ana_steer_new(&st, sae, method, terms, nterms))
             goto fail;

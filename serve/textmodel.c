@@ -49,6 +49,7 @@ int srv_model_open(srv_model **out, const char *model_dir, const char *sae_dir)
     if (!rc) rc = tok_load(&m->tok, model_dir);
     if (rc) err_wrap(rc, "--model %s (serve reads the tokenizer files next to the model)", model_dir);
     if (!rc) rc = sae_load(&m->sae, sae_dir);
+    if (!rc) rc = ana_check_sae_model(m->sae, sae_dir, model_dir);
     int layer, width;
     if (!rc && !m->sae->cfg.hook_name[0])
         rc = err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name", sae_dir);

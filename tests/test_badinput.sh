@@ -717,6 +717,8 @@ setup sae-train --db ex.db --hook $H --out $R/sae_ex --arch topk --k 2 --d-sae 1
 LAST=""
 bad "analyze: an SAE of another model's activations" "sae_ex: the SAE was trained on activations of a model with checksum [0-9a-f]{16}, but $R/ex2.db's hook $H comes from model 'model2' with checksum [0-9a-f]{16}" analyze --db $R/ex2.db --sae $R/sae_ex --no-model --all
 bad "eval: an SAE of another model's activations" "sae_ex: the SAE was trained on activations of a model with checksum" eval --db $R/ex2.db --sae $R/sae_ex
+bad "attribute: an SAE of another model" "sae_ex: the SAE was trained on activations of a model with checksum [0-9a-f]{16}, but --model $R/model2 has checksum" attribute --model $R/model2 --tokenizer tok --sae $R/sae_ex --text "the cat"
+bad "generate --steer: an SAE of another model" "sae_ex: the SAE was trained on activations of a model with checksum" generate --model $R/model2 --tokenizer tok --sae $R/sae_ex --steer 0:1 --prompt "the cat"
 bad "sweep: a k above d_sae fails before anything is written (was at its run)" "k 100 is more than d_sae \\(16\\)" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 100 --d-sae 16 --tokens 256 --batch 16 --eval none
 bad "sweep: an unknown suite fails before the first run is trained" "--eval: unknown suite 'foo'" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 2 --d-sae 16 --tokens 256 --batch 16 --eval foo
 bad "sweep: an unknown hook" "ex.db: no hook 'nosuch'" sweep --db ex.db --out $R/sw --hook nosuch --families topk --ks 2 --d-sae 16 --tokens 256 --batch 16
