@@ -31,19 +31,28 @@ void sae_metrics_free(sae_metrics *m)
     m->fires = NULL;
 }
 
-void sae_metrics_add(sae_metrics *m, const float *x, const float *xhat, const float *f, int N)
+/* center: each row's mean over d_in is taken from both x and xhat first - a centred SAE
+   (cfg.center_input) is scored on C x against its own reconstruction, as SAELens scores it (x - xhat
+   is unchanged; the variance and cosine are C x's, not x's, an audit) */
+static void metrics_add(sae_metrics *m, const float *x, const float *xhat, const float *f, int N,
+                        int center)
 {
     int D = m->d_in, S = m->d_sae;
     for (int b = 0; b < N; b++) {
         const float *xr = x + (int64_t)b * D, *hr = xhat + (int64_t)b * D;
-        double se = 0, xx = 0, hh = 0, xh = 0;
+        double se = 0, xx = 0, hh = 0, xh = 0, mu = 0;
+        if (center) {
+            for (int i = 0; i < D; i++) mu += xr[i];
+            mu /= D;
+        }
         for (int i = 0; i < D; i++) {
-            double d = (double)xr[i] - hr[i];
+            double xv = (double)xr[i] - mu, hv = (double)hr[i] - mu;
+            double d = xv - hv;
             se += d * d;
-            xx += (double)xr[i] * xr[i];
-            hh += (double)hr[i] * hr[i];
-            xh += (double)xr[i] * hr[i];
-            m->sum_x[i] += xr[i];
+            xx += xv * xv;
+            hh += hv * hv;
+            xh += xv * hv;
+            m->sum_x[i] += xv;
         }
         m->sse += se;
         m->sum_sq += xx;
@@ -64,6 +73,11 @@ void sae_metrics_add(sae_metrics *m, const float *x, const float *xhat, const fl
         }
     }
     m->n += N;
+}
+
+void sae_metrics_add(sae_metrics *m, const float *x, const float *xhat, const float *f, int N)
+{
+    metrics_add(m, x, xhat, f, N, 0);
 }
 
 void sae_metrics_merge(sae_metrics *into, const sae_metrics *from)
@@ -218,7 +232,7 @@ int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, 
 {
     int rc = sae_forward(m, x, n, f, xhat);
     if (!rc) rc = check_out(f, (int64_t)n * m->cfg.d_sae, xhat, (int64_t)n * m->cfg.d_in);
-    if (!rc) sae_metrics_add(acc, x, xhat, f, n);
+    if (!rc) metrics_add(acc, x, xhat, f, n, m->cfg.center_input);
     return rc;
 }
 

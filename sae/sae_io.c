@@ -1,5 +1,6 @@
 /* sae_io.c - SAELens-layout files: sae_weights.safetensors, cfg.json, sparsity.safetensors. */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -164,7 +165,7 @@ static int cfg_agree(const cJSON *root, const char *path)
                                        "apply_b_dec_to_input", "hook_name", "hook_name_out",
                                        "model_name", "context_size",
                                        "rescale_acts_by_decoder_norm", "finetuning_scaling_factor",
-                                       "model_from_pretrained_kwargs"};
+                                       "model_from_pretrained_kwargs", "model_checksum"};
     const cJSON *meta = cJSON_GetObjectItemCaseSensitive(root, "metadata");
     /* older SAELens' hook_point is read only without a hook_name: two different ones contradict */
     const cJSON *hn = cfg_get(root, "hook_name", NULL), *hp = cJSON_GetObjectItemCaseSensitive(root, "hook_point");
@@ -382,8 +383,18 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
         snprintf(c.hook_name_out, sizeof c.hook_name_out, "%s", v->valuestring);
     if ((v = cfg_get(root, "model_name", NULL)) && cJSON_IsString(v))
         snprintf(c.model_name, sizeof c.model_name, "%s", v->valuestring);
-    if ((v = cfg_get(root, "model_checksum", NULL)) && cJSON_IsString(v))
-        snprintf(c.model_checksum, sizeof c.model_checksum, "%s", v->valuestring);
+    if (!rc && (v = cfg_get(root, "model_checksum", NULL))) {
+        /* 16 hex digits, as sae-train writes it; anything else turned the check off without a
+           word (an audit: "" and 123 were accepted) */
+        const char *cs = cJSON_IsString(v) ? v->valuestring : NULL;
+        int ok = cs && strlen(cs) == 16;
+        for (int i = 0; ok && i < 16; i++) ok = isxdigit((unsigned char)cs[i]);
+        if (!ok)
+            rc = err_set(ERR_FORMAT, "%s: model_checksum must be 16 hex digits (the checksum extract "
+                         "records for a model)", path);
+        else
+            for (int i = 0; i < 16; i++) c.model_checksum[i] = (char)tolower((unsigned char)cs[i]);
+    }
     if ((v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v))
         c.context_size = (int)v->valuedouble;
     if (!rc) rc = read_tl_kwargs(root, path, &c, ex);

@@ -184,9 +184,12 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
     int r = sqlite3_step(st);
     if (r == SQLITE_ROW) read_dict(st, out);
     sqlite3_finalize(st);
-    if (r == SQLITE_DONE && !numeric && !neurons) {
+    if ((r == SQLITE_DONE || r == SQLITE_ROW) && !numeric && !neurons) {
         /* the same directory spelt otherwise (./sae, an absolute path, a symlink): analyze keyed
-           the row by the string it was given, and report --sae ./sae did not find 'sae' */
+           the row by the string it was given, and report --sae ./sae did not find 'sae'; nor did
+           an exact spelling find a newer analysis made under another one (an audit: "the most
+           recent" drew an older one) */
+        int64_t exact = r == SQLITE_ROW ? out->id : -1;
         const char *q2 = "SELECT id, name FROM ana_dicts WHERE kind = 'sae' AND (?2 IS NULL OR "
                          "hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY id DESC";
         if ((rc = store_prepare(s, q2, &st))) return rc;
@@ -195,11 +198,13 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
         int64_t hit = -1;
         while (hit < 0 && (r = sqlite3_step(st)) == SQLITE_ROW) {
             const char *nm = (const char *)sqlite3_column_text(st, 1);
-            if (nm && file_same(nm, sae)) hit = sqlite3_column_int64(st, 0);
+            int64_t id2 = sqlite3_column_int64(st, 0);
+            if (id2 <= exact) break; /* newest first: nothing newer than the exact match */
+            if (nm && file_same(nm, sae)) hit = id2;
         }
         sqlite3_finalize(st);
         if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");
-        r = SQLITE_DONE;
+        r = exact >= 0 ? SQLITE_ROW : SQLITE_DONE;
         if (hit >= 0) {
             if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE id = ?1", &st)))
                 return rc;

@@ -734,6 +734,11 @@ setup analyze --db ex.db --sae ./sae8/ --no-model --all
 check "analyze: sae8 and ./sae8/ are one analysis" "[ \"\$(sqlite3 \"\$W/ex.db\" \"SELECT count(*) FROM ana_dicts WHERE kind = 'sae'\")\" = 1 ]"
 setup report --db ex.db --sae "$W/sae8" --out $R/rep --features 1
 check "report: an absolute path finds the analysis made with a relative one" "[ -f \"\$W/$R/rep/index.html\" ]"
+# the most recent analysis of a directory, whichever spelling made it: an exact match of an
+# older one won (an audit: report --sae sae8 drew the older analysis)
+setup analyze --db ex.db --sae "$W/sae8" --no-model --all --keep-bos
+check "report: the newest analysis under another spelling" "(cd \"\$W\" && \"\$BIN\" report --db ex.db --sae ./sae8/ --out $R/rep_new --features 1 --no-global) 2>&1 | grep -q \"of '\$W/sae8'\""
+LAST=""
 # a hook whose extract is unfinished (running in another process, or killed) was read as if it
 # were complete, without a word (an audit of concurrent use): analyze and sae-train say so
 cp "$W/ex.db" "$W/$R/unf.db" && sqlite3 "$W/$R/unf.db" "UPDATE runs SET status = 'running'"

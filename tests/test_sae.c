@@ -1388,6 +1388,17 @@ static void test_load_errors(void)
         CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), tl[i].want), "%s: %s", tl[i].hook,
               err_msg());
     }
+    /* model_checksum: 16 hex digits or refused (an empty one or a number turned the model check
+       off without a word) */
+    static const char *const bad_cs[] = {"\"\"", "123", "\"zzzzzzzzzzzzzzzz\"", "\"a95add1b164fd42\""};
+    for (size_t i = 0; i < sizeof bad_cs / sizeof bad_cs[0]; i++) {
+        fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+        fprintf(fp, "{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,\"metadata\":"
+                "{\"model_checksum\":%s}}", bad_cs[i]);
+        fclose(fp);
+        CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "model_checksum must be 16 hex"),
+              "model_checksum %s: %s", bad_cs[i], err_msg());
+    }
     /* the same flags on hooks they do not change load (then fail on the missing weights) */
     fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
     fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,\"metadata\":{\"hook_name\":"
@@ -1860,6 +1871,38 @@ static void test_reference_fixtures(void)
             else sae_decode(m, f, N, x2);
             CHECK(m->cfg.center_input == (strstr(cases[c], "centered") != NULL), "%s: center_input %d",
                   cases[c], m->cfg.center_input);
+            if (m->cfg.center_input) {
+                /* scored as SAELens scores it: on C x against its own reconstruction (x_hat
+                   minus the mean sae_forward adds back), so EV's variance is C x's */
+                sae_metrics acc;
+                sae_metrics_summary sm;
+                float *f4 = mem_alloc(sizeof(float) * N * S), *x4 = mem_alloc(sizeof(float) * N * D);
+                CHECK(sae_metrics_init(&acc, D, S) == OK && sae_metrics_eval_rows(&acc, m, x, N, f4, x4) == OK);
+                sae_metrics_summarize(&acc, &sm);
+                double sse = 0, var = 0, *mu = calloc((size_t)D, sizeof *mu);
+                for (int b = 0; b < N; b++) {
+                    double mb = 0;
+                    for (int i = 0; i < D; i++) mb += x[b * D + i];
+                    mb /= D;
+                    for (int i = 0; i < D; i++) {
+                        double xc = x[b * D + i] - mb, hc = xh[b * D + i] - mb;
+                        sse += (xc - hc) * (xc - hc);
+                        mu[i] += xc / N;
+                    }
+                }
+                for (int b = 0; b < N; b++) {
+                    double mb = 0;
+                    for (int i = 0; i < D; i++) mb += x[b * D + i];
+                    mb /= D;
+                    for (int i = 0; i < D; i++) var += (x[b * D + i] - mb - mu[i]) * (x[b * D + i] - mb - mu[i]);
+                }
+                CHECK(fabs(sm.ev - (1 - sse / var)) < 1e-5, "%s: EV %.6f, on C x %.6f", cases[c], sm.ev,
+                      1 - sse / var);
+                free(mu);
+                sae_metrics_free(&acc);
+                mem_free(f4);
+                mem_free(x4);
+            }
             mem_free(f3);
             double ef = 0, ex = 0;
             int64_t nf = 0;
