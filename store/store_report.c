@@ -57,8 +57,8 @@ static void list_dicts(store *s, char *buf, size_t cap)
 {
     sqlite3_stmt *st;
     buf[0] = 0;
-    if (store_prepare(s, "SELECT kind, ifnull(sae_id, -1), name, hook_name, split FROM ana_dicts "
-                         "ORDER BY id", &st))
+    /* each with its analysis id, what dict:N names (sae_id is never recorded) */
+    if (store_prepare(s, "SELECT kind, id, name, hook_name, split FROM ana_dicts ORDER BY id", &st))
         return;
     size_t o = 0;
     int k = 0;
@@ -69,15 +69,12 @@ static void list_dicts(store *s, char *buf, size_t cap)
         const char *hook = (const char *)sqlite3_column_text(st, 3);
         const char *split = (const char *)sqlite3_column_text(st, 4);
         int w;
-        if (kind && !strcmp(kind, "sae") && id >= 0)
-            w = snprintf(buf + o, cap - o, "%ssae %lld '%s' at %s (%s)", k ? ", " : "", id,
+        if (kind && !strcmp(kind, "sae"))
+            w = snprintf(buf + o, cap - o, "%sdict:%lld sae '%s' at %s (%s)", k ? ", " : "", id,
                          name ? name : "", hook ? hook : "", split ? split : "");
-        else if (kind && !strcmp(kind, "sae"))
-            w = snprintf(buf + o, cap - o, "%ssae '%s' at %s (%s)", k ? ", " : "", name ? name : "",
-                         hook ? hook : "", split ? split : "");
         else
-            w = snprintf(buf + o, cap - o, "%sneurons at %s (%s)", k ? ", " : "", hook ? hook : "",
-                         split ? split : "");
+            w = snprintf(buf + o, cap - o, "%sdict:%lld neurons at %s (%s)", k ? ", " : "", id,
+                         hook ? hook : "", split ? split : "");
         if (w < 0) break;
         o += (size_t)w < cap - o ? (size_t)w : cap - o - 1;
         k++;

@@ -760,6 +760,7 @@ bad "report: a registry id whose directory is a number (crashed)" "registry id $
 did=$(sqlite3 "$W/ex.db" "SELECT max(id) FROM ana_dicts")
 check "report: dict:N names an analysis id" "[ -n \"$did\" ] && (cd \"\$W\" && \"\$BIN\" report --db ex.db --sae dict:$did --out $R/rep_dict --features 1 --no-global) > /dev/null 2>&1"
 LAST=""
+bad "report: an unknown dict:N lists the analyses by their dict:N" "no analysis of SAE 'dict:9999'; analysed: dict:[0-9]+ " report --db ex.db --sae dict:9999 --out $R/rep_9999
 
 # Every database still passes integrity_check and holds its rows (the known findings above that
 # write to a database are the exceptions: those databases are left out here).
