@@ -81,13 +81,9 @@ static int random_sae(const sae_model *m, uint64_t seed, sae_model **out)
     }
     for (int i = 0; i < d; i++)
         for (int j = 0; j < D; j++) r->W_enc[(size_t)i * D + j] = r->W_dec[(size_t)j * dout + i];
-    if (m->cfg.center_input) /* it reads C x as the SAE does (cfg copied): centred columns */
-        for (int j = 0; j < D; j++) {
-            double cs = 0;
-            for (int i = 0; i < d; i++) cs += r->W_enc[(size_t)i * D + j];
-            for (int i = 0; i < d; i++) r->W_enc[(size_t)i * D + j] -= (float)(cs / d);
-        }
     memcpy(r->b_dec, m->b_dec, (size_t)dout * sizeof *r->b_dec);
+    /* it reads C x as the SAE does (cfg copied), through sae_load's own fold */
+    if (m->cfg.center_input) sae_center_encoder(r, 1);
     return OK;
 }
 

@@ -115,6 +115,10 @@ int sae_pairs_join(float **x /*[n,D] -> [n,D+Do]*/, int D, const float *y /*[n,D
  * (ERR_ARG), sae_forward does both. */
 int sae_encode(const sae_model *s, const float *x /*[N,d_in]*/, int N, float *f /*[N,d_sae]*/);
 int sae_decode(const sae_model *s, const float *f /*[N,d_sae]*/, int N, float *xhat /*[N,d_out]*/);
+/* Fold the centring of the input along d_in (cfg.center_input; an SAE that SAELens applies to
+ * C x) into W_enc and the encoder biases: apply_b_dec says whether its pre-activation subtracts
+ * b_dec first (SAELens' apply_b_dec_to_input). sae_load calls it; idempotent. */
+void sae_center_encoder(sae_model *s, int apply_b_dec);
 /* encode + decode (+ the skip path): f [N,d_sae], out [N,sae_out_dim]. */
 int sae_forward(const sae_model *s, const float *x /*[N,d_in]*/, int N, float *f, float *out);
 

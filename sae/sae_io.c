@@ -524,27 +524,7 @@ int sae_load(sae_model **out, const char *dir)
             rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
                          wpath, ten[i].name, (double)ten[i].p[bad], (long long)bad);
     }
-    if (!rc && ex.center) {
-        /* SAELens computes pre = (C x - a b_dec) W_enc + b_enc, a = apply_b_dec_to_input, C the
-           centring along d_in (symmetric): = (x - a b_dec) (C W_enc) + b_enc - a mean(b_dec)
-           colsum(W_enc). So each W_enc column loses its mean, and the biases take the rest
-           (gated: the magnitude's too, scaled by exp(r_mag), as below). Idempotent: a centred
-           column sums to 0. */
-        double mb = 0;
-        if (ex.apply_b_dec) {
-            for (int64_t i = 0; i < D; i++) mb += s->b_dec[i];
-            mb /= (double)D;
-        }
-        for (int64_t j = 0; j < S; j++) {
-            double cs = 0;
-            for (int64_t i = 0; i < D; i++) cs += s->W_enc[i * S + j];
-            float mean = (float)(cs / (double)D);
-            for (int64_t i = 0; i < D; i++) s->W_enc[i * S + j] -= mean;
-            double delta = -mb * cs;
-            s->b_enc[j] += (float)delta;
-            if (ar == SAE_GATED) s->b_mag[j] += (float)(exp((double)s->r_mag[j]) * delta);
-        }
-    }
+    if (!rc && ex.center) sae_center_encoder(s, ex.apply_b_dec);
     if (!rc && !ex.apply_b_dec) {
         /* pre = x W_enc + b_enc == (x - b_dec) W_enc + (b_enc + b_dec W_enc) */
         for (int64_t j = 0; j < S; j++) {

@@ -171,6 +171,29 @@ int sae_pairs_join(float **x, int D, const float *y, int Do, int64_t n)
     return OK;
 }
 
+void sae_center_encoder(sae_model *s, int apply_b_dec)
+{
+    /* SAELens computes pre = (C x - a b_dec) W_enc + b_enc, a = apply_b_dec, C the centring
+       along d_in (symmetric): = (x - a b_dec) (C W_enc) + b_enc - a mean(b_dec) colsum(W_enc).
+       So each W_enc column loses its mean, and the biases take the rest (gated: the
+       magnitude's too, scaled by exp(r_mag)). Idempotent: a centred column sums to 0. */
+    int64_t D = s->cfg.d_in, S = s->cfg.d_sae;
+    double mb = 0;
+    if (apply_b_dec) {
+        for (int64_t i = 0; i < D; i++) mb += s->b_dec[i];
+        mb /= (double)D;
+    }
+    for (int64_t j = 0; j < S; j++) {
+        double cs = 0;
+        for (int64_t i = 0; i < D; i++) cs += s->W_enc[i * S + j];
+        float mean = (float)(cs / (double)D);
+        for (int64_t i = 0; i < D; i++) s->W_enc[i * S + j] -= mean;
+        double delta = -mb * cs;
+        s->b_enc[j] += (float)delta;
+        if (s->b_mag && s->r_mag) s->b_mag[j] += (float)(exp((double)s->r_mag[j]) * delta);
+    }
+}
+
 int sae_forward(const sae_model *s, const float *x, int N, float *f, float *out)
 {
     int rc = sae_encode(s, x, N, f);
