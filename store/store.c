@@ -1617,19 +1617,27 @@ int store_tokens_tagged(store *s, int *tokens, int *tagged)
     return rc;
 }
 
+int store_table_exists(store *s, const char *table, int *yes)
+{
+    *yes = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    *yes = r == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+    if (r != SQLITE_ROW) rc = store_sql_error(s, r, "reading the schema");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int store_count_rows(store *s, const char *table, int64_t *n)
 {
     *n = -1;
     for (const char *c = table; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_'))
             return err_set(ERR_ARG, "bad table name '%s'", table);
-    sqlite3_stmt *st;
-    int rc = store_prepare(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1", &st);
-    if (rc) return rc;
-    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-    int r = sqlite3_step(st), exists = r == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
-    if (r != SQLITE_ROW) rc = store_sql_error(s, r, "reading the schema");
-    sqlite3_finalize(st);
+    int exists, rc = store_table_exists(s, table, &exists);
     if (rc || !exists) return rc;
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM \"%s\"", table);

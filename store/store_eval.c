@@ -175,9 +175,7 @@ int store_eval_runs_other(store *s, int64_t sae_id, uint64_t seed, int seqs_per_
                           int random_sae, int64_t *n)
 {
     *n = 0;
-    int64_t have = 0;
-    int rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                                "name = 'eval_runs'", &have);
+    int have, rc = store_table_exists(s, "eval_runs", &have);
     if (rc || !have) return rc;
     sqlite3_stmt *st;
     rc = store_prepare(s, "SELECT count(*) FROM eval_runs WHERE sae_id = ?1 AND NOT ("

@@ -33,6 +33,8 @@ int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
 /* What a user can do about rc on db: "" or a parenthesised hint with a leading space (another
  * process writing; a hot journal a read-only handle cannot roll back). */
 const char *store_lock_hint(sqlite3 *db, int rc);
+/* *yes: whether the database has a table of that name (an extension part may be absent). */
+int store_table_exists(store *s, const char *table, int *yes);
 /* Runs a prepared statement that yields at most one row with one integer; *v = 0 when no row. */
 int store_query_i64(store *s, const char *sql, int64_t *v);
 int store_readonly(const store *s);

@@ -130,10 +130,8 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
         /* a registry id names a directory: its analysis, or none. ana_dicts.sae_id is not
            recorded, so the id matched no row and report fell through to the analysis with that
            id, another dictionary, exit 0 (an audit) */
-        int64_t has_reg = 0;
-        rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                                "name = 'sae_registry'", &has_reg);
-        if (rc) return rc;
+        int has_reg;
+        if ((rc = store_table_exists(s, "sae_registry", &has_reg))) return rc;
         sqlite3_stmt *rs;
         if (has_reg) { /* without a registry the number is an analysis id */
             if ((rc = store_prepare(s, "SELECT dir FROM sae_registry WHERE id = ?1", &rs))) return rc;
