@@ -1185,14 +1185,16 @@ static int run_scr(ctx *c, eval_result *res)
     res->scr_dir = o1 < o2 ? 1 : 2; /* SAEBench: the direction whose label the biased probe reads worse */
     /* a direction whose clean probe is not better than the biased one by more than one test
        example has no normalised score (eval_scr_score): NULL, and a note */
-    if (!rc && isnan(eval_scr_score(accA, o1, accA, S.a_te.n)))
-        note(res, "scr: direction 1 (tense ablated, prose kind read) left NULL: the clean prose-kind "
-             "probe scores %.4f, the biased probe %.4f on %d test rows (the clean one must be better "
-             "by more than one row)", accA, o1, S.a_te.n);
-    if (!rc && isnan(eval_scr_score(accB, o2, accB, S.b_te.n)))
-        note(res, "scr: direction 2 (prose kind ablated, tense read) left NULL: the clean tense "
-             "probe scores %.4f, the biased probe %.4f on %d test rows (the clean one must be better "
-             "by more than one row)", accB, o2, S.b_te.n);
+    static const char *const dir_names[2] = {"1 (tense ablated, prose kind read)",
+                                             "2 (prose kind ablated, tense read)"};
+    static const char *const read_names[2] = {"prose-kind", "tense"};
+    const double clean[2] = {accA, accB}, orig[2] = {o1, o2};
+    const int nte[2] = {S.a_te.n, S.b_te.n};
+    for (int dirn = 0; !rc && dirn < 2; dirn++)
+        if (isnan(eval_scr_score(clean[dirn], orig[dirn], clean[dirn], nte[dirn])))
+            note(res, "scr: direction %s left NULL: the clean %s probe scores %.4f, the biased probe "
+                 "%.4f on %d test rows (the clean one must be better by more than one row)",
+                 dir_names[dirn], read_names[dirn], clean[dirn], orig[dirn], nte[dirn]);
     for (int t = 0; !rc && t < EVAL_NN; t++) {
         double s1 = eval_scr_score(a1[t], o1, accA, S.a_te.n), s2 = eval_scr_score(a2[t], o2, accB, S.b_te.n);
         res->scr[t] = res->scr_dir == 1 ? s1 : s2;
