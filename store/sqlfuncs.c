@@ -709,6 +709,7 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
             if (!names[c] || !blobtxt[c]) ret = err_set(ERR_NOMEM, "out of memory");
         }
         if (ret == OK) ret = row_fn(user, k, nc, names, NULL, NULL);
+        long long rows0 = rows; /* rows counts over all statements */
         while (ret == OK && (rc = sqlite3_step(st[k])) == SQLITE_ROW) {
             if (max_rows && rows == max_rows) {
                 if (lim) lim->hit = STORE_Q_HIT_ROWS;
@@ -718,7 +719,7 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
             }
             rows++;
             int changed = sqlite3_column_count(st[k]) != nc;
-            for (int c = 0; !changed && rows == 1 && c < nc; c++) {
+            for (int c = 0; !changed && rows == rows0 + 1 && c < nc; c++) {
                 const char *nm = sqlite3_column_name(st[k], c);
                 changed = !nm || strcmp(nm, names[c]);
             }
