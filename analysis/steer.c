@@ -1,7 +1,9 @@
 /* steer.c - steering, delta clamping and steered generation at an SAE's hook (see steer.h). */
 #include "analysis/steer.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,12 +42,21 @@ int ana_steer_parse(const char *spec, int d_sae, ana_steer_term **out, int *n)
     while (1) {
         char *end;
         errno = 0;
+        /* strtol and strtod skip leading blanks; the end takes none either */
+        if (!isdigit((unsigned char)*p)) goto bad;
         long f = strtol(p, &end, 10);
         if (end == p || *end != ':' || errno || f < 0 || f > INT32_MAX) goto bad;
         p = end + 1;
+        if (isspace((unsigned char)*p)) goto bad;
         errno = 0;
         double v = strtod(p, &end);
+        if (errno == ERANGE && isfinite(v) && fabs(v) <= DBL_MIN) errno = 0; /* underflow */
         if (end == p || errno || !isfinite(v) || (*end && *end != ',')) goto bad;
+        if (fabs(v) > FLT_MAX) {
+            mem_free(t);
+            return err_set(ERR_ARG, "steering: strength %.*s does not fit a float (at most %g)",
+                           (int)(end - p), p, (double)FLT_MAX);
+        }
         if (d_sae > 0 && f >= d_sae) {
             mem_free(t);
             return err_set(ERR_ARG, "steering: feature %ld is out of range (the SAE has %d)", f, d_sae);

@@ -1,5 +1,6 @@
 /* args.c - flag parsing and shared CLI helpers (error printing, signals). */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -336,6 +337,9 @@ static int parse_value(const char *cmd, const arg_spec *s, const char *v, int ap
     }
     case ARG_FLOAT: {
         double x = strtod(v, &end);
+        /* an underflow (1e-310) is a finite number, read as the nearest double; an overflow is
+           HUGE_VAL, refused by isfinite */
+        if (errno == ERANGE && isfinite(x) && fabs(x) <= DBL_MIN) errno = 0;
         if (end == v || *end || errno || !isfinite(x))
             return cli_usage_error(cmd, "%s expects a finite number, got '%s'", s->name, v);
         if (check_range(cmd, s, x, v)) return 2;

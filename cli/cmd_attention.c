@@ -81,8 +81,9 @@ int cmd_attention(int argc, char **argv)
     }
     for (size_t i = 0; i < n; i++)
         if (ids[i] >= cfg->vocab_size) {
-            err_set(ERR_SHAPE, "token %d is outside the model's vocabulary (%d)", ids[i],
-                    cfg->vocab_size);
+            err_set(ERR_SHAPE, "token %d is outside the model's vocabulary (%d; the tokenizer %s "
+                    "has %d tokens: wrong --tokenizer?)", ids[i], cfg->vocab_size,
+                    tokdir ? tokdir : model, tok_vocab_size(tok));
             goto fail;
         }
     char hook[64];

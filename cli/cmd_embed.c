@@ -107,6 +107,8 @@ int cmd_embed(int argc, char **argv)
     unsigned char *excl = NULL;
     int *nid = NULL;
     float *ncos = NULL;
+    int *tids[MAX_TERMS] = {0};
+    size_t tn_ids[MAX_TERMS] = {0};
     if (gpt2_load(&m, model) || tok_load(&tok, tokdir ? tokdir : model)) goto fail;
     int nd;
     int64_t sh[2];
@@ -126,27 +128,24 @@ int cmd_embed(int argc, char **argv)
         goto fail;
     }
     double scale = 0; /* sum of the input vectors' norms, to tell a cancelled query */
-    printf("query:");
+    /* every term encoded and checked before anything is printed: an error leaves stdout empty */
     for (int k = 0; k < nt; k++) {
         char buf[300];
         snprintf(buf, sizeof buf, "%s%s", no_space ? "" : " ", terms[k].text);
-        int *ids;
-        size_t n;
-        if (tok_encode(tok, buf, strlen(buf), 0, &ids, NULL, &n)) goto fail;
+        if (tok_encode(tok, buf, strlen(buf), 0, &tids[k], NULL, &tn_ids[k])) goto fail;
+        int *ids = tids[k];
+        size_t n = tn_ids[k];
         if (n == 0) {
-            mem_free(ids);
             err_set(ERR_ARG, "term '%s' encodes to no tokens", terms[k].text);
             goto fail;
         }
-        printf(" %c ", terms[k].sign > 0 ? '+' : '-');
-        if (n > 1) printf("mean(");
         double tn = 0;
         /* a word of several tokens contributes the mean of their vectors */
         for (size_t i = 0; i < n; i++) {
             if (ids[i] >= V) {
-                err_set(ERR_SHAPE, "token %d of '%s' is outside the model's vocabulary", ids[i],
-                        terms[k].text);
-                mem_free(ids);
+                err_set(ERR_SHAPE, "token %d of '%s' is outside the model's vocabulary (%d rows; "
+                        "the tokenizer %s has %d tokens: wrong --tokenizer?)", ids[i], terms[k].text,
+                        (int)sh[0], tokdir ? tokdir : model, Vt);
                 goto fail;
             }
             excl[ids[i]] = 1;
@@ -155,14 +154,9 @@ int cmd_embed(int argc, char **argv)
                 q[j] += (float)terms[k].sign * e[j] / (float)n;
                 tn += (double)e[j] * e[j];
             }
-            print_token(tok, ids[i]);
-            printf("%s", i + 1 < n ? " " : "");
         }
-        if (n > 1) printf(")");
         scale += sqrt(tn);
-        mem_free(ids);
     }
-    printf("   (%s rows, cosine, inputs excluded)\n", unembed ? "unembedding" : "embedding");
     double qn = 0;
     for (int j = 0; j < C; j++) qn += (double)q[j] * q[j];
     qn = sqrt(qn);
@@ -170,6 +164,17 @@ int cmd_embed(int argc, char **argv)
         err_set(ERR_ARG, "the expression's vector is zero (terms cancel)");
         goto fail;
     }
+    printf("query:");
+    for (int k = 0; k < nt; k++) {
+        printf(" %c ", terms[k].sign > 0 ? '+' : '-');
+        if (tn_ids[k] > 1) printf("mean(");
+        for (size_t i = 0; i < tn_ids[k]; i++) {
+            print_token(tok, tids[k][i]);
+            printf("%s", i + 1 < tn_ids[k] ? " " : "");
+        }
+        if (tn_ids[k] > 1) printf(")");
+    }
+    printf("   (%s rows, cosine, inputs excluded)\n", unembed ? "unembedding" : "embedding");
     int found;
     if (toy_nearest(E, V, C, q, excl, top, nid, ncos, &found)) goto fail;
     printf("%4s %7s %8s  %s\n", "rank", "id", "cosine", "token");
@@ -187,6 +192,7 @@ done:
     mem_free(excl);
     mem_free(nid);
     mem_free(ncos);
+    for (int k = 0; k < nt; k++) mem_free(tids[k]);
     tok_free(tok);
     gpt2_free(m);
     return rc;

@@ -54,7 +54,7 @@ int cmd_generate(int argc, char **argv)
         {"--temperature", ARG_FLOAT, &temperature, "softmax temperature; 0 = greedy", ARG_MIN(0)},
         {"--top-k", ARG_INT, &top_k, "sample among the K most likely tokens (0: all)", ARG_MIN(0)},
         {"--max-tokens", ARG_INT, &max_tokens, "tokens to generate", ARG_MIN(0)},
-        {"--seed", ARG_I64, &seed, "random seed"},
+        {"--seed", ARG_I64, &seed, "random seed", ARG_MIN(0)},
         {"--no-stop", ARG_FLAG, &no_stop, "keep going after <|endoftext|>"},
         {"--sae", ARG_STR, &sae_dir, "SAE directory whose features --steer names (steered at its hook)"},
         {"--hook", ARG_STR, &hook, "hook to steer at", ARG_DEFAULT("the SAE's hook_name")},

@@ -25,7 +25,7 @@ int cmd_init_model(int argc, char **argv)
         {"--d-mlp", ARG_INT, &dmlp, "MLP width", ARG_DEFAULT("4 x d-model")},
         {"--ctx", ARG_INT, &ctx, "context length / positions"},
         {"--vocab", ARG_INT, &vocab, "vocabulary size"},
-        {"--seed", ARG_I64, &seed, "random seed"},
+        {"--seed", ARG_I64, &seed, "random seed", ARG_MIN(0)},
         {"--dtype", ARG_STR, &dtype, "storage dtype", ARG_CHOICES("f32|f16|bf16")},
         {"--prefix", ARG_FLAG, &prefix, "name tensors transformer.* as GPT2LMHeadModel does"},
         {"--untied", ARG_FLAG, &untied, "store a separate lm_head.weight"},

@@ -54,7 +54,7 @@ int cmd_pack(int argc, char **argv)
         {"--steps", ARG_INT, &c.steps, "optimizer steps", ARG_MIN(0)},
         {"--lr", ARG_FLOAT, &c.lr, "initial step in radians (decays to 0.1% of it)", ARG_ABOVE(0)},
         {"--sharpness", ARG_FLOAT, &c.sharpness, "soft-max sharpness", ARG_ABOVE(0)},
-        {"--seed", ARG_I64, &seed, "random seed"},
+        {"--seed", ARG_I64, &seed, "random seed", ARG_MIN(0)},
         {"--range", ARG_STR, &range, "angle range LO,HI in degrees to report (0 <= LO < HI <= 180)"},
         {"-o", ARG_STR, &out, "output directory: histogram CSV, vectors .npy (and picture)"},
         {"--out", ARG_STR, &out, "same as -o"},

@@ -75,5 +75,8 @@ int cmd_params(int argc, char **argv)
     if (s.stored >= 0)
         printf("model.safetensors stores %s parameters (%s)\n", commas(a, s.stored),
                s.stored == c.total ? "matches" : "DIFFERS from the count above");
+    if (s.stored >= 0 && s.unused_head)
+        printf("model.safetensors also holds an lm_head.weight of %s values, unused: the config "
+               "ties the head to the embedding\n", commas(a, s.unused_head));
     return 0;
 }

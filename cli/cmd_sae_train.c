@@ -126,7 +126,7 @@ int cmd_sae_train(int argc, char **argv)
          ARG_DEFAULT("0 for jumprelu and gated, 0.9 for the others")},
         {"--batch", ARG_INT, &batch, "tokens per step", ARG_MIN(1)},
         {"--tokens", ARG_I64, &tokens, "training tokens", ARG_MIN(1)},
-        {"--seed", ARG_I64, &seed, "seed for init and data order"},
+        {"--seed", ARG_I64, &seed, "seed for init and data order", ARG_MIN(0)},
         {"--bdec-init", ARG_STR, &bdec_s, "decoder bias initialisation", ARG_CHOICES("median|mean|zero"),
          ARG_DEFAULT("zero for relu, jumprelu and gated, median for the others")},
         {"--no-normalize", ARG_FLAG, &no_norm, "do not scale inputs to mean norm sqrt(d_in)"},

@@ -70,7 +70,7 @@ int cmd_superpose(int argc, char **argv)
         {"--batch", ARG_INT, &batch, "batch size", ARG_MIN(1)},
         {"--lr", ARG_FLOAT, &lr, "Adam learning rate", ARG_ABOVE(0)},
         {"--instances", ARG_INT, &instances, "runs per sparsity, lowest loss kept", ARG_MIN(1)},
-        {"--seed", ARG_I64, &seed, "random seed"},
+        {"--seed", ARG_I64, &seed, "random seed", ARG_MIN(0)},
         {"-o", ARG_STR, &out, "output directory for .npy/.csv (and pictures)"},
         {"--out", ARG_STR, &out, "same as -o"},
         {NULL},

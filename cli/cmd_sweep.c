@@ -127,7 +127,7 @@ int cmd_sweep(int argc, char **argv)
         {"--expansion", ARG_FLOAT, &o.expansion, "with --d-sae 0: d_sae = expansion x the run's d_in", ARG_ABOVE(0)},
         {"--tokens", ARG_I64, &o.tokens, "training tokens per run", ARG_MIN(1)},
         {"--batch", ARG_INT, &o.batch, "tokens per step", ARG_MIN(1)},
-        {"--seed", ARG_I64, &seed, "seed of every run"},
+        {"--seed", ARG_I64, &seed, "seed of every run", ARG_MIN(0)},
         {"--checkpoint-every", ARG_INT, &o.checkpoint_every, "steps between checkpoints", ARG_MIN(0)},
         {"--val-frac", ARG_FLOAT, &o.val_frac, "held-out fraction of sequences", ARG_ABOVE(0), ARG_BELOW(1)},
         {"--eval-tokens", ARG_I64, &o.eval_tokens, "held-out tokens for EV / L0 / dead", ARG_MIN(1)},

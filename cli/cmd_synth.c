@@ -40,7 +40,7 @@ int cmd_synth(int argc, char **argv)
          ARG_MIN(0)},
         {"--corr", ARG_FLOAT, &corr, "max squared loading on the shared factor", ARG_MIN(0),
          ARG_BELOW(1)},
-        {"--seed", ARG_I64, &seed, "seed"},
+        {"--seed", ARG_I64, &seed, "seed", ARG_MIN(0)},
         {"--parents", ARG_INT, &c.parents,
          "hierarchy: parent features, each followed by --children features that fire only with it",
          ARG_MIN(0)},

@@ -57,7 +57,7 @@ int cmd_train_lm(int argc, char **argv)
          ARG_RANGE(0, 1)},
         {"--weight-decay", ARG_FLOAT, &o.train.weight_decay, "AdamW decay on matrices", ARG_MIN(0)},
         {"--clip", ARG_FLOAT, &o.train.clip, "global gradient-norm clip (0: off)", ARG_MIN(0)},
-        {"--seed", ARG_I64, &seed, "seed for init and sampling"},
+        {"--seed", ARG_I64, &seed, "seed for init and sampling", ARG_MIN(0)},
         {"--val-frac", ARG_FLOAT, &o.val_frac, "fraction of documents held out", ARG_ABOVE(0),
          ARG_BELOW(1)},
         {"--eval-every", ARG_INT, &o.eval_every, "validation every N steps", ARG_MIN(1)},

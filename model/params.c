@@ -76,7 +76,8 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 /* The stored parameter count, for comparison with the computed one (a tied model's file may
- * still hold an unused lm_head.weight, which is counted here; tying is config.json's). */
+ * still hold an unused lm_head.weight, which the loader ignores: counted apart, or a valid file
+ * read as DIFFERS, an audit; tying is config.json's). */
 static int scan_checkpoint(const char *dir, params_shape *out)
 {
     char path[4096];
@@ -90,6 +91,10 @@ static int scan_checkpoint(const char *dir, params_shape *out)
     for (int i = 0; i < st_count(f); i++) {
         const st_tensor *t = st_at(f, i);
         if (ends_with(t->name, ".attn.bias") || ends_with(t->name, ".attn.masked_bias")) continue;
+        if (out->tied && (!strcmp(t->name, "lm_head.weight") || !strcmp(t->name, "transformer.lm_head.weight"))) {
+            out->unused_head = st_numel(t);
+            continue;
+        }
         n += st_numel(t);
     }
     st_close(f);

@@ -26,8 +26,9 @@ typedef struct {
     int64_t n_layer, n_embd, n_head, n_inner, vocab, n_ctx;
     int tied; /* unembedding shares the embedding matrix */
     /* From a directory with model.safetensors: the number of parameters stored in it (buffers
-     * such as attn.bias / attn.masked_bias excluded), else -1. */
-    int64_t stored;
+     * such as attn.bias / attn.masked_bias excluded, and a tied model's unused lm_head.weight,
+     * which the loader ignores, counted apart in unused_head), else -1. */
+    int64_t stored, unused_head;
 } params_shape;
 
 enum { PARAMS_MATRIX, PARAMS_BIAS, PARAMS_NORM, PARAMS_POS, PARAMS_NCAT };

@@ -112,6 +112,16 @@ static void test_parse(void)
     CHECK(ana_steer_parse("3:x", 0, &t, &n) == ERR_ARG);
     CHECK(ana_steer_parse("3:1,", 0, &t, &n) == ERR_ARG);
     CHECK(ana_steer_parse("-1:1", 0, &t, &n) == ERR_ARG);
+    /* blanks on either side were half accepted (strtol skips leading ones), a strength past
+       FLT_MAX became inf and the run failed mid-text on a NaN logit (an audit) */
+    CHECK(ana_steer_parse(" 5:1", 0, &t, &n) == ERR_ARG);
+    CHECK(ana_steer_parse("5: 1", 0, &t, &n) == ERR_ARG);
+    CHECK(ana_steer_parse("5:1 ", 0, &t, &n) == ERR_ARG);
+    CHECK(ana_steer_parse("5:1e40", 0, &t, &n) == ERR_ARG && strstr(err_msg(), "does not fit a float"),
+          "%s", err_msg());
+    CHECK(ana_steer_parse("5:-3e38,6:1e-320", 0, &t, &n) == OK && n == 2 && t[0].value == -3e38f &&
+          t[1].value == 0.0f);
+    mem_free(t);
     ana_steer_method m;
     CHECK(ana_steer_method_parse("ortho", &m) == OK && m == ANA_STEER_ORTHO);
     CHECK(ana_steer_method_parse("cap", &m) == OK && !strcmp(ana_steer_method_name(m), "cap"));

@@ -54,6 +54,10 @@ ok test "$s1" = "$s2"
 err=$($BIN generate --model "$tmp/m" --prompt "the" --max-tokens 3 2>&1 >/dev/null)
 ok grep -q "generated 3 tokens" <<<"$err"
 $BIN generate --model "$tmp/m" --prompt "x" --temperature -1 >/dev/null 2>&1; ok test $? -eq 2
+# a negative seed was read as 2^64 - 1; a subnormal temperature was "not finite" (an audit)
+$BIN generate --model "$tmp/m" --prompt "x" --seed -1 >/dev/null 2>&1; ok test $? -eq 2
+g0=$($BIN generate --model "$tmp/m" --prompt "the cat" --temperature 1e-310 --max-tokens 24 2>/dev/null)
+ok test "$g0" = "$g1"
 $BIN generate --model "$tmp/nope" --prompt "x" >/dev/null 2>&1; ok test $? -eq 1
 
 # ---- generate --steer: an SAE over the 32-wide residual (no hook_name: --hook names it)
@@ -104,6 +108,8 @@ out=$($BIN embed --model "$tmp/m" --top 3 "the - cat + dog" 2>&1); ok test $? -e
 ok test "$(grep -cE '^ +[0-9]+ +[0-9]+ +-?[01]\.[0-9]{4}  ' <<<"$out")" -eq 3
 err=$($BIN embed --model "$tmp/m" "dog - dog" 2>&1); ok test $? -eq 1
 ok grep -q "cancel" <<<"$err"
+# an error leaves stdout empty (the query line came before the check, an audit)
+out=$($BIN embed --model "$tmp/m" "dog - dog" 2>/dev/null); ok test -z "$out"
 
 out=$($BIN attention --model "$tmp/m" --text "the cat sat on the mat" --layer 1 \
       --out "$tmp/att.png" --npy "$tmp/att.npy" 2>&1); ok test $? -eq 0
