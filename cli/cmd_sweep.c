@@ -85,15 +85,21 @@ static void l0_needed(const sweep_result *res)
     int nf = labels(res, 0, fam, 16);
     if (!nf) return;
     static const double evs[] = {0.80, 0.85, 0.90, 0.95};
-    printf("L0 needed for an explained variance of (interpolated; '-' outside the frontier):\n");
+    printf("L0 needed for an explained variance of (interpolated on the front; '<L' when the "
+           "sparsest run, at L0 L, is past it; '-' when no run reaches it):\n");
     printf("  %-12s", "family");
     for (size_t j = 0; j < sizeof evs / sizeof *evs; j++) printf("  EV %.2f", evs[j]);
     printf("\n");
     for (int f = 0; f < nf; f++) {
         printf("  %-12s", fam[f]);
         for (size_t j = 0; j < sizeof evs / sizeof *evs; j++) {
-            double l0 = sweep_l0_at_metric(res->rows, res->n_rows, fam[f], "ev", evs[j]);
-            if (isfinite(l0)) printf("  %7.1f", l0);
+            int below = 0;
+            double l0 = sweep_l0_at_metric(res->rows, res->n_rows, fam[f], "ev", evs[j], &below);
+            if (below) {
+                char b[32];
+                snprintf(b, sizeof b, "<%.1f", l0);
+                printf("  %7s", b);
+            } else if (isfinite(l0)) printf("  %7.1f", l0);
             else printf("  %7s", "-");
         }
         printf("\n");
@@ -175,6 +181,10 @@ int cmd_sweep(int argc, char **argv)
     if (res.reevaluated)
         printf("%d runs done before were evaluated again: another eval had replaced their suites' "
                "rows with another sample's\n", res.reevaluated);
+    if (res.n_other)
+        printf("%d run%s in %s from another grid (other --families or values) %s not drawn or "
+               "summarised here\n", res.n_other, res.n_other == 1 ? "" : "s", o.out,
+               res.n_other == 1 ? "is" : "are");
     if (!res.finished) {
         if (res.stopped_in[0])
             printf("stopped in %s at step %" PRId64 " of %" PRId64 "; ", res.stopped_in,

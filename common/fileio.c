@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -369,6 +370,31 @@ void file_remove_temps(const char *dir, const char *const *names, size_t n)
 void file_remove_temps_ending(const char *dir, const char *const *endings, size_t n)
 {
     remove_temps(dir, endings, n, 1);
+}
+
+int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)
+{
+    *fd = -1;
+    char path[4096];
+    int rc = path_join(path, sizeof path, dir, name);
+    if (rc) return rc;
+    int d = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (d < 0) return err_set(ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
+    if (flock(d, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(d);
+        if (e == EWOULDBLOCK)
+            return err_set(ERR_BUSY, "%s: another %s is writing into this directory (it holds %s); "
+                           "wait for it to end", dir, what, name);
+        return err_set(ERR_IO, "%s: cannot lock: %s", path, strerror(e));
+    }
+    *fd = d;
+    return OK;
+}
+
+void file_dir_unlock(int fd)
+{
+    if (fd >= 0) close(fd);
 }
 
 int file_find_open_fd(const char *path)

@@ -106,6 +106,12 @@ int path_fmt(char *out, size_t cap, const char *fmt, ...) __attribute__((format(
  * /proc/self/fd), or -1. For hints only: the caller does not own it and never closes it (closing
  * any descriptor of a file drops every POSIX lock the process holds on it, SQLite's included). */
 int file_find_open_fd(const char *path);
+/* One writer per directory: takes flock(LOCK_EX | LOCK_NB) on dir/name (created, kept: an empty
+ * file) and returns its descriptor in *fd, held until file_dir_unlock or the process ends (a
+ * kill frees it). flock, not fcntl: independent of SQLite's POSIX locks. ERR_BUSY naming the
+ * directory and `what` when another process holds it; ERR_IO when it cannot be made. */
+int file_dir_lock(const char *dir, const char *name, const char *what, int *fd);
+void file_dir_unlock(int fd);
 /* Starts writeback of fd's dirty pages without waiting for it (sync_file_range WRITE), so that a
  * later fsync finds them written; errors are ignored (a hint). No-op for fd < 0. */
 void file_writeback_start(int fd);

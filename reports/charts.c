@@ -88,13 +88,26 @@ static int ticks(const axis *a, int target, double *t, int cap)
         while ((d1 - d0) / every + 1 > target + 1) every++;
         for (int d = d0; d <= d1 && n < cap; d += every) t[n++] = pow(10, d);
         if (n >= 2) return n;
-        /* Less than a decade: 1-2-5 ticks inside it. */
+        /* Less than a decade: 1-2-5 ticks inside it, or, where those are fewer than three
+           (L0 7 to 32 had only 10 and 20, an audit), every multiple 1-9 if they fit. */
         n = 0;
         for (int d = (int)floor(a->lo) - 1; d <= (int)ceil(a->hi) && n < cap; d++)
             for (int k = 0; k < 3 && n < cap; k++) {
                 double v = (k == 0 ? 1 : k == 1 ? 2 : 5) * pow(10, d), l = log10(v);
                 if (l >= a->lo - 1e-9 && l <= a->hi + 1e-9) t[n++] = v;
             }
+        if (n >= 3) return n;
+        double u[64];
+        int m = 0;
+        for (int d = (int)floor(a->lo) - 1; d <= (int)ceil(a->hi) && m < 64; d++)
+            for (int k = 1; k <= 9 && m < 64; k++) {
+                double v = k * pow(10, d), l = log10(v);
+                if (l >= a->lo - 1e-9 && l <= a->hi + 1e-9) u[m++] = v;
+            }
+        if (m > n && m <= target + 1 && m <= cap) {
+            memcpy(t, u, sizeof(double) * (size_t)m);
+            n = m;
+        }
         return n;
     }
     double step = nice_step(a->hi - a->lo, target);
@@ -579,6 +592,16 @@ int rep_lineplot(rep_canvas *c, double x, double y, double w, double h, const re
         for (int i = 0; i < s[k].n; i++) {
             px[i] = amap(&fr.X, s[k].x ? s[k].x[i] : i);
             py[i] = amap(&fr.Y, s[k].y[i]);
+        }
+        if (s[k].no_line) {
+            double r = s[k].markers > 0 ? s[k].markers : 3;
+            for (int i = 0; i < s[k].n; i++)
+                if (isfinite(px[i]) && isfinite(py[i])) {
+                    rep_circle(c, px[i], py[i], r, s[k].color);
+                    rep_circle(c, px[i], py[i], r - 1.5, rep_rgb(0xffffff));
+                }
+            mem_free(px);
+            continue;
         }
         if (s[k].dashed) {
             double dash = 6;

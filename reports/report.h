@@ -131,8 +131,9 @@ int rep_heatmap(rep_canvas *c, double x, double y, double w, double h, const cha
                 const char *cbar_label);
 
 /* Line plot / scatter of several series (x may be NULL: 0, 1, 2, ...). dashed: dashed line;
- * markers > 0: the line plot also draws a dot of that radius at every point. Named series get a
- * legend. The scatter draws dots of radius r; diagonal != 0 adds y = x. */
+ * markers > 0: the line plot also draws a dot of that radius at every point; no_line: the line
+ * plot draws only hollow rings of radius markers (3 if 0), no line. Named series get a legend.
+ * The scatter draws dots of radius r; diagonal != 0 adds y = x. */
 typedef struct {
     const char *name;
     const double *x, *y;
@@ -140,6 +141,7 @@ typedef struct {
     rep_color color;
     int dashed;
     double markers;
+    int no_line;
 } rep_series;
 int rep_lineplot(rep_canvas *c, double x, double y, double w, double h, const rep_axes *ax,
                  const rep_series *s, int nseries);

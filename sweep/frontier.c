@@ -1,5 +1,6 @@
-/* frontier.c - the sweep's Pareto frontiers as PNGs through reports/report.h: one line per
- * family over its runs sorted by L0 (log axis), a dot per run (see sweep.h for the files). */
+/* frontier.c - the sweep's Pareto frontiers as PNGs through reports/report.h: per family a line
+ * through the runs on its Pareto front (sweep_pareto) sorted by L0 (log axis), a dot on each,
+ * and a hollow ring for each run the front dominates (see sweep.h for the files). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,40 +28,60 @@ static int row_in(const store_sweep_row *r, int which)
     return which == ROWS_ALL || (which == ROWS_TC) == tc;
 }
 
-/* One chart: the rows of `which` with finite L0 and y[i], grouped by family label. */
+/* One chart: the rows of `which` with finite L0 and y[i], grouped by family label; each
+ * family's front (less L0, and more y, or less with lower_better) joined by a line, the runs it
+ * dominates drawn as rings without one (joining them drew a worse frontier than the runs give,
+ * an audit). */
 static int panel(rep_canvas *c, double x, double y, const char *title, const char *ylabel,
-                 const store_sweep_row *rows, size_t n, const double *yv, int which)
+                 const store_sweep_row *rows, size_t n, const double *yv, int which,
+                 int lower_better)
 {
-    static double px[MAX_FAM][MAX_PTS], py[MAX_FAM][MAX_PTS];
-    rep_series s[MAX_FAM];
+    static double fx[MAX_FAM][MAX_PTS], fy[MAX_FAM][MAX_PTS], dx[MAX_FAM][MAX_PTS], dy[MAX_FAM][MAX_PTS];
+    double l0[MAX_PTS], v[MAX_PTS];
+    unsigned char on[MAX_PTS];
+    rep_series s[2 * MAX_FAM];
     const char *labels[MAX_FAM];
     int ns = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && ns < MAX_FAM; i++) {
         if (!row_in(&rows[i], which) || !(rows[i].l0 > 0) || !isfinite(yv[i])) continue;
         int k = 0;
         while (k < ns && strcmp(labels[k], rows[i].family)) k++;
-        if (k == ns) {
-            if (ns == MAX_FAM) continue;
-            labels[ns] = rows[i].family;
-            int fi = sweep_family_index(rows[i].family);
-            s[ns] = (rep_series){rows[i].family, px[ns], py[ns], 0, rep_palette(fi), 0, 3.5};
-            ns++;
+        if (k < ns) continue; /* the family is drawn already */
+        labels[ns++] = rows[i].family;
+        int m = 0;
+        for (size_t j = i; j < n && m < MAX_PTS; j++) {
+            if (strcmp(rows[j].family, rows[i].family) || !row_in(&rows[j], which) ||
+                !(rows[j].l0 > 0) || !isfinite(yv[j]))
+                continue;
+            l0[m] = rows[j].l0;
+            v[m++] = yv[j];
         }
-        int m = s[k].n;
-        if (m == MAX_PTS) continue;
-        /* insertion by L0, so the line runs left to right */
-        while (m > 0 && px[k][m - 1] > rows[i].l0) {
-            px[k][m] = px[k][m - 1];
-            py[k][m] = py[k][m - 1];
-            m--;
+        sweep_pareto(l0, v, m, lower_better, on);
+        rep_color col = rep_palette(sweep_family_index(rows[i].family));
+        rep_series *f = &s[k], *d = &s[MAX_FAM + k];
+        *f = (rep_series){rows[i].family, fx[k], fy[k], 0, col, 0, 3.5, 0};
+        *d = (rep_series){NULL, dx[k], dy[k], 0, col, 0, 3.5, 1};
+        for (int j = 0; j < m; j++) {
+            rep_series *t = on[j] ? f : d;
+            double *tx = (double *)t->x, *ty = (double *)t->y;
+            int q = t->n++;
+            /* insertion by L0, so the line runs left to right */
+            while (q > 0 && tx[q - 1] > l0[j]) {
+                tx[q] = tx[q - 1];
+                ty[q] = ty[q - 1];
+                q--;
+            }
+            tx[q] = l0[j];
+            ty[q] = v[j];
         }
-        px[k][m] = rows[i].l0;
-        py[k][m] = yv[i];
-        s[k].n++;
     }
-    rep_axes ax = rep_axes_make(title, "L0 (active latents per token, log scale)", ylabel);
+    /* the fronts first (their names make the legend), then the rings */
+    for (int k = 0; k < ns; k++) s[ns + k] = s[MAX_FAM + k];
+    char yl[160];
+    snprintf(yl, sizeof yl, "%s (%s is better)", ylabel, lower_better ? "lower" : "higher");
+    rep_axes ax = rep_axes_make(title, "L0 (active latents per token, log scale)", yl);
     ax.log_x = 1;
-    return rep_lineplot(c, x, y, PANEL_W, PANEL_H, &ax, s, ns);
+    return rep_lineplot(c, x, y, PANEL_W, PANEL_H, &ax, s, 2 * ns);
 }
 
 static int write_png(const sweep_opts *o, sweep_result *res, rep_canvas *c, int rc,
@@ -91,7 +112,8 @@ static int core_png(const sweep_opts *o, sweep_result *res, double *yv, const ch
     rep_canvas *c;
     int rc = rep_canvas_new(&c, PANEL_W, PANEL_H, rep_rgb(0xffffff));
     if (rc) return rc;
-    rc = panel(c, 0, 0, title, ylabel, res->rows, res->n_rows, yv, ROWS_SAE);
+    rc = panel(c, 0, 0, title, ylabel, res->rows, res->n_rows, yv, ROWS_SAE,
+               sweep_metric_lower_better(metric));
     return write_png(o, res, c, rc, file);
 }
 
@@ -103,11 +125,11 @@ static int transcoder_png(const sweep_opts *o, sweep_result *res, double *yv)
     if (rc) return rc;
     for (size_t i = 0; i < res->n_rows; i++) yv[i] = res->rows[i].ce_score;
     rc = panel(c, 0, 0, "CE loss score (MLP replaced)",
-               "CE loss score", res->rows, res->n_rows, yv, ROWS_TC);
+               "CE loss score", res->rows, res->n_rows, yv, ROWS_TC, 0);
     for (size_t i = 0; i < res->n_rows; i++) yv[i] = res->rows[i].ev;
     if (!rc)
         rc = panel(c, PANEL_W, 0, "EV of the target (held out)",
-                   "explained variance", res->rows, res->n_rows, yv, ROWS_TC);
+                   "explained variance", res->rows, res->n_rows, yv, ROWS_TC, 0);
     return write_png(o, res, c, rc, "frontier_transcoders.png");
 }
 
@@ -151,7 +173,8 @@ static int eval_pngs(const sweep_opts *o, sweep_result *res, double *yv)
         snprintf(title, sizeof title, "%s", names[m]);
         rep_canvas *c;
         if ((rc = rep_canvas_new(&c, PANEL_W, PANEL_H, rep_rgb(0xffffff)))) break;
-        rc = panel(c, 0, 0, title, names[m], res->rows, res->n_rows, yv, ROWS_ALL);
+        rc = panel(c, 0, 0, title, names[m], res->rows, res->n_rows, yv, ROWS_ALL,
+                   sweep_metric_lower_better(names[m]));
         rc = write_png(o, res, c, rc, file);
     }
     mem_free(names);

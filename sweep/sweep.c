@@ -568,13 +568,21 @@ static int check_store(const sweep_opts *o)
     if (rc) return rc;
     const char *hooks[3] = {o->hook, o->tc_hook, o->tc_hook_out};
     int64_t model_of[3] = {-1, -1, -1};
-    int width = 0;
+    int width[3] = {0, 0, 0};
     for (int i = 0; i < 3 && !rc; i++) {
         store_hook h;
         if (!hooks[i]) continue;
         if ((rc = store_hook_find(s, hooks[i], &h))) break;
-        if (i == 0) width = h.width;
+        width[i] = h.width;
         model_of[i] = h.model_id;
+        /* a hook without training rows failed only when its run started, after the directory,
+           the table and every earlier family (an audit) */
+        store_iter *it = NULL;
+        rc = store_iter_open(&it, s, h.id, STORE_SPLIT_TRAIN, o->val_frac, o->seed);
+        if (!rc && store_iter_tokens(it) <= 0)
+            rc = err_set(ERR_NOTFOUND, "%s: hook %s has no activations in the training split",
+                         o->db, hooks[i]);
+        store_iter_close(it);
     }
     store_close(s);
     ana_run_opts ao;
@@ -588,13 +596,24 @@ static int check_store(const sweep_opts *o)
         if (!seen) rc = ana_check_model(&ao, hooks[i]);
     }
     if (rc) return rc;
-    int d_sae = o->d_sae;
-    if (d_sae <= 0 && (rc = sae_run_d_sae(o->expansion, width, &d_sae))) return rc;
-    int with_k = 0;
-    for (int f = 0; f < NFAM; f++) with_k |= families[f].param_k && wanted(o, families[f].name);
-    for (int i = 0; with_k && i < o->n_ks; i++)
-        if (o->ks[i] > d_sae)
-            return err_set(ERR_ARG, "k %d is more than d_sae (%d)", o->ks[i], d_sae);
+    /* k against each k-family's d_sae: with --d-sae 0 a transcoder's (or the target SAE's)
+       comes from its own, narrower hook, and failed mid-sweep after the SAEs had trained (an
+       audit) */
+    for (int f = 0; f < NFAM; f++) {
+        if (!families[f].param_k || !wanted(o, families[f].name)) continue;
+        int hi = families[f].transcoder ? 1 : families[f].target ? 2 : 0;
+        if (!hooks[hi]) continue;
+        int d_sae = o->d_sae;
+        if (d_sae <= 0 && (rc = sae_run_d_sae(o->expansion, width[hi], &d_sae))) return rc;
+        for (int i = 0; i < o->n_ks; i++)
+            if (o->ks[i] > d_sae)
+                return err_set(ERR_ARG, "k %d is more than d_sae (%d) of %s on %s", o->ks[i], d_sae,
+                               families[f].name, hooks[hi]);
+    }
+    if (o->d_sae <= 0) {
+        int d_sae;
+        if ((rc = sae_run_d_sae(o->expansion, width[0], &d_sae))) return rc;
+    }
     return OK;
 }
 
@@ -630,6 +649,10 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
     int np = 0;
     if (!rc) rc = plan_grid(o, &plan, &np);
     if (!rc) rc = file_mkdir_p(o->out);
+    /* two sweeps into one directory both trained every run, each over the other's files (an
+       audit: nothing lost only because the runs are deterministic and written by rename) */
+    int lock = -1;
+    if (!rc) rc = file_dir_lock(o->out, ".sweep.lock", "sweep", &lock);
     res->n_runs = np;
     double t0 = now_seconds();
     /* the runs already done first, so the progress line counts only what is left */
@@ -702,10 +725,21 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
     eval_memo_free(memo.probes);
     ana_memo_free(memo.zero);
     mem_free(done);
-    mem_free(plan);
     if (!rc) rc = read_rows(o, res);
+    /* the rows of this grid only: a rerun with fewer values drew and summarised the earlier
+       grid's runs too, as "5 runs" (an audit); those are counted in n_other */
+    size_t kept = 0;
+    for (size_t i = 0; !rc && i < res->n_rows; i++) {
+        int in = 0;
+        for (int j = 0; j < np && !in; j++) in = !strcmp(res->rows[i].name, plan[j].name);
+        if (in) res->rows[kept++] = res->rows[i];
+        else res->n_other++;
+    }
+    if (!rc) res->n_rows = kept;
+    mem_free(plan);
     res->finished = !rc && res->done_before + res->trained == np;
     if (res->finished && !o->no_png) rc = sweep_draw(o, res);
+    file_dir_unlock(lock);
     res->seconds = now_seconds() - t0;
     return rc;
 }
@@ -729,22 +763,54 @@ double sweep_row_metric(const store_sweep_row *r, const char *m)
                                      : NAN;
 }
 
-/* The family's finite (L0, metric) points sorted by L0 into x (log L0) and y; returns n. */
+int sweep_metric_lower_better(const char *m)
+{
+    return !strcmp(m, "mse") || !strcmp(m, "dead_frac") || !strcmp(m, "l0") ||
+           !strncmp(m, "absorption_mean_frac", 20) || !strcmp(m, "absorption_full_rate");
+}
+
+int sweep_pareto(const double *l0, const double *y, int n, int lower_better, unsigned char *on)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        on[i] = l0[i] > 0 && isfinite(l0[i]) && isfinite(y[i]);
+        for (int j = 0; on[i] && j < n; j++) {
+            if (j == i || !(l0[j] > 0) || !isfinite(l0[j]) || !isfinite(y[j])) continue;
+            double gi = lower_better ? -y[i] : y[i], gj = lower_better ? -y[j] : y[j];
+            /* j at most as dense and at least as good, strictly one of them; of two equal
+               points the first stays */
+            if (l0[j] <= l0[i] && gj >= gi && (l0[j] < l0[i] || gj > gi || j < i)) on[i] = 0;
+        }
+        k += on[i];
+    }
+    return k;
+}
+
+/* The family's finite (L0, metric) points on its Pareto front, sorted by L0, into x (log L0)
+ * and y; returns n. A dominated run (another of the family as sparse and better) is no point
+ * of the frontier: interpolating through it drew and read a worse frontier (an audit). */
 static int family_points(const store_sweep_row *rows, size_t n, const char *family,
                          const char *metric, double *x, double *y, int cap)
 {
-    int k = 0;
-    for (size_t i = 0; i < n && k < cap; i++) {
-        double l0 = rows[i].l0, v = sweep_row_metric(&rows[i], metric);
-        if (strcmp(rows[i].family, family) || !(l0 > 0) || !isfinite(v)) continue;
+    double l0[64] = {0}, v[64] = {0};
+    unsigned char on[64];
+    int m = 0, k = 0;
+    for (size_t i = 0; i < n && m < 64; i++) {
+        if (strcmp(rows[i].family, family)) continue;
+        l0[m] = rows[i].l0;
+        v[m++] = sweep_row_metric(&rows[i], metric);
+    }
+    sweep_pareto(l0, v, m, sweep_metric_lower_better(metric), on);
+    for (int i = 0; i < m && k < cap; i++) {
+        if (!on[i]) continue;
         int j = k++;
-        while (j > 0 && x[j - 1] > log(l0)) {
+        while (j > 0 && x[j - 1] > log(l0[i])) {
             x[j] = x[j - 1];
             y[j] = y[j - 1];
             j--;
         }
-        x[j] = log(l0);
-        y[j] = v;
+        x[j] = log(l0[i]);
+        y[j] = v[i];
     }
     return k;
 }
@@ -764,10 +830,13 @@ double sweep_metric_at_l0(const store_sweep_row *rows, size_t n, const char *fam
 }
 
 double sweep_l0_at_metric(const store_sweep_row *rows, size_t n, const char *family,
-                          const char *metric, double target)
+                          const char *metric, double target, int *below)
 {
     double x[64], y[64];
     int k = family_points(rows, n, family, metric, x, y, 64);
+    int lower = sweep_metric_lower_better(metric);
+    if (below) *below = k > 0 && (lower ? y[0] < target : y[0] > target);
+    if (below && *below) return exp(x[0]);
     for (int i = 0; i < k; i++) {
         if (y[i] == target) return exp(x[i]);
         if (i + 1 < k && (y[i] - target) * (y[i + 1] - target) < 0)

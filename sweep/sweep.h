@@ -26,7 +26,8 @@
  * returns OK with finished 0 (the run in progress keeps its checkpoint); PNGs only when finished.
  * Errors: err.h codes naming the run; ERR_ABORTED when *stop became non-zero (the runner's
  * checkpoint is written first).
- * Threads: one sweep per output directory and database; the runners use sae/'s threads and BLAS.
+ * Threads: one sweep per output directory (OUT/.sweep.lock, flock: a second one gets ERR_BUSY);
+ * the runners use sae/'s threads and BLAS.
  * Progress: a common/progress.h line over the runs (rate, ETA) on stderr, besides the runners'
  * own; on_run (may be NULL) is called after every run, also for runs done before.
  */
@@ -87,8 +88,9 @@ typedef struct {
     char stopped_in[64];        /* max_steps: the run left at a checkpoint ("" when none) */
     int64_t stopped_step, stopped_total;
     double seconds;
-    store_sweep_row *rows;      /* every run of the sweep in the store [n_rows] */
+    store_sweep_row *rows;      /* the runs of this grid in the store [n_rows] */
     size_t n_rows;
+    int n_other;                /* rows of the directory from other grids (not in rows) */
     int have_eval;              /* the database has eval_summary */
     int n_png;
     char png[SWEEP_MAX_PNGS][640];
@@ -97,13 +99,22 @@ typedef struct {
 int sweep_run(const sweep_opts *o, sweep_result *res);
 void sweep_result_free(sweep_result *res);
 
-/* Frontier arithmetic over the rows of one family (points sorted by L0, linear in log L0):
- * the metric at L0 l0 (NaN outside the family's L0 range), and the smallest L0 at which the
- * metric reaches target (NaN when it never does). metric: a name sweep_row_metric knows. */
+/* Frontier arithmetic over the rows of one family, on its Pareto front (sweep_pareto: runs
+ * another run of the family beats at no more L0 are left out), points sorted by L0, linear in
+ * log L0: the metric at L0 l0 (NaN outside the front's L0 range), and the smallest L0 at which
+ * the metric reaches target (NaN when it never does; when the front's sparsest run is already
+ * past it, *below (may be NULL) is set and that run's L0 returned). metric: a name
+ * sweep_row_metric knows. */
 double sweep_metric_at_l0(const store_sweep_row *rows, size_t n, const char *family,
                           const char *metric, double l0);
 double sweep_l0_at_metric(const store_sweep_row *rows, size_t n, const char *family,
-                          const char *metric, double target);
+                          const char *metric, double target, int *below);
+/* 1 when less of the metric is better: mse, dead_frac, l0 and the absorption rates. */
+int sweep_metric_lower_better(const char *metric);
+/* Pareto front of n points (L0, y): on[i] = 1 unless another point has L0 <= and y at least
+ * as good (lower_better: as low), one of the two strictly (of equal points the first is kept);
+ * points with NaN or L0 <= 0 are off it. Returns how many are on it. */
+int sweep_pareto(const double *l0, const double *y, int n, int lower_better, unsigned char *on);
 /* A core metric of a row by name: "ev", "mse", "l0", "dead_frac", "ce_score", "kl_score"
  * (NaN for other names). */
 double sweep_row_metric(const store_sweep_row *r, const char *metric);

@@ -51,11 +51,42 @@ static void test_interp(void)
     CHECK_NEAR(sweep_metric_at_l0(rows, n, "b", "ev", 20), 0.7, 1e-12);
     CHECK(isnan(sweep_metric_at_l0(rows, n, "c", "ev", 20)), "unknown family");
     CHECK(isnan(sweep_metric_at_l0(rows, n, "a", "nope", 20)), "unknown metric");
-    CHECK_NEAR(sweep_l0_at_metric(rows, n, "a", "ev", 0.7), 20, 1e-9);
-    CHECK_NEAR(sweep_l0_at_metric(rows, n, "a", "ev", 0.6), 10, 1e-9);
-    CHECK(isnan(sweep_l0_at_metric(rows, n, "a", "ev", 0.9)), "never reached");
-    CHECK_NEAR(sweep_l0_at_metric(rows, n, "b", "ev", 0.7), 20, 1e-12);
+    CHECK_NEAR(sweep_l0_at_metric(rows, n, "a", "ev", 0.7, NULL), 20, 1e-9);
+    CHECK_NEAR(sweep_l0_at_metric(rows, n, "a", "ev", 0.6, NULL), 10, 1e-9);
+    CHECK(isnan(sweep_l0_at_metric(rows, n, "a", "ev", 0.9, NULL)), "never reached");
+    CHECK_NEAR(sweep_l0_at_metric(rows, n, "b", "ev", 0.7, NULL), 20, 1e-12);
     CHECK_NEAR(sweep_row_metric(&rows[0], "l0"), 40, 0);
+    /* the sparsest run already past the target: said apart from "never reached" */
+    int below = 0;
+    CHECK(isnan(sweep_l0_at_metric(rows, n, "a", "ev", 0.5, NULL)));
+    CHECK_NEAR(sweep_l0_at_metric(rows, n, "a", "ev", 0.5, &below), 10, 1e-9);
+    CHECK(below == 1);
+    CHECK_NEAR(sweep_l0_at_metric(rows, n, "a", "ev", 0.7, &below), 20, 1e-9);
+    CHECK(below == 0);
+}
+
+/* Dominated runs are no part of a frontier: with (50, 0.7) beaten by (40, 0.8), the front of
+ * family a ends at 40 and nothing is interpolated towards the worse run (an audit found the
+ * sweep's lines and summary drawn through such runs). */
+static void test_pareto(void)
+{
+    store_sweep_row rows[] = {mk("a", "a1", 10, 0.6), mk("a", "a2", 40, 0.8), mk("a", "a5", 50, 0.7),
+                              mk("a", "a6", 20, 0.55)};
+    size_t n = 4;
+    CHECK(isnan(sweep_metric_at_l0(rows, n, "a", "ev", 45)), "past the front's last run");
+    CHECK_NEAR(sweep_metric_at_l0(rows, n, "a", "ev", 20), 0.7, 1e-12); /* not 0.55 */
+    double l0[] = {10, 40, 50, 20, 40, 10, NAN, 5}, y[] = {0.6, 0.8, 0.7, 0.55, 0.8, 0.6, 0.9, NAN};
+    unsigned char on[8];
+    CHECK(sweep_pareto(l0, y, 8, 0, on) == 2 && on[0] && on[1] && !on[2] && !on[3] && !on[4] && !on[5] &&
+          !on[6] && !on[7], "higher better: %d%d%d%d%d%d%d%d", on[0], on[1], on[2], on[3], on[4], on[5],
+          on[6], on[7]);
+    /* lower better (absorption): (10, 0.6) beats (20, 0.55)? no: 0.55 is lower, so both stay;
+       (40, 0.8) and (50, 0.7) lose to (20, 0.55) */
+    CHECK(sweep_pareto(l0, y, 6, 1, on) == 2 && on[0] && on[3] && !on[1] && !on[2] && !on[4] && !on[5]);
+    CHECK(sweep_metric_lower_better("absorption_mean_frac") && sweep_metric_lower_better("absorption_full_rate") &&
+          sweep_metric_lower_better("absorption_mean_frac_nogate") && sweep_metric_lower_better("mse") &&
+          !sweep_metric_lower_better("ev") && !sweep_metric_lower_better("sparse_probing_top1_acc") &&
+          !sweep_metric_lower_better("scr_metric_threshold_20"));
 }
 
 static void test_table(void)
@@ -117,6 +148,7 @@ static void test_table(void)
 int main(void)
 {
     test_interp();
+    test_pareto();
     test_table();
     return harness_report("test_sweep");
 }

@@ -4,7 +4,9 @@
 # continues to the same SAEs and rows as an uninterrupted one, a finished sweep is not retrained,
 # other settings in the same directory (the eval suites' included) are refused naming the setting,
 # a bad --model/--tokenizer or a value twice in a list is refused before anything is written,
-# SIGTERM says to rerun the same command, and eval_summary metrics get frontiers.
+# SIGTERM says to rerun the same command, eval_summary metrics get frontiers, a smaller grid
+# summarises only its runs, a second sweep into one directory is refused, k and empty hooks are
+# checked per hook before anything is written.
 set -u
 BIN=${SAELITE_BIN:-./saelite}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
@@ -114,6 +116,30 @@ for dup in "--ks 4,2,4:--ks: 4 is given twice" "--relu-l1 1,1.0:--relu-l1: 1 is 
 done
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --ks 2,x 2>&1)
 check '[ $? -eq 2 ]' "bad --ks is a usage error"
+
+# findings of an audit of the sweep:
+# a smaller grid over a finished directory drew and summarised the other runs too
+out=$($BIN sweep "${SW[@]}" --out "$T/full" --families relu,topk --ks 2 --no-png 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"3 runs (3 done before, 0 trained now)"* ]] && [[ "$out" == *"9 runs in $T/full from another grid"* ]] && [[ "$out" != *"topk 0"*"topk_k4"* ]]' \
+    "a smaller grid summarises its own runs: $out"
+# two sweeps into one directory both trained the whole grid
+if command -v flock >/dev/null; then
+    flock "$T/full/.sweep.lock" sleep 3 & fl=$!
+    sleep 0.5
+    out=$($BIN sweep "${SW[@]}" --out "$T/full" --no-png 2>&1)
+    check '[ $? -eq 1 ] && [[ "$out" == *"$T/full: another sweep is writing into this directory"* ]]' "a second sweep into one directory: $out"
+    wait $fl
+fi
+# k against the transcoders' own d_sae (expansion x a 16-wide hook) before anything trains
+out=$($BIN sweep "${SW[@]}" --out "$T/kbig" --families topk,transcoder --ks 48 --d-sae 0 --expansion 2 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"k 48 is more than d_sae (32) of transcoder on blocks.0.ln2.hook_normalized"* ]] && [ ! -e "$T/kbig" ]' \
+    "k above a transcoder's d_sae refused first: $out"
+# a hook without training rows: refused before the directory and the table
+cp "$T/a.db" "$T/noact.db"
+sqlite3 "$T/noact.db" "DELETE FROM activations WHERE hook_id = (SELECT id FROM hooks WHERE name = 'blocks.0.hook_mlp_out')"
+out=$($BIN sweep "${SW[@]/$T\/a.db/$T/noact.db}" --out "$T/noact" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"hook blocks.0.hook_mlp_out has no activations in the training split"* ]] && [ ! -e "$T/noact" ]' \
+    "a hook without activations refused first: $out"
 
 # the eval suites' view (a stand-in here): its metrics get frontiers by name
 q "CREATE VIEW eval_summary AS SELECT id AS sae_id, 'sparse_probing' AS suite, 'sparse_probing_top1_acc' AS metric, 0.5 + eval_ev / 4 AS value FROM sae_registry UNION ALL SELECT id, 'absorption', 'absorption_mean_frac', 0.1 FROM sae_registry WHERE architecture = 'topk'"
