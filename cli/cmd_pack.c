@@ -25,6 +25,40 @@ static int on_step(int step, int total, double best, void *user)
     return cli_interrupted();
 }
 
+/* The measuring passes over every pair: progress in rows and Ctrl-C (they ran minutes silent
+   and deaf to SIGTERM, an audit). */
+static int on_rows(int rows, int total, double mx, void *user)
+{
+    progress_update(user, rows, "max |cos| so far %.4f", mx);
+    return cli_interrupted();
+}
+
+static int measure(const char *what, const float *V, int count, int dim, pack_stats *st,
+                   int64_t *hist)
+{
+    progress p;
+    progress_begin(&p, what, count, "row");
+    int rc = pack_measure_cb(V, count, dim, st, hist, NBINS, on_rows, &p);
+    progress_end(&p);
+    return rc;
+}
+
+/* An output that cannot be written (a directory in its place) is refused before the work, not
+   after some files were written (an audit). */
+static int check_out(const char *out, const char *const *names)
+{
+    struct stat sb;
+    if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return err_set(ERR_IO, "%s: not a directory", out);
+    char path[4096];
+    for (int i = 0; names[i]; i++) {
+        if (path_join(path, sizeof path, out, names[i])) return ERR_ARG;
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+            return err_set(ERR_IO, "%s: is a directory; refusing to write over it", path);
+    }
+    return OK;
+}
+
 /* Fraction of pairs whose angle lies in [lo, hi] degrees (bin resolution 0.1 degree). */
 static double frac_in(const int64_t *h, int64_t pairs, double lo, double hi)
 {
@@ -52,7 +86,8 @@ int cmd_pack(int argc, char **argv)
         {"--dim", ARG_INT, &dim, "dimensions D", ARG_REQUIRED, ARG_MIN(1)},
         {"--count", ARG_INT, &count, "number of vectors N", ARG_REQUIRED, ARG_MIN(2)},
         {"--steps", ARG_INT, &c.steps, "optimizer steps", ARG_MIN(0)},
-        {"--lr", ARG_FLOAT, &c.lr, "initial step in radians (decays to 0.1% of it)", ARG_ABOVE(0)},
+        {"--lr", ARG_FLOAT, &c.lr, "initial step in radians (decays to 0.1% of it)", ARG_ABOVE(0),
+         ARG_MAX(3)},
         {"--sharpness", ARG_FLOAT, &c.sharpness, "soft-max sharpness", ARG_ABOVE(0)},
         {"--seed", ARG_I64, &seed, "random seed", ARG_MIN(0)},
         {"--range", ARG_STR, &range, "angle range LO,HI in degrees to report (0 <= LO < HI <= 180)"},
@@ -69,10 +104,14 @@ int cmd_pack(int argc, char **argv)
                                range);
     if ((int64_t)dim * count > (1L << 30))
         return cli_usage_error("pack", "--dim x --count must be at most 2^30");
+    if ((double)count * count * dim > PACK_MAX_WORK)
+        return cli_usage_error("pack", "--count^2 x --dim must be at most %.3g (each pass multiplies "
+                               "every pair); got %.3g", PACK_MAX_WORK, (double)count * count * dim);
     c.dim = dim;
     c.count = count;
     c.seed = (uint64_t)seed;
-    if (out && file_mkdir_p(out)) return cli_fail("pack");
+    static const char *const outs[] = {"vectors.npy", "angles.csv", "angles.png", NULL};
+    if (out && check_out(out, outs)) return cli_fail("pack");
     cli_catch_signals();
     size_t nv = (size_t)dim * count;
     float *R = mem_alloc(sizeof(float) * nv), *V = mem_alloc(sizeof(float) * nv);
@@ -83,7 +122,7 @@ int cmd_pack(int argc, char **argv)
         goto fail;
     }
     pack_random(R, count, dim, c.seed);
-    if (pack_measure(R, count, dim, &sr, hr, NBINS)) goto fail;
+    if (measure("pack: random set", R, count, dim, &sr, hr)) goto fail;
     memcpy(V, R, sizeof(float) * nv);
     progress p;
     progress_begin(&p, "pack", c.steps, "step");
@@ -91,7 +130,7 @@ int cmd_pack(int argc, char **argv)
     rc = pack_optimize(&c, V, 1, on_step, &p);
     progress_end(&p);
     double secs = now_seconds() - t0;
-    if (rc || pack_measure(V, count, dim, &so, ho, NBINS)) goto fail;
+    if (rc || measure("pack: optimised set", V, count, dim, &so, ho)) goto fail;
 
     double welch = pack_welch_bound(count, dim), jl = pack_jl_eps(count, dim);
     printf("%d unit vectors in %d dimensions (%lld pairs)\n\n", count, dim, (long long)sr.pairs);
@@ -102,7 +141,10 @@ int cmd_pack(int argc, char **argv)
     printf("\n(in range = pairs with angle in [%g, %g] degrees; %d steps in %.1f s)\n", lo, hi,
            c.steps, secs);
     printf("random vectors, typical |cos| ~ 1/sqrt(D) = %.4f\n", 1 / sqrt((double)dim));
-    if (welch > 0)
+    if (welch >= 1)
+        printf("Welch bound: every set of %d unit vectors in %d dimension has |cos| = 1 for some "
+               "pair (at 0 or 180 degrees)\n", count, dim);
+    else if (welch > 0)
         printf("Welch bound: every set of %d unit vectors in %d dimensions has some |cos| >= "
                "%.4f,\n  i.e. some pair outside %.2f..%.2f degrees\n",
                count, dim, welch, acos(welch) * 180 / M_PI, 180 - acos(welch) * 180 / M_PI);
@@ -114,12 +156,18 @@ int cmd_pack(int argc, char **argv)
                jl, acos(jl) * 180 / M_PI, 180 - acos(jl) * 180 / M_PI);
     else printf("Johnson-Lindenstrauss (random vectors, union bound): sqrt(4 ln N / D) = %.4f "
                 ">= 1, no guarantee at this size\n", jl);
-    double eps = cos(lo * M_PI / 180) > -cos(hi * M_PI / 180) ? fabs(cos(lo * M_PI / 180))
-                                                               : fabs(cos(hi * M_PI / 180));
-    if (eps > 0)
+    /* |cos| <= eps puts angles in [acos eps, 180 - acos eps]: inside lo..hi needs eps at most
+       both cos lo and -cos hi (the larger of the two printed 703 dimensions for 80..95 where the
+       bound gives 2786, an audit); a range without 90 degrees has no such eps */
+    double eps = fmin(cos(lo * M_PI / 180), -cos(hi * M_PI / 180));
+    if (count > dim && eps > 0)
         printf("  the same bound needs D >= 4 ln N / eps^2 = %.0f dimensions for all %d vectors "
                "within %g..%g degrees (|cos| <= %.4f)\n",
                ceil(pack_jl_dim(count, eps)), count, lo, hi, eps);
+    else if (count > dim)
+        printf("  %g..%g degrees does not contain 90: no bound on |cos| puts every pair in it\n",
+               lo, hi);
+    if (out && file_mkdir_p(out)) goto fail; /* after the work: an interrupted run leaves none */
     if (out) {
         char path[4096];
         int64_t sh[2] = {count, dim};

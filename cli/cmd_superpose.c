@@ -1,4 +1,5 @@
 /* cmd_superpose.c - `saelite superpose`: Toy Models of Superposition, swept over sparsity. */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@ CLI_COMMAND(superpose, "Toy models of superposition: n sparse features in m dime
 
 #define MAX_SPARSITIES 64
 
-/* "0,0.7,0.9" -> values in [0,1) */
+/* "0,0.7,0.9" -> values in [0,1): plain decimals (no hex, no blanks), no empty item */
 static int parse_list(const char *s, double *v, int max, int *n)
 {
     int k = 0;
@@ -29,15 +30,26 @@ static int parse_list(const char *s, double *v, int max, int *n)
     while (*p) {
         char *end;
         errno = 0;
+        if (!(isdigit((unsigned char)*p) || *p == '.') || strpbrk(p, "xX") == p + 1) return -1;
         double x = strtod(p, &end);
         if (end == p || errno || !(x >= 0 && x < 1) || k == max) return -1;
         v[k++] = x;
         p = end;
-        if (*p == ',') p++;
+        if (*p == ',' && p[1]) p++;
         else if (*p) return -1;
     }
     *n = k;
     return k ? 0 : -1;
+}
+
+/* The shortest %g spelling that reads back as x: file names and the table (%.4g wrote 0.99991
+   and 0.99992 to one W_S0.9999.npy, the second over the first, an audit). */
+static void spell(double x, char *buf, size_t cap)
+{
+    for (int p = 4; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) return;
+    }
 }
 
 /* One progress line over every sparsity (a reporter per sparsity printed nothing when each
@@ -50,8 +62,9 @@ typedef struct {
 static int on_step(int step, int total, double loss, void *user)
 {
     prog_state *ps = user;
-    if (step % 50 == 0 || step == total)
-        progress_update(&ps->p, ps->base + step, "S=%.4g loss %.5f", ps->S, loss);
+    /* every step (progress_update draws only every few seconds): every 50th step left a wide
+       model silent for its first 17 minutes (an audit) */
+    progress_update(&ps->p, ps->base + step, "S=%.4g loss %.5f", ps->S, loss);
     return cli_interrupted();
 }
 
@@ -82,7 +95,36 @@ int cmd_superpose(int argc, char **argv)
     if (parse_list(sp, S, MAX_SPARSITIES, &ns))
         return cli_usage_error("superpose", "--sparsity wants up to %d comma-separated values in "
                                             "[0,1), got '%s'", MAX_SPARSITIES, sp);
-    if (out && file_mkdir_p(out)) return cli_fail("superpose");
+    char Sname[MAX_SPARSITIES][32];
+    for (int k = 0; k < ns; k++) {
+        spell(S[k], Sname[k], sizeof Sname[k]);
+        for (int j = 0; j < k; j++)
+            if (S[j] == S[k])
+                return cli_usage_error("superpose", "--sparsity: %s is given twice", Sname[k]);
+    }
+    /* outputs that cannot be written are refused before training, not after some files were
+       (an audit); the directory is made after training, so Ctrl-C leaves none */
+    if (out) {
+        struct stat sb;
+        if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            err_set(ERR_IO, "%s: not a directory", out);
+            return cli_fail("superpose");
+        }
+        char path[4096];
+        static const char *const fixed[] = {"features.csv", "summary.csv", "superpose.png",
+                                            "dimensionality.png"};
+        for (int k = 0; k < ns + 4; k++)
+            for (int w = 0; w < (k < ns ? 3 : 1); w++) {
+                static const char *const pre[] = {"W", "b", "gram"};
+                if (k < ns ? path_fmt(path, sizeof path, "%s/%s_S%s.npy", out, pre[w], Sname[k])
+                           : path_join(path, sizeof path, out, fixed[k - ns]))
+                    return cli_fail("superpose");
+                if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+                    err_set(ERR_IO, "%s: is a directory; refusing to write over it", path);
+                    return cli_fail("superpose");
+                }
+            }
+    }
     cli_catch_signals();
 
     sup_model **models = mem_calloc((size_t)ns, sizeof *models);
@@ -122,7 +164,7 @@ int cmd_superpose(int argc, char **argv)
         sup_model *s = models[k];
         sup_feature *f = feat + (size_t)k * n;
         sup_features(s, f);
-        printf("%-9.4g %9.4g %11.6f %14.3f %9d/%-3d", S[k], 1 / (1 - S[k]), s->final_loss,
+        printf("%-9s %9.4g %11.6f %14.3f %9d/%-3d", Sname[k], 1 / (1 - S[k]), s->final_loss,
                sup_dims_per_feature(s), sup_represented(s), n);
         /* every represented feature's D_i up to 32 (features.csv has all of them) */
         int shown = 0, rep_n = sup_represented(s);
@@ -132,19 +174,20 @@ int cmd_superpose(int argc, char **argv)
         printf("\n");
         fflush(stdout);
     }
+    if (out && file_mkdir_p(out)) goto fail;
     if (out) {
         char path[4096];
         for (int k = 0; k < ns; k++) {
             sup_model *s = models[k];
             int64_t shw[2] = {n, m}, shb[1] = {n}, shg[2] = {n, n};
             sup_gram(s, G);
-            if (path_fmt(path, sizeof path, "%s/W_S%.4g.npy", out, S[k]) ||
+            if (path_fmt(path, sizeof path, "%s/W_S%s.npy", out, Sname[k]) ||
                 npy_write(path, s->W, 2, shw))
                 goto fail;
-            if (path_fmt(path, sizeof path, "%s/b_S%.4g.npy", out, S[k]) ||
+            if (path_fmt(path, sizeof path, "%s/b_S%s.npy", out, Sname[k]) ||
                 npy_write(path, s->b, 1, shb))
                 goto fail;
-            if (path_fmt(path, sizeof path, "%s/gram_S%.4g.npy", out, S[k]) ||
+            if (path_fmt(path, sizeof path, "%s/gram_S%s.npy", out, Sname[k]) ||
                 npy_write(path, G, 2, shg))
                 goto fail;
         }
@@ -155,7 +198,7 @@ int cmd_superpose(int argc, char **argv)
         for (int k = 0; k < ns; k++)
             for (int i = 0; i < n; i++) {
                 const sup_feature *x = &feat[(size_t)k * n + i];
-                fprintf(a.f, "%.6g,%d,%.6g,%.6f,%.6f,%.6f,%.6f\n", S[k], i, pow(imp, i), x->norm,
+                fprintf(a.f, "%s,%d,%.6g,%.6f,%.6f,%.6f,%.6f\n", Sname[k], i, pow(imp, i), x->norm,
                         x->superposition, x->dimensionality, models[k]->b[i]);
             }
         if (file_atomic_commit(&a)) goto fail;
@@ -163,7 +206,7 @@ int cmd_superpose(int argc, char **argv)
             goto fail;
         fprintf(a.f, "sparsity,loss,dims_per_feature,represented\n");
         for (int k = 0; k < ns; k++)
-            fprintf(a.f, "%.6g,%.8f,%.6f,%d\n", S[k], models[k]->final_loss,
+            fprintf(a.f, "%s,%.8f,%.6f,%d\n", Sname[k], models[k]->final_loss,
                     sup_dims_per_feature(models[k]), sup_represented(models[k]));
         if (file_atomic_commit(&a)) goto fail;
         if (path_join(path, sizeof path, out, "superpose.png") ||

@@ -36,6 +36,23 @@ ok awk -v r="$r" -v o="$o" 'BEGIN { exit !(o < 0.65 * r) }'
 ok test -s "$tmp/pk/angles.png" -a -s "$tmp/pk/angles.csv" -a -s "$tmp/pk/vectors.npy"
 $BIN pack --dim 0 --count 5 >/dev/null 2>&1; ok test $? -eq 2
 $BIN pack --dim 4 --count 5 --range 91,89 >/dev/null 2>&1; ok test $? -eq 2
+# findings of an audit against the paper and an independent PyTorch run:
+# sparsities spelt in 4 digits shared one W file; duplicates and a trailing comma were taken
+$BIN superpose --n 5 --m 2 --steps 20 --sparsity 0.99991,0.99992 -o "$tmp/sp2" >/dev/null 2>&1
+ok test -s "$tmp/sp2/W_S0.99991.npy" -a -s "$tmp/sp2/W_S0.99992.npy"
+$BIN superpose --n 5 --m 2 --steps 20 --sparsity 0.9,0.9 >/dev/null 2>&1; ok test $? -eq 2
+$BIN superpose --n 5 --m 2 --steps 20 --sparsity 0.5, >/dev/null 2>&1; ok test $? -eq 2
+# a NaN model (the ReLU hid it from the loss) was written with exit 0
+$BIN superpose --n 5 --m 2 --lr 1e308 --steps 10 --sparsity 0.5 -o "$tmp/nanrun" >/dev/null 2>&1
+ok test $? -eq 1 -a ! -e "$tmp/nanrun"
+# an output that cannot be written: refused before training, nothing else written
+mkdir -p "$tmp/mid/b_S0.9.npy"
+$BIN superpose --n 5 --m 2 --steps 20 --sparsity 0,0.9 -o "$tmp/mid" >/dev/null 2>&1
+ok test $? -eq 1 -a ! -e "$tmp/mid/W_S0.npy"
+# pack: days of pair passes refused; the range bound takes both ends
+$BIN pack --dim 10 --count 1000000 >/dev/null 2>&1; ok test $? -eq 2
+out=$($BIN pack --dim 20 --count 200 --range 80,95 --steps 0 2>&1)
+ok grep -q "needs D >= 4 ln N / eps^2 = 2791 dimensions" <<<"$out"
 
 # ---- a tiny tokenizer and random model for generate / embed / attention
 printf 'the cat sat on the mat.\n\nthe dog sat on the log. the cat and the dog.\n' > "$tmp/t.txt"

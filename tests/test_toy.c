@@ -137,6 +137,13 @@ static void test_sup_errors(void)
     CHECK(sup_train(&c, &s, NULL, NULL) == ERR_ARG && s == NULL);
     sup_config_default(&c, 0, 2);
     CHECK(sup_train(&c, &s, NULL, NULL) == ERR_ARG);
+    /* a divergence to NaN weights kept the loss finite (the ReLU maps NaN to 0): written, exit 0 */
+    sup_config_default(&c, 5, 2);
+    c.sparsity = 0.5;
+    c.steps = 10;
+    c.lr = 1e308;
+    CHECK(sup_train(&c, &s, NULL, NULL) == ERR_ARG && s == NULL && strstr(err_msg(), "diverged"), "%s",
+          err_msg());
     /* every allocation failure is reported, nothing leaks (checked under ASan) */
     sup_config_default(&c, 5, 2);
     c.steps = 3;
@@ -242,6 +249,18 @@ static void test_pack_measure(void)
     CHECK(h3[0] == 2 && h3[1] == 1 && h3[2] == 0, "hist %lld %lld %lld", (long long)h3[0],
           (long long)h3[1], (long long)h3[2]);
     CHECK(pack_measure(W, 1, 2, &st, NULL, 0) == ERR_ARG);
+    /* NaN vectors measured as max |cos| 0, below the Welch bound; a huge step kept them as the
+       best iterate (an audit) */
+    W[3] = NAN;
+    CHECK(pack_measure(W, 3, 2, &st, NULL, 0) == ERR_ARG && strstr(err_msg(), "not finite"), "%s", err_msg());
+    pack_config c;
+    pack_config_default(&c, 3, 4);
+    c.lr = 1e37;
+    float P[12];
+    CHECK(pack_optimize(&c, P, 0, NULL, NULL) == ERR_ARG && strstr(err_msg(), "diverged"), "%s", err_msg());
+    /* passes over all pairs too long to finish are refused */
+    CHECK(pack_measure(V, 1000000, 10, &st, NULL, 0) == ERR_ARG && strstr(err_msg(), "count^2 x dim"), "%s",
+          err_msg());
     mem_free(V);
 }
 

@@ -74,13 +74,26 @@ static int check(int count, int dim)
     if (dim < 1 || count < 2 || (int64_t)count * dim > (1L << 30))
         return err_set(ERR_ARG, "need dim >= 1 and count >= 2 and count * dim <= 2^30 (got dim=%d, count=%d)",
                        dim, count);
+    /* every pass (a measure, an optimiser step) multiplies all pairs: count^2 dim / 2
+       multiply-adds. 1e6 x 10 passed the size check and ran for days, silent (an audit). */
+    if ((double)count * count * dim > PACK_MAX_WORK)
+        return err_set(ERR_ARG, "count^2 x dim = %.3g is more than %.3g (each pass multiplies every "
+                       "pair: count %d, dim %d would take hours a pass)", (double)count * count * dim,
+                       PACK_MAX_WORK, count, dim);
     return OK;
 }
 
 int pack_measure(const float *V, int count, int dim, pack_stats *st, int64_t *hist, int nbins)
 {
+    return pack_measure_cb(V, count, dim, st, hist, nbins, NULL, NULL);
+}
+
+int pack_measure_cb(const float *V, int count, int dim, pack_stats *st, int64_t *hist, int nbins,
+                    toy_progress_fn cb, void *user)
+{
     int rc = check(count, dim);
     if (rc) return rc;
+    int nonfinite = 0;
     int bs = block_rows(count);
     float *C = mem_alloc(sizeof(float) * (size_t)bs * count);
     if (!C) return err_set(ERR_NOMEM, "out of memory for %d x %d cosines", bs, count);
@@ -94,6 +107,10 @@ int pack_measure(const float *V, int count, int dim, pack_stats *st, int64_t *hi
             const float *ci = C + (size_t)i * count;
             for (int j = r0 + i + 1; j < count; j++) {
                 double c = ci[j];
+                if (c != c) { /* a NaN skipped measured NaN vectors as max |cos| 0 (an audit) */
+                    nonfinite = 1;
+                    continue;
+                }
                 if (c > 1) c = 1;
                 if (c < -1) c = -1;
                 double a = fabs(c);
@@ -108,8 +125,13 @@ int pack_measure(const float *V, int count, int dim, pack_stats *st, int64_t *hi
                 }
             }
         }
+        if (cb && cb(r0 + nr, count, mx, user)) {
+            mem_free(C);
+            return err_set(ERR_ABORTED, "interrupted while measuring (row %d of %d)", r0 + nr, count);
+        }
     }
     mem_free(C);
+    if (nonfinite) return err_set(ERR_ARG, "the vectors are not finite (a NaN cosine)");
     int64_t pairs = (int64_t)count * (count - 1) / 2;
     st->pairs = pairs;
     st->max_abs_cos = mx;
@@ -210,6 +232,11 @@ int pack_optimize(const pack_config *c, float *V, int init, toy_progress_fn cb, 
         /* G holds d/dV of sum exp(...): move against it, scaled so the largest step is lr */
         cblas_saxpy((int)nv, (float)(-lr / sqrt(gmax)), G, 1, V, 1);
         normalize_rows(V, count, dim);
+        for (size_t i = 0; i < nv; i++)
+            if (!isfinite(V[i])) {
+                rc = err_set(ERR_ARG, "the vectors diverged at step %d (lower --lr)", t + 1);
+                goto done;
+            }
         if (cb && cb(t + 1, c->steps, best_max, user)) {
             rc = err_set(ERR_ABORTED, "interrupted at step %d", t + 1);
             goto done;

@@ -177,7 +177,12 @@ static int train_one(const sup_config *c, uint64_t seed, sup_model **out, toy_pr
                     m);
         adam(s->W, gw, mw, vw, (long)nw, c->lr, t);
         adam(s->b, gb, mb, vb, n, c->lr, t);
-        if (!isfinite(loss)) {
+        /* the ReLU maps a NaN pre-activation to 0, so NaN weights kept the loss finite (that of
+           an all-zero output) and a diverged model was written, exit 0 (an audit) */
+        int finite = isfinite(loss);
+        for (size_t i = 0; finite && i < nw; i++) finite = isfinite(s->W[i]);
+        for (int i = 0; finite && i < n; i++) finite = isfinite(s->b[i]);
+        if (!finite) {
             rc = err_set(ERR_ARG, "loss diverged at step %d (lower --lr)", t);
             goto done;
         }
