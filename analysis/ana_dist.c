@@ -88,8 +88,16 @@ int ana_tree_total(ana_tree *t, const double **out)
 
 int ana_agree(int rc)
 {
+    if (dist_size() == 1) return rc;
+    int mrc = ana_barrier();
+    if (mrc) return mrc; /* MPI failed: a peer is gone, mpirun ends the job */
+    return dist_check(rc);
+}
+
+int ana_barrier(void)
+{
     const int N = dist_size();
-    if (N == 1) return rc;
+    if (N == 1) return OK;
     int one = 1, mrc = OK;
     if (dist_is_root()) {
         for (int r = 1; r < N && !mrc; r++) {
@@ -102,8 +110,7 @@ int ana_agree(int rc)
         if (!mrc) mrc = dist_await(0, TAG_GO);
         if (!mrc) mrc = dist_recv(&one, sizeof one, 0, TAG_GO, NULL);
     }
-    if (mrc) return mrc; /* MPI failed: a peer is gone, mpirun ends the job */
-    return dist_check(rc);
+    return mrc;
 }
 
 static int send_bulk(const unsigned char *buf, uint64_t bytes, int peer)

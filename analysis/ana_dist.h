@@ -50,6 +50,9 @@ int ana_tree_total(ana_tree *t, const double **out);
  * (dist_check), after a rendezvous that sleeps while it waits (OpenMPI's collectives spin, and a
  * spinning rank takes the core of one still working when ranks outnumber cores). One rank: rc. */
 int ana_agree(int rc);
+/* Collective: every rank arrives before any leaves (no error agreement: an error already agreed
+ * keeps its mark). OK, or the MPI failure. */
+int ana_barrier(void);
 /* Collective: every other rank's accumulator merged into rank 0's (exact; the sums excluded, see
  * ana_feat_acc_merge_packed). Rank 0 learns the sizes and allocates first, and the ranks agree
  * before the bulk moves, so a failure on either side stops everyone, nobody left in a send. */

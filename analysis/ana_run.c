@@ -237,16 +237,27 @@ static int tc_replace_hook(const tensor_view *t, void *user)
     int d_out = sp->d->d_out;
     int64_t numel = tensor_numel(t);
     float *y = t->data;
+    if (ts->rows == 0) {
+        /* the target fired before the input in this pass: a transcoder trained on a pair whose
+           "output" comes first in the block (sae-train cannot tell from the store), which read
+           as "gives 65536 values, not 0 rows of 512" (an audit) */
+        sp->rc = err_set(ERR_ARG, "the transcoder's output hook %s runs before its input hook in "
+                         "the forward pass: a transcoder maps a hook to a later one (e.g. "
+                         "blocks.L.ln2.hook_normalized -> blocks.L.hook_mlp_out)", t->name);
+        return 1;
+    }
     if (numel != (int64_t)ts->rows * d_out) {
         sp->rc = err_set(ERR_SHAPE, "hook %s gives %lld values, not %d rows of %d", t->name,
                          (long long)numel, ts->rows, d_out);
         return 1;
     }
+    int rows = ts->rows;
+    ts->rows = 0; /* taken: a later pass must capture its own rows first */
     if (sp->mode == SPLICE_ZERO) {
         memset(y, 0, (size_t)numel * sizeof *y);
         return 0;
     }
-    int rc = sae_forward(sp->d->sae, ts->xin, ts->rows, sp->f, sp->xhat);
+    int rc = sae_forward(sp->d->sae, ts->xin, rows, sp->f, sp->xhat);
     if (rc) {
         sp->rc = rc;
         return 1;
@@ -1275,6 +1286,19 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
     mem_free(nd.W_dec);
     sae_free(sd.sae);
     free_shared(&sh);
+    /* the readers close before rank 0, the writer: the last connection to close checkpoints
+       the WAL into the file and removes it. Rank 0 closing while a reader still had the file
+       left the whole analysis in DB-wal (an audit, 1 run in 4 under mpirun -np 2): a copy of
+       the .db alone had none of it. */
+    if (!dist_is_root()) {
+        store_close(sh.s);
+        sh.s = NULL;
+    }
+    if (dist_size() > 1) { /* not ana_agree: its dist_check would clear an agreed error's
+                              "shared" mark, and every rank would print it */
+        int r2 = ana_barrier();
+        if (!rc) rc = r2;
+    }
     store_close(sh.s);
     op_set_precision(prev_bf16 ? OP_PRECISION_BF16 : OP_PRECISION_FP32);
     return rc;

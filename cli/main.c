@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "common/dist.h"
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/par.h"
 
 #define X(id)                                                                                 \
@@ -143,6 +144,27 @@ static int runs_distributed(const char *name)
 
 static int run_command(int argc, char **argv);
 
+/* Under mpirun every rank must run the same command line: an MPMD launch with --k 16 on one
+ * rank trained weights no single process gives while cfg.json recorded rank 0's k, and
+ * sae-train on one rank beside analyze on another hung until killed (an audit). Returns the
+ * first rank whose arguments differ from rank 0's (0 when all agree, -1 when MPI failed). */
+static int ranks_disagree(int argc, char **argv)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (int i = 1; i < argc; i++) h = hash_fnv1a(h, argv[i], strlen(argv[i]) + 1);
+    int n = dist_size();
+    uint64_t *all = malloc(sizeof *all * (size_t)n);
+    if (!all || dist_allgather(&h, all, sizeof h)) {
+        free(all);
+        return -1;
+    }
+    int bad = 0;
+    for (int r = 1; r < n && !bad; r++)
+        if (all[r] != all[0]) bad = r;
+    free(all);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     omp_passive_reexec(argc, argv);
@@ -152,8 +174,17 @@ int main(int argc, char **argv)
         return 1;
     }
     fix_names();
-    int rc;
-    if (dist_size() > 1 && argc >= 2 && find(argv[1]) && !runs_distributed(argv[1])) {
+    int rc, bad = dist_size() > 1 ? ranks_disagree(argc, argv) : 0;
+    if (bad) {
+        if (dist_is_root()) {
+            if (bad < 0) fprintf(stderr, "saelite: %s\n", err_msg());
+            else
+                fprintf(stderr, "saelite: rank %d was started with other arguments than rank 0; "
+                                "under mpirun every rank runs the same command with the same flags\n",
+                        bad);
+        }
+        rc = 2;
+    } else if (dist_size() > 1 && argc >= 2 && find(argv[1]) && !runs_distributed(argv[1])) {
         if (dist_is_root())
             fprintf(stderr, "saelite %s: does not run on several ranks (mpirun -np %d); run it "
                             "as one process (data parallel: sae-train, extract, analyze)\n", argv[1], dist_size());

@@ -335,6 +335,13 @@ for a in transcoder skip_transcoder; do
     check '[ "$(sqlite3 "$T/tc.db" "$q ('"'ce_clean'"')")" = "$(sqlite3 "$T/tc.db" "$q ('"'ce_sae_err'"')")" ] && [ -n "$(sqlite3 "$T/tc.db" "$q ('"'ce_loss_score'"')")" ]' "$a: the error term gives back the clean loss"
 done
 check '[ "$(sqlite3 "$T/tc.db" "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE m.name = '"'explained_variance'"' AND m.value > 0")" = 2 ]' "analyze measures the transcoders against hook_mlp_out"
+# a pair whose target runs first in the block trains (the store cannot tell) and analyze said
+# "gives N values, not 0 rows of 32" (an audit): it names the order now
+$BIN sae-train --db "$T/tc.db" --hook blocks.0.hook_mlp_out --hook-out blocks.0.ln2.hook_normalized --d-sae 64 --k 4 \
+    --tokens 2048 --batch 256 --val-frac 0.2 --arch transcoder --out "$T/tc_rev" >/dev/null 2>&1
+cp "$T/tc.db" "$T/tcrev.db"
+out=$($BIN analyze --db "$T/tcrev.db" --sae "$T/tc_rev" --ce-seqs 4 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"output hook blocks.0.ln2.hook_normalized runs before its input hook"* ]]' "a reversed transcoder pair: $out"
 # analyze --precision bf16 (the model's matmuls): refused under SAELITE_NO_BF16; where the CPU
 # has bf16, the clean loss within 2% of the fp32 analysis's (a copy of the database)
 out=$(SAELITE_NO_BF16=1 $BIN analyze --db "$T/tc.db" --sae "$T/transcoder" --all --ce-seqs 8 --precision bf16 2>&1)

@@ -264,10 +264,25 @@ msg=$(grep -m1 'saelite sae-train' err.txt)
     ok "-np 8 with 4 micro-batches: refused: $msg" || bad "-np 8: $msg"
 "$BIN" synth --out acts.npy --truth truth.npy --d 16 --features 32 --tokens 4096 > /dev/null 2>&1
 N=(--d-sae 64 --k 4 --batch 256 --tokens 5120 --micro-batches 2)
-"${MPI[@]}" -np 1 "$BIN" sae-train --npy acts.npy "${N[@]}" --out rd : -np 1 "$BIN" sae-train --npy missing.npy "${N[@]}" --out rd > /dev/null 2> err.txt
+# the same command line on every rank (checked), the file missing where rank 1 runs: a node
+# without the shared file, played by another working directory
+mkdir -p rdA rdB && cp acts.npy rdA/
+"${MPI[@]}" -np 1 -wdir "$W/rdA" "$BIN" sae-train --npy acts.npy "${N[@]}" --out "$W/rd" : \
+    -np 1 -wdir "$W/rdB" "$BIN" sae-train --npy acts.npy "${N[@]}" --out "$W/rd" > /dev/null 2> err.txt
 msg=$(grep -m1 'saelite sae-train' err.txt)
-[[ "$msg" == *"rank 1"*"missing.npy"* ]] && [ ! -e rd/checkpoint.bin ] &&
+[[ "$msg" == *"rank 1"*"acts.npy"* ]] && [ ! -e rd/checkpoint.bin ] &&
     ok "a rank that cannot read its data: $msg" || bad "unreadable data on rank 1: '$msg'"
+# other flags on one rank trained weights no single process gives, cfg.json naming rank 0's k;
+# another command on one rank hung (an audit): refused before anything
+"${MPI[@]}" -np 1 "$BIN" sae-train --npy acts.npy "${N[@]}" --out mm : -np 1 "$BIN" sae-train --npy acts.npy "${N[@]}" --k 8 --out mm > /dev/null 2> err.txt
+rc=$?
+msg=$(grep -m1 '^saelite' err.txt)
+[ $rc -ne 0 ] && [[ "$msg" == *"rank 1 was started with other arguments than rank 0"* ]] && [ ! -e mm ] &&
+    ok "other flags on one rank: refused: $msg" || bad "other flags on one rank: rc $rc, '$msg'"
+timeout 60 "${MPI[@]}" -np 1 "$BIN" sae-train --npy acts.npy "${N[@]}" --out mm : -np 1 "$BIN" info acts.npy > /dev/null 2> err.txt
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "other arguments than rank 0" err.txt && [ ! -e mm ] &&
+    ok "another command on one rank: refused, no hang" || bad "another command on one rank: rc $rc"
 "${MPI[@]}" -np 2 "$BIN" info acts.npy > /dev/null 2> err.txt
 grep -q "does not run on several ranks" err.txt && ok "info under -np 2 refused: $(grep -m1 saelite err.txt)" ||
     bad "info under -np 2: $(head -n 2 err.txt)"
@@ -394,6 +409,9 @@ for split in all val; do
         cp an.db an$n.$split.db
         "${MPI[@]}" -np $n "$BIN" "${AN[@]}" --db an$n.$split.db > out.txt 2> err.txt ||
             { bad "analyze ($split) -np $n failed: $(grep -m1 saelite err.txt)"; continue; }
+        # rank 0 closed before a reader and left the analysis in DB-wal alone (an audit)
+        [ ! -s an$n.$split.db-wal ] && ok "analyze ($split) -np $n: the WAL is checkpointed into the file" ||
+            bad "analyze ($split) -np $n: $(stat -c %s an$n.$split.db-wal) bytes left in the WAL"
         andump an$n.$split.db > an$n.$split.dump
         if cmp -s anp.$split.dump an$n.$split.dump && [ "$(grep -c . anp.$split.dump)" -gt 5000 ]; then
             ok "analyze ($split split) -np $n: every analysis table = one process ($(grep -c . anp.$split.dump) rows)"
@@ -414,9 +432,10 @@ cp an.db an3.db
 msg=$(grep -m1 '^saelite analyze' err.txt)
 [[ "$msg" == *"world size 3"*"power of two"* ]] && [ "$(grep -c '^saelite analyze' err.txt)" = 1 ] && [ "$(antables an3.db)" = 0 ] &&
     ok "analyze -np 3: refused once, the database untouched: $(echo "$msg" | cut -c1-90)" || bad "analyze -np 3: '$msg', $(antables an3.db) analysis tables"
-"${MPI[@]}" -np 1 "$BIN" analyze --sae "$W/ansae" --db an3.db : -np 1 "$BIN" analyze --sae "$W/nosae" --db an3.db > /dev/null 2> err.txt
+mkdir -p anA anB && ln -sfn "$W/ansae" anA/s
+"${MPI[@]}" -np 1 -wdir "$W/anA" "$BIN" analyze --sae s --db "$W/an3.db" : -np 1 -wdir "$W/anB" "$BIN" analyze --sae s --db "$W/an3.db" > /dev/null 2> err.txt
 msg=$(grep -m1 '^saelite analyze' err.txt)
-[[ "$msg" == *"rank 1: "*"nosae"* ]] && [ "$(antables an3.db)" = 0 ] &&
+[[ "$msg" == *"rank 1: "*"s"* ]] && [ "$(antables an3.db)" = 0 ] &&
     ok "analyze: a rank that cannot read its SAE: $msg" || bad "analyze with an unreadable SAE on rank 1: '$msg', $(antables an3.db) analysis tables"
 # rank 0, the writer, killed with SIGKILL while it writes (its -wal grows: the analysis writer's
 # cache cut to 256 KiB, so its rows spill long before the commit: the -wal passes 1 MB about 4 s
