@@ -173,17 +173,50 @@ static int host_ok(const char *host, struct in_addr bind)
     return (ntohl(a.s_addr) >> 24) == 127 || a.s_addr == bind.s_addr || bind.s_addr == INADDR_ANY;
 }
 
-/* A refusal the headers decide (1 and *r), before any body is read: a Host that is not this
- * server (421), an Origin other than the request's own, i.e. a cross-site page (403), Host or
- * Content-Length given twice, or a body declared above SRV_MAX_BODY (413, unread). */
-static int refuse_early(const server *sv, struct MHD_Connection *con, srv_response *r)
+/* 1 when the browser says another site made the request (Sec-Fetch-Site, sent by Chromium,
+ * Firefox and Safari on every request; absent from curl, "none" for a typed URL). */
+static int other_site(const char *sfs)
 {
-    const char *host, *origin, *clen;
+    return sfs && (!strcasecmp(sfs, "cross-site") || !strcasecmp(sfs, "same-site"));
+}
+
+/* 1 when the raw request target's path is under /api/ or /report/ (percent-decoded first, so
+ * /%61pi/ counts too; a malformed target is left to srv_parse_target's 400). */
+static int api_target(const char *target)
+{
+    char buf[SRV_MAX_URL + 1];
+    const char *path;
+    srv_arg args[SRV_MAX_ARGS];
+    int n;
+    if (!target || strlen(target) > SRV_MAX_URL) return 0;
+    strcpy(buf, target);
+    if (srv_parse_target(buf, &path, args, &n)) return 0;
+    return !strncmp(path, "/api/", 5) || !strncmp(path, "/report/", 8);
+}
+
+/* A refusal the headers decide (1 and *r), before any body is read: a Host that is not this
+ * server (421), an Origin other than the request's own, i.e. a cross-site page (403), an API or
+ * dashboard request another site made (Sec-Fetch-Site cross-site or same-site: 403), Host,
+ * Origin, Sec-Fetch-Site or Content-Length given twice, or a body declared above SRV_MAX_BODY
+ * (413, unread). */
+static int refuse_early(const server *sv, struct MHD_Connection *con, const char *target,
+                        srv_response *r)
+{
+    const char *host, *origin, *clen, *sfs;
     int nh = header(con, MHD_HTTP_HEADER_HOST, &host), no = header(con, "Origin", &origin),
-        nc = header(con, MHD_HTTP_HEADER_CONTENT_LENGTH, &clen);
-    if (nh > 1 || no > 1 || nc > 1)
+        nc = header(con, MHD_HTTP_HEADER_CONTENT_LENGTH, &clen),
+        ns = header(con, "Sec-Fetch-Site", &sfs);
+    if (nh > 1 || no > 1 || nc > 1 || ns > 1)
         return !srv_error(r, 400, "header %s given twice", nh > 1 ? "Host" : no > 1 ? "Origin"
-                                                                      : "Content-Length");
+                          : ns > 1 ? "Sec-Fetch-Site" : "Content-Length");
+    /* A browser sends no Origin on a no-cors GET (<img src>, <script src>, a link), so the
+       Origin check below let another site's page run console SQL and the model through
+       GET /api/sql?q= and /api/test?text= (an audit kept the console busy that way). The
+       page's own requests are same-origin; only navigations to a page may come from
+       elsewhere. */
+    if (other_site(sfs) && api_target(target))
+        return !srv_error(r, 403, "request from another site (Sec-Fetch-Site: %.20s) refused: "
+                          "the API answers only this server's own page", sfs);
     /* HTTP/1.1 requires Host (libmicrohttpd refuses its absence); an HTTP/1.0 client may omit it */
     if (host && !host_ok(host, sv->bind))
         return !srv_error(r, 421, "Host '%.80s' is not this server (use http://127.0.0.1:PORT/ or "
@@ -218,7 +251,10 @@ static void on_done(void *cls, struct MHD_Connection *con, void **req_cls,
     *req_cls = NULL;
 }
 
-static enum MHD_Result send_resp(struct MHD_Connection *con, const srv_response *r)
+/* xsite: the page was opened from another site; it is told so (a Server-Timing entry, which
+ * its script reads from the navigation's timing) and then does not run the SQL or text its URL
+ * carries until the user presses Run (a link elsewhere to /sql?sql=... ran it). */
+static enum MHD_Result send_resp(struct MHD_Connection *con, const srv_response *r, int xsite)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(
         r->len, (void *)r->data, r->owned ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
@@ -229,6 +265,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *con, const srv_response 
                             "default-src 'self'; img-src 'self' data:; style-src 'self'; "
                             "script-src 'self'; connect-src 'self'; frame-ancestors 'none'");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
+    if (xsite && r->type && !strncmp(r->type, "text/html", 9))
+        MHD_add_response_header(resp, "Server-Timing", "xsite");
     enum MHD_Result ret = MHD_queue_response(con, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -248,9 +286,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
            a refusal wants) */
         k->seen = 1;
         srv_response r;
-        if (!refuse_early(sv, con, &r)) return MHD_YES;
+        if (!refuse_early(sv, con, k->target, &r)) return MHD_YES;
         __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
-        enum MHD_Result ret = send_resp(con, &r);
+        enum MHD_Result ret = send_resp(con, &r, 0);
         srv_response_free(&r);
         return ret;
     }
@@ -284,7 +322,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
     }
     if (rc) return MHD_NO;
     __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
-    enum MHD_Result ret = send_resp(con, &r);
+    const char *sfs;
+    header(con, "Sec-Fetch-Site", &sfs);
+    enum MHD_Result ret = send_resp(con, &r, other_site(sfs));
     srv_response_free(&r);
     return ret;
 }

@@ -247,6 +247,21 @@ try:
     page.goto('/sql?sql=DELETE%20FROM%20ana_features')
     err = page.js("(document.getElementById('error') || {}).textContent || ''")
     check('sql: a write is refused on the page', 'refused' in err, err)
+    # a link from another site (localhost is another site than 127.0.0.1) to /sql?sql=...:
+    # the page shows the SQL and waits for Run instead of running it
+    other = base.replace('127.0.0.1', 'localhost')
+    page.call('Page.navigate', url=other + '/')
+    time.sleep(0.05)
+    page.wait_ready('the page on another site')
+    page.js("document.body.dataset.ready = ''")
+    page.js("location.href = %s" % json.dumps(base + '/sql?sql=SELECT%201'))
+    time.sleep(0.2)
+    page.wait_ready('/sql opened from another site')
+    st = page.js("[!!document.getElementById('autorun-note'), !!document.getElementById('sql-table'), location.host]")
+    check('sql: opened from another site, it waits for Run', st[:2] == [True, False] and st[2].startswith('127.0.0.1'), str(st))
+    page.action('run it by hand', "document.getElementById('run').click()")
+    cell = page.js("(document.querySelector('#sql-table td') || {}).textContent")
+    check('sql: ... and Run runs it', cell == '1', str(cell))
 except Exception as e:  # a broken page or browser is a failure, not a crash of the test
     check('browser session', False, repr(e))
 finally:

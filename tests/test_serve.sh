@@ -467,6 +467,29 @@ done
 hreq -H "Origin: http://attacker.example" "$URL/api/info"; okn "GET from another Origin refused" test "$code" = 403
 hreq -X POST -H "Origin: $URL" --data-binary '{"sql": "SELECT 1"}' "$URL/api/sql"
 okn "POST from the server's own Origin accepted (got $code)" test "$code" = 200
+# requests another site's page makes: a no-cors GET (<img src>, <script src>) carries no
+# Origin, so only Sec-Fetch-Site tells; the API and the dashboards refuse them (403; before,
+# another site kept the console busy and ran the model through GET /api/sql?q= and /api/test)
+for sfs in cross-site same-site; do
+    for p in "/api/sql?q=SELECT%201" "/api/test?text=hi" "/api/info" "/%61pi/info" "/report/1/$F.png"; do
+        hreq -H "Sec-Fetch-Site: $sfs" "$URL$p"
+        okn "GET $p with Sec-Fetch-Site $sfs refused (got $code)" test "$code" = 403; ok is_json_error
+    done
+    hreq -X POST -H "Sec-Fetch-Site: $sfs" -H 'Content-Type: application/json' --data-binary '{"sql": "SELECT 1"}' "$URL/api/sql"
+    okn "POST /api/sql with Sec-Fetch-Site $sfs refused (got $code)" test "$code" = 403
+    # a page may be opened from a link elsewhere: served, marked so it does not run its input
+    code=$(curl -s -D "$W/headers" -o /dev/null -w '%{http_code}' -H "Sec-Fetch-Site: $sfs" "$URL/sql?sql=SELECT%201")
+    okn "page /sql from another site served (got $code)" test "$code" = 200
+    okn "... marked Server-Timing: xsite" grep -qi '^server-timing: xsite' "$W/headers"
+done
+for sfs in same-origin none; do
+    hreq -H "Sec-Fetch-Site: $sfs" "$URL/api/sql?q=SELECT%201"
+    okn "GET /api/sql with Sec-Fetch-Site $sfs served (got $code)" test "$code" = 200
+done
+curl -s -D "$W/headers" -o /dev/null -H "Sec-Fetch-Site: same-origin" "$URL/sql"
+okn "a same-origin page is not marked" test -z "$(grep -i '^server-timing' "$W/headers")"
+hreq -H "Sec-Fetch-Site: same-origin" -H "Sec-Fetch-Site: cross-site" "$URL/api/info"
+okn "Sec-Fetch-Site given twice -> 400 (got $code)" test "$code" = 400; ok is_json_error
 # bodies on methods that take none: answered (405 / 400), not dropped
 for m in PUT DELETE PATCH; do
     hreq -X $m --data-binary x "$URL/api/sql"; okn "$m with a body -> 405 (got $code)" test "$code" = 405; ok is_json_error

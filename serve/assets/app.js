@@ -286,6 +286,20 @@ function steerPanel(dict, feat, maxv) {
       el('button', {id: 'steer-run', type: 'button', text: 'Steer', onclick: run})), out);
 }
 
+// ---- input from the URL ---------------------------------------------------------------------
+// /sql?sql= and /test?text= run their input when the view opens, so a link on another site to
+// them would make serve run it (the API refuses requests other sites make, not the page's own).
+// The server marks a page that another site opened (Server-Timing "xsite" on that navigation;
+// see serve/http.c); then, and where the browser does not say (no serverTiming), the first view
+// waits for Run. Views opened inside the page (links, back) run as before.
+let routes = 0; // route() calls so far: 1 while the first view (the page load's) opens
+function mayAutoRun() {
+  if (routes > 1) return true;
+  const n = performance.getEntriesByType && performance.getEntriesByType('navigation')[0];
+  return !!(n && Array.isArray(n.serverTiming) && !n.serverTiming.some((t) => t.name === 'xsite'));
+}
+const autoRunNote = () => el('p', {class: 'muted', id: 'autorun-note', text: 'Opened from a link: press Run to run it.'});
+
 // ---- test your text -------------------------------------------------------------------------
 async function viewTest(params) {
   const info = await api('/api/info');
@@ -315,7 +329,8 @@ async function viewTest(params) {
   main.append(el('p', {class: 'muted', text: `SAE ${info.test_sae}; each token shows its top 5 features (click one to open it).`}), ta,
     el('div', {class: 'controls'}, el('button', {id: 'run', type: 'button', text: 'Run', onclick: run}), el('span', {class: 'keys', text: 'Ctrl-Enter runs'})), out);
   ta.addEventListener('keydown', (e) => { if (e.key === 'Enter' && e.ctrlKey) run(); });
-  if (ta.value) await run();
+  if (ta.value && mayAutoRun()) await run();
+  else if (ta.value) out.replaceChildren(autoRunNote());
 }
 
 // ---- SQL console ----------------------------------------------------------------------------
@@ -338,7 +353,8 @@ async function viewSql(params) {
     el('p', {class: 'muted', text: `Read-only, one statement, at most ${info.sql_max_rows} rows and ${info.sql_timeout_ms / 1000} s; the saelite functions tok_text, context, vec_cos, … are there (docs/analysis.md).`}),
     ta, el('div', {class: 'controls'}, el('button', {id: 'run', type: 'button', text: 'Run', onclick: run}), el('span', {class: 'keys', text: 'Ctrl-Enter runs'})), out);
   ta.addEventListener('keydown', (e) => { if (e.key === 'Enter' && e.ctrlKey) run(); });
-  if (params.get('sql')) await run();
+  if (params.get('sql') && mayAutoRun()) await run();
+  else if (params.get('sql')) out.replaceChildren(autoRunNote());
 }
 
 // ---- routing --------------------------------------------------------------------------------
@@ -347,6 +363,7 @@ function navigate(url) { history.pushState(null, '', url); route(); }
 
 async function route() {
   keyHandler = null;
+  routes++;
   const p = location.pathname, params = new URLSearchParams(location.search);
   for (const a of document.querySelectorAll('header nav a')) a.classList.toggle('active', a.getAttribute('href') === p);
   try {
