@@ -366,6 +366,9 @@ int srv_run(const srv_opts *o, srv_result *res)
     if (o->on_ready) o->on_ready(o->user, url, res);
     struct timespec tick = {0, 100 * 1000000L};
     while (!(o->stop && *o->stop)) nanosleep(&tick, NULL);
+    /* MHD_stop_daemon waits for every connection's thread: queries in flight stop now rather
+       than at their time limit */
+    store_srv_stop(sv.ctx->st);
     MHD_stop_daemon(d);
     res->requests = sv.requests;
     srv_ctx_close(sv.ctx);

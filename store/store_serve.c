@@ -18,10 +18,13 @@
 #define NCONN 4
 /* MB SQLite's heap may grow past its size after store_srv_open (process-wide; see there) */
 enum { SRV_HEAP_MB = 256 };
+typedef struct store_srv store_srv;
 typedef struct {
     sqlite3 *db;
     sqlite3_stmt *st[STORE_SRV_NQ]; /* prepared once; NULL where the query needs the index */
     pthread_mutex_t mu;
+    store_deadline dl;              /* the running query's time limit (under mu) */
+    store_srv *owner;
 } srv_conn;
 
 struct store_srv {
@@ -34,7 +37,21 @@ struct store_srv {
     int fts5;
     int capped;                 /* the heap cap is set; heap_prev is the limit it replaced */
     sqlite3_int64 heap_prev;
+    int stopping;               /* store_srv_stop was called (atomic) */
 };
+
+/* The progress handlers: a statement stops (SQLITE_INTERRUPT) past its deadline or once the
+   server is stopping, so a request in flight cannot hold the shutdown. */
+static int conn_progress(void *p)
+{
+    srv_conn *c = p;
+    return __atomic_load_n(&c->owner->stopping, __ATOMIC_RELAXED) || store_deadline_check(&c->dl);
+}
+static int con_progress(void *p)
+{
+    store_srv *s = p;
+    return __atomic_load_n(&s->stopping, __ATOMIC_RELAXED) || store_deadline_check(&s->con_dl);
+}
 
 
 /* The features table: filters ?2 min density, ?3 max density, ?4 best tag, ?5 search match;
@@ -374,7 +391,11 @@ int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
     if (fts_seconds) *fts_seconds = 0;
     store_srv *s = mem_calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "out of memory");
-    for (int i = 0; i < NCONN; i++) pthread_mutex_init(&s->c[i].mu, NULL);
+    for (int i = 0; i < NCONN; i++) {
+        pthread_mutex_init(&s->c[i].mu, NULL);
+        s->c[i].owner = s;
+        store_deadline_start(&s->c[i].dl, 0);
+    }
     pthread_mutex_init(&s->con_mu, NULL);
     int rc = OK;
     if (snprintf(s->path, sizeof s->path, "%s", path) >= (int)sizeof s->path) {
@@ -422,6 +443,10 @@ int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (fts_seconds) *fts_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    /* serve's own queries get a time limit from here on (store_srv_query starts it): the
+       database is input, and one view in place of an analysis table (a recursive CTE that
+       never ends) hung every endpoint and kept SIGTERM from stopping serve (an audit) */
+    for (int i = 0; i < NCONN; i++) sqlite3_progress_handler(s->c[i].db, 1000, conn_progress, &s->c[i]);
     /* from here on nothing writes, not even the temp schema */
     for (int i = 0; i <= NCONN; i++) {
         sqlite3 *db = i < NCONN ? s->c[i].db : s->con;
@@ -465,6 +490,11 @@ void store_srv_close(store_srv *s)
     pthread_mutex_destroy(&s->con_mu);
     if (s->capped) sqlite3_hard_heap_limit64(s->heap_prev);
     mem_free(s);
+}
+
+void store_srv_stop(store_srv *s)
+{
+    if (s) __atomic_store_n(&s->stopping, 1, __ATOMIC_RELAXED);
 }
 
 const char *store_srv_path(const store_srv *s) { return s->path; }
@@ -566,7 +596,15 @@ int store_srv_query(store_srv *s, int q, const store_val *params, int nparams,
     } else {
         sqlite3_clear_bindings(st);
         for (int i = 0; i < nparams; i++) bind_val(st, i + 1, &params[i]);
+        store_deadline_start(&c->dl, STORE_SRV_QUERY_MS / 1000.0);
         rc = run_rows(s, c->db, st, fn, user, -1, &rows);
+        if (rc == ERR_ABORTED && __atomic_load_n(&s->stopping, __ATOMIC_RELAXED))
+            rc = err_set(ERR_BUSY, "serve is stopping");
+        else if (rc == ERR_ABORTED && c->dl.hit)
+            rc = err_set(ERR_SQL, "%s: serve's query %s ran past its %d ms limit (is a table of "
+                         "the database a slow view, or the database damaged? GET /api/queries "
+                         "shows the SQL)", s->path, Q[q].name, STORE_SRV_QUERY_MS);
+        store_deadline_start(&c->dl, 0);
     }
     sqlite3_reset(st);
     pthread_mutex_unlock(&c->mu);
@@ -684,7 +722,7 @@ int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_m
     store_deadline_start(g, timeout_ms / 1000.0);
     int refused = 0;
     sqlite3_set_authorizer(s->con, con_authorize, &refused);
-    sqlite3_progress_handler(s->con, 1000, store_deadline_check, g);
+    sqlite3_progress_handler(s->con, 1000, con_progress, s);
     int prc = sqlite3_prepare_v2(s->con, sql, -1, &st, &tail);
     if (prc != SQLITE_OK) {
         rc = refused || sqlite3_errcode(s->con) == SQLITE_AUTH

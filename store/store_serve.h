@@ -80,10 +80,19 @@ enum {
     STORE_SRV_NQ
 };
 
+/* Time limit of one named query (store_srv_query): past it the query fails with ERR_SQL,
+ * "ran past its 5000 ms limit" (the database is input: a view in place of a table can run
+ * forever). The console has its own (store_srv_console's timeout_ms). */
+#define STORE_SRV_QUERY_MS 5000
+
 /* path: database file. Builds the search index (see above); *fts_seconds (may be NULL) says how
  * long that took. */
 int store_srv_open(store_srv **out, const char *path, double *fts_seconds);
 void store_srv_close(store_srv *s);
+/* From any thread: every statement running or started from now on stops within about 1000
+ * SQLite opcodes (store_srv_query ERR_BUSY "serve is stopping"; the console ERR_ABORTED), so
+ * a server shutting down does not wait for slow queries. */
+void store_srv_stop(store_srv *s);
 const char *store_srv_path(const store_srv *s);
 /* 1 when the search index is FTS5, 0 when it is the LIKE fallback. */
 int store_srv_fts5(const store_srv *s);

@@ -591,6 +591,34 @@ req GET "/api/feature/1/$F"; okn "... the feature API too (got $code)" test "$co
 req GET "/api/sql?q=SELECT%20nosuch%20FROM%20x"; okn "... the console's SQL error: 400 (got $code)" test "$code" = 400
 kill -INT $SPID; wait $SPID; SPID=""
 
+# ---- a hostile database: a view that never ends in place of an analysis table. serve's own
+# queries have a time limit (STORE_SRV_QUERY_MS, 5 s): a 500 naming the query, the other
+# endpoints still answer, and SIGTERM stops serve at once with one in flight (before, every
+# endpoint hung and SIGTERM did not stop it; an audit had to kill -9)
+cp "$DB" "$W/hang.db"
+sqlite3 "$W/hang.db" "ALTER TABLE ana_hist RENAME TO ana_hist_real; CREATE VIEW ana_hist(dict_id, feature, bin, lo, hi, count) AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT 1, x % 256, x, .1, .2, 1 FROM r WHERE x < 0"
+"$BIN" serve --db "$W/hang.db" --port 0 > "$W/serve4.out" 2> /dev/null &
+SPID=$!
+wait_url "$W/serve4.out"
+okn "fourth server (a view that never ends) printed its URL" test -n "$URL"
+t0=$(date +%s.%N)
+hreq "$URL/api/feature/1/$F"
+okn "a query of serve's own past its limit: 500 (got $code)" test "$code" = 500; ok is_json_error
+okn "... naming the query and the limit" grep -q "query hist ran past its 5000 ms limit" "$W/body"
+okn "... after about 5 s" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 9) }'
+hreq "$URL/api/info"; okn "... the rest still answers (got $code)" test "$code" = 200
+curl -s -o /dev/null -m 20 "$URL/api/feature/1/$F" &
+CURL=$!
+sleep 0.5
+t0=$(date +%s.%N)
+kill -TERM $SPID
+for _ in $(seq 100); do kill -0 $SPID 2>/dev/null || break; sleep 0.05; done
+okn "SIGTERM with a hung query in flight stops serve within 4 s" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 4) }'
+kill -0 $SPID 2>/dev/null && kill -KILL $SPID
+wait $SPID; rc=$?; SPID=""
+okn "... exit 0 (got $rc)" test $rc -eq 0
+wait $CURL 2>/dev/null
+
 if [ $skip -gt 0 ]; then echo "test_serve: $pass passed, $fail failed, $skip skipped"
 else echo "test_serve: $pass passed, $fail failed"; fi
 [ "$fail" -eq 0 ]
