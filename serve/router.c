@@ -243,6 +243,16 @@ int srv_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *v)
     return 1;
 }
 
+/* An integer of a URL (path id or argument): srv_parse_int, in its one spelling: no leading
+ * zero ("0" itself is fine) and no "-0", so /api/dict/01 is not a second name of /api/dict/1
+ * (a report file named feature_0N.png was already refused, /report/1/0N.png was served). */
+static int url_int(const char *s, int64_t lo, int64_t hi, int64_t *v)
+{
+    const char *d = s && s[0] == '-' ? s + 1 : s;
+    if (!s || (d[0] == '0' && (d[1] || d != s))) return 0;
+    return srv_parse_int(s, lo, hi, v);
+}
+
 /* Integer argument key in [lo, hi], default def when absent. 0 (and a 400 in out) when bad. */
 static int int_arg(const srv_request *rq, const char *key, int64_t lo, int64_t hi, int64_t def,
                    int64_t *v, srv_response *out)
@@ -250,22 +260,44 @@ static int int_arg(const srv_request *rq, const char *key, int64_t lo, int64_t h
     const char *s = arg(rq, key);
     *v = def;
     if (!s) return 1;
-    if (srv_parse_int(s, lo, hi, v)) return 1;
-    srv_error(out, 400, "argument '%s' must be an integer in %lld..%lld, got '%.40s'", key,
-              (long long)lo, (long long)hi, s);
+    if (url_int(s, lo, hi, v)) return 1;
+    srv_error(out, 400, "argument '%s' must be an integer in %lld..%lld (decimal, no leading "
+              "zero), got '%.40s'", key, (long long)lo, (long long)hi, s);
     return 0;
+}
+
+/* A decimal number as JSON writes one: -?DIGITS[.DIGITS][e[+-]DIGITS], at most 40 bytes. strtod
+ * alone took hex (0x10), a leading blank, "+1", "inf" spelled out and an empty string. */
+static int decimal_number(const char *s)
+{
+    const char *p = s;
+    if (strlen(s) > 40) return 0;
+    if (*p == '-') p++;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (*p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    return *p == 0;
 }
 
 static int float_arg(const srv_request *rq, const char *key, store_val *v, srv_response *out)
 {
     const char *s = arg(rq, key);
     *v = V_NULL();
-    if (!s || !*s) return 1;
-    char *end;
+    if (!s) return 1;
     errno = 0;
-    double x = strtod(s, &end);
-    if (errno || *end || !isfinite(x) || strlen(s) > 40) {
-        srv_error(out, 400, "argument '%s' must be a finite number, got '%.40s'", key, s);
+    double x = decimal_number(s) ? strtod(s, NULL) : NAN;
+    if (errno || !isfinite(x)) {
+        srv_error(out, 400, "argument '%s' must be a finite decimal number, got '%.40s'", key, s);
         return 0;
     }
     *v = V_F(x);
@@ -281,8 +313,7 @@ static int path_dict_feature(const char *rest, int64_t *d, int64_t *f)
     memcpy(a, rest, (size_t)(slash - rest));
     a[slash - rest] = 0;
     strcpy(b, slash + 1);
-    return a[0] != '-' && b[0] != '-' && srv_parse_int(a, 0, INT32_MAX, d) &&
-           srv_parse_int(b, 0, INT32_MAX, f);
+    return a[0] != '-' && b[0] != '-' && url_int(a, 0, INT32_MAX, d) && url_int(b, 0, INT32_MAX, f);
 }
 
 /* ---- endpoints ------------------------------------------------------------------------------ */
@@ -339,7 +370,7 @@ static int api_dicts(srv_ctx *c, const srv_request *rq, srv_response *out)
 static int api_dict(srv_ctx *c, const srv_request *rq, const char *rest, srv_response *out)
 {
     int64_t d;
-    if (!srv_parse_int(rest, 0, INT32_MAX, &d) || rest[0] == '-')
+    if (!url_int(rest, 0, INT32_MAX, &d) || rest[0] == '-')
         return srv_error(out, 400, "expected /api/dict/DICT with DICT a dictionary id");
     if (!check_args(rq, "", out)) return OK;
     store_val p[] = {V_INT(d)};
@@ -619,6 +650,25 @@ static int api_feature(srv_ctx *c, const srv_request *rq, const char *rest, srv_
     return respond_json(out, 200, j);
 }
 
+static int check_fields(cJSON *j, const char *allowed, srv_response *out);
+
+/* The first key some object of j (at any depth) has twice, or NULL. */
+static const char *dup_key(const cJSON *j)
+{
+    const cJSON *x, *y;
+    cJSON_ArrayForEach(x, j)
+    {
+        if (cJSON_IsObject(j))
+            for (y = j->child; y != x; y = y->next)
+                if (!strcmp(x->string, y->string)) return x->string;
+        if (cJSON_IsObject(x) || cJSON_IsArray(x)) {
+            const char *d = dup_key(x);
+            if (d) return d;
+        }
+    }
+    return NULL;
+}
+
 /* POST bodies are JSON objects; GET takes the same keys as arguments. */
 static cJSON *body_json(const srv_request *rq, srv_response *out)
 {
@@ -638,10 +688,27 @@ static cJSON *body_json(const srv_request *rq, srv_response *out)
         }
         if (b[i] == '\\') i++; /* the escaped character */
     }
-    cJSON *j = cJSON_ParseWithLength(b, rq->body_len);
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(b, rq->body_len, &end, 0);
     if (!j || !cJSON_IsObject(j)) {
         cJSON_Delete(j);
         srv_error(out, 400, "the body must be a JSON object");
+        return NULL;
+    }
+    /* one JSON text (RFC 8259 2): {"sql": "SELECT 1"}{"a": 1} ran the first and dropped the rest */
+    while (end && end < b + rq->body_len && strchr(" \t\r\n", *end) && *end) end++;
+    if (end && end < b + rq->body_len) {
+        cJSON_Delete(j);
+        srv_error(out, 400, "the body has more after its JSON object (at byte %zu)",
+                  (size_t)(end - b));
+        return NULL;
+    }
+    /* cJSON keeps every copy of a key and finds the first: {"sql": "SELECT 1", "sql": "..."}
+       ran the first where another reader would take the last */
+    const char *dup = dup_key(j);
+    if (dup) {
+        srv_error(out, 400, "the body has the key '%.60s' twice", dup);
+        cJSON_Delete(j);
         return NULL;
     }
     return j;
@@ -682,6 +749,10 @@ static int api_sql(srv_ctx *c, const srv_request *rq, srv_response *out)
     if (!strcmp(rq->method, "POST")) {
         if (!check_args(rq, "", out)) return OK;
         if (!(body = body_json(rq, out))) return OK;
+        if (!check_fields(body, "sql", out)) {
+            cJSON_Delete(body);
+            return OK;
+        }
         sql = json_str_field(body, "sql");
     } else {
         if (!check_args(rq, "q", out)) return OK;
@@ -721,6 +792,10 @@ static int api_test(srv_ctx *c, const srv_request *rq, srv_response *out)
     if (!strcmp(rq->method, "POST")) {
         if (!check_args(rq, "", out)) return OK;
         if (!(body = body_json(rq, out))) return OK;
+        if (!check_fields(body, "text|k", out)) {
+            cJSON_Delete(body);
+            return OK;
+        }
         text = json_str_field(body, "text");
         cJSON *kv = cJSON_GetObjectItemCaseSensitive(body, "k");
         if (kv && (!cJSON_IsNumber(kv) || kv->valuedouble < 1 || kv->valuedouble > 32 ||

@@ -414,6 +414,17 @@ GET /api/features?dict=1&limit=99999999999999999999999 400
 GET /api/features?dict=1&sort=evil 400
 GET /api/features?dict=1&order=sideways 400
 GET /api/features?dict=1&min_density=nan 400
+GET /api/features?dict=1&min_density=0x10 400
+GET /api/features?dict=1&min_density=%201 400
+GET /api/features?dict=1&min_density=+1 400
+GET /api/features?dict=1&min_density= 400
+GET /api/features?dict=1&min_density=.5 400
+GET /api/features?dict=1&offset=05 400
+GET /api/features?dict=01 400
+GET /api/feature/01/0 400
+GET /api/feature/1/00 400
+GET /api/dict/01 400
+GET /report/1/00.png 400
 GET /api/features?dict=1&bogus=1 400
 GET /api/features?dict=1&%zz=1 400
 GET /api/features?dict=1&=x 400
@@ -438,6 +449,23 @@ EOF
 req POST /api/sql 'not json'; ok test "$code" = 400; ok is_json_error
 req POST /api/sql '[1, 2]'; ok test "$code" = 400; ok is_json_error
 req POST /api/test '{"text": "x", "k": 1.5}'; ok test "$code" = 400; ok is_json_error
+# one JSON text, each key once, only the fields an endpoint knows (before: the first of two
+# keys won, bytes after the object were dropped, and /api/sql and /api/test took any field)
+while read -r path body; do
+    req POST "$path" "$body"
+    okn "POST $path $body -> 400 (got $code)" test "$code" = 400; ok is_json_error
+done <<'EOF2'
+/api/sql {"sql": "SELECT 1", "sql": "SELECT 2"}
+/api/sql {"sql": "SELECT 1"} trailing
+/api/sql {"sql": "SELECT 1"}{"a": 1}
+/api/sql {"sql": "SELECT 1", "evil": 1}
+/api/test {"text": "hi", "evil": 1}
+/api/test {"text": "hi", "text": "X"}
+/api/steer {"prompt": "The", "prompt": "X", "features": [[0, 1]]}
+/api/steer {"prompt": "The", "features": [[0, 1]], "x": {"a": 1, "a": 2}}
+EOF2
+req POST /api/sql $'{"sql": "SELECT 1"} \n\t'; okn "whitespace after the object is fine (got $code)" test "$code" = 200
+req GET "/api/features?dict=1&min_density=1e-3&max_density=-0.5&offset=0"; okn "decimal numbers and 0 pass (got $code)" test "$code" = 200
 head -c 70000 /dev/zero | tr '\0' 'a' > "$W/big.txt"
 code=$(curl -s -o "$W/body" -w '%{http_code}' -X POST --data-binary @"$W/big.txt" "$URL/api/sql")
 okn "a body above 64 KiB is refused (413)" test "$code" = 413
