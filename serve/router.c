@@ -114,11 +114,44 @@ static void add_clean(cJSON *j, const char *key, const char *s)
     if (x) cJSON_AddItemToObject(j, key, x);
 }
 
+/* cJSON prints a number as a double, with 15 digits when those read back within a relative
+ * DBL_EPSILON: an integer past 2^53 lost its last digits (9007199254740993 went out as
+ * 9.00719925474099e+15) and a double could come back one ulp off (the feature API's 15-digit
+ * top values). These print the exact text. */
+cJSON *srv_json_int(int64_t i)
+{
+    char b[24];
+    snprintf(b, sizeof b, "%lld", (long long)i);
+    return cJSON_CreateRaw(b);
+}
+
+/* The shortest of 15, 16 or 17 significant digits that reads back as x itself. JSON has no
+ * infinity: +-Inf is the object {"real": "inf"} / {"real": "-inf"} (no other value is an
+ * object, so a reader can tell it from text); NaN, which SQLite stores as NULL, is null. */
+cJSON *srv_json_num(double x)
+{
+    if (isnan(x)) return cJSON_CreateNull();
+    if (!isfinite(x)) {
+        cJSON *o = cJSON_CreateObject();
+        if (o && !cJSON_AddStringToObject(o, "real", x > 0 ? "inf" : "-inf")) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        return o;
+    }
+    char b[40];
+    for (int p = 15; p <= 17; p++) {
+        snprintf(b, sizeof b, "%.*g", p, x);
+        if (strtod(b, NULL) == x) break;
+    }
+    return cJSON_CreateRaw(b);
+}
+
 static cJSON *val_json(const store_val *v)
 {
     switch (v->type) {
-    case STORE_Q_INT: return cJSON_CreateNumber((double)v->i);
-    case STORE_Q_FLOAT: return isfinite(v->f) ? cJSON_CreateNumber(v->f) : cJSON_CreateNull();
+    case STORE_Q_INT: return srv_json_int(v->i);
+    case STORE_Q_FLOAT: return srv_json_num(v->f);
     case STORE_Q_TEXT: return srv_json_str(v->s, v->n);
     case STORE_Q_BLOB: {
         char t[64];
@@ -519,7 +552,8 @@ static int acts_cb(void *user, int nc, const char *const *names, const store_val
         if (!a->cur) return 1;
         cJSON_AddNumberToObject(a->cur, "seq", (double)v[3].i);
         cJSON_AddNumberToObject(a->cur, "pos", (double)v[4].i);
-        cJSON_AddNumberToObject(a->cur, "value", v[5].type == STORE_Q_NULL ? 0 : v[5].f);
+        cJSON_AddItemToObject(a->cur, "value", srv_json_num(v[5].type == STORE_Q_FLOAT && isfinite(v[5].f)
+                                                            ? v[5].f : v[5].type == STORE_Q_INT ? (double)v[5].i : 0));
         a->cur_tokens = cJSON_AddArrayToObject(a->cur, "tokens");
         a->cur_kind = quant ? "quantile" : "top";
         a->cur_interval = interval;
@@ -546,7 +580,7 @@ static int acts_cb(void *user, int nc, const char *const *names, const store_val
     cJSON_AddItemToArray(t, v[7].type == STORE_Q_TEXT ? srv_json_str(v[7].s, v[7].n)
                                                       : cJSON_CreateString(""));
     double tv = v[8].type == STORE_Q_FLOAT ? v[8].f : v[8].type == STORE_Q_INT ? (double)v[8].i : 0;
-    cJSON_AddItemToArray(t, cJSON_CreateNumber(isfinite(tv) ? tv : 0));
+    cJSON_AddItemToArray(t, srv_json_num(isfinite(tv) ? tv : 0));
     cJSON_AddItemToArray(t, cJSON_CreateBool(v[6].i == v[4].i));
     cJSON_AddItemToArray(a->cur_tokens, t);
     return 0;
@@ -583,7 +617,7 @@ static int live_example(srv_ctx *c, cJSON *ex, int64_t f)
         rc = err_set(ERR_ARG, "sequence %lld does not fit the model", (long long)seq);
     if (!rc) rc = srv_model_feature(c->model, a.ids, a.n, (int)f, act);
     for (int i = 0; !rc && i < n; i++)
-        cJSON_AddItemToArray(cJSON_GetArrayItem(toks, i), cJSON_CreateNumber(act[pos - own + i]));
+        cJSON_AddItemToArray(cJSON_GetArrayItem(toks, i), srv_json_num(act[pos - own + i]));
     mem_free(a.ids);
     mem_free(act);
     return rc;

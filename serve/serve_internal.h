@@ -69,6 +69,11 @@ struct srv_ctx {
 int srv_error(srv_response *out, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* s[0..n) as a JSON string, invalid UTF-8 replaced (U+FFFD). NULL on no memory. */
 cJSON *srv_json_str(const char *s, size_t n);
+/* Numbers as exact JSON text (router.c): an int64 as its digits; a double in the fewest of 15,
+ * 16 or 17 significant digits that read back as it, +-Inf as {"real": "inf"|"-inf"}, NaN null.
+ * NULL on no memory. */
+cJSON *srv_json_int(int64_t i);
+cJSON *srv_json_num(double x);
 /* Row callback for a query whose first column is one integer: *(int64_t *)user = it. */
 int srv_int_cb(void *user, int nc, const char *const *names, const store_val *v);
 /* Strict decimal integer in [lo, hi]: 1 and *v, or 0. */

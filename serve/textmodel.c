@@ -165,7 +165,7 @@ int srv_model_test(srv_model *m, const char *text, int k, cJSON *out)
             picked[np++] = best;
             cJSON *pair = cJSON_CreateArray();
             cJSON_AddItemToArray(pair, cJSON_CreateNumber(best));
-            cJSON_AddItemToArray(pair, cJSON_CreateNumber(row[best]));
+            cJSON_AddItemToArray(pair, srv_json_num(row[best]));
             cJSON_AddItemToArray(fa, pair);
         }
         cJSON_AddItemToObject(o, "features", fa);

@@ -242,6 +242,11 @@ try:
     page.goto('/sql?sql=' + E['sql'].replace(' ', '%20'))
     cell = page.js("(document.querySelector('#sql-table td') || {}).textContent")
     check('sql: the result a person reads', cell == E['sql_value'], f'{cell} != {E["sql_value"]}')
+    # exact integers past 2^53 and infinities, as a person reads them (were 9,007,199,254,740,992
+    # and NULL)
+    page.goto('/sql?sql=SELECT%209007199254740993,%201e999,%20-1e999')
+    cells = page.js("[...document.querySelectorAll('#sql-table td')].map(t => t.textContent)")
+    check('sql: exact big integer and Inf', cells == ['9,007,199,254,740,993', 'Inf', '-Inf'], str(cells))
     check('no console errors or exceptions', not page.errors, '; '.join(page.errors[:3]))
     # (the refused request below logs its HTTP 400 to the console, as it should)
     page.goto('/sql?sql=DELETE%20FROM%20ana_features')

@@ -160,6 +160,13 @@ ok test "$(js "len(j['top'])")" = "$NTOP"
 TOPV=$(q "SELECT value FROM ana_acts WHERE dict_id = 1 AND feature = $F AND kind = 'top' AND rank = 0")
 ok feq "$(js "j['top'][0]['value']")" "$TOPV"
 ok test "$(js "sum(1 for t in j['top'][0]['tokens'] if t[2])")" = 1     # one own position per example
+okn "the feature API's values are the stored doubles exactly" python3 - "$DB" "$W/body" "$F" <<'PY'
+import json, sqlite3, sys
+c = sqlite3.connect(sys.argv[1]); j = json.load(open(sys.argv[2])); f = int(sys.argv[3])
+want = [v for (v,) in c.execute("SELECT value FROM ana_acts WHERE dict_id = 1 AND feature = ? AND kind = 'top' ORDER BY rank LIMIT 20", (f,))]
+mx = c.execute("SELECT max_act FROM ana_features WHERE dict_id = 1 AND feature = ?", (f,)).fetchone()[0]
+sys.exit(0 if [e['value'] for e in j['top']] == want and j['feature']['max_act'] == mx else 1)
+PY
 ok feq "$(js "j['top'][0]['tokens'][[t[2] for t in j['top'][0]['tokens']].index(True)][1]")" "$TOPV"
 ok test "$(js "len(j['bands']) > 0 and all(len(b['examples']) > 0 for b in j['bands'])")" = True
 ok test "$(js "j['nearest'][0]['feature']")" = \
@@ -347,6 +354,11 @@ req POST /api/sql '{"sql": "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x 
 ok test "$code" = 200
 ok test "$(js "len(j['rows']), j['truncated']")" = "1000 True"
 req POST /api/sql '{"sql": "PRAGMA table_info(ana_dicts)"}'; ok test "$code" = 200
+# numbers exact: a 64-bit integer as its digits, a double read back as itself (cJSON printed
+# 15 digits and doubles: 9007199254740993 came out as 9.00719925474099e+15), +-Inf as a marked
+# object (it was null, shown as NULL)
+req POST /api/sql '{"sql": "SELECT 9007199254740993, -9223372036854775808, 1e999, -1e999, 0.1, 9.686440467834473, 1.0/3"}'
+okn "console numbers exact ($(cat "$W/body"))" grep -qF '"rows":[[9007199254740993,-9223372036854775808,{"real":"inf"},{"real":"-inf"},0.1,9.686440467834473,0.3333333333333333]]' "$W/body"
 # one slow opcode: SQLite's instr and replace compare the pattern at every position (instr of
 # 10 MB by 100 KB: 12.8 s here, past the deadline; replace 2 MB by 20 KB: 0.54 s); the console's
 # are linear, and compute what SQLite's do. linear NAME SLOW_SQL SAME_SQL: the slow query answers

@@ -21,16 +21,25 @@ function el(tag, attrs, ...kids) {
   return e;
 }
 
-async function api(path, opts) {
+// exact: integers past 2^53 become BigInts (the console's values; elsewhere the page computes
+// with numbers, so there they stay doubles). The reviver's source text needs Chromium 114 or
+// Firefox 135; without it they stay doubles.
+const exactInt = (k, v, ctx) => (typeof v === 'number' && !Number.isSafeInteger(v) && ctx && /^-?\d+$/.test(ctx.source) ? BigInt(ctx.source) : v);
+async function api(path, opts, exact) {
   const r = await fetch(path, opts);
   let j;
-  try { j = await r.json(); } catch (e) { throw new Error(`${path}: HTTP ${r.status}, not JSON`); }
+  try { j = exact ? JSON.parse(await r.text(), exactInt) : await r.json(); } catch (e) { throw new Error(`${path}: HTTP ${r.status}, not JSON`); }
   if (!r.ok) throw new Error(j.error || `HTTP ${r.status}`);
   return j;
 }
 
+// A non-finite real comes as {"real": "inf"} or {"real": "-inf"} (JSON has no infinity;
+// docs/serve.md); an integer past 2^53 from the console as a BigInt (sqlJSON).
+const isInf = (x) => x !== null && typeof x === 'object' && (x.real === 'inf' || x.real === '-inf');
 function fmt(x, digits) {
   if (x === null || x === undefined) return '–';
+  if (isInf(x)) return x.real === 'inf' ? 'Inf' : '-Inf';
+  if (typeof x === 'bigint') return x.toLocaleString('en-US');
   if (typeof x !== 'number') return String(x);
   if (Number.isInteger(x)) return x.toLocaleString('en-US');
   const a = Math.abs(x);
@@ -342,10 +351,13 @@ async function viewSql(params) {
   const run = async () => {
     history.replaceState(null, '', '/sql?' + new URLSearchParams({sql: ta.value}).toString());
     try {
-      const r = await api('/api/sql', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({sql: ta.value})});
+      const r = await api('/api/sql', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify({sql: ta.value})}, true);
       out.replaceChildren(el('p', {class: 'muted', id: 'sql-count', text: `${r.rows.length} rows` + (r.truncated ? ` (stopped at ${r.max_rows})` : '')}),
         el('table', {id: 'sql-table'}, el('tr', {}, r.columns.map((c) => el('th', {text: c}))),
-          r.rows.map((row) => el('tr', {}, row.map((v) => el('td', {class: typeof v === 'number' ? 'num' : null, text: v === null ? 'NULL' : typeof v === 'number' ? fmt(v, 4) : v}))))));
+          r.rows.map((row) => el('tr', {}, row.map((v) => {
+            const n = typeof v === 'number' || typeof v === 'bigint' || isInf(v);
+            return el('td', {class: n ? 'num' : null, text: v === null ? 'NULL' : n ? fmt(v, 4) : v});
+          })))));
     } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
     document.body.dataset.ready = '1';
   };
