@@ -466,6 +466,13 @@ static int api_features(srv_ctx *c, const srv_request *rq, srv_response *out)
                       V_STR(order), V_INT(limit), V_INT(offset)};
     int64_t total = 0;
     int rc = store_srv_query(c->st, STORE_SRV_FEATURES_COUNT, p, 5, srv_int_cb, &total);
+    if (!rc && !total) {
+        /* no rows: an unknown dictionary is a 404 as on /api/dict/D (it was 200, total 0, and
+           the page showed an empty table under another dictionary's name) */
+        int64_t id = -1;
+        rc = store_srv_query(c->st, STORE_SRV_DICT, p, 1, srv_int_cb, &id);
+        if (!rc && id < 0) return srv_error(out, 404, "no dictionary %lld", (long long)d);
+    }
     cJSON *j = rc ? NULL : cJSON_CreateObject();
     if (!rc && !j) rc = err_set(ERR_NOMEM, "out of memory");
     if (!rc) {
@@ -506,21 +513,45 @@ static int api_search(srv_ctx *c, const srv_request *rq, srv_response *out)
 
 static int api_token(srv_ctx *c, const srv_request *rq, srv_response *out)
 {
-    if (!check_args(rq, "dict|text|limit", out)) return OK;
-    int64_t d, limit;
+    if (!check_args(rq, "dict|text|limit|offset", out)) return OK;
+    int64_t d, limit, offset;
     if (!int_arg(rq, "dict", 0, INT32_MAX, -1, &d, out) ||
-        !int_arg(rq, "limit", 1, 500, 50, &limit, out))
+        !int_arg(rq, "limit", 1, 500, 50, &limit, out) ||
+        !int_arg(rq, "offset", 0, 10000000, 0, &offset, out))
         return OK;
     const char *t = arg(rq, "text");
     if (d < 0 || !t || !*t) return srv_error(out, 400, "arguments 'dict' and 'text' are required");
     if (strlen(t) > 200) return srv_error(out, 400, "argument 'text': at most 200 bytes");
-    store_val p[] = {V_INT(d), V_STR(t), V_INT(limit)};
+    store_val p[] = {V_INT(d), V_STR(t), V_INT(limit), V_INT(offset)};
     cJSON *j = cJSON_CreateObject();
-    int rc = j ? query_into(c, j, "features", STORE_SRV_TOKEN, p, 3) : ERR_NOMEM;
+    int rc = j ? query_into(c, j, "features", STORE_SRV_TOKEN, p, 4) : ERR_NOMEM;
     if (rc) {
         cJSON_Delete(j);
         return fail(out, rc);
     }
+    /* how many features in all (the query's window count; the page said nothing of the 149
+       past the first 50, an audit): from a row, or a count past the end when offset is */
+    int64_t total = 0;
+    cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "features"), 0), *x;
+    if (first && (x = cJSON_GetObjectItem(first, "total")) && x->valuestring)
+        total = strtoll(x->valuestring, NULL, 10);
+    else if (!first && offset > 0) {
+        store_val p0[] = {V_INT(d), V_STR(t), V_INT(1), V_INT(0)};
+        cJSON *tmp = cJSON_CreateObject();
+        rc = tmp ? query_into(c, tmp, "features", STORE_SRV_TOKEN, p0, 4) : ERR_NOMEM;
+        cJSON *f0 = rc ? NULL : cJSON_GetArrayItem(cJSON_GetObjectItem(tmp, "features"), 0);
+        if (f0 && (x = cJSON_GetObjectItem(f0, "total")) && x->valuestring)
+            total = strtoll(x->valuestring, NULL, 10);
+        cJSON_Delete(tmp);
+        if (rc) {
+            cJSON_Delete(j);
+            return fail(out, rc);
+        }
+    }
+    cJSON_ArrayForEach(x, cJSON_GetObjectItem(j, "features")) cJSON_DeleteItemFromObject(x, "total");
+    cJSON_AddItemToObject(j, "total", srv_json_int(total));
+    cJSON_AddItemToObject(j, "offset", srv_json_int(offset));
+    cJSON_AddItemToObject(j, "limit", srv_json_int(limit));
     add_clean(j, "text", t);
     return respond_json(out, 200, j);
 }
@@ -1013,8 +1044,9 @@ static int is_page(const char *p)
 {
     if (!strcmp(p, "/") || !strcmp(p, "/test") || !strcmp(p, "/sql") || !strcmp(p, "/index.html"))
         return 1;
-    int64_t d, f;
-    return !strncmp(p, "/feature/", 9) && path_dict_feature(p + 9, &d, &f);
+    /* any /feature/... : the page says what is wrong with a bad one (the app's error line,
+       not this server's raw JSON) */
+    return !strncmp(p, "/feature/", 9);
 }
 
 int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)

@@ -130,12 +130,12 @@ static const struct {
     /* n counts positions: one kept both as a top example and as a quantile sample is one */
     [STORE_SRV_TOKEN] = {"token",
         "SELECT a.feature, count(DISTINCT (a.seq_id << 32) + a.pos) AS n, max(a.value) AS "
-        "max_value, f.density FROM ana_acts a "
+        "max_value, f.density, count(*) OVER () AS total FROM ana_acts a "
         "JOIN ana_features f ON f.dict_id = a.dict_id AND f.feature = a.feature WHERE "
         "a.dict_id = ?1 AND a.token IN (SELECT token FROM ana_vocab WHERE text IN (CAST(?2 AS "
         "BLOB), CAST(' ' || ?2 AS BLOB)) UNION SELECT token_id FROM tokens WHERE text IN (?2, ' "
         "' || ?2) AND NOT EXISTS (SELECT 1 FROM ana_vocab)) GROUP BY a.feature ORDER BY "
-        "max_value DESC LIMIT ?3", NULL},
+        "max_value DESC, a.feature LIMIT ?3 OFFSET ?4", NULL},
     [STORE_SRV_FEATURE] = {"feature",
         "SELECT f.feature, f.n_active, f.density, f.mean_act, f.max_act, f.nearest, "
         "f.nearest_cos, f.best_tag, f.best_tag_precision, d.d_sae, d.n_tokens FROM ana_features "

@@ -64,7 +64,8 @@ enum {
     STORE_SRV_FEATURES,      /* features of ?1, filtered (?2..?5), sorted (?6, ?7), paged (?8, ?9) */
     STORE_SRV_FEATURES_COUNT,/* how many rows STORE_SRV_FEATURES has without paging */
     STORE_SRV_SEARCH,        /* full-text search over every dictionary: ?1 match, ?2 limit */
-    STORE_SRV_TOKEN,         /* features of ?1 whose stored activations fall on token text ?2 */
+    STORE_SRV_TOKEN,         /* features of ?1 whose stored activations fall on token text ?2,
+                                ?3 of them from ?4; each row's total: how many in all */
     STORE_SRV_FEATURE,       /* one feature ?1, ?2 */
     STORE_SRV_HIST,          /* its activation histogram */
     STORE_SRV_LOGITS,        /* its logit effects */

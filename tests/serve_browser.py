@@ -252,6 +252,31 @@ try:
     page.goto('/sql?sql=DELETE%20FROM%20ana_features')
     err = page.js("(document.getElementById('error') || {}).textContent || ''")
     check('sql: a write is refused on the page', 'refused' in err, err)
+    # (these log their 4xx to the console too)
+    # ---- empty, bad and out-of-range states show the app's own line
+    for path, want in (('/feature/1/99999999999', 'expected'), ('/feature/1', 'no feature page'),
+                       ('/?dict=99', 'no dictionary 99')):
+        page.goto(path)
+        err = page.js("(document.getElementById('error') || {}).textContent || ''")
+        check(f'{path}: the app\'s error line', want in err, err)
+    page.goto('/?dict=%d&offset=%d' % (E['dict'], E['n_features'] + 50))
+    cnt = page.js("document.getElementById('count').textContent")
+    check('index: an offset past the end says so', 'past the last of' in cnt, cnt)
+    # "fires on": how many in all, paged
+    page.goto('/?dict=%d&token=%s' % (E['dict'], E['token']))
+    cnt = page.js("(document.getElementById('token-count') || {}).textContent || ''")
+    check('token: "1–N of TOTAL features"', cnt.replace(',', '').endswith('of %d features' % E['token_total']), cnt)
+    # text from the database isolated for bidi, long strings wrapped
+    st = page.js("[getComputedStyle(document.querySelector('#features .pill')).unicodeBidi, getComputedStyle(document.querySelector('#features td')).overflowWrap, document.querySelector('#dict option').textContent]")
+    check('bidi: pills isolated, cells wrap, names in U+2068..2069', st[0] == 'isolate' and st[1] == 'anywhere' and '\u2068' in st[2] and '\u2069' in st[2], str(st))
+    # a view that finishes after a newer navigation does not fill the page
+    page.js("document.body.dataset.ready = ''")
+    page.js("navigate('/feature/%d/%d'); navigate('/sql')" % (E['dict'], E['feature']))
+    page.wait_ready('two navigations')
+    time.sleep(1.0)
+    st = page.js("[location.pathname, document.getElementById('title').textContent]")
+    check('navigation race: the last URL shows its own view', st == ['/sql', 'SQL'], str(st))
+
     # a link from another site (localhost is another site than 127.0.0.1) to /sql?sql=...:
     # the page shows the SQL and waits for Run instead of running it
     other = base.replace('127.0.0.1', 'localhost')

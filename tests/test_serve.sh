@@ -241,6 +241,18 @@ ok test "$code" = 200
 # n counts positions, a top example that is also a quantile sample once (twice before)
 TOKW="dict_id = 1 AND token IN (SELECT token FROM ana_vocab WHERE text IN (CAST('$TOK' AS BLOB), CAST(' $TOK' AS BLOB)))"
 ok test "$(js "sum(f['n'] for f in j['features'])")" = "$(q "SELECT count(*) FROM (SELECT DISTINCT feature, seq_id, pos FROM ana_acts WHERE $TOKW)")"
+NTOKF=$(q "SELECT count(DISTINCT feature) FROM ana_acts WHERE $TOKW")
+okn "token: total is every matching feature ($NTOKF)" test "$(js "j['total'], len(j['features'])")" = "$NTOKF $NTOKF"
+okn "the fixture has more than 2 such features" test "$NTOKF" -gt 2
+ALLF=$(js "[f['feature'] for f in j['features']]")
+TOKQ=$(python3 -c "import urllib.parse,sys; print(urllib.parse.quote(sys.argv[1]))" "$TOK")
+req GET "/api/token?dict=1&limit=2&text=$TOKQ"
+okn "token limit=2: two rows, the total of all (it had no total)" test "$(js "j['total'], len(j['features']), 'total' in j['features'][0]")" = "$NTOKF 2 False"
+req GET "/api/token?dict=1&limit=2&offset=2&text=$TOKQ"
+okn "token offset=2: the next two of the same order" test "$(js "[f['feature'] for f in j['features']]")" = "$(python3 -c "print($ALLF[2:4])")"
+req GET "/api/token?dict=1&offset=100000&text=$TOKQ"
+okn "token offset past the end: no rows, the total" test "$(js "j['total'], len(j['features'])")" = "$NTOKF 0"
+req GET "/api/token?dict=1&limit=500&text=$TOKQ"
 okn "the fixture has positions stored twice (so the check can fail)" test "$(q "SELECT count(*) FROM ana_acts WHERE $TOKW")" -gt "$(q "SELECT count(*) FROM (SELECT DISTINCT feature, seq_id, pos FROM ana_acts WHERE $TOKW)")"
 # request text echoed back is valid UTF-8 (U+FFFD for a stray byte), not the raw bytes
 utf8_body() { python3 -c "import json,sys; j=json.loads(open('$W/body','rb').read().decode('utf-8')); sys.exit(0 if j[sys.argv[1]] == '\ufffd' else 1)" "$1"; }
@@ -448,6 +460,7 @@ GET /api/feature/1/2/3 400
 GET /api/feature/1/0?before=1000 400
 GET /api/feature/1/0?live=2 400
 GET /api/dict/99 404
+GET /api/features?dict=99 404
 GET /api/search 400
 GET /api/search?q=%20%20 400
 GET /api/token?dict=1 400
@@ -566,8 +579,8 @@ if [ -n "$CHROMIUM" ] && [ "${SERVE_TEST_BROWSER:-1}" != 0 ]; then
         "word": "garden", "search_total": int(a[2]), "feature": int(a[3]), "n_top": int(a[4]), "top_value": float(a[5]),
         "n_hist": int(a[6]), "n_nearest": int(a[7]), "text": "The big cat sat on the mat.", "test_tokens": int(a[8]),
         "test_first_features": json.loads(a[9]), "sql": "SELECT count(*) AS n FROM ana_features", "sql_value": f"{int(a[10]):,}",
-        "steer": json.load(open(a[11])), "n_effect_logits": int(a[12])}))' \
-        "$FIRST" "$NFEAT" "$NSEARCH" "$F" "$NTOP" "$TOPV" "$NHIST" "$NNEAR" "$NTEST" "$TESTF" "$NSQL" "$W/steer.json" "$NEFF")
+        "steer": json.load(open(a[11])), "n_effect_logits": int(a[12]), "token": a[13], "token_total": int(a[14])}))' \
+        "$FIRST" "$NFEAT" "$NSEARCH" "$F" "$NTOP" "$TOPV" "$NHIST" "$NNEAR" "$NTEST" "$TESTF" "$NSQL" "$W/steer.json" "$NEFF" "$TOKQ" "$NTOKF")
     bout=$(timeout 120 python3 "$ROOT/tests/serve_browser.py" "$CHROMIUM" "$URL" "$OUT" "$EXPECT" 2>&1)
     echo "$bout" | grep -v '^ok '
     line=$(grep -E '^serve_browser: [0-9]+ passed, [0-9]+ failed' <<<"$bout")

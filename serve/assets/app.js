@@ -25,8 +25,13 @@ function el(tag, attrs, ...kids) {
 // with numbers, so there they stay doubles). The reviver's source text needs Chromium 114 or
 // Firefox 135; without it they stay doubles.
 const exactInt = (k, v, ctx) => (typeof v === 'number' && !Number.isSafeInteger(v) && ctx && /^-?\d+$/.test(ctx.source) ? BigInt(ctx.source) : v);
+// An answer that arrives after a newer navigation belongs to a view the user left: it throws
+// a stale error (e.stale), which views and route() drop, so the older view cannot fill the
+// page under the newer URL (clicking a feature and at once "SQL" showed the feature).
 async function api(path, opts, exact) {
+  const gen = routes;
   const r = await fetch(path, opts);
+  if (gen !== routes) throw Object.assign(new Error('stale'), {stale: true});
   let j;
   try { j = exact ? JSON.parse(await r.text(), exactInt) : await r.json(); } catch (e) { throw new Error(`${path}: HTTP ${r.status}, not JSON`); }
   if (!r.ok) throw new Error(j.error || `HTTP ${r.status}`);
@@ -46,7 +51,7 @@ function fmt(x, digits) {
   if (a !== 0 && (a < 1e-3 || a >= 1e5)) return x.toExponential(2);
   return x.toFixed(digits === undefined ? 3 : digits);
 }
-const pct = (x) => (x === null || x === undefined ? '–' : (100 * x).toFixed(x < 0.001 ? 3 : 2) + '%');
+const pct = (x) => (typeof x !== 'number' || !Number.isFinite(x) ? (isInf(x) ? fmt(x) : '–') : (100 * x).toFixed(x < 0.001 ? 3 : 2) + '%');
 // Token text as a person reads it: newlines and tabs visible, spaces kept.
 const shown = (t) => t.replace(/\n/g, '↵').replace(/\t/g, '⇥');
 
@@ -59,7 +64,11 @@ async function dicts() {
   if (!DICTS.length) DICTS = (await api('/api/dicts')).dicts;
   return DICTS;
 }
-const dictName = (d) => `${d.id}: ${d.kind === 'sae' ? 'SAE ' + d.name : d.name} (${d.d_sae} features)`;
+// Database text inside a longer string, isolated for bidi (U+2068 first strong isolate ..
+// U+2069 pop): a control character in it cannot reorder the rest (options and titles take
+// no elements, so no <bdi> there).
+const iso = (s) => '\u2068' + s + '\u2069';
+const dictName = (d) => `${d.id}: ${d.kind === 'sae' ? 'SAE ' + iso(d.name) : iso(d.name)} (${d.d_sae} features)`;
 
 // ---- index ----------------------------------------------------------------------------------
 async function viewIndex(params) {
@@ -69,13 +78,13 @@ async function viewIndex(params) {
   const st = {
     dict, q: params.get('q') || '', tag: params.get('tag') || '', sort: params.get('sort') || 'density',
     order: params.get('order') || 'desc', offset: +(params.get('offset') || 0), limit: 50,
-    token: params.get('token') || '',
+    token: params.get('token') || '', token_offset: +(params.get('token_offset') || 0),
   };
   const go = (patch) => {
     const n = Object.assign({}, st, patch);
     const u = new URLSearchParams();
-    const dflt = {q: '', tag: '', sort: 'density', order: 'desc', offset: 0, token: ''};
-    for (const k of ['dict', 'q', 'tag', 'sort', 'order', 'offset', 'token'])
+    const dflt = {q: '', tag: '', sort: 'density', order: 'desc', offset: 0, token: '', token_offset: 0};
+    for (const k of ['dict', 'q', 'tag', 'sort', 'order', 'offset', 'token', 'token_offset'])
       if (n[k] !== dflt[k] && String(n[k]) !== String(dflt[k])) u.set(k, n[k]);
     navigate('/?' + u.toString());
   };
@@ -84,17 +93,23 @@ async function viewIndex(params) {
   const q = el('input', {id: 'q', type: 'search', placeholder: 'search tokens, contexts, logits', value: st.q, size: 32});
   const tag = el('input', {id: 'tag', placeholder: 'POS tag', value: st.tag, size: 6});
   const tok = el('input', {id: 'token', placeholder: 'token, e.g. dog', value: st.token, size: 14});
-  const form = el('form', {class: 'controls', onsubmit: (e) => { e.preventDefault(); go({q: q.value.trim(), tag: tag.value.trim(), token: tok.value, offset: 0}); }},
+  const form = el('form', {class: 'controls', onsubmit: (e) => { e.preventDefault(); go({q: q.value.trim(), tag: tag.value.trim(), token: tok.value, offset: 0, token_offset: 0}); }},
     el('label', {}, 'Dictionary ', sel), q, tag, el('span', {class: 'muted'}, 'fires on'), tok, el('button', {type: 'submit', text: 'Go'}));
   const d = ds.find((x) => String(x.id) === dict);
+  if (!d) throw new Error(`no dictionary ${dict} in this database (it has ${ds.map((x) => x.id).join(', ')})`);
   const head = el('div', {class: 'stats'},
     d ? [el('span', {}, 'hook ', el('b', {text: d.hook_name})), el('span', {}, 'tokens analysed ', el('b', {text: fmt(d.n_tokens)})),
          el('span', {}, 'dead ', el('b', {text: fmt(d.dead)})), d.architecture ? el('span', {}, 'architecture ', el('b', {text: d.architecture + (d.k ? ' k=' + d.k : '')})) : null,
          el('span', {}, el('a', {href: `/api/dict/${d.id}`, text: 'metrics (JSON)'}))] : []);
   main.replaceChildren(el('h1', {id: 'title', text: 'Features'}), form, head);
   if (st.token) {
-    const r = await api(`/api/token?dict=${enc(dict)}&text=${enc(st.token)}`);
-    main.append(el('h2', {text: `Features whose top activations fall on “${st.token}”`}),
+    const r = await api(`/api/token?dict=${enc(dict)}&text=${enc(st.token)}&limit=50&offset=${st.token_offset}`);
+    // the API returns a page of them and how many there are (it kept 50 without a word)
+    const tlast = r.offset + r.features.length;
+    main.append(el('h2', {text: `Features whose top activations fall on “${iso(st.token)}”`}),
+      el('div', {class: 'controls'}, el('span', {id: 'token-count', text: r.total ? `${r.offset + 1}–${tlast} of ${fmt(r.total)} features` : ''}),
+        r.offset > 0 ? el('button', {type: 'button', id: 'token-prev', text: '← previous', onclick: () => go({token_offset: Math.max(0, r.offset - r.limit)})}) : null,
+        tlast < r.total ? el('button', {type: 'button', id: 'token-next', text: 'next →', onclick: () => go({token_offset: r.offset + r.limit})}) : null),
       r.features.length ? el('table', {id: 'token-table'}, el('tr', {}, ['feature', 'activations', 'max', 'density'].map((h) => el('th', {text: h}))),
         r.features.map((f) => el('tr', {}, el('td', {}, el('a', {href: `/feature/${dict}/${f.feature}`, text: '#' + f.feature})),
           el('td', {class: 'num', text: fmt(f.n)}), el('td', {class: 'num', text: fmt(f.max_value)}), el('td', {class: 'num', text: pct(f.density)}))))
@@ -123,8 +138,9 @@ async function viewIndex(params) {
     el('td', {}, (f.top_tokens || []).map((t) => el('span', {class: 'pill', text: shown(t)})))));
   const last = Math.min(r.offset + r.limit, r.total);
   const pager = el('div', {class: 'controls'},
-    el('span', {id: 'count', text: `${r.total ? r.offset + 1 : 0}–${last} of ${fmt(r.total)} features` + (st.q ? ` matching “${st.q}”` : '')}),
-    r.offset > 0 ? el('button', {type: 'button', id: 'prev', text: '← previous', onclick: () => go({offset: Math.max(0, r.offset - r.limit)})}) : null,
+    el('span', {id: 'count', text: (r.offset >= r.total && r.total ? `offset ${fmt(r.offset)} is past the last of ${fmt(r.total)} features`
+      : `${r.total ? r.offset + 1 : 0}–${last} of ${fmt(r.total)} features`) + (st.q ? ` matching “${iso(st.q)}”` : '')}),
+    r.offset > 0 ? el('button', {type: 'button', id: 'prev', text: '← previous', onclick: () => go({offset: Math.max(0, Math.min(r.offset - r.limit, Math.floor((r.total - 1) / r.limit) * r.limit))})}) : null,
     last < r.total ? el('button', {type: 'button', id: 'next', text: 'next →', onclick: () => go({offset: r.offset + r.limit})}) : null);
   main.append(pager, el('table', {id: 'features'}, el('tr', {}, th), rows));
 }
@@ -150,9 +166,11 @@ function ctxLine(ex, maxv) {
 
 function histogram(h) {
   if (!h.length) return el('p', {class: 'muted', text: 'never active'});
-  const m = Math.max(...h.map((b) => b.count));
+  // a damaged table (counts 0, NULL or text) must not give "height: NaN%"
+  const m = Math.max(0, ...h.map((b) => (Number.isFinite(b.count) ? b.count : 0)));
+  if (!(m > 0)) return el('p', {class: 'muted', id: 'hist-empty', text: 'no counts in the histogram (every bin is 0)'});
   return el('div', {},
-    el('div', {class: 'bars', id: 'hist'}, h.map((b) => el('div', {style: `height: ${(100 * b.count / m).toFixed(1)}%`, title: `[${fmt(b.lo)}, ${fmt(b.hi)}): ${b.count}`}))),
+    el('div', {class: 'bars', id: 'hist'}, h.map((b) => el('div', {style: `height: ${(100 * (Number.isFinite(b.count) ? b.count : 0) / m).toFixed(1)}%`, title: `[${fmt(b.lo)}, ${fmt(b.hi)}): ${b.count}`}))),
     el('div', {class: 'muted'}, `${fmt(h[0].lo)} … ${fmt(h[h.length - 1].hi)} (log-spaced bins, active values only)`));
 }
 
@@ -166,7 +184,7 @@ async function viewFeature(dict, feat) {
   const j = await api(`/api/feature/${dict}/${feat}`);
   const f = j.feature, d = j.dict;
   const maxv = f.max_act || 0;
-  document.title = `#${feat} · ${d.name} · saelite`;
+  document.title = `#${feat} · ${iso(d.name)} · saelite`;
   const nav = el('div', {class: 'controls'},
     feat > 0 ? el('a', {id: 'prev-feature', href: `/feature/${dict}/${feat - 1}`, text: `← #${feat - 1}`}) : null,
     feat + 1 < f.d_sae ? el('a', {id: 'next-feature', href: `/feature/${dict}/${feat + 1}`, text: `#${feat + 1} →`}) : null,
@@ -207,9 +225,10 @@ async function viewFeature(dict, feat) {
     el('div', {class: 'muted', text: 'Mean over the contexts where it fires of KL(clean ‖ ablated) and of the next token\'s loss change, ablating x − f·d at the hook (nats).'}),
     el('div', {class: 'grid'}, effList(epos, false), effList(eneg, true)))
     : el('p', {class: 'muted', id: 'effect-none', text: 'not measured (saelite analyze --effects writes it)'});
-  const ptot = j.pos.reduce((s, p) => s + p.n, 0);
+  const ptot = j.pos.reduce((s, p) => s + (Number.isFinite(p.n) ? p.n : 0), 0);
+  const share = (n) => (ptot > 0 && Number.isFinite(n) ? n / ptot : null); // null: '–', not NaN
   const pos = j.pos.length ? el('table', {id: 'pos'}, j.pos.map((p) => el('tr', {}, el('td', {text: p.tag}),
-    el('td', {}, el('span', {class: 'hbar', style: `width: ${(120 * p.n / ptot).toFixed(0)}px`}), `${p.n} (${pct(p.n / ptot)})`))))
+    el('td', {}, el('span', {class: 'hbar', style: `width: ${(120 * (share(p.n) || 0)).toFixed(0)}px`}), `${fmt(p.n)} (${pct(share(p.n))})`))))
     : el('p', {class: 'muted', text: 'no POS tags stored for its top activations'});
   const near = j.nearest.length ? el('div', {id: 'nearest'}, j.nearest.map((n) => el('a', {class: 'pill', href: `/feature/${dict}/${n.feature}`, text: `#${n.feature} ${fmt(n.cos, 3)}`})))
     : el('p', {class: 'muted', text: 'no decoder directions stored'});
@@ -247,7 +266,7 @@ async function viewFeature(dict, feat) {
         fill(k);
         note.textContent = 'Every token shaded by its activation recomputed with the model and the SAE (hover for values).';
       }
-    } catch (e) { note.textContent = 'Recomputing with the model failed: ' + e.message; }
+    } catch (e) { if (!e.stale) note.textContent = 'Recomputing with the model failed: ' + e.message; }
   }
 }
 
@@ -286,7 +305,7 @@ function steerPanel(dict, feat, maxv) {
         col('steer-steered', `steered: #${feat} ${r.method} ${fmt(r.features[0][1])}`, r.steered, r.unsteered),
         col('steer-unsteered', 'unsteered (same seed)', r.unsteered, null)),
         el('div', {class: 'muted', id: 'steer-note', text: `${r.prompt_tokens} prompt tokens, seed ${r.seed}, temperature ${r.temperature}, at ${r.hook}; ${fmt(r.ms, 0)} ms. Tokens that differ from the unsteered run are marked.`}));
-    } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
+    } catch (e) { if (e.stale) return; out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
     document.body.dataset.ready = '1';
   };
   return el('div', {id: 'steer'}, el('h2', {text: 'Steering'}), prompt,
@@ -332,7 +351,7 @@ async function viewTest(params) {
         el('div', {}, r.tokens.map((t) => el('span', {class: 'testtok'}, el('span', {class: 't', text: shown(t.text)}),
           t.features.map(([f, v]) => r.dict_id >= 0 ? el('a', {href: `/feature/${r.dict_id}/${f}`, title: `activation ${v.toFixed(4)}`, text: `#${f} ${v.toFixed(2)}`})
             : el('span', {text: `#${f} ${v.toFixed(2)}`}))))));
-    } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
+    } catch (e) { if (e.stale) return; out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
     document.body.dataset.ready = '1';
   };
   main.append(el('p', {class: 'muted', text: `SAE ${info.test_sae}; each token shows its top 5 features (click one to open it).`}), ta,
@@ -358,7 +377,7 @@ async function viewSql(params) {
             const n = typeof v === 'number' || typeof v === 'bigint' || isInf(v);
             return el('td', {class: n ? 'num' : null, text: v === null ? 'NULL' : n ? fmt(v, 4) : v});
           })))));
-    } catch (e) { out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
+    } catch (e) { if (e.stale) return; out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
     document.body.dataset.ready = '1';
   };
   main.replaceChildren(el('h1', {id: 'title', text: 'SQL'}),
@@ -375,17 +394,21 @@ function navigate(url) { history.pushState(null, '', url); route(); }
 
 async function route() {
   keyHandler = null;
-  routes++;
+  const gen = ++routes;
   const p = location.pathname, params = new URLSearchParams(location.search);
   for (const a of document.querySelectorAll('header nav a')) a.classList.toggle('active', a.getAttribute('href') === p);
   try {
     let m;
     if ((m = p.match(/^\/feature\/(\d+)\/(\d+)$/))) await viewFeature(+m[1], +m[2]);
+    else if (p.startsWith('/feature/')) throw new Error(`no feature page ${p} (expected /feature/DICT/N)`);
     else if (p === '/test') await viewTest(params);
     else if (p === '/sql') await viewSql(params);
     else await viewIndex(params);
-    document.body.dataset.ready = '1';
-  } catch (e) { showError(e); document.body.dataset.ready = 'error'; }
+    if (gen === routes) document.body.dataset.ready = '1';
+  } catch (e) {
+    if (e.stale || gen !== routes) return;
+    showError(e); document.body.dataset.ready = 'error';
+  }
 }
 
 document.addEventListener('click', (e) => {
