@@ -5,6 +5,8 @@
  * (its target and POST body) lives in a conn struct from the URI callback to the completion
  * callback. */
 #include <arpa/inet.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -45,12 +47,33 @@ static int dicts_cb(void *user, int nc, const char *const *names, const store_va
     return 0;
 }
 
+/* The analysed SAE directories (ana_dicts.name of kind 'sae') that are dir by realpath: the
+ * name analyze recorded is the --sae string it was given, so "--sae ./runs/demo/sae", an
+ * absolute path or a symlink to it matched nothing by string, and serve ran without live
+ * activations or steering, silently (an audit). Also lists the analysed names for the warning. */
+typedef struct { char want[PATH_MAX]; int64_t id; char names[400]; } sae_match;
+static int match_cb(void *user, int nc, const char *const *names, const store_val *v)
+{
+    (void)names;
+    sae_match *m = user;
+    char rp[PATH_MAX];
+    if (nc < 4 || v[1].type != STORE_Q_TEXT || strcmp(v[1].s, "sae") || v[3].type != STORE_Q_TEXT)
+        return 0;
+    size_t n = strlen(m->names);
+    if (n + 4 < sizeof m->names)
+        snprintf(m->names + n, sizeof m->names - n, "%s%s (dictionary %lld)", n ? ", " : "",
+                 v[3].s, (long long)v[0].i);
+    if (m->want[0] && realpath(v[3].s, rp) && !strcmp(rp, m->want)) m->id = v[0].i; /* newest wins */
+    return 0;
+}
+
 int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
 {
     *out = NULL;
     srv_ctx *c = mem_calloc(1, sizeof *c);
     if (!c) return err_set(ERR_NOMEM, "out of memory");
     c->test_dict = -1;
+    if (res) res->test_dict = -1;
     int rc = store_srv_open(&c->st, o->db, res ? &res->index_seconds : NULL);
     if (!rc && res) res->fts5 = store_srv_fts5(c->st);
     if (!rc && o->model_dir) {
@@ -82,6 +105,17 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
             store_val p[] = {{.type = STORE_Q_TEXT, .s = dir, .n = strlen(dir)},
                              {.type = STORE_Q_INT, .i = id}};
             rc = store_srv_query(c->st, STORE_SRV_DICT_BY_SAE, p, 2, srv_int_cb, &c->test_dict);
+        }
+        if (!rc && c->test_dict < 0) {
+            sae_match m = {"", -1, ""};
+            if (!realpath(dir, m.want)) m.want[0] = 0;
+            rc = store_srv_query(c->st, STORE_SRV_DICTS, NULL, 0, match_cb, &m);
+            c->test_dict = m.id;
+            if (res) snprintf(res->analysed, sizeof res->analysed, "%s", m.names[0] ? m.names : "none");
+        }
+        if (res) {
+            res->test_dict = c->test_dict;
+            snprintf(res->test_sae, sizeof res->test_sae, "%s", dir);
         }
     }
     if (!rc && o->report_dir) {

@@ -62,6 +62,12 @@ typedef struct srv_result {
     double index_seconds;  /* building the search index at startup */
     int fts5;              /* 1: FTS5 search, 0: LIKE fallback */
     int dashboards;        /* dashboards found in report_dir */
+    /* with model_dir: the SAE directory run and its analysis (-1: none in the database, matched
+       by the name analyze recorded or by realpath; analysed then lists the analysed SAEs, for
+       the caller's warning) */
+    int64_t test_dict;
+    char test_sae[1024];
+    char analysed[512];
 } srv_result;
 
 void srv_defaults(srv_opts *o);

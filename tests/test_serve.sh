@@ -644,6 +644,25 @@ req GET "/api/feature/1/$F"; okn "... the feature API too (got $code)" test "$co
 req GET "/api/sql?q=SELECT%20nosuch%20FROM%20x"; okn "... the console's SQL error: 400 (got $code)" test "$code" = 400
 kill -INT $SPID; wait $SPID; SPID=""
 
+# ---- --sae DIR names the analysed SAE by another path (a symlink): matched by realpath (by
+# string only, serve ran without live activations and steering, silently); an SAE with no
+# analysis (a copy elsewhere) gets a warning naming the analysed ones
+ln -s "$W/sae" "$W/sae_link"; cp -r "$W/sae" "$W/sae_copy"
+for s in sae_link sae_copy; do
+    "$BIN" serve --db "$DB" --model "$W/m" --sae "$W/$s" --port 0 > "$W/serve5.out" 2> "$W/serve5.err" &
+    SPID=$!
+    wait_url "$W/serve5.out"
+    req GET /api/info
+    if [ $s = sae_link ]; then
+        okn "--sae through a symlink finds its analysis (test_dict $(js "j['test_dict']"))" test "$(js "j['test_dict']")" = 1
+        okn "... and warns of nothing" test -z "$(grep warning "$W/serve5.err")"
+    else
+        okn "--sae of an SAE with no analysis: test_dict -1" test "$(js "j['test_dict']")" = -1
+        okn "... and a warning naming the analysed one ($(cat "$W/serve5.err"))" grep -q "^serve: warning: the SAE .*sae_copy has no analysis in this database (analysed: $W/sae (dictionary 1))" "$W/serve5.err"
+    fi
+    kill -INT $SPID; wait $SPID; SPID=""
+done
+
 # ---- a hostile database: a view that never ends in place of an analysis table. serve's own
 # queries have a time limit (STORE_SRV_QUERY_MS, 5 s): a 500 naming the query, the other
 # endpoints still answer, and SIGTERM stops serve at once with one in flight (before, every
