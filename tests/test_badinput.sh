@@ -194,8 +194,10 @@ EXACT="saelite report: --threads must be in 1..64, got 65 (see 'saelite report -
 bad "out-of-range value (two bounds)" "--threads must be in 1..64" report --db ex.db --sae sae8 --out rep --threads 65
 EXACT="saelite synth: --corr must be in [0, 1), got 1 (see 'saelite synth --help')"
 bad "out-of-range value (open bound)" "--corr must be in" synth --out s.npy --truth t.npy --corr 1
-EXACT="saelite pack: --lr must be > 0, got 0 (see 'saelite pack --help')"
-bad "out-of-range value (exclusive)" "--lr must be > 0" pack --dim 4 --count 8 --lr 0
+EXACT="saelite superpose: --lr must be > 0, got 0 (see 'saelite superpose --help')"
+bad "out-of-range value (exclusive)" "--lr must be > 0" superpose --n 4 --m 2 --lr 0
+EXACT="saelite pack: --lr must be in (0, 3], got 0 (see 'saelite pack --help')"
+bad "out-of-range value (exclusive, bounded)" "--lr must be in .0, 3." pack --dim 4 --count 8 --lr 0
 EXACT="saelite extract: --dtype must be one of f32|f16|bf16, got 'f8' (see 'saelite extract --help')"
 bad "bad enum value" "--dtype must be one of" extract --model model --corpus small.txt --hook $H --db new.db --dtype f8
 EXACT="saelite report: --by must be one of density|max|alignment, got 'size' (see 'saelite report --help')"
