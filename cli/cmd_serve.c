@@ -41,6 +41,9 @@ int cmd_serve(int argc, char **argv)
         {"--threads", ARG_INT, &o.threads,
          "connections at most, each with its own thread (a slow request holds only its own)",
          ARG_RANGE(8, 4096), ARG_DEFAULT("256")},
+        {"--query-timeout", ARG_FLOAT, &o.query_timeout,
+         "seconds one of serve's own queries may run before it answers 500 (the SQL console has "
+         "its own 2 s)", ARG_RANGE(0.1, 3600), ARG_DEFAULT("30")},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;

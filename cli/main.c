@@ -15,6 +15,7 @@
 #include "common/dist.h"
 #include "common/err.h"
 #include "common/hash.h"
+#include "common/mem.h"
 #include "common/par.h"
 
 #define X(id)                                                                                 \
@@ -153,15 +154,16 @@ static int ranks_disagree(int argc, char **argv)
     uint64_t h = 1469598103934665603ULL;
     for (int i = 1; i < argc; i++) h = hash_fnv1a(h, argv[i], strlen(argv[i]) + 1);
     int n = dist_size();
-    uint64_t *all = malloc(sizeof *all * (size_t)n);
+    uint64_t *all = mem_alloc(sizeof *all * (size_t)n);
+    if (!all) err_set(ERR_NOMEM, "out of memory comparing the ranks' arguments");
     if (!all || dist_allgather(&h, all, sizeof h)) {
-        free(all);
+        mem_free(all);
         return -1;
     }
     int bad = 0;
     for (int r = 1; r < n && !bad; r++)
         if (all[r] != all[0]) bad = r;
-    free(all);
+    mem_free(all);
     return bad;
 }
 

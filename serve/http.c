@@ -31,6 +31,7 @@ void srv_defaults(srv_opts *o)
     o->host = "127.0.0.1";
     o->port = 8080;
     o->threads = 256;
+    o->query_timeout = STORE_SRV_QUERY_MS / 1000.0;
 }
 
 /* The newest analysed SAE whose directory exists (for --model without --sae). */
@@ -51,7 +52,13 @@ static int dicts_cb(void *user, int nc, const char *const *names, const store_va
  * name analyze recorded is the --sae string it was given, so "--sae ./runs/demo/sae", an
  * absolute path or a symlink to it matched nothing by string, and serve ran without live
  * activations or steering, silently (an audit). Also lists the analysed names for the warning. */
-typedef struct { char want[PATH_MAX]; int64_t id; char names[400]; } sae_match;
+typedef struct {
+    char want[PATH_MAX];
+    int64_t id;
+    char names[400];
+    const char *hook; /* the loaded SAE's hook and width: a recorded relative name resolves */
+    int64_t d_sae;    /* against serve's directory, not analyze's, so it must fit (a review) */
+} sae_match;
 static int match_cb(void *user, int nc, const char *const *names, const store_val *v)
 {
     (void)names;
@@ -60,10 +67,14 @@ static int match_cb(void *user, int nc, const char *const *names, const store_va
     if (nc < 4 || v[1].type != STORE_Q_TEXT || strcmp(v[1].s, "sae") || v[3].type != STORE_Q_TEXT)
         return 0;
     size_t n = strlen(m->names);
-    if (n + 4 < sizeof m->names)
-        snprintf(m->names + n, sizeof m->names - n, "%s%s (dictionary %lld)", n ? ", " : "",
-                 v[3].s, (long long)v[0].i);
-    if (m->want[0] && realpath(v[3].s, rp) && !strcmp(rp, m->want)) m->id = v[0].i; /* newest wins */
+    char one[sizeof m->names];
+    snprintf(one, sizeof one, "%s%s (dictionary %lld)", n ? ", " : "", v[3].s, (long long)v[0].i);
+    if (n + strlen(one) < sizeof m->names - 4) memcpy(m->names + n, one, strlen(one) + 1);
+    else if (n + 6 < sizeof m->names && (n < 3 || strcmp(m->names + n - 3, "...")))
+        strcpy(m->names + n, n ? ", ..." : "...");
+    int fits = nc > 6 && v[4].type == STORE_Q_TEXT && (!m->hook || !strcmp(v[4].s, m->hook)) &&
+               v[6].type == STORE_Q_INT && (m->d_sae <= 0 || v[6].i == m->d_sae);
+    if (m->want[0] && fits && realpath(v[3].s, rp) && !strcmp(rp, m->want)) m->id = v[0].i; /* newest wins */
     return 0;
 }
 
@@ -75,6 +86,7 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
     c->test_dict = -1;
     if (res) res->test_dict = -1;
     int rc = store_srv_open(&c->st, o->db, res ? &res->index_seconds : NULL);
+    if (!rc) store_srv_set_query_ms(c->st, (int)(o->query_timeout * 1000 + 0.5));
     if (!rc && res) res->fts5 = store_srv_fts5(c->st);
     if (!rc && o->model_dir) {
         char dir[4096] = "";
@@ -107,7 +119,9 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
             rc = store_srv_query(c->st, STORE_SRV_DICT_BY_SAE, p, 2, srv_int_cb, &c->test_dict);
         }
         if (!rc && c->test_dict < 0) {
-            sae_match m = {"", -1, ""};
+            const sae_model *sm = srv_model_sae_weights(c->model);
+            sae_match m = {"", -1, "", sm ? sm->cfg.hook_name : NULL, sm ? sm->cfg.d_sae : 0};
+            if (m.hook && !m.hook[0]) m.hook = NULL;
             if (!realpath(dir, m.want)) m.want[0] = 0;
             rc = store_srv_query(c->st, STORE_SRV_DICTS, NULL, 0, match_cb, &m);
             c->test_dict = m.id;
@@ -215,7 +229,8 @@ static int other_site(const char *sfs)
 }
 
 /* 1 when the raw request target's path is under /api/ or /report/ (percent-decoded first, so
- * /%61pi/ counts too; a malformed target is left to srv_parse_target's 400). */
+ * /%61pi/ counts too; a malformed target is left to srv_parse_target's 400); 2 when it is one
+ * of the two GET forms that run something, /api/sql and /api/test. */
 static int api_target(const char *target)
 {
     char buf[SRV_MAX_URL + 1];
@@ -225,7 +240,32 @@ static int api_target(const char *target)
     if (!target || strlen(target) > SRV_MAX_URL) return 0;
     strcpy(buf, target);
     if (srv_parse_target(buf, &path, args, &n)) return 0;
+    if (!strcmp(path, "/api/sql") || !strcmp(path, "/api/test")) return 2;
     return !strncmp(path, "/api/", 5) || !strncmp(path, "/report/", 8);
+}
+
+/* 1 when Host names a loopback address or localhost: the addresses a browser counts as
+ * potentially trustworthy over http, the only ones it sends Sec-Fetch-Site to. */
+static int loopback_host(const char *host)
+{
+    char name[64];
+    const char *end;
+    if (!host) return 0;
+    if (host[0] == '[') {
+        end = strchr(host, ']');
+        if (!end || (size_t)(end - host) - 1 >= sizeof name) return 0;
+        memcpy(name, host + 1, (size_t)(end - host) - 1);
+        name[end - host - 1] = 0;
+        struct in6_addr a6;
+        return inet_pton(AF_INET6, name, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+    }
+    end = host + strcspn(host, ":");
+    if ((size_t)(end - host) >= sizeof name) return 0;
+    memcpy(name, host, (size_t)(end - host));
+    name[end - host] = 0;
+    struct in_addr a;
+    if (!strcasecmp(name, "localhost")) return 1;
+    return inet_pton(AF_INET, name, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 /* A refusal the headers decide (1 and *r), before any body is read: a Host that is not this
@@ -233,8 +273,8 @@ static int api_target(const char *target)
  * dashboard request another site made (Sec-Fetch-Site cross-site or same-site: 403), Host,
  * Origin, Sec-Fetch-Site or Content-Length given twice, or a body declared above SRV_MAX_BODY
  * (413, unread). */
-static int refuse_early(const server *sv, struct MHD_Connection *con, const char *target,
-                        srv_response *r)
+static int refuse_early(const server *sv, struct MHD_Connection *con, const char *method,
+                        const char *target, srv_response *r)
 {
     const char *host, *origin, *clen, *sfs;
     int nh = header(con, MHD_HTTP_HEADER_HOST, &host), no = header(con, "Origin", &origin),
@@ -248,9 +288,19 @@ static int refuse_early(const server *sv, struct MHD_Connection *con, const char
        GET /api/sql?q= and /api/test?text= (an audit kept the console busy that way). The
        page's own requests are same-origin; only navigations to a page may come from
        elsewhere. */
-    if (other_site(sfs) && api_target(target))
+    int api = api_target(target);
+    if (other_site(sfs) && api)
         return !srv_error(r, 403, "request from another site (Sec-Fetch-Site: %.20s) refused: "
                           "the API answers only this server's own page", sfs);
+    /* ... but a browser sends Sec-Fetch-Site only to loopback names (and https): at a LAN
+       address (--host 0.0.0.0) another site's <img src=.../api/sql?q=...> came without it (a
+       review). There the two GET forms that run something are refused; a POST carries an
+       Origin, which the check below compares. */
+    if (api == 2 && method && (!strcmp(method, "GET") || !strcmp(method, "HEAD")) &&
+        host && !loopback_host(host))
+        return !srv_error(r, 403, "GET /api/sql and /api/test answer only at a loopback address "
+                          "(a browser tells no other site's request apart elsewhere): POST a JSON "
+                          "body");
     /* HTTP/1.1 requires Host (libmicrohttpd refuses its absence); an HTTP/1.0 client may omit it */
     if (host && !host_ok(host, sv->bind))
         return !srv_error(r, 421, "Host '%.80s' is not this server (use http://127.0.0.1:PORT/ or "
@@ -320,7 +370,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
            a refusal wants) */
         k->seen = 1;
         srv_response r;
-        if (!refuse_early(sv, con, k->target, &r)) return MHD_YES;
+        if (!refuse_early(sv, con, method, k->target, &r)) return MHD_YES;
         __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
         enum MHD_Result ret = send_resp(con, &r, 0);
         srv_response_free(&r);

@@ -50,6 +50,7 @@ typedef struct {
     const char *host;      /* address to bind (default "127.0.0.1") */
     int port;              /* default 8080; 0 picks a free port */
     int threads;           /* connections at most, each served by its own thread (default 256) */
+    double query_timeout;  /* seconds one of serve's own queries may run (default 30) */
     volatile int *stop;    /* polled; non-zero stops the server */
     /* called once the server listens (the URL to open; res so far); may be NULL */
     void (*on_ready)(void *user, const char *url, const struct srv_result *res);

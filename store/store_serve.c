@@ -38,7 +38,10 @@ struct store_srv {
     int capped;                 /* the heap cap is set; heap_prev is the limit it replaced */
     sqlite3_int64 heap_prev;
     int stopping;               /* store_srv_stop was called (atomic) */
+    int query_ms;               /* store_srv_query's limit */
 };
+
+void store_srv_set_query_ms(store_srv *s, int ms) { s->query_ms = ms > 0 ? ms : STORE_SRV_QUERY_MS; }
 
 /* The progress handlers: a statement stops (SQLITE_INTERRUPT) past its deadline or once the
    server is stopping, so a request in flight cannot hold the shutdown. */
@@ -596,14 +599,15 @@ int store_srv_query(store_srv *s, int q, const store_val *params, int nparams,
     } else {
         sqlite3_clear_bindings(st);
         for (int i = 0; i < nparams; i++) bind_val(st, i + 1, &params[i]);
-        store_deadline_start(&c->dl, STORE_SRV_QUERY_MS / 1000.0);
+        int ms = s->query_ms > 0 ? s->query_ms : STORE_SRV_QUERY_MS;
+        store_deadline_start(&c->dl, ms / 1000.0);
         rc = run_rows(s, c->db, st, fn, user, -1, &rows);
         if (rc == ERR_ABORTED && __atomic_load_n(&s->stopping, __ATOMIC_RELAXED))
             rc = err_set(ERR_BUSY, "serve is stopping");
         else if (rc == ERR_ABORTED && c->dl.hit)
             rc = err_set(ERR_SQL, "%s: serve's query %s ran past its %d ms limit (is a table of "
                          "the database a slow view, or the database damaged? GET /api/queries "
-                         "shows the SQL)", s->path, Q[q].name, STORE_SRV_QUERY_MS);
+                         "shows the SQL; serve --query-timeout raises it)", s->path, Q[q].name, ms);
         store_deadline_start(&c->dl, 0);
     }
     sqlite3_reset(st);

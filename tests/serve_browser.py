@@ -266,6 +266,10 @@ try:
     page.goto('/?dict=%d&token=%s' % (E['dict'], E['token']))
     cnt = page.js("(document.getElementById('token-count') || {}).textContent || ''")
     check('token: "1–N of TOTAL features"', cnt.replace(',', '').endswith('of %d features' % E['token_total']), cnt)
+    # past the end: it said "501–500 of 40 features" (a review)
+    page.goto('/?dict=%d&token=%s&token_offset=%d' % (E['dict'], E['token'], E['token_total'] + 450))
+    cnt = page.js("(document.getElementById('token-count') || {}).textContent || ''")
+    check('token: an offset past the end says so', 'past the last of' in cnt, cnt)
     # text from the database isolated for bidi, long strings wrapped
     st = page.js("[getComputedStyle(document.querySelector('#features .pill')).unicodeBidi, getComputedStyle(document.querySelector('#features td')).overflowWrap, document.querySelector('#dict option').textContent]")
     check('bidi: pills isolated, cells wrap, names in U+2068..2069', st[0] == 'isolate' and st[1] == 'anywhere' and '\u2068' in st[2] and '\u2069' in st[2], str(st))

@@ -51,6 +51,9 @@ function fmt(x, digits) {
   if (a !== 0 && (a < 1e-3 || a >= 1e5)) return x.toExponential(2);
   return x.toFixed(digits === undefined ? 3 : digits);
 }
+// a value to compute with: the marked infinities as numbers (a review found {"real": "inf"}
+// reaching toFixed and division)
+const num = (x) => (isInf(x) ? (x.real === 'inf' ? Infinity : -Infinity) : x);
 const pct = (x) => (typeof x !== 'number' || !Number.isFinite(x) ? (isInf(x) ? fmt(x) : '–') : (100 * x).toFixed(x < 0.001 ? 3 : 2) + '%');
 // Token text as a person reads it: newlines and tabs visible, spaces kept.
 const shown = (t) => t.replace(/\n/g, '↵').replace(/\t/g, '⇥');
@@ -107,8 +110,10 @@ async function viewIndex(params) {
     // the API returns a page of them and how many there are (it kept 50 without a word)
     const tlast = r.offset + r.features.length;
     main.append(el('h2', {text: `Features whose top activations fall on “${iso(st.token)}”`}),
-      el('div', {class: 'controls'}, el('span', {id: 'token-count', text: r.total ? `${r.offset + 1}–${tlast} of ${fmt(r.total)} features` : ''}),
-        r.offset > 0 ? el('button', {type: 'button', id: 'token-prev', text: '← previous', onclick: () => go({token_offset: Math.max(0, r.offset - r.limit)})}) : null,
+      el('div', {class: 'controls'}, el('span', {id: 'token-count', text: !r.total ? ''
+          : r.offset >= r.total ? `offset ${fmt(r.offset)} is past the last of ${fmt(r.total)} features`
+          : `${r.offset + 1}–${tlast} of ${fmt(r.total)} features`}),
+        r.offset > 0 ? el('button', {type: 'button', id: 'token-prev', text: '← previous', onclick: () => go({token_offset: Math.max(0, Math.min(r.offset - r.limit, Math.floor((r.total - 1) / r.limit) * r.limit))})}) : null,
         tlast < r.total ? el('button', {type: 'button', id: 'token-next', text: 'next →', onclick: () => go({token_offset: r.offset + r.limit})}) : null),
       r.features.length ? el('table', {id: 'token-table'}, el('tr', {}, ['feature', 'activations', 'max', 'density'].map((h) => el('th', {text: h}))),
         r.features.map((f) => el('tr', {}, el('td', {}, el('a', {href: `/feature/${dict}/${f.feature}`, text: '#' + f.feature})),
@@ -152,7 +157,7 @@ function ctxLine(ex, maxv) {
   // the stored one (0 when none is stored at that token)
   return el('div', {class: 'ctx'}, el('span', {class: 'val', text: fmt(ex.value)}),
     ex.tokens.map(([t, stored, own, live]) => {
-      const v = live === undefined ? stored : live;
+      const v = num(live === undefined ? stored : live);
       const a = maxv > 0 ? Math.min(1, v / maxv) : 0;
       const how = live === undefined ? (v > 0 ? 'stored' : 'none stored') : 'recomputed with the model';
       return el('span', {
@@ -183,7 +188,7 @@ async function viewFeature(dict, feat) {
   const live = INFO.test && INFO.test_dict === dict;
   const j = await api(`/api/feature/${dict}/${feat}`);
   const f = j.feature, d = j.dict;
-  const maxv = f.max_act || 0;
+  const maxv = Number.isFinite(num(f.max_act)) ? num(f.max_act) : 0; // an Inf max scales nothing
   document.title = `#${feat} · ${iso(d.name)} · saelite`;
   const nav = el('div', {class: 'controls'},
     feat > 0 ? el('a', {id: 'prev-feature', href: `/feature/${dict}/${feat - 1}`, text: `← #${feat - 1}`}) : null,
@@ -349,8 +354,8 @@ async function viewTest(params) {
       out.replaceChildren(
         el('p', {class: 'muted', text: `${r.tokens.length} tokens through ${r.hook}` + (r.truncated ? ` (cut to ${info.test_max_tokens})` : '') + (r.dict_id < 0 ? ' — this SAE is not analysed in the database: no feature pages' : '')}),
         el('div', {}, r.tokens.map((t) => el('span', {class: 'testtok'}, el('span', {class: 't', text: shown(t.text)}),
-          t.features.map(([f, v]) => r.dict_id >= 0 ? el('a', {href: `/feature/${r.dict_id}/${f}`, title: `activation ${v.toFixed(4)}`, text: `#${f} ${v.toFixed(2)}`})
-            : el('span', {text: `#${f} ${v.toFixed(2)}`}))))));
+          t.features.map(([f, v]) => r.dict_id >= 0 ? el('a', {href: `/feature/${r.dict_id}/${f}`, title: `activation ${fmt(v, 4)}`, text: `#${f} ${fmt(v, 2)}`})
+            : el('span', {text: `#${f} ${fmt(v, 2)}`}))))));
     } catch (e) { if (e.stale) return; out.replaceChildren(el('p', {class: 'error', id: 'error', text: e.message})); }
     document.body.dataset.ready = '1';
   };
