@@ -47,6 +47,10 @@ static void test_interp(void)
     CHECK_NEAR(sweep_metric_at_l0(rows, n, "a", "ev", 10), 0.6, 1e-12);
     CHECK_NEAR(sweep_metric_at_l0(rows, n, "a", "ev", 40), 0.8, 1e-12);
     CHECK(isnan(sweep_metric_at_l0(rows, n, "a", "ev", 80)), "outside the range (the NaN point is left out)");
+    /* within 0.5% of an end is the end (a k 64 run measures L0 63.9) */
+    CHECK_NEAR(sweep_metric_at_l0(rows, n, "a", "ev", 40.15), 0.8, 1e-12);
+    CHECK_NEAR(sweep_metric_at_l0(rows, n, "a", "ev", 9.96), 0.6, 1e-12);
+    CHECK(isnan(sweep_metric_at_l0(rows, n, "a", "ev", 40.4)), "1 percent past the end");
     CHECK(isnan(sweep_metric_at_l0(rows, n, "a", "ev", 5)), "below the range");
     CHECK_NEAR(sweep_metric_at_l0(rows, n, "b", "ev", 20), 0.7, 1e-12);
     CHECK(isnan(sweep_metric_at_l0(rows, n, "c", "ev", 20)), "unknown family");
