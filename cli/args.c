@@ -145,16 +145,33 @@ void args_roff_text(const char *s)
 }
 
 /* The bound of a number flag as text: ">= 1", "< 1", "in 1..64", "in (0, 1)"; "" if none. */
+/* The shortest %g spelling that reads back as x (0.1 printed as 0.10000000000000001 with %.17g). */
+static const char *num_text(double x, char *buf, size_t cap)
+{
+    if (x == floor(x) && fabs(x) < 1e16) { /* whole numbers whole: 1000000, not 1e+06 */
+        snprintf(buf, cap, "%.0f", x);
+        return buf;
+    }
+    for (int p = 6; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 static void range_text(const arg_spec *s, char *buf, size_t cap)
 {
+    char lo[32], hi[32];
+    num_text(s->lo, lo, sizeof lo);
+    num_text(s->hi, hi, sizeof hi);
     if (s->lo_kind && s->hi_kind) {
         if (s->lo_kind == 1 && s->hi_kind == 1 && s->kind != ARG_FLOAT)
-            snprintf(buf, cap, "in %.17g..%.17g", s->lo, s->hi);
+            snprintf(buf, cap, "in %s..%s", lo, hi);
         else
-            snprintf(buf, cap, "in %c%.17g, %.17g%c", s->lo_kind == 1 ? '[' : '(', s->lo, s->hi,
+            snprintf(buf, cap, "in %c%s, %s%c", s->lo_kind == 1 ? '[' : '(', lo, hi,
                      s->hi_kind == 1 ? ']' : ')');
-    } else if (s->lo_kind) snprintf(buf, cap, "%s %.17g", s->lo_kind == 1 ? ">=" : ">", s->lo);
-    else if (s->hi_kind) snprintf(buf, cap, "%s %.17g", s->hi_kind == 1 ? "<=" : "<", s->hi);
+    } else if (s->lo_kind) snprintf(buf, cap, "%s %s", s->lo_kind == 1 ? ">=" : ">", lo);
+    else if (s->hi_kind) snprintf(buf, cap, "%s %s", s->hi_kind == 1 ? "<=" : "<", hi);
     else buf[0] = 0;
 }
 
