@@ -350,7 +350,9 @@ static void row_init(store_sweep_row *row, const sweep_opts *o, const plan_run *
     row->d_in = tr->d_in;
     row->d_out = tr->d_out;
     row->d_sae = tr->d_sae;
-    row->tokens = o->tokens;
+    /* the tokens trained (whole batches; an audit found the row recording --tokens, which a
+       partial last batch leaves untrained) */
+    row->tokens = tr->total_steps * (int64_t)tr->batch;
     row->seed = (int64_t)o->seed;
     snprintf(row->config, sizeof row->config, "%s", p->config);
     snprintf(row->dir, sizeof row->dir, "%s", p->dir);
