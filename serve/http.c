@@ -189,36 +189,42 @@ static int header(struct MHD_Connection *con, const char *name, const char **val
     return h.n;
 }
 
-/* Host (as "name" or "name:port", "[v6]" or "[v6]:port") names this server without DNS: a
- * loopback name or address, the address listened on, or, listening on 0.0.0.0, any IPv4
- * address. A DNS name (other than localhost) is refused, so a page whose name an attacker
- * rebinds to 127.0.0.1 cannot read the API (DNS rebinding). */
-static int host_ok(const char *host, struct in_addr bind)
+/* What Host (as "name" or "name:port", "[v6]" or "[v6]:port") names, without DNS: a loopback
+ * name or address (HOST_LOOPBACK), the address listened on or, listening on 0.0.0.0, any IPv4
+ * address (HOST_BOUND), or anything else (HOST_OTHER: a DNS name other than localhost, so a page
+ * whose name an attacker rebinds to 127.0.0.1 cannot read the API). *port_ok: what follows the
+ * name is nothing or ":digits" (any port: an ssh tunnel's local port differs from ours). */
+enum { HOST_OTHER, HOST_LOOPBACK, HOST_BOUND };
+static int host_class(const char *host, struct in_addr bind, int *port_ok)
 {
     char name[64];
     const char *end;
+    *port_ok = 0;
     if (host[0] == '[') {
         end = strchr(host, ']');
-        if (!end || (size_t)(end - host) - 1 >= sizeof name) return 0;
+        if (!end || (size_t)(end - host) - 1 >= sizeof name) return HOST_OTHER;
         memcpy(name, host + 1, (size_t)(end - host) - 1);
         name[end - host - 1] = 0;
         end++;
     } else {
         end = host + strcspn(host, ":");
-        if ((size_t)(end - host) >= sizeof name) return 0;
+        if ((size_t)(end - host) >= sizeof name) return HOST_OTHER;
         memcpy(name, host, (size_t)(end - host));
         name[end - host] = 0;
     }
-    if (*end == ':') /* the port: digits (any: an ssh tunnel's local port differs from ours) */
+    *port_ok = 1;
+    if (*end == ':')
         for (end++; *end; end++)
-            if (*end < '0' || *end > '9') return 0;
-    if (*end) return 0;
+            if (*end < '0' || *end > '9') *port_ok = 0;
+    if (*end) *port_ok = 0;
     struct in_addr a;
     struct in6_addr a6;
-    if (host[0] == '[') return inet_pton(AF_INET6, name, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
-    if (!strcasecmp(name, "localhost")) return 1;
-    if (inet_pton(AF_INET, name, &a) != 1) return 0;
-    return (ntohl(a.s_addr) >> 24) == 127 || a.s_addr == bind.s_addr || bind.s_addr == INADDR_ANY;
+    if (host[0] == '[')
+        return inet_pton(AF_INET6, name, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6) ? HOST_LOOPBACK : HOST_OTHER;
+    if (!strcasecmp(name, "localhost")) return HOST_LOOPBACK;
+    if (inet_pton(AF_INET, name, &a) != 1) return HOST_OTHER;
+    if ((ntohl(a.s_addr) >> 24) == 127) return HOST_LOOPBACK;
+    return a.s_addr == bind.s_addr || bind.s_addr == INADDR_ANY ? HOST_BOUND : HOST_OTHER;
 }
 
 /* 1 when the browser says another site made the request (Sec-Fetch-Site, sent by Chromium,
@@ -244,30 +250,6 @@ static int api_target(const char *target)
     return !strncmp(path, "/api/", 5) || !strncmp(path, "/report/", 8);
 }
 
-/* 1 when Host names a loopback address or localhost: the addresses a browser counts as
- * potentially trustworthy over http, the only ones it sends Sec-Fetch-Site to. */
-static int loopback_host(const char *host)
-{
-    char name[64];
-    const char *end;
-    if (!host) return 0;
-    if (host[0] == '[') {
-        end = strchr(host, ']');
-        if (!end || (size_t)(end - host) - 1 >= sizeof name) return 0;
-        memcpy(name, host + 1, (size_t)(end - host) - 1);
-        name[end - host - 1] = 0;
-        struct in6_addr a6;
-        return inet_pton(AF_INET6, name, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
-    }
-    end = host + strcspn(host, ":");
-    if ((size_t)(end - host) >= sizeof name) return 0;
-    memcpy(name, host, (size_t)(end - host));
-    name[end - host] = 0;
-    struct in_addr a;
-    if (!strcasecmp(name, "localhost")) return 1;
-    return inet_pton(AF_INET, name, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
-}
-
 /* A refusal the headers decide (1 and *r), before any body is read: a Host that is not this
  * server (421), an Origin other than the request's own, i.e. a cross-site page (403), an API or
  * dashboard request another site made (Sec-Fetch-Site cross-site or same-site: 403), Host,
@@ -288,7 +270,10 @@ static int refuse_early(const server *sv, struct MHD_Connection *con, const char
        GET /api/sql?q= and /api/test?text= (an audit kept the console busy that way). The
        page's own requests are same-origin; only navigations to a page may come from
        elsewhere. */
-    int api = api_target(target);
+    int api = api_target(target), port_ok = 0;
+    /* loopback names: the addresses a browser counts as potentially trustworthy over http, the
+       only ones it sends Sec-Fetch-Site to */
+    int hclass = host ? host_class(host, sv->bind, &port_ok) : HOST_OTHER;
     if (other_site(sfs) && api)
         return !srv_error(r, 403, "request from another site (Sec-Fetch-Site: %.20s) refused: "
                           "the API answers only this server's own page", sfs);
@@ -297,12 +282,12 @@ static int refuse_early(const server *sv, struct MHD_Connection *con, const char
        review). There the two GET forms that run something are refused; a POST carries an
        Origin, which the check below compares. */
     if (api == 2 && method && (!strcmp(method, "GET") || !strcmp(method, "HEAD")) &&
-        host && !loopback_host(host))
+        host && hclass != HOST_LOOPBACK)
         return !srv_error(r, 403, "GET /api/sql and /api/test answer only at a loopback address "
                           "(a browser tells no other site's request apart elsewhere): POST a JSON "
                           "body");
     /* HTTP/1.1 requires Host (libmicrohttpd refuses its absence); an HTTP/1.0 client may omit it */
-    if (host && !host_ok(host, sv->bind))
+    if (host && (hclass == HOST_OTHER || !port_ok))
         return !srv_error(r, 421, "Host '%.80s' is not this server (use http://127.0.0.1:PORT/ or "
                           "http://localhost:PORT/)", host);
     if (origin && (!host || strncasecmp(origin, "http://", 7) || strcasecmp(origin + 7, host)))

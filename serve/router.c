@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/utf8.h"
@@ -125,7 +126,7 @@ cJSON *srv_json_int(int64_t i)
     return cJSON_CreateRaw(b);
 }
 
-/* The shortest of 15, 16 or 17 significant digits that reads back as x itself. JSON has no
+/* The shortest of 15, 16 or 17 significant digits that reads back as x itself (buf_double). JSON has no
  * infinity: +-Inf is the object {"real": "inf"} / {"real": "-inf"} (no other value is an
  * object, so a reader can tell it from text); NaN, which SQLite stores as NULL, is null. */
 cJSON *srv_json_num(double x)
@@ -140,11 +141,7 @@ cJSON *srv_json_num(double x)
         return o;
     }
     char b[40];
-    for (int p = 15; p <= 17; p++) {
-        snprintf(b, sizeof b, "%.*g", p, x);
-        if (strtod(b, NULL) == x) break;
-    }
-    return cJSON_CreateRaw(b);
+    return cJSON_CreateRaw(buf_double(b, sizeof b, x));
 }
 
 static cJSON *val_json(const store_val *v)

@@ -394,6 +394,7 @@ int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
     if (fts_seconds) *fts_seconds = 0;
     store_srv *s = mem_calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "out of memory");
+    s->query_ms = STORE_SRV_QUERY_MS;
     for (int i = 0; i < NCONN; i++) {
         pthread_mutex_init(&s->c[i].mu, NULL);
         s->c[i].owner = s;
@@ -599,7 +600,7 @@ int store_srv_query(store_srv *s, int q, const store_val *params, int nparams,
     } else {
         sqlite3_clear_bindings(st);
         for (int i = 0; i < nparams; i++) bind_val(st, i + 1, &params[i]);
-        int ms = s->query_ms > 0 ? s->query_ms : STORE_SRV_QUERY_MS;
+        int ms = s->query_ms;
         store_deadline_start(&c->dl, ms / 1000.0);
         rc = run_rows(s, c->db, st, fn, user, -1, &rows);
         if (rc == ERR_ABORTED && __atomic_load_n(&s->stopping, __ATOMIC_RELAXED))

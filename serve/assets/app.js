@@ -54,6 +54,11 @@ function fmt(x, digits) {
 // a value to compute with: the marked infinities as numbers (a review found {"real": "inf"}
 // reaching toFixed and division)
 const num = (x) => (isInf(x) ? (x.real === 'inf' ? Infinity : -Infinity) : x);
+// The pagers (the index's and the token list's): "1–50 of N features", or where the offset is
+// past the end, so; and "previous" from past the end goes to the last page.
+const pageRange = (r, last) => (r.offset >= r.total ? `offset ${fmt(r.offset)} is past the last of ${fmt(r.total)} features`
+  : `${r.offset + 1}–${last} of ${fmt(r.total)} features`);
+const prevOffset = (r) => Math.max(0, Math.min(r.offset - r.limit, Math.floor((r.total - 1) / r.limit) * r.limit));
 const pct = (x) => (typeof x !== 'number' || !Number.isFinite(x) ? (isInf(x) ? fmt(x) : '–') : (100 * x).toFixed(x < 0.001 ? 3 : 2) + '%');
 // Token text as a person reads it: newlines and tabs visible, spaces kept.
 const shown = (t) => t.replace(/\n/g, '↵').replace(/\t/g, '⇥');
@@ -110,10 +115,8 @@ async function viewIndex(params) {
     // the API returns a page of them and how many there are (it kept 50 without a word)
     const tlast = r.offset + r.features.length;
     main.append(el('h2', {text: `Features whose top activations fall on “${iso(st.token)}”`}),
-      el('div', {class: 'controls'}, el('span', {id: 'token-count', text: !r.total ? ''
-          : r.offset >= r.total ? `offset ${fmt(r.offset)} is past the last of ${fmt(r.total)} features`
-          : `${r.offset + 1}–${tlast} of ${fmt(r.total)} features`}),
-        r.offset > 0 ? el('button', {type: 'button', id: 'token-prev', text: '← previous', onclick: () => go({token_offset: Math.max(0, Math.min(r.offset - r.limit, Math.floor((r.total - 1) / r.limit) * r.limit))})}) : null,
+      el('div', {class: 'controls'}, el('span', {id: 'token-count', text: r.total ? pageRange(r, tlast) : ''}),
+        r.offset > 0 ? el('button', {type: 'button', id: 'token-prev', text: '← previous', onclick: () => go({token_offset: prevOffset(r)})}) : null,
         tlast < r.total ? el('button', {type: 'button', id: 'token-next', text: 'next →', onclick: () => go({token_offset: r.offset + r.limit})}) : null),
       r.features.length ? el('table', {id: 'token-table'}, el('tr', {}, ['feature', 'activations', 'max', 'density'].map((h) => el('th', {text: h}))),
         r.features.map((f) => el('tr', {}, el('td', {}, el('a', {href: `/feature/${dict}/${f.feature}`, text: '#' + f.feature})),
@@ -143,9 +146,8 @@ async function viewIndex(params) {
     el('td', {}, (f.top_tokens || []).map((t) => el('span', {class: 'pill', text: shown(t)})))));
   const last = Math.min(r.offset + r.limit, r.total);
   const pager = el('div', {class: 'controls'},
-    el('span', {id: 'count', text: (r.offset >= r.total && r.total ? `offset ${fmt(r.offset)} is past the last of ${fmt(r.total)} features`
-      : `${r.total ? r.offset + 1 : 0}–${last} of ${fmt(r.total)} features`) + (st.q ? ` matching “${iso(st.q)}”` : '')}),
-    r.offset > 0 ? el('button', {type: 'button', id: 'prev', text: '← previous', onclick: () => go({offset: Math.max(0, Math.min(r.offset - r.limit, Math.floor((r.total - 1) / r.limit) * r.limit))})}) : null,
+    el('span', {id: 'count', text: (r.total ? pageRange(r, last) : '0–0 of 0 features') + (st.q ? ` matching “${iso(st.q)}”` : '')}),
+    r.offset > 0 ? el('button', {type: 'button', id: 'prev', text: '← previous', onclick: () => go({offset: prevOffset(r)})}) : null,
     last < r.total ? el('button', {type: 'button', id: 'next', text: 'next →', onclick: () => go({offset: r.offset + r.limit})}) : null);
   main.append(pager, el('table', {id: 'features'}, el('tr', {}, th), rows));
 }
