@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/dist.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -94,6 +96,21 @@ int cli_check_outputs(const char *cmd, int n, const char *const *paths, const ch
     return 0;
 }
 
+int cli_check_dir_outputs(const char *cmd, const char *dir, int n, const char *const *names)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return 0; /* made after the work: nothing can be in the way */
+    if (!S_ISDIR(sb.st_mode)) {
+        err_set(ERR_IO, "%s: not a directory", dir);
+        return cli_fail(cmd);
+    }
+    char path[4096];
+    for (int i = 0; i < n; i++)
+        if (path_join(path, sizeof path, dir, names[i]) || file_check_writable(path))
+            return cli_fail(cmd);
+    return 0;
+}
+
 int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const char *const *flags,
                          int nin, const char *const *in_files, int nd, const char *const *in_dirs)
 {
@@ -145,18 +162,15 @@ void args_roff_text(const char *s)
 }
 
 /* The bound of a number flag as text: ">= 1", "< 1", "in 1..64", "in (0, 1)"; "" if none. */
-/* The shortest %g spelling that reads back as x (0.1 printed as 0.10000000000000001 with %.17g). */
+/* A range bound as --help and messages spell it: whole numbers whole (1000000, not 1e+06),
+ * others in the fewest digits that read back (buf_double: 0.1, not 0.10000000000000001). */
 static const char *num_text(double x, char *buf, size_t cap)
 {
-    if (x == floor(x) && fabs(x) < 1e16) { /* whole numbers whole: 1000000, not 1e+06 */
+    if (x == floor(x) && fabs(x) < 1e16) {
         snprintf(buf, cap, "%.0f", x);
         return buf;
     }
-    for (int p = 6; p <= 17; p++) {
-        snprintf(buf, cap, "%.*g", p, x);
-        if (strtod(buf, NULL) == x) break;
-    }
-    return buf;
+    return buf_double(buf, cap, x);
 }
 
 static void range_text(const arg_spec *s, char *buf, size_t cap)

@@ -38,6 +38,11 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * 0 when all can be written: a command that writes several files then fails on none of the
  * later ones after writing the first. */
 int cli_check_outputs(const char *cmd, int n, const char *const *paths, const char *const *flags);
+/* Before work whose output directory dir is made only at the end (so that an interrupted run
+ * leaves none): dir must be absent or a directory, and, when it exists, each of its n files
+ * names[] writable there (file_check_writable: not a directory, a dangling link, ...). A
+ * failure (1) naming the path; 0 when all can be written. */
+int cli_check_dir_outputs(const char *cmd, const char *dir, int n, const char *const *names);
 /* Before writing: none of the n outputs (NULL skipped, each named by its flag) may be one of the
  * nin input files, or an existing file inside one of the nd input directories (a model's, an
  * SAE's, a tokenizer's: `attribute --csv sae/cfg.json` replaced the SAE's config). A usage error

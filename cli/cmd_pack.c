@@ -43,22 +43,6 @@ static int measure(const char *what, const float *V, int count, int dim, pack_st
     return rc;
 }
 
-/* An output that cannot be written (a directory in its place) is refused before the work, not
-   after some files were written (an audit). */
-static int check_out(const char *out, const char *const *names)
-{
-    struct stat sb;
-    if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        return err_set(ERR_IO, "%s: not a directory", out);
-    char path[4096];
-    for (int i = 0; names[i]; i++) {
-        if (path_join(path, sizeof path, out, names[i])) return ERR_ARG;
-        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-            return err_set(ERR_IO, "%s: is a directory; refusing to write over it", path);
-    }
-    return OK;
-}
-
 /* Fraction of pairs whose angle lies in [lo, hi] degrees (bin resolution 0.1 degree). */
 static double frac_in(const int64_t *h, int64_t pairs, double lo, double hi)
 {
@@ -110,8 +94,10 @@ int cmd_pack(int argc, char **argv)
     c.dim = dim;
     c.count = count;
     c.seed = (uint64_t)seed;
-    static const char *const outs[] = {"vectors.npy", "angles.csv", "angles.png", NULL};
-    if (out && check_out(out, outs)) return cli_fail("pack");
+    /* an output that cannot be written is refused before the work, not after some files were
+       (an audit) */
+    static const char *const outs[] = {"vectors.npy", "angles.csv", "angles.png"};
+    if (out && (rc = cli_check_dir_outputs("pack", out, 3, outs))) return rc;
     cli_catch_signals();
     size_t nv = (size_t)dim * count;
     float *R = mem_alloc(sizeof(float) * nv), *V = mem_alloc(sizeof(float) * nv);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -40,16 +41,6 @@ static int parse_list(const char *s, double *v, int max, int *n)
     }
     *n = k;
     return k ? 0 : -1;
-}
-
-/* The shortest %g spelling that reads back as x: file names and the table (%.4g wrote 0.99991
-   and 0.99992 to one W_S0.9999.npy, the second over the first, an audit). */
-static void spell(double x, char *buf, size_t cap)
-{
-    for (int p = 4; p <= 17; p++) {
-        snprintf(buf, cap, "%.*g", p, x);
-        if (strtod(buf, NULL) == x) return;
-    }
 }
 
 /* One progress line over every sparsity (a reporter per sparsity printed nothing when each
@@ -97,7 +88,9 @@ int cmd_superpose(int argc, char **argv)
                                             "[0,1), got '%s'", MAX_SPARSITIES, sp);
     char Sname[MAX_SPARSITIES][32];
     for (int k = 0; k < ns; k++) {
-        spell(S[k], Sname[k], sizeof Sname[k]);
+        /* the fewest digits that read back: %.4g wrote 0.99991 and 0.99992 to one
+           W_S0.9999.npy, the second over the first (an audit) */
+        buf_double(Sname[k], sizeof Sname[k], S[k]);
         for (int j = 0; j < k; j++)
             if (S[j] == S[k])
                 return cli_usage_error("superpose", "--sparsity: %s is given twice", Sname[k]);
@@ -105,25 +98,19 @@ int cmd_superpose(int argc, char **argv)
     /* outputs that cannot be written are refused before training, not after some files were
        (an audit); the directory is made after training, so Ctrl-C leaves none */
     if (out) {
-        struct stat sb;
-        if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
-            err_set(ERR_IO, "%s: not a directory", out);
-            return cli_fail("superpose");
-        }
-        char path[4096];
+        char names[MAX_SPARSITIES * 3 + 4][64];
+        const char *np[MAX_SPARSITIES * 3 + 4];
         static const char *const fixed[] = {"features.csv", "summary.csv", "superpose.png",
                                             "dimensionality.png"};
-        for (int k = 0; k < ns + 4; k++)
-            for (int w = 0; w < (k < ns ? 3 : 1); w++) {
-                static const char *const pre[] = {"W", "b", "gram"};
-                if (k < ns ? path_fmt(path, sizeof path, "%s/%s_S%s.npy", out, pre[w], Sname[k])
-                           : path_join(path, sizeof path, out, fixed[k - ns]))
-                    return cli_fail("superpose");
-                if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-                    err_set(ERR_IO, "%s: is a directory; refusing to write over it", path);
-                    return cli_fail("superpose");
-                }
-            }
+        int nn = 0;
+        for (int k = 0; k < ns; k++) {
+            snprintf(names[nn++], sizeof names[0], "W_S%.31s.npy", Sname[k]);
+            snprintf(names[nn++], sizeof names[0], "b_S%.31s.npy", Sname[k]);
+            snprintf(names[nn++], sizeof names[0], "gram_S%.31s.npy", Sname[k]);
+        }
+        for (int i = 0; i < 4; i++) snprintf(names[nn++], sizeof names[0], "%s", fixed[i]);
+        for (int i = 0; i < nn; i++) np[i] = names[i];
+        if ((rc = cli_check_dir_outputs("superpose", out, nn, np))) return rc;
     }
     cli_catch_signals();
 
