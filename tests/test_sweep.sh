@@ -2,7 +2,8 @@
 # test_sweep.sh - `saelite sweep` on a tiny random model: the grid trains and evaluates every run
 # once (rows, PNGs), a sweep stopped between runs and inside a run (--max-runs, --max-steps)
 # continues to the same SAEs and rows as an uninterrupted one, a finished sweep is not retrained,
-# other settings in the same directory (the eval suites' included) are refused naming the setting,
+# other settings in the same directory (the eval suites' included; not --expansion beside a
+# --d-sae) are refused naming the setting,
 # a bad --model/--tokenizer or a value twice in a list is refused before anything is written,
 # SIGTERM says to rerun the same command, eval_summary metrics get frontiers, a smaller grid
 # summarises only its runs, a second sweep into one directory is refused, k and empty hooks are
@@ -83,6 +84,11 @@ out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval-seqs-per-genre 5 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"--eval-seqs-per-genre 50, not 5;"* ]]' "another --eval-seqs-per-genre refused: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval sparse_probing 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"--eval sparse_probing,absorption, not sparse_probing;"* ]]' "another --eval refused: $out"
+# --expansion sizes nothing beside --d-sae 32: another is no other setting (it was refused)
+out=$($BIN sweep "${SW[@]}" --out "$T/full" --expansion 2 --no-png 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]]' "another --expansion beside the same --d-sae continues: $out"
+out=$($BIN sweep "${SW[@]}" --out "$T/full" --d-sae 64 --expansion 2 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"--d-sae 32, not 64;"* ]]' "another --d-sae still refused: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --eval absorption,sparse_probing --no-png 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]]' "the same suites in another order continue: $out"
 check '[ "$(q "SELECT count(*) FROM sweep_runs")" = $n0 ]' "the refusals wrote no rows"
