@@ -78,6 +78,8 @@ typedef struct {
     int made_out;   /* this run created OUT */
     int made_truth; /* this run created truth_out */
     int64_t ckpts;  /* checkpoints this run wrote (then what it leaves is resumable) */
+    double t0;            /* when this call's step loop began */
+    double prior_seconds; /* --resume: the step loops' seconds up to the checkpoint */
 } run;
 
 static void run_free(run *r)
@@ -286,10 +288,11 @@ static int run_trainer(run *r, const sae_run_opts *o)
 }
 
 /* The log rows of the whole run so far go beside the checkpoint (OUT/checkpoint_log.bin: magic,
- * count, rows), so a resumed run registers the complete curve and its CSV export loses no rows
- * and repeats none. Written before the checkpoint: rows past the checkpoint's step are dropped on
- * resume. */
-static const char LOG_MAGIC[8] = "SAELOG01";
+ * count, the step loops' seconds up to the checkpoint (a double), rows), so a resumed run
+ * registers the complete curve and the whole run's training time, and its CSV export loses no
+ * rows and repeats none. Written before the checkpoint: rows past the checkpoint's step are
+ * dropped on resume. SAELOG01, from before the seconds, has none (its run's time starts again). */
+static const char LOG_MAGIC[8] = "SAELOG02", LOG_MAGIC_V1[8] = "SAELOG01";
 
 static int log_push(run *r, const store_sae_log_row *row)
 {
@@ -306,13 +309,15 @@ static int log_push(run *r, const store_sae_log_row *row)
 
 static int run_checkpoint(run *r)
 {
-    size_t n = 16 + r->nlog * sizeof *r->logrows;
+    size_t n = 24 + r->nlog * sizeof *r->logrows;
     unsigned char *b = mem_alloc(n);
     if (!b) return err_set(ERR_NOMEM, "training log: out of memory");
     int64_t cnt = (int64_t)r->nlog;
+    double secs = r->prior_seconds + (now_seconds() - r->t0);
     memcpy(b, LOG_MAGIC, 8);
     memcpy(b + 8, &cnt, 8);
-    if (r->nlog) memcpy(b + 16, r->logrows, r->nlog * sizeof *r->logrows);
+    memcpy(b + 16, &secs, 8);
+    if (r->nlog) memcpy(b + 24, r->logrows, r->nlog * sizeof *r->logrows);
     int rc = file_write_atomic(r->logbin, b, n);
     mem_free(b);
     if (!rc) rc = sae_trainer_checkpoint(r->t, r->ckpt);
@@ -327,8 +332,15 @@ static int log_restore(run *r, int64_t step)
     if (!f) return OK;
     char magic[8];
     int64_t cnt = 0;
-    int rc = fread(magic, 8, 1, f) == 1 && !memcmp(magic, LOG_MAGIC, 8) && fread(&cnt, 8, 1, f) == 1 &&
-             cnt >= 0 ? OK : err_set(ERR_FORMAT, "%s: not a training-log file", r->logbin);
+    double secs = 0;
+    int v1 = 0;
+    int rc = fread(magic, 8, 1, f) == 1 &&
+                     (!memcmp(magic, LOG_MAGIC, 8) || (v1 = !memcmp(magic, LOG_MAGIC_V1, 8))) &&
+                     fread(&cnt, 8, 1, f) == 1 && cnt >= 0 && (v1 || fread(&secs, 8, 1, f) == 1) &&
+                     secs >= 0 && isfinite(secs)
+                 ? OK
+                 : err_set(ERR_FORMAT, "%s: not a training-log file", r->logbin);
+    if (!rc) r->prior_seconds = secs;
     for (int64_t i = 0; !rc && i < cnt; i++) {
         store_sae_log_row row;
         if (fread(&row, sizeof row, 1, f) != 1) rc = err_set(ERR_FORMAT, "%s: truncated", r->logbin);
@@ -394,7 +406,7 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
     progress_begin_at(&pr, "sae-train", (double)T * batch, "tok", (double)s0 * batch);
     sae_step_stats st;
     memset(&st, 0, sizeof st);
-    double t0 = now_seconds();
+    double t0 = r->t0 = now_seconds();
     int r0, nr; /* this rank's rows of each batch: the only ones it reads where the source can skip */
     sae_trainer_rows(r->t, &r0, &nr);
     while (!rc && sae_trainer_step_index(r->t) < T) {
@@ -432,6 +444,7 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
         }
     }
     res->seconds = now_seconds() - t0;
+    res->total_seconds = r->prior_seconds + res->seconds;
     progress_end(&pr);
     if (r->logf && fclose(r->logf) && !rc) rc = err_set(ERR_IO, "%s: cannot write", r->logp);
     r->logf = NULL;
@@ -627,7 +640,7 @@ static int run_register(run *r, const sae_run_opts *o, sae_run_result *res)
                          .eval_tokens = r->eval_tokens, .eval_mse = sum->mse, .eval_ev = sum->ev,
                          .eval_cos = sum->cos, .eval_l2_ratio = sum->l2_ratio, .eval_l0 = sum->l0,
                          .eval_dead = sum->dead_frac, .eval_dense = sum->dense_frac,
-                         .seconds = res->seconds};
+                         .seconds = res->total_seconds};
     char wsum[17];
     int rc = sae_weights_checksum(o->out, wsum);
     row.weights = wsum;

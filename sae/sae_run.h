@@ -96,6 +96,8 @@ typedef struct {
     int finished;              /* step == total_steps (then registered); a max_steps stop also
                                   writes the SAE of the step reached */
     double seconds, read_seconds; /* the training loop (checkpoints included); reading batches */
+    double total_seconds;         /* the training loops of every call of the run: with --resume,
+                                     the checkpoint's record plus this call's seconds */
     double ckpt_seconds;          /* ... of it gathering and writing checkpoints */
     int64_t eval_tokens;       /* 0: no held-out data, eval is not filled */
     sae_metrics_summary eval;

@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS sae_registry (
     eval_l0       REAL,
     eval_dead     REAL,                  -- dead fraction
     eval_dense    REAL,                  -- fraction with density > 0.1
-    seconds       REAL,                  -- training wall time
+    seconds       REAL,                  -- training wall time (every call of a resumed run)
     created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
     weights       TEXT                   -- hex FNV-1a 64 of sae_weights.safetensors when
                                          -- registered (NULL: registered before version 2)

@@ -349,7 +349,7 @@ static void row_init(store_sweep_row *row, const sweep_opts *o, const plan_run *
     snprintf(row->dir, sizeof row->dir, "%s", p->dir);
     row->sae_id = row->dict_id = row->ce_tokens = -1;
     row->ce_clean = row->ce_sae = row->ce_zero = row->ce_score = row->kl_sae = row->kl_score = NAN;
-    row->train_seconds = tr->seconds;
+    row->train_seconds = tr->total_seconds;
 }
 
 static int open_rw(const sweep_opts *o, store **s)

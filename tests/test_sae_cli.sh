@@ -33,6 +33,19 @@ q() { sqlite3 $T/acts.db "SELECT count(*) || ',' || max(step) FROM sae_training_
 ok "store run registered" 'grep -q "registered in" $T/dfull.out && grep -q "registered in" $T/dpart.out'
 ok "resumed store run registers every log row" '[ "$(q $T/dpart)" = "$(q $T/dfull)" ] && [ "$(q $T/dfull)" = "80,80" ]'
 ok "resumed CSV export equals the uninterrupted one" 'cmp -s $T/dfull/training_log.csv $T/dpart/training_log.csv'
+# ... and its training time is every call's: the checkpoint records the seconds so far (here
+# set to 1000 s), which the resumed call adds to its own (the registry had the last call's only)
+$BIN sae-train $dargs --out $T/dsec --max-steps 33 >/dev/null 2>&1
+/usr/bin/python3 -c "import struct,sys; b=bytearray(open(sys.argv[1],'rb').read()); assert b[:8]==b'SAELOG02'; b[16:24]=struct.pack('<d',1000.0); open(sys.argv[1],'wb').write(b)" $T/dsec/checkpoint_log.bin
+$BIN sae-train $dargs --out $T/dsec --resume >/dev/null 2>&1
+secs() { sqlite3 $T/acts.db "SELECT seconds FROM sae_registry WHERE dir = '$1' ORDER BY id DESC LIMIT 1"; }
+ok "a resumed run's registered seconds count the calls before it ($(secs $T/dsec))" 'awk -v s="$(secs $T/dsec)" "BEGIN { exit !(s >= 1000 && s < 1100) }"'
+ok "an uninterrupted run's seconds are its own ($(secs $T/dfull))" 'awk -v s="$(secs $T/dfull)" "BEGIN { exit !(s > 0 && s < 100) }"'
+# a checkpoint log from before the seconds (SAELOG01: magic, count, rows) still resumes
+$BIN sae-train $dargs --out $T/dold --max-steps 33 >/dev/null 2>&1
+/usr/bin/python3 -c "import sys; b=open(sys.argv[1],'rb').read(); open(sys.argv[1],'wb').write(b'SAELOG01'+b[8:16]+b[24:])" $T/dold/checkpoint_log.bin
+$BIN sae-train $dargs --out $T/dold --resume >/dev/null 2>&1
+ok "a SAELOG01 checkpoint log resumes with every row" '[ $? -eq 0 ] && cmp -s $T/dfull/training_log.csv $T/dold/training_log.csv && [ "$(q $T/dold)" = "80,80" ]'
 
 # the same weights whatever the thread counts (batch x d_sae >= 1M, so the kernels do split)
 targs="--npy $T/acts.npy --d-sae 2048 --k 4 --tokens 4096 --batch 1024 --seed 5"
