@@ -681,6 +681,19 @@ for s in sae_link sae_copy; do
     fi
     kill -INT $SPID; wait $SPID; SPID=""
 done
+# ... but only an analysis of the loaded SAE's hook and width: a recorded relative name resolves
+# against serve's directory, not analyze's, so another SAE's row could match by realpath
+for col in "hook_name = 'blocks.9.hook_resid_post'" "d_sae = d_sae * 2"; do
+    cp "$DB" "$W/other.db"
+    sqlite3 "$W/other.db" "UPDATE ana_dicts SET $col WHERE id = 1"
+    "$BIN" serve --db "$W/other.db" --model "$W/m" --sae "$W/sae_link" --port 0 > "$W/serve5.out" 2> "$W/serve5.err" &
+    SPID=$!
+    wait_url "$W/serve5.out"
+    req GET /api/info
+    okn "an analysis of the same directory with $col is not the SAE's (test_dict $(js "j['test_dict']"))" test "$(js "j['test_dict']")" = -1
+    okn "... and the warning says so" grep -q "^serve: warning: the SAE .*sae_link has no analysis in this database" "$W/serve5.err"
+    kill -INT $SPID; wait $SPID; SPID=""
+done
 
 # ---- a hostile database: a view that never ends in place of an analysis table. serve's own
 # queries have a time limit (--query-timeout, 30 s by default, 3 here): a 500 naming the query, the other
