@@ -138,12 +138,22 @@ int train_memory_check(const gpt2_config *c, const train_opts *o, int nrep, size
        while the first step touches them (--batch 100000000 grew to 24 GB), so say it now */
     double need = train_memory_bytes(c, o, nrep, nparams);
     long long phys = mem_physical_bytes();
-    if (phys > 0 && need > (double)phys)
-        return err_set(ERR_ARG, "--batch %d: a step over %d x %d tokens needs %.1f GB (activations "
-                       "kept for the backward pass, weights, gradients and Adam state), more than "
-                       "this machine's %.1f GB of memory (a smaller --batch or --ctx?)", o->batch,
-                       o->batch, o->seq, need / 1e9, (double)phys / 1e9);
-    return OK;
+    if (!(phys > 0 && need > (double)phys)) return OK;
+    /* name what is too large: the model's own state, or the batch's activations (an audit: a
+       --d-model of 1e6 was blamed on --batch 4) */
+    train_opts one = *o;
+    one.batch = 1;
+    double model = train_memory_bytes(c, &one, nrep, nparams);
+    if (model > (double)phys)
+        return err_set(ERR_ARG, "the model (layers %d, d-model %d, d-mlp %d, vocab %d: %.4g "
+                       "parameters) needs %.1f GB for its weights, gradients and Adam state and one "
+                       "sequence's activations, more than this machine's %.1f GB of memory (a "
+                       "smaller --d-model, --d-mlp or --layers?)", c->n_layer, c->n_embd,
+                       c->n_inner, c->vocab_size, (double)nparams, model / 1e9, (double)phys / 1e9);
+    return err_set(ERR_ARG, "--batch %d: a step over %d x %d tokens needs %.1f GB (activations "
+                   "kept for the backward pass, weights, gradients and Adam state), more than "
+                   "this machine's %.1f GB of memory (a smaller --batch or --ctx?)", o->batch,
+                   o->batch, o->seq, need / 1e9, (double)phys / 1e9);
 }
 
 int train_init(train_state *s, gpt2_model *m, const train_opts *o)
@@ -385,7 +395,9 @@ int train_step(train_state *s, const train_data *d, double *loss, double *grad_n
     if (loss) *loss = l;
     if (grad_norm) *grad_norm = norm;
     if (lr) *lr = r;
-    if (!isfinite(l)) return err_set(ERR_ARG, "loss became %g at step %" PRId64 " (lower --lr?)", l, s->step);
+    if (!isfinite(l))
+        return err_set(ERR_ARG, "loss became %g at step %" PRId64 " (start again with --force and a "
+                       "lower --lr; --resume keeps the run's options)", l, s->step);
     return OK;
 }
 
@@ -448,16 +460,44 @@ int train_save(const train_state *s, const char *dir)
     st_out outs[3] = {{"params", ST_F32, 1, {(int64_t)n}, p},
                       {"adam_m", ST_F32, 1, {(int64_t)n}, s->mom},
                       {"adam_v", ST_F32, 1, {(int64_t)n}, s->var}};
-    char step[32], rng[80], opts[512];
+    char step[32], rng[80], opts[512], threads[16];
     snprintf(step, sizeof step, "%" PRId64, s->step);
+    snprintf(threads, sizeof threads, "%d", s->nrep);
     snprintf(rng, sizeof rng, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
              s->rng.s[0], s->rng.s[1], s->rng.s[2], s->rng.s[3]);
     opts_string(&s->o, opts, sizeof opts);
-    const char *meta[] = {"step", step, "rng", rng, "opts", opts,
+    /* the thread count apart from opts, so that states from before it still resume */
+    const char *meta[] = {"step", step, "rng", rng, "opts", opts, "threads", threads,
                           s->data[0] ? "data" : NULL, s->data, NULL};
     char path[4096];
     snprintf(path, sizeof path, "%s/train_state.safetensors", dir);
     return st_write(path, outs, 3, meta);
+}
+
+/* The "threads" record of a state (0 when the state predates it); ERR_FORMAT when malformed. */
+static int saved_threads(st_file *f, const char *path, int *n)
+{
+    const char *t = st_metadata(f, "threads");
+    *n = 0;
+    if (!t) return OK;
+    char *end;
+    long v = strtol(t, &end, 10);
+    if (*end || end == t || v < 1 || v > TRAIN_REPLICAS_MAX)
+        return err_set(ERR_FORMAT, "%s: bad threads record '%s'", path, t);
+    *n = (int)v;
+    return OK;
+}
+
+int train_saved_threads(const char *dir, int *n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/train_state.safetensors", dir);
+    st_file *f;
+    int rc = st_open(&f, path);
+    if (rc) return rc;
+    rc = saved_threads(f, path, n);
+    st_close(f);
+    return rc;
 }
 
 int train_resume(train_state *s, const char *dir)
@@ -481,6 +521,16 @@ int train_resume(train_state *s, const char *dir)
     if (strcmp(opts, want)) {
         rc = err_set(ERR_ARG, "%s: the run was started with different options (%s; now %s)", path,
                      opts, want);
+        goto out;
+    }
+    /* the step's bits depend on the split over threads: another count (another machine's
+       cores, or a copy that could not be allocated) went on silently (an audit) */
+    int nt;
+    if ((rc = saved_threads(f, path, &nt))) goto out;
+    if (nt && nt != s->nrep) {
+        rc = err_set(ERR_ARG, "%s: the run was split over %d thread%s, this one over %d: resume "
+                     "with --threads %d (a step's bits depend on the split)", path, nt,
+                     nt == 1 ? "" : "s", s->nrep, nt);
         goto out;
     }
     const char *data = st_metadata(f, "data");

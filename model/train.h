@@ -78,10 +78,13 @@ int train_replicas(const gpt2_model *m, int batch);
  * when a copy cannot be allocated. The step's bits depend on that count (the gradient is summed
  * per thread's share, then across them), not on which run or machine computes them. */
 int train_init(train_state *s, gpt2_model *m, const train_opts *o);
+/* The thread count DIR/train_state.safetensors was trained with (0 for a state from before the
+ * record): train_resume refuses another, so a resume without --threads takes it. */
+int train_saved_threads(const char *dir, int *n);
 /* Bytes a step of batch x seq tokens allocates over nrep threads for a model of nparams
  * parameters (activations, logits, gradients, Adam state, the copies), and the check train_init
- * makes with it: ERR_ARG, naming --batch, when that exceeds the machine's physical memory or a
- * step's tokens exceed INT32_MAX. */
+ * makes with it: ERR_ARG when that exceeds the machine's physical memory (naming the model's
+ * shape when one sequence's step does, else --batch) or a step's tokens exceed INT32_MAX. */
 double train_memory_bytes(const gpt2_config *c, const train_opts *o, int nrep, size_t nparams);
 int train_memory_check(const gpt2_config *c, const train_opts *o, int nrep, size_t nparams);
 void train_free(train_state *s);

@@ -136,10 +136,29 @@ static int check_out(const train_run_opts *o)
     return OK;
 }
 
+/* Before a fresh run's first checkpoint: the previous run's files in OUT go (--force, or a
+ * --resume that found no state), then the tokenizer is copied. Not earlier: a run that failed
+ * before its first checkpoint left the old model beside the new tokenizer (an audit: `forward`
+ * then read ids past the old model's vocabulary). Files that are the tokenizer's own (OUT is the
+ * tokenizer's directory) stay. A resumed run only refreshes the tokenizer copy. */
+static int first_save(const train_run_opts *o, int fresh)
+{
+    for (size_t i = 0; fresh && i < sizeof outputs / sizeof *outputs; i++) {
+        char p[4096], src[4096];
+        int rc = path_join(p, sizeof p, o->out, outputs[i]);
+        if (!rc) rc = path_join(src, sizeof src, o->tok_dir, outputs[i]);
+        if (rc) return rc;
+        if (!file_same(p, src) && unlink(p) && errno != ENOENT)
+            return err_set(ERR_IO, "%s: cannot remove the previous run's file: %s", p, strerror(errno));
+    }
+    return copy_tokenizer(o->tok_dir, o->out);
+}
+
 /* The step loop: validation, checkpoints, time limit and stop flag. */
 static int run_steps(const train_run_opts *o, train_state *s, const train_data *d,
-                     train_run_result *r)
+                     train_run_result *r, int fresh)
 {
+    int saved = 0;
     const int steps = o->train.steps;
     int64_t first = s->step;
     progress pg; /* a resume starts at its step: it counted from 0 of all steps (9.5% at 57%) */
@@ -157,6 +176,13 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
         int last = s->step == steps;
         if (s->step % o->eval_every == 0 || last) {
             if ((rc = train_eval(s, d, o->eval_windows, &val, NULL))) break;
+            /* before this step's checkpoint: a diverged model must not be the one kept */
+            if (!isfinite(val)) {
+                rc = err_set(ERR_ARG, "held-out loss became %g at step %lld (start again with "
+                             "--force and a lower --lr; --resume keeps the run's options)", val,
+                             (long long)s->step);
+                break;
+            }
             double el = now_seconds() - start;
             r->step = s->step;
             r->loss = loss;
@@ -171,8 +197,10 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
         progress_update(&pg, (double)s->step, "loss %.3f val %.3f %.0f tok/s", loss, val, tps);
         int interrupted = o->stop && *o->stop;
         int timeout = o->max_seconds > 0 && now_seconds() - start >= o->max_seconds;
-        if (s->step % o->checkpoint_every == 0 || last || interrupted || timeout)
-            rc = train_save(s, o->out);
+        if (s->step % o->checkpoint_every == 0 || last || interrupted || timeout) {
+            if (!saved && !(rc = first_save(o, fresh))) saved = 1;
+            if (!rc) rc = train_save(s, o->out);
+        }
         if (!rc && (interrupted || timeout)) {
             r->stopped = 1;
             r->interrupted = interrupted;
@@ -198,6 +226,9 @@ int train_run(const train_run_opts *o, train_run_result *r)
     r->resumed_step = -1;
     if (!o->corpus || !o->tok_dir || !o->out)
         return err_set(ERR_ARG, "train-lm: a corpus, a tokenizer and an output directory are needed");
+    if (o->resume && o->force)
+        return err_set(ERR_ARG, "--resume continues the run in %s and --force starts it over: give "
+                       "one", o->out);
     if (o->layers < 1 || o->d_model < 1 || o->heads < 1 || o->d_model % o->heads || o->ctx < 2 ||
         o->d_mlp < 0 || o->eval_every < 1 || o->checkpoint_every < 1 || o->eval_windows < 1 ||
         !(o->val_frac > 0 && o->val_frac < 1))
@@ -247,17 +278,23 @@ int train_run(const train_run_opts *o, train_run_result *r)
         goto out;
     }
     if ((rc = open_model(o, r->vocab, &m, &resuming, r))) goto out;
+    /* without --threads a resume takes the run's own count (the cores of the machine that
+       started it), which train_resume requires */
+    if (resuming && to.replicas <= 0) {
+        int nt = 0;
+        if ((rc = train_saved_threads(o->out, &nt))) goto out;
+        if (nt > 0) to.replicas = nt;
+    }
     if ((rc = train_init(&s, m, &to))) goto out;
     train_set_data(&s, &d);
     if (resuming && (rc = train_resume(&s, o->out))) goto out;
     if (resuming) r->resumed_step = s.step;
     if ((rc = file_mkdir_p_created(o->out, made, sizeof made))) goto out;
     file_remove_temps(o->out, outputs, sizeof outputs / sizeof *outputs);
-    if ((rc = copy_tokenizer(o->tok_dir, o->out))) goto out;
     gpt2_params(m, &r->nparams);
     r->threads = s.nrep;
     emit(o, TRAIN_EV_READY, r);
-    rc = run_steps(o, &s, &d, r);
+    rc = run_steps(o, &s, &d, r, !resuming);
 out:
     if (rc && !resuming && made[0]) {
         /* failed before its first checkpoint (no model.safetensors): nothing to resume from, so

@@ -98,6 +98,48 @@ v1=$(grep '^step' "$tmp/t1.log" | tail -1 | awk '{print $6}')
 v2=$(grep '^step' "$tmp/t2a.log" | tail -1 | awk '{print $6}')
 ok awk -v a="$v1" -v b="$v2" 'BEGIN{d = a - b; exit !(d < 0.01 && d > -0.01)}'
 $BIN train-lm "${args[@]}" --threads 0 -o "$tmp/t0" >/dev/null 2>&1; ok test $? -eq 2
+# a resume takes the run's thread count (another one changes the bits: it was accepted
+# silently); another --threads is refused naming the count
+$BIN train-lm "${args[@]}" --threads 2 --max-time 0.000001 -o "$tmp/tr" >/dev/null 2>&1
+$BIN train-lm "${args[@]}" --threads 1 --resume -o "$tmp/tr" >"$tmp/tr1.log" 2>&1
+ok test $? -eq 1
+ok grep -q "the run was split over 2 threads, this one over 1: resume with --threads 2" "$tmp/tr1.log"
+SAELITE_THREADS=1 $BIN train-lm "${args[@]}" --resume -o "$tmp/tr" >"$tmp/tr2.log" 2>&1
+ok test $? -eq 0
+ok grep -q "batch 4 x 16 over 2 threads," "$tmp/tr2.log"
+ok cmp -s "$tmp/t2a/model.safetensors" "$tmp/tr/model.safetensors"
+# --resume and --force together: one or the other (--force was ignored)
+$BIN train-lm "${args[@]}" --resume --force -o "$tmp/tr" >"$tmp/rf.log" 2>&1
+ok test $? -eq 1
+ok grep -q -- "--resume continues the run in .* and --force starts it over: give one" "$tmp/rf.log"
+# a --force run that fails before its first checkpoint leaves the previous model and its own
+# tokenizer together (the new tokenizer was copied at the start, beside the old model)
+printf 'zebra quokka xylophone.\n\n%.0s' $(seq 40) > "$tmp/corpus3.txt"
+$BIN bpe-train --vocab 280 "$tmp/corpus3.txt" -o "$tmp/tok3" >/dev/null 2>&1
+cp -r "$tmp/a" "$tmp/g"
+$BIN train-lm --corpus "$tmp/corpus3.txt" --tokenizer "$tmp/tok3" --layers 1 --d-model 32 --heads 2 --ctx 16 \
+    --batch 4 --steps 20 --lr 1e30 --warmup 0 --val-frac 0.2 --force -o "$tmp/g" >/dev/null 2>"$tmp/g.err"
+ok test $? -eq 1
+ok grep -q "became .*start again with --force and a lower --lr" "$tmp/g.err"
+ok cmp -s "$tmp/a/model.safetensors" "$tmp/g/model.safetensors"
+ok cmp -s "$tmp/a/encoder.json" "$tmp/g/encoder.json"
+ok cmp -s "$tmp/a/train_state.safetensors" "$tmp/g/train_state.safetensors"
+# ... and one that reaches its first checkpoint replaces all of it
+$BIN train-lm --corpus "$tmp/corpus3.txt" --tokenizer "$tmp/tok3" --layers 1 --d-model 32 --heads 2 --ctx 16 \
+    --batch 4 --steps 3 --val-frac 0.2 --force -o "$tmp/g" >/dev/null 2>&1
+ok test $? -eq 0
+ok cmp -s "$tmp/tok3/encoder.json" "$tmp/g/encoder.json"
+$BIN forward --model "$tmp/g" --text "zebra quokka" --logits --npy "$tmp/g.npy" >/dev/null 2>&1
+ok test $? -eq 0
+# a held-out loss that is not finite stops the run before that step's checkpoint
+$BIN train-lm "${args[@]}" --lr 1e30 --warmup 0 --checkpoint-every 1 --eval-every 1 -o "$tmp/nv" >/dev/null 2>"$tmp/nv.err"
+ok test $? -eq 1
+ok grep -q "held-out loss became -\?nan at step 1 (start again with --force" "$tmp/nv.err"
+ok test ! -e "$tmp/nv/model.safetensors"
+# a model too large for the machine is named as such (it blamed --batch 4)
+$BIN train-lm "${args[@]}" --d-model 1000000 --heads 1 -o "$tmp/huge" >/dev/null 2>"$tmp/huge.err"
+ok test $? -eq 1
+ok grep -q "the model (layers 1, d-model 1000000, d-mlp 4000000, vocab [0-9]*: .*(a smaller --d-model, --d-mlp or --layers?)" "$tmp/huge.err"
 # bad input: missing corpus file, bad flags
 $BIN train-lm --corpus "$tmp/nope.txt" --tokenizer "$tmp/tok" -o "$tmp/d" >/dev/null 2>&1; ok test $? -eq 1
 $BIN train-lm --corpus "$tmp/corpus.txt" --tokenizer "$tmp/tok" --d-model 30 --heads 4 -o "$tmp/d" >/dev/null 2>&1; ok test $? -eq 2
