@@ -15,6 +15,7 @@
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/hash.h"
+#include "common/json.h"
 #include "common/mem.h"
 #include "model/ops.h"
 
@@ -446,12 +447,10 @@ static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag
     /* file_read_text: a FIFO or directory is refused at once, not waited on or mis-sized */
     if (!rc) rc = file_read_text(path, (size_t)1 << 24, &text, NULL);
     if (rc) return rc;
-    cJSON *root = cJSON_Parse(text);
+    cJSON *root;
+    rc = json_parse_object(path, NULL, text, strlen(text), &root);
     mem_free(text);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return err_set(ERR_FORMAT, "%s: not a JSON object", path);
-    }
+    if (rc) return rc;
     memset(c, 0, sizeof *c);
     /* another architecture's config can carry GPT-2's keys (GPT-Neo's n_layer ... ) and would
        load as a GPT-2 with the wrong maths; absent is accepted (hand-written configs) */

@@ -11,6 +11,7 @@
 #include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/json.h"
 #include "common/mem.h"
 #include "model/safetensors.h"
 
@@ -111,12 +112,10 @@ int params_from_dir(const char *dir, params_shape *out)
     size_t len;
     int rc = file_read_text(path, (size_t)64 << 20, &buf, &len); /* refuses FIFOs, directories */
     if (rc) return rc;
-    cJSON *root = cJSON_ParseWithLength(buf, len);
+    cJSON *root;
+    rc = json_parse_object(path, NULL, buf, len, &root);
     mem_free(buf);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return err_set(ERR_FORMAT, "%s: not a JSON object", path);
-    }
+    if (rc) return rc;
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", dir);
     if ((rc = get_int(root, path, "n_layer", NULL, &out->n_layer)) ||

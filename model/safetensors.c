@@ -17,6 +17,7 @@
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/half.h"
+#include "common/json.h"
 #include "common/mem.h"
 
 #define ST_MAX_HEADER (100u << 20) /* the reference implementation's limit */
@@ -174,8 +175,10 @@ int st_open(st_file **out, const char *path)
     }
     f->buf = m + 8 + hlen;
     f->buf_len = f->map_len - 8 - (size_t)hlen;
-    f->root = cJSON_ParseWithLength((const char *)m + 8, (size_t)hlen);
-    if (!f->root || !cJSON_IsObject(f->root)) { rc = err_set(ERR_FORMAT, "%s: header is not a JSON object", path); goto fail; }
+    /* strict: a key twice (which tensor is meant?) or bytes after the object are damage; the
+       spaces that pad a header to 8 bytes are white space */
+    if ((rc = json_parse_object(path, "the safetensors header", (const char *)m + 8, (size_t)hlen, &f->root)))
+        goto fail;
     int n = 0;
     for (cJSON *e = f->root->child; e; e = e->next) n += strcmp(e->string, "__metadata__") != 0;
     f->tensors = mem_calloc((size_t)n + 1, sizeof *f->tensors);

@@ -12,6 +12,7 @@
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/hash.h"
+#include "common/json.h"
 #include "common/mem.h"
 #include "model/safetensors.h"
 #include "sae/sae.h"
@@ -267,12 +268,10 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
     char *txt;
     int rc = file_read_text(path, (size_t)64 << 20, &txt, NULL);
     if (rc) return rc;
-    cJSON *root = cJSON_Parse(txt);
+    cJSON *root;
+    rc = json_parse_object(path, NULL, txt, strlen(txt), &root);
     mem_free(txt);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return err_set(ERR_FORMAT, "%s: not a JSON object", path);
-    }
+    if (rc) return rc;
     if ((rc = cfg_agree(root, path))) {
         cJSON_Delete(root);
         return rc;

@@ -12,6 +12,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/json.h"
 #include "common/mem.h"
 #include "sae/metrics.h"
 
@@ -138,13 +139,10 @@ int sae_synth_spec_load(synth_config *c, const char *path)
     char *txt;
     int rc = file_read_text(path, 64 << 10, &txt, NULL);
     if (rc) return rc;
-    cJSON *root = cJSON_Parse(txt);
+    cJSON *root;
+    rc = json_parse_object(path, "a generator spec from `saelite synth --spec`", txt, strlen(txt), &root);
     mem_free(txt);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return err_set(ERR_FORMAT, "%s: not a JSON object (a generator spec from `saelite synth --spec`)",
-                       path);
-    }
+    if (rc) return rc;
     enum { NF = sizeof spec_fields / sizeof spec_fields[0] };
     for (const cJSON *v = root->child; v && !rc; v = v->next) {
         const char *k = v->string ? v->string : "";

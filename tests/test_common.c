@@ -1,5 +1,6 @@
 /* test_common.c - err, mem fault injection, par_for's dynamic split, npy round trip, rng, f16/bf16, tensor helpers,
  * UTF-8, files and paths, hashes, quickselect, byte buffers, progress lines. */
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@
 #include "common/fileio.h"
 #include "common/half.h"
 #include "common/hash.h"
+#include "common/json.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/par.h"
@@ -59,6 +61,38 @@ static void test_err(void)
     err_set(ERR_FORMAT, "%s", many);
     size_t ml = strlen(err_msg());
     CHECK(ml > 1000 && ml < 1024 && ml % 2 == 0 && !strchr(err_msg(), '\n'), "%zu", ml);
+}
+
+/* json_parse_object: what json.loads takes, and nothing else; errors placed and named */
+static void test_json(void)
+{
+    cJSON *j = NULL;
+    const char *ok = " {\"a\": 1, \"b\": {\"a\": [1, {\"a\": 2}]}}\r\n\t ";
+    CHECK(json_parse_object("f.json", NULL, ok, strlen(ok), &j) == OK && j, "%s", err_msg());
+    CHECK(j && cJSON_GetObjectItemCaseSensitive(j, "a")->valueint == 1);
+    cJSON_Delete(j);
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"{\"a\": 1} {\"b\": 2}", "f.json: text after the JSON object at line 1, column 10"},
+        {"{\"a\": 1}\n\nx", "f.json: text after the JSON object at line 3, column 1"},
+        {"{\"a\": 1, \"a\": 2}", "f.json: key \"a\" appears twice in one object (which one is meant?)"},
+        {"{\"x\": [{\"k\": 1, \"m\": 0, \"k\": 2}]}", "f.json: key \"k\" appears twice in one object (which one is meant?)"},
+        {"{\"a\": 1,\n \"b\" 2}", "f.json: not valid JSON at line 2, column 6 (a config)"},
+        {"[1, 2]", "f.json: not a JSON object (a config)"},
+        {"", "f.json: not valid JSON at line 1, column 1 (a config)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        j = (cJSON *)1;
+        int rc = json_parse_object("f.json", i >= 4 ? "a config" : NULL, bad[i].text,
+                                   strlen(bad[i].text), &j);
+        CHECK(rc == ERR_FORMAT && !j && !strcmp(err_msg(), bad[i].msg), "%zu: %d %s", i, rc, err_msg());
+    }
+    /* the length bounds the text: a value cut by it is an error, bytes past it are not read */
+    const char *cut = "{\"a\": 1}garbage";
+    CHECK(json_parse_object("f.json", NULL, cut, 8, &j) == ERR_FORMAT);
+    CHECK(json_parse_object("f.json", NULL, cut, 9, &j) == OK, "%s", err_msg());
+    cJSON_Delete(j);
 }
 
 static void test_mem(void)
@@ -1007,6 +1041,7 @@ static void test_par_for(void)
 int main(void)
 {
     test_err();
+    test_json();
     test_mem();
     test_npy();
     test_rng();

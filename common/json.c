@@ -1,0 +1,92 @@
+/* json.c - see json.h. */
+#include "common/json.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "common/mem.h"
+
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first key that one object of the tree under j holds twice, or NULL; *nomem on failure. */
+static const char *repeated_key(const cJSON *j, int *nomem)
+{
+    if (!cJSON_IsObject(j) && !cJSON_IsArray(j)) return NULL;
+    size_t n = 0;
+    for (const cJSON *c = j->child; c; c = c->next) n++;
+    if (cJSON_IsObject(j) && n > 1) {
+        /* sorted, so an object of 50k tokens costs n log n, not n^2 */
+        const char **k = mem_alloc(n * sizeof *k);
+        if (!k) {
+            *nomem = 1;
+            return NULL;
+        }
+        size_t i = 0;
+        for (const cJSON *c = j->child; c; c = c->next) k[i++] = c->string ? c->string : "";
+        qsort(k, n, sizeof *k, key_cmp);
+        const char *dup = NULL;
+        for (i = 1; i < n && !dup; i++)
+            if (!strcmp(k[i - 1], k[i])) dup = k[i];
+        mem_free(k);
+        if (dup) return dup;
+    }
+    for (const cJSON *c = j->child; c; c = c->next) {
+        const char *d = repeated_key(c, nomem);
+        if (d || *nomem) return d;
+    }
+    return NULL;
+}
+
+static void line_col(const char *text, const char *at, long *line, long *col)
+{
+    *line = 1;
+    *col = 1;
+    for (const char *p = text; p < at; p++) {
+        if (*p == '\n') {
+            (*line)++;
+            *col = 1;
+        } else (*col)++;
+    }
+}
+
+int json_parse_object(const char *path, const char *what, const char *text, size_t len, cJSON **out)
+{
+    *out = NULL;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    long line, col;
+    const char *sep = what ? " (" : "", *w = what ? what : "", *sep2 = what ? ")" : "";
+    if (!root) {
+        if (!end || end < text || end > text + len) end = text;
+        line_col(text, end, &line, &col);
+        return err_set(ERR_FORMAT, "%s: not valid JSON at line %ld, column %ld%s%s%s", path, line,
+                       col, sep, w, sep2);
+    }
+    int rc = OK;
+    if (!cJSON_IsObject(root)) {
+        rc = err_set(ERR_FORMAT, "%s: not a JSON object%s%s%s", path, sep, w, sep2);
+        goto out;
+    }
+    for (const char *p = end; p && p < text + len; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
+            line_col(text, p, &line, &col);
+            rc = err_set(ERR_FORMAT, "%s: text after the JSON object at line %ld, column %ld", path,
+                         line, col);
+            goto out;
+        }
+    int nomem = 0;
+    const char *dup = repeated_key(root, &nomem);
+    if (nomem) rc = err_set(ERR_NOMEM, "%s: out of memory", path);
+    else if (dup)
+        rc = err_set(ERR_FORMAT, "%s: key \"%.60s\" appears twice in one object (which one is "
+                     "meant?)", path, dup);
+out:
+    if (rc) cJSON_Delete(root);
+    else *out = root;
+    return rc;
+}
