@@ -41,6 +41,9 @@ int cmd_bpe_train(int argc, char **argv)
     const char *outs[2] = {enc, bpe};
     static const char *const oflags[2] = {"-o (encoder.json)", "-o (vocab.bpe)"};
     if ((rc = cli_check_not_inputs("bpe-train", 2, outs, oflags, np, pos, 0, NULL))) return rc;
+    /* before training, not after it (an audit: a bad -o failed once the merges were learnt) */
+    static const char *const names[2] = {"encoder.json", "vocab.bpe"};
+    if ((rc = cli_check_dir_outputs("bpe-train", out, 2, names))) return rc;
     /* a model trained on the tokenizer there would read other ids without a word */
     for (int i = 0; i < 2 && !force; i++)
         if (access(outs[i], F_OK) == 0) {

@@ -61,6 +61,12 @@ int cmd_tokenize(int argc, char **argv)
         if (in != stdin) fclose(in);
         return cli_fail("tokenize");
     }
+    if (special && tok_eot(t) < 0) { /* it encoded the text as plain text, silently */
+        if (in != stdin) fclose(in);
+        tok_free(t);
+        err_set(ERR_ARG, "--special: the vocabulary in %s has no <|endoftext|> token", dir);
+        return cli_fail("tokenize");
+    }
     char *line = NULL, *obuf = NULL;
     size_t cap = 0, ocap = 0;
     ssize_t n;
@@ -80,7 +86,8 @@ int cmd_tokenize(int argc, char **argv)
                 while (*p == ' ' || *p == '\t' || *p == '\r') p++;
                 if (!*p) break;
                 errno = 0;
-                long v = strtol(p, &end, 10);
+                /* digits only: strtol also took "+5" and "-0" */
+                long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : (end = p, 0);
                 if (end == p || errno || v < 0 || v > 0x7fffffff ||
                     (*end && *end != ' ' && *end != '\t' && *end != '\r')) {
                     err_set(ERR_FORMAT, "%s:%ld: '%.20s' is not a token id", path, lineno, p);

