@@ -90,8 +90,8 @@ static void test_json(void)
     }
     /* the length bounds the text: a value cut by it is an error, bytes past it are not read */
     const char *cut = "{\"a\": 1}garbage";
-    CHECK(json_parse_object("f.json", NULL, cut, 8, &j) == ERR_FORMAT);
-    CHECK(json_parse_object("f.json", NULL, cut, 9, &j) == OK, "%s", err_msg());
+    CHECK(json_parse_object("f.json", NULL, cut, 7, &j) == ERR_FORMAT);
+    CHECK(json_parse_object("f.json", NULL, cut, 8, &j) == OK, "%s", err_msg());
     cJSON_Delete(j);
 }
 

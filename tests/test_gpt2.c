@@ -430,14 +430,22 @@ static void test_load_errors(void)
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         char js[400];
-        snprintf(js, sizeof js, "{%s, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
-                 "\"vocab_size\": 10}", shapes[i][0]); /* of two equal keys the first counts */
+        /* no key twice (a config with one is refused as such) */
+        snprintf(js, sizeof js, "{%s%s, \"n_embd\": 8, \"n_positions\": 4, \"vocab_size\": 10}",
+                 shapes[i][0], strstr(shapes[i][0], "\"n_head\"") ? "" : ", \"n_head\": 2");
         write_file(cfgp, js);
         m = NULL;
         CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "invalid model shape: ") &&
                   strstr(err_msg(), shapes[i][1]), "%s: %s", shapes[i][0], err_msg());
         gpt2_free(m);
     }
+    /* a key twice: json.loads would take the last, cJSON's lookup took the first */
+    write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
+                     "\"vocab_size\": 10, \"n_layer\": 3}");
+    m = NULL;
+    CHECK(gpt2_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "key \"n_layer\" appears twice"), "%s",
+          err_msg());
+    gpt2_free(m);
     gpt2_config c0 = {1, 2, 8, 4, 0, 32, 1e-5f};
     CHECK(gpt2_create(&m, &c0, 7) == ERR_FORMAT &&
               !strcmp(err_msg(), "invalid model shape: vocab_size 0 is outside 1..16777216"),
