@@ -60,9 +60,7 @@ int eval_parse_suites(const char *s, int *bits, int *all)
     return OK;
 }
 
-/* A random-weight SAE of the same shape and architecture: decoder rows random unit vectors, the
- * encoder their transpose, b_enc 0, thresholds 0, the trained b_dec. */
-static int random_sae(const sae_model *m, uint64_t seed, sae_model **out)
+int eval_random_sae(const sae_model *m, uint64_t seed, sae_model **out)
 {
     int rc = sae_model_new(out, &m->cfg);
     if (rc) return rc;
@@ -1357,7 +1355,7 @@ int eval_run(const eval_opts *o, eval_result *res)
                      c.sae_dir, c.sae->cfg.d_in, o->db, c.hook.width, c.hook.name);
         goto out;
     }
-    if (!o->no_random && (rc = random_sae(c.sae, o->seed, &c.rnd))) goto out;
+    if (!o->no_random && (rc = eval_random_sae(c.sae, o->seed, &c.rnd))) goto out;
     if ((rc = plan_sequences(&c, res))) goto out;
     if ((rc = plan_tokens(&c, &mark, &off))) goto out;
     double t1 = now_seconds();

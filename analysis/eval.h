@@ -168,6 +168,11 @@ void eval_scores(const eval_probe *p, const eval_feats *f, const int *rows, int 
 double eval_accuracy(const double *score, const unsigned char *y, int n);
 double eval_f1(const double *score, const unsigned char *y, int n);
 
+/* The probing baseline's random-weight SAE of m's shape and architecture (*out, sae_free):
+ * decoder rows random unit vectors from seed, the encoder their transpose, b_enc 0, thresholds 0,
+ * m's trained b_dec; a centred m's (cfg.center_input) reads C x as m does (sae_center_encoder). */
+int eval_random_sae(const sae_model *m, uint64_t seed, sae_model **out);
+
 /* The k columns with the largest |mean over positives - mean over negatives| (SAEBench
  * get_top_k_mean_diff_mask), descending; ties to the lower index. k <= width. */
 int eval_top_mean_diff(const eval_feats *f, const int *rows, const unsigned char *y, int n,

@@ -619,9 +619,55 @@ static void test_absorption_trained(void)
     }
 }
 
+/* The random-SAE baseline of a centred SAE reads C x as the SAE does: its codes do not move when
+ * every component of x moves by the same amount (a missing fold would let the mean through), and
+ * an uncentred one's do. Its decoder rows are unit vectors and its b_dec the trained one. */
+static void test_random_centred(void)
+{
+    sae_config c = {.arch = SAE_RELU, .d_in = 16, .d_sae = 40, .k = 0};
+    for (int centred = 0; centred <= 1; centred++) {
+        c.center_input = centred;
+        sae_model *m = NULL, *r = NULL;
+        CHECK(sae_model_new(&m, &c) == OK, "%s", err_msg());
+        if (!m) return;
+        for (int i = 0; i < c.d_in; i++) m->b_dec[i] = 0.1f * (float)(i % 5) - 0.2f;
+        CHECK(eval_random_sae(m, 7, &r) == OK, "%s", err_msg());
+        if (!r) {
+            sae_free(m);
+            return;
+        }
+        double maxdn = 0;
+        for (int j = 0; j < c.d_sae; j++) {
+            double n = 0;
+            for (int i = 0; i < c.d_in; i++) n += (double)r->W_dec[j * c.d_in + i] * r->W_dec[j * c.d_in + i];
+            maxdn = fmax(maxdn, fabs(sqrt(n) - 1));
+        }
+        CHECK(maxdn < 1e-6, "decoder rows of norm 1 (off by %g)", maxdn);
+        CHECK(!memcmp(r->b_dec, m->b_dec, (size_t)c.d_in * sizeof(float)));
+        float x[2][16], f[2][40];
+        rng_state g;
+        rng_seed(&g, 3);
+        for (int i = 0; i < c.d_in; i++) {
+            x[0][i] = (float)rng_normal(&g);
+            x[1][i] = x[0][i] + 2.5f; /* the same x moved along the all-ones direction */
+        }
+        CHECK(sae_encode(r, x[0], 1, f[0]) == OK && sae_encode(r, x[1], 1, f[1]) == OK);
+        double d = 0, mag = 0;
+        for (int j = 0; j < c.d_sae; j++) {
+            d = fmax(d, fabs((double)f[0][j] - f[1][j]));
+            mag = fmax(mag, fabs((double)f[0][j]));
+        }
+        if (centred) CHECK(d < 1e-5 * (1 + mag), "centred: codes moved by %g with x's mean", d);
+        else CHECK(d > 1e-2, "uncentred: codes should move with x's mean (by %g)", d);
+        sae_free(r);
+        sae_free(m);
+    }
+}
+
 int main(void)
 {
     test_liblinear_hand();
+    test_random_centred();
     test_latent_is_label();
     test_memo();
     test_l1_history();
