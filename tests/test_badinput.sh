@@ -235,8 +235,8 @@ bad "read-only output" "$RO/m2" init-model --layers 1 --d-model 8 --heads 2 -o $
 # ---- forward (model loading) -----------------------------------------------------------------
 F=(--tokens 1,2 --hook $H --npy o.npy)
 bad "missing model directory" "nosuch/config.json: cannot open" forward --model nosuch "${F[@]}"
-bad "empty config.json" "m_emptycfg/config.json: not a JSON object" forward --model m_emptycfg "${F[@]}"
-bad "config.json not JSON" "m_badjson/config.json: not a JSON object" forward --model m_badjson "${F[@]}"
+bad "empty config.json" "m_emptycfg/config.json: not valid JSON at line 1, column 1" forward --model m_emptycfg "${F[@]}"
+bad "config.json not JSON" "m_badjson/config.json: not valid JSON at line 1, column 1" forward --model m_badjson "${F[@]}"
 bad "truncated safetensors" "m_trunc/model.safetensors:.*outside" forward --model m_trunc "${F[@]}"
 bad "missing safetensors" "m_nosafet/model.safetensors" forward --model m_nosafet "${F[@]}"
 bad "config does not fit the weights" "wte.weight' has shape \[270,8\], expected \[270,16\]" forward --model m_mismatch "${F[@]}"
@@ -411,7 +411,7 @@ bad "synth: negative features" "--features must be >= 1, got -1" synth --feature
 
 # ---- tokenizer, corpus, bpe-train --------------------------------------------------------------
 bad "missing tokenizer" "nosuch: no tokenizer files" tokenize --tokenizer nosuch small.txt
-bad "malformed encoder.json" "tok_bad/encoder.json: not a JSON object" tokenize --tokenizer tok_bad small.txt
+bad "malformed encoder.json" "tok_bad/encoder.json: not valid JSON at line [0-9]*, column [0-9]* \(token -> id\)" tokenize --tokenizer tok_bad small.txt
 bad "truncated encoder.json" "tok_trunc/encoder.json" tokenize --tokenizer tok_trunc small.txt
 bad "missing text file" "nosuch.txt: cannot open" tokenize --tokenizer tok nosuch.txt
 printf '1 2 99999\n' > "$W.in"
@@ -489,7 +489,8 @@ cp "$W/sae8/sae_weights.safetensors" "$W/$R/f_scfg/"; mkfifo "$W/$R/f_scfg/cfg.j
 # -- model shapes and Hugging Face options: the field at fault named, with its range --
 mkdir -p "$W/$R/c_eps" "$W/$R/c_saw" "$W/$R/c_inv"
 for m in c_eps c_saw c_inv; do cp "$W/model/model.safetensors" "$W/$R/$m/"; done
-sed 's/"n_layer": 1,/"n_layer": 1, "layer_norm_epsilon": -1,/' "$W/model/config.json" > "$W/$R/c_eps/config.json"
+# the file's own key replaced (one added beside it is a key twice, refused as such)
+sed 's/"layer_norm_epsilon": [^,}]*/"layer_norm_epsilon": -1/' "$W/model/config.json" > "$W/$R/c_eps/config.json"
 sed 's/"n_layer": 1,/"n_layer": 1, "scale_attn_weights": false,/' "$W/model/config.json" > "$W/$R/c_saw/config.json"
 sed 's/"n_layer": 1,/"n_layer": 1, "scale_attn_by_inverse_layer_idx": true,/' "$W/model/config.json" > "$W/$R/c_inv/config.json"
 F2=(--tokens 1,2 --logits --npy $R/x.npy)
