@@ -221,6 +221,11 @@ static double advance(cairo_t *cr, const char *s)
     return e.x_advance;
 }
 
+/* Widths within this much of max_w fit: callers derive max_w from a measured width by
+ * arithmetic ((w + 2 pad) - 2 pad), and the rounding of that (7.0000000000000009 came back as
+ * 7.0) must not cut text to "…" or nothing. A millionth of a pixel never shows. */
+#define FIT_SLACK 1e-6
+
 /* Sanitise s and cut it to max_w with "…" (font already selected on cr). Returns a
  * mem_alloc'd string or NULL when out of memory; *wout gets its width. */
 static char *fit(cairo_t *cr, const char *s, double max_w, double *wout)
@@ -230,7 +235,7 @@ static char *fit(cairo_t *cr, const char *s, double max_w, double *wout)
     if (!t) return NULL;
     size_t tl = utf8_for_display(s, len, t, cap);
     double w = advance(cr, t);
-    if (max_w > 0 && w > max_w) {
+    if (max_w > 0 && w > max_w + FIT_SLACK) {
         static const char ell[] = "\xe2\x80\xa6"; /* … */
         /* Binary search over character boundaries for the longest prefix + "…" that fits. */
         size_t *bounds = mem_alloc(sizeof(size_t) * (tl + 1));
@@ -254,13 +259,13 @@ static char *fit(cairo_t *cr, const char *s, double max_w, double *wout)
             memcpy(buf, t, bounds[mid]);
             memcpy(buf + bounds[mid], ell, sizeof ell);
             double wm = advance(cr, buf);
-            if (wm <= max_w) { lo = mid; wlo = wm; }
+            if (wm <= max_w + FIT_SLACK) { lo = mid; wlo = wm; }
             else hi = mid - 1;
         }
         if (lo == 0) {
             /* Not even "x…" fits: show just "…" if that fits, else nothing. */
             double we = advance(cr, ell);
-            if (we <= max_w) { memcpy(t, ell, sizeof ell); w = we; }
+            if (we <= max_w + FIT_SLACK) { memcpy(t, ell, sizeof ell); w = we; }
             else { t[0] = 0; w = 0; }
         } else {
             memcpy(t, buf, bounds[lo]);

@@ -322,6 +322,45 @@ static void test_token_rows(void)
 }
 
 
+/* Every token a token row draws whole (not cut to "…" or blank): a row holding just the token
+ * must put the same pixels as the token's text drawn without a limit where the row puts it
+ * (x + label_w + 6 + 0.5 px pad, 13 px font). Nine-glyph-wide tokens at 13 px measured
+ * 7.0000000000000009 px, and the cell arithmetic (w + 2 pad) - 2 pad gave 7.0: "*", "c", "s"
+ * vanished and " w" became "…" in every context (audit). */
+static void test_token_rows_fit(void)
+{
+    static const char *const multi[] = {" w", " M", " the", " something", "\xe2", "ab", " cat",
+                                        "\xe2\x80", "caf\xc3\xa9", "  ", " 1999", "\n\n"};
+    rep_font tf = rep_font_make(13, 0, rep_rgb(0x111111), REP_LEFT, REP_MIDDLE);
+    int bad = 0, n = 0;
+    for (int k = 0; k < 256 + (int)(sizeof multi / sizeof multi[0]); k++) {
+        char one[2] = {(char)k, 0};
+        const char *tok = k < 256 ? one : multi[k - 256];
+        if (k == 0) continue; /* "" draws nothing either way; NUL is the display test's */
+        rep_canvas *a, *b;
+        if (rep_canvas_new(&a, 160, 24, rep_rgb(0xffffff)) || rep_canvas_new(&b, 160, 24, rep_rgb(0xffffff))) {
+            CHECK(0, "canvas");
+            return;
+        }
+        rep_token_row row = {&tok, NULL, 1, -1, NULL};
+        CHECK(rep_token_rows(a, 0, 0, 160, 24, 40, &row, 1, 1.0) == OK);
+        rep_text(b, 40 + 6 + 0.5, 12, tok, &tf, 0);
+        int same = 1;
+        for (int y = 0; y < 24 && same; y++)
+            for (int x = 0; x < 160 && same; x++) {
+                uint8_t pa[4], pb[4];
+                rep_canvas_pixel(a, x, y, pa);
+                rep_canvas_pixel(b, x, y, pb);
+                same = !memcmp(pa, pb, 4);
+            }
+        if (!same && bad++ < 5) fprintf(stderr, "  token row cuts token %d (%s)\n", k, k >= 32 && k < 127 ? tok : "?");
+        n++;
+        rep_canvas_free(a);
+        rep_canvas_free(b);
+    }
+    CHECK(bad == 0, "%d of %d tokens drawn cut in a token row", bad, n);
+}
+
 /* A synthetic feature that fires on " cat" tokens; the max is in context 0 at position 9. */
 static const char *words[] = {" the", " cat", " sat", " on", " mat", ".", "\n", " a", " dog",
                               " and", " caf\xc3\xa9", "\xff", " happily", " under", " tree"};
@@ -887,6 +926,7 @@ int main(void)
     test_hist_count_one();
     test_charts();
     test_token_rows();
+    test_token_rows_fit();
     /* SAELITE_KEEP_PICTURES=DIR keeps the dashboard pictures there for a person to look at. */
     const char *keep = getenv("SAELITE_KEEP_PICTURES");
     char dir[300];
