@@ -110,14 +110,28 @@ static size_t sanitize(const char *in, size_t len, char *out, size_t cap, uint32
 
 static uint32_t map_clean(uint32_t cp) { return cp == 0 ? REPLACEMENT : cp; }
 
-static uint32_t map_display(uint32_t cp)
+/* Bytes that no installed font draws distinctly become their hex escape: the control
+ * pictures (U+2400...) and U+FFFD drew as the same box or the same U+FFFD for every byte, and
+ * NUL ended the string (audit). Tokenizer viewers show bytes the same way. */
+static int display_escaped(uint32_t cp)
 {
-    if (cp == '\n') return 0x21B5;                      /* ↵ */
-    if (cp == '\t') return 0x21E5;                      /* ⇥ */
-    if (cp < 0x20) return 0x2400 + cp;                  /* control pictures */
-    if (cp == 0x7F) return 0x2421;                      /* ␡ */
-    if (cp >= 0x80 && cp < 0xA0) return REPLACEMENT;    /* C1 controls */
-    return cp;
+    return (cp < 0x20 && cp != '\n' && cp != '\t') || (cp >= 0x7F && cp < 0xA0);
+}
+
+/* "\xHH" for each of in[0..n) at out + *o, all or nothing (room for the NUL kept). */
+static int put_escapes(const unsigned char *in, size_t n, char *out, size_t cap, size_t *o)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (*o + 4 * n + 1 > cap) return 0;
+    for (size_t k = 0; k < n; k++) {
+        char *d = out + *o + 4 * k;
+        d[0] = '\\';
+        d[1] = 'x';
+        d[2] = hex[in[k] >> 4];
+        d[3] = hex[in[k] & 15];
+    }
+    *o += 4 * n;
+    return 1;
 }
 
 size_t utf8_clean(const char *in, size_t len, char *out, size_t cap)
@@ -127,5 +141,25 @@ size_t utf8_clean(const char *in, size_t len, char *out, size_t cap)
 
 size_t utf8_for_display(const char *in, size_t len, char *out, size_t cap)
 {
-    return sanitize(in, len, out, cap, map_display);
+    if (cap == 0) return 0;
+    const unsigned char *u = (const unsigned char *)in;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t n = utf8_decode(u + i, len - i, &cp);
+        if (n == 0 || display_escaped(cp)) { /* an invalid byte alone, a control whole */
+            n = n ? n : 1;
+            if (!put_escapes(u + i, n, out, cap, &o)) break;
+            i += n;
+            continue;
+        }
+        char buf[4];
+        size_t k = cp == '\n' ? utf8_encode(0x21B5, buf) : cp == '\t' ? utf8_encode(0x21E5, buf) : n;
+        if (o + k + 1 > cap) break;
+        memcpy(out + o, cp == '\n' || cp == '\t' ? buf : in + i, k);
+        o += k;
+        i += n;
+    }
+    out[o] = 0;
+    return o;
 }

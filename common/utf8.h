@@ -9,10 +9,11 @@
  * a sequence cut off by the end of the buffer is invalid.
  *
  * Sanitisers replace, byte by byte: every byte that does not start a valid sequence becomes one
- * U+FFFD (so a truncated 3-byte sequence gives two), and valid code points pass or are mapped
- * as each function says. They write at most cap - 1 bytes and a NUL (cap > 0), stop before a
- * character that would not fit whole (never a cut sequence), and return the bytes written
- * (without the NUL). Output can grow to 3 bytes per input byte: cap = 3 * len + 1 always fits.
+ * U+FFFD (utf8_clean; so a truncated 3-byte sequence gives two) or one "\xHH" escape
+ * (utf8_for_display), and valid code points pass or are mapped as each function says. They
+ * write at most cap - 1 bytes and a NUL (cap > 0), stop before a character that would not fit
+ * whole (never a cut sequence or escape), and return the bytes written (without the NUL).
+ * Output can grow to 4 bytes per input byte: cap = 4 * len + 1 always fits.
  *
  * Errors: none (pure functions). Threads: reentrant, no state.
  */
@@ -35,9 +36,13 @@ size_t utf8_encode(uint32_t cp, char out[4]);
 /* Text for the database (what extract stores as token text): invalid bytes and NUL bytes
  * become U+FFFD; everything else is copied. */
 size_t utf8_clean(const char *in, size_t len, char *out, size_t cap);
-/* Text for a picture (the reports' fonts): invalid bytes -> U+FFFD; '\n' -> U+21B5 (↵),
- * '\t' -> U+21E5 (⇥), the other C0 controls (NUL included) -> U+2400 + c (control pictures),
- * DEL -> U+2421, C1 controls (U+0080..U+009F) -> U+FFFD; everything else is copied. */
+/* Text for a picture (the reports' fonts): '\n' -> U+21B5 (↵), '\t' -> U+21E5 (⇥); each
+ * invalid byte (a lone byte of a split character, an overlong form, a surrogate) and each byte
+ * of the other C0 controls (NUL included), DEL and the C1 controls (U+0080..U+009F) -> its
+ * escape "\xHH" (lower-case hex: "\x1b", "\xe2", "\xc2\x85"), which DejaVu Sans draws, so
+ * different bytes look different; everything else is copied. The output is valid UTF-8 with
+ * no control characters, so sanitising it again leaves it unchanged. A token whose own text
+ * is a backslash, 'x' and two hex digits looks the same as an escaped byte. */
 size_t utf8_for_display(const char *in, size_t len, char *out, size_t cap);
 
 #endif

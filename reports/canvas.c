@@ -230,7 +230,7 @@ static double advance(cairo_t *cr, const char *s)
  * mem_alloc'd string or NULL when out of memory; *wout gets its width. */
 static char *fit(cairo_t *cr, const char *s, double max_w, double *wout)
 {
-    size_t len = strlen(s), cap = len * 3 + 8; /* worst case: every byte -> 3-byte symbol */
+    size_t len = strlen(s), cap = len * 4 + 8; /* worst case: every byte -> a 4-byte escape */
     char *t = mem_alloc(cap);
     if (!t) return NULL;
     size_t tl = utf8_for_display(s, len, t, cap);

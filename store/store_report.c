@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 #include "store/store_internal.h"
 #include "store/store_report.h"
 
@@ -603,10 +604,12 @@ int store_rep_vocab(store *s, char ***text, int *n)
         const void *b = sqlite3_column_blob(st, 1);
         int nb = sqlite3_column_bytes(st, 1);
         if (id > mx) continue;
-        char *c = mem_alloc((size_t)nb + 1);
+        /* Display text, made here where the length is known: a NUL byte (token 0 of a
+           byte-level BPE is "\x00") would end a C string, so the token drew blank and
+           "\0abc" vanished. */
+        char *c = mem_alloc(4 * (size_t)nb + 1);
         if (!c) { rc = err_set(ERR_NOMEM, "out of memory for the vocabulary"); break; }
-        if (nb) memcpy(c, b, (size_t)nb);
-        c[nb] = 0; /* a NUL inside a token cuts its display short; harmless */
+        utf8_for_display(b ? b : "", b ? (size_t)nb : 0, c, 4 * (size_t)nb + 1);
         mem_free(t[id]);
         t[id] = c;
     }

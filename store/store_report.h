@@ -86,8 +86,9 @@ int store_rep_seq_window(store_rep *r, int64_t seq_id, int pos, int before, int 
                          int **ids, int *n, int *center);
 
 /* ---- whole-dictionary queries ----------------------------------------------------------- */
-/* Vocabulary text (ana_vocab, raw token bytes NUL-terminated): text[n], NULL for ids without a
- * row; *n == 0 when the table is empty. Free with store_rep_vocab_free. */
+/* Vocabulary text (ana_vocab's raw token bytes as display text, utf8_for_display: a control or
+ * lone byte, NUL included, as "\xHH"): text[n], NULL for ids without a row; *n == 0 when the
+ * table is empty. Free with store_rep_vocab_free. */
 int store_rep_vocab(store *s, char ***text, int *n);
 void store_rep_vocab_free(char **text, int n);
 /* Token text of positions [lo, hi] of a sequence from the core tokens table (UTF-8), text[hi-lo+1]

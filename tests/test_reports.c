@@ -126,8 +126,8 @@ static void test_text(void)
     /* invalid UTF-8, control characters, overlong encoding, surrogate */
     const char in[] = "a\xff" "b\n\t\x01" "\xc0\xaf" "\xed\xa0\x80" "\xc3\xa9";
     size_t n = utf8_for_display(in, sizeof in - 1, buf, sizeof buf);
-    CHECK(!strcmp(buf, "a\xef\xbf\xbd" "b\xe2\x86\xb5\xe2\x87\xa5\xe2\x90\x81"
-                       "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" /* 2 + 3 */
+    CHECK(!strcmp(buf, "a\\xff" "b\xe2\x86\xb5\xe2\x87\xa5\\x01"
+                       "\\xc0\\xaf\\xed\\xa0\\x80" /* 2 + 3 */
                        "\xc3\xa9"),
           "got %s", buf);
     CHECK(n == strlen(buf));
@@ -532,6 +532,62 @@ static void rm_dir(const char *dir)
     rmdir(dir);
 }
 
+/* Token text from ana_vocab as the pictures show it: a NUL inside a token (byte-level BPE's
+ * token 0 is "\x00") does not end it, and control and lone bytes read as distinct escapes
+ * (they drew as one tofu box or one U+FFFD each; "\0abc" vanished). */
+static void test_vocab_display(void)
+{
+    const char *sql = "store/schema_analysis.sql";
+    if (access(sql, R_OK) != 0) return;
+    char db[300];
+    snprintf(db, sizeof db, "%s/vocab.db", tmpdir);
+    CHECK(fix_make_db(db, 8, 4, sql) == OK, "%s", err_msg());
+    store *s;
+    CHECK(store_open(&s, db, 0) == OK, "%s", err_msg());
+    CHECK(store_exec(s, "UPDATE ana_vocab SET text = x'00616263' WHERE token = 0; "
+                        "UPDATE ana_vocab SET text = x'00' WHERE token = 1; "
+                        "UPDATE ana_vocab SET text = x'1b5b' WHERE token = 2; "
+                        "UPDATE ana_vocab SET text = x'e2' WHERE token = 3; "
+                        "UPDATE ana_vocab SET text = x'e3' WHERE token = 4") == OK, "%s", err_msg());
+    char **v = NULL;
+    int n = 0;
+    CHECK(store_rep_vocab(s, &v, &n) == OK && n == FIX_V, "%s", err_msg());
+    if (v) {
+        CHECK(v[0] && !strcmp(v[0], "\\x00abc"), "NUL kept: %s", v[0] ? v[0] : "(null)");
+        CHECK(v[1] && !strcmp(v[1], "\\x00"), "token NUL: %s", v[1] ? v[1] : "(null)");
+        CHECK(v[2] && !strcmp(v[2], "\\x1b["), "ESC: %s", v[2] ? v[2] : "(null)");
+        CHECK(v[3] && !strcmp(v[3], "\\xe2") && v[4] && !strcmp(v[4], "\\xe3"), "lone bytes");
+        CHECK(v[7] && !strcmp(v[7], " a"), "plain text unchanged");
+        /* drawn: different bytes give different pictures, and none is blank */
+        rep_font tf = rep_font_make(13, 0, rep_rgb(0x111111), REP_LEFT, REP_MIDDLE);
+        long ink[4] = {0};
+        uint32_t hash[4] = {0};
+        for (int k = 1; k < 5; k++) {
+            rep_canvas *c;
+            if (rep_canvas_new(&c, 80, 20, rep_rgb(0xffffff))) continue;
+            rep_text(c, 2, 10, v[k], &tf, 0);
+            uint32_t h = 2166136261u;
+            for (int y = 0; y < 20; y++)
+                for (int x = 0; x < 80; x++) {
+                    uint8_t p[4];
+                    rep_canvas_pixel(c, x, y, p);
+                    ink[k - 1] += p[0] < 128;
+                    h = (h ^ p[0]) * 16777619u;
+                }
+            hash[k - 1] = h;
+            rep_canvas_free(c);
+        }
+        int distinct = 1;
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < a; b++) distinct &= hash[a] != hash[b];
+        CHECK(distinct && ink[0] > 10 && ink[1] > 10 && ink[2] > 10 && ink[3] > 10,
+              "NUL, ESC, \\xe2, \\xe3 drawn distinctly (ink %ld %ld %ld %ld)", ink[0], ink[1], ink[2], ink[3]);
+    }
+    store_rep_vocab_free(v, n);
+    store_close(s);
+    unlink(db);
+}
+
 /* The whole path from the database: a synthetic analysed store (report_fixture.h). */
 static void test_run_db(void)
 {
@@ -934,6 +990,7 @@ int main(void)
     if (keep) snprintf(dir, sizeof dir, "%s", keep);
     else mkdir(dir, 0777);
     test_dashboard(dir);
+    test_vocab_display();
     test_run_db();
     if (!keep) {
         const char *files[] = {"feature_1234.png", "feature_5.png", "density.png", "decoder_angles.png",
