@@ -182,7 +182,7 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
 
     /* Which samples become rows: the top ranks, then per quantile band (highest band first)
      * the first per_interval ranks. Acts come ordered by kind, interval, rank. */
-    int ntop = 0, maxband = -1;
+    int ntop = 0, maxband = -1; /* store_rep_acts checked 0 <= interval <= REP_MAX_INTERVAL */
     for (size_t k = 0; k < d.nacts; k++) {
         if (d.acts[k].kind == STORE_REP_TOP) ntop++;
         else if (d.acts[k].interval > maxband) maxband = d.acts[k].interval;
@@ -575,8 +575,15 @@ static int picture_decoder_angles(global_ctx *g)
         double width = nd ? dhi[0] - dlo[0] : 1, start = INFINITY, stop = -INFINITY;
         for (size_t i = 0; i < nd; i++) { start = fmin(start, dlo[i]); stop = fmax(stop, dhi[i]); }
         for (size_t i = 0; i < nr; i++) { start = fmin(start, rlo[i]); stop = fmax(stop, rhi[i]); }
-        int ng = nd && width > 0 ? (int)lround((stop - start) / width) : 0;
-        if (ng > 100000) ng = 0;
+        /* in double: a bin width of 1e-12 degrees made lround's result overflow int, and the
+           negative count slipped past the guard into "out of memory" */
+        double ngd = nd && width > 0 ? round((stop - start) / width) : 0;
+        if (!(ngd <= 100000)) {
+            rc = err_set(ERR_FORMAT, "%s: ana_geometry: bin width %.3g degrees over %.6g..%.6g gives %.3g "
+                         "bins (more than 100000)", store_path(g->s), width, start, stop, ngd);
+            goto done;
+        }
+        int ng = (int)ngd;
         double *edges = mem_alloc(sizeof(double) * (size_t)(3 * ng + 1));
         if (!edges) rc = err_set(ERR_NOMEM, "out of memory");
         else {
@@ -606,6 +613,7 @@ static int picture_decoder_angles(global_ctx *g)
             }
         }
     }
+done:
     mem_free(dlo); mem_free(dhi); mem_free(dc); mem_free(rlo); mem_free(rhi); mem_free(rcnt);
     return rc;
 }
@@ -920,6 +928,23 @@ static int write_index(const rep_run_opts *o, const store_rep_dict *dict, const 
     return rep_write_index(o->out_dir, title, intro, idx, nidx);
 }
 
+/* The facts of the analysis the pictures rest on, as analyze writes them: a positive width, size
+ * and token count (the density caption divides by n_tokens, the decoder-angle reference uses
+ * d_in), and feature ids in 0..d_sae-1 (feature 99999 of a 4096-feature SAE was drawn, and
+ * counted in density.png). The per-feature values are checked as they are read (store_report.c). */
+static int check_analysis(const rep_run_opts *o, const store_rep_dict *dict, const store_rep_feature *fs, size_t nf)
+{
+    if (dict->d_in < 1 || dict->d_sae < 1 || dict->n_tokens < 1 || dict->n_seqs < 1)
+        return err_set(ERR_FORMAT, "%s: ana_dicts: analysis %lld of '%s': d_in %d, d_sae %d, n_seqs %lld, "
+                       "n_tokens %lld (each must be >= 1)", o->db, (long long)dict->id, dict->name, dict->d_in,
+                       dict->d_sae, (long long)dict->n_seqs, (long long)dict->n_tokens);
+    for (size_t i = 0; i < nf; i++)
+        if (fs[i].feature < 0 || fs[i].feature >= dict->d_sae)
+            return err_set(ERR_FORMAT, "%s: ana_features: feature %lld is outside 0..%d (d_sae %d of '%s')",
+                           o->db, (long long)fs[i].feature, dict->d_sae - 1, dict->d_sae, dict->name);
+    return OK;
+}
+
 /* The phases: open the database, find the dictionary and its features, select the features to
  * draw, make the output directory, the global pictures, the dashboards, index.html. */
 int rep_run(const rep_run_opts *o, rep_run_result *res)
@@ -951,6 +976,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         rc = err_set(ERR_FORMAT, "%s: the analysis of '%s' has no feature rows", o->db, dict.name);
         goto out;
     }
+    if ((rc = check_analysis(o, &dict, fs, nf))) goto out;
     if ((rc = select_features(o, &dict, fs, nf, &sel, &nsel))) goto out;
     if ((rc = make_out_dir(o->out_dir, &made_dir))) goto out;
     if ((rc = store_rep_vocab(s, &vocab, &nvocab))) goto out;

@@ -1,4 +1,5 @@
 /* store_report.c - read-only queries over the analysis tables for `saelite report`. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,33 @@ static void col_str(sqlite3_stmt *st, int i, char *buf, size_t cap)
     const char *t = (const char *)sqlite3_column_text(st, i);
     snprintf(buf, cap, "%s", t ? t : "");
 }
+
+/* ---- what analyze writes, checked on reading (a tampered or foreign table must fail with the
+ * database, table, feature and value named, not draw a misleading picture) ------------------ */
+
+/* Column i is a number (NULL allowed when nullable): text and blobs in a REAL column read as 0
+ * through sqlite3_column_double and drew density 'abc' as 0. */
+static int col_is_num(sqlite3_stmt *st, int i, int nullable)
+{
+    int t = sqlite3_column_type(st, i);
+    return t == SQLITE_INTEGER || t == SQLITE_FLOAT || (nullable && t == SQLITE_NULL);
+}
+
+static int col_not_num(store *s, sqlite3_stmt *st, int i, const char *table, const char *where)
+{
+    const char *t = (const char *)sqlite3_column_text(st, i);
+    return err_set(ERR_FORMAT, "%s: %s: %s: '%.40s' is not a number", store_path(s), table, where,
+                   t ? t : "NULL");
+}
+
+static int bad_value(store *s, const char *table, const char *where, double v, const char *why)
+{
+    return err_set(ERR_FORMAT, "%s: %s: %s: value %.6g: %s", store_path(s), table, where, v, why);
+}
+
+/* The largest quantile band id accepted: analyze numbers --quantiles bands from 0 and samples at
+ * most a few hundred positions per feature; a huge id (2147483647) overflowed maxband + 1. */
+#define REP_MAX_INTERVAL 99999
 
 /* ERR_FORMAT with a hint when the analysis tables are missing. */
 static int need_tables(store *s)
@@ -238,9 +266,24 @@ int store_rep_dict_neurons_for(store *s, const store_rep_dict *d, store_rep_dict
 #define FEAT_COLS "feature, n_active, density, mean_act, max_act, ifnull(nearest, -1), nearest_cos, " \
                   "best_tag, best_tag_precision"
 
-static void read_feature(sqlite3_stmt *st, store_rep_feature *f)
+/* One ana_features row into f, checked against what analyze writes: n_active >= 0, density in
+ * [0, 1], mean/max NULL (never active) or finite and >= 0 (only active, > 0 values count),
+ * nearest_cos NULL or in [-1, 1], best_tag_precision NULL or in [0, 1]. */
+static int read_feature(store *s, sqlite3_stmt *st, store_rep_feature *f)
 {
+    static const int cols[5] = {2, 3, 4, 6, 8};
+    static const char *const names[5] = {"density", "mean_act", "max_act", "nearest_cos",
+                                         "best_tag_precision"};
+    char where[64];
     f->feature = sqlite3_column_int64(st, 0);
+    snprintf(where, sizeof where, "feature %lld", (long long)f->feature);
+    if (!col_is_num(st, 0, 0)) return col_not_num(s, st, 0, "ana_features", "feature id");
+    if (!col_is_num(st, 1, 0)) return col_not_num(s, st, 1, "ana_features", where);
+    for (int k = 0; k < 5; k++)
+        if (!col_is_num(st, cols[k], k > 0)) {
+            snprintf(where, sizeof where, "feature %lld, %s", (long long)f->feature, names[k]);
+            return col_not_num(s, st, cols[k], "ana_features", where);
+        }
     f->n_active = sqlite3_column_int64(st, 1);
     f->density = col_real(st, 2);
     f->mean_act = col_real(st, 3);
@@ -249,6 +292,18 @@ static void read_feature(sqlite3_stmt *st, store_rep_feature *f)
     f->nearest_cos = col_real(st, 6);
     col_str(st, 7, f->best_tag, sizeof f->best_tag);
     f->best_tag_precision = col_real(st, 8);
+    if (f->n_active < 0) return bad_value(s, "ana_features", where, (double)f->n_active, "n_active is negative");
+    if (!(f->density >= 0 && f->density <= 1))
+        return bad_value(s, "ana_features", where, f->density, "density is outside [0, 1]");
+    if (!isnan(f->mean_act) && !(f->mean_act >= 0 && isfinite(f->mean_act)))
+        return bad_value(s, "ana_features", where, f->mean_act, "mean_act is not a finite value >= 0");
+    if (!isnan(f->max_act) && !(f->max_act >= 0 && isfinite(f->max_act)))
+        return bad_value(s, "ana_features", where, f->max_act, "max_act is not a finite value >= 0");
+    if (!isnan(f->nearest_cos) && !(fabs(f->nearest_cos) <= 1 + 1e-6))
+        return bad_value(s, "ana_features", where, f->nearest_cos, "nearest_cos is outside [-1, 1]");
+    if (!isnan(f->best_tag_precision) && !(f->best_tag_precision >= 0 && f->best_tag_precision <= 1 + 1e-9))
+        return bad_value(s, "ana_features", where, f->best_tag_precision, "best_tag_precision is outside [0, 1]");
+    return OK;
 }
 
 int store_rep_features(store *s, int64_t dict_id, store_rep_feature **out, size_t *n)
@@ -270,11 +325,13 @@ int store_rep_features(store *s, int64_t dict_id, store_rep_feature **out, size_
     sqlite3_bind_int64(st, 1, dict_id);
     size_t k = 0;
     int r;
-    while ((r = sqlite3_step(st)) == SQLITE_ROW && k < (size_t)cnt) read_feature(st, &f[k++]);
+    rc = OK;
+    while (!rc && (r = sqlite3_step(st)) == SQLITE_ROW && k < (size_t)cnt) rc = read_feature(s, st, &f[k++]);
     sqlite3_finalize(st);
-    if (r != SQLITE_DONE && r != SQLITE_ROW) {
+    if (!rc && r != SQLITE_DONE && r != SQLITE_ROW) rc = store_sql_error(s, r, "reading ana_features");
+    if (rc) {
         mem_free(f);
-        return store_sql_error(s, r, "reading ana_features");
+        return rc;
     }
     *out = f;
     *n = k;
@@ -282,7 +339,7 @@ int store_rep_features(store *s, int64_t dict_id, store_rep_feature **out, size_
 }
 
 /* ---- per-feature reader -------------------------------------------------------------------- */
-enum { Q_FEAT, Q_ACTS, Q_HIST, Q_LOGITS, Q_POS, Q_SEQ, Q_SEQACTS, Q_HASALL, Q__N };
+enum { Q_FEAT, Q_ACTS, Q_HIST, Q_LOGITS, Q_POS, Q_SEQ, Q_SEQACTS, Q_HASALL, Q_DUPRANK, Q__N };
 
 struct store_rep {
     store *s;
@@ -292,9 +349,11 @@ struct store_rep {
 
 static const char *const rep_sql[Q__N] = {
     "SELECT " FEAT_COLS " FROM ana_features WHERE dict_id = ?1 AND feature = ?2",
+    /* In value order, not rank order: rank only restates it (0 = largest), and a table whose
+       ranks disagree with its values still draws its largest values on top, truthfully. */
     "SELECT kind, ifnull(interval, -1), ifnull(rank, -1), seq_id, pos, token, value FROM ana_acts "
     "WHERE dict_id = ?1 AND feature = ?2 AND kind IN ('top', 'quantile') ORDER BY kind = 'quantile', "
-    "interval, rank",
+    "interval, value DESC, rank",
     "SELECT lo, hi, count FROM ana_hist WHERE dict_id = ?1 AND feature = ?2 ORDER BY bin",
     "SELECT token, value FROM ana_logits WHERE dict_id = ?1 AND feature = ?2 AND sign = ?3 ORDER BY rank",
     "SELECT tag, n FROM ana_pos WHERE dict_id = ?1 AND feature = ?2 ORDER BY n DESC, tag",
@@ -302,6 +361,12 @@ static const char *const rep_sql[Q__N] = {
     ("SELECT pos, value FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND seq_id = ?3 AND "
      "kind = 'all' AND pos BETWEEN ?4 AND ?5"),
     "SELECT EXISTS (SELECT 1 FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 AND kind = 'all')",
+    /* two rows in one place (a rank, or a position among the top ones: the top-N are distinct
+       positions): appended or merged tables, which drew each context two or three times */
+    ("SELECT 'rank', kind, ifnull(interval, -1), ifnull(rank, -1) FROM ana_acts WHERE dict_id = ?1 "
+     "AND feature = ?2 AND kind IN ('top', 'quantile') GROUP BY kind, interval, rank HAVING count(*) > 1 "
+     "UNION ALL SELECT 'position', kind, seq_id, pos FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 "
+     "AND kind = 'top' GROUP BY kind, seq_id, pos HAVING count(*) > 1 LIMIT 1"),
 };
 
 void store_rep_close(store_rep *r)
@@ -355,9 +420,9 @@ int store_rep_feature_get(store_rep *r, int64_t feature, store_rep_feature *out)
     sqlite3_stmt *st = bind2(r, Q_FEAT, feature);
     int x = sqlite3_step(st);
     if (x == SQLITE_ROW) {
-        read_feature(st, out);
+        int rc = read_feature(r->s, st, out);
         sqlite3_reset(st);
-        return OK;
+        return rc;
     }
     sqlite3_reset(st);
     if (x == SQLITE_DONE)
@@ -396,11 +461,37 @@ int store_rep_acts(store_rep *r, int64_t feature, store_rep_act **out, size_t *n
         a[k].seq_id = sqlite3_column_int64(st, 3);
         a[k].pos = sqlite3_column_int(st, 4);
         a[k].token = sqlite3_column_int(st, 5);
-        a[k].value = (float)sqlite3_column_double(st, 6);
+        double v = sqlite3_column_double(st, 6);
+        char where[96];
+        snprintf(where, sizeof where, "feature %lld, %s rank %d", (long long)feature,
+                 a[k].kind == STORE_REP_TOP ? "top" : "quantile", a[k].rank);
+        /* analyze keeps only active (> 0) values, for the neuron basis too (analysis.md) */
+        if (!col_is_num(st, 6, 0)) rc = col_not_num(r->s, st, 6, "ana_acts", where);
+        else if (!(v >= 0 && v <= FLT_MAX))
+            rc = bad_value(r->s, "ana_acts", where, v, "is not a finite activation >= 0");
+        else if (a[k].kind == STORE_REP_QUANTILE && (a[k].interval < 0 || a[k].interval > REP_MAX_INTERVAL))
+            rc = err_set(ERR_FORMAT, "%s: ana_acts: %s: quantile interval %d is outside 0..%d",
+                         store_path(r->s), where, a[k].interval, REP_MAX_INTERVAL);
+        if (rc) break;
+        a[k].value = (float)v;
         k++;
     }
-    if (!rc && x != SQLITE_DONE) rc = store_sql_error(r->s, x, "reading ana_acts");
+    if (!rc && x != SQLITE_DONE && x != SQLITE_ROW) rc = store_sql_error(r->s, x, "reading ana_acts");
     sqlite3_reset(st);
+    if (!rc) {
+        sqlite3_stmt *d = bind2(r, Q_DUPRANK, feature);
+        x = sqlite3_step(d);
+        if (x == SQLITE_ROW && !strcmp((const char *)sqlite3_column_text(d, 0), "rank"))
+            rc = err_set(ERR_FORMAT, "%s: ana_acts: feature %lld: two '%s' rows with rank %lld (interval %lld)",
+                         store_path(r->s), (long long)feature, (const char *)sqlite3_column_text(d, 1),
+                         (long long)sqlite3_column_int64(d, 3), (long long)sqlite3_column_int64(d, 2));
+        else if (x == SQLITE_ROW)
+            rc = err_set(ERR_FORMAT, "%s: ana_acts: feature %lld: two '%s' rows at sequence %lld position %lld",
+                         store_path(r->s), (long long)feature, (const char *)sqlite3_column_text(d, 1),
+                         (long long)sqlite3_column_int64(d, 2), (long long)sqlite3_column_int64(d, 3));
+        else if (x != SQLITE_DONE) rc = store_sql_error(r->s, x, "reading ana_acts");
+        sqlite3_reset(d);
+    }
     if (rc) {
         mem_free(a);
         return rc;
@@ -419,14 +510,25 @@ int store_rep_seq_acts(store_rep *r, int64_t feature, int64_t seq_id, int lo, in
     sqlite3_bind_int(st, 4, lo);
     sqlite3_bind_int(st, 5, hi);
     int x;
+    int rc = OK;
     while ((x = sqlite3_step(st)) == SQLITE_ROW && *n < cap) {
         pos[*n] = sqlite3_column_int(st, 0);
-        val[*n] = (float)sqlite3_column_double(st, 1);
+        double v = sqlite3_column_double(st, 1);
+        if (!col_is_num(st, 1, 0) || !(fabs(v) <= FLT_MAX)) {
+            char where[96];
+            snprintf(where, sizeof where, "feature %lld, kind 'all' at sequence %lld position %d",
+                     (long long)feature, (long long)seq_id, pos[*n]);
+            rc = col_is_num(st, 1, 0) ? bad_value(r->s, "ana_acts", where, v, "is not a finite activation")
+                                      : col_not_num(r->s, st, 1, "ana_acts", where);
+            break;
+        }
+        val[*n] = (float)v;
         (*n)++;
     }
     sqlite3_reset(st);
-    if (x != SQLITE_DONE && x != SQLITE_ROW) return store_sql_error(r->s, x, "reading ana_acts");
-    return OK;
+    if (!rc && x != SQLITE_DONE && x != SQLITE_ROW) rc = store_sql_error(r->s, x, "reading ana_acts");
+    if (rc) *n = 0;
+    return rc;
 }
 
 /* Step st to the end and split its first three (REAL) columns into three arrays of *n values
@@ -463,6 +565,23 @@ int store_rep_hist(store_rep *r, int64_t feature, double **lo, double **hi, doub
     sqlite3_stmt *st = bind2(r, Q_HIST, feature);
     int rc = read_columns3(r->s, st, "reading ana_hist", lo, hi, count, n);
     sqlite3_reset(st);
+    /* analyze's bins: log-spaced over active (> 0) values, so 0 < lo < hi, ascending by bin
+       (each starting at or after the previous one's end), counts >= 0 */
+    char where[64];
+    snprintf(where, sizeof where, "feature %lld", (long long)feature);
+    for (size_t k = 0; !rc && k < *n; k++) {
+        double l = (*lo)[k], h = (*hi)[k], c = (*count)[k];
+        if (!(l > 0 && isfinite(l))) rc = bad_value(r->s, "ana_hist", where, l, "bin edge lo is not a finite value > 0");
+        else if (!(h > l && isfinite(h))) rc = bad_value(r->s, "ana_hist", where, h, "bin edge hi is not finite and above lo");
+        else if (k > 0 && l < (*hi)[k - 1] * (1 - 1e-9))
+            rc = bad_value(r->s, "ana_hist", where, l, "bin starts before the previous bin ends (bins not ascending)");
+        else if (!(c >= 0 && isfinite(c))) rc = bad_value(r->s, "ana_hist", where, c, "count is negative or not finite");
+    }
+    if (rc) {
+        mem_free(*lo); mem_free(*hi); mem_free(*count);
+        *lo = *hi = *count = NULL;
+        *n = 0;
+    }
     return rc;
 }
 
@@ -483,6 +602,13 @@ int store_rep_logits(store_rep *r, int64_t feature, int sign, int **tokens, doub
             break;
         t[k] = sqlite3_column_int(st, 0);
         v[k] = sqlite3_column_double(st, 1);
+        if (!col_is_num(st, 1, 0) || !isfinite(v[k])) {
+            char where[64];
+            snprintf(where, sizeof where, "feature %lld, sign %d", (long long)feature, sign);
+            rc = col_is_num(st, 1, 0) ? bad_value(r->s, "ana_logits", where, v[k], "is not a finite logit effect")
+                                      : col_not_num(r->s, st, 1, "ana_logits", where);
+            break;
+        }
         k++;
     }
     if (!rc && x != SQLITE_DONE) rc = store_sql_error(r->s, x, "reading ana_logits");
@@ -513,6 +639,13 @@ int store_rep_pos(store_rep *r, int64_t feature, char (**tags)[16], double **cou
             break;
         col_str(st, 0, t[k], sizeof t[k]);
         v[k] = sqlite3_column_double(st, 1);
+        if (!col_is_num(st, 1, 0) || !(v[k] >= 0 && isfinite(v[k]))) {
+            char where[64];
+            snprintf(where, sizeof where, "feature %lld, tag '%s'", (long long)feature, t[k]);
+            rc = col_is_num(st, 1, 0) ? bad_value(r->s, "ana_pos", where, v[k], "count is negative or not finite")
+                                      : col_not_num(r->s, st, 1, "ana_pos", where);
+            break;
+        }
         k++;
     }
     if (!rc && x != SQLITE_DONE) rc = store_sql_error(r->s, x, "reading ana_pos");
@@ -670,6 +803,20 @@ int store_rep_geometry(store *s, int64_t dict_id, const char *source, double **l
     sqlite3_bind_text(st, 2, source, -1, SQLITE_STATIC);
     rc = read_columns3(s, st, "reading ana_geometry", lo_deg, hi_deg, count, n);
     sqlite3_finalize(st);
+    /* angles in [0, 180] degrees, lo < hi, counts >= 0 */
+    char where[64];
+    snprintf(where, sizeof where, "source '%s'", source);
+    for (size_t k = 0; !rc && k < *n; k++) {
+        double l = (*lo_deg)[k], h = (*hi_deg)[k], c = (*count)[k];
+        if (!(l >= 0 && l <= 180)) rc = bad_value(s, "ana_geometry", where, l, "lo_deg is outside [0, 180]");
+        else if (!(h > l && h <= 180)) rc = bad_value(s, "ana_geometry", where, h, "hi_deg is not above lo_deg and in [0, 180]");
+        else if (!(c >= 0 && isfinite(c))) rc = bad_value(s, "ana_geometry", where, c, "count is negative or not finite");
+    }
+    if (rc) {
+        mem_free(*lo_deg); mem_free(*hi_deg); mem_free(*count);
+        *lo_deg = *hi_deg = *count = NULL;
+        *n = 0;
+    }
     return rc;
 }
 

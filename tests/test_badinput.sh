@@ -620,6 +620,45 @@ mkdir -p "$W/$R/rep"; cp "$W/ex.db" "$W/$R/rep/ex.db"
 LAST=""
 bad "report: ground truth of the wrong shape (after the directory was made)" "ids16.npy: ground truth must be \[n_features >= 1, 8\], got shape \(16,\)" report --db $R/rep/ex.db --sae sae8 --ground-truth ids16.npy --out $R/rep/out
 check "  ... the report directory it created is gone" "absent $R/rep/out"
+# tampered analysis tables (an audit drew each of these without a word): one line naming the
+# database, the table, the feature and the value, and no output directory left behind
+RF=$(sqlite3 "$W/$R/rep/ex.db" "SELECT feature FROM ana_acts WHERE kind = 'top' AND dict_id = (SELECT max(id) FROM ana_dicts WHERE kind = 'sae') GROUP BY feature HAVING count(*) >= 3 LIMIT 1")
+RD="dict_id = (SELECT max(id) FROM ana_dicts WHERE kind = 'sae')"
+rep_hostile() { # rep_hostile NAME REGEX SQL: a copy of the analysed database changed by SQL
+    local name=$1 re=$2 sql=$3
+    cp "$W/$R/rep/ex.db" "$W/$R/rep/h_$name.db"
+    sqlite3 "$W/$R/rep/h_$name.db" "$sql"
+    LAST=""
+    bad "report: tampered $name" "h_$name.db: $re" report --db $R/rep/h_$name.db --sae sae8 --features $RF --out $R/rep/out_$name
+    check "  ... no output directory" "absent $R/rep/out_$name"
+}
+F="feature $RF"
+rep_hostile inf_max "ana_features: $F: value inf: max_act is not a finite value >= 0" "UPDATE ana_features SET max_act = 9e999 WHERE $RD AND feature = $RF"
+rep_hostile neg_density "ana_features: $F: value -0.5: density is outside \\[0, 1\\]" "UPDATE ana_features SET density = -0.5 WHERE $RD AND feature = $RF"
+rep_hostile big_density "ana_features: $F: value 5: density is outside" "UPDATE ana_features SET density = 5 WHERE $RD AND feature = $RF"
+rep_hostile text_density "ana_features: $F, density: 'abc' is not a number" "UPDATE ana_features SET density = 'abc' WHERE $RD AND feature = $RF"
+rep_hostile inf_act "ana_acts: $F, top rank 1: value inf: is not a finite activation" "UPDATE ana_acts SET value = 9e999 WHERE $RD AND feature = $RF AND kind = 'top' AND rank = 1"
+rep_hostile neg_act "ana_acts: $F, top rank 0: value -5: is not a finite activation >= 0" "UPDATE ana_acts SET value = -5 WHERE $RD AND feature = $RF AND kind = 'top' AND rank = 0"
+rep_hostile interval_huge "ana_acts: $F, quantile rank [0-9]+: quantile interval 2147483647 is outside 0..99999" "UPDATE ana_acts SET interval = 2147483647 WHERE $RD AND feature = $RF AND kind = 'quantile'"
+rep_hostile top_twice "ana_acts: $F: two 'top' rows at sequence" "INSERT INTO ana_acts SELECT dict_id, feature, kind, interval, rank + 100, seq_id, pos, token, value FROM ana_acts WHERE $RD AND feature = $RF AND kind = 'top'"
+rep_hostile rank_twice "ana_acts: $F: two 'top' rows with rank 0" "UPDATE ana_acts SET rank = 0 WHERE $RD AND feature = $RF AND kind = 'top'"
+rep_hostile hist_neg "ana_hist: $F: value -50: count is negative" "UPDATE ana_hist SET count = -50 WHERE $RD AND feature = $RF"
+rep_hostile hist_disorder "ana_hist: $F: value [0-9.e-]+: bin starts before the previous bin ends" "UPDATE ana_hist SET bin = 100 - bin WHERE $RD AND feature = $RF; INSERT INTO ana_hist SELECT dict_id, feature, 200, lo / 10, lo / 5, 1 FROM ana_hist WHERE $RD AND feature = $RF AND bin = (SELECT min(bin) FROM ana_hist WHERE $RD AND feature = $RF)"
+rep_hostile hist_zero_lo "ana_hist: $F: value 0: bin edge lo is not a finite value > 0" "UPDATE ana_hist SET lo = 0 WHERE $RD AND feature = $RF"
+rep_hostile logit_inf "ana_logits: $F, sign 1: value inf: is not a finite logit effect" "UPDATE ana_logits SET value = 9e999 WHERE $RD AND feature = $RF AND sign = 1 AND rank = 0"
+rep_hostile feat_oob "ana_features: feature 99999 is outside 0..15" "INSERT INTO ana_features VALUES ((SELECT max(id) FROM ana_dicts WHERE kind = 'sae'), 99999, 5, 0.9, 1, 2, NULL, NULL, NULL, NULL)"
+rep_hostile feat_neg "ana_features: feature -5 is outside 0..15" "INSERT INTO ana_features VALUES ((SELECT max(id) FROM ana_dicts WHERE kind = 'sae'), -5, 5, 0.9, 1, 2, NULL, NULL, NULL, NULL)"
+rep_hostile dict_ntok0 "ana_dicts: analysis [0-9]+ of 'sae8': .*n_tokens 0 \\(each must be >= 1\\)" "UPDATE ana_dicts SET n_tokens = 0 WHERE id = (SELECT max(id) FROM ana_dicts WHERE kind = 'sae')"
+rep_hostile dict_din0 "ana_dicts: analysis [0-9]+ of 'sae8': d_in 0" "UPDATE ana_dicts SET d_in = 0 WHERE id = (SELECT max(id) FROM ana_dicts WHERE kind = 'sae')"
+# a bin width of 1e-12 degrees: lround overflowed int and the run said only "out of memory"
+rep_hostile geom_tiny "ana_geometry: bin width 1e-12 degrees .* bins \\(more than 100000\\)" "UPDATE ana_geometry SET hi_deg = lo_deg + 1e-12 WHERE $RD AND bin = 0 AND source = 'decoder'"
+rep_hostile geom_neg "ana_geometry: source 'decoder': value -1e\\+06: count is negative" "UPDATE ana_geometry SET count = -1000000 WHERE $RD AND source = 'decoder'"
+rep_hostile nearest_inf "ana_features: feature [0-9]+: value inf: nearest_cos is outside \\[-1, 1\\]" "UPDATE ana_features SET nearest_cos = 9e999 WHERE $RD"
+# ranks that disagree with the values are drawn in value order (rank only restates it): exit 0
+cp "$W/$R/rep/ex.db" "$W/$R/rep/h_rankorder.db"
+sqlite3 "$W/$R/rep/h_rankorder.db" "UPDATE ana_acts SET rank = 100 - rank WHERE $RD AND feature = $RF AND kind = 'top'"
+check "report: ranks out of value order draw the values in order" "(cd \"\$W\" && \"\$BIN\" report --db $R/rep/h_rankorder.db --sae sae8 --features $RF --out $R/rep/out_rankorder) > /dev/null 2>&1 && [ -f \"\$W/$R/rep/out_rankorder/feature_$RF.png\" ]"
+LAST=""
 bad "train-lm: no held-out documents (refused before creating -o)" "no held-out documents" train-lm --corpus small.txt --tokenizer tok --layers 1 --d-model 8 --heads 2 --ctx 4 --steps 2 -o $R/lm_noval
 check "  ... no directory" "absent $R/lm_noval"
 
