@@ -809,6 +809,12 @@ static int select_features(const rep_run_opts *o, const store_rep_dict *dict, co
     return OK;
 }
 
+/* Every picture and index.html is drawn into DIR/.saelite-report.tmp.PID and moved into DIR
+ * only when the whole run succeeded: a run that failed half way (a tampered feature after the
+ * global pictures) replaced the four global pictures with its own beside the old index.html and
+ * dashboards (audit). */
+#define STAGE_PREFIX ".saelite-report.tmp."
+
 /* Create the output directory (an existing one is fine) and check it is one. */
 /* A report that failed in a directory it created leaves nothing: everything in it is this
  * run's (pictures, pages; no subdirectories), so its files and then the directory go. */
@@ -839,6 +845,29 @@ static int make_out_dir(const char *dir, int *made)
     static const char *const pictures[] = {".png"}, *const index[] = {"index.html"};
     file_remove_temps_ending(dir, pictures, 1);
     file_remove_temps(dir, index, 1);
+    /* and the staging folder of a killed run (see rep_run) */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[4200];
+    while (d && (e = readdir(d)))
+        if (!strncmp(e->d_name, STAGE_PREFIX, strlen(STAGE_PREFIX)) && path_join(p, sizeof p, dir, e->d_name) == OK)
+            remove_made_dir(p);
+    if (d) closedir(d);
+    return OK;
+}
+
+/* Move the files of a finished run (idx[nidx] and index.html) from the staging folder into dir. */
+static int publish(const char *stage, const char *dir, const rep_index_entry *idx, int nidx)
+{
+    char from[4200], to[4200];
+    for (int i = 0; i <= nidx; i++) {
+        const char *name = i < nidx ? idx[i].file : "index.html";
+        int rc = path_join(from, sizeof from, stage, name);
+        if (!rc) rc = path_join(to, sizeof to, dir, name);
+        if (rc) return rc;
+        if (rename(from, to) != 0)
+            return err_set(ERR_IO, "%s: cannot move into %s: %s", from, dir, strerror(errno));
+    }
     return OK;
 }
 
@@ -950,6 +979,9 @@ static int check_analysis(const rep_run_opts *o, const store_rep_dict *dict, con
 int rep_run(const rep_run_opts *o, rep_run_result *res)
 {
     int made_dir = 0; /* this run created out_dir */
+    char stage[4200] = ""; /* the staging folder, once made */
+    rep_run_opts so;
+    const char *out_dir = o->out_dir;
     memset(res, 0, sizeof *res);
     double t0 = now_seconds();
     if (!o->db || !o->sae || !o->out_dir) return err_set(ERR_ARG, "--db, --sae and --out are required");
@@ -979,6 +1011,15 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     if ((rc = check_analysis(o, &dict, fs, nf))) goto out;
     if ((rc = select_features(o, &dict, fs, nf, &sel, &nsel))) goto out;
     if ((rc = make_out_dir(o->out_dir, &made_dir))) goto out;
+    if ((rc = path_fmt(stage, sizeof stage, "%s/" STAGE_PREFIX "%ld", o->out_dir, (long)getpid()))) goto out;
+    if (mkdir(stage, 0777) != 0) {
+        rc = err_set(ERR_IO, "%s: cannot create: %s", stage, strerror(errno));
+        stage[0] = 0;
+        goto out;
+    }
+    so = *o;
+    so.out_dir = stage;
+    o = &so; /* from here on everything is written into the staging folder */
     if ((rc = store_rep_vocab(s, &vocab, &nvocab))) goto out;
 
     int nidx_cap = nsel + 8;
@@ -1005,7 +1046,8 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         goto out;
     }
     if ((rc = dashboard_entries(o, fs, nf, sel, nsel, idx, cap, &nidx))) goto out;
-    rc = write_index(o, &dict, idx, nidx);
+    if ((rc = write_index(o, &dict, idx, nidx))) goto out;
+    rc = publish(stage, out_dir, idx, nidx);
 out:
     for (int i = nglobal; idx && i < nidx; i++) mem_free((char *)idx[i].file);
     res->seconds = now_seconds() - t0;
@@ -1015,7 +1057,8 @@ out:
     mem_free(sel);
     mem_free(fs);
     store_close(s);
-    if (rc && made_dir) remove_made_dir(o->out_dir);
+    if (stage[0]) remove_made_dir(stage); /* empty after publish; the failed run's files otherwise */
+    if (rc && made_dir) remove_made_dir(out_dir);
     return rc;
 }
 

@@ -856,6 +856,63 @@ static void test_run_db(void)
         mem_free(html);
         rm_dir(out2);
     }
+    /* A run that fails half way (a tampered feature, after the global pictures were drawn) into
+     * an existing folder leaves the folder as it was: it replaced the four global pictures with
+     * its own beside the old index.html and dashboards (audit). */
+    {
+        rep_run_opts og = o;
+        int two[2] = {0, 1};
+        og.features = two;
+        og.nfeatures = 2;
+        og.top = 0;
+        og.global = 1;
+        og.threads = 1;
+        CHECK(rep_run(&og, &res) == OK, "%s", err_msg());
+        char pth[640], *before = NULL, *after = NULL;
+        snprintf(pth, sizeof pth, "%s/density.png", out2);
+        size_t nb = 0, na = 0;
+        CHECK(file_read_text(pth, 1 << 24, &before, &nb) == OK);
+        int nfiles = count_files(out2);
+        char hostile_db[400];
+        snprintf(hostile_db, sizeof hostile_db, "%s/hostile.db", tmpdir);
+        char cmd[1000];
+        snprintf(cmd, sizeof cmd, "cp %s %s", db, hostile_db);
+        CHECK(system(cmd) == 0);
+        store *sw;
+        CHECK(store_open(&sw, hostile_db, 0) == OK);
+        /* every density halved (density.png differs) and feature 1's top value infinite */
+        CHECK(store_exec(sw, "UPDATE ana_features SET density = density / 2; UPDATE ana_acts SET value = 9e999 "
+                             "WHERE dict_id = 1 AND feature = 1 AND kind = 'top' AND rank = 0") == OK, "%s", err_msg());
+        store_close(sw);
+        og.db = hostile_db;
+        CHECK(rep_run(&og, &res) == ERR_FORMAT && strstr(err_msg(), "hostile.db: ana_acts") &&
+              strstr(err_msg(), "value inf"), "%s", err_msg());
+        CHECK(count_files(out2) == nfiles, "no file added or removed (%d, was %d)", count_files(out2), nfiles);
+        char stg[512];
+        snprintf(stg, sizeof stg, "%s/.saelite-report.tmp.%ld", out2, (long)getpid());
+        CHECK(access(stg, F_OK) != 0, "the failed run's staging folder is gone");
+        CHECK(file_read_text(pth, 1 << 24, &after, &na) == OK && na == nb && before && after &&
+              !memcmp(before, after, nb), "density.png is the old run's");
+        mem_free(before);
+        mem_free(after);
+        unlink(hostile_db);
+        for (int k = 0; k < 2; k++) {
+            char side[420];
+            snprintf(side, sizeof side, "%s%s", hostile_db, k ? "-shm" : "-wal");
+            unlink(side);
+        }
+        /* a staging folder left by a killed run goes with the next run */
+        char stale[512];
+        snprintf(stale, sizeof stale, "%s/.saelite-report.tmp.99999", out2);
+        mkdir(stale, 0777);
+        snprintf(pth, sizeof pth, "%s/density.png", stale);
+        FILE *sf = fopen(pth, "w");
+        if (sf) fclose(sf);
+        og.db = db;
+        CHECK(rep_run(&og, &res) == OK, "%s", err_msg());
+        CHECK(access(stale, F_OK) != 0, "stale staging folder removed");
+        rm_dir(out2);
+    }
     /* --by alignment over the neuron basis works too */
     o.sae = "neurons";
     o.by = REP_BY_ALIGNMENT;
