@@ -97,7 +97,7 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
     if (isfinite(f->max_act)) {
         if (isfinite(f->mean_act)) snprintf(m, sizeof m, "max act %.3g, mean %.3g", f->max_act, f->mean_act);
         else snprintf(m, sizeof m, "max act %.3g", f->max_act);
-    } else snprintf(m, sizeof m, "max act ?");
+    } else snprintf(m, sizeof m, f->density == 0 ? "dead: never active" : "max act ?"); /* as index.html */
     if (f->best_tag) {
         char tag[40];
         utf8_for_display(f->best_tag, strlen(f->best_tag), tag, sizeof tag);

@@ -52,7 +52,7 @@ int rep_plot_density(const char *path, const rep_kv *meta, int nmeta, const char
         if (d <= dead_below) dead++;
         else {
             live++;
-            if (d >= dense_above) dense++;
+            if (d > dense_above) dense++; /* sae/metrics.h: dense is > 0.1, as the caption says */
         }
         if (d > 0 && d < lo) lo = d;
     }
@@ -69,7 +69,7 @@ int rep_plot_density(const char *path, const rep_kv *meta, int nmeta, const char
     rep_bin(vals, (size_t)n, a, 1.0, 60, 1, edges, counts);
     mem_free(vals);
     char name[160];
-    snprintf(name, sizeof name, "%d features: %d dead (density <= %g), %d dense (>= %g)", n, dead,
+    snprintf(name, sizeof name, "%d features: %d dead (density <= %g), %d dense (> %g)", n, dead,
              dead_below, dense, dense_above);
     rep_axes ax = rep_axes_make(title ? title : "Feature density", "density (fraction of tokens, log scale)",
                                 "features");

@@ -354,7 +354,9 @@ typedef struct { double key; int64_t n_active, feature; } rank_item;
 static double rank_key(const store_rep_feature *f, int by)
 {
     double v = by == REP_BY_MAX ? f->max_act : by == REP_BY_ALIGNMENT ? f->best_tag_precision : f->density;
-    return isfinite(v) ? v : -INFINITY;
+    /* a dead feature (density 0) has no value for any ranking: --top 5000 --by density drew all
+       138 dead ones, where the docs and --by max leave them out */
+    return isfinite(v) && !(by == REP_BY_DENSITY && v <= 0) ? v : -INFINITY;
 }
 
 /* Descending key; ties: more active first, then lower index. */
@@ -781,9 +783,10 @@ static int select_features(const rep_run_opts *o, const store_rep_dict *dict, co
                 if (fs[mid].feature < f) lo = mid + 1;
                 else hi = mid;
             }
-            if (lo >= nf || fs[lo].feature != f)
-                return err_set(ERR_NOTFOUND, "%s: feature %d is not in the analysis of '%s' (features 0..%lld)",
-                               o->db, f, dict->name, (long long)fs[nf - 1].feature);
+            if (lo >= nf || fs[lo].feature != f) /* the range analysed, only when it is one */
+                return err_set(ERR_NOTFOUND, "%s: feature %d is not in the analysis of '%s' (%zu features%s%lld..%lld)",
+                               o->db, f, dict->name, nf, fs[nf - 1].feature - fs[0].feature + 1 == (int64_t)nf ? ": " : " in ",
+                               (long long)fs[0].feature, (long long)fs[nf - 1].feature);
             int dup = 0;
             for (int k = 0; k < *nsel; k++) dup |= sl[k] == f;
             if (!dup) sl[(*nsel)++] = f;

@@ -913,6 +913,26 @@ static void test_run_db(void)
         CHECK(access(stale, F_OK) != 0, "stale staging folder removed");
         rm_dir(out2);
     }
+    /* --top by density leaves out the dead features (3 and 7), as the docs say */
+    {
+        rep_run_opts ot = o;
+        ot.by = REP_BY_DENSITY;
+        ot.top = 1000;
+        ot.features = NULL;
+        ot.nfeatures = 0;
+        ot.global = 0;
+        CHECK(rep_run(&ot, &res) == OK && res.dashboards == 62, "%d dashboards of 64 features, 2 dead: %s",
+              res.dashboards, err_msg());
+        CHECK(!file_exists(out2, "feature_3.png") && !file_exists(out2, "feature_7.png"), "dead ones left out");
+        rm_dir(out2);
+        /* a missing feature's message states the range analysed, right for a negative id too */
+        int neg[1] = {-4};
+        ot.features = neg;
+        ot.nfeatures = 1;
+        ot.top = 0;
+        CHECK(rep_run(&ot, &res) == ERR_NOTFOUND && strstr(err_msg(), "feature -4 is not in the analysis") &&
+              strstr(err_msg(), "(64 features: 0..63)"), "%s", err_msg());
+    }
     /* --by alignment over the neuron basis works too */
     o.sae = "neurons";
     o.by = REP_BY_ALIGNMENT;
