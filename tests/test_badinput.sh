@@ -645,7 +645,6 @@ rep_hostile rank_twice "ana_acts: $F: two 'top' rows with rank 0" "UPDATE ana_ac
 rep_hostile hist_neg "ana_hist: $F: value -50: count is negative" "UPDATE ana_hist SET count = -50 WHERE $RD AND feature = $RF"
 rep_hostile hist_disorder "ana_hist: $F: value [0-9.e-]+: bin starts before the previous bin ends" "UPDATE ana_hist SET bin = 100 - bin WHERE $RD AND feature = $RF; INSERT INTO ana_hist SELECT dict_id, feature, 200, lo / 10, lo / 5, 1 FROM ana_hist WHERE $RD AND feature = $RF AND bin = (SELECT min(bin) FROM ana_hist WHERE $RD AND feature = $RF)"
 rep_hostile hist_zero_lo "ana_hist: $F: value 0: bin edge lo is not a finite value > 0" "UPDATE ana_hist SET lo = 0 WHERE $RD AND feature = $RF"
-rep_hostile logit_inf "ana_logits: $F, sign 1: value inf: is not a finite logit effect" "UPDATE ana_logits SET value = 9e999 WHERE $RD AND feature = $RF AND sign = 1 AND rank = 0"
 rep_hostile feat_oob "ana_features: feature 99999 is outside 0..15" "INSERT INTO ana_features VALUES ((SELECT max(id) FROM ana_dicts WHERE kind = 'sae'), 99999, 5, 0.9, 1, 2, NULL, NULL, NULL, NULL)"
 rep_hostile feat_neg "ana_features: feature -5 is outside 0..15" "INSERT INTO ana_features VALUES ((SELECT max(id) FROM ana_dicts WHERE kind = 'sae'), -5, 5, 0.9, 1, 2, NULL, NULL, NULL, NULL)"
 rep_hostile dict_ntok0 "ana_dicts: analysis [0-9]+ of 'sae8': .*n_tokens 0 \\(each must be >= 1\\)" "UPDATE ana_dicts SET n_tokens = 0 WHERE id = (SELECT max(id) FROM ana_dicts WHERE kind = 'sae')"
