@@ -114,10 +114,15 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
     rep_font sub = rep_font_make(12, 0, rep_rgb(MUTED), REP_LEFT, REP_TOP);
     double y = 66;
     rep_text(c, 8, y, "Top activations", &sec, 300);
-    rep_text(c, 150, y + 2,
-             f->transcoder_out ? "(input side; colour = activation / max; box = the token the context was chosen for)"
-                               : "(colour = activation / max; box = the token the context was chosen for)",
-             &sub, LEFT_W - 160);
+    /* white reads as zero (Neuronpedia colours every token): without every activation stored,
+       say that white is "not stored" (an audit: 102 of feature 2934's context tokens fire, 23
+       were coloured) */
+    char cap[256];
+    snprintf(cap, sizeof cap, "(%scolour = activation / max;%s box = %s)",
+             f->transcoder_out ? "input side; " : "",
+             f->sampled_only ? " white = not stored (analyze --all-acts);" : "",
+             f->sampled_only ? "the chosen token" : "the token the context was chosen for");
+    rep_text(c, 150, y + 2, cap, &sub, LEFT_W - 160);
     y += 24;
     rc = draw_contexts(c, 0, y, LEFT_W - 8, f->top, f->ntop, act_max);
     y += (f->ntop > 0 ? f->ntop : 1) * ROW_H;

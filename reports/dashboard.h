@@ -39,6 +39,9 @@ typedef struct {
     const char *transcoder_out; /* a transcoder's output hook, NULL for an SAE: the contexts are
                                    then labelled its input side, the logit effects (W_dec through
                                    the unembedding) its output side */
+    int sampled_only;           /* the analysis stored samples, not every activation (analyze
+                                   without --all-acts): a context's other tokens are white
+                                   whatever they hold, and the caption says so */
     double density;             /* fraction of tokens with activation > 0 */
     double max_act, mean_act;   /* mean over the active tokens; NaN: unknown */
     const char *best_tag;       /* best POS tag, NULL when the corpus has no tags */

@@ -274,6 +274,7 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
     f.feature = feature;
     f.sae = sae;
     f.transcoder_out = j->dict->transcoder[0] ? j->dict->hook_out : NULL;
+    f.sampled_only = !has_all;
     f.density = st.density;
     f.max_act = st.max_act;
     f.mean_act = st.mean_act;
