@@ -23,6 +23,7 @@ typedef struct {
     double lo, hi;
     int log;
     double p0, p1;
+    int counts; /* ticks at whole numbers >= 1 only (rep_axes.y_counts) */
 } axis;
 
 static double amap(const axis *a, double v)
@@ -54,6 +55,7 @@ static void ext_add(extent *e, double v, int log)
 static void axis_range(axis *a, double fmin, double fmax, int log, extent e, double pad)
 {
     a->log = log;
+    a->counts = 0;
     if (log) {
         fmin = fmin > 0 ? log10(fmin) : NAN;
         fmax = fmax > 0 ? log10(fmax) : NAN;
@@ -79,7 +81,21 @@ static double nice_step(double range, int target)
 }
 
 /* Tick values (in data units, not log) for an axis; returns count (<= cap). */
+static int ticks_any(const axis *a, int target, double *t, int cap);
+
 static int ticks(const axis *a, int target, double *t, int cap)
+{
+    int n = ticks_any(a, target, t, cap), m = 0;
+    if (!a->counts) return n;
+    for (int i = 0; i < n; i++)
+        if (t[i] >= 1 - 1e-9 && fabs(t[i] - round(t[i])) < 1e-9) t[m++] = round(t[i]);
+    /* a range below 2: its one whole count, if it holds one */
+    double lo = a->log ? pow(10, a->lo) : a->lo, hi = a->log ? pow(10, a->hi) : a->hi;
+    if (m == 0 && cap > 0 && ceil(lo) <= hi && ceil(lo) >= 1) t[m++] = ceil(lo);
+    return m;
+}
+
+static int ticks_any(const axis *a, int target, double *t, int cap)
 {
     int n = 0;
     if (a->log) {
@@ -327,6 +343,9 @@ int rep_histogram(rep_canvas *c, double x, double y, double w, double h, const r
     /* the whole decade strictly below the smallest count: at floor() a count of exactly 1 (or 10,
        ...) sat on the axis with no height (a feature's five firings, one a bin, drew nothing) */
     if (ax->log_y && !isfinite(ax->ymin) && isfinite(ey.lo)) fr.Y.lo = ceil(ey.lo) - 1;
+    /* counts: below 1 only as far as 0.5, with no tick there (the axis read "0.1" counts) */
+    if (ax->y_counts && ax->log_y && !isfinite(ax->ymin) && fr.Y.lo < log10(0.5)) fr.Y.lo = log10(0.5);
+    fr.Y.counts = ax->y_counts;
     const char *names[16] = {0};
     rep_color cols[16] = {{0}};
     int nl = nseries < 16 ? nseries : 16;

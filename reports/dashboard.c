@@ -148,6 +148,7 @@ int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *
     if (rc == OK) {
         rep_axes ax = rep_axes_make("Activation histogram", "activation", "count (log)");
         ax.log_y = 1;
+        ax.y_counts = 1;
         ax.log_x = f->hist_log_x;
         rep_hist_series hs = {NULL, f->hist_counts, rep_rgb(0xf28c28)};
         rc = rep_histogram(c, rx, ry, rw, 246, &ax, f->hist_edges, f->hist_counts ? f->hist_bins : 0,

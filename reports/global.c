@@ -74,6 +74,7 @@ int rep_plot_density(const char *path, const rep_kv *meta, int nmeta, const char
     rep_axes ax = rep_axes_make(title ? title : "Feature density", "density (fraction of tokens, log scale)",
                                 "features");
     ax.log_x = 1;
+    ax.y_counts = 1;
     rep_hist_series hs = {name, counts, rep_rgb(0x1f77b4)};
     char dl[64], hl[64];
     snprintf(dl, sizeof dl, dead_below > 0 ? "%d dead" : "%d dead (density 0: left edge)", dead);
@@ -129,6 +130,7 @@ int rep_plot_decoder_angles(const char *path, const rep_kv *meta, int nmeta, con
     rep_axes ax = rep_axes_make(title ? title : "Pairwise angles between decoder directions",
                                 degrees ? "angle (degrees)" : "cosine", "pairs (log)");
     ax.log_y = 1;
+    ax.y_counts = 1;
     ax.ymin = 0.5; /* the random density's far tails are astronomically small: cut below one pair */
     rc = rep_histogram(c, 0, 0, maxcos ? 700 : 1200, 480, &ax, edges, counts ? nbins : 0, hs,
                        counts ? (rand_counts ? 2 : 1) : 0, NULL, 0);

@@ -98,6 +98,9 @@ typedef struct {
     const char *title, *xlabel, *ylabel;
     int log_x, log_y;
     double xmin, xmax, ymin, ymax;
+    int y_counts; /* y counts things: ticks only at whole numbers >= 1 (a "0.1" count tick read as
+                     a tenth of a token), and a log y axis starts at 0.5, so a count of 1 keeps
+                     a bar (rep_histogram) */
 } rep_axes;
 rep_axes rep_axes_make(const char *title, const char *xlabel, const char *ylabel);
 

@@ -209,6 +209,56 @@ static void test_hist_count_one(void)
     unlink(path);
 }
 
+/* A count axis (y_counts) starts at 0.5 on a log scale and has ticks, so grid lines, at whole
+ * counts only: the dashboards' "count (log)" axis ran from 0.1 and read "0.1", and a bar of count
+ * 2 had no tick above 1. On log counts from 0.5 a count-1 bar is half a count-2 bar (from 0.1:
+ * 0.77 of it); no grid line (a row of the grid's grey across a third of the plot) lies below the
+ * top of the count-1 bar. */
+static void test_hist_count_ticks(void)
+{
+    for (int counts = 0; counts <= 1; counts++) {
+        rep_canvas *c;
+        CHECK(rep_canvas_new(&c, 300, 200, rep_rgb(0xffffff)) == OK);
+        double e[4] = {0, 1, 2, 3}, cnt[3] = {1, 0, 2};
+        rep_color green = rep_rgb(0x00c000);
+        rep_axes ax = rep_axes_make("h", "x", "count (log)");
+        ax.log_y = 1;
+        ax.y_counts = counts;
+        rep_hist_series hs = {NULL, cnt, green};
+        CHECK(rep_histogram(c, 0, 0, 300, 200, &ax, e, 3, &hs, 1, NULL, 0) == OK);
+        char path[256];
+        snprintf(path, sizeof path, "%s/histc.png", tmpdir);
+        CHECK(rep_png_write(c, path, NULL, 0) == OK, "%s", err_msg());
+        rep_image im;
+        CHECK(rep_png_read(path, &im) == OK);
+        /* each bar's green rows: the first bar in the left half, the third in the right */
+        int h[2] = {0, 0}, top1 = -1, lines = 0, below = 0;
+        for (int b = 0; b < 2; b++) {
+            int x = b ? (int)im.width * 5 / 6 : (int)im.width / 4;
+            for (int y = 0; y < (int)im.height; y++)
+                if (near_rgb(im.rgba + ((size_t)y * im.width + x) * 4, green, 8)) {
+                    if (!b && top1 < 0) top1 = y;
+                    h[b]++;
+                }
+        }
+        for (int y = 0; y < (int)im.height; y++) {
+            int grey = 0;
+            for (int x = 0; x < (int)im.width; x++) grey += near_rgb(im.rgba + ((size_t)y * im.width + x) * 4, rep_rgb(0xe6e6e6), 4);
+            if (grey < (int)im.width / 3) continue;
+            lines++;
+            below += y > top1 + 1;
+        }
+        double r = h[1] > 0 ? (double)h[0] / h[1] : 0;
+        if (counts) {
+            CHECK(r > 0.45 && r < 0.55, "count axis from 0.5: bars 1 and 2 of %d and %d rows", h[0], h[1]);
+            CHECK(lines >= 1 && below == 0, "%d grid lines, %d below count 1", lines, below);
+        } else CHECK(r > 0.7 && r < 0.85, "plain log axis from 0.1: bars 1 and 2 of %d and %d rows", h[0], h[1]);
+        rep_image_free(&im);
+        rep_canvas_free(c);
+        unlink(path);
+    }
+}
+
 static void test_charts(void)
 {
     rep_canvas *c;
@@ -1057,6 +1107,7 @@ int main(void)
     test_text();
     test_pick_bands();
     test_hist_count_one();
+    test_hist_count_ticks();
     test_charts();
     test_token_rows();
     test_token_rows_fit();
