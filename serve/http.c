@@ -85,8 +85,8 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
     if (!c) return err_set(ERR_NOMEM, "out of memory");
     c->test_dict = -1;
     if (res) res->test_dict = -1;
-    int rc = store_srv_open(&c->st, o->db, res ? &res->index_seconds : NULL);
-    if (!rc) store_srv_set_query_ms(c->st, (int)(o->query_timeout * 1000 + 0.5));
+    int rc = store_srv_open(&c->st, o->db, (int)(o->query_timeout * 1000 + 0.5),
+                            res ? &res->index_seconds : NULL);
     if (!rc && res) res->fts5 = store_srv_fts5(c->st);
     if (!rc && o->model_dir) {
         char dir[4096] = "";

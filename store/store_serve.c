@@ -388,13 +388,13 @@ static int sae_standins(store_srv *s, sqlite3 *db)
 
 static int needs_index(const char *sql) { return strstr(sql, "feature_fts") != NULL; }
 
-int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
+int store_srv_open(store_srv **out, const char *path, int query_ms, double *fts_seconds)
 {
     *out = NULL;
     if (fts_seconds) *fts_seconds = 0;
     store_srv *s = mem_calloc(1, sizeof *s);
     if (!s) return err_set(ERR_NOMEM, "out of memory");
-    s->query_ms = STORE_SRV_QUERY_MS;
+    store_srv_set_query_ms(s, query_ms);
     for (int i = 0; i < NCONN; i++) {
         pthread_mutex_init(&s->c[i].mu, NULL);
         s->c[i].owner = s;
@@ -440,11 +440,20 @@ int store_srv_open(store_srv **out, const char *path, double *fts_seconds)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sqlite3 *db0 = s->c[0].db;
     s->fts5 = sqlite3_exec(db0, FTS_CREATE, NULL, NULL, NULL) == SQLITE_OK;
+    /* the index reads the analysis tables, which are input: a view that never ends in place of
+       one hung serve's start (an audit), so the build has the queries' limit too */
+    store_deadline_start(&s->c[0].dl, s->query_ms / 1000.0);
+    sqlite3_progress_handler(db0, 1000, conn_progress, &s->c[0]);
     if ((!s->fts5 && sqlite3_exec(db0, LIKE_CREATE, NULL, NULL, NULL) != SQLITE_OK) ||
         sqlite3_exec(db0, FTS_FILL, NULL, NULL, NULL) != SQLITE_OK) {
-        rc = sqlerr(s, db0, "building the search index");
+        if (s->c[0].dl.hit)
+            rc = err_set(ERR_SQL, "%s: building the search index ran past its %d ms limit (is a "
+                         "table of the database a slow view, or the database damaged? serve "
+                         "--query-timeout raises it)", s->path, s->query_ms);
+        else rc = sqlerr(s, db0, "building the search index");
         goto fail;
     }
+    store_deadline_start(&s->c[0].dl, 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (fts_seconds) *fts_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     /* serve's own queries get a time limit from here on (store_srv_query starts it): the

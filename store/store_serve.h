@@ -89,9 +89,9 @@ enum {
 #define STORE_SRV_QUERY_MS 30000
 void store_srv_set_query_ms(struct store_srv *s, int ms);
 
-/* path: database file. Builds the search index (see above); *fts_seconds (may be NULL) says how
- * long that took. */
-int store_srv_open(store_srv **out, const char *path, double *fts_seconds);
+/* path: database file; query_ms: the queries' limit (<= 0: STORE_SRV_QUERY_MS), which the
+ * search index's build (see above) has too. *fts_seconds (may be NULL) says how long that took. */
+int store_srv_open(store_srv **out, const char *path, int query_ms, double *fts_seconds);
 void store_srv_close(store_srv *s);
 /* From any thread: every statement running or started from now on stops within about 1000
  * SQLite opcodes (store_srv_query ERR_BUSY "serve is stopping"; the console ERR_ABORTED), so
