@@ -98,31 +98,11 @@ int cli_check_outputs(const char *cmd, int n, const char *const *paths, const ch
 
 int cli_check_dir_outputs(const char *cmd, const char *dir, int n, const char *const *names)
 {
+    /* made after the work: its nearest existing ancestor must take it (a file there, or an
+       unwritable one, failed only after bpe-train's training: an audit) */
+    if (file_check_creatable_dir(dir)) return cli_fail(cmd);
     struct stat sb;
-    if (stat(dir, &sb) != 0) {
-        /* made after the work: its nearest existing ancestor must take it (a file there, or an
-           unwritable one, failed only after bpe-train's training: an audit) */
-        char up[4096];
-        snprintf(up, sizeof up, "%s", dir);
-        for (;;) {
-            size_t n = strlen(up);
-            while (n > 1 && up[n - 1] == '/') up[--n] = 0;
-            char *sl = strrchr(up, '/');
-            if (!sl) snprintf(up, sizeof up, ".");
-            else if (sl == up) up[1] = 0;
-            else *sl = 0;
-            if (stat(up, &sb) == 0) break;
-            if (!strcmp(up, ".") || !strcmp(up, "/")) return 0;
-        }
-        if (!S_ISDIR(sb.st_mode)) err_set(ERR_IO, "%s: cannot be made: %s is not a directory", dir, up);
-        else if (access(up, W_OK | X_OK)) err_set(ERR_IO, "%s: cannot be made: %s is not writable", dir, up);
-        else return 0;
-        return cli_fail(cmd);
-    }
-    if (!S_ISDIR(sb.st_mode)) {
-        err_set(ERR_IO, "%s: not a directory", dir);
-        return cli_fail(cmd);
-    }
+    if (stat(dir, &sb) != 0) return 0;
     char path[4096];
     for (int i = 0; i < n; i++)
         if (path_join(path, sizeof path, dir, names[i]) || file_check_writable(path))

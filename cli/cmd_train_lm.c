@@ -67,7 +67,8 @@ int cmd_train_lm(int argc, char **argv)
          ARG_MIN(0)},
         {"--threads", ARG_INT, &o.train.replicas,
          "threads a batch's sequences are split over, a model copy each (the step's bits depend "
-         "on it)", ARG_RANGE(1, TRAIN_REPLICAS_MAX), ARG_DEFAULT("cores, at most the batch")},
+         "on it)", ARG_RANGE(1, TRAIN_REPLICAS_MAX),
+         ARG_DEFAULT("cores, at most the batch; on --resume the run's own")},
         {"--resume", ARG_FLAG, &o.resume, "continue from DIR/train_state.safetensors"},
         {"--force", ARG_FLAG, &o.force, "start over in a DIR that holds a model or a training "
                                         "state (else refused)"},

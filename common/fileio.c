@@ -226,6 +226,31 @@ int file_check_writable(const char *path)
     return OK;
 }
 
+int file_check_creatable_dir(const char *dir)
+{
+    char up[PATH_MAX];
+    if (snprintf(up, sizeof up, "%s", dir) >= (int)sizeof up) return err_set(ERR_IO, "%.80s...: path too long", dir);
+    struct stat sb;
+    for (int self = 1;; self = 0) {
+        size_t n = strlen(up);
+        while (n > 1 && up[n - 1] == '/') up[--n] = 0; /* "afile/" is afile itself */
+        if (stat(up, &sb) == 0) {
+            if (self) return S_ISDIR(sb.st_mode) ? OK : err_set(ERR_IO, "%s: not a directory", dir);
+            break;
+        }
+        if (errno != ENOENT && errno != ENOTDIR)
+            return err_set(ERR_IO, "%s: cannot be made: %s: %s", dir, up, strerror(errno));
+        char parent[PATH_MAX];
+        dir_of(parent, sizeof parent, up);
+        if (!strcmp(parent, up)) return OK; /* "." or "/" missing: nothing to say ahead */
+        memcpy(up, parent, strlen(parent) + 1);
+    }
+    if (!S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: cannot be made: %s is not a directory", dir, up);
+    if (access(up, W_OK | X_OK) != 0)
+        return err_set(ERR_IO, "%s: cannot be made: %s is not writable", dir, up);
+    return OK;
+}
+
 /* path with its longest existing prefix resolved (realpath) and the rest appended as given;
  * NULL when even its directory cannot be resolved. mem_free the result. */
 static char *resolve_existing(const char *path)

@@ -61,6 +61,10 @@ void file_atomic_abort(file_atomic *a);
  * directory. ERR_IO naming path. For commands that write several files, so that a bad later
  * path fails before the first file is written. */
 int file_check_writable(const char *path);
+/* Whether dir can be the output directory of a command that makes it (file_mkdir_p) after its
+ * work: a directory already, or missing with its nearest existing ancestor a writable
+ * directory (a trailing '/' on a file is caught too). ERR_IO naming dir and the ancestor. */
+int file_check_creatable_dir(const char *dir);
 /* 1 if a and b name the same file: the same device and inode where both exist (links
  * followed), else the same path once the existing part of each is resolved; 0 otherwise (also
  * when either is NULL). For refusing an output that would overwrite an input or another output. */

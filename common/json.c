@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 
 static int key_cmp(const void *a, const void *b)
@@ -57,10 +58,16 @@ static void line_col(const char *text, const char *at, long *line, long *col)
 int json_parse_object(const char *path, const char *what, const char *text, size_t len, cJSON **out)
 {
     *out = NULL;
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     long line, col;
     const char *sep = what ? " (" : "", *w = what ? what : "", *sep2 = what ? ")" : "";
+    const char *nul = memchr(text, 0, len);
+    if (nul) { /* cJSON stops there: what follows would go unread */
+        line_col(text, nul, &line, &col);
+        return err_set(ERR_FORMAT, "%s: a NUL byte at line %ld, column %ld%s%s%s", path, line, col,
+                       sep, w, sep2);
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
         if (!end || end < text || end > text + len) end = text;
         line_col(text, end, &line, &col);
@@ -88,5 +95,17 @@ int json_parse_object(const char *path, const char *what, const char *text, size
 out:
     if (rc) cJSON_Delete(root);
     else *out = root;
+    return rc;
+}
+
+int json_read_object_file(const char *path, const char *what, size_t max, cJSON **out)
+{
+    *out = NULL;
+    char *text;
+    size_t len;
+    int rc = file_read_text(path, max, &text, &len); /* refuses FIFOs and directories at once */
+    if (rc) return rc;
+    rc = json_parse_object(path, what, text, len, out);
+    mem_free(text);
     return rc;
 }

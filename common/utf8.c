@@ -84,21 +84,23 @@ size_t utf8_encode(uint32_t cp, char out[4])
 
 #define REPLACEMENT 0xFFFDu
 
-/* The sanitisers' loop: invalid bytes -> U+FFFD one by one, valid code points through map. */
-static size_t sanitize(const char *in, size_t len, char *out, size_t cap, uint32_t (*map)(uint32_t))
+/* What one code point of the input becomes (valid 0: the invalid byte src[0] alone), at most
+ * 16 bytes into dst; the sanitisers differ only in it. */
+typedef size_t (*cp_out)(const unsigned char *src, size_t n, int valid, uint32_t cp, char *dst);
+
+/* The sanitisers' loop: decode, map, copy while the whole mapping fits (room for the NUL kept). */
+static size_t sanitize(const char *in, size_t len, char *out, size_t cap, cp_out f)
 {
     if (cap == 0) return 0;
     const unsigned char *u = (const unsigned char *)in;
     size_t o = 0;
     for (size_t i = 0; i < len;) {
-        uint32_t cp;
+        uint32_t cp = 0;
         size_t n = utf8_decode(u + i, len - i, &cp);
-        if (n == 0) {
-            cp = REPLACEMENT;
-            n = 1;
-        } else cp = map(cp);
-        char buf[4];
-        size_t k = utf8_encode(cp, buf);
+        int valid = n != 0;
+        if (!valid) n = 1;
+        char buf[16];
+        size_t k = f(u + i, n, valid, cp, buf);
         if (o + k + 1 > cap) break;
         memcpy(out + o, buf, k);
         o += k;
@@ -108,58 +110,41 @@ static size_t sanitize(const char *in, size_t len, char *out, size_t cap, uint32
     return o;
 }
 
-static uint32_t map_clean(uint32_t cp) { return cp == 0 ? REPLACEMENT : cp; }
+/* invalid bytes and NUL -> U+FFFD one by one */
+static size_t out_clean(const unsigned char *src, size_t n, int valid, uint32_t cp, char *dst)
+{
+    (void)src, (void)n;
+    return utf8_encode(!valid || cp == 0 ? REPLACEMENT : cp, dst);
+}
 
 /* Bytes that no installed font draws distinctly become their hex escape: the control
  * pictures (U+2400...) and U+FFFD drew as the same box or the same U+FFFD for every byte, and
- * NUL ended the string (audit). Tokenizer viewers show bytes the same way. */
-static int display_escaped(uint32_t cp)
-{
-    return (cp < 0x20 && cp != '\n' && cp != '\t') || (cp >= 0x7F && cp < 0xA0);
-}
-
-/* "\xHH" for each of in[0..n) at out + *o, all or nothing (room for the NUL kept). */
-static int put_escapes(const unsigned char *in, size_t n, char *out, size_t cap, size_t *o)
+ * NUL ended the string (audit). Tokenizer viewers show bytes the same way. Newline and tab show
+ * as U+21B5 and U+21E5. */
+static size_t out_display(const unsigned char *src, size_t n, int valid, uint32_t cp, char *dst)
 {
     static const char hex[] = "0123456789abcdef";
-    if (*o + 4 * n + 1 > cap) return 0;
-    for (size_t k = 0; k < n; k++) {
-        char *d = out + *o + 4 * k;
-        d[0] = '\\';
-        d[1] = 'x';
-        d[2] = hex[in[k] >> 4];
-        d[3] = hex[in[k] & 15];
+    if (valid && cp == '\n') return utf8_encode(0x21B5, dst);
+    if (valid && cp == '\t') return utf8_encode(0x21E5, dst);
+    if (valid && !(cp < 0x20 || (cp >= 0x7F && cp < 0xA0))) {
+        memcpy(dst, src, n);
+        return n;
     }
-    *o += 4 * n;
-    return 1;
+    for (size_t k = 0; k < n; k++) { /* an invalid byte alone, a control whole */
+        dst[4 * k] = '\\';
+        dst[4 * k + 1] = 'x';
+        dst[4 * k + 2] = hex[src[k] >> 4];
+        dst[4 * k + 3] = hex[src[k] & 15];
+    }
+    return 4 * n;
 }
 
 size_t utf8_clean(const char *in, size_t len, char *out, size_t cap)
 {
-    return sanitize(in, len, out, cap, map_clean);
+    return sanitize(in, len, out, cap, out_clean);
 }
 
 size_t utf8_for_display(const char *in, size_t len, char *out, size_t cap)
 {
-    if (cap == 0) return 0;
-    const unsigned char *u = (const unsigned char *)in;
-    size_t o = 0;
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t n = utf8_decode(u + i, len - i, &cp);
-        if (n == 0 || display_escaped(cp)) { /* an invalid byte alone, a control whole */
-            n = n ? n : 1;
-            if (!put_escapes(u + i, n, out, cap, &o)) break;
-            i += n;
-            continue;
-        }
-        char buf[4];
-        size_t k = cp == '\n' ? utf8_encode(0x21B5, buf) : cp == '\t' ? utf8_encode(0x21E5, buf) : n;
-        if (o + k + 1 > cap) break;
-        memcpy(out + o, cp == '\n' || cp == '\t' ? buf : in + i, k);
-        o += k;
-        i += n;
-    }
-    out[o] = 0;
-    return o;
+    return sanitize(in, len, out, cap, out_display);
 }

@@ -442,14 +442,9 @@ static int unsupported_flag(const cJSON *root, const char *key, int dflt, const 
 static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag)
 {
     char path[4096];
-    char *text = NULL;
     int rc = path_join(path, sizeof path, dir, "config.json");
-    /* file_read_text: a FIFO or directory is refused at once, not waited on or mis-sized */
-    if (!rc) rc = file_read_text(path, (size_t)1 << 24, &text, NULL);
-    if (rc) return rc;
     cJSON *root;
-    rc = json_parse_object(path, NULL, text, strlen(text), &root);
-    mem_free(text);
+    if (!rc) rc = json_read_object_file(path, NULL, (size_t)1 << 24, &root);
     if (rc) return rc;
     memset(c, 0, sizeof *c);
     /* another architecture's config can carry GPT-2's keys (GPT-Neo's n_layer ... ) and would

@@ -108,13 +108,8 @@ int params_from_dir(const char *dir, params_shape *out)
     char path[4096];
     int prc = path_join(path, sizeof path, dir, "config.json");
     if (prc) return prc;
-    char *buf;
-    size_t len;
-    int rc = file_read_text(path, (size_t)64 << 20, &buf, &len); /* refuses FIFOs, directories */
-    if (rc) return rc;
     cJSON *root;
-    rc = json_parse_object(path, NULL, buf, len, &root);
-    mem_free(buf);
+    int rc = json_read_object_file(path, NULL, (size_t)64 << 20, &root);
     if (rc) return rc;
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", dir);

@@ -204,14 +204,11 @@ int st_open(st_file **out, const char *path)
                 break;
             }
     }
-    if (!rc) { /* duplicate keys are legal JSON but ambiguous here; sorted: O(n log n) */
+    if (!rc) { /* sorted for st_find (a name twice was refused by json_parse_object) */
         if (!(f->by_name = mem_alloc(sizeof *f->by_name * ((size_t)f->count + 1))))
             rc = err_set(ERR_NOMEM, "%s: out of memory", path);
         for (int i = 0; !rc && i < f->count; i++) f->by_name[i] = &f->tensors[i];
         if (!rc) qsort(f->by_name, (size_t)f->count, sizeof *f->by_name, name_cmp);
-        for (int i = 1; !rc && i < f->count; i++)
-            if (!strcmp(f->by_name[i - 1]->name, f->by_name[i]->name))
-                rc = err_set(ERR_FORMAT, "%s: tensor '%s' appears twice", path, f->by_name[i]->name);
     }
     mem_free(spans);
     if (rc) goto fail;

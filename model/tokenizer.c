@@ -277,13 +277,8 @@ static int strmap_find(const strmap *m, const tok_tokenizer *t, const char *s, s
 
 static int load_vocab(tok_tokenizer *t, const char *path, strmap *m)
 {
-    char *js;
-    size_t jn;
-    int rc = read_file(path, &js, &jn);
-    if (rc) return rc;
     cJSON *root;
-    rc = json_parse_object(path, "token -> id", js, jn, &root);
-    mem_free(js);
+    int rc = json_read_object_file(path, "token -> id", (size_t)1 << 30, &root);
     if (rc) return rc;
     int maxid = -1, count = 0;
     size_t bytes = 0;

@@ -143,7 +143,7 @@ int train_memory_check(const gpt2_config *c, const train_opts *o, int nrep, size
        --d-model of 1e6 was blamed on --batch 4) */
     train_opts one = *o;
     one.batch = 1;
-    double model = train_memory_bytes(c, &one, nrep, nparams);
+    double model = train_memory_bytes(c, &one, 1, nparams); /* one sequence takes one thread */
     if (model > (double)phys)
         return err_set(ERR_ARG, "the model (layers %d, d-model %d, d-mlp %d, vocab %d: %.4g "
                        "parameters) needs %.1f GB for its weights, gradients and Adam state and one "
@@ -152,7 +152,7 @@ int train_memory_check(const gpt2_config *c, const train_opts *o, int nrep, size
                        c->n_inner, c->vocab_size, (double)nparams, model / 1e9, (double)phys / 1e9);
     return err_set(ERR_ARG, "--batch %d: a step over %d x %d tokens needs %.1f GB (activations "
                    "kept for the backward pass, weights, gradients and Adam state), more than "
-                   "this machine's %.1f GB of memory (a smaller --batch or --ctx?)", o->batch,
+                   "this machine's %.1f GB of memory (a smaller --batch, --ctx or --threads?)", o->batch,
                    o->batch, o->seq, need / 1e9, (double)phys / 1e9);
 }
 

@@ -140,7 +140,10 @@ static int check_out(const train_run_opts *o)
  * --resume that found no state), then the tokenizer is copied. Not earlier: a run that failed
  * before its first checkpoint left the old model beside the new tokenizer (an audit: `forward`
  * then read ids past the old model's vocabulary). Files that are the tokenizer's own (OUT is the
- * tokenizer's directory) stay. A resumed run only refreshes the tokenizer copy. */
+ * tokenizer's directory) stay. A resumed run only refreshes the tokenizer copy. The old files
+ * go first, not after the new ones are written: a kill in between then leaves no model, where
+ * the other order would leave the new tokenizer beside the old model, which reads wrong ids
+ * without a word (a review weighed both). */
 static int first_save(const train_run_opts *o, int fresh)
 {
     for (size_t i = 0; fresh && i < sizeof outputs / sizeof *outputs; i++) {

@@ -87,8 +87,9 @@ static int ticks(const axis *a, int target, double *t, int cap)
 {
     int n = ticks_any(a, target, t, cap), m = 0;
     if (!a->counts) return n;
+    double least = a->log ? 1 : 0; /* a linear count axis keeps its 0 */
     for (int i = 0; i < n; i++)
-        if (t[i] >= 1 - 1e-9 && fabs(t[i] - round(t[i])) < 1e-9) t[m++] = round(t[i]);
+        if (t[i] >= least - 1e-9 && fabs(t[i] - round(t[i])) < 1e-9) t[m++] = round(t[i]);
     /* a range below 2: its one whole count, if it holds one */
     double lo = a->log ? pow(10, a->lo) : a->lo, hi = a->log ? pow(10, a->hi) : a->hi;
     if (m == 0 && cap > 0 && ceil(lo) <= hi && ceil(lo) >= 1) t[m++] = ceil(lo);

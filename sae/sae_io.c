@@ -265,12 +265,8 @@ static int read_tl_kwargs(const cJSON *root, const char *path, const sae_config 
 static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
 {
     *ex = (cfg_extra){.apply_b_dec = 1};
-    char *txt;
-    int rc = file_read_text(path, (size_t)64 << 20, &txt, NULL);
-    if (rc) return rc;
     cJSON *root;
-    rc = json_parse_object(path, NULL, txt, strlen(txt), &root);
-    mem_free(txt);
+    int rc = json_read_object_file(path, NULL, (size_t)64 << 20, &root);
     if (rc) return rc;
     if ((rc = cfg_agree(root, path))) {
         cJSON_Delete(root);

@@ -136,12 +136,8 @@ static int spec_set(synth_config *c, const spec_field *f, const cJSON *v)
 int sae_synth_spec_load(synth_config *c, const char *path)
 {
     synth_defaults(c);
-    char *txt;
-    int rc = file_read_text(path, 64 << 10, &txt, NULL);
-    if (rc) return rc;
     cJSON *root;
-    rc = json_parse_object(path, "a generator spec from `saelite synth --spec`", txt, strlen(txt), &root);
-    mem_free(txt);
+    int rc = json_read_object_file(path, "a generator spec from `saelite synth --spec`", 64 << 10, &root);
     if (rc) return rc;
     enum { NF = sizeof spec_fields / sizeof spec_fields[0] };
     for (const cJSON *v = root->child; v && !rc; v = v->next) {

@@ -533,16 +533,22 @@ int store_rep_seq_acts(store_rep *r, int64_t feature, int64_t seq_id, int lo, in
 
 /* Step st to the end and split its first three (REAL) columns into three arrays of *n values
  * (NULL when there are no rows; the caller resets or finalizes st). */
-static int read_columns3(store *s, sqlite3_stmt *st, const char *what, double **c0, double **c1,
-                         double **c2, size_t *n)
+/* Three numeric columns of every row (text in them read as 0: a review); table names them. */
+static int read_columns3(store *s, sqlite3_stmt *st, const char *table, const char *what,
+                         double **c0, double **c1, double **c2, size_t *n)
 {
     double *v[3] = {NULL, NULL, NULL};
     size_t cap[3] = {0, 0, 0}, k = 0;
     int x = SQLITE_DONE, rc = OK;
     while (!rc && (x = sqlite3_step(st)) == SQLITE_ROW) {
-        for (int j = 0; j < 3 && !rc; j++)
-            if (!(rc = grow((void **)&v[j], &cap[j], k + 1, sizeof(double))))
+        for (int j = 0; j < 3 && !rc; j++) {
+            if (!col_is_num(st, j, 0)) {
+                char w[48];
+                snprintf(w, sizeof w, "row %zu", k + 1);
+                rc = col_not_num(s, st, j, table, w);
+            } else if (!(rc = grow((void **)&v[j], &cap[j], k + 1, sizeof(double))))
                 v[j][k] = sqlite3_column_double(st, j);
+        }
         k++;
     }
     if (!rc && x != SQLITE_DONE) rc = store_sql_error(s, x, what);
@@ -563,7 +569,7 @@ int store_rep_hist(store_rep *r, int64_t feature, double **lo, double **hi, doub
     *lo = *hi = *count = NULL;
     *n = 0;
     sqlite3_stmt *st = bind2(r, Q_HIST, feature);
-    int rc = read_columns3(r->s, st, "reading ana_hist", lo, hi, count, n);
+    int rc = read_columns3(r->s, st, "ana_hist", "reading ana_hist", lo, hi, count, n);
     sqlite3_reset(st);
     /* analyze's bins: log-spaced over active (> 0) values, so 0 < lo < hi, ascending by bin
        (each starting at or after the previous one's end), counts >= 0 */
@@ -801,7 +807,7 @@ int store_rep_geometry(store *s, int64_t dict_id, const char *source, double **l
     if (rc) return rc;
     sqlite3_bind_int64(st, 1, dict_id);
     sqlite3_bind_text(st, 2, source, -1, SQLITE_STATIC);
-    rc = read_columns3(s, st, "reading ana_geometry", lo_deg, hi_deg, count, n);
+    rc = read_columns3(s, st, "ana_geometry", "reading ana_geometry", lo_deg, hi_deg, count, n);
     sqlite3_finalize(st);
     /* angles in [0, 180] degrees, lo < hi, counts >= 0 */
     char where[64];

@@ -644,6 +644,8 @@ rep_hostile top_twice "ana_acts: $F: two 'top' rows at sequence" "INSERT INTO an
 rep_hostile rank_twice "ana_acts: $F: two 'top' rows with rank 0" "UPDATE ana_acts SET rank = 0 WHERE $RD AND feature = $RF AND kind = 'top'"
 rep_hostile hist_neg "ana_hist: $F: value -50: count is negative" "UPDATE ana_hist SET count = -50 WHERE $RD AND feature = $RF"
 rep_hostile hist_disorder "ana_hist: $F: value [0-9.e-]+: bin starts before the previous bin ends" "UPDATE ana_hist SET bin = 100 - bin WHERE $RD AND feature = $RF; INSERT INTO ana_hist SELECT dict_id, feature, 200, lo / 10, lo / 5, 1 FROM ana_hist WHERE $RD AND feature = $RF AND bin = (SELECT min(bin) FROM ana_hist WHERE $RD AND feature = $RF)"
+rep_hostile hist_text "ana_hist: row [0-9]+: 'abc' is not a number" "UPDATE ana_hist SET count = 'abc' WHERE $RD AND feature = $RF"
+rep_hostile geom_text "ana_geometry: row [0-9]+: 'abc' is not a number" "UPDATE ana_geometry SET count = 'abc' WHERE $RD AND source = 'decoder'"
 rep_hostile hist_zero_lo "ana_hist: $F: value 0: bin edge lo is not a finite value > 0" "UPDATE ana_hist SET lo = 0 WHERE $RD AND feature = $RF"
 rep_hostile feat_oob "ana_features: feature 99999 is outside 0..15" "INSERT INTO ana_features VALUES ((SELECT max(id) FROM ana_dicts WHERE kind = 'sae'), 99999, 5, 0.9, 1, 2, NULL, NULL, NULL, NULL)"
 rep_hostile feat_neg "ana_features: feature -5 is outside 0..15" "INSERT INTO ana_features VALUES ((SELECT max(id) FROM ana_dicts WHERE kind = 'sae'), -5, 5, 0.9, 1, 2, NULL, NULL, NULL, NULL)"

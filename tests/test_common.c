@@ -63,7 +63,9 @@ static void test_err(void)
     CHECK(ml > 1000 && ml < 1024 && ml % 2 == 0 && !strchr(err_msg(), '\n'), "%zu", ml);
 }
 
-/* json_parse_object: what json.loads takes, and nothing else; errors placed and named */
+static char tdir[256]; /* the scratch directory main makes (defined again below, tentatively) */
+
+/* json_parse_object: one object, no key twice, nothing after it, no NUL; errors placed and named */
 static void test_json(void)
 {
     cJSON *j = NULL;
@@ -88,6 +90,21 @@ static void test_json(void)
                                    strlen(bad[i].text), &j);
         CHECK(rc == ERR_FORMAT && !j && !strcmp(err_msg(), bad[i].msg), "%zu: %d %s", i, rc, err_msg());
     }
+    /* a NUL byte: cJSON stops at it, so what follows went unread ({"a": 1}\0{"n_layer": 99} was
+       a config of one key to one reader, an error to another: a review) */
+    static const char nul[] = "{\"a\":\n 1}\0{\"b\": 2}";
+    CHECK(json_parse_object("f.json", NULL, nul, sizeof nul - 1, &j) == ERR_FORMAT &&
+              !strcmp(err_msg(), "f.json: a NUL byte at line 2, column 4"), "%s", err_msg());
+    /* the file reader passes the file's length, not strlen's */
+    char jp[600];
+    snprintf(jp, sizeof jp, "%s/nul.json", tdir);
+    FILE *jf = fopen(jp, "wb");
+    if (jf) {
+        fwrite(nul, 1, sizeof nul - 1, jf);
+        fclose(jf);
+    }
+    CHECK(json_read_object_file(jp, NULL, 1 << 20, &j) == ERR_FORMAT && strstr(err_msg(), "a NUL byte"),
+          "%s", err_msg());
     /* the length bounds the text: a value cut by it is an error, bytes past it are not read */
     const char *cut = "{\"a\": 1}garbage";
     CHECK(json_parse_object("f.json", NULL, cut, 7, &j) == ERR_FORMAT);
@@ -1058,7 +1075,6 @@ static void test_par_for(void)
 int main(void)
 {
     test_err();
-    test_json();
     test_mem();
     test_npy();
     test_rng();
@@ -1072,6 +1088,7 @@ int main(void)
         fprintf(stderr, "cannot create %s: %s\n", tdir, err_msg());
         return 1;
     }
+    test_json();
     test_paths();
     test_find_open_fd();
     test_read_text();

@@ -96,9 +96,11 @@ ok test "$(cat "$T/out")" = "$(printf '256 %.0s' $(seq 64))256"
 
 # a -o that cannot be made fails before training, not after it; missing parents are made
 : > "$T/afile"
-rc_is 1 "$BIN" bpe-train --vocab 300 tests/data/tok_sample.txt -o "$T/afile/sub/tok"
+# (a corpus that cannot be read shows the order: the -o check comes first)
+rc_is 1 "$BIN" bpe-train --vocab 300 /nonexistent.txt -o "$T/afile/sub/tok"
 ok grep -q "afile/sub/tok: cannot be made: .*afile is not a directory" "$T/err"
-ok bash -c "! grep -q merges '$T/out'"
+rc_is 1 "$BIN" bpe-train --vocab 300 /nonexistent.txt -o "$T/afile/"
+ok grep -q "afile/: not a directory" "$T/err"
 rc_is 0 "$BIN" bpe-train --vocab 300 tests/data/tok_sample.txt -o "$T/new/deeper/tok"
 ok test -s "$T/new/deeper/tok/vocab.bpe"
 
