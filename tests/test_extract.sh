@@ -355,6 +355,10 @@ if $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --h
 fi
 out=$($BIN report --db "$T/tc.db" --sae "$T/skip_transcoder" --top 4 --out "$T/tcrep" 2>&1)
 check '[ $? -eq 0 ] && [ -s "$T/tcrep/index.html" ] && [ "$(ls "$T/tcrep"/feature_*.png | wc -l)" = 4 ]' "report renders a transcoder's dashboards: $out"
+# --sae by registry id: the PNGs' sae-id metadata is that id (it said -1: an audit)
+rid=$(sqlite3 "$T/tc.db" "SELECT max(id) FROM sae_registry WHERE dir = '$T/skip_transcoder'")
+out=$($BIN report --db "$T/tc.db" --sae "$rid" --features 0 --no-global --out "$T/tcrep_id" 2>&1)
+check '[ $? -eq 0 ] && grep -qa "sae-id.$rid" "$T/tcrep_id/feature_0.png"' "report --sae $rid (a registry id) writes sae-id $rid into the PNG: $out"
 $BIN export --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --npy "$T/tcx.npy" >/dev/null 2>&1
 $BIN export --db "$T/tc.db" --hook blocks.0.hook_mlp_out --npy "$T/tcy.npy" >/dev/null 2>&1
 out=$($BIN sae-eval --sae "$T/skip_transcoder" --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" 2>&1)
