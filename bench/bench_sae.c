@@ -112,8 +112,10 @@ static int probe_init(gemm_probe *g, int B, int D, int S, int bf)
     return 0;
 }
 
-/* Seconds of one sgemm call and of one bf16 matmul (0 when there is none). */
-static void probe_run(gemm_probe *g, double *t_sgemm, double *t_bf16)
+/* Seconds of one sgemm call, of one oneDNN fp32 GEMM (dnnl_sgemm, the same call: on the Zen 5
+ * VM it ran 1.7-2.0x OpenBLAS's Haswell kernel, so the fp32 step is also given against it) and
+ * of one bf16 matmul (0 when there is none). */
+static void probe_run(gemm_probe *g, double *t_sgemm, double *t_dnnl, double *t_bf16)
 {
     double t0 = now_seconds();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->B, g->S, g->D, 1.0f, g->a, g->D, g->w,
@@ -122,6 +124,9 @@ static void probe_run(gemm_probe *g, double *t_sgemm, double *t_bf16)
     /* OpenBLAS's idle workers spin (sched_yield) for ~0.1 s after a call: let them go to sleep
        before anything else is timed (they slowed the next oneDNN call several-fold) */
     usleep(200000);
+    t0 = now_seconds();
+    dnnl_sgemm('N', 'T', g->B, g->S, g->D, 1.0f, g->a, g->D, g->w, g->D, 0.0f, g->c, g->S);
+    *t_dnnl = now_seconds() - t0;
     *t_bf16 = 0;
     if (!g->bf) return;
     dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, g->ma}, {DNNL_ARG_WEIGHTS, g->mw}, {DNNL_ARG_DST, g->mc}};
@@ -203,7 +208,7 @@ static int bench_speed(int D, int S, int k, int B, int steps)
     }
     bf = bf && g.bf;
     sae_step_stats st;
-    double dt[2][MAX_REPS], tg[2][MAX_REPS], prof[2][SAE_PROF_N] = {{0}};
+    double dt[2][MAX_REPS], tg[3][MAX_REPS], prof[2][SAE_PROF_N] = {{0}};
     if (steps > MAX_REPS) steps = MAX_REPS;
     double rss = 0;
     for (int s = -1; s < steps; s++) { /* step -1: warm-up */
@@ -215,9 +220,9 @@ static int bench_speed(int D, int S, int k, int B, int steps)
             if (s >= 0) dt[p][s] = now_seconds() - t0;
         }
         if (s < 0) rss = peak_rss_mb(); /* before the probes' first use of their [B, S] output */
-        double a, b;
-        probe_run(&g, &a, &b);
-        if (s >= 0) tg[0][s] = a, tg[1][s] = b;
+        double a, b, f;
+        probe_run(&g, &a, &f, &b);
+        if (s >= 0) tg[0][s] = a, tg[1][s] = b, tg[2][s] = f;
     }
     char eng[96];
     sae_k_engine(eng, sizeof eng);
@@ -236,10 +241,17 @@ static int bench_speed(int D, int S, int k, int B, int steps)
         stats3(tmp, steps, &gm[p], &d0, &d1);
         stats3(dt[p], steps, &med, &lo, &hi);
         gm[p] = gflop / gm[p];
-        if (p == 0)
+        if (p == 0) {
+            double rd[MAX_REPS], qd, ql, qh, gd;
+            for (int s = 0; s < steps; s++) rd[s] = tg[2][s] / dt[0][s];
+            stats3(rd, steps, &qd, &ql, &qh);
+            memcpy(tmp, tg[2], sizeof(double) * steps);
+            stats3(tmp, steps, &gd, &d0, &d1);
             printf("  fp32: %.0f tok/s median (%.0f-%.0f); sgemm %.1f GFLOP/s (median, interleaved); "
-                   "of sgemm %.2f (%.2f-%.2f; target >= 0.7)\n",
-                   B / med, B / hi, B / lo, gm[0], ratio[0], rl[0], rh[0]);
+                   "of sgemm %.2f (%.2f-%.2f; target >= 0.7); oneDNN's fp32 GEMM %.1f GFLOP/s, of "
+                   "it %.2f (%.2f-%.2f)\n",
+                   B / med, B / hi, B / lo, gm[0], ratio[0], rl[0], rh[0], gflop / gd, qd, ql, qh);
+        }
         else
             printf("  bf16: %.0f tok/s median (%.0f-%.0f) [%s]; oneDNN bf16 GEMM %.1f GFLOP/s (%s); "
                    "of it %.2f (%.2f-%.2f; target >= 0.5); bf16 GEMM / sgemm %.2fx\n",
