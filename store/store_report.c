@@ -534,6 +534,16 @@ int store_rep_seq_acts(store_rep *r, int64_t feature, int64_t seq_id, int lo, in
 
 /* Step st to the end and split its first three (REAL) columns into three arrays of *n values
  * (NULL when there are no rows; the caller resets or finalizes st). */
+/* Frees what read_columns3 gave (the callers' checks refuse a row after reading). */
+static void drop3(double **c0, double **c1, double **c2, size_t *n)
+{
+    mem_free(*c0);
+    mem_free(*c1);
+    mem_free(*c2);
+    *c0 = *c1 = *c2 = NULL;
+    *n = 0;
+}
+
 /* Three numeric columns of every row (text in them read as 0: a review); table names them. */
 static int read_columns3(store *s, sqlite3_stmt *st, const char *table, const char *what,
                          double **c0, double **c1, double **c2, size_t *n)
@@ -584,11 +594,7 @@ int store_rep_hist(store_rep *r, int64_t feature, double **lo, double **hi, doub
             rc = bad_value(r->s, "ana_hist", where, l, "bin starts before the previous bin ends (bins not ascending)");
         else if (!(c >= 0 && isfinite(c))) rc = bad_value(r->s, "ana_hist", where, c, "count is negative or not finite");
     }
-    if (rc) {
-        mem_free(*lo); mem_free(*hi); mem_free(*count);
-        *lo = *hi = *count = NULL;
-        *n = 0;
-    }
+    if (rc) drop3(lo, hi, count, n);
     return rc;
 }
 
@@ -819,11 +825,7 @@ int store_rep_geometry(store *s, int64_t dict_id, const char *source, double **l
         else if (!(h > l && h <= 180)) rc = bad_value(s, "ana_geometry", where, h, "hi_deg is not above lo_deg and in [0, 180]");
         else if (!(c >= 0 && isfinite(c))) rc = bad_value(s, "ana_geometry", where, c, "count is negative or not finite");
     }
-    if (rc) {
-        mem_free(*lo_deg); mem_free(*hi_deg); mem_free(*count);
-        *lo_deg = *hi_deg = *count = NULL;
-        *n = 0;
-    }
+    if (rc) drop3(lo_deg, hi_deg, count, n);
     return rc;
 }
 
