@@ -1141,55 +1141,65 @@ static int check_opts(const ana_run_opts *o)
     return OK;
 }
 
-/* The SAE, when given: loaded and checked against the options. */
-static int open_sae(const ana_run_opts *o, dict *sd)
+/* The SAE in dir (--sae, or the directory its registry id names), loaded and checked against
+ * the options. */
+static int open_sae(const ana_run_opts *o, const char *dir, dict *sd)
 {
-    struct stat stt;
-    if (stat(o->sae_dir, &stt) != 0 && o->sae_dir[0] && strspn(o->sae_dir, "0123456789") == strlen(o->sae_dir))
-        /* looks like a registry id: the SAE registry (store_sae.h) is not wired in yet */
-        return err_set(ERR_NOTFOUND, "%s: no such SAE directory (SAE registry ids are not supported "
-                       "by analyze yet; give the SAE's directory)", o->sae_dir);
-    int rc = sae_load(&sd->sae, o->sae_dir);
+    int rc = sae_load(&sd->sae, dir);
     if (rc) return rc;
     sd->d_in = sd->sae->cfg.d_in;
     sd->d_out = sae_out_dim(&sd->sae->cfg);
     sd->d_sae = sd->sae->cfg.d_sae;
     sd->W_dec = sd->sae->W_dec;
-    /* the directory as given names the analysis (report --sae finds it by that name) */
-    snprintf(sd->name, sizeof sd->name, "%s", o->sae_dir);
+    /* the directory names the analysis (report --sae finds it by that name) */
+    if (snprintf(sd->name, sizeof sd->name, "%s", dir) >= (int)sizeof sd->name)
+        return err_set(ERR_ARG, "%.64s...: the SAE directory's name is too long", dir);
     if (o->hook && sd->sae->cfg.hook_name[0] && strcmp(o->hook, sd->sae->cfg.hook_name))
-        return err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o->sae_dir,
+        return err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", dir,
                        sd->sae->cfg.hook_name, o->hook);
     return OK;
 }
 
 /* Every rank: the SAE, the store (rank 0 read-write, the others read-only), the hook and the
- * shapes; the ranks but 0 the model when they need it. */
+ * shapes; the ranks but 0 the model when they need it. --sae is a directory, or a registry id
+ * of the database (the store is opened first then, and the SAE found in the row's directory
+ * must be the one the row describes). */
 static int open_inputs(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, ana_run_result *res)
 {
     const int root = dist_is_root();
-    int rc = o->sae_dir ? open_sae(o, sd) : OK;
-    if (rc) return rc;
+    struct stat stt;
+    int rc = OK, by_id = o->sae_dir && o->sae_dir[0] && stat(o->sae_dir, &stt) != 0 &&
+                         strspn(o->sae_dir, "0123456789") == strlen(o->sae_dir);
+    if (o->sae_dir && !by_id && (rc = open_sae(o, o->sae_dir, sd))) return rc;
+    if (by_id) {
+        store_sae_entry reg;
+        int is_id;
+        if ((rc = store_open(&sh->s, o->db, root ? 0 : STORE_READONLY))) return rc;
+        if ((rc = sae_registry_arg(sh->s, o->db, o->sae_dir, &reg, &is_id))) return rc;
+        if ((rc = open_sae(o, reg.dir, sd))) return rc;
+        if ((rc = sae_check_registered(sd->sae, reg.dir, &reg, o->db))) return rc;
+    }
+    const char *dir = sd->sae ? sd->name : NULL;
     /* an SAE trained from an exported .npy may not name its hook: then --hook says it */
-    const char *hook = o->sae_dir && sd->sae->cfg.hook_name[0] ? sd->sae->cfg.hook_name : o->hook;
-    if (!hook) return err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name; give --hook NAME", o->sae_dir);
-    if ((rc = store_open(&sh->s, o->db, root ? 0 : STORE_READONLY))) return rc;
+    const char *hook = sd->sae && sd->sae->cfg.hook_name[0] ? sd->sae->cfg.hook_name : o->hook;
+    if (!hook) return err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name; give --hook NAME", dir);
+    if (!sh->s && (rc = store_open(&sh->s, o->db, root ? 0 : STORE_READONLY))) return rc;
     if ((rc = store_hook_find(sh->s, hook, &sh->hook))) return rc;
-    if (sd->sae && (rc = sae_check_hook_model(sd->sae, o->sae_dir, sh->s, &sh->hook, o->db))) return rc;
+    if (sd->sae && (rc = sae_check_hook_model(sd->sae, dir, sh->s, &sh->hook, o->db))) return rc;
     snprintf(res->hook, sizeof res->hook, "%s", sh->hook.name);
     res->hook_tokens = sh->hook.n_tokens;
     if ((rc = store_hook_unfinished(sh->s, sh->hook.name, &res->unfinished_run))) return rc;
     if (sd->sae && sd->d_in != sh->hook.width)
         return err_set(ERR_SHAPE, "%s: the SAE reads %d values per token but %s stores %d at %s",
-                       o->sae_dir, sd->d_in, o->db, sh->hook.width, hook);
+                       dir, sd->d_in, o->db, sh->hook.width, hook);
     sd->hook_out.id = nd->hook_out.id = -1;
     if (sd->sae && sd->sae->cfg.transcoder) { /* its target: the output hook of the same extract */
         const char *ho = sd->sae->cfg.hook_name_out;
-        if (!ho[0]) return err_set(ERR_ARG, "%s: the transcoder's cfg.json names no hook_name_out", o->sae_dir);
+        if (!ho[0]) return err_set(ERR_ARG, "%s: the transcoder's cfg.json names no hook_name_out", dir);
         if ((rc = store_hook_find(sh->s, ho, &sd->hook_out))) return rc;
         if (sd->hook_out.width != sd->d_out)
             return err_set(ERR_SHAPE, "%s: the transcoder writes %d values per token but %s stores %d "
-                           "at %s", o->sae_dir, sd->d_out, o->db, sd->hook_out.width, ho);
+                           "at %s", dir, sd->d_out, o->db, sd->hook_out.width, ho);
     }
     /* the other ranks need the model for an SAE's downstream pass only */
     if (!root && !o->no_model && sd->sae) return open_model(sh, o, NO_MODEL_HINT);

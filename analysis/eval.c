@@ -1224,7 +1224,6 @@ done:
 }
 
 /* ---- the runner ------------------------------------------------------------------------------ */
-static int is_id(const char *s) { return s[0] && strspn(s, "0123456789") == strlen(s); }
 
 /* The SAE: a directory, or a registry id of the database. A registry row's directory is used as
  * recorded (a relative one from the current directory, as every path given to saelite is: that
@@ -1232,31 +1231,17 @@ static int is_id(const char *s) { return s[0] && strspn(s, "0123456789") == strl
 static int resolve_sae(ctx *c)
 {
     const eval_opts *o = c->o;
-    struct stat st;
     c->sae_id = -1;
     if (!o->sae[0]) return err_set(ERR_ARG, "the SAE is an empty string (give an SAE directory or a registry id)");
     if (snprintf(c->sae_dir, sizeof c->sae_dir, "%s", o->sae) >= (int)sizeof c->sae_dir)
         return err_set(ERR_ARG, "the SAE directory '%.64s...' is too long", o->sae);
-    if (stat(o->sae, &st) != 0 && is_id(o->sae)) {
-        errno = 0;
-        long long id = strtoll(o->sae, NULL, 10);
-        if (errno == ERANGE)
-            return err_set(ERR_ARG, "SAE id %s is out of range (at most %lld)", o->sae,
-                           (long long)INT64_MAX);
-        int rc = store_sae_get(c->s, id, NULL, &c->reg);
-        if (rc == ERR_NOTFOUND && !strstr(err_msg(), "with id"))
-            rc = err_set(ERR_NOTFOUND, "%s: no SAE registry, so '%s' is no SAE id", o->db, o->sae);
-        if (rc) return rc;
-        snprintf(c->sae_dir, sizeof c->sae_dir, "%s", c->reg.dir);
-        if (stat(c->sae_dir, &st) != 0)
-            return err_set(ERR_NOTFOUND, "%s: SAE id %lld's directory '%s' does not exist here (a "
-                           "relative one is taken from the current directory, where sae-train "
-                           "ran; give the directory instead)", o->db, id, c->sae_dir);
-        c->sae_id = id;
-        c->by_id = 1;
-    }
-    int rc = sae_load(&c->sae, c->sae_dir);
+    int rc = sae_registry_arg(c->s, o->db, o->sae, &c->reg, &c->by_id);
     if (rc) return rc;
+    if (c->by_id) {
+        snprintf(c->sae_dir, sizeof c->sae_dir, "%s", c->reg.dir);
+        c->sae_id = c->reg.id;
+    }
+    if ((rc = sae_load(&c->sae, c->sae_dir))) return rc;
     if (c->sae_id < 0) { /* a directory: its registry row, however spelt, if it has one */
         rc = store_sae_get(c->s, -1, c->sae_dir, &c->reg);
         if (rc == ERR_NOTFOUND) {

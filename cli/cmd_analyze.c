@@ -57,7 +57,7 @@ int cmd_analyze(int argc, char **argv)
     arg_spec spec[] = {
         {"--db", ARG_STR, &o.db, "database with stored activations (written: analysis tables)",
          ARG_REQUIRED},
-        {"--sae", ARG_STR, &o.sae_dir, "SAE directory (SAELens layout)"},
+        {"--sae", ARG_STR, &o.sae_dir, "SAE directory (SAELens layout), or its id in the database's SAE registry"},
         {"--neurons", ARG_FLAG, &o.neurons, "also (or only) analyse the hook's neuron basis"},
         {"--hook", ARG_STR, &o.hook, "hook (needed for --neurons alone, or an SAE without hook_name)"},
         {"--all", ARG_FLAG, &o.all, "use every stored sequence, not the validation split"},

@@ -786,6 +786,27 @@ int sae_check_hook_model(const sae_model *m, const char *dir, store *s, const st
     return rc;
 }
 
+int sae_registry_arg(store *s, const char *db, const char *arg, store_sae_entry *r, int *by_id)
+{
+    struct stat st;
+    *by_id = 0;
+    if (!arg[0] || strspn(arg, "0123456789") != strlen(arg) || stat(arg, &st) == 0) return OK;
+    errno = 0;
+    long long id = strtoll(arg, NULL, 10);
+    if (errno == ERANGE)
+        return err_set(ERR_ARG, "SAE id %s is out of range (at most %lld)", arg, (long long)INT64_MAX);
+    int rc = store_sae_get(s, id, NULL, r);
+    if (rc == ERR_NOTFOUND && !strstr(err_msg(), "with id"))
+        rc = err_set(ERR_NOTFOUND, "%s: no SAE registry, so '%s' is no SAE id", db, arg);
+    if (rc) return rc;
+    if (stat(r->dir, &st) != 0)
+        return err_set(ERR_NOTFOUND, "%s: SAE id %lld's directory '%s' does not exist here (a "
+                       "relative one is taken from the current directory, where sae-train ran; "
+                       "give the directory instead)", db, id, r->dir);
+    *by_id = 1;
+    return OK;
+}
+
 int sae_check_registered(const sae_model *m, const char *dir, const store_sae_entry *r,
                          const char *db)
 {

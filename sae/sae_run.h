@@ -115,6 +115,13 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res);
 /* Evaluate an SAE on n rows from a source (sae_metrics_eval over src->next). */
 int sae_eval_source(const sae_model *m, sae_source *src, int64_t n, sae_metrics *acc);
 
+/* An SAE argument (--sae) that names a registry id of the database s (file db): all digits and no
+ * such path here. Then *by_id = 1 and *r is the row, whose directory exists (a relative one is
+ * taken from the current directory, as sae-train recorded it); otherwise *by_id = 0 and OK. The
+ * caller loads r->dir and checks it with sae_check_registered. ERR_ARG (out of range) or
+ * ERR_NOTFOUND (no registry, no such id, the directory is gone) naming db. */
+int sae_registry_arg(store *s, const char *db, const char *arg, store_sae_entry *r, int *by_id);
+
 /* Whether the SAE loaded from dir is the one registry row r (of database db) describes: d_in,
  * d_sae, the architecture (a BatchTopK SAE is saved as JumpReLU, or TopK without a threshold), k
  * (TopK), hook_name and model_name (when both name one). ERR_ARG naming dir and every field that

@@ -91,17 +91,15 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
     if (!rc && o->model_dir) {
         char dir[4096] = "";
         int64_t id = -1;
-        struct stat st;
         store_sae_entry reg;
-        if (o->sae && stat(o->sae, &st) != 0 && srv_parse_int(o->sae, 0, INT32_MAX, &id)) {
-            /* a registry id: its row (eval's lookup), checked against the SAE loaded below */
+        if (o->sae) { /* a directory, or a registry id: its row, checked against the SAE below */
+            int by_id = 0;
             store *s = NULL;
             rc = store_open(&s, o->db, STORE_READONLY);
-            if (!rc) rc = store_sae_get(s, id, NULL, &reg);
+            if (!rc) rc = sae_registry_arg(s, o->db, o->sae, &reg, &by_id);
             store_close(s);
-            if (!rc) snprintf(dir, sizeof dir, "%s", reg.dir);
-        } else if (o->sae) {
-            snprintf(dir, sizeof dir, "%s", o->sae);
+            if (by_id) id = reg.id;
+            snprintf(dir, sizeof dir, "%s", by_id ? reg.dir : o->sae);
         } else {
             first_sae f = {"", -1};
             rc = store_srv_query(c->st, STORE_SRV_DICTS, NULL, 0, dicts_cb, &f);

@@ -10,6 +10,7 @@
 #include "common/mem.h"
 #include "common/utf8.h"
 #include "store/store_internal.h"
+#include "store/store_sae.h"
 #include "store/store_report.h"
 
 static double col_real(sqlite3_stmt *st, int i)
@@ -241,6 +242,15 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
     }
     if (r == SQLITE_ROW) {
         dict_transcoder(s, out);
+        if (out->sae_id < 0 && !strcmp(out->kind, "sae")) {
+            /* analyze keys its rows by directory (sae_id stays NULL): the registry row of that
+               directory, however spelt, is the SAE's id (the PNGs said sae-id -1, an audit) */
+            store_sae_entry e;
+            int r3 = store_sae_get(s, -1, out->name, &e);
+            if (r3 == OK) out->sae_id = e.id;
+            else if (r3 != ERR_NOTFOUND) return r3;
+            err_clear();
+        }
         return OK;
     }
     if (r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");

@@ -359,6 +359,25 @@ check '[ $? -eq 0 ] && [ -s "$T/tcrep/index.html" ] && [ "$(ls "$T/tcrep"/featur
 rid=$(sqlite3 "$T/tc.db" "SELECT max(id) FROM sae_registry WHERE dir = '$T/skip_transcoder'")
 out=$($BIN report --db "$T/tc.db" --sae "$rid" --features 0 --no-global --out "$T/tcrep_id" 2>&1)
 check '[ $? -eq 0 ] && grep -qa "sae-id.$rid" "$T/tcrep_id/feature_0.png"' "report --sae $rid (a registry id) writes sae-id $rid into the PNG: $out"
+# --sae DIR: the PNGs' sae-id is the directory's registry id (analyze keys by directory; it said -1)
+out=$($BIN report --db "$T/tc.db" --sae "$T/skip_transcoder" --features 0 --no-global --out "$T/tcrep_dir" 2>&1)
+check '[ $? -eq 0 ] && grep -qa "sae-id.$rid" "$T/tcrep_dir/feature_0.png"' "report --sae DIR writes its registry id $rid into the PNG: $out"
+# analyze --sae ID: the registry row's directory, analysed under that directory's name (it said
+# "registry ids are not supported"); an unknown id and a database without a registry refused
+cp "$T/tc.db" "$T/tcid.db"
+n0=$(sqlite3 "$T/tcid.db" "SELECT count(*) FROM ana_dicts WHERE name = '$T/skip_transcoder'")
+out=$($BIN analyze --db "$T/tcid.db" --sae "$rid" --ce-seqs 4 2>&1)
+check '[ $? -eq 0 ] && [ "$(sqlite3 "$T/tcid.db" "SELECT count(*) FROM ana_dicts WHERE name = '"'$T/skip_transcoder'"' AND split = '"'val'"'")" = 1 ] && [ "$(sqlite3 "$T/tcid.db" "SELECT count(*) FROM ana_dicts WHERE name = '"'$rid'"'")" = 0 ] && [ "$n0" -ge 1 ]' "analyze --sae $rid analyses the registry's directory under its name: $out"
+out=$($BIN analyze --db "$T/tcid.db" --sae 987654 --ce-seqs 4 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"no SAE with id 987654"* ]]' "analyze --sae with an unknown id: $out"
+sqlite3 "$T/tcid.db" "UPDATE sae_registry SET d_sae = d_sae + 1 WHERE id = $rid"
+out=$($BIN analyze --db "$T/tcid.db" --sae "$rid" --ce-seqs 4 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"d_sae"* ]]' "analyze --sae ID whose directory holds another SAE is refused: $out"
+rm -f "$T/noreg.db"
+$BIN export --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --npy "$T/noreg.npy" >/dev/null 2>&1
+$BIN import --npy "$T/noreg.npy" --db "$T/noreg.db" --hook blocks.0.ln2.hook_normalized --seq-len 8 >/dev/null 2>&1
+out=$($BIN analyze --db "$T/noreg.db" --sae 1 --no-model 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"no SAE registry, so '"'1'"' is no SAE id"* ]]' "analyze --sae 1 on a database without a registry: $out"
 $BIN export --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --npy "$T/tcx.npy" >/dev/null 2>&1
 $BIN export --db "$T/tc.db" --hook blocks.0.hook_mlp_out --npy "$T/tcy.npy" >/dev/null 2>&1
 out=$($BIN sae-eval --sae "$T/skip_transcoder" --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" 2>&1)
