@@ -377,6 +377,18 @@ int rep_histogram(rep_canvas *c, double x, double y, double w, double h, const r
 }
 
 /* ---- horizontal bars ---------------------------------------------------------------------- */
+void rep_value_text(char *buf, size_t cap, const char *fmt, double v)
+{
+    snprintf(buf, cap, fmt, v);
+    char *e = strchr(buf, 'e');
+    if (!e) return;
+    char *d = e + 1, *src = d;
+    if (*src == '+') src++;
+    else if (*src == '-') d++, src++;
+    while (*src == '0' && src[1] >= '0' && src[1] <= '9') src++;
+    memmove(d, src, strlen(src) + 1);
+}
+
 int rep_barh(rep_canvas *c, double x, double y, double w, double h, const char *title,
              const char *const *labels, const double *values, int n, rep_color pos, rep_color neg,
              const char *value_fmt)
@@ -405,22 +417,31 @@ int rep_barh(rep_canvas *c, double x, double y, double w, double h, const char *
         if (v > maxp) maxp = v;
         if (-v > maxn) maxn = -v;
     }
-    double label_w = w * 0.34, vw = 48; /* room for the value text beyond each bar end */
+    const char *fmt = value_fmt ? value_fmt : "%.3g";
+    lf.size = rh < 16 ? (rh - 2 > 8 ? rh - 2 : 8) : 12;
+    vf.size = lf.size < 11 ? lf.size : 11;
+    /* room for the value text beyond each bar end: 48 px, or the widest value's (1e300 drew as
+       "+1e+\u2026", an audit), at most a fifth of the chart */
+    double label_w = w * 0.34, vw = 48;
+    for (int i = 0; i < n; i++) {
+        char buf[64];
+        if (!isfinite(values[i])) continue;
+        rep_value_text(buf, sizeof buf, fmt, values[i]);
+        double tw = rep_text_width(c, buf, &vf) + 4;
+        if (tw > vw) vw = tw < w * 0.2 ? tw : w * 0.2;
+    }
     double bx0 = x + label_w + 6, bx1 = x + w - 4, span = bx1 - bx0 - vw * ((maxp > 0) + (maxn > 0));
     if (span < 10) span = 10;
     double tot = maxp + maxn > 0 ? maxp + maxn : 1;
     double zero = bx0 + (maxn > 0 ? vw : 0) + span * (maxn / tot);
     double scale = span / tot;
-    const char *fmt = value_fmt ? value_fmt : "%.3g";
-    lf.size = rh < 16 ? (rh - 2 > 8 ? rh - 2 : 8) : 12;
-    vf.size = lf.size < 11 ? lf.size : 11;
     for (int i = 0; i < n; i++) {
         double cy = top + rh * (i + 0.5), v = values[i];
         if (labels && labels[i]) rep_text(c, x + label_w, cy, labels[i], &lf, label_w - 4);
         if (!isfinite(v)) continue;
         double bl = fabs(v) * scale, bh = rh * 0.72;
         char buf[64];
-        snprintf(buf, sizeof buf, fmt, v);
+        rep_value_text(buf, sizeof buf, fmt, v);
         if (v >= 0) {
             rep_rect(c, zero, cy - bh / 2, bl, bh, pos);
             vf.halign = REP_LEFT;

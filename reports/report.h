@@ -125,6 +125,9 @@ size_t rep_bin(const double *v, size_t n, double lo, double hi, int nbins, int l
 int rep_barh(rep_canvas *c, double x, double y, double w, double h, const char *title,
              const char *const *labels, const double *values, int n, rep_color pos,
              rep_color neg, const char *value_fmt);
+/* A bar's value text: v by fmt (one double conversion), its exponent without '+' and leading
+ * zeros ("+1e300", "-2.5e-7"); the chart makes room for the widest, up to a fifth of its width. */
+void rep_value_text(char *buf, size_t cap, const char *fmt, double v);
 
 /* Heat map of v[rows*cols] (row-major), colour map cmap over [vmin, vmax] (NaN limits: data
  * range), with row/column labels (either may be NULL) and a colour bar titled cbar_label. */

@@ -655,6 +655,8 @@ rep_hostile dict_din0 "ana_dicts: analysis [0-9]+ of 'sae8': d_in 0" "UPDATE ana
 rep_hostile geom_tiny "ana_geometry: bin width 1e-12 degrees .* bins \\(more than 100000\\)" "UPDATE ana_geometry SET hi_deg = lo_deg + 1e-12 WHERE $RD AND bin = 0 AND source = 'decoder'"
 rep_hostile geom_neg "ana_geometry: source 'decoder': value -1e\\+06: count is negative" "UPDATE ana_geometry SET count = -1000000 WHERE $RD AND source = 'decoder'"
 rep_hostile nearest_inf "ana_features: feature [0-9]+: value inf: nearest_cos is outside \\[-1, 1\\]" "UPDATE ana_features SET nearest_cos = 9e999 WHERE $RD"
+rep_hostile logit_inf "ana_logits: feature $RF, sign 1: value inf: is not a finite logit effect" "INSERT INTO ana_logits VALUES ((SELECT max(id) FROM ana_dicts WHERE kind = 'sae'), $RF, 1, 0, 5, 9e999)"
+rep_hostile logit_text "ana_logits: feature $RF, sign -1: 'abc' is not a number" "INSERT INTO ana_logits VALUES ((SELECT max(id) FROM ana_dicts WHERE kind = 'sae'), $RF, -1, 0, 5, 'abc')"
 # ranks that disagree with the values are drawn in value order (rank only restates it): exit 0
 cp "$W/$R/rep/ex.db" "$W/$R/rep/h_rankorder.db"
 sqlite3 "$W/$R/rep/h_rankorder.db" "UPDATE ana_acts SET rank = 100 - rank WHERE $RD AND feature = $RF AND kind = 'top'"

@@ -295,6 +295,20 @@ static void test_charts(void)
     CHECK(rep_barh(c, 200, 600, 200, 100, "none", NULL, NULL, 0, pos, neg, NULL) == OK);
     CHECK(rep_heatmap(c, 400, 600, 200, 100, "none", NULL, 0, 0, NULL, NULL, NAN, NAN, 0, NULL) == OK);
     CHECK(rep_barh(c, 0, 0, 10, 10, "x", NULL, NULL, -1, pos, neg, NULL) == ERR_ARG);
+    /* value texts: exponents compacted, and room made for the widest (1e300 drew "+1e+\u2026") */
+    {
+        static const struct { double v; const char *want; } vt[] = {
+            {1e300, "+1e300"}, {-1.234e-300, "-1.23e-300"}, {5, "+5"}, {2.5e-7, "+2.5e-7"},
+            {-1e10, "-1e10"}, {1e-100, "+1e-100"}, {0, "+0"}};
+        for (size_t i = 0; i < sizeof vt / sizeof vt[0]; i++) {
+            char b[64];
+            rep_value_text(b, sizeof b, "%+.3g", vt[i].v);
+            CHECK(!strcmp(b, vt[i].want), "value text of %g: %s, want %s", vt[i].v, b, vt[i].want);
+        }
+        char b2[64];
+        rep_value_text(b2, sizeof b2, "%.2f", 1234.5);
+        CHECK(!strcmp(b2, "1234.50"), "no exponent: %s", b2);
+    }
     CHECK(rep_canvas_status(c) == OK);
     char path[256];
     snprintf(path, sizeof path, "%s/charts.png", tmpdir);
