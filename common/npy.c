@@ -126,6 +126,13 @@ static int bad_dtype(const char *path, const char *d)
     return err_set(ERR_FORMAT, "%s: malformed dtype in the .npy header", path);
 }
 
+/* The descr value d is the 3-character string name, in either quote (the header is a Python
+ * literal: {"descr": "<f4", ...} is as valid as NumPy's own single quotes, an audit) */
+static int dtype_is(const char *d, const char *name)
+{
+    return (d[0] == '\'' || d[0] == '"') && !strncmp(d + 1, name, 3) && d[4] == d[0];
+}
+
 void npy_shape_str(char *out, size_t cap, int ndim, const int64_t *shape)
 {
     size_t u = (size_t)snprintf(out, cap, "(");
@@ -172,11 +179,11 @@ static int npy_open(const char *path, FILE **fp, enum npy_kind *kind, int *ndim,
     const char *v[3];
     if ((rc = parse_dict(path, hdr, v))) goto out;
     const char *d = v[0], *fo = v[1], *sh = v[2];
-    if (!strncmp(d, "'<f4'", 5)) *kind = NPY_F4;
-    else if (!strncmp(d, "'<f2'", 5)) *kind = NPY_F2;
-    else if (!strncmp(d, "'<f8'", 5)) *kind = NPY_F8;
-    else if (!strncmp(d, "'<i4'", 5)) *kind = NPY_I4;
-    else if (!strncmp(d, "'<i8'", 5)) *kind = NPY_I8;
+    if (dtype_is(d, "<f4")) *kind = NPY_F4;
+    else if (dtype_is(d, "<f2")) *kind = NPY_F2;
+    else if (dtype_is(d, "<f8")) *kind = NPY_F8;
+    else if (dtype_is(d, "<i4")) *kind = NPY_I4;
+    else if (dtype_is(d, "<i8")) *kind = NPY_I8;
     else { rc = bad_dtype(path, d); goto out; }
     if (strncmp(fo, "False", 5) != 0) { rc = err_set(ERR_FORMAT, "%s: Fortran-order .npy arrays are not supported", path); goto out; }
     if (*sh != '(') { rc = err_set(ERR_FORMAT, "%s: bad shape in .npy header", path); goto out; }

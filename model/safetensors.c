@@ -187,6 +187,11 @@ int st_open(st_file **out, const char *path)
     for (cJSON *e = f->root->child; e; e = e->next) {
         if (!strcmp(e->string, "__metadata__")) {
             if (!cJSON_IsObject(e)) { rc = err_set(ERR_FORMAT, "%s: __metadata__ is not an object", path); break; }
+            /* string to string (the format's own reader refuses anything else) */
+            for (cJSON *v = e->child; v && !rc; v = v->next)
+                if (!cJSON_IsString(v))
+                    rc = err_set(ERR_FORMAT, "%s: __metadata__ value of '%.64s' is not a string", path, v->string);
+            if (rc) break;
             f->meta = e;
             continue;
         }
@@ -203,6 +208,19 @@ int st_open(st_file **out, const char *path)
                              f->tensors[spans[i - 1].idx].name, f->tensors[spans[i].idx].name);
                 break;
             }
+        /* the buffer is entirely indexed, without holes (the format's rule against polyglot
+           files; its reader refuses both, and saelite read bytes before, between or after the
+           tensors without a word, an audit) */
+        uint64_t at = 0;
+        for (int i = 0; !rc && i <= f->count; i++) {
+            uint64_t next = i < f->count ? spans[i].begin : f->buf_len;
+            if (next != at)
+                rc = err_set(ERR_FORMAT, "%s: %llu bytes at offset %llu of the data buffer belong to "
+                             "no tensor (%s; the format allows no holes): damaged or not safetensors",
+                             path, (unsigned long long)(next - at), (unsigned long long)at,
+                             i < f->count ? "before a tensor" : "after the last tensor");
+            if (i < f->count) at = spans[i].end;
+        }
     }
     if (!rc) { /* sorted for st_find (a name twice was refused by json_parse_object) */
         if (!(f->by_name = mem_alloc(sizeof *f->by_name * ((size_t)f->count + 1))))

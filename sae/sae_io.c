@@ -369,6 +369,10 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
         rc = err_set(ERR_FORMAT, "%s: 'finetuning_scaling_factor' must be true or false", path);
     ex->ft_scale = cJSON_IsTrue(fs);
     const cJSON *ab = cfg_get(root, "apply_b_dec_to_input", NULL);
+    /* 0 was read as true (SAELens multiplies b_dec by it: 0 subtracts nothing; null fails), an
+       audit: a flag that is not a JSON bool is refused, as the others */
+    if (!rc && ab && !cJSON_IsBool(ab))
+        rc = err_set(ERR_FORMAT, "%s: 'apply_b_dec_to_input' must be true or false", path);
     /* SAELens' transcoders never subtract b_dec (it is d_out wide): nothing to fold */
     int apply_b_dec = !cJSON_IsFalse(ab) || tc;
     const cJSON *v;

@@ -296,6 +296,22 @@ static void test_npy(void)
     fclose(f);
     CHECK(npy_read(path, &y, &nd, got_shape) == ERR_FORMAT && strstr(err_msg(), "1099511627777") &&
           strstr(err_msg(), "not exactly a float32"), "%s", err_msg());
+    /* double-quoted strings are a Python literal as well (np.load reads them; the dtype was
+       refused "unsupported .npy dtype '<f4' (want <f4, ...)", an audit); mixed quotes are not */
+    float dq[2] = {1.5f, -2.0f};
+    f = fopen(path, "wb");
+    put_npy_header(f, "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1, 2)}");
+    fwrite(dq, 4, 2, f);
+    fclose(f);
+    y = NULL;
+    CHECK(npy_read(path, &y, &nd, got_shape) == OK && nd == 2 && got_shape[1] == 2 && y && y[0] == 1.5f &&
+          y[1] == -2.0f, "double-quoted header: %s", err_msg());
+    mem_free(y);
+    f = fopen(path, "wb");
+    put_npy_header(f, "{'descr': \"<f4', 'fortran_order': False, 'shape': (1, 2)}");
+    fwrite(dq, 4, 2, f);
+    fclose(f);
+    CHECK(npy_read(path, &y, &nd, got_shape) == ERR_FORMAT, "mixed quotes refused");
     unlink(path);
 }
 

@@ -1356,6 +1356,16 @@ static void test_load_errors(void)
           "\"rescale_acts_by_decoder_norm\":\"yes\"}", fp);
     fclose(fp);
     CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "true or false"), "%s", err_msg());
+    /* apply_b_dec_to_input 0 was read as true (SAELens multiplies by it: 0 subtracts nothing) */
+    static const char *const abd[] = {"0", "1", "\"false\"", "[]"};
+    for (int i = 0; i < 4; i++) {
+        fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+        fprintf(fp, "{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,"
+                "\"apply_b_dec_to_input\":%s}", abd[i]);
+        fclose(fp);
+        CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "'apply_b_dec_to_input' must be true or false"),
+              "apply_b_dec_to_input %s: %s", abd[i], err_msg());
+    }
     /* a fractional k is a BatchTopK label only: topk refuses it, and so does a batchtopk file
        without a threshold (read as TopK); tests/data/sae_ref/topk's weights have none */
     fp = fopen("build/tests/test_sae_bad/cfg.json", "w");

@@ -97,6 +97,26 @@ static void test_malformed(void)
     CHECK(open_fails(ERR_FORMAT, NULL), "reversed offsets");
     write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,8]}}", d, 8, -1);
     CHECK(open_fails(ERR_FORMAT, NULL), "overflowing shape");
+    /* the buffer entirely indexed (the format's rule; an audit: all three were read) */
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 12, -1);
+    CHECK(open_fails(ERR_FORMAT, "4 bytes at offset 8 of the data buffer belong to no tensor (after the last"),
+          "trailing bytes");
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", d, 12, -1);
+    CHECK(open_fails(ERR_FORMAT, "4 bytes at offset 0 of the data buffer belong to no tensor (before a"),
+          "a hole before the first tensor");
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+              "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", d, 12, -1);
+    CHECK(open_fails(ERR_FORMAT, "4 bytes at offset 4"), "a hole between tensors");
+    write_raw("{}", d, 4, -1);
+    CHECK(open_fails(ERR_FORMAT, "4 bytes at offset 0"), "bytes without tensors");
+    write_raw("{\"x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+              "\"y\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8, -1);
+    CHECK(st_open(&f, path) == OK, "an empty tensor beside a full one: %s", err_msg());
+    st_close(f);
+    f = NULL;
+    write_raw("{\"__metadata__\":{\"format\":1},\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+              d, 8, -1);
+    CHECK(open_fails(ERR_FORMAT, "__metadata__ value of 'format' is not a string"), "metadata not string to string");
     write_raw("{not json", d, 8, -1);
     CHECK(open_fails(ERR_FORMAT, "JSON"), "bad json");
     write_raw("[1,2]", d, 0, -1);
