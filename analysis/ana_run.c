@@ -443,7 +443,9 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
     if (!rc) rc = ana_tree_total(&t, &tot);
     if (!rc) rc = dist_sum_i64(&n, 1);
     out->n = n;
-    if (!rc && out->n == 0) rc = err_set(ERR_ARG, "no sequence has 2 or more tokens for the loss");
+    if (!rc && out->n == 0)
+        rc = err_set(ERR_ARG, "%s: no sequence of %s has 2 or more tokens for the downstream loss "
+                     "(extracted with --ctx 1?); --no-model skips it", o->db, sh->hook.name);
     if (!rc) {
         double dn = (double)out->n;
         out->ce_clean = tot[0] / dn;
@@ -863,10 +865,14 @@ static int write_all_acts(const shared *sh, const dict *d, const ana_run_opts *o
     for (size_t i = 0; i < sh->nseq && !rc; i++) {
         int T = Tm;
         if ((rc = store_act_read(sh->s, sh->hook.id, sh->seq[i], x, &T))) break;
-        dict_codes(d, x, T, f, NULL, &rc);
-        for (int t = sh->bos[i] && !o->keep_bos; t < T && !rc; t++)
+        /* the same rows in the same call as the statistics pass (pass_seq: from b0), so a
+           value here is the bits of its top or quantile row (encoding the BOS row too moved the
+           GEMM's row blocks: 1 ulp apart, and `value = max_act` missed, an audit) */
+        int b0 = sh->bos[i] && !o->keep_bos && T > 0;
+        dict_codes(d, x + (size_t)b0 * d->d_in, T - b0, f, NULL, &rc);
+        for (int t = b0; t < T && !rc; t++)
             for (int j = 0; j < D && !rc; j++) {
-                float v = f[(size_t)t * D + j];
+                float v = f[(size_t)(t - b0) * D + j];
                 if (v > 0)
                     rc = store_ana_act(w, id, j, "all", -1, -1, sh->seq[i], t,
                                        sh->tok[sh->off[i] + t], v);
@@ -952,7 +958,8 @@ static int write_metrics(const ana_run_opts *o, const ana_dict_result *dr, store
     const sae_metrics_summary *rm = &dr->rec;
     const ana_downstream *ds = &dr->ds;
     struct { const char *name; double v; } M[] = {
-        {"mse", rm->mse}, {"explained_variance", rm->ev}, {"cosine", rm->cos},
+        /* rows that do not vary: 0/0, no measurement (NULL; it was stored as 0, an audit) */
+        {"mse", rm->mse}, {"explained_variance", rm->ev_defined ? rm->ev : NAN}, {"cosine", rm->cos},
         {"l2_ratio", rm->l2_ratio}, {"l0", rm->l0}, {"dead_frac", rm->dead_frac},
         {"dense_frac", rm->dense_frac},
         {"geom_max_abs_cos_mean", dr->geom_mean},
@@ -1010,6 +1017,7 @@ static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_i
                          .d_in = d->d_in, .d_sae = d->d_sae, .top_n = o->top_n,
                          .n_seqs = (int64_t)sh->nseq, .n_tokens = ntok};
     if (!rc) rc = store_ana_dict_begin(w, &dd, &id);
+    dr->replaced_seqs = rc ? -1 : store_ana_replaced_seqs(w);
     if (!rc && sh->bpe && !sh->vocab_done) rc = write_vocab(sh, w);
     if (!rc) rc = write_features(sh, d, o, dw, w, id, dr);
     if (!rc && o->all_acts) rc = write_all_acts(sh, d, o, dw, w, id, dr);

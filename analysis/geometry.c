@@ -64,7 +64,9 @@ int ana_geometry(const float *W, int n, int d, int nbins, int64_t *hist, int *ne
                 }
             }
             if (nearest) nearest[i] = best;
-            if (nearest_cos) nearest_cos[i] = bestc;
+            /* two equal rows give 1 + 1 ulp in float: clamped (report refuses a cosine
+               outside [-1, 1] as a tampered table, an audit) */
+            if (nearest_cos) nearest_cos[i] = bestc > 1 ? 1 : bestc < -1 ? -1 : bestc;
         }
     }
     mem_free(U);

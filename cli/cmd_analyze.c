@@ -25,8 +25,14 @@ static void print_dict(const ana_dict_result *r, const char *hook, double cos_th
     printf("analyze: %s %s at %s: %zu sequences, %lld tokens, %d features in %.1f s (dict id %lld)\n",
            r->kind, r->name, hook, r->n_seqs, (long long)r->n_tokens, r->d_sae, r->seconds,
            (long long)r->dict_id);
-    printf("  l0 %.2f  explained variance %.4f  mse %.6g  dead %d  dense %d\n", r->rec.l0,
-           r->rec.ev, r->rec.mse, r->dead, r->dense);
+    /* a --max-seqs or --val-frac run has the default run's key (dictionary, hook, split) */
+    if (r->replaced_seqs >= 0 && r->replaced_seqs != (int64_t)r->n_seqs)
+        printf("  (replaced the earlier analysis of %lld sequences under the same key)\n",
+               (long long)r->replaced_seqs);
+    char ev[48] = "n/a (the rows do not vary)";
+    if (r->rec.ev_defined) snprintf(ev, sizeof ev, "%.4f", r->rec.ev);
+    printf("  l0 %.2f  explained variance %s  mse %.6g  dead %d  dense %d\n", r->rec.l0, ev,
+           r->rec.mse, r->dead, r->dense);
     if (r->have_downstream)
         printf("  CE clean %.4f  sae %.4f  zero %.4f  sae+error %.4f  ce_loss_score %.4f  "
                "KL sae %.4f  kl_score %.4f\n", r->ds.ce_clean, r->ds.ce_sae, r->ds.ce_zero,
@@ -39,12 +45,16 @@ static void print_dict(const ana_dict_result *r, const char *hook, double cos_th
     if (r->pos_n) printf("  POS: mean best-tag precision %.4f over %d features\n", r->pos_mean, r->pos_n);
     printf("  time: pass %.1f s, downstream %.1f s, geometry %.1f s, logit effects and writing %.1f s\n",
            r->t_pass, r->t_downstream, r->t_geometry, r->t_write);
-    if (r->have_effects)
-        printf("  effects: %d features, %lld ablations in %lld forward passes (%s) in %.1f s; "
-               "rank correlation with the direct path: mean %.3f, median %.3f\n",
+    if (r->have_effects) {
+        char corr[96] = "no direct path from this hook (rank_corr NULL)";
+        if (!isnan(r->effects_corr_mean))
+            snprintf(corr, sizeof corr, "rank correlation with the direct path: mean %.3f, median %.3f",
+                     r->effects_corr_mean, r->effects_corr_median);
+        printf("  effects: %d features, %lld ablations in %lld forward passes (%s) in %.1f s; %s\n",
                r->effects_features, (long long)r->effects_contexts, (long long)r->effects_forwards,
                r->effects_local ? "packed across positions" : "one ablation per batch row",
-               r->t_effects, r->effects_corr_mean, r->effects_corr_median);
+               r->t_effects, corr);
+    }
     if (r->logit_skipped)
         printf("  logit effects skipped: %s is not on a linear direct path to the logits\n", hook);
 }

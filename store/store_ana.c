@@ -46,6 +46,7 @@ static const char *const SQL[Q__N] = {
 struct store_ana_writer {
     store *s;
     sqlite3_stmt *q[Q__N];
+    int64_t replaced_seqs; /* n_seqs of the analysis the last dict_begin replaced, -1: none */
 };
 
 void store_ana_writer_close(store_ana_writer *w)
@@ -111,15 +112,28 @@ static void bind_real_or_null(sqlite3_stmt *st, int i, double v)
     else sqlite3_bind_null(st, i);
 }
 
-int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id)
+/* Every row of the tables keyed by dict_id under id (explicit deletes: do not depend on PRAGMA
+ * foreign_keys for the cascade). */
+static int delete_dict_rows(store_ana_writer *w, int64_t id)
 {
     static const char *const tables[] = {"ana_metrics", "ana_features", "ana_hist", "ana_acts",
                                          "ana_logits", "ana_geometry", "ana_decoder", "ana_pos",
                                          "ana_effects", "ana_effect_logits"};
+    int rc = OK;
+    for (size_t i = 0; !rc && i < sizeof tables / sizeof tables[0]; i++) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "DELETE FROM %s WHERE dict_id = %lld", tables[i], (long long)id);
+        rc = store_exec(w->s, sql);
+    }
+    return rc;
+}
+
+int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id)
+{
     sqlite3_stmt *st;
     /* the same name, or for an SAE the same directory spelt otherwise (./sae after sae added a
        second row for one SAE, an audit found) */
-    int rc = store_prepare(w->s, "SELECT id, name FROM ana_dicts WHERE kind = ?1 AND ifnull(sae_id, -1) "
+    int rc = store_prepare(w->s, "SELECT id, name, n_seqs FROM ana_dicts WHERE kind = ?1 AND ifnull(sae_id, -1) "
                                  "= ?2 AND hook_name = ?3 AND split = ?4 ORDER BY name = ?5 DESC, id DESC", &st);
     if (rc) return rc;
     sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);
@@ -129,19 +143,18 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
     sqlite3_bind_text(st, 5, d->name, -1, SQLITE_STATIC);
     int r;
     int64_t old = -1;
+    w->replaced_seqs = -1;
     while (old < 0 && (r = sqlite3_step(st)) == SQLITE_ROW) {
         const char *nm = (const char *)sqlite3_column_text(st, 1);
-        if (nm && (!strcmp(nm, d->name) || (!strcmp(d->kind, "sae") && file_same(nm, d->name))))
+        if (nm && (!strcmp(nm, d->name) || (!strcmp(d->kind, "sae") && file_same(nm, d->name)))) {
             old = sqlite3_column_int64(st, 0);
+            w->replaced_seqs = sqlite3_column_int64(st, 2);
+        }
     }
     sqlite3_finalize(st);
     if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(w->s, r, "finding an earlier analysis");
-    if (old >= 0) { /* explicit deletes: do not depend on PRAGMA foreign_keys for the cascade */
-        for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
-            char sql[128];
-            snprintf(sql, sizeof sql, "DELETE FROM %s WHERE dict_id = %lld", tables[i], (long long)old);
-            if ((rc = store_exec(w->s, sql))) return rc;
-        }
+    if (old >= 0) {
+        if ((rc = delete_dict_rows(w, old))) return rc;
         char sql[96];
         snprintf(sql, sizeof sql, "DELETE FROM ana_dicts WHERE id = %lld", (long long)old);
         if ((rc = store_exec(w->s, sql))) return rc;
@@ -163,8 +176,13 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
     sqlite3_finalize(st);
     if (r != SQLITE_DONE) return store_sql_error(w->s, r, "recording the analysed dictionary");
     *dict_id = sqlite3_last_insert_rowid(store_db(w->s));
-    return OK;
+    /* a user's DELETE FROM ana_dicts leaves the other tables' rows (foreign keys are not
+       enforced) and the next analysis reuses the id: those rows failed it on a UNIQUE
+       constraint, or merged into it (an audit) */
+    return delete_dict_rows(w, *dict_id);
 }
+
+int64_t store_ana_replaced_seqs(const store_ana_writer *w) { return w->replaced_seqs; }
 
 int store_ana_dict_seconds(store_ana_writer *w, int64_t dict_id, double seconds)
 {

@@ -258,6 +258,27 @@ static void test_geometry(void)
     CHECK(nn[2] == 0 && fabsf(nc[2] + 1) < 1e-6, "nearest of 2: %d %g", nn[2], nc[2]);
     CHECK(nn[3] == 0 && fabsf(nc[3]) < 1e-6);
     CHECK(nn[4] == -1 && nc[4] == 0, "zero row has no neighbour");
+    /* equal rows whose float dot product rounds above 1: the cosine is clamped to [-1, 1] (an
+       audit: 1.0000001 was stored, and report refused the table as tampered) */
+    {
+        enum { GD = 7 };
+        float Wd[3 * GD], o[3];
+        int on[3];
+        int64_t oh[4];
+        int over = 0;
+        for (int t = 0; t < 2000 && !over; t++) {
+            uint64_t sd = 0x9e3779b97f4a7c15ull * (uint64_t)(t + 1);
+            for (int k = 0; k < GD; k++) {
+                sd ^= sd << 13, sd ^= sd >> 7, sd ^= sd << 17;
+                Wd[k] = Wd[GD + k] = (float)((sd >> 40) / 16777216.0 - 0.5);
+                Wd[2 * GD + k] = k == t % GD ? 1.0f : 0.0f;
+            }
+            CHECK(ana_geometry(Wd, 3, GD, 4, oh, on, o) == OK);
+            for (int i = 0; i < 3; i++) CHECK(o[i] >= -1 && o[i] <= 1, "cosine %.9g outside [-1, 1]", o[i]);
+            over = o[0] == 1 && on[0] == 1;
+        }
+        CHECK(over, "an equal pair's cosine is 1");
+    }
 
     /* random rows against brute force, crossing a 512-row block boundary */
     enum { N = 600, DIM = 12, NB = 36 };
@@ -827,6 +848,13 @@ static void test_analyze_e2e(void)
           q1(db, "SELECT sum(n_active) FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE d.name LIKE '%/sae_nohook'"),
           "--all-acts rows = sum of n_active");
     CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN ana_dicts d ON d.id = a.dict_id WHERE d.name LIKE '%/sae_nohook' AND a.kind = 'all' AND a.value <= 0") == 0);
+    /* the same bits as the top and quantile rows at the same places, and max_act among them
+       (the BOS row was encoded too, moving the GEMM's rows: 1 ulp apart, an audit) */
+    CHECK(q1(db, "SELECT count(*) FROM ana_acts a JOIN ana_acts b ON a.dict_id = b.dict_id AND a.feature = b.feature AND a.seq_id = b.seq_id AND a.pos = b.pos JOIN ana_dicts d ON d.id = a.dict_id WHERE d.name LIKE '%/sae_nohook' AND a.kind = 'all' AND b.kind IN ('top', 'quantile')") > 0 &&
+              q1(db, "SELECT count(*) FROM ana_acts a JOIN ana_acts b ON a.dict_id = b.dict_id AND a.feature = b.feature AND a.seq_id = b.seq_id AND a.pos = b.pos JOIN ana_dicts d ON d.id = a.dict_id WHERE d.name LIKE '%/sae_nohook' AND a.kind = 'all' AND b.kind IN ('top', 'quantile') AND a.value <> b.value") == 0,
+          "--all-acts values are the top rows' bits");
+    CHECK(q1(db, "SELECT count(*) FROM ana_features f JOIN ana_dicts d ON d.id = f.dict_id WHERE d.name LIKE '%/sae_nohook' AND f.n_active > 0 AND f.max_act <> (SELECT max(value) FROM ana_acts a WHERE a.dict_id = f.dict_id AND a.feature = f.feature AND a.kind = 'all')") == 0,
+          "max_act is the largest --all-acts value");
     CHECK(q1(db, "SELECT count(*) FROM sae_metrics_view WHERE basis = 'sae' AND metric = 'l0'") == 2,
           "the metrics view lists both SAEs");
     CHECK(q1(db, "SELECT count(*) FROM feature_pos WHERE basis = 'neurons'") ==

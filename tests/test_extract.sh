@@ -368,11 +368,28 @@ cp "$T/tc.db" "$T/tcid.db"
 n0=$(sqlite3 "$T/tcid.db" "SELECT count(*) FROM ana_dicts WHERE name = '$T/skip_transcoder'")
 out=$($BIN analyze --db "$T/tcid.db" --sae "$rid" --ce-seqs 4 2>&1)
 check '[ $? -eq 0 ] && [ "$(sqlite3 "$T/tcid.db" "SELECT count(*) FROM ana_dicts WHERE name = '"'$T/skip_transcoder'"' AND split = '"'val'"'")" = 1 ] && [ "$(sqlite3 "$T/tcid.db" "SELECT count(*) FROM ana_dicts WHERE name = '"'$rid'"'")" = 0 ] && [ "$n0" -ge 1 ]' "analyze --sae $rid analyses the registry's directory under its name: $out"
+out=$($BIN analyze --db "$T/tcid.db" --sae "$T/skip_transcoder" --ce-seqs 4 --max-seqs 2 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"(replaced the earlier analysis of "*" sequences under the same key)"* ]]' "a --max-seqs run says it replaced the full analysis: $out"
 out=$($BIN analyze --db "$T/tcid.db" --sae 987654 --ce-seqs 4 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"no SAE with id 987654"* ]]' "analyze --sae with an unknown id: $out"
 sqlite3 "$T/tcid.db" "UPDATE sae_registry SET d_sae = d_sae + 1 WHERE id = $rid"
 out=$($BIN analyze --db "$T/tcid.db" --sae "$rid" --ce-seqs 4 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"d_sae"* ]]' "analyze --sae ID whose directory holds another SAE is refused: $out"
+# after a user's DELETE FROM ana_dicts (foreign keys not enforced: the other tables keep their
+# rows) the next analysis reuses an id: it failed on a UNIQUE constraint or merged the old rows
+cp "$T/tc.db" "$T/tcdel.db"
+sqlite3 "$T/tcdel.db" "DELETE FROM ana_dicts"
+out=$($BIN analyze --db "$T/tcdel.db" --sae "$T/skip_transcoder" --ce-seqs 4 --top 2 2>&1)
+check '[ $? -eq 0 ] && [ "$(sqlite3 "$T/tcdel.db" "SELECT max(rank) FROM ana_acts WHERE kind = '"'top'"' AND dict_id = (SELECT max(id) FROM ana_dicts)")" = 1 ] && [ "$(sqlite3 "$T/tcdel.db" "SELECT count(*) FROM ana_features WHERE dict_id = (SELECT max(id) FROM ana_dicts)")" = "$(sqlite3 "$T/tcdel.db" "SELECT d_sae FROM ana_dicts")" ]' "analyze after DELETE FROM ana_dicts: no stale rows under the reused id: $out"
+# rows that do not vary: explained variance 0/0 is no measurement (NULL; it was stored as 0)
+$PY -c "import numpy as np, sys; np.save(sys.argv[1], np.array([[0.5, 0, 2]], dtype=np.float32))" "$T/one.npy"
+$BIN import --npy "$T/one.npy" --db "$T/one.db" --hook h >/dev/null 2>&1
+out=$($BIN analyze --db "$T/one.db" --neurons --hook h --all --no-model 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"explained variance n/a (the rows do not vary)"* ]] && [ "$(sqlite3 "$T/one.db" "SELECT quote(value) FROM ana_metrics WHERE name = '"'explained_variance'"'")" = NULL ]' "one row: explained variance NULL: $out"
+# sequences of one token: no downstream loss; the message names the database and --no-model
+$BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook blocks.0.ln2.hook_normalized,blocks.0.hook_mlp_out --db "$T/ctx1.db" --ctx 1 --no-bos --max-tokens 50 >/dev/null 2>&1
+out=$($BIN analyze --db "$T/ctx1.db" --sae "$T/skip_transcoder" --all 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"ctx1.db: no sequence of blocks.0.ln2.hook_normalized has 2 or more tokens"*"--no-model skips it"* ]]' "analyze on one-token sequences: $out"
 rm -f "$T/noreg.db"
 $BIN export --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --npy "$T/noreg.npy" >/dev/null 2>&1
 $BIN import --npy "$T/noreg.npy" --db "$T/noreg.db" --hook blocks.0.ln2.hook_normalized --seq-len 8 >/dev/null 2>&1
