@@ -15,7 +15,7 @@ int cmd_import(int argc, char **argv)
     const char *db = NULL, *hook = NULL, *npy = NULL, *ids = NULL, *dtype = "f32";
     int seq_len = 0; /* 0: the library's default */
     arg_spec spec[] = {
-        {"--npy", ARG_STR, &npy, "[tokens, width] array (float32/float16/float64)", ARG_REQUIRED},
+        {"--npy", ARG_STR, &npy, "[tokens, width] array (float32/float16/float64; int32/int64 values exact in float32)", ARG_REQUIRED},
         {"--db", ARG_STR, &db, "database (created when missing)", ARG_REQUIRED},
         {"--hook", ARG_STR, &hook, "name to store the activations under", ARG_REQUIRED},
         {"--seq-len", ARG_INT, &seq_len, "tokens per sequence", ARG_MIN(1),

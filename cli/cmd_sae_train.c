@@ -82,7 +82,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--keep-bos", ARG_FLAG, &o.keep_bos, "store: keep BOS positions (dropped by default)"},
         {"--max-norm-ratio", ARG_FLOAT, &o.max_norm_ratio,
          "store: drop tokens with norm > R x the mean token norm (0: off)", ARG_MIN(0)},
-        {"--npy", ARG_STR, &o.npy, "activations [tokens, d_in] (float .npy)"},
+        {"--npy", ARG_STR, &o.npy, "activations [tokens, d_in] (.npy: float32/16/64, or int32/64 exact in float32)"},
         {"--npy-out", ARG_STR, &o.npy_out, "transcoders: the targets [tokens, d_out] of the --npy rows"},
         {"--synth", ARG_FLAG, &o.synth, "train on generated synthetic superposition data"},
         {"--synth-d", ARG_INT, &syn_d, "synthetic: dimension", ARG_MIN(1)},

@@ -32,7 +32,7 @@ int cmd_synth(int argc, char **argv)
         {"--seq-len", ARG_INT, &seq_len, "tokens per stored sequence"},
         {"--d", ARG_INT, &c.d, "dimension", ARG_MIN(1)},
         {"--features", ARG_INT, &c.n_features, "number of true features", ARG_MIN(1)},
-        {"--active", ARG_FLOAT, &c.active, "mean active features per sample (at most --features)",
+        {"--active", ARG_FLOAT, &c.active, "mean active features per sample (at most --features; with --parents the children fire only with their parent, so fewer: the mean is printed)",
          ARG_ABOVE(0)},
         {"--tokens", ARG_I64, &tokens, "samples", ARG_RANGE(1, (double)((int64_t)1 << 31))},
         {"--decay", ARG_FLOAT, &decay, "feature probability decay", ARG_ABOVE(0), ARG_MAX(1)},

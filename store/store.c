@@ -1126,6 +1126,28 @@ int store_act_delete(store *s, int64_t hook_id, int64_t seq_id)
     return r == SQLITE_DONE ? OK : store_sql_error(s, r, "deleting activations");
 }
 
+int store_act_delete_doc(store *s, int64_t hook_id, int64_t doc_id)
+{
+    static const char *const sql[3] = {
+        "DELETE FROM activations WHERE hook_id = ?1 AND sequence_id IN (SELECT id FROM sequences "
+        "WHERE document_id = ?2)",
+        "DELETE FROM tokens WHERE sequence_id IN (SELECT id FROM sequences WHERE document_id = ?2 "
+        "AND id NOT IN (SELECT sequence_id FROM activations))",
+        "DELETE FROM sequences WHERE document_id = ?2 AND id NOT IN (SELECT sequence_id FROM "
+        "activations)"};
+    int rc = OK;
+    for (int i = 0; i < 3 && !rc; i++) {
+        sqlite3_stmt *st;
+        if ((rc = store_prepare(s, sql[i], &st))) break;
+        sqlite3_bind_int64(st, 1, hook_id);
+        sqlite3_bind_int64(st, 2, doc_id);
+        int r = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (r != SQLITE_DONE) rc = store_sql_error(s, r, "deleting an earlier import");
+    }
+    return rc;
+}
+
 /* The activations of one (hook, sequence) row as float32 into out [T, width]. Non-finite values
  * are refused here, where every reader (sae-train's source, analyze, eval, export) gets them,
  * naming the place: a NaN read on would only show up later as a NaN loss or a "mse nan". */

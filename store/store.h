@@ -141,6 +141,10 @@ int store_act_other_len(store *s, int64_t hook_id, int64_t doc_id, int64_t start
                         int *other_T, int64_t *other_seq);
 /* Deletes the activations of (hook, sequence); the sequence and its token rows stay. */
 int store_act_delete(store *s, int64_t hook_id, int64_t seq_id);
+/* Deletes the activations of hook over every sequence of document doc_id, then the document's
+ * sequences (and their token rows) that no hook holds activations for any more: what an import
+ * of the same file held, before it is imported again. */
+int store_act_delete_doc(store *s, int64_t hook_id, int64_t doc_id);
 /* Reads activations into out[T * width]; *T is set. out must hold hook seq_len * width floats.
  * ERR_NOTFOUND when absent. Uses incremental blob I/O. */
 int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T);

@@ -33,6 +33,16 @@ check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.arg
 $BIN export --db "$T/i.db" --hook resid --npy "$T/lim.npy" --limit 70 >/dev/null 2>&1
 check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); sys.exit(0 if a.shape==(70,24) and (a==b[:70]).all() else 1)" "$T/lim.npy" "$T/acts.npy"' "--limit 70"
 # f16/bf16 storage rounds to nearest even (numpy's float16; bf16 by the usual bit formula)
+# the same file imported again (now shorter) replaces what the hook held from it; another hook's
+# import of the old file keeps its rows (22 rows came back for 6 imported, an audit)
+$PY -c "import numpy as np, sys; np.save(sys.argv[1], np.arange(40, dtype=np.float32).reshape(10, 4))" "$T/re.npy"
+$BIN import --npy "$T/re.npy" --db "$T/re.db" --hook h --seq-len 4 >/dev/null 2>&1
+$BIN import --npy "$T/re.npy" --db "$T/re.db" --hook h2 --seq-len 4 >/dev/null 2>&1
+$PY -c "import numpy as np, sys; np.save(sys.argv[1], -np.arange(24, dtype=np.float32).reshape(6, 4))" "$T/re.npy"
+out=$($BIN import --npy "$T/re.npy" --db "$T/re.db" --hook h --seq-len 4 2>&1)
+$BIN export --db "$T/re.db" --hook h --npy "$T/re_h.npy" >/dev/null 2>&1
+$BIN export --db "$T/re.db" --hook h2 --npy "$T/re_h2.npy" >/dev/null 2>&1
+check '$PY -c "import numpy as np, sys; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); sys.exit(0 if (a == -np.arange(24).reshape(6, 4)).all() and (b == np.arange(40).reshape(10, 4)).all() else 1)" "$T/re_h.npy" "$T/re_h2.npy"' "a file imported again replaces the hook's rows from it: $out"
 ROUND='import sys, numpy as np
 def rnd(a, dt):
     if dt == "f16": return a.astype(np.float16).astype(np.float32)
