@@ -84,6 +84,16 @@ clean "sae-train output" "sae"
 left=$(find sae -name '*.safetensors*' 2> /dev/null | tr '\n' ' ')
 [ -z "$left" ] && ok "sae-train: no partial weights" || bad "sae-train: partial weights left: $left"
 
+# 7. report drawing its pictures: the message names the user's folder (it named the staging
+# folder, .saelite-report.tmp.PID), and nothing is left behind.
+cp ref0.db rep.db
+"$BIN" sae-train --db rep.db --hook "$H0" --out rsae --arch topk --k 4 --d-sae 32 --tokens 4096 --batch 64 > /dev/null 2>&1 &&
+"$BIN" analyze --db rep.db --sae rsae --no-model --all > /dev/null 2>&1 || bad "fixture: sae-train + analyze for report"
+limited 64 "$BIN" report --db rep.db --sae rsae --top 2 --out rout
+clean "report pictures" "rout/"
+grep -q "saelite-report.tmp" err.txt && bad "report: the message names the staging folder: $err" || ok "report: no staging folder in the message"
+[ -z "$(ls -A rout 2> /dev/null)" ] && ok "report: nothing left behind" || bad "report: left behind: $(ls -A rout | tr '\n' ' ')"
+
 # 6. The default SIGXFSZ kills the process mid-write: the database must still be valid and resumable.
 { (ulimit -f 300; exec "${EXT[@]}" --hook "$H0,$H1" --db kill.db) > /dev/null 2>&1; rc=$?; } 2> /dev/null
 [ $rc -ne 0 ] && ok "extract under SIGXFSZ: stopped (exit $rc)" || bad "extract under SIGXFSZ: did not stop"
