@@ -24,6 +24,9 @@ typedef struct {
 static void on_batch(const ext_stats *st, void *u)
 {
     prog_state *ps = u;
+    /* a resume's stored batches take no forward: out of the rate and the ETA (the first line
+       of a resume read 99k tok/s, ETA 00:04, for 8.2k tok/s and 45 s to go, an audit) */
+    ps->p.base = (double)st->tokens_skipped;
     progress_update(&ps->p, (double)st->tokens, "%lld batches (%lld already stored)",
                     (long long)st->batches, (long long)st->batches_skipped);
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -154,6 +155,43 @@ static int atomic_target(const char *path, char **target, int *direct)
                    S_ISLNK(lb.st_mode) ? " (through a symlink)" : "");
 }
 
+/* The length of NAME when entry is NAME.tmp.PID (file_atomic_open's temporary name), else 0. */
+static size_t temp_base_len(const char *entry)
+{
+    const char *t = NULL;
+    for (const char *p = strstr(entry, ".tmp."); p; p = strstr(p + 1, ".tmp.")) t = p;
+    if (!t || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5)) return 0;
+    return (size_t)(t - entry);
+}
+
+/* DST.tmp.PID left by a writer of dst that was killed (its process is gone): removed before a
+ * new write of dst (an export or synth killed mid-write left 0.1-1.9 GB behind for good, an
+ * audit). A live writer's temp is left alone. */
+static void remove_dead_temps(const char *dst)
+{
+    const char *slash = strrchr(dst, '/');
+    char dir[4096];
+    const char *base = slash ? slash + 1 : dst;
+    if (slash) {
+        if ((size_t)(slash - dst) >= sizeof dir) return;
+        memcpy(dir, dst, (size_t)(slash - dst));
+        dir[slash - dst] = 0;
+        if (!dir[0]) snprintf(dir, sizeof dir, "/");
+    } else snprintf(dir, sizeof dir, ".");
+    size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (temp_base_len(e->d_name) != bl || strncmp(e->d_name, base, bl)) continue;
+        long pid = strtol(e->d_name + bl + 5, NULL, 10);
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char path[4096];
+        if (path_join(path, sizeof path, dir, e->d_name) == OK) unlink(path);
+    }
+    closedir(d);
+}
+
 int file_atomic_open(file_atomic *a, const char *path)
 {
     memset(a, 0, sizeof *a);
@@ -187,6 +225,7 @@ int file_atomic_open(file_atomic *a, const char *path)
         }
         return OK;
     }
+    remove_dead_temps(dst);
     snprintf(a->tmp, cap - pl - 1, "%s.tmp.%ld", dst, (long)getpid());
     a->f = fopen(a->tmp, "wb");
     if (!a->f) {
@@ -356,15 +395,6 @@ int file_copy_atomic(const char *src, const char *dst)
         return err_set(ERR_IO, "%s: write failed: %s", dst, strerror(e));
     }
     return file_atomic_commit(&a);
-}
-
-/* The length of NAME when entry is NAME.tmp.PID (file_atomic_open's temporary name), else 0. */
-static size_t temp_base_len(const char *entry)
-{
-    const char *t = NULL;
-    for (const char *p = strstr(entry, ".tmp."); p; p = strstr(p + 1, ".tmp.")) t = p;
-    if (!t || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5)) return 0;
-    return (size_t)(t - entry);
 }
 
 /* by_ending: names[] are endings of NAME (".png") rather than whole names */

@@ -2,6 +2,7 @@
 
 #include "common/dist.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,8 @@ const char *fmt_si(char *buf, double v)
     if (a >= 1e9) { v /= 1e9; suf = "G"; }
     else if (a >= 1e6) { v /= 1e6; suf = "M"; }
     else if (a >= 1e3) { v /= 1e3; suf = "k"; }
-    snprintf(buf, 16, suf[0] ? "%.2f%s" : "%.0f%s", v, suf);
+    /* a slow rate keeps its digits (0.2 step/s printed "0", an audit); counts stay whole */
+    snprintf(buf, 16, suf[0] ? "%.2f%s" : a < 100 && v != floor(v) ? "%.3g%s" : "%.0f%s", v, suf);
     return buf;
 }
 

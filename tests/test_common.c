@@ -640,6 +640,26 @@ static void test_atomic(void)
           access(tpath(junk[4]), F_OK) == 0, "unlisted names and finished files stay");
     unlink(tpath(junk[2]));
     file_remove_temps(tpath("nodir"), names, 2); /* a missing directory is ignored */
+    /* a new atomic write of NAME removes NAME.tmp.PID of a writer that is gone (a killed export
+       left its temp for good), not a live writer's, nor another name's */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    char dn[64], ln[64], on[64];
+    snprintf(dn, sizeof dn, "out.npy.tmp.%ld", (long)dead);
+    snprintf(ln, sizeof ln, "out.npy.tmp.%ld", (long)getppid());
+    snprintf(on, sizeof on, "out2.npy.tmp.%ld", (long)dead);
+    FILE *tf;
+    const char *tn[3] = {dn, ln, on};
+    for (int i = 0; i < 3; i++)
+        if ((tf = fopen(tpath(tn[i]), "w"))) fclose(tf);
+    CHECK(file_write_atomic(tpath("out.npy"), "x", 1) == OK);
+    CHECK(access(tpath(dn), F_OK) != 0, "a dead writer's temp is removed");
+    CHECK(access(tpath(ln), F_OK) == 0 && access(tpath(on), F_OK) == 0,
+          "a live writer's temp and another name's stay");
+    unlink(tpath(ln));
+    unlink(tpath(on));
+    unlink(tpath("out.npy"));
 }
 
 static int is_symlink(const char *p)
@@ -897,6 +917,14 @@ static void test_progress(void)
     size_t n = strlen(got);
     CHECK(!strncmp(got, "\r\033[Kdemo ", 8) && !strchr(got, '\n') && n >= 4 &&
           !strcmp(got + n - 4, "\r\033[K"), "'%s'", got);
+    /* slow rates keep their digits (0.2 step/s printed "0", an audit); counts stay whole */
+    static const struct { double v; const char *want; } si[] = {
+        {0.2, "0.2"}, {0.04567, "0.0457"}, {13.44, "13.4"}, {37, "37"}, {150.3, "150"},
+        {999, "999"}, {1500, "1.50k"}, {2.5e6, "2.50M"}, {0, "0"}};
+    for (size_t i = 0; i < sizeof si / sizeof si[0]; i++) {
+        char b[16];
+        CHECK(!strcmp(fmt_si(b, si[i].v), si[i].want), "fmt_si(%g): %s, want %s", si[i].v, b, si[i].want);
+    }
 }
 
 static void test_tensor(void)
