@@ -8,6 +8,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "common/progress.h"
 #include "extract/extract.h"
 #include "sae/synth.h"
 #include "store/store.h"
@@ -82,10 +83,23 @@ int cmd_synth(int argc, char **argv)
     float *x = mem_alloc(sizeof(float) * (size_t)tokens * c.d);
     int *act = mem_alloc(sizeof(int) * (size_t)tokens);
     int rc = x && act ? OK : err_set(ERR_NOMEM, "out of memory for %" PRId64 " tokens", tokens);
-    if (!rc) rc = sae_synth_sample(g, x, (int)tokens, act);
+    /* in blocks (a multiple of the generator's own 1024-row chunks: the same draws as one
+       call) with progress and a clean stop: 1M tokens of d 512 ran a minute in silence */
+    cli_catch_signals();
+    progress pr;
+    progress_begin(&pr, "synth", (double)tokens, "tok");
+    for (int64_t r0 = 0; !rc && r0 < tokens; r0 += 64 * 1024) {
+        int n = (int)(tokens - r0 < 64 * 1024 ? tokens - r0 : 64 * 1024);
+        rc = sae_synth_sample(g, x + r0 * c.d, n, act + r0);
+        if (!rc && cli_interrupted()) rc = err_set(ERR_ABORTED, "interrupted; nothing written");
+        progress_update(&pr, (double)(r0 + n), NULL);
+    }
+    progress_end(&pr);
     int64_t sh[2] = {tokens, c.d}, tsh[2] = {c.n_features, c.d};
-    if (!rc) rc = npy_write(truth, sae_synth_directions(g), 2, tsh);
+    /* the activations first: a kill while they are written (the long part) leaves the old pair
+       as it was, not a new truth beside the old activations (an audit) */
     if (!rc) rc = npy_write(out, x, 2, sh);
+    if (!rc) rc = npy_write(truth, sae_synth_directions(g), 2, tsh);
     if (!rc && spec_out) rc = sae_synth_spec_save(&c, spec_out);
     double mean_active = 0;
     for (int64_t i = 0; !rc && i < tokens; i++) mean_active += act[i];
