@@ -397,7 +397,11 @@ static int walk(const char *cmd, int argc, char **argv, const arg_spec *spec, co
             return -1;
         }
         if (!only_pos && !strcmp(a, "--")) { only_pos = 1; continue; }
-        if (only_pos || a[0] != '-' || a[1] == 0 || (a[1] >= '0' && a[1] <= '9')) {
+        /* no option name holds white space: "-- a comment\nSELECT ..." is SQL, not a flag (it was
+           "unknown option", an audit); so are negative numbers */
+        size_t name_len = strcspn(a, "=");
+        int spaced = strcspn(a, " \t\n\r\f\v") < name_len;
+        if (only_pos || a[0] != '-' || a[1] == 0 || (a[1] >= '0' && a[1] <= '9') || spaced) {
             if (np >= max_pos)
                 return cli_usage_error(cmd, "unexpected argument '%s'", a);
             pos[np++] = a;

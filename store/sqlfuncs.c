@@ -168,13 +168,36 @@ static void fn_tok_id(sqlite3_context *ctx, int argc, sqlite3_value **argv)
                "SELECT token_id FROM main.tokens WHERE text = ?1 LIMIT 1");
 }
 
+/* An integer argument: an INTEGER, or a REAL that is a whole number in the int64 range; text,
+ * blobs and fractions are an error naming the function (they were converted: 'abc' read as 0,
+ * 1.9 as 1, an audit). 0 with the error set. */
+static int int_arg(sqlite3_context *ctx, const char *fn, int k, sqlite3_value *v, sqlite3_int64 *out)
+{
+    /* text that is a number counts as that number ('7', as SQLite's own functions take it);
+       a whole REAL beyond int64 is that extreme (a position or index that does not exist) */
+    int t = sqlite3_value_type(v) == SQLITE_TEXT ? sqlite3_value_numeric_type(v) : sqlite3_value_type(v);
+    double d = t == SQLITE_FLOAT ? sqlite3_value_double(v) : 0;
+    if (t == SQLITE_INTEGER) *out = sqlite3_value_int64(v);
+    else if (t == SQLITE_FLOAT && d == floor(d))
+        *out = d >= 9.2233720368547758e18 ? INT64_MAX : d < -9.2233720368547758e18 ? INT64_MIN : (sqlite3_int64)d;
+    else {
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s(): argument %d must be an integer", fn, k);
+        sqlite3_result_error(ctx, msg, -1);
+        return 0;
+    }
+    return 1;
+}
+
 static void fn_context(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     for (int i = 0; i < argc; i++)
         if (sqlite3_value_type(argv[i]) == SQLITE_NULL) return sqlite3_result_null(ctx);
-    sqlite3_int64 seq = sqlite3_value_int64(argv[0]), pos = sqlite3_value_int64(argv[1]);
-    sqlite3_int64 before = argc > 2 ? sqlite3_value_int64(argv[2]) : 8;
-    sqlite3_int64 after = argc > 3 ? sqlite3_value_int64(argv[3]) : 4;
+    sqlite3_int64 seq, pos, before = 8, after = 4;
+    if (!int_arg(ctx, "context", 1, argv[0], &seq) || !int_arg(ctx, "context", 2, argv[1], &pos) ||
+        (argc > 2 && !int_arg(ctx, "context", 3, argv[2], &before)) ||
+        (argc > 3 && !int_arg(ctx, "context", 4, argv[3], &after)))
+        return;
     if (before < 0 || after < 0 || before > 100000 || after > 100000)
         return sqlite3_result_error(ctx, "context(): before/after must be in 0..100000", -1);
     if (!enter(ctx, "context")) return;
@@ -232,17 +255,30 @@ static void fn_context(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 /* ---- vector functions --------------------------------------------------------------------- */
 enum { DT_F32, DT_F16, DT_BF16 };
 
-static int dtype_arg(sqlite3_context *ctx, sqlite3_value *v, int *dt)
+static int dtype_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int *dt)
 {
-    const char *s = (const char *)sqlite3_value_text(v);
+    const char *s = sqlite3_value_type(v) == SQLITE_TEXT ? (const char *)sqlite3_value_text(v) : NULL;
     if (s && !strcmp(s, "f32")) *dt = DT_F32;
     else if (s && !strcmp(s, "f16")) *dt = DT_F16;
     else if (s && !strcmp(s, "bf16")) *dt = DT_BF16;
     else {
-        sqlite3_result_error(ctx, "dtype must be 'f32', 'f16' or 'bf16'", -1);
+        char msg[96];
+        snprintf(msg, sizeof msg, "%s(): dtype must be 'f32', 'f16' or 'bf16'", fn);
+        sqlite3_result_error(ctx, msg, -1);
         return 0;
     }
     return 1;
+}
+
+/* 1 when one of the argc arguments is NULL (the result is then NULL, whatever the others) */
+static int any_null(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (sqlite3_value_type(argv[i]) == SQLITE_NULL) {
+            sqlite3_result_null(ctx);
+            return 1;
+        }
+    return 0;
 }
 
 static float load_value(const unsigned char *p, int dt)
@@ -260,31 +296,31 @@ static float load_value(const unsigned char *p, int dt)
 static int dt_size(int dt) { return dt == DT_F32 ? 4 : 2; }
 
 /* Two float32 blobs of equal, non-zero length; returns the count or -1 (result set). */
-static int two_vectors(sqlite3_context *ctx, sqlite3_value **argv, const unsigned char **a,
-                       const unsigned char **b)
+static int two_vectors(sqlite3_context *ctx, const char *fn, sqlite3_value **argv,
+                       const unsigned char **a, const unsigned char **b)
 {
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL) {
-        sqlite3_result_null(ctx);
-        return -1;
-    }
-    if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
-        sqlite3_result_error(ctx, "vector functions take float32 BLOBs", -1);
-        return -1;
-    }
+    if (any_null(ctx, 2, argv)) return -1;
+    char msg[96];
     int na = sqlite3_value_bytes(argv[0]), nb = sqlite3_value_bytes(argv[1]);
-    *a = sqlite3_value_blob(argv[0]);
-    *b = sqlite3_value_blob(argv[1]);
-    if (na != nb || na % 4) {
-        sqlite3_result_error(ctx, "vectors differ in length or are not float32 BLOBs", -1);
-        return -1;
+    if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_type(argv[1]) != SQLITE_BLOB)
+        snprintf(msg, sizeof msg, "%s() takes two float32 BLOBs", fn);
+    else if (na % 4 || nb % 4)
+        snprintf(msg, sizeof msg, "%s(): a BLOB of %d bytes is no float32 vector", fn, na % 4 ? na : nb);
+    else if (na != nb)
+        snprintf(msg, sizeof msg, "%s(): the vectors differ in length (%d and %d)", fn, na / 4, nb / 4);
+    else {
+        *a = sqlite3_value_blob(argv[0]);
+        *b = sqlite3_value_blob(argv[1]);
+        return na / 4;
     }
-    return na / 4;
+    sqlite3_result_error(ctx, msg, -1);
+    return -1;
 }
 
 static void fn_vec_dot(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const unsigned char *a, *b;
-    int n = two_vectors(ctx, argv, &a, &b);
+    int n = two_vectors(ctx, "vec_dot", argv, &a, &b);
     if (n < 0) return;
     double s = 0;
     for (int i = 0; i < n; i++) s += (double)load_value(a + 4 * i, DT_F32) * load_value(b + 4 * i, DT_F32);
@@ -294,7 +330,7 @@ static void fn_vec_dot(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static void fn_vec_cos(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const unsigned char *a, *b;
-    int n = two_vectors(ctx, argv, &a, &b);
+    int n = two_vectors(ctx, "vec_cos", argv, &a, &b);
     if (n < 0) return;
     double s = 0, na = 0, nb = 0;
     for (int i = 0; i < n; i++) {
@@ -325,8 +361,8 @@ static void fn_vec_norm(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static void fn_vec_len(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     int dt = DT_F32;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return sqlite3_result_null(ctx);
-    if (argc > 1 && !dtype_arg(ctx, argv[1], &dt)) return;
+    if (any_null(ctx, argc, argv)) return;
+    if (argc > 1 && !dtype_arg(ctx, "vec_len", argv[1], &dt)) return;
     if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
         return sqlite3_result_error(ctx, "vec_len() takes a BLOB", -1);
     sqlite3_result_int64(ctx, sqlite3_value_bytes(argv[0]) / dt_size(dt));
@@ -335,12 +371,12 @@ static void fn_vec_len(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static void fn_vec_at(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     int dt = DT_F32;
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL || sqlite3_value_type(argv[1]) == SQLITE_NULL)
-        return sqlite3_result_null(ctx);
-    if (argc > 2 && !dtype_arg(ctx, argv[2], &dt)) return;
+    if (any_null(ctx, argc, argv)) return;
+    if (argc > 2 && !dtype_arg(ctx, "vec_at", argv[2], &dt)) return;
     if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
         return sqlite3_result_error(ctx, "vec_at() takes a BLOB", -1);
-    sqlite3_int64 i = sqlite3_value_int64(argv[1]);
+    sqlite3_int64 i;
+    if (!int_arg(ctx, "vec_at", 2, argv[1], &i)) return;
     sqlite3_int64 n = sqlite3_value_bytes(argv[0]) / dt_size(dt);
     if (i < 0 || i >= n) return sqlite3_result_null(ctx);
     const unsigned char *a = sqlite3_value_blob(argv[0]);
@@ -388,6 +424,7 @@ int sqlite3_saelite_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routine
 }
 #else
 /* ---- the read-only query runner ----------------------------------------------------------- */
+#include "common/buf.h"
 #include "store/store_internal.h" /* store_deadline (the runner is not part of the extension) */
 
 void store_deadline_start(store_deadline *d, double limit_s)
@@ -627,6 +664,16 @@ int store_ro_query(const char *db_path, const char *sql, store_row_fn row_fn, vo
     return store_ro_query_limited(db_path, sql, NULL, row_fn, user);
 }
 
+/* query's authorizer: ATTACH and DETACH refused (and noted in *u, for the message) */
+static int q_authorize(void *u, int action, const char *a, const char *b, const char *c,
+                       const char *d)
+{
+    (void)a; (void)b; (void)c; (void)d;
+    if (action != SQLITE_ATTACH && action != SQLITE_DETACH) return SQLITE_OK;
+    *(int *)u = 1;
+    return SQLITE_DENY;
+}
+
 int store_ro_query_limited(const char *db_path, const char *sql, store_query_limits *lim,
                            store_row_fn row_fn, void *user)
 {
@@ -661,12 +708,22 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
         ret = q_fail(db_path, db, rc);
         goto done;
     }
-    /* Prepare everything first: a write anywhere refuses the whole input before anything runs. */
+    /* Prepare everything first: a write anywhere refuses the whole input before anything runs.
+       So an ATTACH could never be used (the next statement is prepared before it runs: "no such
+       table: a.t", an audit): refused with the reason */
+    int attach = 0;
+    sqlite3_set_authorizer(db, q_authorize, &attach);
     const char *p = sql;
     while (p && *p) {
         sqlite3_stmt *s = NULL;
         const char *tail = NULL;
         rc = sqlite3_prepare_v2(db, p, -1, &s, &tail);
+        if (rc != SQLITE_OK && attach) {
+            ret = err_set(ERR_ARG, "%s: ATTACH and DETACH are not supported by query (every "
+                          "statement is prepared before the first runs, so an attached database "
+                          "is never there); use sqlite3 %s with '.load ./saelite'", db_path, db_path);
+            goto done;
+        }
         if (rc != SQLITE_OK) {
             ret = q_fail(db_path, db, rc);
             goto done;
@@ -713,8 +770,8 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
         while (ret == OK && (rc = sqlite3_step(st[k])) == SQLITE_ROW) {
             if (max_rows && rows == max_rows) {
                 if (lim) lim->hit = STORE_Q_HIT_ROWS;
-                ret = err_set(ERR_ABORTED, "%s: query stopped after %lld rows (--max-rows)", db_path,
-                              rows);
+                ret = err_set(ERR_ABORTED, "%s: query stopped after %lld row%s (--max-rows)", db_path,
+                              rows, rows == 1 ? "" : "s");
                 break;
             }
             rows++;
@@ -740,7 +797,13 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
                     snprintf(blobtxt[c], 48, "<blob %d bytes>", sqlite3_column_bytes(st[k], c));
                     vals[c] = blobtxt[c];
                 } else if (types[c] == STORE_Q_NULL) vals[c] = NULL;
-                else if (!(vals[c] = (const char *)sqlite3_column_text(st[k], c))) {
+                else if (types[c] == STORE_Q_FLOAT && isfinite(sqlite3_column_double(st[k], c))) {
+                    /* the fewest digits that read back exactly (SQLite's text has 15: 0.1+0.2
+                       read back as 0.3, DBL_MAX as inf, an audit), a REAL kept a REAL ("1.0") */
+                    buf_double(blobtxt[c], 44, sqlite3_column_double(st[k], c));
+                    if (!strpbrk(blobtxt[c], ".e")) strcat(blobtxt[c], ".0");
+                    vals[c] = blobtxt[c];
+                } else if (!(vals[c] = (const char *)sqlite3_column_text(st[k], c))) {
                     ret = err_set(ERR_NOMEM, "%s: out of memory running the query", db_path);
                     break;
                 }

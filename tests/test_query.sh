@@ -41,7 +41,7 @@ check "row count line" grep -qx '(1 row)' <<<"$out"
 out=$("$BIN" query --db "$DB" "SELECT tok_text(464), tok_id(' nothing'), context(7, 99), context(99, 0)")
 check "fallback to tokens table and NULLs" grep -q '^The  *NULL  *NULL  *NULL$' <<<"$out"
 out=$("$BIN" query --db "$DB" "SELECT vec_dot(a.vec, b.vec) d, round(vec_cos(a.vec, b.vec), 6) c, vec_norm(b.vec) n, vec_at(b.vec, 1) e, vec_at(b.vec, 2) o, vec_len(b.vec) l FROM ana_decoder a, ana_decoder b WHERE a.feature = 0 AND b.feature = 1")
-check "vector functions" grep -q '^1\.0  0\.707107  1\.4142135623731  1\.0  NULL  2$' <<<"$out"
+check "vector functions" grep -q '^1\.0  0\.707107  1\.4142135623730951  1\.0  NULL  2$' <<<"$out"
 out=$("$BIN" query --db "$DB" "SELECT vec_at(x'003c00c0', 1, 'f16') h, vec_at(x'803f', 0, 'bf16') b, vec_len(x'003c00c0', 'f16') l")
 check "f16/bf16 elements" grep -q '^-2\.0  1\.0  2$' <<<"$out"
 
@@ -69,6 +69,32 @@ raw = sys.stdin.buffer.read(); v = json.loads(raw.decode("utf-8"))
 assert v == [{"t": "\ufffdA\ufffd", "a": 1, "a:1": 2, "a:2": 3, "i": None, "j": None}], v
 ' <<<"$out"
 check "json: the nulls for Inf are said ($(cat "$T/err"))" grep -qx "saelite query: 2 non-finite numbers (Inf or NaN) printed as null: JSON has none" "$T/err"
+# REALs read back exactly in CSV and JSON (15 digits: 0.1+0.2 came back 0.3, DBL_MAX as inf),
+# and a REAL stays a REAL; the empty string is "" in CSV, not a blank line a reader skips
+out=$("$BIN" query --db "$DB" --csv "SELECT 0.1 + 0.2 AS a, 1.7976931348623157e308 AS b, -0.0 AS c, 2.0 AS d, 1/3.0 AS e")
+check "csv reals read back ($out)" /usr/bin/python3 -c '
+import csv, sys
+rows = list(csv.reader(sys.stdin))
+assert [float(x) for x in rows[1]] == [0.1 + 0.2, 1.7976931348623157e308, -0.0, 2.0, 1 / 3.0] and rows[1][2] == "-0.0" and rows[1][3] == "2.0", rows
+' <<<"$out"
+out=$("$BIN" query --db "$DB" --json "SELECT 0.1 + 0.2 AS a, 1.7976931348623157e308 AS b")
+check "json reals read back ($out)" /usr/bin/python3 -c '
+import json, sys
+assert json.load(sys.stdin) == [{"a": 0.1 + 0.2, "b": 1.7976931348623157e308}]
+' <<<"$out"
+out=$("$BIN" query --db "$DB" --csv "SELECT 'x' AS a UNION ALL SELECT '' UNION ALL SELECT NULL")
+check "csv: the empty string is quoted ($out)" test "$out" = $'a\nx\n""'
+# the table escapes what a terminal would act on, and measures columns
+out=$("$BIN" query --db "$DB" "SELECT char(27) || '[31mX' AS a, 'b' || char(7) || char(155) || char(8238) AS b, CAST(x'ff41' AS TEXT) AS c, '漢字' AS d, 'z' AS e")
+check "table: controls escaped ($out)" grep -qxF '\x1b[31mX  b\x07\xc2\x9b\u202e  \xffA  漢字  z' <<<"$out"
+out=$("$BIN" query --db "$DB" --max-width 3 "SELECT '漢字漢字' AS d")
+check "table: --max-width in columns ($out)" grep -qxF '漢…' <<<"$out"
+# SQL may open with a -- comment (it was 'unknown option'); ATTACH is refused with the reason
+out=$("$BIN" query --db "$DB" "-- a comment
+SELECT 7 AS seven" 2>&1)
+check "SQL opening with a -- comment ($out)" grep -qx '    7' <<<"$out"
+out=$("$BIN" query --db "$DB" "ATTACH '$DB' AS other; SELECT count(*) FROM other.tokens" 2>&1)
+check "ATTACH refused with the reason ($out)" grep -q "ATTACH and DETACH are not supported by query" <<<"$out"
 "$BIN" query --db "$DB" "/* unterminated" >/dev/null 2>"$T/err"; rc=$?
 check "an unterminated comment is incomplete SQL, not 'no statement' ($(cat "$T/err"))" grep -qx "saelite query: $DB: incomplete SQL (an unterminated comment?)" "$T/err"
 

@@ -71,7 +71,7 @@ for e in "tok_text(3290)" "tok_text(464)" "tok_text(5)" "tok_text(NULL)" "tok_te
          "context(7, $MAX)" "context(7, $MIN)" "context(7, $MAX, 100000, 100000)" \
          "context(7, $MIN, 100000, 100000)" "context($MIN, $MIN, 100000, 100000)" \
          "context($MAX, $MAX, 100000, 100000)" "context(7, 1, 100000, 100000)" "context(7, 1, 0, 0)" \
-         "context(NULL, 1)" "context(7, NULL)" "context(7, 1, NULL)" "context('7', '1')" "context(7.9, 1.2)" \
+         "context(NULL, 1)" "context(7, NULL)" "context(7, 1, NULL)" "context('7', '1')" "context(7.0, '1.0')" \
          "context(7, 1e300)" "context(7, -1e300, 5, 5)" \
          "vec_dot(x'0000803f', x'00004040')" "vec_dot(NULL, x'00000000')" "vec_dot(zeroblob(4000), zeroblob(4000))" \
          "vec_cos(x'0000803f0000803f', x'0000803f00000000')" "vec_cos(x'0000803f', x'00000000')" \
@@ -90,12 +90,22 @@ call n "^error context\(\): before/after must be in 0\.\.100000$" "context(7, 1,
 call n "^error context\(\): before/after must be in 0\.\.100000$" "context(7, 1, $MAX, $MAX)"
 call n "^error wrong number of arguments to function context\(\)$" "context(7)"
 call n "^error wrong number of arguments to function vec_at\(\)$" "vec_at(x'00')"
-call n "^error vectors differ in length" "vec_dot(x'00', x'0000')"
-call n "^error vector functions take float32 BLOBs$" "vec_dot('a', 'b')"
+call n "^error vec_dot\(\): a BLOB of 1 bytes is no float32 vector$" "vec_dot(x'00', x'0000')"
+call n "^error vec_cos\(\): the vectors differ in length \(1 and 2\)$" "vec_cos(x'00000000', x'0000000000000000')"
+call n "^error vec_dot\(\) takes two float32 BLOBs$" "vec_dot('a', 'b')"
+# integer arguments: text that is not a number, fractions and blobs were converted ('abc' read as
+# 0, 1.9 as 1, an audit)
+call n "^error context\(\): argument 1 must be an integer$" "context(7.9, 1)"
+call n "^error context\(\): argument 2 must be an integer$" "context(7, 'abc')"
+call n "^error context\(\): argument 3 must be an integer$" "context(7, 1, 'x')"
+call n "^error vec_at\(\): argument 2 must be an integer$" "vec_at(x'0000803f00000040', '1abc')"
+call n "^error vec_at\(\): argument 2 must be an integer$" "vec_at(x'0000803f00000040', 1.9)"
+call n "^error vec_at\(\): argument 2 must be an integer$" "vec_at(x'0000803f00000040', x'01')"
 call n "^error vec_norm\(\) takes a float32 BLOB$" "vec_norm(x'000000')"
 call n "^error vec_norm\(\) takes a float32 BLOB$" "vec_norm(1)"
-call n "^error dtype must be" "vec_len(x'00', 'f64')"
-call n "^error dtype must be" "vec_at(x'803f', 0, NULL)"
+call n "^error vec_len\(\): dtype must be" "vec_len(x'00', 'f64')"
+call n "^ok 4E554C4C $" "vec_at(x'803f', 0, NULL)"
+call n "^ok 4E554C4C $" "vec_len(x'00', NULL)"
 call n "^error vec_len\(\) takes a BLOB$" "vec_len(3)"
 call n "^error vec_at\(\) takes a BLOB$" "vec_at('abc', 0)"
 # hostile databases: the schema cannot call the functions, and the functions refuse foreign tables
