@@ -9,7 +9,7 @@
 
 CLI_COMMAND(init_model, "Write a random-weight GPT-2 checkpoint (Hugging Face layout)",
             "saelite init-model --layers L --d-model C --heads H [--d-mlp F] [--ctx N] [--vocab V] "
-            "[--seed S] [--dtype f32|f16|bf16] [--prefix] [--untied] -o DIR")
+            "[--seed S] [--dtype f32|f16|bf16] [--prefix] [--untied] [--force] -o DIR")
 
 int cmd_init_model(int argc, char **argv)
 {

@@ -8,7 +8,7 @@
 
 CLI_COMMAND(serve, "Browse a database's features in a web browser (HTTP server)",
             "saelite serve --db FILE [--sae DIR|ID] [--model DIR] [--report DIR] [--host 127.0.0.1] "
-            "[--port 8080]")
+            "[--port 8080] [--threads 256] [--query-timeout 30]")
 
 static void ready(void *user, const char *url, const srv_result *res)
 {
