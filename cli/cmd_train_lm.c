@@ -86,9 +86,9 @@ int cmd_train_lm(int argc, char **argv)
     o.user = &o;
     train_run_result r;
     if (train_run(&o, &r)) return cli_fail(argv[0]);
-    if (r.stopped)
-        printf("stopped at step %lld (%s); resume with --resume\n", (long long)r.step,
-               r.interrupted ? "interrupted" : "--max-time reached");
+    if (r.stopped) /* on stderr, as every command's stop (it went to stdout only, an audit) */
+        fprintf(stderr, "saelite train-lm: stopped at step %lld (%s); resume with --resume\n",
+                (long long)r.step, r.interrupted ? "interrupted" : "--max-time reached");
     if (r.steps_run == 0 && !r.stopped) {
         printf("already finished at step %lld; nothing to train: held-out loss %.4f, unigram "
                "entropy %.4f (%.3f nats %s); %s unchanged\n", (long long)r.step, r.val_loss,
@@ -96,7 +96,8 @@ int cmd_train_lm(int argc, char **argv)
                o.out);
         return 0;
     }
-    printf("trained %lld steps in %.1fs (%.0f tok/s): train loss %.4f, held-out loss %.4f, unigram "
+    /* the rate is the training steps' own (held-out evaluations and checkpoints left out) */
+    printf("trained %lld steps in %.1fs (%.0f tok/s while training): train loss %.4f, held-out loss %.4f, unigram "
            "entropy %.4f (%.3f nats %s); wrote %s\n",
            (long long)r.steps_run, r.seconds, r.tok_per_s, r.loss, r.val_loss, r.unigram,
            fabs(r.unigram - r.val_loss), r.val_loss <= r.unigram ? "below" : "above", o.out);

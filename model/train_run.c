@@ -197,7 +197,9 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
             r->eta = el / (double)(s->step - first) * (double)(steps - s->step);
             emit(o, TRAIN_EV_EVAL, r);
         }
-        progress_update(&pg, (double)s->step, "loss %.3f val %.3f %.0f tok/s", loss, val, tps);
+        if (isnan(val)) /* no validation yet (it read "val nan", an audit) */
+            progress_update(&pg, (double)s->step, "loss %.3f %.0f tok/s", loss, tps);
+        else progress_update(&pg, (double)s->step, "loss %.3f val %.3f %.0f tok/s", loss, val, tps);
         int interrupted = o->stop && *o->stop;
         int timeout = o->max_seconds > 0 && now_seconds() - start >= o->max_seconds;
         if (s->step % o->checkpoint_every == 0 || last || interrupted || timeout) {

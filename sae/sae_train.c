@@ -2591,11 +2591,18 @@ int sae_source_skip(sae_source *s, int64_t rows, int B)
     float *buf = mem_alloc(sizeof(float) * (size_t)B * s->d_in);
     if (!buf) return err_set(ERR_NOMEM, "activation source: out of memory");
     int rc = OK;
+    /* a resume replays the stream to where it stopped: seconds per 100k tokens, and it was
+       silent before the training's own progress began (an audit) */
+    progress pr;
+    int64_t total = rows;
+    progress_begin(&pr, "resume: replaying the stream", (double)total, "tok");
     while (rows > 0 && !rc) {
         int n = rows < B ? (int)rows : B;
         rc = s->next(s, buf, n);
         rows -= n;
+        progress_update(&pr, (double)(total - rows), NULL);
     }
+    progress_end(&pr);
     mem_free(buf);
     return rc;
 }

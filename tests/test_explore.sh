@@ -113,7 +113,8 @@ ok test -s "$tmp/a.png"
 sum=$(awk -F, 'NR > 1 {s += $NF} END {printf "%.9f", s}' "$tmp/a.csv")
 pr=$(sed -n 's/.*error nodes \(-\{0,1\}[0-9.]*\)$/\1/p' <<<"$out")
 ok awk -v a="$sum" -v b="$pr" 'BEGIN { d = a - b; exit !(b != "" && d < 2e-6 && d > -2e-6) }' 
-out=$($BIN "${A[@]}" --target "#7" --ig-steps 128 --top 0 2>/dev/null); ok test $? -eq 0
+out=$(SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN "${A[@]}" --target "#7" --ig-steps 128 --top 0 2>"$tmp/ig.err"); ok test $? -eq 0
+ok grep -q "^attribute: integrated gradients .* step" "$tmp/ig.err"
 ch=$(sed -n 's/.*change \(-\{0,1\}[0-9.]*\), sum.*/\1/p' <<<"$out")
 sm=$(sed -n 's/.*error nodes \(-\{0,1\}[0-9.]*\)$/\1/p' <<<"$out")
 ok awk -v a="$ch" -v b="$sm" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d < 1e-3 * (1 + (a < 0 ? -a : a))) }'
