@@ -52,10 +52,13 @@ int ana_steer_parse(const char *spec, int d_sae, ana_steer_term **out, int *n)
         double v = strtod(p, &end);
         if (errno == ERANGE && isfinite(v) && fabs(v) <= DBL_MIN) errno = 0; /* underflow */
         if (end == p || errno || !isfinite(v) || (*end && *end != ',')) goto bad;
-        if (fabs(v) > FLT_MAX) {
+        /* 3e38 fits a float but the residual overflowed downstream and the text failed mid-way
+           on a NaN logit (an audit): strengths far beyond any activation are refused */
+        if (fabs(v) > ANA_STEER_MAX) {
             mem_free(t);
-            return err_set(ERR_ARG, "steering: strength %.*s does not fit a float (at most %g)",
-                           (int)(end - p), p, (double)FLT_MAX);
+            return err_set(ERR_ARG, "steering: strength %.*s is outside -%g..%g (beyond that the "
+                           "model's float arithmetic overflows)", (int)(end - p), p,
+                           ANA_STEER_MAX, ANA_STEER_MAX);
         }
         if (d_sae > 0 && f >= d_sae) {
             mem_free(t);
@@ -152,10 +155,19 @@ int ana_steer_new(ana_steer **out, const sae_model *s, ana_steer_method m,
     if (s->cfg.transcoder)
         return err_set(ERR_ARG, "steering: the SAE is a transcoder (it writes %s, not %s); steer "
                        "with an SAE of one hook", s->cfg.hook_name_out, s->cfg.hook_name);
-    for (int k = 0; k < n; k++)
+    for (int k = 0; k < n; k++) {
         if (t[k].feature < 0 || t[k].feature >= s->cfg.d_sae)
             return err_set(ERR_ARG, "steering: feature %d is out of range (the SAE has %d)",
                            t[k].feature, s->cfg.d_sae);
+        if (!(fabsf(t[k].value) <= ANA_STEER_MAX))
+            return err_set(ERR_ARG, "steering: strength %g is outside -%g..%g", t[k].value,
+                           ANA_STEER_MAX, ANA_STEER_MAX);
+        /* clamping sets a feature once: a second term added S - f again (2S - f, an audit) */
+        for (int j = 0; m == ANA_STEER_CLAMP && j < k; j++)
+            if (t[j].feature == t[k].feature)
+                return err_set(ERR_ARG, "steering: feature %d is clamped twice (give it once)",
+                               t[k].feature);
+    }
     ana_steer *st = mem_calloc(1, sizeof *st);
     if (!st) return err_set(ERR_NOMEM, "out of memory");
     st->terms = mem_alloc((size_t)(n > 0 ? n : 1) * sizeof *st->terms);

@@ -49,6 +49,9 @@ int ana_steer_method_parse(const char *s, ana_steer_method *out); /* ERR_ARG for
 /* "F:S[,F:S...]" into *out (mem_alloc'd, *n terms); features must be < d_sae (d_sae <= 0: not
  * checked). */
 int ana_steer_parse(const char *spec, int d_sae, ana_steer_term **out, int *n);
+/* The largest |strength| accepted (parse and new): far beyond any activation, and below what
+ * overflows the model's float arithmetic downstream (3e38 did). */
+#define ANA_STEER_MAX 1e6
 
 /* Apply the terms to rows x [N, d_in]. f [N, d_sae] is scratch for the codes (needed for clamp
  * only; may be NULL otherwise). */

@@ -1,5 +1,6 @@
 /* args.c - flag parsing and shared CLI helpers (error printing, signals). */
 #include <errno.h>
+#include <limits.h>
 #include <float.h>
 #include <math.h>
 #include <signal.h>
@@ -460,16 +461,22 @@ int args_int_list(const char *s, int **out, int *n)
     const char *p = s;
     while (*p) {
         char *end;
+        errno = 0;
         long a = strtol(p, &end, 10), b;
         if (end == p || a < 0) goto bad;
+        /* ids are ints: 4294967297 was cast to 1 (forward ran token 1), and LONG_MAX looped
+           until memory ran out (an audit) */
+        if (errno == ERANGE || a > INT_MAX) goto range;
         p = end;
         b = a;
         if (*p == '-') {
+            errno = 0;
             b = strtol(p + 1, &end, 10);
             if (end == p + 1 || b < a) goto bad;
+            if (errno == ERANGE || b > INT_MAX) goto range;
             p = end;
         }
-        if (b - a > 10000000) goto bad;
+        if (b - a > 10000000 || cnt + (b - a) > 10000000) goto bad;
         for (long x = a; x <= b; x++) {
             if (cnt == cap) {
                 int *nv = mem_realloc(v, sizeof(int) * (size_t)(cap *= 2));
@@ -487,5 +494,8 @@ int args_int_list(const char *s, int **out, int *n)
     return OK;
 bad:
     mem_free(v);
-    return err_set(ERR_ARG, "bad list '%s' (want e.g. 0,5,7-9)", s);
+    return err_set(ERR_ARG, "bad list '%s' (want e.g. 0,5,7-9; at most 10M values)", s);
+range:
+    mem_free(v);
+    return err_set(ERR_ARG, "bad list '%s': values must be in 0..%d", s, INT_MAX);
 }

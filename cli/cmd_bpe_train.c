@@ -51,7 +51,8 @@ int cmd_bpe_train(int argc, char **argv)
                     "replace it", out, i ? "vocab.bpe" : "encoder.json");
             return cli_fail("bpe-train");
         }
-    bpe_train_opts opt = {.vocab_size = vocab, .min_freq = (long)min_freq};
+    cli_catch_signals(); /* outputs come at the end: a stop leaves none (it died on SIGTERM) */
+    bpe_train_opts opt = {.vocab_size = vocab, .min_freq = (long)min_freq, .stop = &cli_stop_flag};
     bpe_merge *m;
     size_t nm;
     bpe_train_stats st;

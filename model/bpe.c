@@ -479,7 +479,13 @@ static inline int touch(trainer *T, int p, int stamp, ivec *touched)
 
 /* Reading: every document of paths[npaths] split into pieces, the distinct pieces (words) and
  * their counts into *cc (the caller frees it, also on an error); counts into *st. */
-static int count_corpus(const char *const *paths, int npaths, count_ctx *cc, bpe_train_stats *st)
+static int stop_asked(const bpe_train_opts *opt)
+{
+    return opt->stop && *opt->stop ? err_set(ERR_ABORTED, "interrupted; nothing written") : OK;
+}
+
+static int count_corpus(const char *const *paths, int npaths, const bpe_train_opts *opt,
+                        count_ctx *cc, bpe_train_stats *st)
 {
     tok_splitter *sp = NULL;
     int rc = sm_init(&cc->words, 1 << 16);
@@ -500,6 +506,7 @@ static int count_corpus(const char *const *paths, int npaths, count_ctx *cc, bpe
                 break;
             }
             progress_update(&pr, (double)st->docs, "%zu pieces", cc->pieces);
+            if ((rc = stop_asked(opt))) break;
         }
         corpus_close(r);
     }
@@ -581,6 +588,7 @@ static int merge_loop(trainer *T, strmap *toks, const bpe_train_opts *opt, bpe_m
     progress_begin(&pr, "bpe-train: merging", target_tokens - 256, "merge");
     buf nb = {0};
     while (T->ntok < target_tokens && T->nheap && !rc) {
+        if ((rc = stop_asked(opt))) break;
         hent e = heap_pop(T);
         int p = pair_get(T, e.a, e.b);
         if (p < 0) { rc = ERR_NOMEM; break; }
@@ -660,7 +668,7 @@ int bpe_train(const char *const *paths, int npaths, const bpe_train_opts *opt, b
     if (opt->min_freq < 1) return err_set(ERR_ARG, "min-freq must be >= 1");
     double t0 = now_seconds();
     count_ctx cc = {0};
-    int rc = count_corpus(paths, npaths, &cc, st);
+    int rc = count_corpus(paths, npaths, opt, &cc, st);
     /* a corpus without a byte of text trained a tokenizer of byte tokens alone, exit 0 (audit) */
     if (!rc && st->bytes == 0)
         rc = err_set(ERR_FORMAT, "%s%s: no text to train on", paths[0], npaths > 1 ? " (and the other inputs)" : "");

@@ -33,6 +33,7 @@ typedef struct {
 typedef struct {
     int vocab_size;   /* total tokens including 256 bytes and <|endoftext|>; >= 257 */
     long min_freq;    /* stop when the best pair occurs fewer times (>= 1) */
+    volatile int *stop; /* optional: non-zero ends the run with ERR_ABORTED (nothing written) */
 } bpe_train_opts;
 
 typedef struct {

@@ -246,6 +246,10 @@ bad "token id outside the vocabulary" "token id 270 .*outside the vocabulary" fo
 bad "negative token id" "bad list '1,-2'" forward --model model --tokens 1,-2 --hook $H --npy o.npy
 bad "sequence longer than the context" "17 tokens exceeds the model context of 16" forward --model model --tokens 1-17 --hook $H --npy o.npy
 bad "forward output under a regular file" "acts.npy/o.npy.*Not a directory" forward --model model --tokens 1,2 --hook $H --npy acts.npy/o.npy
+# ids are ints: 4294967297 ran token 1, exit 0; LONG_MAX looped until memory ran out (an audit)
+bad "forward --tokens beyond int" "values must be in 0..2147483647" forward --model model --tokens 4294967297 --hook $H --npy o_big.npy
+bad "forward --tokens at LONG_MAX" "values must be in 0..2147483647" forward --model model --tokens 9223372036854775807 --hook $H --npy o_big.npy
+bad "report --features with a range beyond 10M values" "at most 10M values" report --db ex.db --sae sae8 --features 0-5000000,0-6000000 --out rep_big
 bad "forward --text with a missing --model (was: no tokenizer files)" "nodir/config.json: cannot open" forward --model nodir --text "the cat" --hook $H --npy o_nodir.npy
 
 # ---- import (.npy into a database) ------------------------------------------------------------

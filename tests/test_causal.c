@@ -117,9 +117,12 @@ static void test_parse(void)
     CHECK(ana_steer_parse(" 5:1", 0, &t, &n) == ERR_ARG);
     CHECK(ana_steer_parse("5: 1", 0, &t, &n) == ERR_ARG);
     CHECK(ana_steer_parse("5:1 ", 0, &t, &n) == ERR_ARG);
-    CHECK(ana_steer_parse("5:1e40", 0, &t, &n) == ERR_ARG && strstr(err_msg(), "does not fit a float"),
+    CHECK(ana_steer_parse("5:1e40", 0, &t, &n) == ERR_ARG && strstr(err_msg(), "is outside -1e+06..1e+06"),
           "%s", err_msg());
-    CHECK(ana_steer_parse("5:-3e38,6:1e-320", 0, &t, &n) == OK && n == 2 && t[0].value == -3e38f &&
+    /* 3e38 fits a float, but the text failed mid-way on a NaN logit (an audit) */
+    CHECK(ana_steer_parse("5:-3e38", 0, &t, &n) == ERR_ARG && strstr(err_msg(), "-3e38 is outside"),
+          "%s", err_msg());
+    CHECK(ana_steer_parse("5:-1e6,6:1e-320", 0, &t, &n) == OK && n == 2 && t[0].value == -1e6f &&
           t[1].value == 0.0f);
     mem_free(t);
     ana_steer_method m;
@@ -271,6 +274,12 @@ static void test_clamp(void)
 
     ana_steer *st;
     ana_steer_term t0 = {F, 0};
+    /* a feature clamped twice is refused (the second term added S - f again: 2S - f) */
+    ana_steer_term twice[2] = {{F, 0}, {F, 0}};
+    CHECK(ana_steer_new(&st, s, ANA_STEER_CLAMP, twice, 2) == ERR_ARG &&
+          strstr(err_msg(), "is clamped twice"), "%s", err_msg());
+    CHECK(ana_steer_new(&st, s, ANA_STEER_ADD, twice, 2) == OK, "adding twice is a sum");
+    ana_steer_free(st);
     CHECK(ana_steer_new(&st, s, ANA_STEER_CLAMP, &t0, 1) == OK);
     CHECK(run(m, st, ids, lg) == OK, "%s", err_msg());
     ana_steer_free(st);

@@ -41,6 +41,14 @@ printf '15 99999999\n' > "$T/badids"
 rc_is 1 "$BIN" tokenize --tokenizer "$T/tok" --decode "$T/badids"
 ok grep -q "badids:1" "$T/err"
 rc_is 2 "$BIN" bpe-train --vocab 100 tests/data/tok_sample.txt -o "$T/x"
+# SIGTERM while merging (one long piece without spaces: slow): exit 130, one line, no output
+# (it died on the signal)
+/usr/bin/python3 -c "import random; random.seed(1); open('$T/nospace.txt', 'w').write(''.join(random.choice('abcdefgh') for _ in range(400000)))"
+"$BIN" bpe-train --vocab 3000 "$T/nospace.txt" -o "$T/term" >/dev/null 2>"$T/term.err" &
+bp=$!; sleep 1.5; kill -TERM $bp; wait $bp; brc=$?
+ok test $brc -eq 130
+ok grep -qx "saelite bpe-train: interrupted; nothing written" "$T/term.err"
+ok test ! -e "$T/term"
 rc_is 1 "$BIN" bpe-train --vocab 300 /nonexistent.txt -o "$T/x"
 ok test ! -e "$T/x/encoder.json"
 # --decode takes digits only (strtol took "+5" and "-0")
