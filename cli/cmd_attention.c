@@ -45,7 +45,7 @@ int cmd_attention(int argc, char **argv)
         {"--head", ARG_INT, &head, "only this head", ARG_MIN(0), ARG_DEFAULT("all heads, in a grid")},
         {"--out", ARG_STR, &out, "output PNG", ARG_REQUIRED},
         {"-o", ARG_STR, &out, "same as --out"},
-        {"--npy", ARG_STR, &npy, "also write the pattern [H,T,T] as .npy"},
+        {"--npy", ARG_STR, &npy, "also write the pattern [H,T,T] as .npy (every head, whatever --head draws)"},
         {NULL},
     };
     int rc = args_parse("attention", argc, argv, spec, NULL, 0, NULL);

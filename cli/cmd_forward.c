@@ -70,8 +70,8 @@ int cmd_forward(int argc, char **argv)
         int eot = tok_eot(tk);
         tok_free(tk);
         if (rc) goto fail;
-        if (nt == 0) {
-            err_set(ERR_ARG, "--text encodes to no tokens");
+        if (nt == 0 && !bos) { /* with --bos the sequence is <|endoftext|> alone (an audit) */
+            err_set(ERR_ARG, "--text encodes to no tokens (--bos runs <|endoftext|> alone)");
             goto fail;
         }
         if (bos) {
@@ -86,7 +86,8 @@ int cmd_forward(int argc, char **argv)
                 goto fail;
             }
             ids = grown;
-            memmove(ids + 1, ids, sizeof *ids * nt++);
+            if (nt) memmove(ids + 1, ids, sizeof *ids * nt);
+            nt++;
             ids[0] = eot;
         }
         n = (int)nt;

@@ -22,7 +22,7 @@ int cmd_init_model(int argc, char **argv)
         {"--d-model", ARG_INT, &dmodel, "residual width (n_embd)", ARG_REQUIRED, ARG_MIN(1)},
         {"--heads", ARG_INT, &heads, "attention heads (must divide d-model)", ARG_REQUIRED,
          ARG_MIN(1)},
-        {"--d-mlp", ARG_INT, &dmlp, "MLP width", ARG_DEFAULT("4 x d-model")},
+        {"--d-mlp", ARG_INT, &dmlp, "MLP width (0: the default)", ARG_MIN(0), ARG_DEFAULT("4 x d-model")},
         {"--ctx", ARG_INT, &ctx, "context length / positions"},
         {"--vocab", ARG_INT, &vocab, "vocabulary size"},
         {"--seed", ARG_I64, &seed, "random seed", ARG_MIN(0)},

@@ -47,7 +47,7 @@ int cmd_train_lm(int argc, char **argv)
         {"--layers", ARG_INT, &o.layers, "blocks", ARG_MIN(1)},
         {"--d-model", ARG_INT, &o.d_model, "residual width (a multiple of --heads)", ARG_MIN(1)},
         {"--heads", ARG_INT, &o.heads, "attention heads", ARG_MIN(1)},
-        {"--d-mlp", ARG_INT, &o.d_mlp, "MLP width", ARG_MIN(0), ARG_DEFAULT("4 x d-model")},
+        {"--d-mlp", ARG_INT, &o.d_mlp, "MLP width (0: the default)", ARG_MIN(0), ARG_DEFAULT("4 x d-model")},
         {"--ctx", ARG_INT, &o.ctx, "context length = training window", ARG_MIN(2)},
         {"--batch", ARG_INT, &o.train.batch, "sequences per step", ARG_MIN(1)},
         {"--steps", ARG_INT, &o.train.steps, "optimisation steps", ARG_MIN(1)},

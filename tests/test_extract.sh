@@ -405,6 +405,9 @@ check '[ $? -eq 0 ] && [[ "$out" == *"explained variance n/a (the rows do not va
 $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook blocks.0.ln2.hook_normalized,blocks.0.hook_mlp_out --db "$T/ctx1.db" --ctx 1 --no-bos --max-tokens 50 >/dev/null 2>&1
 out=$($BIN analyze --db "$T/ctx1.db" --sae "$T/skip_transcoder" --all 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"ctx1.db: no sequence of blocks.0.ln2.hook_normalized has 2 or more tokens"*"--no-model skips it"* ]]' "analyze on one-token sequences: $out"
+# forward --text "" --bos runs <|endoftext|> alone (it said "encodes to no tokens")
+out=$($BIN forward --model "$T/m" --tokenizer "$T/tok" --text "" --bos --logits --npy "$T/eot.npy" 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"logits [1, 259]"* ]]' "forward of <|endoftext|> alone: $out"
 rm -f "$T/noreg.db"
 $BIN export --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --npy "$T/noreg.npy" >/dev/null 2>&1
 $BIN import --npy "$T/noreg.npy" --db "$T/noreg.db" --hook blocks.0.ln2.hook_normalized --seq-len 8 >/dev/null 2>&1
