@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "model/gpt2.h"
@@ -64,6 +65,7 @@ int cmd_attention(int argc, char **argv)
     char **labels = NULL;
     double *v = NULL;
     rep_canvas *c = NULL;
+    file_group g = {0}; /* the PNG and the .npy, both or neither (a failed .npy left the PNG) */
     if (gpt2_load(&m, model) || tok_load(&tok, tokdir ? tokdir : model)) goto fail;
     const gpt2_config *cfg = gpt2_cfg(m);
     if (layer >= cfg->n_layer) {
@@ -138,16 +140,19 @@ int cmd_attention(int argc, char **argv)
     char lb[16];
     snprintf(lb, sizeof lb, "%d", layer);
     rep_kv meta[3] = {{"Software", "saelite attention"}, {"layer", lb}, {"text", text}};
-    if ((rc = rep_canvas_status(c)) || (rc = rep_png_write(c, out, meta, 3))) goto fail;
+    const char *out_w = file_group_add(&g, out), *npy_w = file_group_add(&g, npy);
+    if ((rc = rep_canvas_status(c)) || (rc = rep_png_write(c, out_w, meta, 3))) goto fail;
     if (npy) {
         int64_t sh[3] = {H, T, T};
-        if (npy_write(npy, cap.pat, 3, sh)) goto fail;
+        if (npy_write(npy_w, cap.pat, 3, sh)) goto fail;
     }
+    if (file_group_commit(&g)) goto fail;
     printf("wrote %s: layer %d, %d head%s, %d tokens%s%s\n", out, layer, nh, nh == 1 ? "" : "s", T,
            npy ? "; " : "", npy ? npy : "");
     rc = 0;
     goto done;
 fail:
+    file_group_abort(&g, ERR_IO);
     rc = cli_fail("attention");
 done:
     for (int i = 0; labels && i < cap.T; i++) mem_free(labels[i]);

@@ -538,3 +538,70 @@ int file_fnv1a(const char *path, uint64_t *h)
     if (bad) return err_set(ERR_IO, "%s: read error", path);
     return OK;
 }
+
+/* ---- file_group ------------------------------------------------------------------------------ */
+static void group_drop(file_group *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        mem_free(g->target[i]);
+        mem_free(g->staged[i]);
+        mem_free(g->given[i]);
+    }
+    g->n = 0;
+}
+
+const char *file_group_add(file_group *g, const char *path)
+{
+    if (!path) return NULL;
+    struct stat sb;
+    if (g->n == FILE_GROUP_MAX || (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)))
+        return path; /* a device or FIFO (or more files than the group holds): written directly */
+    /* a symlink's file is replaced, not the link (file_atomic's rule); a dangling one is written
+       through path, where file_atomic_open refuses it */
+    char *real = NULL;
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) && !(real = realpath(path, NULL))) return path;
+    const char *t = real ? real : path;
+    char *target = mem_strdup(t), *given = mem_strdup(path), *staged = mem_alloc(strlen(t) + 32);
+    free(real);
+    if (!target || !given || !staged) {
+        mem_free(target);
+        mem_free(given);
+        mem_free(staged);
+        return path;
+    }
+    sprintf(staged, "%s.tmp.%ld", target, (long)getpid());
+    g->target[g->n] = target;
+    g->staged[g->n] = staged;
+    g->given[g->n] = given;
+    return g->staged[g->n++];
+}
+
+int file_group_commit(file_group *g)
+{
+    int rc = OK;
+    for (int i = 0; i < g->n && !rc; i++)
+        if (rename(g->staged[i], g->target[i]) != 0)
+            rc = err_set(ERR_IO, "%s: cannot rename into place: %s", g->given[i], strerror(errno));
+    if (rc) file_group_abort(g, rc);
+    else group_drop(g);
+    return rc;
+}
+
+void file_group_abort(file_group *g, int rc)
+{
+    char msg[4096];
+    snprintf(msg, sizeof msg, "%s", err_msg());
+    int changed = 0;
+    for (int i = 0; i < g->n; i++) {
+        unlink(g->staged[i]);
+        char *at = strstr(msg, g->staged[i]);
+        if (at) { /* the name the user gave, not the staging one */
+            char rest[4096];
+            snprintf(rest, sizeof rest, "%s", at + strlen(g->staged[i]));
+            snprintf(at, sizeof msg - (size_t)(at - msg), "%s%s", g->given[i], rest);
+            changed = 1;
+        }
+    }
+    if (changed && rc) err_set(rc, "%s", msg);
+    group_drop(g);
+}

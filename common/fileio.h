@@ -56,6 +56,22 @@ int file_atomic_commit(file_atomic *a);
 /* Drop the temp file (for error paths; safe on a closed or zeroed struct). */
 void file_atomic_abort(file_atomic *a);
 
+/* Several output files of one command, all or none (attribute's --csv --npy --png: a failing
+ * PNG left the new CSV and .npy, an audit). Each regular-file output is written under a staging
+ * name beside its target (TARGET.tmp.PID: a later write of TARGET removes it if this process
+ * died) and renamed into place only once all were written; a device or FIFO is written directly.
+ * file_group_add returns the path to write (NULL for NULL); file_group_commit renames them all
+ * (ERR_IO naming the path); file_group_abort removes the staged files and writes the targets'
+ * names into the recorded message (of code rc) in place of the staging ones. */
+enum { FILE_GROUP_MAX = 8 };
+typedef struct {
+    int n;
+    char *target[FILE_GROUP_MAX], *staged[FILE_GROUP_MAX], *given[FILE_GROUP_MAX];
+} file_group;
+const char *file_group_add(file_group *g, const char *path);
+int file_group_commit(file_group *g);
+void file_group_abort(file_group *g, int rc); /* rc: the failure's code, for the message */
+
 /* Whether an atomic write to path could start, checked without writing anything: what
  * file_atomic_open refuses (a directory, a dangling link, ...) and a missing or unwritable
  * directory. ERR_IO naming path. For commands that write several files, so that a bad later
