@@ -1285,6 +1285,30 @@ int ana_check_model(const ana_run_opts *o, const char *hook)
     return rc;
 }
 
+/* Under mpirun, every rank's inputs are rank 0's: the SAE's shape and weights and the hook's
+ * shape (phase 0), the model's files (phase 1, once rank 0 has opened it). Another SAE width on
+ * one rank hung the job in a collective; another SAE or model behind the same path analysed
+ * with exit 0 (an audit). Collective. */
+static int same_inputs(const ana_run_opts *o, const shared *sh, const dict *sd, int phase)
+{
+    struct {
+        int64_t d_in, d_sae, width, n_tokens;
+        char sae_sum[17], model_sum[17];
+    } f;
+    memset(&f, 0, sizeof f);
+    int rc = OK;
+    if (phase == 0) {
+        f.d_in = sd->d_in;
+        f.d_sae = sd->d_sae;
+        f.width = sh->hook.width;
+        f.n_tokens = sh->hook.n_tokens;
+        if (sd->sae) rc = sae_weights_checksum(sd->name, f.sae_sum);
+        return dist_same(rc, &f, sizeof f, "the SAE (its shape or weights) or the stored hook");
+    }
+    if (sd->sae && !o->no_model && sh->model_path) rc = gpt2_dir_checksum(sh->model_path, f.model_sum);
+    return dist_same(rc, &f, sizeof f, "the model's files");
+}
+
 int ana_run(const ana_run_opts *opts, ana_run_result *res)
 {
     ana_run_opts o = *opts;
@@ -1299,7 +1323,9 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
     dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};
     if (!rc) rc = open_inputs(&o, &sh, &sd, &nd, res);
     rc = ana_agree(rc);
+    if (!rc && dist_size() > 1) rc = same_inputs(&o, &sh, &sd, 0);
     if (!rc) rc = share_inputs(&sh, dist_is_root() ? root_inputs(&o, &sh) : OK);
+    if (!rc && dist_size() > 1) rc = same_inputs(&o, &sh, &sd, 1);
     if (!rc) rc = run_dicts(&o, &sh, &sd, &nd, res);
     mem_free(nd.W_dec);
     sae_free(sd.sae);

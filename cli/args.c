@@ -37,6 +37,7 @@ static char term_line[256];
 static void on_term(int sig)
 {
     (void)sig;
+    /* every rank's line: when rank 0 is the one that died, the others' are what says so */
     ssize_t w = write(STDERR_FILENO, term_line, strlen(term_line));
     (void)w;
     _exit(143);
@@ -80,6 +81,9 @@ int cli_fail(const char *cmd)
 
 static void vusage(const char *cmd, const char *fmt, va_list ap)
 {
+    /* every rank has the same arguments (main checks): rank 0 alone says what is wrong with
+       them (each rank printed it, an audit) */
+    if (!dist_is_root()) return;
     fprintf(stderr, "saelite %s: ", cmd);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, " (see 'saelite %s --help')\n", cmd);
@@ -275,6 +279,7 @@ static void help_roff_print(const char *usage, const arg_spec *spec)
 
 void args_help(const char *cmd, const arg_spec *spec)
 {
+    if (!dist_is_root()) return; /* once under mpirun, not once per rank */
     const char *u = cli_usage_of(cmd);
     if (help_roff) {
         help_roff_print(u ? u : cmd, spec);

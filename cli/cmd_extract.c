@@ -104,7 +104,7 @@ int cmd_extract(int argc, char **argv)
     /* under mpirun every rank opens (rank 0 the corpus and the database, the others the model)
      * and all agree before any work; rank 0 alone prints */
     rc = ext_open(&j, &o);
-    if (dist_size() > 1 && (rc = dist_check(rc))) {
+    if (dist_size() > 1 && ((rc = dist_check(rc)) || (rc = ext_same_model(j)))) {
         ext_close(j);
         return cli_fail(argv[0]);
     }

@@ -578,6 +578,20 @@ void dist_shm_sum_part(dist_shm *w, int64_t a, int64_t b)
     }
 }
 
+int dist_same(int rc, const void *v, size_t n, const char *what)
+{
+    if (g_size == 1) return rc;
+    if ((rc = dist_check(rc))) return rc;
+    unsigned char buf[256];
+    if (n > sizeof buf) return err_set(ERR_ARG, "dist_same: %zu bytes (at most %zu)", n, sizeof buf);
+    memcpy(buf, v, n);
+    if ((rc = dist_bcast(buf, n))) return rc;
+    if (memcmp(buf, v, n))
+        rc = err_set(ERR_ARG, "%s: not the same as on rank 0 (every rank must read the same files: "
+                     "another file behind the same path?)", what);
+    return dist_check(rc);
+}
+
 int dist_check(int rc)
 {
     if (g_size == 1) {

@@ -78,6 +78,11 @@ int dist_min_f32(float *buf, int n);
 /* Collective: every rank passes its rc; returns OK when all are OK, else the code of the lowest
  * failing rank with its message on every rank (prefixed "rank R: " unless every rank failed). */
 int dist_check(int rc);
+/* Collective: dist_check(rc), then the n (<= 256) bytes of v must be rank 0's on every rank
+ * (shapes, checksums of the files each rank read): else ERR_ARG "WHAT: not the same as on rank 0"
+ * on every rank, prefixed by the first differing rank (a different file behind an equal path
+ * trained, analysed or extracted with exit 0, and a different width hung the job, an audit). */
+int dist_same(int rc, const void *v, size_t n, const char *what);
 /* Set by dist_check when the current error is one every rank holds (then only rank 0 needs to
  * print it); cleared by dist_check on success. */
 int dist_error_shared(void);

@@ -535,6 +535,13 @@ int ext_open(ext_job **out, const ext_opts *o)
 
 const ext_plan *ext_get_plan(const ext_job *j) { return &j->plan; }
 
+int ext_same_model(const ext_job *j)
+{
+    if (dist_size() == 1) return OK;
+    return dist_same(OK, j->checksum, sizeof j->checksum,
+                     "the model's files (config.json and model.safetensors)");
+}
+
 int ext_check_space(const ext_job *j)
 {
     const ext_plan *p = &j->plan;

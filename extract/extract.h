@@ -89,6 +89,10 @@ typedef struct ext_job ext_job;
  * corpus tokens and fills the plan. Nothing is written yet except the runs row. */
 int ext_open(ext_job **out, const ext_opts *o);
 const ext_plan *ext_get_plan(const ext_job *j);
+/* Under mpirun, after every rank's ext_open succeeded (collective): every rank loaded rank 0's
+ * model files (their checksum); ERR_ARG on every rank naming the first that did not (another
+ * model behind the same path wrote its activations with exit 0, an audit). OK with one rank. */
+int ext_same_model(const ext_job *j);
 /* ERR_IO when the filesystem has less free space than the plan still needs. */
 int ext_check_space(const ext_job *j);
 /* 1 when the job's forward runs its matmuls in bf16 (ext_opts.precision resolved). */

@@ -723,6 +723,14 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     rc = agree(rc, NULL);
     /* a rank that cannot open its data fails the job here, before any step, naming the rank */
     if (!rc) rc = agree(run_open(&r, o), NULL);
+    if (!rc && dist_size() > 1) {
+        /* every rank's data is rank 0's: another width hung the job in a collective, and a
+           database with rows missing on one rank trained with exit 0 (an audit) */
+        struct { int64_t d_in, n_rows; uint64_t npy, npy_out; } f = {r.src->d_in, r.src->n_rows, 0, 0};
+        int frc = o->npy ? file_fnv1a(o->npy, &f.npy) : OK;
+        if (!frc && o->npy_out) frc = file_fnv1a(o->npy_out, &f.npy_out);
+        rc = dist_same(frc, &f, sizeof f, "the training data (its width, rows or .npy files)");
+    }
     if (!rc && o->truth && dist_is_root()) rc = load_truth(&r, o);
     if (!rc) rc = check_settings(&r, o);
     rc = agree(rc, NULL);

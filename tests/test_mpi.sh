@@ -272,6 +272,18 @@ mkdir -p rdA rdB && cp acts.npy rdA/
 msg=$(grep -m1 'saelite sae-train' err.txt)
 [[ "$msg" == *"rank 1"*"acts.npy"* ]] && [ ! -e rd/checkpoint.bin ] &&
     ok "a rank that cannot read its data: $msg" || bad "unreadable data on rank 1: '$msg'"
+# another .npy behind the same path on rank 1 (another width hung the job, an audit): refused
+mkdir -p rdC && "$BIN" synth --out rdC/acts.npy --truth rdC/t.npy --d 8 --features 16 --tokens 4096 > /dev/null 2>&1
+timeout 120 "${MPI[@]}" -np 1 -wdir "$W/rdA" "$BIN" sae-train --npy acts.npy "${N[@]}" --out "$W/rdw" : \
+    -np 1 -wdir "$W/rdC" "$BIN" sae-train --npy acts.npy "${N[@]}" --out "$W/rdw" > /dev/null 2> err.txt
+rc=$?
+msg=$(grep -m1 'saelite sae-train' err.txt)
+[ $rc -ne 124 ] && [[ "$msg" == *"rank 1: the training data (its width, rows or .npy files): not the same as on rank 0"* ]] && [ ! -e rdw/checkpoint.bin ] &&
+    ok "another .npy behind the same path on rank 1: refused, no hang" || bad "another .npy on rank 1: rc $rc, '$msg'"
+# a usage error is said once, not once per rank (an audit)
+"${MPI[@]}" -np 2 "$BIN" sae-train --npy acts.npy --k 0 --out ku > /dev/null 2> err.txt
+[ "$(grep -c '^saelite sae-train' err.txt)" = 1 ] && ok "a usage error under -np 2: one line" ||
+    bad "a usage error under -np 2: $(grep -c '^saelite sae-train' err.txt) lines"
 # other flags on one rank trained weights no single process gives, cfg.json naming rank 0's k;
 # another command on one rank hung (an audit): refused before anything
 "${MPI[@]}" -np 1 "$BIN" sae-train --npy acts.npy "${N[@]}" --out mm : -np 1 "$BIN" sae-train --npy acts.npy "${N[@]}" --k 8 --out mm > /dev/null 2> err.txt
@@ -312,6 +324,16 @@ exsame() { # DB_A DB_B: the row dumps and the exported activations and token ids
         cmp -s "$1.$h.npy" "$2.$h.npy" && cmp -s "$1.$h.ids.npy" "$2.$h.ids.npy" || return 1
     done
 }
+# another model behind the same path on rank 1 (its activations were stored under rank 0's model
+# row, exit 0, an audit): refused before the database is made
+mkdir -p exA exB && ln -sfn "$W/exm" exA/m && ln -sfn "$W/extok" exA/t && ln -sfn "$W/extok" exB/t &&
+"$BIN" init-model --layers 1 --d-model 16 --heads 2 --ctx 16 --vocab 300 --seed 9 -o exB/m > /dev/null 2>&1
+XM=(extract --model m --tokenizer t --hook blocks.0.hook_resid_post --ctx 8 --corpus "$W/ex_small.txt" --db "$W/exw.db")
+timeout 120 "${MPI[@]}" -np 1 -wdir "$W/exA" "$BIN" "${XM[@]}" : -np 1 -wdir "$W/exB" "$BIN" "${XM[@]}" > /dev/null 2> err.txt
+rc=$?
+msg=$(grep -m1 '^saelite extract' err.txt)
+[ $rc -ne 124 ] && [[ "$msg" == *"rank 1: the model's files (config.json and model.safetensors): not the same as on rank 0"* ]] && [ ! -e exw.db ] &&
+    ok "extract: another model behind the same path on rank 1: refused" || bad "extract with another model on rank 1: rc $rc, '$msg', db $([ -e exw.db ] && echo made || echo absent)"
 "$BIN" "${EX[@]}" --corpus ex_small.txt --db exp.db > /dev/null 2> err.txt || bad "extract: one process: $(head -n 1 err.txt)"
 for n in 1 2 4; do
     "${MPI[@]}" -np $n "$BIN" "${EX[@]}" --corpus ex_small.txt --db ex$n.db > out.txt 2> err.txt ||
@@ -444,6 +466,14 @@ mkdir -p anA anB && ln -sfn "$W/ansae" anA/s
 msg=$(grep -m1 '^saelite analyze' err.txt)
 [[ "$msg" == *"rank 1: "*"s"* ]] && [ "$(antables an3.db)" = 0 ] &&
     ok "analyze: a rank that cannot read its SAE: $msg" || bad "analyze with an unreadable SAE on rank 1: '$msg', $(antables an3.db) analysis tables"
+# another SAE behind the same path on rank 1 (other width: the job hung in a collective; other
+# weights: analysed with exit 0, an audit): refused before any work
+mkdir -p anC anD && ln -sfn "$W/ansae" anC/s && ln -sfn "$W/anbig" anD/s
+timeout 120 "${MPI[@]}" -np 1 -wdir "$W/anC" "$BIN" analyze --sae s --db "$W/an3.db" --no-model : -np 1 -wdir "$W/anD" "$BIN" analyze --sae s --db "$W/an3.db" --no-model > /dev/null 2> err.txt
+rc=$?
+msg=$(grep -m1 '^saelite analyze' err.txt)
+[ $rc -ne 124 ] && [[ "$msg" == *"rank 1: the SAE (its shape or weights) or the stored hook: not the same as on rank 0"* ]] && [ "$(antables an3.db)" = 0 ] &&
+    ok "analyze: another SAE behind the same path on rank 1: refused, no hang: $(echo "$msg" | cut -c1-80)" || bad "analyze with another SAE on rank 1: rc $rc, '$msg'"
 # rank 0, the writer, killed with SIGKILL while it writes (its -wal grows: the analysis writer's
 # cache cut to 256 KiB, so its rows spill long before the commit: the -wal passes 1 MB about 4 s
 # before the end, where a 4 MiB cache left 0.5 s and a loaded machine could miss the kill): the
