@@ -92,6 +92,8 @@ double ana_graph_threshold(const double *scores, size_t n, double threshold);
 typedef struct {
     const char *model_dir, *tok_dir, *tc_dirs, *text;
     const char *out_dir, *db, *slug; /* may be NULL (slug: "graph") */
+    const char *json_out; /* with out_dir: write the JSON here instead of out_dir/graph.json (the
+                             CLI's staging name; NULL: the default) */
     double node_threshold, edge_threshold;
     ana_graph_params p;
 } ana_graph_run_opts;

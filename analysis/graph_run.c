@@ -272,13 +272,16 @@ int ana_graph_run(const ana_graph_run_opts *o, ana_graph_run_result *res)
             rc = err_set(ERR_NOMEM, "out of memory");
             goto out;
         }
+    /* the database first: a database that fails (not one, unwritable) left graph.json alone in
+       its folder (an audit) */
+    if (o->db && (rc = write_db(o->db, o, res))) goto out;
     if (o->out_dir) {
         char path[4096];
-        if ((rc = file_mkdir_p(o->out_dir)) || (rc = path_join(path, sizeof path, o->out_dir, "graph.json")) ||
-            (rc = write_json(path, o, res)))
+        if ((rc = file_mkdir_p(o->out_dir)) ||
+            (!o->json_out && (rc = path_join(path, sizeof path, o->out_dir, "graph.json"))) ||
+            (rc = write_json(o->json_out ? o->json_out : path, o, res)))
             goto out;
     }
-    if (o->db && (rc = write_db(o->db, o, res))) goto out;
 out:
     for (int l = 0; tc && l < L; l++) sae_free(tc[l]);
     mem_free(tc);

@@ -7,6 +7,7 @@
 #include "analysis/attribute.h"
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "reports/dashboard.h"
 
@@ -56,8 +57,17 @@ int cmd_attribute(int argc, char **argv)
     if ((rc = cli_check_outputs("attribute", 3, outs, oflags)) ||
         (rc = cli_check_not_inputs("attribute", 3, outs, oflags, 0, NULL, 3, in_dirs)))
         return rc;
+    /* the CSV, the .npy and the PNG: all or none (a failing PNG left the other two, an audit) */
+    file_group g = {0};
+    o.csv = file_group_add(&g, o.csv);
+    o.npy = file_group_add(&g, o.npy);
+    const char *png_final = png;
+    png = file_group_add(&g, png);
     ana_attr_run_result res;
-    if (ana_attr_run(&o, &res)) return cli_fail("attribute");
+    if (ana_attr_run(&o, &res)) {
+        file_group_abort(&g, ERR_IO);
+        return cli_fail("attribute");
+    }
     const ana_attr_result *r = &res.r;
     const int T = res.T, D = r->d_sae;
     if (res.target_b >= 0)
@@ -74,7 +84,7 @@ int cmd_attribute(int argc, char **argv)
     node *nodes = mem_alloc(((size_t)T * D + T) * sizeof *nodes);
     if (!nodes) {
         ana_attr_run_free(&res);
-        err_set(ERR_NOMEM, "out of memory");
+        file_group_abort(&g, err_set(ERR_NOMEM, "out of memory"));
         return cli_fail("attribute");
     }
     for (int t = 0; t < T; t++) {
@@ -110,11 +120,17 @@ int cmd_attribute(int argc, char **argv)
                                             (const char *const *)labels,
                                             (const char *const *)res.tok_text)) {
             if (!labels) err_set(ERR_NOMEM, "out of memory");
-            rc = cli_fail("attribute");
-        } else fprintf(stderr, "wrote %s\n", png);
+            rc = 1;
+        }
         for (int k = 0; labels && k < res.n_rows; k++) mem_free(labels[k]);
         mem_free(labels);
     }
     ana_attr_run_free(&res);
+    if (!rc && file_group_commit(&g)) rc = 1;
+    if (rc) {
+        file_group_abort(&g, ERR_IO);
+        return cli_fail("attribute");
+    }
+    if (png_final) fprintf(stderr, "wrote %s\n", png_final);
     return rc;
 }

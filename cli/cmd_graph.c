@@ -116,8 +116,22 @@ int cmd_graph(int argc, char **argv)
         return rc;
     cli_catch_signals();
     o.p.stop = &cli_stop_flag;
+    /* graph.json and graph.png: both or neither (a failed picture left the JSON) */
+    file_group fg = {0};
+    char jpath[4096] = "", ppath[4096] = "";
+    const char *pw = NULL;
+    if (o.out_dir) {
+        if (path_join(jpath, sizeof jpath, o.out_dir, "graph.json") ||
+            path_join(ppath, sizeof ppath, o.out_dir, "graph.png"))
+            return cli_fail("graph");
+        o.json_out = file_group_add(&fg, jpath);
+        pw = file_group_add(&fg, ppath);
+    }
     ana_graph_run_result res;
-    if (ana_graph_run(&o, &res)) return cli_fail("graph");
+    if (ana_graph_run(&o, &res)) {
+        file_group_abort(&fg, ERR_IO);
+        return cli_fail("graph");
+    }
     const ana_graph *g = &res.g;
     int nfk = 0, nek = 0;
     for (int i = 0; i < g->n; i++) {
@@ -154,10 +168,10 @@ int cmd_graph(int argc, char **argv)
     if (res.graph_id >= 0) fprintf(stderr, "wrote graph %lld into %s\n", (long long)res.graph_id, o.db);
     rc = 0;
     if (o.out_dir) {
-        char path[4096];
-        fprintf(stderr, "wrote %s/graph.json\n", o.out_dir);
-        if (path_join(path, sizeof path, o.out_dir, "graph.png") || draw(path, &o, &res)) rc = cli_fail("graph");
-        else fprintf(stderr, "wrote %s\n", path);
+        if (draw(pw, &o, &res) || file_group_commit(&fg)) {
+            file_group_abort(&fg, ERR_IO);
+            rc = cli_fail("graph");
+        } else fprintf(stderr, "wrote %s and %s\n", jpath, ppath);
     }
     ana_graph_run_free(&res);
     return rc;

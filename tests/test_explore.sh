@@ -133,6 +133,15 @@ out=$($BIN attention --model "$tmp/m" --text "the cat sat on the mat" --layer 1 
       --out "$tmp/att.png" --npy "$tmp/att.npy" 2>&1); ok test $? -eq 0
 ok test -s "$tmp/att.png"
 ok grep -aq "'shape': (4, " "$tmp/att.npy"
+# several outputs: all or none (a failed .npy left the PNG; a failed PNG left attribute's CSV
+# and .npy, an audit)
+$BIN attention --model "$tmp/m" --text "the cat" --layer 1 --out "$tmp/a3.png" --npy /proc/a3.npy >/dev/null 2>&1
+ok test $? -eq 1
+ok test ! -e "$tmp/a3.png"
+$BIN "${A[@]}" --target "#7" --csv "$tmp/at3.csv" --npy "$tmp/at3.npy" --png /proc/at3.png >/dev/null 2>&1
+ok test $? -eq 1
+ok test ! -e "$tmp/at3.csv" -a ! -e "$tmp/at3.npy"
+ok test -z "$(ls "$tmp" | grep '\.tmp\.')"
 $BIN attention --model "$tmp/m" --text "the cat" --layer 2 --out "$tmp/x.png" >/dev/null 2>&1
 ok test $? -eq 1
 ok test ! -e "$tmp/x.png"

@@ -49,6 +49,11 @@ k1=$($BIN query --csv --db "$tmp/g.db" "SELECT n_edges_kept FROM graphs WHERE id
 k2=$($BIN query --csv --db "$tmp/g.db" "SELECT n_edges_kept FROM graphs WHERE id = 2" 2>/dev/null | tail -1)
 ok test "$k2" -lt "$k1"
 
+# a database that fails (not one) left graph.json alone in its folder: now neither file (an audit)
+echo junk > "$tmp/junk.db"
+err=$($BIN "${G[@]}" --out "$tmp/gj" --db "$tmp/junk.db" 2>&1); ok test $? -eq 1
+ok test ! -e "$tmp/gj/graph.json" -a ! -e "$tmp/gj/graph.png"
+ok test -z "$(ls "$tmp/gj" 2>/dev/null | grep tmp)"
 # refusals: flags (2), inputs (1), nothing written
 $BIN graph --model "$tmp/m" --text x >/dev/null 2>&1; ok test $? -eq 2
 $BIN "${G[@]}" --node-threshold 1.5 >/dev/null 2>&1; ok test $? -eq 2
