@@ -119,6 +119,8 @@ ch=$(sed -n 's/.*change \(-\{0,1\}[0-9.]*\), sum.*/\1/p' <<<"$out")
 sm=$(sed -n 's/.*error nodes \(-\{0,1\}[0-9.]*\)$/\1/p' <<<"$out")
 ok awk -v a="$ch" -v b="$sm" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d < 1e-3 * (1 + (a < 0 ? -a : a))) }'
 $BIN "${A[@]}" --target x --target-diff a,b >/dev/null 2>&1; ok test $? -eq 2
+err=$($BIN "${A[@]}" --target-diff "#5,#5" 2>&1 >/dev/null); ok test $? -eq 1
+ok grep -q "names token 5 twice" <<<"$err"
 $BIN "${A[@]}" --target "#99999" >/dev/null 2>&1; ok test $? -eq 1
 $BIN "${A[@]}" --pos 9 >/dev/null 2>&1; ok test $? -eq 1
 
