@@ -1175,17 +1175,16 @@ static int open_sae(const ana_run_opts *o, const char *dir, dict *sd)
 static int open_inputs(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, ana_run_result *res)
 {
     const int root = dist_is_root();
-    struct stat stt;
-    int rc = OK, by_id = o->sae_dir && o->sae_dir[0] && stat(o->sae_dir, &stt) != 0 &&
-                         strspn(o->sae_dir, "0123456789") == strlen(o->sae_dir);
+    int rc = OK, by_id = o->sae_dir && sae_registry_arg_is_id(o->sae_dir);
     if (o->sae_dir && !by_id && (rc = open_sae(o, o->sae_dir, sd))) return rc;
-    if (by_id) {
+    if (by_id) { /* the registry first: the store opens before the SAE */
         store_sae_entry reg;
-        int is_id;
         if ((rc = store_open(&sh->s, o->db, root ? 0 : STORE_READONLY))) return rc;
-        if ((rc = sae_registry_arg(sh->s, o->db, o->sae_dir, &reg, &is_id))) return rc;
-        if ((rc = open_sae(o, reg.dir, sd))) return rc;
-        if ((rc = sae_check_registered(sd->sae, reg.dir, &reg, o->db))) return rc;
+        if ((rc = sae_registry_arg(sh->s, o->db, o->sae_dir, &reg, &by_id))) return rc;
+        if (!by_id) rc = open_sae(o, o->sae_dir, sd); /* a directory of that name meanwhile */
+        else if (!(rc = open_sae(o, reg.dir, sd)))
+            rc = sae_check_registered(sd->sae, reg.dir, &reg, o->db);
+        if (rc) return rc;
     }
     const char *dir = sd->sae ? sd->name : NULL;
     /* an SAE trained from an exported .npy may not name its hook: then --hook says it */

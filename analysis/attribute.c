@@ -74,8 +74,9 @@ int ana_attribute(gpt2_model *m, const sae_model *s, const ana_attr_opts *o, ana
     if (T < 1 || T > cfg->n_ctx)
         return err_set(ERR_ARG, "%d tokens (the model takes 1 to %d)", T, cfg->n_ctx);
     if (pos >= T) return err_set(ERR_ARG, "position %d is past the %d tokens", pos, T);
-    if (o->target_b == o->target) /* a difference of a logit with itself is 0 everywhere */
-        return err_set(ERR_ARG, "--target-diff names token %d twice (A - B needs two tokens)", o->target);
+    if (o->target_b >= 0 && o->target_b == o->target) /* a logit minus itself: 0 everywhere */
+        return err_set(ERR_ARG, "the logit difference names token %d twice (A - B needs two "
+                       "tokens)", o->target);
     if (o->target < 0 || o->target >= V || o->target_b >= V)
         return err_set(ERR_ARG, "target tokens %d, %d (vocabulary %d)", o->target,
                        o->target_b, V);

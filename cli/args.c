@@ -481,7 +481,7 @@ int args_int_list(const char *s, int **out, int *n)
             if (errno == ERANGE || b > INT_MAX) goto range;
             p = end;
         }
-        if (b - a > 10000000 || cnt + (b - a) > 10000000) goto bad;
+        if (b - a >= 10000000 || cnt + (b - a + 1) > 10000000) goto bad;
         for (long x = a; x <= b; x++) {
             if (cnt == cap) {
                 int *nv = mem_realloc(v, sizeof(int) * (size_t)(cap *= 2));

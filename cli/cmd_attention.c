@@ -152,7 +152,7 @@ int cmd_attention(int argc, char **argv)
     rc = 0;
     goto done;
 fail:
-    file_group_abort(&g, ERR_IO);
+    file_group_abort(&g);
     rc = cli_fail("attention");
 done:
     for (int i = 0; labels && i < cap.T; i++) mem_free(labels[i]);

@@ -65,7 +65,7 @@ int cmd_attribute(int argc, char **argv)
     png = file_group_add(&g, png);
     ana_attr_run_result res;
     if (ana_attr_run(&o, &res)) {
-        file_group_abort(&g, ERR_IO);
+        file_group_abort(&g);
         return cli_fail("attribute");
     }
     const ana_attr_result *r = &res.r;
@@ -84,7 +84,8 @@ int cmd_attribute(int argc, char **argv)
     node *nodes = mem_alloc(((size_t)T * D + T) * sizeof *nodes);
     if (!nodes) {
         ana_attr_run_free(&res);
-        file_group_abort(&g, err_set(ERR_NOMEM, "out of memory"));
+        err_set(ERR_NOMEM, "out of memory");
+        file_group_abort(&g);
         return cli_fail("attribute");
     }
     for (int t = 0; t < T; t++) {
@@ -128,7 +129,7 @@ int cmd_attribute(int argc, char **argv)
     ana_attr_run_free(&res);
     if (!rc && file_group_commit(&g)) rc = 1;
     if (rc) {
-        file_group_abort(&g, ERR_IO);
+        file_group_abort(&g);
         return cli_fail("attribute");
     }
     if (png_final) fprintf(stderr, "wrote %s\n", png_final);

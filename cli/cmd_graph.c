@@ -129,7 +129,7 @@ int cmd_graph(int argc, char **argv)
     }
     ana_graph_run_result res;
     if (ana_graph_run(&o, &res)) {
-        file_group_abort(&fg, ERR_IO);
+        file_group_abort(&fg);
         return cli_fail("graph");
     }
     const ana_graph *g = &res.g;
@@ -169,7 +169,7 @@ int cmd_graph(int argc, char **argv)
     rc = 0;
     if (o.out_dir) {
         if (draw(pw, &o, &res) || file_group_commit(&fg)) {
-            file_group_abort(&fg, ERR_IO);
+            file_group_abort(&fg);
             rc = cli_fail("graph");
         } else fprintf(stderr, "wrote %s and %s\n", jpath, ppath);
     }

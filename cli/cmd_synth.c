@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
@@ -98,6 +99,8 @@ int cmd_synth(int argc, char **argv)
     int64_t sh[2] = {tokens, c.d}, tsh[2] = {c.n_features, c.d};
     /* the activations first: a kill while they are written (the long part) leaves the old pair
        as it was, not a new truth beside the old activations (an audit) */
+    file_remove_dead_temps(out); /* a killed synth's temps (up to GBs) */
+    file_remove_dead_temps(truth);
     if (!rc) rc = npy_write(out, x, 2, sh);
     if (!rc) rc = npy_write(truth, sae_synth_directions(g), 2, tsh);
     if (!rc && spec_out) rc = sae_synth_spec_save(&c, spec_out);

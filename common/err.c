@@ -81,6 +81,15 @@ int err_wrap(int code, const char *fmt, ...)
 
 const char *err_msg(void) { return err_buf; }
 
+void err_replace(const char *from, const char *to)
+{
+    char *at = from[0] ? strstr(err_buf, from) : NULL;
+    if (!at) return;
+    char rest[sizeof err_buf];
+    snprintf(rest, sizeof rest, "%s", at + strlen(from));
+    snprintf(at, sizeof err_buf - (size_t)(at - err_buf), "%s%s", to, rest);
+}
+
 const char *err_str(int code)
 {
     if (code < 0 || code >= ERR__COUNT || !err_names[code]) return "unknown error";

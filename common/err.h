@@ -34,6 +34,9 @@ int err_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3))
 int err_wrap(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Last message recorded on this thread ("" if none). */
 const char *err_msg(void);
+/* In the last message, the first `from` becomes `to` (a staging file's name becomes the one the
+ * user gave); the message is cut at 1 KiB. */
+void err_replace(const char *from, const char *to);
 /* Static name of a code, e.g. "I/O error". */
 const char *err_str(int code);
 /* Forget the last message. */

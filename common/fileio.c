@@ -164,32 +164,39 @@ static size_t temp_base_len(const char *entry)
     return (size_t)(t - entry);
 }
 
-/* DST.tmp.PID left by a writer of dst that was killed (its process is gone): removed before a
- * new write of dst (an export or synth killed mid-write left 0.1-1.9 GB behind for good, an
- * audit). A live writer's temp is left alone. */
-static void remove_dead_temps(const char *dst)
+void file_remove_dead_temps(const char *path)
 {
+    /* a symlink's temps are its file's (file_atomic writes there) */
+    char *real = realpath(path, NULL);
+    const char *dst = real ? real : path;
     const char *slash = strrchr(dst, '/');
     char dir[4096];
     const char *base = slash ? slash + 1 : dst;
     if (slash) {
-        if ((size_t)(slash - dst) >= sizeof dir) return;
+        if ((size_t)(slash - dst) >= sizeof dir) {
+            free(real);
+            return;
+        }
         memcpy(dir, dst, (size_t)(slash - dst));
         dir[slash - dst] = 0;
         if (!dir[0]) snprintf(dir, sizeof dir, "/");
     } else snprintf(dir, sizeof dir, ".");
     size_t bl = strlen(base);
     DIR *d = opendir(dir);
-    if (!d) return;
+    if (!d) {
+        free(real);
+        return;
+    }
     struct dirent *e;
     while ((e = readdir(d))) {
         if (temp_base_len(e->d_name) != bl || strncmp(e->d_name, base, bl)) continue;
         long pid = strtol(e->d_name + bl + 5, NULL, 10);
         if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        char path[4096];
-        if (path_join(path, sizeof path, dir, e->d_name) == OK) unlink(path);
+        char tp[4096];
+        if (path_join(tp, sizeof tp, dir, e->d_name) == OK) unlink(tp);
     }
     closedir(d);
+    free(real);
 }
 
 int file_atomic_open(file_atomic *a, const char *path)
@@ -225,7 +232,6 @@ int file_atomic_open(file_atomic *a, const char *path)
         }
         return OK;
     }
-    remove_dead_temps(dst);
     snprintf(a->tmp, cap - pl - 1, "%s.tmp.%ld", dst, (long)getpid());
     a->f = fopen(a->tmp, "wb");
     if (!a->f) {
@@ -569,6 +575,7 @@ const char *file_group_add(file_group *g, const char *path)
         mem_free(staged);
         return path;
     }
+    file_remove_dead_temps(target); /* a killed run's staged file of this target */
     sprintf(staged, "%s.tmp.%ld", target, (long)getpid());
     g->target[g->n] = target;
     g->staged[g->n] = staged;
@@ -582,26 +589,16 @@ int file_group_commit(file_group *g)
     for (int i = 0; i < g->n && !rc; i++)
         if (rename(g->staged[i], g->target[i]) != 0)
             rc = err_set(ERR_IO, "%s: cannot rename into place: %s", g->given[i], strerror(errno));
-    if (rc) file_group_abort(g, rc);
+    if (rc) file_group_abort(g);
     else group_drop(g);
     return rc;
 }
 
-void file_group_abort(file_group *g, int rc)
+void file_group_abort(file_group *g)
 {
-    char msg[4096];
-    snprintf(msg, sizeof msg, "%s", err_msg());
-    int changed = 0;
     for (int i = 0; i < g->n; i++) {
         unlink(g->staged[i]);
-        char *at = strstr(msg, g->staged[i]);
-        if (at) { /* the name the user gave, not the staging one */
-            char rest[4096];
-            snprintf(rest, sizeof rest, "%s", at + strlen(g->staged[i]));
-            snprintf(at, sizeof msg - (size_t)(at - msg), "%s%s", g->given[i], rest);
-            changed = 1;
-        }
+        err_replace(g->staged[i], g->given[i]); /* the name the user gave, not the staging one */
     }
-    if (changed && rc) err_set(rc, "%s", msg);
     group_drop(g);
 }

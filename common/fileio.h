@@ -56,13 +56,21 @@ int file_atomic_commit(file_atomic *a);
 /* Drop the temp file (for error paths; safe on a closed or zeroed struct). */
 void file_atomic_abort(file_atomic *a);
 
+/* Remove PATH.tmp.PID left by writers of path whose process is gone (an export or synth killed
+ * mid-write left 0.1-1.9 GB for good, an audit): called once per output by the commands that
+ * write single files, not by every atomic write (one directory scan each: a report's thousands of
+ * pictures made that quadratic). A live writer's temp is left alone; on a filesystem shared by
+ * several hosts (another PID namespace) a writer of the same path elsewhere looks dead. */
+void file_remove_dead_temps(const char *path);
+
 /* Several output files of one command, all or none (attribute's --csv --npy --png: a failing
  * PNG left the new CSV and .npy, an audit). Each regular-file output is written under a staging
  * name beside its target (TARGET.tmp.PID: a later write of TARGET removes it if this process
  * died) and renamed into place only once all were written; a device or FIFO is written directly.
- * file_group_add returns the path to write (NULL for NULL); file_group_commit renames them all
- * (ERR_IO naming the path); file_group_abort removes the staged files and writes the targets'
- * names into the recorded message (of code rc) in place of the staging ones. */
+ * file_group_add returns the path to write (NULL for NULL) and removes the target's dead temps;
+ * file_group_commit renames them all (ERR_IO naming the path: a rename that fails, which the
+ * staging beside the target makes unlikely, leaves the ones before it in place); file_group_abort removes the staged files and writes the targets'
+ * names into the recorded message in place of the staging ones. */
 enum { FILE_GROUP_MAX = 8 };
 typedef struct {
     int n;
@@ -70,7 +78,7 @@ typedef struct {
 } file_group;
 const char *file_group_add(file_group *g, const char *path);
 int file_group_commit(file_group *g);
-void file_group_abort(file_group *g, int rc); /* rc: the failure's code, for the message */
+void file_group_abort(file_group *g);
 
 /* Whether an atomic write to path could start, checked without writing anything: what
  * file_atomic_open refuses (a directory, a dangling link, ...) and a missing or unwritable

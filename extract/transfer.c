@@ -36,6 +36,7 @@ static int npy_header(FILE *f, const char *descr, int64_t rows, int64_t cols, in
 static int out_open(file_atomic *o, const char *path, const char *descr, int64_t rows,
                     int64_t cols, int ndim)
 {
+    file_remove_dead_temps(path); /* a killed export's temp (hundreds of MB) */
     int rc = file_atomic_open(o, path);
     if (rc) return rc;
     if (npy_header(o->f, descr, rows, cols, ndim)) {

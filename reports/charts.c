@@ -428,7 +428,8 @@ int rep_barh(rep_canvas *c, double x, double y, double w, double h, const char *
         if (!isfinite(values[i])) continue;
         rep_value_text(buf, sizeof buf, fmt, values[i]);
         double tw = rep_text_width(c, buf, &vf) + 4;
-        if (tw > vw) vw = tw < w * 0.2 ? tw : w * 0.2;
+        double room = tw < w * 0.2 ? tw : w * 0.2; /* never less than the 48 px of before */
+        if (room > vw) vw = room;
     }
     double bx0 = x + label_w + 6, bx1 = x + w - 4, span = bx1 - bx0 - vw * ((maxp > 0) + (maxn > 0));
     if (span < 10) span = 10;

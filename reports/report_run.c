@@ -1053,14 +1053,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     if ((rc = write_index(o, &dict, idx, nidx))) goto out;
     rc = publish(stage, out_dir, idx, nidx);
 out:
-    if (rc && stage[0]) { /* the user's folder in the message, not the staging one */
-        const char *m = err_msg(), *at = strstr(m, stage);
-        if (at) {
-            char msg[8192];
-            snprintf(msg, sizeof msg, "%.*s%s%s", (int)(at - m), m, out_dir, at + strlen(stage));
-            err_set(rc, "%s", msg);
-        }
-    }
+    if (rc && stage[0]) err_replace(stage, out_dir); /* the user's folder, not the staging one */
     for (int i = nglobal; idx && i < nidx; i++) mem_free((char *)idx[i].file);
     res->seconds = now_seconds() - t0;
     mem_free(idx);

@@ -794,11 +794,17 @@ int sae_check_hook_model(const sae_model *m, const char *dir, store *s, const st
     return rc;
 }
 
+int sae_registry_arg_is_id(const char *arg)
+{
+    struct stat st;
+    return arg[0] && strspn(arg, "0123456789") == strlen(arg) && stat(arg, &st) != 0;
+}
+
 int sae_registry_arg(store *s, const char *db, const char *arg, store_sae_entry *r, int *by_id)
 {
     struct stat st;
     *by_id = 0;
-    if (!arg[0] || strspn(arg, "0123456789") != strlen(arg) || stat(arg, &st) == 0) return OK;
+    if (!sae_registry_arg_is_id(arg)) return OK;
     errno = 0;
     long long id = strtoll(arg, NULL, 10);
     if (errno == ERANGE)

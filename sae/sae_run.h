@@ -121,6 +121,8 @@ int sae_eval_source(const sae_model *m, sae_source *src, int64_t n, sae_metrics 
  * caller loads r->dir and checks it with sae_check_registered. ERR_ARG (out of range) or
  * ERR_NOTFOUND (no registry, no such id, the directory is gone) naming db. */
 int sae_registry_arg(store *s, const char *db, const char *arg, store_sae_entry *r, int *by_id);
+/* The rule sae_registry_arg applies: arg is all digits and no such path exists here. */
+int sae_registry_arg_is_id(const char *arg);
 
 /* Whether the SAE loaded from dir is the one registry row r (of database db) describes: d_in,
  * d_sae, the architecture (a BatchTopK SAE is saved as JumpReLU, or TopK without a threshold), k

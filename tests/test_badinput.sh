@@ -218,7 +218,7 @@ help_has "--help: required flag marked" \
     "  --model STR            model directory (config.json + model.safetensors) (required)" extract
 help_has "--help: choices shown" "  --dtype f32|f16|bf16   storage dtype (default: f32)" extract
 help_has "--help: default stated where the value is a sentinel" \
-    "  --d-mlp N              MLP width (default: 4 x d-model)" init-model
+    "  --d-mlp N              MLP width (0: the default) (>= 0, default: 4 x d-model)" init-model
 help_has "--help: a flag that is on by default" \
     "  --bos                  prepend <|endoftext|> to every window (--no-bos: do not) (default: on)" extract
 
@@ -512,7 +512,7 @@ bad "config.json: scale_attn_weights false" "c_saw/config.json: \"scale_attn_wei
 bad "config.json: scale_attn_by_inverse_layer_idx true" "c_inv/config.json: \"scale_attn_by_inverse_layer_idx\": true is not supported" forward --model $R/c_inv "${F2[@]}"
 bad "init-model: too many layers" "n_layer 1001 is outside 1\.\.1000" init-model --layers 1001 --d-model 8 --heads 2 -o $R/m2
 bad "init-model: zero vocabulary" "vocab_size 0 is outside 1\.\.16777216" init-model --layers 1 --d-model 8 --heads 2 --vocab 0 -o $R/m2
-bad "init-model: negative MLP width" "n_inner -1 is outside 1\.\.1048576" init-model --layers 1 --d-model 8 --heads 2 --d-mlp -1 -o $R/m2
+bad "init-model: negative MLP width" "--d-mlp must be >= 0, got -1" init-model --layers 1 --d-model 8 --heads 2 --d-mlp -1 -o $R/m2
 check "  ... none of the refusals above made an output" "absent $R/x.npy && absent $R/m2"
 bad "npy: shape whose element count overflows" "over.npy: .npy shape too large \(its element count overflows 64 bits at dimension 1\)" import --npy $R/over.npy --db $R/x.db --hook $H
 bad "npy: 8-byte elements whose byte count overflows" "over2.npy: .npy shape too large" sae-train --npy $R/over2.npy --out $R/s_over

@@ -640,8 +640,9 @@ static void test_atomic(void)
           access(tpath(junk[4]), F_OK) == 0, "unlisted names and finished files stay");
     unlink(tpath(junk[2]));
     file_remove_temps(tpath("nodir"), names, 2); /* a missing directory is ignored */
-    /* a new atomic write of NAME removes NAME.tmp.PID of a writer that is gone (a killed export
-       left its temp for good), not a live writer's, nor another name's */
+    /* file_remove_dead_temps(NAME) removes NAME.tmp.PID of a writer that is gone (a killed
+       export left its temp for good), not a live writer's, nor another name's; so does a file
+       group's add (a killed attribute's staged file) */
     pid_t dead = fork();
     if (dead == 0) _exit(0);
     waitpid(dead, NULL, 0);
@@ -654,12 +655,19 @@ static void test_atomic(void)
     for (int i = 0; i < 3; i++)
         if ((tf = fopen(tpath(tn[i]), "w"))) fclose(tf);
     CHECK(file_write_atomic(tpath("out.npy"), "x", 1) == OK);
+    CHECK(access(tpath(dn), F_OK) == 0, "a plain atomic write scans nothing (a report's pictures)");
+    file_remove_dead_temps(tpath("out.npy"));
     CHECK(access(tpath(dn), F_OK) != 0, "a dead writer's temp is removed");
     CHECK(access(tpath(ln), F_OK) == 0 && access(tpath(on), F_OK) == 0,
           "a live writer's temp and another name's stay");
+    file_group g = {0};
+    const char *w = file_group_add(&g, tpath("out2.npy"));
+    CHECK(w && access(tpath(on), F_OK) != 0, "a group's add removes its target's dead temps");
+    CHECK(w && file_write_atomic(w, "y", 1) == OK && file_group_commit(&g) == OK &&
+          access(tpath("out2.npy"), F_OK) == 0, "the group's file in place");
     unlink(tpath(ln));
-    unlink(tpath(on));
     unlink(tpath("out.npy"));
+    unlink(tpath("out2.npy"));
 }
 
 static int is_symlink(const char *p)

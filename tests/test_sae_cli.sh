@@ -13,7 +13,7 @@ ok "synth writes activations and truth" '[ -s $T/acts.npy ] && [ -s $T/truth.npy
 # SIGTERM while sampling: exit 130, one line, and the earlier pair untouched (it wrote the new
 # truth beside the old activations and left a temp, an audit); progress lines meanwhile
 cp $T/acts.npy $T/acts0.npy; cp $T/truth.npy $T/truth0.npy
-SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 $BIN synth --d 512 --features 4096 --tokens 1000000 --seed 9 --out $T/acts.npy --truth $T/truth.npy >/dev/null 2>$T/synth_term.err &
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 $BIN synth --d 64 --features 8192 --tokens 1000000 --seed 9 --out $T/acts.npy --truth $T/truth.npy >/dev/null 2>$T/synth_term.err &
 sp=$!; sleep 1.5; kill -TERM $sp; wait $sp; src=$?
 ok "synth stopped by SIGTERM: exit 130, progress shown, nothing replaced: exit $src, $(tail -1 $T/synth_term.err)" '[ $src -eq 130 ] && grep -q "^synth .*tok/s" $T/synth_term.err && grep -q "interrupted; nothing written" $T/synth_term.err && cmp -s $T/acts.npy $T/acts0.npy && cmp -s $T/truth.npy $T/truth0.npy && [ -z "$(ls $T | grep "\.tmp\.")" ]'
 
