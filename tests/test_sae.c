@@ -1319,6 +1319,23 @@ static void test_export_fold(void)
     }
 }
 
+/* cfg.json of build/tests/test_sae_bad is standard d_in 4, d_sae 8 plus `extra`: refused with
+ * a message holding want */
+static void cfg_refused(const char *extra, const char *want)
+{
+    sae_model *m = NULL;
+    FILE *fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    if (!fp) {
+        CHECK(0, "cannot write cfg.json");
+        return;
+    }
+    fprintf(fp, "{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,%s}", extra);
+    fclose(fp);
+    CHECK(sae_load(&m, "build/tests/test_sae_bad") == ERR_FORMAT && strstr(err_msg(), want),
+          "%s: %s", extra, err_msg());
+    sae_free(m);
+}
+
 static void test_load_errors(void)
 {
     const char *dir = "build/tests/test_sae_bad";
@@ -1357,15 +1374,9 @@ static void test_load_errors(void)
     fclose(fp);
     CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "true or false"), "%s", err_msg());
     /* apply_b_dec_to_input 0 was read as true (SAELens multiplies by it: 0 subtracts nothing) */
-    static const char *const abd[] = {"0", "1", "\"false\"", "[]"};
-    for (int i = 0; i < 4; i++) {
-        fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
-        fprintf(fp, "{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,"
-                "\"apply_b_dec_to_input\":%s}", abd[i]);
-        fclose(fp);
-        CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "'apply_b_dec_to_input' must be true or false"),
-              "apply_b_dec_to_input %s: %s", abd[i], err_msg());
-    }
+    static const char *const abd[] = {"\"apply_b_dec_to_input\":0", "\"apply_b_dec_to_input\":1",
+                                      "\"apply_b_dec_to_input\":\"false\"", "\"apply_b_dec_to_input\":[]"};
+    for (int i = 0; i < 4; i++) cfg_refused(abd[i], "'apply_b_dec_to_input' must be true or false");
     /* a fractional k is a BatchTopK label only: topk refuses it, and so does a batchtopk file
        without a threshold (read as TopK); tests/data/sae_ref/topk's weights have none */
     fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
@@ -1400,15 +1411,12 @@ static void test_load_errors(void)
     }
     /* model_checksum: 16 hex digits or refused (an empty one or a number turned the model check
        off without a word) */
-    static const char *const bad_cs[] = {"\"\"", "123", "\"zzzzzzzzzzzzzzzz\"", "\"a95add1b164fd42\""};
-    for (size_t i = 0; i < sizeof bad_cs / sizeof bad_cs[0]; i++) {
-        fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
-        fprintf(fp, "{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,\"metadata\":"
-                "{\"model_checksum\":%s}}", bad_cs[i]);
-        fclose(fp);
-        CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "model_checksum must be 16 hex"),
-              "model_checksum %s: %s", bad_cs[i], err_msg());
-    }
+    static const char *const bad_cs[] = {"\"metadata\":{\"model_checksum\":\"\"}",
+                                         "\"metadata\":{\"model_checksum\":123}",
+                                         "\"metadata\":{\"model_checksum\":\"zzzzzzzzzzzzzzzz\"}",
+                                         "\"metadata\":{\"model_checksum\":\"a95add1b164fd42\"}"};
+    for (size_t i = 0; i < sizeof bad_cs / sizeof bad_cs[0]; i++)
+        cfg_refused(bad_cs[i], "model_checksum must be 16 hex");
     /* the same flags on hooks they do not change load (then fail on the missing weights) */
     fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
     fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,\"metadata\":{\"hook_name\":"
