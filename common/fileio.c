@@ -164,39 +164,10 @@ static size_t temp_base_len(const char *entry)
     return (size_t)(t - entry);
 }
 
-void file_remove_dead_temps(const char *path)
+/* TARGET.tmp.PID, this process's temporary name for target (file_atomic and file_group) */
+static void temp_name(char *out, size_t cap, const char *target)
 {
-    /* a symlink's temps are its file's (file_atomic writes there) */
-    char *real = realpath(path, NULL);
-    const char *dst = real ? real : path;
-    const char *slash = strrchr(dst, '/');
-    char dir[4096];
-    const char *base = slash ? slash + 1 : dst;
-    if (slash) {
-        if ((size_t)(slash - dst) >= sizeof dir) {
-            free(real);
-            return;
-        }
-        memcpy(dir, dst, (size_t)(slash - dst));
-        dir[slash - dst] = 0;
-        if (!dir[0]) snprintf(dir, sizeof dir, "/");
-    } else snprintf(dir, sizeof dir, ".");
-    size_t bl = strlen(base);
-    DIR *d = opendir(dir);
-    if (!d) {
-        free(real);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (temp_base_len(e->d_name) != bl || strncmp(e->d_name, base, bl)) continue;
-        long pid = strtol(e->d_name + bl + 5, NULL, 10);
-        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        char tp[4096];
-        if (path_join(tp, sizeof tp, dir, e->d_name) == OK) unlink(tp);
-    }
-    closedir(d);
-    free(real);
+    snprintf(out, cap, "%s.tmp.%ld", target, (long)getpid());
 }
 
 int file_atomic_open(file_atomic *a, const char *path)
@@ -232,7 +203,7 @@ int file_atomic_open(file_atomic *a, const char *path)
         }
         return OK;
     }
-    snprintf(a->tmp, cap - pl - 1, "%s.tmp.%ld", dst, (long)getpid());
+    temp_name(a->tmp, cap - pl - 1, dst);
     a->f = fopen(a->tmp, "wb");
     if (!a->f) {
         rc = err_set(ERR_IO, "%s: cannot create: %s", path, strerror(errno));
@@ -403,8 +374,18 @@ int file_copy_atomic(const char *src, const char *dst)
     return file_atomic_commit(&a);
 }
 
-/* by_ending: names[] are endings of NAME (".png") rather than whole names */
-static void remove_temps(const char *dir, const char *const *names, size_t n, int by_ending)
+/* 1 when the writer of a temp whose name ends in .tmp.PID is gone (not this process, and no
+ * process PID here: a live writer's temp is left alone) */
+static int writer_gone(const char *pid_text)
+{
+    long pid = strtol(pid_text, NULL, 10);
+    return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* by_ending: names[] are endings of NAME (".png") rather than whole names; dead_only: only the
+ * temps of writers that are gone */
+static void remove_temps(const char *dir, const char *const *names, size_t n, int by_ending,
+                         int dead_only)
 {
     DIR *d = opendir(dir);
     if (!d) return;
@@ -417,6 +398,7 @@ static void remove_temps(const char *dir, const char *const *names, size_t n, in
             ours = by_ending ? l <= bl && !strncmp(e->d_name + bl - l, names[i], l)
                              : l == bl && !strncmp(e->d_name, names[i], l);
         }
+        if (ours && dead_only) ours = writer_gone(e->d_name + bl + 5);
         char path[4096];
         if (ours && path_join(path, sizeof path, dir, e->d_name) == OK) unlink(path);
     }
@@ -425,12 +407,23 @@ static void remove_temps(const char *dir, const char *const *names, size_t n, in
 
 void file_remove_temps(const char *dir, const char *const *names, size_t n)
 {
-    remove_temps(dir, names, n, 0);
+    remove_temps(dir, names, n, 0, 0);
 }
 
 void file_remove_temps_ending(const char *dir, const char *const *endings, size_t n)
 {
-    remove_temps(dir, endings, n, 1);
+    remove_temps(dir, endings, n, 1, 0);
+}
+
+void file_remove_dead_temps(const char *path)
+{
+    char *real = realpath(path, NULL); /* a symlink's temps are its file's (file_atomic's rule) */
+    const char *dst = real ? real : path, *slash = strrchr(dst, '/');
+    char dir[4096];
+    dir_of(dir, sizeof dir, dst);
+    const char *base = slash ? slash + 1 : dst;
+    remove_temps(dir, &base, 1, 0, 1);
+    free(real);
 }
 
 int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)
@@ -576,7 +569,7 @@ const char *file_group_add(file_group *g, const char *path)
         return path;
     }
     file_remove_dead_temps(target); /* a killed run's staged file of this target */
-    sprintf(staged, "%s.tmp.%ld", target, (long)getpid());
+    temp_name(staged, strlen(t) + 32, target);
     g->target[g->n] = target;
     g->staged[g->n] = staged;
     g->given[g->n] = given;
