@@ -1,6 +1,7 @@
 /* query_out.c - `saelite query`'s printers (cli/query_out.h): an aligned table (buffered per
  * statement to size its columns), CSV or JSON, fed row by row by store_ro_query_limited. */
 #include <locale.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <wchar.h>
@@ -54,10 +55,11 @@ static int keys_make(cli_qout *q, int nc, const char *const *names)
     return OK;
 }
 
-/* Terminal columns of code point cp: wcwidth in a UTF-8 locale (2 for CJK, 0 for combining
- * marks; column widths counted code points, so '漢字' misaligned its table, an audit), 1 where
- * it knows none. */
-static int cp_columns(uint32_t cp)
+/* The columns s takes on a terminal, counting code points while the total stays within limit;
+ * *end (may be NULL) the byte where it stopped. wcwidth in a UTF-8 locale (2 for CJK, 0 for
+ * combining marks; column widths counted code points, so '漢字' misaligned its table, an
+ * audit), 1 where it knows none. s is a cell: valid UTF-8 without controls. */
+static size_t text_columns(const char *s, size_t limit, size_t *end)
 {
     static locale_t loc;
     static int tried;
@@ -65,73 +67,35 @@ static int cp_columns(uint32_t cp)
         tried = 1;
         loc = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
     }
-    if (!loc) return 1;
-    locale_t old = uselocale(loc);
-    int w = wcwidth((wchar_t)cp);
-    uselocale(old);
-    return w < 0 ? 1 : w;
-}
-
-/* Columns of a cell (already escaped: valid UTF-8 without controls). */
-static size_t text_columns(const char *s)
-{
-    size_t w = 0, n = strlen(s);
-    for (size_t i = 0; i < n;) {
+    locale_t old = loc ? uselocale(loc) : (locale_t)0;
+    size_t w = 0, n = strlen(s), i = 0;
+    while (i < n) {
         uint32_t cp = '?';
         size_t l = utf8_decode((const unsigned char *)s + i, n - i, &cp);
-        w += (size_t)cp_columns(cp);
+        int cw = loc ? wcwidth((wchar_t)cp) : 1;
+        if (cw < 0) cw = 1;
+        if (w + (size_t)cw > limit) break;
+        w += (size_t)cw;
         i += l ? l : 1;
     }
+    if (loc) uselocale(old);
+    if (end) *end = i;
     return w;
 }
 
-/* Bidirectional controls (embeddings, overrides, isolates, marks): they reorder the text
- * around them on a terminal, so they are shown as escapes too */
-static int is_bidi(uint32_t cp)
-{
-    return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E ||
-           cp == 0x200F || cp == 0x061C;
-}
-
-/* Table cells: what a terminal would act on instead of showing (\n, \t, \r; the other C0
- * controls, DEL, the C1 controls and invalid bytes as \xHH, each byte; bidirectional controls
- * as \uHHHH) escaped (only \n \t \r were: ESC sequences reached the terminal, an audit), and a
- * cell wider than max_width columns cut with "…". */
+/* Table cells: what a terminal would act on instead of showing, escaped (utf8_for_terminal:
+ * only \n \t \r were, and ESC sequences reached the terminal, an audit), and a cell wider than
+ * max_width columns cut with "…". */
 static char *table_cell(const char *v, int max_width)
 {
     if (!v) return mem_strdup("NULL");
-    size_t n = strlen(v);
-    char *o = mem_alloc(4 * n + 8);
+    size_t n = strlen(v), cap = 4 * n + 8;
+    char *o = mem_alloc(cap);
     if (!o) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp = 0;
-        size_t l = utf8_decode((const unsigned char *)v + i, n - i, &cp);
-        if (l && (cp == '\n' || cp == '\t' || cp == '\r')) {
-            o[k++] = '\\';
-            o[k++] = cp == '\n' ? 'n' : cp == '\t' ? 't' : 'r';
-        } else if (!l || cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
-            for (size_t j = 0; j < (l ? l : 1); j++)
-                k += (size_t)sprintf(o + k, "\\x%02x", (unsigned char)v[i + j]);
-        } else if (is_bidi(cp)) {
-            k += (size_t)sprintf(o + k, "\\u%04x", (unsigned)cp);
-        } else {
-            memcpy(o + k, v + i, l);
-            k += l;
-        }
-        i += l ? l : 1;
-    }
-    o[k] = 0;
-    if (max_width > 0 && text_columns(o) > (size_t)max_width) {
-        size_t w = 0, i = 0;
-        while (i < k) {
-            uint32_t cp = '?';
-            size_t l = utf8_decode((const unsigned char *)o + i, k - i, &cp);
-            int cw = cp_columns(cp);
-            if (w + (size_t)cw > (size_t)(max_width > 1 ? max_width - 1 : 0)) break;
-            w += (size_t)cw;
-            i += l ? l : 1;
-        }
+    utf8_for_terminal(v, n, o, cap);
+    if (max_width > 0 && text_columns(o, SIZE_MAX, NULL) > (size_t)max_width) {
+        size_t i;
+        text_columns(o, (size_t)(max_width > 1 ? max_width - 1 : 0), &i);
         memcpy(o + i, "\xe2\x80\xa6", 4); /* … and its NUL */
     }
     return o;
@@ -145,13 +109,13 @@ static void table_flush(cli_qout *q)
     if (w) {
         for (size_t r = 0; r <= q->nrows; r++)
             for (int c = 0; c < nc; c++) {
-                size_t x = text_columns(q->cells[r * nc + c] ? q->cells[r * nc + c] : "");
+                size_t x = text_columns(q->cells[r * nc + c] ? q->cells[r * nc + c] : "", SIZE_MAX, NULL);
                 if (x > w[c]) w[c] = x;
             }
         for (size_t r = 0; r <= q->nrows; r++) {
             for (int c = 0; c < nc; c++) {
                 const char *s = q->cells[r * nc + c] ? q->cells[r * nc + c] : "";
-                int pad = (int)(w[c] - text_columns(s));
+                int pad = (int)(w[c] - text_columns(s, SIZE_MAX, NULL));
                 if (r > 0 && q->right[c]) printf("%*s%s", pad, "", s);
                 else printf("%s%*s", s, c + 1 < nc ? pad : 0, "");
                 printf(c + 1 < nc ? "  " : "\n");

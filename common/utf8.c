@@ -1,6 +1,7 @@
 /* utf8.c - see utf8.h. */
 #include "common/utf8.h"
 
+#include <stdio.h>
 #include <string.h>
 
 size_t utf8_decode(const unsigned char *p, size_t n, uint32_t *cp)
@@ -121,22 +122,51 @@ static size_t out_clean(const unsigned char *src, size_t n, int valid, uint32_t 
  * pictures (U+2400...) and U+FFFD drew as the same box or the same U+FFFD for every byte, and
  * NUL ended the string (audit). Tokenizer viewers show bytes the same way. Newline and tab show
  * as U+21B5 and U+21E5. */
-static size_t out_display(const unsigned char *src, size_t n, int valid, uint32_t cp, char *dst)
+/* "\xHH" for each of src[0..n) (lower-case hex) */
+static size_t hex_escapes(const unsigned char *src, size_t n, char *dst)
 {
     static const char hex[] = "0123456789abcdef";
-    if (valid && cp == '\n') return utf8_encode(0x21B5, dst);
-    if (valid && cp == '\t') return utf8_encode(0x21E5, dst);
-    if (valid && !(cp < 0x20 || (cp >= 0x7F && cp < 0xA0))) {
-        memcpy(dst, src, n);
-        return n;
-    }
-    for (size_t k = 0; k < n; k++) { /* an invalid byte alone, a control whole */
+    for (size_t k = 0; k < n; k++) {
         dst[4 * k] = '\\';
         dst[4 * k + 1] = 'x';
         dst[4 * k + 2] = hex[src[k] >> 4];
         dst[4 * k + 3] = hex[src[k] & 15];
     }
     return 4 * n;
+}
+
+static int is_control(uint32_t cp) { return cp < 0x20 || (cp >= 0x7F && cp < 0xA0); }
+
+static size_t out_display(const unsigned char *src, size_t n, int valid, uint32_t cp, char *dst)
+{
+    if (valid && cp == '\n') return utf8_encode(0x21B5, dst);
+    if (valid && cp == '\t') return utf8_encode(0x21E5, dst);
+    if (valid && !is_control(cp)) {
+        memcpy(dst, src, n);
+        return n;
+    }
+    return hex_escapes(src, n, dst); /* an invalid byte alone, a control whole */
+}
+
+/* Bidirectional controls (embeddings, overrides, isolates, marks): they reorder the text
+ * around them on a terminal */
+static int is_bidi(uint32_t cp)
+{
+    return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E ||
+           cp == 0x200F || cp == 0x061C;
+}
+
+static size_t out_terminal(const unsigned char *src, size_t n, int valid, uint32_t cp, char *dst)
+{
+    if (valid && (cp == '\n' || cp == '\t' || cp == '\r')) {
+        dst[0] = '\\';
+        dst[1] = cp == '\n' ? 'n' : cp == '\t' ? 't' : 'r';
+        return 2;
+    }
+    if (!valid || is_control(cp)) return hex_escapes(src, n, dst);
+    if (is_bidi(cp)) return (size_t)sprintf(dst, "\\u%04x", (unsigned)cp);
+    memcpy(dst, src, n);
+    return n;
 }
 
 size_t utf8_clean(const char *in, size_t len, char *out, size_t cap)
@@ -147,4 +177,9 @@ size_t utf8_clean(const char *in, size_t len, char *out, size_t cap)
 size_t utf8_for_display(const char *in, size_t len, char *out, size_t cap)
 {
     return sanitize(in, len, out, cap, out_display);
+}
+
+size_t utf8_for_terminal(const char *in, size_t len, char *out, size_t cap)
+{
+    return sanitize(in, len, out, cap, out_terminal);
 }

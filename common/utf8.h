@@ -44,5 +44,10 @@ size_t utf8_clean(const char *in, size_t len, char *out, size_t cap);
  * no control characters, so sanitising it again leaves it unchanged. A token whose own text
  * is a backslash, 'x' and two hex digits looks the same as an escaped byte. */
 size_t utf8_for_display(const char *in, size_t len, char *out, size_t cap);
+/* Text for a terminal (query's tables): '\n', '\t', '\r' -> "\n", "\t", "\r"; invalid bytes and
+ * the other controls -> "\xHH" as utf8_for_display; the bidirectional controls (U+202A..202E,
+ * U+2066..2069, U+200E, U+200F, U+061C), which reorder what surrounds them -> "\uHHHH";
+ * everything else copied. At most 4 output bytes per input byte. */
+size_t utf8_for_terminal(const char *in, size_t len, char *out, size_t cap);
 
 #endif
