@@ -1016,8 +1016,8 @@ static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_i
                                          : (o->keep_bos ? "val+bos" : "val"),
                          .d_in = d->d_in, .d_sae = d->d_sae, .top_n = o->top_n,
                          .n_seqs = (int64_t)sh->nseq, .n_tokens = ntok};
-    if (!rc) rc = store_ana_dict_begin(w, &dd, &id);
-    dr->replaced_seqs = rc ? -1 : store_ana_replaced_seqs(w);
+    dr->replaced_seqs = -1;
+    if (!rc) rc = store_ana_dict_begin(w, &dd, &id, &dr->replaced_seqs);
     if (!rc && sh->bpe && !sh->vocab_done) rc = write_vocab(sh, w);
     if (!rc) rc = write_features(sh, d, o, dw, w, id, dr);
     if (!rc && o->all_acts) rc = write_all_acts(sh, d, o, dw, w, id, dr);

@@ -48,7 +48,7 @@ static void serve_fixture(void)
     if (!rc) rc = store_tokens_add(s, seq, 4, ids, text, NULL, NULL, tags);
     if (!rc) rc = store_commit(s);
     if (!rc) rc = store_ana_writer_open(&w, s);
-    if (!rc) rc = store_ana_dict_begin(w, &d, &dict);
+    if (!rc) rc = store_ana_dict_begin(w, &d, &dict, NULL);
     for (int f = 0; !rc && f < 4; f++) {
         rc = store_ana_feature(w, dict, f, 2, 0.5, 1.0 + f, 2.0 + f, (f + 1) % 4, 0.6, "nn", 0.5);
         if (!rc) rc = store_ana_hist(w, dict, f, 0, 0.5, 1.0, 2);

@@ -46,7 +46,6 @@ static const char *const SQL[Q__N] = {
 struct store_ana_writer {
     store *s;
     sqlite3_stmt *q[Q__N];
-    int64_t replaced_seqs; /* n_seqs of the analysis the last dict_begin replaced, -1: none */
 };
 
 void store_ana_writer_close(store_ana_writer *w)
@@ -128,8 +127,10 @@ static int delete_dict_rows(store_ana_writer *w, int64_t id)
     return rc;
 }
 
-int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id)
+int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id,
+                         int64_t *replaced_seqs)
 {
+    int64_t replaced = -1;
     sqlite3_stmt *st;
     /* the same name, or for an SAE the same directory spelt otherwise (./sae after sae added a
        second row for one SAE, an audit found) */
@@ -143,12 +144,11 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
     sqlite3_bind_text(st, 5, d->name, -1, SQLITE_STATIC);
     int r;
     int64_t old = -1;
-    w->replaced_seqs = -1;
     while (old < 0 && (r = sqlite3_step(st)) == SQLITE_ROW) {
         const char *nm = (const char *)sqlite3_column_text(st, 1);
         if (nm && (!strcmp(nm, d->name) || (!strcmp(d->kind, "sae") && file_same(nm, d->name)))) {
             old = sqlite3_column_int64(st, 0);
-            w->replaced_seqs = sqlite3_column_int64(st, 2);
+            replaced = sqlite3_column_int64(st, 2);
         }
     }
     sqlite3_finalize(st);
@@ -176,13 +176,12 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
     sqlite3_finalize(st);
     if (r != SQLITE_DONE) return store_sql_error(w->s, r, "recording the analysed dictionary");
     *dict_id = sqlite3_last_insert_rowid(store_db(w->s));
+    if (replaced_seqs) *replaced_seqs = replaced;
     /* a user's DELETE FROM ana_dicts leaves the other tables' rows (foreign keys are not
        enforced) and the next analysis reuses the id: those rows failed it on a UNIQUE
        constraint, or merged into it (an audit) */
     return delete_dict_rows(w, *dict_id);
 }
-
-int64_t store_ana_replaced_seqs(const store_ana_writer *w) { return w->replaced_seqs; }
 
 int store_ana_dict_seconds(store_ana_writer *w, int64_t dict_id, double seconds)
 {

@@ -35,9 +35,9 @@ typedef struct store_ana_writer store_ana_writer;
 int store_ana_writer_open(store_ana_writer **out, store *s);
 void store_ana_writer_close(store_ana_writer *w);
 /* Deletes any analysis with the same (kind, sae_id, name, hook_name, split) and inserts d. */
-int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id);
-/* The n_seqs of the analysis the last store_ana_dict_begin replaced; -1 when it replaced none. */
-int64_t store_ana_replaced_seqs(const store_ana_writer *w);
+/* *replaced_seqs (may be NULL): the n_seqs of the analysis it replaced, -1 when none. */
+int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id,
+                         int64_t *replaced_seqs);
 int store_ana_dict_seconds(store_ana_writer *w, int64_t dict_id, double seconds);
 int store_ana_metric(store_ana_writer *w, int64_t dict_id, const char *name, double value);
 /* mean_act/max_act/nearest_cos/best_tag_precision: NAN stores NULL; nearest < 0 and best_tag
