@@ -181,7 +181,6 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
                                "(an analysis id is dict:N)",
                                store_path(s), id, regdir, hook ? " at " : "", hook ? hook : "",
                                split ? " split " : "", split ? split : "", store_path(s), regdir);
-            if (!r2 && out->sae_id < 0) out->sae_id = id; /* the PNGs' sae-id said -1 (an audit) */
             return r2;
         }
     }
