@@ -94,10 +94,12 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
         store_sae_entry reg;
         if (o->sae) { /* a directory, or a registry id: its row, checked against the SAE below */
             int by_id = 0;
-            store *s = NULL;
-            rc = store_open(&s, o->db, STORE_READONLY);
-            if (!rc) rc = sae_registry_arg(s, o->db, o->sae, &reg, &by_id);
-            store_close(s);
+            if (sae_registry_arg_is_id(o->sae)) { /* the registry only for an id */
+                store *s = NULL;
+                rc = store_open(&s, o->db, STORE_READONLY);
+                if (!rc) rc = sae_registry_arg(s, o->db, o->sae, &reg, &by_id);
+                store_close(s);
+            }
             if (by_id) id = reg.id;
             snprintf(dir, sizeof dir, "%s", by_id ? reg.dir : o->sae);
         } else {
