@@ -3,11 +3,11 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/rng.h"
@@ -47,11 +47,10 @@ int ana_steer_parse(const char *spec, int d_sae, ana_steer_term **out, int *n)
         long f = strtol(p, &end, 10);
         if (end == p || *end != ':' || errno || f < 0 || f > INT32_MAX) goto bad;
         p = end + 1;
-        if (isspace((unsigned char)*p)) goto bad;
-        errno = 0;
-        double v = strtod(p, &end);
-        if (errno == ERANGE && isfinite(v) && fabs(v) <= DBL_MIN) errno = 0; /* underflow */
-        if (end == p || errno || !isfinite(v) || (*end && *end != ',')) goto bad;
+        double v = 0;
+        size_t len = buf_read_double(p, 0, &v);
+        end = (char *)p + len;
+        if (!len || (*end && *end != ',')) goto bad;
         /* 3e38 fits a float but the residual overflowed downstream and the text failed mid-way
            on a NaN logit (an audit): strengths far beyond any activation are refused */
         if (fabs(v) > ANA_STEER_MAX) {
@@ -224,7 +223,7 @@ int ana_steer_attach(ana_steer *st, gpt2_model *m, const char *hook)
     const char *h = hook ? hook : st->sae->cfg.hook_name;
     if (!h[0]) return err_set(ERR_ARG, "steering: the SAE names no hook (cfg.json hook_name)");
     int layer, width;
-    int rc = gpt2_hook_info(m, h, &layer, &width);
+    int rc = gpt2_hook_token_info(m, h, &layer, &width);
     if (rc) return rc;
     if (width != st->sae->cfg.d_in)
         return err_set(ERR_SHAPE, "steering: %s is %d wide but the SAE reads %d", h, width,

@@ -354,29 +354,28 @@ static int parse_value(const char *cmd, const arg_spec *s, const char *v, int ap
             if (apply) *(int64_t *)s->dst = (int64_t)li;
             return 0;
         }
-        errno = 0;
         /* accept 1e6 / 10M / 2k style sizes as well as plain integers */
-        double x = strtod(v, &end);
+        double x = 0;
+        size_t len = buf_read_double(v, 0, &x);
+        const char *e = v + len;
         double mul = 1;
-        if (end != v && (*end == 'k' || *end == 'K')) { mul = 1e3; end++; }
-        else if (end != v && (*end == 'M' || *end == 'm')) { mul = 1e6; end++; }
-        else if (end != v && (*end == 'G' || *end == 'g')) { mul = 1e9; end++; }
+        if (len && (*e == 'k' || *e == 'K')) { mul = 1e3; e++; }
+        else if (len && (*e == 'M' || *e == 'm')) { mul = 1e6; e++; }
+        else if (len && (*e == 'G' || *e == 'g')) { mul = 1e9; e++; }
         x *= mul;
-        if (end != v && !*end && !errno && isfinite(x) && x == floor(x) && fabs(x) > 9e18)
+        if (len && !*e && isfinite(x) && x == floor(x) && fabs(x) > 9e18)
             return cli_usage_error(cmd, "%s: %s is out of range (at most %lld)", s->name, v,
                                    (long long)INT64_MAX);
-        if (end == v || *end || errno || !isfinite(x) || x != floor(x) || fabs(x) > 9e18)
+        if (!len || *e || !isfinite(x) || x != floor(x) || fabs(x) > 9e18)
             return cli_usage_error(cmd, "%s expects an integer, got '%s'", s->name, v);
         if (check_range(cmd, s, x, v)) return 2;
         if (apply) *(int64_t *)s->dst = (int64_t)x;
         return 0;
     }
     case ARG_FLOAT: {
-        double x = strtod(v, &end);
-        /* an underflow (1e-310) is a finite number, read as the nearest double; an overflow is
-           HUGE_VAL, refused by isfinite */
-        if (errno == ERANGE && isfinite(x) && fabs(x) <= DBL_MIN) errno = 0;
-        if (end == v || *end || errno || !isfinite(x))
+        double x = 0;
+        size_t len = buf_read_double(v, 0, &x); /* an underflow (1e-310) reads as the nearest double */
+        if (!len || v[len])
             return cli_usage_error(cmd, "%s expects a finite number, got '%s'", s->name, v);
         if (check_range(cmd, s, x, v)) return 2;
         if (apply) *(double *)s->dst = x;

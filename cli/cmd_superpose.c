@@ -1,6 +1,4 @@
 /* cmd_superpose.c - `saelite superpose`: Toy Models of Superposition, swept over sparsity. */
-#include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,13 +27,11 @@ static int parse_list(const char *s, double *v, int max, int *n)
     int k = 0;
     const char *p = s;
     while (*p) {
-        char *end;
-        errno = 0;
-        if (!(isdigit((unsigned char)*p) || *p == '.') || strpbrk(p, "xX") == p + 1) return -1;
-        double x = strtod(p, &end);
-        if (end == p || errno || !(x >= 0 && x < 1) || k == max) return -1;
+        double x = 0;
+        size_t len = *p == '+' || *p == '-' ? 0 : buf_read_double(p, 0, &x);
+        if (!len || !(x >= 0 && x < 1) || k == max) return -1;
         v[k++] = x;
-        p = end;
+        p += len;
         if (*p == ',' && p[1]) p++;
         else if (*p) return -1;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "sweep/sweep.h"
 
@@ -19,9 +20,10 @@ static int parse_list(const char *cmd, const char *flag, const char *s, double *
 {
     *n = 0;
     for (const char *p = s; *p;) {
-        char *end;
-        double x = strtod(p, &end);
-        if (end == p || !(x > 0) || !isfinite(x) || (*end && *end != ',') || *n == SWEEP_MAX_SETTINGS)
+        double x = 0;
+        size_t len = buf_read_double(p, 0, &x);
+        const char *end = p + len;
+        if (!len || !(x > 0) || (*end && *end != ',') || *n == SWEEP_MAX_SETTINGS)
             return cli_usage_error(cmd, "%s: expected up to %d positive numbers a,b,...", flag,
                                    SWEEP_MAX_SETTINGS);
         v[(*n)++] = x;

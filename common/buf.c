@@ -1,6 +1,9 @@
 /* buf.c - growable byte buffer (see buf.h). */
 #include "common/buf.h"
 
+#include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,4 +101,38 @@ const char *buf_double(char *out, size_t cap, double x)
         if (strtod(out, NULL) == x) break;
     }
     return out;
+}
+
+static size_t digits(const char *s)
+{
+    size_t n = 0;
+    while (s[n] >= '0' && s[n] <= '9') n++;
+    return n;
+}
+
+size_t buf_read_double(const char *s, int flags, double *x)
+{
+    int json = flags & BUF_DECIMAL_JSON;
+    size_t n = 0;
+    if (s[n] == '-' || (!json && s[n] == '+')) n++;
+    size_t whole = digits(s + n), frac = 0;
+    n += whole;
+    if (s[n] == '.') {
+        frac = digits(s + n + 1);
+        if (frac || (whole && !json)) n += 1 + frac;
+    }
+    if (!whole && !(frac && !json)) return 0;
+    if (s[n] == 'e' || s[n] == 'E') {
+        size_t e = n + 1;
+        if (s[e] == '+' || s[e] == '-') e++;
+        if (digits(s + e)) n = e + digits(s + e);
+    }
+    /* strtod reads at least that much; more only where it reads another spelling (0x10) */
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if ((size_t)(end - s) != n || !isfinite(v)) return 0;
+    if (errno == ERANGE && fabs(v) > DBL_MIN) return 0;
+    *x = v;
+    return n;
 }

@@ -14,6 +14,13 @@
  * 15 to 17, that read back (strtod) as exactly x: 0.4 stays "0.4", where %.17g would write
  * 0.40000000000000002, and no value is rounded, which cJSON's own printing does (it keeps 15
  * digits whenever they compare equal within a relative 2^-52: seed 9000000000000001 became 9e+15).
+ *
+ * buf_read_double is the one reader of a number a user or a client wrote in decimal: it returns
+ * how many bytes of s spell one, [+-]?(DIGITS[.DIGITS*] | .DIGITS)([eE][+-]?DIGITS)?, and sets
+ * *x; 0 (x untouched) when s does not start with one or its value is not finite. strtod alone
+ * also takes leading blanks, hex (0x10, 0x1p4), "inf", "nan" and "infinity": CLI flags, steering
+ * strengths and serve's arguments took them. BUF_DECIMAL_JSON narrows it to JSON's spelling
+ * (no '+', digits on both sides of the point). An underflow reads as the nearest double.
  */
 #ifndef SAELITE_BUF_H
 #define SAELITE_BUF_H
@@ -35,5 +42,7 @@ int buf_json(buf *b, const char *s, size_t n, int flags);
 void buf_reset(buf *b);
 void buf_free(buf *b);
 const char *buf_double(char *out, size_t cap, double x);
+#define BUF_DECIMAL_JSON 1
+size_t buf_read_double(const char *s, int flags, double *x);
 
 #endif

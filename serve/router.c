@@ -296,37 +296,15 @@ static int int_arg(const srv_request *rq, const char *key, int64_t lo, int64_t h
     return 0;
 }
 
-/* A decimal number as JSON writes one: -?DIGITS[.DIGITS][e[+-]DIGITS], at most 40 bytes. strtod
- * alone took hex (0x10), a leading blank, "+1", "inf" spelled out and an empty string. */
-static int decimal_number(const char *s)
-{
-    const char *p = s;
-    if (strlen(s) > 40) return 0;
-    if (*p == '-') p++;
-    if (*p < '0' || *p > '9') return 0;
-    while (*p >= '0' && *p <= '9') p++;
-    if (*p == '.') {
-        p++;
-        if (*p < '0' || *p > '9') return 0;
-        while (*p >= '0' && *p <= '9') p++;
-    }
-    if (*p == 'e' || *p == 'E') {
-        p++;
-        if (*p == '+' || *p == '-') p++;
-        if (*p < '0' || *p > '9') return 0;
-        while (*p >= '0' && *p <= '9') p++;
-    }
-    return *p == 0;
-}
-
 static int float_arg(const srv_request *rq, const char *key, store_val *v, srv_response *out)
 {
     const char *s = arg(rq, key);
     *v = V_NULL();
     if (!s) return 1;
-    errno = 0;
-    double x = decimal_number(s) ? strtod(s, NULL) : NAN;
-    if (errno || !isfinite(x)) {
+    /* JSON's spelling, at most 40 bytes: no hex, blank, '+', "inf" or empty string */
+    double x = 0;
+    size_t len = strlen(s) <= 40 ? buf_read_double(s, BUF_DECIMAL_JSON, &x) : 0;
+    if (!len || s[len]) {
         srv_error(out, 400, "argument '%s' must be a finite decimal number, got '%.40s'", key, s);
         return 0;
     }

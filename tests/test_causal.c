@@ -110,6 +110,11 @@ static void test_parse(void)
     CHECK(ana_steer_parse("3:2.5,17:-1", 10, &t, &n) == ERR_ARG, "feature out of range");
     CHECK(ana_steer_parse("3", 0, &t, &n) == ERR_ARG);
     CHECK(ana_steer_parse("3:x", 0, &t, &n) == ERR_ARG);
+    /* strtod's other spellings were strengths: 0x10 was 16 (an audit) */
+    CHECK(ana_steer_parse("3:0x10", 0, &t, &n) == ERR_ARG, "hex strength");
+    CHECK(ana_steer_parse("3:nan", 0, &t, &n) == ERR_ARG && ana_steer_parse("3: 1", 0, &t, &n) == ERR_ARG);
+    CHECK(ana_steer_parse("3:+.5", 0, &t, &n) == OK && n == 1 && t[0].value == 0.5f);
+    mem_free(t);
     CHECK(ana_steer_parse("3:1,", 0, &t, &n) == ERR_ARG);
     CHECK(ana_steer_parse("-1:1", 0, &t, &n) == ERR_ARG);
     /* blanks on either side were half accepted (strtol skips leading ones), a strength past

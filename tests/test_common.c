@@ -821,6 +821,21 @@ static void test_buf(void)
     for (int i = 0; i < 9; i++)
         CHECK(!strcmp(buf_double(num, sizeof num, xs[i]), want[i]) && strtod(num, NULL) == xs[i],
               "%d: %s", i, num);
+    /* buf_read_double: decimals only (strtod took 0x10, " 1", "inf", "nan"), finite values */
+    static const struct { const char *s; int flags; size_t n; double x; } rd[] = {
+        {"2.5", 0, 3, 2.5}, {"-1e-3,", 0, 5, -1e-3}, {"+3", 0, 2, 3}, {".5", 0, 2, 0.5},
+        {"5.", 0, 2, 5}, {"1e", 0, 1, 1}, {"7E+2x", 0, 4, 700}, {"1e-400", 0, 6, 0},
+        {"0x10", 0, 0, 0}, {"0X1p4", 0, 0, 0}, {" 1", 0, 0, 0}, {"inf", 0, 0, 0},
+        {"nan", 0, 0, 0}, {"-infinity", 0, 0, 0}, {"1e999", 0, 0, 0}, {"", 0, 0, 0},
+        {".", 0, 0, 0}, {"-", 0, 0, 0}, {"+", 0, 0, 0}, {"-0.25", BUF_DECIMAL_JSON, 5, -0.25},
+        {"+1", BUF_DECIMAL_JSON, 0, 0}, {".5", BUF_DECIMAL_JSON, 0, 0}, {"5.", BUF_DECIMAL_JSON, 0, 0},
+        {"1.5e2", BUF_DECIMAL_JSON, 5, 150}};
+    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++) {
+        double x = -7;
+        size_t n = buf_read_double(rd[i].s, rd[i].flags, &x);
+        CHECK(n == rd[i].n && (n ? x == rd[i].x : x == -7), "buf_read_double('%s', %d): %zu, %g",
+              rd[i].s, rd[i].flags, n, x);
+    }
     buf b = {0};
     CHECK(buf_put(&b, "", 0) == OK && b.p && b.p[0] == 0 && b.n == 0);
     CHECK(buf_str(&b, "ab") == OK && buf_put(&b, "c\0d", 3) == OK && b.n == 5 &&
