@@ -82,7 +82,7 @@ int ana_attribute(gpt2_model *m, const sae_model *s, const ana_attr_opts *o, ana
                        o->target_b, V);
     if (o->ig_steps < 0) return err_set(ERR_ARG, "--ig-steps %d", o->ig_steps);
     int layer, width;
-    int rc = gpt2_hook_info(m, hook, &layer, &width);
+    int rc = gpt2_hook_token_info(m, hook, &layer, &width);
     if (rc) return rc;
     if (width != d) return err_set(ERR_SHAPE, "%s is %d wide but the SAE reads %d", hook, width, d);
     if ((rc = gpt2_train_enable(m))) return rc;

@@ -68,7 +68,7 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
     const int B = o->batch > 0 ? o->batch : 8;
     const int64_t max_ctx = o->max_ctx > 0 ? o->max_ctx : INT64_MAX;
     int layer, width;
-    int rc = gpt2_hook_info(m, hook, &layer, &width);
+    int rc = gpt2_hook_token_info(m, hook, &layer, &width);
     if (rc) return rc;
     if (width != d) return err_set(ERR_SHAPE, "effects: %s is %d wide but the SAE reads %d", hook, width, d);
     const int local = gpt2_hook_position_local(m, hook);

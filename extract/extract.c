@@ -161,10 +161,9 @@ static int parse_hooks(ext_job *j)
         h->name[n] = 0;
         for (int i = 0; i < j->nh; i++)
             if (!strcmp(j->h[i].name, h->name)) return err_set(ERR_ARG, "hook %s given twice", h->name);
-        if (strstr(h->name, "attn_scores") || strstr(h->name, "hook_pattern"))
-            return err_set(ERR_ARG, "hook %s is [B,H,T,T], not per token; extract stores per-token "
-                           "points only", h->name);
-        if (gpt2_hook_info(j->m, h->name, &h->layer, &h->width)) return hook_list_msg(j->m, h->name);
+        int rc = gpt2_hook_token_info(j->m, h->name, &h->layer, &h->width);
+        if (rc == ERR_NOTFOUND) return hook_list_msg(j->m, h->name);
+        if (rc) return err_wrap(rc, "extract stores per-token points only");
         j->nh++;
         p += n;
         if (*p == ',') p++;

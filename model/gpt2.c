@@ -733,6 +733,15 @@ int gpt2_hook_info(const gpt2_model *m, const char *name, int *layer, int *width
                    name, m->cfg.n_layer);
 }
 
+int gpt2_hook_token_info(const gpt2_model *m, const char *name, int *layer, int *width)
+{
+    int rc = gpt2_hook_info(m, name, layer, width);
+    if (!rc && (strstr(name, "attn_scores") || strstr(name, "hook_pattern")))
+        rc = err_set(ERR_ARG, "hook %s is [B,H,T,T] (a score per head and pair of positions), not "
+                     "one vector per token", name);
+    return rc;
+}
+
 const float *gpt2_hook_direct_proj(const gpt2_model *m, const char *hook, int d_in, int *ok)
 {
     const gpt2_config *cfg = &m->cfg;

@@ -93,6 +93,9 @@ void gpt2_hook_clear(gpt2_model *m);
  * n_inner for mlp pre/post, n_head*d_head for q/k/v/z, n_head for attn_scores/pattern (whose
  * tensor is [B,H,T,T]). ERR_NOTFOUND for unknown names. */
 int gpt2_hook_info(const gpt2_model *m, const char *name, int *layer, int *width);
+/* gpt2_hook_info for a reader of one vector per token (extract, an SAE's steering, attribution,
+ * effects): ERR_ARG for attn_scores and pattern, whose [B,H,T,T] has none. */
+int gpt2_hook_token_info(const gpt2_model *m, const char *name, int *layer, int *width);
 /* The linear map from a hook's space to the residual stream along the direct path (what the
  * logit-effect analysis multiplies a dictionary direction by before ln_f and lm_head): NULL with
  * *ok = 1 for residual-space points (hook_embed, hook_pos_embed, resid_pre/mid/post, attn_out,

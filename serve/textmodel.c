@@ -53,7 +53,7 @@ int srv_model_open(srv_model **out, const char *model_dir, const char *sae_dir)
     int layer, width;
     if (!rc && !m->sae->cfg.hook_name[0])
         rc = err_set(ERR_ARG, "%s: the SAE's cfg.json names no hook_name", sae_dir);
-    if (!rc && (rc = gpt2_hook_info(m->gpt, m->sae->cfg.hook_name, &layer, &width)) == OK &&
+    if (!rc && (rc = gpt2_hook_token_info(m->gpt, m->sae->cfg.hook_name, &layer, &width)) == OK &&
         width != m->sae->cfg.d_in)
         rc = err_set(ERR_SHAPE, "%s: hook %s is %d wide in the model, the SAE reads %d", sae_dir,
                      m->sae->cfg.hook_name, width, m->sae->cfg.d_in);

@@ -308,6 +308,12 @@ static void test_hooks(void)
     CHECK(gpt2_hook_info(m, "hook_embed", &layer, &width) == OK && layer == -1 && width == C);
     CHECK(gpt2_hook_info(m, "blocks.0.attn.hook_z", &layer, &width) == OK && width == C);
     CHECK(gpt2_hook_info(m, "blocks.2.hook_resid_pre", &layer, &width) == ERR_NOTFOUND);
+    /* steering at a pattern said "4 wide" (its head count; an audit): no vector per token */
+    CHECK(gpt2_hook_token_info(m, "blocks.0.attn.hook_pattern", &layer, &width) == ERR_ARG &&
+          strstr(err_msg(), "not one vector per token"));
+    CHECK(gpt2_hook_token_info(m, "blocks.1.attn.hook_attn_scores", &layer, &width) == ERR_ARG);
+    CHECK(gpt2_hook_token_info(m, "blocks.2.hook_resid_pre", &layer, &width) == ERR_NOTFOUND);
+    CHECK(gpt2_hook_token_info(m, "blocks.0.attn.hook_z", &layer, &width) == OK && width == C);
     CHECK(gpt2_hook_add(m, "blocks.7.hook_resid_pre", count_hook, &cnt) == ERR_NOTFOUND);
     CHECK(strstr(err_msg(), "ln1.hook_normalized") != NULL, "message lists names: %s", err_msg());
     CHECK(gpt2_hook_add(m, "blocks.0.hook_resid_post", abort_hook, NULL) == OK);
