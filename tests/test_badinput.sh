@@ -305,6 +305,8 @@ bad "extract: different ctx than stored" "stored with sequence length 8, not 4" 
 T=(sae-train --npy acts.npy --out s1 --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16)
 bad "sae-train: NaN learning rate" "--lr expects a finite number, got 'nan'" "${T[@]}" --lr nan
 bad "sae-train: infinite learning rate" "--lr expects a finite number" "${T[@]}" --lr inf
+bad "sae-train: a hex learning rate (strtod read 0x1p-3)" "--lr expects a finite number, got '0x1p-3'" "${T[@]}" --lr 0x1p-3
+bad "sae-train: a hex token count (strtod read 0x10 as 16)" "--tokens expects an integer, got '0x10'" "${T[@]}" --tokens 0x10
 bad "sae-train: negative learning rate" "--lr" "${T[@]}" --lr -1 --out s_neg
 bad "sae-train: zero k" "--k must be >= 1, got 0" "${T[@]}" --k 0
 bad "sae-train: k above d-sae" "k 32 must be in 1..d_sae \(16\)" "${T[@]}" --k 32
@@ -406,6 +408,8 @@ bad "generate: NaN temperature" "--temperature expects a finite number, got 'nan
 bad "generate: negative temperature" "--temperature must be >= 0" "${G[@]}" --temperature -1
 bad "generate: negative max-tokens" "--max-tokens must be >= 0" "${G[@]}" --max-tokens -3
 bad "generate: negative top-k" "--top-k must be >= 0" "${G[@]}" --top-k -1
+bad "generate: a hex steering strength (strtod read 0x10 as 16)" "steering: '0:0x10' is not FEATURE:STRENGTH" "${G[@]}" --sae sae8 --steer 0:0x10
+bad "generate: steering at an attention pattern (said '2 wide')" "hook blocks.0.attn.hook_pattern is \\[B,H,T,T\\] .*not one vector per token" "${G[@]}" --sae sae8 --hook blocks.0.attn.hook_pattern --steer 0:1
 bad "attention: layer the model lacks" "--layer 5: the model has layers 0..0" attention --model model --tokenizer tok --layer 5 --text "the cat" --out a.png
 bad "attention: head the model lacks" "--head 9: the model has heads 0..1" attention --model model --tokenizer tok --layer 0 --head 9 --text "the cat" --out a.png
 bad "attention: output under a regular file" "acts.npy/a.png" attention --model model --tokenizer tok --layer 0 --text "the cat" --out acts.npy/a.png
