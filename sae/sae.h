@@ -15,8 +15,8 @@
  * batchtopk or jumprelu) map the input hook x [N,d_in] to another hook y [N,d_out]: no b_dec
  * subtraction on the input, pre = x @ W_enc + b_enc, yhat = f @ W_dec + b_dec (W_dec
  * [d_sae,d_out], b_dec [d_out]), and for skip transcoders (Paulo et al. 2025) + x @ W_skip^T
- * (W_skip [d_out,d_in]). SAELens layouts "transcoder", "jumprelu_transcoder", "skip_transcoder"
- * with cfg d_out and metadata.hook_name_out.
+ * (W_skip [d_out,d_in]). SAELens layouts "transcoder", "jumprelu_transcoder", "skip_transcoder",
+ * "jumprelu_skip_transcoder" with cfg d_out and metadata.hook_name_out.
  * Ownership: sae_model owns its arrays (mem_alloc'd; threshold NULL for relu/topk/gated,
  * b_mag/r_mag NULL except for gated, W_skip NULL except for skip transcoders);
  * sae_free releases everything.

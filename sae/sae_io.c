@@ -69,9 +69,12 @@ int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
                        : c->arch == SAE_TOPK     ? "topk"
                        : c->arch == SAE_GATED    ? "gated"
                                                  : "jumprelu";
-    /* transcoders: SAELens' three classes; the activation (when not what the class implies) in
-       activation_fn / activation_fn_kwargs, as older SAELens configs name it */
-    if (c->transcoder == SAE_SKIP_TRANSCODER) arch = "skip_transcoder";
+    /* transcoders: SAELens' four classes, the JumpReLU ones for a threshold (SkipTranscoder has
+       no threshold parameter: SAELens' strict load refused ours, an audit); the activation (when
+       not what the class implies) in activation_fn / activation_fn_kwargs, as older SAELens
+       configs name it */
+    if (c->transcoder == SAE_SKIP_TRANSCODER)
+        arch = s->threshold ? "jumprelu_skip_transcoder" : "skip_transcoder";
     else if (c->transcoder) arch = s->threshold ? "jumprelu_transcoder" : "transcoder";
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "architecture", arch);
@@ -283,13 +286,15 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
     }
     sae_arch ar;
     /* transcoders: the class names the output side; the activation is activation_fn's (relu by
-       default, jumprelu for jumprelu_transcoder) */
-    int tc = !strcmp(arch, "transcoder") ? SAE_TRANSCODER
-             : !strcmp(arch, "jumprelu_transcoder") ? SAE_TRANSCODER
-             : !strcmp(arch, "skip_transcoder") ? SAE_SKIP_TRANSCODER : SAE_NOT_TRANSCODER;
+       default, jumprelu for the jumprelu_ classes) */
+    int jr = !strcmp(arch, "jumprelu_transcoder") || !strcmp(arch, "jumprelu_skip_transcoder");
+    int tc = !strcmp(arch, "transcoder") || !strcmp(arch, "jumprelu_transcoder") ? SAE_TRANSCODER
+             : !strcmp(arch, "skip_transcoder") || !strcmp(arch, "jumprelu_skip_transcoder")
+                 ? SAE_SKIP_TRANSCODER
+                 : SAE_NOT_TRANSCODER;
     if (tc) {
         const cJSON *af = cfg_get(root, "activation_fn", "activation_fn_str");
-        const char *act = !strcmp(arch, "jumprelu_transcoder") ? "jumprelu" : "relu";
+        const char *act = jr ? "jumprelu" : "relu";
         if (cJSON_IsString(af)) act = af->valuestring;
         arch = !strcmp(act, "relu") ? "standard" : act;
     }
@@ -358,11 +363,18 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
     } else if (!rc && ar == SAE_MATRYOSHKA)
         rc = err_set(ERR_FORMAT, "%s: matryoshka SAE without matryoshka_widths", path);
     const cJSON *na = cfg_get(root, "normalize_activations", NULL);
-    if (!rc && na && !(cJSON_IsString(na) && !strcmp(na->valuestring, "none")))
-        rc = err_set(ERR_FORMAT,
-                     "%s: normalize_activations '%s' is not supported (fold the scaling into the "
-                     "weights and save with \"none\")",
-                     path, cJSON_IsString(na) ? na->valuestring : "?");
+    if (!rc && na && !(cJSON_IsString(na) && !strcmp(na->valuestring, "none"))) {
+        /* the hint follows SAELens' modes: only the scalar one can be folded into the weights */
+        const char *v = cJSON_IsString(na) ? na->valuestring : "?";
+        const char *why =
+            !strcmp(v, "expected_average_only_in")
+                ? "its scaling factor is not in the file; SAELens' export folds it into the "
+                  "weights and saves \"none\""
+            : !strcmp(v, "constant_norm_rescale") || !strcmp(v, "layer_norm")
+                ? "a per-token normalisation at run time, which saelite does not implement"
+                : "unknown mode";
+        rc = err_set(ERR_FORMAT, "%s: normalize_activations '%s' is not supported (%s)", path, v, why);
+    }
     /* SAELens 3-5 decode (f * finetuning_scaling_factor) W_dec when this is true */
     const cJSON *fs = cfg_get(root, "finetuning_scaling_factor", NULL);
     if (!rc && fs && !cJSON_IsBool(fs))

@@ -1349,8 +1349,15 @@ static void test_load_errors(void)
     fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,"
           "\"normalize_activations\":\"expected_average_only_in\"}", fp);
     fclose(fp);
-    CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "normalize_activations"), "%s",
-          err_msg());
+    CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "normalize_activations") &&
+              strstr(err_msg(), "scaling factor is not in the file"), "%s", err_msg());
+    /* a per-token mode cannot be folded into the weights: the hint said to (an audit) */
+    fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
+    fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,"
+          "\"normalize_activations\":\"layer_norm\"}", fp);
+    fclose(fp);
+    CHECK(sae_load(&m, dir) == ERR_FORMAT && strstr(err_msg(), "per-token normalisation") &&
+              !strstr(err_msg(), "fold"), "%s", err_msg());
     fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
     fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8}", fp);
     fclose(fp);
@@ -1740,6 +1747,26 @@ static void test_transcoders(void)
             err_clear();
         }
         sae_free(l);
+        /* with a threshold it is SAELens' jumprelu_skip_transcoder: SkipTranscoder has no
+           threshold and its strict load refused the file (an audit) */
+        const int S = mk->cfg.d_sae;
+        mk->cfg.arch = SAE_JUMPRELU;
+        mk->threshold = mem_alloc(sizeof(float) * S);
+        for (int i = 0; mk->threshold && i < S; i++) mk->threshold[i] = 0.01f * (float)(i % 7);
+        CHECK(mk->threshold && sae_save(mk, dir) == OK, "%s", err_msg());
+        char cfgp[300], *txt = NULL;
+        size_t n = 0;
+        snprintf(cfgp, sizeof cfgp, "%s/cfg.json", dir);
+        CHECK(file_read_text(cfgp, 1 << 20, &txt, &n) == OK &&
+              strstr(txt, "\"architecture\":\t\"jumprelu_skip_transcoder\""), "%s", txt ? txt : err_msg());
+        mem_free(txt);
+        l = NULL;
+        CHECK(sae_load(&l, dir) == OK, "%s", err_msg());
+        if (l)
+            CHECK(l->cfg.arch == SAE_JUMPRELU && l->cfg.transcoder == SAE_SKIP_TRANSCODER && l->W_skip &&
+                      !memcmp(l->threshold, mk->threshold, sizeof(float) * S),
+                  "jumprelu skip transcoder round trip");
+        sae_free(l);
     }
     sae_free(mp);
     sae_free(mk);
@@ -1854,12 +1881,13 @@ static void test_reference_fixtures(void)
                            "topk_rescale", "batchtopk_training", "finetuning_scale",
                            /* model_from_pretrained_kwargs.center_writing_weights: the SAE reads
                               C x (centred along d_in); x_hat adds the mean back */
-                           "standard_centered", "gated_centered", "jumprelu_centered_nobdec"};
+                           "standard_centered", "gated_centered", "jumprelu_centered_nobdec",
+                           "jumprelu_skip_transcoder"};
     const sae_arch want[] = {SAE_RELU, SAE_RELU, SAE_TOPK, SAE_JUMPRELU, SAE_MATRYOSHKA, SAE_GATED,
                              SAE_GATED, SAE_RELU, SAE_JUMPRELU, SAE_RELU, SAE_TOPK, SAE_BATCHTOPK,
-                             SAE_RELU, SAE_RELU, SAE_GATED, SAE_JUMPRELU};
+                             SAE_RELU, SAE_RELU, SAE_GATED, SAE_JUMPRELU, SAE_JUMPRELU};
     const int want_tc[] = {0, 0, 0, 0, 0, 0, 0, SAE_TRANSCODER, SAE_TRANSCODER, SAE_SKIP_TRANSCODER,
-                           0, 0, 0, 0, 0, 0};
+                           0, 0, 0, 0, 0, 0, SAE_SKIP_TRANSCODER};
     for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
         char dir[256], p[300];
         snprintf(dir, sizeof dir, "tests/data/sae_ref/%s", cases[c]);

@@ -227,6 +227,20 @@ def main(out):
         base = {"standard": enc_standard, "gated": enc_gated, "jumprelu": enc_jumprelu}[arch]
         cases.append((name, c, w, lambda x, w, c, base=base: base(centre(x), w, c)))
 
+    # SAELens' JumpReLUSkipTranscoder (Gemma Scope 2's affine transcoders): JumpReLU encode, the
+    # decode plus x @ W_skip^T
+    W_dec = rng.normal(size=(D_SAE, D_OUT))
+    W_dec /= np.linalg.norm(W_dec, axis=1, keepdims=True)
+    w = {"W_enc": rng.normal(size=(D_IN, D_SAE)) * 0.6, "b_enc": rng.normal(size=D_SAE) * 0.3,
+         "W_dec": W_dec, "b_dec": rng.normal(size=D_OUT) * 0.5,
+         "threshold": rng.uniform(0.2, 1.0, size=D_SAE), "W_skip": rng.normal(size=(D_OUT, D_IN)) * 0.3}
+    c = cfg_base("jumprelu_skip_transcoder", False)
+    c["d_out"] = D_OUT
+    c["hook_name_out"] = "blocks.0.hook_mlp_out"
+    c["metadata"]["hook_name"] = "blocks.0.ln2.hook_normalized"
+    c["metadata"]["hook_name_out"] = "blocks.0.hook_mlp_out"
+    cases.append(("jumprelu_skip_transcoder", c, w, enc_jumprelu_transcoder))
+
     for name, cfg, w, enc in cases:
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
