@@ -643,16 +643,22 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
             g->nodes[node_of[b]].bias = bias[b];
         }
     }
-    /* completeness: edges + bias against the real forward's value */
+    /* completeness: edges + bias against the real forward's value, relative to the larger of
+       the value and the terms' magnitudes (a ReLU feature just above 0 whose bias and edges
+       cancel read 2e-3 against its value for an exact graph, an audit) */
     for (int i = 0; i < n; i++) {
         const ana_graph_node *nd = &g->nodes[i];
         for (int j = 0; j < n; j++) g->n_edges += g->adj[(size_t)i * n + j] != 0;
         if (nd->kind != ANA_NODE_FEATURE && nd->kind != ANA_NODE_LOGIT) continue;
-        double s = nd->bias;
-        for (int j = 0; j < n; j++) s += g->adj[(size_t)i * n + j];
+        double s = nd->bias, scale = fabs(nd->bias);
+        for (int j = 0; j < n; j++) {
+            s += g->adj[(size_t)i * n + j];
+            scale += fabs(g->adj[(size_t)i * n + j]);
+        }
         double e = fabs(s - nd->value);
+        if (fabs(nd->value) > scale) scale = fabs(nd->value);
         if (e > g->max_abs_err) g->max_abs_err = e;
-        if (fabs(nd->value) > 0 && e / fabs(nd->value) > g->max_rel_err) g->max_rel_err = e / fabs(nd->value);
+        if (scale > 0 && e / scale > g->max_rel_err) g->max_rel_err = e / scale;
     }
 done:
     for (int l = 0; l < L; l++) {

@@ -59,7 +59,8 @@ typedef struct {
     int64_t n_edges;        /* non-zero entries of adj */
     int64_t n_edges_kept;
     int n_kept;
-    double max_rel_err;     /* max over features and logits of |edges + bias - value| / |value| */
+    double max_rel_err;     /* max over features and logits of |edges + bias - value| /
+                               max(|value|, |bias| + sum |edges|) */
     double max_abs_err;
 } ana_graph;
 

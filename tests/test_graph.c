@@ -155,6 +155,20 @@ static void check_complete(int layers, sae_model *const *tc, const char *what)
     CHECK(cum - g.nodes[g.n - 1].activation < 0.95, "%s: the logit set is not the smallest", what);
     CHECK(lw < 1e-4, "%s: logit completeness %.3g", what, lw);
     CHECK(g.max_rel_err < 1e-4, "%s: the graph's own check %.3g", what, g.max_rel_err);
+    /* its definition: relative to max(|value|, |bias| + sum |edges|), not |value| alone */
+    double rel = 0;
+    for (int i = 0; i < g.n; i++) {
+        const ana_graph_node *nd = &g.nodes[i];
+        if (nd->kind != ANA_NODE_FEATURE && nd->kind != ANA_NODE_LOGIT) continue;
+        double s = nd->bias, sc = fabs(nd->bias);
+        for (int q = 0; q < g.n; q++) {
+            s += g.adj[(size_t)i * g.n + q];
+            sc += fabs(g.adj[(size_t)i * g.n + q]);
+        }
+        sc = fmax(sc, fabs(nd->value));
+        if (sc > 0) rel = fmax(rel, fabs(s - nd->value) / sc);
+    }
+    CHECK(rel == g.max_rel_err, "%s: max_rel_err %.17g, by its definition %.17g", what, g.max_rel_err, rel);
     /* causality: nothing flows from a later position, errors and embeddings have no inputs */
     int causal = 1, sources = 1;
     for (int i = 0; i < g.n; i++)
