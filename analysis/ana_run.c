@@ -117,7 +117,7 @@ static int load_shared(shared *sh, const ana_run_opts *o)
             T = sh->hook.seq_len;
             for (int t = 0; t < T; t++) sh->tok[n + t] = -1;
         }
-        if (!rc) rc = store_ana_seq_tags(sh->s, sh->seq[i], T, tags, &any);
+        if (!rc) rc = store_ana_seq_tags(sh->s, sh->seq[i], T, tags, &any, NULL);
         store_context c;
         if (!rc && store_context_get(sh->s, sh->seq[i], 0, 0, 0, &c) == OK) {
             sh->bos[i] = (unsigned char)(c.bos != 0);
@@ -793,7 +793,11 @@ static int write_features(const shared *sh, const dict *d, const ana_run_opts *o
     int rc = !tag_counts || !acts || !ivl || !tags ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
     int64_t ntok = ana_feat_tokens(dw->acc);
     double prec_sum = 0;
+    /* its own phase: 4096 features' rows took 6-10 s after the last ETA had run out (an audit) */
+    progress pr;
+    progress_begin(&pr, "writing", (double)D, "feature");
     for (int j = 0; j < D && !rc; j++) {
+        if (j % 64 == 0) progress_update(&pr, (double)j, NULL);
         int64_t na = ana_feat_active(dw->acc, j);
         double density = ntok ? (double)na / (double)ntok : 0;
         dr->dead += na == 0;
@@ -835,6 +839,7 @@ static int write_features(const shared *sh, const dict *d, const ana_run_opts *o
                                    best_prec);
         if (!rc) rc = store_ana_decoder(w, id, j, d->W_dec + (size_t)j * d_in, d_in);
     }
+    progress_end(&pr);
     dr->pos_mean = dr->pos_n ? prec_sum / dr->pos_n : NAN;
     mem_free(tag_counts);
     mem_free(acts);
