@@ -162,13 +162,17 @@ static int cmp_i64(const void *a, const void *b)
 }
 
 /* Tense of a sequence from its tags: 1 when more finite verbs are past than present, 0 for the
- * reverse, -1 for a tie (none included). */
-static int seq_tense(ctx *c, const store_eval_seq *sq, char (*tags)[16], int *tense)
+ * reverse, -1 for a tie (none included). Each word counts once, not once per BPE piece (a verb
+ * cut into three tokens counted three times, an audit). tags [seq_len][16], cont [seq_len]:
+ * scratch. */
+static int seq_tense(ctx *c, const store_eval_seq *sq, char (*tags)[16], unsigned char *cont,
+                     int *tense)
 {
     int any = 0, T = sq->n_tokens < c->hook.seq_len ? sq->n_tokens : c->hook.seq_len;
-    int rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any);
+    int rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any, cont);
     int npast = 0, npres = 0;
     for (int t = sq->bos ? 1 : 0; !rc && any && t < T; t++) {
+        if (cont[t]) continue;
         int tn = eval_tense(tags[t]);
         npast += tn == 1;
         npres += tn == 0;
@@ -183,7 +187,12 @@ static int seq_tense(ctx *c, const store_eval_seq *sq, char (*tags)[16], int *te
 static int scr_sample(ctx *c, const int *grp, int *perm, unsigned char *flag)
 {
     char (*tags)[16] = mem_alloc((size_t)c->hook.seq_len * sizeof *tags);
-    if (!tags) return err_set(ERR_NOMEM, "out of memory");
+    unsigned char *cont = mem_alloc((size_t)c->hook.seq_len);
+    if (!tags || !cont) {
+        mem_free(tags);
+        mem_free(cont);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
     int rc = OK;
     rng_state r;
     rng_seed(&r, c->o->seed ^ 0x534352ull);
@@ -193,7 +202,7 @@ static int scr_sample(ctx *c, const int *grp, int *perm, unsigned char *flag)
     progress_begin(&pr, "eval tense", (double)c->nseq, "seq");
     for (size_t i = 0; !rc && i < c->nseq; i++) {
         int a = eval_imaginative(c->genres[grp[i]]), b = -1;
-        if (a >= 0) rc = seq_tense(c, &c->seqs[i], tags, &b);
+        if (a >= 0) rc = seq_tense(c, &c->seqs[i], tags, cont, &b);
         cell[i] = (signed char)(a < 0 || b < 0 ? -1 : c->seq_test[i] * 4 + a * 2 + b);
         if (a >= 0 && b >= 0) c->nat[a][b]++;
         if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
@@ -209,6 +218,7 @@ static int scr_sample(ctx *c, const int *grp, int *perm, unsigned char *flag)
     }
     mem_free(cell);
     mem_free(tags);
+    mem_free(cont);
     return rc;
 }
 
@@ -325,18 +335,19 @@ static int plan_tokens(ctx *c, int **mark_out, int64_t **off_out)
     cand *cd[EVAL_NPOS * 2] = {0};
     int nc[EVAL_NPOS * 2] = {0}, cc[EVAL_NPOS * 2] = {0};
     char (*tags)[16] = mem_alloc((size_t)c->hook.seq_len * sizeof *tags);
+    unsigned char *cont = mem_alloc((size_t)c->hook.seq_len);
     c->tense = mem_alloc((size_t)c->nchosen + 1);
-    int rc = mark && tags && c->tense ? OK : err_set(ERR_NOMEM, "out of memory");
+    int rc = mark && tags && cont && c->tense ? OK : err_set(ERR_NOMEM, "out of memory");
     for (int64_t q = 0; !rc && q < off[c->nchosen]; q++) mark[q] = -1;
     for (int i = 0; !rc && i < c->nchosen; i++) {
         const store_eval_seq *sq = &c->seqs[c->chosen[i]];
         int any = 0, T = sq->n_tokens;
         if (T > c->hook.seq_len) T = c->hook.seq_len;
         int tn;
-        if ((rc = seq_tense(c, sq, tags, &tn))) break;
+        if ((rc = seq_tense(c, sq, tags, cont, &tn))) break;
         c->tense[i] = (signed char)tn;
         if (!c->ch_genre[i]) continue; /* POS positions come from the per-genre sample only */
-        if ((rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any))) break;
+        if ((rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any, NULL))) break;
         for (int t = sq->bos ? 1 : 0; any && t < T; t++) {
             int k = eval_pos_class(tags[t]);
             if (k < 0) continue;
@@ -369,6 +380,7 @@ static int plan_tokens(ctx *c, int **mark_out, int64_t **off_out)
     }
     for (int b = 0; b < EVAL_NPOS * 2; b++) mem_free(cd[b]);
     mem_free(tags);
+    mem_free(cont);
     if (rc) {
         mem_free(mark);
         mem_free(off);

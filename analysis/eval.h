@@ -213,7 +213,8 @@ enum { EVAL_NPOS = 10 };
 extern const char *const eval_pos_names[EVAL_NPOS];
 int eval_pos_class(const char *brown_tag);
 /* Tense of a finite verb's Brown tag: 1 past (vbd bed bedz hvd dod), 0 present (vbz bez bem ber
- * hvz doz), -1 anything else (base forms, participles, modals, other words). */
+ * hvz doz), -1 anything else (base forms, participles, modals, other words); in a contraction
+ * (pps+bez, ppss+hvd) the first part that is a finite verb. */
 int eval_tense(const char *brown_tag);
 /* 1 when a Brown genre is imaginative prose (sections K-R: fiction, mystery, science_fiction,
  * adventure, romance, humor), 0 for informative prose (A-J), -1 when not a Brown genre. */

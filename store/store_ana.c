@@ -343,13 +343,20 @@ int store_ana_vocab(store_ana_writer *w, int token, const char *bytes, size_t le
     return run(w, Q_VOCAB, "writing the vocabulary");
 }
 
-int store_ana_seq_tags(store *s, int64_t seq_id, int T, char (*tags)[16], int *any)
+int store_ana_seq_tags(store *s, int64_t seq_id, int T, char (*tags)[16], int *any,
+                       unsigned char *cont)
 {
     sqlite3_stmt *st;
     *any = 0;
     for (int i = 0; i < T; i++) tags[i][0] = 0;
-    int rc = store_prepare(s, "SELECT position, pos_tag FROM tokens WHERE sequence_id = ?1 "
-                              "AND pos_tag IS NOT NULL", &st);
+    if (cont) memset(cont, 0, (size_t)T);
+    /* cont: the row before in the same sequence ends where this one starts, with the same tag */
+    int rc = store_prepare(s, "SELECT t.position, t.pos_tag, p.byte_end IS NOT NULL AND "
+                              "p.byte_end = t.byte_start AND p.pos_tag = t.pos_tag AND "
+                              "substr(t.text, 1, 1) NOT IN (' ', char(9), char(10), char(13)) "
+                              "FROM tokens t LEFT JOIN tokens p ON p.sequence_id = t.sequence_id "
+                              "AND p.position = t.position - 1 "
+                              "WHERE t.sequence_id = ?1 AND t.pos_tag IS NOT NULL", &st);
     if (rc) return rc;
     sqlite3_bind_int64(st, 1, seq_id);
     int r;
@@ -358,6 +365,7 @@ int store_ana_seq_tags(store *s, int64_t seq_id, int T, char (*tags)[16], int *a
         const char *t = (const char *)sqlite3_column_text(st, 1);
         if (p < 0 || p >= T || !t || !*t) continue;
         snprintf(tags[p], 16, "%s", t);
+        if (cont) cont[p] = (unsigned char)(sqlite3_column_int(st, 2) == 1);
         *any = 1;
     }
     sqlite3_finalize(st);

@@ -64,7 +64,11 @@ int store_ana_pos(store_ana_writer *w, int64_t dict_id, int feature, const char 
 int store_ana_vocab(store_ana_writer *w, int token, const char *bytes, size_t len);
 
 /* POS tags of positions 0..T-1 of a sequence (tokens.pos_tag) into tags[T][16] ("" when
- * untagged or when the sequence has no token rows). *any = 1 when some position is tagged. */
-int store_ana_seq_tags(store *s, int64_t seq_id, int T, char (*tags)[16], int *any);
+ * untagged or when the sequence has no token rows). *any = 1 when some position is tagged.
+ * cont (NULL or [T]): 1 where the token continues the word of the token before it (the same
+ * tag, its bytes right after that token's, its text not starting with a blank): a word's BPE
+ * pieces after its first. */
+int store_ana_seq_tags(store *s, int64_t seq_id, int T, char (*tags)[16], int *any,
+                       unsigned char *cont);
 
 #endif

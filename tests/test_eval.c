@@ -277,6 +277,10 @@ static void test_pos_classes(void)
     CHECK(eval_tense("vbd") == 1 && eval_tense("bedz") == 1 && eval_tense("hvd") == 1, "past");
     CHECK(eval_tense("vbz") == 0 && eval_tense("bez*") == 0 && eval_tense("ber") == 0, "present");
     CHECK(eval_tense("vb") < 0 && eval_tense("vbn") < 0 && eval_tense("md") < 0 && eval_tense("nn") < 0, "no tense");
+    /* contractions: the finite verb is the second part (it's, I'm, I'd) */
+    CHECK(eval_tense("pps+bez") == 0 && eval_tense("ppss+bem") == 0 && eval_tense("ppss+hvd") == 1 &&
+              eval_tense("ex+bez") == 0 && eval_tense("ppss+md") < 0 && eval_tense("fw-pps+bez") < 0,
+          "contractions");
     CHECK(eval_imaginative("romance") == 1 && eval_imaginative("learned") == 0 && eval_imaginative("x") < 0, "prose kinds");
 }
 

@@ -89,11 +89,12 @@ done
 ok test "$(q "SELECT count(DISTINCT task) FROM eval_ablation WHERE task LIKE 'scr:%'")" = 2
 # SCR: a direction whose clean probe is not better than the biased one by more than one test row
 # has no score (SAEBench's ratio flips sign there: 0.70 -> 0.675 with clean 0.675 scored +1.0).
-# Here the tense direction is one (clean tense probe 0.77 < biased 0.82): NULL rows and metrics,
+# Here the tense direction is one (clean tense probe 0.85 = biased 0.85, tense counted once per
+# word; 0.77 < 0.82 when BPE pieces counted): NULL rows and metrics,
 # a note naming both accuracies; the reported direction 1 keeps its numbers
 NT=$(q "SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'scr_balanced_test_rows'")
 ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task LIKE 'scr:%' AND (score IS NULL) != ((clean_acc - orig_acc) * $NT <= 1.5)")" = 0
-ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task = 'scr:ablate_genre' AND score IS NULL AND clean_acc < orig_acc")" = 7
+ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task = 'scr:ablate_genre' AND score IS NULL AND clean_acc <= orig_acc")" = 7
 ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric LIKE 'scr_dir2_threshold_%' AND value IS NULL")" = 7
 ok grep -q "^note: scr: direction 2 (prose kind ablated, tense read) left NULL: the clean tense probe scores 0\.[0-9]*, the biased probe 0\.[0-9]* on [0-9]* test rows" "$W/e1.out"
 ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task LIKE 'tpp:genre:%' AND n = 500")" = 2

@@ -13,6 +13,7 @@
 #include "common/utf8.h"
 #include "extract/extract.h"
 #include "store/store.h"
+#include "store/store_ana.h"
 #include "store/sqlfuncs.h"
 #include "store/store_internal.h"
 #include "store/store_sae.h"
@@ -638,6 +639,30 @@ static void test_tokens_long(void)
     store_close(s);
 }
 
+/* store_ana_seq_tags' cont: a word's BPE pieces after its first (eval's tense counts words) */
+static void test_seq_tags_words(void)
+{
+    store *s = fresh_store(tmp("tagwords.db"));
+    if (!s) return;
+    enum { L = 9 };
+    int ids[L] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const char *tx[L] = {"The", " jury", " jo", "ined", ",", " said", " said", "ed", "x"};
+    const char *tg[L] = {"at", "nn", "vbd", "vbd", ",", "vbd", "vbd", "nn", "nn"};
+    int64_t bs[L] = {0, 3, 8, 11, 15, 16, 21, 26, -1}, be[L] = {3, 8, 11, 15, 16, 21, 26, 28, 29};
+    int64_t doc = 0, seq = 0;
+    CHECK(store_begin(s) == OK && store_doc_add(s, "c.txt", 0, "d", NULL, "x", 1, &doc) == OK &&
+          store_seq_add(s, doc, 0, 0, ids, L, &seq, NULL) == OK &&
+          store_tokens_add(s, seq, L, ids, tx, bs, be, tg) == OK && store_commit(s) == OK, "%s", err_msg());
+    char tags[L][16];
+    unsigned char cont[L];
+    int any = 0;
+    CHECK(store_ana_seq_tags(s, seq, L, tags, &any, cont) == OK && any, "%s", err_msg());
+    static const unsigned char want[L] = {0, 0, 0, 1, 0, 0, 0, 0, 0};
+    CHECK(!memcmp(cont, want, L) && !strcmp(tags[3], "vbd"), "cont %d%d%d%d%d%d%d%d%d", cont[0], cont[1],
+          cont[2], cont[3], cont[4], cont[5], cont[6], cont[7], cont[8]);
+    store_close(s);
+}
+
 /* The SAE registry and its training log: written by sae-train --db, read back by the report. */
 static void test_sae_log(void)
 {
@@ -744,6 +769,7 @@ int main(void)
     test_bulk_shared();
     test_bulk_tx();
     test_tokens_long();
+    test_seq_tags_words();
     test_sae_log();
     test_query_schema_change();
     char cmd[600];
