@@ -355,6 +355,10 @@ for a in transcoder skip_transcoder; do
     check '[ "$(sqlite3 "$T/tc.db" "$q ('"'ce_clean'"')")" = "$(sqlite3 "$T/tc.db" "$q ('"'ce_sae_err'"')")" ] && [ -n "$(sqlite3 "$T/tc.db" "$q ('"'ce_loss_score'"')")" ]' "$a: the error term gives back the clean loss"
 done
 check '[ "$(sqlite3 "$T/tc.db" "SELECT count(*) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE m.name = '"'explained_variance'"' AND m.value > 0")" = 2 ]' "analyze measures the transcoders against hook_mlp_out"
+# writing the features' rows reports its own progress (it ran after the last ETA, an audit)
+cp "$T/tc.db" "$T/tcprog.db" # a copy: the rerun replaces the analysis the checks below read
+out=$(SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN analyze --db "$T/tcprog.db" --sae "$T/transcoder" --all --no-model 2>&1 >/dev/null)
+check '[ $? -eq 0 ] && grep -q "^writing .*feature" <<<"$out"' "analyze's writing phase has progress lines: $(tail -n 3 <<<"$out")"
 # a pair whose target runs first in the block trains (the store cannot tell) and analyze said
 # "gives N values, not 0 rows of 32" (an audit): it names the order now
 $BIN sae-train --db "$T/tc.db" --hook blocks.0.hook_mlp_out --hook-out blocks.0.ln2.hook_normalized --d-sae 64 --k 4 \
