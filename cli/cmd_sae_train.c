@@ -38,6 +38,10 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
                s->n, s->mse, s->ev, s->cos, s->l2_ratio, s->l0, 100 * s->dead_frac,
                100 * s->dense_frac);
     if (o->precision != SAE_PRECISION_FP32) printf("encoder GEMM: %s\n", r->engine);
+    if (r->precision_was[0])
+        printf("note: the checkpoint's steps ran in %s, this call's in %s: cfg.json records "
+               "precision \"mixed\" (the bits of neither an fp32 nor a bf16 run)\n", r->precision_was,
+               strcmp(r->precision_was, "bf16") ? "bf16" : "fp32");
     if (r->mmcs >= 0) printf("ground truth: MMCS %.4f, recovered (cos > 0.9) %.1f%%\n", r->mmcs, 100 * r->recovered);
     if (r->grad_clip > 0)
         printf("gradient norm clipped to %g in %" PRId64 " of %" PRId64 " steps\n", r->grad_clip,

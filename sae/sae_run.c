@@ -80,6 +80,8 @@ typedef struct {
     int64_t ckpts;  /* checkpoints this run wrote (then what it leaves is resumable) */
     double t0;            /* when this call's step loop began */
     double prior_seconds; /* --resume: the step loops' seconds up to the checkpoint */
+    char prec[8];         /* the steps' precision so far: "fp32", "bf16" or "mixed" (root) */
+    char prec_was[8];     /* --resume: the checkpoint's, when this call's differs ("" else) */
 } run;
 
 static void run_free(run *r)
@@ -520,8 +522,8 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     if (sae_trainer_latent_blocks(r->t) > 1)
         snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"latent_blocks\":%d}",
                  sae_trainer_latent_blocks(r->t));
-    if (sae_k_precision() == SAE_PRECISION_BF16) /* fp32 runs keep their cfg.json byte for byte */
-        snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"precision\":\"bf16\"}");
+    if (strcmp(r->prec, "fp32")) /* fp32 runs keep their cfg.json byte for byte */
+        snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"precision\":\"%s\"}", r->prec);
     return sae_save_ex(r->m, o->out, js, r->dens);
 }
 
@@ -588,19 +590,39 @@ static const char *setting_flag(const char *line)
     return "the data settings";
 }
 
+/* The file's last line, "precision P", is not a setting: a resume may change the precision (a
+ * bf16 run continued where the CPU has none), and the steps' record becomes "mixed" (cfg.json
+ * said fp32 or bf16 for a run of both, an audit). */
 static int check_settings(run *r, const sae_run_opts *o)
 {
     char now[2048];
     int rc = run_settings(now, sizeof now, r, o);
+    snprintf(r->prec, sizeof r->prec, "%s", sae_k_precision() == SAE_PRECISION_BF16 ? "bf16" : "fp32");
+    r->prec_was[0] = 0;
     if (rc || !dist_is_root()) return rc;
-    if (!o->resume) return file_write_atomic(r->runp, now, strlen(now));
+    size_t nset = strlen(now);
     char *was = NULL;
-    rc = file_read_text(r->runp, 1 << 16, &was, NULL);
+    if (o->resume) rc = file_read_text(r->runp, 1 << 16, &was, NULL);
     if (rc == ERR_NOTFOUND) { /* a checkpoint from before this file: nothing to compare */
         err_clear();
         return OK;
     }
     if (rc) return rc;
+    if (was) {
+        char *pl = strstr(was, "precision "); /* the last line, when written (from 2026-12-05) */
+        if (pl && (pl == was || pl[-1] == '\n')) {
+            char p[8] = "";
+            sscanf(pl + 10, "%7s", p);
+            *pl = 0;
+            if (strcmp(p, r->prec)) { /* a "mixed" checkpoint stays so, its file too */
+                if (strcmp(p, "mixed")) snprintf(r->prec_was, sizeof r->prec_was, "%s", p);
+                snprintf(r->prec, sizeof r->prec, "mixed");
+            }
+        }
+    }
+    snprintf(now + nset, sizeof now - nset, "precision %s\n", r->prec);
+    if (!was) return file_write_atomic(r->runp, now, strlen(now));
+    now[nset] = 0; /* the settings alone, compared below */
     const char *a = was, *b = now;
     while (*a && *a == *b) a++, b++;
     if (*a || *b) {
@@ -610,6 +632,10 @@ static int check_settings(run *r, const sae_run_opts *o)
                      "with the same flags", r->ckpt, la, a, lb, b, setting_flag(*a ? a : b));
     }
     mem_free(was);
+    if (!rc && r->prec_was[0]) { /* the record of the steps' precision, before any step */
+        snprintf(now + nset, sizeof now - nset, "precision %s\n", r->prec);
+        rc = file_write_atomic(r->runp, now, strlen(now));
+    }
     return rc;
 }
 
@@ -745,6 +771,8 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     if (!rc && root) rc = run_save(&r, o, res);
     if (!rc && root && o->truth) rc = run_truth(&r, res);
     sae_k_engine(res->engine, sizeof res->engine);
+    snprintf(res->precision, sizeof res->precision, "%s", r.prec);
+    snprintf(res->precision_was, sizeof res->precision_was, "%s", r.prec_was);
     sae_k_set_precision(prev);
     res->arch = r.c.arch;
     res->d_in = r.c.d_in;

@@ -108,6 +108,9 @@ typedef struct {
     int64_t sae_id;            /* registry id in the store, -1 when not registered */
     char engine[96];           /* what ran the encoder GEMM (sae_k_engine), e.g. "bf16 (oneDNN
                                   brg:avx512_core_amx_bf16, ISA avx512_core_amx)" */
+    char precision[8];         /* the run's steps so far: "fp32", "bf16", or "mixed" once a
+                                  --resume changed it (cfg.json "precision" unless fp32) */
+    char precision_was[8];     /* that resume: the checkpoint's precision; "" otherwise */
 } sae_run_result;
 
 int sae_train_run(const sae_run_opts *o, sae_run_result *res);

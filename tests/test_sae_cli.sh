@@ -29,6 +29,17 @@ ok "resumed weights bit-identical" 'cmp -s $T/full/sae_weights.safetensors $T/pa
 ok "training log continues" '[ "$(grep -c . $T/part/training_log.csv)" = "$(grep -c . $T/full/training_log.csv)" ]'
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 40960 --batch 512 --out $T/part --resume >$T/bad.out 2>&1
 ok "resume with other flags refused" '[ $? -ne 0 ] && grep -q "the checkpoint.s run had --d-sae 128 (this run 64)" $T/bad.out'
+ok "the steps' precision is recorded (fp32: none in cfg.json)" 'grep -qx "precision fp32" $T/part/checkpoint_run.txt && ! grep -q precision $T/part/cfg.json'
+# a resume in another precision: cfg.json said the last call's (or nothing for fp32), an audit;
+# now "mixed" and a note (where the CPU has bf16: both directions)
+if $BIN sae-train $args --out $T/pauto --max-steps 1 --precision auto 2>&1 | grep -q "encoder GEMM: bf16"; then
+    for pr in "bf16 fp32" "fp32 bf16"; do
+        p1=${pr% *}; p2=${pr#* }
+        rm -rf $T/pmix; $BIN sae-train $args --out $T/pmix --max-steps 33 --precision $p1 >/dev/null 2>&1
+        out=$($BIN sae-train $args --out $T/pmix --resume --precision $p2 2>&1)
+        ok "$p1 resumed in $p2: cfg.json and the run file say mixed, with a note" '[ $? -eq 0 ] && grep -q "\"precision\":[[:space:]]*\"mixed\"" $T/pmix/cfg.json && grep -qx "precision mixed" $T/pmix/checkpoint_run.txt && grep -q "note: the checkpoint.s steps ran in $p1, this call.s in $p2" <<<"$out"'
+    done
+fi
 
 # a store-backed run stopped and resumed registers the whole training curve, as an uninterrupted one
 $BIN import --npy $T/acts.npy --db $T/acts.db --hook synth.acts --seq-len 64 >/dev/null 2>&1
