@@ -982,9 +982,12 @@ static int write_metrics(const ana_run_opts *o, const ana_dict_result *dr, store
             {"ce_sae_err", ds->ce_err}, {"ce_loss_score", ds->ce_score},
             {"kl_sae", ds->kl_sae}, {"kl_zero", ds->kl_zero}, {"kl_sae_err", ds->kl_err},
             {"kl_score", ds->kl_score}, {"ce_tokens", (double)ds->n},
+            /* the forward's matmuls in bf16 (absent: fp32, as before) */
+            {"model_bf16", op_precision_bf16() ? 1.0 : NAN},
         };
         for (size_t i = 0; i < sizeof C / sizeof C[0] && !rc; i++)
-            if (!isnan(C[i].v) || strstr(C[i].name, "_err") == NULL) /* no_err_pass: not measured */
+            /* no_err_pass: not measured; model_bf16: fp32 */
+            if (!isnan(C[i].v) || (!strstr(C[i].name, "_err") && strcmp(C[i].name, "model_bf16")))
                 rc = store_ana_metric(w, id, C[i].name, C[i].v);
     }
     return rc;
@@ -1323,6 +1326,9 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
     int rc = check_opts(&o);
     int prev_bf16 = op_precision_bf16();
     if (!rc) rc = op_set_precision(o.precision);
+    /* which precision produced the CE/KL numbers: said and stored (neither was, an audit) */
+    if (op_precision_bf16()) snprintf(res->matmuls, sizeof res->matmuls, "bf16 (oneDNN, ISA %s)", op_bf16_isa());
+    else snprintf(res->matmuls, sizeof res->matmuls, "fp32 (OpenBLAS)");
     shared sh = {0};
     dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};
     if (!rc) rc = open_inputs(&o, &sh, &sd, &nd, res);

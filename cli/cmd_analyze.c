@@ -120,7 +120,11 @@ int cmd_analyze(int argc, char **argv)
     rc = ana_run(&o, &res);
     /* dictionaries finished before a failure are in the database: say so (under mpirun rank 0
        alone, which wrote them) */
-    for (int i = 0; i < res.n_dicts && dist_is_root(); i++) print_dict(&res.dict[i], res.hook, o.cos_threshold);
+    for (int i = 0; i < res.n_dicts && dist_is_root(); i++) {
+        print_dict(&res.dict[i], res.hook, o.cos_threshold);
+        if (res.dict[i].have_downstream && o.precision != OP_PRECISION_FP32)
+            printf("  model matmuls: %s\n", res.matmuls);
+    }
     if (res.n_dicts && res.unfinished_run >= 0 && dist_is_root())
         printf("note: %s's extract (run %lld) is unfinished: these results use the %lld tokens it "
                "stored so far; rerun that extract to complete the hook\n", res.hook,

@@ -41,8 +41,11 @@ static void print_plan(const ext_plan *p, const ext_opts *po, const char *dtype,
         printf("  %s: %lld tokens x %d x %d bytes (%s) = %.1f MB\n", p->hooks[i].name,
                (long long)p->n_tokens, p->hooks[i].width, store_dtype_size(o.dtype), dtype,
                (double)p->hooks[i].bytes / 1e6);
-    if (o.precision != OP_PRECISION_FP32)
-        printf("  matmuls: %s\n", bf16 ? "bf16 (oneDNN)" : "fp32 (no bf16 on this CPU)");
+    char why[160];
+    if (o.precision != OP_PRECISION_FP32 && bf16)
+        printf("  matmuls: bf16 (oneDNN, ISA %s)\n", op_bf16_isa());
+    else if (o.precision != OP_PRECISION_FP32)
+        printf("  matmuls: fp32 (no bf16: %s)\n", op_bf16_why_not(why, sizeof why));
     if (o.dry_run)
         printf("  dry run: nothing is stored\n");
     else

@@ -285,14 +285,7 @@ void op_add_bias(float *x, const float *bias, int N, int C)
 int op_set_precision(int p)
 {
     if (p == OP_PRECISION_AUTO) p = op_bf16_supported() ? OP_PRECISION_BF16 : OP_PRECISION_FP32;
-    if (p == OP_PRECISION_BF16 && !op_bf16_supported())
-        return err_set(ERR_ARG, "precision bf16: %s (oneDNN's ISA is %s; it needs avx512_core_bf16 "
-                                "or AMX); HINT: use --precision fp32 or auto",
-                       getenv("SAELITE_NO_BF16") && strcmp(getenv("SAELITE_NO_BF16"), "0") &&
-                               getenv("SAELITE_NO_BF16")[0]
-                           ? "disabled by SAELITE_NO_BF16"
-                           : "this CPU has no bf16 dot products",
-                       op_bf16_isa());
+    if (p == OP_PRECISION_BF16 && !op_bf16_supported()) return op_bf16_refuse();
     prec_bf16 = p == OP_PRECISION_BF16;
     return OK;
 }

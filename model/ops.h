@@ -88,7 +88,13 @@ double op_crossentropy(float *logits, float *losses, const int *targets, int N, 
 int op_bf16_supported(void);
 const char *op_bf16_isa(void);  /* oneDNN's effective ISA: "avx512_core_amx", "avx2", ... */
 const char *op_bf16_impl(void); /* the last matmul's implementation, "" before the first */
-/* The forward matmuls' precision: OP_PRECISION_FP32, _BF16 (ERR_ARG with a HINT when
+/* Why op_bf16_supported() is 0, for messages: "disabled by SAELITE_NO_BF16=1", "oneDNN's ISA is
+ * avx2, capped by ONEDNN_MAX_CPU_ISA=AVX2", "this CPU has no bf16 dot products (oneDNN's ISA is
+ * avx2; bf16 needs avx512_core_bf16 or AMX)"; "" when it is 1. op_bf16_refuse: ERR_ARG,
+ * "precision bf16: <why>; HINT: ..." (the one refusal of extract, analyze and sae-train). */
+const char *op_bf16_why_not(char *buf, size_t n);
+int op_bf16_refuse(void);
+/* The forward matmuls' precision: OP_PRECISION_FP32, _BF16 (op_bf16_refuse when
  * op_bf16_supported() is 0; the precision is then unchanged) or _AUTO (bf16 where supported). */
 enum { OP_PRECISION_FP32, OP_PRECISION_BF16, OP_PRECISION_AUTO };
 int op_set_precision(int p);

@@ -4,9 +4,11 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/err.h"
 #include "common/mem.h"
 
 /* One cached weight matrix: its bf16 copy in the layout the matmul primitive chose for the
@@ -49,17 +51,49 @@ static const char *isa_name(dnnl_cpu_isa_t isa)
     }
 }
 
+/* SAELITE_NO_BF16 set to anything but "" or "0", else NULL */
+static const char *no_bf16_env(void)
+{
+    const char *e = getenv("SAELITE_NO_BF16");
+    return e && e[0] && strcmp(e, "0") != 0 ? e : NULL;
+}
+
 const char *op_bf16_isa(void) { return isa_name(dnnl_get_effective_cpu_isa()); }
 
 int op_bf16_supported(void)
 {
-    const char *e = getenv("SAELITE_NO_BF16");
-    if (e && e[0] && strcmp(e, "0") != 0) return 0;
+    if (no_bf16_env()) return 0;
     unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), need = dnnl_cpu_isa_avx512_core_bf16;
     return (isa & need) == need;
 }
 
 const char *op_bf16_impl(void) { return G.impl; }
+
+const char *op_bf16_why_not(char *buf, size_t n)
+{
+    const char *e = no_bf16_env(), *cap = getenv("ONEDNN_MAX_CPU_ISA");
+    if (!cap || !cap[0]) cap = getenv("DNNL_MAX_CPU_ISA");
+    if (op_bf16_supported()) snprintf(buf, n, "%s", "");
+    else if (e) snprintf(buf, n, "disabled by SAELITE_NO_BF16=%s", e);
+    else if (cap && cap[0]) /* the user's cap, not the CPU (the message blamed the CPU, an audit) */
+        snprintf(buf, n, "oneDNN's ISA is %s, capped by %s=%s", op_bf16_isa(),
+                 getenv("ONEDNN_MAX_CPU_ISA") && getenv("ONEDNN_MAX_CPU_ISA")[0] ? "ONEDNN_MAX_CPU_ISA"
+                                                                                 : "DNNL_MAX_CPU_ISA",
+                 cap);
+    else
+        snprintf(buf, n, "this CPU has no bf16 dot products (oneDNN's ISA is %s; bf16 needs "
+                         "avx512_core_bf16 or AMX)", op_bf16_isa());
+    return buf;
+}
+
+int op_bf16_refuse(void)
+{
+    char why[160];
+    op_bf16_why_not(why, sizeof why);
+    /* a variable the user set (SAELITE_NO_BF16, the ISA cap) is named in why */
+    return err_set(ERR_ARG, "precision bf16: %s; HINT: %suse --precision fp32 or auto", why,
+                   strchr(why, '=') ? "unset it, or " : "");
+}
 
 /* oneDNN memory over our own buffer (mem_alloc_aligned: huge pages for large ones, which
  * DNNL_MEMORY_ALLOCATE's allocator does not ask for); released with dmem_del. */

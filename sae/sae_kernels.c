@@ -11,6 +11,7 @@
 #include "common/mem.h"
 #include "common/par.h"
 #include "common/select.h"
+#include "model/ops.h"
 #include "sae/sae_bf16.h"
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -161,15 +162,7 @@ static uint64_t weights_gen;
 int sae_k_set_precision(sae_precision p)
 {
     if (p == SAE_PRECISION_AUTO) p = sae_bf16_supported() ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32;
-    if (p == SAE_PRECISION_BF16 && !sae_bf16_supported()) {
-        const char *e = getenv("SAELITE_NO_BF16");
-        if (e && e[0] && strcmp(e, "0") != 0)
-            return err_set(ERR_ARG, "precision bf16: disabled by SAELITE_NO_BF16=%s; HINT: unset it, "
-                                    "or use --precision fp32 or auto", e);
-        return err_set(ERR_ARG, "precision bf16: this CPU has no bf16 dot products (oneDNN's ISA "
-                                "is %s; it needs avx512_core_bf16 or AMX); HINT: use --precision "
-                                "fp32 or auto", sae_bf16_isa());
-    }
+    if (p == SAE_PRECISION_BF16 && !sae_bf16_supported()) return op_bf16_refuse();
     precision = p;
     return OK;
 }

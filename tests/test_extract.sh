@@ -272,6 +272,11 @@ check '[ $? -eq 0 ] && [ "$(sqlite3 "$T/u.db" "SELECT count(*) FROM tokens WHERE
 PX=($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook blocks.1.hook_resid_post --ctx 16 --batch 2)
 out=$(SAELITE_NO_BF16=1 "${PX[@]}" --db "$T/nobf.db" --precision bf16 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"SAELITE_NO_BF16"* ]] && [ ! -e "$T/nobf.db" ]' "bf16 refused: $out"
+# the fallback and the refusal say which variable turned bf16 off (they blamed the CPU, an audit)
+out=$(SAELITE_NO_BF16=1 "${PX[@]}" --dry-run --precision auto 2>&1)
+check '[[ "$out" == *"matmuls: fp32 (no bf16: disabled by SAELITE_NO_BF16=1)"* ]]' "auto under SAELITE_NO_BF16: $out"
+out=$(ONEDNN_MAX_CPU_ISA=AVX2 "${PX[@]}" --db "$T/nobf.db" --precision bf16 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"capped by ONEDNN_MAX_CPU_ISA=AVX2; HINT: unset it"* ]] && [ ! -e "$T/nobf.db" ]' "bf16 under an ISA cap: $out"
 if "${PX[@]}" --dry-run --precision auto 2>&1 | grep -q "matmuls: bf16"; then
     "${PX[@]}" --db "$T/p32.db" >/dev/null 2>&1 && "${PX[@]}" --db "$T/p16.db" --precision bf16 >/dev/null 2>&1
     check '[ $? -eq 0 ]' "extract --precision bf16"
@@ -376,6 +381,10 @@ if $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --h
     q="SELECT value FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name = '$T/transcoder' AND m.name = 'ce_clean'"
     check '[ $? -eq 0 ] && $PY -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 0.02 * abs(a) else 1)" "$(sqlite3 "$T/tc.db" "$q")" "$(sqlite3 "$T/tc16.db" "$q")"' \
         "analyze --precision bf16: clean loss within 2% of fp32: $out"
+    # and says so, printed and stored (neither was, an audit); fp32 analyses have no such row
+    q="SELECT group_concat(value) FROM ana_metrics m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name = '$T/transcoder' AND m.name = 'model_bf16'"
+    check '[[ "$out" == *"model matmuls: bf16 (oneDNN, ISA "* ]] && [ "$(sqlite3 "$T/tc16.db" "$q")" = "1.0" ] && [ -z "$(sqlite3 "$T/tc.db" "$q")" ]' \
+        "analyze --precision bf16 records its precision: $(grep matmuls <<<"$out")"
 fi
 out=$($BIN report --db "$T/tc.db" --sae "$T/skip_transcoder" --top 4 --out "$T/tcrep" 2>&1)
 check '[ $? -eq 0 ] && [ -s "$T/tcrep/index.html" ] && [ "$(ls "$T/tcrep"/feature_*.png | wc -l)" = 4 ]' "report renders a transcoder's dashboards: $out"

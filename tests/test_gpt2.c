@@ -734,8 +734,11 @@ static void test_bf16_forward(void)
     char keep[64] = "";
     if (old) snprintf(keep, sizeof keep, "%s", old);
     setenv("SAELITE_NO_BF16", "1", 1);
-    CHECK(op_set_precision(OP_PRECISION_BF16) == ERR_ARG && strstr(err_msg(), "SAELITE_NO_BF16"),
+    CHECK(op_set_precision(OP_PRECISION_BF16) == ERR_ARG && strstr(err_msg(), "SAELITE_NO_BF16=1") &&
+              strstr(err_msg(), "HINT: unset it") && !strstr(err_msg(), "needs"),
           "bf16 refused: %s", err_msg());
+    char why[160];
+    CHECK(!strcmp(op_bf16_why_not(why, sizeof why), "disabled by SAELITE_NO_BF16=1"), "%s", why);
     CHECK(op_set_precision(OP_PRECISION_AUTO) == OK && !op_precision_bf16());
     if (old) setenv("SAELITE_NO_BF16", keep, 1);
     else unsetenv("SAELITE_NO_BF16");
