@@ -8,6 +8,7 @@
 #include "common/mem.h"
 #include "common/progress.h"
 #include "model/gpt2.h"
+#include "model/ops.h"
 #include "model/sample.h"
 #include "model/tokenizer.h"
 #include "sae/sae.h"
@@ -42,7 +43,7 @@ int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *tokdir = NULL, *prompt = NULL, *sae_dir = NULL, *steer = NULL;
     const char *hook = NULL;
-    const char *method_name = "add";
+    const char *method_name = "add", *prec = "fp32";
     double temperature = 1.0;
     int top_k = 0, max_tokens = 50, no_stop = 0, compare = 0;
     int64_t seed = 0;
@@ -64,6 +65,9 @@ int cmd_generate(int argc, char **argv)
          "ortho: scale the component along W_dec[F] by S; cap: projection on W_dec[F] at most S",
          ARG_CHOICES("add|clamp|ortho|cap")},
         {"--compare", ARG_FLAG, &compare, "print the steered and the unsteered continuation (same seed)"},
+        {"--precision", ARG_STR, &prec,
+         "the model's matmuls: fp32, bf16 (matrix engine via oneDNN; needs AVX512-BF16 or AMX), "
+         "auto", ARG_CHOICES("fp32|bf16|auto")},
         {NULL},
     };
     int rc = args_parse("generate", argc, argv, spec, NULL, 0, NULL);
@@ -79,6 +83,10 @@ int cmd_generate(int argc, char **argv)
     ana_steer_term *terms = NULL;
     int *ctx = NULL, nterms = 0;
     ana_steer_method method = ANA_STEER_ADD;
+    if (op_set_precision(!strcmp(prec, "bf16")   ? OP_PRECISION_BF16
+                         : !strcmp(prec, "auto") ? OP_PRECISION_AUTO
+                                                 : OP_PRECISION_FP32))
+        goto fail;
     if (gpt2_load(&m, model) || tok_load(&tok, tokdir ? tokdir : model)) goto fail;
     if (sae_dir) {
         if (sae_load(&sae, sae_dir) || ana_check_sae_model(sae, sae_dir, model) ||

@@ -76,6 +76,18 @@ $BIN generate --model "$tmp/m" --prompt "x" --seed -1 >/dev/null 2>&1; ok test $
 g0=$($BIN generate --model "$tmp/m" --prompt "the cat" --temperature 1e-310 --max-tokens 24 2>/dev/null)
 ok test "$g0" = "$g1"
 $BIN generate --model "$tmp/nope" --prompt "x" >/dev/null 2>&1; ok test $? -eq 1
+# --precision: refused under SAELITE_NO_BF16 (auto falls back to fp32's text); where the CPU has
+# bf16, the greedy text comes out (it may differ from fp32's where two logits are close)
+err=$(SAELITE_NO_BF16=1 $BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 --precision bf16 2>&1 >/dev/null)
+ok test $? -eq 1
+ok grep -q "precision bf16: disabled by SAELITE_NO_BF16=1" <<<"$err"
+ga=$(SAELITE_NO_BF16=1 $BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 --precision auto 2>/dev/null)
+ok test "$ga" = "$g1"
+if $BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 --precision bf16 >/dev/null 2>&1; then
+    gb=$($BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 --no-stop --precision bf16 2>&1)
+    ok grep -q "generated 24 tokens" <<<"$gb"
+    ok test "${gb:0:7}" = "the cat"
+fi
 
 # ---- generate --steer: an SAE over the 32-wide residual (no hook_name: --hook names it)
 $BIN sae-train --synth --synth-d 32 --synth-features 64 --tokens 20k --k 4 --expansion 2 \
