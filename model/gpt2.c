@@ -391,6 +391,8 @@ static int json_int(const cJSON *root, const char *key, const char *alt, int *ou
             *out = dflt;
             return OK;
         }
+        if (it) /* present as null: said "missing" (params said "must be ..."; an audit) */
+            return err_set(ERR_FORMAT, "%s: \"%s\" must be a positive integer (got null)", path, key);
         return err_set(ERR_FORMAT, "%s: missing \"%s\"", path, key);
     }
     if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble))
@@ -466,7 +468,13 @@ static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag
         (rc = json_int(root, "vocab_size", NULL, &c->vocab_size, -1, path)) ||
         (rc = json_int(root, "n_inner", NULL, &c->n_inner, 0, path)))
         goto out;
-    /* null n_inner means 4*n_embd; an n_embd too large for that is left to the range check */
+    /* null n_inner means 4*n_embd; an n_embd too large for that is left to the range check. A
+       literal 0 is HF's MLP of width 0 (it was read as 4*n_embd, an audit) */
+    const cJSON *ni = cJSON_GetObjectItemCaseSensitive(root, "n_inner");
+    if (ni && cJSON_IsNumber(ni) && c->n_inner == 0) {
+        rc = err_set(ERR_FORMAT, "%s: \"n_inner\" 0 is an MLP of width 0 (null means 4 x n_embd)", path);
+        goto out;
+    }
     if (c->n_inner == 0) c->n_inner = c->n_embd > 0 && c->n_embd <= (1 << 28) ? 4 * c->n_embd : -1;
     c->ln_eps = 1e-5f;
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
@@ -483,19 +491,21 @@ static int load_config(const char *dir, gpt2_config *c, int *gelu, int *tie_flag
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
     if (a && !cJSON_IsString(a)) {
         rc = err_set(ERR_FORMAT,
-                     "%s: \"activation_function\" must be a string: gelu_new, gelu_pytorch_tanh "
-                     "or gelu (got %s)",
+                     "%s: \"activation_function\" must be a string: gelu_new, gelu_pytorch_tanh, "
+                     "gelu_fast or gelu (got %s)",
                      path, json_kind(a));
         goto out;
     }
     if (a) {
-        if (!strcmp(a->valuestring, "gelu_new") || !strcmp(a->valuestring, "gelu_pytorch_tanh"))
+        /* HF's three tanh GELUs (NewGELU, PytorchGELUTanh, FastGELU) are one formula */
+        if (!strcmp(a->valuestring, "gelu_new") || !strcmp(a->valuestring, "gelu_pytorch_tanh") ||
+            !strcmp(a->valuestring, "gelu_fast"))
             *gelu = OP_GELU_TANH;
         else if (!strcmp(a->valuestring, "gelu")) *gelu = OP_GELU_ERF;
         else {
             rc = err_set(ERR_FORMAT,
                          "%s: activation_function \"%s\" is not supported (gelu_new, "
-                         "gelu_pytorch_tanh, gelu)",
+                         "gelu_pytorch_tanh, gelu_fast, gelu)",
                          path, a->valuestring);
             goto out;
         }
@@ -599,6 +609,9 @@ int gpt2_load(gpt2_model **out, const char *dir)
     for (int i = 0; i < st_count(f); i++) {
         const char *n = st_at(f, i)->name;
         if (plen && !strncmp(n, pre, plen)) n += plen;
+        /* HF keeps lm_head outside transformer.; a body saved without the prefix may still
+           carry it on the head (refused as unexpected, an audit) */
+        if (!strcmp(n, "transformer.lm_head.weight")) n += 12;
         if (is_buffer_name(n)) continue;
         int known = tie_flag && !strcmp(n, "lm_head.weight");
         for (int j = 0; j < m->ntab && !known; j++) known = !strcmp(m->tab[j].name, n);
@@ -626,8 +639,9 @@ int gpt2_load(gpt2_model **out, const char *dir)
         for (int j = 0; j < m->ntab; j++) {
             char nm[160];
             const gpt2_tensor *t = &m->tab[j];
-            if (!strcmp(t->name, "lm_head.weight") && st_find(f, "lm_head.weight"))
-                snprintf(nm, sizeof nm, "lm_head.weight");
+            if (!strcmp(t->name, "lm_head.weight"))
+                snprintf(nm, sizeof nm, "%s", st_find(f, "lm_head.weight") ? "lm_head.weight"
+                                                                           : "transformer.lm_head.weight");
             else snprintf(nm, sizeof nm, "%s%s", pre, t->name);
             float *dst = pass ? m->params + t->offset : NULL;
             if ((rc = st_load_f32(f, nm, t->ndim, t->shape, dst))) {

@@ -58,9 +58,10 @@ static int get_int(const cJSON *root, const char *path, const char *key, const c
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v && alt) v = cJSON_GetObjectItemCaseSensitive(root, alt);
-    if (!v) return err_set(ERR_FORMAT, "%s: missing key \"%s\"", path, key);
+    if (!v) return err_set(ERR_FORMAT, "%s: missing \"%s\"", path, key);
     if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble != floor(v->valuedouble))
-        return err_set(ERR_FORMAT, "%s: \"%s\" must be a positive integer", path, key);
+        return err_set(ERR_FORMAT, "%s: \"%s\" must be a positive integer%s", path, key,
+                       cJSON_IsNull(v) ? " (got null)" : ""); /* the loader's words */
     if (v->valuedouble > 1e9)
         return err_set(ERR_FORMAT, "%s: \"%s\" is %g, above the limit of 1e9", path, key,
                        v->valuedouble);

@@ -476,7 +476,10 @@ static void test_load_errors(void)
            model_type with GPT-2's keys used to load as a GPT-2 */
         {"\"activation_function\": null", "config.json: \"activation_function\" must be a string"},
         {"\"activation_function\": 1", "\"activation_function\" must be a string: gelu_new, "
-                                        "gelu_pytorch_tanh or gelu (got a number)"},
+                                        "gelu_pytorch_tanh, gelu_fast or gelu (got a number)"},
+        /* HF's FastGELU is the tanh GELU; n_inner 0 is its zero-width MLP (read as 4 n_embd) */
+        {"\"activation_function\": \"gelu_fast\"", NULL},
+        {"\"n_inner\": 0", "\"n_inner\" 0 is an MLP of width 0"},
         {"\"model_type\": \"gpt_neo\"",
          "config.json: model_type \"gpt_neo\" is not supported (only \"gpt2\")"},
         {"\"model_type\": null", "\"model_type\" must be the string \"gpt2\" (got null)"},
@@ -495,6 +498,13 @@ static void test_load_errors(void)
         else CHECK(rc == OK, "%s: %s", hf[i][0], err_msg());
         gpt2_free(m);
     }
+    /* n_positions null beside n_ctx: refused as null, not "missing" (params said otherwise) */
+    write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": null, "
+                     "\"n_ctx\": 4, \"vocab_size\": 10}");
+    m = NULL;
+    CHECK(gpt2_load(&m, dir) == ERR_FORMAT &&
+              strstr(err_msg(), "\"n_positions\" must be a positive integer (got null)"), "%s", err_msg());
+    gpt2_free(m);
     write_file(cfgp, "{\"n_layer\": 2, \"n_head\": 2, \"n_embd\": 8, \"n_positions\": 4, "
                      "\"vocab_size\": 10}");
     /* a FIFO as the weights: refused, not waited on */
@@ -621,6 +631,25 @@ static void test_tied_with_head(void)
               strstr(err_msg(), "config.json"),
           "%s", err_msg());
     gpt2_free(m);
+    m = NULL;
+    /* a body without the transformer. prefix and the head with it: read (it was refused as an
+       unexpected tensor, an audit), under both configs */
+    const gpt2_tensor *gt = gpt2_param_table(g, &n);
+    float *gp = gpt2_params(g, NULL);
+    for (int i = 0; i < n && i < 40; i++)
+        outs[i] = (st_out){strcmp(gt[i].name, "lm_head.weight") ? gt[i].name : "transformer.lm_head.weight",
+                           ST_F32, gt[i].ndim, {gt[i].shape[0], gt[i].shape[1]}, gp + gt[i].offset};
+    CHECK(n <= 40 && st_write(stp, outs, n, NULL) == OK, "%s", err_msg());
+    for (int k = 0; k < 3; k += 2) {
+        write_file(cfgp, cfgs[k]);
+        CHECK(gpt2_load(&m, dir) == OK, "mixed prefix, config %d: %s", k, err_msg());
+        gpt2_model *ref = k ? g : tied;
+        CHECK(m && gpt2_forward(m, tok, 1, 4, 1) == OK && gpt2_forward(ref, tok, 1, 4, 1) == OK &&
+                  !memcmp(gpt2_logits(m), gpt2_logits(ref), sizeof(float) * 4 * 10),
+              "mixed prefix, config %d: the logits", k);
+        gpt2_free(m);
+        m = NULL;
+    }
     gpt2_free(tied);
     gpt2_free(g);
     unlink(cfgp);
