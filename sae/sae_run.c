@@ -82,6 +82,10 @@ typedef struct {
     double prior_seconds; /* --resume: the step loops' seconds up to the checkpoint */
     char prec[8];         /* the steps' precision so far: "fp32", "bf16" or "mixed" (root) */
     char prec_was[8];     /* --resume: the checkpoint's, when this call's differs ("" else) */
+    char prec_ckpt[8];    /* --resume: the checkpoint's record ("" when it has none) */
+    char settings[2048];  /* checkpoint_run.txt without its precision line (root) */
+    int prec_written;     /* checkpoint_run.txt holds prec (at the first checkpoint: a resume
+                             refused or stopped before a step leaves the record as it was) */
 } run;
 
 static void run_free(run *r)
@@ -322,6 +326,11 @@ static int run_checkpoint(run *r)
     if (r->nlog) memcpy(b + 24, r->logrows, r->nlog * sizeof *r->logrows);
     int rc = file_write_atomic(r->logbin, b, n);
     mem_free(b);
+    if (!rc && !r->prec_written) { /* before the checkpoint: never a record of fewer kinds */
+        char b2[2100];
+        snprintf(b2, sizeof b2, "%sprecision %s\n", r->settings, r->prec);
+        if (!(rc = file_write_atomic(r->runp, b2, strlen(b2)))) r->prec_written = 1;
+    }
     if (!rc) rc = sae_trainer_checkpoint(r->t, r->ckpt);
     if (!rc) r->ckpts++;
     return rc;
@@ -522,6 +531,11 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     if (sae_trainer_latent_blocks(r->t) > 1)
         snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"latent_blocks\":%d}",
                  sae_trainer_latent_blocks(r->t));
+    /* a resume that ran no step (the run was finished) keeps the checkpoint's record */
+    if (res->steps == 0 && r->prec_ckpt[0]) {
+        snprintf(r->prec, sizeof r->prec, "%s", r->prec_ckpt);
+        r->prec_was[0] = 0;
+    }
     if (strcmp(r->prec, "fp32")) /* fp32 runs keep their cfg.json byte for byte */
         snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"precision\":\"%s\"}", r->prec);
     return sae_save_ex(r->m, o->out, js, r->dens);
@@ -592,37 +606,42 @@ static const char *setting_flag(const char *line)
 
 /* The file's last line, "precision P", is not a setting: a resume may change the precision (a
  * bf16 run continued where the CPU has none), and the steps' record becomes "mixed" (cfg.json
- * said fp32 or bf16 for a run of both, an audit). */
+ * said fp32 or bf16 for a run of both, an audit). run_checkpoint writes it with this call's
+ * first checkpoint; a checkpoint from before the line counts as this call's precision. */
 static int check_settings(run *r, const sae_run_opts *o)
 {
     char now[2048];
     int rc = run_settings(now, sizeof now, r, o);
     snprintf(r->prec, sizeof r->prec, "%s", sae_k_precision() == SAE_PRECISION_BF16 ? "bf16" : "fp32");
-    r->prec_was[0] = 0;
+    r->prec_was[0] = r->prec_ckpt[0] = 0;
+    r->prec_written = 0;
     if (rc || !dist_is_root()) return rc;
-    size_t nset = strlen(now);
+    snprintf(r->settings, sizeof r->settings, "%s", now);
+    if (!o->resume) {
+        char b2[2100];
+        snprintf(b2, sizeof b2, "%sprecision %s\n", now, r->prec);
+        rc = file_write_atomic(r->runp, b2, strlen(b2));
+        r->prec_written = !rc;
+        return rc;
+    }
     char *was = NULL;
-    if (o->resume) rc = file_read_text(r->runp, 1 << 16, &was, NULL);
+    rc = file_read_text(r->runp, 1 << 16, &was, NULL);
     if (rc == ERR_NOTFOUND) { /* a checkpoint from before this file: nothing to compare */
         err_clear();
         return OK;
     }
     if (rc) return rc;
-    if (was) {
-        char *pl = strstr(was, "precision "); /* the last line, when written (from 2026-12-05) */
-        if (pl && (pl == was || pl[-1] == '\n')) {
-            char p[8] = "";
-            sscanf(pl + 10, "%7s", p);
-            *pl = 0;
-            if (strcmp(p, r->prec)) { /* a "mixed" checkpoint stays so, its file too */
-                if (strcmp(p, "mixed")) snprintf(r->prec_was, sizeof r->prec_was, "%s", p);
-                snprintf(r->prec, sizeof r->prec, "mixed");
-            }
+    char *pl = strstr(was, "precision ");
+    if (pl && (pl == was || pl[-1] == '\n')) {
+        char p[8] = "";
+        sscanf(pl + 10, "%7s", p);
+        snprintf(r->prec_ckpt, sizeof r->prec_ckpt, "%s", p);
+        *pl = 0;
+        if (strcmp(p, r->prec)) { /* a "mixed" checkpoint stays so, without a new note */
+            if (strcmp(p, "mixed")) snprintf(r->prec_was, sizeof r->prec_was, "%s", p);
+            snprintf(r->prec, sizeof r->prec, "mixed");
         }
     }
-    snprintf(now + nset, sizeof now - nset, "precision %s\n", r->prec);
-    if (!was) return file_write_atomic(r->runp, now, strlen(now));
-    now[nset] = 0; /* the settings alone, compared below */
     const char *a = was, *b = now;
     while (*a && *a == *b) a++, b++;
     if (*a || *b) {
@@ -632,10 +651,6 @@ static int check_settings(run *r, const sae_run_opts *o)
                      "with the same flags", r->ckpt, la, a, lb, b, setting_flag(*a ? a : b));
     }
     mem_free(was);
-    if (!rc && r->prec_was[0]) { /* the record of the steps' precision, before any step */
-        snprintf(now + nset, sizeof now - nset, "precision %s\n", r->prec);
-        rc = file_write_atomic(r->runp, now, strlen(now));
-    }
     return rc;
 }
 

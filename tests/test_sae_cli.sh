@@ -30,6 +30,11 @@ ok "training log continues" '[ "$(grep -c . $T/part/training_log.csv)" = "$(grep
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 40960 --batch 512 --out $T/part --resume >$T/bad.out 2>&1
 ok "resume with other flags refused" '[ $? -ne 0 ] && grep -q "the checkpoint.s run had --d-sae 128 (this run 64)" $T/bad.out'
 ok "the steps' precision is recorded (fp32: none in cfg.json)" 'grep -qx "precision fp32" $T/part/checkpoint_run.txt && ! grep -q precision $T/part/cfg.json'
+# a checkpoint_run.txt from before the precision line gets one at the resumed call's first checkpoint
+rm -rf $T/pold; $BIN sae-train $args --out $T/pold --max-steps 20 >/dev/null 2>&1
+sed -i '/^precision /d' $T/pold/checkpoint_run.txt
+$BIN sae-train $args --out $T/pold --resume --max-steps 5 >/dev/null 2>&1
+ok "an older run file gains the precision line on resume" 'grep -qx "precision fp32" $T/pold/checkpoint_run.txt'
 # a resume in another precision: cfg.json said the last call's (or nothing for fp32), an audit;
 # now "mixed" and a note (where the CPU has bf16: both directions)
 if $BIN sae-train $args --out $T/pauto --max-steps 1 --precision auto 2>&1 | grep -q "encoder GEMM: bf16"; then
@@ -39,6 +44,15 @@ if $BIN sae-train $args --out $T/pauto --max-steps 1 --precision auto 2>&1 | gre
         out=$($BIN sae-train $args --out $T/pmix --resume --precision $p2 2>&1)
         ok "$p1 resumed in $p2: cfg.json and the run file say mixed, with a note" '[ $? -eq 0 ] && grep -q "\"precision\":[[:space:]]*\"mixed\"" $T/pmix/cfg.json && grep -qx "precision mixed" $T/pmix/checkpoint_run.txt && grep -q "note: the checkpoint.s steps ran in $p1, this call.s in $p2" <<<"$out"'
     done
+    # no step in the other precision, no "mixed": a refused resume (it wrote the record before
+    # loading the checkpoint, a review), and a finished run resumed in the other precision
+    rm -rf $T/pmix; $BIN sae-train $args --out $T/pmix --max-steps 33 --precision bf16 >/dev/null 2>&1
+    $BIN sae-train ${args/--d-sae 128/--d-sae 64} --out $T/pmix --resume --precision fp32 >/dev/null 2>&1
+    ok "a refused resume in fp32 leaves the bf16 record" '[ $? -ne 0 ] && grep -qx "precision bf16" $T/pmix/checkpoint_run.txt'
+    $BIN sae-train $args --out $T/pmix --resume --precision bf16 >/dev/null 2>&1
+    out=$($BIN sae-train $args --out $T/pmix --resume --precision fp32 2>&1)
+    ok "a finished bf16 run resumed in fp32 stays bf16" '[ $? -eq 0 ] && grep -q "\"precision\":[[:space:]]*\"bf16\"" $T/pmix/cfg.json && ! grep -q "note: the checkpoint" <<<"$out"'
+
 fi
 
 # a store-backed run stopped and resumed registers the whole training curve, as an uninterrupted one
