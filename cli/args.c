@@ -1,4 +1,5 @@
 /* args.c - flag parsing and shared CLI helpers (error printing, signals). */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <float.h>
@@ -334,6 +335,9 @@ static int parse_value(const char *cmd, const arg_spec *s, const char *v, int ap
         if (apply) *(const char **)s->dst = v;
         return 0;
     case ARG_INT: {
+        /* strtol skips leading blanks, which the other number flags refuse (buf_read_double) */
+        if (isspace((unsigned char)v[0]))
+            return cli_usage_error(cmd, "%s expects an integer, got '%s'", s->name, v);
         long x = strtol(v, &end, 10);
         if (end != v && !*end && (errno == ERANGE || x < -2147483647L || x > 2147483647L))
             return cli_usage_error(cmd, "%s: %s is out of range (at most 2147483647)", s->name, v);
@@ -344,6 +348,8 @@ static int parse_value(const char *cmd, const arg_spec *s, const char *v, int ap
         return 0;
     }
     case ARG_I64: {
+        if (isspace((unsigned char)v[0]))
+            return cli_usage_error(cmd, "%s expects an integer, got '%s'", s->name, v);
         /* a plain integer exactly (strtod would round those above 2^53: a seed would change) */
         long long li = strtoll(v, &end, 10);
         if (end != v && !*end) {
@@ -366,7 +372,11 @@ static int parse_value(const char *cmd, const arg_spec *s, const char *v, int ap
         if (len && !*e && isfinite(x) && x == floor(x) && fabs(x) > 9e18)
             return cli_usage_error(cmd, "%s: %s is out of range (at most %lld)", s->name, v,
                                    (long long)INT64_MAX);
-        if (!len || *e || !isfinite(x) || x != floor(x) || fabs(x) > 9e18)
+        /* 1e-400 reads as 0 (an underflow): not the integer it spells (a non-zero mantissa) */
+        size_t mant = strcspn(v, "eE");
+        int nonzero = 0;
+        for (size_t i = 0; i < mant; i++) nonzero |= v[i] >= '1' && v[i] <= '9';
+        if (!len || *e || !isfinite(x) || x != floor(x) || fabs(x) > 9e18 || (x == 0 && nonzero))
             return cli_usage_error(cmd, "%s expects an integer, got '%s'", s->name, v);
         if (check_range(cmd, s, x, v)) return 2;
         if (apply) *(int64_t *)s->dst = (int64_t)x;

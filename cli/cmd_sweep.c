@@ -23,7 +23,8 @@ static int parse_list(const char *cmd, const char *flag, const char *s, double *
         double x = 0;
         size_t len = buf_read_double(p, 0, &x);
         const char *end = p + len;
-        if (!len || !(x > 0) || (*end && *end != ',') || *n == SWEEP_MAX_SETTINGS)
+        if (!len || !(x > 0) || (*end && *end != ',') || (*end == ',' && !end[1]) ||
+            *n == SWEEP_MAX_SETTINGS)
             return cli_usage_error(cmd, "%s: expected up to %d positive numbers a,b,...", flag,
                                    SWEEP_MAX_SETTINGS);
         v[(*n)++] = x;

@@ -307,6 +307,8 @@ bad "sae-train: NaN learning rate" "--lr expects a finite number, got 'nan'" "${
 bad "sae-train: infinite learning rate" "--lr expects a finite number" "${T[@]}" --lr inf
 bad "sae-train: a hex learning rate (strtod read 0x1p-3)" "--lr expects a finite number, got '0x1p-3'" "${T[@]}" --lr 0x1p-3
 bad "sae-train: a hex token count (strtod read 0x10 as 16)" "--tokens expects an integer, got '0x10'" "${T[@]}" --tokens 0x10
+bad "sae-train: a seed that underflows to 0 (1e-400 ran as seed 0)" "--seed expects an integer, got '1e-400'" "${T[@]}" --seed 1e-400
+bad "sae-train: a leading blank in an integer flag (strtol skipped it)" "--k expects an integer, got ' 2'" "${T[@]}" --k " 2"
 bad "sae-train: negative learning rate" "--lr" "${T[@]}" --lr -1 --out s_neg
 bad "sae-train: zero k" "--k must be >= 1, got 0" "${T[@]}" --k 0
 bad "sae-train: k above d-sae" "k 32 must be in 1..d_sae \(16\)" "${T[@]}" --k 32
