@@ -1327,7 +1327,10 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
     int prev_bf16 = op_precision_bf16();
     if (!rc) rc = op_set_precision(o.precision);
     /* which precision produced the CE/KL numbers: said and stored (neither was, an audit) */
+    char why[160];
     if (op_precision_bf16()) snprintf(res->matmuls, sizeof res->matmuls, "bf16 (oneDNN, ISA %s)", op_bf16_isa());
+    else if (o.precision == OP_PRECISION_AUTO) /* the fallback says why, as extract's does */
+        snprintf(res->matmuls, sizeof res->matmuls, "fp32 (no bf16: %.80s)", op_bf16_why_not(why, sizeof why));
     else snprintf(res->matmuls, sizeof res->matmuls, "fp32 (OpenBLAS)");
     shared sh = {0};
     dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};

@@ -128,8 +128,13 @@ int cmd_generate(int argc, char **argv)
         double secs = now_seconds() - t0;
         printf("\n");
         fflush(stdout);
-        fprintf(stderr, "generated %d token%s in %.2f s (%.1f tok/s)%s\n", made, made == 1 ? "" : "s",
-                secs, secs > 0 ? made / secs : 0.0, stopped ? ", stopped at <|endoftext|>" : "");
+        char mm[200] = "", why[160];
+        if (strcmp(prec, "fp32")) /* which precision ran, as extract and analyze say */
+            snprintf(mm, sizeof mm, "; matmuls %s", op_precision_bf16() ? "bf16 (oneDNN)" : "fp32");
+        if (strcmp(prec, "fp32") && !op_precision_bf16())
+            snprintf(mm + strlen(mm), sizeof mm - strlen(mm), " (no bf16: %s)", op_bf16_why_not(why, sizeof why));
+        fprintf(stderr, "generated %d token%s in %.2f s (%.1f tok/s)%s%s\n", made, made == 1 ? "" : "s",
+                secs, secs > 0 ? made / secs : 0.0, stopped ? ", stopped at <|endoftext|>" : "", mm);
     }
     rc = cli_interrupted() ? 130 : 0;
     goto done;

@@ -2,6 +2,9 @@
 #include "model/ops.h"
 
 #include <oneapi/dnnl/dnnl.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,13 +72,25 @@ int op_bf16_supported(void)
 
 const char *op_bf16_impl(void) { return G.impl; }
 
+/* The CPU's own answer (cpuid), apart from oneDNN's: AVX512_BF16 (leaf 7.1 EAX bit 5) or
+ * AMX-BF16 (leaf 7.0 EDX bit 22) */
+static int cpu_has_bf16(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 5 & 1)) return 1;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1)) return 1;
+#endif
+    return 0;
+}
+
 const char *op_bf16_why_not(char *buf, size_t n)
 {
     const char *e = no_bf16_env(), *cap = getenv("ONEDNN_MAX_CPU_ISA");
     if (!cap || !cap[0]) cap = getenv("DNNL_MAX_CPU_ISA");
     if (op_bf16_supported()) snprintf(buf, n, "%s", "");
     else if (e) snprintf(buf, n, "disabled by SAELITE_NO_BF16=%s", e);
-    else if (cap && cap[0]) /* the user's cap, not the CPU (the message blamed the CPU, an audit) */
+    else if (cap && cap[0] && cpu_has_bf16()) /* the user's cap, not the CPU (it blamed the CPU) */
         snprintf(buf, n, "oneDNN's ISA is %s, capped by %s=%s", op_bf16_isa(),
                  getenv("ONEDNN_MAX_CPU_ISA") && getenv("ONEDNN_MAX_CPU_ISA")[0] ? "ONEDNN_MAX_CPU_ISA"
                                                                                  : "DNNL_MAX_CPU_ISA",

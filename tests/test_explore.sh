@@ -81,11 +81,12 @@ $BIN generate --model "$tmp/nope" --prompt "x" >/dev/null 2>&1; ok test $? -eq 1
 err=$(SAELITE_NO_BF16=1 $BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 --precision bf16 2>&1 >/dev/null)
 ok test $? -eq 1
 ok grep -q "precision bf16: disabled by SAELITE_NO_BF16=1" <<<"$err"
-ga=$(SAELITE_NO_BF16=1 $BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 --precision auto 2>/dev/null)
+ga=$(SAELITE_NO_BF16=1 $BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 --precision auto 2>"$tmp/ga.err")
 ok test "$ga" = "$g1"
+ok grep -q "; matmuls fp32 (no bf16: disabled by SAELITE_NO_BF16=1)" "$tmp/ga.err"
 if $BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 --precision bf16 >/dev/null 2>&1; then
     gb=$($BIN generate --model "$tmp/m" --prompt "the cat" --temperature 0 --max-tokens 24 --no-stop --precision bf16 2>&1)
-    ok grep -q "generated 24 tokens" <<<"$gb"
+    ok grep -q "generated 24 tokens.*; matmuls bf16 (oneDNN)" <<<"$gb"
     ok test "${gb:0:7}" = "the cat"
 fi
 
