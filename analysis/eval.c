@@ -163,13 +163,14 @@ static int cmp_i64(const void *a, const void *b)
 
 /* Tense of a sequence from its tags: 1 when more finite verbs are past than present, 0 for the
  * reverse, -1 for a tie (none included). Each word counts once, not once per BPE piece (a verb
- * cut into three tokens counted three times, an audit). tags [seq_len][16], cont [seq_len]:
- * scratch. */
+ * cut into three tokens counted three times, an audit). tags [seq_len][16] (left holding the
+ * sequence's tags), cont [seq_len]: scratch; *tagged (may be NULL): some position is tagged. */
 static int seq_tense(ctx *c, const store_eval_seq *sq, char (*tags)[16], unsigned char *cont,
-                     int *tense)
+                     int *tense, int *tagged)
 {
     int any = 0, T = sq->n_tokens < c->hook.seq_len ? sq->n_tokens : c->hook.seq_len;
     int rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any, cont);
+    if (tagged) *tagged = any;
     int npast = 0, npres = 0;
     for (int t = sq->bos ? 1 : 0; !rc && any && t < T; t++) {
         if (cont[t]) continue;
@@ -202,7 +203,7 @@ static int scr_sample(ctx *c, const int *grp, int *perm, unsigned char *flag)
     progress_begin(&pr, "eval tense", (double)c->nseq, "seq");
     for (size_t i = 0; !rc && i < c->nseq; i++) {
         int a = eval_imaginative(c->genres[grp[i]]), b = -1;
-        if (a >= 0) rc = seq_tense(c, &c->seqs[i], tags, cont, &b);
+        if (a >= 0) rc = seq_tense(c, &c->seqs[i], tags, cont, &b, NULL);
         cell[i] = (signed char)(a < 0 || b < 0 ? -1 : c->seq_test[i] * 4 + a * 2 + b);
         if (a >= 0 && b >= 0) c->nat[a][b]++;
         if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
@@ -344,10 +345,9 @@ static int plan_tokens(ctx *c, int **mark_out, int64_t **off_out)
         int any = 0, T = sq->n_tokens;
         if (T > c->hook.seq_len) T = c->hook.seq_len;
         int tn;
-        if ((rc = seq_tense(c, sq, tags, cont, &tn))) break;
+        if ((rc = seq_tense(c, sq, tags, cont, &tn, &any))) break; /* tags: this sequence's */
         c->tense[i] = (signed char)tn;
         if (!c->ch_genre[i]) continue; /* POS positions come from the per-genre sample only */
-        if ((rc = store_ana_seq_tags(c->s, sq->seq_id, T, tags, &any, NULL))) break;
         for (int t = sq->bos ? 1 : 0; any && t < T; t++) {
             int k = eval_pos_class(tags[t]);
             if (k < 0) continue;

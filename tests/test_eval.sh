@@ -97,6 +97,8 @@ ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task LIKE 'scr:%' AND (sc
 ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task = 'scr:ablate_genre' AND score IS NULL AND clean_acc <= orig_acc")" = 7
 ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric LIKE 'scr_dir2_threshold_%' AND value IS NULL")" = 7
 ok grep -q "^note: scr: direction 2 (prose kind ablated, tense read) left NULL: the clean tense probe scores 0\.[0-9]*, the biased probe 0\.[0-9]* on [0-9]* test rows" "$W/e1.out"
+# the tense label counts each verb once (every BPE piece voted before: 104 test rows, 0.77 < 0.82)
+ok grep -q "the clean tense probe scores 0\.8478, the biased probe 0\.8478 on 92 test rows" "$W/e1.out"
 ok test "$(q "SELECT count(*) FROM eval_ablation WHERE task LIKE 'tpp:genre:%' AND n = 500")" = 2
 # TPP's headline is SAEBench's: the per-dataset means (8 POS classes, 2 genres here), then their
 # mean, not the mean over the 10 pooled classes; the per-dataset means are stored too
