@@ -19,7 +19,7 @@ CREATE TABLE IF NOT EXISTS graphs (
     n_edges_kept   INTEGER NOT NULL,
     node_threshold REAL NOT NULL,
     edge_threshold REAL NOT NULL,
-    max_rel_err    REAL,            -- completeness: max |edges + bias - value| / |value|
+    max_rel_err    REAL,            -- completeness: max |edges + bias - value| / max(|value|, |bias| + sum |edges|)
     created_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
 );
 
