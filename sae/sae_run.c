@@ -45,7 +45,17 @@ static int source_next(void *user, float *x, int rows)
 
 int sae_eval_source(const sae_model *m, sae_source *src, int64_t n, sae_metrics *acc)
 {
-    return sae_metrics_eval(acc, m, NULL, n, source_next, src);
+    if (!src->rows_left) return sae_metrics_eval(acc, m, NULL, n, source_next, src);
+    /* a source that can run dry: chunks it can surely fill, until n rows or it is drained */
+    int rc = OK;
+    for (int64_t done = 0; !rc && done < n;) {
+        int64_t nb = n - done < SAE_EVAL_CHUNK ? n - done : SAE_EVAL_CHUNK, left = src->rows_left(src);
+        if (left <= 0) break;
+        if (nb > left) nb = left;
+        rc = sae_metrics_eval(acc, m, NULL, nb, source_next, src);
+        done += nb;
+    }
+    return rc;
 }
 
 /* Rows of an in-memory array go to validation when a hash of the row index falls below frac. */
@@ -482,6 +492,7 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     sae_metrics_summary *sum = &res->eval;
     if (!rc && r->eval_tokens > 0) {
         sae_metrics_summarize(&r->acc, sum);
+        r->eval_tokens = sum->n; /* fewer where --max-norm-ratio dropped held-out tokens */
         r->dens = mem_alloc(sizeof(float) * r->m->cfg.d_sae);
         if (r->dens) sae_metrics_log10_density(&r->acc, r->dens);
     }

@@ -248,6 +248,9 @@ struct sae_source {
        next does but fills only rows [r0, r0+n) of x (the rows of one rank, see
        sae_trainer_rows); the other rows of x are left as they are. */
     int (*next_rows)(sae_source *s, float *x, int B, int r0, int n);
+    /* Optional (NULL: never runs dry): rows next can still yield for sure, 0 once drained (a
+       held-out store source reads its split once; with --max-norm-ratio fewer than n_rows). */
+    int64_t (*rows_left)(sae_source *s);
     void (*close)(sae_source *s);
     void *impl;
 };

@@ -28,6 +28,7 @@ typedef struct {
     double max_ratio, norm_cap; /* drop tokens with norm > norm_cap (= max_ratio * mean norm) */
     int64_t dropped;
     rng_state rng;
+    int one_pass, done; /* a held-out source: one pass, then the buffer drains (no repeats) */
 } store_src;
 
 static int cmp_i64(const void *a, const void *b)
@@ -60,6 +61,10 @@ static int stream_next(store_src *m, float *dst)
             }
         }
         if (m->seq_T == 0) {
+            if (m->one_pass) { /* dst untouched: the caller drains its buffer */
+                m->done = 1;
+                return OK;
+            }
             if (++passes > 1) return err_set(ERR_NOTFOUND, "activation source: the split is empty");
             store_iter_shuffle(m->it, rng_next(&m->rng));
             continue;
@@ -84,7 +89,7 @@ static int stream_next_kept(store_src *m, float *dst)
 {
     for (int64_t tries = 0;; tries++) {
         int rc = stream_next(m, dst);
-        if (rc || m->norm_cap <= 0 || row_norm(dst, m->w_in) <= m->norm_cap) return rc;
+        if (rc || m->done || m->norm_cap <= 0 || row_norm(dst, m->w_in) <= m->norm_cap) return rc;
         m->dropped++;
         if (tries > 1000000)
             return err_set(ERR_ARG, "activation source: no token below the norm cap %g", m->norm_cap);
@@ -95,7 +100,10 @@ static int store_next(sae_source *src, float *x, int B)
 {
     store_src *m = src->impl;
     int rc = OK;
-    while (m->fill < m->cap && !rc) rc = stream_next(m, m->buf + m->fill++ * m->width);
+    while (m->fill < m->cap && !m->done && !rc) {
+        rc = stream_next(m, m->buf + m->fill * m->width);
+        if (!m->done) m->fill++;
+    }
     if (!rc && m->max_ratio > 0 && m->norm_cap <= 0) {
         /* the cap comes from the first full buffer: ratio x its mean token norm; buffered tokens
            above it are replaced */
@@ -109,13 +117,27 @@ static int store_next(sae_source *src, float *x, int B)
             }
     }
     for (int b = 0; b < B && !rc; b++) {
-        /* emit a random buffered token and put the next streamed token in its place */
+        if (m->fill == 0)
+            return err_set(ERR_NOTFOUND, "activation source: the held-out split has fewer tokens "
+                           "than asked");
+        /* emit a random buffered token and put the next streamed token in its place (one_pass,
+           past the split's end: the last buffered token) */
         int64_t r = (int64_t)(rng_next(&m->rng) % (uint64_t)m->fill);
         float *row = m->buf + r * m->width;
         memcpy(x + (int64_t)b * m->width, row, sizeof(float) * m->width);
-        rc = stream_next_kept(m, row);
+        if (!m->done) rc = stream_next_kept(m, row);
+        if (!rc && m->done && --m->fill != r)
+            memcpy(row, m->buf + m->fill * m->width, sizeof(float) * m->width);
     }
     return rc;
+}
+
+/* at least the buffered rows; before the first read, unknown (n_rows bounds what is asked) */
+static int64_t store_rows_left(sae_source *src)
+{
+    const store_src *m = src->impl;
+    if (m->done) return m->fill;
+    return m->fill > 0 ? m->fill : INT64_MAX;
 }
 
 static void store_src_close(sae_source *src)
@@ -160,6 +182,7 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
     src->impl = m;
     src->next = store_next;
     src->close = store_src_close;
+    if (split == STORE_SPLIT_VAL) src->rows_left = store_rows_left;
     store_hook h, ho;
     m->hook_out = -1;
     int rc = store_open(&m->s, db, STORE_READONLY);
@@ -180,6 +203,10 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
         m->seq_len = h.seq_len;
         m->skip_bos = skip_bos;
         m->max_ratio = max_norm_ratio;
+        /* the held-out split is read for evaluation: each token once, never a second pass (it
+           wrapped when the split was smaller than the tokens asked plus the buffer, so tokens
+           counted twice and others never, an audit) */
+        m->one_pass = split == STORE_SPLIT_VAL;
         int64_t avail = store_iter_tokens(m->it);
         if (avail <= (skip_bos ? (int64_t)store_iter_count(m->it) : 0))
             rc = err_set(ERR_NOTFOUND, "%s: hook %s has no activations in the %s split", db, hook,
@@ -224,7 +251,9 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
         return rc;
     }
     src->d_in = m->width;
-    src->n_rows = store_iter_tokens(m->it);
+    /* the rows a pass yields: the BOS positions skipped are not (eval_tokens claimed them) */
+    src->n_rows = store_iter_tokens(m->it) -
+                  (int64_t)(skip_bos ? store_iter_count_in(m->it, m->bos, m->nbos) : 0);
     *out = src;
     return OK;
 }

@@ -163,6 +163,9 @@ int store_iter_next(store_iter *it, float *out, int *T, int64_t *seq_id);
 void store_iter_shuffle(store_iter *it, uint64_t seed);
 size_t store_iter_count(const store_iter *it); /* sequences per pass */
 int64_t store_iter_tokens(const store_iter *it); /* tokens per pass */
+/* how many of the pass's sequences are in ids[n] (sorted ascending): with the BOS sequences'
+   ids, the tokens a pass yields once each BOS position is skipped */
+size_t store_iter_count_in(const store_iter *it, const int64_t *ids, size_t n);
 void store_iter_close(store_iter *it);
 
 /* ---- context ------------------------------------------------------------------------------ */

@@ -65,6 +65,12 @@ q() { sqlite3 $T/acts.db "SELECT count(*) || ',' || max(step) FROM sae_training_
 ok "store run registered" 'grep -q "registered in" $T/dfull.out && grep -q "registered in" $T/dpart.out'
 ok "resumed store run registers every log row" '[ "$(q $T/dpart)" = "$(q $T/dfull)" ] && [ "$(q $T/dfull)" = "80,80" ]'
 ok "resumed CSV export equals the uninterrupted one" 'cmp -s $T/dfull/training_log.csv $T/dpart/training_log.csv'
+# the held-out metrics read the validation split once: it has 1408 tokens here, fewer than the
+# 8192-token buffer plus the tokens asked, so its stream wrapped (tokens counted twice, others
+# never; an audit). Now they are analyze's over the same split, to the digit.
+cp $T/acts.db $T/acts_an.db
+an=$($BIN analyze --db $T/acts_an.db --sae $T/dfull --no-model --val-frac 0.05 2>&1)
+ok "held-out mse is the split's, once each ($(grep -o '"mse":[^,]*' $T/dfull/cfg.json) against $(grep -o 'mse [0-9.e-]*' <<<"$an"))" '[ "$(grep -o "\"mse\":[[:space:]]*[0-9.e-]*" $T/dfull/cfg.json | grep -o "[0-9.e-]*$")" = "$(grep -o "mse [0-9.e-]*" <<<"$an" | cut -d" " -f2)" ] && grep -q "1408 held-out tokens" $T/dfull.out'
 # ... and its training time is every call's: the checkpoint records the seconds so far (here
 # set to 1000 s), which the resumed call adds to its own (the registry had the last call's only)
 $BIN sae-train $dargs --out $T/dsec --max-steps 33 >/dev/null 2>&1
