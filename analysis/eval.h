@@ -141,6 +141,8 @@ typedef struct {
     int d;
     const eval_csr *sparse;   /* or NULL */
     eval_memo *memo;          /* probes on the dense rows go through it (may be NULL) */
+    double eps;               /* LIBLINEAR's stopping tolerance for fits on these rows (0: its
+                                 0.001; absorption's probes: 1e-6, see eval_absorption_class) */
     volatile int *stop;       /* eval_logreg refuses to start a fit once *stop (ERR_ABORTED; may be
                                  NULL): LIBLINEAR cannot be interrupted, so Ctrl-C and SIGTERM
                                  take effect between fits */
