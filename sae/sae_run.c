@@ -45,16 +45,23 @@ static int source_next(void *user, float *x, int rows)
 
 int sae_eval_source(const sae_model *m, sae_source *src, int64_t n, sae_metrics *acc)
 {
-    if (!src->rows_left) return sae_metrics_eval(acc, m, NULL, n, source_next, src);
-    /* a source that can run dry: chunks it can surely fill, until n rows or it is drained */
+    /* in pieces of whole SAE_EVAL_CHUNKs (the same rows per chunk as one call), with progress:
+       the held-out evaluation ran after the training's ETA had run out */
+    progress pr;
+    progress_begin(&pr, "held-out eval", (double)n, "tok");
     int rc = OK;
     for (int64_t done = 0; !rc && done < n;) {
-        int64_t nb = n - done < SAE_EVAL_CHUNK ? n - done : SAE_EVAL_CHUNK, left = src->rows_left(src);
-        if (left <= 0) break;
-        if (nb > left) nb = left;
+        int64_t nb = n - done < 16 * SAE_EVAL_CHUNK ? n - done : 16 * SAE_EVAL_CHUNK;
+        if (src->rows_left) { /* a source that can run dry: what it can surely fill */
+            int64_t left = src->rows_left(src);
+            if (left <= 0) break;
+            if (nb > left) nb = left;
+        }
         rc = sae_metrics_eval(acc, m, NULL, nb, source_next, src);
         done += nb;
+        progress_update(&pr, (double)done, NULL);
     }
+    progress_end(&pr);
     return rc;
 }
 

@@ -25,6 +25,7 @@ ok "--max-steps leaves a checkpoint" '[ -s $T/part/checkpoint.bin ]'
 SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN sae-train $args --out $T/part --resume >$T/resume.out 2>&1
 ok "resume finishes" 'grep -q "47 steps" $T/resume.out'
 ok "the stream's replay shows progress (it was silent)" 'grep -q "^resume: replaying the stream .* tok" $T/resume.out'
+ok "the held-out evaluation shows progress (it ran after the ETA)" 'grep -q "^held-out eval .* tok" $T/resume.out'
 ok "resumed weights bit-identical" 'cmp -s $T/full/sae_weights.safetensors $T/part/sae_weights.safetensors'
 ok "training log continues" '[ "$(grep -c . $T/part/training_log.csv)" = "$(grep -c . $T/full/training_log.csv)" ]'
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 40960 --batch 512 --out $T/part --resume >$T/bad.out 2>&1
