@@ -97,9 +97,7 @@ typedef struct {
     int64_t ckpts;  /* checkpoints this run wrote (then what it leaves is resumable) */
     double t0;            /* when this call's step loop began */
     double prior_seconds; /* --resume: the step loops' seconds up to the checkpoint */
-    char prec[8];         /* the steps' precision so far: "fp32", "bf16" or "mixed" (root) */
-    char prec_was[8];     /* --resume: the checkpoint's, when this call's differs ("" else) */
-    char prec_ckpt[8];    /* --resume: the checkpoint's record ("" when it has none) */
+    char prec_ckpt[8];    /* --resume: the checkpoint's precision record ("" when it has none) */
     char settings[2048];  /* checkpoint_run.txt without its precision line (root) */
     int prec_written;     /* checkpoint_run.txt holds prec (at the first checkpoint: a resume
                              refused or stopped before a step leaves the record as it was) */
@@ -330,6 +328,16 @@ static int log_push(run *r, const store_sae_log_row *row)
     return OK;
 }
 
+/* The steps' precision: this call's; "mixed" where the checkpoint's record differs; the
+ * checkpoint's where this call ran no step (a finished run resumed). */
+static const char *steps_precision(const run *r, int ran_steps)
+{
+    const char *cur = sae_k_precision() == SAE_PRECISION_BF16 ? "bf16" : "fp32";
+    if (!r->prec_ckpt[0]) return cur;
+    if (!ran_steps) return r->prec_ckpt;
+    return strcmp(r->prec_ckpt, cur) ? "mixed" : cur;
+}
+
 static int run_checkpoint(run *r)
 {
     size_t n = 24 + r->nlog * sizeof *r->logrows;
@@ -345,7 +353,7 @@ static int run_checkpoint(run *r)
     mem_free(b);
     if (!rc && !r->prec_written) { /* before the checkpoint: never a record of fewer kinds */
         char b2[2100];
-        snprintf(b2, sizeof b2, "%sprecision %s\n", r->settings, r->prec);
+        snprintf(b2, sizeof b2, "%sprecision %s\n", r->settings, steps_precision(r, 1));
         if (!(rc = file_write_atomic(r->runp, b2, strlen(b2)))) r->prec_written = 1;
     }
     if (!rc) rc = sae_trainer_checkpoint(r->t, r->ckpt);
@@ -549,13 +557,9 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     if (sae_trainer_latent_blocks(r->t) > 1)
         snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"latent_blocks\":%d}",
                  sae_trainer_latent_blocks(r->t));
-    /* a resume that ran no step (the run was finished) keeps the checkpoint's record */
-    if (res->steps == 0 && r->prec_ckpt[0]) {
-        snprintf(r->prec, sizeof r->prec, "%s", r->prec_ckpt);
-        r->prec_was[0] = 0;
-    }
-    if (strcmp(r->prec, "fp32")) /* fp32 runs keep their cfg.json byte for byte */
-        snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"precision\":\"%s\"}", r->prec);
+    const char *prec = steps_precision(r, res->steps > 0);
+    if (strcmp(prec, "fp32")) /* fp32 runs keep their cfg.json byte for byte */
+        snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"precision\":\"%s\"}", prec);
     return sae_save_ex(r->m, o->out, js, r->dens);
 }
 
@@ -630,14 +634,13 @@ static int check_settings(run *r, const sae_run_opts *o)
 {
     char now[2048];
     int rc = run_settings(now, sizeof now, r, o);
-    snprintf(r->prec, sizeof r->prec, "%s", sae_k_precision() == SAE_PRECISION_BF16 ? "bf16" : "fp32");
-    r->prec_was[0] = r->prec_ckpt[0] = 0;
+    r->prec_ckpt[0] = 0;
     r->prec_written = 0;
     if (rc || !dist_is_root()) return rc;
     snprintf(r->settings, sizeof r->settings, "%s", now);
     if (!o->resume) {
         char b2[2100];
-        snprintf(b2, sizeof b2, "%sprecision %s\n", now, r->prec);
+        snprintf(b2, sizeof b2, "%sprecision %s\n", now, steps_precision(r, 0));
         rc = file_write_atomic(r->runp, b2, strlen(b2));
         r->prec_written = !rc;
         return rc;
@@ -655,10 +658,6 @@ static int check_settings(run *r, const sae_run_opts *o)
         sscanf(pl + 10, "%7s", p);
         snprintf(r->prec_ckpt, sizeof r->prec_ckpt, "%s", p);
         *pl = 0;
-        if (strcmp(p, r->prec)) { /* a "mixed" checkpoint stays so, without a new note */
-            if (strcmp(p, "mixed")) snprintf(r->prec_was, sizeof r->prec_was, "%s", p);
-            snprintf(r->prec, sizeof r->prec, "mixed");
-        }
     }
     const char *a = was, *b = now;
     while (*a && *a == *b) a++, b++;
@@ -804,8 +803,11 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     if (!rc && root) rc = run_save(&r, o, res);
     if (!rc && root && o->truth) rc = run_truth(&r, res);
     sae_k_engine(res->engine, sizeof res->engine);
-    snprintf(res->precision, sizeof res->precision, "%s", r.prec);
-    snprintf(res->precision_was, sizeof res->precision_was, "%s", r.prec_was);
+    /* the note's "was": a checkpoint in the other precision, this call having run steps (a
+       "mixed" one stays so without a new note) */
+    snprintf(res->precision, sizeof res->precision, "%s", steps_precision(&r, res->steps > 0));
+    int changed = res->steps > 0 && !strcmp(res->precision, "mixed") && strcmp(r.prec_ckpt, "mixed");
+    snprintf(res->precision_was, sizeof res->precision_was, "%s", changed ? r.prec_ckpt : "");
     sae_k_set_precision(prev);
     res->arch = r.c.arch;
     res->d_in = r.c.d_in;
