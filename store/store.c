@@ -1318,18 +1318,17 @@ int store_iter_next(store_iter *it, float *out, int *T, int64_t *seq_id)
 size_t store_iter_count(const store_iter *it) { return it->n; }
 int64_t store_iter_tokens(const store_iter *it) { return it->tokens; }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 size_t store_iter_count_in(const store_iter *it, const int64_t *ids, size_t n)
 {
     size_t k = 0;
-    for (size_t i = 0; i < it->n; i++) {
-        size_t lo = 0, hi = n; /* binary search for rows[i].seq */
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (ids[mid] < it->rows[i].seq) lo = mid + 1;
-            else hi = mid;
-        }
-        k += lo < n && ids[lo] == it->rows[i].seq;
-    }
+    for (size_t i = 0; i < it->n && n; i++)
+        k += bsearch(&it->rows[i].seq, ids, n, sizeof *ids, cmp_i64) != NULL;
     return k;
 }
 
