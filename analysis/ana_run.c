@@ -1330,7 +1330,7 @@ int ana_run(const ana_run_opts *opts, ana_run_result *res)
     if (op_precision_bf16()) snprintf(res->matmuls, sizeof res->matmuls, "bf16 (oneDNN, ISA %s)", op_bf16_isa());
     else if (o.precision == OP_PRECISION_AUTO) /* the fallback says why, as extract's does */
         snprintf(res->matmuls, sizeof res->matmuls, "fp32 (no bf16: %.80s)", op_bf16_why_not(why, sizeof why));
-    else snprintf(res->matmuls, sizeof res->matmuls, "fp32 (OpenBLAS)");
+    else snprintf(res->matmuls, sizeof res->matmuls, "fp32 (OpenBLAS %s)", op_blas_core());
     shared sh = {0};
     dict sd = {.kind = "sae"}, nd = {.kind = "neurons"};
     if (!rc) rc = open_inputs(&o, &sh, &sd, &nd, res);

@@ -109,7 +109,7 @@ typedef struct {
     int64_t hook_tokens;    /* the hook's stored tokens when it was read */
     int n_dicts;            /* 1 or 2: the SAE first, then the neurons */
     ana_dict_result dict[2];
-    char matmuls[128];      /* the model forward's matmuls: "fp32 (OpenBLAS)", "fp32 (no bf16:
+    char matmuls[128];      /* the model forward's matmuls: "fp32 (OpenBLAS Haswell)", "fp32 (no bf16:
                                why)" for auto, or "bf16 (oneDNN, ISA ...)"; with bf16 the
                                downstream metrics add model_bf16 = 1 */
 } ana_run_result;

@@ -25,6 +25,7 @@
 #include "common/mem.h"
 #include "common/par.h"
 #include "common/progress.h"
+#include "model/ops.h"
 #include "sae/metrics.h"
 #include "sae/sae.h"
 #include "sae/sae_bf16.h"
@@ -365,8 +366,9 @@ int main(int argc, char **argv)
     /* The steps interleave with the bf16 trainer's oneDNN calls, after which libgomp's workers
        spin unless OMP_WAIT_POLICY=PASSIVE (read when the runtime loads): the fp32 encode then
        read 10 ms slower. run-bench.sh sets it; run by hand, set it here and start again, as
-       saelite's bf16 commands do (cli/main.c). */
-    if (argc > 0) par_passive_restart(argv);
+       saelite's bf16 commands do (cli/main.c); OpenBLAS's kernels likewise (op_blas_core_setenv). */
+    int blas = op_blas_core_setenv(), omp = par_passive_setenv();
+    if (argc > 0 && (blas || omp)) par_restart(argv);
     int rc = 0;
     const char *peer = getenv("SAE_BENCH_PEER"), *comma = peer ? strchr(peer, ',') : NULL;
     if (comma) return bench_peer(atoi(peer), atoi(comma + 1), 5);

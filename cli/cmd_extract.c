@@ -46,6 +46,8 @@ static void print_plan(const ext_plan *p, const ext_opts *po, const char *dtype,
         printf("  matmuls: bf16 (oneDNN, ISA %s)\n", op_bf16_isa());
     else if (o.precision != OP_PRECISION_FP32)
         printf("  matmuls: fp32 (no bf16: %s)\n", op_bf16_why_not(why, sizeof why));
+    else
+        printf("  matmuls: fp32 (OpenBLAS %s)\n", op_blas_core());
     if (o.dry_run)
         printf("  dry run: nothing is stored\n");
     else

@@ -17,6 +17,7 @@
 #include "common/hash.h"
 #include "common/mem.h"
 #include "common/par.h"
+#include "model/ops.h"
 
 #define X(id)                                                                                 \
     int cmd_##id(int argc, char **argv);                                                      \
@@ -118,13 +119,16 @@ static int print_help(const char *cmd)
     return 0;
 }
 
-/* Spinning OpenMP workers (common/par.h, par_passive_restart) fight saelite's own threads,
- * OpenBLAS's and the storage thread for the cores: measured on 2 busy cores, a bf16
- * GPT-2-small extract ran at 348 tok/s spinning and 1171 passive, the bf16 SAE step 1.3x fp32
- * spinning and 2.0x passive. So a command asked to run in bf16 (or auto) restarts itself once
- * with OMP_WAIT_POLICY=PASSIVE when the user set no policy; fp32 runs, the default, never load
- * work onto OpenMP and are not restarted. */
-static void omp_passive_reexec(int argc, char **argv)
+/* Variables read when a library loads, before main, set here and taken up by one restart
+ * (/proc/self/exe, same argv) when they change; the user's own settings are never changed.
+ * - OPENBLAS_CORETYPE: OpenBLAS 0.3.21 runs its Prescott (SSE3) kernels on CPUs it does not
+ *   know, 6-8x below the AVX-512 ones on a 2-core Xeon (model/ops.h, op_blas_core_setenv).
+ * - OMP_WAIT_POLICY=PASSIVE for a command asked to run in bf16 (or auto): spinning OpenMP
+ *   workers (common/par.h) fight saelite's own threads, OpenBLAS's and the storage thread for
+ *   the cores: measured on 2 busy cores, a bf16 GPT-2-small extract ran at 348 tok/s spinning
+ *   and 1171 passive, the bf16 SAE step 1.3x fp32 spinning and 2.0x passive. fp32 runs, the
+ *   default, never load work onto OpenMP and keep the runtime's default. */
+static void restart_tuned(int argc, char **argv)
 {
     int want = 0;
     for (int i = 1; i < argc; i++) {
@@ -133,7 +137,8 @@ static void omp_passive_reexec(int argc, char **argv)
         else if (!strncmp(a, "--precision=", 12)) v = a + 12;
         if (v && (!strcmp(v, "bf16") || !strcmp(v, "auto"))) want = 1;
     }
-    if (want) par_passive_restart(argv);
+    int blas = op_blas_core_setenv(), omp = want && par_passive_setenv();
+    if (blas || omp) par_restart(argv);
 }
 
 /* Commands that run under mpirun with several ranks (the others would all write the same
@@ -169,7 +174,7 @@ static int ranks_disagree(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    omp_passive_reexec(argc, argv);
+    restart_tuned(argc, argv);
     /* MPI starts only when mpirun (or another MPI launcher) started this process */
     if (dist_init(&argc, &argv)) {
         fprintf(stderr, "saelite: %s\n", err_msg());

@@ -80,9 +80,13 @@ void par_for(void (*fn)(void *, int, int64_t, int64_t), void *arg, int64_t n, in
     par_run(for_part, &j, nt);
 }
 
-void par_passive_restart(char **argv)
+int par_passive_setenv(void)
 {
-    if (getenv("OMP_WAIT_POLICY") || setenv("OMP_WAIT_POLICY", "PASSIVE", 1)) return;
+    return !getenv("OMP_WAIT_POLICY") && !setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+}
+
+void par_restart(char **argv)
+{
     fflush(NULL);
     execv("/proc/self/exe", argv); /* returns only on failure: then run on as we are */
 }

@@ -29,8 +29,12 @@ void par_for(void (*fn)(void *arg, int tid, int64_t i0, int64_t i1), void *arg, 
 /* oneDNN's bf16 matmuls thread with GNU OpenMP, whose idle workers spin after every call unless
  * OMP_WAIT_POLICY=PASSIVE, and take the cores from par_run's threads, OpenBLAS's and the storage
  * thread. The runtime reads the variable when it loads, before main, so a program that will run
- * bf16 work calls this first: with no policy set it sets PASSIVE and restarts itself
- * (/proc/self/exe, same argv); it returns when a policy was set or the restart failed. */
-void par_passive_restart(char **argv);
+ * bf16 work sets it first and restarts: par_passive_setenv sets PASSIVE when no policy is set
+ * and returns 1 when it did. */
+int par_passive_setenv(void);
+/* Starts this program again (/proc/self/exe, same argv, the current environment) so that
+ * variables read when a library loads take effect; returns only if the restart failed (then
+ * the caller runs on as it is). */
+void par_restart(char **argv);
 
 #endif

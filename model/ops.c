@@ -15,6 +15,28 @@
 #define OPS_AVX2 1
 #endif
 
+const char *op_blas_core(void)
+{
+    const char *c = openblas_get_corename();
+    return c ? c : "unknown";
+}
+
+int op_blas_core_setenv(void)
+{
+    if (getenv("OPENBLAS_CORETYPE") || strcmp(op_blas_core(), "Prescott") != 0) return 0;
+    const char *core = NULL;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init(); /* libgcc's checks include the OS's XCR0 state for AVX and AVX-512 */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        core = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        core = "Haswell";
+#endif
+    return core && !setenv("OPENBLAS_CORETYPE", core, 1);
+}
+
 /* ---- threads for the elementwise kernels -------------------------------------------------
  * In bf16, LayerNorm, bias + GELU and the softmax split their rows over par_for's threads and
  * the attention's per-(batch, head) products split their heads: each row or head is computed by

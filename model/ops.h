@@ -113,4 +113,16 @@ int op_bf16_matmul(float *out, int ldo, const float *x, const float *W, int ldw,
 void op_bf16_forget(const void *base, size_t bytes);
 void op_bf16_refresh(const void *base, size_t bytes);
 
+/* OpenBLAS, which runs every fp32 matmul, picks its kernels for the CPU when it loads. Debian
+ * 12's 0.3.21 does not know newer CPUs (an Intel Xeon of family 6 model 207 here; AMD's family
+ * 26) and falls back to its Prescott (SSE3) kernels: sgemm at 36 GFLOP/s on 2 cores of such a
+ * Xeon where its SkylakeX kernels run 240-300 (bench/README.md). op_blas_core names the kernels
+ * running. op_blas_core_setenv sets OPENBLAS_CORETYPE to the kernels this CPU can run (SkylakeX
+ * with AVX-512 F/CD/BW/DQ/VL that the OS enables, else Haswell with AVX2 and FMA) when OpenBLAS
+ * fell back to Prescott and the variable is not set, and returns 1 when it set it: OpenBLAS
+ * reads it only when it loads, so the caller then restarts (par_restart). A variable the user
+ * or machine set is never changed. */
+const char *op_blas_core(void);
+int op_blas_core_setenv(void);
+
 #endif

@@ -267,6 +267,18 @@ check '[ "$(sqlite3 "$T/j.db" "SELECT name || genre FROM documents WHERE ordinal
 $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/bad.txt" --hook blocks.0.hook_resid_pre --db "$T/u.db" --ctx 8 >/dev/null 2>&1
 check '[ $? -eq 0 ] && [ "$(sqlite3 "$T/u.db" "SELECT count(*) FROM tokens WHERE text = char(65533)")" -ge 3 ]' "invalid UTF-8 corpus"
 
+# OpenBLAS's kernels: named in the plan; Debian's 0.3.21 runs Prescott (SSE3) kernels on CPUs it
+# does not know (6-8x slower sgemm on an Intel Xeon of model 207), so saelite asks for the ones
+# the CPU can run unless OPENBLAS_CORETYPE is set, and keeps a value that is set
+out=$(env -u OPENBLAS_CORETYPE $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook blocks.0.hook_resid_pre --ctx 16 --dry-run 2>&1)
+core=$(sed -n 's/^  matmuls: fp32 (OpenBLAS \(.*\))$/\1/p' <<< "$out")
+check '[ -n "$core" ]' "the fp32 plan names OpenBLAS's kernels: $out"
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    check '[ "$core" != Prescott ]' "OpenBLAS on a CPU with AVX2 runs more than its SSE3 kernels (got $core)"
+fi
+out=$(OPENBLAS_CORETYPE=Prescott $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook blocks.0.hook_resid_pre --ctx 16 --dry-run 2>&1)
+check '[[ "$out" == *"matmuls: fp32 (OpenBLAS Prescott)"* ]]' "a set OPENBLAS_CORETYPE is kept: $out"
+
 # --precision bf16: refused (exit 1, no database) under SAELITE_NO_BF16; where the CPU has bf16,
 # the stored activations are within 3% of the fp32 run's scale but not equal to them
 PX=($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.txt" --hook blocks.1.hook_resid_post --ctx 16 --batch 2)
