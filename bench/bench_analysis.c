@@ -16,7 +16,9 @@
 #include "analysis/ana.h"
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/par.h"
 #include "common/progress.h"
+#include "model/ops.h"
 
 static float *randn(size_t n, uint64_t seed)
 {
@@ -32,8 +34,10 @@ static float *randn(size_t n, uint64_t seed)
     return x;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* OpenBLAS's own kernels where it does not know the CPU, as saelite runs (cli/main.c) */
+    if (argc > 0 && op_blas_core_setenv()) par_restart(argv);
     int reps = getenv("SAELITE_BENCH_QUICK") ? 1 : 3;
     enum { N = 4096, D = 768, V = 50257, NL = 256, TOK = 8192, K = 32, BINS = 90 };
 

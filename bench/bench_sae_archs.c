@@ -18,8 +18,10 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/par.h"
 #include "common/progress.h"
 #include "common/rng.h"
+#include "model/ops.h"
 #include "sae/sae.h"
 #include "sae/sae_train.h"
 
@@ -72,8 +74,10 @@ static int child(int fd, sae_arch arch, int tc, int D, int S, int K, int B, int 
     return w == (ssize_t)(sizeof(double) * (size_t)steps) ? 0 : 1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* OpenBLAS's own kernels where it does not know the CPU, as saelite runs (cli/main.c) */
+    if (argc > 0 && op_blas_core_setenv()) par_restart(argv);
     int D = 512, S = 4096, K = 32, B = 4096, steps = 5;
     const char *shape = getenv("SAE_BENCH_ARCH_SHAPE"), *ns = getenv("SAE_BENCH_ARCH_STEPS");
     if (shape && sscanf(shape, "%d,%d,%d,%d", &D, &S, &K, &B) != 4) {
