@@ -252,7 +252,7 @@ typedef struct {
     dnnl_memory_t src16;
 } mcache;
 
-enum { MAX_M = 16 };
+enum { MAX_M = 32 }; /* shapes: op_bf16_matmul splits a call in up to 3 */
 static mcache M[MAX_M];
 static int nm, next_evict;
 
@@ -311,10 +311,10 @@ static mcache *shape(int N, int C, int OC, int ldo, int bias, float beta)
     return c;
 }
 
-int op_bf16_matmul(float *out, int ldo, const float *x, const float *W, int ldw, int trans,
-                   const float *bias, int N, int C, int OC, float beta)
+/* One oneDNN call over all N rows; the caller holds G.mu. */
+static int matmul_rows(float *out, int ldo, const float *x, const float *W, int ldw, int trans,
+                       const float *bias, int N, int C, int OC, float beta)
 {
-    pthread_mutex_lock(&G.mu);
     int rc = 1, wtmp = 0;
     dnnl_memory_t m32 = NULL, mdst = NULL, mbias = NULL, mw = NULL;
     mcache *c = engine_up() ? shape(N, C, OC, ldo, !!bias, beta) : NULL;
@@ -336,6 +336,28 @@ done:
     if (m32) dnnl_memory_destroy(m32);
     if (mdst) dnnl_memory_destroy(mdst);
     if (mbias) dnnl_memory_destroy(mbias);
+    return rc;
+}
+
+/* oneDNN 2.6.3's AMX matmul (brg:avx512_core_amx_bf16) runs some row counts 5-20x slower than
+ * their neighbours, at every shape tried (d 512-3072, out 768-24576): 580 and 590 rows of the
+ * large SAE encoder took 210 and 430 ms where 586 took 46, 1888 rows 1161 ms where 1920 took
+ * 125, 53 and 59 rows 35-39 ms where 48 took 3 (tools: a loop over op_bf16_matmul, 2026-12-05,
+ * Intel Xeon model 207; bench/README.md). Every multiple of 64 rows up to 16384 and every count
+ * up to 48 ran at full speed, so the rows go as a multiple of 64, then pieces of at most 32.
+ * The split is a function of N: a call stays a pure function of its inputs and shape (a row's
+ * bits could already depend on how many rows its call held: one-row calls at width 72). */
+int op_bf16_matmul(float *out, int ldo, const float *x, const float *W, int ldw, int trans,
+                   const float *bias, int N, int C, int OC, float beta)
+{
+    pthread_mutex_lock(&G.mu);
+    int rc = 0, r0 = 0;
+    while (!rc && r0 < N) {
+        int left = N - r0, n = left >= 64 ? left - left % 64 : left > 32 ? 32 : left;
+        rc = matmul_rows(out + (int64_t)r0 * ldo, ldo, x + (int64_t)r0 * C, W, ldw, trans, bias, n,
+                         C, OC, beta);
+        r0 += n;
+    }
     pthread_mutex_unlock(&G.mu);
     return rc;
 }

@@ -752,6 +752,49 @@ static void test_nan_kernels(void)
     CHECK(isnan(sum) && isnan(loss) && count == 1, "loss %g", loss);
 }
 
+/* op_bf16_matmul splits its rows (a multiple of 64, then pieces of at most 32: oneDNN 2.6's
+ * AMX matmul is 5-20x slower at some row counts): row counts that split into 1, 2 and 3 pieces,
+ * with a bias into a strided output, must write every row (a NaN sentinel before) within the
+ * bf16 bound of the fp32 product, and nothing past OC. */
+static void test_bf16_rows_split(void)
+{
+    if (!op_bf16_supported()) {
+        SKIP("no bf16 on this CPU (or SAELITE_NO_BF16): the bf16 row split is not tested");
+        return;
+    }
+    enum { NMAX = 157, C = 72, OC = 40, LDO = OC + 5 };
+    float *x = malloc(sizeof(float) * NMAX * C), *W = malloc(sizeof(float) * OC * C), b[OC];
+    float *o = malloc(sizeof(float) * NMAX * LDO);
+    uint64_t st = 11;
+    for (int i = 0; i < NMAX * C; i++) x[i] = (float)((st = st * 6364136223846793005ULL + 1) >> 40) / 16777216.0f - 0.5f;
+    for (int i = 0; i < OC * C; i++) W[i] = (float)((st = st * 6364136223846793005ULL + 1) >> 40) / 16777216.0f - 0.5f;
+    for (int i = 0; i < OC; i++) b[i] = 0.01f * i;
+    const int counts[] = {29, 53, 64, 100, 157};
+    for (size_t t = 0; t < sizeof counts / sizeof *counts; t++) {
+        int N = counts[t], bad = 0, past = 0;
+        for (int i = 0; i < NMAX * LDO; i++) o[i] = NAN;
+        CHECK(op_bf16_matmul(o, LDO, x, W, C, 1, b, N, C, OC, 0.0f) == 0);
+        for (int n = 0; n < NMAX; n++)
+            for (int j = 0; j < LDO; j++) {
+                float v = o[n * LDO + j];
+                if (n >= N || j >= OC) {
+                    past += !isnan(v);
+                    continue;
+                }
+                double ref = b[j], sa = 0;
+                for (int c = 0; c < C; c++) {
+                    ref += (double)x[n * C + c] * W[j * C + c];
+                    sa += fabs(x[n * C + c] * W[j * C + c]);
+                }
+                bad += !(fabs(v - ref) <= (ldexp(1, -8) + C * ldexp(1, -23)) * sa * 1.01 + 1e-6);
+            }
+        CHECK(bad == 0 && past == 0, "bf16 matmul of %d rows: %d entries beyond the bound, %d "
+              "written outside [N, OC]", N, bad, past);
+    }
+    op_bf16_forget(W, sizeof(float) * OC * C);
+    free(x), free(W), free(o);
+}
+
 /* The bf16 forward matmuls: every entry within the bound of rounding x and W to bf16 (relative
  * 2^-9 each, so 2^-8 of sum |x||w| for the product, plus fp32 summation), with a row stride,
  * bias, accumulation (beta 1) and the transposed logits form; not equal to fp32 (it did run in
@@ -942,6 +985,7 @@ int main(void)
     test_nan_kernels();
     test_threaded_kernels();
     test_bf16_forward();
+    test_bf16_rows_split();
     test_finite_differences("tests/data/gpt2_tiny_bf16");
     test_finite_differences("tests/data/gpt2_tiny_f16");
     return harness_report("test_gpt2");
