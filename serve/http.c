@@ -155,18 +155,22 @@ void srv_ctx_close(srv_ctx *c)
 }
 
 /* ---- libmicrohttpd ------------------------------------------------------------------------ */
+typedef struct server server_ref;
 typedef struct {
     char *target;   /* raw request target (mem_strdup) */
     char *body;     /* request body so far (any method: srv_handle refuses a GET's) */
     size_t n;
     int too_big;    /* body above SRV_MAX_BODY: the rest is dropped, the answer is 413 */
     int seen;       /* the first call (headers only) has happened */
+    server_ref *sv; /* counted in sv->inflight from its headers to its completion */
 } conn;
 
-typedef struct {
+typedef struct server {
     srv_ctx *ctx;
     volatile int64_t requests;
     struct in_addr bind; /* the address listened on */
+    int inflight;        /* requests past their headers and not yet answered (atomic) */
+    int stopping;        /* set once: new requests get 503 while those in flight finish */
 } server;
 
 /* ---- requests refused on their headers ------------------------------------------------------ */
@@ -286,7 +290,7 @@ static int refuse_early(const server *sv, struct MHD_Connection *con, const char
         return !srv_error(r, 403, "GET /api/sql and /api/test answer only at a loopback address "
                           "(a browser tells no other site's request apart elsewhere): POST a JSON "
                           "body");
-    /* HTTP/1.1 requires Host (libmicrohttpd refuses its absence); an HTTP/1.0 client may omit it */
+    /* HTTP/1.1 requires Host (libmicrohttpd, strict, refuses its absence); HTTP/1.0 may omit it */
     if (host && (hclass == HOST_OTHER || !port_ok))
         return !srv_error(r, 421, "Host '%.80s' is not this server (use http://127.0.0.1:PORT/ or "
                           "http://localhost:PORT/)", host);
@@ -314,6 +318,7 @@ static void on_done(void *cls, struct MHD_Connection *con, void **req_cls,
     (void)cls; (void)con; (void)toe;
     conn *k = *req_cls;
     if (!k) return;
+    if (k->sv) __atomic_sub_fetch(&k->sv->inflight, 1, __ATOMIC_RELEASE);
     mem_free(k->target);
     mem_free(k->body);
     mem_free(k);
@@ -334,6 +339,7 @@ static enum MHD_Result send_resp(struct MHD_Connection *con, const srv_response 
                             "default-src 'self'; img-src 'self' data:; style-src 'self'; "
                             "script-src 'self'; connect-src 'self'; frame-ancestors 'none'");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
+    if (r->allow) MHD_add_response_header(resp, "Allow", r->allow);
     if (xsite && r->type && !strncmp(r->type, "text/html", 9))
         MHD_add_response_header(resp, "Server-Timing", "xsite");
     enum MHD_Result ret = MHD_queue_response(con, (unsigned)r->status, resp);
@@ -354,8 +360,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
            makes libmicrohttpd close the connection instead of keeping it alive, which is what
            a refusal wants) */
         k->seen = 1;
+        k->sv = sv;
+        __atomic_add_fetch(&sv->inflight, 1, __ATOMIC_ACQ_REL);
         srv_response r;
-        if (!refuse_early(sv, con, method, k->target, &r)) return MHD_YES;
+        if (__atomic_load_n(&sv->stopping, __ATOMIC_ACQUIRE))
+            srv_error(&r, 503, "serve is stopping");
+        else if (!refuse_early(sv, con, method, k->target, &r))
+            return MHD_YES;
         __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
         enum MHD_Result ret = send_resp(con, &r, 0);
         srv_response_free(&r);
@@ -415,7 +426,9 @@ int srv_run(const srv_opts *o, srv_result *res)
            its own connection's thread; with a pool of 4, each thread's other connections, and
            new ones once all 4 were busy, waited behind it (/app.js 1.8 s behind 6 steering
            requests here, 9.4 s in an audit); the connection limit bounds the threads */
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
+            MHD_USE_ITC, /* MHD_quiesce_daemon needs it in this mode */
+        0, NULL,
         NULL, on_request, &sv,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
@@ -423,6 +436,10 @@ int srv_run(const srv_opts *o, srv_result *res)
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->threads > 0 ? o->threads : 256),
         MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+        /* RFC 9112's MUSTs for a server: an HTTP/1.1 request without Host, "Host :" with a space
+           and folded header lines are 400 (the default accepted all three, and a request with
+           no Host passed the Host check below; an audit) */
+        MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
         MHD_OPTION_END);
     if (!d) {
         srv_ctx_close(sv.ctx);
@@ -435,9 +452,21 @@ int srv_run(const srv_opts *o, srv_result *res)
     if (o->on_ready) o->on_ready(o->user, url, res);
     struct timespec tick = {0, 100 * 1000000L};
     while (!(o->stop && *o->stop)) nanosleep(&tick, NULL);
-    /* MHD_stop_daemon waits for every connection's thread: queries in flight stop now rather
-       than at their time limit */
+    /* Requests in flight get their answers (queries stopped now rather than at their time
+       limit answer 503, a steering run ends within its own 10 s limit); new ones get 503.
+       MHD_stop_daemon alone closed every socket first, so those answers were lost: "Empty
+       reply from server" while serve reported them served (an audit). Idle keep-alive
+       connections hold no request and do not delay the stop. */
+    __atomic_store_n(&sv.stopping, 1, __ATOMIC_RELEASE);
     store_srv_stop(sv.ctx->st);
+    MHD_quiesce_daemon(d);
+    struct timespec t0, now, wait = {0, 10 * 1000000L};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        if (!__atomic_load_n(&sv.inflight, __ATOMIC_ACQUIRE)) break;
+        nanosleep(&wait, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) * 1e-9 < SRV_STOP_WAIT_S);
     MHD_stop_daemon(d);
     res->requests = sv.requests;
     srv_ctx_close(sv.ctx);

@@ -556,10 +556,13 @@ static int acts_cb(void *user, int nc, const char *const *names, const store_val
         a->cur_rank != rank || a->cur_seq != v[3].i || a->cur_pos != v[4].i) {
         a->cur = cJSON_CreateObject();
         if (!a->cur) return 1;
-        cJSON_AddNumberToObject(a->cur, "seq", (double)v[3].i);
-        cJSON_AddNumberToObject(a->cur, "pos", (double)v[4].i);
-        cJSON_AddItemToObject(a->cur, "value", srv_json_num(v[5].type == STORE_Q_FLOAT && isfinite(v[5].f)
-                                                            ? v[5].f : v[5].type == STORE_Q_INT ? (double)v[5].i : 0));
+        /* exact digits and marked infinities, as everywhere else (seq was a double, 2^53 + 1
+           came out as 9.00719925474099e+15 and live=1 ran another sequence; an Inf value
+           came out as 0: an audit) */
+        cJSON_AddItemToObject(a->cur, "seq", srv_json_int(v[3].i));
+        cJSON_AddItemToObject(a->cur, "pos", srv_json_int(v[4].i));
+        cJSON_AddItemToObject(a->cur, "value", srv_json_num(v[5].type == STORE_Q_FLOAT ? v[5].f
+                                                            : v[5].type == STORE_Q_INT ? (double)v[5].i : 0));
         a->cur_tokens = cJSON_AddArrayToObject(a->cur, "tokens");
         a->cur_kind = quant ? "quantile" : "top";
         a->cur_interval = interval;
@@ -570,7 +573,7 @@ static int acts_cb(void *user, int nc, const char *const *names, const store_val
             if (!a->band || a->band_interval != interval) {
                 a->band = cJSON_CreateObject();
                 if (!a->band) return 1;
-                cJSON_AddNumberToObject(a->band, "interval", (double)interval);
+                cJSON_AddItemToObject(a->band, "interval", srv_json_int(interval));
                 cJSON_AddArrayToObject(a->band, "examples");
                 cJSON_AddItemToArray(a->bands, a->band);
                 a->band_interval = interval;
@@ -586,7 +589,7 @@ static int acts_cb(void *user, int nc, const char *const *names, const store_val
     cJSON_AddItemToArray(t, v[7].type == STORE_Q_TEXT ? srv_json_str(v[7].s, v[7].n)
                                                       : cJSON_CreateString(""));
     double tv = v[8].type == STORE_Q_FLOAT ? v[8].f : v[8].type == STORE_Q_INT ? (double)v[8].i : 0;
-    cJSON_AddItemToArray(t, srv_json_num(isfinite(tv) ? tv : 0));
+    cJSON_AddItemToArray(t, srv_json_num(tv));
     cJSON_AddItemToArray(t, cJSON_CreateBool(v[6].i == v[4].i));
     cJSON_AddItemToArray(a->cur_tokens, t);
     return 0;
@@ -609,8 +612,9 @@ static int live_example(srv_ctx *c, cJSON *ex, int64_t f)
     int n = cJSON_GetArraySize(toks), own = -1;
     for (int i = 0; i < n; i++)
         if (cJSON_IsTrue(cJSON_GetArrayItem(cJSON_GetArrayItem(toks, i), 2))) own = i;
-    int64_t seq = (int64_t)cJSON_GetObjectItem(ex, "seq")->valuedouble;
-    int64_t pos = (int64_t)cJSON_GetObjectItem(ex, "pos")->valuedouble;
+    /* seq and pos are raw digits (srv_json_int) */
+    int64_t seq = strtoll(cJSON_GetObjectItem(ex, "seq")->valuestring, NULL, 10);
+    int64_t pos = strtoll(cJSON_GetObjectItem(ex, "pos")->valuestring, NULL, 10);
     if (own < 0 || n < 1) return OK;
     int64_t last = pos - own + n - 1;
     int cap = srv_model_ctx(c->model) + 2;
@@ -1024,21 +1028,40 @@ static int is_page(const char *p)
     return !strncmp(p, "/feature/", 9);
 }
 
+/* The methods a path answers, for a 405's Allow header (RFC 9110 15.5.6: it must be sent). */
+static const char *allowed(const char *p)
+{
+    if (!strcmp(p, "/api/steer")) return "POST";
+    if (!strcmp(p, "/api/sql") || !strcmp(p, "/api/test")) return "GET, HEAD, POST";
+    return "GET, HEAD";
+}
+
+static int not_allowed(srv_response *out, const char *p, const char *msg)
+{
+    int rc = srv_error(out, 405, "%s", msg);
+    out->allow = allowed(p);
+    return rc;
+}
+
 int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)
 {
     memset(out, 0, sizeof *out);
     const char *m = rq->method ? rq->method : "";
     const char *p = rq->path ? rq->path : "";
     int get = !strcmp(m, "GET") || !strcmp(m, "HEAD"), post = !strcmp(m, "POST");
-    if (!get && !post) return srv_error(out, 405, "method %.16s not allowed (GET, HEAD, POST)", m);
+    if (!get && !post) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "method %.16s not allowed (GET, HEAD, POST)", m);
+        return not_allowed(out, p, msg);
+    }
     if (get && rq->body_len) return srv_error(out, 400, "a %s request takes no body", m);
     if (p[0] != '/') return srv_error(out, 400, "the path must start with '/'");
     if (strlen(p) > SRV_MAX_URL) return srv_error(out, 414, "path too long");
     int api = !strncmp(p, "/api/", 5);
     if (post && strcmp(p, "/api/sql") && strcmp(p, "/api/test") && strcmp(p, "/api/steer"))
-        return srv_error(out, 405, "POST only to /api/sql, /api/test and /api/steer");
+        return not_allowed(out, p, "POST only to /api/sql, /api/test and /api/steer");
     if (!post && !strcmp(p, "/api/steer"))
-        return srv_error(out, 405, "steering is POST /api/steer with a JSON body (docs/serve.md)");
+        return not_allowed(out, p, "steering is POST /api/steer with a JSON body (docs/serve.md)");
     if (!api && !strncmp(p, "/report/", 8)) return report_png(c, rq, p + 8, out);
     if (!api) {
         for (size_t i = 0; i < sizeof ASSETS / sizeof *ASSETS; i++)
@@ -1110,8 +1133,13 @@ int srv_parse_target(char *target, const char **path, srv_arg *args, int *nargs)
     char *hash = strchr(target, '#');
     if (hash) *hash = 0;
     if (q) *q++ = 0;
+    /* an escaped '/' is not a segment separator (RFC 3986 2.2), and no path here holds one:
+       decoded, /api/feature/1%2F5 was /api/feature/1/5 (an audit) */
+    if (strcasestr(target, "%2F")) return err_set(ERR_ARG, "an escaped '/' (%%2F) in the path");
     if (!pct_decode(target, 0)) return err_set(ERR_ARG, "bad %%-escape in the path");
-    if (strstr(target, "/../") || strstr(target, "/./") || strstr(target, "//"))
+    size_t len = strlen(target);
+    if (strstr(target, "/../") || strstr(target, "/./") || strstr(target, "//") ||
+        (len >= 3 && !strcmp(target + len - 3, "/..")) || (len >= 2 && !strcmp(target + len - 2, "/.")))
         return err_set(ERR_ARG, "the path has '..', '.' or empty segments");
     *path = target;
     while (q && *q) {

@@ -37,6 +37,7 @@
 #define SRV_STEER_TERMS 8         /* steering: most (feature, strength) terms */
 #define SRV_STEER_MS 10000        /* steering: time limit of both continuations together */
 #define SRV_STEER_MAX_S 1e4       /* steering: largest |strength| */
+#define SRV_STOP_WAIT_S 12.0      /* stopping: longest wait for the answers in flight */
 #define SRV_PNG_MAX (32 << 20)    /* --report: largest dashboard file served */
 
 struct srv_result;
@@ -96,6 +97,7 @@ typedef struct {
     const unsigned char *data;/* body: static (an asset) or == owned */
     size_t len;
     char *owned;              /* mem_alloc'd body, NULL for static ones */
+    const char *allow;        /* a 405's Allow header (static), else NULL */
 } srv_response;
 
 /* Opens the database (read-only) and, with model_dir, the model, tokenizer and SAE. */
