@@ -246,7 +246,8 @@ static dnnl_memory_t weights(const float *W, int ldw, int trans, int C, int OC,
 
 /* One cached matmul shape: the primitive, its weights layout, the src reorder and bf16 src. */
 typedef struct {
-    int N, C, OC, ldo, bias, sum;
+    int N, C, OC, ldo, bias;
+    float beta; /* the sum post-op's scale is fixed when the primitive is made */
     dnnl_primitive_t mm, ro_src;
     dnnl_memory_desc_t wmd, src32, dmd, bmd;
     dnnl_memory_t src16;
@@ -267,9 +268,11 @@ static void mcache_free(mcache *c)
 static mcache *shape(int N, int C, int OC, int ldo, int bias, float beta)
 {
     int sum = beta != 0;
+    /* keyed on beta's value, not on beta != 0: a primitive made for beta 1 ran beta 0.5 as 1
+       (no caller passes another value today; an audit) */
     for (int i = 0; i < nm; i++)
         if (M[i].N == N && M[i].C == C && M[i].OC == OC && M[i].ldo == ldo && M[i].bias == bias &&
-            M[i].sum == sum)
+            M[i].beta == beta)
             return &M[i];
     mcache *c = nm < MAX_M ? &M[nm++] : &M[next_evict++ % MAX_M];
     mcache_free(c);
@@ -307,7 +310,7 @@ static mcache *shape(int N, int C, int OC, int ldo, int bias, float beta)
         mcache_free(c);
         return NULL;
     }
-    c->N = N, c->C = C, c->OC = OC, c->ldo = ldo, c->bias = bias, c->sum = sum;
+    c->N = N, c->C = C, c->OC = OC, c->ldo = ldo, c->bias = bias, c->beta = beta;
     return c;
 }
 
@@ -345,8 +348,10 @@ done:
  * 125, 53 and 59 rows 35-39 ms where 48 took 3 (tools: a loop over op_bf16_matmul, 2026-12-05,
  * Intel Xeon model 207; bench/README.md). Every multiple of 64 rows up to 16384 and every count
  * up to 48 ran at full speed, so the rows go as a multiple of 64, then pieces of at most 32.
- * The split is a function of N: a call stays a pure function of its inputs and shape (a row's
- * bits could already depend on how many rows its call held: one-row calls at width 72). */
+ * The split is a function of N: a call stays a pure function of its inputs, shape and OpenMP
+ * thread count. (A row's bits could already depend on how many rows its call held, and where
+ * few rows meet a long sum, K 3072 under 128 rows, oneDNN splits the sum over its threads, so
+ * such pieces differ in the last bit between OMP_NUM_THREADS 1 and 2; an audit.) */
 int op_bf16_matmul(float *out, int ldo, const float *x, const float *W, int ldw, int trans,
                    const float *bias, int N, int C, int OC, float beta)
 {

@@ -791,6 +791,16 @@ static void test_bf16_rows_split(void)
         CHECK(bad == 0 && past == 0, "bf16 matmul of %d rows: %d entries beyond the bound, %d "
               "written outside [N, OC]", N, bad, past);
     }
+    /* the primitive cache knows beta's value: beta 0.5 after beta 1 on the same shape ran as 1 */
+    float *o1 = malloc(sizeof(float) * 64 * LDO);
+    for (int i = 0; i < 64 * LDO; i++) o[i] = o1[i] = 2.0f;
+    CHECK(op_bf16_matmul(o1, LDO, x, W, C, 1, b, 64, C, OC, 1.0f) == 0 &&
+          op_bf16_matmul(o, LDO, x, W, C, 1, b, 64, C, OC, 0.5f) == 0);
+    double worst = 0;
+    for (int n = 0; n < 64; n++)
+        for (int j = 0; j < OC; j++) worst = fmax(worst, fabs(o1[n * LDO + j] - o[n * LDO + j] - 1.0));
+    CHECK(worst < 1e-5, "bf16 matmul with beta 0.5 after beta 1: out off by %g", worst);
+    free(o1);
     op_bf16_forget(W, sizeof(float) * OC * C);
     free(x), free(W), free(o);
 }
