@@ -155,23 +155,23 @@ void srv_ctx_close(srv_ctx *c)
 }
 
 /* ---- libmicrohttpd ------------------------------------------------------------------------ */
-typedef struct server server_ref;
+typedef struct server server;
 typedef struct {
     char *target;   /* raw request target (mem_strdup) */
     char *body;     /* request body so far (any method: srv_handle refuses a GET's) */
     size_t n;
     int too_big;    /* body above SRV_MAX_BODY: the rest is dropped, the answer is 413 */
     int seen;       /* the first call (headers only) has happened */
-    server_ref *sv; /* counted in sv->inflight from its headers to its completion */
+    server *sv;     /* counted in sv->inflight from its headers to its completion */
 } conn;
 
-typedef struct server {
+struct server {
     srv_ctx *ctx;
     volatile int64_t requests;
     struct in_addr bind; /* the address listened on */
     int inflight;        /* requests past their headers and not yet answered (atomic) */
     int stopping;        /* set once: new requests get 503 while those in flight finish */
-} server;
+};
 
 /* ---- requests refused on their headers ------------------------------------------------------ */
 typedef struct { const char *name; int n; const char *first; } hdr_count;
