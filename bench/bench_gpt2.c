@@ -179,7 +179,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0); /* figures appear as measured, also in logs */
     int quick = getenv("SAELITE_BENCH_QUICK") != NULL;
     int reps = quick ? 2 : 5;
-    printf("bench_gpt2: OpenBLAS %d threads; best of %d\n", openblas_get_num_threads(), reps);
+    printf("bench_gpt2: OpenBLAS %d threads (%s kernels); best of %d\n", openblas_get_num_threads(), op_blas_core(), reps);
     /* the default small model: 1 layer, d 128, 4 heads, d_mlp 512, ctx 128, vocab 4096 */
     gpt2_config sc = {1, 4, 128, 128, 4096, 512, 1e-5f};
     gpt2_model *sm;
