@@ -63,8 +63,9 @@ int cmd_report(int argc, char **argv)
     rep_cleanup();
     if (rc) return cli_fail(argv[0]);
     printf("report: %d feature dashboards and %d SAE pictures of '%s' in %s/ (index.html), %.2f s; "
-           "dashboards %.1f/s on %d threads\n",
+           "dashboards %.1f/s on %d thread%s\n",
            res.dashboards, res.pictures, res.dict_name, o.out_dir, res.seconds,
-           res.dashboard_seconds > 0 ? res.dashboards / res.dashboard_seconds : 0.0, o.threads);
+           res.dashboard_seconds > 0 ? res.dashboards / res.dashboard_seconds : 0.0, o.threads,
+           o.threads == 1 ? "" : "s");
     return 0;
 }

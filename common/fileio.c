@@ -412,7 +412,7 @@ void file_remove_temps(const char *dir, const char *const *names, size_t n)
 
 void file_remove_temps_ending(const char *dir, const char *const *endings, size_t n)
 {
-    remove_temps(dir, endings, n, 1, 0);
+    remove_temps(dir, endings, n, 1, 1);
 }
 
 void file_remove_dead_temps(const char *path)

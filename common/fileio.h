@@ -109,7 +109,8 @@ int file_fnv1a(const char *path, uint64_t *h);
  * write (the renamed files themselves are intact). Errors are ignored. */
 void file_remove_temps(const char *dir, const char *const *names, size_t n);
 /* The same for every NAME ending in one of the n endings (".png": a report's pictures, whose
- * names depend on the features drawn). */
+ * names depend on the features drawn), but only where the writer PID is gone: two reports into
+ * one directory run side by side (the second removed the first's temps, which then failed). */
 void file_remove_temps_ending(const char *dir, const char *const *endings, size_t n);
 
 /* mkdir -p with mode 0777 (less umask); trailing slashes are ignored. ERR_IO naming the

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,10 +449,13 @@ static int train_log_read(const char *path, train_log *t)
         double v[64];
         int nv = 0;
         char *p = line;
+        int bad = 0; /* a field that is not a number (the columns drawn) */
         while (nv < 64) {
             char *end;
             v[nv++] = strtod(p, &end);
             if (end == p) v[nv - 1] = NAN;
+            for (int k = 0; k < 5; k++)
+                if (col[k] == nv - 1 && (end == p || !strchr(",\r\n", *end))) bad = nv;
             p = strchr(end, ',');
             if (!p) break;
             p++;
@@ -459,6 +463,21 @@ static int train_log_read(const char *path, train_log *t)
         if (nv <= col[0] || !isfinite(v[col[0]])) {
             if (line[0] == '\n' || line[0] == 0) continue;
             rc = err_set(ERR_FORMAT, "%s: line %d: no tokens value", path, lineno);
+            break;
+        }
+        /* a row cut short or with extra fields, a drawn column that is not a number, and values
+           no run can log were drawn ("L0 -32", "explained variance 5.000"; an audit) */
+        if (nv != ncol || bad) {
+            rc = bad ? err_set(ERR_FORMAT, "%s: line %d: column %d is not a number", path, lineno, bad)
+                     : err_set(ERR_FORMAT, "%s: line %d: %d fields where the header has %d", path,
+                               lineno, nv, ncol);
+            break;
+        }
+        double mse = col[1] >= 0 ? v[col[1]] : 0, ev = col[2] >= 0 ? v[col[2]] : 0,
+               l0 = col[3] >= 0 ? v[col[3]] : 0, dead = col[4] >= 0 ? v[col[4]] : 0;
+        if (mse < 0 || ev > 1 || l0 < 0 || dead < 0 || dead > 1) { /* NaN passes: a logged NaN */
+            rc = err_set(ERR_FORMAT, "%s: line %d: a value out of range (mse >= 0, explained "
+                         "variance <= 1, l0 >= 0, dead_frac in [0, 1])", path, lineno);
             break;
         }
         while (t->n > 0 && t->tok[t->n - 1] >= v[col[0]]) t->n--; /* resumed: replace */
@@ -471,6 +490,7 @@ static int train_log_read(const char *path, train_log *t)
         t->n++;
     }
     fclose(f);
+    if (!rc && t->n == 0) rc = err_set(ERR_FORMAT, "%s: no log rows after the header", path);
     if (rc) train_log_free(t);
     return rc;
 }
@@ -846,16 +866,19 @@ static int make_out_dir(const char *dir, int *made)
         return err_set(ERR_IO, "%s: cannot create the output directory: %s", dir, strerror(errno));
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: not a directory", dir);
-    static const char *const pictures[] = {".png"}, *const index[] = {"index.html"};
-    file_remove_temps_ending(dir, pictures, 1);
-    file_remove_temps(dir, index, 1);
-    /* and the staging folder of a killed run (see rep_run) */
+    /* the temps and the staging folder of a killed run (see rep_run); a live run's stay: a
+       second report into the same directory removed them, and the first failed (an audit) */
+    static const char *const ours[] = {".png", "index.html"};
+    file_remove_temps_ending(dir, ours, 2);
     DIR *d = opendir(dir);
     struct dirent *e;
     char p[4200];
-    while (d && (e = readdir(d)))
-        if (!strncmp(e->d_name, STAGE_PREFIX, strlen(STAGE_PREFIX)) && path_join(p, sizeof p, dir, e->d_name) == OK)
-            remove_made_dir(p);
+    size_t pl = strlen(STAGE_PREFIX);
+    while (d && (e = readdir(d))) {
+        long pid = !strncmp(e->d_name, STAGE_PREFIX, pl) ? strtol(e->d_name + pl, NULL, 10) : 0;
+        int gone = pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+        if (gone && path_join(p, sizeof p, dir, e->d_name) == OK) remove_made_dir(p);
+    }
     if (d) closedir(d);
     return OK;
 }

@@ -747,6 +747,20 @@ static void test_run_db(void)
     fprintf(lf, "step,mse\n1,2\n");
     fclose(lf);
     CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), "no 'tokens' column"), "%s", err_msg());
+    /* ... and so are a header without rows, a row cut short, a drawn column that is not a
+       number and values no run logs (each was drawn: "L0 nan", "explained variance 5.000") */
+    static const struct { const char *csv, *msg; } badlog[] = {
+        {"step,tokens,mse,explained_variance,l0,dead_frac\n", "no log rows after the header"},
+        {"step,tokens,mse,explained_variance,l0,dead_frac\n1,16,0.5,0.4\n", "4 fields where the header has 6"},
+        {"step,tokens,mse,explained_variance,l0,dead_frac\n1,16,0.5,x,2,0\n", "column 4 is not a number"},
+        {"step,tokens,mse,explained_variance,l0,dead_frac\n1,16,-0.1,5,-32,2\n", "a value out of range"},
+    };
+    for (size_t b = 0; b < sizeof badlog / sizeof *badlog; b++) {
+        lf = fopen(logp, "w");
+        fputs(badlog[b].csv, lf);
+        fclose(lf);
+        CHECK(rep_run(&o, &res) == ERR_FORMAT && strstr(err_msg(), badlog[b].msg), "%s", err_msg());
+    }
     unlink(logp);
 
     /* MMCS has one definition (sae/metrics.h, signed cosine): half of the true directions
@@ -894,9 +908,14 @@ static void test_run_db(void)
         od.nfeatures = 1;
         od.top = 0;
         mkdir(out2, 0777);
-        static const char *const left[] = {"feature_111.png.tmp.13028", "index.html.tmp.7",
-                                           "notes.tmp.1", "x.png.tmp.abc"};
-        for (int k = 0; k < 4; k++) {
+        /* PIDs no process has (a killed run's), and a live one's: a report running beside
+           this one into the same directory keeps its temps (an audit: the second run removed
+           them, and the first failed) */
+        char live[64];
+        snprintf(live, sizeof live, "feature_5.png.tmp.%ld", (long)getppid());
+        const char *const left[] = {"feature_111.png.tmp.2147483600", "index.html.tmp.2147483601",
+                                    "notes.tmp.1", "x.png.tmp.abc", live};
+        for (int k = 0; k < 5; k++) {
             char p[512];
             snprintf(p, sizeof p, "%s/%s", out2, left[k]);
             FILE *f = fopen(p, "w");
@@ -906,9 +925,10 @@ static void test_run_db(void)
             }
         }
         CHECK(rep_run(&od, &res) == OK && res.dashboards == 1, "%s", err_msg());
-        CHECK(!file_exists(out2, "feature_111.png.tmp.13028") && !file_exists(out2, "index.html.tmp.7") &&
-                  file_exists(out2, "notes.tmp.1") && file_exists(out2, "x.png.tmp.abc"),
-              "a killed run's temporary files removed, others kept");
+        CHECK(!file_exists(out2, "feature_111.png.tmp.2147483600") &&
+                  !file_exists(out2, "index.html.tmp.2147483601") && file_exists(out2, "notes.tmp.1") &&
+                  file_exists(out2, "x.png.tmp.abc") && file_exists(out2, live),
+              "a killed run's temporary files removed, others (a live writer's) kept");
         char path[512], *html = NULL;
         snprintf(path, sizeof path, "%s/index.html", out2);
         CHECK(file_read_text(path, 1 << 20, &html, NULL) == OK);
