@@ -836,9 +836,12 @@ int tok_decode(const tok_tokenizer *t, const int *ids, size_t n, char **out, siz
     *len = 0;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= t->nvocab || !t->used[ids[i]])
+        if (ids[i] < 0 || ids[i] >= t->nvocab)
             return err_set(ERR_ARG, "token id %d at position %zu is not in the vocabulary (0..%d)",
                            ids[i], i, t->nvocab - 1);
+        if (!t->used[ids[i]]) /* a gap in a hand-made vocabulary's ids (the range was named) */
+            return err_set(ERR_ARG, "token id %d at position %zu is not in the vocabulary (no "
+                           "token has that id)", ids[i], i);
         total += t->tlen[ids[i]];
     }
     char *b = mem_alloc(total + 1);
