@@ -79,6 +79,7 @@ int cmd_synth(int argc, char **argv)
         if (store_open(&st, db, 0)) return cli_fail(cmd);
         store_close(st);
     }
+    cli_catch_signals(); /* before the generator's setup, which can take seconds */
     sae_synth *g;
     if (sae_synth_new(&g, &c)) return cli_fail(cmd);
     float *x = mem_alloc(sizeof(float) * (size_t)tokens * c.d);
@@ -86,7 +87,6 @@ int cmd_synth(int argc, char **argv)
     int rc = x && act ? OK : err_set(ERR_NOMEM, "out of memory for %" PRId64 " tokens", tokens);
     /* in blocks (a multiple of the generator's own 1024-row chunks: the same draws as one
        call) with progress and a clean stop: 1M tokens of d 512 ran a minute in silence */
-    cli_catch_signals();
     progress pr;
     progress_begin(&pr, "synth", (double)tokens, "tok");
     for (int64_t r0 = 0; !rc && r0 < tokens; r0 += 64 * 1024) {

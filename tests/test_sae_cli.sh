@@ -14,7 +14,10 @@ ok "synth writes activations and truth" '[ -s $T/acts.npy ] && [ -s $T/truth.npy
 # truth beside the old activations and left a temp, an audit); progress lines meanwhile
 cp $T/acts.npy $T/acts0.npy; cp $T/truth.npy $T/truth0.npy
 SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 $BIN synth --d 64 --features 8192 --tokens 1000000 --seed 9 --out $T/acts.npy --truth $T/truth.npy >/dev/null 2>$T/synth_term.err &
-sp=$!; sleep 1.5; kill -TERM $sp; wait $sp; src=$?
+# SIGTERM once a progress line shows it sampling (a fixed 1.5 s came before the end of the
+# generator's setup under ASan on a slower CPU: the signal then killed it, exit 143)
+sp=$!; for _ in $(seq 200); do grep -q "^synth .*tok/s" $T/synth_term.err 2>/dev/null && break; sleep 0.1; done
+kill -TERM $sp; wait $sp; src=$?
 ok "synth stopped by SIGTERM: exit 130, progress shown, nothing replaced: exit $src, $(tail -1 $T/synth_term.err)" '[ $src -eq 130 ] && grep -q "^synth .*tok/s" $T/synth_term.err && grep -q "interrupted; nothing written" $T/synth_term.err && cmp -s $T/acts.npy $T/acts0.npy && cmp -s $T/truth.npy $T/truth0.npy && [ -z "$(ls $T | grep "\.tmp\.")" ]'
 
 args="--npy $T/acts.npy --d-sae 128 --k 4 --tokens 40960 --batch 512 --lr 0.002 --checkpoint-every 20"
