@@ -374,9 +374,7 @@ int file_copy_atomic(const char *src, const char *dst)
     return file_atomic_commit(&a);
 }
 
-/* 1 when the writer of a temp whose name ends in .tmp.PID is gone (not this process, and no
- * process PID here: a live writer's temp is left alone) */
-static int writer_gone(const char *pid_text)
+int file_pid_gone(const char *pid_text)
 {
     long pid = strtol(pid_text, NULL, 10);
     return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
@@ -398,7 +396,7 @@ static void remove_temps(const char *dir, const char *const *names, size_t n, in
             ours = by_ending ? l <= bl && !strncmp(e->d_name + bl - l, names[i], l)
                              : l == bl && !strncmp(e->d_name, names[i], l);
         }
-        if (ours && dead_only) ours = writer_gone(e->d_name + bl + 5);
+        if (ours && dead_only) ours = file_pid_gone(e->d_name + bl + 5);
         char path[4096];
         if (ours && path_join(path, sizeof path, dir, e->d_name) == OK) unlink(path);
     }

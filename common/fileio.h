@@ -105,6 +105,9 @@ int file_read_text(const char *path, size_t max, char **out, size_t *len);
  * of a model directory and of an SAE's weights. */
 int file_fnv1a(const char *path, uint64_t *h);
 
+/* 1 when the process whose id pid_text begins with is gone: not this process, and no process of
+ * that id here (a live writer's temp or staging folder is left alone). */
+int file_pid_gone(const char *pid_text);
 /* Remove dir/NAME.tmp.PID for each of the n names: the leftovers of runs killed inside an atomic
  * write (the renamed files themselves are intact). Errors are ignored. */
 void file_remove_temps(const char *dir, const char *const *names, size_t n);

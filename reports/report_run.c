@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -874,11 +873,10 @@ static int make_out_dir(const char *dir, int *made)
     struct dirent *e;
     char p[4200];
     size_t pl = strlen(STAGE_PREFIX);
-    while (d && (e = readdir(d))) {
-        long pid = !strncmp(e->d_name, STAGE_PREFIX, pl) ? strtol(e->d_name + pl, NULL, 10) : 0;
-        int gone = pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
-        if (gone && path_join(p, sizeof p, dir, e->d_name) == OK) remove_made_dir(p);
-    }
+    while (d && (e = readdir(d)))
+        if (!strncmp(e->d_name, STAGE_PREFIX, pl) && file_pid_gone(e->d_name + pl) &&
+            path_join(p, sizeof p, dir, e->d_name) == OK)
+            remove_made_dir(p);
     if (d) closedir(d);
     return OK;
 }
