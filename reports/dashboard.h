@@ -99,10 +99,11 @@ int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const cha
                       const double *cos, int n_true, int n_sae, const double *best_cos,
                       int n_best);
 
-/* Best-tag precision of SAE features vs raw neurons: overlaid histograms and sorted curves. */
+/* Best-tag precision of SAE features vs raw neurons: overlaid histograms and sorted curves.
+ * top_n: the examples each precision was taken over (bins centre on k/top_n); 0 if unknown. */
 int rep_plot_pos_compare(const char *path, const rep_kv *meta, int nmeta, const char *title,
                          const double *sae_prec, int n_sae, const double *neuron_prec,
-                         int n_neuron);
+                         int n_neuron, int top_n);
 
 /* Attribution heat map (`saelite attribute`): v[rows*cols] row-major, one row per node (feature
  * or error), one column per token; diverging colours symmetric about 0 (red: raises the metric,

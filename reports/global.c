@@ -234,18 +234,24 @@ int rep_plot_recovery(const char *path, const rep_kv *meta, int nmeta, const cha
 }
 
 int rep_plot_pos_compare(const char *path, const rep_kv *meta, int nmeta, const char *title,
-                         const double *sae_prec, int n_sae, const double *neuron_prec, int n_neuron)
+                         const double *sae_prec, int n_sae, const double *neuron_prec, int n_neuron,
+                         int top_n)
 {
     rep_canvas *c;
     int rc = rep_canvas_new(&c, 1200, 480, rep_rgb(0xffffff));
     if (rc) return rc;
-    double e[26], ca[25], cb[25];
-    rep_bin(sae_prec, (size_t)(sae_prec ? n_sae : 0), 0, 1, 25, 0, e, ca);
-    rep_bin(neuron_prec, (size_t)(neuron_prec ? n_neuron : 0), 0, 1, 25, 0, e, cb);
+    /* A precision over n top examples is a multiple of 1/n: fixed 0.04 bins put two such values in
+     * some bins and none in others (a comb), so bins centre on k/n where n is known and small. */
+    enum { MAX_BINS = 101 };
+    int nbin = top_n >= 2 && top_n < MAX_BINS ? top_n + 1 : 25;
+    double lo = nbin == 25 ? 0 : -0.5 / top_n, hi = nbin == 25 ? 1 : 1 + 0.5 / top_n;
+    double e[MAX_BINS + 1], ca[MAX_BINS], cb[MAX_BINS];
+    rep_bin(sae_prec, (size_t)(sae_prec ? n_sae : 0), lo, hi, nbin, 0, e, ca);
+    rep_bin(neuron_prec, (size_t)(neuron_prec ? n_neuron : 0), lo, hi, nbin, 0, e, cb);
     /* Fractions, not counts: the SAE usually has many more features than the hook has neurons. */
     double ta = 0, tb = 0;
-    for (int i = 0; i < 25; i++) { ta += ca[i]; tb += cb[i]; }
-    for (int i = 0; i < 25; i++) {
+    for (int i = 0; i < nbin; i++) { ta += ca[i]; tb += cb[i]; }
+    for (int i = 0; i < nbin; i++) {
         ca[i] = ta > 0 ? ca[i] / ta : 0;
         cb[i] = tb > 0 ? cb[i] / tb : 0;
     }
@@ -259,9 +265,9 @@ int rep_plot_pos_compare(const char *path, const rep_kv *meta, int nmeta, const 
     rep_hist_series hs[2] = {{na, ca, rep_rgb(0x1f77b4)}, {nb, cb, rep_rgb(0xff7f0e)}};
     rep_axes ax = rep_axes_make(title ? title : "Best POS-tag precision", "precision of the best tag",
                                 "fraction of units");
-    ax.xmin = 0;
-    ax.xmax = 1;
-    rc = rep_histogram(c, 0, 0, 700, 480, &ax, e, 25, hs, 2, NULL, 0);
+    ax.xmin = lo;
+    ax.xmax = hi;
+    rc = rep_histogram(c, 0, 0, 700, 480, &ax, e, nbin, hs, 2, NULL, 0);
     if (rc == OK) {
         /* Sorted curves on a common 0..1 x (rank / n) so different counts compare. */
         double *xa = mem_alloc(sizeof(double) * (size_t)(ka + kb + 1));

@@ -669,7 +669,7 @@ static int picture_pos_precision(global_ctx *g)
     err_clear();
     rc = path_join(path, sizeof path, g->o->out_dir, "pos_precision.png");
     if (!rc) rc = rep_plot_pos_compare(path, g->meta, 6, "Best POS-tag precision",
-                              v, np, nnp ? nv : NULL, nnp);
+                              v, np, nnp ? nv : NULL, nnp, dict->top_n);
     mem_free(nfs);
     mem_free(nv);
     if (rc) return rc;

@@ -554,7 +554,31 @@ static void test_dashboard(const char *dir)
     snprintf(path, sizeof path, "%s/recovery.png", dir);
     CHECK(rep_plot_recovery(path, NULL, 0, NULL, cosm, 16, 24, bestc, 16) == OK, "%s", err_msg());
     snprintf(path, sizeof path, "%s/pos_precision.png", dir);
-    CHECK(rep_plot_pos_compare(path, NULL, 0, NULL, prec_a, NF, prec_b, 512) == OK, "%s", err_msg());
+    CHECK(rep_plot_pos_compare(path, NULL, 0, NULL, prec_a, NF, prec_b, 512, 0) == OK, "%s", err_msg());
+    /* Precisions over 20 examples are multiples of 0.05: with one bin per k/20, every value of an
+     * even spread lands in its own bin and all bars stand equally tall; fixed 0.04 bins left 4 of
+     * 25 empty (a comb) and doubled others. Counted on the histogram's bluish columns. */
+    static double steps[21 * 10];
+    for (int i = 0; i < 21 * 10; i++) steps[i] = (i % 21) / 20.0;
+    long cols[2];
+    for (int v = 0; v < 2; v++) {
+        snprintf(path, sizeof path, "%s/pos_steps%d.png", dir, v);
+        CHECK(rep_plot_pos_compare(path, NULL, 0, NULL, steps, 21 * 10, NULL, 0, v ? 20 : 0) == OK, "%s",
+              err_msg());
+        cols[v] = 0;
+        if (rep_png_read(path, &im) != OK) continue;
+        for (int x = 0; x < 700 && x < im.width; x++) {
+            int tall = 0;
+            for (int y = 0; y < im.height; y++) {
+                const uint8_t *p = px(&im, x, y);
+                tall += p[2] > p[0] + 60;
+            }
+            cols[v] += tall > im.height / 4;
+        }
+        rep_image_free(&im);
+        unlink(path);
+    }
+    CHECK(cols[1] > cols[0] * 1.12, "bars by top_n: %ld tall columns, fixed bins %ld", cols[1], cols[0]);
     rep_index_entry e[3] = {{"density.png", "Feature density <all>"}, {"feature_1234.png", "Feature 1234"},
                             {"training.png", "Training & curves"}};
     CHECK(rep_write_index(dir, "Report \"x\"", "intro", e, 3) == OK, "%s", err_msg());
