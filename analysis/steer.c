@@ -50,10 +50,16 @@ int ana_steer_parse(const char *spec, int d_sae, ana_steer_term **out, int *n)
         double v = 0;
         size_t len = buf_read_double(p, 0, &v);
         end = (char *)p + len;
-        if (!len || (*end && *end != ',')) goto bad;
+        if (!len) {
+            /* 1e309 spells a number that is not a finite double: name the range, not the syntax */
+            if (!*p || !strchr("+-.0123456789", *p)) goto bad;
+            double huge = strtod(p, &end);
+            if (end == p || isfinite(huge) || (*end && *end != ',')) goto bad;
+            v = huge;
+        } else if (*end && *end != ',') goto bad;
         /* 3e38 fits a float but the residual overflowed downstream and the text failed mid-way
            on a NaN logit (an audit): strengths far beyond any activation are refused */
-        if (fabs(v) > ANA_STEER_MAX) {
+        if (!(fabs(v) <= ANA_STEER_MAX)) {
             mem_free(t);
             return err_set(ERR_ARG, "steering: strength %.*s is outside -%g..%g (beyond that the "
                            "model's float arithmetic overflows)", (int)(end - p), p,

@@ -124,6 +124,13 @@ static void test_parse(void)
     CHECK(ana_steer_parse("5:1 ", 0, &t, &n) == ERR_ARG);
     CHECK(ana_steer_parse("5:1e40", 0, &t, &n) == ERR_ARG && strstr(err_msg(), "is outside -1e+06..1e+06"),
           "%s", err_msg());
+    /* beyond a double: the same range message, not a syntax error (an audit) */
+    CHECK(ana_steer_parse("5:1e309", 0, &t, &n) == ERR_ARG && strstr(err_msg(), "strength 1e309 is outside"),
+          "%s", err_msg());
+    CHECK(ana_steer_parse("5:-1e400,2:1", 0, &t, &n) == ERR_ARG && strstr(err_msg(), "strength -1e400 is outside"),
+          "%s", err_msg());
+    CHECK(ana_steer_parse("5:inf", 0, &t, &n) == ERR_ARG && strstr(err_msg(), "is not FEATURE:STRENGTH"), "%s",
+          err_msg());
     /* 3e38 fits a float, but the text failed mid-way on a NaN logit (an audit) */
     CHECK(ana_steer_parse("5:-3e38", 0, &t, &n) == ERR_ARG && strstr(err_msg(), "-3e38 is outside"),
           "%s", err_msg());
