@@ -131,6 +131,9 @@ int cmd_extract(int argc, char **argv)
     ext_close(j);
     if (dist_size() > 1) rc = dist_check(rc);
     if (!root) return rc ? cli_fail(argv[0]) : 0;
+    /* a failed run's counts are of work it did not store: the error is its last word (an
+       audit); an interrupted one says how far it got */
+    if (rc && rc != ERR_ABORTED) return cli_fail(argv[0]);
     /* the forward runs on its own thread, overlapped with the rest: the main thread's time is
        corpus + tokenizer + storage + waiting for the forward */
     double other = st.t_total - st.t_wait - st.t_store - st.t_tokenize - st.t_corpus;

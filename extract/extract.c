@@ -107,6 +107,8 @@ struct ext_job {
     int64_t commit_bytes;  /* commit once this many are pending */
     double last_commit;
     int made_db; /* ext_open created the database file */
+    store_mark mark; /* the store's largest ids before the setup added this run's rows */
+    int64_t commits; /* transactions of this run committed (0: nothing of it stored yet) */
     int bf16;    /* the forward's matmuls in bf16 (o.precision resolved) */
     int ran;     /* ext_run was called (from then on the database is kept, for resuming) */
 };
@@ -251,9 +253,12 @@ static int count_pass(ext_job *j)
     }
     corpus_close(r);
     if (rc) return rc;
+    if (total == 0 && j->o.bos && j->o.max_tokens == 1)
+        return err_set(ERR_ARG, "--max-tokens 1 leaves no room for a text token after the "
+                       "<|endoftext|> each window starts with (--no-bos, or 2 or more)");
     if (total == 0)
-        return err_set(ERR_FORMAT, "%s: the corpus holds no text (0 tokens in %lld documents)",
-                       j->o.corpus, (long long)docs);
+        return err_set(ERR_FORMAT, "%s: the corpus holds no text (0 tokens in %lld document%s)",
+                       j->o.corpus, (long long)docs, docs == 1 ? "" : "s");
     j->plan.n_docs = docs;
     j->plan.n_windows = windows;
     j->plan.n_tokens = total;
@@ -360,7 +365,7 @@ static int open_db(ext_job *j)
     if ((rc = read_small(cfgpath, &cfg))) return rc;
     const char *base = strrchr(j->o.model_dir, '/');
     base = base && base[1] ? base + 1 : j->o.model_dir;
-    if ((rc = store_begin(j->s))) {
+    if ((rc = store_mark_take(j->s, &j->mark)) || (rc = store_begin(j->s))) {
         mem_free(cfg);
         return rc;
     }
@@ -562,9 +567,10 @@ void ext_close(ext_job *j)
     gpt2_free(j->m2); /* (helper_stop frees it; an error path may not reach it) */
     tok_free(j->tok);
     store_close(j->s);
-    if (j->made_db && !j->ran) {
-        /* refused after the database was created (ext_open failed late, or ext_check_space):
-         * nothing was stored, so the new file and its side files go */
+    if (j->made_db && (!j->ran || !j->commits)) {
+        /* refused after the database was created (ext_open failed late, ext_check_space, or the
+         * run failed before its first commit): nothing was stored, so the new file and its side
+         * files go */
         static const char *const side[] = {"", "-wal", "-shm", "-journal"};
         char p[4200];
         for (int i = 0; i < 4; i++)
@@ -599,7 +605,10 @@ static int commit(ext_job *j, int *in_tx)
 {
     if (!*in_tx) return OK;
     int rc = store_commit(j->s);
-    if (!rc) *in_tx = 0;
+    if (!rc) {
+        *in_tx = 0;
+        j->commits++;
+    }
     j->pending_bytes = 0;
     j->last_commit = secs();
     return rc;
@@ -1152,6 +1161,20 @@ static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc, int stopped)
 
 int ext_bf16(const ext_job *j) { return j->bf16; }
 
+/* A run that failed before committing anything takes back its setup's rows (a new hook, the run,
+ * the model): they fixed the hook's dtype and window length, so a corrected command was refused
+ * ("stored as f32, not bf16"), and info called the run unfinished (an audit). The error stays
+ * the run's own. */
+static void undo_setup(ext_job *j, int code)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", err_msg());
+    int64_t ids[EXT_MAX_HOOKS];
+    for (int i = 0; i < j->nh; i++) ids[i] = j->h[i].sh.id;
+    if (store_mark_undo(j->s, &j->mark, j->model_id, ids, j->nh, j->run_id) != OK)
+        err_set(code, "%s", msg);
+}
+
 static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u),
                     void *u)
 {
@@ -1259,6 +1282,7 @@ static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats 
     if (!rc) rc = commit(j, &in_tx); /* also what an interruption has done so far */
     st->t_store += secs() - tc;
     if (in_tx) store_rollback(j->s);
+    if (rc && j->s && !j->commits) undo_setup(j, rc);
     st->t_total = secs() - t0;
     if (!rc && done == 2)
         rc = err_set(ERR_ABORTED, "interrupted after %lld windows; the database holds every "

@@ -372,6 +372,15 @@ int store_open(store **out, const char *path, int flags)
         if (errno != ENOENT || !(flags & STORE_CREATE) || (flags & STORE_READONLY))
             return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
                            strerror(errno));
+        /* SQLite retries a failed create read-only and reports that errno: a read-only
+           filesystem read "No such file or directory" (an audit); ask the directory instead */
+        char dir[4096];
+        const char *slash = strrchr(path, '/');
+        if (!slash) snprintf(dir, sizeof dir, ".");
+        else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+        if (access(dir, W_OK | X_OK) != 0)
+            return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot create: %s", path,
+                           strerror(errno));
     } else if (!S_ISREG(stt.st_mode))
         return err_set(ERR_IO, "%s: not a regular file", path);
     store *s = mem_calloc(1, sizeof *s);
@@ -1445,6 +1454,53 @@ int store_run_begin(store *s, const char *kind, const char *params, int64_t *run
     *run_id = sqlite3_last_insert_rowid(s->db);
     *was_done = 0;
     return OK;
+}
+
+int store_mark_take(store *s, store_mark *m)
+{
+    static const char *const q[3] = {"SELECT ifnull(max(id), 0) FROM models",
+                                     "SELECT ifnull(max(id), 0) FROM hooks",
+                                     "SELECT ifnull(max(id), 0) FROM runs"};
+    int64_t *out[3] = {&m->model, &m->hook, &m->run};
+    for (int i = 0; i < 3; i++) {
+        sqlite3_stmt *st;
+        int rc = store_prepare(s, q[i], &st);
+        if (rc) return rc;
+        int r = sqlite3_step(st);
+        if (r == SQLITE_ROW) *out[i] = sqlite3_column_int64(st, 0);
+        else rc = store_sql_error(s, r, "reading the largest ids");
+        sqlite3_finalize(st);
+        if (rc) return rc;
+    }
+    return OK;
+}
+
+static int delete_if(store *s, const char *sql, int64_t id)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, sql, &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, id);
+    rc = step_done(s, st, "taking back a refused run's setup");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_mark_undo(store *s, const store_mark *m, int64_t model_id, const int64_t *hook_ids,
+                    int n_hooks, int64_t run_id)
+{
+    int rc = store_begin(s);
+    for (int i = 0; !rc && i < n_hooks; i++)
+        if (hook_ids[i] > m->hook)
+            rc = delete_if(s, "DELETE FROM hooks WHERE id = ?1 AND NOT EXISTS "
+                              "(SELECT 1 FROM activations WHERE hook_id = ?1)", hook_ids[i]);
+    if (!rc && run_id > m->run) rc = delete_if(s, "DELETE FROM runs WHERE id = ?1", run_id);
+    if (!rc && model_id > m->model)
+        rc = delete_if(s, "DELETE FROM models WHERE id = ?1 AND NOT EXISTS "
+                          "(SELECT 1 FROM hooks WHERE model_id = ?1)", model_id);
+    if (!rc) rc = store_commit(s);
+    if (rc) store_rollback(s);
+    return rc;
 }
 
 int store_hook_unfinished(store *s, const char *hook, int64_t *run_id)

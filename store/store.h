@@ -188,6 +188,15 @@ void store_context_free(store_context *c);
 int store_run_begin(store *s, const char *kind, const char *params, int64_t *run_id,
                     int *was_done);
 int store_run_done(store *s, int64_t run_id);
+/* The largest ids of models, hooks and runs (0 when empty): taken before a run's setup adds
+ * rows, so that a run refused before it stored anything can take them back. */
+typedef struct { int64_t model, hook, run; } store_mark;
+int store_mark_take(store *s, store_mark *m);
+/* Undo a setup that stored nothing, in one transaction: removes the given rows only where they
+ * are newer than the mark (this run added them) and nothing refers to them: hooks without
+ * activations, the run, the model without hooks. Rows of other runs are left alone. */
+int store_mark_undo(store *s, const store_mark *m, int64_t model_id, const int64_t *hook_ids,
+                    int n_hooks, int64_t run_id);
 /* The runs of a kind, in id order: ids[n] and params[n] (the JSON as stored), mem_alloc'd; free
  * with store_run_list_free. */
 int store_run_list(store *s, const char *kind, int64_t **ids, char ***params, size_t *n);

@@ -324,11 +324,23 @@ if "${EX[@]}" --dry-run --precision auto 2>&1 | grep -q "matmuls: bf16"; then
     EXPECT="computed in fp32; this run computes in bf16"
     check 'one_line_fail ex --db "$T/a.db" --precision bf16' "other --precision for stored hooks"
 fi
+# another tokenizer into the stored corpus fails at the first window, after the setup made the
+# new hook and the run: both are taken back (they fixed the hook's dtype, so the corrected
+# command was refused, and info called the run unfinished: an audit)
+mkdir -p "$T/tok_plain"; cp "$T/tok/encoder.json" "$T/tok_plain/"; printf '#version: 0.2\n' > "$T/tok_plain/vocab.bpe"
+EXPECT="holds other tokens"
+check 'one_line_fail $BIN extract --model "$T/m" --tokenizer "$T/tok_plain" --corpus "$T/corpus.txt" --hook blocks.0.hook_resid_pre --db "$T/a.db" --ctx 16 --batch 2' "another tokenizer into a stored corpus"
+check '[ "$(sqlite3 "$T/a.db" "SELECT count(*) FROM runs WHERE status <> '"'"'done'"'"'")" = 0 ]' "the refused run left no run row"
 EXPECT="not a database"
 check 'one_line_fail ex --db "$T/junk.db"' "junk database"
 EXPECT="cannot"
 check 'one_line_fail ex --db "/proc/saelite_test.db"' "unwritable database path"
 check '[ "$(dbhash "$T/a.db")" = "$before" ]' "failed runs leave the database as it was"
+# ... and into a new file: none is left
+EXPECT="holds no text"
+check 'one_line_fail $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/empty.txt" --hook $HOOKS --db "$T/new.db" && [ ! -e "$T/new.db" ]' "empty corpus into a new file"
+EXPECT="no room for a text token"
+check 'one_line_fail ex --db "$T/new.db" --max-tokens 1 && [ ! -e "$T/new.db" ]' "--max-tokens 1 with a BOS"
 # a full disk (simulated with a file size limit) fails cleanly; stored rows stay; a rerun finishes
 ex --db "$T/q.db" --max-tokens 200 >/dev/null 2>&1
 n0=$(acts "$T/q.db")
