@@ -112,16 +112,19 @@ int cmd_sae_train(int argc, char **argv)
         {"--d-sae", ARG_INT, &d_sae, "latents (overrides --expansion)", ARG_MIN(0),
          ARG_DEFAULT("expansion x d_in")},
         {"--k", ARG_INT, &k, "active latents per token, topk/batchtopk", ARG_MIN(1)},
-        {"--k-aux", ARG_INT, &k_aux, "AuxK latents", ARG_MIN(0), ARG_DEFAULT("d_in/2")},
+        {"--k-aux", ARG_INT, &k_aux, "AuxK latents (--aux-coef 0 turns AuxK off)", ARG_MIN(1),
+         ARG_DEFAULT("d_in/2")},
         {"--aux-coef", ARG_FLOAT, &aux_coef, "AuxK coefficient", ARG_MIN(0)},
-        {"--l1", ARG_FLOAT, &l1, "relu/gated: L1 coefficient; jumprelu: L0 coefficient", ARG_MIN(0),
+        /* > 0: the trainer reads 0 as "the architecture's default", and a given 0 trained with
+           5 (an audit) */
+        {"--l1", ARG_FLOAT, &l1, "relu/gated: L1 coefficient; jumprelu: L0 coefficient", ARG_ABOVE(0),
          ARG_DEFAULT("5 for relu and gated, 1 for jumprelu")},
         {"--jr-bandwidth", ARG_FLOAT, &jr_bw, "jumprelu: STE kernel width, normalised units",
-         ARG_MIN(0)},
+         ARG_ABOVE(0)},
         {"--jr-threshold", ARG_FLOAT, &jr_th, "jumprelu: initial threshold, normalised units",
-         ARG_MIN(0)},
-        {"--jr-lr-mult", ARG_FLOAT, &jr_lrm, "jumprelu: learning-rate multiplier of the thresholds",
-         ARG_MIN(0)},
+         ARG_ABOVE(0)},
+        {"--jr-lr-mult", ARG_FLOAT, &jr_lrm, "jumprelu: learning-rate multiplier of the thresholds "
+         "(0 keeps them at --jr-threshold)", ARG_MIN(0)},
         {"--lr", ARG_FLOAT, &lr, "learning rate", ARG_ABOVE(0),
          ARG_DEFAULT("3.75e-4 / sqrt(d_sae / 16384); relu at least 1.5e-3")},
         {"--grad-clip", ARG_FLOAT, &clip, "clip the global gradient norm to this (0: off)",
@@ -237,9 +240,9 @@ int cmd_sae_train(int argc, char **argv)
     c->seed = (uint64_t)seed;
     c->normalize = !no_norm;
     c->dead_window = dead_window;
-    if (jr_bw > 0) c->jr_bandwidth = jr_bw;
-    if (jr_th > 0) c->jr_init_threshold = jr_th;
-    if (jr_lrm > 0) c->jr_lr_mult = jr_lrm;
+    c->jr_bandwidth = jr_bw;
+    c->jr_init_threshold = jr_th;
+    c->jr_lr_mult = jr_lrm;
     cli_catch_signals();
     o.stop = &cli_stop_flag;
     sae_run_result res;

@@ -2111,6 +2111,14 @@ int sae_trainer_step(sae_trainer *t, const float *x, sae_step_stats *stp)
         t->since[j] = t->fired[j] ? 0 : t->since[j] + t->B;
         if (t->since[j] >= t->dead_window) ndead++;
     }
+    /* a threshold past exp's float range fires nothing, so the loss stays finite: without this
+       a diverged JumpReLU trained on and its checkpoint held it (an audit, --jr-lr-mult 1e30) */
+    if (t->c.arch == SAE_JUMPRELU)
+        for (int j = 0; j < t->S; j++)
+            if (!(t->P.log_threshold[j] < 80.0f))
+                return err_set(ERR_ARG, "training diverged: latent %d's threshold became exp(%g) at "
+                               "step %lld (lower --lr or --jr-lr-mult?)", j, t->P.log_threshold[j],
+                               (long long)t->step);
     prof_mark(t, SAE_PROF_DEAD);
     t->step++;
     t->tokens += t->B;
@@ -2161,6 +2169,21 @@ int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model *
     for (int i = 0; i < Do; i++) s->b_dec[i] = t->P.b_dec[i] * inv;
     if (s->W_skip)
         for (int64_t e = 0; e < (int64_t)Do * D; e++) s->W_skip[e] = t->P.W_skip[e] * io;
+    /* the loss stays finite when a diverged JumpReLU's thresholds overflow (nothing fires), and
+       its file held +inf thresholds with exit 0 (an audit): no such file is written */
+    const struct { const char *name; const float *v; int64_t n; } arr[] = {
+        {"W_enc", s->W_enc, (int64_t)D * S}, {"b_enc", s->b_enc, S}, {"W_dec", s->W_dec, (int64_t)S * Do},
+        {"b_dec", s->b_dec, Do}, {"threshold", s->threshold, S}, {"b_mag", s->b_mag, S},
+        {"r_mag", s->r_mag, S}, {"W_skip", s->W_skip, (int64_t)Do * D}};
+    for (size_t a = 0; a < sizeof arr / sizeof *arr; a++)
+        for (int64_t e = 0; arr[a].v && e < arr[a].n; e++)
+            if (!isfinite(arr[a].v[e])) {
+                rc = err_set(ERR_ARG, "training diverged: %s[%lld] is %g at step %lld (lower --lr%s?)",
+                             arr[a].name, (long long)e, arr[a].v[e], (long long)t->step,
+                             t->c.arch == SAE_JUMPRELU ? " or --jr-lr-mult" : "");
+                sae_free(s);
+                return rc;
+            }
     *out = s;
     return OK;
 }

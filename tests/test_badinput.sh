@@ -268,7 +268,7 @@ bad "unknown storage dtype" "--dtype must be one of f32\|f16\|bf16, got 'f8'" im
 bad "text file as database" "text.db: not a database" import --npy acts.npy --db text.db --hook x.new
 bad "truncated database" "trunc.db: not a database" import --npy acts.npy --db trunc.db --hook x.new
 bad "newer schema database" "newer.db: written by a newer saelite \(schema version 999" import --npy acts.npy --db newer.db --hook x.new
-bad "database in a missing directory" "nodir/new.db: cannot open" import --npy acts.npy --db nodir/new.db --hook x.new
+bad "database in a missing directory" "nodir/new.db: cannot create: No such file" import --npy acts.npy --db nodir/new.db --hook x.new
 bad "token ids of the wrong length (new db)" "ids5.npy: 5 token ids for 16 activation rows" import --npy acts.npy --db new.db --hook x.new --tokens ids5.npy
 bad "NaN activation (new db)" "nan.npy: non-finite" import --npy nan.npy --db new.db --hook x.new
 bad "activation beyond float16 (new db: none created)" "big.npy: 70000 at row 3, column 2 is beyond f16's range; import as bf16 or f32" import --npy big.npy --db new.db --hook x.new --dtype f16
@@ -557,6 +557,13 @@ bad "SAE: a NaN weight (analyze)" "sae_nan/sae_weights.safetensors: tensor .* no
 # step 2, no latent fired) on an Intel Xeon; a first Adam step of 1e38 overflows float32 anywhere
 bad "sae-train: loss inf on the first step (absurd --lr)" "loss became (-?nan|inf)" "${T[@]}" --out $R/s_lr --lr 1e38
 check "sae-train: the failed run leaves no output directory" "absent $R/s_lr"
+# a JumpReLU whose thresholds overflow fires nothing, so its loss stayed finite and +inf
+# thresholds were saved with exit 0; explicit zeros were replaced by defaults (an audit)
+bad "sae-train: diverged JumpReLU thresholds" "training diverged: latent .* threshold" "${T[@]}" --out $R/s_jr --arch jumprelu --jr-lr-mult 1e30
+check "sae-train: the diverged run leaves no output directory" "absent $R/s_jr"
+bad "sae-train: --l1 0" "--l1 must be > 0" "${T[@]}" --out $R/s_l1 --arch relu --l1 0
+bad "sae-train: --jr-bandwidth 0" "--jr-bandwidth must be > 0" "${T[@]}" --out $R/s_bw --arch jumprelu --jr-bandwidth 0
+bad "sae-train: --k-aux 0" "--k-aux must be >= 1" "${T[@]}" --out $R/s_ka --k-aux 0
 mkdir -p "$W/$R/lmcorp"; printf 'the cat sat on the mat.\n\nthe dog sat on the log.\n\nanother doc with the cat.\n\na fourth one.\n' > "$W/$R/lmcorp/c.txt"
 LAST=""
 bad "train-lm: loss non-finite at step 2 (absurd --lr)" "loss became .* at step 2" train-lm --corpus $R/lmcorp/c.txt --tokenizer tok --layers 1 --d-model 8 --heads 2 --ctx 4 --batch 2 --steps 5 --lr 1e30 --val-frac 0.5 --warmup 0 -o $R/lm_bad
