@@ -31,7 +31,7 @@ int cmd_synth(int argc, char **argv)
         {"--truth", ARG_STR, &truth, "true feature directions [features, d] .npy", ARG_REQUIRED},
         {"--db", ARG_STR, &db, "also store the activations in this store (model 'import')"},
         {"--hook", ARG_STR, &hook, "hook name in the store"},
-        {"--seq-len", ARG_INT, &seq_len, "tokens per stored sequence"},
+        {"--seq-len", ARG_INT, &seq_len, "tokens per stored sequence", ARG_MIN(1)},
         {"--d", ARG_INT, &c.d, "dimension", ARG_MIN(1)},
         {"--features", ARG_INT, &c.n_features, "number of true features", ARG_MIN(1)},
         {"--active", ARG_FLOAT, &c.active, "mean active features per sample (at most --features; with --parents the children fire only with their parent, so fewer: the mean is printed)",
@@ -74,10 +74,15 @@ int cmd_synth(int argc, char **argv)
     int orc = cli_check_outputs(cmd, 4, outs, flag);
     if (orc) return orc;
     struct stat sb; /* an existing store must open: a damaged one is refused before any write */
+    if (db && !hook[0]) return cli_usage_error(cmd, "--hook needs a name");
     if (db && stat(db, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
         store *st;
         if (store_open(&st, db, 0)) return cli_fail(cmd);
+        /* and its hook must take these rows: a mismatch failed after --out and --truth were
+           replaced (an audit) */
+        int hrc = store_hook_check(st, hook, c.d, STORE_F32, seq_len);
         store_close(st);
+        if (hrc) return cli_fail(cmd);
     }
     cli_catch_signals(); /* before the generator's setup, which can take seconds */
     sae_synth *g;
@@ -109,18 +114,24 @@ int cmd_synth(int argc, char **argv)
     mem_free(x);
     mem_free(act);
     sae_synth_free(g);
-    int64_t rows = 0, seqs = 0;
+    int64_t rows = 0, seqs = 0, held = 0;
     if (!rc && db) {
         store *st;
         rc = store_open(&st, db, STORE_CREATE);
         if (!rc) {
             rc = ext_import_npy(st, out, NULL, hook, seq_len, STORE_F32, &rows, &seqs);
+            store_hook h; /* rows of other files stay: say so, sae-train --db reads them all */
+            if (!rc && store_hook_find(st, hook, &h) == OK) held = h.n_tokens;
+            err_clear();
             store_close(st);
         }
     }
     if (rc) return cli_fail(cmd);
     if (db) printf("synth: stored %" PRId64 " tokens in %" PRId64 " sequences as hook %s in %s\n",
                    rows, seqs, hook, db);
+    if (db && held > rows)
+        printf("synth: hook %s now holds %" PRId64 " tokens: rows imported from other files stay "
+               "(a new --hook or --db keeps this generator's alone)\n", hook, held);
     printf("synth: %" PRId64 " samples of d %d from %d features (mean %.2f active) -> %s, truth -> %s\n",
            tokens, c.d, c.n_features, mean_active / tokens, out, truth);
     if (c.parents)

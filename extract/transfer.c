@@ -137,6 +137,8 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
     int64_t *tok = NULL;
     int nd = 0, tnd = 0;
     int64_t shape[NPY_MAX_DIMS], tshape[NPY_MAX_DIMS];
+    /* an empty name stored rows that sae-train --db --hook could not name (an audit) */
+    if (!hook || !hook[0]) return err_set(ERR_ARG, "%s: the hook to import into needs a name", npy);
     /* a float64 file into a bf16/f16 hook: one rounding (store_act_write's), not two */
     int rc = dtype == STORE_F32 ? npy_read(npy, &x, &nd, shape)
                                 : npy_read_narrow(npy, &x, &nd, shape);

@@ -157,10 +157,6 @@ int sae_synth_spec_load(synth_config *c, const char *path)
     }
     cJSON_Delete(root);
     if (rc) return rc;
-    /* the sizes a file may ask for: the generator holds features x (d + rank + 1024) floats */
-    if ((double)c->n_features * ((double)c->d + c->rank + CHUNK) > (double)(1 << 28))
-        return err_set(ERR_FORMAT, "%s: %d features of d %d (rank %d) would take more than 1 GB", path,
-                       c->n_features, c->d, c->rank);
     if (check_config(c)) {
         char why[256];
         snprintf(why, sizeof why, "%s", err_msg());
@@ -209,6 +205,22 @@ static int check_config(const synth_config *c)
         return err_set(ERR_ARG, "synthetic data: %d parents with %d children each need %lld of the "
                        "%d features, child_p in [0, 1]", c->parents, c->children,
                        (long long)c->parents * (1 + c->children), F);
+    if (r > F)
+        return err_set(ERR_ARG, "synthetic data: rank %d above the %d features (a factor of at most "
+                       "their number)", r, F);
+    /* the generator's arrays, whatever the samples asked for: directions [F,d], loadings [F,r],
+       a chunk's factors [1024,r] and copula draws [1024,F], per-feature doubles; the command
+       line had no bound (--features 200000 --d 1 took 800 MB for a 4 KB output, an audit) and
+       the spec file's missed the chunk's factors */
+    double rr = r ? r : 1;
+    double bytes = 4.0 * ((double)F * d + (double)F * rr + CHUNK * rr + (double)CHUNK * F) + 20.0 * F;
+    double cap = 4.0 * (1 << 30);
+    long long phys = mem_physical_bytes();
+    if (phys > 0 && (double)phys / 2 < cap) cap = (double)phys / 2;
+    if (bytes > cap)
+        return err_set(ERR_ARG, "synthetic data: %d features of d %d (rank %d) need %.2f GiB for the "
+                       "generator, over the %.2f GiB allowed (4 GiB or half this machine's memory)",
+                       F, d, r, bytes / (1 << 30), cap / (1 << 30));
     return OK;
 }
 

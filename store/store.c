@@ -829,6 +829,34 @@ static int hook_get(store *s, int64_t hook_id, store_hook **out)
     return OK;
 }
 
+/* A stored hook takes more rows of its own width, dtype and window length only. */
+static int hook_fits(store *s, const store_hook *h, int width, int dtype, int seq_len)
+{
+    if (h->width != width)
+        return err_set(ERR_SHAPE, "%s: hook %s is stored with width %d, not %d (a different "
+                       "model?)", s->path, h->name, h->width, width);
+    if (h->dtype != dtype)
+        return err_set(ERR_SHAPE, "%s: hook %s is stored as %s, not %s (use the same --dtype "
+                       "or a new --db)", s->path, h->name, store_dtype_name(h->dtype),
+                       store_dtype_name(dtype));
+    if (h->seq_len != seq_len)
+        return err_set(ERR_SHAPE, "%s: hook %s is stored with sequence length %d, not %d (use "
+                       "the same --ctx for extract, --seq-len for import, or a new --db)", s->path,
+                       h->name, h->seq_len, seq_len);
+    return OK;
+}
+
+int store_hook_check(store *s, const char *name, int width, int dtype, int seq_len)
+{
+    store_hook h;
+    int rc = store_hook_find(s, name, &h);
+    if (rc == ERR_NOTFOUND) {
+        err_clear();
+        return OK;
+    }
+    return rc ? rc : hook_fits(s, &h, width, dtype, seq_len);
+}
+
 int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int width, int dtype,
                    int seq_len, store_hook *out)
 {
@@ -845,16 +873,7 @@ int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int 
     sqlite3_finalize(st);
     if (hr) return hr;
     if (r == SQLITE_ROW) {
-        if (out->width != width)
-            return err_set(ERR_SHAPE, "%s: hook %s is stored with width %d, not %d (a different "
-                           "model?)", s->path, name, out->width, width);
-        if (out->dtype != dtype)
-            return err_set(ERR_SHAPE, "%s: hook %s is stored as %s, not %s (use the same --dtype "
-                           "or a new --db)", s->path, name, store_dtype_name(out->dtype),
-                           store_dtype_name(dtype));
-        if (out->seq_len != seq_len)
-            return err_set(ERR_SHAPE, "%s: hook %s is stored with sequence length %d, not %d (use "
-                           "the same --ctx for extract, --seq-len for import, or a new --db)", s->path, name, out->seq_len, seq_len);
+        if ((rc = hook_fits(s, out, width, dtype, seq_len))) return rc;
         return hook_counts(s, out);
     }
     if (r != SQLITE_DONE) return store_sql_error(s, r, "reading hooks");

@@ -116,6 +116,9 @@ int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int 
                    int seq_len, store_hook *out);
 /* By name (when several models have it, the first); ERR_NOTFOUND lists the hooks there are. */
 int store_hook_find(store *s, const char *name, store_hook *out);
+/* OK when no hook has this name or the one there takes rows of this shape (store_hook_add's
+ * ERR_SHAPE otherwise): for checking before outputs elsewhere are written. */
+int store_hook_check(store *s, const char *name, int width, int dtype, int seq_len);
 int store_hook_list(store *s, store_hook **hooks, size_t *n);
 
 /* Sequence ids having activations for a hook, ascending; split by a deterministic hash of the

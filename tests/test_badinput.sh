@@ -561,6 +561,8 @@ check "sae-train: the failed run leaves no output directory" "absent $R/s_lr"
 # thresholds were saved with exit 0; explicit zeros were replaced by defaults (an audit)
 bad "sae-train: diverged JumpReLU thresholds" "training diverged: latent .* threshold" "${T[@]}" --out $R/s_jr --arch jumprelu --jr-lr-mult 1e30
 check "sae-train: the diverged run leaves no output directory" "absent $R/s_jr"
+bad "superpose: a diverged run with finite floats (--lr 1e9) is refused" "loss diverged at step" superpose --lr 1e9 --steps 10 --sparsity 0 -o sp_div
+check "superpose: the diverged run wrote nothing" "absent sp_div"
 bad "sae-train: --l1 0" "--l1 must be > 0" "${T[@]}" --out $R/s_l1 --arch relu --l1 0
 bad "sae-train: --jr-bandwidth 0" "--jr-bandwidth must be > 0" "${T[@]}" --out $R/s_bw --arch jumprelu --jr-bandwidth 0
 bad "sae-train: --k-aux 0" "--k-aux must be >= 1" "${T[@]}" --out $R/s_ka --k-aux 0
@@ -722,6 +724,10 @@ bad "synth: --out over its own --db" "--out and --db name the same file good.db"
 bad "synth: --out and --truth on one file" "--out and --truth name the same file" synth --out $R/s.npy --truth $R/s.npy --d 8 --features 16 --tokens 16
 bad "synth: --spec over --out" "--out and --spec name the same file" synth --out acts.npy --truth $R/t.npy --d 8 --features 16 --tokens 16 --spec ./acts.npy
 bad "synth: a damaged --db fails before --out and --truth are written" "text.db: not a database" synth --out $R/s.npy --truth $R/t.npy --d 8 --features 16 --tokens 16 --db text.db
+bad "synth: a --db hook of another width fails before --out and --truth are written" "good.db: hook $H is stored with width [0-9]+, not 16" synth --out $R/s.npy --truth $R/t.npy --d 16 --features 16 --tokens 16 --db good.db --hook $H
+check "synth: the refused run wrote neither array" "absent $R/s.npy && absent $R/t.npy"
+bad "synth: an empty --hook" "--hook needs a name" synth --out $R/s.npy --truth $R/t.npy --d 8 --features 16 --tokens 16 --db good.db --hook ""
+bad "import: an empty --hook" "acts.npy: the hook to import into needs a name" import --npy acts.npy --db good.db --hook ""
 bad "synth: --spec in a missing directory fails first, named as given" "nodir/g.json: cannot create: directory" synth --out $R/s.npy --truth $R/t.npy --d 8 --features 16 --tokens 16 --spec nodir/g.json
 bad "synth: a seed past 2^53 with --spec is refused, not rounded to 2^53" "--spec keeps seeds 0..2\^53 .*9007199254740993" synth --out $R/s.npy --truth $R/t.npy --d 8 --features 16 --tokens 16 --seed 9007199254740993 --spec $R/g.json
 bad "sae-train: a bad --truth fails before training (no OUT)" "text.npy: not a .npy file" "${T[@]}" --truth text.npy

@@ -242,7 +242,13 @@ for i in 1 2 3 4 5 6; do
     $BIN sae-eval --sae $T/hsae --synth $T/bad$i.json >$T/bad$i.out 2>$T/bad$i.err; rc=$?
     ok "sae-eval refuses bad spec $i with one line naming it" '[ $rc -eq 1 ] && [ "$(wc -l < $T/bad$i.err)" = 1 ] && grep -q "bad$i.json: " $T/bad$i.err'
 done
-ok "the spec errors say what is wrong" 'grep -q "unknown key \"colour\"" $T/bad1.err && grep -q "\"d\" must be a whole number" $T/bad2.err && grep -q "7 parents with 16 children" $T/bad3.err && grep -q "more than 1 GB" $T/bad4.err && grep -q "\"seed\" must be a whole number 0..2^53" $T/bad6.err'
+ok "the spec errors say what is wrong" 'grep -q "unknown key \"colour\"" $T/bad1.err && grep -q "\"d\" must be a whole number" $T/bad2.err && grep -q "7 parents with 16 children" $T/bad3.err && grep -q "GiB for the generator, over the" $T/bad4.err && grep -q "\"seed\" must be a whole number 0..2^53" $T/bad6.err'
+# the command line's generator has the spec's bound: 5M features of d 1 asked for 20 GB (the
+# copula's 1024-row chunk) for a 4 KB output, and a rank above the features 800 MB (an audit)
+$BIN synth --features 5000000 --d 1 --active 1 --tokens 10 --out $T/huge.npy --truth $T/huget.npy >/dev/null 2>$T/bad9.err; rc=$?
+ok "synth refuses a generator past its memory bound before allocating it" '[ $rc -eq 1 ] && [ "$(wc -l < $T/bad9.err)" = 1 ] && grep -q "5000000 features of d 1 (rank 8) need [0-9.]* GiB for the generator" $T/bad9.err && [ ! -e $T/huge.npy ]'
+$BIN synth --features 4 --d 4 --active 1 --rank 5 --tokens 10 --out $T/huge.npy --truth $T/huget.npy >/dev/null 2>$T/bad10.err; rc=$?
+ok "synth refuses a rank above the features" '[ $rc -eq 1 ] && grep -q "rank 5 above the 4 features" $T/bad10.err'
 $BIN sae-eval --sae $T/hsae --synth $T >/dev/null 2>$T/bad7.err; rc=$?
 ok "sae-eval refuses a directory as spec" '[ $rc -eq 1 ] && grep -q "not a regular file" $T/bad7.err'
 $BIN synth --d 64 --features 96 --tokens 100 --seed 1 --out $T/h64.npy --truth $T/h64t.npy --spec $T/g64.json >/dev/null 2>&1

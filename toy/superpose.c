@@ -180,6 +180,11 @@ static int train_one(const sup_config *c, uint64_t seed, sup_model **out, toy_pr
         /* the ReLU maps a NaN pre-activation to 0, so NaN weights kept the loss finite (that of
            an all-zero output) and a diverged model was written, exit 0 (an audit) */
         int finite = isfinite(loss);
+        /* targets lie in [0, 1], so a loss past 1e6 x the importances' sum means outputs ~1000
+           off: --lr 1e9 ran to 3e39 with finite floats and was printed as a result (an audit) */
+        double isum = 0;
+        for (int i = 0; i < n; i++) isum += imp[i];
+        if (finite && loss > 1e6 * isum) finite = 0;
         for (size_t i = 0; finite && i < nw; i++) finite = isfinite(s->W[i]);
         for (int i = 0; finite && i < n; i++) finite = isfinite(s->b[i]);
         if (!finite) {
