@@ -117,7 +117,7 @@ int cmd_synth(int argc, char **argv)
     int64_t rows = 0, seqs = 0, held = 0;
     if (!rc && db) {
         store *st;
-        rc = store_open(&st, db, STORE_CREATE);
+        rc = store_open_blobs(&st, db, STORE_CREATE, (int64_t)seq_len * c.d * (int64_t)sizeof(float));
         if (!rc) {
             rc = ext_import_npy(st, out, NULL, hook, seq_len, STORE_F32, &rows, &seqs);
             store_hook h; /* rows of other files stay: say so, sae-train --db reads them all */

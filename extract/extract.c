@@ -334,7 +334,12 @@ static int check_mixing(ext_job *j)
 static int open_db(ext_job *j)
 {
     j->made_db = access(j->o.db, F_OK) != 0;
-    int rc = store_open(&j->s, j->o.db, STORE_CREATE);
+    int64_t blob = 0; /* a new file's pages fit its smallest rows (store_page_for) */
+    for (int i = 0; i < j->nh; i++) {
+        int64_t b = (int64_t)j->ctx * j->h[i].width * store_dtype_size(j->o.dtype);
+        if (!blob || b < blob) blob = b;
+    }
+    int rc = store_open_blobs(&j->s, j->o.db, STORE_CREATE, blob);
     if (rc) return rc;
     store_model *ms;
     size_t nm;

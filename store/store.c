@@ -74,6 +74,7 @@ struct store {
     sqlite3 *db;
     char *path;
     int readonly, in_tx, bulk;
+    int page_size;      /* for a new file: chosen from the rows' blob size (store_open_blobs) */
     int wb_fd;          /* bulk: SQLite's descriptor of the file, for writeback hints (not ours) */
     int64_t wb_pending; /* activation bytes written since the last hint */
     sqlite3_stmt *q[Q__COUNT];
@@ -234,7 +235,7 @@ static int create_schema(store *s)
 {
     char sql[128];
     int rc;
-    snprintf(sql, sizeof sql, "PRAGMA page_size = %d", STORE_PAGE_SIZE);
+    snprintf(sql, sizeof sql, "PRAGMA page_size = %d", s->page_size ? s->page_size : STORE_PAGE_SIZE);
     if ((rc = store_exec(s, sql))) return rc;
     if ((rc = store_exec(s, "BEGIN IMMEDIATE"))) return rc;
     /* Someone else may have created it between our check and the lock. */
@@ -361,7 +362,21 @@ static int check_schema(store *s, int flags)
     return verify_tables(s, schema_sql, NULL);
 }
 
-int store_open(store **out, const char *path, int flags)
+int store_page_for(int64_t blob_bytes)
+{
+    /* A row that fits on a page (up to page - 35 bytes) stays whole on the leaf: rows of 32 KiB
+       took a 64 KiB page each, twice their size on disk (an audit: a d-128 bf16 hook). A larger
+       row spills into overflow pages that SQLite fills exactly; what is lost is about 1/16 of a
+       page per row, so pages near half the row keep that under ~6% while staying large (64 KiB
+       pages wrote 256 KiB blobs 2-5x faster than 4 KiB ones: docs/store.md). */
+    int p = STORE_PAGE_SIZE;
+    while (blob_bytes > 0 && p > 4096 && (int64_t)p > blob_bytes / 2) p /= 2;
+    return p;
+}
+
+int store_open(store **out, const char *path, int flags) { return store_open_blobs(out, path, flags, 0); }
+
+int store_open_blobs(store **out, const char *path, int flags, int64_t blob_bytes)
 {
     *out = NULL;
     pthread_once(&sq_once, sq_setup);
@@ -392,6 +407,7 @@ int store_open(store **out, const char *path, int flags)
         return err_set(ERR_NOMEM, "%s: out of memory", path);
     }
     s->readonly = (flags & STORE_READONLY) != 0;
+    s->page_size = store_page_for(blob_bytes);
     int oflags = s->readonly ? SQLITE_OPEN_READONLY
                              : SQLITE_OPEN_READWRITE | ((flags & STORE_CREATE) ? SQLITE_OPEN_CREATE : 0);
     int rc = sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);

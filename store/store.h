@@ -46,6 +46,11 @@ enum { STORE_SPLIT_ALL = 0, STORE_SPLIT_TRAIN = 1, STORE_SPLIT_VAL = 2 };
 
 /* Opens (and with STORE_CREATE creates) a database; creates or checks the schema version. */
 int store_open(store **out, const char *path, int flags);
+/* The same; a file it creates gets the page size store_page_for(blob_bytes) (the size of the
+ * activation rows the creator will write; <= 0: the default 65536). An existing file keeps its
+ * own. */
+int store_open_blobs(store **out, const char *path, int flags, int64_t blob_bytes);
+int store_page_for(int64_t blob_bytes);
 void store_close(store *s);
 /* Remove a database file and its -wal, -shm and -journal companions (missing ones ignored);
  * for callers that recreate a store from scratch (tests, benchmarks, fuzzing). */

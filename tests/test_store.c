@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -750,6 +751,51 @@ static void test_query_schema_change(void)
     }
 }
 
+/* A new file's pages fit its rows: 32 KiB rows (128 tokens x 128 bf16) each took a whole
+ * 64 KiB page, twice the data on disk (an audit); on the pages store_page_for picks the file
+ * stays near the data. Rows of 128 KiB and more keep 64 KiB pages (the bench's choice). */
+static void test_page_size(void)
+{
+    CHECK(store_page_for(0) == 65536 && store_page_for(256 << 10) == 65536 &&
+          store_page_for(128 << 10) == 65536 && store_page_for(64 << 10) == 32768 &&
+          store_page_for(32 << 10) == 16384 && store_page_for(100) == 4096,
+          "pages %d %d %d %d", store_page_for(128 << 10), store_page_for(64 << 10),
+          store_page_for(32 << 10), store_page_for(100));
+    enum { TT = 128, WW = 128, NSEQ = 96 };
+    for (int v = 0; v < 2; v++) {
+        const char *p = tmp(v ? "pg_fit.db" : "pg_64k.db");
+        store_remove(p);
+        store *s;
+        int64_t blob = (int64_t)TT * WW * 2;
+        if (store_open_blobs(&s, p, STORE_CREATE, v ? blob : 0)) {
+            CHECK(0, "%s", err_msg());
+            return;
+        }
+        int64_t model, doc, seq;
+        store_hook h;
+        static float x[TT * WW];
+        static int ids[TT];
+        int rc = store_begin(s);
+        if (!rc) rc = store_model_add(s, "tiny", "/m", "{}", "01", &model);
+        if (!rc) rc = store_hook_add(s, model, "h", 0, WW, STORE_BF16, TT, &h);
+        if (!rc) rc = store_doc_add(s, "c.txt", 0, "d", NULL, "text", 4, &doc);
+        for (int q = 0; !rc && q < NSEQ; q++) {
+            for (int t = 0; t < TT; t++) ids[t] = q * TT + t;
+            for (int i = 0; i < TT * WW; i++) x[i] = (float)((i * 7 + q) % 97) / 97.0f;
+            rc = store_seq_add(s, doc, q * TT, 0, ids, TT, &seq, NULL);
+            if (!rc) rc = store_act_write(s, h.id, seq, x, TT);
+        }
+        if (!rc) rc = store_commit(s);
+        CHECK(rc == OK, "%s", err_msg());
+        store_close(s);
+        struct stat st;
+        double ratio = stat(p, &st) == 0 ? (double)st.st_size / ((double)NSEQ * blob) : 0;
+        if (v) CHECK(ratio > 1 && ratio < 1.25, "32 KiB rows on fitted pages: file %.2f x the data", ratio);
+        else CHECK(ratio > 1.8, "32 KiB rows on 64 KiB pages: file %.2f x the data (the case fixed)", ratio);
+        store_remove(p);
+    }
+}
+
 int main(void)
 {
     if (access("/dev/shm", W_OK) != 0) snprintf(dir, sizeof dir, "/tmp/saelite_test_storeXXXXXX");
@@ -772,6 +818,7 @@ int main(void)
     test_seq_tags_words();
     test_sae_log();
     test_query_schema_change();
+    test_page_size();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
