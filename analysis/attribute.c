@@ -16,6 +16,7 @@
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
+#include "common/utf8.h"
 #include "model/tokenizer.h"
 
 void ana_attr_result_free(ana_attr_result *r)
@@ -225,8 +226,12 @@ static int write_csv(const char *path, const ana_attr_run_result *res)
     for (int t = 0; t < r->T && !rc; t++) {
         buf_reset(&b);
         /* CSV quoting: double the quotes inside a quoted field */
+        /* valid UTF-8, as the tokens table and graph.json (U+FFFD for a split character's
+           bytes): a CSV reader decoding UTF-8 failed on them */
+        char ct[4 * 64 + 1];
+        utf8_clean(res->tok_text[t], strlen(res->tok_text[t]), ct, sizeof ct);
         rc = buf_str(&b, "\"");
-        for (const char *p = res->tok_text[t]; *p && !rc; p++) rc = *p == '"' ? buf_str(&b, "\"\"") : buf_put(&b, p, 1);
+        for (const char *p = ct; *p && !rc; p++) rc = *p == '"' ? buf_str(&b, "\"\"") : buf_put(&b, p, 1);
         if (!rc) rc = buf_str(&b, "\"");
         if (rc) break;
         for (int i = 0; i < r->d_sae; i++) {

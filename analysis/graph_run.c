@@ -12,6 +12,7 @@
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 #include "model/tokenizer.h"
 #include "store/store_graph.h"
 
@@ -49,6 +50,16 @@ static char *token_text(const tok_tokenizer *tk, int id)
     return mem_strdup(s);
 }
 
+/* Token texts are the tokenizer's bytes (the picture escapes a split character's bytes); JSON
+ * and the database take valid UTF-8 only: python's json.load failed on a prompt with a euro
+ * sign (an audit). Bytes that are not valid UTF-8 on their own become U+FFFD, as in the tokens
+ * table. out: at least 4 x 64 + 1 bytes (a token text is at most 63). */
+static const char *clean(const char *s, char *out, size_t cap)
+{
+    utf8_clean(s, strlen(s), out, cap);
+    return out;
+}
+
 static const char *const TYPE[] = {"cross layer transcoder", "mlp reconstruction error", "embedding",
                                    "logit"};
 
@@ -74,9 +85,11 @@ static int write_json(const char *path, const ana_graph_run_opts *o, const ana_g
         p += n + (e != NULL);
     }
     if (!rc) rc = buf_str(&b, "],\"prompt_tokens\":[");
+    char ct[4 * 64 + 1];
     for (int t = 0; !rc && t < res->T; t++) {
         rc = buf_str(&b, t ? "," : "");
-        if (!rc) rc = buf_json(&b, res->tok_text[t], strlen(res->tok_text[t]), 0);
+        clean(res->tok_text[t], ct, sizeof ct); /* before strlen(ct): argument order is unspecified */
+        if (!rc) rc = buf_json(&b, ct, strlen(ct), 0);
     }
     if (!rc) rc = buf_str(&b, "],\"prompt\":");
     if (!rc) rc = buf_json(&b, o->text, strlen(o->text), 0);
@@ -93,7 +106,7 @@ static int write_json(const char *path, const ana_graph_run_opts *o, const ana_g
         const ana_graph_node *nd = &g->nodes[i];
         if (!nd->kept) continue;
         ana_graph_node_id(g, i, id, sizeof id);
-        char layer[16], js[64], clerp[160] = "";
+        char layer[16], js[64], clerp[4 * 64 + 64] = "";
         int feature = nd->kind == ANA_NODE_EMBED ? nd->pos : nd->id;
         if (nd->kind == ANA_NODE_EMBED) snprintf(layer, sizeof layer, "E");
         else if (nd->kind == ANA_NODE_LOGIT) snprintf(layer, sizeof layer, "%d", g->n_layers + 1);
@@ -106,9 +119,9 @@ static int write_json(const char *path, const ana_graph_run_opts *o, const ana_g
         }
         const char *tt = NULL;
         if (nd->kind == ANA_NODE_LOGIT) {
-            tt = res->logit_text[i - (g->n - g->n_logits)];
+            tt = clean(res->logit_text[i - (g->n - g->n_logits)], ct, sizeof ct);
             snprintf(clerp, sizeof clerp, "Output \"%s\" (p=%.3f)", tt, nd->activation);
-        } else if (nd->kind == ANA_NODE_EMBED) tt = res->tok_text[nd->pos];
+        } else if (nd->kind == ANA_NODE_EMBED) tt = clean(res->tok_text[nd->pos], ct, sizeof ct);
         rc = buf_str(&b, first ? "{\"node_id\":" : ",{\"node_id\":");
         first = 0;
         if (!rc) rc = buf_json(&b, id, strlen(id), 0);
@@ -172,10 +185,12 @@ static int write_db(const char *path, const ana_graph_run_opts *o, ana_graph_run
         const ana_graph_node *nd = &g->nodes[i];
         ana_graph_node_id(g, i, id, sizeof id);
         int has_tok = nd->kind == ANA_NODE_EMBED || nd->kind == ANA_NODE_LOGIT;
+        char ct[4 * 64 + 1];
         store_graph_node_row r = {
             .node = i, .node_id = id, .feature_type = TYPE[nd->kind],
-            .token_text = nd->kind == ANA_NODE_EMBED ? res->tok_text[nd->pos]
-                          : nd->kind == ANA_NODE_LOGIT ? res->logit_text[i - (g->n - g->n_logits)] : NULL,
+            .token_text = nd->kind == ANA_NODE_EMBED ? clean(res->tok_text[nd->pos], ct, sizeof ct)
+                          : nd->kind == ANA_NODE_LOGIT ? clean(res->logit_text[i - (g->n - g->n_logits)], ct, sizeof ct)
+                          : NULL,
             .layer = nd->kind == ANA_NODE_EMBED ? -1 : nd->layer, .pos = nd->pos,
             .feature = nd->kind == ANA_NODE_FEATURE ? nd->id : -1, .token = has_tok ? nd->id : -1,
             .activation = nd->kind == ANA_NODE_FEATURE || nd->kind == ANA_NODE_LOGIT ? nd->activation : NAN,

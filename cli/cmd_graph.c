@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "analysis/graph.h"
@@ -124,6 +125,13 @@ int cmd_graph(int argc, char **argv)
         if (path_join(jpath, sizeof jpath, o.out_dir, "graph.json") ||
             path_join(ppath, sizeof ppath, o.out_dir, "graph.png"))
             return cli_fail("graph");
+        /* both files checked before the database is written: a graph.png that was a directory
+           failed after the graph was committed to --db, exit 1 (an audit) */
+        static const char *const out_flag[] = {"--out (graph.json)", "--out (graph.png)"};
+        const char *outs[2] = {jpath, ppath};
+        struct stat sb;
+        if (file_check_creatable_dir(o.out_dir)) return cli_fail("graph");
+        if (stat(o.out_dir, &sb) == 0 && (rc = cli_check_outputs("graph", 2, outs, out_flag))) return rc;
         o.json_out = file_group_add(&fg, jpath);
         pw = file_group_add(&fg, ppath);
     }

@@ -54,6 +54,17 @@ echo junk > "$tmp/junk.db"
 err=$($BIN "${G[@]}" --out "$tmp/gj" --db "$tmp/junk.db" 2>&1); ok test $? -eq 1
 ok test ! -e "$tmp/gj/graph.json" -a ! -e "$tmp/gj/graph.png"
 ok test -z "$(ls "$tmp/gj" 2>/dev/null | grep tmp)"
+# text that is not valid UTF-8 token by token (a split character): graph.json and the nodes'
+# token_text hold U+FFFD, as the tokens table does; raw bytes made json.load fail (an audit)
+$BIN graph --model "$tmp/m" --transcoder "$tmp/tc0,$tmp/tc1" --text "the caf$(printf '\xc3\xa9') sat" --out "$tmp/gu" --db "$tmp/gu.db" >/dev/null 2>&1
+ok test $? -eq 0
+ok $PY -c "import json, sys; d = json.load(open(sys.argv[1], encoding='utf-8')); sys.exit(0 if '\ufffd' in ''.join(d['metadata']['prompt_tokens']) else 1)" "$tmp/gu/graph.json"
+ok test "$(sqlite3 "$tmp/gu.db" "SELECT count(*) FROM graph_nodes WHERE token_text LIKE '%'||char(65533)||'%'")" -ge 1
+# a graph.png that cannot be written fails before the database is (the graph was committed, exit 1)
+mkdir -p "$tmp/gp/graph.png"
+err=$($BIN "${G[@]}" --out "$tmp/gp" --db "$tmp/gp.db" 2>&1); ok test $? -eq 1
+ok test ! -e "$tmp/gp.db" -a ! -e "$tmp/gp/graph.json"
+ok grep -q "graph.png: is a directory" <<<"$err"
 # refusals: flags (2), inputs (1), nothing written
 $BIN graph --model "$tmp/m" --text x >/dev/null 2>&1; ok test $? -eq 2
 $BIN "${G[@]}" --node-threshold 1.5 >/dev/null 2>&1; ok test $? -eq 2
