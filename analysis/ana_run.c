@@ -31,7 +31,7 @@ void ana_run_defaults(ana_run_opts *o)
 {
     *o = (ana_run_opts){.top_n = 20, .n_intervals = 10, .per_interval = 5, .reservoir = 256,
                         .nbins = 40, .geom_bins = 90, .logit_k = 10, .ce_seqs = 16,
-                        .effects_ctx = 64, .val_frac = 0.1, .cos_threshold = 0.5, .hist_lo = 1e-3,
+                        .effects_ctx = 64, .val_frac = STORE_VAL_FRAC_DEFAULT, .cos_threshold = 0.5, .hist_lo = 1e-3,
                         .hist_hi = 1e3};
 }
 
@@ -1128,6 +1128,9 @@ static int open_model(shared *sh, const ana_run_opts *o, const char *skip)
         rc = err_set(ERR_ARG, "%s: checksum %s, but %s's hook %s was extracted from a model with "
                      "checksum %s; give that model (--model)%s", dir, cs, o->db, sh->hook.name,
                      want, skip[0] ? " or skip the model metrics (--no-model)" : "");
+    else if (rc && !o->model_dir) /* the path came from the database: say so (an audit) */
+        err_wrap(rc, "the model %s recorded for hook %s (give --model DIR%s)", dir, sh->hook.name,
+                 skip[0] ? " or --no-model" : "");
     if (rc) {
         mem_free(ms);
         return rc;

@@ -30,13 +30,21 @@ static void print_dict(const ana_dict_result *r, const char *hook, double cos_th
         printf("  (replaced the earlier analysis of %lld sequences under the same key)\n",
                (long long)r->replaced_seqs);
     char ev[48] = "n/a (the rows do not vary)";
-    if (r->rec.ev_defined) snprintf(ev, sizeof ev, "%.4f", r->rec.ev);
+    /* %.4f of -9.6e59 is 60 digits: cut to 47, it printed a number 1e14 too small (an audit) */
+    if (r->rec.ev_defined) snprintf(ev, sizeof ev, fabs(r->rec.ev) < 1e6 ? "%.4f" : "%.4g", r->rec.ev);
     printf("  l0 %.2f  explained variance %s  mse %.6g  dead %d  dense %d\n", r->rec.l0, ev,
            r->rec.mse, r->dead, r->dense);
     if (r->have_downstream)
         printf("  CE clean %.4f  sae %.4f  zero %.4f  sae+error %.4f  ce_loss_score %.4f  "
                "KL sae %.4f  kl_score %.4f\n", r->ds.ce_clean, r->ds.ce_sae, r->ds.ce_zero,
                r->ds.ce_err, r->ds.ce_score, r->ds.kl_sae, r->ds.kl_score);
+    /* the SAE plus its error term must give the clean model back: when it does not (a
+       reconstruction beyond float's range cancels x in xhat + (x - xhat)), the scores measure
+       the overflow, not the SAE (an audit: W_dec x 1e30 stored ce_loss_score -0.70, exit 0) */
+    if (r->have_downstream && !(fabs(r->ds.ce_err - r->ds.ce_clean) <= 1e-3))
+        fprintf(stderr, "saelite analyze: warning: %s: the SAE plus its error term gives CE %.4f, not "
+                "the clean %.4f: its reconstruction loses x in float arithmetic, so ce_loss_score and "
+                "kl_score do not measure it\n", r->name, r->ds.ce_err, r->ds.ce_clean);
     if (isnan(r->geom_mean)) /* one feature: no pair to compare (stored as NULL) */
         printf("  geometry: none (a single feature has no pair)\n");
     else
@@ -71,7 +79,8 @@ int cmd_analyze(int argc, char **argv)
         {"--neurons", ARG_FLAG, &o.neurons, "also (or only) analyse the hook's neuron basis"},
         {"--hook", ARG_STR, &o.hook, "hook (needed for --neurons alone, or an SAE without hook_name)"},
         {"--all", ARG_FLAG, &o.all, "use every stored sequence, not the validation split"},
-        {"--val-frac", ARG_FLOAT, &o.val_frac, "validation fraction of the split", ARG_ABOVE(0),
+        {"--val-frac", ARG_FLOAT, &o.val_frac, "validation fraction of the split: sae-train's held-out sequences at the same value "
+         "(a larger one includes sequences it trained on)", ARG_ABOVE(0),
          ARG_BELOW(1)},
         {"--keep-bos", ARG_FLAG, &o.keep_bos, "count the prepended <|endoftext|> positions in the statistics"},
         {"--all-acts", ARG_FLAG, &o.all_acts, "store every non-zero activation (size printed first)"},

@@ -32,7 +32,7 @@ int sae_run_d_sae(double expansion, int d_in, int *d_sae)
 
 void sae_run_defaults(sae_run_opts *o)
 {
-    *o = (sae_run_opts){.shuffle_tokens = 65536, .val_frac = 0.05, .eval_tokens = 65536, .expansion = 8};
+    *o = (sae_run_opts){.shuffle_tokens = 65536, .val_frac = STORE_VAL_FRAC_DEFAULT, .eval_tokens = 65536, .expansion = 8};
     synth_defaults(&o->synth_cfg); /* d 256, 512 features, 5 active, seed 1 */
     sae_train_defaults(&o->train); /* topk, k 32, batch 4096, 10M tokens, seed 42 */
 }

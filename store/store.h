@@ -132,6 +132,11 @@ int store_seq_list(store *s, int64_t hook_id, int split, double val_frac, int64_
                    size_t *n);
 /* 1 when the sequence belongs to the validation split for val_frac. */
 int store_seq_is_val(int64_t seq_id, double val_frac);
+/* The split every command holds out by default (sae-train, sweep, analyze): one value, so that
+ * analyze's validation sequences are ones the SAE did not train on. Since the split is nested
+ * (hash < val_frac), a larger fraction would include training sequences: analyze's 0.1 put
+ * 24 of 54 (an audit). */
+#define STORE_VAL_FRAC_DEFAULT 0.05
 
 /* Writes (or replaces) the activations x[T * width] of (hook, sequence). */
 int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, int T);

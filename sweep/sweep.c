@@ -27,7 +27,7 @@ void sweep_defaults(sweep_opts *o)
                       .gated_l1 = {2.5, 5, 10, 20}, .n_gated_l1 = 4,
                       .jumprelu_l1 = {0.5, 1, 2, 4}, .n_jumprelu_l1 = 4,
                       .d_sae = 1024, .expansion = 4, .tokens = 1000000, .batch = 2048, .seed = 42,
-                      .checkpoint_every = 100, .val_frac = 0.05, .eval_tokens = 65536,
+                      .checkpoint_every = 100, .val_frac = STORE_VAL_FRAC_DEFAULT, .eval_tokens = 65536,
                       .ce_seqs = 256, .max_seqs = 512,
                       .eval_suites = "sparse_probing,absorption", .eval_seqs_per_genre = 50};
 }

@@ -388,6 +388,18 @@ check '[ "$(sqlite3 "$T/tc.db" "SELECT count(*) FROM ana_metrics m JOIN ana_dict
 cp "$T/tc.db" "$T/tcprog.db" # a copy: the rerun replaces the analysis the checks below read
 out=$(SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN analyze --db "$T/tcprog.db" --sae "$T/transcoder" --all --no-model 2>&1 >/dev/null)
 check '[ $? -eq 0 ] && grep -q "^writing .*feature" <<<"$out"' "analyze's writing phase has progress lines: $(tail -n 3 <<<"$out")"
+# a reconstruction beyond float's range: x - xhat loses x, so the error term no longer gives the
+# clean loss back and the scores measure the overflow; analyze says so (it stored -0.70, exit 0)
+cp -r "$T/transcoder" "$T/tc_big"
+$PY - "$T/tc_big/sae_weights.safetensors" <<'PY'
+import json, struct, sys, numpy as np
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); o = h["W_dec"]["data_offsets"]; at = 8 + n + o[0]
+w = np.frombuffer(bytes(b[at:8 + n + o[1]]), np.float32) * np.float32(1e30)
+b[at:8 + n + o[1]] = w.astype(np.float32).tobytes(); open(p, "wb").write(b)
+PY
+out=$($BIN analyze --db "$T/tcprog.db" --sae "$T/tc_big" --all --ce-seqs 4 2>&1)
+check '[ $? -eq 0 ] && grep -q "warning: .*tc_big: the SAE plus its error term gives CE" <<<"$out"' "analyze warns when the error term does not restore the model: $(tail -n 3 <<<"$out")"
 # a pair whose target runs first in the block trains (the store cannot tell) and analyze said
 # "gives N values, not 0 rows of 32" (an audit): it names the order now
 $BIN sae-train --db "$T/tc.db" --hook blocks.0.hook_mlp_out --hook-out blocks.0.ln2.hook_normalized --d-sae 64 --k 4 \
