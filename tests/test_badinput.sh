@@ -167,8 +167,10 @@ hostile h_sae1.db "$(cat "$ROOT/store/schema_sae.sql"); INSERT INTO schema_parts
   ALTER TABLE sae_registry RENAME TO sae_old; CREATE TABLE sae_registry (id INTEGER PRIMARY KEY)"
 sqlite3 "$W/h_other.db" "CREATE TABLE t (x); INSERT INTO t VALUES (1)"                   # another program's
 sqlite3 "$W/h_fake.db" "PRAGMA application_id = 1396786508; PRAGMA user_version = 1; CREATE TABLE models (id)"
-cp "$W/ex.db" "$W/h_page.db"   # damaged table pages (models and hooks: pages 2 and 8 of 64 KiB)
-for off in 65536 458752; do
+cp "$W/ex.db" "$W/h_page.db"   # damaged table pages (models and hooks: their root pages; the
+# page size follows the rows' size since 2026-12-06)
+PGSZ=$(sqlite3 "$W/ex.db" "PRAGMA page_size")
+for off in $(sqlite3 "$W/ex.db" "SELECT (rootpage - 1) * $PGSZ FROM sqlite_master WHERE name IN ('models', 'hooks')"); do
     head -c 64 /dev/zero | tr '\0' '\377' | dd of="$W/h_page.db" bs=1 seek=$off conv=notrunc status=none
 done
 cp "$W/ex.db" "$W/h_head.db"   # the schema page's b-tree header overwritten
