@@ -1,4 +1,6 @@
 /* cmd_init_model.c - `saelite init-model`: write a random-weight GPT-2 checkpoint (HF layout). */
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,7 +48,9 @@ int cmd_init_model(int argc, char **argv)
         return cli_fail(argv[0]);
     }
     st_dtype dt = !strcmp(dtype, "f16") ? ST_F16 : !strcmp(dtype, "bf16") ? ST_BF16 : ST_F32;
-    gpt2_config cfg = {layers, heads, dmodel, ctx, vocab, dmlp ? dmlp : 4 * dmodel, 1e-5f};
+    /* 4 x d_model in int64: a d_model near INT_MAX overflowed before the range check */
+    int64_t d4 = 4 * (int64_t)dmodel;
+    gpt2_config cfg = {layers, heads, dmodel, ctx, vocab, dmlp ? dmlp : d4 > INT_MAX ? INT_MAX : (int)d4, 1e-5f};
     gpt2_model *m;
     if (gpt2_create(&m, &cfg, (uint64_t)seed)) return cli_fail(argv[0]);
     if (untied && gpt2_untie(m)) {

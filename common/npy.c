@@ -392,7 +392,7 @@ int npy_check_finite(const char *path, const float *x, int64_t rows, int64_t col
     int64_t bad = ck_first_nonfinite(x, rows * cols);
     if (bad < 0) return OK;
     return err_set(ERR_FORMAT, "%s: non-finite value (%g) at row %lld, column %lld", path,
-                   (double)x[bad], (long long)(bad / cols), (long long)(bad % cols));
+                   isnan(x[bad]) ? NAN : (double)x[bad], (long long)(bad / cols), (long long)(bad % cols));
 }
 
 int npy_write(const char *path, const float *data, int ndim, const int64_t *shape)

@@ -657,7 +657,7 @@ int gpt2_load(gpt2_model **out, const char *dir)
             int64_t bad = ck_first_nonfinite(dst, (int64_t)t->numel);
             if (bad >= 0) {
                 rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
-                             path, nm, (double)dst[bad], (long long)bad);
+                             path, nm, isnan(dst[bad]) ? NAN : (double)dst[bad], (long long)bad);
                 goto fail;
             }
         }

@@ -1,6 +1,7 @@
 /* train.c - data windows, AdamW, schedule, checkpoints (see train.h). */
 #include "model/train.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -557,20 +558,33 @@ int train_resume(train_state *s, const char *dir)
         }
     }
     char *end;
+    errno = 0;
     s->step = strtoll(step, &end, 10);
-    if (*end || s->step < 0) {
-        rc = err_set(ERR_FORMAT, "%s: bad step '%s'", path, step);
+    /* a step past the run's own --steps (or beyond int64) resumed as "already finished", exit 0
+       (an audit: the file is damaged) */
+    if (*end || errno || !isdigit((unsigned char)step[0]) || s->step < 0 || s->step > s->o.steps) {
+        rc = err_set(ERR_FORMAT, "%s: bad step '%s' (the run has %d steps): the file is damaged",
+                     path, step, s->o.steps);
         goto out;
     }
+    uint64_t any = 0;
     for (int i = 0; i < 4; i++) {
         char part[17];
         memcpy(part, rng + 16 * i, 16);
         part[16] = 0;
+        int hex = 1; /* strtoull takes a sign and blanks too */
+        for (int k = 0; k < 16; k++) hex &= isxdigit((unsigned char)part[k]) != 0;
         s->rng.s[i] = strtoull(part, &end, 16);
-        if (*end) {
-            rc = err_set(ERR_FORMAT, "%s: bad rng state", path);
+        any |= s->rng.s[i];
+        if (*end || !hex) {
+            rc = err_set(ERR_FORMAT, "%s: bad rng state: the file is damaged", path);
             goto out;
         }
+    }
+    /* xoshiro256** never leaves the all-zero state: every batch was window 0 (an audit) */
+    if (!any) {
+        rc = err_set(ERR_FORMAT, "%s: an all-zero rng state: the file is damaged", path);
+        goto out;
     }
 out:
     st_close(f);

@@ -2,6 +2,7 @@
  * with validation, checkpoints, a time limit and a stop flag. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -240,7 +241,8 @@ int train_run(const train_run_opts *o, train_run_result *r)
         return err_set(ERR_ARG, "train-lm: bad shape or schedule");
     train_opts to = o->train;
     to.seq = o->ctx;
-    r->d_mlp = o->d_mlp ? o->d_mlp : 4 * o->d_model;
+    int64_t d4 = 4 * (int64_t)o->d_model; /* int64: near INT_MAX it overflowed before the check */
+    r->d_mlp = o->d_mlp ? o->d_mlp : d4 > INT_MAX ? INT_MAX : (int)d4;
     tok_tokenizer *tok = NULL;
     gpt2_model *m = NULL;
     train_data d;

@@ -533,7 +533,7 @@ int sae_load(sae_model **out, const char *dir)
         int64_t bad = ten[i].n ? ck_first_nonfinite(ten[i].p, ten[i].n) : -1;
         if (bad >= 0)
             rc = err_set(ERR_FORMAT, "%s: tensor '%s' has a non-finite value (%g) at index %lld",
-                         wpath, ten[i].name, (double)ten[i].p[bad], (long long)bad);
+                         wpath, ten[i].name, isnan(ten[i].p[bad]) ? NAN : (double)ten[i].p[bad], (long long)bad);
     }
     if (!rc && ex.center) sae_center_encoder(s, ex.apply_b_dec);
     if (!rc && !ex.apply_b_dec) {

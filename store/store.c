@@ -1078,7 +1078,7 @@ static int bad_value(const store *s, int code, const store_hook *h, int64_t seq,
                        "beyond %s's range when it was stored; extract this hook again with "
                        "--dtype %s", s->path, h->name, (long long)seq, (double)x[i], t, j, dt, wider);
     return err_set(code, "%s: hook %s, sequence %lld: non-finite value (%g) at token %d, "
-                   "dimension %d", s->path, h->name, (long long)seq, (double)x[i], t, j);
+                   "dimension %d", s->path, h->name, (long long)seq, isnan(x[i]) ? NAN : (double)x[i], t, j);
 }
 
 int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, int T)

@@ -578,6 +578,21 @@ setup "${LMA[@]}" --max-time 0.000001 -o $R/lm_dmg
 last_f32 $R/lm_dmg/train_state.safetensors '\x00\x00\xc0\x7f'
 LAST=""
 bad "train-lm --resume from a damaged training state" "lm_dmg/train_state.safetensors: tensor '(params|adam_m|adam_v)' has nan at index [0-9]+: the file is damaged" "${LMA[@]}" --resume -o $R/lm_dmg
+# damaged metadata: an all-zero RNG (xoshiro stays at 0: every batch was window 0) and a step past
+# the run's --steps ("already finished", exit 0) resumed silently (an audit)
+for what in rng step; do
+    setup "${LMA[@]}" --max-time 0.000001 -o $R/lm_$what
+    python3 - "$W/$R/lm_$what/train_state.safetensors" $what <<'PY'
+import json, struct, sys
+p, what = sys.argv[1], sys.argv[2]
+b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+h["__metadata__"].update({"rng": "0" * 64} if what == "rng" else {"step": "1000"})
+hj = json.dumps(h).encode(); open(p, "wb").write(struct.pack("<Q", len(hj)) + hj + b[8 + n:])
+PY
+done
+LAST=""
+bad "train-lm --resume from an all-zero rng state" "lm_rng/train_state.safetensors: an all-zero rng state: the file is damaged" "${LMA[@]}" --resume -o $R/lm_rng
+bad "train-lm --resume from a step past --steps" "lm_step/train_state.safetensors: bad step '1000' \(the run has 5 steps\): the file is damaged" "${LMA[@]}" --resume -o $R/lm_step
 bad "train-lm over a run's directory without --resume (refused, not replaced)" "lm_dmg already holds a training state \(train_state.safetensors\): --resume continues its run, --force overwrites it" "${LMA[@]}" -o $R/lm_dmg
 # a batch past the machine's memory is refused before anything is allocated or made (it grew to
 # 24 GB and was killed, leaving -o behind), and one whose tokens overflow the model's int
