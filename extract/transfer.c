@@ -1,6 +1,8 @@
 /* transfer.c - `saelite export` / `saelite import`: activations between the store and .npy files
  * (see extract.h: ext_export_npy, ext_import_npy). */
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -200,8 +202,12 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
     }
     if (!rc) rc = store_hook_add(s, model_id, hook, -1, W, dtype, seq_len, &h);
     if (!rc) {
+        /* the file, not the string typed: d1/a.npy and d2/a.npy, both given as a.npy from their
+           folders, replaced each other, and ok.npy then ./ok.npy stored it twice (an audit) */
+        char real[PATH_MAX];
+        const char *src = realpath(npy, real) ? real : npy;
         const char *base = strrchr(npy, '/');
-        rc = store_doc_add(s, npy, 0, base ? base + 1 : npy, NULL, NULL, 0, &doc_id);
+        rc = store_doc_add(s, src, 0, base ? base + 1 : npy, NULL, NULL, 0, &doc_id);
     }
     /* the same file again replaces what the hook held from it: a shorter array left the old
        rows past its end, and a last window of another length was added beside the old one (22

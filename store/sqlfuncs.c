@@ -358,6 +358,19 @@ static void fn_vec_norm(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_double(ctx, sqrt(s));
 }
 
+/* A BLOB that is whole values of dt, as vec_dot and vec_norm require: vec_len and vec_at had
+ * counted 5 bytes as one float32 (an audit). 0 (error set) otherwise. */
+static int whole_values(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int dt)
+{
+    int n = sqlite3_value_bytes(v);
+    if (n % dt_size(dt) == 0) return 1;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s(): a BLOB of %d bytes is no %s vector", fn, n,
+             dt == DT_F32 ? "float32" : dt == DT_F16 ? "float16" : "bfloat16");
+    sqlite3_result_error(ctx, msg, -1);
+    return 0;
+}
+
 static void fn_vec_len(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     int dt = DT_F32;
@@ -365,6 +378,7 @@ static void fn_vec_len(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     if (argc > 1 && !dtype_arg(ctx, "vec_len", argv[1], &dt)) return;
     if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
         return sqlite3_result_error(ctx, "vec_len() takes a BLOB", -1);
+    if (!whole_values(ctx, "vec_len", argv[0], dt)) return;
     sqlite3_result_int64(ctx, sqlite3_value_bytes(argv[0]) / dt_size(dt));
 }
 
@@ -375,6 +389,7 @@ static void fn_vec_at(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     if (argc > 2 && !dtype_arg(ctx, "vec_at", argv[2], &dt)) return;
     if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
         return sqlite3_result_error(ctx, "vec_at() takes a BLOB", -1);
+    if (!whole_values(ctx, "vec_at", argv[0], dt)) return;
     sqlite3_int64 i;
     if (!int_arg(ctx, "vec_at", 2, argv[1], &i)) return;
     sqlite3_int64 n = sqlite3_value_bytes(argv[0]) / dt_size(dt);
@@ -700,6 +715,9 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
      * functions (ours that read tables are DIRECTONLY anyway), and defensive mode refuses schema tampering. */
     sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)0);
     sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
+    /* Debian's SQLite has fts3_tokenizer(): its one-argument form returns a code pointer, its
+       two-argument form installs one (a known path to running code; an audit) */
+    sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, (int *)0);
     if (clk.limit > 0) sqlite3_progress_handler(db, 1000, store_deadline_check, &clk);
     /* query_only blocks writes even where the read-only open would not (e.g. temp tables) */
     if ((rc = sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL)) != SQLITE_OK ||

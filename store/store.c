@@ -423,6 +423,7 @@ int store_open_blobs(store **out, const char *path, int flags, int64_t blob_byte
      * defensive mode refuses schema tampering through our connection */
     sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)0);
     sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)0);
+    sqlite3_db_config(s->db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, (int *)0); /* sqlfuncs.c */
     rc = check_schema(s, flags);
     if (!rc && !s->readonly) {
         /* WAL: readers never block a writer (e.g. sae-train reads activations on one handle and

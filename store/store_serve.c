@@ -274,6 +274,7 @@ static int open_conn(store_srv *s, sqlite3 **db)
     sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL);
     sqlite3_db_config(*db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
     sqlite3_db_config(*db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, NULL); /* see sqlfuncs.c */
     if (store_sqlfuncs_register(*db) != SQLITE_OK) return sqlerr(s, *db, "registering functions");
     return OK;
 }

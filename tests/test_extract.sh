@@ -43,6 +43,15 @@ out=$($BIN import --npy "$T/re.npy" --db "$T/re.db" --hook h --seq-len 4 2>&1)
 $BIN export --db "$T/re.db" --hook h --npy "$T/re_h.npy" >/dev/null 2>&1
 $BIN export --db "$T/re.db" --hook h2 --npy "$T/re_h2.npy" >/dev/null 2>&1
 check '$PY -c "import numpy as np, sys; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); sys.exit(0 if (a == -np.arange(24).reshape(6, 4)).all() and (b == np.arange(40).reshape(10, 4)).all() else 1)" "$T/re_h.npy" "$T/re_h2.npy"' "a file imported again replaces the hook's rows from it: $out"
+# the file, not the string typed: a.npy in two folders is two files, ./re2.npy is re2.npy (they
+# replaced each other, and the same file was stored twice; an audit)
+mkdir -p "$T/d1" "$T/d2"
+$PY -c "import numpy as np, sys; np.save(sys.argv[1], np.ones((5, 4), np.float32)); np.save(sys.argv[2], 2 * np.ones((7, 4), np.float32))" "$T/d1/a.npy" "$T/d2/a.npy"
+ABIN=$(realpath "$(command -v "$BIN")")
+(cd "$T/d1" && "$ABIN" import --npy a.npy --db ../ab.db --hook h --seq-len 4 >/dev/null 2>&1)
+(cd "$T/d2" && "$ABIN" import --npy a.npy --db ../ab.db --hook h --seq-len 4 >/dev/null 2>&1)
+(cd "$T/d2" && "$ABIN" import --npy ./a.npy --db ../ab.db --hook h --seq-len 4 >/dev/null 2>&1)
+check '[ "$(sqlite3 "$T/ab.db" "SELECT sum(n_tokens) FROM activations")" = 12 ]' "two files of one name are two documents, a file under two spellings one"
 # an export killed mid-write left OUT.tmp.PID for good: the next export of OUT removes it
 (exit 0) & dpid=$!; wait $dpid
 echo partial > "$T/back.npy.tmp.$dpid"

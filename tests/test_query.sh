@@ -44,6 +44,16 @@ out=$("$BIN" query --db "$DB" "SELECT vec_dot(a.vec, b.vec) d, round(vec_cos(a.v
 check "vector functions" grep -q '^1\.0  0\.707107  1\.4142135623730951  1\.0  NULL  2$' <<<"$out"
 out=$("$BIN" query --db "$DB" "SELECT vec_at(x'003c00c0', 1, 'f16') h, vec_at(x'803f', 0, 'bf16') b, vec_len(x'003c00c0', 'f16') l")
 check "f16/bf16 elements" grep -q '^-2\.0  1\.0  2$' <<<"$out"
+# a BLOB that is not whole values is an error, as vec_dot's is (5 bytes counted one float32)
+out=$("$BIN" query --db "$DB" "SELECT vec_len(x'0000803f00')" 2>&1)
+check "vec_len of a partial vector" grep -q "vec_len(): a BLOB of 5 bytes is no float32 vector" <<<"$out"
+out=$("$BIN" query --db "$DB" "SELECT vec_at(x'003f00', 0, 'bf16')" 2>&1)
+check "vec_at of a partial vector" grep -q "vec_at(): a BLOB of 3 bytes is no bfloat16 vector" <<<"$out"
+# fts3_tokenizer() leaked a code pointer and could install one (Debian's SQLite enables it)
+out=$("$BIN" query --db "$DB" "SELECT typeof(fts3_tokenizer('simple'))" 2>&1)
+check "fts3_tokenizer() gives no pointer" grep -q "^null$" <<<"$out"
+"$BIN" query --db "$DB" "SELECT fts3_tokenizer('x', x'0000000000000000')" >/dev/null 2>&1
+check "fts3_tokenizer() installs nothing" test $? -ne 0
 
 # --- CSV and JSON
 out=$("$BIN" query --db "$DB" --csv "SELECT 1 AS a, 'x,y' AS b, NULL AS c, 'q\"' AS d")
