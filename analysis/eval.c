@@ -51,8 +51,10 @@ int eval_parse_suites(const char *s, int *bits, int *all)
             *bits |= (1 << EVAL_NSUITES) - 1;
             *all = 1;
         }
-        else if (n)
-            return err_set(ERR_ARG, "unknown suite '%s' (sparse_probing, absorption, scr, tpp, all)", w);
+        else /* an empty name (a,,b) ran silently */
+            return err_set(ERR_ARG, n ? "unknown suite '%s' (sparse_probing, absorption, scr, tpp, all)"
+                                      : "an empty suite name in the list%s (sparse_probing, absorption, "
+                                        "scr, tpp, all)", w);
         s += n;
         if (*s == ',') s++;
     }

@@ -30,7 +30,8 @@ static void print_result(const eval_result *r)
         printf("skipped (the database has no or too little data for them): %s%s%s%s\n",
                r->skipped & EVAL_SUITE_SPARSE_PROBING ? "sparse_probing " : "",
                r->skipped & EVAL_SUITE_ABSORPTION ? "absorption (no POS tags) " : "",
-               r->skipped & EVAL_SUITE_SCR ? "scr (too few sequences of some prose kind x tense cell) " : "",
+               r->skipped & EVAL_SUITE_SCR ? "scr (needs POS tags for the tense and Brown genres of both prose "
+                                              "kinds, with enough sequences in each kind x tense cell) " : "",
                r->skipped & EVAL_SUITE_TPP ? "tpp" : "");
     if (r->suites & EVAL_SUITE_SPARSE_PROBING) {
         printf("sparse probing: %d tasks (%d POS, %d genre), mean test accuracy\n", r->n_tasks,
