@@ -1494,21 +1494,10 @@ int store_run_begin(store *s, const char *kind, const char *params, int64_t *run
 
 int store_mark_take(store *s, store_mark *m)
 {
-    static const char *const q[3] = {"SELECT ifnull(max(id), 0) FROM models",
-                                     "SELECT ifnull(max(id), 0) FROM hooks",
-                                     "SELECT ifnull(max(id), 0) FROM runs"};
-    int64_t *out[3] = {&m->model, &m->hook, &m->run};
-    for (int i = 0; i < 3; i++) {
-        sqlite3_stmt *st;
-        int rc = store_prepare(s, q[i], &st);
-        if (rc) return rc;
-        int r = sqlite3_step(st);
-        if (r == SQLITE_ROW) *out[i] = sqlite3_column_int64(st, 0);
-        else rc = store_sql_error(s, r, "reading the largest ids");
-        sqlite3_finalize(st);
-        if (rc) return rc;
-    }
-    return OK;
+    int rc = store_query_i64(s, "SELECT ifnull(max(id), 0) FROM models", &m->model);
+    if (!rc) rc = store_query_i64(s, "SELECT ifnull(max(id), 0) FROM hooks", &m->hook);
+    if (!rc) rc = store_query_i64(s, "SELECT ifnull(max(id), 0) FROM runs", &m->run);
+    return rc;
 }
 
 static int delete_if(store *s, const char *sql, int64_t id)
