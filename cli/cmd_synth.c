@@ -121,8 +121,10 @@ int cmd_synth(int argc, char **argv)
         if (!rc) {
             rc = ext_import_npy(st, out, NULL, hook, seq_len, STORE_F32, &rows, &seqs);
             store_hook h; /* rows of other files stay: say so, sae-train --db reads them all */
-            if (!rc && store_hook_find(st, hook, &h) == OK) held = h.n_tokens;
-            err_clear();
+            if (!rc) {
+                if (store_hook_find(st, hook, &h) == OK) held = h.n_tokens;
+                err_clear(); /* only a note: not finding it is no error */
+            }
             store_close(st);
         }
     }
