@@ -48,15 +48,10 @@ int ana_steer_parse(const char *spec, int d_sae, ana_steer_term **out, int *n)
         if (end == p || *end != ':' || errno || f < 0 || f > INT32_MAX) goto bad;
         p = end + 1;
         double v = 0;
-        size_t len = buf_read_double(p, 0, &v);
+        /* 1e309 reads as an infinity: the range check below names it, not the syntax */
+        size_t len = buf_read_double(p, BUF_DECIMAL_OVERFLOW, &v);
         end = (char *)p + len;
-        if (!len) {
-            /* 1e309 spells a number that is not a finite double: name the range, not the syntax */
-            if (!*p || !strchr("+-.0123456789", *p)) goto bad;
-            double huge = strtod(p, &end);
-            if (end == p || isfinite(huge) || (*end && *end != ',')) goto bad;
-            v = huge;
-        } else if (*end && *end != ',') goto bad;
+        if (!len || (*end && *end != ',')) goto bad;
         /* 3e38 fits a float but the residual overflowed downstream and the text failed mid-way
            on a NaN logit (an audit): strengths far beyond any activation are refused */
         if (!(fabs(v) <= ANA_STEER_MAX)) {

@@ -131,8 +131,9 @@ size_t buf_read_double(const char *s, int flags, double *x)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if ((size_t)(end - s) != n || !isfinite(v)) return 0;
-    if (errno == ERANGE && fabs(v) > DBL_MIN) return 0;
+    int overflow = isinf(v) && (flags & BUF_DECIMAL_OVERFLOW);
+    if ((size_t)(end - s) != n || (!isfinite(v) && !overflow)) return 0;
+    if (errno == ERANGE && fabs(v) > DBL_MIN && !overflow) return 0;
     *x = v;
     return n;
 }

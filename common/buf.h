@@ -20,7 +20,9 @@
  * *x; 0 (x untouched) when s does not start with one or its value is not finite. strtod alone
  * also takes leading blanks, hex (0x10, 0x1p4), "inf", "nan" and "infinity": CLI flags, steering
  * strengths and serve's arguments took them. BUF_DECIMAL_JSON narrows it to JSON's spelling
- * (no '+', digits on both sides of the point). An underflow reads as the nearest double.
+ * (no '+', digits on both sides of the point). An underflow reads as the nearest double;
+ * BUF_DECIMAL_OVERFLOW reads a decimal beyond the range (1e309) as an infinity, so that the
+ * caller can name its range rather than the syntax.
  */
 #ifndef SAELITE_BUF_H
 #define SAELITE_BUF_H
@@ -43,6 +45,7 @@ void buf_reset(buf *b);
 void buf_free(buf *b);
 const char *buf_double(char *out, size_t cap, double x);
 #define BUF_DECIMAL_JSON 1
+#define BUF_DECIMAL_OVERFLOW 2
 size_t buf_read_double(const char *s, int flags, double *x);
 
 #endif
