@@ -51,10 +51,11 @@ int eval_parse_suites(const char *s, int *bits, int *all)
             *bits |= (1 << EVAL_NSUITES) - 1;
             *all = 1;
         }
-        else /* an empty name (a,,b) ran silently */
-            return err_set(ERR_ARG, n ? "unknown suite '%s' (sparse_probing, absorption, scr, tpp, all)"
-                                      : "an empty suite name in the list%s (sparse_probing, absorption, "
-                                        "scr, tpp, all)", w);
+        else if (!n) /* a,,b ran silently */
+            return err_set(ERR_ARG, "an empty suite name in the list (sparse_probing, absorption, "
+                                    "scr, tpp, all)");
+        else
+            return err_set(ERR_ARG, "unknown suite '%s' (sparse_probing, absorption, scr, tpp, all)", w);
         s += n;
         if (*s == ',') s++;
     }

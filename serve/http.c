@@ -18,6 +18,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/progress.h" /* now_seconds */
 #include "serve/serve.h"
 #include "serve/serve_internal.h"
 #include "sae/sae_run.h"
@@ -460,13 +461,10 @@ int srv_run(const srv_opts *o, srv_result *res)
     __atomic_store_n(&sv.stopping, 1, __ATOMIC_RELEASE);
     store_srv_stop(sv.ctx->st);
     MHD_quiesce_daemon(d);
-    struct timespec t0, now, wait = {0, 10 * 1000000L};
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do {
-        if (!__atomic_load_n(&sv.inflight, __ATOMIC_ACQUIRE)) break;
+    struct timespec wait = {0, 10 * 1000000L};
+    for (double t0 = now_seconds();
+         __atomic_load_n(&sv.inflight, __ATOMIC_ACQUIRE) && now_seconds() - t0 < SRV_STOP_WAIT_S;)
         nanosleep(&wait, NULL);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-    } while ((now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) * 1e-9 < SRV_STOP_WAIT_S);
     MHD_stop_daemon(d);
     res->requests = sv.requests;
     srv_ctx_close(sv.ctx);
