@@ -220,7 +220,7 @@ int cmd_sae_train(int argc, char **argv)
 
     if (syn_spec) {
         o.synth = 1;
-        if (sae_synth_spec_load(&o.synth_cfg, syn_spec)) return cli_fail(cmd);
+        o.synth_spec = syn_spec;
     } else {
         o.synth_cfg.d = syn_d;
         o.synth_cfg.n_features = syn_f;

@@ -759,6 +759,13 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     memset(res, 0, sizeof *res);
     res->mmcs = res->recovered = -1;
     res->sae_id = -1;
+    sae_run_opts with_spec;
+    if (o->synth_spec) { /* the generator a file describes, in place of synth_cfg */
+        with_spec = *o;
+        int rc = sae_synth_spec_load(&with_spec.synth_cfg, o->synth_spec);
+        if (rc) return rc;
+        o = &with_spec;
+    }
     if (!o->out || !o->out[0]) return err_set(ERR_ARG, "sae-train: no output directory given (--out)");
     if (!!o->db + !!o->npy + !!o->synth != 1)
         return err_set(ERR_ARG, "sae-train: give exactly one data source (store, .npy or synthetic)");

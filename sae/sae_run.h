@@ -48,6 +48,7 @@ typedef struct {
     int keep_bos;              /* store: keep BOS positions */
     double max_norm_ratio;     /* store: drop tokens above this x the mean norm (0 = off) */
     synth_config synth_cfg;    /* synth: the generator (its seed draws the training stream) */
+    const char *synth_spec;    /* synth: load synth_cfg from this spec file (`synth --spec`) */
     double val_frac;           /* held-out fraction of sequences / rows */
     int64_t eval_tokens;       /* held-out tokens for the final evaluation (capped by the data) */
     const char *truth;         /* ground-truth directions [F, d_in] .npy: measure MMCS */
