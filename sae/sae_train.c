@@ -2175,15 +2175,16 @@ int sae_trainer_export(const sae_trainer *t, const sae_config *meta, sae_model *
         {"W_enc", s->W_enc, (int64_t)D * S}, {"b_enc", s->b_enc, S}, {"W_dec", s->W_dec, (int64_t)S * Do},
         {"b_dec", s->b_dec, Do}, {"threshold", s->threshold, S}, {"b_mag", s->b_mag, S},
         {"r_mag", s->r_mag, S}, {"W_skip", s->W_skip, (int64_t)Do * D}};
-    for (size_t a = 0; a < sizeof arr / sizeof *arr; a++)
-        for (int64_t e = 0; arr[a].v && e < arr[a].n; e++)
-            if (!isfinite(arr[a].v[e])) {
-                rc = err_set(ERR_ARG, "training diverged: %s[%lld] is %g at step %lld (lower --lr%s?)",
-                             arr[a].name, (long long)e, arr[a].v[e], (long long)t->step,
-                             t->c.arch == SAE_JUMPRELU ? " or --jr-lr-mult" : "");
-                sae_free(s);
-                return rc;
-            }
+    for (size_t a = 0; a < sizeof arr / sizeof *arr; a++) {
+        int64_t e = arr[a].v ? ck_first_nonfinite(arr[a].v, arr[a].n) : -1;
+        if (e >= 0) {
+            rc = err_set(ERR_ARG, "training diverged: %s[%lld] is %g at step %lld (lower --lr%s?)",
+                         arr[a].name, (long long)e, arr[a].v[e], (long long)t->step,
+                         t->c.arch == SAE_JUMPRELU ? " or --jr-lr-mult" : "");
+            sae_free(s);
+            return rc;
+        }
+    }
     *out = s;
     return OK;
 }
