@@ -536,6 +536,38 @@ int file_fnv1a(const char *path, uint64_t *h)
     return OK;
 }
 
+/* ---- file_sum ---------------------------------------------------------------------------- */
+file_sum file_sum_start(FILE *f) { return (file_sum){f, HASH_FNV1A_INIT, !f}; }
+
+void file_sum_put(file_sum *s, const void *p, size_t n)
+{
+    s->h = hash_fnv1a(s->h, p, n);
+    if (!s->bad && n && fwrite(p, 1, n, s->f) != n) s->bad = 1;
+}
+
+void file_sum_get(file_sum *s, void *p, size_t n)
+{
+    if (s->bad || (n && fread(p, 1, n, s->f) != n)) {
+        s->bad = 1;
+        memset(p, 0, n);
+        return;
+    }
+    s->h = hash_fnv1a(s->h, p, n);
+}
+
+void file_sum_put_end(file_sum *s)
+{
+    uint64_t h = s->h;
+    file_sum_put(s, &h, sizeof h);
+}
+
+int file_sum_get_end(file_sum *s)
+{
+    uint64_t want = s->h, h;
+    file_sum_get(s, &h, sizeof h);
+    return !s->bad && h == want && fgetc(s->f) == EOF;
+}
+
 /* ---- file_group ------------------------------------------------------------------------------ */
 static void group_drop(file_group *g)
 {

@@ -105,6 +105,24 @@ int file_read_text(const char *path, size_t max, char **out, size_t *len);
  * of a model directory and of an SAE's weights. */
 int file_fnv1a(const char *path, uint64_t *h);
 
+/* A file of pieces with a trailing 64-bit FNV-1a of them all (the checkpoints of analyze's pass
+ * and eval's read: caches, so a damaged one must be found and redone, never used).
+ * file_sum_start(f): a stream over f (NULL: bad from the start); file_sum_put writes n bytes and
+ * folds them in (bad = 1 on a write error); file_sum_get reads n bytes (zeros, and bad = 1, on a
+ * short read or once bad); file_sum_put_end appends the sum; file_sum_get_end is 1 when the next
+ * 8 bytes are the sum of everything read so far and the file ends right after them. No errors
+ * are recorded: the caller reads bad and names the file. */
+typedef struct {
+    FILE *f;
+    uint64_t h;
+    int bad;
+} file_sum;
+file_sum file_sum_start(FILE *f);
+void file_sum_put(file_sum *s, const void *p, size_t n);
+void file_sum_get(file_sum *s, void *p, size_t n);
+void file_sum_put_end(file_sum *s);
+int file_sum_get_end(file_sum *s);
+
 /* 1 when the process whose id pid_text begins with is gone: not this process, and no process of
  * that id here (a live writer's temp or staging folder is left alone). */
 int file_pid_gone(const char *pid_text);

@@ -1139,6 +1139,50 @@ static void test_par_for(void)
     CHECK(total == N, "par_for: n <= 0 calls nothing");
 }
 
+/* file_sum: what is put comes back, and a changed, cut or longer file is told apart */
+static void write_sum_file(const char *path, const double *a, size_t na, int64_t b)
+{
+    FILE *f = fopen(path, "wb");
+    file_sum w = file_sum_start(f);
+    file_sum_put(&w, a, na * sizeof *a);
+    file_sum_put(&w, &b, sizeof b);
+    file_sum_put_end(&w);
+    CHECK(!w.bad && fclose(f) == 0, "file_sum: written");
+}
+
+static void test_file_sum(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/sum.bin", tdir);
+    double a[3] = {1.5, -2, 1e300};
+    /* variant 0 as written, 1 a byte changed, 2 cut short, 3 a byte more */
+    for (int v = 0; v < 4; v++) {
+        write_sum_file(path, a, 3, -7);
+        if (v == 1 || v == 3) {
+            FILE *g = fopen(path, v == 3 ? "ab" : "r+b");
+            if (v == 1) fseek(g, 9, SEEK_SET);
+            fputc(v == 1 ? 0x55 : 0, g);
+            fclose(g);
+        }
+        if (v == 2 && truncate(path, 20) != 0) CHECK(0, "truncate");
+        FILE *f = fopen(path, "rb");
+        file_sum r = file_sum_start(f);
+        double a2[3];
+        int64_t b2;
+        file_sum_get(&r, a2, sizeof a2);
+        file_sum_get(&r, &b2, sizeof b2);
+        int ok = file_sum_get_end(&r);
+        fclose(f);
+        if (v == 0) CHECK(ok && !memcmp(a, a2, sizeof a) && b2 == -7, "file_sum: read back");
+        else CHECK(!ok, "file_sum: variant %d (changed, cut, longer) fails its check", v);
+        if (v == 2) CHECK(r.bad && b2 == 0, "file_sum: a short read is bad and gives zeros");
+    }
+    file_sum n = file_sum_start(NULL);
+    char c = 'x';
+    file_sum_get(&n, &c, 1);
+    CHECK(n.bad && c == 0, "file_sum: no file is bad");
+}
+
 int main(void)
 {
     test_err();
@@ -1163,6 +1207,7 @@ int main(void)
     test_same_writable();
     test_atomic();
     test_atomic_special();
+    test_file_sum();
     test_hash();
     test_select();
     test_buf();
