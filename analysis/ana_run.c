@@ -2,6 +2,7 @@
  * downstream loss with the SAE spliced in through a hook, geometry, logit effects, POS alignment
  * and the writing transaction. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@ void ana_run_defaults(ana_run_opts *o)
     *o = (ana_run_opts){.top_n = 20, .n_intervals = 10, .per_interval = 5, .reservoir = 256,
                         .nbins = 40, .geom_bins = 90, .logit_k = 10, .ce_seqs = 16,
                         .effects_ctx = 64, .val_frac = STORE_VAL_FRAC_DEFAULT, .cos_threshold = 0.5, .hist_lo = 1e-3,
-                        .hist_hi = 1e3};
+                        .hist_hi = 1e3, .ckpt_secs = 60};
 }
 
 static int stopped(const ana_run_opts *o) { return o->stop && *o->stop; }
@@ -629,6 +630,186 @@ static int dict_work_init(dict_work *w, const dict *d, const ana_run_opts *o)
     return rc;
 }
 
+/* ---- the pass's checkpoint (a killed analyze continues) --------------------------------------
+ * Every ckpt_secs the pass saves its state at the block boundary it just reached, to
+ * DB.analyze-HASH (HASH: the dictionary's identity, kind, name, hook and split; under mpirun one
+ * file per rank, -R.N after it); the same command run again continues from there with the bits
+ * of an uninterrupted run: at a boundary the float sums are whole in the tree and the feature
+ * statistics merge exactly (ana.h). The file goes once the dictionary is written. It opens with a
+ * key of what the pass depends on (the hook's id and counts, the SAE's weights checksum, the
+ * options, every sequence id and BOS flag): another key, or a file that fails a check, means a
+ * fresh start with a notice, never an error (the file is a cache). Layout, host byte order (the
+ * binary that wrote it): int64 {magic, key0, key1, nseq, blocks done, tree width n, depth}, the
+ * depth partial sums [depth][n] double, int64 {rec.n, rec.n_nonzero}, rec.fires [D] int64, int64
+ * packed size, ana_feat_acc_pack's bytes, int64 FNV-1a of everything before it. */
+#define CKPT_MAGIC INT64_C(0x3150434b414e41) /* "ANAKCP1" */
+
+typedef struct {
+    char path[4096];
+    uint64_t key[2];
+    double secs, last; /* the interval (<= 0: none); when the last one was written */
+    size_t resumed_seqs; /* this rank's sequences the checkpoint held */
+    const ana_run_opts *o;
+} pass_ckpt;
+
+static void ckpt_notice(const ana_run_opts *o, const char *fmt, ...)
+{
+    if (!o->notice) return;
+    char msg[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    o->notice(msg, o->user);
+}
+
+/* Path and key of dictionary d's checkpoint; ck->secs 0 when there is none to keep. */
+static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_run_opts *o)
+{
+    memset(ck, 0, sizeof *ck);
+    ck->o = o;
+    if (!(o->ckpt_secs > 0)) return OK;
+    char sae_sum[17] = "";
+    int rc = d->sae ? sae_weights_checksum(d->name, sae_sum) : OK;
+    if (rc) return rc;
+    const char *split = o->all ? (o->keep_bos ? "all+bos" : "all") : (o->keep_bos ? "val+bos" : "val");
+    uint64_t id[2] = {0x616e612d636b7074ull, HASH_FNV1A_INIT}, *h = ck->key;
+    memo_absorb_str(id, d->kind);
+    memo_absorb_str(id, d->name);
+    memo_absorb_str(id, sh->hook.name);
+    memo_absorb_str(id, split);
+    h[0] = id[0];
+    h[1] = id[1];
+    memo_absorb_str(h, sae_sum);
+    memo_absorb_str(h, d->hook_out.id >= 0 ? d->hook_out.name : "");
+    int64_t w[] = {sh->hook.id, sh->hook.n_seqs, sh->hook.n_tokens, sh->hook.width, sh->hook.seq_len,
+                   sh->hook.dtype, d->hook_out.id, d->hook_out.id >= 0 ? d->hook_out.n_tokens : 0,
+                   d->d_in, d->d_sae, d->d_out, o->top_n, o->reservoir, o->nbins, o->keep_bos,
+                   o->all, o->max_seqs, dist_rank(), dist_size(), ANA_BLOCKS, (int64_t)sh->nseq};
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) hash_absorb128(h, (uint64_t)w[i]);
+    double f[] = {o->hist_lo, o->hist_hi, o->val_frac};
+    for (size_t i = 0; i < 3; i++) {
+        uint64_t b;
+        memcpy(&b, &f[i], sizeof b);
+        hash_absorb128(h, b);
+    }
+    for (size_t i = 0; i < sh->nseq; i++) {
+        hash_absorb128(h, (uint64_t)sh->seq[i]);
+        hash_absorb128(h, sh->bos[i]);
+    }
+    if (dist_size() > 1)
+        rc = path_fmt(ck->path, sizeof ck->path, "%s.analyze-%016llx-%d.%d", o->db,
+                      (unsigned long long)(id[0] ^ id[1]), dist_rank(), dist_size());
+    else
+        rc = path_fmt(ck->path, sizeof ck->path, "%s.analyze-%016llx", o->db,
+                      (unsigned long long)(id[0] ^ id[1]));
+    if (rc) { /* no checkpoint, no failure: say so */
+        ck->path[0] = 0;
+        ckpt_notice(o, "no checkpoints for this pass: %s", err_msg());
+        err_clear();
+        return OK;
+    }
+    ck->secs = o->ckpt_secs;
+    file_remove_dead_temps(ck->path);
+    return OK;
+}
+
+/* The state after blocks_done blocks (this rank's first b0 .. blocks_done - 1 pushed). */
+static int ckpt_save(pass_ckpt *ck, size_t nseq, int blocks_done, const ana_tree *t, const dict_work *w)
+{
+    const int D = w->rec.d_sae;
+    size_t pbytes = ana_feat_acc_packed_size(w->acc);
+    void *packed = mem_alloc(pbytes ? pbytes : 1);
+    if (!packed) return err_set(ERR_NOMEM, "out of memory for the checkpoint (%zu bytes)", pbytes);
+    ana_feat_acc_pack(w->acc, packed);
+    file_atomic fa;
+    int rc = file_atomic_open(&fa, ck->path);
+    if (!rc) {
+        fa.sync = 1;
+        file_sum io = file_sum_start(fa.f);
+        int64_t hdr[7] = {CKPT_MAGIC, (int64_t)ck->key[0], (int64_t)ck->key[1], (int64_t)nseq,
+                          blocks_done, t->n, t->depth};
+        file_sum_put(&io, hdr, sizeof hdr);
+        for (int i = 0; i < t->depth; i++) file_sum_put(&io, t->stk[i], (size_t)t->n * sizeof(double));
+        int64_t cnt[2] = {w->rec.n, w->rec.n_nonzero}, pb = (int64_t)pbytes;
+        file_sum_put(&io, cnt, sizeof cnt);
+        file_sum_put(&io, w->rec.fires, (size_t)D * sizeof *w->rec.fires);
+        file_sum_put(&io, &pb, sizeof pb);
+        file_sum_put(&io, packed, pbytes);
+        file_sum_put_end(&io);
+        rc = io.bad ? err_set(ERR_IO, "%s: write failed", ck->path) : OK;
+        if (rc) file_atomic_abort(&fa);
+        else rc = file_atomic_commit(&fa);
+    }
+    mem_free(packed);
+    return rc;
+}
+
+/* ck->path's state into t and w (both fresh), when it is this pass's: returns the blocks done
+ * (b0 when there is nothing to resume; a notice when a file was there but not usable). */
+static int ckpt_load(pass_ckpt *ck, const char *kind, size_t nseq, int b0, int b1, ana_tree *t,
+                     dict_work *w)
+{
+    const ana_run_opts *o = ck->o;
+    struct stat st;
+    if (!(ck->secs > 0) || stat(ck->path, &st) != 0) return b0;
+    const char *why = NULL;
+    void *packed = NULL;
+    FILE *f = S_ISREG(st.st_mode) ? fopen(ck->path, "rb") : NULL;
+    file_sum io = file_sum_start(f);
+    int64_t hdr[7];
+    file_sum_get(&io, hdr, sizeof hdr);
+    int done = (int)hdr[4], depth = (int)hdr[6];
+    const int D = w->rec.d_sae;
+    if (io.bad) why = "cannot be read";
+    else if (hdr[0] != CKPT_MAGIC) why = "is not an analyze checkpoint of this build";
+    else if ((uint64_t)hdr[1] != ck->key[0] || (uint64_t)hdr[2] != ck->key[1] || hdr[3] != (int64_t)nseq)
+        why = "was made with other inputs or options";
+    else if (hdr[4] <= b0 || hdr[4] > b1 || hdr[5] != t->n || depth != __builtin_popcount((unsigned)(done - b0)))
+        why = "is damaged (its block count or sums do not fit this pass)";
+    if (!why) {
+        /* the tree after done - b0 pushes: a partial sum per one bit of the count, high first */
+        int bits = done - b0;
+        for (int i = 0, lvl = 30; i < depth; i++) {
+            while (!(bits >> lvl & 1)) lvl--;
+            t->level[i] = lvl--;
+            file_sum_get(&io, t->stk[i], (size_t)t->n * sizeof(double));
+        }
+        t->depth = depth;
+        int64_t cnt[2], pb;
+        file_sum_get(&io, cnt, sizeof cnt);
+        file_sum_get(&io, w->rec.fires, (size_t)D * sizeof *w->rec.fires);
+        file_sum_get(&io, &pb, sizeof pb);
+        w->rec.n = cnt[0];
+        w->rec.n_nonzero = cnt[1];
+        if (io.bad || pb < 0 || pb > (int64_t)st.st_size) why = "is damaged (cut short)";
+        else if (!(packed = mem_alloc(pb ? (size_t)pb : 1))) why = "needs more memory than there is";
+        else {
+            file_sum_get(&io, packed, (size_t)pb);
+            if (!file_sum_get_end(&io)) why = "is damaged (its checksum fails)";
+            else if (ana_feat_acc_merge_packed(w->acc, packed, (size_t)pb)) {
+                why = "is damaged (its feature statistics do not fit)";
+                err_clear();
+            }
+        }
+    }
+    if (f) fclose(f);
+    mem_free(packed);
+    if (!why) {
+        ck->resumed_seqs = ana_block_start(nseq, done) - ana_block_start(nseq, b0);
+        ckpt_notice(o, "continuing the %s pass from %s (%zu of %zu sequences done)", kind, ck->path,
+                    ck->resumed_seqs, ana_block_start(nseq, b1) - ana_block_start(nseq, b0));
+        return done;
+    }
+    /* start over from zero: the tree, the counts and the statistics as they were made */
+    for (int i = 0; i < 16 && t->stk[i]; i++) memset(t->stk[i], 0, (size_t)t->n * sizeof(double));
+    t->depth = 0;
+    w->rec.n = w->rec.n_nonzero = 0;
+    memset(w->rec.fires, 0, (size_t)D * sizeof *w->rec.fires);
+    ckpt_notice(o, "%s %s: starting the %s pass over", ck->path, why, kind);
+    return b0;
+}
+
 /* 1. the pass over the stored activations: metrics and per-feature statistics */
 typedef struct {
     float *x, *xhat, *f, *y; /* [T, d_in], [T, d_out], [T, D], [T, d_out] (transcoders) */
@@ -710,9 +891,11 @@ static int reduce_pass(dict_work *w, ana_tree *t, int d_out, int D)
     return rc;
 }
 
-/* The pass over this rank's blocks of the split; collective (rc: the caller's so far, passed on
- * when not OK; every rank returns the same code). */
-static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work *w, int rc)
+/* The pass over this rank's blocks of the split, from ck's checkpoint when it has one and saving
+ * one every ck->secs; collective (rc: the caller's so far, passed on when not OK; every rank
+ * returns the same code). */
+static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work *w, pass_ckpt *ck,
+                     int rc)
 {
     const int d_in = d->d_in, D = d->d_sae, Tm = sh->hook.seq_len, d_out = d->d_out;
     const int tc = d->hook_out.id >= 0;
@@ -729,17 +912,28 @@ static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work
         rc = !b.x || !b.xhat || !b.f || (tc && !b.y) ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
     }
     if (!rc) rc = ana_tree_init(&t, PASS_SCALARS + d_out + D);
+    int start = rc ? b0 : ckpt_load(ck, d->kind, sh->nseq, b0, b1, &t, w);
     progress pr;
-    progress_begin(&pr, d->kind, (double)(ana_block_start(sh->nseq, b1) - i0), "seq");
-    for (int blk = b0; blk < b1 && !rc; blk++) {
+    progress_begin_at(&pr, d->kind, (double)(ana_block_start(sh->nseq, b1) - i0), "seq",
+                      (double)(ana_block_start(sh->nseq, start) - i0));
+    ck->last = now_seconds();
+    for (int blk = start; blk < b1 && !rc; blk++) {
         for (size_t i = ana_block_start(sh->nseq, blk); i < ana_block_start(sh->nseq, blk + 1) && !rc; i++) {
             rc = pass_seq(sh, d, o, w, i, &b);
             if (!rc && stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
             progress_update(&pr, (double)(i + 1 - i0), NULL);
         }
-        if (!rc) {
-            take_block_sums(w, t.leaf, d_out, D);
-            ana_tree_push(&t);
+        if (rc) break;
+        take_block_sums(w, t.leaf, d_out, D);
+        ana_tree_push(&t);
+        /* the last block's too: a kill in the downstream pass or the effects keeps the pass */
+        if (ck->secs > 0 && now_seconds() - ck->last >= ck->secs) {
+            if (ckpt_save(ck, sh->nseq, blk + 1, &t, w)) { /* the run goes on: it is only a cache */
+                ckpt_notice(o, "no more checkpoints for this pass: %s", err_msg());
+                err_clear();
+                ck->secs = 0;
+            }
+            ck->last = now_seconds();
         }
     }
     progress_end(&pr);
@@ -1057,8 +1251,10 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
     memset(dr, 0, sizeof *dr);
     double t0 = now_seconds();
     dict_work dw;
+    pass_ckpt ck = {0};
     int rc = dict_work_init(&dw, d, o);
-    rc = dict_pass(sh, d, o, &dw, rc);
+    if (!rc) rc = ckpt_setup(&ck, sh, d, o);
+    rc = dict_pass(sh, d, o, &dw, &ck, rc);
     double t_pass = now_seconds();
     /* 2. downstream loss (SAEs only: the identity dictionary reproduces the clean pass); every
        rank holds the model exactly when it runs */
@@ -1069,8 +1265,10 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
     double t_ds = now_seconds();
     if (!rc && dist_is_root()) rc = finish_dict(sh, d, o, sae_id, &dw, dr, t0, t_ds);
     rc = ana_agree(rc);
+    if (!rc && ck.path[0]) unlink(ck.path); /* written: nothing left to continue */
     if (!rc) {
         dr->kind = d->kind;
+        dr->resumed_seqs = ck.resumed_seqs;
         snprintf(dr->name, sizeof dr->name, "%s", d->name);
         dr->n_seqs = sh->nseq;
         dr->d_sae = d->d_sae;

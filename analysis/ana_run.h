@@ -13,7 +13,8 @@
  * Ownership: opts strings are borrowed; the result is plain data (no pointers to free).
  * Errors: err.h codes with a message naming the file (ERR_ARG, ERR_NOTFOUND, ERR_SHAPE, ERR_IO,
  * ERR_NOMEM; ERR_ABORTED when *stop became non-zero: the dictionary in progress is rolled back,
- * the ones finished stay).
+ * the ones finished stay). Resume: the pass over the activations saves its state beside the
+ * database every ckpt_secs, and the same call after a kill continues from it (ana_run.c).
  * Threads: one run per store file at a time; the kernels below use OpenBLAS and sae/'s threads.
  * Under mpirun (common/dist.h) ana_run is collective: every rank calls it with the same options;
  * the ranks split the sequences (analysis/ana_dist.h), rank 0 alone reads the split's tokens and
@@ -58,6 +59,9 @@ typedef struct {
                               OP_PRECISION_FP32 (0, the default), _BF16 (ERR_ARG where the CPU has
                               no bf16) or _AUTO (model/ops.h); the SAE's own kernels stay fp32 */
     volatile int *stop;    /* polled per sequence; may be NULL */
+    double ckpt_secs;      /* the pass over the activations saves its state this often (seconds;
+                              <= 0: never) beside the database, and a rerun with the same inputs
+                              and options continues from it (ana_run.c: the file, its key) */
     ana_memo *memo;        /* the downstream pass's zero-ablation sums (may be NULL) */
     int no_err_pass;       /* skip the downstream SAE+error pass (a check that splicing leaves the
                               clean forward; its ce/kl_sae_err are then NaN and not written) */
@@ -93,6 +97,7 @@ typedef struct {
     double pos_mean;        /* their mean best-tag precision (NaN when pos_n == 0) */
     int64_t all_acts_rows;  /* rows written by all_acts */
     int64_t replaced_seqs;  /* n_seqs of the earlier analysis of the same key it replaced, -1: none */
+    size_t resumed_seqs;    /* sequences of the pass a checkpoint held (rank 0's, under mpirun) */
     int logit_skipped;      /* a model was loaded but the hook has no linear direct path */
     int have_effects;       /* --effects ran: ana_effects / ana_effect_logits rows */
     int effects_features;   /* features with at least one measured context */

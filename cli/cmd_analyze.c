@@ -25,6 +25,8 @@ static void print_dict(const ana_dict_result *r, const char *hook, double cos_th
     printf("analyze: %s %s at %s: %zu sequences, %lld tokens, %d features in %.1f s (dict id %lld)\n",
            r->kind, r->name, hook, r->n_seqs, (long long)r->n_tokens, r->d_sae, r->seconds,
            (long long)r->dict_id);
+    if (r->resumed_seqs)
+        printf("  (continued from a checkpoint that held %zu of the sequences)\n", r->resumed_seqs);
     /* a --max-seqs or --val-frac run has the default run's key (dictionary, hook, split) */
     if (r->replaced_seqs >= 0 && r->replaced_seqs != (int64_t)r->n_seqs)
         printf("  (replaced the earlier analysis of %lld sequences under the same key)\n",
@@ -103,6 +105,9 @@ int cmd_analyze(int argc, char **argv)
         {"--effects-seqs", ARG_INT, &o.effects_seqs, "sequences for --effects (0: all analysed)",
          ARG_MIN(0)},
         {"--cos-threshold", ARG_FLOAT, &o.cos_threshold, "geometry: count max|cos| above this"},
+        {"--checkpoint-secs", ARG_FLOAT, &o.ckpt_secs, "save the pass's state this often beside "
+         "the database; the same command run again after a kill continues from it (0: never)",
+         ARG_MIN(0)},
         {"--precision", ARG_STR, &prec,
          "the model's matmuls (downstream loss, effects): fp32, bf16 (oneDNN; needs AVX512-BF16 "
          "or AMX), auto", ARG_CHOICES("fp32|bf16|auto")},
@@ -121,7 +126,8 @@ int cmd_analyze(int argc, char **argv)
                                           : OP_PRECISION_FP32;
     cli_catch_signals();
     cli_term_hint("each dictionary is written in one transaction: the database holds the ones "
-                  "finished before, run the same command again (any world size)");
+                  "finished before; run the same command again (it continues the pass from its "
+                  "last checkpoint, on the same world size)");
     o.stop = &cli_stop_flag;
     o.notice = notice;
 

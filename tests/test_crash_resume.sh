@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# test_crash_resume.sh - long jobs survive SIGKILL (issue 9): `extract`, `sae-train` and
-# `train-lm` are killed at random points several times in a row, then rerun (resumed) to the end;
+# test_crash_resume.sh - long jobs survive SIGKILL (issue 9): `extract`, `sae-train`, `train-lm`
+# and `analyze` are killed at random points several times in a row, then rerun (resumed) to the end;
 # the result must equal an uninterrupted run: the database rows (extract) or the written weights
 # (sae-train, train-lm) hash the same. After every kill the database passes integrity_check.
 # Kill times are drawn uniformly over 5-35% of the measured uninterrupted run (so several kills
@@ -131,6 +131,79 @@ cmd_for; "${CMD[@]}" > /dev/null 2> err.txt || bad "train-lm: resumed run failed
 if cmp -s lm_ref/model.safetensors lm_crash/model.safetensors; then ok "train-lm: resumed model.safetensors equals the uninterrupted one"
 else bad "train-lm: resumed model.safetensors differs from the uninterrupted one"; fi
 no_temp_left lm_crash
+
+# ---- analyze: the same command continues the pass from its checkpoint -------------------------
+# A store of synthetic activations (3125 sequences), an SAE on them; the SAE's pass and the
+# neurons' each checkpoint every 0.05 s (--checkpoint-secs). Compared: every analysis table, the
+# dictionary ids replaced by their kind (a killed run that wrote the SAE's rows before the kill
+# moves the ids of the rerun), timings left out.
+"$BIN" synth --out syn.npy --truth syn_t.npy --db syn.db --d 64 --features 256 --tokens 200000 --seq-len 64 > /dev/null 2>&1 &&
+"$BIN" sae-train --npy syn.npy --out sae_syn --arch topk --k 8 --d-sae 512 --tokens 50000 --batch 1024 > /dev/null 2>&1 ||
+    bad "analyze fixtures (synth, sae-train)"
+andump() {
+    local t cols nc sel
+    for t in $(sqlite3 "$1" "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ana\_%' ESCAPE '\' ORDER BY name"); do
+        IFS='|' read -r cols nc <<< "$(sqlite3 -separator '|' "$1" "SELECT group_concat(CASE WHEN name = 'dict_id' THEN
+            '(SELECT kind FROM ana_dicts WHERE ana_dicts.id = dict_id)' WHEN type = 'REAL' THEN
+            'printf(''%!.17g'',' || name || ')' WHEN type = 'BLOB' THEN 'hex(' || name || ')' ELSE name END, ','), count(*)
+            FROM pragma_table_info('$t') WHERE name NOT IN ('created_at', 'seconds') AND NOT ('$t' = 'ana_dicts' AND name = 'id')")"
+        echo "== $t"; sqlite3 "$1" "SELECT $cols FROM \"$t\" ORDER BY $(seq -s, 1 "$nc")"
+    done
+}
+ana_cmd() { CMD=("$BIN" analyze --db "$1" --sae sae_syn --neurons --hook synth --no-model --all --checkpoint-secs 0.05); }
+cp syn.db ana_ref.db
+t0=$(now_ms); ana_cmd ana_ref.db; "${CMD[@]}" > /dev/null 2> err.txt || bad "analyze: uninterrupted run failed: $(head -n 1 err.txt)"
+ana_ms=$(( $(now_ms) - t0 ))
+andump ana_ref.db > ana_ref.dump
+nref=$(grep -c . ana_ref.dump)
+ls ana_ref.db.analyze-* > /dev/null 2>&1 && bad "analyze: the finished run left its checkpoint" || ok "analyze: a finished run leaves no checkpoint"
+cmd_for() { ana_cmd ana_crash.db; }
+reset_for() { rm -f ana_crash.db*; cp syn.db ana_crash.db; }
+after_kill() { :; }
+reset_for
+run_killed analyze "$KILLS" "$ana_ms"
+cmd_for; "${CMD[@]}" > /dev/null 2> err.txt || bad "analyze: resumed run failed: $(head -n 1 err.txt)"
+andump ana_crash.db > ana_crash.dump
+if cmp -s ana_ref.dump ana_crash.dump && [ "$nref" -gt 10000 ]; then ok "analyze: after the kills every analysis table equals the uninterrupted run's ($nref rows)"
+else bad "analyze: after the kills the tables differ: $(diff ana_ref.dump ana_crash.dump | head -n 3 | tr '\n' ' ')"; fi
+ls ana_crash.db.analyze-* > /dev/null 2>&1 && bad "analyze: a checkpoint is left after the resumed run" || ok "analyze: no checkpoint left after the resumed run"
+no_temp_left .
+
+# ana_killed DB: a run of DB killed once its first checkpoint is there (then the file's name is
+# in $ck); ana_after DB WANT WHAT: the rerun says WANT on stderr and its tables equal the
+# reference
+ana_killed() {
+    rm -f "$1"*; cp syn.db "$1"
+    ana_cmd "$1"; "${CMD[@]}" "${@:2}" > /dev/null 2>&1 &
+    local pid=$! i
+    for i in $(seq 1000); do ck=$(ls "$1".analyze-* 2> /dev/null | grep -v '\.tmp\.' | head -n 1); [ -n "$ck" ] && break; sleep 0.01; done
+    kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
+    ck=$(ls "$1".analyze-* 2> /dev/null | grep -v '\.tmp\.' | head -n 1)
+}
+ana_after() {
+    ana_cmd "$1"; "${CMD[@]}" > out.txt 2> err.txt
+    local rc=$?
+    andump "$1" > "$1.dump"
+    if [ $rc -eq 0 ] && grep -q -- "$2" err.txt && cmp -s ana_ref.dump "$1.dump"; then ok "analyze, $3: $(grep -m1 -- "$2" err.txt | cut -c1-110)"
+    else bad "analyze, $3: rc $rc, '$(head -n 1 err.txt)', tables $(cmp -s ana_ref.dump "$1.dump" && echo equal || echo differ)"; fi
+}
+ana_killed ana_k1.db
+[ -n "$ck" ] && ana_after ana_k1.db "continuing the sae pass from ana_k1.db.analyze-" "killed after its first checkpoint" ||
+    bad "analyze: no checkpoint appeared before the kill"
+grep -q "continued from a checkpoint that held [1-9]" out.txt && ok "analyze: the summary says it continued" || bad "analyze: the summary does not say it continued: $(head -n 2 out.txt)"
+# hostile checkpoints: a fresh pass with a notice, the same tables
+ana_killed ana_k2.db
+[ -n "$ck" ] && printf 'X' | dd of="$ck" bs=1 seek=300 conv=notrunc 2> /dev/null
+ana_after ana_k2.db "is damaged" "a byte changed in the checkpoint"
+ana_killed ana_k3.db
+[ -n "$ck" ] && truncate -s 1000 "$ck"
+ana_after ana_k3.db "is damaged" "the checkpoint cut short"
+ana_killed ana_k4.db --top 7
+ana_after ana_k4.db "was made with other inputs or options" "a checkpoint of --top 7"
+ana_killed ana_k5.db
+[ -n "$ck" ] && rm -f "$ck" && mkdir "$ck"
+ana_after ana_k5.db "cannot be read" "a directory where the checkpoint was"
+rmdir "$ck" 2> /dev/null
 
 echo "test_crash_resume: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

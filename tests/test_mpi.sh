@@ -495,5 +495,25 @@ else
         bad "analyze kill: the database changed ($nd rows for the killed SAE; $(sqlite3 ank.db 'PRAGMA integrity_check' | head -n 1))"
 fi
 
+# the pass's checkpoints under mpirun (one file per rank): the job killed once both ranks wrote
+# theirs, the same command continues, and the tables are one process's
+cp an.db anr1.db && cp an.db anr2.db
+"$BIN" analyze --sae "$W/anbig" --all --no-model --db anr1.db > /dev/null 2> err.txt || bad "analyze anbig, one process: $(head -n 1 err.txt)"
+"${MPI[@]}" -np 2 "$BIN" analyze --sae "$W/anbig" --all --no-model --db anr2.db --checkpoint-secs 0.02 > /dev/null 2>&1 &
+mp=$!
+for _ in $(seq 600); do [ "$(ls anr2.db.analyze-*-[01].2 2> /dev/null | wc -l)" = 2 ] && break; sleep 0.02; done
+victim=$(rank0 "$(basename "$BIN") analyze.*--db anr2.db" $mp)
+if [ -z "$victim" ] || [ "$(ls anr2.db.analyze-*-[01].2 2> /dev/null | wc -l)" != 2 ]; then
+    bad "analyze checkpoints -np 2: no checkpoint of each rank before the end"; wait $mp
+else
+    killwait "$victim" $mp "analyze checkpoints -np 2" "rank 0"
+    "${MPI[@]}" -np 2 "$BIN" analyze --sae "$W/anbig" --all --no-model --db anr2.db --checkpoint-secs 0.02 > /dev/null 2> err.txt
+    rc=$?
+    andump anr1.db > anr1.dump; andump anr2.db > anr2.dump
+    [ $rc = 0 ] && [ "$(grep -c 'continuing the sae pass' err.txt)" = 2 ] && cmp -s anr1.dump anr2.dump && [ -z "$(ls anr2.db.analyze-* 2> /dev/null)" ] &&
+        ok "analyze -np 2 killed and rerun: both ranks continued, the tables are one process's, no checkpoint left" ||
+        bad "analyze -np 2 killed and rerun: rc $rc, $(grep -c 'continuing the sae pass' err.txt) ranks continued, tables $(cmp -s anr1.dump anr2.dump && echo equal || echo differ), left: $(ls anr2.db.analyze-* 2> /dev/null)"
+fi
+
 echo "test_mpi: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
