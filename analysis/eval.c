@@ -15,6 +15,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "common/progress.h"
 #include "common/rng.h"
@@ -26,8 +27,8 @@
 
 void eval_defaults(eval_opts *o)
 {
-    *o = (eval_opts){.suites = "all", .seed = 42, .test_frac = 0.2,
-                     .seqs_per_genre = 150, .train_per_class = 1500, .test_per_class = 500, .C = 1};
+    *o = (eval_opts){.suites = "all", .seed = 42, .test_frac = 0.2, .seqs_per_genre = 150,
+                     .train_per_class = 1500, .test_per_class = 500, .C = 1, .ckpt_secs = 60};
 }
 
 static int stopped(const eval_opts *o) { return o->stop && *o->stop; }
@@ -104,6 +105,29 @@ typedef struct {
 } pend_row;
 
 /* ---- shared state -------------------------------------------------------------------------------- */
+/* ---- the read pass's checkpoint (a killed eval continues) -------------------------------------
+ * The read is most of an eval (30 s of the demo's 51 s). Every ckpt_secs it saves the rows read so
+ * far to DB.eval-HASH (HASH: the SAE's directory and hook), and the same command run again
+ * continues after the last sequence saved, with the bits of an uninterrupted run (the rows of a
+ * sequence depend on that sequence alone). The file opens with a key of what the rows depend on:
+ * the SAE's weights checksum, the random SAE's seed (or none), the hook's id and counts, and the
+ * plan itself (every chosen sequence id and BOS flag, every marked token's class and split).
+ * Another key, or a file that fails a check, is a fresh read with a notice (the file is a cache);
+ * one that cannot be written stops the checkpoints, not the run. It goes once the tables are
+ * written. Layout, host byte order (the binary that wrote it): int64 {magic, key0, key1,
+ * sequences done, token rows n}, token raw [n,d] f32, class [n] int32, test [n] u8, then the
+ * token rows' SAE and random-SAE codes, the pooled raw rows [done,d] f32 and their two codes, each
+ * code set int64 {rows, nnz}, off [rows+1] size_t, idx [nnz] int32, val [nnz] f32; last the
+ * FNV-1a (file_sum). */
+#define EVAL_CKPT_MAGIC INT64_C(0x3150434b4c5645) /* "EVLKCP1" */
+
+typedef struct {
+    char path[4096];
+    uint64_t key[2];
+    double secs, last;
+    int resumed;      /* sequences the checkpoint held */
+} read_ckpt;
+
 typedef struct {
     int n;               /* rows */
     float *raw;          /* [n, d] */
@@ -147,6 +171,7 @@ typedef struct {
     store_sae_entry reg;   /* the SAE's registry row, when it has one (sae_id >= 0) */
     pend_row *rows;        /* results, written after every computation (flush_rows) */
     size_t nrows, caprows;
+    read_ckpt ck;          /* the read pass's checkpoint */
 } ctx;
 
 static int genre_index(ctx *c, const char *g)
@@ -394,6 +419,189 @@ static int plan_tokens(ctx *c, int **mark_out, int64_t **off_out)
     return OK;
 }
 
+static void eval_notice(const eval_opts *o, const char *fmt, ...)
+{
+    if (!o->notice) return;
+    char msg[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    o->notice(msg, o->user);
+}
+
+static void absorb_str(uint64_t h[2], const char *s)
+{
+    size_t n = strlen(s);
+    hash_absorb128(h, n);
+    hash_absorb128(h, hash_fnv1a(HASH_FNV1A_INIT, s, n));
+}
+
+static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const int64_t *off)
+{
+    const eval_opts *o = c->o;
+    memset(ck, 0, sizeof *ck);
+    if (!(o->ckpt_secs > 0)) return OK;
+    char sum[17];
+    int rc = sae_weights_checksum(c->sae_dir, sum);
+    if (rc) return rc;
+    uint64_t id[2] = {0x6576616c2d726431ull, HASH_FNV1A_INIT}, *h = ck->key;
+    absorb_str(id, c->sae_dir);
+    absorb_str(id, c->hook.name);
+    h[0] = id[0];
+    h[1] = id[1];
+    absorb_str(h, sum);
+    int64_t w[] = {c->rnd ? 1 : 0, c->rnd ? (int64_t)o->seed : 0, c->hook.id, c->hook.n_seqs,
+                   c->hook.n_tokens, c->hook.width, c->hook.seq_len, c->sae->cfg.d_sae, c->nchosen};
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) hash_absorb128(h, (uint64_t)w[i]);
+    for (int i = 0; i < c->nchosen; i++) {
+        const store_eval_seq *sq = &c->seqs[c->chosen[i]];
+        hash_absorb128(h, (uint64_t)sq->seq_id);
+        hash_absorb128(h, (uint64_t)sq->bos);
+        hash_absorb128(h, (uint64_t)off[i + 1]);
+    }
+    for (int64_t q = 0; q < off[c->nchosen]; q++) hash_absorb128(h, (uint64_t)(int64_t)mark[q]);
+    if (path_fmt(ck->path, sizeof ck->path, "%s.eval-%016llx", o->db,
+                 (unsigned long long)(id[0] ^ id[1]))) {
+        ck->path[0] = 0;
+        eval_notice(o, "no checkpoints for the read: %s", err_msg());
+        err_clear();
+        return OK;
+    }
+    ck->secs = o->ckpt_secs;
+    file_remove_dead_temps(ck->path);
+    return OK;
+}
+
+static void csr_put(file_sum *io, const eval_csr *m)
+{
+    int64_t hdr[2] = {m->n, m->n ? (int64_t)m->off[m->n] : 0};
+    file_sum_put(io, hdr, sizeof hdr);
+    if (!m->n) return;
+    file_sum_put(io, m->off, ((size_t)m->n + 1) * sizeof *m->off);
+    file_sum_put(io, m->idx, (size_t)hdr[1] * sizeof *m->idx);
+    file_sum_put(io, m->val, (size_t)hdr[1] * sizeof *m->val);
+}
+
+static int read_ckpt_save(const read_ckpt *ck, const ctx *c, int done)
+{
+    const int d = c->hook.width;
+    file_atomic fa;
+    int rc = file_atomic_open(&fa, ck->path);
+    if (rc) return rc;
+    fa.sync = 1;
+    file_sum io = file_sum_start(fa.f);
+    int64_t hdr[5] = {EVAL_CKPT_MAGIC, (int64_t)ck->key[0], (int64_t)ck->key[1], done, c->tok.n};
+    file_sum_put(&io, hdr, sizeof hdr);
+    file_sum_put(&io, c->tok.raw, (size_t)c->tok.n * d * sizeof *c->tok.raw);
+    file_sum_put(&io, c->tok.cls, (size_t)c->tok.n * sizeof *c->tok.cls);
+    file_sum_put(&io, c->tok.test, (size_t)c->tok.n);
+    csr_put(&io, &c->tok.sae);
+    csr_put(&io, &c->tok.rnd);
+    file_sum_put(&io, c->seq.raw, (size_t)done * d * sizeof *c->seq.raw);
+    csr_put(&io, &c->seq.sae);
+    csr_put(&io, &c->seq.rnd);
+    file_sum_put_end(&io);
+    if (io.bad) {
+        file_atomic_abort(&fa);
+        return err_set(ERR_IO, "%s: write failed", ck->path);
+    }
+    return file_atomic_commit(&fa);
+}
+
+/* rows of one code set into m (empty), pushed back through eval_csr_push so its layout is the
+ * one the read makes; 0 when the stored rows do not fit (rows, nnz, offsets, indices). */
+static int csr_get(file_sum *io, eval_csr *m, int64_t rows, int width, off_t fsize, float *dense)
+{
+    int64_t hdr[2];
+    file_sum_get(io, hdr, sizeof hdr);
+    if (io->bad || hdr[0] != rows || hdr[1] < 0 || hdr[1] > fsize || hdr[1] > rows * (int64_t)width)
+        return 0;
+    if (!rows) return 1;
+    size_t nnz = (size_t)hdr[1];
+    size_t *o = mem_alloc(((size_t)rows + 1) * sizeof *o);
+    int *idx = mem_alloc((nnz + 1) * sizeof *idx);
+    float *val = mem_alloc((nnz + 1) * sizeof *val);
+    int ok = o && idx && val;
+    if (ok) {
+        file_sum_get(io, o, ((size_t)rows + 1) * sizeof *o);
+        file_sum_get(io, idx, nnz * sizeof *idx);
+        file_sum_get(io, val, nnz * sizeof *val);
+        ok = !io->bad && o[0] == 0 && o[rows] == nnz;
+    }
+    for (int64_t r = 0; ok && r < rows; r++) {
+        ok = o[r] <= o[r + 1] && o[r + 1] <= nnz;
+        memset(dense, 0, (size_t)width * sizeof *dense);
+        for (size_t q = ok ? o[r] : 0; ok && q < o[r + 1]; q++) {
+            ok = idx[q] >= 0 && idx[q] < width && (q == o[r] || idx[q] > idx[q - 1]);
+            if (ok) dense[idx[q]] = val[q];
+        }
+        if (ok && eval_csr_push(m, dense, width)) {
+            err_clear();
+            ok = 0;
+        }
+    }
+    mem_free(o);
+    mem_free(idx);
+    mem_free(val);
+    return ok;
+}
+
+/* The saved rows into c's sets (empty, allocated for the whole read); the sequences done, 0 when
+ * there is nothing to continue (a notice when a file was there but not usable: the sets are
+ * emptied again). */
+static int read_ckpt_load(read_ckpt *ck, ctx *c, int64_t ntok)
+{
+    const eval_opts *o = c->o;
+    const int d = c->hook.width, D = c->sae->cfg.d_sae;
+    struct stat st;
+    if (!(ck->secs > 0) || stat(ck->path, &st) != 0) return 0;
+    FILE *f = S_ISREG(st.st_mode) ? fopen(ck->path, "rb") : NULL;
+    file_sum io = file_sum_start(f);
+    int64_t hdr[5];
+    file_sum_get(&io, hdr, sizeof hdr);
+    const char *why = NULL;
+    float *dense = NULL;
+    if (io.bad) why = "cannot be read";
+    else if (hdr[0] != EVAL_CKPT_MAGIC) why = "is not an eval checkpoint of this build";
+    else if ((uint64_t)hdr[1] != ck->key[0] || (uint64_t)hdr[2] != ck->key[1])
+        why = "was made with other inputs or options";
+    else if (hdr[3] < 1 || hdr[3] > c->nchosen || hdr[4] < 0 || hdr[4] > ntok)
+        why = "is damaged (its counts do not fit this run)";
+    else if (!(dense = mem_alloc((size_t)D * sizeof *dense))) why = "needs more memory than there is";
+    if (!why) {
+        int done = (int)hdr[3];
+        c->tok.n = (int)hdr[4];
+        file_sum_get(&io, c->tok.raw, (size_t)c->tok.n * d * sizeof *c->tok.raw);
+        file_sum_get(&io, c->tok.cls, (size_t)c->tok.n * sizeof *c->tok.cls);
+        file_sum_get(&io, c->tok.test, (size_t)c->tok.n);
+        int ok = csr_get(&io, &c->tok.sae, c->tok.n, D, st.st_size, dense) &&
+                 csr_get(&io, &c->tok.rnd, c->tok.n, D, st.st_size, dense);
+        if (ok) file_sum_get(&io, c->seq.raw, (size_t)done * d * sizeof *c->seq.raw);
+        ok = ok && csr_get(&io, &c->seq.sae, done, D, st.st_size, dense) &&
+             csr_get(&io, &c->seq.rnd, done, D, st.st_size, dense) && file_sum_get_end(&io);
+        if (ok) {
+            for (int r = 0; r < c->tok.n && ok; r++) ok = c->tok.cls[r] >= 0 && c->tok.cls[r] < EVAL_NPOS && c->tok.test[r] <= 1;
+            if (!ok) why = "is damaged (a token row's class)";
+        } else why = "is damaged (its checksum or rows fail)";
+        if (!why) {
+            ck->resumed = done;
+            eval_notice(o, "continuing the read from %s (%d of %d sequences done)", ck->path, done,
+                        c->nchosen);
+        }
+    }
+    if (f) fclose(f);
+    mem_free(dense);
+    if (!why) return ck->resumed;
+    c->tok.n = 0;
+    eval_csr_free(&c->tok.sae);
+    eval_csr_free(&c->tok.rnd);
+    eval_csr_free(&c->seq.sae);
+    eval_csr_free(&c->seq.rnd);
+    eval_notice(o, "%s %s: reading from the start", ck->path, why);
+    return 0;
+}
+
 /* Rows v[T, w] of one sequence must be finite and below EVAL_MAX_ABS: a probe on larger values
  * cannot be fitted (LIBLINEAR never returned at 1e38). what NULL: the hook activations (the
  * database is named), else codes (the SAE directory is named). */
@@ -429,9 +637,12 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
     float *pf = mem_alloc((size_t)D * sizeof *pf), *pg = mem_alloc((size_t)D * sizeof *pg);
     int rc = c->tok.raw && c->tok.cls && c->tok.test && c->seq.raw && x && f && g && pf && pg
                  ? OK : err_set(ERR_NOMEM, "out of memory for %lld token rows", (long long)ntok);
+    if (!rc) rc = read_ckpt_setup(&c->ck, c, mark, off);
+    int start = rc ? 0 : read_ckpt_load(&c->ck, c, ntok);
     progress pr;
-    progress_begin(&pr, "eval read", (double)c->nchosen, "seq");
-    for (int i = 0; !rc && i < c->nchosen; i++) {
+    progress_begin_at(&pr, "eval read", (double)c->nchosen, "seq", start);
+    c->ck.last = now_seconds();
+    for (int i = start; !rc && i < c->nchosen; i++) {
         const store_eval_seq *sq = &c->seqs[c->chosen[i]];
         int T = 0;
         if ((rc = store_act_read(c->s, c->hook.id, sq->seq_id, x, &T))) break;
@@ -472,6 +683,15 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
         if (!rc) rc = eval_csr_push(&c->seq.rnd, pg, D);
         if (!rc && stopped(c->o)) rc = err_set(ERR_ABORTED, "interrupted");
         progress_update(&pr, (double)(i + 1), "%d token rows", c->tok.n);
+        /* the last sequence's too: a kill in the suites keeps the read */
+        if (!rc && c->ck.secs > 0 && now_seconds() - c->ck.last >= c->ck.secs) {
+            if (read_ckpt_save(&c->ck, c, i + 1)) { /* the run goes on: it is only a cache */
+                eval_notice(c->o, "no more checkpoints for the read: %s", err_msg());
+                err_clear();
+                c->ck.secs = 0;
+            }
+            c->ck.last = now_seconds();
+        }
     }
     progress_end(&pr);
     mem_free(x);
@@ -1425,6 +1645,8 @@ int eval_run(const eval_opts *o, eval_result *res)
     if ((rc = flush_rows(&c, run))) goto out;
     rc = store_commit(c.s);
     in_tx = 0;
+    if (!rc && c.ck.path[0]) unlink(c.ck.path); /* written: nothing left to continue */
+    res->resumed_seqs = c.ck.resumed;
 out:
     if (in_tx) store_rollback(c.s);
     if (rc) res->suites = 0;

@@ -56,6 +56,12 @@ typedef struct {
     volatile int *stop;      /* polled per sequence and before every probe fit; may be NULL */
     eval_memo *memo;         /* reuse of the probes on raw activations across runs (may be NULL;
                                 the results are the same bits either way) */
+    double ckpt_secs;        /* the read pass saves its rows this often (seconds; <= 0: never)
+                                beside the database, and a rerun with the same inputs continues
+                                from them (eval.c: the file, its key) */
+    /* called with a one-line notice (continuing from a checkpoint, or why not); may be NULL */
+    void (*notice)(const char *msg, void *user);
+    void *user;
 } eval_opts;
 
 void eval_defaults(eval_opts *o);
@@ -83,6 +89,7 @@ typedef struct {
     int skipped;                    /* with "all": suites the database has no data for (no POS
                                        tags: absorption; no tense or prose-kind cells: scr) */
     size_t n_seqs;                  /* sequences read */
+    int resumed_seqs;               /* of them, read by an earlier run (its checkpoint) */
     int n_train_docs, n_test_docs;
     /* sparse probing: mean test accuracy over tasks (POS and genre together) per k */
     int n_tasks, n_pos_tasks, n_genre_tasks;

@@ -19,6 +19,12 @@ static void cell(double v)
     else printf(" %7.4f", v);
 }
 
+static void notice(const char *msg, void *user)
+{
+    (void)user;
+    fprintf(stderr, "saelite eval: %s\n", msg);
+}
+
 static void print_result(const eval_result *r)
 {
     printf("eval: SAE id %lld%s at %s: %zu sequences (%d train / %d test documents) in %.1f s "
@@ -26,6 +32,8 @@ static void print_result(const eval_result *r)
            (long long)r->sae_id, r->registered ? " (registered now)" : "", r->hook, r->n_seqs,
            r->n_train_docs, r->n_test_docs, r->seconds, r->t_read, r->t_probe, r->t_absorb,
            r->t_ablate);
+    if (r->resumed_seqs)
+        printf("  (continued from a checkpoint that held %d of the sequences read)\n", r->resumed_seqs);
     if (r->skipped)
         printf("skipped (the database has no or too little data for them): %s%s%s%s\n",
                r->skipped & EVAL_SUITE_SPARSE_PROBING ? "sparse_probing " : "",
@@ -99,6 +107,9 @@ int cmd_eval(int argc, char **argv)
         {"--C", ARG_FLOAT, &o.C, "inverse L2 strength of the logistic-regression probes, in "
          "[1e-6, 1e6]", ARG_ABOVE(0)},
         {"--no-random", ARG_FLAG, &o.no_random, "skip the random-weight SAE baseline (about 40% of the time)"},
+        {"--checkpoint-secs", ARG_FLOAT, &o.ckpt_secs, "save the rows read this often beside the "
+         "database; the same command run again after a kill continues from them (0: never)",
+         ARG_MIN(0)},
         {NULL, 0, NULL, NULL},
     };
     const char *pos[1];
@@ -112,6 +123,7 @@ int cmd_eval(int argc, char **argv)
     if (!o.sae[0]) return cli_usage_error("eval", "--sae is empty: give an SAE directory or a registry id");
     cli_catch_signals();
     o.stop = &cli_stop_flag;
+    o.notice = notice;
     eval_result res;
     if (eval_run(&o, &res)) return cli_fail("eval");
     print_result(&res);

@@ -82,6 +82,37 @@ snap > "$W/s1"
 "$BIN" eval --db "$DB" --sae "$SID" $E > "$W/e2.out" 2>&1; ok test $? -eq 0
 snap > "$W/s2"
 ok cmp -s "$W/s1" "$W/s2"
+# a killed eval continues its read from the checkpoint (one per sequence here) to the same rows;
+# a damaged checkpoint is a fresh read with a notice, to the same rows
+snapall() { snap; q "SELECT task, n, clean_acc, orig_acc, score FROM eval_ablation a JOIN eval_runs r ON r.id = a.run_id WHERE r.sae_id = (SELECT max(sae_id) FROM eval_runs) ORDER BY 1, 2"; }
+snapall > "$W/sa"
+evkilled() { # DB: an eval of DB killed once its first checkpoint is there ($ck: the file)
+    rm -f "$1"*; cp "$W/fx.db" "$1"
+    "$BIN" eval --db "$1" --sae "$W/sae" $E --checkpoint-secs 0.000001 > /dev/null 2>&1 &
+    local pid=$! i
+    for i in $(seq 1000); do ck=$(ls "$1".eval-* 2> /dev/null | grep -v '\.tmp\.' | head -n 1); [ -n "$ck" ] && break; sleep 0.01; done
+    kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
+    ck=$(ls "$1".eval-* 2> /dev/null | grep -v '\.tmp\.' | head -n 1)
+}
+evafter() { # DB WANT: the rerun says WANT on stderr, succeeds, leaves no checkpoint, same rows
+    "$BIN" eval --db "$1" --sae "$W/sae" $E --checkpoint-secs 0.000001 > "$W/ck.out" 2> "$W/ck.err"
+    local rc=$?
+    ok test $rc -eq 0
+    ok grep -q -- "$2" "$W/ck.err"
+    ok test -z "$(ls "$1".eval-* 2> /dev/null)"
+    DB="$1" snapall > "$W/sck"
+    ok cmp -s "$W/sa" "$W/sck"
+}
+evkilled "$W/ck1.db"
+ok test -n "$ck"
+evafter "$W/ck1.db" "continuing the read from $W/ck1.db.eval-"
+ok grep -q "continued from a checkpoint that held [1-9][0-9]* of the sequences read" "$W/ck.out"
+evkilled "$W/ck2.db"
+[ -n "$ck" ] && printf 'X' | dd of="$ck" bs=1 seek=100 conv=notrunc 2> /dev/null
+evafter "$W/ck2.db" "is damaged"
+evkilled "$W/ck3.db"
+[ -n "$ck" ] && truncate -s 60 "$ck"
+evafter "$W/ck3.db" "is damaged"
 ok test "$(q "SELECT count(*) FROM eval_runs")" = 4
 for m in scr_metric_threshold_2 scr_metric_threshold_500 tpp_threshold_2_total_metric tpp_threshold_500_total_metric; do
     ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric = '$m' AND typeof(value) = 'real'")" = 1
