@@ -33,6 +33,12 @@ static int parse_list(const char *cmd, const char *flag, const char *s, double *
     return *n ? 0 : cli_usage_error(cmd, "%s: empty list", flag);
 }
 
+static void notice(const char *msg, void *user)
+{
+    (void)user;
+    fprintf(stderr, "saelite sweep: %s\n", msg);
+}
+
 static void on_run(const store_sweep_row *r, int i, int total, int before, void *user)
 {
     (void)user;
@@ -174,6 +180,7 @@ int cmd_sweep(int argc, char **argv)
     if (o.eval_suites && !strcmp(o.eval_suites, "none")) o.eval_suites = NULL;
     o.seed = (uint64_t)seed;
     o.on_run = on_run;
+    o.notice = notice;
     cli_catch_signals();
     o.stop = &cli_stop_flag;
     sweep_result res;

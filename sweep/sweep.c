@@ -267,6 +267,8 @@ static int eval_suites(const sweep_opts *o, const plan_run *p, eval_memo *memo,
     eo.skip_missing = 1;
     eo.memo = memo; /* the probes on raw activations are the same for every run */
     eo.stop = o->stop;
+    eo.notice = o->notice;
+    eo.user = o->user;
     eval_result er;
     double t0 = now_seconds();
     int rc = eval_run(&eo, &er);
@@ -303,6 +305,8 @@ static int sweep_eval_run(const sweep_opts *o, const plan_run *p, const sae_run_
     ao.ce_seqs = o->ce_seqs;
     ao.max_seqs = o->max_seqs;
     ao.stop = o->stop;
+    ao.notice = o->notice;
+    ao.user = o->user;
     ao.memo = memo->zero;
     ao.no_err_pass = 1; /* the check that splicing keeps the clean forward: not a frontier's */
     ana_run_result ar;

@@ -70,6 +70,9 @@ typedef struct {
     int eval_seqs_per_genre;    /* the suites' sample (eval_opts.seqs_per_genre) */
     volatile int *stop;         /* polled by the runners; may be NULL */
     void (*on_run)(const store_sweep_row *row, int index, int total, int done_before, void *user);
+    /* a one-line notice from a run's analysis or eval (continuing from a checkpoint, or why not);
+       may be NULL */
+    void (*notice)(const char *msg, void *user);
     void *user;
 } sweep_opts;
 
