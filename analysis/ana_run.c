@@ -356,7 +356,7 @@ static int ds_seq(shared *sh, const dict *d, ds_work *w, size_t i, double *sums,
     sums[0] += mean * (T - 1);
     for (int mode = SPLICE_SAE; mode <= SPLICE_ERR; mode++) {
         if (mode == SPLICE_ERR && w->no_err) continue;
-        uint64_t key[2];
+        uint64_t key[2] = {0, 0}; /* set and used under the same condition */
         if (mode == SPLICE_ZERO && w->memo) {
             uint64_t h[2] = {0x7a65726f2d61626cull, HASH_FNV1A_INIT};
             memo_absorb_str(h, w->model_path ? w->model_path : "");
@@ -470,6 +470,39 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
     return rc;
 }
 
+/* ---- the pass's checkpoint (a killed analyze continues) --------------------------------------
+ * Every ckpt_secs the pass saves its state at the block boundary it just reached, to
+ * DB.analyze-HASH (HASH: the dictionary's identity, kind, name, hook and split; under mpirun one
+ * file per rank, -R.N after it); the same command run again continues from there with the bits
+ * of an uninterrupted run: at a boundary the float sums are whole in the tree and the feature
+ * statistics merge exactly (ana.h). The file goes once the dictionary is written. It opens with a
+ * key of what the pass depends on (the hook's id and counts, the SAE's weights checksum, the
+ * options, every sequence id and BOS flag): another key, or a file that fails a check, means a
+ * fresh start with a notice, never an error (the file is a cache). Layout, host byte order (the
+ * binary that wrote it): int64 {magic, key0, key1, nseq, blocks done, tree width n, depth}, the
+ * depth partial sums [depth][n] double, int64 {rec.n, rec.n_nonzero}, rec.fires [D] int64, int64
+ * packed size, ana_feat_acc_pack's bytes, int64 FNV-1a of everything before it. */
+#define CKPT_MAGIC INT64_C(0x3150434b414e41) /* "ANAKCP1" */
+
+typedef struct {
+    char path[4096];
+    uint64_t key[2];
+    double secs, last; /* the interval (<= 0: none); when the last one was written */
+    size_t resumed_seqs; /* this rank's sequences the checkpoint held */
+    const ana_run_opts *o;
+} pass_ckpt;
+
+static void ckpt_notice(const ana_run_opts *o, const char *fmt, ...)
+{
+    if (!o->notice) return;
+    char msg[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    o->notice(msg, o->user);
+}
+
 /* ---- measured effects (--effects) ------------------------------------------------------------ */
 typedef struct {
     int64_t *n;
@@ -516,8 +549,119 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, effects_work *e,
-                       ana_dict_result *dr)
+/* The effects' checkpoint (--effects: 25 s of the demo's 36 s analyze, hours on a large model):
+ * beside the pass's file, PATH.effects, keyed on the pass's key and what the effects add (the
+ * model's checksum, the forward's precision, --effects-ctx, --effects-seqs, --logit-k); saved at
+ * a sequence boundary every ckpt_secs (ana_effects_opts.save). Layout, host byte order: int64
+ * {magic, key0, key1, j0, chunk, V, D, sequences done, forwards, rows}, n [D] int64, the sums of
+ * act, KL and dloss [D] double, the chunk in progress's delta sums [chunk, V] f32, the callbacks'
+ * results so far (corr [D] double, top tokens [D, 2, k] int32 and their values f32), FNV-1a. */
+#define EFF_CKPT_MAGIC INT64_C(0x3150434b464645) /* "EFFKCP1" */
+
+typedef struct {
+    const pass_ckpt *ck;
+    char path[4200];
+    uint64_t key[2];
+    effects_work *e;
+    int D;
+} eff_ckpt;
+
+static int eff_ckpt_save(const ana_effects_state *st, void *user)
+{
+    eff_ckpt *ec = user;
+    const effects_work *e = ec->e;
+    const int D = st->d_sae, cw = (st->j0 + st->chunk < D ? st->j0 + st->chunk : D) - st->j0;
+    file_atomic fa;
+    int rc = file_atomic_open(&fa, ec->path);
+    if (!rc) {
+        fa.sync = 1;
+        file_sum io = file_sum_start(fa.f);
+        int64_t hdr[10] = {EFF_CKPT_MAGIC, (int64_t)ec->key[0], (int64_t)ec->key[1], st->j0, st->chunk,
+                           st->V, D, st->seqs_done, st->forwards, st->rows};
+        file_sum_put(&io, hdr, sizeof hdr);
+        file_sum_put(&io, st->n, (size_t)D * sizeof *st->n);
+        file_sum_put(&io, st->sum_act, (size_t)D * sizeof *st->sum_act);
+        file_sum_put(&io, st->sum_kl, (size_t)D * sizeof *st->sum_kl);
+        file_sum_put(&io, st->sum_dloss, (size_t)D * sizeof *st->sum_dloss);
+        file_sum_put(&io, st->acc, (size_t)cw * st->V * sizeof *st->acc);
+        file_sum_put(&io, e->corr, (size_t)D * sizeof *e->corr);
+        file_sum_put(&io, e->idx, (size_t)D * 2 * e->k * sizeof *e->idx);
+        file_sum_put(&io, e->val, (size_t)D * 2 * e->k * sizeof *e->val);
+        file_sum_put_end(&io);
+        rc = io.bad ? err_set(ERR_IO, "%s: write failed", ec->path) : OK;
+        if (rc) file_atomic_abort(&fa);
+        else rc = file_atomic_commit(&fa);
+    }
+    if (rc) { /* the run goes on: it is only a cache */
+        ckpt_notice(ec->ck->o, "no more checkpoints for the effects: %s", err_msg());
+        err_clear();
+    }
+    return rc;
+}
+
+/* The saved effects into *st (its arrays in *buf, the caller's to free) and the callbacks'
+ * results into e: 1 when there is a state to continue from (a notice when a file was there but
+ * not usable). chunk and V: what this run's ana_effects will use. */
+static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, ana_effects_state *st, void **buf)
+{
+    effects_work *e = ec->e;
+    const int D = ec->D;
+    struct stat sb;
+    *buf = NULL;
+    if (stat(ec->path, &sb) != 0) return 0;
+    FILE *f = S_ISREG(sb.st_mode) ? fopen(ec->path, "rb") : NULL;
+    file_sum io = file_sum_start(f);
+    int64_t hdr[10];
+    file_sum_get(&io, hdr, sizeof hdr);
+    const char *why = NULL;
+    if (io.bad) why = "cannot be read";
+    else if (hdr[0] != EFF_CKPT_MAGIC) why = "is not an effects checkpoint of this build";
+    else if ((uint64_t)hdr[1] != ec->key[0] || (uint64_t)hdr[2] != ec->key[1])
+        why = "was made with other inputs or options";
+    else if (hdr[3] < 0 || hdr[3] >= D || hdr[4] != chunk || hdr[3] % chunk || hdr[5] != V ||
+             hdr[6] != D || hdr[7] < 0 || hdr[8] < 0 || hdr[9] < 0)
+        why = "is damaged (its counts do not fit this run)";
+    size_t cw = why ? 0 : (size_t)((hdr[3] + chunk < D ? hdr[3] + chunk : D) - hdr[3]);
+    size_t bytes = (size_t)D * (sizeof(int64_t) + 3 * sizeof(double)) + cw * V * sizeof(float);
+    unsigned char *b = NULL;
+    if (!why && (off_t)bytes > sb.st_size) why = "is damaged (cut short)";
+    else if (!why && !(b = mem_alloc(bytes))) why = "needs more memory than there is";
+    if (!why) {
+        int64_t *n = (int64_t *)b;
+        double *sa = (double *)(n + D), *skl = sa + D, *sdl = skl + D;
+        float *acc = (float *)(sdl + D);
+        file_sum_get(&io, n, (size_t)D * sizeof *n);
+        file_sum_get(&io, sa, (size_t)D * sizeof *sa);
+        file_sum_get(&io, skl, (size_t)D * sizeof *skl);
+        file_sum_get(&io, sdl, (size_t)D * sizeof *sdl);
+        file_sum_get(&io, acc, cw * V * sizeof *acc);
+        file_sum_get(&io, e->corr, (size_t)D * sizeof *e->corr);
+        file_sum_get(&io, e->idx, (size_t)D * 2 * e->k * sizeof *e->idx);
+        file_sum_get(&io, e->val, (size_t)D * 2 * e->k * sizeof *e->val);
+        if (!file_sum_get_end(&io)) why = "is damaged (its checksum fails)";
+        for (size_t q = 0; !why && q < (size_t)D * 2 * e->k; q++)
+            if (e->idx[q] < 0 || e->idx[q] >= V) why = "is damaged (a token id)";
+        for (int j = 0; !why && j < D; j++)
+            if (n[j] < 0) why = "is damaged (a count)";
+        if (!why) {
+            *st = (ana_effects_state){(int)hdr[3], chunk, V, D, hdr[7], acc, n, sa, skl, sdl, hdr[8], hdr[9]};
+            *buf = b;
+        }
+    }
+    if (f) fclose(f);
+    if (!why) {
+        ckpt_notice(ec->ck->o, "continuing the effects from %s (features %lld.., %lld sequences "
+                    "of their pass done)", ec->path, (long long)st->j0, (long long)st->seqs_done);
+        return 1;
+    }
+    mem_free(b);
+    for (int j = 0; j < D; j++) e->corr[j] = NAN; /* as run_effects made them */
+    ckpt_notice(ec->ck->o, "%s %s: starting the effects over", ec->path, why);
+    return 0;
+}
+
+static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, const pass_ckpt *ck,
+                       effects_work *e, ana_dict_result *dr)
 {
     const gpt2_config *cfg = gpt2_cfg(sh->model);
     const int D = d->d_sae, V = cfg->vocab_size;
@@ -528,8 +672,9 @@ static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, effects
     e->kl = mem_alloc((size_t)D * sizeof *e->kl);
     e->dl = mem_alloc((size_t)D * sizeof *e->dl);
     e->corr = mem_alloc((size_t)D * sizeof *e->corr);
-    e->idx = mem_alloc((size_t)D * 2 * e->k * sizeof *e->idx);
-    e->val = mem_alloc((size_t)D * 2 * e->k * sizeof *e->val);
+    /* zeroed: a checkpoint holds every feature's entries, also those not measured yet */
+    e->idx = mem_calloc((size_t)D * 2 * e->k, sizeof *e->idx);
+    e->val = mem_calloc((size_t)D * 2 * e->k, sizeof *e->val);
     e->direct = mem_alloc((size_t)V * sizeof *e->direct);
     if (!e->n || !e->act || !e->kl || !e->dl || !e->corr || !e->idx || !e->val || !e->direct)
         return err_set(ERR_NOMEM, "out of memory for the effects of %d features", D);
@@ -545,10 +690,30 @@ static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, effects
     e->C = cfg->n_embd;
     size_t nseq = o->effects_seqs > 0 && (size_t)o->effects_seqs < sh->nseq ? (size_t)o->effects_seqs : sh->nseq;
     ana_effects_opts eo = {.max_ctx = o->effects_ctx, .stop = o->stop};
+    eff_ckpt ec = {.ck = ck, .e = e, .D = D};
+    ana_effects_state rs;
+    void *rbuf = NULL;
+    char cs[17] = "";
+    if (ck->path[0] && ck->secs > 0 && path_fmt(ec.path, sizeof ec.path, "%s.effects", ck->path) == OK &&
+        gpt2_dir_checksum(sh->model_path, cs) == OK) {
+        uint64_t *h = ec.key;
+        h[0] = ck->key[0];
+        h[1] = ck->key[1];
+        memo_absorb_str(h, cs);
+        int64_t w[] = {op_precision_bf16(), o->effects_ctx, (int64_t)nseq, e->k, V};
+        for (size_t i = 0; i < sizeof w / sizeof *w; i++) hash_absorb128(h, (uint64_t)w[i]);
+        file_remove_dead_temps(ec.path);
+        if (eff_ckpt_load(&ec, ana_effects_chunk(V, D, eo.max_acc_bytes), V, &rs, &rbuf)) eo.resume = &rs;
+        eo.save_secs = ck->secs;
+        eo.save = eff_ckpt_save;
+        eo.save_user = &ec;
+    } else
+        err_clear(); /* no checkpoints for the effects: a path too long or a model unread */
     ana_effects_out out = {e->n, e->act, e->kl, e->dl};
     /* BOS positions are left out as in the statistics, unless keep_bos */
     int rc = ana_effects(sh->model, d->sae, sh->hook.name, sh->tok, sh->off,
                          o->keep_bos ? NULL : sh->bos, nseq, &eo, &out, effects_feature, e);
+    mem_free(rbuf);
     if (rc) return rc;
     dr->have_effects = 1;
     dr->effects_forwards = out.forwards;
@@ -628,39 +793,6 @@ static int dict_work_init(dict_work *w, const dict *d, const ana_run_opts *o)
     if (!rc) rc = ana_feat_acc_new(&w->acc, D, o->top_n, o->reservoir, w->edges, o->nbins, 0x5ae1u);
     if (!rc) rc = sae_metrics_init(&w->rec, d->d_out, D);
     return rc;
-}
-
-/* ---- the pass's checkpoint (a killed analyze continues) --------------------------------------
- * Every ckpt_secs the pass saves its state at the block boundary it just reached, to
- * DB.analyze-HASH (HASH: the dictionary's identity, kind, name, hook and split; under mpirun one
- * file per rank, -R.N after it); the same command run again continues from there with the bits
- * of an uninterrupted run: at a boundary the float sums are whole in the tree and the feature
- * statistics merge exactly (ana.h). The file goes once the dictionary is written. It opens with a
- * key of what the pass depends on (the hook's id and counts, the SAE's weights checksum, the
- * options, every sequence id and BOS flag): another key, or a file that fails a check, means a
- * fresh start with a notice, never an error (the file is a cache). Layout, host byte order (the
- * binary that wrote it): int64 {magic, key0, key1, nseq, blocks done, tree width n, depth}, the
- * depth partial sums [depth][n] double, int64 {rec.n, rec.n_nonzero}, rec.fires [D] int64, int64
- * packed size, ana_feat_acc_pack's bytes, int64 FNV-1a of everything before it. */
-#define CKPT_MAGIC INT64_C(0x3150434b414e41) /* "ANAKCP1" */
-
-typedef struct {
-    char path[4096];
-    uint64_t key[2];
-    double secs, last; /* the interval (<= 0: none); when the last one was written */
-    size_t resumed_seqs; /* this rank's sequences the checkpoint held */
-    const ana_run_opts *o;
-} pass_ckpt;
-
-static void ckpt_notice(const ana_run_opts *o, const char *fmt, ...)
-{
-    if (!o->notice) return;
-    char msg[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    o->notice(msg, o->user);
 }
 
 /* Path and key of dictionary d's checkpoint; ck->secs 0 when there is none to keep. */
@@ -1189,13 +1321,13 @@ static int write_metrics(const ana_run_opts *o, const ana_dict_result *dr, store
 /* Rank 0's part after the reductions: the effects, the geometry and everything written in one
  * transaction (rolled back on failure). t0/t_ds: when the dictionary and its downstream pass
  * ended. */
-static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_id, dict_work *dw,
-                       ana_dict_result *dr, double t0, double t_ds)
+static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, const pass_ckpt *ck,
+                       int64_t sae_id, dict_work *dw, ana_dict_result *dr, double t0, double t_ds)
 {
     effects_work ew = {0};
     store_ana_writer *w = NULL;
     int tx = 0, rc = OK;
-    if (o->effects && d->sae && sh->model) rc = run_effects(sh, d, o, &ew, dr);
+    if (o->effects && d->sae && sh->model) rc = run_effects(sh, d, o, ck, &ew, dr);
     double t_eff = now_seconds();
     dr->t_effects = t_eff - t_ds;
     if (!rc) rc = dict_geometry(d, o, dw);
@@ -1263,9 +1395,14 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
         dr->have_downstream = !rc;
     }
     double t_ds = now_seconds();
-    if (!rc && dist_is_root()) rc = finish_dict(sh, d, o, sae_id, &dw, dr, t0, t_ds);
+    if (!rc && dist_is_root()) rc = finish_dict(sh, d, o, &ck, sae_id, &dw, dr, t0, t_ds);
     rc = ana_agree(rc);
-    if (!rc && ck.path[0]) unlink(ck.path); /* written: nothing left to continue */
+    if (!rc && ck.path[0]) { /* written: nothing left to continue */
+        char ep[4200];
+        unlink(ck.path);
+        snprintf(ep, sizeof ep, "%s.effects", ck.path);
+        unlink(ep);
+    }
     if (!rc) {
         dr->kind = d->kind;
         dr->resumed_seqs = ck.resumed_seqs;

@@ -59,6 +59,15 @@ static void log_softmax(const float *l, int V, float *lp, float *p)
     for (int i = 0; i < V; i++) lp[i] = (float)((double)l[i] - lse);
 }
 
+int ana_effects_chunk(int V, int d_sae, size_t max_acc_bytes)
+{
+    size_t acc_bytes = max_acc_bytes ? max_acc_bytes : (size_t)512 << 20;
+    size_t chunk = acc_bytes / ((size_t)V * sizeof(float));
+    if (chunk < 1) chunk = 1;
+    if (chunk > (size_t)d_sae) chunk = (size_t)d_sae;
+    return (int)chunk;
+}
+
 int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *tok,
                 const int64_t *off, const unsigned char *bos, size_t nseq,
                 const ana_effects_opts *o, ana_effects_out *out, ana_effects_fn cb, void *user)
@@ -76,11 +85,14 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
     for (size_t i = 0; i < nseq; i++)
         if (off[i + 1] - off[i] > Tm) Tm = (int)(off[i + 1] - off[i]);
     if (Tm > cfg->n_ctx) return err_set(ERR_SHAPE, "effects: a sequence of %d tokens is longer than the model's context %d", Tm, cfg->n_ctx);
-    size_t acc_bytes = o->max_acc_bytes ? o->max_acc_bytes : (size_t)512 << 20;
-    int chunk = (int)(acc_bytes / ((size_t)V * sizeof(float)));
-    if (chunk < 1) chunk = 1;
-    if (chunk > D) chunk = D;
+    const int chunk = ana_effects_chunk(V, D, o->max_acc_bytes);
 
+    const ana_effects_state *rs = o->resume;
+    if (rs && (rs->chunk != chunk || rs->V != V || rs->d_sae != D || rs->j0 < 0 || rs->j0 >= D ||
+               rs->j0 % chunk || rs->seqs_done < 0 || rs->seqs_done > (int64_t)nseq))
+        return err_set(ERR_ARG, "effects: a saved state of %d features in chunks of %d (vocabulary "
+                       "%d) does not fit this run's %d in chunks of %d (%d)", rs->d_sae, rs->chunk,
+                       rs->V, D, chunk, V);
     memset(out->n, 0, (size_t)D * sizeof *out->n);
     out->forwards = out->rows = 0;
     double *sa = mem_calloc((size_t)D, sizeof *sa), *skl = mem_calloc((size_t)D, sizeof *skl);
@@ -103,11 +115,35 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
     hook_ctx h = {.s = s, .d = d};
     progress pr;
     double total = (double)nseq * ((D + chunk - 1) / chunk), done = 0;
-    progress_begin(&pr, "effects", total, "seq");
-    for (int j0 = 0; j0 < D && !rc; j0 += chunk) {
+    int jstart = 0;
+    size_t istart = 0;
+    if (!rc && rs) { /* the saved sums and counts, then on from its sequence */
+        jstart = rs->j0;
+        istart = (size_t)rs->seqs_done;
+        memcpy(out->n, rs->n, (size_t)D * sizeof *out->n);
+        memcpy(sa, rs->sum_act, (size_t)D * sizeof *sa);
+        memcpy(skl, rs->sum_kl, (size_t)D * sizeof *skl);
+        memcpy(sdl, rs->sum_dloss, (size_t)D * sizeof *sdl);
+        memcpy(acc, rs->acc, (size_t)((jstart + chunk < D ? jstart + chunk : D) - jstart) * V * sizeof *acc);
+        out->forwards = rs->forwards;
+        out->rows = rs->rows;
+        done = (double)nseq * (jstart / chunk) + (double)istart;
+    }
+    progress_begin_at(&pr, "effects", total, "seq", done);
+    double last_save = now_seconds();
+    int saving = o->save && o->save_secs > 0;
+    for (int j0 = jstart; j0 < D && !rc; j0 += chunk) {
         int j1 = j0 + chunk < D ? j0 + chunk : D;
-        memset(acc, 0, (size_t)(j1 - j0) * V * sizeof *acc);
-        for (size_t i = 0; i < nseq && !rc; i++, done++) {
+        size_t i0 = j0 == jstart ? istart : 0;
+        if (i0 == 0) memset(acc, 0, (size_t)(j1 - j0) * V * sizeof *acc);
+        for (size_t i = i0; i < nseq && !rc; i++, done++) {
+            /* the state after sequence i - 1 of this chunk (the callbacks of the chunks before ran) */
+            if (saving && i > i0 && now_seconds() - last_save >= o->save_secs) {
+                ana_effects_state st = {j0, chunk, V, D, (int64_t)i, acc, out->n, sa, skl, sdl,
+                                        out->forwards, out->rows};
+                if (o->save(&st, o->save_user)) saving = 0;
+                last_save = now_seconds();
+            }
             const int *ids = tok + off[i];
             const int T = (int)(off[i + 1] - off[i]);
             const int b0 = bos && bos[i] ? 1 : 0;
@@ -211,6 +247,12 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
             }
         }
         gpt2_hook_clear(m);
+        if (!rc && saving && now_seconds() - last_save >= o->save_secs) { /* the chunk whole */
+            ana_effects_state st = {j0, chunk, V, D, (int64_t)nseq, acc, out->n, sa, skl, sdl,
+                                    out->forwards, out->rows};
+            if (o->save(&st, o->save_user)) saving = 0;
+            last_save = now_seconds();
+        }
         for (int j = j0; j < j1 && !rc; j++) {
             int64_t n = out->n[j];
             if (!n) continue;

@@ -33,11 +33,32 @@
 #include "model/gpt2.h"
 #include "sae/sae.h"
 
+/* The state of a run between two sequences, for a caller's checkpoint (analyze's): the chunk in
+ * progress [j0, j0 + chunk) and the sequences of it done, its delta sums acc [chunk, V], the
+ * per-feature counts and sums [d_sae] so far (every chunk before j0 finished: its callbacks ran).
+ * The arrays belong to the run (valid during the save call only). */
+typedef struct {
+    int j0, chunk, V, d_sae;
+    int64_t seqs_done;
+    const float *acc;
+    const int64_t *n;
+    const double *sum_act, *sum_kl, *sum_dloss;
+    int64_t forwards, rows;
+} ana_effects_state;
+
 typedef struct {
     int max_ctx;          /* contexts per feature (<= 0: all) */
     int batch;            /* rows per forward pass (<= 0: 8) */
     size_t max_acc_bytes; /* delta accumulators per chunk (0: 512 MB) */
     volatile int *stop;   /* polled per sequence; may be NULL */
+    /* resume: a state saved by an earlier run with the same inputs and options (NULL: from the
+       start); ERR_ARG when its shape does not fit. save: called every save_secs (> 0) at a
+       sequence boundary, and once after the last sequence of a chunk when that interval has
+       passed; a failure is the caller's to handle (returned non-OK: no more saves). */
+    const ana_effects_state *resume;
+    double save_secs;
+    int (*save)(const ana_effects_state *st, void *user);
+    void *save_user;
 } ana_effects_opts;
 
 typedef struct {
@@ -47,6 +68,9 @@ typedef struct {
     double *dloss;   /* [d_sae] mean change in loss */
     int64_t forwards, rows; /* forward passes and batch rows run (for the timing note) */
 } ana_effects_out;
+
+/* Features per chunk for a vocabulary of V, d_sae features and max_acc_bytes (0: 512 MB). */
+int ana_effects_chunk(int V, int d_sae, size_t max_acc_bytes);
 
 /* Called once per feature with n > 0 when its chunk is done: mean delta [V] (borrowed). */
 typedef int (*ana_effects_fn)(int feature, int64_t n, const float *mean_delta, int V, void *user);

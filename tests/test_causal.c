@@ -373,6 +373,86 @@ static void lsm(const float *l, double *lp)
     for (int i = 0; i < V; i++) lp[i] = l[i] - mx - log(s);
 }
 
+/* Every state ana_effects offers to save, copied (at most 32). */
+typedef struct {
+    ana_effects_state st[32];
+    int n;
+} eff_saves;
+
+static int save_copy(const ana_effects_state *st, void *user)
+{
+    eff_saves *sv = user;
+    if (sv->n == 32) return 0;
+    ana_effects_state *c = &sv->st[sv->n++];
+    *c = *st;
+    size_t cw = (size_t)((st->j0 + st->chunk < st->d_sae ? st->j0 + st->chunk : st->d_sae) - st->j0);
+    float *acc = malloc(cw * st->V * sizeof *acc);
+    int64_t *n = malloc((size_t)st->d_sae * sizeof *n);
+    double *sums = malloc((size_t)st->d_sae * 3 * sizeof *sums);
+    memcpy(acc, st->acc, cw * st->V * sizeof *acc);
+    memcpy(n, st->n, (size_t)st->d_sae * sizeof *n);
+    memcpy(sums, st->sum_act, (size_t)st->d_sae * sizeof *sums);
+    memcpy(sums + st->d_sae, st->sum_kl, (size_t)st->d_sae * sizeof *sums);
+    memcpy(sums + 2 * st->d_sae, st->sum_dloss, (size_t)st->d_sae * sizeof *sums);
+    c->acc = acc;
+    c->n = n;
+    c->sum_act = sums;
+    c->sum_kl = sums + st->d_sae;
+    c->sum_dloss = sums + 2 * st->d_sae;
+    return 0;
+}
+
+/* A run continued from each saved state gives the uninterrupted run's numbers, bit for bit: the
+ * counts and means of every feature and the mean deltas the callbacks see from the state's chunk
+ * on (the chunks before it are the caller's to keep, as analyze's checkpoint does). */
+static void check_effects_resume(gpt2_model *m, sae_model *s, const char *hook, const int *tok,
+                                 const int64_t *off, const unsigned char *bos, int NS,
+                                 const ana_effects_opts *o0, const int64_t *n, const double *act,
+                                 const double *kl, const double *dl, const float *delta)
+{
+    eff_saves sv = {.n = 0};
+    ana_effects_opts o = *o0;
+    o.save_secs = 1e-12; /* every sequence boundary */
+    o.save = save_copy;
+    o.save_user = &sv;
+    int64_t n2[D];
+    double a2[D], k2[D], d2[D];
+    float *delta2 = mem_calloc((size_t)D * V, sizeof *delta2);
+    ana_effects_out out = {n2, a2, k2, d2};
+    eff_cb cb = {delta2};
+    int rc = ana_effects(m, s, hook, tok, off, bos, (size_t)NS, &o, &out, keep_delta, &cb);
+    CHECK(rc == OK && sv.n >= 3, "effects with saves: %d states (%s)", sv.n, rc ? err_msg() : "ok");
+    int bad = rc != OK || memcmp(n2, n, sizeof n2) || memcmp(a2, act, sizeof a2) ||
+              memcmp(k2, kl, sizeof k2) || memcmp(d2, dl, sizeof d2);
+    CHECK(!bad, "%s: saving changed the numbers", hook);
+    int tried = 0, differ = 0;
+    for (int q = 0; q < sv.n; q++) {
+        ana_effects_opts r = *o0;
+        r.resume = &sv.st[q];
+        memset(delta2, 0, (size_t)D * V * sizeof *delta2);
+        rc = ana_effects(m, s, hook, tok, off, bos, (size_t)NS, &r, &out, keep_delta, &cb);
+        int j0 = sv.st[q].j0;
+        differ += rc != OK || memcmp(n2, n, sizeof n2) || memcmp(a2, act, sizeof a2) ||
+                  memcmp(k2, kl, sizeof k2) || memcmp(d2, dl, sizeof d2) ||
+                  memcmp(delta2 + (size_t)j0 * V, delta + (size_t)j0 * V, (size_t)(D - j0) * V * sizeof *delta);
+        tried++;
+    }
+    CHECK(differ == 0, "%s: %d of %d continued runs differ from the uninterrupted one", hook, differ, tried);
+    ana_effects_state wrong = sv.st[0];
+    wrong.chunk++;
+    ana_effects_opts r = *o0;
+    r.resume = &wrong;
+    rc = ana_effects(m, s, hook, tok, off, bos, (size_t)NS, &r, &out, keep_delta, &cb);
+    CHECK(rc == ERR_ARG && strstr(err_msg(), "does not fit"), "a state of another chunking: %s", err_msg());
+    err_clear();
+    for (int q = 0; q < sv.n; q++) {
+        free((void *)sv.st[q].acc);
+        free((void *)sv.st[q].n);
+        free((void *)sv.st[q].sum_act);
+    }
+    mem_free(delta2);
+}
+
 static void check_effects(const char *hook, int max_ctx, int want_local)
 {
     enum { NS = 3 };
@@ -392,6 +472,7 @@ static void check_effects(const char *hook, int max_ctx, int want_local)
     eff_cb cb = {delta};
     int rc = ana_effects(m, s, hook, tok, off, bos, NS, &o, &out, keep_delta, &cb);
     CHECK(rc == OK, "effects: %s", err_msg());
+    check_effects_resume(m, s, hook, tok, off, bos, NS, &o, n, act, kl, dl, delta);
     /* brute force */
     int64_t bn[D] = {0};
     double bact[D] = {0}, bkl[D] = {0}, bdl[D] = {0};

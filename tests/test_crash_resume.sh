@@ -205,5 +205,24 @@ ana_killed ana_k5.db
 ana_after ana_k5.db "cannot be read" "a directory where the checkpoint was"
 rmdir "$ck" 2> /dev/null
 
+# --effects: killed once its own checkpoint (PATH.effects) is there, continued to the same
+# tables (the 2-layer model of the extract above, the SAE trained on its MLP hook)
+eff_cmd() { CMD=("$BIN" analyze --db "$1" --sae sae_ref --hook blocks.1.mlp.hook_post --model model --effects --all --checkpoint-secs 0.000001); }
+cp ref.db eff_ref.db
+eff_cmd eff_ref.db; "${CMD[@]}" > /dev/null 2> err.txt || bad "analyze --effects: uninterrupted run failed: $(head -n 1 err.txt)"
+andump eff_ref.db > eff_ref.dump
+cp ref.db eff_k.db
+eff_cmd eff_k.db; "${CMD[@]}" > /dev/null 2>&1 &
+pid=$!
+for i in $(seq 1000); do ls eff_k.db.analyze-*.effects 2> /dev/null | grep -qv '\.tmp\.' && break; sleep 0.01; done
+kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
+eff_cmd eff_k.db; "${CMD[@]}" > /dev/null 2> err.txt
+rc=$?
+andump eff_k.db > eff_k.dump
+if [ $rc -eq 0 ] && grep -q "continuing the effects from eff_k.db.analyze-" err.txt && cmp -s eff_ref.dump eff_k.dump &&
+   [ "$(grep -c . eff_ref.dump)" -gt 1000 ] && [ -z "$(ls eff_k.db.analyze-* 2> /dev/null)" ]; then
+    ok "analyze --effects, killed after its first effects checkpoint: continued, every table equal ($(grep -m1 'continuing the effects' err.txt | sed 's/.*(//'))"
+else bad "analyze --effects resumed: rc $rc, '$(grep -m1 saelite err.txt)', tables $(cmp -s eff_ref.dump eff_k.dump && echo equal || echo differ), left: $(ls eff_k.db.analyze-* 2> /dev/null)"; fi
+
 echo "test_crash_resume: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
