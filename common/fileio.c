@@ -213,6 +213,57 @@ int file_atomic_open(file_atomic *a, const char *path)
     return OK;
 }
 
+int file_atomic_open_plain(file_atomic *a, const char *path)
+{
+    memset(a, 0, sizeof *a);
+    size_t pl = strlen(path), cap = 2 * pl + 34;
+    a->path = mem_alloc(cap);
+    if (!a->path) return err_set(ERR_NOMEM, "%s: out of memory", path);
+    memcpy(a->path, path, pl + 1);
+    a->tmp = a->path + pl + 1;
+    temp_name(a->tmp, cap - pl - 1, path);
+    /* a new file of our own: no link followed, nothing opened that was there (a stale temp of
+       this PID is ours to drop) */
+    unlink(a->tmp);
+    int fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || !(a->f = fdopen(fd, "wb"))) {
+        int rc = err_set(ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(a->tmp);
+        }
+        atomic_clear(a);
+        return rc;
+    }
+    return OK;
+}
+
+int file_open_plain_read(const char *path, FILE **f, int64_t *size)
+{
+    *f = NULL;
+    *size = 0;
+    /* O_NONBLOCK: a FIFO put there opens at once (and is refused below) instead of waiting for a
+       writer; O_NOFOLLOW: a link is not the program's file */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return OK;
+        return err_set(ERR_IO, "%s: cannot open: %s", path, errno == ELOOP ? "a symbolic link" : strerror(errno));
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return err_set(ERR_IO, "%s: not a regular file", path);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl != -1) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (!(*f = fdopen(fd, "rb"))) {
+        close(fd);
+        return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    *size = (int64_t)sb.st_size;
+    return OK;
+}
+
 /* The directory an atomic write to dst creates its temp file in. */
 static void dir_of(char *out, size_t cap, const char *dst)
 {
@@ -422,6 +473,15 @@ void file_remove_dead_temps(const char *path)
     const char *base = slash ? slash + 1 : dst;
     remove_temps(dir, &base, 1, 0, 1);
     free(real);
+}
+
+void file_remove_dead_temps_plain(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    dir_of(dir, sizeof dir, path);
+    const char *base = slash ? slash + 1 : path;
+    remove_temps(dir, &base, 1, 0, 1);
 }
 
 int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)

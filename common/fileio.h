@@ -50,6 +50,16 @@ typedef struct {
 /* Create TARGET.tmp.PID, or open a device/FIFO directly (the rule above). ERR_IO (naming the
  * path as given, and why) or ERR_NOMEM; *a is then closed. */
 int file_atomic_open(file_atomic *a, const char *path);
+/* file_atomic_open for a file that is the program's own (a checkpoint beside a database): always
+ * a new temp file beside path (O_EXCL, O_NOFOLLOW) and a rename over path itself, whatever is
+ * there: a symlink, FIFO or device at path is replaced, never followed or written through (a
+ * link there made analyze overwrite the file it pointed to, a FIFO hung it: an audit); a
+ * directory there fails at the commit. */
+int file_atomic_open_plain(file_atomic *a, const char *path);
+/* The reading side of such a file: *f opened for reading and *size its bytes when path is a
+ * regular file; *f NULL (OK) when there is none; ERR_IO naming the path for anything else there (a
+ * symbolic link, FIFO, device, directory: never followed or waited on) or a failed open. */
+int file_open_plain_read(const char *path, FILE **f, int64_t *size);
 /* Finish: a write error on f, a failed flush/fsync/close or rename gives ERR_IO naming the path
  * (the temp file is removed). *a is closed afterwards either way. */
 int file_atomic_commit(file_atomic *a);
@@ -62,6 +72,9 @@ void file_atomic_abort(file_atomic *a);
  * pictures made that quadratic). A live writer's temp is left alone; on a filesystem shared by
  * several hosts (another PID namespace) a writer of the same path elsewhere looks dead. */
 void file_remove_dead_temps(const char *path);
+/* The same for file_atomic_open_plain's files: the temps beside path itself, whatever path is
+ * (a link there is not followed). */
+void file_remove_dead_temps_plain(const char *path);
 
 /* Several output files of one command, all or none (attribute's --csv --npy --png: a failing
  * PNG left the new CSV and .npy, an audit). Each regular-file output is written under a staging

@@ -1150,6 +1150,49 @@ static void write_sum_file(const char *path, const double *a, size_t na, int64_t
     CHECK(!w.bad && fclose(f) == 0, "file_sum: written");
 }
 
+/* file_atomic_open_plain replaces what is at the name (a link's target untouched, a FIFO not
+ * waited on); file_open_plain_read reads regular files only and says none when missing */
+static void test_atomic_plain(void)
+{
+    char p[512], victim[512], fifo[512];
+    snprintf(p, sizeof p, "%s/plain.bin", tdir);
+    snprintf(victim, sizeof victim, "%s/victim.txt", tdir);
+    snprintf(fifo, sizeof fifo, "%s/plain.fifo", tdir);
+    FILE *f = fopen(victim, "w");
+    fputs("precious", f);
+    fclose(f);
+    unlink(p);
+    CHECK(symlink(victim, p) == 0);
+    FILE *r = NULL;
+    int64_t size = -1;
+    CHECK(file_open_plain_read(p, &r, &size) == ERR_IO && !r, "a link is not read");
+    err_clear();
+    file_atomic a;
+    CHECK(file_atomic_open_plain(&a, p) == OK);
+    fputs("new", a.f);
+    CHECK(file_atomic_commit(&a) == OK);
+    char buf[32] = "";
+    f = fopen(victim, "r");
+    CHECK(fgets(buf, sizeof buf, f) && !strcmp(buf, "precious"), "the link's target untouched: %s", buf);
+    fclose(f);
+    struct stat sb;
+    CHECK(lstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 3, "the link replaced by the file");
+    CHECK(file_open_plain_read(p, &r, &size) == OK && r && size == 3);
+    if (r) fclose(r);
+    unlink(fifo);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    CHECK(file_open_plain_read(fifo, &r, &size) == ERR_IO && !r, "a FIFO is refused, not waited on");
+    err_clear();
+    CHECK(file_atomic_open_plain(&a, fifo) == OK);
+    fputs("x", a.f);
+    CHECK(file_atomic_commit(&a) == OK);
+    CHECK(lstat(fifo, &sb) == 0 && S_ISREG(sb.st_mode), "the FIFO replaced by the file");
+    unlink(fifo);
+    CHECK(file_open_plain_read(fifo, &r, &size) == OK && !r, "none there: OK, no file");
+    unlink(p);
+    unlink(victim);
+}
+
 static void test_file_sum(void)
 {
     char path[512];
@@ -1208,6 +1251,7 @@ int main(void)
     test_atomic();
     test_atomic_special();
     test_file_sum();
+    test_atomic_plain();
     test_hash();
     test_select();
     test_buf();
