@@ -483,9 +483,11 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
  * depth partial sums [depth][n] double, int64 {rec.n, rec.n_nonzero}, rec.fires [D] int64, int64
  * packed size, ana_feat_acc_pack's bytes, int64 FNV-1a of everything before it. */
 #define CKPT_MAGIC INT64_C(0x3150434b414e41) /* "ANAKCP1" */
+enum { CKPT_SAMPLES = 64 }; /* sequences whose stored values the key reads */
 
 typedef struct {
     char path[4096];
+    char base[4080];   /* DB.analyze-HASH: path without a rank's suffix */
     uint64_t key[2];
     double secs, last; /* the interval (<= 0: none); when the last one was written */
     size_t resumed_seqs; /* this rank's sequences the checkpoint held */
@@ -572,7 +574,7 @@ static int eff_ckpt_save(const ana_effects_state *st, void *user)
     const effects_work *e = ec->e;
     const int D = st->d_sae, cw = (st->j0 + st->chunk < D ? st->j0 + st->chunk : D) - st->j0;
     file_atomic fa;
-    int rc = file_atomic_open(&fa, ec->path);
+    int rc = file_atomic_open_plain(&fa, ec->path);
     if (!rc) {
         fa.sync = 1;
         file_sum io = file_sum_start(fa.f);
@@ -606,10 +608,11 @@ static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, ana_effects_state *st, 
 {
     effects_work *e = ec->e;
     const int D = ec->D;
-    struct stat sb;
     *buf = NULL;
-    if (stat(ec->path, &sb) != 0) return 0;
-    FILE *f = S_ISREG(sb.st_mode) ? fopen(ec->path, "rb") : NULL;
+    FILE *f = NULL;
+    int64_t fsize = 0;
+    if (file_open_plain_read(ec->path, &f, &fsize)) err_clear(); /* "cannot be read" below */
+    else if (!f) return 0;
     file_sum io = file_sum_start(f);
     int64_t hdr[10];
     file_sum_get(&io, hdr, sizeof hdr);
@@ -624,7 +627,7 @@ static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, ana_effects_state *st, 
     size_t cw = why ? 0 : (size_t)((hdr[3] + chunk < D ? hdr[3] + chunk : D) - hdr[3]);
     size_t bytes = (size_t)D * (sizeof(int64_t) + 3 * sizeof(double)) + cw * V * sizeof(float);
     unsigned char *b = NULL;
-    if (!why && (off_t)bytes > sb.st_size) why = "is damaged (cut short)";
+    if (!why && (int64_t)bytes > fsize) why = "is damaged (cut short)";
     else if (!why && !(b = mem_alloc(bytes))) why = "needs more memory than there is";
     if (!why) {
         int64_t *n = (int64_t *)b;
@@ -702,7 +705,7 @@ static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, const p
         memo_absorb_str(h, cs);
         int64_t w[] = {op_precision_bf16(), o->effects_ctx, (int64_t)nseq, e->k, V};
         for (size_t i = 0; i < sizeof w / sizeof *w; i++) hash_absorb128(h, (uint64_t)w[i]);
-        file_remove_dead_temps(ec.path);
+        file_remove_dead_temps_plain(ec.path);
         if (eff_ckpt_load(&ec, ana_effects_chunk(V, D, eo.max_acc_bytes), V, &rs, &rbuf)) eo.resume = &rs;
         eo.save_secs = ck->secs;
         eo.save = eff_ckpt_save;
@@ -802,7 +805,7 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
     ck->o = o;
     if (!(o->ckpt_secs > 0)) return OK;
     char sae_sum[17] = "";
-    int rc = d->sae ? sae_weights_checksum(d->name, sae_sum) : OK;
+    int rc = d->sae ? sae_files_checksum(d->name, sae_sum) : OK;
     if (rc) return rc;
     const char *split = o->all ? (o->keep_bos ? "all+bos" : "all") : (o->keep_bos ? "val+bos" : "val");
     uint64_t id[2] = {0x616e612d636b7074ull, HASH_FNV1A_INIT}, *h = ck->key;
@@ -829,20 +832,26 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
         hash_absorb128(h, (uint64_t)sh->seq[i]);
         hash_absorb128(h, sh->bos[i]);
     }
-    if (dist_size() > 1)
-        rc = path_fmt(ck->path, sizeof ck->path, "%s.analyze-%016llx-%d.%d", o->db,
-                      (unsigned long long)(id[0] ^ id[1]), dist_rank(), dist_size());
-    else
-        rc = path_fmt(ck->path, sizeof ck->path, "%s.analyze-%016llx", o->db,
-                      (unsigned long long)(id[0] ^ id[1]));
+    /* the stored values too, sampled: a database made again with the same shapes (another
+       model's activations under the same ids) had taken the old checkpoint (an audit) */
+    rc = store_act_fingerprint(sh->s, sh->hook.id, sh->seq, sh->nseq, CKPT_SAMPLES, h);
+    if (!rc && d->hook_out.id >= 0)
+        rc = store_act_fingerprint(sh->s, d->hook_out.id, sh->seq, sh->nseq, CKPT_SAMPLES, h);
+    if (rc) return rc;
+    rc = path_fmt(ck->base, sizeof ck->base, "%s.analyze-%016llx", o->db,
+                  (unsigned long long)(id[0] ^ id[1]));
+    if (!rc && dist_size() > 1)
+        rc = path_fmt(ck->path, sizeof ck->path, "%s-%d.%d", ck->base, dist_rank(), dist_size());
+    else if (!rc)
+        rc = path_fmt(ck->path, sizeof ck->path, "%s", ck->base);
     if (rc) { /* no checkpoint, no failure: say so */
-        ck->path[0] = 0;
+        ck->path[0] = ck->base[0] = 0;
         ckpt_notice(o, "no checkpoints for this pass: %s", err_msg());
         err_clear();
         return OK;
     }
     ck->secs = o->ckpt_secs;
-    file_remove_dead_temps(ck->path);
+    file_remove_dead_temps_plain(ck->path);
     return OK;
 }
 
@@ -855,7 +864,7 @@ static int ckpt_save(pass_ckpt *ck, size_t nseq, int blocks_done, const ana_tree
     if (!packed) return err_set(ERR_NOMEM, "out of memory for the checkpoint (%zu bytes)", pbytes);
     ana_feat_acc_pack(w->acc, packed);
     file_atomic fa;
-    int rc = file_atomic_open(&fa, ck->path);
+    int rc = file_atomic_open_plain(&fa, ck->path);
     if (!rc) {
         fa.sync = 1;
         file_sum io = file_sum_start(fa.f);
@@ -877,17 +886,39 @@ static int ckpt_save(pass_ckpt *ck, size_t nseq, int blocks_done, const ana_tree
     return rc;
 }
 
+/* The dictionary is written: this rank's checkpoints go, and on rank 0 those of every other
+ * world size (a run killed under -np 4 and done by one process left four files, an audit). */
+static void ckpt_remove(const pass_ckpt *ck)
+{
+    char p[4200];
+    unlink(ck->path);
+    snprintf(p, sizeof p, "%s.effects", ck->path);
+    unlink(p);
+    if (!dist_is_root()) return;
+    for (int n = 1; n <= ANA_BLOCKS; n *= 2)
+        for (int r = 0; r < n; r++) {
+            if (n == 1) snprintf(p, sizeof p, "%s", ck->base);
+            else snprintf(p, sizeof p, "%s-%d.%d", ck->base, r, n);
+            if (strcmp(p, ck->path)) unlink(p);
+            size_t l = strlen(p);
+            snprintf(p + l, sizeof p - l, ".effects");
+            unlink(p);
+        }
+}
+
 /* ck->path's state into t and w (both fresh), when it is this pass's: returns the blocks done
  * (b0 when there is nothing to resume; a notice when a file was there but not usable). */
 static int ckpt_load(pass_ckpt *ck, const char *kind, size_t nseq, int b0, int b1, ana_tree *t,
                      dict_work *w)
 {
     const ana_run_opts *o = ck->o;
-    struct stat st;
-    if (!(ck->secs > 0) || stat(ck->path, &st) != 0) return b0;
+    FILE *f = NULL;
+    int64_t fsize = 0;
+    if (!(ck->secs > 0)) return b0;
+    if (file_open_plain_read(ck->path, &f, &fsize)) err_clear(); /* "cannot be read" below */
+    else if (!f) return b0;
     const char *why = NULL;
     void *packed = NULL;
-    FILE *f = S_ISREG(st.st_mode) ? fopen(ck->path, "rb") : NULL;
     file_sum io = file_sum_start(f);
     int64_t hdr[7];
     file_sum_get(&io, hdr, sizeof hdr);
@@ -908,15 +939,26 @@ static int ckpt_load(pass_ckpt *ck, const char *kind, size_t nseq, int b0, int b
             file_sum_get(&io, t->stk[i], (size_t)t->n * sizeof(double));
         }
         t->depth = depth;
-        int64_t cnt[2], pb;
-        file_sum_get(&io, cnt, sizeof cnt);
-        file_sum_get(&io, w->rec.fires, (size_t)D * sizeof *w->rec.fires);
-        file_sum_get(&io, &pb, sizeof pb);
-        w->rec.n = cnt[0];
-        w->rec.n_nonzero = cnt[1];
-        if (io.bad || pb < 0 || pb > (int64_t)st.st_size) why = "is damaged (cut short)";
-        else if (!(packed = mem_alloc(pb ? (size_t)pb : 1))) why = "needs more memory than there is";
-        else {
+        for (int i = 0; i < depth && !why; i++)
+            for (int64_t q = 0; q < t->n; q++)
+                if (!isfinite(t->stk[i][q])) {
+                    why = "is damaged (a sum that is not finite)";
+                    break;
+                }
+        int64_t cnt[2] = {0, 0}, pb = 0;
+        if (!why) {
+            file_sum_get(&io, cnt, sizeof cnt);
+            file_sum_get(&io, w->rec.fires, (size_t)D * sizeof *w->rec.fires);
+            file_sum_get(&io, &pb, sizeof pb);
+            w->rec.n = cnt[0];
+            w->rec.n_nonzero = cnt[1];
+            for (int j = 0; j < D && !why; j++)
+                if (w->rec.fires[j] < 0) why = "is damaged (a count below 0)";
+            if (cnt[0] < 0 || cnt[1] < 0) why = "is damaged (a count below 0)";
+        }
+        if (!why && (io.bad || pb < 0 || pb > fsize)) why = "is damaged (cut short)";
+        if (!why && !(packed = mem_alloc(pb ? (size_t)pb : 1))) why = "needs more memory than there is";
+        if (!why) {
             file_sum_get(&io, packed, (size_t)pb);
             if (!file_sum_get_end(&io)) why = "is damaged (its checksum fails)";
             else if (ana_feat_acc_merge_packed(w->acc, packed, (size_t)pb)) {
@@ -1397,12 +1439,7 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
     double t_ds = now_seconds();
     if (!rc && dist_is_root()) rc = finish_dict(sh, d, o, &ck, sae_id, &dw, dr, t0, t_ds);
     rc = ana_agree(rc);
-    if (!rc && ck.path[0]) { /* written: nothing left to continue */
-        char ep[4200];
-        unlink(ck.path);
-        snprintf(ep, sizeof ep, "%s.effects", ck.path);
-        unlink(ep);
-    }
+    if (!rc && ck.path[0]) ckpt_remove(&ck); /* written: nothing left to continue */
     if (!rc) {
         dr->kind = d->kind;
         dr->resumed_seqs = ck.resumed_seqs;

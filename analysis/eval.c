@@ -443,7 +443,7 @@ static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const i
     memset(ck, 0, sizeof *ck);
     if (!(o->ckpt_secs > 0)) return OK;
     char sum[17];
-    int rc = sae_weights_checksum(c->sae_dir, sum);
+    int rc = sae_files_checksum(c->sae_dir, sum);
     if (rc) return rc;
     uint64_t id[2] = {0x6576616c2d726431ull, HASH_FNV1A_INIT}, *h = ck->key;
     absorb_str(id, c->sae_dir);
@@ -461,6 +461,14 @@ static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const i
         hash_absorb128(h, (uint64_t)off[i + 1]);
     }
     for (int64_t q = 0; q < off[c->nchosen]; q++) hash_absorb128(h, (uint64_t)(int64_t)mark[q]);
+    /* the stored values too, sampled (store_act_fingerprint): a database made again with the
+       same shapes had taken the old checkpoint (an audit) */
+    int64_t *ids = mem_alloc(((size_t)c->nchosen + 1) * sizeof *ids);
+    if (!ids) return err_set(ERR_NOMEM, "out of memory");
+    for (int i = 0; i < c->nchosen; i++) ids[i] = c->seqs[c->chosen[i]].seq_id;
+    rc = store_act_fingerprint(c->s, c->hook.id, ids, (size_t)c->nchosen, 64, h);
+    mem_free(ids);
+    if (rc) return rc;
     if (path_fmt(ck->path, sizeof ck->path, "%s.eval-%016llx", o->db,
                  (unsigned long long)(id[0] ^ id[1]))) {
         ck->path[0] = 0;
@@ -469,7 +477,7 @@ static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const i
         return OK;
     }
     ck->secs = o->ckpt_secs;
-    file_remove_dead_temps(ck->path);
+    file_remove_dead_temps_plain(ck->path);
     return OK;
 }
 
@@ -487,7 +495,7 @@ static int read_ckpt_save(const read_ckpt *ck, const ctx *c, int done)
 {
     const int d = c->hook.width;
     file_atomic fa;
-    int rc = file_atomic_open(&fa, ck->path);
+    int rc = file_atomic_open_plain(&fa, ck->path);
     if (rc) return rc;
     fa.sync = 1;
     file_sum io = file_sum_start(fa.f);
@@ -511,7 +519,7 @@ static int read_ckpt_save(const read_ckpt *ck, const ctx *c, int done)
 
 /* rows of one code set into m (empty), pushed back through eval_csr_push so its layout is the
  * one the read makes; 0 when the stored rows do not fit (rows, nnz, offsets, indices). */
-static int csr_get(file_sum *io, eval_csr *m, int64_t rows, int width, off_t fsize, float *dense)
+static int csr_get(file_sum *io, eval_csr *m, int64_t rows, int width, int64_t fsize, float *dense)
 {
     int64_t hdr[2];
     file_sum_get(io, hdr, sizeof hdr);
@@ -554,9 +562,11 @@ static int read_ckpt_load(read_ckpt *ck, ctx *c, int64_t ntok)
 {
     const eval_opts *o = c->o;
     const int d = c->hook.width, D = c->sae->cfg.d_sae;
-    struct stat st;
-    if (!(ck->secs > 0) || stat(ck->path, &st) != 0) return 0;
-    FILE *f = S_ISREG(st.st_mode) ? fopen(ck->path, "rb") : NULL;
+    FILE *f = NULL;
+    int64_t fsize = 0;
+    if (!(ck->secs > 0)) return 0;
+    if (file_open_plain_read(ck->path, &f, &fsize)) err_clear(); /* "cannot be read" below */
+    else if (!f) return 0;
     file_sum io = file_sum_start(f);
     int64_t hdr[5];
     file_sum_get(&io, hdr, sizeof hdr);
@@ -575,11 +585,11 @@ static int read_ckpt_load(read_ckpt *ck, ctx *c, int64_t ntok)
         file_sum_get(&io, c->tok.raw, (size_t)c->tok.n * d * sizeof *c->tok.raw);
         file_sum_get(&io, c->tok.cls, (size_t)c->tok.n * sizeof *c->tok.cls);
         file_sum_get(&io, c->tok.test, (size_t)c->tok.n);
-        int ok = csr_get(&io, &c->tok.sae, c->tok.n, D, st.st_size, dense) &&
-                 csr_get(&io, &c->tok.rnd, c->tok.n, D, st.st_size, dense);
+        int ok = csr_get(&io, &c->tok.sae, c->tok.n, D, fsize, dense) &&
+                 csr_get(&io, &c->tok.rnd, c->tok.n, D, fsize, dense);
         if (ok) file_sum_get(&io, c->seq.raw, (size_t)done * d * sizeof *c->seq.raw);
-        ok = ok && csr_get(&io, &c->seq.sae, done, D, st.st_size, dense) &&
-             csr_get(&io, &c->seq.rnd, done, D, st.st_size, dense) && file_sum_get_end(&io);
+        ok = ok && csr_get(&io, &c->seq.sae, done, D, fsize, dense) &&
+             csr_get(&io, &c->seq.rnd, done, D, fsize, dense) && file_sum_get_end(&io);
         if (ok) {
             for (int r = 0; r < c->tok.n && ok; r++) ok = c->tok.cls[r] >= 0 && c->tok.cls[r] < EVAL_NPOS && c->tok.test[r] <= 1;
             if (!ok) why = "is damaged (a token row's class)";

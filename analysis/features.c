@@ -365,6 +365,29 @@ int ana_feat_acc_merge_packed(ana_feat_acc *a, const void *buf, size_t bytes)
     if ((size_t)(end - ent) != total * sizeof(ana_act))
         return err_set(ERR_FORMAT, "feature statistics to merge: %zu bytes, want %zu", bytes,
                        (size_t)(ent - (const unsigned char *)buf) + total * sizeof(ana_act));
+    /* what a feed can make: counts >= 0, maxima >= 0 and kept values > 0 (only active positions
+       are kept; never NaN), positions and sequence ids >= 0 (a buffer from a file, analyze's
+       checkpoint, is checked before anything is added) */
+    int bad = hdr[5] < 0;
+    for (size_t j = 0; j < d && !bad; j++) {
+        int64_t n;
+        float m;
+        memcpy(&n, act + j * sizeof n, sizeof n);
+        memcpy(&m, mx + j * sizeof m, sizeof m);
+        bad = n < 0 || n > hdr[5] || !(m >= 0);
+    }
+    for (size_t i = 0; i < d * a->nbins && !bad; i++) {
+        int64_t h;
+        memcpy(&h, hist + i * sizeof h, sizeof h);
+        bad = h < 0;
+    }
+    for (size_t e = 0; e < total && !bad; e++) {
+        ana_act x;
+        memcpy(&x, ent + e * sizeof x, sizeof x);
+        bad = !(x.value > 0) || x.pos < 0 || x.seq < 0;
+    }
+    if (bad) return err_set(ERR_FORMAT, "feature statistics to merge: a count, maximum or kept entry "
+                            "no feed can make");
     a->n_tokens += hdr[5];
     for (size_t j = 0; j < d; j++) {
         int64_t n;

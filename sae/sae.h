@@ -100,6 +100,10 @@ int sae_load_sparsity(const char *dir, int d_sae, float **out);
 /* out = hex FNV-1a 64 of dir/sae_weights.safetensors (16 digits): what the registry records, so
  * that an SAE retrained or replaced in place is not taken for the registered one. */
 int sae_weights_checksum(const char *dir, char out[17]);
+/* out = hex FNV-1a 64 of dir/cfg.json then dir/sae_weights.safetensors: everything sae_load
+ * reads, so a cache of the SAE's results (analyze's and eval's checkpoints) is not taken for
+ * another k, architecture or normalisation with the same weights (an audit). */
+int sae_files_checksum(const char *dir, char out[17]);
 
 /* Output width: d_out for transcoders, d_in for SAEs. */
 int sae_out_dim(const sae_config *c);

@@ -596,3 +596,15 @@ int sae_weights_checksum(const char *dir, char out[17])
     if (!rc) snprintf(out, 17, "%016llx", (unsigned long long)h);
     return rc;
 }
+
+int sae_files_checksum(const char *dir, char out[17])
+{
+    char p[4096];
+    uint64_t h = HASH_FNV1A_INIT;
+    int rc = path_join(p, sizeof p, dir, "cfg.json");
+    if (!rc) rc = file_fnv1a(p, &h);
+    if (!rc) rc = path_join(p, sizeof p, dir, "sae_weights.safetensors");
+    if (!rc) rc = file_fnv1a(p, &h);
+    if (!rc) snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return rc;
+}

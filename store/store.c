@@ -1268,6 +1268,27 @@ int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T
     return OK;
 }
 
+int store_act_fingerprint(store *s, int64_t hook_id, const int64_t *seqs, size_t n, int samples,
+                          uint64_t h[2])
+{
+    store_hook *hk;
+    int rc = hook_get(s, hook_id, &hk);
+    if (rc || !n || samples < 1) return rc;
+    float *buf = mem_alloc((size_t)hk->seq_len * hk->width * sizeof *buf);
+    if (!buf) return err_set(ERR_NOMEM, "out of memory");
+    const int width = hk->width;
+    size_t m = n < (size_t)samples ? n : (size_t)samples;
+    for (size_t q = 0; q < m && !rc; q++) {
+        size_t i = m == 1 ? 0 : q * (n - 1) / (m - 1); /* the first and the last among them */
+        int T = 0;
+        if ((rc = store_act_read(s, hook_id, seqs[i], buf, &T))) break;
+        hash_absorb128(h, (uint64_t)seqs[i]);
+        hash_absorb128(h, hash_fnv1a(HASH_FNV1A_INIT, buf, (size_t)T * width * sizeof *buf));
+    }
+    mem_free(buf);
+    return rc;
+}
+
 /* ---- training iterator -------------------------------------------------------------------- */
 typedef struct { int64_t rowid, seq; int T; } iter_row;
 

@@ -161,6 +161,12 @@ int store_act_delete_doc(store *s, int64_t hook_id, int64_t doc_id);
 /* Reads activations into out[T * width]; *T is set. out must hold hook seq_len * width floats.
  * ERR_NOTFOUND when absent. Uses incremental blob I/O. */
 int store_act_read(store *s, int64_t hook_id, int64_t seq_id, float *out, int *T);
+/* Absorbs into the content key h (hash_absorb128) the activations of at most `samples` of the
+ * sequences seqs[0..n) of a hook, evenly spread (every one when n <= samples): a fingerprint of
+ * the stored values for a cache keyed on them (analyze's and eval's checkpoints), cheap next to
+ * reading them all. A sequence without activations is an error (ERR_NOTFOUND). */
+int store_act_fingerprint(store *s, int64_t hook_id, const int64_t *seqs, size_t n, int samples,
+                          uint64_t h[2]);
 /* Activation rows of a hook whose sequences come from documents of this source (corpus path). */
 int store_count_source_acts(store *s, int64_t hook_id, const char *source, int64_t *n);
 

@@ -202,6 +202,25 @@ static void test_feat_merge(void)
     CHECK(ana_feat_acc_merge_packed(m, buf, n) == ERR_FORMAT);
     free(buf);
     ana_feat_acc_free(other);
+    /* values no feed makes (a forged checkpoint): refused, nothing added */
+    n = ana_feat_acc_packed_size(part[1]);
+    buf = malloc(n);
+    const size_t ent = 6 * 8 + (size_t)D * (8 + 4 + 4 + 4) + (size_t)D * NB * 8; /* first top entry */
+    for (int v = 0; v < 4; v++) {
+        ana_feat_acc_pack(part[1], buf);
+        unsigned char *p = buf;
+        int64_t neg = -1;
+        float nan = NAN;
+        int32_t negpos = -3;
+        if (v == 0) memcpy(p + 6 * 8, &neg, 8);                       /* n_active[0] */
+        if (v == 1) memcpy(p + 6 * 8 + (size_t)D * 8 + (size_t)D * 4, &neg, 8); /* hist[0][0] */
+        if (v == 2) memcpy(p + ent, &nan, 4);                          /* a top value */
+        if (v == 3) memcpy(p + ent + 4, &negpos, 4);                   /* its position */
+        int64_t before = ana_feat_tokens(m);
+        CHECK(ana_feat_acc_merge_packed(m, buf, n) == ERR_FORMAT && ana_feat_tokens(m) == before,
+              "forged statistics (case %d) refused, nothing added", v);
+    }
+    free(buf);
     ana_feat_acc_free(whole);
     for (int k = 0; k < 3; k++) ana_feat_acc_free(part[k]);
 }

@@ -204,6 +204,44 @@ ana_killed ana_k5.db
 [ -n "$ck" ] && rm -f "$ck" && mkdir "$ck"
 ana_after ana_k5.db "cannot be read" "a directory where the checkpoint was"
 rmdir "$ck" 2> /dev/null
+# a FIFO there hung the first save, a link there had its target overwritten (an audit): both are
+# replaced by the checkpoint (never followed or written through) and gone at the end
+ana_killed ana_k6.db
+[ -n "$ck" ] && rm -f "$ck" && mkfifo "$ck"
+ana_cmd ana_k6.db; timeout 120 "${CMD[@]}" > /dev/null 2> err.txt; rc=$?
+andump ana_k6.db > ana_k6.db.dump
+[ $rc -eq 0 ] && cmp -s ana_ref.dump ana_k6.db.dump && [ -z "$(ls ana_k6.db.analyze-* 2> /dev/null)" ] &&
+    ok "analyze, a FIFO where the checkpoint was: not waited on, replaced, the same tables ($(grep -m1 saelite err.txt | cut -c1-90))" ||
+    bad "analyze, a FIFO where the checkpoint was: rc $rc (124: hung), '$(head -n 1 err.txt)'"
+ana_killed ana_k7.db
+echo "precious" > victim.txt
+[ -n "$ck" ] && rm -f "$ck" && ln -s "$PWD/victim.txt" "$ck"
+ana_cmd ana_k7.db; "${CMD[@]}" > /dev/null 2> err.txt; rc=$?
+andump ana_k7.db > ana_k7.db.dump
+[ $rc -eq 0 ] && [ "$(cat victim.txt)" = precious ] && cmp -s ana_ref.dump ana_k7.db.dump && [ -z "$(ls ana_k7.db.analyze-* 2> /dev/null)" ] &&
+    ok "analyze, a symbolic link where the checkpoint was: its target untouched, the same tables" ||
+    bad "analyze, a symbolic link where the checkpoint was: rc $rc, the target now holds $(stat -c %s victim.txt) bytes"
+# the SAE's cfg.json (k) or the stored values changed after the kill: not continued
+ana_killed ana_k8.db
+cp -r sae_syn sae_syn8
+sed -i 's/"k":[[:space:]]*8,/"k": 6,/' sae_syn/cfg.json
+cp syn.db ana_k8ref.db
+ana_cmd ana_k8ref.db; "${CMD[@]}" --checkpoint-secs 0 > /dev/null 2>&1
+ana_cmd ana_k8.db; "${CMD[@]}" > /dev/null 2> err.txt; rc=$?
+andump ana_k8ref.db > ana_k8ref.dump; andump ana_k8.db > ana_k8.dump
+[ $rc -eq 0 ] && grep -q "was made with other inputs or options" err.txt && cmp -s ana_k8ref.dump ana_k8.dump &&
+    ! cmp -s ana_ref.dump ana_k8.dump && ok "analyze, the SAE's k changed after the kill: not continued, the new k's tables" ||
+    bad "analyze, the SAE's k changed after the kill: rc $rc, '$(grep -m1 saelite err.txt)', tables $(cmp -s ana_k8ref.dump ana_k8.dump && echo equal || echo differ)"
+rm -rf sae_syn && mv sae_syn8 sae_syn
+ana_killed ana_k9.db
+"$BIN" synth --out syn2.npy --truth syn2_t.npy --db syn2.db --d 64 --features 256 --tokens 200000 --seq-len 64 --seed 5 > /dev/null 2>&1
+rm -f ana_k9.db ana_k9.db-*; cp syn2.db ana_k9.db; cp syn2.db ana_k9ref.db
+ana_cmd ana_k9ref.db; "${CMD[@]}" --checkpoint-secs 0 > /dev/null 2>&1
+ana_cmd ana_k9.db; "${CMD[@]}" > /dev/null 2> err.txt; rc=$?
+andump ana_k9ref.db > ana_k9ref.dump; andump ana_k9.db > ana_k9.dump
+[ $rc -eq 0 ] && grep -q "was made with other inputs or options" err.txt && cmp -s ana_k9ref.dump ana_k9.dump &&
+    ok "analyze, the database made again with other values under the same ids: not continued, its own tables" ||
+    bad "analyze over a database made again: rc $rc, '$(grep -m1 saelite err.txt)', tables $(cmp -s ana_k9ref.dump ana_k9.dump && echo equal || echo differ)"
 
 # --effects: killed once its own checkpoint (PATH.effects) is there, continued to the same
 # tables (the 2-layer model of the extract above, the SAE trained on its MLP hook)

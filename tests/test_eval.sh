@@ -86,9 +86,9 @@ ok cmp -s "$W/s1" "$W/s2"
 # a damaged checkpoint is a fresh read with a notice, to the same rows
 snapall() { snap; q "SELECT task, n, clean_acc, orig_acc, score FROM eval_ablation a JOIN eval_runs r ON r.id = a.run_id WHERE r.sae_id = (SELECT max(sae_id) FROM eval_runs) ORDER BY 1, 2"; }
 snapall > "$W/sa"
-evkilled() { # DB: an eval of DB killed once its first checkpoint is there ($ck: the file)
+evkilled() { # DB [SAE]: an eval of DB killed once its first checkpoint is there ($ck: the file)
     rm -f "$1"*; cp "$W/fx.db" "$1"
-    "$BIN" eval --db "$1" --sae "$W/sae" $E --checkpoint-secs 0.000001 > /dev/null 2>&1 &
+    "$BIN" eval --db "$1" --sae "${2:-$W/sae}" $E --checkpoint-secs 0.000001 > /dev/null 2>&1 &
     local pid=$! i
     for i in $(seq 1000); do ck=$(ls "$1".eval-* 2> /dev/null | grep -v '\.tmp\.' | head -n 1); [ -n "$ck" ] && break; sleep 0.01; done
     kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
@@ -113,6 +113,24 @@ evafter "$W/ck2.db" "is damaged"
 evkilled "$W/ck3.db"
 [ -n "$ck" ] && truncate -s 60 "$ck"
 evafter "$W/ck3.db" "is damaged"
+# a FIFO there (it hung the first save) and a link there (its target was overwritten): replaced,
+# never waited on or followed (an audit)
+evkilled "$W/ck4.db"
+[ -n "$ck" ] && rm -f "$ck" && mkfifo "$ck"
+evafter "$W/ck4.db" "cannot be read"
+evkilled "$W/ck5.db"
+echo precious > "$W/victim"
+[ -n "$ck" ] && rm -f "$ck" && ln -s "$W/victim" "$ck"
+evafter "$W/ck5.db" "cannot be read"
+ok test "$(cat "$W/victim")" = precious
+# the SAE's cfg.json changed after the kill (its k, both places): not continued (an SAE the
+# database does not know yet: a killed eval has not registered it, so no registry row refuses it)
+cp -r "$W/sae" "$W/sae6"
+evkilled "$W/ck6.db" "$W/sae6"
+sed -i 's/"k":\([[:space:]]*\)4,/"k":\13,/g' "$W/sae6/cfg.json"
+"$BIN" eval --db "$W/ck6.db" --sae "$W/sae6" $E --checkpoint-secs 0.000001 > /dev/null 2> "$W/ck.err"
+ok test -n "$ck"
+ok grep -q "was made with other inputs or options" "$W/ck.err"
 ok test "$(q "SELECT count(*) FROM eval_runs")" = 4
 for m in scr_metric_threshold_2 scr_metric_threshold_500 tpp_threshold_2_total_metric tpp_threshold_500_total_metric; do
     ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric = '$m' AND typeof(value) = 'real'")" = 1

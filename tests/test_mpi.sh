@@ -514,6 +514,22 @@ else
         ok "analyze -np 2 killed and rerun: both ranks continued, the tables are one process's, no checkpoint left" ||
         bad "analyze -np 2 killed and rerun: rc $rc, $(grep -c 'continuing the sae pass' err.txt) ranks continued, tables $(cmp -s anr1.dump anr2.dump && echo equal || echo differ), left: $(ls anr2.db.analyze-* 2> /dev/null)"
 fi
+# killed under -np 2, finished by one process: it starts over (other files), and once written
+# removes the ranks' files too (they stayed for good, an audit)
+cp an.db anr3.db
+"${MPI[@]}" -np 2 "$BIN" analyze --sae "$W/anbig" --all --no-model --db anr3.db --checkpoint-secs 0.02 > /dev/null 2>&1 &
+mp=$!
+for _ in $(seq 600); do [ "$(ls anr3.db.analyze-*-[01].2 2> /dev/null | wc -l)" = 2 ] && break; sleep 0.02; done
+victim=$(rank0 "$(basename "$BIN") analyze.*--db anr3.db" $mp)
+if [ -n "$victim" ]; then kill -KILL "$victim"; fi
+wait $mp 2> /dev/null
+left=$(ls anr3.db.analyze-* 2> /dev/null | wc -l)
+"$BIN" analyze --sae "$W/anbig" --all --no-model --db anr3.db > /dev/null 2> err.txt
+rc=$?
+andump anr3.db > anr3.dump
+[ "$left" -ge 1 ] && [ $rc = 0 ] && cmp -s anr1.dump anr3.dump && [ -z "$(ls anr3.db.analyze-* 2> /dev/null)" ] &&
+    ok "analyze killed under -np 2 ($left checkpoint files), done by one process: the same tables, no file left" ||
+    bad "analyze killed under -np 2, done by one process: rc $rc, $left files before, left after: $(ls anr3.db.analyze-* 2> /dev/null)"
 
 echo "test_mpi: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
