@@ -299,13 +299,6 @@ void ana_memo_counts(const ana_memo *m, int64_t *hits, int64_t *kept)
     *kept = m ? (int64_t)m->n : 0;
 }
 
-static void memo_absorb_str(uint64_t h[2], const char *s)
-{
-    size_t n = strlen(s);
-    hash_absorb128(h, n);
-    hash_absorb128(h, hash_fnv1a(HASH_FNV1A_INIT, s, n));
-}
-
 static const memo_entry *memo_find(const ana_memo *m, const uint64_t key[2])
 {
     for (size_t i = 0; i < m->n; i++)
@@ -359,9 +352,9 @@ static int ds_seq(shared *sh, const dict *d, ds_work *w, size_t i, double *sums,
         uint64_t key[2] = {0, 0}; /* set and used under the same condition */
         if (mode == SPLICE_ZERO && w->memo) {
             uint64_t h[2] = {0x7a65726f2d61626cull, HASH_FNV1A_INIT};
-            memo_absorb_str(h, w->model_path ? w->model_path : "");
-            memo_absorb_str(h, sh->hook.name);
-            memo_absorb_str(h, w->tc ? d->hook_out.name : "");
+            hash_absorb128_str(h, w->model_path ? w->model_path : "");
+            hash_absorb128_str(h, sh->hook.name);
+            hash_absorb128_str(h, w->tc ? d->hook_out.name : "");
             hash_absorb128(h, (uint64_t)op_precision_bf16()); /* the forward's matmuls */
             hash_absorb128(h, (uint64_t)T);
             for (int t = 0; t < T; t++) hash_absorb128(h, (uint64_t)(uint32_t)tok[t]);
@@ -702,7 +695,7 @@ static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, const p
         uint64_t *h = ec.key;
         h[0] = ck->key[0];
         h[1] = ck->key[1];
-        memo_absorb_str(h, cs);
+        hash_absorb128_str(h, cs);
         int64_t w[] = {op_precision_bf16(), o->effects_ctx, (int64_t)nseq, e->k, V};
         for (size_t i = 0; i < sizeof w / sizeof *w; i++) hash_absorb128(h, (uint64_t)w[i]);
         file_remove_dead_temps_plain(ec.path);
@@ -809,14 +802,14 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
     if (rc) return rc;
     const char *split = o->all ? (o->keep_bos ? "all+bos" : "all") : (o->keep_bos ? "val+bos" : "val");
     uint64_t id[2] = {0x616e612d636b7074ull, HASH_FNV1A_INIT}, *h = ck->key;
-    memo_absorb_str(id, d->kind);
-    memo_absorb_str(id, d->name);
-    memo_absorb_str(id, sh->hook.name);
-    memo_absorb_str(id, split);
+    hash_absorb128_str(id, d->kind);
+    hash_absorb128_str(id, d->name);
+    hash_absorb128_str(id, sh->hook.name);
+    hash_absorb128_str(id, split);
     h[0] = id[0];
     h[1] = id[1];
-    memo_absorb_str(h, sae_sum);
-    memo_absorb_str(h, d->hook_out.id >= 0 ? d->hook_out.name : "");
+    hash_absorb128_str(h, sae_sum);
+    hash_absorb128_str(h, d->hook_out.id >= 0 ? d->hook_out.name : "");
     int64_t w[] = {sh->hook.id, sh->hook.n_seqs, sh->hook.n_tokens, sh->hook.width, sh->hook.seq_len,
                    sh->hook.dtype, d->hook_out.id, d->hook_out.id >= 0 ? d->hook_out.n_tokens : 0,
                    d->d_in, d->d_sae, d->d_out, o->top_n, o->reservoir, o->nbins, o->keep_bos,

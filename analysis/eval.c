@@ -104,14 +104,14 @@ typedef struct {
     double v[6];
 } pend_row;
 
-/* ---- shared state -------------------------------------------------------------------------------- */
 /* ---- the read pass's checkpoint (a killed eval continues) -------------------------------------
  * The read is most of an eval (30 s of the demo's 51 s). Every ckpt_secs it saves the rows read so
  * far to DB.eval-HASH (HASH: the SAE's directory and hook), and the same command run again
  * continues after the last sequence saved, with the bits of an uninterrupted run (the rows of a
  * sequence depend on that sequence alone). The file opens with a key of what the rows depend on:
- * the SAE's weights checksum, the random SAE's seed (or none), the hook's id and counts, and the
- * plan itself (every chosen sequence id and BOS flag, every marked token's class and split).
+ * the SAE's cfg.json and weights, the random SAE's seed (or none), the hook's id and counts, a
+ * fingerprint of 64 chosen sequences' stored values, and the plan itself (every chosen sequence
+ * id and BOS flag, every marked token's class and split).
  * Another key, or a file that fails a check, is a fresh read with a notice (the file is a cache);
  * one that cannot be written stops the checkpoints, not the run. It goes once the tables are
  * written. Layout, host byte order (the binary that wrote it): int64 {magic, key0, key1,
@@ -128,6 +128,7 @@ typedef struct {
     int resumed;      /* sequences the checkpoint held */
 } read_ckpt;
 
+/* ---- shared state -------------------------------------------------------------------------------- */
 typedef struct {
     int n;               /* rows */
     float *raw;          /* [n, d] */
@@ -430,13 +431,6 @@ static void eval_notice(const eval_opts *o, const char *fmt, ...)
     o->notice(msg, o->user);
 }
 
-static void absorb_str(uint64_t h[2], const char *s)
-{
-    size_t n = strlen(s);
-    hash_absorb128(h, n);
-    hash_absorb128(h, hash_fnv1a(HASH_FNV1A_INIT, s, n));
-}
-
 static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const int64_t *off)
 {
     const eval_opts *o = c->o;
@@ -446,11 +440,11 @@ static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const i
     int rc = sae_files_checksum(c->sae_dir, sum);
     if (rc) return rc;
     uint64_t id[2] = {0x6576616c2d726431ull, HASH_FNV1A_INIT}, *h = ck->key;
-    absorb_str(id, c->sae_dir);
-    absorb_str(id, c->hook.name);
+    hash_absorb128_str(id, c->sae_dir);
+    hash_absorb128_str(id, c->hook.name);
     h[0] = id[0];
     h[1] = id[1];
-    absorb_str(h, sum);
+    hash_absorb128_str(h, sum);
     int64_t w[] = {c->rnd ? 1 : 0, c->rnd ? (int64_t)o->seed : 0, c->hook.id, c->hook.n_seqs,
                    c->hook.n_tokens, c->hook.width, c->hook.seq_len, c->sae->cfg.d_sae, c->nchosen};
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) hash_absorb128(h, (uint64_t)w[i]);
@@ -555,6 +549,13 @@ static int csr_get(file_sum *io, eval_csr *m, int64_t rows, int width, int64_t f
     return ok;
 }
 
+static int bounded(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(v[i]) < EVAL_MAX_ABS)) return 0;
+    return 1;
+}
+
 /* The saved rows into c's sets (empty, allocated for the whole read); the sequences done, 0 when
  * there is nothing to continue (a notice when a file was there but not usable: the sets are
  * emptied again). */
@@ -590,9 +591,14 @@ static int read_ckpt_load(read_ckpt *ck, ctx *c, int64_t ntok)
         if (ok) file_sum_get(&io, c->seq.raw, (size_t)done * d * sizeof *c->seq.raw);
         ok = ok && csr_get(&io, &c->seq.sae, done, D, fsize, dense) &&
              csr_get(&io, &c->seq.rnd, done, D, fsize, dense) && file_sum_get_end(&io);
-        if (ok) {
-            for (int r = 0; r < c->tok.n && ok; r++) ok = c->tok.cls[r] >= 0 && c->tok.cls[r] < EVAL_NPOS && c->tok.test[r] <= 1;
-            if (!ok) why = "is damaged (a token row's class)";
+        if (ok) { /* what the read makes: classes, and values the probes can fit (check_bounded) */
+            for (int r = 0; r < c->tok.n && ok; r++)
+                ok = c->tok.cls[r] >= 0 && c->tok.cls[r] < EVAL_NPOS && c->tok.test[r] <= 1;
+            ok = ok && bounded(c->tok.raw, (size_t)c->tok.n * d) && bounded(c->seq.raw, (size_t)done * d);
+            const eval_csr *sets[4] = {&c->tok.sae, &c->tok.rnd, &c->seq.sae, &c->seq.rnd};
+            for (int k = 0; k < 4 && ok; k++)
+                ok = !sets[k]->n || bounded(sets[k]->val, sets[k]->off[sets[k]->n]);
+            if (!ok) why = "is damaged (a row's class or a value no read keeps)";
         } else why = "is damaged (its checksum or rows fail)";
         if (!why) {
             ck->resumed = done;

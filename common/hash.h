@@ -11,8 +11,9 @@
  *                    the tokenizer's tables start at HASH_FNV1A_INIT_TOK, see there).
  *   hash_absorb128   one 64-bit word into a 128-bit content key of two independent lanes (a
  *                    chained hash_mix64, and FNV-1a's multiply on whole words): the memos'
- *                    keys (analysis/eval_probe.c, analysis/ana_run.c), where a collision would
- *                    return another problem's result.
+ *                    keys (analysis/eval_probe.c, analysis/ana_run.c) and the checkpoints'
+ *                    (analyze, eval), where a collision would return another problem's result;
+ *                    hash_absorb128_str a string's length and FNV-1a the same way.
  */
 #ifndef SAELITE_HASH_H
 #define SAELITE_HASH_H
@@ -63,6 +64,15 @@ static inline void hash_absorb128(uint64_t h[2], uint64_t w)
 {
     h[0] = hash_mix64(h[0] ^ w);
     h[1] = (h[1] ^ w) * 0x100000001b3ULL;
+}
+
+/* A string into such a key: its length, then its FNV-1a (so "ab","c" and "a","bc" differ). */
+static inline void hash_absorb128_str(uint64_t h[2], const char *s)
+{
+    size_t n = 0;
+    while (s[n]) n++;
+    hash_absorb128(h, n);
+    hash_absorb128(h, hash_fnv1a(HASH_FNV1A_INIT, s, n));
 }
 
 #endif

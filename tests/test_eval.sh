@@ -113,6 +113,19 @@ evafter "$W/ck2.db" "is damaged"
 evkilled "$W/ck3.db"
 [ -n "$ck" ] && truncate -s 60 "$ck"
 evafter "$W/ck3.db" "is damaged"
+# forged: a NaN in the first token row with the checksum recomputed (LIBLINEAR cannot fit it)
+evkilled "$W/ck7.db"
+[ -n "$ck" ] && python3 - "$ck" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+b[40:44] = struct.pack('<I', 0x7fc00000)  # after {magic, key, key, done, n}: token row 0, value 0
+h = 0xcbf29ce484222325
+for x in b[:-8]:
+    h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
+b[-8:] = struct.pack('<Q', h)
+open(sys.argv[1], 'wb').write(b)
+PY
+evafter "$W/ck7.db" "a value no read keeps"
 # a FIFO there (it hung the first save) and a link there (its target was overwritten): replaced,
 # never waited on or followed (an audit)
 evkilled "$W/ck4.db"
