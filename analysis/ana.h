@@ -61,6 +61,12 @@ size_t ana_feat_acc_packed_size(const ana_feat_acc *a);
 void ana_feat_acc_pack(const ana_feat_acc *a, void *buf);
 int ana_feat_acc_merge_packed(ana_feat_acc *a, const void *buf, size_t bytes);
 double *ana_feat_sums(ana_feat_acc *a);
+/* 1 when every kept entry (top lists and samples) is at a position below max_pos of a sequence
+ * among seqs[0..nseq) (ascending): what the feed of those sequences could keep (a buffer merged
+ * from a file, analyze's checkpoint, is checked with it). */
+int ana_feat_acc_entries_within(const ana_feat_acc *a, const int64_t *seqs, size_t nseq, int max_pos);
+/* Back to what ana_feat_acc_new made (nothing fed). */
+void ana_feat_acc_reset(ana_feat_acc *a);
 /* Quantile-interval samples: the sample sorted by value is cut into n_intervals bands of
  * equal count (band 0 lowest), and per_interval evenly spaced examples are taken from each band.
  * Writes up to n_intervals*per_interval entries, ascending in value, band index in interval[].

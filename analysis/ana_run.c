@@ -594,52 +594,79 @@ static int eff_ckpt_save(const ana_effects_state *st, void *user)
     return rc;
 }
 
+static int all_finite(const void *p, size_t n, int is_double)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(is_double ? ((const double *)p)[i] : (double)((const float *)p)[i])) return 0;
+    return 1;
+}
+
 /* The saved effects into *st (its arrays in *buf, the caller's to free) and the callbacks'
  * results into e: 1 when there is a state to continue from (a notice when a file was there but
- * not usable). chunk and V: what this run's ana_effects will use. */
-static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, ana_effects_state *st, void **buf)
+ * not usable; e is then as run_effects made it). chunk and V: what this run's ana_effects will
+ * use; nseq and max_ctx (<= 0: none) its sequences and contexts per feature. Everything is
+ * checked against what a run makes before anything is used (a forged file with its checksum
+ * recomputed failed every later run, wrote wrong means, or poisoned later checkpoints: an audit). */
+static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, size_t nseq, int64_t max_ctx,
+                         ana_effects_state *st, void **buf)
 {
     effects_work *e = ec->e;
     const int D = ec->D;
+    const size_t nk = (size_t)D * 2 * e->k;
     *buf = NULL;
     FILE *f = NULL;
     int64_t fsize = 0;
-    if (file_open_plain_read(ec->path, &f, &fsize)) err_clear(); /* "cannot be read" below */
-    else if (!f) return 0;
-    file_sum io = file_sum_start(f);
-    int64_t hdr[10];
-    file_sum_get(&io, hdr, sizeof hdr);
     const char *why = NULL;
-    if (io.bad) why = "cannot be read";
-    else if (hdr[0] != EFF_CKPT_MAGIC) why = "is not an effects checkpoint of this build";
-    else if ((uint64_t)hdr[1] != ec->key[0] || (uint64_t)hdr[2] != ec->key[1])
-        why = "was made with other inputs or options";
-    else if (hdr[3] < 0 || hdr[3] >= D || hdr[4] != chunk || hdr[3] % chunk || hdr[5] != V ||
-             hdr[6] != D || hdr[7] < 0 || hdr[8] < 0 || hdr[9] < 0)
-        why = "is damaged (its counts do not fit this run)";
-    size_t cw = why ? 0 : (size_t)((hdr[3] + chunk < D ? hdr[3] + chunk : D) - hdr[3]);
-    size_t bytes = (size_t)D * (sizeof(int64_t) + 3 * sizeof(double)) + cw * V * sizeof(float);
+    if (file_open_plain_read(ec->path, &f, &fsize)) {
+        err_clear();
+        why = "is not a regular file (a link, FIFO or directory)";
+    } else if (!f)
+        return 0;
+    file_sum io = file_sum_start(f);
+    int64_t hdr[10] = {0};
+    if (!why) {
+        file_sum_get(&io, hdr, sizeof hdr);
+        if (io.bad) why = "cannot be read";
+        else if (hdr[0] != EFF_CKPT_MAGIC) why = "is not an effects checkpoint of this build";
+        else if ((uint64_t)hdr[1] != ec->key[0] || (uint64_t)hdr[2] != ec->key[1])
+            why = "was made with other inputs or options";
+        else if (hdr[3] < 0 || hdr[3] >= D || hdr[4] != chunk || hdr[3] % chunk || hdr[5] != V ||
+                 hdr[6] != D || hdr[7] < 0 || hdr[7] > (int64_t)nseq || hdr[8] < 0 || hdr[9] < 0)
+            why = "is damaged (its counts do not fit this run)";
+    }
+    const int j1 = why ? 0 : (int)(hdr[3] + chunk < D ? hdr[3] + chunk : D);
+    size_t cw = why ? 0 : (size_t)(j1 - hdr[3]);
+    size_t bytes = (size_t)D * (sizeof(int64_t) + 4 * sizeof(double)) + cw * V * sizeof(float) +
+                   nk * (sizeof(int) + sizeof(float));
     unsigned char *b = NULL;
     if (!why && (int64_t)bytes > fsize) why = "is damaged (cut short)";
     else if (!why && !(b = mem_alloc(bytes))) why = "needs more memory than there is";
     if (!why) {
         int64_t *n = (int64_t *)b;
-        double *sa = (double *)(n + D), *skl = sa + D, *sdl = skl + D;
-        float *acc = (float *)(sdl + D);
+        double *sa = (double *)(n + D), *skl = sa + D, *sdl = skl + D, *corr = sdl + D;
+        float *acc = (float *)(corr + D), *val = acc + cw * V;
+        int *idx = (int *)(val + nk);
         file_sum_get(&io, n, (size_t)D * sizeof *n);
         file_sum_get(&io, sa, (size_t)D * sizeof *sa);
         file_sum_get(&io, skl, (size_t)D * sizeof *skl);
         file_sum_get(&io, sdl, (size_t)D * sizeof *sdl);
         file_sum_get(&io, acc, cw * V * sizeof *acc);
-        file_sum_get(&io, e->corr, (size_t)D * sizeof *e->corr);
-        file_sum_get(&io, e->idx, (size_t)D * 2 * e->k * sizeof *e->idx);
-        file_sum_get(&io, e->val, (size_t)D * 2 * e->k * sizeof *e->val);
+        file_sum_get(&io, corr, (size_t)D * sizeof *corr);
+        file_sum_get(&io, idx, nk * sizeof *idx);
+        file_sum_get(&io, val, nk * sizeof *val);
         if (!file_sum_get_end(&io)) why = "is damaged (its checksum fails)";
-        for (size_t q = 0; !why && q < (size_t)D * 2 * e->k; q++)
-            if (e->idx[q] < 0 || e->idx[q] >= V) why = "is damaged (a token id)";
+        for (size_t q = 0; !why && q < nk; q++)
+            if (idx[q] < 0 || idx[q] >= V) why = "is damaged (a token id)";
         for (int j = 0; !why && j < D; j++)
-            if (n[j] < 0) why = "is damaged (a count)";
+            if (n[j] < 0 || (max_ctx > 0 && n[j] > max_ctx) || (j >= j1 && n[j]) ||
+                !(isnan(corr[j]) || fabs(corr[j]) <= 1))
+                why = "is damaged (a count or correlation no run makes)";
+        if (!why && !(all_finite(sa, (size_t)D * 3, 1) && all_finite(acc, cw * V, 0) && all_finite(val, nk, 0)))
+            why = "is damaged (a sum that is not finite)";
         if (!why) {
+            memcpy(e->corr, corr, (size_t)D * sizeof *corr);
+            memcpy(e->idx, idx, nk * sizeof *idx);
+            memcpy(e->val, val, nk * sizeof *val);
             *st = (ana_effects_state){(int)hdr[3], chunk, V, D, hdr[7], acc, n, sa, skl, sdl, hdr[8], hdr[9]};
             *buf = b;
         }
@@ -650,8 +677,7 @@ static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, ana_effects_state *st, 
                     "of their pass done)", ec->path, (long long)st->j0, (long long)st->seqs_done);
         return 1;
     }
-    mem_free(b);
-    for (int j = 0; j < D; j++) e->corr[j] = NAN; /* as run_effects made them */
+    mem_free(b); /* e untouched: its arrays are as run_effects made them */
     ckpt_notice(ec->ck->o, "%s %s: starting the effects over", ec->path, why);
     return 0;
 }
@@ -699,7 +725,8 @@ static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, const p
         int64_t w[] = {op_precision_bf16(), o->effects_ctx, (int64_t)nseq, e->k, V};
         for (size_t i = 0; i < sizeof w / sizeof *w; i++) hash_absorb128(h, (uint64_t)w[i]);
         file_remove_dead_temps_plain(ec.path);
-        if (eff_ckpt_load(&ec, ana_effects_chunk(V, D, eo.max_acc_bytes), V, &rs, &rbuf)) eo.resume = &rs;
+        if (eff_ckpt_load(&ec, ana_effects_chunk(V, D, eo.max_acc_bytes), V, nseq, eo.max_ctx, &rs, &rbuf))
+            eo.resume = &rs;
         eo.save_secs = ck->secs;
         eo.save = eff_ckpt_save;
         eo.save_user = &ec;
@@ -796,16 +823,30 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
 {
     memset(ck, 0, sizeof *ck);
     ck->o = o;
-    if (!(o->ckpt_secs > 0)) return OK;
-    char sae_sum[17] = "";
-    int rc = d->sae ? sae_files_checksum(d->name, sae_sum) : OK;
-    if (rc) return rc;
+    /* the names first, also without checkpoints: a finished run removes an earlier run's files
+       (a --checkpoint-secs 0 run after a killed one left them, an audit) */
     const char *split = o->all ? (o->keep_bos ? "all+bos" : "all") : (o->keep_bos ? "val+bos" : "val");
     uint64_t id[2] = {0x616e612d636b7074ull, HASH_FNV1A_INIT}, *h = ck->key;
     hash_absorb128_str(id, d->kind);
     hash_absorb128_str(id, d->name);
     hash_absorb128_str(id, sh->hook.name);
     hash_absorb128_str(id, split);
+    int rc = path_fmt(ck->base, sizeof ck->base, "%s.analyze-%016llx", o->db,
+                      (unsigned long long)(id[0] ^ id[1]));
+    if (!rc && dist_size() > 1)
+        rc = path_fmt(ck->path, sizeof ck->path, "%s-%d.%d", ck->base, dist_rank(), dist_size());
+    else if (!rc)
+        rc = path_fmt(ck->path, sizeof ck->path, "%s", ck->base);
+    if (rc) { /* no checkpoint, no failure: say so */
+        ck->path[0] = ck->base[0] = 0;
+        if (o->ckpt_secs > 0) ckpt_notice(o, "no checkpoints for this pass: %s", err_msg());
+        err_clear();
+        return OK;
+    }
+    file_remove_dead_temps_plain(ck->path);
+    if (!(o->ckpt_secs > 0)) return OK;
+    char sae_sum[17] = "";
+    if (d->sae && (rc = sae_files_checksum(d->name, sae_sum))) return rc;
     h[0] = id[0];
     h[1] = id[1];
     hash_absorb128_str(h, sae_sum);
@@ -831,20 +872,7 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
     if (!rc && d->hook_out.id >= 0)
         rc = store_act_fingerprint(sh->s, d->hook_out.id, sh->seq, sh->nseq, CKPT_SAMPLES, h);
     if (rc) return rc;
-    rc = path_fmt(ck->base, sizeof ck->base, "%s.analyze-%016llx", o->db,
-                  (unsigned long long)(id[0] ^ id[1]));
-    if (!rc && dist_size() > 1)
-        rc = path_fmt(ck->path, sizeof ck->path, "%s-%d.%d", ck->base, dist_rank(), dist_size());
-    else if (!rc)
-        rc = path_fmt(ck->path, sizeof ck->path, "%s", ck->base);
-    if (rc) { /* no checkpoint, no failure: say so */
-        ck->path[0] = ck->base[0] = 0;
-        ckpt_notice(o, "no checkpoints for this pass: %s", err_msg());
-        err_clear();
-        return OK;
-    }
     ck->secs = o->ckpt_secs;
-    file_remove_dead_temps_plain(ck->path);
     return OK;
 }
 
@@ -901,23 +929,27 @@ static void ckpt_remove(const pass_ckpt *ck)
 
 /* ck->path's state into t and w (both fresh), when it is this pass's: returns the blocks done
  * (b0 when there is nothing to resume; a notice when a file was there but not usable). */
-static int ckpt_load(pass_ckpt *ck, const char *kind, size_t nseq, int b0, int b1, ana_tree *t,
-                     dict_work *w)
+static int ckpt_load(pass_ckpt *ck, const char *kind, const int64_t *seqs, size_t nseq, int seq_len,
+                     int b0, int b1, ana_tree *t, dict_work *w)
 {
     const ana_run_opts *o = ck->o;
     FILE *f = NULL;
     int64_t fsize = 0;
     if (!(ck->secs > 0)) return b0;
-    if (file_open_plain_read(ck->path, &f, &fsize)) err_clear(); /* "cannot be read" below */
-    else if (!f) return b0;
     const char *why = NULL;
+    if (file_open_plain_read(ck->path, &f, &fsize)) {
+        err_clear();
+        why = "is not a regular file (a link, FIFO or directory)";
+    } else if (!f)
+        return b0;
     void *packed = NULL;
     file_sum io = file_sum_start(f);
-    int64_t hdr[7];
-    file_sum_get(&io, hdr, sizeof hdr);
+    int64_t hdr[7] = {0};
+    if (!why) file_sum_get(&io, hdr, sizeof hdr);
     int done = (int)hdr[4], depth = (int)hdr[6];
     const int D = w->rec.d_sae;
-    if (io.bad) why = "cannot be read";
+    if (why) (void)0;
+    else if (io.bad) why = "cannot be read";
     else if (hdr[0] != CKPT_MAGIC) why = "is not an analyze checkpoint of this build";
     else if ((uint64_t)hdr[1] != ck->key[0] || (uint64_t)hdr[2] != ck->key[1] || hdr[3] != (int64_t)nseq)
         why = "was made with other inputs or options";
@@ -957,6 +989,11 @@ static int ckpt_load(pass_ckpt *ck, const char *kind, size_t nseq, int b0, int b
             else if (ana_feat_acc_merge_packed(w->acc, packed, (size_t)pb)) {
                 why = "is damaged (its feature statistics do not fit)";
                 err_clear();
+            } else if (!ana_feat_acc_entries_within(w->acc, seqs + ana_block_start(nseq, b0),
+                                                    ana_block_start(nseq, done) - ana_block_start(nseq, b0),
+                                                    seq_len)) {
+                why = "is damaged (an example outside the sequences it covers)";
+                ana_feat_acc_reset(w->acc);
             }
         }
     }
@@ -1079,7 +1116,7 @@ static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work
         rc = !b.x || !b.xhat || !b.f || (tc && !b.y) ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
     }
     if (!rc) rc = ana_tree_init(&t, PASS_SCALARS + d_out + D);
-    int start = rc ? b0 : ckpt_load(ck, d->kind, sh->nseq, b0, b1, &t, w);
+    int start = rc ? b0 : ckpt_load(ck, d->kind, sh->seq, sh->nseq, Tm, b0, b1, &t, w);
     progress pr;
     progress_begin_at(&pr, d->kind, (double)(ana_block_start(sh->nseq, b1) - i0), "seq",
                       (double)(ana_block_start(sh->nseq, start) - i0));

@@ -435,13 +435,22 @@ static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const i
 {
     const eval_opts *o = c->o;
     memset(ck, 0, sizeof *ck);
+    /* the name first, also without checkpoints: a finished run removes an earlier run's file */
+    uint64_t id[2] = {0x6576616c2d726431ull, HASH_FNV1A_INIT}, *h = ck->key;
+    hash_absorb128_str(id, c->sae_dir);
+    hash_absorb128_str(id, c->hook.name);
+    if (path_fmt(ck->path, sizeof ck->path, "%s.eval-%016llx", o->db,
+                 (unsigned long long)(id[0] ^ id[1]))) {
+        ck->path[0] = 0;
+        if (o->ckpt_secs > 0) eval_notice(o, "no checkpoints for the read: %s", err_msg());
+        err_clear();
+        return OK;
+    }
+    file_remove_dead_temps_plain(ck->path);
     if (!(o->ckpt_secs > 0)) return OK;
     char sum[17];
     int rc = sae_files_checksum(c->sae_dir, sum);
     if (rc) return rc;
-    uint64_t id[2] = {0x6576616c2d726431ull, HASH_FNV1A_INIT}, *h = ck->key;
-    hash_absorb128_str(id, c->sae_dir);
-    hash_absorb128_str(id, c->hook.name);
     h[0] = id[0];
     h[1] = id[1];
     hash_absorb128_str(h, sum);
@@ -463,15 +472,7 @@ static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const i
     rc = store_act_fingerprint(c->s, c->hook.id, ids, (size_t)c->nchosen, 64, h);
     mem_free(ids);
     if (rc) return rc;
-    if (path_fmt(ck->path, sizeof ck->path, "%s.eval-%016llx", o->db,
-                 (unsigned long long)(id[0] ^ id[1]))) {
-        ck->path[0] = 0;
-        eval_notice(o, "no checkpoints for the read: %s", err_msg());
-        err_clear();
-        return OK;
-    }
     ck->secs = o->ckpt_secs;
-    file_remove_dead_temps_plain(ck->path);
     return OK;
 }
 
@@ -566,14 +567,18 @@ static int read_ckpt_load(read_ckpt *ck, ctx *c, int64_t ntok)
     FILE *f = NULL;
     int64_t fsize = 0;
     if (!(ck->secs > 0)) return 0;
-    if (file_open_plain_read(ck->path, &f, &fsize)) err_clear(); /* "cannot be read" below */
-    else if (!f) return 0;
-    file_sum io = file_sum_start(f);
-    int64_t hdr[5];
-    file_sum_get(&io, hdr, sizeof hdr);
     const char *why = NULL;
+    if (file_open_plain_read(ck->path, &f, &fsize)) {
+        err_clear();
+        why = "is not a regular file (a link, FIFO or directory)";
+    } else if (!f)
+        return 0;
+    file_sum io = file_sum_start(f);
+    int64_t hdr[5] = {0};
+    if (!why) file_sum_get(&io, hdr, sizeof hdr);
     float *dense = NULL;
-    if (io.bad) why = "cannot be read";
+    if (why) (void)0;
+    else if (io.bad) why = "cannot be read";
     else if (hdr[0] != EVAL_CKPT_MAGIC) why = "is not an eval checkpoint of this build";
     else if ((uint64_t)hdr[1] != ck->key[0] || (uint64_t)hdr[2] != ck->key[1])
         why = "was made with other inputs or options";

@@ -285,6 +285,37 @@ enum { PACK_MAGIC = 0x53414543 }; /* "SAEC" */
 
 double *ana_feat_sums(ana_feat_acc *a) { return a->sum; }
 
+static int cmp_i64_key(const void *k, const void *e)
+{
+    int64_t x = *(const int64_t *)k, y = *(const int64_t *)e;
+    return x < y ? -1 : x > y;
+}
+
+int ana_feat_acc_entries_within(const ana_feat_acc *a, const int64_t *seqs, size_t nseq, int max_pos)
+{
+    for (int j = 0; j < a->d; j++)
+        for (int pass = 0; pass < 2; pass++) {
+            const ana_act *e = pass ? a->res + (size_t)j * a->res_cap : a->top + (size_t)j * a->top_n;
+            int n = pass ? a->n_res[j] : a->n_top[j];
+            for (int i = 0; i < n; i++)
+                if (e[i].pos >= max_pos || !bsearch(&e[i].seq, seqs, nseq, sizeof *seqs, cmp_i64_key))
+                    return 0;
+        }
+    return 1;
+}
+
+void ana_feat_acc_reset(ana_feat_acc *a)
+{
+    const size_t d = (size_t)a->d;
+    a->n_tokens = 0;
+    memset(a->n_active, 0, d * sizeof *a->n_active);
+    memset(a->sum, 0, d * sizeof *a->sum);
+    memset(a->max, 0, d * sizeof *a->max);
+    memset(a->hist, 0, d * a->nbins * sizeof *a->hist);
+    memset(a->n_top, 0, d * sizeof *a->n_top);
+    memset(a->n_res, 0, d * sizeof *a->n_res);
+}
+
 static size_t count_entries(const int *n, int d)
 {
     size_t s = 0;

@@ -151,6 +151,22 @@ andump() {
     done
 }
 ana_cmd() { CMD=("$BIN" analyze --db "$1" --sae sae_syn --neurons --hook synth --no-model --all --checkpoint-secs 0.05); }
+# forge FILE OFFSET FMT VALUE: the value (struct format, little-endian) at OFFSET, the trailing
+# FNV-1a recomputed: a forged checkpoint that passes the checksum
+forge() {
+    python3 - "$@" <<'PY'
+import struct, sys
+f, off, fmt, val = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+b = bytearray(open(f, 'rb').read())
+v = float(val) if fmt in 'fd' else int(val)
+struct.pack_into('<' + fmt, b, off, v)
+h = 0xcbf29ce484222325
+for x in b[:-8]:
+    h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
+struct.pack_into('<Q', b, len(b) - 8, h)
+open(f, 'wb').write(b)
+PY
+}
 cp syn.db ana_ref.db
 t0=$(now_ms); ana_cmd ana_ref.db; "${CMD[@]}" > /dev/null 2> err.txt || bad "analyze: uninterrupted run failed: $(head -n 1 err.txt)"
 ana_ms=$(( $(now_ms) - t0 ))
@@ -202,7 +218,7 @@ ana_killed ana_k4.db --top 7
 ana_after ana_k4.db "was made with other inputs or options" "a checkpoint of --top 7"
 ana_killed ana_k5.db
 [ -n "$ck" ] && rm -f "$ck" && mkdir "$ck"
-ana_after ana_k5.db "cannot be read" "a directory where the checkpoint was"
+ana_after ana_k5.db "is not a regular file" "a directory where the checkpoint was"
 rmdir "$ck" 2> /dev/null
 # a FIFO there hung the first save, a link there had its target overwritten (an audit): both are
 # replaced by the checkpoint (never followed or written through) and gone at the end
@@ -221,6 +237,21 @@ andump ana_k7.db > ana_k7.db.dump
 [ $rc -eq 0 ] && [ "$(cat victim.txt)" = precious ] && cmp -s ana_ref.dump ana_k7.db.dump && [ -z "$(ls ana_k7.db.analyze-* 2> /dev/null)" ] &&
     ok "analyze, a symbolic link where the checkpoint was: its target untouched, the same tables" ||
     bad "analyze, a symbolic link where the checkpoint was: rc $rc, the target now holds $(stat -c %s victim.txt) bytes"
+# forged with the checksum recomputed: the first top entry of feature 0 (after the header, the
+# tree's sums, the counts and ana_feat_acc_pack's fixed part) at sequence id 10^12: refused
+ana_killed ana_k10.db
+if [ -n "$ck" ]; then
+    read -r depth <<< "$(python3 -c "import struct,sys; print(struct.unpack_from('<q', open(sys.argv[1],'rb').read(), 48)[0])" "$ck")"
+    W1=$((5 + 64 + 512)); NB=40; D1=512
+    ent=$((56 + depth * W1 * 8 + 16 + D1 * 8 + 8 + 48 + D1 * (8 + 4 + 4 + 4) + D1 * NB * 8))
+    forge "$ck" $((ent + 8)) q 1000000000000
+fi
+ana_after ana_k10.db "an example outside the sequences it covers" "a forged example at sequence id 10^12"
+# killed, then finished with --checkpoint-secs 0: the earlier run's file goes too
+ana_killed ana_k11.db
+ana_cmd ana_k11.db; "${CMD[@]}" --checkpoint-secs 0 > /dev/null 2>&1
+[ -n "$ck" ] && [ -z "$(ls ana_k11.db.analyze-* 2> /dev/null)" ] && ok "analyze: a run without checkpoints removes a killed run's file" ||
+    bad "analyze: left after a --checkpoint-secs 0 run: $(ls ana_k11.db.analyze-* 2> /dev/null)"
 # the SAE's cfg.json (k) or the stored values changed after the kill: not continued
 ana_killed ana_k8.db
 cp -r sae_syn sae_syn8
@@ -261,6 +292,38 @@ if [ $rc -eq 0 ] && grep -q "continuing the effects from eff_k.db.analyze-" err.
    [ "$(grep -c . eff_ref.dump)" -gt 1000 ] && [ -z "$(ls eff_k.db.analyze-* 2> /dev/null)" ]; then
     ok "analyze --effects, killed after its first effects checkpoint: continued, every table equal ($(grep -m1 'continuing the effects' err.txt | sed 's/.*(//'))"
 else bad "analyze --effects resumed: rc $rc, '$(grep -m1 saelite err.txt)', tables $(cmp -s eff_ref.dump eff_k.dump && echo equal || echo differ), left: $(ls eff_k.db.analyze-* 2> /dev/null)"; fi
+# effkill DB: an --effects run of DB killed once its effects checkpoint is there ($eck: it)
+effkill() {
+    rm -f "$1"*; cp ref.db "$1"
+    eff_cmd "$1"; "${CMD[@]}" > /dev/null 2>&1 &
+    local pid=$! i
+    for i in $(seq 1000); do eck=$(ls "$1".analyze-*.effects 2> /dev/null | grep -v '\.tmp\.' | head -n 1); [ -n "$eck" ] && break; sleep 0.01; done
+    kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
+    eck=$(ls "$1".analyze-*.effects 2> /dev/null | grep -v '\.tmp\.' | head -n 1)
+}
+# forged effects checkpoints (checksum recomputed; the SAE's 64 features, vocabulary 270, one
+# chunk): a NaN KL sum failed every later run, a token id out of range stayed in every later
+# checkpoint (an audit); refused, the same tables, and the next checkpoint continues
+for forgery in "nan 1104 d nan" "token 71760 i 99999"; do
+    set -- $forgery
+    effkill eff_f$1.db
+    [ -n "$eck" ] && forge "$eck" "$2" "$3" "$4"
+    eff_cmd eff_f$1.db; "${CMD[@]}" > /dev/null 2> err.txt; rc=$?
+    andump eff_f$1.db > eff_f$1.dump
+    [ $rc -eq 0 ] && grep -q "is damaged" err.txt && cmp -s eff_ref.dump eff_f$1.dump &&
+        ok "analyze --effects, a forged $1: refused ($(grep -m1 'is damaged' err.txt | sed 's/.*is damaged/is damaged/' | cut -c1-60)), the same tables" ||
+        bad "analyze --effects, a forged $1: rc $rc, '$(grep -m1 saelite err.txt)'"
+done
+effkill eff_p.db
+[ -n "$eck" ] && forge "$eck" 71760 i 99999
+sleep 0.05; touch forged.mark
+eff_cmd eff_p.db; "${CMD[@]}" > /dev/null 2>&1 &
+pid=$!
+for i in $(seq 1000); do [ -n "$(find . -maxdepth 1 -name 'eff_p.db.analyze-*.effects' -newer forged.mark 2> /dev/null)" ] && break; sleep 0.01; done
+kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
+eff_cmd eff_p.db; "${CMD[@]}" > /dev/null 2> err.txt; rc=$?
+[ $rc -eq 0 ] && grep -q "continuing the effects" err.txt && ok "analyze --effects: after a refused forged file the next checkpoint is taken again" ||
+    bad "analyze --effects after a refused forged file: rc $rc, '$(grep -m1 saelite err.txt)'"
 
 echo "test_crash_resume: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

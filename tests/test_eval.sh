@@ -130,12 +130,17 @@ evafter "$W/ck7.db" "a value no read keeps"
 # never waited on or followed (an audit)
 evkilled "$W/ck4.db"
 [ -n "$ck" ] && rm -f "$ck" && mkfifo "$ck"
-evafter "$W/ck4.db" "cannot be read"
+evafter "$W/ck4.db" "is not a regular file"
 evkilled "$W/ck5.db"
 echo precious > "$W/victim"
 [ -n "$ck" ] && rm -f "$ck" && ln -s "$W/victim" "$ck"
-evafter "$W/ck5.db" "cannot be read"
+evafter "$W/ck5.db" "is not a regular file"
 ok test "$(cat "$W/victim")" = precious
+# killed, then finished with --checkpoint-secs 0: the killed run's file goes too
+evkilled "$W/ck8.db"
+ok test -n "$ck"
+"$BIN" eval --db "$W/ck8.db" --sae "$W/sae" $E --checkpoint-secs 0 > /dev/null 2>&1
+ok test -z "$(ls "$W"/ck8.db.eval-* 2> /dev/null)"
 # the SAE's cfg.json changed after the kill (its k, both places): not continued (an SAE the
 # database does not know yet: a killed eval has not registered it, so no registry row refuses it)
 cp -r "$W/sae" "$W/sae6"
