@@ -487,17 +487,6 @@ typedef struct {
     const ana_run_opts *o;
 } pass_ckpt;
 
-static void ckpt_notice(const ana_run_opts *o, const char *fmt, ...)
-{
-    if (!o->notice) return;
-    char msg[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    o->notice(msg, o->user);
-}
-
 /* ---- measured effects (--effects) ------------------------------------------------------------ */
 typedef struct {
     int64_t *n;
@@ -588,7 +577,8 @@ static int eff_ckpt_save(const ana_effects_state *st, void *user)
         else rc = file_atomic_commit(&fa);
     }
     if (rc) { /* the run goes on: it is only a cache */
-        ckpt_notice(ec->ck->o, "no more checkpoints for the effects: %s", err_msg());
+        progress_notice(ec->ck->o->notice, ec->ck->o->user,
+                        "no more checkpoints for the effects: %s", err_msg());
         err_clear();
     }
     return rc;
@@ -673,12 +663,14 @@ static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, size_t nseq, int64_t ma
     }
     if (f) fclose(f);
     if (!why) {
-        ckpt_notice(ec->ck->o, "continuing the effects from %s (features %lld.., %lld sequences "
-                    "of their pass done)", ec->path, (long long)st->j0, (long long)st->seqs_done);
+        progress_notice(ec->ck->o->notice, ec->ck->o->user,
+                        "continuing the effects from %s (features %lld.., %lld sequences of their "
+                        "pass done)", ec->path, (long long)st->j0, (long long)st->seqs_done);
         return 1;
     }
     mem_free(b); /* e untouched: its arrays are as run_effects made them */
-    ckpt_notice(ec->ck->o, "%s %s: starting the effects over", ec->path, why);
+    progress_notice(ec->ck->o->notice, ec->ck->o->user,
+                    "%s %s: starting the effects over", ec->path, why);
     return 0;
 }
 
@@ -839,7 +831,8 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
         rc = path_fmt(ck->path, sizeof ck->path, "%s", ck->base);
     if (rc) { /* no checkpoint, no failure: say so */
         ck->path[0] = ck->base[0] = 0;
-        if (o->ckpt_secs > 0) ckpt_notice(o, "no checkpoints for this pass: %s", err_msg());
+        if (o->ckpt_secs > 0)
+            progress_notice(o->notice, o->user, "no checkpoints for this pass: %s", err_msg());
         err_clear();
         return OK;
     }
@@ -1001,8 +994,9 @@ static int ckpt_load(pass_ckpt *ck, const char *kind, const int64_t *seqs, size_
     mem_free(packed);
     if (!why) {
         ck->resumed_seqs = ana_block_start(nseq, done) - ana_block_start(nseq, b0);
-        ckpt_notice(o, "continuing the %s pass from %s (%zu of %zu sequences done)", kind, ck->path,
-                    ck->resumed_seqs, ana_block_start(nseq, b1) - ana_block_start(nseq, b0));
+        progress_notice(o->notice, o->user, "continuing the %s pass from %s (%zu of %zu sequences done)",
+                        kind, ck->path, ck->resumed_seqs,
+                        ana_block_start(nseq, b1) - ana_block_start(nseq, b0));
         return done;
     }
     /* start over from zero: the tree, the counts and the statistics as they were made */
@@ -1010,7 +1004,7 @@ static int ckpt_load(pass_ckpt *ck, const char *kind, const int64_t *seqs, size_
     t->depth = 0;
     w->rec.n = w->rec.n_nonzero = 0;
     memset(w->rec.fires, 0, (size_t)D * sizeof *w->rec.fires);
-    ckpt_notice(o, "%s %s: starting the %s pass over", ck->path, why, kind);
+    progress_notice(o->notice, o->user, "%s %s: starting the %s pass over", ck->path, why, kind);
     return b0;
 }
 
@@ -1133,7 +1127,7 @@ static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work
         /* the last block's too: a kill in the downstream pass or the effects keeps the pass */
         if (ck->secs > 0 && now_seconds() - ck->last >= ck->secs) {
             if (ckpt_save(ck, sh->nseq, blk + 1, &t, w)) { /* the run goes on: it is only a cache */
-                ckpt_notice(o, "no more checkpoints for this pass: %s", err_msg());
+                progress_notice(o->notice, o->user, "no more checkpoints for this pass: %s", err_msg());
                 err_clear();
                 ck->secs = 0;
             }

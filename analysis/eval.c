@@ -420,17 +420,6 @@ static int plan_tokens(ctx *c, int **mark_out, int64_t **off_out)
     return OK;
 }
 
-static void eval_notice(const eval_opts *o, const char *fmt, ...)
-{
-    if (!o->notice) return;
-    char msg[4400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    o->notice(msg, o->user);
-}
-
 static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const int64_t *off)
 {
     const eval_opts *o = c->o;
@@ -442,7 +431,8 @@ static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const i
     if (path_fmt(ck->path, sizeof ck->path, "%s.eval-%016llx", o->db,
                  (unsigned long long)(id[0] ^ id[1]))) {
         ck->path[0] = 0;
-        if (o->ckpt_secs > 0) eval_notice(o, "no checkpoints for the read: %s", err_msg());
+        if (o->ckpt_secs > 0)
+            progress_notice(o->notice, o->user, "no checkpoints for the read: %s", err_msg());
         err_clear();
         return OK;
     }
@@ -607,8 +597,8 @@ static int read_ckpt_load(read_ckpt *ck, ctx *c, int64_t ntok)
         } else why = "is damaged (its checksum or rows fail)";
         if (!why) {
             ck->resumed = done;
-            eval_notice(o, "continuing the read from %s (%d of %d sequences done)", ck->path, done,
-                        c->nchosen);
+            progress_notice(o->notice, o->user, "continuing the read from %s (%d of %d sequences done)",
+                            ck->path, done, c->nchosen);
         }
     }
     if (f) fclose(f);
@@ -619,7 +609,7 @@ static int read_ckpt_load(read_ckpt *ck, ctx *c, int64_t ntok)
     eval_csr_free(&c->tok.rnd);
     eval_csr_free(&c->seq.sae);
     eval_csr_free(&c->seq.rnd);
-    eval_notice(o, "%s %s: reading from the start", ck->path, why);
+    progress_notice(o->notice, o->user, "%s %s: reading from the start", ck->path, why);
     return 0;
 }
 
@@ -707,7 +697,8 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
         /* the last sequence's too: a kill in the suites keeps the read */
         if (!rc && c->ck.secs > 0 && now_seconds() - c->ck.last >= c->ck.secs) {
             if (read_ckpt_save(&c->ck, c, i + 1)) { /* the run goes on: it is only a cache */
-                eval_notice(c->o, "no more checkpoints for the read: %s", err_msg());
+                progress_notice(c->o->notice, c->o->user,
+                                "no more checkpoints for the read: %s", err_msg());
                 err_clear();
                 c->ck.secs = 0;
             }

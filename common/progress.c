@@ -111,3 +111,14 @@ double progress_end(progress *p)
     }
     return now_seconds() - p->start;
 }
+
+void progress_notice(void (*fn)(const char *msg, void *user), void *user, const char *fmt, ...)
+{
+    if (!fn) return;
+    char msg[4400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fn(msg, user);
+}

@@ -42,6 +42,12 @@ void progress_update(progress *p, double done, const char *status, ...)
 /* Clear the line (PROGRESS_TTY). Returns elapsed seconds. */
 double progress_end(progress *p);
 
+/* A one-line notice for a runner's caller (continuing from a checkpoint, or why not): formatted
+ * (up to 4 KB) and handed to fn(msg, user); nothing when fn is NULL. Runners take such a callback
+ * in their options, and only the caller prints. */
+void progress_notice(void (*fn)(const char *msg, void *user), void *user, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Monotonic wall clock in seconds. */
 double now_seconds(void);
 /* Format a count with a k/M/G suffix into buf (size >= 16). */
