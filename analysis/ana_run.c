@@ -53,6 +53,7 @@ typedef struct {
     gpt2_model *model; /* NULL with --no-model */
     tok_tokenizer *bpe; /* NULL when no tokenizer was found: ana_vocab is not filled */
     const char *model_path;
+    char model_sum[17]; /* gpt2_dir_checksum of model_path, once read ("" until then) */
     int vocab_done;
 } shared;
 
@@ -148,6 +149,14 @@ static void free_shared(shared *sh)
 }
 
 /* index of seq_id in sh->seq (ascending), or -1 */
+/* The model's checksum, read once (open_model's check, the effects' key, the ranks' agreement). */
+static int model_checksum(shared *sh, const char **out)
+{
+    int rc = sh->model_sum[0] ? OK : gpt2_dir_checksum(sh->model_path, sh->model_sum);
+    *out = sh->model_sum;
+    return rc;
+}
+
 static long seq_index(const shared *sh, int64_t id)
 {
     size_t lo = 0, hi = sh->nseq;
@@ -604,18 +613,13 @@ static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, size_t nseq, int64_t ma
     const int D = ec->D;
     const size_t nk = (size_t)D * 2 * e->k;
     *buf = NULL;
-    FILE *f = NULL;
     int64_t fsize = 0;
-    const char *why = NULL;
-    if (file_open_plain_read(ec->path, &f, &fsize)) {
-        err_clear();
-        why = "is not a regular file (a link, FIFO or directory)";
-    } else if (!f)
-        return 0;
-    file_sum io = file_sum_start(f);
-    int64_t hdr[10] = {0};
+    file_sum io;
+    const char *why = file_sum_open(ec->path, &io, &fsize);
+    if (!why && !io.f) return 0;
+    int64_t hdr[10];
+    file_sum_get(&io, hdr, sizeof hdr); /* zeros when unreadable */
     if (!why) {
-        file_sum_get(&io, hdr, sizeof hdr);
         if (io.bad) why = "cannot be read";
         else if (hdr[0] != EFF_CKPT_MAGIC) why = "is not an effects checkpoint of this build";
         else if ((uint64_t)hdr[1] != ec->key[0] || (uint64_t)hdr[2] != ec->key[1])
@@ -661,7 +665,7 @@ static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, size_t nseq, int64_t ma
             *buf = b;
         }
     }
-    if (f) fclose(f);
+    if (io.f) fclose(io.f);
     if (!why) {
         progress_notice(ec->ck->o->notice, ec->ck->o->user,
                         "continuing the effects from %s (features %lld.., %lld sequences of their "
@@ -707,9 +711,9 @@ static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, const p
     eff_ckpt ec = {.ck = ck, .e = e, .D = D};
     ana_effects_state rs;
     void *rbuf = NULL;
-    char cs[17] = "";
+    const char *cs;
     if (ck->path[0] && ck->secs > 0 && path_fmt(ec.path, sizeof ec.path, "%s.effects", ck->path) == OK &&
-        gpt2_dir_checksum(sh->model_path, cs) == OK) {
+        model_checksum(sh, &cs) == OK) {
         uint64_t *h = ec.key;
         h[0] = ck->key[0];
         h[1] = ck->key[1];
@@ -926,28 +930,25 @@ static int ckpt_load(pass_ckpt *ck, const char *kind, const int64_t *seqs, size_
                      int b0, int b1, ana_tree *t, dict_work *w)
 {
     const ana_run_opts *o = ck->o;
-    FILE *f = NULL;
     int64_t fsize = 0;
     if (!(ck->secs > 0)) return b0;
-    const char *why = NULL;
-    if (file_open_plain_read(ck->path, &f, &fsize)) {
-        err_clear();
-        why = "is not a regular file (a link, FIFO or directory)";
-    } else if (!f)
-        return b0;
+    file_sum io;
+    const char *why = file_sum_open(ck->path, &io, &fsize);
+    if (!why && !io.f) return b0;
     void *packed = NULL;
-    file_sum io = file_sum_start(f);
-    int64_t hdr[7] = {0};
-    if (!why) file_sum_get(&io, hdr, sizeof hdr);
+    int64_t hdr[7];
+    file_sum_get(&io, hdr, sizeof hdr); /* zeros when unreadable */
     int done = (int)hdr[4], depth = (int)hdr[6];
     const int D = w->rec.d_sae;
-    if (why) (void)0;
-    else if (io.bad) why = "cannot be read";
-    else if (hdr[0] != CKPT_MAGIC) why = "is not an analyze checkpoint of this build";
-    else if ((uint64_t)hdr[1] != ck->key[0] || (uint64_t)hdr[2] != ck->key[1] || hdr[3] != (int64_t)nseq)
-        why = "was made with other inputs or options";
-    else if (hdr[4] <= b0 || hdr[4] > b1 || hdr[5] != t->n || depth != __builtin_popcount((unsigned)(done - b0)))
-        why = "is damaged (its block count or sums do not fit this pass)";
+    if (!why) {
+        if (io.bad) why = "cannot be read";
+        else if (hdr[0] != CKPT_MAGIC) why = "is not an analyze checkpoint of this build";
+        else if ((uint64_t)hdr[1] != ck->key[0] || (uint64_t)hdr[2] != ck->key[1] || hdr[3] != (int64_t)nseq)
+            why = "was made with other inputs or options";
+        else if (hdr[4] <= b0 || hdr[4] > b1 || hdr[5] != t->n ||
+                 depth != __builtin_popcount((unsigned)(done - b0)))
+            why = "is damaged (its block count or sums do not fit this pass)";
+    }
     if (!why) {
         /* the tree after done - b0 pushes: a partial sum per one bit of the count, high first */
         int bits = done - b0;
@@ -990,7 +991,7 @@ static int ckpt_load(pass_ckpt *ck, const char *kind, const int64_t *seqs, size_
             }
         }
     }
-    if (f) fclose(f);
+    if (io.f) fclose(io.f);
     mem_free(packed);
     if (!why) {
         ck->resumed_seqs = ana_block_start(nseq, done) - ana_block_start(nseq, b0);
@@ -1519,8 +1520,8 @@ static int open_model(shared *sh, const ana_run_opts *o, const char *skip)
     /* the downstream metrics splice the SAE into the model that made the activations: another
        model of the same width (or the recorded directory's weights since replaced) gave a CE
        loss score of -6.2 instead of 0.996, exit 0 (an audit); extract records its checksum */
-    char cs[17];
-    if (want && want[0] && (rc = gpt2_dir_checksum(dir, cs)) == OK && strcmp(cs, want))
+    const char *cs;
+    if (want && want[0] && (rc = model_checksum(sh, &cs)) == OK && strcmp(cs, want))
         rc = err_set(ERR_ARG, "%s: checksum %s, but %s's hook %s was extracted from a model with "
                      "checksum %s; give that model (--model)%s", dir, cs, o->db, sh->hook.name,
                      want, skip[0] ? " or skip the model metrics (--no-model)" : "");
@@ -1694,7 +1695,7 @@ int ana_check_model(const ana_run_opts *o, const char *hook)
  * shape (phase 0), the model's files (phase 1, once rank 0 has opened it). Another SAE width on
  * one rank hung the job in a collective; another SAE or model behind the same path analysed
  * with exit 0 (an audit). Collective. */
-static int same_inputs(const ana_run_opts *o, const shared *sh, const dict *sd, int phase)
+static int same_inputs(const ana_run_opts *o, shared *sh, const dict *sd, int phase)
 {
     struct {
         int64_t d_in, d_sae, width, n_tokens;
@@ -1710,7 +1711,9 @@ static int same_inputs(const ana_run_opts *o, const shared *sh, const dict *sd, 
         if (sd->sae) rc = sae_weights_checksum(sd->name, f.sae_sum);
         return dist_same(rc, &f, sizeof f, "the SAE (its shape or weights) or the stored hook");
     }
-    if (sd->sae && !o->no_model && sh->model_path) rc = gpt2_dir_checksum(sh->model_path, f.model_sum);
+    const char *cs;
+    if (sd->sae && !o->no_model && sh->model_path && !(rc = model_checksum(sh, &cs)))
+        memcpy(f.model_sum, cs, sizeof f.model_sum);
     return dist_same(rc, &f, sizeof f, "the model's files");
 }
 

@@ -68,6 +68,14 @@ int ana_effects_chunk(int V, int d_sae, size_t max_acc_bytes)
     return (int)chunk;
 }
 
+/* The caller's save of st; 0 once it failed (no more offers). */
+static int offer_state(const ana_effects_opts *o, const ana_effects_state *st, double *last_save)
+{
+    int ok = o->save(st, o->save_user) == OK;
+    *last_save = now_seconds();
+    return ok;
+}
+
 int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *tok,
                 const int64_t *off, const unsigned char *bos, size_t nseq,
                 const ana_effects_opts *o, ana_effects_out *out, ana_effects_fn cb, void *user)
@@ -138,12 +146,10 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
         if (i0 == 0) memset(acc, 0, (size_t)(j1 - j0) * V * sizeof *acc);
         for (size_t i = i0; i < nseq && !rc; i++, done++) {
             /* the state after sequence i - 1 of this chunk (the callbacks of the chunks before ran) */
-            if (saving && i > i0 && now_seconds() - last_save >= o->save_secs) {
-                ana_effects_state st = {j0, chunk, V, D, (int64_t)i, acc, out->n, sa, skl, sdl,
-                                        out->forwards, out->rows};
-                if (o->save(&st, o->save_user)) saving = 0;
-                last_save = now_seconds();
-            }
+            if (saving && i > i0 && now_seconds() - last_save >= o->save_secs)
+                saving = offer_state(o, &(ana_effects_state){j0, chunk, V, D, (int64_t)i, acc, out->n,
+                                                             sa, skl, sdl, out->forwards, out->rows},
+                                     &last_save);
             const int *ids = tok + off[i];
             const int T = (int)(off[i + 1] - off[i]);
             const int b0 = bos && bos[i] ? 1 : 0;
@@ -247,12 +253,10 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
             }
         }
         gpt2_hook_clear(m);
-        if (!rc && saving && now_seconds() - last_save >= o->save_secs) { /* the chunk whole */
-            ana_effects_state st = {j0, chunk, V, D, (int64_t)nseq, acc, out->n, sa, skl, sdl,
-                                    out->forwards, out->rows};
-            if (o->save(&st, o->save_user)) saving = 0;
-            last_save = now_seconds();
-        }
+        if (!rc && saving && now_seconds() - last_save >= o->save_secs) /* the chunk whole */
+            saving = offer_state(o, &(ana_effects_state){j0, chunk, V, D, (int64_t)nseq, acc, out->n, sa,
+                                                         skl, sdl, out->forwards, out->rows},
+                                 &last_save);
         for (int j = j0; j < j1 && !rc; j++) {
             int64_t n = out->n[j];
             if (!n) continue;

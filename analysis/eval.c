@@ -540,10 +540,13 @@ static int csr_get(file_sum *io, eval_csr *m, int64_t rows, int width, int64_t f
     return ok;
 }
 
+/* What the probes can fit: finite and below EVAL_MAX_ABS in size (NaN fails). */
+static int in_bounds(float a) { return fabsf(a) < EVAL_MAX_ABS; }
+
 static int bounded(const float *v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (!(fabsf(v[i]) < EVAL_MAX_ABS)) return 0;
+        if (!in_bounds(v[i])) return 0;
     return 1;
 }
 
@@ -554,27 +557,23 @@ static int read_ckpt_load(read_ckpt *ck, ctx *c, int64_t ntok)
 {
     const eval_opts *o = c->o;
     const int d = c->hook.width, D = c->sae->cfg.d_sae;
-    FILE *f = NULL;
     int64_t fsize = 0;
     if (!(ck->secs > 0)) return 0;
-    const char *why = NULL;
-    if (file_open_plain_read(ck->path, &f, &fsize)) {
-        err_clear();
-        why = "is not a regular file (a link, FIFO or directory)";
-    } else if (!f)
-        return 0;
-    file_sum io = file_sum_start(f);
-    int64_t hdr[5] = {0};
-    if (!why) file_sum_get(&io, hdr, sizeof hdr);
+    file_sum io;
+    const char *why = file_sum_open(ck->path, &io, &fsize);
+    if (!why && !io.f) return 0;
+    int64_t hdr[5];
+    file_sum_get(&io, hdr, sizeof hdr); /* zeros when unreadable */
     float *dense = NULL;
-    if (why) (void)0;
-    else if (io.bad) why = "cannot be read";
-    else if (hdr[0] != EVAL_CKPT_MAGIC) why = "is not an eval checkpoint of this build";
-    else if ((uint64_t)hdr[1] != ck->key[0] || (uint64_t)hdr[2] != ck->key[1])
-        why = "was made with other inputs or options";
-    else if (hdr[3] < 1 || hdr[3] > c->nchosen || hdr[4] < 0 || hdr[4] > ntok)
-        why = "is damaged (its counts do not fit this run)";
-    else if (!(dense = mem_alloc((size_t)D * sizeof *dense))) why = "needs more memory than there is";
+    if (!why) {
+        if (io.bad) why = "cannot be read";
+        else if (hdr[0] != EVAL_CKPT_MAGIC) why = "is not an eval checkpoint of this build";
+        else if ((uint64_t)hdr[1] != ck->key[0] || (uint64_t)hdr[2] != ck->key[1])
+            why = "was made with other inputs or options";
+        else if (hdr[3] < 1 || hdr[3] > c->nchosen || hdr[4] < 0 || hdr[4] > ntok)
+            why = "is damaged (its counts do not fit this run)";
+        else if (!(dense = mem_alloc((size_t)D * sizeof *dense))) why = "needs more memory than there is";
+    }
     if (!why) {
         int done = (int)hdr[3];
         c->tok.n = (int)hdr[4];
@@ -601,7 +600,7 @@ static int read_ckpt_load(read_ckpt *ck, ctx *c, int64_t ntok)
                             ck->path, done, c->nchosen);
         }
     }
-    if (f) fclose(f);
+    if (io.f) fclose(io.f);
     mem_free(dense);
     if (!why) return ck->resumed;
     c->tok.n = 0;
@@ -621,7 +620,7 @@ static int check_bounded(const ctx *c, const float *v, int T, int w, int64_t seq
     for (int t = 0; t < T; t++)
         for (int j = 0; j < w; j++) {
             float a = v[(size_t)t * w + j];
-            if (isfinite(a) && fabsf(a) < EVAL_MAX_ABS) continue;
+            if (in_bounds(a)) continue;
             if (!what)
                 return err_set(ERR_FORMAT, "%s: hook %s holds %g at sequence %lld, token %d, unit %d "
                                "(the probes need finite activations below %g in size)", c->o->db,

@@ -433,7 +433,9 @@ int file_pid_gone(const char *pid_text)
 
 /* by_ending: names[] are endings of NAME (".png") rather than whole names; dead_only: only the
  * temps of writers that are gone */
-static void remove_temps(const char *dir, const char *const *names, size_t n, int by_ending,
+enum { MATCH_NAME, MATCH_ENDING }; /* how remove_temps compares a temp's base */
+
+static void remove_temps(const char *dir, const char *const *names, size_t n, int match,
                          int dead_only)
 {
     DIR *d = opendir(dir);
@@ -444,8 +446,8 @@ static void remove_temps(const char *dir, const char *const *names, size_t n, in
         int ours = 0;
         for (size_t i = 0; bl && i < n && !ours; i++) {
             size_t l = strlen(names[i]);
-            ours = by_ending ? l <= bl && !strncmp(e->d_name + bl - l, names[i], l)
-                             : l == bl && !strncmp(e->d_name, names[i], l);
+            ours = match == MATCH_ENDING ? l <= bl && !strncmp(e->d_name + bl - l, names[i], l)
+                                         : l == bl && !strncmp(e->d_name, names[i], l);
         }
         if (ours && dead_only) ours = file_pid_gone(e->d_name + bl + 5);
         char path[4096];
@@ -456,12 +458,12 @@ static void remove_temps(const char *dir, const char *const *names, size_t n, in
 
 void file_remove_temps(const char *dir, const char *const *names, size_t n)
 {
-    remove_temps(dir, names, n, 0, 0);
+    remove_temps(dir, names, n, MATCH_NAME, 0);
 }
 
 void file_remove_temps_ending(const char *dir, const char *const *endings, size_t n)
 {
-    remove_temps(dir, endings, n, 1, 1);
+    remove_temps(dir, endings, n, MATCH_ENDING, 1);
 }
 
 void file_remove_dead_temps(const char *path)
@@ -471,7 +473,7 @@ void file_remove_dead_temps(const char *path)
     char dir[4096];
     dir_of(dir, sizeof dir, dst);
     const char *base = slash ? slash + 1 : dst;
-    remove_temps(dir, &base, 1, 0, 1);
+    remove_temps(dir, &base, 1, MATCH_NAME, 1);
     free(real);
 }
 
@@ -481,7 +483,7 @@ void file_remove_dead_temps_plain(const char *path)
     char dir[4096];
     dir_of(dir, sizeof dir, path);
     const char *base = slash ? slash + 1 : path;
-    remove_temps(dir, &base, 1, 0, 1);
+    remove_temps(dir, &base, 1, MATCH_NAME, 1);
 }
 
 int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)
@@ -613,6 +615,16 @@ void file_sum_get(file_sum *s, void *p, size_t n)
         return;
     }
     s->h = hash_fnv1a(s->h, p, n);
+}
+
+const char *file_sum_open(const char *path, file_sum *s, int64_t *size)
+{
+    FILE *f = NULL;
+    int rc = file_open_plain_read(path, &f, size);
+    *s = file_sum_start(f);
+    if (!rc) return NULL;
+    err_clear();
+    return "is not a regular file (a link, FIFO or directory)";
 }
 
 void file_sum_put_end(file_sum *s)

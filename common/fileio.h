@@ -135,6 +135,10 @@ void file_sum_put(file_sum *s, const void *p, size_t n);
 void file_sum_get(file_sum *s, void *p, size_t n);
 void file_sum_put_end(file_sum *s);
 int file_sum_get_end(file_sum *s);
+/* file_open_plain_read as a file_sum to read (the checkpoints' loaders): NULL with s->f open, or
+ * NULL with s->f NULL when there is no file; else why it cannot be used ("is not a regular file
+ * (a link, FIFO or directory)", s bad). No error is recorded. */
+const char *file_sum_open(const char *path, file_sum *s, int64_t *size);
 
 /* 1 when the process whose id pid_text begins with is gone: not this process, and no process of
  * that id here (a live writer's temp or staging folder is left alone). */

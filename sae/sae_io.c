@@ -587,24 +587,26 @@ int sae_load_sparsity(const char *dir, int d_sae, float **out)
     return OK;
 }
 
-int sae_weights_checksum(const char *dir, char out[17])
+/* out = hex FNV-1a 64 over the files dir/names[0..n) in turn. */
+static int files_checksum(const char *dir, const char *const *names, int n, char out[17])
 {
     char p[4096];
     uint64_t h = HASH_FNV1A_INIT;
-    int rc = path_join(p, sizeof p, dir, "sae_weights.safetensors");
-    if (!rc) rc = file_fnv1a(p, &h);
+    int rc = OK;
+    for (int i = 0; i < n && !rc; i++)
+        if (!(rc = path_join(p, sizeof p, dir, names[i]))) rc = file_fnv1a(p, &h);
     if (!rc) snprintf(out, 17, "%016llx", (unsigned long long)h);
     return rc;
 }
 
+int sae_weights_checksum(const char *dir, char out[17])
+{
+    static const char *const names[] = {"sae_weights.safetensors"};
+    return files_checksum(dir, names, 1, out);
+}
+
 int sae_files_checksum(const char *dir, char out[17])
 {
-    char p[4096];
-    uint64_t h = HASH_FNV1A_INIT;
-    int rc = path_join(p, sizeof p, dir, "cfg.json");
-    if (!rc) rc = file_fnv1a(p, &h);
-    if (!rc) rc = path_join(p, sizeof p, dir, "sae_weights.safetensors");
-    if (!rc) rc = file_fnv1a(p, &h);
-    if (!rc) snprintf(out, 17, "%016llx", (unsigned long long)h);
-    return rc;
+    static const char *const names[] = {"cfg.json", "sae_weights.safetensors"};
+    return files_checksum(dir, names, 2, out);
 }
