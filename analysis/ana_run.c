@@ -720,7 +720,7 @@ static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, const p
         hash_absorb128_str(h, cs);
         int64_t w[] = {op_precision_bf16(), o->effects_ctx, (int64_t)nseq, e->k, V};
         for (size_t i = 0; i < sizeof w / sizeof *w; i++) hash_absorb128(h, (uint64_t)w[i]);
-        file_remove_dead_temps_plain(ec.path);
+        file_remove_dead_temps_plain(ec.path, 0);
         if (eff_ckpt_load(&ec, ana_effects_chunk(V, D, eo.max_acc_bytes), V, nseq, eo.max_ctx, &rs, &rbuf))
             eo.resume = &rs;
         eo.save_secs = ck->secs;
@@ -840,7 +840,7 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
         err_clear();
         return OK;
     }
-    file_remove_dead_temps_plain(ck->path);
+    file_remove_dead_temps_plain(ck->path, 0);
     if (!(o->ckpt_secs > 0)) return OK;
     char sae_sum[17] = "";
     if (d->sae && (rc = sae_files_checksum(d->name, sae_sum))) return rc;
@@ -913,6 +913,7 @@ static void ckpt_remove(const pass_ckpt *ck)
     snprintf(p, sizeof p, "%s.effects", ck->path);
     unlink(p);
     if (!dist_is_root()) return;
+    file_remove_dead_temps_plain(ck->base, 1); /* a killed save's, of any rank or world size */
     for (int n = 1; n <= ANA_BLOCKS; n *= 2)
         for (int r = 0; r < n; r++) {
             if (n == 1) snprintf(p, sizeof p, "%s", ck->base);

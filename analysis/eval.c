@@ -436,7 +436,7 @@ static int read_ckpt_setup(read_ckpt *ck, const ctx *c, const int *mark, const i
         err_clear();
         return OK;
     }
-    file_remove_dead_temps_plain(ck->path);
+    file_remove_dead_temps_plain(ck->path, 0);
     if (!(o->ckpt_secs > 0)) return OK;
     char sum[17];
     int rc = sae_files_checksum(c->sae_dir, sum);

@@ -433,7 +433,7 @@ int file_pid_gone(const char *pid_text)
 
 /* by_ending: names[] are endings of NAME (".png") rather than whole names; dead_only: only the
  * temps of writers that are gone */
-enum { MATCH_NAME, MATCH_ENDING }; /* how remove_temps compares a temp's base */
+enum { MATCH_NAME, MATCH_ENDING, MATCH_PREFIX }; /* how remove_temps compares a temp's base */
 
 static void remove_temps(const char *dir, const char *const *names, size_t n, int match,
                          int dead_only)
@@ -447,7 +447,8 @@ static void remove_temps(const char *dir, const char *const *names, size_t n, in
         for (size_t i = 0; bl && i < n && !ours; i++) {
             size_t l = strlen(names[i]);
             ours = match == MATCH_ENDING ? l <= bl && !strncmp(e->d_name + bl - l, names[i], l)
-                                         : l == bl && !strncmp(e->d_name, names[i], l);
+                   : match == MATCH_PREFIX ? l <= bl && !strncmp(e->d_name, names[i], l)
+                                           : l == bl && !strncmp(e->d_name, names[i], l);
         }
         if (ours && dead_only) ours = file_pid_gone(e->d_name + bl + 5);
         char path[4096];
@@ -477,13 +478,13 @@ void file_remove_dead_temps(const char *path)
     free(real);
 }
 
-void file_remove_dead_temps_plain(const char *path)
+void file_remove_dead_temps_plain(const char *path, int prefix)
 {
     const char *slash = strrchr(path, '/');
     char dir[4096];
     dir_of(dir, sizeof dir, path);
     const char *base = slash ? slash + 1 : path;
-    remove_temps(dir, &base, 1, MATCH_NAME, 1);
+    remove_temps(dir, &base, 1, prefix ? MATCH_PREFIX : MATCH_NAME, 1);
 }
 
 int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)

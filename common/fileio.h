@@ -73,8 +73,9 @@ void file_atomic_abort(file_atomic *a);
  * several hosts (another PID namespace) a writer of the same path elsewhere looks dead. */
 void file_remove_dead_temps(const char *path);
 /* The same for file_atomic_open_plain's files: the temps beside path itself, whatever path is
- * (a link there is not followed). */
-void file_remove_dead_temps_plain(const char *path);
+ * (a link there is not followed); prefix: of every file whose name starts with path's (a
+ * checkpoint's siblings: other ranks', other world sizes', its .effects). */
+void file_remove_dead_temps_plain(const char *path, int prefix);
 
 /* Several output files of one command, all or none (attribute's --csv --npy --png: a failing
  * PNG left the new CSV and .npy, an audit). Each regular-file output is written under a staging
