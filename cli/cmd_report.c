@@ -40,6 +40,8 @@ int cmd_report(int argc, char **argv)
         {"--training-log", ARG_STR, &o.training_log, "sae-train's training_log.csv",
          ARG_DEFAULT("the SAE directory's")},
         {"--no-global", ARG_FLAG, &no_global, "only the feature dashboards, not the SAE-wide pictures"},
+        {"--redraw", ARG_FLAG, &o.redraw,
+         "draw every dashboard again (default: keep those --out has for the same content)"},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
@@ -62,10 +64,14 @@ int cmd_report(int argc, char **argv)
     mem_free(list);
     rep_cleanup();
     if (rc) return cli_fail(argv[0]);
-    printf("report: %d feature dashboards and %d SAE pictures of '%s' in %s/ (index.html), %.2f s; "
-           "dashboards %.1f/s on %d thread%s\n",
-           res.dashboards, res.pictures, res.dict_name, o.out_dir, res.seconds,
-           res.dashboard_seconds > 0 ? res.dashboards / res.dashboard_seconds : 0.0, o.threads,
-           o.threads == 1 ? "" : "s");
+    char kept[96] = "";
+    if (res.kept)
+        snprintf(kept, sizeof kept, " (%d already there with the same content, kept)", res.kept);
+    printf("report: %d feature dashboards%s and %d SAE pictures of '%s' in %s/ (index.html), %.2f s; "
+           "%d drawn, %.1f/s on %d thread%s\n",
+           res.dashboards, kept, res.pictures, res.dict_name, o.out_dir, res.seconds,
+           res.dashboards - res.kept,
+           res.dashboard_seconds > 0 ? (res.dashboards - res.kept) / res.dashboard_seconds : 0.0,
+           o.threads, o.threads == 1 ? "" : "s");
     return 0;
 }

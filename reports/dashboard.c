@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "common/utf8.h"
 #include "reports/dashboard.h"
@@ -63,6 +64,81 @@ static int draw_contexts(rep_canvas *c, double x, double y, double w, const rep_
     mem_free(rows);
     mem_free(labels);
     return rc;
+}
+
+/* ---- the dashboard's content key ---------------------------------------------------------- */
+static void key_str(uint64_t h[2], const char *s)
+{
+    hash_absorb128(h, s != NULL); /* NULL and "" draw differently (a missing tag, an empty one) */
+    hash_absorb128_str(h, s ? s : "");
+}
+
+static void key_f64(uint64_t h[2], double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    hash_absorb128(h, b);
+}
+
+static void key_ctx(uint64_t h[2], const rep_context *c, int n)
+{
+    hash_absorb128(h, (uint64_t)(n > 0 ? n : 0));
+    for (int i = 0; i < n; i++) {
+        hash_absorb128(h, (uint64_t)(int64_t)c[i].n);
+        hash_absorb128(h, (uint64_t)(int64_t)c[i].mark);
+        hash_absorb128(h, (uint64_t)(c[i].acts != NULL) << 1 | (c[i].tokens != NULL));
+        for (int t = 0; t < c[i].n; t++) {
+            if (c[i].acts) {
+                uint32_t b;
+                memcpy(&b, &c[i].acts[t], sizeof b);
+                hash_absorb128(h, b);
+            }
+            if (c[i].tokens) key_str(h, c[i].tokens[t]);
+        }
+    }
+}
+
+static void key_bars(uint64_t h[2], const char *const *txt, const double *v, int n)
+{
+    hash_absorb128(h, (uint64_t)(n > 0 ? n : 0));
+    hash_absorb128(h, (uint64_t)(txt != NULL) << 1 | (v != NULL));
+    for (int i = 0; i < n; i++) {
+        if (txt) key_str(h, txt[i]);
+        if (v) key_f64(h, v[i]);
+    }
+}
+
+void rep_feature_key(const rep_feature *f, uint64_t h[2])
+{
+    /* every field rep_feature_dashboard reads, in declaration order: a new field goes here too */
+    key_str(h, "rep_feature_dashboard 1");
+    hash_absorb128(h, (uint64_t)f->feature);
+    key_str(h, f->sae);
+    key_str(h, f->transcoder_out);
+    hash_absorb128(h, (uint64_t)f->sampled_only);
+    key_f64(h, f->density);
+    key_f64(h, f->max_act);
+    key_f64(h, f->mean_act);
+    key_str(h, f->best_tag);
+    key_f64(h, f->best_tag_precision);
+    hash_absorb128(h, (uint64_t)f->nearest);
+    key_f64(h, f->nearest_cos);
+    key_ctx(h, f->top, f->ntop);
+    hash_absorb128(h, (uint64_t)(f->nintervals > 0 ? f->nintervals : 0));
+    for (int i = 0; i < f->nintervals; i++) {
+        key_str(h, f->intervals[i].name);
+        key_f64(h, f->intervals[i].lo);
+        key_f64(h, f->intervals[i].hi);
+        key_ctx(h, f->intervals[i].ctx, f->intervals[i].nctx);
+    }
+    hash_absorb128(h, (uint64_t)(f->hist_bins > 0 ? f->hist_bins : 0));
+    hash_absorb128(h, (uint64_t)(f->hist_counts != NULL) << 1 | (f->hist_edges != NULL));
+    for (int i = 0; f->hist_counts && i < f->hist_bins; i++) key_f64(h, f->hist_counts[i]);
+    for (int i = 0; f->hist_edges && f->hist_bins > 0 && i <= f->hist_bins; i++) key_f64(h, f->hist_edges[i]);
+    hash_absorb128(h, (uint64_t)f->hist_log_x);
+    key_bars(h, f->logit_pos, f->logit_pos_val, f->nlogit_pos);
+    key_bars(h, f->logit_neg, f->logit_neg_val, f->nlogit_neg);
+    key_bars(h, f->tags, f->tag_frac, f->ntags);
 }
 
 int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *meta, int nmeta)

@@ -70,6 +70,10 @@ typedef struct {
 /* The per-feature dashboard: header, activation map (top contexts and interval samples),
  * activation histogram (log counts), positive/negative logit bars, POS distribution. */
 int rep_feature_dashboard(const rep_feature *f, const char *path, const rep_kv *meta, int nmeta);
+/* Absorbs into the 128-bit key h (common/hash.h) everything of f that rep_feature_dashboard
+ * draws, so that equal keys (with equal metadata) mean the same picture: report keeps a
+ * dashboard already drawn for the same content instead of drawing it again. */
+void rep_feature_key(const rep_feature *f, uint64_t h[2]);
 
 /* Feature density histogram over log10(density); features with density <= dead_below are
  * counted as dead (density 0 cannot sit on a log axis: the count is in the legend and a

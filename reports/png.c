@@ -154,31 +154,26 @@ const char *rep_image_meta(const rep_image *img, const char *key)
     return NULL;
 }
 
-/* rep_png_read (pixels != 0) and rep_png_read_meta (the chunks before the image data only). */
-static int png_read_file(const char *path, rep_image *out, int pixels)
+/* rep_png_read (pixels != 0) and rep_png_read_meta (the chunks before the image data only)
+ * from f at its start (path for messages); f stays open. */
+static int png_read_stream(FILE *f, const char *path, rep_image *out, int pixels)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     unsigned char sig[8];
-    if (fread(sig, 1, 8, f) != 8 || png_sig_cmp(sig, 0, 8)) {
-        fclose(f);
+    if (fread(sig, 1, 8, f) != 8 || png_sig_cmp(sig, 0, 8))
         return err_set(ERR_FORMAT, "%s: not a PNG file", path);
-    }
     png_errctx ectx = {{0}};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &ectx, on_png_error,
                                              on_png_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!png || !info) {
         png_destroy_read_struct(&png, &info, NULL);
-        fclose(f);
         return err_set(ERR_NOMEM, "%s: libpng: out of memory", path);
     }
     unsigned char *volatile rgba = NULL;
     png_bytep *volatile rows = NULL;
     if (setjmp(png_jmpbuf(png))) {
         png_destroy_read_struct(&png, &info, NULL);
-        fclose(f);
         mem_free(rgba);
         mem_free(rows);
         rep_image_free(out);
@@ -223,12 +218,45 @@ text:;
         }
     }
     png_destroy_read_struct(&png, &info, NULL);
-    fclose(f);
     out->width = (int)w;
     out->height = (int)h;
     out->rgba = rgba;
     return OK;
 }
 
+static int png_read_file(const char *path, rep_image *out, int pixels)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int rc = png_read_stream(f, path, out, pixels);
+    fclose(f);
+    return rc;
+}
+
 int rep_png_read(const char *path, rep_image *out) { return png_read_file(path, out, 1); }
 int rep_png_read_meta(const char *path, rep_image *out) { return png_read_file(path, out, 0); }
+
+int rep_png_has_key(const char *path, const char *key, const char *want)
+{
+    /* what rep_png_write ends every file with: IEND's empty chunk and its CRC */
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+    FILE *f = NULL;
+    int64_t size = 0;
+    int same = 0;
+    if (file_open_plain_read(path, &f, &size) || !f) {
+        err_clear(); /* nothing there, or not a plain file: draw it (the rename replaces it) */
+        return 0;
+    }
+    unsigned char tail[12];
+    rep_image img;
+    if (size >= 8 + 12 && !fseek(f, -12, SEEK_END) && fread(tail, 1, 12, f) == 12 &&
+        !memcmp(tail, iend, 12) && !fseek(f, 0, SEEK_SET) && !png_read_stream(f, path, &img, 0)) {
+        const char *v = rep_image_meta(&img, key);
+        same = v && !strcmp(v, want);
+        rep_image_free(&img);
+    }
+    err_clear();
+    fclose(f);
+    return same;
+}

@@ -189,6 +189,11 @@ int rep_png_read(const char *path, rep_image *out);
 /* The size and the text chunks before the image data (where rep_png_write puts meta) only:
  * rgba stays NULL, nothing is decoded. */
 int rep_png_read_meta(const char *path, rep_image *out);
+/* 1 when path is a regular file (not a link, FIFO or device: never followed or waited on), ends
+ * as rep_png_write ends a file (so not cut short), and its text chunk key before the image data
+ * is want; else 0 (no file, another value, unreadable: nothing to report). What report asks
+ * before drawing a dashboard again; the image data itself is not decoded. */
+int rep_png_has_key(const char *path, const char *key, const char *want);
 void rep_image_free(rep_image *img);
 /* Value of key in img's metadata, or NULL. */
 const char *rep_image_meta(const rep_image *img, const char *key);

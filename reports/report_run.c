@@ -11,6 +11,7 @@
 
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
@@ -36,13 +37,14 @@ void rep_run_defaults(rep_run_opts *o)
 }
 
 typedef struct {
-    const rep_run_opts *o;
+    const rep_run_opts *o;       /* out_dir: the staging folder */
+    const char *final_dir;       /* the user's --out */
     const store_rep_dict *dict;
     char **vocab;
     int nvocab;
     const int64_t *feats;
     int nfeats;
-    int next, done;
+    int next, done, kept; /* done counts the kept ones too */
     pthread_mutex_t mu;
     progress pg; /* updated under mu: one thread at a time */
     int rc;
@@ -166,7 +168,8 @@ static void dash_free(dash *d)
     mem_free(d->tags); mem_free(d->tagn);
 }
 
-static int render_one(job *j, store *s, store_rep *r, int64_t feature)
+/* Draws feature's dashboard, or sets *kept when the directory has it already. */
+static int render_one(job *j, store *s, store_rep *r, int64_t feature, int *kept)
 {
     const rep_run_opts *o = j->o;
     store_rep_feature st;
@@ -300,7 +303,7 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
     f.tag_frac = d.tagf;
     f.ntags = nt;
 
-    char path[4096], fid[32], sid[32], did[32];
+    char path[4096], done[4096], fid[32], sid[32], did[32];
     if ((rc = path_fmt(path, sizeof path, "%s/feature_%lld.png", o->out_dir, (long long)feature)))
         goto out;
     snprintf(fid, sizeof fid, "%lld", (long long)feature);
@@ -308,10 +311,29 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature)
     snprintf(did, sizeof did, "%lld", (long long)j->dict->id);
     /* dict-id and split: which analysis of the SAE the picture shows (serve --report matches
        them; an SAE analysed on two splits has two) */
-    rep_kv meta[9] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"feature", fid},
-                      {"sae", j->dict->name}, {"sae-id", sid}, {"hook", j->dict->hook_name},
-                      {"database", o->db}, {"dict-id", did}, {"split", j->dict->split}};
-    rc = rep_feature_dashboard(&f, path, meta, 9);
+    rep_kv meta[10] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"feature", fid},
+                       {"sae", j->dict->name}, {"sae-id", sid}, {"hook", j->dict->hook_name},
+                       {"database", o->db}, {"dict-id", did}, {"split", j->dict->split},
+                       {"saelite-key", NULL}};
+    /* The picture's content key: what it draws and its metadata. A dashboard already in the
+       directory under the same key is that picture (files are written whole, then renamed), so
+       a rerun (after a kill, or with more features) draws only what is missing or changed. */
+    uint64_t h[2] = {0, 0};
+    rep_feature_key(&f, h);
+    for (int i = 0; i < 9; i++) {
+        hash_absorb128_str(h, meta[i].key);
+        hash_absorb128_str(h, meta[i].value);
+    }
+    char key[40];
+    snprintf(key, sizeof key, "%016llx%016llx", (unsigned long long)h[0], (unsigned long long)h[1]);
+    meta[9].value = key;
+    if (!o->redraw && rep_png_has_key(path, "saelite-key", key)) *kept = 1; /* staged by a killed run */
+    else if (!o->redraw && !(rc = path_fmt(done, sizeof done, "%s/feature_%lld.png", j->final_dir,
+                                           (long long)feature)) &&
+             rep_png_has_key(done, "saelite-key", key) && (unlink(path), link(done, path) == 0))
+        *kept = 1; /* in --out already: staged as a second link (over a killed run's stale one,
+                      in this run's folder), so publishing moves nothing */
+    else if (!rc) rc = rep_feature_dashboard(&f, path, meta, 10);
 out:
     dash_free(&d);
     if (rc) err_wrap(rc, "feature %lld", (long long)feature);
@@ -330,9 +352,10 @@ static void *worker(void *arg)
         int i = j->rc || (j->o->stop && *j->o->stop) ? j->nfeats : j->next++;
         pthread_mutex_unlock(&j->mu);
         if (i >= j->nfeats) break;
-        rc = render_one(j, s, r, j->feats[i]);
+        int kept = 0;
+        rc = render_one(j, s, r, j->feats[i], &kept);
         pthread_mutex_lock(&j->mu);
-        if (!rc) j->done++;
+        if (!rc) j->done++, j->kept += kept;
         progress_update(&j->pg, j->done, NULL);
         pthread_mutex_unlock(&j->mu);
     }
@@ -865,19 +888,39 @@ static int make_out_dir(const char *dir, int *made)
         return err_set(ERR_IO, "%s: cannot create the output directory: %s", dir, strerror(errno));
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: not a directory", dir);
-    /* the temps and the staging folder of a killed run (see rep_run); a live run's stay: a
-       second report into the same directory removed them, and the first failed (an audit) */
     static const char *const ours[] = {".png", "index.html"};
     file_remove_temps_ending(dir, ours, 2);
+    return OK;
+}
+
+/* This run's staging folder `stage` in dir. The staging folder of a killed or interrupted run
+ * (its process gone) holds the dashboards it finished, each whole: the first one found becomes
+ * this run's (renamed), so that its dashboards are kept where their keys match; the others go.
+ * A live run's stay: a second report into the same directory removed them, and the first failed
+ * (an audit). */
+static int make_stage(const char *dir, const char *stage)
+{
+    int adopted = 0;
     DIR *d = opendir(dir);
     struct dirent *e;
     char p[4200];
     size_t pl = strlen(STAGE_PREFIX);
-    while (d && (e = readdir(d)))
-        if (!strncmp(e->d_name, STAGE_PREFIX, pl) && file_pid_gone(e->d_name + pl) &&
-            path_join(p, sizeof p, dir, e->d_name) == OK)
-            remove_made_dir(p);
+    struct stat sb;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, STAGE_PREFIX, pl) || !file_pid_gone(e->d_name + pl) ||
+            path_join(p, sizeof p, dir, e->d_name) != OK)
+            continue;
+        int dir_here = lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+        if (!adopted && dir_here && rename(p, stage) == 0) {
+            static const char *const ours[] = {".png", "index.html"};
+            file_remove_temps_ending(stage, ours, 2);
+            adopted = 1;
+        } else if (dir_here) remove_made_dir(p);
+        else unlink(p); /* a link by that name: removed itself, the folder it names untouched */
+    }
     if (d) closedir(d);
+    if (!adopted && mkdir(stage, 0777) != 0)
+        return err_set(ERR_IO, "%s: cannot create: %s", stage, strerror(errno));
     return OK;
 }
 
@@ -898,13 +941,14 @@ static int publish(const char *stage, const char *dir, const rep_index_entry *id
 
 /* Draw the dashboards of sel[nsel] on o->threads threads (the calling one included); counts
  * and time into res. */
-static int run_dashboards(const rep_run_opts *o, const store_rep_dict *dict, char **vocab, int nvocab,
-                          const int64_t *sel, int nsel, rep_run_result *res)
+static int run_dashboards(const rep_run_opts *o, const char *final_dir, const store_rep_dict *dict,
+                          char **vocab, int nvocab, const int64_t *sel, int nsel, rep_run_result *res)
 {
     double t1 = now_seconds();
     job j;
     memset(&j, 0, sizeof j);
     j.o = o;
+    j.final_dir = final_dir;
     j.dict = dict;
     j.vocab = vocab;
     j.nvocab = nvocab;
@@ -926,9 +970,11 @@ static int run_dashboards(const rep_run_opts *o, const store_rep_dict *dict, cha
     progress_end(&j.pg);
     pthread_mutex_destroy(&j.mu);
     res->dashboards = j.done;
+    res->kept = j.kept;
     res->dashboard_seconds = now_seconds() - t1;
     if (j.rc) return err_set(j.rc, "%s", j.msg);
-    if (o->stop && *o->stop) return err_set(ERR_ABORTED, "interrupted after %d dashboards", j.done);
+    if (o->stop && *o->stop) return err_set(ERR_ABORTED, "interrupted after %d dashboards (kept for the same command: "
+                       "it draws the rest)", j.done);
     return OK;
 }
 
@@ -1037,8 +1083,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     if ((rc = select_features(o, &dict, fs, nf, &sel, &nsel))) goto out;
     if ((rc = make_out_dir(o->out_dir, &made_dir))) goto out;
     if ((rc = path_fmt(stage, sizeof stage, "%s/" STAGE_PREFIX "%ld", o->out_dir, (long)getpid()))) goto out;
-    if (mkdir(stage, 0777) != 0) {
-        rc = err_set(ERR_IO, "%s: cannot create: %s", stage, strerror(errno));
+    if ((rc = make_stage(o->out_dir, stage))) {
         stage[0] = 0;
         goto out;
     }
@@ -1056,7 +1101,11 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         res->pictures = nglobal = nidx; /* their file names are literals */
         if (rc) goto out;
     }
-    if ((rc = run_dashboards(o, &dict, vocab, nvocab, sel, nsel, res))) {
+    if ((rc = run_dashboards(o, out_dir, &dict, vocab, nvocab, sel, nsel, res))) {
+        if (rc == ERR_ABORTED) { /* interrupted: its dashboards stay staged for the next run */
+            stage[0] = 0;
+            goto out;
+        }
         /* each worker reads on its own handle, so an analyze that replaced this analysis
            meanwhile shows as a feature "not analysed" (an audit ran report beside analyze):
            name the real cause */

@@ -3,7 +3,10 @@
  * index.html into a directory (reports/dashboard.h).
  *
  * Dashboards render on `threads` threads, each with its own read-only store handle; every file
- * is written atomically, so an interrupted or failed run leaves only complete pictures.
+ * is written atomically, so an interrupted or failed run leaves only complete pictures. Each
+ * dashboard carries a content key (PNG text "saelite-key": a hash of what it draws and its
+ * metadata); a dashboard already in the directory under the key it would get is kept, not drawn
+ * again, so a killed report continues and a rerun draws only what changed.
  * Errors: err.h codes with a message naming the database, feature or file.
  * Thread safety: rep_run itself may be called from one thread at a time per output directory.
  */
@@ -30,6 +33,8 @@ typedef struct {
     const char *training_log;  /* sae-train's training_log.csv; NULL: <SAE directory>/training_log.csv
                                   when the analysed SAE's name is a directory that has one */
     const char *version;       /* written into the PNG metadata */
+    int redraw;                /* draw every dashboard, also those the directory has already
+                                  (default 0: keep a dashboard whose saelite-key matches) */
     volatile int *stop;        /* optional: non-zero asks the run to stop early (Ctrl-C) */
 } rep_run_opts;
 
@@ -37,6 +42,7 @@ void rep_run_defaults(rep_run_opts *o);
 
 typedef struct {
     int dashboards, pictures;
+    int kept;                  /* of the dashboards: already there with the same content key */
     double seconds, dashboard_seconds; /* total, and the dashboards alone */
     char dict_name[256];
 } rep_run_result;

@@ -325,5 +325,41 @@ eff_cmd eff_p.db; "${CMD[@]}" > /dev/null 2> err.txt; rc=$?
 [ $rc -eq 0 ] && grep -q "continuing the effects" err.txt && ok "analyze --effects: after a refused forged file the next checkpoint is taken again" ||
     bad "analyze --effects after a refused forged file: rc $rc, '$(grep -m1 saelite err.txt)'"
 
+# ---- report: the same command keeps the dashboards a killed run finished ------------------------
+# Dashboards are drawn into a staging folder and moved into --out at the end; a killed run's
+# folder is taken over by the next run, which keeps every dashboard whose content key matches.
+# Compared: every file of --out, byte for byte, with an uninterrupted run's.
+rep_cmd() { CMD=("$BIN" report --db ana_ref.db --sae sae_syn --top 300 --out "$1"); }
+t0=$(now_ms); rep_cmd rep_ref; "${CMD[@]}" > /dev/null 2> err.txt || bad "report: uninterrupted run failed: $(head -n 1 err.txt)"
+rep_ms=$(( $(now_ms) - t0 ))
+cmd_for() { rep_cmd rep_crash; }
+reset_for() { rm -rf rep_crash; }
+after_kill() { :; }
+reset_for
+run_killed report "$KILLS" "$rep_ms"
+staged=$(find rep_crash -name '*.png' -path '*saelite-report.tmp*' 2> /dev/null | wc -l)
+cmd_for; "${CMD[@]}" > out.txt 2> err.txt || bad "report: the run after the kills failed: $(head -n 1 err.txt)"
+kept=$(sed -n 's/.*(\([0-9]*\) already there.*/\1/p' out.txt)
+if diff -r rep_ref rep_crash > /dev/null && [ "${kept:-0}" -gt 0 ] && [ "$staged" -gt 0 ]; then
+    ok "report: after the kills --out equals the uninterrupted run's; $kept of 300 dashboards kept ($staged staged by the last killed run)"
+else bad "report after the kills: kept '${kept}', staged $staged, $(diff -r rep_ref rep_crash 2>&1 | head -n 2 | tr '\n' ' ')"; fi
+rep_cmd rep_crash; "${CMD[@]}" > out.txt 2> err.txt
+grep -q "(300 already there with the same content, kept)" out.txt && grep -q " 0 drawn" out.txt && diff -r rep_ref rep_crash > /dev/null &&
+    ok "report: run again, nothing is drawn: $(cut -c1-80 out.txt)" || bad "report run again: $(head -n 1 out.txt) $(head -n 1 err.txt)"
+"$BIN" report --db ana_ref.db --sae sae_syn --top 300 --out rep_crash --contexts 5 > out.txt 2> err.txt
+grep -q "already there" out.txt && bad "report --contexts 5 kept dashboards drawn with 20: $(head -n 1 out.txt)" ||
+    ok "report: another --contexts draws every dashboard again"
+# Ctrl-C: the message says the dashboards are kept, and the next run keeps them
+rm -rf rep_int
+rep_cmd rep_int; "${CMD[@]}" > /dev/null 2> err.txt &
+pid=$!
+for i in $(seq 500); do [ "$(find rep_int -name 'feature_*.png' 2> /dev/null | wc -l)" -ge 20 ] && break; sleep 0.01; done
+kill -INT $pid 2> /dev/null; wait $pid; rc=$?
+rep_cmd rep_int; "${CMD[@]}" > out.txt 2> err2.txt
+if [ $rc -eq 130 ] && grep -q "kept for the same command" err.txt && grep -q "already there" out.txt && diff -r rep_ref rep_int > /dev/null; then
+    ok "report: after Ctrl-C ($(grep -m1 interrupted err.txt | cut -c1-60)) the next run keeps them, the same files"
+elif [ $rc -eq 0 ]; then skip=$((skip + 1)); echo "skip report Ctrl-C: the run finished before the signal"
+else bad "report after Ctrl-C: rc $rc, '$(head -n 1 err.txt)', '$(head -n 1 out.txt)'"; fi
+
 echo "test_crash_resume: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -603,6 +603,126 @@ static int file_exists(const char *dir, const char *name)
     return stat(p, &st) == 0 && st.st_size > 0;
 }
 
+/* The bytes of dir/name (NULL when unreadable), *n their count. */
+static char *slurp(const char *dir, const char *name, long *n)
+{
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    rewind(f);
+    char *b = malloc(*n > 0 ? (size_t)*n : 1);
+    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) { free(b); b = NULL; }
+    fclose(f);
+    return b;
+}
+
+/* 1 when dir/name holds exactly want[n] */
+static int same_bytes(const char *dir, const char *name, const char *want, long n)
+{
+    long m = 0;
+    char *b = slurp(dir, name, &m);
+    int same = b && m == n && !memcmp(b, want, (size_t)n);
+    free(b);
+    return same;
+}
+
+static ino_t inode_of(const char *dir, const char *name)
+{
+    char p[600];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &sb) == 0 && S_ISREG(sb.st_mode) ? sb.st_ino : 0;
+}
+
+/* A rerun keeps the dashboards --out has for the same content (their saelite-key), and those a
+ * killed run staged; a changed input, a cut-short file, a link, --redraw draw again; the kept
+ * files are the bytes a fresh drawing gives. */
+static void test_run_kept(const char *db, const char *out, rep_run_opts o)
+{
+    rep_run_result res;
+    long n0 = 0, n1 = 0;
+    char *f0 = slurp(out, "feature_0.png", &n0), *f1 = slurp(out, "feature_1.png", &n1);
+    CHECK(f0 && f1, "the first run's dashboards");
+    if (!f0 || !f1) { free(f0); free(f1); return; }
+    ino_t i0 = inode_of(out, "feature_0.png");
+    rep_run_opts orig = o;
+    o.ground_truth = NULL;
+    CHECK(rep_run(&o, &res) == OK && res.dashboards == 3 && res.kept == 3, "rerun: %d dashboards, %d kept: %s",
+          res.dashboards, res.kept, err_msg());
+    CHECK(inode_of(out, "feature_0.png") == i0 && same_bytes(out, "feature_0.png", f0, n0),
+          "a kept dashboard is the same file, untouched");
+    CHECK(count_files(out) == 9, "no staging folder or second link left (%d files)", count_files(out));
+    o.redraw = 1;
+    CHECK(rep_run(&o, &res) == OK && res.kept == 0, "--redraw: %d kept", res.kept);
+    CHECK(inode_of(out, "feature_0.png") != i0 && same_bytes(out, "feature_0.png", f0, n0) &&
+          same_bytes(out, "feature_1.png", f1, n1), "drawn again: a new file, the same bytes as the kept one");
+    o.redraw = 0;
+    o.contexts = 7;
+    CHECK(rep_run(&o, &res) == OK && res.kept == 0, "--contexts changed: %d kept", res.kept);
+    o.contexts = 20;
+    CHECK(rep_run(&o, &res) == OK && res.kept == 0 && same_bytes(out, "feature_1.png", f1, n1),
+          "back to 20 contexts: drawn again, the first run's bytes (%d kept)", res.kept);
+    char p[600], q[600];
+    /* cut short (its end lost; the key in the header intact): drawn again */
+    snprintf(p, sizeof p, "%s/feature_1.png", out);
+    CHECK(truncate(p, n1 - 100) == 0);
+    CHECK(rep_run(&o, &res) == OK && res.kept == 2 && same_bytes(out, "feature_1.png", f1, n1),
+          "a cut-short dashboard is drawn again (%d kept)", res.kept);
+    /* a symbolic link to the right picture: not followed, replaced by a file */
+    snprintf(q, sizeof q, "%s.elsewhere.png", out);
+    FILE *w = fopen(q, "wb");
+    if (w) fwrite(f1, 1, (size_t)n1, w), fclose(w);
+    unlink(p);
+    CHECK(symlink(q, p) == 0);
+    CHECK(rep_run(&o, &res) == OK && res.kept == 2 && inode_of(out, "feature_1.png") != 0 &&
+          same_bytes(out, "feature_1.png", f1, n1), "a link where a dashboard was: drawn into a file (%d kept)", res.kept);
+    unlink(q);
+    /* a killed run's staging folder (its process gone) with feature_0 finished, a half-written
+       temp of feature_5 and a stale feature_1 (another key): feature_0 is taken from it */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    char st[500];
+    snprintf(st, sizeof st, "%s/.saelite-report.tmp.%ld", out, (long)dead);
+    CHECK(mkdir(st, 0777) == 0);
+    snprintf(p, sizeof p, "%s/feature_0.png", out);
+    snprintf(q, sizeof q, "%s/feature_0.png", st);
+    CHECK(rename(p, q) == 0);
+    snprintf(q, sizeof q, "%s/feature_5.png.tmp.%ld", st, (long)dead);
+    if ((w = fopen(q, "wb"))) fputs("half", w), fclose(w);
+    snprintf(q, sizeof q, "%s/feature_1.png", st);
+    if ((w = fopen(q, "wb"))) fwrite(f0, 1, (size_t)n0, w), fclose(w);
+    CHECK(rep_run(&o, &res) == OK && res.kept == 3 && same_bytes(out, "feature_0.png", f0, n0) &&
+          same_bytes(out, "feature_1.png", f1, n1),
+          "a killed run's staged dashboard is kept, its stale one not used (%d kept)", res.kept);
+    CHECK(access(st, F_OK) != 0 && count_files(out) == 9, "the staging folder is gone (%d files)", count_files(out));
+    /* a link by a dead run's staging name, to a folder elsewhere: the link goes, not the
+       folder's files (they were deleted: a staging folder was emptied through the link) */
+    char victim[500], vf[600];
+    snprintf(victim, sizeof victim, "%s.victim", out);
+    snprintf(vf, sizeof vf, "%s/precious.txt", victim);
+    mkdir(victim, 0777);
+    if ((w = fopen(vf, "w"))) fputs("precious", w), fclose(w);
+    snprintf(st, sizeof st, "%s/.saelite-report.tmp.%ld", out, (long)dead);
+    CHECK(symlink(victim, st) == 0);
+    CHECK(rep_run(&o, &res) == OK && access(vf, F_OK) == 0 && access(st, F_OK) != 0,
+          "the linked folder keeps its file, the link is gone");
+    unlink(vf);
+    rmdir(victim);
+    /* a live run's staging folder is left alone (a second report into the same directory) */
+    snprintf(st, sizeof st, "%s/.saelite-report.tmp.1", out);
+    CHECK(mkdir(st, 0777) == 0);
+    CHECK(rep_run(&o, &res) == OK && access(st, F_OK) == 0, "pid 1's staging folder stays");
+    rmdir(st);
+    CHECK(rep_run(&orig, &res) == OK && res.kept == 3, "the caller's run again (its index.html): %s", err_msg());
+    free(f0);
+    free(f1);
+    (void)db;
+}
+
 static void rm_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -755,6 +875,7 @@ static void test_run_db(void)
         rep_image_free(&im);
     }
     CHECK(c03[0] > 300 && c03[1] < 50, "'all' activations coloured: %d vs %d px", c03[0], c03[1]);
+    test_run_kept(db, out, o);
     snprintf(path, sizeof path, "%s/index.html", out);
     FILE *fh = fopen(path, "r");
     char html[16384] = {0};
