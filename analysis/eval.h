@@ -90,6 +90,7 @@ typedef struct {
                                        tags: absorption; no tense or prose-kind cells: scr) */
     size_t n_seqs;                  /* sequences read */
     int resumed_seqs;               /* of them, read by an earlier run (its checkpoint) */
+    int resumed_probes;             /* probes an earlier run fitted, taken from its checkpoint */
     int n_train_docs, n_test_docs;
     /* sparse probing: mean test accuracy over tasks (POS and genre together) per k */
     int n_tasks, n_pos_tasks, n_genre_tasks;
@@ -141,13 +142,26 @@ void eval_csr_free(eval_csr *c);
 int eval_memo_new(eval_memo **out);
 void eval_memo_free(eval_memo *m);
 void eval_memo_counts(const eval_memo *m, int64_t *hits, int64_t *fits); /* lookups that hit / missed */
+/* The suites' part of eval's checkpoint. After eval_memo_journal the memo keeps every fit, on
+ * sparse rows too, and every secs writes all it holds to path (atomically, checksummed, keyed by
+ * key: what the caller's inputs were); a failed write stops the writes (eval_memo_journal_error
+ * then has its message, else NULL). eval_memo_resume adds such a file's fits to the memo and
+ * returns how many; a file that is not there gives 0, one with another key or failing a check
+ * (sizes, checksum, weights not finite) gives 0 and *why (a phrase: "is damaged (...)"). Entries
+ * answer only the problems whose content they were fitted on (the memo's own key). secs 0: every
+ * fit kept, nothing written. */
+int eval_memo_journal(eval_memo *m, const char *path, const uint64_t key[2], double secs);
+int eval_memo_resume(eval_memo *m, const char *path, const uint64_t key[2], const char **why);
+const char *eval_memo_journal_error(const eval_memo *m);
+void eval_memo_journal_end(eval_memo *m); /* no more saves; fits on sparse rows no longer kept */
 
 /* A sample set: dense rows (width d) and/or sparse rows; a probe reads one of them. */
 typedef struct {
     const float *dense;       /* [n, d] or NULL */
     int d;
     const eval_csr *sparse;   /* or NULL */
-    eval_memo *memo;          /* probes on the dense rows go through it (may be NULL) */
+    eval_memo *memo;          /* probes on the dense rows go through it, on sparse rows too when
+                                 it journals (eval_memo_journal) (may be NULL) */
     double eps;               /* LIBLINEAR's stopping tolerance for fits on these rows (0: its
                                  0.001; absorption's probes: 1e-6, see eval_absorption_class) */
     volatile int *stop;       /* eval_logreg refuses to start a fit once *stop (ERR_ABORTED; may be

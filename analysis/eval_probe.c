@@ -9,8 +9,10 @@
 
 #include "analysis/eval.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/hash.h"
 #include "common/mem.h"
+#include "common/progress.h"
 #include "common/rng.h"
 
 const int eval_k_values[EVAL_NK] = {1, 2, 5, 10, 20};
@@ -121,6 +123,11 @@ struct eval_memo {
     memo_entry *e;
     int n, cap;
     int64_t hits, fits;
+    /* the journal (eval_memo_journal): every fit kept, also on sparse rows, saved to path */
+    int all;
+    char path[4096], err[512];
+    uint64_t key[2];
+    double secs, last;
 };
 
 int eval_memo_new(eval_memo **out)
@@ -178,6 +185,130 @@ static const memo_entry *memo_find(const eval_memo *m, const uint64_t key[2])
     for (int i = 0; i < m->n; i++)
         if (m->e[i].key[0] == key[0] && m->e[i].key[1] == key[1]) return &m->e[i];
     return NULL;
+}
+
+/* ---- the journal: the memo's fits in a file beside the database (a killed eval continues) ------
+ * Layout, host byte order: int64 {magic, key0, key1, n}, then per entry uint64 {key0, key1},
+ * int64 d, double b, double w[d]; last the FNV-1a (file_sum). */
+#define MEMO_MAGIC INT64_C(0x3142525050564c45) /* "ELVPPRB1" */
+enum { MEMO_MAX_D = 1 << 24 };
+
+static int memo_save(const eval_memo *m)
+{
+    file_atomic fa;
+    int rc = file_atomic_open_plain(&fa, m->path);
+    if (rc) return rc;
+    fa.sync = 1;
+    file_sum io = file_sum_start(fa.f);
+    int64_t hdr[4] = {MEMO_MAGIC, (int64_t)m->key[0], (int64_t)m->key[1], m->n};
+    file_sum_put(&io, hdr, sizeof hdr);
+    for (int i = 0; i < m->n; i++) {
+        const memo_entry *e = &m->e[i];
+        int64_t d = e->d;
+        file_sum_put(&io, e->key, sizeof e->key);
+        file_sum_put(&io, &d, sizeof d);
+        file_sum_put(&io, &e->b, sizeof e->b);
+        file_sum_put(&io, e->w, (size_t)e->d * sizeof *e->w);
+    }
+    file_sum_put_end(&io);
+    if (io.bad) {
+        file_atomic_abort(&fa);
+        return err_set(ERR_IO, "%s: write failed", m->path);
+    }
+    return file_atomic_commit(&fa);
+}
+
+int eval_memo_journal(eval_memo *m, const char *path, const uint64_t key[2], double secs)
+{
+    if (snprintf(m->path, sizeof m->path, "%s", path) >= (int)sizeof m->path)
+        return err_set(ERR_ARG, "%s: path too long", path);
+    m->all = 1;
+    m->key[0] = key[0];
+    m->key[1] = key[1];
+    m->secs = secs;
+    m->last = now_seconds();
+    m->err[0] = 0;
+    return OK;
+}
+
+const char *eval_memo_journal_error(const eval_memo *m) { return m && m->err[0] ? m->err : NULL; }
+
+void eval_memo_journal_end(eval_memo *m)
+{
+    m->all = 0;
+    m->secs = 0;
+    m->path[0] = m->err[0] = 0;
+}
+
+/* Saves when the interval has passed; a failed save stops the saves (its message kept). */
+static void memo_tick(eval_memo *m)
+{
+    if (!m->all || !(m->secs > 0) || now_seconds() - m->last < m->secs) return;
+    if (memo_save(m)) {
+        snprintf(m->err, sizeof m->err, "%s", err_msg());
+        err_clear();
+        m->secs = 0;
+    }
+    m->last = now_seconds();
+}
+
+static void memo_keep(eval_memo *m, const uint64_t key[2], const eval_probe *p);
+
+int eval_memo_resume(eval_memo *m, const char *path, const uint64_t key[2], const char **why)
+{
+    *why = NULL;
+    file_sum io;
+    int64_t fsize = 0;
+    const char *bad = file_sum_open(path, &io, &fsize);
+    if (!bad && !io.f) return 0;
+    int64_t hdr[4] = {0};
+    file_sum_get(&io, hdr, sizeof hdr);
+    if (!bad) {
+        if (io.bad) bad = "cannot be read";
+        else if (hdr[0] != MEMO_MAGIC) bad = "is not an eval probe file of this build";
+        else if ((uint64_t)hdr[1] != key[0] || (uint64_t)hdr[2] != key[1])
+            bad = "was made with other inputs or options";
+        else if (hdr[3] < 0 || hdr[3] > fsize / 32) bad = "is damaged (its count does not fit its size)";
+    }
+    /* read whole first, kept only when every entry and the checksum hold */
+    int n = bad ? 0 : (int)hdr[3], got = 0;
+    memo_entry *e = n ? mem_calloc((size_t)n, sizeof *e) : NULL;
+    if (n && !e) bad = "needs more memory than there is";
+    for (int i = 0; !bad && i < n; i++) {
+        int64_t d = 0;
+        file_sum_get(&io, e[i].key, sizeof e[i].key);
+        file_sum_get(&io, &d, sizeof d);
+        file_sum_get(&io, &e[i].b, sizeof e[i].b);
+        if (io.bad || d < 1 || d > MEMO_MAX_D || d > fsize / 8) {
+            bad = "is damaged (an entry's size)";
+            break;
+        }
+        e[i].d = (int)d;
+        if (!(e[i].w = mem_alloc((size_t)d * sizeof *e[i].w))) {
+            bad = "needs more memory than there is";
+            break;
+        }
+        got = i + 1;
+        file_sum_get(&io, e[i].w, (size_t)d * sizeof *e[i].w);
+        int finite = isfinite(e[i].b);
+        for (int64_t j = 0; finite && j < d; j++) finite = isfinite(e[i].w[j]);
+        if (io.bad || !finite) bad = io.bad ? "is damaged (cut short)" : "is damaged (a weight that is not finite)";
+    }
+    if (!bad && !file_sum_get_end(&io)) bad = "is damaged (its checksum fails)";
+    if (io.f) fclose(io.f);
+    int kept = 0;
+    for (int i = 0; i < got; i++) {
+        if (!bad && !memo_find(m, e[i].key)) {
+            eval_probe p = {.d = e[i].d, .w = e[i].w, .b = e[i].b};
+            int before = m->n;
+            memo_keep(m, e[i].key, &p);
+            kept += m->n > before;
+        }
+        mem_free(e[i].w);
+    }
+    mem_free(e);
+    *why = bad;
+    return bad ? 0 : kept;
 }
 
 /* Keeps a copy of the probe; out of memory only means it is not kept. */
@@ -264,7 +395,7 @@ int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, in
         rc = err_set(ERR_ARG, "LIBLINEAR refused the probe: %s", why);
         goto done;
     }
-    eval_memo *memo = f->dense ? f->memo : NULL;
+    eval_memo *memo = f->memo && (f->dense || f->memo->all) ? f->memo : NULL;
     uint64_t key[2];
     if (memo) {
         memo_key(key, &prob, &par);
@@ -295,7 +426,10 @@ int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, in
     out->b = sgn * mdl->w[D] * mdl->bias;
     out->d = D;
     free_and_destroy_model(&mdl);
-    if (memo) memo_keep(memo, key, out);
+    if (memo) {
+        memo_keep(memo, key, out);
+        memo_tick(memo);
+    }
 done:
     mem_free(space);
     mem_free(x);
@@ -713,7 +847,8 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
     /* the probes solved to 1e-6, not LIBLINEAR's 0.001: the metric's hard cut-offs (cosine 0.1,
        the 0.4 proportion, the F1 jump) turned a ground-truth direction 1e-4 off the optimum
        (cosine 0.99986) into a parent's fraction 0.160 against 0.349 (an audit) */
-    eval_feats trc = {.sparse = train->sparse, .stop = train->stop, .eps = 1e-6}, tec = {.sparse = test->sparse};
+    eval_feats trc = {.sparse = train->sparse, .memo = train->memo, .stop = train->stop, .eps = 1e-6},
+               tec = {.sparse = test->sparse};
     eval_feats trr = {.dense = train->dense, .d = d, .memo = train->memo, .stop = train->stop, .eps = 1e-6};
     eval_feats ter = {.dense = test->dense, .d = d};
     eval_probe gt = {0}, kp = {0};

@@ -34,6 +34,8 @@ static void print_result(const eval_result *r)
            r->t_ablate);
     if (r->resumed_seqs)
         printf("  (continued from a checkpoint that held %d of the sequences read)\n", r->resumed_seqs);
+    if (r->resumed_probes)
+        printf("  (continued the suites with %d probes an earlier run had fitted)\n", r->resumed_probes);
     if (r->skipped)
         printf("skipped (the database has no or too little data for them): %s%s%s%s\n",
                r->skipped & EVAL_SUITE_SPARSE_PROBING ? "sparse_probing " : "",

@@ -141,6 +141,49 @@ evkilled "$W/ck8.db"
 ok test -n "$ck"
 "$BIN" eval --db "$W/ck8.db" --sae "$W/sae" $E --checkpoint-secs 0 > /dev/null 2>&1
 ok test -z "$(ls "$W"/ck8.db.eval-* 2> /dev/null)"
+# killed in the suites: the probes it fitted (DB.eval-HASH.probes) are taken, the same rows
+probkilled() { # DB: an eval of DB killed once its probes file is there ($pk: the file)
+    rm -f "$1"*; cp "$W/fx.db" "$1"
+    "$BIN" eval --db "$1" --sae "$W/sae" $E --checkpoint-secs 0.000001 > /dev/null 2>&1 &
+    local pid=$! i
+    for i in $(seq 3000); do pk=$(ls "$1".eval-*.probes 2> /dev/null | head -n 1); [ -n "$pk" ] && break; sleep 0.01; done
+    kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
+    pk=$(ls "$1".eval-*.probes 2> /dev/null | head -n 1)
+}
+# forge FILE OFFSET FMT VALUE: a value put at OFFSET, the trailing FNV-1a recomputed
+forge_probes() {
+    python3 - "$@" <<'PY'
+import struct, sys
+f, off, fmt, val = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+b = bytearray(open(f, 'rb').read())
+struct.pack_into('<' + fmt, b, off, float(val) if fmt == 'd' else int(val))
+h = 0xcbf29ce484222325
+for x in b[:-8]:
+    h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
+struct.pack_into('<Q', b, len(b) - 8, h)
+open(f, 'wb').write(b)
+PY
+}
+probkilled "$W/pk1.db"
+ok test -n "$pk"
+evafter "$W/pk1.db" "continuing the suites with [1-9][0-9]* probes fitted before"
+ok grep -q "continued the suites with [1-9][0-9]* probes an earlier run had fitted" "$W/ck.out"
+# forged, checksum recomputed: the first entry's first weight NaN (after {magic, key, key, n} and
+# the entry's {key, key, d, b}); another key: refused, every probe fitted, the same rows
+probkilled "$W/pk2.db"
+[ -n "$pk" ] && forge_probes "$pk" 64 d nan
+evafter "$W/pk2.db" "is damaged (a weight that is not finite): fitting every probe"
+probkilled "$W/pk3.db"
+[ -n "$pk" ] && forge_probes "$pk" 8 q 12345
+evafter "$W/pk3.db" "was made with other inputs or options: fitting every probe"
+probkilled "$W/pk4.db"
+[ -n "$pk" ] && forge_probes "$pk" 24 q 99999999
+evafter "$W/pk4.db" "is damaged (its count does not fit its size)"
+# finished with --checkpoint-secs 0: the probes file goes too
+probkilled "$W/pk5.db"
+ok test -n "$pk"
+"$BIN" eval --db "$W/pk5.db" --sae "$W/sae" $E --checkpoint-secs 0 > /dev/null 2>&1
+ok test -z "$(ls "$W"/pk5.db.eval-* 2> /dev/null)"
 # the SAE's cfg.json changed after the kill (its k, both places): not continued (an SAE the
 # database does not know yet: a killed eval has not registered it, so no registry row refuses it)
 cp -r "$W/sae" "$W/sae6"
