@@ -49,6 +49,52 @@ ok test $? -eq 1 -a ! -e "$tmp/nanrun"
 mkdir -p "$tmp/mid/b_S0.9.npy"
 $BIN superpose --n 5 --m 2 --steps 20 --sparsity 0,0.9 -o "$tmp/mid" >/dev/null 2>&1
 ok test $? -eq 1 -a ! -e "$tmp/mid/W_S0.npy"
+# a killed superpose continues with the models it finished (OUT.superpose-ckpt beside OUT) and
+# ends with an uninterrupted run's files, byte for byte; forged or foreign files are refused
+SUPK=(--n 6 --m 3 --steps 6000 --sparsity 0,0.5,0.9,0.99)
+$BIN superpose "${SUPK[@]}" -o "$tmp/spr" >/dev/null 2>&1; ok test $? -eq 0
+ok test ! -e "$tmp/spr.superpose-ckpt"
+supkill() { # OUT: a run into OUT killed once its checkpoint is there
+    $BIN superpose "${SUPK[@]}" -o "$1" >/dev/null 2>&1 &
+    local pid=$! i
+    for i in $(seq 2000); do [ -s "$1.superpose-ckpt" ] && break; sleep 0.01; done
+    kill -KILL $pid 2>/dev/null; wait $pid 2>/dev/null
+}
+forge_sup() { # FILE OFFSET FMT VALUE, the trailing FNV-1a recomputed
+    python3 - "$@" <<'PY'
+import struct, sys
+f, off, fmt, val = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+b = bytearray(open(f, 'rb').read())
+struct.pack_into('<' + fmt, b, off, float(val) if fmt in 'fd' else int(val))
+h = 0xcbf29ce484222325
+for x in b[:-8]:
+    h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
+struct.pack_into('<Q', b, len(b) - 8, h)
+open(f, 'wb').write(b)
+PY
+}
+supkill "$tmp/spk"
+ok test -s "$tmp/spk.superpose-ckpt"
+out=$($BIN superpose "${SUPK[@]}" -o "$tmp/spk" 2>&1); ok test $? -eq 0
+ok grep -q "continuing with the [1-3] models* finished before" <<<"$out"
+ok grep -q "more from a killed run's checkpoint" <<<"$out"
+ok diff -r "$tmp/spr" "$tmp/spk"
+ok test ! -e "$tmp/spk.superpose-ckpt"
+# the first model's first weight NaN (after {magic, key, key, count} and {index, loss})
+supkill "$tmp/spf"
+[ -s "$tmp/spf.superpose-ckpt" ] && forge_sup "$tmp/spf.superpose-ckpt" 48 f nan
+out=$($BIN superpose "${SUPK[@]}" -o "$tmp/spf" 2>&1)
+ok grep -q "is damaged (a weight that is not finite): training every model" <<<"$out"
+ok diff -r "$tmp/spr" "$tmp/spf"
+# another setting (--steps) after the kill: not continued
+supkill "$tmp/sps"
+out=$($BIN superpose --n 6 --m 3 --steps 5000 --sparsity 0,0.5,0.9,0.99 -o "$tmp/sps" 2>&1)
+ok grep -q "was made with other settings: training every model" <<<"$out"
+# --no-checkpoint keeps none (and a finished run removes a killed run's)
+supkill "$tmp/spn"
+$BIN superpose "${SUPK[@]}" --no-checkpoint -o "$tmp/spn" >/dev/null 2>&1
+ok test ! -e "$tmp/spn.superpose-ckpt"
+ok diff -r "$tmp/spr" "$tmp/spn"
 # pack: days of pair passes refused; the range bound takes both ends
 $BIN pack --dim 10 --count 1000000 >/dev/null 2>&1; ok test $? -eq 2
 out=$($BIN pack --dim 20 --count 200 --range 80,95 --steps 0 2>&1)

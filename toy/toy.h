@@ -72,6 +72,49 @@ double sup_dims_per_feature(const sup_model *s);
 /* Number of features with ||W_i|| > 0.5 (represented). */
 int sup_represented(const sup_model *s);
 
+/* ---- `saelite superpose` as a library call (sup_run.c) ---------------------------------- */
+/* One model per sparsity (sup_train, the paper's settings from the options), their statistics,
+ * and with out_dir their files: W_S<name>.npy [n,m], b_S<name>.npy [n], gram_S<name>.npy [n,n],
+ * features.csv, summary.csv, superpose.png, dimensionality.png (the directory is made only after
+ * the last model, so a run stopped before leaves none).
+ * Continuing after a kill (out_dir and ckpt): after each model, the models finished so far are
+ * saved to OUT.superpose-ckpt beside the directory (atomic, checksummed, keyed on every setting
+ * and OpenBLAS's thread count); the same run again loads them instead of training them, and
+ * ends with the same files, byte for byte. A file with another key or failing a check is a fresh
+ * start with a notice; one that cannot be written stops the saves, not the run; the file goes
+ * once the outputs are written. Errors: err.h codes; ERR_ABORTED when *stop is set (between
+ * steps). Only the caller prints: row() gets each model as it is done. */
+typedef struct {
+    int n, m;                  /* features, hidden dimensions (default 20, 5) */
+    double importance;         /* r (default 0.7) */
+    int steps, batch;          /* per model (default 10000, 1024) */
+    double lr;                 /* default 1e-3 */
+    int instances;             /* default 1 */
+    int64_t seed;              /* default 0 */
+    const double *sparsity;    /* [ns], distinct, in [0, 1) */
+    const char *const *names;  /* [ns] their names in file names ("0.9") */
+    int ns;
+    const char *out_dir;       /* NULL: nothing written, no checkpoint */
+    int ckpt;                  /* keep OUT.superpose-ckpt (default 1) */
+    volatile int *stop;        /* optional: non-zero stops the run */
+    /* optional: model k done (resumed: loaded from the checkpoint), feat[n] its statistics */
+    void (*row)(void *user, int k, const sup_model *s, const sup_feature *feat, int resumed);
+    void (*notice)(const char *msg, void *user); /* optional: progress_notice's sink */
+    void *user;
+} sup_run_opts;
+
+typedef struct {
+    sup_model **models;        /* [ns] */
+    sup_feature *feat;         /* [ns * n] */
+    int ns;
+    int resumed;               /* models loaded from a killed run's checkpoint */
+    double seconds;
+} sup_run_result;
+
+void sup_run_defaults(sup_run_opts *o);
+int sup_run(const sup_run_opts *o, sup_run_result *res);
+void sup_run_result_free(sup_run_result *r);
+
 /* ---- packing nearly orthogonal directions --------------------------------------------- */
 typedef struct {
     int dim, count;
