@@ -1,47 +1,14 @@
 /* cmd_pack.c - `saelite pack`: how many nearly orthogonal directions fit in D dimensions. */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
-#include "common/err.h"
-#include "common/fileio.h"
-#include "common/mem.h"
-#include "common/npy.h"
-#include "common/progress.h"
 #include "toy/toy.h"
 
 CLI_COMMAND(pack, "Pack N nearly orthogonal unit vectors in D dimensions, compare with random",
             "saelite pack --dim D --count N [--steps 300] [--range 89,91] [-o DIR]")
 
-#define NBINS 1800 /* 0.1 degree bins over [0, 180] */
-
-static int on_step(int step, int total, double best, void *user)
-{
-    progress_update(user, step, "max |cos| %.4f", best);
-    return cli_interrupted();
-}
-
-/* The measuring passes over every pair: progress in rows and Ctrl-C (they ran minutes silent
-   and deaf to SIGTERM, an audit). */
-static int on_rows(int rows, int total, double mx, void *user)
-{
-    progress_update(user, rows, "max |cos| so far %.4f", mx);
-    return cli_interrupted();
-}
-
-static int measure(const char *what, const float *V, int count, int dim, pack_stats *st,
-                   int64_t *hist)
-{
-    progress p;
-    progress_begin(&p, what, count, "row");
-    int rc = pack_measure_cb(V, count, dim, st, hist, NBINS, on_rows, &p);
-    progress_end(&p);
-    return rc;
-}
+#define NBINS PACK_NBINS /* 0.1 degree bins over [0, 180] */
 
 /* Fraction of pairs whose angle lies in [lo, hi] degrees (bin resolution 0.1 degree). */
 static double frac_in(const int64_t *h, int64_t pairs, double lo, double hi)
@@ -99,31 +66,19 @@ int cmd_pack(int argc, char **argv)
     static const char *const outs[] = {"vectors.npy", "angles.csv", "angles.png"};
     if (out && (rc = cli_check_dir_outputs("pack", out, 3, outs))) return rc;
     cli_catch_signals();
-    size_t nv = (size_t)dim * count;
-    float *R = mem_alloc(sizeof(float) * nv), *V = mem_alloc(sizeof(float) * nv);
-    int64_t *hr = mem_alloc(sizeof(int64_t) * NBINS), *ho = mem_alloc(sizeof(int64_t) * NBINS);
-    pack_stats sr, so;
-    if (!R || !V || !hr || !ho) {
-        err_set(ERR_NOMEM, "out of memory for %d x %d vectors", count, dim);
-        goto fail;
-    }
-    pack_random(R, count, dim, c.seed);
-    if (measure("pack: random set", R, count, dim, &sr, hr)) goto fail;
-    memcpy(V, R, sizeof(float) * nv);
-    progress p;
-    progress_begin(&p, "pack", c.steps, "step");
-    double t0 = now_seconds();
-    rc = pack_optimize(&c, V, 1, on_step, &p);
-    progress_end(&p);
-    double secs = now_seconds() - t0;
-    if (rc || measure("pack: optimised set", V, count, dim, &so, ho)) goto fail;
+    pack_run_opts po = {.c = c, .range_lo = lo, .range_hi = hi, .out_dir = out, .stop = &cli_stop_flag};
+    pack_run_result r;
+    if (pack_run(&po, &r)) return cli_fail("pack");
+    const pack_stats *sr = &r.random, *so = &r.opt;
+    const int64_t *hr = r.hist_random, *ho = r.hist_opt;
+    double secs = r.seconds;
 
     double welch = pack_welch_bound(count, dim), jl = pack_jl_eps(count, dim);
-    printf("%d unit vectors in %d dimensions (%lld pairs)\n\n", count, dim, (long long)sr.pairs);
+    printf("%d unit vectors in %d dimensions (%lld pairs)\n\n", count, dim, (long long)sr->pairs);
     printf("%-10s %10s %18s %12s %10s %14s\n", "vectors", "max |cos|", "angle range (deg)",
            "mean |cos|", "rms cos", "in range");
-    row("random", &sr, hr, lo, hi);
-    row("optimized", &so, ho, lo, hi);
+    row("random", sr, hr, lo, hi);
+    row("optimized", so, ho, lo, hi);
     printf("\n(in range = pairs with angle in [%g, %g] degrees; %d steps in %.1f s)\n", lo, hi,
            c.steps, secs);
     printf("random vectors, typical |cos| ~ 1/sqrt(D) = %.4f\n", 1 / sqrt((double)dim));
@@ -153,34 +108,7 @@ int cmd_pack(int argc, char **argv)
     else if (count > dim)
         printf("  %g..%g degrees does not contain 90: no bound on |cos| puts every pair in it\n",
                lo, hi);
-    if (out && file_mkdir_p(out)) goto fail; /* after the work: an interrupted run leaves none */
-    if (out) {
-        char path[4096];
-        int64_t sh[2] = {count, dim};
-        if (path_join(path, sizeof path, out, "vectors.npy") || npy_write(path, V, 2, sh))
-            goto fail;
-        file_atomic a;
-        if (path_join(path, sizeof path, out, "angles.csv") || file_atomic_open(&a, path))
-            goto fail;
-        fprintf(a.f, "angle_lo_deg,angle_hi_deg,random_pairs,optimized_pairs\n");
-        for (int b = 0; b < NBINS; b++)
-            if (hr[b] || ho[b])
-                fprintf(a.f, "%.1f,%.1f,%lld,%lld\n", b * 0.1, (b + 1) * 0.1, (long long)hr[b],
-                        (long long)ho[b]);
-        if (file_atomic_commit(&a)) goto fail;
-        if (path_join(path, sizeof path, out, "angles.png") ||
-            pack_render(path, count, dim, hr, ho, NBINS, lo, hi))
-            goto fail;
-        printf("wrote %s/vectors.npy, %s/angles.csv, %s/angles.png\n", out, out, out);
-    }
-    rc = 0;
-    goto done;
-fail:
-    rc = cli_fail("pack");
-done:
-    mem_free(R);
-    mem_free(V);
-    mem_free(hr);
-    mem_free(ho);
-    return rc;
+    if (out) printf("wrote %s/vectors.npy, %s/angles.csv, %s/angles.png\n", out, out, out);
+    pack_run_result_free(&r);
+    return 0;
 }

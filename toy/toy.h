@@ -158,6 +158,30 @@ double pack_jl_eps(int count, int dim);
 /* Dimensions that guarantee reaches |cos| <= eps for count random vectors: 4 ln(count) / eps^2. */
 double pack_jl_dim(int count, double eps);
 
+/* ---- `saelite pack` as a library call (pack_run.c) ----------------------------------------- */
+/* Random unit vectors (pack_random, c.seed) and the same set optimised (pack_optimize), both
+ * measured over every pair (hist_*: PACK_NBINS bins of 0.1 degree over [0, 180]); with out_dir:
+ * vectors.npy [count, dim] (the optimised set), angles.csv (the two histograms' non-empty bins)
+ * and angles.png (range_lo..range_hi degrees marked), the directory made only after the work.
+ * ERR_ABORTED when *stop is set (between steps or measured rows). */
+#define PACK_NBINS 1800
+typedef struct {
+    pack_config c;             /* dim, count, steps, lr, sharpness, seed */
+    double range_lo, range_hi; /* degrees marked on the picture */
+    const char *out_dir;       /* NULL: nothing written */
+    volatile int *stop;        /* optional */
+} pack_run_opts;
+
+typedef struct {
+    float *V;                  /* [count, dim] the optimised set */
+    pack_stats random, opt;
+    int64_t *hist_random, *hist_opt; /* [PACK_NBINS] */
+    double seconds;            /* the optimisation */
+} pack_run_result;
+
+int pack_run(const pack_run_opts *o, pack_run_result *r);
+void pack_run_result_free(pack_run_result *r);
+
 /* ---- embedding arithmetic (nearest.c) ----------------------------------------------------- */
 /* The `top` rows of E[V,C] with the largest cosine to q[C], best first (ties: lower id),
  * skipping rows v with exclude[v] != 0 (exclude may be NULL). Writes ids[top], cos[top] and the
