@@ -151,22 +151,8 @@ andump() {
     done
 }
 ana_cmd() { CMD=("$BIN" analyze --db "$1" --sae sae_syn --neurons --hook synth --no-model --all --checkpoint-secs 0.05); }
-# forge FILE OFFSET FMT VALUE: the value (struct format, little-endian) at OFFSET, the trailing
-# FNV-1a recomputed: a forged checkpoint that passes the checksum
-forge() {
-    python3 - "$@" <<'PY'
-import struct, sys
-f, off, fmt, val = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-b = bytearray(open(f, 'rb').read())
-v = float(val) if fmt in 'fd' else int(val)
-struct.pack_into('<' + fmt, b, off, v)
-h = 0xcbf29ce484222325
-for x in b[:-8]:
-    h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
-struct.pack_into('<Q', b, len(b) - 8, h)
-open(f, 'wb').write(b)
-PY
-}
+# forge FILE OFFSET FMT VALUE: a forged checkpoint that passes the checksum (tests/forge_sum.py)
+forge() { python3 "$ROOT/tests/forge_sum.py" "$@"; }
 cp syn.db ana_ref.db
 t0=$(now_ms); ana_cmd ana_ref.db; "${CMD[@]}" > /dev/null 2> err.txt || bad "analyze: uninterrupted run failed: $(head -n 1 err.txt)"
 ana_ms=$(( $(now_ms) - t0 ))

@@ -86,6 +86,8 @@ ok cmp -s "$W/s1" "$W/s2"
 # a damaged checkpoint is a fresh read with a notice, to the same rows
 snapall() { snap; q "SELECT task, n, clean_acc, orig_acc, score FROM eval_ablation a JOIN eval_runs r ON r.id = a.run_id WHERE r.sae_id = (SELECT max(sae_id) FROM eval_runs) ORDER BY 1, 2"; }
 snapall > "$W/sa"
+# forge FILE OFFSET FMT VALUE: a value put at OFFSET, the checksum recomputed (tests/forge_sum.py)
+forge() { python3 "$ROOT/tests/forge_sum.py" "$@"; }
 evkilled() { # DB [SAE]: an eval of DB killed once its first checkpoint is there ($ck: the file)
     rm -f "$1"*; cp "$W/fx.db" "$1"
     "$BIN" eval --db "$1" --sae "${2:-$W/sae}" $E --checkpoint-secs 0.000001 > /dev/null 2>&1 &
@@ -115,16 +117,8 @@ evkilled "$W/ck3.db"
 evafter "$W/ck3.db" "is damaged"
 # forged: a NaN in the first token row with the checksum recomputed (LIBLINEAR cannot fit it)
 evkilled "$W/ck7.db"
-[ -n "$ck" ] && python3 - "$ck" <<'PY'
-import struct, sys
-b = bytearray(open(sys.argv[1], 'rb').read())
-b[40:44] = struct.pack('<I', 0x7fc00000)  # after {magic, key, key, done, n}: token row 0, value 0
-h = 0xcbf29ce484222325
-for x in b[:-8]:
-    h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
-b[-8:] = struct.pack('<Q', h)
-open(sys.argv[1], 'wb').write(b)
-PY
+# after {magic, key, key, done, n}: token row 0, value 0 a quiet NaN (0x7fc00000)
+[ -n "$ck" ] && forge "$ck" 40 I 2143289344
 evafter "$W/ck7.db" "a value no read keeps"
 # a FIFO there (it hung the first save) and a link there (its target was overwritten): replaced,
 # never waited on or followed (an audit)
@@ -150,20 +144,6 @@ probkilled() { # DB: an eval of DB killed once its probes file is there ($pk: th
     kill -KILL $pid 2> /dev/null; wait $pid 2> /dev/null
     pk=$(ls "$1".eval-*.probes 2> /dev/null | head -n 1)
 }
-# forge FILE OFFSET FMT VALUE: a value put at OFFSET, the trailing FNV-1a recomputed
-forge_probes() {
-    python3 - "$@" <<'PY'
-import struct, sys
-f, off, fmt, val = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-b = bytearray(open(f, 'rb').read())
-struct.pack_into('<' + fmt, b, off, float(val) if fmt == 'd' else int(val))
-h = 0xcbf29ce484222325
-for x in b[:-8]:
-    h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
-struct.pack_into('<Q', b, len(b) - 8, h)
-open(f, 'wb').write(b)
-PY
-}
 probkilled "$W/pk1.db"
 ok test -n "$pk"
 evafter "$W/pk1.db" "continuing the suites with [1-9][0-9]* probes fitted before"
@@ -171,13 +151,13 @@ ok grep -q "continued the suites with [1-9][0-9]* probes an earlier run had fitt
 # forged, checksum recomputed: the first entry's first weight NaN (after {magic, key, key, n} and
 # the entry's {key, key, d, b}); another key: refused, every probe fitted, the same rows
 probkilled "$W/pk2.db"
-[ -n "$pk" ] && forge_probes "$pk" 64 d nan
+[ -n "$pk" ] && forge "$pk" 64 d nan
 evafter "$W/pk2.db" "is damaged (a weight that is not finite): fitting every probe"
 probkilled "$W/pk3.db"
-[ -n "$pk" ] && forge_probes "$pk" 8 q 12345
+[ -n "$pk" ] && forge "$pk" 8 q 12345
 evafter "$W/pk3.db" "was made with other inputs or options: fitting every probe"
 probkilled "$W/pk4.db"
-[ -n "$pk" ] && forge_probes "$pk" 24 q 99999999
+[ -n "$pk" ] && forge "$pk" 24 q 99999999
 evafter "$W/pk4.db" "is damaged (its count does not fit its size)"
 # finished with --checkpoint-secs 0: the probes file goes too
 probkilled "$W/pk5.db"

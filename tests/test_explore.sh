@@ -60,19 +60,7 @@ supkill() { # OUT: a run into OUT killed once its checkpoint is there
     for i in $(seq 2000); do [ -s "$1.superpose-ckpt" ] && break; sleep 0.01; done
     kill -KILL $pid 2>/dev/null; wait $pid 2>/dev/null
 }
-forge_sup() { # FILE OFFSET FMT VALUE, the trailing FNV-1a recomputed
-    python3 - "$@" <<'PY'
-import struct, sys
-f, off, fmt, val = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-b = bytearray(open(f, 'rb').read())
-struct.pack_into('<' + fmt, b, off, float(val) if fmt in 'fd' else int(val))
-h = 0xcbf29ce484222325
-for x in b[:-8]:
-    h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
-struct.pack_into('<Q', b, len(b) - 8, h)
-open(f, 'wb').write(b)
-PY
-}
+forge_sup() { python3 tests/forge_sum.py "$@"; } # FILE OFFSET FMT VALUE, the checksum recomputed
 supkill "$tmp/spk"
 ok test -s "$tmp/spk.superpose-ckpt"
 out=$($BIN superpose "${SUPK[@]}" -o "$tmp/spk" 2>&1); ok test $? -eq 0
