@@ -187,6 +187,32 @@ static const memo_entry *memo_find(const eval_memo *m, const uint64_t key[2])
     return NULL;
 }
 
+/* Appends e (the memo takes its weights); 0 when out of memory (e's weights are then freed). */
+static int memo_push(eval_memo *m, memo_entry e)
+{
+    if (m->n == m->cap) {
+        int nc = m->cap ? 2 * m->cap : 64;
+        memo_entry *ne = mem_realloc(m->e, (size_t)nc * sizeof *ne);
+        if (!ne) {
+            mem_free(e.w);
+            return 0;
+        }
+        m->e = ne;
+        m->cap = nc;
+    }
+    m->e[m->n++] = e;
+    return 1;
+}
+
+/* Keeps a copy of the probe; out of memory only means it is not kept. */
+static void memo_keep(eval_memo *m, const uint64_t key[2], const eval_probe *p)
+{
+    double *w = mem_alloc((size_t)(p->d ? p->d : 1) * sizeof *w);
+    if (!w) return;
+    memcpy(w, p->w, (size_t)p->d * sizeof *w);
+    memo_push(m, (memo_entry){.key = {key[0], key[1]}, .d = p->d, .w = w, .b = p->b});
+}
+
 /* ---- the journal: the memo's fits in a file beside the database (a killed eval continues) ------
  * Layout, host byte order: int64 {magic, key0, key1, n}, then per entry uint64 {key0, key1},
  * int64 d, double b, double w[d]; last the FNV-1a (file_sum). */
@@ -252,8 +278,6 @@ static void memo_tick(eval_memo *m)
     m->last = now_seconds();
 }
 
-static void memo_keep(eval_memo *m, const uint64_t key[2], const eval_probe *p);
-
 int eval_memo_resume(eval_memo *m, const char *path, const uint64_t key[2], const char **why)
 {
     *why = NULL;
@@ -268,7 +292,8 @@ int eval_memo_resume(eval_memo *m, const char *path, const uint64_t key[2], cons
         else if (hdr[0] != MEMO_MAGIC) bad = "is not an eval probe file of this build";
         else if ((uint64_t)hdr[1] != key[0] || (uint64_t)hdr[2] != key[1])
             bad = "was made with other inputs or options";
-        else if (hdr[3] < 0 || hdr[3] > fsize / 32) bad = "is damaged (its count does not fit its size)";
+        else if (hdr[3] < 0 || hdr[3] > fsize / 32 || hdr[3] > INT32_MAX)
+            bad = "is damaged (its count does not fit its size)";
     }
     /* read whole first, kept only when every entry and the checksum hold */
     int n = bad ? 0 : (int)hdr[3], got = 0;
@@ -298,33 +323,12 @@ int eval_memo_resume(eval_memo *m, const char *path, const uint64_t key[2], cons
     if (io.f) fclose(io.f);
     int kept = 0;
     for (int i = 0; i < got; i++) {
-        if (!bad && !memo_find(m, e[i].key)) {
-            eval_probe p = {.d = e[i].d, .w = e[i].w, .b = e[i].b};
-            int before = m->n;
-            memo_keep(m, e[i].key, &p);
-            kept += m->n > before;
-        }
-        mem_free(e[i].w);
+        if (!bad && !memo_find(m, e[i].key)) kept += memo_push(m, e[i]);
+        else mem_free(e[i].w);
     }
     mem_free(e);
     *why = bad;
     return bad ? 0 : kept;
-}
-
-/* Keeps a copy of the probe; out of memory only means it is not kept. */
-static void memo_keep(eval_memo *m, const uint64_t key[2], const eval_probe *p)
-{
-    if (m->n == m->cap) {
-        int nc = m->cap ? 2 * m->cap : 64;
-        memo_entry *e = mem_realloc(m->e, (size_t)nc * sizeof *e);
-        if (!e) return;
-        m->e = e;
-        m->cap = nc;
-    }
-    double *w = mem_alloc((size_t)(p->d ? p->d : 1) * sizeof *w);
-    if (!w) return;
-    memcpy(w, p->w, (size_t)p->d * sizeof *w);
-    m->e[m->n++] = (memo_entry){.key = {key[0], key[1]}, .d = p->d, .w = w, .b = p->b};
 }
 
 typedef struct {
