@@ -44,6 +44,7 @@ typedef struct {
     int nvocab;
     const int64_t *feats;
     int nfeats;
+    uint64_t build;            /* the running program's checksum: a rebuilt drawing code redraws */
     int next, done, kept; /* done counts the kept ones too */
     pthread_mutex_t mu;
     progress pg; /* updated under mu: one thread at a time */
@@ -318,7 +319,7 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature, int *kept
     /* The picture's content key: what it draws and its metadata. A dashboard already in the
        directory under the same key is that picture (files are written whole, then renamed), so
        a rerun (after a kill, or with more features) draws only what is missing or changed. */
-    uint64_t h[2] = {0, 0};
+    uint64_t h[2] = {0, j->build};
     rep_feature_key(&f, h);
     for (int i = 0; i < 9; i++) {
         hash_absorb128_str(h, meta[i].key);
@@ -949,6 +950,12 @@ static int run_dashboards(const rep_run_opts *o, const char *final_dir, const st
     memset(&j, 0, sizeof j);
     j.o = o;
     j.final_dir = final_dir;
+    /* the drawing code is part of a picture's content: the program's bytes (4 MB, a few ms) key
+       it, so a rebuilt saelite of the same version draws again; unreadable: the version only */
+    if (file_fnv1a("/proc/self/exe", &j.build)) {
+        j.build = 0;
+        err_clear();
+    }
     j.dict = dict;
     j.vocab = vocab;
     j.nvocab = nvocab;
