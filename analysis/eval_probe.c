@@ -116,6 +116,7 @@ static int row_nodes(const eval_feats *f, int r, const int *cols, int ncols, con
 typedef struct {
     uint64_t key[2];
     int d;
+    int run_only; /* a fit on sparse rows (an SAE's codes): of no use past the journal's run */
     double *w, b;
 } memo_entry;
 
@@ -205,12 +206,13 @@ static int memo_push(eval_memo *m, memo_entry e)
 }
 
 /* Keeps a copy of the probe; out of memory only means it is not kept. */
-static void memo_keep(eval_memo *m, const uint64_t key[2], const eval_probe *p)
+static void memo_keep(eval_memo *m, const uint64_t key[2], const eval_probe *p, int run_only)
 {
     double *w = mem_alloc((size_t)(p->d ? p->d : 1) * sizeof *w);
     if (!w) return;
     memcpy(w, p->w, (size_t)p->d * sizeof *w);
-    memo_push(m, (memo_entry){.key = {key[0], key[1]}, .d = p->d, .w = w, .b = p->b});
+    memo_push(m, (memo_entry){.key = {key[0], key[1]}, .d = p->d, .run_only = run_only, .w = w,
+                              .b = p->b});
 }
 
 /* ---- the journal: the memo's fits in a file beside the database (a killed eval continues) ------
@@ -264,6 +266,14 @@ void eval_memo_journal_end(eval_memo *m)
     m->all = 0;
     m->secs = 0;
     m->path[0] = m->err[0] = 0;
+    /* the fits on an SAE's codes go: a sweep's memo would carry (and every later run's file
+       write) all earlier SAEs' (an audit); those on the raw rows serve the next SAE */
+    int k = 0;
+    for (int i = 0; i < m->n; i++) {
+        if (m->e[i].run_only) mem_free(m->e[i].w);
+        else m->e[k++] = m->e[i];
+    }
+    m->n = k;
 }
 
 /* Saves when the interval has passed; a failed save stops the saves (its message kept). */
@@ -323,6 +333,7 @@ int eval_memo_resume(eval_memo *m, const char *path, const uint64_t key[2], cons
     if (io.f) fclose(io.f);
     int kept = 0;
     for (int i = 0; i < got; i++) {
+        e[i].run_only = 1; /* which were on raw rows is not recorded: all go with the run */
         if (!bad && !memo_find(m, e[i].key)) kept += memo_push(m, e[i]);
         else mem_free(e[i].w);
     }
@@ -431,7 +442,7 @@ int eval_logreg(const eval_feats *f, const int *rows, const unsigned char *y, in
     out->d = D;
     free_and_destroy_model(&mdl);
     if (memo) {
-        memo_keep(memo, key, out);
+        memo_keep(memo, key, out, !f->dense);
         memo_tick(memo);
     }
 done:

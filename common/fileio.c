@@ -2,6 +2,7 @@
 #include "common/fileio.h"
 
 #include <dirent.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -427,8 +428,14 @@ int file_copy_atomic(const char *src, const char *dst)
 
 int file_pid_gone(const char *pid_text)
 {
-    long pid = strtol(pid_text, NULL, 10);
-    return pid > 0 && pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    /* digits only, to the end: ".saelite-report.tmp.123abc" read as process 123, and a folder a
+       user had named so was taken for a dead run's and emptied (an audit) */
+    if (!isdigit((unsigned char)pid_text[0])) return 0;
+    char *end = NULL;
+    errno = 0;
+    long pid = strtol(pid_text, &end, 10);
+    if (*end || errno || pid <= 0) return 0;
+    return pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
 /* by_ending: names[] are endings of NAME (".png") rather than whole names; dead_only: only the

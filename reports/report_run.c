@@ -894,34 +894,57 @@ static int make_out_dir(const char *dir, int *made)
     return OK;
 }
 
+/* 1 when dir holds regular files only (what a run stages; a folder or link there would stop
+ * every run that took the folder over: an audit) */
+static int only_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    char p[4200];
+    struct stat sb;
+    int ok = 1;
+    while (ok && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            ok = path_join(p, sizeof p, dir, e->d_name) == OK && lstat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+    closedir(d);
+    return ok;
+}
+
 /* This run's staging folder `stage` in dir. The staging folder of a killed or interrupted run
  * (its process gone) holds the dashboards it finished, each whole: the first one found becomes
  * this run's (renamed), so that its dashboards are kept where their keys match; the others go.
- * A live run's stay: a second report into the same directory removed them, and the first failed
- * (an audit). */
+ * One named with this process's id is a dead run's too (ids repeat: a container's first process
+ * is always 1). A live run's stay: a second report into the same directory removed them, and the
+ * first failed (an audit). Only a folder of regular files is taken over. */
 static int make_stage(const char *dir, const char *stage)
 {
     int adopted = 0;
     DIR *d = opendir(dir);
     struct dirent *e;
-    char p[4200];
+    char p[4200], own[32];
     size_t pl = strlen(STAGE_PREFIX);
     struct stat sb;
+    snprintf(own, sizeof own, "%ld", (long)getpid());
     while (d && (e = readdir(d))) {
-        if (strncmp(e->d_name, STAGE_PREFIX, pl) || !file_pid_gone(e->d_name + pl) ||
-            path_join(p, sizeof p, dir, e->d_name) != OK)
+        if (strncmp(e->d_name, STAGE_PREFIX, pl)) continue;
+        int mine = !strcmp(e->d_name + pl, own);
+        if (mine && adopted) continue; /* the folder just renamed into place */
+        if ((!mine && !file_pid_gone(e->d_name + pl)) || path_join(p, sizeof p, dir, e->d_name) != OK)
             continue;
         int dir_here = lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-        if (!adopted && dir_here && rename(p, stage) == 0) {
+        if (!adopted && dir_here && only_files(p) && (mine || rename(p, stage) == 0)) {
             static const char *const ours[] = {".png", "index.html"};
             file_remove_temps_ending(stage, ours, 2);
             adopted = 1;
-        } else if (dir_here) remove_made_dir(p);
+        } else if (dir_here) remove_made_dir(p); /* its files; the folder too when nothing else */
         else unlink(p); /* a link by that name: removed itself, the folder it names untouched */
     }
     if (d) closedir(d);
     if (!adopted && mkdir(stage, 0777) != 0)
-        return err_set(ERR_IO, "%s: cannot create: %s", stage, strerror(errno));
+        return err_set(ERR_IO, "%s: cannot create: %s%s", stage, strerror(errno),
+                       errno == EEXIST ? " (an earlier run's staging folder that holds more than "
+                                         "pictures: remove it)" : "");
     return OK;
 }
 

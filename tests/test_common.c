@@ -646,6 +646,15 @@ static void test_atomic(void)
     pid_t dead = fork();
     if (dead == 0) _exit(0);
     waitpid(dead, NULL, 0);
+    /* a process id is digits to the end: "123abc" was read as process 123 (an audit) */
+    char pt[40];
+    snprintf(pt, sizeof pt, "%ld", (long)dead);
+    CHECK(file_pid_gone(pt), "a waited-for child is gone");
+    snprintf(pt, sizeof pt, "%ldabc", (long)dead);
+    CHECK(!file_pid_gone(pt) && !file_pid_gone("") && !file_pid_gone("+5") && !file_pid_gone(" 5") &&
+          !file_pid_gone("0") && !file_pid_gone("99999999999999999999"), "not process ids");
+    snprintf(pt, sizeof pt, "%ld", (long)getpid());
+    CHECK(!file_pid_gone(pt), "this process is not gone");
     char dn[64], ln[64], on[64];
     snprintf(dn, sizeof dn, "out.npy.tmp.%ld", (long)dead);
     snprintf(ln, sizeof ln, "out.npy.tmp.%ld", (long)getppid());

@@ -712,6 +712,31 @@ static void test_run_kept(const char *db, const char *out, rep_run_opts o)
           "the linked folder keeps its file, the link is gone");
     unlink(vf);
     rmdir(victim);
+    /* a dead run's folder holding a folder (no picture can be staged over it): not taken over,
+       and the run goes on (every later run failed, an audit) */
+    snprintf(st, sizeof st, "%s/.saelite-report.tmp.%ld", out, (long)dead);
+    snprintf(q, sizeof q, "%s/feature_1.png", st);
+    CHECK(mkdir(st, 0777) == 0 && mkdir(q, 0777) == 0);
+    CHECK(rep_run(&o, &res) == OK && res.kept == 3, "a dead staging folder with a folder in it: %s",
+          err_msg());
+    rmdir(q);
+    rmdir(st);
+    /* a staging folder named with this process's id is a dead run's (a container's report is
+       always process 1): taken over (it stopped every rerun with "File exists", an audit) */
+    snprintf(st, sizeof st, "%s/.saelite-report.tmp.%ld", out, (long)getpid());
+    snprintf(p, sizeof p, "%s/feature_5.png", out);
+    snprintf(q, sizeof q, "%s/feature_5.png", st);
+    CHECK(mkdir(st, 0777) == 0 && rename(p, q) == 0);
+    CHECK(rep_run(&o, &res) == OK && res.kept == 3 && access(st, F_OK) != 0,
+          "a staging folder with this process's id: taken over (%d kept): %s", res.kept, err_msg());
+    /* a name that is not a process id: not a staging folder, its files stay */
+    snprintf(st, sizeof st, "%s/.saelite-report.tmp.%ldabc", out, (long)dead);
+    snprintf(q, sizeof q, "%s/notes.txt", st);
+    CHECK(mkdir(st, 0777) == 0);
+    if ((w = fopen(q, "w"))) fputs("notes", w), fclose(w);
+    CHECK(rep_run(&o, &res) == OK && access(q, F_OK) == 0, "a folder named .tmp.<digits>abc keeps its files");
+    unlink(q);
+    rmdir(st);
     /* a live run's staging folder is left alone (a second report into the same directory) */
     snprintf(st, sizeof st, "%s/.saelite-report.tmp.1", out);
     CHECK(mkdir(st, 0777) == 0);
