@@ -146,7 +146,7 @@ struct sae_trainer {
     double *sq; /* grad_clip: per-latent squared gradient norms [S] */
     float gscale; /* grad_clip: this step's factor on the gradient, applied by Adam (1: none) */
     /* per-step buffers */
-    int chunk;
+    int chunk, chunk16, chunk_cap; /* TopK's row chunk in fp32 and in bf16 (chunk_rows), the larger */
     float *xs, *xc, *xhat, *dxhat, *ehat, *pre, *fbuf, *scratch;
     float *bmax; /* TopK: the chunk's block maxima (sae_k_encode_bmax) */
     int64_t *ptr, *aptr, cap, acap;
@@ -198,6 +198,13 @@ static void prof_mark(sae_trainer *t, int ph)
 }
 
 void sae_trainer_profile(sae_trainer *t, double *secs) { t->prof = secs; }
+
+/* Rows of one encoder chunk for the precision in force (a function of batch, d_sae and the
+ * precision: the fp32 bits depend on it, see sae_trainer_new). */
+static int chunk_rows(const sae_trainer *t)
+{
+    return sae_k_precision() == SAE_PRECISION_BF16 ? t->chunk16 : t->chunk;
+}
 
 const char *sae_prof_name(int ph)
 {
@@ -518,12 +525,19 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
         int64_t nch = (B + ch - 1) / ch;
         t->chunk = (int)((B + nch - 1) / nch);
         if (t->chunk > B) t->chunk = B;
-        t->pre = zalloc((int64_t)t->chunk * S);
-        t->bmax = zalloc((int64_t)t->chunk * (S / SAE_K_TOPK_BLOCK));
+        /* in bf16 a multiple of 64 rows: oneDNN's calls go in 64-row multiples, then pieces of
+           at most 32 (model/ops_bf16.c), each streaming all of the bf16 W_enc; 682-row chunks at
+           d_sae 24576 made 18 calls a step, 10 rows the smallest (the encoder 209 ms against
+           its GEMM's 127) */
+        t->chunk16 = (t->chunk + 63) / 64 * 64;
+        if (t->chunk16 > B) t->chunk16 = (int)B;
+        t->chunk_cap = t->chunk > t->chunk16 ? t->chunk : t->chunk16;
+        t->pre = zalloc((int64_t)t->chunk_cap * S);
+        t->bmax = zalloc((int64_t)t->chunk_cap * (S / SAE_K_TOPK_BLOCK));
         t->cap = B * (int64_t)c.k;
         ok = ok && t->bmax;
     } else {
-        t->chunk = (int)B;
+        t->chunk = t->chunk16 = t->chunk_cap = (int)B;
         t->pre = zalloc(B * S);
         if (is_batchtopk(c.arch)) {
             t->scratch = zalloc(B * S);
@@ -1216,8 +1230,8 @@ static void sparse_leaf(sae_trainer *t, step_ctx *cx, int64_t r0, int n, double 
     float *dxhat = t->dxhat + r0 * Do, *ys = t->ys + r0 * Do, *ehat = t->ehat + r0 * Do;
     int64_t active = 0;
     if (t->c.arch == SAE_TOPK) {
-        for (int rr = 0; rr < n; rr += t->chunk) {
-            int m = n - rr < t->chunk ? n - rr : t->chunk;
+        for (int rr = 0, ch = chunk_rows(t); rr < n; rr += ch) {
+            int m = n - rr < ch ? n - rr : ch;
             /* the top-k's first pass runs inside the GEMM's blocks (fp32) */
             int fused = sae_k_encode_bmax(t->pre, t->bmax, xc + (int64_t)rr * D,
                                           xs + (int64_t)rr * D, P->W_encT, P->b_enc, bsub, m, D, S);
@@ -1399,8 +1413,8 @@ static int latent_alloc(sae_trainer *t)
     t->Sb = t->S / t->lb;
     t->ldepth = 1;
     while ((1 << (t->ldepth - 1)) < nbl) t->ldepth++;
-    t->lpre = zalloc((int64_t)t->chunk * t->Sb);
-    t->lbmax = zalloc((int64_t)t->chunk * (t->Sb / SAE_K_TOPK_BLOCK + 1));
+    t->lpre = zalloc((int64_t)t->chunk_cap * t->Sb);
+    t->lbmax = zalloc((int64_t)t->chunk_cap * (t->Sb / SAE_K_TOPK_BLOCK + 1));
     t->sel = mem_alloc(sizeof(lcand) * (size_t)B * t->c.k);
     t->asel = mem_alloc(sizeof(lcand) * (size_t)B * t->kaux);
     t->ldead = mem_alloc(sizeof(int) * (size_t)t->Sb);
@@ -1455,8 +1469,8 @@ static void latent_candidates(sae_trainer *t, const step_ctx *cx, int kc)
     int B = t->B, D = t->D, Sb = t->Sb, N = dist_size(), nbl = t->lb / N, q0 = dist_rank() * nbl;
     int w = cx->lw, kac = cx->lkac;
     const sae_params *P = &t->P;
-    for (int rr = 0; rr < B; rr += t->chunk) {
-        int m = B - rr < t->chunk ? B - rr : t->chunk;
+    for (int rr = 0, ch = chunk_rows(t); rr < B; rr += ch) {
+        int m = B - rr < ch ? B - rr : ch;
         for (int qi = 0, de = 0; qi < nbl; qi++) {
             int j0 = (q0 + qi) * Sb;
             int fused = sae_k_encode_bmax(t->lpre, t->lbmax, t->xc + (int64_t)rr * D,

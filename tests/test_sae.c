@@ -2106,6 +2106,54 @@ static void test_bf16_train(void)
     unlink(ckpt);
 }
 
+/* TopK's encoder in row chunks (B d_sae above 16M floats): bf16 chunks are a multiple of 64
+ * rows (500 in fp32, 512 + 488 in bf16 here); every row is encoded, so one step's loss and
+ * parameters stay within bf16's error of fp32's, and two bf16 trainers agree bit for bit. */
+static void test_bf16_chunks(void)
+{
+    if (!sae_bf16_supported()) {
+        SKIP("no bf16 on this CPU (or SAELITE_NO_BF16): bf16 row chunks are not tested");
+        return;
+    }
+    enum { B = 1000, D = 8, S = 24576 };
+    sae_train_config c;
+    sae_train_defaults(&c);
+    c.arch = SAE_TOPK;
+    c.d_in = D;
+    c.d_sae = S;
+    c.k = 4;
+    c.batch = B;
+    c.total_tokens = (int64_t)B * 10;
+    float *x = mem_alloc(sizeof(float) * B * D);
+    rng_state r;
+    rng_seed(&r, 11);
+    fill_normal(x, B * D, &r, 1);
+    sae_trainer *t[3] = {NULL, NULL, NULL};
+    sae_step_stats st[3];
+    int ok = x != NULL;
+    for (int i = 0; ok && i < 3; i++) {
+        CHECK(sae_k_set_precision(i ? SAE_PRECISION_BF16 : SAE_PRECISION_FP32) == OK);
+        ok = sae_trainer_new(&t[i], &c, x, B) == OK && sae_trainer_step(t[i], x, &st[i]) == OK;
+        CHECK(ok, "chunked trainer %d: %s", i, err_msg());
+    }
+    CHECK(sae_k_set_precision(SAE_PRECISION_FP32) == OK);
+    if (ok) {
+        sae_params P[3], G;
+        for (int i = 0; i < 3; i++) sae_trainer_params(t[i], &P[i], &G);
+        CHECK(st[1].loss == st[2].loss && !memcmp(P[1].W_dec, P[2].W_dec, sizeof(float) * S * D),
+              "two bf16 chunked steps differ");
+        CHECK(fabs(st[1].loss - st[0].loss) <= 0.02 * st[0].loss && st[1].loss != st[0].loss,
+              "bf16 chunked step loss %.6g against fp32 %.6g", st[1].loss, st[0].loss);
+        CHECK(fabs(st[1].ev - st[0].ev) <= 0.01, "ev %.4f against fp32 %.4f", st[1].ev, st[0].ev);
+        /* every row selected its k: a row left out of the chunks has none (and, this early,
+           hardly moves the loss) */
+        CHECK(fabs(st[0].l0 - 4) < 0.01 && fabs(st[1].l0 - 4) < 0.01, "L0 %.3f (fp32 %.3f), want 4",
+              st[1].l0, st[0].l0);
+    }
+    for (int i = 0; i < 3; i++) sae_trainer_free(t[i]);
+    mem_free(x);
+}
+
 /* The runner: opts.precision holds for the run only, is refused with the reason where bf16 is
  * off, and a bf16 run says so (result.engine, cfg.json). */
 static void test_bf16_run(void)
@@ -2526,6 +2574,7 @@ int main(void)
     test_bf16_fallback();
     test_bf16_encode();
     test_bf16_train();
+    test_bf16_chunks();
     test_bf16_run();
     return harness_report("test_sae");
 }
