@@ -41,7 +41,7 @@ static void notice(const char *msg, void *user)
 static void row(void *user, int k, const sup_model *s, const sup_feature *f, int resumed)
 {
     const sup_run_opts *o = user;
-    int n = o->n;
+    int n = o->c.n_features;
     printf("%-9s %9.4g %11.6f %14.3f %9d/%-3d", o->names[k], 1 / (1 - o->sparsity[k]), s->final_loss,
            sup_dims_per_feature(s), sup_represented(s), n);
     /* every represented feature's D_i up to 32 (features.csv has all of them) */
@@ -55,19 +55,22 @@ static void row(void *user, int k, const sup_model *s, const sup_feature *f, int
 
 int cmd_superpose(int argc, char **argv)
 {
-    int n = 20, m = 5, steps = 10000, batch = 1024, instances = 1, no_ckpt = 0;
+    sup_run_opts o;
+    sup_run_defaults(&o);
+    sup_config *c = &o.c;
+    int no_ckpt = 0;
     int64_t seed = 0;
-    double imp = 0.7, lr = 1e-3;
     const char *sp = "0,0.7,0.9,0.97,0.99,0.997,0.999", *out = NULL;
     arg_spec spec[] = {
-        {"--n", ARG_INT, &n, "number of features", ARG_RANGE(1, 10000)},
-        {"--m", ARG_INT, &m, "hidden dimensions", ARG_RANGE(1, 10000)},
+        {"--n", ARG_INT, &c->n_features, "number of features", ARG_RANGE(1, 10000)},
+        {"--m", ARG_INT, &c->n_hidden, "hidden dimensions", ARG_RANGE(1, 10000)},
         {"--sparsity", ARG_STR, &sp, "comma-separated S values in [0,1)"},
-        {"--importance", ARG_FLOAT, &imp, "importance decay r: I_i = r^i", ARG_ABOVE(0), ARG_MAX(1)},
-        {"--steps", ARG_INT, &steps, "Adam steps per model", ARG_MIN(0)},
-        {"--batch", ARG_INT, &batch, "batch size", ARG_MIN(1)},
-        {"--lr", ARG_FLOAT, &lr, "Adam learning rate", ARG_ABOVE(0)},
-        {"--instances", ARG_INT, &instances, "runs per sparsity, lowest loss kept", ARG_MIN(1)},
+        {"--importance", ARG_FLOAT, &c->importance_decay, "importance decay r: I_i = r^i", ARG_ABOVE(0),
+         ARG_MAX(1)},
+        {"--steps", ARG_INT, &c->steps, "Adam steps per model", ARG_MIN(0)},
+        {"--batch", ARG_INT, &c->batch, "batch size", ARG_MIN(1)},
+        {"--lr", ARG_FLOAT, &c->lr, "Adam learning rate", ARG_ABOVE(0)},
+        {"--instances", ARG_INT, &c->instances, "runs per sparsity, lowest loss kept", ARG_MIN(1)},
         {"--seed", ARG_I64, &seed, "random seed", ARG_MIN(0)},
         {"-o", ARG_STR, &out, "output directory for .npy/.csv (and pictures)"},
         {"--out", ARG_STR, &out, "same as -o"},
@@ -111,16 +114,7 @@ int cmd_superpose(int argc, char **argv)
     cli_catch_signals();
     const char *np_names[MAX_SPARSITIES];
     for (int k = 0; k < ns; k++) np_names[k] = Sname[k];
-    sup_run_opts o;
-    sup_run_defaults(&o);
-    o.n = n;
-    o.m = m;
-    o.importance = imp;
-    o.steps = steps;
-    o.batch = batch;
-    o.lr = lr;
-    o.instances = instances;
-    o.seed = seed;
+    c->seed = (uint64_t)seed;
     o.sparsity = S;
     o.names = np_names;
     o.ns = ns;
@@ -132,7 +126,8 @@ int cmd_superpose(int argc, char **argv)
     o.user = &o;
     printf("toy model: %d features (importance %g^i) in %d dimensions, %d steps x batch %d, "
            "lr %g, %d instance%s, seed %lld\n\n",
-           n, imp, m, steps, batch, lr, instances, instances == 1 ? "" : "s", (long long)seed);
+           c->n_features, c->importance_decay, c->n_hidden, c->steps, c->batch, c->lr, c->instances,
+           c->instances == 1 ? "" : "s", (long long)seed);
     printf("%-9s %9s %11s %14s %12s %s\n", "sparsity", "1/(1-S)", "loss", "dims/feature",
            "represented", "dimensionality of represented features");
     sup_run_result res;

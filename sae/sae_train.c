@@ -146,7 +146,7 @@ struct sae_trainer {
     double *sq; /* grad_clip: per-latent squared gradient norms [S] */
     float gscale; /* grad_clip: this step's factor on the gradient, applied by Adam (1: none) */
     /* per-step buffers */
-    int chunk, chunk16, chunk_cap; /* TopK's row chunk in fp32 and in bf16 (chunk_rows), the larger */
+    int chunk, chunk16; /* TopK's row chunk in fp32 and in bf16 (chunk_rows); chunk16 >= chunk */
     float *xs, *xc, *xhat, *dxhat, *ehat, *pre, *fbuf, *scratch;
     float *bmax; /* TopK: the chunk's block maxima (sae_k_encode_bmax) */
     int64_t *ptr, *aptr, cap, acap;
@@ -531,13 +531,12 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
            its GEMM's 127) */
         t->chunk16 = (t->chunk + 63) / 64 * 64;
         if (t->chunk16 > B) t->chunk16 = (int)B;
-        t->chunk_cap = t->chunk > t->chunk16 ? t->chunk : t->chunk16;
-        t->pre = zalloc((int64_t)t->chunk_cap * S);
-        t->bmax = zalloc((int64_t)t->chunk_cap * (S / SAE_K_TOPK_BLOCK));
+        t->pre = zalloc((int64_t)t->chunk16 * S); /* the larger of the two */
+        t->bmax = zalloc((int64_t)t->chunk16 * (S / SAE_K_TOPK_BLOCK));
         t->cap = B * (int64_t)c.k;
         ok = ok && t->bmax;
     } else {
-        t->chunk = t->chunk16 = t->chunk_cap = (int)B;
+        t->chunk = t->chunk16 = (int)B;
         t->pre = zalloc(B * S);
         if (is_batchtopk(c.arch)) {
             t->scratch = zalloc(B * S);
@@ -1413,8 +1412,8 @@ static int latent_alloc(sae_trainer *t)
     t->Sb = t->S / t->lb;
     t->ldepth = 1;
     while ((1 << (t->ldepth - 1)) < nbl) t->ldepth++;
-    t->lpre = zalloc((int64_t)t->chunk_cap * t->Sb);
-    t->lbmax = zalloc((int64_t)t->chunk_cap * (t->Sb / SAE_K_TOPK_BLOCK + 1));
+    t->lpre = zalloc((int64_t)t->chunk16 * t->Sb);
+    t->lbmax = zalloc((int64_t)t->chunk16 * (t->Sb / SAE_K_TOPK_BLOCK + 1));
     t->sel = mem_alloc(sizeof(lcand) * (size_t)B * t->c.k);
     t->asel = mem_alloc(sizeof(lcand) * (size_t)B * t->kaux);
     t->ldead = mem_alloc(sizeof(int) * (size_t)t->Sb);

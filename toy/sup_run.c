@@ -19,13 +19,7 @@
 void sup_run_defaults(sup_run_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->n = 20;
-    o->m = 5;
-    o->importance = 0.7;
-    o->steps = 10000;
-    o->batch = 1024;
-    o->lr = 1e-3;
-    o->instances = 1;
+    sup_config_default(&o->c, 20, 5);
     o->ckpt = 1;
 }
 
@@ -46,10 +40,11 @@ typedef struct {
 static void ckpt_key(const sup_run_opts *o, uint64_t key[2])
 {
     uint64_t h[2] = {0x7375706572706f73ull, HASH_FNV1A_INIT};
-    int64_t w[] = {o->n, o->m, o->steps, o->batch, o->instances, o->seed, o->ns,
-                   openblas_get_num_threads()};
+    const sup_config *c = &o->c;
+    int64_t w[] = {c->n_features, c->n_hidden, c->steps, c->batch, c->instances, (int64_t)c->seed,
+                   o->ns, openblas_get_num_threads()};
     for (size_t i = 0; i < sizeof w / sizeof *w; i++) hash_absorb128(h, (uint64_t)w[i]);
-    double f[] = {o->lr, o->importance};
+    double f[] = {c->lr, c->importance_decay};
     for (int i = 0; i < 2 + o->ns; i++) {
         uint64_t b;
         double v = i < 2 ? f[i] : o->sparsity[i - 2];
@@ -76,8 +71,8 @@ static int ckpt_save(const sup_ckpt *ck, const sup_run_opts *o, sup_model *const
         int64_t idx = k;
         file_sum_put(&io, &idx, sizeof idx);
         file_sum_put(&io, &models[k]->final_loss, sizeof models[k]->final_loss);
-        file_sum_put(&io, models[k]->W, (size_t)o->n * o->m * sizeof(float));
-        file_sum_put(&io, models[k]->b, (size_t)o->n * sizeof(float));
+        file_sum_put(&io, models[k]->W, (size_t)o->c.n_features * o->c.n_hidden * sizeof(float));
+        file_sum_put(&io, models[k]->b, (size_t)o->c.n_features * sizeof(float));
     }
     file_sum_put_end(&io);
     if (io.bad) {
@@ -135,17 +130,17 @@ static int ckpt_load(const sup_ckpt *ck, const sup_run_opts *o, sup_model **mode
             why = "is damaged (a model's index or loss)";
             break;
         }
-        sup_model *s = model_new(o->n, o->m);
+        sup_model *s = model_new(o->c.n_features, o->c.n_hidden);
         if (!s) {
             why = "needs more memory than there is";
             break;
         }
         models[k] = s;
         s->final_loss = loss;
-        file_sum_get(&io, s->W, (size_t)o->n * o->m * sizeof(float));
-        file_sum_get(&io, s->b, (size_t)o->n * sizeof(float));
+        file_sum_get(&io, s->W, (size_t)o->c.n_features * o->c.n_hidden * sizeof(float));
+        file_sum_get(&io, s->b, (size_t)o->c.n_features * sizeof(float));
         if (io.bad) why = "is damaged (cut short)";
-        else if (!finite_all(s->W, (size_t)o->n * o->m) || !finite_all(s->b, (size_t)o->n))
+        else if (!finite_all(s->W, (size_t)o->c.n_features * o->c.n_hidden) || !finite_all(s->b, (size_t)o->c.n_features))
             why = "is damaged (a weight that is not finite)";
         got++;
     }
@@ -186,7 +181,7 @@ static int on_step(int step, int total, double loss, void *user)
 static int write_outputs(const sup_run_opts *o, sup_model *const *models, const sup_feature *feat)
 {
     const char *out = o->out_dir;
-    int n = o->n, m = o->m, rc;
+    int n = o->c.n_features, m = o->c.n_hidden, rc;
     char path[4096];
     float *G = mem_alloc(sizeof(float) * (size_t)n * n);
     if (!G) return err_set(ERR_NOMEM, "out of memory");
@@ -212,7 +207,7 @@ static int write_outputs(const sup_run_opts *o, sup_model *const *models, const 
     for (int k = 0; k < o->ns; k++)
         for (int i = 0; i < n; i++) {
             const sup_feature *x = &feat[(size_t)k * n + i];
-            fprintf(a.f, "%s,%d,%.6g,%.6f,%.6f,%.6f,%.6f\n", o->names[k], i, pow(o->importance, i),
+            fprintf(a.f, "%s,%d,%.6g,%.6f,%.6f,%.6f,%.6f\n", o->names[k], i, pow(o->c.importance_decay, i),
                     x->norm, x->superposition, x->dimensionality, models[k]->b[i]);
         }
     if ((rc = file_atomic_commit(&a))) goto done;
@@ -224,7 +219,7 @@ static int write_outputs(const sup_run_opts *o, sup_model *const *models, const 
                 sup_dims_per_feature(models[k]), sup_represented(models[k]));
     if ((rc = file_atomic_commit(&a))) goto done;
     if ((rc = path_join(path, sizeof path, out, "superpose.png")) ||
-        (rc = sup_render(path, models, o->sparsity, o->ns, o->importance)))
+        (rc = sup_render(path, models, o->sparsity, o->ns, o->c.importance_decay)))
         goto done;
     if ((rc = path_join(path, sizeof path, out, "dimensionality.png")) ||
         (rc = sup_render_dimensionality(path, models, o->sparsity, o->ns)))
@@ -250,7 +245,7 @@ int sup_run(const sup_run_opts *o, sup_run_result *res)
     double t0 = now_seconds();
     res->ns = o->ns;
     res->models = mem_calloc((size_t)o->ns, sizeof *res->models);
-    res->feat = mem_alloc(sizeof *res->feat * (size_t)o->n * o->ns);
+    res->feat = mem_alloc(sizeof *res->feat * (size_t)o->c.n_features * o->ns);
     if (!res->models || !res->feat) return err_set(ERR_NOMEM, "out of memory");
     sup_ckpt ck = {{0}};
     if (o->out_dir) { /* the name also without checkpoints: a finished run removes a killed run's */
@@ -267,26 +262,19 @@ int sup_run(const sup_run_opts *o, sup_run_result *res)
         res->resumed = ckpt_load(&ck, o, res->models);
     }
     prog_state ps = {.stop = o->stop};
-    progress_begin(&ps.p, "superpose", (double)o->steps * o->instances * o->ns, "step");
+    progress_begin(&ps.p, "superpose", (double)o->c.steps * o->c.instances * o->ns, "step");
     int rc = OK;
     for (int k = 0; k < o->ns && !rc; k++) {
-        sup_config c;
-        sup_config_default(&c, o->n, o->m);
+        sup_config c = o->c;
         c.sparsity = o->sparsity[k];
-        c.importance_decay = o->importance;
-        c.steps = o->steps;
-        c.batch = o->batch;
-        c.lr = o->lr;
-        c.instances = o->instances;
-        c.seed = (uint64_t)o->seed;
         ps.S = o->sparsity[k];
-        ps.base = (double)k * o->steps * o->instances;
+        ps.base = (double)k * c.steps * c.instances;
         int fresh = !res->models[k];
         if (fresh) rc = sup_train(&c, &res->models[k], on_step, &ps);
         progress_end(&ps.p); /* clears a terminal's line for the row below; the count goes on */
         if (rc) break;
-        sup_features(res->models[k], res->feat + (size_t)k * o->n);
-        if (o->row) o->row(o->user, k, res->models[k], res->feat + (size_t)k * o->n, !fresh);
+        sup_features(res->models[k], res->feat + (size_t)k * o->c.n_features);
+        if (o->row) o->row(o->user, k, res->models[k], res->feat + (size_t)k * o->c.n_features, !fresh);
         if (fresh && save && ckpt_save(&ck, o, res->models)) { /* only a cache: the run goes on */
             progress_notice(o->notice, o->user, "no more checkpoints: %s", err_msg());
             err_clear();

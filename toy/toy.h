@@ -85,12 +85,8 @@ int sup_represented(const sup_model *s);
  * once the outputs are written. Errors: err.h codes; ERR_ABORTED when *stop is set (between
  * steps). Only the caller prints: row() gets each model as it is done. */
 typedef struct {
-    int n, m;                  /* features, hidden dimensions (default 20, 5) */
-    double importance;         /* r (default 0.7) */
-    int steps, batch;          /* per model (default 10000, 1024) */
-    double lr;                 /* default 1e-3 */
-    int instances;             /* default 1 */
-    int64_t seed;              /* default 0 */
+    sup_config c;              /* every model's settings (sup_config_default(20, 5)); its sparsity
+                                  is each model's from the list below */
     const double *sparsity;    /* [ns], distinct, in [0, 1) */
     const char *const *names;  /* [ns] their names in file names ("0.9") */
     int ns;
