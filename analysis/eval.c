@@ -637,9 +637,10 @@ static int check_bounded(const ctx *c, const float *v, int T, int w, int64_t seq
 
 /* The suites' checkpoint, once the read is whole: the probes a killed run fitted (ck.path +
  * ".probes", under the read's key) are loaded into the memo, and from here every fit is kept (also
- * without checkpoints) and saved there every ck.secs. A memo entry answers only the problem it was fitted on, bit for bit
- * what fitting it again gives (every fit seeds LIBLINEAR's rand() the same way), so the suites'
- * rows equal an uninterrupted run's. The caller's memo (a sweep's) journals for this run only. */
+ * without checkpoints) and saved there every ck.secs. A memo entry answers only the problem it
+ * was fitted on, bit for bit what fitting it again gives (every fit seeds LIBLINEAR's rand() the
+ * same way), so the suites' rows equal an uninterrupted run's. The caller's memo (a sweep's)
+ * journals for this run only. */
 static int probes_setup(ctx *c, eval_result *res)
 {
     const eval_opts *o = c->o;

@@ -327,7 +327,8 @@ int eval_memo_resume(eval_memo *m, const char *path, const uint64_t key[2], cons
         file_sum_get(&io, e[i].w, (size_t)d * sizeof *e[i].w);
         int finite = isfinite(e[i].b);
         for (int64_t j = 0; finite && j < d; j++) finite = isfinite(e[i].w[j]);
-        if (io.bad || !finite) bad = io.bad ? "is damaged (cut short)" : "is damaged (a weight that is not finite)";
+        if (io.bad) bad = "is damaged (cut short)";
+        else if (!finite) bad = "is damaged (a weight that is not finite)";
     }
     if (!bad && !file_sum_get_end(&io)) bad = "is damaged (its checksum fails)";
     if (io.f) fclose(io.f);

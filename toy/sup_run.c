@@ -55,6 +55,11 @@ static void ckpt_key(const sup_run_opts *o, uint64_t key[2])
     key[1] = h[1];
 }
 
+static size_t model_floats(const sup_run_opts *o) /* W's: n x m */
+{
+    return (size_t)o->c.n_features * o->c.n_hidden;
+}
+
 static int ckpt_save(const sup_ckpt *ck, const sup_run_opts *o, sup_model *const *models)
 {
     file_atomic fa;
@@ -71,7 +76,7 @@ static int ckpt_save(const sup_ckpt *ck, const sup_run_opts *o, sup_model *const
         int64_t idx = k;
         file_sum_put(&io, &idx, sizeof idx);
         file_sum_put(&io, &models[k]->final_loss, sizeof models[k]->final_loss);
-        file_sum_put(&io, models[k]->W, (size_t)o->c.n_features * o->c.n_hidden * sizeof(float));
+        file_sum_put(&io, models[k]->W, model_floats(o) * sizeof(float));
         file_sum_put(&io, models[k]->b, (size_t)o->c.n_features * sizeof(float));
     }
     file_sum_put_end(&io);
@@ -137,10 +142,10 @@ static int ckpt_load(const sup_ckpt *ck, const sup_run_opts *o, sup_model **mode
         }
         models[k] = s;
         s->final_loss = loss;
-        file_sum_get(&io, s->W, (size_t)o->c.n_features * o->c.n_hidden * sizeof(float));
+        file_sum_get(&io, s->W, model_floats(o) * sizeof(float));
         file_sum_get(&io, s->b, (size_t)o->c.n_features * sizeof(float));
         if (io.bad) why = "is damaged (cut short)";
-        else if (!finite_all(s->W, (size_t)o->c.n_features * o->c.n_hidden) || !finite_all(s->b, (size_t)o->c.n_features))
+        else if (!finite_all(s->W, model_floats(o)) || !finite_all(s->b, (size_t)o->c.n_features))
             why = "is damaged (a weight that is not finite)";
         got++;
     }
@@ -273,8 +278,9 @@ int sup_run(const sup_run_opts *o, sup_run_result *res)
         if (fresh) rc = sup_train(&c, &res->models[k], on_step, &ps);
         progress_end(&ps.p); /* clears a terminal's line for the row below; the count goes on */
         if (rc) break;
-        sup_features(res->models[k], res->feat + (size_t)k * o->c.n_features);
-        if (o->row) o->row(o->user, k, res->models[k], res->feat + (size_t)k * o->c.n_features, !fresh);
+        sup_feature *feat = res->feat + (size_t)k * o->c.n_features;
+        sup_features(res->models[k], feat);
+        if (o->row) o->row(o->user, k, res->models[k], feat, !fresh);
         if (fresh && save && ckpt_save(&ck, o, res->models)) { /* only a cache: the run goes on */
             progress_notice(o->notice, o->user, "no more checkpoints: %s", err_msg());
             err_clear();
