@@ -169,6 +169,22 @@ static void dash_free(dash *d)
     mem_free(d->tags); mem_free(d->tagn);
 }
 
+/* 1 when the dashboard of feature with content key `key` is staged at path already: staged by a
+ * killed run whose folder this run took over, or in --out (final_dir), then staged as a second
+ * link (over a killed run's stale one, in this run's folder), so publishing moves nothing. */
+static int have_picture(const char *path, const char *final_dir, int64_t feature, const char *key)
+{
+    if (rep_png_has_key(path, "saelite-key", key)) return 1;
+    char done[4096];
+    if (path_fmt(done, sizeof done, "%s/feature_%lld.png", final_dir, (long long)feature)) {
+        err_clear(); /* not reached: the staged path, which is longer, was made */
+        return 0;
+    }
+    if (!rep_png_has_key(done, "saelite-key", key)) return 0;
+    unlink(path);
+    return link(done, path) == 0;
+}
+
 /* Draws feature's dashboard, or sets *kept when the directory has it already. */
 static int render_one(job *j, store *s, store_rep *r, int64_t feature, int *kept)
 {
@@ -304,7 +320,7 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature, int *kept
     f.tag_frac = d.tagf;
     f.ntags = nt;
 
-    char path[4096], done[4096], fid[32], sid[32], did[32];
+    char path[4096], fid[32], sid[32], did[32];
     if ((rc = path_fmt(path, sizeof path, "%s/feature_%lld.png", o->out_dir, (long long)feature)))
         goto out;
     snprintf(fid, sizeof fid, "%lld", (long long)feature);
@@ -328,13 +344,8 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature, int *kept
     char key[40];
     snprintf(key, sizeof key, "%016llx%016llx", (unsigned long long)h[0], (unsigned long long)h[1]);
     meta[9].value = key;
-    if (!o->redraw && rep_png_has_key(path, "saelite-key", key)) *kept = 1; /* staged by a killed run */
-    else if (!o->redraw && !(rc = path_fmt(done, sizeof done, "%s/feature_%lld.png", j->final_dir,
-                                           (long long)feature)) &&
-             rep_png_has_key(done, "saelite-key", key) && (unlink(path), link(done, path) == 0))
-        *kept = 1; /* in --out already: staged as a second link (over a killed run's stale one,
-                      in this run's folder), so publishing moves nothing */
-    else if (!rc) rc = rep_feature_dashboard(&f, path, meta, 10);
+    *kept = !o->redraw && have_picture(path, j->final_dir, feature, key);
+    if (!*kept) rc = rep_feature_dashboard(&f, path, meta, 10);
 out:
     dash_free(&d);
     if (rc) err_wrap(rc, "feature %lld", (long long)feature);
@@ -861,6 +872,8 @@ static int select_features(const rep_run_opts *o, const store_rep_dict *dict, co
  * global pictures) replaced the four global pictures with its own beside the old index.html and
  * dashboards (audit). */
 #define STAGE_PREFIX ".saelite-report.tmp."
+/* the endings of what a run writes (their temps NAME.tmp.PID are a killed run's leftovers) */
+static const char *const STAGED[] = {".png", "index.html"};
 
 /* Create the output directory (an existing one is fine) and check it is one. */
 /* A report that failed in a directory it created leaves nothing: everything in it is this
@@ -889,8 +902,7 @@ static int make_out_dir(const char *dir, int *made)
         return err_set(ERR_IO, "%s: cannot create the output directory: %s", dir, strerror(errno));
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: not a directory", dir);
-    static const char *const ours[] = {".png", "index.html"};
-    file_remove_temps_ending(dir, ours, 2);
+    file_remove_temps_ending(dir, STAGED, 2);
     return OK;
 }
 
@@ -934,8 +946,7 @@ static int make_stage(const char *dir, const char *stage)
             continue;
         int dir_here = lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
         if (!adopted && dir_here && only_files(p) && (mine || rename(p, stage) == 0)) {
-            static const char *const ours[] = {".png", "index.html"};
-            file_remove_temps_ending(stage, ours, 2);
+            file_remove_temps_ending(stage, STAGED, 2);
             adopted = 1;
         } else if (dir_here) remove_made_dir(p); /* its files; the folder too when nothing else */
         else unlink(p); /* a link by that name: removed itself, the folder it names untouched */
@@ -1003,8 +1014,9 @@ static int run_dashboards(const rep_run_opts *o, const char *final_dir, const st
     res->kept = j.kept;
     res->dashboard_seconds = now_seconds() - t1;
     if (j.rc) return err_set(j.rc, "%s", j.msg);
-    if (o->stop && *o->stop) return err_set(ERR_ABORTED, "interrupted after %d dashboards (kept for the same command: "
-                       "it draws the rest)", j.done);
+    if (o->stop && *o->stop)
+        return err_set(ERR_ABORTED, "interrupted after %d dashboards (kept for the same command: it "
+                       "draws the rest)", j.done);
     return OK;
 }
 
