@@ -2,17 +2,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
-#include "common/fileio.h"
-#include "common/mem.h"
-#include "common/npy.h"
-#include "common/progress.h"
-#include "extract/extract.h"
 #include "sae/synth.h"
-#include "store/store.h"
 
 CLI_COMMAND(synth, "Generate synthetic superposition activations with known true features",
             "saelite synth --out ACTS.npy --truth TRUE.npy [--db FILE [--hook synth]] [--d 256] [--features 512] "
@@ -73,69 +66,20 @@ int cmd_synth(int argc, char **argv)
     static const char *const flag[4] = {"--out", "--truth", "--spec", "--db"};
     int orc = cli_check_outputs(cmd, 4, outs, flag);
     if (orc) return orc;
-    struct stat sb; /* an existing store must open: a damaged one is refused before any write */
     if (db && !hook[0]) return cli_usage_error(cmd, "--hook needs a name");
-    if (db && stat(db, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
-        store *st;
-        if (store_open(&st, db, 0)) return cli_fail(cmd);
-        /* and its hook must take these rows: a mismatch failed after --out and --truth were
-           replaced (an audit) */
-        int hrc = store_hook_check(st, hook, c.d, STORE_F32, seq_len);
-        store_close(st);
-        if (hrc) return cli_fail(cmd);
-    }
     cli_catch_signals(); /* before the generator's setup, which can take seconds */
-    sae_synth *g;
-    if (sae_synth_new(&g, &c)) return cli_fail(cmd);
-    float *x = mem_alloc(sizeof(float) * (size_t)tokens * c.d);
-    int *act = mem_alloc(sizeof(int) * (size_t)tokens);
-    int rc = x && act ? OK : err_set(ERR_NOMEM, "out of memory for %" PRId64 " tokens", tokens);
-    /* in blocks (a multiple of the generator's own 1024-row chunks: the same draws as one
-       call) with progress and a clean stop: 1M tokens of d 512 ran a minute in silence */
-    progress pr;
-    progress_begin(&pr, "synth", (double)tokens, "tok");
-    for (int64_t r0 = 0; !rc && r0 < tokens; r0 += 64 * 1024) {
-        int n = (int)(tokens - r0 < 64 * 1024 ? tokens - r0 : 64 * 1024);
-        rc = sae_synth_sample(g, x + r0 * c.d, n, act + r0);
-        if (!rc && cli_interrupted()) rc = err_set(ERR_ABORTED, "interrupted; nothing written");
-        progress_update(&pr, (double)(r0 + n), NULL);
-    }
-    progress_end(&pr);
-    int64_t sh[2] = {tokens, c.d}, tsh[2] = {c.n_features, c.d};
-    /* the activations first: a kill while they are written (the long part) leaves the old pair
-       as it was, not a new truth beside the old activations (an audit) */
-    file_remove_dead_temps(out); /* a killed synth's temps (up to GBs) */
-    file_remove_dead_temps(truth);
-    if (!rc) rc = npy_write(out, x, 2, sh);
-    if (!rc) rc = npy_write(truth, sae_synth_directions(g), 2, tsh);
-    if (!rc && spec_out) rc = sae_synth_spec_save(&c, spec_out);
-    double mean_active = 0;
-    for (int64_t i = 0; !rc && i < tokens; i++) mean_active += act[i];
-    mem_free(x);
-    mem_free(act);
-    sae_synth_free(g);
-    int64_t rows = 0, seqs = 0, held = 0;
-    if (!rc && db) {
-        store *st;
-        rc = store_open_blobs(&st, db, STORE_CREATE, (int64_t)seq_len * c.d * (int64_t)sizeof(float));
-        if (!rc) {
-            rc = ext_import_npy(st, out, NULL, hook, seq_len, STORE_F32, &rows, &seqs);
-            store_hook h; /* rows of other files stay: say so, sae-train --db reads them all */
-            if (!rc) {
-                if (store_hook_find(st, hook, &h) == OK) held = h.n_tokens;
-                err_clear(); /* only a note: not finding it is no error */
-            }
-            store_close(st);
-        }
-    }
-    if (rc) return cli_fail(cmd);
+    sae_synth_run_opts o = {.c = c, .tokens = tokens, .out = out, .truth = truth,
+                            .spec_out = spec_out, .db = db, .hook = hook, .seq_len = seq_len,
+                            .stop = &cli_stop_flag};
+    sae_synth_run_result r;
+    if (sae_synth_run(&o, &r)) return cli_fail(cmd);
     if (db) printf("synth: stored %" PRId64 " tokens in %" PRId64 " sequences as hook %s in %s\n",
-                   rows, seqs, hook, db);
-    if (db && held > rows)
+                   r.rows, r.seqs, hook, db);
+    if (db && r.held > r.rows)
         printf("synth: hook %s now holds %" PRId64 " tokens: rows imported from other files stay "
-               "(a new --hook or --db keeps this generator's alone)\n", hook, held);
+               "(a new --hook or --db keeps this generator's alone)\n", hook, r.held);
     printf("synth: %" PRId64 " samples of d %d from %d features (mean %.2f active) -> %s, truth -> %s\n",
-           tokens, c.d, c.n_features, mean_active / tokens, out, truth);
+           tokens, c.d, c.n_features, r.mean_active, out, truth);
     if (c.parents)
         printf("synth: hierarchy: features 0..%d are %d parents, each followed by %d children "
                "(child_p %g)\n", c.parents * (1 + c.children) - 1, c.parents, c.children, c.child_p);

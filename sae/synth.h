@@ -85,4 +85,31 @@ int sae_source_synth(sae_source **out, const synth_config *c);
  * source): what `sae-train --synth --truth-out` writes. */
 const float *sae_source_synth_directions(const sae_source *s);
 
+/* ---- `saelite synth` as a library call (synth_run.c) ------------------------------------- */
+/* tokens samples of generator c into out ([tokens, d] float32 .npy) and its directions into truth
+ * ([n_features, d]), with spec_out the generator's JSON (sae_synth_spec_save); with db also the
+ * samples as rows of hook `hook` in that store (model 'import', seq_len tokens a sequence, through
+ * ext_import_npy). An existing store that does not open, or whose hook has another width or
+ * sequence length, is refused before anything is written. The activations are written first, so
+ * a kill while they are written leaves an earlier pair as it was. Progress lines on stderr.
+ * Errors: err.h codes; ERR_ABORTED ("interrupted; nothing written") when *stop is set while
+ * sampling. */
+typedef struct {
+    synth_config c;
+    int64_t tokens;
+    const char *out, *truth;   /* required */
+    const char *spec_out;      /* optional */
+    const char *db;            /* optional */
+    const char *hook;          /* with db: a non-empty name */
+    int seq_len;               /* with db: tokens per stored sequence */
+    volatile int *stop;        /* optional */
+} sae_synth_run_opts;
+
+typedef struct {
+    double mean_active;        /* firing features per sample, measured */
+    int64_t rows, seqs;        /* with db: tokens and sequences stored by this run */
+    int64_t held;              /* with db: the hook's tokens afterwards (more: rows of other runs) */
+} sae_synth_run_result;
+
+int sae_synth_run(const sae_synth_run_opts *o, sae_synth_run_result *r);
 #endif

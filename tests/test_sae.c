@@ -2154,6 +2154,90 @@ static void test_bf16_chunks(void)
     mem_free(x);
 }
 
+/* sae_synth_run (the synth command's runner): the files hold exactly the generator's samples and
+ * directions, the measured mean is the stream's, the store gets the same rows, a hook of another
+ * width is refused before any file is written, and the stop flag ends it with nothing written. */
+static void test_synth_run(void)
+{
+    char dir[] = "/tmp/saelite_synth_run_XXXXXX", out[128], truth[128], spec[128], db[128];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(out, sizeof out, "%s/a.npy", dir);
+    snprintf(truth, sizeof truth, "%s/t.npy", dir);
+    snprintf(spec, sizeof spec, "%s/g.json", dir);
+    snprintf(db, sizeof db, "%s/s.db", dir);
+    synth_config c;
+    synth_defaults(&c);
+    c.d = 12;
+    c.n_features = 40;
+    c.active = 3;
+    c.seed = 7;
+    c.parents = 2;
+    c.children = 3;
+    const int64_t N = 70000; /* over one 64K block: the blocks must give the one-call stream */
+    sae_synth_run_opts o = {.c = c, .tokens = N, .out = out, .truth = truth, .spec_out = spec,
+                            .db = db, .hook = "h", .seq_len = 100};
+    sae_synth_run_result r;
+    int rc = sae_synth_run(&o, &r);
+    CHECK(rc == OK, "sae_synth_run: %s", err_msg());
+    sae_synth *g = NULL;
+    float *want = mem_alloc(sizeof(float) * (size_t)N * c.d), *x = NULL, *t = NULL;
+    int *act = mem_alloc(sizeof(int) * (size_t)N), nd = 0;
+    int64_t sh[NPY_MAX_DIMS];
+    if (rc || !want || !act || sae_synth_new(&g, &c) || sae_synth_sample(g, want, (int)N, act)) {
+        CHECK(0, "reference stream");
+        goto done;
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < N; i++) sum += act[i];
+    CHECK(r.mean_active == sum / N, "mean active %.17g, want %.17g", r.mean_active, sum / N);
+    CHECK(npy_read(out, &x, &nd, sh) == OK && nd == 2 && sh[0] == N && sh[1] == c.d &&
+          memcmp(x, want, sizeof(float) * (size_t)N * c.d) == 0, "activations = the stream");
+    CHECK(npy_read(truth, &t, &nd, sh) == OK && sh[0] == c.n_features &&
+          memcmp(t, sae_synth_directions(g), sizeof(float) * c.n_features * c.d) == 0,
+          "truth = the generator's directions");
+    synth_config back;
+    CHECK(sae_synth_spec_load(&back, spec) == OK && back.seed == 7 && back.parents == 2 &&
+          back.children == 3 && back.d == 12, "spec read back");
+    CHECK(r.rows == N && r.seqs == (N + 99) / 100 && r.held == N, "stored %lld rows in %lld "
+          "sequences, hook holds %lld", (long long)r.rows, (long long)r.seqs, (long long)r.held);
+    /* another width for the same hook: refused before the files are touched */
+    struct stat before, after;
+    stat(out, &before);
+    sae_synth_run_opts bad = o;
+    bad.c.d = 6;
+    rc = sae_synth_run(&bad, &r);
+    stat(out, &after);
+    CHECK(rc != OK && strstr(err_msg(), "width 12, not 6") && before.st_size == after.st_size &&
+          before.st_mtim.tv_nsec == after.st_mtim.tv_nsec, "width mismatch refused first: %s",
+          err_msg());
+    /* stopped while sampling: ERR_ABORTED and no new file */
+    char out2[160], truth2[160];
+    snprintf(out2, sizeof out2, "%s/b.npy", dir);
+    snprintf(truth2, sizeof truth2, "%s/u.npy", dir);
+    volatile int stop = 1;
+    sae_synth_run_opts st = {.c = c, .tokens = 1000, .out = out2, .truth = truth2, .stop = &stop};
+    rc = sae_synth_run(&st, &r);
+    CHECK(rc == ERR_ABORTED && access(out2, F_OK) != 0 && access(truth2, F_OK) != 0,
+          "stopped: rc %d, %s", rc, err_msg());
+done:
+    sae_synth_free(g);
+    mem_free(want);
+    mem_free(act);
+    mem_free(x);
+    mem_free(t);
+    const char *names[] = {"a.npy", "t.npy", "g.json", "s.db", "s.db-wal", "s.db-shm",
+                           "s.db-journal"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char p[160];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
 /* The runner: opts.precision holds for the run only, is refused with the reason where bf16 is
  * off, and a bf16 run says so (result.engine, cfg.json). */
 static void test_bf16_run(void)
@@ -2576,5 +2660,6 @@ int main(void)
     test_bf16_train();
     test_bf16_chunks();
     test_bf16_run();
+    test_synth_run();
     return harness_report("test_sae");
 }
