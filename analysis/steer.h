@@ -91,4 +91,38 @@ int ana_steer_generate(gpt2_model *m, ana_steer *st, int steered, const ana_gen_
 int ana_gen_context(tok_tokenizer *tok, int vocab, const char *prompt, size_t n, int max_new,
                     int **seq, size_t *len);
 
+/* ---- `saelite generate` as a library call (generate_run.c) ------------------------------- */
+/* Loads the model (and tokenizer: tokenizer_dir, else model_dir), and with sae_dir the SAE (which
+ * must be the model's, ana_check_sae_model) and the steer spec ("F:S[,F:S...]", method); checks
+ * that the hook exists and fits before anything is generated; then generates from prompt
+ * (ana_gen_context): one pass, steered when an SAE is given, or with compare the steered pass then
+ * the unsteered one from the same seed. The model's matmuls run at precision (OP_PRECISION_*).
+ * Callbacks (each optional): pass_begin before a pass (terms/nterms: the steer terms on a steered
+ * pass, else none), token with each sampled token's bytes as it comes (<|endoftext|> ends the pass
+ * unless no_stop, and is not shown), pass_end after it (tokens sampled, whether <|endoftext|>
+ * ended it, seconds). A set *stop ends the pass after the current token and starts no other: OK,
+ * with fewer passes. Errors: err.h codes, from loading, the steer spec, the hook, the prompt. */
+typedef struct {
+    const char *model_dir, *tokenizer_dir; /* tokenizer_dir NULL: model_dir */
+    const char *prompt;                    /* "" starts from <|endoftext|> */
+    const char *sae_dir, *steer;           /* both or neither */
+    const char *hook;                      /* NULL: the SAE's hook_name */
+    ana_steer_method method;
+    int compare, no_stop, max_tokens, top_k;
+    double temperature;                    /* 0: greedy */
+    uint64_t seed;
+    int precision;                         /* OP_PRECISION_* (model/ops.h) */
+    volatile int *stop;                    /* optional */
+    void (*pass_begin)(void *user, int pass, int steered, const ana_steer_term *terms, int nterms);
+    void (*token)(void *user, const char *bytes, size_t n);
+    void (*pass_end)(void *user, int made, int stopped, double seconds);
+    void *user;
+} ana_generate_opts;
+
+typedef struct {
+    int passes; /* passes finished */
+} ana_generate_result;
+
+int ana_generate_run(const ana_generate_opts *o, ana_generate_result *r);
+
 #endif

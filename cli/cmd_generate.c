@@ -5,13 +5,7 @@
 #include "analysis/steer.h"
 #include "cli/cli.h"
 #include "common/err.h"
-#include "common/mem.h"
-#include "common/progress.h"
-#include "model/gpt2.h"
 #include "model/ops.h"
-#include "model/sample.h"
-#include "model/tokenizer.h"
-#include "sae/sae.h"
 
 CLI_COMMAND(generate, "Generate text from a prompt (temperature, top-k; T=0 is greedy)",
             "saelite generate --model DIR --prompt STR [--tokenizer DIR] [--temperature T] "
@@ -19,24 +13,43 @@ CLI_COMMAND(generate, "Generate text from a prompt (temperature, top-k; T=0 is g
             "[--steer-method add|clamp|ortho|cap] [--compare]]")
 
 typedef struct {
-    tok_tokenizer *tok;
-    int eot, no_stop, made, stopped;
-} stream;
+    const char *prompt, *prec;
+    int compare;
+    ana_steer_method method;
+} shown;
 
-/* Print each token's bytes as it comes (a character split over tokens completes later). */
-static int on_token(int id, void *user)
+/* With --compare, a header names each pass; every pass starts with the prompt. */
+static void pass_begin(void *user, int pass, int steered, const ana_steer_term *terms, int nterms)
 {
-    stream *s = user;
-    s->made++;
-    if (id == s->eot && !s->no_stop) {
-        s->stopped = 1;
-        return 0;
+    const shown *s = user;
+    if (s->compare) {
+        printf("%s=== %s", pass ? "\n" : "", steered ? "steered (" : "unsteered ===\n");
+        for (int k = 0; k < nterms; k++) printf("%s%d:%g", k ? "," : "", terms[k].feature, terms[k].value);
+        if (steered) printf(", %s) ===\n", ana_steer_method_name(s->method));
     }
-    size_t bl;
-    const char *b = tok_token_bytes(s->tok, id, &bl);
-    if (b) fwrite(b, 1, bl, stdout);
+    fwrite(s->prompt, 1, strlen(s->prompt), stdout);
     fflush(stdout);
-    return cli_interrupted();
+}
+
+/* Each token's bytes as it comes (a character split over tokens completes later). */
+static void token(void *user, const char *bytes, size_t n)
+{
+    if (bytes) fwrite(bytes, 1, n, stdout);
+    fflush(stdout);
+}
+
+static void pass_end(void *user, int made, int stopped, double secs)
+{
+    const shown *s = user;
+    printf("\n");
+    fflush(stdout);
+    char mm[200] = "", why[160];
+    if (strcmp(s->prec, "fp32")) /* which precision ran, as extract and analyze say */
+        snprintf(mm, sizeof mm, "; matmuls %s", op_precision_bf16() ? "bf16 (oneDNN)" : "fp32");
+    if (strcmp(s->prec, "fp32") && !op_precision_bf16())
+        snprintf(mm + strlen(mm), sizeof mm - strlen(mm), " (no bf16: %s)", op_bf16_why_not(why, sizeof why));
+    fprintf(stderr, "generated %d token%s in %.2f s (%.1f tok/s)%s%s\n", made, made == 1 ? "" : "s",
+            secs, secs > 0 ? made / secs : 0.0, stopped ? ", stopped at <|endoftext|>" : "", mm);
 }
 
 int cmd_generate(int argc, char **argv)
@@ -74,78 +87,21 @@ int cmd_generate(int argc, char **argv)
     if (rc) return rc;
     if (!!sae_dir != !!steer) return cli_usage_error("generate", "--sae and --steer go together");
     if (compare && !steer) return cli_usage_error("generate", "--compare needs --sae and --steer");
-    cli_catch_signals();
-
-    gpt2_model *m = NULL;
-    tok_tokenizer *tok = NULL;
-    sae_model *sae = NULL;
-    ana_steer *st = NULL;
-    ana_steer_term *terms = NULL;
-    int *ctx = NULL, nterms = 0;
     ana_steer_method method = ANA_STEER_ADD;
-    if (op_set_precision(!strcmp(prec, "bf16")   ? OP_PRECISION_BF16
-                         : !strcmp(prec, "auto") ? OP_PRECISION_AUTO
-                                                 : OP_PRECISION_FP32))
-        goto fail;
-    if (gpt2_load(&m, model) || tok_load(&tok, tokdir ? tokdir : model)) goto fail;
-    if (sae_dir) {
-        if (sae_load(&sae, sae_dir) || ana_check_sae_model(sae, sae_dir, model) ||
-            ana_steer_method_parse(method_name, &method) ||
-            ana_steer_parse(steer, sae->cfg.d_sae, &terms, &nterms) ||
-            ana_steer_new(&st, sae, method, terms, nterms))
-            goto fail;
-    }
-    int Vt = tok_vocab_size(tok), eot = tok_eot(tok);
-    size_t len = 0;
-    if (ana_gen_context(tok, gpt2_cfg(m)->vocab_size, prompt, strlen(prompt), max_tokens, &ctx,
-                        &len))
-        goto fail;
-    if (st) { /* the hook must exist and fit before anything is printed */
-        int arc = ana_steer_attach(st, m, hook);
-        gpt2_hook_clear(m);
-        if (arc) goto fail;
-    }
-    /* one run, or with --compare the steered run then the unsteered one from the same seed */
-    size_t len0 = len;
-    for (int pass = 0; pass < 1 + compare && !cli_interrupted(); pass++) {
-        int steered = st && pass == 0;
-        if (compare) {
-            printf("%s=== %s", pass ? "\n" : "", steered ? "steered (" : "unsteered ===\n");
-            for (int k = 0; steered && k < nterms; k++)
-                printf("%s%d:%g", k ? "," : "", terms[k].feature, terms[k].value);
-            if (steered) printf(", %s) ===\n", ana_steer_method_name(method));
-        }
-        fwrite(prompt, 1, strlen(prompt), stdout);
-        fflush(stdout);
-        len = len0;
-        double t0 = now_seconds();
-        stream ss = {tok, eot, no_stop, 0, 0};
-        ana_gen_opts go = {.max_new = max_tokens, .top_k = top_k, .vocab_limit = Vt,
-                           .stop_id = no_stop ? -1 : eot, .temperature = temperature,
-                           .seed = (uint64_t)seed, .hook = hook, .on_token = on_token, .user = &ss};
-        if (ana_steer_generate(m, st, steered, &go, ctx, &len)) goto fail;
-        int made = ss.made, stopped = ss.stopped;
-        double secs = now_seconds() - t0;
-        printf("\n");
-        fflush(stdout);
-        char mm[200] = "", why[160];
-        if (strcmp(prec, "fp32")) /* which precision ran, as extract and analyze say */
-            snprintf(mm, sizeof mm, "; matmuls %s", op_precision_bf16() ? "bf16 (oneDNN)" : "fp32");
-        if (strcmp(prec, "fp32") && !op_precision_bf16())
-            snprintf(mm + strlen(mm), sizeof mm - strlen(mm), " (no bf16: %s)", op_bf16_why_not(why, sizeof why));
-        fprintf(stderr, "generated %d token%s in %.2f s (%.1f tok/s)%s%s\n", made, made == 1 ? "" : "s",
-                secs, secs > 0 ? made / secs : 0.0, stopped ? ", stopped at <|endoftext|>" : "", mm);
-    }
-    rc = cli_interrupted() ? 130 : 0;
-    goto done;
-fail:
-    rc = cli_fail("generate");
-done:
-    mem_free(ctx);
-    mem_free(terms);
-    ana_steer_free(st);
-    sae_free(sae);
-    tok_free(tok);
-    gpt2_free(m);
-    return rc;
+    if (ana_steer_method_parse(method_name, &method)) return cli_fail("generate");
+    cli_catch_signals();
+    shown sh = {prompt, prec, compare, method};
+    ana_generate_opts o = {
+        .model_dir = model, .tokenizer_dir = tokdir, .prompt = prompt, .sae_dir = sae_dir,
+        .steer = steer, .hook = hook, .method = method, .compare = compare, .no_stop = no_stop,
+        .max_tokens = max_tokens, .top_k = top_k, .temperature = temperature,
+        .seed = (uint64_t)seed,
+        .precision = !strcmp(prec, "bf16")   ? OP_PRECISION_BF16
+                     : !strcmp(prec, "auto") ? OP_PRECISION_AUTO
+                                             : OP_PRECISION_FP32,
+        .stop = &cli_stop_flag, .pass_begin = pass_begin, .token = token, .pass_end = pass_end,
+        .user = &sh};
+    ana_generate_result r;
+    if (ana_generate_run(&o, &r)) return cli_fail("generate");
+    return cli_interrupted() ? 130 : 0;
 }

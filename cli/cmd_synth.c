@@ -1,7 +1,6 @@
 /* cmd_synth.c - `saelite synth`: synthetic superposition data with known features. */
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "cli/cli.h"
 #include "common/err.h"

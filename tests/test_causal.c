@@ -13,7 +13,9 @@
 #include "common/mem.h"
 #include "harness.h"
 #include "model/gpt2.h"
+#include "model/ops.h"
 #include "sae/sae.h"
+#include "tok_fixture.h"
 
 enum { C = 16, V = 64, T = 12, D = 48 };
 static const char *const HOOK = "blocks.0.hook_resid_post";
@@ -347,6 +349,108 @@ static void test_generate(void)
     gpt2_free(m);
 }
 
+
+/* ---- ana_generate_run, the generate command's runner, from files ------------------------------ */
+typedef struct {
+    char got[2][64];
+    int n[2], pass, begins, steered_first, ends, made[2], nterms;
+} gen_seen;
+
+static void gen_begin(void *user, int pass, int steered, const ana_steer_term *t, int nterms)
+{
+    gen_seen *g = user;
+    g->pass = pass;
+    g->begins++;
+    if (pass == 0) g->steered_first = steered, g->nterms = nterms;
+}
+
+static void gen_token(void *user, const char *b, size_t n)
+{
+    gen_seen *g = user;
+    for (size_t i = 0; b && i < n && g->n[g->pass] < 63; i++) g->got[g->pass][g->n[g->pass]++] = b[i];
+}
+
+static void gen_end(void *user, int made, int stopped, double secs)
+{
+    gen_seen *g = user;
+    g->made[g->pass] = made;
+    g->ends++;
+}
+
+/* The runner's tokens are the model's own greedy continuation (byte tokenizer: a token's bytes
+ * are its id); with compare the unsteered pass repeats a plain run exactly and the steered one
+ * is the steered model's; a set stop flag runs no pass; bad steer specs and hooks fail, named. */
+static void test_generate_run(void)
+{
+    char dir[] = "/tmp/saelite_gen_XXXXXX", sdir[64];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(sdir, sizeof sdir, "%s/sae", dir);
+    gpt2_config cfg = {.n_layer = 1, .n_head = 2, .n_embd = C, .n_ctx = 32, .vocab_size = 256,
+                       .n_inner = 4 * C, .ln_eps = 1e-5f};
+    gpt2_model *m = NULL;
+    sae_model *s = tiny_sae(HOOK, 5);
+    CHECK(gpt2_create(&m, &cfg, 11) == OK && gpt2_save(m, dir, ST_F32, 0) == OK &&
+          fixture_byte_tokenizer(dir) == OK && s && sae_save(s, sdir) == OK, "%s", err_msg());
+    const char *prompt = "ab";
+    ana_generate_opts o = {.model_dir = dir, .prompt = prompt, .method = ANA_STEER_ADD,
+                           .no_stop = 1, .max_tokens = 8, .temperature = 0, .seed = 3,
+                           .precision = OP_PRECISION_FP32, .pass_begin = gen_begin,
+                           .token = gen_token, .pass_end = gen_end};
+    gen_seen plain = {0};
+    o.user = &plain;
+    ana_generate_result r;
+    CHECK(ana_generate_run(&o, &r) == OK && r.passes == 1 && plain.n[0] == 8 &&
+          plain.made[0] == 8 && plain.begins == 1 && plain.ends == 1, "plain: %s", err_msg());
+    /* the reference: the same model's greedy continuation of the prompt's two byte tokens */
+    int seq[16] = {'a', 'b'};
+    size_t len = 2;
+    ana_gen_opts go = {.max_new = 8, .vocab_limit = 256, .stop_id = -1, .temperature = 0, .seed = 3};
+    CHECK(ana_steer_generate(m, NULL, 0, &go, seq, &len) == OK && len == 10);
+    int same = 1;
+    for (int i = 0; i < 8; i++) same &= (unsigned char)plain.got[0][i] == seq[2 + i];
+    CHECK(same, "the runner's tokens are the model's greedy continuation");
+
+    gen_seen cmp = {0};
+    o.user = &cmp;
+    o.sae_dir = sdir;
+    o.steer = "2:3";
+    o.compare = 1;
+    CHECK(ana_generate_run(&o, &r) == OK && r.passes == 2 && cmp.steered_first && cmp.nterms == 1,
+          "compare: %s", err_msg());
+    CHECK(cmp.n[1] == 8 && !memcmp(cmp.got[1], plain.got[0], 8),
+          "the unsteered pass repeats the plain run");
+    ana_steer *st = NULL;
+    ana_steer_term t = {2, 3.0f};
+    int sseq[16] = {'a', 'b'};
+    size_t slen = 2;
+    CHECK(ana_steer_new(&st, s, ANA_STEER_ADD, &t, 1) == OK &&
+          ana_steer_generate(m, st, 1, &go, sseq, &slen) == OK);
+    same = cmp.n[0] == 8;
+    for (int i = 0; same && i < 8; i++) same &= (unsigned char)cmp.got[0][i] == sseq[2 + i];
+    CHECK(same, "the steered pass is the steered model's continuation");
+    ana_steer_free(st);
+
+    volatile int stop = 1;
+    gen_seen none = {0};
+    o.user = &none;
+    o.stop = &stop;
+    CHECK(ana_generate_run(&o, &r) == OK && r.passes == 0 && none.begins == 0, "stopped: no pass");
+    o.stop = NULL;
+    o.steer = "abc";
+    CHECK(ana_generate_run(&o, &r) == ERR_ARG && strstr(err_msg(), "'abc'"), "%s", err_msg());
+    o.steer = "2:1";
+    o.hook = "blocks.5.hook_resid_post";
+    CHECK(ana_generate_run(&o, &r) != OK && strstr(err_msg(), "blocks.5.hook_resid_post"), "%s",
+          err_msg());
+    gpt2_free(m);
+    sae_free(s);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
 
 /* ---- measured effects: the batched ablations against one forward per (feature, position) ---- */
 typedef struct { float *delta; } eff_cb;
@@ -703,6 +807,7 @@ int main(void)
     test_monotone();
     test_clamp();
     test_generate();
+    test_generate_run();
     test_effects();
     test_hook_grad();
     test_attribute();
