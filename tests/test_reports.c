@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "common/npy.h"
 #include "common/utf8.h"
+#include "model/gpt2.h"
 #include "report_fixture.h"
 #include "reports/dashboard.h"
 #include "reports/report_run.h"
@@ -22,6 +23,7 @@
 #include "sae/metrics.h"
 #include "store/store_report.h"
 #include "store/store_sae.h"
+#include "tok_fixture.h"
 
 static char tmpdir[] = "/tmp/saelite_test_reportsXXXXXX";
 
@@ -1298,6 +1300,163 @@ static void test_run_db(void)
     unlink(side);
 }
 
+/* ---- rep_attention_run: a 2-block, 3-head model over the byte tokenizer ------------------- */
+typedef struct {
+    float *pat; /* [H,T,T] of the last pass */
+    size_t n;
+} att_capture;
+
+static int att_grab(const tensor_view *t, void *user)
+{
+    att_capture *c = user;
+    c->n = (size_t)t->shape[1] * t->shape[2] * t->shape[3];
+    free(c->pat);
+    if (!(c->pat = malloc(sizeof(float) * c->n))) return err_set(ERR_NOMEM, "out of memory");
+    memcpy(c->pat, t->data, sizeof(float) * c->n);
+    return 0;
+}
+
+/* Every file of dir, then dir (one level: what the test wrote). */
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[600];
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+static void test_attention_run(void)
+{
+    char root[300], md[400], png[400], npy[400], png2[400], bad[400];
+    snprintf(root, sizeof root, "%s/attn", tmpdir);
+    snprintf(md, sizeof md, "%s/m", root);
+    snprintf(png, sizeof png, "%s/a.png", root);
+    snprintf(npy, sizeof npy, "%s/a.npy", root);
+    snprintf(png2, sizeof png2, "%s/h.png", root);
+    snprintf(bad, sizeof bad, "%s/nodir/b.npy", root);
+    mkdir(root, 0777);
+    gpt2_config cfg = {.n_layer = 2, .n_head = 3, .n_embd = 24, .n_ctx = 16, .vocab_size = 256,
+                       .n_inner = 96, .ln_eps = 1e-5f};
+    gpt2_model *m = NULL;
+    int rc = gpt2_create(&m, &cfg, 7);
+    if (!rc) { /* larger weights than the init's, so the heads attend unevenly */
+        int nt;
+        const gpt2_tensor *tab = gpt2_param_table(m, &nt);
+        float *w = gpt2_params(m, NULL);
+        for (int i = 0; i < nt; i++)
+            if (!strstr(tab[i].name, "ln_"))
+                for (size_t k = 0; k < tab[i].numel; k++) w[tab[i].offset + k] *= 20;
+    }
+    if (!rc) rc = gpt2_save(m, md, ST_F32, 0);
+    if (!rc) rc = fixture_byte_tokenizer(md);
+    CHECK(rc == OK, "fixture: %s", err_msg());
+    gpt2_free(m);
+    m = NULL;
+
+    /* every head, with the .npy: the pattern is layer 1's, each row a distribution over the
+       causal keys, the picture a 3-column grid with its text chunks */
+    const char *text = "the cat sat"; /* 11 byte tokens */
+    int T = 11;
+    rep_attention_opts o = {.model = md, .text = text, .layer = 1, .head = -1, .out = png, .npy = npy};
+    rep_attention_result r = {0};
+    rc = rep_attention_run(&o, &r);
+    CHECK(rc == OK, "attention: %s", err_msg());
+    CHECK(r.layer == 1 && r.heads == 3 && r.tokens == T, "%d %d %d", r.layer, r.heads, r.tokens);
+    float *pat = NULL;
+    int nd = 0;
+    int64_t sh[NPY_MAX_DIMS] = {0};
+    rc = npy_read(npy, &pat, &nd, sh);
+    CHECK(rc == OK && nd == 3 && sh[0] == 3 && sh[1] == T && sh[2] == T, "npy: %s", err_msg());
+    if (rc == OK && nd == 3 && sh[0] == 3 && sh[1] == T && sh[2] == T) {
+        double worst_sum = 0, worst_future = 0, maxw = 0;
+        for (int h = 0; h < 3; h++)
+            for (int i = 0; i < T; i++) {
+                const float *row = pat + ((size_t)h * T + i) * T;
+                double sum = 0;
+                for (int j = 0; j < T; j++) {
+                    if (j <= i) sum += row[j];
+                    else if (fabs(row[j]) > worst_future) worst_future = fabs(row[j]);
+                    if (i > 0 && row[j] > maxw) maxw = row[j];
+                }
+                if (fabs(sum - 1) > worst_sum) worst_sum = fabs(sum - 1);
+            }
+        CHECK(worst_sum < 1e-5, "a pattern row sums to 1 +- %g over the causal keys", worst_sum);
+        CHECK(worst_future == 0, "a future key has weight %g", worst_future);
+        CHECK(maxw > 0.5, "the heads attend unevenly (max weight past row 0: %g)", maxw);
+        /* the same pattern as a hooked forward of layer 1 itself */
+        att_capture cap = {0};
+        int ids[16];
+        for (int i = 0; i < T; i++) ids[i] = (unsigned char)text[i];
+        rc = gpt2_load(&m, md);
+        if (!rc) rc = gpt2_hook_add(m, "blocks.1.attn.hook_pattern", att_grab, &cap);
+        if (!rc) rc = gpt2_forward(m, ids, 1, T, 0);
+        CHECK(rc == OK && cap.n == (size_t)3 * T * T, "reference pass: %s", err_msg());
+        if (cap.n == (size_t)3 * T * T) CHECK_TENSOR(pat, cap.pat, cap.n, 0, 0, "layer 1 pattern");
+        free(cap.pat);
+        gpt2_free(m);
+        m = NULL;
+    }
+    mem_free(pat);
+    rep_image im = {0};
+    rc = rep_png_read(png, &im);
+    CHECK(rc == OK, "png: %s", err_msg());
+    int cell = 260 + 16 * T; /* 3 heads: one row of 3 cells, a title line */
+    CHECK(im.width == 3 * cell + 20 && im.height == cell + 50, "%dx%d", im.width, im.height);
+    const char *sw = rep_image_meta(&im, "Software"), *lay = rep_image_meta(&im, "layer"),
+               *tx = rep_image_meta(&im, "text");
+    CHECK(sw && !strcmp(sw, "saelite attention"), "Software %s", sw ? sw : "(none)");
+    CHECK(lay && !strcmp(lay, "1"), "layer %s", lay ? lay : "(none)");
+    CHECK(tx && !strcmp(tx, text), "text %s", tx ? tx : "(none)");
+    CHECK(im.rgba && non_white(&im) > 3 * (long)T * T * 50, "heat maps drawn: %ld", non_white(&im));
+    rep_image_free(&im);
+
+    /* one head: a one-cell picture */
+    o = (rep_attention_opts){.model = md, .tokenizer = md, .text = text, .layer = 0, .head = 2,
+                             .out = png2};
+    rc = rep_attention_run(&o, &r);
+    CHECK(rc == OK && r.layer == 0 && r.heads == 1 && r.tokens == T, "head 2: %s", err_msg());
+    rc = rep_png_read_meta(png2, &im);
+    CHECK(rc == OK && im.width == cell + 20 && im.height == cell + 50, "%dx%d", im.width, im.height);
+    rep_image_free(&im);
+
+    /* refusals, with the messages the command prints; nothing written */
+    struct {
+        int layer, head;
+        const char *text, *npy;
+        int code;
+        const char *msg;
+    } refused[] = {
+        {2, -1, text, NULL, ERR_ARG, "--layer 2: the model has layers 0..1"},
+        {0, 3, text, NULL, ERR_ARG, "--head 3: the model has heads 0..2"},
+        {0, -1, "", NULL, ERR_ARG, "--text is 0 tokens; need 1..16 (the model's context)"},
+        {0, -1, "seventeen bytes!!", NULL, ERR_ARG,
+         "--text is 17 tokens; need 1..16 (the model's context)"},
+        {0, -1, text, bad, ERR_IO, NULL}, /* the .npy fails: the PNG is not left either */
+    };
+    unlink(png);
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        o = (rep_attention_opts){.model = md, .text = refused[i].text, .layer = refused[i].layer,
+                                 .head = refused[i].head, .out = png, .npy = refused[i].npy};
+        r = (rep_attention_result){.layer = 9};
+        rc = rep_attention_run(&o, &r);
+        CHECK(rc == refused[i].code, "case %zu: rc %d (%s)", i, rc, err_msg());
+        if (refused[i].msg)
+            CHECK(!strcmp(err_msg(), refused[i].msg), "case %zu: '%s'", i, err_msg());
+        else
+            CHECK(strstr(err_msg(), bad) != NULL, "case %zu: '%s'", i, err_msg());
+        CHECK(access(png, F_OK) != 0, "case %zu: %s left behind", i, png);
+        CHECK(r.layer == 0 && r.heads == 0 && r.tokens == 0, "case %zu: result not cleared", i);
+    }
+    remove_dir(md);
+    remove_dir(root);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -1321,6 +1480,7 @@ int main(void)
     test_dashboard(dir);
     test_vocab_display();
     test_run_db();
+    test_attention_run();
     if (!keep) {
         const char *files[] = {"feature_1234.png", "feature_5.png", "density.png", "decoder_angles.png",
                                "training.png", "recovery.png", "pos_precision.png", "index.html"};
