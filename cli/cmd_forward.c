@@ -1,36 +1,14 @@
 /* cmd_forward.c - `saelite forward`: run one sequence and write a hook's tensor (or logits). */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
 #include "common/mem.h"
-#include "common/npy.h"
-#include "model/gpt2.h"
-#include "model/tokenizer.h"
+#include "model/forward_run.h"
 
 CLI_COMMAND(forward, "Run the model on one sequence and save a hook point or the logits as .npy",
             "saelite forward --model DIR (--text STR [--tokenizer DIR] [--bos] | --tokens 1,2,3) "
             "(--hook NAME | --logits) --npy OUT.npy")
-
-typedef struct {
-    float *copy;
-    int ndim;
-    int64_t shape[4];
-} capture;
-
-static int grab(const tensor_view *t, void *user)
-{
-    capture *c = user;
-    int64_t n = tensor_numel(t);
-    c->copy = mem_alloc(sizeof(float) * (size_t)n);
-    if (!c->copy) return err_set(ERR_NOMEM, "out of memory");
-    memcpy(c->copy, t->data, sizeof(float) * (size_t)n);
-    /* drop the batch axis (B = 1) */
-    c->ndim = t->ndim - 1;
-    for (int i = 1; i < t->ndim; i++) c->shape[i - 1] = t->shape[i];
-    return 0;
-}
 
 int cmd_forward(int argc, char **argv)
 {
@@ -58,64 +36,18 @@ int cmd_forward(int argc, char **argv)
     if (bos && !text) return cli_usage_error(argv[0], "--bos needs --text (with --tokens, write the id)");
     int *ids = NULL, n = 0;
     if (toks && args_int_list(toks, &ids, &n)) return cli_usage_error(argv[0], "%s", err_msg());
-    gpt2_model *m = NULL;
-    capture cap = {0};
-    /* the model first: a missing --model directory was reported as "no tokenizer files" */
-    if (gpt2_load(&m, model)) goto fail;
-    if (text) {
-        tok_tokenizer *tk;
-        size_t nt = 0;
-        if (tok_load(&tk, tokdir ? tokdir : model)) goto fail;
-        rc = tok_encode(tk, text, strlen(text), 1, &ids, NULL, &nt);
-        int eot = tok_eot(tk);
-        tok_free(tk);
-        if (rc) goto fail;
-        if (nt == 0 && !bos) { /* with --bos the sequence is <|endoftext|> alone (an audit) */
-            err_set(ERR_ARG, "--text encodes to no tokens (--bos runs <|endoftext|> alone)");
-            goto fail;
-        }
-        if (bos) {
-            if (eot < 0) {
-                err_set(ERR_ARG, "--bos: tokenizer %s has no <|endoftext|> token",
-                        tokdir ? tokdir : model);
-                goto fail;
-            }
-            int *grown = mem_realloc(ids, sizeof *ids * (nt + 1));
-            if (!grown) {
-                err_set(ERR_NOMEM, "out of memory");
-                goto fail;
-            }
-            ids = grown;
-            if (nt) memmove(ids + 1, ids, sizeof *ids * nt);
-            nt++;
-            ids[0] = eot;
-        }
-        n = (int)nt;
-    }
-    if (hook && strchr(hook, '*')) {
-        err_set(ERR_ARG, "--hook takes one exact name, not a pattern");
-        goto fail;
-    }
-    if (hook && gpt2_hook_add(m, hook, grab, &cap)) goto fail;
-    if (gpt2_forward(m, ids, 1, n, logits)) goto fail;
+    gpt2_forward_opts o = {.model = model, .text = text, .tok_dir = tokdir, .bos = bos,
+                           .tokens = ids, .ntokens = n, .hook = hook, .npy = npy};
+    gpt2_forward_result r;
+    rc = gpt2_forward_run(&o, &r);
+    mem_free(ids);
+    if (rc) return cli_fail(argv[0]);
     if (logits) {
-        int64_t shape[2] = {n, gpt2_cfg(m)->vocab_size};
-        if (npy_write(npy, gpt2_logits(m), 2, shape)) goto fail;
-        printf("wrote %s: logits [%d, %d]\n", npy, n, gpt2_cfg(m)->vocab_size);
+        printf("wrote %s: logits [%d, %d]\n", npy, (int)r.shape[0], (int)r.shape[1]);
     } else {
-        if (npy_write(npy, cap.copy, cap.ndim, cap.shape)) goto fail;
         printf("wrote %s: %s [", npy, hook);
-        for (int i = 0; i < cap.ndim; i++) printf("%s%lld", i ? ", " : "", (long long)cap.shape[i]);
+        for (int i = 0; i < r.ndim; i++) printf("%s%lld", i ? ", " : "", (long long)r.shape[i]);
         printf("]\n");
     }
-    mem_free(cap.copy);
-    mem_free(ids);
-    gpt2_free(m);
     return 0;
-fail:
-    rc = cli_fail(argv[0]);
-    mem_free(cap.copy);
-    mem_free(ids);
-    gpt2_free(m);
-    return rc;
 }

@@ -11,10 +11,14 @@
 #include "common/err.h"
 #include "common/half.h"
 #include "common/mem.h"
+#include "common/npy.h"
 #include "harness.h"
+#include "model/forward_run.h"
 #include "model/gpt2.h"
 #include "model/ops.h"
 #include "model/safetensors.h"
+#include "model/tokenizer.h"
+#include "tok_fixture.h"
 
 /* max |got - want| <= tol * max|want| over finite entries; non-finite entries must match exactly */
 static int close_scaled(const float *got, const float *want, size_t n, double tol, const char *label)
@@ -982,6 +986,140 @@ static void test_threaded_kernels(void)
     free(ln1), free(mean), free(rstd), free(m1), free(r1), free(att), free(att1), free(z), free(z1);
 }
 
+/* ---- gpt2_forward_run (`saelite forward`) -------------------------------------------- */
+/* One hook's [B=1,T,...] tensor of a direct forward on tok[T], batch axis kept in the data. */
+static float *direct_hook(gpt2_model *m, const char *hook, const int *tok, int T, int64_t *n)
+{
+    capture cap = {0};
+    float *out = NULL;
+    if (gpt2_hook_add(m, hook, cap_hook, &cap) == OK && gpt2_forward(m, tok, 1, T, 0) == OK &&
+        cap.n == 1) {
+        *n = cap.e[0].n;
+        out = malloc(sizeof(float) * (size_t)*n);
+        memcpy(out, cap.e[0].data, sizeof(float) * (size_t)*n);
+    }
+    cap_free(&cap);
+    gpt2_hook_clear(m);
+    return out;
+}
+
+/* The runner's .npy against what it wrote (shape) and a direct capture (values, exactly). */
+static void check_npy(const char *path, const gpt2_forward_result *r, const float *want,
+                      int64_t n, const char *label)
+{
+    float *got = NULL;
+    int nd = 0;
+    int64_t sh[NPY_MAX_DIMS];
+    CHECK(npy_read(path, &got, &nd, sh) == OK, "%s: %s", label, err_msg());
+    if (!got) return;
+    int64_t numel = 1;
+    for (int i = 0; i < nd; i++) numel *= sh[i];
+    CHECK(nd == r->ndim && !memcmp(sh, r->shape, sizeof(int64_t) * (size_t)nd), "%s: shape", label);
+    CHECK(numel == n, "%s: %lld values, want %lld", label, (long long)numel, (long long)n);
+    if (numel == n) CHECK_TENSOR(got, want, n, 0, 0, label);
+    mem_free(got);
+}
+
+static void test_forward_run(void)
+{
+    char dir[] = "/tmp/saelite_gpt2_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char p[512], npy[512], bytes_dir[512];
+    snprintf(npy, sizeof npy, "%s/out.npy", dir);
+    snprintf(bytes_dir, sizeof bytes_dir, "%s/bytes", dir);
+    /* 300 ids: the 256 bytes, <|endoftext|> = 256 (the model's tokenizer), the rest unused */
+    gpt2_config c = {2, 2, 16, 8, 300, 64, 1e-5f};
+    gpt2_model *m = NULL;
+    CHECK(gpt2_create(&m, &c, 5) == OK && gpt2_save(m, dir, ST_F32, 0) == OK, "%s", err_msg());
+    gpt2_free(m);
+    m = NULL;
+    snprintf(p, sizeof p, "%s/encoder.json", dir);
+    FILE *f = fopen(p, "w");
+    fputc('{', f);
+    for (int i = 0; i < 256; i++)
+        fprintf(f, "\"\\u%04x\": %d, ", tok_byte_to_unicode((unsigned char)i), i);
+    fputs("\"<|endoftext|>\": 256}\n", f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/vocab.bpe", dir);
+    write_file(p, "#version: 0.2\n");
+    CHECK(mkdir(bytes_dir, 0755) == 0 && fixture_byte_tokenizer(bytes_dir) == OK); /* no EOT */
+    CHECK(gpt2_load(&m, dir) == OK, "%s", err_msg());
+    if (!m) return;
+    const char *hook = "blocks.1.hook_resid_post";
+    static const int tok[] = {5, 9, 17, 3}, hi[] = {104, 105}, bos_hi[] = {256, 104, 105};
+    gpt2_forward_result r;
+
+    /* --tokens: the hook's tensor without the batch axis, the same values as a direct capture */
+    int64_t n = 0;
+    float *want = direct_hook(m, hook, tok, 4, &n);
+    gpt2_forward_opts o = {.model = dir, .tokens = tok, .ntokens = 4, .hook = hook, .npy = npy};
+    CHECK(gpt2_forward_run(&o, &r) == OK, "%s", err_msg());
+    CHECK(r.ndim == 2 && r.shape[0] == 4 && r.shape[1] == 16, "ndim %d [%lld, %lld]", r.ndim,
+          (long long)r.shape[0], (long long)r.shape[1]);
+    if (want) check_npy(npy, &r, want, n, "forward_run tokens");
+    free(want);
+
+    /* --text: the tokenizer's ids, <|endoftext|> first with bos (position 0 changes every row) */
+    want = direct_hook(m, hook, hi, 2, &n);
+    gpt2_forward_opts t = {.model = dir, .text = "hi", .hook = hook, .npy = npy};
+    CHECK(gpt2_forward_run(&t, &r) == OK, "%s", err_msg());
+    CHECK(r.shape[0] == 2, "T %lld without bos", (long long)r.shape[0]);
+    if (want) check_npy(npy, &r, want, n, "forward_run text");
+    free(want);
+    want = direct_hook(m, hook, bos_hi, 3, &n);
+    t.bos = 1;
+    CHECK(gpt2_forward_run(&t, &r) == OK, "%s", err_msg());
+    CHECK(r.shape[0] == 3, "T %lld with bos", (long long)r.shape[0]);
+    if (want) check_npy(npy, &r, want, n, "forward_run text bos");
+    free(want);
+    want = direct_hook(m, "hook_embed", bos_hi, 3, &n);
+    t.hook = "hook_embed";
+    CHECK(gpt2_forward_run(&t, &r) == OK, "%s", err_msg());
+    const float *wte = gpt2_param(m, "wte.weight", NULL, NULL);
+    float *got = NULL;
+    int nd;
+    int64_t sh[NPY_MAX_DIMS];
+    if (npy_read(npy, &got, &nd, sh) == OK) /* row 0 is <|endoftext|>'s embedding */
+        CHECK_TENSOR(got, wte + 256 * 16, 16, 0, 0, "bos row");
+    mem_free(got);
+    free(want);
+
+    /* logits: [T, V] as gpt2_logits gives them */
+    CHECK(gpt2_forward(m, tok, 1, 4, 1) == OK);
+    gpt2_forward_opts l = {.model = dir, .tokens = tok, .ntokens = 4, .npy = npy};
+    CHECK(gpt2_forward_run(&l, &r) == OK, "%s", err_msg());
+    CHECK(r.ndim == 2 && r.shape[0] == 4 && r.shape[1] == 300);
+    check_npy(npy, &r, gpt2_logits(m), 4 * 300, "forward_run logits");
+
+    /* refusals: nothing written */
+    unlink(npy);
+    o.hook = "blocks.0.*";
+    CHECK(gpt2_forward_run(&o, &r) == ERR_ARG && strstr(err_msg(), "not a pattern"), "%s",
+          err_msg());
+    o.hook = "blocks.0.hook_nosuch";
+    CHECK(gpt2_forward_run(&o, &r) == ERR_NOTFOUND, "%s", err_msg());
+    gpt2_forward_opts e = {.model = dir, .text = "", .hook = hook, .npy = npy};
+    CHECK(gpt2_forward_run(&e, &r) == ERR_ARG && strstr(err_msg(), "no tokens"), "%s", err_msg());
+    t.tok_dir = bytes_dir;
+    CHECK(gpt2_forward_run(&t, &r) == ERR_ARG && strstr(err_msg(), "no <|endoftext|>"), "%s",
+          err_msg());
+    CHECK(access(npy, F_OK) != 0, "a refused run wrote %s", npy);
+    /* with bos, "" is <|endoftext|> alone */
+    e.bos = 1;
+    CHECK(gpt2_forward_run(&e, &r) == OK && r.shape[0] == 1, "%s", err_msg());
+
+    gpt2_free(m);
+    static const char *const files[] = {"out.npy", "config.json", "model.safetensors",
+                                        "encoder.json", "vocab.bpe", "bytes/encoder.json",
+                                        "bytes/vocab.bpe"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        unlink(p);
+    }
+    rmdir(bytes_dir);
+    CHECK(rmdir(dir) == 0, "%s left files behind", dir);
+}
+
 int main(void)
 {
     test_direct_proj();
@@ -991,6 +1129,7 @@ int main(void)
     test_hooks();
     test_load_errors();
     test_tied_with_head();
+    test_forward_run();
     test_other_checkpoints();
     test_nan_kernels();
     test_threaded_kernels();
