@@ -1,7 +1,9 @@
 /* test_toy.c - toy models of superposition and the packing optimizer. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/err.h"
 #include "common/mem.h"
@@ -284,9 +286,138 @@ static void test_nearest(void)
     CHECK(toy_nearest(E, 7, 3, z, NULL, 3, ids, cs, &n) == ERR_ARG);
 }
 
+/* ---- toy_embed_parse and toy_embed_run (`saelite embed`) ----------------------------------- */
+static void test_embed_parse(void)
+{
+    toy_embed_term t[TOY_EMBED_MAX_TERMS];
+    int nt = -1;
+    /* what the command refuses (a usage error, before it loads anything) */
+    static const struct {
+        const char *expr, *msg;
+    } bad[] = {{"", "has no terms"},         {"   ", "has no terms"},  {"-", "has no terms"},
+               {"+ -", "has no terms"},      {"king -", "ends with an operator"},
+               {"king - man +\t", "ends with an operator"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(toy_embed_parse(bad[i].expr, t, &nt) == ERR_ARG && strstr(err_msg(), bad[i].msg) &&
+                  nt == -1,
+              "'%s': %s", bad[i].expr, err_msg());
+    char s[2 * TOY_EMBED_MAX_TERMS + 2 * TOY_EMBED_TERM_MAX];
+    strcpy(s, "a");
+    for (int i = 1; i < TOY_EMBED_MAX_TERMS; i++) strcat(s, "+a");
+    CHECK(toy_embed_parse(s, t, &nt) == OK && nt == TOY_EMBED_MAX_TERMS, "64 terms: %s", err_msg());
+    strcat(s, "+a");
+    nt = -1;
+    CHECK(toy_embed_parse(s, t, &nt) == ERR_ARG && strstr(err_msg(), "too many") && nt == -1,
+          "65 terms: %s", err_msg());
+    memset(s, 'x', TOY_EMBED_TERM_MAX - 1);
+    strcpy(s + TOY_EMBED_TERM_MAX - 1, "  ");
+    CHECK(toy_embed_parse(s, t, &nt) == OK && nt == 1 && strlen(t[0].text) == TOY_EMBED_TERM_MAX - 1);
+    strcpy(s + TOY_EMBED_TERM_MAX - 1, "x");
+    CHECK(toy_embed_parse(s, t, &nt) == ERR_ARG && strstr(err_msg(), "too long"), "%s", err_msg());
+    /* signs: a leading one, runs of operators multiply; blanks trimmed, inner ones kept */
+    CHECK(toy_embed_parse(" - new york - - man+\twoman ", t, &nt) == OK && nt == 3);
+    CHECK(t[0].sign == -1 && !strcmp(t[0].text, "new york") && t[1].sign == 1 &&
+              !strcmp(t[1].text, "man") && t[2].sign == 1 && !strcmp(t[2].text, "woman") &&
+              !t[0].ids && !t[2].nids,
+          "%d '%s' %d '%s' %d '%s'", t[0].sign, t[0].text, t[1].sign, t[1].text, t[2].sign,
+          t[2].text);
+}
+
+typedef struct {
+    char seen[8][32]; /* the texts the runner looked up */
+    int n;
+} words;
+
+/* A dictionary: " king" -> 0, ..., "kingman" -> {0, 1}; anything else is refused. */
+static int lookup_word(const char *text, int **ids, size_t *n, void *user)
+{
+    static const char *const dict[] = {"king", "man", "woman", "queen", "apple", "other"};
+    words *w = user;
+    if (w->n < 8) snprintf(w->seen[w->n++], sizeof w->seen[0], "%s", text);
+    const char *word = text[0] == ' ' ? text + 1 : text;
+    *n = 0;
+    *ids = mem_alloc(2 * sizeof(int));
+    if (!*ids) return err_set(ERR_NOMEM, "out of memory");
+    if (!strcmp(word, "kingman")) {
+        (*ids)[0] = 0;
+        (*ids)[1] = 1;
+        *n = 2;
+        return OK;
+    }
+    for (int i = 0; i < 6; i++)
+        if (!strcmp(word, dict[i])) {
+            (*ids)[0] = i;
+            *n = 1;
+            return OK;
+        }
+    return err_set(ERR_ARG, "unknown word '%s'", word);
+}
+
+static void test_embed_run(void)
+{
+    /* rows: 0 king, 1 man, 2 woman, 3 queen = king - man + woman, 4 apple, 5 other */
+    const float E[6 * 3] = {1, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 1, 0, 1, 0, -1, 0, 0};
+    words w = {0};
+    toy_embed_opts o = {.expr = "king - man + woman", .E = E, .rows = 6, .dim = 3, .vocab = 6,
+                        .top = 5, .lookup = lookup_word, .user = &w, .lookup_name = "dict"};
+    toy_embed_result r;
+    CHECK(toy_embed_run(&o, &r) == OK, "%s", err_msg());
+    /* the inputs (king 0.5, woman 0.71) are excluded: 3 rows left of top 5 */
+    CHECK(r.found == 3 && r.ids[0] == 3 && r.ids[1] == 4 && r.ids[2] == 5, "found %d: %d %d %d",
+          r.found, r.ids[0], r.ids[1], r.ids[2]);
+    if (r.found == 3) {
+        CHECK_NEAR(r.cos[0], 1.0, 1e-6);
+        CHECK_NEAR(r.cos[1], sqrt(0.5), 1e-6);
+        CHECK_NEAR(r.cos[2], 0.0, 1e-6);
+    }
+    CHECK(r.nterms == 3 && r.terms[1].sign == -1 && r.terms[1].nids == 1 && r.terms[1].ids[0] == 1);
+    CHECK(w.n == 3 && !strcmp(w.seen[0], " king") && !strcmp(w.seen[2], " woman"), "looked up '%s'",
+          w.seen[0]);
+    toy_embed_result_free(&r);
+    CHECK(!r.terms && !r.ids && !r.found);
+
+    /* a word of two ids is their mean: kingman + woman = (1, 0.5, 1), queen's cosine 1/sqrt(2)
+       (the sum would give 2/sqrt(12)); no_space looks up the word alone */
+    w.n = 0;
+    o.expr = "kingman + woman";
+    o.no_space = 1;
+    o.top = 1;
+    CHECK(toy_embed_run(&o, &r) == OK && r.found == 1 && r.ids[0] == 3, "%s", err_msg());
+    if (r.found == 1) CHECK_NEAR(r.cos[0], sqrt(0.5), 1e-6);
+    CHECK(r.terms[0].nids == 2 && !strcmp(w.seen[0], "kingman"));
+    toy_embed_result_free(&r);
+
+    /* only rows below the lookup's vocabulary are searched */
+    o.expr = "king - man + woman";
+    o.top = 5;
+    o.vocab = 5;
+    CHECK(toy_embed_run(&o, &r) == OK && r.found == 2 && r.ids[1] == 4, "found %d", r.found);
+    toy_embed_result_free(&r);
+
+    /* refusals leave an empty result */
+    static const struct {
+        const char *expr;
+        int vocab, rc;
+        const char *msg;
+    } bad[] = {{"king -", 6, ERR_ARG, "ends with an operator"},
+               {"king - king", 6, ERR_ARG, "terms cancel"},
+               {"king + pear", 6, ERR_ARG, "unknown word 'pear'"},
+               {"king - man + queen", 3, ERR_SHAPE, "token 3 of 'queen' is outside the model's "
+                                                   "vocabulary (6 rows; the tokenizer dict has 3"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        o.expr = bad[i].expr;
+        o.vocab = bad[i].vocab;
+        int rc = toy_embed_run(&o, &r);
+        CHECK(rc == bad[i].rc && strstr(err_msg(), bad[i].msg) && !r.terms && !r.ids && !r.found,
+              "'%s': %d %s", bad[i].expr, rc, err_msg());
+    }
+}
+
 int main(void)
 {
     test_nearest();
+    test_embed_parse();
+    test_embed_run();
     test_five_in_two();
     test_antipodal();
     test_twenty_in_five();

@@ -12,8 +12,12 @@
  *   |cos| between any two (projected gradient descent on a smoothed maximum), measured against
  *   random unit vectors and the Welch lower bound. Works in row blocks so memory is
  *   O(block * count), never the full count x count Gram matrix.
+ * toy_nearest, toy_embed_ (nearest.c, embed_run.c): embedding arithmetic, the rows nearest by
+ *   cosine to a signed sum of rows ("king - man + woman"); the caller supplies the matrix and
+ *   the word -> ids lookup, so no model or tokenizer is loaded here.
  *
- * Ownership: the caller owns every output buffer; sup_model_free releases a trained model.
+ * Ownership: the caller owns every output buffer; sup_model_free releases a trained model,
+ * toy_embed_result_free an embed result.
  * Errors: ERR_ARG for bad sizes or settings, ERR_NOMEM, ERR_ABORTED when the progress
  * callback returns non-zero. Thread safety: functions share no state.
  */
@@ -184,6 +188,58 @@ void pack_run_result_free(pack_run_result *r);
  * number found (<= top) to *nout. ERR_ARG when q is zero; ERR_NOMEM. */
 int toy_nearest(const float *E, int V, int C, const float *q, const unsigned char *exclude,
                 int top, int *ids, float *cos, int *nout);
+
+/* ---- `saelite embed` as a library call (embed_run.c) ---------------------------------------- */
+/* An expression is terms separated by '+' and '-' ("king - man + woman"); the first term may
+ * carry a sign, a run of operators multiplies their signs ("a - - b" is a + b), blanks around a
+ * term are dropped. toy_embed_parse fills t[TOY_EMBED_MAX_TERMS] (ids NULL) and *nt; ERR_ARG for
+ * no terms ("", "-"), an operator at the end ("king -"), more than TOY_EMBED_MAX_TERMS terms or
+ * one of TOY_EMBED_TERM_MAX bytes or more. */
+#define TOY_EMBED_MAX_TERMS 64
+#define TOY_EMBED_TERM_MAX 256
+typedef struct {
+    int sign;                      /* +1 or -1 */
+    char text[TOY_EMBED_TERM_MAX]; /* the term, blanks trimmed */
+    int *ids;                      /* the lookup's ids (toy_embed_run), their rows' mean counts */
+    size_t nids;
+} toy_embed_term;
+
+int toy_embed_parse(const char *s, toy_embed_term *t, int *nt);
+
+/* Word -> ids, e.g. a tokenizer's encode: *ids allocated with mem_alloc (NULL when *n is 0),
+ * owned by the runner from then on, also when the call fails (err_set code). */
+typedef int (*toy_embed_lookup_fn)(const char *text, int **ids, size_t *n, void *user);
+
+/* toy_embed_parse, then each term looked up (" " + text unless no_space: GPT-2 words inside a
+ * sentence start with a space) and the query q = sum_k sign_k mean(rows of term k's ids) built;
+ * the `top` rows of E nearest to q by cosine (toy_nearest), the terms' ids excluded. Only rows
+ * below min(rows, vocab) are searched (rows past the lookup's ids have no text). Errors: the
+ * parser's ERR_ARG; the lookup's; ERR_ARG for a term with no ids and for a zero query (the
+ * terms cancel: |q| <= 1e-6 sum_k sqrt(sum of term k's rows' squared norms)); ERR_SHAPE for an
+ * id at or past that limit (the message names lookup_name and vocab: a tokenizer of another
+ * model); ERR_NOMEM. Every term is looked up before the search: an error leaves no result. */
+typedef struct {
+    const char *expr;
+    const float *E;          /* [rows, dim] e.g. a model's wte or lm_head */
+    int rows, dim;
+    int vocab;               /* ids the lookup knows (a tokenizer's size) */
+    int top;                 /* >= 1 */
+    int no_space;
+    toy_embed_lookup_fn lookup;
+    void *user;
+    const char *lookup_name; /* for messages, e.g. the tokenizer directory */
+} toy_embed_opts;
+
+typedef struct {
+    toy_embed_term *terms;   /* [nterms] with their ids */
+    int nterms;
+    int *ids;                /* [found] the nearest rows, best first (ties: lower id) */
+    float *cos;              /* [found] their cosines to the query */
+    int found;               /* <= top: fewer rows than top are left after the exclusions */
+} toy_embed_result;
+
+int toy_embed_run(const toy_embed_opts *o, toy_embed_result *r);
+void toy_embed_result_free(toy_embed_result *r);
 
 /* ---- pictures (render.c, through reports/report.h), written atomically as PNG ---------- */
 /* One row per sparsity: W^T W heat map, bias, norm bars coloured by superposition, and for
