@@ -137,7 +137,8 @@ test-asan:
 build/asan/saelite-asan: $(CLI_OBJ) $(BUILD)/libsaelite.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libsaelite.a $(PKG_LIBS)
 
-asan-run: $(TEST_BIN)
+# the binary the scripts run is a prerequisite: under -j both goals of test-asan build at once
+asan-run: $(TEST_BIN) $(BUILD)/saelite-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	    LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 \
 	    SAELITE_BIN=build/asan/saelite-asan tools/run-tests.sh $(TEST_BIN) $(TEST_SH)
