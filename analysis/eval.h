@@ -1,7 +1,9 @@
 /* eval.h - SAEBench-style evaluations of an SAE without an LLM judge (`saelite eval`):
  * sparse probing, feature absorption, SCR and TPP on the stored activations of a Brown database,
  * plus the pieces they are built from (probes, splits, the absorption metric) for tests and the
- * synthetic check. Definitions, sources and every departure from SAEBench: docs/eval.md.
+ * synthetic check, and `saelite sae-eval`'s runner (eval_sae_run: ground-truth MMCS, the
+ * synthetic check and reconstruction metrics of one SAE, from files; at the end).
+ * Definitions, sources and every departure from SAEBench: docs/eval.md.
  *
  * eval_run: resolves the SAE (a directory, or a sae_registry id of the database), splits the
  * documents into train and test per genre (seeded; a probe never sees its test documents),
@@ -27,6 +29,7 @@
 #include <stdint.h>
 
 #include "common/rng.h"
+#include "sae/metrics.h"
 #include "sae/sae.h"
 #include "sae/synth.h"
 
@@ -291,5 +294,53 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
 int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train, int n_test,
                           const eval_abs_params *p, eval_abs_class *mean, eval_abs_class *per,
                           sae_absorption_result *exact, float *sample_frac);
+
+
+/* ---- `saelite sae-eval` as a library call (eval_sae.c) ------------------------------------- */
+/* Loads the SAE (sae_load), then runs the parts asked for, in this order, stopping at the first
+ * failure: truth, the decoder rows' MMCS against true directions [features, d_out] (finite, no
+ * row of zeros: sae_truth_check); synth, the generator of a spec (sae_synth_spec_load) rebuilt:
+ * MMCS against its directions and, when it has a hierarchy, eval_absorption_synth on
+ * synth_samples training and as many fresh test samples (eval_abs_defaults); acts, the
+ * reconstruction metrics (sae_metrics_eval) on its first max_tokens rows (0: all), for a
+ * transcoder each joined with its target row of acts_out (sae_pairs_join). The result keeps
+ * what finished (done) even when a later part fails, so a caller can show it before the error.
+ * Activations that do not fit the SAE are ERR_ARG with misuse set: a transcoder's acts without
+ * acts_out, acts_out for an SAE that is no transcoder (nothing else runs). */
+typedef struct {
+    const char *sae;         /* SAE directory (SAELens layout) */
+    const char *truth;       /* true directions [features, d_out] .npy, or NULL */
+    const char *synth;       /* generator spec (`saelite synth --spec`), or NULL */
+    int synth_samples;       /* synth: training (and test) samples of the absorption probes */
+    double thr;              /* the cosine above which a true direction counts as recovered */
+    const char *acts;        /* activations [tokens, d_in] .npy, or NULL */
+    const char *acts_out;    /* transcoders: the targets [tokens, d_out] of the acts rows */
+    int64_t max_tokens;      /* rows of acts used (0: all) */
+    volatile int *stop;      /* polled between the parts (ERR_ABORTED); may be NULL */
+} eval_sae_opts;
+
+void eval_sae_defaults(eval_sae_opts *o); /* synth_samples 16384, thr 0.9, the rest 0 / NULL */
+
+enum { EVAL_SAE_LOADED = 1, EVAL_SAE_TRUTH = 2, EVAL_SAE_GENERATOR = 4, EVAL_SAE_ABSORPTION = 8,
+       EVAL_SAE_RECON = 16 };
+enum { EVAL_SAE_NEEDS_TARGETS = 1, EVAL_SAE_TARGETS_UNUSED = 2 };
+
+typedef struct {
+    int done;                  /* EVAL_SAE_* bits of the parts that finished */
+    int misuse;                /* EVAL_SAE_NEEDS_TARGETS / EVAL_SAE_TARGETS_UNUSED (ERR_ARG), or 0 */
+    sae_config sae;            /* LOADED: the SAE's configuration */
+    int64_t truth_features;    /* TRUTH: rows of the truth file */
+    double truth_mmcs, truth_recovered; /* ... its MMCS and the fraction recovered (sae_mmcs) */
+    synth_config gen;          /* GENERATOR: the spec's configuration (a hierarchy when
+                                  gen.parents and gen.children are both >= 1) */
+    double gen_mmcs, gen_recovered;
+    int abs_samples;           /* ABSORPTION: training samples, and as many test ones */
+    eval_abs_params abs_params;       /* the metric's parameters (eval_abs_defaults) */
+    eval_abs_class abs_saebench;      /* SAEBench's metric, means over the parents */
+    sae_absorption_result abs_exact;  /* the generator's exact absorption on the test samples */
+    sae_metrics_summary recon; /* RECON: reconstruction on the rows used (recon.n) */
+} eval_sae_result;
+
+int eval_sae_run(const eval_sae_opts *o, eval_sae_result *r);
 
 #endif

@@ -5,7 +5,7 @@
  * (no score where the clean probe is not better than the biased one), TPP's mean of per-dataset
  * means, and SAEBench's absorption
  * metric against the exact (binary and partial) absorption of hand-built SAEs and of trained TopK
- * SAEs on the hierarchical generator. */
+ * SAEs on the hierarchical generator; the sae-eval runner on SAEs, truth and spec saved to files. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include "analysis/eval.h"
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/npy.h"
 #include "common/rng.h"
 #include "harness.h"
 #include "sae/sae.h"
@@ -675,6 +676,149 @@ static void test_random_centred(void)
     }
 }
 
+/* The sae-eval runner (eval_sae_run) on SAEs saved to files, with the hand-built generator's spec,
+ * its directions as the truth and its samples as activations: an SAE whose decoder rows are the
+ * true directions recovers them all (MMCS 1 against the file and the rebuilt generator, no
+ * absorption) and reconstructs the samples exactly; the absorbing one gives the numbers
+ * eval_absorption_synth gives on the same model and generator, and the same MMCS against file and
+ * generator. A failing part keeps the parts before it; activations that do not fit the SAE
+ * (targets for a plain SAE, a transcoder's without them) are ERR_ARG with misuse set. */
+static void test_sae_run(void)
+{
+    char root[] = "/tmp/saelite_eval_sae_XXXXXX";
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    char exact[300], absorb[300], tcdir[300], truth[300], spec[300], acts[300], wide[300], cmd[400];
+    snprintf(exact, sizeof exact, "%s/exact", root);
+    snprintf(absorb, sizeof absorb, "%s/absorb", root);
+    snprintf(tcdir, sizeof tcdir, "%s/tc", root);
+    snprintf(truth, sizeof truth, "%s/truth.npy", root);
+    snprintf(spec, sizeof spec, "%s/gen.json", root);
+    snprintf(acts, sizeof acts, "%s/acts.npy", root);
+    snprintf(wide, sizeof wide, "%s/wide.npy", root);
+    synth_config sc = hand_built_config();
+    enum { N = 1000, NS = 4096 };
+    sae_synth *g = NULL;
+    sae_model *m0 = NULL, *m8 = NULL, *tc = NULL;
+    float *x = mem_alloc(sizeof(float) * (size_t)N * sc.d);
+    int rc = x ? sae_synth_new(&g, &sc) : ERR_NOMEM;
+    if (!rc) rc = absorbing_sae(&sc, sae_synth_directions(g), 0, &m0);
+    if (!rc) rc = absorbing_sae(&sc, sae_synth_directions(g), 8, &m8);
+    sae_config tcc = {.arch = SAE_TOPK, .d_in = sc.d, .d_sae = 8, .k = 2, .transcoder = SAE_TRANSCODER,
+                      .d_out = sc.d};
+    snprintf(tcc.hook_name, sizeof tcc.hook_name, "in");
+    snprintf(tcc.hook_name_out, sizeof tcc.hook_name_out, "out");
+    if (!rc) rc = sae_model_new(&tc, &tcc);
+    if (!rc) rc = sae_save(m0, exact);
+    if (!rc) rc = sae_save(m8, absorb);
+    if (!rc) rc = sae_save(tc, tcdir);
+    int64_t tsh[2] = {sc.n_features, sc.d}, xsh[2] = {N, sc.d}, wsh[2] = {N / 2, 2 * sc.d};
+    if (!rc) rc = npy_write(truth, sae_synth_directions(g), 2, tsh);
+    if (!rc) rc = sae_synth_spec_save(&sc, spec);
+    if (!rc) rc = sae_synth_sample(g, x, N, NULL);
+    if (!rc) rc = npy_write(acts, x, 2, xsh);
+    if (!rc) rc = npy_write(wide, x, 2, wsh);
+    CHECK(rc == OK, "fixtures: %s", err_msg());
+    if (rc) goto done;
+
+    eval_sae_opts o;
+    eval_sae_defaults(&o);
+    CHECK(o.synth_samples == 16384 && o.thr == 0.9, "the command's defaults");
+    o.sae = exact;
+    o.truth = truth;
+    o.synth = spec;
+    o.synth_samples = NS;
+    o.acts = acts;
+    eval_sae_result r;
+    CHECK((rc = eval_sae_run(&o, &r)) == OK, "%s", err_msg());
+    enum { ALL = EVAL_SAE_LOADED | EVAL_SAE_TRUTH | EVAL_SAE_GENERATOR | EVAL_SAE_ABSORPTION |
+                 EVAL_SAE_RECON };
+    if (!rc) {
+        CHECK(r.done == ALL && !r.misuse, "done %d", r.done);
+        CHECK(r.sae.arch == SAE_JUMPRELU && r.sae.d_in == sc.d && r.sae.d_sae == sc.n_features);
+        CHECK(r.truth_features == sc.n_features);
+        CHECK_NEAR(r.truth_mmcs, 1, 1e-5);
+        CHECK_NEAR(r.truth_recovered, 1, 0);
+        CHECK(r.gen.d == sc.d && r.gen.n_features == sc.n_features && r.gen.parents == sc.parents &&
+              r.gen.children == sc.children && r.gen.child_p == sc.child_p, "the spec read back");
+        CHECK_NEAR(r.gen_mmcs, 1, 1e-5);
+        CHECK_NEAR(r.gen_recovered, 1, 0);
+        CHECK(r.abs_samples == NS && r.abs_params.min_gt_f1 == 0.6);
+        CHECK(r.abs_exact.n_parents == sc.parents && r.abs_exact.absorption < 0.01,
+              "the exact SAE absorbs nothing (%.4f)", r.abs_exact.absorption);
+        CHECK(r.recon.n == N && r.recon.ev_defined && r.recon.ev > 0.999,
+              "%lld rows, explained variance %.6f", (long long)r.recon.n, r.recon.ev);
+    }
+    o.max_tokens = 100;
+    o.truth = o.synth = NULL;
+    CHECK(eval_sae_run(&o, &r) == OK && r.done == (EVAL_SAE_LOADED | EVAL_SAE_RECON) &&
+          r.recon.n == 100, "max_tokens: %lld rows (%s)", (long long)r.recon.n, err_msg());
+
+    /* the absorbing SAE: the runner's numbers are eval_absorption_synth's on the loaded model */
+    eval_sae_defaults(&o);
+    o.sae = absorb;
+    o.truth = truth;
+    o.synth = spec;
+    o.synth_samples = NS;
+    CHECK((rc = eval_sae_run(&o, &r)) == OK, "%s", err_msg());
+    sae_model *ml = NULL;
+    if (!rc) rc = sae_load(&ml, absorb);
+    eval_abs_params p;
+    eval_abs_defaults(&p);
+    eval_abs_class mean;
+    sae_absorption_result ex;
+    if (!rc) rc = eval_absorption_synth(ml, &sc, NS, NS, &p, &mean, NULL, &ex, NULL);
+    CHECK(rc == OK, "%s", err_msg());
+    if (!rc) {
+        CHECK(r.done == (ALL & ~EVAL_SAE_RECON), "done %d", r.done);
+        CHECK(r.truth_mmcs < 0.99 && r.gen_mmcs == r.truth_mmcs, "MMCS %.4f (file) %.4f (generator)",
+              r.truth_mmcs, r.gen_mmcs);
+        CHECK(r.abs_exact.absorption > 0.3 && r.abs_exact.absorption == ex.absorption &&
+                  r.abs_exact.partial == ex.partial,
+              "exact absorption %.4f (direct %.4f)", r.abs_exact.absorption, ex.absorption);
+        CHECK(r.abs_saebench.full_rate == mean.full_rate && r.abs_saebench.mean_frac == mean.mean_frac &&
+                  r.abs_saebench.n_split == mean.n_split && r.abs_saebench.included == mean.included,
+              "SAEBench full rate %.4f (direct %.4f)", r.abs_saebench.full_rate, mean.full_rate);
+    }
+    sae_free(ml);
+
+    /* a failing part keeps what finished before it */
+    eval_sae_defaults(&o);
+    o.sae = exact;
+    o.truth = truth;
+    o.acts = wide;
+    CHECK(eval_sae_run(&o, &r) == ERR_SHAPE && strstr(err_msg(), "wide.npy: expected [tokens, 256]"),
+          "%s", err_msg());
+    CHECK(r.done == (EVAL_SAE_LOADED | EVAL_SAE_TRUTH) && fabs(r.truth_mmcs - 1) < 1e-5 && !r.misuse,
+          "done %d", r.done);
+    volatile int stop = 1;
+    o.stop = &stop;
+    CHECK(eval_sae_run(&o, &r) == ERR_ABORTED && r.done == EVAL_SAE_LOADED, "stop: done %d", r.done);
+    o.stop = NULL;
+    o.acts_out = acts;
+    CHECK(eval_sae_run(&o, &r) == ERR_ARG && r.misuse == EVAL_SAE_TARGETS_UNUSED && !r.done,
+          "targets for a plain SAE: %s", err_msg());
+    o.sae = tcdir;
+    o.acts_out = NULL;
+    o.acts = acts;
+    CHECK(eval_sae_run(&o, &r) == ERR_ARG && r.misuse == EVAL_SAE_NEEDS_TARGETS && !r.done,
+          "a transcoder without targets: %s", err_msg());
+    o.acts_out = acts;
+    o.truth = NULL;
+    CHECK(eval_sae_run(&o, &r) == OK && r.done == (EVAL_SAE_LOADED | EVAL_SAE_RECON) &&
+          r.sae.transcoder == SAE_TRANSCODER && r.recon.n == N, "a transcoder's pairs: %s", err_msg());
+done:
+    sae_free(m0);
+    sae_free(m8);
+    sae_free(tc);
+    sae_synth_free(g);
+    mem_free(x);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    if (!harness_fail) CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     test_liblinear_hand();
@@ -690,5 +834,6 @@ int main(void)
     test_absorption_synth();
     test_absorption_partial();
     test_absorption_trained();
+    test_sae_run();
     return harness_report("test_eval");
 }
