@@ -1,26 +1,39 @@
-/* cmd_attribute.c - `saelite attribute`: flags for ana_attr_run (analysis/attribute.h), the
- * top nodes printed, the heat map drawn with reports/dashboard.h. */
-#include <math.h>
+/* cmd_attribute.c - `saelite attribute`: flags for rep_attr_run (reports/report_run.h:
+ * ana_attr_run and the heat map), the metric and the top nodes printed. */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "analysis/attribute.h"
 #include "cli/cli.h"
-#include "common/err.h"
-#include "common/fileio.h"
-#include "common/mem.h"
-#include "reports/dashboard.h"
+#include "reports/report_run.h"
 
 CLI_COMMAND(attribute, "Attribute a logit (or logit difference) to SAE features and error nodes",
             "saelite attribute --model DIR --sae DIR --text S [--target TOKEN | --target-diff A,B] "
             "[--pos N] [--ig-steps N] [--top K] [--csv FILE] [--npy FILE] [--png FILE]")
 
-typedef struct { double a; int t, j; } node;
-static int cmp_node(const void *x, const void *y)
+/* The metric, the method's sum and the top nodes, on stdout. */
+static void print_attr(const rep_attr_opts *o, const rep_attr_result *ar, int top)
 {
-    const node *p = x, *q = y;
-    if (fabs(p->a) != fabs(q->a)) return fabs(p->a) > fabs(q->a) ? -1 : 1;
-    return p->t != q->t ? p->t - q->t : p->j - q->j;
+    const ana_attr_run_result *res = &ar->run;
+    const ana_attr_result *r = &res->r;
+    if (res->target_b >= 0)
+        printf("metric: logit[\"%s\"] - logit[\"%s\"] at position %d = %.6f\n", res->target_text,
+               res->target_b_text, r->pos, r->metric);
+    else printf("metric: logit[\"%s\"] (token %d) at position %d = %.6f\n", res->target_text,
+                res->target, r->pos, r->metric);
+    if (o->run.ig_steps)
+        printf("integrated gradients, %d steps: baseline (hook = b_dec) %.6f, change %.6f, "
+               "sum of attributions + error nodes %.6f\n", o->run.ig_steps, r->metric_base,
+               r->metric - r->metric_base, r->total);
+    else printf("gradient x activation at %s: sum of attributions + error nodes %.6f\n", res->hook, r->total);
+    if (!ar->nodes) return; /* their ranking failed (out of memory) */
+    if (top > 0) printf("%5s  %-16s %8s %12s %12s\n", "pos", "token", "feature", "activation", "attribution");
+    for (int k = 0; k < ar->n_nodes && k < top; k++) {
+        const rep_attr_node *q = &ar->nodes[k];
+        if (q->feature < 0)
+            printf("%5d  %-16.16s %8s %12s %12.5f\n", q->pos, res->tok_text[q->pos], "error", "", q->attr);
+        else printf("%5d  %-16.16s %8d %12.4f %12.5f\n", q->pos, res->tok_text[q->pos], q->feature,
+                    r->f[(size_t)q->pos * r->d_sae + q->feature], q->attr);
+    }
 }
 
 int cmd_attribute(int argc, char **argv)
@@ -57,81 +70,13 @@ int cmd_attribute(int argc, char **argv)
     if ((rc = cli_check_outputs("attribute", 3, outs, oflags)) ||
         (rc = cli_check_not_inputs("attribute", 3, outs, oflags, 0, NULL, 3, in_dirs)))
         return rc;
-    /* the CSV, the .npy and the PNG: all or none (a failing PNG left the other two, an audit) */
-    file_group g = {0};
-    o.csv = file_group_add(&g, o.csv);
-    o.npy = file_group_add(&g, o.npy);
-    const char *png_final = png;
-    png = file_group_add(&g, png);
-    ana_attr_run_result res;
-    if (ana_attr_run(&o, &res)) {
-        file_group_abort(&g);
-        return cli_fail("attribute");
-    }
-    const ana_attr_result *r = &res.r;
-    const int T = res.T, D = r->d_sae;
-    if (res.target_b >= 0)
-        printf("metric: logit[\"%s\"] - logit[\"%s\"] at position %d = %.6f\n", res.target_text,
-               res.target_b_text, r->pos, r->metric);
-    else printf("metric: logit[\"%s\"] (token %d) at position %d = %.6f\n", res.target_text,
-                res.target, r->pos, r->metric);
-    if (o.ig_steps)
-        printf("integrated gradients, %d steps: baseline (hook = b_dec) %.6f, change %.6f, "
-               "sum of attributions + error nodes %.6f\n", o.ig_steps, r->metric_base,
-               r->metric - r->metric_base, r->total);
-    else printf("gradient x activation at %s: sum of attributions + error nodes %.6f\n", res.hook, r->total);
-    int nn = 0;
-    node *nodes = mem_alloc(((size_t)T * D + T) * sizeof *nodes);
-    if (!nodes) {
-        ana_attr_run_free(&res);
-        err_set(ERR_NOMEM, "out of memory");
-        file_group_abort(&g);
-        return cli_fail("attribute");
-    }
-    for (int t = 0; t < T; t++) {
-        for (int j = 0; j < D; j++)
-            if (r->attr[(size_t)t * D + j] != 0) nodes[nn++] = (node){r->attr[(size_t)t * D + j], t, j};
-        if (r->err[t] != 0) nodes[nn++] = (node){r->err[t], t, -1};
-    }
-    qsort(nodes, (size_t)nn, sizeof *nodes, cmp_node);
-    if (top > 0) printf("%5s  %-16s %8s %12s %12s\n", "pos", "token", "feature", "activation", "attribution");
-    for (int k = 0; k < nn && k < top; k++) {
-        const node *q = &nodes[k];
-        if (q->j < 0) printf("%5d  %-16.16s %8s %12s %12.5f\n", q->t, res.tok_text[q->t], "error", "", q->a);
-        else printf("%5d  %-16.16s %8d %12.4f %12.5f\n", q->t, res.tok_text[q->t], q->j,
-                    r->f[(size_t)q->t * D + q->j], q->a);
-    }
-    mem_free(nodes);
-    rc = 0;
-    if (png) {
-        char **labels = mem_calloc((size_t)res.n_rows, sizeof *labels);
-        for (int k = 0; labels && k < res.n_rows; k++) {
-            char s[32];
-            if (res.row_feature[k] < 0) snprintf(s, sizeof s, "error");
-            else snprintf(s, sizeof s, "f%d", res.row_feature[k]);
-            labels[k] = mem_strdup(s);
-        }
-        char title[256];
-        snprintf(title, sizeof title, "attribution to \"%s\"%s%s%s at position %d (%s)", res.target_text,
-                 res.target_b >= 0 ? " - \"" : "", res.target_b >= 0 ? res.target_b_text : "",
-                 res.target_b >= 0 ? "\"" : "", r->pos,
-                 o.ig_steps ? "integrated gradients" : "gradient x activation");
-        rep_kv meta[] = {{"Software", "saelite attribute"}, {"Title", title}};
-        if (!labels || rep_plot_attribution(png, meta, 2, title, res.rows, res.n_rows, T,
-                                            (const char *const *)labels,
-                                            (const char *const *)res.tok_text)) {
-            if (!labels) err_set(ERR_NOMEM, "out of memory");
-            rc = 1;
-        }
-        for (int k = 0; labels && k < res.n_rows; k++) mem_free(labels[k]);
-        mem_free(labels);
-    }
-    ana_attr_run_free(&res);
-    if (!rc && file_group_commit(&g)) rc = 1;
-    if (rc) {
-        file_group_abort(&g);
-        return cli_fail("attribute");
-    }
-    if (png_final) fprintf(stderr, "wrote %s\n", png_final);
-    return rc;
+    rep_attr_opts ao = {.run = o, .png = png};
+    rep_attr_result res;
+    rc = rep_attr_run(&ao, &res);
+    /* printed also when the heat map or the file group fails after the analysis (as before) */
+    if (res.analysed) print_attr(&ao, &res, top);
+    rep_attr_run_free(&res);
+    if (rc) return cli_fail("attribute");
+    if (png) fprintf(stderr, "wrote %s\n", png);
+    return 0;
 }

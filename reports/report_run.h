@@ -2,6 +2,8 @@
  * dictionary (store/store_report.h) and write per-feature dashboards, the SAE-wide pictures and
  * index.html into a directory (reports/dashboard.h). Also `saelite attention` (rep_attention_run,
  * reports/attention.c): one text through a model, one layer's attention pattern as a PNG.
+ * And `saelite graph` and `saelite attribute` (rep_graph_run, reports/graph.c; rep_attr_run,
+ * reports/attribution.c): the analysis/ runners, their pictures drawn, their files one group.
  *
  * Dashboards render on `threads` threads, each with its own read-only store handle; every file
  * is written atomically, so an interrupted or failed run leaves only complete pictures. Each
@@ -10,11 +12,15 @@
  * again, so a killed report continues and a rerun draws only what changed.
  * Errors: err.h codes with a message naming the database, feature or file.
  * Thread safety: rep_run itself may be called from one thread at a time per output directory;
- * rep_attention_run owns its model, tokenizer and canvas: calls writing other files may overlap.
+ * rep_attention_run owns its model, tokenizer and canvas: calls writing other files may overlap;
+ * so do rep_graph_run and rep_attr_run.
  */
 #ifndef SAELITE_REPORT_RUN_H
 #define SAELITE_REPORT_RUN_H
 #include <stdint.h>
+
+#include "analysis/attribute.h"
+#include "analysis/graph.h"
 
 enum { REP_BY_DENSITY, REP_BY_MAX, REP_BY_ALIGNMENT };
 
@@ -80,5 +86,54 @@ typedef struct {
 } rep_attention_result;
 
 int rep_attention_run(const rep_attention_opts *o, rep_attention_result *r);
+
+/* ---- `saelite graph` and `saelite attribute` as library calls (graph.c, attribution.c) ------ */
+/* rep_graph_run: ana_graph_run (analysis/graph.h: the graph built, pruned, written into db),
+ * graph.json staged, then the pruned graph drawn (rep_plot_graph; PNG text chunks Software and
+ * Title) into out_dir/graph.png; graph.json and graph.png are one file group, both or neither.
+ * o->json_out is not read (the runner stages graph.json itself). ERR_ABORTED when *o->p.stop is
+ * set. On success the result holds the graph and the ranking; on an error after the analysis
+ * (the ranking, the picture, the rename) analysed is 1 and the result still holds the graph, and
+ * run.graph_id names the rows already committed to db (-1: none, also after an error in
+ * ana_graph_run). rep_graph_run_free in every case. */
+typedef struct {
+    ana_graph_run_result run;  /* the graph, tokens, logit texts, graph_id, seconds (the analysis) */
+    int analysed;              /* 1 once ana_graph_run succeeded (also when the picture failed) */
+    int n_kept_features, n_kept_errors; /* of the pruned graph */
+    int *ranked;               /* [n_ranked] the kept features and error nodes (run.g.nodes
+                                  indices) by influence, highest first; ties by index */
+    int n_ranked;
+} rep_graph_result;
+
+int rep_graph_run(const ana_graph_run_opts *o, rep_graph_result *r);
+void rep_graph_run_free(rep_graph_result *r);
+
+/* rep_attr_run: ana_attr_run (analysis/attribute.h: the attributions, run.csv and run.npy
+ * written), the nodes ranked, then the heat map of its rows (rep_plot_attribution; PNG text
+ * chunks Software and Title) into png; the CSV, the .npy and the PNG are one file group, all or
+ * none. No stop flag (ana_attr_run has none). On an error after the analysis analysed is 1 and
+ * the result still holds it (nodes NULL when their ranking failed). rep_attr_run_free in every
+ * case. */
+typedef struct {
+    ana_attr_run_opts run;     /* the analysis; run.csv, run.npy optional outputs */
+    const char *png;           /* optional: the heat map */
+} rep_attr_opts;
+
+typedef struct {
+    double attr;               /* the node's attribution */
+    int pos;                   /* token position */
+    int feature;               /* SAE feature; -1: the position's error node */
+} rep_attr_node;
+
+typedef struct {
+    ana_attr_run_result run;   /* metric, attributions, tokens, target texts, heat-map rows */
+    int analysed;              /* 1 once ana_attr_run succeeded (also when the picture failed) */
+    rep_attr_node *nodes;      /* [n_nodes] every non-zero attribution and error node, by
+                                  |attribution| descending; ties by position, then feature */
+    int n_nodes;
+} rep_attr_result;
+
+int rep_attr_run(const rep_attr_opts *o, rep_attr_result *r);
+void rep_attr_run_free(rep_attr_result *r);
 
 #endif

@@ -1,9 +1,12 @@
-/* test_causal.c - interventions on SAE features: steering and delta clamping (analysis/steer.h). */
+/* test_causal.c - interventions on SAE features: steering and delta clamping (analysis/steer.h);
+ * attribution (analysis/attribute.h) and `saelite attribute` as a library call (rep_attr_run). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "analysis/ana.h"
 #include "analysis/attribute.h"
@@ -14,6 +17,8 @@
 #include "harness.h"
 #include "model/gpt2.h"
 #include "model/ops.h"
+#include "reports/report.h"
+#include "reports/report_run.h"
 #include "sae/sae.h"
 #include "tok_fixture.h"
 
@@ -800,6 +805,127 @@ static void test_transcoder_refused(void)
     gpt2_free(m);
 }
 
+static int has_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
+}
+
+/* rep_attr_run (reports/report_run.h): the nodes ranked as the command prints them, the heat map
+ * with its text chunks next to the CSV and the .npy; a PNG that cannot be written leaves none of
+ * the three but keeps the analysis; a failing analysis leaves nothing; every allocation made to
+ * fail in turn leaves all three files or none. */
+static void test_attr_runner(void)
+{
+    char dir[] = "/tmp/saelite_rattr_XXXXXX", sdir[64], csv[64], npy[64], png[64];
+    if (!mkdtemp(dir)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(sdir, sizeof sdir, "%s/sae", dir);
+    snprintf(csv, sizeof csv, "%s/a.csv", dir);
+    snprintf(npy, sizeof npy, "%s/a.npy", dir);
+    snprintf(png, sizeof png, "%s/a.png", dir);
+    gpt2_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = C, .n_ctx = 32, .vocab_size = 256,
+                       .n_inner = 4 * C, .ln_eps = 1e-5f};
+    gpt2_model *m = NULL;
+    sae_model *s = tiny_sae(HOOK, 5);
+    CHECK(gpt2_create(&m, &cfg, 11) == OK && gpt2_save(m, dir, ST_F32, 0) == OK &&
+          fixture_byte_tokenizer(dir) == OK && s && sae_save(s, sdir) == OK, "%s", err_msg());
+    rep_attr_opts o = {.run = {.model_dir = dir, .sae_dir = sdir, .text = "the cat sat", .target = "#7",
+                               .pos = -1, .top_rows = 4, .csv = csv, .npy = npy},
+                       .png = png};
+    rep_attr_result r;
+    int rc = rep_attr_run(&o, &r);
+    CHECK(rc == OK && r.analysed && r.run.T == 11 && r.run.target == 7, "run: %s", err_msg());
+    if (rc) goto done;
+    CHECK(has_file(csv) && has_file(npy) && has_file(png), "the CSV, the .npy and the PNG written");
+    /* the ranking: every non-zero node once, by |attribution|, summing to the printed total */
+    const ana_attr_result *a = &r.run.r;
+    int want = 0, sorted = 1, match = 1;
+    double sum = 0;
+    for (int t = 0; t < a->T; t++) {
+        for (int j = 0; j < a->d_sae; j++) want += a->attr[(size_t)t * a->d_sae + j] != 0;
+        want += a->err[t] != 0;
+    }
+    for (int k = 0; k < r.n_nodes; k++) {
+        const rep_attr_node *q = &r.nodes[k];
+        sum += q->attr;
+        if (k) sorted &= fabs(r.nodes[k - 1].attr) >= fabs(q->attr);
+        match &= q->attr == (q->feature < 0 ? a->err[q->pos] : a->attr[(size_t)q->pos * a->d_sae + q->feature]);
+    }
+    CHECK(r.n_nodes == want && want > a->T, "%d nodes ranked, %d non-zero", r.n_nodes, want);
+    CHECK(sorted && match, "ranked by |attribution|, each node its own value");
+    CHECK(fabs(sum - a->total) < 1e-4 * (1 + fabs(a->total)), "nodes sum %.6f, total %.6f", sum, a->total);
+    /* the picture's text chunks and its size (rows: top_rows features and the error nodes) */
+    rep_image im = {0};
+    CHECK(rep_png_read_meta(png, &im) == OK, "%s", err_msg());
+    const char *sw = rep_image_meta(&im, "Software"), *title = rep_image_meta(&im, "Title");
+    char wt[160];
+    snprintf(wt, sizeof wt, "attribution to \"%s\" at position 10 (gradient x activation)", r.run.target_text);
+    CHECK(sw && !strcmp(sw, "saelite attribute"), "Software %s", sw ? sw : "(none)");
+    CHECK(title && !strcmp(title, wt), "Title %s", title ? title : "(none)");
+    CHECK(r.run.n_rows == 5 && im.height == 170 + 22 * 5 && im.width == 700, "%d rows: %dx%d", r.run.n_rows,
+          im.width, im.height);
+    rep_image_free(&im);
+    rep_attr_run_free(&r);
+    CHECK(r.nodes == NULL && !r.analysed, "freed");
+    unlink(csv), unlink(npy), unlink(png);
+
+    /* a PNG that cannot be written (a directory): none of the three, the analysis kept */
+    char pd[80];
+    snprintf(pd, sizeof pd, "%s/p.png", dir);
+    CHECK(mkdir(pd, 0755) == 0);
+    o.png = pd;
+    rc = rep_attr_run(&o, &r);
+    CHECK(rc != OK && strstr(err_msg(), pd) && !strstr(err_msg(), ".tmp."), "PNG a directory: %d %s", rc,
+          err_msg());
+    CHECK(r.analysed && r.nodes && r.n_nodes == want, "the analysis and the ranking kept");
+    CHECK(!has_file(csv) && !has_file(npy), "no CSV, no .npy");
+    rep_attr_run_free(&r);
+    o.png = png;
+    /* a failing analysis: nothing */
+    o.run.pos = 11;
+    CHECK(rep_attr_run(&o, &r) == ERR_ARG && !r.analysed && !r.nodes, "--pos 11: %s", err_msg());
+    CHECK(!has_file(csv) && !has_file(npy) && !has_file(png), "no files");
+    rep_attr_run_free(&r);
+    o.run.pos = -1;
+
+    /* every allocation made to fail in turn: all three files or none, no staged file left */
+    mem_fail_at(0);
+    (void)mem_alloc_count();
+    mem_fail_at(1000000000L); /* counts without failing */
+    rc = rep_attr_run(&o, &r);
+    long total = mem_alloc_count();
+    mem_fail_at(0);
+    rep_attr_run_free(&r);
+    CHECK(rc == OK, "%s", err_msg());
+    unlink(csv), unlink(npy), unlink(png);
+    int bad_rc = 0, torn = 0, late = 0, ok = 0;
+    long step = total > 60 ? total / 60 : 1;
+    for (long k = 1; k <= total; k += k > total - 150 ? 1 : step) {
+        mem_fail_at(k);
+        rc = rep_attr_run(&o, &r);
+        mem_fail_at(0);
+        int n = has_file(csv) + has_file(npy) + has_file(png);
+        if (rc == OK) ok++, torn += n != 3;
+        else bad_rc += rc != ERR_NOMEM, torn += n != 0, late += r.analysed;
+        rep_attr_run_free(&r);
+        unlink(csv), unlink(npy), unlink(png);
+    }
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -q '\\.tmp\\.'", dir);
+    int staged = system(cmd) == 0;
+    CHECK(bad_rc == 0 && torn == 0 && !staged && late > 0,
+          "%ld allocations: %d ok, %d other codes, %d torn groups, staged left %d, %d failed after the analysis",
+          total, ok, bad_rc, torn, staged, late);
+done:
+    gpt2_free(m);
+    sae_free(s);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     test_parse();
@@ -812,5 +938,6 @@ int main(void)
     test_hook_grad();
     test_attribute();
     test_transcoder_refused();
+    test_attr_runner();
     return harness_report("test_causal");
 }

@@ -1,11 +1,14 @@
 /* test_graph.c - attribution graphs (analysis/graph.h): completeness against the real forward
  * pass (1 and 2 blocks, plain and skip transcoders), circuit-tracer's pruning on hand-made
- * graphs, and the refusals. */
+ * graphs, and the refusals; `saelite graph` as a library call (rep_graph_run: the picture and the
+ * file group). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -16,6 +19,8 @@
 #include "harness.h"
 #include "model/gpt2.h"
 #include "reports/dashboard.h"
+#include "reports/report.h"
+#include "reports/report_run.h"
 #include "sae/sae.h"
 #include "store/store_internal.h"
 #include "tok_fixture.h"
@@ -441,6 +446,191 @@ done:
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
 }
 
+/* Entries of dir: how many, and how many staging files (".tmp.") among them. */
+static int count_entries(const char *dir, int *tmp)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    *tmp = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            n++;
+            *tmp += strstr(e->d_name, ".tmp.") != NULL;
+        }
+    if (d) closedir(d);
+    return n;
+}
+
+static int is_file(const char *dir, const char *name)
+{
+    char p[600];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
+}
+
+/* rep_graph_run (reports/report_run.h): the analysis, the ranking the command prints, graph.png
+ * with its text chunks next to graph.json; a graph.png that cannot be written leaves neither file
+ * but keeps the analysis and the committed rows (graph_id); a failing analysis leaves nothing;
+ * every allocation made to fail leaves both files or neither. */
+static void test_rep_runner(void)
+{
+    char root[] = "/tmp/saelite_rgraph_XXXXXX", md[256], t0[256], t1[256], tcs[600], out[256], bad[256],
+         db[256], png[300];
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    snprintf(md, sizeof md, "%s/m", root);
+    snprintf(t0, sizeof t0, "%s/tc0", root);
+    snprintf(t1, sizeof t1, "%s/tc1", root);
+    snprintf(tcs, sizeof tcs, "%s,%s", t0, t1);
+    snprintf(out, sizeof out, "%s/out", root);
+    snprintf(bad, sizeof bad, "%s/bad", root);
+    snprintf(db, sizeof db, "%s/g.db", root);
+    snprintf(png, sizeof png, "%s/graph.png", out);
+    gpt2_model *m = tiny_model_v(2, 256);
+    sae_model *a = tiny_tc(0, SAE_TOPK, 0, 3), *b = tiny_tc(1, SAE_RELU, 1, 4);
+    int rc = gpt2_save(m, md, ST_F32, 0);
+    if (!rc) rc = fixture_byte_tokenizer(md);
+    if (!rc) rc = sae_save(a, t0);
+    if (!rc) rc = sae_save(b, t1);
+    CHECK(rc == OK, "fixtures: %s", err_msg());
+    ana_graph_run_opts o;
+    ana_graph_run_defaults(&o);
+    o.model_dir = md;
+    o.tc_dirs = tcs;
+    o.text = "the cat sat";
+    o.out_dir = out;
+    o.db = db;
+    o.json_out = "/nonexistent/x.json"; /* not read: the runner stages graph.json itself */
+    rep_graph_result r;
+    rc = rep_graph_run(&o, &r);
+    CHECK(rc == OK && r.analysed, "run: %s", err_msg());
+    if (rc) goto done;
+    const ana_graph *g = &r.run.g;
+    int tmp, n = count_entries(out, &tmp);
+    CHECK(n == 2 && tmp == 0 && is_file(out, "graph.json") && is_file(out, "graph.png"),
+          "%d files (%d staged): graph.json and graph.png", n, tmp);
+    CHECK(r.run.graph_id == 1, "graph_id %lld", (long long)r.run.graph_id);
+    char js[300], *text = malloc(1 << 22);
+    snprintf(js, sizeof js, "%s/graph.json", out);
+    FILE *fp = text ? fopen(js, "rb") : NULL;
+    size_t len = fp ? fread(text, 1, (1 << 22) - 1, fp) : 0;
+    if (fp) fclose(fp);
+    if (text) text[len] = 0;
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    CHECK(j && cJSON_GetArraySize(field(j, "nodes")) == g->n_kept, "graph.json: the %d kept nodes", g->n_kept);
+    cJSON_Delete(j);
+    free(text);
+    /* the ranking: the kept features and errors, by influence */
+    int nf = 0, ne = 0, sorted = 1, kinds = 1;
+    for (int i = 0; i < g->n; i++) {
+        nf += g->nodes[i].kept && g->nodes[i].kind == ANA_NODE_FEATURE;
+        ne += g->nodes[i].kept && g->nodes[i].kind == ANA_NODE_ERROR;
+    }
+    for (int k = 0; k < r.n_ranked; k++) {
+        const ana_graph_node *q = &g->nodes[r.ranked[k]];
+        kinds &= q->kept && (q->kind == ANA_NODE_FEATURE || q->kind == ANA_NODE_ERROR);
+        if (k) sorted &= g->nodes[r.ranked[k - 1]].influence >= q->influence;
+    }
+    CHECK(r.n_kept_features == nf && r.n_kept_errors == ne && r.n_ranked == nf + ne && nf + ne > 0,
+          "%d features, %d errors kept; %d ranked", r.n_kept_features, r.n_kept_errors, r.n_ranked);
+    CHECK(sorted && kinds, "ranked by influence, kept features and errors only");
+    /* the picture's text chunks */
+    rep_image im = {0};
+    CHECK(rep_png_read_meta(png, &im) == OK, "%s", err_msg());
+    const char *sw = rep_image_meta(&im, "Software"), *title = rep_image_meta(&im, "Title");
+    char want[128];
+    snprintf(want, sizeof want, "attribution graph (%d of %d nodes, %lld of %lld edges; node 0.80, edge 0.98)",
+             g->n_kept, g->n, (long long)g->n_edges_kept, (long long)g->n_edges);
+    CHECK(sw && !strcmp(sw, "saelite graph"), "Software %s", sw ? sw : "(none)");
+    CHECK(title && !strncmp(title, want, strlen(want)) && strstr(title, "\"the cat sat\""), "Title %s",
+          title ? title : "(none)");
+    CHECK(im.width > 0 && im.height > 0, "size %dx%d", im.width, im.height);
+    rep_image_free(&im);
+    rep_graph_run_free(&r);
+    CHECK(r.ranked == NULL && r.run.graph_id == -1, "freed");
+
+    /* a graph.png that cannot be written (a directory): neither file, the graph and its rows kept */
+    char pdir[300];
+    snprintf(pdir, sizeof pdir, "%s/graph.png", bad);
+    CHECK(file_mkdir_p(pdir) == OK, "%s", err_msg());
+    o.out_dir = bad;
+    rc = rep_graph_run(&o, &r);
+    CHECK(rc != OK && strstr(err_msg(), pdir) && !strstr(err_msg(), ".tmp."), "graph.png a directory: %d %s",
+          rc, err_msg());
+    CHECK(r.analysed && r.run.graph_id == 2 && r.run.g.n > 0 && r.n_ranked == nf + ne,
+          "the analysis kept (graph %lld)", (long long)r.run.graph_id);
+    n = count_entries(bad, &tmp);
+    CHECK(n == 1 && tmp == 0 && !is_file(bad, "graph.json"), "only the directory graph.png is left (%d, %d)", n, tmp);
+    rep_graph_run_free(&r);
+    store *s = NULL;
+    if (store_open(&s, db, STORE_READONLY) == OK) {
+        int64_t v = 0;
+        store_query_i64(s, "SELECT count(*) FROM graphs", &v);
+        CHECK(v == 2, "%lld graphs rows", (long long)v);
+        store_close(s);
+    } else CHECK(0, "%s", err_msg());
+
+    /* a failing analysis: nothing analysed, no rows named, no files */
+    o.tc_dirs = t0;
+    rc = rep_graph_run(&o, &r);
+    CHECK(rc == ERR_ARG && !r.analysed && r.run.graph_id == -1 && r.ranked == NULL, "a block missing: %s",
+          err_msg());
+    rep_graph_run_free(&r);
+    o.tc_dirs = tcs;
+
+    /* every allocation made to fail in turn (the ranking and the picture densely): both files or
+       neither, never a staged file (without db: SQLite does not allocate through mem.h) */
+    char fo[256];
+    snprintf(fo, sizeof fo, "%s/fault", root);
+    o.out_dir = fo;
+    o.db = NULL;
+    mem_fail_at(0);
+    (void)mem_alloc_count();
+    mem_fail_at(1000000000L); /* counts without failing */
+    rc = rep_graph_run(&o, &r);
+    long total = mem_alloc_count();
+    mem_fail_at(0);
+    rep_graph_run_free(&r);
+    CHECK(rc == OK, "%s", err_msg());
+    int bad_rc = 0, torn = 0, late = 0, ok = 0;
+    long step = total > 60 ? total / 60 : 1;
+    for (long k = 1; k <= total; k += k > total - 150 ? 1 : step) {
+        mem_fail_at(k);
+        rc = rep_graph_run(&o, &r);
+        mem_fail_at(0);
+        int j = is_file(fo, "graph.json"), p = is_file(fo, "graph.png");
+        if (rc == OK) {
+            ok++;
+            torn += !(j && p);
+        } else {
+            bad_rc += rc != ERR_NOMEM;
+            torn += j || p;
+            late += r.analysed;
+        }
+        rep_graph_run_free(&r);
+        char f[300];
+        snprintf(f, sizeof f, "%s/graph.json", fo);
+        unlink(f);
+        snprintf(f, sizeof f, "%s/graph.png", fo);
+        unlink(f);
+    }
+    count_entries(fo, &tmp);
+    CHECK(bad_rc == 0 && torn == 0 && tmp == 0 && late > 0,
+          "%ld allocations: %d ok, %d other codes, %d torn groups, %d staged left, %d failed after the analysis",
+          total, ok, bad_rc, torn, tmp, late);
+done:
+    sae_free(a);
+    sae_free(b);
+    gpt2_free(m);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+}
+
 int main(void)
 {
     test_influence();
@@ -448,6 +638,7 @@ int main(void)
     test_complete();
     test_refusals();
     test_runner();
+    test_rep_runner();
     test_picture();
     return harness_report("test_graph");
 }
