@@ -49,7 +49,7 @@ int sae_synth_run(const sae_synth_run_opts *o, sae_synth_run_result *r)
     memset(r, 0, sizeof *r);
     const synth_config *c = &o->c;
     int64_t tokens = o->tokens;
-    if (o->db && !o->hook[0]) return err_set(ERR_ARG, "--hook needs a name");
+    if (o->db && (!o->hook || !o->hook[0])) return err_set(ERR_ARG, "--hook needs a name");
     int rc = check_store(o);
     if (rc) return rc;
     sae_synth *g;
