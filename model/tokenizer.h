@@ -85,4 +85,31 @@ int tok_splitter_new(tok_splitter **out);
 int tok_split(tok_splitter *s, const char *text, size_t len, tok_piece_fn fn, void *user);
 void tok_splitter_free(tok_splitter *s);
 
+/* ---- `saelite tokenize` as a library call (tokenize_run.c) ------------------------------- */
+/* Each line of the file at path ("-" or NULL: stdin), without its newline, encoded with the
+ * tokenizer in tokenizer_dir (special: "<|endoftext|>" in the text is the special token; a
+ * vocabulary without it is ERR_ARG) and handed to on_ids, or with decode read as space-separated
+ * ids ("12 345", digits only) and decoded for on_text, in order, as they come. timed: the
+ * encoding's CPU seconds too. A line that fails ends the run, named "path:line" (ERR_FORMAT for
+ * a bad id or text, ERR_ARG for an id outside the vocabulary); what came before it was handed
+ * on. on_ids may stop the run with a non-zero return (returned as is). Errors also ERR_IO (the
+ * file cannot be opened or read), the loader's. */
+typedef struct {
+    const char *tokenizer_dir;
+    const char *path;
+    int decode, special, timed;
+    int (*on_ids)(void *user, const int *ids, size_t n);        /* encode; may be NULL */
+    void (*on_text)(void *user, const char *text, size_t n);  /* decode; may be NULL */
+    void *user;
+} tok_lines_opts;
+
+typedef struct {
+    long lines;            /* read */
+    size_t bytes, tokens;  /* encoded */
+    double encode_s, cpu_s; /* in tok_encode: wall, and CPU with timed */
+    double total_s;        /* from the tokenizer loaded to the end */
+} tok_lines_result;
+
+int tok_lines_run(const tok_lines_opts *o, tok_lines_result *r);
+
 #endif

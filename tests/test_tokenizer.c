@@ -580,6 +580,83 @@ static void test_merges_reader(void)
     CHECK(bpe_read_merges(p, &m, &nm) == ERR_FORMAT && strstr(err_msg(), ":1:"), "%s", err_msg());
 }
 
+/* tok_lines_run (the tokenize command's runner): each line's ids are tok_encode's, in order;
+ * decode gives the texts back; a bad id names its line after the lines before it were handed on;
+ * a callback's non-zero return stops the run with that code. */
+typedef struct {
+    int lines, ids[64], n, stop_after;
+    char text[256];
+    size_t tn;
+} lines_seen;
+
+static int seen_ids(void *user, const int *ids, size_t n)
+{
+    lines_seen *s = user;
+    for (size_t i = 0; i < n && s->n < 64; i++) s->ids[s->n++] = ids[i];
+    s->lines++;
+    return s->stop_after && s->lines == s->stop_after ? 7 : 0;
+}
+
+static void seen_text(void *user, const char *t, size_t n)
+{
+    lines_seen *s = user;
+    if (s->tn + n + 1 < sizeof s->text) {
+        memcpy(s->text + s->tn, t, n);
+        s->tn += n;
+        s->text[s->tn++] = '|';
+    }
+    s->lines++;
+}
+
+static void test_lines_run(const char *dir, tok_tokenizer *t)
+{
+    char in[400], ids[400], bad[400];
+    snprintf(in, sizeof in, "%s/lines.txt", tmpdir);
+    snprintf(ids, sizeof ids, "%s/ids.txt", tmpdir);
+    snprintf(bad, sizeof bad, "%s/bad.txt", tmpdir);
+    const char *text = "Hello world\n\nend <|endoftext|> x";
+    spit(in, text, strlen(text));
+    spit(ids, "15496 995\n\n50256\n", 17);
+    spit(bad, "1 2\n3 x\n4\n", 10);
+    lines_seen s = {0};
+    tok_lines_opts o = {.tokenizer_dir = dir, .path = in, .special = 1, .on_ids = seen_ids,
+                        .user = &s};
+    tok_lines_result r;
+    CHECK(tok_lines_run(&o, &r) == OK && r.lines == 3 && s.lines == 3, "%s", err_msg());
+    int want[64], nw = 0;
+    const char *lines[] = {"Hello world", "", "end <|endoftext|> x"};
+    for (int l = 0; l < 3; l++) {
+        int *w;
+        size_t n;
+        CHECK(tok_encode(t, lines[l], strlen(lines[l]), 1, &w, NULL, &n) == OK);
+        for (size_t i = 0; i < n && nw < 64; i++) want[nw++] = w[i];
+        mem_free(w);
+    }
+    CHECK(s.n == nw && !memcmp(s.ids, want, sizeof(int) * (size_t)nw) && r.tokens == (size_t)nw &&
+          r.bytes == strlen(text) - 2, "ids as tok_encode's (%d of %d), %zu bytes", s.n, nw, r.bytes);
+    int has_eot = 0;
+    for (int i = 0; i < s.n; i++) has_eot |= s.ids[i] == 50256;
+    CHECK(has_eot, "with special, <|endoftext|> is the special token");
+
+    lines_seen d = {0};
+    tok_lines_opts od = {.tokenizer_dir = dir, .path = ids, .decode = 1, .on_text = seen_text,
+                         .user = &d};
+    CHECK(tok_lines_run(&od, &r) == OK && d.lines == 3 &&
+          !strcmp(d.text, "Hello world||<|endoftext|>|"), "decoded '%s'", d.text);
+
+    lines_seen b = {0};
+    od.path = bad;
+    od.user = &b;
+    CHECK(tok_lines_run(&od, &r) == ERR_FORMAT && strstr(err_msg(), "bad.txt:2: 'x'") && b.lines == 1,
+          "bad id: %s (%d lines before)", err_msg(), b.lines);
+
+    lines_seen st = {.stop_after = 1};
+    o.user = &st;
+    CHECK(tok_lines_run(&o, &r) == 7 && st.lines == 1, "the callback stops the run");
+    o.path = "/nonexistent/lines.txt";
+    CHECK(tok_lines_run(&o, &r) == ERR_IO && strstr(err_msg(), "cannot open"), "%s", err_msg());
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/saelite-test-tok.%d", (int)getpid());
@@ -591,6 +668,7 @@ int main(void)
         test_basics(t);
         test_random_roundtrip(t);
         test_hf_layout(dir, t);
+        test_lines_run(dir, t);
         tok_free(t);
     }
     test_load_errors();
