@@ -322,6 +322,24 @@ static void test_picture(void)
 
 static const cJSON *field(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
 
+/* The runners' fixture under root: a 2-block model over the byte tokenizer in md and a
+ * transcoder per block in t0 (TopK) and t1 (ReLU, skip). Returns the save's code. */
+static int graph_fixture(const char *root, char *md, char *t0, char *t1, gpt2_model **m,
+                         sae_model **a, sae_model **b)
+{
+    snprintf(md, 256, "%s/m", root);
+    snprintf(t0, 256, "%s/tc0", root);
+    snprintf(t1, 256, "%s/tc1", root);
+    *m = tiny_model_v(2, 256);
+    *a = tiny_tc(0, SAE_TOPK, 0, 3);
+    *b = tiny_tc(1, SAE_RELU, 1, 4);
+    int rc = gpt2_save(*m, md, ST_F32, 0);
+    if (!rc) rc = fixture_byte_tokenizer(md);
+    if (!rc) rc = sae_save(*a, t0);
+    if (!rc) rc = sae_save(*b, t1);
+    return rc;
+}
+
 /* The runner on files: a 2-block model over the byte tokenizer, the JSON graph parsed back with
  * cJSON, the tables counted, and the refusals of its inputs. */
 static void test_runner(void)
@@ -331,18 +349,12 @@ static void test_runner(void)
         CHECK(0, "mkdtemp");
         return;
     }
-    snprintf(md, sizeof md, "%s/m", root);
-    snprintf(t0, sizeof t0, "%s/tc0", root);
-    snprintf(t1, sizeof t1, "%s/tc1", root);
     snprintf(out, sizeof out, "%s/out", root);
     snprintf(db, sizeof db, "%s/g.db", root);
     snprintf(js, sizeof js, "%s/graph.json", out);
-    gpt2_model *m = tiny_model_v(2, 256);
-    sae_model *a = tiny_tc(0, SAE_TOPK, 0, 3), *b = tiny_tc(1, SAE_RELU, 1, 4);
-    int rc = gpt2_save(m, md, ST_F32, 0);
-    if (!rc) rc = fixture_byte_tokenizer(md);
-    if (!rc) rc = sae_save(a, t0);
-    if (!rc) rc = sae_save(b, t1);
+    gpt2_model *m;
+    sae_model *a, *b;
+    int rc = graph_fixture(root, md, t0, t1, &m, &a, &b);
     CHECK(rc == OK, "fixtures: %s", err_msg());
     char tcs[600];
     snprintf(tcs, sizeof tcs, "%s,%s", t1, t0); /* any order: each goes to the block it names */
@@ -482,20 +494,14 @@ static void test_rep_runner(void)
         CHECK(0, "mkdtemp");
         return;
     }
-    snprintf(md, sizeof md, "%s/m", root);
-    snprintf(t0, sizeof t0, "%s/tc0", root);
-    snprintf(t1, sizeof t1, "%s/tc1", root);
+    gpt2_model *m;
+    sae_model *a, *b;
+    int rc = graph_fixture(root, md, t0, t1, &m, &a, &b);
     snprintf(tcs, sizeof tcs, "%s,%s", t0, t1);
     snprintf(out, sizeof out, "%s/out", root);
     snprintf(bad, sizeof bad, "%s/bad", root);
     snprintf(db, sizeof db, "%s/g.db", root);
     snprintf(png, sizeof png, "%s/graph.png", out);
-    gpt2_model *m = tiny_model_v(2, 256);
-    sae_model *a = tiny_tc(0, SAE_TOPK, 0, 3), *b = tiny_tc(1, SAE_RELU, 1, 4);
-    int rc = gpt2_save(m, md, ST_F32, 0);
-    if (!rc) rc = fixture_byte_tokenizer(md);
-    if (!rc) rc = sae_save(a, t0);
-    if (!rc) rc = sae_save(b, t1);
     CHECK(rc == OK, "fixtures: %s", err_msg());
     ana_graph_run_opts o;
     ana_graph_run_defaults(&o);
