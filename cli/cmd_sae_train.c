@@ -74,9 +74,12 @@ int cmd_sae_train(int argc, char **argv)
     sae_run_defaults(&o);
     sae_train_config *c = &o.train;
     const char *arch_s = "topk", *bdec_s = NULL, *widths_s = NULL, *levels_s = NULL, *act_s = NULL, *prec_s = "fp32";
-    int d_sae = 0, k = 32, k_aux = 0, batch = 4096, no_norm = 0, syn_d = 256, syn_f = 512;
-    double jr_bw = c->jr_bandwidth, jr_th = c->jr_init_threshold, jr_lrm = c->jr_lr_mult, l1 = 0, lr = NAN, clip = NAN, beta1 = NAN, aux_coef = 1.0 / 32, syn_active = 5;
-    int64_t tokens = 10000000, seed = 42, dead_window = 0, syn_seed = 1;
+    /* flags write into the trainer's and the generator's settings, whose defaults are the
+       help's; seeds go through int64 locals (the fields are uint64), and NaN marks lr, clip and
+       beta1 as not given */
+    int no_norm = 0;
+    double lr = NAN, clip = NAN, beta1 = NAN;
+    int64_t seed = (int64_t)c->seed, syn_seed = (int64_t)o.synth_cfg.seed;
     const char *syn_spec = NULL;
     o.hook = "";
     o.model_name = "";
@@ -89,9 +92,9 @@ int cmd_sae_train(int argc, char **argv)
         {"--npy", ARG_STR, &o.npy, "activations [tokens, d_in] (.npy: float32/16/64, or int32/64 exact in float32)"},
         {"--npy-out", ARG_STR, &o.npy_out, "transcoders: the targets [tokens, d_out] of the --npy rows"},
         {"--synth", ARG_FLAG, &o.synth, "train on generated synthetic superposition data"},
-        {"--synth-d", ARG_INT, &syn_d, "synthetic: dimension", ARG_MIN(1)},
-        {"--synth-features", ARG_INT, &syn_f, "synthetic: true features", ARG_MIN(1)},
-        {"--synth-active", ARG_FLOAT, &syn_active, "synthetic: mean active features", ARG_ABOVE(0)},
+        {"--synth-d", ARG_INT, &o.synth_cfg.d, "synthetic: dimension", ARG_MIN(1)},
+        {"--synth-features", ARG_INT, &o.synth_cfg.n_features, "synthetic: true features", ARG_MIN(1)},
+        {"--synth-active", ARG_FLOAT, &o.synth_cfg.active, "synthetic: mean active features", ARG_ABOVE(0)},
         {"--synth-seed", ARG_I64, &syn_seed, "synthetic: generator seed"},
         {"--synth-spec", ARG_STR, &syn_spec,
          "train on the generator `saelite synth --spec` wrote (hierarchy included; replaces --synth-*)"},
@@ -109,21 +112,21 @@ int cmd_sae_train(int argc, char **argv)
          "the paper's) or a BatchTopK of its own inside the prefix (own, SAELens' earlier version)",
          ARG_CHOICES("shared|own"), ARG_DEFAULT("shared")},
         {"--expansion", ARG_FLOAT, &o.expansion, "d_sae = expansion * d_in", ARG_ABOVE(0)},
-        {"--d-sae", ARG_INT, &d_sae, "latents (overrides --expansion)", ARG_MIN(0),
+        {"--d-sae", ARG_INT, &c->d_sae, "latents (overrides --expansion)", ARG_MIN(0),
          ARG_DEFAULT("expansion x d_in")},
-        {"--k", ARG_INT, &k, "active latents per token, topk/batchtopk", ARG_MIN(1)},
-        {"--k-aux", ARG_INT, &k_aux, "AuxK latents (--aux-coef 0 turns AuxK off)", ARG_MIN(1),
+        {"--k", ARG_INT, &c->k, "active latents per token, topk/batchtopk", ARG_MIN(1)},
+        {"--k-aux", ARG_INT, &c->k_aux, "AuxK latents (--aux-coef 0 turns AuxK off)", ARG_MIN(1),
          ARG_DEFAULT("d_in/2")},
-        {"--aux-coef", ARG_FLOAT, &aux_coef, "AuxK coefficient", ARG_MIN(0)},
+        {"--aux-coef", ARG_FLOAT, &c->aux_coef, "AuxK coefficient", ARG_MIN(0)},
         /* > 0: the trainer reads 0 as "the architecture's default", and a given 0 trained with
            5 (an audit) */
-        {"--l1", ARG_FLOAT, &l1, "relu/gated: L1 coefficient; jumprelu: L0 coefficient", ARG_ABOVE(0),
+        {"--l1", ARG_FLOAT, &c->l1, "relu/gated: L1 coefficient; jumprelu: L0 coefficient", ARG_ABOVE(0),
          ARG_DEFAULT("5 for relu and gated, 1 for jumprelu")},
-        {"--jr-bandwidth", ARG_FLOAT, &jr_bw, "jumprelu: STE kernel width, normalised units",
+        {"--jr-bandwidth", ARG_FLOAT, &c->jr_bandwidth, "jumprelu: STE kernel width, normalised units",
          ARG_ABOVE(0)},
-        {"--jr-threshold", ARG_FLOAT, &jr_th, "jumprelu: initial threshold, normalised units",
+        {"--jr-threshold", ARG_FLOAT, &c->jr_init_threshold, "jumprelu: initial threshold, normalised units",
          ARG_ABOVE(0)},
-        {"--jr-lr-mult", ARG_FLOAT, &jr_lrm, "jumprelu: learning-rate multiplier of the thresholds "
+        {"--jr-lr-mult", ARG_FLOAT, &c->jr_lr_mult, "jumprelu: learning-rate multiplier of the thresholds "
          "(0 keeps them at --jr-threshold)", ARG_MIN(0)},
         {"--lr", ARG_FLOAT, &lr, "learning rate", ARG_ABOVE(0),
          ARG_DEFAULT("3.75e-4 / sqrt(d_sae / 16384); relu at least 1.5e-3")},
@@ -131,13 +134,13 @@ int cmd_sae_train(int argc, char **argv)
          ARG_MIN(0), ARG_DEFAULT("1")},
         {"--adam-beta1", ARG_FLOAT, &beta1, "Adam's first-moment decay", ARG_MIN(0), ARG_BELOW(1),
          ARG_DEFAULT("0 for jumprelu and gated, 0.9 for the others")},
-        {"--batch", ARG_INT, &batch, "tokens per step", ARG_MIN(1)},
-        {"--tokens", ARG_I64, &tokens, "training tokens", ARG_MIN(1)},
+        {"--batch", ARG_INT, &c->batch, "tokens per step", ARG_MIN(1)},
+        {"--tokens", ARG_I64, &c->total_tokens, "training tokens", ARG_MIN(1)},
         {"--seed", ARG_I64, &seed, "seed for init and data order", ARG_MIN(0)},
         {"--bdec-init", ARG_STR, &bdec_s, "decoder bias initialisation", ARG_CHOICES("median|mean|zero"),
          ARG_DEFAULT("zero for relu, jumprelu and gated, median for the others")},
         {"--no-normalize", ARG_FLAG, &no_norm, "do not scale inputs to mean norm sqrt(d_in)"},
-        {"--dead-window", ARG_I64, &dead_window, "tokens without firing = dead", ARG_MIN(0),
+        {"--dead-window", ARG_I64, &c->dead_window, "tokens without firing = dead", ARG_MIN(0),
          ARG_DEFAULT("auto")},
         {"--val-frac", ARG_FLOAT, &o.val_frac, "held-out fraction of sequences / --npy rows",
          ARG_MIN(0), ARG_BELOW(1)},
@@ -221,28 +224,13 @@ int cmd_sae_train(int argc, char **argv)
     if (syn_spec) {
         o.synth = 1;
         o.synth_spec = syn_spec;
-    } else {
-        o.synth_cfg.d = syn_d;
-        o.synth_cfg.n_features = syn_f;
-        o.synth_cfg.active = syn_active;
-        o.synth_cfg.seed = (uint64_t)syn_seed;
     }
-    c->d_sae = d_sae;
-    c->k = k;
-    c->k_aux = k_aux;
-    c->aux_coef = aux_coef;
-    c->l1 = l1;
+    o.synth_cfg.seed = (uint64_t)syn_seed; /* a --synth-spec replaces the whole generator */
     c->lr = isnan(lr) ? 0 : lr; /* 0: the trainer's default */
     c->grad_clip = isnan(clip) ? 0 : clip > 0 ? clip : -1; /* 0: the trainer's default */
     if (!isnan(beta1)) c->adam_b1 = beta1; /* else the architecture's */
-    c->batch = batch;
-    c->total_tokens = tokens;
     c->seed = (uint64_t)seed;
     c->normalize = !no_norm;
-    c->dead_window = dead_window;
-    c->jr_bandwidth = jr_bw;
-    c->jr_init_threshold = jr_th;
-    c->jr_lr_mult = jr_lrm;
     cli_catch_signals();
     o.stop = &cli_stop_flag;
     sae_run_result res;
