@@ -8,10 +8,15 @@
  * SKIP(why)                       counts a skipped check.
  * return harness_report("name");  prints "name: N passed, N failed[, N skipped]" and returns
  *                                 non-zero when anything failed.
+ * harness_tmpdir(buf, cap, name)  makes a new empty /tmp/saelite_<name>_XXXXXX (mkdtemp) in buf:
+ *                                 1, or 0 and a failed check.
+ * harness_rmtree(dir)             removes dir and everything below it (links not followed): 0 or -1.
  * Tests are built with -O2 -g and never with fast-math.
  */
 #ifndef SAELITE_HARNESS_H
 #define SAELITE_HARNESS_H
+#include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +78,25 @@ static inline int harness_check_tensor(const float *got, const float *want, long
     for (long i = 0; i < n && i < 5; i++)
         fprintf(stderr, "    [%ld] got %.8g want %.8g\n", i, got[i], want[i]);
     return 0;
+}
+
+static inline int harness_tmpdir(char *buf, size_t cap, const char *name)
+{
+    snprintf(buf, cap, "/tmp/saelite_%s_XXXXXX", name);
+    if (mkdtemp(buf)) return 1;
+    CHECK(0, "mkdtemp %s: %s", buf, strerror(errno));
+    return 0;
+}
+
+static inline int harness_rm_entry(const char *path, const struct stat *sb, int type, struct FTW *f)
+{
+    (void)sb, (void)type, (void)f;
+    return remove(path);
+}
+
+static inline int harness_rmtree(const char *dir)
+{
+    return nftw(dir, harness_rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static inline int harness_report(const char *name)

@@ -387,11 +387,8 @@ static void gen_end(void *user, int made, int stopped, double secs)
  * is the steered model's; a set stop flag runs no pass; bad steer specs and hooks fail, named. */
 static void test_generate_run(void)
 {
-    char dir[] = "/tmp/saelite_gen_XXXXXX", sdir[64];
-    if (!mkdtemp(dir)) {
-        CHECK(0, "mkdtemp");
-        return;
-    }
+    char dir[64], sdir[80];
+    if (!harness_tmpdir(dir, sizeof dir, "gen")) return;
     snprintf(sdir, sizeof sdir, "%s/sae", dir);
     gpt2_config cfg = {.n_layer = 1, .n_head = 2, .n_embd = C, .n_ctx = 32, .vocab_size = 256,
                        .n_inner = 4 * C, .ln_eps = 1e-5f};
@@ -452,9 +449,7 @@ static void test_generate_run(void)
           err_msg());
     gpt2_free(m);
     sae_free(s);
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(harness_rmtree(dir) == 0);
 }
 
 /* ---- measured effects: the batched ablations against one forward per (feature, position) ---- */
@@ -817,11 +812,8 @@ static int has_file(const char *path)
  * fail in turn leaves all three files or none. */
 static void test_attr_runner(void)
 {
-    char dir[] = "/tmp/saelite_rattr_XXXXXX", sdir[64], csv[64], npy[64], png[64];
-    if (!mkdtemp(dir)) {
-        CHECK(0, "mkdtemp");
-        return;
-    }
+    char dir[64], sdir[80], csv[80], npy[80], png[80];
+    if (!harness_tmpdir(dir, sizeof dir, "rattr")) return;
     snprintf(sdir, sizeof sdir, "%s/sae", dir);
     snprintf(csv, sizeof csv, "%s/a.csv", dir);
     snprintf(npy, sizeof npy, "%s/a.npy", dir);
@@ -922,8 +914,7 @@ static void test_attr_runner(void)
 done:
     gpt2_free(m);
     sae_free(s);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(harness_rmtree(dir) == 0);
 }
 
 int main(void)

@@ -685,12 +685,9 @@ static void test_random_centred(void)
  * (targets for a plain SAE, a transcoder's without them) are ERR_ARG with misuse set. */
 static void test_sae_run(void)
 {
-    char root[] = "/tmp/saelite_eval_sae_XXXXXX";
-    if (!mkdtemp(root)) {
-        CHECK(0, "mkdtemp");
-        return;
-    }
-    char exact[300], absorb[300], tcdir[300], truth[300], spec[300], acts[300], wide[300], cmd[400];
+    char root[64];
+    if (!harness_tmpdir(root, sizeof root, "eval_sae")) return;
+    char exact[300], absorb[300], tcdir[300], truth[300], spec[300], acts[300], wide[300];
     snprintf(exact, sizeof exact, "%s/exact", root);
     snprintf(absorb, sizeof absorb, "%s/absorb", root);
     snprintf(tcdir, sizeof tcdir, "%s/tc", root);
@@ -815,8 +812,7 @@ done:
     sae_free(tc);
     sae_synth_free(g);
     mem_free(x);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    if (!harness_fail) CHECK(system(cmd) == 0);
+    if (!harness_fail) CHECK(harness_rmtree(root) == 0);
 }
 
 int main(void)

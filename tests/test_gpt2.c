@@ -1022,8 +1022,8 @@ static void check_npy(const char *path, const gpt2_forward_result *r, const floa
 
 static void test_forward_run(void)
 {
-    char dir[] = "/tmp/saelite_gpt2_XXXXXX";
-    if (!mkdtemp(dir)) return;
+    char dir[64];
+    if (!harness_tmpdir(dir, sizeof dir, "gpt2")) return;
     char p[512], npy[512], bytes_dir[512];
     snprintf(npy, sizeof npy, "%s/out.npy", dir);
     snprintf(bytes_dir, sizeof bytes_dir, "%s/bytes", dir);

@@ -453,9 +453,7 @@ done:
     sae_free(a);
     sae_free(b);
     gpt2_free(m);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", root);
+    if (harness_rmtree(root)) fprintf(stderr, "could not remove %s\n", root);
 }
 
 /* Entries of dir: how many, and how many staging files (".tmp.") among them. */
@@ -488,12 +486,8 @@ static int is_file(const char *dir, const char *name)
  * every allocation made to fail leaves both files or neither. */
 static void test_rep_runner(void)
 {
-    char root[] = "/tmp/saelite_rgraph_XXXXXX", md[256], t0[256], t1[256], tcs[600], out[256], bad[256],
-         db[256], png[300];
-    if (!mkdtemp(root)) {
-        CHECK(0, "mkdtemp");
-        return;
-    }
+    char root[64], md[256], t0[256], t1[256], tcs[600], out[256], bad[256], db[256], png[300];
+    if (!harness_tmpdir(root, sizeof root, "rgraph")) return;
     gpt2_model *m;
     sae_model *a, *b;
     int rc = graph_fixture(root, md, t0, t1, &m, &a, &b);

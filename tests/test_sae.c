@@ -2159,11 +2159,8 @@ static void test_bf16_chunks(void)
  * width is refused before any file is written, and the stop flag ends it with nothing written. */
 static void test_synth_run(void)
 {
-    char dir[] = "/tmp/saelite_synth_run_XXXXXX", out[128], truth[128], spec[128], db[128];
-    if (!mkdtemp(dir)) {
-        CHECK(0, "mkdtemp");
-        return;
-    }
+    char dir[64], out[128], truth[128], spec[128], db[128];
+    if (!harness_tmpdir(dir, sizeof dir, "synth_run")) return;
     snprintf(out, sizeof out, "%s/a.npy", dir);
     snprintf(truth, sizeof truth, "%s/t.npy", dir);
     snprintf(spec, sizeof spec, "%s/g.json", dir);
@@ -2228,14 +2225,7 @@ done:
     mem_free(act);
     mem_free(x);
     mem_free(t);
-    const char *names[] = {"a.npy", "t.npy", "g.json", "s.db", "s.db-wal", "s.db-shm",
-                           "s.db-journal"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        char p[160];
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
-    rmdir(dir);
+    harness_rmtree(dir);
 }
 
 /* The runner: opts.precision holds for the run only, is refused with the reason where bf16 is
