@@ -271,7 +271,9 @@ int ana_attr_run(const ana_attr_run_opts *o, ana_attr_run_result *res)
     tok_tokenizer *tk = NULL;
     sae_model *s = NULL;
     int rc = gpt2_load(&m, o->model_dir);
-    if (!rc) rc = tok_load(&tk, o->tok_dir ? o->tok_dir : o->model_dir);
+    const char *tok_dir = o->tok_dir ? o->tok_dir : o->model_dir;
+    if (!rc) rc = tok_load(&tk, tok_dir);
+    if (!rc) rc = tok_check_model(tk, tok_dir, gpt2_cfg(m)->vocab_size, o->model_dir);
     if (!rc) rc = sae_load(&s, o->sae_dir);
     if (!rc) rc = ana_check_sae_model(s, o->sae_dir, o->model_dir);
     if (rc) goto out;
@@ -288,11 +290,6 @@ int ana_attr_run(const ana_attr_run_opts *o, ana_attr_run_result *res)
         rc = err_set(ERR_ARG, "the text has no tokens");
         goto out;
     }
-    for (size_t t = 0; t < n; t++)
-        if (res->tokens[t] >= V) {
-            rc = err_set(ERR_SHAPE, "token %d of the text is outside the model's vocabulary (%d)", res->tokens[t], V);
-            goto out;
-        }
     res->T = (int)n;
     res->tok_text = mem_calloc(n, sizeof *res->tok_text);
     if (!res->tok_text) {
@@ -328,8 +325,7 @@ int ana_attr_run(const ana_attr_run_opts *o, ana_attr_run_result *res)
     } else { /* the model's top prediction at pos */
         if ((rc = gpt2_forward(m, res->tokens, 1, res->T, 1))) goto out;
         const float *l = gpt2_logits(m) + (size_t)pos * V;
-        int Vt = tok_vocab_size(tk) < V ? tok_vocab_size(tk) : V;
-        for (int v = 1; v < Vt; v++)
+        for (int v = 1; v < tok_vocab_size(tk); v++)
             if (l[v] > l[res->target]) res->target = v;
     }
     token_label(tk, res->target, res->target_text, sizeof res->target_text);

@@ -40,7 +40,9 @@ int ana_generate_run(const ana_generate_opts *o, ana_generate_result *r)
     int *ctx = NULL, nterms = 0;
     int rc = op_set_precision(o->precision);
     if (!rc) rc = gpt2_load(&m, o->model_dir);
-    if (!rc) rc = tok_load(&tok, o->tokenizer_dir ? o->tokenizer_dir : o->model_dir);
+    const char *tok_dir = o->tokenizer_dir ? o->tokenizer_dir : o->model_dir;
+    if (!rc) rc = tok_load(&tok, tok_dir);
+    if (!rc) rc = tok_check_model(tok, tok_dir, gpt2_cfg(m)->vocab_size, o->model_dir);
     if (!rc && o->sae_dir) {
         if (!(rc = sae_load(&sae, o->sae_dir)) &&
             !(rc = ana_check_sae_model(sae, o->sae_dir, o->model_dir)) &&

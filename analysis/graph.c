@@ -413,13 +413,12 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     const gpt2_config *c = gpt2_cfg(m);
     const int L = c->n_layer, C = c->n_embd, H = c->n_head, V = c->vocab_size, dh = C / H;
     if (T < 1 || T > c->n_ctx) return err_set(ERR_ARG, "%d tokens (the model takes 1 to %d)", T, c->n_ctx);
-    for (int t = 0; t < T; t++)
-        if (tokens[t] < 0 || tokens[t] >= V)
-            return err_set(ERR_ARG, "token %d at position %d is outside the vocabulary (%d)", tokens[t], t, V);
+    int rc = gpt2_check_ids(c, tokens, (size_t)T);
+    if (rc) return rc;
     if (!(p->logit_prob > 0 && p->logit_prob <= 1) || p->max_logits < 1)
         return err_set(ERR_ARG, "logit probability %g (in (0, 1]) and at most %d logits (>= 1)",
                        p->logit_prob, p->max_logits);
-    int rc = check_transcoders(m, tc);
+    rc = check_transcoders(m, tc);
     if (rc) return rc;
     capture cp = {0};
     frozen_layer *fl = NULL;

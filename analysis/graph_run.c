@@ -221,7 +221,9 @@ int ana_graph_run(const ana_graph_run_opts *o, ana_graph_run_result *res)
     tok_tokenizer *tk = NULL;
     sae_model **tc = NULL;
     int L = 0, rc = gpt2_load(&m, o->model_dir);
-    if (!rc) rc = tok_load(&tk, o->tok_dir ? o->tok_dir : o->model_dir);
+    const char *tok_dir = o->tok_dir ? o->tok_dir : o->model_dir;
+    if (!rc) rc = tok_load(&tk, tok_dir);
+    if (!rc) rc = tok_check_model(tk, tok_dir, gpt2_cfg(m)->vocab_size, o->model_dir);
     if (rc) goto out;
     L = gpt2_cfg(m)->n_layer;
     if (!(tc = mem_calloc((size_t)L, sizeof *tc))) {

@@ -255,15 +255,13 @@ int ana_gen_context(tok_tokenizer *tok, int vocab, const char *prompt, size_t n,
 {
     *seq = NULL;
     *len = 0;
-    int Vt = tok_vocab_size(tok), eot = tok_eot(tok);
-    if (Vt > vocab)
-        return err_set(ERR_SHAPE, "tokenizer has %d tokens but the model only %d (wrong --tokenizer?)",
-                       Vt, vocab);
+    int eot = tok_eot(tok);
+    int rc = tok_check_model(tok, NULL, vocab, NULL);
+    if (rc) return rc;
     if (max_new < 0) return err_set(ERR_ARG, "max_new must be >= 0, got %d", max_new);
     int *ids = NULL;
     size_t ni = 0;
-    int rc = tok_encode(tok, prompt, n, 1, &ids, NULL, &ni);
-    if (rc) return rc;
+    if ((rc = tok_encode(tok, prompt, n, 1, &ids, NULL, &ni))) return rc;
     /* the running sequence: prompt (or <|endoftext|>) then the generated tokens */
     int *ctx = mem_alloc(sizeof(int) * (ni + (size_t)max_new + 1));
     size_t k = 0;
@@ -271,12 +269,7 @@ int ana_gen_context(tok_tokenizer *tok, int vocab, const char *prompt, size_t n,
     else if (ni == 0 && eot < 0)
         rc = err_set(ERR_ARG, "empty prompt and the tokenizer has no <|endoftext|> to start from");
     else if (ni == 0) ctx[k++] = eot;
-    for (size_t i = 0; !rc && i < ni; i++) {
-        if (ids[i] >= vocab)
-            rc = err_set(ERR_SHAPE, "prompt token %d is outside the model's vocabulary (%d)", ids[i],
-                         vocab);
-        else ctx[k++] = ids[i];
-    }
+    if (!rc && ni) memcpy(ctx + k, ids, ni * sizeof *ids), k += ni;
     mem_free(ids);
     if (rc) {
         mem_free(ctx);

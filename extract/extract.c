@@ -478,9 +478,7 @@ int ext_open(ext_job **out, const ext_opts *o)
         j->eot = tok_eot(j->tok);
         if (o->bos && j->eot < 0)
             rc = err_set(ERR_ARG, "%s: the tokenizer has no <|endoftext|>; use --no-bos", j->tokdir);
-        else if (tok_vocab_size(j->tok) > gpt2_cfg(j->m)->vocab_size)
-            rc = err_set(ERR_SHAPE, "tokenizer %s has %d ids but model %s only %d", j->tokdir,
-                         tok_vocab_size(j->tok), o->model_dir, gpt2_cfg(j->m)->vocab_size);
+        else rc = tok_check_model(j->tok, j->tokdir, gpt2_cfg(j->m)->vocab_size, o->model_dir);
     }
     /* Under mpirun the other ranks only run forward passes of rank 0's batches: no corpus pass,
      * no database (rank 0 plans, reads, writes). */

@@ -28,14 +28,15 @@ static int grab(const tensor_view *t, void *user)
 }
 
 /* The text's ids into *ids (the caller frees), <|endoftext|> first with bos. */
-static int encode_text(const gpt2_forward_opts *o, int **ids, int *n)
+static int encode_text(const gpt2_forward_opts *o, int vocab, int **ids, int *n)
 {
     const char *dir = o->tok_dir ? o->tok_dir : o->model;
     tok_tokenizer *tk;
     size_t nt = 0;
     int rc = tok_load(&tk, dir);
     if (rc) return rc;
-    rc = tok_encode(tk, o->text, strlen(o->text), 1, ids, NULL, &nt);
+    rc = tok_check_model(tk, dir, vocab, o->model);
+    if (!rc) rc = tok_encode(tk, o->text, strlen(o->text), 1, ids, NULL, &nt);
     int eot = tok_eot(tk);
     tok_free(tk);
     if (rc) return rc;
@@ -64,7 +65,7 @@ int gpt2_forward_run(const gpt2_forward_opts *o, gpt2_forward_result *r)
     /* the model first: a missing --model directory was reported as "no tokenizer files" */
     int rc = gpt2_load(&m, o->model);
     if (!rc && o->text) {
-        rc = encode_text(o, &owned, &n);
+        rc = encode_text(o, gpt2_cfg(m)->vocab_size, &owned, &n);
         ids = owned;
     }
     if (!rc && o->hook && strchr(o->hook, '*'))

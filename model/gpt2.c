@@ -856,17 +856,22 @@ static int alloc_acts(gpt2_model *m, int B, int T, int logits)
     return rc ? err_set(ERR_NOMEM, "out of memory for activations of %d x %d tokens", B, T) : OK;
 }
 
+int gpt2_check_ids(const gpt2_config *c, const int *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab_size)
+            return err_set(ERR_ARG, "token id %d at position %zu is outside the vocabulary (0..%d)",
+                           ids[i], i, c->vocab_size - 1);
+    return OK;
+}
+
 static int check_tokens(const gpt2_model *m, const int *tokens, int B, int T)
 {
     if (B < 1 || T < 1) return err_set(ERR_ARG, "empty batch (%d x %d)", B, T);
     if (T > m->cfg.n_ctx)
         return err_set(ERR_ARG, "sequence of %d tokens exceeds the model context of %d", T,
                        m->cfg.n_ctx);
-    for (size_t i = 0; i < (size_t)B * T; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->cfg.vocab_size)
-            return err_set(ERR_ARG, "token id %d at position %zu is outside the vocabulary (0..%d)",
-                           tokens[i], i, m->cfg.vocab_size - 1);
-    return OK;
+    return gpt2_check_ids(&m->cfg, tokens, (size_t)B * T);
 }
 
 /* The core pass. run_to: last layer to run (n_layer-1 for all); lnf: apply ln_final; logits. */

@@ -115,6 +115,9 @@ const char *gpt2_hook_name(const gpt2_model *m, int i);
 /* tokens [B,T], T <= n_ctx, ids in [0, vocab). want_logits 0: stop after the last layer a hook
  * needs (nothing runs without hooks). A hook returning non-zero stops the pass (ERR_ABORTED). */
 int gpt2_forward(gpt2_model *m, const int *tokens, int B, int T, int want_logits);
+/* The one check of ids given directly (the passes run it): every id in [0, vocab), or ERR_ARG
+ * naming the first that is not and its position. Ids from a tokenizer need tok_check_model once. */
+int gpt2_check_ids(const gpt2_config *c, const int *ids, size_t n);
 const float *gpt2_logits(const gpt2_model *m); /* [B,T,V] of the last forward with logits */
 int gpt2_layers_run(const gpt2_model *m); /* blocks the last forward computed (early stop) */
 /* Forward with logits (hooks fire) and per-token cross-entropy of targets [B,T] (target < 0 =

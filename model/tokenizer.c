@@ -242,6 +242,15 @@ void tok_free(tok_tokenizer *t)
 int tok_vocab_size(const tok_tokenizer *t) { return t->nvocab; }
 int tok_eot(const tok_tokenizer *t) { return t->eot; }
 
+int tok_check_model(const tok_tokenizer *t, const char *tok_name, int model_vocab,
+                    const char *model_name)
+{
+    if (t->nvocab <= model_vocab) return OK;
+    return err_set(ERR_SHAPE, "tokenizer%s%s has %d ids but %s%s only %d (wrong --tokenizer?)",
+                   tok_name ? " " : "", tok_name ? tok_name : "", t->nvocab,
+                   model_name ? "model " : "the model", model_name ? model_name : "", model_vocab);
+}
+
 const char *tok_token_bytes(const tok_tokenizer *t, int id, size_t *len)
 {
     if (id < 0 || id >= t->nvocab || !t->used[id]) return NULL;

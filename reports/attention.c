@@ -48,12 +48,6 @@ static int tokens(const rep_attention_opts *o, gpt2_model *m, tok_tokenizer *tok
     if (*n == 0 || *n > (size_t)cfg->n_ctx)
         return err_set(ERR_ARG, "--text is %zu tokens; need 1..%d (the model's context)", *n,
                        cfg->n_ctx);
-    for (size_t i = 0; i < *n; i++)
-        if ((*ids)[i] >= cfg->vocab_size)
-            return err_set(ERR_SHAPE, "token %d is outside the model's vocabulary (%d; the "
-                           "tokenizer %s has %d tokens: wrong --tokenizer?)", (*ids)[i],
-                           cfg->vocab_size, o->tokenizer ? o->tokenizer : o->model,
-                           tok_vocab_size(tok));
     return OK;
 }
 
@@ -119,6 +113,8 @@ int rep_attention_run(const rep_attention_opts *o, rep_attention_result *r)
     int rc;
     if ((rc = gpt2_load(&m, o->model)) ||
         (rc = tok_load(&tok, o->tokenizer ? o->tokenizer : o->model)) ||
+        (rc = tok_check_model(tok, o->tokenizer ? o->tokenizer : o->model, gpt2_cfg(m)->vocab_size,
+                              o->model)) ||
         (rc = tokens(o, m, tok, &ids, &n)))
         goto done;
     char hook[64];

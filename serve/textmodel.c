@@ -47,6 +47,7 @@ int srv_model_open(srv_model **out, const char *model_dir, const char *sae_dir)
     snprintf(m->sae_dir, sizeof m->sae_dir, "%s", sae_dir);
     int rc = gpt2_load(&m->gpt, model_dir);
     if (!rc) rc = tok_load(&m->tok, model_dir);
+    if (!rc) rc = tok_check_model(m->tok, model_dir, gpt2_cfg(m->gpt)->vocab_size, model_dir);
     if (rc) err_wrap(rc, "--model %s (serve reads the tokenizer files next to the model)", model_dir);
     if (!rc) rc = sae_load(&m->sae, sae_dir);
     if (!rc) rc = ana_check_sae_model(m->sae, sae_dir, model_dir);
@@ -102,7 +103,7 @@ int srv_model_test(srv_model *m, const char *text, int k, cJSON *out)
     int rc = tok_encode(m->tok, text, strlen(text), 0, &ids, &offs, &n);
     if (rc) return rc;
     const gpt2_config *cfg = gpt2_cfg(m->gpt);
-    int bos = tok_eot(m->tok) >= 0 && tok_eot(m->tok) < cfg->vocab_size;
+    int bos = tok_eot(m->tok) >= 0;
     int T = (int)n + bos, truncated = 0;
     if (T > cfg->n_ctx) {
         T = cfg->n_ctx;
@@ -114,14 +115,7 @@ int srv_model_test(srv_model *m, const char *text, int k, cJSON *out)
         goto done;
     }
     if (bos) seq[0] = tok_eot(m->tok);
-    for (int i = bos; i < T; i++) {
-        seq[i] = ids[i - bos];
-        if (seq[i] < 0 || seq[i] >= cfg->vocab_size) {
-            rc = err_set(ERR_ARG, "token id %d is outside the model's vocabulary (%d)", seq[i],
-                         cfg->vocab_size);
-            goto done;
-        }
-    }
+    for (int i = bos; i < T; i++) seq[i] = ids[i - bos];
     if (T == bos) {
         rc = err_set(ERR_ARG, "the text has no tokens");
         goto done;
@@ -191,11 +185,10 @@ int srv_model_feature(srv_model *m, const int *ids, int T, int feature, float *o
                        cfg->n_ctx);
     if (feature < 0 || feature >= m->sae->cfg.d_sae)
         return err_set(ERR_ARG, "feature %d is outside the SAE (%d)", feature, m->sae->cfg.d_sae);
-    for (int i = 0; i < T; i++)
-        if (ids[i] < 0 || ids[i] >= cfg->vocab_size)
-            return err_set(ERR_ARG, "token id %d is outside the model's vocabulary", ids[i]);
+    int rc = gpt2_check_ids(cfg, ids, (size_t)T);
+    if (rc) return rc;
     pthread_mutex_lock(&m->mu);
-    int rc = capture_on(m);
+    rc = capture_on(m);
     if (!rc) rc = gpt2_forward(m->gpt, ids, 1, T, 0);
     if (!rc && m->T != T) rc = err_set(ERR_SHAPE, "the hook did not fire");
     if (!rc) rc = sae_encode(m->sae, m->x, T, m->f);

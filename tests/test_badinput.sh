@@ -299,6 +299,10 @@ bad "extract: ctx beyond the model" "--ctx 100 exceeds the context" "${E[@]}" --
 bad "extract: missing corpus" "nosuch.txt: cannot open" extract --model model --tokenizer tok --corpus nosuch.txt --hook $H --db new.db
 bad "extract: empty corpus" "empty.npy: the corpus holds no text" extract --model model --tokenizer tok --corpus empty.npy --hook $H --db new.db
 bad "extract: tokenizer larger than the model" "tokenizer tok has 269 ids but model m_small only" extract --model m_small --tokenizer tok --corpus small.txt --hook $H --db new.db
+# the same check (tok_check_model) for every command that encodes text for a model
+bad "forward --text: tokenizer larger than the model" "tokenizer tok has 269 ids but model m_small only 64 \(wrong --tokenizer\?\)" forward --model m_small --tokenizer tok --text "the cat" --hook $H --npy o.npy
+bad "attention: tokenizer larger than the model" "tokenizer tok has 269 ids but model m_small only 64" attention --model m_small --tokenizer tok --layer 0 --text "the cat" --out a.png
+bad "generate: tokenizer larger than the model" "tokenizer tok has 269 ids but model m_small only 64" generate --model m_small --tokenizer tok --prompt the
 bad "extract: malformed tokenizer" "tok_bad/encoder.json" extract --model model --tokenizer tok_bad --corpus small.txt --hook $H --db new.db
 bad "extract: newer schema database" "newer.db: written by a newer saelite" "${E[@]}" --hook $H --db newer.db
 bad "extract: different ctx than stored" "stored with sequence length 8, not 4" "${E[@]}" --hook $H --db ex.db --ctx 4

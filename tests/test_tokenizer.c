@@ -164,6 +164,14 @@ static void test_reference(tok_tokenizer *t)
 
 static void test_basics(tok_tokenizer *t)
 {
+    /* a model as large as the tokenizer, or padded larger, fits; one id fewer does not */
+    CHECK(tok_check_model(t, "tk", 50257, "m") == OK && tok_check_model(t, NULL, 50304, NULL) == OK);
+    CHECK(tok_check_model(t, "tk", 50256, "m") == ERR_SHAPE &&
+              !strcmp(err_msg(), "tokenizer tk has 50257 ids but model m only 50256 (wrong --tokenizer?)"),
+          "%s", err_msg());
+    CHECK(tok_check_model(t, NULL, 100, NULL) == ERR_SHAPE &&
+              !strcmp(err_msg(), "tokenizer has 50257 ids but the model only 100 (wrong --tokenizer?)"),
+          "%s", err_msg());
     int *ids;
     size_t n, *offs;
     const char *s = "Hello world<|endoftext|> again";
