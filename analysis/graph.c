@@ -10,6 +10,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/progress.h"
 
 void ana_graph_free(ana_graph *g)
 {
@@ -524,8 +525,14 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     ln_scales(rf, cp.fin, T, C, c->ln_eps);
     /* targets: features then logits (node indices: features 0..nF-1, logits n-nL..n-1) */
     const int nT = nF + nL;
+    /* a linear backward per target, NB at a time: GPT-2 small with 12 transcoders and a
+       9-token prompt (3456 features) took 17 s here without a line of progress */
+    progress pr;
+    progress_begin(&pr, "graph: backward passes", (double)nT, "target");
     for (int b0 = 0; b0 < nT; b0 += NB) {
+        progress_update(&pr, (double)b0, NULL);
         if (p->stop && *p->stop) {
+            progress_end(&pr);
             rc = err_set(ERR_ABORTED, "stopped while building the graph");
             goto done;
         }
@@ -642,6 +649,8 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
             g->nodes[node_of[b]].bias = bias[b];
         }
     }
+    progress_update(&pr, (double)nT, NULL);
+    progress_end(&pr);
     /* completeness: edges + bias against the real forward's value, relative to the larger of
        the value and the terms' magnitudes (a ReLU feature just above 0 whose bias and edges
        cancel read 2e-3 against its value for an exact graph, an audit) */
