@@ -10,6 +10,7 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/par.h"
 #include "common/progress.h"
 
 void ana_graph_free(ana_graph *g)
@@ -407,12 +408,177 @@ static int frozen_make(const gpt2_model *m, const capture *cp, frozen_layer **ou
     return OK;
 }
 
+/* ---- the targets' linear backwards ----------------------------------------------------------- */
+enum { NB = 64 }; /* targets per batch: the backward's dgemms run on [NB T, C] rows */
+
+/* What every batch of targets reads, and each thread's scratch. */
+typedef struct {
+    ana_graph *g; /* writes: only its targets' adjacency rows and node biases */
+    sae_model *const *tc;
+    const frozen_layer *fl;
+    const capture *cp;
+    float *const *err;
+    const float *WU;
+    const double *wf, *bfin, *rf;
+    int L, T, C, H, n, nF, nL, nT;
+    volatile int *stop;
+    double *scratch[PAR_MAX]; /* per thread: G, Gz, Gv, Gl [NB, T, C], bias [NB], vec [C] */
+    progress *pr;             /* drawn by thread 0 (progress is one reporter per thread) */
+    int done, stopped;        /* targets finished, a stop seen (atomics) */
+} batch_ctx;
+
+/* Targets b0 .. b0 + NB - 1 (features then logits): d target / d every earlier node, by a linear
+ * backward through the frozen model, into their adjacency rows, and each target's bias. */
+static void target_batch(const batch_ctx *x, int b0, double *G, double *Gz, double *Gv, double *Gl,
+                         double *bias, double *vec)
+{
+    ana_graph *g = x->g;
+    sae_model *const *tc = x->tc;
+    const frozen_layer *fl = x->fl;
+    const capture *cp = x->cp;
+    float *const *err = x->err;
+    const float *WU = x->WU;
+    const double *wf = x->wf, *bfin = x->bfin, *rf = x->rf;
+    const int L = x->L, T = x->T, C = x->C, H = x->H, dh = C / H, n = x->n, nF = x->nF, nL = x->nL,
+              nT = x->nT, nE = L * T;
+    const size_t TC = (size_t)T * C;
+    const int nb = nT - b0 < NB ? nT - b0 : NB;
+    int node_of[NB];
+    memset(G, 0, (size_t)nb * TC * sizeof *G);
+    for (int b = 0; b < nb; b++) {
+        int idx = b0 + b < nF ? b0 + b : n - nL + (b0 + b - nF);
+        node_of[b] = idx;
+        bias[b] = 0;
+        const ana_graph_node *nd = &g->nodes[idx];
+        if (nd->kind == ANA_NODE_LOGIT) { /* d logit / d resid_post at T-1 through frozen ln_f */
+            for (int q = 0; q < C; q++) {
+                vec[q] = WU[(size_t)nd->id * C + q];
+                bias[b] += bfin[q] * vec[q];
+            }
+            ln_back(G + (size_t)b * TC + (size_t)(T - 1) * C, vec, wf, rf[T - 1], C);
+        }
+    }
+    for (int l = L - 1; l >= 0; l--) {
+        const sae_model *s = tc[l];
+        const int D = s->cfg.d_sae;
+        const frozen_layer *fz = &fl[l];
+        /* G is d/d resid_post of block l: edges from this block's features and errors */
+        for (int b = 0; b < nb; b++) {
+            double *gb = G + (size_t)b * TC, *arow = g->adj + (size_t)node_of[b] * n;
+            for (int t = 0; t < T; t++)
+                for (int q = 0; q < C; q++) bias[b] += s->b_dec[q] * gb[(size_t)t * C + q];
+            for (int j = 0; j < nF; j++) {
+                const ana_graph_node *src = &g->nodes[j];
+                if (src->layer != l) continue;
+                const double *gt = gb + (size_t)src->pos * C;
+                const float *wd = s->W_dec + (size_t)src->id * C;
+                double d = 0;
+                for (int q = 0; q < C; q++) d += wd[q] * gt[q];
+                arow[j] = src->activation * d;
+            }
+            for (int t = 0; t < T; t++) {
+                const double *gt = gb + (size_t)t * C;
+                const float *e = err[l] + (size_t)t * C;
+                double d = 0;
+                for (int q = 0; q < C; q++) d += e[q] * gt[q];
+                arow[nF + l * T + t] = d;
+            }
+        }
+        /* resid_mid: the residual passes; a skip transcoder's W_skip passes through ln_2 */
+        if (s->W_skip) {
+            for (int b = 0; b < nb; b++)
+                for (int t = 0; t < T; t++) {
+                    double *gt = G + (size_t)b * TC + (size_t)t * C, *gn = vec;
+                    memset(gn, 0, (size_t)C * sizeof *gn);
+                    for (int o = 0; o < C; o++) /* W_skip [d_out, d_in]: dx = g W_skip */
+                        for (int q = 0; q < C; q++) gn[q] += gt[o] * s->W_skip[(size_t)o * C + q];
+                    for (int q = 0; q < C; q++) bias[b] += fz->b2[q] * gn[q];
+                    ln_back(gt, gn, fz->w2, fz->r2[t], C);
+                }
+        }
+        /* this block's feature targets start here: d pre / d resid_mid through frozen ln_2 */
+        for (int b = 0; b < nb; b++) {
+            const ana_graph_node *nd = &g->nodes[node_of[b]];
+            if (nd->kind != ANA_NODE_FEATURE || nd->layer != l) continue;
+            double *we = vec;
+            bias[b] += s->b_enc[nd->id];
+            for (int q = 0; q < C; q++) {
+                we[q] = s->W_enc[(size_t)q * D + nd->id];
+                bias[b] += fz->b2[q] * we[q];
+            }
+            ln_back(G + (size_t)b * TC + (size_t)nd->pos * C, we, fz->w2, fz->r2[nd->pos], C);
+        }
+        /* attention with the pattern frozen: attn_out = (P (ln1 Wv + bv)) Wo + bo */
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb * T, C, C, 1.0, G, C, fz->Wo, C,
+                    0.0, Gz, C);
+        memset(Gv, 0, (size_t)nb * TC * sizeof *Gv);
+        const float *P = cp->pat + (size_t)l * H * T * T;
+        for (int b = 0; b < nb; b++) {
+            const double *gb = G + (size_t)b * TC, *zb = Gz + (size_t)b * TC;
+            double *vb = Gv + (size_t)b * TC;
+            for (int t = 0; t < T; t++)
+                for (int q = 0; q < C; q++) bias[b] += fz->bo[q] * gb[(size_t)t * C + q];
+            for (int h = 0; h < H; h++)
+                for (int t = 0; t < T; t++)
+                    for (int s2 = 0; s2 <= t; s2++) {
+                        double a = P[((size_t)h * T + t) * T + s2];
+                        if (a == 0) continue;
+                        const double *zt = zb + (size_t)t * C + h * dh;
+                        double *vs = vb + (size_t)s2 * C + h * dh;
+                        for (int q = 0; q < dh; q++) vs[q] += a * zt[q];
+                    }
+            for (int t = 0; t < T; t++)
+                for (int q = 0; q < C; q++) bias[b] += fz->bv[q] * vb[(size_t)t * C + q];
+        }
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb * T, C, C, 1.0, Gv, C, fz->Wv, C,
+                    0.0, Gl, C);
+        for (int b = 0; b < nb; b++)
+            for (int t = 0; t < T; t++) {
+                const double *gl = Gl + (size_t)b * TC + (size_t)t * C;
+                for (int q = 0; q < C; q++) bias[b] += fz->b1[q] * gl[q];
+                ln_back(G + (size_t)b * TC + (size_t)t * C, gl, fz->w1, fz->r1[t], C);
+            }
+        /* G is now d/d resid_pre of block l = d/d resid_post of block l-1 */
+    }
+    for (int b = 0; b < nb; b++) { /* token embeddings; the positional ones are bias */
+        double *arow = g->adj + (size_t)node_of[b] * n;
+        for (int t = 0; t < T; t++) {
+            const double *gt = G + (size_t)b * TC + (size_t)t * C;
+            const float *x = cp->x0 + (size_t)t * C, *pe = cp->wpe + (size_t)t * C;
+            double d = 0;
+            for (int q = 0; q < C; q++) {
+                d += x[q] * gt[q];
+                bias[b] += pe[q] * gt[q];
+            }
+            arow[nF + nE + t] = d;
+        }
+        g->nodes[node_of[b]].bias = bias[b];
+    }
+}
+
+static void target_batches(void *arg, int tid, int64_t i0, int64_t i1)
+{
+    batch_ctx *x = arg;
+    const size_t B = (size_t)NB * x->T * x->C;
+    double *G = x->scratch[tid];
+    for (int64_t i = i0; i < i1; i++) {
+        if (__atomic_load_n(&x->stopped, __ATOMIC_RELAXED) || (x->stop && *x->stop)) {
+            __atomic_store_n(&x->stopped, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        const int b0 = (int)i * NB, nb = x->nT - b0 < NB ? x->nT - b0 : NB;
+        target_batch(x, b0, G, G + B, G + 2 * B, G + 3 * B, G + 4 * B, G + 4 * B + NB);
+        int d = __atomic_add_fetch(&x->done, nb, __ATOMIC_RELAXED);
+        if (tid == 0) progress_update(x->pr, (double)d, NULL);
+    }
+}
+
 int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int T,
                     const ana_graph_params *p, ana_graph *g)
 {
     memset(g, 0, sizeof *g);
     const gpt2_config *c = gpt2_cfg(m);
-    const int L = c->n_layer, C = c->n_embd, H = c->n_head, V = c->vocab_size, dh = C / H;
+    const int L = c->n_layer, C = c->n_embd, H = c->n_head, V = c->vocab_size;
     if (T < 1 || T > c->n_ctx) return err_set(ERR_ARG, "%d tokens (the model takes 1 to %d)", T, c->n_ctx);
     int rc = gpt2_check_ids(c, tokens, (size_t)T);
     if (rc) return rc;
@@ -428,8 +594,8 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     float *out = mem_alloc(TC * sizeof *out);
     double *lg = mem_alloc((size_t)V * sizeof *lg);
     int *order = mem_alloc((size_t)V * sizeof *order);
-    double *G = NULL, *Gz = NULL, *Gv = NULL, *Gl = NULL, *bias = NULL, *wf = NULL, *bfin = NULL,
-           *rf = NULL, *vec = NULL;
+    double *wf = NULL, *bfin = NULL, *rf = NULL;
+    batch_ctx bx = {0};
     if (!f || !err || !out || !lg || !order) {
         rc = err_set(ERR_NOMEM, "out of memory for the graph");
         goto done;
@@ -511,146 +677,42 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     bfin = dup_d(param(m, "ln_f.bias", 0), C);
     rf = mem_alloc((size_t)T * sizeof *rf);
     const float *WU = param(m, "lm_head.weight", 0); /* [V,C] */
-    enum { NB = 64 };
-    G = mem_alloc(NB * TC * sizeof *G);
-    Gz = mem_alloc(NB * TC * sizeof *Gz);
-    Gv = mem_alloc(NB * TC * sizeof *Gv);
-    Gl = mem_alloc(NB * TC * sizeof *Gl);
-    bias = mem_alloc(NB * sizeof *bias);
-    vec = mem_alloc((size_t)C * sizeof *vec); /* one C-vector of scratch */
-    if (!wf || !bfin || !rf || !G || !Gz || !Gv || !Gl || !bias || !vec) {
+    if (!wf || !bfin || !rf) {
         rc = err_set(ERR_NOMEM, "out of memory for the graph");
         goto done;
     }
     ln_scales(rf, cp.fin, T, C, c->ln_eps);
     /* targets: features then logits (node indices: features 0..nF-1, logits n-nL..n-1) */
     const int nT = nF + nL;
-    /* a linear backward per target, NB at a time: GPT-2 small with 12 transcoders and a
-       9-token prompt (3456 features) took 17 s here without a line of progress */
-    progress pr;
-    progress_begin(&pr, "graph: backward passes", (double)nT, "target");
-    for (int b0 = 0; b0 < nT; b0 += NB) {
-        progress_update(&pr, (double)b0, NULL);
-        if (p->stop && *p->stop) {
-            progress_end(&pr);
-            rc = err_set(ERR_ABORTED, "stopped while building the graph");
+    /* a linear backward per target, NB at a time, the batches split over the threads (each
+       with its own scratch and one OpenBLAS thread: a target's numbers do not depend on the
+       thread, so the graph is the same bits on any count). GPT-2 small with 12 transcoders and
+       a 9-token prompt (3456 features) took 17 s here in silence, one core idle outside dgemm. */
+    bx = (batch_ctx){.g = g, .tc = tc, .fl = fl, .cp = &cp, .err = err, .WU = WU, .wf = wf,
+                     .bfin = bfin, .rf = rf, .L = L, .T = T, .C = C, .H = H, .n = n, .nF = nF,
+                     .nL = nL, .nT = nT, .stop = p->stop};
+    const int nbatch = (nT + NB - 1) / NB;
+    const size_t per = (4 * NB * TC + NB + (size_t)C) * sizeof(double);
+    int nt = par_threads() < nbatch ? par_threads() : nbatch;
+    while (nt > 1 && (size_t)nt * per > ((size_t)1 << 30)) nt--; /* scratch within 1 GB */
+    for (int i = 0; i < nt; i++)
+        if (!(bx.scratch[i] = mem_alloc(per))) {
+            rc = err_set(ERR_NOMEM, "out of memory for the graph");
             goto done;
         }
-        const int nb = nT - b0 < NB ? nT - b0 : NB;
-        int node_of[NB];
-        memset(G, 0, (size_t)nb * TC * sizeof *G);
-        for (int b = 0; b < nb; b++) {
-            int idx = b0 + b < nF ? b0 + b : n - nL + (b0 + b - nF);
-            node_of[b] = idx;
-            bias[b] = 0;
-            const ana_graph_node *nd = &g->nodes[idx];
-            if (nd->kind == ANA_NODE_LOGIT) { /* d logit / d resid_post at T-1 through frozen ln_f */
-                for (int q = 0; q < C; q++) {
-                    vec[q] = WU[(size_t)nd->id * C + q];
-                    bias[b] += bfin[q] * vec[q];
-                }
-                ln_back(G + (size_t)b * TC + (size_t)(T - 1) * C, vec, wf, rf[T - 1], C);
-            }
-        }
-        for (int l = L - 1; l >= 0; l--) {
-            const sae_model *s = tc[l];
-            const int D = s->cfg.d_sae;
-            frozen_layer *fz = &fl[l];
-            /* G is d/d resid_post of block l: edges from this block's features and errors */
-            for (int b = 0; b < nb; b++) {
-                double *gb = G + (size_t)b * TC, *arow = g->adj + (size_t)node_of[b] * n;
-                for (int t = 0; t < T; t++)
-                    for (int q = 0; q < C; q++) bias[b] += s->b_dec[q] * gb[(size_t)t * C + q];
-                for (int j = 0; j < nF; j++) {
-                    const ana_graph_node *src = &g->nodes[j];
-                    if (src->layer != l) continue;
-                    const double *gt = gb + (size_t)src->pos * C;
-                    const float *wd = s->W_dec + (size_t)src->id * C;
-                    double d = 0;
-                    for (int q = 0; q < C; q++) d += wd[q] * gt[q];
-                    arow[j] = src->activation * d;
-                }
-                for (int t = 0; t < T; t++) {
-                    const double *gt = gb + (size_t)t * C;
-                    const float *e = err[l] + (size_t)t * C;
-                    double d = 0;
-                    for (int q = 0; q < C; q++) d += e[q] * gt[q];
-                    arow[nF + l * T + t] = d;
-                }
-            }
-            /* resid_mid: the residual passes; a skip transcoder's W_skip passes through ln_2 */
-            if (s->W_skip) {
-                for (int b = 0; b < nb; b++)
-                    for (int t = 0; t < T; t++) {
-                        double *gt = G + (size_t)b * TC + (size_t)t * C, *gn = vec;
-                        memset(gn, 0, (size_t)C * sizeof *gn);
-                        for (int o = 0; o < C; o++) /* W_skip [d_out, d_in]: dx = g W_skip */
-                            for (int q = 0; q < C; q++) gn[q] += gt[o] * s->W_skip[(size_t)o * C + q];
-                        for (int q = 0; q < C; q++) bias[b] += fz->b2[q] * gn[q];
-                        ln_back(gt, gn, fz->w2, fz->r2[t], C);
-                    }
-            }
-            /* this block's feature targets start here: d pre / d resid_mid through frozen ln_2 */
-            for (int b = 0; b < nb; b++) {
-                const ana_graph_node *nd = &g->nodes[node_of[b]];
-                if (nd->kind != ANA_NODE_FEATURE || nd->layer != l) continue;
-                double *we = vec;
-                bias[b] += s->b_enc[nd->id];
-                for (int q = 0; q < C; q++) {
-                    we[q] = s->W_enc[(size_t)q * D + nd->id];
-                    bias[b] += fz->b2[q] * we[q];
-                }
-                ln_back(G + (size_t)b * TC + (size_t)nd->pos * C, we, fz->w2, fz->r2[nd->pos], C);
-            }
-            /* attention with the pattern frozen: attn_out = (P (ln1 Wv + bv)) Wo + bo */
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb * T, C, C, 1.0, G, C, fz->Wo, C,
-                        0.0, Gz, C);
-            memset(Gv, 0, (size_t)nb * TC * sizeof *Gv);
-            const float *P = cp.pat + (size_t)l * H * T * T;
-            for (int b = 0; b < nb; b++) {
-                const double *gb = G + (size_t)b * TC, *zb = Gz + (size_t)b * TC;
-                double *vb = Gv + (size_t)b * TC;
-                for (int t = 0; t < T; t++)
-                    for (int q = 0; q < C; q++) bias[b] += fz->bo[q] * gb[(size_t)t * C + q];
-                for (int h = 0; h < H; h++)
-                    for (int t = 0; t < T; t++)
-                        for (int s2 = 0; s2 <= t; s2++) {
-                            double a = P[((size_t)h * T + t) * T + s2];
-                            if (a == 0) continue;
-                            const double *zt = zb + (size_t)t * C + h * dh;
-                            double *vs = vb + (size_t)s2 * C + h * dh;
-                            for (int q = 0; q < dh; q++) vs[q] += a * zt[q];
-                        }
-                for (int t = 0; t < T; t++)
-                    for (int q = 0; q < C; q++) bias[b] += fz->bv[q] * vb[(size_t)t * C + q];
-            }
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb * T, C, C, 1.0, Gv, C, fz->Wv, C,
-                        0.0, Gl, C);
-            for (int b = 0; b < nb; b++)
-                for (int t = 0; t < T; t++) {
-                    const double *gl = Gl + (size_t)b * TC + (size_t)t * C;
-                    for (int q = 0; q < C; q++) bias[b] += fz->b1[q] * gl[q];
-                    ln_back(G + (size_t)b * TC + (size_t)t * C, gl, fz->w1, fz->r1[t], C);
-                }
-            /* G is now d/d resid_pre of block l = d/d resid_post of block l-1 */
-        }
-        for (int b = 0; b < nb; b++) { /* token embeddings; the positional ones are bias */
-            double *arow = g->adj + (size_t)node_of[b] * n;
-            for (int t = 0; t < T; t++) {
-                const double *gt = G + (size_t)b * TC + (size_t)t * C;
-                const float *x = cp.x0 + (size_t)t * C, *pe = cp.wpe + (size_t)t * C;
-                double d = 0;
-                for (int q = 0; q < C; q++) {
-                    d += x[q] * gt[q];
-                    bias[b] += pe[q] * gt[q];
-                }
-                arow[nF + nE + t] = d;
-            }
-            g->nodes[node_of[b]].bias = bias[b];
-        }
-    }
-    progress_update(&pr, (double)nT, NULL);
+    progress pr;
+    progress_begin(&pr, "graph: backward passes", (double)nT, "target");
+    bx.pr = &pr;
+    int nb_blas = openblas_get_num_threads();
+    if (nt > 1 && nb_blas > 1) openblas_set_num_threads(1);
+    par_for(target_batches, &bx, nbatch, 1, nt);
+    if (nt > 1 && nb_blas > 1) openblas_set_num_threads(nb_blas);
+    progress_update(&pr, (double)bx.done, NULL);
     progress_end(&pr);
+    if (bx.stopped) {
+        rc = err_set(ERR_ABORTED, "stopped while building the graph");
+        goto done;
+    }
     /* completeness: edges + bias against the real forward's value, relative to the larger of
        the value and the terms' magnitudes (a ReLU feature just above 0 whose bias and edges
        cancel read 2e-3 against its value for an exact graph, an audit) */
@@ -678,15 +740,10 @@ done:
     mem_free(out);
     mem_free(lg);
     mem_free(order);
-    mem_free(G);
-    mem_free(Gz);
-    mem_free(Gv);
-    mem_free(Gl);
-    mem_free(bias);
+    for (int i = 0; i < PAR_MAX; i++) mem_free(bx.scratch[i]);
     mem_free(wf);
     mem_free(bfin);
     mem_free(rf);
-    mem_free(vec);
     frozen_free(fl, L);
     capture_free(&cp);
     if (rc) ana_graph_free(g);

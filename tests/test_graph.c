@@ -140,6 +140,9 @@ static void check_complete(int layers, sae_model *const *tc, const char *what)
             }
     }
     CHECK(count_ok && k == g.n_features, "%s: %d feature nodes, %d active", what, g.n_features, k);
+    /* more targets than one batch of 64 in the 2-block case: the batches run on several threads */
+    CHECK(layers == 1 || g.n_features + g.n_logits > 64, "%s: only %d targets", what,
+          g.n_features + g.n_logits);
     CHECK(order_ok, "%s: feature nodes out of order", what);
     CHECK(worst < 1e-4, "%s: feature completeness %.3g", what, worst);
     /* logits: the most probable first, their sum reaches 0.95 or there are 10 */

@@ -42,6 +42,13 @@ if $PY -c "import torch, numpy" 2>/dev/null; then
 else
     echo "SKIP: no python3-torch; the PyTorch reference check did not run"
 fi
+# more targets than one batch (64): the batches split over the threads, the same bits as on one
+G2=(graph --model "$tmp/m" --transcoder "$tmp/tc0,$tmp/tc1" --text "the cat sat on the mat. the dog sat on the")
+o1=$(SAELITE_THREADS=1 $BIN "${G2[@]}" --out "$tmp/g1t" 2>&1); ok test $? -eq 0
+o2=$(SAELITE_THREADS=2 $BIN "${G2[@]}" --out "$tmp/g2t" 2>&1); ok test $? -eq 0
+nt=$(sed -n 's/.* nodes (\([0-9]*\) features, .*, \([0-9]*\) logits).*/\1 \2/p' <<<"$o1")
+ok test "$(( ${nt% *} + ${nt#* } ))" -gt 64
+ok cmp -s "$tmp/g1t/graph.json" "$tmp/g2t/graph.json"
 # a second graph into the same database, stricter pruning keeps fewer edges
 out2=$($BIN "${G[@]}" --db "$tmp/g.db" --edge-threshold 0.5 2>&1); ok test $? -eq 0
 ok test "$($BIN query --csv --db "$tmp/g.db" "SELECT count(*) FROM graphs" 2>/dev/null | tail -1)" = "2"
