@@ -246,9 +246,11 @@ int tok_check_model(const tok_tokenizer *t, const char *tok_name, int model_voca
                     const char *model_name)
 {
     if (t->nvocab <= model_vocab) return OK;
-    return err_set(ERR_SHAPE, "tokenizer%s%s has %d ids but %s%s only %d (wrong --tokenizer?)",
-                   tok_name ? " " : "", tok_name ? tok_name : "", t->nvocab,
-                   model_name ? "model " : "the model", model_name ? model_name : "", model_vocab);
+    /* the hint only where a tokenizer other than the model's own was given */
+    int other = tok_name && model_name && strcmp(tok_name, model_name);
+    return err_set(ERR_SHAPE, "tokenizer%s%s has %d ids but %s%s only %d%s", tok_name ? " " : "",
+                   tok_name ? tok_name : "", t->nvocab, model_name ? "model " : "the model",
+                   model_name ? model_name : "", model_vocab, other ? " (wrong --tokenizer?)" : "");
 }
 
 const char *tok_token_bytes(const tok_tokenizer *t, int id, size_t *len)

@@ -35,7 +35,8 @@ int tok_vocab_size(const tok_tokenizer *t);  /* largest id + 1 */
 int tok_eot(const tok_tokenizer *t);         /* id of <|endoftext|>, -1 if none */
 /* The one check that a tokenizer fits a model of model_vocab ids: every id it can produce is
  * below it (a padded model vocabulary may be larger). ERR_SHAPE naming both, either name may be
- * NULL. Callers check once after loading, so no encoded id needs a check of its own. */
+ * NULL; "wrong --tokenizer?" when the two names differ. Callers check once after loading, so no
+ * encoded id needs a check of its own. */
 int tok_check_model(const tok_tokenizer *t, const char *tok_name, int model_vocab,
                     const char *model_name);
 
