@@ -8,7 +8,7 @@
 
 CLI_COMMAND(serve, "Browse a database's features in a web browser (HTTP server)",
             "saelite serve --db FILE [--sae DIR|ID] [--model DIR] [--report DIR] [--host 127.0.0.1] "
-            "[--port 8080] [--threads 256] [--query-timeout 30]")
+            "[--port 8080] [--threads 256] [--query-timeout 30] [--request-deadline 30]")
 
 static void ready(void *user, const char *url, const srv_result *res)
 {
@@ -44,6 +44,10 @@ int cmd_serve(int argc, char **argv)
         {"--query-timeout", ARG_FLOAT, &o.query_timeout,
          "seconds one of serve's own queries may run before it answers 500 (the SQL console has "
          "its own 2 s)", ARG_RANGE(0.1, 3600), ARG_DEFAULT("30")},
+        {"--request-deadline", ARG_FLOAT, &o.request_deadline,
+         "seconds a client may take to send one request, and again to read its answer (not "
+         "counting the handler's own time); a slower connection is closed", ARG_RANGE(0.5, 3600),
+         ARG_DEFAULT("30")},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
@@ -53,6 +57,9 @@ int cmd_serve(int argc, char **argv)
     srv_result res;
     rc = srv_run(&o, &res);
     if (rc) return cli_fail(argv[0]);
+    if (res.cut)
+        fprintf(stderr, "serve: %lld connection%s closed at the %g s request deadline\n",
+                (long long)res.cut, res.cut == 1 ? "" : "s", o.request_deadline);
     printf("serve: stopped after %lld requests\n", (long long)res.requests);
     return 0;
 }

@@ -3,15 +3,19 @@
  * libmicrohttpd parses HTTP; the request target it receives is taken raw (the URI log callback)
  * and split by srv_parse_target, so the fuzzed parser is the one in use. Each connection's state
  * (its target and POST body) lives in a conn struct from the URI callback to the completion
- * callback. */
+ * callback. Each TCP connection is also in a registry (sock, below) from libmicrohttpd's
+ * connection-started to its connection-closed notice, so srv_run can shut down one that is
+ * past the request deadline. */
 #include <arpa/inet.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +37,7 @@ void srv_defaults(srv_opts *o)
     o->port = 8080;
     o->threads = 256;
     o->query_timeout = STORE_SRV_QUERY_MS / 1000.0;
+    o->request_deadline = SRV_DEADLINE_S;
 }
 
 /* The newest analysed SAE whose directory exists (for --model without --sae). */
@@ -157,6 +162,23 @@ void srv_ctx_close(srv_ctx *c)
 
 /* ---- libmicrohttpd ------------------------------------------------------------------------ */
 typedef struct server server;
+
+/* One TCP connection (libmicrohttpd's socket context). The idle timeout closes a connection
+ * only after 30 s without a byte, so a client sending a byte every few seconds (or reading the
+ * answer that slowly) kept its connection, and --threads of them filled the connection limit.
+ * The deadline bounds the time a client has for each request: receiving it (from the
+ * connection's start or the previous request's completion until the handler has the whole
+ * request) and, counted afresh, sending its answer (from the handler's return to the request's
+ * completion). The handler's own time is not counted: its work has limits of its own (the
+ * console's 2 s, --query-timeout, steering's 10 s). All fields but fd under server.mu. */
+typedef struct sock {
+    int fd;             /* the connection's socket, set before it is listed */
+    double since;       /* now_seconds() when the phase that counts began */
+    int running;        /* the handler runs: the deadline waits for it */
+    int cut;            /* shut down already */
+    struct sock *prev, *next;
+} sock;
+
 typedef struct {
     char *target;   /* raw request target (mem_strdup) */
     char *body;     /* request body so far (any method: srv_handle refuses a GET's) */
@@ -164,6 +186,7 @@ typedef struct {
     int too_big;    /* body above SRV_MAX_BODY: the rest is dropped, the answer is 413 */
     int seen;       /* the first call (headers only) has happened */
     server *sv;     /* counted in sv->inflight from its headers to its completion */
+    sock *s;        /* its connection (NULL: not listed, out of memory) */
 } conn;
 
 struct server {
@@ -172,7 +195,69 @@ struct server {
     struct in_addr bind; /* the address listened on */
     int inflight;        /* requests past their headers and not yet answered (atomic) */
     int stopping;        /* set once: new requests get 503 while those in flight finish */
+    double deadline;     /* seconds (srv_opts.request_deadline) */
+    pthread_mutex_t mu;  /* guards socks and every sock's phase, and cut */
+    sock *socks;         /* the open connections */
+    int64_t cut;         /* connections shut down at the deadline */
 };
+
+/* MHD_OPTION_NOTIFY_CONNECTION. STARTED comes from the listening thread before the
+ * connection's own thread exists; CLOSED after that thread was joined and before the socket is
+ * closed (libmicrohttpd's MHD_cleanup_connections: join, notify CLOSED, then
+ * MHD_socket_close_chk_; the connection thread itself only shuts down SHUT_WR). So a listed fd
+ * is always this connection's open socket, never a number reused by a later one. */
+static void on_conn(void *cls, struct MHD_Connection *con, void **socket_context,
+                    enum MHD_ConnectionNotificationCode toe)
+{
+    server *sv = cls;
+    sock *s = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(s = mem_calloc(1, sizeof *s))) return; /* served, without a deadline */
+        s->fd = ci->connect_fd;
+        pthread_mutex_lock(&sv->mu);
+        s->since = now_seconds();
+        s->next = sv->socks;
+        if (sv->socks) sv->socks->prev = s;
+        sv->socks = s;
+        pthread_mutex_unlock(&sv->mu);
+        *socket_context = s;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && s) { /* CLOSED without STARTED: NULL */
+        pthread_mutex_lock(&sv->mu);
+        if (s->prev) s->prev->next = s->next;
+        else sv->socks = s->next;
+        if (s->next) s->next->prev = s->prev;
+        pthread_mutex_unlock(&sv->mu);
+        mem_free(s);
+        *socket_context = NULL;
+    }
+}
+
+/* A new phase of connection s: running 1 while the handler runs (not counted), 0 when the
+ * client's time starts again (counted from now). */
+static void sock_phase(server *sv, sock *s, int running)
+{
+    if (!s) return;
+    pthread_mutex_lock(&sv->mu);
+    s->running = running;
+    s->since = now_seconds();
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* Shuts down every connection past the deadline; its own thread then sees the socket end and
+ * closes it (never close() here: the fd is libmicrohttpd's until CLOSED). */
+static void cut_late(server *sv)
+{
+    double now = now_seconds();
+    pthread_mutex_lock(&sv->mu);
+    for (sock *s = sv->socks; s; s = s->next)
+        if (!s->running && !s->cut && now - s->since >= sv->deadline) {
+            shutdown(s->fd, SHUT_RDWR);
+            s->cut = 1;
+            sv->cut++;
+        }
+    pthread_mutex_unlock(&sv->mu);
+}
 
 /* ---- requests refused on their headers ------------------------------------------------------ */
 typedef struct { const char *name; int n; const char *first; } hdr_count;
@@ -307,18 +392,22 @@ static int refuse_early(const server *sv, struct MHD_Connection *con, const char
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *con)
 {
-    (void)cls; (void)con;
+    (void)cls;
     conn *k = mem_calloc(1, sizeof *k);
-    if (k) k->target = mem_strdup(uri ? uri : "");
+    if (!k) return NULL;
+    k->target = mem_strdup(uri ? uri : "");
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    k->s = ci ? ci->socket_context : NULL;
     return k;
 }
 
 static void on_done(void *cls, struct MHD_Connection *con, void **req_cls,
                     enum MHD_RequestTerminationCode toe)
 {
-    (void)cls; (void)con; (void)toe;
+    (void)con; (void)toe;
     conn *k = *req_cls;
     if (!k) return;
+    sock_phase(cls, k->s, 0); /* answered: the next request's time starts */
     if (k->sv) __atomic_sub_fetch(&k->sv->inflight, 1, __ATOMIC_RELEASE);
     mem_free(k->target);
     mem_free(k->body);
@@ -371,6 +460,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
         enum MHD_Result ret = send_resp(con, &r, 0);
         srv_response_free(&r);
+        sock_phase(sv, k->s, 0); /* sending the refusal */
         return ret;
     }
     if (*upload_size) {
@@ -394,6 +484,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
     int nargs = 0;
     const char *path = NULL;
     int rc;
+    sock_phase(sv, k->s, 1); /* the whole request is here: the handler's time is its own */
     if (k->too_big) rc = srv_error(&r, 413, "request body above %d bytes", SRV_MAX_BODY);
     else if (srv_parse_target(k->target, &path, args, &nargs))
         rc = srv_error(&r, 400, "%s", err_msg());
@@ -401,12 +492,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         srv_request rq = {method, path, args, nargs, k->body, k->n};
         rc = srv_handle(sv->ctx, &rq, &r);
     }
-    if (rc) return MHD_NO;
+    if (rc) {
+        sock_phase(sv, k->s, 0);
+        return MHD_NO;
+    }
     __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
     const char *sfs;
     header(con, "Sec-Fetch-Site", &sfs);
     enum MHD_Result ret = send_resp(con, &r, other_site(sfs));
     srv_response_free(&r);
+    sock_phase(sv, k->s, 0); /* sending the answer */
     return ret;
 }
 
@@ -419,9 +514,12 @@ int srv_run(const srv_opts *o, srv_result *res)
     const char *host = o->host ? o->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
         return err_set(ERR_ARG, "--host must be an IPv4 address, got '%s'", host);
-    server sv = {.bind = sa.sin_addr};
+    if (!(o->request_deadline > 0))
+        return err_set(ERR_ARG, "request deadline %g s is not positive", o->request_deadline);
+    server sv = {.bind = sa.sin_addr, .deadline = o->request_deadline};
     int rc = srv_ctx_open(&sv.ctx, o, res);
     if (rc) return rc;
+    pthread_mutex_init(&sv.mu, NULL);
     struct MHD_Daemon *d = MHD_start_daemon(
         /* a thread per connection: a slow handler (a steering run, a console query) holds only
            its own connection's thread; with a pool of 4, each thread's other connections, and
@@ -433,9 +531,11 @@ int srv_run(const srv_opts *o, srv_result *res)
         NULL, on_request, &sv,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL,
-        MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, on_done, &sv,
+        MHD_OPTION_NOTIFY_CONNECTION, on_conn, &sv,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->threads > 0 ? o->threads : 256),
+        /* idle seconds; a slow client that keeps sending or reading is cut by cut_late */
         MHD_OPTION_CONNECTION_TIMEOUT, 30u,
         /* RFC 9112's MUSTs for a server: an HTTP/1.1 request without Host, "Host :" with a space
            and folded header lines are 400 (the default accepted all three, and a request with
@@ -443,6 +543,7 @@ int srv_run(const srv_opts *o, srv_result *res)
         MHD_OPTION_STRICT_FOR_CLIENT, (int)1,
         MHD_OPTION_END);
     if (!d) {
+        pthread_mutex_destroy(&sv.mu);
         srv_ctx_close(sv.ctx);
         return err_set(ERR_IO, "cannot listen on %s:%d (in use? try --port)", host, o->port);
     }
@@ -452,21 +553,29 @@ int srv_run(const srv_opts *o, srv_result *res)
     snprintf(url, sizeof url, "http://%s:%d/", host, res->port);
     if (o->on_ready) o->on_ready(o->user, url, res);
     struct timespec tick = {0, 100 * 1000000L};
-    while (!(o->stop && *o->stop)) nanosleep(&tick, NULL);
+    while (!(o->stop && *o->stop)) {
+        nanosleep(&tick, NULL);
+        cut_late(&sv);
+    }
     /* Requests in flight get their answers (queries stopped now rather than at their time
        limit answer 503, a steering run ends within its own 10 s limit); new ones get 503.
        MHD_stop_daemon alone closed every socket first, so those answers were lost: "Empty
        reply from server" while serve reported them served (an audit). Idle keep-alive
-       connections hold no request and do not delay the stop. */
+       connections hold no request and do not delay the stop; a request whose body comes (or
+       whose answer is read) slowly is cut at its deadline, not waited for the whole 12 s. */
     __atomic_store_n(&sv.stopping, 1, __ATOMIC_RELEASE);
     store_srv_stop(sv.ctx->st);
     MHD_quiesce_daemon(d);
     struct timespec wait = {0, 10 * 1000000L};
     for (double t0 = now_seconds();
-         __atomic_load_n(&sv.inflight, __ATOMIC_ACQUIRE) && now_seconds() - t0 < SRV_STOP_WAIT_S;)
+         __atomic_load_n(&sv.inflight, __ATOMIC_ACQUIRE) && now_seconds() - t0 < SRV_STOP_WAIT_S;) {
         nanosleep(&wait, NULL);
-    MHD_stop_daemon(d);
+        cut_late(&sv);
+    }
+    MHD_stop_daemon(d); /* every connection's CLOSED has come: the registry is empty */
     res->requests = sv.requests;
+    res->cut = sv.cut;
+    pthread_mutex_destroy(&sv.mu);
     srv_ctx_close(sv.ctx);
     return OK;
 }

@@ -14,7 +14,9 @@
  * is the request's own (no cross-site requests; serve/http.c); the database is opened
  * read-only; only the embedded assets are served (no part of a URL names a file); request
  * bodies above SRV_MAX_BODY, URLs above SRV_MAX_URL and headers above the connection memory
- * limit are refused with 4xx; every malformed request gets a 4xx with {"error": "..."}.
+ * limit are refused with 4xx; every malformed request gets a 4xx with {"error": "..."}; a
+ * connection that takes longer than request_deadline to send a request or to read its answer
+ * is shut down (a slow client cannot keep one of the opts.threads connections).
  *
  * Ownership: srv_ctx owns its store handle and model; srv_response.owned is mem_alloc'd (free
  * it with srv_response_free). Errors: err.h codes (srv_run: ERR_IO when the port cannot be
@@ -38,6 +40,7 @@
 #define SRV_STEER_MS 10000        /* steering: time limit of both continuations together */
 #define SRV_STEER_MAX_S 1e4       /* steering: largest |strength| */
 #define SRV_STOP_WAIT_S 12.0      /* stopping: longest wait for the answers in flight */
+#define SRV_DEADLINE_S 30.0       /* default seconds to receive a request and to send its answer */
 #define SRV_PNG_MAX (32 << 20)    /* --report: largest dashboard file served */
 
 struct srv_result;
@@ -52,6 +55,9 @@ typedef struct {
     int port;              /* default 8080; 0 picks a free port */
     int threads;           /* connections at most, each served by its own thread (default 256) */
     double query_timeout;  /* seconds one of serve's own queries may run (default 30) */
+    double request_deadline; /* seconds a connection may take to send one request (from its
+                              start or the previous answer) and, apart, to read its answer; the
+                              handler's own time is not counted (default SRV_DEADLINE_S) */
     volatile int *stop;    /* polled; non-zero stops the server */
     /* called once the server listens (the URL to open; res so far); may be NULL */
     void (*on_ready)(void *user, const char *url, const struct srv_result *res);
@@ -61,6 +67,7 @@ typedef struct {
 typedef struct srv_result {
     int port;              /* the port it listened on */
     int64_t requests;      /* requests answered */
+    int64_t cut;           /* connections shut down at the request deadline */
     double index_seconds;  /* building the search index at startup */
     int fts5;              /* 1: FTS5 search, 0: LIKE fallback */
     int dashboards;        /* dashboards found in report_dir */

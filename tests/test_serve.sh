@@ -695,13 +695,58 @@ for col in "hook_name = 'blocks.9.hook_resid_post'" "d_sae = d_sae * 2"; do
     kill -INT $SPID; wait $SPID; SPID=""
 done
 
+# ---- the request deadline: a client has --request-deadline seconds to send each request (from
+# connecting, or from the previous answer) and again to read its answer; the handler's own time
+# is not counted. The 30 s idle timeout alone let a client that sends (or reads) a byte every
+# few seconds keep its connection for ever, and --threads of them shut everyone else out.
+"$BIN" serve --db "$DB" --port 0 --request-deadline 0 > /dev/null 2>&1; okn "--request-deadline 0 is refused" test $? -eq 2
+"$BIN" serve --db "$DB" --port 0 --threads 8 --request-deadline 1.5 > "$W/serve7.out" 2> "$W/serve7.err" &
+SPID=$!
+wait_url "$W/serve7.out"
+P7=${URL##*:}
+okn "deadline server printed its URL" test -n "$URL"
+slow() { timeout 30 python3 "$ROOT/tests/serve_slow.py" "$P7" "$@"; }
+# within() T LO HI: LO <= T <= HI
+within() { awk -v t="$1" -v a="$2" -v b="$3" 'BEGIN { exit !(t >= a && t <= b) }'; }
+r=$(slow headers)
+okn "headers sent a byte per 0.3 s: cut at the deadline ($r)" within "${r#cut }" 1.4 2.5
+r=$(slow chunked)
+okn "a chunked body sent a byte per 0.3 s: cut at the deadline ($r)" within "${r#cut }" 1.4 2.5
+r=$(slow noread)
+okn "an 8 MB answer never read: cut at the deadline ($(tr '\n' ' ' <<<"$r"))" within "$(sed -n 's/^cut //p' <<<"$r")" 1.4 3.5
+okn "... before all of it was sent" awk '/^got/ { exit !($2 < $4 && $4 > 7000000) }' <<<"$r"
+r=$(slow keepalive 6)
+okn "6 requests on one keep-alive connection over 3 s: none cut ($r)" grep -q "^ok 6 " <<<"$r"
+# a handler that runs past the deadline (the console's 2 s limit) still sends its whole answer
+t0=$(date +%s.%N)
+req POST /api/sql '{"sql": "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r"}'
+okn "a 2 s console query with a 1.5 s deadline is answered (got $code)" test "$code" = 408; ok is_json_error
+okn "... after its own 2 s" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a >= 1.9) }'
+# 8 slow clients fill --threads 8: a request is turned away (libmicrohttpd closes it at once);
+# after the deadline their connections are closed and the next request is served
+slow hold 8 > "$W/hold.out" &
+HOLD=$!
+for _ in $(seq 100); do grep -q ready "$W/hold.out" && break; sleep 0.05; done
+sleep 0.3
+code=$(curl -s -o /dev/null -w '%{http_code}' -m 1 "$URL/api/info")
+okn "8 slow clients hold the 8 connections (a request got $code)" test "$code" = 000
+sleep 1.5
+code=$(curl -s -o /dev/null -w '%{http_code}' -m 5 "$URL/api/info")
+okn "... until the deadline closes them (then: $code)" test "$code" = 200
+wait $HOLD
+okn "... all 8 were cut ($(tr '\n' ' ' < "$W/hold.out"))" awk '$1 == "cut" && $2 >= 1.4 && $2 <= 2.5 { n++ } END { exit n != 8 }' "$W/hold.out"
+kill -INT $SPID; wait $SPID; rc=$?; SPID=""
+okn "deadline server: exit 0 (got $rc)" test $rc -eq 0
+okn "... counting the connections it closed ($(cat "$W/serve7.err" | tail -1))" grep -q "^serve: 11 connections closed at the 1.5 s request deadline" "$W/serve7.err"
+
 # ---- a hostile database: a view that never ends in place of an analysis table. serve's own
 # queries have a time limit (--query-timeout, 30 s by default, 3 here): a 500 naming the query, the other
 # endpoints still answer, and SIGTERM stops serve at once with one in flight (before, every
-# endpoint hung and SIGTERM did not stop it; an audit had to kill -9)
+# endpoint hung and SIGTERM did not stop it; an audit had to kill -9). A 1 s request deadline
+# changes none of it: the handler's 3 s are its own.
 cp "$DB" "$W/hang.db"
 sqlite3 "$W/hang.db" "ALTER TABLE ana_hist RENAME TO ana_hist_real; CREATE VIEW ana_hist(dict_id, feature, bin, lo, hi, count) AS WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT 1, x % 256, x, .1, .2, 1 FROM r WHERE x < 0"
-"$BIN" serve --db "$W/hang.db" --port 0 --query-timeout 3 > "$W/serve4.out" 2> /dev/null &
+"$BIN" serve --db "$W/hang.db" --port 0 --query-timeout 3 --request-deadline 1 > "$W/serve4.out" 2> /dev/null &
 SPID=$!
 wait_url "$W/serve4.out"
 okn "fourth server (a view that never ends) printed its URL" test -n "$URL"
