@@ -737,7 +737,8 @@ wait $HOLD
 okn "... all 8 were cut ($(tr '\n' ' ' < "$W/hold.out"))" awk '$1 == "cut" && $2 >= 1.4 && $2 <= 2.5 { n++ } END { exit n != 8 }' "$W/hold.out"
 kill -INT $SPID; wait $SPID; rc=$?; SPID=""
 okn "deadline server: exit 0 (got $rc)" test $rc -eq 0
-okn "... counting the connections it closed ($(cat "$W/serve7.err" | tail -1))" grep -q "^serve: 11 connections closed at the 1.5 s request deadline" "$W/serve7.err"
+# the 11 slow ones at least (a loaded machine may also cut an idle keep-alive one)
+okn "... counting the connections it closed ($(cat "$W/serve7.err" | tail -1))" awk '/^serve: [0-9]+ connections closed at the 1.5 s request deadline/ && $2 >= 11 { f = 1 } END { exit !f }' "$W/serve7.err"
 
 # ---- a hostile database: a view that never ends in place of an analysis table. serve's own
 # queries have a time limit (--query-timeout, 30 s by default, 3 here): a 500 naming the query, the other
