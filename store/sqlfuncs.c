@@ -294,24 +294,36 @@ static float load_value(const unsigned char *p, int dt)
 }
 
 static int dt_size(int dt) { return dt == DT_F32 ? 4 : 2; }
+static const char *dt_name(int dt) { return dt == DT_F32 ? "float32" : dt == DT_F16 ? "float16" : "bfloat16"; }
 
-/* Two float32 blobs of equal, non-zero length; returns the count or -1 (result set). */
-static int two_vectors(sqlite3_context *ctx, const char *fn, sqlite3_value **argv,
-                       const unsigned char **a, const unsigned char **b)
+/* The optional dtype after the vectors (argv[k], k < argc), float32 without it; 0: error set. */
+static int opt_dtype(sqlite3_context *ctx, const char *fn, int argc, sqlite3_value **argv, int k,
+                     int *dt)
 {
-    if (any_null(ctx, 2, argv)) return -1;
+    *dt = DT_F32;
+    return argc <= k || dtype_arg(ctx, fn, argv[k], dt);
+}
+
+/* Two BLOBs of whole values of dt and equal, non-zero length; returns the count or -1 (result
+ * set). */
+static int two_vectors(sqlite3_context *ctx, const char *fn, int argc, sqlite3_value **argv,
+                       const unsigned char **a, const unsigned char **b, int *dt)
+{
+    if (any_null(ctx, argc, argv) || !opt_dtype(ctx, fn, argc, argv, 2, dt)) return -1;
     char msg[96];
+    const int w = dt_size(*dt);
     int na = sqlite3_value_bytes(argv[0]), nb = sqlite3_value_bytes(argv[1]);
     if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_type(argv[1]) != SQLITE_BLOB)
-        snprintf(msg, sizeof msg, "%s() takes two float32 BLOBs", fn);
-    else if (na % 4 || nb % 4)
-        snprintf(msg, sizeof msg, "%s(): a BLOB of %d bytes is no float32 vector", fn, na % 4 ? na : nb);
+        snprintf(msg, sizeof msg, "%s() takes two %s BLOBs", fn, dt_name(*dt));
+    else if (na % w || nb % w)
+        snprintf(msg, sizeof msg, "%s(): a BLOB of %d bytes is no %s vector", fn, na % w ? na : nb,
+                 dt_name(*dt));
     else if (na != nb)
-        snprintf(msg, sizeof msg, "%s(): the vectors differ in length (%d and %d)", fn, na / 4, nb / 4);
+        snprintf(msg, sizeof msg, "%s(): the vectors differ in length (%d and %d)", fn, na / w, nb / w);
     else {
         *a = sqlite3_value_blob(argv[0]);
         *b = sqlite3_value_blob(argv[1]);
-        return na / 4;
+        return na / w;
     }
     sqlite3_result_error(ctx, msg, -1);
     return -1;
@@ -320,21 +332,21 @@ static int two_vectors(sqlite3_context *ctx, const char *fn, sqlite3_value **arg
 static void fn_vec_dot(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const unsigned char *a, *b;
-    int n = two_vectors(ctx, "vec_dot", argv, &a, &b);
+    int dt, n = two_vectors(ctx, "vec_dot", argc, argv, &a, &b, &dt), w = dt_size(dt);
     if (n < 0) return;
     double s = 0;
-    for (int i = 0; i < n; i++) s += (double)load_value(a + 4 * i, DT_F32) * load_value(b + 4 * i, DT_F32);
+    for (int i = 0; i < n; i++) s += (double)load_value(a + w * i, dt) * load_value(b + w * i, dt);
     sqlite3_result_double(ctx, s);
 }
 
 static void fn_vec_cos(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const unsigned char *a, *b;
-    int n = two_vectors(ctx, "vec_cos", argv, &a, &b);
+    int dt, n = two_vectors(ctx, "vec_cos", argc, argv, &a, &b, &dt), w = dt_size(dt);
     if (n < 0) return;
     double s = 0, na = 0, nb = 0;
     for (int i = 0; i < n; i++) {
-        double x = load_value(a + 4 * i, DT_F32), y = load_value(b + 4 * i, DT_F32);
+        double x = load_value(a + w * i, dt), y = load_value(b + w * i, dt);
         s += x * y;
         na += x * x;
         nb += y * y;
@@ -345,14 +357,19 @@ static void fn_vec_cos(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 static void fn_vec_norm(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return sqlite3_result_null(ctx);
-    if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_bytes(argv[0]) % 4)
-        return sqlite3_result_error(ctx, "vec_norm() takes a float32 BLOB", -1);
+    int dt;
+    if (any_null(ctx, argc, argv) || !opt_dtype(ctx, "vec_norm", argc, argv, 1, &dt)) return;
+    const int w = dt_size(dt);
+    if (sqlite3_value_type(argv[0]) != SQLITE_BLOB || sqlite3_value_bytes(argv[0]) % w) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "vec_norm() takes a %s BLOB", dt_name(dt));
+        return sqlite3_result_error(ctx, msg, -1);
+    }
     const unsigned char *a = sqlite3_value_blob(argv[0]);
-    int n = sqlite3_value_bytes(argv[0]) / 4;
+    int n = sqlite3_value_bytes(argv[0]) / w;
     double s = 0;
     for (int i = 0; i < n; i++) {
-        double x = load_value(a + 4 * i, DT_F32);
+        double x = load_value(a + w * i, dt);
         s += x * x;
     }
     sqlite3_result_double(ctx, sqrt(s));
@@ -365,8 +382,7 @@ static int whole_values(sqlite3_context *ctx, const char *fn, sqlite3_value *v, 
     int n = sqlite3_value_bytes(v);
     if (n % dt_size(dt) == 0) return 1;
     char msg[160];
-    snprintf(msg, sizeof msg, "%s(): a BLOB of %d bytes is no %s vector", fn, n,
-             dt == DT_F32 ? "float32" : dt == DT_F16 ? "float16" : "bfloat16");
+    snprintf(msg, sizeof msg, "%s(): a BLOB of %d bytes is no %s vector", fn, n, dt_name(dt));
     sqlite3_result_error(ctx, msg, -1);
     return 0;
 }
@@ -398,6 +414,35 @@ static void fn_vec_at(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_double(ctx, load_value(a + (size_t)i * dt_size(dt), dt));
 }
 
+/* vec_slice(a, start, count [, dtype]): values start .. start + count - 1 of a as a float32
+ * BLOB, so that one token's vector of a stored sequence (activations.data) goes into vec_norm,
+ * vec_dot or vec_cos; NULL when the range is not inside a, as vec_at's index. */
+static void fn_vec_slice(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    int dt = DT_F32;
+    if (any_null(ctx, argc, argv)) return;
+    if (argc > 3 && !dtype_arg(ctx, "vec_slice", argv[3], &dt)) return;
+    if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
+        return sqlite3_result_error(ctx, "vec_slice() takes a BLOB", -1);
+    if (!whole_values(ctx, "vec_slice", argv[0], dt)) return;
+    sqlite3_int64 i0, cnt;
+    if (!int_arg(ctx, "vec_slice", 2, argv[1], &i0) || !int_arg(ctx, "vec_slice", 3, argv[2], &cnt))
+        return;
+    if (cnt < 0) return sqlite3_result_error(ctx, "vec_slice(): argument 3 (count) must be >= 0", -1);
+    const sqlite3_int64 n = sqlite3_value_bytes(argv[0]) / dt_size(dt);
+    if (i0 < 0 || i0 > n || cnt > n - i0) return sqlite3_result_null(ctx);
+    const unsigned char *a = sqlite3_value_blob(argv[0]);
+    unsigned char *out = sqlite3_malloc64(cnt ? (sqlite3_uint64)cnt * 4 : 1);
+    if (!out) return sqlite3_result_error_nomem(ctx);
+    for (sqlite3_int64 i = 0; i < cnt; i++) {
+        float f = load_value(a + (size_t)(i0 + i) * dt_size(dt), dt);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        for (int b = 0; b < 4; b++) out[4 * i + b] = (unsigned char)(u >> (8 * b)); /* little-endian */
+    }
+    sqlite3_result_blob64(ctx, out, (sqlite3_uint64)cnt * 4, sqlite3_free);
+}
+
 int store_sqlfuncs_register(sqlite3 *db)
 {
     static const struct {
@@ -408,9 +453,12 @@ int store_sqlfuncs_register(sqlite3 *db)
         {"tok_text", 1, 0, fn_tok_text},  {"tok_id", 1, 0, fn_tok_id},
         {"context", 2, 0, fn_context},    {"context", 3, 0, fn_context},
         {"context", 4, 0, fn_context},    {"vec_dot", 2, 1, fn_vec_dot},
-        {"vec_cos", 2, 1, fn_vec_cos},    {"vec_norm", 1, 1, fn_vec_norm},
-        {"vec_len", 1, 1, fn_vec_len},    {"vec_len", 2, 1, fn_vec_len},
-        {"vec_at", 2, 1, fn_vec_at},      {"vec_at", 3, 1, fn_vec_at},
+        {"vec_dot", 3, 1, fn_vec_dot},    {"vec_cos", 2, 1, fn_vec_cos},
+        {"vec_cos", 3, 1, fn_vec_cos},    {"vec_norm", 1, 1, fn_vec_norm},
+        {"vec_norm", 2, 1, fn_vec_norm},  {"vec_len", 1, 1, fn_vec_len},
+        {"vec_len", 2, 1, fn_vec_len},    {"vec_at", 2, 1, fn_vec_at},
+        {"vec_at", 3, 1, fn_vec_at},      {"vec_slice", 3, 1, fn_vec_slice},
+        {"vec_slice", 4, 1, fn_vec_slice},
     };
     for (size_t i = 0; i < sizeof F / sizeof F[0]; i++) {
         /* The table lookups read the database: DIRECTONLY, so no view, trigger, CHECK, DEFAULT,

@@ -44,6 +44,12 @@ out=$("$BIN" query --db "$DB" "SELECT vec_dot(a.vec, b.vec) d, round(vec_cos(a.v
 check "vector functions" grep -q '^1\.0  0\.707107  1\.4142135623730951  1\.0  NULL  2$' <<<"$out"
 out=$("$BIN" query --db "$DB" "SELECT vec_at(x'003c00c0', 1, 'f16') h, vec_at(x'803f', 0, 'bf16') b, vec_len(x'003c00c0', 'f16') l")
 check "f16/bf16 elements" grep -q '^-2\.0  1\.0  2$' <<<"$out"
+# the dtype argument of vec_dot/vec_cos/vec_norm, and vec_slice: bf16 [1, 2] and [2, 1]
+out=$("$BIN" query --db "$DB" "SELECT vec_norm(x'803f0040', 'bf16') n, vec_dot(x'803f0040', x'0040803f', 'bf16') d, vec_cos(x'803f0040', x'0040803f', 'bf16') c, hex(vec_slice(x'803f00404040', 1, 2, 'bf16')) s, quote(vec_slice(x'803f', 1, 1, 'bf16')) o")
+check "dtype arguments and vec_slice" grep -q '^2\.23606797749979  4\.0  0\.8  0000004000004040  NULL$' <<<"$out"
+# one token's vector of a stored sequence: [2 tokens, width 2] in bf16, token 1 = [3, 4]
+out=$("$BIN" query --db "$DB" "SELECT vec_norm(vec_slice(x'803f004040408040', 1 * 2, 2, 'bf16'))")
+check "a token's norm from a stored sequence" grep -q '^ *5\.0$' <<<"$out"
 # a BLOB that is not whole values is an error, as vec_dot's is (5 bytes counted one float32)
 out=$("$BIN" query --db "$DB" "SELECT vec_len(x'0000803f00')" 2>&1)
 check "vec_len of a partial vector" grep -q "vec_len(): a BLOB of 5 bytes is no float32 vector" <<<"$out"

@@ -80,7 +80,12 @@ for e in "tok_text(3290)" "tok_text(464)" "tok_text(5)" "tok_text(NULL)" "tok_te
          "vec_at(x'0000803f', 0)" "vec_at(x'0000803f', 1)" "vec_at(x'0000803f', -1)" \
          "vec_at(x'0000803f', $MAX)" "vec_at(x'0000803f', $MIN)" "vec_at(x'0000803f', $MAX, 'f16')" \
          "vec_at(x'003c00c0', 1, 'f16')" "vec_at(x'803f', 0, 'bf16')" "vec_at(x'0000c07f', 0)" \
-         "vec_at(x'0000807f', 0)" "vec_at(x'0000803f', 1e300)" "vec_at(x'0000803f', '0')"; do
+         "vec_at(x'0000807f', 0)" "vec_at(x'0000803f', 1e300)" "vec_at(x'0000803f', '0')" \
+         "vec_norm(x'803f0040', 'bf16')" "vec_dot(x'803f0040', x'0040803f', 'bf16')" \
+         "vec_cos(x'003c00c0', x'003c0000', 'f16')" "vec_norm(x'803f', NULL)" \
+         "vec_slice(x'803f00404040', 1, 2, 'bf16')" "vec_slice(x'0000803f', 0, 1)" \
+         "vec_slice(x'0000803f', 1, 0)" "vec_slice(x'0000803f', 1, 1)" "vec_slice(x'0000803f', $MAX, $MAX)" \
+         "vec_slice(x'0000803f', -1, 1)" "vec_slice(x'803f', 0, 1, NULL)"; do
     call n "$OK" "$e"
 done
 # errors: the same message from both
@@ -103,6 +108,11 @@ call n "^error vec_at\(\): argument 2 must be an integer$" "vec_at(x'0000803f000
 call n "^error vec_at\(\): argument 2 must be an integer$" "vec_at(x'0000803f00000040', x'01')"
 call n "^error vec_norm\(\) takes a float32 BLOB$" "vec_norm(x'000000')"
 call n "^error vec_norm\(\) takes a float32 BLOB$" "vec_norm(1)"
+call n "^error vec_norm\(\) takes a bfloat16 BLOB$" "vec_norm(x'000000', 'bf16')"
+call n "^error vec_dot\(\): dtype must be" "vec_dot(x'00000000', x'00000000', 'f64')"
+call n "^error vec_slice\(\): argument 3 \(count\) must be >= 0$" "vec_slice(x'0000803f', 0, -1)"
+call n "^error vec_slice\(\): argument 2 must be an integer$" "vec_slice(x'0000803f', 0.5, 1)"
+call n "^error vec_slice\(\): a BLOB of 3 bytes is no bfloat16 vector$" "vec_slice(x'000000', 0, 1, 'bf16')"
 call n "^error vec_len\(\): dtype must be" "vec_len(x'00', 'f64')"
 call n "^ok 4E554C4C $" "vec_at(x'803f', 0, NULL)"
 call n "^ok 4E554C4C $" "vec_len(x'00', NULL)"
