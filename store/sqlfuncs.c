@@ -387,28 +387,35 @@ static int whole_values(sqlite3_context *ctx, const char *fn, sqlite3_value *v, 
     return 0;
 }
 
+/* The arguments of vec_len, vec_at and vec_slice: argv[0] a BLOB of whole values of the dtype
+ * in argv[k] (float32 when argc <= k), none NULL. Returns the number of values, or -1 with the
+ * result set (NULL, or the error). */
+static sqlite3_int64 one_vector(sqlite3_context *ctx, const char *fn, int argc, sqlite3_value **argv,
+                                int k, int *dt)
+{
+    char msg[64];
+    if (any_null(ctx, argc, argv) || !opt_dtype(ctx, fn, argc, argv, k, dt)) return -1;
+    if (sqlite3_value_type(argv[0]) != SQLITE_BLOB) {
+        snprintf(msg, sizeof msg, "%s() takes a BLOB", fn);
+        sqlite3_result_error(ctx, msg, -1);
+        return -1;
+    }
+    if (!whole_values(ctx, fn, argv[0], *dt)) return -1;
+    return sqlite3_value_bytes(argv[0]) / dt_size(*dt);
+}
+
 static void fn_vec_len(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    int dt = DT_F32;
-    if (any_null(ctx, argc, argv)) return;
-    if (argc > 1 && !dtype_arg(ctx, "vec_len", argv[1], &dt)) return;
-    if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
-        return sqlite3_result_error(ctx, "vec_len() takes a BLOB", -1);
-    if (!whole_values(ctx, "vec_len", argv[0], dt)) return;
-    sqlite3_result_int64(ctx, sqlite3_value_bytes(argv[0]) / dt_size(dt));
+    int dt;
+    sqlite3_int64 n = one_vector(ctx, "vec_len", argc, argv, 1, &dt);
+    if (n >= 0) sqlite3_result_int64(ctx, n);
 }
 
 static void fn_vec_at(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    int dt = DT_F32;
-    if (any_null(ctx, argc, argv)) return;
-    if (argc > 2 && !dtype_arg(ctx, "vec_at", argv[2], &dt)) return;
-    if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
-        return sqlite3_result_error(ctx, "vec_at() takes a BLOB", -1);
-    if (!whole_values(ctx, "vec_at", argv[0], dt)) return;
-    sqlite3_int64 i;
-    if (!int_arg(ctx, "vec_at", 2, argv[1], &i)) return;
-    sqlite3_int64 n = sqlite3_value_bytes(argv[0]) / dt_size(dt);
+    int dt;
+    sqlite3_int64 i, n = one_vector(ctx, "vec_at", argc, argv, 2, &dt);
+    if (n < 0 || !int_arg(ctx, "vec_at", 2, argv[1], &i)) return;
     if (i < 0 || i >= n) return sqlite3_result_null(ctx);
     const unsigned char *a = sqlite3_value_blob(argv[0]);
     sqlite3_result_double(ctx, load_value(a + (size_t)i * dt_size(dt), dt));
@@ -419,17 +426,11 @@ static void fn_vec_at(sqlite3_context *ctx, int argc, sqlite3_value **argv)
  * vec_dot or vec_cos; NULL when the range is not inside a, as vec_at's index. */
 static void fn_vec_slice(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    int dt = DT_F32;
-    if (any_null(ctx, argc, argv)) return;
-    if (argc > 3 && !dtype_arg(ctx, "vec_slice", argv[3], &dt)) return;
-    if (sqlite3_value_type(argv[0]) != SQLITE_BLOB)
-        return sqlite3_result_error(ctx, "vec_slice() takes a BLOB", -1);
-    if (!whole_values(ctx, "vec_slice", argv[0], dt)) return;
-    sqlite3_int64 i0, cnt;
-    if (!int_arg(ctx, "vec_slice", 2, argv[1], &i0) || !int_arg(ctx, "vec_slice", 3, argv[2], &cnt))
+    int dt;
+    sqlite3_int64 i0, cnt, n = one_vector(ctx, "vec_slice", argc, argv, 3, &dt);
+    if (n < 0 || !int_arg(ctx, "vec_slice", 2, argv[1], &i0) || !int_arg(ctx, "vec_slice", 3, argv[2], &cnt))
         return;
     if (cnt < 0) return sqlite3_result_error(ctx, "vec_slice(): argument 3 (count) must be >= 0", -1);
-    const sqlite3_int64 n = sqlite3_value_bytes(argv[0]) / dt_size(dt);
     if (i0 < 0 || i0 > n || cnt > n - i0) return sqlite3_result_null(ctx);
     const unsigned char *a = sqlite3_value_blob(argv[0]);
     unsigned char *out = sqlite3_malloc64(cnt ? (sqlite3_uint64)cnt * 4 : 1);
