@@ -1,5 +1,6 @@
 /* cmd_tokenize.c - `saelite tokenize`: GPT-2 BPE ids per input line, or the reverse. */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
@@ -74,6 +75,9 @@ int cmd_tokenize(int argc, char **argv)
     out_ids w = {0};
     tok_lines_opts o = {.tokenizer_dir = dir, .path = np ? pos[0] : "-", .decode = decode,
                         .special = special, .timed = count,
+                        /* not onto a terminal that shows the ids: the redrawn line would
+                           break into them */
+                        .progress = count || !isatty(STDOUT_FILENO),
                         .on_ids = decode || count ? NULL : print_ids, .on_text = print_text,
                         .user = &w};
     tok_lines_result r;

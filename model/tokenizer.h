@@ -104,6 +104,7 @@ typedef struct {
     const char *tokenizer_dir;
     const char *path;
     int decode, special, timed;
+    int progress; /* a progress line on stderr (bytes read, of the file's size when it has one) */
     int (*on_ids)(void *user, const int *ids, size_t n);        /* encode; may be NULL */
     void (*on_text)(void *user, const char *text, size_t n);  /* decode; may be NULL */
     void *user;

