@@ -12,6 +12,7 @@
 #include "common/fileio.h"
 #include "common/mem.h"
 #include "common/npy.h"
+#include "common/progress.h"
 #include "extract/extract.h"
 #include "store/store.h"
 
@@ -86,7 +87,10 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
     if (!rc) rc = out_open(&a, npy, "<f4", rows, h.width, 2);
     if (!rc && tokens_npy) rc = out_open(&t, tokens_npy, "<i4", rows, 0, 1);
     int64_t done = 0;
+    progress pr; /* a GPT-2 hook of millions of tokens is tens of GB */
+    progress_begin(&pr, "export", (double)rows, "tok");
     for (size_t i = 0; !rc && i < n && done < rows; i++) {
+        progress_update(&pr, (double)done, NULL);
         int T = 0;
         if ((rc = store_act_read(s, h.id, seqs[i], buf, &T))) break;
         int64_t take = rows - done < T ? rows - done : T;
@@ -105,6 +109,7 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
         }
         done += take;
     }
+    progress_end(&pr);
     if (!rc && done != rows)
         rc = err_set(ERR_FORMAT, "%s: hook %s: found %lld activation rows, expected %lld",
                      store_path(s), hook, (long long)done, (long long)rows);
@@ -213,7 +218,10 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
        rows past its end, and a last window of another length was added beside the old one (22
        rows exported for 6 imported, exit 0, an audit) */
     if (!rc) rc = store_act_delete_doc(s, h.id, doc_id);
+    progress pr;
+    progress_begin(&pr, "import", (double)N, "tok");
     for (int64_t start = 0; !rc && start < N; start += seq_len, nseq++) {
+        progress_update(&pr, (double)start, NULL);
         int T = (int)(N - start < seq_len ? N - start : seq_len);
         int64_t seq;
         int ins = 0;
@@ -222,6 +230,7 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
         if (!rc && ins && tok) rc = store_tokens_add(s, seq, T, ids, NULL, NULL, NULL, NULL);
         if (!rc) rc = store_act_write(s, h.id, seq, x + start * W, T);
     }
+    progress_end(&pr);
     if (!rc) {
         buf params = {0}; /* control bytes as \u00XX, as stored before (BUF_JSON_CTRL_U) */
         rc = buf_str(&params, "{\"npy\": ");

@@ -31,6 +31,11 @@ check '[ $? -eq 0 ]' "export after import"
 check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); i=np.load(sys.argv[3]); j=np.load(sys.argv[4]); sys.exit(0 if a.dtype==np.float32 and (a==b).all() and (i==j).all() else 1)" "$T/acts.npy" "$T/back.npy" "$T/ids.npy" "$T/back_ids.npy"' \
     "export of an import gives back the same array and ids"
 $BIN export --db "$T/i.db" --hook resid --npy "$T/lim.npy" --limit 70 >/dev/null 2>&1
+# progress lines on stderr (export: tokens of --limit; import: the array's rows)
+err=$(SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN export --db "$T/i.db" --hook resid --npy "$T/lim2.npy" --limit 70 2>&1 >/dev/null)
+check '[[ "$err" == *"export "*"/70 tok"* ]]' "export progress: $err"
+err=$(SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN import --npy "$T/acts.npy" --db "$T/i2.db" --hook resid --seq-len 64 2>&1 >/dev/null)
+check '[[ "$err" == *"import "*"/300 tok"* ]]' "import progress: $err"
 check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); sys.exit(0 if a.shape==(70,24) and (a==b[:70]).all() else 1)" "$T/lim.npy" "$T/acts.npy"' "--limit 70"
 # f16/bf16 storage rounds to nearest even (numpy's float16; bf16 by the usual bit formula)
 # the same file imported again (now shorter) replaces what the hook held from it; another hook's
