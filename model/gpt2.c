@@ -13,6 +13,7 @@
 
 #include "common/checked.h"
 #include "common/err.h"
+#include "common/progress.h"
 #include "common/fileio.h"
 #include "common/hash.h"
 #include "common/json.h"
@@ -311,6 +312,11 @@ int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
     rng_state r;
     rng_seed(&r, seed);
     double proj_std = 0.02 / sqrt(2.0 * cfg->n_layer);
+    /* one stream, so one thread: about 45 M parameters a second here (GPT-2 XL, 1.5 B, would
+       take half a minute in silence) */
+    progress pr;
+    progress_begin(&pr, "random weights", (double)m->nparams, "param");
+    size_t done = 0;
     for (int i = 0; i < m->ntab; i++) {
         gpt2_tensor *t = &m->tab[i];
         float *p = m->params + t->offset;
@@ -319,6 +325,7 @@ int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
             double sd = strstr(n, "c_proj.weight") ? proj_std : 0.02;
             /* Box-Muller pairs: both outputs used (GPT-2-small has 124M parameters) */
             for (size_t j = 0; j < t->numel; j += 2) {
+                if (!(j & ((1u << 20) - 1))) progress_update(&pr, (double)(done + j), NULL);
                 double u1 = rng_uniform(&r), u2 = rng_uniform(&r);
                 if (u1 < 1e-300) u1 = 1e-300;
                 double rad = sd * sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
@@ -329,7 +336,9 @@ int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed)
             float v = strstr(n, "ln_") && strstr(n, ".weight") ? 1.0f : 0.0f;
             for (size_t j = 0; j < t->numel; j++) p[j] = v;
         }
+        done += t->numel;
     }
+    progress_end(&pr);
     *out = m;
     return OK;
 }
