@@ -69,7 +69,7 @@ int tok_lines_run(const tok_lines_opts *o, tok_lines_result *r)
                        o->tokenizer_dir);
     }
     char *line = NULL;
-    size_t cap = 0, read = 0;
+    size_t cap = 0, read = 0, shown = 0;
     ssize_t n;
     double t0 = now_seconds();
     /* a large corpus takes minutes (about 35 MB/s encoding): bytes read against the file's
@@ -81,7 +81,8 @@ int tok_lines_run(const tok_lines_opts *o, tok_lines_result *r)
     while (!rc && (n = getline(&line, &cap, in)) >= 0) {
         r->lines++;
         read += (size_t)n;
-        if (o->progress) progress_update(&pr, (double)read, NULL);
+        if (o->progress && read - shown >= ((size_t)1 << 16)) /* not a clock read per short line */
+            progress_update(&pr, (double)(shown = read), NULL);
         if (n > 0 && line[n - 1] == '\n') line[--n] = 0;
         if (o->decode) {
             rc = decode_line(o, t, path, r->lines, line, (size_t)n);
