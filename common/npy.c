@@ -1,4 +1,5 @@
 #include "common/npy.h"
+#include "common/progress.h"
 
 #include <errno.h>
 #include <float.h>
@@ -282,7 +283,19 @@ static int npy_load(const char *path, void **out, int want_float, int *ndim, int
     void *res = mem_alloc((size_t)(n ? n : 1) * (want_float ? 4 : 8));
     unsigned char *raw = direct ? res : mem_alloc((size_t)(n ? n : 1) * es);
     if (!raw || !res) { rc = err_set(ERR_NOMEM, "%s: out of memory for %lld elements", path, (long long)n); goto out; }
-    if (fread(raw, es, (size_t)n, f) != (size_t)n) {
+    /* in 64 MB pieces with a progress line: a file of activations can be tens of GB */
+    size_t total = (size_t)n * es, got = 0;
+    progress pr;
+    progress_begin(&pr, "reading .npy", (double)total, "B");
+    while (got < total) {
+        size_t want = total - got < ((size_t)64 << 20) ? total - got : ((size_t)64 << 20);
+        size_t r = fread(raw + got, 1, want, f);
+        got += r;
+        progress_update(&pr, (double)got, NULL);
+        if (r < want) break;
+    }
+    progress_end(&pr);
+    if (got != total) {
         rc = err_set(ERR_FORMAT, "%s: truncated .npy data (expected %lld elements)", path, (long long)n);
         goto out;
     }

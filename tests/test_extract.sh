@@ -36,6 +36,7 @@ err=$(SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN export --db "$
 check '[[ "$err" == *"export "*"/70 tok"* ]]' "export progress: $err"
 err=$(SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN import --npy "$T/acts.npy" --db "$T/i2.db" --hook resid --seq-len 64 2>&1 >/dev/null)
 check '[[ "$err" == *"import "*"/300 tok"* ]]' "import progress: $err"
+check '[[ "$err" == *"reading .npy "*"/28.80k B"* ]]' "npy reading progress: $err"
 check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); sys.exit(0 if a.shape==(70,24) and (a==b[:70]).all() else 1)" "$T/lim.npy" "$T/acts.npy"' "--limit 70"
 # f16/bf16 storage rounds to nearest even (numpy's float16; bf16 by the usual bit formula)
 # the same file imported again (now shorter) replaces what the hook held from it; another hook's
