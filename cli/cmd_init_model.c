@@ -3,7 +3,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
@@ -39,31 +38,16 @@ int cmd_init_model(int argc, char **argv)
     if (rc) return rc;
     if (dmodel % heads)
         return cli_usage_error(argv[0], "--d-model %d is not a multiple of --heads %d", dmodel, heads);
-    /* a train-lm run there: its model replaced and its training state left behind, exit 0 (audit) */
-    char state[4200];
-    snprintf(state, sizeof state, "%s/train_state.safetensors", out);
-    if (!force && access(state, F_OK) == 0) {
-        err_set(ERR_ARG, "%s holds a train-lm run (train_state.safetensors): give another -o, or "
-                "--force to replace its model and drop its training state", out);
-        return cli_fail(argv[0]);
-    }
-    st_dtype dt = !strcmp(dtype, "f16") ? ST_F16 : !strcmp(dtype, "bf16") ? ST_BF16 : ST_F32;
     /* 4 x d_model in int64: a d_model near INT_MAX overflowed before the range check */
     int64_t d4 = 4 * (int64_t)dmodel;
-    gpt2_config cfg = {layers, heads, dmodel, ctx, vocab, dmlp ? dmlp : d4 > INT_MAX ? INT_MAX : (int)d4, 1e-5f};
-    gpt2_model *m;
-    if (gpt2_create(&m, &cfg, (uint64_t)seed)) return cli_fail(argv[0]);
-    if (untied && gpt2_untie(m)) {
-        gpt2_free(m);
-        return cli_fail(argv[0]);
-    }
+    gpt2_init_opts o = {
+        .cfg = {layers, heads, dmodel, ctx, vocab, dmlp ? dmlp : d4 > INT_MAX ? INT_MAX : (int)d4, 1e-5f},
+        .seed = (uint64_t)seed,
+        .dtype = !strcmp(dtype, "f16") ? ST_F16 : !strcmp(dtype, "bf16") ? ST_BF16 : ST_F32,
+        .prefix = prefix, .untied = untied, .force = force, .out = out};
     size_t n;
-    gpt2_params(m, &n);
-    rc = gpt2_save(m, out, dt, prefix);
-    gpt2_free(m);
-    if (rc) return cli_fail(argv[0]);
-    if (force) unlink(state); /* the state belongs to the model just replaced */
+    if (gpt2_init_run(&o, &n)) return cli_fail(argv[0]);
     printf("wrote %s: %d layers, d_model %d, %d heads, d_mlp %d, ctx %d, vocab %d, %zu parameters (%s)\n",
-           out, layers, dmodel, heads, cfg.n_inner, ctx, vocab, n, dtype);
+           out, layers, dmodel, heads, o.cfg.n_inner, ctx, vocab, n, dtype);
     return 0;
 }

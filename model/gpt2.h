@@ -83,6 +83,19 @@ int gpt2_tied(const gpt2_model *m);
  * enabling training (those are reset). */
 int gpt2_untie(gpt2_model *m);
 
+/* `saelite init-model` as one call: a random-weight checkpoint (gpt2_create with seed, its own
+ * lm_head.weight with untied, gpt2_save as dtype, "transformer.*" names with prefix) into out.
+ * A train-lm run there (its train_state.safetensors) is refused (ERR_ARG) unless force, which
+ * then removes that state once the new model is written. */
+typedef struct {
+    gpt2_config cfg;
+    uint64_t seed;
+    st_dtype dtype;
+    int prefix, untied, force;
+    const char *out;
+} gpt2_init_opts;
+int gpt2_init_run(const gpt2_init_opts *o, size_t *nparams);
+
 /* ---- hooks ------------------------------------------------------------------------------ */
 typedef int (*gpt2_hook_fn)(const tensor_view *t, void *user); /* read or overwrite t->data; !=0 aborts */
 /* pattern: exact name or a prefix ending in '*'. ERR_NOTFOUND (listing valid names) if nothing

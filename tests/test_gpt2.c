@@ -1120,6 +1120,38 @@ static void test_forward_run(void)
     CHECK(rmdir(dir) == 0, "%s left files behind", dir);
 }
 
+/* gpt2_init_run: the weights gpt2_create draws for the seed, untied on request, and a train-lm
+ * run's directory refused unless forced (then its state is gone) */
+static void test_init_run(void)
+{
+    char dir[64], out[512], state[600];
+    if (!harness_tmpdir(dir, sizeof dir, "gpt2init")) return;
+    snprintf(out, sizeof out, "%s/m", dir);
+    snprintf(state, sizeof state, "%s/train_state.safetensors", out);
+    gpt2_init_opts o = {.cfg = {2, 2, 16, 8, 40, 32, 1e-5f}, .seed = 11, .dtype = ST_F32,
+                        .untied = 1, .out = out};
+    size_t n = 0, nr = 0, nl = 0;
+    CHECK(gpt2_init_run(&o, &n) == OK, "%s", err_msg());
+    gpt2_model *ref = NULL, *got = NULL;
+    CHECK(gpt2_create(&ref, &o.cfg, 11) == OK && gpt2_untie(ref) == OK && gpt2_load(&got, out) == OK,
+          "%s", err_msg());
+    if (ref && got) {
+        const float *a = gpt2_params(ref, &nr), *b = gpt2_params(got, &nl);
+        CHECK(n == nr && nr == nl && !memcmp(a, b, nr * sizeof *a) && !gpt2_tied(got),
+              "%zu / %zu / %zu parameters, tied %d", n, nr, nl, gpt2_tied(got));
+    }
+    gpt2_free(ref);
+    gpt2_free(got);
+    FILE *f = fopen(state, "w");
+    if (f) fclose(f);
+    CHECK(gpt2_init_run(&o, &n) == ERR_ARG && strstr(err_msg(), "holds a train-lm run") && n == 0,
+          "%s", err_msg());
+    CHECK(access(state, F_OK) == 0, "the refused run removed the state");
+    o.force = 1;
+    CHECK(gpt2_init_run(&o, &n) == OK && access(state, F_OK) != 0, "%s", err_msg());
+    harness_rmtree(dir);
+}
+
 int main(void)
 {
     test_direct_proj();
@@ -1130,6 +1162,7 @@ int main(void)
     test_load_errors();
     test_tied_with_head();
     test_forward_run();
+    test_init_run();
     test_other_checkpoints();
     test_nan_kernels();
     test_threaded_kernels();
