@@ -1,7 +1,5 @@
 /* cmd_bpe_train.c - `saelite bpe-train`: learn a byte-level BPE vocabulary in GPT-2 format. */
 #include <stdio.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/err.h"
@@ -44,28 +42,15 @@ int cmd_bpe_train(int argc, char **argv)
     /* before training, not after it (an audit: a bad -o failed once the merges were learnt) */
     static const char *const names[2] = {"encoder.json", "vocab.bpe"};
     if ((rc = cli_check_dir_outputs("bpe-train", out, 2, names))) return rc;
-    /* a model trained on the tokenizer there would read other ids without a word */
-    for (int i = 0; i < 2 && !force; i++)
-        if (access(outs[i], F_OK) == 0) {
-            err_set(ERR_ARG, "%s already holds a tokenizer (%s): give another -o, or --force to "
-                    "replace it", out, i ? "vocab.bpe" : "encoder.json");
-            return cli_fail("bpe-train");
-        }
     cli_catch_signals(); /* outputs come at the end: a stop leaves none (it died on SIGTERM) */
-    bpe_train_opts opt = {.vocab_size = vocab, .min_freq = (long)min_freq, .stop = &cli_stop_flag};
-    bpe_merge *m;
-    size_t nm;
+    bpe_run_opts o = {.paths = pos, .npaths = np, .out = out, .force = force,
+                      .train = {.vocab_size = vocab, .min_freq = (long)min_freq, .stop = &cli_stop_flag}};
     bpe_train_stats st;
-    if (bpe_train(pos, np, &opt, &m, &nm, &st)) return cli_fail("bpe-train");
-    struct timespec cpu;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu); /* steadier than wall time on a busy machine */
-    rc = bpe_write(out, m, nm);
-    bpe_merges_free(m, nm);
-    if (rc) return cli_fail("bpe-train");
+    if (bpe_train_run(&o, &st)) return cli_fail("bpe-train");
     printf("bpe-train: %ld documents, %zu bytes, %zu pieces (%zu distinct) read in %.2fs; "
            "%zu merges in %.2fs (last pair count %ld); %.2fs CPU in all -> %s/encoder.json, %s/vocab.bpe\n",
            st.docs, st.bytes, st.pieces, st.distinct_pieces, st.read_s, st.merges, st.train_s,
-           st.last_count, (double)cpu.tv_sec + 1e-9 * (double)cpu.tv_nsec, out, out);
+           st.last_count, st.cpu_s, out, out);
     if ((int)st.merges < vocab - 257)
         printf("bpe-train: stopped early: no pair occurs --min-freq %ld times\n", (long)min_freq);
     return 0;

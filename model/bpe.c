@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -696,4 +697,26 @@ int bpe_train(const char *const *paths, int npaths, const bpe_train_opts *opt, b
     *merges = ms;
     *nmerges = nm;
     return OK;
+}
+
+int bpe_train_run(const bpe_run_opts *o, bpe_train_stats *st)
+{
+    static const char *const names[2] = {"encoder.json", "vocab.bpe"};
+    for (int i = 0; i < 2 && !o->force; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", o->out, names[i]);
+        if (access(p, F_OK) == 0)
+            return err_set(ERR_ARG, "%s already holds a tokenizer (%s): give another -o, or --force "
+                           "to replace it", o->out, names[i]);
+    }
+    bpe_merge *m;
+    size_t nm;
+    int rc = bpe_train(o->paths, o->npaths, &o->train, &m, &nm, st);
+    if (rc) return rc;
+    struct timespec cpu;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu); /* steadier than wall time on a busy machine */
+    st->cpu_s = (double)cpu.tv_sec + 1e-9 * (double)cpu.tv_nsec;
+    rc = bpe_write(o->out, m, nm);
+    bpe_merges_free(m, nm);
+    return rc;
 }

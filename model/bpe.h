@@ -42,6 +42,7 @@ typedef struct {
     size_t merges;
     long last_count;  /* count of the last merged pair */
     double read_s, train_s;
+    double cpu_s;     /* bpe_train_run: the process's CPU seconds when training ended */
 } bpe_train_stats;
 
 /* Train on the corpora at paths[0..npaths-1]; *merges is a new list of *nmerges merges. */
@@ -49,6 +50,17 @@ int bpe_train(const char *const *paths, int npaths, const bpe_train_opts *opt, b
               size_t *nmerges, bpe_train_stats *st);
 /* Write dir/encoder.json and dir/vocab.bpe (dir created if missing; atomic per file). */
 int bpe_write(const char *dir, const bpe_merge *merges, size_t n);
+/* `saelite bpe-train` as one call: train on paths (bpe_train) and write the vocabulary into out
+ * (bpe_write). A tokenizer already in out (either file) is refused (ERR_ARG) unless force: a
+ * model trained on it would read other ids without a word. A stop writes nothing. */
+typedef struct {
+    const char *const *paths;
+    int npaths;
+    bpe_train_opts train;
+    const char *out;
+    int force;
+} bpe_run_opts;
+int bpe_train_run(const bpe_run_opts *o, bpe_train_stats *st);
 /* Read the merges of a vocab.bpe / merges.txt file, in file order (tok_merges_read's rules,
  * tokenizer.h: the same reader tok_load uses). */
 int bpe_read_merges(const char *path, bpe_merge **merges, size_t *n);

@@ -427,6 +427,36 @@ static void test_bpe_train(void)
         free(txt);
     }
     tok_free(t);
+    /* bpe_train_run: the same two files as bpe_train + bpe_write above; a tokenizer already
+       there refused (both files untouched) unless forced */
+    const char *paths[] = {"tests/data/tok_sample.txt"};
+    char run_dir[500], a[600], b[600];
+    snprintf(run_dir, sizeof run_dir, "%s/run", tmpdir);
+    bpe_run_opts ro = {.paths = paths, .npaths = 1, .train = {.vocab_size = 600, .min_freq = 2},
+                       .out = run_dir};
+    bpe_train_stats st;
+    CHECK(bpe_train_run(&ro, &st) == OK && st.merges == 600 - 257 && st.cpu_s > 0, "%s", err_msg());
+    for (int i = 0; i < 2; i++) {
+        const char *nm = i ? "vocab.bpe" : "encoder.json";
+        snprintf(a, sizeof a, "%s/%s", dir, nm);
+        snprintf(b, sizeof b, "%s/%s", run_dir, nm);
+        size_t la, lb;
+        char *xa = slurp(a, &la), *xb = slurp(b, &lb);
+        CHECK(xa && xb && la == lb && !memcmp(xa, xb, la), "%s differs from bpe_write's", nm);
+        free(xa);
+        free(xb);
+    }
+    ro.train.vocab_size = 300;
+    CHECK(bpe_train_run(&ro, &st) == ERR_ARG && strstr(err_msg(), "already holds a tokenizer"), "%s",
+          err_msg());
+    tok_tokenizer *t2 = NULL;
+    CHECK(tok_load(&t2, run_dir) == OK && tok_vocab_size(t2) == 600, "the refused run changed it");
+    tok_free(t2);
+    ro.force = 1;
+    t2 = NULL;
+    CHECK(bpe_train_run(&ro, &st) == OK && tok_load(&t2, run_dir) == OK && tok_vocab_size(t2) == 300,
+          "%s", err_msg());
+    tok_free(t2);
 }
 
 /* Every allocation failure is reported as ERR_NOMEM and cleaned up (ASan build: no leaks). */
