@@ -382,6 +382,19 @@ static void gen_end(void *user, int made, int stopped, double secs)
     g->ends++;
 }
 
+/* The runner tests' directories: a model of n_layer blocks (seed 11) with the byte tokenizer in
+ * dir and tiny_sae(HOOK, 5) in sdir; *m and *s stay with the caller. */
+static void runner_fixture(const char *dir, const char *sdir, int n_layer, gpt2_model **m,
+                           sae_model **s)
+{
+    gpt2_config cfg = {.n_layer = n_layer, .n_head = 2, .n_embd = C, .n_ctx = 32, .vocab_size = 256,
+                       .n_inner = 4 * C, .ln_eps = 1e-5f};
+    *m = NULL;
+    *s = tiny_sae(HOOK, 5);
+    CHECK(gpt2_create(m, &cfg, 11) == OK && gpt2_save(*m, dir, ST_F32, 0) == OK &&
+          fixture_byte_tokenizer(dir) == OK && *s && sae_save(*s, sdir) == OK, "%s", err_msg());
+}
+
 /* The runner's tokens are the model's own greedy continuation (byte tokenizer: a token's bytes
  * are its id); with compare the unsteered pass repeats a plain run exactly and the steered one
  * is the steered model's; a set stop flag runs no pass; bad steer specs and hooks fail, named. */
@@ -390,12 +403,9 @@ static void test_generate_run(void)
     char dir[64], sdir[80];
     if (!harness_tmpdir(dir, sizeof dir, "gen")) return;
     snprintf(sdir, sizeof sdir, "%s/sae", dir);
-    gpt2_config cfg = {.n_layer = 1, .n_head = 2, .n_embd = C, .n_ctx = 32, .vocab_size = 256,
-                       .n_inner = 4 * C, .ln_eps = 1e-5f};
-    gpt2_model *m = NULL;
-    sae_model *s = tiny_sae(HOOK, 5);
-    CHECK(gpt2_create(&m, &cfg, 11) == OK && gpt2_save(m, dir, ST_F32, 0) == OK &&
-          fixture_byte_tokenizer(dir) == OK && s && sae_save(s, sdir) == OK, "%s", err_msg());
+    gpt2_model *m;
+    sae_model *s;
+    runner_fixture(dir, sdir, 1, &m, &s);
     const char *prompt = "ab";
     ana_generate_opts o = {.model_dir = dir, .prompt = prompt, .method = ANA_STEER_ADD,
                            .no_stop = 1, .max_tokens = 8, .temperature = 0, .seed = 3,
@@ -818,12 +828,9 @@ static void test_attr_runner(void)
     snprintf(csv, sizeof csv, "%s/a.csv", dir);
     snprintf(npy, sizeof npy, "%s/a.npy", dir);
     snprintf(png, sizeof png, "%s/a.png", dir);
-    gpt2_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = C, .n_ctx = 32, .vocab_size = 256,
-                       .n_inner = 4 * C, .ln_eps = 1e-5f};
-    gpt2_model *m = NULL;
-    sae_model *s = tiny_sae(HOOK, 5);
-    CHECK(gpt2_create(&m, &cfg, 11) == OK && gpt2_save(m, dir, ST_F32, 0) == OK &&
-          fixture_byte_tokenizer(dir) == OK && s && sae_save(s, sdir) == OK, "%s", err_msg());
+    gpt2_model *m;
+    sae_model *s;
+    runner_fixture(dir, sdir, 2, &m, &s);
     rep_attr_opts o = {.run = {.model_dir = dir, .sae_dir = sdir, .text = "the cat sat", .target = "#7",
                                .pos = -1, .top_rows = 4, .csv = csv, .npy = npy},
                        .png = png};
