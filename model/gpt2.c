@@ -13,11 +13,11 @@
 
 #include "common/checked.h"
 #include "common/err.h"
-#include "common/progress.h"
 #include "common/fileio.h"
 #include "common/hash.h"
 #include "common/json.h"
 #include "common/mem.h"
+#include "common/progress.h"
 #include "model/ops.h"
 
 /* per-block hook kinds, in firing order */

@@ -74,10 +74,12 @@ int tok_lines_run(const tok_lines_opts *o, tok_lines_result *r)
     double t0 = now_seconds();
     /* a large corpus takes minutes (about 35 MB/s encoding): bytes read against the file's
        size, no ETA from a pipe */
-    struct stat st;
-    double size = fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode) ? (double)st.st_size : 0;
     progress pr = {0};
-    if (o->progress) progress_begin(&pr, o->decode ? "tokenize --decode" : "tokenize", size, "B");
+    if (o->progress) {
+        struct stat st;
+        double size = fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode) ? (double)st.st_size : 0;
+        progress_begin(&pr, o->decode ? "tokenize --decode" : "tokenize", size, "B");
+    }
     while (!rc && (n = getline(&line, &cap, in)) >= 0) {
         r->lines++;
         read += (size_t)n;
