@@ -185,6 +185,92 @@ static int have_picture(const char *path, const char *final_dir, int64_t feature
     return link(done, path) == 0;
 }
 
+/* Which samples become rows, and their contexts: the top ranks (*ntop of them), then per quantile
+ * band (highest band first) the first per_interval ranks, in d->iv (*niv bands). */
+static int dash_contexts(job *j, store *s, store_rep *r, int64_t feature, int has_all, dash *d,
+                         int *ntop_, int *niv_)
+{
+    const rep_run_opts *o = j->o;
+    int rc = OK;
+    /* acts come ordered by kind, interval, rank */
+    int ntop = 0, maxband = -1; /* store_rep_acts checked 0 <= interval <= REP_MAX_INTERVAL */
+    for (size_t k = 0; k < d->nacts; k++) {
+        if (d->acts[k].kind == STORE_REP_TOP) ntop++;
+        else if (d->acts[k].interval > maxband) maxband = d->acts[k].interval;
+    }
+    if (ntop > o->contexts) ntop = o->contexts;
+    unsigned char *has = mem_calloc((size_t)maxband + 2, 1);
+    if (!has) return err_set(ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < d->nacts; k++)
+        if (d->acts[k].kind == STORE_REP_QUANTILE && d->acts[k].interval >= 0) has[d->acts[k].interval] = 1;
+    int pick[16], nb = rep_pick_bands(has, maxband + 1, o->bands, pick);
+    mem_free(has);
+    d->cb = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d->cb);
+    d->ctx = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d->ctx);
+    if (!d->cb || !d->ctx) return err_set(ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < d->nacts && d->nctx < ntop && !rc; k++)
+        if (d->acts[k].kind == STORE_REP_TOP) {
+            rc = ctx_build(j, s, r, feature, has_all, &d->acts[k], d->acts, d->nacts, &d->cb[d->nctx],
+                           &d->ctx[d->nctx]);
+            d->nctx++;
+        }
+    int niv = 0;
+    for (int pi = 0; pi < nb && !rc; pi++) {
+        int band = pick[pi];
+        rep_interval *iv = &d->iv[niv];
+        iv->lo = INFINITY;
+        iv->hi = -INFINITY;
+        int first = d->nctx, taken = 0;
+        for (size_t k = 0; k < d->nacts && !rc; k++) {
+            const store_rep_act *a = &d->acts[k];
+            if (a->kind != STORE_REP_QUANTILE || a->interval != band) continue;
+            if (a->value < iv->lo) iv->lo = a->value;
+            if (a->value > iv->hi) iv->hi = a->value;
+            if (taken < o->per_interval) {
+                rc = ctx_build(j, s, r, feature, has_all, a, d->acts, d->nacts, &d->cb[d->nctx], &d->ctx[d->nctx]);
+                d->nctx++;
+                taken++;
+            }
+        }
+        if (!taken) continue;
+        snprintf(d->ivname[niv], sizeof d->ivname[niv], "Quantile band %d of %d", band + 1, maxband + 1);
+        iv->name = d->ivname[niv];
+        iv->ctx = &d->ctx[first];
+        iv->nctx = taken;
+        niv++;
+    }
+    *ntop_ = ntop;
+    *niv_ = niv;
+    return rc;
+}
+
+/* The histogram's edges and counts from the stored bins (*nbins of them): the stored bins are the
+ * non-empty ones of a shared log-spaced grid; zero bins go in the gaps so the edges are
+ * contiguous. */
+static int dash_hist(store_rep *r, int64_t feature, dash *d, int *nbins_)
+{
+    int rc;
+    *nbins_ = 0;
+    if ((rc = store_rep_hist(r, feature, &d->hlo, &d->hhi, &d->hcnt, &d->nh))) return rc;
+    int nbins = 0;
+    if (d->nh) {
+        d->edges = mem_alloc(sizeof(double) * (2 * d->nh + 1));
+        d->counts = mem_alloc(sizeof(double) * (2 * d->nh));
+        if (!d->edges || !d->counts) return err_set(ERR_NOMEM, "out of memory");
+        d->edges[0] = d->hlo[0];
+        for (size_t k = 0; k < d->nh; k++) {
+            if (d->hlo[k] > d->edges[nbins] * (1 + 1e-9)) { /* gap */
+                d->counts[nbins++] = 0;
+                d->edges[nbins] = d->hlo[k];
+            }
+            d->counts[nbins++] = d->hcnt[k];
+            d->edges[nbins] = d->hhi[k] > d->edges[nbins - 1] ? d->hhi[k] : d->edges[nbins - 1] * 1.0001;
+        }
+    }
+    *nbins_ = nbins;
+    return OK;
+}
+
 /* Draws feature's dashboard, or sets *kept when the directory has it already. */
 static int render_one(job *j, store *s, store_rep *r, int64_t feature, int *kept)
 {
@@ -200,74 +286,9 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature, int *kept
     if ((rc = store_rep_acts(r, feature, &d.acts, &d.nacts))) goto out;
     if ((rc = store_rep_has_all(r, feature, &has_all))) goto out;
 
-    /* Which samples become rows: the top ranks, then per quantile band (highest band first)
-     * the first per_interval ranks. Acts come ordered by kind, interval, rank. */
-    int ntop = 0, maxband = -1; /* store_rep_acts checked 0 <= interval <= REP_MAX_INTERVAL */
-    for (size_t k = 0; k < d.nacts; k++) {
-        if (d.acts[k].kind == STORE_REP_TOP) ntop++;
-        else if (d.acts[k].interval > maxband) maxband = d.acts[k].interval;
-    }
-    if (ntop > o->contexts) ntop = o->contexts;
-    unsigned char *has = mem_calloc((size_t)maxband + 2, 1);
-    if (!has) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
-    for (size_t k = 0; k < d.nacts; k++)
-        if (d.acts[k].kind == STORE_REP_QUANTILE && d.acts[k].interval >= 0) has[d.acts[k].interval] = 1;
-    int pick[16], nb = rep_pick_bands(has, maxband + 1, o->bands, pick);
-    mem_free(has);
-    d.cb = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.cb);
-    d.ctx = mem_calloc((size_t)(ntop + nb * o->per_interval + 1), sizeof *d.ctx);
-    if (!d.cb || !d.ctx) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
-    for (size_t k = 0; k < d.nacts && d.nctx < ntop && !rc; k++)
-        if (d.acts[k].kind == STORE_REP_TOP) {
-            rc = ctx_build(j, s, r, feature, has_all, &d.acts[k], d.acts, d.nacts, &d.cb[d.nctx],
-                           &d.ctx[d.nctx]);
-            d.nctx++;
-        }
-    int niv = 0;
-    for (int pi = 0; pi < nb && !rc; pi++) {
-        int band = pick[pi];
-        rep_interval *iv = &d.iv[niv];
-        iv->lo = INFINITY;
-        iv->hi = -INFINITY;
-        int first = d.nctx, taken = 0;
-        for (size_t k = 0; k < d.nacts && !rc; k++) {
-            const store_rep_act *a = &d.acts[k];
-            if (a->kind != STORE_REP_QUANTILE || a->interval != band) continue;
-            if (a->value < iv->lo) iv->lo = a->value;
-            if (a->value > iv->hi) iv->hi = a->value;
-            if (taken < o->per_interval) {
-                rc = ctx_build(j, s, r, feature, has_all, a, d.acts, d.nacts, &d.cb[d.nctx], &d.ctx[d.nctx]);
-                d.nctx++;
-                taken++;
-            }
-        }
-        if (!taken) continue;
-        snprintf(d.ivname[niv], sizeof d.ivname[niv], "Quantile band %d of %d", band + 1, maxband + 1);
-        iv->name = d.ivname[niv];
-        iv->ctx = &d.ctx[first];
-        iv->nctx = taken;
-        niv++;
-    }
-    if (rc) goto out;
-
-    /* Histogram: stored bins are the non-empty ones of a shared log-spaced grid; put zero bins
-     * in the gaps so the edges are contiguous. */
-    if ((rc = store_rep_hist(r, feature, &d.hlo, &d.hhi, &d.hcnt, &d.nh))) goto out;
-    int nbins = 0;
-    if (d.nh) {
-        d.edges = mem_alloc(sizeof(double) * (2 * d.nh + 1));
-        d.counts = mem_alloc(sizeof(double) * (2 * d.nh));
-        if (!d.edges || !d.counts) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
-        d.edges[0] = d.hlo[0];
-        for (size_t k = 0; k < d.nh; k++) {
-            if (d.hlo[k] > d.edges[nbins] * (1 + 1e-9)) { /* gap */
-                d.counts[nbins++] = 0;
-                d.edges[nbins] = d.hlo[k];
-            }
-            d.counts[nbins++] = d.hcnt[k];
-            d.edges[nbins] = d.hhi[k] > d.edges[nbins - 1] ? d.hhi[k] : d.edges[nbins - 1] * 1.0001;
-        }
-    }
+    int ntop = 0, niv = 0, nbins = 0;
+    if ((rc = dash_contexts(j, s, r, feature, has_all, &d, &ntop, &niv))) goto out;
+    if ((rc = dash_hist(r, feature, &d, &nbins))) goto out;
     if ((rc = store_rep_logits(r, feature, 1, &d.lpt, &d.lpv, &d.nlp))) goto out;
     if ((rc = store_rep_logits(r, feature, -1, &d.lnt, &d.lnv, &d.nln))) goto out;
     if (d.nlp > 10) d.nlp = 10;

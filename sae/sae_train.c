@@ -381,138 +381,75 @@ static int check_widths(sae_train_config *c)
     return OK;
 }
 
-/* Allocate a trainer for config c with zero parameters (no init). */
-static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
+/* Checks a configuration and fills in the defaults it leaves to the trainer (c: a copy of cin,
+   which tells an lr the user gave from one set here). */
+static int trainer_config(sae_train_config *c, const sae_train_config *cin)
 {
-    *out = NULL;
-    sae_train_config c = *cin;
-    if (c.d_in <= 0 || c.d_sae <= 0 || c.batch <= 0)
+    if (c->d_in <= 0 || c->d_sae <= 0 || c->batch <= 0)
         return err_set(ERR_ARG, "d_in %d, d_sae %d and batch %d must be positive",
-                       c.d_in, c.d_sae, c.batch);
-    if (is_sparse(c.arch) && (c.k <= 0 || c.k > c.d_sae))
-        return err_set(ERR_ARG, "k %d must be in 1..d_sae (%d)", c.k, c.d_sae);
-    if (c.total_tokens < c.batch)
+                       c->d_in, c->d_sae, c->batch);
+    if (is_sparse(c->arch) && (c->k <= 0 || c->k > c->d_sae))
+        return err_set(ERR_ARG, "k %d must be in 1..d_sae (%d)", c->k, c->d_sae);
+    if (c->total_tokens < c->batch)
         return err_set(ERR_ARG, "--tokens %lld is less than one batch (%d)",
-                       (long long)c.total_tokens, c.batch);
-    int rcw = check_widths(&c);
+                       (long long)c->total_tokens, c->batch);
+    int rcw = check_widths(c);
     if (rcw) return rcw;
-    if (!c.transcoder) c.d_out = 0;
-    if (c.transcoder && (c.d_out <= 0 || c.arch == SAE_GATED || c.arch == SAE_MATRYOSHKA))
+    if (!c->transcoder) c->d_out = 0;
+    if (c->transcoder && (c->d_out <= 0 || c->arch == SAE_GATED || c->arch == SAE_MATRYOSHKA))
         return err_set(ERR_ARG, "a transcoder needs d_out > 0 (%d) and the relu, topk, batchtopk or "
-                       "jumprelu activation", c.d_out);
-    if ((c.arch == SAE_RELU || c.arch == SAE_JUMPRELU || c.arch == SAE_GATED) &&
-        (int64_t)c.batch * c.d_sae > (1LL << 31))
+                       "jumprelu activation", c->d_out);
+    if ((c->arch == SAE_RELU || c->arch == SAE_JUMPRELU || c->arch == SAE_GATED) &&
+        (int64_t)c->batch * c->d_sae > (1LL << 31))
         return err_set(ERR_ARG, "batch x d_sae too large for the dense %s path",
-                       sae_arch_name(c.arch));
+                       sae_arch_name(c->arch));
     /* OpenAI's 2e-4 at 16384 latents scaled by 1/sqrt(d_sae), raised to 3.75e-4 (1.5e-3 at
        1024 latents: on tools/ref/gt_gen.py's family 1e-3 still left TopK below the PyTorch
        recipe on --rho 0.9, --active 10 and --decay 0.98, 1.5e-3 passed it on all; BatchTopK at
        8e-4 missed its recipe by 0.02-0.05 MMCS, at 1.5e-3 it meets it; relu, clipped, 0.614
        MMCS at 1e-3 and 0.641 at 1.5e-3 against its recipe's 0.607 at 1.5M tokens; gated,
        clipped, 0.767 at 8e-4 and 0.899 at 1.5e-3; issue 22, docs/sae.md) */
-    if (c.lr <= 0) c.lr = 3.75e-4 / sqrt(c.d_sae / 16384.0);
+    if (c->lr <= 0) c->lr = 3.75e-4 / sqrt(c->d_sae / 16384.0);
     /* relu: the rule's value at 1024 latents is also its floor. Past 1024 the 1/sqrt(d_sae) cut
        (fitted by OpenAI for TopK) made relu tie its recipe on gt_gen's ratio4 (d_sae 2048: 0.571
        at 1.06e-3, 0.596 and 0.602 over two seeds at 1.5e-3, recipe 0.573); on the demo's
        activations at 4096 latents 1.5e-3 gives L0 26 / EV 0.931 / CE score 0.918 where 7.5e-4
        gives 37 / 0.925 / 0.906 (issue 22, docs/sae.md) */
-    if (cin->lr <= 0 && c.arch == SAE_RELU && c.lr < 1.5e-3) c.lr = 1.5e-3;
+    if (cin->lr <= 0 && c->arch == SAE_RELU && c->lr < 1.5e-3) c->lr = 1.5e-3;
     /* jumprelu: its paper's beta1 0 (+0.02 MMCS with clipping at 1.5M tokens on
        tools/ref/gt_gen.py's base set); relu and jumprelu: a zero b_dec, as their recipes (there,
        clipped: relu +0.014 MMCS over the median at lr 1e-3, jumprelu +0.024; docs/sae.md) */
     /* gated: the same three as jumprelu, its recipe's Adam (ConstrainedAdam's beta1 0) and b_dec;
        with clipping and the lr above, +0.16 MMCS over clipping alone at 1.5M tokens (docs/sae.md,
        "Gated against its recipe") */
-    if (c.adam_b1 < 0) c.adam_b1 = c.arch == SAE_JUMPRELU || c.arch == SAE_GATED ? 0.0 : 0.9;
-    if (c.bdec_init == SAE_BDEC_DEFAULT)
-        c.bdec_init = c.arch == SAE_RELU || c.arch == SAE_JUMPRELU || c.arch == SAE_GATED
+    if (c->adam_b1 < 0) c->adam_b1 = c->arch == SAE_JUMPRELU || c->arch == SAE_GATED ? 0.0 : 0.9;
+    if (c->bdec_init == SAE_BDEC_DEFAULT)
+        c->bdec_init = c->arch == SAE_RELU || c->arch == SAE_JUMPRELU || c->arch == SAE_GATED
                           ? SAE_BDEC_ZERO : SAE_BDEC_MEDIAN;
-    if (c.k_aux <= 0) c.k_aux = c.d_in / 2 > 0 ? c.d_in / 2 : 1;
-    if (c.k_aux > c.d_sae) c.k_aux = c.d_sae;
-    if (c.l1 <= 0 && c.arch == SAE_RELU) c.l1 = 5.0;
-    if (c.l1 <= 0 && c.arch == SAE_JUMPRELU) c.l1 = 1.0;
-    if (c.l1 <= 0 && c.arch == SAE_GATED) c.l1 = 5.0;
+    if (c->k_aux <= 0) c->k_aux = c->d_in / 2 > 0 ? c->d_in / 2 : 1;
+    if (c->k_aux > c->d_sae) c->k_aux = c->d_sae;
+    if (c->l1 <= 0 && c->arch == SAE_RELU) c->l1 = 5.0;
+    if (c->l1 <= 0 && c->arch == SAE_JUMPRELU) c->l1 = 1.0;
+    if (c->l1 <= 0 && c->arch == SAE_GATED) c->l1 = 5.0;
     /* clip to 1, as the relu and jumprelu recipes do: on tools/ref/gt_gen.py's sets it also
        lifts TopK (+0.04-0.06 MMCS on the hard ones, past its recipe on ratio4), BatchTopK
        (+0.01-0.07 on all four), gated (0.32 -> 0.77 at 1.5M tokens, though its recipe does not
        clip) and the demo's SAE (EV +0.005, CE loss score +0.005; issue 22, docs/sae.md) */
-    if (c.grad_clip == 0) c.grad_clip = 1.0;
-    if (c.arch != SAE_MATRYOSHKA) c.mat_levels = 0;
-    else if (c.mat_levels == 0) c.mat_levels = SAE_MAT_SHARED;
-    else if (c.mat_levels != SAE_MAT_SHARED && c.mat_levels != SAE_MAT_OWN)
-        return err_set(ERR_ARG, "matryoshka: unknown level mode %d", c.mat_levels);
-    sae_trainer *t = mem_calloc(1, sizeof *t);
-    if (!t) return err_set(ERR_NOMEM, "SAE trainer: out of memory");
-    t->c = c;
-    t->D = c.d_in;
-    t->S = c.d_sae;
-    t->B = c.batch;
-    t->kaux = c.k_aux;
-    t->total_steps = c.total_tokens / c.batch;
-    t->dead_window = c.dead_window;
-    if (t->dead_window <= 0) {
-        /* k-sparse total/30: 200k at 6M tokens, where 600k (total/10) left MMCS 0.96 instead of
-           0.99 on tools/ref/gt_gen.py's base set (issue 22, docs/sae.md): latents must be
-           declared dead early enough for AuxK to move them onto the features still missing */
-        int64_t w = c.total_tokens / (is_sparse(c.arch) ? 30 : 10);
-        t->dead_window = w < 100000 ? 100000 : w > 10000000 ? 10000000 : w;
-    }
-    t->scale = t->scale_out = 1;
-    t->mb = 1;
-    t->lb = 1;
-    t->gathered = -1;
-    t->tc = c.transcoder;
-    t->Do = c.transcoder ? c.d_out : c.d_in;
+    if (c->grad_clip == 0) c->grad_clip = 1.0;
+    if (c->arch != SAE_MATRYOSHKA) c->mat_levels = 0;
+    else if (c->mat_levels == 0) c->mat_levels = SAE_MAT_SHARED;
+    else if (c->mat_levels != SAE_MAT_SHARED && c->mat_levels != SAE_MAT_OWN)
+        return err_set(ERR_ARG, "matryoshka: unknown level mode %d", c->mat_levels);
+    return OK;
+}
+
+/* The architecture's own buffers (and the sparse forms'), sized from t->c, t->B, t->S, t->D,
+   t->Do and t->kaux; 1 when every allocation succeeded (sae_trainer_free frees any). */
+static int trainer_alloc_arch(sae_trainer *t)
+{
+    const sae_train_config c = t->c;
     int64_t D = t->D, S = t->S, B = t->B, Do = t->Do;
-    t->np = S * D + S * Do + S + Do + (c.arch == SAE_JUMPRELU ? S : c.arch == SAE_GATED ? 2 * S : 0) +
-            (c.transcoder == SAE_SKIP_TRANSCODER ? Do * D : 0);
-    pseg sg[8];
-    if (param_segs(t, sg) < 0) { /* set_views and param_segs must agree on the layout */
-        mem_free(t);
-        return err_set(ERR_SHAPE, "SAE trainer: parameter segments do not add up to %lld",
-                       (long long)t->np);
-    }
-    /* what the allocations below add up to at least: weights, gradient and Adam's two moments,
-       and the dense architectures' [batch, d_sae] pre-activations. Past the machine's memory the
-       lazy allocations would succeed and the kernel kill the job while they are zeroed
-       (--d-sae 100000000 on 16 inputs was), so say it now. Per process: ranks on one node, and
-       --resume's second trainer for the flag check, are not added up. */
-    /* dense architectures: the batch's pre-activations and activations (8 bytes per entry) and
-       the sparse form's arrays, sized for 1/8 of the entries (~4 bytes per entry) */
-    double need = 16.0 * (double)t->np + (is_sparse(c.arch) ? 0 : 12.0 * (double)B * S);
-    /* and what grows with the batch alone: its rows (input, centred input, reconstruction and
-       its gradient; the AuxK residual and the targets where there are any) and the sparse
-       entries' five arrays (--batch 1e8 on 16 inputs passed without this and kept allocating) */
-    need += 4.0 * (double)B * (2 * D + (is_sparse(c.arch) ? 3 : 2) * Do) +
-            (is_sparse(c.arch) ? 24.0 * (double)B * (c.k + t->kaux) : 0) +
-            (c.arch == SAE_TOPK ? 4.0 * fmin((double)B * S, (double)(1 << 24)) : 0);
-    long long phys = mem_physical_bytes();
-    if (phys > 0 && need > (double)phys) {
-        mem_free(t);
-        return err_set(ERR_ARG, "d_sae %lld x d_in %lld: the weights, gradients and Adam state%s "
-                       "need %.1f GB, more than this machine's %.1f GB of memory (a smaller "
-                       "--d-sae or --expansion, or --batch?)", (long long)S, (long long)D,
-                       is_sparse(c.arch) ? " with a batch's rows" : " with a batch's pre-activations",
-                       need / 1e9, (double)phys / 1e9);
-    }
-    t->p = zalloc(t->np);
-    t->g = zalloc(t->np);
-    t->m = zalloc(t->np);
-    t->v = zalloc(t->np);
-    t->since = mem_calloc(S, sizeof(int64_t));
-    t->sq = c.grad_clip > 0 ? mem_alloc(sizeof(double) * S) : NULL;
-    t->fired = mem_calloc(S, 1);
-    t->dead = mem_alloc(sizeof(int) * S);
-    t->nrm = mem_alloc(sizeof(float) * S);
-    t->xs = zalloc(B * D);
-    t->xc = zalloc(B * D);
-    t->xhat = zalloc(B * Do);
-    t->dxhat = zalloc(B * Do);
-    t->ys = t->tc ? zalloc(B * Do) : t->xs;
-    if (t->tc) t->zero_in = mem_calloc(D, sizeof(float));
-    t->ptr = mem_alloc(sizeof(int64_t) * (B + 1));
-    int ok = t->p && t->g && t->m && t->v && t->since && (c.grad_clip <= 0 || t->sq) && t->fired && t->dead && t->nrm && t->xs && t->xc &&
-             t->xhat && t->dxhat && t->ptr && t->ys && (!t->tc || t->zero_in);
+    int ok = 1;
     if (c.arch == SAE_TOPK) {
         /* pre-activations in row chunks of at most 16M floats, of equal size: every chunk's
            GEMM packs all of W_enc again, so a short last chunk (4 rows at d_sae 24576) cost a
@@ -610,6 +547,89 @@ static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
             ok = ok && t->th && t->wtok && t->widx;
         }
     }
+    return ok;
+}
+
+/* Allocate a trainer for config c with zero parameters (no init). */
+static int trainer_alloc(sae_trainer **out, const sae_train_config *cin)
+{
+    *out = NULL;
+    sae_train_config c = *cin;
+    int rcc = trainer_config(&c, cin);
+    if (rcc) return rcc;
+    sae_trainer *t = mem_calloc(1, sizeof *t);
+    if (!t) return err_set(ERR_NOMEM, "SAE trainer: out of memory");
+    t->c = c;
+    t->D = c.d_in;
+    t->S = c.d_sae;
+    t->B = c.batch;
+    t->kaux = c.k_aux;
+    t->total_steps = c.total_tokens / c.batch;
+    t->dead_window = c.dead_window;
+    if (t->dead_window <= 0) {
+        /* k-sparse total/30: 200k at 6M tokens, where 600k (total/10) left MMCS 0.96 instead of
+           0.99 on tools/ref/gt_gen.py's base set (issue 22, docs/sae.md): latents must be
+           declared dead early enough for AuxK to move them onto the features still missing */
+        int64_t w = c.total_tokens / (is_sparse(c.arch) ? 30 : 10);
+        t->dead_window = w < 100000 ? 100000 : w > 10000000 ? 10000000 : w;
+    }
+    t->scale = t->scale_out = 1;
+    t->mb = 1;
+    t->lb = 1;
+    t->gathered = -1;
+    t->tc = c.transcoder;
+    t->Do = c.transcoder ? c.d_out : c.d_in;
+    int64_t D = t->D, S = t->S, B = t->B, Do = t->Do;
+    t->np = S * D + S * Do + S + Do + (c.arch == SAE_JUMPRELU ? S : c.arch == SAE_GATED ? 2 * S : 0) +
+            (c.transcoder == SAE_SKIP_TRANSCODER ? Do * D : 0);
+    pseg sg[8];
+    if (param_segs(t, sg) < 0) { /* set_views and param_segs must agree on the layout */
+        mem_free(t);
+        return err_set(ERR_SHAPE, "SAE trainer: parameter segments do not add up to %lld",
+                       (long long)t->np);
+    }
+    /* what the allocations below add up to at least: weights, gradient and Adam's two moments,
+       and the dense architectures' [batch, d_sae] pre-activations. Past the machine's memory the
+       lazy allocations would succeed and the kernel kill the job while they are zeroed
+       (--d-sae 100000000 on 16 inputs was), so say it now. Per process: ranks on one node, and
+       --resume's second trainer for the flag check, are not added up. */
+    /* dense architectures: the batch's pre-activations and activations (8 bytes per entry) and
+       the sparse form's arrays, sized for 1/8 of the entries (~4 bytes per entry) */
+    double need = 16.0 * (double)t->np + (is_sparse(c.arch) ? 0 : 12.0 * (double)B * S);
+    /* and what grows with the batch alone: its rows (input, centred input, reconstruction and
+       its gradient; the AuxK residual and the targets where there are any) and the sparse
+       entries' five arrays (--batch 1e8 on 16 inputs passed without this and kept allocating) */
+    need += 4.0 * (double)B * (2 * D + (is_sparse(c.arch) ? 3 : 2) * Do) +
+            (is_sparse(c.arch) ? 24.0 * (double)B * (c.k + t->kaux) : 0) +
+            (c.arch == SAE_TOPK ? 4.0 * fmin((double)B * S, (double)(1 << 24)) : 0);
+    long long phys = mem_physical_bytes();
+    if (phys > 0 && need > (double)phys) {
+        mem_free(t);
+        return err_set(ERR_ARG, "d_sae %lld x d_in %lld: the weights, gradients and Adam state%s "
+                       "need %.1f GB, more than this machine's %.1f GB of memory (a smaller "
+                       "--d-sae or --expansion, or --batch?)", (long long)S, (long long)D,
+                       is_sparse(c.arch) ? " with a batch's rows" : " with a batch's pre-activations",
+                       need / 1e9, (double)phys / 1e9);
+    }
+    t->p = zalloc(t->np);
+    t->g = zalloc(t->np);
+    t->m = zalloc(t->np);
+    t->v = zalloc(t->np);
+    t->since = mem_calloc(S, sizeof(int64_t));
+    t->sq = c.grad_clip > 0 ? mem_alloc(sizeof(double) * S) : NULL;
+    t->fired = mem_calloc(S, 1);
+    t->dead = mem_alloc(sizeof(int) * S);
+    t->nrm = mem_alloc(sizeof(float) * S);
+    t->xs = zalloc(B * D);
+    t->xc = zalloc(B * D);
+    t->xhat = zalloc(B * Do);
+    t->dxhat = zalloc(B * Do);
+    t->ys = t->tc ? zalloc(B * Do) : t->xs;
+    if (t->tc) t->zero_in = mem_calloc(D, sizeof(float));
+    t->ptr = mem_alloc(sizeof(int64_t) * (B + 1));
+    int ok = t->p && t->g && t->m && t->v && t->since && (c.grad_clip <= 0 || t->sq) && t->fired && t->dead && t->nrm && t->xs && t->xc &&
+             t->xhat && t->dxhat && t->ptr && t->ys && (!t->tc || t->zero_in);
+    ok = ok && trainer_alloc_arch(t);
     if (!ok) {
         sae_trainer_free(t);
         return err_set(ERR_NOMEM, "SAE trainer: out of memory for d_in %d, d_sae %d, batch %d",

@@ -738,24 +738,20 @@ static int q_authorize(void *u, int action, const char *a, const char *b, const 
     return SQLITE_DENY;
 }
 
-int store_ro_query_limited(const char *db_path, const char *sql, store_query_limits *lim,
-                           store_row_fn row_fn, void *user)
+/* Opens db_path for query: read-only, query_only, defensive, an untrusted schema, saelite's
+ * functions and the deadline clk (limit 0: none) on its progress handler. On failure nothing is
+ * left open. */
+static int ro_open(const char *db_path, sqlite3 **dbp, store_deadline *clk)
 {
-    sqlite3 *db = NULL;
-    enum { MAXST = 256 };
-    sqlite3_stmt *st[MAXST];
-    int nst = 0, ret = OK;
-    long long rows = 0, max_rows = lim && lim->max_rows > 0 ? lim->max_rows : 0;
-    store_deadline clk;
-    store_deadline_start(&clk, lim ? lim->timeout_s : 0);
-    if (lim) lim->hit = 0;
+    *dbp = NULL;
     struct stat sb;
     if (stat(db_path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return err_set(ERR_IO, "%s: cannot open: not a regular file", db_path);
+    sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        ret = err_set(db ? ERR_IO : ERR_NOMEM, "%s: cannot open: %s", db_path,
-                      db ? sqlite3_errmsg(db) : "out of memory");
+        int ret = err_set(db ? ERR_IO : ERR_NOMEM, "%s: cannot open: %s", db_path,
+                          db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
         return ret;
     }
@@ -767,14 +763,32 @@ int store_ro_query_limited(const char *db_path, const char *sql, store_query_lim
     /* Debian's SQLite has fts3_tokenizer(): its one-argument form returns a code pointer, its
        two-argument form installs one (a known path to running code; an audit) */
     sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_FTS3_TOKENIZER, 0, (int *)0);
-    if (clk.limit > 0) sqlite3_progress_handler(db, 1000, store_deadline_check, &clk);
+    if (clk->limit > 0) sqlite3_progress_handler(db, 1000, store_deadline_check, clk);
     /* query_only blocks writes even where the read-only open would not (e.g. temp tables) */
     if ((rc = sqlite3_exec(db, "PRAGMA query_only = 1", NULL, NULL, NULL)) != SQLITE_OK ||
         (rc = store_sqlfuncs_register(db)) != SQLITE_OK ||
-        (rc = store_like_register(db, clk.limit > 0 ? &clk : NULL)) != SQLITE_OK) {
-        ret = q_fail(db_path, db, rc);
-        goto done;
+        (rc = store_like_register(db, clk->limit > 0 ? clk : NULL)) != SQLITE_OK) {
+        int ret = q_fail(db_path, db, rc);
+        sqlite3_close(db);
+        return ret;
     }
+    *dbp = db;
+    return OK;
+}
+
+int store_ro_query_limited(const char *db_path, const char *sql, store_query_limits *lim,
+                           store_row_fn row_fn, void *user)
+{
+    sqlite3 *db = NULL;
+    enum { MAXST = 256 };
+    sqlite3_stmt *st[MAXST];
+    int nst = 0, ret = OK;
+    long long rows = 0, max_rows = lim && lim->max_rows > 0 ? lim->max_rows : 0;
+    store_deadline clk;
+    store_deadline_start(&clk, lim ? lim->timeout_s : 0);
+    if (lim) lim->hit = 0;
+    int rc;
+    if ((ret = ro_open(db_path, &db, &clk))) return ret;
     /* Prepare everything first: a write anywhere refuses the whole input before anything runs.
        So an ATTACH could never be used (the next statement is prepared before it runs: "no such
        table: a.t", an audit): refused with the reason */
