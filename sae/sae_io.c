@@ -406,8 +406,15 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
         else
             for (int i = 0; i < 16; i++) c.model_checksum[i] = (char)tolower((unsigned char)cs[i]);
     }
-    if ((v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v))
-        c.context_size = (int)v->valuedouble;
+    if (!rc && (v = cfg_get(root, "context_size", NULL)) && cJSON_IsNumber(v)) {
+        /* metadata (0 where sae-train had no sequences), but an int: 1e30 was cast to int
+           unchecked (UBSan, an audit) and -5 kept */
+        if (!(v->valuedouble >= 0 && v->valuedouble <= 1e8) || v->valuedouble != floor(v->valuedouble))
+            rc = err_set(ERR_FORMAT, "%s: 'context_size' is %g; it must be a whole number from 0 to 1e8",
+                         path, v->valuedouble);
+        else
+            c.context_size = (int)v->valuedouble;
+    }
     if (!rc) rc = read_tl_kwargs(root, path, &c, ex);
     c.center_input = ex->center;
     cJSON_Delete(root);

@@ -1424,6 +1424,12 @@ static void test_load_errors(void)
                                          "\"metadata\":{\"model_checksum\":\"a95add1b164fd42\"}"};
     for (size_t i = 0; i < sizeof bad_cs / sizeof bad_cs[0]; i++)
         cfg_refused(bad_cs[i], "model_checksum must be 16 hex");
+    /* context_size: an int from 0 (1e30 was cast to int unchecked, -5 kept) */
+    static const char *const bad_ctx[] = {"\"metadata\":{\"context_size\":1e30}",
+                                          "\"metadata\":{\"context_size\":-5}",
+                                          "\"metadata\":{\"context_size\":12.5}"};
+    for (size_t i = 0; i < sizeof bad_ctx / sizeof bad_ctx[0]; i++)
+        cfg_refused(bad_ctx[i], "'context_size' is");
     /* the same flags on hooks they do not change load (then fail on the missing weights) */
     fp = fopen("build/tests/test_sae_bad/cfg.json", "w");
     fputs("{\"architecture\":\"standard\",\"d_in\":4,\"d_sae\":8,\"metadata\":{\"hook_name\":"
