@@ -54,6 +54,7 @@ typedef struct {
     tok_tokenizer *bpe; /* NULL when no tokenizer was found: ana_vocab is not filled */
     const char *model_path;
     char model_sum[17]; /* gpt2_dir_checksum of model_path, once read ("" until then) */
+    char sae_model_sum[17]; /* the SAE's cfg.json model_checksum ("" without one or an SAE) */
     int vocab_done;
 } shared;
 
@@ -121,11 +122,16 @@ static int load_shared(shared *sh, const ana_run_opts *o)
         }
         if (!rc) rc = store_ana_seq_tags(sh->s, sh->seq[i], T, tags, &any, NULL);
         store_context c;
-        if (!rc && store_context_get(sh->s, sh->seq[i], 0, 0, 0, &c) == OK) {
-            sh->bos[i] = (unsigned char)(c.bos != 0);
-            store_context_free(&c);
+        if (!rc) {
+            /* the BOS flag is optional: a failure here only leaves it 0; the clear stays inside
+               this branch, or it wiped store_seq_tokens' message ("saelite analyze: failed" on
+               a damaged token blob, an audit) */
+            if (store_context_get(sh->s, sh->seq[i], 0, 0, 0, &c) == OK) {
+                sh->bos[i] = (unsigned char)(c.bos != 0);
+                store_context_free(&c);
+            }
+            err_clear();
         }
-        err_clear();
         for (int t = 0; !rc && t < T; t++) sh->tag[n + t] = (short)(tags[t][0] ? tag_index(sh, tags[t]) : -1);
         if (any) sh->any_tags = 1;
         n += T;
@@ -1529,6 +1535,14 @@ static int open_model(shared *sh, const ana_run_opts *o, const char *skip)
     else if (rc && !o->model_dir) /* the path came from the database: say so (an audit) */
         err_wrap(rc, "the model %s recorded for hook %s (give --model DIR%s)", dir, sh->hook.name,
                  skip[0] ? " or --no-model" : "");
+    /* and the SAE's own record: a database without its models row (forged, or written by
+       another tool) left nothing to compare, and another model of the same shape scored the SAE,
+       exit 0 (an audit) */
+    if (!rc && sh->sae_model_sum[0] && (rc = model_checksum(sh, &cs)) == OK &&
+        strcmp(cs, sh->sae_model_sum))
+        rc = err_set(ERR_ARG, "%s: checksum %s, but the SAE was trained on activations of a model "
+                     "with checksum %s; give that model (--model)%s", dir, cs, sh->sae_model_sum,
+                     skip[0] ? " or skip the model metrics (--no-model)" : "");
     if (rc) {
         mem_free(ms);
         return rc;
@@ -1601,6 +1615,7 @@ static int open_inputs(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, an
     if (!sh->s && (rc = store_open(&sh->s, o->db, root ? 0 : STORE_READONLY))) return rc;
     if ((rc = store_hook_find(sh->s, hook, &sh->hook))) return rc;
     if (sd->sae && (rc = sae_check_hook_model(sd->sae, dir, sh->s, &sh->hook, o->db))) return rc;
+    if (sd->sae) snprintf(sh->sae_model_sum, sizeof sh->sae_model_sum, "%.16s", sd->sae->cfg.model_checksum);
     snprintf(res->hook, sizeof res->hook, "%s", sh->hook.name);
     res->hook_tokens = sh->hook.n_tokens;
     if ((rc = store_hook_unfinished(sh->s, sh->hook.name, &res->unfinished_run))) return rc;

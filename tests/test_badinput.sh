@@ -808,6 +808,16 @@ setup sae-train --db ex.db --hook $H --out $R/sae_ex --arch topk --k 2 --d-sae 1
 LAST=""
 bad "analyze: an SAE of another model's activations" "sae_ex: the SAE was trained on activations of a model with checksum [0-9a-f]{16}, but $R/ex2.db's hook $H comes from model 'model2' with checksum [0-9a-f]{16}" analyze --db $R/ex2.db --sae $R/sae_ex --no-model --all
 bad "eval: an SAE of another model's activations" "sae_ex: the SAE was trained on activations of a model with checksum" eval --db $R/ex2.db --sae $R/sae_ex
+# a database without its models row (forged, or another tool's): the SAE's own record of its
+# model is still compared with --model (exit 0 and a CE score through model2 before, an audit)
+cp "$W/ex.db" "$W/$R/nomodels.db"; sqlite3 "$W/$R/nomodels.db" 'DELETE FROM models'
+LAST=""
+bad "analyze: no models row, another --model than the SAE's" "model2: checksum [0-9a-f]{16}, but the SAE was trained on activations of a model with checksum [0-9a-f]{16}" analyze --db $R/nomodels.db --sae $R/sae_ex --model $R/model2 --all
+# a token blob shorter than its sequence row says: the store's message, not "analyze: failed"
+cp "$W/ex.db" "$W/$R/tokblob.db"
+sqlite3 "$W/$R/tokblob.db" 'UPDATE sequences SET n_tokens = n_tokens + 1 WHERE id = (SELECT min(id) FROM sequences)'
+LAST=""
+bad "analyze: a damaged token blob" "tokblob.db: sequence [0-9]+: token blob has [0-9]+ bytes, want [0-9]+" analyze --db $R/tokblob.db --sae sae8 --no-model --all
 bad "attribute: an SAE of another model" "sae_ex: the SAE was trained on activations of a model with checksum [0-9a-f]{16}, but --model $R/model2 has checksum" attribute --model $R/model2 --tokenizer tok --sae $R/sae_ex --text "the cat"
 bad "generate --steer: an SAE of another model" "sae_ex: the SAE was trained on activations of a model with checksum" generate --model $R/model2 --tokenizer tok --sae $R/sae_ex --steer 0:1 --prompt "the cat"
 bad "sweep: a k above d_sae fails before anything is written (was at its run)" "k 100 is more than d_sae \\(16\\)" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 100 --d-sae 16 --tokens 256 --batch 16 --eval none
