@@ -28,6 +28,9 @@ static int check_array(const char *path, const char *rows, const float *x, int n
     if (sh[1] != D)
         return err_set(ERR_SHAPE, "%s: expected [%s, %d], got [%lld, %lld] (the SAE's %s is %d)",
                        path, rows, D, (long long)sh[0], (long long)sh[1], width, D);
+    /* an empty file scored "0 tokens, mse 0", exit 0 (an audit) */
+    if (sh[0] < 1)
+        return err_set(ERR_SHAPE, "%s: no %s (shape [0, %d])", path, rows, D);
     return npy_check_finite(path, x, n, D);
 }
 

@@ -329,6 +329,12 @@ bad "sae-train: missing activations" "nosuch.npy: cannot open" "${T[@]/acts.npy/
 bad "sae-train: resume without a checkpoint" "s_none/checkpoint.bin" "${T[@]}" --out s_none --resume
 bad "sae-eval: activations of another width" "wide.npy" sae-eval --sae sae8 --npy wide.npy
 bad "sae-eval: NaN activations" "nan.npy" sae-eval --sae sae8 --npy nan.npy
+# an empty [0, 8] file: "reconstruction on 0 tokens, mse 0", exit 0 before (an audit)
+python3 -c 'import sys; h = "{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: (0, 8), }"
+h += " " * (63 - 10 - len(h)) + "\n"; open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + len(h).to_bytes(2, "little") + h.encode())' "$W/empty8.npy"
+LAST=""
+bad "sae-eval: an empty activations file" "empty8.npy: no tokens \\(shape \\[0, 8\\]\\)" sae-eval --sae sae8 --npy empty8.npy
+bad "sae-eval: an empty ground truth" "empty8.npy: no features" sae-eval --sae sae8 --ground-truth empty8.npy
 bad "analyze: missing SAE" "nosuch/cfg.json: cannot open" analyze --db ex.db --sae nosuch --no-model
 # eval on a database no suite can use (no POS tags, one genre): refused, and no eval or SAE
 # registry tables left behind (the harness checks the file is unchanged)
