@@ -485,10 +485,13 @@ static int train_log_read(const char *path, train_log *t)
     memset(t, 0, sizeof *t);
     FILE *f = fopen(path, "r");
     if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char line[4096];
+    /* whole lines: fgets into 4096 bytes cut a long row in two, each read as a row (an audit) */
+    char *line = NULL;
+    size_t lcap = 0;
     int col[5] = {-1, -1, -1, -1, -1}, ncol = 0, rc = OK, cap = 0, lineno = 1;
     static const char *const names[5] = {"tokens", "mse", "explained_variance", "l0", "dead_frac"};
-    if (!fgets(line, sizeof line, f)) {
+    if (getline(&line, &lcap, f) < 0) {
+        free(line);
         fclose(f);
         return err_set(ERR_FORMAT, "%s: empty training log", path);
     }
@@ -496,10 +499,11 @@ static int train_log_read(const char *path, train_log *t)
         for (int k = 0; k < 5; k++)
             if (!strcmp(tok, names[k])) col[k] = ncol;
     if (col[0] < 0) {
+        free(line);
         fclose(f);
         return err_set(ERR_FORMAT, "%s: line 1: no 'tokens' column", path);
     }
-    while (fgets(line, sizeof line, f)) {
+    while (getline(&line, &lcap, f) >= 0) {
         lineno++;
         double v[64];
         int nv = 0;
@@ -544,6 +548,7 @@ static int train_log_read(const char *path, train_log *t)
         for (int k = 0; k < 5; k++) dst[k][t->n] = col[k] >= 0 && col[k] < nv ? v[col[k]] : NAN;
         t->n++;
     }
+    free(line);
     fclose(f);
     if (!rc && t->n == 0) rc = err_set(ERR_FORMAT, "%s: no log rows after the header", path);
     if (rc) train_log_free(t);
