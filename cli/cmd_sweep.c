@@ -190,6 +190,10 @@ int cmd_sweep(int argc, char **argv)
     }
     printf("sweep %s: %d runs (%d done before, %d trained now) in %.0f s\n", o.out, res.n_runs,
            res.done_before, res.trained, res.seconds);
+    if (res.lost)
+        printf("%d run%s recorded done no longer had that SAE in %s directory (removed or changed "
+               "since) and %s trained again\n", res.lost, res.lost == 1 ? "" : "s",
+               res.lost == 1 ? "its" : "their", res.lost == 1 ? "was" : "were");
     if (res.reevaluated)
         printf("%d runs done before were evaluated again: another eval had replaced their suites' "
                "rows with another sample's\n", res.reevaluated);

@@ -16,6 +16,7 @@
 #include "sae/sae_run.h"
 #include "store/store.h"
 #include "store/store_eval.h"
+#include "store/store_sae.h"
 #include "store/store_sweep.h"
 #include "sweep/sweep.h"
 #include "sweep/sweep_internal.h"
@@ -488,13 +489,43 @@ static int check_config(const sweep_opts *o, const plan_run *p, const char *reco
 }
 
 /* The row of a run done before, if any; ERR_ARG when it was done with other settings. */
-static int find_done(const sweep_opts *o, const plan_run *p, store_sweep_row *row, int *found)
+/* Whether a run's row still describes its directory: the weights there are the ones registered
+ * (sae_registry.weights), or at least readable where the row has no registry id. A directory
+ * removed or damaged after its run was recorded was skipped as "done before", and the frontiers
+ * listed an SAE that no longer existed (an audit). */
+static int run_dir_intact(store *s, const store_sweep_row *row, int *intact)
+{
+    char cs[17];
+    *intact = sae_weights_checksum(row->dir, cs) == OK;
+    err_clear();
+    if (!*intact || row->sae_id < 0) return OK;
+    store_sae_entry e;
+    int rc = store_sae_get(s, row->sae_id, NULL, &e);
+    if (rc == ERR_NOTFOUND) { /* its registry row went: the row's ids are stale */
+        *intact = 0;
+        err_clear();
+        return OK;
+    }
+    if (!rc && e.weights[0] && strcmp(e.weights, cs)) *intact = 0;
+    return rc;
+}
+
+/* *found: the run has a row (matching the grid's settings) whose directory is intact; *lost:
+ * it has a row, but its directory no longer holds that SAE (trained again). */
+static int find_done(const sweep_opts *o, const plan_run *p, store_sweep_row *row, int *found,
+                     int *lost)
 {
     store *s;
-    int rc = open_rw(o, &s);
+    *lost = 0;
+    int rc = open_rw(o, &s), intact = 1;
     if (!rc) rc = store_sweep_get(s, o->out, p->name, row, found);
-    store_close(s);
     if (!rc && *found) rc = check_config(o, p, row->config);
+    if (!rc && *found) rc = run_dir_intact(s, row, &intact);
+    store_close(s);
+    if (!rc && *found && !intact) {
+        *found = 0;
+        *lost = 1;
+    }
     return rc;
 }
 
@@ -670,8 +701,9 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
     if (!rc) rc = ana_memo_new(&memo.zero);
     store_sweep_row row;
     for (int i = 0; i < np && !rc; i++) {
-        int found = 0;
-        rc = find_done(o, &plan[i], &row, &found);
+        int found = 0, lost = 0;
+        rc = find_done(o, &plan[i], &row, &found, &lost);
+        res->lost += lost;
         if (rc || !found) continue;
         done[i] = 1;
         res->done_before++;

@@ -86,6 +86,8 @@ typedef struct {
     int done_before;            /* skipped: their rows were there */
     int reevaluated;            /* of those, evaluated again: another `eval` had replaced their
                                    suites' rows with another sample's */
+    int lost;                   /* recorded done, but the directory no longer held that SAE
+                                   (removed or changed since): trained again */
     int trained;                /* trained (or resumed) and evaluated by this call */
     int finished;               /* every run of the grid has its row (then the PNGs are drawn) */
     char stopped_in[64];        /* max_steps: the run left at a checkpoint ("" when none) */

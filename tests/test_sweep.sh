@@ -69,6 +69,14 @@ done
 check '[ $same = 1 ]' "the interrupted sweep's SAEs are bit-identical to the uninterrupted ones"
 rows() { q "SELECT name, ev, l0, dead_frac, ce_score, kl_score FROM sweep_runs WHERE sweep = '$1' ORDER BY name"; }
 check '[ "$(rows "$T/full")" = "$(rows "$T/part")" ]' "and so are their rows"
+# a run directory removed or damaged after its row was written is trained again, not skipped as
+# "done before" (its row listed an SAE that no longer existed, an audit)
+rm -rf "$T/part/topk_k2"
+head -c 100 "$T/full/gated_l11/sae_weights.safetensors" > "$T/part/gated_l11/sae_weights.safetensors"
+out=$($BIN sweep "${SW[@]}" --out "$T/part" --no-png 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"(10 done before, 2 trained now)"* ]] && [[ "$out" == *"2 runs recorded done no longer had that SAE in their directory"* ]]' "lost runs trained again: $out"
+check 'cmp -s "$T/full/topk_k2/sae_weights.safetensors" "$T/part/topk_k2/sae_weights.safetensors" && cmp -s "$T/full/gated_l11/sae_weights.safetensors" "$T/part/gated_l11/sae_weights.safetensors"' "to the same weights"
+check '[ "$(rows "$T/full")" = "$(rows "$T/part")" ]' "and the same rows"
 
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --no-png 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"($runs done before, 0 trained now)"* ]]' "a finished sweep is not retrained: $out"
