@@ -353,6 +353,14 @@ static int open_db(ext_job *j)
         }
     mem_free(ms);
     if (rc) return rc;
+    /* sequences are found again by (document, start): with their documents deleted, a rerun
+       stored every token a second time, exit 0 (an audit) */
+    int64_t orphans = 0;
+    if ((rc = store_orphan_sequences(j->s, &orphans))) return rc;
+    if (orphans)
+        return err_set(ERR_FORMAT, "%s: %lld stored sequences refer to documents that are no longer "
+                       "in its documents table (changed outside saelite?); extract into a new --db",
+                       j->o.db, (long long)orphans);
     if (j->o.tags) {
         /* the sequences (with their token rows) are shared by every extract into this store: ones
            stored without tags are reused as they are, so tags given now would silently not be

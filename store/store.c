@@ -1755,6 +1755,12 @@ int store_tokens_tagged(store *s, int *tokens, int *tagged)
     return rc;
 }
 
+int store_orphan_sequences(store *s, int64_t *n)
+{
+    return store_query_i64(s, "SELECT count(*) FROM sequences WHERE document_id NOT IN "
+                              "(SELECT id FROM documents)", n);
+}
+
 int store_table_exists(store *s, const char *table, int *yes)
 {
     *yes = 0;

@@ -106,6 +106,9 @@ int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char
 /* Whether the store holds token rows (*tokens) and any of them with a POS tag (*tagged): 0 or 1
  * each (a scan of the tokens when none is tagged). */
 int store_tokens_tagged(store *s, int *tokens, int *tagged);
+/* *n = the sequences whose document row is gone (a database changed outside saelite: extract
+ * finds its sequences by document, so a rerun would store those tokens again). */
+int store_orphan_sequences(store *s, int64_t *n);
 
 /* ---- hooks and activations ---------------------------------------------------------------- */
 typedef struct {

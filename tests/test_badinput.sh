@@ -805,6 +805,10 @@ LAST=""
 bad "extract: a bad --tags file fails before the database is created" "small.txt:1: not a JSON object" extract --model model --tokenizer tok --corpus small.txt --tags small.txt --hook $H --db $R/tg.db --ctx 8
 bad "extract: --tags into a store whose tokens have none (was silently not stored)" "ex.db: its stored tokens were extracted without --tags" extract --model model --tokenizer tok --corpus small.txt --tags $R/small.tags.jsonl --hook blocks.0.mlp.hook_post --db ex.db --ctx 8
 check "  ... no database was made" "absent $R/tg.db"
+# sequences whose documents were deleted (outside saelite): a rerun stored every token twice
+cp "$W/ex.db" "$W/$R/nodocs.db"; sqlite3 "$W/$R/nodocs.db" 'DELETE FROM documents'
+LAST=""
+bad "extract: sequences without their documents" "nodocs.db: [0-9]+ stored sequences refer to documents that are no longer in its documents table" extract --model model --tokenizer tok --corpus small.txt --hook $H --db $R/nodocs.db --ctx 8
 setup init-model --layers 1 --d-model 8 --heads 2 --ctx 16 --vocab 270 --seed 9 -o $R/model2
 LAST=""
 bad "analyze: a --model other than the one extract used (CE scores were computed against it)" "model2: checksum [0-9a-f]{16}, but ex.db's hook $H was extracted from a model with checksum [0-9a-f]{16}" analyze --db ex.db --sae sae8 --model $R/model2 --all
