@@ -7,12 +7,14 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/dist.h"
 #include "common/checked.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/par.h"
@@ -2418,13 +2420,19 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path)
     h.thr_run = t->thr_run;
     h.pad = t->mb > 1 ? (uint32_t)t->mb : 0; /* micro-batches (0: one, the bytes of old files) */
     h.lblocks = t->lb > 1 ? (uint32_t)t->lb : 0;
-    int ok = fwrite(&h, sizeof h, 1, fp) == 1 && fwrite(&t->c, sizeof t->c, 1, fp) == 1 &&
-             fwrite(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fwrite(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fwrite(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fwrite(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
-             (!t->tc || fwrite(&t->scale_out, sizeof(double), 1, fp) == 1) &&
-             fwrite(&t->aux_norm, sizeof(float), 1, fp) == 1; /* after everything: optional */
+    /* a trailing FNV-1a of every byte before it: a damaged file resumed into another SAE, exit 0
+       (8 bytes of W_enc overwritten, an audit); the in-range check below cannot see that */
+    file_sum io = file_sum_start(fp);
+    file_sum_put(&io, &h, sizeof h);
+    file_sum_put(&io, &t->c, sizeof t->c);
+    file_sum_put(&io, t->p, sizeof(float) * (size_t)t->np);
+    file_sum_put(&io, t->m, sizeof(float) * (size_t)t->np);
+    file_sum_put(&io, t->v, sizeof(float) * (size_t)t->np);
+    file_sum_put(&io, t->since, sizeof(int64_t) * (size_t)t->S);
+    if (t->tc) file_sum_put(&io, &t->scale_out, sizeof(double));
+    file_sum_put(&io, &t->aux_norm, sizeof(float)); /* after everything: optional */
+    file_sum_put_end(&io);
+    int ok = !io.bad;
     if (!ok) {
         int e = errno;
         file_atomic_abort(&out);
@@ -2464,18 +2472,37 @@ int sae_trainer_resume(sae_trainer **out, const char *path)
         sae_trainer_free(t);
         return err_set(ERR_FORMAT, "%s: checkpoint sizes do not match its config", path);
     }
-    int ok = fread(t->p, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fread(t->m, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fread(t->v, sizeof(float), t->np, fp) == (size_t)t->np &&
-             fread(t->since, sizeof(int64_t), t->S, fp) == (size_t)t->S &&
-             (!t->tc || fread(&t->scale_out, sizeof(double), 1, fp) == 1);
-    /* TopK's AuxK normaliser, the file's last float; files from before it end here (AuxK is
-       then off for one step) */
-    if (ok && fread(&t->aux_norm, sizeof(float), 1, fp) != 1) t->aux_norm = 0;
-    fclose(fp);
-    if (!ok) {
+    /* the file's layout by its size: TopK's AuxK normaliser (a float) and the checksum (8
+       bytes) came later, and files from before them end without (AuxK is then off for one
+       step; there is no sum to check) */
+    struct stat sb;
+    int64_t base = (int64_t)sizeof h + h.cfg_size + 3 * (int64_t)sizeof(float) * t->np +
+                   (int64_t)sizeof(int64_t) * t->S + (t->tc ? (int64_t)sizeof(double) : 0);
+    int64_t size = fstat(fileno(fp), &sb) == 0 ? (int64_t)sb.st_size : -1;
+    int has_aux = size >= base + 4, has_sum = size == base + 4 + 8;
+    if (size != base && size != base + 4 && !has_sum) {
+        fclose(fp);
         sae_trainer_free(t);
-        return err_set(ERR_FORMAT, "%s: checkpoint is truncated", path);
+        return err_set(ERR_FORMAT, "%s: checkpoint is %s (%lld bytes, want %lld)", path,
+                       size < base + 12 ? "truncated" : "longer than its contents", (long long)size,
+                       (long long)(base + 12));
+    }
+    file_sum io = file_sum_start(fp);
+    io.h = hash_fnv1a(hash_fnv1a(io.h, &h, sizeof h), &c, h.cfg_size); /* read above */
+    file_sum_get(&io, t->p, sizeof(float) * (size_t)t->np);
+    file_sum_get(&io, t->m, sizeof(float) * (size_t)t->np);
+    file_sum_get(&io, t->v, sizeof(float) * (size_t)t->np);
+    file_sum_get(&io, t->since, sizeof(int64_t) * (size_t)t->S);
+    if (t->tc) file_sum_get(&io, &t->scale_out, sizeof(double));
+    t->aux_norm = 0;
+    if (has_aux) file_sum_get(&io, &t->aux_norm, sizeof(float));
+    int ok = !io.bad, sum_ok = !has_sum || file_sum_get_end(&io);
+    fclose(fp);
+    if (!ok || !sum_ok) {
+        sae_trainer_free(t);
+        return err_set(ERR_FORMAT, ok ? "%s: the checkpoint fails its checksum: the file is damaged "
+                                        "(resume from an earlier copy, or train anew without --resume)"
+                                      : "%s: checkpoint is truncated", path);
     }
     /* a damaged file, not a diverged run (a step with a non-finite loss writes no checkpoint):
        say so now rather than as "loss became nan" a hundred steps on */

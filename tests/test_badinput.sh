@@ -655,11 +655,30 @@ bad "sae-train over a trained SAE without --resume" "sae8 already holds a traine
 bad "sae-train --resume into a missing directory" "s_nores/checkpoint.bin: no checkpoint to --resume" "${T[@]}" --out $R/s_nores --resume
 check "  ... and creates no directory" "absent $R/s_nores"
 # a damaged checkpoint (a NaN in Adam's second moment, the last float before the S int64
-# counters and the AuxK float) is refused on --resume, not trained on until the loss is NaN
+# counters, the AuxK float and the 8-byte checksum) is refused on --resume, not trained on until
+# the loss is NaN: by its checksum, and by the value check where the checksum was recomputed
 setup sae-train --npy acts.npy --out $R/ckd --d-sae 16 --k 2 --tokens 2560 --batch 16 --eval-tokens 16 --max-steps 5
-printf '\x00\x00\xc0\x7f' | dd of="$W/$R/ckd/checkpoint.bin" bs=1 seek=$(( $(stat -c %s "$W/$R/ckd/checkpoint.bin") - 4 - 16 * 8 - 4 )) conv=notrunc status=none
+cp -r "$W/$R/ckd" "$W/$R/ckd2"
+ck_poke() { # ck_poke FILE BYTES [resum]: the 4 bytes before the counters, AuxK and the sum
+    python3 -c 'import sys
+p, b, resum = sys.argv[1], bytes.fromhex(sys.argv[2]), len(sys.argv) > 3
+d = bytearray(open(p, "rb").read()); o = len(d) - 8 - 4 - 16 * 8 - 4; d[o:o + 4] = b
+if resum:
+    h = 0xcbf29ce484222325
+    for x in d[:-8]: h = ((h ^ x) * 0x100000001b3) & 0xffffffffffffffff
+    d[-8:] = h.to_bytes(8, "little")
+open(p, "wb").write(bytes(d))' "$@"
+}
+ck_poke "$W/$R/ckd/checkpoint.bin" 0000c07f resum
 LAST=""
-bad "sae-train --resume from a damaged checkpoint" "ckd/checkpoint.bin: nan at index [0-9]+ of the checkpoint's Adam's second moment: the file is damaged" sae-train --npy acts.npy --out $R/ckd --d-sae 16 --k 2 --tokens 2560 --batch 16 --eval-tokens 16 --resume
+bad "sae-train --resume from a damaged checkpoint (checksum recomputed)" "ckd/checkpoint.bin: nan at index [0-9]+ of the checkpoint's Adam's second moment: the file is damaged" sae-train --npy acts.npy --out $R/ckd --d-sae 16 --k 2 --tokens 2560 --batch 16 --eval-tokens 16 --resume
+# an in-range value (3.0) changed: only the checksum sees it (it resumed into another SAE, exit 0)
+ck_poke "$W/$R/ckd2/checkpoint.bin" 00004040
+LAST=""
+bad "sae-train --resume from a checkpoint with a changed value" "ckd2/checkpoint.bin: the checkpoint fails its checksum: the file is damaged" sae-train --npy acts.npy --out $R/ckd2 --d-sae 16 --k 2 --tokens 2560 --batch 16 --eval-tokens 16 --resume
+head -c -3 "$W/$R/ckd2/checkpoint.bin" > "$W/$R/ckd2/c" && mv "$W/$R/ckd2/c" "$W/$R/ckd2/checkpoint.bin"
+LAST=""
+bad "sae-train --resume from a cut checkpoint" "ckd2/checkpoint.bin: checkpoint is truncated \\([0-9]+ bytes, want [0-9]+\\)" sae-train --npy acts.npy --out $R/ckd2 --d-sae 16 --k 2 --tokens 2560 --batch 16 --eval-tokens 16 --resume
 bad "sae-train: k above d-sae leaves no directory" "k 32 must be in 1..d_sae" "${T[@]}" --k 32 --out $R/s_k
 check "  ... none" "absent $R/s_k"
 bad "sae-train: output under a regular file" "acts.npy: exists and is not a directory|acts.npy/x" "${T[@]}" --out acts.npy
