@@ -66,6 +66,19 @@ int json_parse_object(const char *path, const char *what, const char *text, size
         return err_set(ERR_FORMAT, "%s: a NUL byte at line %ld, column %ld%s%s%s", path, line, col,
                        sep, w, sep2);
     }
+    /* the escape \u0000 decodes to a NUL inside a C string, which cuts it there: a hook_name
+       "blocks.0.mlp.hook_post\u0000junk" was read as the hook before it (an audit). Each
+       backslash starts an escape of the character after it (one pass; outside strings a
+       backslash is a syntax error anyway). */
+    for (const char *p = memchr(text, '\\', len); p; ) {
+        size_t left = (size_t)(text + len - p);
+        if (left >= 6 && p[1] == 'u' && !memcmp(p + 2, "0000", 4)) {
+            line_col(text, p, &line, &col);
+            return err_set(ERR_FORMAT, "%s: a \\u0000 (NUL) escape at line %ld, column %ld%s%s%s: "
+                           "strings cannot hold NUL", path, line, col, sep, w, sep2);
+        }
+        p = left > 2 ? memchr(p + 2, '\\', left - 2) : NULL;
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {

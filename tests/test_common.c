@@ -95,6 +95,21 @@ static void test_json(void)
     static const char nul[] = "{\"a\":\n 1}\0{\"b\": 2}";
     CHECK(json_parse_object("f.json", NULL, nul, sizeof nul - 1, &j) == ERR_FORMAT &&
               !strcmp(err_msg(), "f.json: a NUL byte at line 2, column 4"), "%s", err_msg());
+    /* the \u0000 escape: a NUL inside the decoded string, which cuts it (a hook_name
+       "...hook_post\u0000junk" was read as "...hook_post"); an escaped backslash before "u0000"
+       is text, and a last "\u000" is not the escape */
+    static const char *const esc[] = {"{\"h\": \"ab\\u0000cd\"}", "{\"h\\u0000\": 1}",
+                                      "{\"h\": \"\\\\\\u0000\"}"};
+    for (size_t i = 0; i < sizeof esc / sizeof esc[0]; i++)
+        CHECK(json_parse_object("f.json", NULL, esc[i], strlen(esc[i]), &j) == ERR_FORMAT &&
+                  strstr(err_msg(), "f.json: a \\u0000 (NUL) escape at line 1, column "),
+              "%s: %s", esc[i], err_msg());
+    static const char *const text_u[] = {"{\"h\": \"a\\\\u0000\"}", "{\"h\": \"\\u0001\"}"};
+    for (size_t i = 0; i < sizeof text_u / sizeof text_u[0]; i++) {
+        CHECK(json_parse_object("f.json", NULL, text_u[i], strlen(text_u[i]), &j) == OK, "%s: %s",
+              text_u[i], err_msg());
+        cJSON_Delete(j);
+    }
     /* the file reader passes the file's length, not strlen's */
     char jp[600];
     snprintf(jp, sizeof jp, "%s/nul.json", tdir);
