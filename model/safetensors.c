@@ -288,6 +288,19 @@ int st_read_f32(const st_file *f, const st_tensor *t, float *dst)
     }
 }
 
+const char *st_shape_text(char *buf, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i <= ndim && n < cap; i++) {
+        int w = i < ndim ? snprintf(buf + n, cap - n, "%s%lld", i ? "," : "[", (long long)shape[i])
+                         : snprintf(buf + n, cap - n, "%s]", ndim ? "" : "[");
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+    return buf;
+}
+
 int st_load_f32(const st_file *f, const char *name, int ndim, const int64_t *shape, float *dst)
 {
     const st_tensor *t = st_find(f, name);
@@ -295,12 +308,10 @@ int st_load_f32(const st_file *f, const char *name, int ndim, const int64_t *sha
     int ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
     if (!ok) {
-        char want[96] = "", got[96] = "";
-        for (int i = 0; i < ndim; i++)
-            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? "," : "", (long long)shape[i]);
-        for (int i = 0; i < t->ndim; i++)
-            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? "," : "", (long long)t->shape[i]);
-        return err_set(ERR_SHAPE, "%s: tensor '%s' has shape [%s], expected [%s]", f->path, name, got, want);
+        char want[96], got[96];
+        return err_set(ERR_SHAPE, "%s: tensor '%s' has shape %s, expected %s", f->path, name,
+                       st_shape_text(got, sizeof got, t->ndim, t->shape),
+                       st_shape_text(want, sizeof want, ndim, shape));
     }
     return dst ? st_read_f32(f, t, dst) : OK;
 }

@@ -43,6 +43,8 @@ const char *st_metadata(const st_file *f, const char *key);   /* NULL when absen
 const char *st_path(const st_file *f);
 int64_t st_numel(const st_tensor *t);
 const char *st_dtype_name(st_dtype d);
+/* "[a, b, ...]" of a shape into buf[cap] (cut to fit); returns buf. */
+const char *st_shape_text(char *buf, size_t cap, int ndim, const int64_t *shape);
 /* Convert a tensor's elements (F32/F16/BF16/F64) to float32 into dst[st_numel(t)]. */
 int st_read_f32(const st_file *f, const st_tensor *t, float *dst);
 /* Find `name`, check it has exactly the shape given (ndim dims), convert into dst (dst NULL:

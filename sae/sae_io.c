@@ -478,10 +478,10 @@ int sae_load(sae_model **out, const char *dir)
      * is a mismatch with the file (whose size bounds the tensors), not an out-of-memory */
     const st_tensor *we = st_find(f, "W_enc");
     if (we && (we->ndim != 2 || we->shape[0] != c.d_in || we->shape[1] != c.d_sae)) {
-        rc = err_set(ERR_SHAPE, "%s: tensor 'W_enc' has shape [%lld, %lld] but %s says d_in %d, "
-                                "d_sae %d",
-                     wpath, (long long)we->shape[0], (long long)(we->ndim > 1 ? we->shape[1] : 1),
-                     path, c.d_in, c.d_sae);
+        char got[96]; /* every dimension: [512, 4096, 1] read as [512, 4096] (an audit) */
+        rc = err_set(ERR_SHAPE, "%s: tensor 'W_enc' has shape %s but %s says d_in %d, d_sae %d",
+                     wpath, st_shape_text(got, sizeof got, we->ndim, we->shape), path, c.d_in,
+                     c.d_sae);
         st_close(f);
         return rc;
     }

@@ -534,7 +534,16 @@ bad "init-model: negative MLP width" "--d-mlp must be >= 0, got -1" init-model -
 check "  ... none of the refusals above made an output" "absent $R/x.npy && absent $R/m2"
 bad "npy: shape whose element count overflows" "over.npy: .npy shape too large \(its element count overflows 64 bits at dimension 1\)" import --npy $R/over.npy --db $R/x.db --hook $H
 bad "npy: 8-byte elements whose byte count overflows" "over2.npy: .npy shape too large" sae-train --npy $R/over2.npy --out $R/s_over
-bad "sae cfg.json: d_in x d_sae far beyond the weights file" "W_enc' has shape \[8, 16\] but .*sae_big/cfg.json says d_in 100000000, d_sae 100000000" sae-eval --sae $R/sae_big --npy acts.npy
+bad "sae cfg.json: d_in x d_sae far beyond the weights file" "W_enc' has shape \[8,16\] but .*sae_big/cfg.json says d_in 100000000, d_sae 100000000" sae-eval --sae $R/sae_big --npy acts.npy
+# W_enc stored as [8, 16, 1]: the message showed [8, 16], the shape cfg.json asks for (an audit)
+cp -r "$W/sae8" "$W/$R/sae_3d"
+python3 -c 'import json, struct, sys
+p = sys.argv[1]; b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); h["W_enc"]["shape"] = h["W_enc"]["shape"] + [1]
+t = json.dumps(h).encode(); t += b" " * (-len(t) % 8)
+open(p, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])' "$W/$R/sae_3d/sae_weights.safetensors"
+LAST=""
+bad "sae weights: a 3-D W_enc" "sae_3d/sae_weights.safetensors: tensor 'W_enc' has shape \[8,16,1\] but" sae-eval --sae $R/sae_3d --npy acts.npy
 bad "sae cfg.json: d_in above the limit" "sae_huge/cfg.json: 'd_in' is 1e\+12, above the limit of 1e8" sae-eval --sae $R/sae_huge --npy acts.npy
 bad "sae cfg.json: topk without k" "sae_nok/cfg.json: topk SAE without 'k'" sae-eval --sae $R/sae_nok --npy acts.npy
 

@@ -229,6 +229,16 @@ static void test_many_tensors(void)
     free(d);
 }
 
+/* st_shape_text: every dimension, a scalar as [], cut to fit without overrunning */
+static void test_shape_text(void)
+{
+    char b[32];
+    int64_t sh[3] = {512, 4096, 1};
+    CHECK(!strcmp(st_shape_text(b, sizeof b, 3, sh), "[512,4096,1]"), "%s", b);
+    CHECK(!strcmp(st_shape_text(b, sizeof b, 0, sh), "[]"), "%s", b);
+    CHECK(!strcmp(st_shape_text(b, 6, 3, sh), "[512,"), "%s", b);
+}
+
 int main(void)
 {
     snprintf(path, sizeof path, "/tmp/saelite_st_%d.safetensors", (int)getpid());
@@ -237,6 +247,7 @@ int main(void)
     test_not_regular();
     test_header_limit();
     test_many_tensors();
+    test_shape_text();
     unlink(path);
     return harness_report("test_safetensors");
 }
