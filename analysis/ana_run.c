@@ -1042,7 +1042,8 @@ static int pass_seq(const shared *sh, const dict *d, const ana_run_opts *o, dict
         sae_metrics_add(&w->rec, b->y + (size_t)b0 * d_out, b->xhat, b->f, T - b0);
         fs = b->f;
     } else if (d->sae) {
-        if ((rc = sae_metrics_eval_rows(&w->rec, d->sae, xs, T - b0, b->f, b->xhat))) return rc;
+        if ((rc = sae_metrics_eval_rows(&w->rec, d->sae, xs, T - b0, b->f, b->xhat)))
+            return err_wrap(rc, "%s on %s, sequence %lld", d->name, sh->hook.name, (long long)sh->seq[i]);
         fs = b->f;
     } else {
         sae_metrics_add(&w->rec, xs, xs, xs, T - b0); /* the identity: codes = input */
