@@ -343,18 +343,30 @@ static int api_target(const char *target)
 /* A refusal the headers decide (1 and *r), before any body is read: a Host that is not this
  * server (421), an Origin other than the request's own, i.e. a cross-site page (403), an API or
  * dashboard request another site made (Sec-Fetch-Site cross-site or same-site: 403), Host,
- * Origin, Sec-Fetch-Site or Content-Length given twice, or a body declared above SRV_MAX_BODY
- * (413, unread). */
+ * Origin, Sec-Fetch-Site, Content-Length or Transfer-Encoding given twice, Content-Length
+ * together with Transfer-Encoding (400), a transfer coding other than chunked (501), or a body
+ * declared above SRV_MAX_BODY (413, unread). The caller closes the connection after each. */
 static int refuse_early(const server *sv, struct MHD_Connection *con, const char *method,
                         const char *target, srv_response *r)
 {
-    const char *host, *origin, *clen, *sfs;
+    const char *host, *origin, *clen, *sfs, *te;
     int nh = header(con, MHD_HTTP_HEADER_HOST, &host), no = header(con, "Origin", &origin),
         nc = header(con, MHD_HTTP_HEADER_CONTENT_LENGTH, &clen),
-        ns = header(con, "Sec-Fetch-Site", &sfs);
-    if (nh > 1 || no > 1 || nc > 1 || ns > 1)
+        ns = header(con, "Sec-Fetch-Site", &sfs),
+        nt = header(con, MHD_HTTP_HEADER_TRANSFER_ENCODING, &te);
+    if (nh > 1 || no > 1 || nc > 1 || ns > 1 || nt > 1)
         return !srv_error(r, 400, "header %s given twice", nh > 1 ? "Host" : no > 1 ? "Origin"
-                          : ns > 1 ? "Sec-Fetch-Site" : "Content-Length");
+                          : ns > 1 ? "Sec-Fetch-Site" : nc > 1 ? "Content-Length"
+                          : "Transfer-Encoding");
+    /* Both: libmicrohttpd reads the body as chunked and ignores the length, a proxy in front
+       may do the opposite (request smuggling); RFC 9112 6.1 says refuse and close. */
+    if (te && clen)
+        return !srv_error(r, 400, "Content-Length and Transfer-Encoding given together");
+    /* libmicrohttpd knows only "chunked": any other coding ("gzip", "identity, chunked") it
+       takes as a body that ends when the client closes, and never calls back, so the client
+       waited for the request deadline without an answer (a review). RFC 9112 6.1: 501. */
+    if (te && strcasecmp(te, "chunked"))
+        return !srv_error(r, 501, "Transfer-Encoding '%.40s' not implemented (only chunked)", te);
     /* A browser sends no Origin on a no-cors GET (<img src>, <script src>, a link), so the
        Origin check below let another site's page run console SQL and the model through
        GET /api/sql?q= and /api/test?text= (an audit kept the console busy that way). The
@@ -418,7 +430,8 @@ static void on_done(void *cls, struct MHD_Connection *con, void **req_cls,
 /* xsite: the page was opened from another site; it is told so (a Server-Timing entry, which
  * its script reads from the navigation's timing) and then does not run the SQL or text its URL
  * carries until the user presses Run (a link elsewhere to /sql?sql=... ran it). */
-static enum MHD_Result send_resp(struct MHD_Connection *con, const srv_response *r, int xsite)
+static enum MHD_Result send_resp(struct MHD_Connection *con, const srv_response *r, int xsite,
+                                 int close)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(
         r->len, (void *)r->data, r->owned ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
@@ -430,6 +443,8 @@ static enum MHD_Result send_resp(struct MHD_Connection *con, const srv_response 
                             "script-src 'self'; connect-src 'self'; frame-ancestors 'none'");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
     if (r->allow) MHD_add_response_header(resp, "Allow", r->allow);
+    /* close: libmicrohttpd closes the connection after a response that says so */
+    if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (xsite && r->type && !strncmp(r->type, "text/html", 9))
         MHD_add_response_header(resp, "Server-Timing", "xsite");
     enum MHD_Result ret = MHD_queue_response(con, (unsigned)r->status, resp);
@@ -458,7 +473,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
         else if (!refuse_early(sv, con, method, k->target, &r))
             return MHD_YES;
         __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
-        enum MHD_Result ret = send_resp(con, &r, 0);
+        /* closed after it: the body is unread, and its framing may be what was refused, so
+           whatever follows on the socket cannot be trusted as the next request (a pipelined
+           GET after a Content-Length + chunked POST was answered; RFC 9112 6.1) */
+        enum MHD_Result ret = send_resp(con, &r, 0, 1);
         srv_response_free(&r);
         sock_phase(sv, k->s, 0); /* sending the refusal */
         return ret;
@@ -499,7 +517,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
     __atomic_add_fetch(&sv->requests, 1, __ATOMIC_RELAXED);
     const char *sfs;
     header(con, "Sec-Fetch-Site", &sfs);
-    enum MHD_Result ret = send_resp(con, &r, other_site(sfs));
+    enum MHD_Result ret = send_resp(con, &r, other_site(sfs), 0);
     srv_response_free(&r);
     sock_phase(sv, k->s, 0); /* sending the answer */
     return ret;

@@ -557,6 +557,54 @@ okn "a body declared at 1 GB is refused (413, got $code)" test "$code" = 413; ok
 okn "... at once" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a < 3) }'
 hreq -X POST -H 'Content-Length: 5' -H 'Content-Length: 6' --data-binary xxxxx "$URL/api/sql"
 okn "two Content-Length headers -> 400 (got $code)" test "$code" = 400; ok is_json_error
+# raw REQUEST: REQUEST's bytes (Python escapes: \r\n, \x00) sent on one connection; what the
+# server sends until it closes (or 3 s pass) lands in $W/raw, $nans is how many responses came,
+# $closed 1 when the server closed the connection
+rawreq() {
+    read -r nans closed < <(python3 - "$PORT" "$1" "$W/raw" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(sys.argv[2].encode().decode("unicode_escape").encode("latin-1"))
+s.settimeout(0.5); out = b""; closed = 0; t0 = time.time()
+while time.time() - t0 < 3:
+    try:
+        b = s.recv(65536)
+    except socket.timeout:
+        continue
+    if not b:
+        closed = 1; break
+    out += b
+open(sys.argv[3], "wb").write(out)
+print(out.count(b"HTTP/1.1 "), closed)
+PY
+)
+}
+status_of() { head -c 12 "$W/raw" | cut -c10-12; }
+raw_json_status() { python3 -c "import json,sys; b=open('$W/raw','rb').read(); j=json.loads(b[b.index(b'\r\n\r\n')+4:]); sys.exit(0 if j['status'] == int(sys.argv[1]) else 1)" "$1"; }
+# a refused framing closes the connection (RFC 9112 6.1): what follows on the socket is not
+# answered as the next request (Content-Length with chunked was a 400, then the pipelined GET a
+# 200: request smuggling); a transfer coding other than chunked is 501 (it got no answer at all,
+# the socket hung until the request deadline)
+G="GET /api/info HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\n\r\n"
+while IFS='|' read -r want head body; do
+    rawreq "$head\r\n\r\n$body$G"
+    okn "$head -> $want, closed, the pipelined GET not answered (got $(status_of), $nans answers, closed $closed)" \
+        test "$(status_of) $nans $closed" = "$want 1 1"
+    okn "... a JSON error" raw_json_status "$want"
+done <<EOF
+400|POST /api/sql HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\nContent-Length: 5\r\nTransfer-Encoding: chunked|0\r\n\r\n
+400|POST /api/sql HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked|0\r\n\r\n
+400|POST /api/sql HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\nContent-Length: 0\r\nContent-Length: 0|
+400|GET /api/info HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\nHost: 127.0.0.1:$PORT|
+501|GET /api/info HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\nTransfer-Encoding: gzip|
+501|GET /api/info HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\nTransfer-Encoding: xchunked|
+501|POST /api/sql HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\nTransfer-Encoding: identity, chunked|0\r\n\r\n
+EOF
+rawreq "GET /api/info HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\nTransfer-Encoding: gzip\r\nConnection: close\r\n\r\n"
+okn "Transfer-Encoding gzip with Connection: close -> 501 (got $(status_of), closed $closed)" test "$(status_of) $closed" = "501 1"
+# ... while well-framed requests keep the connection: a chunked POST and a GET both answered
+rawreq "POST /api/sql HTTP/1.1\r\nHost: 127.0.0.1:$PORT\r\nTransfer-Encoding: chunked\r\n\r\n13\r\n{\"sql\": \"SELECT 1\"}\r\n0\r\n\r\n$G"
+okn "a chunked POST and a GET on one connection: two answers (got $nans: $(head -c 300 "$W/raw" | tr '\r\n' '  '))" test "$nans" = 2
 # the embedded files, and only those
 req GET /app.js; ok test "$code" = 200
 ok cmp -s "$W/body" "$ROOT/serve/assets/app.js"
