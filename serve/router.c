@@ -766,24 +766,53 @@ static const char *json_str_field(cJSON *j, const char *key)
 
 typedef struct {
     cJSON *cols, *rows;
-    size_t bytes;
+    size_t bytes; /* the rows so far as JSON (json_size) */
+    int full;     /* a row was left out: it would have taken bytes past SRV_SQL_BYTES */
 } sql_acc;
+
+/* Bytes x takes in the response as cJSON prints it, with its comma: a control character is 6
+ * (\u0001), '"' and '\\' 2 (the cap counted the raw text, so 64 columns of char(1) cells sent
+ * 50 MB where it meant 8: a review). The numbers are raw digits; an object is {"real":"-inf"}. */
+static size_t json_size(const cJSON *x)
+{
+    if (!x) return 0;
+    if (cJSON_IsRaw(x)) return strlen(x->valuestring) + 1;
+    if (cJSON_IsNull(x)) return 5;
+    if (!cJSON_IsString(x)) return 17;
+    size_t n = 3;
+    for (const unsigned char *p = (const unsigned char *)x->valuestring; *p; p++)
+        n += *p == '"' || *p == '\\' || *p == '\b' || *p == '\f' || *p == '\n' || *p == '\r' ||
+             *p == '\t' ? 2 : *p < 32 ? 6 : 1;
+    return n;
+}
 
 static int sql_cb(void *user, int nc, const char *const *names, const store_val *v)
 {
     sql_acc *a = user;
     if (!cJSON_GetArraySize(a->cols))
-        for (int c = 0; c < nc; c++) cJSON_AddItemToArray(a->cols, srv_json_str(names[c], strlen(names[c])));
+        for (int c = 0; c < nc; c++) {
+            cJSON *x = srv_json_str(names[c], strlen(names[c]));
+            a->bytes += json_size(x);
+            cJSON_AddItemToArray(a->cols, x);
+        }
     cJSON *r = cJSON_CreateArray();
     if (!r) return 1;
+    size_t n = 3; /* the row's [], */
     for (int c = 0; c < nc; c++) {
         store_val x = v[c];
         if (x.type == STORE_Q_TEXT && x.n > 2000) x.n = 2000; /* long cells cut (utf8_clean mends the end) */
-        a->bytes += x.type == STORE_Q_TEXT ? x.n : 16;
-        cJSON_AddItemToArray(r, val_json(&x));
+        cJSON *e = val_json(&x);
+        n += json_size(e);
+        cJSON_AddItemToArray(r, e);
     }
+    if (a->bytes + n > SRV_SQL_BYTES) { /* the rows sent stay within the cap */
+        cJSON_Delete(r);
+        a->full = 1;
+        return 1;
+    }
+    a->bytes += n;
     cJSON_AddItemToArray(a->rows, r);
-    return a->bytes > 8u * 1024 * 1024; /* a response of at most ~8 MB */
+    return 0;
 }
 
 static int api_sql(srv_ctx *c, const srv_request *rq, srv_response *out)
@@ -811,11 +840,11 @@ static int api_sql(srv_ctx *c, const srv_request *rq, srv_response *out)
         return srv_error(out, 413, "SQL longer than 16384 bytes");
     }
     cJSON *j = cJSON_CreateObject();
-    sql_acc a = {cJSON_AddArrayToObject(j, "columns"), cJSON_AddArrayToObject(j, "rows"), 0};
+    sql_acc a = {cJSON_AddArrayToObject(j, "columns"), cJSON_AddArrayToObject(j, "rows"), 0, 0};
     int truncated = 0, rc = a.cols && a.rows ? OK : err_set(ERR_NOMEM, "out of memory");
     if (!rc) rc = store_srv_console(c->st, sql, SRV_SQL_ROWS, SRV_SQL_MS, sql_cb, &a, &truncated);
     cJSON_Delete(body);
-    if (rc == ERR_ABORTED && a.bytes > 8u * 1024 * 1024) {
+    if (rc == ERR_ABORTED && a.full) {
         rc = OK;
         truncated = 1;
     }

@@ -33,6 +33,7 @@
 #define SRV_MAX_ARGS 16           /* query-string arguments */
 #define SRV_SQL_ROWS 1000         /* console row cap */
 #define SRV_SQL_MS 2000           /* console time limit */
+#define SRV_SQL_BYTES (8u << 20)  /* console: bytes of rows in a response, as JSON */
 #define SRV_TEST_CHARS 4000       /* "test your text": bytes of text */
 #define SRV_STEER_CHARS 2000      /* steering: bytes of prompt */
 #define SRV_STEER_TOKENS 128      /* steering: most tokens generated per continuation */

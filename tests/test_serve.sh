@@ -416,6 +416,11 @@ okn "... saying so" grep -q "needs more than the 256 MB of memory" "$W/body"
 okn "... without taking it first ($hwm0 -> $(hwm) kB)" test $(( $(hwm) - hwm0 )) -lt 600000
 req POST /api/sql '{"sql": "SELECT count(*) FROM ana_dicts"}'
 okn "... and the console goes on" test "$code" = 200
+# the ~8 MB cap counts the JSON sent: a control character is 6 bytes there (\u0001), so 64
+# columns of 2000 char(1) came back as 50.7 MB when the cap counted raw bytes (a review)
+req POST /api/sql "$(python3 -c "import json; print(json.dumps({'sql': 'WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < 1000) SELECT ' + ', '.join(['printf(\'%.*c\', 2000, char(1))'] * 64) + ' FROM r'}))")"
+okn "64 columns of control characters: 200, truncated (got $code, $(js "len(j['rows']), j['truncated']" 2>&1 | head -c 80))" test "$code $(js "j['truncated'] and 0 < len(j['rows']) < 1000")" = "200 True"
+okn "... within 8 MiB as sent ($(stat -c %s "$W/body") bytes)" test "$(stat -c %s "$W/body")" -le $((8 * 1048576 + 1024))
 
 # ---- malformed requests: a 4xx with a JSON error, never a crash, never a file
 while read -r method path want; do
