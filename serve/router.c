@@ -758,10 +758,19 @@ static cJSON *body_json(const srv_request *rq, srv_response *out)
     return j;
 }
 
-static const char *json_str_field(cJSON *j, const char *key)
+/* A string field of a JSON body: absent -> *v NULL; present, it must be a string (a method of
+ * 5, ["clamp"] or null ran the default "add" with 200: a review). 0 (and a 400 in out) when not. */
+static int str_field(cJSON *j, const char *key, const char **v, srv_response *out)
 {
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    *v = NULL;
+    if (!x) return 1;
+    if (!cJSON_IsString(x)) {
+        srv_error(out, 400, "\"%s\" must be a string", key);
+        return 0;
+    }
+    *v = x->valuestring;
+    return 1;
 }
 
 typedef struct {
@@ -826,7 +835,10 @@ static int api_sql(srv_ctx *c, const srv_request *rq, srv_response *out)
             cJSON_Delete(body);
             return OK;
         }
-        sql = json_str_field(body, "sql");
+        if (!str_field(body, "sql", &sql, out)) {
+            cJSON_Delete(body);
+            return OK;
+        }
     } else {
         if (!check_args(rq, "q", out)) return OK;
         sql = arg(rq, "q");
@@ -869,7 +881,10 @@ static int api_test(srv_ctx *c, const srv_request *rq, srv_response *out)
             cJSON_Delete(body);
             return OK;
         }
-        text = json_str_field(body, "text");
+        if (!str_field(body, "text", &text, out)) {
+            cJSON_Delete(body);
+            return OK;
+        }
         cJSON *kv = cJSON_GetObjectItemCaseSensitive(body, "k");
         if (kv && (!cJSON_IsNumber(kv) || kv->valuedouble < 1 || kv->valuedouble > 32 ||
                    kv->valuedouble != (double)(int)kv->valuedouble)) {
@@ -945,11 +960,11 @@ static int api_steer(srv_ctx *c, const srv_request *rq, srv_response *out)
     ana_steer_term terms[SRV_STEER_TERMS];
     double d, mx, seed, temp, topk, tmo;
     srv_steer_req r = {.terms = terms, .timeout_ms = SRV_STEER_MS};
-    const char *method = json_str_field(body, "method");
+    const char *method;
     cJSON *fs = cJSON_GetObjectItemCaseSensitive(body, "features");
-    r.prompt = json_str_field(body, "prompt");
     if (!check_fields(body, "dict|prompt|features|method|max_tokens|seed|temperature|top_k|"
                       "timeout_ms", out) ||
+        !str_field(body, "method", &method, out) || !str_field(body, "prompt", &r.prompt, out) ||
         !num_field(body, "timeout_ms", 0, SRV_STEER_MS, 1, SRV_STEER_MS, &tmo, out) ||
         !num_field(body, "dict", 0, INT32_MAX, 1, (double)c->test_dict, &d, out) ||
         !num_field(body, "max_tokens", 1, SRV_STEER_TOKENS, 1, 32, &mx, out) ||

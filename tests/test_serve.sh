@@ -321,6 +321,10 @@ done <<'EOF'
 400 {"prompt": "x", "features": [[0, 1]], "dict": 2}
 400 {"prompt": "x", "features": [[0, 1]], "bogus": 1}
 400 {"prompt": 5, "features": [[0, 1]]}
+400 {"prompt": "x", "features": [[0, 1]], "method": 5}
+400 {"prompt": "x", "features": [[0, 1]], "method": ["clamp"]}
+400 {"prompt": "x", "features": [[0, 1]], "method": null}
+400 {"prompt": null, "features": [[0, 1]]}
 400 [1]
 400 not json
 EOF
@@ -476,6 +480,21 @@ PUT /api/sql 405
 POST /api/features 405
 POST / 405
 EOF
+# a field of the wrong JSON type is a 400 naming it (a "method" of 5, ["clamp"] or null ran "add"
+# with 200: a review); an absent optional one takes its default (above)
+while read -r path field body; do
+    req POST "$path" "$body"
+    okn "POST $path $body -> 400 naming \"$field\" (got $code: $(head -c 80 "$W/body"))" \
+        test "$code $(js "j['error']")" = "400 \"$field\" must be a string"
+done <<'EOF2'
+/api/steer method {"prompt": "x", "features": [[0, 1]], "method": 5}
+/api/steer method {"prompt": "x", "features": [[0, 1]], "method": ["clamp"]}
+/api/steer method {"prompt": "x", "features": [[0, 1]], "method": null}
+/api/steer prompt {"prompt": 5, "features": [[0, 1]]}
+/api/sql sql {"sql": 5}
+/api/sql sql {"sql": null}
+/api/test text {"text": ["hi"]}
+EOF2
 req POST /api/sql 'not json'; ok test "$code" = 400; ok is_json_error
 req POST /api/sql '[1, 2]'; ok test "$code" = 400; ok is_json_error
 req POST /api/test '{"text": "x", "k": 1.5}'; ok test "$code" = 400; ok is_json_error
