@@ -1095,7 +1095,8 @@ int srv_handle(srv_ctx *c, const srv_request *rq, srv_response *out)
     int get = !strcmp(m, "GET") || !strcmp(m, "HEAD"), post = !strcmp(m, "POST");
     if (!get && !post) {
         char msg[64];
-        snprintf(msg, sizeof msg, "method %.16s not allowed (GET, HEAD, POST)", m);
+        /* the methods of the Allow header (the body said GET, HEAD, POST on every path) */
+        snprintf(msg, sizeof msg, "method %.16s not allowed (%s)", m, allowed(p));
         return not_allowed(out, p, msg);
     }
     if (get && rq->body_len) return srv_error(out, 400, "a %s request takes no body", m);

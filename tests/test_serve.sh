@@ -495,6 +495,16 @@ done <<'EOF2'
 /api/sql sql {"sql": null}
 /api/test text {"text": ["hi"]}
 EOF2
+# a 405's body names the methods of its Allow header (it said GET, HEAD, POST on every path)
+while read -r method path allow; do
+    code=$(curl -s -D "$W/headers" -o "$W/body" -w '%{http_code}' -X "$method" "$URL$path")
+    okn "$method $path: 405, Allow and body both '$allow' (got $code: $(grep -i '^allow' "$W/headers" | tr -d '\r'), $(cat "$W/body"))" \
+        test "$code|$(grep -i '^allow:' "$W/headers" | tr -d '\r' | cut -d' ' -f2-)|$(js "j['error'].split('(')[-1]")" = "405|$allow|$allow)"
+done <<'EOF'
+OPTIONS /api/info GET, HEAD
+DELETE /api/sql GET, HEAD, POST
+PUT /api/steer POST
+EOF
 req POST /api/sql 'not json'; ok test "$code" = 400; ok is_json_error
 req POST /api/sql '[1, 2]'; ok test "$code" = 400; ok is_json_error
 req POST /api/test '{"text": "x", "k": 1.5}'; ok test "$code" = 400; ok is_json_error
