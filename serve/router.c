@@ -2,6 +2,7 @@
  * docs/serve.md). Each endpoint's numbers come from the named queries of store/store_serve.h. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -595,12 +596,14 @@ static int acts_cb(void *user, int nc, const char *const *names, const store_val
     return 0;
 }
 
-typedef struct { int *ids; int n, cap; } ids_acc;
+typedef struct { int *ids; int n, cap, bad; } ids_acc; /* bad: first position with no integer id */
 static int ids_cb(void *user, int nc, const char *const *names, const store_val *v)
 {
     ids_acc *a = user;
     if (a->n == a->cap) return 1;
-    a->ids[a->n++] = nc > 0 && v[0].type == STORE_Q_INT ? (int)v[0].i : -1;
+    int ok = nc > 0 && v[0].type == STORE_Q_INT && v[0].i >= INT_MIN && v[0].i <= INT_MAX;
+    if (!ok && a->bad < 0) a->bad = a->n;
+    a->ids[a->n++] = ok ? (int)v[0].i : -1;
     return 0;
 }
 
@@ -618,14 +621,25 @@ static int live_example(srv_ctx *c, cJSON *ex, int64_t f)
     if (own < 0 || n < 1) return OK;
     int64_t last = pos - own + n - 1;
     int cap = srv_model_ctx(c->model) + 2;
-    ids_acc a = {mem_alloc((size_t)cap * sizeof(int)), 0, cap};
+    ids_acc a = {mem_alloc((size_t)cap * sizeof(int)), 0, cap, -1};
     float *act = mem_alloc((size_t)cap * sizeof(float));
     int rc = a.ids && act ? OK : err_set(ERR_NOMEM, "out of memory");
     store_val p[] = {V_INT(seq), V_INT(last)};
     if (!rc) rc = store_srv_query(c->st, STORE_SRV_SEQ_TOKENS, p, 2, ids_cb, &a);
     if (rc == ERR_ABORTED || (!rc && a.n != last + 1))
-        rc = err_set(ERR_ARG, "sequence %lld does not fit the model", (long long)seq);
+        rc = err_set(ERR_ARG, "positions 0..%lld hold %s%d tokens, not %lld", (long long)last,
+                     rc ? "more than " : "", a.n, (long long)last + 1);
+    else if (!rc && a.bad >= 0)
+        rc = err_set(ERR_ARG, "position %d holds no integer token id", a.bad);
     if (!rc) rc = srv_model_feature(c->model, a.ids, a.n, (int)f, act);
+    /* the sequence is the database's, not the request's: a damaged tokens table (an id outside
+       the vocabulary, a row deleted) was a 400 that blamed the client (a review) */
+    if (rc == ERR_ARG) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", err_msg());
+        rc = err_set(ERR_FORMAT, "%s: sequence %lld of the tokens table is damaged or not this "
+                     "model's: %s", store_srv_path(c->st), (long long)seq, why);
+    }
     for (int i = 0; !rc && i < n; i++)
         cJSON_AddItemToArray(cJSON_GetArrayItem(toks, i), srv_json_num(act[pos - own + i]));
     mem_free(a.ids);

@@ -745,6 +745,24 @@ req GET "/api/feature/1/$F"; okn "... the feature API too (got $code)" test "$co
 req GET "/api/sql?q=SELECT%20nosuch%20FROM%20x"; okn "... the console's SQL error: 400 (got $code)" test "$code" = 400
 kill -INT $SPID; wait $SPID; SPID=""
 
+# ---- live=1 on a damaged tokens table: the database's fault, not the request's, so a 500 naming
+# the database and the sequence (it was a 400 "token id 99999 ... outside the vocabulary")
+read -r S P < <(q "SELECT seq_id, pos FROM ana_acts WHERE dict_id = 1 AND feature = $F AND kind = 'top' AND rank = 0" | tr '|' ' ')
+# (the row deleted is position 0: without its own position's row an example is not recomputed)
+okn "the example is not at position 0 ($S, $P)" test "$P" -gt 0
+for dmg in "UPDATE tokens SET token_id = 99999 WHERE position = $P" \
+           "UPDATE tokens SET token_id = 'abc' WHERE position = $P" "DELETE FROM tokens WHERE position = 0"; do
+    cp "$DB" "$W/dmg.db"
+    sqlite3 "$W/dmg.db" "$dmg AND sequence_id = $S"
+    "$BIN" serve --db "$W/dmg.db" --model "$W/m" --sae "$W/sae" --port 0 > "$W/serve8.out" 2> /dev/null &
+    SPID=$!
+    wait_url "$W/serve8.out"
+    req GET "/api/feature/1/$F?live=1"
+    okn "live=1 after '$dmg': 500 (got $code: $(head -c 200 "$W/body"))" test "$code" = 500; ok is_json_error
+    okn "... naming the database and sequence $S" grep -q "dmg.db: sequence $S of the tokens table" "$W/body"
+    kill -INT $SPID; wait $SPID; SPID=""
+done
+
 # ---- --sae DIR names the analysed SAE by another path (a symlink): matched by realpath (by
 # string only, serve ran without live activations and steering, silently); an SAE with no
 # analysis (a copy elsewhere) gets a warning naming the analysed ones
