@@ -440,6 +440,10 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
     for (int blk = b0; blk < b1 && !rc; blk++) {
         for (size_t i = ana_block_start(nuse, blk); i < ana_block_start(nuse, blk + 1) && !rc; i++) {
             rc = ds_seq(sh, d, &w, i, t.leaf, &n);
+            /* the tokens are the database's: a stored id the model cannot take named neither
+               (an audit) */
+            if (rc == ERR_ARG)
+                err_wrap(rc, "%s: hook %s, sequence %lld", o->db, sh->hook.name, (long long)sh->seq[i]);
             if (!rc && stopped(o)) rc = err_set(ERR_ABORTED, "interrupted");
             progress_update(&pr, (double)(i + 1 - i0), NULL);
         }

@@ -856,6 +856,13 @@ cp "$W/ex.db" "$W/$R/tokblob.db"
 sqlite3 "$W/$R/tokblob.db" 'UPDATE sequences SET n_tokens = n_tokens + 1 WHERE id = (SELECT min(id) FROM sequences)'
 LAST=""
 bad "analyze: a damaged token blob" "tokblob.db: sequence [0-9]+: token blob has [0-9]+ bytes, want [0-9]+" analyze --db $R/tokblob.db --sae sae8 --no-model --all
+# a stored token id the model cannot take: the message names the database, hook and sequence
+cp "$W/ex.db" "$W/$R/bigtok.db"
+python3 -c 'import sqlite3, struct, sys
+c = sqlite3.connect(sys.argv[1]); i, t = c.execute("SELECT id, tokens FROM sequences ORDER BY id LIMIT 1").fetchone()
+t = bytearray(t); t[4:8] = struct.pack("<i", 2**31 - 1); c.execute("UPDATE sequences SET tokens = ? WHERE id = ?", (bytes(t), i)); c.commit()' "$W/$R/bigtok.db"
+LAST=""
+bad "analyze: a stored token id outside the model's vocabulary" "bigtok.db: hook $H, sequence [0-9]+: token id 2147483647 at position 1 is outside the vocabulary" analyze --db $R/bigtok.db --sae sae8 --model model --all
 bad "attribute: an SAE of another model" "sae_ex: the SAE was trained on activations of a model with checksum [0-9a-f]{16}, but --model $R/model2 has checksum" attribute --model $R/model2 --tokenizer tok --sae $R/sae_ex --text "the cat"
 bad "generate --steer: an SAE of another model" "sae_ex: the SAE was trained on activations of a model with checksum" generate --model $R/model2 --tokenizer tok --sae $R/sae_ex --steer 0:1 --prompt "the cat"
 bad "sweep: a k above d_sae fails before anything is written (was at its run)" "k 100 is more than d_sae \\(16\\)" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 100 --d-sae 16 --tokens 256 --batch 16 --eval none
