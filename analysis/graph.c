@@ -265,27 +265,32 @@ out:
 }
 
 /* ---- building ------------------------------------------------------------------------------- */
-static int check_transcoders(const gpt2_model *m, sae_model *const *tc)
+int ana_graph_check_transcoder(const gpt2_model *m, const sae_model *s, int l)
 {
     const gpt2_config *c = gpt2_cfg(m);
-    for (int l = 0; l < c->n_layer; l++) {
-        const sae_model *s = tc[l];
-        char in[64], outn[64];
-        snprintf(in, sizeof in, "blocks.%d.ln2.hook_normalized", l);
-        snprintf(outn, sizeof outn, "blocks.%d.hook_mlp_out", l);
-        if (!s) return err_set(ERR_ARG, "no transcoder for block %d (one per block is needed)", l);
-        if (!s->cfg.transcoder)
-            return err_set(ERR_ARG, "block %d: an SAE, not a transcoder (sae-train --arch transcoder)", l);
-        if (strcmp(s->cfg.hook_name, in) || strcmp(s->cfg.hook_name_out, outn))
-            return err_set(ERR_ARG, "block %d: the transcoder maps %s -> %s; the graph needs %s -> %s",
-                           l, s->cfg.hook_name, s->cfg.hook_name_out, in, outn);
-        if (s->cfg.d_in != c->n_embd || sae_out_dim(&s->cfg) != c->n_embd)
-            return err_set(ERR_SHAPE, "block %d: the transcoder is %d -> %d wide, the model %d", l,
-                           s->cfg.d_in, sae_out_dim(&s->cfg), c->n_embd);
-        if (s->cfg.arch == SAE_GATED)
-            return err_set(ERR_ARG, "block %d: gated transcoders are not supported", l);
-    }
+    char in[64], outn[64];
+    snprintf(in, sizeof in, "blocks.%d.ln2.hook_normalized", l);
+    snprintf(outn, sizeof outn, "blocks.%d.hook_mlp_out", l);
+    if (!s) return err_set(ERR_ARG, "no transcoder for block %d (one per block is needed)", l);
+    if (!s->cfg.transcoder)
+        return err_set(ERR_ARG, "block %d: an SAE, not a transcoder (sae-train --arch transcoder)", l);
+    if (strcmp(s->cfg.hook_name, in) || strcmp(s->cfg.hook_name_out, outn))
+        return err_set(ERR_ARG, "block %d: the transcoder maps %s -> %s; the graph needs %s -> %s", l,
+                       s->cfg.hook_name[0] ? s->cfg.hook_name : "(no hook_name)",
+                       s->cfg.hook_name_out[0] ? s->cfg.hook_name_out : "(no hook_name_out)", in, outn);
+    if (s->cfg.d_in != c->n_embd || sae_out_dim(&s->cfg) != c->n_embd)
+        return err_set(ERR_SHAPE, "block %d: the transcoder is %d -> %d wide, the model %d", l,
+                       s->cfg.d_in, sae_out_dim(&s->cfg), c->n_embd);
+    if (s->cfg.arch == SAE_GATED)
+        return err_set(ERR_ARG, "block %d: gated transcoders are not supported", l);
     return OK;
+}
+
+static int check_transcoders(const gpt2_model *m, sae_model *const *tc)
+{
+    int rc = OK;
+    for (int l = 0; l < gpt2_cfg(m)->n_layer && !rc; l++) rc = ana_graph_check_transcoder(m, tc[l], l);
+    return rc;
 }
 
 static int capture_forward(gpt2_model *m, const int *tokens, int T, capture *cp)

@@ -71,6 +71,10 @@ typedef struct {
     volatile int *stop;    /* polled per batch of targets; may be NULL */
 } ana_graph_params;
 
+/* Whether s can be block l's transcoder in a graph of m: it reads blocks.l.ln2.hook_normalized
+ * and writes blocks.l.hook_mlp_out at the model's width, and is not gated (ERR_ARG or ERR_SHAPE
+ * naming the block; s NULL: none given). ana_graph_build checks every block with it. */
+int ana_graph_check_transcoder(const gpt2_model *m, const sae_model *s, int l);
 /* tc[l] is block l's transcoder (l = 0 .. n_layer-1, all present). tokens [T] in the vocabulary. */
 int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int T,
                     const ana_graph_params *p, ana_graph *g);

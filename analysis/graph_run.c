@@ -260,6 +260,11 @@ int ana_graph_run(const ana_graph_run_opts *o, ana_graph_run_result *res)
             goto out;
         }
         tc[layer] = s;
+        /* here, where its directory is known (ana_graph_build's check names only the block) */
+        if ((rc = ana_graph_check_transcoder(m, s, layer))) {
+            err_wrap(rc, "%s", dir);
+            goto out;
+        }
         p += n + (e != NULL);
     }
     size_t n = 0;

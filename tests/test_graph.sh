@@ -85,6 +85,20 @@ $BIN sae-train --db "$tmp/a.db" --hook blocks.0.ln2.hook_normalized --k 4 --d-sa
     --batch 512 --out "$tmp/sae" >/dev/null 2>&1
 err=$($BIN graph --model "$tmp/m" --transcoder "$tmp/sae,$tmp/tc1" --text "the cat" 2>&1); ok test $? -eq 1
 ok grep -q "not a transcoder" <<<"$err"
+# a transcoder whose output hook is another (or missing): named by its directory, not only
+# "block 0" (an audit); the missing one said "maps X -> ;"
+for v in other none; do
+    cp -r "$tmp/tc0" "$tmp/tc0_$v"
+    $PY -c 'import json, sys
+p, v = sys.argv[1], sys.argv[2]; d = json.load(open(p))
+for o in (d, d.get("metadata", {})):
+    if "hook_name_out" in o:
+        if v == "none": del o["hook_name_out"]
+        else: o["hook_name_out"] = "blocks.0.hook_resid_post"
+json.dump(d, open(p, "w"))' "$tmp/tc0_$v/cfg.json" $v
+    err=$($BIN graph --model "$tmp/m" --transcoder "$tmp/tc0_$v,$tmp/tc1" --text "the cat" 2>&1); ok test $? -eq 1
+    ok grep -q "tc0_$v: block 0: the transcoder maps blocks.0.ln2.hook_normalized -> $([ $v = none ] && echo '(no hook_name_out)' || echo blocks.0.hook_resid_post); the graph needs" <<<"$err"
+done
 err=$($BIN "${G[@]}" --max-feature-nodes 3 2>&1); ok test $? -eq 1
 ok grep -q "max-feature-nodes" <<<"$err"
 $BIN graph --model "$tmp/nope" --transcoder "$tmp/tc0,$tmp/tc1" --text x >/dev/null 2>&1; ok test $? -eq 1
