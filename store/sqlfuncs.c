@@ -257,7 +257,12 @@ enum { DT_F32, DT_F16, DT_BF16 };
 
 static int dtype_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int *dt)
 {
-    const char *s = sqlite3_value_type(v) == SQLITE_TEXT ? (const char *)sqlite3_value_text(v) : NULL;
+    int text = sqlite3_value_type(v) == SQLITE_TEXT;
+    const char *s = text ? (const char *)sqlite3_value_text(v) : NULL;
+    if (text && !s) { /* SQLite could not allocate (the value is NULL now) */
+        sqlite3_result_error_nomem(ctx);
+        return 0;
+    }
     if (s && !strcmp(s, "f32")) *dt = DT_F32;
     else if (s && !strcmp(s, "f16")) *dt = DT_F16;
     else if (s && !strcmp(s, "bf16")) *dt = DT_BF16;
@@ -268,6 +273,17 @@ static int dtype_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v, int
         return 0;
     }
     return 1;
+}
+
+/* The bytes of a BLOB argument of n bytes (sqlite3_value_bytes, read before), or NULL with the
+ * result set to SQLite's out-of-memory error: sqlite3_value_blob returns NULL when it cannot
+ * allocate (a zeroblob it cannot expand, under a heap limit), and vec_dot read through that NULL
+ * (SIGSEGV, an audit). NULL is also an empty BLOB's pointer, so n == 0 is no error. */
+static const unsigned char *blob_arg(sqlite3_context *ctx, sqlite3_value *v, int n)
+{
+    const unsigned char *p = sqlite3_value_blob(v);
+    if (!p && n > 0) sqlite3_result_error_nomem(ctx);
+    return p;
 }
 
 /* 1 when one of the argc arguments is NULL (the result is then NULL, whatever the others) */
@@ -321,8 +337,8 @@ static int two_vectors(sqlite3_context *ctx, const char *fn, int argc, sqlite3_v
     else if (na != nb)
         snprintf(msg, sizeof msg, "%s(): the vectors differ in length (%d and %d)", fn, na / w, nb / w);
     else {
-        *a = sqlite3_value_blob(argv[0]);
-        *b = sqlite3_value_blob(argv[1]);
+        if (!(*a = blob_arg(ctx, argv[0], na)) && na) return -1;
+        if (!(*b = blob_arg(ctx, argv[1], nb)) && nb) return -1;
         return na / w;
     }
     sqlite3_result_error(ctx, msg, -1);
@@ -365,8 +381,9 @@ static void fn_vec_norm(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         snprintf(msg, sizeof msg, "vec_norm() takes a %s BLOB", dt_name(dt));
         return sqlite3_result_error(ctx, msg, -1);
     }
-    const unsigned char *a = sqlite3_value_blob(argv[0]);
     int n = sqlite3_value_bytes(argv[0]) / w;
+    const unsigned char *a = blob_arg(ctx, argv[0], n * w);
+    if (!a && n) return;
     double s = 0;
     for (int i = 0; i < n; i++) {
         double x = load_value(a + w * i, dt);
@@ -417,7 +434,8 @@ static void fn_vec_at(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_int64 i, n = one_vector(ctx, "vec_at", argc, argv, 2, &dt);
     if (n < 0 || !int_arg(ctx, "vec_at", 2, argv[1], &i)) return;
     if (i < 0 || i >= n) return sqlite3_result_null(ctx);
-    const unsigned char *a = sqlite3_value_blob(argv[0]);
+    const unsigned char *a = blob_arg(ctx, argv[0], (int)n * dt_size(dt));
+    if (!a) return; /* n > i >= 0: not empty */
     sqlite3_result_double(ctx, load_value(a + (size_t)i * dt_size(dt), dt));
 }
 
@@ -432,7 +450,8 @@ static void fn_vec_slice(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     if (cnt < 0) return sqlite3_result_error(ctx, "vec_slice(): argument 3 (count) must be >= 0", -1);
     if (i0 < 0 || i0 > n || cnt > n - i0) return sqlite3_result_null(ctx);
-    const unsigned char *a = sqlite3_value_blob(argv[0]);
+    const unsigned char *a = blob_arg(ctx, argv[0], (int)n * dt_size(dt));
+    if (!a && n) return;
     unsigned char *out = sqlite3_malloc64(cnt ? (sqlite3_uint64)cnt * 4 : 1);
     if (!out) return sqlite3_result_error_nomem(ctx);
     for (sqlite3_int64 i = 0; i < cnt; i++) {
@@ -658,7 +677,14 @@ static void fn_like(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         sqlite3_result_int(ctx, 0); /* built with LIKE_DOESNT_MATCH_BLOBS (Debian's is) */
         return;
     }
+    int tp = sqlite3_value_type(argv[0]), ts = sqlite3_value_type(argv[1]);
     const unsigned char *pat = sqlite3_value_text(argv[0]), *str = sqlite3_value_text(argv[1]);
+    /* NULL text of a non-NULL value: SQLite could not allocate (a zeroblob, a conversion; the
+       value reads as NULL afterwards, so the types are taken first) */
+    if ((!pat && tp != SQLITE_NULL) || (!str && ts != SQLITE_NULL)) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
     int np = sqlite3_value_bytes(argv[0]);
     if (np > sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LIKE_PATTERN_LENGTH, -1)) {
         sqlite3_result_error(ctx, "LIKE or GLOB pattern too complex", -1);
@@ -666,8 +692,12 @@ static void fn_like(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
     uint32_t esc = m.set;
     if (argc == 3) {
+        int te = sqlite3_value_type(argv[2]);
         const unsigned char *e = sqlite3_value_text(argv[2]);
-        if (!e) return;
+        if (!e) {
+            if (te != SQLITE_NULL) sqlite3_result_error_nomem(ctx);
+            return;
+        }
         /* one character: a lead byte and its continuation bytes, then the end */
         const unsigned char *q = e;
         if (*q) {

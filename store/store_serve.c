@@ -325,6 +325,16 @@ static void fn_instr(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     }
 }
 
+/* For a NULL sqlite3_value_text of a value of type t (taken before: a failed conversion leaves
+   the value NULL): the result NULL for an SQL NULL, else SQLite could not allocate (a zeroblob
+   it cannot expand) and the result is its out-of-memory error, not a NULL that looks like an
+   answer. */
+static void text_null(sqlite3_context *ctx, int t)
+{
+    if (t == SQLITE_NULL) sqlite3_result_null(ctx);
+    else sqlite3_result_error_nomem(ctx);
+}
+
 /* replace(X, Y, Z) as SQLite's own computes it, in linear time: SQLite's compares Y at every
    position of X (2 MB by a 20 KB Y took 0.54 s; 10 MB by 100 KB about 13 s, inside one opcode
    that the console's deadline cannot stop). Non-overlapping matches of Y's bytes, left to
@@ -334,18 +344,19 @@ static void fn_instr(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 static void fn_replace(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     (void)argc;
+    int t[3] = {sqlite3_value_type(argv[0]), sqlite3_value_type(argv[1]), sqlite3_value_type(argv[2])};
     const unsigned char *x = sqlite3_value_text(argv[0]);
-    if (!x) return;
+    if (!x) return text_null(ctx, t[0]);
     int nx = sqlite3_value_bytes(argv[0]);
     const unsigned char *y = sqlite3_value_text(argv[1]);
-    if (!y) return;
+    if (!y) return text_null(ctx, t[1]);
     if (!y[0]) {
         sqlite3_result_value(ctx, argv[0]);
         return;
     }
     int ny = sqlite3_value_bytes(argv[1]);
     const unsigned char *z = sqlite3_value_text(argv[2]);
-    if (!z) return;
+    if (!z) return text_null(ctx, t[2]);
     int nz = sqlite3_value_bytes(argv[2]);
     int64_t hits = 0;
     for (const unsigned char *p = x, *end = x + nx; end - p >= ny; p += ny, hits++)

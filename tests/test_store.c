@@ -464,6 +464,50 @@ static void test_hostile(void)
     store_close(s);
 }
 
+/* The vector functions when SQLite cannot allocate a BLOB argument: sqlite3_value_blob returns
+ * NULL for a zeroblob it cannot expand, and vec_dot, vec_cos, vec_at and vec_slice read through
+ * it (SIGSEGV; serve's console under its heap cap, an audit). Every allocation of each statement
+ * fails once in turn (SQLite's go through mem_alloc once a store was opened): each attempt must
+ * give the right answer or SQLITE_NOMEM. */
+static void test_sqlfuncs_nomem(void)
+{
+    static const struct { const char *sql, *want; } Q[] = {
+        {"SELECT vec_dot(zeroblob(4000), zeroblob(4000))", "0.0"},
+        {"SELECT vec_cos(x'0000803f', zeroblob(4), 'f32')", NULL},
+        {"SELECT vec_at(zeroblob(4000), 5, 'f16')", "0.0"},
+        {"SELECT hex(vec_slice(zeroblob(4000), 5, 1, 'bf16'))", "00000000"},
+        {"SELECT vec_norm(zeroblob(4000))", "0.0"},
+        {"SELECT vec_len(zeroblob(4000))", "1000"},
+    };
+    for (size_t i = 0; i < sizeof Q / sizeof *Q; i++) {
+        int nomem = 0, bad = 0, done = 0;
+        for (long n = 1; n < 500 && !done && !bad; n++) {
+            sqlite3 *db = NULL;
+            int rc = sqlite3_open(":memory:", &db); /* before the failures: no OOM sweep of open */
+            if (rc == SQLITE_OK) rc = store_sqlfuncs_register(db);
+            CHECK(rc == SQLITE_OK, "open: %d", rc);
+            sqlite3_stmt *st = NULL;
+            mem_fail_at(n);
+            rc = sqlite3_prepare_v2(db, Q[i].sql, -1, &st, NULL);
+            if (rc == SQLITE_OK) rc = sqlite3_step(st);
+            const char *t = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+            if (rc == SQLITE_ROW && (Q[i].want ? t && !strcmp(t, Q[i].want) : !t)) done = 1;
+            else if ((rc & 0xff) == SQLITE_NOMEM || (rc == SQLITE_ROW && !t && sqlite3_errcode(db) == SQLITE_NOMEM))
+                nomem++; /* the statement, or the test's own conversion of the result to text */
+            else {
+                bad = 1;
+                fprintf(stderr, "%s, allocation %ld failing: rc %d (%s), '%s'\n", Q[i].sql, n, rc,
+                        sqlite3_errmsg(db), t ? t : "NULL");
+            }
+            mem_fail_at(0);
+            sqlite3_finalize(st);
+            sqlite3_close(db);
+        }
+        CHECK(done && nomem > 0 && !bad, "%s: %d out-of-memory failures, completed %d, bad %d", Q[i].sql,
+              nomem, done, bad);
+    }
+}
+
 /* Every allocation (ours and SQLite's, routed through mem_alloc) fails once in turn: each
  * attempt must fail cleanly or succeed, and the database afterwards holds all or nothing. */
 static void test_oom(void)
@@ -810,6 +854,7 @@ int main(void)
     test_nonfinite();
     test_versions();
     test_hostile();
+    test_sqlfuncs_nomem();
     test_oom();
     test_extract_plan();
     test_bulk_shared();
