@@ -553,9 +553,11 @@ static void get_val(sqlite3_stmt *st, int c, store_val *v)
     }
 }
 
-/* Steps st to the end, one callback per row; *rows counts them. max_rows < 0: no cap. */
-static int run_rows(store_srv *s, sqlite3 *db, sqlite3_stmt *st, store_srv_row_fn fn, void *user,
-                    int max_rows, int *rows)
+/* Steps st to the end, one callback per row; *rows counts them. max_rows < 0: no cap. cols
+   (may be NULL): called with the column names when the statement ends without a row (the
+   console's empty result had no names, an audit). */
+static int run_rows(store_srv *s, sqlite3 *db, sqlite3_stmt *st, store_srv_row_fn fn,
+                    store_srv_cols_fn cols, void *user, int max_rows, int *rows)
 {
     enum { MAXC = 64 };
     int nc = 0;
@@ -565,6 +567,14 @@ static int run_rows(store_srv *s, sqlite3 *db, sqlite3_stmt *st, store_srv_row_f
     for (;;) {
         if (max_rows >= 0 && *rows >= max_rows) return OK;
         int rc = sqlite3_step(st);
+        if (rc == SQLITE_DONE && *rows == 0 && cols) {
+            /* after the step, as below: the names are the statement's current ones */
+            nc = sqlite3_column_count(st);
+            if (nc > MAXC) return err_set(ERR_ARG, "%s: more than %d result columns", s->path, MAXC);
+            for (int c = 0; c < nc; c++)
+                if (!(names[c] = sqlite3_column_name(st, c))) return err_set(ERR_NOMEM, "out of memory");
+            if (cols(user, nc, names)) return err_set(ERR_ABORTED, "stopped by the caller");
+        }
         if (rc == SQLITE_DONE) return OK;
         if (rc != SQLITE_ROW) {
             if (rc == SQLITE_INTERRUPT)
@@ -623,7 +633,7 @@ int store_srv_query(store_srv *s, int q, const store_val *params, int nparams,
         for (int i = 0; i < nparams; i++) bind_val(st, i + 1, &params[i]);
         int ms = s->query_ms;
         store_deadline_start(&c->dl, ms / 1000.0);
-        rc = run_rows(s, c->db, st, fn, user, -1, &rows);
+        rc = run_rows(s, c->db, st, fn, NULL, user, -1, &rows);
         if (rc == ERR_ABORTED && __atomic_load_n(&s->stopping, __ATOMIC_RELAXED))
             rc = err_set(ERR_BUSY, "serve is stopping");
         else if (rc == ERR_ABORTED && c->dl.hit)
@@ -735,6 +745,12 @@ static const char *skip_blank(const char *p)
 int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_ms,
                       store_srv_row_fn fn, void *user, int *truncated)
 {
+    return store_srv_console_cols(s, sql, max_rows, timeout_ms, fn, NULL, user, truncated);
+}
+
+int store_srv_console_cols(store_srv *s, const char *sql, int max_rows, int timeout_ms,
+                           store_srv_row_fn fn, store_srv_cols_fn cols, void *user, int *truncated)
+{
     *truncated = 0;
     /* one console statement at a time, and one slow SQLite opcode can outlast the deadline:
        the others are told at once rather than queued behind it */
@@ -774,13 +790,22 @@ int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_m
         goto done;
     }
     int rows;
-    rc = run_rows(s, s->con, st, fn, user, max_rows, &rows);
+    rc = run_rows(s, s->con, st, fn, cols, user, max_rows, &rows);
+    if (!rc && rows >= max_rows) {
+        /* one more step says whether rows were left out; one the time limit (or a failure)
+           stopped does not say, so it is that error: the 1000 rows of a query the limit cut
+           there were answered as the whole result (an audit) */
+        int more = sqlite3_step(st);
+        if (more == SQLITE_ROW) *truncated = 1;
+        else if (more == SQLITE_INTERRUPT)
+            rc = err_set(ERR_ABORTED, "%s: the query ran past its time limit", s->path);
+        else if (more != SQLITE_DONE) rc = sqlerr(s, s->con, "query");
+    }
     /* the console's statement past the heap cap (a named query that meets the cap while the
        console holds it keeps SQLite's "out of memory") */
     if (rc && (sqlite3_extended_errcode(s->con) & 0xff) == SQLITE_NOMEM)
         rc = err_set(ERR_ARG, "%s: the query needs more than the %d MB of memory serve gives SQLite",
                      s->path, SRV_HEAP_MB);
-    if (!rc && rows >= max_rows && sqlite3_step(st) == SQLITE_ROW) *truncated = 1;
 done:
     sqlite3_finalize(st);
     sqlite3_progress_handler(s->con, 0, NULL, NULL);

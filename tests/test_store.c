@@ -18,6 +18,7 @@
 #include "store/sqlfuncs.h"
 #include "store/store_internal.h"
 #include "store/store_sae.h"
+#include "store/store_serve.h"
 #include "harness.h"
 
 /* tmpfs when there is one: the OOM sweep creates thousands of databases and fsync dominates. */
@@ -508,6 +509,75 @@ static void test_sqlfuncs_nomem(void)
     }
 }
 
+/* serve's SQL console (store_srv_console) on an empty analysis database */
+typedef struct { int rows, ncols, header; char names[128]; } con_acc;
+static int con_row(void *u, int nc, const char *const *names, const store_val *v)
+{
+    (void)v;
+    con_acc *a = u;
+    if (!a->rows++) {
+        a->ncols = nc;
+        a->names[0] = 0;
+        for (int c = 0; c < nc; c++)
+            snprintf(a->names + strlen(a->names), sizeof a->names - strlen(a->names), "%s%s", c ? "," : "", names[c]);
+    }
+    return 0;
+}
+static int con_cols(void *u, int nc, const char *const *names)
+{
+    con_acc *a = u;
+    a->header++;
+    a->ncols = nc;
+    a->names[0] = 0;
+    for (int c = 0; c < nc; c++)
+        snprintf(a->names + strlen(a->names), sizeof a->names - strlen(a->names), "%s%s", c ? "," : "", names[c]);
+    return 0;
+}
+
+static store_srv *console_db(void)
+{
+    const char *p = tmp("console.db");
+    store *s;
+    store_remove(p);
+    CHECK(store_open(&s, p, STORE_CREATE) == OK && store_ana_init(s) == OK, "%s", err_msg());
+    store_close(s);
+    store_srv *srv = NULL;
+    CHECK(store_srv_open(&srv, p, 0, NULL) == OK, "store_srv_open: %s", err_msg());
+    return srv;
+}
+
+static void test_console(void)
+{
+    store_srv *srv = console_db();
+    if (!srv) return;
+    con_acc a = {0};
+    int trunc = -1;
+    /* an empty result still has its column names */
+    int rc = store_srv_console_cols(srv, "select 1 as a, 2 as b where 0", 10, 2000, con_row, con_cols, &a, &trunc);
+    CHECK(rc == OK && a.rows == 0 && a.header == 1 && a.ncols == 2 && !strcmp(a.names, "a,b") && !trunc,
+          "empty result: rc %d (%s), %d rows, header %d, names '%s'", rc, err_msg(), a.rows, a.header, a.names);
+    memset(&a, 0, sizeof a);
+    rc = store_srv_console_cols(srv, "select 1 as x", 10, 2000, con_row, con_cols, &a, &trunc);
+    CHECK(rc == OK && a.rows == 1 && a.header == 0 && !strcmp(a.names, "x"), "one row: header %d, '%s'", a.header, a.names);
+    /* a row cap reached, then the time limit: whether more rows exist is unknown, so the answer
+       is the time-limit error (as one row fewer gets), not the rows as the whole result */
+    static const char CUT[] = "with recursive r(x) as (select 1 union all select x+1 from r) select x "
+                              "from r where x <= %d or x = 100000000000";
+    char q[200];
+    for (int k = 9; k <= 11; k++) {
+        snprintf(q, sizeof q, CUT, k);
+        memset(&a, 0, sizeof a);
+        trunc = -1;
+        rc = store_srv_console(srv, q, 10, 200, con_row, &a, &trunc);
+        if (k < 11)
+            CHECK(rc == ERR_ABORTED && strstr(err_msg(), "time limit") && !trunc,
+                  "x <= %d: rc %d (%s), truncated %d, %d rows", k, rc, err_msg(), trunc, a.rows);
+        else
+            CHECK(rc == OK && trunc == 1 && a.rows == 10, "x <= 11: rc %d, truncated %d", rc, trunc);
+    }
+    store_srv_close(srv);
+}
+
 /* Every allocation (ours and SQLite's, routed through mem_alloc) fails once in turn: each
  * attempt must fail cleanly or succeed, and the database afterwards holds all or nothing. */
 static void test_oom(void)
@@ -855,6 +925,7 @@ int main(void)
     test_versions();
     test_hostile();
     test_sqlfuncs_nomem();
+    test_console();
     test_oom();
     test_extract_plan();
     test_bulk_shared();
