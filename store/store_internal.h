@@ -67,5 +67,9 @@ int store_deadline_check(void *d);
  * be NULL: never) every few thousand characters and stops a statement past it with
  * SQLITE_INTERRUPT: SQLite's own cannot be stopped inside one call (sqlfuncs.c). */
 int store_like_register(sqlite3 *db, store_deadline *dl);
+/* The same for the other built-ins whose one call can outlast any deadline: trim, ltrim and
+ * rtrim with a character set (trim/2 etc.; SQLite's compare every character of the set at each
+ * step), with SQLite's results (sqlfuncs.c). */
+int store_slow_builtins_register(sqlite3 *db, store_deadline *dl);
 
 #endif
