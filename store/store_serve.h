@@ -26,7 +26,8 @@
  * debug functions (fts3_tokenizer, fts5, rtreenode, ...), through sqlite3_stmt_readonly and an
  * authorizer, with SQLITE_LIMIT_ATTACHED 0 as a second fence. One statement at a time: a call
  * while another runs returns ERR_BUSY at once. Its instr() and replace() are linear-time ones with
- * SQLite's results (SQLite's are quadratic, and one opcode is past the deadline's reach). Every connection runs with
+ * SQLite's results (SQLite's are quadratic, and one opcode is past the deadline's reach); LIKE,
+ * GLOB, trim/ltrim/rtrim with a set and json_patch are sqlfuncs.c's (store_internal.h). Every connection runs with
  * SQLITE_DBCONFIG_TRUSTED_SCHEMA off and DEFENSIVE on (the database is input). Memory: a
  * successful store_srv_open sets SQLite's process-wide hard heap limit to what it used plus
  * 256 MB, so no statement can take the machine's memory (a console statement that would fails
