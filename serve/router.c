@@ -838,6 +838,20 @@ static int sql_cb(void *user, int nc, const char *const *names, const store_val 
     return 0;
 }
 
+/* An empty result's column names (sql_cb takes them from the first row otherwise): the page
+ * drew no header for "select 1 as a, 2 as b where 0" (a review) */
+static int sql_cols(void *user, int nc, const char *const *names)
+{
+    sql_acc *a = user;
+    for (int c = 0; c < nc; c++) {
+        cJSON *x = srv_json_str(names[c], strlen(names[c]));
+        if (!x) return 1;
+        a->bytes += json_size(x);
+        cJSON_AddItemToArray(a->cols, x);
+    }
+    return 0;
+}
+
 static int api_sql(srv_ctx *c, const srv_request *rq, srv_response *out)
 {
     cJSON *body = NULL;
@@ -868,7 +882,9 @@ static int api_sql(srv_ctx *c, const srv_request *rq, srv_response *out)
     cJSON *j = cJSON_CreateObject();
     sql_acc a = {cJSON_AddArrayToObject(j, "columns"), cJSON_AddArrayToObject(j, "rows"), 0, 0};
     int truncated = 0, rc = a.cols && a.rows ? OK : err_set(ERR_NOMEM, "out of memory");
-    if (!rc) rc = store_srv_console(c->st, sql, SRV_SQL_ROWS, SRV_SQL_MS, sql_cb, &a, &truncated);
+    if (!rc)
+        rc = store_srv_console_cols(c->st, sql, SRV_SQL_ROWS, SRV_SQL_MS, sql_cb, sql_cols, &a,
+                                    &truncated);
     cJSON_Delete(body);
     if (rc == ERR_ABORTED && a.full) {
         rc = OK;

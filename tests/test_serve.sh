@@ -425,6 +425,9 @@ okn "... and the console goes on" test "$code" = 200
 req POST /api/sql "$(python3 -c "import json; print(json.dumps({'sql': 'WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r WHERE x < 1000) SELECT ' + ', '.join(['printf(\'%.*c\', 2000, char(1))'] * 64) + ' FROM r'}))")"
 okn "64 columns of control characters: 200, truncated (got $code, $(js "len(j['rows']), j['truncated']" 2>&1 | head -c 80))" test "$code $(js "j['truncated'] and 0 < len(j['rows']) < 1000")" = "200 True"
 okn "... within 8 MiB as sent ($(stat -c %s "$W/body") bytes)" test "$(stat -c %s "$W/body")" -le $((8 * 1048576 + 1024))
+# an empty result still names its columns (they came from the first row: "columns": [])
+req POST /api/sql '{"sql": "SELECT 1 AS a, 2 AS b WHERE 0"}'
+okn "an empty result names its columns (got $code: $(head -c 80 "$W/body"))" test "$code $(js "j['columns'], j['rows']")" = "200 ['a', 'b'] []"
 # a zeroblob the cap keeps SQLite from expanding: sqlite3_value_blob gives NULL, which vec_dot
 # read through (SIGSEGV); now SQLite's out of memory, so the cap's 400
 req POST /api/sql '{"sql": "SELECT vec_dot(zeroblob(200000000), zeroblob(200000000))"}'
