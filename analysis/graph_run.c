@@ -40,24 +40,48 @@ void ana_graph_run_free(ana_graph_run_result *res)
     memset(res, 0, sizeof *res);
 }
 
+/* A token's bytes, whole (GPT-2 has tokens of 66 and 128 bytes: they were cut at 63, an audit),
+ * as a string: a NUL byte (GPT-2's token 188 is one) becomes U+FFFD, as in the tokens table,
+ * where it ended the string. Other bytes stay as they are: the picture escapes a split
+ * character's bytes; JSON and the database get clean_dup's copy. */
 static char *token_text(const tok_tokenizer *tk, int id)
 {
     size_t n;
     const char *b = tok_token_bytes(tk, id, &n);
-    char s[64];
-    if (!b) snprintf(s, sizeof s, "#%d", id);
-    else snprintf(s, sizeof s, "%.*s", (int)(n < sizeof s - 1 ? n : sizeof s - 1), b);
-    return mem_strdup(s);
+    if (!b) {
+        char s[32];
+        snprintf(s, sizeof s, "#%d", id);
+        return mem_strdup(s);
+    }
+    char *s = mem_alloc(3 * n + 1), *q = s;
+    if (!s) return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (b[i]) *q++ = b[i];
+        else q += sprintf(q, "\xef\xbf\xbd");
+    *q = 0;
+    return s;
 }
 
-/* Token texts are the tokenizer's bytes (the picture escapes a split character's bytes); JSON
- * and the database take valid UTF-8 only: python's json.load failed on a prompt with a euro
- * sign (an audit). Bytes that are not valid UTF-8 on their own become U+FFFD, as in the tokens
- * table. out: at least 4 x 64 + 1 bytes (a token text is at most 63). */
-static const char *clean(const char *s, char *out, size_t cap)
+/* JSON and the database take valid UTF-8 only: python's json.load failed on a prompt with a
+ * euro sign, and on a --slug or --text with a byte that is not UTF-8 (audits). Bytes that are
+ * not valid UTF-8 on their own become U+FFFD, as in the tokens table. A mem_alloc'd copy. */
+static char *clean_dup(const char *s)
 {
-    utf8_clean(s, strlen(s), out, cap);
+    size_t n = strlen(s), cap = 4 * n + 1;
+    char *out = mem_alloc(cap);
+    if (out) utf8_clean(s, n, out, cap);
     return out;
+}
+
+/* s cleaned (clean_dup) as a JSON string into b */
+static int json_text(buf *b, const char *s, size_t n)
+{
+    char *t = mem_alloc(4 * n + 1);
+    if (!t) return err_set(ERR_NOMEM, "out of memory");
+    size_t m = utf8_clean(s, n, t, 4 * n + 1);
+    int rc = buf_json(b, t, m, 0);
+    mem_free(t);
+    return rc;
 }
 
 static const char *const TYPE[] = {"cross layer transcoder", "mlp reconstruction error", "embedding",
@@ -74,25 +98,23 @@ static int write_json(const char *path, const ana_graph_run_opts *o, const ana_g
     buf b = {0};
     char id[64];
     int rc = buf_str(&b, "{\"metadata\":{\"slug\":");
-    if (!rc) rc = buf_json(&b, o->slug ? o->slug : "graph", strlen(o->slug ? o->slug : "graph"), 0);
+    if (!rc) rc = json_text(&b, o->slug ? o->slug : "graph", strlen(o->slug ? o->slug : "graph"));
     if (!rc) rc = buf_str(&b, ",\"scan\":\"saelite\",\"transcoder_list\":[");
     const char *p = o->tc_dirs;
     for (int k = 0; !rc && *p; k++) {
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
         rc = buf_str(&b, k ? "," : "");
-        if (!rc) rc = buf_json(&b, p, n, 0);
+        if (!rc) rc = json_text(&b, p, n);
         p += n + (e != NULL);
     }
     if (!rc) rc = buf_str(&b, "],\"prompt_tokens\":[");
-    char ct[4 * 64 + 1];
     for (int t = 0; !rc && t < res->T; t++) {
         rc = buf_str(&b, t ? "," : "");
-        clean(res->tok_text[t], ct, sizeof ct); /* before strlen(ct): argument order is unspecified */
-        if (!rc) rc = buf_json(&b, ct, strlen(ct), 0);
+        if (!rc) rc = json_text(&b, res->tok_text[t], strlen(res->tok_text[t]));
     }
     if (!rc) rc = buf_str(&b, "],\"prompt\":");
-    if (!rc) rc = buf_json(&b, o->text, strlen(o->text), 0);
+    if (!rc) rc = json_text(&b, o->text, strlen(o->text));
     if (!rc)
         rc = buf_printf(&b, ",\"node_threshold\":%.9g,\"edge_threshold\":%.9g,\"schema_version\":1,"
                         "\"generator\":\"saelite graph\",\"n_layers\":%d,\"n_nodes_total\":%d,"
@@ -106,7 +128,7 @@ static int write_json(const char *path, const ana_graph_run_opts *o, const ana_g
         const ana_graph_node *nd = &g->nodes[i];
         if (!nd->kept) continue;
         ana_graph_node_id(g, i, id, sizeof id);
-        char layer[16], js[64], clerp[4 * 64 + 64] = "";
+        char layer[16], js[64];
         int feature = nd->kind == ANA_NODE_EMBED ? nd->pos : nd->id;
         if (nd->kind == ANA_NODE_EMBED) snprintf(layer, sizeof layer, "E");
         else if (nd->kind == ANA_NODE_LOGIT) snprintf(layer, sizeof layer, "%d", g->n_layers + 1);
@@ -117,11 +139,14 @@ static int write_json(const char *path, const ana_graph_run_opts *o, const ana_g
         case ANA_NODE_EMBED: snprintf(js, sizeof js, "E_%d-%d", nd->id, nd->pos); break;
         default: snprintf(js, sizeof js, "L_%d-%d", nd->id, nd->pos); break;
         }
-        const char *tt = NULL;
+        const char *tt = nd->kind == ANA_NODE_LOGIT ? res->logit_text[i - (g->n - g->n_logits)]
+                         : nd->kind == ANA_NODE_EMBED ? res->tok_text[nd->pos] : NULL;
+        char *clerp = NULL; /* a logit's label, whole (a long token was cut mid-character) */
         if (nd->kind == ANA_NODE_LOGIT) {
-            tt = clean(res->logit_text[i - (g->n - g->n_logits)], ct, sizeof ct);
-            snprintf(clerp, sizeof clerp, "Output \"%s\" (p=%.3f)", tt, nd->activation);
-        } else if (nd->kind == ANA_NODE_EMBED) tt = clean(res->tok_text[nd->pos], ct, sizeof ct);
+            size_t cl = strlen(tt) + 64;
+            if ((clerp = mem_alloc(cl))) snprintf(clerp, cl, "Output \"%s\" (p=%.3f)", tt, nd->activation);
+            else rc = err_set(ERR_NOMEM, "out of memory");
+        }
         rc = buf_str(&b, first ? "{\"node_id\":" : ",{\"node_id\":");
         first = 0;
         if (!rc) rc = buf_json(&b, id, strlen(id), 0);
@@ -131,14 +156,15 @@ static int write_json(const char *path, const ana_graph_run_opts *o, const ana_g
                                  feature, layer, nd->pos, TYPE[nd->kind],
                                  nd->kind == ANA_NODE_LOGIT ? nd->activation : 0.0,
                                  nd->kind == ANA_NODE_LOGIT && i == g->n - g->n_logits ? "true" : "false", js);
-        if (!rc) rc = buf_json(&b, clerp, strlen(clerp), 0);
+        if (!rc) rc = json_text(&b, clerp ? clerp : "", clerp ? strlen(clerp) : 0);
+        mem_free(clerp);
         if (!rc) rc = num(&b, "influence", nd->cum);
         if (!rc) rc = num(&b, "activation", nd->kind == ANA_NODE_FEATURE ? nd->activation : NAN);
         if (!rc) rc = num(&b, "value", nd->value);
         if (!rc) rc = num(&b, "bias", nd->kind == ANA_NODE_FEATURE || nd->kind == ANA_NODE_LOGIT ? nd->bias : NAN);
         if (!rc && tt) {
             rc = buf_str(&b, ",\"token\":");
-            if (!rc) rc = buf_json(&b, tt, strlen(tt), 0);
+            if (!rc) rc = json_text(&b, tt, strlen(tt));
         }
         if (!rc) rc = buf_str(&b, "}");
     }
@@ -173,24 +199,35 @@ static int write_db(const char *path, const ana_graph_run_opts *o, ana_graph_run
         store_close(s);
         return rc;
     }
-    store_graph_row row = {.slug = o->slug ? o->slug : "graph", .prompt = o->text,
-                           .model_dir = o->model_dir, .transcoders = o->tc_dirs,
+    char *slug = clean_dup(o->slug ? o->slug : "graph"), *prompt = clean_dup(o->text),
+         *mdir = clean_dup(o->model_dir), *tcs = clean_dup(o->tc_dirs);
+    if (!slug || !prompt || !mdir || !tcs) rc = err_set(ERR_NOMEM, "out of memory");
+    store_graph_row row = {.slug = slug, .prompt = prompt, .model_dir = mdir, .transcoders = tcs,
                            .n_layers = g->n_layers, .n_pos = g->n_pos, .n_nodes = g->n,
                            .n_nodes_kept = g->n_kept, .n_edges = g->n_edges,
                            .n_edges_kept = g->n_edges_kept, .node_threshold = o->node_threshold,
                            .edge_threshold = o->edge_threshold, .max_rel_err = g->max_rel_err};
-    rc = store_graph_writer_open(&w, s, &row, &res->graph_id);
+    if (!rc) rc = store_graph_writer_open(&w, s, &row, &res->graph_id);
+    mem_free(slug);
+    mem_free(prompt);
+    mem_free(mdir);
+    mem_free(tcs);
     char id[64];
     for (int i = 0; !rc && i < g->n; i++) {
         const ana_graph_node *nd = &g->nodes[i];
         ana_graph_node_id(g, i, id, sizeof id);
         int has_tok = nd->kind == ANA_NODE_EMBED || nd->kind == ANA_NODE_LOGIT;
-        char ct[4 * 64 + 1];
+        const char *raw = nd->kind == ANA_NODE_EMBED ? res->tok_text[nd->pos]
+                          : nd->kind == ANA_NODE_LOGIT ? res->logit_text[i - (g->n - g->n_logits)]
+                          : NULL;
+        char *ct = raw ? clean_dup(raw) : NULL;
+        if (raw && !ct) {
+            rc = err_set(ERR_NOMEM, "out of memory");
+            break;
+        }
         store_graph_node_row r = {
             .node = i, .node_id = id, .feature_type = TYPE[nd->kind],
-            .token_text = nd->kind == ANA_NODE_EMBED ? clean(res->tok_text[nd->pos], ct, sizeof ct)
-                          : nd->kind == ANA_NODE_LOGIT ? clean(res->logit_text[i - (g->n - g->n_logits)], ct, sizeof ct)
-                          : NULL,
+            .token_text = ct,
             .layer = nd->kind == ANA_NODE_EMBED ? -1 : nd->layer, .pos = nd->pos,
             .feature = nd->kind == ANA_NODE_FEATURE ? nd->id : -1, .token = has_tok ? nd->id : -1,
             .activation = nd->kind == ANA_NODE_FEATURE || nd->kind == ANA_NODE_LOGIT ? nd->activation : NAN,
@@ -198,6 +235,7 @@ static int write_db(const char *path, const ana_graph_run_opts *o, ana_graph_run
             .bias = nd->kind == ANA_NODE_FEATURE || nd->kind == ANA_NODE_LOGIT ? nd->bias : NAN,
             .influence = nd->influence, .kept = nd->kept};
         rc = store_graph_node(w, &r);
+        mem_free(ct);
     }
     for (int t = 0; !rc && t < g->n; t++)
         for (int sidx = 0; !rc && sidx < g->n; sidx++) {

@@ -67,6 +67,12 @@ $BIN graph --model "$tmp/m" --transcoder "$tmp/tc0,$tmp/tc1" --text "the caf$(pr
 ok test $? -eq 0
 ok $PY -c "import json, sys; d = json.load(open(sys.argv[1], encoding='utf-8')); sys.exit(0 if '\ufffd' in ''.join(d['metadata']['prompt_tokens']) else 1)" "$tmp/gu/graph.json"
 ok test "$(sqlite3 "$tmp/gu.db" "SELECT count(*) FROM graph_nodes WHERE token_text LIKE '%'||char(65533)||'%'")" -ge 1
+# bytes that are not UTF-8 in --text and --slug: graph.json loads and the database holds U+FFFD
+# (both took the raw bytes: json.load failed, an audit)
+$BIN graph --model "$tmp/m" --transcoder "$tmp/tc0,$tmp/tc1" --text "caf$(printf '\xff') x" --slug "s$(printf '\xfe')" --out "$tmp/gx" --db "$tmp/gx.db" >/dev/null 2>&1
+ok test $? -eq 0
+ok $PY -c "import json, sys; d = json.load(open(sys.argv[1], encoding='utf-8')); sys.exit(0 if d['metadata']['slug'] == 's\ufffd' and '\ufffd' in d['metadata']['prompt'] else 1)" "$tmp/gx/graph.json"
+ok test "$(sqlite3 "$tmp/gx.db" "SELECT hex(slug) FROM graphs")" = 73EFBFBD
 # a graph.png that cannot be written fails before the database is (the graph was committed, exit 1)
 mkdir -p "$tmp/gp/graph.png"
 err=$($BIN "${G[@]}" --out "$tmp/gp" --db "$tmp/gp.db" 2>&1); ok test $? -eq 1
