@@ -122,7 +122,7 @@ int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const
     for (int i = 0; i < n; i++) {
         if (!paths[i]) continue;
         for (int k = 0; k < nin; k++)
-            if (in_files[k] && file_same(paths[i], in_files[k]))
+            if (in_files[k] && file_same_db(paths[i], in_files[k])) /* a database's -wal too */
                 return cli_usage_error(cmd, "%s %s is an input (%s); write it elsewhere", flags[i],
                                        paths[i], in_files[k]);
         if (access(paths[i], F_OK) != 0) continue; /* a new file beside the inputs is harmless */

@@ -34,6 +34,12 @@ int cmd_forward(int argc, char **argv)
     if (!toks == !text) return cli_usage_error(argv[0], "give exactly one of --text or --tokens");
     if (!hook == !logits) return cli_usage_error(argv[0], "give exactly one of --hook NAME or --logits");
     if (bos && !text) return cli_usage_error(argv[0], "--bos needs --text (with --tokens, write the id)");
+    /* --npy model/model.safetensors replaced the weights it had just read (an audit) */
+    const char *outs[1] = {npy}, *in_dirs[2] = {model, tokdir};
+    static const char *const oflags[1] = {"--npy"};
+    if ((rc = cli_check_outputs(argv[0], 1, outs, oflags)) ||
+        (rc = cli_check_not_inputs(argv[0], 1, outs, oflags, 0, NULL, 2, in_dirs)))
+        return rc;
     int *ids = NULL, n = 0;
     if (toks && args_int_list(toks, &ids, &n)) return cli_usage_error(argv[0], "%s", err_msg());
     gpt2_forward_opts o = {.model = model, .text = text, .tok_dir = tokdir, .bos = bos,

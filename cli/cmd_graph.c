@@ -88,6 +88,9 @@ int cmd_graph(int argc, char **argv)
         struct stat sb;
         if (file_check_creatable_dir(o.out_dir)) return cli_fail("graph");
         if (stat(o.out_dir, &sb) == 0 && (rc = cli_check_outputs("graph", 2, outs, out_flag))) return rc;
+        /* --db G/graph.json was replaced by the JSON, graphs and all (an audit) */
+        const char *in[1] = {o.db};
+        if (o.db && (rc = cli_check_not_inputs("graph", 2, outs, out_flag, 1, in, 0, NULL))) return rc;
     }
     rep_graph_result res;
     rc = rep_graph_run(&o, &res);

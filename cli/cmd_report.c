@@ -4,6 +4,7 @@
 
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/fileio.h"
 #include "common/mem.h"
 #include "reports/report.h"
 #include "reports/report_run.h"
@@ -54,6 +55,18 @@ int cmd_report(int argc, char **argv)
             return cli_usage_error(argv[0], "--features: %s", err_msg());
         o.features = list;
         o.nfeatures = nlist;
+    }
+    /* a --db named like one of the pictures or the index inside --out was replaced by it
+       (`--db rr/index.html --out rr`, an audit); a database elsewhere in --out is fine */
+    const char *base = strrchr(o.db, '/');
+    base = base ? base + 1 : o.db;
+    size_t bl = strlen(base);
+    if (!strcmp(base, "index.html") || (bl > 4 && !strcmp(base + bl - 4, ".png"))) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", base == o.db ? 1 : (int)(base - o.db), base == o.db ? "." : o.db);
+        if (file_same(dir, o.out_dir))
+            return cli_usage_error(argv[0], "--db %s is a file report writes in --out %s; move the "
+                                   "database or write the report elsewhere", o.db, o.out_dir);
     }
     o.global = !no_global;
     o.version = SAELITE_VERSION;

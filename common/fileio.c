@@ -355,6 +355,16 @@ int file_same(const char *a, const char *b)
     return same;
 }
 
+int file_same_db(const char *a, const char *db)
+{
+    if (file_same(a, db)) return 1;
+    static const char *const side[] = {"-wal", "-shm", "-journal"};
+    char p[4200];
+    for (size_t i = 0; db && i < sizeof side / sizeof side[0]; i++)
+        if ((size_t)snprintf(p, sizeof p, "%s%s", db, side[i]) < sizeof p && file_same(a, p)) return 1;
+    return 0;
+}
+
 int file_atomic_commit(file_atomic *a)
 {
     if (!a->f) return err_set(ERR_IO, "atomic write: file not open");

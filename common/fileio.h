@@ -107,6 +107,9 @@ int file_check_creatable_dir(const char *dir);
  * followed), else the same path once the existing part of each is resolved; 0 otherwise (also
  * when either is NULL). For refusing an output that would overwrite an input or another output. */
 int file_same(const char *a, const char *b);
+/* 1 if a names the SQLite database db or one of the files SQLite keeps beside it (db-wal,
+ * db-shm, db-journal): writing over the write-ahead log loses committed transactions. */
+int file_same_db(const char *a, const char *db);
 
 /* Copy src to dst atomically (dst.tmp.PID, then rename). ERR_IO naming the failing file. */
 int file_copy_atomic(const char *src, const char *dst);

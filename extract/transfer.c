@@ -64,11 +64,12 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
 {
     /* an output over the store being read, or both outputs on one file, would destroy data
        (the store replaced by the array; the activations by the ids, then removed) */
-    const char *over = file_same(npy, store_path(s)) ? npy
-                       : file_same(tokens_npy, store_path(s)) ? tokens_npy : NULL;
+    /* its -wal too: export --npy DB-wal replaced the log and lost committed tables (an audit) */
+    const char *over = file_same_db(npy, store_path(s)) ? npy
+                       : file_same_db(tokens_npy, store_path(s)) ? tokens_npy : NULL;
     if (over)
-        return err_set(ERR_ARG, "%s: is the database being exported from; write the .npy "
-                       "elsewhere", over);
+        return err_set(ERR_ARG, "%s: is the database being exported from (or its journal); write "
+                       "the .npy elsewhere", over);
     if (file_same(npy, tokens_npy))
         return err_set(ERR_ARG, "%s: the activations and the token ids would both go to this "
                        "file; give them two paths", npy);

@@ -774,6 +774,13 @@ bad "extract: --ctx 0 is refused (its check says positive)" "--ctx must be >= 1,
 # ---- outputs over inputs and late checks (a hostile audit, 2026-12-04) -------------------------
 LAST=""
 bad "export: --npy over the database it reads" "good.db: is the database being exported from" export --db good.db --hook $H --npy good.db
+bad "export: --npy over the database's write-ahead log (lost committed tables)" "good.db-wal: is the database being exported from \\(or its journal\\)" export --db good.db --hook $H --npy good.db-wal
+# an output onto the input it reads (forward's weights, a report over its own database)
+LAST=""
+EXACT="saelite forward: --npy model/model.safetensors would replace a file of the input directory model; write it elsewhere (see 'saelite forward --help')" bad "forward: --npy over the model's weights" "" forward --model model --tokens 1 --logits --npy model/model.safetensors
+mkdir -p "$W/$R/rr"; cp "$W/good.db" "$W/$R/rr/index.html"
+LAST=""
+bad "report: a --db named index.html inside --out" "--db $R/rr/index.html is a file report writes in --out $R/rr" report --db $R/rr/index.html --sae sae8 --out $R/rr
 bad "export: --npy and --tokens-npy on one (existing) file" "acts.npy: the activations and the token ids would both go to this file" export --db good.db --hook $H --npy acts.npy --tokens-npy ./acts.npy
 bad "synth: --out over its own --db" "--out and --db name the same file good.db" synth --out good.db --truth $R/t.npy --d 8 --features 16 --tokens 16 --db good.db
 bad "synth: --out and --truth on one file" "--out and --truth name the same file" synth --out $R/s.npy --truth $R/s.npy --d 8 --features 16 --tokens 16

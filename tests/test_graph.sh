@@ -73,6 +73,11 @@ $BIN graph --model "$tmp/m" --transcoder "$tmp/tc0,$tmp/tc1" --text "caf$(printf
 ok test $? -eq 0
 ok $PY -c "import json, sys; d = json.load(open(sys.argv[1], encoding='utf-8')); sys.exit(0 if d['metadata']['slug'] == 's\ufffd' and '\ufffd' in d['metadata']['prompt'] else 1)" "$tmp/gx/graph.json"
 ok test "$(sqlite3 "$tmp/gx.db" "SELECT hex(slug) FROM graphs")" = 73EFBFBD
+# --db inside --out under graph.json's name: refused, the database kept (it was replaced)
+mkdir -p "$tmp/gd"; cp "$tmp/g.db" "$tmp/gd/graph.json"
+err=$($BIN "${G[@]}" --out "$tmp/gd" --db "$tmp/gd/graph.json" 2>&1); ok test $? -eq 2
+ok grep -q "is an input" <<<"$err"
+ok cmp -s "$tmp/g.db" "$tmp/gd/graph.json"
 # a graph.png that cannot be written fails before the database is (the graph was committed, exit 1)
 mkdir -p "$tmp/gp/graph.png"
 err=$($BIN "${G[@]}" --out "$tmp/gp" --db "$tmp/gp.db" 2>&1); ok test $? -eq 1
