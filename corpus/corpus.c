@@ -10,12 +10,14 @@
 
 #include "common/err.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 
 typedef struct {
     char *id;
     long doc;
     long off;    /* byte offset of the line in the tags file */
     long lineno;
+    long used_by; /* ordinal of the document given this line, 0 if none yet */
 } tag_index;
 
 struct corpus_reader {
@@ -30,10 +32,9 @@ struct corpus_reader {
     long pending_lineno;
     FILE *tf;
     char *tpath;
-    tag_index *tix;   /* built on first need: only when the tags are not in corpus order */
+    tag_index *tix;   /* every tags line, built on the first document (duplicates checked) */
     size_t ntix, tcur;
     int indexed;
-    long seq_off, seq_lineno; /* the next line in file order, for the in-order fast path */
     char *tline;
     size_t tcap;
 };
@@ -43,6 +44,29 @@ static int is_blank(const char *s, size_t n)
     for (size_t i = 0; i < n; i++)
         if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return 0;
     return 1;
+}
+
+/* getline's -1 also reports a failed allocation (errno ENOMEM, with no error flag on the stream):
+ * a review found a 2 GB line under ulimit -v read as the end of the input, exit 0 on the lines
+ * before it. -1 is the end only when neither happened. OK at the end, else ERR_NOMEM / ERR_IO
+ * naming the file and the line that could not be read. */
+static int getline_end(FILE *f, const char *path, long lineno, int e)
+{
+    if (e == ENOMEM) return err_set(ERR_NOMEM, "%s: out of memory reading line %ld", path, lineno);
+    if (ferror(f) || !feof(f))
+        return err_set(ERR_IO, "%s: read error at line %ld: %s", path, lineno, strerror(e ? e : EIO));
+    return OK;
+}
+
+/* A UTF-8 byte order mark starting a file is not text: skipped in the corpus and the tags file
+ * alike (a review: cJSON skipped it in a tags file, but a JSONL corpus starting with one was read
+ * as plain text, its raw JSON becoming the document text). */
+static void strip_bom(char *s, ssize_t *n)
+{
+    if (*n >= 3 && !memcmp(s, "\xef\xbb\xbf", 3)) {
+        memmove(s, s + 3, (size_t)*n - 3 + 1);
+        *n -= 3;
+    }
 }
 
 /* Next line into r->line (newline stripped); returns its length, -1 at EOF, -2 on error. */
@@ -56,14 +80,9 @@ static ssize_t next_line(corpus_reader *r)
     }
     errno = 0;
     ssize_t n = getline(&r->line, &r->cap, r->f);
-    if (n < 0) {
-        if (ferror(r->f)) {
-            err_set(ERR_IO, "%s: read error: %s", r->path, strerror(errno ? errno : EIO));
-            return -2;
-        }
-        return -1;
-    }
+    if (n < 0) return getline_end(r->f, r->path, r->lineno + 1, errno) ? -2 : -1;
     r->lineno++;
+    if (r->lineno == 1) strip_bom(r->line, &n);
     if (n > 0 && r->line[n - 1] == '\n') r->line[--n] = 0;
     return n;
 }
@@ -92,29 +111,58 @@ static int json_id(const cJSON *v, char **out)
     return *out ? OK : ERR_NOMEM;
 }
 
-/* One line as one JSON object, as strictly as Python's json.loads takes it: nothing but white
- * space after the object (cJSON stops at its end, so a second object on the line was dropped),
- * no \u0000 escape (cJSON's strings end at a NUL: the text was cut there), no key twice among
- * the ones saelite reads (cJSON keeps the first, json.loads and JSON.parse the last). NULL and
- * *why on failure. */
-static cJSON *parse_line(const char *line, size_t n, const char **why)
+/* One line as one JSON object, as strictly as Python's json.loads takes it: valid UTF-8 (cJSON
+ * copies any bytes: overlong forms, CESU surrogates and \xff reached the database, a review),
+ * no raw control character inside a string (cJSON took TAB and \x01 there, a review), nothing
+ * but white space after the object (cJSON stops at its end, so a second object on the line was
+ * dropped), no \u0000 escape (cJSON's strings end at a NUL: the text was cut there), no key twice
+ * among the ones saelite reads (cJSON keeps the first, json.loads and JSON.parse the last). NULL,
+ * *why and *col (1-based byte column of the fault, 0 when it has none) on failure. */
+static cJSON *parse_line(const char *line, size_t n, const char **why, size_t *col)
 {
     static const char *const keys[] = {"text", "id", "genre", "spans"};
     const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(line, n, &end, 0);
-    *why = "not a JSON object";
-    if (!j || !cJSON_IsObject(j)) goto bad;
+    cJSON *j = NULL;
+    *col = 0;
+    size_t ok = utf8_valid_prefix((const unsigned char *)line, n);
+    if (ok < n) {
+        *why = "invalid UTF-8";
+        *col = ok + 1;
+        return NULL;
+    }
+    j = cJSON_ParseWithLengthOpts(line, n, &end, 0);
+    if (!j) {
+        *why = "not valid JSON";
+        if (end && end >= line && end <= line + n) *col = (size_t)(end - line) + 1;
+        return NULL;
+    }
+    *why = "not a JSON object (one object per line)";
+    if (!cJSON_IsObject(j)) goto bad;
     for (const char *p = end; p && p < line + n; p++)
         if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') {
             *why = "text after the JSON object (one object per line)";
+            *col = (size_t)(p - line) + 1;
             goto bad;
         }
+    /* the line parsed, so quotes outside strings delimit them: walk them for raw control bytes */
+    for (size_t i = 0, in_str = 0; i < n; i++) {
+        unsigned char c = (unsigned char)line[i];
+        if (!in_str) in_str = c == '"';
+        else if (c == '\\') i++;
+        else if (c == '"') in_str = 0;
+        else if (c < 0x20) {
+            *why = "a raw control character in a string (write it as an escape such as \\t)";
+            *col = i + 1;
+            goto bad;
+        }
+    }
     for (size_t i = 0; i + 5 < n; i++) /* a \u0000 escape: an odd run of backslashes before u */
         if (line[i] == '\\' && line[i + 1] == 'u' && !memcmp(line + i + 2, "0000", 4)) {
             size_t k = i;
             while (k > 0 && line[k - 1] == '\\') k--;
             if ((i - k) % 2 == 0) {
                 *why = "\\u0000 (a NUL character) in a string, which would cut it there";
+                *col = i + 1;
                 goto bad;
             }
         }
@@ -133,6 +181,13 @@ bad:
     return NULL;
 }
 
+/* ERR_FORMAT "path:line[:column]: why" for a line parse_line refused. */
+static int line_error(const char *path, long lineno, size_t col, const char *why)
+{
+    if (col) return err_set(ERR_FORMAT, "%s:%ld:%zu: %s", path, lineno, col, why);
+    return err_set(ERR_FORMAT, "%s:%ld: %s", path, lineno, why);
+}
+
 /* The next non-blank line of the tags file from the current position, parsed as a JSON object
  * (*x NULL at the end of the file). *lineno counts every line read; *off is where it starts. */
 static int next_tags_line(corpus_reader *r, long *lineno, long *off, cJSON **x)
@@ -143,20 +198,61 @@ static int next_tags_line(corpus_reader *r, long *lineno, long *off, cJSON **x)
         *off = ftell(r->tf);
         errno = 0;
         n = getline(&r->tline, &r->tcap, r->tf);
-        if (n < 0) {
-            if (ferror(r->tf))
-                return err_set(ERR_IO, "%s: read error: %s", r->tpath, strerror(errno ? errno : EIO));
-            return OK;
-        }
+        if (n < 0) return getline_end(r->tf, r->tpath, *lineno + 1, errno);
         ++*lineno;
+        if (*lineno == 1) strip_bom(r->tline, &n);
         if (!is_blank(r->tline, (size_t)n)) break;
     }
+    if (n > 0 && r->tline[n - 1] == '\n') n--;
     const char *why;
-    if (!(*x = parse_line(r->tline, (size_t)n, &why)))
-        return err_set(ERR_FORMAT, "%s:%ld: %s", r->tpath, *lineno, why);
+    size_t col;
+    if (!(*x = parse_line(r->tline, (size_t)n, &why, &col))) return line_error(r->tpath, *lineno, col, why);
     return OK;
 }
 
+static int cmp_tix_id(const void *a, const void *b)
+{
+    const tag_index *x = *(tag_index *const *)a, *y = *(tag_index *const *)b;
+    int c = strcmp(x->id ? x->id : "", y->id ? y->id : "");
+    return c ? c : (x->lineno > y->lineno) - (x->lineno < y->lineno);
+}
+
+static int cmp_tix_doc(const void *a, const void *b)
+{
+    const tag_index *x = *(tag_index *const *)a, *y = *(tag_index *const *)b;
+    if (x->doc != y->doc) return (x->doc > y->doc) - (x->doc < y->doc);
+    return (x->lineno > y->lineno) - (x->lineno < y->lineno);
+}
+
+/* Two tags lines for one id (or one "doc" number): the first was used and the other dropped
+ * without a word (a review). Refused, naming the later line and the earlier one. */
+static int check_tix_unique(corpus_reader *r)
+{
+    if (r->ntix < 2) return OK;
+    tag_index **v = mem_alloc(r->ntix * sizeof *v);
+    if (!v) return err_set(ERR_NOMEM, "out of memory");
+    int rc = OK;
+    for (int by_doc = 0; by_doc < 2 && !rc; by_doc++) {
+        size_t m = 0;
+        for (size_t i = 0; i < r->ntix; i++)
+            if (by_doc ? r->tix[i].doc >= 0 : r->tix[i].id != NULL) v[m++] = &r->tix[i];
+        qsort(v, m, sizeof *v, by_doc ? cmp_tix_doc : cmp_tix_id);
+        for (size_t i = 1; i < m && !rc; i++) {
+            if (!by_doc && !strcmp(v[i]->id, v[i - 1]->id))
+                rc = err_set(ERR_FORMAT, "%s:%ld: a second tags line for id '%s' (the first is line "
+                             "%ld): one line per document", r->tpath, v[i]->lineno, v[i]->id, v[i - 1]->lineno);
+            else if (by_doc && v[i]->doc == v[i - 1]->doc)
+                rc = err_set(ERR_FORMAT, "%s:%ld: a second tags line for \"doc\" %ld (the first is "
+                             "line %ld): one line per document", r->tpath, v[i]->lineno, v[i]->doc,
+                             v[i - 1]->lineno);
+        }
+    }
+    mem_free(v);
+    return rc;
+}
+
+/* Every line of the tags file, read once before the first document (so a repeated id is found
+ * wherever it is, not only when a lookup happens to pass it). */
 static int build_tag_index(corpus_reader *r)
 {
     size_t cap = 0;
@@ -168,7 +264,8 @@ static int build_tag_index(corpus_reader *r)
         long off;
         cJSON *j;
         int rc = next_tags_line(r, &lineno, &off, &j);
-        if (rc || !j) return rc;
+        if (rc) return rc;
+        if (!j) return check_tix_unique(r);
         if (r->ntix == cap) {
             size_t nc = cap ? cap * 2 : 256;
             tag_index *t = mem_realloc(r->tix, nc * sizeof *t);
@@ -230,15 +327,23 @@ int corpus_open(corpus_reader **out, const char *path, const char *tags_path)
         size_t i = 0;
         while (r->line[i] == ' ' || r->line[i] == '\t') i++;
         if (r->line[i] == '{') {
-            /* JSONL when the first line is an object with a string "text"; one that names "text"
-               but is not valid JSONL is an error, not plain text (a lone surrogate on line 1 made
-               the file's raw JSON the training text) */
+            /* JSONL when the first line is an object with a string "text". An object without
+               one, or a line that names "text" but is not valid JSONL, is an error, not plain
+               text (a lone surrogate on line 1, or {"text":5}, made the file's raw JSON the
+               training text; a review) */
             const char *why;
-            cJSON *j = parse_line(r->line, (size_t)n, &why);
-            r->jsonl = j && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "text"));
+            size_t col;
+            cJSON *j = parse_line(r->line, (size_t)n, &why, &col);
+            const cJSON *t = j ? cJSON_GetObjectItemCaseSensitive(j, "text") : NULL;
+            r->jsonl = cJSON_IsString(t);
+            if (j && !r->jsonl) {
+                why = t ? "\"text\" is not a string" : "a JSON object without a \"text\" field";
+                col = 0;
+            }
             cJSON_Delete(j);
-            if (!j && strstr(r->line, "\"text\"")) {
-                rc = err_set(ERR_FORMAT, "%s:%ld: %s (a JSONL corpus?)", path, r->lineno, why);
+            if (!r->jsonl && (j || strstr(r->line, "\"text\""))) {
+                if (col) rc = err_set(ERR_FORMAT, "%s:%ld:%zu: %s (a JSONL corpus?)", path, r->lineno, col, why);
+                else rc = err_set(ERR_FORMAT, "%s:%ld: %s (a JSONL corpus?)", path, r->lineno, why);
                 goto fail;
             }
         }
@@ -286,19 +391,29 @@ void corpus_close(corpus_reader *r)
     mem_free(r);
 }
 
-static void copy_tag(char *dst, size_t cap, const char *src)
+/* A tag into its fixed field. One that does not fit was cut (mid-character too, leaving invalid
+ * UTF-8 in the database; a review): refused, naming the tags line and the limit. */
+static int copy_tag(const corpus_reader *r, long lineno, size_t k, const char *what, char *dst,
+                    size_t cap, const char *src)
 {
     size_t n = strlen(src);
-    if (n >= cap) n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = 0;
+    if (n >= cap)
+        return err_set(ERR_FORMAT, "%s:%ld: span %zu: the %s '%.40s%s' is %zu bytes, longer than the "
+                       "%zu the reader keeps", r->tpath, lineno, k, what, src, n > 40 ? "..." : "", n,
+                       cap - 1);
+    memcpy(dst, src, n + 1);
+    return OK;
 }
 
-/* By id first (cursor first: tags files are normally in corpus order), then by ordinal, so a
- * tags file written for brown.jsonl also serves brown.txt, whose documents are numbered. */
-static tag_index *find_tags(corpus_reader *r, const corpus_doc *d, long ordinal)
+/* A document given an id by the corpus takes only the tags line with that id; a numbered one
+ * (plain text, a JSONL line without "id") the line with its number as id, failing that the one
+ * whose "doc" is its number, so a tags file written for brown.jsonl also serves brown.txt. The
+ * fallback used to apply to every document: one whose id has no tags line took another
+ * document's by position (a review: "mine" after ca01 got ca02's 5,664 tags). Cursor first:
+ * tags files are normally in corpus order. */
+static tag_index *find_tags(corpus_reader *r, const corpus_doc *d, long ordinal, int numbered)
 {
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 1 + numbered; pass++)
         for (size_t k = 0; k < r->ntix; k++) {
             size_t i = (r->tcur + k) % r->ntix;
             tag_index *t = &r->tix[i];
@@ -310,54 +425,40 @@ static tag_index *find_tags(corpus_reader *r, const corpus_doc *d, long ordinal)
     return NULL;
 }
 
-/* In-order fast path: the next non-blank tags line after the last one used, when its "id" is the
- * document's; *j stays NULL otherwise (or at the end of the file). */
-static int next_tags_in_order(corpus_reader *r, const corpus_doc *d, cJSON **j, long *lineno)
+/* A whole-number byte offset (0.5 was taken as 0, a review). */
+static int is_offset(const cJSON *v)
 {
-    *j = NULL;
-    if (fseek(r->tf, r->seq_off, SEEK_SET) != 0)
-        return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
-    long ln = r->seq_lineno, off;
-    cJSON *x;
-    int rc = next_tags_line(r, &ln, &off, &x);
-    if (rc || !x) return rc;
-    char *id = NULL;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(x, "id");
-    rc = v ? json_id(v, &id) : ERR_FORMAT;
-    if (rc == ERR_NOMEM) {
-        cJSON_Delete(x);
-        return err_set(ERR_NOMEM, "out of memory");
-    }
-    if (!rc && d->id && !strcmp(id, d->id)) {
-        *j = x;
-        *lineno = ln;
-        r->seq_off = ftell(r->tf);
-        r->seq_lineno = ln;
-    } else cJSON_Delete(x);
-    mem_free(id);
-    return OK;
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= 0x1p53 &&
+           v->valuedouble == floor(v->valuedouble);
 }
 
-static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal)
+static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal, int numbered)
 {
-    cJSON *j = NULL;
-    long lineno = 0;
-    int rc = r->indexed ? OK : next_tags_in_order(r, d, &j, &lineno);
-    if (rc) return rc;
-    if (!j) {
-        /* out of order, missing or numbered by ordinal: look it up in an index of the file */
-        if (!r->indexed && (rc = build_tag_index(r))) return rc;
-        tag_index *t = find_tags(r, d, ordinal);
-        if (!t) return OK;
-        if (fseek(r->tf, t->off, SEEK_SET) != 0)
-            return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
-        ssize_t n = getline(&r->tline, &r->tcap, r->tf);
-        if (n < 0) return err_set(ERR_IO, "%s:%ld: cannot re-read line", r->tpath, t->lineno);
-        lineno = t->lineno;
-        const char *why;
-        if (!(j = parse_line(r->tline, (size_t)n, &why)))
-            return err_set(ERR_FORMAT, "%s:%ld: %s", r->tpath, lineno, why);
+    int rc;
+    if (!r->indexed && (rc = build_tag_index(r))) return rc;
+    tag_index *t = find_tags(r, d, ordinal, numbered);
+    if (!t) return OK;
+    /* two corpus documents with one id would both take its line: the tags were meant for one */
+    if (t->used_by)
+        return err_set(ERR_FORMAT, "%s:%ld: documents %ld and %ld of %s both have the id '%s': its "
+                       "tags line cannot tell them apart (give them distinct ids)", r->tpath,
+                       t->lineno, t->used_by, ordinal, r->path, d->id);
+    t->used_by = ordinal;
+    if (fseek(r->tf, t->off, SEEK_SET) != 0)
+        return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
+    errno = 0;
+    ssize_t n = getline(&r->tline, &r->tcap, r->tf);
+    if (n < 0) {
+        rc = getline_end(r->tf, r->tpath, t->lineno, errno);
+        return rc ? rc : err_set(ERR_IO, "%s:%ld: cannot re-read line (file changed?)", r->tpath, t->lineno);
     }
+    long lineno = t->lineno;
+    if (lineno == 1) strip_bom(r->tline, &n);
+    if (n > 0 && r->tline[n - 1] == '\n') n--;
+    const char *why;
+    size_t col;
+    cJSON *j = parse_line(r->tline, (size_t)n, &why, &col);
+    if (!j) return line_error(r->tpath, lineno, col, why);
     const cJSON *spans = cJSON_GetObjectItemCaseSensitive(j, "spans");
     if (!cJSON_IsArray(spans)) {
         rc = err_set(ERR_FORMAT, "%s:%ld: missing \"spans\" array", r->tpath, lineno);
@@ -372,18 +473,22 @@ static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal)
     {
         const cJSON *a = cJSON_GetArrayItem(s, 0), *b = cJSON_GetArrayItem(s, 1);
         const cJSON *tg = cJSON_GetArrayItem(s, 2), *ft = cJSON_GetArrayItem(s, 3);
-        if (!cJSON_IsArray(s) || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !cJSON_IsString(tg) ||
-            (ft && !cJSON_IsString(ft)) || a->valuedouble < 0 || b->valuedouble <= a->valuedouble ||
+        /* exactly [start, end, "tag", "full_tag"]: 3 and 5 elements were taken (a review) */
+        if (!cJSON_IsArray(s) || cJSON_GetArraySize(s) != 4 || !is_offset(a) || !is_offset(b) ||
+            !cJSON_IsString(tg) || !cJSON_IsString(ft) || b->valuedouble <= a->valuedouble ||
             b->valuedouble > (double)d->len || (k && a->valuedouble < (double)d->tags[k - 1].end)) {
             rc = err_set(ERR_FORMAT, "%s:%ld: span %zu of document '%s' is not [start,end,\"tag\","
-                         "\"full_tag\"] within its %zu-byte text, after the previous span", r->tpath, lineno, k, d->id, d->len);
+                         "\"full_tag\"] (whole-number byte offsets, two strings) within its %zu-byte "
+                         "text, after the previous span", r->tpath, lineno, k, d->id, d->len);
             goto done;
         }
-        corpus_tag *ct = &d->tags[k++];
+        corpus_tag *ct = &d->tags[k];
         ct->start = (size_t)a->valuedouble;
         ct->end = (size_t)b->valuedouble;
-        copy_tag(ct->tag, sizeof ct->tag, tg->valuestring);
-        copy_tag(ct->full_tag, sizeof ct->full_tag, ft ? ft->valuestring : tg->valuestring);
+        if ((rc = copy_tag(r, lineno, k, "tag", ct->tag, sizeof ct->tag, tg->valuestring)) ||
+            (rc = copy_tag(r, lineno, k, "full tag", ct->full_tag, sizeof ct->full_tag, ft->valuestring)))
+            goto done;
+        k++;
     }
     d->ntags = k;
 done:
@@ -398,8 +503,9 @@ static int next_jsonl(corpus_reader *r, corpus_doc *d)
     if (n == -2) return ERR_IO;
     if (n == -1) return ERR_NOTFOUND; /* end */
     const char *why;
-    cJSON *j = parse_line(r->line, (size_t)n, &why);
-    if (!j) return err_set(ERR_FORMAT, "%s:%ld: %s", r->path, r->lineno, why);
+    size_t col;
+    cJSON *j = parse_line(r->line, (size_t)n, &why, &col);
+    if (!j) return line_error(r->path, r->lineno, col, why);
     int rc = OK;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(j, "text");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
@@ -471,12 +577,13 @@ int corpus_next(corpus_reader *r, corpus_doc **doc)
     if (rc == ERR_NOTFOUND) { corpus_doc_free(d); return OK; }
     if (rc) { corpus_doc_free(d); return rc; }
     long ordinal = ++r->ordinal;
+    int numbered = !d->id;
     if (!d->id) {
         char buf[32];
         snprintf(buf, sizeof buf, "%ld", ordinal);
         if (!(d->id = mem_strdup(buf))) { corpus_doc_free(d); return err_set(ERR_NOMEM, "out of memory"); }
     }
-    if (r->tf && (rc = load_tags(r, d, ordinal))) { corpus_doc_free(d); return rc; }
+    if (r->tf && (rc = load_tags(r, d, ordinal, numbered))) { corpus_doc_free(d); return rc; }
     *doc = d;
     return OK;
 }

@@ -11,14 +11,20 @@
  *
  * Tags (optional): the JSONL tags file written by `saelite corpus brown`, one line per document:
  *   {"id": "ca01", "doc": 1, "spans": [[start, end, "tag", "full_tag"], ...]}
- * start/end are byte offsets into that document's text (end exclusive); spans are in text order
- * and do not overlap (callers walk them with one cursor). A document is given the
- * tags line with the same id; failing that, the line whose "doc" equals its ordinal. Spans are
- * checked (in bounds, start < end, ordered); a bad tags file is ERR_FORMAT.
+ * Each span is exactly 4 elements: start/end are whole-number byte offsets into that document's
+ * text (end exclusive), tags are strings; spans are in text order and do not overlap (callers
+ * walk them with one cursor). A document with an id from the corpus is given only the tags line
+ * with that id; a numbered one (no id in the corpus) the line with its number as id, failing
+ * that the line whose "doc" equals its ordinal. A repeated id or "doc" in the tags file, two
+ * documents with one id that has a tags line, and spans that are out of bounds, unordered or
+ * malformed are ERR_FORMAT naming the tags file and line. A leading UTF-8 BOM is skipped in both
+ * files; JSONL lines must be valid UTF-8 without raw control characters in strings.
  *
- * Ownership: corpus_next hands out a doc the caller frees with corpus_doc_free. Tag strings
- * longer than the fixed fields are truncated (Brown's longest full tag is 11 bytes).
- * Errors: ERR_IO (cannot open/read), ERR_FORMAT ("path:line: what"), ERR_NOMEM.
+ * Ownership: corpus_next hands out a doc the caller frees with corpus_doc_free. A tag longer
+ * than its fixed field (15 / 31 bytes) is ERR_FORMAT, never truncated (Brown's longest full tag
+ * is 11 bytes).
+ * Errors: ERR_IO (cannot open/read), ERR_FORMAT ("path:line[:column]: what"), ERR_NOMEM (also
+ * a line too long for memory, naming the file and line).
  * Thread safety: a reader is used by one thread at a time; distinct readers are independent.
  */
 #ifndef SAELITE_CORPUS_H

@@ -837,7 +837,7 @@ bad "embed: an expression ending with an operator (read as if it were not there)
 bad "attribute: --ig-steps beyond 10000 (accepted, and ran for ever)" "--ig-steps must be in 0..10000" attribute --model model --tokenizer tok --sae sae8 --text "the cat" --ig-steps 100000000
 printf '{"id": "1", "spans": [[0, 3, "at", "at"]]}\n{"id": "2", "spans": []}\n' > "$W/$R/small.tags.jsonl"
 LAST=""
-bad "extract: a bad --tags file fails before the database is created" "small.txt:1: not a JSON object" extract --model model --tokenizer tok --corpus small.txt --tags small.txt --hook $H --db $R/tg.db --ctx 8
+bad "extract: a bad --tags file fails before the database is created" "small.txt:1:1: not valid JSON" extract --model model --tokenizer tok --corpus small.txt --tags small.txt --hook $H --db $R/tg.db --ctx 8
 bad "extract: --tags into a store whose tokens have none (was silently not stored)" "ex.db: its stored tokens were extracted without --tags" extract --model model --tokenizer tok --corpus small.txt --tags $R/small.tags.jsonl --hook blocks.0.mlp.hook_post --db ex.db --ctx 8
 check "  ... no database was made" "absent $R/tg.db"
 # sequences whose documents were deleted (outside saelite): a rerun stored every token twice
@@ -914,6 +914,44 @@ did=$(sqlite3 "$W/ex.db" "SELECT max(id) FROM ana_dicts")
 check "report: dict:N names an analysis id" "[ -n \"$did\" ] && (cd \"\$W\" && \"\$BIN\" report --db ex.db --sae dict:$did --out $R/rep_dict --features 1 --no-global) > /dev/null 2>&1"
 LAST=""
 bad "report: an unknown dict:N lists the analyses by their dict:N" "no analysis of SAE 'dict:9999'; analysed: dict:[0-9]+ " report --db ex.db --sae dict:9999 --out $R/rep_9999
+
+# ---- hostile corpora and tags files (a review) --------------------------------------------------
+# Fixtures in $W/rv; each of these was read with exit 0 (tags on the wrong document, cut tags,
+# raw JSON as text, the end of the input at an out-of-memory line).
+mkdir -p "$W/rv"
+printf '{"id":"d1","text":"the cat sat."}\n{"id":"mine","text":"the dog sat on the mat."}\n' > "$W/rv/c.jsonl"
+printf '{"id":"d1","doc":1,"spans":[[0,3,"at","at"]]}\n{"id":"d2","doc":2,"spans":[[0,3,"at","at"],[4,7,"nn","nn"]]}\n' > "$W/rv/ok.tags.jsonl"
+printf '{"id":"d1","spans":[[0,3,"at","at"]]}\n{"id":"d1","spans":[]}\n' > "$W/rv/dup.tags.jsonl"
+printf '{"id":"d1","spans":[[0.5,3,"at","at"]]}\n' > "$W/rv/half.tags.jsonl"
+printf '{"id":"d1","spans":[[0,3,"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9","at"]]}\n' > "$W/rv/long.tags.jsonl"
+printf '{"id":"d1","text":5}\n{"id":"d2","text":6}\n' > "$W/rv/tnum.jsonl"
+printf '{"id":"d1","text":"the\tcat"}\n' > "$W/rv/tab.jsonl"
+printf '{"id":"d1","text":"the \xc0\xaf cat"}\n' > "$W/rv/overlong.jsonl"
+printf '\xef\xbb\xbf{"id":"d1","text":"the cat sat."}\n' > "$W/rv/bom.jsonl"
+LAST=""
+E=(extract --model model --tokenizer tok --hook $H --ctx 8)
+bad "extract: a repeated id in the tags file" "rv/dup.tags.jsonl:2: a second tags line for id 'd1' \(the first is line 1\)" "${E[@]}" --corpus rv/c.jsonl --tags rv/dup.tags.jsonl --db rv/new.db
+bad "extract: a span offset of 0.5" "rv/half.tags.jsonl:1: span 0 of document 'd1' is not \[start,end" "${E[@]}" --corpus rv/c.jsonl --tags rv/half.tags.jsonl --db rv/new.db
+bad "extract: an 18-byte tag (was cut mid-character)" "rv/long.tags.jsonl:1: span 0: the tag .* is 18 bytes, longer than the 15" "${E[@]}" --corpus rv/c.jsonl --tags rv/long.tags.jsonl --db rv/new.db
+bad "extract: JSONL whose \"text\" is a number (was read as plain text)" 'rv/tnum.jsonl:1: "text" is not a string' "${E[@]}" --corpus rv/tnum.jsonl --db rv/new.db
+bad "extract: a raw TAB in a JSONL string" "rv/tab.jsonl:1:23: a raw control character in a string" "${E[@]}" --corpus rv/tab.jsonl --db rv/new.db
+bad "extract: overlong UTF-8 in a JSONL line" "rv/overlong.jsonl:1:24: invalid UTF-8" "${E[@]}" --corpus rv/overlong.jsonl --db rv/new.db
+# a document whose id has no tags line gets no tags (it took d2's by position); a BOM starts JSONL
+setup "${E[@]}" --corpus rv/c.jsonl --tags rv/ok.tags.jsonl --db rv/tags.db
+check "extract: tags only for the document with their id" '[ "$(sqlite3 "$W/rv/tags.db" "SELECT d.name, count(t.pos_tag) FROM tokens t JOIN sequences q ON q.id = t.sequence_id JOIN documents d ON d.id = q.document_id GROUP BY d.name ORDER BY d.name" | tr "\n" " ")" = "d1|1 mine|0 " ]'
+setup "${E[@]}" --corpus rv/bom.jsonl --db rv/bom.db
+check "extract: a JSONL corpus starting with a BOM is JSONL" '[ "$(sqlite3 "$W/rv/bom.db" "SELECT name || \"|\" || text FROM documents")" = "d1|the cat sat." ]'
+# a line too long for memory: an error naming it, not the end of the corpus
+printf 'the cat\n' > "$W/rv/huge.txt"
+if truncate -s 2G "$W/rv/huge.txt" 2>/dev/null; then
+    (cd "$W" && ulimit -v 1500000 && exec "$BIN" "${E[@]}" --corpus rv/huge.txt --db rv/huge.db) > /dev/null 2> "$W.err"
+    rc=$?
+    check "extract: out of memory reading a line is an error" '[ $rc -eq 1 ] && grep -q "rv/huge.txt: out of memory reading line 2" "$W.err"'
+    rm -f "$W/rv/huge.txt"
+else
+    skip=$((skip + 1)); echo "SKIP extract: out of memory reading a line (no sparse files)"
+fi
+LAST=""
 
 # Every database still passes integrity_check and holds its rows (the known findings above that
 # write to a database are the exceptions: those databases are left out here).

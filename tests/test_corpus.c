@@ -94,17 +94,26 @@ static void test_jsonl(void)
     CHECK(strstr(err_msg(), "bad.jsonl:2") != NULL, "msg '%s'", err_msg());
     p = write_tmp("bad2.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n");
     CHECK(read_all(p, NULL, d) < 0);
-    CHECK(strstr(err_msg(), ":2: not a JSON object") != NULL, "msg '%s'", err_msg());
+    CHECK(strstr(err_msg(), ":2:11: not valid JSON") != NULL, "msg '%s'", err_msg());
     /* as strict as json.loads (an audit): each was read with exit 0 and lost or changed text */
     static const char *const strict[][2] = {
-        {"{\"text\": \"ok\"}\n{\"text\": \"a\"} {\"text\": \"b\"}\n", ":2: text after the JSON object"},
-        {"{\"text\": \"ok\"}\n{\"text\": \"cut\\u0000here\"}\n", ":2: \\u0000 (a NUL character)"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"a\"} {\"text\": \"b\"}\n", ":2:15: text after the JSON object"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"cut\\u0000here\"}\n", ":2:14: \\u0000 (a NUL character)"},
         {"{\"text\": \"ok\"}\n{\"text\": \"ab\", \"text\": \"xyzw\"}\n", ":2: the key \"text\" twice"},
         {"{\"text\": \"ok\"}\n{\"id\": 9007199254740993, \"text\": \"a\"}\n", ":2: \"id\" must be a string or an integer"},
         {"{\"text\": \"ok\"}\n{\"id\": 1.5, \"text\": \"a\"}\n", ":2: \"id\" must be"},
         /* line 1 decides the format: one naming "text" that is not valid JSONL is an error */
-        {"{\"text\": \"\\ud800x\"}\n", ":1: not a JSON object (a JSONL corpus?)"},
-        {"{\"text\": \"a\"} junk\n", ":1: text after the JSON object"},
+        {"{\"text\": \"\\ud800x\"}\n", ":1:11: not valid JSON (a JSONL corpus?)"},
+        {"{\"text\": \"a\"} junk\n", ":1:15: text after the JSON object"},
+        /* a review: each of these was taken (or the file read as plain text) */
+        {"{\"text\": \"ok\"}\n{\"text\": \"a\tb\"}\n", ":2:12: a raw control character"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"a\x01\"}\n", ":2:12: a raw control character"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"a\xc0\xaf\"}\n", ":2:12: invalid UTF-8"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"\xed\xa0\x80\"}\n", ":2:11: invalid UTF-8"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"\xff\"}\n", ":2:11: invalid UTF-8"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"a\",}\n", ":2:14: not valid JSON"},
+        {"{\"id\": \"d1\", \"text\": 5}\n{\"id\": \"d2\", \"text\": 6}\n", ":1: \"text\" is not a string"},
+        {"{\"id\": \"d1\"}\n", ":1: a JSON object without a \"text\" field"},
     };
     for (size_t k = 0; k < sizeof strict / sizeof strict[0]; k++) {
         p = write_tmp("strict.jsonl", strict[k][0]);
@@ -178,9 +187,95 @@ static void test_tags(void)
               docs[i], err_msg());
     }
     bad = write_tmp("ok3.tags.jsonl", "{\"doc\":1,\"spans\":[[0,5,\"uh\",\"uh\"]]}\n");
-    int ok = read_all(p, bad, d);
+    int ok = read_all(write_tmp("t2.txt", "Hello\n"), bad, d);
     CHECK(ok == 1 && d[0]->ntags == 1, "doc 1: %s", err_msg());
     free_docs(d, ok);
+}
+
+/* A review's hostile tags files: each was taken with exit 0 and attached wrong or cut tags. */
+static void test_tags_review(void)
+{
+    corpus_doc *d[8];
+    /* a document with its own id gets only the tags line with that id, never one by position */
+    const char *tags = write_tmp("r1.tags.jsonl",
+        "{\"id\":\"a\",\"doc\":1,\"spans\":[[0,5,\"uh\",\"uh\"]]}\n"
+        "{\"id\":\"b\",\"doc\":2,\"spans\":[[0,3,\"nn\",\"nn\"]]}\n");
+    const char *p = write_tmp("r1.jsonl", "{\"id\":\"a\",\"text\":\"Hello\"}\n{\"id\":\"mine\",\"text\":\"Dog in\"}\n");
+    int n = read_all(p, tags, d);
+    CHECK(n == 2 && d[0]->ntags == 1 && d[1]->ntags == 0, "n %d: %s", n, err_msg());
+    free_docs(d, n);
+    tags = write_tmp("r2.tags.jsonl", "{\"id\":\"d1\",\"doc\":2,\"spans\":[[0,3,\"nn\",\"nn\"]]}\n");
+    p = write_tmp("r2.jsonl", "{\"id\":\"d1\",\"text\":\"Dog\"}\n{\"id\":\"d2\",\"text\":\"Cat\"}\n");
+    n = read_all(p, tags, d);
+    CHECK(n == 2 && d[0]->ntags == 1 && d[1]->ntags == 0, "n %d: %s", n, err_msg());
+    free_docs(d, n);
+    /* numbered documents (JSONL without "id") still take a line by "doc" */
+    p = write_tmp("r2b.jsonl", "{\"text\":\"Dog\"}\n{\"text\":\"Cat\"}\n");
+    n = read_all(p, tags, d);
+    CHECK(n == 2 && d[0]->ntags == 0 && d[1]->ntags == 1, "n %d: %s", n, err_msg());
+    free_docs(d, n);
+    /* a repeated id (or "doc") in the tags file is refused wherever it is, naming the line */
+    tags = write_tmp("r3.tags.jsonl", "{\"id\":\"d1\",\"spans\":[[0,3,\"nn\",\"nn\"]]}\n"
+                                      "{\"id\":\"d2\",\"spans\":[]}\n{\"id\":\"d1\",\"spans\":[]}\n");
+    CHECK(read_all(p, tags, d) < 0 &&
+          strstr(err_msg(), "r3.tags.jsonl:3: a second tags line for id 'd1' (the first is line 1)"),
+          "msg '%s'", err_msg());
+    tags = write_tmp("r3b.tags.jsonl", "{\"doc\":1,\"spans\":[]}\n{\"doc\":1,\"spans\":[]}\n");
+    CHECK(read_all(p, tags, d) < 0 && strstr(err_msg(), "r3b.tags.jsonl:2: a second tags line for \"doc\" 1"),
+          "msg '%s'", err_msg());
+    /* two corpus documents with one id cannot share its tags line */
+    tags = write_tmp("r4.tags.jsonl", "{\"id\":\"d1\",\"spans\":[[0,3,\"nn\",\"nn\"]]}\n");
+    p = write_tmp("r4.jsonl", "{\"id\":\"d1\",\"text\":\"Dog\"}\n{\"id\":\"d1\",\"text\":\"Cat\"}\n");
+    CHECK(read_all(p, tags, d) < 0 && strstr(err_msg(), "r4.tags.jsonl:1: documents 1 and 2 of"),
+          "msg '%s'", err_msg());
+    /* a tags line whose id matches no document is fine (a run may read part of a corpus) */
+    tags = write_tmp("r5.tags.jsonl", "{\"id\":\"zz\",\"spans\":[]}\n{\"id\":\"d1\",\"spans\":[[0,3,\"nn\",\"nn\"]]}\n");
+    p = write_tmp("r5.jsonl", "{\"id\":\"d1\",\"text\":\"Dog\"}\n");
+    n = read_all(p, tags, d);
+    CHECK(n == 1 && d[0]->ntags == 1, "n %d: %s", n, err_msg());
+    free_docs(d, n);
+    /* spans: exactly 4 elements, whole-number offsets, string tags */
+    static const char *const spans[] = {"[0.5,3,\"at\",\"at\"]", "[0,3,\"at\"]", "[0,3,\"at\",\"at\",5]",
+                                        "[0,3,1,\"at\"]", "[0,3,\"at\",null]", "[0,\"3\",\"at\",\"at\"]"};
+    char r6[512]; /* write_tmp's paths are reused after 8 calls */
+    snprintf(r6, sizeof r6, "%s", write_tmp("r6.jsonl", "{\"id\":\"d1\",\"text\":\"Dog\"}\n"));
+    p = r6;
+    for (size_t k = 0; k < sizeof spans / sizeof spans[0]; k++) {
+        char line[200];
+        snprintf(line, sizeof line, "{\"id\":\"d1\",\"spans\":[%s]}\n", spans[k]);
+        tags = write_tmp("r6.tags.jsonl", line);
+        CHECK(read_all(p, tags, d) < 0 && strstr(err_msg(), "r6.tags.jsonl:1: span 0 of document 'd1' is not"),
+              "%s: msg '%s'", spans[k], err_msg());
+    }
+    /* tags longer than the fields are refused, not cut (mid-character: 9 x U+00E9 is 18 bytes) */
+    static const char *const longs[][2] = {
+        {"\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\",\"x\"", "the tag"},
+        {"\"abcdefghijklmnop\",\"x\"", "is 16 bytes, longer than the 15"},
+        {"\"x\",\"abcdefghijklmnopqrstuvwxyz012345\"", "the full tag 'abcdefghijklmnopqrstuvwxyz012345' is 32 bytes"},
+    };
+    for (size_t k = 0; k < 3; k++) {
+        char line[200];
+        snprintf(line, sizeof line, "{\"id\":\"d1\",\"spans\":[[0,3,%s]]}\n", longs[k][0]);
+        tags = write_tmp("r7.tags.jsonl", line);
+        CHECK(read_all(p, tags, d) < 0 && strstr(err_msg(), "r7.tags.jsonl:1: span 0: ") &&
+              strstr(err_msg(), longs[k][1]), "case %zu: msg '%s'", k, err_msg());
+    }
+    tags = write_tmp("r8.tags.jsonl", "{\"id\":\"d1\",\"spans\":[[0,3,\"abcdefghijklmno\",\"abcdefghijklmnopqrstuvwxyz01234\"]]}\n");
+    n = read_all(p, tags, d);
+    CHECK(n == 1 && d[0]->ntags == 1 && strlen(d[0]->tags[0].tag) == 15 && strlen(d[0]->tags[0].full_tag) == 31,
+          "n %d: %s", n, err_msg());
+    free_docs(d, n);
+    /* a byte order mark starts a JSONL corpus and a tags file alike */
+    p = write_tmp("r9.jsonl", "\xef\xbb\xbf{\"id\":\"d1\",\"text\":\"The cat sat.\"}\n{\"id\":\"d2\",\"text\":\"Dog\"}\n");
+    tags = write_tmp("r9.tags.jsonl", "\xef\xbb\xbf{\"id\":\"d1\",\"spans\":[[0,3,\"at\",\"at\"]]}\n");
+    n = read_all(p, tags, d);
+    CHECK(n == 2 && !strcmp(d[0]->text, "The cat sat.") && !strcmp(d[0]->id, "d1") && d[0]->ntags == 1,
+          "n %d: %s", n, n > 0 ? d[0]->text : err_msg());
+    free_docs(d, n);
+    p = write_tmp("r9.txt", "\xef\xbb\xbfHello\n");
+    n = read_all(p, NULL, d);
+    CHECK(n == 1 && !strcmp(d[0]->text, "Hello"), "n %d", n);
+    free_docs(d, n);
 }
 
 static void test_brown_small(void)
@@ -335,6 +430,7 @@ int main(void)
     test_text();
     test_jsonl();
     test_tags();
+    test_tags_review();
     test_brown_small();
     test_oom();
     test_brown_real();
