@@ -80,7 +80,19 @@ int tok_lines_run(const tok_lines_opts *o, tok_lines_result *r)
         double size = fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode) ? (double)st.st_size : 0;
         progress_begin(&pr, o->decode ? "tokenize --decode" : "tokenize", size, "B");
     }
-    while (!rc && (n = getline(&line, &cap, in)) >= 0) {
+    while (!rc) {
+        errno = 0;
+        if ((n = getline(&line, &cap, in)) < 0) {
+            /* -1 is also getline's failed allocation (errno ENOMEM, no error flag): a 2 GB line
+               under ulimit -v ended the input, exit 0 after line 1's ids (a review) */
+            int e = errno;
+            if (e == ENOMEM)
+                rc = err_set(ERR_NOMEM, "%s: out of memory reading line %ld", path, r->lines + 1);
+            else if (ferror(in) || !feof(in))
+                rc = err_set(ERR_IO, "%s: read error at line %ld: %s", path, r->lines + 1,
+                             strerror(e ? e : EIO));
+            break;
+        }
         r->lines++;
         read += (size_t)n;
         if (o->progress && read - shown >= ((size_t)1 << 16)) /* not a clock read per short line */
@@ -104,7 +116,6 @@ int tok_lines_run(const tok_lines_opts *o, tok_lines_result *r)
         if (o->on_ids) rc = o->on_ids(o->user, ids, nid);
         mem_free(ids);
     }
-    if (!rc && ferror(in)) rc = err_set(ERR_IO, "%s: read error: %s", path, strerror(errno));
     if (o->progress) progress_end(&pr);
     r->total_s = now_seconds() - t0;
     free(line);
