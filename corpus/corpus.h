@@ -63,7 +63,10 @@ typedef struct {
 /* Convert the tagged Brown files in dir (cats.txt + c[a-r]NN) into out_dir/brown.txt (plain
  * text), out_dir/brown.jsonl (same documents with id and genre) and out_dir/brown.tags.jsonl.
  * out_dir is created (with missing parents, like mkdir -p) only once the whole input has been
- * read and validated (a NUL byte in a source file is ERR_FORMAT "path:line"). Files are written
+ * read and validated (a NUL byte, invalid UTF-8 or a tag longer than corpus_tag holds in a
+ * source file is ERR_FORMAT "path:line"; a cats.txt entry that is not a plain file name in dir,
+ * or is listed twice, is ERR_FORMAT; cats.txt or a listed file that is not a regular file, or a
+ * link to one, is ERR_IO naming it). Files are written
  * under temporary names and renamed when complete; if a write fails, the outputs already
  * written and the directories this call created are removed. */
 int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stats *st);

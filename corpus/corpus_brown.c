@@ -11,6 +11,7 @@
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
+#include "common/utf8.h"
 #include "corpus/corpus.h"
 
 void corpus_brown_base_tag(const char *full, char *out, size_t outsz)
@@ -27,22 +28,25 @@ void corpus_brown_base_tag(const char *full, char *out, size_t outsz)
     out[n] = 0;
 }
 
+/* The whole of a regular file (links to one followed), or an error naming it: a FIFO hung the
+ * conversion, a link to /dev/zero grew it to 8 GB and a directory gave "read error" without a
+ * reason (a review). The whole Brown Corpus is 10 MB: a file past 256 MiB is not one of it. */
 static int read_file(const char *path, char **out, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    buf b = {0};
-    char chunk[65536];
-    size_t k;
-    int rc = OK;
-    while (!rc && (k = fread(chunk, 1, sizeof chunk, f)) > 0) rc = buf_put(&b, chunk, k);
-    if (!rc && ferror(f)) rc = err_set(ERR_IO, "%s: read error", path);
-    fclose(f);
-    if (!rc && !b.p) rc = buf_put(&b, "", 0);
-    if (rc) { mem_free(b.p); return rc; }
-    *out = b.p;
-    *len = b.n;
-    return OK;
+    int rc = file_read_text(path, (size_t)256 << 20, out, len);
+    return rc == ERR_NOTFOUND ? ERR_IO : rc;
+}
+
+/* The 1-based line of the first invalid UTF-8 byte in s[0..n), 0 when all of it is valid. The
+ * outputs are JSON (UTF-8): invalid bytes went into brown.jsonl raw and json.loads failed on it
+ * (a review). */
+static long bad_utf8_line(const char *s, size_t n)
+{
+    size_t ok = utf8_valid_prefix((const unsigned char *)s, n);
+    if (ok == n) return 0;
+    long ln = 1;
+    for (size_t i = 0; i < ok; i++) ln += s[i] == '\n';
+    return ln;
 }
 
 /* Detokenisation: which Brown words take no space before / after them. */
@@ -68,7 +72,8 @@ static int convert_doc(const char *path, const char *src, size_t n, buf *text, b
     int rc = OK, in_par = 0, glue = 1, nspan = 0;
     size_t i = 0;
     long lineno = 0;
-    char word[512], full[64], tag[16];
+    char word[512], full[64], tag[64];
+    const size_t tag_max = sizeof ((corpus_tag *)0)->tag - 1, full_max = sizeof ((corpus_tag *)0)->full_tag - 1;
     while (i < n && !rc) {
         size_t e = i;
         while (e < n && src[e] != '\n') e++;
@@ -79,6 +84,9 @@ static int convert_doc(const char *path, const char *src, size_t n, buf *text, b
          * refuses): Brown files are plain text, so refuse it here */
         if (memchr(src + a, 0, e - a))
             return err_set(ERR_FORMAT, "%s:%ld: NUL byte in the file", path, lineno);
+        if (bad_utf8_line(src + a, e - a))
+            return err_set(ERR_FORMAT, "%s:%ld: invalid UTF-8 (the outputs are JSON, which is UTF-8)",
+                           path, lineno);
         int blank = 1;
         for (size_t k = a; k < e; k++)
             if (src[k] != ' ' && src[k] != '\t' && src[k] != '\r') blank = 0;
@@ -106,6 +114,12 @@ static int convert_doc(const char *path, const char *src, size_t n, buf *text, b
             memcpy(full, src + slash, k - slash);
             full[k - slash] = 0;
             corpus_brown_base_tag(full, tag, sizeof tag);
+            /* the tag was cut to 15 bytes while full_tag kept 40 (a review); the reader refuses
+               what its fields cannot hold, so refuse it here, before any output is written */
+            if (strlen(tag) > tag_max || strlen(full) > full_max)
+                return err_set(ERR_FORMAT, "%s:%ld: token '%.*s': the tag is %zu bytes (%zu without "
+                               "-tl/-hl/-nc), longer than the %zu (%zu) the tags reader keeps", path,
+                               lineno, (int)(k - t0 > 60 ? 60 : k - t0), src + t0, strlen(full), strlen(tag), full_max, tag_max);
             const char *out = word;
             int left = attach_left(word), right = attach_right(word);
             if (!strcmp(word, "``") || !strcmp(word, "''")) out = "\"";
@@ -144,16 +158,41 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
         mem_free(cats);
         return rc;
     }
-    buf txt = {0}, jsonl = {0}, tags = {0}, text = {0}, spans = {0};
-    char *save = NULL;
+    long bad = bad_utf8_line(cats, ncats);
+    if (bad) {
+        rc = err_set(ERR_FORMAT, "%s:%ld: invalid UTF-8 (the outputs are JSON, which is UTF-8)", path, bad);
+        mem_free(cats);
+        return rc;
+    }
+    buf txt = {0}, jsonl = {0}, tags = {0}, text = {0}, spans = {0}, seen = {0};
     long lineno = 0;
-    for (char *line = strtok_r(cats, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save)) {
+    /* line by line, blank lines counted (strtok skipped them: later lines were misnumbered) */
+    for (char *line = cats, *next; line < cats + ncats && !rc; line = next) {
+        char *nl = memchr(line, '\n', (size_t)(cats + ncats - line));
+        next = nl ? nl + 1 : cats + ncats;
+        if (nl) *nl = 0;
         lineno++;
+        if (!line[strspn(line, " \t\r")]) continue;
         char id[64], genre[64];
         if (sscanf(line, "%63s %63s", id, genre) != 2) {
             rc = err_set(ERR_FORMAT, "%s:%ld: expected 'fileid genre'", path, lineno);
             break;
         }
+        if (strlen(id) == 63 || strlen(genre) == 63) { /* %63s would have cut it */
+            rc = err_set(ERR_FORMAT, "%s:%ld: a file id or genre of 63 bytes or more", path, lineno);
+            break;
+        }
+        /* a file of DIR by its plain name: "../x" and "/etc/passwd" were opened outside it (a
+           review) */
+        if (strchr(id, '/') || !strcmp(id, ".") || !strcmp(id, "..")) {
+            rc = err_set(ERR_FORMAT, "%s:%ld: '%s' is not the name of a file in %s", path, lineno, id, dir);
+            break;
+        }
+        /* listed twice, a document was written twice under one id (its tags line repeated) */
+        for (size_t o = 0; o < seen.n && !rc; o += strlen(seen.p + o) + 1)
+            if (!strcmp(seen.p + o, id))
+                rc = err_set(ERR_FORMAT, "%s:%ld: '%s' is listed a second time", path, lineno, id);
+        if (rc || (rc = buf_put(&seen, id, strlen(id) + 1))) break;
         char fpath[4200];
         if ((rc = path_join(fpath, sizeof fpath, dir, id))) break;
         if ((rc = read_file(fpath, &src, &nsrc))) break;
@@ -214,5 +253,6 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
     buf_free(&tags);
     buf_free(&text);
     buf_free(&spans);
+    buf_free(&seen);
     return rc;
 }

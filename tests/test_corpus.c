@@ -339,6 +339,48 @@ static void test_brown_small(void)
     rc = corpus_brown_convert(dir, nout, &st);
     CHECK(rc == ERR_FORMAT && strstr(err_msg(), "cx02:3: NUL byte"), "msg '%s'", err_msg());
     CHECK(access(nout, F_OK) != 0, "failed conversion left %s behind", nout);
+    /* a review's hostile Brown directories: each was converted (or hung, or read outside DIR) */
+    {
+        static const char *const cases[][3] = {
+            /* cats.txt, cx02, expected message */
+            {"cx01 news\ncx02 humor\n", "\n\tHa/uh \xff\xfe/nn !/.\n", "cx02:2: invalid UTF-8"},
+            {"cx01 news\ncx02 \xff\xfe\n", "\n\tHa/uh !/.\n", "cats.txt:2: invalid UTF-8"},
+            {"cx01 news\ncx02 humor\n", "\n\tHa/abcdefghijklmnopqrstuvwxyz0123456789abcd !/.\n",
+             "cx02:2: token 'Ha/abcdefghijklmnopqrstuvwxyz0123456789abcd': the tag is 40 bytes"},
+            {"cx01 news\ncx02 humor\n", "\n\tHa/abcdefghijklmnop-tl !/.\n", "(16 without -tl/-hl/-nc)"},
+            {"cx01 news\n\n../x humor\n", "", "cats.txt:3: '../x' is not the name of a file in"},
+            {"cx01 news\n/etc/passwd humor\n", "", "cats.txt:2: '/etc/passwd' is not the name"},
+            {"cx01 news\ncx01 news\n", "", "cats.txt:2: 'cx01' is listed a second time"},
+        };
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            write_tmp("brown/cats.txt", cases[c][0]);
+            write_tmp("brown/cx02", cases[c][1]);
+            rc = corpus_brown_convert(dir, nout, &st);
+            CHECK(rc == ERR_FORMAT && strstr(err_msg(), cases[c][2]), "case %zu: msg '%s'", c, err_msg());
+            CHECK(access(nout, F_OK) != 0, "case %zu left %s behind", c, nout);
+        }
+        /* a FIFO, a link to /dev/zero and a directory as a listed file: refused, not waited on */
+        write_tmp("brown/cats.txt", "cx01 news\ncx02 humor\n");
+        snprintf(p2, sizeof p2, "%s/brown/cx02", tmpdir);
+        const char *why[3] = {"cx02: not a regular file", "cx02: not a regular file", "cx02: is a directory"};
+        for (int c = 0; c < 3; c++) {
+            unlink(p2);
+            rmdir(p2);
+            int made = c == 0 ? mkfifo(p2, 0600) : c == 1 ? symlink("/dev/zero", p2) : mkdir(p2, 0700);
+            CHECK(made == 0, "fixture %d", c);
+            rc = corpus_brown_convert(dir, nout, &st);
+            CHECK(rc == ERR_IO && strstr(err_msg(), why[c]), "special %d: msg '%s'", c, err_msg());
+        }
+        rmdir(p2);
+        write_tmp("brown/cx02", "\n\tHa/uh !/.\n");
+        snprintf(probe, sizeof probe, "%s/brown/cats.txt", tmpdir);
+        unlink(probe);
+        CHECK(mkfifo(probe, 0600) == 0);
+        rc = corpus_brown_convert(dir, nout, &st);
+        CHECK(rc == ERR_IO && strstr(err_msg(), "cats.txt: not a regular file"), "msg '%s'", err_msg());
+        unlink(probe);
+        write_tmp("brown/cats.txt", "cx01 news\ncx02 humor\n");
+    }
     /* -o with missing parents works (mkdir -p) */
     write_tmp("brown/cx02", "\n\tHa/uh !/.\n");
     snprintf(deep, sizeof deep, "%s/a/b/c", nout);
