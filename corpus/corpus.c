@@ -18,6 +18,7 @@ typedef struct {
     long off;    /* byte offset of the line in the tags file */
     long lineno;
     long used_by; /* ordinal of the document given this line, 0 if none yet */
+    long doc_twin; /* line of another tags line with the same "doc", 0 if none */
 } tag_index;
 
 struct corpus_reader {
@@ -224,8 +225,10 @@ static int cmp_tix_doc(const void *a, const void *b)
     return (x->lineno > y->lineno) - (x->lineno < y->lineno);
 }
 
-/* Two tags lines for one id (or one "doc" number): the first was used and the other dropped
- * without a word (a review). Refused, naming the later line and the earlier one. */
+/* Two tags lines for one id: the first was used and the other dropped without a word (a
+ * review). Refused, naming the later line and the earlier one. A repeated "doc" is only marked
+ * (doc_twin): tags files of two corpora, concatenated for their joined JSONL, repeat the numbers
+ * but are keyed by id; it is refused when a numbered document looks it up. */
 static int check_tix_unique(corpus_reader *r)
 {
     if (r->ntix < 2) return OK;
@@ -241,10 +244,10 @@ static int check_tix_unique(corpus_reader *r)
             if (!by_doc && !strcmp(v[i]->id, v[i - 1]->id))
                 rc = err_set(ERR_FORMAT, "%s:%ld: a second tags line for id '%s' (the first is line "
                              "%ld): one line per document", r->tpath, v[i]->lineno, v[i]->id, v[i - 1]->lineno);
-            else if (by_doc && v[i]->doc == v[i - 1]->doc)
-                rc = err_set(ERR_FORMAT, "%s:%ld: a second tags line for \"doc\" %ld (the first is "
-                             "line %ld): one line per document", r->tpath, v[i]->lineno, v[i]->doc,
-                             v[i - 1]->lineno);
+            else if (by_doc && v[i]->doc == v[i - 1]->doc) {
+                v[i]->doc_twin = v[i - 1]->lineno;
+                if (!v[i - 1]->doc_twin) v[i - 1]->doc_twin = v[i]->lineno;
+            }
         }
     }
     mem_free(v);
@@ -411,7 +414,8 @@ static int copy_tag(const corpus_reader *r, long lineno, size_t k, const char *w
  * fallback used to apply to every document: one whose id has no tags line took another
  * document's by position (a review: "mine" after ca01 got ca02's 5,664 tags). Cursor first:
  * tags files are normally in corpus order. */
-static tag_index *find_tags(corpus_reader *r, const corpus_doc *d, long ordinal, int numbered)
+static tag_index *find_tags(corpus_reader *r, const corpus_doc *d, long ordinal, int numbered,
+                            int *by_doc)
 {
     for (int pass = 0; pass < 1 + numbered; pass++)
         for (size_t k = 0; k < r->ntix; k++) {
@@ -419,6 +423,7 @@ static tag_index *find_tags(corpus_reader *r, const corpus_doc *d, long ordinal,
             tag_index *t = &r->tix[i];
             if (pass == 0 ? (t->id && !strcmp(t->id, d->id)) : t->doc == ordinal) {
                 r->tcur = i + 1;
+                *by_doc = pass;
                 return t;
             }
         }
@@ -436,8 +441,14 @@ static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal, int numbered
 {
     int rc;
     if (!r->indexed && (rc = build_tag_index(r))) return rc;
-    tag_index *t = find_tags(r, d, ordinal, numbered);
+    int by_doc = 0;
+    tag_index *t = find_tags(r, d, ordinal, numbered, &by_doc);
     if (!t) return OK;
+    if (by_doc && t->doc_twin)
+        return err_set(ERR_FORMAT, "%s:%ld: a second tags line for \"doc\" %ld (the first is line %ld): "
+                       "document %ld of %s has no id to tell them apart", r->tpath,
+                       t->lineno > t->doc_twin ? t->lineno : t->doc_twin, t->doc,
+                       t->lineno < t->doc_twin ? t->lineno : t->doc_twin, ordinal, r->path);
     /* two corpus documents with one id would both take its line: the tags were meant for one */
     if (t->used_by)
         return err_set(ERR_FORMAT, "%s:%ld: documents %ld and %ld of %s both have the id '%s': its "

@@ -15,7 +15,8 @@
  * text (end exclusive), tags are strings; spans are in text order and do not overlap (callers
  * walk them with one cursor). A document with an id from the corpus is given only the tags line
  * with that id; a numbered one (no id in the corpus) the line with its number as id, failing
- * that the line whose "doc" equals its ordinal. A repeated id or "doc" in the tags file, two
+ * that the line whose "doc" equals its ordinal. A repeated id in the tags file (a repeated "doc"
+ * when a numbered document looks it up), two
  * documents with one id that has a tags line, and spans that are out of bounds, unordered or
  * malformed are ERR_FORMAT naming the tags file and line. A leading UTF-8 BOM is skipped in both
  * files; JSONL lines must be valid UTF-8 without raw control characters in strings.

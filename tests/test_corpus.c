@@ -223,6 +223,13 @@ static void test_tags_review(void)
     tags = write_tmp("r3b.tags.jsonl", "{\"doc\":1,\"spans\":[]}\n{\"doc\":1,\"spans\":[]}\n");
     CHECK(read_all(p, tags, d) < 0 && strstr(err_msg(), "r3b.tags.jsonl:2: a second tags line for \"doc\" 1"),
           "msg '%s'", err_msg());
+    /* ... but a repeated "doc" in lines keyed by id is fine where only ids are looked up (two
+       corpora's tags files joined) */
+    tags = write_tmp("r3c.tags.jsonl", "{\"id\":\"d1\",\"doc\":1,\"spans\":[[0,3,\"nn\",\"nn\"]]}\n"
+                                       "{\"id\":\"e1\",\"doc\":1,\"spans\":[]}\n");
+    n = read_all(write_tmp("r3c.jsonl", "{\"id\":\"d1\",\"text\":\"Dog\"}\n{\"id\":\"e1\",\"text\":\"Cat\"}\n"), tags, d);
+    CHECK(n == 2 && d[0]->ntags == 1 && d[1]->ntags == 0, "n %d: %s", n, err_msg());
+    free_docs(d, n);
     /* two corpus documents with one id cannot share its tags line */
     tags = write_tmp("r4.tags.jsonl", "{\"id\":\"d1\",\"spans\":[[0,3,\"nn\",\"nn\"]]}\n");
     p = write_tmp("r4.jsonl", "{\"id\":\"d1\",\"text\":\"Dog\"}\n{\"id\":\"d1\",\"text\":\"Cat\"}\n");
