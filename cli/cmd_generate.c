@@ -56,7 +56,7 @@ int cmd_generate(int argc, char **argv)
 {
     const char *model = NULL, *tokdir = NULL, *prompt = NULL, *sae_dir = NULL, *steer = NULL;
     const char *hook = NULL;
-    const char *method_name = "add", *prec = "fp32";
+    const char *method_name = NULL, *prec = "fp32"; /* NULL: not given (add) */
     double temperature = 1.0;
     int top_k = 0, max_tokens = 50, no_stop = 0, compare = 0;
     int64_t seed = 0;
@@ -76,7 +76,7 @@ int cmd_generate(int argc, char **argv)
         {"--steer-method", ARG_STR, &method_name,
          "add: + S*W_dec[F]; clamp: set the feature to S keeping the SAE error (0 ablates); "
          "ortho: scale the component along W_dec[F] by S; cap: projection on W_dec[F] at most S",
-         ARG_CHOICES("add|clamp|ortho|cap")},
+         ARG_CHOICES("add|clamp|ortho|cap"), ARG_DEFAULT("add")},
         {"--compare", ARG_FLAG, &compare, "print the steered and the unsteered continuation (same seed)"},
         {"--precision", ARG_STR, &prec,
          "the model's matmuls: fp32, bf16 (matrix engine via oneDNN; needs AVX512-BF16 or AMX), "
@@ -87,8 +87,11 @@ int cmd_generate(int argc, char **argv)
     if (rc) return rc;
     if (!!sae_dir != !!steer) return cli_usage_error("generate", "--sae and --steer go together");
     if (compare && !steer) return cli_usage_error("generate", "--compare needs --sae and --steer");
+    /* steering's own flags did nothing without it, exit 0 (an audit) */
+    if (!steer && (hook || method_name))
+        return cli_usage_error("generate", "%s needs --sae and --steer", hook ? "--hook" : "--steer-method");
     ana_steer_method method = ANA_STEER_ADD;
-    if (ana_steer_method_parse(method_name, &method)) return cli_fail("generate");
+    if (method_name && ana_steer_method_parse(method_name, &method)) return cli_fail("generate");
     cli_catch_signals();
     shown sh = {prompt, prec, compare, method};
     ana_generate_opts o = {

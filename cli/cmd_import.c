@@ -18,7 +18,7 @@ int cmd_import(int argc, char **argv)
         {"--npy", ARG_STR, &npy, "[tokens, width] array (float32/float16/float64; int32/int64 values exact in float32)", ARG_REQUIRED},
         {"--db", ARG_STR, &db, "database (created when missing)", ARG_REQUIRED},
         {"--hook", ARG_STR, &hook, "name to store the activations under", ARG_REQUIRED},
-        {"--seq-len", ARG_INT, &seq_len, "tokens per sequence", ARG_MIN(1),
+        {"--seq-len", ARG_INT, &seq_len, "tokens per sequence", ARG_MIN(1), ARG_MAX(1 << 24),
          ARG_DEFAULT("128, or the row count when smaller")},
         {"--tokens", ARG_STR, &ids, "token ids [tokens] (int32/int64 .npy)"},
         {"--dtype", ARG_STR, &dtype, "storage dtype", ARG_CHOICES("f32|f16|bf16")},

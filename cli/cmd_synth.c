@@ -23,7 +23,7 @@ int cmd_synth(int argc, char **argv)
         {"--truth", ARG_STR, &truth, "true feature directions [features, d] .npy", ARG_REQUIRED},
         {"--db", ARG_STR, &db, "also store the activations in this store (model 'import')"},
         {"--hook", ARG_STR, &hook, "hook name in the store"},
-        {"--seq-len", ARG_INT, &seq_len, "tokens per stored sequence", ARG_MIN(1)},
+        {"--seq-len", ARG_INT, &seq_len, "tokens per stored sequence", ARG_MIN(1), ARG_MAX(1 << 24)},
         {"--d", ARG_INT, &c.d, "dimension", ARG_MIN(1)},
         {"--features", ARG_INT, &c.n_features, "number of true features", ARG_MIN(1)},
         {"--active", ARG_FLOAT, &c.active, "mean active features per sample (at most --features; with --parents the children fire only with their parent, so fewer: the mean is printed)",

@@ -485,6 +485,11 @@ static int train_log_read(const char *path, train_log *t)
     memset(t, 0, sizeof *t);
     FILE *f = fopen(path, "r");
     if (!f) return err_set(ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb; /* a directory read as an "empty training log" (an audit) */
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return err_set(ERR_IO, "%s: is a directory, not a training log", path);
+    }
     /* whole lines: fgets into 4096 bytes cut a long row in two, each read as a row (an audit) */
     char *line = NULL;
     size_t lcap = 0;

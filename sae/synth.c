@@ -201,10 +201,10 @@ static int check_config(const synth_config *c)
                        "synthetic data: need d >= 1, features >= 1, 0 < active <= features, 0 < decay <= "
                        "1, 0 <= corr < 1");
     if (c->parents < 0 || c->children < 0 ||
-        (int64_t)c->parents * (1 + c->children) > F || !(c->child_p >= 0 && c->child_p <= 1))
+        (int64_t)c->parents * (1 + (int64_t)c->children) > F || !(c->child_p >= 0 && c->child_p <= 1))
         return err_set(ERR_ARG, "synthetic data: %d parents with %d children each need %lld of the "
                        "%d features, child_p in [0, 1]", c->parents, c->children,
-                       (long long)c->parents * (1 + c->children), F);
+                       (long long)c->parents * (1 + (long long)c->children), F); /* no int overflow (an audit) */
     if (r > F)
         return err_set(ERR_ARG, "synthetic data: rank %d above the %d features (a factor of at most "
                        "their number)", r, F);

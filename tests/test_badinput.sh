@@ -264,7 +264,7 @@ bad "text file as .npy" "text.npy: not a .npy file" import --npy text.npy "${I[@
 bad "NaN activation" "nan.npy: non-finite value \\(nan\\) at row 3, column 2" import --npy nan.npy "${I[@]}"
 bad "Inf activation" "inf.npy: non-finite value \\(-inf\\) at row 9, column 7" import --npy inf.npy "${I[@]}"
 bad "width differs from the stored hook" "width 8, not 32" import --npy wide.npy --db good.db --hook $H
-bad "negative seq-len" "--seq-len must be >= 1, got -5" import --npy acts.npy "${I[@]}" --seq-len -5
+bad "negative seq-len" "--seq-len must be in 1..16777216, got -5" import --npy acts.npy "${I[@]}" --seq-len -5
 bad "zero seq-len" "--seq-len" import --npy acts.npy --db seq0.db --hook x.new --seq-len 0
 bad "unknown storage dtype" "--dtype must be one of f32\|f16\|bf16, got 'f8'" import --npy acts.npy "${I[@]}" --dtype f8
 bad "text file as database" "text.db: not a database" import --npy acts.npy --db text.db --hook x.new
@@ -430,6 +430,16 @@ bad "attention: output under a regular file" "acts.npy/a.png" attention --model 
 bad "params: missing model" "nosuch/config.json: cannot open" params nosuch
 bad "synth: zero dimension" "--d must be >= 1, got 0" synth --d 0 --out s.npy --truth t.npy
 bad "synth: negative features" "--features must be >= 1, got -1" synth --features -1 --out s.npy --truth t.npy
+# flags past what the store, an int or a transaction can take (a hostile-flags review: the store
+# refused --seq-len 2e7 only after synth had written its files; 2147483647 children wrapped an
+# int; the steps x instances count and an infinite --commit-mb overflowed)
+bad "synth: --seq-len beyond the store's 2^24" "--seq-len must be in 1..16777216, got 20000000" synth --d 8 --features 16 --tokens 1000 --seq-len 20000000 --out sl.npy --truth slt.npy --db sl.db
+bad "synth: children that overflow an int" "4 parents with 2147483647 children each need 8589934592 of the 16 features" synth --d 8 --features 16 --tokens 1000 --parents 4 --children 2147483647 --out ch.npy --truth cht.npy
+bad "import: --seq-len beyond the store's 2^24" "--seq-len must be in 1..16777216, got 2147483647" import --npy acts.npy --db sl.db --hook h --seq-len 2147483647
+bad "superpose: steps x instances past an int" "steps x instances is 21474836470000, above 2147483647" superpose --instances 2147483647 -o sp
+bad "extract: an infinite --commit-mb" "--commit-mb must be in \\[0, 1048576\\], got 1e308" extract --model model --tokenizer tok --corpus small.txt --hook $H --db cm.db --commit-mb 1e308
+bad "generate: --hook without --sae and --steer (did nothing)" "--hook needs --sae and --steer" generate --model model --tokenizer tok --prompt the --hook $H
+bad "generate: --steer-method without --steer (did nothing)" "--steer-method needs --sae and --steer" generate --model model --tokenizer tok --prompt the --steer-method clamp
 
 # ---- tokenizer, corpus, bpe-train --------------------------------------------------------------
 bad "missing tokenizer" "nosuch: no tokenizer files" tokenize --tokenizer nosuch small.txt
@@ -781,6 +791,7 @@ EXACT="saelite forward: --npy model/model.safetensors would replace a file of th
 mkdir -p "$W/$R/rr"; cp "$W/good.db" "$W/$R/rr/index.html"
 LAST=""
 bad "report: a --db named index.html inside --out" "--db $R/rr/index.html is a file report writes in --out $R/rr" report --db $R/rr/index.html --sae sae8 --out $R/rr
+bad "report: a directory as --training-log" "$R: is a directory, not a training log" report --db $R/rep/ex.db --sae sae8 --out $R/rtl --training-log $R
 bad "export: --npy and --tokens-npy on one (existing) file" "acts.npy: the activations and the token ids would both go to this file" export --db good.db --hook $H --npy acts.npy --tokens-npy ./acts.npy
 bad "synth: --out over its own --db" "--out and --db name the same file good.db" synth --out good.db --truth $R/t.npy --d 8 --features 16 --tokens 16 --db good.db
 bad "synth: --out and --truth on one file" "--out and --truth name the same file" synth --out $R/s.npy --truth $R/s.npy --d 8 --features 16 --tokens 16

@@ -34,6 +34,11 @@ static int check_config(const sup_config *c)
                        c->importance_decay);
     if (c->steps < 0 || c->batch < 1 || !(c->lr > 0) || c->instances < 1)
         return err_set(ERR_ARG, "need steps >= 0, batch >= 1, lr > 0, instances >= 1");
+    /* the progress counts steps x instances in an int (--instances 2147483647 overflowed it:
+       UBSan, an audit) */
+    if ((int64_t)c->steps * c->instances > INT32_MAX)
+        return err_set(ERR_ARG, "steps x instances is %lld, above %d", (long long)c->steps * c->instances,
+                       INT32_MAX);
     return OK;
 }
 
