@@ -19,13 +19,17 @@ int cmd_init_model(int argc, char **argv)
     int64_t seed = 0;
     const char *dtype = "f32", *out = NULL;
     arg_spec spec[] = {
-        {"--layers", ARG_INT, &layers, "number of transformer blocks", ARG_REQUIRED, ARG_MIN(1)},
-        {"--d-model", ARG_INT, &dmodel, "residual width (n_embd)", ARG_REQUIRED, ARG_MIN(1)},
+        /* the ranges config.json has (gpt2.h), so a bad value names its flag (an audit:
+           "vocab_size 0 is outside ..." for --vocab 0) */
+        {"--layers", ARG_INT, &layers, "number of transformer blocks", ARG_REQUIRED,
+         ARG_RANGE(1, GPT2_MAX_LAYERS)},
+        {"--d-model", ARG_INT, &dmodel, "residual width (n_embd)", ARG_REQUIRED, ARG_RANGE(1, GPT2_MAX_EMBD)},
         {"--heads", ARG_INT, &heads, "attention heads (must divide d-model)", ARG_REQUIRED,
-         ARG_MIN(1)},
-        {"--d-mlp", ARG_INT, &dmlp, "MLP width (0: the default)", ARG_MIN(0), ARG_DEFAULT("4 x d-model")},
-        {"--ctx", ARG_INT, &ctx, "context length / positions"},
-        {"--vocab", ARG_INT, &vocab, "vocabulary size"},
+         ARG_RANGE(1, GPT2_MAX_HEADS)},
+        {"--d-mlp", ARG_INT, &dmlp, "MLP width (0: the default)", ARG_RANGE(0, GPT2_MAX_INNER),
+         ARG_DEFAULT("4 x d-model")},
+        {"--ctx", ARG_INT, &ctx, "context length / positions", ARG_RANGE(1, GPT2_MAX_CTX)},
+        {"--vocab", ARG_INT, &vocab, "vocabulary size", ARG_RANGE(1, GPT2_MAX_VOCAB)},
         {"--seed", ARG_I64, &seed, "random seed", ARG_MIN(0)},
         {"--dtype", ARG_STR, &dtype, "storage dtype", ARG_CHOICES("f32|f16|bf16")},
         {"--prefix", ARG_FLAG, &prefix, "name tensors transformer.* as GPT2LMHeadModel does"},

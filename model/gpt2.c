@@ -137,9 +137,9 @@ static int check_cfg(const gpt2_config *c, const char *where)
 {
     const char *w = where ? where : "", *sep = where ? ": " : "";
     const struct { const char *name; int v, hi; } lim[] = {
-        {"n_layer", c->n_layer, 1000},      {"n_embd", c->n_embd, 65536},
-        {"n_head", c->n_head, 65536},       {"n_positions", c->n_ctx, 1 << 20},
-        {"vocab_size", c->vocab_size, 1 << 24}, {"n_inner", c->n_inner, 1 << 20},
+        {"n_layer", c->n_layer, GPT2_MAX_LAYERS}, {"n_embd", c->n_embd, GPT2_MAX_EMBD},
+        {"n_head", c->n_head, GPT2_MAX_HEADS},    {"n_positions", c->n_ctx, GPT2_MAX_CTX},
+        {"vocab_size", c->vocab_size, GPT2_MAX_VOCAB}, {"n_inner", c->n_inner, GPT2_MAX_INNER},
     };
     for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
         if (lim[i].v < 1 || lim[i].v > lim[i].hi)

@@ -42,6 +42,14 @@
 #include "common/tensor.h"
 #include "model/safetensors.h"
 
+/* The shapes a model may have (config.json and init-model's flags alike): each field 1..its max */
+#define GPT2_MAX_LAYERS 1000
+#define GPT2_MAX_EMBD 65536
+#define GPT2_MAX_HEADS 65536
+#define GPT2_MAX_CTX (1 << 20)
+#define GPT2_MAX_VOCAB (1 << 24)
+#define GPT2_MAX_INNER (1 << 20)
+
 typedef struct {
     int n_layer, n_head, n_embd, n_ctx, vocab_size, n_inner;
     float ln_eps;

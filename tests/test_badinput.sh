@@ -220,17 +220,17 @@ help_has "--help: required flag marked" \
     "  --model STR            model directory (config.json + model.safetensors) (required)" extract
 help_has "--help: choices shown" "  --dtype f32|f16|bf16   storage dtype (default: f32)" extract
 help_has "--help: default stated where the value is a sentinel" \
-    "  --d-mlp N              MLP width (0: the default) (>= 0, default: 4 x d-model)" init-model
+    "  --d-mlp N              MLP width (0: the default) (in 0..1048576, default: 4 x d-model)" init-model
 help_has "--help: a flag that is on by default" \
     "  --bos                  prepend <|endoftext|> to every window (--no-bos: do not) (default: on)" extract
 
 # ---- init-model ------------------------------------------------------------------------------
-bad "zero layers" "--layers must be >= 1, got 0" init-model --layers 0 --d-model 8 --heads 2 -o m2
-bad "negative layers" "--layers must be >= 1, got -1" init-model --layers -1 --d-model 8 --heads 2 -o m2
+bad "zero layers" "--layers must be in 1..1000, got 0" init-model --layers 0 --d-model 8 --heads 2 -o m2
+bad "negative layers" "--layers must be in 1..1000, got -1" init-model --layers -1 --d-model 8 --heads 2 -o m2
 bad "heads do not divide d-model" "not a multiple of --heads 3" init-model --layers 1 --d-model 10 --heads 3 -o m2
 bad "unknown dtype" "--dtype must be one of f32\|f16\|bf16, got 'f8'" init-model --layers 1 --d-model 8 --heads 2 --dtype f8 -o m2
-bad "zero context" "n_positions 0" init-model --layers 1 --d-model 8 --heads 2 --ctx 0 -o m2
-bad "negative vocabulary" "vocab_size -3" init-model --layers 1 --d-model 8 --heads 2 --vocab -3 -o m2
+bad "zero context" "--ctx must be in 1..1048576, got 0" init-model --layers 1 --d-model 8 --heads 2 --ctx 0 -o m2
+bad "negative vocabulary" "--vocab must be in 1..16777216, got -3" init-model --layers 1 --d-model 8 --heads 2 --vocab -3 -o m2
 bad "output under a regular file" "acts.npy/m2.*Not a directory" init-model --layers 1 --d-model 8 --heads 2 -o acts.npy/m2
 bad "read-only output" "$RO/m2" init-model --layers 1 --d-model 8 --heads 2 -o $RO/m2
 
@@ -538,9 +538,9 @@ bad "a FIFO as an SAE's cfg.json" "f_scfg/cfg.json: not a regular file" sae-eval
 bad "config.json: layer_norm_epsilon out of range" "c_eps/config.json: invalid model shape: layer_norm_epsilon -1 is outside \(0, 1\)" forward --model $R/c_eps "${F2[@]}"
 bad "config.json: scale_attn_weights false" "c_saw/config.json: \"scale_attn_weights\": false is not supported" forward --model $R/c_saw "${F2[@]}"
 bad "config.json: scale_attn_by_inverse_layer_idx true" "c_inv/config.json: \"scale_attn_by_inverse_layer_idx\": true is not supported" forward --model $R/c_inv "${F2[@]}"
-bad "init-model: too many layers" "n_layer 1001 is outside 1\.\.1000" init-model --layers 1001 --d-model 8 --heads 2 -o $R/m2
-bad "init-model: zero vocabulary" "vocab_size 0 is outside 1\.\.16777216" init-model --layers 1 --d-model 8 --heads 2 --vocab 0 -o $R/m2
-bad "init-model: negative MLP width" "--d-mlp must be >= 0, got -1" init-model --layers 1 --d-model 8 --heads 2 --d-mlp -1 -o $R/m2
+bad "init-model: too many layers" "--layers must be in 1\.\.1000, got 1001" init-model --layers 1001 --d-model 8 --heads 2 -o $R/m2
+bad "init-model: zero vocabulary" "--vocab must be in 1\.\.16777216, got 0" init-model --layers 1 --d-model 8 --heads 2 --vocab 0 -o $R/m2
+bad "init-model: negative MLP width" "--d-mlp must be in 0\.\.1048576, got -1" init-model --layers 1 --d-model 8 --heads 2 --d-mlp -1 -o $R/m2
 check "  ... none of the refusals above made an output" "absent $R/x.npy && absent $R/m2"
 bad "npy: shape whose element count overflows" "over.npy: .npy shape too large \(its element count overflows 64 bits at dimension 1\)" import --npy $R/over.npy --db $R/x.db --hook $H
 bad "npy: 8-byte elements whose byte count overflows" "over2.npy: .npy shape too large" sae-train --npy $R/over2.npy --out $R/s_over
