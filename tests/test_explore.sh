@@ -68,6 +68,10 @@ ok grep -q "continuing with the [1-3] models* finished before" <<<"$out"
 ok grep -q "more from a killed run's checkpoint" <<<"$out"
 ok diff -r "$tmp/spr" "$tmp/spk"
 ok test ! -e "$tmp/spk.superpose-ckpt"
+# -o under a directory that does not exist yet: the checkpoint's folder is made at the start
+# (none could be written, so a kill started over: an audit)
+supkill "$tmp/newparent/spn"
+ok test -s "$tmp/newparent/spn.superpose-ckpt"
 # the first model's first weight NaN (after {magic, key, key, count} and {index, loss})
 supkill "$tmp/spf"
 [ -s "$tmp/spf.superpose-ckpt" ] && forge_sup "$tmp/spf.superpose-ckpt" 48 f nan

@@ -263,6 +263,15 @@ int sup_run(const sup_run_opts *o, sup_run_result *res)
     }
     int save = ck.path[0] && o->ckpt;
     if (save) {
+        /* the checkpoint sits beside -o, whose missing parents were made only at the end: with
+           -o new/dir no checkpoint could be written and a kill started over (an audit) */
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", ck.path);
+        char *sl = strrchr(parent, '/');
+        if (sl && sl != parent) {
+            *sl = 0;
+            if (file_mkdir_p(parent)) err_clear(); /* the first save then says why, as before */
+        }
         ckpt_key(o, ck.key);
         res->resumed = ckpt_load(&ck, o, res->models);
     }
