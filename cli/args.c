@@ -476,6 +476,9 @@ int args_int_list(const char *s, int **out, int *n)
     while (*p) {
         char *end;
         errno = 0;
+        /* digits only: strtol's leading blanks and '+' let " 5", "1, 2" and "+1" through where
+           the integer flags refuse them (an audit) */
+        if (!isdigit((unsigned char)*p)) goto bad;
         long a = strtol(p, &end, 10), b;
         if (end == p || a < 0) goto bad;
         /* ids are ints: 4294967297 was cast to 1 (forward ran token 1), and LONG_MAX looped
@@ -485,6 +488,7 @@ int args_int_list(const char *s, int **out, int *n)
         b = a;
         if (*p == '-') {
             errno = 0;
+            if (!isdigit((unsigned char)p[1])) goto bad;
             b = strtol(p + 1, &end, 10);
             if (end == p + 1 || b < a) goto bad;
             if (errno == ERANGE || b > INT_MAX) goto range;
@@ -499,8 +503,8 @@ int args_int_list(const char *s, int **out, int *n)
             }
             v[cnt++] = (int)x;
         }
-        if (*p == ',') p++;
-        else if (*p) goto bad;
+        if (*p == ',' && p[1]) p++;
+        else if (*p) goto bad; /* a trailing comma too ("5,") */
     }
     if (cnt == 0) goto bad;
     *out = v;

@@ -251,6 +251,10 @@ bad "forward output under a regular file" "acts.npy/o.npy.*Not a directory" forw
 # ids are ints: 4294967297 ran token 1, exit 0; LONG_MAX looped until memory ran out (an audit)
 bad "forward --tokens beyond int" "values must be in 0..2147483647" forward --model model --tokens 4294967297 --hook $H --npy o_big.npy
 bad "forward --tokens at LONG_MAX" "values must be in 0..2147483647" forward --model model --tokens 9223372036854775807 --hook $H --npy o_big.npy
+# lists take digits only, as the integer flags do (" 5", "1, 2", "+1" and a trailing comma passed)
+for l in " 5" "1, 2" "+1" "5," "3-+4"; do
+    bad "forward --tokens '$l'" "bad list '${l//+/\\+}'" forward --model model --tokens "$l" --hook $H --npy o_l.npy
+done
 bad "report --features with a range beyond 10M values" "at most 10M values" report --db ex.db --sae sae8 --features 0-5000000,0-6000000 --out rep_big
 bad "forward --text with a missing --model (was: no tokenizer files)" "nodir/config.json: cannot open" forward --model nodir --text "the cat" --hook $H --npy o_nodir.npy
 
