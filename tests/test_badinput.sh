@@ -958,7 +958,9 @@ setup "${E[@]}" --corpus rv/bom.jsonl --db rv/bom.db
 check "extract: a JSONL corpus starting with a BOM is JSONL" '[ "$(sqlite3 "$W/rv/bom.db" "SELECT name || \"|\" || text FROM documents")" = "d1|the cat sat." ]'
 # a line too long for memory: an error naming it, not the end of the corpus
 printf 'the cat\n' > "$W/rv/huge.txt"
-if truncate -s 2G "$W/rv/huge.txt" 2>/dev/null; then
+if [[ $BIN == *asan* ]]; then # ulimit -v breaks ASan's shadow memory (as in test_query.sh)
+    skip=$((skip + 1)); echo "SKIP extract: out of memory reading a line (ASan)"
+elif truncate -s 2G "$W/rv/huge.txt" 2>/dev/null; then
     (cd "$W" && ulimit -v 1500000 && exec "$BIN" "${E[@]}" --corpus rv/huge.txt --db rv/huge.db) > /dev/null 2> "$W.err"
     rc=$?
     check "extract: out of memory reading a line is an error" '[ $rc -eq 1 ] && grep -q "rv/huge.txt: out of memory reading line 2" "$W.err"'
