@@ -883,8 +883,7 @@ static int api_sql(srv_ctx *c, const srv_request *rq, srv_response *out)
     sql_acc a = {cJSON_AddArrayToObject(j, "columns"), cJSON_AddArrayToObject(j, "rows"), 0, 0};
     int truncated = 0, rc = a.cols && a.rows ? OK : err_set(ERR_NOMEM, "out of memory");
     if (!rc)
-        rc = store_srv_console_cols(c->st, sql, SRV_SQL_ROWS, SRV_SQL_MS, sql_cb, sql_cols, &a,
-                                    &truncated);
+        rc = store_srv_console(c->st, sql, SRV_SQL_ROWS, SRV_SQL_MS, sql_cb, sql_cols, &a, &truncated);
     cJSON_Delete(body);
     if (rc == ERR_ABORTED && a.full) {
         rc = OK;

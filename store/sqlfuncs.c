@@ -21,6 +21,7 @@ SQLITE_EXTENSION_INIT1
 #endif
 
 #include "common/half.h"
+#include "common/hash.h"
 #include "store/sqlfuncs.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -767,12 +768,8 @@ typedef struct {
     unsigned steps;
 } trim_set;
 
-static uint64_t trim_hash(const unsigned char *z, size_t n)
-{
-    uint64_t h = 1469598103934665603u; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ z[i]) * 1099511628211u;
-    return h;
-}
+/* common/hash.h's FNV-1a: only the table's slots depend on it, never a result */
+static uint64_t trim_hash(const unsigned char *z, size_t n) { return hash_fnv1a(HASH_FNV1A_INIT, z, n); }
 
 static int trim_tick(trim_set *t, size_t bytes)
 {
@@ -869,7 +866,7 @@ static void fn_trim(sqlite3_context *ctx, int argc, sqlite3_value **argv)
             size_t len = 0;
             uint64_t h = trim_hash(x, 0);
             for (size_t n = 1; n <= run && !stopped; n++) {
-                h = (h ^ x[n - 1]) * 1099511628211u; /* trim_hash(x, n), extended */
+                h = hash_fnv1a(h, x + n - 1, 1); /* trim_hash(x, n), extended */
                 int64_t k = trim_find(&t, x, n, h);
                 if (k < best) best = k, len = n;
                 stopped = trim_tick(&t, n);

@@ -746,13 +746,7 @@ static const char *skip_blank(const char *p)
 }
 
 int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_ms,
-                      store_srv_row_fn fn, void *user, int *truncated)
-{
-    return store_srv_console_cols(s, sql, max_rows, timeout_ms, fn, NULL, user, truncated);
-}
-
-int store_srv_console_cols(store_srv *s, const char *sql, int max_rows, int timeout_ms,
-                           store_srv_row_fn fn, store_srv_cols_fn cols, void *user, int *truncated)
+                      store_srv_row_fn fn, store_srv_cols_fn cols, void *user, int *truncated)
 {
     *truncated = 0;
     /* one console statement at a time, and one slow SQLite opcode can outlast the deadline:

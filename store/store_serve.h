@@ -115,13 +115,11 @@ int store_srv_query(store_srv *s, int q, const store_val *params, int nparams,
  * OK, or ERR_ARG when q has no word or does not fit cap. */
 int store_srv_match(const store_srv *s, const char *q, char *out, size_t cap);
 
-int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_ms,
-                      store_srv_row_fn fn, void *user, int *truncated);
-/* store_srv_console, and cols (may be NULL) is called once with the statement's column names
- * when it ends without a row (the row callback gives them otherwise), so that an empty result
- * still has its header. Its non-zero return stops with ERR_ABORTED, as fn's. */
+/* cols (may be NULL) is called once with the statement's column names when it ends without a
+ * row (fn gives them otherwise), so that an empty result still has its header. Its non-zero
+ * return stops with ERR_ABORTED, as fn's. */
 typedef int (*store_srv_cols_fn)(void *user, int ncols, const char *const *names);
-int store_srv_console_cols(store_srv *s, const char *sql, int max_rows, int timeout_ms,
-                           store_srv_row_fn fn, store_srv_cols_fn cols, void *user, int *truncated);
+int store_srv_console(store_srv *s, const char *sql, int max_rows, int timeout_ms,
+                      store_srv_row_fn fn, store_srv_cols_fn cols, void *user, int *truncated);
 
 #endif

@@ -561,11 +561,11 @@ static void test_console(void)
     con_acc a = {0};
     int trunc = -1;
     /* an empty result still has its column names */
-    int rc = store_srv_console_cols(srv, "select 1 as a, 2 as b where 0", 10, 2000, con_row, con_cols, &a, &trunc);
+    int rc = store_srv_console(srv, "select 1 as a, 2 as b where 0", 10, 2000, con_row, con_cols, &a, &trunc);
     CHECK(rc == OK && a.rows == 0 && a.header == 1 && a.ncols == 2 && !strcmp(a.names, "a,b") && !trunc,
           "empty result: rc %d (%s), %d rows, header %d, names '%s'", rc, err_msg(), a.rows, a.header, a.names);
     memset(&a, 0, sizeof a);
-    rc = store_srv_console_cols(srv, "select 1 as x", 10, 2000, con_row, con_cols, &a, &trunc);
+    rc = store_srv_console(srv, "select 1 as x", 10, 2000, con_row, con_cols, &a, &trunc);
     CHECK(rc == OK && a.rows == 1 && a.header == 0 && !strcmp(a.names, "x"), "one row: header %d, '%s'", a.header, a.names);
     /* a row cap reached, then the time limit: whether more rows exist is unknown, so the answer
        is the time-limit error (as one row fewer gets), not the rows as the whole result */
@@ -576,7 +576,7 @@ static void test_console(void)
         snprintf(q, sizeof q, CUT, k);
         memset(&a, 0, sizeof a);
         trunc = -1;
-        rc = store_srv_console(srv, q, 10, 200, con_row, &a, &trunc);
+        rc = store_srv_console(srv, q, 10, 200, con_row, NULL, &a, &trunc);
         if (k < 11)
             CHECK(rc == ERR_ABORTED && strstr(err_msg(), "time limit") && !trunc,
                   "x <= %d: rc %d (%s), truncated %d, %d rows", k, rc, err_msg(), trunc, a.rows);
@@ -587,17 +587,17 @@ static void test_console(void)
     memset(&a, 0, sizeof a);
     double t0 = now_s();
     rc = store_srv_console(srv, "select length(trim(printf('%.*c',100000,'a'), printf('%.*c',100000,'b')||'a'))",
-                           10, 1000, con_row, &a, &trunc);
+                           10, 1000, con_row, NULL, &a, &trunc);
     CHECK(rc == OK && a.rows == 1 && now_s() - t0 < 1.0, "console trim: rc %d (%s), %.2f s", rc, err_msg(), now_s() - t0);
     /* json_patch past 1e8 member pairs is refused at once (SQLite's: 1.8 s for 30000 x 30000) */
     t0 = now_s();
     rc = store_srv_console(srv, "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM n WHERE i < 29999), "
                            "o(j) AS (SELECT json_group_object('k'||i, i) FROM n) SELECT json_patch(j, j) FROM o",
-                           10, 1000, con_row, &a, &trunc);
+                           10, 1000, con_row, NULL, &a, &trunc);
     CHECK(rc == ERR_SQL && strstr(err_msg(), "json_patch(): up to 30000 x 30000") && now_s() - t0 < 1.0,
           "console json_patch: rc %d (%s), %.2f s", rc, err_msg(), now_s() - t0);
     memset(&a, 0, sizeof a);
-    rc = store_srv_console(srv, "SELECT json_array(json_patch('{\"a\":1}', '{\"b\":2}'))", 10, 1000, con_row, &a, &trunc);
+    rc = store_srv_console(srv, "SELECT json_array(json_patch('{\"a\":1}', '{\"b\":2}'))", 10, 1000, con_row, NULL, &a, &trunc);
     CHECK(rc == OK && a.rows == 1, "console json_patch: rc %d (%s)", rc, err_msg());
     store_srv_close(srv);
 }
