@@ -57,7 +57,10 @@ static char *token_text(const tok_tokenizer *tk, int id)
     if (!s) return NULL;
     for (size_t i = 0; i < n; i++)
         if (b[i]) *q++ = b[i];
-        else q += sprintf(q, "\xef\xbf\xbd");
+        else {
+            memcpy(q, "\xef\xbf\xbd", 3); /* U+FFFD */
+            q += 3;
+        }
     *q = 0;
     return s;
 }
@@ -65,21 +68,21 @@ static char *token_text(const tok_tokenizer *tk, int id)
 /* JSON and the database take valid UTF-8 only: python's json.load failed on a prompt with a
  * euro sign, and on a --slug or --text with a byte that is not UTF-8 (audits). Bytes that are
  * not valid UTF-8 on their own become U+FFFD, as in the tokens table. A mem_alloc'd copy. */
-static char *clean_dup(const char *s)
+static char *clean_n(const char *s, size_t n)
 {
-    size_t n = strlen(s), cap = 4 * n + 1;
-    char *out = mem_alloc(cap);
-    if (out) utf8_clean(s, n, out, cap);
+    char *out = mem_alloc(4 * n + 1); /* utf8_clean's bound */
+    if (out) utf8_clean(s, n, out, 4 * n + 1);
     return out;
 }
 
-/* s cleaned (clean_dup) as a JSON string into b */
+static char *clean_dup(const char *s) { return clean_n(s, strlen(s)); }
+
+/* s[0..n) cleaned as a JSON string into b */
 static int json_text(buf *b, const char *s, size_t n)
 {
-    char *t = mem_alloc(4 * n + 1);
+    char *t = clean_n(s, n);
     if (!t) return err_set(ERR_NOMEM, "out of memory");
-    size_t m = utf8_clean(s, n, t, 4 * n + 1);
-    int rc = buf_json(b, t, m, 0);
+    int rc = buf_json(b, t, strlen(t), 0);
     mem_free(t);
     return rc;
 }

@@ -61,13 +61,12 @@ int cmd_report(int argc, char **argv)
     const char *base = strrchr(o.db, '/');
     base = base ? base + 1 : o.db;
     size_t bl = strlen(base);
-    if (!strcmp(base, "index.html") || (bl > 4 && !strcmp(base + bl - 4, ".png"))) {
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%.*s", base == o.db ? 1 : (int)(base - o.db), base == o.db ? "." : o.db);
-        if (file_same(dir, o.out_dir))
-            return cli_usage_error(argv[0], "--db %s is a file report writes in --out %s; move the "
-                                   "database or write the report elsewhere", o.db, o.out_dir);
-    }
+    char same[4096];
+    if ((!strcmp(base, "index.html") || (bl > 4 && !strcmp(base + bl - 4, ".png"))) &&
+        !path_join(same, sizeof same, o.out_dir, base) && file_same(same, o.db))
+        return cli_usage_error(argv[0], "--db %s is a file report writes in --out %s; move the "
+                               "database or write the report elsewhere", o.db, o.out_dir);
+    err_clear(); /* a path too long to join is no such file */
     o.global = !no_global;
     o.version = SAELITE_VERSION;
     o.stop = &cli_stop_flag;
