@@ -276,7 +276,7 @@ int ana_graph_run(const ana_graph_run_opts *o, ana_graph_run_result *res)
         const char *e = strchr(p, ',');
         size_t n = e ? (size_t)(e - p) : strlen(p);
         char dir[1024];
-        if (n == 0 || n >= sizeof dir) {
+        if (n == 0 || n >= sizeof dir || (e && !e[1])) { /* "a," too: one list rule (a review) */
             rc = err_set(ERR_ARG, "--transcoder '%s': an empty or too long directory", o->tc_dirs);
             goto out;
         }

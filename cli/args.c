@@ -517,3 +517,25 @@ range:
     mem_free(v);
     return err_set(ERR_ARG, "bad list '%s': values must be in 0..%d", s, INT_MAX);
 }
+
+/* The float lists (superpose --sparsity, sweep's settings, pack --range) each parsed in their own
+ * way: pack's sscanf took " 89, 91", hex and nan, superpose refused a sign (a review). */
+int args_float_list(const char *s, double *v, int max, int *n)
+{
+    int k = 0;
+    for (const char *p = s; *p;) {
+        double x = 0;
+        size_t len = buf_read_double(p, 0, &x);
+        if (!len || k == max) goto bad;
+        v[k++] = x;
+        p += len;
+        if (*p == ',' && p[1]) p++;
+        else if (*p) goto bad;
+    }
+    if (k) {
+        *n = k;
+        return OK;
+    }
+bad:
+    return err_set(ERR_ARG, "bad list '%s' (want numbers a,b,... with no blanks; at most %d)", s, max);
+}

@@ -124,5 +124,9 @@ void args_roff_text(const char *s);
 
 /* Parse "0,5,7-9" into a malloc'd int array (free with mem_free). Returns 0 or ERR_ARG. */
 int args_int_list(const char *s, int **out, int *n);
+/* Parse "0,0.7,1e-3" into v[0..max): each item a decimal as a float flag takes it
+ * (buf_read_double: no blanks, hex, inf or nan), no empty item or trailing comma. The caller
+ * checks each value's range. Returns 0 or ERR_ARG ("bad list ..."). */
+int args_float_list(const char *s, double *v, int max, int *n);
 
 #endif

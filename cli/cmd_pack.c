@@ -48,11 +48,13 @@ int cmd_pack(int argc, char **argv)
     };
     int rc = args_parse("pack", argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
-    double lo, hi;
-    char tail;
-    if (sscanf(range, "%lf,%lf%c", &lo, &hi, &tail) != 2 || !(lo >= 0 && lo < hi && hi <= 180))
+    double lohi[2];
+    int nr = 0;
+    if (args_float_list(range, lohi, 2, &nr) || nr != 2 ||
+        !(lohi[0] >= 0 && lohi[0] < lohi[1] && lohi[1] <= 180))
         return cli_usage_error("pack", "--range wants LO,HI with 0 <= LO < HI <= 180, got '%s'",
                                range);
+    double lo = lohi[0], hi = lohi[1];
     if ((int64_t)dim * count > (1L << 30))
         return cli_usage_error("pack", "--dim x --count must be at most 2^30");
     if ((double)count * count * dim > PACK_MAX_WORK)

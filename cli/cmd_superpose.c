@@ -1,4 +1,5 @@
 /* cmd_superpose.c - `saelite superpose`: Toy Models of Superposition, swept over sparsity. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -12,24 +13,6 @@ CLI_COMMAND(superpose, "Toy models of superposition: n sparse features in m dime
             "[--steps N] [-o DIR]")
 
 #define MAX_SPARSITIES 64
-
-/* "0,0.7,0.9" -> values in [0,1): plain decimals (no hex, no blanks), no empty item */
-static int parse_list(const char *s, double *v, int max, int *n)
-{
-    int k = 0;
-    const char *p = s;
-    while (*p) {
-        double x = 0;
-        size_t len = *p == '+' || *p == '-' ? 0 : buf_read_double(p, 0, &x);
-        if (!len || !(x >= 0 && x < 1) || k == max) return -1;
-        v[k++] = x;
-        p += len;
-        if (*p == ',' && p[1]) p++;
-        else if (*p) return -1;
-    }
-    *n = k;
-    return k ? 0 : -1;
-}
 
 static void notice(const char *msg, void *user)
 {
@@ -82,7 +65,9 @@ int cmd_superpose(int argc, char **argv)
     if (rc) return rc;
     double S[MAX_SPARSITIES];
     int ns;
-    if (parse_list(sp, S, MAX_SPARSITIES, &ns))
+    int bad = args_float_list(sp, S, MAX_SPARSITIES, &ns) != OK;
+    for (int k = 0; !bad && k < ns; k++) bad = !(S[k] >= 0 && S[k] < 1) || signbit(S[k]);
+    if (bad)
         return cli_usage_error("superpose", "--sparsity wants up to %d comma-separated values in "
                                             "[0,1), got '%s'", MAX_SPARSITIES, sp);
     char Sname[MAX_SPARSITIES][32];

@@ -18,19 +18,11 @@ CLI_COMMAND(sweep, "Train every architecture at a few sparsities on the same act
 /* "a,b,c" into v[<= SWEEP_MAX_SETTINGS] positive numbers. */
 static int parse_list(const char *cmd, const char *flag, const char *s, double *v, int *n)
 {
-    *n = 0;
-    for (const char *p = s; *p;) {
-        double x = 0;
-        size_t len = buf_read_double(p, 0, &x);
-        const char *end = p + len;
-        if (!len || !(x > 0) || (*end && *end != ',') || (*end == ',' && !end[1]) ||
-            *n == SWEEP_MAX_SETTINGS)
-            return cli_usage_error(cmd, "%s: expected up to %d positive numbers a,b,...", flag,
-                                   SWEEP_MAX_SETTINGS);
-        v[(*n)++] = x;
-        p = *end ? end + 1 : end;
-    }
-    return *n ? 0 : cli_usage_error(cmd, "%s: empty list", flag);
+    int bad = args_float_list(s, v, SWEEP_MAX_SETTINGS, n) != OK;
+    for (int i = 0; !bad && i < *n; i++) bad = !(v[i] > 0);
+    return bad ? cli_usage_error(cmd, "%s: expected up to %d positive numbers a,b,... (got '%s')", flag,
+                                 SWEEP_MAX_SETTINGS, s)
+               : 0;
 }
 
 static void notice(const char *msg, void *user)

@@ -91,6 +91,11 @@ static int check_families(const sweep_opts *o)
             return err_set(ERR_ARG, "unknown family '%.*s' (relu, topk, batchtopk, jumprelu, "
                                     "gated, matryoshka, transcoder, skip_transcoder, target_topk)",
                            (int)len, p);
+        /* the other lists' rules: no trailing comma ("topk," ran topk), nothing twice */
+        if (e && !e[1]) return err_set(ERR_ARG, "--families '%s': a trailing comma", o->families);
+        for (const char *q = o->families; q < p; q += strcspn(q, ",") + 1)
+            if (strcspn(q, ",") == len && !strncmp(q, p, len))
+                return err_set(ERR_ARG, "--families: %.*s is given twice", (int)len, p);
         p += len + (e ? 1 : 0);
     }
     return OK;

@@ -36,12 +36,20 @@ ok awk -v r="$r" -v o="$o" 'BEGIN { exit !(o < 0.65 * r) }'
 ok test -s "$tmp/pk/angles.png" -a -s "$tmp/pk/angles.csv" -a -s "$tmp/pk/vectors.npy"
 $BIN pack --dim 0 --count 5 >/dev/null 2>&1; ok test $? -eq 2
 $BIN pack --dim 4 --count 5 --range 91,89 >/dev/null 2>&1; ok test $? -eq 2
+# the float lists share one reader (args_float_list): pack's sscanf took blanks, hex and nan
+for r in " 89,91" "89, 91" "0x10,91" "nan,91" "89,91," "89,91,92"; do
+    $BIN pack --dim 4 --count 5 --steps 1 --range "$r" >/dev/null 2>&1; ok test $? -eq 2
+done
+$BIN pack --dim 4 --count 5 --steps 1 --range 89,91 >/dev/null 2>&1; ok test $? -eq 0
 # findings of an audit against the paper and an independent PyTorch run:
 # sparsities spelt in 4 digits shared one W file; duplicates and a trailing comma were taken
 $BIN superpose --n 5 --m 2 --steps 20 --sparsity 0.99991,0.99992 -o "$tmp/sp2" >/dev/null 2>&1
 ok test -s "$tmp/sp2/W_S0.99991.npy" -a -s "$tmp/sp2/W_S0.99992.npy"
 $BIN superpose --n 5 --m 2 --steps 20 --sparsity 0.9,0.9 >/dev/null 2>&1; ok test $? -eq 2
 $BIN superpose --n 5 --m 2 --steps 20 --sparsity 0.5, >/dev/null 2>&1; ok test $? -eq 2
+for sp in "-0" " 0.5" "0x0.1" "0.5,,0.9"; do
+    $BIN superpose --n 5 --m 2 --steps 20 --sparsity "$sp" >/dev/null 2>&1; ok test $? -eq 2
+done
 # a NaN model (the ReLU hid it from the loss) was written with exit 0
 $BIN superpose --n 5 --m 2 --lr 1e308 --steps 10 --sparsity 0.5 -o "$tmp/nanrun" >/dev/null 2>&1
 ok test $? -eq 1 -a ! -e "$tmp/nanrun"

@@ -113,6 +113,9 @@ done
 err=$($BIN "${G[@]}" --max-feature-nodes 3 2>&1); ok test $? -eq 1
 ok grep -q "max-feature-nodes" <<<"$err"
 $BIN graph --model "$tmp/nope" --transcoder "$tmp/tc0,$tmp/tc1" --text x >/dev/null 2>&1; ok test $? -eq 1
+# a trailing comma is refused as in the other lists (it was taken)
+out=$($BIN graph --model "$tmp/m" --transcoder "$tmp/tc0,$tmp/tc1," --text x 2>&1); ok test $? -eq 1
+ok grep -q "an empty or too long directory" <<<"$out"
 err=$($BIN "${G[@]/the cat sat on the/$(printf 'w%.0s ' $(seq 1 20))}" 2>&1); ok test $? -eq 1
 ok grep -q "tokens (the model takes 1 to 16)" <<<"$err"
 
