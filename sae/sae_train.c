@@ -467,10 +467,20 @@ static int trainer_alloc_arch(sae_trainer *t)
         /* in bf16 a multiple of 64 rows: oneDNN's calls go in 64-row multiples, then pieces of
            at most 32 (model/ops_bf16.c), each streaming all of the bf16 W_enc; 682-row chunks at
            d_sae 24576 made 18 calls a step, 10 rows the smallest (the encoder 209 ms against
-           its GEMM's 127) */
-        t->chunk16 = (t->chunk + 63) / 64 * 64;
+           its GEMM's 127). And larger: up to 64M floats, equal chunks again. In 704-row chunks
+           the encoder at d_sae 24576 took 122-162 ms a step, in two of three runs 157-162,
+           against 116-123 ms in 2048-row ones, its GEMM alone 105-118 (bench_sae, Xeon model
+           207 with AMX, 2026-12-06). No bits depend on it in fp32. */
+        int64_t c16 = ((int64_t)1 << 26) / S;
+        c16 = c16 >= B ? B : c16 < 64 ? 64 : c16;
+        int64_t n16 = (B + c16 - 1) / c16;
+        c16 = (B + n16 - 1) / n16;
+        t->chunk16 = (int)((c16 + 63) / 64 * 64);
         if (t->chunk16 > B) t->chunk16 = (int)B;
-        t->pre = zalloc((int64_t)t->chunk16 * S); /* the larger of the two */
+        if (t->chunk16 < t->chunk) t->chunk16 = t->chunk;
+        /* the larger of the two, not zeroed: the encoder writes every entry it reads back, and
+           pages fp32 never touches cost it no memory */
+        t->pre = mem_alloc_aligned(sizeof(float) * (size_t)t->chunk16 * S);
         t->bmax = zalloc((int64_t)t->chunk16 * (S / SAE_K_TOPK_BLOCK));
         t->cap = B * (int64_t)c.k;
         ok = ok && t->bmax;
