@@ -778,6 +778,10 @@ int corpus_next(corpus_reader *r, corpus_doc **doc)
     if (rc == ERR_NOTFOUND) { corpus_doc_free(d); return OK; }
     if (rc) { corpus_doc_free(d); return rc; }
     long ordinal = ++r->ordinal;
+    if (d->id && !d->id[0]) { /* "id": "" is no id: extract named it doc4, 0-based (a review) */
+        mem_free(d->id);
+        d->id = NULL;
+    }
     int numbered = !d->id;
     if (!d->id) {
         char buf[32];

@@ -6,7 +6,8 @@
  *   text   plain UTF-8; documents are separated by one or more blank lines (a line that is empty
  *          or holds only spaces, tabs and '\r'). A document's text is its lines joined with '\n'
  *          (no trailing newline); lines are kept byte for byte.
- * Documents without an id get their 1-based ordinal in the file ("1", "2", ...); genre is ""
+ * Documents without an id (or with "id": "") get their 1-based ordinal in the file ("1", "2",
+ * ...); genre is ""
  * when absent (never NULL).
  *
  * Tags (optional): the JSONL tags file written by `saelite corpus brown`, one line per document:

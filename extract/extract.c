@@ -1229,10 +1229,7 @@ static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats 
         if (!rc) rc = ensure_tx(j, &in_tx);
         if (!rc && j->s) {
             double ts = secs();
-            char name[32];
-            snprintf(name, sizeof name, "doc%lld", (long long)ordinal);
-            rc = store_doc_add(j->s, j->o.corpus, ordinal, d->id && d->id[0] ? d->id : name,
-                               d->genre, d->text, d->len, &doc_id);
+            rc = store_doc_add(j->s, j->o.corpus, ordinal, d->id, d->genre, d->text, d->len, &doc_id);
             st->t_store += secs() - ts;
         }
         ordinal++;

@@ -273,6 +273,14 @@ static void test_tags_review(void)
     CHECK(n == 1 && d[0]->ntags == 1 && strlen(d[0]->tags[0].tag) == 15 && strlen(d[0]->tags[0].full_tag) == 31,
           "n %d: %s", n, err_msg());
     free_docs(d, n);
+    /* "id": "" is no id: the document is numbered (it was named doc1, 0-based, by extract) and
+       takes its tags line by "doc" */
+    p = write_tmp("r10.jsonl", "{\"id\":\"d1\",\"text\":\"Dog\"}\n{\"id\":\"\",\"text\":\"Cat\"}\n");
+    tags = write_tmp("r10.tags.jsonl", "{\"doc\":2,\"spans\":[[0,3,\"nn\",\"nn\"]]}\n");
+    n = read_all(p, tags, d);
+    CHECK(n == 2 && !strcmp(d[1]->id, "2") && d[1]->ntags == 1 && d[0]->ntags == 0, "n %d: %s", n,
+          n == 2 ? d[1]->id : err_msg());
+    free_docs(d, n);
     /* a byte order mark starts a JSONL corpus and a tags file alike */
     p = write_tmp("r9.jsonl", "\xef\xbb\xbf{\"id\":\"d1\",\"text\":\"The cat sat.\"}\n{\"id\":\"d2\",\"text\":\"Dog\"}\n");
     tags = write_tmp("r9.tags.jsonl", "\xef\xbb\xbf{\"id\":\"d1\",\"spans\":[[0,3,\"at\",\"at\"]]}\n");
