@@ -195,11 +195,15 @@ void sae_synth_free(sae_synth *s)
 static int check_config(const synth_config *c)
 {
     int F = c->n_features, d = c->d, r = c->rank;
-    if (d < 1 || F < 1 || r < 0 || !(c->active > 0) || c->active > F || !(c->decay > 0) ||
-        c->decay > 1 || c->corr < 0 || c->corr >= 1)
-        return err_set(ERR_ARG,
-                       "synthetic data: need d >= 1, features >= 1, 0 < active <= features, 0 < decay <= "
-                       "1, 0 <= corr < 1");
+    /* the rule that failed, with its values: the default active 5 over --features 3 gave only
+       the list of every rule (a review) */
+    if (d < 1 || F < 1) return err_set(ERR_ARG, "synthetic data: d %d and features %d must be >= 1", d, F);
+    if (!(c->active > 0) || c->active > F)
+        return err_set(ERR_ARG, "synthetic data: active %g must be above 0 and at most the %d features "
+                       "(active is 5 unless given)", c->active, F);
+    if (r < 0 || !(c->decay > 0) || c->decay > 1 || c->corr < 0 || c->corr >= 1)
+        return err_set(ERR_ARG, "synthetic data: need rank >= 0, 0 < decay <= 1, 0 <= corr < 1 (got %d, "
+                       "%g, %g)", r, c->decay, c->corr);
     if (c->parents < 0 || c->children < 0 ||
         (int64_t)c->parents * (1 + (int64_t)c->children) > F || !(c->child_p >= 0 && c->child_p <= 1))
         return err_set(ERR_ARG, "synthetic data: %d parents with %d children each need %lld of the "

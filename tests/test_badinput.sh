@@ -434,6 +434,7 @@ bad "attention: output under a regular file" "acts.npy/a.png" attention --model 
 bad "params: missing model" "nosuch/config.json: cannot open" params nosuch
 bad "synth: zero dimension" "--d must be >= 1, got 0" synth --d 0 --out s.npy --truth t.npy
 bad "synth: negative features" "--features must be >= 1, got -1" synth --features -1 --out s.npy --truth t.npy
+bad "synth: the default --active above --features names the rule (was the list of every rule)" "active 5 must be above 0 and at most the 3 features" synth --features 3 --out s.npy --truth t.npy
 # flags past what the store, an int or a transaction can take (a hostile-flags review: the store
 # refused --seq-len 2e7 only after synth had written its files; 2147483647 children wrapped an
 # int; the steps x instances count and an infinite --commit-mb overflowed)
