@@ -84,6 +84,20 @@ int json_parse_object(const char *path, const char *what, const char *text, size
     if (!root) {
         if (!end || end < text || end > text + len) end = text;
         line_col(text, end, &line, &col);
+        /* cJSON refuses nesting past CJSON_NESTING_LIMIT where the syntax is fine: say so
+           rather than "not valid JSON" at a bracket (a review) */
+        int depth = 0, in_str = 0;
+        for (const char *p = text; p < end && depth <= CJSON_NESTING_LIMIT; p++) {
+            if (in_str) {
+                if (*p == '\\') p++;
+                else if (*p == '"') in_str = 0;
+            } else if (*p == '"') in_str = 1;
+            else if (*p == '[' || *p == '{') depth++;
+            else if (*p == ']' || *p == '}') depth--;
+        }
+        if (depth >= CJSON_NESTING_LIMIT)
+            return err_set(ERR_FORMAT, "%s: nested more than %d levels deep at line %ld, column "
+                           "%ld%s%s%s", path, CJSON_NESTING_LIMIT, line, col, sep, w, sep2);
         return err_set(ERR_FORMAT, "%s: not valid JSON at line %ld, column %ld%s%s%s", path, line,
                        col, sep, w, sep2);
     }

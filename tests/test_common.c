@@ -110,6 +110,22 @@ static void test_json(void)
               text_u[i], err_msg());
         cJSON_Delete(j);
     }
+    /* nesting past cJSON's limit is named as such, not "not valid JSON" at a bracket; brackets
+       inside strings do not count, and 1000 levels (the object and 999 arrays) still parse */
+    for (int deep = 999; deep <= 1001; deep++) {
+        size_t n = 0;
+        char *t = malloc(2 * (size_t)deep + 64);
+        n += (size_t)sprintf(t + n, "{\"s\": \"[[[{{\", \"a\": ");
+        for (int k = 0; k < deep; k++) t[n++] = '[';
+        for (int k = 0; k < deep; k++) t[n++] = ']';
+        t[n++] = '}';
+        int rc = json_parse_object("f.json", NULL, t, n, &j);
+        if (deep == 999) CHECK(rc == OK, "%d levels: %s", deep + 1, err_msg());
+        else CHECK(rc == ERR_FORMAT && strstr(err_msg(), "f.json: nested more than 1000 levels deep at line 1, column "),
+                   "%d levels: %s", deep + 1, err_msg());
+        if (rc == OK) cJSON_Delete(j);
+        free(t);
+    }
     /* the file reader passes the file's length, not strlen's */
     char jp[600];
     snprintf(jp, sizeof jp, "%s/nul.json", tdir);
