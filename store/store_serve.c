@@ -716,6 +716,13 @@ static int con_rule(int action, const char *a, const char *b)
             if (!sqlite3_stricmp(a, ro[i])) return SQLITE_OK;
         return b ? SQLITE_DENY : SQLITE_OK;
     }
+    case SQLITE_UPDATE:
+        /* the first use of a table-valued pragma (pragma_table_info('hooks'), which query and
+           PRAGMA table_info allow) declares its virtual table, and SQLite asks for an update of
+           sqlite_master's columns while it does (a review: every pragma_* form was refused). A
+           real UPDATE of sqlite_master is still refused: the console runs only statements
+           sqlite3_stmt_readonly passes, on a query_only connection without writable_schema. */
+        return a && !sqlite3_stricmp(a, "sqlite_master") ? SQLITE_OK : SQLITE_DENY;
     default: return SQLITE_DENY; /* ATTACH, DETACH, INSERT, UPDATE, DELETE, CREATE, DROP,
                                     BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ... */
     }
