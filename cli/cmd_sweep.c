@@ -171,6 +171,8 @@ int cmd_sweep(int argc, char **argv)
     if (!!o.tc_hook != !!o.tc_hook_out) return cli_usage_error(cmd, "--tc-hook and --tc-hook-out go together");
     if (o.eval_suites && !strcmp(o.eval_suites, "none")) o.eval_suites = NULL;
     o.seed = (uint64_t)seed;
+    /* a setting given twice is a usage error, exit 2 like the flags' own (it was 1) */
+    if (sweep_check_opts(&o)) return cli_usage_error(cmd, "%s", err_msg());
     o.on_run = on_run;
     o.notice = notice;
     cli_catch_signals();

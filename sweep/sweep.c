@@ -573,7 +573,7 @@ static int check_list(const char *flag, const double *v, int n)
     return OK;
 }
 
-static int check_opts(const sweep_opts *o)
+int sweep_check_opts(const sweep_opts *o)
 {
     if (!o->db || !o->hook || !o->out) return err_set(ERR_ARG, "needs a database, a hook and an output directory");
     if (!!o->tc_hook != !!o->tc_hook_out) return err_set(ERR_ARG, "the transcoder hooks go together (input and target)");
@@ -679,7 +679,7 @@ static int sweep_key(const sweep_opts *o, char *key, size_t cap)
 int sweep_run(const sweep_opts *o, sweep_result *res)
 {
     memset(res, 0, sizeof *res);
-    int rc = check_opts(o);
+    int rc = sweep_check_opts(o);
     if (!rc) rc = check_store(o);
     sweep_opts keyed;
     char key[4096];

@@ -102,6 +102,9 @@ typedef struct {
 } sweep_result;
 
 int sweep_run(const sweep_opts *o, sweep_result *res);
+/* The options alone, before any file is opened (sweep_run checks them first): ERR_ARG naming the
+ * setting (a k or l1 given twice, an unknown family, ...), so a caller can report a usage error. */
+int sweep_check_opts(const sweep_opts *o);
 void sweep_result_free(sweep_result *res);
 
 /* Frontier arithmetic over the rows of one family, on its Pareto front (sweep_pareto: runs

@@ -890,6 +890,8 @@ bad "attribute: an SAE of another model" "sae_ex: the SAE was trained on activat
 bad "generate --steer: an SAE of another model" "sae_ex: the SAE was trained on activations of a model with checksum" generate --model $R/model2 --tokenizer tok --sae $R/sae_ex --steer 0:1 --prompt "the cat"
 bad "sweep: a k above d_sae fails before anything is written (was at its run)" "k 100 is more than d_sae \\(16\\)" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 100 --d-sae 16 --tokens 256 --batch 16 --eval none
 bad "sweep: an unknown suite fails before the first run is trained" "--eval: unknown suite 'foo'" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 2 --d-sae 16 --tokens 256 --batch 16 --eval foo
+EXACT="saelite sweep: --ks: 8 is given twice (see 'saelite sweep --help')"
+bad "sweep: a k given twice is a usage error (exit 2, was 1)" "--ks: 8 is given twice" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 8,8 --d-sae 16 --tokens 256 --batch 16
 bad "sweep: --families with a trailing comma (was taken)" "--families 'topk,': a trailing comma" sweep --db ex.db --out $R/sw --hook $H --families topk, --ks 2 --d-sae 16 --tokens 256 --batch 16
 bad "sweep: a family twice (was taken)" "--families: topk is given twice" sweep --db ex.db --out $R/sw --hook $H --families topk,relu,topk --ks 2 --d-sae 16 --tokens 256 --batch 16
 bad "sweep: a blank in a float list is refused, naming the list" "--relu-l1: expected up to [0-9]+ positive numbers a,b,... \\(got '1e-3, 1e-2'\\)" sweep --db ex.db --out $R/sw --hook $H --families relu --relu-l1 "1e-3, 1e-2" --d-sae 16 --tokens 256 --batch 16

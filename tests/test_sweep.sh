@@ -111,7 +111,7 @@ for bad in "--model $T/nope:nope/config.json: cannot open" "--tokenizer $T/m:m: 
         "${bad%%:*} refused before training: $out"
 done
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --families topk,nope 2>&1)
-check '[ $? -eq 1 ] && [[ "$out" == "saelite sweep: unknown family"* ]]' "unknown family, one prefix: $out"
+check '[ $? -eq 2 ] && [[ "$out" == "saelite sweep: unknown family"* ]]' "unknown family, one prefix: $out"
 # SIGTERM inside a run: the message says how a sweep continues (it passed on sae-train's
 # "continue with --resume", an option the sweep does not have)
 $BIN sweep "${SW[@]}" --out "$T/term" --families topk --ks 2 --tokens 1000000000 > "$T/term.out" 2> "$T/term.err" &
@@ -126,7 +126,7 @@ for dup in "--ks 4,2,4:--ks: 4 is given twice" "--relu-l1 1,1.0:--relu-l1: 1 is 
            "--gated-l1 1.0000001,1.0000002:--gated-l1: 1.0000001 and 1.0000002 would be one run" \
            "--jumprelu-l0 2,2:--jumprelu-l0: 2 is given twice"; do
     out=$($BIN sweep "${SW[@]}" ${dup%%:*} --out "$T/dup" 2>&1)
-    check '[ $? -eq 1 ] && [[ "$out" == "saelite sweep: ${dup#*:}"* ]] && [ ! -e "$T/dup" ]' "${dup%%:*} refused: $out"
+    check '[ $? -eq 2 ] && [[ "$out" == "saelite sweep: ${dup#*:}"* ]] && [ ! -e "$T/dup" ]' "${dup%%:*} refused: $out"
 done
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --ks 2,x 2>&1)
 check '[ $? -eq 2 ]' "bad --ks is a usage error"
