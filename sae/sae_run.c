@@ -13,6 +13,7 @@
 #include "common/dist.h"
 #include "common/err.h"
 #include "common/fileio.h"
+#include "common/hash.h"
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
@@ -309,11 +310,14 @@ static int run_trainer(run *r, const sae_run_opts *o)
 }
 
 /* The log rows of the whole run so far go beside the checkpoint (OUT/checkpoint_log.bin: magic,
- * count, the step loops' seconds up to the checkpoint (a double), rows), so a resumed run
- * registers the complete curve and the whole run's training time, and its CSV export loses no
- * rows and repeats none. Written before the checkpoint: rows past the checkpoint's step are
- * dropped on resume. SAELOG01, from before the seconds, has none (its run's time starts again). */
-static const char LOG_MAGIC[8] = "SAELOG02", LOG_MAGIC_V1[8] = "SAELOG01";
+ * count, the step loops' seconds up to the checkpoint (a double), rows, then the FNV-1a 64 of
+ * everything before it), so a resumed run registers the complete curve and the whole run's
+ * training time, and its CSV export loses no rows and repeats none. Written before the
+ * checkpoint: rows past the checkpoint's step are dropped on resume. SAELOG02 files, from before
+ * the checksum (a changed byte gave the registry and the CSV another curve, a review), still
+ * resume; SAELOG01, from before the seconds, has none (its run's time starts again). */
+static const char LOG_MAGIC[8] = "SAELOG03", LOG_MAGIC_V2[8] = "SAELOG02",
+                  LOG_MAGIC_V1[8] = "SAELOG01";
 
 static int log_push(run *r, const store_sae_log_row *row)
 {
@@ -341,7 +345,7 @@ static const char *steps_precision(const run *r, int ran_steps)
 static int run_checkpoint(run *r)
 {
     size_t n = 24 + r->nlog * sizeof *r->logrows;
-    unsigned char *b = mem_alloc(n);
+    unsigned char *b = mem_alloc(n + 8);
     if (!b) return err_set(ERR_NOMEM, "training log: out of memory");
     int64_t cnt = (int64_t)r->nlog;
     double secs = r->prior_seconds + (now_seconds() - r->t0);
@@ -349,7 +353,9 @@ static int run_checkpoint(run *r)
     memcpy(b + 8, &cnt, 8);
     memcpy(b + 16, &secs, 8);
     if (r->nlog) memcpy(b + 24, r->logrows, r->nlog * sizeof *r->logrows);
-    int rc = file_write_atomic(r->logbin, b, n);
+    uint64_t sum = hash_fnv1a(HASH_FNV1A_INIT, b, n);
+    memcpy(b + n, &sum, 8);
+    int rc = file_write_atomic(r->logbin, b, n + 8);
     mem_free(b);
     if (!rc && !r->prec_written) { /* before the checkpoint: never a record of fewer kinds */
         char b2[2100];
@@ -369,20 +375,33 @@ static int log_restore(run *r, int64_t step)
     char magic[8];
     int64_t cnt = 0;
     double secs = 0;
-    int v1 = 0;
+    int v1 = 0, v3 = 0;
     int rc = fread(magic, 8, 1, f) == 1 &&
-                     (!memcmp(magic, LOG_MAGIC, 8) || (v1 = !memcmp(magic, LOG_MAGIC_V1, 8))) &&
+                     ((v3 = !memcmp(magic, LOG_MAGIC, 8)) || !memcmp(magic, LOG_MAGIC_V2, 8) ||
+                      (v1 = !memcmp(magic, LOG_MAGIC_V1, 8))) &&
                      fread(&cnt, 8, 1, f) == 1 && cnt >= 0 && (v1 || fread(&secs, 8, 1, f) == 1) &&
                      secs >= 0 && isfinite(secs)
                  ? OK
                  : err_set(ERR_FORMAT, "%s: not a training-log file", r->logbin);
-    if (!rc) r->prior_seconds = secs;
+    uint64_t h = HASH_FNV1A_INIT, want;
+    h = hash_fnv1a(h, magic, 8);
+    h = hash_fnv1a(h, &cnt, 8);
+    if (!v1) h = hash_fnv1a(h, &secs, 8);
+    size_t first = r->nlog;
     for (int64_t i = 0; !rc && i < cnt; i++) {
         store_sae_log_row row;
         if (fread(&row, sizeof row, 1, f) != 1) rc = err_set(ERR_FORMAT, "%s: truncated", r->logbin);
-        else if (row.step <= step) rc = log_push(r, &row);
+        else {
+            h = hash_fnv1a(h, &row, sizeof row);
+            if (row.step <= step) rc = log_push(r, &row);
+        }
     }
+    if (!rc && v3 && (fread(&want, 8, 1, f) != 1 || want != h || fgetc(f) != EOF))
+        rc = err_set(ERR_FORMAT, "%s: damaged (its checksum does not match); remove it to resume "
+                     "without the training log so far", r->logbin);
     fclose(f);
+    if (rc) r->nlog = first; /* none of a refused file's rows */
+    else r->prior_seconds = secs;
     return rc;
 }
 

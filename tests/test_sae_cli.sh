@@ -78,14 +78,23 @@ ok "held-out mse is the split's, once each ($(grep -o '"mse":[^,]*' $T/dfull/cfg
 # ... and its training time is every call's: the checkpoint records the seconds so far (here
 # set to 1000 s), which the resumed call adds to its own (the registry had the last call's only)
 $BIN sae-train $dargs --out $T/dsec --max-steps 33 >/dev/null 2>&1
-/usr/bin/python3 -c "import struct,sys; b=bytearray(open(sys.argv[1],'rb').read()); assert b[:8]==b'SAELOG02'; b[16:24]=struct.pack('<d',1000.0); open(sys.argv[1],'wb').write(b)" $T/dsec/checkpoint_log.bin
+# (rewritten as a SAELOG02 file, from before the checksum, which still resumes)
+/usr/bin/python3 -c "import struct,sys; b=bytearray(open(sys.argv[1],'rb').read()); assert b[:8]==b'SAELOG03'; b[16:24]=struct.pack('<d',1000.0); open(sys.argv[1],'wb').write(b'SAELOG02'+b[8:-8])" $T/dsec/checkpoint_log.bin
 $BIN sae-train $dargs --out $T/dsec --resume >/dev/null 2>&1
 secs() { sqlite3 $T/acts.db "SELECT seconds FROM sae_registry WHERE dir = '$1' ORDER BY id DESC LIMIT 1"; }
 ok "a resumed run's registered seconds count the calls before it ($(secs $T/dsec))" 'awk -v s="$(secs $T/dsec)" "BEGIN { exit !(s >= 1000 && s < 1100) }"'
 ok "an uninterrupted run's seconds are its own ($(secs $T/dfull))" 'awk -v s="$(secs $T/dfull)" "BEGIN { exit !(s > 0 && s < 100) }"'
+# a changed byte in a row of the current log (SAELOG03) is refused by its checksum (the resumed
+# run registered that curve and wrote it to the CSV); removing the file resumes without it
+$BIN sae-train $dargs --out $T/dbad --max-steps 33 >/dev/null 2>&1
+/usr/bin/python3 -c "import sys; b=bytearray(open(sys.argv[1],'rb').read()); b[40]^=1; open(sys.argv[1],'wb').write(b)" $T/dbad/checkpoint_log.bin
+out=$($BIN sae-train $dargs --out $T/dbad --resume 2>&1)
+ok "a damaged checkpoint log is refused by its checksum ($out)" '[ $? -eq 1 ] && grep -q "checkpoint_log.bin: damaged (its checksum does not match)" <<<"$out"'
+rm $T/dbad/checkpoint_log.bin
+ok "... and without it the run resumes" '$BIN sae-train $dargs --out $T/dbad --resume >/dev/null 2>&1 && cmp -s $T/dfull/sae_weights.safetensors $T/dbad/sae_weights.safetensors'
 # a checkpoint log from before the seconds (SAELOG01: magic, count, rows) still resumes
 $BIN sae-train $dargs --out $T/dold --max-steps 33 >/dev/null 2>&1
-/usr/bin/python3 -c "import sys; b=open(sys.argv[1],'rb').read(); open(sys.argv[1],'wb').write(b'SAELOG01'+b[8:16]+b[24:])" $T/dold/checkpoint_log.bin
+/usr/bin/python3 -c "import sys; b=open(sys.argv[1],'rb').read(); open(sys.argv[1],'wb').write(b'SAELOG01'+b[8:16]+b[24:-8])" $T/dold/checkpoint_log.bin
 $BIN sae-train $dargs --out $T/dold --resume >/dev/null 2>&1
 ok "a SAELOG01 checkpoint log resumes with every row" '[ $? -eq 0 ] && cmp -s $T/dfull/training_log.csv $T/dold/training_log.csv && [ "$(q $T/dold)" = "80,80" ]'
 
