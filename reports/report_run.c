@@ -18,7 +18,6 @@
 #include "reports/dashboard.h"
 #include "reports/report_run.h"
 #include "sae/metrics.h"
-#include "sae/sae.h"
 #include "store/store_report.h"
 #include "store/store_sae.h"
 
@@ -1121,37 +1120,6 @@ static int check_analysis(const rep_run_opts *o, const store_rep_dict *dict, con
 
 /* The phases: open the database, find the dictionary and its features, select the features to
  * draw, make the output directory, the global pictures, the dashboards, index.html. */
-/* Whether the relative name analyze recorded is the end of dir's real path ("runs/demo/sae" of
- * /work/main/runs/demo/sae; leading "./" and trailing slashes aside). */
-static int name_ends_path(const char *name, const char *dir)
-{
-    if (name[0] == '/') return 0;
-    while (!strncmp(name, "./", 2))
-        for (name += 2; *name == '/'; name++) {}
-    size_t n = strlen(name);
-    while (n && name[n - 1] == '/') n--;
-    char *real = realpath(dir, NULL);
-    if (!real) return 0;
-    size_t r = strlen(real);
-    int ok = n && r > n && real[r - n - 1] == '/' && !strncmp(real + r - n, name, n);
-    free(real);
-    return ok;
-}
-
-int rep_dict_find(store *s, const char *sae, const char *hook, const char *split, store_rep_dict *out)
-{
-    int rc = store_rep_dict_find(s, sae, hook, split, out);
-    if (rc != ERR_NOTFOUND) return rc;
-    char why[1024], sum[17], wp[4096];
-    struct stat sb;
-    snprintf(why, sizeof why, "%s", err_msg());
-    if (path_fmt(wp, sizeof wp, "%s/sae_weights.safetensors", sae) == OK && stat(wp, &sb) == 0 &&
-        S_ISREG(sb.st_mode) && sae_weights_checksum(sae, sum) == OK &&
-        store_rep_dict_find_weights(s, sum, hook, split, out) == OK && name_ends_path(out->name, sae))
-        return OK;
-    return err_set(ERR_NOTFOUND, "%s", why);
-}
-
 int rep_run(const rep_run_opts *o, rep_run_result *res)
 {
     int made_dir = 0; /* this run created out_dir */
@@ -1177,7 +1145,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     rep_index_entry *idx = NULL;
     char(*cap)[512] = NULL;
     int nidx = 0, nglobal = 0; /* idx[nglobal..nidx) hold mem_strdup'd file names */
-    if ((rc = rep_dict_find(s, o->sae, o->hook, o->split, &dict))) goto out;
+    if ((rc = store_rep_dict_find(s, o->sae, o->hook, o->split, &dict))) goto out;
     snprintf(res->dict_name, sizeof res->dict_name, "%s", dict.name);
     if ((rc = store_rep_features(s, dict.id, &fs, &nf))) goto out;
     if (nf == 0) {
@@ -1217,7 +1185,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         char why[512];
         snprintf(why, sizeof why, "%s", err_msg());
         store_rep_dict now;
-        int r2 = rep_dict_find(s, o->sae, o->hook, o->split, &now);
+        int r2 = store_rep_dict_find(s, o->sae, o->hook, o->split, &now);
         if (r2 || now.id != dict.id)
             rc = err_set(ERR_IO, "%s: the analysis of '%s' changed while report was reading it "
                          "(another analyze replaced it): run report again", o->db, dict.name);

@@ -21,7 +21,6 @@
 
 #include "analysis/attribute.h"
 #include "analysis/graph.h"
-#include "store/store_report.h"
 
 enum { REP_BY_DENSITY, REP_BY_MAX, REP_BY_ALIGNMENT };
 
@@ -57,13 +56,6 @@ typedef struct {
 } rep_run_result;
 
 int rep_run(const rep_run_opts *o, rep_run_result *res);
-/* The analysis of `sae` (store_rep_dict_find: a registry id, dict:N, a directory by any spelling,
- * neurons[@HOOK]); failing that, of an SAE directory seen from another working directory:
- * analyze records the directory as given, so 'runs/demo/sae' analysed from the project's folder
- * was not found from anywhere else (a review). Such a row is taken when the SAE registry lists
- * its name with the directory's weights checksum and the name is the end of the directory's
- * real path. ERR_NOTFOUND keeps store_rep_dict_find's message (what was analysed). */
-int rep_dict_find(store *s, const char *sae, const char *hook, const char *split, store_rep_dict *out);
 /* The quantile bands a dashboard shows: of the bands 0..nbands-1 with has[b] set, at most `want`
  * (and 16) evenly spread, highest first, into pick[]; returns how many. */
 int rep_pick_bands(const unsigned char *has, int nbands, int want, int pick[16]);

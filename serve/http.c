@@ -23,7 +23,6 @@
 #include "common/err.h"
 #include "common/mem.h"
 #include "common/progress.h" /* now_seconds */
-#include "reports/report_run.h"
 #include "serve/serve.h"
 #include "serve/serve_internal.h"
 #include "sae/sae_run.h"
@@ -131,16 +130,6 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
             if (m.hook && !m.hook[0]) m.hook = NULL;
             if (!realpath(dir, m.want)) m.want[0] = 0;
             rc = store_srv_query(c->st, STORE_SRV_DICTS, NULL, 0, match_cb, &m);
-            if (!rc && m.id < 0) { /* a relative name recorded from another directory */
-                store *s = NULL;
-                store_rep_dict d;
-                if (store_open(&s, o->db, STORE_READONLY) == OK &&
-                    rep_dict_find(s, dir, m.hook, NULL, &d) == OK && !strcmp(d.kind, "sae") &&
-                    (m.d_sae <= 0 || d.d_sae == m.d_sae))
-                    m.id = d.id;
-                store_close(s);
-                err_clear();
-            }
             c->test_dict = m.id;
             if (res) snprintf(res->analysed, sizeof res->analysed, "%s", m.names[0] ? m.names : "none");
         }

@@ -139,22 +139,6 @@ static void dict_transcoder(store *s, store_rep_dict *d)
     sqlite3_finalize(st);
 }
 
-/* What every found dictionary gets: its transcoder fields and its registry id. */
-static int dict_finish(store *s, store_rep_dict *out)
-{
-    dict_transcoder(s, out);
-    if (out->sae_id < 0 && !strcmp(out->kind, "sae")) {
-        /* analyze keys its rows by directory (sae_id stays NULL): the registry row of that
-           directory, however spelt, is the SAE's id (the PNGs said sae-id -1, an audit) */
-        store_sae_entry e;
-        int r3 = store_sae_get(s, -1, out->name, &e);
-        if (r3 == OK) out->sae_id = e.id;
-        else if (r3 != ERR_NOTFOUND) return r3;
-        err_clear();
-    }
-    return OK;
-}
-
 /* by_number: sae may be a registry id or an analysis id ("dict:N" always the latter); 0 for a
  * registry row's directory, which is a name even when it is all digits (--out 2: read as an id
  * again, it recursed until the stack ran out, an audit) */
@@ -255,7 +239,19 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
             sqlite3_finalize(st);
         }
     }
-    if (r == SQLITE_ROW) return dict_finish(s, out);
+    if (r == SQLITE_ROW) {
+        dict_transcoder(s, out);
+        if (out->sae_id < 0 && !strcmp(out->kind, "sae")) {
+            /* analyze keys its rows by directory (sae_id stays NULL): the registry row of that
+               directory, however spelt, is the SAE's id (the PNGs said sae-id -1, an audit) */
+            store_sae_entry e;
+            int r3 = store_sae_get(s, -1, out->name, &e);
+            if (r3 == OK) out->sae_id = e.id;
+            else if (r3 != ERR_NOTFOUND) return r3;
+            err_clear();
+        }
+        return OK;
+    }
     if (r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");
     char list[1024];
     list_dicts(s, list, sizeof list);
@@ -268,35 +264,6 @@ int store_rep_dict_find(store *s, const char *sae, const char *hook, const char 
                         store_rep_dict *out)
 {
     return dict_find(s, sae, hook, split, out, 1);
-}
-
-int store_rep_dict_find_weights(store *s, const char *weights, const char *hook, const char *split,
-                                store_rep_dict *out)
-{
-    int64_t n = 0;
-    int rc = need_tables(s);
-    if (!rc) rc = store_query_i64(s, "SELECT count(*) FROM pragma_table_info('sae_registry') WHERE "
-                                     "name = 'weights'", &n);
-    if (rc) return rc;
-    if (!n) return err_set(ERR_NOTFOUND, "%s: no SAE registry with weights checksums", store_path(s));
-    sqlite3_stmt *st;
-    /* the registry and analyze record the directory as each was given: the same spelling when
-       one shell ran both, as make demo does */
-    if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'sae' AND "
-                               "rtrim(name, '/') IN (SELECT rtrim(dir, '/') FROM sae_registry WHERE "
-                               "weights = ?1) AND (?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR "
-                               "split = ?3) ORDER BY id DESC LIMIT 1", &st)))
-        return rc;
-    sqlite3_bind_text(st, 1, weights, -1, SQLITE_STATIC);
-    if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
-    if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
-    int r = sqlite3_step(st);
-    if (r == SQLITE_ROW) read_dict(st, out);
-    sqlite3_finalize(st);
-    if (r == SQLITE_ROW) return dict_finish(s, out);
-    if (r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");
-    return err_set(ERR_NOTFOUND, "%s: no analysis of an SAE registered with weights %s", store_path(s),
-                   weights);
 }
 
 int store_rep_dict_neurons_for(store *s, const store_rep_dict *d, store_rep_dict *out)

@@ -33,12 +33,6 @@ typedef struct {
  * NULL (any); among several matches the most recent analysis wins. */
 int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,
                     store_rep_dict *out);
-/* The most recent analysis (at hook and split, each NULL for any) of an SAE directory that the
- * SAE registry lists with this weights checksum (sae_registry.weights, sae_weights_checksum):
- * how a directory is found when the relative name analyze recorded does not resolve from here.
- * ERR_NOTFOUND when none (also for a registry without checksums). */
-int store_rep_dict_find_weights(store *s, const char *weights, const char *hook, const char *split,
-                                store_rep_dict *out);
 /* The neuron-basis dictionary analysed at the same hook and split as d, or ERR_NOTFOUND. */
 int store_rep_dict_neurons_for(store *s, const store_rep_dict *d, store_rep_dict *out);
 

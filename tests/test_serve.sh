@@ -814,18 +814,6 @@ for s in sae_link sae_copy; do
     fi
     kill -INT $SPID; wait $SPID; SPID=""
 done
-# a relative name recorded from another directory ('x/sae', as make demo records runs/demo/sae):
-# serve started elsewhere finds it through the registry's weights checksum (it ran without live
-# activations and steering, a review)
-cp "$DB" "$W/rel.db"; mkdir -p "$W/x" "$W/away"; cp -r "$W/sae" "$W/x/sae"
-sqlite3 "$W/rel.db" "UPDATE ana_dicts SET name = 'x/sae' WHERE name = '$W/sae'; UPDATE sae_registry SET dir = 'x/sae' WHERE dir = '$W/sae'"
-(cd "$W/away" && exec "$BIN" serve --db "$W/rel.db" --model "$W/m" --sae "$W/x/sae" --port 0) > "$W/serve5.out" 2> "$W/serve5.err" &
-SPID=$!
-wait_url "$W/serve5.out"
-req GET /api/info
-okn "--sae of an SAE analysed as 'x/sae' from another directory finds its analysis (test_dict $(js "j['test_dict']"))" test "$(js "j['test_dict']")" = 1
-okn "... and warns of nothing ($(cat "$W/serve5.err"))" test -z "$(grep warning "$W/serve5.err")"
-kill -INT $SPID; wait $SPID; SPID=""
 # ... but only an analysis of the loaded SAE's hook and width: a recorded relative name resolves
 # against serve's directory, not analyze's, so another SAE's row could match by realpath
 for col in "hook_name = 'blocks.9.hook_resid_post'" "d_sae = d_sae * 2"; do
