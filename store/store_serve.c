@@ -400,6 +400,8 @@ static int sae_standins(store_srv *s, sqlite3 *db)
 
 static int needs_index(const char *sql) { return strstr(sql, "feature_fts") != NULL; }
 
+static void con_prime(sqlite3 *db); /* the console section, below */
+
 int store_srv_open(store_srv **out, const char *path, int query_ms, double *fts_seconds)
 {
     *out = NULL;
@@ -451,6 +453,7 @@ int store_srv_open(store_srv **out, const char *path, int query_ms, double *fts_
     for (int i = 0; i < NCONN && !rc; i++) rc = sae_standins(s, s->c[i].db);
     if (!rc) rc = sae_standins(s, s->con);
     if (rc) goto fail;
+    con_prime(s->con);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     sqlite3 *db0 = s->c[0].db;
@@ -696,6 +699,25 @@ int store_srv_match(const store_srv *s, const char *q, char *out, size_t cap)
 static const char *const CON_DENIED_FN[] = {"load_extension", "fts3_tokenizer", "fts5",
                                             "rtreenode", "rtreedepth", "sqlite_log"};
 
+/* The pragmas that take a table or index name and only read. Their table-valued forms
+   (pragma_table_info('hooks')) are declared on the console's connection when it opens
+   (con_prime): the first use of any virtual table asks the authorizer for an update of
+   sqlite_master, which it refuses, so every pragma_* form was refused (a review). Declared
+   before the authorizer is set, these and no other virtual table (json_each, dbstat,
+   sqlite_stmt, which shows other users' statements) become usable. */
+static const char *const CON_READ_PRAGMAS[] = {"table_info", "table_xinfo", "index_list",
+                                               "index_info", "index_xinfo", "foreign_key_list",
+                                               "compile_options", "table_list", "function_list"};
+
+static void con_prime(sqlite3 *db)
+{
+    for (size_t i = 0; i < sizeof CON_READ_PRAGMAS / sizeof *CON_READ_PRAGMAS; i++) {
+        char sql[96];
+        snprintf(sql, sizeof sql, "SELECT * FROM pragma_%s LIMIT 0", CON_READ_PRAGMAS[i]);
+        sqlite3_exec(db, sql, NULL, NULL, NULL); /* one this SQLite lacks stays unusable */
+    }
+}
+
 /* Reads only: no writes (also refused by stmt_readonly and query_only), no ATTACH/DETACH, no
    PRAGMA that sets a value, none of CON_DENIED_FN, no transaction control (a BEGIN would keep
    its snapshot, shared by every console user, open across requests). */
@@ -707,22 +729,11 @@ static int con_rule(int action, const char *a, const char *b)
         for (size_t i = 0; b && i < sizeof CON_DENIED_FN / sizeof *CON_DENIED_FN; i++)
             if (!sqlite3_stricmp(b, CON_DENIED_FN[i])) return SQLITE_DENY;
         return SQLITE_OK;
-    case SQLITE_PRAGMA: {
-        /* reading pragmas whose argument names a table or index; any other with a value sets */
-        static const char *const ro[] = {"table_info", "table_xinfo", "index_list", "index_info",
-                                         "index_xinfo", "foreign_key_list", "compile_options",
-                                         "table_list", "function_list"};
-        for (size_t i = 0; a && i < sizeof ro / sizeof *ro; i++)
-            if (!sqlite3_stricmp(a, ro[i])) return SQLITE_OK;
+    case SQLITE_PRAGMA: /* reading pragmas whose argument names a table or index; any other with
+                           a value sets */
+        for (size_t i = 0; a && i < sizeof CON_READ_PRAGMAS / sizeof *CON_READ_PRAGMAS; i++)
+            if (!sqlite3_stricmp(a, CON_READ_PRAGMAS[i])) return SQLITE_OK;
         return b ? SQLITE_DENY : SQLITE_OK;
-    }
-    case SQLITE_UPDATE:
-        /* the first use of a table-valued pragma (pragma_table_info('hooks'), which query and
-           PRAGMA table_info allow) declares its virtual table, and SQLite asks for an update of
-           sqlite_master's columns while it does (a review: every pragma_* form was refused). A
-           real UPDATE of sqlite_master is still refused: the console runs only statements
-           sqlite3_stmt_readonly passes, on a query_only connection without writable_schema. */
-        return a && !sqlite3_stricmp(a, "sqlite_master") ? SQLITE_OK : SQLITE_DENY;
     default: return SQLITE_DENY; /* ATTACH, DETACH, INSERT, UPDATE, DELETE, CREATE, DROP,
                                     BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ... */
     }
