@@ -219,7 +219,7 @@ static int next_tags_line(corpus_reader *r, long *lineno, long *off, ssize_t *le
  * same extra rules (valid UTF-8, no raw control character, white space only after the object,
  * no top-level key of parse_line's twice) and a top-level "id"/"doc" in a plain form (an id
  * string without escapes or a whole number of at most 15 digits; a "doc" such a number, not
- * negative). Anything else (a \u escape, an escaped key, deep nesting, cJSON's
+ * negative). Anything else (a \u escape, an escaped key, a long number, deep nesting, cJSON's
  * wider white space, "doc" twice, another form of id or doc) answers 0, and the caller parses
  * the line in full as before: the verdicts and messages stay parse_line's. */
 typedef struct {
@@ -255,7 +255,9 @@ static int scan_string(line_scan *s, int *plain)
     return 0;
 }
 
-/* A number at s->p (RFC 8259's grammar); *integer: no fraction or exponent. */
+/* A number at s->p (RFC 8259's grammar); *integer: no fraction or exponent. One over 63
+ * characters is left to cJSON: releases before Debian's fix of CVE-2023-26819 refuse it, and the
+ * verdict must be the full parse's on every cJSON (a review). */
 static int scan_number(line_scan *s, int *integer)
 {
     const char *q = s->p;
@@ -275,6 +277,7 @@ static int scan_number(line_scan *s, int *integer)
         if (q == s->end || *q < '0' || *q > '9') return 0;
         while (q < s->end && *q >= '0' && *q <= '9') q++;
     }
+    if (q - s->p > 63) return 0;
     s->p = q;
     return 1;
 }
