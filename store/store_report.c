@@ -113,6 +113,39 @@ static void list_dicts(store *s, char *buf, size_t cap)
     if (!k) snprintf(buf, cap, "none; run 'saelite analyze' first");
 }
 
+/* A hint when `sae` is a directory and an analysed SAE's relative name is the end of its real
+ * path ('runs/demo/sae' of /x/runs/demo/sae): analyze records the name as given, so from another
+ * working directory it does not resolve (a review). Only a hint: the name says nothing of which
+ * directory it was relative to, so it is never taken for this one. "" when none. */
+static void tail_hint(store *s, const char *sae, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    char *real = realpath(sae, NULL);
+    sqlite3_stmt *st;
+    if (!real) return;
+    if (store_prepare(s, "SELECT id, name FROM ana_dicts WHERE kind = 'sae' ORDER BY id DESC", &st)) {
+        free(real);
+        return;
+    }
+    size_t r = strlen(real);
+    while (!buf[0] && sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        if (!name || name[0] == '/') continue;
+        const char *nm = name;
+        while (!strncmp(nm, "./", 2))
+            for (nm += 2; *nm == '/'; nm++) {}
+        size_t n = strlen(nm);
+        while (n && nm[n - 1] == '/') n--;
+        if (n && r > n && real[r - n - 1] == '/' && !strncmp(real + r - n, nm, n))
+            snprintf(buf, cap, " (dict:%lld '%s' ends this directory's path: if analyze ran on it "
+                     "from another directory, give --sae dict:%lld or run from there)",
+                     (long long)sqlite3_column_int64(st, 0), name,
+                     (long long)sqlite3_column_int64(st, 0));
+    }
+    sqlite3_finalize(st);
+    free(real);
+}
+
 /* The transcoder fields of d from its registry row, by id or (an analysis without the id) by
  * directory; nothing when the registry or the row is missing, or the config names no transcoder. */
 static void dict_transcoder(store *s, store_rep_dict *d)
@@ -253,11 +286,12 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
         return OK;
     }
     if (r != SQLITE_DONE) return store_sql_error(s, r, "reading ana_dicts");
-    char list[1024];
+    char list[1024], hint[600] = "";
     list_dicts(s, list, sizeof list);
-    return err_set(ERR_NOTFOUND, "%s: no analysis of SAE '%s'%s%s%s%s; analysed: %s", store_path(s),
+    if (!numeric && !neurons) tail_hint(s, sae, hint, sizeof hint);
+    return err_set(ERR_NOTFOUND, "%s: no analysis of SAE '%s'%s%s%s%s; analysed: %s%s", store_path(s),
                    sae, hook ? " at " : "", hook ? hook : "", split ? " split " : "",
-                   split ? split : "", list);
+                   split ? split : "", list, hint);
 }
 
 int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,

@@ -908,6 +908,10 @@ setup analyze --db ex.db --sae ./sae8/ --no-model --all
 check "analyze: sae8 and ./sae8/ are one analysis" "[ \"\$(sqlite3 \"\$W/ex.db\" \"SELECT count(*) FROM ana_dicts WHERE kind = 'sae'\")\" = 1 ]"
 setup report --db ex.db --sae "$W/sae8" --out $R/rep --features 1
 check "report: an absolute path finds the analysis made with a relative one" "[ -f \"\$W/$R/rep/index.html\" ]"
+# ... but from another directory the relative name does not resolve; the refusal says which
+# analysis might be this directory's (only a hint: the name is not taken for it)
+mkdir -p "$W/$R/away"
+check "report from another directory: the refusal names dict:N of 'sae8'" "(cd \"\$W/$R/away\" && \"\$BIN\" report --db \"\$W/ex.db\" --sae \"\$W/sae8\" --out rep --features 1) > /dev/null 2> \"\$W/away.err\"; [ \$? -eq 1 ] && grep -q \"(dict:[0-9]* '[./]*sae8/*' ends this directory's path: if analyze ran on it from another directory, give --sae dict:[0-9]* or run from there)\" \"\$W/away.err\" || { cat \"\$W/away.err\"; false; }"
 # the most recent analysis of a directory, whichever spelling made it: an exact match of an
 # older one won (an audit: report --sae sae8 drew the older analysis)
 setup analyze --db ex.db --sae "$W/sae8" --no-model --all --keep-bos
