@@ -468,9 +468,9 @@ static int trainer_alloc_arch(sae_trainer *t)
            at most 32 (model/ops_bf16.c), each streaming all of the bf16 W_enc; 682-row chunks at
            d_sae 24576 made 18 calls a step, 10 rows the smallest (the encoder 209 ms against
            its GEMM's 127). And larger: up to 64M floats, equal chunks again. In 704-row chunks
-           the encoder at d_sae 24576 took 122-162 ms a step, in two of three runs 157-162,
-           against 116-123 ms in 2048-row ones, its GEMM alone 105-118 (bench_sae, Xeon model
-           207 with AMX, 2026-12-06). No bits depend on it in fp32. */
+           the encoder at d_sae 24576 took 122-162 ms a step (median 157 of three runs),
+           against 107-146 (median 120 of six) in 2048-row ones, its GEMM alone 105-118
+           (bench_sae, Xeon model 207 with AMX, 2026-12-06). No bits depend on it in fp32. */
         int64_t c16 = ((int64_t)1 << 26) / S;
         c16 = c16 >= B ? B : c16 < 64 ? 64 : c16;
         int64_t n16 = (B + c16 - 1) / c16;
