@@ -255,24 +255,21 @@ static int scan_string(line_scan *s, int *plain)
     return 0;
 }
 
-/* A number at s->p (RFC 8259's grammar); *integer: no fraction or exponent. One over 63
- * characters is left to cJSON: releases before Debian's fix of CVE-2023-26819 refuse it, and the
- * verdict must be the full parse's on every cJSON (a review). */
-static int scan_number(line_scan *s, int *integer)
+/* A number at s->p (RFC 8259's grammar). One over 63 characters is left to cJSON: releases
+ * before Debian's fix of CVE-2023-26819 refuse it, and the verdict must be the full parse's on
+ * every cJSON (a review). */
+static int scan_number(line_scan *s)
 {
     const char *q = s->p;
-    *integer = 1;
     if (q < s->end && *q == '-') q++;
     if (q == s->end || *q < '0' || *q > '9') return 0;
     if (*q == '0') q++;
     else while (q < s->end && *q >= '0' && *q <= '9') q++;
     if (q < s->end && *q == '.') {
-        *integer = 0;
         if (++q == s->end || *q < '0' || *q > '9') return 0;
         while (q < s->end && *q >= '0' && *q <= '9') q++;
     }
     if (q < s->end && (*q == 'e' || *q == 'E')) {
-        *integer = 0;
         if (++q < s->end && (*q == '+' || *q == '-')) q++;
         if (q == s->end || *q < '0' || *q > '9') return 0;
         while (q < s->end && *q >= '0' && *q <= '9') q++;
@@ -288,7 +285,7 @@ static int scan_value(line_scan *s, int depth)
     if (s->p == s->end) return 0;
     char c = *s->p;
     if (c == '"') return scan_string(s, &flag);
-    if (c == '-' || (c >= '0' && c <= '9')) return scan_number(s, &flag);
+    if (c == '-' || (c >= '0' && c <= '9')) return scan_number(s);
     if (c == '{' || c == '[') {
         if (depth >= SCAN_DEPTH) return 0;
         char close = c == '{' ? '}' : ']';
@@ -364,15 +361,15 @@ static int scan_line(const char *line, size_t n, line_scan *s)
         if (s->p == s->end || *s->p++ != ':') return 0;
         scan_ws(s);
         const char *v = s->p;
-        if (!scan_value(s, 1)) return 0;
+        int v_plain = 1; /* a string value without escapes (only a string can have one) */
+        if (!(*v == '"' ? scan_string(s, &v_plain) : scan_value(s, 1))) return 0;
         size_t v_len = (size_t)(s->p - v);
         for (int k = 0; k < 5; k++)
             if (strlen(keys[k]) == key_len && !memcmp(key, keys[k], key_len)) {
                 if (seen[k]++) return 0;
                 long x;
                 if (k == 1 && *v == '"') {
-                    for (size_t i = 1; i + 1 < v_len; i++)
-                        if (v[i] == '\\') return 0;
+                    if (!v_plain) return 0;
                     s->id = v + 1;
                     s->id_len = v_len - 2;
                 } else if (k == 1) {
@@ -650,15 +647,11 @@ static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal, int numbered
     t->used_by = ordinal;
     if (fseek(r->tf, t->off, SEEK_SET) != 0)
         return err_set(ERR_IO, "%s: seek failed: %s", r->tpath, strerror(errno));
-    errno = 0;
-    ssize_t n = getline(&r->tline, &r->tcap, r->tf);
-    if (n < 0) {
-        rc = getline_end(r->tf, r->tpath, t->lineno, errno);
-        return rc ? rc : err_set(ERR_IO, "%s:%ld: cannot re-read line (file changed?)", r->tpath, t->lineno);
-    }
-    long lineno = t->lineno;
-    if (lineno == 1) strip_bom(r->tline, &n);
-    if (n > 0 && r->tline[n - 1] == '\n') n--;
+    long lineno = t->lineno - 1, off;
+    ssize_t n;
+    if ((rc = next_tags_line(r, &lineno, &off, &n))) return rc;
+    if (n < 0 || lineno != t->lineno)
+        return err_set(ERR_IO, "%s:%ld: cannot re-read line (file changed?)", r->tpath, t->lineno);
     const char *why;
     size_t col;
     cJSON *j = parse_line(r->tline, (size_t)n, &why, &col);
