@@ -785,6 +785,10 @@ int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char
 /* A hooks row; ERR_FORMAT when its sizes are outside what saelite writes (the file is input:
  * callers size buffers from width and seq_len). */
 #define STORE_MAX_DIM (1 << 24)
+/* Values in one sequence's buffer (seq_len x width): readers allocate that much per sequence, so
+ * a forged seq_len of 16M at width 512 read "shuffle buffer of 2872 tokens: out of memory". 1 GiB
+ * of f32 is 40 times GPT-2 XL's MLP at ctx 1024 (6400 x 1024). */
+#define STORE_MAX_SEQ_VALUES ((int64_t)1 << 28)
 static int hook_row(store *s, sqlite3_stmt *st, store_hook *h)
 {
     memset(h, 0, sizeof *h);
@@ -800,6 +804,11 @@ static int hook_row(store *s, sqlite3_stmt *st, store_hook *h)
                        "(want 1..%d, 1..%d, f32|f16|bf16: damaged?)", s->path, (long long)h->id,
                        h->name, (long long)width, (long long)seq_len, dt ? dt : "", STORE_MAX_DIM,
                        STORE_MAX_DIM);
+    if (width * seq_len > STORE_MAX_SEQ_VALUES)
+        return err_set(ERR_FORMAT, "%s: hook %lld ('%s') has seq_len %lld x width %lld = %lld values "
+                       "a sequence (want at most %lld: damaged?)", s->path, (long long)h->id, h->name,
+                       (long long)seq_len, (long long)width, (long long)(width * seq_len),
+                       (long long)STORE_MAX_SEQ_VALUES);
     h->width = (int)width;
     h->seq_len = (int)seq_len;
     return OK;

@@ -153,6 +153,7 @@ hostile h_trig.db "CREATE TRIGGER t_ctx AFTER INSERT ON tokens BEGIN SELECT cont
 hostile h_trig2.db "CREATE TRIGGER t_del AFTER INSERT ON activations BEGIN DELETE FROM documents; END"
 hostile h_hooks.db "DROP TABLE hooks; CREATE VIEW hooks AS SELECT 1 AS id"
 hostile h_width.db "UPDATE hooks SET width = -3"
+hostile h_seqlen.db "UPDATE hooks SET seq_len = 1000000, width = 4096" # each below 2^24, the product not
 hostile h_ntok.db "UPDATE activations SET n_tokens = 9223372036854775807"
 hostile h_loop.db "CREATE VIEW forever AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
 ANA_V=$(sed -n 's/^#define STORE_ANA_VERSION //p' "$ROOT/store/store_ana.h")
@@ -380,6 +381,8 @@ bad "info: a damaged schema page" "h_head.db: not a database" info h_head.db
 bad "info: a directory" "adir: not a regular file" info adir
 bad "info: a hook of negative width" "h_width.db: hook 1 .* has width -3" info h_width.db
 bad "export: a hook of negative width" "h_width.db: hook 1 .* has width -3" export --db h_width.db --hook $H --npy o.npy
+bad "sae-train: a forged seq_len (was: shuffle buffer out of memory)" "h_seqlen.db: hook 1 .* has seq_len 1000000 x width 4096 = 4096000000 values a sequence" sae-train --db h_seqlen.db --hook $H --out s_seq --d-sae 16 --k 2 --tokens 256 --batch 16
+bad "export: a forged seq_len" "h_seqlen.db: hook 1 .* has seq_len 1000000 x width 4096" export --db h_seqlen.db --hook $H --npy o.npy
 bad "info: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" info h_ntok.db
 bad "export: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" export --db h_ntok.db --hook $H --npy o.npy
 bad "export: tokens table dropped" "h_drop.db: the core tables" export --db h_drop.db --hook $H --npy o.npy
