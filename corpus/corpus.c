@@ -183,10 +183,12 @@ bad:
 }
 
 /* ERR_FORMAT "path:line[:column]: why" for a line parse_line refused. */
-static int line_error(const char *path, long lineno, size_t col, const char *why)
+/* "path:line[:col]: why[hint]", col 0 for none: every JSON line's error (hint "" or, where the
+ * file was taken for a JSONL corpus by its first line, " (a JSONL corpus?)") */
+static int line_error(const char *path, long lineno, size_t col, const char *why, const char *hint)
 {
-    if (col) return err_set(ERR_FORMAT, "%s:%ld:%zu: %s", path, lineno, col, why);
-    return err_set(ERR_FORMAT, "%s:%ld: %s", path, lineno, why);
+    if (col) return err_set(ERR_FORMAT, "%s:%ld:%zu: %s%s", path, lineno, col, why, hint);
+    return err_set(ERR_FORMAT, "%s:%ld: %s%s", path, lineno, why, hint);
 }
 
 /* The next non-blank line of the tags file from the current position into r->tline (*n its
@@ -471,7 +473,7 @@ static int build_tag_index(corpus_reader *r)
             const char *why;
             size_t col;
             cJSON *j = parse_line(r->tline, (size_t)n, &why, &col);
-            if (!j) return line_error(r->tpath, lineno, col, why);
+            if (!j) return line_error(r->tpath, lineno, col, why, "");
             const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
             const cJSON *doc = cJSON_GetObjectItemCaseSensitive(j, "doc");
             if (id) rc = json_id(id, &ti->id);
@@ -535,8 +537,7 @@ int corpus_open(corpus_reader **out, const char *path, const char *tags_path)
             }
             cJSON_Delete(j);
             if (!r->jsonl && (j || strstr(r->line, "\"text\""))) {
-                if (col) rc = err_set(ERR_FORMAT, "%s:%ld:%zu: %s (a JSONL corpus?)", path, r->lineno, col, why);
-                else rc = err_set(ERR_FORMAT, "%s:%ld: %s (a JSONL corpus?)", path, r->lineno, why);
+                rc = line_error(path, r->lineno, col, why, " (a JSONL corpus?)");
                 goto fail;
             }
         }
@@ -655,7 +656,7 @@ static int load_tags(corpus_reader *r, corpus_doc *d, long ordinal, int numbered
     const char *why;
     size_t col;
     cJSON *j = parse_line(r->tline, (size_t)n, &why, &col);
-    if (!j) return line_error(r->tpath, lineno, col, why);
+    if (!j) return line_error(r->tpath, lineno, col, why, "");
     const cJSON *spans = cJSON_GetObjectItemCaseSensitive(j, "spans");
     if (!cJSON_IsArray(spans)) {
         rc = err_set(ERR_FORMAT, "%s:%ld: missing \"spans\" array", r->tpath, lineno);
@@ -702,7 +703,7 @@ static int next_jsonl(corpus_reader *r, corpus_doc *d)
     const char *why;
     size_t col;
     cJSON *j = parse_line(r->line, (size_t)n, &why, &col);
-    if (!j) return line_error(r->path, r->lineno, col, why);
+    if (!j) return line_error(r->path, r->lineno, col, why, "");
     int rc = OK;
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(j, "text");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
