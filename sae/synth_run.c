@@ -18,9 +18,11 @@
 static int check_store(const sae_synth_run_opts *o)
 {
     struct stat sb;
-    if (!o->db || stat(o->db, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) return OK;
+    if (!o->db) return OK;
+    int rc = store_hook_size_check(o->db, o->hook, o->c.d, o->seq_len);
+    if (rc || stat(o->db, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) return rc;
     store *st;
-    int rc = store_open(&st, o->db, 0);
+    rc = store_open(&st, o->db, 0);
     if (rc) return rc;
     rc = store_hook_check(st, o->hook, o->c.d, STORE_F32, o->seq_len);
     store_close(st);

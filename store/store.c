@@ -883,14 +883,25 @@ int store_hook_check(store *s, const char *name, int width, int dtype, int seq_l
     return rc ? rc : hook_fits(s, &h, width, dtype, seq_len);
 }
 
+int store_hook_size_check(const char *path, const char *name, int width, int seq_len)
+{
+    int64_t v = (int64_t)seq_len * width;
+    if (v <= STORE_MAX_SEQ_VALUES) return OK;
+    return err_set(ERR_ARG, "%s: hook %s: sequences of %d tokens x width %d = %lld values each, "
+                   "more than %lld (fewer tokens a sequence)", path, name, seq_len, width,
+                   (long long)v, (long long)STORE_MAX_SEQ_VALUES);
+}
+
 int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int width, int dtype,
                    int seq_len, store_hook *out)
 {
     if (strlen(name) >= sizeof out->name)
         return err_set(ERR_ARG, "hook name too long: %s", name);
+    int rc = store_hook_size_check(s->path, name, width, seq_len);
+    if (rc) return rc;
     sqlite3_stmt *st;
-    int rc = store_prepare(s, "SELECT id, model_id, name, layer, width, dtype, seq_len FROM hooks "
-                              "WHERE model_id = ?1 AND name = ?2", &st);
+    rc = store_prepare(s, "SELECT id, model_id, name, layer, width, dtype, seq_len FROM hooks "
+                          "WHERE model_id = ?1 AND name = ?2", &st);
     if (rc) return rc;
     sqlite3_bind_int64(st, 1, model_id);
     sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);

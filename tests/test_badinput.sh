@@ -394,6 +394,7 @@ bad "sae-train: tokens column renamed" "h_cols.db: the core tables" sae-train --
 bad "extract into a database with a trigger" "h_trig.db: has a trigger" extract --model model --tokenizer tok --corpus small.txt --hook $H --db h_trig.db --ctx 8
 bad "import into a database with a trigger" "h_trig2.db: has a trigger 't_del' on 'activations'" import --npy acts.npy --db h_trig2.db --hook x.new
 bad "import into another program's tables" "h_fake.db: .*models" import --npy acts.npy --db h_fake.db --hook x.new
+bad "import: sequences over 2^28 values, refused before the store is made (was: readers ran out of memory)" "new.db: hook x: sequences of 16777216 tokens x width [0-9]+ = [0-9]+ values each, more than 268435456" import --npy wide.npy --db new.db --hook x --seq-len 16777216
 # the SQL functions: never run by the schema, never read a table that is not ours, never recurse
 bad "query: view tokens calling context() (was a stack overflow)" "unsafe use of context\(\)" query --db h_view.db "SELECT * FROM tokens"
 bad "query: a view calling tok_text()" "unsafe use of tok_text\(\)" query --db h_view.db "SELECT * FROM v_text"
@@ -438,6 +439,7 @@ bad "params: missing model" "nosuch/config.json: cannot open" params nosuch
 bad "synth: zero dimension" "--d must be >= 1, got 0" synth --d 0 --out s.npy --truth t.npy
 bad "synth: negative features" "--features must be >= 1, got -1" synth --features -1 --out s.npy --truth t.npy
 bad "synth: the default --active above --features names the rule (was the list of every rule)" "active 5 must be above 0 and at most the 3 features" synth --features 3 --out s.npy --truth t.npy
+bad "synth: stored sequences over 2^28 values, refused before any file" "new.db: hook synth: sequences of 16777216 tokens x width 32 = 536870912 values each" synth --d 32 --tokens 64 --seq-len 16777216 --db new.db --out s.npy --truth t.npy
 # flags past what the store, an int or a transaction can take (a hostile-flags review: the store
 # refused --seq-len 2e7 only after synth had written its files; 2147483647 children wrapped an
 # int; the steps x instances count and an infinite --commit-mb overflowed)
