@@ -432,6 +432,13 @@ static int check_buffers(const ext_job *j)
             ck_mul_size(bytes, sizeof(float), &bytes) || ck_mul_size(bytes, EXT_RING, &bytes))
             return err_set(ERR_ARG, "--batch %d x ctx %d x width %d of hook %s: the buffers' size "
                            "overflows", j->o.batch, j->ctx, j->h[i].width, j->h[i].name);
+    /* a full window of each hook must fit one SQLite value, checked before the corpus pass (and
+       in a dry run, which otherwise reported success for a run open_db would refuse) */
+    for (int i = 0; i < j->nh; i++) {
+        int rc = store_hook_size_check(j->o.db ? j->o.db : "(dry run)", j->h[i].name,
+                                       j->h[i].width, j->o.dtype, j->ctx);
+        if (rc) return rc;
+    }
     double need = (double)B * C * (sizeof(int) + 2 * sizeof(int64_t) + 16) * EXT_RING;
     for (int i = 0; i < j->nh; i++) need += (double)B * C * j->h[i].width * sizeof(float) * EXT_RING;
     long long phys = mem_physical_bytes();

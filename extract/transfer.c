@@ -186,7 +186,7 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
                          (long long)(bad % W), store_dtype_name(dtype),
                          dtype == STORE_F16 ? "bf16 or f32" : "f32");
     }
-    if (!rc) rc = store_hook_size_check(s ? store_path(s) : db, hook, W, seq_len);
+    if (!rc) rc = store_hook_size_check(s ? store_path(s) : db, hook, W, dtype, seq_len);
     int *ids = rc ? NULL : mem_alloc((size_t)seq_len * sizeof(int));
     if (!rc && !ids) rc = err_set(ERR_NOMEM, "out of memory");
     /* The database is opened (and created) only once the inputs are known to be good. */

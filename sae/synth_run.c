@@ -19,7 +19,7 @@ static int check_store(const sae_synth_run_opts *o)
 {
     struct stat sb;
     if (!o->db) return OK;
-    int rc = store_hook_size_check(o->db, o->hook, o->c.d, o->seq_len);
+    int rc = store_hook_size_check(o->db, o->hook, o->c.d, STORE_F32, o->seq_len);
     if (rc || stat(o->db, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size == 0) return rc;
     store *st;
     rc = store_open(&st, o->db, 0);

@@ -113,6 +113,7 @@ static void sq_shutdown(void *u) { (void)u; }
 
 static pthread_once_t sq_once = PTHREAD_ONCE_INIT;
 static int sq_init_rc;
+static int64_t sq_max_blob = 1000000000; /* SQLite's default, until sq_setup reads it */
 static void sq_setup(void)
 {
     static const sqlite3_mem_methods m = {sq_malloc, sq_free,  sq_realloc, sq_size,
@@ -121,6 +122,12 @@ static void sq_setup(void)
     /* No allocation statistics: they take a mutex on every malloc (a measurable cost per row). */
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     sq_init_rc = sqlite3_initialize();
+    /* the most bytes one value may hold (SQLITE_LIMIT_LENGTH, 1e9 unless SQLite was built
+       otherwise): a sequence's activations are one blob (store_hook_size_check) */
+    sqlite3 *mem = NULL;
+    if (sq_init_rc == SQLITE_OK && sqlite3_open(":memory:", &mem) == SQLITE_OK)
+        sq_max_blob = sqlite3_limit(mem, SQLITE_LIMIT_LENGTH, -1);
+    sqlite3_close(mem);
 }
 
 /* ---- errors and small helpers ------------------------------------------------------------- */
@@ -785,10 +792,6 @@ int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char
 /* A hooks row; ERR_FORMAT when its sizes are outside what saelite writes (the file is input:
  * callers size buffers from width and seq_len). */
 #define STORE_MAX_DIM (1 << 24)
-/* Values in one sequence's buffer (seq_len x width): readers allocate that much per sequence, so
- * a forged seq_len of 16M at width 512 read "shuffle buffer of 2872 tokens: out of memory". 1 GiB
- * of f32 is 40 times GPT-2 XL's MLP at ctx 1024 (6400 x 1024). */
-#define STORE_MAX_SEQ_VALUES ((int64_t)1 << 28)
 static int hook_row(store *s, sqlite3_stmt *st, store_hook *h)
 {
     memset(h, 0, sizeof *h);
@@ -804,11 +807,15 @@ static int hook_row(store *s, sqlite3_stmt *st, store_hook *h)
                        "(want 1..%d, 1..%d, f32|f16|bf16: damaged?)", s->path, (long long)h->id,
                        h->name, (long long)width, (long long)seq_len, dt ? dt : "", STORE_MAX_DIM,
                        STORE_MAX_DIM);
-    if (width * seq_len > STORE_MAX_SEQ_VALUES)
-        return err_set(ERR_FORMAT, "%s: hook %lld ('%s') has seq_len %lld x width %lld = %lld values "
-                       "a sequence (want at most %lld: damaged?)", s->path, (long long)h->id, h->name,
-                       (long long)seq_len, (long long)width, (long long)(width * seq_len),
-                       (long long)STORE_MAX_SEQ_VALUES);
+    /* readers size a sequence's buffer from the row: a forged seq_len of 16M at width 512 read
+       "shuffle buffer of 2872 tokens: out of memory". No row store_hook_add writes holds more
+       than one blob can store (both within 2^24, so no overflow) */
+    int64_t bytes = width * seq_len * store_dtype_size(h->dtype);
+    if (bytes > sq_max_blob)
+        return err_set(ERR_FORMAT, "%s: hook %lld ('%s') has seq_len %lld x width %lld: a sequence of "
+                       "%lld bytes in %s, more than SQLite stores in one value (%lld: damaged?)",
+                       s->path, (long long)h->id, h->name, (long long)seq_len, (long long)width,
+                       (long long)bytes, dt, (long long)sq_max_blob);
     h->width = (int)width;
     h->seq_len = (int)seq_len;
     return OK;
@@ -883,13 +890,15 @@ int store_hook_check(store *s, const char *name, int width, int dtype, int seq_l
     return rc ? rc : hook_fits(s, &h, width, dtype, seq_len);
 }
 
-int store_hook_size_check(const char *path, const char *name, int width, int seq_len)
+int store_hook_size_check(const char *path, const char *name, int width, int dtype, int seq_len)
 {
-    int64_t v = (int64_t)seq_len * width;
-    if (v <= STORE_MAX_SEQ_VALUES) return OK;
-    return err_set(ERR_ARG, "%s: hook %s: sequences of %d tokens x width %d = %lld values each, "
-                   "more than %lld (fewer tokens a sequence)", path, name, seq_len, width,
-                   (long long)v, (long long)STORE_MAX_SEQ_VALUES);
+    pthread_once(&sq_once, sq_setup);
+    int64_t bytes = (int64_t)seq_len * width * store_dtype_size(dtype);
+    if (bytes <= sq_max_blob) return OK;
+    return err_set(ERR_ARG, "%s: hook %s: a sequence of %d tokens x width %d in %s is %lld bytes, "
+                   "more than SQLite stores in one value (%lld): fewer tokens a sequence%s", path,
+                   name, seq_len, width, store_dtype_name(dtype), (long long)bytes,
+                   (long long)sq_max_blob, dtype == STORE_F32 ? ", or a 2-byte --dtype" : "");
 }
 
 int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int width, int dtype,
@@ -897,7 +906,7 @@ int store_hook_add(store *s, int64_t model_id, const char *name, int layer, int 
 {
     if (strlen(name) >= sizeof out->name)
         return err_set(ERR_ARG, "hook name too long: %s", name);
-    int rc = store_hook_size_check(s->path, name, width, seq_len);
+    int rc = store_hook_size_check(s->path, name, width, dtype, seq_len);
     if (rc) return rc;
     sqlite3_stmt *st;
     rc = store_prepare(s, "SELECT id, model_id, name, layer, width, dtype, seq_len FROM hooks "
@@ -1136,7 +1145,14 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
     sqlite3_bind_int64(st, 1, hook_id);
     sqlite3_bind_int64(st, 2, seq_id);
     sqlite3_bind_int(st, 3, T);
-    sqlite3_bind_blob64(st, 4, data, nbytes, SQLITE_STATIC);
+    /* SQLITE_TOOBIG left the blob NULL and read "NOT NULL constraint failed" (a review);
+       store_hook_size_check keeps saelite's writers below the limit */
+    if (sqlite3_bind_blob64(st, 4, data, nbytes, SQLITE_STATIC) != SQLITE_OK) {
+        sqlite3_clear_bindings(st);
+        return err_set(ERR_ARG, "%s: writing activations: a sequence of %llu bytes is more than "
+                       "SQLite stores in one value (%lld)", s->path, (unsigned long long)nbytes,
+                       (long long)sq_max_blob);
+    }
     rc = step_done(s, st, "writing activations");
     if (!rc && s->wb_fd >= 0 && (s->wb_pending += (int64_t)nbytes) >= STORE_WRITEBACK_BYTES) {
         s->wb_pending = 0;

@@ -127,10 +127,11 @@ int store_hook_find(store *s, const char *name, store_hook *out);
 /* OK when no hook has this name or the one there takes rows of this shape (store_hook_add's
  * ERR_SHAPE otherwise): for checking before outputs elsewhere are written. */
 int store_hook_check(store *s, const char *name, int width, int dtype, int seq_len);
-/* ERR_ARG naming PATH and the hook when one sequence of seq_len x width values is more than a
- * hooks row may hold (2^28: readers size a buffer from it, and refuse a row above it as
- * damaged); store_hook_add checks it too, and writers call it before creating files. */
-int store_hook_size_check(const char *path, const char *name, int width, int seq_len);
+/* ERR_ARG naming PATH and the hook when one sequence of seq_len x width values in dtype is more
+ * bytes than SQLite stores in one blob (SQLITE_LIMIT_LENGTH; each sequence is one): no full
+ * window could be stored, and readers refuse such a hooks row as damaged (they size a buffer
+ * from it). store_hook_add checks it; writers call it before creating files. */
+int store_hook_size_check(const char *path, const char *name, int width, int dtype, int seq_len);
 int store_hook_list(store *s, store_hook **hooks, size_t *n);
 
 /* Sequence ids having activations for a hook, ascending; split by a deterministic hash of the

@@ -105,6 +105,7 @@ ids_npy ids16.npy 16
 printf 'the cat sat on the mat. the dog sat on the log.\n\nanother doc here with the cat.\n' > "$W/small.txt"
 setup bpe-train --vocab 270 small.txt -o tok
 setup extract --model model --tokenizer tok --corpus small.txt --hook $H --db ex.db --ctx 8
+setup init-model --layers 1 --d-model 16 --heads 1 --d-mlp 4096 --ctx 65537 --vocab 270 -o mbig
 setup sae-train --npy acts.npy --out sae8 --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --hook $H
 setup sae-train --npy wide.npy --out sae32 --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --hook $H
 cp "$W/acts.npy" "$W/nan.npy"; put_f32 nan.npy 3 2 '\x00\x00\xc0\x7f'
@@ -153,7 +154,7 @@ hostile h_trig.db "CREATE TRIGGER t_ctx AFTER INSERT ON tokens BEGIN SELECT cont
 hostile h_trig2.db "CREATE TRIGGER t_del AFTER INSERT ON activations BEGIN DELETE FROM documents; END"
 hostile h_hooks.db "DROP TABLE hooks; CREATE VIEW hooks AS SELECT 1 AS id"
 hostile h_width.db "UPDATE hooks SET width = -3"
-hostile h_seqlen.db "UPDATE hooks SET seq_len = 1000000, width = 4096" # each below 2^24, the product not
+hostile h_seqlen.db "UPDATE hooks SET seq_len = 1000000, width = 4096" # each below 2^24, a sequence not
 hostile h_ntok.db "UPDATE activations SET n_tokens = 9223372036854775807"
 hostile h_loop.db "CREATE VIEW forever AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
 ANA_V=$(sed -n 's/^#define STORE_ANA_VERSION //p' "$ROOT/store/store_ana.h")
@@ -381,8 +382,8 @@ bad "info: a damaged schema page" "h_head.db: not a database" info h_head.db
 bad "info: a directory" "adir: not a regular file" info adir
 bad "info: a hook of negative width" "h_width.db: hook 1 .* has width -3" info h_width.db
 bad "export: a hook of negative width" "h_width.db: hook 1 .* has width -3" export --db h_width.db --hook $H --npy o.npy
-bad "sae-train: a forged seq_len (was: shuffle buffer out of memory)" "h_seqlen.db: hook 1 .* has seq_len 1000000 x width 4096 = 4096000000 values a sequence" sae-train --db h_seqlen.db --hook $H --out s_seq --d-sae 16 --k 2 --tokens 256 --batch 16
-bad "export: a forged seq_len" "h_seqlen.db: hook 1 .* has seq_len 1000000 x width 4096" export --db h_seqlen.db --hook $H --npy o.npy
+bad "sae-train: a forged seq_len (was: shuffle buffer out of memory)" "h_seqlen.db: hook 1 .* has seq_len 1000000 x width 4096: a sequence of 16384000000 bytes in f32, more than SQLite stores in one value \(1000000000: damaged\?\)" sae-train --db h_seqlen.db --hook $H --out s_seq --d-sae 16 --k 2 --tokens 256 --batch 16
+bad "export: a forged seq_len" "h_seqlen.db: hook 1 .* has seq_len 1000000 x width 4096: a sequence of" export --db h_seqlen.db --hook $H --npy o.npy
 bad "info: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" info h_ntok.db
 bad "export: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" export --db h_ntok.db --hook $H --npy o.npy
 bad "export: tokens table dropped" "h_drop.db: the core tables" export --db h_drop.db --hook $H --npy o.npy
@@ -394,7 +395,7 @@ bad "sae-train: tokens column renamed" "h_cols.db: the core tables" sae-train --
 bad "extract into a database with a trigger" "h_trig.db: has a trigger" extract --model model --tokenizer tok --corpus small.txt --hook $H --db h_trig.db --ctx 8
 bad "import into a database with a trigger" "h_trig2.db: has a trigger 't_del' on 'activations'" import --npy acts.npy --db h_trig2.db --hook x.new
 bad "import into another program's tables" "h_fake.db: .*models" import --npy acts.npy --db h_fake.db --hook x.new
-bad "import: sequences over 2^28 values, refused before the store is made (was: readers ran out of memory)" "new.db: hook x: sequences of 16777216 tokens x width [0-9]+ = [0-9]+ values each, more than 268435456" import --npy wide.npy --db new.db --hook x --seq-len 16777216
+bad "import: a sequence over SQLite's blob limit, refused before the store is made (was: readers ran out of memory)" "new.db: hook x: a sequence of 16777216 tokens x width [0-9]+ in f32 is [0-9]+ bytes, more than SQLite stores in one value \(1000000000\): fewer tokens a sequence, or a 2-byte --dtype" import --npy wide.npy --db new.db --hook x --seq-len 16777216
 # the SQL functions: never run by the schema, never read a table that is not ours, never recurse
 bad "query: view tokens calling context() (was a stack overflow)" "unsafe use of context\(\)" query --db h_view.db "SELECT * FROM tokens"
 bad "query: a view calling tok_text()" "unsafe use of tok_text\(\)" query --db h_view.db "SELECT * FROM v_text"
@@ -439,7 +440,8 @@ bad "params: missing model" "nosuch/config.json: cannot open" params nosuch
 bad "synth: zero dimension" "--d must be >= 1, got 0" synth --d 0 --out s.npy --truth t.npy
 bad "synth: negative features" "--features must be >= 1, got -1" synth --features -1 --out s.npy --truth t.npy
 bad "synth: the default --active above --features names the rule (was the list of every rule)" "active 5 must be above 0 and at most the 3 features" synth --features 3 --out s.npy --truth t.npy
-bad "synth: stored sequences over 2^28 values, refused before any file" "new.db: hook synth: sequences of 16777216 tokens x width 32 = 536870912 values each" synth --d 32 --tokens 64 --seq-len 16777216 --db new.db --out s.npy --truth t.npy
+bad "synth: stored sequences over SQLite's blob limit, refused before any file" "new.db: hook synth: a sequence of 16777216 tokens x width 32 in f32 is 2147483648 bytes" synth --d 32 --tokens 64 --seq-len 16777216 --db new.db --out s.npy --truth t.npy
+bad "extract: a full window over SQLite's blob limit, refused before the corpus pass (a dry run said ok)" "new.db: hook blocks.0.mlp.hook_post: a sequence of 65537 tokens x width 4096 in f32 is 1073758208 bytes" extract --model mbig --tokenizer tok --corpus small.txt --hook blocks.0.mlp.hook_post --ctx 65537 --db new.db
 # flags past what the store, an int or a transaction can take (a hostile-flags review: the store
 # refused --seq-len 2e7 only after synth had written its files; 2147483647 children wrapped an
 # int; the steps x instances count and an infinite --commit-mb overflowed)

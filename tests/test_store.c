@@ -934,6 +934,37 @@ static void test_page_size(void)
     }
 }
 
+/* A sequence is one blob: the hooks row is refused when a full one is more bytes than SQLite
+ * stores in one value (1e9 by default), by dtype, not by value count (a 2^28-value cap refused
+ * bf16 rows of 268-500M values that store and read, a review). */
+static void test_hook_size(void)
+{
+    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_BF16, 500000) == OK, "%s", err_msg());
+    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_F16, 500001) == ERR_ARG &&
+              strstr(err_msg(), "x.db: hook h: a sequence of 500001 tokens x width 1000 in f16 is "
+                                "1000002000 bytes, more than SQLite stores in one value (1000000000)"),
+          "%s", err_msg());
+    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_F32, 250000) == OK, "%s", err_msg());
+    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_F32, 250001) == ERR_ARG &&
+              strstr(err_msg(), "or a 2-byte --dtype"), "%s", err_msg());
+    /* no int overflow at the flags' limits */
+    CHECK(store_hook_size_check("x.db", "h", 1 << 24, STORE_F32, 1 << 24) == ERR_ARG &&
+              strstr(err_msg(), "1125899906842624 bytes"), "%s", err_msg());
+    /* store_hook_add refuses it before the row is written */
+    char p[600];
+    snprintf(p, sizeof p, "%s/hsize.db", dir);
+    store *s;
+    int64_t m;
+    store_hook h;
+    CHECK(store_open(&s, p, STORE_CREATE) == OK, "%s", err_msg());
+    CHECK(store_model_add(s, "m", "{}", "{}", "", &m) == OK, "%s", err_msg());
+    CHECK(store_hook_add(s, m, "big", 0, 1000, STORE_F32, 250001, &h) == ERR_ARG, "%s", err_msg());
+    CHECK(store_hook_add(s, m, "ok", 0, 1000, STORE_BF16, 500000, &h) == OK, "%s", err_msg());
+    int64_t n = -1;
+    CHECK(store_query_i64(s, "SELECT count(*) FROM hooks", &n) == OK && n == 1, "%lld", (long long)n);
+    store_close(s);
+}
+
 int main(void)
 {
     if (access("/dev/shm", W_OK) != 0) snprintf(dir, sizeof dir, "/tmp/saelite_test_storeXXXXXX");
@@ -959,6 +990,7 @@ int main(void)
     test_sae_log();
     test_query_schema_change();
     test_page_size();
+    test_hook_size();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
