@@ -382,7 +382,7 @@ bad "info: a damaged schema page" "h_head.db: not a database" info h_head.db
 bad "info: a directory" "adir: not a regular file" info adir
 bad "info: a hook of negative width" "h_width.db: hook 1 .* has width -3" info h_width.db
 bad "export: a hook of negative width" "h_width.db: hook 1 .* has width -3" export --db h_width.db --hook $H --npy o.npy
-bad "sae-train: a forged seq_len (was: shuffle buffer out of memory)" "h_seqlen.db: hook 1 .* has seq_len 1000000 x width 4096: a sequence of 16384000000 bytes in f32, more than SQLite stores in one value \(1000000000: damaged\?\)" sae-train --db h_seqlen.db --hook $H --out s_seq --d-sae 16 --k 2 --tokens 256 --batch 16
+bad "sae-train: a forged seq_len (was: shuffle buffer out of memory)" "h_seqlen.db: hook 1 .* has seq_len 1000000 x width 4096: a sequence of 16384000000 bytes in f32, more than SQLite stores in one value \(999999936: damaged\?\)" sae-train --db h_seqlen.db --hook $H --out s_seq --d-sae 16 --k 2 --tokens 256 --batch 16
 bad "export: a forged seq_len" "h_seqlen.db: hook 1 .* has seq_len 1000000 x width 4096: a sequence of" export --db h_seqlen.db --hook $H --npy o.npy
 bad "info: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" info h_ntok.db
 bad "export: token counts that overflow int64" "h_ntok.db: counting activations: integer overflow" export --db h_ntok.db --hook $H --npy o.npy
@@ -395,7 +395,7 @@ bad "sae-train: tokens column renamed" "h_cols.db: the core tables" sae-train --
 bad "extract into a database with a trigger" "h_trig.db: has a trigger" extract --model model --tokenizer tok --corpus small.txt --hook $H --db h_trig.db --ctx 8
 bad "import into a database with a trigger" "h_trig2.db: has a trigger 't_del' on 'activations'" import --npy acts.npy --db h_trig2.db --hook x.new
 bad "import into another program's tables" "h_fake.db: .*models" import --npy acts.npy --db h_fake.db --hook x.new
-bad "import: a sequence over SQLite's blob limit, refused before the store is made (was: readers ran out of memory)" "new.db: hook x: a sequence of 16777216 tokens x width [0-9]+ in f32 is [0-9]+ bytes, more than SQLite stores in one value \(1000000000\): fewer tokens a sequence, or a 2-byte --dtype" import --npy wide.npy --db new.db --hook x --seq-len 16777216
+bad "import: a sequence over SQLite's blob limit, refused before the store is made (was: readers ran out of memory)" "new.db: hook x: a sequence of 16777216 tokens x width [0-9]+ in f32 is [0-9]+ bytes, more than SQLite stores in one value \(999999936\): fewer tokens a sequence, or a 2-byte --dtype" import --npy wide.npy --db new.db --hook x --seq-len 16777216
 # the SQL functions: never run by the schema, never read a table that is not ours, never recurse
 bad "query: view tokens calling context() (was a stack overflow)" "unsafe use of context\(\)" query --db h_view.db "SELECT * FROM tokens"
 bad "query: a view calling tok_text()" "unsafe use of tok_text\(\)" query --db h_view.db "SELECT * FROM v_text"
@@ -441,6 +441,7 @@ bad "synth: zero dimension" "--d must be >= 1, got 0" synth --d 0 --out s.npy --
 bad "synth: negative features" "--features must be >= 1, got -1" synth --features -1 --out s.npy --truth t.npy
 bad "synth: the default --active above --features names the rule (was the list of every rule)" "active 5 must be above 0 and at most the 3 features" synth --features 3 --out s.npy --truth t.npy
 bad "synth: stored sequences over SQLite's blob limit, refused before any file" "new.db: hook synth: a sequence of 16777216 tokens x width 32 in f32 is 2147483648 bytes" synth --d 32 --tokens 64 --seq-len 16777216 --db new.db --out s.npy --truth t.npy
+bad "synth: a stored width over 2^24, refused before any file (was: after --out and --truth)" "new.db: hook synth: width 20000000, 1 tokens a sequence \(want 1..16777216 each\)" synth --d 20000000 --seq-len 1 --tokens 1 --db new.db --out s.npy --truth t.npy
 bad "extract: a full window over SQLite's blob limit, refused before the corpus pass (a dry run said ok)" "new.db: hook blocks.0.mlp.hook_post: a sequence of 65537 tokens x width 4096 in f32 is 1073758208 bytes" extract --model mbig --tokenizer tok --corpus small.txt --hook blocks.0.mlp.hook_post --ctx 65537 --db new.db
 # flags past what the store, an int or a transaction can take (a hostile-flags review: the store
 # refused --seq-len 2e7 only after synth had written its files; 2147483647 children wrapped an

@@ -935,21 +935,26 @@ static void test_page_size(void)
 }
 
 /* A sequence is one blob: the hooks row is refused when a full one is more bytes than SQLite
- * stores in one value (1e9 by default), by dtype, not by value count (a 2^28-value cap refused
+ * stores in one value (1e9 by default) less its record's few other bytes, by dtype, not by value count (a 2^28-value cap refused
  * bf16 rows of 268-500M values that store and read, a review). */
 static void test_hook_size(void)
 {
-    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_BF16, 500000) == OK, "%s", err_msg());
-    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_F16, 500001) == ERR_ARG &&
-              strstr(err_msg(), "x.db: hook h: a sequence of 500001 tokens x width 1000 in f16 is "
-                                "1000002000 bytes, more than SQLite stores in one value (1000000000)"),
+    /* the record's slack: 1e9 - 64 bytes at most */
+    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_BF16, 499999) == OK, "%s", err_msg());
+    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_F16, 500000) == ERR_ARG &&
+              strstr(err_msg(), "x.db: hook h: a sequence of 500000 tokens x width 1000 in f16 is "
+                                "1000000000 bytes, more than SQLite stores in one value (999999936)"),
           "%s", err_msg());
-    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_F32, 250000) == OK, "%s", err_msg());
-    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_F32, 250001) == ERR_ARG &&
+    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_F32, 249999) == OK, "%s", err_msg());
+    CHECK(store_hook_size_check("x.db", "h", 1000, STORE_F32, 250000) == ERR_ARG &&
               strstr(err_msg(), "or a 2-byte --dtype"), "%s", err_msg());
-    /* no int overflow at the flags' limits */
+    /* no int overflow at the limits, and the limits themselves */
     CHECK(store_hook_size_check("x.db", "h", 1 << 24, STORE_F32, 1 << 24) == ERR_ARG &&
               strstr(err_msg(), "1125899906842624 bytes"), "%s", err_msg());
+    CHECK(store_hook_size_check("x.db", "h", (1 << 24) + 1, STORE_F32, 1) == ERR_ARG &&
+              strstr(err_msg(), "want 1..16777216 each"), "%s", err_msg());
+    CHECK(store_hook_size_check("x.db", "h", 8, STORE_F32, 0) == ERR_ARG, "%s", err_msg());
+    CHECK(store_hook_size_check("x.db", "h", -8, STORE_F32, -8) == ERR_ARG, "%s", err_msg());
     /* store_hook_add refuses it before the row is written */
     char p[600];
     snprintf(p, sizeof p, "%s/hsize.db", dir);
@@ -958,8 +963,8 @@ static void test_hook_size(void)
     store_hook h;
     CHECK(store_open(&s, p, STORE_CREATE) == OK, "%s", err_msg());
     CHECK(store_model_add(s, "m", "{}", "{}", "", &m) == OK, "%s", err_msg());
-    CHECK(store_hook_add(s, m, "big", 0, 1000, STORE_F32, 250001, &h) == ERR_ARG, "%s", err_msg());
-    CHECK(store_hook_add(s, m, "ok", 0, 1000, STORE_BF16, 500000, &h) == OK, "%s", err_msg());
+    CHECK(store_hook_add(s, m, "big", 0, 1000, STORE_F32, 250000, &h) == ERR_ARG, "%s", err_msg());
+    CHECK(store_hook_add(s, m, "ok", 0, 1000, STORE_BF16, 499999, &h) == OK, "%s", err_msg());
     int64_t n = -1;
     CHECK(store_query_i64(s, "SELECT count(*) FROM hooks", &n) == OK && n == 1, "%lld", (long long)n);
     store_close(s);
