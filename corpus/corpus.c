@@ -182,9 +182,9 @@ bad:
     return NULL;
 }
 
-/* ERR_FORMAT "path:line[:column]: why" for a line parse_line refused. */
-/* "path:line[:col]: why[hint]", col 0 for none: every JSON line's error (hint "" or, where the
- * file was taken for a JSONL corpus by its first line, " (a JSONL corpus?)") */
+/* ERR_FORMAT "path:line[:col]: why[hint]" (col 0 for none) for a line parse_line refused: every
+ * JSON line's error; hint "" or, where the file was taken for a JSONL corpus by its first line,
+ * " (a JSONL corpus?)". */
 static int line_error(const char *path, long lineno, size_t col, const char *why, const char *hint)
 {
     if (col) return err_set(ERR_FORMAT, "%s:%ld:%zu: %s%s", path, lineno, col, why, hint);

@@ -792,8 +792,9 @@ int store_tokens_add(store *s, int64_t seq_id, int T, const int *ids, const char
 /* A hooks row; ERR_FORMAT when its sizes are outside what saelite writes (the file is input:
  * callers size buffers from width and seq_len). */
 #define STORE_MAX_DIM (1 << 24)
-/* bytes of an activations row's record beside its blob, kept free under SQLITE_LIMIT_LENGTH */
-#define STORE_RECORD_SLACK 64
+/* The most bytes of one sequence's blob: SQLITE_LIMIT_LENGTH bounds the whole activations
+ * record, so 64 bytes stay free for its header and integer columns (33 at most). */
+static int64_t seq_bytes_max(void) { return sq_max_blob - 64; }
 static int hook_row(store *s, sqlite3_stmt *st, store_hook *h)
 {
     memset(h, 0, sizeof *h);
@@ -813,11 +814,11 @@ static int hook_row(store *s, sqlite3_stmt *st, store_hook *h)
        "shuffle buffer of 2872 tokens: out of memory". No row store_hook_add writes holds more
        than one blob can store (both within 2^24, so no overflow) */
     int64_t bytes = width * seq_len * store_dtype_size(h->dtype);
-    if (bytes > sq_max_blob - STORE_RECORD_SLACK)
+    if (bytes > seq_bytes_max())
         return err_set(ERR_FORMAT, "%s: hook %lld ('%s') has seq_len %lld x width %lld: a sequence of "
                        "%lld bytes in %s, more than SQLite stores in one value (%lld: damaged?)",
                        s->path, (long long)h->id, h->name, (long long)seq_len, (long long)width,
-                       (long long)bytes, dt, (long long)(sq_max_blob - STORE_RECORD_SLACK));
+                       (long long)bytes, dt, (long long)seq_bytes_max());
     h->width = (int)width;
     h->seq_len = (int)seq_len;
     return OK;
@@ -898,15 +899,13 @@ int store_hook_size_check(const char *path, const char *name, int width, int dty
     if (width < 1 || width > STORE_MAX_DIM || seq_len < 1 || seq_len > STORE_MAX_DIM)
         return err_set(ERR_ARG, "%s: hook %s: width %d, %d tokens a sequence (want 1..%d each)", path,
                        name, width, seq_len, STORE_MAX_DIM);
-    /* the blob shares its row's record, which SQLite also limits: the record's header and the
-       three integer columns take at most 33 bytes more (a full window of exactly 1e9 bytes bound,
-       then failed at its step, a review) */
+    /* (a full window of exactly 1e9 bytes bound, then failed at its step: a review) */
     int64_t bytes = (int64_t)seq_len * width * store_dtype_size(dtype);
-    if (bytes <= sq_max_blob - STORE_RECORD_SLACK) return OK;
+    if (bytes <= seq_bytes_max()) return OK;
     return err_set(ERR_ARG, "%s: hook %s: a sequence of %d tokens x width %d in %s is %lld bytes, "
                    "more than SQLite stores in one value (%lld): fewer tokens a sequence%s", path,
                    name, seq_len, width, store_dtype_name(dtype), (long long)bytes,
-                   (long long)(sq_max_blob - STORE_RECORD_SLACK),
+                   (long long)seq_bytes_max(),
                    dtype == STORE_F32 ? ", or a 2-byte --dtype" : "");
 }
 
