@@ -211,16 +211,17 @@ for q in "SELECT 'a' LIKE 'a' ESCAPE 'ab'" "SELECT 'a' LIKE 'a' ESCAPE ''" "SELE
     check "LIKE's error as SQLite's: $q ($(cat "$T/err"))" grep -qxF "saelite query: $T/lk.db: SQL error: $(sqlite3 "$T/lk.db" "$q" 2>&1 | sed 's/^Error: stepping, //; s/^Error: //; s/ (1)$//')" "$T/err"
 done
 # trim, ltrim and rtrim with a character set are saelite's own too: SQLite's compare every
-# character of the set at each step inside one opcode (100 KB by 100 KB: 171 s in an ASan build)
+# character of the set at each step inside one opcode (100 KB by 100 KB: 171 s in an ASan build;
+# 5 s of slack: under ASan with another test beside it the second query took 1.3 s)
 start=$(date +%s%N)
-out=$("$BIN" query --db "$DB" --timeout 1 --csv "SELECT length(trim(printf('%.*c', 100000, 'a'), printf('%.*c', 100000, 'b') || 'a')), length(rtrim(printf('%.*c', 200000, 'a') || 'x', printf('%.*c', 100000, 'b') || 'a'))" 2>&1); rc=$?
+out=$("$BIN" query --db "$DB" --timeout 5 --csv "SELECT length(trim(printf('%.*c', 100000, 'a'), printf('%.*c', 100000, 'b') || 'a')), length(rtrim(printf('%.*c', 200000, 'a') || 'x', printf('%.*c', 100000, 'b') || 'a'))" 2>&1); rc=$?
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-check "trim by a long set answers at once (rc $rc, ${ms} ms: $out)" test "$rc" -eq 0 -a "$ms" -lt 3000 -a "$(tail -1 <<<"$out")" = "0,200001"
+check "trim by a long set answers at once (rc $rc, ${ms} ms: $out)" test "$rc" -eq 0 -a "$ms" -lt 5000 -a "$(tail -1 <<<"$out")" = "0,200001"
 # distinct characters in the set, and long runs of continuation bytes at either end
 start=$(date +%s%N)
-out=$("$BIN" query --db "$DB" --timeout 1 --csv "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 99999), s(t) AS (SELECT group_concat(char(19968 + i), '') FROM n), c(r) AS (SELECT CAST(replace(hex(zeroblob(200000)), '00', CAST(X'80' AS TEXT)) AS BLOB)) SELECT length(ltrim(t || 'x', (SELECT group_concat(char(19968 + 99999 - i), '') FROM n) || t)), length(CAST(rtrim(X'c3' || r, CAST(X'80' AS TEXT)) AS BLOB)), length(CAST(rtrim(X'c3' || r, CAST(X'80c3' AS TEXT) || CAST(X'c3' || r AS TEXT)) AS BLOB)), length(CAST(ltrim(X'c3' || r || X'c3' || r || 'a', CAST(X'c3' || r AS TEXT)) AS BLOB)) FROM s, c" 2>&1); rc=$?
+out=$("$BIN" query --db "$DB" --timeout 5 --csv "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 99999), s(t) AS (SELECT group_concat(char(19968 + i), '') FROM n), c(r) AS (SELECT CAST(replace(hex(zeroblob(200000)), '00', CAST(X'80' AS TEXT)) AS BLOB)) SELECT length(ltrim(t || 'x', (SELECT group_concat(char(19968 + 99999 - i), '') FROM n) || t)), length(CAST(rtrim(X'c3' || r, CAST(X'80' AS TEXT)) AS BLOB)), length(CAST(rtrim(X'c3' || r, CAST(X'80c3' AS TEXT) || CAST(X'c3' || r AS TEXT)) AS BLOB)), length(CAST(ltrim(X'c3' || r || X'c3' || r || 'a', CAST(X'c3' || r AS TEXT)) AS BLOB)) FROM s, c" 2>&1); rc=$?
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-check "trim over distinct characters and continuation runs answers at once (rc $rc, ${ms} ms: $out)" test "$rc" -eq 0 -a "$ms" -lt 3000 -a "$(tail -1 <<<"$out")" = "1,1,0,1"
+check "trim over distinct characters and continuation runs answers at once (rc $rc, ${ms} ms: $out)" test "$rc" -eq 0 -a "$ms" -lt 5000 -a "$(tail -1 <<<"$out")" = "1,1,0,1"
 # ... with SQLite's results: 4000 generated cases (multi-byte characters, lone lead and
 # continuation bytes, long runs of continuation bytes, sets whose characters overlap, NUL in the
 # set, blobs, numbers, NULLs), through trim, ltrim and rtrim, against the sqlite3 shell's
@@ -260,7 +261,7 @@ JP="WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 299
 start=$(date +%s%N)
 "$BIN" query --db "$DB" --timeout 1 "$JP" > /dev/null 2> "$T/err"; rc=$?
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
-check "a json_patch past the limit is refused at once (rc $rc, ${ms} ms: $(cat "$T/err"))" test "$rc" -eq 1 -a "$ms" -lt 1000 -a -n "$(grep -o 'json_patch(): up to 30000 x 30000 object members' "$T/err")"
+check "a json_patch past the limit is refused at once (rc $rc, ${ms} ms: $(cat "$T/err"))" test "$rc" -eq 1 -a "$ms" -lt 3000 -a -n "$(grep -o 'json_patch(): up to 30000 x 30000 object members' "$T/err")"
 out=$("$BIN" query --db "$DB" --timeout 0 --csv "$JP" | tail -1)
 check "... and runs without a limit ($out)" test "$out" = "$(sqlite3 :memory: "$JP")"
 python3 - "$T/jp.sql" <<'PY'
