@@ -62,6 +62,7 @@ typedef struct {
 typedef struct {
     const char *kind; /* "sae" / "neurons" */
     char name[256];
+    char weights[17]; /* the SAE's weights checksum (sae_weights_checksum), "" for neurons */
     sae_model *sae;   /* NULL for neurons */
     int d_in, d_sae;
     int d_out;        /* decoder width: d_in, or a transcoder's d_out */
@@ -1427,7 +1428,8 @@ static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, const pass_ck
                          .split = o->all ? (o->keep_bos ? "all+bos" : "all")
                                          : (o->keep_bos ? "val+bos" : "val"),
                          .d_in = d->d_in, .d_sae = d->d_sae, .top_n = o->top_n,
-                         .n_seqs = (int64_t)sh->nseq, .n_tokens = ntok};
+                         .n_seqs = (int64_t)sh->nseq, .n_tokens = ntok,
+                         .weights = d->sae ? d->weights : NULL};
     dr->replaced_seqs = -1;
     if (!rc) rc = store_ana_dict_begin(w, &dd, &id, &dr->replaced_seqs);
     if (!rc && sh->bpe && !sh->vocab_done) rc = write_vocab(sh, w);
@@ -1581,6 +1583,7 @@ static int check_opts(const ana_run_opts *o)
 static int open_sae(const ana_run_opts *o, const char *dir, dict *sd)
 {
     int rc = sae_load(&sd->sae, dir);
+    if (!rc) rc = sae_weights_checksum(dir, sd->weights); /* report finds the analysis by it */
     if (rc) return rc;
     sd->d_in = sd->sae->cfg.d_in;
     sd->d_out = sae_out_dim(&sd->sae->cfg);

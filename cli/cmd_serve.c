@@ -15,7 +15,11 @@ static void ready(void *user, const char *url, const srv_result *res)
     (void)user;
     fprintf(stderr, "serve: search index (%s) built in %.2f s\n", res->fts5 ? "FTS5" : "LIKE",
             res->index_seconds);
-    if (res->test_sae[0] && res->test_dict < 0)
+    if (res->test_sae[0] && res->test_dict < 0 && res->stale[0])
+        fprintf(stderr, "serve: warning: the SAE %s: %s: test your text runs, but no live "
+                "activations, steering or feature links until 'saelite analyze' runs on it again\n",
+                res->test_sae, res->stale);
+    else if (res->test_sae[0] && res->test_dict < 0)
         fprintf(stderr, "serve: warning: the SAE %s has no analysis in this database (analysed: %s): "
                 "test your text runs, but no live activations, steering or feature links\n",
                 res->test_sae, res->analysed);

@@ -18,6 +18,7 @@
 #include "reports/dashboard.h"
 #include "reports/report_run.h"
 #include "sae/metrics.h"
+#include "sae/sae.h"
 #include "store/store_report.h"
 #include "store/store_sae.h"
 
@@ -1145,7 +1146,18 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     rep_index_entry *idx = NULL;
     char(*cap)[512] = NULL;
     int nidx = 0, nglobal = 0; /* idx[nglobal..nidx) hold mem_strdup'd file names */
-    if ((rc = store_rep_dict_find(s, o->sae, o->hook, o->split, &dict))) goto out;
+    /* --sae DIR holding an SAE: its weights find their analysis from any directory, and keep
+       an analysis of other weights under the same name from being drawn as this SAE's */
+    char wsum[17] = "", wfile[4096];
+    struct stat wst;
+    const char *weights = NULL;
+    if (!path_join(wfile, sizeof wfile, o->sae, "sae_weights.safetensors") &&
+        !stat(wfile, &wst) && S_ISREG(wst.st_mode)) {
+        if ((rc = sae_weights_checksum(o->sae, wsum))) goto out;
+        weights = wsum;
+    }
+    err_clear();
+    if ((rc = store_rep_dict_find(s, o->sae, weights, o->hook, o->split, &dict))) goto out;
     snprintf(res->dict_name, sizeof res->dict_name, "%s", dict.name);
     if ((rc = store_rep_features(s, dict.id, &fs, &nf))) goto out;
     if (nf == 0) {
@@ -1185,7 +1197,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         char why[512];
         snprintf(why, sizeof why, "%s", err_msg());
         store_rep_dict now;
-        int r2 = store_rep_dict_find(s, o->sae, o->hook, o->split, &now);
+        int r2 = store_rep_dict_find(s, o->sae, weights, o->hook, o->split, &now);
         if (r2 || now.id != dict.id)
             rc = err_set(ERR_IO, "%s: the analysis of '%s' changed while report was reading it "
                          "(another analyze replaced it): run report again", o->db, dict.name);

@@ -25,6 +25,7 @@
 #include "common/progress.h" /* now_seconds */
 #include "serve/serve.h"
 #include "serve/serve_internal.h"
+#include "sae/sae.h"
 #include "sae/sae_run.h"
 #include "store/store.h"
 #include "store/store_sae.h"
@@ -133,6 +134,23 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
             c->test_dict = m.id;
             if (res) snprintf(res->analysed, sizeof res->analysed, "%s", m.names[0] ? m.names : "none");
         }
+        /* the SAE's weights decide: an analysis of them under another name (analyze ran from
+           another directory), none when the name's analysis is of other weights (retrained in
+           place: its links and steering would be another SAE's) */
+        char wsum[17], stale[17] = "";
+        int64_t named = c->test_dict;
+        if (!rc && sae_weights_checksum(dir, wsum) == OK) {
+            int64_t wid;
+            const sae_model *sm = srv_model_sae_weights(c->model);
+            const char *hk = sm && sm->cfg.hook_name[0] ? sm->cfg.hook_name : NULL;
+            rc = store_srv_dict_by_weights(c->st, wsum, hk, sm ? sm->cfg.d_sae : 0, named, &wid, stale);
+            if (!rc) c->test_dict = wid;
+        }
+        if (!rc) err_clear();
+        if (res && stale[0])
+            snprintf(res->stale, sizeof res->stale, "its analysis (dictionary %lld) was made from "
+                     "other weights (checksum %s; its sae_weights.safetensors now has %s)",
+                     (long long)named, stale, wsum);
         if (res) {
             res->test_dict = c->test_dict;
             snprintf(res->test_sae, sizeof res->test_sae, "%s", dir);

@@ -78,6 +78,9 @@ typedef struct srv_result {
     int64_t test_dict;
     char test_sae[1024];
     char analysed[512];
+    /* test_dict -1 because the analysis found by name was made from other weights than the
+       directory holds now (ana_dicts.weights): which, for the caller's warning; "" otherwise */
+    char stale[160];
 } srv_result;
 
 void srv_defaults(srv_opts *o);

@@ -1,6 +1,7 @@
--- schema_analysis.sql - tables written by `saelite analyze` (schema part "analysis", version 3;
+-- schema_analysis.sql - tables written by `saelite analyze` (schema part "analysis", version 4;
 -- version 2 added the two convenience views at the end and the name column to ana_dicts_key;
--- version 3 added ana_effects and ana_effect_logits, written by `analyze --effects`).
+-- version 3 added ana_effects and ana_effect_logits, written by `analyze --effects`; version 4
+-- added ana_dicts.weights, which store_ana_init adds to an older table).
 --
 -- Created with CREATE TABLE IF NOT EXISTS through store_schema_part(s, "analysis", 3, ...); an
 -- older database is upgraded by running this file again (every statement is idempotent).
@@ -28,7 +29,11 @@ CREATE TABLE IF NOT EXISTS ana_dicts (
     n_tokens    INTEGER NOT NULL,   -- token positions analysed
     top_n       INTEGER NOT NULL,   -- top activations kept per feature (ana_acts kind 'top')
     created_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
-    seconds     REAL                -- wall time analyze took
+    seconds     REAL,               -- wall time analyze took
+    weights     TEXT                -- kind 'sae': hex FNV-1a 64 of the SAE's sae_weights.safetensors
+                                    -- when analysed (sae_registry.weights' checksum), so report finds
+                                    -- the analysis from any directory and refuses it for other
+                                    -- weights; NULL for 'neurons' and for analyses before version 4
 );
 -- (dropped and recreated: version 1 databases had it without name)
 DROP INDEX IF EXISTS ana_dicts_key;

@@ -14,12 +14,41 @@
 
 int store_ana_init(store *s)
 {
-    return store_schema_part(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
+    /* version 3 -> 4: the column CREATE TABLE IF NOT EXISTS cannot add to an existing table */
+    int64_t ntab = 0, ncol = 1;
+    int rc = store_readonly(s) ? OK
+             : store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                                  "name = 'ana_dicts'", &ntab);
+    if (!rc && ntab > 0)
+        rc = store_query_i64(s, "SELECT count(*) FROM pragma_table_info('ana_dicts') WHERE name = "
+                                "'weights'", &ncol);
+    if (!rc && !ncol) rc = store_exec(s, "ALTER TABLE ana_dicts ADD COLUMN weights TEXT");
+    return rc ? rc : store_schema_part(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
 }
 
 int store_ana_verify(store *s)
 {
-    return store_schema_part_verify(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
+    int rc = store_schema_part_verify(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
+    if (rc) return rc;
+    /* a version 3 database (before ana_dicts.weights) is checked as it was made: today's tables
+       without the column, so a damaged or hostile one is refused at open as before */
+    static const char drop[] = ";\nALTER TABLE ana_dicts DROP COLUMN weights;";
+    char *v3 = mem_alloc(sizeof schema_analysis_sql + sizeof drop);
+    if (!v3) return err_set(ERR_NOMEM, "out of memory");
+    memcpy(v3, schema_analysis_sql, strlen(schema_analysis_sql));
+    memcpy(v3 + strlen(schema_analysis_sql), drop, sizeof drop);
+    rc = store_schema_part_verify(s, "analysis", 3, v3);
+    mem_free(v3);
+    return rc;
+}
+
+int store_ana_has_weights(store *s, int *has)
+{
+    int64_t n = 0;
+    int rc = store_query_i64(s, "SELECT count(*) FROM pragma_table_info('ana_dicts') WHERE name = "
+                                "'weights'", &n);
+    *has = n > 0;
+    return rc;
 }
 
 enum { Q_METRIC, Q_FEATURE, Q_HIST, Q_ACT, Q_LOGIT, Q_GEOM, Q_DEC, Q_POS, Q_VOCAB, Q_EFFECT,
@@ -160,7 +189,8 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
         if ((rc = store_exec(w->s, sql))) return rc;
     }
     rc = store_prepare(w->s, "INSERT INTO ana_dicts (kind, sae_id, name, hook_name, d_in, d_sae, "
-                             "split, n_seqs, n_tokens, top_n) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)", &st);
+                             "split, n_seqs, n_tokens, top_n, weights) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,"
+                             "?11)", &st);
     if (rc) return rc;
     sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);
     if (d->sae_id >= 0) sqlite3_bind_int64(st, 2, d->sae_id);
@@ -172,6 +202,7 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
     sqlite3_bind_int64(st, 8, d->n_seqs);
     sqlite3_bind_int64(st, 9, d->n_tokens);
     sqlite3_bind_int(st, 10, d->top_n);
+    if (d->weights) sqlite3_bind_text(st, 11, d->weights, -1, SQLITE_STATIC);
     r = sqlite3_step(st);
     sqlite3_finalize(st);
     if (r != SQLITE_DONE) return store_sql_error(w->s, r, "recording the analysed dictionary");

@@ -18,7 +18,7 @@
 
 #include "store/store.h"
 
-#define STORE_ANA_VERSION 3
+#define STORE_ANA_VERSION 4
 
 /* Creates (or checks the version of) the analysis tables. */
 int store_ana_init(store *s);
@@ -29,6 +29,7 @@ typedef struct {
     const char *name, *hook_name, *split;
     int d_in, d_sae, top_n;
     int64_t n_seqs, n_tokens;
+    const char *weights;   /* the SAE's weights checksum (sae_weights_checksum); NULL stores NULL */
 } store_ana_dict;
 
 typedef struct store_ana_writer store_ana_writer;

@@ -47,6 +47,8 @@ int store_same_dir(const char *a, const char *b);
 int store_schema_part_verify(store *s, const char *part, int version, const char *sql);
 int store_sae_verify(store *s);
 int store_ana_verify(store *s);
+/* *has = 1 when ana_dicts has the weights column (analysis version 4), 0 when not (or no table). */
+int store_ana_has_weights(store *s, int *has);
 int store_graph_verify(store *s);
 int store_eval_verify(store *s);
 int store_sweep_verify(store *s);

@@ -172,11 +172,60 @@ static void dict_transcoder(store *s, store_rep_dict *d)
     sqlite3_finalize(st);
 }
 
+/* The SAE directory sae holds weights of checksum `weights`; *r is SQLITE_ROW when its name
+ * found *out, SQLITE_DONE when not. The analysis of those weights wins: the name's when it
+ * recorded them, else the most recent one that did (analyze ran from another directory, or the
+ * name now holds other weights: the name's analysis would describe another SAE). A name's
+ * analysis from before ana_dicts.weights (NULL) stays found by name; one of other weights, with
+ * none of these, is refused. */
+static int by_weights(store *s, const char *sae, const char *weights, const char *hook,
+                      const char *split, store_rep_dict *out, int *r)
+{
+    int has, rc = store_ana_has_weights(s, &has);
+    if (rc || !has) return rc;
+    sqlite3_stmt *st;
+    char then[32] = "";
+    int named_null = 0;
+    if (*r == SQLITE_ROW) {
+        if ((rc = store_prepare(s, "SELECT weights FROM ana_dicts WHERE id = ?1", &st))) return rc;
+        sqlite3_bind_int64(st, 1, out->id);
+        int q = sqlite3_step(st);
+        const char *w = q == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+        if (w) snprintf(then, sizeof then, "%s", w);
+        else named_null = q == SQLITE_ROW;
+        sqlite3_finalize(st);
+        if (q != SQLITE_ROW && q != SQLITE_DONE) return store_sql_error(s, q, "reading ana_dicts");
+        if (!strcmp(then, weights)) return OK;
+    }
+    if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'sae' AND weights "
+                               "= ?1 AND (?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = "
+                               "?3) ORDER BY id DESC LIMIT 1", &st)))
+        return rc;
+    sqlite3_bind_text(st, 1, weights, -1, SQLITE_STATIC);
+    if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
+    if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
+    int q = sqlite3_step(st);
+    store_rep_dict named = *out;
+    if (q == SQLITE_ROW) read_dict(st, out);
+    sqlite3_finalize(st);
+    if (q == SQLITE_ROW) {
+        *r = SQLITE_ROW;
+        return OK;
+    }
+    if (q != SQLITE_DONE) return store_sql_error(s, q, "reading ana_dicts");
+    if (*r != SQLITE_ROW || named_null) return OK;
+    return err_set(ERR_NOTFOUND, "%s: the analysis of '%s' (dict:%lld) was made from other weights "
+                   "than %s/sae_weights.safetensors holds now (checksum %s then, %s now): run "
+                   "'saelite analyze --db %s --sae %s' again, or give --sae dict:%lld for that "
+                   "analysis as it is", store_path(s), named.name, (long long)named.id, sae, then,
+                   weights, store_path(s), sae, (long long)named.id);
+}
+
 /* by_number: sae may be a registry id or an analysis id ("dict:N" always the latter); 0 for a
  * registry row's directory, which is a name even when it is all digits (--out 2: read as an id
  * again, it recursed until the stack ran out, an audit) */
-static int dict_find(store *s, const char *sae, const char *hook, const char *split,
-                     store_rep_dict *out, int by_number)
+static int dict_find(store *s, const char *sae, const char *weights, const char *hook,
+                     const char *split, store_rep_dict *out, int by_number)
 {
     int rc = need_tables(s);
     if (rc == ERR_FORMAT) /* say which analysis was asked for, with the hint */
@@ -207,7 +256,7 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
             if (rc) return rc;
         }
         if (regdir[0]) {
-            int r2 = dict_find(s, regdir, hook, split, out, 0);
+            int r2 = dict_find(s, regdir, NULL, hook, split, out, 0);
             if (r2 == ERR_NOTFOUND)
                 return err_set(ERR_NOTFOUND, "%s: registry id %lld is the SAE in %s, which has no "
                                "analysis%s%s%s%s here; run 'saelite analyze --db %s --sae %s' first "
@@ -272,6 +321,9 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
             sqlite3_finalize(st);
         }
     }
+    if (weights && !numeric && !neurons && (r == SQLITE_ROW || r == SQLITE_DONE) &&
+        (rc = by_weights(s, sae, weights, hook, split, out, &r)))
+        return rc;
     if (r == SQLITE_ROW) {
         dict_transcoder(s, out);
         if (out->sae_id < 0 && !strcmp(out->kind, "sae")) {
@@ -294,17 +346,17 @@ static int dict_find(store *s, const char *sae, const char *hook, const char *sp
                    split ? split : "", list, hint);
 }
 
-int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,
-                        store_rep_dict *out)
+int store_rep_dict_find(store *s, const char *sae, const char *weights, const char *hook,
+                        const char *split, store_rep_dict *out)
 {
-    return dict_find(s, sae, hook, split, out, 1);
+    return dict_find(s, sae, weights, hook, split, out, 1);
 }
 
 int store_rep_dict_neurons_for(store *s, const store_rep_dict *d, store_rep_dict *out)
 {
     char spec[160];
     snprintf(spec, sizeof spec, "neurons@%s", d->hook_name);
-    return store_rep_dict_find(s, spec, NULL, d->split, out);
+    return store_rep_dict_find(s, spec, NULL, NULL, d->split, out);
 }
 
 #define FEAT_COLS "feature, n_active, density, mean_act, max_act, ifnull(nearest, -1), nearest_cos, " \

@@ -30,9 +30,12 @@ typedef struct {
 /* Finds the analysed dictionary for `sae`: an SAE registry id ("3", else the analysis id
  * ana_dicts.id that analyze prints as "dict id N"), a name or directory as stored in
  * ana_dicts.name, or "neurons" / "neurons@HOOK" for the neuron basis. hook and split may be
- * NULL (any); among several matches the most recent analysis wins. */
-int store_rep_dict_find(store *s, const char *sae, const char *hook, const char *split,
-                    store_rep_dict *out);
+ * NULL (any); among several matches the most recent analysis wins. weights (NULL: not known):
+ * the checksum of the directory sae's sae_weights.safetensors (sae_weights_checksum); with it
+ * the analysis recorded with those weights is found under any name, and a name's analysis of
+ * other weights is refused (ERR_NOTFOUND, saying so). */
+int store_rep_dict_find(store *s, const char *sae, const char *weights, const char *hook,
+                        const char *split, store_rep_dict *out);
 /* The neuron-basis dictionary analysed at the same hook and split as d, or ERR_NOTFOUND. */
 int store_rep_dict_neurons_for(store *s, const store_rep_dict *d, store_rep_dict *out);
 

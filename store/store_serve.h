@@ -101,6 +101,14 @@ void store_srv_stop(store_srv *s);
 const char *store_srv_path(const store_srv *s);
 /* 1 when the search index is FTS5, 0 when it is the LIKE fallback. */
 int store_srv_fts5(const store_srv *s);
+/* The analysis of the SAE whose sae_weights.safetensors has checksum `weights`, given `named`,
+ * the one found by its name or realpath (-1: none): named when it recorded those weights or
+ * none (before analysis version 4), else the newest analysis that recorded them at this hook
+ * and width (hook NULL, d_sae <= 0: any), else -1 with
+ * stale[] = the weights named recorded (the directory holds another SAE now); stale "" otherwise.
+ * Without ana_dicts.weights (a version 3 database) *id = named. */
+int store_srv_dict_by_weights(store_srv *s, const char *weights, const char *hook, int64_t d_sae,
+                              int64_t named, int64_t *id, char stale[17]);
 /* Name and SQL text of query q (NULL outside 0..STORE_SRV_NQ-1). */
 const char *store_srv_name(int q);
 const char *store_srv_sql(const store_srv *s, int q);

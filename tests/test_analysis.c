@@ -825,8 +825,31 @@ static void test_analyze_e2e(void)
         CHECK(store_exec(s2, "DROP TABLE ana_effects; DROP TABLE ana_effect_logits; UPDATE schema_parts SET version = 2 WHERE name = 'analysis'") == OK);
         CHECK(store_ana_init(s2) == OK, "%s", err_msg());
         store_close(s2);
-        CHECK(q1(db, "SELECT version FROM schema_parts WHERE name = 'analysis'") == STORE_ANA_VERSION && STORE_ANA_VERSION == 3);
+        CHECK(q1(db, "SELECT version FROM schema_parts WHERE name = 'analysis'") == STORE_ANA_VERSION && STORE_ANA_VERSION == 4);
         CHECK(q1(db, "SELECT count(*) FROM ana_effects") == 0, "ana_effects recreated");
+    }
+    /* the SAE's weights checksum is recorded (report finds the analysis by it); a version 3
+       database, without the column, opens as it was made and gets the column on upgrade */
+    {
+        char want[17], sql[160];
+        CHECK(sae_weights_checksum(sae, want) == OK);
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM ana_dicts WHERE kind = 'sae' AND weights = '%s'", want);
+        CHECK(q1(db, sql) == 1, "the SAE's weights checksum recorded");
+        CHECK(q1(db, "SELECT count(*) FROM ana_dicts WHERE kind = 'neurons' AND weights IS NOT NULL") == 0);
+        store *s2;
+        CHECK(store_open(&s2, db, 0) == OK);
+        CHECK(store_exec(s2, "ALTER TABLE ana_dicts DROP COLUMN weights; UPDATE schema_parts SET version = 3 WHERE name = 'analysis'") == OK);
+        store_close(s2);
+        CHECK(store_open(&s2, db, STORE_READONLY) == OK, "a version 3 database opens: %s", err_msg());
+        store_close(s2);
+        CHECK(store_open(&s2, db, 0) == OK);
+        CHECK(store_ana_init(s2) == OK, "%s", err_msg());
+        store_close(s2);
+        CHECK(q1(db, "SELECT version FROM schema_parts WHERE name = 'analysis'") == 4);
+        CHECK(q1(db, "SELECT count(*) FROM pragma_table_info('ana_dicts') WHERE name = 'weights'") == 1, "the column added");
+        CHECK(q1(db, "SELECT count(*) FROM ana_dicts WHERE weights IS NOT NULL") == 0, "older rows: NULL");
+        CHECK(store_open(&s2, db, STORE_READONLY) == OK, "a version 4 database opens: %s", err_msg());
+        store_close(s2);
     }
     /* rerun replaces; bad inputs leave the database as it was */
     rc = analyze(db, sae, full);

@@ -916,10 +916,25 @@ setup analyze --db ex.db --sae ./sae8/ --no-model --all
 check "analyze: sae8 and ./sae8/ are one analysis" "[ \"\$(sqlite3 \"\$W/ex.db\" \"SELECT count(*) FROM ana_dicts WHERE kind = 'sae'\")\" = 1 ]"
 setup report --db ex.db --sae "$W/sae8" --out $R/rep --features 1
 check "report: an absolute path finds the analysis made with a relative one" "[ -f \"\$W/$R/rep/index.html\" ]"
-# ... but from another directory the relative name does not resolve; the refusal says which
-# analysis might be this directory's (only a hint: the name is not taken for it)
-mkdir -p "$W/$R/away"
-check "report from another directory: the refusal names dict:N of 'sae8'" "(cd \"\$W/$R/away\" && \"\$BIN\" report --db \"\$W/ex.db\" --sae \"\$W/sae8\" --out rep --features 1) > /dev/null 2> \"\$W/away.err\"; [ \$? -eq 1 ] && grep -q \"(dict:[0-9]* '[./]*sae8/*' ends this directory's path: if analyze ran on it from another directory, give --sae dict:[0-9]* or run from there)\" \"\$W/away.err\" || { cat \"\$W/away.err\"; false; }"
+# ... and from another directory, where the relative name does not resolve, by the SAE's weights
+# (ana_dicts.weights; the refusal below was all report could say before)
+mkdir -p "$W/$R/away/sae8"
+check "report from another directory finds the analysis by the SAE's weights" "(cd \"\$W/$R/away\" && \"\$BIN\" report --db \"\$W/ex.db\" --sae \"\$W/sae8\" --out rep --features 1 --no-global) 2> \"\$W/away.err\" | grep -q \"of '[./]*sae8/*'\" || { cat \"\$W/away.err\"; false; }"
+# a directory of that name without the weights: the refusal says which analysis might be its
+# (only a hint: the name is not taken for it)
+cp "$W/sae8/cfg.json" "$W/$R/away/sae8/"
+check "report from another directory, no weights there: the refusal names dict:N of 'sae8'" "(cd \"\$W/$R\" && \"\$BIN\" report --db \"\$W/ex.db\" --sae away/sae8 --out away/rep2 --features 1) > /dev/null 2> \"\$W/away.err\"; [ \$? -eq 1 ] && grep -q \"(dict:[0-9]* '[./]*sae8/*' ends this directory's path: if analyze ran on it from another directory, give --sae dict:[0-9]* or run from there)\" \"\$W/away.err\" || { cat \"\$W/away.err\"; false; }"
+# an SAE retrained in place: its analysis describes other weights (report drew it as the new
+# SAE's, exit 0); dict:N still names that analysis as it is
+setup sae-train --db ex.db --hook $H --out $R/sae_rt --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16
+setup analyze --db ex.db --sae $R/sae_rt --no-model --all
+setup report --db ex.db --sae $R/sae_rt --out $R/rep_rt --features 1 --no-global
+setup sae-train --db ex.db --hook $H --out $R/sae_rt --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --seed 7 --force
+LAST=""
+bad "report: an SAE retrained since its analysis (drew the old analysis)" "the analysis of '$R/sae_rt' \\(dict:[0-9]+\\) was made from other weights than $R/sae_rt/sae_weights.safetensors holds now \\(checksum [0-9a-f]{16} then, [0-9a-f]{16} now\\): run 'saelite analyze --db ex.db --sae $R/sae_rt' again, or give --sae dict:[0-9]+ for that analysis as it is" report --db ex.db --sae $R/sae_rt --out $R/rep_rt2 --features 1
+check "  ... nothing written" "absent $R/rep_rt2"
+rtd=$(sqlite3 "$W/ex.db" "SELECT id FROM ana_dicts WHERE name = '$R/sae_rt'")
+check "  ... dict:N draws that analysis" "[ -n \"$rtd\" ] && (cd \"\$W\" && \"\$BIN\" report --db ex.db --sae dict:$rtd --out $R/rep_rt3 --features 1 --no-global) > /dev/null 2>&1"
 # the most recent analysis of a directory, whichever spelling made it: an exact match of an
 # older one won (an audit: report --sae sae8 drew the older analysis)
 setup analyze --db ex.db --sae "$W/sae8" --no-model --all --keep-bos

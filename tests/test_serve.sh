@@ -799,20 +799,29 @@ for dmg in "UPDATE tokens SET token_id = 99999 WHERE position = $P" \
 done
 
 # ---- --sae DIR names the analysed SAE by another path (a symlink): matched by realpath (by
-# string only, serve ran without live activations and steering, silently); an SAE with no
-# analysis (a copy elsewhere) gets a warning naming the analysed ones
-ln -s "$W/sae" "$W/sae_link"; cp -r "$W/sae" "$W/sae_copy"
-for s in sae_link sae_copy; do
-    "$BIN" serve --db "$DB" --model "$W/m" --sae "$W/$s" --port 0 > "$W/serve5.out" 2> "$W/serve5.err" &
+# string only, serve ran without live activations and steering, silently); a copy elsewhere by
+# its weights (ana_dicts.weights); an SAE with no analysis (a copy whose weights differ) gets a
+# warning naming the analysed ones; a name whose analysis recorded other weights (an SAE
+# retrained in place) one saying so
+ln -s "$W/sae" "$W/sae_link"; cp -r "$W/sae" "$W/sae_copy"; cp -r "$W/sae" "$W/sae_other"
+wf="$W/sae_other/sae_weights.safetensors"   # the low byte of its last float, one bit off
+printf '\x01' | dd of="$wf" bs=1 seek=$(( $(stat -c %s "$wf") - 4 )) conv=notrunc status=none
+cp "$DB" "$W/stale.db"; sqlite3 "$W/stale.db" "UPDATE ana_dicts SET weights = '0123456789abcdef' WHERE id = 1"
+for s in sae_link sae_copy sae_other stale; do
+    db=$DB; d=$s; [ $s = stale ] && { db=$W/stale.db; d=sae; }
+    "$BIN" serve --db "$db" --model "$W/m" --sae "$W/$d" --port 0 > "$W/serve5.out" 2> "$W/serve5.err" &
     SPID=$!
     wait_url "$W/serve5.out"
     req GET /api/info
-    if [ $s = sae_link ]; then
-        okn "--sae through a symlink finds its analysis (test_dict $(js "j['test_dict']"))" test "$(js "j['test_dict']")" = 1
+    if [ $s = sae_link ] || [ $s = sae_copy ]; then
+        okn "--sae $s finds its analysis (test_dict $(js "j['test_dict']"))" test "$(js "j['test_dict']")" = 1
         okn "... and warns of nothing" test -z "$(grep warning "$W/serve5.err")"
-    else
+    elif [ $s = sae_other ]; then
         okn "--sae of an SAE with no analysis: test_dict -1" test "$(js "j['test_dict']")" = -1
-        okn "... and a warning naming the analysed one ($(cat "$W/serve5.err"))" grep -q "^serve: warning: the SAE .*sae_copy has no analysis in this database (analysed: $W/sae (dictionary 1))" "$W/serve5.err"
+        okn "... and a warning naming the analysed one ($(cat "$W/serve5.err"))" grep -q "^serve: warning: the SAE .*sae_other has no analysis in this database (analysed: $W/sae (dictionary 1))" "$W/serve5.err"
+    else
+        okn "--sae whose analysis recorded other weights: test_dict -1" test "$(js "j['test_dict']")" = -1
+        okn "... and a warning saying so ($(cat "$W/serve5.err"))" grep -q "^serve: warning: the SAE $W/sae: its analysis (dictionary 1) was made from other weights (checksum 0123456789abcdef; its sae_weights.safetensors now has [0-9a-f]\{16\}): test your text runs, but no live activations, steering or feature links until 'saelite analyze' runs on it again" "$W/serve5.err"
     fi
     kill -INT $SPID; wait $SPID; SPID=""
 done
