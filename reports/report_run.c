@@ -1146,17 +1146,22 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     rep_index_entry *idx = NULL;
     char(*cap)[512] = NULL;
     int nidx = 0, nglobal = 0; /* idx[nglobal..nidx) hold mem_strdup'd file names */
-    /* --sae DIR holding an SAE: its weights find their analysis from any directory, and keep
-       an analysis of other weights under the same name from being drawn as this SAE's */
-    char wsum[17] = "", wfile[4096];
+    /* --sae DIR holding an SAE: its weights (at its hook and width) find their analysis from any
+       directory, and keep an analysis of other weights under the same name from being drawn as
+       this SAE's. Report reads neither file otherwise: one it cannot read is not an error. */
+    store_rep_sae wsae = {"", "", 0};
+    char wfile[4096];
     struct stat wst;
-    const char *weights = NULL;
     if (!path_join(wfile, sizeof wfile, o->sae, "sae_weights.safetensors") &&
-        !stat(wfile, &wst) && S_ISREG(wst.st_mode)) {
-        if ((rc = sae_weights_checksum(o->sae, wsum))) goto out;
-        weights = wsum;
+        !stat(wfile, &wst) && S_ISREG(wst.st_mode) && sae_weights_checksum(o->sae, wsae.weights))
+        wsae.weights[0] = 0;
+    sae_config wcfg;
+    if (wsae.weights[0] && sae_load_config(o->sae, &wcfg) == OK) {
+        snprintf(wsae.hook, sizeof wsae.hook, "%s", wcfg.hook_name);
+        wsae.d_sae = wcfg.d_sae;
     }
     err_clear();
+    const store_rep_sae *weights = wsae.weights[0] ? &wsae : NULL;
     if ((rc = store_rep_dict_find(s, o->sae, weights, o->hook, o->split, &dict))) goto out;
     snprintf(res->dict_name, sizeof res->dict_name, "%s", dict.name);
     if ((rc = store_rep_features(s, dict.id, &fs, &nf))) goto out;

@@ -95,6 +95,9 @@ int sae_save(const sae_model *s, const char *dir);
  * (written as sparsity.safetensors "sparsity", may be NULL). */
 int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
                 const float *log10_density);
+/* DIR/cfg.json alone, read and checked as sae_load reads it (no weights; a BatchTopK SAE without
+ * a threshold tensor, which sae_load reads as TopK, stays BatchTopK here). */
+int sae_load_config(const char *dir, sae_config *out);
 /* Read DIR/sparsity.safetensors into *out [d_sae] (mem_alloc'd); ERR_NOTFOUND when absent. */
 int sae_load_sparsity(const char *dir, int d_sae, float **out);
 /* out = hex FNV-1a 64 of dir/sae_weights.safetensors (16 digits): what the registry records, so

@@ -448,6 +448,14 @@ static int fold_decoder_norms(sae_model *s, const char *wpath)
     return OK;
 }
 
+int sae_load_config(const char *dir, sae_config *out)
+{
+    char path[4096];
+    cfg_extra ex;
+    int rc = path_join(path, sizeof path, dir, "cfg.json");
+    return rc ? rc : read_cfg(path, out, &ex);
+}
+
 int sae_load(sae_model **out, const char *dir)
 {
     *out = NULL;

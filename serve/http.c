@@ -149,7 +149,7 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
         if (!rc) err_clear();
         if (res && stale[0])
             snprintf(res->stale, sizeof res->stale, "its analysis (dictionary %lld) was made from "
-                     "other weights (checksum %s; its sae_weights.safetensors now has %s)",
+                     "other weights (recorded: %s; its sae_weights.safetensors now: %s)",
                      (long long)named, stale, wsum);
         if (res) {
             res->test_dict = c->test_dict;

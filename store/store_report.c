@@ -172,38 +172,41 @@ static void dict_transcoder(store *s, store_rep_dict *d)
     sqlite3_finalize(st);
 }
 
-/* The SAE directory sae holds weights of checksum `weights`; *r is SQLITE_ROW when its name
- * found *out, SQLITE_DONE when not. The analysis of those weights wins: the name's when it
- * recorded them, else the most recent one that did (analyze ran from another directory, or the
- * name now holds other weights: the name's analysis would describe another SAE). A name's
- * analysis from before ana_dicts.weights (NULL) stays found by name; one of other weights, with
- * none of these, is refused. */
-static int by_weights(store *s, const char *sae, const char *weights, const char *hook,
-                      const char *split, store_rep_dict *out, int *r)
+/* The SAE directory sae holds w (its weights checksum, hook and width); *r is SQLITE_ROW when
+ * its name found *out, SQLITE_DONE when not. The analysis of those weights wins: the name's when
+ * it recorded them, or none (an analysis from before ana_dicts.weights, NULL: found by name as
+ * before); else the most recent one that recorded them at the SAE's hook and width (analyze ran
+ * from another directory, or the name now holds other weights: the name's analysis would
+ * describe another SAE); else a name's analysis of other weights is refused (*stale = 1). */
+static int by_weights(store *s, const char *sae, const store_rep_sae *w, const char *hook,
+                      const char *split, store_rep_dict *out, int *r, int *stale)
 {
     int has, rc = store_ana_has_weights(s, &has);
     if (rc || !has) return rc;
     sqlite3_stmt *st;
-    char then[32] = "";
-    int named_null = 0;
+    char then[17] = "";
     if (*r == SQLITE_ROW) {
         if ((rc = store_prepare(s, "SELECT weights FROM ana_dicts WHERE id = ?1", &st))) return rc;
         sqlite3_bind_int64(st, 1, out->id);
-        int q = sqlite3_step(st);
-        const char *w = q == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-        if (w) snprintf(then, sizeof then, "%s", w);
-        else named_null = q == SQLITE_ROW;
+        int q = sqlite3_step(st), null = q == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL;
+        const char *t = q == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+        /* a recorded value that is no checksum (a hostile file) is named as such, not cut */
+        size_t n = t ? strlen(t) : 0;
+        snprintf(then, sizeof then, "%s", n == 16 && strspn(t, "0123456789abcdef") == 16 ? t : "not a checksum");
         sqlite3_finalize(st);
         if (q != SQLITE_ROW && q != SQLITE_DONE) return store_sql_error(s, q, "reading ana_dicts");
-        if (!strcmp(then, weights)) return OK;
+        if (null || !strcmp(then, w->weights)) return OK;
     }
     if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'sae' AND weights "
                                "= ?1 AND (?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = "
-                               "?3) ORDER BY id DESC LIMIT 1", &st)))
+                               "?3) AND (?4 IS NULL OR hook_name = ?4) AND (?5 <= 0 OR d_sae = ?5) "
+                               "ORDER BY id DESC LIMIT 1", &st)))
         return rc;
-    sqlite3_bind_text(st, 1, weights, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, w->weights, -1, SQLITE_STATIC);
     if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
     if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
+    if (w->hook[0]) sqlite3_bind_text(st, 4, w->hook, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 5, w->d_sae);
     int q = sqlite3_step(st);
     store_rep_dict named = *out;
     if (q == SQLITE_ROW) read_dict(st, out);
@@ -213,19 +216,20 @@ static int by_weights(store *s, const char *sae, const char *weights, const char
         return OK;
     }
     if (q != SQLITE_DONE) return store_sql_error(s, q, "reading ana_dicts");
-    if (*r != SQLITE_ROW || named_null) return OK;
+    if (*r != SQLITE_ROW) return OK;
+    *stale = 1;
     return err_set(ERR_NOTFOUND, "%s: the analysis of '%s' (dict:%lld) was made from other weights "
-                   "than %s/sae_weights.safetensors holds now (checksum %s then, %s now): run "
+                   "than %s/sae_weights.safetensors holds now (recorded: %s; now: %s): run "
                    "'saelite analyze --db %s --sae %s' again, or give --sae dict:%lld for that "
                    "analysis as it is", store_path(s), named.name, (long long)named.id, sae, then,
-                   weights, store_path(s), sae, (long long)named.id);
+                   w->weights, store_path(s), sae, (long long)named.id);
 }
 
 /* by_number: sae may be a registry id or an analysis id ("dict:N" always the latter); 0 for a
  * registry row's directory, which is a name even when it is all digits (--out 2: read as an id
  * again, it recursed until the stack ran out, an audit) */
-static int dict_find(store *s, const char *sae, const char *weights, const char *hook,
-                     const char *split, store_rep_dict *out, int by_number)
+static int dict_find(store *s, const char *sae, const store_rep_sae *w, const char *hook,
+                     const char *split, store_rep_dict *out, int by_number, int *stale)
 {
     int rc = need_tables(s);
     if (rc == ERR_FORMAT) /* say which analysis was asked for, with the hint */
@@ -245,19 +249,36 @@ static int dict_find(store *s, const char *sae, const char *weights, const char 
         int has_reg;
         if ((rc = store_table_exists(s, "sae_registry", &has_reg))) return rc;
         sqlite3_stmt *rs;
+        /* the row's weights checksum (sae schema version 2) keeps an analysis of the directory's
+           earlier weights from being drawn as the registered SAE's (a review) */
+        store_rep_sae rw = {"", "", 0};
+        int64_t wcol = 0;
+        if (has_reg && (rc = store_query_i64(s, "SELECT count(*) FROM pragma_table_info('sae_registry') "
+                                                "WHERE name = 'weights'", &wcol)))
+            return rc;
         if (has_reg) { /* without a registry the number is an analysis id */
-            if ((rc = store_prepare(s, "SELECT dir FROM sae_registry WHERE id = ?1", &rs))) return rc;
+            if ((rc = store_prepare(s, wcol ? "SELECT dir, weights, hook_name, d_sae FROM sae_registry "
+                                              "WHERE id = ?1"
+                                            : "SELECT dir, NULL, hook_name, d_sae FROM sae_registry "
+                                              "WHERE id = ?1", &rs)))
+                return rc;
             sqlite3_bind_int64(rs, 1, id);
             int r = sqlite3_step(rs);
-            if (r == SQLITE_ROW && sqlite3_column_text(rs, 0))
+            if (r == SQLITE_ROW && sqlite3_column_text(rs, 0)) {
                 snprintf(regdir, sizeof regdir, "%s", (const char *)sqlite3_column_text(rs, 0));
-            else if (r != SQLITE_ROW && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading sae_registry");
+                const char *t = (const char *)sqlite3_column_text(rs, 1);
+                const char *h = (const char *)sqlite3_column_text(rs, 2);
+                if (t && strlen(t) == 16) snprintf(rw.weights, sizeof rw.weights, "%s", t);
+                if (h) snprintf(rw.hook, sizeof rw.hook, "%s", h);
+                int64_t d = sqlite3_column_int64(rs, 3);
+                rw.d_sae = d > 0 && d <= INT32_MAX ? (int)d : 0;
+            } else if (r != SQLITE_ROW && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading sae_registry");
             sqlite3_finalize(rs);
             if (rc) return rc;
         }
         if (regdir[0]) {
-            int r2 = dict_find(s, regdir, NULL, hook, split, out, 0);
-            if (r2 == ERR_NOTFOUND)
+            int st2 = 0, r2 = dict_find(s, regdir, rw.weights[0] ? &rw : NULL, hook, split, out, 0, &st2);
+            if (r2 == ERR_NOTFOUND && !st2)
                 return err_set(ERR_NOTFOUND, "%s: registry id %lld is the SAE in %s, which has no "
                                "analysis%s%s%s%s here; run 'saelite analyze --db %s --sae %s' first "
                                "(an analysis id is dict:N)",
@@ -321,8 +342,8 @@ static int dict_find(store *s, const char *sae, const char *weights, const char 
             sqlite3_finalize(st);
         }
     }
-    if (weights && !numeric && !neurons && (r == SQLITE_ROW || r == SQLITE_DONE) &&
-        (rc = by_weights(s, sae, weights, hook, split, out, &r)))
+    if (w && w->weights[0] && !numeric && !neurons && (r == SQLITE_ROW || r == SQLITE_DONE) &&
+        (rc = by_weights(s, sae, w, hook, split, out, &r, stale)))
         return rc;
     if (r == SQLITE_ROW) {
         dict_transcoder(s, out);
@@ -346,10 +367,11 @@ static int dict_find(store *s, const char *sae, const char *weights, const char 
                    split ? split : "", list, hint);
 }
 
-int store_rep_dict_find(store *s, const char *sae, const char *weights, const char *hook,
+int store_rep_dict_find(store *s, const char *sae, const store_rep_sae *w, const char *hook,
                         const char *split, store_rep_dict *out)
 {
-    return dict_find(s, sae, weights, hook, split, out, 1);
+    int stale = 0;
+    return dict_find(s, sae, w, hook, split, out, 1, &stale);
 }
 
 int store_rep_dict_neurons_for(store *s, const store_rep_dict *d, store_rep_dict *out)

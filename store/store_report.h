@@ -27,14 +27,23 @@ typedef struct {
     char transcoder[24], hook_out[128];
 } store_rep_dict;
 
+/* The SAE in the directory report's --sae names, as far as report reads it: the checksum of its
+ * sae_weights.safetensors (sae_weights_checksum; "" when unknown) and its cfg.json's hook ("":
+ * none) and width (0: unknown). */
+typedef struct {
+    char weights[17];
+    char hook[128];
+    int d_sae;
+} store_rep_sae;
+
 /* Finds the analysed dictionary for `sae`: an SAE registry id ("3", else the analysis id
  * ana_dicts.id that analyze prints as "dict id N"), a name or directory as stored in
  * ana_dicts.name, or "neurons" / "neurons@HOOK" for the neuron basis. hook and split may be
- * NULL (any); among several matches the most recent analysis wins. weights (NULL: not known):
- * the checksum of the directory sae's sae_weights.safetensors (sae_weights_checksum); with it
- * the analysis recorded with those weights is found under any name, and a name's analysis of
- * other weights is refused (ERR_NOTFOUND, saying so). */
-int store_rep_dict_find(store *s, const char *sae, const char *weights, const char *hook,
+ * NULL (any); among several matches the most recent analysis wins. w (NULL: not a directory
+ * holding an SAE): with it the analysis recorded with those weights at that hook and width is
+ * found under any name, and a name's analysis of other weights is refused (ERR_NOTFOUND, saying
+ * so); a registry id is checked the same way against the registry row's weights. */
+int store_rep_dict_find(store *s, const char *sae, const store_rep_sae *w, const char *hook,
                         const char *split, store_rep_dict *out);
 /* The neuron-basis dictionary analysed at the same hook and split as d, or ERR_NOTFOUND. */
 int store_rep_dict_neurons_for(store *s, const store_rep_dict *d, store_rep_dict *out);

@@ -551,9 +551,11 @@ int store_srv_dict_by_weights(store_srv *s, const char *weights, const char *hoo
         if (r == SQLITE_OK) {
             sqlite3_bind_int64(st, 1, named);
             int q = sqlite3_step(st);
+            then_null = q == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL;
             const char *w = q == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-            if (w) snprintf(then, sizeof then, "%s", w);
-            then_null = q == SQLITE_ROW && !w;
+            /* a recorded value that is no checksum (a hostile file) is named as such, not cut */
+            size_t n = w ? strlen(w) : 0;
+            snprintf(then, sizeof then, "%s", n == 16 && strspn(w, "0123456789abcdef") == 16 ? w : "not a checksum");
             if (q != SQLITE_ROW && q != SQLITE_DONE) r = q;
         }
         sqlite3_finalize(st);

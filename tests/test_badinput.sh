@@ -925,16 +925,34 @@ check "report from another directory finds the analysis by the SAE's weights" "(
 cp "$W/sae8/cfg.json" "$W/$R/away/sae8/"
 check "report from another directory, no weights there: the refusal names dict:N of 'sae8'" "(cd \"\$W/$R\" && \"\$BIN\" report --db \"\$W/ex.db\" --sae away/sae8 --out away/rep2 --features 1) > /dev/null 2> \"\$W/away.err\"; [ \$? -eq 1 ] && grep -q \"(dict:[0-9]* '[./]*sae8/*' ends this directory's path: if analyze ran on it from another directory, give --sae dict:[0-9]* or run from there)\" \"\$W/away.err\" || { cat \"\$W/away.err\"; false; }"
 # an SAE retrained in place: its analysis describes other weights (report drew it as the new
-# SAE's, exit 0); dict:N still names that analysis as it is
-setup sae-train --db ex.db --hook $H --out $R/sae_rt --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16
+# SAE's, exit 0); dict:N still names that analysis as it is. Seeds of their own: sae_ex and 2
+# below train with the same flags, and bit-identical weights are the same SAE to report
+setup sae-train --db ex.db --hook $H --out $R/sae_rt --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --seed 3
 setup analyze --db ex.db --sae $R/sae_rt --no-model --all
 setup report --db ex.db --sae $R/sae_rt --out $R/rep_rt --features 1 --no-global
 setup sae-train --db ex.db --hook $H --out $R/sae_rt --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --seed 7 --force
 LAST=""
-bad "report: an SAE retrained since its analysis (drew the old analysis)" "the analysis of '$R/sae_rt' \\(dict:[0-9]+\\) was made from other weights than $R/sae_rt/sae_weights.safetensors holds now \\(checksum [0-9a-f]{16} then, [0-9a-f]{16} now\\): run 'saelite analyze --db ex.db --sae $R/sae_rt' again, or give --sae dict:[0-9]+ for that analysis as it is" report --db ex.db --sae $R/sae_rt --out $R/rep_rt2 --features 1
+bad "report: an SAE retrained since its analysis (drew the old analysis)" "the analysis of '$R/sae_rt' \\(dict:[0-9]+\\) was made from other weights than $R/sae_rt/sae_weights.safetensors holds now \\(recorded: [0-9a-f]{16}; now: [0-9a-f]{16}\\): run 'saelite analyze --db ex.db --sae $R/sae_rt' again, or give --sae dict:[0-9]+ for that analysis as it is" report --db ex.db --sae $R/sae_rt --out $R/rep_rt2 --features 1
 check "  ... nothing written" "absent $R/rep_rt2"
 rtd=$(sqlite3 "$W/ex.db" "SELECT id FROM ana_dicts WHERE name = '$R/sae_rt'")
 check "  ... dict:N draws that analysis" "[ -n \"$rtd\" ] && (cd \"\$W\" && \"\$BIN\" report --db ex.db --sae dict:$rtd --out $R/rep_rt3 --features 1 --no-global) > /dev/null 2>&1"
+# ... and its registry id, checked against the registry row's weights (drew it, a review)
+rtr=$(sqlite3 "$W/ex.db" "SELECT id FROM sae_registry WHERE dir = '$R/sae_rt'")
+LAST=""
+bad "report: the registry id of an SAE retrained since its analysis (drew it)" "the analysis of '$R/sae_rt' \\(dict:[0-9]+\\) was made from other weights" report --db ex.db --sae "$rtr" --out $R/rep_rt4 --features 1
+# the same weights with another hook or width in cfg.json are another SAE: not found by weights
+# (drew sae8's analysis, a review); a plain copy is found
+cp -r "$W/sae8" "$W/$R/sae8_copy"; cp -r "$W/sae8" "$W/$R/sae8_pre"
+sed -i 's/hook_resid_post/hook_resid_pre/' "$W/$R/sae8_pre/cfg.json"
+check "report: a copy of an analysed SAE finds its analysis" "(cd \"\$W\" && \"\$BIN\" report --db ex.db --sae $R/sae8_copy --out $R/rep_copy --features 1 --no-global) 2>&1 | grep -q \"of '[./]*sae8/*'\""
+LAST=""
+bad "report: the same weights under another hook are not that analysis" "no analysis of SAE '$R/sae8_pre'" report --db ex.db --sae $R/sae8_pre --out $R/rep_pre --features 1
+# an analysis from before ana_dicts.weights (NULL) stays the one its name finds, before a newer
+# analysis of the same weights under another name (a review)
+cp "$W/ex.db" "$W/$R/nul.db"
+setup analyze --db $R/nul.db --sae $R/sae8_copy --no-model --all
+sqlite3 "$W/$R/nul.db" "UPDATE ana_dicts SET weights = NULL WHERE name IN ('sae8', './sae8/', '$W/sae8')"
+check "report: a name's analysis without weights is still its own" "(cd \"\$W\" && \"\$BIN\" report --db $R/nul.db --sae sae8 --out $R/rep_nul --features 1 --no-global) 2>&1 | grep -q \"of '[./]*sae8/*'\""
 # the most recent analysis of a directory, whichever spelling made it: an exact match of an
 # older one won (an audit: report --sae sae8 drew the older analysis)
 setup analyze --db ex.db --sae "$W/sae8" --no-model --all --keep-bos

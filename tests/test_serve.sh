@@ -821,7 +821,7 @@ for s in sae_link sae_copy sae_other stale; do
         okn "... and a warning naming the analysed one ($(cat "$W/serve5.err"))" grep -q "^serve: warning: the SAE .*sae_other has no analysis in this database (analysed: $W/sae (dictionary 1))" "$W/serve5.err"
     else
         okn "--sae whose analysis recorded other weights: test_dict -1" test "$(js "j['test_dict']")" = -1
-        okn "... and a warning saying so ($(cat "$W/serve5.err"))" grep -q "^serve: warning: the SAE $W/sae: its analysis (dictionary 1) was made from other weights (checksum 0123456789abcdef; its sae_weights.safetensors now has [0-9a-f]\{16\}): test your text runs, but no live activations, steering or feature links until 'saelite analyze' runs on it again" "$W/serve5.err"
+        okn "... and a warning saying so ($(cat "$W/serve5.err"))" grep -q "^serve: warning: the SAE $W/sae: its analysis (dictionary 1) was made from other weights (recorded: 0123456789abcdef; its sae_weights.safetensors now: [0-9a-f]\{16\}): test your text runs, but no live activations, steering or feature links until 'saelite analyze' runs on it again" "$W/serve5.err"
     fi
     kill -INT $SPID; wait $SPID; SPID=""
 done
