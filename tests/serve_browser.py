@@ -10,7 +10,7 @@ prompt "The big cat", add 40, 12 tokens, seed 7).
 Prints "ok NAME" / "FAIL NAME: why" lines and "serve_browser: N passed, N failed"; screenshots go
 to OUTDIR. Standard library only: a minimal WebSocket client (RFC 6455, text frames) is below.
 """
-import base64, http.client, json, os, re, socket, struct, subprocess, sys, tempfile, time
+import base64, http.client, json, os, re, shutil, socket, struct, subprocess, sys, tempfile, time
 
 chromium, base, outdir, expect = sys.argv[1], sys.argv[2].rstrip('/'), sys.argv[3], json.loads(sys.argv[4])
 passed = failed = 0
@@ -301,6 +301,12 @@ except Exception as e:  # a broken page or browser is a failure, not a crash of 
 finally:
     proc.kill()
     proc.wait()
-    subprocess.run(['rm', '-rf', prof])
+    # Chromium's helper processes may still write into the profile for a moment after the
+    # browser is killed (under load, 'rm: Directory not empty' and a profile left in /tmp)
+    for _ in range(50):
+        shutil.rmtree(prof, ignore_errors=True)
+        if not os.path.exists(prof):
+            break
+        time.sleep(0.1)
 print(f'serve_browser: {passed} passed, {failed} failed')
 sys.exit(1 if failed else 0)
