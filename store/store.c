@@ -1805,6 +1805,50 @@ int store_orphan_sequences(store *s, int64_t *n)
                               "(SELECT id FROM documents)", n);
 }
 
+int store_column_exists(store *s, const char *table, const char *col, int *yes)
+{
+    *yes = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, col, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    *yes = r == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+    if (r != SQLITE_ROW) rc = store_sql_error(s, r, "reading the schema");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_add_column(store *s, const char *table, const char *col, const char *decl)
+{
+    int tab = 0, has = 1;
+    if (store_readonly(s)) return OK;
+    int rc = store_table_exists(s, table, &tab);
+    if (!rc && tab) rc = store_column_exists(s, table, col, &has);
+    if (rc || !tab || has) return rc;
+    char sql[256];
+    if (snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s %s", table, col, decl) >= (int)sizeof sql)
+        return err_set(ERR_ARG, "store_add_column: names too long");
+    return store_exec(s, sql);
+}
+
+int store_schema_part_verify_without(store *s, const char *part, int version, const char *sql,
+                                     const char *table, const char *col)
+{
+    char drop[256];
+    if (snprintf(drop, sizeof drop, ";\nALTER TABLE %s DROP COLUMN %s;", table, col) >= (int)sizeof drop)
+        return err_set(ERR_ARG, "store_schema_part_verify_without: names too long");
+    size_t n = strlen(sql), d = strlen(drop);
+    char *old = mem_alloc(n + d + 1);
+    if (!old) return err_set(ERR_NOMEM, "out of memory");
+    memcpy(old, sql, n);
+    memcpy(old + n, drop, d + 1);
+    int rc = store_schema_part_verify(s, part, version, old);
+    mem_free(old);
+    return rc;
+}
+
 int store_table_exists(store *s, const char *table, int *yes)
 {
     *yes = 0;

@@ -14,41 +14,18 @@
 
 int store_ana_init(store *s)
 {
-    /* version 3 -> 4: the column CREATE TABLE IF NOT EXISTS cannot add to an existing table */
-    int64_t ntab = 0, ncol = 1;
-    int rc = store_readonly(s) ? OK
-             : store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                                  "name = 'ana_dicts'", &ntab);
-    if (!rc && ntab > 0)
-        rc = store_query_i64(s, "SELECT count(*) FROM pragma_table_info('ana_dicts') WHERE name = "
-                                "'weights'", &ncol);
-    if (!rc && !ncol) rc = store_exec(s, "ALTER TABLE ana_dicts ADD COLUMN weights TEXT");
+    /* version 3 -> 4 */
+    int rc = store_add_column(s, "ana_dicts", "weights", "TEXT");
     return rc ? rc : store_schema_part(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
 }
 
 int store_ana_verify(store *s)
 {
     int rc = store_schema_part_verify(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
-    if (rc) return rc;
-    /* a version 3 database (before ana_dicts.weights) is checked as it was made: today's tables
-       without the column, so a damaged or hostile one is refused at open as before */
-    static const char drop[] = ";\nALTER TABLE ana_dicts DROP COLUMN weights;";
-    char *v3 = mem_alloc(sizeof schema_analysis_sql + sizeof drop);
-    if (!v3) return err_set(ERR_NOMEM, "out of memory");
-    memcpy(v3, schema_analysis_sql, strlen(schema_analysis_sql));
-    memcpy(v3 + strlen(schema_analysis_sql), drop, sizeof drop);
-    rc = store_schema_part_verify(s, "analysis", 3, v3);
-    mem_free(v3);
-    return rc;
-}
-
-int store_ana_has_weights(store *s, int *has)
-{
-    int64_t n = 0;
-    int rc = store_query_i64(s, "SELECT count(*) FROM pragma_table_info('ana_dicts') WHERE name = "
-                                "'weights'", &n);
-    *has = n > 0;
-    return rc;
+    /* a version 3 database (before ana_dicts.weights) is checked as it was made, so a damaged
+       or hostile one is refused at open as before */
+    return rc ? rc : store_schema_part_verify_without(s, "analysis", 3, schema_analysis_sql,
+                                                      "ana_dicts", "weights");
 }
 
 enum { Q_METRIC, Q_FEATURE, Q_HIST, Q_ACT, Q_LOGIT, Q_GEOM, Q_DEC, Q_POS, Q_VOCAB, Q_EFFECT,

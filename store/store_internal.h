@@ -35,6 +35,16 @@ int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
 const char *store_lock_hint(sqlite3 *db, int rc);
 /* *yes: whether the database has a table of that name (an extension part may be absent). */
 int store_table_exists(store *s, const char *table, int *yes);
+/* *yes = 1 when table has the column col (0 too when there is no such table). */
+int store_column_exists(store *s, const char *table, const char *col, int *yes);
+/* A column a later version of a schema part added, which CREATE TABLE IF NOT EXISTS cannot add
+ * to a table made before: ALTER TABLE table ADD COLUMN col decl, when the table exists without
+ * it and the store is writable; else nothing. */
+int store_add_column(store *s, const char *table, const char *col, const char *decl);
+/* store_schema_part_verify of a part recorded at an older version, made by today's sql less the
+ * column col of table (added since): an older database is checked as it was made. */
+int store_schema_part_verify_without(store *s, const char *part, int version, const char *sql,
+                                     const char *table, const char *col);
 /* Runs a prepared statement that yields at most one row with one integer; *v = 0 when no row. */
 int store_query_i64(store *s, const char *sql, int64_t *v);
 int store_readonly(const store *s);
@@ -47,8 +57,6 @@ int store_same_dir(const char *a, const char *b);
 int store_schema_part_verify(store *s, const char *part, int version, const char *sql);
 int store_sae_verify(store *s);
 int store_ana_verify(store *s);
-/* *has = 1 when ana_dicts has the weights column (analysis version 4), 0 when not (or no table). */
-int store_ana_has_weights(store *s, int *has);
 int store_graph_verify(store *s);
 int store_eval_verify(store *s);
 int store_sweep_verify(store *s);

@@ -181,7 +181,7 @@ static void dict_transcoder(store *s, store_rep_dict *d)
 static int by_weights(store *s, const char *sae, const store_rep_sae *w, const char *hook,
                       const char *split, store_rep_dict *out, int *r, int *stale)
 {
-    int has, rc = store_ana_has_weights(s, &has);
+    int has, rc = store_column_exists(s, "ana_dicts", "weights", &has);
     if (rc || !has) return rc;
     sqlite3_stmt *st;
     char then[17] = "";
@@ -252,10 +252,8 @@ static int dict_find(store *s, const char *sae, const store_rep_sae *w, const ch
         /* the row's weights checksum (sae schema version 2) keeps an analysis of the directory's
            earlier weights from being drawn as the registered SAE's (a review) */
         store_rep_sae rw = {"", "", 0};
-        int64_t wcol = 0;
-        if (has_reg && (rc = store_query_i64(s, "SELECT count(*) FROM pragma_table_info('sae_registry') "
-                                                "WHERE name = 'weights'", &wcol)))
-            return rc;
+        int wcol = 0;
+        if (has_reg && (rc = store_column_exists(s, "sae_registry", "weights", &wcol))) return rc;
         if (has_reg) { /* without a registry the number is an analysis id */
             if ((rc = store_prepare(s, wcol ? "SELECT dir, weights, hook_name, d_sae FROM sae_registry "
                                               "WHERE id = ?1"

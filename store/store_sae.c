@@ -13,41 +13,19 @@
 
 #include "schema_sae_sql.h" /* generated from store/schema_sae.sql */
 
-/* 1 when sae_registry has the weights column (version 2), 0 when not (version 1, or no table). */
-static int has_weights_col(store *s, int *has)
-{
-    int64_t n = 0;
-    int rc = store_query_i64(s, "SELECT count(*) FROM pragma_table_info('sae_registry') WHERE name "
-                                "= 'weights'", &n);
-    *has = n > 0;
-    return rc;
-}
-
 int store_sae_init(store *s)
 {
-    /* version 1 -> 2: the column CREATE TABLE IF NOT EXISTS cannot add to an existing table */
-    int64_t ntab = 0;
-    int has = 1, rc = store_readonly(s) ? OK
-                      : store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'table' "
-                                           "AND name = 'sae_registry'", &ntab);
-    if (!rc && ntab > 0) rc = has_weights_col(s, &has);
-    if (!rc && !has) rc = store_exec(s, "ALTER TABLE sae_registry ADD COLUMN weights TEXT");
+    /* version 1 -> 2 */
+    int rc = store_add_column(s, "sae_registry", "weights", "TEXT");
     return rc ? rc : store_schema_part(s, "sae", STORE_SAE_VERSION, schema_sae_sql);
 }
 int store_sae_verify(store *s)
 {
     int rc = store_schema_part_verify(s, "sae", STORE_SAE_VERSION, schema_sae_sql);
-    if (rc) return rc;
-    /* a version 1 registry (before weights) is checked as it was made: today's tables without
-       the column, so a damaged or hostile one is refused at open as before the upgrade */
-    static const char drop[] = ";\nALTER TABLE sae_registry DROP COLUMN weights;";
-    char *v1 = mem_alloc(sizeof schema_sae_sql + sizeof drop);
-    if (!v1) return err_set(ERR_NOMEM, "out of memory");
-    memcpy(v1, schema_sae_sql, strlen(schema_sae_sql));
-    memcpy(v1 + strlen(schema_sae_sql), drop, sizeof drop);
-    rc = store_schema_part_verify(s, "sae", 1, v1);
-    mem_free(v1);
-    return rc;
+    /* a version 1 registry (before weights) is checked as it was made, so a damaged or hostile
+       one is refused at open as before the upgrade */
+    return rc ? rc : store_schema_part_verify_without(s, "sae", 1, schema_sae_sql, "sae_registry",
+                                                      "weights");
 }
 
 static int step_done(store *s, sqlite3_stmt *st, const char *what)
@@ -155,7 +133,7 @@ int store_sae_get(store *s, int64_t id, const char *dir, store_sae_entry *out)
                        store_path(s));
     sqlite3_stmt *st;
     int has = 0; /* a version 1 registry read without an upgrade has no weights column */
-    if ((rc = has_weights_col(s, &has))) return rc;
+    if ((rc = store_column_exists(s, "sae_registry", "weights", &has))) return rc;
     /* by directory: every row, newest first, since the same directory can be spelt many ways
        and only the filesystem can tell (file_same) */
     char sql[320];
