@@ -63,8 +63,17 @@ report() {
     echo "$line  (${secs}s)"
     pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
 }
+# wait -n -p (which job ended) is bash 5.1's: an older bash runs the tests one by one
+if [ "${BASH_VERSINFO[0]}" -lt 5 ] || { [ "${BASH_VERSINFO[0]}" -eq 5 ] && [ "${BASH_VERSINFO[1]}" -lt 1 ]; }; then
+    jobs=1
+fi
 declare -A running=()   # pid -> index into order
 i=0; n=${#order[@]}
+while [ "$jobs" -eq 1 ] && [ "$i" -lt "$n" ]; do
+    run_one "$i" "${order[$i]}"
+    report "$i" "${order[$i]}"
+    i=$((i + 1))
+done
 while [ "$i" -lt "$n" ] || [ "${#running[@]}" -gt 0 ]; do
     if [ "$i" -lt "$n" ] && [ "${#running[@]}" -lt "$jobs" ]; then
         run_one "$i" "${order[$i]}" &
