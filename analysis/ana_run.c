@@ -1732,7 +1732,7 @@ static int same_inputs(const ana_run_opts *o, shared *sh, const dict *sd, int ph
         f.d_sae = sd->d_sae;
         f.width = sh->hook.width;
         f.n_tokens = sh->hook.n_tokens;
-        if (sd->sae) rc = sae_weights_checksum(sd->name, f.sae_sum);
+        memcpy(f.sae_sum, sd->weights, sizeof f.sae_sum); /* open_sae took it ("" for neurons) */
         return dist_same(rc, &f, sizeof f, "the SAE (its shape or weights) or the stored hook");
     }
     const char *cs;

@@ -28,6 +28,57 @@ int store_ana_verify(store *s)
                                                       "ana_dicts", "weights");
 }
 
+int store_ana_by_weights(sqlite3 *db, const char *path, const store_ana_want *w, int64_t named,
+                         int64_t *id, char stale[17])
+{
+    *id = named;
+    stale[0] = 0;
+    sqlite3_stmt *st = NULL;
+    int r = sqlite3_prepare_v2(db, "SELECT count(*) FROM pragma_table_info('ana_dicts') WHERE name = "
+                                   "'weights'", -1, &st, NULL);
+    int has = r == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0;
+    sqlite3_finalize(st);
+    char then[17] = "";
+    int keep = r != SQLITE_OK || !has;
+    if (!keep && named >= 0) {
+        r = sqlite3_prepare_v2(db, "SELECT weights FROM ana_dicts WHERE id = ?1", -1, &st, NULL);
+        if (r == SQLITE_OK) {
+            sqlite3_bind_int64(st, 1, named);
+            int q = sqlite3_step(st);
+            const char *t = q == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+            /* a recorded value that is no checksum (a hostile file) is named as such, not cut */
+            size_t n = t ? strlen(t) : 0;
+            snprintf(then, sizeof then, "%s", n == 16 && strspn(t, "0123456789abcdef") == 16 ? t : "not a checksum");
+            keep = (q == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL) || !strcmp(then, w->weights);
+            if (q != SQLITE_ROW && q != SQLITE_DONE) r = q;
+        }
+        sqlite3_finalize(st);
+    }
+    if (r == SQLITE_OK && !keep) {
+        r = sqlite3_prepare_v2(db, "SELECT id FROM ana_dicts WHERE kind = 'sae' AND weights = ?1 AND "
+                                   "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3) AND "
+                                   "(?4 IS NULL OR hook_name = ?4) AND (?5 <= 0 OR d_sae = ?5) ORDER BY "
+                                   "id DESC LIMIT 1", -1, &st, NULL);
+        if (r == SQLITE_OK) {
+            sqlite3_bind_text(st, 1, w->weights, -1, SQLITE_STATIC);
+            if (w->hook) sqlite3_bind_text(st, 2, w->hook, -1, SQLITE_STATIC);
+            if (w->split) sqlite3_bind_text(st, 3, w->split, -1, SQLITE_STATIC);
+            if (w->sae_hook) sqlite3_bind_text(st, 4, w->sae_hook, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(st, 5, w->d_sae);
+            int q = sqlite3_step(st);
+            if (q == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
+            else if (q == SQLITE_DONE) {
+                *id = -1;
+                if (named >= 0) memcpy(stale, then, sizeof then);
+            } else r = q;
+        }
+        sqlite3_finalize(st);
+    }
+    if (r == SQLITE_OK) return OK;
+    return err_set((r & 0xff) == SQLITE_NOMEM ? ERR_NOMEM : ERR_SQL, "%s: reading ana_dicts: %s%s",
+                   path, sqlite3_errmsg(db), store_lock_hint(db, r));
+}
+
 enum { Q_METRIC, Q_FEATURE, Q_HIST, Q_ACT, Q_LOGIT, Q_GEOM, Q_DEC, Q_POS, Q_VOCAB, Q_EFFECT,
        Q_EFFECT_LOGIT, Q__N };
 

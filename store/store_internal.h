@@ -57,6 +57,21 @@ int store_same_dir(const char *a, const char *b);
 int store_schema_part_verify(store *s, const char *part, int version, const char *sql);
 int store_sae_verify(store *s);
 int store_ana_verify(store *s);
+/* Which analysis is that of an SAE, by its weights (ana_dicts.weights): weights, the checksum of
+ * its sae_weights.safetensors; sae_hook and d_sae, its cfg.json's hook and width (NULL, 0: any);
+ * hook and split, the caller's own filters (NULL: any). */
+typedef struct {
+    const char *weights, *sae_hook, *hook, *split;
+    int64_t d_sae;
+} store_ana_want;
+/* Given named, the analysis found by the SAE's name or path (-1: none), *id is: named when it
+ * recorded these weights or none (NULL: from before the column); else the newest kind 'sae'
+ * analysis that recorded them within the filters; else -1, and stale[] the value named recorded
+ * ("not a checksum" for a value that is none; stale "" when there was no named). Without the
+ * column (analysis version 3) *id = named. db is a connection to the store at path (report's, or
+ * one of serve's, which the caller holds). */
+int store_ana_by_weights(sqlite3 *db, const char *path, const store_ana_want *w, int64_t named,
+                         int64_t *id, char stale[17]);
 int store_graph_verify(store *s);
 int store_eval_verify(store *s);
 int store_sweep_verify(store *s);

@@ -172,57 +172,36 @@ static void dict_transcoder(store *s, store_rep_dict *d)
     sqlite3_finalize(st);
 }
 
-/* The SAE directory sae holds w (its weights checksum, hook and width); *r is SQLITE_ROW when
- * its name found *out, SQLITE_DONE when not. The analysis of those weights wins: the name's when
- * it recorded them, or none (an analysis from before ana_dicts.weights, NULL: found by name as
- * before); else the most recent one that recorded them at the SAE's hook and width (analyze ran
- * from another directory, or the name now holds other weights: the name's analysis would
- * describe another SAE); else a name's analysis of other weights is refused (*stale = 1). */
+/* The SAE directory sae holds w; *r is SQLITE_ROW when its name found *out, SQLITE_DONE when
+ * not. The analysis of those weights wins (store_ana_by_weights); a name's analysis of other
+ * weights, with none of them, is refused (*stale = 1). */
 static int by_weights(store *s, const char *sae, const store_rep_sae *w, const char *hook,
                       const char *split, store_rep_dict *out, int *r, int *stale)
 {
-    int has, rc = store_column_exists(s, "ana_dicts", "weights", &has);
-    if (rc || !has) return rc;
-    sqlite3_stmt *st;
-    char then[17] = "";
-    if (*r == SQLITE_ROW) {
-        if ((rc = store_prepare(s, "SELECT weights FROM ana_dicts WHERE id = ?1", &st))) return rc;
-        sqlite3_bind_int64(st, 1, out->id);
-        int q = sqlite3_step(st), null = q == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL;
-        const char *t = q == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-        /* a recorded value that is no checksum (a hostile file) is named as such, not cut */
-        size_t n = t ? strlen(t) : 0;
-        snprintf(then, sizeof then, "%s", n == 16 && strspn(t, "0123456789abcdef") == 16 ? t : "not a checksum");
-        sqlite3_finalize(st);
-        if (q != SQLITE_ROW && q != SQLITE_DONE) return store_sql_error(s, q, "reading ana_dicts");
-        if (null || !strcmp(then, w->weights)) return OK;
+    store_ana_want want = {.weights = w->weights, .sae_hook = w->hook[0] ? w->hook : NULL,
+                           .hook = hook, .split = split, .d_sae = w->d_sae};
+    int64_t named = *r == SQLITE_ROW ? out->id : -1, id;
+    char then[17];
+    int rc = store_ana_by_weights(store_db(s), store_path(s), &want, named, &id, then);
+    if (rc) return rc;
+    if (then[0]) {
+        *stale = 1;
+        return err_set(ERR_NOTFOUND, "%s: the analysis of '%s' (dict:%lld) was made from other "
+                       "weights than %s/sae_weights.safetensors holds now (recorded: %s; now: %s): "
+                       "run 'saelite analyze --db %s --sae %s' again, or give --sae dict:%lld for "
+                       "that analysis as it is", store_path(s), out->name, (long long)named, sae,
+                       then, w->weights, store_path(s), sae, (long long)named);
     }
-    if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'sae' AND weights "
-                               "= ?1 AND (?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = "
-                               "?3) AND (?4 IS NULL OR hook_name = ?4) AND (?5 <= 0 OR d_sae = ?5) "
-                               "ORDER BY id DESC LIMIT 1", &st)))
-        return rc;
-    sqlite3_bind_text(st, 1, w->weights, -1, SQLITE_STATIC);
-    if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
-    if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
-    if (w->hook[0]) sqlite3_bind_text(st, 4, w->hook, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 5, w->d_sae);
+    if (id < 0 || id == named) return OK;
+    sqlite3_stmt *st;
+    if ((rc = store_prepare(s, "SELECT " DICT_COLS " FROM ana_dicts WHERE id = ?1", &st))) return rc;
+    sqlite3_bind_int64(st, 1, id);
     int q = sqlite3_step(st);
-    store_rep_dict named = *out;
     if (q == SQLITE_ROW) read_dict(st, out);
     sqlite3_finalize(st);
-    if (q == SQLITE_ROW) {
-        *r = SQLITE_ROW;
-        return OK;
-    }
-    if (q != SQLITE_DONE) return store_sql_error(s, q, "reading ana_dicts");
-    if (*r != SQLITE_ROW) return OK;
-    *stale = 1;
-    return err_set(ERR_NOTFOUND, "%s: the analysis of '%s' (dict:%lld) was made from other weights "
-                   "than %s/sae_weights.safetensors holds now (recorded: %s; now: %s): run "
-                   "'saelite analyze --db %s --sae %s' again, or give --sae dict:%lld for that "
-                   "analysis as it is", store_path(s), named.name, (long long)named.id, sae, then,
-                   w->weights, store_path(s), sae, (long long)named.id);
+    if (q != SQLITE_ROW) return store_sql_error(s, q == SQLITE_DONE ? SQLITE_CORRUPT : q, "reading ana_dicts");
+    *r = SQLITE_ROW;
+    return OK;
 }
 
 /* by_number: sae may be a registry id or an analysis id ("dict:N" always the latter); 0 for a

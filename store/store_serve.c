@@ -534,50 +534,10 @@ int store_srv_fts5(const store_srv *s) { return s->fts5; }
 int store_srv_dict_by_weights(store_srv *s, const char *weights, const char *hook, int64_t d_sae,
                               int64_t named, int64_t *id, char stale[17])
 {
-    *id = named;
-    stale[0] = 0;
     srv_conn *c = &s->c[0];
+    store_ana_want w = {.weights = weights, .sae_hook = hook, .d_sae = d_sae};
     pthread_mutex_lock(&c->mu);
-    sqlite3_stmt *st = NULL;
-    /* ad hoc, not among the statements prepared at open: a version 3 database has no column */
-    int r = sqlite3_prepare_v2(c->db, "SELECT count(*) FROM pragma_table_info('ana_dicts') WHERE "
-                                      "name = 'weights'", -1, &st, NULL);
-    int has = r == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0;
-    sqlite3_finalize(st);
-    char then[32] = "";
-    int then_null = 0;
-    if (r == SQLITE_OK && has && named >= 0) {
-        r = sqlite3_prepare_v2(c->db, "SELECT weights FROM ana_dicts WHERE id = ?1", -1, &st, NULL);
-        if (r == SQLITE_OK) {
-            sqlite3_bind_int64(st, 1, named);
-            int q = sqlite3_step(st);
-            then_null = q == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_NULL;
-            const char *w = q == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-            /* a recorded value that is no checksum (a hostile file) is named as such, not cut */
-            size_t n = w ? strlen(w) : 0;
-            snprintf(then, sizeof then, "%s", n == 16 && strspn(w, "0123456789abcdef") == 16 ? w : "not a checksum");
-            if (q != SQLITE_ROW && q != SQLITE_DONE) r = q;
-        }
-        sqlite3_finalize(st);
-    }
-    if (r == SQLITE_OK && has && !then_null && (named < 0 || strcmp(then, weights))) {
-        r = sqlite3_prepare_v2(c->db, "SELECT id FROM ana_dicts WHERE kind = 'sae' AND weights = ?1 "
-                                      "AND (?2 IS NULL OR hook_name = ?2) AND (?3 <= 0 OR d_sae = "
-                                      "?3) ORDER BY id DESC LIMIT 1", -1, &st, NULL);
-        if (r == SQLITE_OK) {
-            sqlite3_bind_text(st, 1, weights, -1, SQLITE_STATIC);
-            if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
-            sqlite3_bind_int64(st, 3, d_sae);
-            int q = sqlite3_step(st);
-            if (q == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
-            else if (q == SQLITE_DONE) {
-                *id = -1;
-                if (named >= 0) snprintf(stale, 17, "%s", then);
-            } else r = q;
-        }
-        sqlite3_finalize(st);
-    }
-    int rc = r == SQLITE_OK ? OK : sqlerr(s, c->db, "reading ana_dicts");
+    int rc = store_ana_by_weights(c->db, s->path, &w, named, id, stale);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
