@@ -345,7 +345,7 @@ rep_cmd rep_int; "${CMD[@]}" > out.txt 2> err2.txt
 if [ $rc -eq 130 ] && grep -q "kept for the same command" err.txt && grep -q "already there" out.txt && diff -r rep_ref rep_int > /dev/null; then
     ok "report: after Ctrl-C ($(grep -m1 interrupted err.txt | cut -c1-60)) the next run keeps them, the same files"
 elif [ $rc -eq 0 ]; then skip=$((skip + 1)); echo "skip report Ctrl-C: the run finished before the signal"
-else bad "report after Ctrl-C: rc $rc, '$(head -n 1 err.txt)', '$(head -n 1 out.txt)'"; fi
+else bad "report after Ctrl-C: rc $rc, '$(head -n 1 err.txt)', '$(head -n 1 out.txt)', the next run: '$(head -n 2 err2.txt | tr '\n' ' ')'"; fi
 
 echo "test_crash_resume: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
