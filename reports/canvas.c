@@ -1,5 +1,6 @@
 /* canvas.c - colours, the cairo canvas, shapes and UTF-8 text with ellipsis. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -99,7 +100,62 @@ void rep_canvas_free(rep_canvas *c)
     mem_free(c);
 }
 
-void rep_cleanup(void) { cairo_debug_reset_static_data(); }
+/* ---- fonts shared between threads ----------------------------------------------------------
+ * cairo 1.16 (Debian 12) has a race in cairo_scaled_font_destroy, fixed upstream in 1.17.2
+ * ("fix double free and failed assertions in cairo_scaled_font_destroy"): it drops a font's last
+ * reference before taking the font map's lock, so another thread can look the same font up
+ * (size, weight, rotation: every dashboard uses the same ones) and start drawing with it in
+ * between, and the first thread then aborts on "Assertion `! scaled_font->cache_frozen'
+ * failed". report's two drawing threads hit it about once in 40 runs. Every scaled font the
+ * text functions use is therefore pinned here with a reference of its own, taken before its first
+ * use and kept until rep_cleanup, so no font's count ever falls to zero while threads draw. The
+ * fonts are the few sizes and angles the charts use (a few dozen), and cairo kept them cached
+ * anyway. */
+static pthread_mutex_t pin_mu = PTHREAD_MUTEX_INITIALIZER;
+static cairo_scaled_font_t **pins;
+static int npins, cap_pins;
+
+/* The scaled font cr's next text call uses, pinned. 0, or -1 when out of memory (the text is
+   then drawn unpinned, as before: no worse than cairo itself). */
+static int pin_font(cairo_t *cr)
+{
+    cairo_scaled_font_t *sf = cairo_get_scaled_font(cr); /* cr's reference, valid during the call */
+    if (cairo_scaled_font_status(sf) != CAIRO_STATUS_SUCCESS) return 0;
+    pthread_mutex_lock(&pin_mu);
+    int rc = 0, i = 0;
+    while (i < npins && pins[i] != sf) i++;
+    if (i == npins) {
+        if (npins == cap_pins) {
+            int cap = cap_pins ? 2 * cap_pins : 32;
+            cairo_scaled_font_t **p = mem_realloc(pins, sizeof *p * (size_t)cap);
+            if (p) pins = p, cap_pins = cap;
+        }
+        if (npins < cap_pins) pins[npins++] = cairo_scaled_font_reference(sf);
+        else rc = -1;
+    }
+    pthread_mutex_unlock(&pin_mu);
+    return rc;
+}
+
+int rep_pinned_fonts(void)
+{
+    pthread_mutex_lock(&pin_mu);
+    int n = 0;
+    for (int i = 0; i < npins; i++) n += cairo_scaled_font_get_reference_count(pins[i]) >= 1;
+    pthread_mutex_unlock(&pin_mu);
+    return n;
+}
+
+void rep_cleanup(void)
+{
+    pthread_mutex_lock(&pin_mu);
+    for (int i = 0; i < npins; i++) cairo_scaled_font_destroy(pins[i]);
+    mem_free(pins);
+    pins = NULL;
+    npins = cap_pins = 0;
+    pthread_mutex_unlock(&pin_mu);
+    cairo_debug_reset_static_data();
+}
 
 /* fontconfig leaks a few hundred bytes while parsing its configuration files the first time
  * cairo resolves a font (FcInitLoadConfigAndFonts; not ours to free). LeakSanitizer asks the
@@ -217,6 +273,7 @@ void rep__set_font(cairo_t *cr, const rep_font *f)
 static double advance(cairo_t *cr, const char *s)
 {
     cairo_text_extents_t e;
+    pin_font(cr);
     cairo_text_extents(cr, s, &e);
     return e.x_advance;
 }
@@ -305,6 +362,7 @@ double rep_text(rep_canvas *c, double x, double y, const char *s, const rep_font
     char *t = fit(cr, s, max_w, &w);
     if (!t) return 0;
     cairo_font_extents_t fe;
+    pin_font(cr);
     cairo_font_extents(cr, &fe);
     double dx = f->halign == REP_CENTER ? -w / 2 : f->halign == REP_RIGHT ? -w : 0;
     double dy = 0;
@@ -319,6 +377,7 @@ double rep_text(rep_canvas *c, double x, double y, const char *s, const rep_font
     if (f->angle != 0) cairo_rotate(cr, -f->angle * M_PI / 180.0);
     rep__set_color(cr, f->color);
     cairo_move_to(cr, dx, dy);
+    pin_font(cr); /* the rotation gives another scaled font than the one measured */
     cairo_show_text(cr, t);
     cairo_new_path(cr);
     cairo_restore(cr);

@@ -173,6 +173,10 @@ int rep_token_rows(rep_canvas *c, double x, double y, double w, double row_h, do
  * after every canvas is freed and while no other thread draws, so leak checkers (the ASan
  * build) see a clean exit. Drawing again afterwards still works. */
 void rep_cleanup(void);
+/* How many of cairo's scaled fonts the text functions hold a reference to (canvas.c pins each
+ * one before its first use, against a race in cairo 1.16's font cache between threads; released
+ * by rep_cleanup). For the tests. */
+int rep_pinned_fonts(void);
 
 /* ---- PNG ---------------------------------------------------------------------------------- */
 typedef struct { const char *key, *value; } rep_kv; /* key: 1-79 Latin-1 characters */
