@@ -4,9 +4,10 @@
  * srv_model owns a GPT-2 model, its tokenizer and an SAE; srv_model_test runs one text through
  * the model (BOS first, at most n_ctx tokens), encodes the hook activations with the SAE and adds
  * to out: "tokens": [{"text", "features": [[feature, activation], ...]}] (top k per token, by
- * activation, only active ones) and "truncated". The model is not thread-safe: srv_model_test
- * takes the model's mutex. Each pass attaches its own hooks (the capture hook, or steering's)
- * under that mutex.
+ * activation, only active ones) and "truncated". Neither the model nor the tokenizer is
+ * thread-safe, and every connection's thread shares them: srv_model_test and srv_model_steer
+ * take the model's mutex around each use of either (tokenizing included). Each pass attaches its
+ * own hooks (the capture hook, or steering's) under that mutex.
  */
 #ifndef SAELITE_SERVE_INTERNAL_H
 #define SAELITE_SERVE_INTERNAL_H

@@ -100,7 +100,12 @@ int srv_model_test(srv_model *m, const char *text, int k, cJSON *out)
 {
     int *ids = NULL;
     size_t *offs = NULL, n = 0;
+    /* the tokenizer is not thread-safe (its word cache, scratch and PCRE2 match data) and every
+       connection's thread shares it: under m->mu like the model (an audit: four clients posting
+       /api/test at once crashed the server within a second) */
+    pthread_mutex_lock(&m->mu);
     int rc = tok_encode(m->tok, text, strlen(text), 0, &ids, &offs, &n);
+    pthread_mutex_unlock(&m->mu);
     if (rc) return rc;
     const gpt2_config *cfg = gpt2_cfg(m->gpt);
     int bos = tok_eot(m->tok) >= 0;
@@ -268,8 +273,12 @@ int srv_model_steer(srv_model *m, const srv_steer_req *r, cJSON *out)
     const gpt2_config *cfg = gpt2_cfg(m->gpt);
     int Vt = tok_vocab_size(m->tok), eot = tok_eot(m->tok);
     int rc = ana_steer_new(&st, m->sae, r->method, r->terms, r->nterms);
-    if (!rc) rc = ana_gen_context(m->tok, cfg->vocab_size, r->prompt, strlen(r->prompt),
-                                  r->max_new, &seq, &len0);
+    if (!rc) {
+        pthread_mutex_lock(&m->mu); /* ana_gen_context tokenizes: see srv_model_test */
+        rc = ana_gen_context(m->tok, cfg->vocab_size, r->prompt, strlen(r->prompt), r->max_new,
+                             &seq, &len0);
+        pthread_mutex_unlock(&m->mu);
+    }
     int *seq2 = rc ? NULL : mem_alloc(sizeof(int) * (len0 + (size_t)r->max_new + 1));
     if (!rc && !seq2) rc = err_set(ERR_NOMEM, "out of memory");
     if (rc) goto done;

@@ -297,6 +297,41 @@ for t in clamp cap; do
 done
 steer "{\"prompt\": \"The\", \"features\": [[0, 1]], \"max_tokens\": 100, \"timeout_ms\": 0}"
 okn "steering: the time limit stops each continuation" test "$(js "[len(j[k]['ids']) for k in ('steered', 'unsteered')], j['steered']['stop']")" = "[1, 1] time limit"
+# many clients at once: "test your text" and steering share one tokenizer, which is not
+# thread-safe (an audit: four clients posting /api/test crashed the server within a second);
+# every answer must be whole, and the same text must give the same tokens in every thread
+okn "concurrent test-your-text and steering requests: every one answered, the same tokens for the same text" python3 - "$URL" "$F" <<'PY'
+import json, random, sys, threading, urllib.request
+url, feat = sys.argv[1], int(sys.argv[2])
+bad, seen, lock = [], {}, threading.Lock()
+def post(path, body):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(req, timeout=30) as f:
+        return json.load(f)
+def tester(seed):
+    r = random.Random(seed)
+    for _ in range(60):
+        text = " ".join("".join(r.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(r.randint(2, 12)))
+                        for _ in range(r.randint(5, 40)))
+        try:
+            ids = [t["id"] for t in post("/api/test", {"text": text, "k": 1})["tokens"]]
+        except Exception as e:
+            with lock: bad.append(repr(e)[:80])
+            return
+        with lock:
+            if seen.setdefault(text, ids) != ids: bad.append("different tokens for one text")
+def steerer(seed):
+    for i in range(8):
+        try: post("/api/steer", {"prompt": "the cat sat on %d mats" % i, "features": [[feat, 4]], "max_tokens": 3, "seed": seed})
+        except Exception as e:
+            with lock: bad.append(repr(e)[:80])
+            return
+ths = [threading.Thread(target=tester, args=(s % 2,)) for s in range(4)] + [threading.Thread(target=steerer, args=(1,))]
+[t.start() for t in ths]; [t.join() for t in ths]
+print(bad[:3]) if bad else None
+sys.exit(1 if bad else 0)
+PY
+kill -0 $SPID; okn "server still up after the concurrent requests" test $? -eq 0
 while read -r want body; do
     steer "$body"
     okn "steer $body -> $want (got $code)" test "$code" = "$want"
