@@ -31,6 +31,17 @@ static void *job_main(void *p)
     return NULL;
 }
 
+static int fail_after = -1;
+
+void par_fail_threads_after(int n) { fail_after = n; }
+
+static int start_thread(pthread_t *th, job *j)
+{
+    if (fail_after == 0) return -1;
+    if (fail_after > 0) fail_after--;
+    return pthread_create(th, NULL, job_main, j);
+}
+
 void par_run(void (*fn)(void *, int, int), void *arg, int nt)
 {
     job jobs[PAR_MAX];
@@ -39,16 +50,15 @@ void par_run(void (*fn)(void *, int, int), void *arg, int nt)
     nt = nt < 1 ? 1 : nt > PAR_MAX ? PAR_MAX : nt;
     for (int t = 1; t < nt; t++) {
         jobs[t] = (job){fn, arg, t, nt};
-        if (pthread_create(&th[t], NULL, job_main, &jobs[t]) != 0) break;
+        if (start_thread(&th[t], &jobs[t]) != 0) break;
         started = t;
     }
-    if (started < nt - 1) { /* could not start them all: do everything here, serially */
-        for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
-        fn(arg, 0, 1);
-        return;
-    }
+    /* the parts of threads that could not start run here, after part 0: every part runs once,
+       with the same nt, so the result is the one all threads give (an audit: the old fallback,
+       fn(arg, 0, 1), left sae_k_csr_transpose's per-thread offsets of parts 1.. unwritten) */
     fn(arg, 0, nt);
-    for (int t = 1; t < nt; t++) pthread_join(th[t], NULL);
+    for (int t = started + 1; t < nt; t++) fn(arg, t, nt);
+    for (int t = 1; t <= started; t++) pthread_join(th[t], NULL);
 }
 
 typedef struct {

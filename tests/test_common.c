@@ -1179,6 +1179,37 @@ static void test_par_for(void)
     CHECK(total == N, "par_for: n <= 0 calls nothing");
 }
 
+/* par_run: every part (tid, nt) runs exactly once, also when threads cannot be started (the
+ * parts of those run on the caller with the same nt; before, the caller ran (0, 1) instead) */
+typedef struct {
+    int calls[8];
+    int bad;
+} run_probe;
+
+static void run_mark(void *p, int tid, int nt)
+{
+    run_probe *r = p;
+    if (tid < 0 || tid >= 8 || nt != 4) {
+        r->bad = 1;
+        return;
+    }
+    __atomic_add_fetch(&r->calls[tid], 1, __ATOMIC_RELAXED);
+}
+
+static void test_par_run_fallback(void)
+{
+    for (int ok = -1; ok <= 3; ok++) { /* ok threads start, then pthread_create fails */
+        run_probe r = {{0}, 0};
+        par_fail_threads_after(ok);
+        par_run(run_mark, &r, 4);
+        par_fail_threads_after(-1);
+        int once = !r.bad;
+        for (int t = 0; t < 4; t++) once &= r.calls[t] == 1;
+        CHECK(once, "par_run nt 4 with %d thread(s) started: each part once, as (tid, 4)",
+              ok < 0 ? 3 : ok);
+    }
+}
+
 /* file_sum: what is put comes back, and a changed, cut or longer file is told apart */
 static void write_sum_file(const char *path, const double *a, size_t na, int64_t b)
 {
@@ -1277,6 +1308,7 @@ int main(void)
     test_tensor();
     test_utf8();
     test_par_for();
+    test_par_run_fallback();
     snprintf(tdir, sizeof tdir, "/tmp/saelite_test_common_%d", (int)getpid());
     if (file_mkdir_p(tdir)) {
         fprintf(stderr, "cannot create %s: %s\n", tdir, err_msg());

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/err.h"
+#include "common/par.h"
 #include "common/fileio.h"
 #include "common/half.h"
 #include "common/mem.h"
@@ -558,7 +559,13 @@ static void test_csr_transpose_threads(void)
     }
     CHECK(ptr[B] >= (1 << 16), "only %lld entries: the threaded path is not reached",
           (long long)ptr[B]);
+    for (int fail = 0; fail < 2; fail++) {
+    /* fail 1: the second thread cannot start (its per-thread offsets were left unwritten, and
+       the merge read them: garbage counts, writes out of bounds) */
+    memset(tent, 0xa5, sizeof(int64_t) * B * K);
+    par_fail_threads_after(fail ? 0 : -1);
     sae_k_csr_transpose(tptr, tent, ttok, ptr, idx, B, S);
+    par_fail_threads_after(-1);
     int bad = tptr[0] != 0 || tptr[S] != ptr[B];
     int64_t q = 0;
     for (int j = 0; j < S; j++) {
@@ -570,7 +577,9 @@ static void test_csr_transpose_threads(void)
                     q++;
                 }
     }
-    CHECK(bad == 0, "csr transpose differs from the stable grouping in %d places", bad);
+    CHECK(bad == 0, "csr transpose%s differs from the stable grouping in %d places",
+          fail ? " (a thread that could not start)" : "", bad);
+    }
     free(ptr), free(tptr), free(tent), free(idx), free(ttok);
 }
 
