@@ -114,6 +114,13 @@ void rep_canvas_free(rep_canvas *c)
 static pthread_mutex_t pin_mu = PTHREAD_MUTEX_INITIALIZER;
 static cairo_scaled_font_t **pins;
 static int npins, cap_pins;
+static unsigned pin_gen; /* bumped by rep_cleanup (under pin_mu): the threads' memos are stale */
+
+/* Each thread remembers the fonts it saw pinned, so the text calls (a dashboard's ellipsis
+   searches make thousands) take the lock only for a font new to the thread. */
+enum { PIN_MEMO = 8 };
+static _Thread_local cairo_scaled_font_t *memo[PIN_MEMO];
+static _Thread_local unsigned memo_gen, memo_next;
 
 /* The scaled font cr's next text call uses, pinned. 0, or -1 when out of memory (the text is
    then drawn unpinned, as before: no worse than cairo itself). */
@@ -121,7 +128,14 @@ static int pin_font(cairo_t *cr)
 {
     cairo_scaled_font_t *sf = cairo_get_scaled_font(cr); /* cr's reference, valid during the call */
     if (cairo_scaled_font_status(sf) != CAIRO_STATUS_SUCCESS) return 0;
+    if (memo_gen == __atomic_load_n(&pin_gen, __ATOMIC_ACQUIRE))
+        for (int m = 0; m < PIN_MEMO; m++)
+            if (memo[m] == sf) return 0;
     pthread_mutex_lock(&pin_mu);
+    if (memo_gen != pin_gen) {
+        memset(memo, 0, sizeof memo);
+        memo_gen = pin_gen;
+    }
     int rc = 0, i = 0;
     while (i < npins && pins[i] != sf) i++;
     if (i == npins) {
@@ -133,6 +147,7 @@ static int pin_font(cairo_t *cr)
         if (npins < cap_pins) pins[npins++] = cairo_scaled_font_reference(sf);
         else rc = -1;
     }
+    if (!rc) memo[memo_next++ % PIN_MEMO] = sf;
     pthread_mutex_unlock(&pin_mu);
     return rc;
 }
@@ -153,6 +168,7 @@ void rep_cleanup(void)
     mem_free(pins);
     pins = NULL;
     npins = cap_pins = 0;
+    __atomic_store_n(&pin_gen, pin_gen + 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&pin_mu);
     cairo_debug_reset_static_data();
 }
