@@ -76,7 +76,7 @@ typedef struct srv_result {
        by the name analyze recorded or by realpath; analysed then lists the analysed SAEs, for
        the caller's warning) */
     int64_t test_dict;
-    char test_sae[1024];
+    char test_sae[4096]; /* the directory as given (paths up to PATH_MAX) */
     char analysed[512];
     /* test_dict -1 because the analysis found by name was made from other weights than the
        directory holds now (ana_dicts.weights): which, for the caller's warning; "" otherwise */
