@@ -529,6 +529,20 @@ void file_dir_unlock(int fd)
     if (fd >= 0) close(fd);
 }
 
+int file_dir_lock_held(const char *dir, const char *name)
+{
+    char path[4096];
+    if (path_join(path, sizeof path, dir, name)) {
+        err_clear();
+        return 0;
+    }
+    int d = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (d < 0) return 0;
+    int held = flock(d, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(d); /* drops the shared lock if it got one */
+    return held;
+}
+
 int file_find_open_fd(const char *path)
 {
     struct stat want, got;

@@ -564,8 +564,8 @@ static int train_log_read(const char *path, train_log *t)
 /* The training curve of dict into *t and where it came from into from[cap] ("" and an empty
  * *t: none found): the registry's table, else the CSV named by --training-log or in the SAE's
  * directory (see above). */
-static int train_log_load(const rep_run_opts *o, store *s, const store_rep_dict *dict, train_log *t,
-                          char *from, size_t cap)
+static int train_log_load(const rep_run_opts *o, store *s, const store_rep_dict *dict,
+                          const char *weights, train_log *t, char *from, size_t cap)
 {
     memset(t, 0, sizeof *t);
     from[0] = 0;
@@ -573,8 +573,13 @@ static int train_log_load(const rep_run_opts *o, store *s, const store_rep_dict 
         int64_t sid = -1;
         store_sae_log_row *rows = NULL;
         size_t n = 0;
-        int rc = store_sae_log_find(s, dict->sae_id, dict->name, &sid, &rows, &n);
-        if (rc == ERR_NOTFOUND && dict->sae_id >= 0) /* registered elsewhere: by directory */
+        /* by directory only when the directory's weights are unknown: store_rep_dict_find
+           already took the registry row of the same weights as dict->sae_id, and the newest
+           registration of the directory may be a later run's */
+        int rc = dict->sae_id < 0 && weights[0]
+                     ? err_set(ERR_NOTFOUND, "no registry row of these weights")
+                     : store_sae_log_find(s, dict->sae_id, dict->name, &sid, &rows, &n);
+        if (rc == ERR_NOTFOUND && dict->sae_id >= 0 && !weights[0]) /* registered elsewhere */
             rc = store_sae_log_find(s, -1, dict->name, &sid, &rows, &n);
         if (rc == OK && n > 0) {
             rc = train_log_from_rows(rows, n, t);
@@ -595,7 +600,25 @@ static int train_log_load(const rep_run_opts *o, store *s, const store_rep_dict 
         log = lp;
     }
     snprintf(from, cap, "%.300s", log);
-    return train_log_read(log, t);
+    int rc = train_log_read(log, t);
+    /* the directory's CSV is the run that wrote the weights report started from only while
+       they are still there: a sae-train started since rewrites both */
+    if (o->training_log || !weights[0]) return rc;
+    if (file_dir_lock_held(dict->name, ".sae-train.lock")) {
+        train_log_free(t);
+        err_clear();
+        return err_set(ERR_BUSY, "%s: sae-train is writing into this directory (it holds "
+                       ".sae-train.lock); run report when it has finished", dict->name);
+    }
+    char now[17];
+    if (sae_weights_checksum(dict->name, now) || strcmp(now, weights)) {
+        train_log_free(t); /* another SAE's curve: none rather than the wrong one */
+        memset(t, 0, sizeof *t);
+        from[0] = 0;
+        err_clear();
+        return OK;
+    }
+    return rc;
 }
 
 /* ---- pictures of the whole dictionary ---------------------------------------------------- */
@@ -612,6 +635,7 @@ typedef struct {
     rep_index_entry *idx;
     int *nidx;
     char (*cap)[512];
+    const char *weights; /* the checksum of --sae's weights when report started ("": unknown) */
 } global_ctx;
 
 /* Add file to the index; returns its caption buffer (512 bytes) for the caller to fill. */
@@ -815,7 +839,7 @@ static int picture_training(global_ctx *g)
     train_log t;
     char from[512];
     int rc;
-    if ((rc = train_log_load(g->o, g->s, dict, &t, from, sizeof from))) return rc;
+    if ((rc = train_log_load(g->o, g->s, dict, g->weights, &t, from, sizeof from))) return rc;
     if (!from[0]) return OK;
     rc = path_join(path, sizeof path, g->o->out_dir, "training.png");
     snprintf(title, sizeof title, "Training curves: %s", dict->name);
@@ -832,14 +856,14 @@ static int picture_training(global_ctx *g)
  * caption in cap[]): density, decoder angles, POS precision, recovery, training curves. */
 static int global_pictures(const rep_run_opts *o, store *s, const store_rep_dict *dict,
                            const store_rep_feature *fs, size_t nf, rep_index_entry *idx, int *nidx,
-                           char (*cap)[512])
+                           char (*cap)[512], const char *weights)
 {
     char sid[32];
     snprintf(sid, sizeof sid, "%lld", (long long)dict->sae_id);
     global_ctx g = {o, s, dict, fs, nf,
                     {{"Software", "saelite"}, {"saelite-version", o->version}, {"sae", dict->name},
                      {"sae-id", sid}, {"hook", dict->hook_name}, {"database", o->db}},
-                    NULL, NULL, idx, nidx, cap};
+                    NULL, NULL, idx, nidx, cap, weights};
     g.v = mem_alloc(sizeof(double) * (nf ? nf : 1) * 2);
     if (!g.v) return err_set(ERR_NOMEM, "out of memory");
     g.w = g.v + nf;
@@ -1152,6 +1176,14 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     store_rep_sae wsae = {"", "", 0};
     char wfile[4096];
     struct stat wst;
+    /* a sae-train writing into the directory rewrites its training_log.csv as it goes and
+       registers its new weights at the end: what report read would mix two SAEs (an audit drew
+       the old analysis with the new run's curves and registry id, exit 0) */
+    if (file_dir_lock_held(o->sae, ".sae-train.lock")) {
+        rc = err_set(ERR_BUSY, "%s: sae-train is writing into this directory (it holds "
+                     ".sae-train.lock); run report when it has finished", o->sae);
+        goto out;
+    }
     if (!path_join(wfile, sizeof wfile, o->sae, "sae_weights.safetensors") &&
         !stat(wfile, &wst) && S_ISREG(wst.st_mode) && sae_weights_checksum(o->sae, wsae.weights))
         wsae.weights[0] = 0;
@@ -1187,7 +1219,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     cap = mem_calloc((size_t)nidx_cap, sizeof *cap);
     if (!idx || !cap) { rc = err_set(ERR_NOMEM, "out of memory"); goto out; }
     if (o->global) {
-        rc = global_pictures(o, s, &dict, fs, nf, idx, &nidx, cap);
+        rc = global_pictures(o, s, &dict, fs, nf, idx, &nidx, cap, wsae.weights);
         res->pictures = nglobal = nidx; /* their file names are literals */
         if (rc) goto out;
     }

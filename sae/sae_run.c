@@ -94,6 +94,8 @@ typedef struct {
     int64_t npy_rows; /* --npy: the file's rows */
     int64_t truth_n;
     int made_out;   /* this run created OUT */
+    int lock;       /* OUT/.sae-train.lock, held for the whole run (rank 0; -1: none) */
+    int made_lock;  /* this run created that file (a failed run removes it again) */
     int made_truth; /* this run created truth_out */
     int64_t ckpts;  /* checkpoints this run wrote (then what it leaves is resumable) */
     double t0;            /* when this call's step loop began */
@@ -762,6 +764,34 @@ static int check_out(const sae_run_opts *o)
     return OK;
 }
 
+/* One sae-train per OUT: two started together into one directory both passed check_out and
+ * both exited 0, leaving one run's weights beside the other's training_log.csv (an audit, 7 of
+ * 18 tries). After check_out, rank 0 creates OUT when it is missing and takes
+ * OUT/.sae-train.lock; of two runs that both passed check_out the second is refused, naming the
+ * lock. A run that fails before its first checkpoint removes the file again if it made it.
+ * report refuses to read a directory whose lock is held (its files are being rewritten). */
+static int lock_out(run *r, const sae_run_opts *o)
+{
+    r->lock = -1;
+    if (!dist_is_root()) return OK;
+    struct stat sb;
+    if (stat(o->out, &sb) != 0) {
+        if (o->resume) return OK; /* check_out names the missing checkpoint */
+        if (mkdir(o->out, 0755) == 0) r->made_out = 1;
+        else if (errno != EEXIST)
+            return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
+    } else if (!S_ISDIR(sb.st_mode)) {
+        return OK; /* check_out refuses it */
+    }
+    char lp[4096];
+    int rc = path_join(lp, sizeof lp, o->out, ".sae-train.lock");
+    if (rc) return rc;
+    r->made_lock = access(lp, F_OK) != 0;
+    rc = file_dir_lock(o->out, ".sae-train.lock", "sae-train", &r->lock);
+    if (rc) r->made_lock = 0;
+    return rc;
+}
+
 /* A run that failed before its first checkpoint leaves nothing that can be resumed: remove the
  * files it wrote and OUT itself when it created it (rmdir: only when empty). */
 static void run_discard(run *r, const sae_run_opts *o)
@@ -770,6 +800,11 @@ static void run_discard(run *r, const sae_run_opts *o)
     if (r->logp[0]) unlink(r->logp);
     if (r->runp[0]) unlink(r->runp);
     if (r->made_truth) unlink(o->truth_out);
+    if (r->made_lock) { /* snprintf, not path_join: the run's error message stays */
+        char lp[4200];
+        snprintf(lp, sizeof lp, "%s/.sae-train.lock", o->out);
+        unlink(lp);
+    }
     if (r->made_out) rmdir(o->out);
 }
 
@@ -794,6 +829,7 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
                                 ".npy or synthetic source has no such filter");
     run r;
     memset(&r, 0, sizeof r);
+    r.lock = -1;
     r.sinfo.hook_id = -1;
     r.c = o->train;
     sae_precision prev = sae_k_precision();
@@ -803,6 +839,7 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
                  ? sae_latent_blocks_check(&o->train, mb, latent_blocks(o), latent_shards(o))
                  : sae_micro_batches_check(o->train.batch, mb);
     if (!rc) rc = check_out(o);
+    if (!rc) rc = lock_out(&r, o);
     if (!rc) rc = sae_k_set_precision(o->precision);
     rc = agree(rc, NULL);
     /* a rank that cannot open its data fails the job here, before any step, naming the rank */
@@ -862,6 +899,7 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     if (!rc && root && o->db && res->finished) rc = run_register(&r, o, res);
     run_free(&r);
     if (rc) run_discard(&r, o);
+    file_dir_unlock(r.lock);
     return rc;
 }
 

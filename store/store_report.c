@@ -326,10 +326,12 @@ static int dict_find(store *s, const char *sae, const store_rep_sae *w, const ch
         dict_transcoder(s, out);
         if (out->sae_id < 0 && !strcmp(out->kind, "sae")) {
             /* analyze keys its rows by directory (sae_id stays NULL): the registry row of that
-               directory, however spelt, is the SAE's id (the PNGs said sae-id -1, an audit) */
+               directory, however spelt, is the SAE's id (the PNGs said sae-id -1, an audit),
+               unless it registered other weights than the directory's (a newer run there) */
             store_sae_entry e;
             int r3 = store_sae_get(s, -1, out->name, &e);
-            if (r3 == OK) out->sae_id = e.id;
+            if (r3 == OK && (!w || !w->weights[0] || !e.weights[0] || !strcmp(e.weights, w->weights)))
+                out->sae_id = e.id;
             else if (r3 != ERR_NOTFOUND) return r3;
             err_clear();
         }

@@ -284,5 +284,34 @@ ok "a dead window past the last step's reach is named (it is shorter than the ru
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 1024 --batch 512 --val-frac 0 --out $T/noval >/dev/null 2>&1
 ok "no held-out rows: null metrics in cfg.json" '/usr/bin/python3 -c "import json,sys; t=json.load(open(\"$T/noval/cfg.json\"))[\"training\"]; sys.exit(not (t[\"eval_tokens\"] == 0 and t[\"mse\"] is None and t[\"explained_variance\"] is None))"'
 
+# one sae-train per output directory: of two started together into one new directory one
+# trains and the other is refused naming the lock (both exited 0, and the directory held one
+# run's weights beside the other's training_log.csv: an audit, 7 of 18 tries)
+solo_ok=0
+for i in 1 2 3; do
+    rm -rf $T/both
+    $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 20480 --batch 512 --out $T/both >/dev/null 2>$T/both1.err & p=$!
+    $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 8 --tokens 20480 --batch 512 --seed 7 --out $T/both >/dev/null 2>$T/both2.err; r2=$?
+    wait $p; r1=$?
+    if [ $r1 -eq 0 ]; then win=4; lose=$T/both2.err; rl=$r2; else win=8; lose=$T/both1.err; rl=$r1; fi
+    [ $((r1 + r2)) -eq 1 ] && [ $rl -eq 1 ] && grep -Eq "another sae-train is writing into this directory|already holds a trained SAE" $lose &&
+        /usr/bin/python3 - $T/both $win <<'PY' && solo_ok=$((solo_ok + 1))
+import csv, json, sys
+d, k = sys.argv[1], int(sys.argv[2])
+rows = list(csv.DictReader(open(d + "/training_log.csv")))
+sys.exit(0 if json.load(open(d + "/cfg.json"))["k"] == k and rows and abs(float(rows[-1]["l0"]) - k) < 1e-9 else 1)
+PY
+done
+ok "two sae-train into one directory at once: one trains, one is refused, the files are one run's (3 of 3)" '[ $solo_ok -eq 3 ]'
+# report refuses an SAE directory while a sae-train holds its lock (the training log is being
+# rewritten and new weights registered: an audit drew the old analysis with the new curves)
+flock -o $T/dfull/.sae-train.lock sleep 3 & fp=$!  # -o: sleep does not hold it after kill
+sleep 0.5
+$BIN report --db $T/acts_an.db --sae $T/dfull --top 2 --no-global --out $T/rlock >/dev/null 2>$T/rlock.err; rc=$?
+kill $fp 2>/dev/null; wait $fp 2>/dev/null
+ok "report refuses a directory a sae-train is writing into" '[ $rc -eq 1 ] && grep -q "dfull: sae-train is writing into this directory (it holds .sae-train.lock)" $T/rlock.err && [ ! -e $T/rlock ]'
+$BIN report --db $T/acts_an.db --sae $T/dfull --top 2 --out $T/rlock >/dev/null 2>$T/rlock.err; rc=$?
+ok "and draws it once the lock is free" '[ $rc -eq 0 ] && [ -s $T/rlock/index.html ]'
+
 echo "test_sae_cli: $pass passed, $fail failed"
 [ $fail -eq 0 ]
