@@ -330,9 +330,12 @@ static int dict_find(store *s, const char *sae, const store_rep_sae *w, const ch
                unless it registered other weights than the directory's (a newer run there) */
             store_sae_entry e;
             int r3 = store_sae_get(s, -1, out->name, &e);
-            if (r3 == OK && (!w || !w->weights[0] || !e.weights[0] || !strcmp(e.weights, w->weights)))
-                out->sae_id = e.id;
-            else if (r3 != ERR_NOTFOUND) return r3;
+            if (r3 == OK) {
+                if (!w || !w->weights[0] || !e.weights[0] || !strcmp(e.weights, w->weights))
+                    out->sae_id = e.id;
+            } else if (r3 != ERR_NOTFOUND) {
+                return r3;
+            }
             err_clear();
         }
         return OK;
