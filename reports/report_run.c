@@ -561,6 +561,16 @@ static int train_log_read(const char *path, train_log *t)
     return rc;
 }
 
+/* ERR_BUSY when a sae-train holds dir's lock (sae_run.c): it rewrites training_log.csv as it
+ * goes and registers new weights at the end, so what report read there would mix two SAEs (an
+ * audit drew the old analysis with the new run's curves and registry id, exit 0). */
+static int refuse_if_training(const char *dir)
+{
+    if (!file_dir_lock_held(dir, ".sae-train.lock")) return OK;
+    return err_set(ERR_BUSY, "%s: sae-train is writing into this directory (it holds "
+                   ".sae-train.lock); run report when it has finished", dir);
+}
+
 /* The training curve of dict into *t and where it came from into from[cap] ("" and an empty
  * *t: none found): the registry's table, else the CSV named by --training-log or in the SAE's
  * directory (see above). */
@@ -576,9 +586,9 @@ static int train_log_load(const rep_run_opts *o, store *s, const store_rep_dict 
         /* by directory only when the directory's weights are unknown: store_rep_dict_find
            already took the registry row of the same weights as dict->sae_id, and the newest
            registration of the directory may be a later run's */
-        int rc = dict->sae_id < 0 && weights[0]
-                     ? err_set(ERR_NOTFOUND, "no registry row of these weights")
-                     : store_sae_log_find(s, dict->sae_id, dict->name, &sid, &rows, &n);
+        int rc = ERR_NOTFOUND;
+        if (dict->sae_id >= 0 || !weights[0])
+            rc = store_sae_log_find(s, dict->sae_id, dict->name, &sid, &rows, &n);
         if (rc == ERR_NOTFOUND && dict->sae_id >= 0 && !weights[0]) /* registered elsewhere */
             rc = store_sae_log_find(s, -1, dict->name, &sid, &rows, &n);
         if (rc == OK && n > 0) {
@@ -604,11 +614,10 @@ static int train_log_load(const rep_run_opts *o, store *s, const store_rep_dict 
     /* the directory's CSV is the run that wrote the weights report started from only while
        they are still there: a sae-train started since rewrites both */
     if (o->training_log || !weights[0]) return rc;
-    if (file_dir_lock_held(dict->name, ".sae-train.lock")) {
+    int busy = refuse_if_training(dict->name);
+    if (busy) {
         train_log_free(t);
-        err_clear();
-        return err_set(ERR_BUSY, "%s: sae-train is writing into this directory (it holds "
-                       ".sae-train.lock); run report when it has finished", dict->name);
+        return busy;
     }
     char now[17];
     if (sae_weights_checksum(dict->name, now) || strcmp(now, weights)) {
@@ -1176,14 +1185,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     store_rep_sae wsae = {"", "", 0};
     char wfile[4096];
     struct stat wst;
-    /* a sae-train writing into the directory rewrites its training_log.csv as it goes and
-       registers its new weights at the end: what report read would mix two SAEs (an audit drew
-       the old analysis with the new run's curves and registry id, exit 0) */
-    if (file_dir_lock_held(o->sae, ".sae-train.lock")) {
-        rc = err_set(ERR_BUSY, "%s: sae-train is writing into this directory (it holds "
-                     ".sae-train.lock); run report when it has finished", o->sae);
-        goto out;
-    }
+    if ((rc = refuse_if_training(o->sae))) goto out;
     if (!path_join(wfile, sizeof wfile, o->sae, "sae_weights.safetensors") &&
         !stat(wfile, &wst) && S_ISREG(wst.st_mode) && sae_weights_checksum(o->sae, wsae.weights))
         wsae.weights[0] = 0;

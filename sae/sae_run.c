@@ -242,12 +242,7 @@ static int run_open(run *r, const sae_run_opts *o)
     sae_train_config *c = &r->c;
     if (!c->d_sae && (rc = sae_run_d_sae(o->expansion, c->d_in, &c->d_sae))) return rc;
     if (c->arch == SAE_RELU || c->arch == SAE_JUMPRELU || c->arch == SAE_GATED) c->k = 0;
-    struct stat sb;
-    if (dist_is_root() && stat(o->out, &sb) != 0) {
-        if (mkdir(o->out, 0755) != 0)
-            return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
-        r->made_out = 1;
-    }
+    /* OUT exists: lock_out made it */
     int rc2 = path_join(r->ckpt, sizeof r->ckpt, o->out, "checkpoint.bin");
     if (!rc2) rc2 = path_join(r->logp, sizeof r->logp, o->out, "training_log.csv");
     if (!rc2) rc2 = path_join(r->logbin, sizeof r->logbin, o->out, "checkpoint_log.bin");
@@ -774,15 +769,10 @@ static int lock_out(run *r, const sae_run_opts *o)
 {
     r->lock = -1;
     if (!dist_is_root()) return OK;
-    struct stat sb;
-    if (stat(o->out, &sb) != 0) {
-        if (o->resume) return OK; /* check_out names the missing checkpoint */
-        if (mkdir(o->out, 0755) == 0) r->made_out = 1;
-        else if (errno != EEXIST)
-            return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
-    } else if (!S_ISDIR(sb.st_mode)) {
-        return OK; /* check_out refuses it */
-    }
+    /* check_out passed: OUT is a directory, or missing and this is no --resume */
+    if (mkdir(o->out, 0755) == 0) r->made_out = 1;
+    else if (errno != EEXIST)
+        return err_set(ERR_IO, "%s: cannot create directory: %s", o->out, strerror(errno));
     char lp[4096];
     int rc = path_join(lp, sizeof lp, o->out, ".sae-train.lock");
     if (rc) return rc;
