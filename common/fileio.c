@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -512,7 +513,14 @@ int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)
     if (rc) return rc;
     int d = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (d < 0) return err_set(ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
-    if (flock(d, LOCK_EX | LOCK_NB) != 0) {
+    /* A reader's file_dir_lock_held holds a shared lock for the moment of its probe: retry for
+       up to 50 ms before calling the directory busy (a writer holds it for its whole run). */
+    int got = flock(d, LOCK_EX | LOCK_NB);
+    for (int i = 0; got != 0 && errno == EWOULDBLOCK && i < 10; i++) {
+        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
+        got = flock(d, LOCK_EX | LOCK_NB);
+    }
+    if (got != 0) {
         int e = errno;
         close(d);
         if (e == EWOULDBLOCK)

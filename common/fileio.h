@@ -184,8 +184,9 @@ int file_find_open_fd(const char *path);
  * directory and `what` when another process holds it; ERR_IO when it cannot be made. */
 int file_dir_lock(const char *dir, const char *name, const char *what, int *fd);
 void file_dir_unlock(int fd);
-/* 1 when another process holds file_dir_lock's lock on dir/name now (a reader's check: it takes
- * nothing), 0 when it is free or the file does not exist or cannot be opened. */
+/* 1 when another process holds file_dir_lock's lock on dir/name now, 0 when it is free or the
+ * file does not exist or cannot be opened. The probe holds a shared lock for a moment, which
+ * file_dir_lock waits out (up to 50 ms) rather than calling the directory busy. */
 int file_dir_lock_held(const char *dir, const char *name);
 /* Starts writeback of fd's dirty pages without waiting for it (sync_file_range WRITE), so that a
  * later fsync finds them written; errors are ignored (a hint). No-op for fd < 0. */

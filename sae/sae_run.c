@@ -743,6 +743,11 @@ static int check_out(const sae_run_opts *o)
                                                "--resume to start)", p);
     }
     if (!S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: exists and is not a directory", o->out);
+    /* another run's files are there because it is writing them: say so, not "--resume" (which
+       lock_out would refuse anyway while that run holds the lock) */
+    if (file_dir_lock_held(o->out, ".sae-train.lock"))
+        return err_set(ERR_BUSY, "%s: another sae-train is writing into this directory (it holds "
+                                 ".sae-train.lock); wait for it to end", o->out);
     static const char *const held[] = {"sae_weights.safetensors", "cfg.json", "checkpoint.bin"};
     for (int i = 0; i < 3; i++) {
         int rc = path_join(p, sizeof p, o->out, held[i]);

@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -1297,6 +1300,47 @@ static void test_file_sum(void)
     CHECK(n.bad && c == 0, "file_sum: no file is bad");
 }
 
+/* The one-writer lock: a second holder is refused with ERR_BUSY naming the directory; a reader's
+ * probe (file_dir_lock_held, a shared lock for a moment) does not make a starting writer give up:
+ * file_dir_lock waits a probe's moment out. Without the wait a writer starting during a probe
+ * was refused as if another writer held the directory. */
+static void *unlock_later(void *p)
+{
+    nanosleep(&(struct timespec){.tv_nsec = 15000000}, NULL);
+    flock(*(int *)p, LOCK_UN);
+    return NULL;
+}
+
+static void test_dir_lock(void)
+{
+    int fd = -1, fd2 = -1;
+    CHECK(!file_dir_lock_held(tdir, "t.lock"), "dir lock: no file, not held");
+    CHECK(file_dir_lock(tdir, "t.lock", "test", &fd) == OK && fd >= 0, "dir lock: taken");
+    CHECK(file_dir_lock_held(tdir, "t.lock"), "dir lock: held is seen");
+    int rc = file_dir_lock(tdir, "t.lock", "test", &fd2);
+    CHECK(rc == ERR_BUSY && fd2 < 0 && strstr(err_msg(), tdir) && strstr(err_msg(), "another test"),
+          "dir lock: a second writer is refused naming the directory (%s)", err_msg());
+    file_dir_unlock(fd);
+    CHECK(!file_dir_lock_held(tdir, "t.lock"), "dir lock: released");
+    /* a probe's shared lock, held 15 ms by another open file description */
+    char path[600];
+    snprintf(path, sizeof path, "%s/t.lock", tdir);
+    int probe = open(path, O_RDONLY);
+    CHECK(probe >= 0 && flock(probe, LOCK_SH | LOCK_NB) == 0, "dir lock: a probe's shared lock");
+    pthread_t th;
+    pthread_create(&th, NULL, unlock_later, &probe);
+    rc = file_dir_lock(tdir, "t.lock", "test", &fd);
+    pthread_join(th, NULL);
+    CHECK(rc == OK && fd >= 0, "dir lock: a writer waits out a probe's moment (%s)", rc ? err_msg() : "");
+    file_dir_unlock(fd);
+    /* a shared lock held past the wait is a holder */
+    CHECK(flock(probe, LOCK_SH | LOCK_NB) == 0, "dir lock: shared lock again");
+    rc = file_dir_lock(tdir, "t.lock", "test", &fd);
+    CHECK(rc == ERR_BUSY && fd < 0, "dir lock: a lock held past the wait is busy");
+    close(probe);
+    err_clear();
+}
+
 int main(void)
 {
     test_err();
@@ -1323,6 +1367,7 @@ int main(void)
     test_atomic();
     test_atomic_special();
     test_file_sum();
+    test_dir_lock();
     test_atomic_plain();
     test_hash();
     test_select();

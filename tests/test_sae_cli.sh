@@ -294,7 +294,7 @@ for i in 1 2 3; do
     $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 8 --tokens 20480 --batch 512 --seed 7 --out $T/both >/dev/null 2>$T/both2.err; r2=$?
     wait $p; r1=$?
     if [ $r1 -eq 0 ]; then win=4; lose=$T/both2.err; rl=$r2; else win=8; lose=$T/both1.err; rl=$r1; fi
-    [ $((r1 + r2)) -eq 1 ] && [ $rl -eq 1 ] && grep -Eq "another sae-train is writing into this directory|already holds a trained SAE" $lose &&
+    [ $((r1 + r2)) -eq 1 ] && [ $rl -eq 1 ] && grep -Eq "another sae-train is writing into this directory|already holds a trained SAE \(sae_weights" $lose &&
         /usr/bin/python3 - $T/both $win <<'PY' && solo_ok=$((solo_ok + 1))
 import csv, json, sys
 d, k = sys.argv[1], int(sys.argv[2])
