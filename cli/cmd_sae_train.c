@@ -62,6 +62,9 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
                "unfired (%" PRId64 " tokens before its last step): no latent could count as dead, so "
                "AuxK never acted and the log's dead_frac is 0 (set --dead-window)\n", r->dead_window,
                trained - r->batch);
+    if (r->unlocked)
+        printf("note: %s's filesystem has no flock: this run held no .sae-train.lock, so nothing "
+               "kept another sae-train out of the directory\n", o->out);
     if (!r->finished)
         printf("stopped at step %" PRId64 " of %" PRId64 "; continue with --resume\n", r->step,
                r->total_steps);

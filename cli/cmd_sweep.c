@@ -191,6 +191,9 @@ int cmd_sweep(int argc, char **argv)
     if (res.reevaluated)
         printf("%d runs done before were evaluated again: another eval had replaced their suites' "
                "rows with another sample's\n", res.reevaluated);
+    if (res.unlocked)
+        printf("note: %s's filesystem has no flock: this sweep held no .sweep.lock, so nothing "
+               "kept another sweep out of the directory\n", o.out);
     if (res.n_other)
         printf("%d run%s in %s from another grid (other --families or values) %s not drawn or "
                "summarised here\n", res.n_other, res.n_other == 1 ? "" : "s", o.out,

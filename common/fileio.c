@@ -511,25 +511,48 @@ int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)
     char path[4096];
     int rc = path_join(path, sizeof path, dir, name);
     if (rc) return rc;
-    int d = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (d < 0) return err_set(ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
-    /* A reader's file_dir_lock_held holds a shared lock for the moment of its probe: retry for
-       up to 50 ms before calling the directory busy (a writer holds it for its whole run). */
-    int got = flock(d, LOCK_EX | LOCK_NB);
-    for (int i = 0; got != 0 && errno == EWOULDBLOCK && i < 10; i++) {
-        nanosleep(&(struct timespec){.tv_nsec = 5000000}, NULL);
-        got = flock(d, LOCK_EX | LOCK_NB);
-    }
-    if (got != 0) {
-        int e = errno;
+    /* A conflict is tried again for about 0.1 s: file_dir_lock_held (report's look) takes a
+       shared lock for an instant, and a run that came then was refused as if another ran. A lock
+       counts only on the file still at path: a holder that fails removes the file it made while
+       it holds it (sae_run.c), and a run that had opened it just before locked the unlinked file
+       once it was gone, while the next run made a new one and locked that (two runs in one
+       directory, both exit 0). */
+    for (int tries = 0;; tries++) {
+        /* O_NONBLOCK: a FIFO in the lock file's place must not hang the run */
+        int d = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+        if (d < 0)
+            return err_set(ERR_IO, "%s: cannot create the lock file: %s", path, strerror(errno));
+        struct stat st;
+        if (fstat(d, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(d);
+            return err_set(ERR_IO, "%s: the lock file is not a regular file", path);
+        }
+        if (flock(d, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            close(d);
+            if (e == EWOULDBLOCK && tries < 50) {
+                nanosleep(&(struct timespec){0, 2000000}, NULL);
+                continue;
+            }
+            if (e == EWOULDBLOCK)
+                return err_set(ERR_BUSY, "%s: another %s is writing into this directory (it holds "
+                               "%s); wait for it to end", dir, what, name);
+            /* a filesystem without flock (Lustre without -o flock, some FUSE and 9p mounts): run
+               unlocked, as before the lock existed, rather than refuse to work there */
+            if (e == ENOSYS || e == ENOLCK || e == EOPNOTSUPP || e == EINVAL) return OK;
+            return err_set(ERR_IO, "%s: cannot lock: %s", path, strerror(e));
+        }
+        struct stat held, now;
+        if (fstat(d, &held) == 0 && lstat(path, &now) == 0 && held.st_dev == now.st_dev &&
+            held.st_ino == now.st_ino) {
+            *fd = d;
+            return OK;
+        }
         close(d);
-        if (e == EWOULDBLOCK)
-            return err_set(ERR_BUSY, "%s: another %s is writing into this directory (it holds %s); "
-                           "wait for it to end", dir, what, name);
-        return err_set(ERR_IO, "%s: cannot lock: %s", path, strerror(e));
+        if (tries >= 50)
+            return err_set(ERR_IO, "%s: the lock file was removed or replaced each time it was "
+                           "locked", path);
     }
-    *fd = d;
-    return OK;
 }
 
 void file_dir_unlock(int fd)
@@ -544,8 +567,13 @@ int file_dir_lock_held(const char *dir, const char *name)
         err_clear();
         return 0;
     }
-    int d = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int d = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK); /* a FIFO: no hang */
     if (d < 0) return 0;
+    struct stat st;
+    if (fstat(d, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(d);
+        return 0;
+    }
     int held = flock(d, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(d); /* drops the shared lock if it got one */
     return held;

@@ -180,13 +180,16 @@ int path_fmt(char *out, size_t cap, const char *fmt, ...) __attribute__((format(
 int file_find_open_fd(const char *path);
 /* One writer per directory: takes flock(LOCK_EX | LOCK_NB) on dir/name (created, kept: an empty
  * file) and returns its descriptor in *fd, held until file_dir_unlock or the process ends (a
- * kill frees it). flock, not fcntl: independent of SQLite's POSIX locks. ERR_BUSY naming the
- * directory and `what` when another process holds it; ERR_IO when it cannot be made. */
+ * kill frees it). flock, not fcntl: independent of SQLite's POSIX locks. Only the file still at
+ * dir/name counts (one its holder unlinked meanwhile is opened again), and a conflict is tried
+ * again for about 0.1 s (file_dir_lock_held's look). ERR_BUSY naming the directory and `what`
+ * when another process holds it; ERR_IO when it cannot be made. OK with *fd -1 where the
+ * filesystem has no flock (ENOSYS, ENOLCK, EOPNOTSUPP, EINVAL): nothing is locked there. */
 int file_dir_lock(const char *dir, const char *name, const char *what, int *fd);
 void file_dir_unlock(int fd);
 /* 1 when another process holds file_dir_lock's lock on dir/name now, 0 when it is free or the
- * file does not exist or cannot be opened. The probe holds a shared lock for a moment, which
- * file_dir_lock waits out (up to 50 ms) rather than calling the directory busy. */
+ * file does not exist or cannot be opened. A reader's check: it takes a shared lock for an
+ * instant (file_dir_lock tries again past it). */
 int file_dir_lock_held(const char *dir, const char *name);
 /* Starts writeback of fd's dirty pages without waiting for it (sync_file_range WRITE), so that a
  * later fsync finds them written; errors are ignored (a hint). No-op for fd < 0. */

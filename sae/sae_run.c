@@ -731,8 +731,9 @@ static int run_register(run *r, const sae_run_opts *o, sae_run_result *res)
 }
 
 /* Before anything is opened or created: OUT must be a directory or missing; --resume needs its
- * checkpoint; without --resume an OUT holding an SAE or a checkpoint is refused unless force. */
-static int check_out(const sae_run_opts *o)
+ * checkpoint; without --resume an OUT holding an SAE or a checkpoint is refused unless force.
+ * probe_lock: first refuse an OUT whose lock another run holds (0 once this run holds it). */
+static int check_out(const sae_run_opts *o, int probe_lock)
 {
     struct stat sb;
     char p[4096];
@@ -745,7 +746,7 @@ static int check_out(const sae_run_opts *o)
     if (!S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: exists and is not a directory", o->out);
     /* another run's files are there because it is writing them: say so, not "--resume" (which
        lock_out would refuse anyway while that run holds the lock) */
-    if (file_dir_lock_held(o->out, ".sae-train.lock"))
+    if (probe_lock && file_dir_lock_held(o->out, ".sae-train.lock"))
         return err_set(ERR_BUSY, "%s: another sae-train is writing into this directory (it holds "
                                  ".sae-train.lock); wait for it to end", o->out);
     static const char *const held[] = {"sae_weights.safetensors", "cfg.json", "checkpoint.bin"};
@@ -784,6 +785,9 @@ static int lock_out(run *r, const sae_run_opts *o)
     r->made_lock = access(lp, F_OK) != 0;
     rc = file_dir_lock(o->out, ".sae-train.lock", "sae-train", &r->lock);
     if (rc) r->made_lock = 0;
+    /* again under the lock: a run into OUT may have finished since check_out (this one then
+       trained over its SAE without --force, exit 0; a review) */
+    if (!rc) rc = check_out(o, 0);
     return rc;
 }
 
@@ -833,8 +837,9 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     int rc = latent_blocks(o) > 1 || latent_shards(o) > 1
                  ? sae_latent_blocks_check(&o->train, mb, latent_blocks(o), latent_shards(o))
                  : sae_micro_batches_check(o->train.batch, mb);
-    if (!rc) rc = check_out(o);
+    if (!rc) rc = check_out(o, 1);
     if (!rc) rc = lock_out(&r, o);
+    res->unlocked = !rc && dist_is_root() && r.lock < 0;
     if (!rc) rc = sae_k_set_precision(o->precision);
     rc = agree(rc, NULL);
     /* a rank that cannot open its data fails the job here, before any step, naming the rank */

@@ -112,6 +112,7 @@ typedef struct {
     char precision[8];         /* the run's steps so far: "fp32", "bf16", or "mixed" once a
                                   --resume changed it (cfg.json "precision" unless fp32) */
     char precision_was[8];     /* that resume: the checkpoint's precision; "" otherwise */
+    int unlocked;              /* OUT's filesystem has no flock: ran without .sae-train.lock */
 } sae_run_result;
 
 int sae_train_run(const sae_run_opts *o, sae_run_result *res);

@@ -19,7 +19,7 @@ struct srv_model {
     gpt2_model *gpt;
     tok_tokenizer *tok;
     sae_model *sae;
-    char sae_dir[1024];
+    char sae_dir[4096]; /* as srv_result.test_sae */
     pthread_mutex_t mu;
     float *x; /* [n_ctx, d_in] hook activations of the last pass */
     float *f; /* [n_ctx, d_sae] their codes */

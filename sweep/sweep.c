@@ -696,6 +696,7 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
        audit: nothing lost only because the runs are deterministic and written by rename) */
     int lock = -1;
     if (!rc) rc = file_dir_lock(o->out, ".sweep.lock", "sweep", &lock);
+    res->unlocked = !rc && lock < 0;
     res->n_runs = np;
     double t0 = now_seconds();
     /* the runs already done first, so the progress line counts only what is left */

@@ -99,6 +99,7 @@ typedef struct {
     int have_eval;              /* the database has eval_summary */
     int n_png;
     char png[SWEEP_MAX_PNGS][640];
+    int unlocked;               /* OUT's filesystem has no flock: ran without .sweep.lock */
 } sweep_result;
 
 int sweep_run(const sweep_opts *o, sweep_result *res);

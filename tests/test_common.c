@@ -2,14 +2,16 @@
  * UTF-8, files and paths, hashes, quickselect, byte buffers, progress lines. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1311,7 +1313,7 @@ static void *unlock_later(void *p)
     return NULL;
 }
 
-static void test_dir_lock(void)
+static void test_dir_lock_wait(void)
 {
     int fd = -1, fd2 = -1;
     CHECK(!file_dir_lock_held(tdir, "t.lock"), "dir lock: no file, not held");
@@ -1338,6 +1340,116 @@ static void test_dir_lock(void)
     rc = file_dir_lock(tdir, "t.lock", "test", &fd);
     CHECK(rc == ERR_BUSY && fd < 0, "dir lock: a lock held past the wait is busy");
     close(probe);
+    err_clear();
+}
+
+/* flock(2) for this program: the kernel's, except that, armed with a file and the fd that holds
+ * its lock, the next exclusive attempt first finds the holder gone as a failed sae-train goes
+ * (sae_run.c's run_discard unlinks the lock file it made, then the process exits) - the moment
+ * between another run's open and its flock. file_dir_lock's call resolves here: libsaelite.a is
+ * linked into this program. */
+static int flock_drop_fd = -1;
+static char flock_drop_path[600];
+static int flock_errno; /* set: every call fails with it (a filesystem without flock) */
+
+int flock(int fd, int op)
+{
+    if (flock_errno) {
+        errno = flock_errno;
+        return -1;
+    }
+    if (flock_drop_fd >= 0 && (op & LOCK_EX)) {
+        unlink(flock_drop_path);
+        close(flock_drop_fd);
+        flock_drop_fd = -1;
+    }
+    return (int)syscall(SYS_flock, fd, op);
+}
+
+typedef struct {
+    char path[600];
+    int held; /* 1 while the shared lock is taken, -1: could not take it */
+} lock_peek;
+
+/* what report's file_dir_lock_held does (open, LOCK_SH | LOCK_NB, close), stretched to 30 ms */
+static void *peek_lock(void *p)
+{
+    lock_peek *a = p;
+    int d = open(a->path, O_RDONLY | O_CLOEXEC);
+    int ok = d >= 0 && flock(d, LOCK_SH | LOCK_NB) == 0;
+    __atomic_store_n(&a->held, ok ? 1 : -1, __ATOMIC_RELEASE);
+    if (ok) usleep(30000);
+    if (d >= 0) close(d);
+    return NULL;
+}
+
+/* file_dir_lock (sae-train's and sweep's one run per directory): a second is refused while the
+ * first holds it; a reader's look (file_dir_lock_held, report's) is not a second run; and a lock
+ * taken on a file the failing holder unlinked in the meantime does not count (the next run made
+ * a new file and locked it too: two sae-trains in one OUT, both exit 0) */
+static void test_dir_lock(void)
+{
+    char dir[400], path[600];
+    snprintf(dir, sizeof dir, "%s/dlock", tdir);
+    snprintf(path, sizeof path, "%s/t.lock", dir);
+    CHECK(mkdir(dir, 0777) == 0);
+    int a = -1, b = -1, c = -1;
+    CHECK(file_dir_lock(dir, "t.lock", "run", &a) == OK && a >= 0, "%s", err_msg());
+    CHECK(file_dir_lock(dir, "t.lock", "run", &b) == ERR_BUSY && b < 0 &&
+              strstr(err_msg(), "another run is writing into this directory (it holds t.lock)"),
+          "a second lock is refused: %s", err_msg());
+    CHECK(file_dir_lock_held(dir, "t.lock") == 1, "held is seen");
+    file_dir_unlock(a);
+    CHECK(file_dir_lock_held(dir, "t.lock") == 0, "free is seen");
+    lock_peek pk = {.held = 0};
+    snprintf(pk.path, sizeof pk.path, "%s", path);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, peek_lock, &pk) == 0);
+    while (!__atomic_load_n(&pk.held, __ATOMIC_ACQUIRE)) usleep(100);
+    int rc = file_dir_lock(dir, "t.lock", "run", &a);
+    pthread_join(th, NULL);
+    CHECK(pk.held == 1 && rc == OK, "a lock taken while a reader looks (file_dir_lock_held): %s",
+          rc ? err_msg() : "taken");
+    if (rc && file_dir_lock(dir, "t.lock", "run", &a)) return; /* the look is over */
+    snprintf(flock_drop_path, sizeof flock_drop_path, "%s", path);
+    flock_drop_fd = a; /* a's holder fails between b's open and b's flock */
+    rc = file_dir_lock(dir, "t.lock", "run", &b);
+    flock_drop_fd = -1;
+    struct stat hs, ps;
+    int same = rc == OK && fstat(b, &hs) == 0 && lstat(path, &ps) == 0 && hs.st_dev == ps.st_dev &&
+               hs.st_ino == ps.st_ino;
+    CHECK(same, "the lock taken after its holder unlinked the file is the directory's file (%s)",
+          rc ? err_msg() : "an unlinked file");
+    rc = file_dir_lock(dir, "t.lock", "run", &c);
+    CHECK(rc == ERR_BUSY, "and a third run is refused while the second holds it (%s)",
+          rc ? err_msg() : "it was not");
+    file_dir_unlock(c);
+    file_dir_unlock(b);
+    /* a filesystem without flock: nothing is locked there, and nothing refused (Lustre without
+       -o flock returns ENOSYS; sae-train refused to train there at all) */
+    static const int no_flock[] = {ENOSYS, ENOLCK, EOPNOTSUPP};
+    for (int i = 0; i < 3; i++) {
+        flock_errno = no_flock[i];
+        rc = file_dir_lock(dir, "t.lock", "run", &a);
+        flock_errno = 0;
+        CHECK(rc == OK && a == -1, "no flock on the filesystem (%s): unlocked, not refused (%s)",
+              strerror(no_flock[i]), rc ? err_msg() : "");
+    }
+    /* a FIFO where the lock file goes: refused by name, and the reader's look does not hang */
+    char fifo_dir[450];
+    snprintf(fifo_dir, sizeof fifo_dir, "%s/fifo", dir);
+    CHECK(mkdir(fifo_dir, 0777) == 0);
+    snprintf(path, sizeof path, "%s/t.lock", fifo_dir);
+    CHECK(mkfifo(path, 0644) == 0, "mkfifo");
+    CHECK(file_dir_lock_held(fifo_dir, "t.lock") == 0, "a FIFO lock file: not held, no hang");
+    rc = file_dir_lock(fifo_dir, "t.lock", "run", &a);
+    CHECK(rc == ERR_IO && a == -1 && strstr(err_msg(), "t.lock: the lock file is not a regular file"),
+          "a FIFO lock file is refused by name (%s)", rc ? err_msg() : "locked");
+    flock_errno = EIO;
+    rc = file_dir_lock(dir, "t.lock", "run", &a);
+    flock_errno = 0;
+    CHECK(rc == ERR_IO && a == -1 && strstr(err_msg(), "t.lock: cannot lock"),
+          "another flock error is one naming the file (%s)", err_msg());
     err_clear();
 }
 
@@ -1368,6 +1480,7 @@ int main(void)
     test_atomic_special();
     test_file_sum();
     test_dir_lock();
+    test_dir_lock_wait();
     test_atomic_plain();
     test_hash();
     test_select();

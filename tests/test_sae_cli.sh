@@ -305,8 +305,8 @@ done
 ok "two sae-train into one directory at once: one trains, one is refused, the files are one run's (3 of 3)" '[ $solo_ok -eq 3 ]'
 # report refuses an SAE directory while a sae-train holds its lock (the training log is being
 # rewritten and new weights registered: an audit drew the old analysis with the new curves)
-flock -o $T/dfull/.sae-train.lock sleep 3 & fp=$!  # -o: sleep does not hold it after kill
-sleep 0.5
+flock -o $T/dfull/.sae-train.lock sleep 30 & fp=$!  # -o: sleep does not hold it after kill
+for i in $(seq 1 100); do flock -n -s $T/dfull/.sae-train.lock true 2>/dev/null || break; sleep 0.05; done
 $BIN report --db $T/acts_an.db --sae $T/dfull --top 2 --no-global --out $T/rlock >/dev/null 2>$T/rlock.err; rc=$?
 kill $fp 2>/dev/null; wait $fp 2>/dev/null
 ok "report refuses a directory a sae-train is writing into" '[ $rc -eq 1 ] && grep -q "dfull: sae-train is writing into this directory (it holds .sae-train.lock)" $T/rlock.err && [ ! -e $T/rlock ]'
