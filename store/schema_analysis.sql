@@ -109,6 +109,14 @@ CREATE INDEX IF NOT EXISTS ana_acts_feature ON ana_acts(dict_id, feature, value 
 -- Features firing on a token, or at a position.
 CREATE INDEX IF NOT EXISTS ana_acts_token ON ana_acts(token, dict_id);
 CREATE INDEX IF NOT EXISTS ana_acts_seq ON ana_acts(seq_id, pos);
+-- A feature's top and quantile examples (what serve and report read), without its --all-acts
+-- rows: through ana_acts_feature a lookup of kind 'top' walked every non-zero of the feature
+-- (serve's index build ran past its 30 s limit on the demo's 2.5M rows, an audit). Partial, so
+-- the 'all' rows cost it nothing; SQLite takes it for a query that says kind = 'top', kind =
+-- 'quantile' or (kind = 'top' OR kind = 'quantile') (not kind IN (...)). store_ana_init adds it
+-- to a database made before it.
+CREATE INDEX IF NOT EXISTS ana_acts_kind ON ana_acts(dict_id, feature, kind, rank)
+    WHERE kind = 'top' OR kind = 'quantile';
 
 -- Direct-path logit effects of each feature's decoder direction (see docs/analysis.md for the
 -- final-LayerNorm approximation): the top positive (sign +1) and most negative (sign -1) tokens.

@@ -16,7 +16,13 @@ int store_ana_init(store *s)
 {
     /* version 3 -> 4 */
     int rc = store_add_column(s, "ana_dicts", "weights", "TEXT");
-    return rc ? rc : store_schema_part(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
+    if (!rc) rc = store_schema_part(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
+    /* the per-kind index of ana_acts came after version 4: a database made before gets it here
+       (its part version is recorded, so the schema SQL above did not run again) */
+    if (!rc && !store_readonly(s))
+        rc = store_exec(s, "CREATE INDEX IF NOT EXISTS ana_acts_kind ON ana_acts(dict_id, feature, "
+                           "kind, rank) WHERE kind = 'top' OR kind = 'quantile'");
+    return rc;
 }
 
 int store_ana_verify(store *s)

@@ -451,9 +451,11 @@ static const char *const rep_sql[Q__N] = {
     "SELECT " FEAT_COLS " FROM ana_features WHERE dict_id = ?1 AND feature = ?2",
     /* In value order, not rank order: rank only restates it (0 = largest), and a table whose
        ranks disagree with its values still draws its largest values on top, truthfully. */
+    /* (kind = 'top' OR kind = 'quantile'), not kind IN (...): SQLite takes the partial index
+       ana_acts_kind only for the first form, and without it walks every --all-acts row */
     "SELECT kind, ifnull(interval, -1), ifnull(rank, -1), seq_id, pos, token, value FROM ana_acts "
-    "WHERE dict_id = ?1 AND feature = ?2 AND kind IN ('top', 'quantile') ORDER BY kind = 'quantile', "
-    "interval, value DESC, rank",
+    "WHERE dict_id = ?1 AND feature = ?2 AND (kind = 'top' OR kind = 'quantile') ORDER BY "
+    "kind = 'quantile', interval, value DESC, rank",
     "SELECT lo, hi, count FROM ana_hist WHERE dict_id = ?1 AND feature = ?2 ORDER BY bin",
     "SELECT token, value FROM ana_logits WHERE dict_id = ?1 AND feature = ?2 AND sign = ?3 ORDER BY rank",
     "SELECT tag, n FROM ana_pos WHERE dict_id = ?1 AND feature = ?2 ORDER BY n DESC, tag",
@@ -464,9 +466,9 @@ static const char *const rep_sql[Q__N] = {
     /* two rows in one place (a rank, or a position among the top ones: the top-N are distinct
        positions): appended or merged tables, which drew each context two or three times */
     ("SELECT 'rank', kind, ifnull(interval, -1), ifnull(rank, -1) FROM ana_acts WHERE dict_id = ?1 "
-     "AND feature = ?2 AND kind IN ('top', 'quantile') GROUP BY kind, interval, rank HAVING count(*) > 1 "
-     "UNION ALL SELECT 'position', kind, seq_id, pos FROM ana_acts WHERE dict_id = ?1 AND feature = ?2 "
-     "AND kind = 'top' GROUP BY kind, seq_id, pos HAVING count(*) > 1 LIMIT 1"),
+     "AND feature = ?2 AND (kind = 'top' OR kind = 'quantile') GROUP BY kind, interval, rank "
+     "HAVING count(*) > 1 UNION ALL SELECT 'position', kind, seq_id, pos FROM ana_acts WHERE "
+     "dict_id = ?1 AND feature = ?2 AND kind = 'top' GROUP BY kind, seq_id, pos HAVING count(*) > 1 LIMIT 1"),
 };
 
 void store_rep_close(store_rep *r)

@@ -130,15 +130,22 @@ static const struct {
         "AS contexts, s.logits FROM temp.feature_fts s JOIN ana_features f ON f.dict_id = "
         "s.dict_id AND f.feature = s.feature WHERE (s.tokens || ' ' || s.contexts || ' ' || "
         "s.logits) LIKE ?1 ORDER BY f.max_act DESC LIMIT ?2"},
-    /* n counts positions: one kept both as a top example and as a quantile sample is one */
+    /* n counts positions: one kept both as a top example and as a quantile sample is one. The
+       tokens table (no index on text) is the fallback of a database without ana_vocab: a LIMIT
+       of 0 skips its scan when ana_vocab has rows (a NOT EXISTS beside the text test scanned
+       every token row on each request: 1.1 s of 1.4 s at 10M tokens, an audit). CROSS JOIN and
+       the + keep ana_acts first, through ana_acts_token: grouping by the bare column let SQLite
+       walk the whole dictionary in feature order instead, every --all-acts row (28 s on the
+       demo's 2.5M rows, an audit) */
     [STORE_SRV_TOKEN] = {"token",
         "SELECT a.feature, count(DISTINCT (a.seq_id << 32) + a.pos) AS n, max(a.value) AS "
         "max_value, f.density, count(*) OVER () AS total FROM ana_acts a "
-        "JOIN ana_features f ON f.dict_id = a.dict_id AND f.feature = a.feature WHERE "
+        "CROSS JOIN ana_features f ON f.dict_id = a.dict_id AND f.feature = a.feature WHERE "
         "a.dict_id = ?1 AND a.token IN (SELECT token FROM ana_vocab WHERE text IN (CAST(?2 AS "
-        "BLOB), CAST(' ' || ?2 AS BLOB)) UNION SELECT token_id FROM tokens WHERE text IN (?2, ' "
-        "' || ?2) AND NOT EXISTS (SELECT 1 FROM ana_vocab)) GROUP BY a.feature ORDER BY "
-        "max_value DESC, a.feature LIMIT ?3 OFFSET ?4", NULL},
+        "BLOB), CAST(' ' || ?2 AS BLOB)) UNION SELECT token_id FROM (SELECT token_id FROM tokens "
+        "WHERE text IN (?2, ' ' || ?2) LIMIT (SELECT CASE WHEN EXISTS (SELECT 1 FROM ana_vocab) "
+        "THEN 0 ELSE -1 END))) GROUP BY +a.feature ORDER BY max_value DESC, a.feature LIMIT ?3 "
+        "OFFSET ?4", NULL},
     [STORE_SRV_FEATURE] = {"feature",
         "SELECT f.feature, f.n_active, f.density, f.mean_act, f.max_act, f.nearest, "
         "f.nearest_cos, f.best_tag, f.best_tag_precision, d.d_sae, d.n_tokens FROM ana_features "
@@ -166,7 +173,7 @@ static const struct {
         "a.seq_id, a.pos, a.value, t.position, t.text, m.v AS tok_value FROM ana_acts a JOIN "
         "tokens t ON t.sequence_id = a.seq_id AND t.position BETWEEN a.pos - ?3 AND a.pos + ?4 "
         "LEFT JOIN mine m ON m.seq_id = t.sequence_id AND m.pos = t.position WHERE a.dict_id = "
-        "?1 AND a.feature = ?2 AND a.kind IN ('top', 'quantile') ORDER BY a.kind = 'quantile', "
+        "?1 AND a.feature = ?2 AND (a.kind = 'top' OR a.kind = 'quantile') ORDER BY a.kind = 'quantile', "
         "a.interval DESC, a.rank, t.position", NULL},
     [STORE_SRV_DICT_BY_SAE] = {"dict_by_sae",
         "SELECT id FROM ana_dicts WHERE kind = 'sae' AND (name = ?1 OR sae_id = ?2) ORDER BY id "

@@ -602,6 +602,100 @@ static void test_console(void)
     store_srv_close(srv);
 }
 
+/* serve's "fires on this token" query reads the tokens table only as the fallback of a database
+ * without ana_vocab: with the vocabulary there it must not walk the token rows (it scanned all
+ * of them on every request, linear in the corpus: 1.1 s per request at 10M tokens, an audit).
+ * Counted with SQLite's full-scan step counter, so the test needs no large table. */
+static int token_query(store *s, const char *sql, int64_t *fullscan, int *rows)
+{
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, sql, &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, 1);
+    sqlite3_bind_text(st, 2, "tok", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, 50);
+    sqlite3_bind_int64(st, 4, 0);
+    int r;
+    *rows = 0;
+    while ((r = sqlite3_step(st)) == SQLITE_ROW) ++*rows;
+    *fullscan = sqlite3_stmt_status(st, SQLITE_STMTSTATUS_FULLSCAN_STEP, 0);
+    sqlite3_finalize(st);
+    return r == SQLITE_DONE ? OK : store_sql_error(s, r, "token query");
+}
+
+/* 1 when the plan of sql names an index with this text in its detail */
+static int plan_has(store *s, const char *sql, const char *what)
+{
+    char q[4096];
+    snprintf(q, sizeof q, "EXPLAIN QUERY PLAN %s", sql);
+    sqlite3_stmt *st;
+    if (store_prepare(s, q, &st)) return 0;
+    int found = 0;
+    while (sqlite3_step(st) == SQLITE_ROW)
+        found |= strstr((const char *)sqlite3_column_text(st, 3), what) != NULL;
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* With analyze --all-acts every non-zero of a feature is an ana_acts row beside its top and
+ * quantile examples: the lookups of one kind and the token query must not walk them (serve's
+ * index build ran past its 30 s limit and /api/token took 28 s on the demo's 2.5M rows). */
+static void test_serve_queries_scale(void)
+{
+    const char *p = tmp("tokq.db");
+    store *s;
+    int64_t hid, ntok = 0;
+    store_remove(p);
+    CHECK(store_open(&s, p, STORE_CREATE) == OK && fill(s, "h", STORE_F32, 200, &hid) == OK &&
+          store_ana_init(s) == OK, "%s", err_msg());
+    /* one feature fired on token id 201 (" tok" in fill's sequences), and 3000 'all' rows */
+    int rc = store_exec(s, "INSERT INTO ana_dicts (id, kind, name, hook_name, d_in, d_sae, split, "
+                           "n_seqs, n_tokens, top_n) VALUES (1, 'sae', 'x', 'h', 12, 4, 'val', 1, 1, 1);"
+                           "INSERT INTO ana_features (dict_id, feature, n_active, density) VALUES (1, 0, 1, 0.5);"
+                           "INSERT INTO ana_acts (dict_id, feature, kind, rank, seq_id, pos, token, value) "
+                           "VALUES (1, 0, 'top', 0, 1, 1, 201, 2.5);"
+                           "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 2999) "
+                           "INSERT INTO ana_acts (dict_id, feature, kind, seq_id, pos, token, value) "
+                           "SELECT 1, 0, 'all', 2 + i / 8, i % 8, 7, 1.0 FROM n");
+    if (!rc) rc = store_query_i64(s, "SELECT count(*) FROM tokens", &ntok);
+    CHECK(rc == OK && ntok > 1000, "token query fixture: %s (%lld token rows)", err_msg(), (long long)ntok);
+    store_srv *srv = NULL;
+    CHECK(store_srv_open(&srv, p, 0, NULL) == OK, "store_srv_open: %s", err_msg());
+    if (!srv || rc) {
+        store_srv_close(srv);
+        store_close(s);
+        return;
+    }
+    const char *sql = store_srv_sql(srv, STORE_SRV_TOKEN);
+    int64_t scan = -1;
+    int rows = -1;
+    /* no vocabulary: the tokens table is the lookup, and finds the feature */
+    rc = token_query(s, sql, &scan, &rows);
+    CHECK(rc == OK && rows == 1 && scan >= ntok / 2, "without ana_vocab: rc %d (%s), %d rows, %lld "
+          "full-scan steps", rc, err_msg(), rows, (long long)scan);
+    rc = store_exec(s, "INSERT INTO ana_vocab (token, text) VALUES (201, CAST(' tok' AS BLOB))");
+    if (!rc) rc = token_query(s, sql, &scan, &rows);
+    CHECK(rc == OK && rows == 1 && scan < ntok / 2, "with ana_vocab: rc %d (%s), %d rows, %lld full-scan "
+          "steps over %lld token rows (the tokens table was scanned)", rc, err_msg(), rows,
+          (long long)scan, (long long)ntok);
+    CHECK(plan_has(s, sql, "ana_acts_token"), "the token query does not look its tokens up through "
+          "ana_acts_token (it walks the dictionary's rows)");
+    /* the top examples of a feature: straight to them, not through its 'all' rows */
+    static const char TOP[] = "SELECT seq_id, pos FROM ana_acts WHERE dict_id = 1 AND feature = 0 "
+                              "AND kind = 'top' ORDER BY rank LIMIT 4";
+    CHECK(plan_has(s, TOP, "ana_acts_kind (dict_id=? AND feature=? AND kind=?)"),
+          "the top examples are not read through ana_acts_kind");
+    store_srv_close(srv);
+    /* a database analysed before the index gets it from the next analysis */
+    int64_t has = -1;
+    rc = store_exec(s, "DROP INDEX ana_acts_kind");
+    if (!rc) rc = store_ana_init(s);
+    if (!rc) rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE name = 'ana_acts_kind'", &has);
+    CHECK(rc == OK && has == 1, "store_ana_init on an older analysis: rc %d (%s), index %lld", rc,
+          err_msg(), (long long)has);
+    store_close(s);
+}
+
 /* Every allocation (ours and SQLite's, routed through mem_alloc) fails once in turn: each
  * attempt must fail cleanly or succeed, and the database afterwards holds all or nothing. */
 static void test_oom(void)
@@ -996,6 +1090,7 @@ int main(void)
     test_query_schema_change();
     test_page_size();
     test_hook_size();
+    test_serve_queries_scale();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
