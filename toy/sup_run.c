@@ -265,7 +265,7 @@ int sup_run(const sup_run_opts *o, sup_run_result *res)
     if (save) {
         /* the checkpoint sits beside -o, whose missing parents were made only at the end: with
            -o new/dir no checkpoint could be written and a kill started over (an audit) */
-        char parent[4096];
+        char parent[sizeof ck.path];
         snprintf(parent, sizeof parent, "%s", ck.path);
         char *sl = strrchr(parent, '/');
         if (sl && sl != parent) {
