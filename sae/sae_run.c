@@ -838,6 +838,11 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
                  ? sae_latent_blocks_check(&o->train, mb, latent_blocks(o), latent_shards(o))
                  : sae_micro_batches_check(o->train.batch, mb);
     if (!rc) rc = check_out(o, 1);
+    /* every rank has checked OUT before rank 0 creates and locks it: a rank whose check came
+       after rank 0's lock_out saw that lock and refused the job ("another sae-train is writing
+       into this directory"), a fresh or --resume run under mpirun -np 2 about one try in two
+       with both ranks on one busy core (an audit) */
+    rc = agree(rc, NULL);
     if (!rc) rc = lock_out(&r, o);
     res->unlocked = !rc && dist_is_root() && r.lock < 0;
     if (!rc) rc = sae_k_set_precision(o->precision);

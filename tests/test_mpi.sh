@@ -146,6 +146,21 @@ if "$BIN" sae-train "${SYN0[@]}" --arch batchtopk --tokens 25600 --checkpoint-ev
         --micro-batches 2 --out res --resume > /dev/null 2> err.txt; then bad "resume: another --micro-batches was accepted"
 else grep -q "micro-batches 4" err.txt && ok "resume: another --micro-batches refused: $(head -n 1 err.txt)" ||
         bad "resume: unclear message: $(head -n 1 err.txt)"; fi
+# both ranks on one core, a fresh run then --resume, 8 times: rank 0 creates and locks OUT only
+# once every rank has checked it (before, a rank that checked after that lock refused the job as
+# "another sae-train is writing into this directory", about one try in two pinned like this)
+if command -v taskset > /dev/null; then
+    F=("${SYN[@]}" --arch topk --tokens 2560)
+    nlk=0; lkmsg=
+    for i in 1 2 3 4 5 6 7 8; do
+        for res in "" --resume; do
+            taskset -c 0 "${MPI[@]}" --bind-to none -np 2 "$BIN" sae-train "${F[@]}" --out lk$i $res \
+                > /dev/null 2> err.txt || { nlk=$((nlk + 1)); lkmsg=$(grep -m1 saelite err.txt); }
+        done
+    done
+    [ "$nlk" = 0 ] && ok "one core, -np 2: 8 fresh runs and 8 resumes start" ||
+        bad "one core, -np 2: $nlk of 16 starts refused: $lkmsg"
+fi
 
 # ---- latent shards (TopK + AuxK): -np 1/2/4 --latent-shards N = one process, same --latent-blocks
 F=(--synth --synth-d 32 --synth-features 64 --d-sae 512 --k 4 --batch 256 --eval-tokens 1024
