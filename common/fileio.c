@@ -505,6 +505,13 @@ void file_remove_dead_temps_plain(const char *path, int prefix)
     remove_temps(dir, &base, 1, prefix ? MATCH_PREFIX : MATCH_NAME, 1);
 }
 
+/* the one wording of "another run holds dir's lock" (file_dir_lock, file_dir_lock_refuse) */
+static int dir_busy(const char *dir, const char *name, const char *what)
+{
+    return err_set(ERR_BUSY, "%s: another %s is writing into this directory (it holds %s); wait for "
+                   "it to end", dir, what, name);
+}
+
 int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)
 {
     *fd = -1;
@@ -534,9 +541,7 @@ int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)
                 nanosleep(&(struct timespec){0, 2000000}, NULL);
                 continue;
             }
-            if (e == EWOULDBLOCK)
-                return err_set(ERR_BUSY, "%s: another %s is writing into this directory (it holds "
-                               "%s); wait for it to end", dir, what, name);
+            if (e == EWOULDBLOCK) return dir_busy(dir, name, what);
             /* a filesystem without flock (Lustre without -o flock, some FUSE and 9p mounts): run
                unlocked, as before the lock existed, rather than refuse to work there */
             if (e == ENOSYS || e == ENOLCK || e == EOPNOTSUPP || e == EINVAL) return OK;
@@ -577,6 +582,11 @@ int file_dir_lock_held(const char *dir, const char *name)
     int held = flock(d, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(d); /* drops the shared lock if it got one */
     return held;
+}
+
+int file_dir_lock_refuse(const char *dir, const char *name, const char *what)
+{
+    return file_dir_lock_held(dir, name) ? dir_busy(dir, name, what) : OK;
 }
 
 int file_find_open_fd(const char *path)

@@ -191,6 +191,9 @@ void file_dir_unlock(int fd);
  * file does not exist or cannot be opened. A reader's check: it takes a shared lock for an
  * instant (file_dir_lock tries again past it). */
 int file_dir_lock_held(const char *dir, const char *name);
+/* ERR_BUSY with file_dir_lock's message when file_dir_lock_held, else OK (a check before a run
+ * reads what another run is writing). */
+int file_dir_lock_refuse(const char *dir, const char *name, const char *what);
 /* Starts writeback of fd's dirty pages without waiting for it (sync_file_range WRITE), so that a
  * later fsync finds them written; errors are ignored (a hint). No-op for fd < 0. */
 void file_writeback_start(int fd);

@@ -746,13 +746,11 @@ static int check_out(const sae_run_opts *o, int probe_lock)
     if (!S_ISDIR(sb.st_mode)) return err_set(ERR_IO, "%s: exists and is not a directory", o->out);
     /* another run's files are there because it is writing them: say so, not "--resume" (which
        lock_out would refuse anyway while that run holds the lock) */
-    if (probe_lock && file_dir_lock_held(o->out, ".sae-train.lock"))
-        return err_set(ERR_BUSY, "%s: another sae-train is writing into this directory (it holds "
-                                 ".sae-train.lock); wait for it to end", o->out);
+    int rc = probe_lock ? file_dir_lock_refuse(o->out, ".sae-train.lock", "sae-train") : OK;
+    if (rc) return rc;
     static const char *const held[] = {"sae_weights.safetensors", "cfg.json", "checkpoint.bin"};
     for (int i = 0; i < 3; i++) {
-        int rc = path_join(p, sizeof p, o->out, held[i]);
-        if (rc) return rc;
+        if ((rc = path_join(p, sizeof p, o->out, held[i]))) return rc;
         int there = access(p, F_OK) == 0;
         if (o->resume && i == 2 && !there)
             return err_set(ERR_NOTFOUND, "%s: no checkpoint to --resume (run without --resume to "

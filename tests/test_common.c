@@ -1319,6 +1319,8 @@ static void test_dir_lock_wait(void)
     CHECK(!file_dir_lock_held(tdir, "t.lock"), "dir lock: no file, not held");
     CHECK(file_dir_lock(tdir, "t.lock", "test", &fd) == OK && fd >= 0, "dir lock: taken");
     CHECK(file_dir_lock_held(tdir, "t.lock"), "dir lock: held is seen");
+    CHECK(file_dir_lock_refuse(tdir, "t.lock", "test") == ERR_BUSY && strstr(err_msg(), "another test is writing"),
+          "dir lock: refuse while held (%s)", err_msg());
     int rc = file_dir_lock(tdir, "t.lock", "test", &fd2);
     CHECK(rc == ERR_BUSY && fd2 < 0 && strstr(err_msg(), tdir) && strstr(err_msg(), "another test"),
           "dir lock: a second writer is refused naming the directory (%s)", err_msg());
@@ -1330,9 +1332,10 @@ static void test_dir_lock_wait(void)
     int probe = open(path, O_RDONLY);
     CHECK(probe >= 0 && flock(probe, LOCK_SH | LOCK_NB) == 0, "dir lock: a probe's shared lock");
     pthread_t th;
-    pthread_create(&th, NULL, unlock_later, &probe);
-    rc = file_dir_lock(tdir, "t.lock", "test", &fd);
-    pthread_join(th, NULL);
+    int started = pthread_create(&th, NULL, unlock_later, &probe) == 0;
+    CHECK(started, "dir lock: a thread to release the probe");
+    rc = started ? file_dir_lock(tdir, "t.lock", "test", &fd) : ERR_IO;
+    if (started) pthread_join(th, NULL);
     CHECK(rc == OK && fd >= 0, "dir lock: a writer waits out a probe's moment (%s)", rc ? err_msg() : "");
     file_dir_unlock(fd);
     /* a shared lock held past the wait is a holder */
