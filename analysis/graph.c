@@ -691,8 +691,10 @@ int ana_graph_build(gpt2_model *m, sae_model *const *tc, const int *tokens, int 
     const int nT = nF + nL;
     /* a linear backward per target, NB at a time, the batches split over the threads (each
        with its own scratch and one OpenBLAS thread: a target's numbers do not depend on the
-       thread, so the graph is the same bits on any count). GPT-2 small with 12 transcoders and
-       a 9-token prompt (3456 features) took 17 s here in silence, one core idle outside dgemm. */
+       thread, so the graph is the same bits on any count; capture_forward's gpt2_forward
+       before them uses OpenBLAS's pool, so OPENBLAS_NUM_THREADS still moves the last bits).
+       GPT-2 small with 12 transcoders and a 9-token prompt (3456 features) took 17 s here in
+       silence, one core idle outside dgemm. */
     bx = (batch_ctx){.g = g, .tc = tc, .fl = fl, .cp = &cp, .err = err, .WU = WU, .wf = wf,
                      .bfin = bfin, .rf = rf, .L = L, .T = T, .C = C, .H = H, .n = n, .nF = nF,
                      .nL = nL, .nT = nT, .stop = p->stop};
