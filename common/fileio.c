@@ -547,9 +547,11 @@ int file_dir_lock(const char *dir, const char *name, const char *what, int *fd)
             if (e == ENOSYS || e == ENOLCK || e == EOPNOTSUPP || e == EINVAL) return OK;
             return err_set(ERR_IO, "%s: cannot lock: %s", path, strerror(e));
         }
-        struct stat held, now;
-        if (fstat(d, &held) == 0 && lstat(path, &now) == 0 && held.st_dev == now.st_dev &&
-            held.st_ino == now.st_ino) {
+        /* the file is still linked: a holder that failed unlinks it (and a new one may take its
+           place), which leaves the file this descriptor locked with no links. The link count,
+           not a comparison of fstat and lstat, which stacked filesystems need not make agree. */
+        struct stat held;
+        if (fstat(d, &held) == 0 && held.st_nlink > 0) {
             *fd = d;
             return OK;
         }
