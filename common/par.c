@@ -9,13 +9,17 @@
 
 int par_threads(void)
 {
-    static int nt = 0;
-    if (!nt) {
+    /* atomic: the first calls may come from several threads at once (serve runs a forward per
+       connection thread); each computes the same value, so relaxed loads and stores suffice */
+    static _Atomic int nt = 0;
+    int v = atomic_load_explicit(&nt, memory_order_relaxed);
+    if (!v) {
         const char *e = getenv("SAELITE_THREADS");
         long n = e ? strtol(e, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
-        nt = n < 1 ? 1 : n > PAR_MAX ? PAR_MAX : (int)n;
+        v = n < 1 ? 1 : n > PAR_MAX ? PAR_MAX : (int)n;
+        atomic_store_explicit(&nt, v, memory_order_relaxed);
     }
-    return nt;
+    return v;
 }
 
 typedef struct {
