@@ -34,26 +34,50 @@ static void on_signal(int sig)
 /* Under mpirun a SIGTERM comes from the launcher ending the job (a rank died, or the job was
  * stopped): a rank blocked in a collective with the dead one could never reach its next stop
  * check, so it says so in one line and exits; rank 0's last checkpoint is intact (atomic). */
-static char term_line[256];
+static char term_line[640], term_line_none[640]; /* the second: no checkpoint written yet */
+static char term_ckpt[4096];                          /* "": the line does not depend on one */
 static void on_term(int sig)
 {
     (void)sig;
+    /* access() is async-signal-safe: a run stopped before its first checkpoint must not be
+       told to --resume, which refuses without one */
+    const char *l = term_ckpt[0] && access(term_ckpt, F_OK) != 0 ? term_line_none : term_line;
     /* every rank's line: when rank 0 is the one that died, the others' are what says so */
-    ssize_t w = write(STDERR_FILENO, term_line, strlen(term_line));
+    ssize_t w = write(STDERR_FILENO, l, strlen(l));
     (void)w;
     _exit(143);
 }
 
-static void set_term_line(const char *hint)
+static void set_term_line(char *line, size_t size, const char *hint)
 {
-    snprintf(term_line, sizeof term_line,
+    snprintf(line, size,
              "saelite: rank %d of %d: ended by mpirun (another rank died or the job was "
              "stopped); %s\n", dist_rank(), dist_size(), hint);
 }
 
 void cli_term_hint(const char *hint)
 {
-    if (dist_size() > 1) set_term_line(hint);
+    if (dist_size() > 1) {
+        term_ckpt[0] = 0;
+        set_term_line(term_line, sizeof term_line, hint);
+    }
+}
+
+void cli_term_checkpoint(const char *path)
+{
+    if (dist_size() <= 1) return;
+    if (snprintf(term_ckpt, sizeof term_ckpt, "%s", path) >= (int)sizeof term_ckpt) {
+        term_ckpt[0] = 0; /* too long to test: the line with a checkpoint, as before */
+        return;
+    }
+    /* mpirun turns Ctrl-C into SIGTERM and kills a second later; it forwards SIGUSR1, which
+       stops every rank at a step boundary with a checkpoint (docs/scale.md) */
+    set_term_line(term_line, sizeof term_line,
+                  "the last checkpoint is intact, rerun with --resume (SIGUSR1 to mpirun stops "
+                  "the job with a fresh one)");
+    set_term_line(term_line_none, sizeof term_line_none,
+                  "no checkpoint was written yet, rerun without --resume (SIGUSR1 to mpirun "
+                  "stops the job with a checkpoint)");
 }
 
 void cli_catch_signals(void)
@@ -62,8 +86,13 @@ void cli_catch_signals(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
+    /* SIGUSR1 is a stop request like Ctrl-C: mpirun forwards it to every rank (it turns SIGINT
+       into SIGTERM and kills), and batch schedulers send it ahead of a time limit */
+    sigaction(SIGUSR1, &sa, NULL);
     if (dist_size() > 1) {
-        set_term_line("the last checkpoint is intact, rerun with --resume");
+        set_term_line(term_line, sizeof term_line,
+                      "the last checkpoint is intact, rerun with --resume");
+        term_ckpt[0] = 0;
         sa.sa_handler = on_term;
     }
     sigaction(SIGTERM, &sa, NULL);

@@ -49,13 +49,17 @@ int cli_check_dir_outputs(const char *cmd, const char *dir, int n, const char *c
  * (2) naming both. */
 int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const char *const *flags,
                          int nin, const char *const *in_files, int nd, const char *const *in_dirs);
-/* Install SIGINT/SIGTERM handlers that set a flag instead of killing the process. */
+/* Install SIGINT/SIGUSR1/SIGTERM handlers that set a flag instead of killing the process (under
+ * mpirun, SIGTERM ends the rank with the line below instead: see cli_term_hint). */
 void cli_catch_signals(void);
 /* Under mpirun: what the one line printed when mpirun ends the job (SIGTERM) says about the
  * saved state (default, for sae-train: "the last checkpoint is intact, rerun with --resume").
  * Call after cli_catch_signals. */
 void cli_term_hint(const char *hint);
-/* Non-zero once SIGINT/SIGTERM arrived (long jobs poll it and stop cleanly). */
+/* The same for a run that checkpoints to `path`: the line says to --resume when the file exists
+ * at that moment, else that no checkpoint was written yet. Call after cli_catch_signals. */
+void cli_term_checkpoint(const char *path);
+/* Non-zero once SIGINT/SIGUSR1/SIGTERM arrived (long jobs poll it and stop cleanly). */
 int cli_interrupted(void);
 extern volatile int cli_stop_flag; /* pollable directly from hooks/kernels via a pointer */
 

@@ -267,6 +267,36 @@ else
         ok "kill: the checkpoint resumes (one process)" || bad "kill: resume failed: $(head -n 1 err.txt)"
 fi
 
+# ---- Ctrl-C on mpirun (SIGTERM to the ranks) and SIGUSR1 (forwarded: a stop with a checkpoint) ---
+# started ERRFILE: the ranks are past their signal handlers once rank 0 reports progress
+started() {
+    local _
+    for _ in $(seq 300); do grep -q '^sae-train .* step [0-9]' "$1" 2> /dev/null && return 0; sleep 0.1; done
+    return 1
+}
+F=("${SYN[@]}" --arch topk --d-sae 512 --tokens 20000000)
+"${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out term > /dev/null 2> term.err &
+mp=$!
+if started term.err; then
+    kill -INT $mp; wait $mp
+    line=$(grep -m1 '^saelite: rank' term.err)
+    [[ "$line" == *"no checkpoint was written yet, rerun without --resume"* ]] && [ ! -e term/checkpoint.bin ] &&
+        ok "Ctrl-C before the first checkpoint: $line" || bad "Ctrl-C before the first checkpoint: $(head -c 400 term.err)"
+else bad "Ctrl-C: the run did not start: $(head -c 300 term.err)"; kill -KILL $mp; wait $mp; fi
+"${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out usr1 > /dev/null 2> usr1.err &
+mp=$!
+if started usr1.err; then
+    kill -USR1 $mp
+    for _ in $(seq 150); do kill -0 $mp 2> /dev/null || break; sleep 0.1; done
+    if kill -0 $mp 2> /dev/null; then bad "SIGUSR1: the job still runs 15 s later"; kill -KILL $mp; fi
+    wait $mp
+    line=$(grep -m1 '^saelite sae-train: interrupted at step' usr1.err)
+    [ -n "$line" ] && [ -s usr1/checkpoint.bin ] && ! grep -q 'ended by mpirun' usr1.err &&
+        "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out usr1 --resume --max-steps 3 > /dev/null 2> err.txt &&
+        ok "SIGUSR1 to mpirun: every rank stopped at a step, the checkpoint resumes: $line" ||
+        bad "SIGUSR1 to mpirun: $(head -c 400 usr1.err) / $(head -n 1 err.txt)"
+else bad "SIGUSR1: the run did not start: $(head -c 300 usr1.err)"; kill -KILL $mp; wait $mp; fi
+
 # ---- fails before any work, naming the problem --------------------------------------------------
 F=("${SYN[@]}" --arch topk --tokens 12800)
 "${MPI[@]}" -np 3 "$BIN" sae-train "${F[@]}" --out np3 > /dev/null 2> err.txt

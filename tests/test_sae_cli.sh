@@ -20,6 +20,12 @@ sp=$!; for _ in $(seq 200); do grep -q "^synth .*tok/s" $T/synth_term.err 2>/dev
 kill -TERM $sp; wait $sp; src=$?
 ok "synth stopped by SIGTERM: exit 130, progress shown, nothing replaced: exit $src, $(tail -1 $T/synth_term.err)" '[ $src -eq 130 ] && grep -q "^synth .*tok/s" $T/synth_term.err && grep -q "interrupted; nothing written" $T/synth_term.err && cmp -s $T/acts.npy $T/acts0.npy && cmp -s $T/truth.npy $T/truth0.npy && [ -z "$(ls $T | grep "\.tmp\.")" ]'
 
+# SIGUSR1 (what mpirun forwards, what batch schedulers send before a time limit) stops like Ctrl-C
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 $BIN sae-train --npy $T/acts.npy --d-sae 128 --k 4 --tokens 100M --batch 512 --checkpoint-every 1000000 --out $T/usr1 >/dev/null 2>$T/usr1.err &
+up=$!; for _ in $(seq 200); do grep -q "^sae-train .* step [0-9]" $T/usr1.err 2>/dev/null && break; sleep 0.1; done
+kill -USR1 $up; wait $up; urc=$?
+ok "sae-train stopped by SIGUSR1: exit 130 with a checkpoint: exit $urc, $(tail -1 $T/usr1.err)" '[ $urc -eq 130 ] && grep -q "interrupted at step [0-9]*; checkpoint" $T/usr1.err && [ -s $T/usr1/checkpoint.bin ]'
+
 args="--npy $T/acts.npy --d-sae 128 --k 4 --tokens 40960 --batch 512 --lr 0.002 --checkpoint-every 20"
 $BIN sae-train $args --out $T/full >$T/full.out 2>&1
 ok "sae-train on npy" 'grep -q "^eval" $T/full.out && [ -s $T/full/sae_weights.safetensors ] && [ -s $T/full/cfg.json ] && [ -s $T/full/sparsity.safetensors ]'
