@@ -696,6 +696,96 @@ static void test_serve_queries_scale(void)
     store_close(s);
 }
 
+/* An analysis replaced by the next one of the same name: its ana_acts rows go; where they are
+ * most of the table (a re-run --all-acts analysis) the indexes are dropped and made again around
+ * the delete, which must leave the same indexes (a user's own too), every other dictionary's
+ * rows, and, rolled back, everything as it was. */
+static int64_t acts_digest(store *s, const char *where, int64_t *n)
+{
+    char sql[256];
+    int64_t v = 0;
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM ana_acts WHERE %s", where);
+    if (store_query_i64(s, sql, n)) return -1;
+    snprintf(sql, sizeof sql, "SELECT total(feature * 7 + seq_id * 13 + pos * 17 + token + "
+                              "ifnull(rank, 5) * 3 + (kind = 'top') * 11) FROM ana_acts WHERE %s", where);
+    return store_query_i64(s, sql, &v) ? -1 : v;
+}
+
+static void index_sql(store *s, char *out, size_t cap)
+{
+    sqlite3_stmt *st;
+    size_t len = 0;
+    out[0] = 0;
+    if (store_prepare(s, "SELECT name || ':' || sql FROM sqlite_master WHERE type = 'index' AND "
+                         "tbl_name = 'ana_acts' AND sql IS NOT NULL ORDER BY name", &st))
+        return;
+    while (sqlite3_step(st) == SQLITE_ROW && len + 2 < cap)
+        len += (size_t)snprintf(out + len, cap - len, "%s;", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+}
+
+static void test_ana_replace_rebuild(void)
+{
+    const char *p = tmp("anarep.db");
+    store *s;
+    store_remove(p);
+    CHECK(store_open(&s, p, STORE_CREATE) == OK && store_ana_init(s) == OK, "%s", err_msg());
+    /* dictionary 1: 150k 'all' rows and some top ones; dictionary 2 (another name): 2000 rows */
+    int rc = store_exec(s,
+        "INSERT INTO ana_dicts (id, kind, name, hook_name, d_in, d_sae, split, n_seqs, n_tokens, "
+        "top_n) VALUES (1, 'sae', 'a', 'h', 8, 64, 'val', 10, 10, 4), "
+        "(2, 'sae', 'b', 'h', 8, 64, 'val', 10, 10, 4);"
+        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 149999) "
+        "INSERT INTO ana_acts (dict_id, feature, kind, seq_id, pos, token, value) "
+        "SELECT 1, i % 64, 'all', i / 128, i % 128, (i * 7919) % 5000, (i % 97) * 0.25 FROM n;"
+        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 255) "
+        "INSERT INTO ana_acts (dict_id, feature, kind, rank, seq_id, pos, token, value) "
+        "SELECT 1, i / 4, 'top', i % 4, i, 1, i % 50, 3.0 - i * 0.01 FROM n;"
+        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 1999) "
+        "INSERT INTO ana_acts (dict_id, feature, kind, rank, seq_id, pos, token, value) "
+        "SELECT 2, i % 64, CASE WHEN i % 3 THEN 'all' ELSE 'top' END, CASE WHEN i % 3 THEN NULL "
+        "ELSE i / 3 END, 1000 + i, i % 128, i % 300, i * 0.5 FROM n;"
+        "CREATE INDEX users_own ON ana_acts(value) WHERE kind = 'top'");
+    char before[2048], after[2048];
+    index_sql(s, before, sizeof before);
+    int64_t n1 = 0, n2 = 0, n2b = 0, d2 = acts_digest(s, "dict_id = 2", &n2);
+    acts_digest(s, "dict_id = 1", &n1);
+    CHECK(rc == OK && n1 == 150256 && n2 == 2000 && strstr(before, "users_own") &&
+          strstr(before, "ana_acts_kind"), "fixture: %s (%lld + %lld rows; %s)", err_msg(),
+          (long long)n1, (long long)n2, before);
+    store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
+                        .d_in = 8, .d_sae = 64, .top_n = 4, .n_seqs = 10, .n_tokens = 10};
+    for (int commit = 0; !rc && commit < 2; commit++) {
+        store_ana_writer *w = NULL;
+        int64_t id = -1, replaced = -2, n1b = -1;
+        rc = store_begin(s);
+        if (!rc) rc = store_ana_writer_open(&w, s);
+        if (!rc) rc = store_ana_dict_begin(w, &d, &id, &replaced);
+        store_ana_writer_close(w);
+        int64_t d2b = acts_digest(s, "dict_id = 2", &n2b);
+        acts_digest(s, "dict_id <> 2", &n1b);
+        index_sql(s, after, sizeof after);
+        CHECK(rc == OK && replaced == 10 && id != 1 && n1b == 0 && n2b == n2 && d2b == d2 &&
+              !strcmp(before, after), "replace (%s): rc %d (%s), replaced %lld, %lld rows left of "
+              "dictionary 1, dictionary 2 %lld rows (digest %s); indexes %s (before: %s)",
+              commit ? "commit" : "rollback", rc, err_msg(), (long long)replaced, (long long)n1b,
+              (long long)n2b, d2b == d2 ? "kept" : "changed", after, before);
+        CHECK(plan_has(s, "SELECT count(*) FROM ana_acts WHERE token = 5 AND dict_id = 2",
+                       "ana_acts_token"), "the token index is not used after the rebuild");
+        if (commit) rc = store_commit(s);
+        else {
+            rc = store_rollback(s);
+            int64_t m = 0, dg = acts_digest(s, "dict_id = 1", &m);
+            (void)dg;
+            index_sql(s, after, sizeof after);
+            CHECK(rc == OK && m == n1 && !strcmp(before, after), "rolled back: %lld rows of "
+                  "dictionary 1 (had %lld), indexes %s", (long long)m, (long long)n1, after);
+        }
+    }
+    CHECK(rc == OK && store_check(s) == OK, "after the commit: %s", err_msg());
+    store_close(s);
+}
+
 /* Every allocation (ours and SQLite's, routed through mem_alloc) fails once in turn: each
  * attempt must fail cleanly or succeed, and the database afterwards holds all or nothing. */
 static void test_oom(void)
@@ -1091,6 +1181,7 @@ int main(void)
     test_page_size();
     test_hook_size();
     test_serve_queries_scale();
+    test_ana_replace_rebuild();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
