@@ -123,6 +123,9 @@ int cmd_eval(int argc, char **argv)
     if (!(o.C >= EVAL_C_MIN && o.C <= EVAL_C_MAX))
         return cli_usage_error("eval", "--C must be in [%g, %g], got %g", EVAL_C_MIN, EVAL_C_MAX, o.C);
     if (!o.sae[0]) return cli_usage_error("eval", "--sae is empty: give an SAE directory or a registry id");
+    int suite_bits, suite_all; /* a bad --suite is a usage error (exit 2), as other bad values */
+    if (eval_parse_suites(o.suites, &suite_bits, &suite_all))
+        return cli_usage_error("eval", "--suite: %s", err_msg());
     cli_catch_signals();
     o.stop = &cli_stop_flag;
     o.notice = notice;

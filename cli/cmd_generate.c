@@ -5,6 +5,7 @@
 #include "analysis/steer.h"
 #include "cli/cli.h"
 #include "common/err.h"
+#include "common/mem.h"
 #include "model/ops.h"
 
 CLI_COMMAND(generate, "Generate text from a prompt (temperature, top-k; T=0 is greedy)",
@@ -90,6 +91,12 @@ int cmd_generate(int argc, char **argv)
     /* steering's own flags did nothing without it, exit 0 (an audit) */
     if (!steer && (hook || method_name))
         return cli_usage_error("generate", "%s needs --sae and --steer", hook ? "--hook" : "--steer-method");
+    if (steer) { /* the syntax is a usage error (exit 2); the range needs the SAE (run time) */
+        ana_steer_term *terms = NULL;
+        int nterms = 0;
+        if (ana_steer_parse(steer, 0, &terms, &nterms)) return cli_usage_error("generate", "%s", err_msg());
+        mem_free(terms);
+    }
     ana_steer_method method = ANA_STEER_ADD;
     if (method_name && ana_steer_method_parse(method_name, &method)) return cli_fail("generate");
     cli_catch_signals();

@@ -55,6 +55,8 @@ int cmd_serve(int argc, char **argv)
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);
     if (rc) return rc;
+    /* as eval refuses it: an empty --sae silently served the default SAE (an audit) */
+    if (o.sae && !o.sae[0]) return cli_usage_error("serve", "--sae is empty: give an SAE directory or a registry id");
     o.stop = &cli_stop_flag;
     o.on_ready = ready;
     cli_catch_signals();

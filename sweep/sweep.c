@@ -589,6 +589,9 @@ int sweep_check_opts(const sweep_opts *o)
     if (!rc) rc = check_list("--relu-l1", o->relu_l1, o->n_relu_l1);
     if (!rc) rc = check_list("--gated-l1", o->gated_l1, o->n_gated_l1);
     if (!rc) rc = check_list("--jumprelu-l0", o->jumprelu_l1, o->n_jumprelu_l1);
+    int bits, all; /* --eval foo: a usage error, as --families foo is (check_store checked it at run time) */
+    if (!rc && o->eval_suites && *o->eval_suites && eval_parse_suites(o->eval_suites, &bits, &all))
+        rc = err_wrap(ERR_ARG, "--eval");
     return rc ? rc : check_families(o);
 }
 

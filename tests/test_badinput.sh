@@ -897,7 +897,14 @@ bad "analyze: a stored token id outside the model's vocabulary" "bigtok.db: hook
 bad "attribute: an SAE of another model" "sae_ex: the SAE was trained on activations of a model with checksum [0-9a-f]{16}, but --model $R/model2 has checksum" attribute --model $R/model2 --tokenizer tok --sae $R/sae_ex --text "the cat"
 bad "generate --steer: an SAE of another model" "sae_ex: the SAE was trained on activations of a model with checksum" generate --model $R/model2 --tokenizer tok --sae $R/sae_ex --steer 0:1 --prompt "the cat"
 bad "sweep: a k above d_sae fails before anything is written (was at its run)" "k 100 is more than d_sae \\(16\\)" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 100 --d-sae 16 --tokens 256 --batch 16 --eval none
-bad "sweep: an unknown suite fails before the first run is trained" "--eval: unknown suite 'foo'" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 2 --d-sae 16 --tokens 256 --batch 16 --eval foo
+EXACT="saelite sweep: --eval: unknown suite 'foo' (sparse_probing, absorption, scr, tpp, all) (see 'saelite sweep --help')"
+bad "sweep: an unknown suite fails before the first run is trained, a usage error (was exit 1)" "--eval: unknown suite 'foo'" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 2 --d-sae 16 --tokens 256 --batch 16 --eval foo
+EXACT="saelite eval: --suite: unknown suite 'ravel' (sparse_probing, absorption, scr, tpp, all) (see 'saelite eval --help')"
+bad "eval: an unknown suite is a usage error (was exit 1)" "unknown suite 'ravel'" eval --db ex.db --sae $R/sae_ex --suite scr,ravel
+EXACT="saelite serve: --sae is empty: give an SAE directory or a registry id (see 'saelite serve --help')"
+bad "serve: an empty --sae (served the default SAE)" "--sae is empty" serve --db ex.db --sae "" --port 0
+EXACT="saelite generate: steering: 'abc' is not FEATURE:STRENGTH[,FEATURE:STRENGTH...] (see 'saelite generate --help')"
+bad "generate --steer: a malformed term is a usage error (was exit 1)" "steer" generate --model $R/model2 --tokenizer tok --sae $R/sae_ex --steer abc --prompt "the cat"
 EXACT="saelite sweep: --ks: 8 is given twice (see 'saelite sweep --help')"
 bad "sweep: a k given twice is a usage error (exit 2, was 1)" "--ks: 8 is given twice" sweep --db ex.db --out $R/sw --hook $H --families topk --ks 8,8 --d-sae 16 --tokens 256 --batch 16
 bad "sweep: --families with a trailing comma (was taken)" "--families 'topk,': a trailing comma" sweep --db ex.db --out $R/sw --hook $H --families topk, --ks 2 --d-sae 16 --tokens 256 --batch 16

@@ -347,10 +347,10 @@ ok cmp -s "$DB" "$W/before.db"
 # refusals: an unknown suite, an unknown id; nothing is written
 N0=$(q "SELECT count(*) FROM eval_runs")
 "$BIN" eval --db "$DB" --sae "$SID" --suite scr,ravel > "$W/e5.out" 2>&1; rc=$?
-ok test $rc -eq 1
+ok test $rc -eq 2   # a bad value is a usage error (README: exit 2)
 ok grep -q "unknown suite 'ravel'" "$W/e5.out"
 "$BIN" eval --db "$DB" --sae "$SID" --suite sparse_probing,,tpp > "$W/e5b.out" 2>&1; rc=$?
-ok test $rc -eq 1   # an empty name ran silently (an audit)
+ok test $rc -eq 2   # an empty name ran silently (an audit)
 ok grep -q "an empty suite name in the list" "$W/e5b.out"
 "$BIN" eval --db "$DB" --sae 999 > "$W/e6.out" 2>&1; ok test $? -eq 1
 ok grep -q "no SAE with id 999" "$W/e6.out"
