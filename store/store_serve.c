@@ -174,7 +174,7 @@ static const struct {
         "tokens t ON t.sequence_id = a.seq_id AND t.position BETWEEN a.pos - ?3 AND a.pos + ?4 "
         "LEFT JOIN mine m ON m.seq_id = t.sequence_id AND m.pos = t.position WHERE a.dict_id = "
         "?1 AND a.feature = ?2 AND (a.kind = 'top' OR a.kind = 'quantile') ORDER BY a.kind = 'quantile', "
-        "a.interval DESC, a.rank, t.position", NULL},
+        "a.interval DESC, a.rank, a.seq_id, a.pos, t.position", NULL},
     [STORE_SRV_DICT_BY_SAE] = {"dict_by_sae",
         "SELECT id FROM ana_dicts WHERE kind = 'sae' AND (name = ?1 OR sae_id = ?2) ORDER BY id "
         "DESC LIMIT 1", NULL},
