@@ -268,14 +268,15 @@ else
 fi
 
 # ---- Ctrl-C on mpirun (SIGTERM to the ranks) and SIGUSR1 (forwarded: a stop with a checkpoint) ---
-# started ERRFILE: the ranks are past their signal handlers once rank 0 reports progress
+# started ERRFILE: the ranks are past their signal handlers once rank 0 reports progress (the
+# suite turns progress off: these runs turn it on)
 started() {
     local _
     for _ in $(seq 300); do grep -q '^sae-train .* step [0-9]' "$1" 2> /dev/null && return 0; sleep 0.1; done
     return 1
 }
 F=("${SYN[@]}" --arch topk --d-sae 512 --tokens 20000000)
-"${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out term > /dev/null 2> term.err &
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out term > /dev/null 2> term.err &
 mp=$!
 if started term.err; then
     kill -INT $mp; wait $mp
@@ -283,7 +284,7 @@ if started term.err; then
     [[ "$line" == *"no checkpoint was written yet, rerun without --resume"* ]] && [ ! -e term/checkpoint.bin ] &&
         ok "Ctrl-C before the first checkpoint: $line" || bad "Ctrl-C before the first checkpoint: $(head -c 400 term.err)"
 else bad "Ctrl-C: the run did not start: $(head -c 300 term.err)"; kill -KILL $mp; wait $mp; fi
-"${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out usr1 > /dev/null 2> usr1.err &
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out usr1 > /dev/null 2> usr1.err &
 mp=$!
 if started usr1.err; then
     kill -USR1 $mp
