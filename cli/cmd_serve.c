@@ -12,7 +12,6 @@ CLI_COMMAND(serve, "Browse a database's features in a web browser (HTTP server)"
 
 static void ready(void *user, const char *url, const srv_result *res)
 {
-    (void)user;
     fprintf(stderr, "serve: search index (%s) built in %.2f s\n", res->fts5 ? "FTS5" : "LIKE",
             res->index_seconds);
     if (res->test_sae[0] && res->test_dict < 0 && res->stale[0])
@@ -23,6 +22,10 @@ static void ready(void *user, const char *url, const srv_result *res)
         fprintf(stderr, "serve: warning: the SAE %s has no analysis in this database (analysed: %s): "
                 "test your text runs, but no live activations, steering or feature links\n",
                 res->test_sae, res->analysed);
+    if (res->slow_acts)
+        fprintf(stderr, "serve: note: %s was analysed with --all-acts before the index "
+                "ana_acts_kind existed: feature pages read every stored activation of a feature; "
+                "'saelite analyze' on it once adds the index\n", (const char *)user);
     if (res->dashboards) fprintf(stderr, "serve: %d feature dashboards in the report directory\n", res->dashboards);
     printf("serve: open %s in a browser (Ctrl-C stops)\n", url);
     fflush(stdout);
@@ -59,6 +62,7 @@ int cmd_serve(int argc, char **argv)
     if (o.sae && !o.sae[0]) return cli_usage_error("serve", "--sae is empty: give an SAE directory or a registry id");
     o.stop = &cli_stop_flag;
     o.on_ready = ready;
+    o.user = (void *)o.db;
     cli_catch_signals();
     srv_result res;
     rc = srv_run(&o, &res);

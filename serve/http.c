@@ -95,6 +95,7 @@ int srv_ctx_open(srv_ctx **out, const srv_opts *o, srv_result *res)
     int rc = store_srv_open(&c->st, o->db, (int)(o->query_timeout * 1000 + 0.5),
                             res ? &res->index_seconds : NULL);
     if (!rc && res) res->fts5 = store_srv_fts5(c->st);
+    if (!rc && res) res->slow_acts = store_srv_slow_acts(c->st);
     if (!rc && o->model_dir) {
         char dir[4096] = "";
         int64_t id = -1;

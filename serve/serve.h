@@ -71,6 +71,7 @@ typedef struct srv_result {
     int64_t cut;           /* connections shut down at the request deadline */
     double index_seconds;  /* building the search index at startup */
     int fts5;              /* 1: FTS5 search, 0: LIKE fallback */
+    int slow_acts;         /* store_srv_slow_acts: for the caller's note */
     int dashboards;        /* dashboards found in report_dir */
     /* with model_dir: the SAE directory run and its analysis (-1: none in the database, matched
        by the name analyze recorded or by realpath; analysed then lists the analysed SAEs, for

@@ -35,6 +35,7 @@ struct store_srv {
     store_deadline con_dl;      /* the console statement's time limit (under con_mu; none between) */
     unsigned rr;                /* round robin when every connection is busy */
     int fts5;
+    int slow_acts;              /* 'all' rows and no ana_acts_kind (store_srv_slow_acts) */
     int capped;                 /* the heap cap is set; heap_prev is the limit it replaced */
     sqlite3_int64 heap_prev;
     int stopping;               /* store_srv_stop was called (atomic) */
@@ -497,6 +498,15 @@ int store_srv_open(store_srv **out, const char *path, int query_ms, double *fts_
         else rc = sqlerr(s, db0, "building the search index");
         goto fail;
     }
+    /* a database analysed before ana_acts_kind (2026-12-07) with --all-acts: its pages walk
+       the 'all' rows, and serve, read-only, cannot add the index (store_srv_slow_acts) */
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db0, "SELECT NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = "
+                                "'index' AND name = 'ana_acts_kind') AND EXISTS (SELECT 1 FROM "
+                                "ana_acts WHERE kind = 'all')", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        s->slow_acts = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st); /* a failure (the deadline) only leaves the note out */
     store_deadline_start(&s->c[0].dl, 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (fts_seconds) *fts_seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
@@ -556,6 +566,7 @@ void store_srv_stop(store_srv *s)
 
 const char *store_srv_path(const store_srv *s) { return s->path; }
 int store_srv_fts5(const store_srv *s) { return s->fts5; }
+int store_srv_slow_acts(const store_srv *s) { return s->slow_acts; }
 
 int store_srv_dict_by_weights(store_srv *s, const char *weights, const char *hook, int64_t d_sae,
                               int64_t named, int64_t *id, char stale[17])

@@ -101,6 +101,10 @@ void store_srv_stop(store_srv *s);
 const char *store_srv_path(const store_srv *s);
 /* 1 when the search index is FTS5, 0 when it is the LIKE fallback. */
 int store_srv_fts5(const store_srv *s);
+/* 1 when the database has --all-acts rows but not the index ana_acts_kind (analysed before it
+ * existed): feature pages then read every stored activation of the feature; `saelite analyze`
+ * adds the index (serve is read-only). */
+int store_srv_slow_acts(const store_srv *s);
 /* The analysis of the SAE whose sae_weights.safetensors has checksum `weights`, given `named`,
  * the one found by its name or realpath (-1: none): named when it recorded those weights or
  * none (before analysis version 4), else the newest analysis that recorded them at this hook

@@ -776,6 +776,19 @@ req GET "/api/feature/$D3/$F"; okn "no dashboard on the other analysis" test "$(
 req GET "/report/$D3/$F.png"; ok test "$code" = 404
 kill -INT $SPID; wait $SPID; SPID=""
 
+# ---- a database analysed with --all-acts before the index ana_acts_kind: serve (read-only) says
+# how to add it; with the index, no note
+setup analyze --db "$W/two.db" --sae "$W/sae" --all-acts --no-model
+for idx in with without; do
+    [ $idx = without ] && sqlite3 "$W/two.db" "DROP INDEX ana_acts_kind"
+    "$BIN" serve --db "$W/two.db" --port 0 > "$W/serve7.out" 2> "$W/serve7.err" &
+    SPID=$!
+    wait_url "$W/serve7.out"
+    kill -INT $SPID; wait $SPID; SPID=""
+    if [ $idx = with ]; then okn "--all-acts with the index: no note" bash -c "test -n '$URL' && ! grep -q 'ana_acts_kind' '$W/serve7.err'"
+    else okn "--all-acts without the index: a note ($(grep ana_acts_kind "$W/serve7.err"))" grep -q "^serve: note: $W/two.db was analysed with --all-acts before the index ana_acts_kind existed: .*'saelite analyze' on it once adds the index" "$W/serve7.err"; fi
+done
+
 # ---- at a LAN address (--host 0.0.0.0) a browser sends no Sec-Fetch-Site, so another site's
 # <img src=.../api/sql?q=...> could run SQL there (a review): the two GET forms that run something
 # answer only at loopback names; POST (which carries an Origin) and the rest are as before
