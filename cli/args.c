@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -36,12 +37,21 @@ static void on_signal(int sig)
  * check, so it says so in one line and exits; rank 0's last checkpoint is intact (atomic). */
 static char term_line[640], term_line_none[640]; /* the second: no checkpoint written yet */
 static char term_ckpt[4096];                          /* "": the line does not depend on one */
+/* a run without --resume (--force) over another run's checkpoint: that file is not this run's;
+ * its atomic rewrite makes another inode */
+static int term_stale;
+static dev_t term_stale_dev;
+static ino_t term_stale_ino;
 static void on_term(int sig)
 {
     (void)sig;
     /* access() is async-signal-safe: a run stopped before its first checkpoint must not be
        told to --resume, which refuses without one */
-    const char *l = term_ckpt[0] && access(term_ckpt, F_OK) != 0 ? term_line_none : term_line;
+    struct stat sb; /* stat() is async-signal-safe too */
+    const char *l = term_line;
+    if (term_ckpt[0] && (stat(term_ckpt, &sb) != 0 ||
+                         (term_stale && sb.st_dev == term_stale_dev && sb.st_ino == term_stale_ino)))
+        l = term_line_none; /* none, or still the one a --force run found (another run's) */
     /* every rank's line: when rank 0 is the one that died, the others' are what says so */
     ssize_t w = write(STDERR_FILENO, l, strlen(l));
     (void)w;
@@ -55,20 +65,43 @@ static void set_term_line(char *line, size_t size, const char *hint)
              "stopped); %s\n", dist_rank(), dist_size(), hint);
 }
 
+/* The handler (installed already) reads these buffers: a SIGTERM while they are rewritten printed
+ * a half-made line, or none (term_ckpt set before term_line_none: an empty write). */
+static void term_block(int block, sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    if (block) pthread_sigmask(SIG_BLOCK, &set, old);
+    else pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
 void cli_term_hint(const char *hint)
 {
     if (dist_size() > 1) {
+        sigset_t old;
+        term_block(1, &old);
         term_ckpt[0] = 0;
         set_term_line(term_line, sizeof term_line, hint);
+        term_block(0, &old);
     }
 }
 
-void cli_term_checkpoint(const char *path)
+void cli_term_checkpoint(const char *path, int resume)
 {
     if (dist_size() <= 1) return;
+    sigset_t old;
+    term_block(1, &old);
     if (snprintf(term_ckpt, sizeof term_ckpt, "%s", path) >= (int)sizeof term_ckpt) {
         term_ckpt[0] = 0; /* too long to test: the line with a checkpoint, as before */
+        term_block(0, &old);
         return;
+    }
+    struct stat sb;
+    term_stale = !resume && stat(path, &sb) == 0;
+    if (term_stale) {
+        term_stale_dev = sb.st_dev;
+        term_stale_ino = sb.st_ino;
     }
     /* mpirun turns Ctrl-C into SIGTERM and kills a second later; it forwards SIGUSR1, which
        stops every rank at a step boundary with a checkpoint (docs/scale.md) */
@@ -78,6 +111,7 @@ void cli_term_checkpoint(const char *path)
     set_term_line(term_line_none, sizeof term_line_none,
                   "no checkpoint was written yet, rerun without --resume (SIGUSR1 to mpirun "
                   "stops the job with a checkpoint)");
+    term_block(0, &old);
 }
 
 void cli_catch_signals(void)

@@ -57,8 +57,9 @@ void cli_catch_signals(void);
  * Call after cli_catch_signals. */
 void cli_term_hint(const char *hint);
 /* The same for a run that checkpoints to `path`: the line says to --resume when the file exists
- * at that moment, else that no checkpoint was written yet. Call after cli_catch_signals. */
-void cli_term_checkpoint(const char *path);
+ * at that moment (without --resume: one this run wrote, not the one it found there), else that
+ * no checkpoint was written yet. Call after cli_catch_signals. */
+void cli_term_checkpoint(const char *path, int resume);
 /* Non-zero once SIGINT/SIGUSR1/SIGTERM arrived (long jobs poll it and stop cleanly). */
 int cli_interrupted(void);
 extern volatile int cli_stop_flag; /* pollable directly from hooks/kernels via a pointer */

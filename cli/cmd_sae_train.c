@@ -237,7 +237,7 @@ int cmd_sae_train(int argc, char **argv)
     c->normalize = !no_norm;
     cli_catch_signals();
     char ckpt[4096];
-    if (path_join(ckpt, sizeof ckpt, o.out, "checkpoint.bin") == OK) cli_term_checkpoint(ckpt);
+    if (path_join(ckpt, sizeof ckpt, o.out, "checkpoint.bin") == OK) cli_term_checkpoint(ckpt, o.resume);
     o.stop = &cli_stop_flag;
     sae_run_result res;
     if (sae_train_run(&o, &res)) return cli_fail(cmd);

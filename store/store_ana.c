@@ -1,4 +1,5 @@
 /* store_ana.c - writing the analysis tables (see store_ana.h, schema_analysis.sql). */
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,9 +179,54 @@ static void bind_real_or_null(sqlite3_stmt *st, int i, double v)
  * table's four indexes (about 15 us a row here: 21 s for the 1.4M rows of an --all-acts
  * analysis, more than writing them). Where those rows are most of the table (the usual re-run of
  * an --all-acts analysis) the indexes are dropped, the rows deleted in a scan, and the indexes
- * made again, each from its own recorded SQL, over what is left: 2-3 s. Inside the caller's
- * transaction, so a kill rolls all of it back. */
-enum { ACTS_REBUILD_MIN = 100000, ACTS_MAX_INDEXES = 32 };
+ * made again over what is left: 2-3 s. Inside the caller's transaction, so a kill rolls all of
+ * it back. Only when ana_acts has exactly saelite's own indexes: the file is input, and its
+ * recorded index SQL is run again only where it is ours (a crafted sqlite_schema row ran its
+ * second statement, "CREATE INDEX i ON ana_acts(token); UPDATE models ...", a review); any
+ * other index (a user's own) keeps the row-by-row delete. */
+enum { ACTS_REBUILD_MIN = 100000, ACTS_NIDX = 4 };
+static const char *const ACTS_INDEXES[ACTS_NIDX][2] = {
+    {"ana_acts_feature", "CREATE INDEX ana_acts_feature ON ana_acts(dict_id, feature, value DESC)"},
+    {"ana_acts_token", "CREATE INDEX ana_acts_token ON ana_acts(token, dict_id)"},
+    {"ana_acts_seq", "CREATE INDEX ana_acts_seq ON ana_acts(seq_id, pos)"},
+    {"ana_acts_kind", "CREATE INDEX ana_acts_kind ON ana_acts(dict_id, feature, kind, rank) WHERE "
+                      "kind = 'top' OR kind = 'quantile'"},
+};
+static int acts_rebuilds; /* for the tests (store_ana_acts_rebuilds) */
+int store_ana_acts_rebuilds(void) { return acts_rebuilds; }
+
+/* a and b equal but for the lengths of their runs of white space (the schema file's line breaks;
+ * store_ana_init's one-line ana_acts_kind). None of ACTS_INDEXES has white space in a literal. */
+static int same_spaced(const char *a, const char *b)
+{
+    for (;;) {
+        int sa = isspace((unsigned char)*a), sb = isspace((unsigned char)*b);
+        if (sa != sb) return 0;
+        if (sa) {
+            while (isspace((unsigned char)*a)) a++;
+            while (isspace((unsigned char)*b)) b++;
+            continue;
+        }
+        if (*a != *b) return 0;
+        if (!*a) return 1;
+        a++, b++;
+    }
+}
+
+/* Runs one statement (the tail, if any, is not run). */
+static int exec_one(store *s, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    int r = sqlite3_prepare_v2(store_db(s), sql, -1, &st, NULL);
+    if (r == SQLITE_OK && !st) r = SQLITE_CORRUPT;
+    if (r == SQLITE_OK) {
+        r = sqlite3_step(st);
+        if (r == SQLITE_DONE) r = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return r == SQLITE_OK ? OK : store_sql_error(s, r, "making an index of ana_acts again");
+}
+
 static int delete_acts_rows(store_ana_writer *w, int64_t id)
 {
     char sql[128];
@@ -194,36 +240,58 @@ static int delete_acts_rows(store_ana_writer *w, int64_t id)
     if (rc || n_del < ACTS_REBUILD_MIN || n_all - n_del > 2 * n_del)
         return rc ? rc : store_exec(w->s, sql);
 
+    /* the recorded indexes: each must be one of ours, once (the recorded text is kept, so the
+       file reads as before) */
     sqlite3_stmt *st;
-    char *made[ACTS_MAX_INDEXES], *drop[ACTS_MAX_INDEXES];
-    int n = 0, r;
+    char *made[ACTS_NIDX] = {0};
+    int ours = 1, r;
     if ((rc = store_prepare(w->s, "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND "
-                                  "tbl_name = 'ana_acts' AND sql IS NOT NULL", &st)))
+                                  "tbl_name = 'ana_acts'", &st)))
         return rc;
-    while ((r = sqlite3_step(st)) == SQLITE_ROW && n < ACTS_MAX_INDEXES) {
-        drop[n] = sqlite3_mprintf("DROP INDEX \"%w\"", (const char *)sqlite3_column_text(st, 0));
-        made[n] = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(st, 1));
-        if (!drop[n] || !made[n]) {
-            sqlite3_free(drop[n]);
-            sqlite3_free(made[n]);
-            r = SQLITE_NOMEM;
-            break;
-        }
-        n++;
+    while (ours && (r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *nm = (const char *)sqlite3_column_text(st, 0);
+        const char *ms = (const char *)sqlite3_column_text(st, 1);
+        int k = -1;
+        for (int i = 0; nm && ms && i < ACTS_NIDX; i++)
+            if (!strcmp(nm, ACTS_INDEXES[i][0]) && same_spaced(ms, ACTS_INDEXES[i][1])) k = i;
+        if (k < 0 || made[k]) ours = 0; /* another index (or an autoindex: sql NULL) */
+        else if (!(made[k] = sqlite3_mprintf("%s", ms))) r = SQLITE_NOMEM;
+        if (r == SQLITE_NOMEM) break;
     }
-    if (r == SQLITE_ROW && n == ACTS_MAX_INDEXES) r = SQLITE_DONE; /* more than that: row by row */
     sqlite3_finalize(st);
-    if (r != SQLITE_DONE) rc = store_sql_error(w->s, r, "listing the indexes of ana_acts");
-    else if (n == ACTS_MAX_INDEXES) rc = store_exec(w->s, sql);
+    if (ours && r != SQLITE_DONE) rc = store_sql_error(w->s, r, "listing the indexes of ana_acts");
+    else if (!ours) rc = store_exec(w->s, sql);
     else {
-        for (int i = 0; !rc && i < n; i++) rc = store_exec(w->s, drop[i]);
+        /* DROP INDEX deletes the index's sqlite_stat1/4 rows and CREATE INDEX makes none: keep
+           them, as a row-by-row delete does (a user's ANALYZE; otherwise ana_acts alone had no
+           statistics and the planner fell back to its guesses) */
+        int64_t stat1 = 0, stat4 = 0;
+        rc = store_query_i64(w->s, "SELECT count(*) FROM main.sqlite_schema WHERE name = 'sqlite_stat1'", &stat1);
+        if (!rc) rc = store_query_i64(w->s, "SELECT count(*) FROM main.sqlite_schema WHERE name = 'sqlite_stat4'", &stat4);
+        if (!rc && stat1)
+            rc = store_exec(w->s, "CREATE TEMP TABLE saelite_keep_stat1 AS SELECT * FROM main.sqlite_stat1 "
+                                  "WHERE tbl = 'ana_acts' AND idx LIKE 'ana\\_acts\\_%' ESCAPE '\\'");
+        if (!rc && stat4)
+            rc = store_exec(w->s, "CREATE TEMP TABLE saelite_keep_stat4 AS SELECT * FROM main.sqlite_stat4 "
+                                  "WHERE tbl = 'ana_acts' AND idx LIKE 'ana\\_acts\\_%' ESCAPE '\\'");
+        for (int i = 0; !rc && i < ACTS_NIDX; i++)
+            if (made[i]) {
+                char drop[64];
+                snprintf(drop, sizeof drop, "DROP INDEX %s", ACTS_INDEXES[i][0]);
+                rc = store_exec(w->s, drop);
+            }
         if (!rc) rc = store_exec(w->s, sql);
-        for (int i = 0; !rc && i < n; i++) rc = store_exec(w->s, made[i]);
+        for (int i = 0; !rc && i < ACTS_NIDX; i++)
+            if (made[i]) rc = exec_one(w->s, made[i]);
+        if (!rc && stat1)
+            rc = store_exec(w->s, "INSERT INTO main.sqlite_stat1 SELECT * FROM temp.saelite_keep_stat1");
+        if (!rc && stat4)
+            rc = store_exec(w->s, "INSERT INTO main.sqlite_stat4 SELECT * FROM temp.saelite_keep_stat4");
+        if (stat1) sqlite3_exec(store_db(w->s), "DROP TABLE IF EXISTS temp.saelite_keep_stat1", NULL, NULL, NULL);
+        if (stat4) sqlite3_exec(store_db(w->s), "DROP TABLE IF EXISTS temp.saelite_keep_stat4", NULL, NULL, NULL);
+        if (!rc) acts_rebuilds++;
     }
-    for (int i = 0; i < n; i++) {
-        sqlite3_free(drop[i]);
-        sqlite3_free(made[i]);
-    }
+    for (int i = 0; i < ACTS_NIDX; i++) sqlite3_free(made[i]);
     return rc;
 }
 

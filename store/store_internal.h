@@ -57,6 +57,9 @@ int store_same_dir(const char *a, const char *b);
 int store_schema_part_verify(store *s, const char *part, int version, const char *sql);
 int store_sae_verify(store *s);
 int store_ana_verify(store *s);
+/* How many times this process replaced an analysis by dropping and remaking ana_acts's indexes
+ * (store_ana.c; for the tests). */
+int store_ana_acts_rebuilds(void);
 /* Which analysis is that of an SAE, by its weights (ana_dicts.weights): weights, the checksum of
  * its sae_weights.safetensors; sae_hook and d_sae, its cfg.json's hook and width (NULL, 0: any);
  * hook and split, the caller's own filters (NULL: any). */

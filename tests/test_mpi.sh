@@ -284,6 +284,17 @@ if started term.err; then
     [[ "$line" == *"no checkpoint was written yet, rerun without --resume"* ]] && [ ! -e term/checkpoint.bin ] &&
         ok "Ctrl-C before the first checkpoint: $line" || bad "Ctrl-C before the first checkpoint: $(head -c 400 term.err)"
 else bad "Ctrl-C: the run did not start: $(head -c 300 term.err)"; kill -KILL $mp; wait $mp; fi
+# --force over another run's checkpoint: that file is not this run's (it said --resume, which then
+# refused: "the checkpoint's run had --k 4")
+"$BIN" sae-train "${F[@]}" --checkpoint-every 20 --max-steps 40 --out forced > /dev/null 2>&1
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --k 8 --force --checkpoint-every 1000000 --out forced > /dev/null 2> forced.err &
+mp=$!
+if started forced.err; then
+    kill -INT $mp; wait $mp
+    line=$(grep -m1 '^saelite: rank' forced.err)
+    [[ "$line" == *"no checkpoint was written yet"* ]] && [ -s forced/checkpoint.bin ] &&
+        ok "Ctrl-C before a --force run's first checkpoint (another run's is there): $line" || bad "--force over a checkpoint: $(head -c 400 forced.err)"
+else bad "--force: the run did not start: $(head -c 300 forced.err)"; kill -KILL $mp; wait $mp; fi
 SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out usr1 > /dev/null 2> usr1.err &
 mp=$!
 if started usr1.err; then

@@ -764,10 +764,11 @@ static void index_sql(store *s, char *out, size_t cap)
     sqlite3_finalize(st);
 }
 
-static void test_ana_replace_rebuild(void)
+static void test_ana_replace_rebuild(int users_index)
 {
     const char *p = tmp("anarep.db");
     store *s;
+    int rebuilds0 = store_ana_acts_rebuilds();
     store_remove(p);
     CHECK(store_open(&s, p, STORE_CREATE) == OK && store_ana_init(s) == OK, "%s", err_msg());
     /* dictionary 1: 150k 'all' rows and some top ones; dictionary 2 (another name): 2000 rows */
@@ -784,13 +785,13 @@ static void test_ana_replace_rebuild(void)
         "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 1999) "
         "INSERT INTO ana_acts (dict_id, feature, kind, rank, seq_id, pos, token, value) "
         "SELECT 2, i % 64, CASE WHEN i % 3 THEN 'all' ELSE 'top' END, CASE WHEN i % 3 THEN NULL "
-        "ELSE i / 3 END, 1000 + i, i % 128, i % 300, i * 0.5 FROM n;"
-        "CREATE INDEX users_own ON ana_acts(value) WHERE kind = 'top'");
+        "ELSE i / 3 END, 1000 + i, i % 128, i % 300, i * 0.5 FROM n;");
+    if (!rc && users_index) rc = store_exec(s, "CREATE INDEX users_own ON ana_acts(value) WHERE kind = 'top'");
     char before[2048], after[2048];
     index_sql(s, before, sizeof before);
     int64_t n1 = 0, n2 = 0, n2b = 0, d2 = acts_digest(s, "dict_id = 2", &n2);
     acts_digest(s, "dict_id = 1", &n1);
-    CHECK(rc == OK && n1 == 150256 && n2 == 2000 && strstr(before, "users_own") &&
+    CHECK(rc == OK && n1 == 150256 && n2 == 2000 && !strstr(before, "users_own") == !users_index &&
           strstr(before, "ana_acts_kind"), "fixture: %s (%lld + %lld rows; %s)", err_msg(),
           (long long)n1, (long long)n2, before);
     store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
@@ -823,6 +824,66 @@ static void test_ana_replace_rebuild(void)
         }
     }
     CHECK(rc == OK && store_check(s) == OK, "after the commit: %s", err_msg());
+    /* the indexes are remade only where they are all saelite's own (twice: rolled back, then
+       committed); a user's index keeps the row-by-row delete */
+    CHECK(store_ana_acts_rebuilds() - rebuilds0 == (users_index ? 0 : 2),
+          "%d index rebuilds with%s a user's index", store_ana_acts_rebuilds() - rebuilds0,
+          users_index ? "" : "out");
+    store_close(s);
+}
+
+/* The rebuild above runs recorded index SQL, and the file is input: a crafted sqlite_schema row
+ * of one of saelite's own indexes with a second statement after its CREATE INDEX must not run it
+ * (the rebuild is refused, the rows still go), and the ANALYZE statistics of the remade indexes
+ * stay as a row-by-row delete leaves them. */
+static void test_ana_replace_hostile(int crafted)
+{
+    const char *p = tmp("anahost.db");
+    store *s;
+    int rebuilds0 = store_ana_acts_rebuilds();
+    store_remove(p);
+    CHECK(store_open(&s, p, STORE_CREATE) == OK && store_ana_init(s) == OK, "%s", err_msg());
+    int rc = store_exec(s,
+        "INSERT INTO ana_dicts (id, kind, name, hook_name, d_in, d_sae, split, n_seqs, n_tokens, "
+        "top_n) VALUES (1, 'sae', 'a', 'h', 8, 64, 'val', 10, 10, 4);"
+        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 119999) "
+        "INSERT INTO ana_acts (dict_id, feature, kind, seq_id, pos, token, value) "
+        "SELECT 1, i % 64, 'all', i / 128, i % 128, (i * 7919) % 5000, (i % 97) * 0.25 FROM n;"
+        "ANALYZE");
+    store_close(s);
+    CHECK(rc == OK, "fixture: %s", err_msg());
+    if (crafted) {
+        sqlite3 *db;
+        char *em = NULL;
+        CHECK(sqlite3_open(p, &db) == SQLITE_OK &&
+              sqlite3_exec(db, "PRAGMA writable_schema = 1; UPDATE sqlite_schema SET sql = 'CREATE "
+                               "INDEX ana_acts_token ON ana_acts(token, dict_id); CREATE TABLE pwned(a)' "
+                               "WHERE name = 'ana_acts_token'", NULL, NULL, &em) == SQLITE_OK,
+              "crafting: %s", em ? em : "");
+        sqlite3_free(em);
+        sqlite3_close(db);
+    }
+    int64_t stats0 = -1, stats1 = -1, pwned = -1, left = -1;
+    CHECK(store_open(&s, p, 0) == OK, "%s", err_msg());
+    store_query_i64(s, "SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'ana_acts'", &stats0);
+    store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
+                        .d_in = 8, .d_sae = 64, .top_n = 4, .n_seqs = 10, .n_tokens = 10};
+    store_ana_writer *w = NULL;
+    int64_t id = -1;
+    rc = store_begin(s);
+    if (!rc) rc = store_ana_writer_open(&w, s);
+    if (!rc) rc = store_ana_dict_begin(w, &d, &id, NULL);
+    store_ana_writer_close(w);
+    if (!rc) rc = store_commit(s);
+    store_query_i64(s, "SELECT count(*) FROM sqlite_schema WHERE name = 'pwned'", &pwned);
+    store_query_i64(s, "SELECT count(*) FROM sqlite_stat1 WHERE tbl = 'ana_acts'", &stats1);
+    store_query_i64(s, "SELECT count(*) FROM ana_acts", &left);
+    int rebuilt = store_ana_acts_rebuilds() - rebuilds0;
+    CHECK(rc == OK && pwned == 0 && left == 0 && rebuilt == !crafted, "%s: rc %d (%s), pwned %lld, "
+          "%lld rows left, %d rebuilds", crafted ? "a crafted index row" : "saelite's own indexes",
+          rc, err_msg(), (long long)pwned, (long long)left, rebuilt);
+    CHECK(stats0 >= 3 && stats1 == stats0, "sqlite_stat1 rows of ana_acts: %lld before, %lld after",
+          (long long)stats0, (long long)stats1);
     store_close(s);
 }
 
@@ -1221,7 +1282,10 @@ int main(void)
     test_page_size();
     test_hook_size();
     test_serve_queries_scale();
-    test_ana_replace_rebuild();
+    test_ana_replace_rebuild(0);
+    test_ana_replace_rebuild(1);
+    test_ana_replace_hostile(0);
+    test_ana_replace_hostile(1);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
