@@ -764,6 +764,20 @@ static void index_sql(store *s, char *out, size_t cap)
     sqlite3_finalize(st);
 }
 
+/* Dictionary 1 ('a' at hook h, split val) with n 'all' rows of 64 features over 5000 tokens. */
+static int acts_fixture(store *s, int n)
+{
+    char sql[640];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO ana_dicts (id, kind, name, hook_name, d_in, d_sae, split, n_seqs, n_tokens, "
+             "top_n) VALUES (1, 'sae', 'a', 'h', 8, 64, 'val', 10, 10, 4);"
+             "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < %d) "
+             "INSERT INTO ana_acts (dict_id, feature, kind, seq_id, pos, token, value) "
+             "SELECT 1, i %% 64, 'all', i / 128, i %% 128, (i * 7919) %% 5000, (i %% 97) * 0.25 FROM n",
+             n - 1);
+    return store_exec(s, sql);
+}
+
 static void test_ana_replace_rebuild(int users_index)
 {
     const char *p = tmp("anarep.db");
@@ -772,13 +786,10 @@ static void test_ana_replace_rebuild(int users_index)
     store_remove(p);
     CHECK(store_open(&s, p, STORE_CREATE) == OK && store_ana_init(s) == OK, "%s", err_msg());
     /* dictionary 1: 150k 'all' rows and some top ones; dictionary 2 (another name): 2000 rows */
-    int rc = store_exec(s,
+    int rc = acts_fixture(s, 150000);
+    if (!rc) rc = store_exec(s,
         "INSERT INTO ana_dicts (id, kind, name, hook_name, d_in, d_sae, split, n_seqs, n_tokens, "
-        "top_n) VALUES (1, 'sae', 'a', 'h', 8, 64, 'val', 10, 10, 4), "
-        "(2, 'sae', 'b', 'h', 8, 64, 'val', 10, 10, 4);"
-        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 149999) "
-        "INSERT INTO ana_acts (dict_id, feature, kind, seq_id, pos, token, value) "
-        "SELECT 1, i % 64, 'all', i / 128, i % 128, (i * 7919) % 5000, (i % 97) * 0.25 FROM n;"
+        "top_n) VALUES (2, 'sae', 'b', 'h', 8, 64, 'val', 10, 10, 4);"
         "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 255) "
         "INSERT INTO ana_acts (dict_id, feature, kind, rank, seq_id, pos, token, value) "
         "SELECT 1, i / 4, 'top', i % 4, i, 1, i % 50, 3.0 - i * 0.01 FROM n;"
@@ -843,13 +854,8 @@ static void test_ana_replace_hostile(int crafted)
     int rebuilds0 = store_ana_acts_rebuilds();
     store_remove(p);
     CHECK(store_open(&s, p, STORE_CREATE) == OK && store_ana_init(s) == OK, "%s", err_msg());
-    int rc = store_exec(s,
-        "INSERT INTO ana_dicts (id, kind, name, hook_name, d_in, d_sae, split, n_seqs, n_tokens, "
-        "top_n) VALUES (1, 'sae', 'a', 'h', 8, 64, 'val', 10, 10, 4);"
-        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 119999) "
-        "INSERT INTO ana_acts (dict_id, feature, kind, seq_id, pos, token, value) "
-        "SELECT 1, i % 64, 'all', i / 128, i % 128, (i * 7919) % 5000, (i % 97) * 0.25 FROM n;"
-        "ANALYZE");
+    int rc = acts_fixture(s, 120000);
+    if (!rc) rc = store_exec(s, "ANALYZE");
     store_close(s);
     CHECK(rc == OK, "fixture: %s", err_msg());
     if (crafted) {
