@@ -45,9 +45,9 @@ static ino_t term_stale_ino;
 static void on_term(int sig)
 {
     (void)sig;
-    /* access() is async-signal-safe: a run stopped before its first checkpoint must not be
-       told to --resume, which refuses without one */
-    struct stat sb; /* stat() is async-signal-safe too */
+    /* stat() is async-signal-safe: a run stopped before its first checkpoint must not be told
+       to --resume, which refuses without one */
+    struct stat sb;
     const char *l = term_line;
     if (term_ckpt[0] && (stat(term_ckpt, &sb) != 0 ||
                          (term_stale && sb.st_dev == term_stale_dev && sb.st_ino == term_stale_ino)))

@@ -13,6 +13,17 @@
 
 #include "schema_analysis_sql.h" /* generated from store/schema_analysis.sql */
 
+/* ana_acts's indexes as SQLite records them from schema_analysis.sql (white space aside): the
+ * rebuild below remakes only these; store_ana_init adds the last to older databases */
+enum { ACTS_REBUILD_MIN = 100000, ACTS_NIDX = 4 };
+static const char *const ACTS_INDEXES[ACTS_NIDX][2] = {
+    {"ana_acts_feature", "CREATE INDEX ana_acts_feature ON ana_acts(dict_id, feature, value DESC)"},
+    {"ana_acts_token", "CREATE INDEX ana_acts_token ON ana_acts(token, dict_id)"},
+    {"ana_acts_seq", "CREATE INDEX ana_acts_seq ON ana_acts(seq_id, pos)"},
+    {"ana_acts_kind", "CREATE INDEX ana_acts_kind ON ana_acts(dict_id, feature, kind, rank) WHERE "
+                      "kind = 'top' OR kind = 'quantile'"},
+};
+
 int store_ana_init(store *s)
 {
     /* version 3 -> 4 */
@@ -20,9 +31,11 @@ int store_ana_init(store *s)
     if (!rc) rc = store_schema_part(s, "analysis", STORE_ANA_VERSION, schema_analysis_sql);
     /* the per-kind index of ana_acts came after version 4: a database made before gets it here
        (its part version is recorded, so the schema SQL above did not run again) */
+    int64_t has = 1;
     if (!rc && !store_readonly(s))
-        rc = store_exec(s, "CREATE INDEX IF NOT EXISTS ana_acts_kind ON ana_acts(dict_id, feature, "
-                           "kind, rank) WHERE kind = 'top' OR kind = 'quantile'");
+        rc = store_query_i64(s, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+                                "name = 'ana_acts_kind'", &has);
+    if (!rc && !has) rc = store_exec(s, ACTS_INDEXES[ACTS_NIDX - 1][1]);
     return rc;
 }
 
@@ -184,14 +197,6 @@ static void bind_real_or_null(sqlite3_stmt *st, int i, double v)
  * recorded index SQL is run again only where it is ours (a crafted sqlite_schema row ran its
  * second statement, "CREATE INDEX i ON ana_acts(token); UPDATE models ...", a review); any
  * other index (a user's own) keeps the row-by-row delete. */
-enum { ACTS_REBUILD_MIN = 100000, ACTS_NIDX = 4 };
-static const char *const ACTS_INDEXES[ACTS_NIDX][2] = {
-    {"ana_acts_feature", "CREATE INDEX ana_acts_feature ON ana_acts(dict_id, feature, value DESC)"},
-    {"ana_acts_token", "CREATE INDEX ana_acts_token ON ana_acts(token, dict_id)"},
-    {"ana_acts_seq", "CREATE INDEX ana_acts_seq ON ana_acts(seq_id, pos)"},
-    {"ana_acts_kind", "CREATE INDEX ana_acts_kind ON ana_acts(dict_id, feature, kind, rank) WHERE "
-                      "kind = 'top' OR kind = 'quantile'"},
-};
 static int acts_rebuilds; /* for the tests (store_ana_acts_rebuilds) */
 int store_ana_acts_rebuilds(void) { return acts_rebuilds; }
 
