@@ -188,15 +188,6 @@ static void bind_real_or_null(sqlite3_stmt *st, int i, double v)
     else sqlite3_bind_null(st, i);
 }
 
-/* ana_acts's rows of dictionary id. Row by row, each deleted row is a search in each of the
- * table's four indexes (about 15 us a row here: 21 s for the 1.4M rows of an --all-acts
- * analysis, more than writing them). Where those rows are most of the table (the usual re-run of
- * an --all-acts analysis) the indexes are dropped, the rows deleted in a scan, and the indexes
- * made again over what is left: 2-3 s. Inside the caller's transaction, so a kill rolls all of
- * it back. Only when ana_acts has exactly saelite's own indexes: the file is input, and its
- * recorded index SQL is run again only where it is ours (a crafted sqlite_schema row ran its
- * second statement, "CREATE INDEX i ON ana_acts(token); UPDATE models ...", a review); any
- * other index (a user's own) keeps the row-by-row delete. */
 static int acts_rebuilds; /* for the tests (store_ana_acts_rebuilds) */
 int store_ana_acts_rebuilds(void) { return acts_rebuilds; }
 
@@ -232,6 +223,15 @@ static int exec_one(store *s, const char *sql)
     return r == SQLITE_OK ? OK : store_sql_error(s, r, "making an index of ana_acts again");
 }
 
+/* ana_acts's rows of dictionary id. Row by row, each deleted row is a search in each of the
+ * table's four indexes (about 15 us a row here: 21 s for the 1.4M rows of an --all-acts
+ * analysis, more than writing them). Where those rows are most of the table (the usual re-run of
+ * an --all-acts analysis) the indexes are dropped, the rows deleted in a scan, and the indexes
+ * made again over what is left: 2-3 s. Inside the caller's transaction, so a kill rolls all of
+ * it back. Only when ana_acts has exactly saelite's own indexes: the file is input, and its
+ * recorded index SQL is run again only where it is ours (a crafted sqlite_schema row ran its
+ * second statement, "CREATE INDEX i ON ana_acts(token); UPDATE models ...", a review); any
+ * other index (a user's own) keeps the row-by-row delete. */
 static int delete_acts_rows(store_ana_writer *w, int64_t id)
 {
     char sql[128];
@@ -260,8 +260,10 @@ static int delete_acts_rows(store_ana_writer *w, int64_t id)
         for (int i = 0; nm && ms && i < ACTS_NIDX; i++)
             if (!strcmp(nm, ACTS_INDEXES[i][0]) && same_spaced(ms, ACTS_INDEXES[i][1])) k = i;
         if (k < 0 || made[k]) ours = 0; /* another index (or an autoindex: sql NULL) */
-        else if (!(made[k] = sqlite3_mprintf("%s", ms))) r = SQLITE_NOMEM;
-        if (r == SQLITE_NOMEM) break;
+        else if (!(made[k] = sqlite3_mprintf("%s", ms))) {
+            r = SQLITE_NOMEM;
+            break;
+        }
     }
     sqlite3_finalize(st);
     if (ours && r != SQLITE_DONE) rc = store_sql_error(w->s, r, "listing the indexes of ana_acts");
@@ -270,30 +272,31 @@ static int delete_acts_rows(store_ana_writer *w, int64_t id)
         /* DROP INDEX deletes the index's sqlite_stat1/4 rows and CREATE INDEX makes none: keep
            them, as a row-by-row delete does (a user's ANALYZE; otherwise ana_acts alone had no
            statistics and the planner fell back to its guesses) */
-        int64_t stat1 = 0, stat4 = 0;
-        rc = store_query_i64(w->s, "SELECT count(*) FROM main.sqlite_schema WHERE name = 'sqlite_stat1'", &stat1);
-        if (!rc) rc = store_query_i64(w->s, "SELECT count(*) FROM main.sqlite_schema WHERE name = 'sqlite_stat4'", &stat4);
-        if (!rc && stat1)
-            rc = store_exec(w->s, "CREATE TEMP TABLE saelite_keep_stat1 AS SELECT * FROM main.sqlite_stat1 "
-                                  "WHERE tbl = 'ana_acts' AND idx LIKE 'ana\\_acts\\_%' ESCAPE '\\'");
-        if (!rc && stat4)
-            rc = store_exec(w->s, "CREATE TEMP TABLE saelite_keep_stat4 AS SELECT * FROM main.sqlite_stat4 "
-                                  "WHERE tbl = 'ana_acts' AND idx LIKE 'ana\\_acts\\_%' ESCAPE '\\'");
+        static const char *const stat[2] = {"sqlite_stat1", "sqlite_stat4"};
+        int64_t kept[2] = {0, 0};
+        char q[256];
+        for (int j = 0; !rc && j < 2; j++) {
+            snprintf(q, sizeof q, "SELECT count(*) FROM main.sqlite_schema WHERE name = '%s'", stat[j]);
+            rc = store_query_i64(w->s, q, &kept[j]);
+            snprintf(q, sizeof q, "CREATE TEMP TABLE saelite_keep_%s AS SELECT * FROM main.%s WHERE "
+                                  "tbl = 'ana_acts' AND idx LIKE 'ana\\_acts\\_%%' ESCAPE '\\'", stat[j], stat[j]);
+            if (!rc && kept[j]) rc = store_exec(w->s, q);
+        }
         for (int i = 0; !rc && i < ACTS_NIDX; i++)
             if (made[i]) {
-                char drop[64];
-                snprintf(drop, sizeof drop, "DROP INDEX %s", ACTS_INDEXES[i][0]);
-                rc = store_exec(w->s, drop);
+                snprintf(q, sizeof q, "DROP INDEX %s", ACTS_INDEXES[i][0]);
+                rc = store_exec(w->s, q);
             }
         if (!rc) rc = store_exec(w->s, sql);
         for (int i = 0; !rc && i < ACTS_NIDX; i++)
             if (made[i]) rc = exec_one(w->s, made[i]);
-        if (!rc && stat1)
-            rc = store_exec(w->s, "INSERT INTO main.sqlite_stat1 SELECT * FROM temp.saelite_keep_stat1");
-        if (!rc && stat4)
-            rc = store_exec(w->s, "INSERT INTO main.sqlite_stat4 SELECT * FROM temp.saelite_keep_stat4");
-        if (stat1) sqlite3_exec(store_db(w->s), "DROP TABLE IF EXISTS temp.saelite_keep_stat1", NULL, NULL, NULL);
-        if (stat4) sqlite3_exec(store_db(w->s), "DROP TABLE IF EXISTS temp.saelite_keep_stat4", NULL, NULL, NULL);
+        for (int j = 0; j < 2; j++) {
+            if (!kept[j]) continue;
+            snprintf(q, sizeof q, "INSERT INTO main.%s SELECT * FROM temp.saelite_keep_%s", stat[j], stat[j]);
+            if (!rc) rc = store_exec(w->s, q);
+            snprintf(q, sizeof q, "DROP TABLE IF EXISTS temp.saelite_keep_%s", stat[j]);
+            sqlite3_exec(store_db(w->s), q, NULL, NULL, NULL);
+        }
         if (!rc) acts_rebuilds++;
     }
     for (int i = 0; i < ACTS_NIDX; i++) sqlite3_free(made[i]);
