@@ -343,12 +343,6 @@ static void text_null(sqlite3_context *ctx, int t)
     else sqlite3_result_error_nomem(ctx);
 }
 
-/* replace(X, Y, Z) as SQLite's own computes it, in linear time: SQLite's compares Y at every
-   position of X (2 MB by a 20 KB Y took 0.54 s; 10 MB by 100 KB about 13 s, inside one opcode
-   that the console's deadline cannot stop). Non-overlapping matches of Y's bytes, left to
-   right; NULL when any argument is NULL; X itself (its value, type kept) when Y is empty or
-   starts with a NUL byte, as SQLite's returns it; an output past SQLITE_LIMIT_LENGTH is
-   SQLite's "string or blob too big". */
 /* The first match of y[ny] in [p, end), or NULL. memmem over windows of 4 ny that double on each
    miss: ASan's memmem checks the whole range it is given on every call, so one call per match
    over the rest of X was quadratic there (200M one-byte matches in a 200 MB X: the console ran
@@ -368,6 +362,12 @@ static const unsigned char *next_match(const unsigned char *p, const unsigned ch
     return NULL;
 }
 
+/* replace(X, Y, Z) as SQLite's own computes it, in linear time: SQLite's compares Y at every
+   position of X (2 MB by a 20 KB Y took 0.54 s; 10 MB by 100 KB about 13 s, inside one opcode
+   that the console's deadline cannot stop). Non-overlapping matches of Y's bytes, left to
+   right; NULL when any argument is NULL; X itself (its value, type kept) when Y is empty or
+   starts with a NUL byte, as SQLite's returns it; an output past SQLITE_LIMIT_LENGTH is
+   SQLite's "string or blob too big". */
 static void fn_replace(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     (void)argc;
