@@ -4,8 +4,8 @@
 #include <limits.h>
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,84 +34,60 @@ static void on_signal(int sig)
 
 /* Under mpirun a SIGTERM comes from the launcher ending the job (a rank died, or the job was
  * stopped): a rank blocked in a collective with the dead one could never reach its next stop
- * check, so it says so in one line and exits; rank 0's last checkpoint is intact (atomic). */
-static char term_line[640], term_line_none[640]; /* the second: no checkpoint written yet */
-static char term_ckpt[4096];                          /* "": the line does not depend on one */
-/* a run without --resume (--force) over another run's checkpoint: that file is not this run's;
- * its atomic rewrite makes another inode */
-static int term_stale;
-static dev_t term_stale_dev;
-static ino_t term_stale_ino;
+ * check, so it says so in one line and exits; rank 0's last checkpoint is intact (atomic).
+ * The lines are published through lock-free atomic pointers (async-signal-safe): the handler may
+ * run on any thread (OpenMPI's own threads do not block SIGTERM), so blocking it on the thread
+ * that rewrites the lines did not keep the handler from reading a half-made one. Each publish
+ * writes the generation of buffers no pointer names (two publishes per process at most). */
+static char term_buf[2][2][640];
+static int term_gen;
+static const char *_Atomic term_line, *_Atomic term_line_none; /* none: no checkpoint written yet */
+/* set (sae_run_opts.ckpt_done) once every rank knows a checkpoint of this run is on disk, or at
+   the start of a --resume run; a stat() of the path could not say whose the file is (a --force
+   run's atomic rewrite reused the old file's inode on ext4, an audit) nor see rank 0's file from
+   another node */
+volatile int cli_ckpt_done;
 static void on_term(int sig)
 {
     (void)sig;
-    /* stat() is async-signal-safe: a run stopped before its first checkpoint must not be told
-       to --resume, which refuses without one */
-    struct stat sb;
-    const char *l = term_line;
-    if (term_ckpt[0] && (stat(term_ckpt, &sb) != 0 ||
-                         (term_stale && sb.st_dev == term_stale_dev && sb.st_ino == term_stale_ino)))
-        l = term_line_none; /* none, or still the one a --force run found (another run's) */
+    const char *l = atomic_load(&term_line), *none = atomic_load(&term_line_none);
+    if (none && !cli_ckpt_done) l = none;
     /* every rank's line: when rank 0 is the one that died, the others' are what says so */
-    ssize_t w = write(STDERR_FILENO, l, strlen(l));
-    (void)w;
+    if (l) {
+        ssize_t w = write(STDERR_FILENO, l, strlen(l));
+        (void)w;
+    }
     _exit(143);
 }
 
-static void set_term_line(char *line, size_t size, const char *hint)
+static void set_term_lines(const char *hint, const char *hint_none)
 {
-    snprintf(line, size,
-             "saelite: rank %d of %d: ended by mpirun (another rank died or the job was "
-             "stopped); %s\n", dist_rank(), dist_size(), hint);
-}
-
-/* The handler (installed already) reads these buffers: a SIGTERM while they are rewritten printed
- * a half-made line, or none (term_ckpt set before term_line_none: an empty write). */
-static void term_block(int block, sigset_t *old)
-{
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    if (block) pthread_sigmask(SIG_BLOCK, &set, old);
-    else pthread_sigmask(SIG_SETMASK, old, NULL);
+    term_gen ^= 1;
+    char *b[2] = {term_buf[term_gen][0], term_buf[term_gen][1]};
+    const char *h[2] = {hint, hint_none};
+    for (int i = 0; i < 2; i++)
+        if (h[i])
+            snprintf(b[i], sizeof term_buf[0][0], "saelite: rank %d of %d: ended by mpirun (another "
+                     "rank died or the job was stopped); %s\n", dist_rank(), dist_size(), h[i]);
+    atomic_store(&term_line_none, hint_none ? b[1] : NULL);
+    atomic_store(&term_line, b[0]);
 }
 
 void cli_term_hint(const char *hint)
 {
-    if (dist_size() > 1) {
-        sigset_t old;
-        term_block(1, &old);
-        term_ckpt[0] = 0;
-        set_term_line(term_line, sizeof term_line, hint);
-        term_block(0, &old);
-    }
+    if (dist_size() > 1) set_term_lines(hint, NULL);
 }
 
-void cli_term_checkpoint(const char *path, int resume)
+void cli_term_checkpoint(int resume)
 {
     if (dist_size() <= 1) return;
-    sigset_t old;
-    term_block(1, &old);
-    if (snprintf(term_ckpt, sizeof term_ckpt, "%s", path) >= (int)sizeof term_ckpt) {
-        term_ckpt[0] = 0; /* too long to test: the line with a checkpoint, as before */
-        term_block(0, &old);
-        return;
-    }
-    struct stat sb;
-    term_stale = !resume && stat(path, &sb) == 0;
-    if (term_stale) {
-        term_stale_dev = sb.st_dev;
-        term_stale_ino = sb.st_ino;
-    }
+    cli_ckpt_done = resume; /* --resume refuses to start without the checkpoint */
     /* mpirun turns Ctrl-C into SIGTERM and kills a second later; it forwards SIGUSR1, which
        stops every rank at a step boundary with a checkpoint (docs/scale.md) */
-    set_term_line(term_line, sizeof term_line,
-                  "the last checkpoint is intact, rerun with --resume (SIGUSR1 to mpirun stops "
-                  "the job with a fresh one)");
-    set_term_line(term_line_none, sizeof term_line_none,
-                  "no checkpoint was written yet, rerun without --resume (SIGUSR1 to mpirun "
-                  "stops the job with a checkpoint)");
-    term_block(0, &old);
+    set_term_lines("the last checkpoint is intact, rerun with --resume (SIGUSR1 to mpirun stops "
+                   "the job with a fresh one)",
+                   "no checkpoint was written yet, rerun without --resume (SIGUSR1 to mpirun "
+                   "stops the job with a checkpoint)");
 }
 
 void cli_catch_signals(void)
@@ -124,9 +100,7 @@ void cli_catch_signals(void)
        into SIGTERM and kills), and batch schedulers send it ahead of a time limit */
     sigaction(SIGUSR1, &sa, NULL);
     if (dist_size() > 1) {
-        set_term_line(term_line, sizeof term_line,
-                      "the last checkpoint is intact, rerun with --resume");
-        term_ckpt[0] = 0;
+        set_term_lines("the last checkpoint is intact, rerun with --resume", NULL);
         sa.sa_handler = on_term;
     }
     sigaction(SIGTERM, &sa, NULL);
@@ -149,7 +123,9 @@ int cli_fail(const char *cmd)
         signal(SIGTERM, SIG_IGN);
         dist_check(OK);
     }
-    return cli_stop_flag ? 130 : 1;
+    /* a stop agreed by every rank is a stop on each, also on the ranks that had no signal (a
+       SIGINT to rank 0 alone: rank 1 exited 1 and mpirun said 1 when it came first) */
+    return cli_stop_flag || (shared && dist_error_shared_code() == ERR_ABORTED) ? 130 : 1;
 }
 
 static void vusage(const char *cmd, const char *fmt, va_list ap)

@@ -56,10 +56,11 @@ void cli_catch_signals(void);
  * saved state (default, for sae-train: "the last checkpoint is intact, rerun with --resume").
  * Call after cli_catch_signals. */
 void cli_term_hint(const char *hint);
-/* The same for a run that checkpoints to `path`: the line says to --resume when the file exists
- * at that moment (without --resume: one this run wrote, not the one it found there), else that
+/* The same for a run that checkpoints (sae-train): the line says to --resume once cli_ckpt_done
+ * is set (pass &cli_ckpt_done as sae_run_opts.ckpt_done; resume: set from the start), else that
  * no checkpoint was written yet. Call after cli_catch_signals. */
-void cli_term_checkpoint(const char *path, int resume);
+void cli_term_checkpoint(int resume);
+extern volatile int cli_ckpt_done;
 /* Non-zero once SIGINT/SIGUSR1/SIGTERM arrived (long jobs poll it and stop cleanly). */
 int cli_interrupted(void);
 extern volatile int cli_stop_flag; /* pollable directly from hooks/kernels via a pointer */

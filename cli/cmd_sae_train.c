@@ -9,7 +9,6 @@
 #include "cli/cli.h"
 #include "common/dist.h"
 #include "common/err.h"
-#include "common/fileio.h"
 #include "sae/sae_run.h"
 
 CLI_COMMAND(sae_train, "Train a sparse autoencoder (relu, topk, batchtopk, jumprelu, gated, matryoshka) or a (skip) transcoder",
@@ -236,8 +235,8 @@ int cmd_sae_train(int argc, char **argv)
     c->seed = (uint64_t)seed;
     c->normalize = !no_norm;
     cli_catch_signals();
-    char ckpt[4096];
-    if (path_join(ckpt, sizeof ckpt, o.out, "checkpoint.bin") == OK) cli_term_checkpoint(ckpt, o.resume);
+    cli_term_checkpoint(o.resume);
+    o.ckpt_done = &cli_ckpt_done;
     o.stop = &cli_stop_flag;
     sae_run_result res;
     if (sae_train_run(&o, &res)) return cli_fail(cmd);

@@ -10,7 +10,7 @@
 #include "common/err.h"
 #include "common/mem.h"
 
-static int g_active, g_rank, g_size = 1, g_shared;
+static int g_active, g_rank, g_size = 1, g_shared, g_shared_code;
 
 static int launched_by_mpi(void)
 {
@@ -58,6 +58,7 @@ int dist_rank(void) { return g_rank; }
 int dist_size(void) { return g_size; }
 int dist_is_root(void) { return g_rank == 0; }
 int dist_error_shared(void) { return g_shared; }
+int dist_error_shared_code(void) { return g_shared ? g_shared_code : OK; }
 int dist_pow2(int64_t n) { return n >= 1 && (n & (n - 1)) == 0; }
 
 /* MPI counts are int: large buffers go in chunks of at most 2^28 elements. */
@@ -619,5 +620,6 @@ int dist_check(int rc)
     if (all == g_size) err_set(hdr[0], "%s", msg); /* every rank failed: the same problem */
     else err_set(hdr[0], "rank %d: %s", first, msg);
     g_shared = 1;
+    g_shared_code = hdr[0];
     return hdr[0];
 }

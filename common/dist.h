@@ -86,6 +86,8 @@ int dist_same(int rc, const void *v, size_t n, const char *what);
 /* Set by dist_check when the current error is one every rank holds (then only rank 0 needs to
  * print it); cleared by dist_check on success. */
 int dist_error_shared(void);
+/* The shared error's code (OK when dist_error_shared is 0): every rank's, so all exit alike. */
+int dist_error_shared_code(void);
 /* Point to point (extract's batches to and from rank 0): bytes of buf to / from one peer, with
  * a tag; messages between a pair with the same tag arrive in order. dist_recv accepts a message
  * of at most bytes (*got, may be NULL: the bytes that came). dist_isend starts a send that

@@ -486,6 +486,8 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
         }
         int stop = o->stop && *o->stop;
         if ((rc = agree(rc, &stop)) || max_stop) break;
+        /* agreed: rank 0's checkpoints so far are on disk (the SIGTERM line says --resume) */
+        if (r->ckpts && o->ckpt_done) *o->ckpt_done = 1;
         if (stop) {
             rc = sae_trainer_gather(r->t);
             if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);

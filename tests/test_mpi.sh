@@ -309,6 +309,41 @@ if started usr1.err; then
         bad "SIGUSR1 to mpirun: $(head -c 400 usr1.err) / $(head -n 1 err.txt)"
 else bad "SIGUSR1: the run did not start: $(head -c 300 usr1.err)"; kill -KILL $mp; wait $mp; fi
 
+# --force over another run's checkpoint, Ctrl-C after this run rewrote it twice: the line says
+# --resume (a stat() of the file's inode said "no checkpoint was written yet": the second atomic
+# rewrite reused the old file's inode on ext4, a review)
+"$BIN" sae-train "${F[@]}" --checkpoint-every 20 --max-steps 40 --out forced2 > /dev/null 2>&1
+i0=$(stat -c %i forced2/checkpoint.bin 2> /dev/null); prev=$i0; changes=0
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --k 8 --force --checkpoint-every 1000 --out forced2 > /dev/null 2> forced2.err &
+mp=$!
+for _ in $(seq 600); do
+    i=$(stat -c %i forced2/checkpoint.bin 2> /dev/null)
+    [ -n "$i" ] && [ "$i" != "$prev" ] && { changes=$((changes + 1)); prev=$i; }
+    # where the filesystem gives the old inode back (ext4 alternates two), stop at that moment
+    [ $changes -ge 2 ] && { [ "$i" = "$i0" ] || [ $changes -ge 6 ]; } && break
+    sleep 0.05
+done
+sleep 0.1 # past the step's agreement
+kill -INT $mp; wait $mp
+line=$(grep -m1 '^saelite: rank' forced2.err)
+[ $changes -ge 2 ] && [[ "$line" == *"the last checkpoint is intact, rerun with --resume"* ]] &&
+    "$BIN" sae-train "${F[@]}" --k 8 --out forced2 --resume --max-steps 1 > /dev/null 2> err.txt &&
+    ok "Ctrl-C after a --force run's checkpoints ($changes, old inode again: $([ "$i" = "$i0" ] && echo yes || echo no)): $line" ||
+    bad "--force, two checkpoints ($changes seen): $line / $(head -n 1 err.txt)"
+# SIGINT to rank 1 alone: every rank stops at the step's agreement, and every rank exits 130 (rank 0,
+# which had no signal, exited 1, and mpirun said 1 when it came first)
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out int1 > /dev/null 2> int1.err &
+mp=$!
+if started int1.err; then
+    r1=""
+    for p in $(pgrep -P $mp); do tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$' && r1=$p; done
+    if [ -n "$r1" ]; then
+        kill -INT $r1; wait $mp; rc=$?
+        [ $rc -eq 130 ] && grep -q '^saelite sae-train: interrupted at step' int1.err &&
+            ok "SIGINT to rank 1: mpirun exits 130" || bad "SIGINT to rank 1: mpirun exit $rc: $(grep -v '^sae-train' int1.err | head -c 400)"
+    else skip=$((skip + 1)); echo "skip SIGINT to rank 1: no OMPI_COMM_WORLD_RANK in the ranks' environment"; kill -KILL $mp; wait $mp; fi
+else bad "SIGINT to rank 1: the run did not start: $(head -c 300 int1.err)"; kill -KILL $mp; wait $mp; fi
+
 # ---- fails before any work, naming the problem --------------------------------------------------
 F=("${SYN[@]}" --arch topk --tokens 12800)
 "${MPI[@]}" -np 3 "$BIN" sae-train "${F[@]}" --out np3 > /dev/null 2> err.txt
