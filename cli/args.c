@@ -78,7 +78,7 @@ void cli_term_hint(const char *hint)
     if (dist_size() > 1) set_term_lines(hint, NULL);
 }
 
-void cli_term_checkpoint(int resume)
+void cli_term_checkpoint(int resume, int force)
 {
     if (dist_size() <= 1) return;
     cli_ckpt_done = resume; /* --resume refuses to start without the checkpoint */
@@ -86,8 +86,12 @@ void cli_term_checkpoint(int resume)
        stops every rank at a step boundary with a checkpoint (docs/scale.md) */
     set_term_lines("the last checkpoint is intact, rerun with --resume (SIGUSR1 to mpirun stops "
                    "the job with a fresh one)",
-                   "no checkpoint was written yet, rerun without --resume (SIGUSR1 to mpirun "
-                   "stops the job with a checkpoint)");
+                   /* a --force run over another run's files: without --force the rerun is
+                      refused (that directory holds an SAE or a checkpoint) */
+                   force ? "no checkpoint was written yet, rerun the same command (with --force, "
+                           "not --resume; SIGUSR1 to mpirun stops the job with a checkpoint)"
+                         : "no checkpoint was written yet, rerun without --resume (SIGUSR1 to "
+                           "mpirun stops the job with a checkpoint)");
 }
 
 void cli_catch_signals(void)
@@ -113,6 +117,10 @@ int cli_fail(const char *cmd)
     const char *m = err_msg();
     /* an error every rank holds (dist_check) is printed once, by rank 0 */
     int shared = dist_size() > 1 && dist_error_shared();
+    /* a stop agreed by every rank is a stop on each, also on the ranks that had no signal (a
+       SIGINT to rank 0 alone: rank 1 exited 1 and mpirun said 1 when it came first); read
+       before the barrier below, whose dist_check clears the shared error */
+    int stopped = cli_stop_flag || (shared && dist_error_shared_code() == ERR_ABORTED);
     if (dist_is_root() || !shared)
         fprintf(stderr, "saelite %s: %s\n", cmd, m[0] ? m : "failed");
     if (shared) {
@@ -123,9 +131,7 @@ int cli_fail(const char *cmd)
         signal(SIGTERM, SIG_IGN);
         dist_check(OK);
     }
-    /* a stop agreed by every rank is a stop on each, also on the ranks that had no signal (a
-       SIGINT to rank 0 alone: rank 1 exited 1 and mpirun said 1 when it came first) */
-    return cli_stop_flag || (shared && dist_error_shared_code() == ERR_ABORTED) ? 130 : 1;
+    return stopped ? 130 : 1;
 }
 
 static void vusage(const char *cmd, const char *fmt, va_list ap)

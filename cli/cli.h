@@ -58,8 +58,9 @@ void cli_catch_signals(void);
 void cli_term_hint(const char *hint);
 /* The same for a run that checkpoints (sae-train): the line says to --resume once cli_ckpt_done
  * is set (pass &cli_ckpt_done as sae_run_opts.ckpt_done; resume: set from the start), else that
- * no checkpoint was written yet. Call after cli_catch_signals. */
-void cli_term_checkpoint(int resume);
+ * no checkpoint was written yet (rerun without --resume; with --force again for a --force run).
+ * Call after cli_catch_signals. */
+void cli_term_checkpoint(int resume, int force);
 extern volatile int cli_ckpt_done;
 /* Non-zero once SIGINT/SIGUSR1/SIGTERM arrived (long jobs poll it and stop cleanly). */
 int cli_interrupted(void);

@@ -235,7 +235,7 @@ int cmd_sae_train(int argc, char **argv)
     c->seed = (uint64_t)seed;
     c->normalize = !no_norm;
     cli_catch_signals();
-    cli_term_checkpoint(o.resume);
+    cli_term_checkpoint(o.resume, o.force);
     o.ckpt_done = &cli_ckpt_done;
     o.stop = &cli_stop_flag;
     sae_run_result res;

@@ -292,8 +292,13 @@ mp=$!
 if started forced.err; then
     kill -INT $mp; wait $mp
     line=$(grep -m1 '^saelite: rank' forced.err)
-    [[ "$line" == *"no checkpoint was written yet"* ]] && [ -s forced/checkpoint.bin ] &&
-        ok "Ctrl-C before a --force run's first checkpoint (another run's is there): $line" || bad "--force over a checkpoint: $(head -c 400 forced.err)"
+    # and it keeps --force: without it the rerun is refused (the other run's checkpoint is there)
+    "$BIN" sae-train "${F[@]}" --k 8 --checkpoint-every 1000000 --out forced > /dev/null 2> err.txt
+    rc=$?
+    [[ "$line" == *"no checkpoint was written yet, rerun the same command (with --force, not --resume"* ]] &&
+        [ -s forced/checkpoint.bin ] && [ $rc -ne 0 ] && grep -q -- '--force overwrites it' err.txt &&
+        ok "Ctrl-C before a --force run's first checkpoint (another run's is there): $line" ||
+        bad "--force over a checkpoint: $(head -c 400 forced.err) / rerun without --force: rc $rc $(head -c 200 err.txt)"
 else bad "--force: the run did not start: $(head -c 300 forced.err)"; kill -KILL $mp; wait $mp; fi
 SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 1000000 --out usr1 > /dev/null 2> usr1.err &
 mp=$!
@@ -314,9 +319,10 @@ else bad "SIGUSR1: the run did not start: $(head -c 300 usr1.err)"; kill -KILL $
 # rewrite reused the old file's inode on ext4, a review)
 "$BIN" sae-train "${F[@]}" --checkpoint-every 20 --max-steps 40 --out forced2 > /dev/null 2>&1
 i0=$(stat -c %i forced2/checkpoint.bin 2> /dev/null); prev=$i0; changes=0
-SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --k 8 --force --checkpoint-every 1000 --out forced2 > /dev/null 2> forced2.err &
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --k 8 --force --checkpoint-every 300 --out forced2 > /dev/null 2> forced2.err &
 mp=$!
-for _ in $(seq 600); do
+# up to 120 s: under ASan with another test beside it a step is many times slower
+for _ in $(seq 2400); do
     i=$(stat -c %i forced2/checkpoint.bin 2> /dev/null)
     [ -n "$i" ] && [ "$i" != "$prev" ] && { changes=$((changes + 1)); prev=$i; }
     # where the filesystem gives the old inode back (ext4 alternates two), stop at that moment
