@@ -227,8 +227,8 @@ static int exec_one(store *s, const char *sql)
  * table's four indexes (about 15 us a row here: 21 s for the 1.4M rows of an --all-acts
  * analysis, more than writing them). Where those rows are most of the table (the usual re-run of
  * an --all-acts analysis) the indexes are dropped, the rows deleted in a scan, and the indexes
- * made again over what is left: 2-3 s. Inside the caller's transaction, so a kill rolls all of
- * it back. Only when ana_acts has exactly saelite's own indexes: the file is input, and its
+ * made again over what is left: 2-3 s. Only inside the caller's transaction, so a kill rolls
+ * all of it back. Only when ana_acts has exactly saelite's own indexes: the file is input, and its
  * recorded index SQL is run again only where it is ours (a crafted sqlite_schema row ran its
  * second statement, "CREATE INDEX i ON ana_acts(token); UPDATE models ...", a review); any
  * other index (a user's own) keeps the row-by-row delete. */
@@ -241,8 +241,11 @@ static int delete_acts_rows(store_ana_writer *w, int64_t id)
     if (!rc && n_del >= ACTS_REBUILD_MIN)
         rc = store_query_i64(w->s, "SELECT count(*) FROM ana_acts", &n_all);
     snprintf(sql, sizeof sql, "DELETE FROM ana_acts WHERE dict_id = %lld", (long long)id);
-    /* rebuilding costs about a row-by-row delete's time for twice the rows left */
-    if (rc || n_del < ACTS_REBUILD_MIN || n_all - n_del > 2 * n_del)
+    /* rebuilding costs about a row-by-row delete's time for twice the rows left; outside a
+       transaction a kill between DROP INDEX and CREATE INDEX left ana_acts without its indexes
+       for good (store_ana_init remakes only ana_acts_kind; a review): row by row there */
+    if (rc || n_del < ACTS_REBUILD_MIN || n_all - n_del > 2 * n_del ||
+        sqlite3_get_autocommit(store_db(w->s)))
         return rc ? rc : store_exec(w->s, sql);
 
     /* the recorded indexes: each must be one of ours, once (the recorded text is kept, so the
