@@ -23,7 +23,7 @@
 
 const char *cli_usage_of(const char *cmd); /* main.c */
 
-volatile int cli_stop_flag;
+volatile sig_atomic_t cli_stop_flag;
 
 static void on_signal(int sig)
 {
@@ -46,7 +46,7 @@ static const char *_Atomic term_line, *_Atomic term_line_none; /* none: no check
    the start of a --resume run; a stat() of the path could not say whose the file is (a --force
    run's atomic rewrite reused the old file's inode on ext4, an audit) nor see rank 0's file from
    another node */
-volatile int cli_ckpt_done;
+volatile sig_atomic_t cli_ckpt_done;
 static void on_term(int sig)
 {
     (void)sig;

@@ -19,6 +19,7 @@
  */
 #ifndef SAELITE_CLI_H
 #define SAELITE_CLI_H
+#include <signal.h>
 #include <stdint.h>
 
 #define CLI_COMMAND(id, summary, usage)                                                       \
@@ -61,10 +62,10 @@ void cli_term_hint(const char *hint);
  * no checkpoint was written yet (rerun without --resume; with --force again for a --force run).
  * Call after cli_catch_signals. */
 void cli_term_checkpoint(int resume, int force);
-extern volatile int cli_ckpt_done;
+extern volatile sig_atomic_t cli_ckpt_done;
 /* Non-zero once SIGINT/SIGUSR1/SIGTERM arrived (long jobs poll it and stop cleanly). */
 int cli_interrupted(void);
-extern volatile int cli_stop_flag; /* pollable directly from hooks/kernels via a pointer */
+extern volatile sig_atomic_t cli_stop_flag; /* pollable from hooks/kernels via a pointer (glibc: an int) */
 
 /* ---- flags ----------------------------------------------------------------------------
  * A command declares its flags in one table; args_parse enforces the declarations and --help
