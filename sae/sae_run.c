@@ -617,9 +617,10 @@ static int run_settings(char *b, size_t cap, const run *r, const sae_run_opts *o
     int n = 0;
     if (o->db)
         n = snprintf(b, cap, "source --db\nhook %s\nhook_out %s\nval_frac %s\nshuffle_buffer %lld\n"
-                     "keep_bos %d\nmax_norm_ratio %s\n", o->hook, o->hook_out ? o->hook_out : "",
-                     buf_double(e[0], 40, o->val_frac), (long long)o->shuffle_tokens, !!o->keep_bos,
-                     buf_double(e[1], 40, o->max_norm_ratio));
+                     "keep_bos %d\nmax_norm_ratio %s\nstore_rows %lld\n", o->hook,
+                     o->hook_out ? o->hook_out : "", buf_double(e[0], 40, o->val_frac),
+                     (long long)o->shuffle_tokens, !!o->keep_bos, buf_double(e[1], 40, o->max_norm_ratio),
+                     (long long)(r->src ? r->src->n_rows : 0));
     else if (o->npy)
         n = snprintf(b, cap, "source --npy\nval_frac %s\nrows %lld\n", buf_double(e[0], 40, o->val_frac),
                      (long long)r->npy_rows);
@@ -638,6 +639,8 @@ static const char *setting_flag(const char *line)
         {"hook_out ", "--hook-out"}, {"val_frac ", "--val-frac"},
         {"shuffle_buffer ", "--shuffle-buffer"}, {"keep_bos ", "--keep-bos"},
         {"max_norm_ratio ", "--max-norm-ratio"}, {"rows ", "the --npy file's rows"},
+        {"store_rows ", "the training split's tokens in --db: another database, or rows added "
+                        "or removed since"},
         {"synth ", "the generator (--synth-* or --synth-spec)"}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strncmp(line, map[i][0], strlen(map[i][0]))) return map[i][1];
@@ -679,6 +682,11 @@ static int check_settings(run *r, const sae_run_opts *o)
     }
     const char *a = was, *b = now;
     while (*a && *a == *b) a++, b++;
+    /* a checkpoint from before the store_rows line (its last) resumes as before: another
+       database, or rows added since, continued it unnoticed (a sweep into a directory of
+       another database's runs registered their SAEs as its own: an audit) */
+    if (!*a && (a == was || a[-1] == '\n') && !strncmp(b, "store_rows ", 11) && !strchr(b, '\n')[1])
+        b += strlen(b);
     if (*a || *b) {
         while (a > was && a[-1] != '\n') a--, b--;
         int la = (int)strcspn(a, "\n"), lb = (int)strcspn(b, "\n");

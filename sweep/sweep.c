@@ -131,7 +131,8 @@ static void suites_canonical(const sweep_opts *o, char *s, size_t n)
  * run's numbers is here (a continued sweep with another --eval-seqs-per-genre scored half the
  * grid on 30 sequences and half on 450, exit 0: an audit). The eval suites' settings only for
  * the runs that run them (not the transcoders). */
-static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const char *hook_out)
+static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const char *hook_out,
+                      int64_t rows, int64_t rows_out)
 {
     buf b = {0};
     int rc = buf_printf(&b, "{\"family\": \"%s\", \"param\": \"%s\", \"value\": %.17g, \"hook\": ",
@@ -145,6 +146,10 @@ static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const 
                         "\"max_seqs\": %d", o->d_sae, o->expansion, (long long)o->tokens, o->batch,
                         (unsigned long long)o->seed, o->val_frac, (long long)o->eval_tokens,
                         o->ce_seqs, o->max_seqs);
+    /* the data: the hooks' tokens in the training split (another extract into the database
+       between a kill and the rerun mixed runs of two datasets in one frontier, exit 0: an audit) */
+    if (!rc) rc = buf_printf(&b, ", \"train_tokens\": %lld", (long long)rows);
+    if (!rc && hook_out) rc = buf_printf(&b, ", \"train_tokens_out\": %lld", (long long)rows_out);
     char suites[64];
     suites_canonical(o, suites, sizeof suites);
     if (!rc && !p->f->transcoder) rc = buf_printf(&b, ", \"eval\": \"%s\"", suites);
@@ -164,7 +169,8 @@ static void fmt_value(char *s, size_t n, double v)
         if (*c == '.') *c = 'p'; /* 2.5 -> 2p5: a directory name without dots */
 }
 
-static int plan_grid(const sweep_opts *o, plan_run **out, int *n)
+/* rows: the training split's tokens of --hook, --tc-hook, --tc-hook-out (check_store) */
+static int plan_grid(const sweep_opts *o, const int64_t rows[3], plan_run **out, int *n)
 {
     *out = NULL;
     *n = 0;
@@ -203,7 +209,9 @@ static int plan_grid(const sweep_opts *o, plan_run **out, int *n)
             else snprintf(p->label, sizeof p->label, "%s", f->name);
             rc = path_join(p->dir, sizeof p->dir, o->out, p->name);
             const char *hook = f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook;
-            if (!rc) rc = run_config(o, p, hook, f->transcoder ? o->tc_hook_out : NULL);
+            int hi = f->transcoder ? 1 : f->target ? 2 : 0;
+            if (!rc)
+                rc = run_config(o, p, hook, f->transcoder ? o->tc_hook_out : NULL, rows[hi], rows[2]);
         }
     }
     if (!rc && *n == 0) rc = err_set(ERR_ARG, "the grid is empty");
@@ -469,6 +477,18 @@ static int check_config(const sweep_opts *o, const plan_run *p, const char *reco
     for (int i = 0; i < nb; i++) {
         if (sized && b[i].kn == ek.kn && !memcmp(b[i].k, ek.k, (size_t)ek.kn)) continue;
         const cfg_item *r = cfg_find(a, na, &b[i]);
+        int data = b[i].kn >= 12 && !memcmp(b[i].k, "train_tokens", 12);
+        if (data && !r) continue; /* a row from before the record: unchecked, as before */
+        if (data && !(r->vn == b[i].vn && !memcmp(r->v, b[i].v, (size_t)r->vn))) {
+            const char *h = b[i].kn > 12                ? o->tc_hook_out
+                            : p->f->transcoder          ? o->tc_hook
+                            : p->f->target              ? o->tc_hook_out
+                                                        : o->hook;
+            return err_set(ERR_ARG, "%s: run %s was trained on other data: hook %s had %.*s tokens "
+                           "in its training split then, %.*s now in %s (another extract into it, or "
+                           "another database); give a new --out for a new grid", o->out, p->name, h,
+                           r->vn, r->v, b[i].vn, b[i].v, o->db);
+        }
         cfg_flag(p, &b[i], flag, sizeof flag);
         if (!r)
             return err_set(ERR_ARG, "%s: run %s was done with other settings: it has no record of "
@@ -601,7 +621,7 @@ int sweep_check_opts(const sweep_opts *o)
  * after the first run was trained and analysed; a second audit: --model /nonexistent after the
  * first SAE was trained and registered): a store that opens, its hooks, the model and tokenizer
  * of the CE/KL pass (loaded once per model), and d_sae against k. */
-static int check_store(const sweep_opts *o)
+static int check_store(const sweep_opts *o, int64_t rows[3])
 {
     int bits, all;
     if (o->eval_suites && *o->eval_suites && eval_parse_suites(o->eval_suites, &bits, &all))
@@ -625,7 +645,8 @@ static int check_store(const sweep_opts *o)
            the table and every earlier family (an audit) */
         store_iter *it = NULL;
         rc = store_iter_open(&it, s, h.id, STORE_SPLIT_TRAIN, o->val_frac, o->seed);
-        if (!rc && store_iter_tokens(it) <= 0)
+        if (!rc) rows[i] = store_iter_tokens(it);
+        if (!rc && rows[i] <= 0)
             rc = err_set(ERR_NOTFOUND, "%s: hook %s has no activations in the training split",
                          o->db, hooks[i]);
         store_iter_close(it);
@@ -683,7 +704,8 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
 {
     memset(res, 0, sizeof *res);
     int rc = sweep_check_opts(o);
-    if (!rc) rc = check_store(o);
+    int64_t rows[3] = {0, 0, 0};
+    if (!rc) rc = check_store(o, rows);
     sweep_opts keyed;
     char key[4096];
     if (!rc && !(rc = sweep_key(o, key, sizeof key))) {
@@ -693,7 +715,7 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
     }
     plan_run *plan = NULL;
     int np = 0;
-    if (!rc) rc = plan_grid(o, &plan, &np);
+    if (!rc) rc = plan_grid(o, rows, &plan, &np);
     if (!rc) rc = file_mkdir_p(o->out);
     /* two sweeps into one directory both trained every run, each over the other's files (an
        audit: nothing lost only because the runs are deterministic and written by rename) */

@@ -7,7 +7,8 @@
 # a bad --model/--tokenizer or a value twice in a list is refused before anything is written,
 # SIGTERM says to rerun the same command, eval_summary metrics get frontiers, a smaller grid
 # summarises only its runs, a second sweep into one directory is refused, k and empty hooks are
-# checked per hook before anything is written.
+# checked per hook before anything is written, a database changed between a kill and the rerun is
+# refused.
 set -u
 BIN=${SAELITE_BIN:-./saelite}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
@@ -154,6 +155,27 @@ sqlite3 "$T/noact.db" "DELETE FROM activations WHERE hook_id = (SELECT id FROM h
 out=$($BIN sweep "${SW[@]/$T\/a.db/$T/noact.db}" --out "$T/noact" 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"hook blocks.0.hook_mlp_out has no activations in the training split"* ]] && [ ! -e "$T/noact" ]' \
     "a hook without activations refused first: $out"
+
+# the database changed between a kill and the rerun (another extract into the same hook): the
+# runs done before were trained on the old data, the rest would be on the new, one frontier,
+# exit 0; and a directory of another database's sweep: its finished checkpoints were taken as
+# this database's SAEs (an audit). Both refused, naming the hook and the counts
+cp "$T/a.db" "$T/ch.db"
+CH=("${SW[@]/$T\/a.db/$T/ch.db}" --families topk --ks 2,4 --no-png --eval none)
+$BIN sweep "${CH[@]}" --out "$T/ch" --max-runs 1 > /dev/null 2>&1
+$BIN sweep "${CH[@]}" --out "$T/ch2" --max-steps 2 > /dev/null 2>&1
+sed 's/^the /a /' "$T/corpus.txt" > "$T/corpus2.txt"
+$BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus2.txt" --ctx 32 --batch 4 \
+    --hook blocks.0.mlp.hook_post,blocks.0.ln2.hook_normalized,blocks.0.hook_mlp_out --db "$T/ch.db" >/dev/null 2>&1
+n0=$(sqlite3 "$T/ch.db" "SELECT count(*) FROM sweep_runs")
+out=$($BIN sweep "${CH[@]}" --out "$T/ch" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"run topk_k2 was trained on other data: hook blocks.0.mlp.hook_post had "*" tokens in its training split then, "*" now in $T/ch.db"* ]] && [ "$(sqlite3 "$T/ch.db" "SELECT count(*) FROM sweep_runs")" = $n0 ]' \
+    "a database changed after a run was done: $out"
+out=$($BIN sweep "${CH[@]}" --out "$T/ch2" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"run had \"store_rows "*"(the training split"*" tokens in --db"* ]]' \
+    "a database changed during a run: $out"
+out=$($BIN sweep "${SW[@]}" --out "$T/full" --families topk --ks 2 --no-png 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"(1 done before, 0 trained now)"* ]]' "the same database continues: $out"
 
 # the eval suites' view (a stand-in here): its metrics get frontiers by name
 q "CREATE VIEW eval_summary AS SELECT id AS sae_id, 'sparse_probing' AS suite, 'sparse_probing_top1_acc' AS metric, 0.5 + eval_ev / 4 AS value FROM sae_registry UNION ALL SELECT id, 'absorption', 'absorption_mean_frac', 0.1 FROM sae_registry WHERE architecture = 'topk'"
