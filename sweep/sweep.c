@@ -750,9 +750,14 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
         }
         if (!rc && other > 0) {
             rc = eval_suites(o, &plan[i], memo.probes, &row);
+            /* a stop here said "eval suites of DIR: interrupted" without how to go on, after
+               the run's "(done before)" line (an audit) */
+            if (rc && stopped(o, rc))
+                err_set(rc, "interrupted while evaluating %s again (its suites' rows are another "
+                        "sample's); rerun the same command to continue", plan[i].dir);
             if (!rc) res->reevaluated++;
         }
-        if (o->on_run) o->on_run(&row, i, np, 1, o->user);
+        if (!rc && o->on_run) o->on_run(&row, i, np, 1, o->user);
     }
     progress pr;
     /* in training tokens (every run has the same budget), so the rate reads in tok/s */

@@ -380,6 +380,23 @@ ok test "$(q "SELECT json_extract(config, '\$.seqs_per_genre') FROM eval_runs WH
 ok test $rc -eq 0
 ok grep -q "^1 runs done before were evaluated again" "$W/sw3.out"
 ok test "$(q "SELECT json_extract(config, '\$.seqs_per_genre') FROM eval_runs WHERE sae_id = $K2 AND suite = 'sparse_probing'")" = 20
+# SIGTERM while that run is evaluated again: the message said "eval suites of DIR: interrupted"
+# (not how to go on), after the run's "(done before)" line; the rerun evaluates it again
+"$BIN" eval --db "$DB" --sae "$W/sw/topk_k2" --suite sparse_probing --seqs-per-genre 30 --no-random > /dev/null 2>&1
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.001 "$BIN" sweep --db "$DB" --hook $H --out "$W/sw" \
+    --families topk,relu --ks 2,4 --relu-l1 1,4 --d-sae 64 --tokens 8k --batch 256 --ce-seqs 8 \
+    --max-seqs 16 --eval-tokens 2000 --eval sparse_probing,absorption --eval-seqs-per-genre 20 \
+    --no-png > "$W/sw4.out" 2> "$W/pipe" & epid=$!
+exec 3< "$W/pipe"
+: > "$W/sw4.err"
+while IFS= read -r line <&3; do echo "$line" >> "$W/sw4.err"; case $line in *"eval probes"*) kill -STOP $epid; kill -TERM $epid; kill -CONT $epid; break;; esac; done
+cat <&3 >> "$W/sw4.err"; exec 3<&-; wait $epid; ok test $? -eq 130
+ok grep -q "^saelite sweep: interrupted while evaluating $W/sw/topk_k2 again (its suites' rows are another sample's); rerun the same command to continue$" "$W/sw4.err"
+ok test "$(grep -c "topk_k2" "$W/sw4.out")" = 0
+"$BIN" sweep --db "$DB" --hook $H --out "$W/sw" --families topk,relu --ks 2,4 --relu-l1 1,4 \
+    --d-sae 64 --tokens 8k --batch 256 --ce-seqs 8 --max-seqs 16 --eval-tokens 2000 \
+    --eval sparse_probing,absorption --eval-seqs-per-genre 20 --no-png > "$W/sw5.out" 2>&1
+ok grep -q "^1 runs done before were evaluated again" "$W/sw5.out"
 "$BIN" sweep --db "$W/plain.db" --hook $H --out "$W/sw2" --families topk --ks 2,4 --d-sae 64 --tokens 8k \
     --batch 256 --ce-seqs 8 --max-seqs 16 --eval-tokens 2000 --eval none > "$W/sw2.out" 2>&1; rc=$?
 ok test $rc -eq 0
