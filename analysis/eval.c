@@ -42,12 +42,15 @@ int eval_parse_suites(const char *s, int *bits, int *all)
     *bits = 0;
     *all = 0;
     char w[64];
+    int named = 0; /* the suites named so far ("scr,scr" and "scr," ran silently: an audit) */
     while (s && *s) {
         size_t n = strcspn(s, ",");
         snprintf(w, sizeof w, "%.*s", (int)(n < sizeof w ? n : sizeof w - 1), s);
         int i = 0;
         while (i < EVAL_NSUITES && strcmp(w, eval_suite_names[i])) i++;
-        if (i < EVAL_NSUITES) *bits |= 1 << i;
+        if (i < EVAL_NSUITES && (named & 1 << i))
+            return err_set(ERR_ARG, "%s is given twice", w);
+        if (i < EVAL_NSUITES) *bits |= 1 << i, named |= 1 << i;
         else if (!strcmp(w, "all")) {
             *bits |= (1 << EVAL_NSUITES) - 1;
             *all = 1;
@@ -58,7 +61,9 @@ int eval_parse_suites(const char *s, int *bits, int *all)
         else
             return err_set(ERR_ARG, "unknown suite '%s' (sparse_probing, absorption, scr, tpp, all)", w);
         s += n;
-        if (*s == ',') s++;
+        if (*s == ',' && !*++s)
+            return err_set(ERR_ARG, "an empty suite name in the list (sparse_probing, absorption, "
+                                    "scr, tpp, all): a trailing comma");
     }
     if (!*bits) return err_set(ERR_ARG, "no suite given");
     return OK;

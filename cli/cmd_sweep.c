@@ -169,6 +169,9 @@ int cmd_sweep(int argc, char **argv)
     if (gated_s && (prc = parse_list(cmd, "--gated-l1", gated_s, o.gated_l1, &o.n_gated_l1))) return prc;
     if (jr_s && (prc = parse_list(cmd, "--jumprelu-l0", jr_s, o.jumprelu_l1, &o.n_jumprelu_l1))) return prc;
     if (!!o.tc_hook != !!o.tc_hook_out) return cli_usage_error(cmd, "--tc-hook and --tc-hook-out go together");
+    /* --eval '' ran as --eval none (eval --suite '' is refused) */
+    if (o.eval_suites && !o.eval_suites[0])
+        return cli_usage_error(cmd, "--eval: no suite given (none: only the core metrics)");
     if (o.eval_suites && !strcmp(o.eval_suites, "none")) o.eval_suites = NULL;
     o.seed = (uint64_t)seed;
     /* a setting given twice is a usage error, exit 2 like the flags' own (it was 1) */

@@ -352,6 +352,15 @@ ok grep -q "unknown suite 'ravel'" "$W/e5.out"
 "$BIN" eval --db "$DB" --sae "$SID" --suite sparse_probing,,tpp > "$W/e5b.out" 2>&1; rc=$?
 ok test $rc -eq 2   # an empty name ran silently (an audit)
 ok grep -q "an empty suite name in the list" "$W/e5b.out"
+# a trailing comma and a suite named twice ran silently (an audit); in a sweep's --eval too
+for bad in "scr,:a trailing comma" "scr,tpp,scr:scr is given twice"; do
+    "$BIN" eval --db "$DB" --sae "$SID" --suite "${bad%%:*}" > "$W/e5c.out" 2>&1; rc=$?
+    ok test $rc -eq 2; ok grep -q "^saelite eval: --suite: .*${bad#*:}" "$W/e5c.out"
+    "$BIN" sweep --db "$DB" --hook $H --out "$W/swbad" --families topk --ks 2 --eval "${bad%%:*}" > "$W/e5c.out" 2>&1; rc=$?
+    ok test $rc -eq 2; ok grep -q "^saelite sweep: --eval: .*${bad#*:}" "$W/e5c.out"; ok test ! -e "$W/swbad"
+done
+"$BIN" sweep --db "$DB" --hook $H --out "$W/swbad" --families topk --ks 2 --eval "" > "$W/e5c.out" 2>&1; rc=$?
+ok test $rc -eq 2; ok grep -q "^saelite sweep: --eval: no suite given" "$W/e5c.out"; ok test ! -e "$W/swbad"
 "$BIN" eval --db "$DB" --sae 999 > "$W/e6.out" 2>&1; ok test $? -eq 1
 ok grep -q "no SAE with id 999" "$W/e6.out"
 "$BIN" eval --db "$DB" > /dev/null 2>&1; ok test $? -eq 2
