@@ -81,6 +81,8 @@ static int wanted(const sweep_opts *o, const char *name)
 static int check_families(const sweep_opts *o)
 {
     if (!o->families) return OK;
+    /* --families '' failed later, exit 1, as "the grid is empty" */
+    if (!o->families[0]) return err_set(ERR_ARG, "--families: no family given");
     for (const char *p = o->families; *p;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);

@@ -129,6 +129,8 @@ for dup in "--ks 4,2,4:--ks: 4 is given twice" "--relu-l1 1,1.0:--relu-l1: 1 is 
     out=$($BIN sweep "${SW[@]}" ${dup%%:*} --out "$T/dup" 2>&1)
     check '[ $? -eq 2 ] && [[ "$out" == "saelite sweep: ${dup#*:}"* ]] && [ ! -e "$T/dup" ]' "${dup%%:*} refused: $out"
 done
+out=$($BIN sweep "${SW[@]}" --out "$T/x" --families "" 2>&1)
+check '[ $? -eq 2 ] && [[ "$out" == "saelite sweep: --families: no family given"* ]] && [ ! -e "$T/x" ]' "--families '' is a usage error (was exit 1, the grid is empty): $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/x" --ks 2,x 2>&1)
 check '[ $? -eq 2 ]' "bad --ks is a usage error"
 
