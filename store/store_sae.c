@@ -46,6 +46,12 @@ int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
     rc = step_done(s, st, "replacing an SAE's training log");
     sqlite3_finalize(st);
     if (rc) return rc;
+    /* the new row's id is past every id the table holds now, the replaced row's included: the
+       default rowid (max + 1 after the delete) gave a re-registered directory that held the
+       largest id that same id again, so the eval rows of the SAE it replaced became the new
+       one's, and a sweep's row took the new SAE for the one it had trained (an audit) */
+    int64_t max_id = 0;
+    if ((rc = store_query_i64(s, "SELECT coalesce(max(id), 0) FROM sae_registry", &max_id))) return rc;
     if ((rc = store_prepare(s, "DELETE FROM sae_registry WHERE dir = ?1", &st))) return rc;
     sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
     rc = step_done(s, st, "replacing an SAE");
@@ -54,11 +60,12 @@ int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
     rc = store_prepare(s,
                        "INSERT INTO sae_registry (dir, architecture, d_in, d_sae, k, hook_name, "
                        "model_name, hook_id, tokens, config, eval_tokens, eval_mse, eval_ev, "
-                       "eval_cos, eval_l2_ratio, eval_l0, eval_dead, eval_dense, seconds, weights) "
-                       "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,"
-                       "?20)",
+                       "eval_cos, eval_l2_ratio, eval_l0, eval_dead, eval_dense, seconds, weights, "
+                       "id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,"
+                       "?19,?20,?21)",
                        &st);
     if (rc) return rc;
+    sqlite3_bind_int64(st, 21, max_id + 1);
     sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, r->architecture, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, r->d_in);

@@ -179,6 +179,22 @@ check '[ $? -eq 1 ] && [[ "$out" == *"run had \"store_rows "*"(the training spli
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --families topk --ks 2 --no-png 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"(1 done before, 0 trained now)"* ]]' "the same database continues: $out"
 
+# an SAE trained by hand into the directory of the run with the largest registry id: its new
+# registry row got that same id again, so the sweep's row took it for the SAE it had trained
+# ("done before", the old run's numbers on the frontier; eval rows of the old SAE became the new
+# one's): an audit. A new id: the run is found changed
+cp "$T/a.db" "$T/ru.db"
+RU=("${SW[@]/$T\/a.db/$T/ru.db}" --families topk --ks 2,4 --no-png --eval none)
+$BIN sweep "${RU[@]}" --out "$T/ru" > /dev/null 2>&1
+id0=$(sqlite3 "$T/ru.db" "SELECT sae_id FROM sweep_runs WHERE sweep = '$T/ru' AND name = 'topk_k4'")
+check '[ "$id0" = "$(sqlite3 "$T/ru.db" "SELECT max(id) FROM sae_registry")" ]' "topk_k4 holds the largest id"
+$BIN sae-train --db "$T/ru.db" --hook blocks.0.mlp.hook_post --arch topk --k 3 --d-sae 32 --tokens 3072 --val-frac 0.2 \
+    --batch 128 --out "$T/ru/topk_k4" --force > /dev/null 2>&1
+check '[ "$(sqlite3 "$T/ru.db" "SELECT id FROM sae_registry WHERE k = 3")" -gt "$id0" ]' "a re-registered directory gets a new id"
+out=$($BIN sweep "${RU[@]}" --out "$T/ru" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" != *"(2 done before"* ]] && [[ "$out" == *"topk_k4/checkpoint.bin: the checkpoint"*"run had --k 3 (this run 4)"* ]]' \
+    "the sweep sees the run's directory changed: $out"
+
 # the eval suites' view (a stand-in here): its metrics get frontiers by name
 q "CREATE VIEW eval_summary AS SELECT id AS sae_id, 'sparse_probing' AS suite, 'sparse_probing_top1_acc' AS metric, 0.5 + eval_ev / 4 AS value FROM sae_registry UNION ALL SELECT id, 'absorption', 'absorption_mean_frac', 0.1 FROM sae_registry WHERE architecture = 'topk'"
 out=$($BIN sweep "${SW[@]}" --out "$T/full" 2>&1)
