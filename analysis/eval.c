@@ -1709,6 +1709,11 @@ int eval_run(const eval_opts *o, eval_result *res)
 out:
     if (in_tx) store_rollback(c.s);
     if (rc) res->suites = 0;
+    /* a stop said only "interrupted": whether the same command continues is the user's next
+       question (an audit) */
+    struct stat ckst;
+    if (rc == ERR_ABORTED && stopped(o) && c.ck.path[0] && stat(c.ck.path, &ckst) == 0)
+        err_set(rc, "interrupted; the same command continues from %s", c.ck.path);
     if (c.memo && c.memo == o->memo) eval_memo_journal_end(c.memo); /* the caller's again */
     eval_memo_free(c.own_memo);
     buf_free(&cfg);

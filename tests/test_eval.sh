@@ -107,6 +107,14 @@ evafter() { # DB WANT: the rerun says WANT on stderr, succeeds, leaves no checkp
 }
 evkilled "$W/ck1.db"
 ok test -n "$ck"
+# Ctrl-C once a checkpoint is there: the line said only "interrupted"; now that the same
+# command continues
+rm -f "$W/ci.db"*; cp "$W/fx.db" "$W/ci.db"
+"$BIN" eval --db "$W/ci.db" --sae "$W/sae" $E --checkpoint-secs 0.000001 > /dev/null 2> "$W/ci.err" &
+cipid=$!
+for i in $(seq 1000); do [ -n "$(ls "$W/ci.db".eval-* 2> /dev/null | grep -v '\.tmp\.')" ] && break; sleep 0.01; done
+kill -INT $cipid; wait $cipid; ok test $? -eq 130
+ok grep -q "^saelite eval: interrupted; the same command continues from $W/ci.db.eval-[0-9a-f]*$" "$W/ci.err"
 evafter "$W/ck1.db" "continuing the read from $W/ck1.db.eval-"
 ok grep -q "continued from a checkpoint that held [1-9][0-9]* of the sequences read" "$W/ck.out"
 evkilled "$W/ck2.db"
