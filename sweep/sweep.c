@@ -788,7 +788,8 @@ int sweep_run(const sweep_opts *o, sweep_result *res)
         row_init(&row, o, &plan[i], &tr);
         rc = sweep_eval_run(o, &plan[i], &tr, &memo, &row);
         if (rc && stopped(o, rc))
-            err_set(rc, "interrupted while evaluating %s (trained; the evaluation starts again); "
+            err_set(rc, "interrupted while evaluating %s (trained; only its evaluation runs again, "
+                    "from its own checkpoint where one was saved); "
                     "rerun the same command to continue", plan[i].dir);
         if (!rc) rc = put_row(o, &row);
         if (rc) break;
