@@ -131,6 +131,8 @@ typedef struct {
     uint64_t key[2];
     double secs, last;
     int resumed;      /* sequences the checkpoint held */
+    int ours;         /* the file at path is this command's: this run saved it or continued from it
+                         (another run's, or one a run without checkpoints found, is not) */
 } read_ckpt;
 
 /* ---- shared state -------------------------------------------------------------------------------- */
@@ -691,6 +693,7 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
                  ? OK : err_set(ERR_NOMEM, "out of memory for %lld token rows", (long long)ntok);
     if (!rc) rc = read_ckpt_setup(&c->ck, c, mark, off);
     int start = rc ? 0 : read_ckpt_load(&c->ck, c, ntok);
+    if (start > 0) c->ck.ours = 1;
     progress pr;
     progress_begin_at(&pr, "eval read", (double)c->nchosen, "seq", start);
     c->ck.last = now_seconds();
@@ -743,6 +746,7 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
                 err_clear();
                 c->ck.secs = 0;
             }
+            else c->ck.ours = 1;
             c->ck.last = now_seconds();
         }
     }
@@ -1712,7 +1716,9 @@ out:
     /* a stop said only "interrupted": whether the same command continues is the user's next
        question (an audit) */
     struct stat ckst;
-    if (rc == ERR_ABORTED && stopped(o) && c.ck.path[0] && stat(c.ck.path, &ckst) == 0)
+    /* only a file this run saved or continued from: one another run left (other options, or
+       found by a run with --checkpoint-secs 0) is not where the same command continues */
+    if (rc == ERR_ABORTED && stopped(o) && c.ck.ours && c.ck.path[0] && stat(c.ck.path, &ckst) == 0)
         err_set(rc, "interrupted; the same command continues from %s", c.ck.path);
     if (c.memo && c.memo == o->memo) eval_memo_journal_end(c.memo); /* the caller's again */
     eval_memo_free(c.own_memo);

@@ -115,6 +115,16 @@ cipid=$!
 for i in $(seq 1000); do [ -n "$(ls "$W/ci.db".eval-* 2> /dev/null | grep -v '\.tmp\.')" ] && break; sleep 0.01; done
 kill -INT $cipid; wait $cipid; ok test $? -eq 130
 ok grep -q "^saelite eval: interrupted; the same command continues from $W/ci.db.eval-[0-9a-f]*$" "$W/ci.err"
+# ... but not where the file is another run's: a run with --checkpoint-secs 0 stopped beside
+# the checkpoint above never reads it (it said the same command continues from it)
+mkfifo "$W/ci.fifo"
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 "$BIN" eval --db "$W/ci.db" --sae "$W/sae" $E \
+    --checkpoint-secs 0 > /dev/null 2> "$W/ci.fifo" &
+cipid=$!
+{ grep -q -m1 "eval read" && kill -INT $cipid; cat > "$W/ci0.err"; } < "$W/ci.fifo"
+wait $cipid; ok test $? -eq 130
+ok test -n "$(ls "$W/ci.db".eval-* 2> /dev/null)"
+ok grep -q "^saelite eval: interrupted$" "$W/ci0.err"
 evafter "$W/ck1.db" "continuing the read from $W/ck1.db.eval-"
 ok grep -q "continued from a checkpoint that held [1-9][0-9]* of the sequences read" "$W/ck.out"
 evkilled "$W/ck2.db"
