@@ -52,6 +52,11 @@ int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
        one's, and a sweep's row took the new SAE for the one it had trained (an audit) */
     int64_t max_id = 0;
     if ((rc = store_query_i64(s, "SELECT coalesce(max(id), 0) FROM sae_registry", &max_id))) return rc;
+    /* max + 1 overflowed there (undefined; INT64_MIN in practice: a negative id, which the lookups
+       take for "by directory") */
+    if (max_id == INT64_MAX)
+        return err_set(ERR_FORMAT, "%s: sae_registry holds id %" PRId64 ", the largest an id can be: "
+                       "no id past it for %s", store_path(s), max_id, r->dir);
     if ((rc = store_prepare(s, "DELETE FROM sae_registry WHERE dir = ?1", &st))) return rc;
     sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
     rc = step_done(s, st, "replacing an SAE");

@@ -1130,6 +1130,16 @@ static void test_sae_log(void)
     CHECK(store_sae_register(s, &r, &a) == OK && store_sae_log(s, a, lg + 2, 1) == OK, "%s", err_msg());
     CHECK(store_sae_log_find(s, -1, "runs/a", &sid, &rows, &n) == OK && sid == a && n == 1, "%s", err_msg());
     mem_free(rows);
+    /* the largest id there can be: no id past it (max + 1 overflowed to a negative id) */
+    CHECK(store_exec(s, "DELETE FROM sae_training_log WHERE sae_id = (SELECT id FROM sae_registry "
+                        "WHERE dir = 'runs/b'); UPDATE sae_registry SET id = 9223372036854775807 "
+                        "WHERE dir = 'runs/b'") == OK, "%s", err_msg());
+    r.dir = "runs/c";
+    int64_t c = 0;
+    CHECK(store_sae_register(s, &r, &c) == ERR_FORMAT && strstr(err_msg(), "largest"), "%s", err_msg());
+    int64_t neg = -1;
+    CHECK(store_query_i64(s, "SELECT count(*) FROM sae_registry WHERE id < 0", &neg) == OK && neg == 0,
+          "a negative id was registered");
     store_close(s);
     store_remove(p);
 }
