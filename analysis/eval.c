@@ -50,8 +50,16 @@ int eval_parse_suites(const char *s, int *bits, int *all)
         while (i < EVAL_NSUITES && strcmp(w, eval_suite_names[i])) i++;
         if (i < EVAL_NSUITES && (named & 1 << i))
             return err_set(ERR_ARG, "%s is given twice", w);
+        /* "all" names every suite: beside another name (or itself) a suite is named twice, and
+           "scr,all" skipped a missing scr as "all" does ("all,all" and "all,scr" ran silently) */
+        int is_all = i == EVAL_NSUITES && !strcmp(w, "all");
+        if ((is_all && named) || (i < EVAL_NSUITES && *all))
+            return err_set(ERR_ARG, "%s", is_all && named == 1 << EVAL_NSUITES
+                                              ? "all is given twice"
+                                              : "all names every suite: give it alone");
+        if (is_all) named |= 1 << EVAL_NSUITES;
         if (i < EVAL_NSUITES) *bits |= 1 << i, named |= 1 << i;
-        else if (!strcmp(w, "all")) {
+        else if (is_all) {
             *bits |= (1 << EVAL_NSUITES) - 1;
             *all = 1;
         }

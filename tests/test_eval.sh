@@ -371,7 +371,9 @@ ok grep -q "unknown suite 'ravel'" "$W/e5.out"
 ok test $rc -eq 2   # an empty name ran silently (an audit)
 ok grep -q "an empty suite name in the list" "$W/e5b.out"
 # a trailing comma and a suite named twice ran silently (an audit); in a sweep's --eval too
-for bad in "scr,:a trailing comma" "scr,tpp,scr:scr is given twice"; do
+# "all" beside another name (or twice) too: "scr,all" skipped a missing scr as "all" does
+for bad in "scr,:a trailing comma" "scr,tpp,scr:scr is given twice" "all,all:all is given twice" \
+           "all,scr:all names every suite" "tpp,all:all names every suite"; do
     "$BIN" eval --db "$DB" --sae "$SID" --suite "${bad%%:*}" > "$W/e5c.out" 2>&1; rc=$?
     ok test $rc -eq 2; ok grep -q "^saelite eval: --suite: .*${bad#*:}" "$W/e5c.out"
     "$BIN" sweep --db "$DB" --hook $H --out "$W/swbad" --families topk --ks 2 --eval "${bad%%:*}" > "$W/e5c.out" 2>&1; rc=$?
