@@ -134,7 +134,7 @@ static void suites_canonical(const sweep_opts *o, char *s, size_t n)
  * grid on 30 sequences and half on 450, exit 0: an audit). The eval suites' settings only for
  * the runs that run them (not the transcoders). */
 static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const char *hook_out,
-                      int64_t rows, int64_t rows_out)
+                      int64_t rows)
 {
     buf b = {0};
     int rc = buf_printf(&b, "{\"family\": \"%s\", \"param\": \"%s\", \"value\": %.17g, \"hook\": ",
@@ -148,10 +148,12 @@ static int run_config(const sweep_opts *o, plan_run *p, const char *hook, const 
                         "\"max_seqs\": %d", o->d_sae, o->expansion, (long long)o->tokens, o->batch,
                         (unsigned long long)o->seed, o->val_frac, (long long)o->eval_tokens,
                         o->ce_seqs, o->max_seqs);
-    /* the data: the hooks' tokens in the training split (another extract into the database
-       between a kill and the rerun mixed runs of two datasets in one frontier, exit 0: an audit) */
+    /* the data: the hook's tokens in the training split (another extract into the database
+       between a kill and the rerun mixed runs of two datasets in one frontier, exit 0: an audit).
+       A transcoder's pairs are its input hook's sequences (the target read for each), so the
+       target hook's own count is not its data: rows of it for other sequences refused a
+       transcoder whose pairs were the same (train_tokens_out, a review) */
     if (!rc) rc = buf_printf(&b, ", \"train_tokens\": %lld", (long long)rows);
-    if (!rc && hook_out) rc = buf_printf(&b, ", \"train_tokens_out\": %lld", (long long)rows_out);
     char suites[64];
     suites_canonical(o, suites, sizeof suites);
     if (!rc && !p->f->transcoder) rc = buf_printf(&b, ", \"eval\": \"%s\"", suites);
@@ -213,7 +215,7 @@ static int plan_grid(const sweep_opts *o, const int64_t rows[3], plan_run **out,
             const char *hook = f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook;
             int hi = f->transcoder ? 1 : f->target ? 2 : 0;
             if (!rc)
-                rc = run_config(o, p, hook, f->transcoder ? o->tc_hook_out : NULL, rows[hi], rows[2]);
+                rc = run_config(o, p, hook, f->transcoder ? o->tc_hook_out : NULL, rows[hi]);
         }
     }
     if (!rc && *n == 0) rc = err_set(ERR_ARG, "the grid is empty");
@@ -482,10 +484,9 @@ static int check_config(const sweep_opts *o, const plan_run *p, const char *reco
         int data = b[i].kn >= 12 && !memcmp(b[i].k, "train_tokens", 12);
         if (data && !r) continue; /* a row from before the record: unchecked, as before */
         if (data && !(r->vn == b[i].vn && !memcmp(r->v, b[i].v, (size_t)r->vn))) {
-            const char *h = b[i].kn > 12                ? o->tc_hook_out
-                            : p->f->transcoder          ? o->tc_hook
-                            : p->f->target              ? o->tc_hook_out
-                                                        : o->hook;
+            const char *h = p->f->transcoder ? o->tc_hook
+                            : p->f->target   ? o->tc_hook_out
+                                             : o->hook;
             return err_set(ERR_ARG, "%s: run %s was trained on other data: hook %s had %.*s tokens "
                            "in its training split then, %.*s now in %s (another extract into it, or "
                            "another database); give a new --out for a new grid", o->out, p->name, h,
@@ -503,9 +504,10 @@ static int check_config(const sweep_opts *o, const plan_run *p, const char *reco
                        "with %s %s to continue, or give a new --out for a new grid", o->out,
                        p->name, flag, was, now, flag, was);
     }
+    const cfg_item tk = {.k = "train_tokens_out", .kn = 16}; /* recorded by 0a8459d: not data */
     for (int i = 0; i < na; i++)
         if (!(sized && a[i].kn == ek.kn && !memcmp(a[i].k, ek.k, (size_t)ek.kn)) &&
-            !cfg_find(b, nb, &a[i])) {
+            !(a[i].kn == tk.kn && !memcmp(a[i].k, tk.k, (size_t)tk.kn)) && !cfg_find(b, nb, &a[i])) {
             cfg_flag(p, &a[i], flag, sizeof flag);
             cfg_value(&a[i], was, sizeof was);
             return err_set(ERR_ARG, "%s: run %s was done with other settings: %s %s, which this "

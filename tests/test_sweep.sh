@@ -178,6 +178,15 @@ check '[ $? -eq 1 ] && [[ "$out" == *"run had \"store_rows "*"(the training spli
     "a database changed during a run: $out"
 out=$($BIN sweep "${SW[@]}" --out "$T/full" --families topk --ks 2 --no-png 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"(1 done before, 0 trained now)"* ]]' "the same database continues: $out"
+# rows of the transcoder's target hook for other sequences (an extract of that hook alone): its
+# pairs are its input hook's sequences, unchanged; it was refused as trained on other data
+cp "$T/a.db" "$T/to.db"
+TO=("${SW[@]/$T\/a.db/$T/to.db}" --families transcoder --ks 2 --no-png --eval none)
+$BIN sweep "${TO[@]}" --out "$T/to" > /dev/null 2>&1
+$BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus2.txt" --ctx 32 --batch 4 \
+    --hook blocks.0.hook_mlp_out --db "$T/to.db" >/dev/null 2>&1
+out=$($BIN sweep "${TO[@]}" --out "$T/to" 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"(1 done before, 0 trained now)"* ]]' "rows of the transcoder's target hook for other sequences: $out"
 
 # an SAE trained by hand into the directory of the run with the largest registry id: its new
 # registry row got that same id again, so the sweep's row took it for the SAE it had trained
