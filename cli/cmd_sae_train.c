@@ -56,6 +56,10 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
     if (r->tokens_asked != trained)
         printf("note: --tokens %" PRId64 " is not a multiple of --batch %d: %" PRId64 " steps, %" PRId64
                " tokens trained\n", r->tokens_asked, r->batch, r->total_steps, trained);
+    if (r->train_rows > 0 && trained > r->train_rows)
+        printf("note: %" PRId64 " tokens trained are %.2f passes over the training data's %" PRId64
+               " tokens: every token was seen about that many times (each pass in a new order)\n",
+               trained, (double)trained / (double)r->train_rows, r->train_rows);
     /* at the last step a latent has gone at most trained - batch tokens without firing */
     if (r->auxk && r->dead_window > trained - r->batch)
         printf("note: the dead window (%" PRId64 " tokens) is longer than the run lets a latent go "

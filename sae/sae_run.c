@@ -906,6 +906,7 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
     /* the sources hold read transactions on the store: with its rollback journal a writer would
        wait on them, so they are closed before the registry is written */
     if (o->db) res->dropped = r.src ? sae_source_store_dropped(r.src) : 0;
+    res->train_rows = r.src ? r.src->n_rows : -1;
     sae_source_close(r.src);
     sae_source_close(r.val);
     r.src = r.val = NULL;

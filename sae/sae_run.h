@@ -96,6 +96,8 @@ typedef struct {
     int64_t unfinished_run;    /* --db: the hook's extract run that is not done (running or
                                   killed), or -1; hook_tokens: what the hook held when read */
     int64_t hook_tokens;
+    int64_t train_rows;        /* rows one pass over the training data yields (-1: generated,
+                                  unbounded); --tokens above it repeats the data */
     int finished;              /* step == total_steps (then registered); a max_steps stop also
                                   writes the SAE of the step reached */
     double seconds, read_seconds; /* the training loop (checkpoints included); reading batches */

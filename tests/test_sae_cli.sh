@@ -285,6 +285,10 @@ ok "sae-eval --synth without a hierarchy reports MMCS and says so" '[ $rc -eq 0 
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 12000 --batch 5000 --out $T/part5 >$T/part5.out 2>&1
 ok "a partial last batch: the tokens trained in cfg.json and a note" '/usr/bin/python3 -c "import json,sys; sys.exit(json.load(open(\"$T/part5/cfg.json\"))[\"training\"][\"tokens\"] != 10000)" && grep -q "^note: --tokens 12000 is not a multiple of --batch 5000: 2 steps, 10000 tokens trained" $T/part5.out'
 ok "a dead window as long as the run is named" 'grep -q "^note: the dead window (100000 tokens) is longer than the run lets a latent go unfired (5000 tokens" $T/part5.out'
+# more --tokens than the data holds: the data repeats (a new order each pass), and the summary says
+# how often (an audit: 10M tokens from a 1.6M-token store went round it six times unsaid)
+$BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 50000 --batch 5000 --val-frac 0 --out $T/rep >$T/rep.out 2>&1
+ok "more tokens than the data: the passes are named" 'grep -q "^note: 50000 tokens trained are 2.50 passes over the training data.s 20000 tokens" $T/rep.out && ! grep -q "passes over" $T/part5.out'
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 4096 --batch 512 --dead-window 3800 --out $T/dw38 >$T/dw38.out 2>&1
 ok "a dead window past the last step's reach is named (it is shorter than the run)" 'grep -q "^note: the dead window (3800 tokens) is longer than the run lets a latent go unfired (3584 tokens" $T/dw38.out'
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 1024 --batch 512 --val-frac 0 --out $T/noval >/dev/null 2>&1
