@@ -1728,6 +1728,11 @@ out:
        found by a run with --checkpoint-secs 0) is not where the same command continues */
     if (rc == ERR_ABORTED && stopped(o) && c.ck.ours && c.ck.path[0] && stat(c.ck.path, &ckst) == 0)
         err_set(rc, "interrupted; the same command continues from %s", c.ck.path);
+    else if (rc == ERR_ABORTED && stopped(o) && o->ckpt_secs > 0)
+        /* before the first save the rerun starts again, as sae-train says in that case (it
+           was "interrupted" alone: a scale audit) */
+        err_set(rc, "interrupted before the first checkpoint (every %g s, --checkpoint-secs); "
+                "the same command starts again", o->ckpt_secs);
     if (c.memo && c.memo == o->memo) eval_memo_journal_end(c.memo); /* the caller's again */
     eval_memo_free(c.own_memo);
     buf_free(&cfg);

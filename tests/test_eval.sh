@@ -125,6 +125,15 @@ cipid=$!
 wait $cipid; ok test $? -eq 130
 ok test -n "$(ls "$W/ci.db".eval-* 2> /dev/null)"
 ok grep -q "^saelite eval: interrupted$" "$W/ci0.err"
+# ... and before the first save (every 60 s by default) it says the same command starts again
+# (it said "interrupted" alone, where sae-train names the case: a scale audit)
+rm -f "$W/cf.db"*; cp "$W/fx.db" "$W/cf.db"; mkfifo "$W/cf.fifo"
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 "$BIN" eval --db "$W/cf.db" --sae "$W/sae" $E \
+    > /dev/null 2> "$W/cf.fifo" &
+cipid=$!
+{ grep -q -m1 "eval read" && kill -INT $cipid; cat > "$W/cf.err"; } < "$W/cf.fifo"
+wait $cipid; ok test $? -eq 130
+ok grep -q "^saelite eval: interrupted before the first checkpoint (every 60 s, --checkpoint-secs); the same command starts again$" "$W/cf.err"
 evafter "$W/ck1.db" "continuing the read from $W/ck1.db.eval-"
 ok grep -q "continued from a checkpoint that held [1-9][0-9]* of the sequences read" "$W/ck.out"
 evkilled "$W/ck2.db"
