@@ -31,6 +31,11 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
            sae_arch_name(r->arch), r->d_in, r->d_sae, r->steps, secs,
            secs > 0 ? r->steps * (double)r->batch / secs : 0, secs > 0 ? 100 * r->read_seconds / secs : 0,
            r->ckpt_seconds, o->out);
+    /* the line above counts this call's steps only (a scale audit: a resumed run said nothing
+       of where it had continued from) */
+    if (o->resume)
+        printf("resumed at step %" PRId64 " of %" PRId64 " (the checkpoint's); the whole run's "
+               "training loops took %.1fs\n", r->step - r->steps, r->total_steps, r->total_seconds);
     const sae_metrics_summary *s = &r->eval;
     if (r->eval_tokens > 0)
         printf("eval (%" PRId64 " held-out tokens): mse %.5g  explained variance %.4f  cos %.4f  "

@@ -32,7 +32,7 @@ ok "sae-train on npy" 'grep -q "^eval" $T/full.out && [ -s $T/full/sae_weights.s
 $BIN sae-train $args --out $T/part --max-steps 33 >$T/part.out 2>&1
 ok "--max-steps leaves a checkpoint" '[ -s $T/part/checkpoint.bin ]'
 SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN sae-train $args --out $T/part --resume >$T/resume.out 2>&1
-ok "resume finishes" 'grep -q "47 steps" $T/resume.out'
+ok "resume finishes, naming where it continued" 'grep -q "47 steps" $T/resume.out && grep -q "^resumed at step 33 of 80 (the checkpoint.s); the whole run.s training loops took [0-9.]*s$" $T/resume.out'
 ok "the stream's replay shows progress (it was silent)" 'grep -q "^resume: replaying the stream .* tok" $T/resume.out'
 ok "the held-out evaluation shows progress (it ran after the ETA)" 'grep -q "^held-out eval .* tok" $T/resume.out'
 ok "resumed weights bit-identical" 'cmp -s $T/full/sae_weights.safetensors $T/part/sae_weights.safetensors'
