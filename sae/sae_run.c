@@ -301,8 +301,8 @@ static int run_trainer(run *r, const sae_run_opts *o)
     int differ = sae_train_config_diff(sae_trainer_cfg(r->t), sae_trainer_cfg(probe), why, sizeof why);
     sae_trainer_free(probe);
     if (differ)
-        return err_set(ERR_ARG, "%s: the checkpoint's run had %s; resume with the same flags",
-                       r->ckpt, why);
+        return err_set(ERR_ARG, "%s: the checkpoint's run had %s; %s", r->ckpt, why,
+                       o->resume_advice ? o->resume_advice : "resume with the same flags");
     return sae_source_skip(r->src, sae_trainer_step_index(r->t) * (int64_t)batch, batch);
 }
 
@@ -690,8 +690,9 @@ static int check_settings(run *r, const sae_run_opts *o)
     if (*a || *b) {
         while (a > was && a[-1] != '\n') a--, b--;
         int la = (int)strcspn(a, "\n"), lb = (int)strcspn(b, "\n");
-        rc = err_set(ERR_ARG, "%s: the checkpoint's run had \"%.*s\", this one \"%.*s\" (%s); resume "
-                     "with the same flags", r->ckpt, la, a, lb, b, setting_flag(*a ? a : b));
+        rc = err_set(ERR_ARG, "%s: the checkpoint's run had \"%.*s\", this one \"%.*s\" (%s); %s",
+                     r->ckpt, la, a, lb, b, setting_flag(*a ? a : b),
+                     o->resume_advice ? o->resume_advice : "resume with the same flags");
     }
     mem_free(was);
     return rc;

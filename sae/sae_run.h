@@ -64,6 +64,8 @@ typedef struct {
     const char *model_name;    /* metadata; NULL/"" = the store's model */
     int context_size;          /* metadata; 0 = the store's sequence length */
     volatile int *stop;        /* polled after every step; may be NULL */
+    const char *resume_advice; /* the end of a refused --resume's message (the checkpoint's run
+                                  had other settings); NULL: "resume with the same flags" */
     volatile int *ckpt_done;   /* may be NULL: set to 1 on every rank once a checkpoint of this run
                                   is on disk (agreed), for a signal handler's message */
     int micro_batches;         /* leaves per step (sae_train.h, data parallelism): the result

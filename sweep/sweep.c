@@ -252,6 +252,12 @@ static int train_run(const sweep_opts *o, const plan_run *p, int64_t max_steps, 
     so.stop = o->stop;
     so.resume = file_exists(p->dir, "checkpoint.bin");
     so.force = !so.resume;
+    /* the sweep has no flags to change: a checkpoint of another run there (an sae-train by hand
+       into the run's directory) was refused with "resume with the same flags" */
+    char advice[sizeof p->dir + 128];
+    snprintf(advice, sizeof advice, "that is not this sweep's run: remove %s/checkpoint.bin to "
+             "train it from the start", p->dir);
+    so.resume_advice = advice;
     sae_train_config *c = &so.train;
     c->arch = f->arch;
     c->transcoder = f->transcoder;

@@ -203,6 +203,13 @@ check '[ "$(sqlite3 "$T/ru.db" "SELECT id FROM sae_registry WHERE k = 3")" -gt "
 out=$($BIN sweep "${RU[@]}" --out "$T/ru" 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" != *"(2 done before"* ]] && [[ "$out" == *"topk_k4/checkpoint.bin: the checkpoint"*"run had --k 3 (this run 4)"* ]]' \
     "the sweep sees the run's directory changed: $out"
+# ... and says what to do (a sweep has no flags to change: it said "resume with the same flags"),
+# which then works
+check '[[ "$out" == *"(this run 4); that is not this sweep'"'"'s run: remove $T/ru/topk_k4/checkpoint.bin to train it from the start" ]]' \
+    "the refusal inside a sweep says to remove the checkpoint: $out"
+rm "$T/ru/topk_k4/checkpoint.bin"
+out=$($BIN sweep "${RU[@]}" --out "$T/ru" 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"(1 done before, 1 trained now)"* ]]' "removed, the run is trained again: $out"
 
 # the eval suites' view (a stand-in here): its metrics get frontiers by name
 q "CREATE VIEW eval_summary AS SELECT id AS sae_id, 'sparse_probing' AS suite, 'sparse_probing_top1_acc' AS metric, 0.5 + eval_ev / 4 AS value FROM sae_registry UNION ALL SELECT id, 'absorption', 'absorption_mean_frac', 0.1 FROM sae_registry WHERE architecture = 'topk'"
