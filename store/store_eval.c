@@ -76,6 +76,27 @@ int store_eval_seqs(store *s, int64_t hook_id, store_eval_seq **out, size_t *n)
     return rc;
 }
 
+/* the registry rows of directory ?1 */
+#define FORGET_IDS "(SELECT id FROM sae_registry WHERE dir = ?1)"
+
+int store_eval_forget_dir(store *s, const char *dir)
+{
+    static const char *const del[] = {
+        "DELETE FROM eval_probe WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id IN " FORGET_IDS ")",
+        "DELETE FROM eval_absorption WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id IN " FORGET_IDS ")",
+        "DELETE FROM eval_ablation WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id IN " FORGET_IDS ")",
+        "DELETE FROM eval_metrics WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id IN " FORGET_IDS ")",
+        "DELETE FROM eval_runs WHERE sae_id IN " FORGET_IDS};
+    int yes = 0, rc = store_table_exists(s, "eval_runs", &yes);
+    sqlite3_stmt *st;
+    for (size_t i = 0; !rc && yes && i < sizeof del / sizeof *del; i++) {
+        if ((rc = store_prepare(s, del[i], &st))) break;
+        sqlite3_bind_text(st, 1, dir, -1, SQLITE_STATIC);
+        rc = step_done(s, st, "removing the evaluations of a replaced SAE");
+    }
+    return rc;
+}
+
 int store_eval_run_begin(store *s, int64_t sae_id, const char *suite, const char *hook_name,
                          const char *config_json, int64_t n_seqs, int64_t *run_id)
 {

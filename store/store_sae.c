@@ -45,6 +45,9 @@ int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
     sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
     rc = step_done(s, st, "replacing an SAE's training log");
     sqlite3_finalize(st);
+    /* and its eval rows: they are the replaced SAE's (left under an id no registry row names,
+       an audit; the new row's id is a new one, below) */
+    if (!rc) rc = store_eval_forget_dir(s, r->dir);
     if (rc) return rc;
     /* the new row's id is past every id the table holds now, the replaced row's included: the
        default rowid (max + 1 after the delete) gave a re-registered directory that held the

@@ -16,6 +16,7 @@
 #include "extract/extract.h"
 #include "store/store.h"
 #include "store/store_ana.h"
+#include "store/store_eval.h"
 #include "store/sqlfuncs.h"
 #include "store/store_internal.h"
 #include "store/store_sae.h"
@@ -1125,11 +1126,21 @@ static void test_sae_log(void)
     CHECK(store_sae_log_find(s, -1, "runs/c", &sid, &rows, &n) == ERR_NOTFOUND &&
           strstr(err_msg(), "runs/c"), "%s", err_msg());
     CHECK(store_sae_log_find(s, 99, NULL, &sid, &rows, &n) == ERR_NOTFOUND);
-    /* registering the directory again replaces its log */
+    /* registering the directory again replaces its log, and its eval rows go (they are the
+       replaced SAE's: they stayed under an id no registry row names, an audit); runs/b's stay */
+    int64_t ra = -1, rb = -1, left = -1;
+    CHECK(store_eval_init(s) == OK && store_eval_run_begin(s, a, "scr", "h", "{}", 4, &ra) == OK &&
+          store_eval_metric(s, ra, "m", 0.5) == OK && store_eval_run_begin(s, b, "scr", "h", "{}", 4, &rb) == OK &&
+          store_eval_metric(s, rb, "m", 0.25) == OK, "%s", err_msg());
     r.dir = "runs/a";
     CHECK(store_sae_register(s, &r, &a) == OK && store_sae_log(s, a, lg + 2, 1) == OK, "%s", err_msg());
     CHECK(store_sae_log_find(s, -1, "runs/a", &sid, &rows, &n) == OK && sid == a && n == 1, "%s", err_msg());
     mem_free(rows);
+    CHECK(store_query_i64(s, "SELECT count(*) FROM eval_runs", &left) == OK && left == 1, "%lld eval runs left", (long long)left);
+    CHECK(store_query_i64(s, "SELECT count(*) FROM eval_metrics", &left) == OK && left == 1, "%lld eval metrics left", (long long)left);
+    char q[128];
+    snprintf(q, sizeof q, "SELECT count(*) FROM eval_runs WHERE sae_id = %lld", (long long)b);
+    CHECK(store_query_i64(s, q, &left) == OK && left == 1, "runs/b's eval run is gone");
     /* the largest id there can be: no id past it (max + 1 overflowed to a negative id) */
     CHECK(store_exec(s, "DELETE FROM sae_training_log WHERE sae_id = (SELECT id FROM sae_registry "
                         "WHERE dir = 'runs/b'); UPDATE sae_registry SET id = 9223372036854775807 "
