@@ -76,44 +76,40 @@ int store_eval_seqs(store *s, int64_t hook_id, store_eval_seq **out, size_t *n)
     return rc;
 }
 
-/* the registry rows of directory ?1 */
-#define FORGET_IDS "(SELECT id FROM sae_registry WHERE dir = ?1)"
+/* The eval_runs rows that match where (an SQL condition on eval_runs, reading ?1 = sae_id and
+ * ?2 = text where it names them) with every row hanging off them: the one list of those tables. */
+static int delete_runs(store *s, const char *where, int64_t sae_id, const char *text, const char *what)
+{
+    static const char *const rows[] = {"eval_probe", "eval_absorption", "eval_ablation", "eval_metrics"};
+    const size_t nrows = sizeof rows / sizeof *rows;
+    int rc = OK;
+    for (size_t i = 0; !rc && i <= nrows; i++) {
+        char sql[256];
+        if (i < nrows)
+            snprintf(sql, sizeof sql, "DELETE FROM %s WHERE run_id IN (SELECT id FROM eval_runs WHERE %s)",
+                     rows[i], where);
+        else snprintf(sql, sizeof sql, "DELETE FROM eval_runs WHERE %s", where);
+        sqlite3_stmt *st;
+        if ((rc = store_prepare(s, sql, &st))) break;
+        sqlite3_bind_int64(st, 1, sae_id); /* where a condition names only ?2, ?1 is bound and unread */
+        sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+        rc = step_done(s, st, what);
+    }
+    return rc;
+}
 
 int store_eval_forget_dir(store *s, const char *dir)
 {
-    static const char *const del[] = {
-        "DELETE FROM eval_probe WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id IN " FORGET_IDS ")",
-        "DELETE FROM eval_absorption WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id IN " FORGET_IDS ")",
-        "DELETE FROM eval_ablation WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id IN " FORGET_IDS ")",
-        "DELETE FROM eval_metrics WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id IN " FORGET_IDS ")",
-        "DELETE FROM eval_runs WHERE sae_id IN " FORGET_IDS};
     int yes = 0, rc = store_table_exists(s, "eval_runs", &yes);
-    sqlite3_stmt *st;
-    for (size_t i = 0; !rc && yes && i < sizeof del / sizeof *del; i++) {
-        if ((rc = store_prepare(s, del[i], &st))) break;
-        sqlite3_bind_text(st, 1, dir, -1, SQLITE_STATIC);
-        rc = step_done(s, st, "removing the evaluations of a replaced SAE");
-    }
-    return rc;
+    return rc || !yes ? rc : delete_runs(s, "sae_id IN (SELECT id FROM sae_registry WHERE dir = ?2)", -1,
+                                         dir, "removing the evaluations of a replaced SAE");
 }
 
 int store_eval_run_begin(store *s, int64_t sae_id, const char *suite, const char *hook_name,
                          const char *config_json, int64_t n_seqs, int64_t *run_id)
 {
-    static const char *const del[] = {
-        "DELETE FROM eval_probe WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
-        "DELETE FROM eval_absorption WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
-        "DELETE FROM eval_ablation WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
-        "DELETE FROM eval_metrics WHERE run_id IN (SELECT id FROM eval_runs WHERE sae_id = ?1 AND suite = ?2)",
-        "DELETE FROM eval_runs WHERE sae_id = ?1 AND suite = ?2"};
     sqlite3_stmt *st;
-    int rc = OK;
-    for (size_t i = 0; !rc && i < sizeof del / sizeof *del; i++) {
-        if ((rc = store_prepare(s, del[i], &st))) break;
-        sqlite3_bind_int64(st, 1, sae_id);
-        sqlite3_bind_text(st, 2, suite, -1, SQLITE_STATIC);
-        rc = step_done(s, st, "replacing an evaluation");
-    }
+    int rc = delete_runs(s, "sae_id = ?1 AND suite = ?2", sae_id, suite, "replacing an evaluation");
     if (rc) return rc;
     if ((rc = store_prepare(s, "INSERT INTO eval_runs (sae_id, suite, hook_name, config, n_seqs) "
                                "VALUES (?1, ?2, ?3, ?4, ?5)", &st)))
