@@ -65,6 +65,12 @@ typedef struct {
     char name[64], label[96], dir[600], config[1024];
 } plan_run;
 
+/* The hook a family's runs train on (a transcoder reads --tc-hook-out as its target beside it). */
+static const char *run_hook(const sweep_opts *o, const sweep_family *f)
+{
+    return f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook;
+}
+
 static int wanted(const sweep_opts *o, const char *name)
 {
     if (!o->families) return 1;
@@ -212,10 +218,9 @@ static int plan_grid(const sweep_opts *o, const int64_t rows[3], plan_run **out,
             if (f->target) snprintf(p->label, sizeof p->label, "topk@%s", o->tc_hook_out);
             else snprintf(p->label, sizeof p->label, "%s", f->name);
             rc = path_join(p->dir, sizeof p->dir, o->out, p->name);
-            const char *hook = f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook;
-            int hi = f->transcoder ? 1 : f->target ? 2 : 0;
+            int hi = f->transcoder ? 1 : f->target ? 2 : 0; /* rows[]: as run_hook picks */
             if (!rc)
-                rc = run_config(o, p, hook, f->transcoder ? o->tc_hook_out : NULL, rows[hi]);
+                rc = run_config(o, p, run_hook(o, f), f->transcoder ? o->tc_hook_out : NULL, rows[hi]);
         }
     }
     if (!rc && *n == 0) rc = err_set(ERR_ARG, "the grid is empty");
@@ -241,7 +246,7 @@ static int train_run(const sweep_opts *o, const plan_run *p, int64_t max_steps, 
     sae_run_defaults(&so);
     const sweep_family *f = p->f;
     so.db = o->db;
-    so.hook = f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook;
+    so.hook = run_hook(o, f);
     so.hook_out = f->transcoder ? o->tc_hook_out : NULL;
     so.val_frac = o->val_frac;
     so.eval_tokens = o->eval_tokens;
@@ -361,8 +366,7 @@ static void row_init(store_sweep_row *row, const sweep_opts *o, const plan_run *
     snprintf(row->family, sizeof row->family, "%s", p->label);
     snprintf(row->architecture, sizeof row->architecture, "%s", sae_arch_name(p->f->arch));
     const sweep_family *f = p->f;
-    snprintf(row->hook_name, sizeof row->hook_name, "%s",
-             f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook);
+    snprintf(row->hook_name, sizeof row->hook_name, "%s", run_hook(o, f));
     if (f->transcoder) snprintf(row->hook_out, sizeof row->hook_out, "%s", o->tc_hook_out);
     snprintf(row->param, sizeof row->param, "%s", f->param_k ? "k" : "l1");
     row->value = p->value;
@@ -487,17 +491,13 @@ static int check_config(const sweep_opts *o, const plan_run *p, const char *reco
     for (int i = 0; i < nb; i++) {
         if (sized && b[i].kn == ek.kn && !memcmp(b[i].k, ek.k, (size_t)ek.kn)) continue;
         const cfg_item *r = cfg_find(a, na, &b[i]);
-        int data = b[i].kn >= 12 && !memcmp(b[i].k, "train_tokens", 12);
+        int data = b[i].kn == 12 && !memcmp(b[i].k, "train_tokens", 12);
         if (data && !r) continue; /* a row from before the record: unchecked, as before */
-        if (data && !(r->vn == b[i].vn && !memcmp(r->v, b[i].v, (size_t)r->vn))) {
-            const char *h = p->f->transcoder ? o->tc_hook
-                            : p->f->target   ? o->tc_hook_out
-                                             : o->hook;
+        if (data && !(r->vn == b[i].vn && !memcmp(r->v, b[i].v, (size_t)r->vn)))
             return err_set(ERR_ARG, "%s: run %s was trained on other data: hook %s had %.*s tokens "
                            "in its training split then, %.*s now in %s (another extract into it, or "
-                           "another database); give a new --out for a new grid", o->out, p->name, h,
-                           r->vn, r->v, b[i].vn, b[i].v, o->db);
-        }
+                           "another database); give a new --out for a new grid", o->out, p->name,
+                           run_hook(o, p->f), r->vn, r->v, b[i].vn, b[i].v, o->db);
         cfg_flag(p, &b[i], flag, sizeof flag);
         if (!r)
             return err_set(ERR_ARG, "%s: run %s was done with other settings: it has no record of "
@@ -510,10 +510,9 @@ static int check_config(const sweep_opts *o, const plan_run *p, const char *reco
                        "with %s %s to continue, or give a new --out for a new grid", o->out,
                        p->name, flag, was, now, flag, was);
     }
-    const cfg_item tk = {.k = "train_tokens_out", .kn = 16}; /* recorded by 0a8459d: not data */
     for (int i = 0; i < na; i++)
         if (!(sized && a[i].kn == ek.kn && !memcmp(a[i].k, ek.k, (size_t)ek.kn)) &&
-            !(a[i].kn == tk.kn && !memcmp(a[i].k, tk.k, (size_t)tk.kn)) && !cfg_find(b, nb, &a[i])) {
+            !cfg_find(b, nb, &a[i])) {
             cfg_flag(p, &a[i], flag, sizeof flag);
             cfg_value(&a[i], was, sizeof was);
             return err_set(ERR_ARG, "%s: run %s was done with other settings: %s %s, which this "
