@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS sweep_runs (
     config        TEXT NOT NULL,         -- the run's settings (JSON); a resumed sweep must match
     dir           TEXT NOT NULL,         -- the SAE directory
     sae_id        INTEGER,               -- sae_registry.id
-    dict_id       INTEGER,               -- ana_dicts.id of the downstream evaluation
+    dict_id       INTEGER,               -- ana_dicts.id of the downstream evaluation (a later
+                                         -- analyze of the SAE at that hook and split keeps the id)
     eval_tokens   INTEGER,
     ev            REAL,                  -- explained variance, held out
     mse           REAL,

@@ -354,10 +354,14 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
         snprintf(sql, sizeof sql, "DELETE FROM ana_dicts WHERE id = %lld", (long long)old);
         if ((rc = store_exec(w->s, sql))) return rc;
     }
+    /* the replacement keeps the old id: sweep_runs.dict_id, a user's saved query, a serve page
+       open on /feature/ID/F name the analysis of this (dictionary, hook, split), not a row that
+       is gone (a new id left the sweep's dict_id dangling, an audit found) */
     rc = store_prepare(w->s, "INSERT INTO ana_dicts (kind, sae_id, name, hook_name, d_in, d_sae, "
-                             "split, n_seqs, n_tokens, top_n, weights) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,"
-                             "?11)", &st);
+                             "split, n_seqs, n_tokens, top_n, weights, id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,"
+                             "?11,?12)", &st);
     if (rc) return rc;
+    if (old >= 0) sqlite3_bind_int64(st, 12, old); /* NULL: the next rowid */
     sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);
     if (d->sae_id >= 0) sqlite3_bind_int64(st, 2, d->sae_id);
     sqlite3_bind_text(st, 3, d->name, -1, SQLITE_STATIC);

@@ -821,10 +821,10 @@ static void test_ana_replace_rebuild(int mode)
         int64_t d2b = acts_digest(s, "dict_id = 2", &n2b);
         acts_digest(s, "dict_id <> 2", &n1b);
         index_sql(s, after, sizeof after);
-        CHECK(rc == OK && replaced == 10 && id != 1 && n1b == 0 && n2b == n2 && d2b == d2 &&
-              !strcmp(before, after), "replace (%s): rc %d (%s), replaced %lld, %lld rows left of "
-              "dictionary 1, dictionary 2 %lld rows (digest %s); indexes %s (before: %s)",
-              commit ? "commit" : "rollback", rc, err_msg(), (long long)replaced, (long long)n1b,
+        CHECK(rc == OK && replaced == 10 && id == 1 && n1b == 0 && n2b == n2 && d2b == d2 &&
+              !strcmp(before, after), "replace (%s): rc %d (%s), id %lld (the replaced one's, 1), replaced %lld, %lld rows "
+              "left of dictionary 1, dictionary 2 %lld rows (digest %s); indexes %s (before: %s)",
+              commit ? "commit" : "rollback", rc, err_msg(), (long long)id, (long long)replaced, (long long)n1b,
               (long long)n2b, d2b == d2 ? "kept" : "changed", after, before);
         CHECK(plan_has(s, "SELECT count(*) FROM ana_acts WHERE token = 5 AND dict_id = 2",
                        "ana_acts_token"), "the token index is not used after the rebuild");

@@ -54,6 +54,12 @@ for f in frontier_ev frontier_ce frontier_transcoders; do
 done
 check '[[ "$out" == *"no eval_summary view"* ]] && ! ls "$T/full" | grep -q sparse' "without eval_summary its frontiers are not drawn"
 check '[[ "$out" == *"L0 needed for an explained variance"* ]] && [[ "$out" == *"best "* ]]' "summary with winners"
+# a user's own analyze of a sweep's SAE replaces its analysis under the same id: the sweep's
+# dict_id named a row that was gone
+d0=$(q "SELECT dict_id FROM sweep_runs WHERE name = 'topk_k2'")
+out=$($BIN analyze --db "$T/a.db" --sae "$T/full/topk_k2" --model "$T/m" --tokenizer "$T/tok" --max-seqs 6 2>&1)
+check '[ $? -eq 0 ] && [ -n "$d0" ] && [ "$(q "SELECT d.id || d.n_seqs FROM sweep_runs r JOIN ana_dicts d ON d.id = r.dict_id WHERE r.name = '"'topk_k2'"'")" = "${d0}6" ]' \
+    "a manual analyze keeps the sweep's dict_id ($d0): $out"
 
 # stopped after one run, then inside the next one, then continued
 out=$($BIN sweep "${SW[@]}" --out "$T/part" --max-runs 1 2>&1)
