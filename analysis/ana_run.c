@@ -1265,7 +1265,7 @@ static int write_all_acts(const shared *sh, const dict *d, const ana_run_opts *o
     if (o->notice) {
         char msg[160];
         snprintf(msg, sizeof msg, "--all-acts writes %lld activation rows (about %.0f MB)",
-                 (long long)total, total * 40.0 / 1e6);
+                 (long long)total, total * (double)STORE_ANA_ALL_ROW_BYTES / 1e6);
         o->notice(msg, o->user);
     }
     float *x = mem_alloc((size_t)Tm * d->d_in * sizeof *x);

@@ -779,6 +779,45 @@ static int acts_fixture(store *s, int n)
     return store_exec(s, sql);
 }
 
+/* analyze --all-acts prints its size before writing (STORE_ANA_ALL_ROW_BYTES a row): the rows
+ * in analyze's order (sequence, position, then 32 of 4096 features each) must take about that
+ * much, indexes included (the notice said 40 a row, the table alone; the demo wrote 86, an audit) */
+static void test_ana_all_row_bytes(void)
+{
+    const char *p = tmp("anasize.db");
+    store *s;
+    store_remove(p);
+    int rc = store_open(&s, p, STORE_CREATE);
+    if (!rc) rc = store_ana_init(s);
+    store_ana_writer *w = NULL;
+    store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "all",
+                        .d_in = 512, .d_sae = 4096, .top_n = 20, .n_seqs = 25, .n_tokens = 3175};
+    int64_t id = -1, pages0 = 0, pages1 = 0, psize = 0, nrows = 0;
+    if (!rc) rc = store_query_i64(s, "PRAGMA page_size", &psize);
+    if (!rc) rc = store_query_i64(s, "PRAGMA page_count", &pages0);
+    if (!rc) rc = store_begin(s);
+    if (!rc) rc = store_ana_writer_open(&w, s);
+    if (!rc) rc = store_ana_dict_begin(w, &d, &id, NULL);
+    uint64_t x = 12345;
+    for (int q = 0; q < 25 && !rc; q++)
+        for (int t = 1; t < 128 && !rc; t++)
+            for (int k = 0; k < 32 && !rc; k++, nrows++) {
+                x = x * 6364136223846793005ull + 1442695040888963407ull;
+                int feature = (int)(x >> 52), token = (int)((x >> 20) % 5000);
+                float v = (float)((x >> 11) & 0xfffff) / 65536.0f + 1e-3f;
+                rc = store_ana_act(w, id, feature, "all", -1, -1, 1000 + q, t, token, v);
+            }
+    store_ana_writer_close(w);
+    if (!rc) rc = store_commit(s);
+    if (!rc) rc = store_query_i64(s, "PRAGMA page_count", &pages1);
+    double per_row = nrows ? (double)(pages1 - pages0) * (double)psize / (double)nrows : 0;
+    CHECK(rc == OK && per_row > 0.75 * STORE_ANA_ALL_ROW_BYTES && per_row < 1.33 * STORE_ANA_ALL_ROW_BYTES,
+          "--all-acts rows take %.1f bytes each, the notice says %d (%s)", per_row,
+          STORE_ANA_ALL_ROW_BYTES, rc ? err_msg() : "ok");
+    store_close(s);
+    store_remove(p);
+}
+
 /* mode 0: saelite's own indexes; 1: a user's index beside them; 2: outside a transaction (the
  * rebuild is refused there: a kill between DROP INDEX and CREATE INDEX kept no index) */
 static void test_ana_replace_rebuild(int mode)
@@ -1312,6 +1351,7 @@ int main(void)
     test_page_size();
     test_hook_size();
     test_serve_queries_scale();
+    test_ana_all_row_bytes();
     test_ana_replace_rebuild(0);
     test_ana_replace_rebuild(1);
     test_ana_replace_rebuild(2);
