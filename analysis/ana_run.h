@@ -97,7 +97,7 @@ typedef struct {
     double pos_mean;        /* their mean best-tag precision (NaN when pos_n == 0) */
     int64_t all_acts_rows;  /* rows written by all_acts */
     int64_t replaced_seqs;  /* n_seqs of the earlier analysis of the same key it replaced, -1: none */
-    size_t resumed_seqs;    /* sequences of the pass a checkpoint held (rank 0's, under mpirun) */
+    size_t resumed_seqs;    /* sequences of the pass the checkpoints held (every rank's) */
     int logit_skipped;      /* a model was loaded but the hook has no linear direct path */
     int have_effects;       /* --effects ran: ana_effects / ana_effect_logits rows */
     int effects_features;   /* features with at least one measured context */

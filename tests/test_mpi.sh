@@ -605,12 +605,17 @@ if [ -z "$victim" ] || [ "$(ls anr2.db.analyze-*-[01].2 2> /dev/null | wc -l)" !
     bad "analyze checkpoints -np 2: no checkpoint of each rank before the end"; wait $mp
 else
     killwait "$victim" $mp "analyze checkpoints -np 2" "rank 0"
-    "${MPI[@]}" -np 2 "$BIN" analyze --sae "$W/anbig" --all --no-model --db anr2.db --checkpoint-secs 0.02 > /dev/null 2> err.txt
+    "${MPI[@]}" -np 2 "$BIN" analyze --sae "$W/anbig" --all --no-model --db anr2.db --checkpoint-secs 0.02 > out.txt 2> err.txt
     rc=$?
     andump anr1.db > anr1.dump; andump anr2.db > anr2.dump
     [ $rc = 0 ] && [ "$(grep -c 'continuing the sae pass' err.txt)" = 2 ] && cmp -s anr1.dump anr2.dump && [ -z "$(ls anr2.db.analyze-* 2> /dev/null)" ] &&
         ok "analyze -np 2 killed and rerun: both ranks continued, the tables are one process's, no checkpoint left" ||
         bad "analyze -np 2 killed and rerun: rc $rc, $(grep -c 'continuing the sae pass' err.txt) ranks continued, tables $(cmp -s anr1.dump anr2.dump && echo equal || echo differ), left: $(ls anr2.db.analyze-* 2> /dev/null)"
+    # the summary counts both ranks' continued sequences (it said rank 0's alone, an audit)
+    held=$(sed -n 's/.*continuing the sae pass from .* (\([0-9]*\) of [0-9]* sequences done).*/\1/p' err.txt | awk '{ s += $1 } END { print s + 0 }')
+    grep -q "continued from a checkpoint that held $held of the sequences" out.txt &&
+        ok "analyze -np 2 rerun: the summary counts both ranks' $held continued sequences" ||
+        bad "analyze -np 2 rerun: ranks continued $held sequences, the summary: $(grep 'continued from' out.txt)"
 fi
 # killed under -np 2, finished by one process: it starts over (other files), and once written
 # removes the ranks' files too (they stayed for good, an audit)
