@@ -101,6 +101,7 @@ struct ext_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int worker_on, quit, abandon; /* abandon: stop after the current forward, skip the queue */
+    int stop_rank; /* rank 0: the first rank >0 that answered a batch "interrupted" (0: none) */
     int64_t dry_seq;      /* dry run: sequence ids handed out */
     int64_t n_dispatch;   /* batches with a forward to run, handed out round robin over ranks */
     int64_t pending_bytes; /* activation bytes written since the last commit */
@@ -1058,12 +1059,13 @@ static int serve_forwards(ext_job *j, ext_stats *st)
 {
     ext_batch *bt = &j->bt[0];
     size_t cap = ((size_t)j->o.batch * j->ctx + 2) * sizeof(int), got = 0;
+    int stopped = 0;
     for (;;) {
         int rc = dist_await(0, EXT_TAG_BATCH);
         if (!rc) rc = dist_recv(bt->msg, cap, 0, EXT_TAG_BATCH, &got);
         if (rc) return rc;
         int B = bt->msg[0], T = bt->msg[1];
-        if (B == 0) return OK;
+        if (B == 0) return stopped ? err_set(ERR_ABORTED, "interrupted") : OK;
         if (got < 2 * sizeof(int) || B < 1 || B > j->o.batch || T < 1 || T > j->ctx ||
             got != ((size_t)B * T + 2) * sizeof(int))
             return err_set(ERR_IO, "a malformed batch message from rank 0 (%zu bytes)", got);
@@ -1072,13 +1074,24 @@ static int serve_forwards(ext_job *j, ext_stats *st)
         bt->T = T;
         bt->missing = 1;
         bt->owner = 0;
-        compute(j, bt, j->m, j->h);
+        /* a signal to this rank alone (mpirun passes one to every rank): its next batches are
+           answered "interrupted" and rank 0 stops the run as for its own (they ran to the end,
+           exit 0, an audit) */
+        stopped = stopped || (j->o.stop && *j->o.stop);
+        if (stopped) {
+            bt->fwd_rc = ERR_ABORTED;
+            bt->fwd_secs = 0;
+            snprintf(bt->fwd_msg, sizeof bt->fwd_msg, "interrupted");
+        } else {
+            compute(j, bt, j->m, j->h);
+        }
         ext_remote_status rs = {bt->fwd_rc, bt->fwd_secs, ""};
         snprintf(rs.msg, sizeof rs.msg, "%s", bt->fwd_rc ? bt->fwd_msg : "");
         rc = send_big(&rs, sizeof rs, 0);
         for (int h = 0; !rc && !bt->fwd_rc && h < j->nh; h++)
             rc = send_big(bt->hbuf[h], (size_t)B * T * j->h[h].width * sizeof(float), 0);
         if (rc) return rc;
+        if (stopped) continue;
         st->batches++;
         st->windows += B;
         st->tokens += (int64_t)B * T;
@@ -1090,7 +1103,7 @@ static int serve_forwards(ext_job *j, ext_stats *st)
 static int write_next(ext_job *j, ext_stats *st, int *in_tx, int block, int *wrote)
 {
     *wrote = 0;
-    if (j->n_write == j->n_ready) return OK;
+    if (j->n_write == j->n_ready || j->stop_rank) return OK;
     if (j->worker_on) {
         double t0 = secs();
         pthread_mutex_lock(&j->mu);
@@ -1118,12 +1131,16 @@ static int write_next(ext_job *j, ext_stats *st, int *in_tx, int block, int *wro
     }
     if (bt->owner) {
         double t0 = secs();
-        int rc = collect(j, bt);
+        int peer = bt->owner, rc = collect(j, bt);
         st->t_wait += secs() - t0;
         if (rc) {
             j->n_write++;
             *wrote = 1;
             return rc;
+        }
+        if (bt->fwd_rc == ERR_ABORTED) { /* that rank was stopped: a stop, not an error */
+            j->stop_rank = peer;
+            return OK; /* this batch and the ones after it stay unwritten */
         }
     }
     st->t_forward += bt->fwd_secs;
@@ -1157,7 +1174,8 @@ static int flush(ext_job *j, ext_stats *st, int *in_tx)
     }
     do rc = write_next(j, st, in_tx, 0, &wrote); /* whatever is computed already */
     while (!rc && wrote);
-    while (!rc && j->n_fill - j->n_write >= EXT_RING) rc = write_next(j, st, in_tx, 1, &wrote);
+    while (!rc && !j->stop_rank && j->n_fill - j->n_write >= EXT_RING)
+        rc = write_next(j, st, in_tx, 1, &wrote);
     return rc; /* the next slot to fill was emptied when it was written (batch_finish) */
 }
 
@@ -1172,8 +1190,8 @@ static int drain(ext_job *j, ext_stats *st, int *in_tx, int rc, int stopped)
         worker_stop(j, 1);
         if (!rc) j->n_ready = j->n_take = j->n_fwd; /* forget the abandoned ones */
     }
-    while (!rc && j->n_write < j->n_ready) rc = write_next(j, st, in_tx, 1, &wrote);
-    worker_stop(j, 0);
+    while (!rc && !j->stop_rank && j->n_write < j->n_ready) rc = write_next(j, st, in_tx, 1, &wrote);
+    worker_stop(j, j->stop_rank != 0);
     return rc;
 }
 
@@ -1252,7 +1270,7 @@ static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats 
             if (bt->nwin && (bt->nwin == j->o.batch || bt->win[0].T != len)) {
                 rc = flush(j, st, &in_tx);
                 if (!rc && progress) progress(st, u);
-                if (!rc && j->o.stop && *j->o.stop) {
+                if (!rc && ((j->o.stop && *j->o.stop) || j->stop_rank)) {
                     done = 2;
                     break;
                 }
@@ -1286,6 +1304,7 @@ static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats 
     corpus_close(r);
     if (!rc && done != 2) rc = flush(j, st, &in_tx);
     rc = drain(j, st, &in_tx, rc, done == 2); /* also after an error: the thread must stop */
+    if (j->stop_rank) done = 2; /* found in the last flush or the drain */
     helper_stop(j);
     if (blas_before) openblas_set_num_threads(blas_before);
     if (!rc && progress) progress(st, u);
@@ -1300,8 +1319,12 @@ static int run_root(ext_job *j, ext_stats *st, void (*progress)(const ext_stats 
     if (rc && j->s && !j->commits) undo_setup(j, rc);
     st->t_total = secs() - t0;
     if (!rc && done == 2)
-        rc = err_set(ERR_ABORTED, "interrupted after %lld windows; the database holds every "
-                     "finished batch; run the same command again to resume", (long long)st->windows);
+        rc = j->stop_rank && !(j->o.stop && *j->o.stop)
+                 ? err_set(ERR_ABORTED, "rank %d was interrupted; stopped after %lld windows; the "
+                           "database holds every finished batch; run the same command again to "
+                           "resume", j->stop_rank, (long long)st->windows)
+                 : err_set(ERR_ABORTED, "interrupted after %lld windows; the database holds every "
+                           "finished batch; run the same command again to resume", (long long)st->windows);
     return rc;
 }
 

@@ -477,6 +477,27 @@ else
         ok "extract: killed under -np 2, resumed under -np 4: every row and export = one uninterrupted process" ||
         bad "extract: the resumed database differs from one uninterrupted process"
 fi
+# SIGINT to rank 1 alone: rank 0 stops the run as for its own Ctrl-C, every rank exits 130, the
+# rerun continues to the same rows (rank 1 had ignored it: the run finished, exit 0, an audit)
+"${MPI[@]}" -np 2 "$BIN" "${KX[@]}" --commit-mb 0.001 --db exi.db > exi.out 2> exi.err &
+mp=$!
+for _ in $(seq 300); do a=$(acts exi.db); [ -n "$a" ] && [ "$a" -gt 20 ] 2> /dev/null && break; sleep 0.05; done
+r1=""
+for p in $(pgrep -f "$(basename "$BIN") extract.*--db exi.db"); do
+    [ "$p" = $mp ] && continue
+    tr '\0' '\n' < /proc/$p/environ 2> /dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && r1=$p
+done
+if [ -z "$r1" ]; then bad "extract SIGINT to rank 1: no rank 1 running (finished before?)"; wait $mp
+else
+    kill -INT "$r1"; wait $mp; rc=$?
+    line=$(grep -m1 '^saelite extract' exi.err)
+    [ $rc -eq 130 ] && [[ "$line" == *"rank 1 was interrupted; stopped after "*"run the same command again to resume"* ]] &&
+        [ "$(grep -c '^saelite' exi.err)" = 1 ] &&
+        ok "extract: SIGINT to rank 1 stops the run, exit 130: $line" || bad "extract SIGINT to rank 1: mpirun exit $rc: $(head -c 400 exi.err)"
+    "${MPI[@]}" -np 2 "$BIN" "${KX[@]}" --db exi.db > out.txt 2> err.txt && grep -q "resuming" out.txt && exsame exkp.db exi.db &&
+        ok "extract: the rerun after rank 1's SIGINT = one uninterrupted process" ||
+        bad "extract: the rerun after rank 1's SIGINT: $(grep -m1 saelite err.txt)"
+fi
 # ---- analyze: every rank its blocks of sequences, rank 0 writes; the same tables as one process --
 # a small tagged Brown-format corpus (POS counts), a 48-latent SAE and an 8192-latent one (whose
 # geometry and writing take long enough to kill a rank in the middle)
