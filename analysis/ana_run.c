@@ -884,6 +884,27 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
     return OK;
 }
 
+/* A stop says what the same command does next, from the files there are (it said "interrupted"
+ * alone, an audit; eval says as much): the pass's checkpoint and the effects' beside it. */
+static int stop_advice(const pass_ckpt *ck, const ana_run_opts *o)
+{
+    char eff[4200] = "";
+    int have_pass = ck->path[0] && access(ck->path, F_OK) == 0;
+    int have_eff = ck->path[0] && path_fmt(eff, sizeof eff, "%s.effects", ck->path) == OK &&
+                   access(eff, F_OK) == 0;
+    err_clear();
+    const char *ranks = dist_size() > 1 ? " (one per rank; on the same world size)" : "";
+    if (have_pass || have_eff)
+        return err_set(ERR_ABORTED, "interrupted; the same command continues from %s%s%s%s",
+                       have_pass ? ck->path : "", have_pass && have_eff ? " and " : "",
+                       have_eff ? eff : "", ranks);
+    if (o->ckpt_secs > 0)
+        return err_set(ERR_ABORTED, "interrupted before the first checkpoint (every %g s, "
+                       "--checkpoint-secs); the same command starts again", o->ckpt_secs);
+    return err_set(ERR_ABORTED, "interrupted; the same command starts again (--checkpoint-secs 0 "
+                   "keeps no checkpoints)");
+}
+
 /* The state after blocks_done blocks (this rank's first b0 .. blocks_done - 1 pushed). */
 static int ckpt_save(pass_ckpt *ck, size_t nseq, int blocks_done, const ana_tree *t, const dict_work *w)
 {
@@ -1478,6 +1499,7 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
     double t_ds = now_seconds();
     if (!rc && dist_is_root()) rc = finish_dict(sh, d, o, &ck, sae_id, &dw, dr, t0, t_ds);
     rc = ana_agree(rc);
+    if (rc == ERR_ABORTED) rc = stop_advice(&ck, o);
     if (!rc && ck.path[0]) ckpt_remove(&ck); /* written: nothing left to continue */
     /* the sequences every rank's checkpoint held (rank 0's alone read "145 of the sequences"
        where 542 of 600 were continued, an audit); every rank is here with the same rc */

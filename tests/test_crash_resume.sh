@@ -193,6 +193,26 @@ ana_killed ana_k1.db
 [ -n "$ck" ] && ana_after ana_k1.db "continuing the sae pass from ana_k1.db.analyze-" "killed after its first checkpoint" ||
     bad "analyze: no checkpoint appeared before the kill"
 grep -q "continued from a checkpoint that held [1-9]" out.txt && ok "analyze: the summary says it continued" || bad "analyze: the summary does not say it continued: $(head -n 2 out.txt)"
+# Ctrl-C says what the same command does next (it said "interrupted" alone, an audit): continues
+# from the checkpoint it names, or, stopped before the first one, starts again
+rm -f ana_i1.db*; cp syn.db ana_i1.db
+ana_cmd ana_i1.db; "${CMD[@]}" > /dev/null 2> err.txt &
+pid=$!
+for i in $(seq 1000); do ck=$(ls ana_i1.db.analyze-* 2> /dev/null | grep -v '\.tmp\.' | head -n 1); [ -n "$ck" ] && break; sleep 0.01; done
+kill -INT $pid; wait $pid; rc=$?
+line=$(grep -m1 '^saelite analyze' err.txt)
+[ $rc -eq 130 ] && [ -n "$ck" ] && [[ "$line" == *"interrupted; the same command continues from ana_i1.db.analyze-"* ]] &&
+    ok "analyze: Ctrl-C after a checkpoint: $line" || bad "analyze: Ctrl-C after a checkpoint: rc $rc, '$line'"
+rm -f ana_i2.db*; cp syn.db ana_i2.db
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.1 "$BIN" analyze --db ana_i2.db --sae sae_syn --hook synth --no-model --all \
+    --checkpoint-secs 1000 > /dev/null 2> err.txt &
+pid=$!
+for i in $(seq 1000); do grep -q '^sae .*seq' err.txt && break; sleep 0.01; done
+kill -INT $pid; wait $pid; rc=$?
+line=$(grep -m1 '^saelite analyze' err.txt)
+[ $rc -eq 130 ] && [[ "$line" == *"interrupted before the first checkpoint (every 1000 s, --checkpoint-secs); the same command starts again"* ]] &&
+    [ -z "$(ls ana_i2.db.analyze-* 2> /dev/null)" ] &&
+    ok "analyze: Ctrl-C before the first checkpoint: $line" || bad "analyze: Ctrl-C before the first checkpoint: rc $rc, '$line' $(head -c 300 err.txt)"
 # hostile checkpoints: a fresh pass with a notice, the same tables
 ana_killed ana_k2.db
 [ -n "$ck" ] && printf 'X' | dd of="$ck" bs=1 seek=300 conv=notrunc 2> /dev/null
