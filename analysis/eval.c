@@ -188,6 +188,7 @@ typedef struct {
     pend_row *rows;        /* results, written after every computation (flush_rows) */
     size_t nrows, caprows;
     read_ckpt ck;          /* the read pass's checkpoint */
+    int read_began;        /* read_pass ran (before it ck is not set up: a stop there knows no file) */
     eval_memo *memo;       /* the probes' memo: the caller's, or own_memo for the journal */
     eval_memo *own_memo;
     char probes[4200];     /* the suites' checkpoint: ck.path + ".probes" ("" without a name) */
@@ -699,6 +700,7 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
     float *pf = mem_alloc((size_t)D * sizeof *pf), *pg = mem_alloc((size_t)D * sizeof *pg);
     int rc = c->tok.raw && c->tok.cls && c->tok.test && c->seq.raw && x && f && g && pf && pg
                  ? OK : err_set(ERR_NOMEM, "out of memory for %lld token rows", (long long)ntok);
+    c->read_began = 1;
     if (!rc) rc = read_ckpt_setup(&c->ck, c, mark, off);
     int start = rc ? 0 : read_ckpt_load(&c->ck, c, ntok);
     if (start > 0) c->ck.ours = 1;
@@ -1728,6 +1730,18 @@ out:
        found by a run with --checkpoint-secs 0) is not where the same command continues */
     if (rc == ERR_ABORTED && stopped(o) && c.ck.ours && c.ck.path[0] && stat(c.ck.path, &ckst) == 0)
         err_set(rc, "interrupted; the same command continues from %s", c.ck.path);
+    /* the suites' file alone (a read shorter than the interval): the rerun reads again and
+       takes the probes fitted so far; this said "before the first checkpoint ... starts again"
+       (a review) */
+    else if (rc == ERR_ABORTED && stopped(o) && c.probes[0] &&
+             (res->resumed_probes > 0 || eval_memo_journal_saved(c.memo)) && stat(c.probes, &ckst) == 0)
+        err_set(rc, "interrupted; the same command reads again and continues the suites from %s",
+                c.probes);
+    /* before the read no checkpoint name is known: an earlier run's file there is continued (this
+       said "before the first checkpoint ... starts again" beside one, a review) */
+    else if (rc == ERR_ABORTED && stopped(o) && o->ckpt_secs > 0 && !c.read_began)
+        err_set(rc, "interrupted before the read; the same command starts it (or continues it from "
+                "the checkpoint an earlier run of it saved, where there is one)");
     else if (rc == ERR_ABORTED && stopped(o) && o->ckpt_secs > 0)
         /* before the first save the rerun starts again, as sae-train says in that case (it
            was "interrupted" alone: a scale audit) */

@@ -156,6 +156,8 @@ void eval_memo_counts(const eval_memo *m, int64_t *hits, int64_t *fits); /* look
 int eval_memo_journal(eval_memo *m, const char *path, const uint64_t key[2], double secs);
 int eval_memo_resume(eval_memo *m, const char *path, const uint64_t key[2], const char **why);
 const char *eval_memo_journal_error(const eval_memo *m);
+/* Whether the journal's file was written since eval_memo_journal (a stopped eval's message). */
+int eval_memo_journal_saved(const eval_memo *m);
 /* No more saves; fits on sparse rows no longer kept, and those of the journal's run (on sparse
  * rows, or loaded from its file) dropped: a sweep's memo keeps the raw rows' probes only. */
 void eval_memo_journal_end(eval_memo *m);

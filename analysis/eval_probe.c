@@ -129,6 +129,7 @@ struct eval_memo {
     char path[4096], err[512];
     uint64_t key[2];
     double secs, last;
+    int saved; /* the journal's file at path was written since eval_memo_journal */
 };
 
 int eval_memo_new(eval_memo **out)
@@ -256,10 +257,12 @@ int eval_memo_journal(eval_memo *m, const char *path, const uint64_t key[2], dou
     m->secs = secs;
     m->last = now_seconds();
     m->err[0] = 0;
+    m->saved = 0;
     return OK;
 }
 
 const char *eval_memo_journal_error(const eval_memo *m) { return m && m->err[0] ? m->err : NULL; }
+int eval_memo_journal_saved(const eval_memo *m) { return m && m->saved; }
 
 void eval_memo_journal_end(eval_memo *m)
 {
@@ -285,6 +288,7 @@ static void memo_tick(eval_memo *m)
         err_clear();
         m->secs = 0;
     }
+    else m->saved = 1;
     m->last = now_seconds();
 }
 

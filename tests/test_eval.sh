@@ -134,6 +134,35 @@ cipid=$!
 { grep -q -m1 "eval read" && kill -INT $cipid; cat > "$W/cf.err"; } < "$W/cf.fifo"
 wait $cipid; ok test $? -eq 130
 ok grep -q "^saelite eval: interrupted before the first checkpoint (every 60 s, --checkpoint-secs); the same command starts again$" "$W/cf.err"
+# ... but not where a checkpoint is there: a stop before the read beside the checkpoint of ci.db's
+# first run (the rerun continues it), and a stop in the suites after their file was saved with
+# none of the read (a read shorter than the interval: the rerun takes the probes fitted so far)
+rm -f "$W/cb.fifo"; mkfifo "$W/cb.fifo"
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 "$BIN" eval --db "$W/ci.db" --sae "$W/sae" $E \
+    --checkpoint-secs 0.000001 > /dev/null 2> "$W/cb.fifo" &
+cipid=$!
+{ grep -q -m1 "eval tense" && { kill -STOP $cipid; kill -INT $cipid; kill -CONT $cipid; }; cat > "$W/cb.err"; } < "$W/cb.fifo"
+wait $cipid; ok test $? -eq 130
+ok grep -q "^saelite eval: interrupted before the read; the same command starts it (or continues it from the checkpoint an earlier run of it saved" "$W/cb.err"
+rm -f "$W/cp.db"* "$W/cp.fifo"; cp "$W/fx.db" "$W/cp.db"; mkfifo "$W/cp.fifo"
+# every sequence and row: the suites take about 1.4 s here, the read 0.2 s
+EB="--seqs-per-genre 100000 --train-per-class 100000 --test-per-class 100000 --checkpoint-secs 2"
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 "$BIN" eval --db "$W/cp.db" --sae "$W/sae" $EB \
+    > /dev/null 2> "$W/cp.fifo" &
+cipid=$!
+phase=0; : > "$W/cp.err"
+while IFS= read -r line; do
+    echo "$line" >> "$W/cp.err"
+    case $phase$line in
+        0"eval probes"*) kill -STOP $cipid; sleep 2.2; kill -CONT $cipid; phase=1;;
+        1*) f=("$W"/cp.db.eval-*.probes); [ -e "${f[0]}" ] && { kill -STOP $cipid; kill -INT $cipid; kill -CONT $cipid; phase=2; };;
+    esac
+done < "$W/cp.fifo"
+wait $cipid; ok test $? -eq 130
+ok test -z "$(ls "$W/cp.db".eval-* 2> /dev/null | grep -v probes)"
+ok grep -q "^saelite eval: interrupted; the same command reads again and continues the suites from $W/cp.db.eval-[0-9a-f]*.probes$" "$W/cp.err"
+"$BIN" eval --db "$W/cp.db" --sae "$W/sae" $EB > /dev/null 2> "$W/cp2.err"
+ok grep -q "continuing the suites with [1-9][0-9]* probes fitted before" "$W/cp2.err"
 evafter "$W/ck1.db" "continuing the read from $W/ck1.db.eval-"
 ok grep -q "continued from a checkpoint that held [1-9][0-9]* of the sequences read" "$W/ck.out"
 evkilled "$W/ck2.db"
