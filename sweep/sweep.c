@@ -257,11 +257,14 @@ static int train_run(const sweep_opts *o, const plan_run *p, int64_t max_steps, 
     so.stop = o->stop;
     so.resume = file_exists(p->dir, "checkpoint.bin");
     so.force = !so.resume;
-    /* the sweep has no flags to change: a checkpoint of another run there (an sae-train by hand
-       into the run's directory) was refused with "resume with the same flags" */
-    char advice[sizeof p->dir + 128];
-    snprintf(advice, sizeof advice, "that is not this sweep's run: remove %s/checkpoint.bin to "
-             "train it from the start", p->dir);
+    /* a checkpoint of another run there (an sae-train by hand into the run's directory) was
+       refused with "resume with the same flags", a sae-train's advice; and one this sweep left
+       under other flags (--max-steps, then another --tokens) is not "another run's" (a review):
+       the sweep's flags continue it, as for a run done before */
+    char advice[sizeof p->dir + 200];
+    snprintf(advice, sizeof advice, "that run was started with other settings (this sweep with "
+             "other flags, or a sae-train by hand): rerun with the flags it was started with to "
+             "continue it, or remove %s/checkpoint.bin to train it from the start", p->dir);
     so.resume_advice = advice;
     sae_train_config *c = &so.train;
     c->arch = f->arch;
