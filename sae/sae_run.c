@@ -690,9 +690,14 @@ static int check_settings(run *r, const sae_run_opts *o)
     if (*a || *b) {
         while (a > was && a[-1] != '\n') a--, b--;
         int la = (int)strcspn(a, "\n"), lb = (int)strcspn(b, "\n");
+        /* other data under the same flags: those flags cannot continue it (a review) */
+        int data = !strncmp(*a ? a : b, "store_rows ", 11);
         rc = err_set(ERR_ARG, "%s: the checkpoint's run had \"%.*s\", this one \"%.*s\" (%s); %s",
                      r->ckpt, la, a, lb, b, setting_flag(*a ? a : b),
-                     o->resume_advice ? o->resume_advice : "resume with the same flags");
+                     o->resume_advice ? o->resume_advice
+                     : data ? "resume on the database it was trained on, or train it from the start "
+                              "on this one (--force without --resume)"
+                            : "resume with the same flags");
     }
     mem_free(was);
     return rc;

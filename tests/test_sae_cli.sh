@@ -71,6 +71,13 @@ dargs="--db $T/acts.db --hook synth.acts --d-sae 128 --k 4 --tokens 40960 --batc
 $BIN sae-train $dargs --out $T/dfull >$T/dfull.out 2>&1
 $BIN sae-train $dargs --out $T/dpart --max-steps 33 >/dev/null 2>&1
 $BIN sae-train $dargs --out $T/dpart --resume >$T/dpart.out 2>&1
+# rows added to the database between the stop and --resume: refused, and not with "resume with the
+# same flags" (the same flags were given; a review)
+cp $T/acts.db $T/acts_more.db
+$BIN sae-train ${dargs/$T\/acts.db/$T/acts_more.db} --out $T/dmore --max-steps 5 >/dev/null 2>&1
+sqlite3 $T/acts_more.db "DELETE FROM activations WHERE rowid = (SELECT max(rowid) FROM activations)"
+$BIN sae-train ${dargs/$T\/acts.db/$T/acts_more.db} --out $T/dmore --resume >$T/dmore.out 2>&1; rc=$?
+ok "a database changed since the checkpoint is refused, naming the way on" '[ $rc -eq 1 ] && grep -q "run had \"store_rows [0-9]*\", this one \"store_rows [0-9]*\" (the training split.s tokens in --db: .*); resume on the database it was trained on, or train it from the start on this one (--force without --resume)$" $T/dmore.out'
 q() { sqlite3 $T/acts.db "SELECT count(*) || ',' || max(step) FROM sae_training_log l JOIN sae_registry r ON r.id = l.sae_id WHERE r.dir = '$1'"; }
 ok "store run registered" 'grep -q "registered in" $T/dfull.out && grep -q "registered in" $T/dpart.out'
 ok "resumed store run registers every log row" '[ "$(q $T/dpart)" = "$(q $T/dfull)" ] && [ "$(q $T/dfull)" = "80,80" ]'
