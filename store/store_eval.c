@@ -98,11 +98,11 @@ static int delete_runs(store *s, const char *where, int64_t sae_id, const char *
     return rc;
 }
 
-int store_eval_forget_dir(store *s, const char *dir)
+int store_eval_forget_sae(store *s, int64_t sae_id)
 {
     int yes = 0, rc = store_table_exists(s, "eval_runs", &yes);
-    return rc || !yes ? rc : delete_runs(s, "sae_id IN (SELECT id FROM sae_registry WHERE dir = ?2)", -1,
-                                         dir, "removing the evaluations of a replaced SAE");
+    return rc || !yes ? rc : delete_runs(s, "sae_id = ?1", sae_id, NULL,
+                                         "removing the evaluations of a replaced SAE");
 }
 
 int store_eval_run_begin(store *s, int64_t sae_id, const char *suite, const char *hook_name,

@@ -77,9 +77,9 @@ int store_ana_by_weights(sqlite3 *db, const char *path, const store_ana_want *w,
                          int64_t *id, char stale[17]);
 int store_graph_verify(store *s);
 int store_eval_verify(store *s);
-/* Deletes the eval rows (every suite's) of the registry rows recorded for dir, where the eval
- * tables exist: store_sae_register, which replaces those rows with a new SAE's (store_eval.c). */
-int store_eval_forget_dir(store *s, const char *dir);
+/* Deletes the eval rows (every suite's) of registry row sae_id, where the eval tables exist:
+ * store_sae_register, which replaces that row with a new SAE's (store_eval.c). */
+int store_eval_forget_sae(store *s, int64_t sae_id);
 int store_sweep_verify(store *s);
 
 /* A wall-clock limit for one query, through SQLite's progress handler: the one used by

@@ -34,37 +34,84 @@ static int step_done(store *s, sqlite3_stmt *st, const char *what)
     return r == SQLITE_DONE ? OK : store_sql_error(s, r, what);
 }
 
-int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
+/* The registry ids of dir however spelt ("d", "./d", "/abs/d/": store_same_dir, as store_sae_get
+ * finds them): a new registration of the directory replaces them all (an exact match kept the row
+ * of another spelling, and with it the eval rows of an SAE the directory no longer holds: a
+ * review). *ids: mem_alloc'd (NULL when none). */
+static int ids_of_dir(store *s, const char *dir, int64_t **ids, size_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT id, dir FROM sae_registry", &st);
+    if (rc) return rc;
+    size_t cap = 0;
+    int r = SQLITE_DONE;
+    while (!rc && (r = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *d = (const char *)sqlite3_column_text(st, 1);
+        if (!d || !store_same_dir(d, dir)) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 4;
+            int64_t *g = mem_realloc(*ids, cap * sizeof *g);
+            if (!g) {
+                rc = err_set(ERR_NOMEM, "out of memory for the SAE registry");
+                break;
+            }
+            *ids = g;
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+    }
+    if (!rc && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading the SAE registry");
+    sqlite3_finalize(st);
+    if (rc) {
+        mem_free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+static int delete_id(store *s, const char *sql, int64_t id, const char *what)
 {
     sqlite3_stmt *st;
-    /* the log rows of an earlier registration of this directory go too (explicitly, so this
-       works whether or not foreign keys are enforced on the connection) */
-    int rc = store_prepare(s, "DELETE FROM sae_training_log WHERE sae_id IN "
-                              "(SELECT id FROM sae_registry WHERE dir = ?1)", &st);
+    int rc = store_prepare(s, sql, &st);
     if (rc) return rc;
-    sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
-    rc = step_done(s, st, "replacing an SAE's training log");
+    sqlite3_bind_int64(st, 1, id);
+    rc = step_done(s, st, what);
     sqlite3_finalize(st);
-    /* and its eval rows: they are the replaced SAE's (left under an id no registry row names,
-       an audit; the new row's id is a new one, below) */
-    if (!rc) rc = store_eval_forget_dir(s, r->dir);
-    if (rc) return rc;
+    return rc;
+}
+
+int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
+{
+    int64_t *old = NULL;
+    size_t nold = 0;
+    int rc = ids_of_dir(s, r->dir, &old, &nold);
+    /* the log rows of an earlier registration of this directory go too (explicitly, so this
+       works whether or not foreign keys are enforced on the connection), and its eval rows:
+       they are the replaced SAE's (left under an id no registry row names, an audit; the new
+       row's id is a new one, below) */
+    for (size_t i = 0; !rc && i < nold; i++) {
+        rc = delete_id(s, "DELETE FROM sae_training_log WHERE sae_id = ?1", old[i],
+                       "replacing an SAE's training log");
+        if (!rc) rc = store_eval_forget_sae(s, old[i]);
+    }
     /* the new row's id is past every id the table holds now, the replaced row's included: the
        default rowid (max + 1 after the delete) gave a re-registered directory that held the
        largest id that same id again, so the eval rows of the SAE it replaced became the new
        one's, and a sweep's row took the new SAE for the one it had trained (an audit) */
     int64_t max_id = 0;
-    if ((rc = store_query_i64(s, "SELECT coalesce(max(id), 0) FROM sae_registry", &max_id))) return rc;
+    if (!rc) rc = store_query_i64(s, "SELECT coalesce(max(id), 0) FROM sae_registry", &max_id);
     /* max + 1 overflowed there (undefined; INT64_MIN in practice: a negative id, which the lookups
        take for "by directory") */
-    if (max_id == INT64_MAX)
-        return err_set(ERR_FORMAT, "%s: sae_registry holds id %" PRId64 ", the largest an id can be: "
-                       "no id past it for %s", store_path(s), max_id, r->dir);
-    if ((rc = store_prepare(s, "DELETE FROM sae_registry WHERE dir = ?1", &st))) return rc;
-    sqlite3_bind_text(st, 1, r->dir, -1, SQLITE_STATIC);
-    rc = step_done(s, st, "replacing an SAE");
-    sqlite3_finalize(st);
+    if (!rc && max_id == INT64_MAX)
+        rc = err_set(ERR_FORMAT, "%s: sae_registry holds id %" PRId64 ", the largest an id can be: "
+                     "no id past it for %s", store_path(s), max_id, r->dir);
+    for (size_t i = 0; !rc && i < nold; i++)
+        rc = delete_id(s, "DELETE FROM sae_registry WHERE id = ?1", old[i], "replacing an SAE");
+    mem_free(old);
     if (rc) return rc;
+    sqlite3_stmt *st;
     rc = store_prepare(s,
                        "INSERT INTO sae_registry (dir, architecture, d_in, d_sae, k, hook_name, "
                        "model_name, hook_id, tokens, config, eval_tokens, eval_mse, eval_ev, "

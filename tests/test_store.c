@@ -1180,6 +1180,21 @@ static void test_sae_log(void)
     char q[128];
     snprintf(q, sizeof q, "SELECT count(*) FROM eval_runs WHERE sae_id = %lld", (long long)b);
     CHECK(store_query_i64(s, q, &left) == OK && left == 1, "runs/b's eval run is gone");
+    /* the same directory spelt another way ("runs/a/"): its rows go too, eval rows included (an
+       exact match kept them, under a row naming a directory that holds another SAE now) */
+    int64_t a2 = -1, ra2 = -1;
+    CHECK(store_eval_run_begin(s, a, "scr", "h", "{}", 4, &ra2) == OK && store_eval_metric(s, ra2, "m", 0.5) == OK,
+          "%s", err_msg());
+    r.dir = "runs/a/";
+    CHECK(store_sae_register(s, &r, &a2) == OK && a2 > a, "%s", err_msg());
+    CHECK(store_query_i64(s, "SELECT count(*) FROM sae_registry WHERE dir IN ('runs/a', 'runs/a/')", &left) == OK &&
+          left == 1, "%lld registry rows for runs/a", (long long)left);
+    snprintf(q, sizeof q, "SELECT count(*) FROM eval_runs WHERE sae_id = %lld", (long long)a);
+    CHECK(store_query_i64(s, q, &left) == OK && left == 0, "the eval run of runs/a's replaced SAE is left");
+    snprintf(q, sizeof q, "SELECT count(*) FROM eval_runs WHERE sae_id = %lld", (long long)b);
+    CHECK(store_query_i64(s, q, &left) == OK && left == 1, "runs/b's eval run is gone");
+    CHECK(store_query_i64(s, "SELECT count(*) FROM sae_training_log WHERE sae_id NOT IN (SELECT id FROM sae_registry)",
+                          &left) == OK && left == 0, "%lld log rows of no registry row", (long long)left);
     /* the largest id there can be: no id past it (max + 1 overflowed to a negative id) */
     CHECK(store_exec(s, "DELETE FROM sae_training_log WHERE sae_id = (SELECT id FROM sae_registry "
                         "WHERE dir = 'runs/b'); UPDATE sae_registry SET id = 9223372036854775807 "
