@@ -145,8 +145,9 @@ cipid=$!
 wait $cipid; ok test $? -eq 130
 ok grep -q "^saelite eval: interrupted before the read; the same command starts it (or continues it from the checkpoint an earlier run of it saved" "$W/cb.err"
 rm -f "$W/cp.db"* "$W/cp.fifo"; cp "$W/fx.db" "$W/cp.db"; mkfifo "$W/cp.fifo"
-# every sequence and row: the suites take about 1.4 s here, the read 0.2 s
-EB="--seqs-per-genre 100000 --train-per-class 100000 --test-per-class 100000 --checkpoint-secs 2"
+# every sequence and row: the suites take about 1.4 s here, the read 0.2 s (2 s under ASan: the
+# interval is past it)
+EB="--seqs-per-genre 100000 --train-per-class 100000 --test-per-class 100000 --checkpoint-secs 6"
 SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 "$BIN" eval --db "$W/cp.db" --sae "$W/sae" $EB \
     > /dev/null 2> "$W/cp.fifo" &
 cipid=$!
@@ -154,7 +155,7 @@ phase=0; : > "$W/cp.err"
 while IFS= read -r line; do
     echo "$line" >> "$W/cp.err"
     case $phase$line in
-        0"eval probes"*) kill -STOP $cipid; sleep 2.2; kill -CONT $cipid; phase=1;;
+        0"eval probes"*) kill -STOP $cipid; sleep 6.2; kill -CONT $cipid; phase=1;;
         1*) f=("$W"/cp.db.eval-*.probes); [ -e "${f[0]}" ] && { kill -STOP $cipid; kill -INT $cipid; kill -CONT $cipid; phase=2; };;
     esac
 done < "$W/cp.fifo"
