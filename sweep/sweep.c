@@ -260,11 +260,13 @@ static int train_run(const sweep_opts *o, const plan_run *p, int64_t max_steps, 
     /* a checkpoint of another run there (an sae-train by hand into the run's directory) was
        refused with "resume with the same flags", a sae-train's advice; and one this sweep left
        under other flags (--max-steps, then another --tokens) is not "another run's" (a review):
-       the sweep's flags continue it, as for a run done before */
-    char advice[sizeof p->dir + 200];
-    snprintf(advice, sizeof advice, "that run was started with other settings (this sweep with "
-             "other flags, or a sae-train by hand): rerun with the flags it was started with to "
-             "continue it, or remove %s/checkpoint.bin to train it from the start", p->dir);
+       the sweep's flags continue it, as for a run done before (and the database it started on,
+       where the refusal is store_rows) */
+    char advice[sizeof p->dir + 300];
+    snprintf(advice, sizeof advice, "that run was started with other settings or data (this sweep "
+             "with other flags or before the database changed, or a sae-train by hand): rerun as it "
+             "was started to continue it, or remove %s/checkpoint.bin to train it from the start",
+             p->dir);
     so.resume_advice = advice;
     sae_train_config *c = &so.train;
     c->arch = f->arch;

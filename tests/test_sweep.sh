@@ -211,7 +211,7 @@ check '[ $? -eq 1 ] && [[ "$out" != *"(2 done before"* ]] && [[ "$out" == *"topk
     "the sweep sees the run's directory changed: $out"
 # ... and says what to do (a sweep has no flags to change: it said "resume with the same flags"),
 # which then works
-check '[[ "$out" == *"(this run 4); that run was started with other settings (this sweep with other flags, or a sae-train by hand): rerun with the flags it was started with to continue it, or remove $T/ru/topk_k4/checkpoint.bin to train it from the start" ]]' \
+check '[[ "$out" == *"(this run 4); that run was started with other settings or data (this sweep with other flags or before the database changed, or a sae-train by hand): rerun as it was started to continue it, or remove $T/ru/topk_k4/checkpoint.bin to train it from the start" ]]' \
     "the refusal inside a sweep says to remove the checkpoint: $out"
 rm "$T/ru/topk_k4/checkpoint.bin"
 out=$($BIN sweep "${RU[@]}" --out "$T/ru" 2>&1)
@@ -222,7 +222,7 @@ cp "$T/a.db" "$T/ms.db"
 MS=("${SW[@]/$T\/a.db/$T/ms.db}" --families topk --ks 2 --no-png --eval none --out "$T/ms")
 $BIN sweep "${MS[@]}" --max-steps 2 > /dev/null 2>&1
 out=$($BIN sweep "${MS[@]}" --seed 7 2>&1)
-check '[ $? -eq 1 ] && [[ "$out" == *"that run was started with other settings (this sweep with other flags"*"rerun with the flags it was started with to continue it"* ]] && [ -s "$T/ms/topk_k2/checkpoint.bin" ]' \
+check '[ $? -eq 1 ] && [[ "$out" == *"that run was started with other settings or data (this sweep with other flags"*"rerun as it was started to continue it"* ]] && [ -s "$T/ms/topk_k2/checkpoint.bin" ]' \
     "a checkpoint the sweep left under other flags: $out"
 out=$($BIN sweep "${MS[@]}" 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"(0 done before, 1 trained now)"* ]]' "its first flags continue it: $out"
