@@ -231,8 +231,10 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
         /* everything is validated and in memory: only now create the output directory */
         char created[4096] = "";
         rc = file_mkdir_p_created(out_dir, created, sizeof created);
-        static const char *const names[3] = {"brown.txt", "brown.jsonl", "brown.tags.jsonl"};
-        const buf *bufs[3] = {&txt, &jsonl, &tags};
+        /* brown.jsonl last: it is the file `make demo` takes as the step's product, so a kill
+           of the whole job (make too) between two renames leaves no brown.jsonl without its tags */
+        static const char *const names[3] = {"brown.txt", "brown.tags.jsonl", "brown.jsonl"};
+        const buf *bufs[3] = {&txt, &tags, &jsonl};
         int written = 0;
         char o[4200];
         for (; !rc && written < 3; written++) {

@@ -163,10 +163,12 @@ int bpe_write(const char *dir, const bpe_merge *merges, size_t n)
     snprintf(num, sizeof num, ", \"<|endoftext|>\": %d}", id);
     if (!rc) rc = buf_put(&enc, num, strlen(num));
     char path[4200];
-    if (!rc) rc = path_join(path, sizeof path, dir, "vocab.bpe");
-    if (!rc) rc = file_write_atomic(path, voc.p, voc.n);
+    /* vocab.bpe last: it is the file `make demo` takes as the step's product, so a kill of the
+       whole job (make too) between the two renames leaves no vocab.bpe without its encoder.json */
     if (!rc) rc = path_join(path, sizeof path, dir, "encoder.json");
     if (!rc) rc = file_write_atomic(path, enc.p, enc.n);
+    if (!rc) rc = path_join(path, sizeof path, dir, "vocab.bpe");
+    if (!rc) rc = file_write_atomic(path, voc.p, voc.n);
     sm_free(&seen);
     buf_free(&voc);
     buf_free(&enc);

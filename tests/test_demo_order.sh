@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# test_demo_order.sh - `make demo` takes one file of a step as the step's product (demo.mk:
+# corpus/brown.jsonl, tok/vocab.bpe): the command writes it last, so a SIGKILL of the whole job
+# (make too, which then deletes nothing) right after that file's rename leaves a complete step,
+# and a kill right after any earlier rename leaves no product file that would pass for finished.
+# An LD_PRELOAD shim SIGKILLs the process just after a rename to the named file.
+# Usage: tests/test_demo_order.sh   (SAELITE_BIN=path overrides ./saelite)
+set -u
+ROOT=$(pwd)
+BIN=${SAELITE_BIN:-./saelite}
+[[ "$BIN" == /* ]] || BIN="$ROOT/$BIN"
+W=$(mktemp -d "${TMPDIR:-/tmp}/saelite-demo-order.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W" || exit 1
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); echo "ok   $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL $*"; }
+cat > shim.c <<'C'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int rename(const char *a, const char *b)
+{
+    static int (*real)(const char *, const char *);
+    if (!real) real = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+    int r = real(a, b);
+    const char *s = getenv("KILL_AFTER_RENAME");
+    size_t n = strlen(b), m = s ? strlen(s) : 0;
+    if (!r && m && n >= m && !strcmp(b + n - m, s)) kill(getpid(), SIGKILL);
+    return r;
+}
+C
+if ! cc -shared -fPIC -o shim.so shim.c -ldl 2>/dev/null; then
+    echo "skip: no C compiler for the shim"; echo "test_demo_order: 0 passed, 0 failed"; exit 0
+fi
+# killed_after NAME CMD...: run CMD with a SIGKILL right after its rename to NAME
+killed_after() { local n=$1; shift; (LD_PRELOAD="$W/shim.so" KILL_AFTER_RENAME="$n" "$@" > /dev/null 2>&1; true) 2> /dev/null; }
+
+# bpe-train: encoder.json, then vocab.bpe (the product)
+for n in encoder.json vocab.bpe; do
+    rm -rf tok
+    killed_after "/$n" "$BIN" bpe-train --vocab 270 "$ROOT/README.md" -o tok
+    if [ ! -e tok/vocab.bpe ] || [ -s tok/encoder.json ]; then ok "bpe-train killed after $n: no vocab.bpe without encoder.json"
+    else bad "bpe-train killed after $n: tok/vocab.bpe is there, tok/encoder.json is not"; fi
+done
+
+# corpus brown: brown.txt, brown.tags.jsonl, then brown.jsonl (the product)
+mkdir -p brown; printf 'ca01 news\n' > brown/cats.txt
+printf '\n\n\tThe/at cat/nn sat/vbd ./.\n' > brown/ca01
+for n in brown.txt brown.tags.jsonl brown.jsonl; do
+    rm -rf c
+    killed_after "/$n" "$BIN" corpus brown brown -o c
+    if [ ! -e c/brown.jsonl ] || { [ -s c/brown.tags.jsonl ] && [ -s c/brown.txt ]; }; then
+        ok "corpus killed after $n: no brown.jsonl without brown.tags.jsonl and brown.txt"
+    else bad "corpus killed after $n: c/brown.jsonl is there without its companions: $(ls c | tr '\n' ' ')"; fi
+done
+echo "test_demo_order: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
