@@ -47,12 +47,18 @@ $(DEMO)/.extract.done: $(DEMO)/.model.done | saelite
 	    --tags $(DEMO)/corpus/brown.tags.jsonl --hook $(HOOK) --db $(DEMO)/brown.db --dtype bf16
 	@touch $@
 
-$(DEMO)/sae/sae_weights.safetensors: $(DEMO)/.extract.done | saelite
+# a stamp, not sae/sae_weights.safetensors: sae-train writes the weights first, then
+# sparsity.safetensors, cfg.json and the SAE's row in the database; a kill of the whole job (make
+# too, which then deletes nothing) in between left weights that passed for the finished step, and
+# every later analyze failed on the missing cfg.json. The next make resumes (at the last step
+# that is a few seconds' save and registration).
+$(DEMO)/.sae.done: $(DEMO)/.extract.done | saelite
 	$(SAELITE) sae-train --db $(DEMO)/brown.db --hook $(HOOK) --arch topk --k $(SAE_K) \
 	    --expansion $(SAE_EXP) --tokens $(SAE_TOKENS) --seed 42 \
 	    $(if $(wildcard $(DEMO)/sae/checkpoint.bin),--resume) --out $(DEMO)/sae
+	@touch $@
 
-$(DEMO)/.analyze.done: $(DEMO)/sae/sae_weights.safetensors | saelite
+$(DEMO)/.analyze.done: $(DEMO)/.sae.done | saelite
 	$(SAELITE) analyze --db $(DEMO)/brown.db --sae $(DEMO)/sae --neurons
 	@touch $@
 

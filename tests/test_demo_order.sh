@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_demo_order.sh - `make demo` takes one file of a step as the step's product (demo.mk:
-# corpus/brown.jsonl, tok/vocab.bpe): the command writes it last, so a SIGKILL of the whole job
+# corpus/brown.jsonl, tok/vocab.bpe, else a stamp touched after the command): the command writes it last, so a SIGKILL of the whole job
 # (make too, which then deletes nothing) right after that file's rename leaves a complete step,
 # and a kill right after any earlier rename leaves no product file that would pass for finished.
 # An LD_PRELOAD shim SIGKILLs the process just after a rename to the named file.
@@ -57,5 +57,16 @@ for n in brown.txt brown.tags.jsonl brown.jsonl; do
         ok "corpus killed after $n: no brown.jsonl without brown.tags.jsonl and brown.txt"
     else bad "corpus killed after $n: c/brown.jsonl is there without its companions: $(ls c | tr '\n' ' ')"; fi
 done
+# sae-train writes sae_weights.safetensors before cfg.json and its database row: demo.mk takes a
+# stamp (.sae.done, touched after sae-train succeeded) as the step's product, so weights left by a
+# kill of the whole job make the next `make demo` run sae-train (--resume) again, not analyze
+d="$W/demo"; mkdir -p "$d/corpus" "$d/tok" "$d/sae"
+t=$(( $(date +%s) - 100 ))
+for f in corpus/brown.jsonl tok/vocab.bpe .model.done .extract.done sae/checkpoint.bin sae/sae_weights.safetensors; do
+    t=$((t + 10)); touch -d "@$t" "$d/$f" # each step's product newer than the one before
+done
+plan=$(cd "$ROOT" && make -n --no-print-directory -f demo.mk DEMO="$d" SAELITE=./saelite "$d/.analyze.done" 2>&1)
+if grep -q "saelite sae-train" <<< "$plan" && grep -q -- "--resume --out" <<< "$plan"; then ok "demo.mk: sae weights without the .sae.done stamp: sae-train --resume runs again"
+else bad "demo.mk: sae weights without the .sae.done stamp pass for a finished sae-train: $(head -c 300 <<< "$plan")"; fi
 echo "test_demo_order: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
