@@ -18,6 +18,9 @@ SAE_K     ?= 32
 SAE_TOKENS?= 1.5M
 SAE_EXP   ?= 8
 REPORT_TOP?= 24
+# sae-train checkpoints only at the end (or on Ctrl-C) unless told: a SIGKILL (OOM killer, kill -9,
+# a lost session) then lost the whole step; every SAE_CKPT steps (~0.2 s each) it resumes mid-step
+SAE_CKPT  ?= 25
 SAELITE   := ./saelite
 
 demo: $(DEMO)/report/index.html
@@ -54,7 +57,7 @@ $(DEMO)/.extract.done: $(DEMO)/.model.done | saelite
 # that is a few seconds' save and registration).
 $(DEMO)/.sae.done: $(DEMO)/.extract.done | saelite
 	$(SAELITE) sae-train --db $(DEMO)/brown.db --hook $(HOOK) --arch topk --k $(SAE_K) \
-	    --expansion $(SAE_EXP) --tokens $(SAE_TOKENS) --seed 42 \
+	    --expansion $(SAE_EXP) --tokens $(SAE_TOKENS) --seed 42 --checkpoint-every $(SAE_CKPT) \
 	    $(if $(wildcard $(DEMO)/sae/checkpoint.bin),--resume) --out $(DEMO)/sae
 	@touch $@
 

@@ -68,5 +68,9 @@ done
 plan=$(cd "$ROOT" && make -n --no-print-directory -f demo.mk DEMO="$d" SAELITE=./saelite "$d/.analyze.done" 2>&1)
 if grep -q "saelite sae-train" <<< "$plan" && grep -q -- "--resume --out" <<< "$plan"; then ok "demo.mk: sae weights without the .sae.done stamp: sae-train --resume runs again"
 else bad "demo.mk: sae weights without the .sae.done stamp pass for a finished sae-train: $(head -c 300 <<< "$plan")"; fi
+# sae-train checkpoints only at the end unless told: the demo asks for periodic checkpoints, so a
+# SIGKILL mid-step (nothing caught) loses at most SAE_CKPT steps
+if grep -q -- "--checkpoint-every [1-9]" <<< "$plan"; then ok "demo.mk: sae-train checkpoints periodically"
+else bad "demo.mk: sae-train has no --checkpoint-every: a SIGKILL loses the whole step"; fi
 echo "test_demo_order: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
