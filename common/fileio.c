@@ -446,7 +446,20 @@ int file_pid_gone(const char *pid_text)
     errno = 0;
     long pid = strtol(pid_text, &end, 10);
     if (*end || errno || pid <= 0) return 0;
-    return pid != (long)getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+    if (pid == (long)getpid()) return 0;
+    if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
+    /* a zombie writes nothing more: a run SIGKILLed with its parent (make's whole job) is one
+       until init reaps it (about a second on a VM whose init reaps periodically), and a rerun
+       started at once left its staging folder beside the finished report for good (an audit) */
+    char sp[64], st[512];
+    snprintf(sp, sizeof sp, "/proc/%ld/stat", pid);
+    FILE *f = fopen(sp, "r");
+    if (!f) return 0;
+    size_t n = fread(st, 1, sizeof st - 1, f);
+    fclose(f);
+    st[n] = 0;
+    const char *rp = strrchr(st, ')'); /* "pid (comm) S ...": comm may hold spaces or ')' */
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
 /* by_ending: names[] are endings of NAME (".png") rather than whole names; dead_only: only the

@@ -145,8 +145,8 @@ int file_sum_get_end(file_sum *s);
 const char *file_sum_open(const char *path, file_sum *s, int64_t *size);
 
 /* 1 when pid_text is a process id (decimal digits, nothing after them) and that process is gone:
- * not this process, and no process of that id here (a live writer's temp or staging folder is
- * left alone). */
+ * not this process, and no process of that id here, or only its zombie (a live writer's temp or
+ * staging folder is left alone). */
 int file_pid_gone(const char *pid_text);
 /* Remove dir/NAME.tmp.PID for each of the n names: the leftovers of runs killed inside an atomic
  * write (the renamed files themselves are intact). Errors are ignored. */

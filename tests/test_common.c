@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -691,6 +692,20 @@ static void test_atomic(void)
           !file_pid_gone("0") && !file_pid_gone("99999999999999999999"), "not process ids");
     snprintf(pt, sizeof pt, "%ld", (long)getpid());
     CHECK(!file_pid_gone(pt), "this process is not gone");
+    /* a child that exited and is not yet waited for (a zombie) is gone: it writes nothing more */
+    pid_t zomb = fork();
+    if (zomb == 0) _exit(0);
+    int zgone = 0;
+    snprintf(pt, sizeof pt, "%ld", (long)zomb);
+    for (int i = 0; i < 2000 && !(zgone = file_pid_gone(pt)); i++) usleep(1000);
+    CHECK(zgone, "a zombie (exited, not yet reaped) is gone");
+    waitpid(zomb, NULL, 0);
+    pid_t live = fork();
+    if (live == 0) { pause(); _exit(0); }
+    snprintf(pt, sizeof pt, "%ld", (long)live);
+    CHECK(!file_pid_gone(pt), "a live child is not gone");
+    kill(live, SIGKILL);
+    waitpid(live, NULL, 0);
     char dn[64], ln[64], on[64];
     snprintf(dn, sizeof dn, "out.npy.tmp.%ld", (long)dead);
     snprintf(ln, sizeof ln, "out.npy.tmp.%ld", (long)getppid());
