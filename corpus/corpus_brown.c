@@ -239,6 +239,7 @@ int corpus_brown_convert(const char *dir, const char *out_dir, corpus_brown_stat
         char o[4200];
         for (; !rc && written < 3; written++) {
             rc = path_join(o, sizeof o, out_dir, names[written]);
+            if (!rc) file_remove_dead_temps(o); /* a killed run's NAME.tmp.PID (26 MB of tags) */
             if (!rc) rc = file_write_atomic(o, bufs[written]->p, bufs[written]->n);
             if (rc) break;
         }

@@ -165,9 +165,12 @@ int bpe_write(const char *dir, const bpe_merge *merges, size_t n)
     char path[4200];
     /* vocab.bpe last: it is the file `make demo` takes as the step's product, so a kill of the
        whole job (make too) between the two renames leaves no vocab.bpe without its encoder.json */
+    /* each after the temps a killed run left (NAME.tmp.PID: a rerun kept them beside its files) */
     if (!rc) rc = path_join(path, sizeof path, dir, "encoder.json");
+    if (!rc) file_remove_dead_temps(path);
     if (!rc) rc = file_write_atomic(path, enc.p, enc.n);
     if (!rc) rc = path_join(path, sizeof path, dir, "vocab.bpe");
+    if (!rc) file_remove_dead_temps(path);
     if (!rc) rc = file_write_atomic(path, voc.p, voc.n);
     sm_free(&seen);
     buf_free(&voc);

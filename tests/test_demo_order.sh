@@ -3,7 +3,8 @@
 # corpus/brown.jsonl, tok/vocab.bpe, else a stamp touched after the command): the command writes it last, so a SIGKILL of the whole job
 # (make too, which then deletes nothing) right after that file's rename leaves a complete step,
 # and a kill right after any earlier rename leaves no product file that would pass for finished.
-# An LD_PRELOAD shim SIGKILLs the process just after a rename to the named file.
+# An LD_PRELOAD shim SIGKILLs the process just after (or, KILL_BEFORE, just before) a rename to
+# the named file.
 # Usage: tests/test_demo_order.sh   (SAELITE_BIN=path overrides ./saelite)
 set -u
 ROOT=$(pwd)
@@ -26,10 +27,12 @@ int rename(const char *a, const char *b)
 {
     static int (*real)(const char *, const char *);
     if (!real) real = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
-    int r = real(a, b);
     const char *s = getenv("KILL_AFTER_RENAME");
     size_t n = strlen(b), m = s ? strlen(s) : 0;
-    if (!r && m && n >= m && !strcmp(b + n - m, s)) kill(getpid(), SIGKILL);
+    int hit = m && n >= m && !strcmp(b + n - m, s);
+    if (hit && getenv("KILL_BEFORE")) kill(getpid(), SIGKILL); /* KILL_BEFORE: leave the temp */
+    int r = real(a, b);
+    if (!r && hit) kill(getpid(), SIGKILL);
     return r;
 }
 C
@@ -57,6 +60,17 @@ for n in brown.txt brown.tags.jsonl brown.jsonl; do
         ok "corpus killed after $n: no brown.jsonl without brown.tags.jsonl and brown.txt"
     else bad "corpus killed after $n: c/brown.jsonl is there without its companions: $(ls c | tr '\n' ' ')"; fi
 done
+# a kill inside a write (just before its rename) leaves NAME.tmp.PID: the rerun removes it
+rm -rf tok c
+(LD_PRELOAD="$W/shim.so" KILL_BEFORE=1 KILL_AFTER_RENAME=/encoder.json "$BIN" bpe-train --vocab 270 "$ROOT/README.md" -o tok > /dev/null 2>&1; true) 2> /dev/null
+(LD_PRELOAD="$W/shim.so" KILL_BEFORE=1 KILL_AFTER_RENAME=/brown.tags.jsonl "$BIN" corpus brown brown -o c > /dev/null 2>&1; true) 2> /dev/null
+had=$(ls tok c | grep -c '\.tmp\.')
+"$BIN" bpe-train --vocab 270 "$ROOT/README.md" -o tok > /dev/null 2>&1
+"$BIN" corpus brown brown -o c > /dev/null 2>&1
+left=$(ls tok c | grep '\.tmp\.' | tr '\n' ' ')
+if [ "$had" = 2 ] && [ -z "$left" ]; then ok "bpe-train, corpus: a killed run's temp files go on the rerun"
+else bad "bpe-train, corpus: temps of a killed run (made $had of 2) left after the rerun: $left"; fi
+
 # sae-train writes sae_weights.safetensors before cfg.json and its database row: demo.mk takes a
 # stamp (.sae.done, touched after sae-train succeeded) as the step's product, so weights left by a
 # kill of the whole job make the next `make demo` run sae-train (--resume) again, not analyze
