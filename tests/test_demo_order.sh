@@ -39,6 +39,11 @@ C
 if ! cc -shared -fPIC -o shim.so shim.c -ldl 2>/dev/null; then
     echo "skip: no C compiler for the shim"; echo "test_demo_order: 0 passed, 0 failed"; exit 0
 fi
+# an ASan build (make test-asan) refuses a preload ahead of its runtime unless told
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+if ! LD_PRELOAD="$W/shim.so" "$BIN" help > /dev/null 2>&1; then
+    echo "skip: $BIN does not run with an LD_PRELOAD shim"; echo "test_demo_order: 0 passed, 0 failed"; exit 0
+fi
 # killed_after NAME CMD...: run CMD with a SIGKILL right after its rename to NAME
 killed_after() { local n=$1; shift; (LD_PRELOAD="$W/shim.so" KILL_AFTER_RENAME="$n" "$@" > /dev/null 2>&1; true) 2> /dev/null; }
 
