@@ -72,6 +72,10 @@ typedef struct {
     char msg[512];
 } ext_remote_status;
 
+/* A batch message from rank 0: {windows, T, rank 0's OpenBLAS threads}, then windows x T ids;
+ * {0, 0, 0} says stop. */
+enum { EXT_MSG_HDR = 3 };
+
 /* Batches in flight: filling, queued for the forward, computed but not yet written. Eight absorb
  * the main thread's uneven work (a commit's fsync of 32 MB takes ~30 ms, a new document to read
  * and tokenize) so the compute thread rarely waits for it (four let it idle 0.7 s in a 3 s run;
@@ -535,7 +539,7 @@ int ext_open(ext_job **out, const ext_opts *o)
             bt->tags = mem_alloc(B * C * sizeof *bt->tags);
             bt->seq_ids = mem_alloc(B * sizeof *bt->seq_ids);
             bt->have = mem_alloc((size_t)j->nh * B + 1);
-            bt->msg = dist_size() > 1 ? mem_alloc((B * C + 2) * sizeof *bt->msg) : NULL;
+            bt->msg = dist_size() > 1 ? mem_alloc((B * C + EXT_MSG_HDR) * sizeof *bt->msg) : NULL;
             if (!bt->win || !bt->ids || !bt->bstart || !bt->bend || !bt->tags || !bt->seq_ids ||
                 !bt->have || (dist_size() > 1 && !bt->msg))
                 rc = err_set(ERR_NOMEM, "out of memory for batch buffers");
@@ -1005,8 +1009,13 @@ static int dispatch(ext_job *j, ext_batch *bt)
     size_t n = (size_t)bt->nwin * (size_t)bt->T;
     bt->msg[0] = bt->nwin;
     bt->msg[1] = bt->T;
-    memcpy(bt->msg + 2, bt->ids, n * sizeof(int));
-    return dist_isend(bt->msg, (n + 2) * sizeof(int), bt->owner, EXT_TAG_BATCH, &bt->req);
+    /* the forward's OpenBLAS threads are rank 0's, so a batch has the same bits whichever rank
+       computes it: the other ranks kept OpenBLAS's default, 2 threads on an unbound oversubscribed
+       rank against rank 0's 1 (-np 4 on 2 cores: 1771 of 2381 rows differed from one process,
+       a review) */
+    bt->msg[2] = openblas_get_num_threads();
+    memcpy(bt->msg + EXT_MSG_HDR, bt->ids, n * sizeof(int));
+    return dist_isend(bt->msg, (n + EXT_MSG_HDR) * sizeof(int), bt->owner, EXT_TAG_BATCH, &bt->req);
 }
 
 /* Rank 0: the result of another rank's batch, into the batch's hook buffers (fwd_rc / fwd_msg
@@ -1046,7 +1055,7 @@ static int release_ranks(ext_job *j)
             if (!rc) rc = rc2;
         }
     }
-    int stop[2] = {0, 0};
+    int stop[EXT_MSG_HDR] = {0, 0, 0};
     for (int r = 1; r < dist_size(); r++) {
         int rc2 = dist_send(stop, sizeof stop, r, EXT_TAG_BATCH);
         if (!rc) rc = rc2;
@@ -1058,7 +1067,7 @@ static int release_ranks(ext_job *j)
 static int serve_forwards(ext_job *j, ext_stats *st)
 {
     ext_batch *bt = &j->bt[0];
-    size_t cap = ((size_t)j->o.batch * j->ctx + 2) * sizeof(int), got = 0;
+    size_t cap = ((size_t)j->o.batch * j->ctx + EXT_MSG_HDR) * sizeof(int), got = 0;
     int stopped = 0;
     for (;;) {
         int rc = dist_await(0, EXT_TAG_BATCH);
@@ -1066,10 +1075,12 @@ static int serve_forwards(ext_job *j, ext_stats *st)
         if (rc) return rc;
         int B = bt->msg[0], T = bt->msg[1];
         if (B == 0) return stopped ? err_set(ERR_ABORTED, "interrupted") : OK;
-        if (got < 2 * sizeof(int) || B < 1 || B > j->o.batch || T < 1 || T > j->ctx ||
-            got != ((size_t)B * T + 2) * sizeof(int))
+        int threads = bt->msg[2];
+        if (got < EXT_MSG_HDR * sizeof(int) || B < 1 || B > j->o.batch || T < 1 || T > j->ctx ||
+            threads < 1 || threads > 4096 || got != ((size_t)B * T + EXT_MSG_HDR) * sizeof(int))
             return err_set(ERR_IO, "a malformed batch message from rank 0 (%zu bytes)", got);
-        memcpy(bt->ids, bt->msg + 2, (size_t)B * T * sizeof(int));
+        if (threads != openblas_get_num_threads()) openblas_set_num_threads(threads);
+        memcpy(bt->ids, bt->msg + EXT_MSG_HDR, (size_t)B * T * sizeof(int));
         bt->nwin = B;
         bt->T = T;
         bt->missing = 1;
@@ -1337,7 +1348,9 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
     if (j->bf16) op_set_precision(OP_PRECISION_BF16);
     if (!dist_is_root()) {
         double t0 = secs();
+        int blas_before = openblas_get_num_threads(); /* serve_forwards takes rank 0's */
         rc = serve_forwards(j, st);
+        if (openblas_get_num_threads() != blas_before) openblas_set_num_threads(blas_before);
         st->t_total = secs() - t0;
     } else {
         j->n_fill = j->n_write = j->n_dispatch = 0;

@@ -452,6 +452,15 @@ c=$(grep -c '^extract:' out.txt)
 c=$(grep -c '^saelite extract' err.txt)
 [ "$c" = 1 ] && [ ! -e exbad.db ] && ok "extract -np 2: a bad hook is refused once: $(grep -m1 '^saelite' err.txt | cut -c1-80)" ||
     bad "extract -np 2 with a bad hook: $c messages, db $([ -e exbad.db ] && echo created || echo absent)"
+# without OPENBLAS_NUM_THREADS (extract picks rank 0's count) and a model whose GEMMs OpenBLAS
+# threads: the other ranks compute with rank 0's thread count (oversubscribed, unbound ranks ran
+# OpenBLAS's default of every core against rank 0's one: other bits, a review)
+"$BIN" init-model --layers 1 --d-model 128 --heads 4 --d-mlp 512 --ctx 64 --vocab 300 -o exw128 > /dev/null 2>&1
+TX=(extract --model exw128 --tokenizer extok --hook blocks.0.mlp.hook_post,blocks.0.hook_resid_post --ctx 64 --batch 8 --corpus ex.txt)
+env -u OPENBLAS_NUM_THREADS "$BIN" "${TX[@]}" --db ext1.db > /dev/null 2> err.txt || bad "extract (thread reference): $(head -n 1 err.txt)"
+env -u OPENBLAS_NUM_THREADS "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun -np 4 "$BIN" "${TX[@]}" --db ext4.db > /dev/null 2> err.txt || bad "extract -np 4 (threads): $(grep -m1 saelite err.txt)"
+exsame ext1.db ext4.db && ok "extract -np 4 without OPENBLAS_NUM_THREADS (d_model 128): every row and export = one process" ||
+    bad "extract -np 4 without OPENBLAS_NUM_THREADS: rows or exports differ from one process"
 # killed (rank 0, the writer, with SIGKILL) under -np 2, resumed under -np 4: the same rows
 # (a commit per batch while it is killed, to be sure to stop it midway; the commit size is not part
 # of the run's identity, and the reference and the resume commit as usual)
