@@ -73,7 +73,7 @@ typedef struct {
 } ext_remote_status;
 
 /* A batch message from rank 0: {windows, T, rank 0's OpenBLAS threads}, then windows x T ids;
- * {0, 0, 0} says stop. */
+ * {0, 0, 0} says the run is over, {0, 1, 0} that it was stopped. */
 enum { EXT_MSG_HDR = 3 };
 
 /* Batches in flight: filling, queued for the forward, computed but not yet written. Eight absorb
@@ -1045,7 +1045,7 @@ static int collect(ext_job *j, ext_batch *bt)
 /* Rank 0 at the end (done, failed or stopped): takes in the results still owed by other ranks
  * (in batch order; they are dropped: a failed or stopped run does not write them), then tells
  * every other rank to stop. */
-static int release_ranks(ext_job *j)
+static int release_ranks(ext_job *j, int stopped)
 {
     int rc = OK;
     for (int64_t n = j->n_write; n < j->n_fill; n++) {
@@ -1055,7 +1055,9 @@ static int release_ranks(ext_job *j)
             if (!rc) rc = rc2;
         }
     }
-    int stop[EXT_MSG_HDR] = {0, 0, 0};
+    /* {0, 1, 0}: the run was stopped, and every rank ends stopped (rank 0 alone did, and
+       dist_check's "rank 0: " came before its line, a review) */
+    int stop[EXT_MSG_HDR] = {0, stopped ? 1 : 0, 0};
     for (int r = 1; r < dist_size(); r++) {
         int rc2 = dist_send(stop, sizeof stop, r, EXT_TAG_BATCH);
         if (!rc) rc = rc2;
@@ -1074,7 +1076,7 @@ static int serve_forwards(ext_job *j, ext_stats *st)
         if (!rc) rc = dist_recv(bt->msg, cap, 0, EXT_TAG_BATCH, &got);
         if (rc) return rc;
         int B = bt->msg[0], T = bt->msg[1];
-        if (B == 0) return stopped ? err_set(ERR_ABORTED, "interrupted") : OK;
+        if (B == 0) return stopped || T == 1 ? err_set(ERR_ABORTED, "interrupted") : OK;
         int threads = bt->msg[2];
         if (got < EXT_MSG_HDR * sizeof(int) || B < 1 || B > j->o.batch || T < 1 || T > j->ctx ||
             threads < 1 || threads > 4096 || got != ((size_t)B * T + EXT_MSG_HDR) * sizeof(int))
@@ -1357,7 +1359,7 @@ int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, voi
         for (int k = 0; k < EXT_RING; k++) j->bt[k].owner = 0;
         rc = run_root(j, st, progress, u);
         if (dist_size() > 1) {
-            int rc2 = release_ranks(j);
+            int rc2 = release_ranks(j, rc == ERR_ABORTED);
             if (!rc) rc = rc2;
         }
     }

@@ -500,7 +500,7 @@ if [ -z "$r1" ]; then bad "extract SIGINT to rank 1: no rank 1 running (finished
 else
     kill -INT "$r1"; wait $mp; rc=$?
     line=$(grep -m1 '^saelite extract' exi.err)
-    [ $rc -eq 130 ] && [[ "$line" == *"rank 1 was interrupted; stopped after "*"run the same command again to resume"* ]] &&
+    [ $rc -eq 130 ] && [[ "$line" == "saelite extract: rank 1 was interrupted; stopped after "*"run the same command again to resume" ]] &&
         [ "$(grep -c '^saelite' exi.err)" = 1 ] &&
         ok "extract: SIGINT to rank 1 stops the run, exit 130: $line" || bad "extract SIGINT to rank 1: mpirun exit $rc: $(head -c 400 exi.err)"
     "${MPI[@]}" -np 2 "$BIN" "${KX[@]}" --db exi.db > out.txt 2> err.txt && grep -q "resuming" out.txt && exsame exkp.db exi.db &&
