@@ -65,10 +65,23 @@ typedef struct {
     char name[64], label[96], dir[600], config[1024];
 } plan_run;
 
-/* The hook a family's runs train on (a transcoder reads --tc-hook-out as its target beside it). */
+/* The sweep's hooks, in the order of check_store's rows[]: --hook, --tc-hook, --tc-hook-out. */
+static void sweep_hooks(const sweep_opts *o, const char *hooks[3])
+{
+    hooks[0] = o->hook;
+    hooks[1] = o->tc_hook;
+    hooks[2] = o->tc_hook_out;
+}
+
+/* Which of them a family's runs train on: a transcoder --tc-hook (--tc-hook-out its target beside
+ * it), the target's SAE --tc-hook-out, the others --hook. */
+static int run_hook_index(const sweep_family *f) { return f->transcoder ? 1 : f->target ? 2 : 0; }
+
 static const char *run_hook(const sweep_opts *o, const sweep_family *f)
 {
-    return f->transcoder ? o->tc_hook : f->target ? o->tc_hook_out : o->hook;
+    const char *hooks[3];
+    sweep_hooks(o, hooks);
+    return hooks[run_hook_index(f)];
 }
 
 static int wanted(const sweep_opts *o, const char *name)
@@ -218,9 +231,9 @@ static int plan_grid(const sweep_opts *o, const int64_t rows[3], plan_run **out,
             if (f->target) snprintf(p->label, sizeof p->label, "topk@%s", o->tc_hook_out);
             else snprintf(p->label, sizeof p->label, "%s", f->name);
             rc = path_join(p->dir, sizeof p->dir, o->out, p->name);
-            int hi = f->transcoder ? 1 : f->target ? 2 : 0; /* rows[]: as run_hook picks */
             if (!rc)
-                rc = run_config(o, p, run_hook(o, f), f->transcoder ? o->tc_hook_out : NULL, rows[hi]);
+                rc = run_config(o, p, run_hook(o, f), f->transcoder ? o->tc_hook_out : NULL,
+                                rows[run_hook_index(f)]);
         }
     }
     if (!rc && *n == 0) rc = err_set(ERR_ARG, "the grid is empty");
@@ -646,7 +659,8 @@ static int check_store(const sweep_opts *o, int64_t rows[3])
     store *s;
     int rc = store_open(&s, o->db, STORE_READONLY);
     if (rc) return rc;
-    const char *hooks[3] = {o->hook, o->tc_hook, o->tc_hook_out};
+    const char *hooks[3];
+    sweep_hooks(o, hooks);
     int64_t model_of[3] = {-1, -1, -1};
     int width[3] = {0, 0, 0};
     for (int i = 0; i < 3 && !rc; i++) {
