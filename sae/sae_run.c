@@ -632,19 +632,29 @@ static int run_settings(char *b, size_t cap, const run *r, const sae_run_opts *o
     return n > 0 && (size_t)n < cap ? OK : err_set(ERR_ARG, "%s: run settings too long", o->out);
 }
 
-static const char *setting_flag(const char *line)
+/* A line of checkpoint_run.txt: its key, what it records (by flag) and, where the same flags
+ * cannot continue the checkpoint, what can. */
+typedef struct {
+    const char *key, *what, *advice;
+} setting_line;
+
+static const setting_line *setting_of(const char *line)
 {
-    static const char *const map[][2] = {
-        {"source ", "the data source (--db, --npy, --synth)"}, {"hook ", "--hook"},
-        {"hook_out ", "--hook-out"}, {"val_frac ", "--val-frac"},
-        {"shuffle_buffer ", "--shuffle-buffer"}, {"keep_bos ", "--keep-bos"},
-        {"max_norm_ratio ", "--max-norm-ratio"}, {"rows ", "the --npy file's rows"},
+    static const setting_line map[] = {
+        {"source ", "the data source (--db, --npy, --synth)", NULL}, {"hook ", "--hook", NULL},
+        {"hook_out ", "--hook-out", NULL}, {"val_frac ", "--val-frac", NULL},
+        {"shuffle_buffer ", "--shuffle-buffer", NULL}, {"keep_bos ", "--keep-bos", NULL},
+        {"max_norm_ratio ", "--max-norm-ratio", NULL}, {"rows ", "the --npy file's rows", NULL},
+        /* other data under the same flags: those flags cannot continue it (a review) */
         {"store_rows ", "the training split's tokens in --db: another database, or rows added "
-                        "or removed since"},
-        {"synth ", "the generator (--synth-* or --synth-spec)"}};
+                        "or removed since",
+         "resume on the database it was trained on, or train it from the start on this one "
+         "(--force without --resume)"},
+        {"synth ", "the generator (--synth-* or --synth-spec)", NULL}};
+    static const setting_line other = {"", "the data settings", NULL};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strncmp(line, map[i][0], strlen(map[i][0]))) return map[i][1];
-    return "the data settings";
+        if (!strncmp(line, map[i].key, strlen(map[i].key))) return &map[i];
+    return &other;
 }
 
 /* The file's last line, "precision P", is not a setting: a resume may change the precision (a
@@ -690,14 +700,12 @@ static int check_settings(run *r, const sae_run_opts *o)
     if (*a || *b) {
         while (a > was && a[-1] != '\n') a--, b--;
         int la = (int)strcspn(a, "\n"), lb = (int)strcspn(b, "\n");
-        /* other data under the same flags: those flags cannot continue it (a review) */
-        int data = !strncmp(*a ? a : b, "store_rows ", 11);
+        const setting_line *sl = setting_of(*a ? a : b);
         rc = err_set(ERR_ARG, "%s: the checkpoint's run had \"%.*s\", this one \"%.*s\" (%s); %s",
-                     r->ckpt, la, a, lb, b, setting_flag(*a ? a : b),
+                     r->ckpt, la, a, lb, b, sl->what,
                      o->resume_advice ? o->resume_advice
-                     : data ? "resume on the database it was trained on, or train it from the start "
-                              "on this one (--force without --resume)"
-                            : "resume with the same flags");
+                     : sl->advice     ? sl->advice
+                                      : "resume with the same flags");
     }
     mem_free(was);
     return rc;
