@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -35,39 +36,22 @@ static int step_done(store *s, sqlite3_stmt *st, const char *what)
 }
 
 /* The registry ids of dir however spelt ("d", "./d", "/abs/d/": store_same_dir, as store_sae_get
- * finds them): a new registration of the directory replaces them all (an exact match kept the row
- * of another spelling, and with it the eval rows of an SAE the directory no longer holds: a
- * review). *ids: mem_alloc'd (NULL when none). */
-static int ids_of_dir(store *s, const char *dir, int64_t **ids, size_t *n)
+ * finds them), appended to ids as int64_t: a new registration of the directory replaces them all
+ * (an exact match kept the row of another spelling, and with it the eval rows of an SAE the
+ * directory no longer holds: a review). */
+static int ids_of_dir(store *s, const char *dir, buf *ids)
 {
-    *ids = NULL;
-    *n = 0;
     sqlite3_stmt *st;
     int rc = store_prepare(s, "SELECT id, dir FROM sae_registry", &st);
     if (rc) return rc;
-    size_t cap = 0;
     int r = SQLITE_DONE;
     while (!rc && (r = sqlite3_step(st)) == SQLITE_ROW) {
         const char *d = (const char *)sqlite3_column_text(st, 1);
-        if (!d || !store_same_dir(d, dir)) continue;
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 4;
-            int64_t *g = mem_realloc(*ids, cap * sizeof *g);
-            if (!g) {
-                rc = err_set(ERR_NOMEM, "out of memory for the SAE registry");
-                break;
-            }
-            *ids = g;
-        }
-        (*ids)[(*n)++] = sqlite3_column_int64(st, 0);
+        int64_t id = sqlite3_column_int64(st, 0);
+        if (d && store_same_dir(d, dir)) rc = buf_put(ids, &id, sizeof id);
     }
     if (!rc && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading the SAE registry");
     sqlite3_finalize(st);
-    if (rc) {
-        mem_free(*ids);
-        *ids = NULL;
-        *n = 0;
-    }
     return rc;
 }
 
@@ -84,9 +68,10 @@ static int delete_id(store *s, const char *sql, int64_t id, const char *what)
 
 int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
 {
-    int64_t *old = NULL;
-    size_t nold = 0;
-    int rc = ids_of_dir(s, r->dir, &old, &nold);
+    buf ids = {0};
+    int rc = ids_of_dir(s, r->dir, &ids);
+    const int64_t *old = (const int64_t *)(void *)ids.p; /* mem_alloc'd: aligned */
+    size_t nold = ids.n / sizeof *old;
     /* the log rows of an earlier registration of this directory go too (explicitly, so this
        works whether or not foreign keys are enforced on the connection), and its eval rows:
        they are the replaced SAE's (left under an id no registry row names, an audit; the new
@@ -109,7 +94,7 @@ int store_sae_register(store *s, const store_sae_row *r, int64_t *id)
                      "no id past it for %s", store_path(s), max_id, r->dir);
     for (size_t i = 0; !rc && i < nold; i++)
         rc = delete_id(s, "DELETE FROM sae_registry WHERE id = ?1", old[i], "replacing an SAE");
-    mem_free(old);
+    buf_free(&ids);
     if (rc) return rc;
     sqlite3_stmt *st;
     rc = store_prepare(s,
