@@ -1725,28 +1725,30 @@ out:
     if (rc) res->suites = 0;
     /* a stop said only "interrupted": whether the same command continues is the user's next
        question (an audit) */
-    struct stat ckst;
-    /* only a file this run saved or continued from: one another run left (other options, or
-       found by a run with --checkpoint-secs 0) is not where the same command continues */
-    if (rc == ERR_ABORTED && stopped(o) && c.ck.ours && c.ck.path[0] && stat(c.ck.path, &ckst) == 0)
-        err_set(rc, "interrupted; the same command continues from %s", c.ck.path);
-    /* the suites' file alone (a read shorter than the interval): the rerun reads again and
-       takes the probes fitted so far; this said "before the first checkpoint ... starts again"
-       (a review) */
-    else if (rc == ERR_ABORTED && stopped(o) && c.probes[0] &&
-             (res->resumed_probes > 0 || eval_memo_journal_saved(c.memo)) && stat(c.probes, &ckst) == 0)
-        err_set(rc, "interrupted; the same command reads again and continues the suites from %s",
-                c.probes);
-    /* before the read no checkpoint name is known: an earlier run's file there is continued (this
-       said "before the first checkpoint ... starts again" beside one, a review) */
-    else if (rc == ERR_ABORTED && stopped(o) && o->ckpt_secs > 0 && !c.read_began)
-        err_set(rc, "interrupted before the read; the same command starts it (or continues it from "
-                "the checkpoint an earlier run of it saved, where there is one)");
-    else if (rc == ERR_ABORTED && stopped(o) && o->ckpt_secs > 0)
-        /* before the first save the rerun starts again, as sae-train says in that case (it
-           was "interrupted" alone: a scale audit) */
-        err_set(rc, "interrupted before the first checkpoint (every %g s, --checkpoint-secs); "
-                "the same command starts again", o->ckpt_secs);
+    if (rc == ERR_ABORTED && stopped(o)) {
+        struct stat ckst;
+        /* only a file this run saved or continued from: one another run left (other options, or
+           found by a run with --checkpoint-secs 0) is not where the same command continues */
+        if (c.ck.ours && c.ck.path[0] && stat(c.ck.path, &ckst) == 0)
+            err_set(rc, "interrupted; the same command continues from %s", c.ck.path);
+        /* the suites' file alone (a read shorter than the interval): the rerun reads again and
+           takes the probes fitted so far; this said "before the first checkpoint ... starts
+           again" (a review) */
+        else if (c.probes[0] && (res->resumed_probes > 0 || eval_memo_journal_saved(c.memo)) &&
+                 stat(c.probes, &ckst) == 0)
+            err_set(rc, "interrupted; the same command reads again and continues the suites from %s",
+                    c.probes);
+        /* before the read no checkpoint name is known: an earlier run's file there is continued
+           (this said "before the first checkpoint ... starts again" beside one, a review) */
+        else if (o->ckpt_secs > 0 && !c.read_began)
+            err_set(rc, "interrupted before the read; the same command starts it (or continues it "
+                    "from the checkpoint an earlier run of it saved, where there is one)");
+        /* before the first save the rerun starts again, as sae-train says in that case (it was
+           "interrupted" alone: a scale audit) */
+        else if (o->ckpt_secs > 0)
+            err_set(rc, "interrupted before the first checkpoint (every %g s, --checkpoint-secs); "
+                    "the same command starts again", o->ckpt_secs);
+    }
     if (c.memo && c.memo == o->memo) eval_memo_journal_end(c.memo); /* the caller's again */
     eval_memo_free(c.own_memo);
     buf_free(&cfg);
