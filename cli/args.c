@@ -103,6 +103,11 @@ void cli_catch_signals(void)
     /* SIGUSR1 is a stop request like Ctrl-C: mpirun forwards it to every rank (it turns SIGINT
        into SIGTERM and kills), and batch schedulers send it ahead of a time limit */
     sigaction(SIGUSR1, &sa, NULL);
+    /* SIGHUP (the terminal or ssh session closed) stops with a checkpoint too, where it used to
+       kill mid-step; under nohup it stays ignored, as the user asked */
+    struct sigaction hup;
+    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN)
+        sigaction(SIGHUP, &sa, NULL);
     if (dist_size() > 1) {
         set_term_lines("the last checkpoint is intact, rerun with --resume", NULL);
         sa.sa_handler = on_term;

@@ -12,8 +12,8 @@
  *   0    success (also --help)
  *   1    failure: cli_fail() after a module error (bad file, shape mismatch, I/O, ...)
  *   2    usage error: cli_usage_error(), or args_parse() refusing the command line
- *   130  stopped by SIGINT/SIGTERM (cli_fail() returns it once the stop flag is set, so an
- *        interrupted job that cleaned up exits 130, as a shell does for Ctrl-C)
+ *   130  stopped by SIGINT/SIGUSR1/SIGTERM/SIGHUP (cli_fail() returns it once the stop flag is
+ *        set, so an interrupted job that cleaned up exits 130, as a shell does for Ctrl-C)
  * Messages: one line on stderr, "saelite <command>: <problem>", the command as typed (argv[0]);
  * usage errors add " (see 'saelite <command> --help')".
  */
@@ -50,8 +50,9 @@ int cli_check_dir_outputs(const char *cmd, const char *dir, int n, const char *c
  * (2) naming both. */
 int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const char *const *flags,
                          int nin, const char *const *in_files, int nd, const char *const *in_dirs);
-/* Install SIGINT/SIGUSR1/SIGTERM handlers that set a flag instead of killing the process (under
- * mpirun, SIGTERM ends the rank with the line below instead: see cli_term_hint). */
+/* Install SIGINT/SIGUSR1/SIGTERM/SIGHUP handlers that set a flag instead of killing the process
+ * (SIGHUP left ignored under nohup; under mpirun, SIGTERM ends the rank with the line below
+ * instead: see cli_term_hint). */
 void cli_catch_signals(void);
 /* Under mpirun: what the one line printed when mpirun ends the job (SIGTERM) says about the
  * saved state (default, for sae-train: "the last checkpoint is intact, rerun with --resume").
@@ -63,7 +64,7 @@ void cli_term_hint(const char *hint);
  * Call after cli_catch_signals. */
 void cli_term_checkpoint(int resume, int force);
 extern volatile sig_atomic_t cli_ckpt_done;
-/* Non-zero once SIGINT/SIGUSR1/SIGTERM arrived (long jobs poll it and stop cleanly). */
+/* Non-zero once SIGINT/SIGUSR1/SIGTERM/SIGHUP arrived (long jobs poll it and stop cleanly). */
 int cli_interrupted(void);
 extern volatile sig_atomic_t cli_stop_flag; /* pollable from hooks/kernels via a pointer (glibc: an int) */
 

@@ -92,7 +92,7 @@ static int print_man(void)
     args_help_roff(0);
     printf(".SH EXIT STATUS\n.TP\n0\nsuccess\n.TP\n1\nfailure (the message names the file or "
            "value at fault)\n.TP\n2\nusage error: an unknown, missing or out\\-of\\-range option\n"
-           ".TP\n130\na long job stopped by SIGINT, SIGUSR1 or SIGTERM (it stops cleanly and can be resumed; quick commands die by the signal)\n");
+           ".TP\n130\na long job stopped by SIGINT, SIGUSR1, SIGTERM or SIGHUP (it stops cleanly and can be resumed; quick commands die by the signal)\n");
     printf(".SH FILES\n.TP\n.I lib/saelite/saelite.so\nthe saelite SQL functions as a loadable "
            "SQLite extension, under the installation prefix: \\fBsqlite3 db \"\\&.load "
            "PREFIX/lib/saelite/saelite\"\\fR\n");

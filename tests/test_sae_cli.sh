@@ -25,6 +25,17 @@ SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 $BIN sae-train --npy $T/acts.n
 up=$!; for _ in $(seq 200); do grep -q "^sae-train .* step [0-9]" $T/usr1.err 2>/dev/null && break; sleep 0.1; done
 kill -USR1 $up; wait $up; urc=$?
 ok "sae-train stopped by SIGUSR1: exit 130 with a checkpoint: exit $urc, $(tail -1 $T/usr1.err)" '[ $urc -eq 130 ] && grep -q "interrupted at step [0-9]*; checkpoint" $T/usr1.err && [ -s $T/usr1/checkpoint.bin ]'
+# SIGHUP (the terminal or ssh session closed) stops with a checkpoint too (it killed mid-step);
+# under nohup it stays ignored and the run goes on
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 $BIN sae-train --npy $T/acts.npy --d-sae 128 --k 4 --tokens 100M --batch 512 --checkpoint-every 1000000 --out $T/hup >/dev/null 2>$T/hup.err &
+hp=$!; for _ in $(seq 200); do grep -q "^sae-train .* step [0-9]" $T/hup.err 2>/dev/null && break; sleep 0.1; done
+kill -HUP $hp; wait $hp; hrc=$?
+ok "sae-train stopped by SIGHUP: exit 130 with a checkpoint: exit $hrc, $(tail -1 $T/hup.err)" '[ $hrc -eq 130 ] && grep -q "interrupted at step [0-9]*; checkpoint" $T/hup.err && [ -s $T/hup/checkpoint.bin ]'
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 nohup $BIN sae-train --npy $T/acts.npy --d-sae 128 --k 4 --tokens 100M --batch 512 --checkpoint-every 1000000 --out $T/nohup >/dev/null 2>$T/nohup.err &
+np=$!; for _ in $(seq 200); do grep -q "^sae-train .* step [0-9]" $T/nohup.err 2>/dev/null && break; sleep 0.1; done
+kill -HUP $np; sleep 1; kill -0 $np 2>/dev/null; nalive=$?
+kill -USR1 $np; wait $np; nrc=$?
+ok "sae-train under nohup: SIGHUP ignored, still running 1 s later; SIGUSR1 then stops it: alive $nalive, exit $nrc" '[ $nalive -eq 0 ] && [ $nrc -eq 130 ] && [ -s $T/nohup/checkpoint.bin ]'
 
 args="--npy $T/acts.npy --d-sae 128 --k 4 --tokens 40960 --batch 512 --lr 0.002 --checkpoint-every 20"
 $BIN sae-train $args --out $T/full >$T/full.out 2>&1
