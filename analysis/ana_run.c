@@ -884,20 +884,41 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
     return OK;
 }
 
-/* A stop says what the same command does next, from the files there are (it said "interrupted"
- * alone, an audit; eval says as much): the pass's checkpoint and the effects' beside it. */
-static int stop_advice(const pass_ckpt *ck, const ana_run_opts *o)
+/* The checkpoint files there are for this dictionary, "" for none: the pass's and the
+ * effects' beside it. */
+static const char *ckpt_files(const pass_ckpt *ck, char *out, size_t cap)
 {
     char eff[4200] = "";
     int have_pass = ck->path[0] && access(ck->path, F_OK) == 0;
     int have_eff = ck->path[0] && path_fmt(eff, sizeof eff, "%s.effects", ck->path) == OK &&
                    access(eff, F_OK) == 0;
-    err_clear();
-    const char *ranks = dist_size() > 1 ? " (one per rank; on the same world size)" : "";
+    out[0] = 0;
     if (have_pass || have_eff)
-        return err_set(ERR_ABORTED, "interrupted; the same command continues from %s%s%s%s",
-                       have_pass ? ck->path : "", have_pass && have_eff ? " and " : "",
-                       have_eff ? eff : "", ranks);
+        snprintf(out, cap, "%s%s%s%s", have_pass ? ck->path : "", have_pass && have_eff ? " and " : "",
+                 have_eff ? eff : "", dist_size() > 1 ? " (one per rank; on the same world size)" : "");
+    return out;
+}
+
+/* A failure after a checkpoint (a full disk while writing) says the checkpoint is kept: the
+ * rerun continues from it (the message named the database alone, and a user cleaning up for
+ * room could take the file for litter). */
+static int kept_advice(const pass_ckpt *ck, int rc)
+{
+    char files[8700], msg[1024];
+    snprintf(msg, sizeof msg, "%s", err_msg());
+    if (!ckpt_files(ck, files, sizeof files)[0]) return err_set(rc, "%s", msg);
+    return err_set(rc, "%s; the same command continues from %s", msg, files);
+}
+
+/* A stop says what the same command does next, from the files there are (it said "interrupted"
+ * alone, an audit; eval says as much): the pass's checkpoint and the effects' beside it. */
+static int stop_advice(const pass_ckpt *ck, const ana_run_opts *o)
+{
+    char files[8700];
+    ckpt_files(ck, files, sizeof files);
+    err_clear();
+    if (files[0])
+        return err_set(ERR_ABORTED, "interrupted; the same command continues from %s", files);
     if (o->ckpt_secs > 0)
         return err_set(ERR_ABORTED, "interrupted before the first checkpoint (every %g s, "
                        "--checkpoint-secs); the same command starts again", o->ckpt_secs);
@@ -1275,6 +1296,26 @@ static int write_features(const shared *sh, const dict *d, const ana_run_opts *o
     return rc;
 }
 
+/* --all-acts is refused before its first row where the rows cannot fit (it wrote for minutes and
+ * then failed on a full disk). They pass through the write-ahead log and then into the
+ * database, which reuses its free pages first (an analysis this one replaces has freed its rows'
+ * pages in this transaction): the peak is about twice their size (46.6 MB for 21 MB of rows,
+ * measured), and the log goes when the command ends. */
+static int all_acts_room(const shared *sh, const ana_run_opts *o, int64_t rows)
+{
+    double est = rows * (double)STORE_ANA_ALL_ROW_BYTES;
+    int64_t fs_free = 0, reuse = 0;
+    int rc = file_free_bytes(o->db, &fs_free);
+    if (!rc) rc = store_free_page_bytes(sh->s, &reuse);
+    if (rc) return rc;
+    double need = est + (est > (double)reuse ? est - (double)reuse : 0);
+    if (need <= (double)fs_free) return OK;
+    return err_set(ERR_IO, "%s: --all-acts needs about %.0f MB while it writes (%lld rows, about "
+                   "%.0f MB, also held in the write-ahead log until the commit) but only %.0f MB "
+                   "are free on its filesystem (--force to try anyway)", o->db, need / 1e6,
+                   (long long)rows, est / 1e6, (double)fs_free / 1e6);
+}
+
 /* all_acts: every non-zero, in a second pass now that the count is known */
 static int write_all_acts(const shared *sh, const dict *d, const ana_run_opts *o,
                           const dict_work *dw, store_ana_writer *w, int64_t id, ana_dict_result *dr)
@@ -1288,6 +1329,10 @@ static int write_all_acts(const shared *sh, const dict *d, const ana_run_opts *o
         snprintf(msg, sizeof msg, "--all-acts writes %lld activation rows (about %.0f MB)",
                  (long long)total, total * (double)STORE_ANA_ALL_ROW_BYTES / 1e6);
         o->notice(msg, o->user);
+    }
+    if (!o->force) {
+        int rc = all_acts_room(sh, o, total);
+        if (rc) return rc;
     }
     float *x = mem_alloc((size_t)Tm * d->d_in * sizeof *x);
     float *f = mem_alloc((size_t)Tm * D * sizeof *f);
@@ -1500,6 +1545,7 @@ static int analyze_dict(shared *sh, dict *d, const ana_run_opts *o, int64_t sae_
     if (!rc && dist_is_root()) rc = finish_dict(sh, d, o, &ck, sae_id, &dw, dr, t0, t_ds);
     rc = ana_agree(rc);
     if (rc == ERR_ABORTED) rc = stop_advice(&ck, o);
+    else if (rc) rc = kept_advice(&ck, rc);
     if (!rc && ck.path[0]) ckpt_remove(&ck); /* written: nothing left to continue */
     /* the sequences every rank's checkpoint held (rank 0's alone read "145 of the sequences"
        where 542 of 600 were continued, an audit); every rank is here with the same rc */

@@ -48,6 +48,8 @@ typedef struct {
     int neurons;           /* also (or only) the identity dictionary of the hook's neurons */
     int all;               /* every stored sequence, not the validation split */
     int all_acts;          /* store every non-zero activation */
+    int force;             /* all_acts written also where the filesystem's free space looks too
+                              small for them (refused by default, ERR_IO) */
     int no_model;          /* skip downstream loss and logit effects */
     int keep_bos;          /* count prepended <|endoftext|> positions */
     int top_n, n_intervals, per_interval, reservoir, nbins, geom_bins, logit_k, ce_seqs, max_seqs;

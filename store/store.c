@@ -1748,6 +1748,15 @@ int store_summary_get(store *s, store_summary *o)
     return rc;
 }
 
+int store_free_page_bytes(store *s, int64_t *bytes)
+{
+    int64_t n = 0, ps = 0;
+    int rc = store_query_i64(s, "PRAGMA freelist_count", &n);
+    if (!rc) rc = store_query_i64(s, "PRAGMA page_size", &ps);
+    *bytes = rc ? 0 : n * ps;
+    return rc;
+}
+
 int store_count_source_acts(store *s, int64_t hook_id, const char *source, int64_t *n)
 {
     sqlite3_stmt *st;

@@ -243,6 +243,9 @@ typedef struct {
     int version;
 } store_summary;
 int store_summary_get(store *s, store_summary *out);
+/* *bytes = the database's free pages (freelist x page size), as this handle's transaction sees
+ * them: what a write reuses before the file grows (rows a transaction deleted count). */
+int store_free_page_bytes(store *s, int64_t *bytes);
 
 /* Extension parts recorded (name, version), at most cap. */
 int store_part_list(store *s, char (*names)[64], int *versions, int cap, int *n);

@@ -603,6 +603,13 @@ static void test_same_writable(void)
               file_check_writable(tpath("same_dangling")) == ERR_IO && strstr(err_msg(), "dangling"),
           "%s", err_msg());
     CHECK(file_check_writable("/dev/null") == OK, "a device is written through: %s", err_msg());
+    /* free space: of the file's filesystem, of its directory's where it does not exist yet */
+    int64_t fb = 0;
+    CHECK(file_free_bytes(a, &fb) == OK && fb > 0, "%s", err_msg());
+    fb = 0;
+    CHECK(file_free_bytes(tpath("nothere.db"), &fb) == OK && fb > 0, "%s", err_msg());
+    CHECK(file_free_bytes(tpath("nodir/y.db"), &fb) == ERR_IO && strstr(err_msg(), "nodir: cannot check free space"),
+          "%s", err_msg());
     /* the atomic writer's own failure names the path given, not its temp file */
     CHECK(file_write_atomic(tpath("nodir/y"), "x", 1) == ERR_IO && strstr(err_msg(), "nodir/y: cannot create") &&
               !strstr(err_msg(), ".tmp."), "%s", err_msg());

@@ -94,6 +94,43 @@ clean "report pictures" "rout/"
 grep -q "saelite-report.tmp" err.txt && bad "report: the message names the staging folder: $err" || ok "report: no staging folder in the message"
 [ -z "$(ls -A rout 2> /dev/null)" ] && ok "report: nothing left behind" || bad "report: left behind: $(ls -A rout | tr '\n' ' ')"
 
+# 8. analyze --all-acts: a failure on writing names the pass's checkpoint it keeps (it named the
+# database alone), and the rerun continues from it
+cp rep.db aa.db; before=$(sqlite3 aa.db "SELECT count(*) FROM ana_acts WHERE kind = 'all'")
+limited 1500 "$BIN" analyze --db aa.db --sae rsae --no-model --all --all-acts --checkpoint-secs 0.000001
+ck=$(ls | grep '^aa\.db\.analyze-' | head -1)
+[ $rc -eq 1 ] && [ -n "$ck" ] && grep -q "aa.db: .*; the same command continues from $ck\$" err.txt &&
+    ok "analyze --all-acts out of space: exit 1, the kept checkpoint named: $(tail -1 err.txt)" ||
+    bad "analyze --all-acts out of space: exit $rc, checkpoint '$ck': $err"
+intact aa.db && [ "$(sqlite3 aa.db "SELECT count(*) FROM ana_acts WHERE kind = 'all'")" = "$before" ] &&
+    ok "analyze --all-acts out of space: database intact, no rows of it" || bad "analyze --all-acts out of space: database changed"
+"$BIN" analyze --db aa.db --sae rsae --no-model --all --all-acts > /dev/null 2> err.txt &&
+    grep -q "continuing the sae pass from $ck" err.txt && [ ! -e "$ck" ] &&
+    ok "analyze --all-acts: the rerun with space continues from the checkpoint and removes it" ||
+    bad "analyze --all-acts: rerun: $(cat err.txt)"
+# ... and is refused before its first row where the filesystem has too little room (a small tmpfs,
+# as root): rows of about 2 MB, as much again in the write-ahead log, 3.3 MB free; the analysis
+# there untouched. An analysis it replaces frees its rows' pages for the new ones
+mkdir -p small
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=4m tmpfs small 2> /dev/null; then
+    ana_rows() { sqlite3 "$1" "SELECT * FROM ana_dicts; SELECT kind, count(*) FROM ana_acts GROUP BY kind" 2>&1 | sha256sum; }
+    cp rep.db small/; before=$(db_rows small/rep.db)$(ana_rows small/rep.db)
+    "$BIN" analyze --db small/rep.db --sae rsae --no-model --all --all-acts > /dev/null 2> err.txt; rc=$?
+    [ $rc -eq 1 ] && grep -q "small/rep.db: --all-acts needs about 4 MB while it writes (20352 rows, about 2 MB.* but only 3 MB are free on its filesystem (--force to try anyway)" err.txt &&
+        [ "$(db_rows small/rep.db)$(ana_rows small/rep.db)" = "$before" ] &&
+        ok "analyze --all-acts refused up front on a small filesystem, nothing written: $(tail -1 err.txt)" ||
+        bad "analyze --all-acts on a small filesystem: exit $rc: $(cat err.txt)"
+    umount small
+    mount -t tmpfs -o size=8m tmpfs small && cp rep.db small/ &&
+        "$BIN" analyze --db small/rep.db --sae rsae --no-model --all --all-acts > /dev/null 2>&1 &&
+        "$BIN" analyze --db small/rep.db --sae rsae --no-model --all --all-acts > /dev/null 2> err.txt &&
+        ok "analyze --all-acts replacing its own analysis on 8 MB: not refused (the freed pages count)" ||
+        bad "analyze --all-acts replacing its own analysis on 8 MB: $(cat err.txt)"
+    umount small
+else
+    echo "SKIP: analyze --all-acts free-space check (cannot mount a small tmpfs here)"
+fi
+
 # 6. The default SIGXFSZ kills the process mid-write: the database must still be valid and resumable.
 { (ulimit -f 300; exec "${EXT[@]}" --hook "$H0,$H1" --db kill.db) > /dev/null 2>&1; rc=$?; } 2> /dev/null
 [ $rc -ne 0 ] && ok "extract under SIGXFSZ: stopped (exit $rc)" || bad "extract under SIGXFSZ: did not stop"

@@ -996,9 +996,6 @@ static void test_extract_plan(void)
     char out[64];
     size_t n = utf8_clean("a\xff\xc3\xa9\xe2\x82", 6, out, sizeof out);
     CHECK(n == 12 && !strcmp(out, "a\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"), "clean: %s", out);
-    int64_t fb = 0;
-    CHECK(ext_free_bytes(tmp("nothere.db"), &fb) == OK && fb > 0);
-    CHECK(ext_free_bytes("/nonexistent_dir_x/y.db", &fb) == ERR_IO);
 }
 
 /* store_set_bulk while another handle reads the file (a user polling with sqlite3 during an
