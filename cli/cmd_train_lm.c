@@ -64,6 +64,8 @@ int cmd_train_lm(int argc, char **argv)
         {"--eval-every", ARG_INT, &o.eval_every, "validation every N steps", ARG_MIN(1)},
         {"--eval-windows", ARG_INT, &o.eval_windows, "held-out windows per validation", ARG_MIN(1)},
         {"--checkpoint-every", ARG_INT, &o.checkpoint_every, "checkpoint every N steps", ARG_MIN(1)},
+        {"--checkpoint-secs", ARG_FLOAT, &o.checkpoint_secs, "also checkpoint once this many seconds "
+         "passed since the last one (0: by steps only)", ARG_MIN(0)},
         {"--max-time", ARG_FLOAT, &o.max_seconds, "stop (with a checkpoint) after this many seconds (0: no limit)",
          ARG_MIN(0)},
         {"--threads", ARG_INT, &o.train.replicas,

@@ -115,9 +115,9 @@ int train_resume(train_state *s, const char *dir);
  * set and out/train_state.safetensors exists, refusing other shapes; without resume an out/ that
  * holds a model or a training state is refused unless force), copies the tokenizer files
  * into out/ (so the directory is self-contained), then trains with validation every eval_every
- * steps and checkpoints every checkpoint_every steps, at the end, at max_seconds and when *stop
- * becomes non-zero (then it returns OK with stopped set: the checkpoint is the result). Temp files
- * a killed run left in out/ are removed. The callback, when given, sees the result as it fills:
+ * steps and checkpoints every checkpoint_every steps or checkpoint_secs seconds, at the end, at
+ * max_seconds and when *stop becomes non-zero (then it returns OK with stopped set: the
+ * checkpoint is the result). Temp files a killed run left in out/ are removed. The callback, when given, sees the result as it fills:
  * TRAIN_EV_CORPUS after tokenizing, TRAIN_EV_READY before the first step, TRAIN_EV_EVAL after
  * every validation. */
 typedef struct {
@@ -126,6 +126,7 @@ typedef struct {
     train_opts train;                         /* seq is set from ctx */
     double val_frac;
     int eval_every, eval_windows, checkpoint_every;
+    double checkpoint_secs;                   /* also once this long after the last save (0: off) */
     double max_seconds;                       /* 0 = no limit */
     int resume;
     int force;                                /* without resume: overwrite an OUT holding a model */

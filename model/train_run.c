@@ -22,7 +22,8 @@
 void train_run_defaults(train_run_opts *o)
 {
     *o = (train_run_opts){.layers = 1, .d_model = 128, .heads = 4, .ctx = 128, .val_frac = 0.05,
-                          .eval_every = 100, .eval_windows = 128, .checkpoint_every = 500};
+                          .eval_every = 100, .eval_windows = 128, .checkpoint_every = 500,
+                          .checkpoint_secs = 600};
     train_opts_default(&o->train);
 }
 
@@ -167,7 +168,7 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
     int64_t first = s->step;
     progress pg; /* a resume starts at its step: it counted from 0 of all steps (9.5% at 57%) */
     progress_begin_at(&pg, "train-lm", (double)steps, "step", (double)first);
-    double start = now_seconds(), train_time = 0, val = NAN, last_loss = NAN;
+    double start = now_seconds(), last_save = start, train_time = 0, val = NAN, last_loss = NAN;
     long tokens_done = 0;
     int rc = OK;
     while (!rc && s->step < steps) {
@@ -203,9 +204,12 @@ static int run_steps(const train_run_opts *o, train_state *s, const train_data *
         else progress_update(&pg, (double)s->step, "loss %.3f val %.3f %.0f tok/s", loss, val, tps);
         int interrupted = o->stop && *o->stop;
         int timeout = o->max_seconds > 0 && now_seconds() - start >= o->max_seconds;
-        if (s->step % o->checkpoint_every == 0 || last || interrupted || timeout) {
+        /* also by the clock: 500 steps of a GPT-2-sized model are hours a kill -9 would lose */
+        int due = o->checkpoint_secs > 0 && now_seconds() - last_save >= o->checkpoint_secs;
+        if (s->step % o->checkpoint_every == 0 || last || interrupted || timeout || due) {
             if (!saved && !(rc = first_save(o, fresh))) saved = 1;
             if (!rc) rc = train_save(s, o->out);
+            last_save = now_seconds();
         }
         if (!rc && (interrupted || timeout)) {
             r->stopped = 1;
@@ -237,7 +241,7 @@ int train_run(const train_run_opts *o, train_run_result *r)
                        "one", o->out);
     if (o->layers < 1 || o->d_model < 1 || o->heads < 1 || o->d_model % o->heads || o->ctx < 2 ||
         o->d_mlp < 0 || o->eval_every < 1 || o->checkpoint_every < 1 || o->eval_windows < 1 ||
-        !(o->val_frac > 0 && o->val_frac < 1))
+        !(o->checkpoint_secs >= 0) || !(o->val_frac > 0 && o->val_frac < 1))
         return err_set(ERR_ARG, "train-lm: bad shape or schedule");
     train_opts to = o->train;
     to.seq = o->ctx;

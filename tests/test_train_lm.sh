@@ -70,6 +70,18 @@ $BIN train-lm "${args[@]}" --resume -o "$tmp/b" >"$tmp/b2.log" 2>&1
 ok test $? -eq 0
 ok grep -q "resumed at step 1" "$tmp/b2.log"
 ok cmp -s "$tmp/a/model.safetensors" "$tmp/b/model.safetensors"
+# a checkpoint by the clock (--checkpoint-secs) where the steps' one is far off: kill -9 after it,
+# and the resume ends bit-identical to an uninterrupted run (it lost every step since the start)
+long=("${args[@]}"); long[15]=6000
+$BIN train-lm "${long[@]}" -o "$tmp/k0" >/dev/null 2>&1
+$BIN train-lm "${long[@]}" --checkpoint-every 100000 --checkpoint-secs 0.3 -o "$tmp/k" >"$tmp/k.log" 2>&1 &
+kp=$!
+for _ in $(seq 300); do [ -s "$tmp/k/train_state.safetensors" ] && break; sleep 0.05; done
+kill -KILL $kp 2>/dev/null; wait $kp 2>/dev/null
+ok test -s "$tmp/k/train_state.safetensors"
+$BIN train-lm "${long[@]}" --resume -o "$tmp/k" >"$tmp/k2.log" 2>&1
+ok grep -q "resumed at step [1-9]" "$tmp/k2.log"
+ok cmp -s "$tmp/k0/model.safetensors" "$tmp/k/model.safetensors"
 # resuming with a different trajectory-changing flag is refused
 $BIN train-lm "${args[@]}" --lr 2e-2 --resume -o "$tmp/b" >"$tmp/c.log" 2>&1
 ok test $? -eq 1
