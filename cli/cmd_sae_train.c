@@ -159,6 +159,8 @@ int cmd_sae_train(int argc, char **argv)
         {"--eval-tokens", ARG_I64, &o.eval_tokens, "tokens for the final evaluation", ARG_MIN(0)},
         {"--checkpoint-every", ARG_INT, &o.checkpoint_every, "steps between checkpoints (0: at the end only)",
          ARG_MIN(0)},
+        {"--checkpoint-secs", ARG_FLOAT, &o.checkpoint_secs, "also checkpoint once this many seconds passed "
+         "since the last one (0: by steps only)", ARG_MIN(0)},
         {"--log-every", ARG_INT, &o.log_every, "steps between log rows", ARG_MIN(0),
          ARG_DEFAULT("about 100 rows in all")},
         {"--max-steps", ARG_I64, &o.max_steps, "stop (with a checkpoint) after N steps this run (0: no limit)",

@@ -33,7 +33,8 @@ int sae_run_d_sae(double expansion, int d_in, int *d_sae)
 
 void sae_run_defaults(sae_run_opts *o)
 {
-    *o = (sae_run_opts){.shuffle_tokens = 65536, .val_frac = STORE_VAL_FRAC_DEFAULT, .eval_tokens = 65536, .expansion = 8};
+    *o = (sae_run_opts){.shuffle_tokens = 65536, .val_frac = STORE_VAL_FRAC_DEFAULT, .eval_tokens = 65536, .expansion = 8,
+                        .checkpoint_secs = 600};
     synth_defaults(&o->synth_cfg); /* d 256, 512 features, 5 active, seed 1 */
     sae_train_defaults(&o->train); /* topk, k 32, batch 4096, 10M tokens, seed 42 */
 }
@@ -435,15 +436,18 @@ static int log_row(run *r, const sae_step_stats *st)
 
 /* Several ranks: whether any rank failed (then every rank returns the failing rank's error) or
  * was asked to stop (*stop, in/out). One small all-reduce; nothing with one rank. */
-static int agree(int rc, int *stop)
+static int agree_due(int rc, int *stop, int *due)
 {
     if (dist_size() == 1) return rc;
-    int64_t v[2] = {rc != 0, stop && *stop};
-    int mrc = dist_max_i64(v, 2);
+    int64_t v[3] = {rc != 0, stop && *stop, due && *due};
+    int mrc = dist_max_i64(v, 3);
     if (mrc) return mrc;
     if (stop) *stop = (int)v[1];
+    if (due) *due = (int)v[2];
     return v[0] ? dist_check(rc) : OK;
 }
+
+static int agree(int rc, int *stop) { return agree_due(rc, stop, NULL); }
 
 /* The step loop: log rows, checkpoints, max_steps and *stop (rank 0 logs and checkpoints). */
 static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
@@ -458,7 +462,7 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
     progress_begin_at(&pr, "sae-train", (double)T * batch, "tok", (double)s0 * batch);
     sae_step_stats st;
     memset(&st, 0, sizeof st);
-    double t0 = r->t0 = now_seconds();
+    double t0 = r->t0 = now_seconds(), last_ckpt = t0;
     int r0, nr; /* this rank's rows of each batch: the only ones it reads where the source can skip */
     sae_trainer_rows(r->t, &r0, &nr);
     while (!rc && sae_trainer_step_index(r->t) < T) {
@@ -483,11 +487,23 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
                 rc = sae_trainer_gather(r->t);
             if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
             res->ckpt_seconds += now_seconds() - tc;
+            last_ckpt = now_seconds();
         }
         int stop = o->stop && *o->stop;
-        if ((rc = agree(rc, &stop)) || max_stop) break;
+        /* also by the clock, rank 0's (the ranks' clocks differ, and the gather is collective):
+           with checkpoints by steps only, or none, a kill -9 lost hours of training */
+        int due = root && o->checkpoint_secs > 0 && s < T && now_seconds() - last_ckpt >= o->checkpoint_secs;
+        if ((rc = agree_due(rc, &stop, &due)) || max_stop) break;
         /* agreed: rank 0's checkpoints so far are on disk (the SIGTERM line says --resume) */
         if (r->ckpts && o->ckpt_done) *o->ckpt_done = 1;
+        if (due && !stop) {
+            double tc = now_seconds();
+            rc = sae_trainer_gather(r->t);
+            if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
+            res->ckpt_seconds += now_seconds() - tc;
+            last_ckpt = now_seconds();
+            if ((rc = agree(rc, NULL))) break;
+        }
         if (stop) {
             rc = sae_trainer_gather(r->t);
             if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);

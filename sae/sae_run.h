@@ -57,6 +57,8 @@ typedef struct {
     sae_train_config train;    /* d_in is set from the data; d_sae 0: lround(expansion * d_in) */
     double expansion;
     int checkpoint_every;      /* steps; 0 = at the end only */
+    double checkpoint_secs;    /* also once this long after the last checkpoint (rank 0's clock,
+                                  agreed); 0 = by steps only */
     int log_every;             /* steps between log rows; 0 = about 100 rows per run */
     int64_t max_steps;         /* stop with a checkpoint after this many steps (0 = no limit) */
     int resume;                /* continue from out/checkpoint.bin */

@@ -177,6 +177,12 @@ for n in 1 2 4; do
         ok "latent shards: -np $n weights, log and checkpoint = one process --latent-blocks 4" ||
         bad "latent shards: -np $n differs from one process --latent-blocks 4"
 done
+# checkpoints by the clock (--checkpoint-secs): rank 0's clock decides, every rank gathers with it
+# (a rank's own clock would leave the others in the gather); here at every step, same bits
+"${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --latent-shards 2 --checkpoint-secs 0.000001 --out latc > /dev/null 2> err.txt ||
+    bad "latent shards --checkpoint-secs: $(grep -m1 saelite err.txt)"
+same lat.p latc && ok "latent shards -np 2, a checkpoint by the clock at every step: = one process" ||
+    bad "latent shards -np 2 with --checkpoint-secs differs from one process"
 # resume across shard counts: 2 shards for 20 steps, 4 to the end; 4 shards for 30, one process on
 "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --latent-shards 2 --out latr --max-steps 20 > /dev/null 2>&1
 "${MPI[@]}" -np 4 "$BIN" sae-train "${F[@]}" --latent-shards 4 --out latr --resume > /dev/null 2> err.txt || bad "latent resume: $(grep -m1 saelite err.txt)"

@@ -47,6 +47,14 @@ ok "resume finishes, naming where it continued" 'grep -q "47 steps" $T/resume.ou
 ok "the stream's replay shows progress (it was silent)" 'grep -q "^resume: replaying the stream .* tok" $T/resume.out'
 ok "the held-out evaluation shows progress (it ran after the ETA)" 'grep -q "^held-out eval .* tok" $T/resume.out'
 ok "resumed weights bit-identical" 'cmp -s $T/full/sae_weights.safetensors $T/part/sae_weights.safetensors'
+# a checkpoint by the clock (--checkpoint-secs) where the steps give none before the end: kill -9
+# after it, and the resume ends bit-identical (the kill lost every step since the start)
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 $BIN sae-train ${args/--checkpoint-every 20/--checkpoint-every 0} --tokens 4M --out $T/clock0 >/dev/null 2>&1
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 $BIN sae-train ${args/--checkpoint-every 20/--checkpoint-every 0} --tokens 4M --checkpoint-secs 0.3 --out $T/clock >/dev/null 2>$T/clock.err &
+cp_=$!; for _ in $(seq 300); do [ -s $T/clock/checkpoint.bin ] && break; sleep 0.05; done
+kill -KILL $cp_ 2>/dev/null; wait $cp_ 2>/dev/null
+$BIN sae-train ${args/--checkpoint-every 20/--checkpoint-every 0} --tokens 4M --out $T/clock --resume >$T/clock2.out 2>&1
+ok "sae-train --checkpoint-secs: a checkpoint by the clock survives kill -9, the resume is bit-identical: $(grep -o 'resumed at step [0-9]* of [0-9]*' $T/clock2.out)" 'grep -q "^resumed at step [1-9][0-9]* of 7812 " $T/clock2.out && cmp -s $T/clock0/sae_weights.safetensors $T/clock/sae_weights.safetensors'
 ok "training log continues" '[ "$(grep -c . $T/part/training_log.csv)" = "$(grep -c . $T/full/training_log.csv)" ]'
 $BIN sae-train --npy $T/acts.npy --d-sae 64 --k 4 --tokens 40960 --batch 512 --out $T/part --resume >$T/bad.out 2>&1
 ok "resume with other flags refused" '[ $? -ne 0 ] && grep -q "the checkpoint.s run had --d-sae 128 (this run 64)" $T/bad.out'
