@@ -6,9 +6,12 @@
 #   -> extract (blocks.0.mlp.hook_post, all of Brown) -> sae-train (TopK, 8x)
 #   -> analyze (SAE and the neuron baseline) -> report (dashboards + SAE pictures)
 #
-# Override any of these on the command line, e.g. `make demo LM_STEPS=500`. The sizes keep the
-# demo under 15 minutes on 2 cores of the slowest machine kind it has met (an AVX2-only AMD EPYC
-# VM, sgemm 44-70 GFLOP/s); the earlier 2400 x 32 and 4M tokens took ~26 minutes there (README).
+# Override any of these on the command line, e.g. `make demo LM_STEPS=500`. On a finished demo a
+# changed SAE_* trains the SAE again (then analyze and report), REPORT_TOP redraws the report, and
+# LM_*/HOOK are refused (give another DEMO=folder): brown.db holds the old model's activations.
+# The sizes keep the demo under 15 minutes on 2 cores of the slowest machine kind it has met (an
+# AVX2-only AMD EPYC VM, sgemm 44-70 GFLOP/s); the earlier 2400 x 32 and 4M tokens took ~26
+# minutes there (README).
 
 DEMO      ?= runs/demo
 HOOK      ?= blocks.0.mlp.hook_post
@@ -22,6 +25,27 @@ REPORT_TOP?= 24
 # a lost session) then lost the whole step; every SAE_CKPT steps (~0.2 s each) it resumes mid-step
 SAE_CKPT  ?= 25
 SAELITE   := ./saelite
+
+# The settings a step was made with, in a file rewritten only when they change (make then sees
+# it newer than the step's stamp and runs the step again; `make demo SAE_K=64` after a finished
+# demo did nothing and said nothing). A demo made before these files takes the settings given now.
+# $(1): the settings, $(2): the step's stamp, $(3): run when they changed (before the file is).
+demo_settings = @mkdir -p $(@D); s='$(1)'; \
+	if [ ! -e $@ ]; then printf '%s\n' "$$s" > $@; [ ! -e $(2) ] || touch -r $(2) $@; \
+	elif [ "$$(cat $@)" != "$$s" ]; then $(3) printf '%s\n' "$$s" > $@; fi
+.PHONY: demo_settings_check
+
+# the model's and the hook's: everything after them would change, and brown.db holds the old
+# model's activations, so a change is refused, not rebuilt over the old files
+$(DEMO)/.model.settings: demo_settings_check
+	$(call demo_settings,LM_STEPS=$(LM_STEPS) LM_BATCH=$(LM_BATCH) HOOK=$(HOOK),$(DEMO)/.model.done,\
+	    echo "make demo: $(DEMO) was made with $$(cat $@) and this make asks for $$s: give a new DEMO=folder or remove $(DEMO)" >&2; exit 2;)
+# the SAE's: sae-train starts over (its checkpoint of the old settings goes), analyze and report follow
+$(DEMO)/.sae.settings: demo_settings_check
+	$(call demo_settings,SAE_K=$(SAE_K) SAE_TOKENS=$(SAE_TOKENS) SAE_EXP=$(SAE_EXP),$(DEMO)/.sae.done,\
+	    rm -f $(DEMO)/sae/checkpoint.bin;)
+$(DEMO)/.report.settings: demo_settings_check
+	$(call demo_settings,REPORT_TOP=$(REPORT_TOP),$(DEMO)/report/index.html,)
 
 demo: $(DEMO)/report/index.html
 	@echo
@@ -39,7 +63,7 @@ $(DEMO)/tok/vocab.bpe: $(DEMO)/corpus/brown.jsonl | saelite
 
 # a stamp, not model.safetensors: an interrupted train-lm writes the model of the step it reached
 # (its checkpoint), which must not pass for the finished one; the next make resumes it
-$(DEMO)/.model.done: $(DEMO)/tok/vocab.bpe | saelite
+$(DEMO)/.model.done: $(DEMO)/tok/vocab.bpe $(DEMO)/.model.settings | saelite
 	$(SAELITE) train-lm --corpus $(DEMO)/corpus/brown.jsonl --tokenizer $(DEMO)/tok \
 	    --layers 1 --d-model 128 --heads 4 --d-mlp 512 --ctx 128 --batch $(LM_BATCH) \
 	    --steps $(LM_STEPS) --lr 3e-3 --seed 1 --resume -o $(DEMO)/model
@@ -55,17 +79,17 @@ $(DEMO)/.extract.done: $(DEMO)/.model.done | saelite
 # too, which then deletes nothing) in between left weights that passed for the finished step, and
 # every later analyze failed on the missing cfg.json. The next make resumes (at the last step
 # that is a few seconds' save and registration).
-$(DEMO)/.sae.done: $(DEMO)/.extract.done | saelite
+$(DEMO)/.sae.done: $(DEMO)/.extract.done $(DEMO)/.sae.settings | saelite
 	$(SAELITE) sae-train --db $(DEMO)/brown.db --hook $(HOOK) --arch topk --k $(SAE_K) \
 	    --expansion $(SAE_EXP) --tokens $(SAE_TOKENS) --seed 42 --checkpoint-every $(SAE_CKPT) \
-	    $(if $(wildcard $(DEMO)/sae/checkpoint.bin),--resume) --out $(DEMO)/sae
+	    $$(test -e $(DEMO)/sae/checkpoint.bin && echo --resume || echo --force) --out $(DEMO)/sae
 	@touch $@
 
 $(DEMO)/.analyze.done: $(DEMO)/.sae.done | saelite
 	$(SAELITE) analyze --db $(DEMO)/brown.db --sae $(DEMO)/sae --neurons
 	@touch $@
 
-$(DEMO)/report/index.html: $(DEMO)/.analyze.done | saelite
+$(DEMO)/report/index.html: $(DEMO)/.analyze.done $(DEMO)/.report.settings | saelite
 	$(SAELITE) report --db $(DEMO)/brown.db --sae $(DEMO)/sae --top $(REPORT_TOP) --out $(DEMO)/report
 
 # make demo-gpt2 MODEL=path/to/gpt2: the same pipeline on a real GPT-2 checkpoint directory

@@ -76,21 +76,46 @@ left=$(ls tok c | grep '\.tmp\.' | tr '\n' ' ')
 if [ "$had" = 2 ] && [ -z "$left" ]; then ok "bpe-train, corpus: a killed run's temp files go on the rerun"
 else bad "bpe-train, corpus: temps of a killed run (made $had of 2) left after the rerun: $left"; fi
 
+# demo.mk's steps run for real with a stand-in saelite that logs its arguments (and writes the
+# report's index.html, the product of that step)
+printf '#!/bin/sh\necho "$*" >> "%s/calls"\n[ "$1" != report ] || { for a; do o=$a; done; mkdir -p "$o"; touch "$o/index.html"; }\n' "$W" > fake
+chmod +x fake
+printf 'include %s/demo.mk\ndata saelite: ; @:\n' "$ROOT" > wrap.mk
+d="$W/demo"
+mk() { : > calls; (cd "$ROOT" && make --no-print-directory -f "$W/wrap.mk" DEMO="$d" SAELITE="$W/fake" "$@" "$d/report/index.html") > mk.out 2>&1; }
+called() { grep -c "^$1 " calls; }
+
 # sae-train writes sae_weights.safetensors before cfg.json and its database row: demo.mk takes a
 # stamp (.sae.done, touched after sae-train succeeded) as the step's product, so weights left by a
 # kill of the whole job make the next `make demo` run sae-train (--resume) again, not analyze
-d="$W/demo"; mkdir -p "$d/corpus" "$d/tok" "$d/sae"
+mkdir -p "$d/corpus" "$d/tok" "$d/sae"
 t=$(( $(date +%s) - 100 ))
 for f in corpus/brown.jsonl tok/vocab.bpe .model.done .extract.done sae/checkpoint.bin sae/sae_weights.safetensors; do
     t=$((t + 10)); touch -d "@$t" "$d/$f" # each step's product newer than the one before
 done
-plan=$(cd "$ROOT" && make -n --no-print-directory -f demo.mk DEMO="$d" SAELITE=./saelite "$d/.analyze.done" 2>&1)
-if grep -q "saelite sae-train" <<< "$plan" && grep -q -- "--resume --out" <<< "$plan"; then ok "demo.mk: sae weights without the .sae.done stamp: sae-train --resume runs again"
-else bad "demo.mk: sae weights without the .sae.done stamp pass for a finished sae-train: $(head -c 300 <<< "$plan")"; fi
+mk
+if grep -q "^sae-train .* --resume --out $d/sae$" calls && [ "$(called analyze)" = 1 ]; then ok "demo.mk: sae weights without the .sae.done stamp: sae-train --resume runs again"
+else bad "demo.mk: sae weights without the .sae.done stamp pass for a finished sae-train: $(cat calls mk.out | head -c 300)"; fi
 # sae-train checkpoints only at the end unless told: the demo asks for periodic checkpoints, so a
 # SIGKILL mid-step (nothing caught) loses at most SAE_CKPT steps
-if grep -q -- "--checkpoint-every [1-9]" <<< "$plan"; then ok "demo.mk: sae-train checkpoints periodically"
+if grep -q -- "^sae-train .*--checkpoint-every [1-9]" calls; then ok "demo.mk: sae-train checkpoints periodically"
 else bad "demo.mk: sae-train has no --checkpoint-every: a SIGKILL loses the whole step"; fi
+# settings (demo.mk's variables) a finished demo was not made with: the SAE's retrain it from the
+# start (it did nothing and said nothing), the report's redraw it, the model's are refused
+mk
+[ ! -s calls ] && ok "demo.mk: a finished demo, the same settings: nothing runs" || bad "demo.mk: a finished demo ran $(cat calls mk.out | head -c 300)"
+mk SAE_K=64
+if grep -q "^sae-train .*--k 64 .*--force --out $d/sae$" calls && [ "$(called analyze)$(called report)" = 11 ] && [ ! -e "$d/sae/checkpoint.bin" ]; then
+    ok "demo.mk: SAE_K changed: sae-train starts over (--force, the old checkpoint gone), analyze and report follow"
+else bad "demo.mk: SAE_K changed: $(cat calls mk.out | head -c 400)"; fi
+mk SAE_K=64
+[ ! -s calls ] && ok "demo.mk: SAE_K=64 again: nothing runs" || bad "demo.mk: SAE_K=64 again ran $(cat calls mk.out | head -c 300)"
+mk SAE_K=64 REPORT_TOP=5
+[ "$(wc -l < calls)" = 1 ] && grep -q "^report .*--top 5 " calls && ok "demo.mk: REPORT_TOP changed: the report alone is drawn again" ||
+    bad "demo.mk: REPORT_TOP changed: $(cat calls mk.out | head -c 300)"
+mk SAE_K=64 REPORT_TOP=5 LM_STEPS=10; rc=$?
+[ $rc -ne 0 ] && [ ! -s calls ] && grep -q "^make demo: $d was made with LM_STEPS=1500 .* and this make asks for LM_STEPS=10 .*: give a new DEMO=folder or remove $d$" mk.out &&
+    ok "demo.mk: LM_STEPS changed: refused, nothing run: $(head -n 1 mk.out)" || bad "demo.mk: LM_STEPS changed: exit $rc: $(cat calls mk.out | head -c 300)"
 # `make demo` runs tools/fetch-data.sh every time: with everything fetched it must not need to
 # write in data/ (a shared read-only copy failed every make demo, a finished one too)
 ro="$W/rodata"
