@@ -197,7 +197,9 @@ int sae_trainer_checkpoint(const sae_trainer *t, const char *path);
 int sae_trainer_resume(sae_trainer **out, const char *path);
 /* Trainer internals for the gradient tests: the normalised-space parameters (W_encT [S,D],
  * W_dec [S,D], b_enc [S], b_dec [D], log_threshold [S] or NULL) and their gradients after
- * sae_trainer_loss_grad, which computes loss and gradients without an optimiser step. */
+ * sae_trainer_loss_grad, which computes loss and gradients without an optimiser step. It leaves
+ * the gradients in place: a sae_trainer_step after it adds its own to them (the kernels
+ * accumulate), so a test that steps afterwards zeroes them first. */
 typedef struct {
     float *W_encT, *W_dec, *b_enc, *b_dec, *log_threshold;
     float *r_mag, *b_mag; /* gated only (b_enc is b_gate), else NULL */
