@@ -633,10 +633,10 @@ static int run_settings(char *b, size_t cap, const run *r, const sae_run_opts *o
     int n = 0;
     if (o->db)
         n = snprintf(b, cap, "source --db\nhook %s\nhook_out %s\nval_frac %s\nshuffle_buffer %lld\n"
-                     "keep_bos %d\nmax_norm_ratio %s\nstore_rows %lld\n", o->hook,
+                     "keep_bos %d\nmax_norm_ratio %s\nstore_rows %lld\nstore_model %s\n", o->hook,
                      o->hook_out ? o->hook_out : "", buf_double(e[0], 40, o->val_frac),
                      (long long)o->shuffle_tokens, !!o->keep_bos, buf_double(e[1], 40, o->max_norm_ratio),
-                     (long long)(r->src ? r->src->n_rows : 0));
+                     (long long)(r->src ? r->src->n_rows : 0), r->sinfo.model_checksum);
     else if (o->npy)
         n = snprintf(b, cap, "source --npy\nval_frac %s\nrows %lld\n", buf_double(e[0], 40, o->val_frac),
                      (long long)r->npy_rows);
@@ -666,11 +666,30 @@ static const setting_line *setting_of(const char *line)
                         "or removed since",
          "resume on the database it was trained on, or train it from the start on this one "
          "(--force without --resume)"},
+        /* the same count of another model's activations (the corpus extracted again with
+           another model): the rows alone let it continue */
+        {"store_model ", "the checksum of the model whose activations --db holds: another "
+                         "database, or the hook extracted again with another model",
+         "resume on the database it was trained on, or train it from the start on this one "
+         "(--force without --resume)"},
         {"synth ", "the generator (--synth-* or --synth-spec)", NULL}};
     static const setting_line other = {"", "the data settings", NULL};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strncmp(line, map[i].key, strlen(map[i].key))) return &map[i];
     return &other;
+}
+
+/* Whether b holds only lines that checkpoint_run.txt gained after its first format (the last
+ * ones in it, in this order). */
+static int later_lines_only(const char *b)
+{
+    static const char *const later[] = {"store_rows ", "store_model "};
+    for (size_t i = 0; *b && i < sizeof later / sizeof later[0]; i++) {
+        if (strncmp(b, later[i], strlen(later[i]))) continue;
+        b = strchr(b, '\n');
+        b = b ? b + 1 : "";
+    }
+    return !*b;
 }
 
 /* The file's last line, "precision P", is not a setting: a resume may change the precision (a
@@ -708,11 +727,10 @@ static int check_settings(run *r, const sae_run_opts *o)
     }
     const char *a = was, *b = now;
     while (*a && *a == *b) a++, b++;
-    /* a checkpoint from before the store_rows line (its last) resumes as before: another
-       database, or rows added since, continued it unnoticed (a sweep into a directory of
-       another database's runs registered their SAEs as its own: an audit) */
-    if (!*a && (a == was || a[-1] == '\n') && !strncmp(b, "store_rows ", 11) && !strchr(b, '\n')[1])
-        b += strlen(b);
+    /* a checkpoint from before the store_rows and store_model lines (the last ones) resumes as
+       before: another database, or rows added since, continued it unnoticed (a sweep into a
+       directory of another database's runs registered their SAEs as its own: an audit) */
+    if (!*a && (a == was || a[-1] == '\n') && later_lines_only(b)) b += strlen(b);
     if (*a || *b) {
         while (a > was && a[-1] != '\n') a--, b--;
         int la = (int)strcspn(a, "\n"), lb = (int)strcspn(b, "\n");

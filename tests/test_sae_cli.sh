@@ -97,6 +97,17 @@ $BIN sae-train ${dargs/$T\/acts.db/$T/acts_more.db} --out $T/dmore --max-steps 5
 sqlite3 $T/acts_more.db "DELETE FROM activations WHERE rowid = (SELECT max(rowid) FROM activations)"
 $BIN sae-train ${dargs/$T\/acts.db/$T/acts_more.db} --out $T/dmore --resume >$T/dmore.out 2>&1; rc=$?
 ok "a database changed since the checkpoint is refused, naming the way on" '[ $rc -eq 1 ] && grep -q "run had \"store_rows [0-9]*\", this one \"store_rows [0-9]*\" (the training split.s tokens in --db: .*); resume on the database it was trained on, or train it from the start on this one (--force without --resume)$" $T/dmore.out'
+# the same rows from another model (the hook extracted again with it): refused too (the rows alone
+# let it continue); a checkpoint from before the store_model line resumes as before
+cp $T/acts.db $T/acts_model.db
+$BIN sae-train ${dargs/$T\/acts.db/$T/acts_model.db} --out $T/dmodel --max-steps 5 >/dev/null 2>&1
+cp -r $T/dmodel $T/dmodel_old
+sqlite3 $T/acts_model.db "UPDATE models SET checksum = '0123456789abcdef'"
+$BIN sae-train ${dargs/$T\/acts.db/$T/acts_model.db} --out $T/dmodel --resume >$T/dmodel.out 2>&1; rc=$?
+ok "another model's activations under the same flags are refused: $(cat $T/dmodel.out)" '[ $rc -eq 1 ] && grep -q "run had \"store_model \", this one \"store_model 0123456789abcdef\" (the checksum of the model whose activations --db holds: .*); resume on the database it was trained on" $T/dmodel.out'
+sed -i '/^store_model /d' $T/dmodel_old/checkpoint_run.txt
+$BIN sae-train ${dargs/$T\/acts.db/$T/acts_model.db} --out $T/dmodel_old --resume >$T/dmodel_old.out 2>&1; rc=$?
+ok "a checkpoint from before the store_model line resumes: exit $rc" '[ $rc -eq 0 ] && grep -q "^resumed at step 5 " $T/dmodel_old.out'
 q() { sqlite3 $T/acts.db "SELECT count(*) || ',' || max(step) FROM sae_training_log l JOIN sae_registry r ON r.id = l.sae_id WHERE r.dir = '$1'"; }
 ok "store run registered" 'grep -q "registered in" $T/dfull.out && grep -q "registered in" $T/dpart.out'
 ok "resumed store run registers every log row" '[ "$(q $T/dpart)" = "$(q $T/dfull)" ] && [ "$(q $T/dfull)" = "80,80" ]'
