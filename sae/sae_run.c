@@ -496,19 +496,14 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
         if ((rc = agree_due(rc, &stop, &due)) || max_stop) break;
         /* agreed: rank 0's checkpoints so far are on disk (the SIGTERM line says --resume) */
         if (r->ckpts && o->ckpt_done) *o->ckpt_done = 1;
-        if (due && !stop) {
+        if (due || stop) {
             double tc = now_seconds();
             rc = sae_trainer_gather(r->t);
             if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
             res->ckpt_seconds += now_seconds() - tc;
             last_ckpt = now_seconds();
-            if ((rc = agree(rc, NULL))) break;
-        }
-        if (stop) {
-            rc = sae_trainer_gather(r->t);
-            if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
-            /* every rank stops with this message (dist_check: printed once) */
-            if (!(rc = agree(rc, NULL)))
+            /* a stop: every rank stops with this message (dist_check: printed once) */
+            if (!(rc = agree(rc, NULL)) && stop)
                 rc = dist_check(err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint "
                                                      "%s (continue with --resume)", s, r->ckpt));
         }
