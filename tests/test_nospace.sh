@@ -116,7 +116,7 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=4m tmpfs small 2> /dev/null; the
     ana_rows() { sqlite3 "$1" "SELECT * FROM ana_dicts; SELECT kind, count(*) FROM ana_acts GROUP BY kind" 2>&1 | sha256sum; }
     cp rep.db small/; before=$(db_rows small/rep.db)$(ana_rows small/rep.db)
     "$BIN" analyze --db small/rep.db --sae rsae --no-model --all --all-acts > /dev/null 2> err.txt; rc=$?
-    [ $rc -eq 1 ] && grep -q "small/rep.db: --all-acts needs about 4 MB while it writes (20352 rows, about 2 MB.* but only 3 MB are free on its filesystem (--force to try anyway)" err.txt &&
+    [ $rc -eq 1 ] && grep -q "small/rep.db: --all-acts needs about [0-9]* MB while it writes ([0-9]* rows, about [0-9]* MB, .* but only [0-9]* MB are free on its filesystem (--force to try anyway)$" err.txt &&
         [ "$(db_rows small/rep.db)$(ana_rows small/rep.db)" = "$before" ] &&
         ok "analyze --all-acts refused up front on a small filesystem, nothing written: $(tail -1 err.txt)" ||
         bad "analyze --all-acts on a small filesystem: exit $rc: $(cat err.txt)"
