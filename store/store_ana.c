@@ -322,6 +322,18 @@ static int delete_dict_rows(store_ana_writer *w, int64_t id)
     return rc;
 }
 
+/* One past the largest id in ana_dicts and in sweep_runs.dict_id (when that table exists). */
+static int next_dict_id(store *s, int64_t *id)
+{
+    int64_t a = 0, b = 0, n = -1;
+    int rc = store_query_i64(s, "SELECT coalesce(max(id), 0) FROM ana_dicts", &a);
+    if (!rc) rc = store_count_rows(s, "sweep_runs", &n);
+    if (!rc && n > 0) rc = store_query_i64(s, "SELECT coalesce(max(dict_id), 0) FROM sweep_runs", &b);
+    int64_t m = a > b ? a : b;
+    *id = m < INT64_MAX ? m + 1 : -1; /* -1: SQLite picks a free rowid (a hostile file's max) */
+    return rc;
+}
+
 int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *dict_id,
                          int64_t *replaced_seqs)
 {
@@ -357,11 +369,17 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
     /* the replacement keeps the old id: sweep_runs.dict_id, a user's saved query, a serve page
        open on /feature/ID/F name the analysis of this (dictionary, hook, split), not a row that
        is gone (a new id left the sweep's dict_id dangling, an audit found) */
+    /* a new analysis takes an id no sweep row names: after a user deleted the largest
+       ana_dicts row (sqlite3), the next rowid was that row's, and sweep_runs.dict_id named
+       another SAE's analysis */
+    int64_t id = old;
+    if (id < 0) rc = next_dict_id(w->s, &id);
+    if (rc) return rc;
     rc = store_prepare(w->s, "INSERT INTO ana_dicts (kind, sae_id, name, hook_name, d_in, d_sae, "
                              "split, n_seqs, n_tokens, top_n, weights, id) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,"
                              "?11,?12)", &st);
     if (rc) return rc;
-    if (old >= 0) sqlite3_bind_int64(st, 12, old); /* NULL: the next rowid */
+    if (id >= 0) sqlite3_bind_int64(st, 12, id); /* NULL: the next rowid */
     sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);
     if (d->sae_id >= 0) sqlite3_bind_int64(st, 2, d->sae_id);
     sqlite3_bind_text(st, 3, d->name, -1, SQLITE_STATIC);

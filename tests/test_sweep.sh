@@ -60,6 +60,14 @@ d0=$(q "SELECT dict_id FROM sweep_runs WHERE name = 'topk_k2'")
 out=$($BIN analyze --db "$T/a.db" --sae "$T/full/topk_k2" --model "$T/m" --tokenizer "$T/tok" --max-seqs 6 2>&1)
 check '[ $? -eq 0 ] && [ -n "$d0" ] && [ "$(q "SELECT d.id || d.n_seqs FROM sweep_runs r JOIN ana_dicts d ON d.id = r.dict_id WHERE r.name = '"'topk_k2'"'")" = "${d0}6" ]' \
     "a manual analyze keeps the sweep's dict_id ($d0): $out"
+# a user deletes the largest ana_dicts row (sqlite3): the next analysis of another SAE took its
+# id, and the sweep's dict_id named that SAE's analysis
+dmax=$(q "SELECT max(id) FROM ana_dicts"); nmax=$(q "SELECT name FROM sweep_runs WHERE dict_id = $dmax")
+q "DELETE FROM ana_dicts WHERE id = $dmax"
+$BIN sae-train --db "$T/a.db" --hook blocks.0.mlp.hook_post --d-sae 32 --k 2 --tokens 1024 --batch 128 --out "$T/other" >/dev/null 2>&1
+out=$($BIN analyze --db "$T/a.db" --sae "$T/other" --no-model --max-seqs 6 2>&1)
+check '[ $? -eq 0 ] && [ -n "$nmax" ] && [ "$(q "SELECT max(id) FROM ana_dicts")" -gt "$dmax" ] && [ -z "$(q "SELECT d.id FROM sweep_runs r JOIN ana_dicts d ON d.id = r.dict_id WHERE r.name = '"'$nmax'"'")" ]' \
+    "a new analysis after the largest row was deleted takes an id no sweep row names ($nmax had $dmax; new $(q "SELECT max(id) FROM ana_dicts")): $out"
 
 # stopped after one run, then inside the next one, then continued
 out=$($BIN sweep "${SW[@]}" --out "$T/part" --max-runs 1 2>&1)
