@@ -13,14 +13,23 @@
 # AVX2-only AMD EPYC VM, sgemm 44-70 GFLOP/s); the earlier 2400 x 32 and 4M tokens took ~26
 # minutes there (README).
 
+# (the defaults under DEF_ names too: a demo made before its settings files were kept was made
+# with them, most likely, and a command line's value hides the variable's own)
+DEF_HOOK       := blocks.0.mlp.hook_post
+DEF_LM_STEPS   := 1500
+DEF_LM_BATCH   := 16
+DEF_SAE_K      := 32
+DEF_SAE_TOKENS := 1.5M
+DEF_SAE_EXP    := 8
+DEF_REPORT_TOP := 24
 DEMO      ?= runs/demo
-HOOK      ?= blocks.0.mlp.hook_post
-LM_STEPS  ?= 1500
-LM_BATCH  ?= 16
-SAE_K     ?= 32
-SAE_TOKENS?= 1.5M
-SAE_EXP   ?= 8
-REPORT_TOP?= 24
+HOOK      ?= $(DEF_HOOK)
+LM_STEPS  ?= $(DEF_LM_STEPS)
+LM_BATCH  ?= $(DEF_LM_BATCH)
+SAE_K     ?= $(DEF_SAE_K)
+SAE_TOKENS?= $(DEF_SAE_TOKENS)
+SAE_EXP   ?= $(DEF_SAE_EXP)
+REPORT_TOP?= $(DEF_REPORT_TOP)
 # sae-train checkpoints only at the end (or on Ctrl-C) unless told: a SIGKILL (OOM killer, kill -9,
 # a lost session) then lost the whole step; every SAE_CKPT steps (~0.2 s each) it resumes mid-step
 SAE_CKPT  ?= 25
@@ -28,24 +37,25 @@ SAELITE   := ./saelite
 
 # The settings a step was made with, in a file rewritten only when they change (make then sees
 # it newer than the step's stamp and runs the step again; `make demo SAE_K=64` after a finished
-# demo did nothing and said nothing). A demo made before these files takes the settings given now.
-# $(1): the settings, $(2): the step's stamp, $(3): run when they changed (before the file is).
-demo_settings = @mkdir -p $(@D); s='$(1)'; \
-	if [ ! -e $@ ]; then printf '%s\n' "$$s" > $@; [ ! -e $(2) ] || touch -r $(2) $@; \
+# demo did nothing and said nothing). A step made before these files was made with the defaults.
+# $(1): the variables, $(2): the step's stamp, $(3): run when they changed (before the rewrite).
+demo_settings = @mkdir -p $(@D); s='$(foreach v,$(1),$(v)=$($(v)))'; \
+	if [ ! -e $@ ] && [ -e $(2) ]; then \
+	    printf '%s\n' '$(foreach v,$(1),$(v)=$(DEF_$(v)))' > $@; touch -r $(2) $@; fi; \
+	if [ ! -e $@ ]; then printf '%s\n' "$$s" > $@; \
 	elif [ "$$(cat $@)" != "$$s" ]; then $(3) printf '%s\n' "$$s" > $@; fi
 .PHONY: demo_settings_check
 
 # the model's and the hook's: everything after them would change, and brown.db holds the old
 # model's activations, so a change is refused, not rebuilt over the old files
 $(DEMO)/.model.settings: demo_settings_check
-	$(call demo_settings,LM_STEPS=$(LM_STEPS) LM_BATCH=$(LM_BATCH) HOOK=$(HOOK),$(DEMO)/.model.done,\
+	$(call demo_settings,LM_STEPS LM_BATCH HOOK,$(DEMO)/.model.done,\
 	    echo "make demo: $(DEMO) was made with $$(cat $@) and this make asks for $$s: give a new DEMO=folder or remove $(DEMO)" >&2; exit 2;)
 # the SAE's: sae-train starts over (its checkpoint of the old settings goes), analyze and report follow
 $(DEMO)/.sae.settings: demo_settings_check
-	$(call demo_settings,SAE_K=$(SAE_K) SAE_TOKENS=$(SAE_TOKENS) SAE_EXP=$(SAE_EXP),$(DEMO)/.sae.done,\
-	    rm -f $(DEMO)/sae/checkpoint.bin;)
+	$(call demo_settings,SAE_K SAE_TOKENS SAE_EXP,$(DEMO)/.sae.done,rm -f $(DEMO)/sae/checkpoint.bin;)
 $(DEMO)/.report.settings: demo_settings_check
-	$(call demo_settings,REPORT_TOP=$(REPORT_TOP),$(DEMO)/report/index.html,)
+	$(call demo_settings,REPORT_TOP,$(DEMO)/report/index.html,)
 
 demo: $(DEMO)/report/index.html
 	@echo

@@ -116,6 +116,13 @@ mk SAE_K=64 REPORT_TOP=5
 mk SAE_K=64 REPORT_TOP=5 LM_STEPS=10; rc=$?
 [ $rc -ne 0 ] && [ ! -s calls ] && grep -q "^make demo: $d was made with LM_STEPS=1500 .* and this make asks for LM_STEPS=10 .*: give a new DEMO=folder or remove $d$" mk.out &&
     ok "demo.mk: LM_STEPS changed: refused, nothing run: $(head -n 1 mk.out)" || bad "demo.mk: LM_STEPS changed: exit $rc: $(cat calls mk.out | head -c 300)"
+# a demo finished before the settings files were kept was made with the defaults: the first make
+# with other settings acts on them (it took the settings given then for the demo's own)
+rm -f "$d"/.*.settings; mk
+[ ! -s calls ] && ok "demo.mk: a demo from before the settings files, the defaults: nothing runs" || bad "demo.mk: a demo from before the settings files ran $(cat calls mk.out | head -c 300)"
+rm -f "$d"/.*.settings; mk SAE_K=16
+grep -q "^sae-train .*--k 16 .*--force --out $d/sae$" calls && ok "demo.mk: a demo from before the settings files, SAE_K=16: sae-train runs" ||
+    bad "demo.mk: a demo from before the settings files, SAE_K=16: $(cat calls mk.out | head -c 300)"
 # `make demo` runs tools/fetch-data.sh every time: with everything fetched it must not need to
 # write in data/ (a shared read-only copy failed every make demo, a finished one too)
 ro="$W/rodata"
