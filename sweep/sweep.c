@@ -528,9 +528,13 @@ static int check_config(const sweep_opts *o, const plan_run *p, const char *reco
                        "with %s %s to continue, or give a new --out for a new grid", o->out,
                        p->name, flag, was, now, flag, was);
     }
+    /* 0a8459d, on main, recorded a transcoder's train_tokens_out; 0fffd9c stopped checking it
+       (the pairs are the input hook's sequences). Without this its runs were refused as "done
+       with --train-tokens-out N", a flag there is not, and only a new grid went on (a review) */
+    const cfg_item tk = {.k = "train_tokens_out", .kn = 16};
     for (int i = 0; i < na; i++)
         if (!(sized && a[i].kn == ek.kn && !memcmp(a[i].k, ek.k, (size_t)ek.kn)) &&
-            !cfg_find(b, nb, &a[i])) {
+            !(a[i].kn == tk.kn && !memcmp(a[i].k, tk.k, (size_t)tk.kn)) && !cfg_find(b, nb, &a[i])) {
             cfg_flag(p, &a[i], flag, sizeof flag);
             cfg_value(&a[i], was, sizeof was);
             return err_set(ERR_ARG, "%s: run %s was done with other settings: %s %s, which this "

@@ -201,6 +201,11 @@ $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus2.txt" --ctx
     --hook blocks.0.hook_mlp_out --db "$T/to.db" >/dev/null 2>&1
 out=$($BIN sweep "${TO[@]}" --out "$T/to" 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"(1 done before, 0 trained now)"* ]]' "rows of the transcoder's target hook for other sequences: $out"
+# a transcoder's run recorded by 0a8459d (on main) holds train_tokens_out, which 0fffd9c stopped
+# checking: it continues (it was refused as done with "--train-tokens-out N", a flag there is not)
+sqlite3 "$T/to.db" "UPDATE sweep_runs SET config = substr(config, 1, length(config) - 1) || ', \"train_tokens_out\": 7}' WHERE sweep = '$T/to'"
+out=$($BIN sweep "${TO[@]}" --out "$T/to" 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"(1 done before, 0 trained now)"* ]]' "a run recorded with train_tokens_out (0a8459d): $out"
 
 # an SAE trained by hand into the directory of the run with the largest registry id: its new
 # registry row got that same id again, so the sweep's row took it for the SAE it had trained
