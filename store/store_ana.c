@@ -78,7 +78,7 @@ int store_ana_by_weights(sqlite3 *db, const char *path, const store_ana_want *w,
         r = sqlite3_prepare_v2(db, "SELECT id FROM ana_dicts WHERE kind = 'sae' AND weights = ?1 AND "
                                    "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3) AND "
                                    "(?4 IS NULL OR hook_name = ?4) AND (?5 <= 0 OR d_sae = ?5) ORDER BY "
-                                   "id DESC LIMIT 1", -1, &st, NULL);
+                                   STORE_ANA_NEWEST " LIMIT 1", -1, &st, NULL);
         if (r == SQLITE_OK) {
             sqlite3_bind_text(st, 1, w->weights, -1, SQLITE_STATIC);
             if (w->hook) sqlite3_bind_text(st, 2, w->hook, -1, SQLITE_STATIC);

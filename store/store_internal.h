@@ -73,6 +73,11 @@ typedef struct {
  * ("not a checksum" for a value that is none; stale "" when there was no named). Without the
  * column (analysis version 3) *id = named. db is a connection to the store at path (report's, or
  * one of serve's, which the caller holds). */
+/* ana_dicts newest first, as an ORDER BY: a replaced analysis keeps its id (store_ana_dict_begin),
+ * so a larger id no longer means a newer analysis (report's "the most recent" took another split's
+ * older analysis over the one just made again, a review); created_at does, to the second, and the
+ * id within one */
+#define STORE_ANA_NEWEST "created_at DESC, id DESC"
 int store_ana_by_weights(sqlite3 *db, const char *path, const store_ana_want *w, int64_t named,
                          int64_t *id, char stale[17]);
 int store_graph_verify(store *s);

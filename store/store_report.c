@@ -123,7 +123,7 @@ static void tail_hint(store *s, const char *sae, char *buf, size_t cap)
     char *real = realpath(sae, NULL);
     sqlite3_stmt *st;
     if (!real) return;
-    if (store_prepare(s, "SELECT id, name FROM ana_dicts WHERE kind = 'sae' ORDER BY id DESC", &st)) {
+    if (store_prepare(s, "SELECT id, name FROM ana_dicts WHERE kind = 'sae' ORDER BY " STORE_ANA_NEWEST, &st)) {
         free(real);
         return;
     }
@@ -276,11 +276,12 @@ static int dict_find(store *s, const char *sae, const store_rep_sae *w, const ch
         numeric ? "SELECT " DICT_COLS " FROM ana_dicts WHERE id = ?1 AND "
                   "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3)"
         : neurons ? "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'neurons' AND "
-                    "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY id DESC LIMIT 1"
+                    "(?2 IS NULL OR hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY "
+                    STORE_ANA_NEWEST " LIMIT 1"
                   /* a directory matches with or without a trailing slash */
                   : "SELECT " DICT_COLS " FROM ana_dicts WHERE kind = 'sae' AND (name = ?4 OR "
                     "rtrim(name, '/') = rtrim(?4, '/')) AND (?2 IS NULL OR hook_name = ?2) AND "
-                    "(?3 IS NULL OR split = ?3) ORDER BY id DESC LIMIT 1";
+                    "(?3 IS NULL OR split = ?3) ORDER BY " STORE_ANA_NEWEST " LIMIT 1";
     if ((rc = store_prepare(s, sql, &st))) return rc;
     if (numeric) sqlite3_bind_int64(st, 1, id);
     if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
@@ -296,7 +297,7 @@ static int dict_find(store *s, const char *sae, const store_rep_sae *w, const ch
            recent" drew an older one) */
         int64_t exact = r == SQLITE_ROW ? out->id : -1;
         const char *q2 = "SELECT id, name FROM ana_dicts WHERE kind = 'sae' AND (?2 IS NULL OR "
-                         "hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY id DESC";
+                         "hook_name = ?2) AND (?3 IS NULL OR split = ?3) ORDER BY " STORE_ANA_NEWEST;
         if ((rc = store_prepare(s, q2, &st))) return rc;
         if (hook) sqlite3_bind_text(st, 2, hook, -1, SQLITE_STATIC);
         if (split) sqlite3_bind_text(st, 3, split, -1, SQLITE_STATIC);
@@ -304,7 +305,7 @@ static int dict_find(store *s, const char *sae, const store_rep_sae *w, const ch
         while (hit < 0 && (r = sqlite3_step(st)) == SQLITE_ROW) {
             const char *nm = (const char *)sqlite3_column_text(st, 1);
             int64_t id2 = sqlite3_column_int64(st, 0);
-            if (id2 <= exact) break; /* newest first: nothing newer than the exact match */
+            if (id2 == exact) break; /* newest first: nothing newer than the exact match */
             if (nm && file_same(nm, sae)) hit = id2;
         }
         sqlite3_finalize(st);

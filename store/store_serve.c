@@ -101,7 +101,8 @@ static const struct {
         "r.tokens AS train_tokens, (SELECT count(*) FROM ana_features f WHERE f.dict_id = d.id "
         "AND f.n_active = 0) AS dead, (SELECT count(*) FROM ana_effects e WHERE e.dict_id = d.id) "
         "AS effects FROM ana_dicts d LEFT JOIN sae_registry r ON r.id = "
-        "d.sae_id OR (d.sae_id IS NULL AND d.kind = 'sae' AND r.dir = d.name) ORDER BY d.id", NULL},
+        "d.sae_id OR (d.sae_id IS NULL AND d.kind = 'sae' AND r.dir = d.name) ORDER BY d.created_at, "
+        "d.id", NULL}, /* oldest first: serve's "newest wins" takes the last (STORE_ANA_NEWEST) */
     [STORE_SRV_DICT] = {"dict",
         "SELECT d.id, d.kind, d.sae_id, d.name, d.hook_name, d.d_in, d.d_sae, d.split, d.n_seqs, "
         "d.n_tokens, d.top_n, d.created_at, d.seconds, r.id AS registry_id, r.dir, "
@@ -177,8 +178,8 @@ static const struct {
         "?1 AND a.feature = ?2 AND (a.kind = 'top' OR a.kind = 'quantile') ORDER BY a.kind = 'quantile', "
         "a.interval DESC, a.rank, a.seq_id, a.pos, t.position", NULL},
     [STORE_SRV_DICT_BY_SAE] = {"dict_by_sae",
-        "SELECT id FROM ana_dicts WHERE kind = 'sae' AND (name = ?1 OR sae_id = ?2) ORDER BY id "
-        "DESC LIMIT 1", NULL},
+        "SELECT id FROM ana_dicts WHERE kind = 'sae' AND (name = ?1 OR sae_id = ?2) ORDER BY "
+        STORE_ANA_NEWEST " LIMIT 1", NULL},
     [STORE_SRV_SEQ_TOKENS] = {"seq_tokens",
         "SELECT token_id FROM tokens WHERE sequence_id = ?1 AND position <= ?2 ORDER BY position",
         NULL},

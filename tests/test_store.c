@@ -19,6 +19,7 @@
 #include "store/store_eval.h"
 #include "store/sqlfuncs.h"
 #include "store/store_internal.h"
+#include "store/store_report.h"
 #include "store/store_sae.h"
 #include "store/store_serve.h"
 #include "harness.h"
@@ -818,6 +819,41 @@ static void test_ana_all_row_bytes(void)
     store_remove(p);
 }
 
+/* report's "the most recent analysis" after one is made again: the replaced analysis keeps its id
+ * (store_ana_dict_begin), which is then smaller than an older analysis's of another split, and
+ * report took that older one by its larger id (a review) */
+static void test_ana_newest(void)
+{
+    const char *p = tmp("ananew.db");
+    store *s;
+    store_remove(p);
+    int rc = store_open(&s, p, STORE_CREATE);
+    if (!rc) rc = store_ana_init(s);
+    store_ana_writer *w = NULL;
+    store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
+                        .d_in = 8, .d_sae = 64, .top_n = 4, .n_seqs = 10, .n_tokens = 10};
+    int64_t val = -1, all = -1, again = -1;
+    if (!rc) rc = store_ana_writer_open(&w, s);
+    if (!rc) rc = store_ana_dict_begin(w, &d, &val, NULL);
+    d.split = "all";
+    if (!rc) rc = store_ana_dict_begin(w, &d, &all, NULL);
+    /* made a minute apart, then 'val' again now */
+    if (!rc) rc = store_exec(s, "UPDATE ana_dicts SET created_at = CASE split WHEN 'val' THEN "
+                                "'2026-01-01T00:00:00Z' ELSE '2026-01-01T00:01:00Z' END");
+    d.split = "val";
+    d.n_seqs = 5;
+    if (!rc) rc = store_ana_dict_begin(w, &d, &again, NULL);
+    store_ana_writer_close(w);
+    store_rep_dict out = {0};
+    if (!rc) rc = store_rep_dict_find(s, "a", NULL, NULL, NULL, &out);
+    CHECK(rc == OK && again == val && all > val && out.id == again && !strcmp(out.split, "val") &&
+          out.n_seqs == 5, "the most recent analysis of 'a': rc %d (%s), dictionary %lld (%s, %lld "
+          "sequences); made again: %lld, the older one of split all: %lld", rc, rc ? err_msg() : "ok",
+          (long long)out.id, out.split, (long long)out.n_seqs, (long long)again, (long long)all);
+    store_close(s);
+    store_remove(p);
+}
+
 /* mode 0: saelite's own indexes; 1: a user's index beside them; 2: outside a transaction (the
  * rebuild is refused there: a kill between DROP INDEX and CREATE INDEX kept no index) */
 static void test_ana_replace_rebuild(int mode)
@@ -1364,6 +1400,7 @@ int main(void)
     test_hook_size();
     test_serve_queries_scale();
     test_ana_all_row_bytes();
+    test_ana_newest();
     test_ana_replace_rebuild(0);
     test_ana_replace_rebuild(1);
     test_ana_replace_rebuild(2);
