@@ -342,32 +342,38 @@ static int render_one(job *j, store *s, store_rep *r, int64_t feature, int *kept
     f.tag_frac = d.tagf;
     f.ntags = nt;
 
-    char path[4096], fid[32], sid[32], did[32];
+    char path[4096], fid[32], sid[32], did[32], ntok[32], nact[32];
     if ((rc = path_fmt(path, sizeof path, "%s/feature_%lld.png", o->out_dir, (long long)feature)))
         goto out;
     snprintf(fid, sizeof fid, "%lld", (long long)feature);
     snprintf(sid, sizeof sid, "%lld", (long long)j->dict->sae_id);
     snprintf(did, sizeof did, "%lld", (long long)j->dict->id);
+    snprintf(ntok, sizeof ntok, "%lld", (long long)j->dict->n_tokens);
+    snprintf(nact, sizeof nact, "%lld", (long long)st.n_active);
     /* dict-id and split: which analysis of the SAE the picture shows (serve --report matches
-       them; an SAE analysed on two splits has two) */
-    rep_kv meta[10] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"feature", fid},
+       them; an SAE analysed on two splits has two); dict-tokens and n-active: what that analysis
+       counted (one made again keeps its id, and serve showed the older one's picture on it, a
+       review; the time it was made would tell them apart too, but two runs' pictures of one
+       analysis must be the same bytes) */
+    rep_kv meta[12] = {{"Software", "saelite"}, {"saelite-version", o->version}, {"feature", fid},
                        {"sae", j->dict->name}, {"sae-id", sid}, {"hook", j->dict->hook_name},
                        {"database", o->db}, {"dict-id", did}, {"split", j->dict->split},
-                       {"saelite-key", NULL}};
+                       {"dict-tokens", ntok}, {"n-active", nact}, {"saelite-key", NULL}};
     /* The picture's content key: what it draws and its metadata. A dashboard already in the
        directory under the same key is that picture (files are written whole, then renamed), so
        a rerun (after a kill, or with more features) draws only what is missing or changed. */
     uint64_t h[2] = {0, j->build};
     rep_feature_key(&f, h);
-    for (int i = 0; i < 9; i++) {
+    const int nmeta = (int)(sizeof meta / sizeof meta[0]);
+    for (int i = 0; i < nmeta - 1; i++) {
         hash_absorb128_str(h, meta[i].key);
         hash_absorb128_str(h, meta[i].value);
     }
     char key[40];
     snprintf(key, sizeof key, "%016llx%016llx", (unsigned long long)h[0], (unsigned long long)h[1]);
-    meta[9].value = key;
+    meta[nmeta - 1].value = key;
     *kept = !o->redraw && have_picture(path, j->final_dir, feature, key);
-    if (!*kept) rc = rep_feature_dashboard(&f, path, meta, 10);
+    if (!*kept) rc = rep_feature_dashboard(&f, path, meta, nmeta);
 out:
     dash_free(&d);
     if (rc) err_wrap(rc, "feature %lld", (long long)feature);

@@ -88,18 +88,24 @@ int srv_report_open(srv_report **out, const char *dir, store_srv *st, int *n_fou
         if (rep_png_read_meta(path, &img)) continue; /* not a PNG: not the report's */
         const char *sw = rep_image_meta(&img, "Software"), *fm = rep_image_meta(&img, "feature"),
                    *sae = rep_image_meta(&img, "sae"), *hook = rep_image_meta(&img, "hook"),
-                   *did = rep_image_meta(&img, "dict-id"), *split = rep_image_meta(&img, "split");
+                   *did = rep_image_meta(&img, "dict-id"), *split = rep_image_meta(&img, "split"),
+                   *ntok = rep_image_meta(&img, "dict-tokens"), *nact = rep_image_meta(&img, "n-active");
         char fs[24];
         snprintf(fs, sizeof fs, "%lld", (long long)f);
-        int64_t id = -1;
+        int64_t id = -1, tok = -1, act = -1;
         if (did && !srv_parse_int(did, 0, INT64_MAX, &id)) sae = NULL; /* a bad id: not ours */
+        if ((ntok && !srv_parse_int(ntok, 0, INT64_MAX, &tok)) || (nact && !srv_parse_int(nact, 0, INT64_MAX, &act)))
+            sae = NULL;
         if (sw && !strcmp(sw, "saelite") && fm && !strcmp(fm, fs) && sae && hook) {
             store_val p[] = {{.type = STORE_Q_TEXT, .s = sae, .n = strlen(sae)},
                              {.type = STORE_Q_TEXT, .s = hook, .n = strlen(hook)},
                              {.type = STORE_Q_INT, .i = id},
                              split ? (store_val){.type = STORE_Q_TEXT, .s = split, .n = strlen(split)}
-                                   : (store_val){.type = STORE_Q_NULL}};
-            rc = store_srv_query(st, STORE_SRV_DICT_BY_NAME, p, 4, srv_int_cb, &dict);
+                                   : (store_val){.type = STORE_Q_NULL},
+                             ntok ? (store_val){.type = STORE_Q_INT, .i = tok} : (store_val){.type = STORE_Q_NULL},
+                             {.type = STORE_Q_INT, .i = f},
+                             nact ? (store_val){.type = STORE_Q_INT, .i = act} : (store_val){.type = STORE_Q_NULL}};
+            rc = store_srv_query(st, STORE_SRV_DICT_BY_NAME, p, 7, srv_int_cb, &dict);
         }
         rep_image_free(&img);
         if (rc || dict < 0) continue;

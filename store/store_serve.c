@@ -194,11 +194,15 @@ static const struct {
         "l.sign = m.sign AND l.token = m.token WHERE m.dict_id = ?1 AND m.feature = ?2 ORDER BY "
         "m.sign DESC, m.rank", NULL},
     /* ?3 the analysis id a dashboard records (-1: none, from before it did): that analysis if its
-       name, hook and split (?4, NULL: not recorded) agree; without an id, the one analysis of that
-       name and hook, none when there are several (another analysis's picture is not shown) */
+       name, hook, split (?4, NULL: not recorded), tokens (?5) and feature ?6's n_active (?7; both
+       NULL: not recorded) agree (an analysis made again keeps its id: the older one's picture
+       showed on it, a review); without an id, the one analysis of that name and hook, none when
+       there are several (another analysis's picture is not shown) */
     [STORE_SRV_DICT_BY_NAME] = {"dict_by_name",
         "SELECT id FROM ana_dicts WHERE name = ?1 AND hook_name = ?2 AND (CASE WHEN ?3 >= 0 THEN id "
-        "= ?3 AND (?4 IS NULL OR split = ?4) ELSE (SELECT count(*) FROM ana_dicts WHERE name = ?1 "
+        "= ?3 AND (?4 IS NULL OR split = ?4) AND (?5 IS NULL OR n_tokens = ?5) AND (?7 IS NULL OR "
+        "EXISTS (SELECT 1 FROM ana_features f WHERE f.dict_id = ?3 AND f.feature = ?6 AND "
+        "f.n_active = ?7)) ELSE (SELECT count(*) FROM ana_dicts WHERE name = ?1 "
         "AND hook_name = ?2) = 1 END)", NULL},
 };
 

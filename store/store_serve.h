@@ -75,8 +75,9 @@ enum {
     STORE_SRV_ACTS,          /* top and quantile activations with context tokens ?3 before, ?4 after */
     STORE_SRV_DICT_BY_SAE,   /* newest kind 'sae' dictionary named ?1 or with sae_id ?2 */
     STORE_SRV_SEQ_TOKENS,    /* token ids of sequence ?1 up to position ?2 (live activations) */
-    STORE_SRV_DICT_BY_NAME,  /* the analysis ?3 (split ?4) named ?1 at hook ?2, or without ?3 the
-                                only one (serve --report's PNGs) */
+    STORE_SRV_DICT_BY_NAME,  /* the analysis ?3 (split ?4, ?5 tokens, feature ?6 active ?7 times)
+                                named ?1 at hook ?2, or without ?3 the only one (serve --report's
+                                PNGs) */
     STORE_SRV_EFFECT,        /* measured ablation effect of ?1, ?2 (ana_effects) */
     STORE_SRV_EFFECT_LOGITS, /* its measured promoted/suppressed tokens, with the direct-path value */
     STORE_SRV_NQ

@@ -775,6 +775,17 @@ req GET "/api/feature/1/$F"; ok test "$(js "j['dashboard']")" = "/report/1/$F.pn
 req GET "/api/feature/$D3/$F"; okn "no dashboard on the other analysis" test "$(js "j['dashboard']")" = None
 req GET "/report/$D3/$F.png"; ok test "$code" = 404
 kill -INT $SPID; wait $SPID; SPID=""
+# ---- an analysis made again keeps its id: the dashboards drawn from the one it replaced are not
+# its (they showed on it, with the older analysis's numbers, a review)
+cp "$DB" "$W/again.db"
+setup analyze --db "$W/again.db" --sae "$W/sae" --no-model --max-seqs 3
+okn "the analysis made again kept its id" test "$(sqlite3 "$W/again.db" "SELECT id FROM ana_dicts WHERE kind = 'sae' AND split = 'val'")" = 1
+"$BIN" serve --db "$W/again.db" --report "$W/report" --port 0 > "$W/serve8.out" 2> "$W/serve8.err" &
+SPID=$!
+wait_url "$W/serve8.out"
+okn "a server on the analysis made again printed its URL" test -n "$URL"
+req GET "/api/feature/1/$F"; okn "no dashboard from the analysis it replaced" test "$(js "j['dashboard']")" = None
+kill -INT $SPID; wait $SPID; SPID=""
 
 # ---- a database analysed with --all-acts before the index ana_acts_kind: serve (read-only) says
 # how to add it; with the index, no note
