@@ -504,6 +504,10 @@ typedef struct {
     uint64_t key[2];
     double secs, last; /* the interval (<= 0: none); when the last one was written */
     size_t resumed_seqs; /* this rank's sequences the checkpoint held */
+    /* this run saved or continued from the file at path (eff_ours: at path.effects): a file
+       another run left there (other options, or a --checkpoint-secs 0 run) is not where the same
+       command continues, and a stop must not name it */
+    int ours, eff_ours;
     const ana_run_opts *o;
 } pass_ckpt;
 
@@ -563,7 +567,7 @@ static int cmp_double(const void *a, const void *b)
 #define EFF_CKPT_MAGIC INT64_C(0x3150434b464645) /* "EFFKCP1" */
 
 typedef struct {
-    const pass_ckpt *ck;
+    pass_ckpt *ck;
     char path[4200];
     uint64_t key[2];
     effects_work *e;
@@ -596,6 +600,7 @@ static int eff_ckpt_save(const ana_effects_state *st, void *user)
         if (rc) file_atomic_abort(&fa);
         else rc = file_atomic_commit(&fa);
     }
+    if (!rc) ec->ck->eff_ours = 1;
     if (rc) { /* the run goes on: it is only a cache */
         progress_notice(ec->ck->o->notice, ec->ck->o->user,
                         "no more checkpoints for the effects: %s", err_msg());
@@ -681,6 +686,7 @@ static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, size_t nseq, int64_t ma
         progress_notice(ec->ck->o->notice, ec->ck->o->user,
                         "continuing the effects from %s (features %lld.., %lld sequences of their "
                         "pass done)", ec->path, (long long)st->j0, (long long)st->seqs_done);
+        ec->ck->eff_ours = 1;
         return 1;
     }
     mem_free(b); /* e untouched: its arrays are as run_effects made them */
@@ -689,7 +695,7 @@ static int eff_ckpt_load(eff_ckpt *ec, int chunk, int V, size_t nseq, int64_t ma
     return 0;
 }
 
-static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, const pass_ckpt *ck,
+static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, pass_ckpt *ck,
                        effects_work *e, ana_dict_result *dr)
 {
     const gpt2_config *cfg = gpt2_cfg(sh->model);
@@ -885,13 +891,15 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
 }
 
 /* The checkpoint files there are for this dictionary, "" for none: the pass's and the
- * effects' beside it. */
+ * effects' beside it, where this run saved or continued from them (a file another run left
+ * under other options was named as where the same command continues, right after that command
+ * refused it: a review). */
 static const char *ckpt_files(const pass_ckpt *ck, char *out, size_t cap)
 {
     char eff[4200] = "";
-    int have_pass = ck->path[0] && access(ck->path, F_OK) == 0;
-    int have_eff = ck->path[0] && path_fmt(eff, sizeof eff, "%s.effects", ck->path) == OK &&
-                   access(eff, F_OK) == 0;
+    int have_pass = ck->ours && ck->path[0] && access(ck->path, F_OK) == 0;
+    int have_eff = ck->eff_ours && ck->path[0] &&
+                   path_fmt(eff, sizeof eff, "%s.effects", ck->path) == OK && access(eff, F_OK) == 0;
     out[0] = 0;
     if (have_pass || have_eff)
         snprintf(out, cap, "%s%s%s%s", have_pass ? ck->path : "", have_pass && have_eff ? " and " : "",
@@ -953,6 +961,7 @@ static int ckpt_save(pass_ckpt *ck, size_t nseq, int blocks_done, const ana_tree
         if (rc) file_atomic_abort(&fa);
         else rc = file_atomic_commit(&fa);
     }
+    if (!rc) ck->ours = 1;
     mem_free(packed);
     return rc;
 }
@@ -1049,6 +1058,7 @@ static int ckpt_load(pass_ckpt *ck, const char *kind, const int64_t *seqs, size_
     mem_free(packed);
     if (!why) {
         ck->resumed_seqs = ana_block_start(nseq, done) - ana_block_start(nseq, b0);
+        ck->ours = 1;
         progress_notice(o->notice, o->user, "continuing the %s pass from %s (%zu of %zu sequences done)",
                         kind, ck->path, ck->resumed_seqs,
                         ana_block_start(nseq, b1) - ana_block_start(nseq, b0));
@@ -1467,7 +1477,7 @@ static int write_metrics(const ana_run_opts *o, const ana_dict_result *dr, store
 /* Rank 0's part after the reductions: the effects, the geometry and everything written in one
  * transaction (rolled back on failure). t0/t_ds: when the dictionary and its downstream pass
  * ended. */
-static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, const pass_ckpt *ck,
+static int finish_dict(shared *sh, dict *d, const ana_run_opts *o, pass_ckpt *ck,
                        int64_t sae_id, dict_work *dw, ana_dict_result *dr, double t0, double t_ds)
 {
     effects_work ew = {0};

@@ -213,6 +213,23 @@ line=$(grep -m1 '^saelite analyze' err.txt)
 [ $rc -eq 130 ] && [[ "$line" == *"interrupted before the first checkpoint (every 1000 s, --checkpoint-secs); the same command starts again"* ]] &&
     [ -z "$(ls ana_i2.db.analyze-* 2> /dev/null)" ] &&
     ok "analyze: Ctrl-C before the first checkpoint: $line" || bad "analyze: Ctrl-C before the first checkpoint: rc $rc, '$line' $(head -c 300 err.txt)"
+# a checkpoint another run left under other options (--top 5) is refused by this one: a stop
+# before this run's first checkpoint does not name it as where the same command continues (it
+# did, right after the notice that refused it, a review)
+rm -f ana_i3.db*; cp syn.db ana_i3.db
+"$BIN" analyze --db ana_i3.db --sae sae_syn --hook synth --no-model --all --checkpoint-secs 0.05 --top 5 > /dev/null 2> err.txt &
+pid=$!
+for i in $(seq 1000); do ck=$(ls ana_i3.db.analyze-* 2> /dev/null | grep -v '\.tmp\.' | head -n 1); [ -n "$ck" ] && break; sleep 0.01; done
+kill -INT $pid; wait $pid
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.1 "$BIN" analyze --db ana_i3.db --sae sae_syn --hook synth --no-model --all \
+    --checkpoint-secs 1000 > /dev/null 2> err.txt &
+pid=$!
+for i in $(seq 1000); do grep -q '^sae .*seq' err.txt && break; sleep 0.01; done
+kill -INT $pid; wait $pid; rc=$?
+line=$(grep '^saelite analyze: interrupted' err.txt | head -n 1)
+[ -n "$ck" ] && [ $rc -eq 130 ] && grep -q 'made with other inputs or options' err.txt &&
+    [[ "$line" == *"interrupted before the first checkpoint (every 1000 s, --checkpoint-secs); the same command starts again"* ]] &&
+    ok "analyze: Ctrl-C beside another run's checkpoint: $line" || bad "analyze: Ctrl-C beside another run's checkpoint: rc $rc, '$line' $(head -c 300 err.txt)"
 # hostile checkpoints: a fresh pass with a notice, the same tables
 ana_killed ana_k2.db
 [ -n "$ck" ] && printf 'X' | dd of="$ck" bs=1 seek=300 conv=notrunc 2> /dev/null
