@@ -896,20 +896,27 @@ static int ckpt_setup(pass_ckpt *ck, const shared *sh, const dict *d, const ana_
  * refused it: a review). */
 static const char *ckpt_files(const pass_ckpt *ck, char *out, size_t cap)
 {
-    char eff[4200] = "";
-    int have_pass = ck->ours && ck->path[0] && access(ck->path, F_OK) == 0;
-    int have_eff = ck->eff_ours && ck->path[0] &&
-                   path_fmt(eff, sizeof eff, "%s.effects", ck->path) == OK && access(eff, F_OK) == 0;
+    char pass[4200] = "", eff[4200] = "";
+    int64_t have[2] = {ck->ours && ck->path[0] && access(ck->path, F_OK) == 0,
+                       ck->eff_ours && ck->path[0] &&
+                           path_fmt(eff, sizeof eff, "%s.effects", ck->path) == OK && access(eff, F_OK) == 0};
+    /* every rank is here with the same code (ana_agree) and rank 0 prints the line, but each
+       rank saves on its own clock: rank 1's file alone was there, rank 0 said "starts again",
+       and the rerun continued 1086 of rank 1's 1563 sequences from it (a review). So any rank's
+       file counts, named with R for the rank (the effects are rank 0's alone) */
+    if (dist_max_i64(have, 2)) have[0] = have[1] = 0;
+    if (dist_size() > 1 && path_fmt(pass, sizeof pass, "%s-R.%d", ck->base, dist_size())) have[0] = 0;
     out[0] = 0;
-    if (have_pass || have_eff)
-        snprintf(out, cap, "%s%s%s%s", have_pass ? ck->path : "", have_pass && have_eff ? " and " : "",
-                 have_eff ? eff : "", dist_size() > 1 ? " (one per rank; on the same world size)" : "");
+    if (have[0] || have[1])
+        snprintf(out, cap, "%s%s%s%s", have[0] ? (dist_size() > 1 ? pass : ck->path) : "",
+                 have[0] && have[1] ? " and " : "", have[1] ? eff : "",
+                 dist_size() > 1 ? " (one per rank that saved one; on the same world size)" : "");
     return out;
 }
 
 /* A failure after a checkpoint (a full disk while writing) says the checkpoint is kept: the
  * rerun continues from it (the message named the database alone, and a user cleaning up for
- * room could take the file for litter). */
+ * room could take the file for litter). Collective, as stop_advice. */
 static int kept_advice(const pass_ckpt *ck, int rc)
 {
     char files[8700], msg[1024];
@@ -919,7 +926,8 @@ static int kept_advice(const pass_ckpt *ck, int rc)
 }
 
 /* A stop says what the same command does next, from the files there are (it said "interrupted"
- * alone, an audit; eval says as much): the pass's checkpoint and the effects' beside it. */
+ * alone, an audit; eval says as much): the pass's checkpoint and the effects' beside it.
+ * Collective (every rank's files count). */
 static int stop_advice(const pass_ckpt *ck, const ana_run_opts *o)
 {
     char files[8700];

@@ -663,12 +663,33 @@ victim=$(rank0 "$(basename "$BIN") analyze.*--db anr3.db" $mp)
 if [ -n "$victim" ]; then kill -KILL "$victim"; fi
 wait $mp 2> /dev/null
 left=$(ls anr3.db.analyze-* 2> /dev/null | wc -l)
+anck0=$(ls anr3.db.analyze-*-0.2 2> /dev/null | head -n 1) # rank 0's name, for the stop below
 "$BIN" analyze --sae "$W/anbig" --all --no-model --db anr3.db > /dev/null 2> err.txt
 rc=$?
 andump anr3.db > anr3.dump
 [ "$left" -ge 1 ] && [ $rc = 0 ] && cmp -s anr1.dump anr3.dump && [ -z "$(ls anr3.db.analyze-* 2> /dev/null)" ] &&
     ok "analyze killed under -np 2 ($left checkpoint files), done by one process: the same tables, no file left" ||
     bad "analyze killed under -np 2, done by one process: rc $rc, $left files before, left after: $(ls anr3.db.analyze-* 2> /dev/null)"
+# each rank saves on its own clock and rank 0 prints the stop line: with rank 1's checkpoint alone
+# (a directory where rank 0's goes: it saves none) the line named rank 0's path, and with that
+# path's file not this run's it said "starts again", where the rerun continued rank 1's sequences
+# (a review). The line names the ranks' files.
+cp an.db anr4.db
+if [ -z "$anck0" ]; then bad "analyze stop -np 2: no name of rank 0's checkpoint from the run before"
+else
+    mkdir "anr4.db${anck0#anr3.db}"
+    "${MPI[@]}" -np 2 "$BIN" analyze --sae "$W/anbig" --all --no-model --db anr4.db --checkpoint-secs 0.02 > /dev/null 2> err.txt &
+    mp=$!
+    for _ in $(seq 600); do ls anr4.db.analyze-*-1.2 > /dev/null 2>&1 && break; sleep 0.01; done
+    kill -USR1 $mp; wait $mp; rc=$?
+    line=$(grep -m1 '^saelite analyze: interrupted' err.txt)
+    rmdir "anr4.db${anck0#anr3.db}"
+    "${MPI[@]}" -np 2 "$BIN" analyze --sae "$W/anbig" --all --no-model --db anr4.db --checkpoint-secs 0.02 > /dev/null 2> err2.txt
+    [ $rc = 130 ] && [[ "$line" == *"interrupted; the same command continues from anr4.db.analyze-"*"-R.2 (one per rank that saved one; on the same world size)" ]] &&
+        grep -q "continuing the sae pass from anr4.db.analyze-.*-1.2" err2.txt &&
+        ok "analyze -np 2 stopped with rank 1's checkpoint alone: $line" ||
+        bad "analyze -np 2 stopped with rank 1's checkpoint alone: rc $rc, '$line', the rerun: $(grep -m1 continuing err2.txt)"
+fi
 
 echo "test_mpi: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
