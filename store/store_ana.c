@@ -368,10 +368,10 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
     }
     /* the replacement keeps the old id: sweep_runs.dict_id, a user's saved query, a serve page
        open on /feature/ID/F name the analysis of this (dictionary, hook, split), not a row that
-       is gone (a new id left the sweep's dict_id dangling, an audit found) */
-    /* a new analysis takes an id no sweep row names: after a user deleted the largest
-       ana_dicts row (sqlite3), the next rowid was that row's, and sweep_runs.dict_id named
-       another SAE's analysis */
+       is gone (a new id left the sweep's dict_id dangling, an audit found). A new analysis
+       takes an id no sweep row names: after a user deleted the largest ana_dicts row
+       (sqlite3), the next rowid was that row's, and sweep_runs.dict_id named another SAE's
+       analysis. */
     int64_t id = old;
     if (id < 0) rc = next_dict_id(w->s, &id);
     if (rc) return rc;
