@@ -7,7 +7,7 @@ BIN=${SAELITE_BIN:-./saelite}
 # The test models are tiny: one BLAS thread avoids spinning workers on a busy machine.
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 PY=/usr/bin/python3
-pass=0; fail=0
+pass=0; fail=0; skip=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 check() { if eval "$1"; then ok; else bad "$2"; fi; }
@@ -376,7 +376,7 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=3m tmpfs "$T/small" 2>/dev/null;
     check '[ $rc -eq 1 ] && [[ "$out" == *"needs about"*"are free"*"--force"* ]]' "free-space check: $out"
     umount "$T/small"
 else
-    echo "SKIP: free-space check (cannot mount a small tmpfs here)"
+    skip=$((skip + 1)); echo "SKIP: free-space check (cannot mount a small tmpfs here)"
 fi
 out=$(ex --db "$T/x.db" --batch 0 2>&1)
 check '[ $? -eq 2 ]' "--batch 0 is a usage error"
@@ -511,5 +511,5 @@ out=$($BIN sae-train --db "$T/tc.db" --hook blocks.0.ln2.hook_normalized --arch 
 check '[ $? -eq 2 ] && [ ! -e "$T/tcbad" ]' "a transcoder needs --hook-out"
 fi
 
-echo "test_extract: $pass passed, $fail failed"
+echo "test_extract: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
