@@ -109,10 +109,12 @@ intact aa.db && [ "$(sqlite3 aa.db "SELECT count(*) FROM ana_acts WHERE kind = '
     ok "analyze --all-acts: the rerun with space continues from the checkpoint and removes it" ||
     bad "analyze --all-acts: rerun: $(cat err.txt)"
 # ... and is refused before its first row where the filesystem has too little room (a small tmpfs,
-# as root): rows of about 2 MB, as much again in the write-ahead log, 3.3 MB free; the analysis
-# there untouched. An analysis it replaces frees its rows' pages for the new ones
+# mounted as root, or for a user in a user and mount namespace of its own, unshare -rm, where the
+# kernel allows one): rows of about 2 MB, as much again in the write-ahead log, 3.3 MB free; the
+# analysis there untouched. An analysis it replaces frees its rows' pages for the new ones
 mkdir -p small
-if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=4m tmpfs small 2> /dev/null; then
+small_fs_checks() { # as root (the namespace's root for a user): mounts its tmpfs on ./small
+    mount -t tmpfs -o size=4m tmpfs small || { bad "analyze --all-acts: cannot mount a 4 MB tmpfs"; return; }
     ana_rows() { sqlite3 "$1" "SELECT * FROM ana_dicts; SELECT kind, count(*) FROM ana_acts GROUP BY kind" 2>&1 | sha256sum; }
     cp rep.db small/; before=$(db_rows small/rep.db)$(ana_rows small/rep.db)
     "$BIN" analyze --db small/rep.db --sae rsae --no-model --all --all-acts > /dev/null 2> err.txt; rc=$?
@@ -127,6 +129,15 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=4m tmpfs small 2> /dev/null; the
         ok "analyze --all-acts replacing its own analysis on 8 MB: not refused (the freed pages count)" ||
         bad "analyze --all-acts replacing its own analysis on 8 MB: $(cat err.txt)"
     umount small
+}
+if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=4m tmpfs small 2> /dev/null; then
+    umount small; small_fs_checks
+elif [ "$(id -u)" != 0 ] && unshare -rm sh -c 'mount -t tmpfs -o size=4m tmpfs small' 2> /dev/null; then
+    out=$(BIN=$BIN unshare -rm bash -c "$(declare -f ok bad db_rows small_fs_checks); pass=0; fail=0; small_fs_checks" 2>&1)
+    printf '%s\n' "$out"
+    n_ok=$(grep -c '^ok ' <<< "$out"); n_bad=$(grep -c '^FAIL ' <<< "$out")
+    pass=$((pass + n_ok)); fail=$((fail + n_bad))
+    [ $((n_ok + n_bad)) -eq 2 ] || bad "analyze --all-acts in a namespace: $((n_ok + n_bad)) results, not 2"
 else
     skip=$((skip + 1)); echo "SKIP: analyze --all-acts free-space check (cannot mount a small tmpfs here)"
 fi
