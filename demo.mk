@@ -38,24 +38,32 @@ SAELITE   := ./saelite
 # The settings a step was made with, in a file rewritten only when they change (make then sees
 # it newer than the step's stamp and runs the step again; `make demo SAE_K=64` after a finished
 # demo did nothing and said nothing). A step made before these files was made with the defaults.
-# $(1): the variables, $(2): the step's stamp, $(3): run when they changed (before the rewrite).
-demo_settings = @mkdir -p $(@D); s='$(foreach v,$(1),$(v)=$($(v)))'; \
-	if [ ! -e $@ ] && [ -e $(2) ]; then \
-	    printf '%s\n' '$(foreach v,$(1),$(v)=$(DEF_$(v)))' > $@; touch -r $(2) $@; fi; \
+# $(1): the variables, $(2): the step's stamp, $(3): run when they changed (before the rewrite),
+# $(4): what `make -n` says then. A dry run runs it too (+: its target is always remade, and
+# `make -n demo` took every settings file for rewritten and listed the whole pipeline of a
+# finished demo, train-lm first), and there (and under -q) it writes and removes nothing.
+demo_settings = +@s='$(foreach v,$(1),$(v)=$($(v)))'; \
+	w=$$(cat $@ 2>/dev/null) || { [ ! -e $(2) ] || w='$(foreach v,$(1),$(v)=$(DEF_$(v)))'; }; \
+	case '$(firstword -$(MAKEFLAGS))' in *[nq]*) \
+	    [ -z "$$w" ] || [ "$$w" = "$$s" ] || { $(4) }; exit 0;; esac; \
+	mkdir -p $(@D); \
+	if [ ! -e $@ ] && [ -e $(2) ]; then printf '%s\n' "$$w" > $@; touch -r $(2) $@; fi; \
 	if [ ! -e $@ ]; then printf '%s\n' "$$s" > $@; \
-	elif [ "$$(cat $@)" != "$$s" ]; then $(3) printf '%s\n' "$$s" > $@; fi
+	elif [ "$$w" != "$$s" ]; then $(3) printf '%s\n' "$$s" > $@; fi
+demo_refuse = echo "make demo: $(DEMO) was made with $$w and this make asks for $$s: give a new DEMO=folder or remove $(DEMO)" >&2; exit 2;
+demo_again = echo "make demo: $(DEMO) was made with $$w and this make asks for $$s: $(1) again" >&2;
 .PHONY: demo_settings_check
 
 # the model's and the hook's: everything after them would change, and brown.db holds the old
 # model's activations, so a change is refused, not rebuilt over the old files
 $(DEMO)/.model.settings: demo_settings_check
-	$(call demo_settings,LM_STEPS LM_BATCH HOOK,$(DEMO)/.model.done,\
-	    echo "make demo: $(DEMO) was made with $$(cat $@) and this make asks for $$s: give a new DEMO=folder or remove $(DEMO)" >&2; exit 2;)
+	$(call demo_settings,LM_STEPS LM_BATCH HOOK,$(DEMO)/.model.done,$(demo_refuse),$(demo_refuse))
 # the SAE's: sae-train starts over (its checkpoint of the old settings goes), analyze and report follow
 $(DEMO)/.sae.settings: demo_settings_check
-	$(call demo_settings,SAE_K SAE_TOKENS SAE_EXP,$(DEMO)/.sae.done,rm -f $(DEMO)/sae/checkpoint.bin;)
+	$(call demo_settings,SAE_K SAE_TOKENS SAE_EXP,$(DEMO)/.sae.done,rm -f $(DEMO)/sae/checkpoint.bin;,\
+	    $(call demo_again,sae-train (from the start) then analyze and report would run))
 $(DEMO)/.report.settings: demo_settings_check
-	$(call demo_settings,REPORT_TOP,$(DEMO)/report/index.html,)
+	$(call demo_settings,REPORT_TOP,$(DEMO)/report/index.html,,$(call demo_again,report would run))
 
 demo: $(DEMO)/report/index.html
 	@echo

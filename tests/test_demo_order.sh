@@ -104,6 +104,16 @@ else bad "demo.mk: sae-train has no --checkpoint-every: a SIGKILL loses the whol
 # start (it did nothing and said nothing), the report's redraw it, the model's are refused
 mk
 [ ! -s calls ] && ok "demo.mk: a finished demo, the same settings: nothing runs" || bad "demo.mk: a finished demo ran $(cat calls mk.out | head -c 300)"
+# a dry run of a finished demo lists nothing to do (a settings file, always remade, passed for
+# rewritten and `make -n` listed the whole pipeline, train-lm first); one with other settings
+# says what would run again and changes nothing
+mk -n
+if [ ! -s calls ] && ! grep -q "^$W/fake " mk.out; then ok "demo.mk: make -n on a finished demo: nothing listed"
+else bad "demo.mk: make -n on a finished demo lists: $(grep -o 'fake [a-z-]*' mk.out | tr '\n' ' ')"; fi
+mk -n SAE_K=64
+if [ ! -s calls ] && [ -e "$d/sae/checkpoint.bin" ] && grep -q "^SAE_K=32 " "$d/.sae.settings" && grep -q "asks for SAE_K=64 .*: sae-train (from the start) then analyze and report would run again" mk.out; then
+    ok "demo.mk: make -n SAE_K=64: says so, removes and writes nothing"
+else bad "demo.mk: make -n SAE_K=64: $(cat calls; ls "$d/sae"; cat "$d/.sae.settings"; tail -n 2 mk.out)"; fi
 mk SAE_K=64
 if grep -q "^sae-train .*--k 64 .*--force --out $d/sae$" calls && [ "$(called analyze)$(called report)" = 11 ] && [ ! -e "$d/sae/checkpoint.bin" ]; then
     ok "demo.mk: SAE_K changed: sae-train starts over (--force, the old checkpoint gone), analyze and report follow"
