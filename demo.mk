@@ -58,11 +58,14 @@ demo_again = echo "make demo: $(DEMO) was made with $$w and this make asks for $
 # model's activations, so a change is refused, not rebuilt over the old files
 $(DEMO)/.model.settings: demo_settings_check
 	$(call demo_settings,LM_STEPS LM_BATCH HOOK,$(DEMO)/.model.done,$(demo_refuse),$(demo_refuse))
-# the SAE's: sae-train starts over (its checkpoint of the old settings goes), analyze and report follow
-$(DEMO)/.sae.settings: demo_settings_check
+# the SAE's: sae-train starts over (its checkpoint of the old settings goes), analyze and report
+# follow. After the model's check (order-only): under make -j a refused LM_* had already removed
+# the SAE's checkpoint and taken the new SAE_* for the demo's, so the next plain make trained the
+# finished SAE again from the start
+$(DEMO)/.sae.settings: demo_settings_check | $(DEMO)/.model.settings
 	$(call demo_settings,SAE_K SAE_TOKENS SAE_EXP,$(DEMO)/.sae.done,rm -f $(DEMO)/sae/checkpoint.bin;,\
 	    $(call demo_again,sae-train (from the start) then analyze and report would run))
-$(DEMO)/.report.settings: demo_settings_check
+$(DEMO)/.report.settings: demo_settings_check | $(DEMO)/.model.settings
 	$(call demo_settings,REPORT_TOP,$(DEMO)/report/index.html,,$(call demo_again,report would run))
 
 demo: $(DEMO)/report/index.html

@@ -126,6 +126,16 @@ mk SAE_K=64 REPORT_TOP=5
 mk SAE_K=64 REPORT_TOP=5 LM_STEPS=10; rc=$?
 [ $rc -ne 0 ] && [ ! -s calls ] && grep -q "^make demo: $d was made with LM_STEPS=1500 .* and this make asks for LM_STEPS=10 .*: give a new DEMO=folder or remove $d$" mk.out &&
     ok "demo.mk: LM_STEPS changed: refused, nothing run: $(head -n 1 mk.out)" || bad "demo.mk: LM_STEPS changed: exit $rc: $(cat calls mk.out | head -c 300)"
+# under make -j the SAE's and the report's settings wait for the model's check: a refused LM_*
+# had removed the SAE's checkpoint and recorded the new SAE_* (the next plain make trained the
+# finished SAE again from the start)
+touch "$d/sae/checkpoint.bin"
+mk -j2 SAE_K=16 REPORT_TOP=7 LM_STEPS=10; rc=$?
+if [ $rc -ne 0 ] && [ ! -s calls ] && [ -e "$d/sae/checkpoint.bin" ] && grep -q "^SAE_K=64 " "$d/.sae.settings" && [ "$(cat "$d/.report.settings")" = REPORT_TOP=5 ]; then
+    ok "demo.mk: make -j2 with LM_STEPS refused: the SAE's checkpoint and settings untouched"
+else bad "demo.mk: make -j2 with LM_STEPS refused: exit $rc, $(ls "$d/sae" | tr '\n' ' '), $(cat "$d/.sae.settings" "$d/.report.settings" | tr '\n' ' ')"; fi
+mk SAE_K=64 REPORT_TOP=5
+[ ! -s calls ] && ok "demo.mk: then SAE_K=64 REPORT_TOP=5 again: nothing runs" || bad "demo.mk: after a refused make -j2, SAE_K=64 REPORT_TOP=5 ran $(cat calls | head -c 300)"
 # a demo finished before the settings files were kept was made with the defaults: the first make
 # with other settings acts on them (it took the settings given then for the demo's own)
 rm -f "$d"/.*.settings; mk
