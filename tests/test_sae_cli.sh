@@ -26,8 +26,12 @@ up=$!; for _ in $(seq 200); do grep -q "^sae-train .* step [0-9]" $T/usr1.err 2>
 kill -USR1 $up; wait $up; urc=$?
 ok "sae-train stopped by SIGUSR1: exit 130 with a checkpoint: exit $urc, $(tail -1 $T/usr1.err)" '[ $urc -eq 130 ] && grep -q "interrupted at step [0-9]*; checkpoint" $T/usr1.err && [ -s $T/usr1/checkpoint.bin ]'
 # SIGHUP (the terminal or ssh session closed) stops with a checkpoint too (it killed mid-step);
-# under nohup it stays ignored and the run goes on
-SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 $BIN sae-train --npy $T/acts.npy --d-sae 128 --k 4 --tokens 100M --batch 512 --checkpoint-every 1000000 --out $T/hup >/dev/null 2>$T/hup.err &
+# under nohup it stays ignored and the run goes on. The first run gets SIGHUP's default whatever
+# this script inherited: under `nohup make test` it ignored the signal too and the wait below
+# waited for 100M tokens (a shell cannot reset a signal ignored on entry)
+hup_default=(env --default-signal=HUP)
+env --default-signal=HUP true 2>/dev/null || hup_default=(perl -e '$SIG{HUP} = "DEFAULT"; exec @ARGV or die')
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${hup_default[@]}" $BIN sae-train --npy $T/acts.npy --d-sae 128 --k 4 --tokens 100M --batch 512 --checkpoint-every 1000000 --out $T/hup >/dev/null 2>$T/hup.err &
 hp=$!; for _ in $(seq 200); do grep -q "^sae-train .* step [0-9]" $T/hup.err 2>/dev/null && break; sleep 0.1; done
 kill -HUP $hp; wait $hp; hrc=$?
 ok "sae-train stopped by SIGHUP: exit 130 with a checkpoint: exit $hrc, $(tail -1 $T/hup.err)" '[ $hrc -eq 130 ] && grep -q "interrupted at step [0-9]*; checkpoint" $T/hup.err && [ -s $T/hup/checkpoint.bin ]'
