@@ -38,16 +38,18 @@ SAELITE   := ./saelite
 # The settings a step was made with, in a file rewritten only when they change (make then sees
 # it newer than the step's stamp and runs the step again; `make demo SAE_K=64` after a finished
 # demo did nothing and said nothing). A step made before these files was made with the defaults.
-# $(1): the variables, $(2): the step's stamp, $(3): run when they changed (before the rewrite),
-# $(4): what `make -n` says then. A dry run runs it too (+: its target is always remade, and
+# $(1): the variables, $(2): the step's stamp and what a half-done step leaves (sae-train's
+# checkpoint: a demo stopped in sae-train before these files, then made with SAE_K=16, resumed
+# the defaults' checkpoint under --k 16, which sae-train refuses), $(3): run when they changed
+# (before the rewrite), $(4): what `make -n` says then. A dry run runs it too (+: its target is always remade, and
 # `make -n demo` took every settings file for rewritten and listed the whole pipeline of a
 # finished demo, train-lm first), and there (and under -q) it writes and removes nothing.
 demo_settings = +@s='$(foreach v,$(1),$(v)=$($(v)))'; \
-	w=$$(cat $@ 2>/dev/null) || { [ ! -e $(2) ] || w='$(foreach v,$(1),$(v)=$(DEF_$(v)))'; }; \
+	w=$$(cat $@ 2>/dev/null) || for f in $(2); do [ ! -e $$f ] || { w='$(foreach v,$(1),$(v)=$(DEF_$(v)))'; break; }; done; \
 	case '$(firstword -$(MAKEFLAGS))' in *[nq]*) \
 	    [ -z "$$w" ] || [ "$$w" = "$$s" ] || { $(4) }; exit 0;; esac; \
 	mkdir -p $(@D); \
-	if [ ! -e $@ ] && [ -e $(2) ]; then printf '%s\n' "$$w" > $@; touch -r $(2) $@; fi; \
+	if [ ! -e $@ ] && [ -n "$$w" ]; then printf '%s\n' "$$w" > $@; touch -r $$f $@; fi; \
 	if [ ! -e $@ ]; then printf '%s\n' "$$s" > $@; \
 	elif [ "$$w" != "$$s" ]; then $(3) printf '%s\n' "$$s" > $@; fi
 demo_refuse = echo "make demo: $(DEMO) was made with $$w and this make asks for $$s: give a new DEMO=folder or remove $(DEMO)" >&2; exit 2;
@@ -63,7 +65,7 @@ $(DEMO)/.model.settings: demo_settings_check
 # the SAE's checkpoint and taken the new SAE_* for the demo's, so the next plain make trained the
 # finished SAE again from the start
 $(DEMO)/.sae.settings: demo_settings_check | $(DEMO)/.model.settings
-	$(call demo_settings,SAE_K SAE_TOKENS SAE_EXP,$(DEMO)/.sae.done,rm -f $(DEMO)/sae/checkpoint.bin;,\
+	$(call demo_settings,SAE_K SAE_TOKENS SAE_EXP,$(DEMO)/.sae.done $(DEMO)/sae/checkpoint.bin,rm -f $(DEMO)/sae/checkpoint.bin;,\
 	    $(call demo_again,sae-train (from the start) then analyze and report would run))
 $(DEMO)/.report.settings: demo_settings_check | $(DEMO)/.model.settings
 	$(call demo_settings,REPORT_TOP,$(DEMO)/report/index.html,,$(call demo_again,report would run))

@@ -143,6 +143,12 @@ rm -f "$d"/.*.settings; mk
 rm -f "$d"/.*.settings; mk SAE_K=16
 grep -q "^sae-train .*--k 16 .*--force --out $d/sae$" calls && ok "demo.mk: a demo from before the settings files, SAE_K=16: sae-train runs" ||
     bad "demo.mk: a demo from before the settings files, SAE_K=16: $(cat calls mk.out | head -c 300)"
+# ... and one stopped in sae-train before them left the defaults' checkpoint: SAE_K=16 starts
+# over (it resumed that checkpoint under --k 16, which sae-train refuses)
+rm -f "$d"/.*.settings "$d/.sae.done" "$d/.analyze.done"; touch "$d/sae/checkpoint.bin"; mk SAE_K=16
+grep -q "^sae-train .*--k 16 .*--force --out $d/sae$" calls && [ ! -e "$d/sae/checkpoint.bin" ] &&
+    ok "demo.mk: stopped in sae-train before the settings files, SAE_K=16: sae-train starts over" ||
+    bad "demo.mk: stopped in sae-train before the settings files, SAE_K=16: $(cat calls mk.out | head -c 300)"
 # `make demo` runs tools/fetch-data.sh every time: with everything fetched it must not need to
 # write in data/ (a shared read-only copy failed every make demo, a finished one too)
 ro="$W/rodata"
