@@ -52,7 +52,10 @@ demo_settings = +@s='$(foreach v,$(1),$(v)=$($(v)))'; \
 	if [ ! -e $@ ] && [ -n "$$w" ]; then printf '%s\n' "$$w" > $@; touch -r $$f $@; fi; \
 	if [ ! -e $@ ]; then printf '%s\n' "$$s" > $@; \
 	elif [ "$$w" != "$$s" ]; then $(3) printf '%s\n' "$$s" > $@; fi
-demo_refuse = echo "make demo: $(DEMO) was made with $$w and this make asks for $$s: give a new DEMO=folder or remove $(DEMO)" >&2; exit 2;
+# (refused once train-lm has written: before, as after a Ctrl-C in the corpus or the tokenizer,
+# there was nothing made with them, and the line said "was made with" and asked for a new folder)
+demo_refuse = if [ -e $(DEMO)/.model.done ] || [ -e $(DEMO)/model ]; then \
+	echo "make demo: $(DEMO) was made with $$w and this make asks for $$s: give a new DEMO=folder or remove $(DEMO)" >&2; exit 2; fi;
 demo_again = echo "make demo: $(DEMO) was made with $$w and this make asks for $$s: $(1) again" >&2;
 .PHONY: demo_settings_check
 

@@ -149,6 +149,13 @@ rm -f "$d"/.*.settings "$d/.sae.done" "$d/.analyze.done"; touch "$d/sae/checkpoi
 grep -q "^sae-train .*--k 16 .*--force --out $d/sae$" calls && [ ! -e "$d/sae/checkpoint.bin" ] &&
     ok "demo.mk: stopped in sae-train before the settings files, SAE_K=16: sae-train starts over" ||
     bad "demo.mk: stopped in sae-train before the settings files, SAE_K=16: $(cat calls mk.out | head -c 300)"
+# other LM_* where train-lm has written nothing (a make stopped in the corpus or the tokenizer):
+# nothing was made with the old ones, so the new ones go on (it was refused as "made with")
+d0=$d; d="$W/demo2"; mkdir -p "$d/corpus" "$d/tok"; touch "$d/corpus/brown.jsonl"; touch "$d/tok/vocab.bpe"
+printf 'LM_STEPS=10 LM_BATCH=16 HOOK=blocks.0.mlp.hook_post\n' > "$d/.model.settings"; mk; rc=$?
+[ $rc -eq 0 ] && grep -q "^train-lm .*--steps 1500 " calls && grep -q "^LM_STEPS=1500 " "$d/.model.settings" &&
+    ok "demo.mk: other LM_* before train-lm wrote anything: taken" || bad "demo.mk: other LM_* before train-lm wrote anything: exit $rc: $(cat calls mk.out | head -c 300)"
+d=$d0
 # `make demo` runs tools/fetch-data.sh every time: with everything fetched it must not need to
 # write in data/ (a shared read-only copy failed every make demo, a finished one too)
 ro="$W/rodata"
