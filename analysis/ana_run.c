@@ -1328,8 +1328,9 @@ static int all_acts_room(const shared *sh, const ana_run_opts *o, int64_t rows)
     if (rc) return rc;
     double need = est + (est > (double)reuse ? est - (double)reuse : 0);
     if (need <= (double)fs_free) return OK;
-    return err_set(ERR_IO, "%s: --all-acts needs about %.0f MB while it writes (%lld rows, about "
-                   "%.0f MB, also held in the write-ahead log until the commit) but only %.0f MB "
+    /* tenths of a MB: whole ones read "needs about 3 MB ... but only 3 MB are free" (3.5, 3.3) */
+    return err_set(ERR_IO, "%s: --all-acts needs about %.1f MB while it writes (%lld rows, about "
+                   "%.1f MB, also held in the write-ahead log until the commit) but only %.1f MB "
                    "are free on its filesystem (--force to try anyway)", o->db, need / 1e6,
                    (long long)rows, est / 1e6, (double)fs_free / 1e6);
 }
