@@ -117,9 +117,9 @@ int train_resume(train_state *s, const char *dir);
  * into out/ (so the directory is self-contained), then trains with validation every eval_every
  * steps and checkpoints every checkpoint_every steps or checkpoint_secs seconds, at the end, at
  * max_seconds and when *stop becomes non-zero (then it returns OK with stopped set: the
- * checkpoint is the result). Temp files a killed run left in out/ are removed. The callback, when given, sees the result as it fills:
- * TRAIN_EV_CORPUS after tokenizing, TRAIN_EV_READY before the first step, TRAIN_EV_EVAL after
- * every validation. */
+ * checkpoint is the result). Temp files a killed run left in out/ are removed. The callback,
+ * when given, sees the result as it fills: TRAIN_EV_CORPUS after tokenizing, TRAIN_EV_READY
+ * before the first step, TRAIN_EV_EVAL after every validation. */
 typedef struct {
     const char *corpus, *tok_dir, *out;
     int layers, d_model, heads, d_mlp, ctx; /* d_mlp 0 = 4 * d_model; ctx is the window */
