@@ -41,9 +41,10 @@ SAELITE   := ./saelite
 # $(1): the variables, $(2): the step's stamp and what a half-done step leaves (sae-train's
 # checkpoint: a demo stopped in sae-train before these files, then made with SAE_K=16, resumed
 # the defaults' checkpoint under --k 16, which sae-train refuses), $(3): run when they changed
-# (before the rewrite), $(4): what `make -n` says then. A dry run runs it too (+: its target is always remade, and
-# `make -n demo` took every settings file for rewritten and listed the whole pipeline of a
-# finished demo, train-lm first), and there (and under -q) it writes and removes nothing.
+# (before the rewrite), $(4): what `make -n` says then. A dry run runs it too (+: its target is
+# always remade, and `make -n demo` took every settings file for rewritten and listed the whole
+# pipeline of a finished demo, train-lm first), and there (and under -q) it writes and removes
+# nothing.
 demo_settings = +@s='$(foreach v,$(1),$(v)=$($(v)))'; \
 	w=$$(cat $@ 2>/dev/null) || for f in $(2); do [ ! -e $$f ] || { w='$(foreach v,$(1),$(v)=$(DEF_$(v)))'; break; }; done; \
 	case '$(firstword -$(MAKEFLAGS))' in *[nq]*) \
