@@ -221,19 +221,8 @@ int cmd_sae_train(int argc, char **argv)
     if (levels_s && c->arch != SAE_MATRYOSHKA)
         return cli_usage_error(cmd, "--levels is for --arch matryoshka");
     if (levels_s) c->mat_levels = !strcmp(levels_s, "own") ? SAE_MAT_OWN : SAE_MAT_SHARED;
-    if (widths_s) {
-        const char *p = widths_s;
-        while (*p) {
-            char *end;
-            long w = strtol(p, &end, 10);
-            if (end == p || w < 1 || w > 1 << 30 || (*end && *end != ',') ||
-                c->n_widths == SAE_MAX_WIDTHS)
-                return cli_usage_error(cmd, "--widths: expected up to %d positive integers W1,W2,...",
-                                       SAE_MAX_WIDTHS);
-            c->widths[c->n_widths++] = (int)w;
-            p = *end ? end + 1 : end;
-        }
-    }
+    if (widths_s && sae_widths_parse(widths_s, c->widths, &c->n_widths))
+        return cli_usage_error(cmd, "--widths: %s", err_msg());
 
     if (syn_spec) {
         o.synth = 1;

@@ -82,6 +82,9 @@ typedef struct {
  * for relu and "matryoshka_batchtopk" for matryoshka). */
 const char *sae_arch_name(sae_arch a);
 int sae_arch_parse(const char *s, sae_arch *out); /* ERR_ARG for unknown names */
+/* Matryoshka's prefix widths "W1,W2,..." appended to widths[*n..SAE_MAX_WIDTHS); ERR_ARG for
+ * anything but up to SAE_MAX_WIDTHS integers in 1..2^30 in all. */
+int sae_widths_parse(const char *s, int *widths, int *n);
 
 /* Zero-filled model of cfg's shape (threshold allocated for JumpReLU/BatchTopK/Matryoshka,
  * b_mag and r_mag for gated). */

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/err.h"
@@ -35,6 +36,20 @@ int sae_arch_parse(const char *s, sae_arch *out)
     }
     return err_set(ERR_ARG, "unknown SAE architecture '%s' (relu, topk, batchtopk, jumprelu, gated, "
                                 "matryoshka)", s);
+}
+
+int sae_widths_parse(const char *s, int *widths, int *n)
+{
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long w = strtol(p, &end, 10);
+        if (end == p || w < 1 || w > 1 << 30 || (*end && *end != ',') || *n == SAE_MAX_WIDTHS)
+            return err_set(ERR_ARG, "expected up to %d positive integers W1,W2,...", SAE_MAX_WIDTHS);
+        widths[(*n)++] = (int)w;
+        p = *end ? end + 1 : end;
+    }
+    return OK;
 }
 
 void sae_free(sae_model *s)
