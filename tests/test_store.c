@@ -780,6 +780,18 @@ static int acts_fixture(store *s, int n)
     return store_exec(s, sql);
 }
 
+/* A new database at p with the analysis tables (*s NULL on failure). */
+static int new_ana_store(const char *p, store **s)
+{
+    store_remove(p);
+    int rc = store_open(s, p, STORE_CREATE);
+    if (!rc && (rc = store_ana_init(*s))) {
+        store_close(*s);
+        *s = NULL;
+    }
+    return rc;
+}
+
 /* analyze --all-acts prints its size before writing (STORE_ANA_ALL_ROW_BYTES a row): the rows
  * in analyze's order (sequence, position, then 32 of 4096 features each) must take about that
  * much, indexes included (the notice said 40 a row, the table alone; the demo wrote 86, an audit) */
@@ -787,9 +799,7 @@ static void test_ana_all_row_bytes(void)
 {
     const char *p = tmp("anasize.db");
     store *s;
-    store_remove(p);
-    int rc = store_open(&s, p, STORE_CREATE);
-    if (!rc) rc = store_ana_init(s);
+    int rc = new_ana_store(p, &s);
     store_ana_writer *w = NULL;
     store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "all",
                         .d_in = 512, .d_sae = 4096, .top_n = 20, .n_seqs = 25, .n_tokens = 3175};
@@ -826,9 +836,7 @@ static void test_ana_newest(void)
 {
     const char *p = tmp("ananew.db");
     store *s;
-    store_remove(p);
-    int rc = store_open(&s, p, STORE_CREATE);
-    if (!rc) rc = store_ana_init(s);
+    int rc = new_ana_store(p, &s);
     store_ana_writer *w = NULL;
     store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
                         .d_in = 8, .d_sae = 64, .top_n = 4, .n_seqs = 10, .n_tokens = 10};
