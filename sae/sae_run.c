@@ -449,6 +449,18 @@ static int agree_due(int rc, int *stop, int *due)
 
 static int agree(int rc, int *stop) { return agree_due(rc, stop, NULL); }
 
+/* A checkpoint at this step, on every rank at once: every rank's latents (latent shards) or
+ * Adam moments (data parallel) to rank 0 (collective), which writes it; *last: when it ended. */
+static int checkpoint_now(run *r, sae_run_result *res, double *last)
+{
+    double tc = now_seconds();
+    int rc = sae_trainer_gather(r->t);
+    if (!rc) rc = dist_is_root() ? run_checkpoint(r) : (r->ckpts++, OK);
+    *last = now_seconds();
+    res->ckpt_seconds += *last - tc;
+    return rc;
+}
+
 /* The step loop: log rows, checkpoints, max_steps and *stop (rank 0 logs and checkpoints). */
 static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
 {
@@ -480,14 +492,9 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
                         s, st.mse, st.ev, st.l0, 100 * st.dead_frac);
         int max_stop = o->max_steps > 0 && s - s0 >= o->max_steps && s < T;
         if ((o->checkpoint_every > 0 && s % o->checkpoint_every == 0) || s == T || max_stop) {
-            double tc = now_seconds();
-            /* more than one rank: every rank's latents (latent shards) or Adam moments (data
-               parallel) to rank 0 first (collective, so agreed) */
-            if (dist_size() > 1 && !(rc = agree(rc, NULL)))
-                rc = sae_trainer_gather(r->t);
-            if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
-            res->ckpt_seconds += now_seconds() - tc;
-            last_ckpt = now_seconds();
+            /* the gather is collective: agreed first */
+            if (dist_size() > 1) rc = agree(rc, NULL);
+            if (!rc) rc = checkpoint_now(r, res, &last_ckpt);
         }
         int stop = o->stop && *o->stop;
         /* also by the clock, rank 0's (the ranks' clocks differ, and the gather is collective):
@@ -497,11 +504,7 @@ static int run_steps(run *r, const sae_run_opts *o, sae_run_result *res)
         /* agreed: rank 0's checkpoints so far are on disk (the SIGTERM line says --resume) */
         if (r->ckpts && o->ckpt_done) *o->ckpt_done = 1;
         if (due || stop) {
-            double tc = now_seconds();
-            rc = sae_trainer_gather(r->t);
-            if (!rc) rc = root ? run_checkpoint(r) : (r->ckpts++, OK);
-            res->ckpt_seconds += now_seconds() - tc;
-            last_ckpt = now_seconds();
+            rc = checkpoint_now(r, res, &last_ckpt);
             /* a stop: every rank stops with this message (dist_check: printed once) */
             if (!(rc = agree(rc, NULL)) && stop)
                 rc = dist_check(err_set(ERR_ABORTED, "interrupted at step %" PRId64 "; checkpoint "
@@ -651,6 +654,8 @@ typedef struct {
 
 static const setting_line *setting_of(const char *line)
 {
+    static const char other_data[] = "resume on the database it was trained on, or train it from "
+                                     "the start on this one (--force without --resume)";
     static const setting_line map[] = {
         {"source ", "the data source (--db, --npy, --synth)", NULL}, {"hook ", "--hook", NULL},
         {"hook_out ", "--hook-out", NULL}, {"val_frac ", "--val-frac", NULL},
@@ -658,15 +663,11 @@ static const setting_line *setting_of(const char *line)
         {"max_norm_ratio ", "--max-norm-ratio", NULL}, {"rows ", "the --npy file's rows", NULL},
         /* other data under the same flags: those flags cannot continue it (a review) */
         {"store_rows ", "the training split's tokens in --db: another database, or rows added "
-                        "or removed since",
-         "resume on the database it was trained on, or train it from the start on this one "
-         "(--force without --resume)"},
+                        "or removed since", other_data},
         /* the same count of another model's activations (the corpus extracted again with
            another model): the rows alone let it continue */
         {"store_model ", "the checksum of the model whose activations --db holds: another "
-                         "database, or the hook extracted again with another model",
-         "resume on the database it was trained on, or train it from the start on this one "
-         "(--force without --resume)"},
+                         "database, or the hook extracted again with another model", other_data},
         {"synth ", "the generator (--synth-* or --synth-spec)", NULL}};
     static const setting_line other = {"", "the data settings", NULL};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
