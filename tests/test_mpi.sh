@@ -319,6 +319,26 @@ if started usr1.err; then
         ok "SIGUSR1 to mpirun: every rank stopped at a step, the checkpoint resumes: $line" ||
         bad "SIGUSR1 to mpirun: $(head -c 400 usr1.err) / $(head -n 1 err.txt)"
 else bad "SIGUSR1: the run did not start: $(head -c 300 usr1.err)"; kill -KILL $mp; wait $mp; fi
+# SIGHUP to mpirun (its terminal or ssh session closed): mpirun ends the job as for Ctrl-C, every
+# rank left says so (mpirun may be gone before it forwards every rank's line: the Ctrl-C case above
+# reads one), and the run continues from its last checkpoint. mpirun gets SIGHUP's default
+# whatever this script inherited (under nohup it would ignore it and run 20M tokens)
+hup_default=(env --default-signal=HUP)
+env --default-signal=HUP true 2> /dev/null || hup_default=(perl -e '$SIG{HUP} = "DEFAULT"; exec @ARGV or die')
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${hup_default[@]}" "${MPI[@]}" -np 2 "$BIN" sae-train "${F[@]}" --checkpoint-every 5 --out hup > /dev/null 2> hup.err &
+mp=$!
+for _ in $(seq 600); do [ -s hup/checkpoint.bin ] && break; sleep 0.05; done
+if [ -s hup/checkpoint.bin ]; then
+    kill -HUP $mp
+    for _ in $(seq 150); do kill -0 $mp 2> /dev/null || break; sleep 0.1; done
+    if kill -0 $mp 2> /dev/null; then bad "SIGHUP to mpirun: the job still runs 15 s later"; kill -KILL $mp; fi
+    wait $mp; rc=$?
+    n=$(grep -c '^saelite: rank [01] of 2: ended by mpirun .*the last checkpoint is intact, rerun with --resume' hup.err)
+    [ $rc -ne 0 ] && [ "$n" -ge 1 ] &&
+        "$BIN" sae-train "${F[@]}" --checkpoint-every 5 --out hup --resume --max-steps 1 > /dev/null 2> err.txt &&
+        ok "SIGHUP to mpirun: exit $rc, $n rank line(s), the checkpoint resumes" ||
+        bad "SIGHUP to mpirun: exit $rc, $n rank lines: $(grep -v '^sae-train' hup.err | head -c 400) / $(head -n 1 err.txt 2> /dev/null)"
+else bad "SIGHUP: no checkpoint written: $(head -c 300 hup.err)"; kill -KILL $mp; wait $mp; fi
 
 # --force over another run's checkpoint, Ctrl-C after this run rewrote it twice: the line says
 # --resume (a stat() of the file's inode said "no checkpoint was written yet": the second atomic
