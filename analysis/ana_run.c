@@ -919,7 +919,7 @@ static const char *ckpt_files(const pass_ckpt *ck, char *out, size_t cap)
  * room could take the file for litter). Collective, as stop_advice. */
 static int kept_advice(const pass_ckpt *ck, int rc)
 {
-    char files[8700], msg[1024];
+    char files[8700], msg[ERR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err_msg());
     if (!ckpt_files(ck, files, sizeof files)[0]) return err_set(rc, "%s", msg);
     return err_set(rc, "%s; the same command continues from %s", msg, files);

@@ -609,7 +609,7 @@ int dist_check(int rc)
     int nfail = rc != 0, all = 0;
     if ((mrc = MPI_Allreduce(&nfail, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD)) != MPI_SUCCESS)
         return mpi_fail(mrc, "MPI_Allreduce(check)");
-    char msg[1100];
+    char msg[ERR_MSG_MAX];
     int code = rc;
     if (g_rank == first) snprintf(msg, sizeof msg, "%s", err_msg()[0] ? err_msg() : err_str(rc));
     int hdr[1] = {code};

@@ -3,11 +3,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/utf8.h"
 
-static _Thread_local char err_buf[1024];
+static _Thread_local char err_buf[ERR_MSG_MAX];
 
 static const char *const err_names[ERR__COUNT] = {
     [OK] = "ok",
@@ -28,8 +29,9 @@ static const char *const err_names[ERR__COUNT] = {
  * name read from a file (a tensor name with a newline, say) stays one line and cannot forge
  * log lines. Bytes that are not UTF-8, and C1 controls (U+0080..U+009F, 0x9b is a terminal's
  * CSI), are escaped as \xNN too: a damaged schema's name printed raw bytes to the terminal.
- * Backslashes are kept as they are: paths stay readable. */
-static void escape_into(char *dst, size_t cap, const char *src)
+ * Backslashes are kept as they are: paths stay readable. unit (optional, cap bytes): 1 where
+ * an escape or a character starts in dst. */
+static void escape_into(char *dst, size_t cap, const char *src, char *unit)
 {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0, n = strlen(src);
@@ -47,11 +49,62 @@ static void escape_into(char *dst, size_t cap, const char *src)
         } else if (u) { memcpy(e, p, u); k = step = u; }
         else { e[0] = (char)*p; k = 1; }
         if (o + k >= cap) break; /* truncate, never split an escape or a character */
+        if (unit) {
+            unit[o] = 1;
+            memset(unit + o + 1, 0, k - 1);
+        }
         memcpy(dst + o, e, k);
         o += k;
         p += step;
     }
+    if (unit) unit[o] = 1;
     dst[o] = 0;
+}
+
+/* src (raw: escaped here, or esc: already escaped, each byte a unit) into err_buf. One that does
+ * not fit keeps its head and its tail with " ... " between, cut between escapes and characters:
+ * a message names the file first and the problem last, and a path of a few thousand bytes cut
+ * the problem off ("open /long/.../nonexi"). Plain truncation where memory for the copy is
+ * short. */
+static void put_msg(const char *src, int esc)
+{
+    static const char mid[] = " ... ";
+    size_t n = strlen(src), cap = esc ? n + 1 : 4 * n + 1; /* an escape is 4 bytes at most */
+    char *out = cap > sizeof err_buf ? malloc(cap) : NULL, *unit = out ? malloc(cap) : NULL;
+    if (!unit) { /* it fits (no copy needed), or no memory: cut at the end as before */
+        if (esc) snprintf(err_buf, sizeof err_buf, "%s", src);
+        else escape_into(err_buf, sizeof err_buf, src, NULL);
+        free(out);
+        return;
+    }
+    if (esc) { /* whole characters (an escape's 4 bytes may be cut: it is not marked here) */
+        memcpy(out, src, n + 1);
+        for (size_t i = 0; i <= n; i++) unit[i] = ((unsigned char)src[i] & 0xc0) != 0x80;
+    } else escape_into(out, cap, src, unit);
+    size_t e = strlen(out);
+    if (e < sizeof err_buf) memcpy(err_buf, out, e + 1);
+    else {
+        size_t keep = sizeof err_buf - sizeof mid, h = keep / 2, t = e - (keep - h);
+        while (h > 0 && !unit[h]) h--;
+        while (t < e && !unit[t]) t++;
+        memcpy(err_buf, out, h);
+        memcpy(err_buf + h, mid, sizeof mid - 1);
+        memcpy(err_buf + h + sizeof mid - 1, out + t, e - t + 1);
+    }
+    free(out);
+    free(unit);
+}
+
+/* fmt with ap, on the heap when the stack buffer is too small (NULL: out of memory, use buf) */
+static char *format(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+    va_list aq;
+    va_copy(aq, ap);
+    int n = vsnprintf(buf, cap, fmt, ap);
+    char *big = n >= 0 && (size_t)n >= cap ? malloc((size_t)n + 1) : NULL;
+    if (big) vsnprintf(big, (size_t)n + 1, fmt, aq);
+    va_end(aq);
+    return big;
 }
 
 int err_set(int code, const char *fmt, ...)
@@ -59,23 +112,34 @@ int err_set(int code, const char *fmt, ...)
     char raw[sizeof err_buf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof raw, fmt, ap);
+    char *big = format(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    escape_into(err_buf, sizeof err_buf, raw);
+    put_msg(big ? big : raw, 0);
+    free(big);
     return code;
 }
 
 int err_wrap(int code, const char *fmt, ...)
 {
     /* the old message is already escaped; only the new prefix needs it */
-    char old[sizeof err_buf], raw[512], prefix[512];
+    char raw[sizeof err_buf], prefix[sizeof err_buf];
     va_list ap;
-    memcpy(old, err_buf, sizeof old);
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof raw, fmt, ap);
+    char *big = format(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    escape_into(prefix, sizeof prefix, raw);
-    snprintf(err_buf, sizeof err_buf, "%s: %s", prefix, old[0] ? old : err_str(code));
+    escape_into(prefix, sizeof prefix, big ? big : raw, NULL);
+    free(big);
+    size_t lp = strlen(prefix), lo = strlen(err_buf[0] ? err_buf : err_str(code));
+    char *all = malloc(lp + 2 + lo + 1);
+    if (!all) { /* the prefix, cut, before the old message: as before this had its own buffer */
+        char old[sizeof err_buf];
+        memcpy(old, err_buf, sizeof old);
+        snprintf(err_buf, sizeof err_buf, "%.*s: %s", 512, prefix, old[0] ? old : err_str(code));
+        return code;
+    }
+    snprintf(all, lp + 2 + lo + 1, "%s: %s", prefix, err_buf[0] ? err_buf : err_str(code));
+    put_msg(all, 1);
+    free(all);
     return code;
 }
 
@@ -85,9 +149,14 @@ void err_replace(const char *from, const char *to)
 {
     char *at = from[0] ? strstr(err_buf, from) : NULL;
     if (!at) return;
-    char rest[sizeof err_buf];
-    snprintf(rest, sizeof rest, "%s", at + strlen(from));
-    snprintf(at, sizeof err_buf - (size_t)(at - err_buf), "%s%s", to, rest);
+    size_t lh = (size_t)(at - err_buf), lt = strlen(to), lr = strlen(at + strlen(from));
+    char *all = malloc(lh + lt + lr + 1);
+    if (!all) return; /* the staging name stays: a longer name could not be put in */
+    memcpy(all, err_buf, lh);
+    memcpy(all + lh, to, lt);
+    memcpy(all + lh + lt, at + strlen(from), lr + 1);
+    put_msg(all, 1);
+    free(all);
 }
 
 const char *err_str(int code)

@@ -26,7 +26,12 @@ enum err_code {
     ERR__COUNT
 };
 
-/* Record a printf-style message and return code. Message is truncated to 1 KiB. Control
+/* Messages fit in ERR_MSG_MAX bytes with the NUL: room for two PATH_MAX paths and the problem.
+ * A longer one keeps its head and its tail with " ... " between (it named the file first and
+ * the problem last, and a cut at the end lost the problem). */
+#define ERR_MSG_MAX 8192
+
+/* Record a printf-style message and return code (at most ERR_MSG_MAX bytes, above). Control
  * characters (< 0x20, 0x7f) in the formatted text are escaped (\n, \r, \t, \xHH), so a message
  * quoting a name read from a file stays one line; err_wrap escapes its prefix likewise. */
 int err_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -35,7 +40,7 @@ int err_wrap(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Last message recorded on this thread ("" if none). */
 const char *err_msg(void);
 /* In the last message, the first `from` becomes `to` (a staging file's name becomes the one the
- * user gave); the message is cut at 1 KiB. */
+ * user gave); to is not escaped. */
 void err_replace(const char *from, const char *to);
 /* Static name of a code, e.g. "I/O error". */
 const char *err_str(int code);

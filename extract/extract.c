@@ -1216,7 +1216,7 @@ int ext_bf16(const ext_job *j) { return j->bf16; }
  * the run's own. */
 static void undo_setup(ext_job *j, int code)
 {
-    char msg[1024];
+    char msg[ERR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err_msg());
     int64_t ids[EXT_MAX_HOOKS];
     for (int i = 0; i < j->nh; i++) ids[i] = j->h[i].sh.id;

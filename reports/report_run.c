@@ -50,7 +50,7 @@ typedef struct {
     pthread_mutex_t mu;
     progress pg; /* updated under mu: one thread at a time */
     int rc;
-    char msg[1024];
+    char msg[ERR_MSG_MAX];
 } job;
 
 /* One context being assembled: token ids of the window, their text and activations. */
@@ -1239,7 +1239,7 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
         /* each worker reads on its own handle, so an analyze that replaced this analysis
            meanwhile shows as a feature "not analysed" (an audit ran report beside analyze):
            name the real cause */
-        char why[512];
+        char why[ERR_MSG_MAX];
         snprintf(why, sizeof why, "%s", err_msg());
         store_rep_dict now;
         int r2 = store_rep_dict_find(s, o->sae, weights, o->hook, o->split, &now);

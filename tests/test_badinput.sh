@@ -290,6 +290,10 @@ bad "export under a regular file" "acts.npy/o.npy.*Not a directory" export --db 
 bad "export to read-only output" "$RO/o.npy" export --db good.db --hook $H --npy $RO/o.npy
 bad "export from a truncated database" "trunc.db: not a database" export --db trunc.db --hook $H --npy o.npy
 bad "info on a missing database" "missing.db: cannot open" info --db missing.db
+# a path of 1.2 kB: the message kept its first 1 KiB and lost the problem ("/ddd.../missi")
+LONGD=$(printf 'd%.0s' {1..200})
+bad "info on a missing database, a 1.2 kB path: the problem is still said" \
+    "$LONGD/missing.db: cannot open: No such file" info --db "$LONGD/$LONGD/$LONGD/$LONGD/$LONGD/$LONGD/missing.db"
 bad "info on a newer schema" "written by a newer saelite" info --db newer.db
 bad "info on a text file" "text.db: not a database" info --db text.db
 bad "info on an empty file" "empty.npy: empty database" info --db empty.npy

@@ -60,13 +60,57 @@ static void test_err(void)
        U+009B) are escaped; valid multi-byte characters pass whole */
     err_set(ERR_FORMAT, "t '%s'", "a\xff\xc3\xc2\x9b\xe2\x82\xac\xf0\x9f");
     CHECK(!strcmp(err_msg(), "t 'a\\xff\\xc3\\xc2\\x9b\xe2\x82\xac\\xf0\\x9f'"), "%s", err_msg());
-    /* a long message of newlines is truncated without splitting an escape */
-    char many[1500];
+    /* a long message of newlines keeps its head and tail without splitting an escape */
+    static char many[6000], big[30000];
     memset(many, '\n', sizeof many - 1);
     many[sizeof many - 1] = 0;
     err_set(ERR_FORMAT, "%s", many);
-    size_t ml = strlen(err_msg());
-    CHECK(ml > 1000 && ml < 1024 && ml % 2 == 0 && !strchr(err_msg(), '\n'), "%zu", ml);
+    const char *m = err_msg(), *cut = strstr(m, " ... ");
+    size_t ml = strlen(m);
+    CHECK(ml > ERR_MSG_MAX - 16 && ml < ERR_MSG_MAX && cut && (cut - m) % 2 == 0 &&
+              (ml - (size_t)(cut - m) - 5) % 2 == 0 && !strchr(m, '\n') && m[ml - 1] == 'n',
+          "%zu", ml);
+    /* a path of PATH_MAX bytes and the problem fit whole; a longer one keeps the file's head and
+       the problem (it kept 1 KiB of the path: "open /long/.../nonexi") */
+    memset(big, 'a', 4095);
+    big[0] = '/';
+    big[4095] = 0;
+    err_set(ERR_IO, "open %s: No such file or directory", big);
+    CHECK(strlen(err_msg()) == 5 + 4095 + 27 && !strstr(err_msg(), " ... "), "%zu", strlen(err_msg()));
+    memset(big, 'a', sizeof big - 1);
+    big[0] = '/';
+    big[sizeof big - 1] = 0;
+    err_set(ERR_IO, "open %s: No such file or directory", big);
+    m = err_msg();
+    ml = strlen(m);
+    CHECK(ml < ERR_MSG_MAX && !strncmp(m, "open /aaa", 9) && strstr(m, "a ... a") &&
+              !strcmp(m + ml - 27, ": No such file or directory"),
+          "%zu %.20s", ml, m + ml - 20);
+    /* err_wrap and err_replace keep the end too */
+    err_set(ERR_IO, "%s: bad header", big + 20000);
+    err_wrap(ERR_IO, "loading %s", big);
+    m = err_msg();
+    ml = strlen(m);
+    CHECK(ml < ERR_MSG_MAX && !strncmp(m, "loading /aaa", 12) && !strcmp(m + ml - 12, ": bad header"),
+          "%zu", ml);
+    err_set(ERR_IO, "write stage.tmp: disk full");
+    err_replace("stage.tmp", big);
+    m = err_msg();
+    ml = strlen(m);
+    CHECK(ml < ERR_MSG_MAX && !strncmp(m, "write /aaa", 10) && !strcmp(m + ml - 11, ": disk full"), "%zu", ml);
+    /* multi-byte characters are not cut at the seam */
+    for (int i = 0; i + 2 < (int)sizeof big; i += 2) {
+        big[i] = (char)0xc3;
+        big[i + 1] = (char)0xa9;
+    }
+    big[sizeof big - 2] = 0;
+    err_set(ERR_FORMAT, "%s!", big);
+    m = err_msg();
+    cut = strstr(m, " ... ");
+    ml = strlen(m);
+    CHECK(cut && (cut - m) % 2 == 0 && (unsigned char)cut[5] == 0xc3 && m[ml - 1] == '!' &&
+              (ml - (size_t)(cut - m) - 5) % 2 == 1,
+          "%zu", ml);
 }
 
 static char tdir[256]; /* the scratch directory main makes (defined again below, tentatively) */
