@@ -131,10 +131,8 @@ int err_wrap(int code, const char *fmt, ...)
     free(big);
     size_t lp = strlen(prefix), lo = strlen(err_buf[0] ? err_buf : err_str(code));
     char *all = malloc(lp + 2 + lo + 1);
-    if (!all) { /* the prefix, cut, before the old message: as before this had its own buffer */
-        char old[sizeof err_buf];
-        memcpy(old, err_buf, sizeof old);
-        snprintf(err_buf, sizeof err_buf, "%.*s: %s", 512, prefix, old[0] ? old : err_str(code));
+    if (!all) { /* no memory for both: the old message says the problem */
+        if (!err_buf[0]) snprintf(err_buf, sizeof err_buf, "%s", err_str(code));
         return code;
     }
     snprintf(all, lp + 2 + lo + 1, "%s: %s", prefix, err_buf[0] ? err_buf : err_str(code));
