@@ -1055,8 +1055,10 @@ static int ro_open(const char *db_path, sqlite3 **dbp, store_deadline *clk)
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        int ret = err_set(db ? ERR_IO : ERR_NOMEM, "%s: cannot open: %s", db_path,
-                          db ? sqlite3_errmsg(db) : "out of memory");
+        int ret = db && store_path_too_long(db_path, rc)
+                      ? ERR_ARG
+                      : err_set(db ? ERR_IO : ERR_NOMEM, "%s: cannot open: %s", db_path,
+                                db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
         return ret;
     }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <limits.h>
 #include <unistd.h>
 #if defined(__AVX512BW__)
 #include <immintrin.h>
@@ -383,6 +384,24 @@ int store_page_for(int64_t blob_bytes)
 
 int store_open(store **out, const char *path, int flags) { return store_open_blobs(out, path, flags, 0); }
 
+int store_path_too_long(const char *path, int rc)
+{
+    sqlite3_vfs *v = sqlite3_vfs_find(NULL);
+    char cwd[PATH_MAX];
+    if ((rc & 0xff) != SQLITE_CANTOPEN || !v) return 0;
+    /* the length SQLite sees: the current directory, then the path (it also resolves symbolic
+       links and ".."; a path it shortens that way and still fails is left to its message) */
+    size_t len = strlen(path);
+    if (path[0] != '/') len += getcwd(cwd, sizeof cwd) ? strlen(cwd) + 1 : sizeof cwd;
+    /* the bound leaves room for the journal's name ("-journal", measured on 3.40: 504 bytes
+       open, 505 do not) */
+    int most = v->mxPathname - 8;
+    if (len <= (size_t)most) return 0;
+    err_set(ERR_ARG, "%s: cannot open: its full path is %zu bytes long, and SQLite opens a database "
+            "only where that is at most %d (move it to a shorter path)", path, len, most);
+    return 1;
+}
+
 int store_open_blobs(store **out, const char *path, int flags, int64_t blob_bytes)
 {
     *out = NULL;
@@ -420,6 +439,7 @@ int store_open_blobs(store **out, const char *path, int flags, int64_t blob_byte
     int rc = sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         if (!s->db) rc = err_set(ERR_NOMEM, "%s: out of memory", path);
+        else if (store_path_too_long(path, sqlite3_extended_errcode(s->db))) rc = ERR_ARG;
         else rc = store_sql_error(s, rc, "cannot open");
         store_close(s);
         return rc;

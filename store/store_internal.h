@@ -28,6 +28,12 @@ int store_cache_kib(store *s, int kib);
 
 sqlite3 *store_db(store *s);
 int store_sql_error(store *s, int rc, const char *what);
+/* After sqlite3_open_v2(path) failed with rc: 1 (and the message recorded, ERR_ARG) when the
+ * reason is a full path longer than SQLite's VFS builds (mxPathname less the journal's suffix:
+ * 504 bytes in 3.40), which
+ * SQLite reports as "unable to open database file (No such file or directory)" on a path that
+ * is there; 0 otherwise (the caller says what SQLite said). */
+int store_path_too_long(const char *path, int rc);
 int store_exec(store *s, const char *sql);
 int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
 /* What a user can do about rc on db: "" or a parenthesised hint with a leading space (another

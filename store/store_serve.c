@@ -277,8 +277,10 @@ static int open_conn(store_srv *s, sqlite3 **db)
 {
     int rc = sqlite3_open_v2(s->path, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, NULL);
     if (rc != SQLITE_OK)
-        return err_set(ERR_IO, "%s: cannot open: %s", s->path,
-                       *db ? sqlite3_errmsg(*db) : "out of memory");
+        return *db && store_path_too_long(s->path, rc)
+                   ? ERR_ARG
+                   : err_set(ERR_IO, "%s: cannot open: %s", s->path,
+                             *db ? sqlite3_errmsg(*db) : "out of memory");
     sqlite3_busy_timeout(*db, 2000);
     sqlite3_limit(*db, SQLITE_LIMIT_ATTACHED, 0);
     /* extension loading stays off (the default); say so in case the library was built otherwise.

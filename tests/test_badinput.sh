@@ -277,6 +277,12 @@ bad "text file as database" "text.db: not a database" import --npy acts.npy --db
 bad "truncated database" "trunc.db: not a database" import --npy acts.npy --db trunc.db --hook x.new
 bad "newer schema database" "newer.db: written by a newer saelite \(schema version 999" import --npy acts.npy --db newer.db --hook x.new
 bad "database in a missing directory" "nodir/new.db: cannot create: No such file" import --npy acts.npy --db nodir/new.db --hook x.new
+# a database whose full path is longer than SQLite takes (504 bytes on 3.40): it said "unable to
+# open database file (No such file or directory)" of a directory that is there
+LONGP=$(printf 'l%.0s' {1..200})/$(printf 'l%.0s' {1..200})/$(printf 'l%.0s' $(seq $((520 - ${#W} - 1 - 402 - 5))))
+mkdir -p "$W/$LONGP"
+bad "a database whose full path is 520 bytes" "x.db: cannot open: its full path is 520 bytes long, and SQLite opens a database only where that is at most" \
+    import --npy acts.npy --db "$LONGP/x.db" --hook x.new
 bad "token ids of the wrong length (new db)" "ids5.npy: 5 token ids for 16 activation rows" import --npy acts.npy --db new.db --hook x.new --tokens ids5.npy
 bad "NaN activation (new db)" "nan.npy: non-finite" import --npy nan.npy --db new.db --hook x.new
 bad "activation beyond float16 (new db: none created)" "big.npy: 70000 at row 3, column 2 is beyond f16's range; import as bf16 or f32" import --npy big.npy --db new.db --hook x.new --dtype f16
