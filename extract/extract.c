@@ -145,7 +145,11 @@ static int hook_cb(const tensor_view *t, void *user)
 {
     ext_hook *h = user;
     int64_t per = t->ndim >= 3 ? t->shape[0] * t->shape[1] : 0;
-    if (per <= 0 || tensor_numel(t) != per * h->width) return 1;
+    /* an error of its own (the forward keeps a hook's code and message): a bare non-zero reads
+       as ERR_ABORTED, which rank 0 takes for another rank's stop, not a failure */
+    if (per <= 0 || tensor_numel(t) != per * h->width)
+        return err_set(ERR_SHAPE, "hook %s delivered %lld values, not a multiple of its width %d",
+                       h->name, (long long)tensor_numel(t), h->width);
     memcpy(h->buf, t->data, (size_t)tensor_numel(t) * sizeof(float));
     h->B = (int)t->shape[0];
     h->T = (int)t->shape[1];
