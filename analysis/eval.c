@@ -150,6 +150,8 @@ typedef struct {
     eval_csr sae, rnd;
     int *cls;            /* class per row */
     unsigned char *test; /* 1 = from a test document */
+    int *doc;            /* its document (index into ctx.doc_stratum), for the standard errors;
+                            NULL when it could not be told (rows_docs) */
 } sample_set;
 
 static void set_free(sample_set *s)
@@ -159,6 +161,7 @@ static void set_free(sample_set *s)
     eval_csr_free(&s->rnd);
     mem_free(s->cls);
     mem_free(s->test);
+    mem_free(s->doc);
 }
 
 typedef struct {
@@ -176,6 +179,10 @@ typedef struct {
     int *chosen;         /* indices into seqs, ascending */
     int nchosen;
     unsigned char *seq_test; /* [nseq] */
+    int *seq_doc;        /* [nseq] its document's index among the distinct documents, ascending id */
+    int ndocs;
+    int *doc_stratum;    /* [ndocs] the split's stratum of a test document, -1 for a train one:
+                            what the standard errors' bootstrap draws (eval_boot) */
     sample_set tok, seq; /* POS tokens; pooled sequences */
     signed char *tense;  /* [nchosen] 1 past, 0 present, -1 neither (more past than present finite verbs) */
     int bits;            /* EVAL_SUITE_* requested */
@@ -192,6 +199,7 @@ typedef struct {
     eval_memo *memo;       /* the probes' memo: the caller's, or own_memo for the journal */
     eval_memo *own_memo;
     char probes[4200];     /* the suites' checkpoint: ck.path + ".probes" ("" without a name) */
+    eval_boot *boot;       /* the running suite's standard errors (NULL: none for this set) */
 } ctx;
 
 static int genre_index(ctx *c, const char *g)
@@ -310,9 +318,18 @@ static int plan_sequences(ctx *c, eval_result *res)
         if (dtest[i]) res->n_test_docs++;
         else res->n_train_docs++;
     }
+    c->seq_doc = mem_alloc(c->nseq * sizeof *c->seq_doc);
+    c->doc_stratum = mem_alloc(nd * sizeof *c->doc_stratum);
+    if (!c->seq_doc || !c->doc_stratum) {
+        rc = err_set(ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    c->ndocs = (int)nd;
+    for (size_t i = 0; i < nd; i++) c->doc_stratum[i] = dtest[i] ? dgrp[i] : -1;
     for (size_t i = 0; i < c->nseq; i++) {
         int64_t *p = bsearch(&c->seqs[i].doc_id, docs, nd, sizeof *docs, cmp_i64);
         c->seq_test[i] = dtest[p - docs];
+        c->seq_doc[i] = (int)(p - docs);
     }
     /* up to seqs_per_genre sequences of each genre, a seeded choice */
     c->chosen = mem_alloc(c->nseq * sizeof *c->chosen);
@@ -769,6 +786,31 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
     return rc;
 }
 
+/* Each row's document, for the standard errors. A pooled row is chosen sequence i; the token rows
+ * are the marked positions in the read's order (sequence, then position: read_pass), which a
+ * checkpoint's rows follow too. Should the read have kept fewer rows than are marked (a sequence
+ * stored shorter than planned), the token rows' documents are not known: tok.doc stays NULL and
+ * their standard errors NaN (NULL), the numbers themselves unchanged. */
+static int rows_docs(ctx *c, const int *mark, const int64_t *off)
+{
+    c->seq.doc = mem_alloc(((size_t)c->seq.n + 1) * sizeof *c->seq.doc);
+    c->tok.doc = mem_alloc(((size_t)c->tok.n + 1) * sizeof *c->tok.doc);
+    if (!c->seq.doc || !c->tok.doc) return err_set(ERR_NOMEM, "out of memory");
+    for (int i = 0; i < c->seq.n; i++) c->seq.doc[i] = c->seq_doc[c->chosen[i]];
+    int row = 0;
+    for (int i = 0; i < c->nchosen && row <= c->tok.n; i++)
+        for (int64_t q = off[i]; q < off[i + 1]; q++)
+            if (mark[q] >= 0) {
+                if (row < c->tok.n) c->tok.doc[row] = c->seq_doc[c->chosen[i]];
+                row++;
+            }
+    if (row != c->tok.n) {
+        mem_free(c->tok.doc);
+        c->tok.doc = NULL;
+    }
+    return OK;
+}
+
 /* A result row for the writing transaction (json copied). */
 static int put_row(ctx *c, const pend_row *r, const char *json)
 {
@@ -891,6 +933,25 @@ typedef struct {
     int n, n_kind[2];
 } sp_acc;
 
+/* The sparse-probing series of the bootstrap (eval_boot): per k the SAE, random-SAE and neuron
+ * means over all tasks and the SAE's over the POS and the genre tasks; the two full probes. */
+enum { SP_SE_DICT = 0, SP_SE_KIND = 3 * EVAL_NK, SP_SE_FULL = 5 * EVAL_NK, SP_SE_N = 5 * EVAL_NK + 2 };
+
+/* The test rows' documents and whether each prediction (score > 0) is right, as a task of
+ * series (and of also, when >= 0) of c->boot; nothing without one. */
+static int boot_task(ctx *c, const sample_set *s, const labelled *te, const double *sc, int *doc,
+                     double *v, int series, int also)
+{
+    if (!c->boot) return OK;
+    for (int i = 0; i < te->n; i++) {
+        doc[i] = s->doc[te->rows[i]];
+        v[i] = (sc[i] > 0) == (te->y[i] != 0); /* eval_accuracy's count */
+    }
+    int rc = eval_boot_add(c->boot, series, doc, v, te->n);
+    if (!rc && also >= 0) rc = eval_boot_add(c->boot, also, doc, v, te->n);
+    return rc;
+}
+
 static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, const labelled *tr,
                       const labelled *te, sp_acc *acc, buf *b)
 {
@@ -901,7 +962,14 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
                            {.sparse = &s->rnd, .memo = c->memo, .stop = stop},
                            {.dense = s->raw, .d = d, .memo = c->memo, .stop = stop}};
     double *sc = mem_alloc(((size_t)tr->n + te->n + 1) * sizeof *sc);
-    if (!sc) return err_set(ERR_NOMEM, "out of memory");
+    double *bv = mem_alloc(((size_t)te->n + 1) * sizeof *bv);
+    int *bd = mem_alloc(((size_t)te->n + 1) * sizeof *bd);
+    if (!sc || !bv || !bd) {
+        mem_free(sc);
+        mem_free(bv);
+        mem_free(bd);
+        return err_set(ERR_NOMEM, "out of memory");
+    }
     int rc = OK, cols[20];
     const char *kn = kind ? "genre" : "pos";
     for (int di = 0; !rc && di < 3; di++) {
@@ -917,6 +985,9 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
             eval_scores(&p, &feats[di], te->rows, te->n, cols, k, sc);
             double tea = eval_accuracy(sc, te->y, te->n);
             eval_probe_free(&p);
+            rc = boot_task(c, s, te, sc, bd, bv, SP_SE_DICT + di * EVAL_NK + ki,
+                           di == 0 ? SP_SE_KIND + kind * EVAL_NK + ki : -1);
+            if (rc) break;
             acc->sum[di][ki] += tea;
             acc->sum_kind[kind][di][ki] += tea;
             if (!(rc = json_ints(b, cols, k)))
@@ -935,6 +1006,7 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
         eval_scores(&p, f, te->rows, te->n, NULL, 0, sc);
         double tea = eval_accuracy(sc, te->y, te->n);
         eval_probe_free(&p);
+        if ((rc = boot_task(c, s, te, sc, bd, bv, SP_SE_FULL + fi, -1))) break;
         acc->full[fi] += tea;
         rc = put_probe(c, task, kn, fi ? "sae_full" : "full", fi ? c->sae->cfg.d_sae : d, tr->n,
                        te->n, tra, tea, NULL);
@@ -944,6 +1016,8 @@ static int probe_task(ctx *c, const sample_set *s, int kind, const char *task, c
         acc->n_kind[kind]++;
     }
     mem_free(sc);
+    mem_free(bv);
+    mem_free(bd);
     return rc;
 }
 
@@ -1013,12 +1087,49 @@ static int metric_k(ctx *c, int suite, const char *fmt, int k, double v)
     return metric(c, suite, name, v);
 }
 
+/* The bootstrap of a suite over the test documents (c->boot; NULL when a row's document is not
+ * known, rows_docs: the se are then NaN). */
+static int boot_begin(ctx *c, int need_tok)
+{
+    c->boot = NULL;
+    if (need_tok && !c->tok.doc) return OK;
+    return eval_boot_new(&c->boot, c->ndocs, c->doc_stratum);
+}
+
+/* se[n] of the suite's series (NaN without a bootstrap); the bootstrap goes. The seed is the
+ * run's, so a rerun gives the same bits. */
+static int boot_end(ctx *c, int n, uint64_t tag, double *se)
+{
+    for (int i = 0; i < n; i++) se[i] = NAN;
+    int rc = c->boot ? eval_boot_se(c->boot, n, c->o->seed ^ tag, EVAL_BOOT_N, se) : OK;
+    eval_boot_free(c->boot);
+    c->boot = NULL;
+    return rc;
+}
+
+/* A metric and its standard error, "<name>_se" (docs/eval.md, "Standard errors"). */
+static int metric_se(ctx *c, int suite, const char *name, double v, double se)
+{
+    char sn[96];
+    snprintf(sn, sizeof sn, "%.88s_se", name);
+    int rc = metric(c, suite, name, v);
+    return rc ? rc : metric(c, suite, sn, se);
+}
+
+static int metric_k_se(ctx *c, int suite, const char *fmt, int k, double v, double se)
+{
+    char name[96];
+    snprintf(name, sizeof name, fmt, k);
+    return metric_se(c, suite, name, v, se);
+}
+
 static int run_sparse_probing(ctx *c, eval_result *res)
 {
     sp_acc acc;
     memset(&acc, 0, sizeof acc);
     buf b = {0}, small = {0};
-    int rc = OK;
+    int rc = boot_begin(c, 1);
+    double se[SP_SE_N];
     char task[96];
     progress pr;
     progress_begin(&pr, "eval probes", EVAL_NPOS + c->ngenres, "task");
@@ -1051,24 +1162,37 @@ static int run_sparse_probing(ctx *c, eval_result *res)
     res->n_tasks = acc.n;
     res->n_pos_tasks = acc.n_kind[0];
     res->n_genre_tasks = acc.n_kind[1];
+    int brc = boot_end(c, SP_SE_N, 0x5350424f4f54ull, se); /* "SPBOOT" */
+    if (!rc) rc = brc;
     for (int ki = 0; !rc && ki < EVAL_NK; ki++) {
         int k = eval_k_values[ki];
         res->sae_acc[ki] = acc.sum[0][ki] / acc.n;
         res->rnd_acc[ki] = c->rnd ? acc.sum[1][ki] / acc.n : NAN;
         res->neuron_acc[ki] = acc.sum[2][ki] / acc.n;
-        rc = metric_k(c, SUITE_SP, "sparse_probing_top%d_acc", k, res->sae_acc[ki]);
-        if (!rc && c->rnd) rc = metric_k(c, SUITE_SP, "sparse_probing_random_top%d_acc", k, res->rnd_acc[ki]);
-        if (!rc) rc = metric_k(c, SUITE_SP, "sparse_probing_neurons_top%d_acc", k, res->neuron_acc[ki]);
+        res->sae_acc_se[ki] = se[SP_SE_DICT + ki];
+        res->rnd_acc_se[ki] = c->rnd ? se[SP_SE_DICT + EVAL_NK + ki] : NAN;
+        res->neuron_acc_se[ki] = se[SP_SE_DICT + 2 * EVAL_NK + ki];
+        rc = metric_k_se(c, SUITE_SP, "sparse_probing_top%d_acc", k, res->sae_acc[ki], res->sae_acc_se[ki]);
+        if (!rc && c->rnd)
+            rc = metric_k_se(c, SUITE_SP, "sparse_probing_random_top%d_acc", k, res->rnd_acc[ki],
+                             res->rnd_acc_se[ki]);
+        if (!rc)
+            rc = metric_k_se(c, SUITE_SP, "sparse_probing_neurons_top%d_acc", k, res->neuron_acc[ki],
+                             res->neuron_acc_se[ki]);
         for (int kind = 0; !rc && kind < 2; kind++)
             if (acc.n_kind[kind])
-                rc = metric_k(c, SUITE_SP, kind ? "sparse_probing_genre_top%d_acc" : "sparse_probing_pos_top%d_acc",
-                            k, acc.sum_kind[kind][0][ki] / acc.n_kind[kind]);
+                rc = metric_k_se(c, SUITE_SP, kind ? "sparse_probing_genre_top%d_acc" : "sparse_probing_pos_top%d_acc",
+                                 k, acc.sum_kind[kind][0][ki] / acc.n_kind[kind],
+                                 se[SP_SE_KIND + kind * EVAL_NK + ki]);
     }
     if (!rc) {
         res->full_acc = acc.full[0] / acc.n;
         res->sae_full_acc = acc.full[1] / acc.n;
-        rc = metric(c, SUITE_SP, "sparse_probing_full_acc", res->full_acc);
-        if (!rc) rc = metric(c, SUITE_SP, "sparse_probing_sae_full_acc", res->sae_full_acc);
+        res->full_acc_se = se[SP_SE_FULL];
+        res->sae_full_acc_se = se[SP_SE_FULL + 1];
+        rc = metric_se(c, SUITE_SP, "sparse_probing_full_acc", res->full_acc, res->full_acc_se);
+        if (!rc)
+            rc = metric_se(c, SUITE_SP, "sparse_probing_sae_full_acc", res->sae_full_acc, res->sae_full_acc_se);
     }
     if (!rc) rc = metric(c, SUITE_SP, "sparse_probing_n_tasks", acc.n);
     buf_free(&b);
@@ -1082,8 +1206,13 @@ static int run_absorption(ctx *c, eval_result *res)
     eval_abs_defaults(&p);
     p.C = c->o->C;
     buf b = {0}, small = {0}, notp = {0};
-    int rc = OK, no_tp = 0, n_rated = 0;
-    double sf = 0, sf0 = 0, sr = 0, ss = 0;
+    int rc = boot_begin(c, 1), no_tp = 0, n_rated = 0;
+    double sf = 0, sf0 = 0, sr = 0, ss = 0, se[3];
+    /* the per-row values of the three means, for their standard errors */
+    size_t cap = (size_t)c->tok.n + 1; /* a test set's rows are distinct token rows */
+    double *rv = mem_alloc(3 * cap * sizeof *rv);
+    int *rd = mem_alloc(cap * sizeof *rd);
+    if (!rc && (!rv || !rd)) rc = err_set(ERR_NOMEM, "out of memory");
     char task[96];
     eval_feats f = {.dense = c->tok.raw, .d = c->hook.width, .sparse = &c->tok.sae, .memo = c->memo,
                     .stop = c->o->stop};
@@ -1099,8 +1228,12 @@ static int run_absorption(ctx *c, eval_result *res)
         if (!rc && big_enough(&tr, &te, task, &small, &rc)) {
             eval_abs_class r;
             res->abs_parents++;
+            eval_abs_rows rows = {rv, rv + cap, rv + 2 * cap};
             rc = eval_absorption_class(&f, tr.rows, tr.y, tr.n, &f, te.rows, te.y, NULL, te.n,
-                                       c->sae->W_dec, c->sae->cfg.d_sae, &p, &r, NULL);
+                                       c->sae->W_dec, c->sae->cfg.d_sae, &p, &r, &rows);
+            for (int i = 0; !rc && c->boot && i < te.n; i++) rd[i] = c->tok.doc[te.rows[i]];
+            for (int m = 0; !rc && c->boot && r.n_tp > 0 && m < 3; m++)
+                rc = eval_boot_add(c->boot, m, rd, rv + m * cap, te.n);
             if (!rc) rc = json_ints(&b, r.split, r.n_split);
             if (!rc && r.n_tp == 0) r.mean_frac = r.full_rate = r.mean_frac_nogate = NAN; /* NULL */
             if (!rc)
@@ -1136,12 +1269,19 @@ static int run_absorption(ctx *c, eval_result *res)
     res->abs_mean_frac_nogate = n ? sf0 / n : NAN;
     res->abs_full_rate = n ? sr / n : NAN;
     res->abs_mean_split = n ? ss / n : NAN;
-    if (!rc) rc = metric(c, SUITE_ABS, "absorption_mean_frac", res->abs_mean_frac);
-    if (!rc) rc = metric(c, SUITE_ABS, "absorption_mean_frac_nogate", res->abs_mean_frac_nogate);
-    if (!rc) rc = metric(c, SUITE_ABS, "absorption_full_rate", res->abs_full_rate);
+    int brc = boot_end(c, 3, 0x4142424f4f54ull, se); /* "ABBOOT" */
+    if (!rc) rc = brc;
+    res->abs_mean_frac_se = se[0];
+    res->abs_mean_frac_nogate_se = se[1];
+    res->abs_full_rate_se = se[2];
+    if (!rc) rc = metric_se(c, SUITE_ABS, "absorption_mean_frac", res->abs_mean_frac, se[0]);
+    if (!rc) rc = metric_se(c, SUITE_ABS, "absorption_mean_frac_nogate", res->abs_mean_frac_nogate, se[1]);
+    if (!rc) rc = metric_se(c, SUITE_ABS, "absorption_full_rate", res->abs_full_rate, se[2]);
     if (!rc) rc = metric(c, SUITE_ABS, "absorption_mean_split", res->abs_mean_split);
     if (!rc) rc = metric(c, SUITE_ABS, "absorption_n_parents", n);
     if (!rc) rc = metric(c, SUITE_ABS, "absorption_n_gt_parents", res->abs_included);
+    mem_free(rv);
+    mem_free(rd);
     buf_free(&b);
     buf_free(&small);
     return rc;
@@ -1648,6 +1788,7 @@ int eval_run(const eval_opts *o, eval_result *res)
     if ((rc = plan_tokens(&c, &mark, &off))) goto out;
     double t1 = now_seconds();
     if ((rc = read_pass(&c, mark, off))) goto out;
+    if ((rc = rows_docs(&c, mark, off))) goto out;
     if ((rc = probes_setup(&c, res))) goto out;
     res->n_seqs = (size_t)c.nchosen;
     res->t_read = now_seconds() - t1;
@@ -1751,6 +1892,7 @@ out:
     }
     if (c.memo && c.memo == o->memo) eval_memo_journal_end(c.memo); /* the caller's again */
     eval_memo_free(c.own_memo);
+    eval_boot_free(c.boot);
     buf_free(&cfg);
     mem_free(mark);
     mem_free(off);
@@ -1760,6 +1902,8 @@ out:
     mem_free(c.genres);
     mem_free(c.chosen);
     mem_free(c.seq_test);
+    mem_free(c.seq_doc);
+    mem_free(c.doc_stratum);
     mem_free(c.tense);
     mem_free(c.ch_grp);
     mem_free(c.ch_genre);

@@ -100,11 +100,14 @@ typedef struct {
     double sae_acc[EVAL_NK], rnd_acc[EVAL_NK], neuron_acc[EVAL_NK]; /* rnd_acc NaN with no_random */
     double full_acc;                /* probe on the full hook activations */
     double sae_full_acc;            /* probe on every SAE latent */
+    /* their standard errors (eval_boot over the test documents; NaN where not known) */
+    double sae_acc_se[EVAL_NK], rnd_acc_se[EVAL_NK], neuron_acc_se[EVAL_NK], full_acc_se, sae_full_acc_se;
     /* absorption */
     int abs_parents, abs_included;  /* POS classes scored (all in the means) / with GT-probe F1
                                        above the minimum (SAEBench's count, not a gate) */
     double abs_mean_frac, abs_full_rate, abs_mean_split;
     double abs_mean_frac_nogate;    /* absorption_mean_frac_nogate: the fraction without the 40% gate */
+    double abs_mean_frac_se, abs_full_rate_se, abs_mean_frac_nogate_se; /* their standard errors */
     /* SCR: genre group (Brown's informative / imaginative prose) x tense (past / present) */
     int scr_dir;                    /* the reported direction: 1 = tense ablated, 2 = genre group */
     double scr_phi;                 /* correlation of the two labels over the sampled sequences */
@@ -235,6 +238,30 @@ double eval_scr_score(double ablated, double orig, double clean, int n_test);
  * TPP's headline): sum[i] / n[i] averaged over the ndatasets with n[i] > 0; NAN when none. */
 double eval_mean_of_means(const double *sum, const int *n, int ndatasets);
 
+/* ---- standard errors (eval_boot.c; docs/eval.md, "Standard errors") ------------------------
+ * The bootstrap of a mean over tasks of per-task means over test rows, by test *document* (the
+ * split's unit: a document's tokens and sequences are not independent): a replicate draws, within
+ * each stratum, as many documents as it has, with replacement, and reweights every task's rows by
+ * their document's draw count; nothing is fitted again. Tasks are resampled jointly (one draw per
+ * replicate for all), so correlated tasks are not counted as independent. Strata of one document
+ * are drawn together (one such is drawn with the first stratum of several): alone, a document
+ * would be drawn every time and its variance never seen. The se of a series is the standard
+ * deviation of its replicates. The same inputs and seed give the same bits. */
+enum { EVAL_BOOT_N = 200 }; /* resamples: the se's own Monte Carlo error ~ 1/sqrt(2*200) = 5% */
+typedef struct eval_boot eval_boot;
+/* n_docs documents, stratum[d] >= 0 its stratum (NULL: one stratum), -1: never drawn (a train
+ * document). ERR_ARG (n_docs < 1), ERR_NOMEM. */
+int eval_boot_new(eval_boot **out, int n_docs, const int *stratum);
+void eval_boot_free(eval_boot *b);
+/* One task of a series (0..): n test rows, row i of document doc[i] with value v[i] (1/0 for a
+ * correct / wrong prediction, or a per-row metric); NaN values are not rows of the task. The
+ * task's value is its rows' mean. ERR_ARG when a row's document is out of range or not drawn. */
+int eval_boot_add(eval_boot *b, int series, const int *doc, const double *v, int n);
+/* se[s] for series 0..n_series-1: the standard deviation over n_boot replicates (>= 2) of the mean
+ * over the series' tasks (a task with no drawn document sits a replicate out); NaN for a series
+ * without tasks, and for all when fewer than two documents can be drawn. */
+int eval_boot_se(const eval_boot *b, int n_series, uint64_t seed, int n_boot, double *se);
+
 /* Fisher-Yates shuffle of a[n] with r (the order every seeded sample here uses). */
 void eval_shuffle(int *a, int n, rng_state *r);
 
@@ -277,13 +304,18 @@ typedef struct {
 
 /* One parent: the GT probe on raw rows (dense, width d), the k-sparse probes on codes (sparse,
  * width d_sae), the metric on the test rows with y = 1 and GT score > 0; count[i] (may be NULL)
- * restricts which test positives are counted. W_dec [d_sae, d] (rows of any norm). row_frac
- * (may be NULL) receives each test row's absorption fraction [n_te] (NAN where not counted). */
+ * restricts which test positives are counted. W_dec [d_sae, d] (rows of any norm). rows (may
+ * be NULL; each array may be NULL) receives each test row's absorption fraction, fraction without
+ * the gate and full absorption (1/0) [n_te] (NAN where not counted: the class's means are these
+ * arrays' means over the counted rows). */
+typedef struct {
+    double *frac, *frac_nogate, *full;
+} eval_abs_rows;
 int eval_absorption_class(const eval_feats *train, const int *tr_rows, const unsigned char *tr_y,
                           int n_tr, const eval_feats *test, const int *te_rows,
                           const unsigned char *te_y, const unsigned char *count, int n_te,
                           const float *W_dec, int d_sae, const eval_abs_params *p,
-                          eval_abs_class *out, double *row_frac);
+                          eval_abs_class *out, const eval_abs_rows *rows);
 
 /* The synthetic check: samples of a hierarchical generator (c->parents > 0), parent p's label =
  * "p fires"; train on n_train samples, test on n_test fresh ones (sample_seed); counted test

@@ -858,10 +858,13 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
                           int n_tr, const eval_feats *test, const int *te_rows,
                           const unsigned char *te_y, const unsigned char *count, int n_te,
                           const float *W_dec, int d_sae, const eval_abs_params *p,
-                          eval_abs_class *out, double *row_frac)
+                          eval_abs_class *out, const eval_abs_rows *rows)
 {
     memset(out, 0, sizeof *out);
-    for (int i = 0; row_frac && i < n_te; i++) row_frac[i] = NAN;
+    double *const rf[3] = {rows ? rows->frac : NULL, rows ? rows->frac_nogate : NULL,
+                           rows ? rows->full : NULL};
+    for (int a = 0; a < 3; a++)
+        for (int i = 0; rf[a] && i < n_te; i++) rf[a][i] = NAN;
     if (p->max_k < 1 || p->max_k > 32) return err_set(ERR_ARG, "absorption max_k must be in 1..32");
     const int d = train->d;
     /* the probes solved to 1e-6, not LIBLINEAR's 0.001: the metric's hard cut-offs (cosine 0.1,
@@ -962,13 +965,15 @@ int eval_absorption_class(const eval_feats *train, const int *tr_rows, const uns
         double A = 0;
         for (int s = 0; s < 3; s++)
             if (top3[s].id >= 0) A += top3[s].proj;
-        double frac = abs_fraction(P, main_proj, A, prop);
+        double frac = abs_fraction(P, main_proj, A, prop), frac0 = abs_fraction(P, main_proj, A, 0);
         sum_frac += frac;
-        sum_frac_nogate += abs_fraction(P, main_proj, A, 0);
-        if (row_frac) row_frac[i] = frac;
+        sum_frac_nogate += frac0;
         int full = !main_fired && top.id >= 0 && cosv[top.id] >= cos_full && P >= 0 &&
                    top.proj / P >= prop;
         n_full += full;
+        if (rf[0]) rf[0][i] = frac;
+        if (rf[1]) rf[1][i] = frac0;
+        if (rf[2]) rf[2][i] = full;
     }
     if (!rc && out->n_tp > 0) {
         out->mean_frac = sum_frac / out->n_tp;
@@ -1043,7 +1048,9 @@ int eval_absorption_synth(const sae_model *m, const synth_config *c, int n_train
         eval_feats tr = {.dense = xtr, .d = c->d, .sparse = &ftr};
         eval_feats te = {.dense = xte, .d = c->d, .sparse = &fte};
         eval_abs_class r;
-        rc = eval_absorption_class(&tr, rtr, ytr, ntr, &te, rte, yte, cnt, nte, m->W_dec, m->cfg.d_sae, p, &r, rf);
+        eval_abs_rows rows = {.frac = rf};
+        rc = eval_absorption_class(&tr, rtr, ytr, ntr, &te, rte, yte, cnt, nte, m->W_dec, m->cfg.d_sae, p, &r,
+                                   &rows);
         if (rc) break;
         for (int i = 0; rf && i < nte; i++)
             if (!isnan(rf[i])) sample_frac[(size_t)rte[i] * c->parents + g] = (float)rf[i];

@@ -19,6 +19,21 @@ static void cell(double v)
     else printf(" %7.4f", v);
 }
 
+/* The standard errors under a row of values ("NULL" where not known). */
+static void se_row(const double *se, int n)
+{
+    printf("\n    \u00b1 se      "); /* as wide as "%-12s" (the sign is two bytes) */
+    for (int i = 0; i < n; i++) cell(se[i]);
+}
+
+/* " ± se" after a value (nothing where the se is not known). */
+static const char *pm(double se, char *b, size_t n)
+{
+    if (isnan(se)) b[0] = 0;
+    else snprintf(b, n, " \u00b1 %.4f", se);
+    return b;
+}
+
 static void notice(const char *msg, void *user)
 {
     (void)user;
@@ -44,26 +59,34 @@ static void print_result(const eval_result *r)
                                               "kinds, with enough sequences in each kind x tense cell) " : "",
                r->skipped & EVAL_SUITE_TPP ? "tpp" : "");
     if (r->suites & EVAL_SUITE_SPARSE_PROBING) {
-        printf("sparse probing: %d tasks (%d POS, %d genre), mean test accuracy\n", r->n_tasks,
-               r->n_pos_tasks, r->n_genre_tasks);
+        printf("sparse probing: %d tasks (%d POS, %d genre), mean test accuracy (\u00b1 its "
+               "standard error over test documents)\n", r->n_tasks, r->n_pos_tasks, r->n_genre_tasks);
         printf("  %-12s", "k");
         for (int i = 0; i < EVAL_NK; i++) printf(" %7d", eval_k_values[i]);
         printf("\n  %-12s", "sae");
         for (int i = 0; i < EVAL_NK; i++) printf(" %7.4f", r->sae_acc[i]);
+        se_row(r->sae_acc_se, EVAL_NK);
         if (!isnan(r->rnd_acc[0])) {
             printf("\n  %-12s", "random sae");
             for (int i = 0; i < EVAL_NK; i++) printf(" %7.4f", r->rnd_acc[i]);
+            se_row(r->rnd_acc_se, EVAL_NK);
         }
         printf("\n  %-12s", "neurons");
         for (int i = 0; i < EVAL_NK; i++) printf(" %7.4f", r->neuron_acc[i]);
-        printf("\n  %-12s %7.4f (every hook unit); every SAE latent %.4f\n", "full probe",
-               r->full_acc, r->sae_full_acc);
+        se_row(r->neuron_acc_se, EVAL_NK);
+        char b1[32], b2[32];
+        printf("\n  %-12s %7.4f%s (every hook unit); every SAE latent %.4f%s\n", "full probe",
+               r->full_acc, pm(r->full_acc_se, b1, sizeof b1), r->sae_full_acc,
+               pm(r->sae_full_acc_se, b2, sizeof b2));
     }
-    if (r->suites & EVAL_SUITE_ABSORPTION)
+    if (r->suites & EVAL_SUITE_ABSORPTION) {
+        char b1[32], b2[32], b3[32];
         printf("absorption: %d POS parents (%d with GT-probe F1 > 0.6): mean absorption fraction "
-               "%.4f (%.4f without the 40%% gate), full-absorption rate %.4f, split features %.2f\n",
-               r->abs_parents, r->abs_included, r->abs_mean_frac, r->abs_mean_frac_nogate,
-               r->abs_full_rate, r->abs_mean_split);
+               "%.4f%s (%.4f%s without the 40%% gate), full-absorption rate %.4f%s, split features %.2f\n",
+               r->abs_parents, r->abs_included, r->abs_mean_frac, pm(r->abs_mean_frac_se, b1, sizeof b1),
+               r->abs_mean_frac_nogate, pm(r->abs_mean_frac_nogate_se, b2, sizeof b2),
+               r->abs_full_rate, pm(r->abs_full_rate_se, b3, sizeof b3), r->abs_mean_split);
+    }
     if (r->suites & (EVAL_SUITE_SCR | EVAL_SUITE_TPP)) {
         printf("  %-12s", "N ablated");
         for (int i = 0; i < EVAL_NN; i++) printf(" %7d", eval_n_values[i]);

@@ -327,6 +327,178 @@ static void test_mean_of_means(void)
     CHECK(isnan(eval_mean_of_means(sum + 2, n + 2, 1)), "no dataset: NAN");
 }
 
+/* ---- standard errors: the bootstrap over test documents (eval_boot) ---------------------- */
+/* The se of one task of n_docs documents of m rows each; v per row from correct[doc] when
+ * per_doc, else from correct[row]; doc of row r = r / m, or r itself when by_token (what a
+ * bootstrap over tokens would resample). */
+static double boot_one(int n_docs, int m, const unsigned char *correct, int per_doc, int by_token,
+                       uint64_t seed)
+{
+    int n = n_docs * m, nd = by_token ? n : n_docs;
+    int *doc = malloc((size_t)n * sizeof *doc);
+    double *v = malloc((size_t)n * sizeof *v), se = NAN;
+    for (int r = 0; r < n; r++) {
+        doc[r] = by_token ? r : r / m;
+        v[r] = correct[per_doc ? r / m : r];
+    }
+    eval_boot *b = NULL;
+    int rc = eval_boot_new(&b, nd, NULL);
+    if (!rc) rc = eval_boot_add(b, 0, doc, v, n);
+    if (!rc) rc = eval_boot_se(b, 1, seed, EVAL_BOOT_N, &se);
+    CHECK(rc == OK, "bootstrap: %s", err_msg());
+    eval_boot_free(b);
+    free(doc);
+    free(v);
+    return se;
+}
+
+/* Known answers: a document's rows all right or all wrong (i.i.d. per document, accuracy p): the
+ * se of the accuracy is sqrt(p(1-p)/n_docs), whatever the rows per document; a bootstrap over
+ * the rows (tokens) gives sqrt(p(1-p)/(n_docs m)), 1/sqrt(20) of it, and fails this check.
+ * Rows i.i.d. within documents: sqrt(p(1-p)/(n_docs m)), which the document bootstrap gives too. */
+static void test_boot_known(void)
+{
+    enum { ND = 400, M = 20 };
+    static unsigned char cd[ND], cr[ND * M];
+    rng_state r;
+    rng_seed(&r, 77);
+    int k = 0;
+    for (int d = 0; d < ND; d++) k += cd[d] = rng_uniform(&r) < 0.7;
+    double p = (double)k / ND, want = sqrt(p * (1 - p) / ND);
+    double se_doc = boot_one(ND, M, cd, 1, 0, 1);
+    CHECK(fabs(se_doc / want - 1) < 0.15, "per-document accuracy: se %.5f, sqrt(p(1-p)/n_docs) %.5f",
+          se_doc, want);
+    double se_tok = boot_one(ND, M, cd, 1, 1, 1);
+    CHECK(se_tok < 0.5 * want, "by tokens the same rows read se %.5f (so the check above tells "
+          "the units apart; want %.5f)", se_tok, want);
+    CHECK(fabs(se_tok / (want / sqrt(M)) - 1) < 0.15, "by tokens: se %.5f, sqrt(p(1-p)/n) %.5f",
+          se_tok, want / sqrt(M));
+    printf("bootstrap: %d documents of %d rows, accuracy %.4f per document: se %.5f against "
+           "sqrt(p(1-p)/n_docs) %.5f; resampling tokens instead: %.5f\n", ND, M, p, se_doc, want, se_tok);
+    /* independent rows within documents */
+    k = 0;
+    for (int i = 0; i < ND * M; i++) k += cr[i] = rng_uniform(&r) < 0.7;
+    p = (double)k / (ND * M);
+    want = sqrt(p * (1 - p) / (ND * M));
+    double se_ind = boot_one(ND, M, cr, 0, 0, 2);
+    CHECK(fabs(se_ind / want - 1) < 0.15, "i.i.d. rows: se %.5f, sqrt(p(1-p)/n_rows) %.5f", se_ind, want);
+    /* the same inputs and seed: the same bits; another seed: another Monte Carlo draw */
+    double again = boot_one(ND, M, cd, 1, 0, 1), other = boot_one(ND, M, cd, 1, 0, 3);
+    CHECK(memcmp(&again, &se_doc, sizeof again) == 0, "a rerun gives the same bits");
+    CHECK(other != se_doc && fabs(other / se_doc - 1) < 0.2, "seed 3: %.5f against %.5f", other, se_doc);
+}
+
+/* Means over tasks: the tasks are resampled with one draw per replicate. Two tasks with the same
+ * right answers per document have the se of one (independent draws would give 1/sqrt(2) of it);
+ * a task and its complement average to 0.5 in every replicate (se 0). Strata: the test documents
+ * are drawn per stratum (the split's genres), so a stratum all right and one all wrong give se 0
+ * (an unstratified draw: about sqrt(0.25 / n_docs)). NaN rows do not count; a series without a
+ * task has no se; a row of a document outside the draw is refused. */
+static void test_boot_joint(void)
+{
+    enum { ND = 200, M = 5 };
+    int doc[ND * M], strat[ND];
+    double v[ND * M], w[ND * M], se[4];
+    rng_state r;
+    rng_seed(&r, 5);
+    for (int d = 0; d < ND; d++) {
+        int ok = rng_uniform(&r) < 0.6;
+        for (int j = 0; j < M; j++) {
+            doc[d * M + j] = d;
+            v[d * M + j] = ok;
+            w[d * M + j] = !ok;
+        }
+        strat[d] = d < ND / 2 ? 0 : 1;
+    }
+    eval_boot *b = NULL;
+    int rc = eval_boot_new(&b, ND, NULL);
+    if (!rc) rc = eval_boot_add(b, 0, doc, v, ND * M); /* series 0: task A alone */
+    if (!rc) rc = eval_boot_add(b, 1, doc, v, ND * M); /* series 1: A and A again */
+    if (!rc) rc = eval_boot_add(b, 1, doc, v, ND * M);
+    if (!rc) rc = eval_boot_add(b, 2, doc, v, ND * M); /* series 2: A and not-A */
+    if (!rc) rc = eval_boot_add(b, 2, doc, w, ND * M);
+    if (!rc) rc = eval_boot_se(b, 4, 9, EVAL_BOOT_N, se); /* series 3: no task */
+    CHECK(rc == OK, "joint: %s", err_msg());
+    CHECK(se[0] > 0.02 && fabs(se[1] - se[0]) < 1e-12, "identical tasks: se %.5f, one task %.5f", se[1], se[0]);
+    CHECK(se[2] < 1e-12, "complementary tasks: se %.3g", se[2]);
+    CHECK(isnan(se[3]), "a series without tasks: NaN");
+    eval_boot_free(b);
+
+    /* strata: the first half of the documents right, the second wrong */
+    for (int i = 0; i < ND * M; i++) v[i] = doc[i] < ND / 2;
+    double one = NAN;
+    rc = eval_boot_new(&b, ND, strat);
+    if (!rc) rc = eval_boot_add(b, 0, doc, v, ND * M);
+    if (!rc) rc = eval_boot_se(b, 1, 9, EVAL_BOOT_N, &one);
+    CHECK(rc == OK && one == 0, "stratified: se %.3g (the strata's counts are fixed)", one);
+    eval_boot_free(b);
+    rc = eval_boot_new(&b, ND, NULL);
+    if (!rc) rc = eval_boot_add(b, 0, doc, v, ND * M);
+    if (!rc) rc = eval_boot_se(b, 1, 9, EVAL_BOOT_N, &one);
+    CHECK(rc == OK && fabs(one / sqrt(0.25 / ND) - 1) < 0.15, "one stratum: se %.5f", one);
+    eval_boot_free(b);
+
+    /* strata of one document are drawn together: every document its own stratum is one
+       stratum; one such beside larger strata is drawn with the first of them; one document: NaN */
+    int own[ND], lone[ND];
+    double x[2] = {NAN, NAN};
+    for (int d = 0; d < ND; d++) {
+        own[d] = ND - d; /* numbered in another order than the documents */
+        lone[d] = d == 0 ? 7 : 1 + (d >= ND / 2);
+    }
+    for (int t = 0; t < 2; t++) {
+        rc = eval_boot_new(&b, ND, t ? lone : own);
+        if (!rc) rc = eval_boot_add(b, 0, doc, v, ND * M);
+        if (!rc) rc = eval_boot_se(b, 1, 9, EVAL_BOOT_N, &x[t]);
+        eval_boot_free(b);
+    }
+    CHECK(rc == OK && memcmp(&x[0], &one, sizeof one) == 0, "singleton strata: se %.5f, one stratum %.5f",
+          x[0], one);
+    for (int d = 0; d < ND; d++) lone[d] = 1 + (d >= ND / 2);
+    double y1 = NAN;
+    rc = eval_boot_new(&b, ND, lone);
+    if (!rc) rc = eval_boot_add(b, 0, doc, v, ND * M);
+    if (!rc) rc = eval_boot_se(b, 1, 9, EVAL_BOOT_N, &y1);
+    eval_boot_free(b);
+    CHECK(rc == OK && memcmp(&x[1], &y1, sizeof y1) == 0, "a lone singleton stratum joins the first: "
+          "se %.5f against %.5f", x[1], y1);
+    double z = 0;
+    int d0 = 0;
+    double v0 = 1;
+    rc = eval_boot_new(&b, 1, NULL);
+    if (!rc) rc = eval_boot_add(b, 0, &d0, &v0, 1);
+    if (!rc) rc = eval_boot_se(b, 1, 9, EVAL_BOOT_N, &z);
+    CHECK(rc == OK && isnan(z), "one document: no se (%g)", z);
+    eval_boot_free(b);
+
+    /* NaN rows are not rows: a task of half NaN rows is its other rows' mean */
+    for (int i = 0; i < ND * M; i++) w[i] = i % 2 ? NAN : v[i];
+    double a = NAN, h = NAN;
+    rc = eval_boot_new(&b, ND, NULL);
+    if (!rc) rc = eval_boot_add(b, 0, doc, w, ND * M);
+    if (!rc) rc = eval_boot_se(b, 1, 9, EVAL_BOOT_N, &h);
+    eval_boot_free(b);
+    int hd[ND * M / 2];
+    double hv[ND * M / 2];
+    for (int i = 0; i < ND * M / 2; i++) hd[i] = doc[2 * i], hv[i] = v[2 * i];
+    if (!rc) rc = eval_boot_new(&b, ND, NULL);
+    if (!rc) rc = eval_boot_add(b, 0, hd, hv, ND * M / 2);
+    if (!rc) rc = eval_boot_se(b, 1, 9, EVAL_BOOT_N, &a);
+    CHECK(rc == OK && a == h, "NaN rows left out: se %.5f, the other rows alone %.5f", h, a);
+    eval_boot_free(b);
+
+    /* a train document (stratum -1) or one out of range is no test row's */
+    strat[3] = -1;
+    rc = eval_boot_new(&b, ND, strat);
+    CHECK(rc == OK && eval_boot_add(b, 0, doc, v, ND * M) == ERR_ARG, "a train document's row refused");
+    err_clear();
+    int bad = ND;
+    double one_v = 1;
+    CHECK(eval_boot_add(b, 0, &bad, &one_v, 1) == ERR_ARG, "a document out of range refused");
+    err_clear();
+    eval_boot_free(b);
+}
+
 /* The dual basis of the true directions (rows of dirs [F, d], F <= d): e_j . d_k = [j == k], so
  * x . e_j is feature j's magnitude exactly. E = (D D^T)^-1 D by Gauss-Jordan. */
 static int dual_basis(const float *dirs, int F, int d, double *E)
@@ -827,6 +999,8 @@ int main(void)
     test_min_sizes();
     test_scr_score();
     test_mean_of_means();
+    test_boot_known();
+    test_boot_joint();
     test_absorption_synth();
     test_absorption_partial();
     test_absorption_trained();

@@ -62,6 +62,16 @@ done
 # per sample the ungated fraction is the gated one or more (the gate only sets samples to 0)
 ok test "$(q "SELECT (SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_mean_frac_nogate') >= (SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_mean_frac')")" = 1
 ok grep -q "without the 40% gate" "$W/e1.out"
+# every headline mean over test rows has its standard error beside it (<metric>_se, a bootstrap
+# over the test documents): real, positive and below 0.25 on these small sets, and printed
+for m in sparse_probing_top1_acc sparse_probing_top5_acc sparse_probing_random_top1_acc sparse_probing_neurons_top1_acc sparse_probing_pos_top1_acc sparse_probing_genre_top1_acc sparse_probing_full_acc sparse_probing_sae_full_acc absorption_mean_frac absorption_mean_frac_nogate absorption_full_rate; do
+    ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric = '${m}_se' AND typeof(value) = 'real' AND value > 0 AND value < 0.25")" = 1
+done
+# counts, split features and timings are not means over test rows: no se
+ok test "$(q "SELECT count(*) FROM eval_summary WHERE metric IN ('absorption_mean_split_se', 'sparse_probing_n_tasks_se', 'seconds_se')")" = 0
+ok grep -q "^    ± se  " "$W/e1.out"
+ok grep -q "mean absorption fraction [0-9.]* ± [0-9.]* ([0-9.]* ± [0-9.]* without the 40% gate), full-absorption rate [0-9.]* ± " "$W/e1.out"
+ok grep -q "^  full probe *[0-9.]* ± [0-9.]* (every hook unit); every SAE latent [0-9.]* ± " "$W/e1.out"
 # every parent counts in the absorption means, as in SAEBench (its min_GT_probe_f1 = 0.6 only
 # counts usable probes): here adjective's ground-truth probe has F1 0.59 and was left out before
 ABS="SELECT %s FROM eval_absorption a JOIN eval_runs r ON r.id = a.run_id WHERE r.sae_id = $SID"
