@@ -48,7 +48,7 @@ typedef struct {
     const char *sae;         /* SAE directory, or a sae_registry id of db */
     const char *suites;      /* comma-separated: sparse_probing, absorption, scr, tpp, or "all"
                                 (which skips the suites the database has no data for) */
-    uint64_t seed;           /* document split, sampling, random SAE */
+    uint64_t seed;           /* document split, sampling, random SAE, the se's resamples */
     double test_frac;        /* fraction of each genre's documents held out for testing */
     int seqs_per_genre;      /* sequences sampled per genre (the positions come from these) */
     int train_per_class;     /* POS tokens per class in the train pool (and genre sequences cap) */

@@ -120,7 +120,7 @@ int cmd_eval(int argc, char **argv)
          "SAE registry)", ARG_REQUIRED},
         {"--sae", ARG_STR, &o.sae, "SAE directory (SAELens layout) or sae_registry id", ARG_REQUIRED},
         {"--suite", ARG_STR, &o.suites, "comma-separated suites: sparse_probing, absorption, scr, tpp, all"},
-        {"--seed", ARG_I64, &seed, "document split, sampling and the random SAE", ARG_MIN(0)},
+        {"--seed", ARG_I64, &seed, "document split, sampling, the random SAE and the standard errors' resamples", ARG_MIN(0)},
         {"--test-frac", ARG_FLOAT, &o.test_frac, "fraction of each genre's documents held out",
          ARG_ABOVE(0), ARG_BELOW(1)},
         {"--seqs-per-genre", ARG_INT, &o.seqs_per_genre, "sequences sampled per genre", ARG_MIN(1)},
