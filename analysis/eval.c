@@ -789,8 +789,9 @@ static int read_pass(ctx *c, const int *mark, const int64_t *off)
 /* Each row's document, for the standard errors. A pooled row is chosen sequence i; the token rows
  * are the marked positions in the read's order (sequence, then position: read_pass), which a
  * checkpoint's rows follow too. Should the read have kept fewer rows than are marked (a sequence
- * stored shorter than planned), the token rows' documents are not known: tok.doc stays NULL and
- * their standard errors NaN (NULL), the numbers themselves unchanged. */
+ * stored shorter than planned), or a row's document not be in the row's split, the token rows'
+ * documents are not known: tok.doc stays NULL and the standard errors NaN (NULL), the numbers
+ * themselves unchanged. */
 static int rows_docs(ctx *c, const int *mark, const int64_t *off)
 {
     c->seq.doc = mem_alloc(((size_t)c->seq.n + 1) * sizeof *c->seq.doc);
@@ -804,6 +805,9 @@ static int rows_docs(ctx *c, const int *mark, const int64_t *off)
                 if (row < c->tok.n) c->tok.doc[row] = c->seq_doc[c->chosen[i]];
                 row++;
             }
+    /* and every row's document in the row's split (a cheap check of the alignment) */
+    for (int r = 0; row == c->tok.n && r < c->tok.n; r++)
+        if ((c->doc_stratum[c->tok.doc[r]] >= 0) != (c->tok.test[r] != 0)) row = -1;
     if (row != c->tok.n) {
         mem_free(c->tok.doc);
         c->tok.doc = NULL;

@@ -63,9 +63,10 @@ done
 ok test "$(q "SELECT (SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_mean_frac_nogate') >= (SELECT value FROM eval_summary WHERE sae_id = $SID AND metric = 'absorption_mean_frac')")" = 1
 ok grep -q "without the 40% gate" "$W/e1.out"
 # every headline mean over test rows has its standard error beside it (<metric>_se, a bootstrap
-# over the test documents): real, positive and below 0.25 on these small sets, and printed
+# over the test documents): real, above rounding noise (the two test documents are each their
+# genre's only one: drawn together, not as strata of one) and below 0.25, and printed
 for m in sparse_probing_top1_acc sparse_probing_top5_acc sparse_probing_random_top1_acc sparse_probing_neurons_top1_acc sparse_probing_pos_top1_acc sparse_probing_genre_top1_acc sparse_probing_full_acc sparse_probing_sae_full_acc absorption_mean_frac absorption_mean_frac_nogate absorption_full_rate; do
-    ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric = '${m}_se' AND typeof(value) = 'real' AND value > 0 AND value < 0.25")" = 1
+    ok test "$(q "SELECT count(*) FROM eval_summary WHERE sae_id = $SID AND metric = '${m}_se' AND typeof(value) = 'real' AND value > 1e-4 AND value < 0.25")" = 1
 done
 # counts, split features and timings are not means over test rows: no se
 ok test "$(q "SELECT count(*) FROM eval_summary WHERE metric IN ('absorption_mean_split_se', 'sparse_probing_n_tasks_se', 'seconds_se')")" = 0
