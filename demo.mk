@@ -44,15 +44,20 @@ SAELITE   := ./saelite
 # (before the rewrite), $(4): what `make -n` says then. A dry run runs it too (+: its target is
 # always remade, and `make -n demo` took every settings file for rewritten and listed the whole
 # pipeline of a finished demo, train-lm first), and there (and under -q) it writes and removes
-# nothing.
+# nothing. Written whole or not at all (a temp, then mv), and a failed write fails the make: on a
+# full disk `printf > file` left an empty file and the make went on, and every later make read
+# "made with" nothing (LM_*: refused, asked for a new folder; SAE_*: trained again). An empty file
+# one left counts as none.
 demo_settings = +@s='$(foreach v,$(1),$(v)=$($(v)))'; \
-	w=$$(cat $@ 2>/dev/null) || for f in $(2); do [ ! -e $$f ] || { w='$(foreach v,$(1),$(v)=$(DEF_$(v)))'; break; }; done; \
+	w=$$(cat $@ 2>/dev/null); [ -n "$$w" ] || for f in $(2); do [ ! -e $$f ] || { w='$(foreach v,$(1),$(v)=$(DEF_$(v)))'; break; }; done; \
 	case '$(firstword -$(MAKEFLAGS))' in *[nq]*) \
 	    [ -z "$$w" ] || [ "$$w" = "$$s" ] || { $(4) }; exit 0;; esac; \
-	mkdir -p $(@D); \
-	if [ ! -e $@ ] && [ -n "$$w" ]; then printf '%s\n' "$$w" > $@; touch -r $$f $@; fi; \
-	if [ ! -e $@ ]; then printf '%s\n' "$$s" > $@; \
-	elif [ "$$w" != "$$s" ]; then $(3) printf '%s\n' "$$s" > $@; fi
+	put() { { printf '%s\n' "$$1" > $@.tmp && { [ -z "$$2" ] || touch -r "$$2" $@.tmp; } && mv -f $@.tmp $@; } || \
+	    { rm -f $@.tmp; echo "make demo: cannot write $@" >&2; exit 1; }; }; \
+	mkdir -p $(@D) || exit 1; \
+	if [ ! -s $@ ] && [ -n "$$w" ]; then put "$$w" $$f; fi; \
+	if [ ! -s $@ ]; then put "$$s"; \
+	elif [ "$$w" != "$$s" ]; then $(3) put "$$s"; fi
 # (refused once train-lm has written: before, as after a Ctrl-C in the corpus or the tokenizer,
 # there was nothing made with them, and the line said "was made with" and asked for a new folder)
 demo_refuse = if [ -e $(DEMO)/.model.done ] || [ -e $(DEMO)/model ]; then \

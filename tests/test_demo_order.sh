@@ -143,6 +143,28 @@ rm -f "$d"/.*.settings; mk
 rm -f "$d"/.*.settings; mk SAE_K=16
 grep -q "^sae-train .*--k 16 .*--force --out $d/sae$" calls && ok "demo.mk: a demo from before the settings files, SAE_K=16: sae-train runs" ||
     bad "demo.mk: a demo from before the settings files, SAE_K=16: $(cat calls mk.out | head -c 300)"
+# a settings file a full disk left empty (printf > file truncated it, the write failed, the make
+# went on) read as "made with" nothing: every later make refused LM_* ("was made with  and ...")
+# and trained the SAE again. An empty file counts as none, and a failed write fails the make,
+# leaving no file (on a full tmpfs where one can be mounted: root, or a namespace of its own)
+for f in "$d"/.*.settings; do : > "$f"; done; mk; rc=$?
+[ $rc -eq 0 ] && [ ! -s calls ] && grep -q "^SAE_K=32 " "$d/.sae.settings" && ok "demo.mk: empty settings files (a full disk's): taken as the defaults, nothing runs" ||
+    bad "demo.mk: empty settings files: exit $rc: $(cat calls mk.out | head -c 300)"
+full_disk() { # as root (or the namespace's): a finished demo on a full tmpfs, its settings files gone
+    mkdir -p "$W/fs" && mount -t tmpfs -o size=64k tmpfs "$W/fs" || return 2
+    cp -a "$d" "$W/fs/demo" && rm -f "$W/fs/demo"/.*.settings && { dd if=/dev/zero of="$W/fs/fill" bs=4k 2> /dev/null; true; }
+    d="$W/fs/demo" mk; rc=$?
+    l=$(ls -A "$W/fs/demo" | grep -c settings); rm -f "$W/fs/fill"
+    d="$W/fs/demo" mk; rc2=$?; c=$(wc -l < calls); s=$(cat "$W/fs/demo/.model.settings")
+    umount "$W/fs"
+    echo "$rc $l $rc2 $c $s"
+}
+if [ "$(id -u)" = 0 ]; then r=$(full_disk 2> /dev/null)
+else r=$(unshare -rm bash -c "$(declare -f full_disk mk); W='$W' ROOT='$ROOT' d='$d'; full_disk" 2> /dev/null); fi
+if [ -z "$r" ]; then echo "skip: demo.mk's settings on a full disk (cannot mount a tmpfs here)"
+elif [ "$r" = "2 0 0 0 LM_STEPS=1500 LM_BATCH=16 HOOK=blocks.0.mlp.hook_post" ]; then
+    ok "demo.mk: settings files on a full disk: the make fails, no file left; with room, nothing runs"
+else bad "demo.mk: settings files on a full disk (exit, files left, exit with room, commands run, the model's): $r"; fi
 # ... and one stopped in sae-train before them left the defaults' checkpoint: SAE_K=16 starts
 # over (it resumed that checkpoint under --k 16, which sae-train refuses)
 rm -f "$d"/.*.settings "$d/.sae.done" "$d/.analyze.done"; touch "$d/sae/checkpoint.bin"; mk SAE_K=16
