@@ -81,8 +81,9 @@ typedef struct {
  * one of serve's, which the caller holds). */
 /* ana_dicts newest first, as an ORDER BY: a replaced analysis keeps its id (store_ana_dict_begin),
  * so a larger id no longer means a newer analysis (report's "the most recent" took another split's
- * older analysis over the one just made again, a review); created_at does, to the second, and the
- * id within one */
+ * older analysis over the one just made again, a review); created_at does (to the millisecond
+ * since store_ana_dict_begin sets it: to the second, three analyses within one tied), and the id
+ * within one */
 #define STORE_ANA_NEWEST "created_at DESC, id DESC"
 int store_ana_by_weights(sqlite3 *db, const char *path, const store_ana_want *w, int64_t named,
                          int64_t *id, char stale[17]);

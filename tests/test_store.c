@@ -862,6 +862,41 @@ static void test_ana_newest(void)
     store_remove(p);
 }
 
+/* ... and three analyses within one second (a small database's analyze takes less): made on val,
+ * all, then val again, the newest is val. To the second they tied and the id gave 'all' (the
+ * replacement keeps val's smaller id). Started early in a second, so that they share one. */
+static void test_ana_newest_same_second(void)
+{
+    const char *p = tmp("ananew1.db");
+    store *s;
+    int rc = new_ana_store(p, &s);
+    store_ana_writer *w = NULL;
+    store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
+                        .d_in = 8, .d_sae = 64, .top_n = 4, .n_seqs = 10, .n_tokens = 10};
+    int64_t val = -1, all = -1, again = -1;
+    const struct timespec ms5 = {0, 5000000};
+    struct timespec now;
+    while (clock_gettime(CLOCK_REALTIME, &now) == 0 && now.tv_nsec > 300000000) nanosleep(&ms5, NULL);
+    if (!rc) rc = store_ana_writer_open(&w, s);
+    if (!rc) rc = store_ana_dict_begin(w, &d, &val, NULL);
+    nanosleep(&ms5, NULL);
+    d.split = "all";
+    if (!rc) rc = store_ana_dict_begin(w, &d, &all, NULL);
+    nanosleep(&ms5, NULL);
+    d.split = "val";
+    d.n_seqs = 5;
+    if (!rc) rc = store_ana_dict_begin(w, &d, &again, NULL);
+    store_ana_writer_close(w);
+    store_rep_dict out = {0};
+    if (!rc) rc = store_rep_dict_find(s, "a", NULL, NULL, NULL, &out);
+    CHECK(rc == OK && again == val && all > val && out.id == again && !strcmp(out.split, "val"),
+          "three analyses in one second, the most recent of 'a': rc %d (%s), dictionary %lld (%s); "
+          "made again: %lld, the older one of split all: %lld", rc, rc ? err_msg() : "ok",
+          (long long)out.id, out.split, (long long)again, (long long)all);
+    store_close(s);
+    store_remove(p);
+}
+
 /* mode 0: saelite's own indexes; 1: a user's index beside them; 2: outside a transaction (the
  * rebuild is refused there: a kill between DROP INDEX and CREATE INDEX kept no index) */
 static void test_ana_replace_rebuild(int mode)
@@ -1409,6 +1444,7 @@ int main(void)
     test_serve_queries_scale();
     test_ana_all_row_bytes();
     test_ana_newest();
+    test_ana_newest_same_second();
     test_ana_replace_rebuild(0);
     test_ana_replace_rebuild(1);
     test_ana_replace_rebuild(2);
