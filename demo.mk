@@ -30,8 +30,9 @@ SAE_K     ?= $(DEF_SAE_K)
 SAE_TOKENS?= $(DEF_SAE_TOKENS)
 SAE_EXP   ?= $(DEF_SAE_EXP)
 REPORT_TOP?= $(DEF_REPORT_TOP)
-# sae-train checkpoints only at the end (or on Ctrl-C) unless told: a SIGKILL (OOM killer, kill -9,
-# a lost session) then lost the whole step; every SAE_CKPT steps (~0.2 s each) it resumes mid-step
+# sae-train checkpoints by the clock (every 10 minutes), at the end and on Ctrl-C unless told: a
+# SIGKILL (OOM killer, kill -9) lost the whole step (it took less); every SAE_CKPT steps (~0.2 s
+# each) it resumes mid-step
 SAE_CKPT  ?= 25
 SAELITE   := ./saelite
 

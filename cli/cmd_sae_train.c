@@ -157,7 +157,7 @@ int cmd_sae_train(int argc, char **argv)
         {"--val-frac", ARG_FLOAT, &o.val_frac, "held-out fraction of sequences / --npy rows",
          ARG_MIN(0), ARG_BELOW(1)},
         {"--eval-tokens", ARG_I64, &o.eval_tokens, "tokens for the final evaluation", ARG_MIN(0)},
-        {"--checkpoint-every", ARG_INT, &o.checkpoint_every, "steps between checkpoints (0: at the end only)",
+        {"--checkpoint-every", ARG_INT, &o.checkpoint_every, "steps between checkpoints (0: none by steps; always at the end, on a stop and by --checkpoint-secs)",
          ARG_MIN(0)},
         {"--checkpoint-secs", ARG_FLOAT, &o.checkpoint_secs, "also checkpoint once this many seconds passed "
          "since the last one (0: by steps only)", ARG_MIN(0)},
