@@ -27,9 +27,15 @@ volatile sig_atomic_t cli_stop_flag;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    if (cli_stop_flag) _exit(130); /* second Ctrl-C: stop now */
+    /* second Ctrl-C: stop now. Not a second SIGHUP: a closed terminal sends two (the shell's to
+       its jobs, then the kernel's to the foreground group as the shell exits), and the second
+       ended the job mid-step without the checkpoint the first asked for (1 close in 4, a review) */
+    if (cli_stop_flag && sig != SIGHUP) _exit(130);
     cli_stop_flag = 1;
+    /* the reader of a pipe (saelite ... 2>&1 | tee log) got the same signal and is gone: the next
+       progress line raised SIGPIPE, which ended the job before its checkpoint. EPIPE instead */
+    static const struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigaction(SIGPIPE, &ign, NULL);
 }
 
 /* Under mpirun a SIGTERM comes from the launcher ending the job (a rank died, or the job was

@@ -40,6 +40,23 @@ np=$!; for _ in $(seq 200); do grep -q "^sae-train .* step [0-9]" $T/nohup.err 2
 kill -HUP $np; sleep 1; kill -0 $np 2>/dev/null; nalive=$?
 kill -USR1 $np; wait $np; nrc=$?
 ok "sae-train under nohup: SIGHUP ignored, still running 1 s later; SIGUSR1 then stops it: alive $nalive, exit $nrc" '[ $nalive -eq 0 ] && [ $nrc -eq 130 ] && [ -s $T/nohup/checkpoint.bin ]'
+# a closed terminal sends SIGHUP twice (the shell's to its jobs, then the kernel's to the
+# foreground group as the shell exits): the second is not "Ctrl-C again, stop now", which ended
+# the job mid-step without its checkpoint (1 close in 4 on a pty, a review)
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.2 "${hup_default[@]}" $BIN sae-train --npy $T/acts.npy --d-sae 128 --k 4 --tokens 100M --batch 512 --checkpoint-every 1000000 --out $T/hup2 >/dev/null 2>$T/hup2.err &
+hp=$!; for _ in $(seq 200); do grep -q "^sae-train .* step [0-9]" $T/hup2.err 2>/dev/null && break; sleep 0.1; done
+kill -HUP $hp; kill -HUP $hp; wait $hp; hrc=$?
+ok "sae-train, SIGHUP twice (a closed terminal): exit 130 with a checkpoint: exit $hrc, $(tail -1 $T/hup2.err)" '[ $hrc -eq 130 ] && grep -q "interrupted at step [0-9]*; checkpoint" $T/hup2.err && [ -s $T/hup2/checkpoint.bin ]'
+# ... to `saelite ... 2>&1 | cat` (tee, a log): cat dies of it, and the next progress line raised
+# SIGPIPE, which ended the job before its checkpoint (or after it, exit 141). The pipeline runs in
+# a process group of its own (set -m), signalled as a terminal's shell does; the subshell ignores
+# SIGHUP to report saelite's exit status
+( set -m # (in a subshell: job control's "Done" lines go nowhere)
+{ trap '' HUP; SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 "${hup_default[@]}" $BIN sae-train --npy $T/acts.npy --d-sae 128 --k 4 --tokens 100M --batch 512 --checkpoint-every 1000000 --out $T/hup3 2>&1 >/dev/null; echo $? > $T/hup3.rc; } | "${hup_default[@]}" cat > /dev/null &
+pj=$!; for _ in $(seq 200); do [ -s $T/hup3/checkpoint_run.txt ] && break; sleep 0.1; done; sleep 0.5
+kill -HUP -- -"$(ps -o pgid= -p $pj | tr -d ' ')"; wait $pj
+for _ in $(seq 300); do [ -s $T/hup3.rc ] && break; sleep 0.1; done ) 2>/dev/null # the subshell outlives cat
+ok "sae-train | cat, SIGHUP to both: exit 130 with a checkpoint: exit $(cat $T/hup3.rc 2>/dev/null)" '[ "$(cat $T/hup3.rc 2>/dev/null)" = 130 ] && [ -s $T/hup3/checkpoint.bin ]'
 
 args="--npy $T/acts.npy --d-sae 128 --k 4 --tokens 40960 --batch 512 --lr 0.002 --checkpoint-every 20"
 $BIN sae-train $args --out $T/full >$T/full.out 2>&1
