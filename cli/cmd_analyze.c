@@ -1,4 +1,5 @@
 /* cmd_analyze.c - `saelite analyze`: flags for ana_run (analysis/ana_run.h) and its summary. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,6 +75,13 @@ int cmd_analyze(int argc, char **argv)
     ana_run_opts o;
     ana_run_defaults(&o);
     const char *prec = "fp32";
+    /* the effects' sizes start as "not given" (INT_MIN), so that one given without --effects is
+       refused (it was accepted and did nothing); --help prints the real defaults */
+    int ctx_def = o.effects_ctx, seqs_def = o.effects_seqs;
+    char ctx_txt[16], seqs_txt[16];
+    snprintf(ctx_txt, sizeof ctx_txt, "%d", ctx_def);
+    snprintf(seqs_txt, sizeof seqs_txt, "%d", seqs_def);
+    o.effects_ctx = o.effects_seqs = INT_MIN;
     arg_spec spec[] = {
         {"--db", ARG_STR, &o.db, "database with stored activations (written: analysis tables)",
          ARG_REQUIRED},
@@ -103,9 +111,9 @@ int cmd_analyze(int argc, char **argv)
         {"--effects", ARG_FLAG, &o.effects,
          "measure each feature's ablation effect where it fires (KL, loss, tokens; needs the model)"},
         {"--effects-ctx", ARG_INT, &o.effects_ctx, "contexts per feature for --effects (0: all)",
-         ARG_MIN(0)},
+         ARG_MIN(0), ARG_DEFAULT(ctx_txt)},
         {"--effects-seqs", ARG_INT, &o.effects_seqs, "sequences for --effects (0: all analysed)",
-         ARG_MIN(0)},
+         ARG_MIN(0), ARG_DEFAULT(seqs_txt)},
         {"--cos-threshold", ARG_FLOAT, &o.cos_threshold, "geometry: count max|cos| above this"},
         {"--checkpoint-secs", ARG_FLOAT, &o.ckpt_secs, "save the pass's state this often beside "
          "the database; the same command run again after a kill continues from it (0: never)",
@@ -123,6 +131,13 @@ int cmd_analyze(int argc, char **argv)
     if (!o.sae_dir && !o.hook) return cli_usage_error("analyze", "--neurons without --sae needs --hook NAME");
     if (o.effects && (!o.sae_dir || o.no_model))
         return cli_usage_error("analyze", "--effects needs --sae and the model (not --no-model)");
+    /* flags that only shape another one's work: alone they did nothing, silently */
+    if (!o.effects && (o.effects_ctx != INT_MIN || o.effects_seqs != INT_MIN))
+        return cli_usage_error("analyze", "%s applies to --effects only",
+                               o.effects_ctx != INT_MIN ? "--effects-ctx" : "--effects-seqs");
+    if (o.force && !o.all_acts) return cli_usage_error("analyze", "--force applies to --all-acts only");
+    if (o.effects_ctx == INT_MIN) o.effects_ctx = ctx_def;
+    if (o.effects_seqs == INT_MIN) o.effects_seqs = seqs_def;
     o.precision = !strcmp(prec, "bf16") ? OP_PRECISION_BF16
                   : !strcmp(prec, "auto") ? OP_PRECISION_AUTO
                                           : OP_PRECISION_FP32;

@@ -360,6 +360,13 @@ bad "analyze: NaN activations in a store" "nanact.db: hook $H, sequence [0-9]+: 
 bad "analyze: SAE width differs from the database (mismatched SAE)" "reads 32 values per token but ex.db stores 8" analyze --db ex.db --sae sae32 --no-model
 bad "analyze: SAE of another hook" "trained on $H, not --hook blocks.0.hook_attn_out" analyze --db ex.db --sae sae8 --hook blocks.0.hook_attn_out --no-model
 bad "analyze: unknown hook for neurons" "no hook 'blocks.0.nosuch'" analyze --db ex.db --neurons --hook blocks.0.nosuch --no-model
+# flags that only shape another flag's work were accepted alone and did nothing (a review)
+EXACT="saelite analyze: --effects-ctx applies to --effects only (see 'saelite analyze --help')"
+bad "analyze: --effects-ctx without --effects" "--effects-ctx applies to --effects only" analyze --db ex.db --sae sae8 --effects-ctx 4
+EXACT="saelite analyze: --effects-seqs applies to --effects only (see 'saelite analyze --help')"
+bad "analyze: --effects-seqs without --effects" "--effects-seqs applies to --effects only" analyze --db ex.db --sae sae8 --no-model --effects-seqs 0
+EXACT="saelite analyze: --force applies to --all-acts only (see 'saelite analyze --help')"
+bad "analyze: --force without --all-acts" "--force applies to --all-acts only" analyze --db ex.db --sae sae8 --no-model --force
 SAELITE_ANA_CACHE_KIB=lots bad "analyze: a bad SAELITE_ANA_CACHE_KIB" "SAELITE_ANA_CACHE_KIB=lots: not a cache size in KiB" analyze --db ex.db --sae sae8 --no-model --all
 bad "analyze: zero top" "--top must be >= 1, got 0" analyze --db ex.db --sae sae8 --no-model --top 0
 bad "analyze: validation fraction above 1" "--val-frac must be in \(0, 1\), got 2" analyze --db ex.db --sae sae8 --no-model --val-frac 2
