@@ -29,9 +29,12 @@ struct srv_model {
 static int capture(const tensor_view *t, void *user)
 {
     srv_model *m = user;
-    /* [B=1, T, d_in], contiguous */
-    int64_t T = t->shape[1], C = t->shape[t->ndim - 1];
-    if (t->ndim != 3 || C != m->sae->cfg.d_in || T > gpt2_cfg(m->gpt)->n_ctx)
+    /* [B=1, T, d_in] contiguous, or [B=1, T, H, d_head] (attn.hook_z, hook_q/k/v: extract
+       stores their H * d_head values per token; a check on the last dim alone answered 500
+       "unexpected shape" to every test of an SAE trained on hook_z) */
+    int64_t T = t->ndim >= 3 ? t->shape[1] : 0, C = 1;
+    for (int i = 2; i < t->ndim; i++) C *= t->shape[i];
+    if (t->ndim < 3 || t->shape[0] != 1 || C != m->sae->cfg.d_in || T > gpt2_cfg(m->gpt)->n_ctx)
         return err_set(ERR_SHAPE, "hook %s: unexpected shape", m->sae->cfg.hook_name);
     memcpy(m->x, t->data, (size_t)(T * C) * sizeof *m->x);
     m->T = (int)T;

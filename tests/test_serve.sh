@@ -991,6 +991,20 @@ okn "a never-ending view under the search index: serve stops with exit 1 (got $r
 okn "... naming the index and the limit ($(cat "$W/serve6.err"))" grep -q "building the search index ran past its 2000 ms limit" "$W/serve6.err"
 okn "... after about 2 s" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b - a >= 1.9 && b - a < 8) }'
 
+# an SAE at attn.hook_z, whose tensor is [B, T, H, d_head]: "test your text" answered 500
+# "hook blocks.0.attn.hook_z: unexpected shape" (the capture checked the last dim only; a user's run)
+Z=blocks.0.attn.hook_z
+setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --hook $Z --db "$W/z.db" --max-tokens 512
+setup sae-train --db "$W/z.db" --hook $Z --arch topk --k 4 --expansion 2 --tokens 2048 --batch 256 --out "$W/sae_z"
+setup analyze --db "$W/z.db" --sae "$W/sae_z" --no-model --max-seqs 4
+"$BIN" serve --db "$W/z.db" --model "$W/m" --sae "$W/sae_z" --port 0 > "$W/serve_z.out" 2> "$W/serve_z.err" &
+SPID=$!
+wait_url "$W/serve_z.out"
+req POST /api/test '{"text": "The big cat sat.", "k": 3}'
+okn "test your text at attn.hook_z (got $code: $(head -c 200 "$W/body"))" test "$code" = 200
+okn "... features on every token" test "$(js "all(len(t['features']) >= 1 for t in j['tokens'])")" = True
+kill $SPID; wait $SPID 2>/dev/null; SPID=""
+
 if [ $skip -gt 0 ]; then echo "test_serve: $pass passed, $fail failed, $skip skipped"
 else echo "test_serve: $pass passed, $fail failed"; fi
 [ "$fail" -eq 0 ]
