@@ -1608,6 +1608,7 @@ static int open_model(shared *sh, const ana_run_opts *o, const char *skip)
     /* a relative path recorded by extract is relative to where extract ran; when it does not
        resolve from here, try it relative to the database's directory */
     char alt[4096];
+    const char *recorded = dir;
     if (!o->model_dir && dir[0] != '/') {
         char probe[4096];
         const char *slash = strrchr(o->db, '/');
@@ -1630,6 +1631,11 @@ static int open_model(shared *sh, const ana_run_opts *o, const char *skip)
         rc = err_set(ERR_ARG, "%s: checksum %s, but %s's hook %s was extracted from a model with "
                      "checksum %s; give that model (--model)%s", dir, cs, o->db, sh->hook.name,
                      want, skip[0] ? " or skip the model metrics (--no-model)" : "");
+    else if (rc && !o->model_dir && dir != recorded)
+        /* the recorded path named as recorded, the place tried beside the database after it:
+           "the model demo/runs/demo/model recorded" named a path no database holds (a user's run) */
+        err_wrap(rc, "the model %s recorded for hook %s (not found from here, nor as %s; give "
+                 "--model DIR%s)", recorded, sh->hook.name, dir, skip[0] ? " or --no-model" : "");
     else if (rc && !o->model_dir) /* the path came from the database: say so (an audit) */
         err_wrap(rc, "the model %s recorded for hook %s (give --model DIR%s)", dir, sh->hook.name,
                  skip[0] ? " or --no-model" : "");

@@ -371,6 +371,10 @@ SAELITE_ANA_CACHE_KIB=lots bad "analyze: a bad SAELITE_ANA_CACHE_KIB" "SAELITE_A
 bad "analyze: zero top" "--top must be >= 1, got 0" analyze --db ex.db --sae sae8 --no-model --top 0
 bad "analyze: validation fraction above 1" "--val-frac must be in \(0, 1\), got 2" analyze --db ex.db --sae sae8 --no-model --val-frac 2
 bad "analyze: newer schema database" "written by a newer saelite" analyze --db newer.db --neurons --hook $H --no-model
+# the recorded model path found neither from here nor beside the database: the message named
+# only the second place tried (sub/gone/model), a path no database held (a user's run)
+mkdir -p "$W/sub"; hostile sub/mv.db "UPDATE models SET path = 'gone/model'"; LAST=""
+bad "analyze: the recorded model path, moved" "the model gone/model recorded for hook $H \\(not found from here, nor as sub/gone/model; give --model DIR or --no-model\\)" analyze --db sub/mv.db --sae sae8 --all
 bad "analyze: --effects without the model" "--effects needs --sae and the model" analyze --db ex.db --sae sae8 --no-model --effects
 bad "analyze: --effects with neurons only" "--effects needs --sae and the model" analyze --db ex.db --neurons --hook $H --effects
 bad "report: SAE never analysed" "no analysis of SAE '999'" report --db ex.db --sae 999 --out rep
