@@ -1599,10 +1599,14 @@ static int open_model(shared *sh, const ana_run_opts *o, const char *skip)
     if (!dir) {
         for (size_t i = 0; i < nm; i++)
             if (ms[i].id == sh->hook.model_id) dir = ms[i].path;
-        if (!dir) {
+        /* an imported hook's row names no directory: it was opened as one ("(imported
+           .npy)/config.json: cannot open", a user's run) */
+        int imported = dir && !strcmp(dir, STORE_IMPORT_MODEL_PATH);
+        if (!dir || imported) {
             mem_free(ms);
-            return err_set(ERR_NOTFOUND, "%s: no model recorded for hook %s; give --model DIR%s",
-                           o->db, sh->hook.name, skip[0] ? " or --no-model" : "");
+            return err_set(ERR_NOTFOUND, "%s: no model recorded for hook %s%s; give --model DIR%s",
+                           o->db, sh->hook.name, imported ? " (imported from .npy)" : "",
+                           skip[0] ? " or --no-model" : "");
         }
     }
     /* a relative path recorded by extract is relative to where extract ran; when it does not

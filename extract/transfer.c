@@ -200,7 +200,7 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
         store_hook *hs = NULL;
         size_t nh = 0;
         rc = store_hook_list(s, &hs, &nh);
-        if (!rc) rc = store_model_add(s, "import", "(imported .npy)", "{}", "", &model_id);
+        if (!rc) rc = store_model_add(s, "import", STORE_IMPORT_MODEL_PATH, "{}", "", &model_id);
         for (size_t i = 0; !rc && i < nh; i++)
             if (!strcmp(hs[i].name, hook) && hs[i].model_id != model_id)
                 rc = err_set(ERR_ARG, "%s: hook %s already holds extracted activations; import "

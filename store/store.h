@@ -82,6 +82,9 @@ int store_model_add(store *s, const char *name, const char *path, const char *co
                     const char *checksum, int64_t *id);
 /* All models, ordered by id. */
 int store_model_list(store *s, store_model **models, size_t *n);
+/* models.path of the row `saelite import` adds: no model directory, the activations came from a
+   .npy file (readers that would load the model say so instead of opening this as a path) */
+#define STORE_IMPORT_MODEL_PATH "(imported .npy)"
 
 /* Returns the document (source, ordinal); inserts it when absent. When present with a different
  * checksum, ERR_FORMAT ("the corpus changed since ..."). text may be NULL. */

@@ -375,6 +375,9 @@ bad "analyze: newer schema database" "written by a newer saelite" analyze --db n
 # only the second place tried (sub/gone/model), a path no database held (a user's run)
 mkdir -p "$W/sub"; hostile sub/mv.db "UPDATE models SET path = 'gone/model'"; LAST=""
 bad "analyze: the recorded model path, moved" "the model gone/model recorded for hook $H \\(not found from here, nor as sub/gone/model; give --model DIR or --no-model\\)" analyze --db sub/mv.db --sae sae8 --all
+# a hook saelite import wrote: its models row names no directory, and analyze opened the marker
+# as one ("(imported .npy)/config.json: cannot open", a user's run)
+bad "analyze: an imported hook, no --model" "good.db: no model recorded for hook $H \\(imported from .npy\\); give --model DIR or --no-model" analyze --db good.db --sae sae8 --all
 bad "analyze: --effects without the model" "--effects needs --sae and the model" analyze --db ex.db --sae sae8 --no-model --effects
 bad "analyze: --effects with neurons only" "--effects needs --sae and the model" analyze --db ex.db --neurons --hook $H --effects
 bad "report: SAE never analysed" "no analysis of SAE '999'" report --db ex.db --sae 999 --out rep
