@@ -98,6 +98,8 @@ static const struct {
     [STORE_SRV_DICTS] = {"dicts",
         "SELECT d.id, d.kind, d.sae_id, d.name, d.hook_name, d.d_in, d.d_sae, d.split, d.n_seqs, "
         "d.n_tokens, d.top_n, d.created_at, d.seconds, r.id AS registry_id, r.architecture, r.k, "
+        "CASE WHEN json_valid(r.config) THEN json_extract(r.config, '$.transcoder') END AS transcoder, "
+        "CASE WHEN json_valid(r.config) THEN json_extract(r.config, '$.hook_out') END AS hook_out, "
         "r.tokens AS train_tokens, (SELECT count(*) FROM ana_features f WHERE f.dict_id = d.id "
         "AND f.n_active = 0) AS dead, (SELECT count(*) FROM ana_effects e WHERE e.dict_id = d.id) "
         "AS effects FROM ana_dicts d LEFT JOIN sae_registry r ON r.id = "
@@ -106,7 +108,10 @@ static const struct {
     [STORE_SRV_DICT] = {"dict",
         "SELECT d.id, d.kind, d.sae_id, d.name, d.hook_name, d.d_in, d.d_sae, d.split, d.n_seqs, "
         "d.n_tokens, d.top_n, d.created_at, d.seconds, r.id AS registry_id, r.dir, "
-        "r.architecture, r.k, r.model_name, r.tokens AS train_tokens, r.eval_mse, r.eval_ev, "
+        "r.architecture, r.k, "
+        "CASE WHEN json_valid(r.config) THEN json_extract(r.config, '$.transcoder') END AS transcoder, "
+        "CASE WHEN json_valid(r.config) THEN json_extract(r.config, '$.hook_out') END AS hook_out, "
+        "r.model_name, r.tokens AS train_tokens, r.eval_mse, r.eval_ev, "
         "r.eval_cos, r.eval_l0, r.eval_dead, r.seconds AS train_seconds FROM ana_dicts d LEFT "
         "JOIN sae_registry r ON r.id = d.sae_id OR (d.sae_id IS NULL AND d.kind = 'sae' AND "
         "r.dir = d.name) WHERE d.id = ?1 LIMIT 1", NULL},

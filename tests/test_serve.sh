@@ -994,7 +994,10 @@ okn "... after about 2 s" awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { exit !(b
 # an SAE at attn.hook_z, whose tensor is [B, T, H, d_head]: "test your text" answered 500
 # "hook blocks.0.attn.hook_z: unexpected shape" (the capture checked the last dim only; a user's run)
 Z=blocks.0.attn.hook_z
-setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --hook $Z --db "$W/z.db" --max-tokens 512
+setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --hook $Z,blocks.0.ln2.hook_normalized,blocks.0.hook_mlp_out --db "$W/z.db" --max-tokens 512
+# and a transcoder beside it: /api/dicts showed it as "topk" at its input hook, like an SAE there
+setup sae-train --db "$W/z.db" --hook blocks.0.ln2.hook_normalized --hook-out blocks.0.hook_mlp_out --arch skip_transcoder --k 4 --expansion 2 --tokens 2048 --batch 256 --out "$W/tc_z"
+setup analyze --db "$W/z.db" --sae "$W/tc_z" --no-model --max-seqs 4
 setup sae-train --db "$W/z.db" --hook $Z --arch topk --k 4 --expansion 2 --tokens 2048 --batch 256 --out "$W/sae_z"
 setup analyze --db "$W/z.db" --sae "$W/sae_z" --no-model --max-seqs 4
 "$BIN" serve --db "$W/z.db" --model "$W/m" --sae "$W/sae_z" --port 0 > "$W/serve_z.out" 2> "$W/serve_z.err" &
@@ -1003,6 +1006,10 @@ wait_url "$W/serve_z.out"
 req POST /api/test '{"text": "The big cat sat.", "k": 3}'
 okn "test your text at attn.hook_z (got $code: $(head -c 200 "$W/body"))" test "$code" = 200
 okn "... features on every token" test "$(js "all(len(t['features']) >= 1 for t in j['tokens'])")" = True
+req GET /api/dicts
+okn "/api/dicts: the transcoder's kind and output hook, none for the SAE" test "$(js "[(d['architecture'], d['transcoder'], d['hook_out']) for d in j['dicts']]")" = "[('topk', 'skip_transcoder', 'blocks.0.hook_mlp_out'), ('topk', None, None)]"
+req GET /api/dict/1
+okn "/api/dict/1: the same" test "$(js "j['dict']['transcoder'], j['dict']['hook_out']")" = "skip_transcoder blocks.0.hook_mlp_out"
 kill $SPID; wait $SPID 2>/dev/null; SPID=""
 
 if [ $skip -gt 0 ]; then echo "test_serve: $pass passed, $fail failed, $skip skipped"

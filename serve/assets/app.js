@@ -76,7 +76,10 @@ async function dicts() {
 // U+2069 pop): a control character in it cannot reorder the rest (options and titles take
 // no elements, so no <bdi> there).
 const iso = (s) => '\u2068' + s + '\u2069';
-const dictName = (d) => `${d.id}: ${d.kind === 'sae' ? 'SAE ' + iso(d.name) : iso(d.name)} (${d.d_sae} features)`;
+const dictName = (d) => `${d.id}: ${d.kind === 'sae' ? (d.transcoder ? 'transcoder ' : 'SAE ') + iso(d.name) : iso(d.name)} (${d.d_sae} features)`;
+/* a transcoder's registry row keeps its activation in architecture; the kind and output hook come from its config
+   (it showed as "topk k=8" at its input hook, like an SAE there) */
+const archText = (d) => `${d.transcoder ? d.transcoder + ' (' : ''}${d.architecture}${d.k ? ' k=' + d.k : ''}${d.transcoder ? ') to ' + d.hook_out : ''}`;
 
 // ---- index ----------------------------------------------------------------------------------
 async function viewIndex(params) {
@@ -107,7 +110,7 @@ async function viewIndex(params) {
   if (!d) throw new Error(`no dictionary ${dict} in this database (it has ${ds.map((x) => x.id).join(', ')})`);
   const head = el('div', {class: 'stats'},
     d ? [el('span', {}, 'hook ', el('b', {text: d.hook_name})), el('span', {}, 'tokens analysed ', el('b', {text: fmt(d.n_tokens)})),
-         el('span', {}, 'dead ', el('b', {text: fmt(d.dead)})), d.architecture ? el('span', {}, 'architecture ', el('b', {text: d.architecture + (d.k ? ' k=' + d.k : '')})) : null,
+         el('span', {}, 'dead ', el('b', {text: fmt(d.dead)})), d.architecture ? el('span', {}, 'architecture ', el('b', {text: archText(d)})) : null,
          el('span', {}, el('a', {href: `/api/dict/${d.id}`, text: 'metrics (JSON)'}))] : []);
   main.replaceChildren(el('h1', {id: 'title', text: 'Features'}), form, head);
   if (st.token) {
@@ -242,7 +245,7 @@ async function viewFeature(dict, feat) {
   const metrics = el('table', {}, j.metrics.filter((m) => /^(mse|explained_variance|l0|dead_frac|ce_loss_score|kl_score)$/.test(m.name))
     .map((m) => el('tr', {}, el('td', {text: m.name}), el('td', {class: 'num', text: fmt(m.value, 4)}))));
   const run = el('div', {class: 'stats'}, el('span', {}, 'dictionary ', el('b', {text: d.name})), el('span', {}, 'hook ', el('b', {text: d.hook_name})),
-    d.architecture ? el('span', {}, 'trained ', el('b', {text: `${d.architecture}${d.k ? ' k=' + d.k : ''}, ${fmt(d.train_tokens)} tokens`})) : null,
+    d.architecture ? el('span', {}, 'trained ', el('b', {text: `${archText(d)}, ${fmt(d.train_tokens)} tokens`})) : null,
     d.eval_ev !== null && d.eval_ev !== undefined ? el('span', {}, 'eval EV ', el('b', {text: fmt(d.eval_ev, 4)})) : null);
   main.replaceChildren(el('h1', {id: 'title', text: `Feature #${feat}`}), el('div', {class: 'muted', text: dictName(d)}), nav, stats,
     el('h2', {text: 'Top activations'}), note, top,
