@@ -518,9 +518,9 @@ typedef struct {
     int *idx;                     /* [D, 2, k] top tokens, sign +1 then -1 */
     float *val;
     int k, have_direct;
-    /* direct path of the hook, for the rank correlation */
+    /* direct path of the hook the decoder writes, for the rank correlation */
     const float *W_dec, *proj, *gamma, *WU;
-    int d_in, C;
+    int d_dec, C;                 /* decoder rows' width (a transcoder's d_out) */
     float *direct;                /* [V] scratch */
 } effects_work;
 
@@ -545,7 +545,7 @@ static int effects_feature(int j, int64_t n, const float *md, int V, void *user)
     ana_topk(idx + e->k, val + e->k, md, V, e->k, 0);
     e->corr[j] = NAN;
     if (!e->have_direct) return OK;
-    int rc = ana_logit_effects(e->direct, e->W_dec + (size_t)j * e->d_in, 1, e->d_in, e->proj,
+    int rc = ana_logit_effects(e->direct, e->W_dec + (size_t)j * e->d_dec, 1, e->d_dec, e->proj,
                                e->C, e->gamma, e->WU, V);
     if (!rc) e->corr[j] = ana_spearman(e->direct, md, V);
     return rc;
@@ -716,12 +716,16 @@ static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, pass_ck
     for (int j = 0; j < D; j++) e->corr[j] = NAN;
     int ok, nd;
     int64_t shp[2];
-    e->proj = gpt2_hook_direct_proj(sh->model, sh->hook.name, d->d_in, &ok);
+    /* the direct path from where the decoder writes, as write_logit_effects: a transcoder's
+       output hook, its rows d_out wide (the input hook's gave no rank_corr, or read W_dec at
+       d_in's stride) */
+    const char *dec_hook = d->hook_out.id >= 0 ? d->hook_out.name : sh->hook.name;
+    e->proj = gpt2_hook_direct_proj(sh->model, dec_hook, d->d_out, &ok);
     e->WU = gpt2_param(sh->model, "lm_head.weight", &nd, shp);
     e->gamma = gpt2_param(sh->model, "ln_f.weight", &nd, shp);
     e->have_direct = ok && e->WU && e->gamma;
     e->W_dec = d->W_dec;
-    e->d_in = d->d_in;
+    e->d_dec = d->d_out;
     e->C = cfg->n_embd;
     size_t nseq = o->effects_seqs > 0 && (size_t)o->effects_seqs < sh->nseq ? (size_t)o->effects_seqs : sh->nseq;
     ana_effects_opts eo = {.max_ctx = o->effects_ctx, .stop = o->stop};

@@ -20,7 +20,7 @@ typedef struct {
  * batch gets the pairs rows[r0 + b]). */
 typedef struct {
     const sae_model *s;
-    int T, d, capture;
+    int T, d, capture; /* d: the rows' width, the input hook's (capture) or the decoder's */
     float *x;              /* capture: [T,d] */
     const pair *pairs;     /* ablate: pairs of row r are pairs[start[r] .. start[r+1]) */
     const int *start;
@@ -82,13 +82,22 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
 {
     const gpt2_config *cfg = gpt2_cfg(m);
     const int V = cfg->vocab_size, D = s->cfg.d_sae, d = s->cfg.d_in;
+    /* a transcoder's decoder writes its output hook: the ablation is there, in rows of d_out
+       (it subtracted d_out-wide decoder rows from the input hook's rows, read at d_in's stride:
+       out of bounds where d_out < d_in; an audit of analyze --effects on transcoders) */
+    const int tc = s->cfg.transcoder != SAE_NOT_TRANSCODER;
+    const char *ahook = tc ? s->cfg.hook_name_out : hook;
+    const int dd = tc ? s->cfg.d_out : d;
     const int B = o->batch > 0 ? o->batch : 8;
     const int64_t max_ctx = o->max_ctx > 0 ? o->max_ctx : INT64_MAX;
     int layer, width;
     int rc = gpt2_hook_token_info(m, hook, &layer, &width);
     if (rc) return rc;
     if (width != d) return err_set(ERR_SHAPE, "effects: %s is %d wide but the SAE reads %d", hook, width, d);
-    const int local = gpt2_hook_position_local(m, hook);
+    if (tc && (rc = gpt2_hook_token_info(m, ahook, &layer, &width)) != OK) return rc;
+    if (tc && width != dd)
+        return err_set(ERR_SHAPE, "effects: %s is %d wide but the transcoder writes %d", ahook, width, dd);
+    const int local = gpt2_hook_position_local(m, ahook);
     int Tm = 0;
     for (size_t i = 0; i < nseq; i++)
         if (off[i + 1] - off[i] > Tm) Tm = (int)(off[i + 1] - off[i]);
@@ -162,6 +171,7 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
             /* clean pass: hook rows, codes, next-token log-probabilities */
             gpt2_hook_clear(m);
             h.capture = 1;
+            h.d = d;
             h.T = T;
             h.x = x;
             h.rc = OK;
@@ -220,8 +230,13 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
             }
             rstart[nrows] = (int)w;
             h.capture = 0;
+            h.d = dd;
             h.pairs = byrow;
             h.start = rstart;
+            if (tc) {
+                gpt2_hook_clear(m);
+                if ((rc = gpt2_hook_add(m, ahook, effects_hook, &h))) break;
+            }
             for (int b = 0; b < B; b++) memcpy(rep + (size_t)b * T, ids, (size_t)T * sizeof *rep);
             for (int r0 = 0; r0 < nrows && !rc; r0 += B) {
                 h.r0 = r0;

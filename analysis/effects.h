@@ -10,7 +10,8 @@
  *   delta   log p_clean(v) - log p_ablated(v) for every token v: what the feature adds to each
  *           token's log-probability (positive = promoted, the sign convention of ana_logits)
  * Means over the feature's contexts are reported; at most max_ctx contexts per feature, taken in
- * sequence order.
+ * sequence order. A transcoder's codes come from its input hook (`hook`) and the ablation is at
+ * its output hook (cfg.hook_name_out, rows of d_out): its decoder writes there.
  * Batching: the sequence is run B rows at a time (gpt2_forward with batch B), each row carrying
  * its own ablations. When the hook is position-local (gpt2_hook_position_local: nothing after it
  * mixes positions, e.g. mlp.hook_post of the last block), the change at t reaches only the logits

@@ -567,12 +567,36 @@ static void check_effects_resume(gpt2_model *m, sae_model *s, const char *hook, 
     mem_free(delta2);
 }
 
-static void check_effects(const char *hook, int max_ctx, int want_local)
+/* A ReLU transcoder from hook (d_in wide) to hook_out (C wide): random unit decoder rows, random
+   encoder columns of norm 1 (about half fire). */
+static sae_model *tiny_tc(const char *hook, int d_in, const char *hook_out, uint64_t seed)
+{
+    sae_config cfg = {.arch = SAE_RELU, .d_in = d_in, .d_sae = D, .context_size = T,
+                      .transcoder = SAE_TRANSCODER, .d_out = C};
+    snprintf(cfg.hook_name, sizeof cfg.hook_name, "%s", hook);
+    snprintf(cfg.hook_name_out, sizeof cfg.hook_name_out, "%s", hook_out);
+    sae_model *s = NULL;
+    if (sae_model_new(&s, &cfg) != OK) return NULL;
+    rs = seed;
+    for (int j = 0; j < D; j++) {
+        double n = 0, ne = 0;
+        for (int k = 0; k < C; k++) n += pow(s->W_dec[j * C + k] = (float)(urand() * 2 - 1), 2);
+        for (int k = 0; k < C; k++) s->W_dec[j * C + k] /= (float)sqrt(n);
+        for (int k = 0; k < d_in; k++) ne += pow(s->W_enc[k * D + j] = (float)(urand() * 2 - 1), 2);
+        for (int k = 0; k < d_in; k++) s->W_enc[k * D + j] /= (float)sqrt(ne);
+    }
+    s->b_enc[D - 1] = -1e6f;
+    return s;
+}
+
+/* hook_out: a transcoder from hook (d_in wide) to hook_out, its features ablated there */
+static void check_effects_at(const char *hook, const char *hook_out, int d_in, int max_ctx, int want_local)
 {
     enum { NS = 3 };
     gpt2_model *m = tiny_model(2);
-    sae_model *s = tiny_sae(hook, 13);
-    CHECK(gpt2_hook_position_local(m, hook) == want_local, "%s position-local", hook);
+    sae_model *s = hook_out ? tiny_tc(hook, d_in, hook_out, 13) : tiny_sae(hook, 13);
+    const char *ahook = hook_out ? hook_out : hook;
+    CHECK(gpt2_hook_position_local(m, ahook) == want_local, "%s position-local", ahook);
     int tok[NS * T];
     int64_t off[NS + 1];
     unsigned char bos[NS] = {0, 1, 0};
@@ -591,7 +615,7 @@ static void check_effects(const char *hook, int max_ctx, int want_local)
     int64_t bn[D] = {0};
     double bact[D] = {0}, bkl[D] = {0}, bdl[D] = {0};
     double *bdelta = calloc((size_t)D * V, sizeof *bdelta);
-    float x[T * C], f[T * D], clean[T * V];
+    float x[T * 4 * C], f[T * D], clean[T * V];
     for (int q = 0; q < NS; q++) {
         const int *ids = tok + q * T;
         grab g = {x};
@@ -605,7 +629,7 @@ static void check_effects(const char *hook, int max_ctx, int want_local)
                 if (!(f[t * D + j] > 0) || (max_ctx > 0 && bn[j] >= max_ctx)) continue;
                 one_abl a = {s, t, j, f[t * D + j]};
                 gpt2_hook_clear(m);
-                gpt2_hook_add(m, hook, one_hook, &a);
+                gpt2_hook_add(m, ahook, one_hook, &a);
                 gpt2_forward(m, ids, 1, T, 1);
                 double lc[V], la[V], k = 0;
                 lsm(clean + t * V, lc);
@@ -636,7 +660,7 @@ static void check_effects(const char *hook, int max_ctx, int want_local)
         for (int v = 0; v < V; v++)
             maxd = fmax(maxd, fabs(delta[(size_t)j * V + v] - bdelta[(size_t)j * V + v] / bn[j]));
     }
-    CHECK(bad == 0 && maxd < 1e-4, "%s: %d statistics differ from single ablations (delta max %g)", hook, bad, maxd);
+    CHECK(bad == 0 && maxd < 1e-4, "%s -> %s: %d statistics differ from single ablations (delta max %g)", hook, ahook, bad, maxd);
     CHECK(used > D / 2, "%d features measured", used);
     if (max_ctx > 0) {
         int over = 0;
@@ -653,8 +677,18 @@ static void check_effects(const char *hook, int max_ctx, int want_local)
     gpt2_free(m);
 }
 
+static void check_effects(const char *hook, int max_ctx, int want_local)
+{
+    check_effects_at(hook, NULL, C, max_ctx, want_local);
+}
+
 static void test_effects(void)
 {
+    /* transcoders: codes from the input hook, ablation at the output hook, where the decoder
+       writes (analyze --effects ablated at the input hook: of an mlp.hook_post transcoder it
+       read W_dec out of bounds; an audit) */
+    check_effects_at("blocks.0.mlp.hook_post", "blocks.0.hook_mlp_out", 4 * C, 0, 0);
+    check_effects_at("blocks.1.ln2.hook_normalized", "blocks.1.hook_mlp_out", C, 0, 1);
     check_effects("blocks.1.hook_resid_post", 0, 1); /* position-local: packed rows */
     check_effects("blocks.1.hook_resid_post", 5, 1);
     check_effects("blocks.0.hook_resid_post", 4, 0); /* attention follows: one ablation a row */

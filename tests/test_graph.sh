@@ -125,5 +125,13 @@ $BIN analyze --db "$tmp/a.db" --sae "$tmp/tc1" --model "$tmp/m" >/dev/null 2>&1;
 $BIN report --db "$tmp/a.db" --sae "$tmp/tc1" --top 2 --out "$tmp/rep" >/dev/null 2>&1; ok test $? -eq 0
 ok grep -q "skip_transcoder '$tmp/tc1' from blocks.1.ln2.hook_normalized to blocks.1.hook_mlp_out" "$tmp/rep/index.html"
 ok test "$(ls "$tmp/rep" | grep -c '^feature_[0-9]*\.png$')" = 2
+# analyze --effects of a transcoder: the ablation at its output hook and the direct path from
+# there (it ablated at the input hook, and the rank correlation with the direct path was NULL
+# for every feature, blocks.0.ln2.hook_normalized having none; an audit)
+cp "$tmp/a.db" "$tmp/e.db"
+$BIN analyze --db "$tmp/e.db" --sae "$tmp/tc0" --model "$tmp/m" --effects --effects-ctx 4 >/dev/null 2>&1; ok test $? -eq 0
+ne=$(sqlite3 "$tmp/e.db" "SELECT count(*) FROM ana_effects")
+nr=$(sqlite3 "$tmp/e.db" "SELECT count(*) FROM ana_effects WHERE rank_corr BETWEEN -1 AND 1")
+ok test "$ne" -gt 0 -a "$nr" = "$ne"
 echo "test_graph.sh: $pass passed, $fail failed"
 test $fail -eq 0
