@@ -521,8 +521,17 @@ typedef struct {
     /* direct path of the hook the decoder writes, for the rank correlation */
     const float *W_dec, *proj, *gamma, *WU;
     int d_dec, C;                 /* decoder rows' width (a transcoder's d_out) */
+    int final;                    /* the decoder writes ln_final.hook_normalized */
     float *direct;                /* [V] scratch */
 } effects_work;
+
+/* The decoder writes the final LayerNorm's output, which the unembedding reads linearly: its logit
+   effects are exact (ana_logit_effects_final). They were skipped as "not on a linear direct path"
+   (a user's SAE at ln_final.hook_normalized had no logit effects on its dashboards). */
+static int final_normalized(const gpt2_model *m, const char *hook, int d)
+{
+    return !strcmp(hook, "ln_final.hook_normalized") && d == gpt2_cfg(m)->n_embd;
+}
 
 static void effects_work_free(effects_work *e)
 {
@@ -545,8 +554,10 @@ static int effects_feature(int j, int64_t n, const float *md, int V, void *user)
     ana_topk(idx + e->k, val + e->k, md, V, e->k, 0);
     e->corr[j] = NAN;
     if (!e->have_direct) return OK;
-    int rc = ana_logit_effects(e->direct, e->W_dec + (size_t)j * e->d_dec, 1, e->d_dec, e->proj,
-                               e->C, e->gamma, e->WU, V);
+    int rc = e->final ? ana_logit_effects_final(e->direct, e->W_dec + (size_t)j * e->d_dec, 1,
+                                                e->C, e->gamma, e->WU, V)
+                      : ana_logit_effects(e->direct, e->W_dec + (size_t)j * e->d_dec, 1, e->d_dec,
+                                          e->proj, e->C, e->gamma, e->WU, V);
     if (!rc) e->corr[j] = ana_spearman(e->direct, md, V);
     return rc;
 }
@@ -721,9 +732,10 @@ static int run_effects(shared *sh, const dict *d, const ana_run_opts *o, pass_ck
        d_in's stride) */
     const char *dec_hook = d->hook_out.id >= 0 ? d->hook_out.name : sh->hook.name;
     e->proj = gpt2_hook_direct_proj(sh->model, dec_hook, d->d_out, &ok);
+    e->final = final_normalized(sh->model, dec_hook, d->d_out);
     e->WU = gpt2_param(sh->model, "lm_head.weight", &nd, shp);
     e->gamma = gpt2_param(sh->model, "ln_f.weight", &nd, shp);
-    e->have_direct = ok && e->WU && e->gamma;
+    e->have_direct = (ok || e->final) && e->WU && e->gamma;
     e->W_dec = d->W_dec;
     e->d_dec = d->d_out;
     e->C = cfg->n_embd;
@@ -1425,9 +1437,10 @@ static int write_logit_effects(const shared *sh, const dict *d, const ana_run_op
     int64_t shp[2];
     const char *dec_hook = d->hook_out.id >= 0 ? d->hook_out.name : sh->hook.name;
     const float *proj = gpt2_hook_direct_proj(sh->model, dec_hook, d_in, &ok);
+    const int final = final_normalized(sh->model, dec_hook, d_in);
     const float *WU = gpt2_param(sh->model, "lm_head.weight", &nd, shp);
     const float *gamma = gpt2_param(sh->model, "ln_f.weight", &nd, shp);
-    if (!ok || !WU || !gamma) {
+    if (!(ok || final) || !WU || !gamma) {
         dr->logit_skipped = 1;
         return OK;
     }
@@ -1438,8 +1451,9 @@ static int write_logit_effects(const shared *sh, const dict *d, const ana_run_op
     int rc = !logits || !lidx || !lval ? err_set(ERR_NOMEM, "out of memory for logit effects") : OK;
     for (int j0 = 0; j0 < D && !rc; j0 += blk) {
         int nb = D - j0 < blk ? D - j0 : blk;
-        rc = ana_logit_effects(logits, d->W_dec + (size_t)j0 * d_in, nb, d_in, proj, cfg->n_embd,
-                               gamma, WU, V);
+        rc = final ? ana_logit_effects_final(logits, d->W_dec + (size_t)j0 * d_in, nb, d_in, gamma, WU, V)
+                   : ana_logit_effects(logits, d->W_dec + (size_t)j0 * d_in, nb, d_in, proj,
+                                       cfg->n_embd, gamma, WU, V);
         for (int a = 0; a < nb && !rc; a++)
             for (int sign = 1; sign >= -1 && !rc; sign -= 2) {
                 int n = ana_topk(lidx, lval, logits + (size_t)a * V, V, k, sign > 0);

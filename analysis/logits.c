@@ -33,6 +33,18 @@ int ana_logit_effects(float *out, const float *dirs, int n, int d, const float *
     return OK;
 }
 
+int ana_logit_effects_final(float *out, const float *dirs, int n, int C, const float *gamma,
+                            const float *W_U, int V)
+{
+    if (n < 1 || C < 1 || V < 1) return err_set(ERR_ARG, "logit effects: empty input");
+    float *R = mem_alloc((size_t)n * C * sizeof *R);
+    if (!R) return err_set(ERR_NOMEM, "logit effects: out of memory");
+    for (size_t i = 0; i < (size_t)n * C; i++) R[i] = dirs[i] * gamma[i % (size_t)C];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, V, C, 1.0f, R, C, W_U, C, 0.0f, out, V);
+    mem_free(R);
+    return OK;
+}
+
 /* "a is stronger than b": larger (or smaller) value, lower index on ties. */
 static int stronger(float va, int ia, float vb, int ib, int largest)
 {

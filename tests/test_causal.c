@@ -202,6 +202,46 @@ static void test_rows(void)
     sae_free(s);
 }
 
+/* At ln_final.hook_normalized the unembedding is linear: adding a direction d at a position
+ * changes that position's logits by exactly W_U . (gamma (.) d), what ana_logit_effects_final
+ * gives (analyze skipped this hook's logit effects as "not on a linear direct path"). */
+typedef struct { const float *d; int t; } add_row;
+static int add_hook(const tensor_view *tv, void *user)
+{
+    const add_row *a = user;
+    for (int i = 0; i < C; i++) tv->data[(size_t)a->t * C + i] += a->d[i];
+    return 0;
+}
+
+static void test_final_logits(void)
+{
+    gpt2_model *m = tiny_model(2);
+    int nd, ids[T];
+    int64_t shp[2];
+    const float *WU = gpt2_param(m, "lm_head.weight", &nd, shp);
+    const float *gamma = gpt2_param(m, "ln_f.weight", &nd, shp);
+    tokens(ids, T, 5);
+    float d[C], eff[V], clean[T * V];
+    rs = 99;
+    for (int i = 0; i < C; i++) d[i] = (float)(urand() * 2 - 1);
+    CHECK(ana_logit_effects_final(eff, d, 1, C, gamma, WU, V) == OK);
+    gpt2_hook_clear(m);
+    CHECK(gpt2_forward(m, ids, 1, T, 1) == OK);
+    memcpy(clean, gpt2_logits(m), sizeof clean);
+    add_row a = {d, 4};
+    CHECK(gpt2_hook_add(m, "ln_final.hook_normalized", add_hook, &a) == OK);
+    CHECK(gpt2_forward(m, ids, 1, T, 1) == OK);
+    const float *lg = gpt2_logits(m);
+    double maxd = 0, maxe = 0;
+    for (int v = 0; v < V; v++) {
+        maxd = fmax(maxd, fabs((lg[4 * V + v] - clean[4 * V + v]) - eff[v]));
+        maxe = fmax(maxe, fabs(eff[v]));
+    }
+    CHECK(maxd < 1e-4 * (1 + maxe) && maxe > 0.1, "final LN logit effects: off by %g (max %g)", maxd, maxe);
+    gpt2_hook_clear(m);
+    gpt2_free(m);
+}
+
 /* A feature whose direct-path logit effects promote a token set raises those tokens'
  * probability at the next position, monotonically in S. */
 static void test_monotone(void)
@@ -963,6 +1003,7 @@ int main(void)
     test_parse();
     test_rows();
     test_monotone();
+    test_final_logits();
     test_clamp();
     test_generate();
     test_generate_run();
