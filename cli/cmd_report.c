@@ -85,5 +85,10 @@ int cmd_report(int argc, char **argv)
            res.dashboards - res.kept,
            res.dashboard_seconds > 0 ? (res.dashboards - res.kept) / res.dashboard_seconds : 0.0,
            o.threads, o.threads == 1 ? "" : "s");
+    /* "0 feature dashboards" and exit 0 said nothing of why (--by alignment without POS tags) */
+    if (res.unranked > 0)
+        printf("note: %d of the --top %d have no value for --by %s (%s), left out\n", res.unranked,
+               o.top > 0 ? o.top : 20, by, o.by == REP_BY_ALIGNMENT ? "no POS-tag precision: no POS tags stored, or "
+               "the feature never fired" : "features that never fired");
     return 0;
 }

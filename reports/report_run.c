@@ -1211,6 +1211,10 @@ int rep_run(const rep_run_opts *o, rep_run_result *res)
     }
     if ((rc = check_analysis(o, &dict, fs, nf))) goto out;
     if ((rc = select_features(o, &dict, fs, nf, &sel, &nsel))) goto out;
+    if (!o->features) {
+        int want = o->top > 0 ? o->top : 20;
+        res->unranked = (want < (int)nf ? want : (int)nf) - nsel;
+    }
     if ((rc = make_out_dir(o->out_dir, &made_dir))) goto out;
     if ((rc = path_fmt(stage, sizeof stage, "%s/" STAGE_PREFIX "%ld", o->out_dir, (long)getpid()))) goto out;
     if ((rc = make_stage(o->out_dir, stage))) {

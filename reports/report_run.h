@@ -51,6 +51,8 @@ void rep_run_defaults(rep_run_opts *o);
 typedef struct {
     int dashboards, pictures;
     int kept;                  /* of the dashboards: already there with the same content key */
+    int unranked;              /* --top: slots left empty, the features there having no value for
+                                  --by (dead ones for max; all of them for alignment without POS tags) */
     double seconds, dashboard_seconds; /* total, and the dashboards alone */
     char dict_name[256];
 } rep_run_result;

@@ -1130,10 +1130,17 @@ static void test_run_db(void)
     o.global = 0;
     o.threads = 2;
     CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
-    CHECK(res.dashboards == 5 && res.pictures == 0);
+    CHECK(res.dashboards == 5 && res.pictures == 0 && res.unranked == 0);
     CHECK(file_exists(out2, "feature_4.png") && !file_exists(out2, "feature_3.png") &&
           !file_exists(out2, "density.png"));
     rm_dir(out2);
+    /* --top beyond the features with a value: the empty slots are counted (report printed "N
+       feature dashboards" and nothing of why: 0 for --by alignment without POS tags) */
+    o.top = 1000000;
+    CHECK(rep_run(&o, &res) == OK, "%s", err_msg());
+    CHECK(res.unranked >= 1 && !file_exists(out2, "feature_3.png"), "unranked %d", res.unranked);
+    rm_dir(out2);
+    o.top = 5;
     /* a dead feature drawn on request: its caption says so (it read "max activation nan"); the
        temporary files of a killed run go, other files stay */
     {
