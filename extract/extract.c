@@ -12,6 +12,7 @@
 #include "common/checked.h"
 #include "common/dist.h"
 #include "common/err.h"
+#include "common/hash.h"
 #include "common/par.h"
 #include "common/fileio.h"
 #include "common/mem.h"
@@ -85,6 +86,7 @@ enum { EXT_MSG_HDR = 3 };
 struct ext_job {
     ext_opts o;
     char tokdir[4096], checksum[17];
+    uint64_t doc0_fnv1a; /* the first document's text (count_pass), for plan.dup_source */
     gpt2_model *m;
     tok_tokenizer *tok;
     store *s;
@@ -243,7 +245,7 @@ static int count_pass(ext_job *j)
     for (;;) {
         corpus_doc *d;
         if ((rc = corpus_next(r, &d)) || !d) break;
-        docs++;
+        if (docs++ == 0) j->doc0_fnv1a = hash_fnv1a(HASH_FNV1A_INIT, d->text, d->len);
         ext_doc x;
         rc = doc_tokenize(j, d, &x, 0);
         int64_t nw = rc ? 0 : ext_windows((int64_t)x.n, j->ctx, j->o.bos, NULL, NULL, 0);
@@ -531,6 +533,11 @@ int ext_open(ext_job **out, const ext_opts *o)
         p->stored_windows = stored < 0 ? 0 : stored > p->n_windows ? p->n_windows : stored;
         p->resumed = p->stored_windows > 0;
         if (!rc && j->s) rc = file_free_bytes(o->db, &p->free_bytes);
+        /* windows are shared by (source, ordinal): the same corpus given by another path (a
+           copied database, another directory) is stored again, not shared (a user's run) */
+        if (!rc && j->s)
+            rc = store_doc_other_source(j->s, o->corpus, 0, j->doc0_fnv1a, p->dup_source,
+                                        sizeof p->dup_source);
     }
     if (!rc) {
         size_t B = (size_t)o->batch, C = (size_t)j->ctx;

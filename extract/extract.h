@@ -69,6 +69,8 @@ typedef struct {
     int64_t free_bytes;                      /* free space on the database's filesystem */
     int resumed;                             /* the same run was started before */
     int done_before;                         /* ... and had finished */
+    char dup_source[512];                    /* the database holds this corpus's first document
+                                                under this other path ("" none): stored again */
 } ext_plan;
 
 typedef struct {

@@ -707,6 +707,29 @@ int store_doc_add(store *s, const char *source, int64_t ordinal, const char *nam
     return OK;
 }
 
+int store_doc_other_source(store *s, const char *source, int64_t ordinal, uint64_t text_fnv1a,
+                           char *other, size_t cap)
+{
+    char sum[17];
+    hex64(sum, text_fnv1a);
+    other[0] = 0;
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, "SELECT source FROM documents WHERE ordinal = ?2 AND checksum = ?3 "
+                           "AND source != ?1 AND NOT EXISTS (SELECT 1 FROM documents WHERE source "
+                           "= ?1 AND ordinal = ?2) ORDER BY id LIMIT 1", &st);
+    if (rc) return rc;
+    sqlite3_bind_text(st, 1, source, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, ordinal);
+    sqlite3_bind_text(st, 3, sum, -1, SQLITE_STATIC);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        const char *o = (const char *)sqlite3_column_text(st, 0);
+        snprintf(other, cap, "%s", o ? o : "");
+    } else if (r != SQLITE_DONE) rc = store_sql_error(s, r, "reading documents");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* The bulk writer's contract (store_set_bulk): its rows go in inside a transaction. */
 static int bulk_tx_check(const store *s, const char *what)
 {

@@ -278,6 +278,12 @@ check '[ $rc -eq 0 ] && [ "$(mthash "$T/mt.db")" = "$before" ] && [ "$(win "$T/m
 # JSONL with ids and genres, --no-bos
 $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.jsonl" --hook blocks.0.hook_resid_pre --db "$T/j.db" --ctx 8 --no-bos >/dev/null 2>&1
 check '[ "$(sqlite3 "$T/j.db" "SELECT name || genre FROM documents WHERE ordinal = 1")" = d1news ] && [ "$(sqlite3 "$T/j.db" "SELECT count(*) FROM sequences WHERE bos = 1")" = 0 ]' "JSONL ids/genres and --no-bos"
+# the same corpus by another path: its documents are stored again, not shared with the hooks
+# extracted before, and the plan says so (it said nothing; a user's copied database)
+out=$(B=$(readlink -f "$BIN"); cd "$T" && "$B" extract --model m --tokenizer tok --corpus ./corpus.jsonl --hook blocks.0.hook_resid_mid --db j.db --ctx 8 --no-bos 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"note: j.db already holds this corpus as '\''$T/corpus.jsonl'\''"*"again under '\''./corpus.jsonl'\''"* ]]' "another path to the same corpus: $out"
+out=$($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.jsonl" --hook blocks.0.hook_mlp_out --db "$T/j.db" --ctx 8 --no-bos 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" != *"note: "*"already holds this corpus"* ]]' "the same path: no note: $out"
 # invalid UTF-8 is kept as byte tokens; text stays valid UTF-8 in the tokens table
 $BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/bad.txt" --hook blocks.0.hook_resid_pre --db "$T/u.db" --ctx 8 >/dev/null 2>&1
 check '[ $? -eq 0 ] && [ "$(sqlite3 "$T/u.db" "SELECT count(*) FROM tokens WHERE text = char(65533)")" -ge 3 ]' "invalid UTF-8 corpus"
