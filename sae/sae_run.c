@@ -126,6 +126,13 @@ static int open_store(run *r, const sae_run_opts *o)
     double vf = o->val_frac;
     /* a transcoder reads (hook, hook_out) pairs of the same tokens */
     const char *ho = r->c.transcoder ? o->hook_out : NULL;
+    /* a killed writer (extract under kill -9) leaves a hot -journal that the sources' read-only
+       opens cannot roll back ("attempt to write a readonly database"); docs/store.md promised
+       that sae-train --db, a writer (the registry), rolls it back first as analyze does. A
+       read-write open does; where it cannot (a read-only file), the sources' open says why. */
+    store *w = NULL;
+    if (store_open(&w, o->db, 0) == OK) store_close(w);
+    else err_clear();
     int rc = sae_source_store_pair(&r->src, o->db, o->hook, ho,
                                    vf > 0 ? STORE_SPLIT_TRAIN : STORE_SPLIT_ALL, vf, r->c.seed,
                                    o->shuffle_tokens, !o->keep_bos, o->max_norm_ratio, &r->sinfo);
