@@ -208,7 +208,10 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
            counted twice and others never, an audit) */
         m->one_pass = split == STORE_SPLIT_VAL;
         int64_t avail = store_iter_tokens(m->it);
-        if (avail <= (skip_bos ? (int64_t)store_iter_count(m->it) : 0))
+        /* the BOS positions skipped are those of the sequences that have one (n_rows below):
+           counting one per sequence refused every store of 1-token sequences without BOS
+           (import --seq-len 1: "no activations in the training split", a user's run) */
+        if (avail <= (skip_bos ? (int64_t)store_iter_count_in(m->it, m->bos, m->nbos) : 0))
             rc = err_set(ERR_NOTFOUND, "%s: hook %s has no activations in the %s split", db, hook,
                          split == STORE_SPLIT_VAL ? "validation" : "training");
         m->cap = shuffle_tokens < 1 ? 1 : shuffle_tokens;

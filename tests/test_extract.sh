@@ -30,6 +30,11 @@ $BIN export --db "$T/i.db" --hook resid --npy "$T/back.npy" --tokens-npy "$T/bac
 check '[ $? -eq 0 ]' "export after import"
 check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); i=np.load(sys.argv[3]); j=np.load(sys.argv[4]); sys.exit(0 if a.dtype==np.float32 and (a==b).all() and (i==j).all() else 1)" "$T/acts.npy" "$T/back.npy" "$T/ids.npy" "$T/back_ids.npy"' \
     "export of an import gives back the same array and ids"
+# 1-token sequences without BOS (import --seq-len 1): sae-train counted one skipped BOS per
+# sequence and refused them all ("no activations in the training split")
+$BIN import --npy "$T/acts.npy" --db "$T/i1.db" --hook resid --seq-len 1 >/dev/null 2>&1
+out=$($BIN sae-train --db "$T/i1.db" --hook resid --d-sae 32 --k 2 --tokens 512 --batch 64 --out "$T/i1sae" 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"eval ("*" held-out tokens)"* ]]' "sae-train on 1-token sequences: $out"
 $BIN export --db "$T/i.db" --hook resid --npy "$T/lim.npy" --limit 70 >/dev/null 2>&1
 # progress lines on stderr (export: tokens of --limit; import: the array's rows)
 err=$(SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.000001 $BIN export --db "$T/i.db" --hook resid --npy "$T/lim2.npy" --limit 70 2>&1 >/dev/null)
