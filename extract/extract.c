@@ -490,8 +490,11 @@ int ext_open(ext_job **out, const ext_opts *o)
         if (j->ctx > cfg->n_ctx)
             rc = err_set(ERR_ARG, "--ctx %d exceeds the context of %s (n_ctx %d)", j->ctx,
                          o->model_dir, cfg->n_ctx);
-        else if (o->bos && j->ctx < 2)
+        else if (o->bos && j->ctx < 2 && o->ctx)
             rc = err_set(ERR_ARG, "--ctx must be >= 2 with --bos");
+        else if (o->bos && j->ctx < 2) /* the model's own n_ctx, no --ctx given: say so */
+            rc = err_set(ERR_ARG, "%s: n_ctx 1 leaves no room for a token after the "
+                         "<|endoftext|> each window starts with; use --no-bos", o->model_dir);
     }
     if (!rc) rc = parse_hooks(j);
     if (!rc) rc = check_buffers(j);

@@ -377,6 +377,9 @@ mkdir -p "$W/sub"; hostile sub/mv.db "UPDATE models SET path = 'gone/model'"; LA
 bad "analyze: the recorded model path, moved" "the model gone/model recorded for hook $H \\(not found from here, nor as sub/gone/model; give --model DIR or --no-model\\)" analyze --db sub/mv.db --sae sae8 --all
 # a hook saelite import wrote: its models row names no directory, and analyze opened the marker
 # as one ("(imported .npy)/config.json: cannot open", a user's run)
+# a model of n_ctx 1 without --ctx: the message named --ctx, which the user had not given
+setup init-model --layers 1 --d-model 4 --heads 2 --ctx 1 --vocab 270 -o ctx1; LAST=""
+bad "extract: a model of n_ctx 1 with BOS" "ctx1: n_ctx 1 leaves no room for a token after the <\\|endoftext\\|> each window starts with; use --no-bos" extract --model ctx1 --tokenizer tok --corpus small.txt --hook blocks.0.hook_resid_post --db ctx1.db
 bad "analyze: an imported hook, no --model" "good.db: no model recorded for hook $H \\(imported from .npy\\); give --model DIR or --no-model" analyze --db good.db --sae sae8 --all
 bad "analyze: --effects without the model" "--effects needs --sae and the model" analyze --db ex.db --sae sae8 --no-model --effects
 bad "analyze: --effects with neurons only" "--effects needs --sae and the model" analyze --db ex.db --neurons --hook $H --effects
