@@ -289,6 +289,14 @@ out=$(B=$(readlink -f "$BIN"); cd "$T" && "$B" extract --model m --tokenizer tok
 check '[ $? -eq 0 ] && [[ "$out" == *"note: j.db already holds this corpus as '\''$T/corpus.jsonl'\''"*"again under '\''./corpus.jsonl'\''"* ]]' "another path to the same corpus: $out"
 out=$($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.jsonl" --hook blocks.0.hook_mlp_out --db "$T/j.db" --ctx 8 --no-bos 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" != *"note: "*"already holds this corpus"* ]]' "the same path: no note: $out"
+# a transcoder pairs two hooks of one forward pass: one computed in fp32 and one in bf16 were
+# paired silently (the run's precision set by hand here: a machine without bf16 cannot make it)
+out=$($BIN sae-train --db "$T/j.db" --hook blocks.0.hook_resid_pre --hook-out blocks.0.hook_mlp_out --arch transcoder --d-sae 16 --k 2 --tokens 256 --batch 64 --out "$T/tcp" 2>&1)
+check '[ $? -eq 0 ]' "a transcoder over two fp32 extracts of one corpus path: $out"
+cp "$T/j.db" "$T/jp.db"
+sqlite3 "$T/jp.db" "UPDATE runs SET params = json_set(params, '\$.precision', 'bf16') WHERE kind = 'extract' AND instr(params, 'blocks.0.hook_mlp_out')"
+out=$($BIN sae-train --db "$T/jp.db" --hook blocks.0.hook_resid_pre --hook-out blocks.0.hook_mlp_out --arch transcoder --d-sae 16 --k 2 --tokens 256 --batch 64 --out "$T/tcp2" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"come from extracts of different precision (fp32 and bf16)"* ]] && [ ! -e "$T/tcp2" ]' "a transcoder over fp32 and bf16 hooks: $out"
 # a hot journal (a writer killed mid-transaction, as extract under kill -9): sae-train --db, a
 # writer, rolls it back first as docs/store.md says (its read-only source open failed: "attempt
 # to write a readonly database ... only a writer can roll back")
