@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -791,6 +792,18 @@ const float *gpt2_hook_direct_proj(const gpt2_model *m, const char *hook, int d_
     const float *p = gpt2_param(m, name, &nd, shp);
     *ok = p && nd == 2 && shp[0] == d_in && shp[1] == cfg->n_embd;
     return *ok ? p : NULL;
+}
+
+int gpt2_hook_order(const char *name, long long *pos)
+{
+    if (!strcmp(name, "hook_embed")) return *pos = HP_EMBED, OK;
+    if (!strcmp(name, "hook_pos_embed")) return *pos = HP_POS, OK;
+    if (!strcmp(name, "ln_final.hook_normalized")) return *pos = LLONG_MAX, OK;
+    int layer = -1, n = 0;
+    if (sscanf(name, "blocks.%d.%n", &layer, &n) != 1 || n == 0 || layer < 0) return ERR_NOTFOUND;
+    for (int k = 0; k < HK_PER_BLOCK; k++)
+        if (!strcmp(name + n, hk_suffix[k])) return *pos = HP_BLOCK((long long)layer, k), OK;
+    return ERR_NOTFOUND;
 }
 
 int gpt2_hook_position_local(const gpt2_model *m, const char *hook)

@@ -128,6 +128,10 @@ const float *gpt2_hook_direct_proj(const gpt2_model *m, const char *hook, int d_
  * the point comes after the last block's attention mixes positions (that block's attn.hook_z
  * and later, and ln_final). 0 for earlier or unknown points. */
 int gpt2_hook_position_local(const gpt2_model *m, const char *hook);
+/* A hook point's place in the firing order from its name alone (no model): *pos grows along the
+ * forward (hook_embed 0, hook_pos_embed 1, then each block's points, ln_final last). 0 when the
+ * name is one of GPT-2's points, ERR_NOTFOUND (no message) otherwise (an imported hook). */
+int gpt2_hook_order(const char *name, long long *pos);
 /* Number of hook points and the i-th name, in firing order. */
 int gpt2_hook_count(const gpt2_model *m);
 const char *gpt2_hook_name(const gpt2_model *m, int i);

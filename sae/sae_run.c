@@ -17,6 +17,7 @@
 #include "common/mem.h"
 #include "common/npy.h"
 #include "common/progress.h"
+#include "model/gpt2.h"
 #include "sae/sae_run.h"
 #include "store/store.h"
 #include "store/store_sae.h"
@@ -243,6 +244,16 @@ static int run_open(run *r, const sae_run_opts *o)
                                 "or on --npy with --npy-out");
     if (o->npy_out && !(r->c.transcoder && o->npy))
         return err_set(ERR_ARG, "sae-train: --npy-out is a transcoder's targets for --npy");
+    /* a transcoder maps a hook to a later one: trained the other way round, analyze refused it
+       only after training (its forward meets the output first); imported names are not GPT-2's
+       and go unchecked */
+    long long pin, pout;
+    if (r->c.transcoder && o->db && gpt2_hook_order(o->hook, &pin) == OK &&
+        gpt2_hook_order(o->hook_out, &pout) == OK && pout <= pin)
+        return err_set(ERR_ARG, "the transcoder's --hook-out %s %s its --hook %s in the "
+                       "forward pass: a transcoder maps a hook to a later one (e.g. "
+                       "blocks.L.ln2.hook_normalized -> blocks.L.hook_mlp_out)", o->hook_out,
+                       pout == pin ? "is" : "runs before", o->hook);
     int rc = o->db ? open_store(r, o) : o->npy ? open_npy(r, o) : open_synth(r, o);
     if (rc) return rc;
     int64_t avail = !r->val ? 0 : r->val->n_rows < 0 ? INT64_MAX : r->val->n_rows;

@@ -325,6 +325,9 @@ bad "extract: different ctx than stored" "stored with sequence length 8, not 4" 
 
 # ---- sae-train / sae-eval / analyze / report / query ------------------------------------------
 T=(sae-train --npy acts.npy --out s1 --d-sae 16 --k 2 --tokens 256 --batch 16 --eval-tokens 16)
+# a transcoder to an earlier hook trained, and analyze refused it afterwards (a review)
+bad "sae-train: a transcoder whose --hook-out comes first" "the transcoder's --hook-out blocks.0.hook_resid_pre runs before its --hook $H in the forward pass" \
+    sae-train --db ex.db --hook $H --hook-out blocks.0.hook_resid_pre --arch transcoder --d-sae 16 --k 2 --tokens 256 --batch 16 --out tcback
 bad "sae-train: NaN learning rate" "--lr expects a finite number, got 'nan'" "${T[@]}" --lr nan
 bad "sae-train: infinite learning rate" "--lr expects a finite number" "${T[@]}" --lr inf
 bad "sae-train: a hex learning rate (strtod read 0x1p-3)" "--lr expects a finite number, got '0x1p-3'" "${T[@]}" --lr 0x1p-3
