@@ -387,12 +387,16 @@ int store_open(store **out, const char *path, int flags) { return store_open_blo
 int store_path_too_long(const char *path, int rc)
 {
     sqlite3_vfs *v = sqlite3_vfs_find(NULL);
-    char cwd[PATH_MAX];
+    char full[2 * PATH_MAX];
     if ((rc & 0xff) != SQLITE_CANTOPEN || !v) return 0;
-    /* the length SQLite sees: the current directory, then the path (it also resolves symbolic
-       links and ".."; a path it shortens that way and still fails is left to its message) */
+    /* the length SQLite sees: its own full path, built in a buffer with room (it drops "." and
+       "..", and follows symbolic links: "./././.../missing.db" is short, and a short link to a
+       long directory is long). Where it cannot build one, the current directory, then the path */
     size_t len = strlen(path);
-    if (path[0] != '/') len += getcwd(cwd, sizeof cwd) ? strlen(cwd) + 1 : sizeof cwd;
+    full[0] = 0;
+    int frc = v->xFullPathname(v, path, (int)sizeof full, full);
+    if ((frc & 0xff) == SQLITE_OK) len = strnlen(full, sizeof full);
+    else if (path[0] != '/') len += getcwd(full, sizeof full) ? strlen(full) + 1 : PATH_MAX;
     /* the bound leaves room for the journal's name ("-journal", measured on 3.40: 504 bytes
        open, 505 do not) */
     int most = v->mxPathname - 8;

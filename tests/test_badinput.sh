@@ -283,6 +283,14 @@ LONGP=$(printf 'l%.0s' {1..200})/$(printf 'l%.0s' {1..200})/$(printf 'l%.0s' $(s
 mkdir -p "$W/$LONGP"
 bad "a database whose full path is 520 bytes" "x.db: cannot open: its full path is 520 bytes long, and SQLite opens a database only where that is at most" \
     import --npy acts.npy --db "$LONGP/x.db" --hook x.new
+# ... measured as SQLite measures it: "." and ".." dropped (a missing file behind 600 bytes of
+# "./" is missing, not too long) and symbolic links followed (a short link to the long directory)
+DOTS=$(printf './%.0s' {1..300})
+bad "a missing database behind 600 bytes of ./: not 'too long'" "/missing.db: cannot open: unable to open database file" \
+    query --db "$DOTS/missing.db" "SELECT 1"
+ln -s "$W/$LONGP" "$W/lk"
+bad "a database through a link to a 520-byte path" "lk/x.db: cannot open: its full path is 520 bytes long" \
+    import --npy acts.npy --db lk/x.db --hook x.new
 bad "token ids of the wrong length (new db)" "ids5.npy: 5 token ids for 16 activation rows" import --npy acts.npy --db new.db --hook x.new --tokens ids5.npy
 bad "NaN activation (new db)" "nan.npy: non-finite" import --npy nan.npy --db new.db --hook x.new
 bad "activation beyond float16 (new db: none created)" "big.npy: 70000 at row 3, column 2 is beyond f16's range; import as bf16 or f32" import --npy big.npy --db new.db --hook x.new --dtype f16
