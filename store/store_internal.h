@@ -84,7 +84,10 @@ typedef struct {
  * older analysis over the one just made again, a review); created_at does (to the millisecond
  * since store_ana_dict_begin sets it: to the second, three analyses within one tied), and the id
  * within one */
-#define STORE_ANA_NEWEST "created_at DESC, id DESC"
+/* created_at read to the millisecond: an analysis an older saelite made has "...:05Z", which as a
+ * string sorts after "...:05.300Z" ('Z' > '.') and took the newer one's place in that second */
+#define STORE_ANA_CREATED "strftime('%Y-%m-%dT%H:%M:%fZ', created_at)"
+#define STORE_ANA_NEWEST STORE_ANA_CREATED " DESC, id DESC"
 int store_ana_by_weights(sqlite3 *db, const char *path, const store_ana_want *w, int64_t named,
                          int64_t *id, char stale[17]);
 int store_graph_verify(store *s);

@@ -897,6 +897,34 @@ static void test_ana_newest_same_second(void)
     store_remove(p);
 }
 
+/* ... and an analysis an older saelite made ("...:05Z", to the second) beside one made now in the
+ * same second ("...:05.300Z"): as strings 'Z' > '.' and the older one read as the newest */
+static void test_ana_newest_mixed_resolution(void)
+{
+    const char *p = tmp("ananew2.db");
+    store *s;
+    int rc = new_ana_store(p, &s);
+    store_ana_writer *w = NULL;
+    store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
+                        .d_in = 8, .d_sae = 64, .top_n = 4, .n_seqs = 10, .n_tokens = 10};
+    int64_t val = -1, all = -1;
+    if (!rc) rc = store_ana_writer_open(&w, s);
+    if (!rc) rc = store_ana_dict_begin(w, &d, &val, NULL);
+    d.split = "all";
+    if (!rc) rc = store_ana_dict_begin(w, &d, &all, NULL);
+    store_ana_writer_close(w);
+    if (!rc) rc = store_exec(s, "UPDATE ana_dicts SET created_at = CASE split WHEN 'val' THEN "
+                                "'2026-01-01T00:00:05.300Z' ELSE '2026-01-01T00:00:05Z' END");
+    store_rep_dict out = {0};
+    if (!rc) rc = store_rep_dict_find(s, "a", NULL, NULL, NULL, &out);
+    CHECK(rc == OK && all > val && out.id == val && !strcmp(out.split, "val"),
+          "an older saelite's analysis (to the second) and a newer one in that second: rc %d (%s), "
+          "dictionary %lld (%s); the newer: %lld", rc, rc ? err_msg() : "ok", (long long)out.id,
+          out.split, (long long)val);
+    store_close(s);
+    store_remove(p);
+}
+
 /* mode 0: saelite's own indexes; 1: a user's index beside them; 2: outside a transaction (the
  * rebuild is refused there: a kill between DROP INDEX and CREATE INDEX kept no index) */
 static void test_ana_replace_rebuild(int mode)
@@ -1445,6 +1473,7 @@ int main(void)
     test_ana_all_row_bytes();
     test_ana_newest();
     test_ana_newest_same_second();
+    test_ana_newest_mixed_resolution();
     test_ana_replace_rebuild(0);
     test_ana_replace_rebuild(1);
     test_ana_replace_rebuild(2);
