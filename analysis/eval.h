@@ -259,7 +259,8 @@ void eval_boot_free(eval_boot *b);
 int eval_boot_add(eval_boot *b, int series, const int *doc, const double *v, int n);
 /* se[s] for series 0..n_series-1: the standard deviation over n_boot replicates (>= 2) of the mean
  * over the series' tasks (a task with no drawn document sits a replicate out); NaN for a series
- * without tasks, and for all when fewer than two documents can be drawn. */
+ * without tasks or whose rows are all in one document, and for all when fewer than two documents
+ * can be drawn. */
 int eval_boot_se(const eval_boot *b, int n_series, uint64_t seed, int n_boot, double *se);
 
 /* Fisher-Yates shuffle of a[n] with r (the order every seeded sample here uses). */

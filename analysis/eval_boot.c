@@ -211,6 +211,19 @@ int eval_boot_se(const eval_boot *b, int n_series, uint64_t seed, int n_boot, do
         }
         se[s] = sqrt(ss / (n - 1));
     }
+    /* a series whose rows are all in one document (one among several test documents, the others
+       without a sampled sequence): every replicate that drew it read the same value, and the se
+       read 0 where nothing is known. The draw stays over every test document (mult: scratch) */
+    for (int s = 0; no >= 2 && s < n_series; s++) {
+        int first = -1, two = 0;
+        for (int t = 0; !two && t < b->nt; t++)
+            for (int j = 0; b->t[t].series == s && j < b->t[t].m; j++) {
+                int d = b->doc[b->t[t].at + (size_t)j];
+                if (first < 0) first = d;
+                else if (d != first) two = 1;
+            }
+        if (!two) se[s] = NAN;
+    }
     mem_free(order);
     mem_free(mult);
     mem_free(rep);

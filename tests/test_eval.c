@@ -471,6 +471,35 @@ static void test_boot_joint(void)
     CHECK(rc == OK && isnan(z), "one document: no se (%g)", z);
     eval_boot_free(b);
 
+    /* one document with rows among several test documents (a small --seqs-per-genre sampled no
+       sequence of the others): every replicate that draws it reads the same value, and the se
+       read 0 ("± 0.0000"), not unknown; with a second document it is a number again */
+    {
+        int od[4] = {0, 0, 0, 0}, stw[6] = {0, 0, 0, 0, 0, 0};
+        double ov[4] = {1, 0, 1, 1}, s1 = 0, s2 = NAN;
+        rc = eval_boot_new(&b, 6, stw);
+        if (!rc) rc = eval_boot_add(b, 0, od, ov, 4);
+        if (!rc) rc = eval_boot_se(b, 1, 9, EVAL_BOOT_N, &s1);
+        eval_boot_free(b);
+        CHECK(rc == OK && isnan(s1), "one of six test documents with rows: no se (%g)", s1);
+        od[3] = 4;
+        ov[3] = 0;
+        rc = eval_boot_new(&b, 6, stw);
+        if (!rc) rc = eval_boot_add(b, 0, od, ov, 4);
+        if (!rc) rc = eval_boot_se(b, 1, 9, EVAL_BOOT_N, &s2);
+        eval_boot_free(b);
+        CHECK(rc == OK && s2 > 0, "two of six with rows: se %g", s2);
+        /* per series: one with rows in two documents, one (another sample set) in one of them */
+        double s3[2] = {NAN, 0};
+        rc = eval_boot_new(&b, 6, stw);
+        if (!rc) rc = eval_boot_add(b, 0, od, ov, 4);
+        if (!rc) rc = eval_boot_add(b, 1, od, ov, 3);
+        if (!rc) rc = eval_boot_se(b, 2, 9, EVAL_BOOT_N, s3);
+        eval_boot_free(b);
+        CHECK(rc == OK && s3[0] == s2 && isnan(s3[1]), "a series of one document beside one of two: "
+              "se %g (want %g), %g (want NaN)", s3[0], s2, s3[1]);
+    }
+
     /* NaN rows are not rows: a task of half NaN rows is its other rows' mean */
     for (int i = 0; i < ND * M; i++) w[i] = i % 2 ? NAN : v[i];
     double a = NAN, h = NAN;
