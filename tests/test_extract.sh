@@ -458,10 +458,15 @@ b[at:8 + n + o[1]] = w.astype(np.float32).tobytes(); open(p, "wb").write(b)
 PY
 out=$($BIN analyze --db "$T/tcprog.db" --sae "$T/tc_big" --all --ce-seqs 4 2>&1)
 check '[ $? -eq 0 ] && grep -q "warning: .*tc_big: the SAE plus its error term gives CE" <<<"$out"' "analyze warns when the error term does not restore the model: $(tail -n 3 <<<"$out")"
-# a pair whose target runs first in the block trains (the store cannot tell) and analyze said
-# "gives N values, not 0 rows of 32" (an audit): it names the order now
-$BIN sae-train --db "$T/tc.db" --hook blocks.0.hook_mlp_out --hook-out blocks.0.ln2.hook_normalized --d-sae 64 --k 4 \
-    --tokens 2048 --batch 256 --val-frac 0.2 --arch transcoder --out "$T/tc_rev" >/dev/null 2>&1
+# a pair whose target runs first in the block trained (the store cannot tell) and analyze said
+# "gives N values, not 0 rows of 32" (an audit): it names the order now. sae-train refuses such
+# a pair by the hooks' names before training; one made elsewhere (here: the names swapped in a
+# copy's cfg.json) still meets analyze's check
+out=$($BIN sae-train --db "$T/tc.db" --hook blocks.0.hook_mlp_out --hook-out blocks.0.ln2.hook_normalized --d-sae 64 --k 4 \
+    --tokens 2048 --batch 256 --val-frac 0.2 --arch transcoder --out "$T/tc_rev0" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"--hook-out blocks.0.ln2.hook_normalized runs before its --hook blocks.0.hook_mlp_out"* ]] && [ ! -e "$T/tc_rev0" ]' "sae-train refuses a reversed transcoder pair: $out"
+cp -r "$T/transcoder" "$T/tc_rev"
+sed -i 's/blocks\.0\.ln2\.hook_normalized/@IN@/; s/blocks\.0\.hook_mlp_out/blocks.0.ln2.hook_normalized/; s/@IN@/blocks.0.hook_mlp_out/' "$T/tc_rev/cfg.json"
 cp "$T/tc.db" "$T/tcrev.db"
 out=$($BIN analyze --db "$T/tcrev.db" --sae "$T/tc_rev" --ce-seqs 4 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"output hook blocks.0.ln2.hook_normalized runs before its input hook"* ]]' "a reversed transcoder pair: $out"
