@@ -301,17 +301,7 @@ check '[ $? -eq 1 ] && [[ "$out" == *"come from extracts of different precision 
 # writer, rolls it back first as docs/store.md says (its read-only source open failed: "attempt
 # to write a readonly database ... only a writer can roll back")
 cp "$T/j.db" "$T/hot.db"
-$PY - "$T/hot.db" <<'PY'
-import os, sqlite3, sys
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("PRAGMA journal_mode=DELETE")
-c.execute("BEGIN IMMEDIATE")
-c.execute("CREATE TABLE zz(a)")
-c.execute("PRAGMA cache_size=10")  # spill to the file, so the journal is needed
-c.execute("INSERT INTO zz WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 60) "
-          "SELECT randomblob(100000) FROM r")
-os._exit(0)
-PY
+$PY tests/hot_journal.py "$T/hot.db"
 out=$($BIN sae-train --db "$T/hot.db" --hook blocks.0.hook_resid_pre --d-sae 16 --k 2 --tokens 256 --batch 64 --out "$T/hotsae" 2>&1)
 check '[ $? -eq 0 ] && [ ! -e "$T/hot.db-journal" ] && [ -e "$T/hotsae/sae_weights.safetensors" ]' "sae-train rolls a hot journal back: $out"
 # invalid UTF-8 is kept as byte tokens; text stays valid UTF-8 in the tokens table

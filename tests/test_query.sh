@@ -335,17 +335,7 @@ fi
 # a hot journal (a writer killed mid-transaction): a read-only handle cannot roll it back, and
 # the message said only "attempt to write a readonly database" (an audit of concurrent use)
 cp "$DB" "$T/hot.db"
-/usr/bin/python3 - "$T/hot.db" <<'PY'
-import os, sqlite3, sys
-c = sqlite3.connect(sys.argv[1], isolation_level=None)
-c.execute("PRAGMA journal_mode=DELETE")
-c.execute("BEGIN IMMEDIATE")
-c.execute("CREATE TABLE zz(a)")
-c.execute("PRAGMA cache_size=10")  # spill to the file, so the journal is needed
-c.execute("INSERT INTO zz WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 60) "
-          "SELECT randomblob(100000) FROM r")
-os._exit(0)  # no commit, no rollback: the -journal stays hot
-PY
+/usr/bin/python3 tests/hot_journal.py "$T/hot.db"
 out=$($BIN query --db "$T/hot.db" "SELECT count(*) FROM tokens" 2>&1); rc=$?
 check "a hot journal: query says a writer must roll it back ($out)" test $rc -eq 1 -a -n "$(grep -o 'interrupted write left its -journal file' <<<"$out")"
 
