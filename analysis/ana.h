@@ -99,11 +99,11 @@ int ana_random_unit(float *W /*[n,d]*/, int n, int d, uint64_t seed);
 int ana_logit_effects(float *out /*[n,V]*/, const float *dirs /*[n,d]*/, int n, int d,
                       const float *proj /*[d,C] or NULL*/, int C, const float *gamma /*[C]*/,
                       const float *W_U /*[V,C]*/, int V);
-/* The same for directions in the final LayerNorm's output space (ln_final.hook_normalized):
- * out = W_U . (gamma (.) d), exact (the unembedding reads that space linearly; no centring, no
- * 1/sigma), the logit change per unit activation. */
+/* The same for directions in the final LayerNorm's output space (ln_final.hook_normalized, its
+ * weight and bias already applied): out = W_U . d, exact (the unembedding reads that space as it
+ * is; no gamma, no centring, no 1/sigma), the logit change per unit activation. */
 int ana_logit_effects_final(float *out /*[n,V]*/, const float *dirs /*[n,C]*/, int n, int C,
-                            const float *gamma /*[C]*/, const float *W_U /*[V,C]*/, int V);
+                            const float *W_U /*[V,C]*/, int V);
 /* Indices and values of the k largest (largest != 0) or smallest entries of x [n], strongest
  * first (ties: lower index first). k is clamped to n; returns the count written. */
 int ana_topk(int *idx, float *val, const float *x, int n, int k, int largest);

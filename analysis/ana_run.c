@@ -555,7 +555,7 @@ static int effects_feature(int j, int64_t n, const float *md, int V, void *user)
     e->corr[j] = NAN;
     if (!e->have_direct) return OK;
     int rc = e->final ? ana_logit_effects_final(e->direct, e->W_dec + (size_t)j * e->d_dec, 1,
-                                                e->C, e->gamma, e->WU, V)
+                                                e->C, e->WU, V)
                       : ana_logit_effects(e->direct, e->W_dec + (size_t)j * e->d_dec, 1, e->d_dec,
                                           e->proj, e->C, e->gamma, e->WU, V);
     if (!rc) e->corr[j] = ana_spearman(e->direct, md, V);
@@ -1451,7 +1451,7 @@ static int write_logit_effects(const shared *sh, const dict *d, const ana_run_op
     int rc = !logits || !lidx || !lval ? err_set(ERR_NOMEM, "out of memory for logit effects") : OK;
     for (int j0 = 0; j0 < D && !rc; j0 += blk) {
         int nb = D - j0 < blk ? D - j0 : blk;
-        rc = final ? ana_logit_effects_final(logits, d->W_dec + (size_t)j0 * d_in, nb, d_in, gamma, WU, V)
+        rc = final ? ana_logit_effects_final(logits, d->W_dec + (size_t)j0 * d_in, nb, d_in, WU, V)
                    : ana_logit_effects(logits, d->W_dec + (size_t)j0 * d_in, nb, d_in, proj,
                                        cfg->n_embd, gamma, WU, V);
         for (int a = 0; a < nb && !rc; a++)

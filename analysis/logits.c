@@ -33,15 +33,13 @@ int ana_logit_effects(float *out, const float *dirs, int n, int d, const float *
     return OK;
 }
 
-int ana_logit_effects_final(float *out, const float *dirs, int n, int C, const float *gamma,
-                            const float *W_U, int V)
+int ana_logit_effects_final(float *out, const float *dirs, int n, int C, const float *W_U, int V)
 {
     if (n < 1 || C < 1 || V < 1) return err_set(ERR_ARG, "logit effects: empty input");
-    float *R = mem_alloc((size_t)n * C * sizeof *R);
-    if (!R) return err_set(ERR_NOMEM, "logit effects: out of memory");
-    for (size_t i = 0; i < (size_t)n * C; i++) R[i] = dirs[i] * gamma[i % (size_t)C];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, V, C, 1.0f, R, C, W_U, C, 0.0f, out, V);
-    mem_free(R);
+    /* the hook is the final LayerNorm's output with its weight and bias applied (docs/model.md):
+       the unembedding reads it as it is, logits = W_U n; multiplying by gamma once more (as
+       until a review) was exact only where gamma is 1, an untrained model's */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, V, C, 1.0f, dirs, C, W_U, C, 0.0f, out, V);
     return OK;
 }
 

@@ -202,9 +202,11 @@ static void test_rows(void)
     sae_free(s);
 }
 
-/* At ln_final.hook_normalized the unembedding is linear: adding a direction d at a position
- * changes that position's logits by exactly W_U . (gamma (.) d), what ana_logit_effects_final
- * gives (analyze skipped this hook's logit effects as "not on a linear direct path"). */
+/* At ln_final.hook_normalized (the LayerNorm's output, gamma and beta applied) the unembedding
+ * is linear: adding a direction d at a position changes that position's logits by exactly
+ * W_U . d, what ana_logit_effects_final gives (analyze skipped this hook's logit effects as "not
+ * on a linear direct path", then multiplied by gamma once more: gamma is not 1 here, as in a
+ * trained model, so that shows). */
 typedef struct { const float *d; int t; } add_row;
 static int add_hook(const tensor_view *tv, void *user)
 {
@@ -219,12 +221,18 @@ static void test_final_logits(void)
     int nd, ids[T];
     int64_t shp[2];
     const float *WU = gpt2_param(m, "lm_head.weight", &nd, shp);
-    const float *gamma = gpt2_param(m, "ln_f.weight", &nd, shp);
+    int nt;
+    const gpt2_tensor *tab = gpt2_param_table(m, &nt);
+    float *p = gpt2_params(m, NULL);
+    rs = 98;
+    for (int i = 0; i < nt; i++)
+        if (!strcmp(tab[i].name, "ln_f.weight"))
+            for (size_t k = 0; k < tab[i].numel; k++) p[tab[i].offset + k] = (float)(0.3 + 2 * urand());
     tokens(ids, T, 5);
     float d[C], eff[V], clean[T * V];
     rs = 99;
     for (int i = 0; i < C; i++) d[i] = (float)(urand() * 2 - 1);
-    CHECK(ana_logit_effects_final(eff, d, 1, C, gamma, WU, V) == OK);
+    CHECK(ana_logit_effects_final(eff, d, 1, C, WU, V) == OK);
     gpt2_hook_clear(m);
     CHECK(gpt2_forward(m, ids, 1, T, 1) == OK);
     memcpy(clean, gpt2_logits(m), sizeof clean);
