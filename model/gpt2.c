@@ -799,10 +799,19 @@ int gpt2_hook_order(const char *name, long long *pos)
     if (!strcmp(name, "hook_embed")) return *pos = HP_EMBED, OK;
     if (!strcmp(name, "hook_pos_embed")) return *pos = HP_POS, OK;
     if (!strcmp(name, "ln_final.hook_normalized")) return *pos = LLONG_MAX, OK;
-    int layer = -1, n = 0;
-    if (sscanf(name, "blocks.%d.%n", &layer, &n) != 1 || n == 0 || layer < 0) return ERR_NOTFOUND;
+    /* the layer as the model writes it ("%d" of a layer >= 0): sscanf's %d also took " 1", "+1",
+       "01" and wrapped "4294967296" to 0, so imported names that are no GPT-2 point were placed
+       (and a transcoder over them refused, a review) */
+    if (strncmp(name, "blocks.", 7)) return ERR_NOTFOUND;
+    const char *p = name + 7;
+    long long layer = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (layer > (INT_MAX - (*p - '0')) / 10) return ERR_NOTFOUND;
+        layer = layer * 10 + (*p - '0');
+    }
+    if (p == name + 7 || *p != '.' || (p - (name + 7) > 1 && name[7] == '0')) return ERR_NOTFOUND;
     for (int k = 0; k < HK_PER_BLOCK; k++)
-        if (!strcmp(name + n, hk_suffix[k])) return *pos = HP_BLOCK((long long)layer, k), OK;
+        if (!strcmp(p + 1, hk_suffix[k])) return *pos = HP_BLOCK(layer, k), OK;
     return ERR_NOTFOUND;
 }
 

@@ -205,6 +205,28 @@ static int count_hook(const tensor_view *t, void *user)
     return 0;
 }
 
+/* gpt2_hook_order places GPT-2's points by name and leaves every other name (an imported hook)
+ * alone: sscanf's %d placed "blocks.01.x", "blocks. 1.x", "blocks.+1.x", and wrapped
+ * "blocks.4294967296.x" to layer 0 (a transcoder over such imported hooks was refused). */
+static void test_hook_order(void)
+{
+    long long a = -1, b = -1;
+    CHECK(gpt2_hook_order("hook_embed", &a) == OK && gpt2_hook_order("hook_pos_embed", &b) == OK && a < b);
+    CHECK(gpt2_hook_order("blocks.0.ln2.hook_normalized", &a) == OK &&
+          gpt2_hook_order("blocks.0.hook_mlp_out", &b) == OK && a < b);
+    CHECK(gpt2_hook_order("blocks.9.hook_resid_post", &a) == OK &&
+          gpt2_hook_order("blocks.10.hook_resid_pre", &b) == OK && a < b);
+    CHECK(gpt2_hook_order("blocks.2147483647.hook_resid_post", &a) == OK &&
+          gpt2_hook_order("ln_final.hook_normalized", &b) == OK && a < b);
+    const char *bad[] = {"blocks.-1.hook_mlp_out", "blocks.4294967296.hook_mlp_out",
+                         "blocks.99999999999.hook_mlp_out", "blocks.2147483648.hook_mlp_out",
+                         "blocks.01.hook_mlp_out", "blocks.00.hook_mlp_out", "blocks.+1.hook_mlp_out",
+                         "blocks. 1.hook_mlp_out", "blocks..hook_mlp_out", "blocks.1hook_mlp_out",
+                         "blocks.0.hook_mlp_out.extra", "hook_embedX", "blocks.0.", "blocks.", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(gpt2_hook_order(bad[i], &a) == ERR_NOTFOUND, "'%s' placed at %lld", bad[i], a);
+}
+
 static void test_hooks(void)
 {
     const char *dir = "tests/data/gpt2_tiny_f32";
@@ -1168,6 +1190,7 @@ int main(void)
     test_threaded_kernels();
     test_bf16_forward();
     test_bf16_rows_split();
+    test_hook_order();
     test_finite_differences("tests/data/gpt2_tiny_bf16");
     test_finite_differences("tests/data/gpt2_tiny_f16");
     return harness_report("test_gpt2");
