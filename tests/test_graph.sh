@@ -133,7 +133,7 @@ $BIN analyze --db "$tmp/e.db" --sae "$tmp/tc0" --model "$tmp/m" --effects --effe
 ne=$(sqlite3 "$tmp/e.db" "SELECT count(*) FROM ana_effects")
 nr=$(sqlite3 "$tmp/e.db" "SELECT count(*) FROM ana_effects WHERE rank_corr BETWEEN -1 AND 1")
 ok test "$ne" -gt 0 -a "$nr" = "$ne"
-# an SAE at ln_final.hook_normalized gets logit effects (W_U . gamma d, exact there); they were
+# an SAE at ln_final.hook_normalized gets logit effects (W_U . d, exact there); they were
 # skipped as "not on a linear direct path to the logits"
 $BIN extract --model "$tmp/m" --corpus "$tmp/t.txt" --hook ln_final.hook_normalized --db "$tmp/e.db" >/dev/null 2>&1; ok test $? -eq 0
 $BIN sae-train --db "$tmp/e.db" --hook ln_final.hook_normalized --k 4 --d-sae 64 --tokens 4096 --batch 512 --out "$tmp/lnf" >/dev/null 2>&1; ok test $? -eq 0
