@@ -253,7 +253,7 @@ static int run_open(run *r, const sae_run_opts *o)
         return err_set(ERR_ARG, "the transcoder's --hook-out %s %s its --hook %s in the "
                        "forward pass: a transcoder maps a hook to a later one (e.g. "
                        "blocks.L.ln2.hook_normalized -> blocks.L.hook_mlp_out)", o->hook_out,
-                       pout == pin ? "is" : "runs before", o->hook);
+                       pout == pin ? "is the same point as" : "runs before", o->hook);
     int rc = o->db ? open_store(r, o) : o->npy ? open_npy(r, o) : open_synth(r, o);
     if (rc) return rc;
     int64_t avail = !r->val ? 0 : r->val->n_rows < 0 ? INT64_MAX : r->val->n_rows;
