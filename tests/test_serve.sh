@@ -95,7 +95,9 @@ echo junk > "$W/report/feature_7778.png"
 # when it died first
 wait_url() {
     URL=""
-    for _ in $(seq 100); do
+    # up to 60 s: an ASan serve that loads a model beside a loaded CI run took over 10 s to say
+    # its address, and every request of that server then failed with code 000 (a fresh clone's CI)
+    for _ in $(seq 600); do
         URL=$(sed -n 's/^serve: open \(http:[^ ]*\) in a browser.*/\1/p' "$1" 2>/dev/null)
         [ -n "$URL" ] && break
         kill -0 $SPID 2>/dev/null || break
