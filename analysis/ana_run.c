@@ -25,6 +25,7 @@
 #include "sae/metrics.h"
 #include "sae/sae.h"
 #include "sae/sae_run.h"
+#include "sae/sae_train.h"
 #include "store/store.h"
 #include "store/store_ana.h"
 
@@ -1754,6 +1755,9 @@ static int open_inputs(const ana_run_opts *o, shared *sh, dict *sd, dict *nd, an
         const char *ho = sd->sae->cfg.hook_name_out;
         if (!ho[0]) return err_set(ERR_ARG, "%s: the transcoder's cfg.json names no hook_name_out", dir);
         if ((rc = store_hook_find(sh->s, ho, &sd->hook_out))) return rc;
+        /* pairs of one forward pass, as sae-train's: another extract's rows (another precision,
+           model or length) were measured silently, or failed on a sequence's missing rows */
+        if ((rc = sae_store_pair_check(sh->s, o->db, sh->hook.name, ho))) return rc;
         if (sd->hook_out.width != sd->d_out)
             return err_set(ERR_SHAPE, "%s: the transcoder writes %d values per token but %s stores %d "
                            "at %s", dir, sd->d_out, o->db, sd->hook_out.width, ho);

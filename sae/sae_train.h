@@ -303,6 +303,11 @@ int sae_source_store(sae_source **out, const char *db, const char *hook, int spl
 int sae_source_store_pair(sae_source **out, const char *db, const char *hook, const char *hook_out,
                           int split, double val_frac, uint64_t seed, int64_t shuffle_tokens,
                           int skip_bos, double max_norm_ratio, sae_store_info *info);
+/* A transcoder's (hook, hook_out) in an open store: both of one extract (model, sequence length
+ * and precision), as sae_source_store_pair needs them and analyze measures them; db names the
+ * file in the error. */
+struct store;
+int sae_store_pair_check(struct store *s, const char *db, const char *hook, const char *hook_out);
 /* Tokens a store source has dropped for their norm so far. */
 int64_t sae_source_store_dropped(const sae_source *src);
 int sae_source_skip(sae_source *s, int64_t rows, int B);

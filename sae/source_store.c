@@ -193,6 +193,26 @@ static int hook_precision(store *s, const char *hook, int *bf16)
     return rc;
 }
 
+int sae_store_pair_check(store *s, const char *db, const char *hook, const char *hook_out)
+{
+    store_hook h, ho;
+    int rc = store_hook_find(s, hook, &h);
+    if (!rc) rc = store_hook_find(s, hook_out, &ho);
+    if (!rc && (ho.model_id != h.model_id || ho.seq_len != h.seq_len))
+        rc = err_set(ERR_ARG, "%s: hooks %s and %s come from different extracts (model or "
+                     "sequence length); store both with one multi-hook extract", db, hook,
+                     hook_out);
+    int pi = -1, po = -1;
+    if (!rc) rc = hook_precision(s, hook, &pi);
+    if (!rc) rc = hook_precision(s, hook_out, &po);
+    if (!rc && pi >= 0 && po >= 0 && pi != po)
+        rc = err_set(ERR_ARG, "%s: hooks %s and %s come from extracts of different precision "
+                     "(%s and %s): a transcoder's pairs are of one forward pass; store both "
+                     "with one multi-hook extract", db, hook, hook_out, pi ? "bf16" : "fp32",
+                     po ? "bf16" : "fp32");
+    return rc;
+}
+
 int sae_source_store_pair(sae_source **out, const char *db, const char *hook, const char *hook_out,
                           int split, double val_frac, uint64_t seed, int64_t shuffle_tokens,
                           int skip_bos, double max_norm_ratio, sae_store_info *info)
@@ -215,18 +235,7 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
     if (!rc) rc = store_hook_find(m->s, hook, &h);
     if (!rc && hook_out) {
         rc = store_hook_find(m->s, hook_out, &ho);
-        if (!rc && (ho.model_id != h.model_id || ho.seq_len != h.seq_len))
-            rc = err_set(ERR_ARG, "%s: hooks %s and %s come from different extracts (model or "
-                         "sequence length); store both with one multi-hook extract", db, hook,
-                         hook_out);
-        int pi = -1, po = -1;
-        if (!rc) rc = hook_precision(m->s, hook, &pi);
-        if (!rc) rc = hook_precision(m->s, hook_out, &po);
-        if (!rc && pi >= 0 && po >= 0 && pi != po)
-            rc = err_set(ERR_ARG, "%s: hooks %s and %s come from extracts of different precision "
-                         "(%s and %s): a transcoder's pairs are of one forward pass; store both "
-                         "with one multi-hook extract", db, hook, hook_out, pi ? "bf16" : "fp32",
-                         po ? "bf16" : "fp32");
+        if (!rc) rc = sae_store_pair_check(m->s, db, hook, hook_out);
     }
     if (!rc) rc = store_iter_open(&m->it, m->s, h.id, split, val_frac, seed);
     if (!rc && skip_bos) rc = store_sae_bos_seqs(m->s, &m->bos, &m->nbos);

@@ -297,6 +297,14 @@ cp "$T/j.db" "$T/jp.db"
 sqlite3 "$T/jp.db" "UPDATE runs SET params = json_set(params, '\$.precision', 'bf16') WHERE kind = 'extract' AND instr(params, 'blocks.0.hook_mlp_out')"
 out=$($BIN sae-train --db "$T/jp.db" --hook blocks.0.hook_resid_pre --hook-out blocks.0.hook_mlp_out --arch transcoder --d-sae 16 --k 2 --tokens 256 --batch 64 --out "$T/tcp2" 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"come from extracts of different precision (fp32 and bf16)"* ]] && [ ! -e "$T/tcp2" ]' "a transcoder over fp32 and bf16 hooks: $out"
+# analyze measured a transcoder against such a pair silently (its EV against another forward
+# pass's target); it refuses it as sae-train does, and measures the one-precision pair
+cp "$T/jp.db" "$T/jpa.db"
+out=$($BIN analyze --db "$T/jpa.db" --sae "$T/tcp" --no-model --all 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"jpa.db: hooks blocks.0.hook_resid_pre and blocks.0.hook_mlp_out come from extracts of different precision (fp32 and bf16)"* ]] && [ -z "$(sqlite3 "$T/jpa.db" "SELECT name FROM sqlite_master WHERE name = '"'ana_metrics'"'")" ]' "analyze: a transcoder over fp32 and bf16 hooks: $out"
+cp "$T/j.db" "$T/ja.db"
+out=$($BIN analyze --db "$T/ja.db" --sae "$T/tcp" --no-model --all 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"explained variance"* ]]' "analyze: a transcoder over two fp32 extracts: $out"
 # a hot journal (a writer killed mid-transaction, as extract under kill -9): sae-train --db, a
 # writer, rolls it back first as docs/store.md says (its read-only source open failed: "attempt
 # to write a readonly database ... only a writer can roll back")
