@@ -63,9 +63,15 @@ static int synth_part(const eval_sae_opts *o, const sae_model *m, eval_sae_resul
     int rc = sae_synth_spec_load(c, o->synth);
     if (rc) return rc;
     int Do = sae_out_dim(&m->cfg);
-    if (c->d != Do || m->cfg.transcoder)
-        return err_set(ERR_SHAPE, "%s: the generator makes %d values, the SAE %s %d", o->synth,
-                       c->d, m->cfg.transcoder ? "is a transcoder writing" : "reads", Do);
+    /* a transcoder was refused as "the generator makes 32 values, the SAE is a transcoder
+       writing 32": no reason where the widths agree */
+    if (m->cfg.transcoder)
+        return err_set(ERR_ARG, "%s: the SAE is a transcoder (d_in %d -> d_out %d); the synthetic "
+                       "check needs an SAE of the generator's activations", o->synth,
+                       m->cfg.d_in, Do);
+    if (c->d != Do)
+        return err_set(ERR_SHAPE, "%s: the generator makes %d values, the SAE reads %d", o->synth,
+                       c->d, Do);
     sae_synth *g;
     rc = sae_synth_new(&g, c);
     if (!rc)
