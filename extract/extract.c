@@ -293,12 +293,6 @@ static int read_small(const char *path, char **out)
     return OK;
 }
 
-/* A hook's rows come from one --bos choice and one precision: the window lookup that resumes a
- * run takes any stored row as done, so a rerun with the other --bos stored the same tokens a
- * second time in windows of their own, and an fp32 run after a bf16 one (or a bf16 resume of a
- * killed fp32 one) counted the other's rows as its own and filled in the rest (an audit's hook:
- * 4252 fp32 and 6048 bf16 sequences, exit 0). Refused when an earlier extract run lists one of
- * this run's hooks with the other choice: its rows may be there. */
 /* 1 when name is one of a --hook list's comma-separated entries (as parse_hooks splits it). */
 static int hook_listed(const char *list, const char *name)
 {
@@ -308,6 +302,36 @@ static int hook_listed(const char *list, const char *name)
     return 0;
 }
 
+/* An extract run's precision from its params: absent is fp32 (runs from before the flag). */
+static int run_bf16(const cJSON *params)
+{
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(params, "precision");
+    return cJSON_IsString(pr) && !strcmp(pr->valuestring, "bf16");
+}
+
+int ext_hook_precision(store *s, const char *hook, int *bf16)
+{
+    int64_t *ids = NULL;
+    char **params = NULL;
+    size_t n = 0;
+    *bf16 = -1;
+    int rc = store_run_list(s, "extract", &ids, &params, &n);
+    for (size_t r = 0; !rc && r < n; r++) {
+        cJSON *p = cJSON_Parse(params[r]);
+        const cJSON *hk = cJSON_GetObjectItemCaseSensitive(p, "hooks");
+        if (cJSON_IsString(hk) && hook_listed(hk->valuestring, hook)) *bf16 = run_bf16(p);
+        cJSON_Delete(p);
+    }
+    store_run_list_free(ids, params, n);
+    return rc;
+}
+
+/* A hook's rows come from one --bos choice and one precision: the window lookup that resumes a
+ * run takes any stored row as done, so a rerun with the other --bos stored the same tokens a
+ * second time in windows of their own, and an fp32 run after a bf16 one (or a bf16 resume of a
+ * killed fp32 one) counted the other's rows as its own and filled in the rest (an audit's hook:
+ * 4252 fp32 and 6048 bf16 sequences, exit 0). Refused when an earlier extract run lists one of
+ * this run's hooks with the other choice: its rows may be there. */
 static int check_mixing(ext_job *j)
 {
     int64_t *ids = NULL;
@@ -318,8 +342,7 @@ static int check_mixing(ext_job *j)
         cJSON *p = cJSON_Parse(params[r]);
         const cJSON *hk = cJSON_GetObjectItemCaseSensitive(p, "hooks");
         const cJSON *bos = cJSON_GetObjectItemCaseSensitive(p, "bos");
-        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(p, "precision"); /* absent: fp32 */
-        int run_bf16 = cJSON_IsString(pr) && !strcmp(pr->valuestring, "bf16");
+        int bf16 = run_bf16(p);
         int run_bos = cJSON_IsNumber(bos) ? bos->valueint != 0 : j->o.bos;
         for (int h = 0; !rc && cJSON_IsString(hk) && h < j->nh; h++) {
             if (!hook_listed(hk->valuestring, j->h[h].name)) continue;
@@ -329,12 +352,12 @@ static int check_mixing(ext_job *j)
                              "(rerun with %s, or extract into a new --db)", j->o.db, j->h[h].name,
                              (long long)ids[r], run_bos ? "--bos" : "--no-bos",
                              j->o.bos ? "--bos" : "--no-bos", run_bos ? "--bos" : "--no-bos");
-            else if (run_bf16 != j->bf16)
+            else if (bf16 != j->bf16)
                 rc = err_set(ERR_ARG, "%s: hook %s holds activations of extract run %lld, computed in "
                              "%s; this run computes in %s and would mix the two in one hook (rerun "
                              "with --precision %s, or extract into a new --db)", j->o.db,
-                             j->h[h].name, (long long)ids[r], run_bf16 ? "bf16" : "fp32",
-                             j->bf16 ? "bf16" : "fp32", run_bf16 ? "bf16" : "fp32");
+                             j->h[h].name, (long long)ids[r], bf16 ? "bf16" : "fp32",
+                             j->bf16 ? "bf16" : "fp32", bf16 ? "bf16" : "fp32");
         }
         cJSON_Delete(p);
     }

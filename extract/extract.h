@@ -99,6 +99,9 @@ int ext_same_model(const ext_job *j);
 int ext_check_space(const ext_job *j);
 /* 1 when the job's forward runs its matmuls in bf16 (ext_opts.precision resolved). */
 int ext_bf16(const ext_job *j);
+/* *bf16: 1 when the extract runs of store s that list hook computed in bf16, 0 in fp32, -1 when
+ * none lists it (an import). A transcoder's two hooks must agree (sae_store_pair_check). */
+int ext_hook_precision(store *s, const char *hook, int *bf16);
 /* Runs (or resumes) the extraction. progress: called after each batch (may be NULL). */
 int ext_run(ext_job *j, ext_stats *st, void (*progress)(const ext_stats *st, void *u), void *u);
 void ext_close(ext_job *j);

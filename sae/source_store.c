@@ -6,10 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "common/err.h"
 #include "common/mem.h"
+#include "extract/extract.h"
 #include "sae/sae_train.h"
 #include "store/store.h"
 #include "store/store_sae.h"
@@ -169,30 +168,6 @@ int sae_source_store(sae_source **out, const char *db, const char *hook, int spl
                                  skip_bos, max_norm_ratio, info);
 }
 
-/* *bf16: 1 when the extract runs that list hook computed in bf16, 0 in fp32, -1 when none lists
- * it (an import). A transcoder paired an fp32 hook with a bf16 one of the same tokens silently
- * (a user's run: --precision bf16 for one hook, fp32 for the other). */
-static int hook_precision(store *s, const char *hook, int *bf16)
-{
-    int64_t *ids = NULL;
-    char **params = NULL;
-    size_t n = 0, len = strlen(hook);
-    *bf16 = -1;
-    int rc = store_run_list(s, "extract", &ids, &params, &n);
-    for (size_t r = 0; !rc && r < n; r++) {
-        cJSON *p = cJSON_Parse(params[r]);
-        const cJSON *hk = cJSON_GetObjectItemCaseSensitive(p, "hooks");
-        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(p, "precision"); /* absent: fp32 */
-        for (const char *q = cJSON_IsString(hk) ? hk->valuestring : NULL; q;
-             q = strchr(q, ','), q = q ? q + 1 : NULL)
-            if (!strncmp(q, hook, len) && (q[len] == ',' || q[len] == 0))
-                *bf16 = cJSON_IsString(pr) && !strcmp(pr->valuestring, "bf16");
-        cJSON_Delete(p);
-    }
-    store_run_list_free(ids, params, n);
-    return rc;
-}
-
 int sae_store_pair_check(store *s, const char *db, const char *hook, const char *hook_out)
 {
     store_hook h, ho;
@@ -203,8 +178,8 @@ int sae_store_pair_check(store *s, const char *db, const char *hook, const char 
                      "sequence length); store both with one multi-hook extract", db, hook,
                      hook_out);
     int pi = -1, po = -1;
-    if (!rc) rc = hook_precision(s, hook, &pi);
-    if (!rc) rc = hook_precision(s, hook_out, &po);
+    if (!rc) rc = ext_hook_precision(s, hook, &pi);
+    if (!rc) rc = ext_hook_precision(s, hook_out, &po);
     if (!rc && pi >= 0 && po >= 0 && pi != po)
         rc = err_set(ERR_ARG, "%s: hooks %s and %s come from extracts of different precision "
                      "(%s and %s): a transcoder's pairs are of one forward pass; store both "
