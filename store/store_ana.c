@@ -380,7 +380,7 @@ int store_ana_dict_begin(store_ana_writer *w, const store_ana_dict *d, int64_t *
        one second tied, and the id (kept by a replacement) gave report the older 'all' */
     rc = store_prepare(w->s, "INSERT INTO ana_dicts (kind, sae_id, name, hook_name, d_in, d_sae, "
                              "split, n_seqs, n_tokens, top_n, weights, id, created_at) VALUES (?1,?2,?3,?4,?5,"
-                             "?6,?7,?8,?9,?10,?11,?12,strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))", &st);
+                             "?6,?7,?8,?9,?10,?11,?12," STORE_ANA_MS("'now'") ")", &st);
     if (rc) return rc;
     if (id >= 0) sqlite3_bind_int64(st, 12, id); /* NULL: the next rowid */
     sqlite3_bind_text(st, 1, d->kind, -1, SQLITE_STATIC);

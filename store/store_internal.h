@@ -86,7 +86,9 @@ typedef struct {
  * within one */
 /* created_at read to the millisecond: an analysis an older saelite made has "...:05Z", which as a
  * string sorts after "...:05.300Z" ('Z' > '.') and took the newer one's place in that second */
-#define STORE_ANA_CREATED "strftime('%Y-%m-%dT%H:%M:%fZ', created_at)"
+/* the one spelling of an analysis's time to the millisecond: written (x 'now'), read (a column) */
+#define STORE_ANA_MS(x) "strftime('%Y-%m-%dT%H:%M:%fZ', " x ")"
+#define STORE_ANA_CREATED STORE_ANA_MS("created_at")
 #define STORE_ANA_NEWEST STORE_ANA_CREATED " DESC, id DESC"
 int store_ana_by_weights(sqlite3 *db, const char *path, const store_ana_want *w, int64_t named,
                          int64_t *id, char stale[17]);

@@ -104,8 +104,8 @@ static const struct {
         "AND f.n_active = 0) AS dead, (SELECT count(*) FROM ana_effects e WHERE e.dict_id = d.id) "
         "AS effects FROM ana_dicts d LEFT JOIN sae_registry r ON r.id = "
         "d.sae_id OR (d.sae_id IS NULL AND d.kind = 'sae' AND r.dir = d.name) ORDER BY "
-        "strftime('%Y-%m-%dT%H:%M:%fZ', d.created_at), d.id", NULL}, /* oldest first: serve's "newest
-        wins" takes the last (STORE_ANA_NEWEST, STORE_ANA_CREATED) */
+        STORE_ANA_MS("d.created_at") ", d.id", NULL}, /* oldest first: serve's "newest wins" takes
+        the last (STORE_ANA_NEWEST) */
     [STORE_SRV_DICT] = {"dict",
         "SELECT d.id, d.kind, d.sae_id, d.name, d.hook_name, d.d_in, d.d_sae, d.split, d.n_seqs, "
         "d.n_tokens, d.top_n, d.created_at, d.seconds, r.id AS registry_id, r.dir, "
