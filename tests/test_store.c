@@ -829,10 +829,17 @@ static void test_ana_all_row_bytes(void)
     store_remove(p);
 }
 
-/* report's "the most recent analysis" after one is made again: the replaced analysis keeps its id
- * (store_ana_dict_begin), which is then smaller than an older analysis's of another split, and
- * report took that older one by its larger id (a review) */
-static void test_ana_newest(void)
+/* report's "the most recent analysis" of 'a', made on val, then all:
+ * - NEWEST_AGAIN: a minute apart, then val again now. The replaced analysis keeps its id
+ *   (store_ana_dict_begin), which is then smaller than the older 'all' one's, and report took
+ *   that older one by its larger id (a review);
+ * - NEWEST_SAME_SECOND: val, all, val again within one second (a small database's analyze takes
+ *   less). To the second they tied and the id gave 'all'. Started early in a second, so that
+ *   they share one;
+ * - NEWEST_MIXED: an older saelite's 'all' ("...:05Z", to the second) beside a val made in that
+ *   second ("...:05.300Z"): as strings 'Z' > '.' and the older one read as the newest. */
+enum { NEWEST_AGAIN, NEWEST_SAME_SECOND, NEWEST_MIXED };
+static void test_ana_newest(int mode)
 {
     const char *p = tmp("ananew.db");
     store *s;
@@ -841,86 +848,35 @@ static void test_ana_newest(void)
     store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
                         .d_in = 8, .d_sae = 64, .top_n = 4, .n_seqs = 10, .n_tokens = 10};
     int64_t val = -1, all = -1, again = -1;
-    if (!rc) rc = store_ana_writer_open(&w, s);
-    if (!rc) rc = store_ana_dict_begin(w, &d, &val, NULL);
-    d.split = "all";
-    if (!rc) rc = store_ana_dict_begin(w, &d, &all, NULL);
-    /* made a minute apart, then 'val' again now */
-    if (!rc) rc = store_exec(s, "UPDATE ana_dicts SET created_at = CASE split WHEN 'val' THEN "
-                                "'2026-01-01T00:00:00Z' ELSE '2026-01-01T00:01:00Z' END");
-    d.split = "val";
-    d.n_seqs = 5;
-    if (!rc) rc = store_ana_dict_begin(w, &d, &again, NULL);
-    store_ana_writer_close(w);
-    store_rep_dict out = {0};
-    if (!rc) rc = store_rep_dict_find(s, "a", NULL, NULL, NULL, &out);
-    CHECK(rc == OK && again == val && all > val && out.id == again && !strcmp(out.split, "val") &&
-          out.n_seqs == 5, "the most recent analysis of 'a': rc %d (%s), dictionary %lld (%s, %lld "
-          "sequences); made again: %lld, the older one of split all: %lld", rc, rc ? err_msg() : "ok",
-          (long long)out.id, out.split, (long long)out.n_seqs, (long long)again, (long long)all);
-    store_close(s);
-    store_remove(p);
-}
-
-/* ... and three analyses within one second (a small database's analyze takes less): made on val,
- * all, then val again, the newest is val. To the second they tied and the id gave 'all' (the
- * replacement keeps val's smaller id). Started early in a second, so that they share one. */
-static void test_ana_newest_same_second(void)
-{
-    const char *p = tmp("ananew1.db");
-    store *s;
-    int rc = new_ana_store(p, &s);
-    store_ana_writer *w = NULL;
-    store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
-                        .d_in = 8, .d_sae = 64, .top_n = 4, .n_seqs = 10, .n_tokens = 10};
-    int64_t val = -1, all = -1, again = -1;
     const struct timespec ms5 = {0, 5000000};
     struct timespec now;
-    while (clock_gettime(CLOCK_REALTIME, &now) == 0 && now.tv_nsec > 300000000) nanosleep(&ms5, NULL);
+    if (mode == NEWEST_SAME_SECOND)
+        while (clock_gettime(CLOCK_REALTIME, &now) == 0 && now.tv_nsec > 300000000) nanosleep(&ms5, NULL);
     if (!rc) rc = store_ana_writer_open(&w, s);
     if (!rc) rc = store_ana_dict_begin(w, &d, &val, NULL);
-    nanosleep(&ms5, NULL);
+    if (mode == NEWEST_SAME_SECOND) nanosleep(&ms5, NULL);
     d.split = "all";
     if (!rc) rc = store_ana_dict_begin(w, &d, &all, NULL);
-    nanosleep(&ms5, NULL);
+    if (mode == NEWEST_SAME_SECOND) nanosleep(&ms5, NULL);
+    if (!rc && mode != NEWEST_SAME_SECOND)
+        rc = store_exec(s, mode == NEWEST_AGAIN
+                               ? "UPDATE ana_dicts SET created_at = CASE split WHEN 'val' THEN "
+                                 "'2026-01-01T00:00:00Z' ELSE '2026-01-01T00:01:00Z' END"
+                               : "UPDATE ana_dicts SET created_at = CASE split WHEN 'val' THEN "
+                                 "'2026-01-01T00:00:05.300Z' ELSE '2026-01-01T00:00:05Z' END");
     d.split = "val";
     d.n_seqs = 5;
-    if (!rc) rc = store_ana_dict_begin(w, &d, &again, NULL);
+    if (!rc && mode != NEWEST_MIXED) rc = store_ana_dict_begin(w, &d, &again, NULL);
     store_ana_writer_close(w);
     store_rep_dict out = {0};
     if (!rc) rc = store_rep_dict_find(s, "a", NULL, NULL, NULL, &out);
-    CHECK(rc == OK && again == val && all > val && out.id == again && !strcmp(out.split, "val"),
-          "three analyses in one second, the most recent of 'a': rc %d (%s), dictionary %lld (%s); "
-          "made again: %lld, the older one of split all: %lld", rc, rc ? err_msg() : "ok",
-          (long long)out.id, out.split, (long long)again, (long long)all);
-    store_close(s);
-    store_remove(p);
-}
-
-/* ... and an analysis an older saelite made ("...:05Z", to the second) beside one made now in the
- * same second ("...:05.300Z"): as strings 'Z' > '.' and the older one read as the newest */
-static void test_ana_newest_mixed_resolution(void)
-{
-    const char *p = tmp("ananew2.db");
-    store *s;
-    int rc = new_ana_store(p, &s);
-    store_ana_writer *w = NULL;
-    store_ana_dict d = {.kind = "sae", .sae_id = -1, .name = "a", .hook_name = "h", .split = "val",
-                        .d_in = 8, .d_sae = 64, .top_n = 4, .n_seqs = 10, .n_tokens = 10};
-    int64_t val = -1, all = -1;
-    if (!rc) rc = store_ana_writer_open(&w, s);
-    if (!rc) rc = store_ana_dict_begin(w, &d, &val, NULL);
-    d.split = "all";
-    if (!rc) rc = store_ana_dict_begin(w, &d, &all, NULL);
-    store_ana_writer_close(w);
-    if (!rc) rc = store_exec(s, "UPDATE ana_dicts SET created_at = CASE split WHEN 'val' THEN "
-                                "'2026-01-01T00:00:05.300Z' ELSE '2026-01-01T00:00:05Z' END");
-    store_rep_dict out = {0};
-    if (!rc) rc = store_rep_dict_find(s, "a", NULL, NULL, NULL, &out);
-    CHECK(rc == OK && all > val && out.id == val && !strcmp(out.split, "val"),
-          "an older saelite's analysis (to the second) and a newer one in that second: rc %d (%s), "
-          "dictionary %lld (%s); the newer: %lld", rc, rc ? err_msg() : "ok", (long long)out.id,
-          out.split, (long long)val);
+    int64_t want = mode == NEWEST_MIXED ? val : again;
+    CHECK(rc == OK && (mode == NEWEST_MIXED || again == val) && all > val && out.id == want &&
+              !strcmp(out.split, "val") && (mode != NEWEST_AGAIN || out.n_seqs == 5),
+          "mode %d, the most recent analysis of 'a': rc %d (%s), dictionary %lld (%s, %lld "
+          "sequences); val: %lld, made again: %lld, the older one of split all: %lld", mode, rc,
+          rc ? err_msg() : "ok", (long long)out.id, out.split, (long long)out.n_seqs,
+          (long long)val, (long long)again, (long long)all);
     store_close(s);
     store_remove(p);
 }
@@ -1471,9 +1427,9 @@ int main(void)
     test_hook_size();
     test_serve_queries_scale();
     test_ana_all_row_bytes();
-    test_ana_newest();
-    test_ana_newest_same_second();
-    test_ana_newest_mixed_resolution();
+    test_ana_newest(NEWEST_AGAIN);
+    test_ana_newest(NEWEST_SAME_SECOND);
+    test_ana_newest(NEWEST_MIXED);
     test_ana_replace_rebuild(0);
     test_ana_replace_rebuild(1);
     test_ana_replace_rebuild(2);
