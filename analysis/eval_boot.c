@@ -141,15 +141,11 @@ int eval_boot_se(const eval_boot *b, int n_series, uint64_t seed, int n_boot, do
     double *rep = mem_alloc((size_t)n_boot * n_series * sizeof *rep);
     double *acc = mem_alloc((size_t)n_series * sizeof *acc);
     int *nacc = mem_alloc((size_t)n_series * sizeof *nacc);
+    int rc = OK, no = 0;
     if (!order || !mult || !rep || !acc || !nacc) {
-        mem_free(order);
-        mem_free(mult);
-        mem_free(rep);
-        mem_free(acc);
-        mem_free(nacc);
-        return err_set(ERR_NOMEM, "out of memory for the bootstrap");
+        rc = err_set(ERR_NOMEM, "out of memory for the bootstrap");
+        goto out;
     }
-    int no = 0;
     for (int d = 0; d < D; d++)
         if (b->stratum[d] >= 0) order[no++] = (strat_doc){b->stratum[d], d};
     /* by stratum, then document */
@@ -224,10 +220,11 @@ int eval_boot_se(const eval_boot *b, int n_series, uint64_t seed, int n_boot, do
             }
         if (!two) se[s] = NAN;
     }
+out:
     mem_free(order);
     mem_free(mult);
     mem_free(rep);
     mem_free(acc);
     mem_free(nacc);
-    return OK;
+    return rc;
 }
