@@ -212,7 +212,11 @@ int cmd_sweep(int argc, char **argv)
     }
     winners(&res, 0, "ev", "explained variance");
     winners(&res, 0, "ce_score", "CE loss score");
-    winners(&res, 1, "ce_score", "transcoders: CE loss score with the MLP replaced");
+    if (o.tc_hook_out) {
+        char what[320];
+        snprintf(what, sizeof what, "transcoders: CE loss score with %s replaced", o.tc_hook_out);
+        winners(&res, 1, "ce_score", what);
+    }
     l0_needed(&res);
     for (int i = 0; i < res.n_png; i++) printf("wrote %s\n", res.png[i]);
     if (!res.have_eval)

@@ -124,7 +124,10 @@ static int transcoder_png(const sweep_opts *o, sweep_result *res, double *yv)
     int rc = rep_canvas_new(&c, 2 * PANEL_W, PANEL_H, rep_rgb(0xffffff));
     if (rc) return rc;
     for (size_t i = 0; i < res->n_rows; i++) yv[i] = res->rows[i].ce_score;
-    rc = panel(c, 0, 0, "CE loss score (MLP replaced)",
+    char title[320];
+    snprintf(title, sizeof title, "CE loss score (%s replaced)",
+             o->tc_hook_out ? o->tc_hook_out : "the target");
+    rc = panel(c, 0, 0, title,
                "CE loss score", res->rows, res->n_rows, yv, ROWS_TC, 0);
     for (size_t i = 0; i < res->n_rows; i++) yv[i] = res->rows[i].ev;
     if (!rc)

@@ -54,6 +54,7 @@ for f in frontier_ev frontier_ce frontier_transcoders; do
 done
 check '[[ "$out" == *"no eval_summary view"* ]] && ! ls "$T/full" | grep -q sparse' "without eval_summary its frontiers are not drawn"
 check '[[ "$out" == *"L0 needed for an explained variance"* ]] && [[ "$out" == *"best "* ]]' "summary with winners"
+check '[[ "$out" == *"transcoders: CE loss score with blocks.0.hook_mlp_out replaced at equal L0"* ]]' "the transcoders' winners name the replaced hook"
 # a user's own analyze of a sweep's SAE replaces its analysis under the same id: the sweep's
 # dict_id named a row that was gone
 d0=$(q "SELECT dict_id FROM sweep_runs WHERE name = 'topk_k2'")
