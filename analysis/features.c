@@ -94,7 +94,11 @@ int ana_feat_acc_new(ana_feat_acc **out, int d, int top_n, int reservoir, const 
     if (!a->edges || !a->n_active || !a->sum || !a->max || !a->hist || !a->n_top || !a->top ||
         !a->n_res || !a->res || !a->res_key) {
         ana_feat_acc_free(a);
-        return err_set(ERR_NOMEM, "feature statistics: out of memory for %d features", d);
+        /* the top lists and the reservoirs are the large parts: say what sized them */
+        return err_set(ERR_NOMEM, "feature statistics: out of memory for %d features x %d top "
+                       "activations and %d reservoir samples (%.1f GB; a smaller --top?)", d, top_n,
+                       reservoir, ((double)d * top_n * sizeof *a->top +
+                                   (double)d * reservoir * (sizeof *a->res + sizeof *a->res_key)) / 1e9);
     }
     memcpy(a->edges, edges, (size_t)(nbins + 1) * sizeof *edges);
     *out = a;

@@ -1065,6 +1065,15 @@ else
     skip=$((skip + 1)); echo "SKIP extract: out of memory reading a line (no sparse files)"
 fi
 LAST=""
+# a --top too large for memory said "out of memory for 8 features", nothing of --top
+if [[ $BIN == *asan* ]]; then
+    skip=$((skip + 1)); echo "SKIP analyze: --top too large for memory (ASan)"
+else
+    (cd "$W" && ulimit -v 1500000 && exec "$BIN" analyze --db ex.db --sae sae8 --no-model --all --top 100000000) > /dev/null 2> "$W.err"
+    rc=$?
+    check "analyze: a --top too large for memory names --top" '[ $rc -eq 1 ] && grep -q "x 100000000 top activations .*a smaller --top" "$W.err"'
+fi
+LAST=""
 
 # Every database still passes integrity_check and holds its rows (the known findings above that
 # write to a database are the exceptions: those databases are left out here).
