@@ -10,7 +10,8 @@
 CREATE TABLE IF NOT EXISTS sae_registry (
     id            INTEGER PRIMARY KEY,
     dir           TEXT NOT NULL UNIQUE,  -- output directory (SAELens layout), as given
-    architecture  TEXT NOT NULL,         -- relu, topk, batchtopk, jumprelu (training architecture)
+    architecture  TEXT NOT NULL,         -- relu, topk, batchtopk, jumprelu, gated, matryoshka; a
+                                         -- transcoder's activation (config: transcoder, hook_out)
     d_in          INTEGER NOT NULL,
     d_sae         INTEGER NOT NULL,
     k             INTEGER,               -- topk/batchtopk; NULL otherwise
