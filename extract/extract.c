@@ -82,11 +82,14 @@ enum { EXT_MSG_HDR = 3 };
  * and tokenize) so the compute thread rarely waits for it (four let it idle 0.7 s in a 3 s run;
  * sixteen were no better than eight). */
 #define EXT_RING 8
+/* documents compared when the database may hold this corpus under another path (8 bytes each) */
+#define EXT_DUP_DOCS 65536
 
 struct ext_job {
     ext_opts o;
     char tokdir[4096], checksum[17];
-    uint64_t doc0_fnv1a; /* the first document's text (count_pass), for plan.dup_source */
+    uint64_t *doc_sums;  /* the first n_doc_sums documents' text hashes (count_pass), for */
+    int64_t n_doc_sums, doc_sums_cap; /* plan.dup_source */
     gpt2_model *m;
     tok_tokenizer *tok;
     store *s;
@@ -245,7 +248,22 @@ static int count_pass(ext_job *j)
     for (;;) {
         corpus_doc *d;
         if ((rc = corpus_next(r, &d)) || !d) break;
-        if (docs++ == 0) j->doc0_fnv1a = hash_fnv1a(HASH_FNV1A_INIT, d->text, d->len);
+        /* enough documents to tell two corpora apart that open alike (the first alone did) */
+        if (docs < EXT_DUP_DOCS) {
+            if (docs == j->doc_sums_cap) {
+                int64_t cap = docs ? 2 * docs : 64;
+                uint64_t *g = mem_realloc(j->doc_sums, (size_t)cap * sizeof *g);
+                if (!g) {
+                    rc = err_set(ERR_NOMEM, "out of memory");
+                    break;
+                }
+                j->doc_sums = g;
+                j->doc_sums_cap = cap;
+            }
+            j->doc_sums[docs] = hash_fnv1a(HASH_FNV1A_INIT, d->text, d->len);
+            j->n_doc_sums = docs + 1;
+        }
+        docs++;
         ext_doc x;
         rc = doc_tokenize(j, d, &x, 0);
         int64_t nw = rc ? 0 : ext_windows((int64_t)x.n, j->ctx, j->o.bos, NULL, NULL, 0);
@@ -562,7 +580,7 @@ int ext_open(ext_job **out, const ext_opts *o)
         /* windows are shared by (source, ordinal): the same corpus given by another path (a
            copied database, another directory) is stored again, not shared (a user's run) */
         if (!rc && j->s)
-            rc = store_doc_other_source(j->s, o->corpus, 0, j->doc0_fnv1a, p->dup_source,
+            rc = store_doc_other_source(j->s, o->corpus, j->doc_sums, j->n_doc_sums, p->dup_source,
                                         sizeof p->dup_source);
     }
     if (!rc) {
@@ -649,6 +667,7 @@ void ext_close(ext_job *j)
         mem_free(bt->msg);
         dist_wait(&bt->req);
     }
+    mem_free(j->doc_sums);
     mem_free(j);
 }
 

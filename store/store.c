@@ -711,25 +711,47 @@ int store_doc_add(store *s, const char *source, int64_t ordinal, const char *nam
     return OK;
 }
 
-int store_doc_other_source(store *s, const char *source, int64_t ordinal, uint64_t text_fnv1a,
+int store_doc_other_source(store *s, const char *source, const uint64_t *sums, int64_t n,
                            char *other, size_t cap)
 {
     char sum[17];
-    hex64(sum, text_fnv1a);
     other[0] = 0;
-    sqlite3_stmt *st;
-    int rc = store_prepare(s, "SELECT source FROM documents WHERE ordinal = ?2 AND checksum = ?3 "
+    if (n < 1) return OK;
+    hex64(sum, sums[0]);
+    sqlite3_stmt *st, *docs;
+    /* candidates open with the same document; the first whose stored documents all agree wins */
+    int rc = store_prepare(s, "SELECT source FROM documents WHERE ordinal = 0 AND checksum = ?2 "
                            "AND source != ?1 AND NOT EXISTS (SELECT 1 FROM documents WHERE source "
-                           "= ?1 AND ordinal = ?2) ORDER BY id LIMIT 1", &st);
+                           "= ?1) ORDER BY id", &st);
     if (rc) return rc;
+    rc = store_prepare(s, "SELECT ordinal, checksum FROM documents WHERE source = ?1 AND ordinal "
+                       "< ?2", &docs);
+    if (rc) {
+        sqlite3_finalize(st);
+        return rc;
+    }
     sqlite3_bind_text(st, 1, source, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, ordinal);
-    sqlite3_bind_text(st, 3, sum, -1, SQLITE_STATIC);
-    int r = sqlite3_step(st);
-    if (r == SQLITE_ROW) {
+    sqlite3_bind_text(st, 2, sum, -1, SQLITE_TRANSIENT);
+    int r;
+    while (!rc && (r = sqlite3_step(st)) == SQLITE_ROW) {
         const char *o = (const char *)sqlite3_column_text(st, 0);
-        snprintf(other, cap, "%s", o ? o : "");
-    } else if (r != SQLITE_DONE) rc = store_sql_error(s, r, "reading documents");
+        if (!o) continue;
+        sqlite3_bind_text(docs, 1, o, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(docs, 2, n);
+        int same = 1, d;
+        while (same && (d = sqlite3_step(docs)) == SQLITE_ROW) {
+            int64_t i = sqlite3_column_int64(docs, 0);
+            const char *c = (const char *)sqlite3_column_text(docs, 1);
+            hex64(sum, i >= 0 ? sums[i] : 0);
+            same = i >= 0 && c && !strcmp(c, sum);
+        }
+        if (same && d != SQLITE_DONE) rc = store_sql_error(s, d, "reading documents");
+        else if (same) snprintf(other, cap, "%s", o);
+        sqlite3_reset(docs);
+        if (other[0]) break;
+    }
+    if (!rc && !other[0] && r != SQLITE_DONE) rc = store_sql_error(s, r, "reading documents");
+    sqlite3_finalize(docs);
     sqlite3_finalize(st);
     return rc;
 }

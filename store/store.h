@@ -91,11 +91,13 @@ int store_model_list(store *s, store_model **models, size_t *n);
 int store_doc_add(store *s, const char *source, int64_t ordinal, const char *name,
                   const char *genre, const char *text, size_t len, int64_t *id);
 
-/* The source under which the database holds the document of this ordinal and text (its
- * checksum) when it holds none under `source` (other[0] = 0 otherwise): the same corpus given
- * by another path, whose documents, windows and tokens a run would store a second time. */
-int store_doc_other_source(store *s, const char *source, int64_t ordinal, uint64_t text_fnv1a,
-                           char *other, size_t cap); /* text_fnv1a: hash_fnv1a of the text */
+/* The source under which the database holds this corpus when it holds none of it under
+ * `source` (other[0] = 0 otherwise): the same corpus given by another path, whose documents,
+ * windows and tokens a run would store a second time. sums[i]: hash_fnv1a of document i's text,
+ * i < n (n >= 1); a source matches when it has document 0 and each of its documents below n has
+ * the same text (a source stored further, or not as far, still matches). */
+int store_doc_other_source(store *s, const char *source, const uint64_t *sums, int64_t n,
+                           char *other, size_t cap);
 
 /* Finds the sequence (document, start, T, bos) or inserts it with its token ids (*inserted = 1;
  * inserted may be NULL). ids NULL: unknown ids (imports), stored as an empty blob. An existing

@@ -289,6 +289,12 @@ out=$(B=$(readlink -f "$BIN"); cd "$T" && "$B" extract --model m --tokenizer tok
 check '[ $? -eq 0 ] && [[ "$out" == *"note: j.db already holds this corpus as '\''$T/corpus.jsonl'\''"*"again under '\''./corpus.jsonl'\''"* ]]' "another path to the same corpus: $out"
 out=$($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.jsonl" --hook blocks.0.hook_mlp_out --db "$T/j.db" --ctx 8 --no-bos 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" != *"note: "*"already holds this corpus"* ]]' "the same path: no note: $out"
+# another corpus that opens with the same document is not "this corpus" (the note compared the
+# first document only, and its advice would have extracted the other corpus)
+{ head -n 1 "$T/corpus.jsonl"; echo '{"id":"x1","text":"an entirely different second document."}'; } > "$T/other.jsonl"
+cp "$T/j.db" "$T/j2.db"
+out=$(B=$(readlink -f "$BIN"); cd "$T" && "$B" extract --model m --tokenizer tok --corpus other.jsonl --hook blocks.0.hook_resid_pre --db j2.db --ctx 8 --no-bos 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" != *"already holds this corpus"* ]]' "another corpus opening with the same document: no note: $out"
 # a transcoder pairs two hooks of one forward pass: one computed in fp32 and one in bf16 were
 # paired silently (the run's precision set by hand here: a machine without bf16 cannot make it)
 out=$($BIN sae-train --db "$T/j.db" --hook blocks.0.hook_resid_pre --hook-out blocks.0.hook_mlp_out --arch transcoder --d-sae 16 --k 2 --tokens 256 --batch 64 --out "$T/tcp" 2>&1)
