@@ -282,6 +282,13 @@ int ana_attr_run(const ana_attr_run_opts *o, ana_attr_run_result *res)
         rc = err_set(ERR_ARG, "%s: the SAE names no hook_name; give --hook NAME", o->sae_dir);
         goto out;
     }
+    /* the features live at the SAE's hook: another hook's rows through its encoder are no
+       features of it, and their attributions came out with exit 0 (analyze refuses the same) */
+    if (o->hook && s->cfg.hook_name[0] && strcmp(o->hook, s->cfg.hook_name)) {
+        rc = err_set(ERR_ARG, "%s: the SAE was trained on %s, not --hook %s", o->sae_dir,
+                     s->cfg.hook_name, o->hook);
+        goto out;
+    }
     snprintf(res->hook, sizeof res->hook, "%s", hook);
     const int V = gpt2_cfg(m)->vocab_size;
     size_t n = 0;

@@ -57,7 +57,8 @@ void ana_attr_result_free(ana_attr_result *r);
 typedef struct {
     const char *model_dir, *sae_dir, *tok_dir; /* tok_dir NULL: the model directory */
     const char *text, *target, *target_diff;   /* target_diff "A,B": M = logit[A] - logit[B] */
-    const char *hook;                          /* NULL: the SAE's hook_name */
+    const char *hook;                          /* NULL: the SAE's hook_name; another hook
+                                                  than the one it names: ERR_ARG */
     int pos, ig_steps, top_rows;
     const char *csv, *npy;                     /* outputs, may be NULL */
 } ana_attr_run_opts;

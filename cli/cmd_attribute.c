@@ -46,7 +46,7 @@ int cmd_attribute(int argc, char **argv)
         {"--sae", ARG_STR, &o.sae_dir, "SAE directory (its hook_name is where features live)", ARG_REQUIRED},
         {"--text", ARG_STR, &o.text, "the prompt", ARG_REQUIRED},
         {"--tokenizer", ARG_STR, &o.tok_dir, "tokenizer directory", ARG_DEFAULT("the model directory")},
-        {"--hook", ARG_STR, &o.hook, "hook of the SAE", ARG_DEFAULT("the SAE's hook_name")},
+        {"--hook", ARG_STR, &o.hook, "hook of an SAE whose cfg.json names none", ARG_DEFAULT("the SAE's hook_name")},
         {"--target", ARG_STR, &o.target, "token whose logit is explained (text of one token, or #ID)",
          ARG_DEFAULT("the model's top prediction")},
         {"--target-diff", ARG_STR, &o.target_diff, "A,B: explain logit[A] - logit[B]"},
