@@ -223,6 +223,14 @@ int ana_steer_attach(ana_steer *st, gpt2_model *m, const char *hook)
 {
     const char *h = hook ? hook : st->sae->cfg.hook_name;
     if (!h[0]) return err_set(ERR_ARG, "steering: the SAE names no hook (cfg.json hook_name)");
+    /* add, ortho and cap only move decoder directions, which another hook of the same width can
+     * take (an experiment); clamp encodes the hook's rows, and codes of rows the SAE never saw
+     * mean nothing (analyze and attribute refuse such a hook) */
+    if (st->method == ANA_STEER_CLAMP && st->sae->cfg.hook_name[0] &&
+        strcmp(h, st->sae->cfg.hook_name))
+        return err_set(ERR_ARG, "steering: clamp sets the SAE's own codes, and it was trained on "
+                       "%s, not %s (add, ortho and cap move its decoder directions to another "
+                       "hook)", st->sae->cfg.hook_name, h);
     int layer, width;
     int rc = gpt2_hook_token_info(m, h, &layer, &width);
     if (rc) return rc;

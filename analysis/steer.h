@@ -19,7 +19,10 @@
  * window each step (no KV cache), so prompt and generated positions are all steered, unlike a
  * cached loop that steers only the prompt.
  * Ownership: ana_steer borrows the SAE and copies the terms; it owns its code scratch.
- * Errors: ERR_ARG (bad spec, feature out of range), ERR_SHAPE (hook width), ERR_NOMEM.
+ * Hook: the SAE's (cfg.json hook_name) or another of the same width (ana_steer_attach), except
+ * for clamp, which encodes the rows and so runs at the SAE's hook only.
+ * Errors: ERR_ARG (bad spec, feature out of range, clamp at another hook), ERR_SHAPE (hook
+ * width), ERR_NOMEM.
  * Threads: one ana_steer per model (it owns scratch).
  */
 #ifndef SAELITE_ANA_STEER_H

@@ -471,6 +471,13 @@ bad "generate: negative max-tokens" "--max-tokens must be >= 0" "${G[@]}" --max-
 bad "generate: negative top-k" "--top-k must be >= 0" "${G[@]}" --top-k -1
 bad "generate: a hex steering strength (strtod read 0x10 as 16)" "steering: '0:0x10' is not FEATURE:STRENGTH" "${G[@]}" --sae sae8 --steer 0:0x10
 bad "generate: steering at an attention pattern (said '2 wide')" "hook blocks.0.attn.hook_pattern is \\[B,H,T,T\\] .*not one vector per token" "${G[@]}" --sae sae8 --hook blocks.0.attn.hook_pattern --steer 0:1
+# clamp encodes the hook's rows: at a hook the SAE was not trained on its codes mean nothing (it
+# ran, exit 0); add moves a decoder direction, which another hook of the width may take
+bad "generate: clamp at a hook the SAE was not trained on" "clamp sets the SAE's own codes, and it was trained on $H, not blocks.0.hook_resid_pre" "${G[@]}" --sae sae8 --hook blocks.0.hook_resid_pre --steer 0:0 --steer-method clamp
+if (cd "$W" && exec "$BIN" "${G[@]}" --sae sae8 --hook blocks.0.hook_resid_pre --steer 0:1 --max-tokens 2) > /dev/null 2>&1; then
+    pass=$((pass + 1)); echo "ok   generate: add at another hook of the same width still steers"
+else fail=$((fail + 1)); echo "FAIL generate: add at another hook of the same width still steers"; fi
+LAST=""
 bad "attention: layer the model lacks" "--layer 5: the model has layers 0..0" attention --model model --tokenizer tok --layer 5 --text "the cat" --out a.png
 bad "attention: head the model lacks" "--head 9: the model has heads 0..1" attention --model model --tokenizer tok --layer 0 --head 9 --text "the cat" --out a.png
 bad "attention: output under a regular file" "acts.npy/a.png" attention --model model --tokenizer tok --layer 0 --text "the cat" --out acts.npy/a.png
