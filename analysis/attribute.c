@@ -5,6 +5,7 @@
 #include "analysis/steer.h"
 
 #include <cblas.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,7 +189,8 @@ static int resolve_token(tok_tokenizer *tk, const char *s, int V, int *id)
     if (s[0] == '#' && s[1]) {
         char *end;
         long v = strtol(s + 1, &end, 10);
-        if (*end || v < 0 || v >= V)
+        /* digits only: strtol also took "# 5" and "#+5" for 5 */
+        if (!isdigit((unsigned char)s[1]) || *end || v < 0 || v >= V)
             return err_set(ERR_ARG, "target '%s': not a token id below %d", s, V);
         *id = (int)v;
         return OK;

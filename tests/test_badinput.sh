@@ -904,6 +904,8 @@ check "  ... --force replaces it" "(cd \"\$W\" && \"\$BIN\" bpe-train --vocab 28
 LAST=""
 bad "embed: an expression ending with an operator (read as if it were not there)" "ends with an operator" embed --model model --tokenizer tok "the -"
 bad "attribute: --hook other than the SAE's (its codes there read as its features, exit 0)" "sae8: the SAE was trained on blocks.0.hook_resid_post, not --hook blocks.0.hook_resid_pre" attribute --model model --tokenizer tok --sae sae8 --hook blocks.0.hook_resid_pre --text "the cat"
+bad "attribute: a token id with a space ('# 5' was token 5)" "target '# 5': not a token id below" attribute --model model --tokenizer tok --sae sae8 --text "the cat" --target "# 5"
+bad "attribute: a token id with a sign ('#+5' was token 5)" "target '#\\+5': not a token id below" attribute --model model --tokenizer tok --sae sae8 --text "the cat" --target "#+5"
 bad "attribute: --ig-steps beyond 10000 (accepted, and ran for ever)" "--ig-steps must be in 0..10000" attribute --model model --tokenizer tok --sae sae8 --text "the cat" --ig-steps 100000000
 printf '{"id": "1", "spans": [[0, 3, "at", "at"]]}\n{"id": "2", "spans": []}\n' > "$W/$R/small.tags.jsonl"
 LAST=""
