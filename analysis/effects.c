@@ -168,6 +168,11 @@ int ana_effects(gpt2_model *m, const sae_model *s, const char *hook, const int *
             }
             progress_update(&pr, done, NULL);
             if (T < 2 || ids[0] < 0) continue;
+            /* every feature of the chunk has its --effects-ctx contexts: the clean pass would find
+               no pair (it ran for each sequence left, 89 passes for 64 ablations) */
+            int open = max_ctx == INT64_MAX;
+            for (int j = j0; j < j1 && !open; j++) open = out->n[j] < max_ctx;
+            if (!open) continue;
             /* clean pass: hook rows, codes, next-token log-probabilities */
             gpt2_hook_clear(m);
             h.capture = 1;

@@ -725,6 +725,37 @@ static void check_effects_at(const char *hook, const char *hook_out, int d_in, i
     gpt2_free(m);
 }
 
+/* Once every feature of a chunk has its --effects-ctx contexts, the sequences left get no clean
+ * pass (they ran one each for nothing): every feature fires everywhere here, so with a cap of 2
+ * the first sequence fills every chunk and three sequences cost what one does. */
+static void test_effects_capped(void)
+{
+    enum { NS = 3 };
+    const char *hook = "blocks.1.hook_resid_post";
+    gpt2_model *m = tiny_model(2);
+    sae_model *s = tiny_sae(hook, 13);
+    for (int j = 0; j < D; j++) s->b_enc[j] = 1e3f;
+    int tok[NS * T];
+    int64_t off[NS + 1];
+    tokens(tok, NS * T, 77);
+    for (int i = 0; i <= NS; i++) off[i] = (int64_t)i * T;
+    int64_t n[D];
+    double act[D], kl[D], dl[D];
+    ana_effects_out out = {n, act, kl, dl};
+    ana_effects_opts o = {.max_ctx = 2, .batch = 3, .max_acc_bytes = 7 * V * sizeof(float)};
+    int rc = ana_effects(m, s, hook, tok, off, NULL, NS, &o, &out, NULL, NULL);
+    int64_t f3 = out.forwards, r3 = out.rows;
+    int full = 1;
+    for (int j = 0; j < D; j++) full &= n[j] == 2;
+    if (!rc) rc = ana_effects(m, s, hook, tok, off, NULL, 1, &o, &out, NULL, NULL);
+    CHECK(rc == OK, "effects: %s", err_msg());
+    CHECK(full, "every feature has its 2 contexts");
+    CHECK(f3 == out.forwards && r3 == out.rows, "3 sequences took %lld forwards (%lld rows), 1 took %lld (%lld)",
+          (long long)f3, (long long)r3, (long long)out.forwards, (long long)out.rows);
+    sae_free(s);
+    gpt2_free(m);
+}
+
 static void check_effects(const char *hook, int max_ctx, int want_local)
 {
     check_effects_at(hook, NULL, C, max_ctx, want_local);
@@ -740,6 +771,7 @@ static void test_effects(void)
     check_effects("blocks.1.hook_resid_post", 0, 1); /* position-local: packed rows */
     check_effects("blocks.1.hook_resid_post", 5, 1);
     check_effects("blocks.0.hook_resid_post", 4, 0); /* attention follows: one ablation a row */
+    test_effects_capped();
     float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {2, 4, 5, 9, 10, 30}, c[6] = {6, 5, 4, 3, 2, 1};
     float t[4] = {1, 1, 2, 3}, u[4] = {1, 2, 3, 4}, k[4] = {7, 7, 7, 7};
     CHECK_NEAR(ana_spearman(a, b, 6), 1.0, 1e-12);
