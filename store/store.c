@@ -1127,6 +1127,27 @@ int store_seq_list(store *s, int64_t hook_id, int split, double val_frac, int64_
     return OK;
 }
 
+int store_hook_unpaired(store *s, int64_t hook_a, int64_t hook_b, int64_t *n, int64_t *first)
+{
+    *n = 0;
+    *first = -1;
+    sqlite3_stmt *st;
+    /* both sides on the (hook_id, sequence_id) index: one probe per sequence of hook_a */
+    int rc = store_prepare(s, "SELECT count(*), min(a.sequence_id) FROM activations a WHERE "
+                              "a.hook_id = ?1 AND NOT EXISTS (SELECT 1 FROM activations b WHERE "
+                              "b.hook_id = ?2 AND b.sequence_id = a.sequence_id)", &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_a);
+    sqlite3_bind_int64(st, 2, hook_b);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW) {
+        *n = sqlite3_column_int64(st, 0);
+        if (*n > 0) *first = sqlite3_column_int64(st, 1);
+    } else rc = store_sql_error(s, r, "pairing two hooks' sequences");
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* A stored 16-bit value that is an infinity or a NaN (its exponent field all ones): what
  * common/half.h's conversions give for a non-finite input or a finite one past the type's range. */
 static inline uint16_t half_exp_mask(int dtype) { return dtype == STORE_F16 ? 0x7c00u : 0x7f80u; }

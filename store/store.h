@@ -151,6 +151,11 @@ int store_seq_list(store *s, int64_t hook_id, int split, double val_frac, int64_
                    size_t *n);
 /* 1 when the sequence belongs to the validation split for val_frac. */
 int store_seq_is_val(int64_t seq_id, double val_frac);
+/* The sequences holding activations of hook_a and none of hook_b: *n of them, the lowest id
+ * *first (-1 when there are none). A transcoder reads (hook_a, hook_b) rows of each sequence of
+ * hook_a: hooks of two extract runs over other windows (another corpus path, --bos choice) or of
+ * two imports share none. */
+int store_hook_unpaired(store *s, int64_t hook_a, int64_t hook_b, int64_t *n, int64_t *first);
 /* The split every command holds out by default (sae-train, sweep, analyze): one value, so that
  * analyze's validation sequences are ones the SAE did not train on. Since the split is nested
  * (hash < val_frac), a larger fraction would include training sequences: analyze's 0.1 put

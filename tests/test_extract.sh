@@ -311,6 +311,16 @@ check '[ $? -eq 1 ] && [[ "$out" == *"jpa.db: hooks blocks.0.hook_resid_pre and 
 cp "$T/j.db" "$T/ja.db"
 out=$($BIN analyze --db "$T/ja.db" --sae "$T/tcp" --no-model --all 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"explained variance"* ]]' "analyze: a transcoder over two fp32 extracts: $out"
+# ... and of the same windows: blocks.0.hook_resid_mid came by another path to the corpus above,
+# so its sequences are not hook_mlp_out's; sae-train started and failed at its first sequence
+# with "no activations of hook blocks.0.hook_mlp_out for sequence N", the cause unsaid, and
+# analyze likewise (a copy of tcp named as trained on hook_resid_mid)
+out=$($BIN sae-train --db "$T/j.db" --hook blocks.0.hook_resid_mid --hook-out blocks.0.hook_mlp_out --arch transcoder --d-sae 16 --k 2 --tokens 256 --batch 64 --out "$T/tcw" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"j.db: "*" of hook blocks.0.hook_resid_mid'"'"'s "*" sequences hold no activations of blocks.0.hook_mlp_out"*"store both with one multi-hook extract"* ]] && [ ! -e "$T/tcw" ]' "a transcoder over hooks of other windows: $out"
+cp -r "$T/tcp" "$T/tcw_a"
+sed -i 's/blocks\.0\.hook_resid_pre/blocks.0.hook_resid_mid/g' "$T/tcw_a/cfg.json"
+out=$($BIN analyze --db "$T/ja.db" --sae "$T/tcw_a" --no-model --all 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"of hook blocks.0.hook_resid_mid'"'"'s "*" sequences hold no activations of blocks.0.hook_mlp_out"* ]]' "analyze: a transcoder over hooks of other windows: $out"
 # a hot journal (a writer killed mid-transaction, as extract under kill -9): sae-train --db, a
 # writer, rolls it back first as docs/store.md says (its read-only source open failed: "attempt
 # to write a readonly database ... only a writer can roll back")
