@@ -64,11 +64,13 @@ static int synth_part(const eval_sae_opts *o, const sae_model *m, eval_sae_resul
     if (rc) return rc;
     int Do = sae_out_dim(&m->cfg);
     /* a transcoder was refused as "the generator makes 32 values, the SAE is a transcoder
-       writing 32": no reason where the widths agree */
+       writing 32": no reason where the widths agree. Named by its directory, as the other
+       refusals of a transcoder here (it read "GEN.json: the SAE is a transcoder", the
+       generator's file for the SAE's fault) */
     if (m->cfg.transcoder)
-        return err_set(ERR_ARG, "%s: the SAE is a transcoder (d_in %d -> d_out %d); the synthetic "
-                       "check needs an SAE of the generator's activations", o->synth,
-                       m->cfg.d_in, Do);
+        return err_set(ERR_ARG, "%s is a transcoder (d_in %d -> d_out %d): the synthetic check "
+                       "of %s needs an SAE of the generator's activations", o->sae, m->cfg.d_in,
+                       Do, o->synth);
     if (c->d != Do)
         return err_set(ERR_SHAPE, "%s: the generator makes %d values, the SAE reads %d", o->synth,
                        c->d, Do);

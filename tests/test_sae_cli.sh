@@ -330,10 +330,11 @@ $BIN synth --d 64 --features 96 --tokens 100 --seed 1 --out $T/h64.npy --truth $
 $BIN sae-eval --sae $T/hsae --synth $T/g64.json >/dev/null 2>$T/bad8.err; rc=$?
 ok "sae-eval --synth refuses another width" '[ $rc -eq 1 ] && grep -q "g64.json: the generator makes 64 values, the SAE reads 256" $T/bad8.err'
 # a transcoder of the generator's width was refused as "the generator makes 64 values, the SAE
-# is a transcoder writing 64": the reason is that it is a transcoder
+# is a transcoder writing 64": the reason is that it is a transcoder, named by its directory (the
+# first fix put the generator's file before "the SAE is a transcoder")
 $BIN sae-train --npy $T/h64.npy --npy-out $T/h64.npy --arch transcoder --d-sae 16 --k 2 --tokens 128 --batch 64 --out $T/tc64 >/dev/null 2>&1
 $BIN sae-eval --sae $T/tc64 --synth $T/g64.json >/dev/null 2>$T/bad8t.err; rc=$?
-ok "sae-eval --synth refuses a transcoder saying so: $(cat $T/bad8t.err)" '[ $rc -eq 1 ] && grep -q "g64.json: the SAE is a transcoder (d_in 64 -> d_out 64); the synthetic check needs an SAE of the generator" $T/bad8t.err'
+ok "sae-eval --synth refuses a transcoder saying so: $(cat $T/bad8t.err)" '[ $rc -eq 1 ] && grep -q "sae-eval: $T/tc64 is a transcoder (d_in 64 -> d_out 64): the synthetic check of $T/g64.json needs an SAE of the generator" $T/bad8t.err'
 $BIN synth --d 8 --features 16 --tokens 10 --parents 2 --out $T/p.npy --truth $T/pt.npy >/dev/null 2>$T/bad9.err; rc=$?
 ok "synth --parents without --children is a usage error" '[ $rc -eq 2 ] && grep -q "both --parents and --children" $T/bad9.err'
 $BIN synth --d 8 --features 16 --tokens 10 --seed -1 --spec $T/neg.json --out $T/p.npy --truth $T/pt.npy >/dev/null 2>$T/bad10.err; rc=$?
