@@ -2,6 +2,7 @@
  * and, compiled with -DSAELITE_SQLITE_EXT, the loadable extension saelite.so. The function part
  * depends on SQLite and the header-only conversions of common/half.h, so the extension needs
  * nothing else from the library. */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1049,8 +1050,13 @@ static int q_authorize(void *u, int action, const char *a, const char *b, const 
 static int ro_open(const char *db_path, sqlite3 **dbp, store_deadline *clk)
 {
     *dbp = NULL;
+    /* a missing file is said as store_open says it (SQLite's "unable to open database file"
+       did not say what was wrong, where info and report said "No such file or directory") */
     struct stat sb;
-    if (stat(db_path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    if (stat(db_path, &sb) != 0)
+        return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", db_path,
+                       strerror(errno));
+    if (!S_ISREG(sb.st_mode))
         return err_set(ERR_IO, "%s: cannot open: not a regular file", db_path);
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL);

@@ -1,8 +1,10 @@
 /* store_serve.c - the named read-only queries of `saelite serve` and its SQL console
  * (see store_serve.h; the endpoints that use them: docs/serve.md). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common/err.h"
@@ -458,6 +460,14 @@ int store_srv_open(store_srv **out, const char *path, int query_ms, double *fts_
     int rc = OK;
     if (snprintf(s->path, sizeof s->path, "%s", path) >= (int)sizeof s->path) {
         rc = err_set(ERR_ARG, "database path too long: %.80s...", path);
+        goto fail;
+    }
+    /* a missing file said as store_open and query say it (SQLite's "unable to open database
+       file" did not say what was wrong) */
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        rc = err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
+                     strerror(errno));
         goto fail;
     }
     if ((rc = open_conn(s, &s->c[0].db))) goto fail;
