@@ -246,9 +246,10 @@ static int run_open(run *r, const sae_run_opts *o)
         return err_set(ERR_ARG, "sae-train: --npy-out is a transcoder's targets for --npy");
     /* a transcoder maps a hook to a later one: trained the other way round, analyze refused it
        only after training (its forward meets the output first); imported names are not GPT-2's
-       and go unchecked */
+       and go unchecked. With --npy too: the names go into cfg.json for analyze (the check was
+       --db's only, and a reversed --npy pair trained into a transcoder analyze refuses) */
     long long pin, pout;
-    if (r->c.transcoder && o->db && gpt2_hook_order(o->hook, &pin) == OK &&
+    if (r->c.transcoder && o->hook && o->hook_out && gpt2_hook_order(o->hook, &pin) == OK &&
         gpt2_hook_order(o->hook_out, &pout) == OK && pout <= pin)
         return err_set(ERR_ARG, "the transcoder's --hook-out %s %s its --hook %s in the "
                        "forward pass: a transcoder maps a hook to a later one (e.g. "

@@ -554,6 +554,10 @@ check '[ $? -eq 2 ]' "a transcoder's sae-eval needs --npy-out"
 NA=(--d-sae 64 --k 4 --tokens 12288 --batch 256 --lr 0.003 --val-frac 0.2)
 out=$($BIN sae-train --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" --arch transcoder "${NA[@]}" --out "$T/tcnpy" 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"sae-train: transcoder (topk) $T/tcx.npy -> $T/tcy.npy, d_in 32 d_out 32 d_sae 64"* ]] && grep -q "\"d_out\":\s*32" "$T/tcnpy/cfg.json"' "a transcoder trains on --npy / --npy-out: $out"
+# ... the names given as metadata for analyze are checked as --db's are: a reversed pair trained,
+# and analyze refused the transcoder afterwards ("output hook ... runs before its input hook")
+out=$($BIN sae-train --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" --arch transcoder "${NA[@]}" --hook blocks.0.hook_mlp_out --hook-out blocks.0.ln2.hook_normalized --out "$T/tcnpy_rev" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"--hook-out blocks.0.ln2.hook_normalized runs before its --hook blocks.0.hook_mlp_out"* ]] && [ ! -e "$T/tcnpy_rev" ]' "a reversed transcoder pair named with --npy: $out"
 out=$($BIN sae-eval --sae "$T/tcnpy" --npy "$T/tcx.npy" --npy-out "$T/tcy.npy" 2>&1)
 ev=$(sed -n 's/.*explained variance \([-0-9.]*\).*/\1/p' <<<"$out")
 check '$PY -c "import sys; sys.exit(0 if float(sys.argv[1]) > 0.5 else 1)" "$ev"' "the .npy transcoder explains its targets (EV $ev > 0.5): $out"
