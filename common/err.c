@@ -121,21 +121,30 @@ int err_set(int code, const char *fmt, ...)
 
 int err_wrap(int code, const char *fmt, ...)
 {
-    /* the old message is already escaped; only the new prefix needs it */
-    char raw[sizeof err_buf], prefix[sizeof err_buf];
+    /* the old message is already escaped; only the new prefix needs it. Escaped whole (on the
+       heap when long): cut into a buffer of ERR_MSG_MAX it lost its end silently, before the
+       join could keep head and tail (a review) */
+    char raw[sizeof err_buf], small[sizeof err_buf];
     va_list ap;
     va_start(ap, fmt);
     char *big = format(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    escape_into(prefix, sizeof prefix, big ? big : raw, NULL);
+    const char *src = big ? big : raw;
+    size_t cap = 4 * strlen(src) + 1; /* an escape is 4 bytes at most */
+    char *prefix = cap > sizeof small ? malloc(cap) : NULL;
+    if (!prefix) cap = sizeof small; /* it fits, or no memory: cut at the end */
+    escape_into(prefix ? prefix : small, cap, src, NULL);
     free(big);
-    size_t lp = strlen(prefix), lo = strlen(err_buf[0] ? err_buf : err_str(code));
+    const char *pre = prefix ? prefix : small;
+    size_t lp = strlen(pre), lo = strlen(err_buf[0] ? err_buf : err_str(code));
     char *all = malloc(lp + 2 + lo + 1);
     if (!all) { /* no memory for both: the old message says the problem */
+        free(prefix);
         if (!err_buf[0]) snprintf(err_buf, sizeof err_buf, "%s", err_str(code));
         return code;
     }
-    snprintf(all, lp + 2 + lo + 1, "%s: %s", prefix, err_buf[0] ? err_buf : err_str(code));
+    snprintf(all, lp + 2 + lo + 1, "%s: %s", pre, err_buf[0] ? err_buf : err_str(code));
+    free(prefix);
     put_msg(all, 1);
     free(all);
     return code;

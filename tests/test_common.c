@@ -93,6 +93,16 @@ static void test_err(void)
     ml = strlen(m);
     CHECK(ml < ERR_MSG_MAX && !strncmp(m, "loading /aaa", 12) && !strcmp(m + ml - 12, ": bad header"),
           "%zu", ml);
+    /* ... and the end of a prefix of over 8 KiB: it was escaped into 8 KiB, cut there without
+       " ... ", and what followed the long name in the prefix was lost */
+    static const char suf[] = " (the hook's model): bad header";
+    err_set(ERR_IO, "bad header");
+    err_wrap(ERR_IO, "loading %s (the hook's model)", big);
+    m = err_msg();
+    ml = strlen(m);
+    CHECK(ml < ERR_MSG_MAX && !strncmp(m, "loading /aaa", 12) && strstr(m, "a ... a") &&
+              ml > sizeof suf && !strcmp(m + ml - (sizeof suf - 1), suf),
+          "%zu ...%s", ml, m + (ml > 40 ? ml - 40 : 0));
     err_set(ERR_IO, "write stage.tmp: disk full");
     err_replace("stage.tmp", big);
     m = err_msg();
