@@ -402,6 +402,7 @@ bad "query: a statement that writes" "refusing a statement that would modify" qu
 # database file", which does not say the file is not there (a review)
 bad "query: missing database" "missing.db: cannot open: No such file or directory" query --db missing.db "SELECT 1"
 bad "serve: missing database" "missing.db: cannot open: No such file or directory" serve --db missing.db --port 0
+bad "serve: a directory as database (was 'disk I/O error')" "tok: cannot open: not a regular file" serve --db tok --port 0
 
 # ---- hostile and damaged databases (issue 20): every opener checks the schema it relies on ------
 NOTOURS="do not match saelite's schema"
