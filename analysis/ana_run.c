@@ -459,8 +459,11 @@ static int run_downstream(shared *sh, const dict *d, const ana_run_opts *o, ana_
     if (!rc) rc = dist_sum_i64(&n, 1);
     out->n = n;
     if (!rc && out->n == 0)
+        /* the causes named, not guessed: "(extracted with --ctx 1?)" named a flag a model of
+           n_ctx 1 never needed (extract's own line said the same until e56724c) */
         rc = err_set(ERR_ARG, "%s: no sequence of %s has 2 or more tokens for the downstream loss "
-                     "(extracted with --ctx 1?); --no-model skips it", o->db, sh->hook.name);
+                     "(windows of one token: extract --ctx 1 or a model of n_ctx 1, or import "
+                     "--seq-len 1); --no-model skips it", o->db, sh->hook.name);
     if (!rc) {
         double dn = (double)out->n;
         out->ce_clean = tot[0] / dn;

@@ -107,6 +107,8 @@ setup bpe-train --vocab 270 small.txt -o tok
 setup extract --model model --tokenizer tok --corpus small.txt --hook $H --db ex.db --ctx 8
 setup init-model --layers 1 --d-model 16 --heads 1 --d-mlp 4096 --ctx 65537 --vocab 270 -o mbig
 setup sae-train --npy acts.npy --out sae8 --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --hook $H
+setup init-model --layers 1 --d-model 8 --heads 2 --ctx 1 --vocab 270 -o m_ctx1
+setup extract --model m_ctx1 --tokenizer tok --corpus small.txt --hook $H --db one.db --no-bos
 setup sae-train --npy wide.npy --out sae32 --arch topk --k 2 --d-sae 16 --tokens 256 --batch 16 --eval-tokens 16 --hook $H
 cp "$W/acts.npy" "$W/nan.npy"; put_f32 nan.npy 3 2 '\x00\x00\xc0\x7f'
 cp "$W/acts.npy" "$W/inf.npy"; put_f32 inf.npy 9 7 '\x00\x00\x80\xff'
@@ -371,6 +373,10 @@ bad "analyze: NaN activations in a store" "nanact.db: hook $H, sequence [0-9]+: 
 bad "analyze: SAE width differs from the database (mismatched SAE)" "reads 32 values per token but ex.db stores 8" analyze --db ex.db --sae sae32 --no-model
 bad "analyze: SAE of another hook" "trained on $H, not --hook blocks.0.hook_attn_out" analyze --db ex.db --sae sae8 --hook blocks.0.hook_attn_out --no-model
 bad "analyze: unknown hook for neurons" "no hook 'blocks.0.nosuch'" analyze --db ex.db --neurons --hook blocks.0.nosuch --no-model
+# windows of one token (a model of n_ctx 1, extracted --no-bos): the downstream loss has nothing
+# to predict; the line guessed "(extracted with --ctx 1?)", a flag this extract never had
+bad "analyze: 1-token windows with the model" "no sequence of $H has 2 or more tokens for the downstream loss \(windows of one token: extract --ctx 1 or a model of n_ctx 1, or import --seq-len 1\); --no-model skips it" \
+    analyze --db one.db --sae sae8 --model m_ctx1
 # flags that only shape another flag's work were accepted alone and did nothing (a review)
 EXACT="saelite analyze: --effects-ctx applies to --effects only (see 'saelite analyze --help')"
 bad "analyze: --effects-ctx without --effects" "--effects-ctx applies to --effects only" analyze --db ex.db --sae sae8 --effects-ctx 4
