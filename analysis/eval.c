@@ -1713,10 +1713,14 @@ static int register_sae(ctx *c, eval_result *res)
     }
     if (rc != ERR_NOTFOUND || by_id) return rc;
     err_clear();
+    /* the registry records the architecture as trained, as sae-train registers it: the loaded
+       model's is the saved form (sae-train's BatchTopK SAE loads as JumpReLU, without its k) */
+    sae_config tr;
+    if ((rc = sae_load_config(c->sae_dir, &tr))) return rc;
     const sae_config *cf = &c->sae->cfg;
-    store_sae_row row = {.dir = c->sae_dir, .architecture = sae_arch_name(cf->arch),
+    store_sae_row row = {.dir = c->sae_dir, .architecture = sae_arch_name(tr.arch),
                          .hook_name = c->hook.name, .model_name = cf->model_name[0] ? cf->model_name : NULL,
-                         .config_json = "{}", .d_in = cf->d_in, .d_sae = cf->d_sae, .k = cf->k,
+                         .config_json = "{}", .d_in = cf->d_in, .d_sae = cf->d_sae, .k = tr.k,
                          .hook_id = c->hook.id};
     char wsum[17];
     rc = sae_weights_checksum(c->sae_dir, wsum);

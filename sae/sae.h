@@ -99,7 +99,9 @@ int sae_save(const sae_model *s, const char *dir);
 int sae_save_ex(const sae_model *s, const char *dir, const char *train_json,
                 const float *log10_density);
 /* DIR/cfg.json alone, read and checked as sae_load reads it (no weights; a BatchTopK SAE without
- * a threshold tensor, which sae_load reads as TopK, stays BatchTopK here). */
+ * a threshold tensor, which sae_load reads as TopK, stays BatchTopK here), with the architecture
+ * as trained: one that sae-train saved as JumpReLU is BatchTopK again (cfg.json's "training"
+ * object names it), and a BatchTopK or Matryoshka SAE gets that object's k. */
 int sae_load_config(const char *dir, sae_config *out);
 /* Read DIR/sparsity.safetensors into *out [d_sae] (mem_alloc'd); ERR_NOTFOUND when absent. */
 int sae_load_sparsity(const char *dir, int d_sae, float **out);

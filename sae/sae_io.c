@@ -199,6 +199,8 @@ typedef struct {
     int ft_scale;    /* finetuning_scaling_factor true (SAELens 3-5: decode scales each latent) */
     int center;      /* trained on residual values centred along d_model (TransformerLens'
                         center_writing_weights): folded into W_enc, cfg.center_input set */
+    int trained;     /* sae-train's "training" object: the architecture it trained (-1: none) */
+    int trained_k;   /* and its k (0: none) */
 } cfg_extra;
 
 /* Hooks whose values TransformerLens' center_writing_weights changes: the residual stream and
@@ -417,6 +419,19 @@ static int read_cfg(const char *path, sae_config *out, cfg_extra *ex)
     }
     if (!rc) rc = read_tl_kwargs(root, path, &c, ex);
     c.center_input = ex->center;
+    /* sae-train's own record of the run (a label: nothing here loads differently by it) */
+    ex->trained = -1;
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "training");
+    if (!rc && cJSON_IsObject(tr)) {
+        const cJSON *ta = cJSON_GetObjectItemCaseSensitive(tr, "architecture");
+        const cJSON *tk = cJSON_GetObjectItemCaseSensitive(tr, "k");
+        sae_arch t;
+        if (cJSON_IsString(ta) && sae_arch_parse(ta->valuestring, &t) == OK) ex->trained = t;
+        err_clear();
+        if (cJSON_IsNumber(tk) && tk->valuedouble >= 1 && tk->valuedouble <= c.d_sae &&
+            tk->valuedouble == floor(tk->valuedouble))
+            ex->trained_k = (int)tk->valuedouble;
+    }
     cJSON_Delete(root);
     ex->apply_b_dec = apply_b_dec;
     *out = c;
@@ -453,7 +468,15 @@ int sae_load_config(const char *dir, sae_config *out)
     char path[4096];
     cfg_extra ex;
     int rc = path_join(path, sizeof path, dir, "cfg.json");
-    return rc ? rc : read_cfg(path, out, &ex);
+    if (!rc) rc = read_cfg(path, out, &ex);
+    if (rc) return rc;
+    /* the architecture as sae-train trained it where the saved form is another: a BatchTopK SAE
+       saved as JumpReLU, and a Matryoshka's k (neither file has a top-level k) */
+    if (ex.trained == SAE_BATCHTOPK && out->arch == SAE_JUMPRELU) out->arch = SAE_BATCHTOPK;
+    if ((int)out->arch == ex.trained && (ex.trained == SAE_BATCHTOPK || ex.trained == SAE_MATRYOSHKA) &&
+        out->k == 0)
+        out->k = ex.trained_k;
+    return OK;
 }
 
 int sae_load(sae_model **out, const char *dir)

@@ -293,6 +293,16 @@ cp -r "$W/sae" "$W/sae2"
 "$BIN" eval --db "$DB" --sae "$W/sae2" $E --suite absorption > "$W/e4.out" 2>&1; ok test $? -eq 0
 ok grep -q "(registered now)" "$W/e4.out"
 ok test "$(q "SELECT count(*) FROM eval_summary s JOIN sae_registry r ON r.id = s.sae_id WHERE r.dir = '$W/sae2' AND metric = 'absorption_full_rate'")" = 1
+# it is registered as trained, as sae-train registers it: a BatchTopK SAE (saved as JumpReLU) as
+# batchtopk with its k (was: jumprelu, k NULL), a Matryoshka with its k (was NULL); a rerun
+# finds the row
+for a in batchtopk matryoshka; do
+    setup sae-train --db "$DB" --hook $H --arch $a --k 4 --expansion 2 --tokens 20k --seed 1 --out "$W/sae_$a"
+    cp -r "$W/sae_$a" "$W/sae_${a}2"
+    for i in 1 2; do "$BIN" eval --db "$DB" --sae "$W/sae_${a}2" $E --suite sparse_probing --no-random > "$W/e5.out" 2>&1; ok test $? -eq 0; done
+    ok test "$(q "SELECT architecture || ' ' || k FROM sae_registry WHERE dir = '$W/sae_${a}2'")" = "$(q "SELECT architecture || ' ' || k FROM sae_registry WHERE dir = '$W/sae_$a'")"
+    ok test "$(q "SELECT architecture || ' ' || k FROM sae_registry WHERE dir = '$W/sae_${a}2'")" = "$a 4"
+done
 # a database without tags: "all" runs what it can (the genre tasks), names what it skipped;
 # asking for absorption there is an error
 setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --hook $H --db "$W/plain.db"
