@@ -79,6 +79,36 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
                r->total_steps);
 }
 
+/* Whether argv spells flag (alone or as flag=value). */
+static int given(int argc, char **argv, const char *flag)
+{
+    size_t n = strlen(flag);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], flag, n) && (!argv[i][n] || argv[i][n] == '=')) return 1;
+    return 0;
+}
+
+/* Flags of another architecture are accepted (a loop passes --k to every one, as the tests do)
+ * but said to do nothing: --arch jumprelu --k 32 trained at whatever L0 its --l1 gave, without a
+ * word (a helper's audit). */
+static void note_unused(int argc, char **argv, sae_arch a, const char *arch_s, int tcod)
+{
+    const int sparse = a == SAE_TOPK || a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA;
+    const char *by = tcod ? "--activation" : "--arch";
+    static const char *const k_flags[] = {"--k", "--k-aux", "--aux-coef"};
+    static const char *const jr_flags[] = {"--jr-bandwidth", "--jr-threshold", "--jr-lr-mult"};
+    for (int i = 0; i < 3; i++)
+        if (!sparse && given(argc, argv, k_flags[i]))
+            printf("note: %s is for topk, batchtopk and matryoshka; %s %s ignores it%s\n", k_flags[i],
+                   by, arch_s, i == 0 ? " (its sparsity follows --l1)" : "");
+    if (sparse && given(argc, argv, "--l1"))
+        printf("note: --l1 is for relu, gated and jumprelu; %s %s ignores it (its sparsity is --k)\n",
+               by, arch_s);
+    for (int i = 0; i < 3; i++)
+        if (a != SAE_JUMPRELU && given(argc, argv, jr_flags[i]))
+            printf("note: %s is for jumprelu; %s %s ignores it\n", jr_flags[i], by, arch_s);
+}
+
 int cmd_sae_train(int argc, char **argv)
 {
     const char *cmd = "sae-train";
@@ -208,6 +238,7 @@ int cmd_sae_train(int argc, char **argv)
     if (tcod) arch_s = act_s ? act_s : "topk";
     /* the choices are declared, so these cannot fail */
     if (sae_arch_parse(arch_s, &c->arch)) return cli_usage_error(cmd, "%s", err_msg());
+    note_unused(argc, argv, c->arch, arch_s, tcod);
     c->bdec_init = !bdec_s                   ? SAE_BDEC_DEFAULT
                    : !strcmp(bdec_s, "mean") ? SAE_BDEC_MEAN
                    : !strcmp(bdec_s, "zero") ? SAE_BDEC_ZERO

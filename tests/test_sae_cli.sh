@@ -180,6 +180,11 @@ $BIN sae-eval --sae $T/full --npy $T/const.npy >$T/const.out 2>&1
 ok "sae-eval: constant rows: explained variance n/a ($(grep -o 'explained variance [^ ]*' $T/const.out))" 'grep -q "explained variance n/a (the rows do not vary)" $T/const.out'
 $BIN sae-train --synth --synth-d 32 --synth-features 64 --arch batchtopk --d-sae 128 --k 4 --tokens 20480 --batch 512 --out $T/bt --truth-out $T/bt_truth.npy --truth $T/bt_truth.npy >$T/bt.out 2>&1
 ok "synthetic batchtopk run" 'grep -q "ground truth: MMCS" $T/bt.out && grep -q "\"jumprelu\"" $T/bt/cfg.json'
+# another architecture's flags trained without a word (--arch jumprelu --k 32 aims at nothing)
+$BIN sae-train --synth --synth-d 16 --synth-features 32 --arch jumprelu --k 4 --jr-bandwidth 0.1 --tokens 2048 --batch 256 --out $T/jrk >$T/jrk.out 2>&1
+ok "jumprelu --k: a note that it is ignored" 'grep -q "^note: --k is for topk, batchtopk and matryoshka; --arch jumprelu ignores it" $T/jrk.out && ! grep -q "jr-bandwidth" $T/jrk.out'
+$BIN sae-train --synth --synth-d 16 --synth-features 32 --arch topk --k=4 --l1 2 --tokens 2048 --batch 256 --out $T/tkl >$T/tkl.out 2>&1
+ok "topk --l1: a note, none for its own --k" 'grep -q "^note: --l1 is for relu, gated and jumprelu; --arch topk ignores it" $T/tkl.out && ! grep -q "note: --k" $T/tkl.out'
 
 $BIN sae-train --npy $T/missing.npy --out $T/x >$T/e1.out 2>&1; rc=$?
 ok "missing input: exit 1 naming the file" '[ $rc -eq 1 ] && grep -q "missing.npy" $T/e1.out'
