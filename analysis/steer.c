@@ -222,7 +222,7 @@ static int steer_hook(const tensor_view *tv, void *user)
 int ana_steer_attach(ana_steer *st, gpt2_model *m, const char *hook)
 {
     const char *h = hook ? hook : st->sae->cfg.hook_name;
-    if (!h[0]) return err_set(ERR_ARG, "steering: the SAE names no hook (cfg.json hook_name)");
+    if (!h[0]) return err_set(ERR_ARG, "steering: the SAE names no hook (cfg.json hook_name); give --hook NAME");
     /* add, ortho and cap only move decoder directions, which another hook of the same width can
      * take (an experiment); clamp encodes the hook's rows, and codes of rows the SAE never saw
      * mean nothing (analyze and attribute refuse such a hook) */

@@ -152,7 +152,7 @@ for m in clamp ortho cap; do
         >/dev/null 2>&1; ok test $? -eq 0
 done
 err=$($BIN "${G[@]}" --sae "$tmp/sae" --steer 3:1 2>&1 >/dev/null); ok test $? -eq 1
-ok grep -q "names no hook" <<<"$err"
+ok grep -q "names no hook (cfg.json hook_name); give --hook NAME" <<<"$err"
 out=$($BIN "${G[@]}" --sae "$tmp/sae" --hook blocks.1.hook_resid_post --steer 999:1 2>&1); ok test $? -eq 1
 ok grep -q "out of range" <<<"$out"
 ok test "$(grep -c "the cat" <<<"$out")" -eq 0   # nothing printed before the error
