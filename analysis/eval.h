@@ -241,8 +241,10 @@ double eval_mean_of_means(const double *sum, const int *n, int ndatasets);
 /* ---- standard errors (eval_boot.c; docs/eval.md, "Standard errors") ------------------------
  * The bootstrap of a mean over tasks of per-task means over test rows, by test *document* (the
  * split's unit: a document's tokens and sequences are not independent): a replicate draws, within
- * each stratum, as many documents as it has, with replacement, and reweights every task's rows by
- * their document's draw count; nothing is fitted again. Tasks are resampled jointly (one draw per
+ * each stratum of n documents, n - 1 of them with replacement, each draw weighing n / (n - 1)
+ * (Rao and Wu's rescaled bootstrap: the unbiased stratified variance, where n draws of weight 1
+ * give (n - 1) / n of it), and reweights every task's rows by their document's weight; nothing is
+ * fitted again. Tasks are resampled jointly (one draw per
  * replicate for all), so correlated tasks are not counted as independent. Strata of one document
  * are drawn together (one such is drawn with the first stratum of several): alone, a document
  * would be drawn every time and its variance never seen. The se of a series is the standard

@@ -137,7 +137,7 @@ int eval_boot_se(const eval_boot *b, int n_series, uint64_t seed, int n_boot, do
     /* the strata's documents: the split draws its test documents per stratum (genre), so each
        resample keeps every stratum's count (the design's, not a draw's) */
     strat_doc *order = mem_alloc((size_t)D * sizeof *order);
-    int *mult = mem_alloc((size_t)D * sizeof *mult);
+    double *mult = mem_alloc((size_t)D * sizeof *mult);
     double *rep = mem_alloc((size_t)n_boot * n_series * sizeof *rep);
     double *acc = mem_alloc((size_t)n_series * sizeof *acc);
     int *nacc = mem_alloc((size_t)n_series * sizeof *nacc);
@@ -167,11 +167,16 @@ int eval_boot_se(const eval_boot *b, int n_series, uint64_t seed, int n_boot, do
     rng_state r;
     rng_seed(&r, seed);
     for (int k = 0; no >= 2 && k < n_boot; k++) { /* one document: no variance to estimate */
-        memset(mult, 0, (size_t)D * sizeof *mult);
+        for (int d = 0; d < D; d++) mult[d] = 0;
+        /* Rao and Wu's rescaled bootstrap with n - 1 draws: a stratum of n documents draws n - 1
+           of them with replacement, each draw weighing n / (n - 1). Its variance is the unbiased
+           stratified one; n draws of weight 1 (the plain bootstrap) give (n - 1) / n of it, 8-14%
+           low in se with the demo's strata of 2-16 test documents (an audit) */
         for (int a = 0; a < no;) {
             int e = a;
             while (e < no && order[e].stratum == order[a].stratum) e++;
-            for (int i = a; i < e; i++) mult[order[a + (int)rng_below(&r, (uint64_t)(e - a))].doc]++;
+            const double wt = (double)(e - a) / (double)(e - a - 1);
+            for (int i = a + 1; i < e; i++) mult[order[a + (int)rng_below(&r, (uint64_t)(e - a))].doc] += wt;
             a = e;
         }
         for (int s = 0; s < n_series; s++) acc[s] = 0, nacc[s] = 0;
@@ -180,7 +185,7 @@ int eval_boot_se(const eval_boot *b, int n_series, uint64_t seed, int n_boot, do
             if (tk->series >= n_series) continue;
             double num = 0, den = 0;
             for (int j = 0; j < tk->m; j++) {
-                int w = mult[b->doc[tk->at + (size_t)j]];
+                double w = mult[b->doc[tk->at + (size_t)j]];
                 num += w * b->sum[tk->at + (size_t)j];
                 den += w * b->cnt[tk->at + (size_t)j];
             }
