@@ -56,7 +56,7 @@ typedef struct {
     int done;               /* computed, n_fwd not yet past it (under mu) */
     int by_main;            /* computed by the main thread (its model copy, m2) */
     double fwd_secs;
-    char fwd_msg[512];
+    char fwd_msg[ERR_MSG_MAX];
     /* Under mpirun -np N > 1: the rank computing the forward (0: this one); for another rank,
      * msg = {B, T, ids [B, T]} is sent to it (req until the send completes) and its hook
      * buffers come back into hbuf when the batch is written. */
@@ -70,7 +70,7 @@ enum { EXT_TAG_BATCH = 11, EXT_TAG_RESULT = 12 };
 typedef struct {
     int rc;
     double secs;
-    char msg[512];
+    char msg[ERR_MSG_MAX];
 } ext_remote_status;
 
 /* A batch message from rank 0: {windows, T, rank 0's OpenBLAS threads}, then windows x T ids;
@@ -1090,7 +1090,7 @@ static int collect(ext_job *j, ext_batch *bt)
     bt->fwd_rc = rs.rc;
     rs.msg[sizeof rs.msg - 1] = 0;
     if (rs.rc) {
-        snprintf(bt->fwd_msg, sizeof bt->fwd_msg, "rank %d: %.480s", peer, rs.msg);
+        snprintf(bt->fwd_msg, sizeof bt->fwd_msg, "rank %d: %.*s", peer, ERR_MSG_MAX - 32, rs.msg);
         return OK;
     }
     for (int h = 0; !rc && h < j->nh; h++)
