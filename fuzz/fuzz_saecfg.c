@@ -99,7 +99,10 @@ static int fuzz_saecfg(const uint8_t *data, size_t n)
             sc.parents < 0 || sc.children < 0 || (int64_t)sc.parents * (1 + sc.children) > sc.n_features ||
             !(sc.child_p >= 0 && sc.child_p <= 1))
             fuzz_fail("a spec loaded with a configuration the generator refuses");
-        if ((double)sc.n_features * ((double)sc.d + sc.rank + 1024) > (double)(1 << 28))
+        /* the generator's bound (sae/synth.c check_config since c7a76fc: its arrays within 4 GiB
+           or half the machine; this invariant kept the old 1 GB of the spec loader) */
+        double F = sc.n_features, rr = sc.rank ? sc.rank : 1;
+        if (4.0 * (F * sc.d + F * rr + 1024 * rr + 1024 * F) + 20 * F > 4.0 * (1 << 30))
             fuzz_fail("a spec loaded over the size limit: %d features of d %d", sc.n_features, sc.d);
         if ((int64_t)sc.n_features * sc.d <= 4096) { /* small ones: build it */
             sae_synth *g = NULL;
