@@ -238,7 +238,8 @@ int cmd_sae_train(int argc, char **argv)
     if (tcod) arch_s = act_s ? act_s : "topk";
     /* the choices are declared, so these cannot fail */
     if (sae_arch_parse(arch_s, &c->arch)) return cli_usage_error(cmd, "%s", err_msg());
-    note_unused(argc, argv, c->arch, arch_s, tcod);
+    /* rank 0 alone, as the summary: under mpirun -np N each rank printed it (a review) */
+    if (dist_is_root()) note_unused(argc, argv, c->arch, arch_s, tcod);
     c->bdec_init = !bdec_s                   ? SAE_BDEC_DEFAULT
                    : !strcmp(bdec_s, "mean") ? SAE_BDEC_MEAN
                    : !strcmp(bdec_s, "zero") ? SAE_BDEC_ZERO

@@ -80,6 +80,11 @@ for arch in relu topk batchtopk jumprelu matryoshka gated; do
     # rank 0 alone prints the summary
     c=$(grep -c '^sae-train:' out.txt)
     [ "$c" = 1 ] && ok "$arch: one summary line from -np 4" || bad "$arch: $c summary lines from -np 4"
+    # ... and the note that --k (SYN gives it to all) does nothing for relu, jumprelu and gated
+    # (each rank printed it)
+    c=$(grep -c '^note: --k is for' out.txt); w=0
+    case $arch in relu|jumprelu|gated) w=1;; esac
+    [ "$c" = $w ] && ok "$arch: $w --k note from -np 4" || bad "$arch: $c --k notes from -np 4, not $w"
 done
 # ranks on one node share g and p (dist_shm_new); SAELITE_NO_SHM forces the message path that
 # ranks on several nodes take: the same bytes (relu: with its default gradient clipping, whose
