@@ -187,14 +187,17 @@ int sae_store_pair_check(store *s, const char *db, const char *hook, const char 
                      po ? "bf16" : "fp32");
     /* and of the same windows: two extract runs over another corpus path or --bos choice (or
        two imports) passed the checks above, and training failed at its first sequence with
-       "no activations of hook H for sequence N", the cause unsaid (a review) */
+       "no activations of hook H for sequence N", the cause unsaid (a review). One run stopped
+       sooner (another --max-tokens, an unfinished extract) stores fewer of the same windows:
+       the line named only the first causes for it (a later review) */
     int64_t nu = 0, first = -1;
     if (!rc) rc = store_hook_unpaired(s, h.id, ho.id, &nu, &first);
     if (!rc && nu > 0)
         rc = err_set(ERR_ARG, "%s: %lld of hook %s's %lld sequences hold no activations of %s "
                      "(sequence %lld the first): the two were stored over other windows (extract "
-                     "runs with another --corpus path or --bos choice, or imports); a transcoder's "
-                     "pairs are of one forward pass; store both with one multi-hook extract", db,
+                     "runs with another --corpus path, --bos choice or --max-tokens, one left "
+                     "unfinished, or imports); a transcoder's pairs are of one forward pass; "
+                     "store both with one multi-hook extract", db,
                      (long long)nu, hook, (long long)h.n_seqs, hook_out, (long long)first);
     return rc;
 }

@@ -321,6 +321,12 @@ cp -r "$T/tcp" "$T/tcw_a"
 sed -i 's/blocks\.0\.hook_resid_pre/blocks.0.hook_resid_mid/g' "$T/tcw_a/cfg.json"
 out=$($BIN analyze --db "$T/ja.db" --sae "$T/tcw_a" --no-model --all 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"of hook blocks.0.hook_resid_mid'"'"'s "*" sequences hold no activations of blocks.0.hook_mlp_out"* ]]' "analyze: a transcoder over hooks of other windows: $out"
+# ... or the output hook's extract stopped sooner (another --max-tokens, same path and flags): the
+# line named only another corpus path, --bos choice or imports
+cp "$T/j.db" "$T/jm.db"
+$BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.jsonl" --hook blocks.0.hook_attn_out --db "$T/jm.db" --ctx 8 --no-bos --max-tokens 24 >/dev/null 2>&1
+out=$($BIN sae-train --db "$T/jm.db" --hook blocks.0.hook_resid_pre --hook-out blocks.0.hook_attn_out --arch transcoder --d-sae 16 --k 2 --tokens 256 --batch 64 --out "$T/tcm" 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"sequences hold no activations of blocks.0.hook_attn_out"*"--max-tokens, one left unfinished"* ]] && [ ! -e "$T/tcm" ]' "a transcoder whose output hook was extracted over fewer tokens: $out"
 # a hot journal (a writer killed mid-transaction, as extract under kill -9): sae-train --db, a
 # writer, rolls it back first as docs/store.md says (its read-only source open failed: "attempt
 # to write a readonly database ... only a writer can roll back")
