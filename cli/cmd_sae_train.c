@@ -90,23 +90,20 @@ static int given(int argc, char **argv, const char *flag)
 
 /* Flags of another architecture are accepted (a loop passes --k to every one, as the tests do)
  * but said to do nothing: --arch jumprelu --k 32 trained at whatever L0 its --l1 gave, without a
- * word (a helper's audit). */
+ * word (a helper's audit). Which architecture reads which flag is sae/'s. */
 static void note_unused(int argc, char **argv, sae_arch a, const char *arch_s, int tcod)
 {
-    const int sparse = a == SAE_TOPK || a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA;
-    const char *by = tcod ? "--activation" : "--arch";
-    static const char *const k_flags[] = {"--k", "--k-aux", "--aux-coef"};
-    static const char *const jr_flags[] = {"--jr-bandwidth", "--jr-threshold", "--jr-lr-mult"};
-    for (int i = 0; i < 3; i++)
-        if (!sparse && given(argc, argv, k_flags[i]))
-            printf("note: %s is for topk, batchtopk and matryoshka; %s %s ignores it%s\n", k_flags[i],
-                   by, arch_s, i == 0 ? " (its sparsity follows --l1)" : "");
-    if (sparse && given(argc, argv, "--l1"))
-        printf("note: --l1 is for relu, gated and jumprelu; %s %s ignores it (its sparsity is --k)\n",
-               by, arch_s);
-    for (int i = 0; i < 3; i++)
-        if (a != SAE_JUMPRELU && given(argc, argv, jr_flags[i]))
-            printf("note: %s is for jumprelu; %s %s ignores it\n", jr_flags[i], by, arch_s);
+    static const char *const flags[] = {"--k", "--k-aux", "--aux-coef", "--l1",
+                                        "--jr-bandwidth", "--jr-threshold", "--jr-lr-mult"};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        const char *owners = sae_train_flag_owners(a, flags[i]);
+        if (owners && given(argc, argv, flags[i]))
+            printf("note: %s is for %s; %s %s ignores it%s\n", flags[i], owners,
+                   tcod ? "--activation" : "--arch", arch_s,
+                   !strcmp(flags[i], "--k")    ? " (its sparsity follows --l1)"
+                   : !strcmp(flags[i], "--l1") ? " (its sparsity is --k)"
+                                               : "");
+    }
 }
 
 int cmd_sae_train(int argc, char **argv)

@@ -221,6 +221,15 @@ static int is_sparse(sae_arch a)
     return a == SAE_TOPK || a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA;
 }
 static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA; }
+
+const char *sae_train_flag_owners(sae_arch a, const char *flag)
+{
+    if (!strcmp(flag, "--k") || !strcmp(flag, "--k-aux") || !strcmp(flag, "--aux-coef"))
+        return is_sparse(a) ? NULL : "topk, batchtopk and matryoshka";
+    if (!strcmp(flag, "--l1")) return is_sparse(a) ? "relu, gated and jumprelu" : NULL;
+    if (!strncmp(flag, "--jr-", 5)) return a == SAE_JUMPRELU ? NULL : "jumprelu";
+    return NULL;
+}
 /* relu keeps the decoder unconstrained (norms in the penalty, folded at export); gated keeps
    unit rows like the sparse architectures (see gated_leaf) */
 /* ReLU, JumpReLU and gated steps run sparse (few_active_leaf, gated_sparse_leaf) while they
