@@ -168,12 +168,12 @@ int sae_source_store(sae_source **out, const char *db, const char *hook, int spl
                                  skip_bos, max_norm_ratio, info);
 }
 
-int sae_store_pair_check(store *s, const char *db, const char *hook, const char *hook_out)
+/* sae_store_pair_check on the two hooks found (sae_source_store_pair has them already) */
+static int pair_check(store *s, const char *db, const store_hook *h, const store_hook *ho)
 {
-    store_hook h, ho;
-    int rc = store_hook_find(s, hook, &h);
-    if (!rc) rc = store_hook_find(s, hook_out, &ho);
-    if (!rc && (ho.model_id != h.model_id || ho.seq_len != h.seq_len))
+    const char *hook = h->name, *hook_out = ho->name;
+    int rc = OK;
+    if (ho->model_id != h->model_id || ho->seq_len != h->seq_len)
         rc = err_set(ERR_ARG, "%s: hooks %s and %s come from different extracts (model or "
                      "sequence length); store both with one multi-hook extract", db, hook,
                      hook_out);
@@ -191,15 +191,23 @@ int sae_store_pair_check(store *s, const char *db, const char *hook, const char 
        sooner (another --max-tokens, an unfinished extract) stores fewer of the same windows:
        the line named only the first causes for it (a later review) */
     int64_t nu = 0, first = -1;
-    if (!rc) rc = store_hook_unpaired(s, h.id, ho.id, &nu, &first);
+    if (!rc) rc = store_hook_unpaired(s, h->id, ho->id, &nu, &first);
     if (!rc && nu > 0)
         rc = err_set(ERR_ARG, "%s: %lld of hook %s's %lld sequences hold no activations of %s "
                      "(sequence %lld the first): the two were stored over other windows (extract "
                      "runs with another --corpus path, --bos choice or --max-tokens, one left "
                      "unfinished, or imports); a transcoder's pairs are of one forward pass; "
                      "store both with one multi-hook extract", db,
-                     (long long)nu, hook, (long long)h.n_seqs, hook_out, (long long)first);
+                     (long long)nu, hook, (long long)h->n_seqs, hook_out, (long long)first);
     return rc;
+}
+
+int sae_store_pair_check(store *s, const char *db, const char *hook, const char *hook_out)
+{
+    store_hook h, ho;
+    int rc = store_hook_find(s, hook, &h);
+    if (!rc) rc = store_hook_find(s, hook_out, &ho);
+    return rc ? rc : pair_check(s, db, &h, &ho);
 }
 
 int sae_source_store_pair(sae_source **out, const char *db, const char *hook, const char *hook_out,
@@ -224,7 +232,7 @@ int sae_source_store_pair(sae_source **out, const char *db, const char *hook, co
     if (!rc) rc = store_hook_find(m->s, hook, &h);
     if (!rc && hook_out) {
         rc = store_hook_find(m->s, hook_out, &ho);
-        if (!rc) rc = sae_store_pair_check(m->s, db, hook, hook_out);
+        if (!rc) rc = pair_check(m->s, db, &h, &ho);
     }
     if (!rc) rc = store_iter_open(&m->it, m->s, h.id, split, val_frac, seed);
     if (!rc && skip_bos) rc = store_sae_bos_seqs(m->s, &m->bos, &m->nbos);

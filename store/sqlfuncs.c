@@ -1050,16 +1050,10 @@ static int q_authorize(void *u, int action, const char *a, const char *b, const 
 static int ro_open(const char *db_path, sqlite3 **dbp, store_deadline *clk)
 {
     *dbp = NULL;
-    /* a missing file is said as store_open says it (SQLite's "unable to open database file"
-       did not say what was wrong, where info and report said "No such file or directory") */
-    struct stat sb;
-    if (stat(db_path, &sb) != 0)
-        return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", db_path,
-                       strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return err_set(ERR_IO, "%s: cannot open: not a regular file", db_path);
+    int rc = store_check_file(db_path);
+    if (rc) return rc;
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL);
+    rc = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
         int ret = db && store_path_too_long(db_path, rc)
                       ? ERR_ARG

@@ -132,6 +132,16 @@ static void sq_setup(void)
 }
 
 /* ---- errors and small helpers ------------------------------------------------------------- */
+int store_check_file(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
+                       strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return err_set(ERR_IO, "%s: cannot open: not a regular file", path);
+    return OK;
+}
+
 sqlite3 *store_db(store *s) { return s->db; }
 int store_readonly(const store *s) { return s->readonly; }
 const char *store_path(const store *s) { return s->path; }

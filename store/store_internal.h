@@ -34,6 +34,10 @@ int store_sql_error(store *s, int rc, const char *what);
  * SQLite reports as "unable to open database file (No such file or directory)" on a path that
  * is there; 0 otherwise (the caller says what SQLite said). */
 int store_path_too_long(const char *path, int rc);
+/* An existing regular file for a read-only open, said as store_open says it ("PATH: cannot open:
+ * No such file or directory" / "...: not a regular file"; SQLite's "unable to open database
+ * file" and "disk I/O error" did not say what was wrong): ERR_NOTFOUND, ERR_IO, or OK. */
+int store_check_file(const char *path);
 int store_exec(store *s, const char *sql);
 int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
 /* What a user can do about rc on db: "" or a parenthesised hint with a leading space (another

@@ -462,18 +462,7 @@ int store_srv_open(store_srv **out, const char *path, int query_ms, double *fts_
         rc = err_set(ERR_ARG, "database path too long: %.80s...", path);
         goto fail;
     }
-    /* a missing file said as store_open and query say it (SQLite's "unable to open database
-       file" did not say what was wrong), and a directory ("disk I/O error") */
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        rc = err_set(errno == ENOENT ? ERR_NOTFOUND : ERR_IO, "%s: cannot open: %s", path,
-                     strerror(errno));
-        goto fail;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        rc = err_set(ERR_IO, "%s: cannot open: not a regular file", path);
-        goto fail;
-    }
+    if ((rc = store_check_file(path))) goto fail;
     if ((rc = open_conn(s, &s->c[0].db))) goto fail;
     /* a file that is not a database fails here, on the first read */
     for (size_t i = 0; i < sizeof ANA_TABLES / sizeof *ANA_TABLES; i++) {
