@@ -2,13 +2,11 @@
  * and, compiled with -DSAELITE_SQLITE_EXT, the loadable extension saelite.so. The function part
  * depends on SQLite and the header-only conversions of common/half.h, so the extension needs
  * nothing else from the library. */
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #ifdef SAELITE_SQLITE_EXT

@@ -1,10 +1,8 @@
 /* store_serve.c - the named read-only queries of `saelite serve` and its SQL console
  * (see store_serve.h; the endpoints that use them: docs/serve.md). */
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "common/err.h"
