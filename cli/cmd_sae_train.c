@@ -235,8 +235,6 @@ int cmd_sae_train(int argc, char **argv)
     if (tcod) arch_s = act_s ? act_s : "topk";
     /* the choices are declared, so these cannot fail */
     if (sae_arch_parse(arch_s, &c->arch)) return cli_usage_error(cmd, "%s", err_msg());
-    /* rank 0 alone, as the summary: under mpirun -np N each rank printed it (a review) */
-    if (dist_is_root()) note_unused(argc, argv, c->arch, arch_s, tcod);
     c->bdec_init = !bdec_s                   ? SAE_BDEC_DEFAULT
                    : !strcmp(bdec_s, "mean") ? SAE_BDEC_MEAN
                    : !strcmp(bdec_s, "zero") ? SAE_BDEC_ZERO
@@ -263,6 +261,9 @@ int cmd_sae_train(int argc, char **argv)
     if (!isnan(beta1)) c->adam_b1 = beta1; /* else the architecture's */
     c->seed = (uint64_t)seed;
     c->normalize = !no_norm;
+    /* once the command line is known good; rank 0 alone, as the summary (under mpirun -np N
+       each rank printed it, a review) */
+    if (dist_is_root()) note_unused(argc, argv, c->arch, arch_s, tcod);
     cli_catch_signals();
     cli_term_checkpoint(o.resume, o.force);
     o.ckpt_done = &cli_ckpt_done;
