@@ -365,7 +365,9 @@ enum { EVAL_SAE_NEEDS_TARGETS = 1, EVAL_SAE_TARGETS_UNUSED = 2 };
 typedef struct {
     int done;                  /* EVAL_SAE_* bits of the parts that finished */
     int misuse;                /* EVAL_SAE_NEEDS_TARGETS / EVAL_SAE_TARGETS_UNUSED (ERR_ARG), or 0 */
-    sae_config sae;            /* LOADED: the SAE's configuration */
+    sae_config sae;            /* LOADED: the SAE's configuration, as it runs (a BatchTopK SAE
+                                  saved by sae-train runs as JumpReLU) */
+    sae_config trained;        /* LOADED: the same as sae-train trained it (sae_load_config) */
     int64_t truth_features;    /* TRUTH: rows of the truth file */
     double truth_mmcs, truth_recovered; /* ... its MMCS and the fraction recovered (sae_mmcs) */
     synth_config gen;          /* GENERATOR: the spec's configuration (a hierarchy when

@@ -144,7 +144,7 @@ int eval_sae_run(const eval_sae_opts *o, eval_sae_result *r)
         r->misuse = EVAL_SAE_TARGETS_UNUSED;
         rc = err_set(ERR_ARG, "%s is not a transcoder: targets are for transcoders", o->sae);
     }
-    if (!rc) {
+    if (!rc && (rc = sae_load_config(o->sae, &r->trained)) == OK) {
         r->sae = m->cfg;
         r->done |= EVAL_SAE_LOADED;
     }

@@ -16,6 +16,11 @@ static void print_result(const eval_sae_opts *o, const eval_sae_result *r)
     const sae_config *cfg = &r->sae;
     if (!(r->done & EVAL_SAE_LOADED)) return;
     printf("sae %s: %s d_in %d d_sae %d", o->sae, sae_arch_name(cfg->arch), cfg->d_in, cfg->d_sae);
+    if (r->trained.arch != cfg->arch) {
+        printf(" (trained as %s", sae_arch_name(r->trained.arch));
+        if (r->trained.k) printf(" k %d", r->trained.k);
+        printf(")");
+    }
     if (cfg->transcoder)
         printf(" %s d_out %d",
                cfg->transcoder == SAE_SKIP_TRANSCODER ? "skip_transcoder" : "transcoder",

@@ -180,6 +180,10 @@ $BIN sae-eval --sae $T/full --npy $T/const.npy >$T/const.out 2>&1
 ok "sae-eval: constant rows: explained variance n/a ($(grep -o 'explained variance [^ ]*' $T/const.out))" 'grep -q "explained variance n/a (the rows do not vary)" $T/const.out'
 $BIN sae-train --synth --synth-d 32 --synth-features 64 --arch batchtopk --d-sae 128 --k 4 --tokens 20480 --batch 512 --out $T/bt --truth-out $T/bt_truth.npy --truth $T/bt_truth.npy >$T/bt.out 2>&1
 ok "synthetic batchtopk run" 'grep -q "ground truth: MMCS" $T/bt.out && grep -q "\"jumprelu\"" $T/bt/cfg.json'
+$BIN sae-eval --sae $T/bt --ground-truth $T/bt_truth.npy >$T/bte.out 2>&1
+ok "sae-eval names the architecture it runs as and the one it was trained as ($(head -1 $T/bte.out))" 'grep -q "^sae $T/bt: jumprelu d_in 32 d_sae 128 (trained as batchtopk k 4)$" $T/bte.out'
+$BIN sae-eval --sae $T/full --ground-truth $T/truth.npy >$T/fe.out 2>&1
+ok "sae-eval: no 'trained as' where the SAE runs as it was trained" '! grep -q "trained as" $T/fe.out && grep -q "^sae $T/full: " $T/fe.out'
 # another architecture's flags trained without a word (--arch jumprelu --k 32 aims at nothing)
 $BIN sae-train --synth --synth-d 16 --synth-features 32 --arch jumprelu --k 4 --jr-bandwidth 0.1 --tokens 2048 --batch 256 --out $T/jrk >$T/jrk.out 2>&1
 ok "jumprelu --k: a note that it is ignored" 'grep -q "^note: --k is for topk, batchtopk and matryoshka; --arch jumprelu ignores it" $T/jrk.out && ! grep -q "jr-bandwidth" $T/jrk.out'
