@@ -127,8 +127,11 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
 int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char *hook,
                    int seq_len, int dtype, int64_t *rows, int64_t *seqs);
 /* The same into database db, which is opened (created when missing) only after the inputs were
- * read and checked, so a failed import leaves no new file behind. */
+ * read and checked, so a failed import leaves no new file behind. pair_with (may be NULL): an
+ * imported hook whose sequences take the rows instead (one row per token it holds, in the order
+ * ext_export_npy writes them; its seq_len, no tokens_npy), so that the two pair as a
+ * transcoder's input and target; the hook must not hold sequences the partner does not. */
 int ext_import_npy_db(const char *db, const char *npy, const char *tokens_npy, const char *hook,
-                      int seq_len, int dtype, int64_t *rows, int64_t *seqs);
+                      const char *pair_with, int seq_len, int dtype, int64_t *rows, int64_t *seqs);
 
 #endif

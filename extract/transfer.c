@@ -136,9 +136,70 @@ int ext_export_npy(store *s, const char *hook, const char *npy, const char *toke
 }
 
 /* Into the open store s, or (s == NULL) into db, opened once the inputs are checked. */
+/* The rows of a paired import (pair_with: an imported hook) onto that hook's sequences, in the
+ * order export writes them; *h is the new hook. */
+static int import_paired(store *s, const char *npy, const char *hook, const char *pair_with,
+                         int seq_len, int dtype, const float *x, int64_t N, int W,
+                         int64_t import_model, store_hook *h, int64_t *nseq)
+{
+    store_hook hp;
+    int rc = store_hook_find(s, pair_with, &hp);
+    if (rc == ERR_NOTFOUND)
+        return err_set(ERR_ARG, "%s: no hook %s to pair with", store_path(s), pair_with);
+    if (rc) return rc;
+    if (!strcmp(hook, pair_with))
+        return err_set(ERR_ARG, "%s: --hook and --pair-with both name %s; the pair is two hooks",
+                       store_path(s), hook);
+    /* extracted windows are the model's: their partner hook comes from the same extract */
+    if (hp.model_id != import_model)
+        return err_set(ERR_ARG, "%s: hook %s holds extracted activations; --pair-with takes an "
+                       "imported hook (export it and import both files, or extract both hooks "
+                       "in one run)", store_path(s), pair_with);
+    if (seq_len > 0 && seq_len != hp.seq_len)
+        return err_set(ERR_ARG, "%s: --seq-len %d, but hook %s's sequences are of %d rows; the "
+                       "paired rows take its sequences (leave --seq-len out)", npy, seq_len,
+                       pair_with, hp.seq_len);
+    if (N != hp.n_tokens)
+        return err_set(ERR_SHAPE, "%s: %lld rows, but hook %s holds %lld tokens; a paired import "
+                       "has a row for each of them, in the order export writes them", npy,
+                       (long long)N, pair_with, (long long)hp.n_tokens);
+    if ((rc = store_hook_add(s, hp.model_id, hook, -1, W, dtype, hp.seq_len, h))) return rc;
+    /* rows of other files under this name would leave a pair with unmatched sequences */
+    int64_t nu = 0, first = -1;
+    if ((rc = store_hook_unpaired(s, h->id, hp.id, &nu, &first))) return rc;
+    if (nu > 0)
+        return err_set(ERR_ARG, "%s: hook %s already holds %lld sequences that %s does not (the "
+                       "first %lld); import the paired rows under another --hook name",
+                       store_path(s), hook, (long long)nu, pair_with, (long long)first);
+    int64_t *seqs = NULL;
+    size_t n = 0;
+    if ((rc = store_seq_list(s, hp.id, STORE_SPLIT_ALL, 0, &seqs, &n))) return rc;
+    progress pr;
+    progress_begin(&pr, "import", (double)N, "tok");
+    int64_t done = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        progress_update(&pr, (double)done, NULL);
+        int T = 0;
+        rc = store_act_rows(s, hp.id, seqs[i], &T);
+        if (!rc && (T < 1 || T > N - done))
+            rc = err_set(ERR_FORMAT, "%s: hook %s: sequence %lld holds %d rows, which its token "
+                         "count does not account for", store_path(s), pair_with,
+                         (long long)seqs[i], T);
+        if (!rc) rc = store_act_write(s, h->id, seqs[i], x + done * W, T);
+        done += T;
+    }
+    progress_end(&pr);
+    if (!rc && done != N)
+        rc = err_set(ERR_FORMAT, "%s: hook %s: found %lld activation rows, expected %lld",
+                     store_path(s), pair_with, (long long)done, (long long)N);
+    mem_free(seqs);
+    *nseq = (int64_t)n;
+    return rc;
+}
+
 static int import_npy(store *s_open, const char *db, const char *npy, const char *tokens_npy,
-                      const char *hook, int seq_len, int dtype, int64_t *rows_out,
-                      int64_t *seqs_out)
+                      const char *hook, const char *pair_with, int seq_len, int dtype,
+                      int64_t *rows_out, int64_t *seqs_out)
 {
     store *s = s_open;
     float *x = NULL;
@@ -147,6 +208,10 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
     int64_t shape[NPY_MAX_DIMS], tshape[NPY_MAX_DIMS];
     /* an empty name stored rows that sae-train --db --hook could not name (an audit) */
     if (!hook || !hook[0]) return err_set(ERR_ARG, "%s: the hook to import into needs a name", npy);
+    if (pair_with && tokens_npy)
+        return err_set(ERR_ARG, "%s: the sequences of hook %s hold their token ids already; a paired "
+                       "import takes no --tokens", tokens_npy, pair_with);
+    int given_len = seq_len;
     /* a float64 file into a bf16/f16 hook: one rounding (store_act_write's), not two */
     int rc = dtype == STORE_F32 ? npy_read(npy, &x, &nd, shape)
                                 : npy_read_narrow(npy, &x, &nd, shape);
@@ -186,7 +251,8 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
                          (long long)(bad % W), store_dtype_name(dtype),
                          dtype == STORE_F16 ? "bf16 or f32" : "f32");
     }
-    if (!rc) rc = store_hook_size_check(s ? store_path(s) : db, hook, W, dtype, seq_len);
+    /* (a paired import's length is its partner's, checked by store_hook_add) */
+    if (!rc && !pair_with) rc = store_hook_size_check(s ? store_path(s) : db, hook, W, dtype, seq_len);
     int *ids = rc ? NULL : mem_alloc((size_t)seq_len * sizeof(int));
     if (!rc && !ids) rc = err_set(ERR_NOMEM, "out of memory");
     /* The database is opened (and created) only once the inputs are known to be good. */
@@ -207,8 +273,11 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
                              "under another --hook name", store_path(s), hook);
         mem_free(hs);
     }
-    if (!rc) rc = store_hook_add(s, model_id, hook, -1, W, dtype, seq_len, &h);
-    if (!rc) {
+    if (!rc && pair_with)
+        rc = import_paired(s, npy, hook, pair_with, given_len, dtype, x, N, W, model_id, &h, &nseq);
+    else if (!rc)
+        rc = store_hook_add(s, model_id, hook, -1, W, dtype, seq_len, &h);
+    if (!rc && !pair_with) {
         /* the file, not the string typed: d1/a.npy and d2/a.npy, both given as a.npy from their
            folders, replaced each other, and ok.npy then ./ok.npy stored it twice (an audit) */
         char real[PATH_MAX];
@@ -219,10 +288,10 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
     /* the same file again replaces what the hook held from it: a shorter array left the old
        rows past its end, and a last window of another length was added beside the old one (22
        rows exported for 6 imported, exit 0, an audit) */
-    if (!rc) rc = store_act_delete_doc(s, h.id, doc_id);
+    if (!rc && !pair_with) rc = store_act_delete_doc(s, h.id, doc_id);
     progress pr;
     progress_begin(&pr, "import", (double)N, "tok");
-    for (int64_t start = 0; !rc && start < N; start += seq_len, nseq++) {
+    for (int64_t start = 0; !rc && !pair_with && start < N; start += seq_len, nseq++) {
         progress_update(&pr, (double)start, NULL);
         int T = (int)(N - start < seq_len ? N - start : seq_len);
         int64_t seq;
@@ -239,8 +308,10 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
         if (!rc) rc = buf_json(&params, npy, strlen(npy), BUF_JSON_CTRL_U);
         if (!rc) rc = buf_str(&params, ", \"hook\": ");
         if (!rc) rc = buf_json(&params, hook, strlen(hook), BUF_JSON_CTRL_U);
+        if (!rc && pair_with) rc = buf_str(&params, ", \"pair_with\": ");
+        if (!rc && pair_with) rc = buf_json(&params, pair_with, strlen(pair_with), BUF_JSON_CTRL_U);
         if (!rc)
-            rc = buf_printf(&params, ", \"seq_len\": %d, \"dtype\": \"%s\"}", seq_len,
+            rc = buf_printf(&params, ", \"seq_len\": %d, \"dtype\": \"%s\"}", h.seq_len,
                             store_dtype_name(dtype));
         int64_t run;
         int was;
@@ -264,11 +335,11 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
 int ext_import_npy(store *s, const char *npy, const char *tokens_npy, const char *hook,
                    int seq_len, int dtype, int64_t *rows, int64_t *seqs)
 {
-    return import_npy(s, NULL, npy, tokens_npy, hook, seq_len, dtype, rows, seqs);
+    return import_npy(s, NULL, npy, tokens_npy, hook, NULL, seq_len, dtype, rows, seqs);
 }
 
 int ext_import_npy_db(const char *db, const char *npy, const char *tokens_npy, const char *hook,
-                      int seq_len, int dtype, int64_t *rows, int64_t *seqs)
+                      const char *pair_with, int seq_len, int dtype, int64_t *rows, int64_t *seqs)
 {
-    return import_npy(NULL, db, npy, tokens_npy, hook, seq_len, dtype, rows, seqs);
+    return import_npy(NULL, db, npy, tokens_npy, hook, pair_with, seq_len, dtype, rows, seqs);
 }

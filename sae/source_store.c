@@ -196,8 +196,9 @@ static int pair_check(store *s, const char *db, const store_hook *h, const store
         rc = err_set(ERR_ARG, "%s: %lld of hook %s's %lld sequences hold no activations of %s "
                      "(sequence %lld the first): the two were stored over other windows (extract "
                      "runs with another --corpus path, --bos choice or --max-tokens, one left "
-                     "unfinished, or imports); a transcoder's pairs are of one forward pass; "
-                     "store both with one multi-hook extract", db,
+                     "unfinished, or two imports); a transcoder's pairs are of one forward pass; "
+                     "store both with one multi-hook extract (imports: the second with "
+                     "import --pair-with)", db,
                      (long long)nu, hook, (long long)h->n_seqs, hook_out, (long long)first);
     return rc;
 }

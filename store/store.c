@@ -1284,6 +1284,20 @@ int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists)
     return OK;
 }
 
+int store_act_rows(store *s, int64_t hook_id, int64_t seq_id, int *T)
+{
+    sqlite3_stmt *st;
+    int rc = q_get(s, Q_ACT_FIND, &st);
+    if (rc) return rc;
+    sqlite3_bind_int64(st, 1, hook_id);
+    sqlite3_bind_int64(st, 2, seq_id);
+    int r = sqlite3_step(st);
+    *T = r == SQLITE_ROW ? sqlite3_column_int(st, 1) : 0;
+    sqlite3_reset(st);
+    if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading activations");
+    return OK;
+}
+
 int store_act_other_len(store *s, int64_t hook_id, int64_t doc_id, int64_t start, int bos, int T,
                         int *other_T, int64_t *other_seq)
 {

@@ -171,6 +171,8 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
 int64_t store_act_first_bad(int dtype, const float *x, int64_t n, int *overflow);
 /* *exists = 1 when activations of (hook, sequence) are stored. */
 int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists);
+/* *T = the rows (tokens) stored for (hook, sequence), 0 when none. */
+int store_act_rows(store *s, int64_t hook_id, int64_t seq_id, int *T);
 /* A window of (document, start, bos) of another length than T on which the hook has
  * activations: *other_T its length and *other_seq its id, or 0 and -1 when there is none (an
  * extraction with another --max-tokens cut its last window there). */

@@ -63,6 +63,51 @@ ABIN=$(realpath "$(command -v "$BIN")")
 (cd "$T/d2" && "$ABIN" import --npy a.npy --db ../ab.db --hook h --seq-len 4 >/dev/null 2>&1)
 (cd "$T/d2" && "$ABIN" import --npy ./a.npy --db ../ab.db --hook h --seq-len 4 >/dev/null 2>&1)
 check '[ "$(sqlite3 "$T/ab.db" "SELECT sum(n_tokens) FROM activations")" = 12 ]' "two files of one name are two documents, a file under two spellings one"
+# import --pair-with: a transcoder's target, computed elsewhere, onto the input's sequences (two
+# plain imports are two documents whose sequences never pair: sae-train refused the transcoder)
+$PY - "$T" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+r = np.random.default_rng(1)
+a = r.standard_normal((300, 12)).astype(np.float32)
+np.save(d + "/pin.npy", a); np.save(d + "/pin2.npy", a)
+np.save(d + "/pout.npy", (a @ r.standard_normal((12, 6))).astype(np.float32))
+np.save(d + "/pout_short.npy", np.zeros((299, 6), np.float32))
+np.save(d + "/pout12.npy", np.ones((300, 12), np.float32))
+PY
+$BIN import --npy "$T/pin.npy" --db "$T/p.db" --hook tin --seq-len 64 >/dev/null 2>&1
+$BIN import --npy "$T/pin.npy" --db "$T/p1.db" --hook tin --seq-len 64 >/dev/null 2>&1
+$BIN import --npy "$T/pout.npy" --db "$T/p1.db" --hook tout2 --seq-len 64 >/dev/null 2>&1
+out=$($BIN sae-train --db "$T/p1.db" --hook tin --hook-out tout2 --arch transcoder --d-sae 16 --k 2 --tokens 512 --batch 64 --out "$T/ptc0" 2>&1)
+check '[ $? -ne 0 ] && [[ "$out" == *"hold no activations of tout2"* ]]' "two plain imports do not pair: $out"
+out=$($BIN import --npy "$T/pout.npy" --db "$T/p.db" --hook tout --pair-with tin 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"300 tokens in 5 sequences as hook tout"* ]]' "import --pair-with: $out"
+$BIN export --db "$T/p.db" --hook tout --npy "$T/pback.npy" >/dev/null 2>&1
+check '$PY -c "import numpy as np,sys; sys.exit(0 if (np.load(sys.argv[1]) == np.load(sys.argv[2])).all() else 1)" "$T/pout.npy" "$T/pback.npy"' "export of a paired import gives back its array"
+check '[ "$(sqlite3 "$T/p.db" "SELECT count(*) FROM sequences")" = 5 ] && [ "$(sqlite3 "$T/p.db" "SELECT count(DISTINCT sequence_id) FROM activations")" = 5 ]' "a paired import adds no sequences"
+out=$($BIN sae-train --db "$T/p.db" --hook tin --hook-out tout --arch transcoder --d-sae 16 --k 2 --tokens 512 --batch 64 --out "$T/ptc" 2>&1)
+check '[ $? -eq 0 ] && [ -s "$T/ptc/sae_weights.safetensors" ]' "a transcoder trains on a paired import: $out"
+out=$($BIN import --npy "$T/pout.npy" --db "$T/p.db" --hook tout --pair-with tin 2>&1)
+prows=$(sqlite3 "$T/p.db" "SELECT sum(a.n_tokens) FROM activations a JOIN hooks h ON h.id = a.hook_id WHERE h.name = 'tout'")
+check '[[ "$out" == *"300 tokens in 5 sequences"* ]] && [ "$prows" = 300 ]' "a paired import again replaces its rows ($prows): $out"
+psum() { sqlite3 "$T/p.db" "SELECT count(*), sum(length(data)) FROM activations; SELECT count(*) FROM hooks; SELECT count(*) FROM sequences"; }
+pbefore=$(psum)
+pbad() { out=$($BIN import "$@" --db "$T/p.db" 2>&1); rc=$?; }
+pbad --npy "$T/pout_short.npy" --hook t2 --pair-with tin
+check '[ $rc -eq 1 ] && [[ "$out" == *"pout_short.npy: 299 rows, but hook tin holds 300 tokens"* ]]' "pair-with: rows must match the partner's tokens: $out"
+pbad --npy "$T/pout.npy" --hook t2 --pair-with nope
+check '[ $rc -eq 1 ] && [[ "$out" == *"p.db: no hook nope to pair with"* ]]' "pair-with an unknown hook: $out"
+pbad --npy "$T/pout.npy" --hook t2 --pair-with tin --seq-len 32
+check '[ $rc -eq 1 ] && [[ "$out" == *"--seq-len 32, but hook tin"*"sequences are of 64 rows"* ]]' "pair-with and another --seq-len: $out"
+pbad --npy "$T/pout.npy" --hook t2 --pair-with tin --tokens "$T/ids.npy"
+check '[ $rc -eq 1 ] && [[ "$out" == *"a paired import takes no --tokens"* ]]' "pair-with and --tokens: $out"
+pbad --npy "$T/pin.npy" --hook tin --pair-with tin
+check '[ $rc -eq 1 ] && [[ "$out" == *"--hook and --pair-with both name tin"* ]]' "pair-with itself: $out"
+$BIN import --npy "$T/pin2.npy" --db "$T/p.db" --hook tother --seq-len 64 >/dev/null 2>&1
+pbefore=$(psum)
+pbad --npy "$T/pout12.npy" --hook tother --pair-with tin
+check '[ $rc -eq 1 ] && [[ "$out" == *"hook tother already holds 5 sequences that tin does not"* ]]' "pair-with into a hook holding other files' rows: $out"
+check '[ "$(psum)" = "$pbefore" ]' "failed paired imports leave the database unchanged"
 # an export killed mid-write left OUT.tmp.PID for good: the next export of OUT removes it
 (exit 0) & dpid=$!; wait $dpid
 echo partial > "$T/back.npy.tmp.$dpid"
@@ -255,6 +300,10 @@ $BIN export --db "$T/a.db" --hook blocks.0.mlp.hook_post --npy "$T/e.npy" --toke
 ids=$($PY -c "import numpy as np,sys; print(','.join(map(str, np.load(sys.argv[1])[16:32])))" "$T/e_ids.npy")
 $BIN forward --model "$T/m" --tokens "$ids" --hook blocks.0.mlp.hook_post --npy "$T/f.npy" >/dev/null 2>&1
 check '$PY -c "import numpy as np,sys; a=np.load(sys.argv[1])[16:32]; b=np.load(sys.argv[2]).reshape(16,-1); sys.exit(0 if np.abs(a-b).max() <= 1e-6 else 1)" "$T/e.npy" "$T/f.npy"' "export equals forward"
+# --pair-with an extracted hook: its windows are the model's, refused with the way round
+cp "$T/a.db" "$T/ap.db"
+out=$($BIN import --npy "$T/e.npy" --db "$T/ap.db" --hook mine --pair-with blocks.0.mlp.hook_post 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"hook blocks.0.mlp.hook_post holds extracted activations; --pair-with takes an imported hook"* ]] && [ "$(dbhash "$T/ap.db")" = "$(dbhash "$T/a.db")" ]' "pair-with an extracted hook: $out"
 # f16 and bf16 stores round the f32 values
 # (same windows and batches as the f32 run they are compared with: --max-tokens 64 cuts the last)
 for dt in f32 f16 bf16; do
