@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "analysis/graph.h"
 #include "analysis/steer.h"
@@ -190,6 +191,31 @@ static int write_json(const char *path, const ana_graph_run_opts *o, const ana_g
     return rc;
 }
 
+/* A --db that holds another model's activations (extract's rule, "use another --db"): the graph
+ * beside them would read as of that model. Checked before the graph is computed; a database of
+ * graphs alone, or one that does not exist yet, takes any model's. */
+static int check_db_model(const char *path, const char *model_dir)
+{
+    if (access(path, F_OK) != 0) return OK;
+    store *s = NULL;
+    store_model *ms = NULL;
+    size_t n = 0;
+    char sum[17] = "";
+    int rc = store_open(&s, path, STORE_READONLY);
+    if (!rc) rc = store_model_list(s, &ms, &n);
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (!ms[i].checksum[0]) continue; /* imports: no model to compare */
+        if (!sum[0] && (rc = gpt2_dir_checksum(model_dir, sum))) break;
+        if (strcmp(ms[i].checksum, sum))
+            rc = err_set(ERR_ARG, "%s: holds activations of another model (%s, checksum %s), not "
+                         "%s (%s); use another --db", path, ms[i].path, ms[i].checksum, model_dir,
+                         sum);
+    }
+    mem_free(ms);
+    store_close(s);
+    return rc;
+}
+
 static int write_db(const char *path, const ana_graph_run_opts *o, ana_graph_run_result *res)
 {
     const ana_graph *g = &res->g;
@@ -261,7 +287,8 @@ int ana_graph_run(const ana_graph_run_opts *o, ana_graph_run_result *res)
     gpt2_model *m = NULL;
     tok_tokenizer *tk = NULL;
     sae_model **tc = NULL;
-    int L = 0, rc = gpt2_load(&m, o->model_dir);
+    int L = 0, rc = o->db ? check_db_model(o->db, o->model_dir) : OK;
+    if (!rc) rc = gpt2_load(&m, o->model_dir);
     const char *tok_dir = o->tok_dir ? o->tok_dir : o->model_dir;
     if (!rc) rc = tok_load(&tk, tok_dir);
     if (!rc) rc = tok_check_model(tk, tok_dir, gpt2_cfg(m)->vocab_size, o->model_dir);

@@ -178,5 +178,18 @@ $BIN sae-train --db "$tmp/e.db" --hook ln_final.hook_normalized --k 4 --d-sae 64
 out=$($BIN analyze --db "$tmp/e.db" --sae "$tmp/lnf" --model "$tmp/m" 2>&1); ok test $? -eq 0
 ok test "$(grep -c 'logit effects skipped' <<<"$out")" = 0
 ok test "$(sqlite3 "$tmp/e.db" "SELECT count(*) FROM ana_logits l JOIN ana_dicts d ON d.id = l.dict_id WHERE d.hook_name = 'ln_final.hook_normalized'")" -gt 0
+# --db of the same model's activations takes the graph; of another model's, refused before the
+# graph is computed, nothing written (graph tables sat beside the other model's features)
+out=$($BIN "${G[@]}" --db "$tmp/a.db" 2>&1); ok test $? -eq 0
+ok test "$(sqlite3 "$tmp/a.db" "SELECT count(*) FROM graphs")" = 1
+$BIN init-model --layers 2 --d-model 32 --heads 4 --vocab 320 --ctx 16 --seed 6 -o "$tmp/m6" >/dev/null 2>&1
+cp "$tmp/m/vocab.bpe" "$tmp/m/encoder.json" "$tmp/m6/"
+$BIN extract --model "$tmp/m6" --corpus "$tmp/t.txt" --hook blocks.0.hook_mlp_out --db "$tmp/o.db" --max-tokens 64 >/dev/null 2>&1; ok test $? -eq 0
+osum=$(sqlite3 "$tmp/o.db" ".dump" | md5sum)
+out=$($BIN "${G[@]}" --db "$tmp/o.db" --out "$tmp/go" 2>&1); rc=$?
+ok test $rc -eq 1
+ok grep -q "o.db: holds activations of another model (.*m6.*), not .*/m (.*); use another --db" <<<"$out"
+ok test "$(sqlite3 "$tmp/o.db" ".dump" | md5sum)" = "$osum"
+ok test ! -e "$tmp/go/graph.json"
 echo "test_graph.sh: $pass passed, $fail failed"
 test $fail -eq 0
