@@ -1270,7 +1270,8 @@ int store_act_write(store *s, int64_t hook_id, int64_t seq_id, const float *x, i
     return rc;
 }
 
-int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists)
+/* The activations row of (hook, sequence): *found, and its n_tokens in *T (0 when none). */
+static int act_find(store *s, int64_t hook_id, int64_t seq_id, int *found, int *T)
 {
     sqlite3_stmt *st;
     int rc = q_get(s, Q_ACT_FIND, &st);
@@ -1278,24 +1279,23 @@ int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists)
     sqlite3_bind_int64(st, 1, hook_id);
     sqlite3_bind_int64(st, 2, seq_id);
     int r = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading activations");
-    *exists = r == SQLITE_ROW;
-    return OK;
-}
-
-int store_act_rows(store *s, int64_t hook_id, int64_t seq_id, int *T)
-{
-    sqlite3_stmt *st;
-    int rc = q_get(s, Q_ACT_FIND, &st);
-    if (rc) return rc;
-    sqlite3_bind_int64(st, 1, hook_id);
-    sqlite3_bind_int64(st, 2, seq_id);
-    int r = sqlite3_step(st);
+    *found = r == SQLITE_ROW;
     *T = r == SQLITE_ROW ? sqlite3_column_int(st, 1) : 0;
     sqlite3_reset(st);
     if (r != SQLITE_ROW && r != SQLITE_DONE) return store_sql_error(s, r, "reading activations");
     return OK;
+}
+
+int store_act_exists(store *s, int64_t hook_id, int64_t seq_id, int *exists)
+{
+    int T;
+    return act_find(s, hook_id, seq_id, exists, &T);
+}
+
+int store_act_rows(store *s, int64_t hook_id, int64_t seq_id, int *T)
+{
+    int found;
+    return act_find(s, hook_id, seq_id, &found, T);
 }
 
 int store_act_other_len(store *s, int64_t hook_id, int64_t doc_id, int64_t start, int bos, int T,
