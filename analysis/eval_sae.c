@@ -119,6 +119,7 @@ static int recon_part(const eval_sae_opts *o, const sae_model *m, eval_sae_resul
     sae_metrics acc;
     memset(&acc, 0, sizeof acc);
     if (!rc) rc = sae_metrics_init(&acc, Do, m->cfg.d_sae);
+    if (!rc) sae_metrics_prefixes(&acc, &m->cfg); /* Matryoshka's */
     if (!rc && (rc = sae_metrics_eval(&acc, m, data, n, NULL, NULL)))
         rc = err_wrap(rc, "%s on %s", o->sae, o->acts);
     if (!rc) {

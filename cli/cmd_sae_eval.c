@@ -62,6 +62,11 @@ static void print_result(const eval_sae_opts *o, const eval_sae_result *r)
                "cos %.4f  l2 ratio %.3f  L0 %.2f  dead %.1f%%  dense %.1f%%\n",
                s->n, o->acts, s->mse, ev, s->cos, s->l2_ratio, s->l0, 100 * s->dead_frac,
                100 * s->dense_frac);
+        for (int g = 0; g < s->n_prefix; g++) { /* Matryoshka: the first m latents alone */
+            if (s->ev_defined) snprintf(ev, sizeof ev, "%.4f", s->prefix_ev[g]);
+            printf("  prefix %d of %d latents: mse %.5g  explained variance %s  L0 %.2f\n",
+                   s->prefix_end[g], cfg->d_sae, s->prefix_mse[g], ev, s->prefix_l0[g]);
+        }
     }
 }
 

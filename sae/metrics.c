@@ -80,6 +80,47 @@ void sae_metrics_add(sae_metrics *m, const float *x, const float *xhat, const fl
     metrics_add(m, x, xhat, f, N, 0);
 }
 
+void sae_metrics_prefixes(sae_metrics *m, const sae_config *c)
+{
+    m->n_prefix = 0;
+    if (c->arch != SAE_MATRYOSHKA || c->transcoder) return;
+    for (int g = 0; g < c->n_widths && g < SAE_MAX_WIDTHS; g++)
+        if (c->widths[g] > (g ? c->widths[g - 1] : 0) && c->widths[g] < c->d_sae)
+            m->prefix_end[m->n_prefix++] = c->widths[g];
+    memset(m->prefix_sse, 0, sizeof m->prefix_sse);
+}
+
+/* Each inner prefix's squared error on N rows: the reconstruction is built level by level in
+   double, b_dec (+ the row's mean for a centred SAE, which sae_forward adds) plus the rows of
+   W_dec of the latents j < end that fire, and compared with x after each level. */
+static int prefix_add(sae_metrics *acc, const sae_model *m, const float *x, const float *f, int N)
+{
+    const int D = m->cfg.d_in, S = m->cfg.d_sae;
+    double *h = mem_alloc(sizeof(double) * (size_t)D);
+    if (!h) return err_set(ERR_NOMEM, "metrics: out of memory for the Matryoshka prefixes");
+    for (int b = 0; b < N; b++) {
+        const float *xr = x + (int64_t)b * D, *fr = f + (int64_t)b * S;
+        double mu = 0;
+        if (m->cfg.center_input) {
+            for (int i = 0; i < D; i++) mu += xr[i];
+            mu = (float)(mu / D);
+        }
+        for (int i = 0; i < D; i++) h[i] = (double)m->b_dec[i] + mu;
+        for (int g = 0, j = 0; g < acc->n_prefix; g++) {
+            for (; j < acc->prefix_end[g]; j++)
+                if (fr[j] != 0) {
+                    const float *w = m->W_dec + (int64_t)j * D;
+                    for (int i = 0; i < D; i++) h[i] += (double)fr[j] * w[i];
+                }
+            double se = 0;
+            for (int i = 0; i < D; i++) se += ((double)xr[i] - h[i]) * ((double)xr[i] - h[i]);
+            acc->prefix_sse[g] += se;
+        }
+    }
+    mem_free(h);
+    return OK;
+}
+
 void sae_metrics_merge(sae_metrics *into, const sae_metrics *from)
 {
     into->n += from->n;
@@ -91,6 +132,7 @@ void sae_metrics_merge(sae_metrics *into, const sae_metrics *from)
     into->l0_sum += from->l0_sum;
     for (int i = 0; i < into->d_in; i++) into->sum_x[i] += from->sum_x[i];
     for (int j = 0; j < into->d_sae; j++) into->fires[j] += from->fires[j];
+    for (int g = 0; g < into->n_prefix; g++) into->prefix_sse[g] += from->prefix_sse[g];
 }
 
 void sae_metrics_summarize(const sae_metrics *m, sae_metrics_summary *o)
@@ -115,6 +157,15 @@ void sae_metrics_summarize(const sae_metrics *m, sae_metrics_summary *o)
     }
     o->dead_frac = m->d_sae ? (double)dead / m->d_sae : 0;
     o->dense_frac = m->d_sae ? (double)dense / m->d_sae : 0;
+    o->n_prefix = m->n_prefix;
+    double fires = 0; /* of the latents below each prefix's end */
+    for (int g = 0, j = 0; g < m->n_prefix; g++) {
+        for (; j < m->prefix_end[g]; j++) fires += (double)m->fires[j];
+        o->prefix_end[g] = m->prefix_end[g];
+        o->prefix_mse[g] = m->prefix_sse[g] / (n * m->d_in);
+        o->prefix_ev[g] = var > 0 ? 1.0 - m->prefix_sse[g] / var : 0;
+        o->prefix_l0[g] = fires / n;
+    }
 }
 
 void sae_metrics_log10_density(const sae_metrics *m, float *out)
@@ -232,6 +283,7 @@ int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, 
 {
     int rc = sae_forward(m, x, n, f, xhat);
     if (!rc) rc = check_out(f, (int64_t)n * m->cfg.d_sae, xhat, (int64_t)n * m->cfg.d_in);
+    if (!rc && acc->n_prefix) rc = prefix_add(acc, m, x, f, n);
     if (!rc) metrics_add(acc, x, xhat, f, n, m->cfg.center_input);
     return rc;
 }

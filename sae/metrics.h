@@ -9,6 +9,13 @@
  *   l0         = mean number of latents with f > 0 per token
  *   density_j  = fraction of tokens with f_j > 0; log10 density uses log10(density + 1e-10)
  *   dead_frac  = fraction of latents with density 0;  dense_frac = fraction with density > 0.1
+ * Matryoshka prefixes (sae_metrics_prefixes; Bussmann et al. 2025, SAELens' matryoshka_batchtopk):
+ * for each inner width m (a matryoshka_widths entry below d_sae) the same SAE's codes f, computed
+ * once at full width and not again per prefix, decoded with latents j < m only:
+ *   xhat_m = f[:, :m] W_dec[:m] + b_dec   (+ the row's mean for a centred SAE, as sae_forward)
+ *   prefix mse_m, ev_m as mse and ev with xhat_m (the same variance), l0_m = mean number of the
+ *   first m latents with f > 0 (from the fires counts)
+ * the reconstructions the Matryoshka loss measures; the full width is mse/ev/l0 above.
  * Sums are in double. Ownership: the accumulator owns its arrays (sae_metrics_free).
  * Thread safety: one accumulator per thread (merge with sae_metrics_merge).
  */
@@ -24,16 +31,26 @@ typedef struct {
     double sse, sum_sq, cos_sum, l2r_sum, l0_sum;
     double *sum_x;   /* [d_in] */
     int64_t *fires;  /* [d_sae] */
+    int n_prefix;                          /* Matryoshka's inner prefixes (0: none) */
+    int prefix_end[SAE_MAX_WIDTHS];        /* their widths, increasing, each < d_sae */
+    double prefix_sse[SAE_MAX_WIDTHS];     /* sum ||x - xhat_m||^2 */
 } sae_metrics;
 
 typedef struct {
     int64_t n;
     double mse, ev, cos, l2_ratio, l0, dead_frac, dense_frac;
     int ev_defined; /* the rows vary (variance > 0); else ev is 0 by convention, not a measurement */
+    int n_prefix;   /* Matryoshka: the inner prefixes measured (ev as ev_defined says) */
+    int prefix_end[SAE_MAX_WIDTHS];
+    double prefix_mse[SAE_MAX_WIDTHS], prefix_ev[SAE_MAX_WIDTHS], prefix_l0[SAE_MAX_WIDTHS];
 } sae_metrics_summary;
 
 int sae_metrics_init(sae_metrics *m, int d_in, int d_sae);
 void sae_metrics_free(sae_metrics *m);
+/* A Matryoshka SAE's inner prefixes (its widths below d_sae) into m, before any rows: then
+ * sae_metrics_eval_rows (and sae_metrics_eval) also measure each prefix's reconstruction. No
+ * prefixes for the other architectures (and for a transcoder, whose rows are pairs). */
+void sae_metrics_prefixes(sae_metrics *m, const sae_config *c);
 /* f may be NULL (then l0/density are not counted for these rows). */
 void sae_metrics_add(sae_metrics *m, const float *x /*[N,d_in]*/, const float *xhat /*[N,d_in]*/,
                      const float *f /*[N,d_sae] or NULL*/, int N);
@@ -50,7 +67,8 @@ enum { SAE_EVAL_CHUNK = 512 };
 int sae_metrics_eval(sae_metrics *acc, const sae_model *m, const float *x, int64_t n,
                      int (*next)(void *user, float *buf, int rows), void *user);
 /* One step of that loop, for callers that also want the codes (analyze): encode x [n,d_in] into
- * f [n,d_sae], decode into xhat [n,d_in], add the rows to acc. */
+ * f [n,d_sae], decode into xhat [n,d_in], add the rows to acc (and its prefixes' errors, decoded
+ * from the same f; ERR_NOMEM for their row buffer). */
 int sae_metrics_eval_rows(sae_metrics *acc, const sae_model *m, const float *x, int n, float *f,
                           float *xhat);
 /* Transcoders: rows xy [n, d_in + d_out] are (input, target) pairs (what a paired source yields;

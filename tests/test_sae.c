@@ -1537,6 +1537,78 @@ static void test_metrics_eval(void)
     sae_free(m);
 }
 
+/* Matryoshka prefixes measured (sae_metrics_prefixes): latents 2i and 2i+1 decode to +q_i and
+ * -q_i (q an orthonormal basis of R^3), the rows are b_dec + sum_i s_i sigma_i q_i over every sign
+ * pattern s, sigma (3, 2, 1): the first 2 latents carry q_0's share 9/14 of the variance, the first
+ * 4 latents 13/14; one latent of each pair fires. A TopK SAE has no prefixes. */
+static void test_matryoshka_prefixes(void)
+{
+    const float q[3][3] = {{2.f / 3, 2.f / 3, 1.f / 3}, {2.f / 3, -1.f / 3, -2.f / 3},
+                           {1.f / 3, -2.f / 3, 2.f / 3}};
+    const float sig[3] = {3, 2, 1}, bd[3] = {1, -2, 0.5f};
+    sae_config cfg = {.arch = SAE_MATRYOSHKA, .d_in = 3, .d_sae = 6, .n_widths = 3, .widths = {2, 4, 6}};
+    sae_model *m;
+    CHECK(sae_model_new(&m, &cfg) == OK);
+    for (int j = 0; j < 6; j++)
+        for (int i = 0; i < 3; i++) {
+            float v = (j % 2 ? -1 : 1) * q[j / 2][i];
+            m->W_dec[j * 3 + i] = v;
+            m->W_enc[i * 6 + j] = v;
+        }
+    memcpy(m->b_dec, bd, sizeof bd); /* b_enc and the thresholds 0 */
+    enum { REP = 70, N = 8 * REP };  /* more than one chunk of sae_metrics_eval */
+    float *x = mem_alloc(sizeof(float) * N * 3);
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < 3; i++) {
+            double v = bd[i];
+            for (int d = 0; d < 3; d++) v += ((r % 8) >> d & 1 ? -1 : 1) * sig[d] * q[d][i];
+            x[r * 3 + i] = (float)v;
+        }
+    sae_metrics a, b, c;
+    sae_metrics_init(&a, 3, 6);
+    sae_metrics_prefixes(&a, &cfg);
+    CHECK(a.n_prefix == 2 && a.prefix_end[0] == 2 && a.prefix_end[1] == 4, "%d prefixes", a.n_prefix);
+    CHECK(sae_metrics_eval(&a, m, x, N, NULL, NULL) == OK, "%s", err_msg());
+    sae_metrics_summary s;
+    sae_metrics_summarize(&a, &s);
+    CHECK(s.n_prefix == 2 && s.prefix_end[0] == 2 && s.prefix_end[1] == 4);
+    CHECK_NEAR(s.prefix_ev[0], 9.0 / 14, 1e-5);
+    CHECK_NEAR(s.prefix_ev[1], 13.0 / 14, 1e-5);
+    CHECK_NEAR(s.prefix_mse[0], 5.0 / 3, 1e-5);
+    CHECK_NEAR(s.prefix_mse[1], 1.0 / 3, 1e-5);
+    CHECK_NEAR(s.prefix_l0[0], 1.0, 1e-12);
+    CHECK_NEAR(s.prefix_l0[1], 2.0, 1e-12);
+    CHECK_NEAR(s.ev, 1.0, 1e-5);
+    CHECK_NEAR(s.l0, 3.0, 1e-12);
+    /* widths without d_sae: the same prefixes; two halves merged: the same sums */
+    sae_config c2 = cfg;
+    c2.n_widths = 2;
+    sae_metrics_init(&b, 3, 6);
+    sae_metrics_init(&c, 3, 6);
+    sae_metrics_prefixes(&b, &c2);
+    sae_metrics_prefixes(&c, &c2);
+    CHECK(sae_metrics_eval(&b, m, x, N / 2, NULL, NULL) == OK);
+    CHECK(sae_metrics_eval(&c, m, x + N / 2 * 3, N - N / 2, NULL, NULL) == OK);
+    sae_metrics_merge(&b, &c);
+    sae_metrics_summary sb;
+    sae_metrics_summarize(&b, &sb);
+    CHECK(sb.n_prefix == 2 && sb.n == N);
+    CHECK_NEAR(sb.prefix_ev[0], s.prefix_ev[0], 1e-9);
+    CHECK_NEAR(sb.prefix_ev[1], s.prefix_ev[1], 1e-9);
+    CHECK_NEAR(sb.prefix_l0[1], 2.0, 1e-12);
+    sae_metrics_free(&a);
+    sae_metrics_free(&b);
+    sae_metrics_free(&c);
+    /* TopK: no prefixes */
+    sae_config ct = {.arch = SAE_TOPK, .d_in = 3, .d_sae = 6, .k = 2};
+    sae_metrics_init(&a, 3, 6);
+    sae_metrics_prefixes(&a, &ct);
+    CHECK(a.n_prefix == 0);
+    sae_metrics_free(&a);
+    mem_free(x);
+    sae_free(m);
+}
+
 /* A small synthetic sae-train run: 16 dims, 32 true features, topk k 4 over 32 latents. */
 static sae_run_opts tiny_synth_run(int batch, int steps, int64_t eval_tokens, const char *out)
 {
@@ -2713,6 +2785,7 @@ int main(void)
     test_lr_default();
     test_grad_clip();
     test_metrics_eval();
+    test_matryoshka_prefixes();
     test_train_run();
     test_bf16_fallback();
     test_bf16_encode();

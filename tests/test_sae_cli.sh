@@ -247,6 +247,10 @@ for arch in gated matryoshka; do
 done
 ok "gated layout" 'grep -q "\"gated\"" $T/s_gated/cfg.json && grep -q b_gate $T/s_gated/sae_weights.safetensors && grep -q r_mag $T/s_gated/sae_weights.safetensors && ! grep -q b_enc $T/s_gated/sae_weights.safetensors'
 ok "matryoshka saved as jumprelu with its widths" 'grep -q "\"jumprelu\"" $T/s_matryoshka/cfg.json && tr -d " \n\t" < $T/s_matryoshka/cfg.json | grep -q "\"matryoshka_widths\":\[16,64,128\]"'
+# each inner prefix's reconstruction (16 and 64 of 128 latents; the full width is the line above),
+# as an independent float64 numpy decode of the truncated codes gives it; no prefixes for gated
+ok "matryoshka sae-eval prints its prefixes: $(grep -c "^  prefix" $T/se_matryoshka.out) lines" 'grep -q "^  prefix 16 of 128 latents: mse [0-9.e-]*  explained variance [0-9.-]*  L0 [0-9.]*$" $T/se_matryoshka.out && grep -q "^  prefix 64 of 128 latents: " $T/se_matryoshka.out && ! grep -q "prefix 128" $T/se_matryoshka.out && ! grep -q "prefix" $T/se_gated.out'
+ok "matryoshka prefixes as numpy decodes them" '/usr/bin/python3 tests/matryoshka_prefix_ref.py $T/s_matryoshka $T/s2.npy $T/se_matryoshka.out >$T/mpref.out 2>&1'
 $BIN sae-train $sargs --arch matryoshka --widths 64,16 --out $T/mbad >$T/mbad.out 2>&1; rc=$?
 ok "matryoshka widths must increase" '[ $rc -ne 0 ] && grep -q "strictly increasing" $T/mbad.out'
 $BIN sae-train $sargs --widths 16 --out $T/mbad2 >$T/mbad2.out 2>&1; rc=$?
