@@ -848,6 +848,7 @@ static int dict_work_init(dict_work *w, const dict *d, const ana_run_opts *o)
     int rc = ana_log_edges(w->edges, o->nbins, o->hist_lo, o->hist_hi);
     if (!rc) rc = ana_feat_acc_new(&w->acc, D, o->top_n, o->reservoir, w->edges, o->nbins, 0x5ae1u);
     if (!rc) rc = sae_metrics_init(&w->rec, d->d_out, D);
+    if (!rc && d->sae) sae_metrics_prefixes(&w->rec, &d->sae->cfg); /* Matryoshka's */
     return rc;
 }
 
@@ -1138,7 +1139,8 @@ static int pass_seq(const shared *sh, const dict *d, const ana_run_opts *o, dict
 }
 
 /* The float sums of the pass, block by block into the fixed tree (ana_dist.h): the metrics'
- * five scalars, their column sums [d_out] and the per-feature sums of activations [D]. */
+ * five scalars, a Matryoshka SAE's prefix errors [n_prefix], their column sums [d_out] and the
+ * per-feature sums of activations [D]. */
 enum { PASS_SCALARS = 5 };
 
 static void take_block_sums(dict_work *w, double *leaf, int d_out, int D)
@@ -1146,10 +1148,13 @@ static void take_block_sums(dict_work *w, double *leaf, int d_out, int D)
     sae_metrics *m = &w->rec;
     double *fs = ana_feat_sums(w->acc);
     double s[PASS_SCALARS] = {m->sse, m->sum_sq, m->cos_sum, m->l2r_sum, m->l0_sum};
+    const int P = m->n_prefix;
     memcpy(leaf, s, sizeof s);
-    memcpy(leaf + PASS_SCALARS, m->sum_x, (size_t)d_out * sizeof *leaf);
-    memcpy(leaf + PASS_SCALARS + d_out, fs, (size_t)D * sizeof *leaf);
+    memcpy(leaf + PASS_SCALARS, m->prefix_sse, (size_t)P * sizeof *leaf);
+    memcpy(leaf + PASS_SCALARS + P, m->sum_x, (size_t)d_out * sizeof *leaf);
+    memcpy(leaf + PASS_SCALARS + P + d_out, fs, (size_t)D * sizeof *leaf);
     m->sse = m->sum_sq = m->cos_sum = m->l2r_sum = m->l0_sum = 0;
+    memset(m->prefix_sse, 0, sizeof m->prefix_sse);
     memset(m->sum_x, 0, (size_t)d_out * sizeof *m->sum_x);
     memset(fs, 0, (size_t)D * sizeof *fs);
 }
@@ -1157,13 +1162,15 @@ static void take_block_sums(dict_work *w, double *leaf, int d_out, int D)
 static void put_total_sums(dict_work *w, const double *tot, int d_out, int D)
 {
     sae_metrics *m = &w->rec;
+    const int P = m->n_prefix;
     m->sse = tot[0];
     m->sum_sq = tot[1];
     m->cos_sum = tot[2];
     m->l2r_sum = tot[3];
     m->l0_sum = tot[4];
-    memcpy(m->sum_x, tot + PASS_SCALARS, (size_t)d_out * sizeof *m->sum_x);
-    memcpy(ana_feat_sums(w->acc), tot + PASS_SCALARS + d_out, (size_t)D * sizeof *tot);
+    memcpy(m->prefix_sse, tot + PASS_SCALARS, (size_t)P * sizeof *tot);
+    memcpy(m->sum_x, tot + PASS_SCALARS + P, (size_t)d_out * sizeof *m->sum_x);
+    memcpy(ana_feat_sums(w->acc), tot + PASS_SCALARS + P + d_out, (size_t)D * sizeof *tot);
 }
 
 /* The statistics of every rank into one: the float sums through the tree, the metrics' integer
@@ -1203,7 +1210,7 @@ static int dict_pass(shared *sh, const dict *d, const ana_run_opts *o, dict_work
         b.y = tc ? mem_alloc((size_t)Tm * d_out * sizeof *b.y) : NULL;
         rc = !b.x || !b.xhat || !b.f || (tc && !b.y) ? err_set(ERR_NOMEM, "out of memory for %d features", D) : OK;
     }
-    if (!rc) rc = ana_tree_init(&t, PASS_SCALARS + d_out + D);
+    if (!rc) rc = ana_tree_init(&t, PASS_SCALARS + w->rec.n_prefix + d_out + D);
     int start = rc ? b0 : ckpt_load(ck, d->kind, sh->seq, sh->nseq, Tm, b0, b1, &t, w);
     progress pr;
     progress_begin_at(&pr, d->kind, (double)(ana_block_start(sh->nseq, b1) - i0), "seq",
@@ -1487,6 +1494,17 @@ static int write_metrics(const ana_run_opts *o, const ana_dict_result *dr, store
     };
     int rc = OK;
     for (size_t i = 0; i < sizeof M / sizeof M[0] && !rc; i++) rc = store_ana_metric(w, id, M[i].name, M[i].v);
+    /* a Matryoshka SAE's inner prefixes, by their end: matryoshka_prefix_128_ev, _mse, _l0 */
+    for (int g = 0; g < rm->n_prefix && !rc; g++) {
+        const char *suf[3] = {"ev", "mse", "l0"};
+        double v[3] = {rm->ev_defined ? rm->prefix_ev[g] : NAN, rm->prefix_mse[g],
+                       rm->prefix_l0[g]};
+        for (int q = 0; q < 3 && !rc; q++) {
+            char name[64];
+            snprintf(name, sizeof name, "matryoshka_prefix_%d_%s", rm->prefix_end[g], suf[q]);
+            rc = store_ana_metric(w, id, name, v[q]);
+        }
+    }
     if (!rc && dr->pos_n) rc = store_ana_metric(w, id, "pos_precision_mean", dr->pos_mean);
     if (!rc && dr->pos_n) rc = store_ana_metric(w, id, "pos_n_features", dr->pos_n);
     if (!rc && dr->have_downstream) {

@@ -37,6 +37,12 @@ static void print_dict(const ana_dict_result *r, const char *hook, double cos_th
     if (r->rec.ev_defined) snprintf(ev, sizeof ev, fabs(r->rec.ev) < 1e6 ? "%.4f" : "%.4g", r->rec.ev);
     printf("  l0 %.2f  explained variance %s  mse %.6g  dead %d  dense %d\n", r->rec.l0, ev,
            r->rec.mse, r->dead, r->dense);
+    for (int g = 0; g < r->rec.n_prefix; g++) { /* Matryoshka: the first m latents alone */
+        double pev = r->rec.prefix_ev[g];
+        if (r->rec.ev_defined) snprintf(ev, sizeof ev, fabs(pev) < 1e6 ? "%.4f" : "%.4g", pev);
+        printf("  prefix %d of %d: l0 %.2f  explained variance %s  mse %.6g\n",
+               r->rec.prefix_end[g], r->d_sae, r->rec.prefix_l0[g], ev, r->rec.prefix_mse[g]);
+    }
     if (r->have_downstream)
         printf("  CE clean %.4f  sae %.4f  zero %.4f  sae+error %.4f  ce_loss_score %.4f  "
                "KL sae %.4f  kl_score %.4f\n", r->ds.ce_clean, r->ds.ce_sae, r->ds.ce_zero,

@@ -41,6 +41,7 @@ CREATE UNIQUE INDEX ana_dicts_key ON ana_dicts(kind, ifnull(sae_id, -1), name, h
 
 -- Scalar metrics of a dictionary, one row per (dict, name). Names (all REAL):
 --   mse, explained_variance, cosine, l2_ratio, l0, dead_frac, dense_frac  (sae/metrics.h set)
+--   matryoshka_prefix_<m>_ev, _mse, _l0  a Matryoshka SAE's first m latents alone (sae/metrics.h)
 --   ce_clean       mean next-token cross-entropy (nats) of the unmodified model
 --   ce_sae         the same with the SAE reconstruction spliced in at the hook
 --   ce_zero        the same with the hook activations set to zero

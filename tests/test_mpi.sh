@@ -613,6 +613,19 @@ for split in all val; do
     c=$(grep -c '^analyze:' out.txt)
     [ "$c" = 2 ] && ok "analyze ($split): rank 0 alone prints the summary (-np 4)" || bad "analyze ($split): $c summary lines from -np 4"
 done
+# a Matryoshka SAE's prefix errors ride in the same tree of float sums: its ana_metrics rows
+# (matryoshka_prefix_*) are one process's to the last digit under -np 2 and 4
+mq() { sqlite3 "$1" "SELECT name, printf('%!.17g', value) FROM ana_metrics ORDER BY name"; }
+if "$BIN" sae-train --db an.db --hook $AH --arch matryoshka --widths 8,24 --k 4 --d-sae 48 --tokens 10k --seed 1 --out "$W/anmat" > /dev/null 2>&1 &&
+   cp an.db anm1.db && "$BIN" analyze --sae "$W/anmat" --all --no-model --db anm1.db > /dev/null 2>&1; then
+    for n in 2 4; do
+        cp an.db anm$n.db
+        "${MPI[@]}" -np $n "$BIN" analyze --sae "$W/anmat" --all --no-model --db anm$n.db > /dev/null 2>&1 &&
+            [ "$(mq anm1.db | grep -c '^matryoshka_prefix_\(8\|24\)_\(ev\|mse\|l0\)|')" = 6 ] && [ "$(mq anm1.db)" = "$(mq anm$n.db)" ] &&
+            ok "analyze -np $n: a Matryoshka SAE's metrics and prefixes = one process's" ||
+            bad "analyze -np $n: a Matryoshka SAE's metrics differ from one process's: $(diff <(mq anm1.db) <(mq anm$n.db) | head -n 2 | tr '\n' ' ')"
+    done
+else bad "analyze of a Matryoshka SAE (one process) failed"; fi
 # refused before any work, once, naming the problem; the database untouched (no analysis tables)
 antables() { sqlite3 "$1" "SELECT count(*) FROM sqlite_master WHERE name LIKE 'ana\_%' ESCAPE '\'"; }
 cp an.db an3.db

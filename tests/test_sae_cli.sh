@@ -251,6 +251,13 @@ ok "matryoshka saved as jumprelu with its widths" 'grep -q "\"jumprelu\"" $T/s_m
 # as an independent float64 numpy decode of the truncated codes gives it; no prefixes for gated
 ok "matryoshka sae-eval prints its prefixes: $(grep -c "^  prefix" $T/se_matryoshka.out) lines" 'grep -q "^  prefix 16 of 128 latents: mse [0-9.e-]*  explained variance [0-9.-]*  L0 [0-9.]*$" $T/se_matryoshka.out && grep -q "^  prefix 64 of 128 latents: " $T/se_matryoshka.out && ! grep -q "prefix 128" $T/se_matryoshka.out && ! grep -q "prefix" $T/se_gated.out'
 ok "matryoshka prefixes as numpy decodes them" '/usr/bin/python3 tests/matryoshka_prefix_ref.py $T/s_matryoshka $T/s2.npy $T/se_matryoshka.out >$T/mpref.out 2>&1'
+# analyze: the same prefixes as ana_metrics rows (what it printed), none for another architecture
+cp $T/syn.db $T/syn_an.db
+$BIN analyze --db $T/syn_an.db --sae $T/s_matryoshka --no-model >$T/an_m.out 2>&1
+$BIN analyze --db $T/syn_an.db --sae $T/s_gated --no-model >/dev/null 2>&1
+mq() { sqlite3 $T/syn_an.db "SELECT group_concat(m.name || '=' || printf('%.4f', m.value), ' ') FROM (SELECT * FROM ana_metrics ORDER BY name) m JOIN ana_dicts d ON d.id = m.dict_id WHERE d.name = '$1' AND m.name LIKE 'matryoshka_prefix_%'"; }
+pev=$(grep -o "prefix 16 of 128: l0 [0-9.]*  explained variance [0-9.-]*" $T/an_m.out | awk '{print $NF}')
+ok "analyze stores the matryoshka prefixes: $(mq $T/s_matryoshka)" '[ "$(mq $T/s_matryoshka | wc -w)" = 6 ] && mq $T/s_matryoshka | grep -q "matryoshka_prefix_16_ev=$pev matryoshka_prefix_16_l0=[0-9.]* matryoshka_prefix_16_mse=[0-9.]* matryoshka_prefix_64_ev=" && [ -n "$pev" ] && [ -z "$(mq $T/s_gated)" ]'
 $BIN sae-train $sargs --arch matryoshka --widths 64,16 --out $T/mbad >$T/mbad.out 2>&1; rc=$?
 ok "matryoshka widths must increase" '[ $rc -ne 0 ] && grep -q "strictly increasing" $T/mbad.out'
 $BIN sae-train $sargs --widths 16 --out $T/mbad2 >$T/mbad2.out 2>&1; rc=$?
