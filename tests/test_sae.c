@@ -1599,6 +1599,31 @@ static void test_matryoshka_prefixes(void)
     sae_metrics_free(&a);
     sae_metrics_free(&b);
     sae_metrics_free(&c);
+    /* a prefix as wide as the dictionary decodes what sae_forward decodes, also for a centred SAE
+       (whose reconstruction gets each row's mean back): its error is the full width's */
+    for (int centred = 0; centred < 2; centred++) {
+        sae_config cr = {.arch = SAE_MATRYOSHKA, .d_in = 8, .d_sae = 16, .n_widths = 2,
+                         .widths = {4, 16}, .center_input = centred};
+        sae_model *mr;
+        CHECK(sae_model_new(&mr, &cr) == OK);
+        rng_state r;
+        rng_seed(&r, 11);
+        for (int i = 0; i < 8 * 16; i++)
+            mr->W_enc[i] = (float)rng_normal(&r), mr->W_dec[i] = (float)rng_normal(&r);
+        for (int i = 0; i < 8; i++) mr->b_dec[i] = (float)rng_normal(&r);
+        for (int j = 0; j < 16; j++) mr->threshold[j] = 0.5f;
+        float xr[64 * 8];
+        for (int i = 0; i < 64 * 8; i++) xr[i] = (float)rng_normal(&r) + 0.3f * (i % 8);
+        sae_metrics_init(&a, 8, 16);
+        sae_metrics_prefixes(&a, &cr);
+        CHECK(a.n_prefix == 1 && a.prefix_end[0] == 4);
+        a.prefix_end[a.n_prefix++] = 16; /* white box: the full width as a prefix */
+        CHECK(sae_metrics_eval(&a, mr, xr, 64, NULL, NULL) == OK);
+        CHECK(a.sse > 0 && a.prefix_sse[0] > 0);
+        CHECK_NEAR(a.prefix_sse[1], a.sse, 1e-5 * a.sse);
+        sae_metrics_free(&a);
+        sae_free(mr);
+    }
     /* TopK: no prefixes */
     sae_config ct = {.arch = SAE_TOPK, .d_in = 3, .d_sae = 6, .k = 2};
     sae_metrics_init(&a, 3, 6);
