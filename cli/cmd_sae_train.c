@@ -42,6 +42,9 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
                "l2 ratio %.3f  L0 %.2f  dead %.1f%%  dense %.1f%%\n",
                s->n, s->mse, s->ev, s->cos, s->l2_ratio, s->l0, 100 * s->dead_frac,
                100 * s->dense_frac);
+    for (int g = 0; r->eval_tokens > 0 && g < s->n_prefix; g++) /* Matryoshka: first m alone */
+        printf("  prefix %d of %d latents: mse %.5g  explained variance %.4f  L0 %.2f\n",
+               s->prefix_end[g], r->d_sae, s->prefix_mse[g], s->prefix_ev[g], s->prefix_l0[g]);
     if (o->precision != SAE_PRECISION_FP32) printf("encoder GEMM: %s\n", r->engine);
     if (r->precision_was[0])
         printf("note: the checkpoint's steps ran in %s, this call's in %s: cfg.json records "

@@ -553,6 +553,7 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
     snprintf(meta.hook_name_out, sizeof meta.hook_name_out, "%s", o->hook_out ? o->hook_out : "");
     int rc = sae_trainer_export(r->t, &meta, &r->m);
     if (!rc) rc = sae_metrics_init(&r->acc, sae_out_dim(&r->m->cfg), r->m->cfg.d_sae);
+    if (!rc) sae_metrics_prefixes(&r->acc, &r->m->cfg); /* a Matryoshka's, as analyze's */
     if (!rc && r->eval_tokens > 0 && (rc = sae_eval_source(r->m, r->val, r->eval_tokens, &r->acc)))
         rc = err_wrap(rc, "evaluating the trained SAE on the held-out rows");
     sae_metrics_summary *sum = &res->eval;
@@ -601,6 +602,13 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
                                    tc->widths[i]);
         snprintf(js + jl, sizeof js - jl, "],\"levels\":\"%s\"}",
                  tc->mat_levels == SAE_MAT_OWN ? "own" : "shared");
+    }
+    if (r->eval_tokens > 0 && sum->n_prefix > 0) { /* each inner prefix's held-out EV */
+        jl = strlen(js) - 1;
+        for (int g = 0; g < sum->n_prefix && jl + 40 < sizeof js; g++)
+            jl += (size_t)snprintf(js + jl, sizeof js - jl, "%s%.6g",
+                                   g ? "," : ",\"prefix_explained_variance\":[", sum->prefix_ev[g]);
+        snprintf(js + jl, sizeof js - jl, "]}");
     }
     if (sae_trainer_micro_batches(r->t) > 1) /* one-leaf runs keep their cfg.json byte for byte */
         snprintf(js + strlen(js) - 1, sizeof js - strlen(js) + 1, ",\"micro_batches\":%d}",

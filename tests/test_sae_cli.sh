@@ -250,6 +250,8 @@ ok "matryoshka saved as jumprelu with its widths" 'grep -q "\"jumprelu\"" $T/s_m
 # each inner prefix's reconstruction (16 and 64 of 128 latents; the full width is the line above),
 # as an independent float64 numpy decode of the truncated codes gives it; no prefixes for gated
 ok "matryoshka sae-eval prints its prefixes: $(grep -c "^  prefix" $T/se_matryoshka.out) lines" 'grep -q "^  prefix 16 of 128 latents: mse [0-9.e-]*  explained variance [0-9.-]*  L0 [0-9.]*$" $T/se_matryoshka.out && grep -q "^  prefix 64 of 128 latents: " $T/se_matryoshka.out && ! grep -q "prefix 128" $T/se_matryoshka.out && ! grep -q "prefix" $T/se_gated.out'
+# sae-train's held-out eval too: a line per inner prefix and their EVs in cfg.json's training
+ok "sae-train prints and records the matryoshka prefixes" 'grep -q "^  prefix 16 of 128 latents: mse [0-9.e-]*  explained variance [0-9.-]*  L0 [0-9.]*$" $T/s_matryoshka.out && grep -q "^  prefix 64 of 128 latents: " $T/s_matryoshka.out && tr -d " \n\t" < $T/s_matryoshka/cfg.json | grep -q "\"prefix_explained_variance\":\[[0-9.e-]*,[0-9.e-]*\]" && ! grep -q "prefix" $T/s_gated.out $T/s_gated/cfg.json'
 ok "matryoshka prefixes as numpy decodes them" '/usr/bin/python3 tests/matryoshka_prefix_ref.py $T/s_matryoshka $T/s2.npy $T/se_matryoshka.out >$T/mpref.out 2>&1'
 # analyze: the same prefixes as ana_metrics rows (what it printed), none for another architecture
 cp $T/syn.db $T/syn_an.db
