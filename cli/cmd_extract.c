@@ -57,11 +57,15 @@ static void print_plan(const ext_plan *p, const ext_opts *po, const char *dtype,
                p->done_before ? "; this run finished before (verifying)" :
                p->resumed ? "; resuming" : "");
     if (p->dup_source[0])
+        /* stored under that path: a prefix of this corpus, or this corpus a prefix of it
+           (store_doc_other_source); "its stored documents are this corpus's first ones" was
+           false for the second (a review) */
         printf("note: %s already holds this corpus as '%s' (the path given then; its stored "
-               "documents are this corpus's first ones): this run stores its documents, windows "
-               "and tokens again under '%s', and the new hooks' sequences are not the old hooks' "
-               "(if '%s' is this same file, give --corpus as that path, from the directory extract "
-               "ran in, to share them)\n", o.db, p->dup_source, o.corpus, p->dup_source);
+               "documents and this corpus's have the same texts as far as both go): this run "
+               "stores its documents, windows and tokens again under '%s', and the new hooks' "
+               "sequences are not the old hooks' (if '%s' is this same file, give --corpus as that "
+               "path, from the directory extract ran in, to share them)\n", o.db, p->dup_source,
+               o.corpus, p->dup_source);
     if (dist_size() > 1)
         printf("  %d ranks: rank 0 reads and stores, every rank runs forward passes\n", dist_size());
     fflush(stdout);

@@ -344,6 +344,12 @@ check '[ $? -eq 0 ] && [[ "$out" != *"note: "*"already holds this corpus"* ]]' "
 cp "$T/j.db" "$T/j2.db"
 out=$(B=$(readlink -f "$BIN"); cd "$T" && "$B" extract --model m --tokenizer tok --corpus other.jsonl --hook blocks.0.hook_resid_pre --db j2.db --ctx 8 --no-bos 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" != *"already holds this corpus"* ]]' "another corpus opening with the same document: no note: $out"
+# a shorter corpus with the same first documents matches, and the note said "its stored
+# documents are this corpus's first ones", which a longer stored corpus is not (a review)
+head -n 3 "$T/corpus.jsonl" > "$T/short.jsonl"
+cp "$T/j.db" "$T/j3.db"
+out=$(B=$(readlink -f "$BIN"); cd "$T" && "$B" extract --model m --tokenizer tok --corpus short.jsonl --hook blocks.0.hook_resid_pre --db j3.db --ctx 8 --no-bos 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"already holds this corpus as '\''$T/corpus.jsonl'\'' (the path given then; its stored documents and this corpus'\''s have the same texts as far as both go)"* ]] && [[ "$out" != *"this corpus'\''s first ones"* ]]' "a shorter corpus with the same first documents: the note says no more than it knows: $out"
 # a transcoder pairs two hooks of one forward pass: one computed in fp32 and one in bf16 were
 # paired silently (the run's precision set by hand here: a machine without bf16 cannot make it)
 out=$($BIN sae-train --db "$T/j.db" --hook blocks.0.hook_resid_pre --hook-out blocks.0.hook_mlp_out --arch transcoder --d-sae 16 --k 2 --tokens 256 --batch 64 --out "$T/tcp" 2>&1)
