@@ -196,6 +196,8 @@ try:
     check('feature: value column', val == '%.3f' % E['top_value'], val)
     check('feature: histogram bars', page.js("document.querySelectorAll('#hist div').length") == E['n_hist'])
     check('feature: nearest links', page.js("document.querySelectorAll('#nearest a').length") == E['n_nearest'])
+    names = page.js("[...document.querySelectorAll('td')].map(t => t.textContent).filter(t => t.startsWith('matryoshka_prefix_'))")
+    check('feature: a Matryoshka prefix EV among the metrics, not its mse', names == ['matryoshka_prefix_16_ev'], f'{names}')
     n_eff = page.js("document.querySelectorAll('#effect .effect-logits tr').length")
     check('feature: measured promoted / suppressed tokens', n_eff == E['n_effect_logits'] + 2, f"{n_eff} != {E['n_effect_logits']} + 2")
     check('feature: measured KL shown', bool(page.js("(document.getElementById('effect-kl') || {}).textContent")))

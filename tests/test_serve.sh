@@ -49,6 +49,8 @@ setup init-model --layers 1 --d-model 32 --heads 4 --vocab 300 --ctx 32 --seed 3
 setup extract --model "$W/m" --corpus "$W/corpus/brown.jsonl" --tags "$W/corpus/brown.tags.jsonl" --hook $H --db "$W/fx.db"
 setup sae-train --db "$W/fx.db" --hook $H --arch topk --k 4 --expansion 2 --tokens 20k --seed 1 --out "$W/sae"
 setup analyze --db "$W/fx.db" --sae "$W/sae" --neurons --effects --effects-ctx 8
+# a Matryoshka's prefix rows as analyze writes them (the feature page lists the _ev ones)
+sqlite3 "$W/fx.db" "INSERT INTO ana_metrics VALUES (1, 'matryoshka_prefix_16_ev', 0.5), (1, 'matryoshka_prefix_16_mse', 0.25)"
 DB="$W/fx.db"
 q() { sqlite3 -cmd ".load $ROOT/saelite" "$DB" "$@"; }  # the SQL the API documents, run by hand
 db_hash() { sha256sum "$DB" | cut -c1-16; }

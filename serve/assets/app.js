@@ -242,7 +242,7 @@ async function viewFeature(dict, feat) {
     : el('p', {class: 'muted', text: 'no POS tags stored for its top activations'});
   const near = j.nearest.length ? el('div', {id: 'nearest'}, j.nearest.map((n) => el('a', {class: 'pill', href: `/feature/${dict}/${n.feature}`, text: `#${n.feature} ${fmt(n.cos, 3)}`})))
     : el('p', {class: 'muted', text: 'no decoder directions stored'});
-  const metrics = el('table', {}, j.metrics.filter((m) => /^(mse|explained_variance|l0|dead_frac|ce_loss_score|kl_score)$/.test(m.name))
+  const metrics = el('table', {}, j.metrics.filter((m) => /^(mse|explained_variance|l0|dead_frac|ce_loss_score|kl_score|matryoshka_prefix_\d+_ev)$/.test(m.name))
     .map((m) => el('tr', {}, el('td', {text: m.name}), el('td', {class: 'num', text: fmt(m.value, 4)}))));
   const run = el('div', {class: 'stats'}, el('span', {}, 'dictionary ', el('b', {text: d.name})), el('span', {}, 'hook ', el('b', {text: d.hook_name})),
     d.architecture ? el('span', {}, 'trained ', el('b', {text: `${archText(d)}, ${fmt(d.train_tokens)} tokens`})) : null,
