@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/utf8.h"
 #include "common/dist.h"
 #include "common/buf.h"
 #include "common/err.h"
@@ -203,6 +204,12 @@ int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const
                                        "write it elsewhere", flags[i], paths[i], in_dirs[k]);
     }
     return 0;
+}
+
+const char *cli_term(const char *s, char *buf, size_t cap)
+{
+    utf8_for_terminal(s, strlen(s), buf, cap);
+    return buf;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

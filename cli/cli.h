@@ -31,6 +31,10 @@
 /* Print "saelite <cmd>: <err_msg()>" to stderr and return 1, or 130 once SIGINT/SIGTERM arrived
  * (use as `return cli_fail("x");`). */
 int cli_fail(const char *cmd);
+/* s as a terminal shows it safely (utf8_for_terminal: controls and invalid bytes escaped), in
+ * buf [cap]: for a string read from a file or database (a name, a path) printed to stdout, which
+ * could otherwise carry escape sequences to the user's terminal. Returns buf. */
+const char *cli_term(const char *s, char *buf, size_t cap);
 /* Print "saelite <cmd>: <message>" plus a usage hint and return 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Before a command writes any of its n output files (NULL entries skipped), each named by its

@@ -56,6 +56,7 @@ static void print_plan(const ext_plan *p, const ext_opts *po, const char *dtype,
                (double)p->free_bytes / 1e6,
                p->done_before ? "; this run finished before (verifying)" :
                p->resumed ? "; resuming" : "");
+    char dup[4 * sizeof p->dup_source]; /* a stored path, printed as a terminal shows it */
     if (p->dup_source[0])
         /* stored under that path: a prefix of this corpus, or this corpus a prefix of it
            (store_doc_other_source); "its stored documents are this corpus's first ones" was
@@ -64,8 +65,8 @@ static void print_plan(const ext_plan *p, const ext_opts *po, const char *dtype,
                "documents and this corpus's have the same texts as far as both go): this run "
                "stores its documents, windows and tokens again under '%s', and the new hooks' "
                "sequences are not the old hooks' (if '%s' is this same file, give --corpus as that "
-               "path, from the directory extract ran in, to share them)\n", o.db, p->dup_source,
-               o.corpus, p->dup_source);
+               "path, from the directory extract ran in, to share them)\n", o.db,
+               cli_term(p->dup_source, dup, sizeof dup), o.corpus, dup);
     if (dist_size() > 1)
         printf("  %d ranks: rank 0 reads and stores, every rank runs forward passes\n", dist_size());
     fflush(stdout);

@@ -350,6 +350,13 @@ head -n 3 "$T/corpus.jsonl" > "$T/short.jsonl"
 cp "$T/j.db" "$T/j3.db"
 out=$(B=$(readlink -f "$BIN"); cd "$T" && "$B" extract --model m --tokenizer tok --corpus short.jsonl --hook blocks.0.hook_resid_pre --db j3.db --ctx 8 --no-bos 2>&1)
 check '[ $? -eq 0 ] && [[ "$out" == *"already holds this corpus as '\''$T/corpus.jsonl'\'' (the path given then; its stored documents and this corpus'\''s have the same texts as far as both go)"* ]] && [[ "$out" != *"this corpus'\''s first ones"* ]]' "a shorter corpus with the same first documents: the note says no more than it knows: $out"
+# the stored path is printed as a terminal shows it: an escape sequence in a file name went to
+# the terminal raw (a review: stdout printed database strings as they were)
+ESCN=$(printf 'c\033[2Jx.jsonl')
+cp "$T/corpus.jsonl" "$T/$ESCN"
+$BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/$ESCN" --hook blocks.0.hook_resid_pre --db "$T/esc.db" --ctx 8 --no-bos >/dev/null 2>&1
+out=$($BIN extract --model "$T/m" --tokenizer "$T/tok" --corpus "$T/corpus.jsonl" --hook blocks.0.hook_mlp_out --db "$T/esc.db" --ctx 8 --no-bos 2>&1)
+check '[ $? -eq 0 ] && [[ "$out" == *"as '\''$T/c\\x1b[2Jx.jsonl'\''"* ]] && [[ "$out" != *$'"'"'\033'"'"'* ]]' "a stored path with an escape byte is printed escaped: $out"
 # a transcoder pairs two hooks of one forward pass: one computed in fp32 and one in bf16 were
 # paired silently (the run's precision set by hand here: a machine without bf16 cannot make it)
 out=$($BIN sae-train --db "$T/j.db" --hook blocks.0.hook_resid_pre --hook-out blocks.0.hook_mlp_out --arch transcoder --d-sae 16 --k 2 --tokens 256 --batch 64 --out "$T/tcp" 2>&1)
