@@ -99,10 +99,11 @@ static void note_unused(int argc, char **argv, sae_arch a, const char *arch_s, i
     static const char *const flags[] = {"--k", "--k-aux", "--aux-coef", "--l1",
                                         "--jr-bandwidth", "--jr-threshold", "--jr-lr-mult"};
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
-        const char *owners = sae_train_flag_owners(a, flags[i]);
+        const char *owners = sae_train_flag_owners(a, tcod, flags[i]);
+        const char *by = tcod ? "--activation" : "--arch";
         if (owners && given(argc, argv, flags[i]))
-            printf("note: %s is for %s; %s %s ignores it%s\n", flags[i], owners,
-                   tcod ? "--activation" : "--arch", arch_s,
+            printf("note: %s is for %s; %s %s%s ignores it%s\n", flags[i], owners, by, arch_s,
+                   given(argc, argv, by) ? "" : " (the default)",
                    !strcmp(flags[i], "--k")    ? " (its sparsity follows --l1)"
                    : !strcmp(flags[i], "--l1") ? " (its sparsity is --k)"
                                                : "");

@@ -222,12 +222,17 @@ static int is_sparse(sae_arch a)
 }
 static int is_batchtopk(sae_arch a) { return a == SAE_BATCHTOPK || a == SAE_MATRYOSHKA; }
 
-const char *sae_train_flag_owners(sae_arch a, const char *flag)
+const char *sae_train_flag_owners(sae_arch a, int transcoder, const char *flag)
 {
+    /* a transcoder's activations are relu, topk, batchtopk and jumprelu (no gated, matryoshka) */
     if (!strcmp(flag, "--k") || !strcmp(flag, "--k-aux") || !strcmp(flag, "--aux-coef"))
-        return is_sparse(a) ? NULL : "topk, batchtopk and matryoshka";
-    if (!strcmp(flag, "--l1")) return is_sparse(a) ? "relu, gated and jumprelu" : NULL;
-    if (!strncmp(flag, "--jr-", 5)) return a == SAE_JUMPRELU ? NULL : "jumprelu";
+        return is_sparse(a) ? NULL
+               : transcoder ? "the topk and batchtopk activations" : "topk, batchtopk and matryoshka";
+    if (!strcmp(flag, "--l1"))
+        return !is_sparse(a) ? NULL
+               : transcoder ? "the relu and jumprelu activations" : "relu, gated and jumprelu";
+    if (!strncmp(flag, "--jr-", 5))
+        return a == SAE_JUMPRELU ? NULL : transcoder ? "the jumprelu activation" : "jumprelu";
     return NULL;
 }
 /* relu keeps the decoder unconstrained (norms in the penalty, folded at export); gated keeps

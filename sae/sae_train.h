@@ -109,9 +109,10 @@ enum { SAE_MAT_SHARED = 1, SAE_MAT_OWN = 2 };
 void sae_train_defaults(sae_train_config *c);
 /* The architectures that read a training flag of one family ("--k", "--k-aux", "--aux-coef":
  * the k-sparse ones with AuxK; "--l1": the penalised ones; "--jr-bandwidth", "--jr-threshold",
- * "--jr-lr-mult": jumprelu), as words ("topk, batchtopk and matryoshka"), when a (a transcoder's
- * activation included) is not one of them; NULL when a reads it or flag is no family's. */
-const char *sae_train_flag_owners(sae_arch a, const char *flag);
+ * "--jr-lr-mult": jumprelu), as words ("topk, batchtopk and matryoshka"; for a transcoder, whose
+ * activation a is, its activations' names), when a is not one of them; NULL when a reads it or
+ * flag is no family's. */
+const char *sae_train_flag_owners(sae_arch a, int transcoder, const char *flag);
 /* Field-by-field equality (resume checks the flags against the checkpoint's run). _diff returns
  * 1 and names the first difference in why ("--k 32 (this run 16)"), else 0. */
 int sae_train_config_equal(const sae_train_config *a, const sae_train_config *b);

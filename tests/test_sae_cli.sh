@@ -189,6 +189,13 @@ $BIN sae-train --synth --synth-d 16 --synth-features 32 --arch jumprelu --k 4 --
 ok "jumprelu --k: a note that it is ignored" 'grep -q "^note: --k is for topk, batchtopk and matryoshka; --arch jumprelu ignores it" $T/jrk.out && ! grep -q "jr-bandwidth" $T/jrk.out'
 $BIN sae-train --synth --synth-d 16 --synth-features 32 --arch topk --k=4 --l1 2 --tokens 2048 --batch 256 --out $T/tkl >$T/tkl.out 2>&1
 ok "topk --l1: a note, none for its own --k" 'grep -q "^note: --l1 is for relu, gated and jumprelu; --arch topk ignores it" $T/tkl.out && ! grep -q "note: --k" $T/tkl.out'
+# the default architecture says so; a transcoder's notes name its activations (relu, topk,
+# batchtopk, jumprelu: "relu, gated and jumprelu" named one it cannot have)
+$BIN sae-train --synth --synth-d 16 --synth-features 32 --l1 2 --tokens 2048 --batch 256 --out $T/tkd >$T/tkd.out 2>&1
+ok "--l1 without --arch: the default named" 'grep -q "^note: --l1 is for relu, gated and jumprelu; --arch topk (the default) ignores it" $T/tkd.out'
+$BIN sae-train --npy $T/acts.npy --npy-out $T/acts.npy --arch transcoder --l1 2 --tokens 2048 --batch 256 --out $T/tcl >$T/tcl.out 2>&1
+$BIN sae-train --npy $T/acts.npy --npy-out $T/acts.npy --arch transcoder --activation jumprelu --k 4 --tokens 2048 --batch 256 --out $T/tcj >$T/tcj.out 2>&1
+ok "transcoder notes name its activations" 'grep -q "^note: --l1 is for the relu and jumprelu activations; --activation topk (the default) ignores it" $T/tcl.out && grep -q "^note: --k is for the topk and batchtopk activations; --activation jumprelu ignores it" $T/tcj.out'
 
 $BIN sae-train --npy $T/missing.npy --out $T/x >$T/e1.out 2>&1; rc=$?
 ok "missing input: exit 1 naming the file" '[ $rc -eq 1 ] && grep -q "missing.npy" $T/e1.out'
