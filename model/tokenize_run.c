@@ -22,6 +22,11 @@ static double cpu_seconds(void)
 static int decode_line(const tok_lines_opts *o, const tok_tokenizer *t, const char *path,
                        long lineno, char *line, size_t n)
 {
+    /* the parse below stops at a NUL: "1 2\0 3" printed the text of 1 2, exit 0 (an audit) */
+    const char *nul = memchr(line, 0, n);
+    if (nul)
+        return err_set(ERR_FORMAT, "%s:%ld: a NUL byte at column %zu (ids are digits separated by "
+                       "spaces)", path, lineno, (size_t)(nul - line) + 1);
     size_t nid = 0, idcap = n / 2 + 1;
     int *ids = mem_alloc(idcap * sizeof *ids);
     if (!ids) return err_set(ERR_NOMEM, "out of memory");

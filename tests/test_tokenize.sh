@@ -54,6 +54,10 @@ ok test ! -e "$T/x/encoder.json"
 # --decode takes digits only (strtol took "+5" and "-0")
 for v in +5 -0; do printf '15 %s\n' $v > "$T/signed"
     rc_is 1 "$BIN" tokenize --tokenizer "$T/tok" --decode "$T/signed"; ok grep -q "'$v' is not a token id" "$T/err"; done
+# a NUL byte in a line of ids ended the line there: '15 16\0 17' decoded 15 16, exit 0
+printf '15 16\000 17\n' > "$T/nul"
+rc_is 1 "$BIN" tokenize --tokenizer "$T/tok" --decode "$T/nul"
+ok grep -qx "saelite tokenize: .*nul:1: a NUL byte at column 6 (ids are digits separated by spaces)" "$T/err"
 
 # hostile tokenizer files (an audit against encoder.py, gpt-3-encoder and JSON.parse)
 mk() { rm -rf "$T/h"; cp -r "$T/tok" "$T/h"; }
