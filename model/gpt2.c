@@ -360,15 +360,25 @@ int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
              "  \"tie_word_embeddings\": %s\n}\n",
              c->n_layer, c->n_head, c->n_embd, c->n_ctx, c->n_ctx, c->vocab_size, c->n_inner,
              (double)c->ln_eps, gelu_name(m->gelu), m->tied ? "true" : "false");
-    char path[4096];
-    int rc = path_join(path, sizeof path, dir, "config.json");
-    if (!rc) rc = file_write_atomic(path, json, strlen(json));
+    /* the two files as one (file_group): config.json was written first, so a failed or killed
+       write of the weights left a new config beside the old model.safetensors, which no longer
+       loaded ("does not fit"), or beside none (an audit) */
+    char cpath[4096], mpath[4096];
+    int rc = path_join(cpath, sizeof cpath, dir, "config.json");
+    if (!rc) rc = path_join(mpath, sizeof mpath, dir, "model.safetensors");
     if (rc) return rc;
+    file_group g = {0};
+    const char *cw = file_group_add(&g, cpath), *mw = file_group_add(&g, mpath);
+    if ((rc = file_write_atomic(cw, json, strlen(json)))) {
+        file_group_abort(&g);
+        return rc;
+    }
     st_out *outs = mem_calloc((size_t)m->ntab, sizeof *outs);
     char(*names)[80] = mem_calloc((size_t)m->ntab, sizeof *names);
     if (!outs || !names) {
         mem_free(outs);
         mem_free(names);
+        file_group_abort(&g);
         return err_set(ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < m->ntab; i++) {
@@ -383,10 +393,11 @@ int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
         outs[i].data = m->params + t->offset;
     }
     const char *meta[] = {"format", "pt", NULL};
-    rc = path_join(path, sizeof path, dir, "model.safetensors");
-    if (!rc) rc = st_write(path, outs, m->ntab, meta);
+    rc = st_write(mw, outs, m->ntab, meta);
     mem_free(outs);
     mem_free(names);
+    if (!rc) rc = file_group_commit(&g);
+    else file_group_abort(&g);
     return rc;
 }
 

@@ -68,7 +68,8 @@ int gpt2_create(gpt2_model **out, const gpt2_config *cfg, uint64_t seed);
  * training state: each model owns its activations, so two threads can run forwards at once,
  * one model each, with the same results. */
 int gpt2_clone(gpt2_model **out, const gpt2_model *m);
-/* Write config.json + model.safetensors into dir (created if missing), each atomically.
+/* Write config.json + model.safetensors into dir (created if missing), all or none: both are
+ * staged beside their targets and renamed into place once both are written (file_group).
  * dtype ST_F32/ST_F16/ST_BF16; prefix != 0 names tensors "transformer.*". */
 int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix);
 

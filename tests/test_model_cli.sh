@@ -39,5 +39,17 @@ ok grep -q "context" <<<"$err"
 $BIN forward --model "$tmp/nope" --tokens 1 --logits --npy "$tmp/z.npy" >/dev/null 2>&1; ok test $? -eq 1
 $BIN forward --model "$tmp/m" --tokens 1 --npy "$tmp/z.npy" >/dev/null 2>&1; ok test $? -eq 2
 ok test ! -e "$tmp/z.npy"
+# config.json and model.safetensors as one: a weights write that fails leaves the old config.json
+# (it was replaced first, beside the old weights or none: "does not fit" at the next load)
+mkdir -p "$tmp/half/model.safetensors"
+$BIN init-model --layers 1 --d-model 8 --heads 2 --vocab 50 --ctx 8 -o "$tmp/half" >/dev/null 2>&1
+ok test $? -eq 1
+ok test ! -e "$tmp/half/config.json"
+ok test -z "$(ls "$tmp/half" | grep tmp)"
+cp "$tmp/m/config.json" "$tmp/m.config"
+rm -rf "$tmp/m3" && cp -r "$tmp/m" "$tmp/m3" && rm "$tmp/m3/model.safetensors" && mkdir "$tmp/m3/model.safetensors"
+$BIN init-model --layers 1 --d-model 8 --heads 2 --vocab 50 --ctx 8 -o "$tmp/m3" >/dev/null 2>&1
+ok test $? -eq 1
+ok cmp -s "$tmp/m3/config.json" "$tmp/m.config"
 echo "test_model_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
