@@ -48,7 +48,8 @@ int cmd_init_model(int argc, char **argv)
         .cfg = {layers, heads, dmodel, ctx, vocab, dmlp ? dmlp : d4 > INT_MAX ? INT_MAX : (int)d4, 1e-5f},
         .seed = (uint64_t)seed,
         .dtype = !strcmp(dtype, "f16") ? ST_F16 : !strcmp(dtype, "bf16") ? ST_BF16 : ST_F32,
-        .prefix = prefix, .untied = untied, .force = force, .out = out};
+        .prefix = prefix, .untied = untied, .force = force, .out = out, .stop = &cli_stop_flag};
+    cli_catch_signals(); /* a stop while the weights are drawn writes nothing */
     size_t n;
     if (gpt2_init_run(&o, &n)) return cli_fail(argv[0]);
     printf("wrote %s: %d layers, d_model %d, %d heads, d_mlp %d, ctx %d, vocab %d, %zu parameters (%s)\n",

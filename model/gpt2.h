@@ -95,13 +95,16 @@ int gpt2_untie(gpt2_model *m);
 /* `saelite init-model` as one call: a random-weight checkpoint (gpt2_create with seed, its own
  * lm_head.weight with untied, gpt2_save as dtype, "transformer.*" names with prefix) into out.
  * A train-lm run there (its train_state.safetensors) is refused (ERR_ARG) unless force, which
- * then removes that state once the new model is written. */
+ * then removes that state once the new model is written. config.json and model.safetensors are
+ * written as one (gpt2_save). stop (optional): non-zero once the weights are drawn ends the run
+ * with ERR_ABORTED, nothing written; a write already begun is finished. */
 typedef struct {
     gpt2_config cfg;
     uint64_t seed;
     st_dtype dtype;
     int prefix, untied, force;
     const char *out;
+    volatile int *stop;
 } gpt2_init_opts;
 int gpt2_init_run(const gpt2_init_opts *o, size_t *nparams);
 

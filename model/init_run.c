@@ -21,6 +21,12 @@ int gpt2_init_run(const gpt2_init_opts *o, size_t *nparams)
         gpt2_free(m);
         return rc;
     }
+    /* drawing a large model's weights takes seconds: a SIGTERM there killed the process in its
+       write, leaving config.json and a model.safetensors.tmp.PID of up to gigabytes (an audit) */
+    if (o->stop && *o->stop) {
+        gpt2_free(m);
+        return err_set(ERR_ABORTED, "interrupted; nothing written");
+    }
     gpt2_params(m, nparams);
     rc = gpt2_save(m, o->out, o->dtype, o->prefix);
     gpt2_free(m);

@@ -51,5 +51,15 @@ rm -rf "$tmp/m3" && cp -r "$tmp/m" "$tmp/m3" && rm "$tmp/m3/model.safetensors" &
 $BIN init-model --layers 1 --d-model 8 --heads 2 --vocab 50 --ctx 8 -o "$tmp/m3" >/dev/null 2>&1
 ok test $? -eq 1
 ok cmp -s "$tmp/m3/config.json" "$tmp/m.config"
+# SIGTERM while a large model's weights are drawn: exit 130, the line, nothing written (it died
+# on the signal, and in the write a config.json and a model.safetensors.tmp.PID were left)
+SAELITE_PROGRESS_EVERY=0.05 $BIN init-model --layers 12 --d-model 640 --heads 10 --vocab 50257 -o "$tmp/term" \
+    >/dev/null 2>"$tmp/term.err" &
+tp=$!
+for _ in $(seq 50); do grep -q "random weights" "$tmp/term.err" && break; sleep 0.1; done
+kill -TERM $tp; wait $tp; trc=$?
+ok test $trc -eq 130
+ok grep -q "saelite init-model: interrupted; nothing written" "$tmp/term.err"
+ok test ! -e "$tmp/term"
 echo "test_model_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
