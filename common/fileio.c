@@ -123,6 +123,10 @@ static int atomic_target(const char *path, char **target, int *direct)
 {
     *target = NULL;
     *direct = 0;
+    /* "" passed the output checks ("." was its directory) and failed at the end, after the
+       work: "forward --npy ''" said ": write failed", and attention's --npy '' failed at the
+       rename, its PNG already in place (an audit) */
+    if (!path[0]) return err_set(ERR_IO, "file '': empty path");
     struct stat lb, sb;
     if (lstat(path, &lb) != 0) {
         if (errno == ENOENT) return OK; /* a new file (a missing directory fails at create) */

@@ -491,6 +491,10 @@ LAST=""
 bad "attention: layer the model lacks" "--layer 5: the model has layers 0..0" attention --model model --tokenizer tok --layer 5 --text "the cat" --out a.png
 bad "attention: head the model lacks" "--head 9: the model has heads 0..1" attention --model model --tokenizer tok --layer 0 --head 9 --text "the cat" --out a.png
 bad "attention: output under a regular file" "acts.npy/a.png" attention --model model --tokenizer tok --layer 0 --text "the cat" --out acts.npy/a.png
+# an empty output path passed the checks and failed after the work: attention's PNG was already
+# in place when the rename of --npy '' failed; forward said ": write failed"
+bad "attention: an empty --npy" "file '': empty path" attention --model model --tokenizer tok --layer 0 --text "the cat" --out a.png --npy ""
+bad "forward: an empty --npy" "file '': empty path" forward --model model --tokens 1,2 --hook $H --npy ""
 bad "params: missing model" "nosuch/config.json: cannot open" params nosuch
 bad "synth: zero dimension" "--d must be >= 1, got 0" synth --d 0 --out s.npy --truth t.npy
 bad "synth: negative features" "--features must be >= 1, got -1" synth --features -1 --out s.npy --truth t.npy
