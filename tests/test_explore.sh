@@ -189,6 +189,13 @@ err=$($BIN embed --model "$tmp/m" "dog - dog" 2>&1); ok test $? -eq 1
 ok grep -q "cancel" <<<"$err"
 # an error leaves stdout empty (the query line came before the check, an audit)
 out=$($BIN embed --model "$tmp/m" "dog - dog" 2>/dev/null); ok test -z "$out"
+# a --top above the vocabulary lists every row; --top 2147483647 allocated 16 GB for it ("out of
+# memory" under a memory limit; ulimit -v breaks ASan's shadow memory)
+if [[ $BIN != *asan* ]]; then
+    out=$(ulimit -v 1500000; $BIN embed --model "$tmp/m" --top 2147483647 "cat" 2>&1); ok test $? -eq 0
+    ok test "$(grep -cE '^ +[0-9]+ +[0-9]+ +-?[01]\.[0-9]{4}  ' <<<"$out")" -eq \
+        "$($BIN embed --model "$tmp/m" --top 1000 "cat" | grep -cE '^ +[0-9]+ +[0-9]+ ')"
+fi
 
 out=$($BIN attention --model "$tmp/m" --text "the cat sat on the mat" --layer 1 \
       --out "$tmp/att.png" --npy "$tmp/att.npy" 2>&1); ok test $? -eq 0

@@ -102,8 +102,11 @@ int toy_embed_run(const toy_embed_opts *o, toy_embed_result *r)
     r->nterms = nt;
     float *q = mem_calloc((size_t)C, sizeof(float));
     unsigned char *excl = mem_calloc((size_t)V, 1);
-    r->ids = mem_alloc(sizeof(int) * (size_t)o->top);
-    r->cos = mem_alloc(sizeof(float) * (size_t)o->top);
+    /* at most the V rows: --top 2147483647 asked for 16 GB, "out of memory" under a memory
+       limit (an audit), where any --top above V lists every row */
+    int top = o->top < V ? o->top : V;
+    r->ids = mem_alloc(sizeof(int) * (size_t)top);
+    r->cos = mem_alloc(sizeof(float) * (size_t)top);
     if (!q || !excl || !r->ids || !r->cos) rc = err_set(ERR_NOMEM, "out of memory");
     double scale = 0; /* sum of the input vectors' norms, to tell a cancelled query */
     for (int k = 0; !rc && k < nt; k++) rc = add_term(o, &r->terms[k], V, q, excl, &scale);
@@ -114,7 +117,7 @@ int toy_embed_run(const toy_embed_opts *o, toy_embed_result *r)
         if (qn <= 1e-6 * scale)
             rc = err_set(ERR_ARG, "the expression's vector is zero (terms cancel)");
     }
-    if (!rc) rc = toy_nearest(o->E, V, C, q, excl, o->top, r->ids, r->cos, &r->found);
+    if (!rc) rc = toy_nearest(o->E, V, C, q, excl, top, r->ids, r->cos, &r->found);
     mem_free(q);
     mem_free(excl);
     if (rc) toy_embed_result_free(r);
