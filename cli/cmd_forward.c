@@ -34,6 +34,9 @@ int cmd_forward(int argc, char **argv)
     if (!toks == !text) return cli_usage_error(argv[0], "give exactly one of --text or --tokens");
     if (!hook == !logits) return cli_usage_error(argv[0], "give exactly one of --hook NAME or --logits");
     if (bos && !text) return cli_usage_error(argv[0], "--bos needs --text (with --tokens, write the id)");
+    /* with --tokens it was read by nothing, a missing directory included, exit 0 (an audit) */
+    if (tokdir && !text)
+        return cli_usage_error(argv[0], "--tokenizer needs --text (--tokens are ids already)");
     /* --npy model/model.safetensors replaced the weights it had just read (an audit) */
     const char *outs[1] = {npy}, *in_dirs[2] = {model, tokdir};
     static const char *const oflags[1] = {"--npy"};

@@ -494,6 +494,8 @@ bad "attention: output under a regular file" "acts.npy/a.png" attention --model 
 # an empty output path passed the checks and failed after the work: attention's PNG was already
 # in place when the rename of --npy '' failed; forward said ": write failed"
 bad "attention: an empty --npy" "file '': empty path" attention --model model --tokenizer tok --layer 0 --text "the cat" --out a.png --npy ""
+EXACT="saelite forward: --tokenizer needs --text (--tokens are ids already) (see 'saelite forward --help')"
+bad "forward: --tokenizer with --tokens (read by nothing)" "" forward --model model --tokens 1,2 --tokenizer nosuch --hook $H --npy o.npy
 bad "forward: an empty --npy" "file '': empty path" forward --model model --tokens 1,2 --hook $H --npy ""
 bad "params: missing model" "nosuch/config.json: cannot open" params nosuch
 bad "synth: zero dimension" "--d must be >= 1, got 0" synth --d 0 --out s.npy --truth t.npy
