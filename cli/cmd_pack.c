@@ -41,7 +41,7 @@ int cmd_pack(int argc, char **argv)
          ARG_MAX(3)},
         {"--sharpness", ARG_FLOAT, &c.sharpness, "soft-max sharpness", ARG_ABOVE(0)},
         {"--seed", ARG_I64, &seed, "random seed", ARG_MIN(0)},
-        {"--range", ARG_STR, &range, "angle range LO,HI in degrees to report (0 <= LO < HI <= 180)"},
+        {"--range", ARG_STR, &range, "angle range LO,HI in degrees to report (0 <= LO < HI <= 180, multiples of 0.1)"},
         {"-o", ARG_STR, &out, "output directory: histogram CSV, vectors .npy (and picture)"},
         {"--out", ARG_STR, &out, "same as -o"},
         {NULL},
@@ -55,6 +55,12 @@ int cmd_pack(int argc, char **argv)
         return cli_usage_error("pack", "--range wants LO,HI with 0 <= LO < HI <= 180, got '%s'",
                                range);
     double lo = lohi[0], hi = lohi[1];
+    /* "in range" counts whole 0.1-degree bins: --range 89.05,89.15 printed the pairs of
+       [89.0, 89.2), twice numpy's count over [89.05, 89.15], under a label saying the latter (an
+       audit) */
+    if (fabs(lo * 10 - round(lo * 10)) > 1e-6 || fabs(hi * 10 - round(hi * 10)) > 1e-6)
+        return cli_usage_error("pack", "--range wants multiples of 0.1 degree (the histogram's "
+                               "bins), got '%s'", range);
     if ((int64_t)dim * count > (1L << 30))
         return cli_usage_error("pack", "--dim x --count must be at most 2^30");
     if ((double)count * count * dim > PACK_MAX_WORK)

@@ -100,6 +100,11 @@ $BIN pack --dim 10 --count 1000000 >/dev/null 2>&1; ok test $? -eq 2
 out=$($BIN pack --dim 20 --count 200 --range 80,95 --steps 0 2>&1)
 ok grep -q "needs D >= 4 ln N / eps^2 = 2791 dimensions" <<<"$out"
 
+# --range between the 0.1-degree bins: 89.05,89.15 counted [89.0, 89.2) under its own label
+out=$($BIN pack --dim 3 --count 4 --steps 0 --range 89.05,89.15 2>&1); ok test $? -eq 2
+ok grep -q "range wants multiples of 0.1 degree (the histogram's bins), got '89.05,89.15'" <<<"$out"
+$BIN pack --dim 3 --count 4 --steps 0 --range 0.1,179.9 >/dev/null 2>&1; ok test $? -eq 0
+
 # ---- a tiny tokenizer and random model for generate / embed / attention
 printf 'the cat sat on the mat.\n\nthe dog sat on the log. the cat and the dog.\n' > "$tmp/t.txt"
 $BIN bpe-train --vocab 280 "$tmp/t.txt" -o "$tmp/m" >/dev/null 2>&1; ok test $? -eq 0
