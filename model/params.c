@@ -114,6 +114,16 @@ int params_from_dir(const char *dir, params_shape *out)
     if (rc) return rc;
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", dir);
+    /* as the loader: gpt_bigcode's config has GPT-2's keys (n_layer, n_embd, n_inner, ...) and
+       was counted as a GPT-2, its multi-query attention's K and V as full matrices (an audit) */
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    if (mt && !(cJSON_IsString(mt) && !strcmp(mt->valuestring, "gpt2"))) {
+        rc = cJSON_IsString(mt)
+                 ? err_set(ERR_FORMAT, "%s: model_type \"%.60s\" is not supported (only \"gpt2\")",
+                           path, mt->valuestring)
+                 : err_set(ERR_FORMAT, "%s: \"model_type\" must be the string \"gpt2\"", path);
+        goto done;
+    }
     if ((rc = get_int(root, path, "n_layer", NULL, &out->n_layer)) ||
         (rc = get_int(root, path, "n_embd", NULL, &out->n_embd)) ||
         (rc = get_int(root, path, "n_head", NULL, &out->n_head)) ||

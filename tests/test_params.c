@@ -59,6 +59,17 @@ static void test_dir(void)
     params_count c;
     params_compute(&s, &c);
     CHECK(c.total == 124439808LL && s.tied, "from config: %lld", (long long)c.total);
+    /* another architecture with GPT-2's keys is refused, as the loader refuses it: gpt_bigcode
+       (multi-query attention) was counted as a GPT-2 */
+    write_file(cfg, "{\"model_type\": \"gpt_bigcode\", \"n_layer\": 12, \"n_embd\": 768, "
+                    "\"n_head\": 12, \"n_positions\": 1024, \"vocab_size\": 50257}");
+    CHECK(params_from_dir(dir, &s) == ERR_FORMAT &&
+              strstr(err_msg(), "model_type \"gpt_bigcode\" is not supported (only \"gpt2\")"),
+          "%s", err_msg());
+    write_file(cfg, "{\"model_type\": 2, \"n_layer\": 12, \"n_embd\": 768, \"n_head\": 12, "
+                    "\"n_positions\": 1024, \"vocab_size\": 50257}");
+    CHECK(params_from_dir(dir, &s) == ERR_FORMAT && strstr(err_msg(), "must be the string"), "%s",
+          err_msg());
     write_file(cfg, "{\"n_layer\": 1, \"n_embd\": 128, \"n_head\": 4, \"n_ctx\": 128,"
                     " \"vocab_size\": 4096, \"n_inner\": 512, \"tie_word_embeddings\": false}");
     CHECK(params_from_dir(dir, &s) == OK, "%s", err_msg());
