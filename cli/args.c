@@ -192,8 +192,11 @@ int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const
                 return cli_usage_error(cmd, "%s %s is an input (%s); write it elsewhere", flags[i],
                                        paths[i], in_files[k]);
         if (access(paths[i], F_OK) != 0) continue; /* a new file beside the inputs is harmless */
-        char parent[4096];
-        snprintf(parent, sizeof parent, "%s", paths[i]);
+        /* the file a write replaces: a symlink's target (fileio's rule), so the directory is the
+           target's; "--npy link.npy" to model/model.safetensors replaced the weights (an audit) */
+        char *real = realpath(paths[i], NULL), parent[4096];
+        snprintf(parent, sizeof parent, "%s", real ? real : paths[i]);
+        free(real);
         char *sl = strrchr(parent, '/');
         if (!sl) snprintf(parent, sizeof parent, ".");
         else if (sl == parent) parent[1] = 0;

@@ -494,6 +494,11 @@ bad "attention: output under a regular file" "acts.npy/a.png" attention --model 
 # an empty output path passed the checks and failed after the work: attention's PNG was already
 # in place when the rename of --npy '' failed; forward said ": write failed"
 bad "attention: an empty --npy" "file '': empty path" attention --model model --tokenizer tok --layer 0 --text "the cat" --out a.png --npy ""
+# an output that is a symlink into an input directory: the write replaces the link's target
+ln -sf model/model.safetensors "$W/mlink.npy"; ln -sf tok/vocab.bpe "$W/tlink.png"; LAST=""
+bad "forward: --npy a symlink to the model's weights" "--npy mlink.npy would replace a file of the input directory model" forward --model model --tokens 1,2 --hook $H --npy mlink.npy
+bad "attention: --out a symlink into the tokenizer" "--out tlink.png would replace a file of the input directory tok" attention --model model --tokenizer tok --layer 0 --text "the cat" --out tlink.png
+rm -f "$W/mlink.npy" "$W/tlink.png"; LAST=""
 EXACT="saelite forward: --tokenizer needs --text (--tokens are ids already) (see 'saelite forward --help')"
 bad "forward: --tokenizer with --tokens (read by nothing)" "" forward --model model --tokens 1,2 --tokenizer nosuch --hook $H --npy o.npy
 bad "forward: an empty --npy" "file '': empty path" forward --model model --tokens 1,2 --hook $H --npy ""
