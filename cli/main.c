@@ -6,6 +6,7 @@
  * CLI_COMMAND line, its options from its flag table, by running the command with --help while
  * args_help_roff is on).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -224,8 +225,13 @@ static int run_command(int argc, char **argv)
         rc = c->fn(argc - 1, argv + 1);
         if (rc < 0) rc = 0; /* --help */
     }
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        perror("saelite: writing output");
+    /* errno only where this flush failed: a write that failed earlier (tokenize's ids to a full
+       disk) set the error flag, and perror then said "writing output: Success" (an audit) */
+    errno = 0;
+    int ferr = fflush(stdout) != 0 ? errno : 0;
+    if (ferr || ferror(stdout)) {
+        fprintf(stderr, "saelite: writing output: %s\n",
+                ferr ? strerror(ferr) : "a write to standard output failed");
         return 1;
     }
     return rc;

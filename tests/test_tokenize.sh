@@ -54,6 +54,16 @@ ok test ! -e "$T/x/encoder.json"
 # --decode takes digits only (strtol took "+5" and "-0")
 for v in +5 -0; do printf '15 %s\n' $v > "$T/signed"
     rc_is 1 "$BIN" tokenize --tokenizer "$T/tok" --decode "$T/signed"; ok grep -q "'$v' is not a token id" "$T/err"; done
+# ids to a full device (a stand-in made with mknod: the real /dev/full is never touched): exit 1
+# and a line saying so; it said "writing output: Success" (the error came before the last flush)
+if mknod "$T/full" c 1 7 2>/dev/null; then
+    "$BIN" tokenize --tokenizer "$T/tok" tests/data/tok_hostile.txt > "$T/full" 2> "$T/err"
+    ok test $? -eq 1
+    ok grep -qx "saelite: writing output: .*" "$T/err"
+    ok test -z "$(grep Success "$T/err")"
+else
+    echo "SKIP: mknod (not root): ids to a full device not checked" >&2
+fi
 # a NUL byte in a line of ids ended the line there: '15 16\0 17' decoded 15 16, exit 0
 printf '15 16\000 17\n' > "$T/nul"
 rc_is 1 "$BIN" tokenize --tokenizer "$T/tok" --decode "$T/nul"
