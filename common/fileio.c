@@ -162,13 +162,17 @@ static int atomic_target(const char *path, char **target, int *direct)
                    S_ISLNK(lb.st_mode) ? " (through a symlink)" : "");
 }
 
-/* The length of NAME when entry is NAME.tmp.PID (file_atomic_open's temporary name), else 0. */
+/* The length of NAME when entry is NAME.tmp.PID (file_atomic_open's temporary name) or
+ * NAME.tmp.PID.tmp.PID (a file group's staged name written through file_atomic_open: a SIGKILL in
+ * that write left it, and no run removed it; an audit's init-model left 117 MB so), else 0. */
 static size_t temp_base_len(const char *entry)
 {
     const char *t = NULL;
     for (const char *p = strstr(entry, ".tmp."); p; p = strstr(p + 1, ".tmp.")) t = p;
     if (!t || !t[5] || strspn(t + 5, "0123456789") != strlen(t + 5)) return 0;
-    return (size_t)(t - entry);
+    size_t bl = (size_t)(t - entry), sl = strlen(t); /* sl: ".tmp.PID" */
+    if (bl > sl && !memcmp(entry + bl - sl, t, sl)) bl -= sl; /* the same process's, nested */
+    return bl;
 }
 
 /* TARGET.tmp.PID, this process's temporary name for target (file_atomic and file_group) */
@@ -486,7 +490,7 @@ static void remove_temps(const char *dir, const char *const *names, size_t n, in
                    : match == MATCH_PREFIX ? l <= bl && !strncmp(e->d_name, names[i], l)
                                            : l == bl && !strncmp(e->d_name, names[i], l);
         }
-        if (ours && dead_only) ours = file_pid_gone(e->d_name + bl + 5);
+        if (ours && dead_only) ours = file_pid_gone(strrchr(e->d_name, '.') + 1); /* the last PID */
         char path[4096];
         if (ours && path_join(path, sizeof path, dir, e->d_name) == OK) unlink(path);
     }

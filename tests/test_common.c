@@ -767,13 +767,16 @@ static void test_atomic(void)
     CHECK(!file_pid_gone(pt), "a live child is not gone");
     kill(live, SIGKILL);
     waitpid(live, NULL, 0);
-    char dn[64], ln[64], on[64];
+    char dn[64], ln[64], on[64], nn[64], nl[64];
     snprintf(dn, sizeof dn, "out.npy.tmp.%ld", (long)dead);
     snprintf(ln, sizeof ln, "out.npy.tmp.%ld", (long)getppid());
     snprintf(on, sizeof on, "out2.npy.tmp.%ld", (long)dead);
+    /* a group's staged file killed in its own atomic write: STAGED.tmp.PID, never removed */
+    snprintf(nn, sizeof nn, "out.npy.tmp.%ld.tmp.%ld", (long)dead, (long)dead);
+    snprintf(nl, sizeof nl, "out.npy.tmp.%ld.tmp.%ld", (long)getppid(), (long)getppid());
     FILE *tf;
-    const char *tn[3] = {dn, ln, on};
-    for (int i = 0; i < 3; i++)
+    const char *tn[5] = {dn, ln, on, nn, nl};
+    for (int i = 0; i < 5; i++)
         if ((tf = fopen(tpath(tn[i]), "w"))) fclose(tf);
     CHECK(file_write_atomic(tpath("out.npy"), "x", 1) == OK);
     CHECK(access(tpath(dn), F_OK) == 0, "a plain atomic write scans nothing (a report's pictures)");
@@ -781,6 +784,9 @@ static void test_atomic(void)
     CHECK(access(tpath(dn), F_OK) != 0, "a dead writer's temp is removed");
     CHECK(access(tpath(ln), F_OK) == 0 && access(tpath(on), F_OK) == 0,
           "a live writer's temp and another name's stay");
+    CHECK(access(tpath(nn), F_OK) != 0, "a dead group's nested temp is removed");
+    CHECK(access(tpath(nl), F_OK) == 0, "a live group's nested temp stays");
+    unlink(tpath(nl));
     file_group g = {0};
     const char *w = file_group_add(&g, tpath("out2.npy"));
     CHECK(w && access(tpath(on), F_OK) != 0, "a group's add removes its target's dead temps");
