@@ -46,7 +46,9 @@ static int print_ids(void *user, const int *ids, size_t nid)
     }
     *o++ = '\n';
     fwrite(w->buf, 1, (size_t)(o - w->buf), stdout);
-    return OK;
+    /* a full disk or a failed pipe: stop here, not after encoding the rest of the input (a
+       corpus of gigabytes ran to its end before the error, an audit) */
+    return ferror(stdout) ? err_set(ERR_IO, "cannot write the ids to standard output") : OK;
 }
 
 static void print_text(void *user, const char *txt, size_t n)

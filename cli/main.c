@@ -230,9 +230,12 @@ static int run_command(int argc, char **argv)
     errno = 0;
     int ferr = fflush(stdout) != 0 ? errno : 0;
     if (ferr || ferror(stdout)) {
-        fprintf(stderr, "saelite: writing output: %s\n",
-                ferr ? strerror(ferr) : "a write to standard output failed");
-        return 1;
+        /* a command that failed said why in its own line (query's "cannot write the output",
+           tokenize's): a second line here broke the one-line rule */
+        if (!rc)
+            fprintf(stderr, "saelite: writing output: %s\n",
+                    ferr ? strerror(ferr) : "a write to standard output failed");
+        return rc ? rc : 1;
     }
     return rc;
 }

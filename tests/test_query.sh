@@ -315,6 +315,16 @@ case "$BIN" in
     ;;
 esac
 
+# --- rows to a full device (a mknod stand-in: the real /dev/full is never touched): exit 1 and one
+# line, query's own ("saelite: writing output: ..." came after it)
+if mknod "$T/full" c 1 7 2>/dev/null; then
+    "$BIN" query --db "$DB" "SELECT 1" > "$T/full" 2> "$T/err"; rc=$?
+    check "query to a full device: exit 1" test $rc -eq 1
+    check "query to a full device: one line" test "$(cat "$T/err")" = "saelite query: cannot write the output"
+else
+    skip=$((skip + 1)); echo "SKIP: mknod (not root): query to a full device" >&2
+fi
+
 # --- the top-activations query walks the index (no full scan, no sort)
 plan=$("$BIN" query --db "$DB" --max-width 0 "EXPLAIN QUERY PLAN SELECT seq_id, pos, value FROM ana_acts WHERE dict_id = 1 AND feature = 5 ORDER BY value DESC LIMIT 20")
 echo "$plan" | sed 's/^/    /'
