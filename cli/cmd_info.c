@@ -47,22 +47,28 @@ int cmd_info(int argc, char **argv)
                sm.version, mb(b1, (double)sm.file_bytes), mb(b2, (double)sm.act_bytes));
         printf("documents %lld, sequences %lld, tokens %lld\n", (long long)sm.n_documents,
                (long long)sm.n_sequences, (long long)sm.n_tokens);
+        /* the names and paths are the file's bytes: printed as a terminal shows them safely */
+        char t1[4 * sizeof ms->path], t2[4 * sizeof ms->name], t3[4 * sizeof ms->checksum];
         for (size_t i = 0; i < nm; i++)
             /* an import's path is already in parentheses, "(imported .npy)" */
-            printf("model %lld: %s %s%s%s%s%s\n", (long long)ms[i].id, ms[i].name,
-                   ms[i].path[0] == '(' ? "" : "(", ms[i].path, ms[i].path[0] == '(' ? "" : ")",
-                   ms[i].checksum[0] ? ", checksum " : "", ms[i].checksum);
+            printf("model %lld: %s %s%s%s%s%s\n", (long long)ms[i].id,
+                   cli_term(ms[i].name, t2, sizeof t2), ms[i].path[0] == '(' ? "" : "(",
+                   cli_term(ms[i].path, t1, sizeof t1), ms[i].path[0] == '(' ? "" : ")",
+                   ms[i].checksum[0] ? ", checksum " : "",
+                   cli_term(ms[i].checksum, t3, sizeof t3));
         for (size_t i = 0; i < nh; i++) {
             /* in double: n_tokens is a sum over rows of the file (no int64 overflow) */
             double bytes = (double)hs[i].n_tokens * hs[i].width * store_dtype_size(hs[i].dtype);
             printf("hook %lld: %s (model %lld), width %d, %s, seq_len %d: %lld sequences, %lld "
-                   "tokens, %s\n", (long long)hs[i].id, hs[i].name, (long long)hs[i].model_id,
+                   "tokens, %s\n", (long long)hs[i].id, cli_term(hs[i].name, t1, sizeof t1),
+                   (long long)hs[i].model_id,
                    hs[i].width, store_dtype_name(hs[i].dtype), hs[i].seq_len,
                    (long long)hs[i].n_seqs, (long long)hs[i].n_tokens, mb(b1, bytes));
         }
         printf("runs: %lld finished, %lld unfinished%s\n", (long long)runs_done,
                (long long)runs_open, runs_open ? " (rerun the same extract command to resume)" : "");
-        for (int i = 0; i < np; i++) printf("schema part %s: version %d\n", parts[i], vers[i]);
+        for (int i = 0; i < np; i++)
+            printf("schema part %s: version %d\n", cli_term(parts[i], t1, sizeof t1), vers[i]);
         int64_t nsae = -1, ndict = -1;
         if (!store_count_rows(s, "sae_registry", &nsae) && nsae >= 0)
             printf("SAEs registered: %lld\n", (long long)nsae);

@@ -126,6 +126,10 @@ check '$PY -c "$ROUND; a=np.load(sys.argv[1]); b=np.load(sys.argv[2]); sys.exit(
 out=$($BIN info --db "$T/i.db" 2>&1)
 check '[[ "$out" == *"hook 1: resid"*"width 24"*"5 sequences, 300 tokens"* ]]' "info: $out"
 check '[[ "$out" == *"model 1: import (imported .npy)"* && "$out" != *"(("* ]]' "info names an import once in parentheses: $out"
+# names from the database as a terminal shows them safely (an escape sequence went out raw)
+$BIN import --npy "$T/acts.npy" --db "$T/esch.db" --hook "$(printf 'h\033]0;x\007')" >/dev/null 2>&1
+out=$($BIN info --db "$T/esch.db" 2>&1)
+check '[[ "$out" == *"hook 1: h\\x1b]0;x\\x07 (model 1)"* ]] && [[ "$out" != *$'"'"'\033'"'"'* ]]' "info escapes a hook name's control bytes: $out"
 # bad input: one line, non-zero, database unchanged
 sum() { sqlite3 "$T/i.db" "SELECT count(*), sum(length(data)) FROM activations" 2>/dev/null; }
 before=$(sum)
