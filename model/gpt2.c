@@ -733,7 +733,7 @@ int gpt2_hook_add(gpt2_model *m, const char *pattern, gpt2_hook_fn fn, void *use
                        "attn.hook_k, attn.hook_v, attn.hook_attn_scores, attn.hook_pattern, "
                        "attn.hook_z, hook_attn_out, hook_resid_mid, ln2.hook_normalized, "
                        "mlp.hook_pre, mlp.hook_post, hook_mlp_out, hook_resid_post}, "
-                       "ln_final.hook_normalized (or a prefix ending in '*')",
+                       "ln_final.hook_normalized",
                        pattern, L - 1);
     }
     update_last_hook_layer(m);

@@ -246,7 +246,8 @@ bad "config.json not JSON" "m_badjson/config.json: not valid JSON at line 1, col
 bad "truncated safetensors" "m_trunc/model.safetensors:.*outside" forward --model m_trunc "${F[@]}"
 bad "missing safetensors" "m_nosafet/model.safetensors" forward --model m_nosafet "${F[@]}"
 bad "config does not fit the weights" "wte.weight' has shape \[270,8\], expected \[270,16\]" forward --model m_mismatch "${F[@]}"
-bad "unknown hook" "no hook point matches 'blocks.0.hook_nosuch'" forward --model model --tokens 1,2 --hook blocks.0.hook_nosuch --npy o.npy
+# (it ended "(or a prefix ending in '*')", which forward refuses)
+bad "unknown hook" "no hook point matches 'blocks.0.hook_nosuch'.*, ln_final.hook_normalized[^(]*\$" forward --model model --tokens 1,2 --hook blocks.0.hook_nosuch --npy o.npy
 bad "hook of a layer the model lacks" "blocks.5.hook_resid_post" forward --model model --tokens 1,2 --hook blocks.5.hook_resid_post --npy o.npy
 bad "token id outside the vocabulary" "token id 270 .*outside the vocabulary" forward --model model --tokens 1,270 --hook $H --npy o.npy
 bad "negative token id" "bad list '1,-2'" forward --model model --tokens 1,-2 --hook $H --npy o.npy
