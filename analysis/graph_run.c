@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "analysis/graph.h"
 #include "analysis/steer.h"
@@ -196,7 +196,10 @@ static int write_json(const char *path, const ana_graph_run_opts *o, const ana_g
  * graphs alone, or one that does not exist yet, takes any model's. */
 static int check_db_model(const char *path, const char *model_dir)
 {
-    if (access(path, F_OK) != 0) return OK;
+    /* an empty file (touch, mktemp) is a new database to write_db, as it was before this check;
+       opened read-only it was refused as "empty database (no saelite tables)" (a review) */
+    struct stat st;
+    if (stat(path, &st) != 0 || (S_ISREG(st.st_mode) && st.st_size == 0)) return OK;
     store *s = NULL;
     store_model *ms = NULL;
     size_t n = 0;

@@ -191,5 +191,10 @@ ok test $rc -eq 1
 ok grep -q "o.db: holds activations of another model (.*m6.*), not .*/m (.*); use another --db" <<<"$out"
 ok test "$(sqlite3 "$tmp/o.db" ".dump" | md5sum)" = "$osum"
 ok test ! -e "$tmp/go/graph.json"
+# an empty file (mktemp) is a new database, as it was before the model check (refused as "empty
+# database (no saelite tables)" by the check's read-only open, a review)
+: > "$tmp/empty.db"
+out=$($BIN "${G[@]}" --db "$tmp/empty.db" --out "$tmp/ge" 2>&1); ok test $? -eq 0
+ok test "$(sqlite3 "$tmp/empty.db" "SELECT count(*) FROM graphs")" = 1
 echo "test_graph.sh: $pass passed, $fail failed"
 test $fail -eq 0
