@@ -256,8 +256,15 @@ static int import_npy(store *s_open, const char *db, const char *npy, const char
     int *ids = rc ? NULL : mem_alloc((size_t)seq_len * sizeof(int));
     if (!rc && !ids) rc = err_set(ERR_NOMEM, "out of memory");
     /* The database is opened (and created) only once the inputs are known to be good. */
-    if (!rc && !s)
-        rc = store_open_blobs(&s, db, STORE_CREATE, (int64_t)seq_len * W * store_dtype_size(dtype));
+    /* a paired import's partner is in db already: a missing db is not created (it was, and
+       stayed behind empty after "no hook to pair with", a review) */
+    if (!rc && !s) {
+        rc = store_open_blobs(&s, db, pair_with ? 0 : STORE_CREATE,
+                              (int64_t)seq_len * W * store_dtype_size(dtype));
+        if (rc == ERR_NOTFOUND && pair_with)
+            rc = err_wrap(rc, "--pair-with %s: a paired import goes into the database holding that "
+                          "hook", pair_with);
+    }
     if (!rc) rc = store_begin(s);
     int64_t model_id = 0, doc_id = 0, nseq = 0;
     store_hook h;

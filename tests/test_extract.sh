@@ -108,6 +108,8 @@ pbefore=$(psum)
 pbad --npy "$T/pout12.npy" --hook tother --pair-with tin
 check '[ $rc -eq 1 ] && [[ "$out" == *"hook tother already holds 5 sequences that tin does not"* ]]' "pair-with into a hook holding other files' rows: $out"
 check '[ "$(psum)" = "$pbefore" ]' "failed paired imports leave the database unchanged"
+out=$($BIN import --npy "$T/pout.npy" --db "$T/pnew.db" --hook tout --pair-with tin 2>&1)
+check '[ $? -eq 1 ] && [[ "$out" == *"--pair-with tin: a paired import goes into the database holding that hook"*"pnew.db: cannot open"* ]] && [ ! -e "$T/pnew.db" ]' "a paired import into a missing database creates none: $out"
 # an export killed mid-write left OUT.tmp.PID for good: the next export of OUT removes it
 (exit 0) & dpid=$!; wait $dpid
 echo partial > "$T/back.npy.tmp.$dpid"
