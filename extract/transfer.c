@@ -163,6 +163,15 @@ static int import_paired(store *s, const char *npy, const char *hook, const char
         return err_set(ERR_SHAPE, "%s: %lld rows, but hook %s holds %lld tokens; a paired import "
                        "has a row for each of them, in the order export writes them", npy,
                        (long long)N, pair_with, (long long)hp.n_tokens);
+    /* a hook of another sequence length holds other files' rows, which never pair: store_hook_add
+       said "use ... --seq-len for import", which a paired import refuses (a review) */
+    store_hook had;
+    rc = store_hook_find(s, hook, &had);
+    if (!rc && had.seq_len != hp.seq_len)
+        return err_set(ERR_ARG, "%s: hook %s already holds sequences of %d rows, not %s's %d (rows "
+                       "of another file); import the paired rows under another --hook name",
+                       store_path(s), hook, had.seq_len, pair_with, hp.seq_len);
+    if (rc && rc != ERR_NOTFOUND) return rc;
     if ((rc = store_hook_add(s, hp.model_id, hook, -1, W, dtype, hp.seq_len, h))) return rc;
     /* rows of other files under this name would leave a pair with unmatched sequences */
     int64_t nu = 0, first = -1;

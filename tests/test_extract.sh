@@ -107,6 +107,10 @@ $BIN import --npy "$T/pin2.npy" --db "$T/p.db" --hook tother --seq-len 64 >/dev/
 pbefore=$(psum)
 pbad --npy "$T/pout12.npy" --hook tother --pair-with tin
 check '[ $rc -eq 1 ] && [[ "$out" == *"hook tother already holds 5 sequences that tin does not"* ]]' "pair-with into a hook holding other files' rows: $out"
+$BIN import --npy "$T/pout.npy" --db "$T/p.db" --hook tlen --seq-len 128 >/dev/null 2>&1
+pbefore=$(psum)
+pbad --npy "$T/pout.npy" --hook tlen --pair-with tin
+check '[ $rc -eq 1 ] && [[ "$out" == *"hook tlen already holds sequences of 128 rows, not tin'\''s 64 (rows of another file); import the paired rows under another --hook name"* ]] && [[ "$out" != *"--seq-len for import"* ]]' "pair-with into a hook of another sequence length: another --hook name, not --seq-len (which a paired import refuses): $out"
 check '[ "$(psum)" = "$pbefore" ]' "failed paired imports leave the database unchanged"
 out=$($BIN import --npy "$T/pout.npy" --db "$T/pnew.db" --hook tout --pair-with tin 2>&1)
 check '[ $? -eq 1 ] && [[ "$out" == *"--pair-with tin: a paired import goes into the database holding that hook"*"pnew.db: cannot open"* ]] && [ ! -e "$T/pnew.db" ]' "a paired import into a missing database creates none: $out"
