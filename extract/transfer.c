@@ -177,8 +177,8 @@ static int import_paired(store *s, const char *npy, const char *hook, const char
     int64_t nu = 0, first = -1;
     if ((rc = store_hook_unpaired(s, h->id, hp.id, &nu, &first))) return rc;
     if (nu > 0)
-        return err_set(ERR_ARG, "%s: hook %s already holds %lld sequences that %s does not (the "
-                       "first %lld); import the paired rows under another --hook name",
+        return err_set(ERR_ARG, "%s: hook %s already holds %lld sequences that %s does not (sequence "
+                       "%lld the first); import the paired rows under another --hook name",
                        store_path(s), hook, (long long)nu, pair_with, (long long)first);
     int64_t *seqs = NULL;
     size_t n = 0;

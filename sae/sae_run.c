@@ -603,9 +603,10 @@ static int run_save(run *r, const sae_run_opts *o, sae_run_result *res)
         snprintf(js + jl, sizeof js - jl, "],\"levels\":\"%s\"}",
                  tc->mat_levels == SAE_MAT_OWN ? "own" : "shared");
     }
-    if (r->eval_tokens > 0 && sum->n_prefix > 0) { /* each inner prefix's held-out EV */
-        jl = strlen(js) - 1;
-        for (int g = 0; g < sum->n_prefix && jl + 40 < sizeof js; g++)
+    jl = strlen(js) - 1;
+    if (r->eval_tokens > 0 && sum->n_prefix > 0 && /* each inner prefix's held-out EV, all or none */
+        jl + 40 * (size_t)(sum->n_prefix + 1) < sizeof js) {
+        for (int g = 0; g < sum->n_prefix; g++)
             jl += (size_t)snprintf(js + jl, sizeof js - jl, "%s%.6g",
                                    g ? "," : ",\"prefix_explained_variance\":[", sum->prefix_ev[g]);
         snprintf(js + jl, sizeof js - jl, "]}");
