@@ -35,7 +35,7 @@ int cmd_init_model(int argc, char **argv)
         {"--prefix", ARG_FLAG, &prefix, "name tensors transformer.* as GPT2LMHeadModel does"},
         {"--untied", ARG_FLAG, &untied, "store a separate lm_head.weight"},
         {"-o", ARG_STR, &out, "output directory", ARG_REQUIRED},
-        {"--force", ARG_FLAG, &force, "replace a train-lm run's model there (and drop its training state)"},
+        {"--force", ARG_FLAG, &force, "replace a model already in -o (a train-lm run's: and drop its training state)"},
         {"--out", ARG_STR, &out, "same as -o"},
         {NULL, 0, NULL, NULL}};
     int rc = args_parse(argv[0], argc, argv, spec, NULL, 0, NULL);

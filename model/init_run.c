@@ -14,6 +14,16 @@ int gpt2_init_run(const gpt2_init_opts *o, size_t *nparams)
     if (!o->force && access(state, F_OK) == 0)
         return err_set(ERR_ARG, "%s holds a train-lm run (train_state.safetensors): give another -o, "
                        "or --force to replace its model and drop its training state", o->out);
+    /* any other model there (a downloaded or copied checkpoint) was replaced by random weights
+       without a word, where bpe-train refuses to replace a tokenizer (an audit's leftover) */
+    static const char *const files[] = {"model.safetensors", "config.json"};
+    for (size_t i = 0; !o->force && i < sizeof files / sizeof *files; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", o->out, files[i]);
+        if (access(p, F_OK) == 0)
+            return err_set(ERR_ARG, "%s holds a model (%s): give another -o, or --force to replace "
+                           "it with random weights", o->out, files[i]);
+    }
     gpt2_model *m;
     int rc = gpt2_create(&m, &o->cfg, o->seed);
     if (rc) return rc;

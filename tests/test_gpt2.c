@@ -1142,8 +1142,8 @@ static void test_forward_run(void)
     CHECK(rmdir(dir) == 0, "%s left files behind", dir);
 }
 
-/* gpt2_init_run: the weights gpt2_create draws for the seed, untied on request, and a train-lm
- * run's directory refused unless forced (then its state is gone) */
+/* gpt2_init_run: the weights gpt2_create draws for the seed, untied on request, and a directory
+ * holding a model (a train-lm run's too) refused unless forced (then a run's state is gone) */
 static void test_init_run(void)
 {
     char dir[64], out[512], state[600];
@@ -1164,6 +1164,9 @@ static void test_init_run(void)
     }
     gpt2_free(ref);
     gpt2_free(got);
+    /* any model there is refused too (a downloaded checkpoint was replaced without a word) */
+    CHECK(gpt2_init_run(&o, &n) == ERR_ARG && strstr(err_msg(), "holds a model (model.safetensors)")
+          && n == 0, "%s", err_msg());
     FILE *f = fopen(state, "w");
     if (f) fclose(f);
     CHECK(gpt2_init_run(&o, &n) == ERR_ARG && strstr(err_msg(), "holds a train-lm run") && n == 0,

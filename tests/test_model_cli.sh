@@ -9,6 +9,14 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 $BIN init-model --layers 2 --d-model 32 --heads 4 --vocab 50 --ctx 8 --seed 3 -o "$tmp/m" >/dev/null 2>&1
 ok test $? -eq 0
 ok test -s "$tmp/m/config.json" -a -s "$tmp/m/model.safetensors"
+# a model already there is refused (a downloaded checkpoint was replaced silently), --force replaces it
+cp "$tmp/m/model.safetensors" "$tmp/m.before"
+err=$($BIN init-model --layers 1 --d-model 16 --heads 2 --vocab 50 --ctx 8 -o "$tmp/m" 2>&1); ok test $? -eq 1
+ok grep -q "m holds a model (model.safetensors): give another -o, or --force" <<<"$err"
+ok cmp -s "$tmp/m/model.safetensors" "$tmp/m.before"
+mkdir -p "$tmp/mf" && cp "$tmp/m/config.json" "$tmp/mf/"
+$BIN init-model --layers 1 --d-model 16 --heads 2 --vocab 50 --ctx 8 --force -o "$tmp/mf" >/dev/null 2>&1; ok test $? -eq 0
+ok test -s "$tmp/mf/model.safetensors"
 $BIN init-model --layers 1 --d-model 30 --heads 4 -o "$tmp/x" >/dev/null 2>&1; ok test $? -eq 2
 $BIN init-model --layers 1 --d-model 32 --heads 4 --dtype f8 -o "$tmp/x" >/dev/null 2>&1; ok test $? -eq 2
 $BIN init-model --layers 1 --d-model 32 --heads 4 --bogus 1 -o "$tmp/x" >/dev/null 2>&1; ok test $? -eq 2
