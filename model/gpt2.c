@@ -348,7 +348,14 @@ static const char *gelu_name(int g) { return g == OP_GELU_ERF ? "gelu" : "gelu_n
 
 int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
 {
-    if (mkdir(dir, 0777) && errno != EEXIST)
+    return gpt2_save_stop(m, dir, dtype, prefix, NULL);
+}
+
+int gpt2_save_stop(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix,
+                   volatile int *stop)
+{
+    int made = mkdir(dir, 0777) == 0;
+    if (!made && errno != EEXIST)
         return err_set(ERR_IO, "%s: cannot create directory: %s", dir, strerror(errno));
     const gpt2_config *c = &m->cfg;
     char json[2048];
@@ -371,6 +378,7 @@ int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
     const char *cw = file_group_add(&g, cpath), *mw = file_group_add(&g, mpath);
     if ((rc = file_write_atomic(cw, json, strlen(json)))) {
         file_group_abort(&g);
+        if (made) rmdir(dir);
         return rc;
     }
     st_out *outs = mem_calloc((size_t)m->ntab, sizeof *outs);
@@ -379,6 +387,7 @@ int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
         mem_free(outs);
         mem_free(names);
         file_group_abort(&g);
+        if (made) rmdir(dir);
         return err_set(ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < m->ntab; i++) {
@@ -396,8 +405,13 @@ int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix)
     rc = st_write(mw, outs, m->ntab, meta);
     mem_free(outs);
     mem_free(names);
+    /* a stop in the write (seconds for a large model) wrote the model anyway, exit 0 */
+    if (!rc && stop && *stop) rc = err_set(ERR_ABORTED, "interrupted; nothing written");
     if (!rc) rc = file_group_commit(&g);
-    else file_group_abort(&g);
+    else {
+        file_group_abort(&g);
+        if (made) rmdir(dir);
+    }
     return rc;
 }
 

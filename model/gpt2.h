@@ -72,6 +72,10 @@ int gpt2_clone(gpt2_model **out, const gpt2_model *m);
  * staged beside their targets and renamed into place once both are written (file_group).
  * dtype ST_F32/ST_F16/ST_BF16; prefix != 0 names tensors "transformer.*". */
 int gpt2_save(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix);
+/* The same, and a stop (*stop set by a signal, may be NULL) seen before the rename writes
+ * nothing: ERR_ABORTED, the staged files removed and dir too where this call created it. */
+int gpt2_save_stop(const gpt2_model *m, const char *dir, st_dtype dtype, int prefix,
+                   volatile int *stop);
 
 /* float32 parameter by HF name without prefix; "lm_head.weight" gives wte when tied.
  * NULL when unknown. Shapes in HF layout. */

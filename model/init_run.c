@@ -38,7 +38,7 @@ int gpt2_init_run(const gpt2_init_opts *o, size_t *nparams)
         return err_set(ERR_ABORTED, "interrupted; nothing written");
     }
     gpt2_params(m, nparams);
-    rc = gpt2_save(m, o->out, o->dtype, o->prefix);
+    rc = gpt2_save_stop(m, o->out, o->dtype, o->prefix, o->stop);
     gpt2_free(m);
     if (rc) {
         *nparams = 0;

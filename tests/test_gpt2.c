@@ -1174,6 +1174,25 @@ static void test_init_run(void)
     CHECK(access(state, F_OK) == 0, "the refused run removed the state");
     o.force = 1;
     CHECK(gpt2_init_run(&o, &n) == OK && access(state, F_OK) != 0, "%s", err_msg());
+    /* a stop that arrives while the weights are written: nothing renamed into place, and the
+       directory this save made is gone (a SIGTERM in the write wrote the model, exit 0) */
+    volatile int stop = 1;
+    char fresh[600];
+    snprintf(fresh, sizeof fresh, "%s/fresh", dir);
+    gpt2_model *g = NULL;
+    CHECK(gpt2_create(&g, &o.cfg, 3) == OK, "%s", err_msg());
+    if (g) {
+        CHECK(gpt2_save_stop(g, fresh, ST_F32, 0, &stop) == ERR_ABORTED && access(fresh, F_OK) != 0,
+              "%s", err_msg());
+        CHECK(gpt2_save_stop(g, out, ST_F32, 0, &stop) == ERR_ABORTED && gpt2_load(&ref, out) == OK,
+              "a stopped save into an existing model left it unloadable: %s", err_msg());
+        gpt2_free(ref);
+        ref = NULL;
+        stop = 0;
+        CHECK(gpt2_save_stop(g, fresh, ST_F32, 0, &stop) == OK && access(fresh, F_OK) == 0, "%s",
+              err_msg());
+    }
+    gpt2_free(g);
     harness_rmtree(dir);
 }
 
