@@ -132,7 +132,9 @@ static int open_store(run *r, const sae_run_opts *o)
        that sae-train --db, a writer (the registry), rolls it back first as analyze does. A
        read-write open does; where it cannot (a read-only file), the sources' open says why. */
     store *w = NULL;
-    if (store_open(&w, o->db, 0) == OK) store_close(w);
+    int wrc = store_open(&w, o->db, 0);
+    if (wrc == OK) store_close(w);
+    else if (wrc == ERR_BUSY) return wrc; /* the sources would wait for the lock a second time */
     else err_clear();
     int rc = sae_source_store_pair(&r->src, o->db, o->hook, ho,
                                    vf > 0 ? STORE_SPLIT_TRAIN : STORE_SPLIT_ALL, vf, r->c.seed,

@@ -168,8 +168,9 @@ int store_sql_error(store *s, int rc, const char *what)
     switch (prim) {
     case SQLITE_NOMEM: code = ERR_NOMEM; break;
     case SQLITE_IOERR: case SQLITE_FULL: case SQLITE_READONLY: case SQLITE_CANTOPEN:
-    case SQLITE_PERM: case SQLITE_BUSY: case SQLITE_LOCKED:
+    case SQLITE_PERM: case SQLITE_LOCKED:
         code = ERR_IO; break;
+    case SQLITE_BUSY: code = ERR_BUSY; break; /* another process writes: try again later */
     case SQLITE_CORRUPT: case SQLITE_NOTADB: code = ERR_FORMAT; break;
     default: code = ERR_SQL;
     }

@@ -111,6 +111,19 @@ dargs="--db $T/acts.db --hook synth.acts --d-sae 128 --k 4 --tokens 40960 --batc
 $BIN sae-train $dargs --out $T/dfull >$T/dfull.out 2>&1
 $BIN sae-train $dargs --out $T/dpart --max-steps 33 >/dev/null 2>&1
 $BIN sae-train $dargs --out $T/dpart --resume >$T/dpart.out 2>&1
+# a database another process holds locked (rollback journal): one wait for the lock, then the
+# line; the read-write open that rolls back a hot journal waited 10 s, then the sources 10 s more
+cp $T/acts.db $T/acts_lock.db; rm -f $T/acts_lock.db-wal $T/acts_lock.db-shm
+sqlite3 $T/acts_lock.db "PRAGMA journal_mode=DELETE" >/dev/null
+/usr/bin/python3 -c 'import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN EXCLUSIVE"); c.execute("CREATE TABLE lockme(a)")
+open(sys.argv[2], "w").close(); time.sleep(40)' $T/acts_lock.db $T/locked.flag & lockpid=$!
+for _ in $(seq 100); do [ -e $T/locked.flag ] && break; sleep 0.1; done
+t0=$(date +%s)
+$BIN sae-train ${dargs/$T\/acts.db/$T/acts_lock.db} --out $T/dlock >$T/dlock.out 2>&1; rc=$?
+el=$(( $(date +%s) - t0 ))
+kill $lockpid 2>/dev/null; wait $lockpid 2>/dev/null
+ok "a locked database: one wait, then the line (${el} s: $(tail -1 $T/dlock.out))" '[ $rc -eq 1 ] && [ $el -lt 16 ] && grep -q "database is locked (another process is writing to it" $T/dlock.out'
 # rows added to the database between the stop and --resume: refused, and not with "resume with the
 # same flags" (the same flags were given; a review)
 cp $T/acts.db $T/acts_more.db
