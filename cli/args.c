@@ -193,18 +193,26 @@ int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const
                                        paths[i], in_files[k]);
         if (access(paths[i], F_OK) != 0) continue; /* a new file beside the inputs is harmless */
         /* the file a write replaces: a symlink's target (fileio's rule), so the directory is the
-           target's; "--npy link.npy" to model/model.safetensors replaced the weights (an audit) */
-        char *real = realpath(paths[i], NULL), parent[4096];
-        snprintf(parent, sizeof parent, "%s", real ? real : paths[i]);
+           target's ("--npy link.npy" to model/model.safetensors replaced the weights, an audit);
+           and the path's own, whose files may be links out of it (a model directory of links
+           into a blob store, as Hugging Face's cache is, had its weights replaced by --npy
+           model/model.safetensors once only the target's was looked at, a review) */
+        char *real = realpath(paths[i], NULL);
+        for (int side = 0; side < 2; side++) {
+            char parent[4096];
+            snprintf(parent, sizeof parent, "%s", side && real ? real : paths[i]);
+            char *sl = strrchr(parent, '/');
+            if (!sl) snprintf(parent, sizeof parent, ".");
+            else if (sl == parent) parent[1] = 0;
+            else *sl = 0;
+            for (int k = 0; k < nd; k++)
+                if (in_dirs[k] && file_same(parent, in_dirs[k])) {
+                    free(real);
+                    return cli_usage_error(cmd, "%s %s would replace a file of the input directory "
+                                           "%s; write it elsewhere", flags[i], paths[i], in_dirs[k]);
+                }
+        }
         free(real);
-        char *sl = strrchr(parent, '/');
-        if (!sl) snprintf(parent, sizeof parent, ".");
-        else if (sl == parent) parent[1] = 0;
-        else *sl = 0;
-        for (int k = 0; k < nd; k++)
-            if (in_dirs[k] && file_same(parent, in_dirs[k]))
-                return cli_usage_error(cmd, "%s %s would replace a file of the input directory %s; "
-                                       "write it elsewhere", flags[i], paths[i], in_dirs[k]);
     }
     return 0;
 }

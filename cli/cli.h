@@ -50,8 +50,8 @@ int cli_check_outputs(const char *cmd, int n, const char *const *paths, const ch
 int cli_check_dir_outputs(const char *cmd, const char *dir, int n, const char *const *names);
 /* Before writing: none of the n outputs (NULL skipped, each named by its flag) may be one of the
  * nin input files, or an existing file inside one of the nd input directories (a model's, an
- * SAE's, a tokenizer's: `attribute --csv sae/cfg.json` replaced the SAE's config). A usage error
- * (2) naming both. */
+ * SAE's, a tokenizer's: `attribute --csv sae/cfg.json` replaced the SAE's config), by its path's
+ * directory or, through a symlink, its target's. A usage error (2) naming both. */
 int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const char *const *flags,
                          int nin, const char *const *in_files, int nd, const char *const *in_dirs);
 /* Install SIGINT/SIGUSR1/SIGTERM/SIGHUP handlers that set a flag instead of killing the process

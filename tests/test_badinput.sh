@@ -500,6 +500,13 @@ ln -sf model/model.safetensors "$W/mlink.npy"; ln -sf tok/vocab.bpe "$W/tlink.pn
 bad "forward: --npy a symlink to the model's weights" "--npy mlink.npy would replace a file of the input directory model" forward --model model --tokens 1,2 --hook $H --npy mlink.npy
 bad "attention: --out a symlink into the tokenizer" "--out tlink.png would replace a file of the input directory tok" attention --model model --tokenizer tok --layer 0 --text "the cat" --out tlink.png
 rm -f "$W/mlink.npy" "$W/tlink.png"; LAST=""
+# a model directory of links into a blob store (Hugging Face's cache): the path's own directory
+# counts too (judged by the links' targets alone, --npy hfm/model.safetensors replaced the blob;
+# bad's fingerprint sees the blob's mtime)
+mkdir -p "$W/blobs" "$W/hfm"; cp "$W/model/config.json" "$W/model/model.safetensors" "$W/blobs/"
+ln -sf ../blobs/config.json "$W/hfm/config.json"; ln -sf ../blobs/model.safetensors "$W/hfm/model.safetensors"
+bad "forward: --npy a linked model file of the model directory" "--npy hfm/model.safetensors would replace a file of the input directory hfm" forward --model hfm --tokens 1,2 --hook $H --npy hfm/model.safetensors
+rm -rf "$W/blobs" "$W/hfm"; LAST=""
 EXACT="saelite forward: --tokenizer needs --text (--tokens are ids already) (see 'saelite forward --help')"
 bad "forward: --tokenizer with --tokens (read by nothing)" "" forward --model model --tokens 1,2 --tokenizer nosuch --hook $H --npy o.npy
 bad "forward: an empty --npy" "file '': empty path" forward --model model --tokens 1,2 --hook $H --npy ""
