@@ -51,10 +51,13 @@ static int print_ids(void *user, const int *ids, size_t nid)
     return ferror(stdout) ? err_set(ERR_IO, "cannot write the ids to standard output") : OK;
 }
 
-static void print_text(void *user, const char *txt, size_t n)
+static int print_text(void *user, const char *txt, size_t n)
 {
     fwrite(txt, 1, n, stdout);
     putchar('\n');
+    /* as print_ids: --decode ran to the end of its input after its output had failed (an audit's
+       leftover) */
+    return ferror(stdout) ? err_set(ERR_IO, "cannot write the text to standard output") : OK;
 }
 
 int cmd_tokenize(int argc, char **argv)

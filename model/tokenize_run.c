@@ -50,9 +50,9 @@ static int decode_line(const tok_lines_opts *o, const tok_tokenizer *t, const ch
     int rc = tok_decode(t, ids, nid, &txt, &tl);
     mem_free(ids);
     if (rc) return err_wrap(ERR_ARG, "%s:%ld", path, lineno);
-    if (o->on_text) o->on_text(o->user, txt, tl);
+    if (o->on_text) rc = o->on_text(o->user, txt, tl);
     mem_free(txt);
-    return OK;
+    return rc;
 }
 
 int tok_lines_run(const tok_lines_opts *o, tok_lines_result *r)

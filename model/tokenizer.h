@@ -98,15 +98,15 @@ void tok_splitter_free(tok_splitter *s);
  * ids ("12 345", digits only) and decoded for on_text, in order, as they come. timed: the
  * encoding's CPU seconds too. A line that fails ends the run, named "path:line" (ERR_FORMAT for
  * a bad id or text, ERR_ARG for an id outside the vocabulary); what came before it was handed
- * on. on_ids may stop the run with a non-zero return (returned as is). Errors also ERR_IO (the
- * file cannot be opened or read), the loader's. */
+ * on. on_ids and on_text may stop the run with a non-zero return (returned as is). Errors also
+ * ERR_IO (the file cannot be opened or read), the loader's. */
 typedef struct {
     const char *tokenizer_dir;
     const char *path;
     int decode, special, timed;
     int progress; /* a progress line on stderr (bytes read, of the file's size when it has one) */
     int (*on_ids)(void *user, const int *ids, size_t n);        /* encode; may be NULL */
-    void (*on_text)(void *user, const char *text, size_t n);  /* decode; may be NULL */
+    int (*on_text)(void *user, const char *text, size_t n);   /* decode; may be NULL */
     void *user;
 } tok_lines_opts;
 

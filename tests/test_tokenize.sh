@@ -67,6 +67,12 @@ if mknod "$T/full" c 1 7 2>/dev/null; then
     "$BIN" tokenize --tokenizer "$T/tok" --count tests/data/tok_hostile.txt > "$T/full" 2> "$T/err"
     ok test $? -eq 1
     ok grep -qx "saelite: writing output: No space left on device" "$T/err"
+    # --decode too stops at its first failed write: it decoded on to the end of its input (here
+    # to a bad id after 3000 lines of text, which it then named instead)
+    { for _ in $(seq 3000); do echo "72 101 108 108 111"; done; echo "1 x"; } > "$T/many_ids"
+    "$BIN" tokenize --tokenizer "$T/tok" --decode "$T/many_ids" > "$T/full" 2> "$T/err"
+    ok test $? -eq 1
+    ok test "$(cat "$T/err")" = "saelite tokenize: cannot write the text to standard output"
 else
     echo "SKIP: mknod (not root): ids to a full device not checked" >&2
 fi

@@ -637,7 +637,7 @@ static int seen_ids(void *user, const int *ids, size_t n)
     return s->stop_after && s->lines == s->stop_after ? 7 : 0;
 }
 
-static void seen_text(void *user, const char *t, size_t n)
+static int seen_text(void *user, const char *t, size_t n)
 {
     lines_seen *s = user;
     if (s->tn + n + 1 < sizeof s->text) {
@@ -646,6 +646,7 @@ static void seen_text(void *user, const char *t, size_t n)
         s->text[s->tn++] = '|';
     }
     s->lines++;
+    return s->stop_after && s->lines == s->stop_after ? 7 : 0;
 }
 
 static void test_lines_run(const char *dir, tok_tokenizer *t)
@@ -693,6 +694,10 @@ static void test_lines_run(const char *dir, tok_tokenizer *t)
     lines_seen st = {.stop_after = 1};
     o.user = &st;
     CHECK(tok_lines_run(&o, &r) == 7 && st.lines == 1, "the callback stops the run");
+    lines_seen dst = {.stop_after = 1};
+    od.path = ids;
+    od.user = &dst;
+    CHECK(tok_lines_run(&od, &r) == 7 && dst.lines == 1, "the text callback stops the run");
     o.path = "/nonexistent/lines.txt";
     CHECK(tok_lines_run(&o, &r) == ERR_IO && strstr(err_msg(), "cannot open"), "%s", err_msg());
 }
