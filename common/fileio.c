@@ -306,6 +306,9 @@ int file_check_writable(const char *path)
 
 int file_check_creatable_dir(const char *dir)
 {
+    /* "" took "." for its ancestor and passed: bpe-train -o '' trained, then file_mkdir_p said
+       "empty path" (a review; file_check_writable's rule, 6f9da1d) */
+    if (!dir[0]) return err_set(ERR_IO, "directory '': empty path");
     char up[PATH_MAX];
     if (snprintf(up, sizeof up, "%s", dir) >= (int)sizeof up) return err_set(ERR_IO, "%.80s...: path too long", dir);
     struct stat sb;

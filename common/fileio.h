@@ -101,7 +101,8 @@ void file_group_abort(file_group *g);
 int file_check_writable(const char *path);
 /* Whether dir can be the output directory of a command that makes it (file_mkdir_p) after its
  * work: a directory already, or missing with its nearest existing ancestor a writable
- * directory (a trailing '/' on a file is caught too). ERR_IO naming dir and the ancestor. */
+ * directory (a trailing '/' on a file is caught too; "" is refused). ERR_IO naming dir and the
+ * ancestor. */
 int file_check_creatable_dir(const char *dir);
 /* 1 if a and b name the same file: the same device and inode where both exist (links
  * followed), else the same path once the existing part of each is resolved; 0 otherwise (also

@@ -657,6 +657,10 @@ static void test_same_writable(void)
               file_check_writable(tpath("same_dangling")) == ERR_IO && strstr(err_msg(), "dangling"),
           "%s", err_msg());
     CHECK(file_check_writable("/dev/null") == OK, "a device is written through: %s", err_msg());
+    /* an empty output directory: "." was its ancestor and it passed (bpe-train -o '' trained) */
+    CHECK(file_check_creatable_dir("") == ERR_IO && strstr(err_msg(), "directory '': empty path"),
+          "%s", err_msg());
+    CHECK(file_check_creatable_dir(tpath("newdir")) == OK, "%s", err_msg());
     /* free space: of the file's filesystem, of its directory's where it does not exist yet */
     int64_t fb = 0;
     CHECK(file_free_bytes(a, &fb) == OK && fb > 0, "%s", err_msg());
