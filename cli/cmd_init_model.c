@@ -44,6 +44,10 @@ int cmd_init_model(int argc, char **argv)
         return cli_usage_error(argv[0], "--d-model %d is not a multiple of --heads %d", dmodel, heads);
     /* 4 x d_model in int64: a d_model near INT_MAX overflowed before the range check */
     int64_t d4 = 4 * (int64_t)dmodel;
+    /* before the weights are drawn, not after (seconds for GPT-2's shape): -o '', a file or a
+       path under one failed only at the write (a review) */
+    static const char *const names[2] = {"config.json", "model.safetensors"};
+    if ((rc = cli_check_dir_outputs(argv[0], out, 2, names))) return rc;
     gpt2_init_opts o = {
         .cfg = {layers, heads, dmodel, ctx, vocab, dmlp ? dmlp : d4 > INT_MAX ? INT_MAX : (int)d4, 1e-5f},
         .seed = (uint64_t)seed,

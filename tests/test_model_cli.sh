@@ -69,5 +69,15 @@ kill -TERM $tp; wait $tp; trc=$?
 ok test $trc -eq 130
 ok grep -q "saelite init-model: interrupted; nothing written" "$tmp/term.err"
 ok test ! -e "$tmp/term"
+# a bad -o is refused before the weights are drawn (-o '', a file, a path under a file failed
+# at the write, seconds later, and -o '' said ": cannot create directory")
+touch "$tmp/afile"
+for o in "" "$tmp/afile" "$tmp/afile/sub"; do
+    SAELITE_PROGRESS_EVERY=0.05 $BIN init-model --layers 12 --d-model 768 --heads 12 -o "$o" >/dev/null 2>"$tmp/o.err"
+    ok test $? -eq 1
+    ok test "$(grep -c . "$tmp/o.err")" -eq 1
+    ok test -z "$(grep 'random weights' "$tmp/o.err")"
+    [ -n "$o" ] || ok grep -qx "saelite init-model: directory '': empty path" "$tmp/o.err"
+done
 echo "test_model_cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
