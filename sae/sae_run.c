@@ -242,10 +242,10 @@ static int open_synth(run *r, const sae_run_opts *o)
 static int run_open(run *r, const sae_run_opts *o)
 {
     if (r->c.transcoder && !(o->db && o->hook_out && o->hook_out[0]) && !(o->npy && o->npy_out))
-        return err_set(ERR_ARG, "sae-train: a transcoder trains on a store's --hook and --hook-out, "
+        return err_set(ERR_ARG, "a transcoder trains on a store's --hook and --hook-out, "
                                 "or on --npy with --npy-out");
     if (o->npy_out && !(r->c.transcoder && o->npy))
-        return err_set(ERR_ARG, "sae-train: --npy-out is a transcoder's targets for --npy");
+        return err_set(ERR_ARG, "--npy-out is a transcoder's targets for --npy");
     /* a transcoder maps a hook to a later one: trained the other way round, analyze refused it
        only after training (its forward meets the output first); imported names are not GPT-2's
        and go unchecked. With --npy too: the names go into cfg.json for analyze (the check was
@@ -901,10 +901,10 @@ int sae_train_run(const sae_run_opts *o, sae_run_result *res)
         if (rc) return rc;
         o = &with_spec;
     }
-    if (!o->out || !o->out[0]) return err_set(ERR_ARG, "sae-train: no output directory given (--out)");
+    if (!o->out || !o->out[0]) return err_set(ERR_ARG, "no output directory given (--out)");
     if (!!o->db + !!o->npy + !!o->synth != 1)
-        return err_set(ERR_ARG, "sae-train: give exactly one data source (store, .npy or synthetic)");
-    if (o->db && !(o->hook && o->hook[0])) return err_set(ERR_ARG, "sae-train: a store source needs a hook");
+        return err_set(ERR_ARG, "give exactly one data source (store, .npy or synthetic)");
+    if (o->db && !(o->hook && o->hook[0])) return err_set(ERR_ARG, "a store source needs a hook");
     if (o->max_norm_ratio > 0 && !o->db)
         return err_set(ERR_ARG, "--max-norm-ratio filters a store's tokens (--db); an "
                                 ".npy or synthetic source has no such filter");

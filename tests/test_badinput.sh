@@ -906,7 +906,8 @@ mkdir -p "$W/$R/adir" "$W/$R/sdir/sae_weights.safetensors"; cp "$W/sae8/cfg.json
 npy_raw $R/zero.npy "{'descr': '<f4', 'fortran_order': False, 'shape': (16, 8), }"; head -c 512 /dev/zero >> "$W/$R/zero.npy"
 LAST=""
 bad "sae-train: a directory as --npy" "adir: is a directory, not a .npy file" sae-train --npy $R/adir --out s1
-bad "sae-train: an empty --out" "no output directory given \\(--out\\)" "${T[@]}" --out ""
+# (the runner named its command, which the line's prefix names again)
+bad "sae-train: an empty --out" "^saelite sae-train: no output directory given \\(--out\\)" "${T[@]}" --out ""
 bad "sae-train: --val-frac leaving no training rows, the file named" "acts.npy: its 16 rows all went to validation \\(--val-frac 0.9999\\)" "${T[@]}" --val-frac 0.9999
 bad "sae-train: all-zero activations, the file named" "zero.npy: the 16384 rows sampled to set the input scale have zero" sae-train --npy $R/zero.npy --out s1 --d-sae 16 --k 2 --tokens 256 --batch 16
 bad "sae-eval: a directory where the weights should be" "sae_weights.safetensors: is a directory, not a safetensors file" sae-eval --sae $R/sdir --npy acts.npy
