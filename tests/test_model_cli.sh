@@ -61,7 +61,7 @@ ok test $? -eq 1
 ok cmp -s "$tmp/m3/config.json" "$tmp/m.config"
 # SIGTERM while a large model's weights are drawn: exit 130, the line, nothing written (it died
 # on the signal, and in the write a config.json and a model.safetensors.tmp.PID were left)
-SAELITE_PROGRESS_EVERY=0.05 $BIN init-model --layers 12 --d-model 640 --heads 10 --vocab 50257 -o "$tmp/term" \
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.05 $BIN init-model --layers 12 --d-model 640 --heads 10 --vocab 50257 -o "$tmp/term" \
     >/dev/null 2>"$tmp/term.err" &
 tp=$!
 for _ in $(seq 50); do grep -q "random weights" "$tmp/term.err" && break; sleep 0.1; done
@@ -73,7 +73,7 @@ ok test ! -e "$tmp/term"
 # at the write, seconds later, and -o '' said ": cannot create directory")
 touch "$tmp/afile"
 for o in "" "$tmp/afile" "$tmp/afile/sub"; do
-    SAELITE_PROGRESS_EVERY=0.05 $BIN init-model --layers 12 --d-model 768 --heads 12 -o "$o" >/dev/null 2>"$tmp/o.err"
+    SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.05 $BIN init-model --layers 12 --d-model 768 --heads 12 -o "$o" >/dev/null 2>"$tmp/o.err"
     ok test $? -eq 1
     ok test "$(grep -c . "$tmp/o.err")" -eq 1
     ok test -z "$(grep 'random weights' "$tmp/o.err")"

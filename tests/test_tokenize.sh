@@ -51,7 +51,7 @@ ok grep -qx "saelite bpe-train: interrupted; nothing written" "$T/term.err"
 ok test ! -e "$T/term"
 rc_is 1 "$BIN" bpe-train --vocab 300 /nonexistent.txt -o "$T/x"
 # -o '' is refused before the training (it trained, then said "empty path" at the write)
-SAELITE_PROGRESS_EVERY=0.05 "$BIN" bpe-train --vocab 1000 "$T/nospace.txt" -o '' >/dev/null 2>"$T/err"
+SAELITE_PROGRESS=lines SAELITE_PROGRESS_EVERY=0.05 "$BIN" bpe-train --vocab 1000 "$T/nospace.txt" -o '' >/dev/null 2>"$T/err"
 ok test $? -eq 1
 ok test "$(cat "$T/err")" = "saelite bpe-train: directory '': empty path"
 ok test ! -e "$T/x/encoder.json"
