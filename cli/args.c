@@ -217,6 +217,14 @@ int cli_check_not_inputs(const char *cmd, int n, const char *const *paths, const
     return 0;
 }
 
+int args_given(int argc, char **argv, const char *flag)
+{
+    size_t n = strlen(flag);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], flag, n) && (!argv[i][n] || argv[i][n] == '=')) return 1;
+    return 0;
+}
+
 const char *cli_term(const char *s, char *buf, size_t cap)
 {
     utf8_for_terminal(s, strlen(s), buf, cap);

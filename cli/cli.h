@@ -119,6 +119,9 @@ typedef struct {
 #define ARG_CHOICES(list) .choices = (list)
 #define ARG_DEFAULT(text) .def = (text)
 
+/* Whether argv[1..] spells flag (alone or as flag=value): for a note about a flag the user gave
+ * whose value equals its default (args_parse writes the value, not whether it was typed). */
+int args_given(int argc, char **argv, const char *flag);
 /* Parses argv[1..] against spec (terminated by an entry with name NULL). Accepts
  * "--name value" and "--name=value"; "--no-name" clears an ARG_FLAG whose spec is "--name".
  * Positional arguments are collected into pos (up to max_pos; more is an error).

@@ -82,15 +82,6 @@ static void print_result(const sae_run_opts *o, const sae_run_result *r)
                r->total_steps);
 }
 
-/* Whether argv spells flag (alone or as flag=value). */
-static int given(int argc, char **argv, const char *flag)
-{
-    size_t n = strlen(flag);
-    for (int i = 1; i < argc; i++)
-        if (!strncmp(argv[i], flag, n) && (!argv[i][n] || argv[i][n] == '=')) return 1;
-    return 0;
-}
-
 /* Flags of another architecture are accepted (a loop passes --k to every one, as the tests do)
  * but said to do nothing: --arch jumprelu --k 32 trained at whatever L0 its --l1 gave, without a
  * word (a helper's audit). Which architecture reads which flag is sae/'s. */
@@ -101,9 +92,9 @@ static void note_unused(int argc, char **argv, sae_arch a, const char *arch_s, i
     for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
         const char *owners = sae_train_flag_owners(a, tcod, flags[i]);
         const char *by = tcod ? "--activation" : "--arch";
-        if (owners && given(argc, argv, flags[i]))
+        if (owners && args_given(argc, argv, flags[i]))
             printf("note: %s is for %s; %s %s%s ignores it%s\n", flags[i], owners, by, arch_s,
-                   given(argc, argv, by) ? "" : " (the default)",
+                   args_given(argc, argv, by) ? "" : " (the default)",
                    !strcmp(flags[i], "--k")    ? " (its sparsity follows --l1)"
                    : !strcmp(flags[i], "--l1") ? " (its sparsity is --k)"
                                                : "");
